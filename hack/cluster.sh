@@ -1,0 +1,262 @@
+#!/usr/bin/env bash
+# The local control plane: real etcd, kube-apiserver, kube-controller-manager,
+# kube-scheduler and kwok as plain processes, started by `kwokctl --runtime
+# binary` from the binaries hack/build-tools.sh built. Nothing is downloaded.
+#
+#   hack/cluster.sh up          start (idempotent) and wait until /readyz is ok
+#   hack/cluster.sh down        stop every process of the cluster, delete its state
+#   hack/cluster.sh kubeconfig  print the admin kubeconfig path
+#   hack/cluster.sh status      print up/down; exit 0 only when up
+#
+# Environment:
+#   WINPOOL_CLUSTER     cluster name (default winpool); one name, one cluster
+#   WINPOOL_STATE       state root (default <repo>/.state, git-ignored);
+#                       the cluster lives in $WINPOOL_STATE/clusters/<name>
+#   WINPOOL_PORT_BASE   first of six consecutive loopback ports (default 26440):
+#                       apiserver, etcd, etcd peer, controller-manager,
+#                       scheduler, kwok. Each can also be set on its own:
+#                       WINPOOL_APISERVER_PORT, WINPOOL_ETCD_PORT,
+#                       WINPOOL_ETCD_PEER_PORT, WINPOOL_KCM_PORT,
+#                       WINPOOL_SCHEDULER_PORT, WINPOOL_KWOK_PORT.
+#                       A second cluster side by side needs another name and
+#                       another base, e.g. WINPOOL_CLUSTER=b WINPOOL_PORT_BASE=26450.
+#   WINPOOL_UP_TIMEOUT  seconds `up` waits for readiness (default 180)
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+
+CLUSTER="${WINPOOL_CLUSTER:-winpool}"
+[[ "$CLUSTER" =~ ^[a-z0-9]([a-z0-9-]*[a-z0-9])?$ ]] || die "WINPOOL_CLUSTER must be a DNS label, got '$CLUSTER'"
+STATE_ROOT="${WINPOOL_STATE:-$REPO_ROOT/.state}"
+mkdir -p "$STATE_ROOT"
+STATE_ROOT="$(cd "$STATE_ROOT" && pwd)" # kwokctl writes absolute paths into the kubeconfig
+
+PORT_BASE="${WINPOOL_PORT_BASE:-26440}" # below Linux's ephemeral range (32768+), so clients never squat on it
+APISERVER_PORT="${WINPOOL_APISERVER_PORT:-$PORT_BASE}"
+ETCD_PORT="${WINPOOL_ETCD_PORT:-$((PORT_BASE + 1))}"
+ETCD_PEER_PORT="${WINPOOL_ETCD_PEER_PORT:-$((PORT_BASE + 2))}"
+KCM_PORT="${WINPOOL_KCM_PORT:-$((PORT_BASE + 3))}"
+SCHEDULER_PORT="${WINPOOL_SCHEDULER_PORT:-$((PORT_BASE + 4))}"
+KWOK_PORT="${WINPOOL_KWOK_PORT:-$((PORT_BASE + 5))}"
+UP_TIMEOUT="${WINPOOL_UP_TIMEOUT:-180}"
+
+# kwokctl keeps each cluster in $KWOK_WORKDIR/clusters/<name>; pointing it at
+# our state root also keeps it away from a user's ~/.kwok/kwok.yaml.
+CLUSTER_DIR="$STATE_ROOT/clusters/$CLUSTER"
+KUBECONFIG_PATH="$CLUSTER_DIR/kubeconfig.yaml"
+AUDIT_LOG="$CLUSTER_DIR/logs/audit.log"
+KWOKCTL_CONFIG="$STATE_ROOT/$CLUSTER.kwokctl.yaml"
+KWOKCTL_LOG="$STATE_ROOT/$CLUSTER.kwokctl.log"
+LOCK_FILE="$STATE_ROOT/$CLUSTER.lock"
+# kwokctl prefers any `kubectl` on PATH for its own health checks; this
+# directory puts ours first so a system kubectl (of another version, or a
+# downloading dispatcher) is never used.
+SHIM_DIR="$STATE_ROOT/bin"
+
+COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok-controller)
+
+kubectl_() { "$(tool_path kubectl)" --kubeconfig "$KUBECONFIG_PATH" --request-timeout=5s "$@"; }
+
+# kwokctl reads KWOK_* variables over its config file (e.g. KWOK_KUBE_APISERVER_BINARY
+# would swap in a download URL), so it runs with none but the work dir.
+kwokctl_() {
+  local -a clean_env=()
+  local v
+  for v in $(compgen -e); do [[ "$v" == KWOK_* ]] && clean_env+=(-u "$v"); done
+  # Components outlive kwokctl; fd 9 (our lock) must not leak into them or the
+  # lock would stay held by kube-apiserver forever.
+  env "${clean_env[@]}" KWOK_WORKDIR="$STATE_ROOT" PATH="$SHIM_DIR:$PATH" \
+    "$(tool_path kwokctl)" --name "$CLUSTER" "$@" </dev/null 9>&-
+}
+
+ensure_tools() {
+  local t missing=0
+  for t in etcd kwok kwokctl kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+    [[ -x "$(tool_path "$t")" ]] || missing=1
+  done
+  if ((missing)); then
+    log "control-plane binaries missing; running hack/build-tools.sh (slow when cold)"
+    "$HACK_DIR/build-tools.sh"
+  fi
+  mkdir -p "$SHIM_DIR"
+  ln -sfn "$(tool_path kubectl)" "$SHIM_DIR/kubectl"
+}
+
+ready() { [[ -f "$KUBECONFIG_PATH" ]] && [[ "$(kubectl_ get --raw /readyz 2>/dev/null)" == ok ]]; }
+
+# Every process kwokctl forks runs from a symlink in $CLUSTER_DIR/bin, so that
+# path prefix identifies this cluster's processes and no other's.
+cluster_pids() { pgrep -f "^$CLUSTER_DIR/bin/" || true; }
+
+# Stops this cluster's processes that kwokctl no longer tracks (a pid file lost
+# in a crash, a half-finished create): they still run from $CLUSTER_DIR/bin.
+stop_leftovers() {
+  local pids i
+  pids="$(cluster_pids)"
+  [[ -n "$pids" ]] || return 0
+  log "stopping leftover processes of cluster '$CLUSTER': $(echo $pids)"
+  # shellcheck disable=SC2086
+  kill $pids 2>/dev/null || true
+  for i in $(seq 20); do [[ -z "$(cluster_pids)" ]] && return 0; sleep 0.5; done
+  pids="$(cluster_pids)"
+  # shellcheck disable=SC2086
+  kill -9 $pids 2>/dev/null || true
+  sleep 0.5
+  pids="$(cluster_pids)"
+  [[ -z "$pids" ]] || die "processes of cluster '$CLUSTER' still running: $(echo $pids)"
+}
+
+port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+write_kwokctl_config() {
+  cat >"$KWOKCTL_CONFIG" <<EOF
+# Generated by hack/cluster.sh; edits are overwritten on the next 'up'.
+apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokctlConfiguration
+options:
+  runtime: binary
+  kubeVersion: $K8S_VERSION
+  # Loopback only: nothing on the network can reach the test cluster.
+  bindAddress: 127.0.0.1
+  securePort: true
+  kubeAuthorization: true # RBAC (and Node) authorization
+  kubeAdmission: true     # default admission plugins
+  kubeAuditPolicy: $HACK_DIR/audit-policy.yaml
+  quietPull: true
+  # Exactly the control plane; no prometheus, dashboard, metrics-server, jaeger.
+  components: [$(IFS=,; echo "${COMPONENTS[*]}")]
+  kubeApiserverPort: $APISERVER_PORT
+  etcdPort: $ETCD_PORT
+  etcdPeerPort: $ETCD_PEER_PORT
+  kubeControllerManagerPort: $KCM_PORT
+  kubeSchedulerPort: $SCHEDULER_PORT
+  kwokControllerPort: $KWOK_PORT
+  # Local files only. kwokctl symlinks a local path instead of downloading it;
+  # every other default here is a URL.
+  etcdBinary: $(tool_path etcd)
+  kubeApiserverBinary: $(tool_path kube-apiserver)
+  kubeControllerManagerBinary: $(tool_path kube-controller-manager)
+  kubeSchedulerBinary: $(tool_path kube-scheduler)
+  kwokControllerBinary: $(tool_path kwok)
+  kubectlBinary: $(tool_path kubectl)
+  cacheDir: $STATE_ROOT/cache
+componentsPatches:
+  # kwokctl's binary runtime makes kwok claim every node; winpool's tests mix
+  # kwok nodes with nodes the simulator drives itself, so kwok keeps to its own
+  # default: nodes annotated kwok.x-k8s.io/node=fake.
+  - name: kwok-controller
+    extraArgs:
+      - key: manage-all-nodes
+        value: "false"
+        override: true
+      - key: manage-nodes-with-annotation-selector
+        value: kwok.x-k8s.io/node=fake
+EOF
+}
+
+show_logs() {
+  local f
+  for f in "$KWOKCTL_LOG" "$CLUSTER_DIR"/logs/{etcd,kube-apiserver,kube-controller-manager,kube-scheduler,kwok-controller}.log; do
+    [[ -s "$f" ]] || continue
+    printf '\n==> %s (last 25 lines) <==\n' "$f" >&2
+    tail -n 25 "$f" >&2
+  done
+}
+
+wait_for() { # description command...
+  local what="$1"; shift
+  local deadline=$((SECONDS + UP_TIMEOUT))
+  until "$@" >/dev/null 2>&1; do
+    if ((SECONDS >= deadline)); then
+      show_logs
+      die "cluster '$CLUSTER': $what not ok after ${UP_TIMEOUT}s (logs above; all logs in $CLUSTER_DIR/logs)"
+    fi
+    sleep 0.5
+  done
+}
+
+healthz() { # port
+  curl -ksf --max-time 2 "https://127.0.0.1:$1/healthz" | grep -qx ok
+}
+
+cmd_up() {
+  local start=$SECONDS
+  ensure_tools
+  exec 9>"$LOCK_FILE"
+  flock 9
+  if ready && [[ -n "$(cluster_pids)" ]]; then
+    log "cluster '$CLUSTER' already up ($KUBECONFIG_PATH)"
+    return
+  fi
+
+  if [[ ! -f "$CLUSTER_DIR/kwok.yaml" ]]; then
+    # A fresh cluster. Leftovers of a crashed create would make kwokctl resume it.
+    stop_leftovers
+    rm -rf "$CLUSTER_DIR"
+    # Fail early and clearly if another process holds one of our ports.
+    local p
+    for p in "$APISERVER_PORT" "$ETCD_PORT" "$ETCD_PEER_PORT" "$KCM_PORT" "$SCHEDULER_PORT" "$KWOK_PORT"; do
+      port_busy "$p" && die "port $p is in use; pick other ports with WINPOOL_PORT_BASE (now $PORT_BASE) or WINPOOL_*_PORT"
+    done
+  else
+    log "cluster '$CLUSTER' exists but is not ready; restarting its processes"
+  fi
+
+  write_kwokctl_config
+  log "starting cluster '$CLUSTER' (apiserver https://127.0.0.1:$APISERVER_PORT)"
+  # With an existing cluster kwokctl restarts whatever component is not running.
+  if ! kwokctl_ -c "$KWOKCTL_CONFIG" create cluster --kubeconfig "" >"$KWOKCTL_LOG" 2>&1; then
+    show_logs
+    die "kwokctl create cluster failed (see $KWOKCTL_LOG)"
+  fi
+
+  wait_for "kube-apiserver /readyz" ready
+  # The rest of the control plane must work too before tests start: the
+  # controller-manager creates the default ServiceAccount (pods need it), the
+  # scheduler and kwok answer their health checks.
+  wait_for "kube-controller-manager /healthz" healthz "$KCM_PORT"
+  wait_for "kube-scheduler /healthz" healthz "$SCHEDULER_PORT"
+  wait_for "kwok-controller /healthz" healthz "$KWOK_PORT"
+  wait_for "default ServiceAccount" kubectl_ -n default get serviceaccount default
+  log "cluster '$CLUSTER' ready in $((SECONDS - start))s; kubeconfig: $KUBECONFIG_PATH; audit log: $AUDIT_LOG"
+}
+
+cmd_down() {
+  exec 9>"$LOCK_FILE"
+  flock 9
+  if [[ -f "$CLUSTER_DIR/kwok.yaml" ]]; then
+    log "deleting cluster '$CLUSTER'"
+    kwokctl_ delete cluster --kubeconfig "" >>"$KWOKCTL_LOG" 2>&1 ||
+      log "kwokctl delete cluster failed (see $KWOKCTL_LOG); cleaning up by hand"
+  fi
+  stop_leftovers
+  rm -rf "$CLUSTER_DIR" "$KWOKCTL_CONFIG"
+  log "cluster '$CLUSTER' is down"
+}
+
+cmd_status() {
+  if ready; then
+    # The saved kubeconfig, not this shell's WINPOOL_*_PORT, knows where it runs.
+    local server
+    server="$(sed -n 's/^ *server: *//p' "$KUBECONFIG_PATH" | head -n 1)"
+    echo "up: cluster '$CLUSTER' at $server, kubeconfig $KUBECONFIG_PATH"
+  elif [[ -n "$(cluster_pids)" ]]; then
+    echo "unhealthy: cluster '$CLUSTER' has processes but /readyz is not ok (logs in $CLUSTER_DIR/logs)"
+    return 1
+  else
+    echo "down: cluster '$CLUSTER'"
+    return 1
+  fi
+}
+
+cmd_kubeconfig() {
+  [[ -f "$KUBECONFIG_PATH" ]] || log "warning: cluster '$CLUSTER' is not up; run hack/cluster.sh up"
+  echo "$KUBECONFIG_PATH"
+}
+
+case "${1:-}" in
+  up) cmd_up ;;
+  down) cmd_down ;;
+  status) cmd_status ;;
+  kubeconfig) cmd_kubeconfig ;;
+  *) die "usage: $0 up|down|kubeconfig|status" ;;
+esac

@@ -1,0 +1,24 @@
+# Shared by the hack/ scripts: where the tool cache lives and how to find a tool.
+# shellcheck shell=bash
+HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO_ROOT="$(cd "$HACK_DIR/.." && pwd)"
+# shellcheck source=versions.env
+source "$HACK_DIR/versions.env"
+WINPOOL_CACHE="${WINPOOL_CACHE:-$HOME/.cache/winpool}"
+TOOLS_BIN="$WINPOOL_CACHE/bin"
+# Builds must never reach for a toolchain other than the machine's own Go.
+export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
+
+log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+# tool_path NAME -> the cached binary for NAME at its pinned version.
+tool_path() {
+  case "$1" in
+    kube-apiserver|kube-controller-manager|kube-scheduler|kubectl) echo "$TOOLS_BIN/$1-$K8S_VERSION" ;;
+    etcd) echo "$TOOLS_BIN/etcd-$ETCD_VERSION" ;;
+    kwok|kwokctl) echo "$TOOLS_BIN/$1-$KWOK_VERSION" ;;
+    helm) echo "$TOOLS_BIN/helm-$HELM_VERSION" ;;
+    *) die "unknown tool $1" ;;
+  esac
+}

@@ -1,0 +1,504 @@
+//! The `WindowsNodePool` API (`winpool.dev/v1alpha1`) and the names winpool
+//! writes on Nodes. This is the only place the CRD's shape is defined: the YAML
+//! in `crds/` is generated from these types by `winpool crd`.
+//!
+//! Validation that a person should see at `kubectl apply` time lives here too,
+//! as OpenAPI patterns/enums and CEL `x-kubernetes-validations`, so the API
+//! server refuses bad input before the controller ever sees it.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+pub const GROUP: &str = "winpool.dev";
+/// The single field manager every server-side apply and patch of winpool uses.
+pub const FIELD_MANAGER: &str = "winpool";
+
+/// Node labels, annotations, taints and condition types: the fixed interface of SPEC §2/§3/§7.
+pub mod names {
+    pub const LABEL_OS: &str = "kubernetes.io/os";
+    pub const LABEL_WINDOWS_BUILD: &str = "node.kubernetes.io/windows-build";
+    pub const LABEL_POOL: &str = "winpool.dev/pool";
+    pub const LABEL_REVISION: &str = "winpool.dev/revision";
+
+    pub const ANN_APPLIED_REVISION: &str = "winpool.dev/applied-revision";
+    pub const ANN_APPLY_STATUS: &str = "winpool.dev/apply-status";
+    pub const ANN_APPLY_MESSAGE: &str = "winpool.dev/apply-message";
+    pub const ANN_CSI_PROXY_VERSION: &str = "winpool.dev/csi-proxy-version";
+    pub const ANN_CNI_MODE: &str = "winpool.dev/cni-mode";
+    pub const ANN_HNS_LOAD_BALANCERS: &str = "winpool.dev/hns-load-balancers";
+    pub const ANN_HNS_ENDPOINTS: &str = "winpool.dev/hns-endpoints";
+
+    /// Per-node rollout state written by the operator, so a restarted operator
+    /// resumes exactly where it was (SPEC §2).
+    pub const ANN_STATE: &str = "winpool.dev/state";
+    pub const ANN_STATE_SINCE: &str = "winpool.dev/state-since";
+    /// When this node's rollout to its target revision began; nodeTimeout counts from here.
+    pub const ANN_STARTED_AT: &str = "winpool.dev/started-at";
+    /// The revision the node is being moved to while Draining (the label moves at Applying).
+    pub const ANN_TARGET_REVISION: &str = "winpool.dev/target-revision";
+    /// Present only when winpool itself cordoned the node: winpool never
+    /// uncordons a node someone else cordoned.
+    pub const ANN_CORDONED_BY_WINPOOL: &str = "winpool.dev/cordoned";
+    pub const ANN_FAILURE_REASON: &str = "winpool.dev/failure-reason";
+    pub const ANN_FAILURE_MESSAGE: &str = "winpool.dev/failure-message";
+    /// Revisions already drained on this node; a node is never drained twice for one revision.
+    pub const ANN_DRAINED_REVISION: &str = "winpool.dev/drained-revision";
+
+    pub const TAINT_HNS_NOT_READY: &str = "winpool.dev/hns-not-ready";
+    pub const NODE_CONDITION_HNS_READY: &str = "WindowsHNSReady";
+
+    pub const APPLY_SUCCEEDED: &str = "Succeeded";
+    pub const APPLY_FAILED: &str = "Failed";
+}
+
+/// Windows Server LTSC release of the nodes in a pool.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum OsVersion {
+    /// Windows Server 2019, build 17763.
+    Ltsc2019,
+    /// Windows Server 2022, build 20348.
+    Ltsc2022,
+    /// Windows Server 2025, build 26100.
+    Ltsc2025,
+}
+
+impl OsVersion {
+    pub const ALL: [OsVersion; 3] = [OsVersion::Ltsc2019, OsVersion::Ltsc2022, OsVersion::Ltsc2025];
+
+    /// The OS build number every node of this release reports (`10.0.<build>`).
+    pub fn build(self) -> u32 {
+        match self {
+            OsVersion::Ltsc2019 => 17763,
+            OsVersion::Ltsc2022 => 20348,
+            OsVersion::Ltsc2025 => 26100,
+        }
+    }
+
+    pub fn from_build(build: u32) -> Option<Self> {
+        Self::ALL.into_iter().find(|v| v.build() == build)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OsVersion::Ltsc2019 => "ltsc2019",
+            OsVersion::Ltsc2022 => "ltsc2022",
+            OsVersion::Ltsc2025 => "ltsc2025",
+        }
+    }
+}
+
+impl std::fmt::Display for OsVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A pool of Windows nodes rolled, node by node, to one declared configuration.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "winpool.dev",
+    version = "v1alpha1",
+    kind = "WindowsNodePool",
+    shortname = "wnp",
+    category = "winpool",
+    status = "WindowsNodePoolStatus",
+    derive = "PartialEq",
+    doc = "A pool of Windows nodes that winpool rolls, node by node, to one declared OS patch level, runtime, CNI mode and CSI Proxy version.",
+    printcolumn(name = "OS", type_ = "string", json_path = ".spec.os.version"),
+    printcolumn(name = "Patch", type_ = "string", json_path = ".spec.os.patchLevel", description = "Target minimum OS build.revision"),
+    printcolumn(name = "Runtime", type_ = "string", json_path = ".spec.runtime.version"),
+    printcolumn(name = "CNI", type_ = "string", json_path = ".spec.networking.cniMode"),
+    printcolumn(name = "Nodes", type_ = "integer", json_path = ".status.nodes.total"),
+    printcolumn(name = "Updated", type_ = "integer", json_path = ".status.nodes.updated"),
+    printcolumn(name = "HNS", type_ = "string", json_path = ".status.hns.state", description = "WithinLimits, NearLimit or Exceeded"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct WindowsNodePoolSpec {
+    /// Which nodes belong to the pool. `kubernetes.io/os=windows` is always implied.
+    pub node_selector: LabelSelector,
+    pub os: OsSpec,
+    #[serde(default)]
+    pub runtime: RuntimeSpec,
+    #[serde(default)]
+    pub networking: NetworkingSpec,
+    #[serde(default)]
+    pub storage: StorageSpec,
+    #[serde(default)]
+    pub hns: HnsSpec,
+    #[serde(default)]
+    pub rollout: RolloutSpec,
+    #[serde(default)]
+    pub agent: AgentSpec,
+}
+
+/// The OS release and the minimum patch level every node must reach.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "self.patchLevel.startsWith('10.0.' + {'ltsc2019': '17763', 'ltsc2022': '20348', 'ltsc2025': '26100'}[self.version] + '.')",
+    "messageExpression": "'os.patchLevel ' + self.patchLevel + ' is not a build of ' + self.version + ': ' + self.version + ' patch levels look like 10.0.' + {'ltsc2019': '17763', 'ltsc2022': '20348', 'ltsc2025': '26100'}[self.version] + '.<revision>'",
+    "fieldPath": ".patchLevel",
+    "reason": "FieldValueInvalid"
+}]))]
+pub struct OsSpec {
+    /// ltsc2019 (build 17763), ltsc2022 (build 20348) or ltsc2025 (build 26100).
+    pub version: OsVersion,
+    /// Minimum `10.0.<build>.<revision>` every node must report as its kernelVersion, e.g. 10.0.20348.2762.
+    #[schemars(regex(pattern = r"^10\.0\.[0-9]{5}\.[0-9]{1,6}$"), length(max = 24))]
+    pub patch_level: String,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "self.name == 'containerd'",
+    "messageExpression": "self.name == 'docker' ? 'runtime.name docker is not supported: dockershim was removed in Kubernetes 1.24; set runtime.name to containerd' : 'runtime.name ' + self.name + ' is not supported: only containerd runs Windows containers on Kubernetes'",
+    "fieldPath": ".name",
+    "reason": "FieldValueNotSupported"
+}]))]
+pub struct RuntimeSpec {
+    /// Container runtime; only `containerd` (default).
+    #[serde(default = "default_runtime_name")]
+    #[schemars(length(max = 32))]
+    pub name: String,
+    /// containerd version every node must run, e.g. 1.7.22. Omitted: the runtime version is not managed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^v?[0-9]+\.[0-9]+\.[0-9]+([-+][0-9A-Za-z.-]+)?$"), length(max = 64))]
+    pub version: Option<String>,
+}
+
+fn default_runtime_name() -> String {
+    "containerd".into()
+}
+
+impl Default for RuntimeSpec {
+    fn default() -> Self {
+        Self { name: default_runtime_name(), version: None }
+    }
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, Default, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum CniMode {
+    /// VXLAN overlay (default).
+    #[default]
+    Overlay,
+    L2bridge,
+}
+
+impl CniMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CniMode::Overlay => "overlay",
+            CniMode::L2bridge => "l2bridge",
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkingSpec {
+    #[serde(default)]
+    pub cni_mode: CniMode,
+    #[serde(default)]
+    pub kube_proxy: KubeProxySpec,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum KubeProxyMode {
+    /// The only kube-proxy mode on Windows.
+    #[default]
+    Winkernel,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KubeProxySpec {
+    #[serde(default)]
+    pub mode: KubeProxyMode,
+    /// Direct Server Return for load-balanced traffic (default false).
+    #[serde(default, rename = "enableDSR")]
+    pub enable_dsr: bool,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StorageSpec {
+    #[serde(default)]
+    pub csi_proxy: CsiProxySpec,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "!self.enabled || has(self.version)",
+    "message": "storage.csiProxy.version is required when storage.csiProxy.enabled is true, e.g. v1.1.3",
+    "fieldPath": ".version",
+    "reason": "FieldValueRequired"
+}]))]
+pub struct CsiProxySpec {
+    /// Run CSI Proxy on the nodes (default false); Windows pods need it for CSI persistent volumes.
+    #[serde(default)]
+    pub enabled: bool,
+    /// CSI Proxy release, e.g. v1.1.3.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^v?[0-9]+\.[0-9]+\.[0-9]+([-+][0-9A-Za-z.-]+)?$"), length(max = 64))]
+    pub version: Option<String>,
+}
+
+/// HNS capacity model. Microsoft publishes no official per-node limits; 0 means
+/// winpool's documented conservative default for the pool's OS version.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HnsSpec {
+    /// Load-balancer policies a node can hold (0 = OS default).
+    #[serde(default)]
+    #[schemars(range(min = 0))]
+    pub max_load_balancers: i64,
+    /// Remote endpoints a node can hold (0 = OS default).
+    #[serde(default)]
+    #[schemars(range(min = 0))]
+    pub max_endpoints: i64,
+    /// Backends one load balancer can take before HNS refuses it with "invalid number of destinations" (0 = OS default).
+    #[serde(default)]
+    #[schemars(range(min = 0))]
+    pub max_backends_per_service: i64,
+    /// Percent of a limit at which HNSCapacity turns NearLimit (default 80).
+    #[serde(default = "default_warn_percent")]
+    #[schemars(range(min = 1, max = 100))]
+    pub warn_percent: i32,
+    /// Taint nodes winpool.dev/hns-not-ready:NoSchedule until HNS has caught up (default true).
+    #[serde(default = "default_true")]
+    pub taint_when_not_ready: bool,
+}
+
+fn default_warn_percent() -> i32 {
+    80
+}
+fn default_true() -> bool {
+    true
+}
+
+impl Default for HnsSpec {
+    fn default() -> Self {
+        Self {
+            max_load_balancers: 0,
+            max_endpoints: 0,
+            max_backends_per_service: 0,
+            warn_percent: default_warn_percent(),
+            taint_when_not_ready: true,
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "type(self.maxUnavailable) == int ? self.maxUnavailable >= 1 : self.maxUnavailable.matches('^(100|[1-9][0-9]?)%$')",
+    "message": "rollout.maxUnavailable must be a positive number of nodes (e.g. 1) or a percentage from 1% to 100% (e.g. \"10%\")",
+    "fieldPath": ".maxUnavailable",
+    "reason": "FieldValueInvalid"
+}, {
+    "rule": "duration(self.nodeTimeout) > duration('0s')",
+    "message": "rollout.nodeTimeout must be a positive duration such as 30m or 1h30m",
+    "fieldPath": ".nodeTimeout",
+    "reason": "FieldValueInvalid"
+}]))]
+pub struct RolloutSpec {
+    /// Nodes that may be between Pending and Updated at once: a number or a percent of the pool (default 1).
+    #[serde(default = "default_max_unavailable")]
+    pub max_unavailable: IntOrString,
+    /// Start no new node while true; nodes already in flight finish (default false).
+    #[serde(default)]
+    pub paused: bool,
+    /// Failed nodes tolerated before the rollout pauses itself (default 1).
+    #[serde(default = "default_max_failed_nodes")]
+    #[schemars(range(min = 0))]
+    pub max_failed_nodes: i32,
+    /// Drain + apply + verify budget per node, a Go duration (default 30m).
+    #[serde(default = "default_node_timeout")]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"), length(max = 32))]
+    pub node_timeout: String,
+    #[serde(default)]
+    pub drain: DrainSpec,
+    /// When set, no new node starts outside this window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maintenance_window: Option<MaintenanceWindow>,
+}
+
+fn default_max_unavailable() -> IntOrString {
+    IntOrString::Int(1)
+}
+fn default_max_failed_nodes() -> i32 {
+    1
+}
+fn default_node_timeout() -> String {
+    "30m".into()
+}
+
+impl Default for RolloutSpec {
+    fn default() -> Self {
+        Self {
+            max_unavailable: default_max_unavailable(),
+            paused: false,
+            max_failed_nodes: default_max_failed_nodes(),
+            node_timeout: default_node_timeout(),
+            drain: DrainSpec::default(),
+            maintenance_window: None,
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "duration(self.timeout) > duration('0s')",
+    "message": "rollout.drain.timeout must be a positive duration such as 10m",
+    "fieldPath": ".timeout",
+    "reason": "FieldValueInvalid"
+}]))]
+pub struct DrainSpec {
+    /// Cordon and evict pods before applying (default true).
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// How long evictions may take before the node fails, a Go duration (default 10m).
+    #[serde(default = "default_drain_timeout")]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"), length(max = 32))]
+    pub timeout: String,
+    /// Evict pods that use emptyDir volumes, losing that data (default true).
+    #[serde(default = "default_true")]
+    pub delete_empty_dir_data: bool,
+    /// Delete pods a PodDisruptionBudget protects once the drain times out (default false).
+    #[serde(default)]
+    pub force: bool,
+}
+
+fn default_drain_timeout() -> String {
+    "10m".into()
+}
+
+impl Default for DrainSpec {
+    fn default() -> Self {
+        Self { enabled: true, timeout: default_drain_timeout(), delete_empty_dir_data: true, force: false }
+    }
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+pub enum Weekday {
+    Mon,
+    Tue,
+    Wed,
+    Thu,
+    Fri,
+    Sat,
+    Sun,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "self.start != self.end",
+    "message": "rollout.maintenanceWindow.start and end must differ (a window that ends before it starts runs past midnight)",
+    "fieldPath": ".end",
+    "reason": "FieldValueInvalid"
+}]))]
+pub struct MaintenanceWindow {
+    /// Days on which the window opens (default every day).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 7))]
+    pub days: Vec<Weekday>,
+    /// Opening time, HH:MM (24h).
+    #[schemars(regex(pattern = r"^([01][0-9]|2[0-3]):[0-5][0-9]$"))]
+    pub start: String,
+    /// Closing time, HH:MM (24h); earlier than start means the window runs past midnight.
+    #[schemars(regex(pattern = r"^([01][0-9]|2[0-3]):[0-5][0-9]$"))]
+    pub end: String,
+    /// IANA time zone of start/end, e.g. Europe/Zurich (default UTC).
+    #[serde(default = "default_time_zone")]
+    #[schemars(regex(pattern = r"^(UTC|[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+){0,2})$"), length(max = 64))]
+    pub time_zone: String,
+}
+
+fn default_time_zone() -> String {
+    "UTC".into()
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentSpec {
+    /// HostProcess image that applies the configuration on the node; empty = the operator's --agent-image.
+    #[serde(default)]
+    #[schemars(length(max = 512))]
+    pub image: String,
+}
+
+/// Observed state of the pool, written only by winpool.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WindowsNodePoolStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Hash of the node-level configuration the pool is rolling to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
+    #[serde(default)]
+    pub nodes: NodeCounts,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hns: Option<HnsStatus>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// Failed nodes, first 20 by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed_nodes: Vec<FailedNode>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeCounts {
+    pub total: i32,
+    pub updated: i32,
+    pub updating: i32,
+    pub pending: i32,
+    pub failed: i32,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HnsStatus {
+    pub expected_load_balancers: i64,
+    pub limit_load_balancers: i64,
+    pub expected_endpoints: i64,
+    pub limit_endpoints: i64,
+    /// WithinLimits, NearLimit or Exceeded.
+    pub state: String,
+    /// Services whose ready backends exceed maxBackendsPerService (first 20).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub services_over_backend_limit: Vec<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FailedNode {
+    pub name: String,
+    pub reason: String,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<Time>,
+}
+
+/// Condition types on the pool.
+pub mod conditions {
+    pub const READY: &str = "Ready";
+    pub const PROGRESSING: &str = "Progressing";
+    pub const DEGRADED: &str = "Degraded";
+    pub const HNS_CAPACITY: &str = "HNSCapacity";
+    pub const PAUSED: &str = "Paused";
+    /// Membership problems the controller found (a node in two pools, a node of another OS version).
+    pub const NODES_CONFLICT: &str = "NodeConflicts";
+}

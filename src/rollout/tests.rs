@@ -1,0 +1,395 @@
+use super::*;
+use crate::api::WindowsNodePoolSpec;
+
+const POOL: &str = "p";
+
+fn spec_with(extra: &str) -> WindowsNodePoolSpec {
+    serde_yaml::from_str(&format!(
+        "nodeSelector: {{matchLabels: {{pool: p}}}}\nos: {{version: ltsc2022, patchLevel: 10.0.20348.2762}}\nruntime: {{version: 1.7.22}}\n{extra}"
+    ))
+    .unwrap()
+}
+
+fn now() -> Timestamp {
+    "2026-11-29T12:00:00Z".parse().unwrap()
+}
+
+fn ago(secs: i64) -> Option<Timestamp> {
+    Some(now() - jiff::SignedDuration::from_secs(secs))
+}
+
+/// A pool member that has never been touched, at the old patch level.
+fn fresh(name: &str) -> NodeView {
+    NodeView {
+        name: name.into(),
+        pool_label: Some(POOL.into()),
+        ready: true,
+        kernel_version: Some("10.0.20348.2700".into()),
+        runtime_version: Some("containerd://1.7.20".into()),
+        ..Default::default()
+    }
+}
+
+fn in_state(name: &str, state: NodeState, rev: &str) -> NodeView {
+    NodeView {
+        state: Some(state.as_str().into()),
+        state_since: ago(10),
+        started_at: ago(10),
+        target_revision: Some(rev.into()),
+        cordoned_by_winpool: true,
+        unschedulable: true,
+        ..fresh(name)
+    }
+}
+
+/// What the agent and kubelet report once the target configuration is on the node.
+fn applied(mut n: NodeView, rev: &str) -> NodeView {
+    n.revision_label = Some(rev.into());
+    n.applied_revision = Some(rev.into());
+    n.apply_status = Some("Succeeded".into());
+    n.kernel_version = Some("10.0.20348.2762".into());
+    n.runtime_version = Some("containerd://1.7.22".into());
+    n.cni_mode = Some("overlay".into());
+    n
+}
+
+fn run(spec: &WindowsNodePoolSpec, nodes: &[NodeView]) -> Plan {
+    let existing = BTreeSet::new();
+    decide(&PoolInput { name: POOL, spec, existing_revisions: &existing }, nodes, now())
+}
+
+fn patch<'a>(plan: &'a Plan, node: &str) -> Option<&'a NodePatch> {
+    plan.patches.iter().find(|p| p.node == node)
+}
+
+fn transition(plan: &Plan, node: &str) -> Option<(NodeState, NodeState)> {
+    patch(plan, node).map(|p| (p.from, p.to))
+}
+
+#[test]
+fn starts_at_most_max_unavailable_nodes_in_name_order() {
+    let cases: &[(&str, usize, &[&str])] = &[
+        ("rollout: {maxUnavailable: 1}", 5, &["n0"]),
+        ("rollout: {maxUnavailable: 2}", 5, &["n0", "n1"]),
+        ("rollout: {maxUnavailable: '40%'}", 5, &["n0", "n1"]),
+        ("rollout: {maxUnavailable: '10%'}", 5, &["n0"]), // rounds down, never below 1
+        ("rollout: {maxUnavailable: 10}", 3, &["n0", "n1", "n2"]),
+    ];
+    for (extra, n, want) in cases {
+        let spec = spec_with(extra);
+        let nodes: Vec<_> = (0..*n).rev().map(|i| fresh(&format!("n{i}"))).collect();
+        let plan = run(&spec, &nodes);
+        let started: Vec<&str> = plan.patches.iter().filter(|p| p.to == NodeState::Draining).map(|p| p.node.as_str()).collect();
+        assert_eq!(started, *want, "{extra} with {n} nodes");
+        for p in plan.patches.iter().filter(|p| p.to == NodeState::Draining) {
+            assert_eq!(p.unschedulable, Some(true), "a started node is cordoned");
+            assert_eq!(p.annotations.get(names::ANN_CORDONED_BY_WINPOOL), Some(&Some("true".into())));
+            assert_eq!(p.annotations.get(names::ANN_TARGET_REVISION), Some(&Some(plan.revision.clone())));
+            assert!(!p.labels.contains_key(names::LABEL_REVISION), "the label moves only after the drain");
+        }
+        assert_eq!(plan.counts.updating as usize, want.len());
+        assert_eq!(plan.counts.pending as usize, n - want.len());
+    }
+}
+
+#[test]
+fn in_flight_nodes_use_up_the_budget() {
+    let spec = spec_with("rollout: {maxUnavailable: 2}");
+    let rev = revision_of(&spec);
+    let nodes = vec![in_state("a", NodeState::Applying, &rev), in_state("b", NodeState::Verifying, &rev), fresh("c")];
+    let plan = run(&spec, &nodes);
+    assert_eq!(transition(&plan, "c"), None, "no slot free");
+    assert_eq!(plan.counts.updating, 2);
+}
+
+#[test]
+fn holds_stop_new_nodes_but_not_nodes_in_flight() {
+    let cases: &[(&str, usize, fn(&Hold) -> bool)] = &[
+        ("rollout: {paused: true}", 0, |h| *h == Hold::PausedBySpec),
+        ("rollout: {maxFailedNodes: 1}", 1, |h| matches!(h, Hold::FailureLimit { failed: 1, limit: 1 })),
+        // 2026-11-29 is a Sunday; the window is Saturdays only.
+        ("rollout: {maintenanceWindow: {days: [Sat], start: '02:00', end: '06:00'}}", 0, |h| {
+            matches!(h, Hold::OutsideWindow { opens } if opens.to_string() == "2026-12-05T02:00:00Z")
+        }),
+    ];
+    for (extra, failed, is_hold) in cases {
+        let spec = spec_with(extra);
+        let rev = revision_of(&spec);
+        let mut draining = in_state("a", NodeState::Draining, &rev);
+        draining.pods_to_evict = 1;
+        let mut nodes = vec![draining, fresh("z")];
+        for i in 0..*failed {
+            let mut f = in_state(&format!("f{i}"), NodeState::Failed, &rev);
+            f.cordoned_by_winpool = false;
+            f.unschedulable = false;
+            nodes.push(f);
+        }
+        let plan = run(&spec, &nodes);
+        let hold = plan.hold.as_ref().unwrap_or_else(|| panic!("{extra}: expected a hold"));
+        assert!(is_hold(hold), "{extra}: got {hold:?}");
+        assert_eq!(transition(&plan, "z"), None, "{extra}: no new node starts");
+        assert!(plan.drain.iter().any(|(n, _)| n == "a"), "{extra}: the in-flight drain goes on");
+    }
+}
+
+#[test]
+fn max_failed_nodes_zero_never_pauses() {
+    let spec = spec_with("rollout: {maxFailedNodes: 0}");
+    let rev = revision_of(&spec);
+    let mut f = in_state("f", NodeState::Failed, &rev);
+    f.unschedulable = false;
+    let plan = run(&spec, &[f, fresh("z")]);
+    assert_eq!(plan.hold, None);
+    assert_eq!(transition(&plan, "z"), Some((NodeState::Pending, NodeState::Draining)));
+}
+
+#[test]
+fn a_node_walks_the_state_machine() {
+    let spec = spec_with("");
+    let rev = revision_of(&spec);
+
+    // Draining with pods left: evict, stay.
+    let mut d = in_state("n", NodeState::Draining, &rev);
+    d.pods_to_evict = 3;
+    let plan = run(&spec, &[d.clone()]);
+    assert_eq!(plan.drain, vec![("n".to_string(), DrainMode::Evict)]);
+    assert_eq!(transition(&plan, "n"), None);
+
+    // Drained: move the label, Applying.
+    d.pods_to_evict = 0;
+    let plan = run(&spec, &[d]);
+    let p = patch(&plan, "n").unwrap();
+    assert_eq!((p.from, p.to), (NodeState::Draining, NodeState::Applying));
+    assert_eq!(p.labels.get(names::LABEL_REVISION), Some(&Some(rev.clone())));
+    assert_eq!(p.annotations.get(names::ANN_DRAINED_REVISION), Some(&Some(rev.clone())));
+
+    // Applying, agent silent: wait.
+    let a = in_state("n", NodeState::Applying, &rev);
+    let plan = run(&spec, &[a.clone()]);
+    assert_eq!(transition(&plan, "n"), None);
+    assert!(plan.waiting["n"].contains("waiting for the agent"));
+
+    // Agent reported, kubelet still at the old build: Verifying.
+    let mut half = applied(a.clone(), &rev);
+    half.kernel_version = Some("10.0.20348.2700".into());
+    let plan = run(&spec, &[half]);
+    assert_eq!(transition(&plan, "n"), Some((NodeState::Applying, NodeState::Verifying)));
+    assert!(plan.waiting["n"].contains("below patch level"), "{}", plan.waiting["n"]);
+
+    // Everything reported: Updated and uncordoned.
+    let done = applied(in_state("n", NodeState::Verifying, &rev), &rev);
+    let plan = run(&spec, &[done]);
+    let p = patch(&plan, "n").unwrap();
+    assert_eq!((p.from, p.to), (NodeState::Verifying, NodeState::Updated));
+    assert_eq!(p.unschedulable, Some(false));
+    assert_eq!(p.annotations.get(names::ANN_CORDONED_BY_WINPOOL), Some(&None));
+    assert_eq!(plan.counts.updated, 1);
+}
+
+#[test]
+fn verification_waits_for_every_reported_fact() {
+    let spec = spec_with("storage: {csiProxy: {enabled: true, version: v1.1.3}}\nhns: {taintWhenNotReady: true}");
+    let rev = revision_of(&spec);
+    let good = || {
+        let mut n = applied(in_state("n", NodeState::Verifying, &rev), &rev);
+        n.csi_proxy_version = Some("v1.1.3".into());
+        n.hns = HnsReadiness::Ready;
+        n
+    };
+    type Spoil = fn(&mut NodeView);
+    let cases: &[(&str, Spoil)] = &[
+        ("kernelVersion", |n| n.kernel_version = Some("10.0.20348.2761".into())),
+        ("no kernelVersion", |n| n.kernel_version = None),
+        ("runtime is", |n| n.runtime_version = Some("containerd://1.7.20".into())),
+        ("runtime version", |n| n.runtime_version = Some("garbage".into())),
+        ("csi-proxy", |n| n.csi_proxy_version = Some("v1.1.2".into())),
+        ("CNI mode", |n| n.cni_mode = Some("l2bridge".into())),
+        ("not Ready", |n| n.ready = false),
+        ("HNS", |n| n.hns = HnsReadiness::NotReady),
+    ];
+    let plan = run(&spec, &[good()]);
+    assert_eq!(transition(&plan, "n"), Some((NodeState::Verifying, NodeState::Updated)));
+    for (why, spoil) in cases {
+        let mut n = good();
+        spoil(&mut n);
+        let plan = run(&spec, &[n]);
+        assert_eq!(transition(&plan, "n"), None, "{why}: must keep verifying");
+        assert!(plan.waiting["n"].contains(why), "{why}: waiting says {:?}", plan.waiting["n"]);
+    }
+    // HNS that never reported does not block the rollout.
+    let mut n = good();
+    n.hns = HnsReadiness::Unknown;
+    assert_eq!(transition(&run(&spec, &[n]), "n"), Some((NodeState::Verifying, NodeState::Updated)));
+}
+
+#[test]
+fn failures_are_recorded_and_uncordon_the_node() {
+    let spec = spec_with("rollout: {nodeTimeout: 30m, drain: {timeout: 10m}}");
+    let rev = revision_of(&spec);
+
+    let mut agent_failed = applied(in_state("a", NodeState::Applying, &rev), &rev);
+    agent_failed.apply_status = Some("Failed".into());
+    agent_failed.apply_message = Some("KB5044281 install returned 0x80070005".into());
+
+    let mut timed_out = in_state("b", NodeState::Applying, &rev);
+    timed_out.started_at = ago(31 * 60);
+
+    let mut drain_stuck = in_state("c", NodeState::Draining, &rev);
+    drain_stuck.pods_to_evict = 2;
+    drain_stuck.state_since = ago(11 * 60);
+
+    let mut someone_elses_cordon = in_state("d", NodeState::Applying, &rev);
+    someone_elses_cordon.cordoned_by_winpool = false;
+    someone_elses_cordon.started_at = ago(31 * 60);
+
+    let plan = run(&spec, &[agent_failed, timed_out, drain_stuck, someone_elses_cordon]);
+    let reasons: Vec<(&str, &str)> = plan.failed.iter().map(|f| (f.node.as_str(), f.reason.as_str())).collect();
+    assert_eq!(reasons, vec![("a", "ApplyFailed"), ("b", "Timeout"), ("c", "DrainTimeout"), ("d", "Timeout")]);
+    assert!(plan.failed[0].message.contains("0x80070005"));
+    for node in ["a", "b", "c"] {
+        assert_eq!(patch(&plan, node).unwrap().unschedulable, Some(false), "{node}: winpool's cordon is released");
+    }
+    assert_eq!(patch(&plan, "d").unwrap().unschedulable, None, "a cordon winpool did not set is left alone");
+    assert_eq!(plan.counts.failed, 4);
+    assert!(matches!(plan.hold, Some(Hold::FailureLimit { failed: 4, limit: 1 })));
+    assert_eq!(plan.failed_nodes_status().len(), 4);
+}
+
+#[test]
+fn drain_force_deletes_after_the_timeout_instead_of_failing() {
+    let spec = spec_with("rollout: {drain: {timeout: 1m, force: true}}");
+    let rev = revision_of(&spec);
+    let mut n = in_state("n", NodeState::Draining, &rev);
+    n.pods_to_evict = 1;
+    n.state_since = ago(120);
+    let plan = run(&spec, &[n]);
+    assert_eq!(plan.drain, vec![("n".to_string(), DrainMode::Delete)]);
+    assert!(plan.failed.is_empty());
+}
+
+#[test]
+fn drain_disabled_or_already_drained_skips_straight_to_applying() {
+    let spec = spec_with("rollout: {drain: {enabled: false}}");
+    let plan = run(&spec, &[fresh("n")]);
+    let p = patch(&plan, "n").unwrap();
+    assert_eq!(p.to, NodeState::Applying);
+    assert_eq!(p.unschedulable, Some(true), "still cordoned while the agent works");
+    assert!(p.labels.contains_key(names::LABEL_REVISION));
+
+    let spec = spec_with("");
+    let mut n = fresh("n");
+    n.drained_revision = Some(revision_of(&spec));
+    let plan = run(&spec, &[n]);
+    assert_eq!(patch(&plan, "n").unwrap().to, NodeState::Applying, "never drained twice for one revision");
+}
+
+#[test]
+fn a_new_revision_mid_rollout_retargets_in_flight_nodes() {
+    let spec = spec_with("");
+    let rev = revision_of(&spec);
+    let old = "0123456789";
+    let plan = run(&spec, &[in_state("a", NodeState::Applying, old), in_state("b", NodeState::Draining, old)]);
+    let a = patch(&plan, "a").unwrap();
+    assert_eq!(a.labels.get(names::LABEL_REVISION), Some(&Some(rev.clone())), "already drained: relabel");
+    assert_eq!(a.to, NodeState::Applying);
+    let b = patch(&plan, "b").unwrap();
+    assert_eq!(b.annotations.get(names::ANN_TARGET_REVISION), Some(&Some(rev.clone())));
+    assert!(!b.labels.contains_key(names::LABEL_REVISION), "still draining: label waits");
+    assert_eq!(plan.counts.updating, 2);
+}
+
+#[test]
+fn updated_nodes_of_an_older_revision_become_pending_and_failed_ones_retry() {
+    let spec = spec_with("");
+    let old = "0123456789";
+    let mut updated_old = applied(fresh("a"), old);
+    updated_old.state = Some("Updated".into());
+    let mut failed_old = in_state("b", NodeState::Failed, old);
+    failed_old.cordoned_by_winpool = false;
+    failed_old.unschedulable = false;
+    let plan = run(&spec, &[updated_old, failed_old]);
+    assert_eq!(plan.counts.failed, 0);
+    assert_eq!(transition(&plan, "a"), Some((NodeState::Pending, NodeState::Draining)));
+    assert_eq!(plan.counts.pending, 1);
+}
+
+#[test]
+fn a_restart_rederives_the_same_plan() {
+    // Nodes at every step, observed twice: the decision is a function of what is on them.
+    let spec = spec_with("rollout: {maxUnavailable: 3}");
+    let rev = revision_of(&spec);
+    let nodes = vec![
+        applied(in_state("a", NodeState::Verifying, &rev), &rev),
+        in_state("b", NodeState::Applying, &rev),
+        in_state("c", NodeState::Draining, &rev),
+        fresh("d"),
+    ];
+    assert_eq!(run(&spec, &nodes), run(&spec, &nodes));
+}
+
+#[test]
+fn nodes_already_at_target_are_recorded_not_rolled() {
+    let spec = spec_with("");
+    let rev = revision_of(&spec);
+    let plan = run(&spec, &[applied(fresh("n"), &rev)]);
+    let p = patch(&plan, "n").unwrap();
+    assert_eq!(p.to, NodeState::Updated);
+    assert_eq!(p.unschedulable, None);
+    assert_eq!(plan.counts.updated, 1);
+}
+
+#[test]
+fn unready_pending_nodes_are_not_started() {
+    let spec = spec_with("rollout: {maxUnavailable: 1}");
+    let mut a = fresh("a");
+    a.ready = false;
+    let plan = run(&spec, &[a, fresh("b")]);
+    assert_eq!(transition(&plan, "a"), None);
+    assert_eq!(transition(&plan, "b"), Some((NodeState::Pending, NodeState::Draining)));
+}
+
+#[test]
+fn garbage_on_nodes_is_reported_not_trusted() {
+    let spec = spec_with("");
+    let mut n = fresh("n");
+    n.state = Some("Exploded".into());
+    n.revision_label = Some("bogus".into());
+    n.kernel_version = Some("not-a-version".into());
+    let plan = run(&spec, &[n]);
+    assert_eq!(transition(&plan, "n"), Some((NodeState::Pending, NodeState::Draining)));
+    let msgs: Vec<&str> = plan.warnings.iter().map(|(_, m)| m.as_str()).collect();
+    assert!(msgs.iter().any(|m| m.contains("Exploded")), "{msgs:?}");
+    assert!(msgs.iter().any(|m| m.contains("bogus")), "{msgs:?}");
+    assert!(!plan.daemonset_revisions.contains("bogus"));
+    assert_eq!(plan.behind_patch_level, 1);
+}
+
+#[test]
+fn daemonsets_are_kept_for_the_target_and_every_revision_still_on_a_node() {
+    let spec = spec_with("");
+    let rev = revision_of(&spec);
+    let existing: BTreeSet<String> = ["aaaaaaaaaa".to_string(), "bbbbbbbbbb".to_string()].into();
+    let mut old = applied(fresh("a"), "aaaaaaaaaa");
+    old.state = Some("Updated".into());
+    let plan = decide(&PoolInput { name: POOL, spec: &spec, existing_revisions: &existing }, &[old], now());
+    assert_eq!(plan.daemonset_revisions, BTreeSet::from([rev, "aaaaaaaaaa".to_string()]));
+}
+
+#[test]
+fn new_members_get_the_pool_label() {
+    let spec = spec_with("rollout: {paused: true}");
+    let mut n = fresh("n");
+    n.pool_label = None;
+    let plan = run(&spec, &[n]);
+    assert_eq!(patch(&plan, "n").unwrap().labels.get(names::LABEL_POOL), Some(&Some(POOL.into())));
+}
+
+#[test]
+fn requeue_is_short_while_nodes_are_in_flight() {
+    let spec = spec_with("");
+    let rev = revision_of(&spec);
+    assert_eq!(run(&spec, &[in_state("a", NodeState::Applying, &rev)]).requeue_after, IN_FLIGHT_REQUEUE);
+    let mut done = applied(fresh("a"), &rev);
+    done.state = Some("Updated".into());
+    assert_eq!(run(&spec, &[done]).requeue_after, IDLE_REQUEUE);
+}
