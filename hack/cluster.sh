@@ -96,7 +96,7 @@ stop_leftovers() {
   log "stopping leftover processes of cluster '$CLUSTER': $(echo $pids)"
   # shellcheck disable=SC2086
   kill $pids 2>/dev/null || true
-  for i in $(seq 20); do [[ -z "$(cluster_pids)" ]] && return 0; sleep 0.5; done
+  for i in $(seq 10); do [[ -z "$(cluster_pids)" ]] && return 0; sleep 0.5; done
   pids="$(cluster_pids)"
   # shellcheck disable=SC2086
   kill -9 $pids 2>/dev/null || true
@@ -140,6 +140,18 @@ options:
   kubectlBinary: $(tool_path kubectl)
   cacheDir: $STATE_ROOT/cache
 componentsPatches:
+  # kwokctl never restarts a component, and both of these exit when they lose
+  # their leader lease, which a busy 2-core machine can cause during a
+  # benchmark. Single instances need no election; without it they also keep
+  # lease renewals out of the audit log.
+  - name: kube-controller-manager
+    extraArgs:
+      - key: leader-elect
+        value: "false"
+  - name: kube-scheduler
+    extraArgs:
+      - key: leader-elect
+        value: "false"
   # kwokctl's binary runtime makes kwok claim every node; winpool's tests mix
   # kwok nodes with nodes the simulator drives itself, so kwok keeps to its own
   # default: nodes annotated kwok.x-k8s.io/node=fake.
@@ -162,16 +174,42 @@ show_logs() {
   done
 }
 
+# Components kwokctl started whose process is gone. kwokctl starts processes
+# but never watches them, so a crash is only visible here.
+dead_components() {
+  local c pid dead=()
+  for c in "${COMPONENTS[@]}"; do
+    pid="$(cat "$CLUSTER_DIR/pids/$c.pid" 2>/dev/null || true)"
+    [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null || dead+=("$c")
+  done
+  echo "${dead[*]}"
+}
+
 wait_for() { # description command...
-  local what="$1"; shift
-  local deadline=$((SECONDS + UP_TIMEOUT))
+  local what="$1" dead; shift
   until "$@" >/dev/null 2>&1; do
-    if ((SECONDS >= deadline)); then
+    dead="$(dead_components)"
+    if [[ -n "$dead" ]] || ((SECONDS >= DEADLINE)); then
       show_logs
+      [[ -z "$dead" ]] || die "cluster '$CLUSTER': $dead exited while waiting for $what (logs above; all logs in $CLUSTER_DIR/logs)"
       die "cluster '$CLUSTER': $what not ok after ${UP_TIMEOUT}s (logs above; all logs in $CLUSTER_DIR/logs)"
     fi
     sleep 0.5
   done
+}
+
+# The port a component of the existing cluster serves on, from the config
+# kwokctl saved: the cluster may have been created with other WINPOOL_*_PORT
+# values than this shell has.
+component_port() {
+  local key
+  case "$1" in
+    kube-apiserver) key=kubeApiserverPort ;;
+    kube-controller-manager) key=kubeControllerManagerPort ;;
+    kube-scheduler) key=kubeSchedulerPort ;;
+    kwok-controller) key=kwokControllerPort ;;
+  esac
+  sed -n "s/^  $key: *//p" "$CLUSTER_DIR/kwok.yaml" | head -n 1
 }
 
 healthz() { # port
@@ -183,13 +221,26 @@ cmd_up() {
   ensure_tools
   exec 9>"$LOCK_FILE"
   flock 9
-  if ready && [[ -n "$(cluster_pids)" ]]; then
+  DEADLINE=$((SECONDS + UP_TIMEOUT))
+  if ready && [[ -z "$(dead_components)" ]]; then
     log "cluster '$CLUSTER' already up ($KUBECONFIG_PATH)"
     return
   fi
 
-  if [[ ! -f "$CLUSTER_DIR/kwok.yaml" ]]; then
-    # A fresh cluster. Leftovers of a crashed create would make kwokctl resume it.
+  if [[ -f "$CLUSTER_DIR/kwok.yaml" ]]; then
+    # It exists but is not healthy (a component crashed, the machine
+    # rebooted, ...). Restart every process: a process that is still shutting
+    # down would otherwise count as running and never be restarted. The data in
+    # etcd survives.
+    log "cluster '$CLUSTER' exists but is not healthy (down: $(dead_components)); restarting it"
+    kwokctl_ stop cluster >>"$KWOKCTL_LOG" 2>&1 || true
+    stop_leftovers
+    if ! kwokctl_ start cluster --timeout "${UP_TIMEOUT}s" >>"$KWOKCTL_LOG" 2>&1; then
+      show_logs
+      die "kwokctl start cluster failed (see $KWOKCTL_LOG)"
+    fi
+  else
+    # Leftovers of a crashed create would make kwokctl resume it.
     stop_leftovers
     rm -rf "$CLUSTER_DIR"
     # Fail early and clearly if another process holds one of our ports.
@@ -197,25 +248,21 @@ cmd_up() {
     for p in "$APISERVER_PORT" "$ETCD_PORT" "$ETCD_PEER_PORT" "$KCM_PORT" "$SCHEDULER_PORT" "$KWOK_PORT"; do
       port_busy "$p" && die "port $p is in use; pick other ports with WINPOOL_PORT_BASE (now $PORT_BASE) or WINPOOL_*_PORT"
     done
-  else
-    log "cluster '$CLUSTER' exists but is not ready; restarting its processes"
-  fi
-
-  write_kwokctl_config
-  log "starting cluster '$CLUSTER' (apiserver https://127.0.0.1:$APISERVER_PORT)"
-  # With an existing cluster kwokctl restarts whatever component is not running.
-  if ! kwokctl_ -c "$KWOKCTL_CONFIG" create cluster --kubeconfig "" >"$KWOKCTL_LOG" 2>&1; then
-    show_logs
-    die "kwokctl create cluster failed (see $KWOKCTL_LOG)"
+    write_kwokctl_config
+    log "creating cluster '$CLUSTER' (apiserver https://127.0.0.1:$APISERVER_PORT)"
+    if ! kwokctl_ -c "$KWOKCTL_CONFIG" create cluster --kubeconfig "" --timeout "${UP_TIMEOUT}s" >"$KWOKCTL_LOG" 2>&1; then
+      show_logs
+      die "kwokctl create cluster failed (see $KWOKCTL_LOG)"
+    fi
   fi
 
   wait_for "kube-apiserver /readyz" ready
   # The rest of the control plane must work too before tests start: the
   # controller-manager creates the default ServiceAccount (pods need it), the
   # scheduler and kwok answer their health checks.
-  wait_for "kube-controller-manager /healthz" healthz "$KCM_PORT"
-  wait_for "kube-scheduler /healthz" healthz "$SCHEDULER_PORT"
-  wait_for "kwok-controller /healthz" healthz "$KWOK_PORT"
+  wait_for "kube-controller-manager /healthz" healthz "$(component_port kube-controller-manager)"
+  wait_for "kube-scheduler /healthz" healthz "$(component_port kube-scheduler)"
+  wait_for "kwok-controller /healthz" healthz "$(component_port kwok-controller)"
   wait_for "default ServiceAccount" kubectl_ -n default get serviceaccount default
   log "cluster '$CLUSTER' ready in $((SECONDS - start))s; kubeconfig: $KUBECONFIG_PATH; audit log: $AUDIT_LOG"
 }
@@ -223,24 +270,33 @@ cmd_up() {
 cmd_down() {
   exec 9>"$LOCK_FILE"
   flock 9
+  local pids
+  pids="$(cluster_pids)"
   if [[ -f "$CLUSTER_DIR/kwok.yaml" ]]; then
     log "deleting cluster '$CLUSTER'"
-    kwokctl_ delete cluster --kubeconfig "" >>"$KWOKCTL_LOG" 2>&1 ||
-      log "kwokctl delete cluster failed (see $KWOKCTL_LOG); cleaning up by hand"
+    # `kwokctl delete cluster` is stop + rm, plus editing ~/.kube/config, which
+    # we never touched; so stop and remove the directory ourselves.
+    kwokctl_ stop cluster >>"$KWOKCTL_LOG" 2>&1 ||
+      log "kwokctl stop cluster failed (see $KWOKCTL_LOG); cleaning up by hand"
   fi
   stop_leftovers
+  # kwokctl's children are re-parented to init, which reaps them a moment
+  # later; wait for that so `down && pgrep ...` sees nothing, not zombies.
+  local pid i
+  for pid in $pids; do
+    for i in $(seq 20); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+  done
   rm -rf "$CLUSTER_DIR" "$KWOKCTL_CONFIG"
   log "cluster '$CLUSTER' is down"
 }
 
 cmd_status() {
-  if ready; then
-    # The saved kubeconfig, not this shell's WINPOOL_*_PORT, knows where it runs.
-    local server
-    server="$(sed -n 's/^ *server: *//p' "$KUBECONFIG_PATH" | head -n 1)"
-    echo "up: cluster '$CLUSTER' at $server, kubeconfig $KUBECONFIG_PATH"
+  local dead=""
+  [[ ! -f "$CLUSTER_DIR/kwok.yaml" ]] || dead="$(dead_components)"
+  if ready && [[ -z "$dead" ]]; then
+    echo "up: cluster '$CLUSTER' at https://127.0.0.1:$(component_port kube-apiserver), kubeconfig $KUBECONFIG_PATH"
   elif [[ -n "$(cluster_pids)" ]]; then
-    echo "unhealthy: cluster '$CLUSTER' has processes but /readyz is not ok (logs in $CLUSTER_DIR/logs)"
+    echo "unhealthy: cluster '$CLUSTER' (not running: ${dead:-none}; /readyz $(ready && echo ok || echo failing)); logs in $CLUSTER_DIR/logs"
     return 1
   else
     echo "down: cluster '$CLUSTER'"

@@ -3,8 +3,17 @@
 //! cluster's Services. See docs/ARCHITECTURE.md for how the modules fit.
 
 pub mod api;
-pub mod rollout;
-pub mod window;
+pub mod controller;
 pub mod crd;
+pub mod daemonset;
+pub mod drain;
+pub mod lease;
+pub mod membership;
+pub mod metrics;
+pub mod observe;
 pub mod revision;
+pub mod rollout;
+pub mod sim;
+pub mod status;
 pub mod versions;
+pub mod window;

@@ -1,0 +1,461 @@
+//! `winpool run`: the reconcile shell around the pure decision.
+//!
+//! observe (reflector caches of Windows Nodes, agent DaemonSets and pools, plus
+//! a pod list for nodes being drained) → decide ([`rollout::decide`],
+//! [`status::build_status`]) → act (one merge patch per node that changes,
+//! server-side apply of DaemonSets and status with one field manager, the
+//! Eviction API). Nothing is remembered between reconciles that is not on the
+//! cluster, except a short-lived copy of nodes just patched, so a reconcile
+//! that runs before the watch delivers our own write does not act twice.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Namespace, Node};
+use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::finalizer::{finalizer, Event as Finalizer};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::{Client, Resource, ResourceExt};
+use serde_json::json;
+use tracing::{debug, error, info, warn};
+
+use crate::api::{names, WindowsNodePool, FIELD_MANAGER};
+use crate::daemonset::{agent_daemonset, AgentImages, LABEL_MANAGED_BY};
+use crate::drain;
+use crate::membership::{members_of, pools_selecting, PoolSelector};
+use crate::metrics::Metrics;
+use crate::observe::{node_view, strip};
+use crate::rollout::{decide, HnsReadiness, NodePatch, NodeState, PoolInput};
+use crate::status::build_status;
+
+pub const FINALIZER: &str = "winpool.dev/release-nodes";
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("finalizer: {0}")]
+    Finalizer(#[source] Box<kube::runtime::finalizer::Error<Error>>),
+    #[error("patching node {node}: {source}")]
+    NodePatch { node: String, source: kube::Error },
+}
+
+impl Error {
+    /// Bounded label for the reconcile-errors metric.
+    pub fn metric_reason(&self) -> &'static str {
+        match self {
+            Error::Kube(kube::Error::Api(s)) if s.code == 409 => "conflict",
+            Error::Kube(kube::Error::Api(s)) if s.code == 403 => "forbidden",
+            Error::Kube(kube::Error::Api(_)) => "api",
+            Error::Kube(_) => "transport",
+            Error::Finalizer(_) => "finalizer",
+            Error::NodePatch { .. } => "node_patch",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub agent_namespace: String,
+    pub images: AgentImages,
+    /// Only pools matching this label selector are reconciled (sharding, canaries, tests).
+    pub pool_selector: Option<String>,
+}
+
+pub struct Context {
+    pub client: Client,
+    pub settings: Settings,
+    pub nodes: Store<Node>,
+    pub daemonsets: Store<DaemonSet>,
+    pub pools: Store<WindowsNodePool>,
+    pub recorder: Recorder,
+    pub metrics: Arc<Metrics>,
+    /// Nodes as our own last patch returned them, until the watch catches up.
+    recent: Mutex<HashMap<String, Node>>,
+    /// What was last reported as an Event per pool, so a standing problem is not re-announced every round.
+    announced: Mutex<HashMap<String, BTreeSet<String>>>,
+}
+
+fn rv(n: &Node) -> u64 {
+    n.metadata.resource_version.as_deref().and_then(|v| v.parse().ok()).unwrap_or(0)
+}
+
+impl Context {
+    /// The freshest copy of every Windows node: the cache, or our own newer write.
+    fn windows_nodes(&self) -> Vec<Node> {
+        let mut recent = self.recent.lock().expect("recent lock");
+        let mut out = Vec::new();
+        for n in self.nodes.state() {
+            let name = n.name_any();
+            match recent.get(&name) {
+                Some(mine) if rv(mine) > rv(&n) => out.push(mine.clone()),
+                Some(_) => {
+                    recent.remove(&name);
+                    out.push((*n).clone());
+                }
+                None => out.push((*n).clone()),
+            }
+        }
+        out
+    }
+
+    fn pool_selectors(&self) -> Vec<PoolSelector> {
+        self.pools
+            .state()
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .map(|p| PoolSelector::new(&p.name_any(), p.spec.os.version, &p.spec.node_selector))
+            .collect()
+    }
+
+    /// Publish an Event about the pool only when `key` was not already announced.
+    async fn announce_once(&self, pool: &WindowsNodePool, key: String, ev: Event) {
+        let name = pool.name_any();
+        let fresh = self.announced.lock().expect("announced lock").entry(name).or_default().insert(key);
+        if fresh {
+            self.publish(pool, ev).await;
+        }
+    }
+
+    async fn publish(&self, pool: &WindowsNodePool, ev: Event) {
+        if let Err(e) = self.recorder.publish(&ev, &pool.object_ref(&())).await {
+            warn!(pool = %pool.name_any(), error = %e, "could not publish event");
+        }
+    }
+}
+
+fn node_patch_body(p: &NodePatch) -> serde_json::Value {
+    let mut meta = serde_json::Map::new();
+    if !p.labels.is_empty() {
+        meta.insert("labels".into(), json!(p.labels));
+    }
+    if !p.annotations.is_empty() {
+        meta.insert("annotations".into(), json!(p.annotations));
+    }
+    let mut body = json!({ "metadata": meta });
+    if let Some(u) = p.unschedulable {
+        body["spec"] = json!({ "unschedulable": u });
+    }
+    body
+}
+
+async fn patch_node(ctx: &Context, pool: &str, p: &NodePatch) -> Result<(), Error> {
+    let api: Api<Node> = Api::all(ctx.client.clone());
+    match api.patch(&p.node, &PatchParams::default(), &Patch::Merge(node_patch_body(p))).await {
+        Ok(mut n) => {
+            ctx.metrics.api_request("patch", "nodes", "ok");
+            info!(pool, node = %p.node, from = p.from.as_str(), to = p.to.as_str(), cordon = ?p.unschedulable, "{}", p.reason);
+            strip(&mut n);
+            ctx.recent.lock().expect("recent lock").insert(p.node.clone(), n);
+            Ok(())
+        }
+        // The node vanished: it is no longer a member next round; nothing to undo.
+        Err(kube::Error::Api(s)) if s.code == 404 => {
+            ctx.metrics.api_request("patch", "nodes", "not_found");
+            warn!(pool, node = %p.node, "node disappeared before it could be patched");
+            Ok(())
+        }
+        Err(e) => {
+            ctx.metrics.api_request("patch", "nodes", "error");
+            Err(Error::NodePatch { node: p.node.clone(), source: e })
+        }
+    }
+}
+
+/// Give a node back: no pool label, no revision, no rollout state, and winpool's cordon lifted.
+fn release_patch(n: &Node, why: &str) -> NodePatch {
+    let view = node_view(n, HnsReadiness::Unknown);
+    let mut p = NodePatch { node: view.name.clone(), reason: why.into(), ..Default::default() };
+    for l in [names::LABEL_POOL, names::LABEL_REVISION] {
+        p.labels.insert(l.into(), None);
+    }
+    for a in [
+        names::ANN_STATE,
+        names::ANN_STATE_SINCE,
+        names::ANN_STARTED_AT,
+        names::ANN_TARGET_REVISION,
+        names::ANN_DRAINED_REVISION,
+        names::ANN_FAILURE_REASON,
+        names::ANN_FAILURE_MESSAGE,
+        names::ANN_CORDONED_BY_WINPOOL,
+    ] {
+        p.annotations.insert(a.into(), None);
+    }
+    if view.cordoned_by_winpool {
+        p.unschedulable = Some(false);
+    }
+    p
+}
+
+async fn reconcile(pool: Arc<WindowsNodePool>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let started = std::time::Instant::now();
+    let api: Api<WindowsNodePool> = Api::all(ctx.client.clone());
+    let res = finalizer(&api, FINALIZER, pool, |event| async {
+        match event {
+            Finalizer::Apply(p) => apply(&p, &ctx).await,
+            Finalizer::Cleanup(p) => cleanup(&p, &ctx).await,
+        }
+    })
+    .await
+    .map_err(|e| Error::Finalizer(Box::new(e)));
+    ctx.metrics.reconcile_duration.observe(started.elapsed().as_secs_f64());
+    res
+}
+
+async fn cleanup(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error> {
+    let name = pool.name_any();
+    for n in ctx.windows_nodes() {
+        if n.labels().get(names::LABEL_POOL) == Some(&name) {
+            patch_node(ctx, &name, &release_patch(&n, "pool deleted: node released")).await?;
+        }
+    }
+    ctx.metrics.forget_pool(&name);
+    info!(pool = %name, "pool deleted; its nodes are released and its DaemonSets garbage-collected");
+    Ok(Action::await_change())
+}
+
+async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error> {
+    let name = pool.name_any();
+    let now = Timestamp::now();
+    let nodes = ctx.windows_nodes();
+    let selectors = ctx.pool_selectors();
+    let membership = members_of(&name, &selectors, nodes.iter().map(|n| (n.metadata.name.as_deref().unwrap_or(""), n.labels())));
+    let member_set: BTreeSet<&str> = membership.members.iter().map(String::as_str).collect();
+
+    // Nodes that carry our label but are no longer selected go back to their owners.
+    for n in nodes.iter().filter(|n| n.labels().get(names::LABEL_POOL) == Some(&name)) {
+        if !member_set.contains(n.name_any().as_str()) {
+            patch_node(ctx, &name, &release_patch(n, "no longer selected by the pool: node released")).await?;
+        }
+    }
+
+    // Observe.
+    let mut views = Vec::with_capacity(member_set.len());
+    let mut pods_by_node = BTreeMap::new();
+    let delete_empty_dir = pool.spec.rollout.drain.delete_empty_dir_data;
+    for n in nodes.iter().filter(|n| member_set.contains(n.name_any().as_str())) {
+        let mut v = node_view(n, HnsReadiness::Unknown);
+        if v.state.as_deref() == Some(NodeState::Draining.as_str()) {
+            let pods = drain::pods_on_node(&ctx.client, &v.name).await?;
+            ctx.metrics.api_request("list", "pods", "ok");
+            v.pods_to_evict = drain::remaining(&pods, delete_empty_dir);
+            pods_by_node.insert(v.name.clone(), pods);
+        }
+        views.push(v);
+    }
+    let ds_of_pool: Vec<Arc<DaemonSet>> = ctx
+        .daemonsets
+        .state()
+        .into_iter()
+        .filter(|d| d.labels().get(names::LABEL_POOL) == Some(&name))
+        .collect();
+    let existing: BTreeSet<String> = ds_of_pool.iter().filter_map(|d| d.labels().get(names::LABEL_REVISION).cloned()).collect();
+
+    // Decide.
+    let plan = decide(&PoolInput { name: &name, spec: &pool.spec, existing_revisions: &existing }, &views, now);
+    let status = build_status(
+        &pool.spec,
+        &plan,
+        &membership.conflicts,
+        None,
+        pool.status.as_ref(),
+        pool.metadata.generation,
+        now,
+    );
+
+    // Act: the target revision's DaemonSet exists before any node is labelled for it.
+    if !existing.contains(&plan.revision) {
+        let ds = agent_daemonset(pool, &plan.revision, &ctx.settings.agent_namespace, &ctx.settings.images);
+        let ds_api: Api<DaemonSet> = Api::namespaced(ctx.client.clone(), &ctx.settings.agent_namespace);
+        let ds_name = ds.metadata.name.clone().unwrap_or_default();
+        ds_api.patch(&ds_name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&ds)).await?;
+        ctx.metrics.api_request("apply", "daemonsets", "ok");
+        info!(pool = %name, daemonset = %ds_name, revision = %plan.revision, "applied agent DaemonSet");
+    }
+    for p in &plan.patches {
+        patch_node(ctx, &name, p).await?;
+        if p.to == NodeState::Failed && p.from != NodeState::Failed {
+            ctx.publish(
+                pool,
+                Event {
+                    type_: EventType::Warning,
+                    reason: "NodeFailed".into(),
+                    note: Some(format!("{}: {}", p.node, p.reason)),
+                    action: "Rollout".into(),
+                    secondary: None,
+                },
+            )
+            .await;
+        }
+    }
+    for (node, mode) in &plan.drain {
+        if let Some(pods) = pods_by_node.get(node) {
+            drain::drain_round(&ctx.client, &name, node, pods, *mode, delete_empty_dir).await;
+        }
+    }
+    for d in &ds_of_pool {
+        let rev = d.labels().get(names::LABEL_REVISION).cloned().unwrap_or_default();
+        if !plan.daemonset_revisions.contains(&rev) {
+            let ds_api: Api<DaemonSet> = Api::namespaced(ctx.client.clone(), &ctx.settings.agent_namespace);
+            match ds_api.delete(&d.name_any(), &DeleteParams::background()).await {
+                Ok(_) => info!(pool = %name, daemonset = %d.name_any(), revision = %rev, "deleted agent DaemonSet: no node carries its revision"),
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => return Err(e.into()),
+            }
+            ctx.metrics.api_request("delete", "daemonsets", "ok");
+        }
+    }
+    for (node, msg) in &plan.warnings {
+        warn!(pool = %name, node = %node, "{msg}");
+        ctx.announce_once(
+            pool,
+            format!("{node}:{msg}"),
+            Event { type_: EventType::Warning, reason: "NodeIgnoredValue".into(), note: Some(format!("{node}: {msg}")), action: "Observe".into(), secondary: None },
+        )
+        .await;
+    }
+    if !membership.conflicts.is_empty() {
+        let msg = membership.conflicts.message(pool.spec.os.version.as_str());
+        warn!(pool = %name, "{msg}");
+        ctx.announce_once(
+            pool,
+            msg.clone(),
+            Event { type_: EventType::Warning, reason: "NodesLeftAlone".into(), note: Some(msg), action: "Select".into(), secondary: None },
+        )
+        .await;
+    }
+
+    ctx.metrics.observe_pool(&name, &plan, now);
+    if pool.status.as_ref() != Some(&status) {
+        let body = json!({ "apiVersion": "winpool.dev/v1alpha1", "kind": "WindowsNodePool", "status": status });
+        api_status(ctx).patch_status(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&body)).await?;
+        ctx.metrics.api_request("apply", "windowsnodepools/status", "ok");
+        debug!(pool = %name, counts = ?status.nodes, "status updated");
+    }
+    Ok(Action::requeue(plan.requeue_after))
+}
+
+fn api_status(ctx: &Context) -> Api<WindowsNodePool> {
+    Api::all(ctx.client.clone())
+}
+
+fn error_policy(pool: Arc<WindowsNodePool>, err: &Error, ctx: Arc<Context>) -> Action {
+    ctx.metrics.reconcile_errors.with_label_values(&[err.metric_reason()]).inc();
+    error!(pool = %pool.name_any(), error = %err, "reconcile failed; retrying");
+    Action::requeue(Duration::from_secs(5))
+}
+
+/// The agents' namespace holds only winpool's HostProcess DaemonSets, so only it is privileged.
+pub async fn ensure_agent_namespace(client: &Client, ns: &str) -> Result<(), Error> {
+    let api: Api<Namespace> = Api::all(client.clone());
+    if api.get_opt(ns).await?.is_some() {
+        return Ok(());
+    }
+    let obj = Namespace {
+        metadata: ObjectMeta {
+            name: Some(ns.into()),
+            labels: Some(
+                [
+                    ("pod-security.kubernetes.io/enforce".to_string(), "privileged".to_string()),
+                    (LABEL_MANAGED_BY.to_string(), "winpool".to_string()),
+                ]
+                .into(),
+            ),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    match api.create(&PostParams::default(), &obj).await {
+        Ok(_) => info!(namespace = ns, "created agent namespace (pod-security enforce=privileged)"),
+        Err(kube::Error::Api(s)) if s.code == 409 => {}
+        Err(e) => return Err(e.into()),
+    }
+    Ok(())
+}
+
+/// Run the controller until `shutdown` resolves; in-flight reconciles finish first.
+pub async fn run(
+    client: Client,
+    settings: Settings,
+    metrics: Arc<Metrics>,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) -> anyhow::Result<()> {
+    ensure_agent_namespace(&client, &settings.agent_namespace).await?;
+
+    let pools_api: Api<WindowsNodePool> = Api::all(client.clone());
+    let mut pool_cfg = watcher::Config::default().any_semantic();
+    if let Some(sel) = &settings.pool_selector {
+        pool_cfg = pool_cfg.labels(sel);
+    }
+    let node_api: Api<Node> = Api::all(client.clone());
+    let (node_store, node_writer) = reflector::store();
+    let nodes = watcher(node_api, watcher::Config::default().labels(&format!("{}=windows", names::LABEL_OS)).any_semantic())
+        .default_backoff()
+        .modify(strip)
+        .reflect(node_writer)
+        .touched_objects();
+    let ds_api: Api<DaemonSet> = Api::namespaced(client.clone(), &settings.agent_namespace);
+    let (ds_store, ds_writer) = reflector::store();
+    let daemonsets = watcher(ds_api, watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}=winpool")).any_semantic())
+        .default_backoff()
+        .modify(|d: &mut DaemonSet| d.metadata.managed_fields = None)
+        .reflect(ds_writer)
+        .touched_objects();
+
+    let controller = Controller::new(pools_api, pool_cfg);
+    let pool_store = controller.store();
+    let mapper_pools = pool_store.clone();
+    let ctx = Arc::new(Context {
+        client: client.clone(),
+        settings,
+        nodes: node_store.clone(),
+        daemonsets: ds_store.clone(),
+        pools: pool_store,
+        recorder: Recorder::new(client.clone(), Reporter { controller: "winpool".into(), instance: std::env::var("POD_NAME").ok() }),
+        metrics: metrics.clone(),
+        recent: Mutex::new(HashMap::new()),
+        announced: Mutex::new(HashMap::new()),
+    });
+
+    let ready_metrics = metrics.clone();
+    let (ns, ds) = (node_store.clone(), ds_store.clone());
+    tokio::spawn(async move {
+        let _ = ns.wait_until_ready().await;
+        let _ = ds.wait_until_ready().await;
+        ready_metrics.caches_synced.set(1);
+        info!("node and DaemonSet caches synced");
+    });
+
+    info!("winpool controller starting");
+    controller
+        .watches_stream(nodes, move |node: Node| {
+            // A node event concerns the pool whose label it carries and every pool that selects it.
+            let mut pools: BTreeSet<String> = node.labels().get(names::LABEL_POOL).cloned().into_iter().collect();
+            let selectors: Vec<PoolSelector> = mapper_pools
+                .state()
+                .iter()
+                .map(|p| PoolSelector::new(&p.name_any(), p.spec.os.version, &p.spec.node_selector))
+                .collect();
+            pools.extend(pools_selecting(&selectors, node.labels()).map(str::to_string));
+            pools.into_iter().map(|p| ObjectRef::<WindowsNodePool>::new(&p))
+        })
+        .owns_stream(daemonsets)
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|res| async move {
+            match res {
+                Ok((obj, _)) => debug!(pool = %obj.name, "reconciled"),
+                Err(e) => debug!(error = %e, "reconcile error"),
+            }
+        })
+        .await;
+    info!("winpool controller stopped");
+    Ok(())
+}

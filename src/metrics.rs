@@ -1,0 +1,177 @@
+//! Prometheus metrics and the admin HTTP endpoint (`/metrics`, `/healthz`, `/readyz`).
+//!
+//! Per-pool series only; label sets are bounded by the number of pools and the
+//! six node states. The admin server is a few lines of HTTP/1.1 on a tokio
+//! listener: it serves three GETs and nothing else, so a web framework would
+//! only add weight.
+
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use prometheus::{Encoder, Histogram, HistogramOpts, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tracing::{info, warn};
+
+use crate::rollout::{Hold, NodeState, Plan};
+
+pub struct Metrics {
+    pub registry: Registry,
+    pub pool_nodes: IntGaugeVec,
+    pub pool_nodes_desired: IntGaugeVec,
+    pub pool_nodes_updated: IntGaugeVec,
+    pub pool_failed_nodes: IntGaugeVec,
+    pub pool_rollout_in_progress: IntGaugeVec,
+    pub pool_rollout_paused: IntGaugeVec,
+    pub pool_behind_patch_level: IntGaugeVec,
+    pub pool_last_reconcile: IntGaugeVec,
+    pub reconcile_duration: Histogram,
+    pub reconcile_errors: IntCounterVec,
+    pub api_requests: IntCounterVec,
+    pub leader: IntGauge,
+    pub caches_synced: IntGauge,
+    pub build_info: IntGaugeVec,
+}
+
+fn gauge_vec(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+    let g = IntGaugeVec::new(Opts::new(name, help), labels).expect("valid metric");
+    r.register(Box::new(g.clone())).expect("metric registered once");
+    g
+}
+
+impl Metrics {
+    pub fn new() -> Arc<Self> {
+        let r = Registry::new();
+        let reconcile_duration = Histogram::with_opts(
+            HistogramOpts::new("winpool_reconcile_duration_seconds", "Time one pool reconcile takes, observe to act.")
+                .buckets(vec![0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0]),
+        )
+        .expect("valid metric");
+        r.register(Box::new(reconcile_duration.clone())).expect("metric registered once");
+        let reconcile_errors =
+            IntCounterVec::new(Opts::new("winpool_reconcile_errors_total", "Failed reconciles by reason."), &["reason"]).expect("valid metric");
+        r.register(Box::new(reconcile_errors.clone())).expect("metric registered once");
+        let api_requests = IntCounterVec::new(
+            Opts::new("winpool_kube_api_requests_total", "Kubernetes API requests winpool made, by verb, resource and outcome."),
+            &["verb", "resource", "outcome"],
+        )
+        .expect("valid metric");
+        r.register(Box::new(api_requests.clone())).expect("metric registered once");
+        let leader = IntGauge::new("winpool_leader", "1 when this replica holds the leader lease and may write.").expect("valid metric");
+        r.register(Box::new(leader.clone())).expect("metric registered once");
+        let caches_synced =
+            IntGauge::new("winpool_caches_synced", "1 once the node and DaemonSet caches have synced.").expect("valid metric");
+        r.register(Box::new(caches_synced.clone())).expect("metric registered once");
+        let m = Metrics {
+            pool_nodes: gauge_vec(&r, "winpool_pool_nodes", "Nodes of a pool by rollout state.", &["pool", "state"]),
+            pool_nodes_desired: gauge_vec(&r, "winpool_pool_nodes_desired", "Nodes in the pool, all of which should reach the target revision.", &["pool"]),
+            pool_nodes_updated: gauge_vec(&r, "winpool_pool_nodes_updated", "Nodes verified at the pool's target revision.", &["pool"]),
+            pool_failed_nodes: gauge_vec(&r, "winpool_pool_failed_nodes", "Nodes whose rollout failed for the current revision.", &["pool"]),
+            pool_rollout_in_progress: gauge_vec(&r, "winpool_pool_rollout_in_progress", "1 while nodes are being updated.", &["pool"]),
+            pool_rollout_paused: gauge_vec(&r, "winpool_pool_rollout_paused", "1 when the rollout is paused by spec or by failures.", &["pool", "reason"]),
+            pool_behind_patch_level: gauge_vec(
+                &r,
+                "winpool_pool_nodes_behind_patch_level",
+                "Nodes whose kubelet-reported build is below the pool's patchLevel.",
+                &["pool"],
+            ),
+            pool_last_reconcile: gauge_vec(&r, "winpool_pool_last_reconcile_timestamp_seconds", "Unix time of the pool's last successful decision.", &["pool"]),
+            build_info: gauge_vec(&r, "winpool_build_info", "Always 1; the version label says which winpool runs.", &["version"]),
+            registry: r,
+            reconcile_duration,
+            reconcile_errors,
+            api_requests,
+            leader,
+            caches_synced,
+        };
+        m.build_info.with_label_values(&[env!("CARGO_PKG_VERSION")]).set(1);
+        Arc::new(m)
+    }
+
+    pub fn api_request(&self, verb: &str, resource: &str, outcome: &str) {
+        self.api_requests.with_label_values(&[verb, resource, outcome]).inc();
+    }
+
+    pub fn observe_pool(&self, pool: &str, plan: &Plan, now: Timestamp) {
+        for s in NodeState::ALL {
+            let n = plan.by_state.get(&s).copied().unwrap_or(0) as i64;
+            self.pool_nodes.with_label_values(&[pool, s.as_str()]).set(n);
+        }
+        self.pool_nodes_desired.with_label_values(&[pool]).set(plan.counts.total as i64);
+        self.pool_nodes_updated.with_label_values(&[pool]).set(plan.counts.updated as i64);
+        self.pool_failed_nodes.with_label_values(&[pool]).set(plan.counts.failed as i64);
+        self.pool_rollout_in_progress.with_label_values(&[pool]).set((plan.counts.updating > 0) as i64);
+        let reason = match plan.hold {
+            Some(Hold::PausedBySpec) => Some("spec"),
+            Some(Hold::FailureLimit { .. }) => Some("failures"),
+            _ => None,
+        };
+        for r in ["spec", "failures"] {
+            self.pool_rollout_paused.with_label_values(&[pool, r]).set((reason == Some(r)) as i64);
+        }
+        self.pool_behind_patch_level.with_label_values(&[pool]).set(plan.behind_patch_level as i64);
+        self.pool_last_reconcile.with_label_values(&[pool]).set(now.as_second());
+    }
+
+    /// A deleted pool's series go away instead of freezing at their last value.
+    pub fn forget_pool(&self, pool: &str) {
+        for s in NodeState::ALL {
+            let _ = self.pool_nodes.remove_label_values(&[pool, s.as_str()]);
+        }
+        for g in [
+            &self.pool_nodes_desired,
+            &self.pool_nodes_updated,
+            &self.pool_failed_nodes,
+            &self.pool_rollout_in_progress,
+            &self.pool_behind_patch_level,
+            &self.pool_last_reconcile,
+        ] {
+            let _ = g.remove_label_values(&[pool]);
+        }
+        for r in ["spec", "failures"] {
+            let _ = self.pool_rollout_paused.remove_label_values(&[pool, r]);
+        }
+    }
+
+    pub fn render(&self) -> String {
+        let mut buf = Vec::new();
+        TextEncoder::new().encode(&self.registry.gather(), &mut buf).expect("text encoding never fails");
+        String::from_utf8(buf).expect("metrics are UTF-8")
+    }
+}
+
+/// Serve `/metrics`, `/healthz` (alive) and `/readyz` (caches synced; a
+/// non-leader replica is ready too: it is a warm standby).
+pub async fn serve(addr: std::net::SocketAddr, metrics: Arc<Metrics>) -> std::io::Result<()> {
+    let listener = TcpListener::bind(addr).await?;
+    info!(%addr, "admin server listening (/metrics, /healthz, /readyz)");
+    loop {
+        let (mut sock, _) = match listener.accept().await {
+            Ok(s) => s,
+            Err(e) => {
+                warn!(error = %e, "admin accept failed");
+                continue;
+            }
+        };
+        let metrics = metrics.clone();
+        tokio::spawn(async move {
+            let mut buf = [0u8; 2048];
+            let n = match tokio::time::timeout(std::time::Duration::from_secs(5), sock.read(&mut buf)).await {
+                Ok(Ok(n)) => n,
+                _ => return,
+            };
+            let req = String::from_utf8_lossy(&buf[..n]);
+            let path = req.split_whitespace().nth(1).unwrap_or("/");
+            let path = path.split('?').next().unwrap_or(path);
+            let (code, ctype, body) = match path {
+                "/metrics" => ("200 OK", "text/plain; version=0.0.4", metrics.render()),
+                "/healthz" => ("200 OK", "text/plain", "ok\n".to_string()),
+                "/readyz" if metrics.caches_synced.get() == 1 => ("200 OK", "text/plain", "ok\n".to_string()),
+                "/readyz" => ("503 Service Unavailable", "text/plain", "caches not synced\n".to_string()),
+                _ => ("404 Not Found", "text/plain", "not found\n".to_string()),
+            };
+            let resp = format!("HTTP/1.1 {code}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+            let _ = sock.write_all(resp.as_bytes()).await;
+        });
+    }
+}

@@ -1,0 +1,269 @@
+//! The pool's status and conditions, derived (purely) from a rollout [`Plan`].
+//!
+//! Conditions follow metav1.Condition rules: lastTransitionTime changes only
+//! when the status flips, so `kubectl wait` and alerting see real transitions.
+
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+use crate::api::{conditions, HnsStatus, WindowsNodePoolSpec, WindowsNodePoolStatus};
+use crate::rollout::{Hold, Plan};
+
+/// Membership problems found while selecting the pool's nodes.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Conflicts {
+    /// Node -> the other pools that also select it.
+    pub multiple_pools: Vec<(String, Vec<String>)>,
+    /// Node -> its windows-build label, which is not the pool's OS version.
+    pub wrong_os: Vec<(String, String)>,
+}
+
+impl Conflicts {
+    pub fn is_empty(&self) -> bool {
+        self.multiple_pools.is_empty() && self.wrong_os.is_empty()
+    }
+
+    pub fn message(&self, pool_os: &str) -> String {
+        let mut parts = Vec::new();
+        let list = |v: Vec<String>| {
+            let n = v.len();
+            let mut s: Vec<String> = v.into_iter().take(10).collect();
+            if n > 10 {
+                s.push(format!("and {} more", n - 10));
+            }
+            s.join(", ")
+        };
+        if !self.multiple_pools.is_empty() {
+            parts.push(format!(
+                "{} nodes are selected by more than one pool and are left alone: {}",
+                self.multiple_pools.len(),
+                list(self.multiple_pools.iter().map(|(n, p)| format!("{n} (also {})", p.join(", "))).collect())
+            ));
+        }
+        if !self.wrong_os.is_empty() {
+            parts.push(format!(
+                "{} nodes run another Windows release than {pool_os} and are left alone: {}",
+                self.wrong_os.len(),
+                list(self.wrong_os.iter().map(|(n, b)| format!("{n} ({b})")).collect())
+            ));
+        }
+        parts.join("; ")
+    }
+}
+
+fn cond(type_: &str, status: bool, reason: &str, message: String) -> Condition {
+    Condition {
+        type_: type_.into(),
+        status: if status { "True" } else { "False" }.into(),
+        reason: reason.into(),
+        message,
+        last_transition_time: Time(Timestamp::UNIX_EPOCH),
+        observed_generation: None,
+    }
+}
+
+/// Keep the previous transition time when a condition's status did not change.
+pub fn merge_conditions(previous: &[Condition], mut next: Vec<Condition>, generation: Option<i64>, now: Timestamp) -> Vec<Condition> {
+    for c in &mut next {
+        c.observed_generation = generation;
+        c.last_transition_time = match previous.iter().find(|p| p.type_ == c.type_) {
+            Some(p) if p.status == c.status => p.last_transition_time.clone(),
+            _ => Time(now),
+        };
+    }
+    next
+}
+
+fn node_list(names: impl Iterator<Item = String>) -> String {
+    let all: Vec<String> = names.collect();
+    let mut shown: Vec<String> = all.iter().take(5).cloned().collect();
+    if all.len() > 5 {
+        shown.push(format!("and {} more", all.len() - 5));
+    }
+    shown.join(", ")
+}
+
+pub fn build_status(
+    spec: &WindowsNodePoolSpec,
+    plan: &Plan,
+    conflicts: &Conflicts,
+    hns: Option<(HnsStatus, Condition)>,
+    previous: Option<&WindowsNodePoolStatus>,
+    generation: Option<i64>,
+    now: Timestamp,
+) -> WindowsNodePoolStatus {
+    let c = &plan.counts;
+    let rev = &plan.revision;
+    let failed_names = || node_list(plan.failed.iter().map(|f| format!("{} ({}: {})", f.node, f.reason, f.message)));
+    let mut next = Vec::new();
+
+    let complete = c.updated == c.total;
+    next.push(if c.total == 0 {
+        cond(conditions::READY, false, "NoNodes", "no Windows node matches the pool's nodeSelector".into())
+    } else if complete {
+        cond(conditions::READY, true, "RolloutComplete", format!("all {} nodes run revision {rev}", c.total))
+    } else {
+        cond(conditions::READY, false, "RolloutIncomplete", format!("{} of {} nodes run revision {rev}", c.updated, c.total))
+    });
+
+    let progressing = match (&plan.hold, c.updating > 0, c.pending > 0) {
+        (_, true, _) => {
+            let waits = node_list(plan.waiting.iter().map(|(n, w)| format!("{n}: {w}")));
+            cond(
+                conditions::PROGRESSING,
+                true,
+                "NodesUpdating",
+                format!("{} updating, {} pending, {} updated of {}; {waits}", c.updating, c.pending, c.updated, c.total),
+            )
+        }
+        (None, false, true) => {
+            cond(conditions::PROGRESSING, false, "NodesNotReady", format!("{} pending nodes are not Ready; none can start", c.pending))
+        }
+        (Some(Hold::PausedBySpec), false, true) => {
+            cond(conditions::PROGRESSING, false, "Paused", format!("rollout.paused is true; {} nodes pending", c.pending))
+        }
+        (Some(Hold::FailureLimit { failed, limit }), false, true) => cond(
+            conditions::PROGRESSING,
+            false,
+            "FailureLimitReached",
+            format!("{failed} failed nodes reached maxFailedNodes {limit}; {} nodes pending", c.pending),
+        ),
+        (Some(Hold::OutsideWindow { opens }), false, true) => cond(
+            conditions::PROGRESSING,
+            false,
+            "OutsideMaintenanceWindow",
+            format!("{} nodes pending; the maintenance window opens at {opens}", c.pending),
+        ),
+        (Some(Hold::BadWindow(e)), false, true) => cond(conditions::PROGRESSING, false, "InvalidMaintenanceWindow", e.clone()),
+        (_, false, false) if c.failed > 0 => cond(
+            conditions::PROGRESSING,
+            false,
+            "NodesFailed",
+            format!("no node left to update; {} nodes failed: {}", c.failed, failed_names()),
+        ),
+        (_, false, false) => cond(conditions::PROGRESSING, false, "RolloutComplete", format!("revision {rev} rolled out")),
+    };
+    next.push(progressing);
+
+    next.push(if c.failed > 0 {
+        let paused = matches!(plan.hold, Some(Hold::FailureLimit { .. }));
+        let verb = if paused { "the rollout paused itself" } else { "the rollout goes on" };
+        cond(
+            conditions::DEGRADED,
+            true,
+            "NodesFailed",
+            format!(
+                "{} nodes failed, {verb} (maxFailedNodes {}): {}. Fix the node, then remove its winpool.dev/state annotation to retry",
+                c.failed, spec.rollout.max_failed_nodes, failed_names()
+            ),
+        )
+    } else {
+        cond(conditions::DEGRADED, false, "NoFailures", "no node failed".into())
+    });
+
+    next.push(match &plan.hold {
+        Some(Hold::PausedBySpec) => cond(conditions::PAUSED, true, "PausedBySpec", "rollout.paused is true".into()),
+        Some(Hold::FailureLimit { failed, limit }) => cond(
+            conditions::PAUSED,
+            true,
+            "FailureLimitReached",
+            format!("{failed} failed nodes reached maxFailedNodes {limit}: {}", failed_names()),
+        ),
+        _ => cond(conditions::PAUSED, false, "NotPaused", "the rollout is not paused".into()),
+    });
+
+    next.push(if conflicts.is_empty() {
+        cond(conditions::NODES_CONFLICT, false, "NoConflicts", "every selected node belongs to this pool alone".into())
+    } else {
+        cond(conditions::NODES_CONFLICT, true, "NodesLeftAlone", conflicts.message(spec.os.version.as_str()))
+    });
+
+    let (hns_status, hns_condition) = match hns {
+        Some((s, c)) => (Some(s), Some(c)),
+        None => (previous.and_then(|p| p.hns.clone()), None),
+    };
+    if let Some(c) = hns_condition {
+        next.push(c);
+    } else if let Some(prev) = previous.and_then(|p| p.conditions.iter().find(|c| c.type_ == conditions::HNS_CAPACITY)) {
+        next.push(prev.clone());
+    }
+
+    WindowsNodePoolStatus {
+        observed_generation: generation,
+        revision: Some(rev.clone()),
+        nodes: c.clone(),
+        hns: hns_status,
+        conditions: merge_conditions(previous.map(|p| p.conditions.as_slice()).unwrap_or(&[]), next, generation, now),
+        failed_nodes: plan.failed_nodes_status(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rollout::{decide, NodeView, PoolInput};
+    use std::collections::BTreeSet;
+
+    fn spec(extra: &str) -> WindowsNodePoolSpec {
+        serde_yaml::from_str(&format!("nodeSelector: {{}}\nos: {{version: ltsc2022, patchLevel: 10.0.20348.2762}}\n{extra}")).unwrap()
+    }
+
+    fn status_for(spec: &WindowsNodePoolSpec, nodes: &[NodeView], prev: Option<&WindowsNodePoolStatus>, now: Timestamp) -> WindowsNodePoolStatus {
+        let existing = BTreeSet::new();
+        let plan = decide(&PoolInput { name: "p", spec, existing_revisions: &existing }, nodes, now);
+        build_status(spec, &plan, &Conflicts::default(), None, prev, Some(3), now)
+    }
+
+    fn get<'a>(s: &'a WindowsNodePoolStatus, t: &str) -> &'a Condition {
+        s.conditions.iter().find(|c| c.type_ == t).unwrap()
+    }
+
+    fn node(name: &str) -> NodeView {
+        NodeView { name: name.into(), ready: true, pool_label: Some("p".into()), ..Default::default() }
+    }
+
+    #[test]
+    fn conditions_say_what_the_rollout_is_doing() {
+        let now: Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();
+        let cases: &[(&str, usize, &[(&str, &str, &str)])] = &[
+            ("", 0, &[("Ready", "False", "NoNodes")]),
+            ("", 2, &[("Ready", "False", "RolloutIncomplete"), ("Progressing", "True", "NodesUpdating"), ("Paused", "False", "NotPaused")]),
+            ("rollout: {paused: true}", 2, &[("Progressing", "False", "Paused"), ("Paused", "True", "PausedBySpec")]),
+        ];
+        for (extra, n, want) in cases {
+            let s = spec(extra);
+            let nodes: Vec<_> = (0..*n).map(|i| node(&format!("n{i}"))).collect();
+            let st = status_for(&s, &nodes, None, now);
+            for (t, status, reason) in *want {
+                let c = get(&st, t);
+                assert_eq!((c.status.as_str(), c.reason.as_str()), (*status, *reason), "{extra} / {n} nodes / {t}: {}", c.message);
+                assert_eq!(c.observed_generation, Some(3));
+            }
+            assert_eq!(st.observed_generation, Some(3));
+        }
+    }
+
+    #[test]
+    fn transition_time_moves_only_when_status_flips() {
+        let t0: Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();
+        let t1: Timestamp = "2026-11-29T12:05:00Z".parse().unwrap();
+        let s = spec("rollout: {paused: true}");
+        let first = status_for(&s, &[node("a")], None, t0);
+        let second = status_for(&s, &[node("a")], Some(&first), t1);
+        assert_eq!(get(&second, "Paused").last_transition_time.0, t0);
+        let unpaused = status_for(&spec(""), &[node("a")], Some(&second), t1);
+        assert_eq!(get(&unpaused, "Paused").last_transition_time.0, t1);
+    }
+
+    #[test]
+    fn conflicts_are_named_and_bounded() {
+        let c = Conflicts {
+            multiple_pools: (0..12).map(|i| (format!("n{i}"), vec!["other".into()])).collect(),
+            wrong_os: vec![("w".into(), "10.0.17763".into())],
+        };
+        let m = c.message("ltsc2022");
+        assert!(m.contains("12 nodes are selected by more than one pool"), "{m}");
+        assert!(m.contains("n0 (also other)") && m.contains("and 2 more"), "{m}");
+        assert!(m.contains("w (10.0.17763)"), "{m}");
+    }
+}
