@@ -174,26 +174,54 @@ show_logs() {
   done
 }
 
-# Components kwokctl started whose process is gone. kwokctl starts processes
-# but never watches them, so a crash is only visible here.
+# Whether pid runs; a zombie (exited, not yet reaped by init) does not.
+alive() { local st; st="$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)"; [[ -n "$st" && "$st" != Z ]]; }
+
+# Components whose process is gone. kwokctl starts processes but never watches
+# them, so a crash is only visible here. While kwokctl is still starting them,
+# a component without a pid file is not dead yet, only not started.
 dead_components() {
   local c pid dead=()
   for c in "${COMPONENTS[@]}"; do
     pid="$(cat "$CLUSTER_DIR/pids/$c.pid" 2>/dev/null || true)"
-    [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null || dead+=("$c")
+    if [[ -z "$pid" ]]; then
+      [[ -n "${KWOKCTL_PID:-}" ]] || dead+=("$c")
+    elif ! alive "$pid"; then
+      dead+=("$c")
+    fi
   done
   echo "${dead[*]}"
+}
+
+fail_up() {
+  [[ -z "${KWOKCTL_PID:-}" ]] || kill "$KWOKCTL_PID" 2>/dev/null || true
+  show_logs
+  die "cluster '$CLUSTER': $* (logs above; all logs in $CLUSTER_DIR/logs, kwokctl's in $KWOKCTL_LOG)"
+}
+
+# kwokctl itself waits (up to --timeout) for the apiserver to serve before it
+# exits. It runs in the background so that our checks below notice at once
+# when a component dies on start, instead of after the whole timeout.
+kwokctl_bg() {
+  kwokctl_ "$@" >>"$KWOKCTL_LOG" 2>&1 &
+  KWOKCTL_PID=$!
+}
+
+kwokctl_check() {
+  [[ -n "${KWOKCTL_PID:-}" ]] && ! kill -0 "$KWOKCTL_PID" 2>/dev/null || return 0
+  local rc=0
+  wait "$KWOKCTL_PID" || rc=$?
+  KWOKCTL_PID=""
+  ((rc == 0)) || fail_up "kwokctl failed (exit $rc)"
 }
 
 wait_for() { # description command...
   local what="$1" dead; shift
   until "$@" >/dev/null 2>&1; do
+    kwokctl_check
     dead="$(dead_components)"
-    if [[ -n "$dead" ]] || ((SECONDS >= DEADLINE)); then
-      show_logs
-      [[ -z "$dead" ]] || die "cluster '$CLUSTER': $dead exited while waiting for $what (logs above; all logs in $CLUSTER_DIR/logs)"
-      die "cluster '$CLUSTER': $what not ok after ${UP_TIMEOUT}s (logs above; all logs in $CLUSTER_DIR/logs)"
-    fi
+    [[ -z "$dead" ]] || fail_up "$dead exited while waiting for $what"
+    ((SECONDS < DEADLINE)) || fail_up "$what not ok after ${UP_TIMEOUT}s"
     sleep 0.5
   done
 }
@@ -235,10 +263,7 @@ cmd_up() {
     log "cluster '$CLUSTER' exists but is not healthy (down: $(dead_components)); restarting it"
     kwokctl_ stop cluster >>"$KWOKCTL_LOG" 2>&1 || true
     stop_leftovers
-    if ! kwokctl_ start cluster --timeout "${UP_TIMEOUT}s" >>"$KWOKCTL_LOG" 2>&1; then
-      show_logs
-      die "kwokctl start cluster failed (see $KWOKCTL_LOG)"
-    fi
+    kwokctl_bg start cluster --timeout "${UP_TIMEOUT}s"
   else
     # Leftovers of a crashed create would make kwokctl resume it.
     stop_leftovers
@@ -250,10 +275,8 @@ cmd_up() {
     done
     write_kwokctl_config
     log "creating cluster '$CLUSTER' (apiserver https://127.0.0.1:$APISERVER_PORT)"
-    if ! kwokctl_ -c "$KWOKCTL_CONFIG" create cluster --kubeconfig "" --timeout "${UP_TIMEOUT}s" >"$KWOKCTL_LOG" 2>&1; then
-      show_logs
-      die "kwokctl create cluster failed (see $KWOKCTL_LOG)"
-    fi
+    : >"$KWOKCTL_LOG"
+    kwokctl_bg -c "$KWOKCTL_CONFIG" create cluster --kubeconfig "" --timeout "${UP_TIMEOUT}s"
   fi
 
   wait_for "kube-apiserver /readyz" ready
@@ -264,6 +287,8 @@ cmd_up() {
   wait_for "kube-scheduler /healthz" healthz "$(component_port kube-scheduler)"
   wait_for "kwok-controller /healthz" healthz "$(component_port kwok-controller)"
   wait_for "default ServiceAccount" kubectl_ -n default get serviceaccount default
+  # kwokctl exits once it sees the apiserver serve, which has happened by now.
+  wait_for "kwokctl to finish" eval '[[ -z "$KWOKCTL_PID" ]]'
   log "cluster '$CLUSTER' ready in $((SECONDS - start))s; kubeconfig: $KUBECONFIG_PATH; audit log: $AUDIT_LOG"
 }
 
@@ -284,7 +309,7 @@ cmd_down() {
   # later; wait for that so `down && pgrep ...` sees nothing, not zombies.
   local pid i
   for pid in $pids; do
-    for i in $(seq 20); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+    for i in $(seq 20); do [[ -e "/proc/$pid" ]] || break; sleep 0.5; done
   done
   rm -rf "$CLUSTER_DIR" "$KWOKCTL_CONFIG"
   log "cluster '$CLUSTER' is down"

@@ -159,7 +159,7 @@ pub struct OsSpec {
     "rule": "self.name == 'containerd'",
     "messageExpression": "self.name == 'docker' ? 'runtime.name docker is not supported: dockershim was removed in Kubernetes 1.24; set runtime.name to containerd' : 'runtime.name ' + self.name + ' is not supported: only containerd runs Windows containers on Kubernetes'",
     "fieldPath": ".name",
-    "reason": "FieldValueNotSupported"
+    "reason": "FieldValueForbidden"
 }]))]
 pub struct RuntimeSpec {
     /// Container runtime; only `containerd` (default).

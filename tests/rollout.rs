@@ -1,0 +1,244 @@
+//! The rollout engine against the real control plane: the operator binary, the
+//! simulated fleet and agent, real DaemonSets, scheduling, evictions and PDBs.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, DeploymentSpec};
+use k8s_openapi::api::core::v1::{Container, Node, PodSpec, PodTemplateSpec};
+use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::ResourceExt;
+use serde_json::json;
+use support::{install_crd, wait_for, TestSpace, TEST_LABEL};
+use winpool::api::{names, WindowsNodePool};
+
+const WAIT: Duration = Duration::from_secs(180);
+
+fn pool_manifest(t: &TestSpace, name: &str, patch: &str, extra_rollout: serde_json::Value) -> serde_json::Value {
+    let mut rollout = json!({"maxUnavailable": 2, "nodeTimeout": "3m", "drain": {"timeout": "1m"}});
+    if let (Some(r), Some(e)) = (rollout.as_object_mut(), extra_rollout.as_object()) {
+        for (k, v) in e {
+            r.insert(k.clone(), v.clone());
+        }
+    }
+    json!({
+        "apiVersion": "winpool.dev/v1alpha1",
+        "kind": "WindowsNodePool",
+        "metadata": {"name": name, "labels": {TEST_LABEL: t.id}},
+        "spec": {
+            "nodeSelector": {"matchLabels": {TEST_LABEL: t.id}},
+            "os": {"version": "ltsc2022", "patchLevel": patch},
+            "runtime": {"name": "containerd", "version": "1.7.22"},
+            "rollout": rollout,
+        }
+    })
+}
+
+async fn apply_pool(t: &TestSpace, body: &serde_json::Value) {
+    let api: Api<WindowsNodePool> = Api::all(t.client.clone());
+    let name = body["metadata"]["name"].as_str().unwrap();
+    api.patch(name, &PatchParams::apply("winpool-tests").force(), &Patch::Apply(body)).await.expect("pool applies");
+}
+
+/// A workload on the test's nodes that a PodDisruptionBudget protects.
+async fn protected_workload(t: &TestSpace, replicas: i32) {
+    let labels: std::collections::BTreeMap<String, String> = [("app".to_string(), "web".to_string())].into();
+    let dep = Deployment {
+        metadata: ObjectMeta { name: Some("web".into()), ..Default::default() },
+        spec: Some(DeploymentSpec {
+            replicas: Some(replicas),
+            selector: LabelSelector { match_labels: Some(labels.clone()), match_expressions: None },
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta { labels: Some(labels.clone()), ..Default::default() }),
+                spec: Some(PodSpec {
+                    node_selector: Some([(TEST_LABEL.to_string(), t.id.clone())].into()),
+                    containers: vec![Container { name: "web".into(), image: Some("mcr.microsoft.com/windows/servercore/iis".into()), ..Default::default() }],
+                    ..Default::default()
+                }),
+            },
+            ..Default::default()
+        }),
+        status: None,
+    };
+    Api::<Deployment>::namespaced(t.client.clone(), &t.namespace).create(&PostParams::default(), &dep).await.expect("deployment");
+    let pdb = PodDisruptionBudget {
+        metadata: ObjectMeta { name: Some("web".into()), ..Default::default() },
+        spec: Some(PodDisruptionBudgetSpec {
+            min_available: Some(IntOrString::Int(replicas - 1)),
+            selector: Some(LabelSelector { match_labels: Some(labels), match_expressions: None }),
+            ..Default::default()
+        }),
+        status: None,
+    };
+    Api::<PodDisruptionBudget>::namespaced(t.client.clone(), &t.namespace).create(&PostParams::default(), &pdb).await.expect("pdb");
+}
+
+async fn wait_nodes_ready(t: &TestSpace, n: usize) {
+    wait_for(&format!("{n} simulated nodes Ready"), WAIT, || async {
+        let nodes = t.nodes().await;
+        (nodes.len() == n && nodes.iter().all(winpool::observe::is_ready)).then_some(())
+    })
+    .await;
+}
+
+fn cordoned(nodes: &[Node]) -> usize {
+    nodes.iter().filter(|n| n.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false)).count()
+}
+
+/// Wait until the pool reports every node updated at `rev` (or any rev when None),
+/// checking on every sample that no more than `max_unavailable` nodes are cordoned.
+async fn wait_rolled_out(t: &TestSpace, pool: &str, total: i32, max_unavailable: usize) -> WindowsNodePool {
+    let api: Api<WindowsNodePool> = Api::all(t.client.clone());
+    let mut max_seen = 0;
+    let started = std::time::Instant::now();
+    loop {
+        let nodes = t.nodes().await;
+        max_seen = max_seen.max(cordoned(&nodes));
+        if let Ok(p) = api.get(pool).await {
+            if let Some(st) = p.status.as_ref() {
+                let ready = st.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True");
+                if st.nodes.total == total && st.nodes.updated == total && ready && st.observed_generation == p.metadata.generation {
+                    assert!(max_seen <= max_unavailable, "at most {max_unavailable} nodes cordoned at once, saw {max_seen}");
+                    return p;
+                }
+            }
+        }
+        assert!(started.elapsed() < WAIT, "timed out waiting for pool {pool} to report {total} nodes updated");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_pool_rolls_every_node_to_the_target_and_again_on_a_new_patch_level() {
+    let client = support::client().await;
+    install_crd(&client).await;
+    let mut t = TestSpace::new("rollout-basic").await;
+    t.start_sim(4, &["--apply-seconds=1"]);
+    wait_nodes_ready(&t, 4).await;
+    protected_workload(&t, 2).await;
+
+    let pool = format!("{}-pool", t.id);
+    apply_pool(&t, &pool_manifest(&t, &pool, "10.0.20348.2762", json!({}))).await;
+    t.start_operator(&[]);
+
+    let p = wait_rolled_out(&t, &pool, 4, 2).await;
+    let rev = p.status.as_ref().unwrap().revision.clone().unwrap();
+    for n in t.nodes().await {
+        let name = n.name_any();
+        assert_eq!(n.labels().get(names::LABEL_POOL), Some(&pool), "{name} labelled with its pool");
+        assert_eq!(n.labels().get(names::LABEL_REVISION), Some(&rev), "{name} at the target revision");
+        assert_eq!(n.annotations().get(names::ANN_STATE).map(String::as_str), Some("Updated"));
+        assert!(!n.annotations().contains_key(names::ANN_CORDONED_BY_WINPOOL), "{name} uncordoned");
+        assert_ne!(n.spec.as_ref().and_then(|s| s.unschedulable), Some(true), "{name} schedulable");
+        let info = n.status.unwrap().node_info.unwrap();
+        assert_eq!(info.kernel_version, "10.0.20348.2762");
+        assert_eq!(info.container_runtime_version, "containerd://1.7.22");
+    }
+    let ds_api: Api<DaemonSet> = Api::namespaced(t.client.clone(), &t.agent_namespace());
+    let ds: Vec<String> = ds_api.list(&ListParams::default()).await.unwrap().items.iter().map(|d| d.name_any()).collect();
+    assert_eq!(ds, vec![format!("winpool-{pool}-{rev}")]);
+
+    // A new patch level is a new revision: the pool rolls again and the old DaemonSet goes.
+    apply_pool(&t, &pool_manifest(&t, &pool, "10.0.20348.2800", json!({}))).await;
+    let p2 = wait_for("the pool to pick up the new revision", WAIT, || async {
+        let p = Api::<WindowsNodePool>::all(t.client.clone()).get(&pool).await.ok()?;
+        (p.status.as_ref()?.revision.as_deref() != Some(rev.as_str())).then_some(p)
+    })
+    .await;
+    let rev2 = p2.status.unwrap().revision.unwrap();
+    wait_rolled_out(&t, &pool, 4, 2).await;
+    for n in t.nodes().await {
+        assert_eq!(n.labels().get(names::LABEL_REVISION), Some(&rev2));
+        assert_eq!(n.status.unwrap().node_info.unwrap().kernel_version, "10.0.20348.2800");
+    }
+    let ds: BTreeSet<String> = wait_for("the old revision's DaemonSet to be deleted", WAIT, || async {
+        let ds: BTreeSet<String> = ds_api.list(&ListParams::default()).await.ok()?.items.iter().map(|d| d.name_any()).collect();
+        (ds.len() == 1).then_some(ds)
+    })
+    .await;
+    assert_eq!(ds, BTreeSet::from([format!("winpool-{pool}-{rev2}")]));
+
+    // Deleting the pool gives its nodes back.
+    Api::<WindowsNodePool>::all(t.client.clone()).delete(&pool, &DeleteParams::default()).await.unwrap();
+    wait_for("the nodes to be released", WAIT, || async {
+        let nodes = t.nodes().await;
+        nodes.iter().all(|n| !n.labels().contains_key(names::LABEL_POOL) && !n.annotations().contains_key(names::ANN_STATE)).then_some(())
+    })
+    .await;
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_failing_node_pauses_the_rollout_and_is_never_left_cordoned() {
+    let client = support::client().await;
+    install_crd(&client).await;
+    let mut t = TestSpace::new("rollout-fail").await;
+    let bad = format!("{}0", t.node_prefix());
+    t.start_sim(3, &["--apply-seconds=1", &format!("--fail-nodes={bad}")]);
+    wait_nodes_ready(&t, 3).await;
+    let pool = format!("{}-pool", t.id);
+    apply_pool(&t, &pool_manifest(&t, &pool, "10.0.20348.2762", json!({"maxUnavailable": 1, "maxFailedNodes": 1}))).await;
+    t.start_operator(&[]);
+
+    let api: Api<WindowsNodePool> = Api::all(t.client.clone());
+    let p = wait_for("the pool to report the failed node and pause", WAIT, || async {
+        let p = api.get(&pool).await.ok()?;
+        let st = p.status.as_ref()?;
+        let degraded = st.conditions.iter().any(|c| c.type_ == "Degraded" && c.status == "True");
+        let paused = st.conditions.iter().any(|c| c.type_ == "Paused" && c.status == "True" && c.reason == "FailureLimitReached");
+        (degraded && paused).then_some(p)
+    })
+    .await;
+    let st = p.status.unwrap();
+    assert_eq!(st.failed_nodes.len(), 1);
+    assert_eq!(st.failed_nodes[0].name, bad);
+    assert_eq!(st.failed_nodes[0].reason, "ApplyFailed");
+    assert!(st.failed_nodes[0].message.contains("0x800f0922"), "the agent's message is passed on: {}", st.failed_nodes[0].message);
+    let degraded = st.conditions.iter().find(|c| c.type_ == "Degraded").unwrap();
+    assert!(degraded.message.contains(&bad), "{}", degraded.message);
+
+    // Paused: nothing else starts, and no node stays cordoned.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let nodes = t.nodes().await;
+    assert_eq!(cordoned(&nodes), 0, "no node left cordoned by a paused rollout");
+    let st = api.get(&pool).await.unwrap().status.unwrap();
+    assert_eq!((st.nodes.failed, st.nodes.updated, st.nodes.updating, st.nodes.pending), (1, 0, 0, 2));
+
+    // Raising maxFailedNodes lets the rest of the pool go on.
+    apply_pool(&t, &pool_manifest(&t, &pool, "10.0.20348.2762", json!({"maxUnavailable": 1, "maxFailedNodes": 5}))).await;
+    wait_for("the other nodes to be updated", WAIT, || async {
+        let st = api.get(&pool).await.ok()?.status?;
+        (st.nodes.updated == 2 && st.nodes.failed == 1).then_some(())
+    })
+    .await;
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_restarted_operator_resumes_where_it_was() {
+    let client = support::client().await;
+    install_crd(&client).await;
+    let mut t = TestSpace::new("rollout-restart").await;
+    t.start_sim(4, &["--apply-seconds=3"]);
+    wait_nodes_ready(&t, 4).await;
+    let pool = format!("{}-pool", t.id);
+    apply_pool(&t, &pool_manifest(&t, &pool, "10.0.20348.2762", json!({"maxUnavailable": 1}))).await;
+    t.start_operator(&[]);
+    // Kill it while a node is in flight.
+    wait_for("a node in flight", WAIT, || async {
+        t.nodes().await.iter().any(|n| n.annotations().get(names::ANN_STATE).is_some_and(|s| s == "Applying" || s == "Verifying")).then_some(())
+    })
+    .await;
+    t.stop("operator");
+    t.start_operator(&[]);
+    wait_rolled_out(&t, &pool, 4, 1).await;
+    for n in t.nodes().await {
+        assert_eq!(n.annotations().get(names::ANN_DRAINED_REVISION), n.labels().get(names::LABEL_REVISION), "drained once, for its revision");
+    }
+    t.cleanup().await;
+}

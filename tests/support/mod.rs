@@ -1,0 +1,281 @@
+//! Test harness: the real local control plane (hack/cluster.sh), one client
+//! per test, a label space and namespace per test, and the winpool binary run
+//! as the operator and the simulated fleet.
+//!
+//! A test never passes without a control plane: when a tool is missing it
+//! fails and says which command builds it.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Namespace, Node};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn cluster_script() -> PathBuf {
+    repo_root().join("hack/cluster.sh")
+}
+
+/// Fail with the command that fixes it when the locally built tools are missing.
+fn check_tools() {
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "source {}/hack/lib.sh; for t in etcd kube-apiserver kube-controller-manager kube-scheduler kwok kwokctl kubectl; do p=$(tool_path $t); [[ -x $p ]] || echo \"$t ($p)\"; done",
+            repo_root().display()
+        ))
+        .output()
+        .expect("bash runs");
+    let missing = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(
+        missing.is_empty(),
+        "the local control plane's tools are missing: {missing}\nbuild them with: hack/build-tools.sh (a cold build takes ~15-25 minutes)"
+    );
+}
+
+static KUBECONFIG: OnceLock<PathBuf> = OnceLock::new();
+static START_LOCK: Mutex<()> = Mutex::new(());
+
+/// The admin kubeconfig of the local control plane, starting it if it is not up.
+pub fn kubeconfig() -> PathBuf {
+    let _g = START_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    KUBECONFIG
+        .get_or_init(|| {
+            check_tools();
+            let up = Command::new(cluster_script()).arg("status").stdout(Stdio::null()).stderr(Stdio::null()).status();
+            if !matches!(up, Ok(s) if s.success()) {
+                let st = Command::new(cluster_script()).arg("up").status().expect("hack/cluster.sh runs");
+                assert!(st.success(), "hack/cluster.sh up failed; see its output above");
+            }
+            let out = Command::new(cluster_script()).arg("kubeconfig").output().expect("hack/cluster.sh kubeconfig runs");
+            assert!(out.status.success(), "hack/cluster.sh kubeconfig failed: {}", String::from_utf8_lossy(&out.stderr));
+            PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+        })
+        .clone()
+}
+
+pub fn tool(name: &str) -> PathBuf {
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(format!("source {}/hack/lib.sh; tool_path {name}", repo_root().display()))
+        .output()
+        .expect("bash runs");
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+pub async fn client() -> Client {
+    let path = kubeconfig();
+    let kc = Kubeconfig::read_from(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    let cfg = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await.expect("valid kubeconfig");
+    Client::try_from(cfg).expect("client")
+}
+
+/// Install (or update) the CRD from the Rust types and wait until it is served.
+pub async fn install_crd(client: &Client) {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd = winpool::crd::crd();
+    let name = crd.metadata.name.clone().unwrap();
+    api.patch(&name, &PatchParams::apply("winpool-tests").force(), &Patch::Apply(&crd)).await.expect("CRD applies");
+    wait_for("the CRD to be established", Duration::from_secs(30), || {
+        let api = api.clone();
+        let name = name.clone();
+        async move {
+            let c = api.get(&name).await.ok()?;
+            c.status?.conditions?.iter().any(|c| c.type_ == "Established" && c.status == "True").then_some(())
+        }
+    })
+    .await;
+}
+
+/// Poll `f` until it yields Some, or fail naming what was awaited.
+pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(start.elapsed() < timeout, "timed out after {timeout:?} waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// A test's own space: an id, a namespace, and the label `winpool-test=<id>` on its nodes.
+pub struct TestSpace {
+    pub id: String,
+    pub client: Client,
+    pub namespace: String,
+    children: Vec<(String, Child)>,
+}
+
+pub const TEST_LABEL: &str = "winpool-test";
+
+impl TestSpace {
+    pub async fn new(name: &str) -> Self {
+        let client = client().await;
+        let base: String = name.replace('_', "-").chars().take(34).collect();
+        let id = format!("{base}-{:04x}", rand::random::<u16>());
+        let namespace = format!("t-{id}");
+        let ns_api: Api<Namespace> = Api::all(client.clone());
+        let ns = Namespace {
+            metadata: ObjectMeta {
+                name: Some(namespace.clone()),
+                labels: Some([(TEST_LABEL.to_string(), id.clone())].into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        match ns_api.create(&PostParams::default(), &ns).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => panic!("creating namespace {namespace}: {e}"),
+        }
+        TestSpace { id, client, namespace, children: Vec::new() }
+    }
+
+    pub fn node_prefix(&self) -> String {
+        format!("{}-", self.id)
+    }
+
+    /// Labels every node of this test carries, so nothing else selects them.
+    pub fn node_labels(&self) -> BTreeMap<String, String> {
+        [(TEST_LABEL.to_string(), self.id.clone())].into()
+    }
+
+    pub fn agent_namespace(&self) -> String {
+        format!("{}-agents", self.namespace)
+    }
+
+    fn spawn(&mut self, what: &str, args: &[String]) {
+        let log_dir = repo_root().join("target-test-logs");
+        std::fs::create_dir_all(&log_dir).ok();
+        let log_path = log_dir.join(format!("{}-{what}.log", self.id));
+        let log = std::fs::File::create(&log_path).expect("log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_winpool"))
+            .args(args)
+            .env("KUBECONFIG", kubeconfig())
+            .env("RUST_LOG", "info,kube=warn")
+            .stdout(log.try_clone().expect("log fd"))
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting winpool {what}: {e}"));
+        eprintln!("[{}] started winpool {what} (log: {})", self.id, log_path.display());
+        self.children.push((what.to_string(), child));
+    }
+
+    /// Run the operator for this test's pools only (pools labelled winpool-test=<id>).
+    pub fn start_operator(&mut self, extra: &[&str]) -> u16 {
+        let port = free_port();
+        let mut args: Vec<String> = vec![
+            "run".into(),
+            "--leader-elect=false".into(),
+            format!("--metrics-addr=127.0.0.1:{port}"),
+            format!("--agent-namespace={}", self.agent_namespace()),
+            format!("--pool-selector={TEST_LABEL}={}", self.id),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        self.spawn("operator", &args);
+        port
+    }
+
+    pub fn start_sim(&mut self, nodes: usize, extra: &[&str]) {
+        let labels = self.node_labels().iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",");
+        let mut args: Vec<String> = vec![
+            "sim".into(),
+            format!("--nodes={nodes}"),
+            format!("--name-prefix={}", self.node_prefix()),
+            format!("--labels={labels}"),
+            format!("--agent-namespace={}", self.agent_namespace()),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        self.spawn("sim", &args);
+    }
+
+    pub fn stop(&mut self, what: &str) {
+        for (w, c) in self.children.iter_mut() {
+            if w == what {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+        self.children.retain(|(w, _)| w != what);
+    }
+
+    pub async fn nodes(&self) -> Vec<Node> {
+        let api: Api<Node> = Api::all(self.client.clone());
+        api.list(&ListParams::default().labels(&format!("{TEST_LABEL}={}", self.id))).await.expect("list nodes").items
+    }
+
+    /// Delete everything the test made. Leftovers would only cost memory: the
+    /// cluster is torn down at the end of the suite.
+    pub async fn cleanup(mut self) {
+        for (_, c) in self.children.iter_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        self.children.clear();
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let _ = nodes.delete_collection(&DeleteParams::default(), &ListParams::default().labels(&format!("{TEST_LABEL}={}", self.id))).await;
+        let ns: Api<Namespace> = Api::all(self.client.clone());
+        let _ = ns.delete(&self.namespace, &DeleteParams::default()).await;
+        let _ = ns.delete(&self.agent_namespace(), &DeleteParams::default()).await;
+    }
+}
+
+impl Drop for TestSpace {
+    fn drop(&mut self) {
+        for (_, c) in self.children.iter_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
+}
+
+pub fn examples_dir() -> PathBuf {
+    repo_root().join("examples")
+}
+
+pub fn read_yaml_files(dir: &Path) -> Vec<(PathBuf, String)> {
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .expect("examples dir")
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .map(|p| {
+            let s = std::fs::read_to_string(&p).expect("read example");
+            (p, s)
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// Fetch a URL on loopback with a bare HTTP/1.1 GET (the admin server's own protocol).
+pub async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.ok()?;
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").as_bytes()).await.ok()?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).await.ok()?;
+    let text = String::from_utf8_lossy(&buf).to_string();
+    let code: u16 = text.split_whitespace().nth(1)?.parse().ok()?;
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    Some((code, body))
+}
