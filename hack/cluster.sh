@@ -58,15 +58,16 @@ kubectl_() { "$(tool_path kubectl)" --kubeconfig "$KUBECONFIG_PATH" --request-ti
 
 # kwokctl reads KWOK_* variables over its config file (e.g. KWOK_KUBE_APISERVER_BINARY
 # would swap in a download URL), so it runs with none but the work dir.
-kwokctl_() {
-  local -a clean_env=()
+kwokctl_cmd() {
+  KWOKCTL_CMD=(env)
   local v
-  for v in $(compgen -e); do [[ "$v" == KWOK_* ]] && clean_env+=(-u "$v"); done
-  # Components outlive kwokctl; fd 9 (our lock) must not leak into them or the
-  # lock would stay held by kube-apiserver forever.
-  env "${clean_env[@]}" KWOK_WORKDIR="$STATE_ROOT" PATH="$SHIM_DIR:$PATH" \
-    "$(tool_path kwokctl)" --name "$CLUSTER" "$@" </dev/null 9>&-
+  for v in $(compgen -e); do [[ "$v" == KWOK_* ]] && KWOKCTL_CMD+=(-u "$v"); done
+  KWOKCTL_CMD+=(KWOK_WORKDIR="$STATE_ROOT" PATH="$SHIM_DIR:$PATH" "$(tool_path kwokctl)" --name "$CLUSTER" "$@")
 }
+
+# Components outlive kwokctl; fd 9 (our lock) must not leak into them or the
+# lock would stay held by kube-apiserver forever.
+kwokctl_() { kwokctl_cmd "$@"; "${KWOKCTL_CMD[@]}" </dev/null 9>&-; }
 
 ensure_tools() {
   local t missing=0
@@ -138,7 +139,6 @@ options:
   kubeSchedulerBinary: $(tool_path kube-scheduler)
   kwokControllerBinary: $(tool_path kwok)
   kubectlBinary: $(tool_path kubectl)
-  cacheDir: $STATE_ROOT/cache
 componentsPatches:
   # kwokctl never restarts a component, and both of these exit when they lose
   # their leader lease, which a busy 2-core machine can cause during a
@@ -152,9 +152,9 @@ componentsPatches:
     extraArgs:
       - key: leader-elect
         value: "false"
-  # kwokctl's binary runtime makes kwok claim every node; winpool's tests mix
-  # kwok nodes with nodes the simulator drives itself, so kwok keeps to its own
-  # default: nodes annotated kwok.x-k8s.io/node=fake.
+  # kwokctl's binary runtime makes kwok claim every node. Keep kwok to its own
+  # default, nodes annotated kwok.x-k8s.io/node=fake, so a node a test drives
+  # by itself is left alone.
   - name: kwok-controller
     extraArgs:
       - key: manage-all-nodes
@@ -196,14 +196,16 @@ dead_components() {
 fail_up() {
   [[ -z "${KWOKCTL_PID:-}" ]] || kill "$KWOKCTL_PID" 2>/dev/null || true
   show_logs
-  die "cluster '$CLUSTER': $* (logs above; all logs in $CLUSTER_DIR/logs, kwokctl's in $KWOKCTL_LOG)"
+  die "cluster '$CLUSTER': $* (logs above; all in $CLUSTER_DIR/logs and $KWOKCTL_LOG; 'hack/cluster.sh down' cleans up)"
 }
 
 # kwokctl itself waits (up to --timeout) for the apiserver to serve before it
 # exits. It runs in the background so that our checks below notice at once
 # when a component dies on start, instead of after the whole timeout.
 kwokctl_bg() {
-  kwokctl_ "$@" >>"$KWOKCTL_LOG" 2>&1 &
+  kwokctl_cmd "$@"
+  # A plain command, not a function, so that $! is kwokctl itself (env execs it).
+  "${KWOKCTL_CMD[@]}" </dev/null >>"$KWOKCTL_LOG" 2>&1 9>&- &
   KWOKCTL_PID=$!
 }
 
@@ -307,9 +309,9 @@ cmd_down() {
   stop_leftovers
   # kwokctl's children are re-parented to init, which reaps them a moment
   # later; wait for that so `down && pgrep ...` sees nothing, not zombies.
-  local pid i
+  local pid deadline=$((SECONDS + 10))
   for pid in $pids; do
-    for i in $(seq 20); do [[ -e "/proc/$pid" ]] || break; sleep 0.5; done
+    while [[ -e "/proc/$pid" ]] && ((SECONDS < deadline)); do sleep 0.2; done
   done
   rm -rf "$CLUSTER_DIR" "$KWOKCTL_CONFIG"
   log "cluster '$CLUSTER' is down"

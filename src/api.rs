@@ -6,6 +6,9 @@
 //! as OpenAPI patterns/enums and CEL `x-kubernetes-validations`, so the API
 //! server refuses bad input before the controller ever sees it.
 
+// The kube derive's printcolumn(...) entries repeat `type_ = ...`, which clippy mistakes for duplicated attributes.
+#![allow(clippy::duplicated_attributes)]
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::CustomResource;

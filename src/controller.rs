@@ -19,20 +19,20 @@ use k8s_openapi::api::core::v1::{Namespace, Node};
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::runtime::finalizer::{finalizer, Event as Finalizer};
+use kube::runtime::finalizer::{Event as Finalizer, finalizer};
 use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{watcher, WatchStreamExt};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 use tracing::{debug, error, info, warn};
 
-use crate::api::{names, WindowsNodePool, FIELD_MANAGER};
-use crate::daemonset::{agent_daemonset, AgentImages, LABEL_MANAGED_BY};
+use crate::api::{FIELD_MANAGER, WindowsNodePool, names};
+use crate::daemonset::{AgentImages, LABEL_MANAGED_BY, agent_daemonset};
 use crate::drain;
-use crate::membership::{members_of, pools_selecting, PoolSelector};
+use crate::membership::{PoolSelector, members_of, pools_selecting};
 use crate::metrics::Metrics;
 use crate::observe::{node_view, strip};
-use crate::rollout::{decide, HnsReadiness, NodePatch, NodeState, PoolInput};
+use crate::rollout::{HnsReadiness, NodePatch, NodeState, PoolInput, decide};
 use crate::status::build_status;
 
 pub const FINALIZER: &str = "winpool.dev/release-nodes";
@@ -95,8 +95,12 @@ impl Context {
         for n in self.nodes.state() {
             let name = n.name_any();
             match recent.get(&name) {
-                Some(mine) if rv(mine) > rv(&n) => out.push(mine.clone()),
-                Some(_) => {
+                Some(mine) if rv(mine) > rv(&n) => {
+                    debug!(node = %name, cached = rv(&n), ours = rv(mine), "cache behind our own write; using it");
+                    out.push(mine.clone())
+                }
+                Some(mine) => {
+                    debug!(node = %name, cached = rv(&n), ours = rv(mine), cached_rv = ?n.metadata.resource_version, "cache caught up");
                     recent.remove(&name);
                     out.push((*n).clone());
                 }
@@ -223,6 +227,11 @@ async fn cleanup(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error>
 
 async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error> {
     let name = pool.name_any();
+    // Deciding on a half-filled cache would report nodes as missing and re-create DaemonSets.
+    if ctx.metrics.caches_synced.get() != 1 {
+        debug!(pool = %name, "caches not synced yet; waiting");
+        return Ok(Action::requeue(Duration::from_millis(500)));
+    }
     let now = Timestamp::now();
     let nodes = ctx.windows_nodes();
     let selectors = ctx.pool_selectors();
@@ -250,25 +259,17 @@ async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error> {
         }
         views.push(v);
     }
-    let ds_of_pool: Vec<Arc<DaemonSet>> = ctx
-        .daemonsets
-        .state()
-        .into_iter()
-        .filter(|d| d.labels().get(names::LABEL_POOL) == Some(&name))
-        .collect();
+    let ds_of_pool: Vec<Arc<DaemonSet>> =
+        ctx.daemonsets.state().into_iter().filter(|d| d.labels().get(names::LABEL_POOL) == Some(&name)).collect();
     let existing: BTreeSet<String> = ds_of_pool.iter().filter_map(|d| d.labels().get(names::LABEL_REVISION).cloned()).collect();
 
     // Decide.
     let plan = decide(&PoolInput { name: &name, spec: &pool.spec, existing_revisions: &existing }, &views, now);
-    let status = build_status(
-        &pool.spec,
-        &plan,
-        &membership.conflicts,
-        None,
-        pool.status.as_ref(),
-        pool.metadata.generation,
-        now,
-    );
+    let status = build_status(&pool.spec, &plan, &membership.conflicts, None, pool.status.as_ref(), pool.metadata.generation, now);
+
+    for (node, why) in &plan.waiting {
+        debug!(pool = %name, node = %node, "waiting: {why}");
+    }
 
     // Act: the target revision's DaemonSet exists before any node is labelled for it.
     if !existing.contains(&plan.revision) {
@@ -305,7 +306,9 @@ async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error> {
         if !plan.daemonset_revisions.contains(&rev) {
             let ds_api: Api<DaemonSet> = Api::namespaced(ctx.client.clone(), &ctx.settings.agent_namespace);
             match ds_api.delete(&d.name_any(), &DeleteParams::background()).await {
-                Ok(_) => info!(pool = %name, daemonset = %d.name_any(), revision = %rev, "deleted agent DaemonSet: no node carries its revision"),
+                Ok(_) => {
+                    info!(pool = %name, daemonset = %d.name_any(), revision = %rev, "deleted agent DaemonSet: no node carries its revision")
+                }
                 Err(kube::Error::Api(s)) if s.code == 404 => {}
                 Err(e) => return Err(e.into()),
             }
@@ -317,7 +320,13 @@ async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error> {
         ctx.announce_once(
             pool,
             format!("{node}:{msg}"),
-            Event { type_: EventType::Warning, reason: "NodeIgnoredValue".into(), note: Some(format!("{node}: {msg}")), action: "Observe".into(), secondary: None },
+            Event {
+                type_: EventType::Warning,
+                reason: "NodeIgnoredValue".into(),
+                note: Some(format!("{node}: {msg}")),
+                action: "Observe".into(),
+                secondary: None,
+            },
         )
         .await;
     }
@@ -438,15 +447,17 @@ pub async fn run(
         .watches_stream(nodes, move |node: Node| {
             // A node event concerns the pool whose label it carries and every pool that selects it.
             let mut pools: BTreeSet<String> = node.labels().get(names::LABEL_POOL).cloned().into_iter().collect();
-            let selectors: Vec<PoolSelector> = mapper_pools
-                .state()
-                .iter()
-                .map(|p| PoolSelector::new(&p.name_any(), p.spec.os.version, &p.spec.node_selector))
-                .collect();
+            let selectors: Vec<PoolSelector> =
+                mapper_pools.state().iter().map(|p| PoolSelector::new(&p.name_any(), p.spec.os.version, &p.spec.node_selector)).collect();
             pools.extend(pools_selecting(&selectors, node.labels()).map(str::to_string));
             pools.into_iter().map(|p| ObjectRef::<WindowsNodePool>::new(&p))
         })
-        .owns_stream(daemonsets)
+        // Not owns_stream: an owner reference from a namespaced DaemonSet to the
+        // cluster-scoped pool maps to a namespaced ObjectRef, which the
+        // controller would treat as a second object and reconcile concurrently.
+        .watches_stream(daemonsets, |ds: DaemonSet| {
+            ds.labels().get(names::LABEL_POOL).map(|p| ObjectRef::<WindowsNodePool>::new(p)).into_iter()
+        })
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
         .for_each(|res| async move {

@@ -9,14 +9,14 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetSpec, DaemonSetUpdateStrategy, RollingUpdateDaemonSet};
 use k8s_openapi::api::core::v1::{
-    Container, EnvVar, EnvVarSource, ObjectFieldSelector, PodSecurityContext, PodSpec, PodTemplateSpec, ResourceRequirements,
-    Toleration, WindowsSecurityContextOptions,
+    Container, EnvVar, EnvVarSource, ObjectFieldSelector, PodSecurityContext, PodSpec, PodTemplateSpec, ResourceRequirements, Toleration,
+    WindowsSecurityContextOptions,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use crate::api::{names, WindowsNodePool};
+use crate::api::{WindowsNodePool, names};
 use crate::revision::NodeConfig;
 
 pub const LABEL_APP: &str = "app.kubernetes.io/name";
@@ -174,10 +174,8 @@ mod tests {
     use crate::api::WindowsNodePoolSpec;
 
     fn pool(name: &str, extra: &str) -> WindowsNodePool {
-        let spec: WindowsNodePoolSpec = serde_yaml::from_str(&format!(
-            "nodeSelector: {{}}\nos: {{version: ltsc2022, patchLevel: 10.0.20348.2762}}\n{extra}"
-        ))
-        .unwrap();
+        let spec: WindowsNodePoolSpec =
+            serde_yaml::from_str(&format!("nodeSelector: {{}}\nos: {{version: ltsc2022, patchLevel: 10.0.20348.2762}}\n{extra}")).unwrap();
         let mut p = WindowsNodePool::new(name, spec);
         p.metadata.uid = Some("uid-1".into());
         p

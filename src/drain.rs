@@ -7,8 +7,8 @@
 //! means "not now", and the next round tries again.
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DeleteParams, EvictParams, ListParams};
 use kube::Client;
+use kube::api::{Api, DeleteParams, EvictParams, ListParams};
 use tracing::{debug, info, warn};
 
 use crate::rollout::DrainMode;
@@ -33,11 +33,7 @@ pub fn classify(pod: &Pod, delete_empty_dir_data: bool) -> PodDisposition {
     if matches!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed")) {
         return PodDisposition::Ignore;
     }
-    let has_empty_dir = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.volumes.as_ref())
-        .is_some_and(|v| v.iter().any(|v| v.empty_dir.is_some()));
+    let has_empty_dir = pod.spec.as_ref().and_then(|s| s.volumes.as_ref()).is_some_and(|v| v.iter().any(|v| v.empty_dir.is_some()));
     if has_empty_dir && !delete_empty_dir_data {
         return PodDisposition::Blocked;
     }

@@ -12,8 +12,8 @@ use std::time::Duration;
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
-use kube::api::{Api, ObjectMeta, PostParams};
 use kube::Client;
+use kube::api::{Api, ObjectMeta, PostParams};
 use tokio::sync::watch;
 use tracing::{info, warn};
 
@@ -140,8 +140,10 @@ pub async fn acquire(client: Client, s: LeaseSettings) -> watch::Receiver<bool> 
 /// Give the lease up so a standby takes over without waiting for it to expire.
 pub async fn release(client: Client, s: &LeaseSettings) {
     let api: Api<Lease> = Api::namespaced(client, &s.namespace);
-    if let Ok(Some(mut l)) = api.get_opt(&s.name).await {
-        if l.spec.as_ref().and_then(|sp| sp.holder_identity.as_deref()) == Some(&s.identity) {
+    if let Ok(Some(mut l)) = api.get_opt(&s.name).await
+        && l.spec.as_ref().and_then(|sp| sp.holder_identity.as_deref()) == Some(&s.identity)
+    {
+        {
             if let Some(sp) = l.spec.as_mut() {
                 sp.holder_identity = None;
                 sp.renew_time = None;

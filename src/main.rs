@@ -144,7 +144,8 @@ async fn shutdown_signal() {
 }
 
 async fn run(args: RunArgs) -> anyhow::Result<()> {
-    let client = kube::Client::try_default().await.context("connecting to the Kubernetes API (KUBECONFIG, ~/.kube/config or in-cluster)")?;
+    let client =
+        kube::Client::try_default().await.context("connecting to the Kubernetes API (KUBECONFIG, ~/.kube/config or in-cluster)")?;
     let m = Metrics::new();
     let admin = tokio::spawn(metrics::serve(args.metrics_addr, m.clone()));
     let settings = Settings {

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::core::{Selector, SelectorExt};
 
-use crate::api::{names, OsVersion};
+use crate::api::{OsVersion, names};
 use crate::status::Conflicts;
 use crate::versions::WindowsBuild;
 
@@ -28,8 +28,7 @@ impl PoolSelector {
     }
 
     pub fn selects(&self, labels: &BTreeMap<String, String>) -> bool {
-        labels.get(names::LABEL_OS).map(String::as_str) == Some("windows")
-            && self.selector.as_ref().is_some_and(|s| s.matches(labels))
+        labels.get(names::LABEL_OS).map(String::as_str) == Some("windows") && self.selector.as_ref().is_some_and(|s| s.matches(labels))
     }
 }
 

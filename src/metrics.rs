@@ -48,8 +48,8 @@ impl Metrics {
         )
         .expect("valid metric");
         r.register(Box::new(reconcile_duration.clone())).expect("metric registered once");
-        let reconcile_errors =
-            IntCounterVec::new(Opts::new("winpool_reconcile_errors_total", "Failed reconciles by reason."), &["reason"]).expect("valid metric");
+        let reconcile_errors = IntCounterVec::new(Opts::new("winpool_reconcile_errors_total", "Failed reconciles by reason."), &["reason"])
+            .expect("valid metric");
         r.register(Box::new(reconcile_errors.clone())).expect("metric registered once");
         let api_requests = IntCounterVec::new(
             Opts::new("winpool_kube_api_requests_total", "Kubernetes API requests winpool made, by verb, resource and outcome."),
@@ -64,18 +64,38 @@ impl Metrics {
         r.register(Box::new(caches_synced.clone())).expect("metric registered once");
         let m = Metrics {
             pool_nodes: gauge_vec(&r, "winpool_pool_nodes", "Nodes of a pool by rollout state.", &["pool", "state"]),
-            pool_nodes_desired: gauge_vec(&r, "winpool_pool_nodes_desired", "Nodes in the pool, all of which should reach the target revision.", &["pool"]),
+            pool_nodes_desired: gauge_vec(
+                &r,
+                "winpool_pool_nodes_desired",
+                "Nodes in the pool, all of which should reach the target revision.",
+                &["pool"],
+            ),
             pool_nodes_updated: gauge_vec(&r, "winpool_pool_nodes_updated", "Nodes verified at the pool's target revision.", &["pool"]),
-            pool_failed_nodes: gauge_vec(&r, "winpool_pool_failed_nodes", "Nodes whose rollout failed for the current revision.", &["pool"]),
+            pool_failed_nodes: gauge_vec(
+                &r,
+                "winpool_pool_failed_nodes",
+                "Nodes whose rollout failed for the current revision.",
+                &["pool"],
+            ),
             pool_rollout_in_progress: gauge_vec(&r, "winpool_pool_rollout_in_progress", "1 while nodes are being updated.", &["pool"]),
-            pool_rollout_paused: gauge_vec(&r, "winpool_pool_rollout_paused", "1 when the rollout is paused by spec or by failures.", &["pool", "reason"]),
+            pool_rollout_paused: gauge_vec(
+                &r,
+                "winpool_pool_rollout_paused",
+                "1 when the rollout is paused by spec or by failures.",
+                &["pool", "reason"],
+            ),
             pool_behind_patch_level: gauge_vec(
                 &r,
                 "winpool_pool_nodes_behind_patch_level",
                 "Nodes whose kubelet-reported build is below the pool's patchLevel.",
                 &["pool"],
             ),
-            pool_last_reconcile: gauge_vec(&r, "winpool_pool_last_reconcile_timestamp_seconds", "Unix time of the pool's last successful decision.", &["pool"]),
+            pool_last_reconcile: gauge_vec(
+                &r,
+                "winpool_pool_last_reconcile_timestamp_seconds",
+                "Unix time of the pool's last successful decision.",
+                &["pool"],
+            ),
             build_info: gauge_vec(&r, "winpool_build_info", "Always 1; the version label says which winpool runs.", &["version"]),
             registry: r,
             reconcile_duration,
@@ -170,7 +190,8 @@ pub async fn serve(addr: std::net::SocketAddr, metrics: Arc<Metrics>) -> std::io
                 "/readyz" => ("503 Service Unavailable", "text/plain", "caches not synced\n".to_string()),
                 _ => ("404 Not Found", "text/plain", "not found\n".to_string()),
             };
-            let resp = format!("HTTP/1.1 {code}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+            let resp =
+                format!("HTTP/1.1 {code}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
             let _ = sock.write_all(resp.as_bytes()).await;
         });
     }

@@ -20,10 +20,7 @@ fn label<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
 }
 
 pub fn is_ready(node: &Node) -> bool {
-    node.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+    node.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 pub fn node_view(node: &Node, hns: HnsReadiness) -> NodeView {
@@ -81,7 +78,8 @@ mod tests {
     fn a_node_reads_into_a_view() {
         let mut n = Node::default();
         n.metadata.name = Some("win-1".into());
-        n.metadata.labels = Some([("winpool.dev/pool".to_string(), "p".to_string()), ("winpool.dev/revision".to_string(), "r1".to_string())].into());
+        n.metadata.labels =
+            Some([("winpool.dev/pool".to_string(), "p".to_string()), ("winpool.dev/revision".to_string(), "r1".to_string())].into());
         n.metadata.annotations = Some(
             [
                 ("winpool.dev/state", "Applying"),

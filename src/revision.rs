@@ -49,8 +49,7 @@ impl NodeConfig {
     /// 10 hex characters: short enough for a DaemonSet name next to a 40-character pool name.
     pub fn revision(&self) -> String {
         // serde_json::Value sorts object keys, which makes the encoding canonical.
-        let canonical = serde_json::to_vec(&serde_json::to_value(self).expect("NodeConfig serializes"))
-            .expect("a JSON value serializes");
+        let canonical = serde_json::to_vec(&serde_json::to_value(self).expect("NodeConfig serializes")).expect("a JSON value serializes");
         let digest = Sha256::digest(&canonical);
         digest.iter().take(5).map(|b| format!("{b:02x}")).collect()
     }

@@ -14,7 +14,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use crate::api::{names, FailedNode, NodeCounts, WindowsNodePoolSpec};
+use crate::api::{FailedNode, NodeCounts, WindowsNodePoolSpec, names};
 use crate::revision::revision_of;
 use crate::versions::{RuntimeVersion, Version, WindowsBuild};
 use crate::window::Window;
@@ -38,14 +38,8 @@ pub enum NodeState {
 }
 
 impl NodeState {
-    pub const ALL: [NodeState; 6] = [
-        NodeState::Pending,
-        NodeState::Draining,
-        NodeState::Applying,
-        NodeState::Verifying,
-        NodeState::Updated,
-        NodeState::Failed,
-    ];
+    pub const ALL: [NodeState; 6] =
+        [NodeState::Pending, NodeState::Draining, NodeState::Applying, NodeState::Verifying, NodeState::Updated, NodeState::Failed];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -228,7 +222,13 @@ pub fn verify_config(spec: &WindowsNodePoolSpec, n: &NodeView) -> Result<(), Str
         match n.runtime_version.as_deref().map(str::parse::<RuntimeVersion>) {
             Some(Ok(r)) if r.name == spec.runtime.name && r.version == want => {}
             Some(Ok(r)) => return Err(format!("runtime is {}://{}, want {}://{want}", r.name, r.version, spec.runtime.name)),
-            _ => return Err(format!("runtime version {:?} is not {}://{want}", n.runtime_version.as_deref().unwrap_or(""), spec.runtime.name)),
+            _ => {
+                return Err(format!(
+                    "runtime version {:?} is not {}://{want}",
+                    n.runtime_version.as_deref().unwrap_or(""),
+                    spec.runtime.name
+                ));
+            }
         }
     }
     let csi = &spec.storage.csi_proxy;
@@ -279,9 +279,7 @@ fn current_state(n: &NodeView, rev: &str, spec: &WindowsNodePoolSpec) -> NodeSta
 }
 
 fn fail(p: &mut NodePatch, n: &NodeView, now: Timestamp, reason: &str, message: &str) {
-    p.state(NodeState::Failed, now)
-        .ann(names::ANN_FAILURE_REASON, Some(reason))
-        .ann(names::ANN_FAILURE_MESSAGE, Some(message));
+    p.state(NodeState::Failed, now).ann(names::ANN_FAILURE_REASON, Some(reason)).ann(names::ANN_FAILURE_MESSAGE, Some(message));
     // Never strand a node cordoned: a failed node goes back to service, the
     // failure is reported on the pool and the node waits for a person.
     release_cordon(p, n);
@@ -309,9 +307,7 @@ pub fn decide(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> Plan 
     let mut states: BTreeMap<&str, NodeState> = BTreeMap::new();
     let mut daemonset_revisions = BTreeSet::from([rev.clone()]);
 
-    let since = |t: Option<Timestamp>| -> Duration {
-        t.map(|t| now.duration_since(t).unsigned_abs()).unwrap_or_default()
-    };
+    let since = |t: Option<Timestamp>| -> Duration { t.map(|t| now.duration_since(t).unsigned_abs()).unwrap_or_default() };
 
     let mut sorted: Vec<&NodeView> = nodes.iter().collect();
     sorted.sort_by(|a, b| a.name.cmp(&b.name));
@@ -354,11 +350,7 @@ pub fn decide(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> Plan 
         }
 
         if state.in_flight() && since(n.started_at) > node_timeout {
-            let msg = format!(
-                "node did not finish {} within nodeTimeout {}",
-                state.as_str().to_lowercase(),
-                spec.rollout.node_timeout
-            );
+            let msg = format!("node did not finish {} within nodeTimeout {}", state.as_str().to_lowercase(), spec.rollout.node_timeout);
             fail(&mut p, n, now, "Timeout", &msg);
             p.reason = msg;
             states.insert(&n.name, NodeState::Failed);
@@ -369,9 +361,7 @@ pub fn decide(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> Plan 
         match state {
             NodeState::Draining => {
                 if n.pods_to_evict == 0 {
-                    p.label(names::LABEL_REVISION, Some(&rev))
-                        .ann(names::ANN_DRAINED_REVISION, Some(&rev))
-                        .state(NodeState::Applying, now);
+                    p.label(names::LABEL_REVISION, Some(&rev)).ann(names::ANN_DRAINED_REVISION, Some(&rev)).state(NodeState::Applying, now);
                     p.reason = format!("drained; agent revision {rev} scheduled");
                     state = NodeState::Applying;
                 } else if since(n.state_since) > drain_timeout {
@@ -532,10 +522,7 @@ pub fn decide(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> Plan 
         // A node that failed in this very plan carries its reason in the patch.
         let from_patch = patches.iter().find(|p| p.node == n.name && p.to == NodeState::Failed);
         let get = |k: &str, fallback: &Option<String>| {
-            from_patch
-                .and_then(|p| p.annotations.get(k).cloned().flatten())
-                .or_else(|| fallback.clone())
-                .unwrap_or_default()
+            from_patch.and_then(|p| p.annotations.get(k).cloned().flatten()).or_else(|| fallback.clone()).unwrap_or_default()
         };
         failed.push(FailedInfo {
             node: n.name.clone(),

@@ -15,14 +15,14 @@ use futures::TryStreamExt;
 use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, NodeSystemInfo, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
-use kube::runtime::{watcher, WatchStreamExt};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
 use tracing::{info, warn};
 
-use crate::api::{names, OsVersion};
+use crate::api::{OsVersion, names};
 use crate::daemonset::{APP_AGENT, LABEL_APP};
 use crate::versions::{Version, WindowsBuild};
 
@@ -79,7 +79,8 @@ pub fn simulated_node(s: &SimSettings, name: &str) -> Node {
     labels.insert(names::LABEL_WINDOWS_BUILD.into(), format!("10.0.{}", s.os.build()));
     labels.insert("type".into(), "kwok".into());
     let qty = |v: &str| Quantity(v.into());
-    let resources: BTreeMap<String, Quantity> = [("cpu".into(), qty("16")), ("memory".into(), qty("64Gi")), ("pods".into(), qty("110"))].into();
+    let resources: BTreeMap<String, Quantity> =
+        [("cpu".into(), qty("16")), ("memory".into(), qty("64Gi")), ("pods".into(), qty("110"))].into();
     let os_image = match s.os {
         OsVersion::Ltsc2019 => "Windows Server 2019 Datacenter",
         OsVersion::Ltsc2022 => "Windows Server 2022 Datacenter",
@@ -134,8 +135,7 @@ pub fn job_from_pod(pod: &Pod) -> Option<AgentJob> {
     let spec = pod.spec.as_ref()?;
     let node = spec.node_name.clone()?;
     let agent = spec.containers.iter().find(|c| c.name == "agent")?;
-    let env: BTreeMap<&str, &str> =
-        agent.env.iter().flatten().filter_map(|e| Some((e.name.as_str(), e.value.as_deref()?))).collect();
+    let env: BTreeMap<&str, &str> = agent.env.iter().flatten().filter_map(|e| Some((e.name.as_str(), e.value.as_deref()?))).collect();
     Some(AgentJob {
         node,
         revision: env.get("WINPOOL_REVISION")?.to_string(),
@@ -233,10 +233,10 @@ pub async fn run(client: Client, s: SimSettings, shutdown: impl std::future::Fut
                 return Ok(());
             }
             // Already reported for this revision (e.g. the sim restarted): nothing to do.
-            if let Ok(Some(n)) = nodes.get_opt(&job.node).await {
-                if n.annotations().get(names::ANN_APPLIED_REVISION) == Some(&job.revision) {
-                    return Ok(());
-                }
+            if let Ok(Some(n)) = nodes.get_opt(&job.node).await
+                && n.annotations().get(names::ANN_APPLIED_REVISION) == Some(&job.revision)
+            {
+                return Ok(());
             }
             let fail = s.fail_nodes.contains(&job.node) || rng.lock().expect("lock").random::<f64>() < s.fail_rate;
             tokio::spawn(async move {

@@ -6,8 +6,8 @@
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
-use crate::api::{conditions, HnsStatus, WindowsNodePoolSpec, WindowsNodePoolStatus};
-use crate::rollout::{Hold, Plan};
+use crate::api::{HnsStatus, WindowsNodePoolSpec, WindowsNodePoolStatus, conditions};
+use crate::rollout::{Hold, NodeState, Plan};
 
 /// Membership problems found while selecting the pool's nodes.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -108,12 +108,22 @@ pub fn build_status(
 
     let progressing = match (&plan.hold, c.updating > 0, c.pending > 0) {
         (_, true, _) => {
-            let waits = node_list(plan.waiting.iter().map(|(n, w)| format!("{n}: {w}")));
+            // Counts only: a per-node wait list would change every few seconds and rewrite the status each time.
+            let by = |s: NodeState| plan.by_state.get(&s).copied().unwrap_or(0);
             cond(
                 conditions::PROGRESSING,
                 true,
                 "NodesUpdating",
-                format!("{} updating, {} pending, {} updated of {}; {waits}", c.updating, c.pending, c.updated, c.total),
+                format!(
+                    "{} updating ({} draining, {} applying, {} verifying), {} pending, {} updated of {}",
+                    c.updating,
+                    by(NodeState::Draining),
+                    by(NodeState::Applying),
+                    by(NodeState::Verifying),
+                    c.pending,
+                    c.updated,
+                    c.total
+                ),
             )
         }
         (None, false, true) => {
@@ -154,7 +164,9 @@ pub fn build_status(
             "NodesFailed",
             format!(
                 "{} nodes failed, {verb} (maxFailedNodes {}): {}. Fix the node, then remove its winpool.dev/state annotation to retry",
-                c.failed, spec.rollout.max_failed_nodes, failed_names()
+                c.failed,
+                spec.rollout.max_failed_nodes,
+                failed_names()
             ),
         )
     } else {
@@ -201,14 +213,19 @@ pub fn build_status(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rollout::{decide, NodeView, PoolInput};
+    use crate::rollout::{NodeView, PoolInput, decide};
     use std::collections::BTreeSet;
 
     fn spec(extra: &str) -> WindowsNodePoolSpec {
         serde_yaml::from_str(&format!("nodeSelector: {{}}\nos: {{version: ltsc2022, patchLevel: 10.0.20348.2762}}\n{extra}")).unwrap()
     }
 
-    fn status_for(spec: &WindowsNodePoolSpec, nodes: &[NodeView], prev: Option<&WindowsNodePoolStatus>, now: Timestamp) -> WindowsNodePoolStatus {
+    fn status_for(
+        spec: &WindowsNodePoolSpec,
+        nodes: &[NodeView],
+        prev: Option<&WindowsNodePoolStatus>,
+        now: Timestamp,
+    ) -> WindowsNodePoolStatus {
         let existing = BTreeSet::new();
         let plan = decide(&PoolInput { name: "p", spec, existing_revisions: &existing }, nodes, now);
         build_status(spec, &plan, &Conflicts::default(), None, prev, Some(3), now)
@@ -225,7 +242,8 @@ mod tests {
     #[test]
     fn conditions_say_what_the_rollout_is_doing() {
         let now: Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();
-        let cases: &[(&str, usize, &[(&str, &str, &str)])] = &[
+        type Want<'a> = &'a [(&'a str, &'a str, &'a str)];
+        let cases: &[(&str, usize, Want)] = &[
             ("", 0, &[("Ready", "False", "NoNodes")]),
             ("", 2, &[("Ready", "False", "RolloutIncomplete"), ("Progressing", "True", "NodesUpdating"), ("Paused", "False", "NotPaused")]),
             ("rollout: {paused: true}", 2, &[("Progressing", "False", "Paused"), ("Paused", "True", "PausedBySpec")]),

@@ -160,7 +160,8 @@ mod tests {
 
     #[test]
     fn windows_builds_parse_strictly() {
-        let cases: &[(&str, Option<(u32, Option<u32>)>)] = &[
+        type BuildRevision = Option<(u32, Option<u32>)>;
+        let cases: &[(&str, BuildRevision)] = &[
             ("10.0.20348.2762", Some((20348, Some(2762)))),
             ("10.0.17763.6414", Some((17763, Some(6414)))),
             ("10.0.26100.1", Some((26100, Some(1)))),

@@ -52,12 +52,7 @@ pub struct Window {
 impl Window {
     pub fn parse(w: &MaintenanceWindow) -> Result<Self, WindowError> {
         let tz = TimeZone::get(&w.time_zone).map_err(|_| WindowError::TimeZone(w.time_zone.clone()))?;
-        Ok(Window {
-            days: w.days.iter().copied().map(to_jiff).collect(),
-            start: parse_hhmm(&w.start)?,
-            end: parse_hhmm(&w.end)?,
-            tz,
-        })
+        Ok(Window { days: w.days.iter().copied().map(to_jiff).collect(), start: parse_hhmm(&w.start)?, end: parse_hhmm(&w.end)?, tz })
     }
 
     fn day_allowed(&self, d: JWeekday) -> bool {
@@ -72,8 +67,7 @@ impl Window {
         if self.start < self.end {
             self.day_allowed(local.weekday()) && t >= self.start && t < self.end
         } else {
-            (t >= self.start && self.day_allowed(local.weekday()))
-                || (t < self.end && self.day_allowed(local.weekday().previous()))
+            (t >= self.start && self.day_allowed(local.weekday())) || (t < self.end && self.day_allowed(local.weekday().previous()))
         }
     }
 
@@ -105,13 +99,7 @@ mod tests {
     use super::*;
 
     fn window(days: &[Weekday], start: &str, end: &str, tz: &str) -> Window {
-        Window::parse(&MaintenanceWindow {
-            days: days.to_vec(),
-            start: start.into(),
-            end: end.into(),
-            time_zone: tz.into(),
-        })
-        .unwrap()
+        Window::parse(&MaintenanceWindow { days: days.to_vec(), start: start.into(), end: end.into(), time_zone: tz.into() }).unwrap()
     }
 
     fn ts(s: &str) -> Timestamp {

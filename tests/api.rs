@@ -97,9 +97,7 @@ async fn every_valid_example_is_accepted_defaulted_and_listed_with_columns() {
     for (path, text) in &valid {
         let obj: DynamicObject = serde_yaml::from_str(text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let name = obj.metadata.name.clone().unwrap();
-        api.patch(&name, &strict(false), &Patch::Apply(&obj))
-            .await
-            .unwrap_or_else(|e| panic!("{} must be accepted: {e}", path.display()));
+        api.patch(&name, &strict(false), &Patch::Apply(&obj)).await.unwrap_or_else(|e| panic!("{} must be accepted: {e}", path.display()));
         names.push(name);
     }
 

@@ -9,9 +9,9 @@ use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetSpec};
 use k8s_openapi::api::core::v1::{Container, Node, Pod, PodSpec, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::api::{Api, ListParams, ObjectMeta, PostParams};
-use support::{wait_for, TestSpace};
+use support::{TestSpace, wait_for};
 use winpool::api::OsVersion;
-use winpool::sim::{simulated_node, SimSettings};
+use winpool::sim::{SimSettings, simulated_node};
 
 #[tokio::test]
 async fn a_daemonset_runs_on_simulated_windows_nodes_and_they_stay_ready() {

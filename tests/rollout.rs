@@ -11,11 +11,11 @@ use k8s_openapi::api::core::v1::{Container, Node, PodSpec, PodTemplateSpec};
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::json;
-use support::{install_crd, wait_for, TestSpace, TEST_LABEL};
-use winpool::api::{names, WindowsNodePool};
+use support::{TEST_LABEL, TestSpace, install_crd, wait_for};
+use winpool::api::{WindowsNodePool, names};
 
 const WAIT: Duration = Duration::from_secs(180);
 
@@ -57,7 +57,11 @@ async fn protected_workload(t: &TestSpace, replicas: i32) {
                 metadata: Some(ObjectMeta { labels: Some(labels.clone()), ..Default::default() }),
                 spec: Some(PodSpec {
                     node_selector: Some([(TEST_LABEL.to_string(), t.id.clone())].into()),
-                    containers: vec![Container { name: "web".into(), image: Some("mcr.microsoft.com/windows/servercore/iis".into()), ..Default::default() }],
+                    containers: vec![Container {
+                        name: "web".into(),
+                        image: Some("mcr.microsoft.com/windows/servercore/iis".into()),
+                        ..Default::default()
+                    }],
                     ..Default::default()
                 }),
             },
@@ -231,14 +235,22 @@ async fn a_restarted_operator_resumes_where_it_was() {
     t.start_operator(&[]);
     // Kill it while a node is in flight.
     wait_for("a node in flight", WAIT, || async {
-        t.nodes().await.iter().any(|n| n.annotations().get(names::ANN_STATE).is_some_and(|s| s == "Applying" || s == "Verifying")).then_some(())
+        t.nodes()
+            .await
+            .iter()
+            .any(|n| n.annotations().get(names::ANN_STATE).is_some_and(|s| s == "Applying" || s == "Verifying"))
+            .then_some(())
     })
     .await;
     t.stop("operator");
     t.start_operator(&[]);
     wait_rolled_out(&t, &pool, 4, 1).await;
     for n in t.nodes().await {
-        assert_eq!(n.annotations().get(names::ANN_DRAINED_REVISION), n.labels().get(names::LABEL_REVISION), "drained once, for its revision");
+        assert_eq!(
+            n.annotations().get(names::ANN_DRAINED_REVISION),
+            n.labels().get(names::LABEL_REVISION),
+            "drained once, for its revision"
+        );
     }
     t.cleanup().await;
 }

@@ -104,13 +104,16 @@ fn in_flight_nodes_use_up_the_budget() {
 
 #[test]
 fn holds_stop_new_nodes_but_not_nodes_in_flight() {
-    let cases: &[(&str, usize, fn(&Hold) -> bool)] = &[
+    type IsHold = fn(&Hold) -> bool;
+    let cases: &[(&str, usize, IsHold)] = &[
         ("rollout: {paused: true}", 0, |h| *h == Hold::PausedBySpec),
         ("rollout: {maxFailedNodes: 1}", 1, |h| matches!(h, Hold::FailureLimit { failed: 1, limit: 1 })),
         // 2026-11-29 is a Sunday; the window is Saturdays only.
-        ("rollout: {maintenanceWindow: {days: [Sat], start: '02:00', end: '06:00'}}", 0, |h| {
-            matches!(h, Hold::OutsideWindow { opens } if opens.to_string() == "2026-12-05T02:00:00Z")
-        }),
+        (
+            "rollout: {maintenanceWindow: {days: [Sat], start: '02:00', end: '06:00'}}",
+            0,
+            |h| matches!(h, Hold::OutsideWindow { opens } if opens.to_string() == "2026-12-05T02:00:00Z"),
+        ),
     ];
     for (extra, failed, is_hold) in cases {
         let spec = spec_with(extra);
@@ -165,7 +168,7 @@ fn a_node_walks_the_state_machine() {
 
     // Applying, agent silent: wait.
     let a = in_state("n", NodeState::Applying, &rev);
-    let plan = run(&spec, &[a.clone()]);
+    let plan = run(&spec, std::slice::from_ref(&a));
     assert_eq!(transition(&plan, "n"), None);
     assert!(plan.waiting["n"].contains("waiting for the agent"));
 
@@ -392,4 +395,23 @@ fn requeue_is_short_while_nodes_are_in_flight() {
     let mut done = applied(fresh("a"), &rev);
     done.state = Some("Updated".into());
     assert_eq!(run(&spec, &[done]).requeue_after, IDLE_REQUEUE);
+}
+
+#[test]
+fn each_node_gets_at_most_one_patch_per_plan() {
+    let spec = spec_with("rollout: {maxUnavailable: 2}");
+    let nodes: Vec<_> = (0..4)
+        .map(|i| {
+            let mut n = fresh(&format!("n{i}"));
+            n.pool_label = None;
+            n
+        })
+        .collect();
+    let plan = run(&spec, &nodes);
+    let mut names: Vec<&str> = plan.patches.iter().map(|p| p.node.as_str()).collect();
+    names.sort();
+    assert_eq!(names, ["n0", "n1", "n2", "n3"]);
+    let started: Vec<_> = plan.patches.iter().filter(|p| p.to == NodeState::Draining).collect();
+    assert_eq!(started.len(), 2);
+    assert!(started.iter().all(|p| p.labels.contains_key(names::LABEL_POOL)), "joining and starting is one write");
 }

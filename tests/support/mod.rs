@@ -167,7 +167,7 @@ impl TestSpace {
         let child = Command::new(env!("CARGO_BIN_EXE_winpool"))
             .args(args)
             .env("KUBECONFIG", kubeconfig())
-            .env("RUST_LOG", "info,kube=warn")
+            .env("RUST_LOG", std::env::var("WINPOOL_TEST_LOG").unwrap_or_else(|_| "info,kube=warn".into()))
             .stdout(log.try_clone().expect("log fd"))
             .stderr(log)
             .spawn()
@@ -228,7 +228,8 @@ impl TestSpace {
         }
         self.children.clear();
         let nodes: Api<Node> = Api::all(self.client.clone());
-        let _ = nodes.delete_collection(&DeleteParams::default(), &ListParams::default().labels(&format!("{TEST_LABEL}={}", self.id))).await;
+        let _ =
+            nodes.delete_collection(&DeleteParams::default(), &ListParams::default().labels(&format!("{TEST_LABEL}={}", self.id))).await;
         let ns: Api<Namespace> = Api::all(self.client.clone());
         let _ = ns.delete(&self.namespace, &DeleteParams::default()).await;
         let _ = ns.delete(&self.agent_namespace(), &DeleteParams::default()).await;
