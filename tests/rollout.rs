@@ -103,13 +103,13 @@ async fn wait_rolled_out(t: &TestSpace, pool: &str, total: i32, max_unavailable:
     loop {
         let nodes = t.nodes().await;
         max_seen = max_seen.max(cordoned(&nodes));
-        if let Ok(p) = api.get(pool).await {
-            if let Some(st) = p.status.as_ref() {
-                let ready = st.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True");
-                if st.nodes.total == total && st.nodes.updated == total && ready && st.observed_generation == p.metadata.generation {
-                    assert!(max_seen <= max_unavailable, "at most {max_unavailable} nodes cordoned at once, saw {max_seen}");
-                    return p;
-                }
+        if let Ok(p) = api.get(pool).await
+            && let Some(st) = p.status.as_ref()
+        {
+            let ready = st.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True");
+            if st.nodes.total == total && st.nodes.updated == total && ready && st.observed_generation == p.metadata.generation {
+                assert!(max_seen <= max_unavailable, "at most {max_unavailable} nodes cordoned at once, saw {max_seen}");
+                return p;
             }
         }
         assert!(started.elapsed() < WAIT, "timed out waiting for pool {pool} to report {total} nodes updated");

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh machine: builds the control-plane tools
+# if they are missing, starts the local control plane, then runs formatting,
+# lints, unit tests, integration tests against the real API server, the
+# chart checks and the alert-rule tests, and stops the control plane again.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+cd "$REPO_ROOT"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$WINPOOL_CACHE/target}"
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+start=$(date +%s)
+step() { log "== $* ($(($(date +%s) - start))s)"; }
+
+step "tools"
+"$HACK_DIR/build-tools.sh"
+
+step "cargo fmt --check"
+cargo fmt --check
+
+step "CRD drift"
+cargo run -q -- crd | diff -u crds/windowsnodepools.winpool.dev.yaml - \
+  || die "crds/ is stale: run 'cargo run -- crd > crds/windowsnodepools.winpool.dev.yaml'"
+
+step "cargo clippy"
+cargo clippy --all-targets -- -D warnings
+
+step "local control plane"
+started_here=0
+if ! "$HACK_DIR/cluster.sh" status >/dev/null 2>&1; then
+  "$HACK_DIR/cluster.sh" up
+  started_here=1
+fi
+cleanup() { if [[ $started_here == 1 ]]; then "$HACK_DIR/cluster.sh" down || true; fi; }
+trap cleanup EXIT
+
+step "cargo test (unit + integration against the local control plane)"
+cargo test --all-targets -- --test-threads="${WINPOOL_TEST_THREADS:-4}"
+
+if [[ -x "$HACK_DIR/alerts-test.sh" ]]; then
+  step "alert rules (promtool)"
+  "$HACK_DIR/alerts-test.sh"
+fi
+if [[ -x "$HACK_DIR/chart-test.sh" ]]; then
+  step "Helm chart"
+  "$HACK_DIR/chart-test.sh"
+fi
+step "all tests passed"
