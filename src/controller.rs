@@ -33,7 +33,7 @@ use crate::membership::{PoolSelector, members_of, pools_selecting};
 use crate::metrics::Metrics;
 use crate::observe::{node_view, strip};
 use crate::rollout::{HnsReadiness, NodePatch, NodeState, PoolInput, decide};
-use crate::status::build_status;
+use crate::status::{build_status, transition_events};
 
 pub const FINALIZER: &str = "winpool.dev/release-nodes";
 
@@ -342,6 +342,11 @@ async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error> {
     }
 
     ctx.metrics.observe_pool(&name, &plan, now);
+    for (reason, note) in transition_events(pool.status.as_ref(), &status) {
+        info!(pool = %name, reason = %reason, "{note}");
+        let type_ = if reason == "RolloutPaused" || reason == "HNSCapacity" { EventType::Warning } else { EventType::Normal };
+        ctx.publish(pool, Event { type_, reason, note: Some(note), action: "Rollout".into(), secondary: None }).await;
+    }
     if pool.status.as_ref() != Some(&status) {
         let body = json!({ "apiVersion": "winpool.dev/v1alpha1", "kind": "WindowsNodePool", "status": status });
         api_status(ctx).patch_status(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&body)).await?;

@@ -274,6 +274,20 @@ mod tests {
     }
 
     #[test]
+    fn condition_flips_become_events_once() {
+        let now: Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();
+        let s = spec("");
+        let first = status_for(&s, &[node("a")], None, now);
+        let ev: Vec<String> = transition_events(None, &first).into_iter().map(|(r, _)| r).collect();
+        assert_eq!(ev, ["RolloutStarted"]);
+        let again = status_for(&s, &[node("a")], Some(&first), now);
+        assert!(transition_events(Some(&first), &again).is_empty(), "no flip, no event");
+        let paused = status_for(&spec("rollout: {paused: true}"), &[node("a")], Some(&again), now);
+        let ev: Vec<String> = transition_events(Some(&again), &paused).into_iter().map(|(r, _)| r).collect();
+        assert!(ev.contains(&"RolloutPaused".to_string()), "{ev:?}");
+    }
+
+    #[test]
     fn conflicts_are_named_and_bounded() {
         let c = Conflicts {
             multiple_pools: (0..12).map(|i| (format!("n{i}"), vec!["other".into()])).collect(),
@@ -284,4 +298,25 @@ mod tests {
         assert!(m.contains("n0 (also other)") && m.contains("and 2 more"), "{m}");
         assert!(m.contains("w (10.0.17763)"), "{m}");
     }
+}
+
+/// Condition flips worth an Event on the pool: (reason, message).
+pub fn transition_events(previous: Option<&WindowsNodePoolStatus>, next: &WindowsNodePoolStatus) -> Vec<(String, String)> {
+    let was = |t: &str| previous.and_then(|p| p.conditions.iter().find(|c| c.type_ == t)).map(|c| c.status.clone());
+    let mut out = Vec::new();
+    for c in &next.conditions {
+        if was(&c.type_).as_deref() == Some(c.status.as_str()) {
+            continue;
+        }
+        let reason = match (c.type_.as_str(), c.status.as_str()) {
+            (conditions::PROGRESSING, "True") => "RolloutStarted",
+            (conditions::READY, "True") => "RolloutComplete",
+            (conditions::PAUSED, "True") => "RolloutPaused",
+            (conditions::PAUSED, "False") if was(conditions::PAUSED).is_some() => "RolloutResumed",
+            (conditions::HNS_CAPACITY, _) if c.reason != "WithinLimits" => "HNSCapacity",
+            _ => continue,
+        };
+        out.push((reason.to_string(), c.message.clone()));
+    }
+    out
 }

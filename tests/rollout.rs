@@ -143,6 +143,21 @@ async fn a_pool_rolls_every_node_to_the_target_and_again_on_a_new_patch_level() 
         assert_eq!(info.kernel_version, "10.0.20348.2762");
         assert_eq!(info.container_runtime_version, "containerd://1.7.22");
     }
+    // The rollout announced itself where `kubectl describe wnp` shows it.
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::all(t.client.clone());
+    let reasons: BTreeSet<String> = wait_for("RolloutStarted and RolloutComplete events", WAIT, || async {
+        let list = events.list(&ListParams::default()).await.ok()?;
+        let r: BTreeSet<String> = list
+            .items
+            .iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(pool.as_str()))
+            .filter_map(|e| e.reason.clone())
+            .collect();
+        (r.contains("RolloutStarted") && r.contains("RolloutComplete")).then_some(r)
+    })
+    .await;
+    assert!(!reasons.contains("NodeFailed"), "{reasons:?}");
+
     let ds_api: Api<DaemonSet> = Api::namespaced(t.client.clone(), &t.agent_namespace());
     let ds: Vec<String> = ds_api.list(&ListParams::default()).await.unwrap().items.iter().map(|d| d.name_any()).collect();
     assert_eq!(ds, vec![format!("winpool-{pool}-{rev}")]);

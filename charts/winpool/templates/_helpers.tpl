@@ -1,0 +1,62 @@
+{{/* Chart name, truncated to a DNS label. */}}
+{{- define "winpool.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Full name: the release name, prefixed by the chart name unless it already
+contains it. Cluster-scoped objects (ClusterRole, ClusterRoleBinding) carry it,
+so two releases never share them.
+*/}}
+{{- define "winpool.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "winpool.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "winpool.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "winpool.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "winpool.labels" -}}
+helm.sh/chart: {{ include "winpool.chart" . }}
+{{ include "winpool.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: winpool
+{{- end }}
+
+{{- define "winpool.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "winpool.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "winpool.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{- define "winpool.agentImage" -}}
+{{- printf "%s:%s" .Values.agent.image.repository (default .Chart.AppVersion .Values.agent.image.tag) }}
+{{- end }}
+
+{{/* Refuse combinations the schema cannot express. */}}
+{{- define "winpool.validate" -}}
+{{- if and (not .Values.leaderElection.enabled) (gt (int .Values.replicaCount) 1) }}
+{{- fail "leaderElection.enabled=false needs replicaCount: 1; two replicas without a leader would both write" }}
+{{- end }}
+{{- end }}

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# One command from a fresh machine to a live rollout: builds what is missing,
+# starts a local control plane (its own cluster, "demo", beside the tests'),
+# a simulated fleet of 16 Windows nodes in three pools, a PDB-protected
+# workload, the operator, and then rolls all three pools to a new patch level
+# while it shows the progress.
+#
+#   hack/demo.sh          run the demo (leaves it running to play with)
+#   hack/demo.sh down     stop the operator, the fleet and the cluster
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+cd "$REPO_ROOT"
+export WINPOOL_CLUSTER="${WINPOOL_CLUSTER:-demo}"
+export WINPOOL_PORT_BASE="${WINPOOL_PORT_BASE:-26450}"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$WINPOOL_CACHE/target}"
+STATE="${WINPOOL_STATE:-$REPO_ROOT/.state}/demo"
+mkdir -p "$STATE"
+METRICS_PORT="${WINPOOL_DEMO_METRICS_PORT:-26480}"
+WINPOOL="$CARGO_TARGET_DIR/debug/winpool"
+
+stop_bg() {
+  for pidfile in "$STATE"/*.pid; do
+    [[ -e "$pidfile" ]] || continue
+    pid="$(cat "$pidfile")"
+    if kill -0 "$pid" 2>/dev/null; then
+      kill "$pid" 2>/dev/null || true
+      for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+      kill -9 "$pid" 2>/dev/null || true
+    fi
+    rm -f "$pidfile"
+  done
+}
+
+if [[ "${1:-}" == "down" ]]; then
+  stop_bg
+  "$HACK_DIR/cluster.sh" down
+  log "demo stopped; nothing of it is running"
+  exit 0
+fi
+
+log "step 1/6: tools (cold: ~15-25 min of Go builds; warm: instant)"
+"$HACK_DIR/build-tools.sh"
+log "step 2/6: winpool (cold: a few minutes of cargo build)"
+cargo build --bin winpool
+log "step 3/6: local control plane '$WINPOOL_CLUSTER'"
+"$HACK_DIR/cluster.sh" up
+KUBECONFIG="$("$HACK_DIR/cluster.sh" kubeconfig)"
+export KUBECONFIG
+KUBECTL="$(tool_path kubectl)"
+k() { "$KUBECTL" "$@"; }
+
+log "step 4/6: CRD, simulated fleet (16 nodes) and a PDB-protected workload"
+k apply -f crds/windowsnodepools.winpool.dev.yaml >/dev/null
+k wait --for=condition=Established crd/windowsnodepools.winpool.dev --timeout=60s >/dev/null
+stop_bg
+start_bg() { # name, args...
+  local name="$1"; shift
+  "$WINPOOL" "$@" >"$STATE/$name.log" 2>&1 &
+  echo $! >"$STATE/$name.pid"
+}
+start_bg sim-web sim --nodes 6 --name-prefix win22-web- --labels pool=win22-web --os ltsc2022 --build 10.0.20348.2700 --containerd 1.7.20 --apply-seconds 4
+start_bg sim-batch sim --nodes 6 --name-prefix win22-batch- --labels pool=win22-batch --os ltsc2022 --build 10.0.20348.2700 --containerd 1.7.20 --apply-seconds 4
+start_bg sim-legacy sim --nodes 4 --name-prefix win19-legacy- --labels pool=win19-legacy --os ltsc2019 --build 10.0.17763.6293 --containerd 1.7.20 --apply-seconds 6
+for _ in $(seq 120); do
+  ready=$(k get nodes -l kubernetes.io/os=windows -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' 2>/dev/null | grep -c True || true)
+  [[ "$ready" -ge 16 ]] && break
+  sleep 0.5
+done
+log "  $ready Windows nodes Ready"
+k apply -f examples/demo/workload.yaml >/dev/null
+
+log "step 5/6: operator (metrics on http://127.0.0.1:$METRICS_PORT/metrics)"
+start_bg operator run --metrics-addr "127.0.0.1:$METRICS_PORT" --lease-namespace default
+log "step 6/6: applying three pools with a new patch level; watching the rollout"
+k apply -f examples/demo/pools.yaml >/dev/null
+
+show() {
+  printf '\n%s\n' "$(date +%H:%M:%S)"
+  k get wnp 2>/dev/null || true
+  printf '%-14s %8s %9s %9s %10s %8s %7s\n' POOL PENDING DRAINING APPLYING VERIFYING UPDATED FAILED
+  for p in win22-web win22-batch win19-legacy; do
+    states=$(k get nodes -l "pool=$p" -o jsonpath='{range .items[*]}{.metadata.annotations.winpool\.dev/state}{"\n"}{end}' 2>/dev/null)
+    c() { grep -cx "$1" <<<"$states" || true; }
+    total=$(k get nodes -l "pool=$p" --no-headers 2>/dev/null | wc -l)
+    pending=$((total - $(c Draining) - $(c Applying) - $(c Verifying) - $(c Updated) - $(c Failed)))
+    printf '%-14s %8s %9s %9s %10s %8s %7s\n' "$p" "$pending" "$(c Draining)" "$(c Applying)" "$(c Verifying)" "$(c Updated)" "$(c Failed)"
+  done
+}
+deadline=$(( $(date +%s) + ${WINPOOL_DEMO_TIMEOUT:-600} ))
+while :; do
+  show
+  done_pools=$(k get wnp -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' | grep -c True || true)
+  [[ "$done_pools" -eq 3 ]] && break
+  if [[ $(date +%s) -gt $deadline ]]; then
+    log "the rollout did not finish in time; operator log: $STATE/operator.log"
+    exit 1
+  fi
+  sleep 3
+done
+log "all three pools rolled out"
+cat <<EOM
+
+Try next:
+  export KUBECONFIG=$KUBECONFIG
+  $KUBECTL get wnp                                   # the pools, their target and progress
+  $KUBECTL describe wnp win22-web                    # conditions and Events
+  $KUBECTL get nodes -L winpool.dev/pool,winpool.dev/revision
+  curl -s http://127.0.0.1:$METRICS_PORT/metrics | grep ^winpool_pool
+  $KUBECTL patch wnp win22-web --type merge -p '{"spec":{"os":{"patchLevel":"10.0.20348.2800"}}}'   # roll again
+  tail -f $STATE/operator.log
+  hack/demo.sh down                                  # stop everything
+EOM
