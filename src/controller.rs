@@ -220,8 +220,16 @@ async fn cleanup(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error>
             patch_node(ctx, &name, &release_patch(&n, "pool deleted: node released")).await?;
         }
     }
+    let ds_api: Api<DaemonSet> = Api::namespaced(ctx.client.clone(), &ctx.settings.agent_namespace);
+    for d in ctx.daemonsets.state().iter().filter(|d| d.labels().get(names::LABEL_POOL) == Some(&name)) {
+        match ds_api.delete(&d.name_any(), &DeleteParams::background()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
     ctx.metrics.forget_pool(&name);
-    info!(pool = %name, "pool deleted; its nodes are released and its DaemonSets garbage-collected");
+    info!(pool = %name, "pool deleted; its nodes are released and its DaemonSets deleted");
     Ok(Action::await_change())
 }
 
@@ -282,19 +290,7 @@ async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error> {
     }
     for p in &plan.patches {
         patch_node(ctx, &name, p).await?;
-        if p.to == NodeState::Failed && p.from != NodeState::Failed {
-            ctx.publish(
-                pool,
-                Event {
-                    type_: EventType::Warning,
-                    reason: "NodeFailed".into(),
-                    note: Some(format!("{}: {}", p.node, p.reason)),
-                    action: "Rollout".into(),
-                    secondary: None,
-                },
-            )
-            .await;
-        }
+        node_event(ctx, pool, p).await;
     }
     for (node, mode) in &plan.drain {
         if let Some(pods) = pods_by_node.get(node) {
@@ -354,6 +350,35 @@ async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error> {
         debug!(pool = %name, counts = ?status.nodes, "status updated");
     }
     Ok(Action::requeue(plan.requeue_after))
+}
+
+/// Events on the pool for every node started, finished or failed; a failure also on the Node.
+async fn node_event(ctx: &Context, pool: &WindowsNodePool, p: &NodePatch) {
+    let (type_, reason) = match (p.from, p.to) {
+        (NodeState::Pending, NodeState::Draining | NodeState::Applying) => (EventType::Normal, "NodeStarted"),
+        (from, NodeState::Updated) if from.in_flight() => (EventType::Normal, "NodeUpdated"),
+        (from, NodeState::Failed) if from != NodeState::Failed => (EventType::Warning, "NodeFailed"),
+        _ => return,
+    };
+    let ev = || Event {
+        type_,
+        reason: reason.into(),
+        note: Some(format!("{}: {}", p.node, p.reason)),
+        action: "Rollout".into(),
+        secondary: None,
+    };
+    ctx.publish(pool, ev()).await;
+    if p.to == NodeState::Failed {
+        let node_ref = k8s_openapi::api::core::v1::ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Node".into()),
+            name: Some(p.node.clone()),
+            ..Default::default()
+        };
+        if let Err(e) = ctx.recorder.publish(&ev(), &node_ref).await {
+            warn!(node = %p.node, error = %e, "could not publish event");
+        }
+    }
 }
 
 fn api_status(ctx: &Context) -> Api<WindowsNodePool> {

@@ -104,6 +104,9 @@ struct SimArgs {
     /// Create the nodes and exit without playing the agent.
     #[arg(long)]
     create_only: bool,
+    /// How long the simulated reboot after an apply keeps the node NotReady.
+    #[arg(long, default_value_t = 1.0)]
+    reboot_seconds: f64,
     /// HNS counts the simulated agent reports, LB,ENDPOINTS.
     #[arg(long, value_parser = parse_pair)]
     hns_counts: Option<(i64, i64)>,
@@ -229,6 +232,7 @@ async fn sim(args: SimArgs) -> anyhow::Result<()> {
         seed: args.seed,
         create: !args.no_create,
         hns_counts: args.hns_counts,
+        reboot_seconds: args.reboot_seconds,
     };
     s.validate()?;
     let client = kube::Client::try_default().await.context("connecting to the Kubernetes API")?;

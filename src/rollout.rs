@@ -454,16 +454,24 @@ pub fn decide(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> Plan 
             Some(Ok(_)) => None,
         }
     };
+    // Nodes out of service anyway (NotReady, or cordoned by someone else) count
+    // against maxUnavailable like nodes in flight, and are rolled first: rolling
+    // them costs no extra capacity.
+    let out_of_service = |n: &NodeView| !n.ready || (n.unschedulable && !n.cordoned_by_winpool);
+    let mut unavailable_idle =
+        sorted.iter().filter(|n| states.get(n.name.as_str()).is_some_and(|s| !s.in_flight()) && out_of_service(n)).count();
     if hold.is_none() {
-        for n in &sorted {
-            if in_flight >= limit {
-                break;
-            }
-            if states.get(n.name.as_str()) != Some(&NodeState::Pending) {
-                continue;
-            }
-            if !n.ready {
-                waiting.insert(n.name.clone(), "not started: node is not Ready".into());
+        let mut candidates: Vec<&&NodeView> = sorted.iter().filter(|n| states.get(n.name.as_str()) == Some(&NodeState::Pending)).collect();
+        candidates.sort_by_key(|n| (!out_of_service(n), n.name.as_str()));
+        for n in candidates {
+            let idle_down = out_of_service(n);
+            // Starting a node that is already down adds no unavailability, but
+            // in-flight work stays bounded by the limit either way.
+            let budget_used = if idle_down { in_flight } else { in_flight + unavailable_idle };
+            if budget_used >= limit {
+                if !idle_down {
+                    break;
+                }
                 continue;
             }
             let mut p = patches
@@ -497,6 +505,9 @@ pub fn decide(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> Plan 
             }
             patches.push(p);
             in_flight += 1;
+            if idle_down {
+                unavailable_idle -= 1;
+            }
         }
     }
 

@@ -42,7 +42,12 @@ pub struct SimSettings {
     pub create: bool,
     /// HNS counts the agent reports (load balancers, endpoints); none when unset.
     pub hns_counts: Option<(i64, i64)>,
+    /// How long a simulated reboot keeps the node NotReady (0 = no reboot).
+    pub reboot_seconds: f64,
 }
+
+/// A node carrying this label set to "true" always fails its apply (deterministic tests).
+pub const SIM_FAIL_LABEL: &str = "winpool.dev/sim-fail";
 
 #[derive(Debug, thiserror::Error)]
 pub enum SimError {
@@ -169,6 +174,7 @@ async fn apply_job(client: Client, s: Arc<SimSettings>, job: AgentJob, fail: boo
     if node.labels().get(names::LABEL_REVISION) != Some(&job.revision) {
         return Ok(());
     }
+    let fail = fail || node.labels().get(SIM_FAIL_LABEL).is_some_and(|v| v == "true");
     if fail {
         let body = json!({"metadata": {"annotations": {
             names::ANN_APPLIED_REVISION: job.revision,
@@ -178,6 +184,11 @@ async fn apply_job(client: Client, s: Arc<SimSettings>, job: AgentJob, fail: boo
         api.patch(&job.node, &PatchParams::default(), &Patch::Merge(body)).await?;
         warn!(node = %job.node, revision = %job.revision, "simulated agent: apply failed (injected)");
         return Ok(());
+    }
+    // The update reboots the node: NotReady for a moment, like a real Windows host.
+    if s.reboot_seconds > 0.0 {
+        set_ready(&api, &job.node, false).await?;
+        tokio::time::sleep(Duration::from_secs_f64(s.reboot_seconds)).await;
     }
     // What the kubelet reports after the update and reboot.
     let mut info = serde_json::Map::new();
@@ -195,6 +206,9 @@ async fn apply_job(client: Client, s: Arc<SimSettings>, job: AgentJob, fail: boo
     if !info.is_empty() {
         api.patch_status(&job.node, &PatchParams::default(), &Patch::Merge(json!({"status": {"nodeInfo": info}}))).await?;
     }
+    if s.reboot_seconds > 0.0 {
+        set_ready(&api, &job.node, true).await?;
+    }
     let mut anns = serde_json::Map::new();
     anns.insert(names::ANN_APPLIED_REVISION.into(), json!(job.revision));
     anns.insert(names::ANN_APPLY_STATUS.into(), json!(names::APPLY_SUCCEEDED));
@@ -207,6 +221,22 @@ async fn apply_job(client: Client, s: Arc<SimSettings>, job: AgentJob, fail: boo
     }
     api.patch(&job.node, &PatchParams::default(), &Patch::Merge(json!({"metadata": {"annotations": anns}}))).await?;
     info!(node = %job.node, revision = %job.revision, "simulated agent: applied");
+    Ok(())
+}
+
+/// Flip the node's Ready condition the way the kubelet does across a reboot.
+async fn set_ready(api: &Api<Node>, node: &str, ready: bool) -> Result<(), kube::Error> {
+    let now = jiff::Timestamp::now().to_string();
+    let (status, reason, message) = if ready {
+        ("True", "KubeletReady", "kubelet is posting ready status")
+    } else {
+        ("False", "KubeletNotReady", "simulated reboot after applying the update")
+    };
+    let body = json!({"status": {"conditions": [{
+        "type": "Ready", "status": status, "reason": reason, "message": message,
+        "lastHeartbeatTime": now, "lastTransitionTime": now,
+    }]}});
+    api.patch_status(node, &PatchParams::default(), &Patch::Strategic(body)).await?;
     Ok(())
 }
 
@@ -273,6 +303,7 @@ mod tests {
             seed: 1,
             create: true,
             hns_counts: None,
+            reboot_seconds: 0.0,
         }
     }
 

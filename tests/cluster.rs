@@ -30,6 +30,7 @@ async fn a_daemonset_runs_on_simulated_windows_nodes_and_they_stay_ready() {
         seed: 1,
         create: true,
         hns_counts: None,
+        reboot_seconds: 0.0,
     };
     let nodes: Api<Node> = Api::all(t.client.clone());
     for i in 0..2 {

@@ -122,18 +122,27 @@ async fn a_pool_rolls_every_node_to_the_target_and_again_on_a_new_patch_level() 
     let client = support::client().await;
     install_crd(&client).await;
     let mut t = TestSpace::new("rollout-basic").await;
-    t.start_sim(4, &["--apply-seconds=1"]);
-    wait_nodes_ready(&t, 4).await;
-    protected_workload(&t, 2).await;
+    t.start_sim(6, &["--apply-seconds=1", "--reboot-seconds=0.5"]);
+    wait_nodes_ready(&t, 6).await;
+    protected_workload(&t, 3).await;
+    // An administrator cordoned this node before the rollout: it must stay cordoned after.
+    let admin_cordoned = format!("{}5", t.node_prefix());
+    let nodes_api: Api<Node> = Api::all(t.client.clone());
+    nodes_api.patch(&admin_cordoned, &PatchParams::default(), &Patch::Merge(json!({"spec": {"unschedulable": true}}))).await.unwrap();
 
     let pool = format!("{}-pool", t.id);
     apply_pool(&t, &pool_manifest(&t, &pool, "10.0.20348.2762", json!({}))).await;
     t.start_operator(&[]);
 
-    let p = wait_rolled_out(&t, &pool, 4, 2).await;
+    let p = wait_rolled_out(&t, &pool, 6, 2).await;
     let rev = p.status.as_ref().unwrap().revision.clone().unwrap();
     for n in t.nodes().await {
         let name = n.name_any();
+        if name == admin_cordoned {
+            assert_eq!(n.spec.as_ref().and_then(|s| s.unschedulable), Some(true), "the admin's cordon stays");
+            assert_eq!(n.labels().get(names::LABEL_REVISION), Some(&rev), "the admin-cordoned node is rolled too");
+            continue;
+        }
         assert_eq!(n.labels().get(names::LABEL_POOL), Some(&pool), "{name} labelled with its pool");
         assert_eq!(n.labels().get(names::LABEL_REVISION), Some(&rev), "{name} at the target revision");
         assert_eq!(n.annotations().get(names::ANN_STATE).map(String::as_str), Some("Updated"));
@@ -157,6 +166,7 @@ async fn a_pool_rolls_every_node_to_the_target_and_again_on_a_new_patch_level() 
     })
     .await;
     assert!(!reasons.contains("NodeFailed"), "{reasons:?}");
+    assert!(reasons.contains("NodeStarted") && reasons.contains("NodeUpdated"), "{reasons:?}");
 
     let ds_api: Api<DaemonSet> = Api::namespaced(t.client.clone(), &t.agent_namespace());
     let ds: Vec<String> = ds_api.list(&ListParams::default()).await.unwrap().items.iter().map(|d| d.name_any()).collect();
@@ -170,7 +180,7 @@ async fn a_pool_rolls_every_node_to_the_target_and_again_on_a_new_patch_level() 
     })
     .await;
     let rev2 = p2.status.unwrap().revision.unwrap();
-    wait_rolled_out(&t, &pool, 4, 2).await;
+    wait_rolled_out(&t, &pool, 6, 2).await;
     for n in t.nodes().await {
         assert_eq!(n.labels().get(names::LABEL_REVISION), Some(&rev2));
         assert_eq!(n.status.unwrap().node_info.unwrap().kernel_version, "10.0.20348.2800");
@@ -182,13 +192,23 @@ async fn a_pool_rolls_every_node_to_the_target_and_again_on_a_new_patch_level() 
     .await;
     assert_eq!(ds, BTreeSet::from([format!("winpool-{pool}-{rev2}")]));
 
-    // Deleting the pool gives its nodes back.
+    // Deleting the pool gives its nodes back and removes its DaemonSets.
     Api::<WindowsNodePool>::all(t.client.clone()).delete(&pool, &DeleteParams::default()).await.unwrap();
     wait_for("the nodes to be released", WAIT, || async {
         let nodes = t.nodes().await;
         nodes.iter().all(|n| !n.labels().contains_key(names::LABEL_POOL) && !n.annotations().contains_key(names::ANN_STATE)).then_some(())
     })
     .await;
+    wait_for("the pool's DaemonSets to be deleted", WAIT, || async {
+        ds_api.list(&ListParams::default()).await.ok()?.items.is_empty().then_some(())
+    })
+    .await;
+    wait_for("the pool to be gone", WAIT, || async {
+        Api::<WindowsNodePool>::all(t.client.clone()).get_opt(&pool).await.ok()?.is_none().then_some(())
+    })
+    .await;
+    let still = nodes_api.get(&admin_cordoned).await.unwrap();
+    assert_eq!(still.spec.and_then(|s| s.unschedulable), Some(true), "releasing never lifts an admin's cordon");
     t.cleanup().await;
 }
 
@@ -267,5 +287,115 @@ async fn a_restarted_operator_resumes_where_it_was() {
             "drained once, for its revision"
         );
     }
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_pdb_blocks_the_drain_until_it_allows_the_eviction() {
+    let client = support::client().await;
+    install_crd(&client).await;
+    let mut t = TestSpace::new("rollout-pdb").await;
+    t.start_sim(2, &["--apply-seconds=1"]);
+    wait_nodes_ready(&t, 2).await;
+    let first = format!("{}0", t.node_prefix());
+    // One pod on the first node, protected by a PDB that allows no disruption.
+    let pod = k8s_openapi::api::core::v1::Pod {
+        metadata: ObjectMeta {
+            name: Some("precious".into()),
+            labels: Some([("app".to_string(), "precious".to_string())].into()),
+            ..Default::default()
+        },
+        spec: Some(PodSpec {
+            node_name: Some(first.clone()),
+            containers: vec![Container {
+                name: "c".into(),
+                image: Some("mcr.microsoft.com/windows/nanoserver".into()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        status: None,
+    };
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(t.client.clone(), &t.namespace);
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(t.client.clone(), &t.namespace);
+    let pdb = PodDisruptionBudget {
+        metadata: ObjectMeta { name: Some("precious".into()), ..Default::default() },
+        spec: Some(PodDisruptionBudgetSpec {
+            min_available: Some(IntOrString::Int(1)),
+            selector: Some(LabelSelector {
+                match_labels: Some([("app".to_string(), "precious".to_string())].into()),
+                match_expressions: None,
+            }),
+            ..Default::default()
+        }),
+        status: None,
+    };
+    pdbs.create(&PostParams::default(), &pdb).await.unwrap();
+    wait_for("the pod Running and the PDB observing it", WAIT, || async {
+        let p = pods.get("precious").await.ok()?;
+        let running = p.status.as_ref()?.phase.as_deref() == Some("Running");
+        let pdb = pdbs.get("precious").await.ok()?;
+        (running && pdb.status.as_ref()?.current_healthy == Some(1)).then_some(())
+    })
+    .await;
+
+    let pool = format!("{}-pool", t.id);
+    apply_pool(&t, &pool_manifest(&t, &pool, "10.0.20348.2762", json!({"maxUnavailable": 1, "drain": {"timeout": "5m"}}))).await;
+    t.start_operator(&[]);
+    let nodes_api: Api<Node> = Api::all(t.client.clone());
+    wait_for("the first node to start draining", WAIT, || async {
+        let n = nodes_api.get(&first).await.ok()?;
+        (n.annotations().get(names::ANN_STATE).map(String::as_str) == Some("Draining")).then_some(())
+    })
+    .await;
+    // The PDB holds: several drain rounds later the pod is still there and the node still Draining.
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    assert!(pods.get_opt("precious").await.unwrap().is_some_and(|p| p.metadata.deletion_timestamp.is_none()), "never force-deleted");
+    let n = nodes_api.get(&first).await.unwrap();
+    assert_eq!(n.annotations().get(names::ANN_STATE).map(String::as_str), Some("Draining"));
+
+    // The budget now allows the disruption: the pod is evicted and the rollout completes.
+    pdbs.patch("precious", &PatchParams::default(), &Patch::Merge(json!({"spec": {"minAvailable": 0}}))).await.unwrap();
+    wait_rolled_out(&t, &pool, 2, 1).await;
+    assert!(pods.get_opt("precious").await.unwrap().is_none(), "evicted once the PDB allowed it");
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_node_selected_by_two_pools_is_left_alone_and_both_say_why() {
+    let client = support::client().await;
+    install_crd(&client).await;
+    let mut t = TestSpace::new("rollout-conflict").await;
+    t.start_sim(2, &["--apply-seconds=1"]);
+    wait_nodes_ready(&t, 2).await;
+    let shared = format!("{}0", t.node_prefix());
+    let (a, b) = (format!("{}-a", t.id), format!("{}-b", t.id));
+    apply_pool(&t, &pool_manifest(&t, &a, "10.0.20348.2762", json!({}))).await;
+    let mut second = pool_manifest(&t, &b, "10.0.20348.2762", json!({}));
+    second["spec"]["nodeSelector"]["matchLabels"]["kubernetes.io/hostname"] = json!(shared);
+    apply_pool(&t, &second).await;
+    t.start_operator(&[]);
+
+    let api: Api<WindowsNodePool> = Api::all(t.client.clone());
+    for pool in [&a, &b] {
+        let msg = wait_for(&format!("{pool} to report the shared node"), WAIT, || async {
+            let st = api.get(pool).await.ok()?.status?;
+            let c = st.conditions.iter().find(|c| c.type_ == "NodeConflicts" && c.status == "True")?;
+            Some(c.message.clone())
+        })
+        .await;
+        assert!(msg.contains(&shared) && msg.contains("more than one pool"), "{pool}: {msg}");
+    }
+    // The other node rolls; the shared one is never touched.
+    wait_for("pool a to update its own node", WAIT, || async {
+        let st = api.get(&a).await.ok()?.status?;
+        (st.nodes.total == 1 && st.nodes.updated == 1).then_some(())
+    })
+    .await;
+    let n = Api::<Node>::all(t.client.clone()).get(&shared).await.unwrap();
+    assert!(!n.labels().contains_key(names::LABEL_POOL), "shared node not claimed");
+    assert!(!n.annotations().contains_key(names::ANN_STATE), "shared node not rolled");
+    assert_ne!(n.spec.and_then(|s| s.unschedulable), Some(true));
     t.cleanup().await;
 }

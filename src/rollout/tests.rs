@@ -342,13 +342,61 @@ fn nodes_already_at_target_are_recorded_not_rolled() {
 }
 
 #[test]
-fn unready_pending_nodes_are_not_started() {
+fn nodes_out_of_service_count_against_the_budget_and_are_rolled_first() {
     let spec = spec_with("rollout: {maxUnavailable: 1}");
-    let mut a = fresh("a");
-    a.ready = false;
-    let plan = run(&spec, &[a, fresh("b")]);
+    let rev = revision_of(&spec);
+    // An unready Pending node is rolled first: it is out of service anyway.
+    let mut down = fresh("z-down");
+    down.ready = false;
+    let plan = run(&spec, &[fresh("a"), down.clone()]);
+    assert_eq!(transition(&plan, "z-down"), Some((NodeState::Pending, NodeState::Draining)));
     assert_eq!(transition(&plan, "a"), None);
-    assert_eq!(transition(&plan, "b"), Some((NodeState::Pending, NodeState::Draining)));
+
+    // An admin's cordon on an Updated node uses the whole budget of 1: nothing starts.
+    let mut admin = applied(fresh("b-admin"), &rev);
+    admin.state = Some("Updated".into());
+    admin.unschedulable = true;
+    let plan = run(&spec, &[fresh("a"), admin.clone()]);
+    assert_eq!(transition(&plan, "a"), None, "the admin-cordoned node already uses the budget");
+
+    // With room for two, the healthy node starts too.
+    let spec2 = spec_with("rollout: {maxUnavailable: 2}");
+    let mut admin2 = applied(fresh("b-admin"), &revision_of(&spec2));
+    admin2.state = Some("Updated".into());
+    admin2.unschedulable = true;
+    let plan = run(&spec2, &[fresh("a"), admin2]);
+    assert_eq!(transition(&plan, "a"), Some((NodeState::Pending, NodeState::Draining)));
+
+    // A Pending node an admin cordoned is rolled, never marked as cordoned by winpool, so it stays cordoned.
+    let mut cordoned = fresh("c");
+    cordoned.unschedulable = true;
+    let plan = run(&spec, &[cordoned]);
+    let p = patch(&plan, "c").unwrap();
+    assert_eq!(p.to, NodeState::Draining);
+    assert_eq!(p.unschedulable, None);
+    assert!(!p.annotations.contains_key(names::ANN_CORDONED_BY_WINPOOL));
+    let mut done = applied(in_state("c", NodeState::Verifying, &rev), &rev);
+    done.cordoned_by_winpool = false;
+    let p = patch(&run(&spec, &[done]), "c").unwrap().clone();
+    assert_eq!((p.to, p.unschedulable), (NodeState::Updated, None), "stays cordoned afterwards");
+}
+
+#[test]
+fn resume_from_every_state_is_idempotent() {
+    // Whatever state a restart finds a node in, deciding twice gives the same plan,
+    // and a node never goes back to Draining once past it.
+    let spec = spec_with("rollout: {maxUnavailable: 10}");
+    let rev = revision_of(&spec);
+    for st in NodeState::ALL {
+        let mut n = in_state("n", st, &rev);
+        n.drained_revision = Some(rev.clone());
+        let a = run(&spec, std::slice::from_ref(&n));
+        let b = run(&spec, std::slice::from_ref(&n));
+        assert_eq!(a, b, "{st:?}");
+        if matches!(st, NodeState::Applying | NodeState::Verifying) {
+            assert!(a.patches.iter().all(|p| p.to != NodeState::Draining), "{st:?} never drains again");
+        }
+    }
 }
 
 #[test]
