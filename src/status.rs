@@ -210,6 +210,27 @@ pub fn build_status(
     }
 }
 
+/// Condition flips worth an Event on the pool: (reason, message).
+pub fn transition_events(previous: Option<&WindowsNodePoolStatus>, next: &WindowsNodePoolStatus) -> Vec<(String, String)> {
+    let was = |t: &str| previous.and_then(|p| p.conditions.iter().find(|c| c.type_ == t)).map(|c| c.status.clone());
+    let mut out = Vec::new();
+    for c in &next.conditions {
+        if was(&c.type_).as_deref() == Some(c.status.as_str()) {
+            continue;
+        }
+        let reason = match (c.type_.as_str(), c.status.as_str()) {
+            (conditions::PROGRESSING, "True") => "RolloutStarted",
+            (conditions::READY, "True") => "RolloutComplete",
+            (conditions::PAUSED, "True") => "RolloutPaused",
+            (conditions::PAUSED, "False") if was(conditions::PAUSED).is_some() => "RolloutResumed",
+            (conditions::HNS_CAPACITY, _) if c.reason != "WithinLimits" => "HNSCapacity",
+            _ => continue,
+        };
+        out.push((reason.to_string(), c.message.clone()));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -298,25 +319,4 @@ mod tests {
         assert!(m.contains("n0 (also other)") && m.contains("and 2 more"), "{m}");
         assert!(m.contains("w (10.0.17763)"), "{m}");
     }
-}
-
-/// Condition flips worth an Event on the pool: (reason, message).
-pub fn transition_events(previous: Option<&WindowsNodePoolStatus>, next: &WindowsNodePoolStatus) -> Vec<(String, String)> {
-    let was = |t: &str| previous.and_then(|p| p.conditions.iter().find(|c| c.type_ == t)).map(|c| c.status.clone());
-    let mut out = Vec::new();
-    for c in &next.conditions {
-        if was(&c.type_).as_deref() == Some(c.status.as_str()) {
-            continue;
-        }
-        let reason = match (c.type_.as_str(), c.status.as_str()) {
-            (conditions::PROGRESSING, "True") => "RolloutStarted",
-            (conditions::READY, "True") => "RolloutComplete",
-            (conditions::PAUSED, "True") => "RolloutPaused",
-            (conditions::PAUSED, "False") if was(conditions::PAUSED).is_some() => "RolloutResumed",
-            (conditions::HNS_CAPACITY, _) if c.reason != "WithinLimits" => "HNSCapacity",
-            _ => continue,
-        };
-        out.push((reason.to_string(), c.message.clone()));
-    }
-    out
 }
