@@ -7,6 +7,7 @@ pub mod controller;
 pub mod crd;
 pub mod daemonset;
 pub mod drain;
+pub mod hns;
 pub mod lease;
 pub mod membership;
 pub mod metrics;

@@ -130,7 +130,8 @@ fn parse_pair(s: &str) -> Result<(i64, i64), String> {
 
 fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,kube=warn".into());
-    let b = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    use std::io::IsTerminal;
+    let b = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(std::io::stderr().is_terminal());
     match format {
         LogFormat::Text => b.init(),
         LogFormat::Json => b.json().init(),

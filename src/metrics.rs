@@ -186,6 +186,8 @@ pub async fn serve(addr: std::net::SocketAddr, metrics: Arc<Metrics>) -> std::io
             let (code, ctype, body) = match path {
                 "/metrics" => ("200 OK", "text/plain; version=0.0.4", metrics.render()),
                 "/healthz" => ("200 OK", "text/plain", "ok\n".to_string()),
+                // A standby is a warm replica ready to take over: ready, reporting winpool_leader 0.
+                "/readyz" if metrics.leader.get() == 0 => ("200 OK", "text/plain", "ok (standby)\n".to_string()),
                 "/readyz" if metrics.caches_synced.get() == 1 => ("200 OK", "text/plain", "ok\n".to_string()),
                 "/readyz" => ("503 Service Unavailable", "text/plain", "caches not synced\n".to_string()),
                 _ => ("404 Not Found", "text/plain", "not found\n".to_string()),

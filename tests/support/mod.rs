@@ -160,13 +160,16 @@ impl TestSpace {
     }
 
     fn spawn(&mut self, what: &str, args: &[String]) {
-        let log_dir = repo_root().join("target-test-logs");
-        std::fs::create_dir_all(&log_dir).ok();
-        let log_path = log_dir.join(format!("{}-{what}.log", self.id));
+        self.spawn_with_kubeconfig(what, args, &kubeconfig());
+    }
+
+    pub fn spawn_with_kubeconfig(&mut self, what: &str, args: &[String], kubeconfig: &Path) {
+        let log_path = self.log_path(what);
+        std::fs::create_dir_all(log_path.parent().expect("log dir")).ok();
         let log = std::fs::File::create(&log_path).expect("log file");
         let child = Command::new(env!("CARGO_BIN_EXE_winpool"))
             .args(args)
-            .env("KUBECONFIG", kubeconfig())
+            .env("KUBECONFIG", kubeconfig)
             .env("RUST_LOG", std::env::var("WINPOOL_TEST_LOG").unwrap_or_else(|_| "info,kube=warn".into()))
             .stdout(log.try_clone().expect("log fd"))
             .stderr(log)
@@ -178,16 +181,27 @@ impl TestSpace {
 
     /// Run the operator for this test's pools only (pools labelled winpool-test=<id>).
     pub fn start_operator(&mut self, extra: &[&str]) -> u16 {
+        self.start_operator_named("operator", extra)
+    }
+
+    pub fn start_operator_named(&mut self, what: &str, extra: &[&str]) -> u16 {
+        self.start_operator_as(what, extra, &kubeconfig())
+    }
+
+    /// The operator with another identity's kubeconfig (e.g. the chart's ServiceAccount).
+    pub fn start_operator_as(&mut self, what: &str, extra: &[&str], kubeconfig: &Path) -> u16 {
         let port = free_port();
         let mut args: Vec<String> = vec![
             "run".into(),
-            "--leader-elect=false".into(),
             format!("--metrics-addr=127.0.0.1:{port}"),
             format!("--agent-namespace={}", self.agent_namespace()),
             format!("--pool-selector={TEST_LABEL}={}", self.id),
         ];
+        if !extra.iter().any(|e| e.starts_with("--leader-elect")) {
+            args.push("--leader-elect=false".into());
+        }
         args.extend(extra.iter().map(|s| s.to_string()));
-        self.spawn("operator", &args);
+        self.spawn_with_kubeconfig(what, &args, kubeconfig);
         port
     }
 
@@ -202,6 +216,10 @@ impl TestSpace {
         ];
         args.extend(extra.iter().map(|s| s.to_string()));
         self.spawn("sim", &args);
+    }
+
+    pub fn log_path(&self, what: &str) -> PathBuf {
+        repo_root().join("target-test-logs").join(format!("{}-{what}.log", self.id))
     }
 
     pub fn stop(&mut self, what: &str) {

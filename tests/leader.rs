@@ -1,0 +1,104 @@
+//! Two operator replicas: only the Lease holder writes; SIGKILL it mid-rollout
+//! and the standby takes over within the lease duration and finishes the job.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::json;
+use support::{TEST_LABEL, TestSpace, http_get, install_crd, wait_for};
+use winpool::api::{WindowsNodePool, names};
+
+const WAIT: Duration = Duration::from_secs(240);
+
+async fn is_leader(port: u16) -> Option<bool> {
+    let (_, body) = http_get(port, "/metrics").await?;
+    let line = body.lines().find(|l| l.starts_with("winpool_leader "))?;
+    Some(line.trim_end().ends_with(" 1"))
+}
+
+/// How often each node was started (cordoned and drained), read from every replica's log.
+fn starts_per_node(logs: &[std::path::PathBuf]) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    for l in logs {
+        let text = std::fs::read_to_string(l).unwrap_or_default();
+        for line in text.lines().filter(|l| l.contains("cordoned; draining for revision")) {
+            if let Some(node) = line.split_whitespace().find_map(|w| w.strip_prefix("node=")) {
+                *out.entry(node.to_string()).or_default() += 1;
+            }
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn only_the_leader_writes_and_a_standby_takes_over_after_sigkill() {
+    let client = support::client().await;
+    install_crd(&client).await;
+    let mut t = TestSpace::new("leader").await;
+    t.start_sim(5, &["--apply-seconds=2"]);
+    wait_for("5 simulated nodes Ready", WAIT, || async {
+        let n = t.nodes().await;
+        (n.len() == 5 && n.iter().all(winpool::observe::is_ready)).then_some(())
+    })
+    .await;
+
+    let lease = format!("--lease-name=winpool-{}", t.id);
+    let lease_ns = format!("--lease-namespace={}", t.namespace);
+    let pa = t.start_operator_named("operator-a", &["--leader-elect=true", &lease, &lease_ns]);
+    let pb = t.start_operator_named("operator-b", &["--leader-elect=true", &lease, &lease_ns]);
+    let (leader, standby, leader_port, standby_port) = wait_for("exactly one leader", WAIT, || async {
+        match (is_leader(pa).await?, is_leader(pb).await?) {
+            (true, false) => Some(("operator-a", "operator-b", pa, pb)),
+            (false, true) => Some(("operator-b", "operator-a", pb, pa)),
+            _ => None,
+        }
+    })
+    .await;
+
+    let pool = format!("{}-pool", t.id);
+    let body = json!({
+        "apiVersion": "winpool.dev/v1alpha1", "kind": "WindowsNodePool",
+        "metadata": {"name": pool, "labels": {TEST_LABEL: t.id}},
+        "spec": {
+            "nodeSelector": {"matchLabels": {TEST_LABEL: t.id}},
+            "os": {"version": "ltsc2022", "patchLevel": "10.0.20348.2762"},
+            "rollout": {"maxUnavailable": 1, "nodeTimeout": "3m"},
+        }
+    });
+    let pools: Api<WindowsNodePool> = Api::all(t.client.clone());
+    pools.patch(&pool, &PatchParams::apply("winpool-tests").force(), &Patch::Apply(&body)).await.unwrap();
+
+    // Mid-rollout: some node updated, others not yet.
+    wait_for("the rollout to be under way", WAIT, || async {
+        let st = pools.get(&pool).await.ok()?.status?;
+        (st.nodes.updated >= 1 && st.nodes.updated < 5).then_some(())
+    })
+    .await;
+    let standby_log = std::fs::read_to_string(t.log_path(standby)).unwrap_or_default();
+    assert!(!standby_log.contains("cordoned; draining"), "the standby wrote nothing while it was not the leader");
+
+    t.stop(leader); // SIGKILL: no graceful release of the lease.
+    let killed_at = Instant::now();
+    wait_for("the standby to take the lease", WAIT, || async { is_leader(standby_port).await.filter(|l| *l) }).await;
+    let took = killed_at.elapsed();
+    assert!(took <= Duration::from_secs(20), "took over in {took:?}, within the 15s lease plus a renew period");
+    let _ = leader_port;
+
+    wait_for("the rollout to complete under the new leader", WAIT, || async {
+        let st = pools.get(&pool).await.ok()?.status?;
+        (st.nodes.updated == 5).then_some(())
+    })
+    .await;
+    for n in t.nodes().await {
+        assert_ne!(n.spec.as_ref().and_then(|s| s.unschedulable), Some(true), "{} uncordoned", n.name_any());
+        assert_eq!(n.annotations().get(names::ANN_STATE).map(String::as_str), Some("Updated"));
+    }
+    let starts = starts_per_node(&[t.log_path("operator-a"), t.log_path("operator-b")]);
+    assert_eq!(starts.len(), 5, "every node started once: {starts:?}");
+    assert!(starts.values().all(|c| *c == 1), "no node drained twice: {starts:?}");
+    t.cleanup().await;
+}

@@ -1,0 +1,151 @@
+//! The operator runs under the chart's own ServiceAccount and RBAC: a full
+//! rollout works with exactly those permissions, and taking one rule away
+//! fails loudly with a forbidden error that names the resource.
+
+mod support;
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use k8s_openapi::api::rbac::v1::ClusterRole;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::json;
+use support::{TEST_LABEL, TestSpace, install_crd, kubeconfig, repo_root, tool, wait_for};
+use winpool::api::WindowsNodePool;
+
+const WAIT: Duration = Duration::from_secs(240);
+
+fn run(cmd: &mut Command) -> String {
+    let out = cmd.output().expect("command runs");
+    assert!(out.status.success(), "{cmd:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+/// Render the chart for this test's namespaces and apply it with the admin kubeconfig.
+fn install_chart_rbac(t: &TestSpace, release: &str) {
+    let rendered = run(Command::new(tool("helm")).current_dir(repo_root()).args([
+        "template",
+        release,
+        "charts/winpool",
+        "--namespace",
+        &t.namespace,
+        "--kube-version",
+        "v1.36.3",
+        "--set",
+        &format!("agentNamespace={}", t.agent_namespace()),
+    ]));
+    let file = std::env::temp_dir().join(format!("{release}-chart.yaml"));
+    std::fs::write(&file, rendered).unwrap();
+    run(Command::new(tool("kubectl")).args(["--kubeconfig", kubeconfig().to_str().unwrap(), "apply", "-f", file.to_str().unwrap()]));
+}
+
+/// A kubeconfig that authenticates as the ServiceAccount with a bound token.
+fn service_account_kubeconfig(t: &TestSpace, sa: &str) -> PathBuf {
+    let admin = kubeconfig();
+    let token = run(Command::new(tool("kubectl")).args([
+        "--kubeconfig",
+        admin.to_str().unwrap(),
+        "create",
+        "token",
+        sa,
+        "-n",
+        &t.namespace,
+        "--duration=1h",
+    ]));
+    let server = run(Command::new(tool("kubectl")).args([
+        "--kubeconfig",
+        admin.to_str().unwrap(),
+        "config",
+        "view",
+        "--minify",
+        "-o",
+        "jsonpath={.clusters[0].cluster.server}",
+    ]));
+    let ca = run(Command::new(tool("kubectl")).args([
+        "--kubeconfig",
+        admin.to_str().unwrap(),
+        "config",
+        "view",
+        "--minify",
+        "--raw",
+        "-o",
+        "jsonpath={.clusters[0].cluster.certificate-authority}",
+    ]));
+    let kc = json!({
+        "apiVersion": "v1", "kind": "Config", "current-context": "sa",
+        "clusters": [{"name": "local", "cluster": {"server": server, "certificate-authority": ca}}],
+        "users": [{"name": "sa", "user": {"token": token.trim()}}],
+        "contexts": [{"name": "sa", "context": {"cluster": "local", "user": "sa"}}],
+    });
+    let path = std::env::temp_dir().join(format!("{}-sa.kubeconfig", t.id));
+    std::fs::write(&path, serde_json::to_string(&kc).unwrap()).unwrap();
+    path
+}
+
+fn pool(t: &TestSpace, name: &str, patch: &str) -> serde_json::Value {
+    json!({
+        "apiVersion": "winpool.dev/v1alpha1", "kind": "WindowsNodePool",
+        "metadata": {"name": name, "labels": {TEST_LABEL: t.id}},
+        "spec": {
+            "nodeSelector": {"matchLabels": {TEST_LABEL: t.id}},
+            "os": {"version": "ltsc2022", "patchLevel": patch},
+            "rollout": {"maxUnavailable": 2, "nodeTimeout": "3m"},
+        }
+    })
+}
+
+#[tokio::test]
+async fn the_operator_rolls_out_with_only_the_charts_permissions() {
+    let client = support::client().await;
+    install_crd(&client).await;
+    let mut t = TestSpace::new("rbac").await;
+    let release = t.id.clone();
+    let fullname = format!("{release}-winpool");
+    install_chart_rbac(&t, &release);
+    let sa_kubeconfig = service_account_kubeconfig(&t, &fullname);
+
+    t.start_sim(3, &["--apply-seconds=1"]);
+    wait_for("3 simulated nodes Ready", WAIT, || async {
+        let n = t.nodes().await;
+        (n.len() == 3 && n.iter().all(winpool::observe::is_ready)).then_some(())
+    })
+    .await;
+    let name = format!("{}-pool", t.id);
+    let pools: Api<WindowsNodePool> = Api::all(t.client.clone());
+    pools.patch(&name, &PatchParams::apply("winpool-tests").force(), &Patch::Apply(pool(&t, &name, "10.0.20348.2762"))).await.unwrap();
+    let lease_ns = format!("--lease-namespace={}", t.namespace);
+    t.start_operator_as("operator", &["--leader-elect=true", &lease_ns], &sa_kubeconfig);
+    wait_for("a full rollout under the chart's ServiceAccount", WAIT, || async {
+        let st = pools.get(&name).await.ok()?.status?;
+        (st.nodes.total == 3 && st.nodes.updated == 3).then_some(())
+    })
+    .await;
+    let log = std::fs::read_to_string(t.log_path("operator")).unwrap();
+    assert!(!log.contains("forbidden"), "no permission was missing:\n{log}");
+
+    // Take away the one rule that lets it patch nodes: the next rollout fails loudly.
+    let roles: Api<ClusterRole> = Api::all(t.client.clone());
+    let mut role = roles.get(&fullname).await.unwrap();
+    for r in role.rules.iter_mut().flatten() {
+        if r.resources.as_ref().is_some_and(|res| res.iter().any(|x| x == "nodes")) {
+            r.verbs.retain(|v| v != "patch");
+        }
+    }
+    role.metadata.managed_fields = None;
+    roles.replace(&fullname, &Default::default(), &role).await.unwrap();
+    pools.patch(&name, &PatchParams::apply("winpool-tests").force(), &Patch::Apply(pool(&t, &name, "10.0.20348.2800"))).await.unwrap();
+    let line = wait_for("a forbidden error naming nodes", WAIT, || async {
+        let log = std::fs::read_to_string(t.log_path("operator")).ok()?;
+        log.lines().find(|l| l.contains("forbidden") && l.contains("cannot patch resource \\\"nodes\\\"")).map(str::to_string)
+    })
+    .await;
+    assert!(line.contains("reconcile failed"), "{line}");
+    let st = pools.get(&name).await.unwrap().status.unwrap();
+    assert_eq!(st.nodes.updated, 3, "nothing moved without the permission");
+    t.cleanup().await;
+    // The chart's cluster-scoped objects outlive the namespaces.
+    let _ = roles.delete(&fullname, &Default::default()).await;
+    let bindings: Api<k8s_openapi::api::rbac::v1::ClusterRoleBinding> = Api::all(client.clone());
+    let _ = bindings.delete(&fullname, &Default::default()).await;
+}
