@@ -395,9 +395,10 @@ fn remove_address(addresses: &mut Addresses, ip: IpAddr) {
 /// address lists are merged, so only changed addresses touch the table);
 /// applying or deleting a Service is O(1) unless it starts or stops being
 /// programmed for a family, then O(its slices' endpoints); plus O(log S) for
-/// the backend index. [`Self::totals`] is O(1). Memory: per Service a key and
-/// ~64 bytes, per slice a key and 17 bytes per ready address, per distinct
-/// address ~24 bytes.
+/// the backend index. [`Self::totals`] is O(1). Memory: per Service its
+/// `namespace/name` and ~100 bytes, per slice its key, ~60 bytes and 17 bytes
+/// per ready address, per distinct address ~25 bytes ([`Self::stats`]
+/// estimates the total).
 #[derive(Debug, Default)]
 pub struct HnsTracker {
     services: HashMap<Arc<str>, ServiceEntry>,
@@ -632,6 +633,7 @@ impl HnsTracker {
         self.services.get(key).map_or(0, |e| e.derived().1)
     }
 
+    /// O(objects held): for a metrics scrape or the benchmark, not per event.
     pub fn stats(&self) -> TrackerStats {
         use std::mem::size_of;
         let table = |cap: usize, entry: usize| cap * (entry + 1);
