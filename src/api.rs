@@ -279,6 +279,22 @@ pub struct HnsSpec {
     /// Taint nodes winpool.dev/hns-not-ready:NoSchedule until HNS has caught up (default true).
     #[serde(default = "default_true")]
     pub taint_when_not_ready: bool,
+    /// How far below the expected counts a node may report and still be ready, in percent (default 5).
+    #[serde(default = "default_tolerance")]
+    #[schemars(range(min = 0, max = 50))]
+    pub tolerance_percent: i32,
+    /// How long a node in Verifying waits for HNS to catch up before it is marked
+    /// Updated anyway (reported as an Event and in the log), a Go duration (default 15m).
+    #[serde(default = "default_hns_ready_timeout")]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"), length(max = 32))]
+    pub ready_timeout: String,
+}
+
+fn default_tolerance() -> i32 {
+    5
+}
+fn default_hns_ready_timeout() -> String {
+    "15m".into()
 }
 
 fn default_warn_percent() -> i32 {
@@ -296,6 +312,8 @@ impl Default for HnsSpec {
             max_backends_per_service: 0,
             warn_percent: default_warn_percent(),
             taint_when_not_ready: true,
+            tolerance_percent: default_tolerance(),
+            ready_timeout: default_hns_ready_timeout(),
         }
     }
 }

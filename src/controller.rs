@@ -15,7 +15,8 @@ use std::time::Duration;
 use futures::StreamExt;
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Namespace, Node};
+use k8s_openapi::api::core::v1::{Namespace, Node, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
@@ -29,10 +30,11 @@ use tracing::{debug, error, info, warn};
 use crate::api::{FIELD_MANAGER, WindowsNodePool, names};
 use crate::daemonset::{AgentImages, LABEL_MANAGED_BY, agent_daemonset};
 use crate::drain;
+use crate::hns::{self, AwaitingReport, HnsTracker, Limits};
 use crate::membership::{PoolSelector, members_of, pools_selecting};
 use crate::metrics::Metrics;
 use crate::observe::{node_view, strip};
-use crate::rollout::{HnsReadiness, NodePatch, NodeState, PoolInput, decide};
+use crate::rollout::{HnsReadiness, NodePatch, NodeState, PoolInput, decide, parse_duration};
 use crate::status::{build_status, transition_events};
 
 pub const FINALIZER: &str = "winpool.dev/release-nodes";
@@ -79,6 +81,8 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     /// Nodes as our own last patch returned them, until the watch catches up.
     recent: Mutex<HashMap<String, Node>>,
+    /// Cluster-wide expected HNS load, kept incrementally from Services and EndpointSlices.
+    pub hns: Arc<Mutex<HnsTracker>>,
     /// What was last reported as an Event per pool, so a standing problem is not re-announced every round.
     announced: Mutex<HashMap<String, BTreeSet<String>>>,
 }
@@ -151,8 +155,12 @@ fn node_patch_body(p: &NodePatch) -> serde_json::Value {
 }
 
 async fn patch_node(ctx: &Context, pool: &str, p: &NodePatch) -> Result<(), Error> {
+    patch_node_with(ctx, pool, p, node_patch_body(p)).await
+}
+
+async fn patch_node_with(ctx: &Context, pool: &str, p: &NodePatch, body: serde_json::Value) -> Result<(), Error> {
     let api: Api<Node> = Api::all(ctx.client.clone());
-    match api.patch(&p.node, &PatchParams::default(), &Patch::Merge(node_patch_body(p))).await {
+    match api.patch(&p.node, &PatchParams::default(), &Patch::Merge(body)).await {
         Ok(mut n) => {
             ctx.metrics.api_request("patch", "nodes", "ok");
             info!(pool, node = %p.node, from = p.from.as_str(), to = p.to.as_str(), cordon = ?p.unschedulable, "{}", p.reason);
@@ -198,6 +206,17 @@ fn release_patch(n: &Node, why: &str) -> NodePatch {
     p
 }
 
+/// The release patch plus the HNS taint removed, as one JSON merge patch body.
+fn release_body(n: &Node, p: &NodePatch) -> serde_json::Value {
+    let mut body = node_patch_body(p);
+    let taints = n.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+    if let Some(new) = hns::taints_update(&taints, false) {
+        body["spec"]["taints"] = json!(new);
+        body["metadata"]["resourceVersion"] = json!(n.metadata.resource_version);
+    }
+    body
+}
+
 async fn reconcile(pool: Arc<WindowsNodePool>, ctx: Arc<Context>) -> Result<Action, Error> {
     let started = std::time::Instant::now();
     let api: Api<WindowsNodePool> = Api::all(ctx.client.clone());
@@ -217,7 +236,8 @@ async fn cleanup(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error>
     let name = pool.name_any();
     for n in ctx.windows_nodes() {
         if n.labels().get(names::LABEL_POOL) == Some(&name) {
-            patch_node(ctx, &name, &release_patch(&n, "pool deleted: node released")).await?;
+            let p = release_patch(&n, "pool deleted: node released");
+            patch_node_with(ctx, &name, &p, release_body(&n, &p)).await?;
         }
     }
     let ds_api: Api<DaemonSet> = Api::namespaced(ctx.client.clone(), &ctx.settings.agent_namespace);
@@ -249,16 +269,29 @@ async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error> {
     // Nodes that carry our label but are no longer selected go back to their owners.
     for n in nodes.iter().filter(|n| n.labels().get(names::LABEL_POOL) == Some(&name)) {
         if !member_set.contains(n.name_any().as_str()) {
-            patch_node(ctx, &name, &release_patch(n, "no longer selected by the pool: node released")).await?;
+            let p = release_patch(n, "no longer selected by the pool: node released");
+            patch_node_with(ctx, &name, &p, release_body(n, &p)).await?;
         }
     }
 
     // Observe.
     let mut views = Vec::with_capacity(member_set.len());
     let mut pods_by_node = BTreeMap::new();
+    let mut hns_nodes = Vec::new();
     let delete_empty_dir = pool.spec.rollout.drain.delete_empty_dir_data;
+    let (totals, over_limit) = {
+        let t = ctx.hns.lock().expect("hns lock");
+        let limits = Limits::for_pool(&pool.spec.hns, pool.spec.os.version);
+        (t.totals(), t.services_over(limits.backends_per_service))
+    };
+    let limits = Limits::for_pool(&pool.spec.hns, pool.spec.os.version);
+    let grace = jiff::SignedDuration::try_from(parse_duration(&pool.spec.rollout.node_timeout).unwrap_or(Duration::from_secs(1800)))
+        .unwrap_or(jiff::SignedDuration::from_mins(30));
     for n in nodes.iter().filter(|n| member_set.contains(n.name_any().as_str())) {
         let mut v = node_view(n, HnsReadiness::Unknown);
+        let (readiness, reason, message) = hns_readiness(n, &v, totals, &pool.spec.hns, grace, now);
+        v.hns = readiness;
+        hns_nodes.push(HnsNode { node: n, readiness, reason, message });
         if v.state.as_deref() == Some(NodeState::Draining.as_str()) {
             let pods = drain::pods_on_node(&ctx.client, &v.name).await?;
             ctx.metrics.api_request("list", "pods", "ok");
@@ -273,7 +306,10 @@ async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error> {
 
     // Decide.
     let plan = decide(&PoolInput { name: &name, spec: &pool.spec, existing_revisions: &existing }, &views, now);
-    let status = build_status(&pool.spec, &plan, &membership.conflicts, None, pool.status.as_ref(), pool.metadata.generation, now);
+    let capacity = hns::capacity(totals, &limits, pool.spec.hns.warn_percent, over_limit);
+    let utilization = limits.utilization(totals);
+    let status =
+        build_status(&pool.spec, &plan, &membership.conflicts, Some(capacity), pool.status.as_ref(), pool.metadata.generation, now);
 
     for (node, why) in &plan.waiting {
         debug!(pool = %name, node = %node, "waiting: {why}");
@@ -311,6 +347,15 @@ async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error> {
             ctx.metrics.api_request("delete", "daemonsets", "ok");
         }
     }
+    let mut not_ready = Vec::new();
+    for h in &hns_nodes {
+        // A node the plan just patched carries a newer resourceVersion than `h.node`: its taint waits a round.
+        let patched = plan.patches.iter().any(|p| p.node == h.node.name_any());
+        apply_hns_to_node(ctx, &name, h, pool.spec.hns.taint_when_not_ready, patched, now).await?;
+        if h.readiness == HnsReadiness::NotReady {
+            not_ready.push(h.node.name_any());
+        }
+    }
     for (node, msg) in &plan.warnings {
         warn!(pool = %name, node = %node, "{msg}");
         ctx.announce_once(
@@ -338,6 +383,7 @@ async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error> {
     }
 
     ctx.metrics.observe_pool(&name, &plan, now);
+    ctx.metrics.observe_hns(&name, totals, &limits, utilization, pool.spec.hns.warn_percent, &not_ready);
     for (reason, note) in transition_events(pool.status.as_ref(), &status) {
         info!(pool = %name, reason = %reason, "{note}");
         let type_ = if reason == "RolloutPaused" || reason == "HNSCapacity" { EventType::Warning } else { EventType::Normal };
@@ -350,6 +396,85 @@ async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error> {
         debug!(pool = %name, counts = ?status.nodes, "status updated");
     }
     Ok(Action::requeue(plan.requeue_after))
+}
+
+struct HnsNode<'a> {
+    node: &'a Node,
+    readiness: HnsReadiness,
+    reason: &'static str,
+    message: String,
+}
+
+fn hns_readiness(
+    n: &Node,
+    v: &crate::rollout::NodeView,
+    totals: (i64, i64),
+    spec: &crate::api::HnsSpec,
+    grace: jiff::SignedDuration,
+    now: Timestamp,
+) -> (HnsReadiness, &'static str, String) {
+    let ann = |k: &str| n.annotations().get(k).map(String::as_str);
+    // Right after the update the agent has not reported yet: within nodeTimeout, missing counts mean "not yet".
+    let awaiting = match v.state.as_deref().and_then(NodeState::parse) {
+        Some(NodeState::Applying | NodeState::Verifying) => Some(AwaitingReport { since: v.state_since.unwrap_or(now), grace }),
+        _ => None,
+    };
+    let tolerance = spec.tolerance_percent.clamp(0, 100) as u8;
+    hns::node_readiness(ann(names::ANN_HNS_LOAD_BALANCERS), ann(names::ANN_HNS_ENDPOINTS), totals, tolerance, awaiting, now)
+}
+
+/// Keep the node's WindowsHNSReady condition and hns-not-ready taint in step with its readiness.
+/// Both are written only when they change.
+async fn apply_hns_to_node(
+    ctx: &Context,
+    pool: &str,
+    h: &HnsNode<'_>,
+    taint_when_not_ready: bool,
+    patched: bool,
+    now: Timestamp,
+) -> Result<(), Error> {
+    let name = h.node.name_any();
+    let api: Api<Node> = Api::all(ctx.client.clone());
+    let previous = h
+        .node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == names::NODE_CONDITION_HNS_READY));
+    let cond = hns::node_condition(h.readiness, h.reason, &h.message, previous, now);
+    if previous != Some(&cond) {
+        let body = json!({ "status": { "conditions": [cond] } });
+        match api.patch_status(&name, &PatchParams::default(), &Patch::Strategic(body)).await {
+            Ok(_) => {
+                ctx.metrics.api_request("patch", "nodes/status", "ok");
+                info!(pool, node = %name, status = %cond.status, reason = h.reason, "{} {}", names::NODE_CONDITION_HNS_READY, h.message);
+            }
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(Error::NodePatch { node: name.clone(), source: e }),
+        }
+    }
+    let taints = h.node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+    if patched {
+        return Ok(());
+    }
+    if let Some(new) = hns::taints_update(&taints, hns::taint_wanted(h.readiness, taint_when_not_ready)) {
+        // Taints are a list: the whole list is written, guarded by the resourceVersion it was read at.
+        let body = json!({ "metadata": { "resourceVersion": h.node.metadata.resource_version }, "spec": { "taints": new } });
+        match api.patch(&name, &PatchParams::default(), &Patch::Merge(body)).await {
+            Ok(mut n) => {
+                ctx.metrics.api_request("patch", "nodes", "ok");
+                let added = new.len() > taints.len();
+                info!(pool, node = %name, taint = names::TAINT_HNS_NOT_READY, added, "{}", if added { "tainted: HNS not ready" } else { "untainted: HNS ready" });
+                strip(&mut n);
+                ctx.recent.lock().expect("recent lock").insert(name, n);
+            }
+            Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => {
+                ctx.metrics.api_request("patch", "nodes", "conflict");
+            }
+            Err(e) => return Err(Error::NodePatch { node: name, source: e }),
+        }
+    }
+    Ok(())
 }
 
 /// Events on the pool for every node started, finished or failed; a failure also on the Node.
@@ -419,6 +544,32 @@ pub async fn ensure_agent_namespace(client: &Client, ns: &str) -> Result<(), Err
     Ok(())
 }
 
+/// Feed Services and EndpointSlices into the HNS tracker. Only the events are
+/// used (no store): the tracker keeps a few numbers per object.
+pub fn spawn_hns_watches(client: &Client, tracker: Arc<Mutex<HnsTracker>>) {
+    let services: Api<Service> = Api::all(client.clone());
+    let t = tracker.clone();
+    tokio::spawn(async move {
+        let mut s = std::pin::pin!(watcher(services, watcher::Config::default().any_semantic()).default_backoff());
+        while let Some(ev) = s.next().await {
+            match ev {
+                Ok(ev) => t.lock().expect("hns lock").service_event(&ev),
+                Err(e) => warn!(error = %e, "Service watch error; retrying"),
+            }
+        }
+    });
+    let slices: Api<EndpointSlice> = Api::all(client.clone());
+    tokio::spawn(async move {
+        let mut s = std::pin::pin!(watcher(slices, watcher::Config::default().any_semantic()).default_backoff());
+        while let Some(ev) = s.next().await {
+            match ev {
+                Ok(ev) => tracker.lock().expect("hns lock").slice_event(&ev),
+                Err(e) => warn!(error = %e, "EndpointSlice watch error; retrying"),
+            }
+        }
+    });
+}
+
 /// Run the controller until `shutdown` resolves; in-flight reconciles finish first.
 pub async fn run(
     client: Client,
@@ -448,6 +599,27 @@ pub async fn run(
         .reflect(ds_writer)
         .touched_objects();
 
+    let tracker = Arc::new(Mutex::new(HnsTracker::new()));
+    spawn_hns_watches(&client, tracker.clone());
+    let (hns_changed_tx, hns_changed_rx) = futures::channel::mpsc::unbounded::<()>();
+    {
+        // Expected HNS counts move with every Service and endpoint: look every few
+        // seconds and, when they moved, let every pool re-judge capacity and readiness.
+        let tracker = tracker.clone();
+        tokio::spawn(async move {
+            let mut last = (-1, -1);
+            loop {
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                let now = tracker.lock().expect("hns lock").totals();
+                if now != last {
+                    last = now;
+                    if hns_changed_tx.unbounded_send(()).is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+    }
     let controller = Controller::new(pools_api, pool_cfg);
     let pool_store = controller.store();
     let mapper_pools = pool_store.clone();
@@ -460,6 +632,7 @@ pub async fn run(
         recorder: Recorder::new(client.clone(), Reporter { controller: "winpool".into(), instance: std::env::var("POD_NAME").ok() }),
         metrics: metrics.clone(),
         recent: Mutex::new(HashMap::new()),
+        hns: tracker,
         announced: Mutex::new(HashMap::new()),
     });
 
@@ -488,6 +661,7 @@ pub async fn run(
         .watches_stream(daemonsets, |ds: DaemonSet| {
             ds.labels().get(names::LABEL_POOL).map(|p| ObjectRef::<WindowsNodePool>::new(p)).into_iter()
         })
+        .reconcile_all_on(hns_changed_rx)
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
         .for_each(|res| async move {

@@ -13,7 +13,7 @@ use winpool::controller::{self, Settings};
 use winpool::daemonset::AgentImages;
 use winpool::lease::{self, LeaseSettings};
 use winpool::metrics::{self, Metrics};
-use winpool::sim::{self, SimSettings};
+use winpool::sim::{self, HnsReport, SimSettings};
 
 #[derive(Parser)]
 #[command(name = "winpool", version, about = "Rolls Windows node pools to a declared configuration and reports HNS readiness")]
@@ -107,9 +107,12 @@ struct SimArgs {
     /// How long the simulated reboot after an apply keeps the node NotReady.
     #[arg(long, default_value_t = 1.0)]
     reboot_seconds: f64,
-    /// HNS counts the simulated agent reports, LB,ENDPOINTS.
-    #[arg(long, value_parser = parse_pair)]
-    hns_counts: Option<(i64, i64)>,
+    /// HNS counts the simulated agent reports: `auto` (the cluster's expected counts,
+    /// reached --hns-sync-seconds after the reboot), `off`, or fixed `LB,ENDPOINTS`.
+    #[arg(long, default_value = "auto")]
+    hns: String,
+    #[arg(long, default_value_t = 2.0)]
+    hns_sync_seconds: f64,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -232,7 +235,14 @@ async fn sim(args: SimArgs) -> anyhow::Result<()> {
         agent_namespace: args.agent_namespace,
         seed: args.seed,
         create: !args.no_create,
-        hns_counts: args.hns_counts,
+        hns: match args.hns.as_str() {
+            "auto" => HnsReport::Auto { sync_seconds: args.hns_sync_seconds },
+            "off" => HnsReport::Off,
+            fixed => {
+                let (lb, ep) = parse_pair(fixed).map_err(|e| anyhow::anyhow!("--hns: {e}"))?;
+                HnsReport::Fixed(lb, ep)
+            }
+        },
         reboot_seconds: args.reboot_seconds,
     };
     s.validate()?;

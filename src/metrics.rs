@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use jiff::Timestamp;
-use prometheus::{Encoder, Histogram, HistogramOpts, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder};
+use prometheus::{Encoder, GaugeVec, Histogram, HistogramOpts, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tracing::{info, warn};
@@ -31,6 +31,25 @@ pub struct Metrics {
     pub leader: IntGauge,
     pub caches_synced: IntGauge,
     pub build_info: IntGaugeVec,
+    pub hns_expected_lb: IntGaugeVec,
+    pub hns_limit_lb: IntGaugeVec,
+    pub hns_expected_ep: IntGaugeVec,
+    pub hns_limit_ep: IntGaugeVec,
+    pub hns_utilization: GaugeVec,
+    pub hns_warn_ratio: GaugeVec,
+    pub hns_not_ready: IntGaugeVec,
+    pub node_hns_ready: IntGaugeVec,
+    /// Nodes with a winpool_node_hns_ready series, per pool, so recovered ones are removed.
+    hns_series: std::sync::Mutex<std::collections::HashMap<String, Vec<String>>>,
+}
+
+/// Per-node HNS series are exported only for nodes that are not ready, and at most this many per pool.
+pub const MAX_NODE_SERIES_PER_POOL: usize = 50;
+
+fn float_gauge_vec(r: &Registry, name: &str, help: &str, labels: &[&str]) -> GaugeVec {
+    let g = GaugeVec::new(Opts::new(name, help), labels).expect("valid metric");
+    r.register(Box::new(g.clone())).expect("metric registered once");
+    g
 }
 
 fn gauge_vec(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
@@ -97,6 +116,50 @@ impl Metrics {
                 &["pool"],
             ),
             build_info: gauge_vec(&r, "winpool_build_info", "Always 1; the version label says which winpool runs.", &["version"]),
+            hns_expected_lb: gauge_vec(
+                &r,
+                "winpool_pool_hns_expected_load_balancers",
+                "HNS load-balancer policies every node of the pool should hold.",
+                &["pool"],
+            ),
+            hns_limit_lb: gauge_vec(
+                &r,
+                "winpool_pool_hns_limit_load_balancers",
+                "The pool's load-balancer limit (spec.hns or the OS default).",
+                &["pool"],
+            ),
+            hns_expected_ep: gauge_vec(
+                &r,
+                "winpool_pool_hns_expected_endpoints",
+                "HNS remote endpoints every node of the pool should hold.",
+                &["pool"],
+            ),
+            hns_limit_ep: gauge_vec(
+                &r,
+                "winpool_pool_hns_limit_endpoints",
+                "The pool's endpoint limit (spec.hns or the OS default).",
+                &["pool"],
+            ),
+            hns_utilization: float_gauge_vec(
+                &r,
+                "winpool_pool_hns_utilization_ratio",
+                "Expected HNS load over the limit: the larger of the two ratios.",
+                &["pool"],
+            ),
+            hns_warn_ratio: float_gauge_vec(
+                &r,
+                "winpool_pool_hns_warn_ratio",
+                "spec.hns.warnPercent / 100: where HNSCapacity turns NearLimit.",
+                &["pool"],
+            ),
+            hns_not_ready: gauge_vec(&r, "winpool_pool_nodes_hns_not_ready", "Nodes of the pool whose HNS has not caught up.", &["pool"]),
+            node_hns_ready: gauge_vec(
+                &r,
+                "winpool_node_hns_ready",
+                "0 for a node whose HNS has not caught up; exported only for such nodes, at most 50 per pool.",
+                &["pool", "node"],
+            ),
+            hns_series: Default::default(),
             registry: r,
             reconcile_duration,
             reconcile_errors,
@@ -133,6 +196,35 @@ impl Metrics {
         self.pool_last_reconcile.with_label_values(&[pool]).set(now.as_second());
     }
 
+    pub fn observe_hns(
+        &self,
+        pool: &str,
+        totals: (i64, i64),
+        limits: &crate::hns::Limits,
+        utilization: f64,
+        warn_percent: i32,
+        not_ready: &[String],
+    ) {
+        self.hns_expected_lb.with_label_values(&[pool]).set(totals.0);
+        self.hns_limit_lb.with_label_values(&[pool]).set(limits.load_balancers);
+        self.hns_expected_ep.with_label_values(&[pool]).set(totals.1);
+        self.hns_limit_ep.with_label_values(&[pool]).set(limits.endpoints);
+        self.hns_utilization.with_label_values(&[pool]).set(utilization);
+        self.hns_warn_ratio.with_label_values(&[pool]).set(warn_percent as f64 / 100.0);
+        self.hns_not_ready.with_label_values(&[pool]).set(not_ready.len() as i64);
+        let shown: Vec<String> = not_ready.iter().take(MAX_NODE_SERIES_PER_POOL).cloned().collect();
+        let mut series = self.hns_series.lock().expect("series lock");
+        for old in series.get(pool).into_iter().flatten() {
+            if !shown.contains(old) {
+                let _ = self.node_hns_ready.remove_label_values(&[pool, old]);
+            }
+        }
+        for n in &shown {
+            self.node_hns_ready.with_label_values(&[pool, n]).set(0);
+        }
+        series.insert(pool.to_string(), shown);
+    }
+
     /// A deleted pool's series go away instead of freezing at their last value.
     pub fn forget_pool(&self, pool: &str) {
         for s in NodeState::ALL {
@@ -150,6 +242,15 @@ impl Metrics {
         }
         for r in ["spec", "failures"] {
             let _ = self.pool_rollout_paused.remove_label_values(&[pool, r]);
+        }
+        for g in [&self.hns_expected_lb, &self.hns_limit_lb, &self.hns_expected_ep, &self.hns_limit_ep, &self.hns_not_ready] {
+            let _ = g.remove_label_values(&[pool]);
+        }
+        for g in [&self.hns_utilization, &self.hns_warn_ratio] {
+            let _ = g.remove_label_values(&[pool]);
+        }
+        for n in self.hns_series.lock().expect("series lock").remove(pool).into_iter().flatten() {
+            let _ = self.node_hns_ready.remove_label_values(&[pool, &n]);
         }
     }
 

@@ -128,6 +128,12 @@ impl NodePatch {
     }
     fn state(&mut self, to: NodeState, now: Timestamp) -> &mut Self {
         self.to = to;
+        if to == NodeState::Applying {
+            // The counts the agent reported before the update describe the old boot:
+            // HNS starts from nothing after the reboot, so they must not make the node look ready.
+            self.annotations.insert(names::ANN_HNS_LOAD_BALANCERS.to_string(), None);
+            self.annotations.insert(names::ANN_HNS_ENDPOINTS.to_string(), None);
+        }
         let now = now.to_string();
         self.ann(names::ANN_STATE, Some(to.as_str())).ann(names::ANN_STATE_SINCE, Some(&now))
     }
@@ -298,6 +304,7 @@ pub fn decide(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> Plan 
     let total = nodes.len();
     let node_timeout = parse_duration(&spec.rollout.node_timeout).unwrap_or(Duration::from_secs(1800));
     let drain_timeout = parse_duration(&spec.rollout.drain.timeout).unwrap_or(Duration::from_secs(600));
+    let hns_ready_timeout = parse_duration(&spec.hns.ready_timeout).unwrap_or(Duration::from_secs(900));
     let target_build: Option<WindowsBuild> = spec.os.patch_level.parse().ok();
 
     let mut patches = Vec::new();
@@ -391,7 +398,19 @@ pub fn decide(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> Plan 
                         p.reason = format!("agent failed: {msg}");
                         state = NodeState::Failed;
                     }
-                    (true, Some(names::APPLY_SUCCEEDED)) => match verify_config(spec, n).and_then(|()| verify_health(n)) {
+                    (true, Some(names::APPLY_SUCCEEDED)) => match verify_config(spec, n).and_then(|()| verify_health(n)).or_else(|why| {
+                        // HNS alone may hold a node only for hns.readyTimeout; then it goes on, reported.
+                        let hns_only = verify_config(spec, n).is_ok() && n.ready && n.hns == HnsReadiness::NotReady;
+                        if hns_only && state == NodeState::Verifying && since(n.state_since) > hns_ready_timeout {
+                            warnings.push((
+                                n.name.clone(),
+                                format!("HNS not ready after hns.readyTimeout {}; marked Updated anyway", spec.hns.ready_timeout),
+                            ));
+                            Ok(())
+                        } else {
+                            Err(why)
+                        }
+                    }) {
                         Ok(()) => {
                             release_cordon(&mut p, n);
                             p.state(NodeState::Updated, now)

@@ -24,6 +24,7 @@ use tracing::{info, warn};
 
 use crate::api::{OsVersion, names};
 use crate::daemonset::{APP_AGENT, LABEL_APP};
+use crate::hns::HnsTracker;
 use crate::versions::{Version, WindowsBuild};
 
 #[derive(Debug, Clone)]
@@ -40,10 +41,22 @@ pub struct SimSettings {
     pub agent_namespace: String,
     pub seed: u64,
     pub create: bool,
-    /// HNS counts the agent reports (load balancers, endpoints); none when unset.
-    pub hns_counts: Option<(i64, i64)>,
+    /// What the simulated agent reports about HNS.
+    pub hns: HnsReport,
     /// How long a simulated reboot keeps the node NotReady (0 = no reboot).
     pub reboot_seconds: f64,
+}
+
+/// How the simulated agent reports `winpool.dev/hns-*` counts.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HnsReport {
+    /// Never (the node's HNS readiness stays Unknown).
+    Off,
+    /// Always these counts (load balancers, endpoints).
+    Fixed(i64, i64),
+    /// What kube-proxy would have programmed: the cluster's expected counts,
+    /// reached `sync_seconds` after the reboot (0 before), and kept current.
+    Auto { sync_seconds: f64 },
 }
 
 /// A node carrying this label set to "true" always fails its apply (deterministic tests).
@@ -166,7 +179,7 @@ pub async fn create_nodes(client: &Client, s: &SimSettings) -> Result<(), SimErr
     Ok(())
 }
 
-async fn apply_job(client: Client, s: Arc<SimSettings>, job: AgentJob, fail: bool) -> Result<(), kube::Error> {
+async fn apply_job(client: Client, s: Arc<SimSettings>, job: AgentJob, fail: bool, rebooted: Rebooted) -> Result<(), kube::Error> {
     tokio::time::sleep(Duration::from_secs_f64(s.apply_seconds)).await;
     let api: Api<Node> = Api::all(client);
     let Some(node) = api.get_opt(&job.node).await? else { return Ok(()) };
@@ -215,14 +228,59 @@ async fn apply_job(client: Client, s: Arc<SimSettings>, job: AgentJob, fail: boo
     anns.insert(names::ANN_APPLY_MESSAGE.into(), json!(format!("applied revision {}", job.revision)));
     anns.insert(names::ANN_CNI_MODE.into(), json!(job.cni_mode.clone().unwrap_or_else(|| "overlay".into())));
     anns.insert(names::ANN_CSI_PROXY_VERSION.into(), job.csi_proxy.as_ref().map(|v| json!(v)).unwrap_or(serde_json::Value::Null));
-    if let Some((lb, ep)) = s.hns_counts {
-        anns.insert(names::ANN_HNS_LOAD_BALANCERS.into(), json!(lb.to_string()));
-        anns.insert(names::ANN_HNS_ENDPOINTS.into(), json!(ep.to_string()));
+    match &s.hns {
+        HnsReport::Off => {}
+        HnsReport::Fixed(lb, ep) => {
+            anns.insert(names::ANN_HNS_LOAD_BALANCERS.into(), json!(lb.to_string()));
+            anns.insert(names::ANN_HNS_ENDPOINTS.into(), json!(ep.to_string()));
+        }
+        // Just rebooted: HNS holds nothing yet; the refresher reports the catch-up.
+        HnsReport::Auto { .. } => {
+            anns.insert(names::ANN_HNS_LOAD_BALANCERS.into(), json!("0"));
+            anns.insert(names::ANN_HNS_ENDPOINTS.into(), json!("0"));
+        }
     }
     api.patch(&job.node, &PatchParams::default(), &Patch::Merge(json!({"metadata": {"annotations": anns}}))).await?;
     info!(node = %job.node, revision = %job.revision, "simulated agent: applied");
+    if let HnsReport::Auto { sync_seconds } = s.hns {
+        rebooted.lock().expect("lock").insert(job.node.clone(), std::time::Instant::now() + Duration::from_secs_f64(sync_seconds));
+    }
     Ok(())
 }
+
+/// Keep every simulated node's HNS counts at what kube-proxy would have programmed
+/// by now: nothing until its catch-up time after a reboot, then the cluster's totals.
+async fn refresh_hns(client: Client, s: Arc<SimSettings>, tracker: Arc<Mutex<HnsTracker>>, rebooted: Rebooted) {
+    let api: Api<Node> = Api::all(client);
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let totals = tracker.lock().expect("lock").totals();
+        let Ok(nodes) = api.list(&kube::api::ListParams::default().labels("kubernetes.io/os=windows")).await else { continue };
+        for n in nodes.items.iter().filter(|n| n.name_any().starts_with(&s.name_prefix)) {
+            let name = n.name_any();
+            // Only a node the agent has reported on carries counts; a pending reboot keeps its zeros.
+            let Some(lb) = n.annotations().get(names::ANN_HNS_LOAD_BALANCERS) else { continue };
+            let due = rebooted.lock().expect("lock").get(&name).copied();
+            if due.is_some_and(|d| d > std::time::Instant::now()) {
+                continue;
+            }
+            rebooted.lock().expect("lock").remove(&name);
+            let ep = n.annotations().get(names::ANN_HNS_ENDPOINTS);
+            if lb == &totals.0.to_string() && ep == Some(&totals.1.to_string()) {
+                continue;
+            }
+            let body = json!({"metadata": {"annotations": {
+                names::ANN_HNS_LOAD_BALANCERS: totals.0.to_string(),
+                names::ANN_HNS_ENDPOINTS: totals.1.to_string(),
+            }}});
+            if let Err(e) = api.patch(&name, &PatchParams::default(), &Patch::Merge(body)).await {
+                warn!(node = %name, error = %e, "simulated agent could not report HNS counts");
+            }
+        }
+    }
+}
+
+type Rebooted = Arc<Mutex<std::collections::HashMap<String, std::time::Instant>>>;
 
 /// Flip the node's Ready condition the way the kubelet does across a reboot.
 async fn set_ready(api: &Api<Node>, node: &str, ready: bool) -> Result<(), kube::Error> {
@@ -247,6 +305,12 @@ pub async fn run(client: Client, s: SimSettings, shutdown: impl std::future::Fut
         create_nodes(&client, &s).await?;
     }
     let s = Arc::new(s);
+    let rebooted: Rebooted = Arc::default();
+    if matches!(s.hns, HnsReport::Auto { .. }) {
+        let tracker = Arc::new(Mutex::new(HnsTracker::new()));
+        crate::controller::spawn_hns_watches(&client, tracker.clone());
+        tokio::spawn(refresh_hns(client.clone(), s.clone(), tracker, rebooted.clone()));
+    }
     let rng = Arc::new(Mutex::new(SmallRng::seed_from_u64(s.seed)));
     let in_progress: Arc<Mutex<HashSet<(String, String)>>> = Arc::default();
     let pods: Api<Pod> = Api::namespaced(client.clone(), &s.agent_namespace);
@@ -254,7 +318,8 @@ pub async fn run(client: Client, s: SimSettings, shutdown: impl std::future::Fut
     let stream = watcher(pods, cfg).default_backoff().applied_objects();
     let nodes: Api<Node> = Api::all(client.clone());
     let work = stream.try_for_each(|pod| {
-        let (client, s, rng, in_progress, nodes) = (client.clone(), s.clone(), rng.clone(), in_progress.clone(), nodes.clone());
+        let (client, s, rng, in_progress, nodes, rebooted) =
+            (client.clone(), s.clone(), rng.clone(), in_progress.clone(), nodes.clone(), rebooted.clone());
         async move {
             let running = pod.status.as_ref().and_then(|st| st.phase.as_deref()) == Some("Running");
             let Some(job) = job_from_pod(&pod).filter(|j| running && j.node.starts_with(&s.name_prefix)) else { return Ok(()) };
@@ -270,7 +335,7 @@ pub async fn run(client: Client, s: SimSettings, shutdown: impl std::future::Fut
             }
             let fail = s.fail_nodes.contains(&job.node) || rng.lock().expect("lock").random::<f64>() < s.fail_rate;
             tokio::spawn(async move {
-                if let Err(e) = apply_job(client, s, job.clone(), fail).await {
+                if let Err(e) = apply_job(client, s, job.clone(), fail, rebooted).await {
                     warn!(node = %job.node, error = %e, "simulated agent could not report; will retry on the next pod event");
                 }
                 in_progress.lock().expect("lock").remove(&key);
@@ -302,7 +367,7 @@ mod tests {
             agent_namespace: "winpool-agents".into(),
             seed: 1,
             create: true,
-            hns_counts: None,
+            hns: HnsReport::Off,
             reboot_seconds: 0.0,
         }
     }

@@ -29,7 +29,7 @@ async fn a_daemonset_runs_on_simulated_windows_nodes_and_they_stay_ready() {
         agent_namespace: t.agent_namespace(),
         seed: 1,
         create: true,
-        hns_counts: None,
+        hns: winpool::sim::HnsReport::Off,
         reboot_seconds: 0.0,
     };
     let nodes: Api<Node> = Api::all(t.client.clone());

@@ -463,3 +463,24 @@ fn each_node_gets_at_most_one_patch_per_plan() {
     assert_eq!(started.len(), 2);
     assert!(started.iter().all(|p| p.labels.contains_key(names::LABEL_POOL)), "joining and starting is one write");
 }
+
+#[test]
+fn hns_holds_verifying_only_until_its_timeout_and_applying_clears_stale_counts() {
+    let spec = spec_with("hns: {readyTimeout: 5m}");
+    let rev = revision_of(&spec);
+    let mut n = applied(in_state("n", NodeState::Verifying, &rev), &rev);
+    n.hns = HnsReadiness::NotReady;
+    n.state_since = ago(60);
+    let plan = run(&spec, std::slice::from_ref(&n));
+    assert_eq!(transition(&plan, "n"), None, "HNS not ready: keep verifying");
+    n.state_since = ago(6 * 60);
+    let plan = run(&spec, &[n]);
+    assert_eq!(transition(&plan, "n"), Some((NodeState::Verifying, NodeState::Updated)));
+    assert!(plan.warnings.iter().any(|(_, m)| m.contains("readyTimeout")), "reported: {:?}", plan.warnings);
+
+    let mut d = in_state("d", NodeState::Draining, &rev);
+    d.pods_to_evict = 0;
+    let p = patch(&run(&spec, &[d]), "d").unwrap().clone();
+    assert_eq!(p.to, NodeState::Applying);
+    assert_eq!(p.annotations.get(names::ANN_HNS_LOAD_BALANCERS), Some(&None), "pre-reboot counts are dropped");
+}

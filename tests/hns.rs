@@ -1,0 +1,142 @@
+//! HNS readiness against the real control plane: the pool's capacity condition
+//! from the cluster's Services and EndpointSlices, the Node condition and
+//! taint while a rebooted node's HNS catches up, and rollout gating on it.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Service, ServicePort, ServiceSpec};
+use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointSlice};
+use kube::ResourceExt;
+use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use serde_json::json;
+use support::{TEST_LABEL, TestSpace, install_crd, wait_for};
+use winpool::api::{WindowsNodePool, names};
+
+const WAIT: Duration = Duration::from_secs(180);
+
+/// A selector-less Service with a hand-made EndpointSlice of `ready` addresses.
+async fn service_with_endpoints(t: &TestSpace, name: &str, ready: &[&str]) {
+    let svc = Service {
+        metadata: ObjectMeta { name: Some(name.into()), ..Default::default() },
+        spec: Some(ServiceSpec { ports: Some(vec![ServicePort { port: 80, ..Default::default() }]), ..Default::default() }),
+        status: None,
+    };
+    Api::<Service>::namespaced(t.client.clone(), &t.namespace).create(&PostParams::default(), &svc).await.unwrap();
+    let slice = EndpointSlice {
+        metadata: ObjectMeta {
+            name: Some(format!("{name}-1")),
+            labels: Some([("kubernetes.io/service-name".to_string(), name.to_string())].into()),
+            ..Default::default()
+        },
+        address_type: "IPv4".into(),
+        endpoints: Some(
+            ready
+                .iter()
+                .map(|a| Endpoint {
+                    addresses: vec![a.to_string()],
+                    conditions: Some(EndpointConditions { ready: Some(true), ..Default::default() }),
+                    ..Default::default()
+                })
+                .collect(),
+        ),
+        ports: None,
+    };
+    Api::<EndpointSlice>::namespaced(t.client.clone(), &t.namespace).create(&PostParams::default(), &slice).await.unwrap();
+}
+
+fn has_hns_taint(n: &Node) -> bool {
+    n.spec.as_ref().and_then(|s| s.taints.as_ref()).is_some_and(|t| t.iter().any(|t| t.key == names::TAINT_HNS_NOT_READY))
+}
+
+fn hns_condition(n: &Node) -> Option<String> {
+    n.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == names::NODE_CONDITION_HNS_READY).map(|c| c.status.clone())
+}
+
+#[tokio::test]
+async fn capacity_readiness_taint_and_gating_follow_the_clusters_services() {
+    let client = support::client().await;
+    install_crd(&client).await;
+    let mut t = TestSpace::new("hns").await;
+    service_with_endpoints(&t, "web", &["10.77.0.1", "10.77.0.2", "10.77.0.3"]).await;
+    t.start_sim(3, &["--apply-seconds=1", "--hns=auto", "--hns-sync-seconds=4"]);
+    wait_for("3 nodes Ready", WAIT, || async {
+        let n = t.nodes().await;
+        (n.len() == 3 && n.iter().all(winpool::observe::is_ready)).then_some(())
+    })
+    .await;
+
+    let pool = format!("{}-pool", t.id);
+    let body = json!({
+        "apiVersion": "winpool.dev/v1alpha1", "kind": "WindowsNodePool",
+        "metadata": {"name": pool, "labels": {TEST_LABEL: t.id}},
+        "spec": {
+            "nodeSelector": {"matchLabels": {TEST_LABEL: t.id}},
+            "os": {"version": "ltsc2022", "patchLevel": "10.0.20348.2762"},
+            "hns": {"maxLoadBalancers": 1, "maxBackendsPerService": 2, "tolerancePercent": 0},
+            "rollout": {"maxUnavailable": 3, "nodeTimeout": "3m"},
+        }
+    });
+    let pools: Api<WindowsNodePool> = Api::all(t.client.clone());
+    pools.patch(&pool, &PatchParams::apply("winpool-tests").force(), &Patch::Apply(&body)).await.unwrap();
+    t.start_operator(&[]);
+
+    // Capacity: more load balancers than the limit of 1, and "web" has 3 backends > 2.
+    let st = wait_for("HNSCapacity Exceeded naming the service", WAIT, || async {
+        let st = pools.get(&pool).await.ok()?.status?;
+        let hns = st.hns.clone()?;
+        (hns.state == "Exceeded" && hns.services_over_backend_limit.iter().any(|s| s.ends_with("/web"))).then_some(st)
+    })
+    .await;
+    let hns = st.hns.unwrap();
+    assert!(hns.expected_load_balancers >= 2, "{hns:?}");
+    assert_eq!(hns.limit_load_balancers, 1);
+    assert!(hns.services_over_backend_limit.contains(&format!("{}/web", t.namespace)), "{hns:?}");
+    let cond = st.conditions.iter().find(|c| c.type_ == "HNSCapacity").unwrap();
+    assert_eq!((cond.status.as_str(), cond.reason.as_str()), ("False", "Exceeded"));
+    assert!(cond.message.contains("load balancers"), "{}", cond.message);
+
+    // Readiness: after its update each node reports zero counts, is tainted and NotReady,
+    // then catches up; the rollout waits for that.
+    let mut tainted_seen = BTreeSet::new();
+    let nodes_api: Api<Node> = Api::all(t.client.clone());
+    let started = std::time::Instant::now();
+    loop {
+        for n in t.nodes().await {
+            if has_hns_taint(&n) {
+                assert_eq!(hns_condition(&n).as_deref(), Some("False"), "a tainted node says why");
+                assert_ne!(n.annotations().get(names::ANN_STATE).map(String::as_str), Some("Updated"), "gated until HNS is ready");
+                tainted_seen.insert(n.name_any());
+            }
+        }
+        let st = pools.get(&pool).await.unwrap().status.unwrap();
+        if st.nodes.updated == 3 {
+            break;
+        }
+        assert!(started.elapsed() < WAIT, "rollout did not finish: {:?}", st.nodes);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    assert!(!tainted_seen.is_empty(), "rebooted nodes were tainted while HNS caught up");
+    for n in t.nodes().await {
+        assert!(!has_hns_taint(&n), "{} untainted once caught up", n.name_any());
+        assert_eq!(hns_condition(&n).as_deref(), Some("True"), "{}", n.name_any());
+    }
+
+    // A new Service raises the expected counts: nodes fall behind, then the sim catches them up.
+    service_with_endpoints(&t, "api", &["10.77.1.1"]).await;
+    wait_for("nodes to report the new totals and stay ready", WAIT, || async {
+        let lb = pools.get(&pool).await.ok()?.status?.hns?.expected_load_balancers;
+        let nodes = t.nodes().await;
+        nodes
+            .iter()
+            .all(|n| {
+                n.annotations().get(names::ANN_HNS_LOAD_BALANCERS) == Some(&lb.to_string()) && hns_condition(n).as_deref() == Some("True")
+            })
+            .then_some(())
+    })
+    .await;
+    let _ = nodes_api;
+    t.cleanup().await;
+}

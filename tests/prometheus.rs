@@ -1,0 +1,374 @@
+//! End-to-end with a real Prometheus (Debian's /usr/bin/prometheus on
+//! loopback): it scrapes the operator during a simulated rollout with an
+//! injected failure, evaluates the shipped alert rules, and its HTTP API must
+//! show the winpool series with the right values and the failure alert. And:
+//! no alert rule (nor rule unit test) uses a winpool_* metric that the
+//! operator's /metrics page does not export.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::{Value, json};
+use support::{TEST_LABEL, TestSpace, free_port, install_crd, repo_root, wait_for};
+use winpool::api::{WindowsNodePool, names};
+
+const WAIT: Duration = Duration::from_secs(120);
+const PROMETHEUS: &str = "/usr/bin/prometheus";
+const FAILED_ALERT: &str = "WindowsNodePoolNodesFailed";
+
+fn pool_manifest(t: &TestSpace, name: &str, rollout: Value) -> Value {
+    json!({
+        "apiVersion": "winpool.dev/v1alpha1",
+        "kind": "WindowsNodePool",
+        "metadata": {"name": name, "labels": {TEST_LABEL: t.id}},
+        "spec": {
+            "nodeSelector": {"matchLabels": {TEST_LABEL: t.id}},
+            "os": {"version": "ltsc2022", "patchLevel": "10.0.20348.2762"},
+            "runtime": {"name": "containerd", "version": "1.7.22"},
+            "rollout": rollout,
+        }
+    })
+}
+
+async fn apply_pool(t: &TestSpace, body: &Value) {
+    let api: Api<WindowsNodePool> = Api::all(t.client.clone());
+    let name = body["metadata"]["name"].as_str().unwrap();
+    api.patch(name, &PatchParams::apply("winpool-tests").force(), &Patch::Apply(body)).await.expect("pool applies");
+}
+
+async fn wait_nodes_ready(t: &TestSpace, n: usize) {
+    wait_for(&format!("{n} simulated nodes Ready"), WAIT, || async {
+        let nodes = t.nodes().await;
+        (nodes.len() == n && nodes.iter().all(winpool::observe::is_ready)).then_some(())
+    })
+    .await;
+}
+
+/// A temporary directory of this test's own, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(what: &str) -> Self {
+        let p = std::env::temp_dir().join(format!("winpool-{what}-{}-{:08x}", std::process::id(), rand::random::<u32>()));
+        std::fs::create_dir_all(&p).unwrap_or_else(|e| panic!("creating {}: {e}", p.display()));
+        TempDir(p)
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The rules file with every `for:` duration rewritten to `for: 2s`.
+///
+/// The shipped rules hold their alerts pending for 5m to 24h before firing;
+/// the test must not wait that long. `for:` only delays the step from pending
+/// to firing, so shortening it keeps every expression (what this test checks
+/// against real series) byte for byte as shipped. `for:` is always a YAML key
+/// on a line of its own in this file, so a plain line edit is enough (and
+/// needs no regex crate); the count check below catches a rule whose `for:`
+/// the edit would miss.
+fn rules_with_short_for(rules: &str) -> String {
+    let mut out = String::with_capacity(rules.len());
+    let mut rewritten = 0;
+    for line in rules.lines() {
+        let body = line.trim_start();
+        if body.starts_with("for:") {
+            out.push_str(&line[..line.len() - body.len()]);
+            out.push_str("for: 2s");
+            rewritten += 1;
+        } else {
+            out.push_str(line);
+        }
+        out.push('\n');
+    }
+    let alerts = rules.lines().filter(|l| l.trim_start().starts_with("- alert:")).count();
+    assert!(alerts > 0, "no alert rules found");
+    assert_eq!(rewritten, alerts, "every alert rule has exactly one `for:` line that was rewritten");
+    out
+}
+
+/// Prometheus as a child process; killed (and its data removed) on drop, also
+/// when the test fails.
+struct Prometheus {
+    child: Child,
+    port: u16,
+    log: PathBuf,
+    _dir: TempDir,
+}
+
+impl Prometheus {
+    fn start(t: &TestSpace, operator_port: u16) -> Self {
+        assert!(Path::new(PROMETHEUS).is_file(), "{PROMETHEUS} not found: apt-get install prometheus");
+        let dir = TempDir::new("prometheus");
+        let rules_src = repo_root().join("charts/winpool/files/alerts.yaml");
+        let rules = std::fs::read_to_string(&rules_src).unwrap_or_else(|e| panic!("reading {}: {e}", rules_src.display()));
+        let rules_path = dir.path().join("alerts.yaml");
+        std::fs::write(&rules_path, rules_with_short_for(&rules)).expect("write rules copy");
+        let config = format!(
+            "global: {{scrape_interval: 1s, evaluation_interval: 1s}}\n\
+             rule_files:\n  - {rules}\n\
+             scrape_configs:\n  - job_name: winpool\n    static_configs:\n      - targets: ['127.0.0.1:{operator_port}']\n",
+            rules = rules_path.display()
+        );
+        let config_path = dir.path().join("prometheus.yml");
+        std::fs::write(&config_path, config).expect("write prometheus config");
+        let port = free_port();
+        let log = t.log_path("prometheus");
+        std::fs::create_dir_all(log.parent().expect("log dir")).ok();
+        let out = std::fs::File::create(&log).expect("prometheus log file");
+        let child = Command::new(PROMETHEUS)
+            .arg(format!("--config.file={}", config_path.display()))
+            .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().expect("log fd"))
+            .stderr(out)
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {PROMETHEUS}: {e}"));
+        eprintln!("[{}] started prometheus on 127.0.0.1:{port} (log: {})", t.id, log.display());
+        Prometheus { child, port, log, _dir: dir }
+    }
+
+    /// GET an API path and return its `data`, or None until it answers with success.
+    async fn api(&self, path: &str) -> Option<Value> {
+        let (code, body) = http_get10(self.port, path).await?;
+        let v: Value = serde_json::from_str(&body).ok()?;
+        (code == 200 && v["status"] == "success").then(|| v["data"].clone())
+    }
+
+    async fn query(&self, q: &str) -> Option<Vec<Value>> {
+        self.api(&format!("/api/v1/query?query={}", url_encode(q))).await?["result"].as_array().cloned()
+    }
+
+    /// Wait until `q` yields exactly one sample with value `want`; on timeout
+    /// the failure shows what Prometheus last answered.
+    async fn wait_value(&self, q: &str, want: f64) {
+        let start = Instant::now();
+        let mut last = None;
+        loop {
+            if let Some(r) = self.query(q).await {
+                if r.len() == 1 && r[0]["value"][1].as_str().and_then(|s| s.parse::<f64>().ok()) == Some(want) {
+                    eprintln!("prometheus: {q} = {want}");
+                    return;
+                }
+                last = Some(r);
+            }
+            assert!(
+                start.elapsed() < WAIT,
+                "timed out after {WAIT:?} waiting for Prometheus to answer `{q}` with one sample of value {want}; last answer: {last:?} (log: {})",
+                self.log.display()
+            );
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    /// Active alerts (pending or firing) with this name.
+    async fn alerts(&self, name: &str) -> Vec<Value> {
+        let Some(data) = self.api("/api/v1/alerts").await else { return Vec::new() };
+        data["alerts"].as_array().into_iter().flatten().filter(|a| a["labels"]["alertname"] == name).cloned().collect()
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Percent-encode a query parameter (everything but RFC 3986 unreserved characters).
+fn url_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() * 3);
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// A bare GET on loopback like support::http_get, but as HTTP/1.0: Go's HTTP
+/// server (Prometheus) answers an HTTP/1.1 request with a body of more than a
+/// few KB in chunked transfer encoding, and an HTTP/1.0 one without. Chunked
+/// bodies are still decoded, in case.
+async fn http_get10(port: u16, path: &str) -> Option<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.ok()?;
+    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").as_bytes()).await.ok()?;
+    let mut buf = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut buf)).await.ok()?.ok()?;
+    let text = String::from_utf8_lossy(&buf).to_string();
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    let code: u16 = head.split_whitespace().nth(1)?.parse().ok()?;
+    let chunked = head.lines().any(|l| {
+        l.split_once(':').is_some_and(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v.trim().eq_ignore_ascii_case("chunked"))
+    });
+    Some((code, if chunked { dechunk(body)? } else { body.to_string() }))
+}
+
+fn dechunk(mut body: &str) -> Option<String> {
+    let mut out = String::new();
+    loop {
+        let (size, rest) = body.split_once("\r\n")?;
+        let size = usize::from_str_radix(size.split(';').next()?.trim(), 16).ok()?;
+        if size == 0 {
+            return Some(out);
+        }
+        out.push_str(rest.get(..size)?);
+        body = rest.get(size..)?.strip_prefix("\r\n")?;
+    }
+}
+
+#[test]
+fn the_rules_copy_only_shortens_for_durations() {
+    let rules = std::fs::read_to_string(repo_root().join("charts/winpool/files/alerts.yaml")).unwrap();
+    let short = rules_with_short_for(&rules);
+    let diff: Vec<_> = rules.lines().zip(short.lines()).filter(|(a, b)| a != b).collect();
+    assert!(!diff.is_empty());
+    for (a, b) in &diff {
+        assert!(a.trim_start().starts_with("for:") && b.trim() == "for: 2s", "{a:?} -> {b:?}");
+        assert_eq!(a.len() - a.trim_start().len(), b.len() - b.trim_start().len(), "indentation kept");
+    }
+    assert_eq!(rules.lines().count(), short.lines().count());
+    assert_eq!(url_encode(r#"a{pool="x-1",state="Failed"} == 1"#), "a%7Bpool%3D%22x-1%22%2Cstate%3D%22Failed%22%7D%20%3D%3D%201");
+    assert_eq!(dechunk("5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n").as_deref(), Some("hello world"));
+}
+
+#[tokio::test]
+async fn prometheus_scrapes_a_failing_rollout_and_the_failure_alert_goes_off() {
+    let started = Instant::now();
+    let client = support::client().await;
+    install_crd(&client).await;
+    let mut t = TestSpace::new("prometheus-e2e").await;
+    let bad = format!("{}0", t.node_prefix());
+    t.start_sim(3, &["--apply-seconds=1", &format!("--fail-nodes={bad}")]);
+    wait_nodes_ready(&t, 3).await;
+    let pool = format!("{}-pool", t.id);
+    apply_pool(
+        &t,
+        &pool_manifest(&t, &pool, json!({"maxUnavailable": 1, "maxFailedNodes": 1, "nodeTimeout": "3m", "drain": {"timeout": "1m"}})),
+    )
+    .await;
+    // --leader-elect=false (the harness's default): the single replica sets winpool_leader 1.
+    let admin = t.start_operator(&[]);
+    let prom = Prometheus::start(&t, admin);
+
+    wait_for("Prometheus to be ready", WAIT, || async { http_get10(prom.port, "/-/ready").await.filter(|(c, _)| *c == 200) }).await;
+    // The rules copy loaded: every shipped alert is known to Prometheus.
+    let groups = wait_for("Prometheus to load the rules", WAIT, || async { prom.api("/api/v1/rules").await }).await;
+    let loaded: Vec<&str> = groups["groups"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|g| g["rules"].as_array().into_iter().flatten())
+        .filter_map(|r| r["name"].as_str())
+        .collect();
+    assert!(loaded.contains(&FAILED_ALERT), "rules loaded: {loaded:?}");
+    assert!(loaded.len() >= 9, "every alert rule loaded: {loaded:?}");
+
+    prom.wait_value(r#"up{job="winpool"}"#, 1.0).await;
+    eprintln!("[{}] Prometheus scrapes the operator after {:?}", t.id, started.elapsed());
+
+    let p = format!("pool=\"{pool}\"");
+    prom.wait_value(&format!("winpool_pool_failed_nodes{{{p}}}"), 1.0).await;
+    prom.wait_value(&format!("winpool_pool_nodes{{{p},state=\"Failed\"}}"), 1.0).await;
+    prom.wait_value(&format!("winpool_pool_rollout_paused{{{p},reason=\"failures\"}}"), 1.0).await;
+    prom.wait_value(&format!("winpool_pool_rollout_paused{{{p},reason=\"spec\"}}"), 0.0).await;
+    prom.wait_value(r#"winpool_leader{job="winpool"}"#, 1.0).await;
+    prom.wait_value(&format!("winpool_pool_nodes_desired{{{p}}}"), 3.0).await;
+    eprintln!("[{}] series right after {:?}", t.id, started.elapsed());
+
+    let alert = wait_for(&format!("{FAILED_ALERT} for pool {pool} to be pending or firing"), WAIT, || async {
+        prom.alerts(FAILED_ALERT)
+            .await
+            .into_iter()
+            .find(|a| a["labels"]["pool"] == pool.as_str() && matches!(a["state"].as_str(), Some("pending" | "firing")))
+    })
+    .await;
+    eprintln!("[{}] {FAILED_ALERT} {} after {:?}: {alert}", t.id, alert["state"], started.elapsed());
+    assert_eq!(alert["labels"]["severity"], "warning");
+    assert_eq!(alert["labels"]["job"], "winpool", "the per-pool alert keeps the target labels");
+    assert!(alert["annotations"]["summary"].as_str().is_some_and(|s| s.contains(&pool)), "{alert}");
+    assert_eq!(alert["value"].as_str().and_then(|v| v.parse::<f64>().ok()), Some(1.0), "{alert}");
+
+    // The operator is up and leads: the job-level alerts stay quiet.
+    for quiet in ["WinpoolOperatorDown", "WinpoolNoLeader"] {
+        let active = prom.alerts(quiet).await;
+        assert!(active.is_empty(), "{quiet} must not be active: {active:?}");
+    }
+
+    drop(prom);
+    t.cleanup().await;
+    eprintln!("prometheus end-to-end took {:?}", started.elapsed());
+}
+
+#[tokio::test]
+async fn every_metric_the_alert_rules_use_is_exported_by_the_operator() {
+    let started = Instant::now();
+    let client = support::client().await;
+    install_crd(&client).await;
+    let mut t = TestSpace::new("prometheus-names").await;
+    t.start_sim(2, &["--apply-seconds=1"]);
+    wait_nodes_ready(&t, 2).await;
+    // One node reports no HNS policies at all, as after a reboot: below what
+    // the cluster's Services need (the `kubernetes` Service alone needs one
+    // load balancer and one endpoint), so it is HNS-not-ready. Per-node HNS
+    // series exist only for such nodes, and a metric without series has no
+    // line on the page at all.
+    let lagging = format!("{}0", t.node_prefix());
+    let nodes_api: Api<Node> = Api::all(t.client.clone());
+    let counts = json!({"metadata": {"annotations": {names::ANN_HNS_LOAD_BALANCERS: "0", names::ANN_HNS_ENDPOINTS: "0"}}});
+    nodes_api.patch(&lagging, &PatchParams::default(), &Patch::Merge(counts)).await.expect("annotate HNS counts");
+    let pool = format!("{}-pool", t.id);
+    apply_pool(&t, &pool_manifest(&t, &pool, json!({"maxUnavailable": 1}))).await;
+    let admin = t.start_operator(&[]);
+
+    // After a reconcile of the pool, so its per-pool series exist.
+    let marker = format!("winpool_pool_nodes_desired{{pool=\"{pool}\"}}");
+    let mut page = wait_for("the operator to export the pool's series", WAIT, || async {
+        support::http_get(admin, "/metrics").await.filter(|(c, b)| *c == 200 && b.contains(&marker)).map(|(_, b)| b)
+    })
+    .await;
+    // And the lagging node's series. Not an assertion of its own: when it
+    // never shows up, the names check below says which metric is missing.
+    let node_marker = format!("node=\"{lagging}\"");
+    let start = Instant::now();
+    while !page.lines().any(|l| l.starts_with("winpool_node_hns_ready{") && l.contains(&node_marker)) && start.elapsed() < WAIT {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        if let Some((200, b)) = support::http_get(admin, "/metrics").await {
+            page = b;
+        }
+    }
+    let dir = TempDir::new("metrics");
+    let file = dir.path().join("metrics.txt");
+    std::fs::write(&file, &page).expect("save /metrics");
+    // A copy next to the other logs, to look at after a failure.
+    std::fs::write(t.log_path("metrics"), &page).ok();
+
+    let out = Command::new(repo_root().join("hack/alerts-test.sh")).arg("--metrics").arg(&file).output().expect("hack/alerts-test.sh runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "hack/alerts-test.sh --metrics failed: the rules or their tests use metrics the operator does not export \
+         (saved page: {})\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
+        t.log_path("metrics").display()
+    );
+    eprintln!("{}", stdout.lines().last().unwrap_or_default());
+    t.cleanup().await;
+    eprintln!("metric names check took {:?}", started.elapsed());
+}
