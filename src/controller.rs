@@ -50,6 +50,9 @@ pub enum Error {
 }
 
 impl Error {
+    /// Every value [`Error::metric_reason`] can take, so each series exists (at 0) from the start.
+    pub const METRIC_REASONS: [&'static str; 6] = ["conflict", "forbidden", "api", "transport", "finalizer", "node_patch"];
+
     /// Bounded label for the reconcile-errors metric.
     pub fn metric_reason(&self) -> &'static str {
         match self {

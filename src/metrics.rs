@@ -168,6 +168,10 @@ impl Metrics {
             caches_synced,
         };
         m.build_info.with_label_values(&[env!("CARGO_PKG_VERSION")]).set(1);
+        // A counter series that first appears at 1 is invisible to rate(): start every reason at 0.
+        for r in crate::controller::Error::METRIC_REASONS {
+            m.reconcile_errors.with_label_values(&[r]);
+        }
         Arc::new(m)
     }
 

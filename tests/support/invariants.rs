@@ -1,0 +1,695 @@
+//! The rollout's invariants (issue 10), checked on samples of the cluster.
+//!
+//! A test samples the nodes of a pool, the pool and the agent DaemonSets every
+//! few hundred milliseconds while it disturbs the cluster, and feeds each
+//! [`Sample`] to a [`Checker`]. The checks themselves are pure functions over
+//! plain structs, so the tests at the bottom can plant a bug in a hand-made
+//! state and see it caught.
+//!
+//! Invariants:
+//! - at most maxUnavailable nodes unavailable at once (cordoned by winpool, or
+//!   Draining/Applying/Verifying), maxUnavailable resolved like the operator does;
+//! - no node drained twice for one revision;
+//! - no node left cordoned by winpool once its own rollout is over, nor while
+//!   the pool says it is done or paused with nothing in flight;
+//! - no node whose revision label names a DaemonSet that does not exist;
+//! - at the end, the pool's status counts agree with the nodes.
+//!
+//! Two samples of the API are never one snapshot: nodes, the pool and the
+//! DaemonSets are listed one after the other while the operator writes. A check
+//! that relates two objects (a node and a DaemonSet, a node and the pool's
+//! status) only reports a violation that persists across two consecutive samples
+//! at least [`GRACE`] apart; a check on one object (its state annotation and its
+//! cordon are written in one patch) reports at once.
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::ResourceExt;
+use winpool::api::{NodeCounts, WindowsNodePool, conditions, names};
+
+/// How long a violation between two objects must persist before it counts.
+///
+/// The operator applies a revision's DaemonSet before it labels any node for
+/// it, and deletes a DaemonSet only after no node carries its revision; but a
+/// sample lists nodes and DaemonSets in two requests, so a node can be seen
+/// moving off a revision whose DaemonSet the next request no longer finds.
+/// Likewise the pool's status and its nodes are read apart. A real violation
+/// persists; the race between two reads does not survive a second sample.
+pub const GRACE: Duration = Duration::from_secs(1);
+
+const IN_FLIGHT: [&str; 3] = ["Draining", "Applying", "Verifying"];
+
+/// One node, as the invariants need it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NodeSample {
+    pub name: String,
+    pub pool_label: Option<String>,
+    pub revision_label: Option<String>,
+    pub state: Option<String>,
+    pub started_at: Option<String>,
+    pub target_revision: Option<String>,
+    pub drained_revision: Option<String>,
+    /// `winpool.dev/cordoned: "true"`.
+    pub cordoned_by_winpool: bool,
+    pub unschedulable: bool,
+}
+
+impl NodeSample {
+    pub fn from_node(n: &Node) -> Self {
+        let ann = |k: &str| n.annotations().get(k).cloned();
+        NodeSample {
+            name: n.name_any(),
+            pool_label: n.labels().get(names::LABEL_POOL).cloned(),
+            revision_label: n.labels().get(names::LABEL_REVISION).cloned(),
+            state: ann(names::ANN_STATE),
+            started_at: ann(names::ANN_STARTED_AT),
+            target_revision: ann(names::ANN_TARGET_REVISION),
+            drained_revision: ann(names::ANN_DRAINED_REVISION),
+            cordoned_by_winpool: ann(names::ANN_CORDONED_BY_WINPOOL).as_deref() == Some("true"),
+            unschedulable: n.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false),
+        }
+    }
+
+    pub fn in_flight(&self) -> bool {
+        self.state.as_deref().is_some_and(|s| IN_FLIGHT.contains(&s))
+    }
+
+    /// Cordoned, and by winpool.
+    pub fn winpool_cordoned(&self) -> bool {
+        self.cordoned_by_winpool && self.unschedulable
+    }
+
+    /// Taken out of service by the rollout.
+    pub fn unavailable(&self) -> bool {
+        self.in_flight() || self.winpool_cordoned()
+    }
+
+    fn state_str(&self) -> &str {
+        self.state.as_deref().unwrap_or("<none>")
+    }
+}
+
+/// The pool, as the invariants need it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PoolSample {
+    pub name: String,
+    pub generation: Option<i64>,
+    pub observed_generation: Option<i64>,
+    pub revision: Option<String>,
+    pub counts: NodeCounts,
+    /// Condition Ready is True.
+    pub ready: bool,
+    /// Condition Paused is True (by spec or by the failure limit).
+    pub paused: bool,
+    pub max_unavailable: IntOrString,
+}
+
+impl PoolSample {
+    pub fn from_pool(p: &WindowsNodePool) -> Self {
+        let st = p.status.clone().unwrap_or_default();
+        let is = |t: &str| st.conditions.iter().any(|c| c.type_ == t && c.status == "True");
+        PoolSample {
+            name: p.name_any(),
+            generation: p.metadata.generation,
+            observed_generation: st.observed_generation,
+            revision: st.revision.clone(),
+            counts: st.nodes.clone(),
+            ready: is(conditions::READY),
+            paused: is(conditions::PAUSED),
+            max_unavailable: p.spec.rollout.max_unavailable.clone(),
+        }
+    }
+
+    /// The operator says the rollout of the current spec is over, or held with nothing in flight.
+    pub fn settled(&self) -> bool {
+        let current = self.observed_generation.is_some() && self.observed_generation == self.generation;
+        current && self.counts.updating == 0 && (self.ready || self.paused)
+    }
+}
+
+/// One look at the cluster: the pool's nodes, the pool, and its agent DaemonSets' revisions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    /// When, since the checker's epoch (only differences matter).
+    pub at: Duration,
+    pub pool: PoolSample,
+    pub nodes: Vec<NodeSample>,
+    /// Revisions (label `winpool.dev/revision`) of the pool's DaemonSets that exist and are not being deleted.
+    pub daemonset_revisions: BTreeSet<String>,
+}
+
+impl Sample {
+    pub fn from_cluster(at: Duration, pool: &WindowsNodePool, nodes: &[Node], daemonsets: &[DaemonSet]) -> Self {
+        let name = pool.name_any();
+        let daemonset_revisions = daemonsets
+            .iter()
+            .filter(|d| d.metadata.deletion_timestamp.is_none())
+            .filter(|d| d.labels().get(names::LABEL_POOL) == Some(&name))
+            .filter_map(|d| d.labels().get(names::LABEL_REVISION).cloned())
+            .collect();
+        Sample {
+            at,
+            pool: PoolSample::from_pool(pool),
+            nodes: nodes.iter().map(NodeSample::from_node).collect(),
+            daemonset_revisions,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Kind {
+    TooManyUnavailable,
+    DrainedTwice,
+    StrandedCordon,
+    MissingDaemonSet,
+    StatusMismatch,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Violation {
+    pub at: Duration,
+    pub kind: Kind,
+    pub message: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "[t={:.1}s] {:?}: {}", self.at.as_secs_f64(), self.kind, self.message)
+    }
+}
+
+// ---- The checks: pure functions of one sample. ----
+
+/// More nodes out of service than maxUnavailable (resolved against the pool size
+/// like the operator: a percentage rounds down, never below one node).
+pub fn too_many_unavailable(nodes: &[NodeSample], max_unavailable: &IntOrString) -> Option<String> {
+    let limit = winpool::rollout::max_unavailable(max_unavailable, nodes.len());
+    let out: Vec<String> = nodes.iter().filter(|n| n.unavailable()).map(|n| format!("{} ({})", n.name, n.state_str())).collect();
+    (out.len() > limit).then(|| {
+        format!(
+            "{} of {} nodes unavailable, maxUnavailable {} allows {limit}: {}",
+            out.len(),
+            nodes.len(),
+            match max_unavailable {
+                IntOrString::Int(i) => i.to_string(),
+                IntOrString::String(s) => s.clone(),
+            },
+            out.join(", ")
+        )
+    })
+}
+
+/// Nodes cordoned by winpool although their own rollout is not in flight:
+/// the cordon and the state are written in one patch, so this is never a race.
+pub fn stranded_cordons(nodes: &[NodeSample]) -> Vec<(String, String)> {
+    nodes
+        .iter()
+        .filter(|n| n.winpool_cordoned() && !n.in_flight())
+        .map(|n| (n.name.clone(), format!("{} is cordoned by winpool but its state is {}", n.name, n.state_str())))
+        .collect()
+}
+
+/// Nodes cordoned by winpool while the pool says its rollout is done or paused with nothing in flight.
+pub fn cordoned_while_settled(nodes: &[NodeSample], pool: &PoolSample) -> Vec<(String, String)> {
+    if !pool.settled() {
+        return Vec::new();
+    }
+    let why = if pool.ready { "done" } else { "paused" };
+    nodes
+        .iter()
+        .filter(|n| n.winpool_cordoned())
+        .map(|n| (n.name.clone(), format!("{} is still cordoned by winpool although the rollout is {why} ({})", n.name, n.state_str())))
+        .collect()
+}
+
+/// A Draining node whose drained-revision already is its target: it is being drained a second time.
+pub fn draining_an_already_drained_revision(nodes: &[NodeSample]) -> Vec<(String, String)> {
+    nodes
+        .iter()
+        .filter(|n| n.state.as_deref() == Some("Draining"))
+        .filter(|n| n.target_revision.is_some() && n.target_revision == n.drained_revision)
+        .map(|n| {
+            let rev = n.target_revision.clone().unwrap_or_default();
+            (format!("{}/{rev}", n.name), format!("{} is Draining for revision {rev}, which its drained-revision says was drained already", n.name))
+        })
+        .collect()
+}
+
+/// (node, revision) pairs whose revision label names no existing DaemonSet of the pool.
+pub fn missing_daemonsets(nodes: &[NodeSample], pool: &str, daemonset_revisions: &BTreeSet<String>) -> Vec<(String, String)> {
+    nodes
+        .iter()
+        .filter(|n| n.pool_label.as_deref() == Some(pool))
+        .filter_map(|n| n.revision_label.as_ref().map(|r| (n, r)))
+        .filter(|(_, r)| !daemonset_revisions.contains(*r))
+        .map(|(n, r)| (n.name.clone(), r.clone()))
+        .collect()
+}
+
+/// Whether the pool's status counts agree with what the nodes say. Only meaningful
+/// once the rollout has converged: mid-rollout the two are read apart.
+pub fn status_disagreements(nodes: &[NodeSample], pool: &PoolSample) -> Vec<String> {
+    let mut out = Vec::new();
+    let rev = pool.revision.as_deref();
+    let mut want = NodeCounts { total: nodes.len() as i32, ..Default::default() };
+    for n in nodes {
+        match n.state.as_deref() {
+            Some("Updated") if rev.is_some() && n.revision_label.as_deref() == rev => want.updated += 1,
+            Some("Failed") => want.failed += 1,
+            _ if n.in_flight() => want.updating += 1,
+            _ => want.pending += 1,
+        }
+    }
+    if pool.counts != want {
+        out.push(format!("pool {} reports {:?}, its nodes say {:?}", pool.name, pool.counts, want));
+    }
+    if pool.observed_generation != pool.generation {
+        out.push(format!(
+            "pool {} status is for generation {:?}, the spec is generation {:?}",
+            pool.name, pool.observed_generation, pool.generation
+        ));
+    }
+    let complete = want.total > 0 && want.updated == want.total;
+    if pool.ready != complete {
+        out.push(format!("pool {} says Ready={} but {} of {} nodes are Updated", pool.name, pool.ready, want.updated, want.total));
+    }
+    out
+}
+
+/// How often the operator logged that it cordoned a node to drain it, per (node, revision).
+/// Complements sampling: a drain that starts and ends between two samples still shows here.
+pub fn drain_starts_from_log(text: &str) -> BTreeMap<(String, String), usize> {
+    const MARK: &str = "cordoned; draining for revision ";
+    let mut out = BTreeMap::new();
+    for line in text.lines() {
+        let Some((_, rest)) = line.split_once(MARK) else { continue };
+        let Some(rev) = rest.split_whitespace().next() else { continue };
+        let Some(node) = rest.split_whitespace().find_map(|w| w.strip_prefix("node=")) else { continue };
+        *out.entry((node.trim_matches('"').to_string(), rev.to_string())).or_insert(0) += 1;
+    }
+    out
+}
+
+/// (node, revision) pairs that the logs say were drained more than once.
+pub fn drained_twice_in_logs(starts: &BTreeMap<(String, String), usize>) -> Vec<String> {
+    starts.iter().filter(|(_, c)| **c > 1).map(|((n, r), c)| format!("{n} was cordoned and drained {c} times for revision {r}")).collect()
+}
+
+// ---- The stateful checker. ----
+
+/// Keys that must stay present over consecutive samples at least `GRACE` apart before they count.
+#[derive(Debug, Default)]
+struct Persisting {
+    since: BTreeMap<String, Duration>,
+}
+
+impl Persisting {
+    /// Feed this sample's keys; returns those present in this and the previous samples since ≥ GRACE ago.
+    fn update(&mut self, at: Duration, keys: impl IntoIterator<Item = String>) -> Vec<String> {
+        let keys: BTreeSet<String> = keys.into_iter().collect();
+        self.since.retain(|k, _| keys.contains(k));
+        let mut out = Vec::new();
+        for k in keys {
+            let first = *self.since.entry(k.clone()).or_insert(at);
+            if at.saturating_sub(first) >= GRACE {
+                out.push(k);
+            }
+        }
+        out
+    }
+}
+
+/// Feeds on samples, keeps what must be remembered between them, and collects violations.
+#[derive(Debug, Default)]
+pub struct Checker {
+    /// (node, target revision) -> started-at when first seen Draining.
+    drains: BTreeMap<(String, String), String>,
+    missing_ds: Persisting,
+    settled_cordons: Persisting,
+    reported: BTreeSet<(Kind, String)>,
+    pub violations: Vec<Violation>,
+    pub samples: usize,
+    /// The most nodes seen unavailable at once.
+    pub peak_unavailable: usize,
+}
+
+impl Checker {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Record once per (kind, key): a standing problem is one violation, not one per sample.
+    fn record(&mut self, at: Duration, kind: Kind, key: String, message: String) {
+        if self.reported.insert((kind, key)) {
+            self.violations.push(Violation { at, kind, message });
+        }
+    }
+
+    /// Check one sample taken during the rollout.
+    pub fn observe(&mut self, s: &Sample) {
+        self.samples += 1;
+        let at = s.at;
+        self.peak_unavailable = self.peak_unavailable.max(s.nodes.iter().filter(|n| n.unavailable()).count());
+
+        if let Some(msg) = too_many_unavailable(&s.nodes, &s.pool.max_unavailable) {
+            self.record(at, Kind::TooManyUnavailable, msg.clone(), msg);
+        }
+
+        for n in s.nodes.iter().filter(|n| n.state.as_deref() == Some("Draining")) {
+            let (Some(rev), Some(started)) = (&n.target_revision, &n.started_at) else { continue };
+            let key = (n.name.clone(), rev.clone());
+            match self.drains.get(&key) {
+                None => {
+                    self.drains.insert(key, started.clone());
+                }
+                Some(first) if first != started => {
+                    let msg = format!("{} drained twice for revision {rev}: started at {first}, again at {started}", n.name);
+                    self.record(at, Kind::DrainedTwice, format!("{}/{rev}/{started}", n.name), msg);
+                }
+                Some(_) => {}
+            }
+        }
+        for (key, msg) in draining_an_already_drained_revision(&s.nodes) {
+            self.record(at, Kind::DrainedTwice, key, msg);
+        }
+
+        for (node, msg) in stranded_cordons(&s.nodes) {
+            self.record(at, Kind::StrandedCordon, format!("{node}/{msg}"), msg);
+        }
+        let settled = cordoned_while_settled(&s.nodes, &s.pool);
+        let persisted = self.settled_cordons.update(at, settled.iter().map(|(n, _)| n.clone()));
+        for (node, msg) in settled.into_iter().filter(|(n, _)| persisted.contains(n)) {
+            self.record(at, Kind::StrandedCordon, format!("settled/{node}"), msg);
+        }
+
+        let missing = missing_daemonsets(&s.nodes, &s.pool.name, &s.daemonset_revisions);
+        let persisted = self.missing_ds.update(at, missing.iter().map(|(n, r)| format!("{n} -> {r}")));
+        for (node, rev) in missing {
+            let key = format!("{node} -> {rev}");
+            if persisted.contains(&key) {
+                let msg = format!(
+                    "{node} carries {}={rev} but the pool has no DaemonSet for that revision (has {:?})",
+                    names::LABEL_REVISION,
+                    s.daemonset_revisions
+                );
+                self.record(at, Kind::MissingDaemonSet, key, msg);
+            }
+        }
+    }
+
+    /// Check the final sample, after the test saw the rollout converge: everything
+    /// that needed a grace mid-rollout must now hold exactly.
+    pub fn finish(&mut self, s: &Sample) {
+        self.observe(s);
+        let at = s.at;
+        for n in s.nodes.iter().filter(|n| n.winpool_cordoned() || n.cordoned_by_winpool) {
+            let msg = format!("{} is still marked cordoned by winpool after the rollout ({})", n.name, n.state_str());
+            self.record(at, Kind::StrandedCordon, format!("final/{}", n.name), msg);
+        }
+        for (node, rev) in missing_daemonsets(&s.nodes, &s.pool.name, &s.daemonset_revisions) {
+            let msg = format!("{node} carries revision {rev} but the pool has no DaemonSet for it at the end");
+            self.record(at, Kind::MissingDaemonSet, format!("final/{node}"), msg);
+        }
+        for msg in status_disagreements(&s.nodes, &s.pool) {
+            self.record(at, Kind::StatusMismatch, msg.clone(), msg);
+        }
+    }
+
+    /// Drains counted from the operators' logs (every incarnation's).
+    pub fn check_logs(&mut self, at: Duration, logs: &[String]) {
+        let mut all = BTreeMap::new();
+        for text in logs {
+            for (k, c) in drain_starts_from_log(text) {
+                *all.entry(k).or_insert(0) += c;
+            }
+        }
+        for msg in drained_twice_in_logs(&all) {
+            self.record(at, Kind::DrainedTwice, format!("log/{msg}"), msg);
+        }
+    }
+
+    pub fn kinds(&self) -> BTreeSet<Kind> {
+        self.violations.iter().map(|v| v.kind).collect()
+    }
+
+    pub fn report(&self) -> String {
+        if self.violations.is_empty() {
+            return format!("invariants held over {} samples (peak unavailable {})", self.samples, self.peak_unavailable);
+        }
+        let mut s = format!("{} invariant violations over {} samples:\n", self.violations.len(), self.samples);
+        for v in &self.violations {
+            s.push_str(&format!("  {v}\n"));
+        }
+        s
+    }
+
+    pub fn assert_clean(&self) {
+        assert!(self.violations.is_empty(), "{}", self.report());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The checker on hand-made states: a good rollout passes, each planted bug is caught.
+    use super::*;
+
+    const POOL: &str = "p";
+
+    fn node(name: &str, state: &str, rev: &str) -> NodeSample {
+        let in_flight = IN_FLIGHT.contains(&state);
+        NodeSample {
+            name: name.into(),
+            pool_label: Some(POOL.into()),
+            revision_label: Some(rev.into()),
+            state: Some(state.into()),
+            started_at: in_flight.then(|| "2026-11-29T12:00:00Z".into()),
+            target_revision: in_flight.then(|| rev.into()),
+            drained_revision: None,
+            cordoned_by_winpool: in_flight,
+            unschedulable: in_flight,
+        }
+    }
+
+    fn pool(mu: IntOrString, nodes: &[NodeSample], rev: &str) -> PoolSample {
+        let count = |s: &str| nodes.iter().filter(|n| n.state.as_deref() == Some(s)).count() as i32;
+        let updating = nodes.iter().filter(|n| n.in_flight()).count() as i32;
+        let counts = NodeCounts {
+            total: nodes.len() as i32,
+            updated: count("Updated"),
+            updating,
+            pending: count("Pending"),
+            failed: count("Failed"),
+        };
+        PoolSample {
+            name: POOL.into(),
+            generation: Some(1),
+            observed_generation: Some(1),
+            revision: Some(rev.into()),
+            ready: counts.updated == counts.total,
+            paused: false,
+            counts,
+            max_unavailable: mu,
+        }
+    }
+
+    fn sample(at_ms: u64, nodes: Vec<NodeSample>, mu: IntOrString, ds: &[&str]) -> Sample {
+        Sample {
+            at: Duration::from_millis(at_ms),
+            pool: pool(mu, &nodes, "r1"),
+            nodes,
+            daemonset_revisions: ds.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn a_good_rollout_passes() {
+        let mut c = Checker::new();
+        let two = IntOrString::Int(2);
+        c.observe(&sample(0, vec![node("a", "Draining", "r1"), node("b", "Applying", "r1"), node("c", "Pending", "r0")], two.clone(), &["r0", "r1"]));
+        c.observe(&sample(500, vec![node("a", "Applying", "r1"), node("b", "Updated", "r1"), node("c", "Draining", "r1")], two.clone(), &["r0", "r1"]));
+        // r0's DaemonSet went away once no node carried it.
+        c.finish(&sample(1000, vec![node("a", "Updated", "r1"), node("b", "Updated", "r1"), node("c", "Updated", "r1")], two, &["r1"]));
+        c.assert_clean();
+        assert_eq!(c.peak_unavailable, 2);
+    }
+
+    #[test]
+    fn planted_bug_too_many_unavailable_is_caught() {
+        // 10% of 30 nodes is 3; four are out.
+        let mut nodes: Vec<NodeSample> = (0..30).map(|i| node(&format!("n{i}"), "Pending", "r1")).collect();
+        for n in nodes.iter_mut().take(3) {
+            *n = node(&n.name.clone(), "Applying", "r1");
+        }
+        let pct = IntOrString::String("10%".into());
+        assert_eq!(too_many_unavailable(&nodes, &pct), None, "three of thirty is within 10%");
+        // The fourth is not in flight, but winpool's cordon is still on it: it counts.
+        nodes[3].cordoned_by_winpool = true;
+        nodes[3].unschedulable = true;
+        let mut c = Checker::new();
+        c.observe(&sample(0, nodes, pct, &["r1"]));
+        assert!(c.kinds().contains(&Kind::TooManyUnavailable), "{}", c.report());
+        // Percentages never resolve below one node; a small pool still moves one at a time, not two.
+        let small = vec![node("a", "Draining", "r1"), node("b", "Verifying", "r1"), node("c", "Pending", "r1")];
+        assert!(too_many_unavailable(&small, &IntOrString::String("10%".into())).is_some());
+        assert!(too_many_unavailable(&small[..1], &IntOrString::String("10%".into())).is_none());
+    }
+
+    #[test]
+    fn planted_bug_drained_twice_is_caught() {
+        let mut c = Checker::new();
+        let mu = IntOrString::Int(5);
+        let first = node("a", "Draining", "r1");
+        c.observe(&sample(0, vec![first.clone()], mu.clone(), &["r1"]));
+        c.observe(&sample(500, vec![node("a", "Applying", "r1")], mu.clone(), &["r1"]));
+        // The same node cordoned and drained again for the same revision: a new started-at.
+        let mut again = first.clone();
+        again.started_at = Some("2026-11-29T12:03:00Z".into());
+        c.observe(&sample(1000, vec![again], mu.clone(), &["r1"]));
+        assert_eq!(c.kinds(), BTreeSet::from([Kind::DrainedTwice]), "{}", c.report());
+
+        // Draining for a revision its drained-revision already names.
+        let mut c = Checker::new();
+        let mut d = node("b", "Draining", "r2");
+        d.drained_revision = Some("r2".into());
+        c.observe(&sample(0, vec![d], mu.clone(), &["r2"]));
+        assert_eq!(c.kinds(), BTreeSet::from([Kind::DrainedTwice]), "{}", c.report());
+
+        // A drain for a new revision, and a retarget mid-drain (same started-at), are fine.
+        let mut c = Checker::new();
+        c.observe(&sample(0, vec![node("a", "Draining", "r1")], mu.clone(), &["r1"]));
+        let mut retarget = node("a", "Draining", "r2");
+        retarget.revision_label = Some("r1".into());
+        c.observe(&sample(500, vec![retarget], mu.clone(), &["r1", "r2"]));
+        c.assert_clean();
+
+        // The operator's log: one start per (node, revision) is right, two is the bug.
+        let log = "\
+2026-11-29T17:15:30Z  INFO winpool::controller: cordoned; draining for revision aaa pool=\"p\" node=n1 from=\"Pending\" to=\"Draining\"
+2026-11-29T17:15:31Z  INFO winpool::controller: cordoned; draining for revision aaa pool=\"p\" node=n2 from=\"Pending\" to=\"Draining\"
+2026-11-29T17:15:40Z  INFO winpool::controller: cordoned; draining for revision bbb pool=\"p\" node=n1 from=\"Pending\" to=\"Draining\"
+";
+        let restarted = "2026-11-29T17:16:00Z  INFO winpool::controller: cordoned; draining for revision aaa pool=\"p\" node=n2 from=\"Pending\" to=\"Draining\"\n";
+        let mut c = Checker::new();
+        c.check_logs(Duration::ZERO, &[log.to_string()]);
+        c.assert_clean();
+        c.check_logs(Duration::ZERO, &[log.to_string(), restarted.to_string()]);
+        assert_eq!(c.violations.len(), 1, "{}", c.report());
+        assert!(c.violations[0].message.contains("n2 was cordoned and drained 2 times for revision aaa"), "{}", c.report());
+    }
+
+    #[test]
+    fn planted_bug_stranded_cordon_is_caught() {
+        let mu = IntOrString::Int(5);
+        // Updated, but winpool's cordon is still on: caught at once, mid-rollout.
+        let mut stuck = node("a", "Updated", "r1");
+        stuck.cordoned_by_winpool = true;
+        stuck.unschedulable = true;
+        let mut c = Checker::new();
+        c.observe(&sample(0, vec![stuck.clone(), node("b", "Draining", "r1")], mu.clone(), &["r1"]));
+        assert_eq!(c.kinds(), BTreeSet::from([Kind::StrandedCordon]), "{}", c.report());
+
+        // An administrator's cordon is not winpool's: not a violation.
+        let mut admin = node("c", "Updated", "r1");
+        admin.unschedulable = true;
+        let mut c = Checker::new();
+        c.finish(&sample(0, vec![admin], mu.clone(), &["r1"]));
+        c.assert_clean();
+
+        // Paused with nothing in flight (the operator's own status says so) but a node still
+        // cordoned in a state that claims it is in flight: the operator's status and nodes disagree.
+        let mut paused = pool(mu.clone(), &[], "r1");
+        paused.paused = true;
+        paused.ready = false;
+        paused.counts = NodeCounts { total: 2, updated: 1, updating: 0, pending: 1, failed: 0 };
+        let nodes = vec![node("a", "Updated", "r1"), node("d", "Verifying", "r1")];
+        let mut c = Checker::new();
+        for at in [0, 600, 1200] {
+            c.observe(&Sample {
+                at: Duration::from_millis(at),
+                pool: paused.clone(),
+                nodes: nodes.clone(),
+                daemonset_revisions: ["r1".to_string()].into(),
+            });
+        }
+        assert_eq!(c.kinds(), BTreeSet::from([Kind::StrandedCordon]), "{}", c.report());
+        assert!(c.violations[0].message.contains("paused"), "{}", c.report());
+    }
+
+    #[test]
+    fn planted_bug_missing_daemonset_is_caught_after_the_grace() {
+        let mu = IntOrString::Int(5);
+        let nodes = vec![node("a", "Updated", "r1"), node("b", "Applying", "r2")];
+        let mut c = Checker::new();
+        // One sample without r2's DaemonSet: could be two reads racing the operator.
+        c.observe(&sample(0, nodes.clone(), mu.clone(), &["r1"]));
+        c.observe(&sample(500, nodes.clone(), mu.clone(), &["r1"]));
+        assert!(c.violations.is_empty(), "within the grace: {}", c.report());
+        // It comes back: the race resolved, the clock restarts.
+        c.observe(&sample(900, nodes.clone(), mu.clone(), &["r1", "r2"]));
+        c.observe(&sample(1500, nodes.clone(), mu.clone(), &["r1"]));
+        c.observe(&sample(2000, nodes.clone(), mu.clone(), &["r1"]));
+        assert!(c.violations.is_empty(), "{}", c.report());
+        // Still missing a second later: a real violation.
+        c.observe(&sample(2600, nodes.clone(), mu.clone(), &["r1"]));
+        assert_eq!(c.kinds(), BTreeSet::from([Kind::MissingDaemonSet]), "{}", c.report());
+        assert!(c.violations[0].message.contains("b carries winpool.dev/revision=r2"), "{}", c.report());
+        // A node of another pool is none of this pool's business.
+        let mut other = node("x", "Updated", "zz");
+        other.pool_label = Some("other".into());
+        assert!(missing_daemonsets(&[other], POOL, &BTreeSet::new()).is_empty());
+    }
+
+    #[test]
+    fn planted_bug_status_counts_disagree_is_caught() {
+        let mu = IntOrString::Int(5);
+        let nodes = vec![node("a", "Updated", "r1"), node("b", "Updated", "r1"), node("c", "Failed", "r1")];
+        let mut s = sample(0, nodes, mu, &["r1"]);
+        let mut c = Checker::new();
+        c.finish(&s);
+        c.assert_clean();
+        // The operator claims all three updated and Ready; the nodes say one failed.
+        s.pool.counts = NodeCounts { total: 3, updated: 3, updating: 0, pending: 0, failed: 0 };
+        s.pool.ready = true;
+        let mut c = Checker::new();
+        c.finish(&s);
+        assert_eq!(c.kinds(), BTreeSet::from([Kind::StatusMismatch]), "{}", c.report());
+        assert_eq!(c.violations.len(), 2, "counts and Ready both wrong: {}", c.report());
+        // A node Updated at an older revision is pending for the pool's revision.
+        let mut old = node("d", "Updated", "r0");
+        old.revision_label = Some("r0".into());
+        let p = pool(IntOrString::Int(1), &[old.clone()], "r1");
+        assert_eq!(status_disagreements(&[old], &p).len(), 2, "counted updated though at r0, and Ready");
+    }
+
+    #[test]
+    fn every_planted_bug_in_one_bad_cluster_state_is_caught() {
+        // One hand-made bad cluster: every invariant broken at once, all five caught.
+        let mu = IntOrString::Int(1);
+        let mut cordoned_updated = node("a", "Updated", "r1");
+        cordoned_updated.cordoned_by_winpool = true;
+        cordoned_updated.unschedulable = true;
+        let mut redrain = node("b", "Draining", "r1");
+        redrain.drained_revision = Some("r1".into());
+        let ghost = node("c", "Applying", "ghost");
+        let nodes = vec![cordoned_updated, redrain, ghost];
+        let mut c = Checker::new();
+        for at in [0, 600, 1200] {
+            c.observe(&sample(at, nodes.clone(), mu.clone(), &["r1"]));
+        }
+        let mut last = sample(1800, nodes, mu, &["r1"]);
+        last.pool.counts.updated = 3;
+        c.finish(&last);
+        assert_eq!(
+            c.kinds(),
+            BTreeSet::from([Kind::TooManyUnavailable, Kind::DrainedTwice, Kind::StrandedCordon, Kind::MissingDaemonSet, Kind::StatusMismatch]),
+            "{}",
+            c.report()
+        );
+    }
+}
