@@ -72,6 +72,14 @@ pub struct Settings {
     pub images: AgentImages,
     /// Only pools matching this label selector are reconciled (sharding, canaries, tests).
     pub pool_selector: Option<String>,
+    /// Image prefixes a pool's spec.agent.image may use; empty allows any.
+    pub allowed_agent_images: Vec<String>,
+}
+
+/// Whoever can create a pool can run an image as SYSTEM on its nodes: the
+/// operator only runs agent images the cluster admin allowed.
+pub fn agent_image_allowed(image: &str, allowed: &[String]) -> bool {
+    image.is_empty() || allowed.is_empty() || allowed.iter().any(|p| image.starts_with(p.as_str()))
 }
 
 pub struct Context {
@@ -264,6 +272,9 @@ async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error> {
         return Ok(Action::requeue(Duration::from_millis(500)));
     }
     let now = Timestamp::now();
+    if !agent_image_allowed(&pool.spec.agent.image, &ctx.settings.allowed_agent_images) {
+        return refuse_agent_image(pool, ctx, now).await;
+    }
     let nodes = ctx.windows_nodes();
     let selectors = ctx.pool_selectors();
     let membership = members_of(&name, &selectors, nodes.iter().map(|n| (n.metadata.name.as_deref().unwrap_or(""), n.labels())));
@@ -424,6 +435,57 @@ fn hns_readiness(
     };
     let tolerance = spec.tolerance_percent.clamp(0, 100) as u8;
     hns::node_readiness(ann(names::ANN_HNS_LOAD_BALANCERS), ann(names::ANN_HNS_ENDPOINTS), totals, tolerance, awaiting, now)
+}
+
+async fn refuse_agent_image(pool: &WindowsNodePool, ctx: &Context, now: Timestamp) -> Result<Action, Error> {
+    let name = pool.name_any();
+    let msg = format!(
+        "spec.agent.image {:?} is not in the operator's allowed agent images ({}); nothing is rolled until it is",
+        pool.spec.agent.image,
+        ctx.settings.allowed_agent_images.join(", ")
+    );
+    let mut status = pool.status.clone().unwrap_or_default();
+    let conds = vec![
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+            type_: crate::api::conditions::READY.into(),
+            status: "False".into(),
+            reason: "AgentImageNotAllowed".into(),
+            message: msg.clone(),
+            last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now),
+            observed_generation: pool.metadata.generation,
+        },
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+            type_: crate::api::conditions::PROGRESSING.into(),
+            status: "False".into(),
+            reason: "AgentImageNotAllowed".into(),
+            message: msg.clone(),
+            last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now),
+            observed_generation: pool.metadata.generation,
+        },
+    ];
+    let mut rest: Vec<_> = status.conditions.iter().filter(|c| c.type_ != "Ready" && c.type_ != "Progressing").cloned().collect();
+    let mut merged = crate::status::merge_conditions(&status.conditions, conds, pool.metadata.generation, now);
+    merged.append(&mut rest);
+    status.conditions = merged;
+    status.observed_generation = pool.metadata.generation;
+    if pool.status.as_ref() != Some(&status) {
+        warn!(pool = %name, "{msg}");
+        ctx.announce_once(
+            pool,
+            msg.clone(),
+            Event {
+                type_: EventType::Warning,
+                reason: "AgentImageNotAllowed".into(),
+                note: Some(msg),
+                action: "Validate".into(),
+                secondary: None,
+            },
+        )
+        .await;
+        let body = json!({ "apiVersion": "winpool.dev/v1alpha1", "kind": "WindowsNodePool", "status": status });
+        api_status(ctx).patch_status(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&body)).await?;
+    }
+    Ok(Action::requeue(Duration::from_secs(300)))
 }
 
 /// Keep the node's WindowsHNSReady condition and hns-not-ready taint in step with its readiness.
@@ -676,4 +738,25 @@ pub async fn run(
         .await;
     info!("winpool controller stopped");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agent_images_are_checked_against_the_allow_list() {
+        let allowed = vec!["registry.corp/winpool/".to_string(), "mcr.microsoft.com/".to_string()];
+        let cases = [
+            ("", true),
+            ("registry.corp/winpool/agent:1", true),
+            ("mcr.microsoft.com/windows/agent", true),
+            ("evil.example.com/agent:1", false),
+            ("registry.corp/winpoolx/agent", false),
+        ];
+        for (image, want) in cases {
+            assert_eq!(agent_image_allowed(image, &allowed), want, "{image}");
+        }
+        assert!(agent_image_allowed("anything", &[]), "no allow-list: any image");
+    }
 }

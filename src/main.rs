@@ -66,6 +66,9 @@ struct RunArgs {
     /// Reconcile only pools matching this label selector (sharding, canary operators, tests).
     #[arg(long)]
     pool_selector: Option<String>,
+    /// Image prefixes a pool's spec.agent.image may use (comma-separated); empty allows any.
+    #[arg(long, value_delimiter = ',')]
+    allowed_agent_images: Vec<String>,
 }
 
 #[derive(clap::Args)]
@@ -159,6 +162,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         agent_namespace: args.agent_namespace,
         images: AgentImages { agent: args.agent_image, csi_proxy: args.csi_proxy_image },
         pool_selector: args.pool_selector,
+        allowed_agent_images: args.allowed_agent_images.into_iter().filter(|s| !s.is_empty()).collect(),
     };
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {

@@ -298,3 +298,56 @@ pub async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
     let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
     Some((code, body))
 }
+
+/// A client for another control plane's admin kubeconfig (e.g. the chaos test's own cluster).
+pub async fn client_for(kubeconfig: &Path) -> Client {
+    let kc = Kubeconfig::read_from(kubeconfig).unwrap_or_else(|e| panic!("reading {}: {e}", kubeconfig.display()));
+    let cfg = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await.expect("valid kubeconfig");
+    Client::try_from(cfg).expect("client")
+}
+
+impl TestSpace {
+    /// A test space on the control plane `client` talks to, which need not be the shared
+    /// one: children must then be started with that cluster's kubeconfig
+    /// (`start_operator_as`, `start_sim_as`, `spawn_with_kubeconfig`).
+    pub async fn with_client(name: &str, client: Client) -> Self {
+        let base: String = name.replace('_', "-").chars().take(34).collect();
+        let id = format!("{base}-{:04x}", rand::random::<u16>());
+        let namespace = format!("t-{id}");
+        let ns_api: Api<Namespace> = Api::all(client.clone());
+        let ns = Namespace {
+            metadata: ObjectMeta {
+                name: Some(namespace.clone()),
+                labels: Some([(TEST_LABEL.to_string(), id.clone())].into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        match ns_api.create(&PostParams::default(), &ns).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => panic!("creating namespace {namespace}: {e}"),
+        }
+        TestSpace { id, client, namespace, children: Vec::new() }
+    }
+
+    /// `start_sim` with another kubeconfig, logged as `what` (so a restarted sim keeps the old log).
+    pub fn start_sim_as(&mut self, what: &str, nodes: usize, extra: &[&str], kubeconfig: &Path) {
+        let labels = self.node_labels().iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",");
+        let mut args: Vec<String> = vec![
+            "sim".into(),
+            format!("--nodes={nodes}"),
+            format!("--name-prefix={}", self.node_prefix()),
+            format!("--labels={labels}"),
+            format!("--agent-namespace={}", self.agent_namespace()),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        self.spawn_with_kubeconfig(what, &args, kubeconfig);
+    }
+
+    /// Whether the child started as `what` is still running (None: no such child).
+    pub fn is_running(&mut self, what: &str) -> Option<bool> {
+        let (_, c) = self.children.iter_mut().find(|(w, _)| w == what)?;
+        Some(matches!(c.try_wait(), Ok(None)))
+    }
+}
