@@ -503,12 +503,20 @@ pub fn decide(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> Plan 
                 .ann(names::ANN_STARTED_AT, Some(&now_s))
                 .ann(names::ANN_FAILURE_REASON, None)
                 .ann(names::ANN_FAILURE_MESSAGE, None);
-            if !n.unschedulable {
+            // The kubelet and agent already report the target configuration (a node built
+            // from the right image, or a revision that changed nothing this node lacks):
+            // the agent only has to confirm, so the node keeps serving — no cordon, no drain.
+            let at_target = verify_config(spec, n).is_ok();
+            if !n.unschedulable && !at_target {
                 p.unschedulable = Some(true);
                 p.ann(names::ANN_CORDONED_BY_WINPOOL, Some("true"));
             }
             let already_drained = n.drained_revision.as_deref() == Some(rev.as_str());
-            let next = if spec.rollout.drain.enabled && !already_drained {
+            let next = if at_target {
+                p.label(names::LABEL_REVISION, Some(&rev)).state(NodeState::Applying, now);
+                p.reason = format!("already at the target configuration; agent revision {rev} confirms it (no cordon, no drain)");
+                NodeState::Applying
+            } else if spec.rollout.drain.enabled && !already_drained {
                 p.state(NodeState::Draining, now);
                 p.reason = format!("cordoned; draining for revision {rev}");
                 NodeState::Draining

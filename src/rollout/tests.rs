@@ -307,6 +307,7 @@ fn updated_nodes_of_an_older_revision_become_pending_and_failed_ones_retry() {
     let old = "0123456789";
     let mut updated_old = applied(fresh("a"), old);
     updated_old.state = Some("Updated".into());
+    updated_old.kernel_version = Some("10.0.20348.2700".into()); // the older revision's patch level
     let mut failed_old = in_state("b", NodeState::Failed, old);
     failed_old.cordoned_by_winpool = false;
     failed_old.unschedulable = false;
@@ -483,4 +484,18 @@ fn hns_holds_verifying_only_until_its_timeout_and_applying_clears_stale_counts()
     let p = patch(&run(&spec, &[d]), "d").unwrap().clone();
     assert_eq!(p.to, NodeState::Applying);
     assert_eq!(p.annotations.get(names::ANN_HNS_LOAD_BALANCERS), Some(&None), "pre-reboot counts are dropped");
+}
+
+#[test]
+fn a_node_already_at_the_target_is_confirmed_without_cordon_or_drain() {
+    let spec = spec_with("");
+    let rev = revision_of(&spec);
+    // The node runs everything the new revision asks for, but carries an older revision label.
+    let mut n = applied(fresh("n"), "0123456789");
+    n.state = Some("Updated".into());
+    let p = patch(&run(&spec, &[n]), "n").unwrap().clone();
+    assert_eq!((p.from, p.to), (NodeState::Pending, NodeState::Applying));
+    assert_eq!(p.unschedulable, None, "not cordoned");
+    assert_eq!(p.labels.get(names::LABEL_REVISION), Some(&Some(rev)));
+    assert!(!p.annotations.contains_key(names::ANN_CORDONED_BY_WINPOOL));
 }
