@@ -33,6 +33,9 @@ pub mod names {
     pub const ANN_CNI_MODE: &str = "winpool.dev/cni-mode";
     pub const ANN_HNS_LOAD_BALANCERS: &str = "winpool.dev/hns-load-balancers";
     pub const ANN_HNS_ENDPOINTS: &str = "winpool.dev/hns-endpoints";
+    /// Set by winpool when it dropped a node's pre-update HNS counts: until the
+    /// agent reports again, missing counts mean "not caught up", not "unknown".
+    pub const ANN_HNS_AWAITING: &str = "winpool.dev/hns-awaiting-report";
 
     /// Per-node rollout state written by the operator, so a restarted operator
     /// resumes exactly where it was (SPEC §2).

@@ -208,6 +208,7 @@ fn release_patch(n: &Node, why: &str) -> NodePatch {
         names::ANN_FAILURE_REASON,
         names::ANN_FAILURE_MESSAGE,
         names::ANN_CORDONED_BY_WINPOOL,
+        names::ANN_HNS_AWAITING,
     ] {
         p.annotations.insert(a.into(), None);
     }
@@ -338,7 +339,25 @@ async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error> {
         ctx.metrics.api_request("apply", "daemonsets", "ok");
         info!(pool = %name, daemonset = %ds_name, revision = %plan.revision, "applied agent DaemonSet");
     }
-    for p in &plan.patches {
+    // HNS condition and taint first, from the same observation the plan was made
+    // from: a node is never Updated while still tainted, and never loses its taint
+    // before it is. A node whose taint could not be written (conflict) waits a round.
+    let mut not_ready = Vec::new();
+    let mut hns_behind = BTreeSet::new();
+    for h in &hns_nodes {
+        if !apply_hns_to_node(ctx, &name, h, pool.spec.hns.taint_when_not_ready, now).await? {
+            hns_behind.insert(h.node.name_any());
+        }
+        if h.readiness == HnsReadiness::NotReady {
+            not_ready.push(h.node.name_any());
+        }
+    }
+    // A node held back a round frees no slot: start nobody new this round either.
+    for p in plan
+        .patches
+        .iter()
+        .filter(|p| !hns_behind.contains(&p.node) && (hns_behind.is_empty() || p.from != NodeState::Pending || p.to == NodeState::Pending))
+    {
         patch_node(ctx, &name, p).await?;
         node_event(ctx, pool, p).await;
     }
@@ -359,15 +378,6 @@ async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error> {
                 Err(e) => return Err(e.into()),
             }
             ctx.metrics.api_request("delete", "daemonsets", "ok");
-        }
-    }
-    let mut not_ready = Vec::new();
-    for h in &hns_nodes {
-        // A node the plan just patched carries a newer resourceVersion than `h.node`: its taint waits a round.
-        let patched = plan.patches.iter().any(|p| p.node == h.node.name_any());
-        apply_hns_to_node(ctx, &name, h, pool.spec.hns.taint_when_not_ready, patched, now).await?;
-        if h.readiness == HnsReadiness::NotReady {
-            not_ready.push(h.node.name_any());
         }
     }
     for (node, msg) in &plan.warnings {
@@ -412,6 +422,10 @@ async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error> {
     Ok(Action::requeue(plan.requeue_after))
 }
 
+fn json_patch(v: serde_json::Value) -> json_patch::Patch {
+    serde_json::from_value(v).expect("a well-formed JSON patch")
+}
+
 struct HnsNode<'a> {
     node: &'a Node,
     readiness: HnsReadiness,
@@ -429,8 +443,12 @@ fn hns_readiness(
 ) -> (HnsReadiness, &'static str, String) {
     let ann = |k: &str| n.annotations().get(k).map(String::as_str);
     // Right after the update the agent has not reported yet: within nodeTimeout, missing counts mean "not yet".
+    // Only a node whose earlier counts winpool dropped at the update is awaited; an agent that
+    // never reported leaves the node Unknown, never tainted and never gating.
     let awaiting = match v.state.as_deref().and_then(NodeState::parse) {
-        Some(NodeState::Applying | NodeState::Verifying) => Some(AwaitingReport { since: v.state_since.unwrap_or(now), grace }),
+        Some(NodeState::Applying | NodeState::Verifying) if ann(names::ANN_HNS_AWAITING) == Some("true") => {
+            Some(AwaitingReport { since: v.started_at.unwrap_or(now), grace })
+        }
         _ => None,
     };
     let tolerance = spec.tolerance_percent.clamp(0, 100) as u8;
@@ -489,15 +507,8 @@ async fn refuse_agent_image(pool: &WindowsNodePool, ctx: &Context, now: Timestam
 }
 
 /// Keep the node's WindowsHNSReady condition and hns-not-ready taint in step with its readiness.
-/// Both are written only when they change.
-async fn apply_hns_to_node(
-    ctx: &Context,
-    pool: &str,
-    h: &HnsNode<'_>,
-    taint_when_not_ready: bool,
-    patched: bool,
-    now: Timestamp,
-) -> Result<(), Error> {
+/// Both are written only when they change. False when the taint could not be written this round.
+async fn apply_hns_to_node(ctx: &Context, pool: &str, h: &HnsNode<'_>, taint_when_not_ready: bool, now: Timestamp) -> Result<bool, Error> {
     let name = h.node.name_any();
     let api: Api<Node> = Api::all(ctx.client.clone());
     let previous = h
@@ -519,27 +530,39 @@ async fn apply_hns_to_node(
         }
     }
     let taints = h.node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
-    if patched {
-        return Ok(());
-    }
     if let Some(new) = hns::taints_update(&taints, hns::taint_wanted(h.readiness, taint_when_not_ready)) {
-        // Taints are a list: the whole list is written, guarded by the resourceVersion it was read at.
-        let body = json!({ "metadata": { "resourceVersion": h.node.metadata.resource_version }, "spec": { "taints": new } });
-        match api.patch(&name, &PatchParams::default(), &Patch::Merge(body)).await {
+        let added = new.len() > taints.len();
+        // JSON patch ops touch only our taint, so the node lifecycle controller's
+        // taints are never overwritten by a stale copy; only an empty list is
+        // written whole, guarded by its resourceVersion.
+        let patch = match (added, taints.iter().position(|t| t.key == names::TAINT_HNS_NOT_READY)) {
+            (true, _) if taints.is_empty() => {
+                Patch::Merge(json!({ "metadata": { "resourceVersion": h.node.metadata.resource_version }, "spec": { "taints": new } }))
+            }
+            (true, _) => Patch::Json(json_patch(json!([{ "op": "add", "path": "/spec/taints/-", "value": hns::hns_taint() }]))),
+            (false, Some(i)) => Patch::Json(json_patch(json!([
+                { "op": "test", "path": format!("/spec/taints/{i}/key"), "value": names::TAINT_HNS_NOT_READY },
+                { "op": "remove", "path": format!("/spec/taints/{i}") },
+            ]))),
+            (false, None) => return Ok(true),
+        };
+        match api.patch(&name, &PatchParams::default(), &patch).await {
             Ok(mut n) => {
                 ctx.metrics.api_request("patch", "nodes", "ok");
-                let added = new.len() > taints.len();
                 info!(pool, node = %name, taint = names::TAINT_HNS_NOT_READY, added, "{}", if added { "tainted: HNS not ready" } else { "untainted: HNS ready" });
                 strip(&mut n);
                 ctx.recent.lock().expect("recent lock").insert(name, n);
             }
-            Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => {
+            // Conflict, a failed test op (the list moved) or a duplicate: the next round sees the fresh list.
+            Err(kube::Error::Api(s)) if matches!(s.code, 404 | 409 | 422) => {
                 ctx.metrics.api_request("patch", "nodes", "conflict");
+                debug!(pool, node = %name, code = s.code, "taint update deferred: {}", s.message);
+                return Ok(false);
             }
             Err(e) => return Err(Error::NodePatch { node: name, source: e }),
         }
     }
-    Ok(())
+    Ok(true)
 }
 
 /// Events on the pool for every node started, finished or failed; a failure also on the Node.

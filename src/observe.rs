@@ -50,6 +50,7 @@ pub fn node_view(node: &Node, hns: HnsReadiness) -> NodeView {
         failure_message: owned(names::ANN_FAILURE_MESSAGE),
         hns,
         pods_to_evict: 0,
+        hns_reported: ann(node, names::ANN_HNS_LOAD_BALANCERS).is_some() && ann(node, names::ANN_HNS_ENDPOINTS).is_some(),
     }
 }
 

@@ -99,6 +99,8 @@ pub struct NodeView {
     pub hns: HnsReadiness,
     /// Pods an eviction must still remove; only observed for Draining nodes.
     pub pods_to_evict: usize,
+    /// The agent reports HNS counts on this node (both annotations present).
+    pub hns_reported: bool,
 }
 
 /// A change to one Node. `None` values delete the key.
@@ -128,12 +130,6 @@ impl NodePatch {
     }
     fn state(&mut self, to: NodeState, now: Timestamp) -> &mut Self {
         self.to = to;
-        if to == NodeState::Applying {
-            // The counts the agent reported before the update describe the old boot:
-            // HNS starts from nothing after the reboot, so they must not make the node look ready.
-            self.annotations.insert(names::ANN_HNS_LOAD_BALANCERS.to_string(), None);
-            self.annotations.insert(names::ANN_HNS_ENDPOINTS.to_string(), None);
-        }
         let now = now.to_string();
         self.ann(names::ANN_STATE, Some(to.as_str())).ann(names::ANN_STATE_SINCE, Some(&now))
     }
@@ -535,6 +531,20 @@ pub fn decide(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> Plan 
             if idle_down {
                 unavailable_idle -= 1;
             }
+        }
+    }
+
+    // The HNS counts an agent reported before the update describe the old boot:
+    // HNS starts from nothing after the reboot, so they must not make the node look
+    // ready. They are dropped when the node starts applying, and the node is marked
+    // as awaiting a fresh report; an agent that never reported is not waited for.
+    for p in patches.iter_mut() {
+        let Some(n) = sorted.iter().find(|n| n.name == p.node) else { continue };
+        if p.to == NodeState::Applying && p.from != NodeState::Applying && n.hns_reported {
+            p.ann(names::ANN_HNS_LOAD_BALANCERS, None).ann(names::ANN_HNS_ENDPOINTS, None).ann(names::ANN_HNS_AWAITING, Some("true"));
+        }
+        if matches!(p.to, NodeState::Updated | NodeState::Failed) && p.from != p.to {
+            p.ann(names::ANN_HNS_AWAITING, None);
         }
     }
 

@@ -12,9 +12,9 @@
 //!   WINPOOL_CHAOS_SEED=<u64>   replay a run (the seed is printed at the start)
 //!   WINPOOL_CHAOS_LONG=1       200 nodes, maxUnavailable 10%, more of every event
 
-mod support;
 #[path = "support/invariants.rs"]
 mod invariants;
+mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -63,25 +63,73 @@ impl ChaosCluster {
         ChaosCluster { kubeconfig: PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()) }
     }
 
-    fn apiserver_pid_file() -> PathBuf {
+    fn cluster_dir() -> PathBuf {
         let state = std::env::var_os("WINPOOL_STATE").map(PathBuf::from).unwrap_or_else(|| repo_root().join(".state"));
-        state.join("clusters").join(CLUSTER).join("pids/kube-apiserver.pid")
+        state.join("clusters").join(CLUSTER)
     }
 
-    /// SIGKILL the kube-apiserver, then let `hack/cluster.sh up` notice and restart
-    /// the cluster's processes (etcd keeps its data). Returns how long the API was away.
+    /// SIGKILL the kube-apiserver and start it again with the same command line,
+    /// environment and log; etcd, the controller-manager, the scheduler and kwok
+    /// keep running and reconnect. Returns how long the API was away.
+    ///
+    /// With WINPOOL_CHAOS_FULL_RESTART=1, `hack/cluster.sh up` restarts the whole
+    /// (now unhealthy) cluster instead, as an operator of a real cluster might. That
+    /// restarts kwok too, which then cannot renew its node leases until they expire
+    /// (200s): the simulated fleet freezes (no heartbeats, no pod status) and the
+    /// node lifecycle controller marks every node unreachable. Harsher, and slower.
     fn restart_apiserver() -> Duration {
         let started = Instant::now();
-        let pid = std::fs::read_to_string(Self::apiserver_pid_file()).expect("kube-apiserver pid file");
-        let pid = pid.trim();
+        let dir = Self::cluster_dir();
+        let pid_file = dir.join("pids/kube-apiserver.pid");
+        let pid = std::fs::read_to_string(&pid_file).expect("kube-apiserver pid file");
+        let pid = pid.trim().to_string();
         assert!(!pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()), "bad pid {pid:?}");
-        let st = Command::new("kill").args(["-9", pid]).status().expect("kill runs");
+        let proc = PathBuf::from("/proc").join(&pid);
+        let split = |b: Vec<u8>| -> Vec<String> {
+            b.split(|c| *c == 0).filter(|s| !s.is_empty()).map(|s| String::from_utf8_lossy(s).into_owned()).collect()
+        };
+        let cmdline = split(std::fs::read(proc.join("cmdline")).expect("kube-apiserver cmdline"));
+        let environ: Vec<(String, String)> = split(std::fs::read(proc.join("environ")).unwrap_or_default())
+            .into_iter()
+            .filter_map(|kv| kv.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())))
+            .collect();
+        let cwd = std::fs::read_link(proc.join("cwd")).unwrap_or_else(|_| dir.clone());
+        assert!(cmdline.first().is_some_and(|c| c.ends_with("kube-apiserver")), "pid {pid} is not the apiserver: {cmdline:?}");
+
+        let st = Command::new("kill").args(["-9", &pid]).status().expect("kill runs");
         assert!(st.success(), "kill -9 {pid}");
+        let full = std::env::var("WINPOOL_CHAOS_FULL_RESTART").is_ok_and(|v| !v.is_empty() && v != "0");
         // Let the operator and the sim notice the API is gone before it comes back.
         std::thread::sleep(Duration::from_millis(1500));
-        let st = cluster_sh("up").status().expect("hack/cluster.sh runs");
-        assert!(st.success(), "restarting the chaos cluster failed; see its output above");
-        started.elapsed()
+        if full {
+            let st = cluster_sh("up").status().expect("hack/cluster.sh runs");
+            assert!(st.success(), "restarting the chaos cluster failed; see its output above");
+            return started.elapsed();
+        }
+        // Detached (re-parented to init, like kwokctl's own children), appending to its log.
+        let log = dir.join("logs/kube-apiserver.log");
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(r#"log="$1"; shift; "$@" >>"$log" 2>&1 </dev/null & echo $!"#)
+            .arg("sh")
+            .arg(&log)
+            .args(&cmdline)
+            .current_dir(cwd)
+            .env_clear()
+            .envs(environ)
+            .output()
+            .expect("sh runs");
+        let new_pid = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        assert!(out.status.success() && !new_pid.is_empty(), "restarting kube-apiserver: {out:?}");
+        std::fs::write(&pid_file, &new_pid).expect("pid file");
+        let deadline = Instant::now() + Duration::from_secs(90);
+        loop {
+            if cluster_sh("status").stdout(std::process::Stdio::null()).status().is_ok_and(|s| s.success()) {
+                return started.elapsed();
+            }
+            assert!(Instant::now() < deadline, "kube-apiserver (pid {new_pid}) not ready 90s after its restart; see {}", log.display());
+            std::thread::sleep(Duration::from_millis(250));
+        }
     }
 }
 
@@ -99,14 +147,18 @@ impl Drop for ChaosCluster {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Chaos {
     /// SIGKILL the operator; a new one starts after `pause`.
-    KillOperator { pause_ms: u64 },
+    KillOperator {
+        pause_ms: u64,
+    },
     RestartApiserver,
     /// Delete a node whose state is Draining (waits until there is one).
     DeleteDrainingNode,
     /// A new node matching the pool's selector joins.
     AddNode,
     /// The PDB allows no disruption (evictions return 429) for this long.
-    RefuseEvictions { for_ms: u64 },
+    RefuseEvictions {
+        for_ms: u64,
+    },
     /// Internal: the end of RefuseEvictions.
     AllowEvictions,
     /// A new patch level: a new revision while the old one is still rolling.
@@ -311,6 +363,21 @@ async fn list_nodes(t: &TestSpace) -> kube::Result<Vec<Node>> {
     Ok(api.list(&ListParams::default().labels(&format!("{TEST_LABEL}={}", t.id))).await?.items)
 }
 
+/// Unix time of the operator's last decision for `pool`, from its metrics.
+async fn last_reconcile(port: u16, pool: &str) -> Option<i64> {
+    let (_, body) = tokio::time::timeout(Duration::from_secs(2), support::http_get(port, "/metrics")).await.ok()??;
+    let key = format!("winpool_pool_last_reconcile_timestamp_seconds{{pool=\"{pool}\"}} ");
+    body.lines().find_map(|l| l.strip_prefix(key.as_str())).and_then(|v| v.trim().parse::<f64>().ok()).map(|f| f as i64)
+}
+
+fn unix_now() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
+}
+
+/// With nodes in flight the operator decides at least every 5s (IN_FLIGHT_REQUEUE);
+/// this long without a decision is a stuck reconcile.
+const STALL: Duration = Duration::from_secs(30);
+
 /// Whether the rollout is over: every node Updated at the revision of the pool's
 /// current spec, uncordoned, the status saying so, and only that revision's DaemonSet left.
 fn converged(s: &Sample, pool: &WindowsNodePool, expected_nodes: usize) -> Result<String, String> {
@@ -356,6 +423,9 @@ fn tail(path: &std::path::Path, n: usize) -> String {
 /// The children of the soak: which operator and sim incarnation is current.
 struct Fleet {
     operator: usize,
+    /// Metrics port of the current operator, and when it started.
+    port: u16,
+    operator_since: Instant,
     sim: usize,
     operator_names: Vec<String>,
     sim_names: Vec<String>,
@@ -368,7 +438,8 @@ impl Fleet {
     fn start_operator(&mut self, t: &mut TestSpace) {
         self.operator += 1;
         let name = format!("operator-{}", self.operator);
-        t.start_operator_as(&name, &[], &self.kubeconfig);
+        self.port = t.start_operator_as(&name, &[], &self.kubeconfig);
+        self.operator_since = Instant::now();
         self.operator_names.push(name);
     }
 
@@ -421,6 +492,8 @@ async fn a_rollout_converges_through_chaos_with_every_invariant_held() {
     let mut t = TestSpace::with_client("chaos", client).await;
     let mut fleet = Fleet {
         operator: 0,
+        port: 0,
+        operator_since: Instant::now(),
         sim: 0,
         operator_names: Vec::new(),
         sim_names: Vec::new(),
@@ -450,6 +523,9 @@ async fn a_rollout_converges_through_chaos_with_every_invariant_held() {
     let mut unexpected_exits: Vec<String> = Vec::new();
     let mut last_progress = Duration::ZERO;
     let mut first_converged: Option<Duration> = None;
+    let mut api_back_at: Option<Instant> = None;
+    let mut longest_gap = Duration::ZERO;
+    let mut stalls: BTreeMap<String, String> = BTreeMap::new();
     let nodes_api: Api<Node> = Api::all(t.client.clone());
 
     let final_rev = loop {
@@ -463,6 +539,37 @@ async fn a_rollout_converges_through_chaos_with_every_invariant_held() {
         let sampled = sample(&t, &pool, now).await;
         if let Some((s, _, _)) = &sampled {
             checker.observe(s);
+        }
+
+        // Liveness: while nodes are in flight the pool's reconcile must keep running.
+        let settled_in = |since: Instant| since.elapsed() > STALL;
+        if let Some((s, _, _)) = &sampled
+            && s.nodes.iter().any(|n| n.in_flight())
+            && settled_in(fleet.operator_since)
+            && api_back_at.is_none_or(settled_in)
+            && let Some(last) = last_reconcile(fleet.port, &pool).await
+        {
+            let gap = Duration::from_secs(unix_now().saturating_sub(last).max(0) as u64);
+            longest_gap = longest_gap.max(gap);
+            if gap > STALL {
+                let in_flight: Vec<String> =
+                    s.nodes.iter().filter(|n| n.in_flight()).map(|n| format!("{} ({})", n.name, n.state.as_deref().unwrap_or(""))).collect();
+                let key = format!("{}@{last}", fleet.operator());
+                if !stalls.contains_key(&key) {
+                    eprintln!("[chaos {:>6.1}s] {} has not decided for {}s with nodes in flight", now.as_secs_f64(), fleet.operator(), gap.as_secs());
+                }
+                stalls.insert(
+                    key,
+                    format!(
+                        "{}: no decision for pool {pool} for {}s (until t={:.0}s) while {} nodes were in flight: {}",
+                        fleet.operator(),
+                        gap.as_secs(),
+                        now.as_secs_f64(),
+                        in_flight.len(),
+                        in_flight.join(", ")
+                    ),
+                );
+            }
         }
 
         // The children: a process that died by itself is reported and replaced.
@@ -498,6 +605,7 @@ async fn a_rollout_converges_through_chaos_with_every_invariant_held() {
                 }
                 Chaos::RestartApiserver => {
                     let away = tokio::task::spawn_blocking(ChaosCluster::restart_apiserver).await.expect("restart task");
+                    api_back_at = Some(Instant::now());
                     Some(format!("kube-apiserver SIGKILLed and the cluster restarted; API away {:.1}s", away.as_secs_f64()))
                 }
                 Chaos::DeleteDrainingNode => match &sampled {
@@ -545,7 +653,9 @@ async fn a_rollout_converges_through_chaos_with_every_invariant_held() {
                         let proof = evictions_refused(&t).await;
                         assert!(proof.is_ok(), "seed {seed}: the PDB did not refuse evictions: {proof:?}");
                         plan.push((now + Duration::from_millis(for_ms), Chaos::AllowEvictions));
-                        let draining = sampled.as_ref().map_or(0, |(s, _, _)| s.nodes.iter().filter(|n| n.state.as_deref() == Some("Draining")).count());
+                        let draining = sampled
+                            .as_ref()
+                            .map_or(0, |(s, _, _)| s.nodes.iter().filter(|n| n.state.as_deref() == Some("Draining")).count());
                         Some(format!("PDB minAvailable={} (evictions get 429) for {for_ms}ms; {draining} nodes draining", size.replicas))
                     }
                     Err(e) => {
@@ -555,7 +665,9 @@ async fn a_rollout_converges_through_chaos_with_every_invariant_held() {
                 },
                 Chaos::AllowEvictions => match set_pdb_min_available(&t, normal_min_available(size.replicas)).await {
                     Ok(()) => {
-                        let draining = sampled.as_ref().map_or(0, |(s, _, _)| s.nodes.iter().filter(|n| n.state.as_deref() == Some("Draining")).count());
+                        let draining = sampled
+                            .as_ref()
+                            .map_or(0, |(s, _, _)| s.nodes.iter().filter(|n| n.state.as_deref() == Some("Draining")).count());
                         Some(format!("PDB relaxed to minAvailable={}; {draining} nodes were draining", normal_min_available(size.replicas)))
                     }
                     Err(_) => None,
@@ -595,8 +707,7 @@ async fn a_rollout_converges_through_chaos_with_every_invariant_held() {
                 Ok(_) => {
                     first_converged.get_or_insert(now);
                     // Only a node deletion needs a rollout in flight; give it one by changing the spec again.
-                    if plan.iter().all(|(_, w)| *w == Chaos::DeleteDrainingNode)
-                        && !plan.iter().any(|(_, w)| *w == Chaos::ChangePatchLevel)
+                    if plan.iter().all(|(_, w)| *w == Chaos::DeleteDrainingNode) && !plan.iter().any(|(_, w)| *w == Chaos::ChangePatchLevel)
                     {
                         eprintln!("[chaos] converged with a node deletion still due: changing the patch level again");
                         plan.push((now, Chaos::ChangePatchLevel));
@@ -631,13 +742,20 @@ async fn a_rollout_converges_through_chaos_with_every_invariant_held() {
     let operator_logs: Vec<String> = fleet.operator_names.iter().map(|n| read(&t.log_path(n))).collect();
     checker.check_logs(start.elapsed(), &operator_logs);
 
-    eprintln!("\n==== chaos seed {seed}: converged at revision {final_rev} in {:.0}s after the rollout started ====", elapsed.as_secs_f64());
+    eprintln!(
+        "\n==== chaos seed {seed}: converged at revision {final_rev} in {:.0}s after the rollout started ====",
+        elapsed.as_secs_f64()
+    );
     for (at, msg) in &done {
         eprintln!("  {:>6.1}s  {msg}", at.as_secs_f64());
     }
     eprintln!("  operator incarnations: {}, sim incarnations: {}", fleet.operator, fleet.sim);
     for m in &unexpected_exits {
         eprintln!("  UNEXPECTED EXIT: {m}");
+    }
+    eprintln!("  longest gap between two decisions with nodes in flight: {}s", longest_gap.as_secs());
+    for m in stalls.values() {
+        eprintln!("  STALL: {m}");
     }
     eprintln!("  {}", checker.report());
 
@@ -664,6 +782,7 @@ async fn a_rollout_converges_through_chaos_with_every_invariant_held() {
     // A process that exits when the API is away is restarted (as the kubelet would) and reported above, not failed:
     // the invariants and the convergence are what this test proves.
     checker.assert_clean();
+    assert!(stalls.is_empty(), "seed {seed}: the operator stopped reconciling with nodes in flight:\n{}", stalls.values().cloned().collect::<Vec<_>>().join("\n"));
     drop(t);
     drop(cluster);
 }

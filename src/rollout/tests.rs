@@ -481,9 +481,15 @@ fn hns_holds_verifying_only_until_its_timeout_and_applying_clears_stale_counts()
 
     let mut d = in_state("d", NodeState::Draining, &rev);
     d.pods_to_evict = 0;
-    let p = patch(&run(&spec, &[d]), "d").unwrap().clone();
+    d.hns_reported = true;
+    let p = patch(&run(&spec, std::slice::from_ref(&d)), "d").unwrap().clone();
     assert_eq!(p.to, NodeState::Applying);
     assert_eq!(p.annotations.get(names::ANN_HNS_LOAD_BALANCERS), Some(&None), "pre-reboot counts are dropped");
+    assert_eq!(p.annotations.get(names::ANN_HNS_AWAITING), Some(&Some("true".into())), "and a fresh report awaited");
+    // An agent that never reported HNS counts is not awaited.
+    d.hns_reported = false;
+    let p = patch(&run(&spec, &[d]), "d").unwrap().clone();
+    assert!(!p.annotations.contains_key(names::ANN_HNS_AWAITING));
 }
 
 #[test]

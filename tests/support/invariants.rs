@@ -153,12 +153,7 @@ impl Sample {
             .filter(|d| d.labels().get(names::LABEL_POOL) == Some(&name))
             .filter_map(|d| d.labels().get(names::LABEL_REVISION).cloned())
             .collect();
-        Sample {
-            at,
-            pool: PoolSample::from_pool(pool),
-            nodes: nodes.iter().map(NodeSample::from_node).collect(),
-            daemonset_revisions,
-        }
+        Sample { at, pool: PoolSample::from_pool(pool), nodes: nodes.iter().map(NodeSample::from_node).collect(), daemonset_revisions }
     }
 }
 
@@ -236,7 +231,10 @@ pub fn draining_an_already_drained_revision(nodes: &[NodeSample]) -> Vec<(String
         .filter(|n| n.target_revision.is_some() && n.target_revision == n.drained_revision)
         .map(|n| {
             let rev = n.target_revision.clone().unwrap_or_default();
-            (format!("{}/{rev}", n.name), format!("{} is Draining for revision {rev}, which its drained-revision says was drained already", n.name))
+            (
+                format!("{}/{rev}", n.name),
+                format!("{} is Draining for revision {rev}, which its drained-revision says was drained already", n.name),
+            )
         })
         .collect()
 }
@@ -511,8 +509,18 @@ mod tests {
     fn a_good_rollout_passes() {
         let mut c = Checker::new();
         let two = IntOrString::Int(2);
-        c.observe(&sample(0, vec![node("a", "Draining", "r1"), node("b", "Applying", "r1"), node("c", "Pending", "r0")], two.clone(), &["r0", "r1"]));
-        c.observe(&sample(500, vec![node("a", "Applying", "r1"), node("b", "Updated", "r1"), node("c", "Draining", "r1")], two.clone(), &["r0", "r1"]));
+        c.observe(&sample(
+            0,
+            vec![node("a", "Draining", "r1"), node("b", "Applying", "r1"), node("c", "Pending", "r0")],
+            two.clone(),
+            &["r0", "r1"],
+        ));
+        c.observe(&sample(
+            500,
+            vec![node("a", "Applying", "r1"), node("b", "Updated", "r1"), node("c", "Draining", "r1")],
+            two.clone(),
+            &["r0", "r1"],
+        ));
         // r0's DaemonSet went away once no node carried it.
         c.finish(&sample(1000, vec![node("a", "Updated", "r1"), node("b", "Updated", "r1"), node("c", "Updated", "r1")], two, &["r1"]));
         c.assert_clean();
@@ -687,7 +695,13 @@ mod tests {
         c.finish(&last);
         assert_eq!(
             c.kinds(),
-            BTreeSet::from([Kind::TooManyUnavailable, Kind::DrainedTwice, Kind::StrandedCordon, Kind::MissingDaemonSet, Kind::StatusMismatch]),
+            BTreeSet::from([
+                Kind::TooManyUnavailable,
+                Kind::DrainedTwice,
+                Kind::StrandedCordon,
+                Kind::MissingDaemonSet,
+                Kind::StatusMismatch
+            ]),
             "{}",
             c.report()
         );

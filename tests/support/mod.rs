@@ -300,9 +300,12 @@ pub async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
 }
 
 /// A client for another control plane's admin kubeconfig (e.g. the chaos test's own cluster).
+/// It does not retry 429/503/504 by itself (kube's default does, for minutes): a test
+/// that provokes them wants to see them.
 pub async fn client_for(kubeconfig: &Path) -> Client {
     let kc = Kubeconfig::read_from(kubeconfig).unwrap_or_else(|e| panic!("reading {}: {e}", kubeconfig.display()));
-    let cfg = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await.expect("valid kubeconfig");
+    let mut cfg = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await.expect("valid kubeconfig");
+    cfg.default_retry = false;
     Client::try_from(cfg).expect("client")
 }
 

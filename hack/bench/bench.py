@@ -1,0 +1,802 @@
+#!/usr/bin/env python3
+"""The scale benchmark behind hack/bench.sh (run that, not this).
+
+Phases, each on a fresh local control plane of its own (never the tests'):
+
+  rollout    N simulated nodes (100, 1,000), one operator process running under
+             the chart's ServiceAccount; a warm-up rollout creates the pool
+             (first rollout, reported but not in the medians), then each
+             measured run raises the pool's patch level and times the pool
+             from that write until its status reports every node updated.
+  footprint  10,000 Services and 50,000 endpoints, then 1,000 and 5,000 nodes;
+             per run the operator is stopped, the pool's patch level raised and
+             a fresh operator started, so one run covers start-up (process
+             start -> first reconcile decision) and a whole rollout, with the
+             operator's peak RSS and CPU seconds and the control plane's.
+
+winpool's API requests are counted from the API server's audit log, filtered
+to the operator's ServiceAccount (the simulated fleet and this script use the
+admin identity). Everything measured is kept in <state>/results.json; the
+table is rendered from it (--report-only re-renders without running).
+"""
+
+import argparse
+import datetime as dt
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections import Counter, defaultdict
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from kube import Kube, create_many  # noqa: E402
+
+RELEASE = "winpool"
+SA_NAMESPACE = "winpool-system"
+SA_USER = f"system:serviceaccount:{SA_NAMESPACE}:{RELEASE}"
+AGENT_NS = "winpool-agents"
+BENCH_LABEL = "winpool-bench"
+OS_BUILD = "10.0.20348"
+START_REVISION = 2700
+WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
+# The simulated agent reports HNS counts above anything the cluster needs, in
+# the same write as its apply result: HNS has caught up by the time the apply
+# finishes, so the per-node simulated time is apply + reboot.
+HNS_REPORT = "1000000,1000000"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+CP_COMPONENTS = ["kube-apiserver", "etcd", "kube-controller-manager", "kube-scheduler", "kwok-controller"]
+
+
+def log(msg):
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def parse_ts(s):
+    """RFC 3339 (tracing, audit) -> epoch seconds; fractions beyond microseconds are cut."""
+    s = re.sub(r"(\.\d{6})\d+", r"\1", s).replace("Z", "+00:00")
+    return dt.datetime.fromisoformat(s).timestamp()
+
+
+def proc_cpu(pid):
+    """utime + stime of pid in seconds, or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            rest = f.read().rsplit(")", 1)[1].split()
+        return (int(rest[11]) + int(rest[12])) / CLK_TCK
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def proc_mem(pid):
+    """(VmRSS, VmHWM) in MiB, or (None, None)."""
+    out = {}
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                if k in ("VmRSS", "VmHWM"):
+                    out[k] = int(v.split()[0]) / 1024
+    except OSError:
+        pass
+    return out.get("VmRSS"), out.get("VmHWM")
+
+
+def median(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+class Sampler(threading.Thread):
+    """Samples the RSS of the given pids every half second; keeps the peak per name."""
+
+    def __init__(self, pids):
+        super().__init__(daemon=True)
+        self.pids = dict(pids)
+        self.peak = defaultdict(float)
+        self.series = defaultdict(list)
+        self.stop_ev = threading.Event()
+
+    def run(self):
+        t0 = time.time()
+        while not self.stop_ev.is_set():
+            for name, pid in self.pids.items():
+                rss, _ = proc_mem(pid)
+                if rss is not None:
+                    self.peak[name] = max(self.peak[name], rss)
+                    self.series[name].append((round(time.time() - t0, 1), round(rss, 1)))
+            self.stop_ev.wait(0.5)
+
+    def stop(self):
+        self.stop_ev.set()
+        self.join()
+
+
+class Bench:
+    def __init__(self, a):
+        self.a = a
+        self.repo = a.repo
+        self.state = a.state
+        os.makedirs(self.state, exist_ok=True)
+        self.cluster = os.environ["WINPOOL_CLUSTER"]
+        self.procs = {}
+        self.results = {"runs": [], "lifetimes": [], "setup": {}}
+        self.results_path = os.path.join(self.state, "results.json")
+        self.metrics_port = int(os.environ.get("WINPOOL_PORT_BASE", "26500")) + 90
+        self.patch_seq = 0
+
+    # -- processes ---------------------------------------------------------
+
+    def sh(self, *cmd, input=None, check=True, env=None):
+        r = subprocess.run(list(cmd), input=input, capture_output=True, text=True, env=env)
+        if check and r.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed ({r.returncode}): {r.stderr.strip()[-2000:]}")
+        return r.stdout
+
+    def kubectl(self, *args, input=None, check=True):
+        return self.sh(self.a.kubectl, "--kubeconfig", self.kubeconfig, *args, input=input, check=check)
+
+    def spawn(self, name, args, kubeconfig, rust_log="info,kube=warn"):
+        path = os.path.join(self.state, "logs", f"{name}.log")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        f = open(path, "ab")
+        env = dict(os.environ, KUBECONFIG=kubeconfig, RUST_LOG=rust_log)
+        env.pop("POD_NAME", None)
+        env.pop("POD_NAMESPACE", None)
+        t0 = time.time()
+        p = subprocess.Popen([self.a.bin, *args], stdout=f, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        f.close()
+        self.procs[name] = (p, path)
+        return p, path, t0
+
+    def stop(self, name, timeout=30):
+        p, _ = self.procs.pop(name, (None, None))
+        if p is None or p.poll() is not None:
+            return
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+    def stop_all(self):
+        for name in list(self.procs):
+            self.stop(name, timeout=10)
+
+    def check_alive(self, name):
+        p, path = self.procs[name]
+        if p.poll() is not None:
+            tail = open(path, errors="replace").read()[-3000:]
+            raise RuntimeError(f"winpool {name} exited with {p.returncode}; log {path}:\n{tail}")
+
+    # -- cluster -----------------------------------------------------------
+
+    def cluster_up(self, phase):
+        log(f"[{phase}] fresh control plane '{self.cluster}'")
+        subprocess.run([self.a.cluster_script, "down"], check=True, stdout=subprocess.DEVNULL)
+        t = time.time()
+        subprocess.run([self.a.cluster_script, "up"], check=True, stdout=subprocess.DEVNULL)
+        self.results["setup"][f"{phase}_cluster_up_s"] = round(time.time() - t, 1)
+        self.kubeconfig = self.sh(self.a.cluster_script, "kubeconfig").strip()
+        self.cluster_dir = os.path.dirname(self.kubeconfig)
+        self.audit = os.path.join(self.cluster_dir, "logs", "audit.log")
+        self.kube = Kube(self.a.kubectl, self.kubeconfig)
+        self.cp_pids = {}
+        for c in CP_COMPONENTS:
+            with open(os.path.join(self.cluster_dir, "pids", f"{c}.pid")) as f:
+                self.cp_pids[c] = int(f.read().strip())
+        self.results.setdefault("versions", {})["kubernetes"] = self.kube.get("/version")["gitVersion"]
+        self.install_crd_and_identity()
+
+    def cluster_down(self, phase):
+        self.stop_all()
+        # `down` deletes the audit log with the cluster: keep winpool's part of it.
+        if os.path.exists(self.audit):
+            keep = os.path.join(self.state, f"audit-{phase}-winpool.jsonl")
+            needle = SA_USER.encode()
+            with open(self.audit, "rb") as src, open(keep, "wb") as dst:
+                for line in src:
+                    if needle in line:
+                        dst.write(line)
+            self.results["setup"][f"{phase}_audit_log_mib"] = round(os.path.getsize(self.audit) / 2**20, 1)
+        if not self.a.keep:
+            subprocess.run([self.a.cluster_script, "down"], check=True, stdout=subprocess.DEVNULL)
+
+    def install_crd_and_identity(self):
+        self.kubectl("apply", "-f", os.path.join(self.repo, "crds", "windowsnodepools.winpool.dev.yaml"))
+        self.kubectl("wait", "--for=condition=Established", "crd/windowsnodepools.winpool.dev", "--timeout=60s")
+        # The operator runs as the chart's ServiceAccount with the chart's RBAC,
+        # exactly as installed; only the identity objects are applied (no Deployment).
+        self.kubectl("create", "namespace", SA_NAMESPACE, check=False)
+        shows = []
+        for t in ["serviceaccount", "clusterrole", "clusterrolebinding", "role-agents", "role-events", "role-leader-election", "agent-namespace"]:
+            shows += ["--show-only", f"templates/{t}.yaml"]
+        rendered = self.sh(
+            self.a.helm, "template", RELEASE, os.path.join(self.repo, "charts", "winpool"), "--namespace", SA_NAMESPACE,
+            "--kube-version", self.results["versions"]["kubernetes"], "--set", f"agentNamespace={AGENT_NS}", *shows,
+        )
+        self.kubectl("apply", "-f", "-", input=rendered)
+        token = self.kubectl("create", "token", RELEASE, "-n", SA_NAMESPACE, "--duration=12h").strip()
+        server = self.kubectl("config", "view", "--minify", "-o", "jsonpath={.clusters[0].cluster.server}")
+        ca = self.kubectl("config", "view", "--minify", "--raw", "-o", "jsonpath={.clusters[0].cluster.certificate-authority}")
+        self.sa_kubeconfig = os.path.join(self.state, "operator.kubeconfig")
+        kc = {
+            "apiVersion": "v1", "kind": "Config", "current-context": "sa",
+            "clusters": [{"name": "bench", "cluster": {"server": server, "certificate-authority": ca}}],
+            "users": [{"name": "sa", "user": {"token": token}}],
+            "contexts": [{"name": "sa", "context": {"cluster": "bench", "user": "sa"}}],
+        }
+        with open(self.sa_kubeconfig, "w") as f:
+            json.dump(kc, f)
+        os.chmod(self.sa_kubeconfig, 0o600)
+
+    # -- fleet ----------------------------------------------------------------
+
+    def create_nodes(self, fleet, start_group, groups, per_group):
+        """`winpool sim --create-only`, a few processes side by side (each creates its nodes one by one)."""
+        t = time.time()
+        pending = list(range(start_group, start_group + groups))
+        running = []
+        while pending or running:
+            while pending and len(running) < 4:
+                g = pending.pop(0)
+                p, _, _ = self.spawn(
+                    f"create-{fleet}-{g}",
+                    ["sim", "--create-only", f"--nodes={per_group}", f"--name-prefix={fleet}-{g}-",
+                     f"--labels={BENCH_LABEL}={fleet}", "--os=ltsc2022", f"--build={OS_BUILD}.{START_REVISION}", "--log-format=json"],
+                    self.kubeconfig,
+                )
+                running.append((f"create-{fleet}-{g}", p))
+            for name, p in list(running):
+                if p.poll() is not None:
+                    if p.returncode != 0:
+                        self.check_alive(name)
+                    running.remove((name, p))
+                    self.procs.pop(name, None)
+            time.sleep(0.2)
+        return time.time() - t
+
+    def wait_nodes_ready(self, fleet, n, timeout=600):
+        deadline = time.time() + timeout
+        while True:
+            nodes = self.kube.list_all("/api/v1/nodes", labelSelector=f"{BENCH_LABEL}={fleet}")
+            ready = sum(
+                1 for x in nodes
+                if any(c["type"] == "Ready" and c["status"] == "True" for c in x.get("status", {}).get("conditions", []))
+            )
+            if ready >= n:
+                return
+            if time.time() > deadline:
+                raise RuntimeError(f"only {ready} of {n} nodes of fleet {fleet} Ready after {timeout}s")
+            time.sleep(3)
+
+    def start_sim(self, fleet):
+        p, path, _ = self.spawn(
+            f"sim-{fleet}",
+            ["sim", "--no-create", f"--name-prefix={fleet}-", f"--apply-seconds={self.a.apply_seconds}",
+             f"--reboot-seconds={self.a.reboot_seconds}", f"--hns={HNS_REPORT}", "--log-format=json"],
+            self.kubeconfig,
+        )
+        return p
+
+    def start_operator(self, name):
+        args = ["run", f"--metrics-addr=127.0.0.1:{self.metrics_port}", f"--lease-namespace={SA_NAMESPACE}",
+                f"--agent-namespace={AGENT_NS}", "--log-format=json"]
+        return self.spawn(name, args, self.sa_kubeconfig)
+
+    # -- pool -----------------------------------------------------------------
+
+    def next_patch(self):
+        self.patch_seq += 1
+        return f"{OS_BUILD}.{START_REVISION + 50 + 10 * self.patch_seq}"
+
+    def pool(self, name, fleet, patch):
+        return {
+            "apiVersion": "winpool.dev/v1alpha1", "kind": "WindowsNodePool",
+            "metadata": {"name": name},
+            "spec": {
+                "nodeSelector": {"matchLabels": {BENCH_LABEL: fleet}},
+                "os": {"version": "ltsc2022", "patchLevel": patch},
+                "rollout": {"maxUnavailable": self.a.max_unavailable, "nodeTimeout": "30m"},
+                # Big enough for the footprint's 10,000 Services / 50,000 endpoints (HNSCapacity stays WithinLimits).
+                "hns": {"maxLoadBalancers": 20000, "maxEndpoints": 100000},
+            },
+        }
+
+    def set_pool(self, name, fleet, patch):
+        path = f"/apis/winpool.dev/v1alpha1/windowsnodepools/{name}"
+        try:
+            self.kube.get(path)
+            self.kube.merge_patch(path, {"spec": {"os": {"patchLevel": patch}}})
+        except Exception:
+            self.kube.create("/apis/winpool.dev/v1alpha1/windowsnodepools", self.pool(name, fleet, patch))
+
+    def wait_pool_done(self, name, n, watch_procs, timeout):
+        """Until status reports all n nodes updated for the current generation. Returns (t_done, timeline)."""
+        path = "/apis/winpool.dev/v1alpha1/windowsnodepools"
+        deadline = time.time() + timeout
+        timeline = []
+        last = None
+
+        def done(obj):
+            nonlocal last
+            st = obj.get("status") or {}
+            nodes = st.get("nodes") or {}
+            cur = (nodes.get("updated", 0), nodes.get("failed", 0))
+            if st.get("observedGeneration") == obj["metadata"].get("generation"):
+                if cur != last:
+                    timeline.append((time.time(), cur[0]))
+                    last = cur
+                if cur[1] > 0:
+                    raise RuntimeError(f"pool {name}: {cur[1]} nodes failed: {st.get('failedNodes')}")
+                return nodes.get("total") == n and cur[0] == n
+            return False
+
+        while time.time() < deadline:
+            for w in watch_procs:
+                self.check_alive(w)
+            obj = self.kube.get(f"{path}/{name}")
+            if done(obj):
+                return time.time(), timeline
+            rv = obj["metadata"]["resourceVersion"]
+            try:
+                for ev in self.kube.watch(path, rv, timeout=20, fieldSelector=f"metadata.name={name}"):
+                    if ev.get("type") in ("ADDED", "MODIFIED") and done(ev["object"]):
+                        return time.time(), timeline
+                    if time.time() > deadline:
+                        break
+            except OSError:
+                pass
+        raise RuntimeError(f"pool {name} not rolled out within {timeout}s")
+
+    # -- measurements --------------------------------------------------------
+
+    def cp_cpu(self):
+        out = {c: proc_cpu(p) for c, p in self.cp_pids.items()}
+        return out
+
+    def scrape(self):
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as r:
+                text = r.read().decode()
+        except OSError:
+            return {}
+        m = {}
+        for line in text.splitlines():
+            if line.startswith("winpool_reconcile_duration_seconds_sum"):
+                m["reconcile_seconds"] = float(line.split()[-1])
+            elif line.startswith("winpool_reconcile_duration_seconds_count"):
+                m["reconciles"] = int(float(line.split()[-1]))
+            elif line.startswith("winpool_reconcile_errors_total"):
+                m["reconcile_errors"] = m.get("reconcile_errors", 0) + int(float(line.split()[-1]))
+        return m
+
+    def audit_size(self):
+        try:
+            return os.path.getsize(self.audit)
+        except OSError:
+            return 0
+
+    def audit_counts(self, start, end):
+        """winpool's requests in audit log bytes [start, end)."""
+        writes, lists, watches, codes, agents = Counter(), Counter(), Counter(), Counter(), Counter()
+        lists_detail = Counter()
+        needle = SA_USER.encode()
+        with open(self.audit, "rb") as f:
+            f.seek(start)
+            data = f.read(max(0, end - start))
+        for line in data.split(b"\n"):
+            if needle not in line:
+                continue
+            try:
+                ev = json.loads(line)
+            except ValueError:
+                continue
+            if ev.get("user", {}).get("username") != SA_USER:
+                continue
+            ref = ev.get("objectRef") or {}
+            res = ref.get("resource", "?") + (f"/{ref['subresource']}" if ref.get("subresource") else "")
+            verb = ev.get("verb")
+            stage = ev.get("stage")
+            agents[ev.get("userAgent", "")] += 1
+            if verb == "watch":
+                if stage == "ResponseStarted":
+                    watches[res] += 1
+                continue
+            if stage != "ResponseComplete":
+                continue
+            code = (ev.get("responseStatus") or {}).get("code")
+            uri = ev.get("requestURI", "")
+            if verb in WRITE_VERBS:
+                writes[f"{verb} {res}"] += 1
+                if code and code >= 400:
+                    codes[f"{verb} {res} {code}"] += 1
+            elif verb == "list":
+                kind = "page" if "continue=" in uri else ("fieldSelector" if "fieldSelector=" in uri else "full")
+                lists[res] += 1
+                lists_detail[f"{res} ({kind})"] += 1
+        return {
+            "writes": dict(writes), "lists": dict(lists), "lists_detail": dict(lists_detail),
+            "watches": dict(watches), "errors": dict(codes), "user_agents": dict(agents),
+        }
+
+    def operator_log(self, path, offset):
+        events = []
+        with open(path, "rb") as f:
+            f.seek(offset)
+            for line in f:
+                try:
+                    ev = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(ev, dict) and "timestamp" in ev:
+                    events.append(ev)
+        return events
+
+    def phases(self, op_events, sim_events, t0):
+        """Per-node timestamps of each state change (operator log) and of the agent's report (sim log)."""
+        node = defaultdict(dict)
+        first_decision = None
+        synced = None
+        for ev in op_events:
+            t = parse_ts(ev["timestamp"])
+            if t < t0 - 1:
+                continue
+            f = ev.get("fields", {})
+            msg = f.get("message", "")
+            if synced is None and "caches synced" in msg:
+                synced = t
+            if "from" in f and "to" in f and "node" in f:
+                node[f["node"]].setdefault(f["to"], t)
+                if first_decision is None:
+                    first_decision = t
+            elif msg.startswith("applied agent DaemonSet") or msg == "status updated":
+                if first_decision is None:
+                    first_decision = t
+        for ev in sim_events:
+            t = parse_ts(ev["timestamp"])
+            f = ev.get("fields", {})
+            if t >= t0 - 1 and f.get("message", "").startswith("simulated agent: applied") and "node" in f:
+                node[f["node"]].setdefault("Reported", t)
+        return node, first_decision, synced
+
+    def profile(self, nodes, t0, t_done, in_flight_limit):
+        sim_time = self.a.apply_seconds + self.a.reboot_seconds
+        d = defaultdict(list)
+        busy = 0.0
+        for ts in nodes.values():
+            start = ts.get("Draining") or ts.get("Applying")
+            end = ts.get("Updated")
+            if start and end:
+                d["in_flight"].append(end - start)
+                busy += end - start
+            if ts.get("Draining") and ts.get("Applying"):
+                d["drain_round"].append(ts["Applying"] - ts["Draining"])
+            if ts.get("Applying") and ts.get("Reported"):
+                d["agent_overhead"].append(ts["Reported"] - ts["Applying"] - sim_time)
+            if ts.get("Reported") and end:
+                d["verify"].append(end - ts["Reported"])
+        starts = sorted(ts.get("Draining") or ts.get("Applying") for ts in nodes.values() if ts.get("Draining") or ts.get("Applying"))
+        out = {k: round(median(v), 2) for k, v in d.items() if v}
+        out["first_start_after_s"] = round(starts[0] - t0, 2) if starts else None
+        wall = t_done - t0
+        out["slot_utilisation"] = round(busy / (in_flight_limit * wall), 3) if wall > 0 else None
+        return out
+
+    # -- runs -------------------------------------------------------------------
+
+    def run_record(self, **kw):
+        rec = dict(kw)
+        self.results["runs"].append(rec)
+        self.save()
+        return rec
+
+    def save(self):
+        with open(self.results_path, "w") as f:
+            json.dump(self.results, f, indent=1)
+
+    def max_unavailable(self, n):
+        v = str(self.a.max_unavailable)
+        return max(1, n * int(v.rstrip("%")) // 100) if v.endswith("%") else max(1, int(v))
+
+    def ideal(self, n):
+        return math.ceil(n / self.max_unavailable(n)) * (self.a.apply_seconds + self.a.reboot_seconds)
+
+    def phase_rollout(self):
+        self.cluster_up("rollout")
+        for n in self.a.rollout_sizes:
+            fleet = f"r{n}"
+            groups = max(1, math.ceil(n / 1000))
+            log(f"[rollout {n}] creating {n} simulated nodes")
+            created = self.create_nodes(fleet, 0, groups, n // groups)
+            self.wait_nodes_ready(fleet, n)
+            log(f"[rollout {n}] {n} nodes Ready ({created:.0f}s to create)")
+            self.start_sim(fleet)
+            a0 = self.audit_size()
+            p, op_log, t_start = self.start_operator(f"operator-{fleet}")
+            self.wait_for_log(op_log, "caches synced", 120, f"operator-{fleet}")
+            pool = f"bench-{fleet}"
+            runs = [("first", None)] * self.a.warmup + [("measured", i) for i in range(self.a.runs)]
+            for kind, i in runs:
+                self.one_rollout(n, fleet, pool, kind, i, p)
+            time.sleep(2)
+            self.results["lifetimes"].append(
+                {"phase": "rollout", "nodes": n, "seconds": round(time.time() - t_start, 1),
+                 "audit": self.audit_counts(a0, self.audit_size())}
+            )
+            self.stop(f"operator-{fleet}")
+            self.stop(f"sim-{fleet}")
+            self.cleanup_fleet(fleet, pool)
+        self.cluster_down("rollout")
+
+    def one_rollout(self, n, fleet, pool, kind, i, p):
+        name = f"operator-{fleet}"
+        op_log = self.procs[name][1]
+        sim_log = self.procs[f"sim-{fleet}"][1]
+        op_off, sim_off = os.path.getsize(op_log), os.path.getsize(sim_log)
+        a0 = self.audit_size()
+        cpu0, cp0, sim0 = proc_cpu(p.pid), self.cp_cpu(), proc_cpu(self.procs[f"sim-{fleet}"][0].pid)
+        m0 = self.scrape()
+        patch = self.next_patch()
+        log(f"[rollout {n}] {kind} rollout{'' if i is None else f' {i + 1}/{self.a.runs}'}: pool {pool} -> {patch}")
+        t0 = time.time()
+        self.set_pool(pool, fleet, patch)
+        t_done, timeline = self.wait_pool_done(pool, n, [name, f"sim-{fleet}"], self.a.timeout)
+        actual = t_done - t0
+        time.sleep(3)  # writes that follow the last update (status, events) belong to the run
+        m1 = self.scrape()
+        audit = self.audit_counts(a0, self.audit_size())
+        nodes, _, _ = self.phases(self.operator_log(op_log, op_off), self.operator_log(sim_log, sim_off), t0)
+        cp1 = self.cp_cpu()
+        rec = self.run_record(
+            phase="rollout", kind=kind, nodes=n, run=i, patch=patch,
+            actual_s=round(actual, 2), ideal_s=self.ideal(n), ratio=round(actual / self.ideal(n), 3),
+            operator_cpu_s=round(proc_cpu(p.pid) - cpu0, 2),
+            operator_hwm_mib=round(proc_mem(p.pid)[1] or 0, 1),
+            sim_cpu_s=round((proc_cpu(self.procs[f"sim-{fleet}"][0].pid) or 0) - (sim0 or 0), 2),
+            cp_cpu_s={c: round((cp1[c] or 0) - (cp0[c] or 0), 2) for c in cp1},
+            reconciles=m1.get("reconciles", 0) - m0.get("reconciles", 0),
+            reconcile_seconds=round(m1.get("reconcile_seconds", 0) - m0.get("reconcile_seconds", 0), 2),
+            audit=audit, profile=self.profile(nodes, t0, t_done, self.max_unavailable(n)),
+            timeline=[(round(t - t0, 2), u) for t, u in timeline],
+        )
+        log(f"[rollout {n}]   {actual:.1f}s (ideal {rec['ideal_s']}s, x{rec['ratio']}), "
+            f"{sum(v for k, v in audit['writes'].items() if 'eviction' not in k and 'leases' not in k) / n:.2f} writes/node, "
+            f"profile {rec['profile']}")
+
+    def wait_for_log(self, path, text, timeout, name):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            self.check_alive(name)
+            with open(path, errors="replace") as f:
+                for line in f:
+                    if text in line:
+                        try:
+                            return parse_ts(json.loads(line)["timestamp"])
+                        except (ValueError, KeyError):
+                            return time.time()
+            time.sleep(0.2)
+        raise RuntimeError(f"'{text}' not in {path} after {timeout}s")
+
+    def cleanup_fleet(self, fleet, pool):
+        """The next size starts from a clean slate: no pool, no agent DaemonSets, no nodes of this fleet."""
+        path = f"/apis/winpool.dev/v1alpha1/windowsnodepools/{pool}"
+        try:
+            self.kube.merge_patch(path, {"metadata": {"finalizers": None}})
+            self.kube.request("DELETE", path, ok=(200, 202, 404))
+        except Exception as e:  # noqa: BLE001
+            log(f"cleanup of pool {pool}: {e}")
+        self.kubectl("delete", "daemonsets", "-n", AGENT_NS, "--all", "--wait=false", check=False)
+        self.kubectl("delete", "nodes", "-l", f"{BENCH_LABEL}={fleet}", "--wait=false", check=False)
+
+    def create_services(self, services, endpoints):
+        """Selector-less Services with hand-made EndpointSlices (endpoints spread evenly)."""
+        t = time.time()
+        # The local control plane's default Service range is a /24; a second ServiceCIDR makes room.
+        self.kube.create("/apis/networking.k8s.io/v1/servicecidrs",
+                         {"metadata": {"name": "bench"}, "spec": {"cidrs": ["10.96.0.0/16"]}})
+        for _ in range(60):
+            cidr = self.kube.get("/apis/networking.k8s.io/v1/servicecidrs/bench")
+            if any(c["type"] == "Ready" and c["status"] == "True" for c in (cidr.get("status") or {}).get("conditions", [])):
+                break
+            time.sleep(1)
+        namespaces = max(1, services // 1000)
+        for k in range(namespaces):
+            self.kube.create("/api/v1/namespaces", {"metadata": {"name": f"bench-svc-{k}"}})
+        svc_items, slice_items = [], []
+        per = endpoints // services if services else 0
+        extra = endpoints - per * services
+        ip = 0
+        for s in range(services):
+            ns = f"bench-svc-{s % namespaces}"
+            name = f"svc-{s}"
+            svc_items.append((f"/api/v1/namespaces/{ns}/services",
+                              {"metadata": {"name": name}, "spec": {"ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}}))
+            count = per + (1 if s < extra else 0)
+            eps = []
+            for _ in range(count):
+                a = 0x0A400000 + ip  # 10.64.0.0 upwards, one address per endpoint
+                ip += 1
+                eps.append({"addresses": [f"{a >> 24 & 255}.{a >> 16 & 255}.{a >> 8 & 255}.{a & 255}"], "conditions": {"ready": True}})
+            if eps:
+                slice_items.append((f"/apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices", {
+                    "metadata": {"name": f"{name}-bench", "labels": {
+                        "kubernetes.io/service-name": name, "endpointslice.kubernetes.io/managed-by": "winpool-bench"}},
+                    "addressType": "IPv4", "endpoints": eps,
+                    "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
+                }))
+        create_many(self.kube, svc_items)
+        create_many(self.kube, slice_items)
+        took = time.time() - t
+        self.results["setup"]["services"] = services
+        self.results["setup"]["endpoints"] = endpoints
+        self.results["setup"]["services_create_s"] = round(took, 1)
+        log(f"[footprint] {services} Services, {len(slice_items)} EndpointSlices, {endpoints} endpoints in {took:.0f}s")
+
+    def phase_footprint(self):
+        self.cluster_up("footprint")
+        self.create_services(self.a.services, self.a.endpoints)
+        fleet = "fp"
+        pool = "bench-fp"
+        have = 0
+        for n in self.a.footprint_sizes:
+            per_group = min(1000, n)
+            log(f"[footprint {n}] adding {n - have} simulated nodes")
+            created = self.create_nodes(fleet, have // per_group, (n - have) // per_group, per_group)
+            self.wait_nodes_ready(fleet, n)
+            log(f"[footprint {n}] {n} nodes Ready ({created:.0f}s to create)")
+            have = n
+            if f"sim-{fleet}" not in self.procs:
+                self.start_sim(fleet)
+            runs = [("first", None)] * self.a.warmup + [("measured", i) for i in range(self.a.runs)]
+            for kind, i in runs:
+                self.one_footprint(n, fleet, pool, kind, i)
+        self.stop(f"sim-{fleet}")
+        self.cluster_down("footprint")
+
+    def one_footprint(self, n, fleet, pool, kind, i):
+        name = f"operator-{fleet}"
+        patch = self.next_patch()
+        self.set_pool(pool, fleet, patch)  # the operator is not running: it finds the new patch level at start
+        sim_proc, sim_log = self.procs[f"sim-{fleet}"]
+        sim_off = os.path.getsize(sim_log)
+        log(f"[footprint {n}] {kind} run{'' if i is None else f' {i + 1}/{self.a.runs}'}: pool {pool} -> {patch}, operator started")
+        time.sleep(1)
+        a0 = self.audit_size()
+        cp0, sim0 = self.cp_cpu(), proc_cpu(sim_proc.pid)
+        p, op_log, t0 = self.start_operator(name)
+        op_off = 0 if not os.path.exists(op_log) else os.path.getsize(op_log)
+        sampler = Sampler({"winpool": p.pid, "kube-apiserver": self.cp_pids["kube-apiserver"], "etcd": self.cp_pids["etcd"]})
+        sampler.start()
+        try:
+            t_done, timeline = self.wait_pool_done(pool, n, [name, f"sim-{fleet}"], self.a.timeout)
+        finally:
+            sampler.stop()
+        cpu = proc_cpu(p.pid)
+        _, hwm = proc_mem(p.pid)
+        cp1, sim1 = self.cp_cpu(), proc_cpu(sim_proc.pid)
+        m = self.scrape()
+        time.sleep(2)
+        self.stop(name)
+        audit = self.audit_counts(a0, self.audit_size())
+        events = self.operator_log(op_log, 0)
+        # Only this process's lines: the log file is appended to by every run.
+        events = [e for e in events if parse_ts(e["timestamp"]) >= t0 - 0.5]
+        nodes, first_decision, synced = self.phases(events, self.operator_log(sim_log, sim_off), t0)
+        actual = t_done - t0
+        rec = self.run_record(
+            phase="footprint", kind=kind, nodes=n, run=i, patch=patch,
+            services=self.a.services, endpoints=self.a.endpoints,
+            actual_s=round(actual, 2), ideal_s=self.ideal(n), ratio=round(actual / self.ideal(n), 3),
+            startup_s=round(first_decision - t0, 2) if first_decision else None,
+            synced_s=round(synced - t0, 2) if synced else None,
+            operator_cpu_s=cpu, operator_hwm_mib=round(hwm or 0, 1),
+            operator_rss_series=sampler.series["winpool"][::4],
+            sim_cpu_s=round((sim1 or 0) - (sim0 or 0), 2),
+            cp_cpu_s={c: round((cp1[c] or 0) - (cp0[c] or 0), 2) for c in cp1},
+            cp_peak_rss_mib={c: round(sampler.peak[c], 1) for c in ("kube-apiserver", "etcd")},
+            reconciles=m.get("reconciles"), reconcile_seconds=round(m.get("reconcile_seconds", 0), 2),
+            audit=audit, profile=self.profile(nodes, t0, t_done, self.max_unavailable(n)),
+            timeline=[(round(t - t0, 2), u) for t, u in timeline],
+        )
+        log(f"[footprint {n}]   {actual:.1f}s, start-up {rec['startup_s']}s (caches synced {rec['synced_s']}s), "
+            f"CPU {cpu:.1f}s, peak RSS {rec['operator_hwm_mib']} MiB, apiserver CPU {rec['cp_cpu_s']['kube-apiserver']}s")
+
+
+def machine_info(repo):
+    info = {"nproc": os.cpu_count()}
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemTotal"):
+                info["memory_gib"] = round(int(line.split()[1]) / 2**20, 1)
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                info["cpu"] = line.split(":", 1)[1].strip()
+                break
+    info["kernel"] = os.uname().release
+    return info
+
+
+def versions(repo, binary):
+    v = {}
+    sha = subprocess.run(["git", "-C", repo, "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "-C", repo, "status", "--porcelain", "--", "src", "Cargo.toml", "Cargo.lock"],
+                           capture_output=True, text=True).stdout.strip()
+    v["winpool"] = sha + ("+uncommitted src changes" if dirty else "")
+    v["rustc"] = subprocess.run(["rustc", "--version"], capture_output=True, text=True).stdout.strip()
+    v["winpool_binary"] = subprocess.run([binary, "--version"], capture_output=True, text=True).stdout.strip()
+    return v
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repo", required=True)
+    ap.add_argument("--state", required=True)
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--kubectl", required=True)
+    ap.add_argument("--helm", required=True)
+    ap.add_argument("--cluster-script", required=True)
+    ap.add_argument("--mode", choices=["full", "quick", "smoke"], default="full")
+    ap.add_argument("--runs", type=int)
+    ap.add_argument("--phases", default="rollout,footprint")
+    ap.add_argument("--rollout-sizes")
+    ap.add_argument("--footprint-sizes")
+    ap.add_argument("--services", type=int)
+    ap.add_argument("--endpoints", type=int)
+    ap.add_argument("--out")
+    ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--report-only", action="store_true")
+    a = ap.parse_args()
+
+    # Sizes and timings per mode; flags override.
+    modes = {
+        "full": dict(runs=3, warmup=1, rollout_sizes=[100, 1000], footprint_sizes=[1000, 5000], services=10000, endpoints=50000,
+                     apply_seconds=5.0, reboot_seconds=1.0, max_unavailable="10%", timeout=1800),
+        "quick": dict(runs=1, warmup=0, rollout_sizes=[100, 1000], footprint_sizes=[1000, 5000], services=10000, endpoints=50000,
+                      apply_seconds=5.0, reboot_seconds=1.0, max_unavailable="10%", timeout=1800),
+        "smoke": dict(runs=1, warmup=0, rollout_sizes=[20], footprint_sizes=[20], services=20, endpoints=100,
+                      apply_seconds=1.0, reboot_seconds=0.0, max_unavailable="25%", timeout=300),
+    }
+    for k, v in modes[a.mode].items():
+        cli = getattr(a, k, None)
+        if cli is None:
+            setattr(a, k, v)
+        elif k.endswith("_sizes"):
+            setattr(a, k, [int(x) for x in str(cli).split(",") if x])
+    import report  # noqa: PLC0415
+
+    b = Bench(a)
+    if a.report_only:
+        with open(b.results_path) as f:
+            b.results = json.load(f)
+        report.write(b.results, a.out)
+        return
+    b.results["mode"] = a.mode
+    b.results["config"] = {k: getattr(a, k) for k in ("runs", "warmup", "rollout_sizes", "footprint_sizes", "services", "endpoints",
+                                                       "apply_seconds", "reboot_seconds", "max_unavailable")}
+    b.results["machine"] = machine_info(a.repo)
+    b.results["versions"] = versions(a.repo, a.bin)
+    started = time.time()
+    try:
+        for phase in a.phases.split(","):
+            t = time.time()
+            getattr(b, f"phase_{phase}")()
+            b.results["setup"][f"{phase}_phase_s"] = round(time.time() - t)
+    finally:
+        b.stop_all()
+        b.results["setup"]["total_s"] = round(time.time() - started)
+        b.save()
+    report.write(b.results, a.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,296 @@
+"""Renders results.json (hack/bench/bench.py) into the benchmark table and docs/BENCHMARKS.md."""
+
+import math
+import os
+import statistics
+import sys
+import time
+
+TARGET_ROLLOUT_RATIO = 1.10
+TARGET_WRITES = 6.0
+TARGET_RSS_MIB = 100.0
+TARGET_STARTUP_S = 5.0
+# CPU grows linearly when CPU(large)/CPU(small) ~ large/small: exponent 1. Quadratic is 2.
+TARGET_CPU_EXPONENT = 1.25
+
+
+def med(values):
+    v = [x for x in values if x is not None]
+    if not v:
+        return None, None, None
+    return statistics.median(v), min(v), max(v)
+
+
+def num(x, digits=2):
+    if x is None:
+        return "n/a"
+    if abs(x) >= 1000:
+        return f"{x:,.0f}"
+    return f"{x:.{digits}f}"
+
+
+def spread(values, digits=2, unit=""):
+    m, lo, hi = med(values)
+    if m is None:
+        return "n/a"
+    s = f"{num(m, digits)}{unit}"
+    if len([x for x in values if x is not None]) > 1:
+        s += f" ({num(lo, digits)}–{num(hi, digits)})"
+    return s
+
+
+def writes_per_node(rec):
+    w = rec["audit"]["writes"]
+    total = sum(v for k, v in w.items() if "pods/eviction" not in k and " leases" not in k)
+    return total / rec["nodes"]
+
+
+def verdict(ok):
+    return "**met**" if ok else "**missed**"
+
+
+def build(results):
+    cfg = results["config"]
+    runs = results["runs"]
+    measured = [r for r in runs if r["kind"] == "measured"]
+    n_runs = cfg["runs"]
+
+    def sel(phase, n, kind="measured"):
+        return [r for r in runs if r["phase"] == phase and r["nodes"] == n and r["kind"] == kind]
+
+    rows = []  # (measure, size, result, target, verdict)
+    rsizes = cfg["rollout_sizes"]
+    fsizes = cfg["footprint_sizes"]
+    big_r = max(rsizes) if rsizes else None
+    big_f = max(fsizes) if fsizes else None
+    small_f = min(fsizes) if fsizes else None
+    svc_note = f"{results['setup'].get('services', cfg['services']):,} Services / {results['setup'].get('endpoints', cfg['endpoints']):,} endpoints"
+    verdicts = {}
+
+    # Rollout efficiency.
+    for n in rsizes:
+        rs = sel("rollout", n)
+        if not rs:
+            continue
+        ratio = med([r["ratio"] for r in rs])[0]
+        res = f"{spread([r['ratio'] for r in rs])} — {spread([r['actual_s'] for r in rs], 1)} s vs ideal {rs[0]['ideal_s']:.0f} s"
+        if n == big_r:
+            ok = ratio <= TARGET_ROLLOUT_RATIO
+            verdicts["rollout"] = ok
+            rows.append(("Rollout time, actual ÷ ideal (pool write → status all updated)", f"{n:,} nodes", res, f"≤ {TARGET_ROLLOUT_RATIO:.2f}", verdict(ok)))
+        else:
+            rows.append(("Rollout time, actual ÷ ideal (pool write → status all updated)", f"{n:,} nodes", res, "—", "info"))
+    for n in fsizes:
+        rs = sel("footprint", n)
+        if rs:
+            rows.append((f"Rollout time, actual ÷ ideal, with {svc_note} (operator start → all updated)", f"{n:,} nodes",
+                         f"{spread([r['ratio'] for r in rs])} — {spread([r['actual_s'] for r in rs], 1)} s", "—", "info"))
+
+    # API cost.
+    wp_ok = True
+    for phase, sizes in (("rollout", rsizes), ("footprint", fsizes)):
+        for n in sizes:
+            rs = sel(phase, n)
+            if not rs:
+                continue
+            v = med([writes_per_node(r) for r in rs])[0]
+            wp_ok &= v <= TARGET_WRITES
+            where = "" if phase == "rollout" else f", with {svc_note}"
+            rows.append((f"winpool writes per node updated, beyond evictions and Lease renewals (audit log){where}", f"{n:,} nodes",
+                         spread([writes_per_node(r) for r in rs]), f"≤ {TARGET_WRITES:.0f}", verdict(v <= TARGET_WRITES)))
+    verdicts["writes"] = wp_ok
+    if big_r and sel("rollout", big_r):
+        rs = sel("rollout", big_r)
+        keys = sorted({k for r in rs for k in r["audit"]["writes"]})
+        for k in keys:
+            if " leases" in k:
+                per_s = med([r["audit"]["writes"].get(k, 0) / r["actual_s"] for r in rs])[0]
+                rows.append((f"  · {k} (leader election; per second, not per node)", f"{big_r:,} nodes", f"{per_s:.2f}/s", "—", "info"))
+                continue
+            vals = [r["audit"]["writes"].get(k, 0) / r["nodes"] for r in rs]
+            rows.append((f"  · {k} per node", f"{big_r:,} nodes", spread(vals, 3), "—", "info"))
+        if not any("pods/eviction" in k for k in keys):
+            rows.append(("  · create pods/eviction per node", f"{big_r:,} nodes", "0 (the simulated nodes run no workload pods)", "—", "info"))
+        lists = [sum(v for k, v in r["audit"]["lists_detail"].items() if not k.startswith("pods (fieldSelector")) for r in rs]
+        pods = [r["audit"]["lists_detail"].get("pods (fieldSelector)", 0) / r["nodes"] for r in rs]
+        watches = [sum(r["audit"]["watches"].values()) for r in rs]
+        rows.append(("  · reads during a rollout: lists other than drain's pod lists / new watches", f"{big_r:,} nodes",
+                     f"{spread(lists, 0)} / {spread(watches, 0)}", "0 / 0", verdict(max(lists) == 0 and max(watches) == 0)))
+        rows.append(("  · drain's pod lists (fieldSelector spec.nodeName) per node", f"{big_r:,} nodes", spread(pods, 2), "—", "info"))
+    relists_ok = True
+    for lt in results.get("lifetimes", []):
+        full = {k.split(" ")[0]: v for k, v in lt["audit"]["lists_detail"].items() if k.endswith("(full)") and not k.startswith("pods")}
+        relists = sum(max(0, v - 1) for v in full.values())
+        relists_ok &= relists == 0
+        desc = ", ".join(f"{k} {v}" for k, v in sorted(full.items()))
+        w = ", ".join(f"{k} {v}" for k, v in sorted(lt["audit"]["watches"].items()))
+        rows.append((f"Full lists over one operator's life ({lt['seconds'] / 60:.1f} min, {1 + n_runs if results['config']['warmup'] else n_runs} rollouts); "
+                     f"beyond the first per watcher = periodic relists", f"{lt['nodes']:,} nodes",
+                     f"{relists} relists (lists: {desc}; watches: {w})", "0", verdict(relists == 0)))
+    verdicts["relists"] = relists_ok
+
+    # Footprint.
+    for n in fsizes:
+        rs = sel("footprint", n)
+        if not rs:
+            continue
+        rss = med([r["operator_hwm_mib"] for r in rs])[0]
+        if n == big_f:
+            verdicts["rss"] = rss <= TARGET_RSS_MIB
+            rows.append((f"winpool peak RSS (VmHWM), with {svc_note}", f"{n:,} nodes", spread([r["operator_hwm_mib"] for r in rs], 1, " MiB"),
+                         f"≤ {TARGET_RSS_MIB:.0f} MiB", verdict(rss <= TARGET_RSS_MIB)))
+        else:
+            rows.append((f"winpool peak RSS (VmHWM), with {svc_note}", f"{n:,} nodes", spread([r["operator_hwm_mib"] for r in rs], 1, " MiB"), "—", "info"))
+    for n in fsizes:
+        rs = sel("footprint", n)
+        if not rs:
+            continue
+        cpu = [r["operator_cpu_s"] for r in rs]
+        per = [r["operator_cpu_s"] / r["nodes"] * 1000 for r in rs]
+        res = f"{spread(cpu, 1, ' s')}; {spread(per, 1, ' ms')}/node"
+        if n == big_f and small_f != big_f and sel("footprint", small_f):
+            c_small = med([r["operator_cpu_s"] for r in sel("footprint", small_f)])[0]
+            c_big = med(cpu)[0]
+            k = math.log(c_big / c_small) / math.log(big_f / small_f) if c_small and c_big else None
+            ok = k is not None and k <= TARGET_CPU_EXPONENT
+            verdicts["cpu"] = ok
+            res += f"; growth exponent {num(k)} from {small_f:,} to {big_f:,} nodes"
+            rows.append((f"winpool CPU seconds (utime+stime, start-up + whole rollout)", f"{n:,} nodes", res,
+                         f"linear (exponent ≤ {TARGET_CPU_EXPONENT})", verdict(ok)))
+        else:
+            rows.append((f"winpool CPU seconds (utime+stime, start-up + whole rollout)", f"{n:,} nodes", res, "—", "info"))
+    for n in fsizes:
+        rs = sel("footprint", n)
+        if not rs:
+            continue
+        st = med([r["startup_s"] for r in rs])[0]
+        res = f"{spread([r['startup_s'] for r in rs], 2, ' s')} (caches synced at {spread([r['synced_s'] for r in rs], 2, ' s')})"
+        if n == big_f:
+            ok = st is not None and st <= TARGET_STARTUP_S
+            verdicts["startup"] = ok
+            rows.append(("Start-up: process start → first reconcile decision", f"{n:,} nodes", res, f"≤ {TARGET_STARTUP_S:.0f} s", verdict(ok)))
+        else:
+            rows.append(("Start-up: process start → first reconcile decision", f"{n:,} nodes", res, "—", "info"))
+    # The control plane beside winpool, over the same runs.
+    for n in fsizes:
+        rs = sel("footprint", n)
+        if not rs:
+            continue
+        for comp in ("kube-apiserver", "etcd"):
+            rows.append((f"Control plane: {comp} CPU seconds / peak RSS during the run", f"{n:,} nodes",
+                         f"{spread([r['cp_cpu_s'][comp] for r in rs], 1, ' s')} / {spread([r['cp_peak_rss_mib'][comp] for r in rs], 0, ' MiB')}",
+                         "—", "info"))
+        others = [sum(r["cp_cpu_s"][c] for c in ("kube-controller-manager", "kube-scheduler", "kwok-controller")) for r in rs]
+        rows.append(("Control plane: kube-controller-manager + kube-scheduler + kwok CPU seconds", f"{n:,} nodes", spread(others, 1, " s"), "—", "info"))
+        rows.append(("Simulated fleet: `winpool sim` CPU seconds (not the operator)", f"{n:,} nodes", spread([r["sim_cpu_s"] for r in rs], 1, " s"), "—", "info"))
+    return rows, verdicts
+
+
+def table(rows):
+    out = ["| Measure | Size | Result: median (min–max) | Target | |", "|---|---|---|---|---|"]
+    for r in rows:
+        out.append("| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |")
+    return "\n".join(out)
+
+
+def details(results):
+    cfg = results["config"]
+    out = []
+    out.append("### Every run\n")
+    out.append("| phase | run | nodes | actual s | ideal s | ratio | writes/node | reconciles (mean ms) | winpool CPU s | winpool VmHWM MiB | start-up s | apiserver CPU s |")
+    out.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in results["runs"]:
+        rc = r.get("reconciles") or 0
+        mean_ms = (r.get("reconcile_seconds") or 0) / rc * 1000 if rc else 0
+        out.append(
+            f"| {r['phase']} | {r['kind']}{'' if r['run'] is None else ' ' + str(r['run'] + 1)} | {r['nodes']:,} | {r['actual_s']:.1f} | {r['ideal_s']:.0f} | "
+            f"{r['ratio']:.2f} | {writes_per_node(r):.2f} | {rc} ({mean_ms:.0f}) | {r['operator_cpu_s']:.1f} | {r['operator_hwm_mib']:.1f} | "
+            f"{num(r.get('startup_s'))} | {r['cp_cpu_s']['kube-apiserver']:.1f} |"
+        )
+    out.append("")
+    out.append("### Where a node's time goes (medians over the nodes of a run, then over runs)\n")
+    out.append(f"Simulated work per node: apply {cfg['apply_seconds']:g} s + reboot {cfg['reboot_seconds']:g} s. "
+               "`in_flight` = first winpool patch (cordon) → Updated; `drain_round` = cordon → agent revision label (one reconcile "
+               "round later); `agent_overhead` = label → the agent's report, minus the simulated work (DaemonSet pod "
+               "created, scheduled, started by kwok, seen by the agent); `verify` = the agent's report → Updated; "
+               "`slot_utilisation` = Σ in-flight time ÷ (maxUnavailable × rollout time); `first_start_after_s` = pool write "
+               "(or operator start) → first cordon.\n")
+    keys = ["in_flight", "drain_round", "agent_overhead", "verify", "slot_utilisation", "first_start_after_s"]
+    out.append("| phase | nodes | " + " | ".join(keys) + " |")
+    out.append("|---|---|" + "---|" * len(keys))
+    groups = {}
+    for r in results["runs"]:
+        if r["kind"] == "measured":
+            groups.setdefault((r["phase"], r["nodes"]), []).append(r)
+    for (phase, n), rs in groups.items():
+        vals = [num(med([r["profile"].get(k) for r in rs])[0]) for k in keys]
+        out.append(f"| {phase} | {n:,} | " + " | ".join(vals) + " |")
+    out.append("")
+    firsts = [r for r in results["runs"] if r["kind"] == "first"]
+    if firsts:
+        out.append("### The first rollout of a new pool (warm-up; not in the medians)\n")
+        out.append("Every node also joins the pool (label) and gets its first `WindowsHNSReady` condition.\n")
+        for r in firsts:
+            w = ", ".join(f"{k} {v / r['nodes']:.2f}" for k, v in sorted(r["audit"]["writes"].items()))
+            out.append(f"- {r['phase']}, {r['nodes']:,} nodes: {r['actual_s']:.1f} s (×{r['ratio']:.2f}), "
+                       f"{writes_per_node(r):.2f} writes/node ({w})")
+        out.append("")
+    agents = {}
+    for r in results["runs"]:
+        agents.update(r["audit"].get("user_agents", {}))
+    if agents:
+        out.append("### Identity\n")
+        out.append("The operator ran as the chart's ServiceAccount (`system:serviceaccount:winpool-system:winpool`, token from "
+                   "`kubectl create token`, RBAC rendered from `charts/winpool`); requests were counted by that username. "
+                   f"User agents seen for it: {', '.join(f'`{a}`' for a in sorted(agents))} — the same as `winpool sim` "
+                   "sends, so the user agent alone cannot tell the operator from the simulated fleet.\n")
+    s = results.get("setup", {})
+    out.append("### Run times\n")
+    out.append(", ".join(f"{k} {v}" for k, v in s.items()) + "\n")
+    return "\n".join(out)
+
+
+def write(results, out_path):
+    rows, verdicts = build(results)
+    m, v, cfg = results["machine"], results["versions"], results["config"]
+    mode_note = {
+        "full": "",
+        "quick": "\n**Quick mode**: one run per size, no warm-up rollout; figures are single runs, not medians.\n",
+        "smoke": "\n**Smoke mode** (the suite's rot check): tiny sizes, one run; the targets are not meaningful here.\n",
+    }[results["mode"]]
+    head = (
+        f"Machine: {m['nproc']} CPUs ({m['cpu']}), {m['memory_gib']} GiB memory, Linux {m['kernel']}. "
+        f"Kubernetes {v.get('kubernetes', '?')} (local control plane: etcd, kube-apiserver, kube-controller-manager, "
+        f"kube-scheduler, kwok as processes on the same machine), winpool {v['winpool']} (release build), {v['rustc']}. "
+        f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {cfg['runs']} measured run(s) per size"
+        f"{' after one warm-up rollout' if cfg['warmup'] else ''}.\n"
+    )
+    tbl = table(rows)
+    print(tbl)
+    summary = ", ".join(f"{k} {'met' if ok else 'MISSED'}" for k, ok in verdicts.items())
+    print(f"\ntargets: {summary}", file=sys.stderr)
+    if not out_path:
+        return
+    notes_path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "notes.md")
+    notes = open(notes_path).read() if os.path.exists(notes_path) and results["mode"] != "smoke" else ""
+    doc = f"""# Benchmarks
+
+Generated by `hack/bench.sh` ({results['mode']} mode); do not edit by hand — edit `hack/bench/notes.md` for the analysis.
+{mode_note}
+{head}
+Setup: `winpool sim` plays the fleet and the agent (apply {cfg['apply_seconds']:g} s, reboot {cfg['reboot_seconds']:g} s; it
+reports HNS counts that are already caught up with its apply report, so the simulated time per node is
+{cfg['apply_seconds'] + cfg['reboot_seconds']:g} s). Pools use `maxUnavailable: {cfg['max_unavailable']}`; ideal =
+ceil(N ÷ maxUnavailable) × {cfg['apply_seconds'] + cfg['reboot_seconds']:g} s. The operator is the release binary, run with leader
+election on, as the Helm chart's ServiceAccount with the chart's RBAC; its API requests are counted from the API
+server's audit log (Metadata level) by that username. Footprint runs add {results['setup'].get('services', cfg['services']):,}
+selector-less Services with {results['setup'].get('endpoints', cfg['endpoints']):,} endpoints in hand-made EndpointSlices;
+each run restarts the operator after raising the pool's patch level, so it covers start-up and a whole rollout.
+
+{tbl}
+
+{details(results)}
+{notes}"""
+    with open(out_path, "w") as f:
+        f.write(doc)
+    print(f"wrote {out_path}", file=sys.stderr)
