@@ -10,28 +10,12 @@ use k8s_openapi::api::core::v1::{Container, Node, Pod, PodSpec, PodTemplateSpec}
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::api::{Api, ListParams, ObjectMeta, PostParams};
 use support::{TestSpace, wait_for};
-use winpool::api::OsVersion;
-use winpool::sim::{SimSettings, simulated_node};
+use winpool::sim::simulated_node;
 
 #[tokio::test]
 async fn a_daemonset_runs_on_simulated_windows_nodes_and_they_stay_ready() {
     let t = TestSpace::new("cluster-ds").await;
-    let settings = SimSettings {
-        nodes: 2,
-        name_prefix: t.node_prefix(),
-        labels: t.node_labels(),
-        os: OsVersion::Ltsc2022,
-        build: "10.0.20348.2700".parse().unwrap(),
-        containerd: "1.7.20".parse().unwrap(),
-        apply_seconds: 0.0,
-        fail_rate: 0.0,
-        fail_nodes: Default::default(),
-        agent_namespace: t.agent_namespace(),
-        seed: 1,
-        create: true,
-        hns: winpool::sim::HnsReport::Off,
-        reboot_seconds: 0.0,
-    };
+    let settings = support::sim_settings(&t, 2);
     let nodes: Api<Node> = Api::all(t.client.clone());
     for i in 0..2 {
         nodes.create(&PostParams::default(), &simulated_node(&settings, &settings.node_name(i))).await.expect("node created");

@@ -62,11 +62,7 @@ async fn capacity_readiness_taint_and_gating_follow_the_clusters_services() {
     let mut t = TestSpace::new("hns").await;
     service_with_endpoints(&t, "web", &["10.77.0.1", "10.77.0.2", "10.77.0.3"]).await;
     t.start_sim(3, &["--apply-seconds=1", "--hns=auto", "--hns-sync-seconds=4"]);
-    wait_for("3 nodes Ready", WAIT, || async {
-        let n = t.nodes().await;
-        (n.len() == 3 && n.iter().all(winpool::observe::is_ready)).then_some(())
-    })
-    .await;
+    support::wait_nodes_ready(&t, 3).await;
 
     let pool = format!("{}-pool", t.id);
     let body = json!({

@@ -40,11 +40,7 @@ async fn only_the_leader_writes_and_a_standby_takes_over_after_sigkill() {
     install_crd(&client).await;
     let mut t = TestSpace::new("leader").await;
     t.start_sim(5, &["--apply-seconds=2"]);
-    wait_for("5 simulated nodes Ready", WAIT, || async {
-        let n = t.nodes().await;
-        (n.len() == 5 && n.iter().all(winpool::observe::is_ready)).then_some(())
-    })
-    .await;
+    support::wait_nodes_ready(&t, 5).await;
 
     let lease = format!("--lease-name=winpool-{}", t.id);
     let lease_ns = format!("--lease-namespace={}", t.namespace);

@@ -14,40 +14,12 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
-use support::{TEST_LABEL, TestSpace, free_port, install_crd, repo_root, wait_for};
-use winpool::api::{WindowsNodePool, names};
+use support::{TestSpace, apply_pool, free_port, install_crd, pool_manifest, repo_root, wait_for, wait_nodes_ready};
+use winpool::api::names;
 
 const WAIT: Duration = Duration::from_secs(120);
 const PROMETHEUS: &str = "/usr/bin/prometheus";
 const FAILED_ALERT: &str = "WindowsNodePoolNodesFailed";
-
-fn pool_manifest(t: &TestSpace, name: &str, rollout: Value) -> Value {
-    json!({
-        "apiVersion": "winpool.dev/v1alpha1",
-        "kind": "WindowsNodePool",
-        "metadata": {"name": name, "labels": {TEST_LABEL: t.id}},
-        "spec": {
-            "nodeSelector": {"matchLabels": {TEST_LABEL: t.id}},
-            "os": {"version": "ltsc2022", "patchLevel": "10.0.20348.2762"},
-            "runtime": {"name": "containerd", "version": "1.7.22"},
-            "rollout": rollout,
-        }
-    })
-}
-
-async fn apply_pool(t: &TestSpace, body: &Value) {
-    let api: Api<WindowsNodePool> = Api::all(t.client.clone());
-    let name = body["metadata"]["name"].as_str().unwrap();
-    api.patch(name, &PatchParams::apply("winpool-tests").force(), &Patch::Apply(body)).await.expect("pool applies");
-}
-
-async fn wait_nodes_ready(t: &TestSpace, n: usize) {
-    wait_for(&format!("{n} simulated nodes Ready"), WAIT, || async {
-        let nodes = t.nodes().await;
-        (nodes.len() == n && nodes.iter().all(winpool::observe::is_ready)).then_some(())
-    })
-    .await;
-}
 
 /// A temporary directory of this test's own, removed on drop.
 struct TempDir(PathBuf);
@@ -260,7 +232,12 @@ async fn prometheus_scrapes_a_failing_rollout_and_the_failure_alert_goes_off() {
     let pool = format!("{}-pool", t.id);
     apply_pool(
         &t,
-        &pool_manifest(&t, &pool, json!({"maxUnavailable": 1, "maxFailedNodes": 1, "nodeTimeout": "3m", "drain": {"timeout": "1m"}})),
+        &pool_manifest(
+            &t,
+            &pool,
+            "10.0.20348.2762",
+            json!({"maxUnavailable": 1, "maxFailedNodes": 1, "nodeTimeout": "3m", "drain": {"timeout": "1m"}}),
+        ),
     )
     .await;
     // --leader-elect=false (the harness's default): the single replica sets winpool_leader 1.
@@ -334,7 +311,7 @@ async fn every_metric_the_alert_rules_use_is_exported_by_the_operator() {
     let counts = json!({"metadata": {"annotations": {names::ANN_HNS_LOAD_BALANCERS: "0", names::ANN_HNS_ENDPOINTS: "0"}}});
     nodes_api.patch(&lagging, &PatchParams::default(), &Patch::Merge(counts)).await.expect("annotate HNS counts");
     let pool = format!("{}-pool", t.id);
-    apply_pool(&t, &pool_manifest(&t, &pool, json!({"maxUnavailable": 1}))).await;
+    apply_pool(&t, &pool_manifest(&t, &pool, "10.0.20348.2762", json!({"maxUnavailable": 1}))).await;
     let admin = t.start_operator(&[]);
 
     // After a reconcile of the pool, so its per-pool series exist.

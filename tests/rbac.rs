@@ -106,11 +106,7 @@ async fn the_operator_rolls_out_with_only_the_charts_permissions() {
     let sa_kubeconfig = service_account_kubeconfig(&t, &fullname);
 
     t.start_sim(3, &["--apply-seconds=1"]);
-    wait_for("3 simulated nodes Ready", WAIT, || async {
-        let n = t.nodes().await;
-        (n.len() == 3 && n.iter().all(winpool::observe::is_ready)).then_some(())
-    })
-    .await;
+    support::wait_nodes_ready(&t, 3).await;
     let name = format!("{}-pool", t.id);
     let pools: Api<WindowsNodePool> = Api::all(t.client.clone());
     pools.patch(&name, &PatchParams::apply("winpool-tests").force(), &Patch::Apply(pool(&t, &name, "10.0.20348.2762"))).await.unwrap();

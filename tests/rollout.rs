@@ -14,36 +14,10 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::json;
-use support::{TEST_LABEL, TestSpace, install_crd, wait_for};
+use support::{TEST_LABEL, TestSpace, apply_pool, install_crd, pool_manifest, wait_for, wait_nodes_ready};
 use winpool::api::{WindowsNodePool, names};
 
 const WAIT: Duration = Duration::from_secs(180);
-
-fn pool_manifest(t: &TestSpace, name: &str, patch: &str, extra_rollout: serde_json::Value) -> serde_json::Value {
-    let mut rollout = json!({"maxUnavailable": 2, "nodeTimeout": "3m", "drain": {"timeout": "1m"}});
-    if let (Some(r), Some(e)) = (rollout.as_object_mut(), extra_rollout.as_object()) {
-        for (k, v) in e {
-            r.insert(k.clone(), v.clone());
-        }
-    }
-    json!({
-        "apiVersion": "winpool.dev/v1alpha1",
-        "kind": "WindowsNodePool",
-        "metadata": {"name": name, "labels": {TEST_LABEL: t.id}},
-        "spec": {
-            "nodeSelector": {"matchLabels": {TEST_LABEL: t.id}},
-            "os": {"version": "ltsc2022", "patchLevel": patch},
-            "runtime": {"name": "containerd", "version": "1.7.22"},
-            "rollout": rollout,
-        }
-    })
-}
-
-async fn apply_pool(t: &TestSpace, body: &serde_json::Value) {
-    let api: Api<WindowsNodePool> = Api::all(t.client.clone());
-    let name = body["metadata"]["name"].as_str().unwrap();
-    api.patch(name, &PatchParams::apply("winpool-tests").force(), &Patch::Apply(body)).await.expect("pool applies");
-}
 
 /// A workload on the test's nodes that a PodDisruptionBudget protects.
 async fn protected_workload(t: &TestSpace, replicas: i32) {
@@ -80,14 +54,6 @@ async fn protected_workload(t: &TestSpace, replicas: i32) {
         status: None,
     };
     Api::<PodDisruptionBudget>::namespaced(t.client.clone(), &t.namespace).create(&PostParams::default(), &pdb).await.expect("pdb");
-}
-
-async fn wait_nodes_ready(t: &TestSpace, n: usize) {
-    wait_for(&format!("{n} simulated nodes Ready"), WAIT, || async {
-        let nodes = t.nodes().await;
-        (nodes.len() == n && nodes.iter().all(winpool::observe::is_ready)).then_some(())
-    })
-    .await;
 }
 
 fn cordoned(nodes: &[Node]) -> usize {

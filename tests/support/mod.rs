@@ -354,3 +354,62 @@ impl TestSpace {
         Some(matches!(c.try_wait(), Ok(None)))
     }
 }
+
+/// A pool over this test's nodes (ltsc2022, patch level `patch`, containerd 1.7.22),
+/// labelled so that only this test's operator reconciles it. `rollout` overrides
+/// the defaults (maxUnavailable 2, nodeTimeout 3m, drain timeout 1m) key by key.
+pub fn pool_manifest(t: &TestSpace, name: &str, patch: &str, rollout: serde_json::Value) -> serde_json::Value {
+    let mut r = serde_json::json!({"maxUnavailable": 2, "nodeTimeout": "3m", "drain": {"timeout": "1m"}});
+    if let (Some(r), Some(extra)) = (r.as_object_mut(), rollout.as_object()) {
+        for (k, v) in extra {
+            r.insert(k.clone(), v.clone());
+        }
+    }
+    serde_json::json!({
+        "apiVersion": "winpool.dev/v1alpha1",
+        "kind": "WindowsNodePool",
+        "metadata": {"name": name, "labels": {TEST_LABEL: t.id}},
+        "spec": {
+            "nodeSelector": {"matchLabels": {TEST_LABEL: t.id}},
+            "os": {"version": "ltsc2022", "patchLevel": patch},
+            "runtime": {"name": "containerd", "version": "1.7.22"},
+            "rollout": r,
+        }
+    })
+}
+
+/// Create or update a pool by server-side apply.
+pub async fn apply_pool(t: &TestSpace, body: &serde_json::Value) {
+    let api: Api<winpool::api::WindowsNodePool> = Api::all(t.client.clone());
+    let name = body["metadata"]["name"].as_str().expect("pool name");
+    api.patch(name, &PatchParams::apply("winpool-tests").force(), &Patch::Apply(body)).await.expect("pool applies");
+}
+
+/// Wait until exactly `n` of this test's nodes exist and are Ready.
+pub async fn wait_nodes_ready(t: &TestSpace, n: usize) {
+    wait_for(&format!("{n} simulated nodes Ready"), Duration::from_secs(180), || async {
+        let nodes = t.nodes().await;
+        (nodes.len() == n && nodes.iter().all(winpool::observe::is_ready)).then_some(())
+    })
+    .await;
+}
+
+/// Settings for simulated nodes in this test's label space (for tests that create nodes themselves).
+pub fn sim_settings(t: &TestSpace, nodes: usize) -> winpool::sim::SimSettings {
+    winpool::sim::SimSettings {
+        nodes,
+        name_prefix: t.node_prefix(),
+        labels: t.node_labels(),
+        os: winpool::api::OsVersion::Ltsc2022,
+        build: "10.0.20348.2700".parse().expect("valid build"),
+        containerd: "1.7.20".parse().expect("valid version"),
+        apply_seconds: 0.0,
+        fail_rate: 0.0,
+        fail_nodes: Default::default(),
+        agent_namespace: t.agent_namespace(),
+        seed: 1,
+        create: true,
+        hns: winpool::sim::HnsReport::Off,
+        reboot_seconds: 0.0,
+    }
+}
