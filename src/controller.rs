@@ -38,6 +38,8 @@ use crate::rollout::{HnsReadiness, NodePatch, NodeState, PoolInput, decide, pars
 use crate::status::{build_status, transition_events};
 
 pub const FINALIZER: &str = "winpool.dev/release-nodes";
+/// Node writes in flight at once within one reconcile.
+const NODE_WRITE_CONCURRENCY: usize = 16;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -91,7 +93,7 @@ pub struct Context {
     pub recorder: Recorder,
     pub metrics: Arc<Metrics>,
     /// Nodes as our own last patch returned them, until the watch catches up.
-    recent: Mutex<HashMap<String, Node>>,
+    recent: Mutex<HashMap<String, Arc<Node>>>,
     /// Cluster-wide expected HNS load, kept incrementally from Services and EndpointSlices.
     pub hns: Arc<Mutex<HnsTracker>>,
     /// What was last reported as an Event per pool, so a standing problem is not re-announced every round.
@@ -104,7 +106,7 @@ fn rv(n: &Node) -> u64 {
 
 impl Context {
     /// The freshest copy of every Windows node: the cache, or our own newer write.
-    fn windows_nodes(&self) -> Vec<Node> {
+    fn windows_nodes(&self) -> Vec<Arc<Node>> {
         let mut recent = self.recent.lock().expect("recent lock");
         let mut out = Vec::new();
         for n in self.nodes.state() {
@@ -112,14 +114,14 @@ impl Context {
             match recent.get(&name) {
                 Some(mine) if rv(mine) > rv(&n) => {
                     debug!(node = %name, cached = rv(&n), ours = rv(mine), "cache behind our own write; using it");
-                    out.push(mine.clone())
+                    out.push(mine.clone());
                 }
                 Some(mine) => {
                     debug!(node = %name, cached = rv(&n), ours = rv(mine), cached_rv = ?n.metadata.resource_version, "cache caught up");
                     recent.remove(&name);
-                    out.push((*n).clone());
+                    out.push(n);
                 }
-                None => out.push((*n).clone()),
+                None => out.push(n),
             }
         }
         out
@@ -176,7 +178,7 @@ async fn patch_node_with(ctx: &Context, pool: &str, p: &NodePatch, body: serde_j
             ctx.metrics.api_request("patch", "nodes", "ok");
             info!(pool, node = %p.node, from = p.from.as_str(), to = p.to.as_str(), cordon = ?p.unschedulable, "{}", p.reason);
             strip(&mut n);
-            ctx.recent.lock().expect("recent lock").insert(p.node.clone(), n);
+            ctx.recent.lock().expect("recent lock").insert(p.node.clone(), Arc::new(n));
             Ok(())
         }
         // The node vanished: it is no longer a member next round; nothing to undo.
@@ -353,14 +355,23 @@ async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error> {
         }
     }
     // A node held back a round frees no slot: start nobody new this round either.
+    // Nodes are independent: patch them a few at a time, so a wave of a hundred
+    // nodes costs a few round trips, not a hundred.
+    let mut writes = Vec::new();
     for p in plan
         .patches
         .iter()
         .filter(|p| !hns_behind.contains(&p.node) && (hns_behind.is_empty() || p.from != NodeState::Pending || p.to == NodeState::Pending))
     {
-        patch_node(ctx, &name, p).await?;
-        node_event(ctx, pool, p).await;
+        let name = &name;
+        writes.push(Box::pin(async move {
+            patch_node(ctx, name, p).await?;
+            node_event(ctx, pool, p).await;
+            Ok::<(), Error>(())
+        }));
     }
+    let results: Vec<Result<(), Error>> = futures::stream::iter(writes).buffer_unordered(NODE_WRITE_CONCURRENCY).collect().await;
+    results.into_iter().collect::<Result<(), Error>>()?;
     for (node, mode) in &plan.drain {
         if let Some(pods) = pods_by_node.get(node) {
             drain::drain_round(&ctx.client, &name, node, pods, *mode, delete_empty_dir).await;
@@ -518,7 +529,9 @@ async fn apply_hns_to_node(ctx: &Context, pool: &str, h: &HnsNode<'_>, taint_whe
         .and_then(|s| s.conditions.as_ref())
         .and_then(|c| c.iter().find(|c| c.type_ == names::NODE_CONDITION_HNS_READY));
     let cond = hns::node_condition(h.readiness, h.reason, &h.message, previous, now);
-    if previous != Some(&cond) {
+    // No condition already says "unknown": a node whose agent never reported costs no write.
+    let pointless = previous.is_none() && h.readiness == HnsReadiness::Unknown;
+    if previous != Some(&cond) && !pointless {
         let body = json!({ "status": { "conditions": [cond] } });
         match api.patch_status(&name, &PatchParams::default(), &Patch::Strategic(body)).await {
             Ok(_) => {
@@ -551,7 +564,7 @@ async fn apply_hns_to_node(ctx: &Context, pool: &str, h: &HnsNode<'_>, taint_whe
                 ctx.metrics.api_request("patch", "nodes", "ok");
                 info!(pool, node = %name, taint = names::TAINT_HNS_NOT_READY, added, "{}", if added { "tainted: HNS not ready" } else { "untainted: HNS ready" });
                 strip(&mut n);
-                ctx.recent.lock().expect("recent lock").insert(name, n);
+                ctx.recent.lock().expect("recent lock").insert(name, Arc::new(n));
             }
             // Conflict, a failed test op (the list moved) or a duplicate: the next round sees the fresh list.
             Err(kube::Error::Api(s)) if matches!(s.code, 404 | 409 | 422) => {
@@ -632,6 +645,30 @@ pub async fn ensure_agent_namespace(client: &Client, ns: &str) -> Result<(), Err
     Ok(())
 }
 
+/// A hash of what a decision reads from a Node.
+fn node_relevance(n: &Node) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    n.metadata.name.hash(&mut h);
+    n.metadata.labels.hash(&mut h);
+    n.metadata.annotations.iter().flatten().filter(|(k, _)| k.starts_with("winpool.dev/")).for_each(|kv| kv.hash(&mut h));
+    if let Some(spec) = &n.spec {
+        spec.unschedulable.hash(&mut h);
+        for t in spec.taints.iter().flatten() {
+            (&t.key, &t.effect).hash(&mut h);
+        }
+    }
+    if let Some(st) = &n.status {
+        for c in st.conditions.iter().flatten().filter(|c| c.type_ == "Ready" || c.type_ == names::NODE_CONDITION_HNS_READY) {
+            (&c.type_, &c.status, &c.reason).hash(&mut h);
+        }
+        if let Some(i) = &st.node_info {
+            (&i.kernel_version, &i.container_runtime_version).hash(&mut h);
+        }
+    }
+    Some(h.finish())
+}
+
 /// Feed Services and EndpointSlices into the HNS tracker. Only the events are
 /// used (no store): the tracker keeps a few numbers per object.
 pub fn spawn_hns_watches(client: &Client, tracker: Arc<Mutex<HnsTracker>>) {
@@ -678,7 +715,10 @@ pub async fn run(
         .default_backoff()
         .modify(strip)
         .reflect(node_writer)
-        .touched_objects();
+        .touched_objects()
+        // The cache sees every update; reconciles are triggered only by the fields a
+        // decision reads, not by kubelet heartbeats rewriting condition timestamps.
+        .predicate_filter(|n: &Node| node_relevance(n), Default::default());
     let ds_api: Api<DaemonSet> = Api::namespaced(client.clone(), &settings.agent_namespace);
     let (ds_store, ds_writer) = reflector::store();
     let daemonsets = watcher(ds_api, watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}=winpool")).any_semantic())

@@ -428,12 +428,20 @@ fn daemonsets_are_kept_for_the_target_and_every_revision_still_on_a_node() {
 }
 
 #[test]
-fn new_members_get_the_pool_label() {
+fn members_get_the_pool_label_in_the_write_that_starts_or_records_them() {
     let spec = spec_with("rollout: {paused: true}");
-    let mut n = fresh("n");
-    n.pool_label = None;
-    let plan = run(&spec, &[n]);
-    assert_eq!(patch(&plan, "n").unwrap().labels.get(names::LABEL_POOL), Some(&Some(POOL.into())));
+    let rev = revision_of(&spec);
+    let mut idle = fresh("idle");
+    idle.pool_label = None;
+    let mut done = applied(fresh("done"), &rev);
+    done.pool_label = None;
+    let plan = run(&spec, &[idle.clone(), done]);
+    assert_eq!(patch(&plan, "idle"), None, "an idle Pending member costs no write");
+    assert_eq!(patch(&plan, "done").unwrap().labels.get(names::LABEL_POOL), Some(&Some(POOL.into())));
+    let plan = run(&spec_with(""), &[idle]);
+    let p = patch(&plan, "idle").unwrap();
+    assert_eq!(p.to, NodeState::Draining);
+    assert_eq!(p.labels.get(names::LABEL_POOL), Some(&Some(POOL.into())), "labelled when started");
 }
 
 #[test]
@@ -459,7 +467,7 @@ fn each_node_gets_at_most_one_patch_per_plan() {
     let plan = run(&spec, &nodes);
     let mut names: Vec<&str> = plan.patches.iter().map(|p| p.node.as_str()).collect();
     names.sort();
-    assert_eq!(names, ["n0", "n1", "n2", "n3"]);
+    assert_eq!(names, ["n0", "n1"], "the two started nodes, once each; idle members cost nothing");
     let started: Vec<_> = plan.patches.iter().filter(|p| p.to == NodeState::Draining).collect();
     assert_eq!(started.len(), 2);
     assert!(started.iter().all(|p| p.labels.contains_key(names::LABEL_POOL)), "joining and starting is one write");
