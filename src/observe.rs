@@ -55,8 +55,23 @@ pub fn node_view(node: &Node, hns: HnsReadiness) -> NodeView {
 }
 
 /// A watched Node with what winpool never reads removed, so 5,000 nodes stay small in memory.
+/// What stays: name, labels, winpool's and kwok's annotations, resourceVersion,
+/// spec.unschedulable and taints, the Ready and WindowsHNSReady conditions, and the
+/// kernel and runtime versions.
 pub fn strip(node: &mut Node) {
-    node.metadata.managed_fields = None;
+    let meta = &mut node.metadata;
+    meta.managed_fields = None;
+    meta.owner_references = None;
+    meta.finalizers = None;
+    if let Some(a) = meta.annotations.as_mut() {
+        a.retain(|k, _| k.starts_with("winpool.dev/") || k.starts_with("kwok.x-k8s.io/"));
+    }
+    if let Some(spec) = node.spec.as_mut() {
+        spec.pod_cidr = None;
+        spec.pod_cidrs = None;
+        spec.provider_id = None;
+        spec.config_source = None;
+    }
     if let Some(s) = node.status.as_mut() {
         s.images = None;
         s.volumes_attached = None;
@@ -64,9 +79,22 @@ pub fn strip(node: &mut Node) {
         s.config = None;
         s.features = None;
         s.runtime_handlers = None;
-    }
-    if let Some(a) = node.metadata.annotations.as_mut() {
-        a.retain(|k, _| k.starts_with("winpool.dev/") || k.starts_with("kwok.x-k8s.io/"));
+        s.addresses = None;
+        s.allocatable = None;
+        s.capacity = None;
+        s.daemon_endpoints = None;
+        s.declared_features = None;
+        s.phase = None;
+        if let Some(c) = s.conditions.as_mut() {
+            c.retain(|c| c.type_ == "Ready" || c.type_ == names::NODE_CONDITION_HNS_READY);
+        }
+        if let Some(i) = s.node_info.as_mut() {
+            *i = k8s_openapi::api::core::v1::NodeSystemInfo {
+                kernel_version: std::mem::take(&mut i.kernel_version),
+                container_runtime_version: std::mem::take(&mut i.container_runtime_version),
+                ..Default::default()
+            };
+        }
     }
 }
 
