@@ -357,21 +357,16 @@ async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error> {
     // A node held back a round frees no slot: start nobody new this round either.
     // Nodes are independent: patch them a few at a time, so a wave of a hundred
     // nodes costs a few round trips, not a hundred.
-    let mut writes = Vec::new();
-    for p in plan
-        .patches
-        .iter()
-        .filter(|p| !hns_behind.contains(&p.node) && (hns_behind.is_empty() || p.from != NodeState::Pending || p.to == NodeState::Pending))
-    {
-        let name = &name;
-        writes.push(Box::pin(async move {
-            patch_node(ctx, name, p).await?;
-            node_event(ctx, pool, p).await;
-            Ok::<(), Error>(())
-        }));
+    // Two phases: every write that finishes or moves a node lands before any write
+    // that starts one, so the cluster never holds more nodes in flight than the
+    // plan allowed, even for the milliseconds between two parallel writes.
+    let eligible: Vec<&NodePatch> = plan.patches.iter().filter(|p| !hns_behind.contains(&p.node)).collect();
+    let (start_writes, other_writes): (Vec<&NodePatch>, Vec<&NodePatch>) =
+        eligible.into_iter().partition(|p| p.from == NodeState::Pending && p.to != NodeState::Pending);
+    write_nodes(ctx, pool, &name, other_writes).await?;
+    if hns_behind.is_empty() {
+        write_nodes(ctx, pool, &name, start_writes).await?;
     }
-    let results: Vec<Result<(), Error>> = futures::stream::iter(writes).buffer_unordered(NODE_WRITE_CONCURRENCY).collect().await;
-    results.into_iter().collect::<Result<(), Error>>()?;
     for (node, mode) in &plan.drain {
         if let Some(pods) = pods_by_node.get(node) {
             drain::drain_round(&ctx.client, &name, node, pods, *mode, delete_empty_dir).await;
@@ -401,7 +396,7 @@ async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error> {
                 reason: "NodeIgnoredValue".into(),
                 note: Some(format!("{node}: {msg}")),
                 action: "Observe".into(),
-                secondary: None,
+                secondary: Some(node_ref(node)),
             },
         )
         .await;
@@ -431,6 +426,21 @@ async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error> {
         debug!(pool = %name, counts = ?status.nodes, "status updated");
     }
     Ok(Action::requeue(plan.requeue_after))
+}
+
+/// Patch these nodes a few at a time: nodes are independent, so a wave of a hundred
+/// costs a few round trips, not a hundred. The first error is returned after all ran.
+async fn write_nodes(ctx: &Context, pool: &WindowsNodePool, name: &str, patches: Vec<&NodePatch>) -> Result<(), Error> {
+    let mut writes = Vec::new();
+    for p in patches {
+        writes.push(Box::pin(async move {
+            patch_node(ctx, name, p).await?;
+            node_event(ctx, pool, p).await;
+            Ok::<(), Error>(())
+        }));
+    }
+    let results: Vec<Result<(), Error>> = futures::stream::iter(writes).buffer_unordered(NODE_WRITE_CONCURRENCY).collect().await;
+    results.into_iter().collect()
 }
 
 fn json_patch(v: serde_json::Value) -> json_patch::Patch {
@@ -586,24 +596,30 @@ async fn node_event(ctx: &Context, pool: &WindowsNodePool, p: &NodePatch) {
         (from, NodeState::Failed) if from != NodeState::Failed => (EventType::Warning, "NodeFailed"),
         _ => return,
     };
+    // The node is the Event's related object: the recorder folds Events with the same
+    // reason, regarding and related object into one series, so without it every
+    // node's Event would be counted under the first node's note.
     let ev = || Event {
         type_,
         reason: reason.into(),
         note: Some(format!("{}: {}", p.node, p.reason)),
         action: "Rollout".into(),
-        secondary: None,
+        secondary: Some(node_ref(&p.node)),
     };
     ctx.publish(pool, ev()).await;
     if p.to == NodeState::Failed {
-        let node_ref = k8s_openapi::api::core::v1::ObjectReference {
-            api_version: Some("v1".into()),
-            kind: Some("Node".into()),
-            name: Some(p.node.clone()),
-            ..Default::default()
-        };
-        if let Err(e) = ctx.recorder.publish(&ev(), &node_ref).await {
+        if let Err(e) = ctx.recorder.publish(&ev(), &node_ref(&p.node)).await {
             warn!(node = %p.node, error = %e, "could not publish event");
         }
+    }
+}
+
+fn node_ref(node: &str) -> k8s_openapi::api::core::v1::ObjectReference {
+    k8s_openapi::api::core::v1::ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Node".into()),
+        name: Some(node.to_string()),
+        ..Default::default()
     }
 }
 

@@ -154,8 +154,12 @@ async fn shutdown_signal() {
 }
 
 async fn run(args: RunArgs) -> anyhow::Result<()> {
-    let client =
-        kube::Client::try_default().await.context("connecting to the Kubernetes API (KUBECONFIG, ~/.kube/config or in-cluster)")?;
+    let mut config =
+        kube::Config::infer().await.context("reading the Kubernetes client configuration (KUBECONFIG, ~/.kube/config or in-cluster)")?;
+    // A 429 from the Eviction API means "a PodDisruptionBudget says not now": the next
+    // round retries it. The client's own retry loop would stall the whole reconcile.
+    config.default_retry = false;
+    let client = kube::Client::try_from(config).context("building the Kubernetes client")?;
     let m = Metrics::new();
     let admin = tokio::spawn(metrics::serve(args.metrics_addr, m.clone()));
     let settings = Settings {

@@ -354,7 +354,10 @@ pub fn decide(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> Plan 
             continue;
         }
 
-        if state.in_flight() && since(n.started_at) > node_timeout {
+        // A node in flight without a readable start time (a hand-edited or garbage
+        // annotation) is timed out rather than trusted: it must never wait forever.
+        let started = n.started_at.or(n.state_since);
+        if state.in_flight() && (started.is_none() || since(started) > node_timeout) {
             let msg = format!("node did not finish {} within nodeTimeout {}", state.as_str().to_lowercase(), spec.rollout.node_timeout);
             fail(&mut p, n, now, "Timeout", &msg);
             p.reason = msg;
@@ -545,7 +548,8 @@ pub fn decide(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> Plan 
     // as awaiting a fresh report; an agent that never reported is not waited for.
     for p in patches.iter_mut() {
         let Some(n) = sorted.iter().find(|n| n.name == p.node) else { continue };
-        if p.to == NodeState::Applying && p.from != NodeState::Applying && n.hns_reported {
+        // A node confirmed "already at target" does not reboot: its counts stay valid.
+        if p.to == NodeState::Applying && p.from != NodeState::Applying && n.hns_reported && verify_config(spec, n).is_err() {
             p.ann(names::ANN_HNS_LOAD_BALANCERS, None).ann(names::ANN_HNS_ENDPOINTS, None).ann(names::ANN_HNS_AWAITING, Some("true"));
         }
         if matches!(p.to, NodeState::Updated | NodeState::Failed) && p.from != p.to {

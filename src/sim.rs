@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::TryStreamExt;
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, NodeSystemInfo, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
@@ -317,21 +317,30 @@ pub async fn run(client: Client, s: SimSettings, shutdown: impl std::future::Fut
     let cfg = watcher::Config::default().labels(&format!("{LABEL_APP}={APP_AGENT}"));
     let stream = watcher(pods, cfg).default_backoff().applied_objects();
     let nodes: Api<Node> = Api::all(client.clone());
-    let work = stream.try_for_each(|pod| {
+    // Watch errors (an API server restart) are logged and the watcher's backoff
+    // retries: the simulated fleet outlives a control-plane hiccup.
+    let work = stream.for_each(|pod| {
         let (client, s, rng, in_progress, nodes, rebooted) =
             (client.clone(), s.clone(), rng.clone(), in_progress.clone(), nodes.clone(), rebooted.clone());
         async move {
+            let pod = match pod {
+                Ok(pod) => pod,
+                Err(e) => {
+                    warn!(error = %e, "agent pod watch error; retrying");
+                    return;
+                }
+            };
             let running = pod.status.as_ref().and_then(|st| st.phase.as_deref()) == Some("Running");
-            let Some(job) = job_from_pod(&pod).filter(|j| running && j.node.starts_with(&s.name_prefix)) else { return Ok(()) };
+            let Some(job) = job_from_pod(&pod).filter(|j| running && j.node.starts_with(&s.name_prefix)) else { return };
             let key = (job.node.clone(), job.revision.clone());
             if !in_progress.lock().expect("lock").insert(key.clone()) {
-                return Ok(());
+                return;
             }
             // Already reported for this revision (e.g. the sim restarted): nothing to do.
             if let Ok(Some(n)) = nodes.get_opt(&job.node).await
                 && n.annotations().get(names::ANN_APPLIED_REVISION) == Some(&job.revision)
             {
-                return Ok(());
+                return;
             }
             let fail = s.fail_nodes.contains(&job.node) || rng.lock().expect("lock").random::<f64>() < s.fail_rate;
             tokio::spawn(async move {
@@ -340,11 +349,10 @@ pub async fn run(client: Client, s: SimSettings, shutdown: impl std::future::Fut
                 }
                 in_progress.lock().expect("lock").remove(&key);
             });
-            Ok(())
         }
     });
     tokio::select! {
-        r = work => r.map_err(|e| SimError::Kube(kube::Error::Service(Box::new(e)))),
+        () = work => Ok(()),
         _ = shutdown => Ok(()),
     }
 }

@@ -1,0 +1,676 @@
+//! Hostile input (issue 10): what people and broken agents put into the cluster.
+//! Each case must be reported (condition, Event or log) and repaired or ignored;
+//! never a panic, never a reconcile loop that is stuck (the pool converges or
+//! says clearly why not). Runs on the shared local control plane like
+//! tests/rollout.rs; each test has its own nodes, namespaces and operator.
+
+#[path = "support/invariants.rs"]
+mod invariants;
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Container, Node, Pod, PodSpec};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use serde_json::json;
+use support::{TEST_LABEL, TestSpace, install_crd, pool_manifest, wait_for, wait_nodes_ready};
+use winpool::api::{WindowsNodePool, names};
+
+const WAIT: Duration = Duration::from_secs(180);
+const PATCH: &str = "10.0.20348.2762";
+
+/// `support::apply_pool`, but the API's answer is the test's to judge.
+async fn try_apply_pool(t: &TestSpace, body: &serde_json::Value) -> kube::Result<WindowsNodePool> {
+    let api: Api<WindowsNodePool> = Api::all(t.client.clone());
+    let name = body["metadata"]["name"].as_str().unwrap();
+    api.patch(name, &PatchParams::apply("winpool-tests").force(), &Patch::Apply(body)).await
+}
+
+fn cond<'a>(p: &'a WindowsNodePool, type_: &str) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+    p.status.as_ref()?.conditions.iter().find(|c| c.type_ == type_)
+}
+
+fn is_true(p: &WindowsNodePool, type_: &str) -> bool {
+    cond(p, type_).is_some_and(|c| c.status == "True")
+}
+
+/// Wait until the pool reports `updated` of `total` nodes at its current spec and Ready.
+async fn wait_converged(t: &TestSpace, pool: &str, total: i32) -> WindowsNodePool {
+    let api: Api<WindowsNodePool> = Api::all(t.client.clone());
+    wait_for(&format!("pool {pool} to roll all {total} nodes"), WAIT, || async {
+        let p = api.get(pool).await.ok()?;
+        let st = p.status.as_ref()?;
+        let done = st.nodes.total == total && st.nodes.updated == total && st.observed_generation == p.metadata.generation;
+        (done && is_true(&p, "Ready")).then_some(p)
+    })
+    .await
+}
+
+/// The invariant checker's end-of-rollout checks on the pool as it is now:
+/// status counts agree with the nodes, no stranded winpool cordon, no revision label without its DaemonSet.
+async fn final_invariants(t: &TestSpace, pool: &str) {
+    let p = Api::<WindowsNodePool>::all(t.client.clone()).get(pool).await.expect("pool");
+    let ds = Api::<DaemonSet>::namespaced(t.client.clone(), &t.agent_namespace()).list(&ListParams::default()).await.expect("ds").items;
+    let nodes: Vec<Node> = t.nodes().await.into_iter().filter(|n| n.labels().get(names::LABEL_POOL) == Some(&pool.to_string())).collect();
+    let mut c = invariants::Checker::new();
+    c.finish(&invariants::Sample::from_cluster(Duration::ZERO, &p, &nodes, &ds));
+    c.assert_clean();
+}
+
+/// Never a panic; and say how often reconciles failed (a stuck loop fails every 5s).
+fn operator_log_checked(t: &TestSpace) -> String {
+    let log = std::fs::read_to_string(t.log_path("operator")).unwrap_or_default();
+    assert!(!log.contains("panicked"), "the operator panicked:\n{log}");
+    let failures = log.lines().filter(|l| l.contains("reconcile failed")).count();
+    eprintln!("[{}] operator log: {} lines, {failures} failed reconciles", t.id, log.lines().count());
+    log
+}
+
+async fn pool_events(t: &TestSpace, pool: &str) -> Vec<(String, String)> {
+    let events: Api<Event> = Api::all(t.client.clone());
+    let list = events.list(&ListParams::default()).await.map(|l| l.items).unwrap_or_default();
+    list.into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(pool))
+        .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
+        .collect()
+}
+
+/// Delete a pool while its operator still runs, so its finalizer releases the nodes; a pool
+/// the operator cannot finish with in time loses the finalizer, so nothing is left behind.
+async fn delete_pool(t: &TestSpace, name: &str) {
+    let api: Api<WindowsNodePool> = Api::all(t.client.clone());
+    let _ = api.delete(name, &DeleteParams::default()).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if api.get_opt(name).await.is_ok_and(|p| p.is_none()) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let _ = api.patch(name, &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": null}}))).await;
+}
+
+/// A node outside the sim's name prefix: no simulated agent reports for it, the test does.
+async fn manual_node(t: &TestSpace, name: &str, labels: BTreeMap<String, String>) {
+    let mut s = support::sim_settings(t, 1);
+    s.labels = labels;
+    let node = winpool::sim::simulated_node(&s, name);
+    Api::<Node>::all(t.client.clone()).create(&PostParams::default(), &node).await.expect("manual node");
+}
+
+async fn annotate(t: &TestSpace, node: &str, anns: serde_json::Value) {
+    Api::<Node>::all(t.client.clone())
+        .patch(node, &PatchParams::default(), &Patch::Merge(json!({"metadata": {"annotations": anns}})))
+        .await
+        .unwrap_or_else(|e| panic!("annotating {node}: {e}"));
+}
+
+async fn node_info(t: &TestSpace, node: &str, info: serde_json::Value) {
+    Api::<Node>::all(t.client.clone())
+        .patch_status(node, &PatchParams::default(), &Patch::Merge(json!({"status": {"nodeInfo": info}})))
+        .await
+        .unwrap_or_else(|e| panic!("patching {node}'s nodeInfo: {e}"));
+}
+
+fn ann(n: &Node, k: &str) -> Option<String> {
+    n.annotations().get(k).cloned()
+}
+
+fn cordoned(n: &Node) -> bool {
+    n.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false)
+}
+
+#[tokio::test]
+async fn a_huge_selector_selects_exactly_its_nodes_and_an_unparseable_one_selects_none() {
+    let client = support::client().await;
+    install_crd(&client).await;
+    let mut t = TestSpace::new("hostile-selector").await;
+    const N: usize = 60;
+    let key = |i: usize| format!("sel.hostile.winpool.dev/k{i}");
+    let extra: Vec<String> = (0..N).map(|i| format!("{}=v{i}", key(i))).collect();
+    let labels_arg = format!("--labels={}", extra.join(","));
+    t.start_sim(2, &["--apply-seconds=1", "--reboot-seconds=0", &labels_arg]);
+    // A third node that carries every label but one value: the selector must not take it.
+    let outsider = format!("{}outsider", t.node_prefix());
+    let mut labels = t.node_labels();
+    labels.extend((0..N).map(|i| (key(i), format!("v{i}"))));
+    labels.insert(key(N / 2), "other".into());
+    manual_node(&t, &outsider, labels).await;
+    wait_nodes_ready(&t, 3).await;
+
+    let pool = format!("{}-pool", t.id);
+    let mut body = pool_manifest(&t, &pool, PATCH, json!({}));
+    let sel = &mut body["spec"]["nodeSelector"];
+    for i in 0..N {
+        sel["matchLabels"][key(i)] = json!(format!("v{i}"));
+    }
+    let mut exprs = Vec::new();
+    for i in 0..N {
+        let mut values: Vec<String> = (0..10).map(|j| format!("decoy-{j}")).collect();
+        values.push(format!("v{i}"));
+        exprs.push(json!({"key": key(i), "operator": "In", "values": values}));
+        exprs.push(json!({"key": key(i), "operator": "NotIn", "values": [format!("nope-{i}")]}));
+        exprs.push(json!({"key": key(i), "operator": "Exists"}));
+        exprs.push(json!({"key": format!("sel.hostile.winpool.dev/absent{i}"), "operator": "DoesNotExist"}));
+    }
+    sel["matchExpressions"] = json!(exprs);
+    eprintln!("[{}] selector: {} matchLabels, {} matchExpressions, {} bytes", t.id, N + 1, exprs.len(), body.to_string().len());
+    try_apply_pool(&t, &body).await.expect("the API takes a huge selector");
+
+    // A selector the API takes but that cannot be parsed ("Near" is no operator).
+    let bad = format!("{}-bad", t.id);
+    let mut bad_body = pool_manifest(&t, &bad, PATCH, json!({}));
+    bad_body["spec"]["nodeSelector"] = json!({"matchExpressions": [{"key": TEST_LABEL, "operator": "Near", "values": [t.id]}]});
+    let bad_applied = try_apply_pool(&t, &bad_body).await;
+    t.start_operator(&[]);
+
+    let p = wait_converged(&t, &pool, 2).await;
+    assert!(!is_true(&p, "NodeConflicts"), "the unparseable pool claims nothing, so no conflict: {:?}", cond(&p, "NodeConflicts"));
+    let o = Api::<Node>::all(t.client.clone()).get(&outsider).await.unwrap();
+    assert!(!o.labels().contains_key(names::LABEL_POOL) && ann(&o, names::ANN_STATE).is_none(), "the outsider was not selected");
+    assert!(!cordoned(&o));
+    final_invariants(&t, &pool).await;
+
+    match bad_applied {
+        Err(e) => eprintln!("[{}] the API refused the unparseable selector: {e}", t.id),
+        Ok(_) => {
+            let api: Api<WindowsNodePool> = Api::all(t.client.clone());
+            let p = wait_for("the unparseable pool to get a status", WAIT, || async {
+                let p = api.get(&bad).await.ok()?;
+                (p.status.as_ref()?.observed_generation == p.metadata.generation).then_some(p)
+            })
+            .await;
+            let ready = cond(&p, "Ready").expect("Ready condition");
+            eprintln!("[{}] unparseable selector reported as Ready={} {}: {}", t.id, ready.status, ready.reason, ready.message);
+            assert_eq!((ready.status.as_str(), p.status.as_ref().unwrap().nodes.total), ("False", 0), "it selects nothing");
+        }
+    }
+    operator_log_checked(&t);
+    for name in [&pool, &bad] {
+        delete_pool(&t, name).await;
+    }
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_pool_name_at_the_63_character_limit_rolls_and_a_longer_one_is_refused() {
+    let client = support::client().await;
+    install_crd(&client).await;
+    let mut t = TestSpace::new("hostile-name").await;
+    t.start_sim(2, &["--apply-seconds=1", "--reboot-seconds=0"]);
+    wait_nodes_ready(&t, 2).await;
+
+    let mut pool = format!("{}-", t.id);
+    while pool.len() < 63 {
+        pool.push('x');
+    }
+    let too_long = format!("{pool}x");
+    let err = try_apply_pool(&t, &pool_manifest(&t, &too_long, PATCH, json!({}))).await.expect_err("a 64-character pool name is refused");
+    assert!(err.to_string().contains("63"), "the refusal says why: {err}");
+
+    try_apply_pool(&t, &pool_manifest(&t, &pool, PATCH, json!({}))).await.expect("a 63-character pool name is fine");
+    t.start_operator(&[]);
+    let p = wait_converged(&t, &pool, 2).await;
+    let rev = p.status.unwrap().revision.unwrap();
+    for n in t.nodes().await {
+        assert_eq!(n.labels().get(names::LABEL_POOL), Some(&pool), "the 63-character name is a valid label value");
+    }
+    let ds = Api::<DaemonSet>::namespaced(t.client.clone(), &t.agent_namespace()).list(&ListParams::default()).await.unwrap().items;
+    assert_eq!(ds.len(), 1);
+    let ds_name = ds[0].name_any();
+    assert!(ds_name.len() <= 63 && ds_name.ends_with(&format!("-{rev}")), "DaemonSet name shortened: {ds_name}");
+    assert_eq!(ds[0].labels().get(names::LABEL_POOL), Some(&pool));
+    final_invariants(&t, &pool).await;
+    let log = operator_log_checked(&t);
+    // A transient failure (e.g. the finalizer's JSON patch racing the cache on the first round) is
+    // retried; what must not happen is a write the name makes invalid, failing every round.
+    let failed: Vec<&str> = log.lines().filter(|l| l.contains("reconcile failed")).collect();
+    assert!(failed.len() <= 2 && !failed.iter().any(|l| l.contains("63") || l.contains("must be no more than")), "{failed:#?}");
+    delete_pool(&t, &pool).await;
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn garbage_or_missing_kernel_and_runtime_versions_are_repaired_by_the_rollout_or_fail_the_node() {
+    let client = support::client().await;
+    install_crd(&client).await;
+    let mut t = TestSpace::new("hostile-nodeinfo").await;
+    t.start_sim(4, &["--apply-seconds=1", "--reboot-seconds=0"]);
+    wait_nodes_ready(&t, 4).await;
+    let prefix = t.node_prefix();
+    let n = |i: usize| format!("{prefix}{i}");
+    node_info(&t, &n(0), json!({"kernelVersion": "banana"})).await;
+    node_info(&t, &n(1), json!({"kernelVersion": ""})).await;
+    node_info(&t, &n(2), json!({"containerRuntimeVersion": "garbage"})).await;
+    node_info(&t, &n(3), json!({"containerRuntimeVersion": ""})).await;
+    let nodes_api: Api<Node> = Api::all(t.client.clone());
+    let info = |node: &Node| node.status.clone().unwrap().node_info.unwrap();
+    assert_eq!(info(&nodes_api.get(&n(0)).await.unwrap()).kernel_version, "banana", "kwok keeps what we wrote");
+
+    let pool = format!("{}-pool", t.id);
+    // A short nodeTimeout, so the second half ends in seconds.
+    try_apply_pool(&t, &pool_manifest(&t, &pool, PATCH, json!({"maxUnavailable": 2, "nodeTimeout": "40s", "maxFailedNodes": 5})))
+        .await
+        .unwrap();
+    t.start_operator(&[]);
+    // Garbage before the update: the nodes are simply behind; the agent's update repairs what the kubelet reports.
+    let p = wait_converged(&t, &pool, 4).await;
+    let rev = p.status.unwrap().revision.unwrap();
+    for i in 0..4 {
+        let node = nodes_api.get(&n(i)).await.unwrap();
+        assert_eq!(
+            (info(&node).kernel_version.as_str(), info(&node).container_runtime_version.as_str()),
+            ("10.0.20348.2762", "containerd://1.7.22")
+        );
+    }
+    final_invariants(&t, &pool).await;
+
+    // Garbage after the update: node 0's kubelet no longer proves the patch level. winpool must
+    // not call it Updated; it takes it back in, and since nothing repairs the report, the node
+    // fails at nodeTimeout and goes back to service, reported on the pool.
+    node_info(&t, &n(0), json!({"kernelVersion": "10.0.abc"})).await;
+    let api: Api<WindowsNodePool> = Api::all(t.client.clone());
+    let p = wait_for("node 0 to be failed and reported", WAIT, || async {
+        let p = api.get(&pool).await.ok()?;
+        let failed = p.status.as_ref()?.failed_nodes.iter().any(|f| f.name == n(0));
+        (failed && is_true(&p, "Degraded")).then_some(p)
+    })
+    .await;
+    let st = p.status.clone().unwrap();
+    let f = st.failed_nodes.iter().find(|f| f.name == n(0)).unwrap();
+    eprintln!("[{}] garbage kernelVersion after the update: node failed with {}: {}", t.id, f.reason, f.message);
+    assert_eq!(f.reason, "Timeout");
+    assert_eq!((st.nodes.updated, st.nodes.failed), (3, 1), "{:?}", st.nodes);
+    let node0 = nodes_api.get(&n(0)).await.unwrap();
+    assert!(!cordoned(&node0) && ann(&node0, names::ANN_CORDONED_BY_WINPOOL).is_none(), "a failed node goes back to service");
+    assert_eq!(node0.labels().get(names::LABEL_REVISION), Some(&rev));
+    let degraded = cond(&p, "Degraded").unwrap();
+    assert!(degraded.message.contains(&n(0)), "{}", degraded.message);
+    final_invariants(&t, &pool).await;
+    operator_log_checked(&t);
+    delete_pool(&t, &pool).await;
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn garbage_agent_annotations_are_never_trusted_and_end_in_a_reported_failure() {
+    let client = support::client().await;
+    install_crd(&client).await;
+    let mut t = TestSpace::new("hostile-agent").await;
+    t.start_sim(3, &["--apply-seconds=1", "--reboot-seconds=0"]);
+    // Two nodes no simulated agent serves (outside the sim's name prefix): the test plays a broken agent.
+    let (m0, m1) = (format!("m0-{}", t.id), format!("m1-{}", t.id));
+    manual_node(&t, &m0, t.node_labels()).await;
+    manual_node(&t, &m1, t.node_labels()).await;
+    wait_nodes_ready(&t, 5).await;
+    let prefix = t.node_prefix();
+    let n = |i: usize| format!("{prefix}{i}");
+    // Leftovers of a broken agent and a hand-edited state, before the pool exists.
+    annotate(
+        &t,
+        &n(0),
+        json!({
+            names::ANN_APPLY_STATUS: "Exploded",
+            names::ANN_APPLIED_REVISION: "garbage\u{1f4a5}",
+            names::ANN_CSI_PROXY_VERSION: "vX",
+            names::ANN_CNI_MODE: "carrier-pigeon",
+            names::ANN_HNS_LOAD_BALANCERS: "lots",
+            names::ANN_HNS_ENDPOINTS: "-1",
+        }),
+    )
+    .await;
+    annotate(&t, &n(1), json!({names::ANN_STATE: "Exploded", names::ANN_STATE_SINCE: "yesterday"})).await;
+
+    let pool = format!("{}-pool", t.id);
+    let body = pool_manifest(&t, &pool, PATCH, json!({"maxUnavailable": 5, "nodeTimeout": "30s", "maxFailedNodes": 5}));
+    try_apply_pool(&t, &body).await.unwrap();
+    t.start_operator(&[]);
+
+    // The broken agent: on m0 it reports the right revision with a status that means nothing;
+    // on m1 "Succeeded" for a revision that does not exist.
+    let api: Api<WindowsNodePool> = Api::all(t.client.clone());
+    let nodes_api: Api<Node> = Api::all(t.client.clone());
+    let mut played = [false, false];
+    let deadline = Instant::now() + WAIT;
+    let p = loop {
+        let broken = [
+            (&m0, json!({names::ANN_APPLY_STATUS: "Exploded"})),
+            (&m1, json!({names::ANN_APPLY_STATUS: "Succeeded", names::ANN_APPLIED_REVISION: "garbage"})),
+        ];
+        for (i, (node, anns)) in broken.into_iter().enumerate() {
+            let Ok(nd) = nodes_api.get(node).await else { continue };
+            if !played[i] && ann(&nd, names::ANN_STATE).as_deref() == Some("Applying") {
+                let mut a = anns;
+                if a.get(names::ANN_APPLIED_REVISION).is_none() {
+                    a[names::ANN_APPLIED_REVISION] = json!(nd.labels().get(names::LABEL_REVISION).cloned().unwrap_or_default());
+                }
+                annotate(&t, node, a).await;
+                played[i] = true;
+            }
+        }
+        if let Ok(p) = api.get(&pool).await
+            && p.status.as_ref().is_some_and(|st| st.nodes.updated == 3 && st.nodes.failed == 2)
+        {
+            break p;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for 3 nodes Updated and the 2 broken ones failed");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    assert!(played.iter().all(|p| *p), "the broken agent reported on both nodes");
+    let st = p.status.clone().unwrap();
+    for m in [&m0, &m1] {
+        let f = st.failed_nodes.iter().find(|f| &f.name == m).unwrap_or_else(|| panic!("{m} listed as failed: {:?}", st.failed_nodes));
+        eprintln!("[{}] broken agent on {m}: failed with {}: {}", t.id, f.reason, f.message);
+        assert_eq!(f.reason, "Timeout", "garbage is never taken for success or failure");
+        let nd = nodes_api.get(m).await.unwrap();
+        assert!(!cordoned(&nd), "{m} back in service");
+    }
+    assert!(is_true(&p, "Degraded"));
+    for i in 0..3 {
+        let nd = nodes_api.get(&n(i)).await.unwrap();
+        assert_eq!(ann(&nd, names::ANN_APPLY_STATUS).as_deref(), Some("Succeeded"), "the real agent's report replaced the garbage");
+    }
+    // The hand-edited state was reported, not trusted.
+    let ev = wait_for("an Event about the unknown state value", WAIT, || async {
+        pool_events(&t, &pool)
+            .await
+            .into_iter()
+            .find(|(r, note)| r == "NodeIgnoredValue" && note.contains(&n(1)) && note.contains("Exploded"))
+    })
+    .await;
+    eprintln!("[{}] event: {} {}", t.id, ev.0, ev.1);
+    let log = operator_log_checked(&t);
+    assert!(log.contains("ignoring unknown winpool.dev/state value"), "and logged");
+    final_invariants(&t, &pool).await;
+    delete_pool(&t, &pool).await;
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_hand_edited_daemonset_fails_its_nodes_visibly_and_deleting_it_repairs_the_pool() {
+    let client = support::client().await;
+    install_crd(&client).await;
+    let mut t = TestSpace::new("hostile-ds-edit").await;
+    t.start_sim(2, &["--apply-seconds=1", "--reboot-seconds=0"]);
+    wait_nodes_ready(&t, 2).await;
+    let pool = format!("{}-pool", t.id);
+    let rollout = json!({"maxUnavailable": 1, "nodeTimeout": "40s", "maxFailedNodes": 2, "paused": true});
+    try_apply_pool(&t, &pool_manifest(&t, &pool, PATCH, rollout)).await.unwrap();
+    t.start_operator(&[]);
+
+    let ds_api: Api<DaemonSet> = Api::namespaced(t.client.clone(), &t.agent_namespace());
+    let ds =
+        wait_for("the agent DaemonSet", WAIT, || async { ds_api.list(&ListParams::default()).await.ok()?.items.into_iter().next() }).await;
+    let ds_name = ds.name_any();
+    let uid = ds.uid();
+    // Someone edits it by hand: its pods now select no node.
+    let edit = json!({"spec": {"template": {"spec": {"nodeSelector": {"hostile.winpool.dev/never": "true"}}}}});
+    ds_api.patch(&ds_name, &PatchParams::default(), &Patch::Merge(edit)).await.unwrap();
+    let body = pool_manifest(&t, &pool, PATCH, json!({"maxUnavailable": 1, "nodeTimeout": "40s", "maxFailedNodes": 2}));
+    try_apply_pool(&t, &body).await.unwrap();
+
+    // Either the operator restores its DaemonSet and the pool converges, or the nodes
+    // fail at nodeTimeout and the pool says so. Never stuck, never left cordoned.
+    let api: Api<WindowsNodePool> = Api::all(t.client.clone());
+    let started = Instant::now();
+    let p = wait_for("the pool to converge or report the failed nodes", WAIT, || async {
+        let p = api.get(&pool).await.ok()?;
+        let st = p.status.as_ref()?;
+        let settled = (st.nodes.updated == 2 && is_true(&p, "Ready")) || (is_true(&p, "Degraded") && st.nodes.updating == 0);
+        settled.then_some(p)
+    })
+    .await;
+    let now = ds_api.get(&ds_name).await.unwrap();
+    let selector = now.spec.as_ref().and_then(|s| s.template.spec.as_ref()).and_then(|s| s.node_selector.clone()).unwrap_or_default();
+    let restored = !selector.contains_key("hostile.winpool.dev/never");
+    let st = p.status.clone().unwrap();
+    eprintln!(
+        "[{}] after a hand edit of {ds_name}'s nodeSelector ({:.0}s): DaemonSet {}; pool {:?}; failed {:?}",
+        t.id,
+        started.elapsed().as_secs_f64(),
+        if restored { "restored by the operator" } else { "left as edited" },
+        st.nodes,
+        st.failed_nodes.iter().map(|f| format!("{} {}: {}", f.name, f.reason, f.message)).collect::<Vec<_>>()
+    );
+    for n in t.nodes().await {
+        assert!(!cordoned(&n), "{} not left cordoned", n.name_any());
+    }
+
+    // The repair an administrator has: delete the edited DaemonSet; the operator recreates it as
+    // it should be, and retrying the failed nodes (removing their state) finishes the rollout.
+    ds_api.delete(&ds_name, &DeleteParams::default()).await.unwrap();
+    let fresh = wait_for("the DaemonSet to be recreated", WAIT, || async {
+        let d = ds_api.get_opt(&ds_name).await.ok()??;
+        (d.uid() != uid && d.metadata.deletion_timestamp.is_none()).then_some(d)
+    })
+    .await;
+    let sel = fresh.spec.unwrap().template.spec.unwrap().node_selector.unwrap();
+    assert!(
+        !sel.contains_key("hostile.winpool.dev/never") && sel.get(names::LABEL_POOL) == Some(&pool),
+        "recreated as the operator builds it: {sel:?}"
+    );
+    for f in &st.failed_nodes {
+        annotate(&t, &f.name, json!({names::ANN_STATE: null})).await;
+    }
+    wait_converged(&t, &pool, 2).await;
+    final_invariants(&t, &pool).await;
+    operator_log_checked(&t);
+    delete_pool(&t, &pool).await;
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_daemonset_deleted_by_hand_mid_rollout_is_recreated_and_the_rollout_finishes() {
+    let client = support::client().await;
+    install_crd(&client).await;
+    let mut t = TestSpace::new("hostile-ds-delete").await;
+    t.start_sim(3, &["--apply-seconds=3", "--reboot-seconds=0"]);
+    wait_nodes_ready(&t, 3).await;
+    let pool = format!("{}-pool", t.id);
+    try_apply_pool(&t, &pool_manifest(&t, &pool, PATCH, json!({"maxUnavailable": 1}))).await.unwrap();
+    t.start_operator(&[]);
+
+    let nodes_api: Api<Node> = Api::all(t.client.clone());
+    wait_for("a node Applying", WAIT, || async {
+        let nodes = nodes_api.list(&ListParams::default().labels(&format!("{TEST_LABEL}={}", t.id))).await.ok()?.items;
+        nodes.iter().any(|n| ann(n, names::ANN_STATE).as_deref() == Some("Applying")).then_some(())
+    })
+    .await;
+    let ds_api: Api<DaemonSet> = Api::namespaced(t.client.clone(), &t.agent_namespace());
+    let ds = ds_api.list(&ListParams::default()).await.unwrap().items;
+    assert_eq!(ds.len(), 1);
+    let (name, uid) = (ds[0].name_any(), ds[0].uid());
+    ds_api.delete(&name, &DeleteParams::background()).await.unwrap();
+    let deleted_at = Instant::now();
+    wait_for("the DaemonSet to be recreated", Duration::from_secs(60), || async {
+        let d = ds_api.get_opt(&name).await.ok()??;
+        (d.uid() != uid).then_some(())
+    })
+    .await;
+    eprintln!("[{}] {name} recreated {:.1}s after it was deleted", t.id, deleted_at.elapsed().as_secs_f64());
+    wait_converged(&t, &pool, 3).await;
+    final_invariants(&t, &pool).await;
+    let log = operator_log_checked(&t);
+    assert!(log.matches("applied agent DaemonSet").count() >= 2, "the operator says it applied it again");
+    delete_pool(&t, &pool).await;
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_bogus_revision_label_is_reported_and_the_node_rolled_to_the_real_revision() {
+    let client = support::client().await;
+    install_crd(&client).await;
+    let mut t = TestSpace::new("hostile-revision").await;
+    t.start_sim(2, &["--apply-seconds=1", "--reboot-seconds=0"]);
+    wait_nodes_ready(&t, 2).await;
+    let prefix = t.node_prefix();
+    let n = |i: usize| format!("{prefix}{i}");
+    let nodes_api: Api<Node> = Api::all(t.client.clone());
+    let label = |v: &str| json!({"metadata": {"labels": {names::LABEL_REVISION: v}}});
+    // Before the pool exists, someone labels a node for a revision that never was.
+    nodes_api.patch(&n(1), &PatchParams::default(), &Patch::Merge(label("0000bogus1"))).await.unwrap();
+    let pool = format!("{}-pool", t.id);
+    try_apply_pool(&t, &pool_manifest(&t, &pool, PATCH, json!({}))).await.unwrap();
+    t.start_operator(&[]);
+    let p = wait_converged(&t, &pool, 2).await;
+    let rev = p.status.unwrap().revision.unwrap();
+
+    // After the rollout, by hand on an Updated node.
+    nodes_api.patch(&n(0), &PatchParams::default(), &Patch::Merge(label("0000bogus0"))).await.unwrap();
+    wait_for("node 0 to be back at the real revision", WAIT, || async {
+        let nd = nodes_api.get(&n(0)).await.ok()?;
+        let back = nd.labels().get(names::LABEL_REVISION) == Some(&rev) && ann(&nd, names::ANN_STATE).as_deref() == Some("Updated");
+        (back && !cordoned(&nd)).then_some(())
+    })
+    .await;
+    wait_converged(&t, &pool, 2).await;
+    for (node, bogus) in [(n(0), "0000bogus0"), (n(1), "0000bogus1")] {
+        let ev = wait_for(&format!("an Event about {node}'s bogus label"), WAIT, || async {
+            pool_events(&t, &pool)
+                .await
+                .into_iter()
+                .find(|(r, note)| r == "NodeIgnoredValue" && note.contains(&node) && note.contains(bogus))
+        })
+        .await;
+        eprintln!("[{}] event: {} {}", t.id, ev.0, ev.1);
+    }
+    let log = operator_log_checked(&t);
+    assert!(log.contains("0000bogus0") && log.contains(&format!("will be rolled to {rev}")), "the log says it too");
+    let starts = invariants::drain_starts_from_log(&log);
+    assert!(
+        invariants::drained_twice_in_logs(&starts).is_empty(),
+        "a node is not drained twice for the revision it already had: {starts:?}"
+    );
+    final_invariants(&t, &pool).await;
+    delete_pool(&t, &pool).await;
+    t.cleanup().await;
+}
+
+/// One Pod a PDB forbids evicting, on `node`.
+async fn unevictable_pod(t: &TestSpace, node: &str) {
+    let labels: BTreeMap<String, String> = [("app".to_string(), "pinned".to_string())].into();
+    let pod = Pod {
+        metadata: ObjectMeta { name: Some("pinned".into()), labels: Some(labels.clone()), ..Default::default() },
+        spec: Some(PodSpec {
+            node_name: Some(node.into()),
+            containers: vec![Container {
+                name: "c".into(),
+                image: Some("mcr.microsoft.com/windows/nanoserver".into()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        status: None,
+    };
+    let pods: Api<Pod> = Api::namespaced(t.client.clone(), &t.namespace);
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    let pdb = PodDisruptionBudget {
+        metadata: ObjectMeta { name: Some("pinned".into()), ..Default::default() },
+        spec: Some(PodDisruptionBudgetSpec {
+            min_available: Some(IntOrString::Int(1)),
+            selector: Some(LabelSelector { match_labels: Some(labels), match_expressions: None }),
+            ..Default::default()
+        }),
+        status: None,
+    };
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(t.client.clone(), &t.namespace);
+    pdbs.create(&PostParams::default(), &pdb).await.unwrap();
+    wait_for("the pinned pod Running behind its PDB", WAIT, || async {
+        let running = pods.get("pinned").await.ok()?.status?.phase.as_deref() == Some("Running");
+        (running && pdbs.get("pinned").await.ok()?.status?.current_healthy == Some(1)).then_some(())
+    })
+    .await;
+}
+
+/// Reproduces a bug (see the report of issue 10): kube 5's client retries a 429 by itself
+/// (up to 15 times, exponential backoff from 5ms), so `drain::drain_round`'s eviction of a
+/// PDB-protected pod blocks the pool's reconcile for minutes instead of returning "not now".
+/// Meanwhile nothing else in the pool moves. Run with `--ignored`.
+#[tokio::test]
+async fn a_refused_eviction_does_not_stall_the_rest_of_the_pool() {
+    let client = support::client().await;
+    install_crd(&client).await;
+    let mut t = TestSpace::new("hostile-429").await;
+    t.start_sim(3, &["--apply-seconds=1", "--reboot-seconds=0"]);
+    wait_nodes_ready(&t, 3).await;
+    let prefix = t.node_prefix();
+    let n = |i: usize| format!("{prefix}{i}");
+    unevictable_pod(&t, &n(0)).await;
+    let pool = format!("{}-pool", t.id);
+    try_apply_pool(&t, &pool_manifest(&t, &pool, PATCH, json!({"maxUnavailable": 2, "drain": {"timeout": "10m"}}))).await.unwrap();
+    t.start_operator(&[]);
+    // n0 cannot drain (the PDB holds); n1 has nothing to evict and must finish regardless,
+    // within a few 5s rounds; then n2 starts in its place.
+    let api: Api<WindowsNodePool> = Api::all(t.client.clone());
+    let started = Instant::now();
+    let res = tokio::time::timeout(Duration::from_secs(45), async {
+        loop {
+            if let Ok(p) = api.get(&pool).await
+                && p.status.as_ref().is_some_and(|s| s.nodes.updated >= 2)
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    })
+    .await;
+    let st = api.get(&pool).await.ok().and_then(|p| p.status).map(|s| s.nodes);
+    assert!(res.is_ok(), "after {:.0}s the pool is stuck behind one refused eviction: {st:?}", started.elapsed().as_secs_f64());
+    let nd = Api::<Node>::all(t.client.clone()).get(&n(0)).await.unwrap();
+    assert_eq!(ann(&nd, names::ANN_STATE).as_deref(), Some("Draining"), "n0 still waits for its PDB");
+    operator_log_checked(&t);
+    delete_pool(&t, &pool).await;
+    t.cleanup().await;
+}
+
+/// Reproduces a bug (see the report of issue 10): a garbage `winpool.dev/started-at` on a
+/// node in flight reads as absent, and absent counts as "started now", every round: the
+/// node can never reach nodeTimeout, and stays cordoned for good if its agent never
+/// reports. Pure: runs the decision directly. Run with `--ignored`.
+#[test]
+fn a_garbage_started_at_does_not_disable_node_timeout() {
+    use winpool::rollout::{NodeState, NodeView, PoolInput, decide};
+    let spec: winpool::api::WindowsNodePoolSpec =
+        serde_yaml::from_str("nodeSelector: {}\nos: {version: ltsc2022, patchLevel: 10.0.20348.2762}\nrollout: {nodeTimeout: 30m}")
+            .unwrap();
+    let rev = winpool::revision::revision_of(&spec);
+    let now: jiff::Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();
+    let long_ago = now - jiff::SignedDuration::from_hours(5);
+    let mut node = Node::default();
+    node.metadata.name = Some("n0".into());
+    node.metadata.labels =
+        Some([(names::LABEL_POOL.to_string(), "p".to_string()), (names::LABEL_REVISION.to_string(), rev.clone())].into());
+    node.metadata.annotations = Some(
+        [
+            (names::ANN_STATE, "Applying"),
+            (names::ANN_STATE_SINCE, &long_ago.to_string()),
+            (names::ANN_STARTED_AT, "five hours ago"),
+            (names::ANN_TARGET_REVISION, &rev),
+            (names::ANN_CORDONED_BY_WINPOOL, "true"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect(),
+    );
+    node.spec = Some(k8s_openapi::api::core::v1::NodeSpec { unschedulable: Some(true), ..Default::default() });
+    let view: NodeView = winpool::observe::node_view(&node, winpool::rollout::HnsReadiness::Unknown);
+    let existing = [rev.clone()].into();
+    // Five hours in Applying, the agent silent: one round, or at most a later one after the
+    // operator repaired the timestamp, must fail the node (or at least say why it cannot).
+    let plan = decide(&PoolInput { name: "p", spec: &spec, existing_revisions: &existing }, std::slice::from_ref(&view), now);
+    let failed = plan.patches.iter().any(|p| p.node == "n0" && p.to == NodeState::Failed);
+    let repaired = plan.patches.iter().any(|p| p.annotations.get(names::ANN_STARTED_AT).is_some_and(|v| v.is_some()));
+    let warned = plan.warnings.iter().any(|(n, m)| n == "n0" && m.contains(names::ANN_STARTED_AT));
+    assert!(
+        failed || repaired || warned,
+        "n0 has been Applying for 5h with nodeTimeout 30m, but its garbage started-at keeps it in flight forever, silently: {:?}",
+        plan.patches
+    );
+}
