@@ -607,10 +607,10 @@ async fn node_event(ctx: &Context, pool: &WindowsNodePool, p: &NodePatch) {
         secondary: Some(node_ref(&p.node)),
     };
     ctx.publish(pool, ev()).await;
-    if p.to == NodeState::Failed {
-        if let Err(e) = ctx.recorder.publish(&ev(), &node_ref(&p.node)).await {
-            warn!(node = %p.node, error = %e, "could not publish event");
-        }
+    if p.to == NodeState::Failed
+        && let Err(e) = ctx.recorder.publish(&ev(), &node_ref(&p.node)).await
+    {
+        warn!(node = %p.node, error = %e, "could not publish event");
     }
 }
 
