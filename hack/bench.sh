@@ -11,7 +11,10 @@
 #   hack/bench.sh --report-only   re-render the table from the last results (.state/bench/results.json)
 #
 # Other flags: --phases rollout,footprint  --rollout-sizes 100,1000  --footprint-sizes 1000,5000
-#              --services N  --endpoints N  --keep (leave the last cluster up)  --no-build
+#              --services N  --endpoints N  --fraction 0.2 (footprint runs stop there)  --whole yes|no
+#              --keep (leave the last cluster up)  --no-build
+# Environment: WINPOOL_BENCH_BIN (measure this binary instead of building one), WINPOOL_BENCH_REV (what it was
+#              built from, for the table), WINPOOL_BENCH_CLUSTER / WINPOOL_BENCH_PORT_BASE.
 #
 # The benchmark runs on a control plane of its own (WINPOOL_CLUSTER, default
 # "bench", ports from WINPOOL_PORT_BASE, default 26500; smoke: "bench-smoke",
@@ -29,10 +32,10 @@ while (($#)); do
     --smoke) mode=smoke ;;
     --no-build) build=0 ;;
     --keep | --report-only) pass+=("$1") ;;
-    --runs | --phases | --rollout-sizes | --footprint-sizes | --services | --endpoints)
+    --runs | --phases | --rollout-sizes | --footprint-sizes | --services | --endpoints | --fraction | --whole)
       [[ $# -ge 2 ]] || die "$1 needs a value"
       pass+=("$1" "$2"); shift ;;
-    -h | --help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,24p' "$0"; exit 0 ;;
     *) die "unknown flag $1 (see $0 --help)" ;;
   esac
   shift
@@ -57,7 +60,7 @@ if [[ " ${pass[*]-} " != *" --report-only "* ]]; then
   BIN="${WINPOOL_BENCH_BIN:-}"
   if [[ -z "$BIN" && $mode == smoke ]]; then
     # The suite has just built the debug binary; the smoke run checks the script, not the numbers.
-    for b in "$CARGO_TARGET_DIR/release/winpool" "$CARGO_TARGET_DIR/debug/winpool"; do
+    for b in "$CARGO_TARGET_DIR/debug/winpool" "$CARGO_TARGET_DIR/release/winpool"; do
       [[ -x "$b" ]] && { BIN="$b"; break; }
     done
     [[ -n "$BIN" ]] || { cargo build -q --bin winpool; BIN="$CARGO_TARGET_DIR/debug/winpool"; }

@@ -89,6 +89,14 @@ def proc_mem(pid):
     return out.get("VmRSS"), out.get("VmHWM")
 
 
+def machine_busy():
+    """Non-idle CPU seconds of the whole machine since boot (/proc/stat)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    # user nice system idle iowait irq softirq steal
+    return (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / CLK_TCK
+
+
 def median(xs):
     xs = [x for x in xs if x is not None]
     return statistics.median(xs) if xs else None
@@ -143,15 +151,17 @@ class Bench:
     def kubectl(self, *args, input=None, check=True):
         return self.sh(self.a.kubectl, "--kubeconfig", self.kubeconfig, *args, input=input, check=check)
 
-    def spawn(self, name, args, kubeconfig, rust_log="info,kube=warn"):
+    def spawn(self, name, args, kubeconfig, rust_log="info,kube=warn", extra_env=None):
         path = os.path.join(self.state, "logs", f"{name}.log")
         os.makedirs(os.path.dirname(path), exist_ok=True)
         f = open(path, "ab")
-        env = dict(os.environ, KUBECONFIG=kubeconfig, RUST_LOG=rust_log)
+        env = dict(os.environ, KUBECONFIG=kubeconfig, RUST_LOG=rust_log, **(extra_env or {}))
         env.pop("POD_NAME", None)
         env.pop("POD_NAMESPACE", None)
         t0 = time.time()
-        p = subprocess.Popen([self.a.bin, *args], stdout=f, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        # Experiments only: a command prefix for the operator (e.g. `heaptrack -o FILE`).
+        wrapper = os.environ.get("WINPOOL_BENCH_OPERATOR_WRAPPER", "").split() if args[0] == "run" else []
+        p = subprocess.Popen([*wrapper, self.a.bin, *args], stdout=f, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         f.close()
         self.procs[name] = (p, path)
         return p, path, t0
@@ -160,12 +170,16 @@ class Bench:
         p, _ = self.procs.pop(name, (None, None))
         if p is None or p.poll() is not None:
             return
-        p.send_signal(signal.SIGTERM)
+        # Each child leads its own process group (start_new_session): signal the group, so a
+        # wrapper (WINPOOL_BENCH_OPERATOR_WRAPPER) and what it runs stop together.
         try:
+            os.killpg(p.pid, signal.SIGTERM)
             p.wait(timeout)
         except subprocess.TimeoutExpired:
-            p.kill()
+            os.killpg(p.pid, signal.SIGKILL)
             p.wait()
+        except ProcessLookupError:
+            pass
 
     def stop_all(self):
         for name in list(self.procs):
@@ -202,11 +216,15 @@ class Bench:
         if os.path.exists(self.audit):
             keep = os.path.join(self.state, f"audit-{phase}-winpool.jsonl")
             needle = SA_USER.encode()
-            with open(self.audit, "rb") as src, open(keep, "wb") as dst:
-                for line in src:
-                    if needle in line:
-                        dst.write(line)
-            self.results["setup"][f"{phase}_audit_log_mib"] = round(os.path.getsize(self.audit) / 2**20, 1)
+            total = 0
+            with open(keep, "wb") as dst:
+                for path, _ in self.audit_files():
+                    total += os.path.getsize(path)
+                    with open(path, "rb") as src:
+                        for line in src:
+                            if needle in line:
+                                dst.write(line)
+            self.results["setup"][f"{phase}_audit_log_mib"] = round(total / 2**20, 1)
         if not self.a.keep:
             subprocess.run([self.a.cluster_script, "down"], check=True, stdout=subprocess.DEVNULL)
 
@@ -216,14 +234,15 @@ class Bench:
         # The operator runs as the chart's ServiceAccount with the chart's RBAC,
         # exactly as installed; only the identity objects are applied (no Deployment).
         self.kubectl("create", "namespace", SA_NAMESPACE, check=False)
-        shows = []
-        for t in ["serviceaccount", "clusterrole", "clusterrolebinding", "role-agents", "role-events", "role-leader-election", "agent-namespace"]:
-            shows += ["--show-only", f"templates/{t}.yaml"]
-        rendered = self.sh(
-            self.a.helm, "template", RELEASE, os.path.join(self.repo, "charts", "winpool"), "--namespace", SA_NAMESPACE,
-            "--kube-version", self.results["versions"]["kubernetes"], "--set", f"agentNamespace={AGENT_NS}", *shows,
-        )
-        self.kubectl("apply", "-f", "-", input=rendered)
+        # The agent namespace first: the chart's Role for DaemonSets lives in it.
+        for templates in (["agent-namespace"],
+                          ["serviceaccount", "clusterrole", "clusterrolebinding", "role-agents", "role-events", "role-leader-election"]):
+            shows = [x for t in templates for x in ("--show-only", f"templates/{t}.yaml")]
+            rendered = self.sh(
+                self.a.helm, "template", RELEASE, os.path.join(self.repo, "charts", "winpool"), "--namespace", SA_NAMESPACE,
+                "--kube-version", self.results["versions"]["kubernetes"], "--set", f"agentNamespace={AGENT_NS}", *shows,
+            )
+            self.kubectl("apply", "-f", "-", input=rendered)
         token = self.kubectl("create", "token", RELEASE, "-n", SA_NAMESPACE, "--duration=12h").strip()
         server = self.kubectl("config", "view", "--minify", "-o", "jsonpath={.clusters[0].cluster.server}")
         ca = self.kubectl("config", "view", "--minify", "--raw", "-o", "jsonpath={.clusters[0].cluster.certificate-authority}")
@@ -290,7 +309,9 @@ class Bench:
     def start_operator(self, name):
         args = ["run", f"--metrics-addr=127.0.0.1:{self.metrics_port}", f"--lease-namespace={SA_NAMESPACE}",
                 f"--agent-namespace={AGENT_NS}", "--log-format=json"]
-        return self.spawn(name, args, self.sa_kubeconfig)
+        # Experiments only (e.g. MALLOC_ARENA_MAX=2): extra environment for the operator, K=V,K=V.
+        extra = dict(kv.split("=", 1) for kv in os.environ.get("WINPOOL_BENCH_OPERATOR_ENV", "").split(",") if "=" in kv)
+        return self.spawn(name, args, self.sa_kubeconfig, extra_env=extra)
 
     # -- pool -----------------------------------------------------------------
 
@@ -319,12 +340,14 @@ class Bench:
         except Exception:
             self.kube.create("/apis/winpool.dev/v1alpha1/windowsnodepools", self.pool(name, fleet, patch))
 
-    def wait_pool_done(self, name, n, watch_procs, timeout):
-        """Until status reports all n nodes updated for the current generation. Returns (t_done, timeline)."""
+    def wait_pool_done(self, name, n, watch_procs, timeout, target=None):
+        """Until status reports `target` (default all n) nodes updated for the current generation. Returns (t_done, timeline)."""
+        target = n if target is None else target
         path = "/apis/winpool.dev/v1alpha1/windowsnodepools"
         deadline = time.time() + timeout
         timeline = []
         last = None
+        progress = [time.time()]
 
         def done(obj):
             nonlocal last
@@ -335,14 +358,17 @@ class Bench:
                 if cur != last:
                     timeline.append((time.time(), cur[0]))
                     last = cur
+                    progress[0] = time.time()
                 if cur[1] > 0:
                     raise RuntimeError(f"pool {name}: {cur[1]} nodes failed: {st.get('failedNodes')}")
-                return nodes.get("total") == n and cur[0] == n
+                return nodes.get("total") == n and cur[0] >= target
             return False
 
         while time.time() < deadline:
             for w in watch_procs:
                 self.check_alive(w)
+            if time.time() - progress[0] > self.a.stall:
+                raise RuntimeError(f"pool {name}: no progress for {self.a.stall}s; nodes not updated: {self.stuck_nodes(name)}")
             obj = self.kube.get(f"{path}/{name}")
             if done(obj):
                 return time.time(), timeline
@@ -356,6 +382,16 @@ class Bench:
             except OSError:
                 pass
         raise RuntimeError(f"pool {name} not rolled out within {timeout}s")
+
+    def stuck_nodes(self, pool):
+        out = []
+        for x in self.kube.list_all("/api/v1/nodes", labelSelector=f"winpool.dev/pool={pool}"):
+            a = x["metadata"].get("annotations", {})
+            if a.get("winpool.dev/state") != "Updated":
+                info = x.get("status", {}).get("nodeInfo", {})
+                out.append(f"{x['metadata']['name']} state={a.get('winpool.dev/state')} kernel={info.get('kernelVersion')} "
+                           f"applied={a.get('winpool.dev/applied-revision')}/{a.get('winpool.dev/apply-status')}")
+        return out[:10]
 
     # -- measurements --------------------------------------------------------
 
@@ -380,20 +416,42 @@ class Bench:
         return m
 
     def audit_size(self):
+        """A position in the audit log: (inode, offset). The API server rotates the log at 100 MB
+        (audit.log -> audit-<time>.log), so a position names its file by inode."""
         try:
-            return os.path.getsize(self.audit)
+            st = os.stat(self.audit)
+            return (st.st_ino, st.st_size)
         except OSError:
-            return 0
+            return (None, 0)
+
+    def audit_files(self):
+        """Every audit log file, oldest first, as (path, inode)."""
+        d = os.path.dirname(self.audit)
+        files = [os.path.join(d, f) for f in os.listdir(d) if f.startswith("audit") and f.endswith(".log")]
+        files.sort(key=lambda f: (f == self.audit, os.path.getmtime(f)))
+        return [(f, os.stat(f).st_ino) for f in files]
+
+    def audit_lines(self, start, end):
+        """Lines between two positions, across rotations."""
+        files = self.audit_files()
+        inodes = [i for _, i in files]
+        first = inodes.index(start[0]) if start[0] in inodes else 0
+        last = inodes.index(end[0]) if end[0] in inodes else len(files) - 1
+        for k in range(first, last + 1):
+            path, _ = files[k]
+            with open(path, "rb") as f:
+                if k == first:
+                    f.seek(start[1])
+                data = f.read(end[1] - (start[1] if k == first else 0)) if k == last else f.read()
+            yield from data.split(b"\n")
 
     def audit_counts(self, start, end):
-        """winpool's requests in audit log bytes [start, end)."""
+        """winpool's requests between two audit log positions."""
         writes, lists, watches, codes, agents = Counter(), Counter(), Counter(), Counter(), Counter()
         lists_detail = Counter()
+        latencies = []
         needle = SA_USER.encode()
-        with open(self.audit, "rb") as f:
-            f.seek(start)
-            data = f.read(max(0, end - start))
-        for line in data.split(b"\n"):
+        for line in self.audit_lines(start, end):
             if needle not in line:
                 continue
             try:
@@ -417,6 +475,10 @@ class Bench:
             uri = ev.get("requestURI", "")
             if verb in WRITE_VERBS:
                 writes[f"{verb} {res}"] += 1
+                try:
+                    latencies.append(parse_ts(ev["stageTimestamp"]) - parse_ts(ev["requestReceivedTimestamp"]))
+                except (KeyError, ValueError):
+                    pass
                 if code and code >= 400:
                     codes[f"{verb} {res} {code}"] += 1
             elif verb == "list":
@@ -426,6 +488,10 @@ class Bench:
         return {
             "writes": dict(writes), "lists": dict(lists), "lists_detail": dict(lists_detail),
             "watches": dict(watches), "errors": dict(codes), "user_agents": dict(agents),
+            "write_latency_ms": {
+                "p50": round(statistics.median(latencies) * 1000, 1) if latencies else None,
+                "p90": round(sorted(latencies)[int(len(latencies) * 0.9)] * 1000, 1) if latencies else None,
+            },
         }
 
     def operator_log(self, path, offset):
@@ -507,8 +573,9 @@ class Bench:
         v = str(self.a.max_unavailable)
         return max(1, n * int(v.rstrip("%")) // 100) if v.endswith("%") else max(1, int(v))
 
-    def ideal(self, n):
-        return math.ceil(n / self.max_unavailable(n)) * (self.a.apply_seconds + self.a.reboot_seconds)
+    def ideal(self, n, target=None):
+        """ceil(nodes to update / maxUnavailable) x the simulated time per node."""
+        return math.ceil((n if target is None else target) / self.max_unavailable(n)) * (self.a.apply_seconds + self.a.reboot_seconds)
 
     def phase_rollout(self):
         self.cluster_up("rollout")
@@ -544,6 +611,7 @@ class Bench:
         op_off, sim_off = os.path.getsize(op_log), os.path.getsize(sim_log)
         a0 = self.audit_size()
         cpu0, cp0, sim0 = proc_cpu(p.pid), self.cp_cpu(), proc_cpu(self.procs[f"sim-{fleet}"][0].pid)
+        busy0 = machine_busy()
         m0 = self.scrape()
         patch = self.next_patch()
         log(f"[rollout {n}] {kind} rollout{'' if i is None else f' {i + 1}/{self.a.runs}'}: pool {pool} -> {patch}")
@@ -556,13 +624,17 @@ class Bench:
         audit = self.audit_counts(a0, self.audit_size())
         nodes, _, _ = self.phases(self.operator_log(op_log, op_off), self.operator_log(sim_log, sim_off), t0)
         cp1 = self.cp_cpu()
+        op_cpu = proc_cpu(p.pid) - cpu0
+        sim_cpu = (proc_cpu(self.procs[f"sim-{fleet}"][0].pid) or 0) - (sim0 or 0)
+        cp_cpu = {c: round((cp1[c] or 0) - (cp0[c] or 0), 2) for c in cp1}
+        busy = machine_busy() - busy0
         rec = self.run_record(
             phase="rollout", kind=kind, nodes=n, run=i, patch=patch,
             actual_s=round(actual, 2), ideal_s=self.ideal(n), ratio=round(actual / self.ideal(n), 3),
-            operator_cpu_s=round(proc_cpu(p.pid) - cpu0, 2),
+            operator_cpu_s=round(op_cpu, 2),
             operator_hwm_mib=round(proc_mem(p.pid)[1] or 0, 1),
-            sim_cpu_s=round((proc_cpu(self.procs[f"sim-{fleet}"][0].pid) or 0) - (sim0 or 0), 2),
-            cp_cpu_s={c: round((cp1[c] or 0) - (cp0[c] or 0), 2) for c in cp1},
+            sim_cpu_s=round(sim_cpu, 2), cp_cpu_s=cp_cpu,
+            machine_busy_s=round(busy, 1), other_cpu_s=round(busy - op_cpu - sim_cpu - sum(cp_cpu.values()), 1),
             reconciles=m1.get("reconciles", 0) - m0.get("reconciles", 0),
             reconcile_seconds=round(m1.get("reconcile_seconds", 0) - m0.get("reconcile_seconds", 0), 2),
             audit=audit, profile=self.profile(nodes, t0, t_done, self.max_unavailable(n)),
@@ -658,31 +730,40 @@ class Bench:
                 self.start_sim(fleet)
             runs = [("first", None)] * self.a.warmup + [("measured", i) for i in range(self.a.runs)]
             for kind, i in runs:
-                self.one_footprint(n, fleet, pool, kind, i)
+                self.one_footprint(n, fleet, pool, kind, i, self.a.fraction)
+        if self.a.whole:
+            # One whole rollout at the largest size: what a full rollout costs there (one run; it is long).
+            self.one_footprint(have, fleet, pool, "whole", None, 1.0)
         self.stop(f"sim-{fleet}")
         self.cluster_down("footprint")
 
-    def one_footprint(self, n, fleet, pool, kind, i):
+    def one_footprint(self, n, fleet, pool, kind, i, fraction):
+        """Operator (re)started after a patch-level change; measured until `fraction` of the nodes are updated."""
         name = f"operator-{fleet}"
+        target = max(1, math.ceil(n * fraction))
         patch = self.next_patch()
         self.set_pool(pool, fleet, patch)  # the operator is not running: it finds the new patch level at start
         sim_proc, sim_log = self.procs[f"sim-{fleet}"]
         sim_off = os.path.getsize(sim_log)
-        log(f"[footprint {n}] {kind} run{'' if i is None else f' {i + 1}/{self.a.runs}'}: pool {pool} -> {patch}, operator started")
+        log(f"[footprint {n}] {kind} run{'' if i is None else f' {i + 1}/{self.a.runs}'}: pool {pool} -> {patch}, operator started, "
+            f"until {target} nodes are updated")
         time.sleep(1)
         a0 = self.audit_size()
         cp0, sim0 = self.cp_cpu(), proc_cpu(sim_proc.pid)
+        busy0 = machine_busy()
         p, op_log, t0 = self.start_operator(name)
         op_off = 0 if not os.path.exists(op_log) else os.path.getsize(op_log)
         sampler = Sampler({"winpool": p.pid, "kube-apiserver": self.cp_pids["kube-apiserver"], "etcd": self.cp_pids["etcd"]})
         sampler.start()
         try:
-            t_done, timeline = self.wait_pool_done(pool, n, [name, f"sim-{fleet}"], self.a.timeout)
+            t_done, timeline = self.wait_pool_done(pool, n, [name, f"sim-{fleet}"], self.a.timeout, target)
         finally:
             sampler.stop()
         cpu = proc_cpu(p.pid)
         _, hwm = proc_mem(p.pid)
         cp1, sim1 = self.cp_cpu(), proc_cpu(sim_proc.pid)
+        busy = machine_busy() - busy0
+        cp_cpu = {c: round((cp1[c] or 0) - (cp0[c] or 0), 2) for c in cp1}
         m = self.scrape()
         time.sleep(2)
         self.stop(name)
@@ -692,16 +773,18 @@ class Bench:
         events = [e for e in events if parse_ts(e["timestamp"]) >= t0 - 0.5]
         nodes, first_decision, synced = self.phases(events, self.operator_log(sim_log, sim_off), t0)
         actual = t_done - t0
+        ideal = self.ideal(n, target)
         rec = self.run_record(
-            phase="footprint", kind=kind, nodes=n, run=i, patch=patch,
+            phase="footprint", kind=kind, nodes=n, run=i, patch=patch, target=target,
             services=self.a.services, endpoints=self.a.endpoints,
-            actual_s=round(actual, 2), ideal_s=self.ideal(n), ratio=round(actual / self.ideal(n), 3),
+            actual_s=round(actual, 2), ideal_s=ideal, ratio=round(actual / ideal, 3),
             startup_s=round(first_decision - t0, 2) if first_decision else None,
             synced_s=round(synced - t0, 2) if synced else None,
             operator_cpu_s=cpu, operator_hwm_mib=round(hwm or 0, 1),
             operator_rss_series=sampler.series["winpool"][::4],
-            sim_cpu_s=round((sim1 or 0) - (sim0 or 0), 2),
-            cp_cpu_s={c: round((cp1[c] or 0) - (cp0[c] or 0), 2) for c in cp1},
+            sim_cpu_s=round((sim1 or 0) - (sim0 or 0), 2), cp_cpu_s=cp_cpu,
+            machine_busy_s=round(busy, 1),
+            other_cpu_s=round(busy - (cpu or 0) - ((sim1 or 0) - (sim0 or 0)) - sum(cp_cpu.values()), 1),
             cp_peak_rss_mib={c: round(sampler.peak[c], 1) for c in ("kube-apiserver", "etcd")},
             reconciles=m.get("reconciles"), reconcile_seconds=round(m.get("reconcile_seconds", 0), 2),
             audit=audit, profile=self.profile(nodes, t0, t_done, self.max_unavailable(n)),
@@ -728,6 +811,11 @@ def machine_info(repo):
 
 def versions(repo, binary):
     v = {}
+    if os.environ.get("WINPOOL_BENCH_REV"):
+        # The binary was built elsewhere (WINPOOL_BENCH_BIN) from this revision.
+        v["winpool"] = os.environ["WINPOOL_BENCH_REV"]
+        v["rustc"] = subprocess.run(["rustc", "--version"], capture_output=True, text=True).stdout.strip()
+        return v
     sha = subprocess.run(["git", "-C", repo, "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True).stdout.strip()
     dirty = subprocess.run(["git", "-C", repo, "status", "--porcelain", "--", "src", "Cargo.toml", "Cargo.lock"],
                            capture_output=True, text=True).stdout.strip()
@@ -752,6 +840,8 @@ def main():
     ap.add_argument("--footprint-sizes")
     ap.add_argument("--services", type=int)
     ap.add_argument("--endpoints", type=int)
+    ap.add_argument("--fraction", type=float, help="footprint runs stop at this fraction of the nodes updated")
+    ap.add_argument("--whole", choices=["yes", "no"], help="one whole rollout at the largest footprint size")
     ap.add_argument("--out")
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--report-only", action="store_true")
@@ -760,11 +850,11 @@ def main():
     # Sizes and timings per mode; flags override.
     modes = {
         "full": dict(runs=3, warmup=1, rollout_sizes=[100, 1000], footprint_sizes=[1000, 5000], services=10000, endpoints=50000,
-                     apply_seconds=5.0, reboot_seconds=1.0, max_unavailable="10%", timeout=1800),
+                     apply_seconds=5.0, reboot_seconds=0.0, max_unavailable="10%", timeout=3600, stall=600, fraction=0.2, whole=True),
         "quick": dict(runs=1, warmup=0, rollout_sizes=[100, 1000], footprint_sizes=[1000, 5000], services=10000, endpoints=50000,
-                      apply_seconds=5.0, reboot_seconds=1.0, max_unavailable="10%", timeout=1800),
+                      apply_seconds=5.0, reboot_seconds=0.0, max_unavailable="10%", timeout=3600, stall=600, fraction=0.2, whole=False),
         "smoke": dict(runs=1, warmup=0, rollout_sizes=[20], footprint_sizes=[20], services=20, endpoints=100,
-                      apply_seconds=1.0, reboot_seconds=0.0, max_unavailable="25%", timeout=300),
+                      apply_seconds=1.0, reboot_seconds=0.0, max_unavailable="25%", timeout=300, stall=60, fraction=1.0, whole=False),
     }
     for k, v in modes[a.mode].items():
         cli = getattr(a, k, None)
@@ -772,8 +862,14 @@ def main():
             setattr(a, k, v)
         elif k.endswith("_sizes"):
             setattr(a, k, [int(x) for x in str(cli).split(",") if x])
+        elif k == "whole":
+            a.whole = cli == "yes"
     import report  # noqa: PLC0415
 
+    def interrupted(signum, _frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, interrupted)
     b = Bench(a)
     if a.report_only:
         with open(b.results_path) as f:
@@ -782,9 +878,11 @@ def main():
         return
     b.results["mode"] = a.mode
     b.results["config"] = {k: getattr(a, k) for k in ("runs", "warmup", "rollout_sizes", "footprint_sizes", "services", "endpoints",
-                                                       "apply_seconds", "reboot_seconds", "max_unavailable")}
+                                                       "apply_seconds", "reboot_seconds", "max_unavailable", "fraction", "whole")}
     b.results["machine"] = machine_info(a.repo)
     b.results["versions"] = versions(a.repo, a.bin)
+    if os.environ.get("WINPOOL_BENCH_OPERATOR_ENV"):
+        b.results["config"]["operator_env"] = os.environ["WINPOOL_BENCH_OPERATOR_ENV"]
     started = time.time()
     try:
         for phase in a.phases.split(","):
