@@ -33,6 +33,11 @@ fi
 cleanup() { if [[ $started_here == 1 ]]; then "$HACK_DIR/cluster.sh" down || true; fi; }
 trap cleanup EXIT
 
+# The chaos soak replays one known schedule in the suite; set WINPOOL_CHAOS_SEED
+# (or unset it for a random, printed seed) to soak with others.
+export WINPOOL_CHAOS_SEED="${WINPOOL_CHAOS_SEED-11}"
+[[ -n "$WINPOOL_CHAOS_SEED" ]] || unset WINPOOL_CHAOS_SEED
+
 step "cargo test (unit + integration against the local control plane)"
 cargo test --all-targets -- --test-threads="${WINPOOL_TEST_THREADS:-4}"
 
