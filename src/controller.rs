@@ -34,8 +34,8 @@ use crate::hns::{self, AwaitingReport, HnsTracker, Limits};
 use crate::membership::{PoolSelector, members_of, pools_selecting};
 use crate::metrics::Metrics;
 use crate::observe::{node_view, strip};
-use crate::rollout::{HnsReadiness, NodePatch, NodeState, PoolInput, decide, parse_duration};
-use crate::status::{build_status, transition_events};
+use crate::rollout::{HnsReadiness, NodePatch, NodeState, PoolInput, decide, held_cordoned, parse_duration};
+use crate::status::{build_status, node_batch_events, transition_events};
 
 pub const FINALIZER: &str = "winpool.dev/release-nodes";
 /// Node writes in flight at once within one reconcile.
@@ -91,6 +91,8 @@ pub struct Context {
     pub daemonsets: Store<DaemonSet>,
     pub pools: Store<WindowsNodePool>,
     pub recorder: Recorder,
+    /// Who publishes Events (the recorder's, for the Events written without it).
+    pub reporter: Reporter,
     pub metrics: Arc<Metrics>,
     /// Nodes as our own last patch returned them, until the watch catches up.
     recent: Mutex<HashMap<String, Arc<Node>>>,
@@ -142,6 +144,40 @@ impl Context {
         let fresh = self.announced.lock().expect("announced lock").entry(name).or_default().insert(key);
         if fresh {
             self.publish(pool, ev).await;
+        }
+    }
+
+    /// Publish an Event that is never folded into an earlier one: kube's recorder
+    /// keys a series on (reason, regarding, related), not the note, so a second
+    /// batch Event would only bump the first one's count and keep its note. It
+    /// also keeps nothing in memory.
+    async fn publish_fresh(&self, pool: &WindowsNodePool, ev: Event) {
+        let now = Timestamp::now();
+        let name = pool.name_any();
+        let event = k8s_openapi::api::events::v1::Event {
+            // The reason keeps two Events of one round apart even within a clock tick.
+            metadata: ObjectMeta {
+                name: Some(format!("{name}.{}.{:x}", ev.reason.to_lowercase(), now.as_nanosecond())),
+                ..Default::default()
+            },
+            event_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(now)),
+            action: Some(ev.action),
+            reason: Some(ev.reason),
+            note: ev.note,
+            regarding: Some(pool.object_ref(&())),
+            related: ev.secondary,
+            reporting_controller: Some(self.reporter.controller.clone()),
+            reporting_instance: Some(self.reporter.instance.clone().unwrap_or_else(|| self.reporter.controller.clone())),
+            type_: Some(match ev.type_ {
+                EventType::Normal => "Normal".into(),
+                EventType::Warning => "Warning".into(),
+            }),
+            ..Default::default()
+        };
+        // Like the recorder: a cluster-scoped object's Events go to "default".
+        let api: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(self.client.clone(), "default");
+        if let Err(e) = api.create(&PostParams::default(), &event).await {
+            warn!(pool = %name, error = %e, "could not publish event");
         }
     }
 
@@ -308,7 +344,7 @@ async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error> {
         let mut v = node_view(n, HnsReadiness::Unknown);
         let (readiness, reason, message) = hns_readiness(n, &v, totals, &pool.spec.hns, grace, now);
         v.hns = readiness;
-        hns_nodes.push(HnsNode { node: n, readiness, reason, message });
+        hns_nodes.push(HnsNode { node: n, readiness, reason, message, held_cordoned: false });
         if v.state.as_deref() == Some(NodeState::Draining.as_str()) {
             let pods = drain::pods_on_node(&ctx.client, &v.name).await?;
             ctx.metrics.api_request("list", "pods", "ok");
@@ -344,14 +380,25 @@ async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error> {
     // HNS condition and taint first, from the same observation the plan was made
     // from: a node is never Updated while still tainted, and never loses its taint
     // before it is. A node whose taint could not be written (conflict) waits a round.
-    let mut not_ready = Vec::new();
-    let mut hns_behind = BTreeSet::new();
+    for (h, v) in hns_nodes.iter_mut().zip(&views) {
+        h.held_cordoned = held_cordoned(v, plan.patches.iter().find(|p| p.node == v.name));
+    }
+    let not_ready: Vec<String> = hns_nodes.iter().filter(|h| h.readiness == HnsReadiness::NotReady).map(|h| h.node.name_any()).collect();
+    let taint_when_not_ready = pool.spec.hns.taint_when_not_ready;
+    let pool_name = name.as_str();
+    let mut hns_writes = Vec::new();
     for h in &hns_nodes {
-        if !apply_hns_to_node(ctx, &name, h, pool.spec.hns.taint_when_not_ready, now).await? {
-            hns_behind.insert(h.node.name_any());
+        if let Some(w) = hns_writes_for(h, taint_when_not_ready, now) {
+            let message = h.message.as_str();
+            hns_writes.push(Box::pin(async move { (w.node.clone(), write_hns(ctx, pool_name, w, message).await) }));
         }
-        if h.readiness == HnsReadiness::NotReady {
-            not_ready.push(h.node.name_any());
+    }
+    let hns_results: Vec<(String, Result<bool, Error>)> =
+        futures::stream::iter(hns_writes).buffer_unordered(NODE_WRITE_CONCURRENCY).collect().await;
+    let mut hns_behind = BTreeSet::new();
+    for (node, r) in hns_results {
+        if !r? {
+            hns_behind.insert(node);
         }
     }
     // A node held back a round frees no slot: start nobody new this round either.
@@ -363,10 +410,21 @@ async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error> {
     let eligible: Vec<&NodePatch> = plan.patches.iter().filter(|p| !hns_behind.contains(&p.node)).collect();
     let (start_writes, other_writes): (Vec<&NodePatch>, Vec<&NodePatch>) =
         eligible.into_iter().partition(|p| p.from == NodeState::Pending && p.to != NodeState::Pending);
-    write_nodes(ctx, pool, &name, other_writes).await?;
-    if hns_behind.is_empty() {
-        write_nodes(ctx, pool, &name, start_writes).await?;
+    let (mut landed, mut written) = write_nodes(ctx, pool, &name, other_writes).await;
+    if written.is_ok() && hns_behind.is_empty() {
+        let (more, r) = write_nodes(ctx, pool, &name, start_writes).await;
+        landed.extend(more);
+        written = r;
     }
+    let transitions: Vec<(&str, NodeState, NodeState)> = landed.iter().map(|p| (p.node.as_str(), p.from, p.to)).collect();
+    for (reason, note) in node_batch_events(&transitions, &plan.revision) {
+        ctx.publish_fresh(
+            pool,
+            Event { type_: EventType::Normal, reason: reason.into(), note: Some(note), action: "Rollout".into(), secondary: None },
+        )
+        .await;
+    }
+    written?;
     for (node, mode) in &plan.drain {
         if let Some(pods) = pods_by_node.get(node) {
             drain::drain_round(&ctx.client, &name, node, pods, *mode, delete_empty_dir).await;
@@ -429,18 +487,36 @@ async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error> {
 }
 
 /// Patch these nodes a few at a time: nodes are independent, so a wave of a hundred
-/// costs a few round trips, not a hundred. The first error is returned after all ran.
-async fn write_nodes(ctx: &Context, pool: &WindowsNodePool, name: &str, patches: Vec<&NodePatch>) -> Result<(), Error> {
+/// costs a few round trips, not a hundred. Returns the patches that landed and
+/// the first error, after all ran.
+async fn write_nodes<'p>(
+    ctx: &Context,
+    pool: &WindowsNodePool,
+    name: &str,
+    patches: Vec<&'p NodePatch>,
+) -> (Vec<&'p NodePatch>, Result<(), Error>) {
     let mut writes = Vec::new();
     for p in patches {
         writes.push(Box::pin(async move {
-            patch_node(ctx, name, p).await?;
-            node_event(ctx, pool, p).await;
-            Ok::<(), Error>(())
+            let r = patch_node(ctx, name, p).await;
+            if r.is_ok() {
+                node_failed_event(ctx, pool, p).await;
+            }
+            (p, r)
         }));
     }
-    let results: Vec<Result<(), Error>> = futures::stream::iter(writes).buffer_unordered(NODE_WRITE_CONCURRENCY).collect().await;
-    results.into_iter().collect()
+    let results: Vec<(&NodePatch, Result<(), Error>)> =
+        futures::stream::iter(writes).buffer_unordered(NODE_WRITE_CONCURRENCY).collect().await;
+    let mut landed = Vec::with_capacity(results.len());
+    let mut first_error = Ok(());
+    for (p, r) in results {
+        match r {
+            Ok(()) => landed.push(p),
+            Err(e) if first_error.is_ok() => first_error = Err(e),
+            Err(_) => {}
+        }
+    }
+    (landed, first_error)
 }
 
 fn json_patch(v: serde_json::Value) -> json_patch::Patch {
@@ -452,6 +528,8 @@ struct HnsNode<'a> {
     readiness: HnsReadiness,
     reason: &'static str,
     message: String,
+    /// Set once the plan is made: see [`held_cordoned`].
+    held_cordoned: bool,
 }
 
 fn hns_readiness(
@@ -527,11 +605,10 @@ async fn refuse_agent_image(pool: &WindowsNodePool, ctx: &Context, now: Timestam
     Ok(Action::requeue(Duration::from_secs(300)))
 }
 
-/// Keep the node's WindowsHNSReady condition and hns-not-ready taint in step with its readiness.
-/// Both are written only when they change. False when the taint could not be written this round.
-async fn apply_hns_to_node(ctx: &Context, pool: &str, h: &HnsNode<'_>, taint_when_not_ready: bool, now: Timestamp) -> Result<bool, Error> {
-    let name = h.node.name_any();
-    let api: Api<Node> = Api::all(ctx.client.clone());
+/// The writes that bring one node's WindowsHNSReady condition and hns-not-ready
+/// taint in step with its readiness; `None` when both already are (most nodes,
+/// most rounds), so a round costs no future and no request for them.
+fn hns_writes_for(h: &HnsNode<'_>, taint_when_not_ready: bool, now: Timestamp) -> Option<HnsWrites> {
     let previous = h
         .node
         .status
@@ -541,19 +618,10 @@ async fn apply_hns_to_node(ctx: &Context, pool: &str, h: &HnsNode<'_>, taint_whe
     let cond = hns::node_condition(h.readiness, h.reason, &h.message, previous, now);
     // No condition already says "unknown": a node whose agent never reported costs no write.
     let pointless = previous.is_none() && h.readiness == HnsReadiness::Unknown;
-    if previous != Some(&cond) && !pointless {
-        let body = json!({ "status": { "conditions": [cond] } });
-        match api.patch_status(&name, &PatchParams::default(), &Patch::Strategic(body)).await {
-            Ok(_) => {
-                ctx.metrics.api_request("patch", "nodes/status", "ok");
-                info!(pool, node = %name, status = %cond.status, reason = h.reason, "{} {}", names::NODE_CONDITION_HNS_READY, h.message);
-            }
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(e) => return Err(Error::NodePatch { node: name.clone(), source: e }),
-        }
-    }
-    let taints = h.node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
-    if let Some(new) = hns::taints_update(&taints, hns::taint_wanted(h.readiness, taint_when_not_ready)) {
+    let condition = (previous != Some(&cond) && !pointless).then_some(cond);
+    let taints = h.node.spec.as_ref().and_then(|s| s.taints.as_deref()).unwrap_or_default();
+    let wanted = hns::taint_wanted(h.readiness, taint_when_not_ready, h.held_cordoned);
+    let taint = wanted.and_then(|w| hns::taints_update(taints, w)).and_then(|new| {
         let added = new.len() > taints.len();
         // JSON patch ops touch only our taint, so the node lifecycle controller's
         // taints are never overwritten by a stale copy; only an empty list is
@@ -567,8 +635,37 @@ async fn apply_hns_to_node(ctx: &Context, pool: &str, h: &HnsNode<'_>, taint_whe
                 { "op": "test", "path": format!("/spec/taints/{i}/key"), "value": names::TAINT_HNS_NOT_READY },
                 { "op": "remove", "path": format!("/spec/taints/{i}") },
             ]))),
-            (false, None) => return Ok(true),
+            (false, None) => return None,
         };
+        Some((added, patch))
+    });
+    (condition.is_some() || taint.is_some()).then(|| HnsWrites { node: h.node.name_any(), condition, taint })
+}
+
+struct HnsWrites {
+    node: String,
+    condition: Option<k8s_openapi::api::core::v1::NodeCondition>,
+    /// Whether the taint is added, and the patch that does it.
+    taint: Option<(bool, Patch<serde_json::Value>)>,
+}
+
+/// Write one node's HNS condition and taint. False when the taint could not be written this round.
+async fn write_hns(ctx: &Context, pool: &str, w: HnsWrites, message: &str) -> Result<bool, Error> {
+    let name = w.node;
+    let api: Api<Node> = Api::all(ctx.client.clone());
+    if let Some(cond) = w.condition {
+        let (status, reason) = (cond.status.clone(), cond.reason.clone().unwrap_or_default());
+        let body = json!({ "status": { "conditions": [cond] } });
+        match api.patch_status(&name, &PatchParams::default(), &Patch::Strategic(body)).await {
+            Ok(_) => {
+                ctx.metrics.api_request("patch", "nodes/status", "ok");
+                info!(pool, node = %name, status = %status, reason = %reason, "{} {message}", names::NODE_CONDITION_HNS_READY);
+            }
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(Error::NodePatch { node: name.clone(), source: e }),
+        }
+    }
+    if let Some((added, patch)) = w.taint {
         match api.patch(&name, &PatchParams::default(), &patch).await {
             Ok(mut n) => {
                 ctx.metrics.api_request("patch", "nodes", "ok");
@@ -588,28 +685,25 @@ async fn apply_hns_to_node(ctx: &Context, pool: &str, h: &HnsNode<'_>, taint_whe
     Ok(true)
 }
 
-/// Events on the pool for every node started, finished or failed; a failure also on the Node.
-async fn node_event(ctx: &Context, pool: &WindowsNodePool, p: &NodePatch) {
-    let (type_, reason) = match (p.from, p.to) {
-        (NodeState::Pending, NodeState::Draining | NodeState::Applying) => (EventType::Normal, "NodeStarted"),
-        (from, NodeState::Updated) if from.in_flight() => (EventType::Normal, "NodeUpdated"),
-        (from, NodeState::Failed) if from != NodeState::Failed => (EventType::Warning, "NodeFailed"),
-        _ => return,
-    };
+/// A node that failed gets its own Event, on the pool and on the Node: each
+/// failure needs a look. Starts and completions are announced per round
+/// ([`node_batch_events`]).
+async fn node_failed_event(ctx: &Context, pool: &WindowsNodePool, p: &NodePatch) {
+    if p.to != NodeState::Failed || p.from == NodeState::Failed {
+        return;
+    }
     // The node is the Event's related object: the recorder folds Events with the same
     // reason, regarding and related object into one series, so without it every
     // node's Event would be counted under the first node's note.
     let ev = || Event {
-        type_,
-        reason: reason.into(),
+        type_: EventType::Warning,
+        reason: "NodeFailed".into(),
         note: Some(format!("{}: {}", p.node, p.reason)),
         action: "Rollout".into(),
         secondary: Some(node_ref(&p.node)),
     };
     ctx.publish(pool, ev()).await;
-    if p.to == NodeState::Failed
-        && let Err(e) = ctx.recorder.publish(&ev(), &node_ref(&p.node)).await
-    {
+    if let Err(e) = ctx.recorder.publish(&ev(), &node_ref(&p.node)).await {
         warn!(node = %p.node, error = %e, "could not publish event");
     }
 }
@@ -767,13 +861,15 @@ pub async fn run(
     let controller = Controller::new(pools_api, pool_cfg);
     let pool_store = controller.store();
     let mapper_pools = pool_store.clone();
+    let reporter = Reporter { controller: "winpool".into(), instance: std::env::var("POD_NAME").ok() };
     let ctx = Arc::new(Context {
         client: client.clone(),
         settings,
         nodes: node_store.clone(),
         daemonsets: ds_store.clone(),
         pools: pool_store,
-        recorder: Recorder::new(client.clone(), Reporter { controller: "winpool".into(), instance: std::env::var("POD_NAME").ok() }),
+        recorder: Recorder::new(client.clone(), reporter.clone()),
+        reporter,
         metrics: metrics.clone(),
         recent: Mutex::new(HashMap::new()),
         hns: tracker,

@@ -1048,8 +1048,15 @@ pub fn node_condition(
 
 /// Whether the node should carry `winpool.dev/hns-not-ready:NoSchedule`: only
 /// when NotReady and the pool has `taintWhenNotReady`. Unknown never taints.
-pub fn taint_wanted(readiness: HnsReadiness, taint_when_not_ready: bool) -> bool {
-    taint_when_not_ready && readiness == HnsReadiness::NotReady
+/// `Some(true)`: add it, `Some(false)`: remove it, `None`: leave it as it is —
+/// a NotReady node winpool holds cordoned for its update (`held_cordoned`)
+/// gets no new taint (the cordon keeps pods off and the uncordon waits for
+/// HNS), but one it already carries stays until HNS is ready.
+pub fn taint_wanted(readiness: HnsReadiness, taint_when_not_ready: bool, held_cordoned: bool) -> Option<bool> {
+    match (taint_when_not_ready && readiness == HnsReadiness::NotReady, held_cordoned) {
+        (true, true) => None,
+        (wanted, _) => Some(wanted),
+    }
 }
 
 /// The taint winpool puts on a node whose HNS has not caught up.
@@ -1854,8 +1861,18 @@ mod tests {
     #[test]
     fn only_not_ready_taints_and_the_taint_list_changes_minimally() {
         use HnsReadiness::*;
-        for (r, flag, want) in [(NotReady, true, true), (NotReady, false, false), (Ready, true, false), (Unknown, true, false)] {
-            assert_eq!(taint_wanted(r, flag), want, "{r:?} {flag}");
+        for (r, flag, held, want) in [
+            (NotReady, true, false, Some(true)),
+            (NotReady, false, false, Some(false)),
+            (Ready, true, false, Some(false)),
+            (Unknown, true, false, Some(false)),
+            // Held cordoned for its update: no new taint, an existing one stays until Ready.
+            (NotReady, true, true, None),
+            (NotReady, false, true, Some(false)),
+            (Ready, true, true, Some(false)),
+            (Unknown, true, true, Some(false)),
+        ] {
+            assert_eq!(taint_wanted(r, flag, held), want, "{r:?} taintWhenNotReady={flag} held={held}");
         }
         let other = Taint { key: "dedicated".into(), value: Some("win".into()), effect: "NoSchedule".into(), time_added: None };
         let ours_noexec = Taint { key: names::TAINT_HNS_NOT_READY.into(), effect: "NoExecute".into(), value: None, time_added: None };

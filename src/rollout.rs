@@ -103,6 +103,17 @@ pub struct NodeView {
     pub hns_reported: bool,
 }
 
+/// Whether winpool keeps this node cordoned past this round: it cordoned the
+/// node for an update that is still in flight, and `patch` (this round's write
+/// for the node, if any) does not lift the cordon. Such a node needs no HNS
+/// taint: the cordon already keeps new pods off, and the uncordon waits for HNS
+/// (or adds the taint, see `hns::taint_wanted`), which saves two writes per
+/// rebooted node and a conflict with the state write.
+pub fn held_cordoned(view: &NodeView, patch: Option<&NodePatch>) -> bool {
+    let in_flight = view.state.as_deref().and_then(NodeState::parse).is_some_and(NodeState::in_flight);
+    view.cordoned_by_winpool && view.unschedulable && in_flight && patch.is_none_or(|p| p.unschedulable != Some(false))
+}
+
 /// A change to one Node. `None` values delete the key.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct NodePatch {

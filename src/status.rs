@@ -231,6 +231,54 @@ pub fn transition_events(previous: Option<&WindowsNodePoolStatus>, next: &Window
     out
 }
 
+/// The most an Event's note may hold (events.k8s.io/v1 rejects longer notes).
+const EVENT_NOTE_MAX: usize = 1024;
+
+/// One Event per kind of node transition in a round, not one per node: a wave
+/// of a hundred nodes is two Events on the pool instead of two hundred writes,
+/// and `kubectl describe wnp` stays readable at scale. Each node's own story is
+/// on the Node (its `winpool.dev/state*` annotations) and in the log. Failures
+/// stay one Event per node (on the pool and on the Node): each needs a look.
+/// `written` are the transitions that landed this round, in any order; returns
+/// (reason, note) for `NodesStarted` and `NodesUpdated`.
+pub fn node_batch_events(written: &[(&str, NodeState, NodeState)], revision: &str) -> Vec<(&'static str, String)> {
+    let mut started: Vec<&str> =
+        written.iter().filter(|(_, from, to)| *from == NodeState::Pending && to.in_flight()).map(|w| w.0).collect();
+    let mut updated: Vec<&str> =
+        written.iter().filter(|(_, from, to)| from.in_flight() && *to == NodeState::Updated).map(|w| w.0).collect();
+    started.sort_unstable();
+    updated.sort_unstable();
+    let mut out = Vec::new();
+    if !started.is_empty() {
+        out.push(("NodesStarted", names_note(&format!("started updating {} to revision {revision}", count(started.len())), &started)));
+    }
+    if !updated.is_empty() {
+        out.push(("NodesUpdated", names_note(&format!("{} updated to revision {revision}", count(updated.len())), &updated)));
+    }
+    out
+}
+
+fn count(n: usize) -> String {
+    if n == 1 { "1 node".into() } else { format!("{n} nodes") }
+}
+
+/// `head: a, b, c` with as many names as fit in an Event note, then "and N more".
+fn names_note(head: &str, nodes: &[&str]) -> String {
+    let mut note = format!("{head}: ");
+    for (i, n) in nodes.iter().enumerate() {
+        if i > 0 {
+            note.push_str(", ");
+        }
+        // Room for this name and a closing "and 99999 more" after it.
+        if note.len() + n.len() + ", and 99999 more".len() > EVENT_NOTE_MAX {
+            note.push_str(&format!("and {} more", nodes.len() - i));
+            return note;
+        }
+        note.push_str(n);
+    }
+    note
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -318,5 +366,38 @@ mod tests {
         assert!(m.contains("12 nodes are selected by more than one pool"), "{m}");
         assert!(m.contains("n0 (also other)") && m.contains("and 2 more"), "{m}");
         assert!(m.contains("w (10.0.17763)"), "{m}");
+    }
+
+    #[test]
+    fn node_transitions_of_a_round_become_one_event_per_kind_that_fits_a_note() {
+        use NodeState::*;
+        let written = [
+            ("n2", Pending, Draining),
+            ("n1", Pending, Applying),
+            ("n9", Verifying, Updated),
+            ("n3", Applying, Verifying),
+            ("n4", Applying, Failed),
+            ("n5", Updated, Pending),
+        ];
+        let ev = node_batch_events(&written, "abc");
+        assert_eq!(
+            ev,
+            vec![
+                ("NodesStarted", "started updating 2 nodes to revision abc: n1, n2".to_string()),
+                ("NodesUpdated", "1 node updated to revision abc: n9".to_string()),
+            ],
+            "a move within the update, a failure (its own Event) and a reset are not announced here"
+        );
+        assert!(node_batch_events(&[("n3", Applying, Verifying)], "abc").is_empty());
+
+        // A wave of 500 nodes with long names: the note stays within the API's limit and says how many it left out.
+        let names: Vec<String> = (0..500).map(|i| format!("akswin-nodepool-{i:05}")).collect();
+        let written: Vec<_> = names.iter().map(|n| (n.as_str(), Pending, Draining)).collect();
+        let (_, note) = &node_batch_events(&written, "abc")[0];
+        assert!(note.len() <= EVENT_NOTE_MAX, "{}", note.len());
+        assert!(note.starts_with("started updating 500 nodes to revision abc: akswin-nodepool-00000, "), "{note}");
+        let shown = note.matches("akswin-nodepool-").count();
+        assert!(note.ends_with(&format!("and {} more", 500 - shown)), "{note}");
+        assert!(shown > 10, "as many names as fit: {shown}");
     }
 }

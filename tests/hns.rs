@@ -94,17 +94,21 @@ async fn capacity_readiness_taint_and_gating_follow_the_clusters_services() {
     assert_eq!((cond.status.as_str(), cond.reason.as_str()), ("False", "Exceeded"));
     assert!(cond.message.contains("load balancers"), "{}", cond.message);
 
-    // Readiness: after its update each node reports zero counts, is tainted and NotReady,
-    // then catches up; the rollout waits for that.
-    let mut tainted_seen = BTreeSet::new();
-    let nodes_api: Api<Node> = Api::all(t.client.clone());
+    // Readiness: after its update each node reports zero counts and is NotReady, then
+    // catches up; the rollout waits for that. Winpool holds the node cordoned meanwhile,
+    // which keeps pods off without a taint write; a NotReady node is never schedulable
+    // without the taint.
+    let mut held_seen = BTreeSet::new();
     let started = std::time::Instant::now();
     loop {
         for n in t.nodes().await {
-            if has_hns_taint(&n) {
-                assert_eq!(hns_condition(&n).as_deref(), Some("False"), "a tainted node says why");
+            if hns_condition(&n).as_deref() == Some("False") {
+                let cordoned = n.spec.as_ref().and_then(|s| s.unschedulable) == Some(true);
+                assert!(cordoned || has_hns_taint(&n), "{}: HNS not ready, yet schedulable and untainted", n.name_any());
                 assert_ne!(n.annotations().get(names::ANN_STATE).map(String::as_str), Some("Updated"), "gated until HNS is ready");
-                tainted_seen.insert(n.name_any());
+                if cordoned && !has_hns_taint(&n) {
+                    held_seen.insert(n.name_any());
+                }
             }
         }
         let st = pools.get(&pool).await.unwrap().status.unwrap();
@@ -114,11 +118,43 @@ async fn capacity_readiness_taint_and_gating_follow_the_clusters_services() {
         assert!(started.elapsed() < WAIT, "rollout did not finish: {:?}", st.nodes);
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
-    assert!(!tainted_seen.is_empty(), "rebooted nodes were tainted while HNS caught up");
+    assert!(!held_seen.is_empty(), "rebooted nodes waited for HNS behind winpool's cordon");
+    let first_revision = pools.get(&pool).await.unwrap().status.unwrap().revision.unwrap_or_default();
     for n in t.nodes().await {
         assert!(!has_hns_taint(&n), "{} untainted once caught up", n.name_any());
         assert_eq!(hns_condition(&n).as_deref(), Some("True"), "{}", n.name_any());
     }
+
+    // HNS slower than hns.readyTimeout: the node is uncordoned anyway, and then the
+    // taint is what keeps pods off until HNS catches up.
+    t.stop("sim");
+    t.start_sim(3, &["--apply-seconds=1", "--hns=auto", "--hns-sync-seconds=25"]);
+    let mut body = body.clone();
+    body["spec"]["os"]["patchLevel"] = json!("10.0.20348.2800");
+    body["spec"]["hns"]["readyTimeout"] = json!("2s");
+    pools.patch(&pool, &PatchParams::apply("winpool-tests").force(), &Patch::Apply(&body)).await.unwrap();
+    let mut tainted_seen = BTreeSet::new();
+    let started = std::time::Instant::now();
+    loop {
+        let nodes = t.nodes().await;
+        for n in &nodes {
+            if hns_condition(n).as_deref() == Some("False") {
+                let cordoned = n.spec.as_ref().and_then(|s| s.unschedulable) == Some(true);
+                assert!(cordoned || has_hns_taint(n), "{}: HNS not ready, yet schedulable and untainted", n.name_any());
+                if !cordoned {
+                    tainted_seen.insert(n.name_any());
+                }
+            }
+        }
+        let st = pools.get(&pool).await.unwrap().status.unwrap();
+        let caught_up = nodes.iter().all(|n| hns_condition(n).as_deref() == Some("True") && !has_hns_taint(n));
+        if st.nodes.updated == 3 && st.revision.as_deref() != Some(first_revision.as_str()) && caught_up {
+            break;
+        }
+        assert!(started.elapsed() < WAIT, "second rollout did not finish and catch up: {:?}", st.nodes);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    assert!(!tainted_seen.is_empty(), "nodes uncordoned after hns.readyTimeout carried the taint until HNS caught up");
 
     // A new Service raises the expected counts: nodes fall behind, then the sim catches them up.
     service_with_endpoints(&t, "api", &["10.77.1.1"]).await;
@@ -133,6 +169,5 @@ async fn capacity_readiness_taint_and_gating_follow_the_clusters_services() {
             .then_some(())
     })
     .await;
-    let _ = nodes_api;
     t.cleanup().await;
 }

@@ -132,7 +132,21 @@ async fn a_pool_rolls_every_node_to_the_target_and_again_on_a_new_patch_level() 
     })
     .await;
     assert!(!reasons.contains("NodeFailed"), "{reasons:?}");
-    assert!(reasons.contains("NodeStarted") && reasons.contains("NodeUpdated"), "{reasons:?}");
+    assert!(reasons.contains("NodesStarted") && reasons.contains("NodesUpdated"), "{reasons:?}");
+    // Starts and completions are announced per round, naming the nodes: every node shows up in each kind once.
+    let all_events = events.list(&ListParams::default()).await.unwrap().items;
+    for reason in ["NodesStarted", "NodesUpdated"] {
+        let notes: Vec<String> = all_events
+            .iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(pool.as_str()) && e.reason.as_deref() == Some(reason))
+            .filter_map(|e| e.note.clone())
+            .collect();
+        for n in t.nodes().await {
+            let mentions = notes.iter().filter(|note| note.split([' ', ',']).any(|w| w == n.name_any())).count();
+            assert_eq!(mentions, 1, "{reason} names {} once: {notes:?}", n.name_any());
+        }
+        assert!(notes.iter().all(|note| note.contains(&format!("revision {rev}"))), "{notes:?}");
+    }
 
     let ds_api: Api<DaemonSet> = Api::namespaced(t.client.clone(), &t.agent_namespace());
     let ds: Vec<String> = ds_api.list(&ListParams::default()).await.unwrap().items.iter().map(|d| d.name_any()).collect();

@@ -52,6 +52,7 @@ WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
 # finishes, so the per-node simulated time is apply + reboot.
 HNS_REPORT = "1000000,1000000"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+STARTUP_S = 10
 CP_COMPONENTS = ["kube-apiserver", "etcd", "kube-controller-manager", "kube-scheduler", "kwok-controller"]
 
 
@@ -445,10 +446,11 @@ class Bench:
                 data = f.read(end[1] - (start[1] if k == first else 0)) if k == last else f.read()
             yield from data.split(b"\n")
 
-    def audit_counts(self, start, end):
-        """winpool's requests between two audit log positions."""
+    def audit_counts(self, start, end, after=None):
+        """winpool's requests between two audit log positions. With `after` (epoch seconds), lists
+        received later than that are also counted apart (`lists_after_detail`): relists past start-up."""
         writes, lists, watches, codes, agents = Counter(), Counter(), Counter(), Counter(), Counter()
-        lists_detail = Counter()
+        lists_detail, lists_after = Counter(), Counter()
         latencies = []
         needle = SA_USER.encode()
         for line in self.audit_lines(start, end):
@@ -485,8 +487,10 @@ class Bench:
                 kind = "page" if "continue=" in uri else ("fieldSelector" if "fieldSelector=" in uri else "full")
                 lists[res] += 1
                 lists_detail[f"{res} ({kind})"] += 1
+                if after is not None and parse_ts(ev["requestReceivedTimestamp"]) > after:
+                    lists_after[f"{res} ({kind})"] += 1
         return {
-            "writes": dict(writes), "lists": dict(lists), "lists_detail": dict(lists_detail),
+            "writes": dict(writes), "lists": dict(lists), "lists_detail": dict(lists_detail), "lists_after_detail": dict(lists_after),
             "watches": dict(watches), "errors": dict(codes), "user_agents": dict(agents),
             "write_latency_ms": {
                 "p50": round(statistics.median(latencies) * 1000, 1) if latencies else None,
@@ -595,9 +599,11 @@ class Bench:
             for kind, i in runs:
                 self.one_rollout(n, fleet, pool, kind, i, p)
             time.sleep(2)
+            # Lists in the first STARTUP_S of the operator's life are its initial sync (and a retry if a
+            # watch fails right away); any full list after that is a relist.
             self.results["lifetimes"].append(
-                {"phase": "rollout", "nodes": n, "seconds": round(time.time() - t_start, 1),
-                 "audit": self.audit_counts(a0, self.audit_size())}
+                {"phase": "rollout", "nodes": n, "seconds": round(time.time() - t_start, 1), "startup_s": STARTUP_S,
+                 "audit": self.audit_counts(a0, self.audit_size(), after=t_start + STARTUP_S)}
             )
             self.stop(f"operator-{fleet}")
             self.stop(f"sim-{fleet}")

@@ -42,7 +42,7 @@ def spread(values, digits=2, unit=""):
 def writes_per_node(rec):
     w = rec["audit"]["writes"]
     total = sum(v for k, v in w.items() if "pods/eviction" not in k and " leases" not in k)
-    return total / rec["nodes"]
+    return round(total / rec["nodes"], 2)
 
 
 def verdict(ok):
@@ -120,19 +120,27 @@ def build(results):
         lists = [sum(v for k, v in r["audit"]["lists_detail"].items() if not k.startswith("pods (fieldSelector")) for r in rs]
         pods = [r["audit"]["lists_detail"].get("pods (fieldSelector)", 0) / r["nodes"] for r in rs]
         watches = [sum(r["audit"]["watches"].values()) for r in rs]
-        rows.append(("  · reads during a rollout: lists other than drain's pod lists / new watches", f"{big_r:,} nodes",
-                     f"{spread(lists, 0)} / {spread(watches, 0)}", "0 / 0", verdict(max(lists) == 0 and max(watches) == 0)))
+        rows.append(("  · lists during a rollout other than drain's pod lists (a relist would show here)", f"{big_r:,} nodes",
+                     spread(lists, 0), "0", verdict(max(lists) == 0)))
+        rows.append(("  · watches (re)started during a rollout (the API server ends a watch after ~5 min; it resumes from its resourceVersion, no list)",
+                     f"{big_r:,} nodes", spread(watches, 0), "—", "info"))
         rows.append(("  · drain's pod lists (fieldSelector spec.nodeName) per node", f"{big_r:,} nodes", spread(pods, 2), "—", "info"))
     relists_ok = True
     for lt in results.get("lifetimes", []):
         full = {k.split(" ")[0]: v for k, v in lt["audit"]["lists_detail"].items() if k.endswith("(full)") and not k.startswith("pods")}
-        relists = sum(max(0, v - 1) for v in full.values())
+        if "lists_after_detail" in lt["audit"]:
+            later = {k.split(" ")[0]: v for k, v in lt["audit"]["lists_after_detail"].items() if k.endswith("(full)") and not k.startswith("pods")}
+            relists = sum(later.values())
+            basis = f"after its first {lt.get('startup_s', 10)} s"
+        else:
+            relists = sum(max(0, v - 1) for v in full.values())
+            basis = "beyond the first per watcher"
         relists_ok &= relists == 0
         desc = ", ".join(f"{k} {v}" for k, v in sorted(full.items()))
         w = ", ".join(f"{k} {v}" for k, v in sorted(lt["audit"]["watches"].items()))
         rows.append((f"Full lists over one operator's life ({lt['seconds'] / 60:.1f} min, {1 + n_runs if results['config']['warmup'] else n_runs} rollouts); "
-                     f"beyond the first per watcher = periodic relists", f"{lt['nodes']:,} nodes",
-                     f"{relists} relists (lists: {desc}; watches: {w})", "0", verdict(relists == 0)))
+                     f"a list {basis} = a relist", f"{lt['nodes']:,} nodes",
+                     f"{relists} relists (all lists: {desc}; watches, renewed about every 5 min: {w})", "0", verdict(relists == 0)))
     verdicts["relists"] = relists_ok
 
     # Footprint.
@@ -141,14 +149,24 @@ def build(results):
         if not rs:
             continue
         rss = med([r["operator_hwm_mib"] for r in rs])[0]
-        if n == big_f:
+        whole_here = [r for r in wholes if r["nodes"] == n]
+        if n == big_f and not whole_here:
             verdicts["rss"] = rss <= TARGET_RSS_MIB
-            rows.append((f"winpool peak RSS (VmHWM), with {svc_note}", f"{n:,} nodes", spread([r["operator_hwm_mib"] for r in rs], 1, " MiB"),
-                         f"≤ {TARGET_RSS_MIB:.0f} MiB", verdict(rss <= TARGET_RSS_MIB)))
+            rows.append((f"winpool peak RSS (VmHWM), start-up + {part} updated, with {svc_note}", f"{n:,} nodes",
+                         spread([r["operator_hwm_mib"] for r in rs], 1, " MiB"), f"≤ {TARGET_RSS_MIB:.0f} MiB", verdict(rss <= TARGET_RSS_MIB)))
+        elif n == big_f:
+            # The peak of a whole rollout is the one the target is about; the shorter runs give the spread.
+            peak = max(rss, max(r["operator_hwm_mib"] for r in whole_here))
+            verdicts["rss"] = peak <= TARGET_RSS_MIB
+            rows.append((f"winpool peak RSS (VmHWM), start-up + {part} updated, with {svc_note}", f"{n:,} nodes",
+                         spread([r["operator_hwm_mib"] for r in rs], 1, " MiB"), "—", "info"))
         else:
-            rows.append((f"winpool peak RSS (VmHWM), with {svc_note}", f"{n:,} nodes", spread([r["operator_hwm_mib"] for r in rs], 1, " MiB"), "—", "info"))
+            rows.append((f"winpool peak RSS (VmHWM), start-up + {part} updated, with {svc_note}", f"{n:,} nodes",
+                         spread([r["operator_hwm_mib"] for r in rs], 1, " MiB"), "—", "info"))
     for r in wholes:
-        rows.append((f"winpool peak RSS (VmHWM) over a whole rollout (one run)", f"{r['nodes']:,} nodes", f"{r['operator_hwm_mib']:.1f} MiB", "—", "info"))
+        ok = r["operator_hwm_mib"] <= TARGET_RSS_MIB
+        rows.append((f"winpool peak RSS (VmHWM) over a whole rollout (one run), with {svc_note}", f"{r['nodes']:,} nodes",
+                     f"{r['operator_hwm_mib']:.1f} MiB", f"≤ {TARGET_RSS_MIB:.0f} MiB", verdict(ok) if r["nodes"] == big_f else "info"))
     for n in fsizes:
         rs = sel("footprint", n)
         if not rs:
@@ -224,9 +242,10 @@ def details(results):
         lat = r["audit"].get("write_latency_ms", {})
         busy = (r.get("reconcile_seconds") or 0) / r["actual_s"] if r["actual_s"] else 0
         other = r.get("other_cpu_s")
+        other = max(0.0, other) if other is not None else None  # /proc/stat and per-process ticks are read a moment apart
         out.append(
             f"| {r['phase']} | {r['kind']}{'' if r['run'] is None else ' ' + str(r['run'] + 1)} | {r['nodes']:,} | {r['actual_s']:.1f} | {r['ideal_s']:.0f} | "
-            f"{r['ratio']:.2f} | {writes_per_node(r):.2f} | {rc} ({mean_ms:.0f}) | {busy:.0%} | {num(lat.get('p50'), 0)}/{num(lat.get('p90'), 0)} | "
+            f"{r['ratio']:.2f} | {writes_per_node(r) if r.get('target', r['nodes']) == r['nodes'] else '—'} | {rc} ({mean_ms:.0f}) | {busy:.0%} | {num(lat.get('p50'), 0)}/{num(lat.get('p90'), 0)} | "
             f"{r['operator_cpu_s']:.1f} | {r['operator_hwm_mib']:.1f} | "
             f"{num(r.get('startup_s'))} | {r['cp_cpu_s']['kube-apiserver']:.1f} | {num(other / r['actual_s'] if other is not None else None)} |"
         )
@@ -252,7 +271,8 @@ def details(results):
     firsts = [r for r in results["runs"] if r["kind"] == "first"]
     if firsts:
         out.append("### The first rollout of a new pool (warm-up; not in the medians)\n")
-        out.append("Every node also joins the pool (label) and gets its first `WindowsHNSReady` condition.\n")
+        out.append("Every node also joins the pool (label) and gets its first `WindowsHNSReady` condition. Footprint runs stop at "
+                   f"{cfg.get('fraction', 1.0):.0%} updated, so their writes are not per node updated.\n")
         for r in firsts:
             w = ", ".join(f"{k} {v / r['nodes']:.2f}" for k, v in sorted(r["audit"]["writes"].items()))
             out.append(f"- {r['phase']}, {r['nodes']:,} nodes: {r['actual_s']:.1f} s (×{r['ratio']:.2f}), "

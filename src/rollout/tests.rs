@@ -513,3 +513,32 @@ fn a_node_already_at_the_target_is_confirmed_without_cordon_or_drain() {
     assert_eq!(p.labels.get(names::LABEL_REVISION), Some(&Some(rev)));
     assert!(!p.annotations.contains_key(names::ANN_CORDONED_BY_WINPOOL));
 }
+
+#[test]
+fn a_node_is_held_cordoned_while_its_update_is_in_flight_and_not_once_the_plan_uncordons_it() {
+    let spec = spec_with("hns: {readyTimeout: 5m}");
+    let rev = revision_of(&spec);
+    let mut verifying = applied(in_state("n", NodeState::Verifying, &rev), &rev);
+    verifying.hns = HnsReadiness::NotReady;
+    verifying.state_since = ago(60);
+    let plan = run(&spec, std::slice::from_ref(&verifying));
+    assert!(held_cordoned(&verifying, patch(&plan, "n")), "waiting for HNS behind winpool's cordon");
+
+    // readyTimeout passed: this round's write uncordons it, so it is no longer held.
+    verifying.state_since = ago(6 * 60);
+    let plan = run(&spec, std::slice::from_ref(&verifying));
+    assert_eq!(patch(&plan, "n").and_then(|p| p.unschedulable), Some(false));
+    assert!(!held_cordoned(&verifying, patch(&plan, "n")));
+
+    let cases: &[(&str, NodeView, bool)] = &[
+        ("draining, cordoned by winpool", in_state("n", NodeState::Draining, &rev), true),
+        ("applying, cordoned by winpool", in_state("n", NodeState::Applying, &rev), true),
+        ("cordoned by an admin, not winpool", NodeView { cordoned_by_winpool: false, ..in_state("n", NodeState::Applying, &rev) }, false),
+        ("winpool's mark but an admin uncordoned it", NodeView { unschedulable: false, ..in_state("n", NodeState::Applying, &rev) }, false),
+        ("updated", NodeView { state: Some("Updated".into()), ..in_state("n", NodeState::Applying, &rev) }, false),
+        ("never touched", fresh("n"), false),
+    ];
+    for (what, view, want) in cases {
+        assert_eq!(held_cordoned(view, None), *want, "{what}");
+    }
+}
