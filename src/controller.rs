@@ -15,7 +15,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Namespace, Node, Service};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
@@ -35,7 +35,7 @@ use crate::membership::{PoolSelector, members_of, pools_selecting};
 use crate::metrics::Metrics;
 use crate::observe::{node_view, strip};
 use crate::rollout::{HnsReadiness, NodePatch, NodeState, PoolInput, decide, held_cordoned, parse_duration};
-use crate::status::{build_status, node_batch_events, transition_events};
+use crate::status::{PROGRESS_WRITE_INTERVAL, build_status, node_batch_events, only_progress_changed, transition_events};
 
 pub const FINALIZER: &str = "winpool.dev/release-nodes";
 /// Node writes in flight at once within one reconcile.
@@ -84,6 +84,29 @@ pub fn agent_image_allowed(image: &str, allowed: &[String]) -> bool {
     image.is_empty() || allowed.is_empty() || allowed.iter().any(|p| image.starts_with(p.as_str()))
 }
 
+/// How long node starts and completions gather before they are announced.
+const NODE_EVENT_INTERVAL: Duration = Duration::from_secs(5);
+
+/// What a pool's rounds carry over to the next one. Lost on restart, which
+/// costs at most one early status write and the announcement of a few seconds.
+struct PoolProgress {
+    last_status_write: Option<std::time::Instant>,
+    pending: Vec<(String, NodeState, NodeState)>,
+    pending_revision: String,
+    pending_since: std::time::Instant,
+}
+
+impl Default for PoolProgress {
+    fn default() -> Self {
+        PoolProgress {
+            last_status_write: None,
+            pending: Vec::new(),
+            pending_revision: String::new(),
+            pending_since: std::time::Instant::now(),
+        }
+    }
+}
+
 pub struct Context {
     pub client: Client,
     pub settings: Settings,
@@ -98,6 +121,8 @@ pub struct Context {
     recent: Mutex<HashMap<String, Arc<Node>>>,
     /// Cluster-wide expected HNS load, kept incrementally from Services and EndpointSlices.
     pub hns: Arc<Mutex<HnsTracker>>,
+    /// Per pool: when its status was last written and the node transitions not yet announced.
+    progress: Mutex<HashMap<String, PoolProgress>>,
     /// What was last reported as an Event per pool, so a standing problem is not re-announced every round.
     announced: Mutex<HashMap<String, BTreeSet<String>>>,
 }
@@ -299,6 +324,7 @@ async fn cleanup(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error>
         }
     }
     ctx.metrics.forget_pool(&name);
+    ctx.progress.lock().expect("progress lock").remove(&name);
     info!(pool = %name, "pool deleted; its nodes are released and its DaemonSets deleted");
     Ok(Action::await_change())
 }
@@ -345,13 +371,30 @@ async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error> {
         let (readiness, reason, message) = hns_readiness(n, &v, totals, &pool.spec.hns, grace, now);
         v.hns = readiness;
         hns_nodes.push(HnsNode { node: n, readiness, reason, message, held_cordoned: false });
-        if v.state.as_deref() == Some(NodeState::Draining.as_str()) {
-            let pods = drain::pods_on_node(&ctx.client, &v.name).await?;
-            ctx.metrics.api_request("list", "pods", "ok");
-            v.pods_to_evict = drain::remaining(&pods, delete_empty_dir);
-            pods_by_node.insert(v.name.clone(), pods);
-        }
         views.push(v);
+    }
+    // The pods of every Draining node, a few lists at a time: a wave of a hundred
+    // nodes starting together would otherwise cost a hundred round trips in a row
+    // on every round, and the whole pool waits for them.
+    let draining: Vec<String> =
+        views.iter().filter(|v| v.state.as_deref() == Some(NodeState::Draining.as_str())).map(|v| v.name.clone()).collect();
+    let mut lists = Vec::with_capacity(draining.len());
+    for node in draining {
+        let client = &ctx.client;
+        lists.push(Box::pin(async move {
+            let pods = drain::pods_on_node(client, &node).await;
+            (node, pods)
+        }));
+    }
+    let listed: Vec<(String, kube::Result<Vec<Pod>>)> =
+        futures::stream::iter(lists).buffer_unordered(NODE_WRITE_CONCURRENCY).collect().await;
+    for (node, pods) in listed {
+        let pods = pods?;
+        ctx.metrics.api_request("list", "pods", "ok");
+        if let Some(v) = views.iter_mut().find(|v| v.name == node) {
+            v.pods_to_evict = drain::remaining(&pods, delete_empty_dir);
+        }
+        pods_by_node.insert(node, pods);
     }
     let ds_of_pool: Vec<Arc<DaemonSet>> =
         ctx.daemonsets.state().into_iter().filter(|d| d.labels().get(names::LABEL_POOL) == Some(&name)).collect();
@@ -416,20 +459,45 @@ async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error> {
         landed.extend(more);
         written = r;
     }
-    let transitions: Vec<(&str, NodeState, NodeState)> = landed.iter().map(|p| (p.node.as_str(), p.from, p.to)).collect();
-    for (reason, note) in node_batch_events(&transitions, &plan.revision) {
-        ctx.publish_fresh(
-            pool,
-            Event { type_: EventType::Normal, reason: reason.into(), note: Some(note), action: "Rollout".into(), secondary: None },
-        )
-        .await;
-    }
-    written?;
-    for (node, mode) in &plan.drain {
-        if let Some(pods) = pods_by_node.get(node) {
-            drain::drain_round(&ctx.client, &name, node, pods, *mode, delete_empty_dir).await;
+    // Starts and completions are announced together every few seconds, or as soon as
+    // nothing is left in flight: one pair of Events per interval, not per round.
+    let due = {
+        let mut progress = ctx.progress.lock().expect("progress lock");
+        let pr = progress.entry(name.clone()).or_default();
+        let mut due = Vec::new();
+        if pr.pending_revision != plan.revision && !pr.pending.is_empty() {
+            due.push((std::mem::take(&mut pr.pending_revision), std::mem::take(&mut pr.pending)));
+        }
+        if pr.pending.is_empty() {
+            pr.pending_since = std::time::Instant::now();
+        }
+        pr.pending_revision.clone_from(&plan.revision);
+        pr.pending.extend(landed.iter().map(|p| (p.node.clone(), p.from, p.to)));
+        let quiet = plan.counts.updating == 0;
+        if !pr.pending.is_empty() && (quiet || pr.pending_since.elapsed() >= NODE_EVENT_INTERVAL) {
+            due.push((pr.pending_revision.clone(), std::mem::take(&mut pr.pending)));
+        }
+        due
+    };
+    for (revision, pending) in due {
+        let transitions: Vec<(&str, NodeState, NodeState)> = pending.iter().map(|(n, from, to)| (n.as_str(), *from, *to)).collect();
+        for (reason, note) in node_batch_events(&transitions, &revision) {
+            ctx.publish_fresh(
+                pool,
+                Event { type_: EventType::Normal, reason: reason.into(), note: Some(note), action: "Rollout".into(), secondary: None },
+            )
+            .await;
         }
     }
+    written?;
+    let mut rounds = Vec::with_capacity(plan.drain.len());
+    for (node, mode) in &plan.drain {
+        if let Some(pods) = pods_by_node.get(node) {
+            let (client, pool_name) = (&ctx.client, name.as_str());
+            rounds.push(Box::pin(async move { drain::drain_round(client, pool_name, node, pods, *mode, delete_empty_dir).await }));
+        }
+    }
+    futures::stream::iter(rounds).buffer_unordered(NODE_WRITE_CONCURRENCY).collect::<Vec<()>>().await;
     for d in &ds_of_pool {
         let rev = d.labels().get(names::LABEL_REVISION).cloned().unwrap_or_default();
         if !plan.daemonset_revisions.contains(&rev) {
@@ -477,13 +545,29 @@ async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error> {
         let type_ = if reason == "RolloutPaused" || reason == "HNSCapacity" { EventType::Warning } else { EventType::Normal };
         ctx.publish(pool, Event { type_, reason, note: Some(note), action: "Rollout".into(), secondary: None }).await;
     }
-    if pool.status.as_ref() != Some(&status) {
-        let body = json!({ "apiVersion": "winpool.dev/v1alpha1", "kind": "WindowsNodePool", "status": status });
-        api_status(ctx).patch_status(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&body)).await?;
-        ctx.metrics.api_request("apply", "windowsnodepools/status", "ok");
-        debug!(pool = %name, counts = ?status.nodes, "status updated");
+    let mut requeue = plan.requeue_after;
+    if !ctx.progress.lock().expect("progress lock").get(&name).is_none_or(|p| p.pending.is_empty()) {
+        requeue = requeue.min(NODE_EVENT_INTERVAL);
     }
-    Ok(Action::requeue(plan.requeue_after))
+    if pool.status.as_ref() != Some(&status) {
+        let last = ctx.progress.lock().expect("progress lock").get(&name).and_then(|p| p.last_status_write);
+        let wait = match (pool.status.as_ref(), last) {
+            (Some(prev), Some(at)) if only_progress_changed(prev, &status) => PROGRESS_WRITE_INTERVAL.checked_sub(at.elapsed()),
+            _ => None,
+        };
+        if let Some(wait) = wait {
+            // Only the progress moved and it was written a moment ago: the next round writes it.
+            requeue = requeue.min(wait.max(Duration::from_millis(100)));
+        } else {
+            let body = json!({ "apiVersion": "winpool.dev/v1alpha1", "kind": "WindowsNodePool", "status": status });
+            api_status(ctx).patch_status(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&body)).await?;
+            ctx.metrics.api_request("apply", "windowsnodepools/status", "ok");
+            ctx.progress.lock().expect("progress lock").entry(name.clone()).or_default().last_status_write =
+                Some(std::time::Instant::now());
+            debug!(pool = %name, counts = ?status.nodes, "status updated");
+        }
+    }
+    Ok(Action::requeue(requeue))
 }
 
 /// Patch these nodes a few at a time: nodes are independent, so a wave of a hundred
@@ -779,13 +863,23 @@ fn node_relevance(n: &Node) -> Option<u64> {
     Some(h.finish())
 }
 
+/// Watch config for the big collections (Nodes, Services, EndpointSlices): the
+/// initial list is read in pages of 500. A list at resourceVersion "0" (kube's
+/// `any_semantic`) is served whole from the API server's cache, limit ignored:
+/// at 10,000 EndpointSlices that is one response of tens of MiB, decoded at once,
+/// and it set winpool's peak memory. Pages keep the peak at one page; the
+/// watcher hands each page's objects on before it asks for the next.
+fn paged() -> watcher::Config {
+    watcher::Config::default().page_size(500)
+}
+
 /// Feed Services and EndpointSlices into the HNS tracker. Only the events are
 /// used (no store): the tracker keeps a few numbers per object.
 pub fn spawn_hns_watches(client: &Client, tracker: Arc<Mutex<HnsTracker>>) {
     let services: Api<Service> = Api::all(client.clone());
     let t = tracker.clone();
     tokio::spawn(async move {
-        let mut s = std::pin::pin!(watcher(services, watcher::Config::default().any_semantic()).default_backoff());
+        let mut s = std::pin::pin!(watcher(services, paged()).default_backoff());
         while let Some(ev) = s.next().await {
             match ev {
                 Ok(ev) => t.lock().expect("hns lock").service_event(&ev),
@@ -795,7 +889,7 @@ pub fn spawn_hns_watches(client: &Client, tracker: Arc<Mutex<HnsTracker>>) {
     });
     let slices: Api<EndpointSlice> = Api::all(client.clone());
     tokio::spawn(async move {
-        let mut s = std::pin::pin!(watcher(slices, watcher::Config::default().any_semantic()).default_backoff());
+        let mut s = std::pin::pin!(watcher(slices, paged()).default_backoff());
         while let Some(ev) = s.next().await {
             match ev {
                 Ok(ev) => tracker.lock().expect("hns lock").slice_event(&ev),
@@ -821,7 +915,7 @@ pub async fn run(
     }
     let node_api: Api<Node> = Api::all(client.clone());
     let (node_store, node_writer) = reflector::store();
-    let nodes = watcher(node_api, watcher::Config::default().labels(&format!("{}=windows", names::LABEL_OS)).any_semantic())
+    let nodes = watcher(node_api, paged().labels(&format!("{}=windows", names::LABEL_OS)))
         .default_backoff()
         .modify(strip)
         .reflect(node_writer)
@@ -873,6 +967,7 @@ pub async fn run(
         metrics: metrics.clone(),
         recent: Mutex::new(HashMap::new()),
         hns: tracker,
+        progress: Mutex::new(HashMap::new()),
         announced: Mutex::new(HashMap::new()),
     });
 

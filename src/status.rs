@@ -231,6 +231,27 @@ pub fn transition_events(previous: Option<&WindowsNodePoolStatus>, next: &Window
     out
 }
 
+/// How often a status that only moved its progress (counts, numbers in
+/// messages) is written. Anything a reader acts on — a condition's status or
+/// reason, the revision, the generation, which nodes failed, the HNS state — is
+/// written at once; counts in between land within this time.
+pub const PROGRESS_WRITE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// True when `next` differs from `previous` only in progress: the node counts,
+/// condition messages and transition times, and the HNS numbers. Such a change
+/// can wait for [`PROGRESS_WRITE_INTERVAL`]; at a thousand nodes writing every
+/// one of them was one status write per three nodes updated.
+pub fn only_progress_changed(previous: &WindowsNodePoolStatus, next: &WindowsNodePoolStatus) -> bool {
+    let key = |s: &WindowsNodePoolStatus| {
+        let conds: Vec<(String, String, String)> =
+            s.conditions.iter().map(|c| (c.type_.clone(), c.status.clone(), c.reason.clone())).collect();
+        let failed: Vec<&str> = s.failed_nodes.iter().map(|f| f.name.as_str()).collect();
+        let hns = s.hns.as_ref().map(|h| (h.state.clone(), h.limit_load_balancers, h.limit_endpoints));
+        (s.observed_generation, s.revision.clone(), conds, failed.join(","), hns)
+    };
+    key(previous) == key(next)
+}
+
 /// The most an Event's note may hold (events.k8s.io/v1 rejects longer notes).
 const EVENT_NOTE_MAX: usize = 1024;
 
@@ -399,5 +420,40 @@ mod tests {
         let shown = note.matches("akswin-nodepool-").count();
         assert!(note.ends_with(&format!("and {} more", 500 - shown)), "{note}");
         assert!(shown > 10, "as many names as fit: {shown}");
+    }
+
+    #[test]
+    fn progress_alone_can_wait_but_what_a_reader_acts_on_cannot() {
+        let spec = spec("");
+        let now: Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();
+        let base = status_for(&spec, &[NodeView { name: "a".into(), ready: true, ..Default::default() }], None, now);
+        let mut counts = base.clone();
+        counts.nodes.updated += 1;
+        counts.nodes.pending -= 1;
+        if let Some(c) = counts.conditions.first_mut() {
+            c.message = format!("{} (moved)", c.message);
+        }
+        assert!(only_progress_changed(&base, &counts), "counts and messages are progress");
+        assert!(only_progress_changed(&base, &base));
+
+        let mut flipped = base.clone();
+        flipped.conditions[0].status = if flipped.conditions[0].status == "True" { "False".into() } else { "True".into() };
+        let mut reason = base.clone();
+        reason.conditions[0].reason = "SomethingElse".into();
+        let mut revision = base.clone();
+        revision.revision = Some("other".into());
+        let mut generation = base.clone();
+        generation.observed_generation = Some(99);
+        let mut failed = base.clone();
+        failed.failed_nodes.push(crate::api::FailedNode { name: "a".into(), reason: "x".into(), message: "y".into(), since: None });
+        for (what, next) in [
+            ("condition status", flipped),
+            ("reason", reason),
+            ("revision", revision),
+            ("generation", generation),
+            ("failed nodes", failed),
+        ] {
+            assert!(!only_progress_changed(&base, &next), "{what} is written at once");
+        }
     }
 }

@@ -887,6 +887,7 @@ def main():
                                                        "apply_seconds", "reboot_seconds", "max_unavailable", "fraction", "whole")}
     b.results["machine"] = machine_info(a.repo)
     b.results["versions"] = versions(a.repo, a.bin)
+    b.results["config"]["cp_api_qps"] = os.environ.get("WINPOOL_CP_API_QPS") or None
     if os.environ.get("WINPOOL_BENCH_OPERATOR_ENV"):
         b.results["config"]["operator_env"] = os.environ["WINPOOL_BENCH_OPERATOR_ENV"]
     started = time.time()

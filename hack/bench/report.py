@@ -308,6 +308,12 @@ def write(results, out_path):
         f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {cfg['runs']} measured run(s) per size"
         f"{' after one warm-up rollout' if cfg['warmup'] else ''}.\n"
     )
+    qps = cfg.get("cp_api_qps")
+    qps_note = (f"\nkube-controller-manager and kube-scheduler run with `--kube-api-qps {qps} --kube-api-burst {int(qps) * 2}` "
+                "(`WINPOOL_CP_API_QPS`), as large clusters are tuned: at the default 20 QPS the DaemonSet controller alone needs "
+                "about 10 s to delete and create the agent pods of a 100-node wave, time that is Kubernetes', not winpool's. "
+                "`agent_overhead` below is that part of each node's time.\n" if qps else
+                "\nkube-controller-manager and kube-scheduler run with Kubernetes' default client QPS (20 and 50).\n")
     whole_note = ("; one more run at the largest size goes through a whole rollout (a single run: it takes long on this machine)"
                   if cfg.get("whole") else "")
     tbl = table(rows)
@@ -334,6 +340,7 @@ server's audit log (Metadata level) by that username. Footprint runs add {result
 selector-less Services with {results['setup'].get('endpoints', cfg['endpoints']):,} endpoints in hand-made EndpointSlices;
 each run restarts the operator after raising the pool's patch level, so it covers start-up and the rollout until
 {cfg.get('fraction', 1.0):.0%} of the nodes are updated (then the operator is stopped){whole_note}.
+{qps_note}
 
 {tbl}
 
