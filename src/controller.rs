@@ -332,9 +332,10 @@ async fn cleanup(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error>
 async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error> {
     let name = pool.name_any();
     // Deciding on a half-filled cache would report nodes as missing and re-create DaemonSets.
-    if ctx.metrics.caches_synced.get() != 1 {
+    // Nor on half-counted HNS totals: a node would look caught up when it is not.
+    if ctx.metrics.caches_synced.get() != 1 || !ctx.hns.lock().expect("hns lock").synced() {
         debug!(pool = %name, "caches not synced yet; waiting");
-        return Ok(Action::requeue(Duration::from_millis(500)));
+        return Ok(Action::requeue(Duration::from_millis(200)));
     }
     let now = Timestamp::now();
     if !agent_image_allowed(&pool.spec.agent.image, &ctx.settings.allowed_agent_images) {

@@ -410,11 +410,20 @@ pub struct HnsTracker {
     load_balancers: i64,
     service_epoch: u64,
     slice_epoch: u64,
+    /// Each watch finished its first list: until both have, the totals are
+    /// too low and a node would look caught up when it is not.
+    services_listed: bool,
+    slices_listed: bool,
 }
 
 impl HnsTracker {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Both watches have delivered their first complete list.
+    pub fn synced(&self) -> bool {
+        self.services_listed && self.slices_listed
     }
 
     /// Expected (load-balancer policies, remote endpoints) on every node. O(1).
@@ -444,7 +453,10 @@ impl HnsTracker {
             watcher::Event::Apply(s) | watcher::Event::InitApply(s) => self.apply_service(s),
             watcher::Event::Delete(s) => self.set_service(&object_key(&s.metadata), None),
             watcher::Event::Init => self.begin_resync(ObjectKind::Service),
-            watcher::Event::InitDone => self.end_resync(ObjectKind::Service),
+            watcher::Event::InitDone => {
+                self.end_resync(ObjectKind::Service);
+                self.services_listed = true;
+            }
         }
     }
 
@@ -454,7 +466,10 @@ impl HnsTracker {
             watcher::Event::Apply(s) | watcher::Event::InitApply(s) => self.apply_slice(s),
             watcher::Event::Delete(s) => self.set_slice(&object_key(&s.metadata), None),
             watcher::Event::Init => self.begin_resync(ObjectKind::EndpointSlice),
-            watcher::Event::InitDone => self.end_resync(ObjectKind::EndpointSlice),
+            watcher::Event::InitDone => {
+                self.end_resync(ObjectKind::EndpointSlice);
+                self.slices_listed = true;
+            }
         }
     }
 
@@ -1482,11 +1497,14 @@ mod tests {
         t.service_event(&watcher::Event::Init);
         t.service_event(&watcher::Event::InitApply(s1.clone()));
         assert_eq!(t.totals(), (2, 5), "last known counts until InitDone");
+        assert!(!t.synced(), "no watch has finished a list yet");
         t.service_event(&watcher::Event::InitDone);
+        assert!(!t.synced(), "the EndpointSlice list is still running");
         assert_eq!(t.totals(), (1, 2));
         t.slice_event(&watcher::Event::Init);
         t.slice_event(&watcher::Event::InitApply(sl1.clone()));
         t.slice_event(&watcher::Event::InitDone);
+        assert!(t.synced(), "both lists done");
         assert_eq!(t.totals(), (1, 2));
         assert_eq!(t.stats().slices, 1);
 

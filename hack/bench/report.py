@@ -80,6 +80,21 @@ def build(results):
             rows.append(("Rollout time, actual ÷ ideal (pool write → status all updated)", f"{n:,} nodes", res, f"≤ {TARGET_ROLLOUT_RATIO:.2f}", verdict(ok)))
         else:
             rows.append(("Rollout time, actual ÷ ideal (pool write → status all updated)", f"{n:,} nodes", res, "—", "info"))
+        # Where a node's time in flight goes, so a reader sees which part is winpool's.
+        prof = [r.get("profile", {}) for r in rs]
+        sim_s = cfg["apply_seconds"] + cfg["reboot_seconds"]
+        own = [p["drain_round"] + p["verify"] for p in prof if "drain_round" in p and "verify" in p]
+        k8s = [p["agent_overhead"] for p in prof if "agent_overhead" in p]
+        cpu = [(sum(r["cp_cpu_s"].values()), r["operator_cpu_s"], r.get("machine_busy_s")) for r in rs]
+        if own and k8s:
+            busy = [b / (r["actual_s"] * results["machine"]["nproc"]) for (_, _, b), r in zip(cpu, rs) if b]
+            rows.append(("  · a node's time in flight (medians): simulated apply / Kubernetes starting the agent pod (DaemonSet "
+                         "controller, scheduler, kwok, watch delivery) / winpool's own rounds (cordon → drained → labelled, "
+                         "report → verified); machine CPU busy; control plane vs winpool CPU s",
+                         f"{n:,} nodes",
+                         f"{sim_s:g} s / {med(k8s)[0]:.2f} s / {med(own)[0]:.2f} s; "
+                         f"{med(busy)[0]:.0%} busy; {med([c for c, _, _ in cpu])[0]:.0f} s vs {med([o for _, o, _ in cpu])[0]:.1f} s"
+                         if busy else f"{sim_s:g} s / {med(k8s)[0]:.2f} s / {med(own)[0]:.2f} s", "—", "info"))
     frac = cfg.get("fraction", 1.0)
     part = f"first {frac:.0%} of the nodes" if frac < 1 else "all nodes"
     for n in fsizes:
