@@ -22,6 +22,7 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::finalizer::{Event as Finalizer, finalizer};
 use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::utils::ResetTimerBackoff;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
@@ -885,6 +886,21 @@ fn node_relevance(n: &Node) -> Option<u64> {
     Some(h.finish())
 }
 
+/// Retry a failed watch after 0.5 s, doubling up to 3 s, plus a random jitter of
+/// up to as much again (so at most 6 s; kube's default goes up to 30 s plus
+/// jitter): after an API-server restart every watch fails a few times, and with
+/// the default a pool's spec change was seen up to a minute late. Five watches
+/// retrying every few seconds cost the API server nothing worth saving.
+fn watch_backoff() -> ResetTimerBackoff<watcher::ExponentialBackoff> {
+    let retry = backon::ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(500))
+        .with_max_delay(Duration::from_secs(3))
+        .with_factor(2.0)
+        .with_jitter()
+        .without_max_times();
+    ResetTimerBackoff::new(watcher::ExponentialBackoff::from(retry), Duration::from_secs(60))
+}
+
 /// Watch config for the big collections (Nodes, Services, EndpointSlices): the
 /// initial list is read in pages of 500. A list at resourceVersion "0" (kube's
 /// `any_semantic`) is served whole from the API server's cache, limit ignored:
@@ -901,7 +917,7 @@ pub fn spawn_hns_watches(client: &Client, tracker: Arc<Mutex<HnsTracker>>) {
     let services: Api<Service> = Api::all(client.clone());
     let t = tracker.clone();
     tokio::spawn(async move {
-        let mut s = std::pin::pin!(watcher(services, paged()).default_backoff());
+        let mut s = std::pin::pin!(watcher(services, paged()).backoff(watch_backoff()));
         while let Some(ev) = s.next().await {
             match ev {
                 Ok(ev) => t.lock().expect("hns lock").service_event(&ev),
@@ -911,7 +927,7 @@ pub fn spawn_hns_watches(client: &Client, tracker: Arc<Mutex<HnsTracker>>) {
     });
     let slices: Api<EndpointSlice> = Api::all(client.clone());
     tokio::spawn(async move {
-        let mut s = std::pin::pin!(watcher(slices, paged()).default_backoff());
+        let mut s = std::pin::pin!(watcher(slices, paged()).backoff(watch_backoff()));
         while let Some(ev) = s.next().await {
             match ev {
                 Ok(ev) => tracker.lock().expect("hns lock").slice_event(&ev),
@@ -938,7 +954,7 @@ pub async fn run(
     let node_api: Api<Node> = Api::all(client.clone());
     let (node_store, node_writer) = reflector::store();
     let nodes = watcher(node_api, paged().labels(&format!("{}=windows", names::LABEL_OS)))
-        .default_backoff()
+        .backoff(watch_backoff())
         .modify(strip)
         .reflect(node_writer)
         .touched_objects()
@@ -948,7 +964,7 @@ pub async fn run(
     let ds_api: Api<DaemonSet> = Api::namespaced(client.clone(), &settings.agent_namespace);
     let (ds_store, ds_writer) = reflector::store();
     let daemonsets = watcher(ds_api, watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}=winpool")).any_semantic())
-        .default_backoff()
+        .backoff(watch_backoff())
         .modify(|d: &mut DaemonSet| d.metadata.managed_fields = None)
         .reflect(ds_writer)
         .touched_objects();
@@ -974,7 +990,7 @@ pub async fn run(
             }
         });
     }
-    let controller = Controller::new(pools_api, pool_cfg);
+    let controller = Controller::new(pools_api, pool_cfg).trigger_backoff(watch_backoff());
     let pool_store = controller.store();
     let mapper_pools = pool_store.clone();
     let reporter = Reporter { controller: "winpool".into(), instance: std::env::var("POD_NAME").ok() };
@@ -1024,6 +1040,10 @@ pub async fn run(
         .for_each(|res| async move {
             match res {
                 Ok((obj, _)) => debug!(pool = %obj.name, "reconciled"),
+                // A watch failed (API server restarting, RBAC changed): it is retried with
+                // backoff, and meanwhile changes are not seen, which an operator wants to know.
+                Err(kube::runtime::controller::Error::QueueError(e)) => warn!(error = %e, "watch error; retrying"),
+                // Reconcile failures are logged by error_policy with their pool.
                 Err(e) => debug!(error = %e, "reconcile error"),
             }
         })
@@ -1059,5 +1079,14 @@ mod tests {
         assert_eq!(reconcile_gap(1_000), Duration::from_millis(50));
         assert_eq!(reconcile_gap(5_000), Duration::from_millis(250));
         assert_eq!(reconcile_gap(20_000), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn a_failed_watch_is_retried_within_seconds_never_after_half_a_minute() {
+        let delays: Vec<Duration> = watch_backoff().take(20).collect();
+        assert_eq!(delays.len(), 20, "retries forever");
+        assert!(delays[0] >= Duration::from_millis(500) && delays[0] <= Duration::from_secs(1), "{delays:?}");
+        assert!(delays.iter().all(|d| *d <= Duration::from_secs(6)), "capped at 3 s plus jitter: {delays:?}");
+        assert!(delays[10..].iter().all(|d| *d >= Duration::from_secs(3)), "and it gets there: {delays:?}");
     }
 }

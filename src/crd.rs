@@ -24,8 +24,41 @@ fn with_name_rule(mut crd: CustomResourceDefinition) -> CustomResourceDefinition
     crd
 }
 
+/// `spec.nodeSelector` is Kubernetes' own LabelSelector type, whose schema
+/// does not say which operators exist: a selector with operator "Near" was
+/// stored and then selected nothing, reported only as "no Windows node
+/// matches". Refuse it at the API with a message that says why.
+fn with_selector_rules(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
+    let rules = [
+        (
+            "!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist'])",
+            "spec.nodeSelector.matchExpressions[].operator must be In, NotIn, Exists or DoesNotExist",
+        ),
+        (
+            "!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn'] ? (has(e.values) && size(e.values) > 0) : (!has(e.values) || size(e.values) == 0))",
+            "spec.nodeSelector.matchExpressions[]: In and NotIn need at least one value, Exists and DoesNotExist take none",
+        ),
+    ];
+    for v in &mut crd.spec.versions {
+        let selector = v
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+            .and_then(|s| s.properties.as_mut())
+            .and_then(|p| p.get_mut("spec"))
+            .and_then(|s| s.properties.as_mut())
+            .and_then(|p| p.get_mut("nodeSelector"))
+            .expect("spec.nodeSelector is in the schema");
+        let list = selector.x_kubernetes_validations.get_or_insert_with(Vec::new);
+        for (rule, message) in rules {
+            list.push(ValidationRule { rule: rule.into(), message: Some(message.into()), ..Default::default() });
+        }
+    }
+    crd
+}
+
 pub fn crd() -> CustomResourceDefinition {
-    with_name_rule(WindowsNodePool::crd())
+    with_selector_rules(with_name_rule(WindowsNodePool::crd()))
 }
 
 pub fn crd_yaml() -> String {
