@@ -264,6 +264,23 @@ pub fn verify_config(spec: &WindowsNodePoolSpec, n: &NodeView) -> Result<(), Str
 }
 
 /// What keeps a node that runs the right configuration from taking traffic.
+/// What a node in flight is still waiting for, said the way an operator checks
+/// it: the pods left to evict, the agent's report, or which check fails.
+fn waiting_for(spec: &WindowsNodePoolSpec, n: &NodeView, rev: &str, state: NodeState) -> String {
+    match state {
+        NodeState::Draining => format!("waiting for {} pods to be evicted", n.pods_to_evict),
+        NodeState::Applying | NodeState::Verifying => match (n.applied_revision.as_deref(), n.apply_status.as_deref()) {
+            (Some(r), Some(names::APPLY_SUCCEEDED)) if r == rev => match verify_config(spec, n).and_then(|()| verify_health(n)) {
+                Err(why) => format!("waiting for: {why}"),
+                Ok(()) => "every check passed at the deadline".into(),
+            },
+            (Some(r), _) if r != rev => format!("waiting for the agent to report revision {rev}; it last reported {r}"),
+            _ => format!("waiting for the agent to report revision {rev}; it has not reported (is its DaemonSet pod running?)"),
+        },
+        _ => String::new(),
+    }
+}
+
 pub fn verify_health(n: &NodeView) -> Result<(), String> {
     if !n.ready {
         return Err("node is not Ready".into());
@@ -369,7 +386,12 @@ pub fn decide(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> Plan 
         // annotation) is timed out rather than trusted: it must never wait forever.
         let started = n.started_at.or(n.state_since);
         if state.in_flight() && (started.is_none() || since(started) > node_timeout) {
-            let msg = format!("node did not finish {} within nodeTimeout {}", state.as_str().to_lowercase(), spec.rollout.node_timeout);
+            let msg = format!(
+                "node did not finish {} within nodeTimeout {}; {}",
+                state.as_str().to_lowercase(),
+                spec.rollout.node_timeout,
+                waiting_for(spec, n, &rev, state)
+            );
             fail(&mut p, n, now, "Timeout", &msg);
             p.reason = msg;
             states.insert(&n.name, NodeState::Failed);

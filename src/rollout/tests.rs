@@ -542,3 +542,32 @@ fn a_node_is_held_cordoned_while_its_update_is_in_flight_and_not_once_the_plan_u
         assert_eq!(held_cordoned(view, None), *want, "{what}");
     }
 }
+
+#[test]
+fn a_timed_out_node_says_what_it_was_waiting_for() {
+    let spec = spec_with("rollout: {nodeTimeout: 30m}");
+    let rev = revision_of(&spec);
+    let late = |mut n: NodeView| {
+        n.started_at = ago(31 * 60);
+        n
+    };
+    let no_report = late(in_state("n", NodeState::Applying, &rev));
+    let old_report = late(NodeView { applied_revision: Some("0123456789".into()), ..in_state("n", NodeState::Applying, &rev) });
+    let wrong_kernel =
+        late(NodeView { kernel_version: Some("10.0.20348.2700".into()), ..applied(in_state("n", NodeState::Verifying, &rev), &rev) });
+    let not_ready = late(NodeView { ready: false, ..applied(in_state("n", NodeState::Verifying, &rev), &rev) });
+    let hns = late(NodeView { hns: HnsReadiness::NotReady, ..applied(in_state("n", NodeState::Verifying, &rev), &rev) });
+    let cases: &[(&str, NodeView, &str)] = &[
+        ("no report", no_report, "it has not reported (is its DaemonSet pod running?)"),
+        ("an older report", old_report, "it last reported 0123456789"),
+        ("the wrong build", wrong_kernel, "waiting for: "),
+        ("not Ready", not_ready, "waiting for: node is not Ready"),
+        ("HNS", hns, "waiting for: HNS has not programmed the cluster's Services yet"),
+    ];
+    for (what, node, want) in cases {
+        let plan = run(&spec, std::slice::from_ref(node));
+        let f = &plan.failed[0];
+        assert_eq!(f.reason, "Timeout", "{what}");
+        assert!(f.message.starts_with("node did not finish") && f.message.contains(want), "{what}: {}", f.message);
+    }
+}
