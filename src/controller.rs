@@ -414,10 +414,12 @@ async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error> {
     for (node, pods) in listed {
         let pods = pods?;
         ctx.metrics.api_request("list", "pods", "ok");
-        if let Some(v) = views.iter_mut().find(|v| v.name == node) {
-            v.pods_to_evict = drain::remaining(&pods, delete_empty_dir);
-        }
         pods_by_node.insert(node, pods);
+    }
+    for v in views.iter_mut() {
+        if let Some(pods) = pods_by_node.get(&v.name) {
+            v.pods_to_evict = drain::remaining(pods, delete_empty_dir);
+        }
     }
     let ds_of_pool: Vec<Arc<DaemonSet>> =
         ctx.daemonsets.state().into_iter().filter(|d| d.labels().get(names::LABEL_POOL) == Some(&name)).collect();
@@ -446,8 +448,9 @@ async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error> {
     // HNS condition and taint first, from the same observation the plan was made
     // from: a node is never Updated while still tainted, and never loses its taint
     // before it is. A node whose taint could not be written (conflict) waits a round.
+    let patch_of: HashMap<&str, &NodePatch> = plan.patches.iter().map(|p| (p.node.as_str(), p)).collect();
     for (h, v) in hns_nodes.iter_mut().zip(&views) {
-        h.held_cordoned = held_cordoned(v, plan.patches.iter().find(|p| p.node == v.name));
+        h.held_cordoned = held_cordoned(v, patch_of.get(v.name.as_str()).copied());
     }
     let not_ready: Vec<String> = hns_nodes.iter().filter(|h| h.readiness == HnsReadiness::NotReady).map(|h| h.node.name_any()).collect();
     let taint_when_not_ready = pool.spec.hns.taint_when_not_ready;
@@ -569,7 +572,7 @@ async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error> {
         ctx.publish(pool, Event { type_, reason, note: Some(note), action: "Rollout".into(), secondary: None }).await;
     }
     let mut requeue = plan.requeue_after;
-    if !ctx.progress.lock().expect("progress lock").get(&name).is_none_or(|p| p.pending.is_empty()) {
+    if ctx.progress.lock().expect("progress lock").get(&name).is_some_and(|p| !p.pending.is_empty()) {
         requeue = requeue.min(NODE_EVENT_INTERVAL);
     }
     if pool.status.as_ref() != Some(&status) {

@@ -580,7 +580,9 @@ pub fn decide(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> Plan 
     // ready. They are dropped when the node starts applying, and the node is marked
     // as awaiting a fresh report; an agent that never reported is not waited for.
     for p in patches.iter_mut() {
-        let Some(n) = sorted.iter().find(|n| n.name == p.node) else { continue };
+        // `sorted` is by name: a lookup per patch, not a scan of the pool.
+        let Ok(i) = sorted.binary_search_by(|n| n.name.as_str().cmp(p.node.as_str())) else { continue };
+        let n = sorted[i];
         // A node confirmed "already at target" does not reboot: its counts stay valid.
         if p.to == NodeState::Applying && p.from != NodeState::Applying && n.hns_reported && verify_config(spec, n).is_err() {
             p.ann(names::ANN_HNS_LOAD_BALANCERS, None).ann(names::ANN_HNS_ENDPOINTS, None).ann(names::ANN_HNS_AWAITING, Some("true"));

@@ -29,13 +29,12 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use invariants::{Checker, Sample};
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, DeploymentSpec};
-use k8s_openapi::api::core::v1::{Container, Node, Pod, PodSpec, PodTemplateSpec};
-use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, EvictParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
@@ -264,49 +263,6 @@ async fn apply_pool(t: &TestSpace, body: &serde_json::Value) -> kube::Result<()>
     let api: Api<WindowsNodePool> = Api::all(t.client.clone());
     let name = body["metadata"]["name"].as_str().unwrap();
     api.patch(name, &PatchParams::apply("winpool-tests").force(), &Patch::Apply(body)).await.map(|_| ())
-}
-
-/// Pods on the pool's nodes behind a PodDisruptionBudget, so drains take a while.
-async fn protected_workload(t: &TestSpace, replicas: i32) {
-    let labels: BTreeMap<String, String> = [("app".to_string(), "web".to_string())].into();
-    let dep = Deployment {
-        metadata: ObjectMeta { name: Some("web".into()), ..Default::default() },
-        spec: Some(DeploymentSpec {
-            replicas: Some(replicas),
-            selector: LabelSelector { match_labels: Some(labels.clone()), match_expressions: None },
-            template: PodTemplateSpec {
-                metadata: Some(ObjectMeta { labels: Some(labels.clone()), ..Default::default() }),
-                spec: Some(PodSpec {
-                    node_selector: Some([(TEST_LABEL.to_string(), t.id.clone())].into()),
-                    containers: vec![Container {
-                        name: "web".into(),
-                        image: Some("mcr.microsoft.com/windows/servercore/iis".into()),
-                        ..Default::default()
-                    }],
-                    ..Default::default()
-                }),
-            },
-            ..Default::default()
-        }),
-        status: None,
-    };
-    Api::<Deployment>::namespaced(t.client.clone(), &t.namespace).create(&PostParams::default(), &dep).await.expect("deployment");
-    let pdb = PodDisruptionBudget {
-        metadata: ObjectMeta { name: Some("web".into()), ..Default::default() },
-        spec: Some(PodDisruptionBudgetSpec {
-            min_available: Some(IntOrString::Int(normal_min_available(replicas))),
-            selector: Some(LabelSelector { match_labels: Some(labels), match_expressions: None }),
-            ..Default::default()
-        }),
-        status: None,
-    };
-    Api::<PodDisruptionBudget>::namespaced(t.client.clone(), &t.namespace).create(&PostParams::default(), &pdb).await.expect("pdb");
-    let deps: Api<Deployment> = Api::namespaced(t.client.clone(), &t.namespace);
-    wait_for("the protected workload to be available", Duration::from_secs(120), || async {
-        let d = deps.get("web").await.ok()?;
-        (d.status?.available_replicas? == replicas).then_some(())
-    })
-    .await;
 }
 
 /// Two pods of the workload may be disrupted at once in normal times.
@@ -572,7 +528,7 @@ async fn a_rollout_converges_through_chaos_with_every_invariant_held() {
         (n.len() == size.nodes && n.iter().all(winpool::observe::is_ready)).then_some(())
     })
     .await;
-    protected_workload(&t, size.replicas).await;
+    support::protected_workload(&t, size.replicas, normal_min_available(size.replicas)).await;
 
     let pool = format!("{}-pool", t.id);
     let mut patch_revision = FIRST_PATCH_REVISION;

@@ -12,13 +12,10 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Container, Node, Pod, PodSpec};
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::events::v1::Event;
-use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use support::{TEST_LABEL, TestSpace, install_crd, pool_manifest, wait_for, wait_nodes_ready};
 use winpool::api::{WindowsNodePool, names};
@@ -541,46 +538,10 @@ async fn a_bogus_revision_label_is_reported_and_the_node_rolled_to_the_real_revi
     t.cleanup().await;
 }
 
-/// One Pod a PDB forbids evicting, on `node`.
-async fn unevictable_pod(t: &TestSpace, node: &str) {
-    let labels: BTreeMap<String, String> = [("app".to_string(), "pinned".to_string())].into();
-    let pod = Pod {
-        metadata: ObjectMeta { name: Some("pinned".into()), labels: Some(labels.clone()), ..Default::default() },
-        spec: Some(PodSpec {
-            node_name: Some(node.into()),
-            containers: vec![Container {
-                name: "c".into(),
-                image: Some("mcr.microsoft.com/windows/nanoserver".into()),
-                ..Default::default()
-            }],
-            ..Default::default()
-        }),
-        status: None,
-    };
-    let pods: Api<Pod> = Api::namespaced(t.client.clone(), &t.namespace);
-    pods.create(&PostParams::default(), &pod).await.unwrap();
-    let pdb = PodDisruptionBudget {
-        metadata: ObjectMeta { name: Some("pinned".into()), ..Default::default() },
-        spec: Some(PodDisruptionBudgetSpec {
-            min_available: Some(IntOrString::Int(1)),
-            selector: Some(LabelSelector { match_labels: Some(labels), match_expressions: None }),
-            ..Default::default()
-        }),
-        status: None,
-    };
-    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(t.client.clone(), &t.namespace);
-    pdbs.create(&PostParams::default(), &pdb).await.unwrap();
-    wait_for("the pinned pod Running behind its PDB", WAIT, || async {
-        let running = pods.get("pinned").await.ok()?.status?.phase.as_deref() == Some("Running");
-        (running && pdbs.get("pinned").await.ok()?.status?.current_healthy == Some(1)).then_some(())
-    })
-    .await;
-}
-
-/// Reproduces a bug (see the report of issue 10): kube 5's client retries a 429 by itself
-/// (up to 15 times, exponential backoff from 5ms), so `drain::drain_round`'s eviction of a
-/// PDB-protected pod blocks the pool's reconcile for minutes instead of returning "not now".
-/// Meanwhile nothing else in the pool moves. Run with `--ignored`.
+/// Regression test (issue 10): kube 5's client retries a 429 by itself (up to 15 times,
+/// exponential backoff from 5ms), so `drain::drain_round`'s eviction of a PDB-protected pod
+/// blocked the pool's reconcile for minutes instead of returning "not now", and nothing else
+/// in the pool moved. `winpool run` turns the client's retry off.
 #[tokio::test]
 async fn a_refused_eviction_does_not_stall_the_rest_of_the_pool() {
     let client = support::client().await;
@@ -590,7 +551,7 @@ async fn a_refused_eviction_does_not_stall_the_rest_of_the_pool() {
     wait_nodes_ready(&t, 3).await;
     let prefix = t.node_prefix();
     let n = |i: usize| format!("{prefix}{i}");
-    unevictable_pod(&t, &n(0)).await;
+    support::unevictable_pod(&t, &n(0), "pinned").await;
     let pool = format!("{}-pool", t.id);
     try_apply_pool(&t, &pool_manifest(&t, &pool, PATCH, json!({"maxUnavailable": 2, "drain": {"timeout": "10m"}}))).await.unwrap();
     t.start_operator(&[]);
@@ -618,10 +579,10 @@ async fn a_refused_eviction_does_not_stall_the_rest_of_the_pool() {
     t.cleanup().await;
 }
 
-/// Reproduces a bug (see the report of issue 10): a garbage `winpool.dev/started-at` on a
-/// node in flight reads as absent, and absent counts as "started now", every round: the
-/// node can never reach nodeTimeout, and stays cordoned for good if its agent never
-/// reports. Pure: runs the decision directly. Run with `--ignored`.
+/// Regression test (issue 10): a garbage `winpool.dev/started-at` on a node in flight read
+/// as absent, and absent counted as "started now" every round, so the node never reached
+/// nodeTimeout and stayed cordoned for good if its agent never reported. Pure: runs the
+/// decision directly.
 #[test]
 fn a_garbage_started_at_does_not_disable_node_timeout() {
     use winpool::rollout::{NodeState, NodeView, PoolInput, decide};

@@ -6,55 +6,16 @@ mod support;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, DeploymentSpec};
-use k8s_openapi::api::core::v1::{Container, Node, PodSpec, PodTemplateSpec};
-use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::json;
-use support::{TEST_LABEL, TestSpace, apply_pool, install_crd, pool_manifest, wait_for, wait_nodes_ready};
+use support::{TestSpace, apply_pool, install_crd, pool_manifest, wait_for, wait_nodes_ready};
 use winpool::api::{WindowsNodePool, names};
 
 const WAIT: Duration = Duration::from_secs(180);
-
-/// A workload on the test's nodes that a PodDisruptionBudget protects.
-async fn protected_workload(t: &TestSpace, replicas: i32) {
-    let labels: std::collections::BTreeMap<String, String> = [("app".to_string(), "web".to_string())].into();
-    let dep = Deployment {
-        metadata: ObjectMeta { name: Some("web".into()), ..Default::default() },
-        spec: Some(DeploymentSpec {
-            replicas: Some(replicas),
-            selector: LabelSelector { match_labels: Some(labels.clone()), match_expressions: None },
-            template: PodTemplateSpec {
-                metadata: Some(ObjectMeta { labels: Some(labels.clone()), ..Default::default() }),
-                spec: Some(PodSpec {
-                    node_selector: Some([(TEST_LABEL.to_string(), t.id.clone())].into()),
-                    containers: vec![Container {
-                        name: "web".into(),
-                        image: Some("mcr.microsoft.com/windows/servercore/iis".into()),
-                        ..Default::default()
-                    }],
-                    ..Default::default()
-                }),
-            },
-            ..Default::default()
-        }),
-        status: None,
-    };
-    Api::<Deployment>::namespaced(t.client.clone(), &t.namespace).create(&PostParams::default(), &dep).await.expect("deployment");
-    let pdb = PodDisruptionBudget {
-        metadata: ObjectMeta { name: Some("web".into()), ..Default::default() },
-        spec: Some(PodDisruptionBudgetSpec {
-            min_available: Some(IntOrString::Int(replicas - 1)),
-            selector: Some(LabelSelector { match_labels: Some(labels), match_expressions: None }),
-            ..Default::default()
-        }),
-        status: None,
-    };
-    Api::<PodDisruptionBudget>::namespaced(t.client.clone(), &t.namespace).create(&PostParams::default(), &pdb).await.expect("pdb");
-}
 
 fn cordoned(nodes: &[Node]) -> usize {
     nodes.iter().filter(|n| n.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false)).count()
@@ -90,7 +51,7 @@ async fn a_pool_rolls_every_node_to_the_target_and_again_on_a_new_patch_level() 
     let mut t = TestSpace::new("rollout-basic").await;
     t.start_sim(6, &["--apply-seconds=1", "--reboot-seconds=0.5"]);
     wait_nodes_ready(&t, 6).await;
-    protected_workload(&t, 3).await;
+    support::protected_workload(&t, 3, 2).await;
     // An administrator cordoned this node before the rollout: it must stay cordoned after.
     let admin_cordoned = format!("{}5", t.node_prefix());
     let nodes_api: Api<Node> = Api::all(t.client.clone());
@@ -279,46 +240,9 @@ async fn a_pdb_blocks_the_drain_until_it_allows_the_eviction() {
     wait_nodes_ready(&t, 2).await;
     let first = format!("{}0", t.node_prefix());
     // One pod on the first node, protected by a PDB that allows no disruption.
-    let pod = k8s_openapi::api::core::v1::Pod {
-        metadata: ObjectMeta {
-            name: Some("precious".into()),
-            labels: Some([("app".to_string(), "precious".to_string())].into()),
-            ..Default::default()
-        },
-        spec: Some(PodSpec {
-            node_name: Some(first.clone()),
-            containers: vec![Container {
-                name: "c".into(),
-                image: Some("mcr.microsoft.com/windows/nanoserver".into()),
-                ..Default::default()
-            }],
-            ..Default::default()
-        }),
-        status: None,
-    };
+    support::unevictable_pod(&t, &first, "precious").await;
     let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(t.client.clone(), &t.namespace);
-    pods.create(&PostParams::default(), &pod).await.unwrap();
     let pdbs: Api<PodDisruptionBudget> = Api::namespaced(t.client.clone(), &t.namespace);
-    let pdb = PodDisruptionBudget {
-        metadata: ObjectMeta { name: Some("precious".into()), ..Default::default() },
-        spec: Some(PodDisruptionBudgetSpec {
-            min_available: Some(IntOrString::Int(1)),
-            selector: Some(LabelSelector {
-                match_labels: Some([("app".to_string(), "precious".to_string())].into()),
-                match_expressions: None,
-            }),
-            ..Default::default()
-        }),
-        status: None,
-    };
-    pdbs.create(&PostParams::default(), &pdb).await.unwrap();
-    wait_for("the pod Running and the PDB observing it", WAIT, || async {
-        let p = pods.get("precious").await.ok()?;
-        let running = p.status.as_ref()?.phase.as_deref() == Some("Running");
-        let pdb = pdbs.get("precious").await.ok()?;
-        (running && pdb.status.as_ref()?.current_healthy == Some(1)).then_some(())
-    })
-    .await;
 
     let pool = format!("{}-pool", t.id);
     apply_pool(&t, &pool_manifest(&t, &pool, "10.0.20348.2762", json!({"maxUnavailable": 1, "drain": {"timeout": "5m"}}))).await;

@@ -413,3 +413,88 @@ pub fn sim_settings(t: &TestSpace, nodes: usize) -> winpool::sim::SimSettings {
         reboot_seconds: 0.0,
     }
 }
+
+/// A Deployment of `replicas` pods on the test's nodes behind a PodDisruptionBudget
+/// of `min_available`, so drains must evict through the Eviction API and wait.
+/// Returns once every replica is available.
+pub async fn protected_workload(t: &TestSpace, replicas: i32, min_available: i32) {
+    use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+    use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+    let labels: BTreeMap<String, String> = [("app".to_string(), "web".to_string())].into();
+    let dep = Deployment {
+        metadata: ObjectMeta { name: Some("web".into()), ..Default::default() },
+        spec: Some(DeploymentSpec {
+            replicas: Some(replicas),
+            selector: LabelSelector { match_labels: Some(labels.clone()), match_expressions: None },
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta { labels: Some(labels.clone()), ..Default::default() }),
+                spec: Some(PodSpec {
+                    node_selector: Some([(TEST_LABEL.to_string(), t.id.clone())].into()),
+                    containers: vec![Container {
+                        name: "web".into(),
+                        image: Some("mcr.microsoft.com/windows/servercore/iis".into()),
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }),
+            },
+            ..Default::default()
+        }),
+        status: None,
+    };
+    let deps: Api<Deployment> = Api::namespaced(t.client.clone(), &t.namespace);
+    deps.create(&PostParams::default(), &dep).await.expect("deployment");
+    create_pdb(t, "web", labels, min_available).await;
+    wait_for("the protected workload to be available", Duration::from_secs(120), || async {
+        let d = deps.get("web").await.ok()?;
+        (d.status?.available_replicas? == replicas).then_some(())
+    })
+    .await;
+}
+
+/// One pod named `name` on `node` that a PodDisruptionBudget forbids evicting.
+/// Returns once it runs and the PDB counts it.
+pub async fn unevictable_pod(t: &TestSpace, node: &str, name: &str) {
+    use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+    let labels: BTreeMap<String, String> = [("app".to_string(), name.to_string())].into();
+    let pod = Pod {
+        metadata: ObjectMeta { name: Some(name.into()), labels: Some(labels.clone()), ..Default::default() },
+        spec: Some(PodSpec {
+            node_name: Some(node.into()),
+            containers: vec![Container {
+                name: "c".into(),
+                image: Some("mcr.microsoft.com/windows/nanoserver".into()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        status: None,
+    };
+    let pods: Api<Pod> = Api::namespaced(t.client.clone(), &t.namespace);
+    pods.create(&PostParams::default(), &pod).await.expect("pod");
+    create_pdb(t, name, labels, 1).await;
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(t.client.clone(), &t.namespace);
+    wait_for(&format!("pod {name} Running behind its PDB"), Duration::from_secs(120), || async {
+        let running = pods.get(name).await.ok()?.status?.phase.as_deref() == Some("Running");
+        (running && pdbs.get(name).await.ok()?.status?.current_healthy == Some(1)).then_some(())
+    })
+    .await;
+}
+
+async fn create_pdb(t: &TestSpace, name: &str, labels: BTreeMap<String, String>, min_available: i32) {
+    use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    let pdb = PodDisruptionBudget {
+        metadata: ObjectMeta { name: Some(name.into()), ..Default::default() },
+        spec: Some(PodDisruptionBudgetSpec {
+            min_available: Some(IntOrString::Int(min_available)),
+            selector: Some(LabelSelector { match_labels: Some(labels), match_expressions: None }),
+            ..Default::default()
+        }),
+        status: None,
+    };
+    Api::<PodDisruptionBudget>::namespaced(t.client.clone(), &t.namespace).create(&PostParams::default(), &pdb).await.expect("pdb");
+}
