@@ -56,6 +56,10 @@ pub mod names {
     pub const TAINT_HNS_NOT_READY: &str = "winpool.dev/hns-not-ready";
     pub const NODE_CONDITION_HNS_READY: &str = "WindowsHNSReady";
 
+    /// The kubelet's bootID when winpool started an update that needs a reboot.
+    pub const ANN_BOOT_ID: &str = "winpool.dev/boot-id";
+    pub const APPLY_APPLYING: &str = "Applying";
+    pub const APPLY_REBOOTING: &str = "Rebooting";
     pub const APPLY_SUCCEEDED: &str = "Succeeded";
     pub const APPLY_FAILED: &str = "Failed";
 }

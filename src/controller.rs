@@ -1,10 +1,10 @@
 //! `winpool run`: the reconcile shell around the pure decision.
 //!
-//! observe (reflector caches of Windows Nodes, agent DaemonSets and pools, plus
-//! a pod list for nodes being drained) → decide ([`rollout::decide`],
-//! [`status::build_status`]) → act (one merge patch per node that changes,
-//! server-side apply of DaemonSets and status with one field manager, the
-//! Eviction API). Nothing is remembered between reconciles that is not on the
+//! observe (reflector caches of Windows Nodes, agent DaemonSets, revision
+//! ConfigMaps and pools, plus a pod list for nodes being drained) → decide
+//! ([`rollout::decide`], [`status::build_status`]) → act (one merge patch per
+//! node that changes, server-side apply of the DaemonSet and status with one
+//! field manager, ConfigMaps created once, the Eviction API). Nothing is remembered between reconciles that is not on the
 //! cluster, except a short-lived copy of nodes just patched, so a reconcile
 //! that runs before the watch delivers our own write does not act twice.
 
@@ -15,7 +15,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
@@ -29,13 +29,15 @@ use serde_json::json;
 use tracing::{debug, error, info, warn};
 
 use crate::api::{FIELD_MANAGER, WindowsNodePool, names};
-use crate::daemonset::{AgentImages, LABEL_MANAGED_BY, agent_daemonset};
+use crate::configmap::revision_configmap;
+use crate::daemonset::{AgentSettings, LABEL_MANAGED_BY, agent_daemonset, legacy_config, legacy_revision, up_to_date};
 use crate::drain;
 use crate::hns::{self, AwaitingReport, HnsTracker, Limits};
 use crate::membership::{PoolSelector, members_of, pools_selecting};
 use crate::metrics::Metrics;
 use crate::observe::{node_view, strip};
-use crate::rollout::{HnsReadiness, NodePatch, NodeState, PoolInput, decide, held_cordoned, parse_duration};
+use crate::revision::NodeConfig;
+use crate::rollout::{HnsReadiness, NodePatch, NodeState, Plan, PoolInput, decide, held_cordoned, parse_duration};
 use crate::status::{PROGRESS_WRITE_INTERVAL, build_status, node_batch_events, only_progress_changed, transition_events};
 
 pub const FINALIZER: &str = "winpool.dev/release-nodes";
@@ -72,7 +74,7 @@ impl Error {
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub agent_namespace: String,
-    pub images: AgentImages,
+    pub agent: AgentSettings,
     /// Only pools matching this label selector are reconciled (sharding, canaries, tests).
     pub pool_selector: Option<String>,
     /// Image prefixes a pool's spec.agent.image may use; empty allows any.
@@ -115,6 +117,7 @@ pub struct Context {
     pub settings: Settings,
     pub nodes: Store<Node>,
     pub daemonsets: Store<DaemonSet>,
+    pub configmaps: Store<ConfigMap>,
     pub pools: Store<WindowsNodePool>,
     pub recorder: Recorder,
     /// Who publishes Events (the recorder's, for the Events written without it).
@@ -337,17 +340,15 @@ async fn cleanup(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error>
             patch_node_with(ctx, &name, &p, release_body(&n, &p)).await?;
         }
     }
-    let ds_api: Api<DaemonSet> = Api::namespaced(ctx.client.clone(), &ctx.settings.agent_namespace);
     for d in ctx.daemonsets.state().iter().filter(|d| d.labels().get(names::LABEL_POOL) == Some(&name)) {
-        match ds_api.delete(&d.name_any(), &DeleteParams::background()).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(e) => return Err(e.into()),
-        }
+        delete_daemonset(ctx, &d.name_any()).await?;
+    }
+    for c in ctx.configmaps.state().iter().filter(|c| c.labels().get(names::LABEL_POOL) == Some(&name)) {
+        delete_configmap(ctx, &c.name_any()).await?;
     }
     ctx.metrics.forget_pool(&name);
     ctx.progress.lock().expect("progress lock").remove(&name);
-    info!(pool = %name, "pool deleted; its nodes are released and its DaemonSets deleted");
+    info!(pool = %name, "pool deleted; its nodes are released, its agent DaemonSet and revision ConfigMaps deleted");
     Ok(Action::await_change())
 }
 
@@ -423,7 +424,15 @@ async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error> {
     }
     let ds_of_pool: Vec<Arc<DaemonSet>> =
         ctx.daemonsets.state().into_iter().filter(|d| d.labels().get(names::LABEL_POOL) == Some(&name)).collect();
-    let existing: BTreeSet<String> = ds_of_pool.iter().filter_map(|d| d.labels().get(names::LABEL_REVISION).cloned()).collect();
+    let cms_of_pool: Vec<Arc<ConfigMap>> =
+        ctx.configmaps.state().into_iter().filter(|c| c.labels().get(names::LABEL_POOL) == Some(&name)).collect();
+    // Revisions known to the cluster: their ConfigMaps, and the per-revision
+    // DaemonSets of the earlier layout, whose configuration moves into ConfigMaps.
+    let existing: BTreeSet<String> = cms_of_pool
+        .iter()
+        .filter_map(|c| c.labels().get(names::LABEL_REVISION).cloned())
+        .chain(ds_of_pool.iter().filter_map(|d| legacy_revision(d).map(str::to_string)))
+        .collect();
 
     // Decide.
     let plan = decide(&PoolInput { name: &name, spec: &pool.spec, existing_revisions: &existing }, &views, now);
@@ -436,15 +445,10 @@ async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error> {
         debug!(pool = %name, node = %node, "waiting: {why}");
     }
 
-    // Act: the target revision's DaemonSet exists before any node is labelled for it.
-    if !existing.contains(&plan.revision) {
-        let ds = agent_daemonset(pool, &plan.revision, &ctx.settings.agent_namespace, &ctx.settings.images);
-        let ds_api: Api<DaemonSet> = Api::namespaced(ctx.client.clone(), &ctx.settings.agent_namespace);
-        let ds_name = ds.metadata.name.clone().unwrap_or_default();
-        ds_api.patch(&ds_name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&ds)).await?;
-        ctx.metrics.api_request("apply", "daemonsets", "ok");
-        info!(pool = %name, daemonset = %ds_name, revision = %plan.revision, "applied agent DaemonSet");
-    }
+    // Act: the agent runs and every revision a node is asked to run has its
+    // ConfigMap before any node is labelled for it.
+    ensure_agent(pool, ctx, &ds_of_pool).await?;
+    ensure_configmaps(pool, ctx, &plan, &cms_of_pool, &ds_of_pool).await?;
     // HNS condition and taint first, from the same observation the plan was made
     // from: a node is never Updated while still tainted, and never loses its taint
     // before it is. A node whose taint could not be written (conflict) waits a round.
@@ -524,18 +528,11 @@ async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error> {
         }
     }
     futures::stream::iter(rounds).buffer_unordered(NODE_WRITE_CONCURRENCY).collect::<Vec<()>>().await;
-    for d in &ds_of_pool {
-        let rev = d.labels().get(names::LABEL_REVISION).cloned().unwrap_or_default();
-        if !plan.daemonset_revisions.contains(&rev) {
-            let ds_api: Api<DaemonSet> = Api::namespaced(ctx.client.clone(), &ctx.settings.agent_namespace);
-            match ds_api.delete(&d.name_any(), &DeleteParams::background()).await {
-                Ok(_) => {
-                    info!(pool = %name, daemonset = %d.name_any(), revision = %rev, "deleted agent DaemonSet: no node carries its revision")
-                }
-                Err(kube::Error::Api(s)) if s.code == 404 => {}
-                Err(e) => return Err(e.into()),
-            }
-            ctx.metrics.api_request("delete", "daemonsets", "ok");
+    for c in &cms_of_pool {
+        let rev = c.labels().get(names::LABEL_REVISION).cloned().unwrap_or_default();
+        if !plan.config_revisions.contains(&rev) {
+            delete_configmap(ctx, &c.name_any()).await?;
+            info!(pool = %name, configmap = %c.name_any(), revision = %rev, "deleted revision ConfigMap: no node carries its revision");
         }
     }
     for (node, msg) in &plan.warnings {
@@ -594,6 +591,85 @@ async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error> {
         }
     }
     Ok(Action::requeue(requeue))
+}
+
+/// The pool's agent DaemonSet, applied when it is missing or differs from what
+/// winpool would write (a new agent image or setting), which rolls the agents
+/// and nothing else. Per-revision DaemonSets of the earlier layout go once the
+/// pool's own exists: their nodes keep their configuration (its ConfigMap is
+/// written from them first) and are not drained.
+async fn ensure_agent(pool: &WindowsNodePool, ctx: &Context, ds_of_pool: &[Arc<DaemonSet>]) -> Result<(), Error> {
+    let wanted = agent_daemonset(pool, &ctx.settings.agent_namespace, &ctx.settings.agent);
+    let ds_name = wanted.metadata.name.clone().unwrap_or_default();
+    let current = ds_of_pool.iter().find(|d| d.metadata.name.as_deref() == Some(ds_name.as_str()));
+    if !current.is_some_and(|d| up_to_date(d, &wanted)) {
+        let ds_api: Api<DaemonSet> = Api::namespaced(ctx.client.clone(), &ctx.settings.agent_namespace);
+        ds_api.patch(&ds_name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&wanted)).await?;
+        ctx.metrics.api_request("apply", "daemonsets", "ok");
+        info!(pool = %pool.name_any(), daemonset = %ds_name, "applied agent DaemonSet");
+    }
+    Ok(())
+}
+
+/// Create the ConfigMap of every revision the plan needs that has none: the
+/// target's from the spec, an earlier revision's from the per-revision
+/// DaemonSet that still describes it. Earlier-layout DaemonSets are deleted
+/// once their configuration is safe in a ConfigMap.
+async fn ensure_configmaps(
+    pool: &WindowsNodePool,
+    ctx: &Context,
+    plan: &Plan,
+    cms_of_pool: &[Arc<ConfigMap>],
+    ds_of_pool: &[Arc<DaemonSet>],
+) -> Result<(), Error> {
+    let have: BTreeSet<&str> = cms_of_pool.iter().filter_map(|c| c.labels().get(names::LABEL_REVISION).map(String::as_str)).collect();
+    let ns = &ctx.settings.agent_namespace;
+    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), ns);
+    let target = NodeConfig::from_spec(&pool.spec);
+    for rev in plan.config_revisions.iter().filter(|r| !have.contains(r.as_str())) {
+        let cfg = if *rev == plan.revision {
+            Some(target.clone())
+        } else {
+            ds_of_pool.iter().filter(|d| legacy_revision(d) == Some(rev.as_str())).find_map(|d| legacy_config(d))
+        };
+        let Some(cfg) = cfg else { continue };
+        let cm = revision_configmap(pool, rev, &cfg, ns);
+        let pp = PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
+        match api.create(&pp, &cm).await {
+            Ok(_) => info!(pool = %pool.name_any(), revision = %rev, "created revision ConfigMap"),
+            // Immutable and named by its revision: one that exists is this one.
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => return Err(e.into()),
+        }
+        ctx.metrics.api_request("create", "configmaps", "ok");
+    }
+    for d in ds_of_pool.iter().filter(|d| legacy_revision(d).is_some()) {
+        delete_daemonset(ctx, &d.name_any()).await?;
+        info!(pool = %pool.name_any(), daemonset = %d.name_any(), "deleted per-revision agent DaemonSet of the earlier layout");
+    }
+    Ok(())
+}
+
+async fn delete_daemonset(ctx: &Context, name: &str) -> Result<(), Error> {
+    let api: Api<DaemonSet> = Api::namespaced(ctx.client.clone(), &ctx.settings.agent_namespace);
+    match api.delete(name, &DeleteParams::background()).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 404 => {}
+        Err(e) => return Err(e.into()),
+    }
+    ctx.metrics.api_request("delete", "daemonsets", "ok");
+    Ok(())
+}
+
+async fn delete_configmap(ctx: &Context, name: &str) -> Result<(), Error> {
+    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &ctx.settings.agent_namespace);
+    match api.delete(name, &DeleteParams::background()).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 404 => {}
+        Err(e) => return Err(e.into()),
+    }
+    ctx.metrics.api_request("delete", "configmaps", "ok");
+    Ok(())
 }
 
 /// Patch these nodes a few at a time: nodes are independent, so a wave of a hundred
@@ -971,6 +1047,17 @@ pub async fn run(
         .modify(|d: &mut DaemonSet| d.metadata.managed_fields = None)
         .reflect(ds_writer)
         .touched_objects();
+    let cm_api: Api<ConfigMap> = Api::namespaced(client.clone(), &settings.agent_namespace);
+    let (cm_store, cm_writer) = reflector::store();
+    let configmaps = watcher(cm_api, watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}=winpool")).any_semantic())
+        .backoff(watch_backoff())
+        .modify(|c: &mut ConfigMap| {
+            // Only names and labels are read: the data is the agents'.
+            c.metadata.managed_fields = None;
+            c.data = None;
+        })
+        .reflect(cm_writer)
+        .touched_objects();
 
     let tracker = Arc::new(Mutex::new(HnsTracker::new()));
     spawn_hns_watches(&client, tracker.clone());
@@ -1002,6 +1089,7 @@ pub async fn run(
         settings,
         nodes: node_store.clone(),
         daemonsets: ds_store.clone(),
+        configmaps: cm_store.clone(),
         pools: pool_store,
         recorder: Recorder::new(client.clone(), reporter.clone()),
         reporter,
@@ -1013,12 +1101,13 @@ pub async fn run(
     });
 
     let ready_metrics = metrics.clone();
-    let (ns, ds) = (node_store.clone(), ds_store.clone());
+    let (ns, ds, cm) = (node_store.clone(), ds_store.clone(), cm_store.clone());
     tokio::spawn(async move {
         let _ = ns.wait_until_ready().await;
         let _ = ds.wait_until_ready().await;
+        let _ = cm.wait_until_ready().await;
         ready_metrics.caches_synced.set(1);
-        info!("node and DaemonSet caches synced");
+        info!("node, DaemonSet and ConfigMap caches synced");
     });
 
     info!("winpool controller starting");
@@ -1036,6 +1125,9 @@ pub async fn run(
         // controller would treat as a second object and reconcile concurrently.
         .watches_stream(daemonsets, |ds: DaemonSet| {
             ds.labels().get(names::LABEL_POOL).map(|p| ObjectRef::<WindowsNodePool>::new(p)).into_iter()
+        })
+        .watches_stream(configmaps, |cm: ConfigMap| {
+            cm.labels().get(names::LABEL_POOL).map(|p| ObjectRef::<WindowsNodePool>::new(p)).into_iter()
         })
         .reconcile_all_on(hns_changed_rx)
         .graceful_shutdown_on(shutdown)

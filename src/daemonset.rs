@@ -1,9 +1,12 @@
-//! The per-revision agent DaemonSet, built (purely) from a pool's spec.
+//! The pool's agent DaemonSet, built (purely) from a pool's spec.
 //!
-//! One DaemonSet per revision in use, selecting nodes by
-//! `winpool.dev/pool=<pool>, winpool.dev/revision=<rev>`: moving a node's
-//! label is what moves its configuration, and a revision's DaemonSet can be
-//! deleted once no node carries it.
+//! One DaemonSet per pool, `winpool-<pool>`, on every node labelled
+//! `winpool.dev/pool=<pool>`. Its pod stays on the node across revisions: the
+//! agent watches its own Node and applies whatever revision the node's
+//! `winpool.dev/revision` label names (configuration in the revision
+//! ConfigMap, see `configmap`), so a rollout creates and deletes no pods. The
+//! DaemonSet itself changes only when the agent does (image, settings), by an
+//! ordinary rolling update that needs no drain.
 
 use std::collections::BTreeMap;
 
@@ -15,130 +18,111 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use sha2::{Digest, Sha256};
 
-use crate::api::{WindowsNodePool, names};
+use crate::api::{OsVersion, WindowsNodePool, names};
 use crate::revision::NodeConfig;
 
 pub const LABEL_APP: &str = "app.kubernetes.io/name";
 pub const APP_AGENT: &str = "winpool-agent";
 pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+/// The agent's ServiceAccount (the chart creates it, its RBAC and the admission
+/// policy that keeps each agent to its own Node's agent annotations).
+pub const AGENT_SERVICE_ACCOUNT: &str = "winpool-agent";
+/// Hash of the DaemonSet winpool last applied: a change re-applies it.
+pub const ANN_SPEC_HASH: &str = "winpool.dev/spec-hash";
 
-/// Images the operator fills in where the pool leaves them empty.
+/// Agent settings the operator fills in where the pool leaves them empty.
+/// They are the agent's, not the node's: changing them rolls the DaemonSet,
+/// never the pool.
 #[derive(Debug, Clone)]
-pub struct AgentImages {
-    pub agent: String,
-    pub csi_proxy: String,
+pub struct AgentSettings {
+    pub image: String,
+    /// How often the agent re-reads HNS counts (it writes them only on change).
+    pub hns_interval: String,
+    /// Update installs per revision before the agent reports Failed.
+    pub max_attempts: u32,
 }
 
-/// `winpool-<pool>-<rev>`, shortened (with a hash of the pool name) when a long pool
-/// name would pass the 63 characters a DaemonSet's pods' labels allow.
-pub fn daemonset_name(pool: &str, rev: &str) -> String {
-    let full = format!("winpool-{pool}-{rev}");
-    if full.len() <= 63 {
-        return full;
+/// `winpool-<pool>`.
+pub fn daemonset_name(pool: &str) -> String {
+    format!("winpool-{pool}")
+}
+
+pub fn owner_reference(pool: &WindowsNodePool) -> OwnerReference {
+    OwnerReference {
+        api_version: "winpool.dev/v1alpha1".into(),
+        kind: "WindowsNodePool".into(),
+        name: pool.metadata.name.clone().unwrap_or_default(),
+        uid: pool.metadata.uid.clone().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
     }
-    use sha2::{Digest, Sha256};
-    let h: String = Sha256::digest(pool.as_bytes()).iter().take(3).map(|b| format!("{b:02x}")).collect();
-    let keep = 63 - "winpool-".len() - 1 - h.len() - 1 - rev.len();
-    format!("winpool-{}{h}-{rev}", &pool[..keep])
 }
 
 fn env(name: &str, value: impl Into<String>) -> EnvVar {
     EnvVar { name: name.into(), value: Some(value.into()), value_from: None }
 }
 
-pub fn agent_daemonset(pool: &WindowsNodePool, rev: &str, namespace: &str, images: &AgentImages) -> DaemonSet {
+fn env_field(name: &str, path: &str) -> EnvVar {
+    EnvVar {
+        name: name.into(),
+        value: None,
+        value_from: Some(EnvVarSource {
+            field_ref: Some(ObjectFieldSelector { field_path: path.into(), api_version: None }),
+            ..Default::default()
+        }),
+    }
+}
+
+pub fn agent_daemonset(pool: &WindowsNodePool, namespace: &str, agent: &AgentSettings) -> DaemonSet {
     let pool_name = pool.metadata.name.clone().unwrap_or_default();
-    let spec = &pool.spec;
-    let cfg = NodeConfig::from_spec(spec);
-    let selector_labels: BTreeMap<String, String> = [
-        (LABEL_APP.to_string(), APP_AGENT.to_string()),
-        (names::LABEL_POOL.to_string(), pool_name.clone()),
-        (names::LABEL_REVISION.to_string(), rev.to_string()),
-    ]
-    .into();
+    let selector_labels: BTreeMap<String, String> =
+        [(LABEL_APP.to_string(), APP_AGENT.to_string()), (names::LABEL_POOL.to_string(), pool_name.clone())].into();
     let mut labels = selector_labels.clone();
     labels.insert(LABEL_MANAGED_BY.into(), "winpool".into());
-
-    let node_selector: BTreeMap<String, String> = [
-        (names::LABEL_OS.to_string(), "windows".to_string()),
-        (names::LABEL_POOL.to_string(), pool_name.clone()),
-        (names::LABEL_REVISION.to_string(), rev.to_string()),
-    ]
-    .into();
-
-    let agent_image = if spec.agent.image.is_empty() { images.agent.clone() } else { spec.agent.image.clone() };
-    let mut agent_env = vec![
-        EnvVar {
-            name: "NODE_NAME".into(),
-            value: None,
-            value_from: Some(EnvVarSource {
-                field_ref: Some(ObjectFieldSelector { field_path: "spec.nodeName".into(), api_version: None }),
-                ..Default::default()
-            }),
-        },
-        env("WINPOOL_POOL", pool_name.clone()),
-        env("WINPOOL_REVISION", rev),
-        env("WINPOOL_OS_VERSION", spec.os.version.as_str()),
-        env("WINPOOL_PATCH_LEVEL", cfg.patch_level.clone()),
-        env("WINPOOL_RUNTIME", cfg.runtime_name.clone()),
-        env("WINPOOL_CNI_MODE", cfg.cni_mode.as_str()),
-        env("WINPOOL_KUBE_PROXY_DSR", cfg.enable_dsr.to_string()),
-    ];
-    if let Some(v) = &cfg.runtime_version {
-        agent_env.push(env("WINPOOL_CONTAINERD_VERSION", v.clone()));
-    }
-    if let Some(v) = &cfg.csi_proxy_version {
-        agent_env.push(env("WINPOOL_CSI_PROXY_VERSION", v.clone()));
-    }
-    let small = ResourceRequirements {
+    let node_selector: BTreeMap<String, String> =
+        [(names::LABEL_OS.to_string(), "windows".to_string()), (names::LABEL_POOL.to_string(), pool_name.clone())].into();
+    let image = if pool.spec.agent.image.is_empty() { agent.image.clone() } else { pool.spec.agent.image.clone() };
+    let resources = ResourceRequirements {
         requests: Some([("cpu".to_string(), Quantity("50m".into())), ("memory".to_string(), Quantity("64Mi".into()))].into()),
-        limits: Some([("memory".to_string(), Quantity("512Mi".into()))].into()),
+        limits: Some([("memory".to_string(), Quantity("256Mi".into()))].into()),
         ..Default::default()
     };
-    let mut containers = vec![Container {
+    let container = Container {
         name: "agent".into(),
-        image: Some(agent_image),
-        env: Some(agent_env),
-        resources: Some(small.clone()),
+        image: Some(image),
+        env: Some(vec![
+            env_field("NODE_NAME", "spec.nodeName"),
+            env_field("POD_NAMESPACE", "metadata.namespace"),
+            env("WINPOOL_POOL", pool_name.clone()),
+            env("WINPOOL_HNS_INTERVAL", agent.hns_interval.clone()),
+            env("WINPOOL_MAX_ATTEMPTS", agent.max_attempts.to_string()),
+        ]),
+        resources: Some(resources),
         ..Default::default()
-    }];
-    if let Some(v) = &cfg.csi_proxy_version {
-        containers.push(Container {
-            name: "csi-proxy".into(),
-            image: Some(format!("{}:{v}", images.csi_proxy)),
-            args: Some(vec!["-v=2".into()]),
-            resources: Some(small),
-            ..Default::default()
-        });
-    }
-
-    let tolerate = |key: &str| Toleration { key: Some(key.into()), operator: Some("Exists".into()), ..Default::default() };
-    DaemonSet {
+    };
+    let mut ds = DaemonSet {
         metadata: ObjectMeta {
-            name: Some(daemonset_name(&pool_name, rev)),
+            name: Some(daemonset_name(&pool_name)),
             namespace: Some(namespace.into()),
             labels: Some(labels.clone()),
-            owner_references: Some(vec![OwnerReference {
-                api_version: "winpool.dev/v1alpha1".into(),
-                kind: "WindowsNodePool".into(),
-                name: pool_name.clone(),
-                uid: pool.metadata.uid.clone().unwrap_or_default(),
-                controller: Some(true),
-                block_owner_deletion: Some(true),
-            }]),
+            owner_references: Some(vec![owner_reference(pool)]),
             ..Default::default()
         },
         spec: Some(DaemonSetSpec {
             selector: LabelSelector { match_labels: Some(selector_labels), match_expressions: None },
-            // A revision's pods never change: a new configuration is a new DaemonSet.
+            // A new agent replaces the old one node by node; the state it needs
+            // (revision, attempts) is on the host and the Node, so an agent
+            // replaced mid-apply carries on where the old one stopped.
             update_strategy: Some(DaemonSetUpdateStrategy {
                 type_: Some("RollingUpdate".into()),
-                rolling_update: Some(RollingUpdateDaemonSet { max_unavailable: Some(IntOrString::String("100%".into())), max_surge: None }),
+                rolling_update: Some(RollingUpdateDaemonSet { max_unavailable: Some(IntOrString::String("10%".into())), max_surge: None }),
             }),
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta { labels: Some(labels), ..Default::default() }),
                 spec: Some(PodSpec {
+                    service_account_name: Some(AGENT_SERVICE_ACCOUNT.into()),
                     host_network: Some(true),
                     priority_class_name: Some("system-node-critical".into()),
                     node_selector: Some(node_selector),
@@ -150,28 +134,66 @@ pub fn agent_daemonset(pool: &WindowsNodePool, rev: &str, namespace: &str, image
                         }),
                         ..Default::default()
                     }),
-                    // The agent must run on the cordoned, HNS-not-ready node it is fixing.
-                    tolerations: Some(vec![
-                        tolerate("node.kubernetes.io/unschedulable"),
-                        tolerate(names::TAINT_HNS_NOT_READY),
-                        tolerate("node.kubernetes.io/not-ready"),
-                        tolerate("os"),
-                    ]),
+                    // The agent must run on the node it is fixing, whatever keeps
+                    // other pods off it: the cordon, the HNS taint, NotReady after
+                    // a reboot, a provider's own taints.
+                    tolerations: Some(vec![Toleration { operator: Some("Exists".into()), ..Default::default() }]),
                     termination_grace_period_seconds: Some(30),
-                    containers,
+                    containers: vec![container],
                     ..Default::default()
                 }),
             },
             ..Default::default()
         }),
         status: None,
-    }
+    };
+    let hash = spec_hash(&ds);
+    ds.metadata.annotations = Some([(ANN_SPEC_HASH.to_string(), hash)].into());
+    ds
+}
+
+/// A short hash of what winpool sets on the DaemonSet, so a round re-applies it
+/// only when the agent changed, not on every reconcile.
+fn spec_hash(ds: &DaemonSet) -> String {
+    let canonical = serde_json::to_vec(&serde_json::to_value((&ds.metadata.labels, &ds.spec)).expect("serializes")).expect("serializes");
+    Sha256::digest(&canonical).iter().take(6).map(|b| format!("{b:02x}")).collect()
+}
+
+/// Whether `existing` is what winpool would apply now.
+pub fn up_to_date(existing: &DaemonSet, wanted: &DaemonSet) -> bool {
+    let hash = |d: &DaemonSet| d.metadata.annotations.as_ref().and_then(|a| a.get(ANN_SPEC_HASH)).cloned();
+    hash(existing).is_some() && hash(existing) == hash(wanted)
+}
+
+/// A DaemonSet of the earlier layout (one per revision, labelled with it).
+pub fn legacy_revision(ds: &DaemonSet) -> Option<&str> {
+    ds.metadata.labels.as_ref()?.get(names::LABEL_REVISION).map(String::as_str)
+}
+
+/// The configuration an earlier per-revision DaemonSet carried in its agent's
+/// environment, so that a node still on that revision keeps a ConfigMap for it
+/// when the layout changes under it.
+pub fn legacy_config(ds: &DaemonSet) -> Option<NodeConfig> {
+    let spec = ds.spec.as_ref()?.template.spec.as_ref()?;
+    let agent = spec.containers.iter().find(|c| c.name == "agent")?;
+    let env: BTreeMap<&str, &str> = agent.env.iter().flatten().filter_map(|e| Some((e.name.as_str(), e.value.as_deref()?))).collect();
+    let os: OsVersion = serde_json::from_value(serde_json::json!(env.get("WINPOOL_OS_VERSION")?)).ok()?;
+    let mut cfg = NodeConfig::empty();
+    cfg.os_build = os.build();
+    cfg.patch_level = env.get("WINPOOL_PATCH_LEVEL")?.to_string();
+    cfg.runtime_name = env.get("WINPOOL_RUNTIME").unwrap_or(&"containerd").to_string();
+    cfg.runtime_version = env.get("WINPOOL_CONTAINERD_VERSION").map(|s| s.to_string());
+    cfg.cni_mode = serde_json::from_value(serde_json::json!(env.get("WINPOOL_CNI_MODE")?)).ok()?;
+    cfg.enable_dsr = env.get("WINPOOL_KUBE_PROXY_DSR") == Some(&"true");
+    cfg.csi_proxy_version = env.get("WINPOOL_CSI_PROXY_VERSION").map(|s| s.to_string());
+    Some(cfg)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::api::WindowsNodePoolSpec;
+    use crate::revision::revision_of;
 
     fn pool(name: &str, extra: &str) -> WindowsNodePool {
         let spec: WindowsNodePoolSpec =
@@ -181,52 +203,92 @@ mod tests {
         p
     }
 
-    fn images() -> AgentImages {
-        AgentImages { agent: "winpool/agent:dev".into(), csi_proxy: "winpool/csi-proxy".into() }
+    fn settings() -> AgentSettings {
+        AgentSettings { image: "winpool/agent:dev".into(), hns_interval: "15s".into(), max_attempts: 3 }
     }
 
     #[test]
-    fn the_daemonset_runs_a_hostprocess_agent_on_the_revision_label() {
-        let ds = agent_daemonset(&pool("win22", "runtime: {version: 1.7.22}"), "abc", "winpool-agents", &images());
-        assert_eq!(ds.metadata.name.as_deref(), Some("winpool-win22-abc"));
+    fn one_hostprocess_agent_per_pool_under_its_own_identity() {
+        let ds = agent_daemonset(&pool("win22", "runtime: {version: 1.7.22}"), "winpool-agents", &settings());
+        assert_eq!(ds.metadata.name.as_deref(), Some("winpool-win22"));
         let pod = ds.spec.unwrap().template.spec.unwrap();
         let sel = pod.node_selector.unwrap();
-        assert_eq!(sel["winpool.dev/pool"], "win22");
-        assert_eq!(sel["winpool.dev/revision"], "abc");
+        assert_eq!(sel.get("winpool.dev/pool").map(String::as_str), Some("win22"));
+        assert_eq!(sel.get("winpool.dev/revision"), None, "the pod must not follow the revision label");
         assert_eq!(sel["kubernetes.io/os"], "windows");
+        assert_eq!(pod.service_account_name.as_deref(), Some("winpool-agent"));
         assert_eq!(pod.host_network, Some(true));
         let win = pod.security_context.unwrap().windows_options.unwrap();
         assert_eq!(win.host_process, Some(true));
         assert_eq!(win.run_as_user_name.as_deref(), Some("NT AUTHORITY\\SYSTEM"));
-        assert_eq!(pod.containers.len(), 1, "no csi-proxy unless enabled");
+        let tolerations = pod.tolerations.unwrap();
+        assert_eq!(tolerations.len(), 1);
+        assert_eq!((tolerations[0].key.as_deref(), tolerations[0].operator.as_deref()), (None, Some("Exists")), "tolerates every taint");
         let env = pod.containers[0].env.clone().unwrap();
-        let get = |k: &str| env.iter().find(|e| e.name == k).and_then(|e| e.value.clone());
-        assert_eq!(get("WINPOOL_PATCH_LEVEL").as_deref(), Some("10.0.20348.2762"));
-        assert_eq!(get("WINPOOL_CONTAINERD_VERSION").as_deref(), Some("1.7.22"));
-        assert_eq!(get("WINPOOL_REVISION").as_deref(), Some("abc"));
+        let names: Vec<&str> = env.iter().map(|e| e.name.as_str()).collect();
+        assert!(!names.iter().any(|n| n.contains("PATCH") || n.contains("REVISION")), "no revision config in the pod: {names:?}");
         assert_eq!(pod.containers[0].image.as_deref(), Some("winpool/agent:dev"));
-        let tol: Vec<_> = pod.tolerations.unwrap().into_iter().filter_map(|t| t.key).collect();
-        assert!(tol.contains(&"winpool.dev/hns-not-ready".to_string()));
-        assert!(tol.contains(&"node.kubernetes.io/unschedulable".to_string()));
         let owner = &ds.metadata.owner_references.unwrap()[0];
         assert_eq!((owner.kind.as_str(), owner.uid.as_str(), owner.controller), ("WindowsNodePool", "uid-1", Some(true)));
     }
 
     #[test]
-    fn csi_proxy_and_a_pool_image_are_honoured() {
-        let p = pool("w", "storage: {csiProxy: {enabled: true, version: v1.1.3}}\nagent: {image: my/agent:1}");
-        let pod = agent_daemonset(&p, "r", "ns", &images()).spec.unwrap().template.spec.unwrap();
-        assert_eq!(pod.containers[0].image.as_deref(), Some("my/agent:1"));
-        assert_eq!(pod.containers[1].image.as_deref(), Some("winpool/csi-proxy:v1.1.3"));
+    fn a_new_revision_leaves_the_daemonset_as_it_is_and_a_new_agent_changes_it() {
+        let a = agent_daemonset(&pool("w", ""), "ns", &settings());
+        let new_revision = agent_daemonset(&pool("w", "runtime: {version: 1.7.22}"), "ns", &settings());
+        assert!(up_to_date(&a, &new_revision), "a rollout must not touch the agent pods");
+        let pool_image = agent_daemonset(&pool("w", "agent: {image: my/agent:1}"), "ns", &settings());
+        assert!(!up_to_date(&a, &pool_image));
+        assert_eq!(pool_image.spec.unwrap().template.spec.unwrap().containers[0].image.as_deref(), Some("my/agent:1"));
+        let other = AgentSettings { hns_interval: "30s".into(), ..settings() };
+        assert!(!up_to_date(&a, &agent_daemonset(&pool("w", ""), "ns", &other)));
+        let mut edited = a.clone();
+        edited.metadata.annotations = None;
+        assert!(!up_to_date(&edited, &a), "a DaemonSet without winpool's hash is re-applied");
+    }
+
+    /// A DaemonSet exactly as the per-revision layout wrote it (env names and values).
+    fn legacy_ds(env: &[(&str, &str)]) -> DaemonSet {
+        let mut ds = DaemonSet::default();
+        ds.metadata.labels = Some([("winpool.dev/revision".to_string(), "abc".to_string())].into());
+        ds.spec = Some(DaemonSetSpec {
+            template: PodTemplateSpec {
+                spec: Some(PodSpec {
+                    containers: vec![Container {
+                        name: "agent".into(),
+                        env: Some(env.iter().map(|(k, v)| super::env(k, *v)).collect()),
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            ..Default::default()
+        });
+        ds
     }
 
     #[test]
-    fn long_pool_names_still_give_valid_names() {
-        let long = "p".repeat(63);
-        let n = daemonset_name(&long, "0123456789");
-        assert!(n.len() <= 63, "{n}");
-        assert!(n.ends_with("-0123456789"));
-        assert_ne!(daemonset_name(&"q".repeat(63), "0123456789"), n);
-        assert_eq!(daemonset_name("short", "0123456789"), "winpool-short-0123456789");
+    fn an_earlier_per_revision_daemonset_yields_the_configuration_it_ran() {
+        let spec: WindowsNodePoolSpec = serde_yaml::from_str(
+            "nodeSelector: {}\nos: {version: ltsc2022, patchLevel: 10.0.20348.2762}\nruntime: {version: 1.7.22}\nnetworking: {cniMode: l2bridge, kubeProxy: {enableDSR: true}}\nstorage: {csiProxy: {enabled: true, version: v1.1.3}}",
+        )
+        .unwrap();
+        let ds = legacy_ds(&[
+            ("WINPOOL_POOL", "w"),
+            ("WINPOOL_REVISION", "abc"),
+            ("WINPOOL_OS_VERSION", "ltsc2022"),
+            ("WINPOOL_PATCH_LEVEL", "10.0.20348.2762"),
+            ("WINPOOL_RUNTIME", "containerd"),
+            ("WINPOOL_CNI_MODE", "l2bridge"),
+            ("WINPOOL_KUBE_PROXY_DSR", "true"),
+            ("WINPOOL_CONTAINERD_VERSION", "1.7.22"),
+            ("WINPOOL_CSI_PROXY_VERSION", "v1.1.3"),
+        ]);
+        assert_eq!(legacy_revision(&ds), Some("abc"));
+        let cfg = legacy_config(&ds).expect("readable");
+        assert_eq!(cfg, NodeConfig::from_spec(&spec));
+        assert_eq!(cfg.revision(), revision_of(&spec));
+        assert_eq!(legacy_config(&legacy_ds(&[("WINPOOL_OS_VERSION", "ltsc2022")])), None, "no patch level: unreadable");
     }
 }

@@ -3,6 +3,7 @@
 //! cluster's Services. See docs/ARCHITECTURE.md for how the modules fit.
 
 pub mod api;
+pub mod configmap;
 pub mod controller;
 pub mod crd;
 pub mod daemonset;
@@ -14,7 +15,6 @@ pub mod metrics;
 pub mod observe;
 pub mod revision;
 pub mod rollout;
-pub mod sim;
 pub mod status;
 pub mod versions;
 pub mod window;

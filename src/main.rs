@@ -1,6 +1,6 @@
-//! The `winpool` binary: `run` (the operator), `crd` (print the CRD), `sim` (simulated fleet).
+//! The `winpool` binary: `run` (the operator), `crd` (print the CRD). The
+//! simulated fleet is the agent's own code (agent/cmd/winpool-fleet, `hack/sim.sh`).
 
-use std::collections::{BTreeMap, HashSet};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -8,12 +8,10 @@ use anyhow::Context as _;
 use clap::{ArgAction, Parser, Subcommand, ValueEnum};
 use tracing::{error, info};
 
-use winpool::api::OsVersion;
 use winpool::controller::{self, Settings};
-use winpool::daemonset::AgentImages;
+use winpool::daemonset::AgentSettings;
 use winpool::lease::{self, LeaseSettings};
 use winpool::metrics::{self, Metrics};
-use winpool::sim::{self, HnsReport, SimSettings};
 
 #[derive(Parser)]
 #[command(name = "winpool", version, about = "Rolls Windows node pools to a declared configuration and reports HNS readiness")]
@@ -37,8 +35,6 @@ enum Command {
     Run(RunArgs),
     /// Print the WindowsNodePool CustomResourceDefinition as YAML.
     Crd,
-    /// Simulate a Windows fleet and its agent on a cluster that runs kwok.
-    Sim(SimArgs),
 }
 
 #[derive(clap::Args)]
@@ -60,9 +56,12 @@ struct RunArgs {
     /// Agent image for pools that leave spec.agent.image empty.
     #[arg(long, default_value = "ghcr.io/winpool/agent:0.1.0")]
     agent_image: String,
-    /// CSI Proxy image repository; the pool's csiProxy.version is the tag.
-    #[arg(long, default_value = "ghcr.io/kubernetes-csi/csi-proxy")]
-    csi_proxy_image: String,
+    /// How often agents re-read their node's HNS counts (written only when they change).
+    #[arg(long, default_value = "15s", value_parser = parse_interval)]
+    agent_hns_interval: String,
+    /// Update installs per revision before an agent reports Failed (never a reboot loop).
+    #[arg(long, default_value_t = 3)]
+    agent_max_attempts: u32,
     /// Reconcile only pools matching this label selector (sharding, canary operators, tests).
     #[arg(long)]
     pool_selector: Option<String>,
@@ -71,67 +70,11 @@ struct RunArgs {
     allowed_agent_images: Vec<String>,
 }
 
-#[derive(clap::Args)]
-struct SimArgs {
-    #[arg(long, default_value_t = 3)]
-    nodes: usize,
-    #[arg(long, default_value = "win-")]
-    name_prefix: String,
-    /// Extra node labels, k=v,k=v (how pools select the nodes).
-    #[arg(long, value_delimiter = ',', value_parser = parse_kv)]
-    labels: Vec<(String, String)>,
-    #[arg(long, value_enum, default_value = "ltsc2022")]
-    os: OsArg,
-    /// The nodes' starting kernelVersion.
-    #[arg(long, default_value = "10.0.20348.2700")]
-    build: String,
-    /// The nodes' starting containerd version.
-    #[arg(long, default_value = "1.7.20")]
-    containerd: String,
-    /// How long the simulated agent takes to apply a revision.
-    #[arg(long, default_value_t = 5.0)]
-    apply_seconds: f64,
-    /// Probability that an apply fails (seeded by --seed).
-    #[arg(long, default_value_t = 0.0)]
-    fail_rate: f64,
-    /// Nodes whose apply always fails.
-    #[arg(long, value_delimiter = ',')]
-    fail_nodes: Vec<String>,
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    #[arg(long, default_value = "winpool-agents")]
-    agent_namespace: String,
-    /// Do not create nodes, only play the agent for existing ones.
-    #[arg(long)]
-    no_create: bool,
-    /// Create the nodes and exit without playing the agent.
-    #[arg(long)]
-    create_only: bool,
-    /// How long the simulated reboot after an apply keeps the node NotReady.
-    #[arg(long, default_value_t = 1.0)]
-    reboot_seconds: f64,
-    /// HNS counts the simulated agent reports: `auto` (the cluster's expected counts,
-    /// reached --hns-sync-seconds after the reboot), `off`, or fixed `LB,ENDPOINTS`.
-    #[arg(long, default_value = "auto")]
-    hns: String,
-    #[arg(long, default_value_t = 2.0)]
-    hns_sync_seconds: f64,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-enum OsArg {
-    Ltsc2019,
-    Ltsc2022,
-    Ltsc2025,
-}
-
-fn parse_kv(s: &str) -> Result<(String, String), String> {
-    s.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())).ok_or_else(|| format!("{s:?} is not key=value"))
-}
-
-fn parse_pair(s: &str) -> Result<(i64, i64), String> {
-    let (a, b) = s.split_once(',').ok_or_else(|| format!("{s:?} is not LB,ENDPOINTS"))?;
-    Ok((a.trim().parse().map_err(|e| format!("{e}"))?, b.trim().parse().map_err(|e| format!("{e}"))?))
+fn parse_interval(s: &str) -> Result<String, String> {
+    match winpool::rollout::parse_duration(s) {
+        Some(d) if !d.is_zero() => Ok(s.to_string()),
+        _ => Err(format!("{s:?} is not a positive duration such as 15s or 1m")),
+    }
 }
 
 fn init_logging(format: LogFormat) {
@@ -164,7 +107,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let admin = tokio::spawn(metrics::serve(args.metrics_addr, m.clone()));
     let settings = Settings {
         agent_namespace: args.agent_namespace,
-        images: AgentImages { agent: args.agent_image, csi_proxy: args.csi_proxy_image },
+        agent: AgentSettings { image: args.agent_image, hns_interval: args.agent_hns_interval, max_attempts: args.agent_max_attempts },
         pool_selector: args.pool_selector,
         allowed_agent_images: args.allowed_agent_images.into_iter().filter(|s| !s.is_empty()).collect(),
     };
@@ -224,45 +167,6 @@ fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_string()).unwrap_or_else(|_| "winpool".into())
 }
 
-async fn sim(args: SimArgs) -> anyhow::Result<()> {
-    let os = match args.os {
-        OsArg::Ltsc2019 => OsVersion::Ltsc2019,
-        OsArg::Ltsc2022 => OsVersion::Ltsc2022,
-        OsArg::Ltsc2025 => OsVersion::Ltsc2025,
-    };
-    let s = SimSettings {
-        nodes: args.nodes,
-        name_prefix: args.name_prefix,
-        labels: args.labels.into_iter().collect::<BTreeMap<_, _>>(),
-        os,
-        build: args.build.parse().context("--build")?,
-        containerd: args.containerd.parse().context("--containerd")?,
-        apply_seconds: args.apply_seconds,
-        fail_rate: args.fail_rate,
-        fail_nodes: args.fail_nodes.into_iter().collect::<HashSet<_>>(),
-        agent_namespace: args.agent_namespace,
-        seed: args.seed,
-        create: !args.no_create,
-        hns: match args.hns.as_str() {
-            "auto" => HnsReport::Auto { sync_seconds: args.hns_sync_seconds },
-            "off" => HnsReport::Off,
-            fixed => {
-                let (lb, ep) = parse_pair(fixed).map_err(|e| anyhow::anyhow!("--hns: {e}"))?;
-                HnsReport::Fixed(lb, ep)
-            }
-        },
-        reboot_seconds: args.reboot_seconds,
-    };
-    s.validate()?;
-    let client = kube::Client::try_default().await.context("connecting to the Kubernetes API")?;
-    if args.create_only {
-        sim::create_nodes(&client, &s).await?;
-        return Ok(());
-    }
-    sim::run(client, s, shutdown_signal()).await?;
-    Ok(())
-}
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
@@ -274,10 +178,6 @@ async fn main() -> anyhow::Result<()> {
         Command::Run(a) => {
             init_logging(cli.log_format);
             run(a).await
-        }
-        Command::Sim(a) => {
-            init_logging(cli.log_format);
-            sim(a).await
         }
     }
 }

@@ -41,6 +41,8 @@ pub fn node_view(node: &Node, hns: HnsReadiness) -> NodeView {
         ready: is_ready(node),
         kernel_version: info.map(|i| i.kernel_version.clone()).filter(|v| !v.is_empty()),
         runtime_version: info.map(|i| i.container_runtime_version.clone()).filter(|v| !v.is_empty()),
+        boot_id: info.map(|i| i.boot_id.clone()).filter(|v| !v.is_empty()),
+        boot_id_at_start: owned(names::ANN_BOOT_ID),
         applied_revision: owned(names::ANN_APPLIED_REVISION),
         apply_status: owned(names::ANN_APPLY_STATUS),
         apply_message: owned(names::ANN_APPLY_MESSAGE),
@@ -56,8 +58,8 @@ pub fn node_view(node: &Node, hns: HnsReadiness) -> NodeView {
 
 /// A watched Node with what winpool never reads removed, so 5,000 nodes stay small in memory.
 /// What stays: name, labels, winpool's and kwok's annotations, resourceVersion,
-/// spec.unschedulable and taints, the Ready and WindowsHNSReady conditions, and the
-/// kernel and runtime versions.
+/// spec.unschedulable and taints, the Ready and WindowsHNSReady conditions, the
+/// kernel and runtime versions and the boot ID.
 pub fn strip(node: &mut Node) {
     let meta = &mut node.metadata;
     meta.managed_fields = None;
@@ -92,6 +94,7 @@ pub fn strip(node: &mut Node) {
             *i = k8s_openapi::api::core::v1::NodeSystemInfo {
                 kernel_version: std::mem::take(&mut i.kernel_version),
                 container_runtime_version: std::mem::take(&mut i.container_runtime_version),
+                boot_id: std::mem::take(&mut i.boot_id),
                 ..Default::default()
             };
         }

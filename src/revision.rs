@@ -1,11 +1,14 @@
 //! The revision: a short hash of the node-level part of a pool's spec.
 //!
-//! The node label `winpool.dev/revision` and the DaemonSet name carry it, so it
-//! must change exactly when what runs on a node changes: patch level, runtime,
-//! networking, storage, agent image. Rollout knobs (maxUnavailable, paused,
-//! windows, HNS limits) are deliberately left out: changing them must never
-//! restart a rollout. It is computed from the typed, defaulted spec, so field
-//! order and omitted-vs-explicit defaults do not matter.
+//! The node label `winpool.dev/revision` and the revision ConfigMap's name
+//! carry it, so it must change exactly when the configuration a node must run
+//! changes: patch level, runtime, networking, storage. Rollout knobs
+//! (maxUnavailable, paused, windows, HNS limits) are left out: changing them
+//! must never restart a rollout. So is the agent (image, settings): the agent
+//! stays on the node across revisions, and a new agent is an ordinary
+//! DaemonSet rolling update that needs no drain. It is computed from the
+//! typed, defaulted spec, so field order and omitted-vs-explicit defaults do
+//! not matter.
 
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -25,9 +28,11 @@ pub struct NodeConfig {
     pub kube_proxy_mode: KubeProxyMode,
     pub enable_dsr: bool,
     pub csi_proxy_version: Option<String>,
-    /// As written in the spec: an empty image means "the operator's default", so
-    /// upgrading winpool does not by itself roll every pool.
-    pub agent_image: String,
+    /// Always empty. The agent image used to be part of the revision; hashing
+    /// the empty value it had for every pool that left `spec.agent.image` unset
+    /// keeps those pools' revisions, so upgrading winpool rolls nothing.
+    #[serde(rename = "agentImage")]
+    legacy_agent_image: &'static str,
 }
 
 impl NodeConfig {
@@ -42,11 +47,26 @@ impl NodeConfig {
             kube_proxy_mode: spec.networking.kube_proxy.mode,
             enable_dsr: spec.networking.kube_proxy.enable_dsr,
             csi_proxy_version: if csi.enabled { csi.version.clone() } else { None },
-            agent_image: spec.agent.image.clone(),
+            legacy_agent_image: "",
         }
     }
 
     /// 10 hex characters: short enough for a DaemonSet name next to a 40-character pool name.
+    /// A configuration to fill in by hand (from an earlier DaemonSet's environment).
+    pub fn empty() -> Self {
+        NodeConfig {
+            os_build: 0,
+            patch_level: String::new(),
+            runtime_name: String::new(),
+            runtime_version: None,
+            cni_mode: CniMode::default(),
+            kube_proxy_mode: KubeProxyMode::default(),
+            enable_dsr: false,
+            csi_proxy_version: None,
+            legacy_agent_image: "",
+        }
+    }
+
     pub fn revision(&self) -> String {
         // serde_json::Value sorts object keys, which makes the encoding canonical.
         let canonical = serde_json::to_vec(&serde_json::to_value(self).expect("NodeConfig serializes")).expect("a JSON value serializes");
@@ -108,7 +128,6 @@ agent: {image: ''}
             "networking: {cniMode: l2bridge}",
             "networking: {kubeProxy: {enableDSR: true}}",
             "storage: {csiProxy: {enabled: true, version: v1.1.3}}",
-            "agent: {image: example.com/winpool-agent:2}",
         ];
         for extra in changes_revision {
             let s = if extra.starts_with("os:") {
@@ -123,6 +142,7 @@ agent: {image: ''}
             "rollout: {maintenanceWindow: {start: '02:00', end: '06:00'}}",
             "hns: {maxLoadBalancers: 10, warnPercent: 50, taintWhenNotReady: false}",
             "storage: {csiProxy: {enabled: false, version: v1.1.3}}",
+            "agent: {image: example.com/winpool-agent:2}",
         ];
         for extra in keeps_revision {
             let s = format!("{MINIMAL}{extra}\n");
@@ -130,5 +150,13 @@ agent: {image: ''}
         }
         let other_selector = MINIMAL.replace("pool: a", "pool: b");
         assert_eq!(revision_of(&spec(&other_selector)), base);
+    }
+
+    /// Revisions are on every Node of every pool: a winpool upgrade that changed
+    /// them would roll every pool. This one was computed by the release that
+    /// still hashed the agent image.
+    #[test]
+    fn revisions_are_the_ones_earlier_releases_computed() {
+        assert_eq!(revision_of(&spec(MINIMAL)), "5248dbbf94");
     }
 }

@@ -1,6 +1,6 @@
 //! The rollout decision: pure. Given a pool, its member nodes as plain structs
-//! and the clock, say which nodes move to which state, which DaemonSets must
-//! exist, and what the pool's status is. No I/O happens here; `controller`
+//! and the clock, say which nodes move to which state, which revision
+//! ConfigMaps must exist, and what the pool's status is. No I/O happens here; `controller`
 //! observes the cluster into [`NodeView`]s and acts on the returned [`Plan`].
 //!
 //! Per node: Pending → Draining → Applying → Verifying → Updated, or Failed.
@@ -89,6 +89,10 @@ pub struct NodeView {
     pub ready: bool,
     pub kernel_version: Option<String>,
     pub runtime_version: Option<String>,
+    /// The kubelet's `nodeInfo.bootID`: changes on every reboot.
+    pub boot_id: Option<String>,
+    /// The bootID when the node started an update that needs a reboot (`winpool.dev/boot-id`).
+    pub boot_id_at_start: Option<String>,
     pub applied_revision: Option<String>,
     pub apply_status: Option<String>,
     pub apply_message: Option<String>,
@@ -177,8 +181,8 @@ pub struct Plan {
     pub revision: String,
     pub patches: Vec<NodePatch>,
     pub drain: Vec<(String, DrainMode)>,
-    /// Revisions whose DaemonSet must exist (the target, and any still carried by a node).
-    pub daemonset_revisions: BTreeSet<String>,
+    /// Revisions whose ConfigMap must exist (the target, and any still carried by a node).
+    pub config_revisions: BTreeSet<String>,
     pub counts: NodeCounts,
     /// Nodes per state after this plan is applied (for metrics).
     pub by_state: BTreeMap<NodeState, usize>,
@@ -197,7 +201,7 @@ pub struct Plan {
 pub struct PoolInput<'a> {
     pub name: &'a str,
     pub spec: &'a WindowsNodePoolSpec,
-    /// DaemonSet revisions that exist now (a hand-set revision label without one is bogus).
+    /// Revisions whose ConfigMap exists now (a hand-set revision label without one is bogus).
     pub existing_revisions: &'a BTreeSet<String>,
 }
 
@@ -270,14 +274,27 @@ fn waiting_for(spec: &WindowsNodePoolSpec, n: &NodeView, rev: &str, state: NodeS
     match state {
         NodeState::Draining => format!("waiting for {} pods to be evicted", n.pods_to_evict),
         NodeState::Applying | NodeState::Verifying => match (n.applied_revision.as_deref(), n.apply_status.as_deref()) {
-            (Some(r), Some(names::APPLY_SUCCEEDED)) if r == rev => match verify_config(spec, n).and_then(|()| verify_health(n)) {
+            (Some(r), Some(names::APPLY_SUCCEEDED)) if r == rev => match verify_config(spec, n).and_then(|()| verify_rebooted(n)).and_then(|()| verify_health(n)) {
                 Err(why) => format!("waiting for: {why}"),
                 Ok(()) => "every check passed at the deadline".into(),
             },
             (Some(r), _) if r != rev => format!("waiting for the agent to report revision {rev}; it last reported {r}"),
+            (Some(_), Some(status @ (names::APPLY_APPLYING | names::APPLY_REBOOTING))) => format!(
+                "waiting for the agent, which reports {status}: {}",
+                n.apply_message.as_deref().unwrap_or("no message")
+            ),
             _ => format!("waiting for the agent to report revision {rev}; it has not reported (is its DaemonSet pod running?)"),
         },
         _ => String::new(),
+    }
+}
+
+/// An update that needed a reboot is done only once the node has rebooted,
+/// which the kubelet proves with a new bootID; a report alone does not.
+pub fn verify_rebooted(n: &NodeView) -> Result<(), String> {
+    match (&n.boot_id_at_start, &n.boot_id) {
+        (Some(before), Some(now)) if before == now => Err(format!("the node has not rebooted since the update started (bootID {now})")),
+        _ => Ok(()),
     }
 }
 
@@ -309,10 +326,26 @@ fn current_state(n: &NodeView, rev: &str, spec: &WindowsNodePoolSpec) -> NodeSta
 }
 
 fn fail(p: &mut NodePatch, n: &NodeView, now: Timestamp, reason: &str, message: &str) {
-    p.state(NodeState::Failed, now).ann(names::ANN_FAILURE_REASON, Some(reason)).ann(names::ANN_FAILURE_MESSAGE, Some(message));
+    p.state(NodeState::Failed, now)
+        .ann(names::ANN_FAILURE_REASON, Some(reason))
+        .ann(names::ANN_FAILURE_MESSAGE, Some(message))
+        .ann(names::ANN_BOOT_ID, None);
     // Never strand a node cordoned: a failed node goes back to service, the
     // failure is reported on the pool and the node waits for a person.
     release_cordon(p, n);
+}
+
+/// The agent's report is about the configuration it last applied; a node that
+/// (re)enters Applying must be applied anew, even for the same revision (a
+/// retry after a failure). The agent starts when the report is gone.
+fn ask_agent_anew(p: &mut NodePatch) {
+    p.ann(names::ANN_APPLIED_REVISION, None).ann(names::ANN_APPLY_STATUS, None).ann(names::ANN_APPLY_MESSAGE, None);
+}
+
+/// Whether the kubelet reports a kernel at or past the target (unknown = no).
+fn kernel_satisfies(n: &NodeView, target: Option<&WindowsBuild>) -> bool {
+    let b = n.kernel_version.as_deref().and_then(|k| k.parse::<WindowsBuild>().ok());
+    matches!((b, target), (Some(b), Some(t)) if b.satisfies(t))
 }
 
 fn release_cordon(p: &mut NodePatch, n: &NodeView) {
@@ -336,7 +369,7 @@ pub fn decide(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> Plan 
     let mut waiting = BTreeMap::new();
     let mut warnings = Vec::new();
     let mut states: BTreeMap<&str, NodeState> = BTreeMap::new();
-    let mut daemonset_revisions = BTreeSet::from([rev.clone()]);
+    let mut config_revisions = BTreeSet::from([rev.clone()]);
 
     let since = |t: Option<Timestamp>| -> Duration { t.map(|t| now.duration_since(t).unsigned_abs()).unwrap_or_default() };
 
@@ -349,7 +382,7 @@ pub fn decide(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> Plan 
         }
         if let Some(label) = n.revision_label.as_deref() {
             if pool.existing_revisions.contains(label) {
-                daemonset_revisions.insert(label.to_string());
+                config_revisions.insert(label.to_string());
             } else if label != rev {
                 warnings.push((
                     n.name.clone(),
@@ -373,6 +406,7 @@ pub fn decide(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> Plan 
             if past_drain {
                 // Already drained and cordoned: go straight to applying the new revision.
                 p.label(names::LABEL_REVISION, Some(&rev)).state(NodeState::Applying, now);
+                ask_agent_anew(&mut p);
                 p.ann(names::ANN_DRAINED_REVISION, Some(&rev));
                 state = NodeState::Applying;
             }
@@ -403,6 +437,7 @@ pub fn decide(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> Plan 
             NodeState::Draining => {
                 if n.pods_to_evict == 0 {
                     p.label(names::LABEL_REVISION, Some(&rev)).ann(names::ANN_DRAINED_REVISION, Some(&rev)).state(NodeState::Applying, now);
+                    ask_agent_anew(&mut p);
                     p.reason = format!("drained; agent revision {rev} scheduled");
                     state = NodeState::Applying;
                 } else if since(n.state_since) > drain_timeout {
@@ -432,9 +467,13 @@ pub fn decide(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> Plan 
                         p.reason = format!("agent failed: {msg}");
                         state = NodeState::Failed;
                     }
-                    (true, Some(names::APPLY_SUCCEEDED)) => match verify_config(spec, n).and_then(|()| verify_health(n)).or_else(|why| {
+                    (true, Some(names::APPLY_SUCCEEDED)) => match verify_config(spec, n)
+                        .and_then(|()| verify_rebooted(n))
+                        .and_then(|()| verify_health(n))
+                        .or_else(|why| {
                         // HNS alone may hold a node only for hns.readyTimeout; then it goes on, reported.
-                        let hns_only = verify_config(spec, n).is_ok() && n.ready && n.hns == HnsReadiness::NotReady;
+                        let hns_only =
+                            verify_config(spec, n).is_ok() && verify_rebooted(n).is_ok() && n.ready && n.hns == HnsReadiness::NotReady;
                         if hns_only && state == NodeState::Verifying && since(n.state_since) > hns_ready_timeout {
                             warnings.push((
                                 n.name.clone(),
@@ -449,6 +488,7 @@ pub fn decide(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> Plan 
                             release_cordon(&mut p, n);
                             p.state(NodeState::Updated, now)
                                 .ann(names::ANN_TARGET_REVISION, None)
+                                .ann(names::ANN_BOOT_ID, None)
                                 .ann(names::ANN_FAILURE_REASON, None)
                                 .ann(names::ANN_FAILURE_MESSAGE, None);
                             p.ann(names::ANN_STARTED_AT, None);
@@ -544,6 +584,12 @@ pub fn decide(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> Plan 
             // from the right image, or a revision that changed nothing this node lacks):
             // the agent only has to confirm, so the node keeps serving — no cordon, no drain.
             let at_target = verify_config(spec, n).is_ok();
+            // An update below the patch level ends in a reboot: remember the boot it
+            // started from, so that only a new bootID counts as having rebooted.
+            let below_patch_level = !kernel_satisfies(n, target_build.as_ref());
+            if let (true, Some(boot)) = (below_patch_level && !at_target, n.boot_id.as_deref()) {
+                p.ann(names::ANN_BOOT_ID, Some(boot));
+            }
             if !n.unschedulable && !at_target {
                 p.unschedulable = Some(true);
                 p.ann(names::ANN_CORDONED_BY_WINPOOL, Some("true"));
@@ -559,6 +605,7 @@ pub fn decide(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> Plan 
                 NodeState::Draining
             } else {
                 p.label(names::LABEL_REVISION, Some(&rev)).state(NodeState::Applying, now);
+                ask_agent_anew(&mut p);
                 p.reason = format!("cordoned; agent revision {rev} scheduled (no drain)");
                 NodeState::Applying
             };
@@ -624,16 +671,7 @@ pub fn decide(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> Plan 
         });
     }
 
-    let behind_patch_level = nodes
-        .iter()
-        .filter(|n| {
-            let b = n.kernel_version.as_deref().and_then(|k| k.parse::<WindowsBuild>().ok());
-            match (b, target_build) {
-                (Some(b), Some(t)) => !b.satisfies(&t),
-                _ => true,
-            }
-        })
-        .count();
+    let behind_patch_level = nodes.iter().filter(|n| !kernel_satisfies(n, target_build.as_ref())).count();
 
     let requeue_after = if counts.updating > 0 {
         IN_FLIGHT_REQUEUE
@@ -652,7 +690,7 @@ pub fn decide(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> Plan 
         revision: rev,
         patches,
         drain,
-        daemonset_revisions,
+        config_revisions,
         counts,
         by_state,
         failed,

@@ -79,47 +79,25 @@ impl fmt::Display for WindowsBuild {
     }
 }
 
-/// A dotted numeric version such as containerd's `1.7.20` or CSI Proxy's `v1.1.3`.
-/// Pre-release/build suffixes are kept for display and compared as strings after the numbers.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Version {
-    pub numbers: [u64; 3],
-    pub suffix: String,
-}
+/// A containerd or CSI Proxy version (`1.7.20`, `v1.1.3`, `1.7.17+azure`,
+/// `2.0.0-rc.10`), compared by semver precedence: build metadata (`+azure`,
+/// which real nodes add) is ignored and pre-releases order numerically
+/// (`-rc.10` after `-rc.9`), as the `semver` crate implements the spec.
+#[derive(Debug, Clone)]
+pub struct Version(pub semver::Version);
 
 impl FromStr for Version {
     type Err = VersionError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let err = || VersionError::Version(s.to_string());
         let t = s.trim();
         let t = t.strip_prefix('v').unwrap_or(t);
-        let (core, suffix) = match t.find(['-', '+']) {
-            Some(i) => (&t[..i], &t[i..]),
-            None => (t, ""),
-        };
-        let parts: Vec<&str> = core.split('.').collect();
-        if parts.len() != 3 {
-            return Err(err());
-        }
-        let mut numbers = [0u64; 3];
-        for (n, p) in numbers.iter_mut().zip(&parts) {
-            if p.is_empty() || p.len() > 9 || !p.bytes().all(|b| b.is_ascii_digit()) {
-                return Err(err());
-            }
-            *n = p.parse().map_err(|_| err())?;
-        }
-        Ok(Version { numbers, suffix: suffix.to_string() })
+        semver::Version::parse(t).map(Version).map_err(|_| VersionError::Version(s.to_string()))
     }
 }
 
 impl Ord for Version {
     fn cmp(&self, other: &Self) -> Ordering {
-        self.numbers.cmp(&other.numbers).then_with(|| match (self.suffix.is_empty(), other.suffix.is_empty()) {
-            // A release sorts after its pre-releases.
-            (true, false) => Ordering::Greater,
-            (false, true) => Ordering::Less,
-            _ => self.suffix.cmp(&other.suffix),
-        })
+        self.0.cmp_precedence(&other.0)
     }
 }
 impl PartialOrd for Version {
@@ -127,11 +105,16 @@ impl PartialOrd for Version {
         Some(self.cmp(other))
     }
 }
+impl PartialEq for Version {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl Eq for Version {}
 
 impl fmt::Display for Version {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let [a, b, c] = self.numbers;
-        write!(f, "{a}.{b}.{c}{}", self.suffix)
+        self.0.fmt(f)
     }
 }
 
@@ -208,7 +191,7 @@ mod tests {
         let r: RuntimeVersion = "docker://20.10.9".parse().unwrap();
         assert_eq!(r.name, "docker");
         let r: RuntimeVersion = "containerd://v2.0.0-rc.1".parse().unwrap();
-        assert_eq!(r.version.suffix, "-rc.1");
+        assert_eq!(r.version.0.pre.as_str(), "rc.1");
         for bad in ["", "containerd", "containerd://", "://1.7.20", "containerd://1.7", "containerd://latest", "con tainerd://1.7.0"] {
             assert!(bad.parse::<RuntimeVersion>().is_err(), "{bad:?} should not parse");
         }
@@ -220,7 +203,18 @@ mod tests {
         assert!(v("1.7.10") > v("1.7.9"));
         assert!(v("2.0.0") > v("1.99.99"));
         assert!(v("1.7.0") > v("1.7.0-rc.1"));
+        assert!(v("2.0.0-rc.10") > v("2.0.0-rc.9"), "pre-release numbers order numerically");
         assert_eq!(v("v1.1.3"), v("1.1.3"));
         assert_eq!(v("v1.1.3").to_string(), "1.1.3");
+    }
+
+    #[test]
+    fn vendor_build_metadata_does_not_change_the_version() {
+        let v = |s: &str| s.parse::<Version>().unwrap();
+        assert_eq!(v("1.7.17+azure"), v("1.7.17"));
+        assert_eq!(v("1.7.17+azure-1"), v("1.7.17"));
+        assert!(v("1.7.18+azure") > v("1.7.17"));
+        let r: RuntimeVersion = "containerd://1.7.17+azure".parse().unwrap();
+        assert_eq!(r.version, v("1.7.17"));
     }
 }

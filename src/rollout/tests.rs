@@ -412,7 +412,7 @@ fn garbage_on_nodes_is_reported_not_trusted() {
     let msgs: Vec<&str> = plan.warnings.iter().map(|(_, m)| m.as_str()).collect();
     assert!(msgs.iter().any(|m| m.contains("Exploded")), "{msgs:?}");
     assert!(msgs.iter().any(|m| m.contains("bogus")), "{msgs:?}");
-    assert!(!plan.daemonset_revisions.contains("bogus"));
+    assert!(!plan.config_revisions.contains("bogus"));
     assert_eq!(plan.behind_patch_level, 1);
 }
 
@@ -424,7 +424,7 @@ fn daemonsets_are_kept_for_the_target_and_every_revision_still_on_a_node() {
     let mut old = applied(fresh("a"), "aaaaaaaaaa");
     old.state = Some("Updated".into());
     let plan = decide(&PoolInput { name: POOL, spec: &spec, existing_revisions: &existing }, &[old], now());
-    assert_eq!(plan.daemonset_revisions, BTreeSet::from([rev, "aaaaaaaaaa".to_string()]));
+    assert_eq!(plan.config_revisions, BTreeSet::from([rev, "aaaaaaaaaa".to_string()]));
 }
 
 #[test]
@@ -570,4 +570,72 @@ fn a_timed_out_node_says_what_it_was_waiting_for() {
         assert_eq!(f.reason, "Timeout", "{what}");
         assert!(f.message.starts_with("node did not finish") && f.message.contains(want), "{what}: {}", f.message);
     }
+}
+
+/// The agent stays on the node and acts on whatever report the Node carries: a
+/// node that re-enters Applying for the revision it failed must lose that
+/// report, or the agent would never try again and the operator would read the
+/// old failure as a new one.
+#[test]
+fn a_node_entering_applying_asks_the_agent_anew() {
+    let spec = spec_with("rollout: {drain: {enabled: false}}");
+    let rev = revision_of(&spec);
+    // Retried by a person after a failure: state removed, the old report stays.
+    let mut retried = fresh("a");
+    retried.revision_label = Some(rev.clone());
+    retried.applied_revision = Some(rev.clone());
+    retried.apply_status = Some("Failed".into());
+    retried.apply_message = Some("servicing exited 0x800F0922".into());
+    let plan = run(&spec, &[retried]);
+    let p = patch(&plan, "a").expect("started");
+    assert_eq!(p.to, NodeState::Applying);
+    for k in [names::ANN_APPLIED_REVISION, names::ANN_APPLY_STATUS, names::ANN_APPLY_MESSAGE] {
+        assert_eq!(p.annotations.get(k), Some(&None), "{k} must be removed when the node enters Applying");
+    }
+
+    // After a drain, too.
+    let drained = NodeView { pods_to_evict: 0, ..in_state("b", NodeState::Draining, &rev) };
+    let plan = run(&spec_with(""), &[NodeView { target_revision: Some(revision_of(&spec_with(""))), ..drained }]);
+    let p = patch(&plan, "b").expect("moved");
+    assert_eq!(p.to, NodeState::Applying);
+    assert_eq!(p.annotations.get(names::ANN_APPLY_STATUS), Some(&None));
+}
+
+/// "Rebooted" is a new bootID from the kubelet, never assumed from a report.
+#[test]
+fn an_update_that_needs_a_reboot_is_verified_only_after_a_new_boot_id() {
+    let spec = spec_with("");
+    let rev = revision_of(&spec);
+    // Starting a node below the patch level remembers the boot it starts from.
+    let plan = run(&spec, &[NodeView { boot_id: Some("boot-1".into()), ..fresh("a") }]);
+    let p = patch(&plan, "a").expect("started");
+    assert_eq!(p.annotations.get(names::ANN_BOOT_ID), Some(&Some("boot-1".into())));
+    // A node already at the patch level has nothing to reboot for.
+    let at_level = NodeView { boot_id: Some("boot-1".into()), kernel_version: Some("10.0.20348.2800".into()), ..fresh("b") };
+    let plan = run(&spec, &[at_level]);
+    assert_eq!(patch(&plan, "b").expect("started").annotations.get(names::ANN_BOOT_ID), None);
+
+    let reported = |boot: &str| NodeView {
+        boot_id: Some(boot.into()),
+        boot_id_at_start: Some("boot-1".into()),
+        ..applied(in_state("c", NodeState::Verifying, &rev), &rev)
+    };
+    let plan = run(&spec, &[reported("boot-1")]);
+    assert_eq!(transition(&plan, "c"), None, "same boot: not Updated");
+    assert!(plan.waiting["c"].contains("has not rebooted"), "{}", plan.waiting["c"]);
+    let plan = run(&spec, &[reported("boot-2")]);
+    let p = patch(&plan, "c").expect("verified");
+    assert_eq!(p.to, NodeState::Updated);
+    assert_eq!(p.annotations.get(names::ANN_BOOT_ID), Some(&None), "the mark goes with the update");
+}
+
+#[test]
+fn a_runtime_with_vendor_build_metadata_is_the_version_asked_for() {
+    let spec = spec_with("");
+    let rev = revision_of(&spec);
+    let mut n = applied(in_state("a", NodeState::Verifying, &rev), &rev);
+    n.runtime_version = Some("containerd://1.7.22+azure".into());
+    assert_eq!(transition(&run(&spec, &[n.clone()]), "a"), Some((NodeState::Verifying, NodeState::Updated)));
+    n.runtime_version = Some("containerd://1.7.21+azure".into());
+    assert_eq!(transition(&run(&spec, &[n]), "a"), None);
 }

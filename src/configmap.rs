@@ -1,0 +1,136 @@
+//! The revision ConfigMap: the node-level configuration of one revision, which
+//! the agent on a node reads when the node's `winpool.dev/revision` label names
+//! it. Built purely from a pool's spec.
+//!
+//! Written once per revision and immutable (Kubernetes refuses changes to
+//! `immutable: true` ConfigMaps, and the kubelet-free agent can cache it
+//! forever); deleted when no node of the pool carries the revision any more.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::Serialize;
+
+use crate::api::{WindowsNodePool, names};
+use crate::daemonset::{APP_AGENT, LABEL_APP, LABEL_MANAGED_BY, owner_reference};
+use crate::revision::NodeConfig;
+
+/// The key the agent reads (agent/internal/names.ConfigMapKey).
+pub const CONFIG_KEY: &str = "config.json";
+
+/// `winpool-<pool>-<revision>`: at most 8 + 63 + 1 + 10 characters, well within
+/// a ConfigMap name's 253, so the agent can compute it from the node's labels.
+pub fn configmap_name(pool: &str, rev: &str) -> String {
+    format!("winpool-{pool}-{rev}")
+}
+
+/// What the agent reads: agent/internal/config.Revision.
+#[derive(Serialize, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RevisionConfig<'a> {
+    pub revision: &'a str,
+    pub pool: &'a str,
+    pub os_build: u32,
+    pub patch_level: &'a str,
+    pub runtime_name: &'a str,
+    pub runtime_version: Option<&'a str>,
+    pub cni_mode: &'a str,
+    pub kube_proxy_mode: &'static str,
+    pub enable_dsr: bool,
+    pub csi_proxy_version: Option<&'a str>,
+}
+
+impl<'a> RevisionConfig<'a> {
+    pub fn new(pool: &'a str, rev: &'a str, cfg: &'a NodeConfig) -> Self {
+        RevisionConfig {
+            revision: rev,
+            pool,
+            os_build: cfg.os_build,
+            patch_level: &cfg.patch_level,
+            runtime_name: &cfg.runtime_name,
+            runtime_version: cfg.runtime_version.as_deref(),
+            cni_mode: cfg.cni_mode.as_str(),
+            kube_proxy_mode: "winkernel",
+            enable_dsr: cfg.enable_dsr,
+            csi_proxy_version: cfg.csi_proxy_version.as_deref(),
+        }
+    }
+}
+
+pub fn labels(pool: &str, rev: &str) -> BTreeMap<String, String> {
+    [
+        (LABEL_APP.to_string(), APP_AGENT.to_string()),
+        (LABEL_MANAGED_BY.to_string(), "winpool".to_string()),
+        (names::LABEL_POOL.to_string(), pool.to_string()),
+        (names::LABEL_REVISION.to_string(), rev.to_string()),
+    ]
+    .into()
+}
+
+/// The ConfigMap of `rev` from a configuration (the pool's current one, or one
+/// recovered from a DaemonSet of the earlier per-revision layout).
+pub fn revision_configmap(pool: &WindowsNodePool, rev: &str, cfg: &NodeConfig, namespace: &str) -> ConfigMap {
+    let pool_name = pool.metadata.name.clone().unwrap_or_default();
+    let json = serde_json::to_string_pretty(&RevisionConfig::new(&pool_name, rev, cfg)).expect("a revision config serializes");
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(configmap_name(&pool_name, rev)),
+            namespace: Some(namespace.into()),
+            labels: Some(labels(&pool_name, rev)),
+            owner_references: Some(vec![owner_reference(pool)]),
+            ..Default::default()
+        },
+        data: Some([(CONFIG_KEY.to_string(), json)].into()),
+        immutable: Some(true),
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::WindowsNodePoolSpec;
+
+    fn pool(extra: &str) -> WindowsNodePool {
+        let spec: WindowsNodePoolSpec =
+            serde_yaml::from_str(&format!("nodeSelector: {{}}\nos: {{version: ltsc2022, patchLevel: 10.0.20348.2762}}\n{extra}")).unwrap();
+        let mut p = WindowsNodePool::new("win22", spec);
+        p.metadata.uid = Some("uid-1".into());
+        p
+    }
+
+    /// The agent parses exactly these keys (agent/internal/config): a renamed
+    /// field here would leave every agent without its configuration.
+    #[test]
+    fn the_configmap_carries_what_the_agent_reads() {
+        let p = pool("runtime: {version: v1.7.22}\nnetworking: {cniMode: l2bridge, kubeProxy: {enableDSR: true}}\nstorage: {csiProxy: {enabled: true, version: v1.1.3}}");
+        let cfg = NodeConfig::from_spec(&p.spec);
+        let cm = revision_configmap(&p, "abc", &cfg, "winpool-agents");
+        assert_eq!(cm.metadata.name.as_deref(), Some("winpool-win22-abc"));
+        assert_eq!(cm.metadata.namespace.as_deref(), Some("winpool-agents"));
+        assert_eq!(cm.immutable, Some(true));
+        let labels = cm.metadata.labels.unwrap();
+        assert_eq!((labels["winpool.dev/pool"].as_str(), labels["winpool.dev/revision"].as_str()), ("win22", "abc"));
+        let owner = &cm.metadata.owner_references.unwrap()[0];
+        assert_eq!((owner.kind.as_str(), owner.uid.as_str()), ("WindowsNodePool", "uid-1"));
+        let got: serde_json::Value = serde_json::from_str(&cm.data.unwrap()[CONFIG_KEY]).unwrap();
+        let want = serde_json::json!({
+            "revision": "abc", "pool": "win22", "osBuild": 20348, "patchLevel": "10.0.20348.2762",
+            "runtimeName": "containerd", "runtimeVersion": "1.7.22", "cniMode": "l2bridge",
+            "kubeProxyMode": "winkernel", "enableDsr": true, "csiProxyVersion": "v1.1.3",
+        });
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn unmanaged_runtime_and_disabled_csi_proxy_are_null() {
+        let p = pool("");
+        let cfg = NodeConfig::from_spec(&p.spec);
+        let cm = revision_configmap(&p, "r", &cfg, "ns");
+        let got: serde_json::Value = serde_json::from_str(&cm.data.unwrap()[CONFIG_KEY]).unwrap();
+        assert_eq!(got["runtimeVersion"], serde_json::Value::Null);
+        assert_eq!(got["csiProxyVersion"], serde_json::Value::Null);
+        assert_eq!(got["cniMode"], "overlay");
+    }
+}
