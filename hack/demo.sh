@@ -53,14 +53,18 @@ log "step 4/6: CRD, simulated fleet (16 nodes) and a PDB-protected workload"
 k apply -f crds/windowsnodepools.winpool.dev.yaml >/dev/null
 k wait --for=condition=Established crd/windowsnodepools.winpool.dev --timeout=60s >/dev/null
 stop_bg
-start_bg() { # name, args...
+start_bg() { # name, program, args...
   local name="$1"; shift
-  "$WINPOOL" "$@" >"$STATE/$name.log" 2>&1 &
+  "$@" >"$STATE/$name.log" 2>&1 &
   echo $! >"$STATE/$name.pid"
 }
-start_bg sim-web sim --nodes 6 --name-prefix win22-web- --labels pool=win22-web --os ltsc2022 --build 10.0.20348.2700 --containerd 1.7.20 --apply-seconds 4
-start_bg sim-batch sim --nodes 6 --name-prefix win22-batch- --labels pool=win22-batch --os ltsc2022 --build 10.0.20348.2700 --containerd 1.7.20 --apply-seconds 4
-start_bg sim-legacy sim --nodes 4 --name-prefix win19-legacy- --labels pool=win19-legacy --os ltsc2019 --build 10.0.17763.6293 --containerd 1.7.20 --apply-seconds 6
+# The agents' identity as the chart installs it: ServiceAccount winpool-agent,
+# its RBAC, and the admission policy that keeps each agent to its own Node.
+"$HACK_DIR/agent-identity.sh" winpool-agents >/dev/null
+# Every simulated node runs the real agent code (agent/) on a fake Windows host.
+start_bg sim-web "$HACK_DIR/sim.sh" --nodes 6 --name-prefix win22-web- --labels pool=win22-web --os ltsc2022 --build 10.0.20348.2700 --containerd 1.7.20+azure --apply-seconds 4
+start_bg sim-batch "$HACK_DIR/sim.sh" --nodes 6 --name-prefix win22-batch- --labels pool=win22-batch --os ltsc2022 --build 10.0.20348.2700 --containerd 1.7.20 --apply-seconds 4
+start_bg sim-legacy "$HACK_DIR/sim.sh" --nodes 4 --name-prefix win19-legacy- --labels pool=win19-legacy --os ltsc2019 --build 10.0.17763.6293 --containerd 1.7.20 --apply-seconds 6
 for _ in $(seq 120); do
   ready=$(k get nodes -l kubernetes.io/os=windows -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' 2>/dev/null | grep -c True || true)
   [[ "$ready" -ge 16 ]] && break
@@ -70,7 +74,7 @@ log "  $ready Windows nodes Ready"
 k apply -f examples/demo/workload.yaml >/dev/null
 
 log "step 5/6: operator (metrics on http://127.0.0.1:$METRICS_PORT/metrics)"
-start_bg operator run --metrics-addr "127.0.0.1:$METRICS_PORT" --lease-namespace default
+start_bg operator "$WINPOOL" run --metrics-addr "127.0.0.1:$METRICS_PORT" --lease-namespace default
 log "step 6/6: applying three pools with a new patch level; watching the rollout"
 k apply -f examples/demo/pools.yaml >/dev/null
 

@@ -24,6 +24,19 @@ cargo run -q -- crd | diff -u crds/windowsnodepools.winpool.dev.yaml - \
 step "cargo clippy"
 cargo clippy --all-targets -- -D warnings
 
+# The node agent (Go): the same code runs on Windows nodes and, with a fake
+# host, in the simulated fleet the integration tests below use.
+step "agent: gofmt, go vet, go test (linux) and GOOS=windows build + vet"
+(
+  cd agent
+  unformatted="$(gofmt -l .)"
+  [[ -z "$unformatted" ]] || die "gofmt: these files need formatting: $unformatted"
+  go vet ./...
+  go test -count=1 ./...
+  GOOS=windows GOARCH=amd64 go build -o /dev/null ./cmd/winpool-agent
+  GOOS=windows GOARCH=amd64 go vet ./...
+)
+
 step "local control plane"
 started_here=0
 if ! "$HACK_DIR/cluster.sh" status >/dev/null 2>&1; then
