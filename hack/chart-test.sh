@@ -7,8 +7,10 @@
 #      --dry-run=server) in a namespace that enforces Pod Security "restricted";
 #      ServiceMonitor and PrometheusRule (no CRDs locally) only have to render
 #   4. values.schema.json rejects wrong types and unknown keys, naming the key
-#   5. helm install creates everything; the ServiceAccount has exactly the
-#      access the operator needs (kubectl auth can-i)
+#   5. helm install creates everything; the operator's and the agent's
+#      ServiceAccounts have exactly the access each needs (kubectl auth can-i;
+#      what the agent's admission policy refuses is tested in
+#      tests/agent_identity.rs, with a real agent token)
 #   6. helm uninstall removes it
 # Prints "N passed, M failed" last and exits 1 if anything failed.
 #
@@ -26,6 +28,7 @@ NS="${WINPOOL_CHART_TEST_NAMESPACE:-winpool-system-chart-test}"
 AGENT_NS="${WINPOOL_CHART_TEST_AGENT_NAMESPACE:-winpool-agents-chart-test}"
 FULLNAME="$RELEASE" # the release name contains "winpool", so it is the chart's full name
 SA="system:serviceaccount:$NS:$FULLNAME"
+AGENT_SA="system:serviceaccount:$AGENT_NS:winpool-agent"
 
 HELM_BIN="$(tool_path helm)"
 KUBECTL_BIN="$(tool_path kubectl)"
@@ -64,7 +67,8 @@ check() {
 # run got.
 remove_all() {
   helm_ uninstall "$RELEASE" -n "$NS" --wait --timeout 120s >/dev/null 2>&1 || true
-  kubectl_ delete clusterrole,clusterrolebinding -l "app.kubernetes.io/instance=$RELEASE" --ignore-not-found >/dev/null 2>&1 || true
+  kubectl_ delete clusterrole,clusterrolebinding,validatingadmissionpolicy,validatingadmissionpolicybinding \
+    -l "app.kubernetes.io/instance=$RELEASE" --ignore-not-found >/dev/null 2>&1 || true
   kubectl_ -n default delete role,rolebinding -l "app.kubernetes.io/instance=$RELEASE" --ignore-not-found >/dev/null 2>&1 || true
   kubectl_ delete namespace "$NS" "$AGENT_NS" --ignore-not-found --wait=true --timeout=120s >/dev/null 2>&1 || true
 }
@@ -182,6 +186,32 @@ no_ha_without_leader() {
   grep -q 'replicaCount' "$WORK/err"
 }
 check "leaderElection.enabled=false with 2 replicas is refused" no_ha_without_leader
+# The agent's identity does not depend on who creates its namespace.
+agent_identity_renders() {
+  template --set createAgentNamespace=false --set agentNamespace="$AGENT_NS" >"$WORK/rendered.yaml" || return 1
+  local want rc=0
+  for want in "ServiceAccount winpool-agent" "ClusterRole $FULLNAME-agent" "ClusterRoleBinding $FULLNAME-agent" \
+    "Role $FULLNAME-agent" "RoleBinding $FULLNAME-agent" \
+    "ValidatingAdmissionPolicy $FULLNAME-agent-own-node" "ValidatingAdmissionPolicyBinding $FULLNAME-agent-own-node"; do
+    if awk -v kind="${want%% *}" -v name="${want#* }" '
+      /^---/ { k = ""; n = "" }
+      /^kind: / { k = $2 }
+      /^  name: / { if (n == "") n = $2 }
+      k == kind && n == name { found = 1 }
+      END { exit !found }' "$WORK/rendered.yaml"; then
+      echo "rendered: $want"
+    else
+      echo "missing: $want"
+      rc=1
+    fi
+  done
+  if grep -qx 'kind: Namespace' "$WORK/rendered.yaml"; then
+    echo "a Namespace was rendered although createAgentNamespace=false"
+    rc=1
+  fi
+  return "$rc"
+}
+check "agent identity renders with createAgentNamespace=false" agent_identity_renders
 
 # ---- 4. values.schema.json ---------------------------------------------------
 schema_rejects() { # WHAT-THE-ERROR-NAMES SET...
@@ -212,6 +242,26 @@ check "DaemonSet Role and RoleBinding exist in the agent namespace" \
   exists -n "$AGENT_NS" get "role/$FULLNAME-agents" "rolebinding/$FULLNAME-agents"
 check "Events Role and RoleBinding exist in default" \
   exists -n default get "role/$FULLNAME-events" "rolebinding/$FULLNAME-events"
+check "agent ServiceAccount, Role and RoleBinding exist in the agent namespace" \
+  exists -n "$AGENT_NS" get serviceaccount/winpool-agent "role/$FULLNAME-agent" "rolebinding/$FULLNAME-agent"
+check "agent ClusterRole, ClusterRoleBinding and admission policy exist" \
+  exists get "clusterrole/$FULLNAME-agent" "clusterrolebinding/$FULLNAME-agent" \
+  "validatingadmissionpolicy/$FULLNAME-agent-own-node" "validatingadmissionpolicybinding/$FULLNAME-agent-own-node"
+# The API server type-checks the policy's CEL against the Node schema and
+# reports what it cannot check in the status; such an expression would fail
+# every agent request at runtime.
+policy_status_written() {
+  local p="validatingadmissionpolicy/$FULLNAME-agent-own-node"
+  [[ "$(kubectl_ get "$p" -o jsonpath='{.status.observedGeneration}')" == "$(kubectl_ get "$p" -o jsonpath='{.metadata.generation}')" ]]
+}
+policy_type_checks() {
+  wait_for 60 policy_status_written || { echo "the policy's status was never written"; return 1; }
+  local warnings
+  warnings="$(kubectl_ get "validatingadmissionpolicy/$FULLNAME-agent-own-node" -o jsonpath='{.status.typeChecking.expressionWarnings}')"
+  echo "type-checking warnings: ${warnings:-none}"
+  [[ -z "$warnings" ]]
+}
+check "agent admission policy type-checks without warnings" policy_type_checks
 agent_ns_privileged() {
   local v
   v="$(kubectl_ get namespace "$AGENT_NS" -o jsonpath='{.metadata.labels.pod-security\.kubernetes\.io/enforce}')"
@@ -237,12 +287,12 @@ check "2 operator pods admitted under Pod Security restricted" pods_created
 # What the ServiceAccount may do: exactly what the operator needs. Each line:
 # yes|no VERB RESOURCE[#SUBRESOURCE][/NAME] SCOPE, SCOPE "-" for a
 # cluster-scoped resource, "*" for all namespaces, else a namespace.
-can_i_table() {
-  local rc=0 want verb res scope got args
+can_i_table() { # USER, the table on stdin
+  local user="$1" rc=0 want verb res scope got args
   while read -r want verb res scope; do
     [[ -n "$want" && "$want" != \#* ]] || continue
-    args=(auth can-i "$verb" "${res%%#*}" --as="$SA")
-    [[ "$res" != *#* ]] || args=(auth can-i "$verb" "${res%%#*}" --subresource="${res#*#}" --as="$SA")
+    args=(auth can-i "$verb" "${res%%#*}" --as="$user")
+    [[ "$res" != *#* ]] || args=(auth can-i "$verb" "${res%%#*}" --subresource="${res#*#}" --as="$user")
     case "$scope" in
       -) ;;
       \*) args+=(--all-namespaces) ;;
@@ -254,7 +304,7 @@ can_i_table() {
   done
   return "$rc"
 }
-check "ServiceAccount can do what the operator needs and no more" can_i_table <<EOF
+check "ServiceAccount can do what the operator needs and no more" can_i_table "$SA" <<EOF
 yes watch  windowsnodepools.winpool.dev         -
 yes patch  windowsnodepools.winpool.dev         -
 yes patch  windowsnodepools.winpool.dev#status  -
@@ -294,6 +344,27 @@ yes watch  services                             *
 yes watch  endpointslices.discovery.k8s.io      *
 no  create services                             $NS
 EOF
+# RBAC lets the agent patch any Node; the admission policy narrows that to
+# its own Node's agent annotations.
+check "agent ServiceAccount can do what the agent needs and no more" can_i_table "$AGENT_SA" <<EOF
+yes get    nodes                                -
+yes watch  nodes                                -
+yes patch  nodes                                -
+no  update nodes                                -
+no  delete nodes                                -
+no  create nodes                                -
+no  patch  nodes#status                         -
+yes get    configmaps                           $AGENT_NS
+no  list   configmaps                           $AGENT_NS
+no  create configmaps                           $AGENT_NS
+no  get    configmaps                           $NS
+no  get    configmaps                           default
+no  get    secrets                              $AGENT_NS
+no  list   secrets                              *
+no  create pods                                 $AGENT_NS
+no  patch  daemonsets.apps                      $AGENT_NS
+no  patch  windowsnodepools.winpool.dev         -
+EOF
 
 # ---- 6. uninstall ------------------------------------------------------------
 check "helm uninstall" helm_ uninstall "$RELEASE" --namespace "$NS" --wait --timeout 120s
@@ -309,6 +380,9 @@ check "Deployment is gone" gone "deployment/$FULLNAME" -n "$NS" get deployment "
 check "ClusterRole and ClusterRoleBinding are gone" \
   gone "clusterrole/clusterrolebinding $FULLNAME" get "clusterrole/$FULLNAME" "clusterrolebinding/$FULLNAME"
 check "Events Role in default is gone" gone "role/$FULLNAME-events" -n default get "role/$FULLNAME-events" "rolebinding/$FULLNAME-events"
+check "agent ClusterRole and admission policy are gone" \
+  gone "the agent's cluster-scoped objects" get "clusterrole/$FULLNAME-agent" "clusterrolebinding/$FULLNAME-agent" \
+  "validatingadmissionpolicy/$FULLNAME-agent-own-node" "validatingadmissionpolicybinding/$FULLNAME-agent-own-node"
 check "agent namespace is gone" gone "namespace/$AGENT_NS" get namespace "$AGENT_NS"
 
 echo

@@ -104,7 +104,9 @@ mod tests {
     /// field here would leave every agent without its configuration.
     #[test]
     fn the_configmap_carries_what_the_agent_reads() {
-        let p = pool("runtime: {version: v1.7.22}\nnetworking: {cniMode: l2bridge, kubeProxy: {enableDSR: true}}\nstorage: {csiProxy: {enabled: true, version: v1.1.3}}");
+        let p = pool(
+            "runtime: {version: v1.7.22}\nnetworking: {cniMode: l2bridge, kubeProxy: {enableDSR: true}}\nstorage: {csiProxy: {enabled: true, version: v1.1.3}}",
+        );
         let cfg = NodeConfig::from_spec(&p.spec);
         let cm = revision_configmap(&p, "abc", &cfg, "winpool-agents");
         assert_eq!(cm.metadata.name.as_deref(), Some("winpool-win22-abc"));

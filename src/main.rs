@@ -32,7 +32,7 @@ enum LogFormat {
 #[derive(Subcommand)]
 enum Command {
     /// Run the operator (kubeconfig from KUBECONFIG, ~/.kube/config or in-cluster).
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Print the WindowsNodePool CustomResourceDefinition as YAML.
     Crd,
 }
@@ -177,7 +177,7 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Run(a) => {
             init_logging(cli.log_format);
-            run(a).await
+            run(*a).await
         }
     }
 }

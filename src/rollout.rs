@@ -274,15 +274,16 @@ fn waiting_for(spec: &WindowsNodePoolSpec, n: &NodeView, rev: &str, state: NodeS
     match state {
         NodeState::Draining => format!("waiting for {} pods to be evicted", n.pods_to_evict),
         NodeState::Applying | NodeState::Verifying => match (n.applied_revision.as_deref(), n.apply_status.as_deref()) {
-            (Some(r), Some(names::APPLY_SUCCEEDED)) if r == rev => match verify_config(spec, n).and_then(|()| verify_rebooted(n)).and_then(|()| verify_health(n)) {
-                Err(why) => format!("waiting for: {why}"),
-                Ok(()) => "every check passed at the deadline".into(),
-            },
+            (Some(r), Some(names::APPLY_SUCCEEDED)) if r == rev => {
+                match verify_config(spec, n).and_then(|()| verify_rebooted(n)).and_then(|()| verify_health(n)) {
+                    Err(why) => format!("waiting for: {why}"),
+                    Ok(()) => "every check passed at the deadline".into(),
+                }
+            }
             (Some(r), _) if r != rev => format!("waiting for the agent to report revision {rev}; it last reported {r}"),
-            (Some(_), Some(status @ (names::APPLY_APPLYING | names::APPLY_REBOOTING))) => format!(
-                "waiting for the agent, which reports {status}: {}",
-                n.apply_message.as_deref().unwrap_or("no message")
-            ),
+            (Some(_), Some(status @ (names::APPLY_APPLYING | names::APPLY_REBOOTING))) => {
+                format!("waiting for the agent, which reports {status}: {}", n.apply_message.as_deref().unwrap_or("no message"))
+            }
             _ => format!("waiting for the agent to report revision {rev}; it has not reported (is its DaemonSet pod running?)"),
         },
         _ => String::new(),
@@ -467,43 +468,42 @@ pub fn decide(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> Plan 
                         p.reason = format!("agent failed: {msg}");
                         state = NodeState::Failed;
                     }
-                    (true, Some(names::APPLY_SUCCEEDED)) => match verify_config(spec, n)
-                        .and_then(|()| verify_rebooted(n))
-                        .and_then(|()| verify_health(n))
-                        .or_else(|why| {
-                        // HNS alone may hold a node only for hns.readyTimeout; then it goes on, reported.
-                        let hns_only =
-                            verify_config(spec, n).is_ok() && verify_rebooted(n).is_ok() && n.ready && n.hns == HnsReadiness::NotReady;
-                        if hns_only && state == NodeState::Verifying && since(n.state_since) > hns_ready_timeout {
-                            warnings.push((
-                                n.name.clone(),
-                                format!("HNS not ready after hns.readyTimeout {}; marked Updated anyway", spec.hns.ready_timeout),
-                            ));
-                            Ok(())
-                        } else {
-                            Err(why)
-                        }
-                    }) {
-                        Ok(()) => {
-                            release_cordon(&mut p, n);
-                            p.state(NodeState::Updated, now)
-                                .ann(names::ANN_TARGET_REVISION, None)
-                                .ann(names::ANN_BOOT_ID, None)
-                                .ann(names::ANN_FAILURE_REASON, None)
-                                .ann(names::ANN_FAILURE_MESSAGE, None);
-                            p.ann(names::ANN_STARTED_AT, None);
-                            p.reason = format!("verified at revision {rev}");
-                            state = NodeState::Updated;
-                        }
-                        Err(why) => {
-                            if state == NodeState::Applying {
-                                p.state(NodeState::Verifying, now);
-                                p.reason = "agent applied the revision; verifying".into();
-                                state = NodeState::Verifying;
+                    (true, Some(names::APPLY_SUCCEEDED)) => {
+                        match verify_config(spec, n).and_then(|()| verify_rebooted(n)).and_then(|()| verify_health(n)).or_else(|why| {
+                            // HNS alone may hold a node only for hns.readyTimeout; then it goes on, reported.
+                            let hns_only =
+                                verify_config(spec, n).is_ok() && verify_rebooted(n).is_ok() && n.ready && n.hns == HnsReadiness::NotReady;
+                            if hns_only && state == NodeState::Verifying && since(n.state_since) > hns_ready_timeout {
+                                warnings.push((
+                                    n.name.clone(),
+                                    format!("HNS not ready after hns.readyTimeout {}; marked Updated anyway", spec.hns.ready_timeout),
+                                ));
+                                Ok(())
+                            } else {
+                                Err(why)
                             }
-                            waiting.insert(n.name.clone(), why);
+                        }) {
+                            Ok(()) => {
+                                release_cordon(&mut p, n);
+                                p.state(NodeState::Updated, now)
+                                    .ann(names::ANN_TARGET_REVISION, None)
+                                    .ann(names::ANN_BOOT_ID, None)
+                                    .ann(names::ANN_FAILURE_REASON, None)
+                                    .ann(names::ANN_FAILURE_MESSAGE, None);
+                                p.ann(names::ANN_STARTED_AT, None);
+                                p.reason = format!("verified at revision {rev}");
+                                state = NodeState::Updated;
+                            }
+                            Err(why) => {
+                                if state == NodeState::Applying {
+                                    p.state(NodeState::Verifying, now);
+                                    p.reason = "agent applied the revision; verifying".into();
+                                    state = NodeState::Verifying;
+                                }
+                                waiting.insert(n.name.clone(), why);
+                            }
                         }
-                    },
+                    }
                     _ => {
                         waiting.insert(n.name.clone(), format!("waiting for the agent to apply revision {rev}"));
                     }

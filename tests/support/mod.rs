@@ -1,6 +1,6 @@
 //! Test harness: the real local control plane (hack/cluster.sh), one client
-//! per test, a label space and namespace per test, and the winpool binary run
-//! as the operator and the simulated fleet.
+//! per test, a label space and namespace per test, the winpool binary run as
+//! the operator, and `hack/sim.sh` (the agent's own code) as the simulated fleet.
 //!
 //! A test never passes without a control plane: when a tool is missing it
 //! fails and says which command builds it.
@@ -119,6 +119,8 @@ pub struct TestSpace {
     pub client: Client,
     pub namespace: String,
     children: Vec<(String, Child)>,
+    /// The cluster whose agent identity (cluster-scoped policy and roles) this test installed.
+    identity_on: Option<PathBuf>,
 }
 
 pub const TEST_LABEL: &str = "winpool-test";
@@ -143,7 +145,7 @@ impl TestSpace {
             Err(kube::Error::Api(e)) if e.code == 409 => {}
             Err(e) => panic!("creating namespace {namespace}: {e}"),
         }
-        TestSpace { id, client, namespace, children: Vec::new() }
+        TestSpace { id, client, namespace, children: Vec::new(), identity_on: None }
     }
 
     pub fn node_prefix(&self) -> String {
@@ -164,18 +166,22 @@ impl TestSpace {
     }
 
     pub fn spawn_with_kubeconfig(&mut self, what: &str, args: &[String], kubeconfig: &Path) {
+        self.spawn_program(what, Path::new(env!("CARGO_BIN_EXE_winpool")), args, kubeconfig);
+    }
+
+    fn spawn_program(&mut self, what: &str, program: &Path, args: &[String], kubeconfig: &Path) {
         let log_path = self.log_path(what);
         std::fs::create_dir_all(log_path.parent().expect("log dir")).ok();
         let log = std::fs::File::create(&log_path).expect("log file");
-        let child = Command::new(env!("CARGO_BIN_EXE_winpool"))
+        let child = Command::new(program)
             .args(args)
             .env("KUBECONFIG", kubeconfig)
             .env("RUST_LOG", std::env::var("WINPOOL_TEST_LOG").unwrap_or_else(|_| "info,kube=warn".into()))
             .stdout(log.try_clone().expect("log fd"))
             .stderr(log)
             .spawn()
-            .unwrap_or_else(|e| panic!("starting winpool {what}: {e}"));
-        eprintln!("[{}] started winpool {what} (log: {})", self.id, log_path.display());
+            .unwrap_or_else(|e| panic!("starting {} as {what}: {e}", program.display()));
+        eprintln!("[{}] started {what} (log: {})", self.id, log_path.display());
         self.children.push((what.to_string(), child));
     }
 
@@ -205,17 +211,10 @@ impl TestSpace {
         port
     }
 
+    /// The simulated fleet (`hack/sim.sh`): this test's nodes, each with the real
+    /// agent code on a fake host, authenticated as the agent of its node.
     pub fn start_sim(&mut self, nodes: usize, extra: &[&str]) {
-        let labels = self.node_labels().iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",");
-        let mut args: Vec<String> = vec![
-            "sim".into(),
-            format!("--nodes={nodes}"),
-            format!("--name-prefix={}", self.node_prefix()),
-            format!("--labels={labels}"),
-            format!("--agent-namespace={}", self.agent_namespace()),
-        ];
-        args.extend(extra.iter().map(|s| s.to_string()));
-        self.spawn("sim", &args);
+        self.start_sim_as("sim", nodes, extra, &kubeconfig());
     }
 
     pub fn log_path(&self, what: &str) -> PathBuf {
@@ -251,6 +250,9 @@ impl TestSpace {
         let ns: Api<Namespace> = Api::all(self.client.clone());
         let _ = ns.delete(&self.namespace, &DeleteParams::default()).await;
         let _ = ns.delete(&self.agent_namespace(), &DeleteParams::default()).await;
+        if let Some(kubeconfig) = self.identity_on.take() {
+            remove_agent_identity(&kubeconfig, &self.agent_namespace());
+        }
     }
 }
 
@@ -331,21 +333,24 @@ impl TestSpace {
             Err(kube::Error::Api(e)) if e.code == 409 => {}
             Err(e) => panic!("creating namespace {namespace}: {e}"),
         }
-        TestSpace { id, client, namespace, children: Vec::new() }
+        TestSpace { id, client, namespace, children: Vec::new(), identity_on: None }
     }
 
     /// `start_sim` with another kubeconfig, logged as `what` (so a restarted sim keeps the old log).
+    /// The agents' identity (ServiceAccount, RBAC, admission policy) is installed
+    /// first, from the chart, in this test's agent namespace.
     pub fn start_sim_as(&mut self, what: &str, nodes: usize, extra: &[&str], kubeconfig: &Path) {
+        install_agent_identity(kubeconfig, &self.agent_namespace());
+        self.identity_on = Some(kubeconfig.to_path_buf());
         let labels = self.node_labels().iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",");
         let mut args: Vec<String> = vec![
-            "sim".into(),
             format!("--nodes={nodes}"),
             format!("--name-prefix={}", self.node_prefix()),
             format!("--labels={labels}"),
             format!("--agent-namespace={}", self.agent_namespace()),
         ];
         args.extend(extra.iter().map(|s| s.to_string()));
-        self.spawn_with_kubeconfig(what, &args, kubeconfig);
+        self.spawn_program(what, &repo_root().join("hack/sim.sh"), &args, kubeconfig);
     }
 
     /// Whether the child started as `what` is still running (None: no such child).
@@ -394,24 +399,30 @@ pub async fn wait_nodes_ready(t: &TestSpace, n: usize) {
     .await;
 }
 
-/// Settings for simulated nodes in this test's label space (for tests that create nodes themselves).
-pub fn sim_settings(t: &TestSpace, nodes: usize) -> winpool::sim::SimSettings {
-    winpool::sim::SimSettings {
-        nodes,
-        name_prefix: t.node_prefix(),
-        labels: t.node_labels(),
-        os: winpool::api::OsVersion::Ltsc2022,
-        build: "10.0.20348.2700".parse().expect("valid build"),
-        containerd: "1.7.20".parse().expect("valid version"),
-        apply_seconds: 0.0,
-        fail_rate: 0.0,
-        fail_nodes: Default::default(),
-        agent_namespace: t.agent_namespace(),
-        seed: 1,
-        create: true,
-        hns: winpool::sim::HnsReport::Off,
-        reboot_seconds: 0.0,
-    }
+/// A Windows Server 2022 node in this test's label space that kwok keeps
+/// Ready, for tests that drive a node by hand (no agent runs on it).
+pub fn windows_node(t: &TestSpace, name: &str, kernel: &str, containerd: &str) -> k8s_openapi::api::core::v1::Node {
+    let mut labels = t.node_labels();
+    labels.insert("kubernetes.io/os".into(), "windows".into());
+    labels.insert("kubernetes.io/arch".into(), "amd64".into());
+    labels.insert("kubernetes.io/hostname".into(), name.into());
+    let build = kernel.rsplit_once('.').map_or(kernel, |(b, _)| b);
+    labels.insert("node.kubernetes.io/windows-build".into(), build.into());
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "labels": labels, "annotations": {"kwok.x-k8s.io/node": "fake"}},
+        "status": {
+            "allocatable": {"cpu": "4", "memory": "15Gi", "pods": "110"},
+            "capacity": {"cpu": "4", "memory": "16Gi", "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "False", "reason": "Registering"}],
+            "nodeInfo": {
+                "architecture": "amd64", "operatingSystem": "windows", "osImage": "Windows Server 2022 Datacenter",
+                "kernelVersion": kernel, "containerRuntimeVersion": format!("containerd://{containerd}"),
+                "kubeletVersion": "v1.36.3", "kubeProxyVersion": "", "bootID": format!("boot-{name}"),
+                "machineID": "", "systemUUID": ""
+            },
+        },
+    }))
+    .expect("a valid Node")
 }
 
 /// A Deployment of `replicas` pods on the test's nodes behind a PodDisruptionBudget
@@ -497,4 +508,46 @@ async fn create_pdb(t: &TestSpace, name: &str, labels: BTreeMap<String, String>,
         status: None,
     };
     Api::<PodDisruptionBudget>::namespaced(t.client.clone(), &t.namespace).create(&PostParams::default(), &pdb).await.expect("pdb");
+}
+
+/// Give `agent_namespace` on the cluster of `kubeconfig` the identity the chart gives
+/// winpool's agents (ServiceAccount winpool-agent, its RBAC and the own-node admission
+/// policy), by hack/agent-identity.sh. The policy and the cluster roles are
+/// cluster-scoped: remove them with `remove_agent_identity`.
+pub fn install_agent_identity(kubeconfig: &Path, agent_namespace: &str) {
+    agent_identity_script(kubeconfig, &[agent_namespace]).unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// Undo `install_agent_identity` (the namespace stays). A cleanup: it reports a
+/// failure instead of panicking, so that it can run while a failed test unwinds.
+pub fn remove_agent_identity(kubeconfig: &Path, agent_namespace: &str) {
+    if let Err(e) = agent_identity_script(kubeconfig, &["--delete", agent_namespace]) {
+        eprintln!("removing the agent identity of {agent_namespace}: {e}");
+    }
+}
+
+fn agent_identity_script(kubeconfig: &Path, args: &[&str]) -> Result<(), String> {
+    let script = repo_root().join("hack/agent-identity.sh");
+    let out = Command::new(&script).args(args).env("KUBECONFIG", kubeconfig).output().map_err(|e| format!("{}: {e}", script.display()))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    Err(format!(
+        "hack/agent-identity.sh {} failed:\n{}{}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    ))
+}
+
+/// A client for the cluster of `kubeconfig` that authenticates with `token` alone: the
+/// server URL and CA come from the kubeconfig, its client certificate does not.
+pub async fn client_with_token(kubeconfig: &Path, token: &str) -> Client {
+    let kc = Kubeconfig::read_from(kubeconfig).unwrap_or_else(|e| panic!("reading {}: {e}", kubeconfig.display()));
+    let mut cfg = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await.expect("valid kubeconfig");
+    // AuthInfo holds the certificate, key, token and exec plugin; only the token is kept.
+    cfg.auth_info = serde_json::from_value(serde_json::json!({ "token": token })).expect("token auth info");
+    // A refusal is what the tests look for; retrying it would only slow them down.
+    cfg.default_retry = false;
+    Client::try_from(cfg).expect("client")
 }

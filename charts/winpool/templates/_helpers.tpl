@@ -60,3 +60,17 @@ app.kubernetes.io/part-of: winpool
 {{- fail "leaderElection.enabled=false needs replicaCount: 1; two replicas without a leader would both write" }}
 {{- end }}
 {{- end }}
+
+{{/*
+The agent's ServiceAccount. A fixed interface, not a value: the operator
+names it in every agent DaemonSet it creates, and the admission policy
+recognises the agent by it.
+*/}}
+{{- define "winpool.agentServiceAccountName" -}}
+winpool-agent
+{{- end }}
+
+{{/* The username the API server gives the agent's tokens. */}}
+{{- define "winpool.agentUsername" -}}
+{{- printf "system:serviceaccount:%s:%s" .Values.agentNamespace (include "winpool.agentServiceAccountName" .) }}
+{{- end }}

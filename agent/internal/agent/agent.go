@@ -1,0 +1,212 @@
+// Package agent is the node agent's loop: it watches its own Node, reads the
+// revision ConfigMap the Node's label names, asks decide for the next step,
+// does it through the host, and reports on the Node.
+package agent
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"winpool.dev/agent/internal/host"
+	"winpool.dev/agent/internal/names"
+)
+
+// Options configure one agent (one per node; the simulated fleet runs many
+// in one process).
+type Options struct {
+	NodeName string
+	// Namespace holds the revision ConfigMaps (the agent pod's own namespace).
+	Namespace string
+	Client    kubernetes.Interface
+	Host      host.Host
+	// HNSInterval: how often HNS counts are re-read (written only on change).
+	HNSInterval time.Duration
+	// MaxAttempts caps update installs per revision.
+	MaxAttempts int
+	// Version is reported as winpool.dev/agent-version.
+	Version string
+	Log     *slog.Logger
+	// NetworkGrace is how long the agent waits for the HNS network to exist
+	// before it reports it missing (0: decide.DefaultNetworkGrace).
+	NetworkGrace time.Duration
+}
+
+// Defaults for Options left zero.
+const (
+	DefaultHNSInterval = 15 * time.Second
+	DefaultMaxAttempts = 3
+	DefaultVersion     = "dev"
+)
+
+// tuning is what tests shorten or watch; Run uses defaultTuning.
+type tuning struct {
+	retryInitial, retryMax time.Duration
+	// passDone, when set, is called after every pass of the loop that saw the
+	// Node, so a test can tell when the agent has acted on what it saw.
+	passDone func()
+}
+
+var defaultTuning = tuning{retryInitial: 500 * time.Millisecond, retryMax: 30 * time.Second}
+
+// Run works until ctx ends. It survives API errors (retries with backoff).
+// After it reboots the host it only waits for ctx to end, so a restart of
+// the process cannot run a second install before the reboot happens.
+func Run(ctx context.Context, o Options) error { return run(ctx, o, defaultTuning) }
+
+type agent struct {
+	o       Options
+	t       tuning
+	log     *slog.Logger
+	watcher *nodeWatcher
+	view    nodeView
+	configs configCache
+
+	// The host as last observed; obsKnown once an Observe succeeded.
+	obs      host.Observed
+	obsKnown bool
+	obsErr   string
+	// cniMissingSince: when the agent first saw no HNS network (zero while
+	// there is one).
+	cniMissingSince time.Time
+
+	hns      host.HNSCounts
+	hnsKnown bool
+	hnsErr   string
+}
+
+func run(ctx context.Context, o Options, t tuning) error {
+	switch {
+	case o.NodeName == "":
+		return errors.New("agent: NodeName is empty")
+	case o.Client == nil:
+		return errors.New("agent: Client is nil")
+	case o.Host == nil:
+		return errors.New("agent: Host is nil")
+	}
+	if o.HNSInterval <= 0 {
+		o.HNSInterval = DefaultHNSInterval
+	}
+	if o.MaxAttempts <= 0 {
+		o.MaxAttempts = DefaultMaxAttempts
+	}
+	if o.Version == "" {
+		o.Version = DefaultVersion
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	log := o.Log.With("node", o.NodeName)
+	a := &agent{
+		o:       o,
+		t:       t,
+		log:     log,
+		configs: configCache{},
+		watcher: newNodeWatcher(o.Client, o.NodeName, log, func() *backoff { return newBackoff(t.retryInitial, t.retryMax) }),
+	}
+	return a.loop(ctx)
+}
+
+func (a *agent) loop(ctx context.Context) error {
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go a.watcher.run(watchCtx)
+
+	// Observed before the Node arrives, so the first report carries them.
+	a.observe(ctx)
+	a.readHNS(ctx)
+	ticker := time.NewTicker(a.o.HNSInterval)
+	defer ticker.Stop()
+
+	var lastRequest string
+	waitingForHost := false
+	for {
+		tick := false
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-a.watcher.changed:
+		case <-ticker.C:
+			tick = true
+			a.observe(ctx)
+			a.readHNS(ctx)
+		}
+		a.refreshView()
+		node := a.view.current()
+		if node == nil {
+			continue
+		}
+		// Only a change of what the Node asks or of the agent's report on it
+		// (or a wait that is due) is worth a decision; the kubelet's status
+		// updates are not.
+		if req := requestKey(node); req != lastRequest || waitingForHost && tick {
+			switch a.converge(ctx) {
+			case rebooting:
+				stopWatch()
+				<-ctx.Done()
+				return nil
+			case waiting:
+				waitingForHost = true
+			default:
+				waitingForHost = false
+			}
+			if n := a.view.current(); n != nil {
+				lastRequest = requestKey(n)
+			}
+		}
+		if err := a.syncObservations(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, errNodeGone) {
+			a.log.Error("cannot report observations", "err", err)
+		}
+		if a.t.passDone != nil {
+			a.t.passDone()
+		}
+	}
+}
+
+func (a *agent) refreshView() { a.view.setWatched(a.watcher.latest()) }
+
+func requestKey(n *corev1.Node) string {
+	return n.Labels[names.LabelPool] + "\x00" + n.Labels[names.LabelRevision] + "\x00" +
+		n.Annotations[names.AnnAppliedRevision] + "\x00" + n.Annotations[names.AnnApplyStatus]
+}
+
+// observe refreshes what the agent knows of the host. A failure keeps the
+// last observation (the Node keeps what it has) and is logged once.
+func (a *agent) observe(ctx context.Context) error {
+	obs, err := a.o.Host.Observe(ctx)
+	if err != nil {
+		if msg := err.Error(); msg != a.obsErr && ctx.Err() == nil {
+			a.obsErr = msg
+			a.log.Warn("cannot observe the host", "err", err)
+		}
+		return err
+	}
+	a.obsErr = ""
+	a.obs, a.obsKnown = obs, true
+	switch {
+	case obs.CNIMode != "":
+		a.cniMissingSince = time.Time{}
+	case a.cniMissingSince.IsZero():
+		a.cniMissingSince = time.Now()
+	}
+	return nil
+}
+
+// readHNS refreshes the HNS counts; a failure keeps the last ones and is
+// logged once.
+func (a *agent) readHNS(ctx context.Context) {
+	c, err := a.o.Host.HNS(ctx)
+	if err != nil {
+		if msg := err.Error(); msg != a.hnsErr && ctx.Err() == nil {
+			a.hnsErr = msg
+			a.log.Warn("cannot read HNS counts", "err", err)
+		}
+		return
+	}
+	a.hnsErr = ""
+	a.hns, a.hnsKnown = c, true
+}

@@ -1,0 +1,410 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
+
+	"winpool.dev/agent/internal/host"
+	"winpool.dev/agent/internal/host/fake"
+	"winpool.dev/agent/internal/names"
+)
+
+func TestFullApplyAcrossReboot(t *testing.T) {
+	rebooted := make(chan string, 1)
+	o := behindHost()
+	o.OnReboot = func(reason string) { rebooted <- reason }
+	machine := fake.New(o)
+	h := newHarness(t, machine, requestedR1(), revisionConfigMap(revisionR1()))
+
+	first := h.start(h.options())
+	var reason string
+	select {
+	case reason = <-rebooted:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no reboot; node says %q", h.annotation(names.AnnApplyMessage))
+	}
+	n := h.node()
+	if got := n.Annotations[names.AnnApplyStatus]; got != string(names.StatusRebooting) {
+		t.Errorf("at the reboot the Node says %q, want Rebooting", got)
+	}
+	if want := "rebooting to finish the update to 10.0.20348.2762 (reboot 1)"; !strings.Contains(reason, want) || !strings.Contains(n.Annotations[names.AnnApplyMessage], want) {
+		t.Errorf("reboot reason %q, message %q: want %q", reason, n.Annotations[names.AnnApplyMessage], want)
+	}
+	if st, _ := machine.LoadState(); st != (host.State{Revision: "r1", Attempts: 1, Reboots: 1}) {
+		t.Errorf("state on the host at the reboot = %+v", st)
+	}
+	if first.returned() {
+		t.Fatal("Run returned after rebooting; a restarted agent could install again before the reboot")
+	}
+	first.stop(t)
+
+	if got := machine.CompleteReboot(); got != mustBuild("10.0.20348.2762") {
+		t.Fatalf("the machine booted %s", got)
+	}
+	h.start(h.options())
+	n = h.waitStatus(names.StatusSucceeded)
+
+	want := map[string]string{
+		names.AnnAppliedRevision: "r1",
+		names.AnnApplyStatus:     "Succeeded",
+		names.AnnApplyMessage:    "revision r1 applied: build 10.0.20348.2762, containerd 1.7.22, cni overlay, csi-proxy v1.1.3",
+		names.AnnAgentVersion:    testVersion,
+		names.AnnCNIMode:         "overlay",
+		names.AnnCSIProxyVersion: "v1.1.3",
+		names.AnnHNSLoadBalancer: "10",
+		names.AnnHNSEndpoints:    "20",
+	}
+	if !maps.Equal(n.Annotations, want) {
+		t.Errorf("annotations = %v\nwant %v", n.Annotations, want)
+	}
+	if m := machine.Machine(); m.Installs != 1 || m.Reboots != 1 || m.Containerd != "1.7.22" {
+		t.Errorf("machine = %+v, want one install, one reboot, containerd 1.7.22", m)
+	}
+	wantReports := []string{
+		"Applying: installing the update to 10.0.20348.2762",
+		"Rebooting: rebooting to finish the update to 10.0.20348.2762 (reboot 1)",
+		"Applying: upgrading containerd 1.7.20 → 1.7.22",
+		"Applying: installing CSI Proxy v1.1.3",
+		"Succeeded: revision r1 applied",
+	}
+	got := h.reportsWritten()
+	if len(got) != len(wantReports) {
+		t.Fatalf("reports written:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(wantReports, "\n"))
+	}
+	for i := range got {
+		if !strings.HasPrefix(got[i], wantReports[i]) {
+			t.Errorf("report %d = %q, want %q…", i, got[i], wantReports[i])
+		}
+	}
+	h.assertOnlyAgentWrites()
+}
+
+func TestRestartOnAppliedNodeWritesOnlyChangedObservations(t *testing.T) {
+	applied := map[string]string{
+		names.AnnAppliedRevision: "r1",
+		names.AnnApplyStatus:     "Succeeded",
+		names.AnnApplyMessage:    "revision r1 applied: build 10.0.20348.2762, containerd 1.7.22, cni overlay, csi-proxy v1.1.3",
+		names.AnnAgentVersion:    testVersion,
+		names.AnnCNIMode:         "overlay",
+		names.AnnCSIProxyVersion: "v1.1.3",
+		names.AnnHNSLoadBalancer: "10",
+		names.AnnHNSEndpoints:    "20",
+	}
+	cases := []struct {
+		name    string
+		change  func(anns map[string]string)
+		machine func(o *fake.Options)
+		want    []map[string]*string
+	}{
+		{name: "everything current: no write", change: func(map[string]string) {}},
+		{
+			name: "new agent version and moved HNS count: just those",
+			change: func(a map[string]string) {
+				a[names.AnnAgentVersion] = "v0.2.0"
+				a[names.AnnHNSEndpoints] = "7"
+			},
+			want: []map[string]*string{{names.AnnAgentVersion: strp(testVersion), names.AnnHNSEndpoints: strp("20")}},
+		},
+		{
+			name:    "a CSI Proxy no longer observed is deleted",
+			change:  func(map[string]string) {},
+			machine: func(o *fake.Options) { o.CSIProxyVersion = "" },
+			want:    []map[string]*string{{names.AnnCSIProxyVersion: nil}},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			anns := maps.Clone(applied)
+			c.change(anns)
+			node := requestedR1()
+			node.Annotations = anns
+			o := compliantHost()
+			if c.machine != nil {
+				c.machine(&o)
+			}
+			machine := fake.New(o)
+			h := newHarness(t, machine, node, revisionConfigMap(revisionR1()))
+			r := h.start(h.options())
+			h.waitPasses(1)
+			r.stop(t)
+
+			got := h.annotationPatches()
+			if len(got) != len(c.want) {
+				t.Fatalf("patches %v, want %v", describe(got), describe(c.want))
+			}
+			for i := range got {
+				if !maps.EqualFunc(got[i], c.want[i], func(a, b *string) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }) {
+					t.Errorf("patch %d = %v, want %v", i, describe(got[i:i+1]), describe(c.want[i:i+1]))
+				}
+			}
+			if m := machine.Machine(); m.Installs != 0 || m.Reboots != 0 {
+				t.Errorf("an applied node's host was worked on: %+v", m)
+			}
+			h.assertOnlyAgentWrites()
+		})
+	}
+}
+
+func TestFailuresAreReported(t *testing.T) {
+	cases := []struct {
+		name    string
+		host    func() host.Host
+		objects func() []runtime.Object
+		message []string
+	}{
+		{
+			name: "servicing fails",
+			host: func() host.Host {
+				o := behindHost()
+				o.InstallExitCode = func(host.Build) int { return fake.ExitInstallFailed }
+				return fake.New(o)
+			},
+			message: []string{"servicing exited 0x800F0922 (2148469026) installing simulated cumulative update to 10.0.20348.2762", "CBS.log"},
+		},
+		{
+			name: "update not applicable",
+			host: func() host.Host {
+				o := behindHost()
+				o.InstallExitCode = func(host.Build) int { return 0x800F081E }
+				return fake.New(o)
+			},
+			message: []string{"update not applicable to this host (0x800F081E)"},
+		},
+		{
+			name:    "revision ConfigMap missing",
+			host:    func() host.Host { return fake.New(compliantHost()) },
+			objects: func() []runtime.Object { return []runtime.Object{requestedR1()} },
+			message: []string{"ConfigMap winpool-agents/winpool-win22-r1 does not exist"},
+		},
+		{
+			name: "host call fails",
+			host: func() host.Host {
+				o := compliantHost()
+				o.Containerd = "1.7.20"
+				return failingContainerd{fake.New(o)}
+			},
+			message: []string{"installing containerd 1.7.22: msiexec exited 1603"},
+		},
+		{
+			name: "another Windows release",
+			host: func() host.Host {
+				o := behindHost()
+				o.Build = mustBuild("10.0.17763.6532")
+				return fake.New(o)
+			},
+			message: []string{"node runs 10.0.17763.6532, revision wants 10.0.20348.2762"},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			objects := []runtime.Object{requestedR1(), revisionConfigMap(revisionR1())}
+			if c.objects != nil {
+				objects = c.objects()
+			}
+			h := newHarness(t, c.host(), objects...)
+			h.start(h.options())
+			n := h.waitStatus(names.StatusFailed)
+			for _, m := range c.message {
+				if !strings.Contains(n.Annotations[names.AnnApplyMessage], m) {
+					t.Errorf("message %q lacks %q", n.Annotations[names.AnnApplyMessage], m)
+				}
+			}
+			if n.Annotations[names.AnnAppliedRevision] != "r1" {
+				t.Errorf("applied-revision = %q, want r1", n.Annotations[names.AnnAppliedRevision])
+			}
+			if fh, ok := h.host.(*fake.Host); ok && fh.Machine().Reboots != 0 {
+				t.Errorf("a failed apply rebooted the host %d times", fh.Machine().Reboots)
+			}
+			h.assertOnlyAgentWrites()
+		})
+	}
+}
+
+type failingContainerd struct{ *fake.Host }
+
+func (failingContainerd) UpgradeContainerd(context.Context, string) error {
+	return errors.New("msiexec exited 1603")
+}
+
+func TestHNSCountsAreWrittenOnlyWhenTheyChange(t *testing.T) {
+	var lbs atomic.Int64
+	lbs.Store(10)
+	o := compliantHost()
+	o.HNS = func() host.HNSCounts { return host.HNSCounts{LoadBalancers: int(lbs.Load()), RemoteEndpoints: 20} }
+	h := newHarness(t, fake.New(o), requestedR1(), revisionConfigMap(revisionR1()))
+	opts := h.options()
+	opts.HNSInterval = 5 * time.Millisecond
+	h.start(opts)
+
+	h.waitStatus(names.StatusSucceeded)
+	hnsWrites := func() (lb, ep int) {
+		for _, p := range h.annotationPatches() {
+			if _, ok := p[names.AnnHNSLoadBalancer]; ok {
+				lb++
+			}
+			if _, ok := p[names.AnnHNSEndpoints]; ok {
+				ep++
+			}
+		}
+		return lb, ep
+	}
+	if lb, ep := hnsWrites(); lb != 1 || ep != 1 {
+		t.Fatalf("HNS written %d/%d times before any change, want once", lb, ep)
+	}
+	// Each pass after a tick re-reads HNS; unchanged counts are not written.
+	h.waitPasses(5)
+	if lb, ep := hnsWrites(); lb != 1 || ep != 1 {
+		t.Errorf("unchanged HNS counts written again: %d/%d writes", lb, ep)
+	}
+
+	lbs.Store(12)
+	eventually(t, "hns-load-balancers 12", func() bool { return h.annotation(names.AnnHNSLoadBalancer) == "12" })
+	if lb, ep := hnsWrites(); lb != 2 || ep != 1 {
+		t.Errorf("after one count moved: %d load-balancer and %d endpoint writes, want 2 and 1", lb, ep)
+	}
+	h.assertOnlyAgentWrites()
+}
+
+// The agent compares with the Node, not with what it remembers writing: a
+// key someone deleted is written again.
+func TestDeletedObservationIsWrittenAgain(t *testing.T) {
+	h := newHarness(t, fake.New(compliantHost()), requestedR1(), revisionConfigMap(revisionR1()))
+	h.start(h.options())
+	h.waitStatus(names.StatusSucceeded)
+	h.operatorEdit(func(n *corev1.Node) { delete(n.Annotations, names.AnnCNIMode) })
+	eventually(t, "cni-mode written again", func() bool { return h.annotation(names.AnnCNIMode) == "overlay" })
+	h.assertOnlyAgentWrites()
+}
+
+// The operator retries a failed node by clearing apply-status; the agent
+// starts the revision over with fresh counters.
+func TestOperatorRetryStartsOver(t *testing.T) {
+	var failInstalls atomic.Bool
+	failInstalls.Store(true)
+	o := behindHost()
+	o.OnReboot = func(string) {}
+	o.InstallExitCode = func(host.Build) int {
+		if failInstalls.Load() {
+			return fake.ExitInstallFailed
+		}
+		return fake.ExitRebootRequired
+	}
+	machine := fake.New(o)
+	h := newHarness(t, machine, requestedR1(), revisionConfigMap(revisionR1()))
+	h.start(h.options())
+	h.waitStatus(names.StatusFailed)
+
+	failInstalls.Store(false)
+	h.operatorEdit(func(n *corev1.Node) { delete(n.Annotations, names.AnnApplyStatus) })
+	h.waitStatus(names.StatusRebooting)
+	if st, _ := machine.LoadState(); st != (host.State{Revision: "r1", Attempts: 1, Reboots: 1}) {
+		t.Errorf("state after the retry = %+v, want the counters started over", st)
+	}
+}
+
+func TestSurvivesAPIErrors(t *testing.T) {
+	h := newHarness(t, fake.New(compliantHost()), requestedR1(), revisionConfigMap(revisionR1()))
+	failFirst := func(verb, resource string, n int64) *atomic.Int64 {
+		var calls atomic.Int64
+		h.client.PrependReactor(verb, resource, func(k8stesting.Action) (bool, runtime.Object, error) {
+			if calls.Add(1) <= n {
+				return true, nil, apierrors.NewServiceUnavailable("etcd leader changed")
+			}
+			return false, nil, nil
+		})
+		return &calls
+	}
+	lists := failFirst("list", "nodes", 2)
+	gets := failFirst("get", "configmaps", 2)
+	patches := failFirst("patch", "nodes", 3)
+	h.start(h.options())
+	h.waitStatus(names.StatusSucceeded)
+	if lists.Load() < 3 || gets.Load() < 3 || patches.Load() < 4 {
+		t.Errorf("calls: %d lists, %d gets, %d patches; the failures were not retried", lists.Load(), gets.Load(), patches.Load())
+	}
+}
+
+// Rebooting must be on the API before the machine goes down, however long
+// the API takes to accept it.
+func TestRebootingLandsBeforeTheReboot(t *testing.T) {
+	o := behindHost()
+	statusAtReboot := make(chan string, 1)
+	var h *harness
+	o.OnReboot = func(string) { statusAtReboot <- h.annotation(names.AnnApplyStatus) }
+	h = newHarness(t, fake.New(o), requestedR1(), revisionConfigMap(revisionR1()))
+	var refused atomic.Int64
+	h.client.PrependReactor("patch", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if strings.Contains(string(a.(k8stesting.PatchAction).GetPatch()), "Rebooting") && refused.Add(1) <= 4 {
+			return true, nil, apierrors.NewTimeoutError("request timed out", 1)
+		}
+		return false, nil, nil
+	})
+	h.start(h.options())
+	select {
+	case s := <-statusAtReboot:
+		if s != string(names.StatusRebooting) {
+			t.Errorf("the Node said %q when the host rebooted, want Rebooting", s)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no reboot")
+	}
+	if refused.Load() < 5 {
+		t.Errorf("the Rebooting report was tried %d times; the refusals were not retried", refused.Load())
+	}
+}
+
+// A Node that has not been given a revision is only observed.
+func TestNoRevisionOnlyObserves(t *testing.T) {
+	node := testNodeObject(map[string]string{names.LabelPool: testPool}, nil)
+	machine := fake.New(behindHost())
+	h := newHarness(t, machine, node)
+	r := h.start(h.options())
+	h.waitPasses(1)
+	r.stop(t)
+	n := h.node()
+	if _, ok := n.Annotations[names.AnnApplyStatus]; ok {
+		t.Errorf("apply-status written without a revision: %v", n.Annotations)
+	}
+	if n.Annotations[names.AnnAgentVersion] != testVersion || n.Annotations[names.AnnHNSLoadBalancer] != "10" || n.Annotations[names.AnnCNIMode] != "overlay" {
+		t.Errorf("observations missing from the first report: %v", n.Annotations)
+	}
+	if m := machine.Machine(); m.Installs != 0 {
+		t.Errorf("installs without a revision: %d", m.Installs)
+	}
+	h.assertOnlyAgentWrites()
+}
+
+func TestRunRefusesIncompleteOptions(t *testing.T) {
+	h := newHarness(t, fake.New(behindHost()))
+	o := h.options()
+	o.NodeName = ""
+	if err := Run(context.Background(), o); err == nil {
+		t.Error("Run accepted an empty NodeName")
+	}
+}
+
+func describe(ps []map[string]*string) []map[string]string {
+	var out []map[string]string
+	for _, p := range ps {
+		m := map[string]string{}
+		for k, v := range p {
+			if v == nil {
+				m[k] = "<deleted>"
+			} else {
+				m[k] = *v
+			}
+		}
+		out = append(out, m)
+	}
+	return out
+}

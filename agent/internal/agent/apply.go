@@ -1,0 +1,206 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"winpool.dev/agent/internal/decide"
+	"winpool.dev/agent/internal/host"
+	"winpool.dev/agent/internal/names"
+)
+
+// maxStepsPerPass is a backstop: every host step counts against a cap in
+// decide, so a pass ends long before this unless the decision has a bug, and
+// then the node fails with a message instead of looping.
+const maxStepsPerPass = 32
+
+// outcome is how a pass of converge ended.
+type outcome int
+
+const (
+	settled   outcome = iota // nothing more to do until the Node changes
+	waiting                  // decide wants another look after a while
+	rebooting                // the host is rebooting: the agent stops acting
+)
+
+// converge works on the Node's request, step after step, until nothing is
+// left to do right now.
+func (a *agent) converge(ctx context.Context) outcome {
+	for range maxStepsPerPass {
+		a.refreshView()
+		node := a.view.current()
+		if node == nil {
+			return settled
+		}
+		in, ok := a.input(ctx, node)
+		if !ok {
+			return settled
+		}
+		step := decide.Next(in)
+		if step.Action == decide.Idle {
+			return settled
+		}
+		a.logStep(in.Revision, step)
+		switch step.Action {
+		case decide.Report:
+			a.report(ctx, step.Report)
+			return settled
+		case decide.Wait:
+			a.report(ctx, step.Report)
+			return waiting
+		case decide.Reboot:
+			return a.reboot(ctx, in, step)
+		case decide.InstallUpdate:
+			if !a.begin(ctx, in, step) {
+				return settled
+			}
+			res, err := a.o.Host.InstallUpdate(ctx, step.Target)
+			if err != nil {
+				a.hostFailed(ctx, in.Revision, fmt.Sprintf("cannot run servicing to install the update to %s", step.Target), err)
+				return settled
+			}
+			in.Reported, in.State = step.Report, step.State
+			after := decide.AfterInstall(in, step, res)
+			a.log.Info("update installed", "revision", in.Revision, "exitCode", res.ExitCode,
+				"outcome", decide.ClassifyUpdate(res.ExitCode).String(), "detail", res.Detail)
+			switch after.Action {
+			case decide.Reboot:
+				a.logStep(in.Revision, after)
+				return a.reboot(ctx, in, after)
+			case decide.Report:
+				a.logStep(in.Revision, after)
+				a.report(ctx, after.Report)
+				return settled
+			}
+		case decide.UpgradeContainerd:
+			if !a.begin(ctx, in, step) {
+				return settled
+			}
+			if err := a.o.Host.UpgradeContainerd(ctx, step.Version); err != nil {
+				a.hostFailed(ctx, in.Revision, "installing containerd "+step.Version, err)
+				return settled
+			}
+		case decide.EnsureCSIProxy:
+			if !a.begin(ctx, in, step) {
+				return settled
+			}
+			if err := a.o.Host.EnsureCSIProxy(ctx, step.Version); err != nil {
+				a.hostFailed(ctx, in.Revision, "installing CSI Proxy "+step.Version, err)
+				return settled
+			}
+		}
+		if ctx.Err() != nil {
+			return settled
+		}
+	}
+	a.fail(ctx, a.requested(), fmt.Sprintf("the agent took %d steps without finishing; this is a bug in the agent, please report it with its log", maxStepsPerPass))
+	return settled
+}
+
+// input gathers what decide needs. false: there is nothing to decide (no
+// request, or a failure already reported, or ctx ended).
+func (a *agent) input(ctx context.Context, node *corev1.Node) (decide.Input, bool) {
+	in := decide.Input{
+		Namespace: a.o.Namespace,
+		Pool:      node.Labels[names.LabelPool],
+		Revision:  node.Labels[names.LabelRevision],
+		Reported: decide.NodeReport{
+			AppliedRevision: node.Annotations[names.AnnAppliedRevision],
+			Status:          names.ApplyStatus(node.Annotations[names.AnnApplyStatus]),
+			Message:         node.Annotations[names.AnnApplyMessage],
+		},
+		MaxAttempts:  a.o.MaxAttempts,
+		NetworkGrace: a.o.NetworkGrace,
+	}
+	if !decide.Requested(in.Revision, in.Reported) {
+		return in, false
+	}
+	if err := a.observe(ctx); err != nil {
+		a.hostFailed(ctx, in.Revision, "cannot observe the host", err)
+		return in, false
+	}
+	in.Observed = a.obs
+	if !a.cniMissingSince.IsZero() {
+		in.NetworkMissingFor = time.Since(a.cniMissingSince)
+	}
+	st, err := a.o.Host.LoadState()
+	if err != nil {
+		a.hostFailed(ctx, in.Revision, "cannot read the agent's state on the host", err)
+		return in, false
+	}
+	in.State = st
+	if in.Pool != "" {
+		in.Config = a.revisionConfig(ctx, in.Pool, in.Revision)
+	}
+	return in, ctx.Err() == nil
+}
+
+// begin reports a step and saves its state before the host works on it.
+// false: the step must not run.
+func (a *agent) begin(ctx context.Context, in decide.Input, step decide.Step) bool {
+	if err := a.report(ctx, step.Report); err != nil {
+		return false
+	}
+	return a.saveState(ctx, in, step.State)
+}
+
+// saveState keeps the counters on the host before a long operation, so that
+// the caps hold across a crash or a reboot in the middle of it.
+func (a *agent) saveState(ctx context.Context, in decide.Input, st host.State) bool {
+	if st == in.State {
+		return true
+	}
+	if err := a.o.Host.SaveState(st); err != nil {
+		a.hostFailed(ctx, in.Revision, "cannot save the agent's state on the host (without it the attempt caps do not hold)", err)
+		return false
+	}
+	return true
+}
+
+// reboot writes Rebooting, waits until that is on the API, and reboots.
+func (a *agent) reboot(ctx context.Context, in decide.Input, step decide.Step) outcome {
+	if !a.saveState(ctx, in, step.State) {
+		return settled
+	}
+	// Retried until it lands: once the machine goes down nothing reports,
+	// and the operator must know the node is rebooting on purpose.
+	if err := a.report(ctx, step.Report); err != nil {
+		return settled
+	}
+	if err := a.o.Host.Reboot(ctx, step.Report.Message); err != nil {
+		a.hostFailed(ctx, in.Revision, "cannot reboot the host", err)
+		return settled
+	}
+	a.log.Info("reboot started; waiting to be stopped", "revision", in.Revision)
+	return rebooting
+}
+
+// hostFailed reports a host call that failed, unless the agent is being
+// stopped (the call most likely failed because of that).
+func (a *agent) hostFailed(ctx context.Context, rev, what string, err error) {
+	a.fail(ctx, rev, what+": "+err.Error())
+}
+
+func (a *agent) fail(ctx context.Context, rev, msg string) {
+	if ctx.Err() != nil {
+		return
+	}
+	r := decide.NodeReport{AppliedRevision: rev, Status: names.StatusFailed, Message: msg}
+	a.logStep(rev, decide.Step{Action: decide.Report, Report: r})
+	a.report(ctx, r)
+}
+
+// requested is the revision the Node asks for now.
+func (a *agent) requested() string {
+	if n := a.view.current(); n != nil {
+		return n.Labels[names.LabelRevision]
+	}
+	return ""
+}
+
+func (a *agent) logStep(rev string, s decide.Step) {
+	a.log.Info("step", "revision", rev, "action", s.Action.String(), "status", string(s.Report.Status), "message", s.Report.Message)
+}

@@ -1,0 +1,303 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	k8sfake "k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"winpool.dev/agent/internal/config"
+	"winpool.dev/agent/internal/host"
+	"winpool.dev/agent/internal/host/fake"
+	"winpool.dev/agent/internal/names"
+)
+
+const (
+	testNamespace = "winpool-agents"
+	testNode      = "win-0"
+	testPool      = "win22"
+	testVersion   = "v0.3.0"
+)
+
+var nodesResource = corev1.SchemeGroupVersion.WithResource("nodes")
+
+func strp(s string) *string { return &s }
+
+func mustBuild(s string) host.Build {
+	b, err := host.ParseBuild(s)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// revision r1: patch 2762, containerd 1.7.22, overlay, CSI Proxy v1.1.3.
+func revisionR1() config.Revision {
+	return config.Revision{
+		Revision:        "r1",
+		Pool:            testPool,
+		OSBuild:         20348,
+		PatchLevel:      "10.0.20348.2762",
+		RuntimeName:     "containerd",
+		RuntimeVersion:  strp("1.7.22"),
+		CNIMode:         "overlay",
+		KubeProxyMode:   "winkernel",
+		CSIProxyVersion: strp("v1.1.3"),
+	}
+}
+
+func revisionConfigMap(c config.Revision) *corev1.ConfigMap {
+	raw, err := json.Marshal(c)
+	if err != nil {
+		panic(err)
+	}
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: names.ConfigMapName(c.Pool, c.Revision), Namespace: testNamespace},
+		Data:       map[string]string{names.ConfigMapKey: string(raw)},
+		Immutable:  ptrBool(true),
+	}
+}
+
+func ptrBool(b bool) *bool { return &b }
+
+func testNodeObject(labels, annotations map[string]string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode, Labels: labels, Annotations: annotations}}
+}
+
+// requestedR1 is a node the operator asks for r1.
+func requestedR1() *corev1.Node {
+	return testNodeObject(map[string]string{names.LabelPool: testPool, names.LabelRevision: "r1", "kubernetes.io/os": "windows"}, nil)
+}
+
+// behindHost is a machine one cumulative update behind r1, with an older
+// containerd and no CSI Proxy.
+func behindHost() fake.Options {
+	return fake.Options{
+		Build:      mustBuild("10.0.20348.2700"),
+		Containerd: "1.7.20",
+		CNIMode:    "overlay",
+		HNS:        func() host.HNSCounts { return host.HNSCounts{LoadBalancers: 10, RemoteEndpoints: 20} },
+	}
+}
+
+// compliantHost already runs r1.
+func compliantHost() fake.Options {
+	o := behindHost()
+	o.Build = mustBuild("10.0.20348.2762")
+	o.Containerd = "1.7.22"
+	o.CSIProxyVersion = "v1.1.3"
+	return o
+}
+
+type harness struct {
+	t      *testing.T
+	client *k8sfake.Clientset
+	host   host.Host
+	passes atomic.Int64
+}
+
+func newHarness(t *testing.T, h host.Host, objects ...runtime.Object) *harness {
+	return &harness{t: t, client: k8sfake.NewClientset(objects...), host: h}
+}
+
+func (h *harness) options() Options {
+	return Options{
+		NodeName:    testNode,
+		Namespace:   testNamespace,
+		Client:      h.client,
+		Host:        h.host,
+		HNSInterval: time.Hour,
+		MaxAttempts: 3,
+		Version:     testVersion,
+		Log:         slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+}
+
+// running is an agent started by a test.
+type running struct {
+	cancel  context.CancelFunc
+	done    chan error
+	stopped sync.Once
+}
+
+func (h *harness) start(o Options) *running {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{cancel: cancel, done: make(chan error, 1)}
+	t := tuning{retryInitial: 2 * time.Millisecond, retryMax: 20 * time.Millisecond, passDone: func() { h.passes.Add(1) }}
+	go func() { r.done <- run(ctx, o, t) }()
+	h.t.Cleanup(func() { r.stop(h.t) })
+	return r
+}
+
+// stop cancels the agent and waits for Run to return.
+func (r *running) stop(t *testing.T) {
+	t.Helper()
+	r.stopped.Do(func() {
+		r.cancel()
+		select {
+		case err := <-r.done:
+			if err != nil {
+				t.Errorf("Run returned %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("Run did not return after its context ended")
+		}
+	})
+}
+
+// returned: Run has returned (its result is then lost; call only to check
+// that it has not).
+func (r *running) returned() bool {
+	select {
+	case <-r.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// eventually polls cond until it holds or a generous deadline passes.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// waitPasses waits until the agent has finished n more passes than now.
+func (h *harness) waitPasses(n int64) {
+	h.t.Helper()
+	target := h.passes.Load() + n
+	eventually(h.t, "the agent's passes", func() bool { return h.passes.Load() >= target })
+}
+
+func (h *harness) node() *corev1.Node {
+	h.t.Helper()
+	n, err := h.client.Tracker().Get(nodesResource, "", testNode)
+	if err != nil {
+		h.t.Fatalf("get node: %v", err)
+	}
+	return n.(*corev1.Node)
+}
+
+func (h *harness) annotation(key string) string { return h.node().Annotations[key] }
+
+func (h *harness) waitStatus(status names.ApplyStatus) *corev1.Node {
+	h.t.Helper()
+	eventually(h.t, "apply-status "+string(status), func() bool {
+		return h.annotation(names.AnnApplyStatus) == string(status)
+	})
+	return h.node()
+}
+
+// operatorEdit changes the Node as the operator would, outside the agent's
+// client actions.
+func (h *harness) operatorEdit(edit func(n *corev1.Node)) {
+	h.t.Helper()
+	n := h.node().DeepCopy()
+	edit(n)
+	if err := h.client.Tracker().Update(nodesResource, n, "", metav1.UpdateOptions{FieldManager: "winpool-operator"}); err != nil {
+		h.t.Fatalf("operator edit: %v", err)
+	}
+}
+
+// annotationPatches are the agent's Node writes, decoded: one map per patch
+// from annotation key to value (nil: deleted).
+func (h *harness) annotationPatches() []map[string]*string {
+	h.t.Helper()
+	var out []map[string]*string
+	for _, a := range h.client.Actions() {
+		p, ok := a.(k8stesting.PatchAction)
+		if !ok || a.GetResource().Resource != "nodes" {
+			continue
+		}
+		var body struct {
+			Metadata struct {
+				Annotations map[string]*string `json:"annotations"`
+			} `json:"metadata"`
+		}
+		if err := json.Unmarshal(p.GetPatch(), &body); err != nil {
+			h.t.Fatalf("patch body %s: %v", p.GetPatch(), err)
+		}
+		out = append(out, body.Metadata.Annotations)
+	}
+	return out
+}
+
+// reportsWritten lists the reports the agent wrote, in order, as
+// "<status>: <message>" (a patch writes only what changed, so the status of
+// a report with a new message alone is carried from the one before).
+func (h *harness) reportsWritten() []string {
+	var out []string
+	status, message := "", ""
+	for _, p := range h.annotationPatches() {
+		s, sok := p[names.AnnApplyStatus]
+		m, mok := p[names.AnnApplyMessage]
+		if !sok && !mok {
+			continue
+		}
+		if sok && s != nil {
+			status = *s
+		}
+		if mok && m != nil {
+			message = *m
+		}
+		out = append(out, status+": "+message)
+	}
+	return out
+}
+
+// assertOnlyAgentWrites checks every write the agent made: JSON merge
+// patches of its own Node's winpool annotations under its field manager,
+// and nothing else — no labels, spec, status, no other object.
+func (h *harness) assertOnlyAgentWrites() {
+	h.t.Helper()
+	for _, a := range h.client.Actions() {
+		switch a.GetVerb() {
+		case "get", "list", "watch":
+			continue
+		case "patch":
+		default:
+			h.t.Errorf("the agent did %s %s", a.GetVerb(), a.GetResource().Resource)
+			continue
+		}
+		p := a.(k8stesting.PatchActionImpl)
+		if p.GetResource().Resource != "nodes" || p.GetName() != testNode || p.GetSubresource() != "" {
+			h.t.Errorf("the agent patched %s/%s (subresource %q)", p.GetResource().Resource, p.GetName(), p.GetSubresource())
+		}
+		if p.GetPatchType() != types.MergePatchType {
+			h.t.Errorf("patch type %s, want a JSON merge patch", p.GetPatchType())
+		}
+		if p.PatchOptions.FieldManager != names.FieldManager {
+			h.t.Errorf("field manager %q, want %q", p.PatchOptions.FieldManager, names.FieldManager)
+		}
+		var body map[string]map[string]map[string]*string
+		if err := json.Unmarshal(p.GetPatch(), &body); err != nil {
+			h.t.Errorf("patch %s is not metadata.annotations alone: %v", p.GetPatch(), err)
+			continue
+		}
+		if len(body) != 1 || len(body["metadata"]) != 1 || body["metadata"]["annotations"] == nil {
+			h.t.Errorf("patch %s touches more than metadata.annotations", p.GetPatch())
+		}
+		for k := range body["metadata"]["annotations"] {
+			if !agentAnnotations[k] {
+				h.t.Errorf("patch %s writes annotation %q", p.GetPatch(), k)
+			}
+		}
+	}
+}

@@ -1,0 +1,374 @@
+// Package decide is the agent's decision: from what the operator asks (the
+// Node's revision label), what the agent last reported on the Node, the
+// revision's configuration, what the host says about itself and the state the
+// agent keeps on the host, it picks the one next step. It never touches the
+// machine or the API, so every branch is a table test.
+package decide
+
+import (
+	"fmt"
+	"time"
+
+	"winpool.dev/agent/internal/config"
+	"winpool.dev/agent/internal/host"
+	"winpool.dev/agent/internal/names"
+)
+
+// Action is what the agent does next.
+type Action int
+
+const (
+	// Idle: nothing is asked of this host, or the Node already holds the final
+	// report for the requested revision. The agent only keeps its observations
+	// current.
+	Idle Action = iota
+	// Report: write Step.Report (Succeeded or Failed); nothing to do on the host.
+	Report
+	// Wait: write Step.Report (Applying) and decide again a little later; the
+	// host is not ready to be judged yet.
+	Wait
+	// InstallUpdate: write Step.Report, save Step.State, then install the
+	// update to Step.Target and hand the result to AfterInstall.
+	InstallUpdate
+	// Reboot: save Step.State, write Step.Report (Rebooting) until it is on the
+	// API, reboot, and wait to be stopped.
+	Reboot
+	// UpgradeContainerd: write Step.Report, save Step.State, install
+	// containerd Step.Version, then observe again and call Next.
+	UpgradeContainerd
+	// EnsureCSIProxy: write Step.Report, save Step.State, make CSI Proxy
+	// Step.Version run, then observe again and call Next.
+	EnsureCSIProxy
+	// Observe: a host operation finished without needing a reboot; observe
+	// the host again and call Next. Only AfterInstall returns it.
+	Observe
+)
+
+func (a Action) String() string {
+	switch a {
+	case Idle:
+		return "Idle"
+	case Report:
+		return "Report"
+	case Wait:
+		return "Wait"
+	case InstallUpdate:
+		return "InstallUpdate"
+	case Reboot:
+		return "Reboot"
+	case UpgradeContainerd:
+		return "UpgradeContainerd"
+	case EnsureCSIProxy:
+		return "EnsureCSIProxy"
+	case Observe:
+		return "Observe"
+	}
+	return fmt.Sprintf("Action(%d)", int(a))
+}
+
+// NodeReport is the agent's report on its Node: the annotations
+// applied-revision, apply-status and apply-message.
+type NodeReport struct {
+	AppliedRevision string
+	Status          names.ApplyStatus
+	Message         string
+}
+
+// ConfigStatus says whether the revision ConfigMap could be read.
+type ConfigStatus int
+
+const (
+	ConfigFound ConfigStatus = iota
+	ConfigNotFound
+	ConfigUnreadable
+)
+
+// RevisionConfig is the revision ConfigMap as the agent found it.
+type RevisionConfig struct {
+	Status ConfigStatus
+	// Config is set when Status is ConfigFound.
+	Config config.Revision
+	// Problem says what is wrong when Status is ConfigUnreadable
+	// (e.g. "has no key config.json").
+	Problem string
+}
+
+// Defaults for the Input fields that may be left zero.
+const (
+	DefaultMaxAttempts = 3
+	// DefaultNetworkGrace is how long a missing HNS network is waited for:
+	// right after a reboot the CNI (flanneld, or the l2bridge setup) creates
+	// it only once its own pod runs, which may be after the agent's.
+	DefaultNetworkGrace = 5 * time.Minute
+)
+
+// Input is everything the decision depends on.
+type Input struct {
+	// Namespace holds the revision ConfigMaps; it and Pool only name the
+	// ConfigMap in messages.
+	Namespace string
+	// Pool is the Node's winpool.dev/pool label.
+	Pool string
+	// Revision is the Node's winpool.dev/revision label: what the operator
+	// asks this node to run. "" when it asks nothing.
+	Revision string
+	// Reported is the agent's last report as the Node has it now.
+	Reported NodeReport
+	Config   RevisionConfig
+	Observed host.Observed
+	// State is what the agent last saved on the host.
+	State host.State
+	// MaxAttempts caps update installs, containerd upgrades and CSI Proxy
+	// installs per revision; below 1 means DefaultMaxAttempts.
+	MaxAttempts int
+	// MaxReboots caps the reboots per revision, so a reboot-pending flag that
+	// never clears cannot reboot the node forever; below 1 means 2*MaxAttempts
+	// (a cumulative update may need a second reboot for its servicing stack).
+	MaxReboots int
+	// NetworkMissingFor is how long the agent has observed no HNS network.
+	NetworkMissingFor time.Duration
+	// NetworkGrace: below or equal to 0 means DefaultNetworkGrace.
+	NetworkGrace time.Duration
+}
+
+// Step is the decision: one action, the report to write before it, and the
+// state to save before it.
+type Step struct {
+	Action Action
+	// Report is written before the action; zero for Idle and Observe.
+	Report NodeReport
+	// State is what to keep on the host (saved before the action when it
+	// differs from Input.State).
+	State host.State
+	// Target is the build InstallUpdate brings the host to.
+	Target host.Build
+	// Version is what UpgradeContainerd or EnsureCSIProxy installs.
+	Version string
+}
+
+// Where a person looks when servicing goes wrong.
+const servicingLogs = `see C:\Windows\Logs\CBS\CBS.log and C:\Windows\Logs\DISM\dism.log`
+
+// Next decides the next step.
+func Next(in Input) Step {
+	if !Requested(in.Revision, in.Reported) {
+		return Step{Action: Idle, State: in.State}
+	}
+	d := decision{in: in, state: in.State}
+	if !continuing(in) {
+		d.state = host.State{Revision: in.Revision}
+	}
+	return d.next()
+}
+
+// Requested: the Node asks the agent for work. It asks nothing without a
+// revision label, nor once the agent's final report for that revision is on
+// it (the operator asks again by clearing apply-status).
+func Requested(revision string, reported NodeReport) bool {
+	if revision == "" {
+		return false
+	}
+	return reported.AppliedRevision != revision || !IsFinal(reported.Status)
+}
+
+// IsFinal: after this status the agent does nothing more for the revision
+// until the operator clears it.
+func IsFinal(s names.ApplyStatus) bool {
+	return s == names.StatusSucceeded || s == names.StatusFailed
+}
+
+// continuing: the Node says this revision is in progress and the host's
+// counters are about it, so they carry on across reboots and restarts. Anything
+// else is a fresh request and starts the counters again.
+func continuing(in Input) bool {
+	inProgress := in.Reported.Status == names.StatusApplying || in.Reported.Status == names.StatusRebooting
+	return inProgress && in.Reported.AppliedRevision == in.Revision && in.State.Revision == in.Revision
+}
+
+type decision struct {
+	in    Input
+	state host.State
+}
+
+func (d decision) next() Step {
+	in := d.in
+	if in.Pool == "" {
+		return d.fail(fmt.Sprintf("the Node has %s=%s but no %s label, so the agent cannot tell which pool's revision ConfigMap to read",
+			names.LabelRevision, in.Revision, names.LabelPool))
+	}
+	cm := d.configMap()
+	switch in.Config.Status {
+	case ConfigNotFound:
+		return d.fail(fmt.Sprintf("revision %s: ConfigMap %s does not exist (the operator writes it before it labels a node; was it deleted?)", in.Revision, cm))
+	case ConfigUnreadable:
+		return d.fail(fmt.Sprintf("revision %s: ConfigMap %s is unreadable: %s", in.Revision, cm, in.Config.Problem))
+	}
+	cfg := in.Config.Config
+	target, err := host.ParseBuild(cfg.PatchLevel)
+	if err != nil {
+		return d.fail(fmt.Sprintf("revision %s: ConfigMap %s: patchLevel: %v", in.Revision, cm, err))
+	}
+
+	if step, ok := d.patch(target); !ok {
+		return step
+	}
+	if cfg.RuntimeVersion != nil {
+		if step, ok := d.runtime(*cfg.RuntimeVersion); !ok {
+			return step
+		}
+	}
+	if step, ok := d.network(cfg.CNIMode); !ok {
+		return step
+	}
+	if cfg.CSIProxyVersion != nil {
+		if step, ok := d.csiProxy(*cfg.CSIProxyVersion); !ok {
+			return step
+		}
+	}
+	return d.succeed()
+}
+
+// patch returns ok when the host is at or past target; otherwise the step
+// that brings it there.
+func (d decision) patch(target host.Build) (Step, bool) {
+	obs := d.in.Observed
+	if !obs.Build.SameRelease(target) {
+		return d.fail(fmt.Sprintf("node runs %s, revision wants %s: an update never changes the Windows release; reimage the node",
+			obs.Build, target)), false
+	}
+	if obs.Build.AtLeast(target) {
+		return Step{}, true
+	}
+	if obs.RebootPending {
+		return d.reboot(target), false
+	}
+	if d.state.Attempts >= d.maxAttempts() {
+		return d.fail(fmt.Sprintf("still at build %s after %d update attempts (target %s); %s",
+			obs.Build, d.state.Attempts, target, servicingLogs)), false
+	}
+	d.state.Attempts++
+	msg := fmt.Sprintf("installing the update to %s (attempt %d of %d; host at %s)", target, d.state.Attempts, d.maxAttempts(), obs.Build)
+	return Step{Action: InstallUpdate, Report: d.report(names.StatusApplying, msg), State: d.state, Target: target}, false
+}
+
+func (d decision) reboot(target host.Build) Step {
+	if d.state.Reboots >= d.maxReboots() {
+		return d.fail(fmt.Sprintf("a reboot is still pending after %d reboots (host at %s, target %s): Windows keeps asking for one; %s",
+			d.state.Reboots, d.in.Observed.Build, target, servicingLogs))
+	}
+	d.state.Reboots++
+	msg := fmt.Sprintf("rebooting to finish the update to %s (reboot %d)", target, d.state.Reboots)
+	return Step{Action: Reboot, Report: d.report(names.StatusRebooting, msg), State: d.state, Target: target}
+}
+
+func (d decision) runtime(want string) (Step, bool) {
+	have := d.in.Observed.ContainerdVersion
+	cmp, err := CompareVersions(have, want)
+	if err == nil && cmp == 0 {
+		return Step{}, true
+	}
+	if _, werr := parseSemver(want); werr != nil {
+		return d.fail(fmt.Sprintf("revision %s: ConfigMap %s: runtimeVersion: %v", d.in.Revision, d.configMap(), werr)), false
+	}
+	if d.state.RuntimeUpgrades >= d.maxAttempts() {
+		return d.fail(fmt.Sprintf("containerd still reports %s after %d attempts to install %s; see the containerd service's log",
+			orNone(have), d.state.RuntimeUpgrades, want)), false
+	}
+	d.state.RuntimeUpgrades++
+	var msg string
+	switch {
+	case have == "":
+		msg = fmt.Sprintf("installing containerd %s (none installed)", want)
+	case err == nil && cmp > 0:
+		msg = fmt.Sprintf("downgrading containerd %s → %s", have, want)
+	default:
+		msg = fmt.Sprintf("upgrading containerd %s → %s", have, want)
+	}
+	return Step{Action: UpgradeContainerd, Report: d.report(names.StatusApplying, msg), State: d.state, Version: want}, false
+}
+
+func (d decision) network(want string) (Step, bool) {
+	have := d.in.Observed.CNIMode
+	if want == "" || have == want {
+		return Step{}, true
+	}
+	if have == "" && d.in.NetworkMissingFor < d.networkGrace() {
+		msg := fmt.Sprintf("waiting for the HNS network (the pool asks for %s): none exists yet; the CNI creates it once its pod runs", want)
+		return Step{Action: Wait, Report: d.report(names.StatusApplying, msg), State: d.state}, false
+	}
+	return d.fail(fmt.Sprintf("HNS network is %s, the pool asks for %s: switching the CNI mode in place is not something the agent does; "+
+		"change spec.networking.cniMode or reimage the node with the other CNI", orMissing(have), want)), false
+}
+
+func (d decision) csiProxy(want string) (Step, bool) {
+	have := d.in.Observed.CSIProxyVersion
+	if cmp, err := CompareVersions(have, want); err == nil && cmp == 0 {
+		return Step{}, true
+	}
+	if _, err := parseSemver(want); err != nil {
+		return d.fail(fmt.Sprintf("revision %s: ConfigMap %s: csiProxyVersion: %v", d.in.Revision, d.configMap(), err)), false
+	}
+	if d.state.CSIProxyInstalls >= d.maxAttempts() {
+		return d.fail(fmt.Sprintf("CSI Proxy still reports %s after %d attempts to install %s; see the csiproxy service's log",
+			orNone(have), d.state.CSIProxyInstalls, want)), false
+	}
+	d.state.CSIProxyInstalls++
+	msg := fmt.Sprintf("installing CSI Proxy %s (running: %s)", want, orNone(have))
+	return Step{Action: EnsureCSIProxy, Report: d.report(names.StatusApplying, msg), State: d.state, Version: want}, false
+}
+
+func (d decision) succeed() Step {
+	obs := d.in.Observed
+	msg := fmt.Sprintf("revision %s applied: build %s, containerd %s, cni %s", d.in.Revision, obs.Build, orNone(obs.ContainerdVersion), orMissing(obs.CNIMode))
+	if d.in.Config.Config.CSIProxyVersion != nil {
+		msg += ", csi-proxy " + obs.CSIProxyVersion
+	}
+	return Step{Action: Report, Report: d.report(names.StatusSucceeded, msg), State: d.state}
+}
+
+func (d decision) fail(msg string) Step {
+	return Step{Action: Report, Report: d.report(names.StatusFailed, msg), State: d.state}
+}
+
+func (d decision) report(s names.ApplyStatus, msg string) NodeReport {
+	return NodeReport{AppliedRevision: d.in.Revision, Status: s, Message: msg}
+}
+
+func (d decision) configMap() string {
+	return d.in.Namespace + "/" + names.ConfigMapName(d.in.Pool, d.in.Revision)
+}
+
+func (d decision) maxAttempts() int {
+	if d.in.MaxAttempts < 1 {
+		return DefaultMaxAttempts
+	}
+	return d.in.MaxAttempts
+}
+
+func (d decision) maxReboots() int {
+	if d.in.MaxReboots < 1 {
+		return 2 * d.maxAttempts()
+	}
+	return d.in.MaxReboots
+}
+
+func (d decision) networkGrace() time.Duration {
+	if d.in.NetworkGrace <= 0 {
+		return DefaultNetworkGrace
+	}
+	return d.in.NetworkGrace
+}
+
+func orNone(v string) string {
+	if v == "" {
+		return "none"
+	}
+	return v
+}
+
+func orMissing(v string) string {
+	if v == "" {
+		return "missing"
+	}
+	return v
+}

@@ -1,0 +1,479 @@
+package decide
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"winpool.dev/agent/internal/config"
+	"winpool.dev/agent/internal/host"
+	"winpool.dev/agent/internal/names"
+)
+
+func strp(s string) *string { return &s }
+
+func build(s string) host.Build {
+	b, err := host.ParseBuild(s)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// request is a node asked for revision r1 that the agent has not reported on,
+// on a host one patch behind, with everything else already right.
+func request() Input {
+	return Input{
+		Namespace: "winpool-agents",
+		Pool:      "win22",
+		Revision:  "r1",
+		Config: RevisionConfig{Config: config.Revision{
+			Revision:        "r1",
+			Pool:            "win22",
+			OSBuild:         20348,
+			PatchLevel:      "10.0.20348.2762",
+			RuntimeName:     "containerd",
+			RuntimeVersion:  strp("1.7.22"),
+			CNIMode:         "overlay",
+			CSIProxyVersion: strp("v1.1.3"),
+		}},
+		Observed: host.Observed{
+			Build:             build("10.0.20348.2700"),
+			ContainerdVersion: "1.7.22",
+			CNIMode:           "overlay",
+			CSIProxyVersion:   "1.1.3",
+		},
+		MaxAttempts: 3,
+	}
+}
+
+// patched is request() on a host already at the patch level.
+func patched() Input {
+	in := request()
+	in.Observed.Build = build("10.0.20348.2762")
+	return in
+}
+
+func applying(in Input, s names.ApplyStatus, st host.State) Input {
+	in.Reported = NodeReport{AppliedRevision: in.Revision, Status: s, Message: "earlier"}
+	in.State = st
+	return in
+}
+
+type want struct {
+	action  Action
+	status  names.ApplyStatus // "" when no report is written
+	message []string          // substrings the message must hold
+	state   host.State
+	target  string
+	version string
+}
+
+func check(t *testing.T, got Step, w want) {
+	t.Helper()
+	if got.Action != w.action {
+		t.Errorf("action = %v, want %v (report %+v)", got.Action, w.action, got.Report)
+	}
+	if got.Report.Status != w.status {
+		t.Errorf("status = %q, want %q (message %q)", got.Report.Status, w.status, got.Report.Message)
+	}
+	if w.status != "" && got.Report.AppliedRevision != "r1" {
+		t.Errorf("applied-revision = %q, want r1", got.Report.AppliedRevision)
+	}
+	for _, m := range w.message {
+		if !strings.Contains(got.Report.Message, m) {
+			t.Errorf("message %q lacks %q", got.Report.Message, m)
+		}
+	}
+	if got.State != w.state {
+		t.Errorf("state = %+v, want %+v", got.State, w.state)
+	}
+	if w.target != "" && got.Target.String() != w.target {
+		t.Errorf("target = %s, want %s", got.Target, w.target)
+	}
+	if got.Version != w.version {
+		t.Errorf("version = %q, want %q", got.Version, w.version)
+	}
+}
+
+func TestNext(t *testing.T) {
+	fresh := host.State{Revision: "r1"}
+	cases := []struct {
+		name string
+		in   func() Input
+		want want
+	}{
+		{
+			name: "no revision label: idle, whatever the host says",
+			in: func() Input {
+				in := request()
+				in.Revision = ""
+				in.State = host.State{Revision: "old", Attempts: 2}
+				return in
+			},
+			want: want{action: Idle, state: host.State{Revision: "old", Attempts: 2}},
+		},
+		{
+			name: "succeeded for this revision: idle",
+			in:   func() Input { return applying(request(), names.StatusSucceeded, fresh) },
+			want: want{action: Idle, state: fresh},
+		},
+		{
+			name: "failed for this revision: idle until the operator clears apply-status",
+			in:   func() Input { return applying(request(), names.StatusFailed, host.State{Revision: "r1", Attempts: 3}) },
+			want: want{action: Idle, state: host.State{Revision: "r1", Attempts: 3}},
+		},
+		{
+			name: "fresh request below the patch level: install, counters reset",
+			in: func() Input {
+				in := request()
+				in.State = host.State{Revision: "r0", Attempts: 3, Reboots: 2}
+				return in
+			},
+			want: want{action: InstallUpdate, status: names.StatusApplying, state: host.State{Revision: "r1", Attempts: 1},
+				target: "10.0.20348.2762", message: []string{"10.0.20348.2762", "attempt 1 of 3"}},
+		},
+		{
+			name: "fresh request for an earlier-reported revision resets counters of this one",
+			in: func() Input {
+				in := request()
+				in.Reported = NodeReport{AppliedRevision: "r0", Status: names.StatusSucceeded}
+				in.State = host.State{Revision: "r1", Attempts: 3}
+				return in
+			},
+			want: want{action: InstallUpdate, status: names.StatusApplying, state: host.State{Revision: "r1", Attempts: 1}},
+		},
+		{
+			name: "retry after failure: operator cleared apply-status, counters reset",
+			in: func() Input {
+				in := request()
+				in.Reported = NodeReport{AppliedRevision: "r1"}
+				in.State = host.State{Revision: "r1", Attempts: 3, Reboots: 3}
+				return in
+			},
+			want: want{action: InstallUpdate, status: names.StatusApplying, state: host.State{Revision: "r1", Attempts: 1}},
+		},
+		{
+			name: "continuation keeps the counters",
+			in: func() Input {
+				return applying(request(), names.StatusApplying, host.State{Revision: "r1", Attempts: 1, Reboots: 1})
+			},
+			want: want{action: InstallUpdate, status: names.StatusApplying, state: host.State{Revision: "r1", Attempts: 2, Reboots: 1},
+				message: []string{"attempt 2 of 3"}},
+		},
+		{
+			name: "continuation whose host state is about another revision starts over",
+			in: func() Input {
+				return applying(request(), names.StatusApplying, host.State{Revision: "r0", Attempts: 3})
+			},
+			want: want{action: InstallUpdate, status: names.StatusApplying, state: host.State{Revision: "r1", Attempts: 1}},
+		},
+		{
+			name: "reboot pending below the patch level: reboot, reported first",
+			in: func() Input {
+				in := applying(request(), names.StatusApplying, host.State{Revision: "r1", Attempts: 1})
+				in.Observed.RebootPending = true
+				return in
+			},
+			want: want{action: Reboot, status: names.StatusRebooting, state: host.State{Revision: "r1", Attempts: 1, Reboots: 1},
+				message: []string{"rebooting to finish the update to 10.0.20348.2762 (reboot 1)"}},
+		},
+		{
+			name: "reboot pending at the patch level: no reboot, the node is done",
+			in: func() Input {
+				in := patched()
+				in.Observed.RebootPending = true
+				return in
+			},
+			want: want{action: Report, status: names.StatusSucceeded, state: fresh},
+		},
+		{
+			name: "a reboot that never clears the pending flag is capped",
+			in: func() Input {
+				in := applying(request(), names.StatusRebooting, host.State{Revision: "r1", Attempts: 1, Reboots: 6})
+				in.Observed.RebootPending = true
+				return in
+			},
+			want: want{action: Report, status: names.StatusFailed, state: host.State{Revision: "r1", Attempts: 1, Reboots: 6},
+				message: []string{"still pending after 6 reboots", "10.0.20348.2700", "CBS.log"}},
+		},
+		{
+			name: "attempt cap: fails with the build the node is stuck at",
+			in: func() Input {
+				in := applying(request(), names.StatusRebooting, host.State{Revision: "r1", Attempts: 3, Reboots: 3})
+				in.Observed.Build = build("10.0.20348.2740")
+				return in
+			},
+			want: want{action: Report, status: names.StatusFailed, state: host.State{Revision: "r1", Attempts: 3, Reboots: 3},
+				message: []string{"still at build 10.0.20348.2740 after 3 update attempts (target 10.0.20348.2762)",
+					`C:\Windows\Logs\CBS\CBS.log`, `C:\Windows\Logs\DISM\dism.log`}},
+		},
+		{
+			name: "MaxAttempts below 1 means the default",
+			in: func() Input {
+				in := applying(request(), names.StatusApplying, host.State{Revision: "r1", Attempts: 2})
+				in.MaxAttempts = 0
+				return in
+			},
+			want: want{action: InstallUpdate, status: names.StatusApplying, state: host.State{Revision: "r1", Attempts: 3},
+				message: []string{"attempt 3 of 3"}},
+		},
+		{
+			name: "another Windows release: never an update, reimage",
+			in: func() Input {
+				in := request()
+				in.Observed.Build = build("10.0.17763.6532")
+				return in
+			},
+			want: want{action: Report, status: names.StatusFailed, state: fresh,
+				message: []string{"node runs 10.0.17763.6532, revision wants 10.0.20348.2762", "reimage the node"}},
+		},
+		{
+			name: "a build past the patch level is compliant",
+			in: func() Input {
+				in := request()
+				in.Observed.Build = build("10.0.20348.2900")
+				return in
+			},
+			want: want{action: Report, status: names.StatusSucceeded, state: fresh,
+				message: []string{"build 10.0.20348.2900"}},
+		},
+		{
+			name: "config missing names the ConfigMap",
+			in: func() Input {
+				in := request()
+				in.Config = RevisionConfig{Status: ConfigNotFound}
+				return in
+			},
+			want: want{action: Report, status: names.StatusFailed, state: fresh,
+				message: []string{"winpool-agents/winpool-win22-r1", "does not exist"}},
+		},
+		{
+			name: "config unreadable names the ConfigMap and the problem",
+			in: func() Input {
+				in := request()
+				in.Config = RevisionConfig{Status: ConfigUnreadable, Problem: "has no key config.json"}
+				return in
+			},
+			want: want{action: Report, status: names.StatusFailed, state: fresh,
+				message: []string{"winpool-agents/winpool-win22-r1", "unreadable: has no key config.json"}},
+		},
+		{
+			name: "config with a patch level that is not a build",
+			in: func() Input {
+				in := request()
+				in.Config.Config.PatchLevel = "2024-10"
+				return in
+			},
+			want: want{action: Report, status: names.StatusFailed, state: fresh,
+				message: []string{"winpool-agents/winpool-win22-r1", "patchLevel", `"2024-10"`}},
+		},
+		{
+			name: "no pool label: the ConfigMap cannot be named",
+			in: func() Input {
+				in := request()
+				in.Pool = ""
+				return in
+			},
+			want: want{action: Report, status: names.StatusFailed, state: fresh, message: []string{names.LabelPool}},
+		},
+		{
+			name: "containerd behind: upgrade",
+			in: func() Input {
+				in := patched()
+				in.Observed.ContainerdVersion = "1.7.20"
+				return in
+			},
+			want: want{action: UpgradeContainerd, status: names.StatusApplying, version: "1.7.22",
+				state:   host.State{Revision: "r1", RuntimeUpgrades: 1},
+				message: []string{"upgrading containerd 1.7.20 → 1.7.22"}},
+		},
+		{
+			name: "containerd missing: install",
+			in: func() Input {
+				in := patched()
+				in.Observed.ContainerdVersion = ""
+				return in
+			},
+			want: want{action: UpgradeContainerd, status: names.StatusApplying, version: "1.7.22",
+				state:   host.State{Revision: "r1", RuntimeUpgrades: 1},
+				message: []string{"installing containerd 1.7.22"}},
+		},
+		{
+			name: "containerd with a vendor suffix satisfies the plain version",
+			in: func() Input {
+				in := patched()
+				in.Config.Config.RuntimeVersion = strp("1.7.17")
+				in.Observed.ContainerdVersion = "1.7.17+azure"
+				return in
+			},
+			want: want{action: Report, status: names.StatusSucceeded, state: fresh, message: []string{"containerd 1.7.17+azure"}},
+		},
+		{
+			name: "containerd rc.9 is not rc.10",
+			in: func() Input {
+				in := patched()
+				in.Config.Config.RuntimeVersion = strp("2.0.0-rc.10")
+				in.Observed.ContainerdVersion = "2.0.0-rc.9"
+				return in
+			},
+			want: want{action: UpgradeContainerd, status: names.StatusApplying, version: "2.0.0-rc.10",
+				state:   host.State{Revision: "r1", RuntimeUpgrades: 1},
+				message: []string{"upgrading containerd 2.0.0-rc.9 → 2.0.0-rc.10"}},
+		},
+		{
+			name: "containerd past the pinned version: installs the pinned one",
+			in: func() Input {
+				in := patched()
+				in.Observed.ContainerdVersion = "1.7.23"
+				return in
+			},
+			want: want{action: UpgradeContainerd, status: names.StatusApplying, version: "1.7.22",
+				state:   host.State{Revision: "r1", RuntimeUpgrades: 1},
+				message: []string{"downgrading containerd 1.7.23 → 1.7.22"}},
+		},
+		{
+			name: "containerd unmanaged: any version is fine",
+			in: func() Input {
+				in := patched()
+				in.Config.Config.RuntimeVersion = nil
+				in.Observed.ContainerdVersion = "1.6.0"
+				return in
+			},
+			want: want{action: Report, status: names.StatusSucceeded, state: fresh},
+		},
+		{
+			name: "containerd upgrades are capped",
+			in: func() Input {
+				in := applying(patched(), names.StatusApplying, host.State{Revision: "r1", RuntimeUpgrades: 3})
+				in.Observed.ContainerdVersion = "1.7.20"
+				return in
+			},
+			want: want{action: Report, status: names.StatusFailed, state: host.State{Revision: "r1", RuntimeUpgrades: 3},
+				message: []string{"containerd still reports 1.7.20 after 3 attempts to install 1.7.22"}},
+		},
+		{
+			name: "CNI mismatch: never switched in place",
+			in: func() Input {
+				in := patched()
+				in.Observed.CNIMode = "l2bridge"
+				return in
+			},
+			want: want{action: Report, status: names.StatusFailed, state: fresh,
+				message: []string{"HNS network is l2bridge, the pool asks for overlay", "spec.networking.cniMode", "reimage"}},
+		},
+		{
+			name: "no HNS network yet: wait, within the grace",
+			in: func() Input {
+				in := patched()
+				in.Observed.CNIMode = ""
+				in.NetworkMissingFor = time.Minute
+				return in
+			},
+			want: want{action: Wait, status: names.StatusApplying, state: fresh, message: []string{"waiting for the HNS network"}},
+		},
+		{
+			name: "no HNS network past the grace: missing",
+			in: func() Input {
+				in := patched()
+				in.Observed.CNIMode = ""
+				in.NetworkMissingFor = DefaultNetworkGrace
+				return in
+			},
+			want: want{action: Report, status: names.StatusFailed, state: fresh,
+				message: []string{"HNS network is missing, the pool asks for overlay"}},
+		},
+		{
+			name: "CSI Proxy missing: install it",
+			in: func() Input {
+				in := patched()
+				in.Observed.CSIProxyVersion = ""
+				return in
+			},
+			want: want{action: EnsureCSIProxy, status: names.StatusApplying, version: "v1.1.3",
+				state: host.State{Revision: "r1", CSIProxyInstalls: 1}, message: []string{"CSI Proxy v1.1.3"}},
+		},
+		{
+			name: "CSI Proxy at another version: install the asked one",
+			in: func() Input {
+				in := patched()
+				in.Observed.CSIProxyVersion = "v1.1.2"
+				return in
+			},
+			want: want{action: EnsureCSIProxy, status: names.StatusApplying, version: "v1.1.3",
+				state: host.State{Revision: "r1", CSIProxyInstalls: 1}},
+		},
+		{
+			name: "CSI Proxy installs are capped",
+			in: func() Input {
+				in := applying(patched(), names.StatusApplying, host.State{Revision: "r1", CSIProxyInstalls: 3})
+				in.Observed.CSIProxyVersion = ""
+				return in
+			},
+			want: want{action: Report, status: names.StatusFailed, state: host.State{Revision: "r1", CSIProxyInstalls: 3},
+				message: []string{"CSI Proxy still reports none after 3 attempts to install v1.1.3"}},
+		},
+		{
+			name: "CSI Proxy not asked for: whatever runs is fine",
+			in: func() Input {
+				in := patched()
+				in.Config.Config.CSIProxyVersion = nil
+				in.Observed.CSIProxyVersion = ""
+				return in
+			},
+			want: want{action: Report, status: names.StatusSucceeded, state: fresh},
+		},
+		{
+			name: "everything satisfied: succeeded with the observed values",
+			in:   patched,
+			want: want{action: Report, status: names.StatusSucceeded, state: fresh,
+				message: []string{"revision r1 applied: build 10.0.20348.2762, containerd 1.7.22, cni overlay, csi-proxy 1.1.3"}},
+		},
+		{
+			name: "continuation after the reboot: succeeded",
+			in: func() Input {
+				return applying(patched(), names.StatusRebooting, host.State{Revision: "r1", Attempts: 1, Reboots: 1})
+			},
+			want: want{action: Report, status: names.StatusSucceeded, state: host.State{Revision: "r1", Attempts: 1, Reboots: 1}},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) { check(t, Next(c.in()), c.want) })
+	}
+}
+
+// A node stuck below the patch level goes install → reboot → install … and
+// stops at the cap with the build it is stuck at, never looping.
+func TestNextStuckNodeStopsAtTheCap(t *testing.T) {
+	in := request()
+	in.Observed.Build = build("10.0.20348.2740")
+	installs := 0
+	for step := 0; step < 20; step++ {
+		s := Next(in)
+		switch s.Action {
+		case InstallUpdate:
+			installs++
+			in.Reported, in.State = s.Report, s.State
+			s = AfterInstall(in, s, host.UpdateResult{ExitCode: ExitRebootRequired, Detail: "kb.msu"})
+			if s.Action != Reboot {
+				t.Fatalf("after 3010: %v, want Reboot", s.Action)
+			}
+			in.Reported, in.State = s.Report, s.State
+			// The reboot finishes without moving the build.
+		case Report:
+			if s.Report.Status != names.StatusFailed {
+				t.Fatalf("stuck node reported %s: %s", s.Report.Status, s.Report.Message)
+			}
+			if installs != 3 {
+				t.Errorf("installs = %d, want 3", installs)
+			}
+			if !strings.Contains(s.Report.Message, "still at build 10.0.20348.2740 after 3 update attempts") {
+				t.Errorf("message %q does not name the stuck build", s.Report.Message)
+			}
+			return
+		default:
+			t.Fatalf("unexpected step %v", s.Action)
+		}
+	}
+	t.Fatal("no final report after 20 steps")
+}

@@ -1,0 +1,108 @@
+// Package host is the one door between the agent and the machine it runs on.
+// Everything that touches Windows (registry, servicing, services, HNS, reboot)
+// sits behind Host; the decision (package decide) never calls the machine.
+// windows.Host is the real implementation, fake.Host the simulated one used by
+// the tests and by the simulated fleet (cmd/winpool-fleet).
+package host
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Build is a Windows build as the registry and the kubelet report it:
+// 10.0.<Build>.<UBR> (CurrentBuildNumber and UBR under
+// HKLM\SOFTWARE\Microsoft\Windows NT\CurrentVersion).
+type Build struct{ Major, Minor, Build, UBR int }
+
+// ParseBuild reads "10.0.20348.2762".
+func ParseBuild(s string) (Build, error) {
+	parts := strings.Split(strings.TrimSpace(s), ".")
+	if len(parts) != 4 {
+		return Build{}, fmt.Errorf("%q is not a Windows build: expected 10.0.<build>.<revision>", s)
+	}
+	var n [4]int
+	for i, p := range parts {
+		v, err := strconv.Atoi(p)
+		if err != nil || v < 0 {
+			return Build{}, fmt.Errorf("%q is not a Windows build: expected 10.0.<build>.<revision>", s)
+		}
+		n[i] = v
+	}
+	return Build{n[0], n[1], n[2], n[3]}, nil
+}
+
+func (b Build) String() string { return fmt.Sprintf("%d.%d.%d.%d", b.Major, b.Minor, b.Build, b.UBR) }
+
+// SameRelease: same 10.0.<build> (an update never moves a node to another release).
+func (b Build) SameRelease(t Build) bool {
+	return b.Major == t.Major && b.Minor == t.Minor && b.Build == t.Build
+}
+
+// AtLeast: same release and a revision at or past t's (a patch level is a minimum).
+func (b Build) AtLeast(t Build) bool { return b.SameRelease(t) && b.UBR >= t.UBR }
+
+// Observed is what the host says about itself right now. Never the requested
+// value echoed back: each field is read from the machine.
+type Observed struct {
+	Build Build
+	// ContainerdVersion as `containerd --version` prints it, without the leading
+	// "v" (e.g. "1.7.22"); "" when containerd is not installed.
+	ContainerdVersion string
+	// CNIMode is the type of kube-proxy's HNS network: "overlay" or "l2bridge";
+	// "" when no such network exists (yet).
+	CNIMode string
+	// CSIProxyVersion of the CSI Proxy running on the host; "" when none runs.
+	CSIProxyVersion string
+	// RebootPending: Windows says a reboot is needed to finish servicing
+	// (CBS RebootPending, WindowsUpdate RebootRequired, PendingFileRenameOperations).
+	RebootPending bool
+}
+
+// HNSCounts is what HNS has programmed, counted as kube-proxy winkernel does.
+type HNSCounts struct {
+	LoadBalancers   int
+	RemoteEndpoints int
+}
+
+// UpdateResult is what servicing (DISM / wusa / Windows Update) returned.
+// The decision maps the exit code (decide.ClassifyUpdate); Detail is the
+// package and command, for the message a person reads.
+type UpdateResult struct {
+	ExitCode int
+	Detail   string
+}
+
+// State is what the agent keeps on the host across reboots and restarts
+// (C:\ProgramData\winpool\state.json on Windows).
+type State struct {
+	// Revision the counters below are about.
+	Revision string `json:"revision"`
+	// Attempts: update installs started for Revision.
+	Attempts int `json:"attempts"`
+	// Reboots the agent asked for while applying Revision.
+	Reboots int `json:"reboots"`
+	// RuntimeUpgrades: containerd installs started for Revision.
+	RuntimeUpgrades int `json:"runtimeUpgrades,omitempty"`
+	// CSIProxyInstalls: CSI Proxy installs started for Revision.
+	CSIProxyInstalls int `json:"csiProxyInstalls,omitempty"`
+}
+
+// Host is everything the agent does to or reads from the machine.
+type Host interface {
+	Observe(ctx context.Context) (Observed, error)
+	HNS(ctx context.Context) (HNSCounts, error)
+	// InstallUpdate brings the host towards target (servicing stack, then the
+	// cumulative update). err means servicing could not be run at all.
+	InstallUpdate(ctx context.Context, target Build) (UpdateResult, error)
+	// UpgradeContainerd installs that containerd version, keeping its config.
+	UpgradeContainerd(ctx context.Context, version string) error
+	// EnsureCSIProxy makes that CSI Proxy version run on the host.
+	EnsureCSIProxy(ctx context.Context, version string) error
+	// Reboot starts a reboot and returns; the caller then waits to be stopped.
+	Reboot(ctx context.Context, reason string) error
+	LoadState() (State, error)
+	SaveState(State) error
+}

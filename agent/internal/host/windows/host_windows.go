@@ -1,0 +1,225 @@
+//go:build windows
+
+package windows
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"golang.org/x/sys/windows/registry"
+
+	"winpool.dev/agent/internal/decide"
+	"winpool.dev/agent/internal/host"
+)
+
+const (
+	currentVersionKey = `SOFTWARE\Microsoft\Windows NT\CurrentVersion`
+	cbsRebootPending  = `SOFTWARE\Microsoft\Windows\CurrentVersion\Component Based Servicing\RebootPending`
+	wuRebootRequired  = `SOFTWARE\Microsoft\Windows\CurrentVersion\WindowsUpdate\Auto Update\RebootRequired`
+	sessionManagerKey = `SYSTEM\CurrentControlSet\Control\Session Manager`
+
+	// A hung containerd.exe must not hold the agent's loop.
+	commandTimeout = 30 * time.Second
+	// shutdown /c takes at most 512 characters.
+	maxShutdownComment = 512
+)
+
+// Host is the Windows node the agent runs on.
+type Host struct {
+	state      stateFile
+	containerd string
+}
+
+var _ host.Host = (*Host)(nil)
+
+// New returns the host the agent runs on.
+func New(o Options) (host.Host, error) {
+	dir := o.StateDir
+	if dir == "" {
+		dir = defaultStateDir()
+	}
+	return &Host{state: stateFile{path: filepath.Join(dir, "state.json")}, containerd: o.Containerd}, nil
+}
+
+// Observe reads the build, the reboot-pending flags and containerd's version
+// from the machine. The HNS network type and the CSI Proxy version are not
+// read yet, so it returns what it read together with ErrNotImplemented: the
+// agent must not judge a node on a CNI mode it could not see.
+func (h *Host) Observe(ctx context.Context) (host.Observed, error) {
+	var obs host.Observed
+	var err error
+	if obs.Build, err = readBuild(); err != nil {
+		return obs, err
+	}
+	if obs.RebootPending, err = rebootPending(); err != nil {
+		return obs, err
+	}
+	if obs.ContainerdVersion, err = h.containerdVersion(ctx); err != nil {
+		return obs, err
+	}
+	return obs, fmt.Errorf("reading the HNS network type (CNI mode) and the CSI Proxy version: %w", ErrNotImplemented)
+}
+
+// readBuild reads 10.0.<CurrentBuildNumber>.<UBR>, the build the kubelet
+// reports as kernelVersion.
+func readBuild() (host.Build, error) {
+	k, err := registry.OpenKey(registry.LOCAL_MACHINE, currentVersionKey, registry.QUERY_VALUE)
+	if err != nil {
+		return host.Build{}, fmt.Errorf(`opening HKLM\%s: %w`, currentVersionKey, err)
+	}
+	defer k.Close()
+	integer := func(name string) (int, error) {
+		v, _, err := k.GetIntegerValue(name)
+		if err != nil {
+			return 0, fmt.Errorf(`reading HKLM\%s\%s: %w`, currentVersionKey, name, err)
+		}
+		return int(v), nil
+	}
+	var b host.Build
+	if b.Major, err = integer("CurrentMajorVersionNumber"); err != nil {
+		return b, err
+	}
+	if b.Minor, err = integer("CurrentMinorVersionNumber"); err != nil {
+		return b, err
+	}
+	if b.UBR, err = integer("UBR"); err != nil {
+		return b, err
+	}
+	s, _, err := k.GetStringValue("CurrentBuildNumber")
+	if err != nil {
+		return b, fmt.Errorf(`reading HKLM\%s\CurrentBuildNumber: %w`, currentVersionKey, err)
+	}
+	if b.Build, err = strconv.Atoi(strings.TrimSpace(s)); err != nil {
+		return b, fmt.Errorf(`HKLM\%s\CurrentBuildNumber is %q, not a number`, currentVersionKey, s)
+	}
+	return b, nil
+}
+
+// rebootPending is what servicing leaves behind when it needs a reboot to
+// finish: either flag key, or files queued to be replaced at boot.
+func rebootPending() (bool, error) {
+	for _, path := range []string{cbsRebootPending, wuRebootRequired} {
+		exists, err := keyExists(path)
+		if err != nil || exists {
+			return exists, err
+		}
+	}
+	k, err := registry.OpenKey(registry.LOCAL_MACHINE, sessionManagerKey, registry.QUERY_VALUE)
+	if err != nil {
+		return false, fmt.Errorf(`opening HKLM\%s: %w`, sessionManagerKey, err)
+	}
+	defer k.Close()
+	renames, _, err := k.GetStringsValue("PendingFileRenameOperations")
+	if errors.Is(err, registry.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf(`reading HKLM\%s\PendingFileRenameOperations: %w`, sessionManagerKey, err)
+	}
+	for _, r := range renames {
+		if r != "" {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func keyExists(path string) (bool, error) {
+	k, err := registry.OpenKey(registry.LOCAL_MACHINE, path, registry.QUERY_VALUE)
+	if errors.Is(err, registry.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf(`opening HKLM\%s: %w`, path, err)
+	}
+	k.Close()
+	return true, nil
+}
+
+// containerdVersion runs `containerd --version`; "" when containerd is not
+// installed.
+func (h *Host) containerdVersion(ctx context.Context) (string, error) {
+	bin := h.containerdBinary()
+	if bin == "" {
+		return "", nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, commandTimeout)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin, "--version").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("%s --version: %w (output %q)", bin, err, strings.TrimSpace(string(out)))
+	}
+	return decide.ParseContainerdVersion(string(out))
+}
+
+func (h *Host) containerdBinary() string {
+	if h.containerd != "" {
+		return h.containerd
+	}
+	if p, err := exec.LookPath("containerd.exe"); err == nil {
+		return p
+	}
+	base := os.Getenv("ProgramFiles")
+	if base == "" {
+		base = `C:\Program Files`
+	}
+	p := filepath.Join(base, "containerd", "containerd.exe")
+	if _, err := os.Stat(p); err == nil {
+		return p
+	}
+	return ""
+}
+
+func (h *Host) HNS(ctx context.Context) (host.HNSCounts, error) {
+	return host.HNSCounts{}, fmt.Errorf("counting HNS load balancers and remote endpoints (hcn): %w", ErrNotImplemented)
+}
+
+func (h *Host) InstallUpdate(ctx context.Context, target host.Build) (host.UpdateResult, error) {
+	return host.UpdateResult{}, fmt.Errorf("installing the cumulative update to %s (DISM): %w", target, ErrNotImplemented)
+}
+
+func (h *Host) UpgradeContainerd(ctx context.Context, version string) error {
+	return fmt.Errorf("installing containerd %s: %w", version, ErrNotImplemented)
+}
+
+func (h *Host) EnsureCSIProxy(ctx context.Context, version string) error {
+	return fmt.Errorf("installing CSI Proxy %s: %w", version, ErrNotImplemented)
+}
+
+// Reboot asks Windows for a planned restart with reason "Operating System:
+// Hot fix (Planned)" (p:2:17), which is how the event log will record it.
+func (h *Host) Reboot(ctx context.Context, reason string) error {
+	comment := "winpool: " + reason
+	if len(comment) > maxShutdownComment {
+		cut := maxShutdownComment
+		for cut > 0 && !utf8.RuneStart(comment[cut]) {
+			cut--
+		}
+		comment = comment[:cut]
+	}
+	shutdown := filepath.Join(systemRoot(), "System32", "shutdown.exe")
+	out, err := exec.CommandContext(ctx, shutdown, "/r", "/t", "0", "/d", "p:2:17", "/c", comment).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("shutdown /r: %w (output %q)", err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+func systemRoot() string {
+	if r := os.Getenv("SystemRoot"); r != "" {
+		return r
+	}
+	return `C:\Windows`
+}
+
+func (h *Host) LoadState() (host.State, error) { return h.state.load() }
+
+func (h *Host) SaveState(s host.State) error { return h.state.save(s) }

@@ -1,0 +1,20 @@
+// Package windows is the real host: a Windows Server node, read through the
+// registry and changed through servicing, services and a reboot. It builds
+// on Windows only; elsewhere New says so.
+package windows
+
+import "errors"
+
+// Options locate what the host keeps and runs; zero values are the
+// defaults of a Windows node.
+type Options struct {
+	// StateDir holds state.json; "" means %ProgramData%\winpool.
+	StateDir string
+	// Containerd is the containerd binary; "" looks for containerd.exe on
+	// PATH, then in %ProgramFiles%\containerd.
+	Containerd string
+}
+
+// ErrNotImplemented marks the host operations a follow-up fills in (DISM
+// servicing, containerd and CSI Proxy installs, HNS through hcn).
+var ErrNotImplemented = errors.New("not implemented yet")

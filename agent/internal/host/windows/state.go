@@ -1,0 +1,69 @@
+package windows
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"winpool.dev/agent/internal/host"
+)
+
+// stateFile keeps host.State in one JSON file. A save writes a temporary file
+// next to it and renames it over the old one, so a crash or a power cut in
+// the middle leaves the old state or the new one, never half of one; losing
+// the counters would lift the attempt caps.
+type stateFile struct{ path string }
+
+func defaultStateDir() string {
+	base := os.Getenv("ProgramData")
+	if base == "" {
+		base = `C:\ProgramData`
+	}
+	return filepath.Join(base, "winpool")
+}
+
+func (s stateFile) load() (host.State, error) {
+	var st host.State
+	data, err := os.ReadFile(s.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return st, nil
+	}
+	if err != nil {
+		return st, err
+	}
+	if err := json.Unmarshal(data, &st); err != nil {
+		return host.State{}, fmt.Errorf("%s is corrupt (%v); delete it to start the revision's counters over", s.path, err)
+	}
+	return st, nil
+}
+
+func (s stateFile) save(st host.State) error {
+	data, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Dir(s.path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, filepath.Base(s.path)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // after the rename there is nothing left to remove
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), s.path)
+}

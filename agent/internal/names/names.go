@@ -1,0 +1,42 @@
+// Package names holds the Node labels and annotations the agent reads and
+// writes. They are the contract with the operator (../../src/api.rs, names).
+package names
+
+const (
+	LabelPool     = "winpool.dev/pool"
+	LabelRevision = "winpool.dev/revision"
+
+	// Written by the agent, and only these (the ValidatingAdmissionPolicy
+	// shipped by the chart refuses any other change an agent tries).
+	AnnAppliedRevision = "winpool.dev/applied-revision"
+	AnnApplyStatus     = "winpool.dev/apply-status"
+	AnnApplyMessage    = "winpool.dev/apply-message"
+	AnnAgentVersion    = "winpool.dev/agent-version"
+	AnnCSIProxyVersion = "winpool.dev/csi-proxy-version"
+	AnnCNIMode         = "winpool.dev/cni-mode"
+	AnnHNSLoadBalancer = "winpool.dev/hns-load-balancers"
+	AnnHNSEndpoints    = "winpool.dev/hns-endpoints"
+
+	// ConfigMapKey is the key of a revision ConfigMap
+	// (winpool-<pool>-<revision> in the agents' namespace) holding the JSON
+	// revision configuration.
+	ConfigMapKey = "config.json"
+
+	// FieldManager names the agent's writes in managedFields.
+	FieldManager = "winpool-agent"
+)
+
+// ApplyStatus is the value of winpool.dev/apply-status. The annotation
+// winpool.dev/applied-revision names the revision the status is about.
+type ApplyStatus string
+
+const (
+	StatusApplying  ApplyStatus = "Applying"
+	StatusRebooting ApplyStatus = "Rebooting"
+	StatusSucceeded ApplyStatus = "Succeeded"
+	StatusFailed    ApplyStatus = "Failed"
+)
+
+// ConfigMapName is the revision ConfigMap the operator writes before it moves
+// a node's revision label.
+func ConfigMapName(pool, revision string) string { return "winpool-" + pool + "-" + revision }
