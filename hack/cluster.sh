@@ -175,7 +175,11 @@ $(qps_args)
         override: true
       - key: manage-nodes-with-annotation-selector
         value: kwok.x-k8s.io/node=fake
+---
 EOF
+  # kwok's stages, adapted so that the simulated fleet (hack/sim.sh) can play
+  # the kubelet across a reboot; why, in the file.
+  cat "$HACK_DIR/kwok-stages.yaml" >>"$KWOKCTL_CONFIG"
 }
 
 show_logs() {

@@ -29,8 +29,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use invariants::{Checker, Sample};
-use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
@@ -307,12 +306,12 @@ async fn evictions_refused(t: &TestSpace) -> Result<(), String> {
 async fn sample(t: &TestSpace, pool: &str, at: Duration) -> Option<(Sample, WindowsNodePool, Vec<Node>)> {
     let timeout = Duration::from_secs(5);
     let pools: Api<WindowsNodePool> = Api::all(t.client.clone());
-    let ds: Api<DaemonSet> = Api::namespaced(t.client.clone(), &t.agent_namespace());
-    // Nodes first, then DaemonSets: the operator applies a DaemonSet before it labels a node for it.
+    let cms: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.agent_namespace());
+    // Nodes first, then ConfigMaps: the operator writes a ConfigMap before it labels a node for it.
     let nodes = tokio::time::timeout(timeout, list_nodes(t)).await.ok()?.ok()?;
-    let dss = tokio::time::timeout(timeout, ds.list(&ListParams::default())).await.ok()?.ok()?.items;
+    let cms = tokio::time::timeout(timeout, cms.list(&ListParams::default())).await.ok()?.ok()?.items;
     let p = tokio::time::timeout(timeout, pools.get(pool)).await.ok()?.ok()?;
-    Some((Sample::from_cluster(at, &p, &nodes, &dss), p, nodes))
+    Some((Sample::from_cluster(at, &p, &nodes, &cms), p, nodes))
 }
 
 /// `TestSpace::nodes` without the panic: the API server may be away.
@@ -395,7 +394,7 @@ const PROGRESS: Duration = Duration::from_secs(120);
 const RESUME: Duration = Duration::from_secs(10);
 
 /// Whether the rollout is over: every node Updated at the revision of the pool's
-/// current spec, uncordoned, the status saying so, and only that revision's DaemonSet left.
+/// current spec, uncordoned, the status saying so, and only that revision's ConfigMap left.
 fn converged(s: &Sample, pool: &WindowsNodePool, expected_nodes: usize) -> Result<String, String> {
     let rev = winpool::revision::revision_of(&pool.spec);
     let st = pool.status.clone().unwrap_or_default();
@@ -420,8 +419,8 @@ fn converged(s: &Sample, pool: &WindowsNodePool, expected_nodes: usize) -> Resul
     if !s.pool.ready || st.nodes.updated as usize != expected_nodes || st.nodes.total as usize != expected_nodes {
         return Err(format!("pool status not yet complete: {:?}, Ready={}", st.nodes, s.pool.ready));
     }
-    if s.daemonset_revisions != BTreeSet::from([rev.clone()]) {
-        return Err(format!("DaemonSets {:?}, want only {rev}", s.daemonset_revisions));
+    if s.config_revisions != BTreeSet::from([rev.clone()]) {
+        return Err(format!("revision ConfigMaps {:?}, want only {rev}", s.config_revisions));
     }
     Ok(rev)
 }
@@ -692,7 +691,7 @@ async fn a_rollout_converges_through_chaos_with_every_invariant_held() {
                 },
                 Chaos::AddNode => {
                     let name = format!("{}extra-{}", t.node_prefix(), added.len());
-                    let node = winpool::sim::simulated_node(&support::sim_settings(&t, 1), &name);
+                    let node = support::windows_node(&t, &name, "10.0.20348.2700", "1.7.20");
                     match nodes_api.create(&PostParams::default(), &node).await {
                         Ok(_) => {
                             added.push(name.clone());

@@ -10,15 +10,14 @@ use k8s_openapi::api::core::v1::{Container, Node, Pod, PodSpec, PodTemplateSpec}
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::api::{Api, ListParams, ObjectMeta, PostParams};
 use support::{TestSpace, wait_for};
-use winpool::sim::simulated_node;
 
 #[tokio::test]
 async fn a_daemonset_runs_on_simulated_windows_nodes_and_they_stay_ready() {
     let t = TestSpace::new("cluster-ds").await;
-    let settings = support::sim_settings(&t, 2);
     let nodes: Api<Node> = Api::all(t.client.clone());
     for i in 0..2 {
-        nodes.create(&PostParams::default(), &simulated_node(&settings, &settings.node_name(i))).await.expect("node created");
+        let node = support::windows_node(&t, &format!("{}{i}", t.node_prefix()), "10.0.20348.2700", "1.7.20");
+        nodes.create(&PostParams::default(), &node).await.expect("node created");
     }
 
     let labels: std::collections::BTreeMap<String, String> = [("app".to_string(), t.id.clone())].into();
@@ -63,7 +62,7 @@ async fn a_daemonset_runs_on_simulated_windows_nodes_and_they_stay_ready() {
         }
     })
     .await;
-    assert_eq!(running_on, vec![settings.node_name(0), settings.node_name(1)]);
+    assert_eq!(running_on, vec![format!("{}0", t.node_prefix()), format!("{}1", t.node_prefix())]);
 
     for n in t.nodes().await {
         assert!(winpool::observe::is_ready(&n), "node {:?} is Ready", n.metadata.name);

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Service, ServicePort, ServiceSpec};
-use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointSlice};
+use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort, EndpointSlice};
 use kube::ResourceExt;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -42,7 +42,9 @@ async fn service_with_endpoints(t: &TestSpace, name: &str, ready: &[&str]) {
                 })
                 .collect(),
         ),
-        ports: None,
+        // As the EndpointSlice controller writes them: kube-proxy programs a Service
+        // port only for endpoints of the slice port with the same name ("" here).
+        ports: Some(vec![EndpointPort { name: Some(String::new()), port: Some(80), protocol: Some("TCP".into()), ..Default::default() }]),
     };
     Api::<EndpointSlice>::namespaced(t.client.clone(), &t.namespace).create(&PostParams::default(), &slice).await.unwrap();
 }

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use k8s_openapi::api::events::v1::Event;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -51,13 +51,13 @@ async fn wait_converged(t: &TestSpace, pool: &str, total: i32) -> WindowsNodePoo
 }
 
 /// The invariant checker's end-of-rollout checks on the pool as it is now:
-/// status counts agree with the nodes, no stranded winpool cordon, no revision label without its DaemonSet.
+/// status counts agree with the nodes, no stranded winpool cordon, no revision label without its ConfigMap.
 async fn final_invariants(t: &TestSpace, pool: &str) {
     let p = Api::<WindowsNodePool>::all(t.client.clone()).get(pool).await.expect("pool");
-    let ds = Api::<DaemonSet>::namespaced(t.client.clone(), &t.agent_namespace()).list(&ListParams::default()).await.expect("ds").items;
+    let cms = Api::<ConfigMap>::namespaced(t.client.clone(), &t.agent_namespace()).list(&ListParams::default()).await.expect("cms").items;
     let nodes: Vec<Node> = t.nodes().await.into_iter().filter(|n| n.labels().get(names::LABEL_POOL) == Some(&pool.to_string())).collect();
     let mut c = invariants::Checker::new();
-    c.finish(&invariants::Sample::from_cluster(Duration::ZERO, &p, &nodes, &ds));
+    c.finish(&invariants::Sample::from_cluster(Duration::ZERO, &p, &nodes, &cms));
     c.assert_clean();
 }
 
@@ -96,9 +96,10 @@ async fn delete_pool(t: &TestSpace, name: &str) {
 
 /// A node outside the sim's name prefix: no simulated agent reports for it, the test does.
 async fn manual_node(t: &TestSpace, name: &str, labels: BTreeMap<String, String>) {
-    let mut s = support::sim_settings(t, 1);
-    s.labels = labels;
-    let node = winpool::sim::simulated_node(&s, name);
+    let mut node = support::windows_node(t, name, "10.0.20348.2700", "1.7.20");
+    let l = node.metadata.labels.get_or_insert_default();
+    l.remove(support::TEST_LABEL);
+    l.extend(labels);
     Api::<Node>::all(t.client.clone()).create(&PostParams::default(), &node).await.expect("manual node");
 }
 
@@ -209,9 +210,10 @@ async fn a_pool_name_at_the_63_character_limit_rolls_and_a_longer_one_is_refused
     }
     let ds = Api::<DaemonSet>::namespaced(t.client.clone(), &t.agent_namespace()).list(&ListParams::default()).await.unwrap().items;
     assert_eq!(ds.len(), 1);
-    let ds_name = ds[0].name_any();
-    assert!(ds_name.len() <= 63 && ds_name.ends_with(&format!("-{rev}")), "DaemonSet name shortened: {ds_name}");
+    assert_eq!(ds[0].name_any(), format!("winpool-{pool}"));
     assert_eq!(ds[0].labels().get(names::LABEL_POOL), Some(&pool));
+    let cm = Api::<ConfigMap>::namespaced(t.client.clone(), &t.agent_namespace()).get(&format!("winpool-{pool}-{rev}")).await;
+    assert!(cm.is_ok(), "the revision ConfigMap of a 63-character pool: {cm:?}");
     final_invariants(&t, &pool).await;
     let log = operator_log_checked(&t);
     // A transient failure (e.g. the finalizer's JSON patch racing the cache on the first round) is

@@ -3,11 +3,11 @@
 
 mod support;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
@@ -111,9 +111,27 @@ async fn a_pool_rolls_every_node_to_the_target_and_again_on_a_new_patch_level() 
 
     let ds_api: Api<DaemonSet> = Api::namespaced(t.client.clone(), &t.agent_namespace());
     let ds: Vec<String> = ds_api.list(&ListParams::default()).await.unwrap().items.iter().map(|d| d.name_any()).collect();
-    assert_eq!(ds, vec![format!("winpool-{pool}-{rev}")]);
+    assert_eq!(ds, vec![format!("winpool-{pool}")], "one agent DaemonSet per pool");
+    let cm_api: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.agent_namespace());
+    let ours = ListParams::default().labels("app.kubernetes.io/managed-by=winpool");
+    let cms = || async { cm_api.list(&ours).await.unwrap().items.iter().map(|c| c.name_any()).collect::<BTreeSet<String>>() };
+    assert_eq!(cms().await, BTreeSet::from([format!("winpool-{pool}-{rev}")]));
+    // The agents stay: a second rollout moves labels, and creates and deletes no pod.
+    let pods_api: Api<Pod> = Api::namespaced(t.client.clone(), &t.agent_namespace());
+    let agent_pods = || async {
+        pods_api
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .map(|p| (p.spec.clone().unwrap().node_name.unwrap(), p.uid().unwrap()))
+            .collect::<BTreeMap<String, String>>()
+    };
+    let pods_before = agent_pods().await;
+    assert_eq!(pods_before.len(), 6, "an agent pod per node: {pods_before:?}");
 
-    // A new patch level is a new revision: the pool rolls again and the old DaemonSet goes.
+    // A new patch level is a new revision: the pool rolls again and the old ConfigMap goes.
     apply_pool(&t, &pool_manifest(&t, &pool, "10.0.20348.2800", json!({}))).await;
     let p2 = wait_for("the pool to pick up the new revision", WAIT, || async {
         let p = Api::<WindowsNodePool>::all(t.client.clone()).get(&pool).await.ok()?;
@@ -126,22 +144,21 @@ async fn a_pool_rolls_every_node_to_the_target_and_again_on_a_new_patch_level() 
         assert_eq!(n.labels().get(names::LABEL_REVISION), Some(&rev2));
         assert_eq!(n.status.unwrap().node_info.unwrap().kernel_version, "10.0.20348.2800");
     }
-    let ds: BTreeSet<String> = wait_for("the old revision's DaemonSet to be deleted", WAIT, || async {
-        let ds: BTreeSet<String> = ds_api.list(&ListParams::default()).await.ok()?.items.iter().map(|d| d.name_any()).collect();
-        (ds.len() == 1).then_some(ds)
+    wait_for("the old revision's ConfigMap to be deleted", WAIT, || async {
+        (cms().await == BTreeSet::from([format!("winpool-{pool}-{rev2}")])).then_some(())
     })
     .await;
-    assert_eq!(ds, BTreeSet::from([format!("winpool-{pool}-{rev2}")]));
+    assert_eq!(agent_pods().await, pods_before, "the same agent pods (node -> UID) after the second rollout");
 
-    // Deleting the pool gives its nodes back and removes its DaemonSets.
+    // Deleting the pool gives its nodes back and removes its DaemonSet and ConfigMaps.
     Api::<WindowsNodePool>::all(t.client.clone()).delete(&pool, &DeleteParams::default()).await.unwrap();
     wait_for("the nodes to be released", WAIT, || async {
         let nodes = t.nodes().await;
         nodes.iter().all(|n| !n.labels().contains_key(names::LABEL_POOL) && !n.annotations().contains_key(names::ANN_STATE)).then_some(())
     })
     .await;
-    wait_for("the pool's DaemonSets to be deleted", WAIT, || async {
-        ds_api.list(&ListParams::default()).await.ok()?.items.is_empty().then_some(())
+    wait_for("the pool's DaemonSet and ConfigMaps to be deleted", WAIT, || async {
+        (ds_api.list(&ListParams::default()).await.ok()?.items.is_empty() && cms().await.is_empty()).then_some(())
     })
     .await;
     wait_for("the pool to be gone", WAIT, || async {

@@ -1,6 +1,6 @@
 //! The rollout's invariants (issue 10), checked on samples of the cluster.
 //!
-//! A test samples the nodes of a pool, the pool and the agent DaemonSets every
+//! A test samples the nodes of a pool, the pool and the revision ConfigMaps every
 //! few hundred milliseconds while it disturbs the cluster, and feeds each
 //! [`Sample`] to a [`Checker`]. The checks themselves are pure functions over
 //! plain structs, so the tests at the bottom can plant a bug in a hand-made
@@ -12,12 +12,12 @@
 //! - no node drained twice for one revision;
 //! - no node left cordoned by winpool once its own rollout is over, nor while
 //!   the pool says it is done or paused with nothing in flight;
-//! - no node whose revision label names a DaemonSet that does not exist;
+//! - no node whose revision label names a revision ConfigMap that does not exist;
 //! - at the end, the pool's status counts agree with the nodes.
 //!
 //! Two samples of the API are never one snapshot: nodes, the pool and the
-//! DaemonSets are listed one after the other while the operator writes. A check
-//! that relates two objects (a node and a DaemonSet, a node and the pool's
+//! ConfigMaps are listed one after the other while the operator writes. A check
+//! that relates two objects (a node and a ConfigMap, a node and the pool's
 //! status) only reports a violation that persists across two consecutive samples
 //! at least [`GRACE`] apart; a check on one object (its state annotation and its
 //! cordon are written in one patch) reports at once.
@@ -27,18 +27,17 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
 use winpool::api::{NodeCounts, WindowsNodePool, conditions, names};
 
 /// How long a violation between two objects must persist before it counts.
 ///
-/// The operator applies a revision's DaemonSet before it labels any node for
-/// it, and deletes a DaemonSet only after no node carries its revision; but a
-/// sample lists nodes and DaemonSets in two requests, so a node can be seen
-/// moving off a revision whose DaemonSet the next request no longer finds.
+/// The operator writes a revision's ConfigMap before it labels any node for
+/// it, and deletes a ConfigMap only after no node carries its revision; but a
+/// sample lists nodes and ConfigMaps in two requests, so a node can be seen
+/// moving off a revision whose ConfigMap the next request no longer finds.
 /// Likewise the pool's status and its nodes are read apart. A real violation
 /// persists; the race between two reads does not survive a second sample.
 pub const GRACE: Duration = Duration::from_secs(1);
@@ -133,27 +132,27 @@ impl PoolSample {
     }
 }
 
-/// One look at the cluster: the pool's nodes, the pool, and its agent DaemonSets' revisions.
+/// One look at the cluster: the pool's nodes, the pool, and its revision ConfigMaps' revisions.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Sample {
     /// When, since the checker's epoch (only differences matter).
     pub at: Duration,
     pub pool: PoolSample,
     pub nodes: Vec<NodeSample>,
-    /// Revisions (label `winpool.dev/revision`) of the pool's DaemonSets that exist and are not being deleted.
-    pub daemonset_revisions: BTreeSet<String>,
+    /// Revisions (label `winpool.dev/revision`) of the pool's revision ConfigMaps that exist and are not being deleted.
+    pub config_revisions: BTreeSet<String>,
 }
 
 impl Sample {
-    pub fn from_cluster(at: Duration, pool: &WindowsNodePool, nodes: &[Node], daemonsets: &[DaemonSet]) -> Self {
+    pub fn from_cluster(at: Duration, pool: &WindowsNodePool, nodes: &[Node], configmaps: &[ConfigMap]) -> Self {
         let name = pool.name_any();
-        let daemonset_revisions = daemonsets
+        let config_revisions = configmaps
             .iter()
             .filter(|d| d.metadata.deletion_timestamp.is_none())
             .filter(|d| d.labels().get(names::LABEL_POOL) == Some(&name))
             .filter_map(|d| d.labels().get(names::LABEL_REVISION).cloned())
             .collect();
-        Sample { at, pool: PoolSample::from_pool(pool), nodes: nodes.iter().map(NodeSample::from_node).collect(), daemonset_revisions }
+        Sample { at, pool: PoolSample::from_pool(pool), nodes: nodes.iter().map(NodeSample::from_node).collect(), config_revisions }
     }
 }
 
@@ -162,7 +161,7 @@ pub enum Kind {
     TooManyUnavailable,
     DrainedTwice,
     StrandedCordon,
-    MissingDaemonSet,
+    MissingConfigMap,
     StatusMismatch,
 }
 
@@ -239,13 +238,13 @@ pub fn draining_an_already_drained_revision(nodes: &[NodeSample]) -> Vec<(String
         .collect()
 }
 
-/// (node, revision) pairs whose revision label names no existing DaemonSet of the pool.
-pub fn missing_daemonsets(nodes: &[NodeSample], pool: &str, daemonset_revisions: &BTreeSet<String>) -> Vec<(String, String)> {
+/// (node, revision) pairs whose revision label names no existing revision ConfigMap of the pool.
+pub fn missing_configs(nodes: &[NodeSample], pool: &str, config_revisions: &BTreeSet<String>) -> Vec<(String, String)> {
     nodes
         .iter()
         .filter(|n| n.pool_label.as_deref() == Some(pool))
         .filter_map(|n| n.revision_label.as_ref().map(|r| (n, r)))
-        .filter(|(_, r)| !daemonset_revisions.contains(*r))
+        .filter(|(_, r)| !config_revisions.contains(*r))
         .map(|(n, r)| (n.name.clone(), r.clone()))
         .collect()
 }
@@ -328,7 +327,7 @@ impl Persisting {
 pub struct Checker {
     /// (node, target revision) -> started-at when first seen Draining.
     drains: BTreeMap<(String, String), String>,
-    missing_ds: Persisting,
+    missing_cm: Persisting,
     settled_cordons: Persisting,
     reported: BTreeSet<(Kind, String)>,
     pub violations: Vec<Violation>,
@@ -386,17 +385,17 @@ impl Checker {
             self.record(at, Kind::StrandedCordon, format!("settled/{node}"), msg);
         }
 
-        let missing = missing_daemonsets(&s.nodes, &s.pool.name, &s.daemonset_revisions);
-        let persisted = self.missing_ds.update(at, missing.iter().map(|(n, r)| format!("{n} -> {r}")));
+        let missing = missing_configs(&s.nodes, &s.pool.name, &s.config_revisions);
+        let persisted = self.missing_cm.update(at, missing.iter().map(|(n, r)| format!("{n} -> {r}")));
         for (node, rev) in missing {
             let key = format!("{node} -> {rev}");
             if persisted.contains(&key) {
                 let msg = format!(
-                    "{node} carries {}={rev} but the pool has no DaemonSet for that revision (has {:?})",
+                    "{node} carries {}={rev} but the pool has no ConfigMap for that revision (has {:?})",
                     names::LABEL_REVISION,
-                    s.daemonset_revisions
+                    s.config_revisions
                 );
-                self.record(at, Kind::MissingDaemonSet, key, msg);
+                self.record(at, Kind::MissingConfigMap, key, msg);
             }
         }
     }
@@ -410,9 +409,9 @@ impl Checker {
             let msg = format!("{} is still marked cordoned by winpool after the rollout ({})", n.name, n.state_str());
             self.record(at, Kind::StrandedCordon, format!("final/{}", n.name), msg);
         }
-        for (node, rev) in missing_daemonsets(&s.nodes, &s.pool.name, &s.daemonset_revisions) {
-            let msg = format!("{node} carries revision {rev} but the pool has no DaemonSet for it at the end");
-            self.record(at, Kind::MissingDaemonSet, format!("final/{node}"), msg);
+        for (node, rev) in missing_configs(&s.nodes, &s.pool.name, &s.config_revisions) {
+            let msg = format!("{node} carries revision {rev} but the pool has no ConfigMap for it at the end");
+            self.record(at, Kind::MissingConfigMap, format!("final/{node}"), msg);
         }
         for msg in status_disagreements(&s.nodes, &s.pool) {
             self.record(at, Kind::StatusMismatch, msg.clone(), msg);
@@ -501,7 +500,7 @@ mod tests {
             at: Duration::from_millis(at_ms),
             pool: pool(mu, &nodes, "r1"),
             nodes,
-            daemonset_revisions: ds.iter().map(|s| s.to_string()).collect(),
+            config_revisions: ds.iter().map(|s| s.to_string()).collect(),
         }
     }
 
@@ -622,7 +621,7 @@ mod tests {
                 at: Duration::from_millis(at),
                 pool: paused.clone(),
                 nodes: nodes.clone(),
-                daemonset_revisions: ["r1".to_string()].into(),
+                config_revisions: ["r1".to_string()].into(),
             });
         }
         assert_eq!(c.kinds(), BTreeSet::from([Kind::StrandedCordon]), "{}", c.report());
@@ -645,12 +644,12 @@ mod tests {
         assert!(c.violations.is_empty(), "{}", c.report());
         // Still missing a second later: a real violation.
         c.observe(&sample(2600, nodes.clone(), mu.clone(), &["r1"]));
-        assert_eq!(c.kinds(), BTreeSet::from([Kind::MissingDaemonSet]), "{}", c.report());
+        assert_eq!(c.kinds(), BTreeSet::from([Kind::MissingConfigMap]), "{}", c.report());
         assert!(c.violations[0].message.contains("b carries winpool.dev/revision=r2"), "{}", c.report());
         // A node of another pool is none of this pool's business.
         let mut other = node("x", "Updated", "zz");
         other.pool_label = Some("other".into());
-        assert!(missing_daemonsets(&[other], POOL, &BTreeSet::new()).is_empty());
+        assert!(missing_configs(&[other], POOL, &BTreeSet::new()).is_empty());
     }
 
     #[test]
@@ -699,7 +698,7 @@ mod tests {
                 Kind::TooManyUnavailable,
                 Kind::DrainedTwice,
                 Kind::StrandedCordon,
-                Kind::MissingDaemonSet,
+                Kind::MissingConfigMap,
                 Kind::StatusMismatch
             ]),
             "{}",

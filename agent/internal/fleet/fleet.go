@@ -1,0 +1,149 @@
+// Package fleet is the simulated Windows fleet (cmd/winpool-fleet,
+// hack/sim.sh): kwok-managed Nodes that look like Windows Server nodes, each
+// with a simulated machine (fake.Host) that the real agent code drives, under
+// the identity of the node's agent pod. The fleet plays what is not the
+// agent: the machine, the kubelet (nodeInfo, Ready across reboots) and HNS
+// (what kube-proxy would have programmed, package hnsmodel).
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"winpool.dev/agent/internal/agent"
+	"winpool.dev/agent/internal/fleet/hnsmodel"
+)
+
+// Fleet is one running simulated fleet.
+type Fleet struct {
+	s        *Settings
+	log      *slog.Logger
+	ctx      context.Context
+	admin    kubernetes.Interface
+	clients  *agentClients
+	kubelet  *kubelet
+	model    *hnsmodel.Model
+	failures *failures
+	// nodes is written once, before any agent or informer starts.
+	nodes map[string]*simNode
+	// runAgent is agent.Run (tests watch it instead).
+	runAgent func(context.Context, agent.Options) error
+
+	agents    sync.WaitGroup
+	running   atomic.Int64
+	rebooting atomic.Int64
+	// tokenFailures counts failed token requests (a missing ServiceAccount
+	// fails thousands at once: a few are logged, all are counted).
+	tokenFailures atomic.Int64
+}
+
+const loggedTokenFailures = 10
+
+func (f *Fleet) tokenFailed(pod string, attempt int, err error) {
+	switch n := f.tokenFailures.Add(1); {
+	case n < loggedTokenFailures:
+		f.log.Warn("no token for an agent pod yet; retrying", "pod", pod, "attempt", attempt, "err", err)
+	case n == loggedTokenFailures:
+		f.log.Warn("no token for an agent pod yet; retrying; further failures are counted in the fleet stats", "pod", pod, "attempt", attempt, "err", err)
+	}
+}
+
+const (
+	// The fleet's own client plays thousands of kubelets and creates
+	// thousands of nodes and tokens at start; the API server's priority and
+	// fairness limits still apply.
+	adminQPS   = 300
+	adminBurst = 600
+	// createWorkers bounds node creation (and adoption) in flight.
+	createWorkers = 16
+)
+
+// AdminConfig reads the admin kubeconfig (KUBECONFIG, or ~/.kube/config).
+func AdminConfig() (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("reading the kubeconfig (KUBECONFIG or ~/.kube/config): %w", err)
+	}
+	return cfg, nil
+}
+
+// Run creates (or adopts) the fleet's nodes and plays them until ctx ends.
+func Run(ctx context.Context, s Settings, admin *rest.Config, log *slog.Logger) error {
+	admin = rest.CopyConfig(admin)
+	admin.QPS, admin.Burst = adminQPS, adminBurst
+	admin.UserAgent = "winpool-fleet"
+	client, err := kubernetes.NewForConfig(admin)
+	if err != nil {
+		return err
+	}
+	f := &Fleet{
+		s: &s, log: log, ctx: ctx, admin: client,
+		kubelet:  &kubelet{client: client},
+		failures: newFailures(&s),
+		runAgent: agent.Run,
+	}
+	machines, err := f.ensureNodes(ctx)
+	if err != nil || s.CreateOnly {
+		return err
+	}
+	if f.clients, err = newAgentClients(admin); err != nil {
+		return err
+	}
+	f.nodes = make(map[string]*simNode, len(machines))
+	for name, m := range machines {
+		f.nodes[name] = newSimNode(f, name, m)
+	}
+	f.model = hnsmodel.New(func(node string) bool { return f.nodes[node] != nil })
+	if err := f.watchCluster(ctx); err != nil {
+		return err
+	}
+	for name, m := range machines {
+		if m.rebooting {
+			// The previous fleet stopped while this node rebooted.
+			go f.nodes[name].bootedUp(ctx, "booted")
+		}
+	}
+	if err := f.watchAgentPods(ctx); err != nil {
+		return err
+	}
+	log.Info("fleet running", "nodes", len(f.nodes), "agentNamespace", s.AgentNamespace)
+	go f.reportChanges(ctx)
+	go f.logStats(ctx, 30*time.Second)
+	<-ctx.Done()
+	for _, n := range f.nodes {
+		n.stop()
+	}
+	stopped := make(chan struct{})
+	go func() { f.agents.Wait(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		log.Warn("agents still running after 10s; exiting anyway", "running", f.running.Load())
+	}
+	return nil
+}
+
+// reportChanges plays the kubelets noticing changes made without a reboot.
+func (f *Fleet) reportChanges(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, n := range f.nodes {
+			n.reportChanges(ctx)
+		}
+	}
+}

@@ -1,0 +1,310 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"k8s.io/apimachinery/pkg/types"
+
+	"winpool.dev/agent/internal/agent"
+	"winpool.dev/agent/internal/host"
+	"winpool.dev/agent/internal/host/fake"
+)
+
+// simNode is one simulated Windows node: the machine (a fake.Host), its
+// kubelet, and the winpool agent that runs on it while the node's agent pod
+// does, with that pod's identity.
+type simNode struct {
+	name string
+	f    *Fleet
+	host *fake.Host
+	// agentHost is the machine as the agent sees it.
+	agentHost host.Host
+	suffix    string // containerd vendor metadata the kubelet reports
+	log       *slog.Logger
+
+	mu sync.Mutex
+	// reported is the nodeInfo the kubelet last wrote.
+	reported nodeInfo
+	// bootedAt starts HNS's catch-up; zero: up since long ago, caught up.
+	bootedAt  time.Time
+	rebooting bool
+	reporting bool
+	pod       *agentPod
+	run       *agentRun
+}
+
+// agentPod is the Running agent pod on the node and its token.
+type agentPod struct {
+	name  string
+	uid   types.UID
+	token *podToken
+}
+
+// agentRun is one agent.Run of the node's agent.
+type agentRun struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func newSimNode(f *Fleet, name string, m machine) *simNode {
+	n := &simNode{
+		name:   name,
+		f:      f,
+		suffix: m.suffix,
+		log:    f.log.With("node", name),
+		reported: nodeInfo{
+			KernelVersion:           m.build.String(),
+			ContainerRuntimeVersion: runtimeVersion(m.containerd, m.suffix),
+			BootID:                  m.bootID,
+		},
+		bootedAt:  m.booted,
+		rebooting: m.rebooting,
+	}
+	opts := fake.Options{
+		Build:           m.build,
+		Containerd:      m.containerd,
+		CNIMode:         m.cni,
+		CSIProxyVersion: m.csiProxy,
+		InstallDuration: f.s.ApplyTime,
+		InstallExitCode: f.failures.exitCode(name),
+		OnReboot:        n.reboot,
+	}
+	switch f.s.HNS {
+	case HNSAuto:
+		opts.HNS = n.hns
+	case HNSFixed:
+		fixed := f.s.HNSFixed
+		opts.HNS = func() host.HNSCounts { return fixed }
+	}
+	n.host = fake.New(opts)
+	n.agentHost = n.host
+	if f.s.HNS == HNSOff {
+		n.agentHost = hnsOff{n.host}
+	}
+	return n
+}
+
+// hnsOff is a machine whose HNS cannot be read: the agent says so once in
+// its log and reports no counts.
+type hnsOff struct{ *fake.Host }
+
+var errHNSOff = errors.New("HNS is not simulated in this fleet (--hns off)")
+
+func (hnsOff) HNS(context.Context) (host.HNSCounts, error) { return host.HNSCounts{}, errHNSOff }
+
+// podRunning is the node's agent pod (name, uid) Running; podGone: that pod
+// stopped running, was deleted or replaced. The agent follows its pod: a new
+// pod is a new agent with a new token.
+func (n *simNode) podRunning(name string, uid types.UID) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.pod != nil && n.pod.uid == uid {
+		return
+	}
+	n.dropPodLocked()
+	n.pod = &agentPod{name: name, uid: uid, token: newPodToken(n.f.ctx, n.f.admin, n.f.s.AgentNamespace, name, uid, n.f.tokenFailed)}
+	if !n.rebooting {
+		n.startLocked()
+	}
+}
+
+func (n *simNode) podGone(uid types.UID) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.pod != nil && n.pod.uid == uid {
+		n.dropPodLocked()
+	}
+}
+
+func (n *simNode) dropPodLocked() {
+	if n.pod == nil {
+		return
+	}
+	n.pod.token.Stop()
+	n.pod = nil
+	if n.run != nil {
+		n.run.cancel()
+		n.run = nil
+	}
+}
+
+func (n *simNode) startLocked() {
+	// A pod event that arrives while the fleet shuts down starts nothing
+	// (Run waits for the agents once every node is stopped).
+	if n.f.ctx.Err() != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(n.f.ctx)
+	run := &agentRun{cancel: cancel, done: make(chan struct{})}
+	n.run = run
+	pod := n.pod
+	n.f.agents.Add(1)
+	go func() {
+		defer n.f.agents.Done()
+		defer close(run.done)
+		defer cancel()
+		n.runAgent(ctx, pod)
+	}()
+}
+
+func (n *simNode) runAgent(ctx context.Context, pod *agentPod) {
+	if err := pod.token.Wait(ctx); err != nil {
+		return
+	}
+	client, err := n.f.clients.forToken(n.name, pod.token.Token)
+	if err != nil {
+		n.log.Error("cannot build the agent's client", "err", err)
+		return
+	}
+	n.f.running.Add(1)
+	defer n.f.running.Add(-1)
+	n.log.Info("agent started", "pod", pod.name, "uid", pod.uid)
+	err = n.f.runAgent(ctx, agent.Options{
+		NodeName:    n.name,
+		Namespace:   n.f.s.AgentNamespace,
+		Client:      client,
+		Host:        n.agentHost,
+		HNSInterval: time.Second,
+		MaxAttempts: 3,
+		Version:     "sim",
+		Log:         n.f.log, // the agent adds the node itself
+	})
+	n.log.Info("agent stopped", "pod", pod.name, "uid", pod.uid, "err", err)
+}
+
+// reboot is the machine rebooting (fake.Host calls it on its own goroutine
+// when the agent reboots): the agent and the kubelet go down, the node turns
+// NotReady, the machine boots the staged update, the kubelet comes back and
+// reports the new boot, and the agent's pod's containers start again (same
+// pod, same token).
+func (n *simNode) reboot(reason string) {
+	ctx := n.f.ctx
+	n.mu.Lock()
+	n.rebooting = true
+	run := n.run
+	n.run = nil
+	n.mu.Unlock()
+	if run != nil {
+		run.cancel()
+		<-run.done
+	}
+	n.f.rebooting.Add(1)
+	defer n.f.rebooting.Add(-1)
+	n.log.Info("node rebooting", "reason", reason)
+	start := time.Now()
+	if err := n.f.kubelet.markRebooting(ctx, n.name, &start); err != nil && ctx.Err() == nil {
+		n.log.Error("cannot mark the node rebooting", "err", err)
+	}
+	down := readyCondition(false, "rebooting")
+	if err := n.f.kubelet.setStatus(ctx, n.name, nil, &down); err != nil && ctx.Err() == nil {
+		n.log.Error("cannot report the node NotReady", "err", err)
+	}
+	select {
+	case <-time.After(n.f.s.RebootTime):
+	case <-ctx.Done():
+		// The fleet stops mid-reboot; the node stays marked, and the next
+		// fleet finishes the reboot when it adopts the node.
+		return
+	}
+	n.host.CompleteReboot()
+	n.bootedUp(ctx, "rebooted")
+}
+
+// bootedUp is the kubelet starting after a boot: it reports the machine and
+// a new boot ID, Ready, and lets kwok heartbeat the node again; then the
+// node's pods run again.
+func (n *simNode) bootedUp(ctx context.Context, what string) {
+	m := n.host.Machine()
+	info := nodeInfo{
+		KernelVersion:           m.Build.String(),
+		ContainerRuntimeVersion: runtimeVersion(m.Containerd, n.suffix),
+		BootID:                  uuid.NewString(),
+	}
+	up := readyCondition(true, "kubelet is posting ready status")
+	if err := n.f.kubelet.setStatus(ctx, n.name, &info, &up); err != nil && ctx.Err() == nil {
+		n.log.Error("cannot report the node Ready", "err", err)
+	}
+	if err := n.f.kubelet.markRebooting(ctx, n.name, nil); err != nil && ctx.Err() == nil {
+		n.log.Error("cannot clear the rebooting mark", "err", err)
+	}
+	n.mu.Lock()
+	n.reported = info
+	n.bootedAt = time.Now()
+	n.rebooting = false
+	if n.pod != nil && n.run == nil {
+		n.startLocked()
+	}
+	n.mu.Unlock()
+	n.log.Info("node "+what, "build", info.KernelVersion, "bootID", info.BootID)
+	if err := n.f.kubelet.podsReady(ctx, n.name); err != nil && ctx.Err() == nil {
+		n.log.Warn("cannot set the node's pods Ready", "err", err)
+	}
+}
+
+// hns is what the node's HNS holds now: nothing right after a boot, then a
+// linear catch-up to what kube-proxy programs, over the release's catch-up time.
+func (n *simNode) hns() host.HNSCounts {
+	obs, _ := n.host.Observe(context.Background())
+	full := n.f.model.Counts(n.name, obs.CNIMode == "overlay")
+	n.mu.Lock()
+	since := time.Since(n.bootedAt)
+	n.mu.Unlock()
+	return catchUp(full, since, n.f.s.CatchUp(obs.Build))
+}
+
+func catchUp(full host.HNSCounts, since, total time.Duration) host.HNSCounts {
+	if since >= total {
+		return full
+	}
+	f := float64(since) / float64(total)
+	return host.HNSCounts{
+		LoadBalancers:   int(float64(full.LoadBalancers) * f),
+		RemoteEndpoints: int(float64(full.RemoteEndpoints) * f),
+	}
+}
+
+// reportChanges is the kubelet noticing the machine changed without a
+// reboot (containerd upgraded in place; an update that needed no reboot).
+// Called every second for every node: it writes only on a change, and never
+// waits for the API.
+func (n *simNode) reportChanges(ctx context.Context) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.rebooting || n.reporting {
+		return
+	}
+	m := n.host.Machine()
+	now := nodeInfo{KernelVersion: m.Build.String(), ContainerRuntimeVersion: runtimeVersion(m.Containerd, n.suffix)}
+	if now.KernelVersion == n.reported.KernelVersion && now.ContainerRuntimeVersion == n.reported.ContainerRuntimeVersion {
+		return
+	}
+	n.reporting = true
+	go func() {
+		err := n.f.kubelet.setStatus(ctx, n.name, &now, nil)
+		n.mu.Lock()
+		n.reporting = false
+		if err == nil {
+			n.reported.KernelVersion, n.reported.ContainerRuntimeVersion = now.KernelVersion, now.ContainerRuntimeVersion
+		}
+		n.mu.Unlock()
+		if err != nil {
+			if ctx.Err() == nil {
+				n.log.Warn("cannot report the machine's versions", "err", err)
+			}
+		} else {
+			n.log.Info("versions reported", "build", now.KernelVersion, "runtime", now.ContainerRuntimeVersion)
+		}
+	}()
+}
+
+// stop ends the node's agent and token renewal (the fleet shuts down).
+func (n *simNode) stop() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.dropPodLocked()
+}

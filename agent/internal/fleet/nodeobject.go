@@ -1,0 +1,178 @@
+package fleet
+
+import (
+	"encoding/hex"
+	"fmt"
+	"hash/fnv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"winpool.dev/agent/internal/host"
+	"winpool.dev/agent/internal/names"
+)
+
+const (
+	// AnnKwokNode makes kwok manage a node (hack/cluster.sh runs kwok for
+	// nodes carrying it only).
+	AnnKwokNode = "kwok.x-k8s.io/node"
+	// AnnRebooting marks a node whose simulated kubelet is down for a reboot;
+	// kwok's stages leave such a node's status alone (hack/kwok-stages.yaml).
+	AnnRebooting = "sim.winpool.dev/rebooting"
+	// LabelSimFail: a node labelled "true" fails every update install.
+	LabelSimFail = "winpool.dev/sim-fail"
+	// LabelWindowsBuild is set by the kubelet on Windows nodes: 10.0.<build>.
+	LabelWindowsBuild = "node.kubernetes.io/windows-build"
+
+	kubeletVersion = "v1.36.3"
+	instanceType   = "Standard_D4s_v5"
+	region         = "westeurope"
+)
+
+var osImages = map[int]string{
+	17763: "Windows Server 2019 Datacenter",
+	20348: "Windows Server 2022 Datacenter",
+	26100: "Windows Server 2025 Datacenter",
+}
+
+// newNode is the fleet's i-th node as a Windows Server kubelet on an Azure
+// D4s_v5 VM registers it: not Ready yet (kwok's node-initialize plays the
+// kubelet becoming Ready), the machine's identity in nodeInfo.
+func newNode(s *Settings, i int) *corev1.Node {
+	name := s.NodeName(i)
+	labels := map[string]string{}
+	for k, v := range s.Labels {
+		labels[k] = v
+	}
+	zone := fmt.Sprintf("%s-%d", region, i%3+1)
+	for k, v := range map[string]string{
+		"kubernetes.io/os":                 "windows",
+		"kubernetes.io/arch":               "amd64",
+		"kubernetes.io/hostname":           name,
+		LabelWindowsBuild:                  fmt.Sprintf("%d.%d.%d", s.Build.Major, s.Build.Minor, s.Build.Build),
+		"node.kubernetes.io/instance-type": instanceType,
+		"topology.kubernetes.io/region":    region,
+		"topology.kubernetes.io/zone":      zone,
+	} {
+		labels[k] = v
+	}
+	machineID := uuid.New()
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:   name,
+			Labels: labels,
+			Annotations: map[string]string{
+				AnnKwokNode:                    "fake",
+				"node.alpha.kubernetes.io/ttl": "0",
+				"volumes.kubernetes.io/controller-managed-attach-detach": "true",
+			},
+		},
+		Status: corev1.NodeStatus{
+			// The system reserve (kube-reserved, system-reserved, eviction
+			// threshold) is what makes allocatable smaller than capacity.
+			Capacity: corev1.ResourceList{
+				corev1.ResourceCPU:              resource.MustParse("4"),
+				corev1.ResourceMemory:           resource.MustParse("16776692Ki"),
+				corev1.ResourceEphemeralStorage: resource.MustParse("133703676Ki"),
+				corev1.ResourcePods:             resource.MustParse("110"),
+			},
+			Allocatable: corev1.ResourceList{
+				corev1.ResourceCPU:              resource.MustParse("3860m"),
+				corev1.ResourceMemory:           resource.MustParse("12787188Ki"),
+				corev1.ResourceEphemeralStorage: resource.MustParse("123220852076"),
+				corev1.ResourcePods:             resource.MustParse("110"),
+			},
+			Conditions: []corev1.NodeCondition{{
+				Type:               corev1.NodeReady,
+				Status:             corev1.ConditionFalse,
+				Reason:             "KubeletNotReady",
+				Message:            "container runtime status check may not have completed yet",
+				LastHeartbeatTime:  metav1.Now(),
+				LastTransitionTime: metav1.Now(),
+			}},
+			Addresses: []corev1.NodeAddress{
+				{Type: corev1.NodeInternalIP, Address: internalIP(s.NamePrefix, i)},
+				{Type: corev1.NodeHostName, Address: name},
+			},
+			DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: 10250}},
+			NodeInfo: corev1.NodeSystemInfo{
+				MachineID:               hex.EncodeToString(machineID[:]),
+				SystemUUID:              strings.ToUpper(uuid.NewString()),
+				BootID:                  uuid.NewString(),
+				KernelVersion:           s.Build.String(),
+				OSImage:                 osImages[s.Build.Build],
+				ContainerRuntimeVersion: runtimeVersion(s.Containerd, s.ContainerdSuffix),
+				KubeletVersion:          kubeletVersion,
+				// Left empty, as kubelets do since 1.33.
+				KubeProxyVersion: "",
+				OperatingSystem:  "windows",
+				Architecture:     "amd64",
+			},
+		},
+	}
+}
+
+// internalIP gives each node its own address in 10.240.0.0/12: 13 bits of
+// index under 7 bits of the name prefix, so that fleets running side by side
+// (tests do) rarely share one.
+func internalIP(prefix string, i int) string {
+	h := fnv.New32a()
+	h.Write([]byte(prefix))
+	n := (h.Sum32()%128)<<13 | uint32(i%8192)
+	return fmt.Sprintf("10.%d.%d.%d", 240+n>>16, n>>8&0xff, n&0xff)
+}
+
+func runtimeVersion(containerd, suffix string) string {
+	return "containerd://" + containerd + suffix
+}
+
+// machine is what a node tells of the machine behind it, to boot a simulated
+// one that continues where the last left off (the fleet restarted).
+type machine struct {
+	build      host.Build
+	containerd string
+	suffix     string
+	cni        string
+	csiProxy   string
+	bootID     string
+	rebooting  bool
+	// booted is when the machine last booted, as far as the fleet knows:
+	// now for a node it just registered, zero (long ago) for one it adopts.
+	booted time.Time
+}
+
+// machineOf reads a node the fleet finds existing. What the node does not say
+// comes from the command line.
+func machineOf(n *corev1.Node, s *Settings) (machine, []string) {
+	m := machine{
+		build:      s.Build,
+		containerd: s.Containerd,
+		suffix:     s.ContainerdSuffix,
+		cni:        s.CNIMode,
+		bootID:     n.Status.NodeInfo.BootID,
+	}
+	var notes []string
+	if b, err := host.ParseBuild(n.Status.NodeInfo.KernelVersion); err == nil {
+		m.build = b
+	} else {
+		notes = append(notes, fmt.Sprintf("kernelVersion %q is no Windows build, using %s", n.Status.NodeInfo.KernelVersion, s.Build))
+	}
+	if v, ok := strings.CutPrefix(n.Status.NodeInfo.ContainerRuntimeVersion, "containerd://"); ok {
+		if c, suffix, err := splitContainerd(v); err == nil {
+			m.containerd, m.suffix = c, suffix
+		}
+	} else {
+		notes = append(notes, fmt.Sprintf("containerRuntimeVersion %q is no containerd, using %s", n.Status.NodeInfo.ContainerRuntimeVersion, s.Containerd))
+	}
+	// The agent's reports are what it observed on the machine.
+	if v := n.Annotations[names.AnnCNIMode]; v != "" {
+		m.cni = v
+	}
+	m.csiProxy = n.Annotations[names.AnnCSIProxyVersion]
+	_, m.rebooting = n.Annotations[AnnRebooting]
+	return m, notes
+}

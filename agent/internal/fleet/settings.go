@@ -1,0 +1,236 @@
+package fleet
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"winpool.dev/agent/internal/host"
+)
+
+// HNSMode is what the simulated hosts' HNS holds (--hns).
+type HNSMode int
+
+const (
+	// HNSAuto: what kube-proxy would have programmed (package hnsmodel),
+	// caught up gradually after each boot.
+	HNSAuto HNSMode = iota
+	// HNSOff: the agents report no HNS counts.
+	HNSOff
+	// HNSFixed: always Settings.HNSFixed.
+	HNSFixed
+)
+
+// Settings is the fleet's command line.
+type Settings struct {
+	Nodes      int
+	NamePrefix string
+	Labels     map[string]string
+	OS         string
+	Build      host.Build
+	// Containerd is the version the machines start with; ContainerdSuffix the
+	// vendor build metadata ("+azure") their kubelets append, kept across upgrades.
+	Containerd       string
+	ContainerdSuffix string
+	CNIMode          string
+	ApplyTime        time.Duration
+	RebootTime       time.Duration
+	FailRate         float64
+	Seed             uint64
+	FailNodes        map[string]bool
+	AgentNamespace   string
+	Create           bool
+	CreateOnly       bool
+	HNS              HNSMode
+	HNSFixed         host.HNSCounts
+	HNSSync          time.Duration
+	JSONLogs         bool
+}
+
+// Releases are the Windows Server versions a pool can run, by build number.
+var Releases = map[string]int{"ltsc2019": 17763, "ltsc2022": 20348, "ltsc2025": 26100}
+
+// ErrHelp is returned for -h/--help (usage already printed).
+var ErrHelp = flag.ErrHelp
+
+// ParseSettings reads the command line. Errors name the flag and what it
+// wants; usage goes to out.
+func ParseSettings(args []string, out io.Writer) (Settings, error) {
+	var s Settings
+	fs := flag.NewFlagSet("winpool-fleet", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.IntVar(&s.Nodes, "nodes", 3, "number of simulated Windows nodes")
+	fs.StringVar(&s.NamePrefix, "name-prefix", "win-", "node names are <prefix><index>")
+	labels := fs.String("labels", "", "extra node labels, k=v,k=v (how pools select the nodes)")
+	fs.StringVar(&s.OS, "os", "ltsc2022", "Windows Server release: ltsc2019 | ltsc2022 | ltsc2025")
+	build := fs.String("build", "10.0.20348.2700", "the machines' starting build, 10.0.<build>.<revision>, a build of --os")
+	containerd := fs.String("containerd", "1.7.20", "the machines' starting containerd version; vendor metadata (1.7.20+azure) allowed")
+	fs.StringVar(&s.CNIMode, "cni", "overlay", "the machines' HNS network: overlay | l2bridge")
+	apply := fs.Float64("apply-seconds", 5, "how long installing an update takes")
+	reboot := fs.Float64("reboot-seconds", 1, "how long a reboot keeps the node NotReady")
+	fs.Float64Var(&s.FailRate, "fail-rate", 0, "probability that a node's update install fails (seeded by --seed)")
+	fs.Uint64Var(&s.Seed, "seed", 1, "seed of --fail-rate")
+	failNodes := fs.String("fail-nodes", "", "nodes whose update install always fails, a,b")
+	fs.StringVar(&s.AgentNamespace, "agent-namespace", "winpool-agents", "namespace of the winpool agent pods")
+	noCreate := fs.Bool("no-create", false, "the nodes exist already: only play them")
+	fs.BoolVar(&s.CreateOnly, "create-only", false, "create the nodes and exit")
+	hns := fs.String("hns", "auto", "HNS counts: auto (kube-proxy's model) | off (agents report none) | LB,ENDPOINTS")
+	hnsSync := fs.Float64("hns-sync-seconds", 2, "how long HNS takes to catch up after a boot (ltsc2019: three times that)")
+	logFormat := fs.String("log-format", "text", "text | json (one object per line)")
+	if err := fs.Parse(args); err != nil {
+		return s, err
+	}
+	if fs.NArg() > 0 {
+		return s, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+
+	if s.Nodes < 0 {
+		bad("--nodes must not be negative, got %d", s.Nodes)
+	}
+	if errs := validation.IsDNS1123Subdomain(s.NamePrefix + "0"); len(errs) > 0 {
+		bad("--name-prefix %q does not make valid node names: %s", s.NamePrefix, strings.Join(errs, "; "))
+	}
+	var err error
+	if s.Labels, err = parseLabels(*labels); err != nil {
+		bad("--labels: %v", err)
+	}
+	release, known := Releases[s.OS]
+	if !known {
+		bad("--os must be ltsc2019, ltsc2022 or ltsc2025, got %q", s.OS)
+	}
+	if s.Build, err = host.ParseBuild(*build); err != nil {
+		bad("--build: %v", err)
+	} else if known && (s.Build.Major != 10 || s.Build.Minor != 0 || s.Build.Build != release) {
+		bad("--build %s is not a build of %s: %s builds are 10.0.%d.<revision>", s.Build, s.OS, s.OS, release)
+	}
+	if s.Containerd, s.ContainerdSuffix, err = splitContainerd(*containerd); err != nil {
+		bad("--containerd: %v", err)
+	}
+	if s.CNIMode != "overlay" && s.CNIMode != "l2bridge" {
+		bad("--cni must be overlay or l2bridge, got %q", s.CNIMode)
+	}
+	if s.ApplyTime, err = seconds(*apply); err != nil {
+		bad("--apply-seconds: %v", err)
+	}
+	if s.RebootTime, err = seconds(*reboot); err != nil {
+		bad("--reboot-seconds: %v", err)
+	}
+	if s.HNSSync, err = seconds(*hnsSync); err != nil {
+		bad("--hns-sync-seconds: %v", err)
+	}
+	if !(s.FailRate >= 0 && s.FailRate <= 1) {
+		bad("--fail-rate must be between 0 and 1, got %v", s.FailRate)
+	}
+	s.FailNodes = map[string]bool{}
+	for _, n := range strings.Split(*failNodes, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			s.FailNodes[n] = true
+		}
+	}
+	if errs := validation.IsDNS1123Label(s.AgentNamespace); len(errs) > 0 {
+		bad("--agent-namespace %q: %s", s.AgentNamespace, strings.Join(errs, "; "))
+	}
+	s.Create = !*noCreate
+	if *noCreate && s.CreateOnly {
+		bad("--no-create and --create-only together do nothing")
+	}
+	switch *hns {
+	case "auto":
+		s.HNS = HNSAuto
+	case "off":
+		s.HNS = HNSOff
+	default:
+		s.HNS = HNSFixed
+		if s.HNSFixed, err = parseCounts(*hns); err != nil {
+			bad("--hns must be auto, off or LB,ENDPOINTS: %v", err)
+		}
+	}
+	switch *logFormat {
+	case "text":
+	case "json":
+		s.JSONLogs = true
+	default:
+		bad("--log-format must be text or json, got %q", *logFormat)
+	}
+	return s, errors.Join(errs...)
+}
+
+func parseLabels(s string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, kv := range strings.Split(s, ",") {
+		if kv = strings.TrimSpace(kv); kv == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return nil, fmt.Errorf("%q is not key=value", kv)
+		}
+		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+			return nil, fmt.Errorf("label key %q: %s", k, strings.Join(errs, "; "))
+		}
+		if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
+			return nil, fmt.Errorf("label %s value %q: %s", k, v, strings.Join(errs, "; "))
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+var semver = regexp.MustCompile(`^\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$`)
+
+// splitContainerd separates a version from the vendor's build metadata:
+// "1.7.20+azure" is containerd 1.7.20 as Azure builds it.
+func splitContainerd(v string) (version, suffix string, err error) {
+	v = strings.TrimPrefix(strings.TrimSpace(v), "v")
+	version, meta, hasMeta := strings.Cut(v, "+")
+	if !semver.MatchString(version) || (hasMeta && meta == "") {
+		return "", "", fmt.Errorf("%q is not a containerd version like 1.7.20 or 1.7.20+azure", v)
+	}
+	if hasMeta {
+		suffix = "+" + meta
+	}
+	return version, suffix, nil
+}
+
+func seconds(f float64) (time.Duration, error) {
+	if f < 0 || math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, fmt.Errorf("must be a number of seconds, 0 or more, got %v", f)
+	}
+	return time.Duration(f * float64(time.Second)), nil
+}
+
+func parseCounts(s string) (host.HNSCounts, error) {
+	lb, ep, ok := strings.Cut(s, ",")
+	if !ok {
+		return host.HNSCounts{}, fmt.Errorf("%q is not LB,ENDPOINTS", s)
+	}
+	l, err1 := strconv.Atoi(strings.TrimSpace(lb))
+	e, err2 := strconv.Atoi(strings.TrimSpace(ep))
+	if err1 != nil || err2 != nil || l < 0 || e < 0 {
+		return host.HNSCounts{}, fmt.Errorf("%q is not two whole numbers LB,ENDPOINTS", s)
+	}
+	return host.HNSCounts{LoadBalancers: l, RemoteEndpoints: e}, nil
+}
+
+// NodeName is the name of the fleet's i-th node.
+func (s *Settings) NodeName(i int) string { return s.NamePrefix + strconv.Itoa(i) }
+
+// CatchUp is how long this release's HNS takes to hold everything after a
+// boot: kubernetes/kubernetes#109124 measured Windows Server 2019 far slower
+// than 2022 at the same load.
+func (s *Settings) CatchUp(b host.Build) time.Duration {
+	if b.Build == Releases["ltsc2019"] {
+		return 3 * s.HNSSync
+	}
+	return s.HNSSync
+}
