@@ -1,7 +1,9 @@
 //! Chaos soak (issue 10): a rollout over ~50 simulated nodes on its own control
 //! plane while, at seeded random moments, the operator is SIGKILLed and
 //! restarted, the kube-apiserver is killed and restarted, a node is deleted
-//! mid-drain, a node joins the pool, evictions are refused (429) for a while,
+//! mid-drain, a node joins the pool, the agent pod of a node that is applying
+//! is deleted (its agent stops mid-apply; the DaemonSet's new pod carries on),
+//! evictions are refused (429) for a while,
 //! the rollout is paused and resumed, and the pool's patch level changes
 //! mid-rollout. The invariant checker (tests/support/invariants.rs) samples the
 //! cluster every 500ms throughout; the rollout must converge with no violation,
@@ -163,6 +165,9 @@ enum Chaos {
     DeleteDrainingNode,
     /// A new node matching the pool's selector joins.
     AddNode,
+    /// Delete the agent pod of a node whose state is Applying (waits until there is one):
+    /// the agent dies mid-apply, the DaemonSet starts a new pod, whose agent must carry on.
+    KillAgent,
     /// The PDB allows no disruption (evictions return 429) for this long.
     RefuseEvictions {
         for_ms: u64,
@@ -198,6 +203,7 @@ fn size(long: bool) -> Size {
     let api = |_: &mut SmallRng| Chaos::RestartApiserver;
     let del = |_: &mut SmallRng| Chaos::DeleteDrainingNode;
     let add = |_: &mut SmallRng| Chaos::AddNode;
+    let agent = |_: &mut SmallRng| Chaos::KillAgent;
     let change = |_: &mut SmallRng| Chaos::ChangePatchLevel;
     let pause = |r: &mut SmallRng| Chaos::Pause { for_ms: r.random_range(8000..20000) };
     if long {
@@ -205,7 +211,7 @@ fn size(long: bool) -> Size {
             nodes: 200,
             max_unavailable: IntOrString::String("10%".into()),
             replicas: 30,
-            events: vec![(kill, 6), (api, 3), (del, 3), (add, 3), (refuse, 3), (change, 2), (pause, 2)],
+            events: vec![(kill, 6), (api, 3), (del, 3), (add, 3), (agent, 4), (refuse, 3), (change, 2), (pause, 2)],
             horizon: Duration::from_secs(300),
             budget: Duration::from_secs(45 * 60),
         }
@@ -214,7 +220,7 @@ fn size(long: bool) -> Size {
             nodes: 50,
             max_unavailable: IntOrString::Int(5),
             replicas: 10,
-            events: vec![(kill, 2), (api, 1), (del, 1), (add, 1), (refuse, 1), (change, 1), (pause, 1)],
+            events: vec![(kill, 2), (api, 1), (del, 1), (add, 1), (agent, 2), (refuse, 1), (change, 1), (pause, 1)],
             horizon: Duration::from_secs(60),
             budget: Duration::from_secs(12 * 60),
         }
@@ -299,6 +305,22 @@ async fn evictions_refused(t: &TestSpace) -> Result<(), String> {
     match pods.evict(&pod.name_any(), &dry).await {
         Err(kube::Error::Api(e)) if e.code == 429 => Ok(()),
         other => Err(format!("a dry-run eviction of {} was not refused: {other:?}", pod.name_any())),
+    }
+}
+
+/// Delete the agent pod on `node` at once (no grace: the agent dies mid-step),
+/// or None when there is none yet (the event stays due).
+async fn kill_agent_pod(t: &TestSpace, node: &str) -> Option<String> {
+    let pods: Api<Pod> = Api::namespaced(t.client.clone(), &t.agent_namespace());
+    let lp = ListParams::default().labels("app.kubernetes.io/name=winpool-agent").fields(&format!("spec.nodeName={node}"));
+    let pod = pods.list(&lp).await.ok()?.items.into_iter().find(|p| p.metadata.deletion_timestamp.is_none())?;
+    let name = pod.name_any();
+    match pods.delete(&name, &DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await {
+        Ok(_) => Some(format!("deleted agent pod {name} of {node} while it was Applying")),
+        Err(e) => {
+            eprintln!("[chaos] deleting agent pod {name}: {e}; retrying");
+            None
+        }
     }
 }
 
@@ -689,6 +711,19 @@ async fn a_rollout_converges_through_chaos_with_every_invariant_held() {
                     }
                     None => None,
                 },
+                Chaos::KillAgent => match &sampled {
+                    Some((s, _, _)) => {
+                        let applying: Vec<&str> =
+                            s.nodes.iter().filter(|n| n.state.as_deref() == Some("Applying")).map(|n| n.name.as_str()).collect();
+                        if applying.is_empty() {
+                            None
+                        } else {
+                            let victim = applying[rng.random_range(0..applying.len())].to_string();
+                            kill_agent_pod(&t, &victim).await
+                        }
+                    }
+                    None => None,
+                },
                 Chaos::AddNode => {
                     let name = format!("{}extra-{}", t.node_prefix(), added.len());
                     let node = support::windows_node(&t, &name, "10.0.20348.2700", "1.7.20");
@@ -789,9 +824,10 @@ async fn a_rollout_converges_through_chaos_with_every_invariant_held() {
                 Ok(rev) if plan.is_empty() => break rev,
                 Ok(_) => {
                     first_converged.get_or_insert(now);
-                    // Deleting a draining node and refusing evictions need a drain under way. When the
-                    // rollout finished before they could happen, start another by changing the spec again.
-                    let needs_drain = |w: &Chaos| matches!(w, Chaos::DeleteDrainingNode | Chaos::RefuseEvictions { .. });
+                    // Deleting a draining node, killing an applying agent and refusing evictions need
+                    // an update under way. When the rollout finished before they could happen, start
+                    // another by changing the spec again.
+                    let needs_drain = |w: &Chaos| matches!(w, Chaos::DeleteDrainingNode | Chaos::KillAgent | Chaos::RefuseEvictions { .. });
                     if plan.iter().all(|(at, w)| *at <= now && needs_drain(w)) {
                         eprintln!("[chaos] converged with {} drain-time events due: changing the patch level again", plan.len());
                         plan.push((now, Chaos::ChangePatchLevel));

@@ -417,7 +417,7 @@ fn garbage_on_nodes_is_reported_not_trusted() {
 }
 
 #[test]
-fn daemonsets_are_kept_for_the_target_and_every_revision_still_on_a_node() {
+fn revision_configmaps_are_kept_for_the_target_and_every_revision_still_on_a_node() {
     let spec = spec_with("");
     let rev = revision_of(&spec);
     let existing: BTreeSet<String> = ["aaaaaaaaaa".to_string(), "bbbbbbbbbb".to_string()].into();

@@ -16,6 +16,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"winpool.dev/agent/internal/agent"
@@ -32,8 +33,19 @@ type Fleet struct {
 	kubelet  *kubelet
 	model    *hnsmodel.Model
 	failures *failures
-	// nodes is written once, before any agent or informer starts.
-	nodes map[string]*simNode
+	// nodes are the nodes the fleet plays: those it created or found at
+	// start, then those added to the cluster while it runs, less those
+	// deleted.
+	nodes nodeSet
+	// podMu serialises the agent-pod handler with adopting and forgetting
+	// nodes, so that a node's agent pod is seen exactly once: by the handler
+	// or by the adoption's look at the pod store.
+	podMu sync.Mutex
+	// pods is the agent pods' store, indexed by node (podNodeIndex).
+	pods cache.Indexer
+	// retrack tells the HNS model of nodes adopted or forgotten; nil unless
+	// the model is fed (--hns auto).
+	retrack *retracker
 	// runAgent is agent.Run (tests watch it instead).
 	runAgent func(context.Context, agent.Options) error
 
@@ -76,7 +88,9 @@ func AdminConfig() (*rest.Config, error) {
 	return cfg, nil
 }
 
-// Run creates (or adopts) the fleet's nodes and plays them until ctx ends.
+// Run creates (or adopts) the fleet's nodes and plays them until ctx ends,
+// and with them any Windows node with the fleet's name prefix added while it
+// runs; a deleted node it stops playing.
 func Run(ctx context.Context, s Settings, admin *rest.Config, log *slog.Logger) error {
 	admin = rest.CopyConfig(admin)
 	admin.QPS, admin.Burst = adminQPS, adminBurst
@@ -98,28 +112,34 @@ func Run(ctx context.Context, s Settings, admin *rest.Config, log *slog.Logger) 
 	if f.clients, err = newAgentClients(admin); err != nil {
 		return err
 	}
-	f.nodes = make(map[string]*simNode, len(machines))
 	for name, m := range machines {
-		f.nodes[name] = newSimNode(f, name, m)
+		f.nodes.add(newSimNode(f, name, m))
 	}
-	f.model = hnsmodel.New(func(node string) bool { return f.nodes[node] != nil })
+	f.model = hnsmodel.New(func(node string) bool { return f.nodes.get(node) != nil })
+	if s.HNS == HNSAuto {
+		f.retrack = newRetracker(f.model)
+		go f.retrack.run(ctx)
+	}
 	if err := f.watchCluster(ctx); err != nil {
 		return err
 	}
 	for name, m := range machines {
 		if m.rebooting {
 			// The previous fleet stopped while this node rebooted.
-			go f.nodes[name].bootedUp(ctx, "booted")
+			go f.nodes.get(name).bootedUp("booted")
 		}
 	}
 	if err := f.watchAgentPods(ctx); err != nil {
 		return err
 	}
-	log.Info("fleet running", "nodes", len(f.nodes), "agentNamespace", s.AgentNamespace)
+	if err := f.watchNodes(ctx); err != nil {
+		return err
+	}
+	log.Info("fleet running", "nodes", f.nodes.len(), "agentNamespace", s.AgentNamespace)
 	go f.reportChanges(ctx)
 	go f.logStats(ctx, 30*time.Second)
 	<-ctx.Done()
-	for _, n := range f.nodes {
+	for _, n := range f.nodes.appendTo(nil) {
 		n.stop()
 	}
 	stopped := make(chan struct{})
@@ -136,14 +156,17 @@ func Run(ctx context.Context, s Settings, admin *rest.Config, log *slog.Logger) 
 func (f *Fleet) reportChanges(ctx context.Context) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
+	var nodes []*simNode
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		for _, n := range f.nodes {
-			n.reportChanges(ctx)
+		nodes = f.nodes.appendTo(nodes[:0])
+		for _, n := range nodes {
+			n.reportChanges()
 		}
+		clear(nodes) // keeps no forgotten node alive until the next tick
 	}
 }

@@ -20,12 +20,17 @@ import (
 // does, with that pod's identity.
 type simNode struct {
 	name string
+	uid  types.UID // the Node's; empty if unknown
 	f    *Fleet
 	host *fake.Host
 	// agentHost is the machine as the agent sees it.
 	agentHost host.Host
 	suffix    string // containerd vendor metadata the kubelet reports
 	log       *slog.Logger
+	// ctx ends when the fleet stops or forgets the node: its agent, token,
+	// reboot and kubelet reports end with it.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	mu sync.Mutex
 	// reported is the nodeInfo the kubelet last wrote.
@@ -54,6 +59,7 @@ type agentRun struct {
 func newSimNode(f *Fleet, name string, m machine) *simNode {
 	n := &simNode{
 		name:   name,
+		uid:    m.uid,
 		f:      f,
 		suffix: m.suffix,
 		log:    f.log.With("node", name),
@@ -65,6 +71,7 @@ func newSimNode(f *Fleet, name string, m machine) *simNode {
 		bootedAt:  m.booted,
 		rebooting: m.rebooting,
 	}
+	n.ctx, n.cancel = context.WithCancel(f.ctx)
 	opts := fake.Options{
 		Build:           m.build,
 		Containerd:      m.containerd,
@@ -107,7 +114,7 @@ func (n *simNode) podRunning(name string, uid types.UID) {
 		return
 	}
 	n.dropPodLocked()
-	n.pod = &agentPod{name: name, uid: uid, token: newPodToken(n.f.ctx, n.f.admin, n.f.s.AgentNamespace, name, uid, n.f.tokenFailed)}
+	n.pod = &agentPod{name: name, uid: uid, token: newPodToken(n.ctx, n.f.admin, n.f.s.AgentNamespace, name, uid, n.f.tokenFailed)}
 	if !n.rebooting {
 		n.startLocked()
 	}
@@ -134,12 +141,13 @@ func (n *simNode) dropPodLocked() {
 }
 
 func (n *simNode) startLocked() {
-	// A pod event that arrives while the fleet shuts down starts nothing
-	// (Run waits for the agents once every node is stopped).
-	if n.f.ctx.Err() != nil {
+	// A pod event that arrives while the fleet shuts down, or after it
+	// forgot the node, starts nothing (Run waits for the agents once every
+	// node is stopped).
+	if n.ctx.Err() != nil {
 		return
 	}
-	ctx, cancel := context.WithCancel(n.f.ctx)
+	ctx, cancel := context.WithCancel(n.ctx)
 	run := &agentRun{cancel: cancel, done: make(chan struct{})}
 	n.run = run
 	pod := n.pod
@@ -183,7 +191,7 @@ func (n *simNode) runAgent(ctx context.Context, pod *agentPod) {
 // reports the new boot, and the agent's pod's containers start again (same
 // pod, same token).
 func (n *simNode) reboot(reason string) {
-	ctx := n.f.ctx
+	ctx := n.ctx
 	n.mu.Lock()
 	n.rebooting = true
 	run := n.run
@@ -208,17 +216,19 @@ func (n *simNode) reboot(reason string) {
 	case <-time.After(n.f.s.RebootTime):
 	case <-ctx.Done():
 		// The fleet stops mid-reboot; the node stays marked, and the next
-		// fleet finishes the reboot when it adopts the node.
+		// fleet finishes the reboot when it adopts the node. (Or the node
+		// was deleted.)
 		return
 	}
 	n.host.CompleteReboot()
-	n.bootedUp(ctx, "rebooted")
+	n.bootedUp("rebooted")
 }
 
 // bootedUp is the kubelet starting after a boot: it reports the machine and
 // a new boot ID, Ready, and lets kwok heartbeat the node again; then the
 // node's pods run again.
-func (n *simNode) bootedUp(ctx context.Context, what string) {
+func (n *simNode) bootedUp(what string) {
+	ctx := n.ctx
 	m := n.host.Machine()
 	info := nodeInfo{
 		KernelVersion:           m.Build.String(),
@@ -272,7 +282,8 @@ func catchUp(full host.HNSCounts, since, total time.Duration) host.HNSCounts {
 // reboot (containerd upgraded in place; an update that needed no reboot).
 // Called every second for every node: it writes only on a change, and never
 // waits for the API.
-func (n *simNode) reportChanges(ctx context.Context) {
+func (n *simNode) reportChanges() {
+	ctx := n.ctx
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.rebooting || n.reporting {
@@ -302,8 +313,10 @@ func (n *simNode) reportChanges(ctx context.Context) {
 	}()
 }
 
-// stop ends the node's agent and token renewal (the fleet shuts down).
+// stop ends the node's agent, token renewal, reboot and kubelet reports
+// (the fleet shuts down, or forgets the node).
 func (n *simNode) stop() {
+	n.cancel()
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.dropPodLocked()

@@ -114,7 +114,7 @@ func testFleet(t *testing.T, args ...string) (*Fleet, *kfake.Clientset, *journal
 		},
 	}
 	m, _ := machineOf(node, s)
-	f.nodes = map[string]*simNode{"win-0": newSimNode(f, "win-0", m)}
+	f.nodes.add(newSimNode(f, "win-0", m))
 	return f, cs, j
 }
 
@@ -140,7 +140,7 @@ func ready(n *corev1.Node) corev1.NodeCondition {
 // new pod (new UID) is a new agent with a new token.
 func TestAgentsFollowTheirPods(t *testing.T) {
 	f, _, j := testFleet(t)
-	n := f.nodes["win-0"]
+	n := f.nodes.get("win-0")
 	n.podRunning("agent-a", "uid-a")
 	eventually(t, "the agent to start", func() bool { return j.count("agent start") == 1 })
 	n.mu.Lock()
@@ -179,7 +179,7 @@ func TestAgentsFollowTheirPods(t *testing.T) {
 // agent again under the same pod and token.
 func TestRebootIsPlayedLikeAKubelet(t *testing.T) {
 	f, cs, j := testFleet(t, "--hns-sync-seconds", "100")
-	n := f.nodes["win-0"]
+	n := f.nodes.get("win-0")
 	serviceWithTwoEndpoints(f.model)
 	if got := n.hns(); got.LoadBalancers != 1 {
 		t.Fatalf("before the reboot HNS holds everything: %+v", got)
@@ -239,11 +239,11 @@ func TestRebootIsPlayedLikeAKubelet(t *testing.T) {
 // vendor's suffix the node had.
 func TestInPlaceChangesAreReported(t *testing.T) {
 	f, cs, _ := testFleet(t, "--containerd", "1.7.20+azure")
-	n := f.nodes["win-0"]
+	n := f.nodes.get("win-0")
 	if err := n.host.UpgradeContainerd(context.Background(), "1.7.22"); err != nil {
 		t.Fatal(err)
 	}
-	n.reportChanges(f.ctx)
+	n.reportChanges()
 	eventually(t, "the new runtime reported", func() bool {
 		return getNode(t, cs).Status.NodeInfo.ContainerRuntimeVersion == "containerd://1.7.22+azure"
 	})
@@ -267,7 +267,7 @@ func TestHNSCatchesUpAfterABoot(t *testing.T) {
 	// A node of a release catches up in that release's time: ltsc2019 takes
 	// three times --hns-sync-seconds.
 	f, _, _ := testFleet(t, "--os", "ltsc2019", "--build", "10.0.17763.6293", "--hns-sync-seconds", "100")
-	n := f.nodes["win-0"]
+	n := f.nodes.get("win-0")
 	serviceWithTwoEndpoints(f.model)
 	// Overlay: the two endpoints and the ClusterIP's own.
 	if got, want := n.hns(), (host.HNSCounts{LoadBalancers: 1, RemoteEndpoints: 3}); got != want {

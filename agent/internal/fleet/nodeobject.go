@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"winpool.dev/agent/internal/host"
 	"winpool.dev/agent/internal/names"
@@ -133,6 +134,7 @@ func runtimeVersion(containerd, suffix string) string {
 // machine is what a node tells of the machine behind it, to boot a simulated
 // one that continues where the last left off (the fleet restarted).
 type machine struct {
+	uid        types.UID // the Node's
 	build      host.Build
 	containerd string
 	suffix     string
@@ -149,6 +151,7 @@ type machine struct {
 // comes from the command line.
 func machineOf(n *corev1.Node, s *Settings) (machine, []string) {
 	m := machine{
+		uid:        n.UID,
 		build:      s.Build,
 		containerd: s.Containerd,
 		suffix:     s.ContainerdSuffix,

@@ -25,7 +25,7 @@ func (f *Fleet) logStats(ctx context.Context, every time.Duration) {
 		runtime.ReadMemStats(&ms)
 		f.log.Info("fleet stats",
 			"agents", f.running.Load(),
-			"nodes", len(f.nodes),
+			"nodes", f.nodes.len(),
 			"rebooting", f.rebooting.Load(),
 			"tokenFailures", f.tokenFailures.Load(),
 			"rssMiB", rssKiB()/1024,

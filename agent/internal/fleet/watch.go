@@ -56,22 +56,42 @@ func (f *Fleet) watchCluster(ctx context.Context) error {
 }
 
 // watchAgentPods runs each node's agent while the node's agent pod is
-// Running: one informer for the whole fleet.
+// Running: one informer for the whole fleet. Its store, indexed by node,
+// tells a node adopted later whether its pod runs already.
 func (f *Fleet) watchAgentPods(ctx context.Context) error {
 	factory := informers.NewSharedInformerFactoryWithOptions(f.admin, 0,
 		informers.WithNamespace(f.s.AgentNamespace),
 		informers.WithTransform(cache.TransformFunc(dropManagedFields)),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = LabelAgentApp }))
 	pods := factory.Core().V1().Pods().Informer()
+	if err := pods.AddIndexers(cache.Indexers{podNodeIndex: podNode}); err != nil {
+		return err
+	}
 	if _, err := pods.AddEventHandler(handler(f.podChanged, f.podDeleted)); err != nil {
 		return err
 	}
+	f.pods = pods.GetIndexer()
 	factory.Start(ctx.Done())
 	return waitSynced(ctx, "agent pods", pods.HasSynced)
 }
 
+const podNodeIndex = "node"
+
+func podNode(obj any) ([]string, error) {
+	if p, ok := obj.(*corev1.Pod); ok && p.Spec.NodeName != "" {
+		return []string{p.Spec.NodeName}, nil
+	}
+	return nil, nil
+}
+
 func (f *Fleet) podChanged(p *corev1.Pod) {
-	n := f.nodes[p.Spec.NodeName]
+	f.podMu.Lock()
+	defer f.podMu.Unlock()
+	f.podChangedLocked(p)
+}
+
+func (f *Fleet) podChangedLocked(p *corev1.Pod) {
+	n := f.nodes.get(p.Spec.NodeName)
 	if n == nil {
 		return
 	}
@@ -84,7 +104,9 @@ func (f *Fleet) podChanged(p *corev1.Pod) {
 }
 
 func (f *Fleet) podDeleted(p *corev1.Pod) {
-	if n := f.nodes[p.Spec.NodeName]; n != nil {
+	f.podMu.Lock()
+	defer f.podMu.Unlock()
+	if n := f.nodes.get(p.Spec.NodeName); n != nil {
 		n.podGone(p.UID)
 	}
 }

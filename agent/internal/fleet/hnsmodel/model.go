@@ -147,6 +147,40 @@ func (m *Model) DeleteSlice(namespace, name string) {
 	}
 }
 
+// Retrack brings the model up to date after nodes started or stopped being
+// tracked (the fleet adopted or forgot them): it recomputes the Services with
+// endpoints on any of them, found in one pass over the slices. These are all
+// the Services whose contribution changes: a contribution names a node only
+// if, when it was computed from the slices the model still holds, the node
+// hosted some of the Service's endpoints. A forgotten node's differences go
+// with them.
+func (m *Model) Retrack(nodes ...string) {
+	if len(nodes) == 0 {
+		return
+	}
+	set := make(map[string]struct{}, len(nodes))
+	for _, n := range nodes {
+		set[n] = struct{}{}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	services := map[string]struct{}{}
+	for _, sl := range m.slices {
+		if _, done := services[sl.service]; done {
+			continue
+		}
+		for _, e := range sl.endpoints {
+			if _, hit := set[e.node]; hit {
+				services[sl.service] = struct{}{}
+				break
+			}
+		}
+	}
+	for svc := range services {
+		m.recompute(svc)
+	}
+}
+
 // dropSlice forgets a slice and returns the Service it belonged to ("" if none).
 func (m *Model) dropSlice(key string) string {
 	old := m.slices[key]

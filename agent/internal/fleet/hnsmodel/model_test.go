@@ -140,6 +140,56 @@ func TestIncrementalCountsEqualARecount(t *testing.T) {
 	}
 }
 
+// Nodes come and go while the model runs (the fleet adopts a node added to
+// the cluster, forgets a deleted one): after Retrack the counts equal a
+// recount with the new set of tracked nodes, and a node no longer tracked
+// leaves no differences behind.
+func TestRetrackFollowsNodesComingAndGoing(t *testing.T) {
+	services := []string{"a", "b", "c"}
+	nodes := []string{"win-0", "win-1", "linux-0"}
+	for seed := range uint64(200) {
+		r := rand.New(rand.NewPCG(seed, 2))
+		on := map[string]bool{}
+		m := New(func(n string) bool { return on[n] })
+		for step := range 60 {
+			switch op := r.IntN(5); op {
+			case 0:
+				i := r.IntN(len(services))
+				m.SetService(randomService(r, services[i], i+1))
+			case 1:
+				m.DeleteService("ns", services[r.IntN(len(services))])
+			case 2:
+				m.SetSlice(randomSlice(r, fmt.Sprintf("s%d", r.IntN(5)), services))
+			case 3:
+				m.DeleteSlice("ns", fmt.Sprintf("s%d", r.IntN(5)))
+			case 4:
+				n := nodes[r.IntN(len(nodes))]
+				on[n] = !on[n]
+				m.Retrack(n)
+			}
+			for _, node := range nodes {
+				view := node
+				if !on[node] {
+					view = ""
+				}
+				for _, overlay := range []bool{false, true} {
+					if got, want := m.Counts(node, overlay), recount(m, view, overlay); got != want {
+						t.Fatalf("seed %d step %d node %s (tracked %v) overlay %v: incremental %+v, recount %+v",
+							seed, step, node, on[node], overlay, got, want)
+					}
+				}
+			}
+		}
+		for _, n := range nodes {
+			on[n] = false
+		}
+		m.Retrack(nodes...)
+		if len(m.nodes) != 0 || len(m.deltaNodes) != 0 {
+			t.Fatalf("seed %d: differences kept for untracked nodes: %v", seed, m.nodes)
+		}
+	}
+}
+
 // An untracked node is seen as hosting no endpoints: the fleet asks only
 // about its own nodes, and keeping others' differences would cost memory for
 // nothing.
