@@ -14,10 +14,13 @@ Phases, each on a fresh local control plane of its own (never the tests'):
              start -> first reconcile decision) and a whole rollout, with the
              operator's peak RSS and CPU seconds and the control plane's.
 
+The simulated fleet is hack/sim.sh: the real agent (agent/) on every node,
+each authenticated as its node's agent pod, with a fake host; the fleet plays
+the machines and kubelets with the admin identity, as this script does.
 winpool's API requests are counted from the API server's audit log, filtered
-to the operator's ServiceAccount (the simulated fleet and this script use the
-admin identity). Everything measured is kept in <state>/results.json; the
-table is rendered from it (--report-only re-renders without running).
+to the operator's ServiceAccount; the agents' apart, filtered to theirs.
+Everything measured is kept in <state>/results.json; the table is rendered
+from it (--report-only re-renders without running).
 """
 
 import argparse
@@ -26,7 +29,6 @@ import json
 import math
 import os
 import re
-import shutil
 import signal
 import statistics
 import subprocess
@@ -43,14 +45,15 @@ RELEASE = "winpool"
 SA_NAMESPACE = "winpool-system"
 SA_USER = f"system:serviceaccount:{SA_NAMESPACE}:{RELEASE}"
 AGENT_NS = "winpool-agents"
+AGENT_USER = f"system:serviceaccount:{AGENT_NS}:winpool-agent"
 BENCH_LABEL = "winpool-bench"
 OS_BUILD = "10.0.20348"
 START_REVISION = 2700
 WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
-# The simulated agent reports HNS counts above anything the cluster needs, in
-# the same write as its apply result: HNS has caught up by the time the apply
-# finishes, so the per-node simulated time is apply + reboot.
-HNS_REPORT = "1000000,1000000"
+# The simulated hosts' HNS always holds more than the cluster needs (no
+# catch-up after a reboot), so a node is ready once it has booted: the
+# per-node simulated time is apply + reboot.
+HNS_FIXED = "1000000,1000000"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 STARTUP_S = 10
 CP_COMPONENTS = ["kube-apiserver", "etcd", "kube-controller-manager", "kube-scheduler", "kwok-controller"]
@@ -60,10 +63,17 @@ def log(msg):
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
+RFC3339 = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)", re.IGNORECASE)
+
+
 def parse_ts(s):
-    """RFC 3339 (tracing, audit) -> epoch seconds; fractions beyond microseconds are cut."""
-    s = re.sub(r"(\.\d{6})\d+", r"\1", s).replace("Z", "+00:00")
-    return dt.datetime.fromisoformat(s).timestamp()
+    """RFC 3339 (tracing, audit, Go's slog) -> epoch seconds. Go's RFC3339Nano trims trailing
+    zeros, so a fraction has any number of digits, or none."""
+    m = RFC3339.fullmatch(s.strip())
+    if not m:
+        raise ValueError(f"not an RFC 3339 time: {s!r}")
+    tz = "+00:00" if m[3] in ("Z", "z") else m[3]
+    return dt.datetime.fromisoformat(m[1] + tz).timestamp() + float(f"0.{m[2] or 0}")
 
 
 def proc_cpu(pid):
@@ -96,6 +106,11 @@ def machine_busy():
         v = [int(x) for x in f.readline().split()[1:]]
     # user nice system idle iowait irq softirq steal
     return (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / CLK_TCK
+
+
+def writes_per_node(audit, n):
+    """Writes per node beyond evictions and Lease renewals, as the report counts them."""
+    return sum(v for k, v in audit["writes"].items() if "pods/eviction" not in k and " leases" not in k) / n
 
 
 def median(xs):
@@ -152,7 +167,8 @@ class Bench:
     def kubectl(self, *args, input=None, check=True):
         return self.sh(self.a.kubectl, "--kubeconfig", self.kubeconfig, *args, input=input, check=check)
 
-    def spawn(self, name, args, kubeconfig, rust_log="info,kube=warn", extra_env=None):
+    def spawn(self, name, args, kubeconfig, program=None, rust_log="info,kube=warn", extra_env=None):
+        """Starts `program` (default: the winpool binary) with `args`, logging to <state>/logs/<name>.log."""
         path = os.path.join(self.state, "logs", f"{name}.log")
         os.makedirs(os.path.dirname(path), exist_ok=True)
         f = open(path, "ab")
@@ -161,8 +177,9 @@ class Bench:
         env.pop("POD_NAMESPACE", None)
         t0 = time.time()
         # Experiments only: a command prefix for the operator (e.g. `heaptrack -o FILE`).
-        wrapper = os.environ.get("WINPOOL_BENCH_OPERATOR_WRAPPER", "").split() if args[0] == "run" else []
-        p = subprocess.Popen([*wrapper, self.a.bin, *args], stdout=f, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        wrapper = os.environ.get("WINPOOL_BENCH_OPERATOR_WRAPPER", "").split() if program is None and args[0] == "run" else []
+        p = subprocess.Popen([*wrapper, program or self.a.bin, *args], stdout=f, stderr=subprocess.STDOUT, env=env,
+                             start_new_session=True)
         f.close()
         self.procs[name] = (p, path)
         return p, path, t0
@@ -190,7 +207,7 @@ class Bench:
         p, path = self.procs[name]
         if p.poll() is not None:
             tail = open(path, errors="replace").read()[-3000:]
-            raise RuntimeError(f"winpool {name} exited with {p.returncode}; log {path}:\n{tail}")
+            raise RuntimeError(f"{name} exited with {p.returncode}; log {path}:\n{tail}")
 
     # -- cluster -----------------------------------------------------------
 
@@ -213,18 +230,23 @@ class Bench:
 
     def cluster_down(self, phase):
         self.stop_all()
-        # `down` deletes the audit log with the cluster: keep winpool's part of it.
+        # `down` deletes the audit log with the cluster: keep winpool's and the agents' parts of it.
         if os.path.exists(self.audit):
-            keep = os.path.join(self.state, f"audit-{phase}-winpool.jsonl")
-            needle = SA_USER.encode()
+            keep = {SA_USER.encode(): os.path.join(self.state, f"audit-{phase}-winpool.jsonl"),
+                    AGENT_USER.encode(): os.path.join(self.state, f"audit-{phase}-agents.jsonl")}
+            dsts = {needle: open(path, "wb") for needle, path in keep.items()}
             total = 0
-            with open(keep, "wb") as dst:
+            try:
                 for path, _ in self.audit_files():
                     total += os.path.getsize(path)
                     with open(path, "rb") as src:
                         for line in src:
-                            if needle in line:
-                                dst.write(line)
+                            for needle, dst in dsts.items():
+                                if needle in line:
+                                    dst.write(line)
+            finally:
+                for dst in dsts.values():
+                    dst.close()
             self.results["setup"][f"{phase}_audit_log_mib"] = round(total / 2**20, 1)
         if not self.a.keep:
             subprocess.run([self.a.cluster_script, "down"], check=True, stdout=subprocess.DEVNULL)
@@ -257,31 +279,26 @@ class Bench:
         with open(self.sa_kubeconfig, "w") as f:
             json.dump(kc, f)
         os.chmod(self.sa_kubeconfig, 0o600)
+        # The agents' identity, from the chart too: the fleet asks for tokens of its ServiceAccount
+        # bound to each node's agent pod, and the admission policy holds each agent to its own Node.
+        self.sh(self.a.agent_identity_script, AGENT_NS, env=dict(os.environ, KUBECONFIG=self.kubeconfig))
 
     # -- fleet ----------------------------------------------------------------
 
-    def create_nodes(self, fleet, start_group, groups, per_group):
-        """`winpool sim --create-only`, a few processes side by side (each creates its nodes one by one)."""
+    def fleet_args(self, fleet, n):
+        """The fleet's nodes <fleet>-0 … <fleet>-<n-1>, machines at the benchmark's starting build."""
+        return [f"--nodes={n}", f"--name-prefix={fleet}-", f"--labels={BENCH_LABEL}={fleet}", "--os=ltsc2022",
+                f"--build={OS_BUILD}.{START_REVISION}", "--log-format=json"]
+
+    def create_nodes(self, fleet, n):
+        """`hack/sim.sh --create-only`: creates those of the fleet's n nodes that are missing."""
         t = time.time()
-        pending = list(range(start_group, start_group + groups))
-        running = []
-        while pending or running:
-            while pending and len(running) < 4:
-                g = pending.pop(0)
-                p, _, _ = self.spawn(
-                    f"create-{fleet}-{g}",
-                    ["sim", "--create-only", f"--nodes={per_group}", f"--name-prefix={fleet}-{g}-",
-                     f"--labels={BENCH_LABEL}={fleet}", "--os=ltsc2022", f"--build={OS_BUILD}.{START_REVISION}", "--log-format=json"],
-                    self.kubeconfig,
-                )
-                running.append((f"create-{fleet}-{g}", p))
-            for name, p in list(running):
-                if p.poll() is not None:
-                    if p.returncode != 0:
-                        self.check_alive(name)
-                    running.remove((name, p))
-                    self.procs.pop(name, None)
-            time.sleep(0.2)
+        name = f"create-{fleet}"
+        p, _, _ = self.spawn(name, ["--create-only", *self.fleet_args(fleet, n)], self.kubeconfig, program=self.a.sim_script)
+        p.wait(self.a.timeout)
+        if p.returncode != 0:
+            self.check_alive(name)
+        self.procs.pop(name)
         return time.time() - t
 
     def wait_nodes_ready(self, fleet, n, timeout=600):
@@ -298,14 +315,19 @@ class Bench:
                 raise RuntimeError(f"only {ready} of {n} nodes of fleet {fleet} Ready after {timeout}s")
             time.sleep(3)
 
-    def start_sim(self, fleet):
-        p, path, _ = self.spawn(
-            f"sim-{fleet}",
-            ["sim", "--no-create", f"--name-prefix={fleet}-", f"--apply-seconds={self.a.apply_seconds}",
-             f"--reboot-seconds={self.a.reboot_seconds}", f"--hns={HNS_REPORT}", "--log-format=json"],
-            self.kubeconfig,
+    def start_sim(self, fleet, n):
+        """The fleet playing its n nodes, each node's agent running while the node's agent pod does.
+        Returns once the fleet runs (its informers synced)."""
+        name = f"sim-{fleet}"
+        path = os.path.join(self.state, "logs", f"{name}.log")
+        offset = os.path.getsize(path) if os.path.exists(path) else 0
+        self.spawn(
+            name,
+            ["--no-create", f"--agent-namespace={AGENT_NS}", f"--apply-seconds={self.a.apply_seconds}",
+             f"--reboot-seconds={self.a.reboot_seconds}", f"--hns={HNS_FIXED}", *self.fleet_args(fleet, n)],
+            self.kubeconfig, program=self.a.sim_script,
         )
-        return p
+        self.wait_for_log(path, '"fleet running"', 300, name, offset)
 
     def start_operator(self, name):
         args = ["run", f"--metrics-addr=127.0.0.1:{self.metrics_port}", f"--lease-namespace={SA_NAMESPACE}",
@@ -446,13 +468,13 @@ class Bench:
                 data = f.read(end[1] - (start[1] if k == first else 0)) if k == last else f.read()
             yield from data.split(b"\n")
 
-    def audit_counts(self, start, end, after=None):
-        """winpool's requests between two audit log positions. With `after` (epoch seconds), lists
+    def audit_counts(self, start, end, user=SA_USER, after=None):
+        """`user`'s requests between two audit log positions. With `after` (epoch seconds), lists
         received later than that are also counted apart (`lists_after_detail`): relists past start-up."""
         writes, lists, watches, codes, agents = Counter(), Counter(), Counter(), Counter(), Counter()
         lists_detail, lists_after = Counter(), Counter()
         latencies = []
-        needle = SA_USER.encode()
+        needle = user.encode()
         for line in self.audit_lines(start, end):
             if needle not in line:
                 continue
@@ -460,13 +482,14 @@ class Bench:
                 ev = json.loads(line)
             except ValueError:
                 continue
-            if ev.get("user", {}).get("username") != SA_USER:
+            if ev.get("user", {}).get("username") != user:
                 continue
             ref = ev.get("objectRef") or {}
             res = ref.get("resource", "?") + (f"/{ref['subresource']}" if ref.get("subresource") else "")
             verb = ev.get("verb")
             stage = ev.get("stage")
-            agents[ev.get("userAgent", "")] += 1
+            # The simulated agents name their node in the user agent: one entry per node would say nothing.
+            agents[ev.get("userAgent", "").split(" (")[0]] += 1
             if verb == "watch":
                 if stage == "ResponseStarted":
                     watches[res] += 1
@@ -498,7 +521,9 @@ class Bench:
             },
         }
 
-    def operator_log(self, path, offset):
+    def json_log(self, path, offset, time_key):
+        """The JSON lines of a log from `offset` that carry a time under `time_key` (the operator's
+        tracing: "timestamp"; the fleet's slog: "time")."""
         events = []
         with open(path, "rb") as f:
             f.seek(offset)
@@ -507,12 +532,19 @@ class Bench:
                     ev = json.loads(line)
                 except ValueError:
                     continue
-                if isinstance(ev, dict) and "timestamp" in ev:
+                if isinstance(ev, dict) and time_key in ev:
                     events.append(ev)
         return events
 
+    def operator_log(self, path, offset):
+        return self.json_log(path, offset, "timestamp")
+
+    def fleet_log(self, path, offset):
+        return self.json_log(path, offset, "time")
+
     def phases(self, op_events, sim_events, t0):
-        """Per-node timestamps of each state change (operator log) and of the agent's report (sim log)."""
+        """Per-node timestamps of each state change (operator log) and of the agent's success report
+        (the real agent's "step" lines in the fleet's log)."""
         node = defaultdict(dict)
         first_decision = None
         synced = None
@@ -532,10 +564,10 @@ class Bench:
                 if first_decision is None:
                     first_decision = t
         for ev in sim_events:
-            t = parse_ts(ev["timestamp"])
-            f = ev.get("fields", {})
-            if t >= t0 - 1 and f.get("message", "").startswith("simulated agent: applied") and "node" in f:
-                node[f["node"]].setdefault("Reported", t)
+            if ev.get("msg") == "step" and ev.get("status") == "Succeeded" and "node" in ev:
+                t = parse_ts(ev["time"])
+                if t >= t0:
+                    node[ev["node"]].setdefault("Reported", t)
         return node, first_decision, synced
 
     def profile(self, nodes, t0, t_done, in_flight_limit):
@@ -585,12 +617,11 @@ class Bench:
         self.cluster_up("rollout")
         for n in self.a.rollout_sizes:
             fleet = f"r{n}"
-            groups = max(1, math.ceil(n / 1000))
             log(f"[rollout {n}] creating {n} simulated nodes")
-            created = self.create_nodes(fleet, 0, groups, n // groups)
+            created = self.create_nodes(fleet, n)
             self.wait_nodes_ready(fleet, n)
             log(f"[rollout {n}] {n} nodes Ready ({created:.0f}s to create)")
-            self.start_sim(fleet)
+            self.start_sim(fleet, n)
             a0 = self.audit_size()
             p, op_log, t_start = self.start_operator(f"operator-{fleet}")
             self.wait_for_log(op_log, "caches synced", 120, f"operator-{fleet}")
@@ -613,10 +644,10 @@ class Bench:
     def one_rollout(self, n, fleet, pool, kind, i, p):
         name = f"operator-{fleet}"
         op_log = self.procs[name][1]
-        sim_log = self.procs[f"sim-{fleet}"][1]
+        sim_proc, sim_log = self.procs[f"sim-{fleet}"]
         op_off, sim_off = os.path.getsize(op_log), os.path.getsize(sim_log)
         a0 = self.audit_size()
-        cpu0, cp0, sim0 = proc_cpu(p.pid), self.cp_cpu(), proc_cpu(self.procs[f"sim-{fleet}"][0].pid)
+        cpu0, cp0, sim0 = proc_cpu(p.pid), self.cp_cpu(), proc_cpu(sim_proc.pid)
         busy0 = machine_busy()
         m0 = self.scrape()
         patch = self.next_patch()
@@ -627,11 +658,13 @@ class Bench:
         actual = t_done - t0
         time.sleep(3)  # writes that follow the last update (status, events) belong to the run
         m1 = self.scrape()
-        audit = self.audit_counts(a0, self.audit_size())
-        nodes, _, _ = self.phases(self.operator_log(op_log, op_off), self.operator_log(sim_log, sim_off), t0)
+        a1 = self.audit_size()
+        audit = self.audit_counts(a0, a1)
+        agent_audit = self.audit_counts(a0, a1, user=AGENT_USER)
+        nodes, _, _ = self.phases(self.operator_log(op_log, op_off), self.fleet_log(sim_log, sim_off), t0)
         cp1 = self.cp_cpu()
         op_cpu = proc_cpu(p.pid) - cpu0
-        sim_cpu = (proc_cpu(self.procs[f"sim-{fleet}"][0].pid) or 0) - (sim0 or 0)
+        sim_cpu = (proc_cpu(sim_proc.pid) or 0) - (sim0 or 0)
         cp_cpu = {c: round((cp1[c] or 0) - (cp0[c] or 0), 2) for c in cp1}
         busy = machine_busy() - busy0
         rec = self.run_record(
@@ -639,33 +672,32 @@ class Bench:
             actual_s=round(actual, 2), ideal_s=self.ideal(n), ratio=round(actual / self.ideal(n), 3),
             operator_cpu_s=round(op_cpu, 2),
             operator_hwm_mib=round(proc_mem(p.pid)[1] or 0, 1),
-            sim_cpu_s=round(sim_cpu, 2), cp_cpu_s=cp_cpu,
+            sim_cpu_s=round(sim_cpu, 2), sim_hwm_mib=round(proc_mem(sim_proc.pid)[1] or 0, 1), cp_cpu_s=cp_cpu,
             machine_busy_s=round(busy, 1), other_cpu_s=round(busy - op_cpu - sim_cpu - sum(cp_cpu.values()), 1),
             reconciles=m1.get("reconciles", 0) - m0.get("reconciles", 0),
             reconcile_seconds=round(m1.get("reconcile_seconds", 0) - m0.get("reconcile_seconds", 0), 2),
-            audit=audit, profile=self.profile(nodes, t0, t_done, self.max_unavailable(n)),
+            audit=audit, agent_audit=agent_audit, profile=self.profile(nodes, t0, t_done, self.max_unavailable(n)),
             timeline=[(round(t - t0, 2), u) for t, u in timeline],
         )
         log(f"[rollout {n}]   {actual:.1f}s (ideal {rec['ideal_s']}s, x{rec['ratio']}), "
-            f"{sum(v for k, v in audit['writes'].items() if 'eviction' not in k and 'leases' not in k) / n:.2f} writes/node, "
-            f"profile {rec['profile']}")
+            f"writes/node: winpool {writes_per_node(audit, n):.2f}, agents {writes_per_node(agent_audit, n):.2f}; "
+            f"fleet CPU {rec['sim_cpu_s']}s, VmHWM {rec['sim_hwm_mib']} MiB; profile {rec['profile']}")
 
-    def wait_for_log(self, path, text, timeout, name):
+    def wait_for_log(self, path, text, timeout, name, offset=0):
+        """Until a line of the log from `offset` on contains `text` (the process `name` must stay up)."""
         deadline = time.time() + timeout
         while time.time() < deadline:
             self.check_alive(name)
             with open(path, errors="replace") as f:
-                for line in f:
-                    if text in line:
-                        try:
-                            return parse_ts(json.loads(line)["timestamp"])
-                        except (ValueError, KeyError):
-                            return time.time()
+                f.seek(offset)
+                if any(text in line for line in f):
+                    return
             time.sleep(0.2)
         raise RuntimeError(f"'{text}' not in {path} after {timeout}s")
 
     def cleanup_fleet(self, fleet, pool):
-        """The next size starts from a clean slate: no pool, no agent DaemonSets, no nodes of this fleet."""
+        """The next size starts from a clean slate: no pool, no agent DaemonSets or revision ConfigMaps, no nodes
+        of this fleet."""
         path = f"/apis/winpool.dev/v1alpha1/windowsnodepools/{pool}"
         try:
             self.kube.merge_patch(path, {"metadata": {"finalizers": None}})
@@ -673,6 +705,7 @@ class Bench:
         except Exception as e:  # noqa: BLE001
             log(f"cleanup of pool {pool}: {e}")
         self.kubectl("delete", "daemonsets", "-n", AGENT_NS, "--all", "--wait=false", check=False)
+        self.kubectl("delete", "configmaps", "-n", AGENT_NS, "-l", "app.kubernetes.io/managed-by=winpool", "--wait=false", check=False)
         self.kubectl("delete", "nodes", "-l", f"{BENCH_LABEL}={fleet}", "--wait=false", check=False)
 
     def create_services(self, services, endpoints):
@@ -726,14 +759,14 @@ class Bench:
         pool = "bench-fp"
         have = 0
         for n in self.a.footprint_sizes:
-            per_group = min(1000, n)
             log(f"[footprint {n}] adding {n - have} simulated nodes")
-            created = self.create_nodes(fleet, have // per_group, (n - have) // per_group, per_group)
+            created = self.create_nodes(fleet, n)
             self.wait_nodes_ready(fleet, n)
             log(f"[footprint {n}] {n} nodes Ready ({created:.0f}s to create)")
             have = n
-            if f"sim-{fleet}" not in self.procs:
-                self.start_sim(fleet)
+            # A fleet plays the nodes it found at its start: more nodes take a new one (the agents start again).
+            self.stop(f"sim-{fleet}")
+            self.start_sim(fleet, n)
             runs = [("first", None)] * self.a.warmup + [("measured", i) for i in range(self.a.runs)]
             for kind, i in runs:
                 self.one_footprint(n, fleet, pool, kind, i, self.a.fraction)
@@ -768,16 +801,19 @@ class Bench:
         cpu = proc_cpu(p.pid)
         _, hwm = proc_mem(p.pid)
         cp1, sim1 = self.cp_cpu(), proc_cpu(sim_proc.pid)
+        _, sim_hwm = proc_mem(sim_proc.pid)
         busy = machine_busy() - busy0
         cp_cpu = {c: round((cp1[c] or 0) - (cp0[c] or 0), 2) for c in cp1}
         m = self.scrape()
         time.sleep(2)
         self.stop(name)
-        audit = self.audit_counts(a0, self.audit_size())
+        a1 = self.audit_size()
+        audit = self.audit_counts(a0, a1)
+        agent_audit = self.audit_counts(a0, a1, user=AGENT_USER)
         events = self.operator_log(op_log, 0)
         # Only this process's lines: the log file is appended to by every run.
         events = [e for e in events if parse_ts(e["timestamp"]) >= t0 - 0.5]
-        nodes, first_decision, synced = self.phases(events, self.operator_log(sim_log, sim_off), t0)
+        nodes, first_decision, synced = self.phases(events, self.fleet_log(sim_log, sim_off), t0)
         actual = t_done - t0
         ideal = self.ideal(n, target)
         rec = self.run_record(
@@ -788,16 +824,18 @@ class Bench:
             synced_s=round(synced - t0, 2) if synced else None,
             operator_cpu_s=cpu, operator_hwm_mib=round(hwm or 0, 1),
             operator_rss_series=sampler.series["winpool"][::4],
-            sim_cpu_s=round((sim1 or 0) - (sim0 or 0), 2), cp_cpu_s=cp_cpu,
+            sim_cpu_s=round((sim1 or 0) - (sim0 or 0), 2), sim_hwm_mib=round(sim_hwm or 0, 1), cp_cpu_s=cp_cpu,
             machine_busy_s=round(busy, 1),
             other_cpu_s=round(busy - (cpu or 0) - ((sim1 or 0) - (sim0 or 0)) - sum(cp_cpu.values()), 1),
             cp_peak_rss_mib={c: round(sampler.peak[c], 1) for c in ("kube-apiserver", "etcd")},
             reconciles=m.get("reconciles"), reconcile_seconds=round(m.get("reconcile_seconds", 0), 2),
-            audit=audit, profile=self.profile(nodes, t0, t_done, self.max_unavailable(n)),
+            audit=audit, agent_audit=agent_audit, profile=self.profile(nodes, t0, t_done, self.max_unavailable(n)),
             timeline=[(round(t - t0, 2), u) for t, u in timeline],
         )
         log(f"[footprint {n}]   {actual:.1f}s, start-up {rec['startup_s']}s (caches synced {rec['synced_s']}s), "
-            f"CPU {cpu:.1f}s, peak RSS {rec['operator_hwm_mib']} MiB, apiserver CPU {rec['cp_cpu_s']['kube-apiserver']}s")
+            f"CPU {cpu:.1f}s, peak RSS {rec['operator_hwm_mib']} MiB, apiserver CPU {rec['cp_cpu_s']['kube-apiserver']}s; "
+            f"writes per node updated: winpool {writes_per_node(audit, target):.2f}, agents {writes_per_node(agent_audit, target):.2f}; "
+            f"fleet CPU {rec['sim_cpu_s']}s, VmHWM {rec['sim_hwm_mib']} MiB")
 
 
 def machine_info(repo):
@@ -815,18 +853,26 @@ def machine_info(repo):
     return info
 
 
+def go_version():
+    """What hack/sim.sh builds the fleet and its agents with."""
+    return subprocess.run(["go", "version"], capture_output=True, text=True).stdout.strip()
+
+
 def versions(repo, binary):
     v = {}
     if os.environ.get("WINPOOL_BENCH_REV"):
         # The binary was built elsewhere (WINPOOL_BENCH_BIN) from this revision.
         v["winpool"] = os.environ["WINPOOL_BENCH_REV"]
         v["rustc"] = subprocess.run(["rustc", "--version"], capture_output=True, text=True).stdout.strip()
+        v["go"] = go_version()
         return v
     sha = subprocess.run(["git", "-C", repo, "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "-C", repo, "status", "--porcelain", "--", "src", "Cargo.toml", "Cargo.lock"],
+    # The fleet runs the agent built from this tree (hack/sim.sh), so its changes count too.
+    dirty = subprocess.run(["git", "-C", repo, "status", "--porcelain", "--", "src", "Cargo.toml", "Cargo.lock", "agent"],
                            capture_output=True, text=True).stdout.strip()
-    v["winpool"] = sha + ("+uncommitted src changes" if dirty else "")
+    v["winpool"] = sha + ("+uncommitted src/agent changes" if dirty else "")
     v["rustc"] = subprocess.run(["rustc", "--version"], capture_output=True, text=True).stdout.strip()
+    v["go"] = go_version()
     v["winpool_binary"] = subprocess.run([binary, "--version"], capture_output=True, text=True).stdout.strip()
     return v
 
@@ -839,6 +885,8 @@ def main():
     ap.add_argument("--kubectl", required=True)
     ap.add_argument("--helm", required=True)
     ap.add_argument("--cluster-script", required=True)
+    ap.add_argument("--sim-script", required=True)
+    ap.add_argument("--agent-identity-script", required=True)
     ap.add_argument("--mode", choices=["full", "quick", "smoke"], default="full")
     ap.add_argument("--runs", type=int)
     ap.add_argument("--phases", default="rollout,footprint")

@@ -39,10 +39,20 @@ def spread(values, digits=2, unit=""):
     return s
 
 
-def writes_per_node(rec):
-    w = rec["audit"]["writes"]
+def writes_per_node(rec, audit="audit"):
+    """Writes per node of the run's `audit` ("audit": winpool's; "agent_audit": the agents'), beyond evictions
+    and Lease renewals; None for results from before the agents were counted."""
+    if audit not in rec:
+        return None
+    w = rec[audit]["writes"]
     total = sum(v for k, v in w.items() if "pods/eviction" not in k and " leases" not in k)
     return round(total / rec["nodes"], 2)
+
+
+def fleet_row(n, rs):
+    return ("Simulated fleet: `hack/sim.sh` (the real agent per node) CPU seconds / peak RSS (VmHWM since the fleet started), "
+            "same runs (not the operator)", f"{n:,} nodes",
+            f"{spread([r['sim_cpu_s'] for r in rs], 1, ' s')} / {spread([r.get('sim_hwm_mib') for r in rs], 0, ' MiB')}", "—", "info")
 
 
 def verdict(ok):
@@ -52,7 +62,6 @@ def verdict(ok):
 def build(results):
     cfg = results["config"]
     runs = results["runs"]
-    measured = [r for r in runs if r["kind"] == "measured"]
     n_runs = cfg["runs"]
 
     def sel(phase, n, kind="measured"):
@@ -84,17 +93,19 @@ def build(results):
         prof = [r.get("profile", {}) for r in rs]
         sim_s = cfg["apply_seconds"] + cfg["reboot_seconds"]
         own = [p["drain_round"] + p["verify"] for p in prof if "drain_round" in p and "verify" in p]
-        k8s = [p["agent_overhead"] for p in prof if "agent_overhead" in p]
+        agent = [p["agent_overhead"] for p in prof if "agent_overhead" in p]
         cpu = [(sum(r["cp_cpu_s"].values()), r["operator_cpu_s"], r.get("machine_busy_s")) for r in rs]
-        if own and k8s:
+        if own and agent:
             busy = [b / (r["actual_s"] * results["machine"]["nproc"]) for (_, _, b), r in zip(cpu, rs) if b]
-            rows.append(("  · a node's time in flight (medians): simulated apply / Kubernetes starting the agent pod (DaemonSet "
-                         "controller, scheduler, kwok, watch delivery) / winpool's own rounds (cordon → drained → labelled, "
-                         "report → verified); machine CPU busy; control plane vs winpool CPU s",
+            rows.append(("  · a node's time in flight (medians): simulated apply + reboot / the agent's own round trips and the "
+                         "simulated reboot's kubelet writes (a node's first rollout in a pool: also Kubernetes starting its agent pod) "
+                         "/ winpool's own rounds (cordon → drained → labelled, report → verified); machine CPU busy; "
+                         "control plane vs winpool CPU s",
                          f"{n:,} nodes",
-                         f"{sim_s:g} s / {med(k8s)[0]:.2f} s / {med(own)[0]:.2f} s; "
+                         f"{sim_s:g} s / {med(agent)[0]:.2f} s / {med(own)[0]:.2f} s; "
                          f"{med(busy)[0]:.0%} busy; {med([c for c, _, _ in cpu])[0]:.0f} s vs {med([o for _, o, _ in cpu])[0]:.1f} s"
-                         if busy else f"{sim_s:g} s / {med(k8s)[0]:.2f} s / {med(own)[0]:.2f} s", "—", "info"))
+                         if busy else f"{sim_s:g} s / {med(agent)[0]:.2f} s / {med(own)[0]:.2f} s", "—", "info"))
+        rows.append(fleet_row(n, rs))
     frac = cfg.get("fraction", 1.0)
     part = f"first {frac:.0%} of the nodes" if frac < 1 else "all nodes"
     for n in fsizes:
@@ -119,6 +130,10 @@ def build(results):
             where = "" if phase == "rollout" else f", whole rollout with {svc_note} (one run)"
             rows.append((f"winpool writes per node updated, beyond evictions and Lease renewals (audit log){where}", f"{n:,} nodes",
                          spread([writes_per_node(r) for r in rs]), f"≤ {TARGET_WRITES:.0f}", verdict(v <= TARGET_WRITES)))
+            agents = [writes_per_node(r, "agent_audit") for r in rs]
+            if any(a is not None for a in agents):
+                rows.append((f"agent writes per node updated (the agents' ServiceAccount, audit log; not winpool's above){where}",
+                             f"{n:,} nodes", spread(agents), "—", "info"))
     verdicts["writes"] = wp_ok
     if big_r and sel("rollout", big_r):
         rs = sel("rollout", big_r)
@@ -132,6 +147,9 @@ def build(results):
             rows.append((f"  · {k} per node", f"{big_r:,} nodes", spread(vals, 3), "—", "info"))
         if not any("pods/eviction" in k for k in keys):
             rows.append(("  · create pods/eviction per node", f"{big_r:,} nodes", "0 (the simulated nodes run no workload pods)", "—", "info"))
+        for k in sorted({k for r in rs for k in r.get("agent_audit", {}).get("writes", {})}):
+            vals = [r["agent_audit"]["writes"].get(k, 0) / r["nodes"] for r in rs if "agent_audit" in r]
+            rows.append((f"  · agents: {k} per node", f"{big_r:,} nodes", spread(vals, 3), "—", "info"))
         lists = [sum(v for k, v in r["audit"]["lists_detail"].items() if not k.startswith("pods (fieldSelector")) for r in rs]
         pods = [r["audit"]["lists_detail"].get("pods (fieldSelector)", 0) / r["nodes"] for r in rs]
         watches = [sum(r["audit"]["watches"].values()) for r in rs]
@@ -227,7 +245,7 @@ def build(results):
                          "—", "info"))
         others = [sum(r["cp_cpu_s"][c] for c in ("kube-controller-manager", "kube-scheduler", "kwok-controller")) for r in rs]
         rows.append(("Control plane: kube-controller-manager + kube-scheduler + kwok CPU seconds, same runs", f"{n:,} nodes", spread(others, 1, " s"), "—", "info"))
-        rows.append(("Simulated fleet: `winpool sim` CPU seconds, same runs (not the operator)", f"{n:,} nodes", spread([r["sim_cpu_s"] for r in rs], 1, " s"), "—", "info"))
+        rows.append(fleet_row(n, rs))
     for r in wholes:
         rows.append(("Control plane over the whole rollout: kube-apiserver / etcd CPU seconds; winpool's share", f"{r['nodes']:,} nodes",
                      f"{r['cp_cpu_s']['kube-apiserver']:.0f} s / {r['cp_cpu_s']['etcd']:.0f} s; winpool {r['operator_cpu_s']:.0f} s", "—", "info"))
@@ -248,9 +266,10 @@ def details(results):
     out.append("`reconcile busy` = time spent inside reconciles ÷ rollout time (one pool is reconciled by one task at a time); "
                "`write p50/p90` = API server latency of winpool's writes (audit log); `other load` = CPU seconds per second "
                "used on the machine by processes outside the benchmark (the machine is shared).\n")
-    out.append("| phase | run | nodes | actual s | ideal s | ratio | writes/node | reconciles (mean ms) | reconcile busy | write p50/p90 ms "
-               "| winpool CPU s | winpool VmHWM MiB | start-up s | apiserver CPU s | other load |")
-    out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    out.append("| phase | run | nodes | actual s | ideal s | ratio | writes/node | agent writes/node | reconciles (mean ms) | reconcile busy "
+               "| write p50/p90 ms | winpool CPU s | winpool VmHWM MiB | start-up s | apiserver CPU s | fleet CPU s | fleet VmHWM MiB "
+               "| other load |")
+    out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results["runs"]:
         rc = r.get("reconciles") or 0
         mean_ms = (r.get("reconcile_seconds") or 0) / rc * 1000 if rc else 0
@@ -258,18 +277,23 @@ def details(results):
         busy = (r.get("reconcile_seconds") or 0) / r["actual_s"] if r["actual_s"] else 0
         other = r.get("other_cpu_s")
         other = max(0.0, other) if other is not None else None  # /proc/stat and per-process ticks are read a moment apart
+        whole = r.get("target", r["nodes"]) == r["nodes"]
         out.append(
             f"| {r['phase']} | {r['kind']}{'' if r['run'] is None else ' ' + str(r['run'] + 1)} | {r['nodes']:,} | {r['actual_s']:.1f} | {r['ideal_s']:.0f} | "
-            f"{r['ratio']:.2f} | {writes_per_node(r) if r.get('target', r['nodes']) == r['nodes'] else '—'} | {rc} ({mean_ms:.0f}) | {busy:.0%} | {num(lat.get('p50'), 0)}/{num(lat.get('p90'), 0)} | "
+            f"{r['ratio']:.2f} | {writes_per_node(r) if whole else '—'} | {num(writes_per_node(r, 'agent_audit')) if whole else '—'} | "
+            f"{rc} ({mean_ms:.0f}) | {busy:.0%} | {num(lat.get('p50'), 0)}/{num(lat.get('p90'), 0)} | "
             f"{r['operator_cpu_s']:.1f} | {r['operator_hwm_mib']:.1f} | "
-            f"{num(r.get('startup_s'))} | {r['cp_cpu_s']['kube-apiserver']:.1f} | {num(other / r['actual_s'] if other is not None else None)} |"
+            f"{num(r.get('startup_s'))} | {r['cp_cpu_s']['kube-apiserver']:.1f} | {num(r['sim_cpu_s'], 1)} | {num(r.get('sim_hwm_mib'), 1)} | "
+            f"{num(other / r['actual_s'] if other is not None else None)} |"
         )
     out.append("")
     out.append("### Where a node's time goes (medians over the nodes of a run, then over runs)\n")
     out.append(f"Simulated work per node: apply {cfg['apply_seconds']:g} s + reboot {cfg['reboot_seconds']:g} s. "
                "`in_flight` = first winpool patch (cordon) → Updated; `drain_round` = cordon → agent revision label (one reconcile "
-               "round later); `agent_overhead` = label → the agent's report, minus the simulated work (DaemonSet pod "
-               "created, scheduled, started by kwok, seen by the agent); `verify` = the agent's report → Updated; "
+               "round later); `agent_overhead` = label → the agent's success report, minus the simulated work (the agent "
+               "seeing the label, reading the revision's ConfigMap, reporting Applying and Rebooting, the fleet's kubelet "
+               "writes across the reboot, the agent starting again; in a node's first rollout in a pool also its agent pod "
+               "created, scheduled, started by kwok); `verify` = the agent's report → Updated; "
                "`slot_utilisation` = Σ in-flight time ÷ (maxUnavailable × rollout time); `first_start_after_s` = pool write "
                "(or operator start) → first cordon.\n")
     keys = ["in_flight", "drain_round", "agent_overhead", "verify", "slot_utilisation", "first_start_after_s"]
@@ -286,22 +310,33 @@ def details(results):
     firsts = [r for r in results["runs"] if r["kind"] == "first"]
     if firsts:
         out.append("### The first rollout of a new pool (warm-up; not in the medians)\n")
-        out.append("Every node also joins the pool (label) and gets its first `WindowsHNSReady` condition. Footprint runs stop at "
-                   f"{cfg.get('fraction', 1.0):.0%} updated, so their writes are not per node updated.\n")
+        out.append("Every node also joins the pool (label), gets its first `WindowsHNSReady` condition and an agent pod from the "
+                   f"pool's new DaemonSet. Footprint runs stop at {cfg.get('fraction', 1.0):.0%} updated, so their writes are not "
+                   "per node updated.\n")
         for r in firsts:
             w = ", ".join(f"{k} {v / r['nodes']:.2f}" for k, v in sorted(r["audit"]["writes"].items()))
             out.append(f"- {r['phase']}, {r['nodes']:,} nodes: {r['actual_s']:.1f} s (×{r['ratio']:.2f}), "
                        f"{writes_per_node(r):.2f} writes/node ({w})")
         out.append("")
-    agents = {}
+    agents, agent_agents = {}, {}
     for r in results["runs"]:
         agents.update(r["audit"].get("user_agents", {}))
+        agent_agents.update(r.get("agent_audit", {}).get("user_agents", {}))
+
+    def user_agents(seen):
+        return ", ".join(f"`{a}`" if a else "none" for a in sorted(seen))
+
     if agents:
         out.append("### Identity\n")
-        out.append("The operator ran as the chart's ServiceAccount (`system:serviceaccount:winpool-system:winpool`, token from "
-                   "`kubectl create token`, RBAC rendered from `charts/winpool`); requests were counted by that username. "
-                   f"User agents seen for it: {', '.join(f'`{a}`' for a in sorted(agents))} — the same as `winpool sim` "
-                   "sends, so the user agent alone cannot tell the operator from the simulated fleet.\n")
+        text = ("The operator ran as the chart's ServiceAccount (`system:serviceaccount:winpool-system:winpool`, token from "
+                "`kubectl create token`, RBAC rendered from `charts/winpool`); its requests were counted by that username "
+                f"(user agents: {user_agents(agents)}).")
+        if agent_agents:
+            text += (" The simulated fleet's agents ran as `system:serviceaccount:winpool-agents:winpool-agent` "
+                     "(`hack/agent-identity.sh`, from the chart), each with a token bound to its node's agent pod, and were "
+                     f"counted apart by that username (user agents: {user_agents(agent_agents)}); the fleet plays the "
+                     "kubelets (node status across a reboot) with the admin identity, counted for neither.")
+        out.append(text + "\n")
     s = results.get("setup", {})
     out.append("### Run times\n")
     out.append(", ".join(f"{k} {v}" for k, v in s.items()) + "\n")
@@ -319,15 +354,15 @@ def write(results, out_path):
     head = (
         f"Machine: {m['nproc']} CPUs ({m['cpu']}), {m['memory_gib']} GiB memory, Linux {m['kernel']}. "
         f"Kubernetes {v.get('kubernetes', '?')} (local control plane: etcd, kube-apiserver, kube-controller-manager, "
-        f"kube-scheduler, kwok as processes on the same machine), winpool {v['winpool']} (release build), {v['rustc']}. "
+        f"kube-scheduler, kwok as processes on the same machine), winpool {v['winpool']} (release build), {v['rustc']}"
+        f"{'; agents built with ' + v['go'] if v.get('go') else ''}. "
         f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {cfg['runs']} measured run(s) per size"
         f"{' after one warm-up rollout' if cfg['warmup'] else ''}.\n"
     )
     qps = cfg.get("cp_api_qps")
     qps_note = (f"\nkube-controller-manager and kube-scheduler run with `--kube-api-qps {qps} --kube-api-burst {int(qps) * 2}` "
-                "(`WINPOOL_CP_API_QPS`), as large clusters are tuned: at the default 20 QPS the DaemonSet controller alone needs "
-                "about 10 s to delete and create the agent pods of a 100-node wave, time that is Kubernetes', not winpool's. "
-                "`agent_overhead` below is that part of each node's time.\n" if qps else
+                "(`WINPOOL_CP_API_QPS`), as large clusters are tuned. It matters to a pool's first rollout, in which the "
+                "DaemonSet controller creates an agent pod per node as winpool starts it; later rollouts create none.\n" if qps else
                 "\nkube-controller-manager and kube-scheduler run with Kubernetes' default client QPS (20 and 50).\n")
     whole_note = ("; one more run at the largest size goes through a whole rollout (a single run: it takes long on this machine)"
                   if cfg.get("whole") else "")
@@ -344,14 +379,17 @@ def write(results, out_path):
 Generated by `hack/bench.sh` ({results['mode']} mode); do not edit by hand — edit `hack/bench/notes.md` for the analysis.
 {mode_note}
 {head}
-Setup: `winpool sim` plays the fleet and the agent (apply {cfg['apply_seconds']:g} s, reboot {cfg['reboot_seconds']:g} s; it
-reports HNS counts that are already caught up with its apply report, so the simulated time per node is
-{cfg['apply_seconds'] + cfg['reboot_seconds']:g} s). The simulated reboot is off: flipping a kwok node NotReady makes kwok
-re-run its node-initialise stage from a stale copy, which under load overwrites the `kernelVersion` the simulated agent
-has just written and leaves the node in Verifying until nodeTimeout (seen at 1,000 nodes). Pools use `maxUnavailable: {cfg['max_unavailable']}`; ideal =
+Setup: `hack/sim.sh` (the real agent per node) plays the fleet: every simulated node runs the agent's own code
+(`agent/`) against a fake host, authenticated with a token bound to that node's agent pod, while the fleet plays the
+machine and the kubelet. An update installs in {cfg['apply_seconds']:g} s and asks for a reboot, which keeps the node
+NotReady for {cfg['reboot_seconds']:g} s and gives it a new bootID; the hosts' HNS holds fixed counts above anything the
+cluster needs, so HNS has caught up as soon as a node is back and the simulated time per node is
+{cfg['apply_seconds'] + cfg['reboot_seconds']:g} s. The agent pods come from the pool's one agent DaemonSet and stay across
+revisions. winpool labels a node into its pool as it starts the node's first update there, so only that first
+rollout waits for Kubernetes to start the node's agent pod. Pools use `maxUnavailable: {cfg['max_unavailable']}`; ideal =
 ceil(N ÷ maxUnavailable) × {cfg['apply_seconds'] + cfg['reboot_seconds']:g} s. The operator is the release binary, run with leader
 election on, as the Helm chart's ServiceAccount with the chart's RBAC; its API requests are counted from the API
-server's audit log (Metadata level) by that username. Footprint runs add {results['setup'].get('services', cfg['services']):,}
+server's audit log (Metadata level) by that username, the agents' apart by theirs. Footprint runs add {results['setup'].get('services', cfg['services']):,}
 selector-less Services with {results['setup'].get('endpoints', cfg['endpoints']):,} endpoints in hand-made EndpointSlices;
 each run restarts the operator after raising the pool's patch level, so it covers start-up and the rollout until
 {cfg.get('fraction', 1.0):.0%} of the nodes are updated (then the operator is stopped){whole_note}.
