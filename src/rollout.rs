@@ -393,9 +393,11 @@ pub fn decide(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> Plan 
         }
         let mut state = current_state(n, &rev, spec);
         let mut p = NodePatch::new(&n.name, state, state, "");
-        // A Pending node gets the pool label in the same write that starts it:
-        // one write less per node, and an idle member costs no write at all.
-        if n.pool_label.as_deref() != Some(pool.name) && state != NodeState::Pending {
+        // The pool label places the pool's agent on the node. It goes on as soon as
+        // the node is a member, not when its turn comes: the agent then starts (and
+        // reports what HNS holds) long before the node is asked to apply, instead of
+        // inside its turn. One write per node per pool, never repeated.
+        if n.pool_label.as_deref() != Some(pool.name) {
             p.label(names::LABEL_POOL, Some(pool.name));
             p.reason = "joined pool".into();
         }

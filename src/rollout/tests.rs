@@ -428,7 +428,7 @@ fn revision_configmaps_are_kept_for_the_target_and_every_revision_still_on_a_nod
 }
 
 #[test]
-fn members_get_the_pool_label_in_the_write_that_starts_or_records_them() {
+fn members_get_the_pool_label_as_soon_as_they_are_members() {
     let spec = spec_with("rollout: {paused: true}");
     let rev = revision_of(&spec);
     let mut idle = fresh("idle");
@@ -436,8 +436,14 @@ fn members_get_the_pool_label_in_the_write_that_starts_or_records_them() {
     let mut done = applied(fresh("done"), &rev);
     done.pool_label = None;
     let plan = run(&spec, &[idle.clone(), done]);
-    assert_eq!(patch(&plan, "idle"), None, "an idle Pending member costs no write");
+    let p = patch(&plan, "idle").expect("a member of a paused pool is labelled, so its agent starts");
+    assert_eq!((p.from, p.to), (NodeState::Pending, NodeState::Pending), "labelled, not started");
+    assert_eq!(p.labels.get(names::LABEL_POOL), Some(&Some(POOL.into())));
+    assert_eq!(p.unschedulable, None);
     assert_eq!(patch(&plan, "done").unwrap().labels.get(names::LABEL_POOL), Some(&Some(POOL.into())));
+    let mut labelled = idle.clone();
+    labelled.pool_label = Some(POOL.into());
+    assert_eq!(patch(&run(&spec, &[labelled]), "idle"), None, "an idle member already labelled costs no write");
     let plan = run(&spec_with(""), &[idle]);
     let p = patch(&plan, "idle").unwrap();
     assert_eq!(p.to, NodeState::Draining);
@@ -467,7 +473,7 @@ fn each_node_gets_at_most_one_patch_per_plan() {
     let plan = run(&spec, &nodes);
     let mut names: Vec<&str> = plan.patches.iter().map(|p| p.node.as_str()).collect();
     names.sort();
-    assert_eq!(names, ["n0", "n1"], "the two started nodes, once each; idle members cost nothing");
+    assert_eq!(names, ["n0", "n1", "n2", "n3"], "every member once: two started, two only labelled");
     let started: Vec<_> = plan.patches.iter().filter(|p| p.to == NodeState::Draining).collect();
     assert_eq!(started.len(), 2);
     assert!(started.iter().all(|p| p.labels.contains_key(names::LABEL_POOL)), "joining and starting is one write");
