@@ -144,6 +144,7 @@ func (a *agent) loop(ctx context.Context) error {
 		// (or a wait that is due) is worth a decision; the kubelet's status
 		// updates are not.
 		if req := requestKey(node); req != lastRequest || waitingForHost && tick {
+			asked := askedKey(node)
 			switch a.converge(ctx) {
 			case rebooting:
 				stopWatch()
@@ -154,7 +155,11 @@ func (a *agent) loop(ctx context.Context) error {
 			default:
 				waitingForHost = false
 			}
-			if n := a.view.current(); n != nil {
+			// What the agent wrote itself needs no second decision, but a request
+			// that moved while it decided (the operator relabelled the node between
+			// the agent's read and its write) does: then decide again.
+			lastRequest = ""
+			if n := a.view.current(); n != nil && askedKey(n) == asked {
 				lastRequest = requestKey(n)
 			}
 		}
@@ -168,6 +173,11 @@ func (a *agent) loop(ctx context.Context) error {
 }
 
 func (a *agent) refreshView() { a.view.setWatched(a.watcher.latest()) }
+
+// askedKey is what the Node asks of the agent: the pool and revision labels.
+func askedKey(n *corev1.Node) string {
+	return n.Labels[names.LabelPool] + "\x00" + n.Labels[names.LabelRevision]
+}
 
 func requestKey(n *corev1.Node) string {
 	return n.Labels[names.LabelPool] + "\x00" + n.Labels[names.LabelRevision] + "\x00" +

@@ -408,3 +408,32 @@ func describe(ps []map[string]*string) []map[string]string {
 	}
 	return out
 }
+
+// The operator may move the revision label while the agent decides on the old
+// one: the agent's report then lands on a Node that already asks for
+// something else. Seen under load with a hand-set bogus revision that the
+// operator put back: the agent must decide again, not take the request it
+// never looked at for handled.
+func TestARequestThatMovesWhileTheAgentDecidesIsDecidedAgain(t *testing.T) {
+	bogus := requestedR1()
+	bogus.Labels[names.LabelRevision] = "bogus"
+	h := newHarness(t, fake.New(compliantHost()), bogus, revisionConfigMap(revisionR1()))
+	var moved atomic.Bool
+	// The agent's first report (Failed: no ConfigMap for "bogus") reaches the
+	// API just after the operator relabelled the node back to r1.
+	h.client.PrependReactor("patch", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if moved.CompareAndSwap(false, true) {
+			n := h.node().DeepCopy()
+			n.Labels[names.LabelRevision] = "r1"
+			if err := h.client.Tracker().Update(nodesResource, n, ""); err != nil {
+				t.Errorf("relabel: %v", err)
+			}
+		}
+		return false, nil, nil
+	})
+	h.start(h.options())
+	eventually(t, "the agent to apply r1 after the relabel", func() bool {
+		n := h.node()
+		return n.Annotations[names.AnnAppliedRevision] == "r1" && n.Annotations[names.AnnApplyStatus] == string(names.StatusSucceeded)
+	})
+}

@@ -69,7 +69,8 @@ func ParseSettings(args []string, out io.Writer) (Settings, error) {
 	fs.SetOutput(out)
 	fs.IntVar(&s.Nodes, "nodes", 3, "number of simulated Windows nodes")
 	fs.StringVar(&s.NamePrefix, "name-prefix", "win-", "node names are <prefix><index>")
-	labels := fs.String("labels", "", "extra node labels, k=v,k=v (how pools select the nodes)")
+	var labels repeated
+	fs.Var(&labels, "labels", "extra node labels, k=v,k=v (how pools select the nodes); repeatable, later values win")
 	fs.StringVar(&s.OS, "os", "ltsc2022", "Windows Server release: ltsc2019 | ltsc2022 | ltsc2025")
 	build := fs.String("build", "10.0.20348.2700", "the machines' starting build, 10.0.<build>.<revision>, a build of --os")
 	containerd := fs.String("containerd", "1.7.20", "the machines' starting containerd version; vendor metadata (1.7.20+azure) allowed")
@@ -101,7 +102,7 @@ func ParseSettings(args []string, out io.Writer) (Settings, error) {
 		bad("--name-prefix %q does not make valid node names: %s", s.NamePrefix, strings.Join(errs, "; "))
 	}
 	var err error
-	if s.Labels, err = parseLabels(*labels); err != nil {
+	if s.Labels, err = parseLabels(strings.Join(labels, ",")); err != nil {
 		bad("--labels: %v", err)
 	}
 	release, known := Releases[s.OS]
@@ -164,6 +165,13 @@ func ParseSettings(args []string, out io.Writer) (Settings, error) {
 	}
 	return s, errors.Join(errs...)
 }
+
+// repeated collects every use of a flag: callers add their labels to a base
+// set (a test's own label space) with a second --labels.
+type repeated []string
+
+func (r *repeated) String() string     { return strings.Join(*r, ",") }
+func (r *repeated) Set(v string) error { *r = append(*r, v); return nil }
 
 func parseLabels(s string) (map[string]string, error) {
 	out := map[string]string{}

@@ -80,3 +80,21 @@ func TestBadFlags(t *testing.T) {
 		}
 	}
 }
+
+// Tests give every fleet their own label space and add a pool's labels with a
+// second --labels: both must reach the nodes.
+func TestLabelsAccumulateOverRepeatedFlags(t *testing.T) {
+	s, err := ParseSettings([]string{"--labels=winpool-test=abc", "--labels", "k1=v1,k2=v2", "--labels=k1=later"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"winpool-test": "abc", "k1": "later", "k2": "v2"}
+	if len(s.Labels) != len(want) {
+		t.Fatalf("labels %v, want %v", s.Labels, want)
+	}
+	for k, v := range want {
+		if s.Labels[k] != v {
+			t.Errorf("label %s=%q, want %q (all: %v)", k, s.Labels[k], v, s.Labels)
+		}
+	}
+}
