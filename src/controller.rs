@@ -651,24 +651,25 @@ async fn ensure_configmaps(
 }
 
 async fn delete_daemonset(ctx: &Context, name: &str) -> Result<(), Error> {
-    let api: Api<DaemonSet> = Api::namespaced(ctx.client.clone(), &ctx.settings.agent_namespace);
-    match api.delete(name, &DeleteParams::background()).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(s)) if s.code == 404 => {}
-        Err(e) => return Err(e.into()),
-    }
-    ctx.metrics.api_request("delete", "daemonsets", "ok");
-    Ok(())
+    delete_in_agent_namespace::<DaemonSet>(ctx, name, "daemonsets").await
 }
 
 async fn delete_configmap(ctx: &Context, name: &str) -> Result<(), Error> {
-    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &ctx.settings.agent_namespace);
+    delete_in_agent_namespace::<ConfigMap>(ctx, name, "configmaps").await
+}
+
+/// Delete one of winpool's objects in the agents namespace; one already gone is fine.
+async fn delete_in_agent_namespace<K>(ctx: &Context, name: &str, resource: &'static str) -> Result<(), Error>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), &ctx.settings.agent_namespace);
     match api.delete(name, &DeleteParams::background()).await {
         Ok(_) => {}
         Err(kube::Error::Api(s)) if s.code == 404 => {}
         Err(e) => return Err(e.into()),
     }
-    ctx.metrics.api_request("delete", "configmaps", "ok");
+    ctx.metrics.api_request("delete", resource, "ok");
     Ok(())
 }
 

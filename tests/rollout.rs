@@ -195,7 +195,11 @@ async fn a_failing_node_pauses_the_rollout_and_is_never_left_cordoned() {
     assert_eq!(st.failed_nodes.len(), 1);
     assert_eq!(st.failed_nodes[0].name, bad);
     assert_eq!(st.failed_nodes[0].reason, "ApplyFailed");
-    assert!(st.failed_nodes[0].message.to_lowercase().contains("0x800f0922"), "the agent's message is passed on: {}", st.failed_nodes[0].message);
+    assert!(
+        st.failed_nodes[0].message.to_lowercase().contains("0x800f0922"),
+        "the agent's message is passed on: {}",
+        st.failed_nodes[0].message
+    );
     let degraded = st.conditions.iter().find(|c| c.type_ == "Degraded").unwrap();
     assert!(degraded.message.contains(&bad), "{}", degraded.message);
 
