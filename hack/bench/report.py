@@ -385,8 +385,8 @@ machine and the kubelet. An update installs in {cfg['apply_seconds']:g} s and as
 NotReady for {cfg['reboot_seconds']:g} s and gives it a new bootID; the hosts' HNS holds fixed counts above anything the
 cluster needs, so HNS has caught up as soon as a node is back and the simulated time per node is
 {cfg['apply_seconds'] + cfg['reboot_seconds']:g} s. The agent pods come from the pool's one agent DaemonSet and stay across
-revisions. winpool labels a node into its pool as it starts the node's first update there, so only that first
-rollout waits for Kubernetes to start the node's agent pod. Pools use `maxUnavailable: {cfg['max_unavailable']}`; ideal =
+revisions. winpool labels a node into its pool when the pool first selects it; in the benchmark the pool and its
+first rollout arrive together, so only that first (warm-up) rollout waits for Kubernetes to start the agent pods. Pools use `maxUnavailable: {cfg['max_unavailable']}`; ideal =
 ceil(N ÷ maxUnavailable) × {cfg['apply_seconds'] + cfg['reboot_seconds']:g} s. The operator is the release binary, run with leader
 election on, as the Helm chart's ServiceAccount with the chart's RBAC; its API requests are counted from the API
 server's audit log (Metadata level) by that username, the agents' apart by theirs. Footprint runs add {results['setup'].get('services', cfg['services']):,}
