@@ -4,8 +4,8 @@
 //! ConfigMaps and pools, plus a pod list for nodes being drained) → decide
 //! ([`rollout::decide`], [`status::build_status`]) → act (one merge patch per
 //! node that changes, server-side apply of the DaemonSet and status with one
-//! field manager, ConfigMaps created once, the Eviction API). Nothing is remembered between reconciles that is not on the
-//! cluster, except a short-lived copy of nodes just patched, so a reconcile
+//! field manager, ConfigMaps created once, the Eviction API). Nothing is
+//! remembered between reconciles that is not on the cluster, except a short-lived copy of nodes just patched, so a reconcile
 //! that runs before the watch delivers our own write does not act twice.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -622,11 +622,12 @@ async fn ensure_configmaps(
     cms_of_pool: &[Arc<ConfigMap>],
     ds_of_pool: &[Arc<DaemonSet>],
 ) -> Result<(), Error> {
-    let have: BTreeSet<&str> = cms_of_pool.iter().filter_map(|c| c.labels().get(names::LABEL_REVISION).map(String::as_str)).collect();
+    let mut have: BTreeSet<String> = cms_of_pool.iter().filter_map(|c| c.labels().get(names::LABEL_REVISION).cloned()).collect();
     let ns = &ctx.settings.agent_namespace;
     let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), ns);
     let target = NodeConfig::from_spec(&pool.spec);
-    for rev in plan.config_revisions.iter().filter(|r| !have.contains(r.as_str())) {
+    let missing: Vec<&String> = plan.config_revisions.iter().filter(|r| !have.contains(*r)).collect();
+    for rev in missing {
         let cfg = if *rev == plan.revision {
             Some(target.clone())
         } else {
@@ -642,8 +643,14 @@ async fn ensure_configmaps(
             Err(e) => return Err(e.into()),
         }
         ctx.metrics.api_request("create", "configmaps", "ok");
+        have.insert(rev.clone());
     }
-    for d in ds_of_pool.iter().filter(|d| legacy_revision(d).is_some()) {
+    // An earlier-layout DaemonSet goes only once nothing needs its configuration
+    // or that configuration is in a ConfigMap (one whose environment could not be
+    // read stays, and its nodes keep their agent).
+    let replaced = |rev: &str| have.contains(rev) || !plan.config_revisions.contains(rev);
+    let legacy = ds_of_pool.iter().filter(|d| d.metadata.deletion_timestamp.is_none());
+    for d in legacy.filter(|d| legacy_revision(d).is_some_and(replaced)) {
         delete_daemonset(ctx, &d.name_any()).await?;
         info!(pool = %pool.name_any(), daemonset = %d.name_any(), "deleted per-revision agent DaemonSet of the earlier layout");
     }
