@@ -37,6 +37,12 @@ step "agent: gofmt, go vet, go test (linux) and GOOS=windows build + vet"
   GOOS=windows GOARCH=amd64 go vet ./...
 )
 
+# The operator image a cluster pulls (static binary, empty base); the
+# integration tests run it once (tests/image.rs), so build it before them.
+step "operator image (hack/image.sh)"
+WINPOOL_IMAGE="$("$HACK_DIR/image.sh" | tail -n1)"
+export WINPOOL_IMAGE
+
 step "local control plane"
 started_here=0
 if ! "$HACK_DIR/cluster.sh" status >/dev/null 2>&1; then

@@ -54,7 +54,7 @@ struct RunArgs {
     #[arg(long, default_value = "winpool-agents")]
     agent_namespace: String,
     /// Agent image for pools that leave spec.agent.image empty.
-    #[arg(long, default_value = "ghcr.io/winpool/agent:0.1.0")]
+    #[arg(long, default_value = concat!("ghcr.io/winpool/agent:", env!("CARGO_PKG_VERSION")))]
     agent_image: String,
     /// How often agents re-read their node's HNS counts (written only when they change).
     #[arg(long, default_value = "15s", value_parser = parse_interval)]

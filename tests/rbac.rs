@@ -4,84 +4,16 @@
 
 mod support;
 
-use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
-use support::{TEST_LABEL, TestSpace, install_crd, kubeconfig, repo_root, tool, wait_for};
+use support::chart::{install_chart_rbac, service_account_kubeconfig};
+use support::{TEST_LABEL, TestSpace, install_crd, wait_for};
 use winpool::api::WindowsNodePool;
 
 const WAIT: Duration = Duration::from_secs(240);
-
-fn run(cmd: &mut Command) -> String {
-    let out = cmd.output().expect("command runs");
-    assert!(out.status.success(), "{cmd:?} failed: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).to_string()
-}
-
-/// Render the chart for this test's namespaces and apply it with the admin kubeconfig.
-fn install_chart_rbac(t: &TestSpace, release: &str) {
-    let rendered = run(Command::new(tool("helm")).current_dir(repo_root()).args([
-        "template",
-        release,
-        "charts/winpool",
-        "--namespace",
-        &t.namespace,
-        "--kube-version",
-        "v1.36.3",
-        "--set",
-        &format!("agentNamespace={}", t.agent_namespace()),
-    ]));
-    let file = std::env::temp_dir().join(format!("{release}-chart.yaml"));
-    std::fs::write(&file, rendered).unwrap();
-    run(Command::new(tool("kubectl")).args(["--kubeconfig", kubeconfig().to_str().unwrap(), "apply", "-f", file.to_str().unwrap()]));
-}
-
-/// A kubeconfig that authenticates as the ServiceAccount with a bound token.
-fn service_account_kubeconfig(t: &TestSpace, sa: &str) -> PathBuf {
-    let admin = kubeconfig();
-    let token = run(Command::new(tool("kubectl")).args([
-        "--kubeconfig",
-        admin.to_str().unwrap(),
-        "create",
-        "token",
-        sa,
-        "-n",
-        &t.namespace,
-        "--duration=1h",
-    ]));
-    let server = run(Command::new(tool("kubectl")).args([
-        "--kubeconfig",
-        admin.to_str().unwrap(),
-        "config",
-        "view",
-        "--minify",
-        "-o",
-        "jsonpath={.clusters[0].cluster.server}",
-    ]));
-    let ca = run(Command::new(tool("kubectl")).args([
-        "--kubeconfig",
-        admin.to_str().unwrap(),
-        "config",
-        "view",
-        "--minify",
-        "--raw",
-        "-o",
-        "jsonpath={.clusters[0].cluster.certificate-authority}",
-    ]));
-    let kc = json!({
-        "apiVersion": "v1", "kind": "Config", "current-context": "sa",
-        "clusters": [{"name": "local", "cluster": {"server": server, "certificate-authority": ca}}],
-        "users": [{"name": "sa", "user": {"token": token.trim()}}],
-        "contexts": [{"name": "sa", "context": {"cluster": "local", "user": "sa"}}],
-    });
-    let path = std::env::temp_dir().join(format!("{}-sa.kubeconfig", t.id));
-    std::fs::write(&path, serde_json::to_string(&kc).unwrap()).unwrap();
-    path
-}
 
 fn pool(t: &TestSpace, name: &str, patch: &str) -> serde_json::Value {
     json!({

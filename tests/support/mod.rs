@@ -6,6 +6,8 @@
 //! fails and says which command builds it.
 #![allow(dead_code)]
 
+pub mod chart;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

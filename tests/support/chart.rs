@@ -1,0 +1,82 @@
+//! The chart's own identity for the operator: its RBAC rendered by `helm
+//! template` for a test's namespaces, and a bound token of its ServiceAccount.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use super::{TestSpace, kubeconfig, repo_root, tool};
+
+pub fn run(cmd: &mut Command) -> String {
+    let out = cmd.output().expect("command runs");
+    assert!(out.status.success(), "{cmd:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+fn kubectl(args: &[&str]) -> String {
+    let admin = kubeconfig();
+    run(Command::new(tool("kubectl")).arg("--kubeconfig").arg(&admin).args(args))
+}
+
+/// `helm template` of the chart for this test's namespaces, with `sets` (key=value).
+pub fn render_chart(t: &TestSpace, release: &str, sets: &[String]) -> String {
+    let mut cmd = Command::new(tool("helm"));
+    cmd.current_dir(repo_root()).args(["template", release, "charts/winpool", "--namespace", &t.namespace, "--kube-version", "v1.36.3"]);
+    for set in [format!("agentNamespace={}", t.agent_namespace())].iter().chain(sets) {
+        cmd.args(["--set", set]);
+    }
+    run(&mut cmd)
+}
+
+/// Render the chart for this test's namespaces and apply it with the admin
+/// kubeconfig. Its cluster-scoped objects outlive the test: `remove_chart_rbac`.
+pub fn install_chart_rbac(t: &TestSpace, release: &str) {
+    let file = std::env::temp_dir().join(format!("{release}-chart.yaml"));
+    std::fs::write(&file, render_chart(t, release, &[])).unwrap();
+    kubectl(&["apply", "-f", file.to_str().unwrap()]);
+}
+
+/// The ClusterRole and ClusterRoleBinding `install_chart_rbac` made.
+pub fn remove_chart_rbac(release: &str) {
+    let fullname = format!("{release}-winpool");
+    let _ = Command::new(tool("kubectl"))
+        .arg("--kubeconfig")
+        .arg(kubeconfig())
+        .args(["delete", "clusterrole,clusterrolebinding", &fullname, "--ignore-not-found"])
+        .output();
+}
+
+/// A bound token (1 h) of the ServiceAccount `sa` in the test's namespace.
+pub fn service_account_token(t: &TestSpace, sa: &str) -> String {
+    kubectl(&["create", "token", sa, "-n", &t.namespace, "--duration=1h"]).trim().to_string()
+}
+
+/// The admin kubeconfig's server URL and CA file.
+pub fn server_and_ca() -> (String, PathBuf) {
+    let server = kubectl(&["config", "view", "--minify", "-o", "jsonpath={.clusters[0].cluster.server}"]);
+    let ca = kubectl(&["config", "view", "--minify", "--raw", "-o", "jsonpath={.clusters[0].cluster.certificate-authority}"]);
+    (server.trim().to_string(), PathBuf::from(ca.trim()))
+}
+
+/// A kubeconfig that authenticates as the ServiceAccount with a bound token.
+pub fn service_account_kubeconfig(t: &TestSpace, sa: &str) -> PathBuf {
+    let token = service_account_token(t, sa);
+    let (server, ca) = server_and_ca();
+    let kc = serde_json::json!({
+        "apiVersion": "v1", "kind": "Config", "current-context": "sa",
+        "clusters": [{"name": "local", "cluster": {"server": server, "certificate-authority": ca}}],
+        "users": [{"name": "sa", "user": {"token": token}}],
+        "contexts": [{"name": "sa", "context": {"cluster": "local", "user": "sa"}}],
+    });
+    let path = std::env::temp_dir().join(format!("{}-sa.kubeconfig", t.id));
+    std::fs::write(&path, serde_json::to_string(&kc).unwrap()).unwrap();
+    path
+}
+
+/// What a pod of that ServiceAccount finds in /var/run/secrets/kubernetes.io/serviceaccount.
+pub fn service_account_volume(t: &TestSpace, sa: &str, dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    let (_, ca) = server_and_ca();
+    std::fs::write(dir.join("token"), service_account_token(t, sa)).unwrap();
+    std::fs::copy(&ca, dir.join("ca.crt")).unwrap();
+    std::fs::write(dir.join("namespace"), &t.namespace).unwrap();
+}
