@@ -65,7 +65,7 @@ annotations=(
 )
 args=()
 for a in "${annotations[@]}"; do args+=(--annotation "$a" --label "$a"); done
-buildah build --isolation chroot --layers=false --timestamp "$EPOCH" \
+buildah build --quiet --isolation chroot --layers=false --timestamp "$EPOCH" \
   --format oci "${args[@]}" -f Containerfile -t "$IMAGE" "$CONTEXT" >/dev/null
 
 size_bytes="$(buildah inspect --type image --format '{{.Size}}' "$IMAGE" 2>/dev/null || echo 0)"

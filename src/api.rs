@@ -118,12 +118,14 @@ impl std::fmt::Display for OsVersion {
     status = "WindowsNodePoolStatus",
     derive = "PartialEq",
     doc = "A pool of Windows nodes that winpool rolls, node by node, to one declared OS patch level, runtime, CNI mode and CSI Proxy version.",
+    printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
     printcolumn(name = "OS", type_ = "string", json_path = ".spec.os.version"),
     printcolumn(name = "Patch", type_ = "string", json_path = ".spec.os.patchLevel", description = "Target minimum OS build.revision"),
-    printcolumn(name = "Runtime", type_ = "string", json_path = ".spec.runtime.version"),
-    printcolumn(name = "CNI", type_ = "string", json_path = ".spec.networking.cniMode"),
+    printcolumn(name = "Runtime", type_ = "string", json_path = ".spec.runtime.version", priority = "1"),
+    printcolumn(name = "CNI", type_ = "string", json_path = ".spec.networking.cniMode", priority = "1"),
     printcolumn(name = "Nodes", type_ = "integer", json_path = ".status.nodes.total"),
     printcolumn(name = "Updated", type_ = "integer", json_path = ".status.nodes.updated"),
+    printcolumn(name = "Failed", type_ = "integer", json_path = ".status.nodes.failed"),
     printcolumn(name = "HNS", type_ = "string", json_path = ".status.hns.state", description = "WithinLimits, NearLimit or Exceeded"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
@@ -479,7 +481,9 @@ pub struct WindowsNodePoolStatus {
     pub nodes: NodeCounts,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hns: Option<HnsStatus>,
+    /// One condition per type: server-side apply merges them by type.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
     /// Failed nodes, first 20 by name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

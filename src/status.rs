@@ -213,13 +213,21 @@ pub fn build_status(
 /// Condition flips worth an Event on the pool: (reason, message).
 pub fn transition_events(previous: Option<&WindowsNodePoolStatus>, next: &WindowsNodePoolStatus) -> Vec<(String, String)> {
     let was = |t: &str| previous.and_then(|p| p.conditions.iter().find(|c| c.type_ == t)).map(|c| c.status.clone());
+    // A rollout starts once per revision, or again when nodes join a pool that
+    // had finished. Progressing also drops to False inside a rollout (no
+    // capacity while nodes are NotReady, a hold that lifts): resuming is not a
+    // new start, and announcing it again read as a second rollout.
+    let previous_progressing_reason =
+        previous.and_then(|p| p.conditions.iter().find(|c| c.type_ == conditions::PROGRESSING)).map(|c| c.reason.as_str());
+    let new_rollout = previous.is_none_or(|p| p.revision != next.revision)
+        || matches!(previous_progressing_reason, None | Some("RolloutComplete" | "NodesFailed"));
     let mut out = Vec::new();
     for c in &next.conditions {
         if was(&c.type_).as_deref() == Some(c.status.as_str()) {
             continue;
         }
         let reason = match (c.type_.as_str(), c.status.as_str()) {
-            (conditions::PROGRESSING, "True") => "RolloutStarted",
+            (conditions::PROGRESSING, "True") if new_rollout => "RolloutStarted",
             (conditions::READY, "True") => "RolloutComplete",
             (conditions::PAUSED, "True") => "RolloutPaused",
             (conditions::PAUSED, "False") if was(conditions::PAUSED).is_some() => "RolloutResumed",
@@ -375,6 +383,31 @@ mod tests {
         let paused = status_for(&spec("rollout: {paused: true}"), &[node("a")], Some(&again), now);
         let ev: Vec<String> = transition_events(Some(&again), &paused).into_iter().map(|(r, _)| r).collect();
         assert!(ev.contains(&"RolloutPaused".to_string()), "{ev:?}");
+    }
+
+    #[test]
+    fn a_rollout_that_waits_for_capacity_and_goes_on_is_started_once() {
+        let now: Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();
+        let s = spec("");
+        let started = status_for(&s, &[node("a")], None, now);
+        let with_progressing = |st: &WindowsNodePoolStatus, status: &str, reason: &str| {
+            let mut st = st.clone();
+            for c in st.conditions.iter_mut().filter(|c| c.type_ == "Progressing") {
+                (c.status, c.reason) = (status.into(), reason.into());
+            }
+            st
+        };
+        // A round with nothing in flight: NotReady nodes use up maxUnavailable.
+        let waiting = with_progressing(&started, "False", "NodesNotReady");
+        let goes_on = status_for(&s, &[node("a")], Some(&waiting), now);
+        assert_eq!(get(&goes_on, "Progressing").status, "True");
+        let ev: Vec<String> = transition_events(Some(&waiting), &goes_on).into_iter().map(|(r, _)| r).collect();
+        assert!(!ev.contains(&"RolloutStarted".to_string()), "the same rollout goes on: {ev:?}");
+
+        // The same pool after a finished rollout (nodes joined, a new revision): a new one.
+        let done = with_progressing(&goes_on, "False", "RolloutComplete");
+        let ev: Vec<String> = transition_events(Some(&done), &goes_on).into_iter().map(|(r, _)| r).collect();
+        assert_eq!(ev, ["RolloutStarted"]);
     }
 
     #[test]

@@ -115,17 +115,31 @@ async fn every_valid_example_is_accepted_defaulted_and_listed_with_columns() {
     assert_eq!(minimal.spec.rollout.max_failed_nodes, 1);
 
     let kubectl = support::tool("kubectl");
-    let out = std::process::Command::new(&kubectl)
-        .args(["--kubeconfig", support::kubeconfig().to_str().unwrap(), "get", "wnp"])
-        .output()
-        .expect("kubectl runs");
-    assert!(out.status.success(), "kubectl get wnp: {}", String::from_utf8_lossy(&out.stderr));
-    let table = String::from_utf8_lossy(&out.stdout);
-    let header: Vec<&str> = table.lines().next().unwrap_or("").split_whitespace().collect();
-    assert_eq!(header, ["NAME", "OS", "PATCH", "RUNTIME", "CNI", "NODES", "UPDATED", "HNS", "AGE"]);
-    let row = table.lines().find(|l| l.starts_with("win19-legacy")).expect("win19-legacy listed");
-    let cells: Vec<&str> = row.split_whitespace().collect();
-    assert_eq!(&cells[1..5], ["ltsc2019", "10.0.17763.6414", "1.7.20", "l2bridge"]);
+    let admin = support::kubeconfig();
+    let get = |wide: bool| {
+        let mut args = vec!["--kubeconfig", admin.to_str().unwrap(), "get", "wnp"];
+        if wide {
+            args.extend(["-o", "wide"]);
+        }
+        let out = std::process::Command::new(&kubectl).args(&args).output().expect("kubectl runs");
+        assert!(out.status.success(), "kubectl get wnp: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let header = |table: &str| table.lines().next().unwrap_or("").split_whitespace().map(str::to_string).collect::<Vec<_>>();
+    assert_eq!(header(&get(false)), ["NAME", "READY", "OS", "PATCH", "NODES", "UPDATED", "FAILED", "HNS", "AGE"]);
+    let wide = get(true);
+    assert_eq!(header(&wide), ["NAME", "READY", "OS", "PATCH", "RUNTIME", "CNI", "NODES", "UPDATED", "FAILED", "HNS", "AGE"]);
+    let row = wide.lines().find(|l| l.starts_with("win19-legacy")).expect("win19-legacy listed");
+    // Cells by the header's column offsets: a pool without status has empty ones.
+    let head = wide.lines().next().unwrap_or("");
+    let cell = |name: &str| {
+        let start = head.find(name).unwrap_or_else(|| panic!("no {name} column"));
+        let end = head[start..].find(|c: char| c.is_whitespace()).map_or(head.len(), |i| start + i);
+        let end = head[end..].find(|c: char| !c.is_whitespace()).map_or(row.len(), |i| end + i).min(row.len());
+        row.get(start..end).unwrap_or("").trim().to_string()
+    };
+    let cells: Vec<String> = ["READY", "OS", "PATCH", "RUNTIME", "CNI", "FAILED"].iter().map(|c| cell(c)).collect();
+    assert_eq!(cells, ["", "ltsc2019", "10.0.17763.6414", "1.7.20", "l2bridge", ""], "{row}");
 
     for n in names {
         let _ = api.delete(&n, &DeleteParams::default()).await;

@@ -220,6 +220,29 @@ fn the_rules_copy_only_shortens_for_durations() {
     assert_eq!(dechunk("5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n").as_deref(), Some("hello world"));
 }
 
+/// (panel title, PromQL) of every target in the chart's Grafana dashboard.
+fn dashboard_queries() -> Vec<(String, String)> {
+    let path = repo_root().join("charts/winpool/files/dashboard.json");
+    let dashboard: Value = serde_json::from_str(&std::fs::read_to_string(&path).expect("dashboard.json")).expect("dashboard is JSON");
+    let vars: Vec<&str> = dashboard["templating"]["list"].as_array().into_iter().flatten().filter_map(|v| v["name"].as_str()).collect();
+    assert!(vars.contains(&"cluster") && vars.contains(&"job"), "the dashboard has cluster and job variables: {vars:?}");
+    let mut out = Vec::new();
+    for panel in dashboard["panels"].as_array().into_iter().flatten() {
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            if let Some(expr) = target["expr"].as_str() {
+                assert!(
+                    !expr.contains("winpool_") || (expr.contains("$cluster") && expr.contains("$job")),
+                    "panel {} ignores the cluster or job variable: {expr}",
+                    panel["title"]
+                );
+                out.push((panel["title"].as_str().unwrap_or("").to_string(), expr.to_string()));
+            }
+        }
+    }
+    assert!(out.len() > 10, "dashboard queries found: {}", out.len());
+    out
+}
+
 #[tokio::test]
 async fn prometheus_scrapes_a_failing_rollout_and_the_failure_alert_goes_off() {
     let started = Instant::now();
@@ -281,6 +304,16 @@ async fn prometheus_scrapes_a_failing_rollout_and_the_failure_alert_goes_off() {
     assert_eq!(alert["labels"]["job"], "winpool", "the per-pool alert keeps the target labels");
     assert!(alert["annotations"]["summary"].as_str().is_some_and(|s| s.contains(&pool)), "{alert}");
     assert_eq!(alert["value"].as_str().and_then(|v| v.parse::<f64>().ok()), Some(1.0), "{alert}");
+
+    // Every query of the shipped Grafana dashboard runs, with its cluster and job
+    // variables set as Grafana would ("All" is .*); the per-pool panels show this pool.
+    for (title, expr) in dashboard_queries() {
+        let q = expr.replace("$cluster", ".*").replace("$job", "winpool").replace("$pool", &pool);
+        let result = prom.query(&q).await.unwrap_or_else(|| panic!("Prometheus refused the query of panel {title:?}: {q}"));
+        if expr.contains("$pool") {
+            assert!(!result.is_empty(), "panel {title:?} shows nothing for pool {pool}: {q}");
+        }
+    }
 
     // The operator is up and leads: the job-level alerts stay quiet.
     for quiet in ["WinpoolOperatorDown", "WinpoolNoLeader"] {

@@ -36,6 +36,9 @@ helm.sh/chart: {{ include "winpool.chart" . }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: winpool
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
 {{- end }}
 
 {{- define "winpool.serviceAccountName" -}}
@@ -46,12 +49,27 @@ app.kubernetes.io/part-of: winpool
 {{- end }}
 {{- end }}
 
+{{/*
+An image reference from {registry, repository, tag, digest}: the digest wins
+over the tag, an empty tag is the chart's appVersion. Call with
+(dict "image" .Values.image "context" $).
+*/}}
+{{- define "winpool.imageRef" -}}
+{{- $name := .image.repository }}
+{{- with .image.registry }}{{ $name = printf "%s/%s" . $name }}{{ end }}
+{{- if .image.digest }}
+{{- printf "%s@%s" $name .image.digest }}
+{{- else }}
+{{- printf "%s:%s" $name (default .context.Chart.AppVersion .image.tag) }}
+{{- end }}
+{{- end }}
+
 {{- define "winpool.image" -}}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- include "winpool.imageRef" (dict "image" .Values.image "context" .) }}
 {{- end }}
 
 {{- define "winpool.agentImage" -}}
-{{- printf "%s:%s" .Values.agent.image.repository (default .Chart.AppVersion .Values.agent.image.tag) }}
+{{- include "winpool.imageRef" (dict "image" .Values.agent.image "context" .) }}
 {{- end }}
 
 {{/* Refuse combinations the schema cannot express. */}}
