@@ -19,6 +19,17 @@ pub const GROUP: &str = "winpool.dev";
 /// The single field manager every server-side apply and patch of winpool uses.
 pub const FIELD_MANAGER: &str = "winpool";
 
+/// Parameters of every non-apply write winpool makes (node patches, node
+/// status, Leases, Events, the agent namespace): the one field manager, so
+/// `kubectl get -o yaml --show-managed-fields` names winpool for all of them.
+pub fn patch_params() -> kube::api::PatchParams {
+    kube::api::PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() }
+}
+
+pub fn post_params() -> kube::api::PostParams {
+    kube::api::PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() }
+}
+
 /// Node labels, annotations, taints and condition types: the fixed interface of SPEC §2/§3/§7.
 pub mod names {
     pub const LABEL_OS: &str = "kubernetes.io/os";

@@ -30,7 +30,7 @@ use tracing::{debug, error, info, warn};
 
 use crate::api::{FIELD_MANAGER, WindowsNodePool, names};
 use crate::configmap::revision_configmap;
-use crate::daemonset::{AgentSettings, LABEL_MANAGED_BY, agent_daemonset, legacy_config, legacy_revision, up_to_date};
+use crate::daemonset::{AgentDrift, AgentSettings, LABEL_MANAGED_BY, agent_daemonset, drift, legacy_config, legacy_revision};
 use crate::drain;
 use crate::hns::{self, AwaitingReport, HnsTracker, Limits};
 use crate::membership::{PoolSelector, members_of, pools_selecting};
@@ -169,11 +169,20 @@ impl Context {
             .collect()
     }
 
-    /// Publish an Event about the pool only when `key` was not already announced.
-    async fn announce_once(&self, pool: &WindowsNodePool, key: String, ev: Event) {
-        let name = pool.name_any();
-        let fresh = self.announced.lock().expect("announced lock").entry(name).or_default().insert(key);
-        if fresh {
+    /// Announce each of the pool's standing problems once. This round's keys
+    /// replace the last round's, so a problem that clears and comes back is
+    /// announced again, and nothing accumulates for problems long gone.
+    async fn announce_standing(&self, pool: &WindowsNodePool, problems: Vec<(String, Event)>) {
+        let fresh = {
+            let mut announced = self.announced.lock().expect("announced lock");
+            let before = announced.remove(&pool.name_any()).unwrap_or_default();
+            let (fresh, standing) = standing_news(&before, problems);
+            if !standing.is_empty() {
+                announced.insert(pool.name_any(), standing);
+            }
+            fresh
+        };
+        for ev in fresh {
             self.publish(pool, ev).await;
         }
     }
@@ -207,7 +216,7 @@ impl Context {
         };
         // Like the recorder: a cluster-scoped object's Events go to "default".
         let api: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(self.client.clone(), "default");
-        if let Err(e) = api.create(&PostParams::default(), &event).await {
+        if let Err(e) = api.create(&crate::api::post_params(), &event).await {
             warn!(pool = %name, error = %e, "could not publish event");
         }
     }
@@ -240,7 +249,7 @@ async fn patch_node(ctx: &Context, pool: &str, p: &NodePatch) -> Result<(), Erro
 
 async fn patch_node_with(ctx: &Context, pool: &str, p: &NodePatch, body: serde_json::Value) -> Result<(), Error> {
     let api: Api<Node> = Api::all(ctx.client.clone());
-    match api.patch(&p.node, &PatchParams::default(), &Patch::Merge(body)).await {
+    match api.patch(&p.node, &crate::api::patch_params(), &Patch::Merge(body)).await {
         Ok(mut n) => {
             ctx.metrics.api_request("patch", "nodes", "ok");
             info!(pool, node = %p.node, from = p.from.as_str(), to = p.to.as_str(), cordon = ?p.unschedulable, "{}", p.reason);
@@ -348,6 +357,7 @@ async fn cleanup(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error>
     }
     ctx.metrics.forget_pool(&name);
     ctx.progress.lock().expect("progress lock").remove(&name);
+    ctx.announced.lock().expect("announced lock").remove(&name);
     info!(pool = %name, "pool deleted; its nodes are released, its agent DaemonSet and revision ConfigMaps deleted");
     Ok(Action::await_change())
 }
@@ -535,31 +545,31 @@ async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error> {
             info!(pool = %name, configmap = %c.name_any(), revision = %rev, "deleted revision ConfigMap: no node carries its revision");
         }
     }
+    let mut problems = Vec::new();
     for (node, msg) in &plan.warnings {
         warn!(pool = %name, node = %node, "{msg}");
-        ctx.announce_once(
-            pool,
-            format!("{node}:{msg}"),
-            Event {
-                type_: EventType::Warning,
-                reason: "NodeIgnoredValue".into(),
-                note: Some(format!("{node}: {msg}")),
-                action: "Observe".into(),
-                secondary: Some(node_ref(node)),
-            },
-        )
-        .await;
+        let ev = Event {
+            type_: EventType::Warning,
+            reason: "NodeIgnoredValue".into(),
+            note: Some(format!("{node}: {msg}")),
+            action: "Observe".into(),
+            secondary: Some(node_ref(node)),
+        };
+        problems.push((format!("{node}:{msg}"), ev));
     }
     if !membership.conflicts.is_empty() {
         let msg = membership.conflicts.message(pool.spec.os.version.as_str());
         warn!(pool = %name, "{msg}");
-        ctx.announce_once(
-            pool,
-            msg.clone(),
-            Event { type_: EventType::Warning, reason: "NodesLeftAlone".into(), note: Some(msg), action: "Select".into(), secondary: None },
-        )
-        .await;
+        let ev = Event {
+            type_: EventType::Warning,
+            reason: "NodesLeftAlone".into(),
+            note: Some(msg.clone()),
+            action: "Select".into(),
+            secondary: None,
+        };
+        problems.push((msg, ev));
     }
+    ctx.announce_standing(pool, problems).await;
 
     ctx.metrics.observe_pool(&name, &plan, now);
     ctx.metrics.observe_hns(&name, totals, &limits, utilization, pool.spec.hns.warn_percent, &not_ready);
@@ -593,20 +603,51 @@ async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error> {
     Ok(Action::requeue(requeue))
 }
 
-/// The pool's agent DaemonSet, applied when it is missing or differs from what
-/// winpool would write (a new agent image or setting), which rolls the agents
-/// and nothing else. Per-revision DaemonSets of the earlier layout go once the
-/// pool's own exists: their nodes keep their configuration (its ConfigMap is
-/// written from them first) and are not drained.
+/// The pool's agent DaemonSet, applied when it is missing, when winpool's own
+/// wish changed (a new agent image or setting: that rolls the agents and
+/// nothing else), or when someone edited what winpool sets (put back, with a
+/// Warning Event, so a hand edit never silently decides what runs as SYSTEM).
+/// Per-revision DaemonSets of the earlier layout go once the pool's own exists:
+/// their nodes keep their configuration (its ConfigMap is written from them
+/// first) and are not drained.
 async fn ensure_agent(pool: &WindowsNodePool, ctx: &Context, ds_of_pool: &[Arc<DaemonSet>]) -> Result<(), Error> {
     let wanted = agent_daemonset(pool, &ctx.settings.agent_namespace, &ctx.settings.agent);
     let ds_name = wanted.metadata.name.clone().unwrap_or_default();
     let current = ds_of_pool.iter().find(|d| d.metadata.name.as_deref() == Some(ds_name.as_str()));
-    if !current.is_some_and(|d| up_to_date(d, &wanted)) {
-        let ds_api: Api<DaemonSet> = Api::namespaced(ctx.client.clone(), &ctx.settings.agent_namespace);
-        ds_api.patch(&ds_name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&wanted)).await?;
-        ctx.metrics.api_request("apply", "daemonsets", "ok");
-        info!(pool = %pool.name_any(), daemonset = %ds_name, "applied agent DaemonSet");
+    let drift = drift(current.map(|d| d.as_ref()), &wanted);
+    if drift == AgentDrift::UpToDate {
+        return Ok(());
+    }
+    let ds_api: Api<DaemonSet> = Api::namespaced(ctx.client.clone(), &ctx.settings.agent_namespace);
+    match (drift, current) {
+        // Server-side apply cannot take away what another manager added (a
+        // nodeSelector key, an env var): a hand edit is replaced whole.
+        (AgentDrift::HandEdited, Some(live)) => {
+            let mut whole = wanted.clone();
+            whole.metadata.resource_version = live.metadata.resource_version.clone();
+            ds_api.replace(&ds_name, &crate::api::post_params(), &whole).await?;
+            ctx.metrics.api_request("replace", "daemonsets", "ok");
+        }
+        _ => {
+            ds_api.patch(&ds_name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&wanted)).await?;
+            ctx.metrics.api_request("apply", "daemonsets", "ok");
+        }
+    }
+    if drift == AgentDrift::HandEdited {
+        let msg = format!(
+            "agent DaemonSet {ds_name} was edited by hand; winpool put back what it sets (change the pool or winpool's agent settings instead)"
+        );
+        warn!(pool = %pool.name_any(), daemonset = %ds_name, "{msg}");
+        let ev = Event {
+            type_: EventType::Warning,
+            reason: "AgentDaemonSetReverted".into(),
+            note: Some(msg),
+            action: "Apply".into(),
+            secondary: None,
+        };
+        ctx.publish(pool, ev).await;
+    } else {
+        info!(pool = %pool.name_any(), daemonset = %ds_name, ?drift, "applied agent DaemonSet");
     }
     Ok(())
 }
@@ -779,20 +820,16 @@ async fn refuse_agent_image(pool: &WindowsNodePool, ctx: &Context, now: Timestam
     merged.append(&mut rest);
     status.conditions = merged;
     status.observed_generation = pool.metadata.generation;
+    let ev = Event {
+        type_: EventType::Warning,
+        reason: "AgentImageNotAllowed".into(),
+        note: Some(msg.clone()),
+        action: "Validate".into(),
+        secondary: None,
+    };
+    ctx.announce_standing(pool, vec![(msg.clone(), ev)]).await;
     if pool.status.as_ref() != Some(&status) {
         warn!(pool = %name, "{msg}");
-        ctx.announce_once(
-            pool,
-            msg.clone(),
-            Event {
-                type_: EventType::Warning,
-                reason: "AgentImageNotAllowed".into(),
-                note: Some(msg),
-                action: "Validate".into(),
-                secondary: None,
-            },
-        )
-        .await;
         let body = json!({ "apiVersion": "winpool.dev/v1alpha1", "kind": "WindowsNodePool", "status": status });
         api_status(ctx).patch_status(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&body)).await?;
     }
@@ -850,7 +887,7 @@ async fn write_hns(ctx: &Context, pool: &str, w: HnsWrites, message: &str) -> Re
     if let Some(cond) = w.condition {
         let (status, reason) = (cond.status.clone(), cond.reason.clone().unwrap_or_default());
         let body = json!({ "status": { "conditions": [cond] } });
-        match api.patch_status(&name, &PatchParams::default(), &Patch::Strategic(body)).await {
+        match api.patch_status(&name, &crate::api::patch_params(), &Patch::Strategic(body)).await {
             Ok(_) => {
                 ctx.metrics.api_request("patch", "nodes/status", "ok");
                 info!(pool, node = %name, status = %status, reason = %reason, "{} {message}", names::NODE_CONDITION_HNS_READY);
@@ -860,7 +897,7 @@ async fn write_hns(ctx: &Context, pool: &str, w: HnsWrites, message: &str) -> Re
         }
     }
     if let Some((added, patch)) = w.taint {
-        match api.patch(&name, &PatchParams::default(), &patch).await {
+        match api.patch(&name, &crate::api::patch_params(), &patch).await {
             Ok(mut n) => {
                 ctx.metrics.api_request("patch", "nodes", "ok");
                 info!(pool, node = %name, taint = names::TAINT_HNS_NOT_READY, added, "{}", if added { "tainted: HNS not ready" } else { "untainted: HNS ready" });
@@ -902,6 +939,14 @@ async fn node_failed_event(ctx: &Context, pool: &WindowsNodePool, p: &NodePatch)
     }
 }
 
+/// The Events of this round's standing problems that were not standing last
+/// round, and the keys now standing. Pure.
+fn standing_news(before: &BTreeSet<String>, problems: Vec<(String, Event)>) -> (Vec<Event>, BTreeSet<String>) {
+    let standing: BTreeSet<String> = problems.iter().map(|(k, _)| k.clone()).collect();
+    let fresh = problems.into_iter().filter(|(k, _)| !before.contains(k)).map(|(_, ev)| ev).collect();
+    (fresh, standing)
+}
+
 fn node_ref(node: &str) -> k8s_openapi::api::core::v1::ObjectReference {
     k8s_openapi::api::core::v1::ObjectReference {
         api_version: Some("v1".into()),
@@ -941,7 +986,7 @@ pub async fn ensure_agent_namespace(client: &Client, ns: &str) -> Result<(), Err
         },
         ..Default::default()
     };
-    match api.create(&PostParams::default(), &obj).await {
+    match api.create(&crate::api::post_params(), &obj).await {
         Ok(_) => info!(namespace = ns, "created agent namespace (pod-security enforce=privileged)"),
         Err(kube::Error::Api(s)) if s.code == 409 => {}
         Err(e) => return Err(e.into()),
@@ -1173,6 +1218,26 @@ mod tests {
             assert_eq!(agent_image_allowed(image, &allowed), want, "{image}");
         }
         assert!(agent_image_allowed("anything", &[]), "no allow-list: any image");
+    }
+
+    #[test]
+    fn a_standing_problem_is_announced_once_and_again_after_it_cleared() {
+        let ev = |note: &str| Event {
+            type_: EventType::Warning,
+            reason: "NodesLeftAlone".into(),
+            note: Some(note.into()),
+            action: "Select".into(),
+            secondary: None,
+        };
+        let notes = |evs: Vec<Event>| evs.into_iter().filter_map(|e| e.note).collect::<Vec<_>>();
+        let (fresh, standing) = standing_news(&BTreeSet::new(), vec![("a".into(), ev("a"))]);
+        assert_eq!(notes(fresh), ["a"]);
+        let (fresh, standing) = standing_news(&standing, vec![("a".into(), ev("a")), ("b".into(), ev("b"))]);
+        assert_eq!(notes(fresh), ["b"], "a still stands: not again");
+        let (fresh, standing) = standing_news(&standing, vec![]);
+        assert!(fresh.is_empty() && standing.is_empty(), "cleared problems are forgotten");
+        let (fresh, _) = standing_news(&standing, vec![("a".into(), ev("a"))]);
+        assert_eq!(notes(fresh), ["a"], "a came back: announced again");
     }
 
     #[test]

@@ -86,7 +86,7 @@ mod tests {
         let v = &crd.spec.versions[0];
         assert!(v.subresources.as_ref().and_then(|s| s.status.as_ref()).is_some());
         let cols: Vec<&str> = v.additional_printer_columns.iter().flatten().map(|c| c.name.as_str()).collect();
-        assert_eq!(cols, ["OS", "Patch", "Runtime", "CNI", "Nodes", "Updated", "HNS", "Age"]);
+        assert_eq!(cols, ["Ready", "OS", "Patch", "Runtime", "CNI", "Nodes", "Updated", "Failed", "HNS", "Age"]);
         let yaml = crd_yaml();
         assert!(!yaml.contains("x-kubernetes-preserve-unknown-fields"), "unknown fields must be refused, not kept");
     }

@@ -69,7 +69,9 @@ fn env_field(name: &str, path: &str) -> EnvVar {
         name: name.into(),
         value: None,
         value_from: Some(EnvVarSource {
-            field_ref: Some(ObjectFieldSelector { field_path: path.into(), api_version: None }),
+            // The API server writes v1 when it is left out; saying it keeps the
+            // live DaemonSet equal to what winpool wants (no revert every round).
+            field_ref: Some(ObjectFieldSelector { field_path: path.into(), api_version: Some("v1".into()) }),
             ..Default::default()
         }),
     }
@@ -159,10 +161,64 @@ fn spec_hash(ds: &DaemonSet) -> String {
     Sha256::digest(&canonical).iter().take(6).map(|b| format!("{b:02x}")).collect()
 }
 
-/// Whether `existing` is what winpool would apply now.
-pub fn up_to_date(existing: &DaemonSet, wanted: &DaemonSet) -> bool {
+/// How a pool's agent DaemonSet stands against what winpool would apply now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AgentDrift {
+    UpToDate,
+    Missing,
+    /// winpool's own wish changed (agent image or settings): roll the agents.
+    Outdated,
+    /// Someone edited what winpool sets: put it back, and say so.
+    HandEdited,
+}
+
+pub fn drift(existing: Option<&DaemonSet>, wanted: &DaemonSet) -> AgentDrift {
+    let Some(existing) = existing else { return AgentDrift::Missing };
     let hash = |d: &DaemonSet| d.metadata.annotations.as_ref().and_then(|a| a.get(ANN_SPEC_HASH)).cloned();
-    hash(existing).is_some() && hash(existing) == hash(wanted)
+    if hash(existing).is_none() || hash(existing) != hash(wanted) {
+        return AgentDrift::Outdated;
+    }
+    let json = |d: &DaemonSet| serde_json::to_value((&d.metadata.labels, &d.spec)).unwrap_or_default();
+    let (live, want) = (json(existing), json(wanted));
+    // Where the server adds nothing, an added entry is an edit too: an extra
+    // nodeSelector key moves the agents off their nodes, an extra env var or
+    // toleration changes what runs as SYSTEM.
+    let exact = EXACT.iter().all(|p| live.pointer(p) == want.pointer(p));
+    if exact && contains(&live, &want) { AgentDrift::UpToDate } else { AgentDrift::HandEdited }
+}
+
+/// Parts of (labels, spec) the API server never defaults, compared whole.
+const EXACT: &[&str] = &[
+    "/1/selector",
+    "/1/template/spec/nodeSelector",
+    "/1/template/spec/tolerations",
+    "/1/template/spec/serviceAccountName",
+    "/1/template/spec/securityContext/windowsOptions",
+    "/1/template/spec/containers/0/image",
+    "/1/template/spec/containers/0/env",
+];
+
+/// Whether every field `wanted` sets has that value in `live`. The API server
+/// adds defaults (dnsPolicy, terminationMessagePath, ...) but never drops what
+/// was applied, so anything missing or different was changed by hand.
+fn contains(live: &serde_json::Value, wanted: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    match (live, wanted) {
+        (_, Value::Null) => true,
+        (Value::Object(l), Value::Object(w)) => w.iter().all(|(k, wv)| l.get(k).map_or(is_empty(wv), |lv| contains(lv, wv))),
+        (Value::Array(l), Value::Array(w)) => l.len() == w.len() && l.iter().zip(w).all(|(a, b)| contains(a, b)),
+        (Value::Null, w) => is_empty(w),
+        _ => live == wanted,
+    }
+}
+
+fn is_empty(v: &serde_json::Value) -> bool {
+    match v {
+        serde_json::Value::Null => true,
+        serde_json::Value::Array(a) => a.is_empty(),
+        serde_json::Value::Object(o) => o.values().all(is_empty),
+        _ => false,
+    }
 }
 
 /// A DaemonSet of the earlier layout (one per revision, labelled with it).
@@ -236,15 +292,52 @@ mod tests {
     fn a_new_revision_leaves_the_daemonset_as_it_is_and_a_new_agent_changes_it() {
         let a = agent_daemonset(&pool("w", ""), "ns", &settings());
         let new_revision = agent_daemonset(&pool("w", "runtime: {version: 1.7.22}"), "ns", &settings());
-        assert!(up_to_date(&a, &new_revision), "a rollout must not touch the agent pods");
+        assert_eq!(drift(Some(&a), &new_revision), AgentDrift::UpToDate, "a rollout must not touch the agent pods");
+        assert_eq!(drift(None, &a), AgentDrift::Missing);
         let pool_image = agent_daemonset(&pool("w", "agent: {image: my/agent:1}"), "ns", &settings());
-        assert!(!up_to_date(&a, &pool_image));
+        assert_eq!(drift(Some(&a), &pool_image), AgentDrift::Outdated);
         assert_eq!(pool_image.spec.unwrap().template.spec.unwrap().containers[0].image.as_deref(), Some("my/agent:1"));
         let other = AgentSettings { hns_interval: "30s".into(), ..settings() };
-        assert!(!up_to_date(&a, &agent_daemonset(&pool("w", ""), "ns", &other)));
+        assert_eq!(drift(Some(&a), &agent_daemonset(&pool("w", ""), "ns", &other)), AgentDrift::Outdated);
         let mut edited = a.clone();
         edited.metadata.annotations = None;
-        assert!(!up_to_date(&edited, &a), "a DaemonSet without winpool's hash is re-applied");
+        assert_eq!(drift(Some(&edited), &a), AgentDrift::Outdated, "a DaemonSet without winpool's hash is re-applied");
+    }
+
+    /// What the API server adds is no drift; what a person changes is.
+    #[test]
+    fn a_hand_edit_of_what_winpool_sets_is_drift_and_server_defaults_are_not() {
+        let wanted = agent_daemonset(&pool("w", ""), "ns", &settings());
+        let mut live = serde_json::to_value(&wanted).unwrap();
+        let container = &mut live["spec"]["template"]["spec"]["containers"][0];
+        container["terminationMessagePath"] = "/dev/termination-log".into();
+        container["imagePullPolicy"] = "IfNotPresent".into();
+        live["spec"]["template"]["spec"]["dnsPolicy"] = "ClusterFirst".into();
+        live["spec"]["revisionHistoryLimit"] = 10.into();
+        live["metadata"]["labels"]["team"] = "extra labels are fine".into();
+        let defaulted: DaemonSet = serde_json::from_value(live.clone()).unwrap();
+        assert_eq!(drift(Some(&defaulted), &wanted), AgentDrift::UpToDate);
+
+        type Edit = fn(&mut serde_json::Value);
+        let edits: [(&str, Edit); 6] = [
+            ("image", |v| v["spec"]["template"]["spec"]["containers"][0]["image"] = "evil/agent:1".into()),
+            ("a toleration removed", |v| v["spec"]["template"]["spec"]["tolerations"] = serde_json::json!([])),
+            ("an env var dropped", |v| {
+                v["spec"]["template"]["spec"]["containers"][0]["env"].as_array_mut().unwrap().pop();
+            }),
+            ("the service account", |v| v["spec"]["template"]["spec"]["serviceAccountName"] = "default".into()),
+            ("a nodeSelector key added", |v| v["spec"]["template"]["spec"]["nodeSelector"]["never"] = "true".into()),
+            ("a second container", |v| {
+                let c = v["spec"]["template"]["spec"]["containers"][0].clone();
+                v["spec"]["template"]["spec"]["containers"].as_array_mut().unwrap().push(c);
+            }),
+        ];
+        for (what, edit) in edits {
+            let mut v = live.clone();
+            edit(&mut v);
+            let ds: DaemonSet = serde_json::from_value(v).unwrap();
+            assert_eq!(drift(Some(&ds), &wanted), AgentDrift::HandEdited, "{what}");
+        }
     }
 
     /// A DaemonSet exactly as the per-revision layout wrote it (env names and values).

@@ -13,7 +13,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::Client;
-use kube::api::{Api, ObjectMeta, PostParams};
+use kube::api::{Api, ObjectMeta};
 use tokio::sync::watch;
 use tracing::{info, warn};
 
@@ -26,7 +26,7 @@ pub struct LeaseSettings {
     pub renew_every: Duration,
 }
 
-/// What to do with a Lease, decided from what it says and the clock. Pure.
+/// What to do with a Lease. Pure.
 #[derive(Debug, PartialEq, Eq)]
 pub enum LeaseAction {
     /// Nobody holds it, it expired, or it is ours: write ourselves in.
@@ -35,7 +35,44 @@ pub enum LeaseAction {
     Wait { holder: String },
 }
 
-pub fn decide(spec: Option<&LeaseSpec>, me: &str, now: Timestamp) -> LeaseAction {
+/// When this replica first saw the Lease's current record. Expiry is judged
+/// by how long *this* replica has seen the record unchanged, on its own
+/// monotonic clock, as client-go's leader election does: comparing the
+/// holder's `renewTime` with the local wall clock lets a standby whose clock
+/// runs ahead take a lease that is being renewed, and then two replicas write.
+#[derive(Debug, Default)]
+pub struct Observer {
+    seen: Option<(String, std::time::Instant)>,
+}
+
+impl Observer {
+    /// How long the record in `spec` has been unchanged, as seen from here.
+    pub fn unchanged_for(&mut self, spec: Option<&LeaseSpec>, now: std::time::Instant) -> Duration {
+        let record = spec.map(record_key).unwrap_or_default();
+        match &self.seen {
+            Some((r, since)) if *r == record => now.saturating_duration_since(*since),
+            _ => {
+                self.seen = Some((record, now));
+                Duration::ZERO
+            }
+        }
+    }
+}
+
+/// Whatever changes when the holder renews (or anyone else writes).
+fn record_key(spec: &LeaseSpec) -> String {
+    format!(
+        "{:?}|{:?}|{:?}|{:?}",
+        spec.holder_identity,
+        spec.renew_time.as_ref().map(|t| t.0),
+        spec.lease_transitions,
+        spec.lease_duration_seconds
+    )
+}
+
+/// `unchanged_for`: how long this replica has seen the Lease's record unchanged
+/// ([`Observer`]); the remote timestamps are never compared with the local clock.
+pub fn decide(spec: Option<&LeaseSpec>, me: &str, unchanged_for: Duration) -> LeaseAction {
     let Some(spec) = spec else { return LeaseAction::Take { transitions: 0 } };
     let transitions = spec.lease_transitions.unwrap_or(0);
     let holder = spec.holder_identity.clone().unwrap_or_default();
@@ -45,18 +82,15 @@ pub fn decide(spec: Option<&LeaseSpec>, me: &str, now: Timestamp) -> LeaseAction
     if holder == me {
         return LeaseAction::Take { transitions };
     }
-    let duration = jiff::SignedDuration::from_secs(spec.lease_duration_seconds.unwrap_or(15) as i64);
-    let expires = spec.renew_time.as_ref().map(|t| t.0 + duration);
-    match expires {
-        Some(e) if e > now => LeaseAction::Wait { holder },
-        _ => LeaseAction::Take { transitions: transitions + 1 },
-    }
+    let duration = Duration::from_secs(spec.lease_duration_seconds.unwrap_or(15).max(0) as u64);
+    if unchanged_for < duration { LeaseAction::Wait { holder } } else { LeaseAction::Take { transitions: transitions + 1 } }
 }
 
-async fn try_take(api: &Api<Lease>, s: &LeaseSettings) -> kube::Result<bool> {
+async fn try_take(api: &Api<Lease>, s: &LeaseSettings, observer: &mut Observer) -> kube::Result<bool> {
     let now = Timestamp::now();
     let current = api.get_opt(&s.name).await?;
-    let action = decide(current.as_ref().and_then(|l| l.spec.as_ref()), &s.identity, now);
+    let spec = current.as_ref().and_then(|l| l.spec.as_ref());
+    let action = decide(spec, &s.identity, observer.unchanged_for(spec, std::time::Instant::now()));
     let LeaseAction::Take { transitions } = action else { return Ok(false) };
     let held_since = current
         .as_ref()
@@ -74,12 +108,12 @@ async fn try_take(api: &Api<Lease>, s: &LeaseSettings) -> kube::Result<bool> {
     let res = match current {
         None => {
             let l = Lease { metadata: ObjectMeta { name: Some(s.name.clone()), ..Default::default() }, spec: Some(spec) };
-            api.create(&PostParams::default(), &l).await.map(|_| ())
+            api.create(&crate::api::post_params(), &l).await.map(|_| ())
         }
         Some(mut l) => {
             // replace carries resourceVersion: a concurrent writer makes this a 409, not a split brain.
             l.spec = Some(spec);
-            api.replace(&s.name, &PostParams::default(), &l).await.map(|_| ())
+            api.replace(&s.name, &crate::api::post_params(), &l).await.map(|_| ())
         }
     };
     match res {
@@ -94,8 +128,9 @@ async fn try_take(api: &Api<Lease>, s: &LeaseSettings) -> kube::Result<bool> {
 pub async fn acquire(client: Client, s: LeaseSettings) -> watch::Receiver<bool> {
     let api: Api<Lease> = Api::namespaced(client, &s.namespace);
     let mut last_holder = String::new();
+    let mut observer = Observer::default();
     loop {
-        match try_take(&api, &s).await {
+        match try_take(&api, &s, &mut observer).await {
             Ok(true) => break,
             Ok(false) => {
                 if let Ok(Some(l)) = api.get_opt(&s.name).await {
@@ -116,7 +151,7 @@ pub async fn acquire(client: Client, s: LeaseSettings) -> watch::Receiver<bool> 
         let mut last_ok = std::time::Instant::now();
         loop {
             tokio::time::sleep(s.renew_every).await;
-            match try_take(&api, &s).await {
+            match try_take(&api, &s, &mut observer).await {
                 Ok(true) => last_ok = std::time::Instant::now(),
                 Ok(false) => {
                     warn!(lease = %s.name, "another replica took the leader lease");
@@ -149,7 +184,7 @@ pub async fn release(client: Client, s: &LeaseSettings) {
                 sp.renew_time = None;
                 sp.acquire_time = None;
             }
-            match api.replace(&s.name, &PostParams::default(), &l).await {
+            match api.replace(&s.name, &crate::api::post_params(), &l).await {
                 Ok(_) => info!(lease = %s.name, "released the leader lease"),
                 Err(e) => warn!(error = %e, "could not release the leader lease"),
             }
@@ -161,29 +196,53 @@ pub async fn release(client: Client, s: &LeaseSettings) {
 mod tests {
     use super::*;
 
-    fn spec(holder: Option<&str>, renewed_secs_ago: i64, duration: i32) -> LeaseSpec {
-        let now: Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();
+    fn spec(holder: Option<&str>, renewed_at: &str, duration: i32) -> LeaseSpec {
         LeaseSpec {
             holder_identity: holder.map(str::to_string),
-            renew_time: Some(MicroTime(now - jiff::SignedDuration::from_secs(renewed_secs_ago))),
+            renew_time: Some(MicroTime(renewed_at.parse().unwrap())),
             lease_duration_seconds: Some(duration),
             lease_transitions: Some(3),
             ..Default::default()
         }
     }
 
+    const T: &str = "2026-11-29T12:00:00Z";
+
     #[test]
     fn lease_decisions() {
-        let now: Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();
+        let secs = Duration::from_secs;
         let cases = [
-            (None, LeaseAction::Take { transitions: 0 }),
-            (Some(spec(None, 0, 15)), LeaseAction::Take { transitions: 4 }),
-            (Some(spec(Some("me"), 0, 15)), LeaseAction::Take { transitions: 3 }),
-            (Some(spec(Some("other"), 5, 15)), LeaseAction::Wait { holder: "other".into() }),
-            (Some(spec(Some("other"), 16, 15)), LeaseAction::Take { transitions: 4 }),
+            (None, secs(0), LeaseAction::Take { transitions: 0 }),
+            (Some(spec(None, T, 15)), secs(0), LeaseAction::Take { transitions: 4 }),
+            (Some(spec(Some("me"), T, 15)), secs(0), LeaseAction::Take { transitions: 3 }),
+            (Some(spec(Some("other"), T, 15)), secs(5), LeaseAction::Wait { holder: "other".into() }),
+            (Some(spec(Some("other"), T, 15)), secs(15), LeaseAction::Take { transitions: 4 }),
         ];
-        for (i, (s, want)) in cases.into_iter().enumerate() {
-            assert_eq!(decide(s.as_ref(), "me", now), want, "case {i}");
+        for (i, (s, unchanged, want)) in cases.into_iter().enumerate() {
+            assert_eq!(decide(s.as_ref(), "me", unchanged), want, "case {i}");
         }
+    }
+
+    /// The holder's clock is an hour behind this replica's: every renewTime it
+    /// writes looks long expired here. Its lease is live as long as it keeps
+    /// renewing, and expires only once it stops for a lease duration.
+    #[test]
+    fn a_renewed_lease_stays_live_whatever_the_holders_clock_says() {
+        let start = std::time::Instant::now();
+        let at = |s: u64| start + Duration::from_secs(s);
+        let mut observer = Observer::default();
+        let renewals = ["2026-11-29T11:00:00Z", "2026-11-29T11:00:02Z", "2026-11-29T11:00:04Z"];
+        for (i, renewed) in renewals.iter().enumerate() {
+            let s = spec(Some("other"), renewed, 15);
+            // Seen 10 s after each renewal (every renewal is a new record).
+            let unchanged = observer.unchanged_for(Some(&s), at(10 * i as u64));
+            assert_eq!(decide(Some(&s), "me", unchanged), LeaseAction::Wait { holder: "other".into() }, "renewal {i}");
+        }
+        // The holder stops renewing: the same record, seen for a lease duration.
+        let last = spec(Some("other"), renewals[2], 15);
+        let unchanged = observer.unchanged_for(Some(&last), at(20 + 14));
+        assert_eq!(decide(Some(&last), "me", unchanged), LeaseAction::Wait { holder: "other".into() }, "14 s unchanged");
+        let unchanged = observer.unchanged_for(Some(&last), at(20 + 15));
+        assert_eq!(decide(Some(&last), "me", unchanged), LeaseAction::Take { transitions: 4 }, "15 s unchanged");
     }
 }
