@@ -83,8 +83,8 @@ func TestParseRejects(t *testing.T) {
 func TestPackageFileName(t *testing.T) {
 	for in, want := range map[Package]string{
 		{URL: "https://x.example/dir/windows10.0-kb5044281-x64.msu?sig=1"}: "windows10.0-kb5044281-x64.msu",
-		{Path: `C:\updates\2024-10\ssu.cab`}:                                "ssu.cab",
-		{Path: `\\share\updates\lcu.msu`}:                                   "lcu.msu",
+		{Path: `C:\updates\2024-10\ssu.cab`}:                               "ssu.cab",
+		{Path: `\\share\updates\lcu.msu`}:                                  "lcu.msu",
 	} {
 		if got := in.FileName(); got != want {
 			t.Errorf("%+v.FileName() = %q, want %q", in, got, want)
