@@ -59,9 +59,11 @@ func (h *Host) Observe(ctx context.Context) (host.Observed, error) {
 	if obs.Build, err = readBuild(); err != nil {
 		return obs, err
 	}
-	if obs.RebootPending, err = rebootPending(); err != nil {
+	signals, err := rebootSignals()
+	if err != nil {
 		return obs, err
 	}
+	obs.RebootPending, obs.RebootPendingBecause = decide.RebootPending(signals)
 	if obs.ContainerdVersion, err = h.containerdVersion(ctx); err != nil {
 		return obs, err
 	}
@@ -103,33 +105,34 @@ func readBuild() (host.Build, error) {
 	return b, nil
 }
 
-// rebootPending is what servicing leaves behind when it needs a reboot to
-// finish: either flag key, or files queued to be replaced at boot.
-func rebootPending() (bool, error) {
-	for _, path := range []string{cbsRebootPending, wuRebootRequired} {
-		exists, err := keyExists(path)
-		if err != nil || exists {
-			return exists, err
-		}
+// rebootSignals reads what servicing leaves behind when it needs a reboot to
+// finish: either flag key, or files queued to be replaced at boot. The
+// decision of what they mean is decide.RebootPending.
+func rebootSignals() (decide.RebootSignals, error) {
+	var s decide.RebootSignals
+	var err error
+	if s.CBSRebootPending, err = keyExists(cbsRebootPending); err != nil {
+		return s, err
+	}
+	if s.WURebootRequired, err = keyExists(wuRebootRequired); err != nil {
+		return s, err
 	}
 	k, err := registry.OpenKey(registry.LOCAL_MACHINE, sessionManagerKey, registry.QUERY_VALUE)
 	if err != nil {
-		return false, fmt.Errorf(`opening HKLM\%s: %w`, sessionManagerKey, err)
+		return s, fmt.Errorf(`opening HKLM\%s: %w`, sessionManagerKey, err)
 	}
 	defer k.Close()
-	renames, _, err := k.GetStringsValue("PendingFileRenameOperations")
-	if errors.Is(err, registry.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf(`reading HKLM\%s\PendingFileRenameOperations: %w`, sessionManagerKey, err)
-	}
-	for _, r := range renames {
-		if r != "" {
-			return true, nil
+	for _, name := range []string{"PendingFileRenameOperations", "PendingFileRenameOperations2"} {
+		renames, _, err := k.GetStringsValue(name)
+		if errors.Is(err, registry.ErrNotExist) {
+			continue
 		}
+		if err != nil {
+			return s, fmt.Errorf(`reading HKLM\%s\%s: %w`, sessionManagerKey, name, err)
+		}
+		s.FileRenames = append(s.FileRenames, renames...)
 	}
-	return false, nil
+	return s, nil
 }
 
 func keyExists(path string) (bool, error) {
@@ -182,12 +185,12 @@ func (h *Host) HNS(ctx context.Context) (host.HNSCounts, error) {
 	return host.HNSCounts{}, fmt.Errorf("counting HNS load balancers and remote endpoints (hcn): %w", ErrNotImplemented)
 }
 
-func (h *Host) InstallUpdate(ctx context.Context, target host.Build) (host.UpdateResult, error) {
-	return host.UpdateResult{}, fmt.Errorf("installing the cumulative update to %s (DISM): %w", target, ErrNotImplemented)
+func (h *Host) InstallUpdate(ctx context.Context, req host.UpdateRequest) (host.UpdateResult, error) {
+	return host.UpdateResult{}, fmt.Errorf("installing the cumulative update to %s (DISM): %w", req.Target, ErrNotImplemented)
 }
 
-func (h *Host) UpgradeContainerd(ctx context.Context, version string) error {
-	return fmt.Errorf("installing containerd %s: %w", version, ErrNotImplemented)
+func (h *Host) UpgradeContainerd(ctx context.Context, req host.RuntimeRequest) error {
+	return fmt.Errorf("installing containerd %s: %w", req.Version, ErrNotImplemented)
 }
 
 func (h *Host) EnsureCSIProxy(ctx context.Context, version string) error {
