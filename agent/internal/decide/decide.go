@@ -315,6 +315,10 @@ func (d decision) network(want string) (Step, bool) {
 	if want == "" || have == want {
 		return Step{}, true
 	}
+	if have == "" && d.in.Observed.CNIProblem != "" {
+		// Waiting does not make an ambiguous choice clear.
+		return d.fail(fmt.Sprintf("the pool asks for CNI mode %s, but the agent cannot tell kube-proxy's HNS network: %s", want, d.in.Observed.CNIProblem)), false
+	}
 	if have == "" && d.in.NetworkMissingFor < d.networkGrace() {
 		msg := fmt.Sprintf("waiting for the HNS network (the pool asks for %s): none exists yet; the CNI creates it once its pod runs", want)
 		return Step{Action: Wait, Report: d.report(names.StatusApplying, msg), State: d.state}, false

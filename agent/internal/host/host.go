@@ -57,6 +57,9 @@ type Observed struct {
 	// CNIMode is the type of kube-proxy's HNS network: "overlay" or "l2bridge";
 	// "" when no such network exists (yet).
 	CNIMode string
+	// CNIProblem says why kube-proxy's network could not be told apart from
+	// the others (CNIMode is then ""); "" otherwise.
+	CNIProblem string
 	// CSIProxyVersion of the CSI Proxy running on the host; "" when none runs.
 	CSIProxyVersion string
 	// RebootPending: Windows says a reboot is needed to finish servicing

@@ -15,8 +15,10 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/sys/windows/registry"
+	"golang.org/x/sys/windows/svc"
 
 	"winpool.dev/agent/internal/decide"
+	"winpool.dev/agent/internal/hns"
 	"winpool.dev/agent/internal/host"
 )
 
@@ -34,8 +36,10 @@ const (
 
 // Host is the Windows node the agent runs on.
 type Host struct {
+	o          Options
 	state      stateFile
 	containerd string
+	hns        hns.API
 }
 
 var _ host.Host = (*Host)(nil)
@@ -46,13 +50,13 @@ func New(o Options) (host.Host, error) {
 	if dir == "" {
 		dir = defaultStateDir()
 	}
-	return &Host{state: stateFile{path: filepath.Join(dir, "state.json")}, containerd: o.Containerd}, nil
+	o.StateDir = dir
+	return &Host{o: o, state: stateFile{path: filepath.Join(dir, "state.json")}, containerd: o.Containerd, hns: hcnAPI{}}, nil
 }
 
-// Observe reads the build, the reboot-pending flags and containerd's version
-// from the machine. The HNS network type and the CSI Proxy version are not
-// read yet, so it returns what it read together with ErrNotImplemented: the
-// agent must not judge a node on a CNI mode it could not see.
+// Observe reads the build, the reboot-pending signals, containerd's version
+// and the last containerd upgrade task's result, kube-proxy's HNS network
+// type and the running CSI Proxy's version, each from the machine.
 func (h *Host) Observe(ctx context.Context) (host.Observed, error) {
 	var obs host.Observed
 	var err error
@@ -67,7 +71,32 @@ func (h *Host) Observe(ctx context.Context) (host.Observed, error) {
 	if obs.ContainerdVersion, err = h.containerdVersion(ctx); err != nil {
 		return obs, err
 	}
-	return obs, fmt.Errorf("reading the HNS network type (CNI mode) and the CSI Proxy version: %w", ErrNotImplemented)
+	if obs.RuntimeUpgrade, err = h.runtimeResult(); err != nil {
+		return obs, err
+	}
+	nets, err := h.hns.Networks()
+	if err != nil {
+		return obs, fmt.Errorf("listing HNS networks (is the hns service running?): %w", err)
+	}
+	if n, ok, err := hns.Select(nets, h.o.KubeNetwork); err != nil {
+		obs.CNIProblem = err.Error()
+	} else if ok {
+		obs.CNIMode = hns.Mode(n)
+	}
+	if obs.CSIProxyVersion, err = csiProxyRunning(); err != nil {
+		return obs, err
+	}
+	return obs, nil
+}
+
+// csiProxyRunning is the version of the CSI Proxy service when it runs; ""
+// when it is not installed or not running.
+func csiProxyRunning() (string, error) {
+	exists, state, binary, err := serviceInfo(CSIProxyService)
+	if err != nil || !exists || state != svc.Running {
+		return "", err
+	}
+	return csiProxyVersion(productVersion(binary), binary), nil
 }
 
 // readBuild reads 10.0.<CurrentBuildNumber>.<UBR>, the build the kubelet
@@ -182,7 +211,7 @@ func (h *Host) containerdBinary() string {
 }
 
 func (h *Host) HNS(ctx context.Context) (host.HNSCounts, error) {
-	return host.HNSCounts{}, fmt.Errorf("counting HNS load balancers and remote endpoints (hcn): %w", ErrNotImplemented)
+	return hns.Count(h.hns, h.o.KubeNetwork)
 }
 
 func (h *Host) InstallUpdate(ctx context.Context, req host.UpdateRequest) (host.UpdateResult, error) {
@@ -193,8 +222,21 @@ func (h *Host) UpgradeContainerd(ctx context.Context, req host.RuntimeRequest) e
 	return fmt.Errorf("installing containerd %s: %w", req.Version, ErrNotImplemented)
 }
 
+func (h *Host) runtimeResult() (*host.RuntimeUpgrade, error) { return nil, nil }
+
+// EnsureCSIProxy does not install anything: CSI Proxy is deployed by the
+// operator (its own DaemonSet) or with the node image (service csiproxy, as
+// on AKS); the agent only reports the version it finds running.
 func (h *Host) EnsureCSIProxy(ctx context.Context, version string) error {
-	return fmt.Errorf("installing CSI Proxy %s: %w", version, ErrNotImplemented)
+	running, err := csiProxyRunning()
+	if err != nil {
+		return err
+	}
+	if running == "" {
+		running = "none"
+	}
+	return fmt.Errorf("CSI Proxy %s is not running (running: %s): the agent does not install CSI Proxy; "+
+		"deploy it with the node image as service %q or with the pool's CSI Proxy DaemonSet", version, running, CSIProxyService)
 }
 
 // Reboot asks Windows for a planned restart with reason "Operating System:

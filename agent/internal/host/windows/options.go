@@ -13,6 +13,9 @@ type Options struct {
 	// Containerd is the containerd binary; "" looks for containerd.exe on
 	// PATH, then in %ProgramFiles%\containerd.
 	Containerd string
+	// KubeNetwork is the name of kube-proxy's HNS network (kube-proxy's
+	// --network-name or KUBE_NETWORK); "" recognizes it (hns.Select).
+	KubeNetwork string
 }
 
 // ErrNotImplemented marks the host operations a follow-up fills in (DISM
