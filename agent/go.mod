@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/Microsoft/hcsshim v0.15.0
+	github.com/go-ole/go-ole v1.3.0
 	github.com/google/uuid v1.6.0
 	golang.org/x/sys v0.49.0
 	k8s.io/api v0.36.3

@@ -214,16 +214,6 @@ func (h *Host) HNS(ctx context.Context) (host.HNSCounts, error) {
 	return hns.Count(h.hns, h.o.KubeNetwork)
 }
 
-func (h *Host) InstallUpdate(ctx context.Context, req host.UpdateRequest) (host.UpdateResult, error) {
-	return host.UpdateResult{}, fmt.Errorf("installing the cumulative update to %s (DISM): %w", req.Target, ErrNotImplemented)
-}
-
-func (h *Host) UpgradeContainerd(ctx context.Context, req host.RuntimeRequest) error {
-	return fmt.Errorf("installing containerd %s: %w", req.Version, ErrNotImplemented)
-}
-
-func (h *Host) runtimeResult() (*host.RuntimeUpgrade, error) { return nil, nil }
-
 // EnsureCSIProxy does not install anything: CSI Proxy is deployed by the
 // operator (its own DaemonSet) or with the node image (service csiproxy, as
 // on AKS); the agent only reports the version it finds running.
