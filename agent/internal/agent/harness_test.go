@@ -271,6 +271,9 @@ func (h *harness) assertOnlyAgentWrites() {
 		switch a.GetVerb() {
 		case "get", "list", "watch":
 			continue
+		case "create":
+			h.assertEvent(a)
+			continue
 		case "patch":
 		default:
 			h.t.Errorf("the agent did %s %s", a.GetVerb(), a.GetResource().Resource)
@@ -300,4 +303,32 @@ func (h *harness) assertOnlyAgentWrites() {
 			}
 		}
 	}
+}
+
+// assertEvent checks a create the agent made is an Event about its own Node
+// in its own namespace.
+func (h *harness) assertEvent(a k8stesting.Action) {
+	h.t.Helper()
+	c, ok := a.(k8stesting.CreateActionImpl)
+	ev, isEvent := c.GetObject().(*corev1.Event)
+	if !ok || !isEvent || a.GetNamespace() != testNamespace {
+		h.t.Errorf("the agent created %s in %q", a.GetResource().Resource, a.GetNamespace())
+		return
+	}
+	if ev.InvolvedObject.Kind != "Node" || ev.InvolvedObject.Name != testNode {
+		h.t.Errorf("the agent recorded an Event about %s %s", ev.InvolvedObject.Kind, ev.InvolvedObject.Name)
+	}
+}
+
+// events are the reasons of the Events the agent recorded, in order.
+func (h *harness) events() []string {
+	var out []string
+	for _, a := range h.client.Actions() {
+		if c, ok := a.(k8stesting.CreateActionImpl); ok {
+			if ev, ok := c.GetObject().(*corev1.Event); ok {
+				out = append(out, ev.Reason+" "+ev.Type)
+			}
+		}
+	}
+	return out
 }
