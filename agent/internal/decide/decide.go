@@ -323,6 +323,10 @@ func (d decision) network(want string) (Step, bool) {
 		msg := fmt.Sprintf("waiting for the HNS network (the pool asks for %s): none exists yet; the CNI creates it once its pod runs", want)
 		return Step{Action: Wait, Report: d.report(names.StatusApplying, msg), State: d.state}, false
 	}
+	if have == "" && d.in.Observed.CNIReadError != "" {
+		return d.fail(fmt.Sprintf("the pool asks for CNI mode %s, but HNS could not be read for %s: %s; is the hns service running?",
+			want, d.networkGrace(), d.in.Observed.CNIReadError)), false
+	}
 	return d.fail(fmt.Sprintf("HNS network is %s, the pool asks for %s: switching the CNI mode in place is not something the agent does; "+
 		"change spec.networking.cniMode or reimage the node with the other CNI", orMissing(have), want)), false
 }

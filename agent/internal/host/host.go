@@ -60,6 +60,10 @@ type Observed struct {
 	// CNIProblem says why kube-proxy's network could not be told apart from
 	// the others (CNIMode is then ""); "" otherwise.
 	CNIProblem string
+	// CNIReadError: HNS could not be asked (CNIMode is then ""); like a
+	// missing network it is waited out for a while, since HNS comes up with
+	// the node.
+	CNIReadError string
 	// CSIProxyVersion of the CSI Proxy running on the host; "" when none runs.
 	CSIProxyVersion string
 	// RebootPending: Windows says a reboot is needed to finish servicing

@@ -74,11 +74,9 @@ func (h *Host) Observe(ctx context.Context) (host.Observed, error) {
 	if obs.RuntimeUpgrade, err = h.runtimeResult(); err != nil {
 		return obs, err
 	}
-	nets, err := h.hns.Networks()
-	if err != nil {
-		return obs, fmt.Errorf("listing HNS networks (is the hns service running?): %w", err)
-	}
-	if n, ok, err := hns.Select(nets, h.o.KubeNetwork); err != nil {
+	if nets, err := h.hns.Networks(); err != nil {
+		obs.CNIReadError = "listing HNS networks: " + err.Error()
+	} else if n, ok, err := hns.Select(nets, h.o.KubeNetwork); err != nil {
 		obs.CNIProblem = err.Error()
 	} else if ok {
 		obs.CNIMode = hns.Mode(n)
