@@ -263,7 +263,7 @@ func (d decision) patch(target host.Build) (Step, bool) {
 			obs.Build, d.state.Attempts, target, servicingLogs)), false
 	}
 	d.state.Attempts++
-	msg := fmt.Sprintf("installing the update to %s (attempt %d of %d; host at %s)", target, d.state.Attempts, d.maxAttempts(), obs.Build)
+	msg := fmt.Sprintf("installing the update to %s from %s (attempt %d of %d; host at %s)", target, sourceOf(req), d.state.Attempts, d.maxAttempts(), obs.Build)
 	return Step{Action: InstallUpdate, Report: d.report(names.StatusApplying, msg), State: d.state, Target: target, Update: req}, false
 }
 
@@ -395,6 +395,13 @@ func (d decision) networkGrace() time.Duration {
 		return DefaultNetworkGrace
 	}
 	return d.in.NetworkGrace
+}
+
+func sourceOf(req host.UpdateRequest) string {
+	if req.Source == config.SourcePackages {
+		return fmt.Sprintf("%d package(s)", len(req.Packages))
+	}
+	return "Windows Update"
 }
 
 func orNone(v string) string {

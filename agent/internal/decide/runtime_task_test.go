@@ -92,9 +92,12 @@ func TestInstallCarriesTheUpdateSource(t *testing.T) {
 		s.Update.Target != build("10.0.20348.2762") || s.Update.Revision != "r1" {
 		t.Errorf("step %v %+v, want InstallUpdate of the two packages to 10.0.20348.2762", s.Action, s.Update)
 	}
+	if !strings.Contains(s.Report.Message, "from 2 package(s)") {
+		t.Errorf("message %q does not say where the update comes from", s.Report.Message)
+	}
 	in.Config.Config.Updates = nil
-	if s := Next(in); s.Update.Source != config.SourceWindowsUpdate || s.Update.Packages != nil {
-		t.Errorf("no updates field: %+v, want Windows Update", s.Update)
+	if s := Next(in); s.Update.Source != config.SourceWindowsUpdate || s.Update.Packages != nil || !strings.Contains(s.Report.Message, "from Windows Update") {
+		t.Errorf("no updates field: %+v (%q), want Windows Update", s.Update, s.Report.Message)
 	}
 }
 

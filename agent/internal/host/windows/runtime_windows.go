@@ -85,7 +85,11 @@ func (h *Host) UpgradeContainerd(ctx context.Context, req host.RuntimeRequest) e
 	if err := runtimeswap.WriteJSON(h.resultFile(), scheduled); err != nil {
 		return err
 	}
-	return runTask(ctx, fmt.Sprintf(`"%s" containerd-swap "%s"`, exe, planFile))
+	command, err := taskCommand(exe, planFile)
+	if err != nil {
+		return err
+	}
+	return runTask(ctx, command)
 }
 
 // archiveOf is the archive to install and its sha256: the revision's, or the

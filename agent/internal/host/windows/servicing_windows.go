@@ -37,7 +37,11 @@ func (h *Host) installPackages(ctx context.Context, req host.UpdateRequest) (hos
 	if err != nil {
 		return host.UpdateResult{}, err
 	}
-	root := filepath.Join(h.o.StateDir, "updates", req.Revision)
+	updates := filepath.Join(h.o.StateDir, "updates")
+	if err := removeOtherRevisions(updates, req.Revision); err != nil {
+		return host.UpdateResult{}, fmt.Errorf("removing earlier revisions' packages from %s: %w", updates, err)
+	}
+	root := filepath.Join(updates, req.Revision)
 	plan := decide.ServicingPlan(req.Packages, running)
 	client := &http.Client{} // the default transport honours HTTPS_PROXY
 	for _, step := range plan {

@@ -1,0 +1,43 @@
+package windows
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// maxTaskRun is the longest command schtasks /TR accepts.
+const maxTaskRun = 261
+
+// taskCommand is the scheduled task's command line: the task's copy of the
+// agent, running the swap of that plan. Paths are quoted (Program Files and
+// ProgramData may hold spaces on some images).
+func taskCommand(exe, plan string) (string, error) {
+	cmd := fmt.Sprintf(`"%s" containerd-swap "%s"`, exe, plan)
+	if len(cmd) > maxTaskRun {
+		return "", fmt.Errorf("the task's command line is %d characters, schtasks takes at most %d: use a shorter state folder than %s",
+			len(cmd), maxTaskRun, filepath.Dir(exe))
+	}
+	return cmd, nil
+}
+
+// removeOtherRevisions deletes the staged folders of revisions other than
+// keep under dir (one folder per revision): a cumulative update is hundreds
+// of MB, and a revision that is no longer applied never needs its packages.
+func removeOtherRevisions(dir, keep string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return nil
+		}
+		return err
+	}
+	for _, e := range entries {
+		if e.IsDir() && e.Name() != keep {
+			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
