@@ -128,4 +128,3 @@ func build(t *testing.T, s string) host.Build {
 	}
 	return b
 }
-
