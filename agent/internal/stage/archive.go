@@ -77,10 +77,19 @@ func writeFile(dest string, r io.Reader) error {
 	return out.Close()
 }
 
+// ContainerdReleases is where containerd publishes its releases.
+const ContainerdReleases = "https://github.com/containerd/containerd/releases/download"
+
 // OfficialContainerd is the release archive of containerd version v and its
 // published sha256sum, as containerd's GitHub releases name them.
 func OfficialContainerd(v string) (archive, sha256sum string) {
+	return OfficialContainerdFrom(ContainerdReleases, v)
+}
+
+// OfficialContainerdFrom is OfficialContainerd from another release host
+// laid out the same way (a mirror, a test server).
+func OfficialContainerdFrom(releases, v string) (archive, sha256sum string) {
 	v = strings.TrimPrefix(v, "v")
-	archive = fmt.Sprintf("https://github.com/containerd/containerd/releases/download/v%s/containerd-%s-windows-amd64.tar.gz", v, v)
+	archive = fmt.Sprintf("%s/v%s/containerd-%s-windows-amd64.tar.gz", strings.TrimSuffix(releases, "/"), v, v)
 	return archive, archive + ".sha256sum"
 }
