@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -66,4 +67,25 @@ func (s servicing) install(ctx context.Context, req host.UpdateRequest, running 
 		}
 	}
 	return decide.CombineServicing(exits, len(plan)), nil
+}
+
+// removeOtherRevisions deletes the staged folders of revisions other than
+// keep under dir (one folder per revision): a cumulative update is hundreds
+// of MB, and a revision that is no longer applied never needs its packages.
+func removeOtherRevisions(dir, keep string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return nil
+		}
+		return err
+	}
+	for _, e := range entries {
+		if e.IsDir() && e.Name() != keep {
+			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

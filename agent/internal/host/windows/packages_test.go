@@ -128,3 +128,21 @@ func build(t *testing.T, s string) host.Build {
 	}
 	return b
 }
+
+func TestRemoveOtherRevisions(t *testing.T) {
+	dir := t.TempDir()
+	for _, rev := range []string{"r0", "r1", "r2"} {
+		os.MkdirAll(filepath.Join(dir, rev, "01"), 0o700)
+		os.WriteFile(filepath.Join(dir, rev, "01", "kb.msu"), []byte("x"), 0o600)
+	}
+	if err := removeOtherRevisions(dir, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 || entries[0].Name() != "r1" {
+		t.Errorf("left %v, want r1 alone", entries)
+	}
+	if err := removeOtherRevisions(filepath.Join(dir, "none"), "r1"); err != nil {
+		t.Errorf("no folder yet: %v", err)
+	}
+}

@@ -2,7 +2,6 @@ package windows
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 )
 
@@ -19,25 +18,4 @@ func taskCommand(exe, plan string) (string, error) {
 			len(cmd), maxTaskRun, filepath.Dir(exe))
 	}
 	return cmd, nil
-}
-
-// removeOtherRevisions deletes the staged folders of revisions other than
-// keep under dir (one folder per revision): a cumulative update is hundreds
-// of MB, and a revision that is no longer applied never needs its packages.
-func removeOtherRevisions(dir, keep string) error {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		if os.IsNotExist(err) {
-			return nil
-		}
-		return err
-	}
-	for _, e := range entries {
-		if e.IsDir() && e.Name() != keep {
-			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }
