@@ -9,8 +9,6 @@ import (
 // Windows Update Agent's IUpdate describes it.
 type WUUpdate struct {
 	Title string
-	// KBs: KBArticleIDs, without the "KB" prefix.
-	KBs []string
 	// Categories: the names of IUpdate.Categories ("Security Updates",
 	// "Drivers", "Microsoft Server operating system-21H2", …).
 	Categories []string

@@ -78,36 +78,54 @@ func installFromWindowsUpdate(ctx context.Context, req host.UpdateRequest) (host
 			"with WSUS, approve the cumulative update that reaches %s for this node's group", orNone(titles), req.Target)
 	}
 
-	coll := wu.create("Microsoft.Update.UpdateColl")
-	var titles []string
+	// One update per download and install, servicing stack first: a
+	// servicing stack update may require exclusive handling (installed
+	// alone), and the cumulative update needs it in place.
+	var exits []decide.StepExit
 	for _, i := range chosen {
-		if !wu.bool(items[i], "EulaAccepted") {
-			wu.call(items[i], "AcceptEula")
+		if ctx.Err() != nil {
+			return host.UpdateResult{}, ctx.Err()
 		}
-		wu.call(coll, "Add", items[i])
-		titles = append(titles, offered[i].Title)
+		code, err := wu.installOne(session, items[i])
+		if err != nil {
+			return host.UpdateResult{}, fmt.Errorf("Windows Update: %s: %w", offered[i].Title, err)
+		}
+		exits = append(exits, decide.StepExit{What: offered[i].Title, ExitCode: code})
+		if !decide.ServicingContinues(code) {
+			break
+		}
 	}
-	detail := "Windows Update: " + strings.Join(titles, "; ")
-	if ctx.Err() != nil {
-		return host.UpdateResult{}, ctx.Err()
+	res := decide.CombineServicing(exits, len(chosen))
+	res.Detail = "Windows Update: " + res.Detail
+	return res, nil
+}
+
+// installOne downloads and installs one update through its own collection
+// and returns the result as a servicing exit code.
+func (w *wuCalls) installOne(session, item *ole.IDispatch) (int, error) {
+	if !w.bool(item, "EulaAccepted") {
+		w.call(item, "AcceptEula")
 	}
-	downloader := wu.call(session, "CreateUpdateDownloader")
-	wu.put(downloader, "Updates", coll)
-	dl := wu.call(downloader, "Download")
-	if wu.err != nil {
-		return host.UpdateResult{}, wu.wrap("downloading " + detail)
+	coll := w.create("Microsoft.Update.UpdateColl")
+	w.call(coll, "Add", item)
+	downloader := w.call(session, "CreateUpdateDownloader")
+	w.put(downloader, "Updates", coll)
+	dl := w.call(downloader, "Download")
+	rc, hr := w.int(dl, "ResultCode"), w.int(dl, "HResult")
+	if w.err != nil {
+		return 0, fmt.Errorf("downloading: %w", w.err)
 	}
-	if rc := wu.int(dl, "ResultCode"); rc != decide.WUSucceeded {
-		return host.UpdateResult{ExitCode: decide.WindowsUpdateExit(rc, int32(wu.int(dl, "HResult")), false), Detail: "downloading " + detail}, nil
+	if rc != decide.WUSucceeded {
+		return decide.WindowsUpdateExit(rc, int32(hr), false), nil
 	}
-	installer := wu.call(session, "CreateUpdateInstaller")
-	wu.put(installer, "Updates", coll)
-	res := wu.call(installer, "Install")
-	rc, hr, reboot := wu.int(res, "ResultCode"), wu.int(res, "HResult"), wu.bool(res, "RebootRequired")
-	if wu.err != nil {
-		return host.UpdateResult{}, wu.wrap("installing " + detail)
+	installer := w.call(session, "CreateUpdateInstaller")
+	w.put(installer, "Updates", coll)
+	res := w.call(installer, "Install")
+	rc, hr, reboot := w.int(res, "ResultCode"), w.int(res, "HResult"), w.bool(res, "RebootRequired")
+	if w.err != nil {
+		return 0, fmt.Errorf("installing: %w", w.err)
 	}
-	return host.UpdateResult{ExitCode: decide.WindowsUpdateExit(rc, int32(hr), reboot), Detail: detail}, nil
+	return decide.WindowsUpdateExit(rc, int32(hr), reboot), nil
 }
 
 // wuCalls chains IDispatch calls and keeps the first error, so the sequence
