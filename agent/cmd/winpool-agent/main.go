@@ -9,26 +9,45 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"winpool.dev/agent/internal/agent"
 	winhost "winpool.dev/agent/internal/host/windows"
+	"winpool.dev/agent/internal/logs"
 )
 
 // version is set at build time: -ldflags "-X main.version=v0.3.0".
 var version = "dev"
 
 func main() {
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	logDir := os.Getenv("WINPOOL_LOG_DIR")
+	if logDir == "" && runtime.GOOS == "windows" {
+		logDir = logs.DefaultDir()
+	}
+	// The containerd upgrade task: `winpool-agent.exe containerd-swap <plan>`,
+	// started by the agent as a SYSTEM scheduled task outside containerd.
+	if len(os.Args) == 3 && os.Args[1] == "containerd-swap" {
+		log, closer := logs.New(os.Stdout, logDir, "containerd-swap.log")
+		defer closer.Close()
+		r, err := winhost.RunContainerdSwap(context.Background(), os.Args[2])
+		if err != nil {
+			log.Error("containerd swap could not start", "plan", os.Args[2], "err", err)
+			closer.Close()
+			os.Exit(1)
+		}
+		log.Info("containerd swap done", "phase", r.Phase, "version", r.Version, "message", r.Message)
+		return
+	}
+	log, closer := logs.New(os.Stdout, logDir, logs.FileName)
+	defer closer.Close()
 	if err := run(log); err != nil {
 		log.Error("winpool-agent stopped", "err", err)
+		closer.Close()
 		os.Exit(1)
 	}
 }
@@ -50,7 +69,7 @@ func run(log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := restConfig(os.Getenv("WINPOOL_API_SERVER"))
+	cfg, err := restConfig(os.Getenv)
 	if err != nil {
 		return err
 	}
@@ -59,7 +78,9 @@ func run(log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	h, err := winhost.New(winhost.Options{})
+	// KUBE_NETWORK is how kube-proxy's own setup names its HNS network;
+	// unset, the agent recognizes it (internal/hns).
+	h, err := winhost.New(winhost.Options{KubeNetwork: os.Getenv("KUBE_NETWORK")})
 	if err != nil {
 		return err
 	}
@@ -76,32 +97,8 @@ func run(log *slog.Logger) error {
 		MaxAttempts: maxAttempts,
 		Version:     version,
 		Log:         log,
+		Events:      true,
 	})
-}
-
-// restConfig is KUBECONFIG when set, else the pod's in-cluster config, whose
-// token client-go re-reads as the kubelet rotates it. apiServer replaces the
-// in-cluster address: right after a reboot the Service ClusterIP has no HNS
-// load balancer on this node yet, so the agent would not reach the API
-// through it until kube-proxy catches up.
-func restConfig(apiServer string) (*rest.Config, error) {
-	var cfg *rest.Config
-	var err error
-	if path := os.Getenv("KUBECONFIG"); path != "" {
-		cfg, err = clientcmd.BuildConfigFromFlags("", path)
-	} else {
-		cfg, err = rest.InClusterConfig()
-	}
-	if err != nil {
-		return nil, err
-	}
-	if apiServer != "" {
-		if !strings.Contains(apiServer, "://") {
-			apiServer = "https://" + apiServer
-		}
-		cfg.Host = apiServer
-	}
-	return cfg, nil
 }
 
 func envDuration(name string, def time.Duration) (time.Duration, error) {

@@ -34,6 +34,10 @@ type Options struct {
 	// NetworkGrace is how long the agent waits for the HNS network to exist
 	// before it reports it missing (0: decide.DefaultNetworkGrace).
 	NetworkGrace time.Duration
+	// Events: record a Kubernetes Event on the Node when the agent starts
+	// applying, reboots, fails or succeeds (needs create on events in
+	// Namespace).
+	Events bool
 }
 
 // Defaults for Options left zero.

@@ -232,7 +232,7 @@ func TestFailuresAreReported(t *testing.T) {
 
 type failingContainerd struct{ *fake.Host }
 
-func (failingContainerd) UpgradeContainerd(context.Context, string) error {
+func (failingContainerd) UpgradeContainerd(context.Context, host.RuntimeRequest) error {
 	return errors.New("msiexec exited 1603")
 }
 

@@ -57,7 +57,7 @@ func (a *agent) converge(ctx context.Context) outcome {
 			if !a.begin(ctx, in, step) {
 				return settled
 			}
-			res, err := a.o.Host.InstallUpdate(ctx, step.Target)
+			res, err := a.o.Host.InstallUpdate(ctx, step.Update)
 			if err != nil {
 				a.hostFailed(ctx, in.Revision, fmt.Sprintf("cannot run servicing to install the update to %s", step.Target), err)
 				return settled
@@ -79,7 +79,7 @@ func (a *agent) converge(ctx context.Context) outcome {
 			if !a.begin(ctx, in, step) {
 				return settled
 			}
-			if err := a.o.Host.UpgradeContainerd(ctx, step.Version); err != nil {
+			if err := a.o.Host.UpgradeContainerd(ctx, step.Runtime); err != nil {
 				a.hostFailed(ctx, in.Revision, "installing containerd "+step.Version, err)
 				return settled
 			}
@@ -114,6 +114,7 @@ func (a *agent) input(ctx context.Context, node *corev1.Node) (decide.Input, boo
 		},
 		MaxAttempts:  a.o.MaxAttempts,
 		NetworkGrace: a.o.NetworkGrace,
+		Now:          time.Now(),
 	}
 	if !decide.Requested(in.Revision, in.Reported) {
 		return in, false

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -105,10 +106,37 @@ type harness struct {
 	client *k8sfake.Clientset
 	host   host.Host
 	passes atomic.Int64
+	// rv is the last resourceVersion given to a Node write.
+	rv atomic.Uint64
 }
 
 func newHarness(t *testing.T, h host.Host, objects ...runtime.Object) *harness {
-	return &harness{t: t, client: k8sfake.NewClientset(objects...), host: h}
+	hs := &harness{t: t, client: k8sfake.NewClientset(objects...), host: h}
+	hs.rv.Store(100)
+	hs.stampResourceVersions()
+	return hs
+}
+
+// stampResourceVersions gives every Node write a growing resourceVersion, as
+// a real API server does and the fake one does not: without them the agent
+// falls back to comparing values to tell whether the watch caught up with its
+// own write, and a key someone deletes while that write is still on its way
+// would keep the agent on its own, older, copy.
+func (h *harness) stampResourceVersions() {
+	react := k8stesting.ObjectReaction(h.client.Tracker())
+	h.client.PrependReactor("patch", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		handled, obj, err := react(a)
+		n, ok := obj.(*corev1.Node)
+		if err != nil || !ok {
+			return handled, obj, err
+		}
+		n = n.DeepCopy()
+		n.ResourceVersion = strconv.FormatUint(h.rv.Add(1), 10)
+		if err := h.client.Tracker().Update(nodesResource, n, ""); err != nil {
+			return true, nil, err
+		}
+		return true, n, nil
+	})
 }
 
 func (h *harness) options() Options {
@@ -211,6 +239,7 @@ func (h *harness) operatorEdit(edit func(n *corev1.Node)) {
 	h.t.Helper()
 	n := h.node().DeepCopy()
 	edit(n)
+	n.ResourceVersion = strconv.FormatUint(h.rv.Add(1), 10)
 	if err := h.client.Tracker().Update(nodesResource, n, "", metav1.UpdateOptions{FieldManager: "winpool-operator"}); err != nil {
 		h.t.Fatalf("operator edit: %v", err)
 	}
@@ -271,6 +300,9 @@ func (h *harness) assertOnlyAgentWrites() {
 		switch a.GetVerb() {
 		case "get", "list", "watch":
 			continue
+		case "create":
+			h.assertEvent(a)
+			continue
 		case "patch":
 		default:
 			h.t.Errorf("the agent did %s %s", a.GetVerb(), a.GetResource().Resource)
@@ -300,4 +332,32 @@ func (h *harness) assertOnlyAgentWrites() {
 			}
 		}
 	}
+}
+
+// assertEvent checks a create the agent made is an Event about its own Node
+// in its own namespace.
+func (h *harness) assertEvent(a k8stesting.Action) {
+	h.t.Helper()
+	c, ok := a.(k8stesting.CreateActionImpl)
+	ev, isEvent := c.GetObject().(*corev1.Event)
+	if !ok || !isEvent || a.GetNamespace() != testNamespace {
+		h.t.Errorf("the agent created %s in %q", a.GetResource().Resource, a.GetNamespace())
+		return
+	}
+	if ev.InvolvedObject.Kind != "Node" || ev.InvolvedObject.Name != testNode {
+		h.t.Errorf("the agent recorded an Event about %s %s", ev.InvolvedObject.Kind, ev.InvolvedObject.Name)
+	}
+}
+
+// events are the reasons of the Events the agent recorded, in order.
+func (h *harness) events() []string {
+	var out []string
+	for _, a := range h.client.Actions() {
+		if c, ok := a.(k8stesting.CreateActionImpl); ok {
+			if ev, ok := c.GetObject().(*corev1.Event); ok {
+				out = append(out, ev.Reason+" "+ev.Type)
+			}
+		}
+	}
+	return out
 }

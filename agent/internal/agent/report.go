@@ -57,7 +57,12 @@ func (a *agent) report(ctx context.Context, r decide.NodeReport) error {
 	want[names.AnnAppliedRevision] = ptr(r.AppliedRevision)
 	want[names.AnnApplyStatus] = ptr(string(r.Status))
 	want[names.AnnApplyMessage] = ptr(oneLine(r.Message))
-	return a.write(ctx, want)
+	before := a.view.current()
+	if err := a.write(ctx, want); err != nil {
+		return err
+	}
+	a.statusEvent(ctx, before, r)
+	return nil
 }
 
 // syncObservations writes the observations that differ from the Node's.

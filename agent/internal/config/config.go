@@ -20,6 +20,13 @@ type Revision struct {
 	KubeProxyMode   string  `json:"kubeProxyMode"`
 	EnableDSR       bool    `json:"enableDsr"`
 	CSIProxyVersion *string `json:"csiProxyVersion"`
+	// Updates says where the update to PatchLevel comes from; nil means
+	// Windows Update (or WSUS), as the node is configured.
+	Updates *Updates `json:"updates,omitempty"`
+	// RuntimeArchive is the containerd release to install; nil means the
+	// official release of RuntimeVersion, checked against its published
+	// .sha256sum.
+	RuntimeArchive *Archive `json:"runtimeArchive,omitempty"`
 }
 
 // Parse reads config.json and checks what the agent relies on.
@@ -31,5 +38,21 @@ func Parse(data []byte) (Revision, error) {
 	if r.Revision == "" || r.PatchLevel == "" {
 		return r, fmt.Errorf("config.json lacks revision or patchLevel")
 	}
+	if err := r.Updates.validate(); err != nil {
+		return r, fmt.Errorf("config.json: updates: %w", err)
+	}
+	if r.RuntimeArchive != nil {
+		if err := r.RuntimeArchive.validate(); err != nil {
+			return r, fmt.Errorf("config.json: runtimeArchive: %w", err)
+		}
+	}
 	return r, nil
+}
+
+// UpdateSource returns the source in effect: absent updates means Windows Update.
+func (r Revision) UpdateSource() UpdateSource {
+	if r.Updates == nil {
+		return SourceWindowsUpdate
+	}
+	return r.Updates.Source
 }

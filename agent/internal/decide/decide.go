@@ -100,6 +100,10 @@ const (
 	// right after a reboot the CNI (flanneld, or the l2bridge setup) creates
 	// it only once its own pod runs, which may be after the agent's.
 	DefaultNetworkGrace = 5 * time.Minute
+	// DefaultRuntimeTaskTimeout bounds a containerd upgrade task: stopping
+	// and starting kubelet and containerd takes seconds to a minute; a task
+	// still not done after this never started or hangs.
+	DefaultRuntimeTaskTimeout = 15 * time.Minute
 )
 
 // Input is everything the decision depends on.
@@ -129,6 +133,12 @@ type Input struct {
 	NetworkMissingFor time.Duration
 	// NetworkGrace: below or equal to 0 means DefaultNetworkGrace.
 	NetworkGrace time.Duration
+	// Now is when the decision is made; only a running containerd upgrade
+	// task is judged by it.
+	Now time.Time
+	// RuntimeTaskTimeout: how long a containerd upgrade task may run before
+	// the node fails; below or equal to 0 means DefaultRuntimeTaskTimeout.
+	RuntimeTaskTimeout time.Duration
 }
 
 // Step is the decision: one action, the report to write before it, and the
@@ -142,12 +152,13 @@ type Step struct {
 	State host.State
 	// Target is the build InstallUpdate brings the host to.
 	Target host.Build
+	// Update is what InstallUpdate installs (Target and where it comes from).
+	Update host.UpdateRequest
 	// Version is what UpgradeContainerd or EnsureCSIProxy installs.
 	Version string
+	// Runtime is what UpgradeContainerd installs.
+	Runtime host.RuntimeRequest
 }
-
-// Where a person looks when servicing goes wrong.
-const servicingLogs = `see C:\Windows\Logs\CBS\CBS.log and C:\Windows\Logs\DISM\dism.log`
 
 // Next decides the next step.
 func Next(in Input) Step {
@@ -242,13 +253,18 @@ func (d decision) patch(target host.Build) (Step, bool) {
 	if obs.RebootPending {
 		return d.reboot(target), false
 	}
+	upd := d.in.Config.Config
+	req := host.UpdateRequest{Revision: d.in.Revision, Target: target, Source: upd.UpdateSource()}
+	if upd.Updates != nil {
+		req.Packages = upd.Updates.Packages
+	}
 	if d.state.Attempts >= d.maxAttempts() {
 		return d.fail(fmt.Sprintf("still at build %s after %d update attempts (target %s); %s",
 			obs.Build, d.state.Attempts, target, servicingLogs)), false
 	}
 	d.state.Attempts++
-	msg := fmt.Sprintf("installing the update to %s (attempt %d of %d; host at %s)", target, d.state.Attempts, d.maxAttempts(), obs.Build)
-	return Step{Action: InstallUpdate, Report: d.report(names.StatusApplying, msg), State: d.state, Target: target}, false
+	msg := fmt.Sprintf("installing the update to %s from %s (attempt %d of %d; host at %s)", target, sourceOf(req), d.state.Attempts, d.maxAttempts(), obs.Build)
+	return Step{Action: InstallUpdate, Report: d.report(names.StatusApplying, msg), State: d.state, Target: target, Update: req}, false
 }
 
 func (d decision) reboot(target host.Build) Step {
@@ -258,6 +274,9 @@ func (d decision) reboot(target host.Build) Step {
 	}
 	d.state.Reboots++
 	msg := fmt.Sprintf("rebooting to finish the update to %s (reboot %d)", target, d.state.Reboots)
+	if why := d.in.Observed.RebootPendingBecause; why != "" {
+		msg += "; pending: " + why
+	}
 	return Step{Action: Reboot, Report: d.report(names.StatusRebooting, msg), State: d.state, Target: target}
 }
 
@@ -270,9 +289,12 @@ func (d decision) runtime(want string) (Step, bool) {
 	if _, werr := parseSemver(want); werr != nil {
 		return d.fail(fmt.Sprintf("revision %s: ConfigMap %s: runtimeVersion: %v", d.in.Revision, d.configMap(), werr)), false
 	}
+	if step, decided := d.runtimeTask(); decided {
+		return step, false
+	}
 	if d.state.RuntimeUpgrades >= d.maxAttempts() {
-		return d.fail(fmt.Sprintf("containerd still reports %s after %d attempts to install %s; see the containerd service's log",
-			orNone(have), d.state.RuntimeUpgrades, want)), false
+		return d.fail(fmt.Sprintf("containerd still reports %s after %d attempts to install %s; see %s and the containerd service's log",
+			orNone(have), d.state.RuntimeUpgrades, want, AgentLog)), false
 	}
 	d.state.RuntimeUpgrades++
 	var msg string
@@ -284,7 +306,8 @@ func (d decision) runtime(want string) (Step, bool) {
 	default:
 		msg = fmt.Sprintf("upgrading containerd %s → %s", have, want)
 	}
-	return Step{Action: UpgradeContainerd, Report: d.report(names.StatusApplying, msg), State: d.state, Version: want}, false
+	req := host.RuntimeRequest{Revision: d.in.Revision, Attempt: d.state.RuntimeUpgrades, Version: want, Archive: d.in.Config.Config.RuntimeArchive}
+	return Step{Action: UpgradeContainerd, Report: d.report(names.StatusApplying, msg), State: d.state, Version: want, Runtime: req}, false
 }
 
 func (d decision) network(want string) (Step, bool) {
@@ -292,9 +315,17 @@ func (d decision) network(want string) (Step, bool) {
 	if want == "" || have == want {
 		return Step{}, true
 	}
+	if have == "" && d.in.Observed.CNIProblem != "" {
+		// Waiting does not make an ambiguous choice clear.
+		return d.fail(fmt.Sprintf("the pool asks for CNI mode %s, but the agent cannot tell kube-proxy's HNS network: %s", want, d.in.Observed.CNIProblem)), false
+	}
 	if have == "" && d.in.NetworkMissingFor < d.networkGrace() {
 		msg := fmt.Sprintf("waiting for the HNS network (the pool asks for %s): none exists yet; the CNI creates it once its pod runs", want)
 		return Step{Action: Wait, Report: d.report(names.StatusApplying, msg), State: d.state}, false
+	}
+	if have == "" && d.in.Observed.CNIReadError != "" {
+		return d.fail(fmt.Sprintf("the pool asks for CNI mode %s, but HNS could not be read for %s: %s; is the hns service running?",
+			want, d.networkGrace(), d.in.Observed.CNIReadError)), false
 	}
 	return d.fail(fmt.Sprintf("HNS network is %s, the pool asks for %s: switching the CNI mode in place is not something the agent does; "+
 		"change spec.networking.cniMode or reimage the node with the other CNI", orMissing(have), want)), false
@@ -352,11 +383,25 @@ func (d decision) maxReboots() int {
 	return d.in.MaxReboots
 }
 
+func (d decision) runtimeTaskTimeout() time.Duration {
+	if d.in.RuntimeTaskTimeout <= 0 {
+		return DefaultRuntimeTaskTimeout
+	}
+	return d.in.RuntimeTaskTimeout
+}
+
 func (d decision) networkGrace() time.Duration {
 	if d.in.NetworkGrace <= 0 {
 		return DefaultNetworkGrace
 	}
 	return d.in.NetworkGrace
+}
+
+func sourceOf(req host.UpdateRequest) string {
+	if req.Source == config.SourcePackages {
+		return fmt.Sprintf("%d package(s)", len(req.Packages))
+	}
+	return "Windows Update"
 }
 
 func orNone(v string) string {

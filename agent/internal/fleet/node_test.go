@@ -200,7 +200,7 @@ func TestRebootIsPlayedLikeAKubelet(t *testing.T) {
 	eventually(t, "the agent to start", func() bool { return j.count("agent start") == 1 })
 
 	target := host.Build{Major: 10, Build: 20348, UBR: 2762}
-	if res, _ := n.host.InstallUpdate(ctx, target); res.ExitCode != 3010 {
+	if res, _ := n.host.InstallUpdate(ctx, host.UpdateRequest{Target: target}); res.ExitCode != 3010 {
 		t.Fatalf("install: %+v", res)
 	}
 	if err := n.host.Reboot(ctx, "test"); err != nil {
@@ -240,7 +240,7 @@ func TestRebootIsPlayedLikeAKubelet(t *testing.T) {
 func TestInPlaceChangesAreReported(t *testing.T) {
 	f, cs, _ := testFleet(t, "--containerd", "1.7.20+azure")
 	n := f.nodes.get("win-0")
-	if err := n.host.UpgradeContainerd(context.Background(), "1.7.22"); err != nil {
+	if err := n.host.UpgradeContainerd(context.Background(), host.RuntimeRequest{Version: "1.7.22"}); err != nil {
 		t.Fatal(err)
 	}
 	n.reportChanges()

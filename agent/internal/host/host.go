@@ -10,6 +10,9 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
+
+	"winpool.dev/agent/internal/config"
 )
 
 // Build is a Windows build as the registry and the kubelet report it:
@@ -54,11 +57,78 @@ type Observed struct {
 	// CNIMode is the type of kube-proxy's HNS network: "overlay" or "l2bridge";
 	// "" when no such network exists (yet).
 	CNIMode string
+	// CNIProblem says why kube-proxy's network could not be told apart from
+	// the others (CNIMode is then ""); "" otherwise.
+	CNIProblem string
+	// CNIReadError: HNS could not be asked (CNIMode is then ""); like a
+	// missing network it is waited out for a while, since HNS comes up with
+	// the node.
+	CNIReadError string
 	// CSIProxyVersion of the CSI Proxy running on the host; "" when none runs.
 	CSIProxyVersion string
 	// RebootPending: Windows says a reboot is needed to finish servicing
 	// (CBS RebootPending, WindowsUpdate RebootRequired, PendingFileRenameOperations).
 	RebootPending bool
+	// RebootPendingBecause names the signals that said so, for the message a
+	// person reads (e.g. "CBS RebootPending").
+	RebootPendingBecause string
+	// RuntimeUpgrade is the last containerd upgrade as the task that ran it
+	// left it (it runs outside containerd, so the agent may have been
+	// restarted meanwhile); nil when there is none.
+	RuntimeUpgrade *RuntimeUpgrade
+}
+
+// RuntimePhase is where a containerd upgrade task is.
+type RuntimePhase string
+
+const (
+	// RuntimeScheduled: the agent created the task; it has not reported yet.
+	RuntimeScheduled RuntimePhase = "Scheduled"
+	// RuntimeRunning: the task is stopping, swapping or starting services.
+	RuntimeRunning RuntimePhase = "Running"
+	// RuntimeSucceeded: the new containerd runs and reports the version.
+	RuntimeSucceeded RuntimePhase = "Succeeded"
+	// RuntimeRolledBack: the new containerd did not come up; the old
+	// binaries are back and running.
+	RuntimeRolledBack RuntimePhase = "RolledBack"
+	// RuntimeFailed: the rollback failed too; the runtime may be down.
+	RuntimeFailed RuntimePhase = "Failed"
+)
+
+// RuntimeUpgrade is the result file of a containerd upgrade task.
+type RuntimeUpgrade struct {
+	Revision string `json:"revision"`
+	// Attempt is State.RuntimeUpgrades when the upgrade was started; with
+	// Revision it ties the result to one attempt, so a stale file from an
+	// earlier request is never read as this one's.
+	Attempt int          `json:"attempt"`
+	Version string       `json:"version"`
+	Phase   RuntimePhase `json:"phase"`
+	// Message says what happened, for the Node's apply-message.
+	Message string    `json:"message,omitempty"`
+	Started time.Time `json:"started"`
+	// ResultFile is where this was read from (not serialized), for messages.
+	ResultFile string `json:"-"`
+}
+
+// UpdateRequest is what InstallUpdate installs.
+type UpdateRequest struct {
+	Revision string
+	Target   Build
+	Source   config.UpdateSource
+	// Packages, in install order, for config.SourcePackages.
+	Packages []config.Package
+}
+
+// RuntimeRequest is what UpgradeContainerd installs.
+type RuntimeRequest struct {
+	Revision string
+	// Attempt is the attempt number saved in State.RuntimeUpgrades.
+	Attempt int
+	Version string
+	// Archive to install; nil means the official release of Version,
+	// checked against its published .sha256sum.
+	Archive *config.Archive
 }
 
 // HNSCounts is what HNS has programmed, counted as kube-proxy winkernel does.
@@ -94,11 +164,14 @@ type State struct {
 type Host interface {
 	Observe(ctx context.Context) (Observed, error)
 	HNS(ctx context.Context) (HNSCounts, error)
-	// InstallUpdate brings the host towards target (servicing stack, then the
-	// cumulative update). err means servicing could not be run at all.
-	InstallUpdate(ctx context.Context, target Build) (UpdateResult, error)
-	// UpgradeContainerd installs that containerd version, keeping its config.
-	UpgradeContainerd(ctx context.Context, version string) error
+	// InstallUpdate brings the host towards req.Target from req.Source
+	// (servicing stack, then the cumulative update). err means servicing
+	// could not be run at all (e.g. a package's digest is wrong).
+	InstallUpdate(ctx context.Context, req UpdateRequest) (UpdateResult, error)
+	// UpgradeContainerd starts installing that containerd version, keeping
+	// its config. It may return before the new containerd runs: the outcome
+	// then shows in Observed.RuntimeUpgrade.
+	UpgradeContainerd(ctx context.Context, req RuntimeRequest) error
 	// EnsureCSIProxy makes that CSI Proxy version run on the host.
 	EnsureCSIProxy(ctx context.Context, version string) error
 	// Reboot starts a reboot and returns; the caller then waits to be stopped.

@@ -38,6 +38,11 @@ type Options struct {
 	OnReboot func(reason string)
 	// HNS returns what HNS holds now (the fleet's model of kube-proxy).
 	HNS func() host.HNSCounts
+	// RuntimeUpgrade, when set, decides how a containerd upgrade task ends
+	// (default: RuntimeSucceeded, the version installed at once). With
+	// RuntimeRunning the task never finishes; with RuntimeRolledBack or
+	// RuntimeFailed containerd keeps its version.
+	RuntimeUpgrade func(req host.RuntimeRequest) host.RuntimePhase
 }
 
 // Host is a simulated machine. Safe for concurrent use.
@@ -53,6 +58,8 @@ type Host struct {
 	state         host.State
 	installs      int
 	reboots       int
+	updates       []host.UpdateRequest
+	runtimeTask   *host.RuntimeUpgrade
 }
 
 var _ host.Host = (*Host)(nil)
@@ -64,7 +71,15 @@ func New(o Options) *Host {
 func (h *Host) Observe(ctx context.Context) (host.Observed, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return host.Observed{Build: h.build, ContainerdVersion: h.containerd, CNIMode: h.cni, CSIProxyVersion: h.csi, RebootPending: h.rebootPending}, nil
+	obs := host.Observed{Build: h.build, ContainerdVersion: h.containerd, CNIMode: h.cni, CSIProxyVersion: h.csi, RebootPending: h.rebootPending}
+	if h.rebootPending {
+		obs.RebootPendingBecause = "CBS RebootPending"
+	}
+	if h.runtimeTask != nil {
+		u := *h.runtimeTask
+		obs.RuntimeUpgrade = &u
+	}
+	return obs, nil
 }
 
 func (h *Host) HNS(ctx context.Context) (host.HNSCounts, error) {
@@ -74,7 +89,8 @@ func (h *Host) HNS(ctx context.Context) (host.HNSCounts, error) {
 	return h.o.HNS(), nil
 }
 
-func (h *Host) InstallUpdate(ctx context.Context, target host.Build) (host.UpdateResult, error) {
+func (h *Host) InstallUpdate(ctx context.Context, req host.UpdateRequest) (host.UpdateResult, error) {
+	target := req.Target
 	select {
 	case <-time.After(h.o.InstallDuration):
 	case <-ctx.Done():
@@ -83,6 +99,7 @@ func (h *Host) InstallUpdate(ctx context.Context, target host.Build) (host.Updat
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.installs++
+	h.updates = append(h.updates, req)
 	code := ExitRebootRequired
 	if h.o.InstallExitCode != nil {
 		code = h.o.InstallExitCode(target)
@@ -99,10 +116,20 @@ func (h *Host) InstallUpdate(ctx context.Context, target host.Build) (host.Updat
 	return host.UpdateResult{ExitCode: code, Detail: detail}, nil
 }
 
-func (h *Host) UpgradeContainerd(ctx context.Context, version string) error {
+func (h *Host) UpgradeContainerd(ctx context.Context, req host.RuntimeRequest) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.containerd = version
+	phase := host.RuntimeSucceeded
+	if h.o.RuntimeUpgrade != nil {
+		phase = h.o.RuntimeUpgrade(req)
+	}
+	h.runtimeTask = &host.RuntimeUpgrade{Revision: req.Revision, Attempt: req.Attempt, Version: req.Version, Phase: phase, Started: time.Now()}
+	switch phase {
+	case host.RuntimeSucceeded:
+		h.containerd = req.Version
+	case host.RuntimeRolledBack, host.RuntimeFailed:
+		h.runtimeTask.Message = "simulated: containerd " + req.Version + " did not start"
+	}
 	return nil
 }
 
@@ -158,10 +185,13 @@ type Machine struct {
 	Containerd string
 	Installs   int
 	Reboots    int
+	// Updates are the install requests the host received, in order.
+	Updates []host.UpdateRequest
 }
 
 func (h *Host) Machine() Machine {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return Machine{Build: h.build, Containerd: h.containerd, Installs: h.installs, Reboots: h.reboots}
+	return Machine{Build: h.build, Containerd: h.containerd, Installs: h.installs, Reboots: h.reboots,
+		Updates: append([]host.UpdateRequest(nil), h.updates...)}
 }

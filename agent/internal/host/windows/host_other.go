@@ -3,6 +3,7 @@
 package windows
 
 import (
+	"context"
 	"errors"
 
 	"winpool.dev/agent/internal/host"
@@ -11,4 +12,9 @@ import (
 // New fails off Windows; the simulated host is host/fake.
 func New(Options) (host.Host, error) {
 	return nil, errors.New("the Windows host only runs on Windows (the simulated fleet uses the fake host)")
+}
+
+// RunContainerdSwap is the containerd upgrade task, which runs on Windows only.
+func RunContainerdSwap(context.Context, string) (host.RuntimeUpgrade, error) {
+	return host.RuntimeUpgrade{}, errors.New("the containerd upgrade task only runs on Windows")
 }

@@ -15,8 +15,10 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/sys/windows/registry"
+	"golang.org/x/sys/windows/svc"
 
 	"winpool.dev/agent/internal/decide"
+	"winpool.dev/agent/internal/hns"
 	"winpool.dev/agent/internal/host"
 )
 
@@ -34,8 +36,10 @@ const (
 
 // Host is the Windows node the agent runs on.
 type Host struct {
+	o          Options
 	state      stateFile
 	containerd string
+	hns        hns.API
 }
 
 var _ host.Host = (*Host)(nil)
@@ -46,26 +50,51 @@ func New(o Options) (host.Host, error) {
 	if dir == "" {
 		dir = defaultStateDir()
 	}
-	return &Host{state: stateFile{path: filepath.Join(dir, "state.json")}, containerd: o.Containerd}, nil
+	o.StateDir = dir
+	return &Host{o: o, state: stateFile{path: filepath.Join(dir, "state.json")}, containerd: o.Containerd, hns: hcnAPI{}}, nil
 }
 
-// Observe reads the build, the reboot-pending flags and containerd's version
-// from the machine. The HNS network type and the CSI Proxy version are not
-// read yet, so it returns what it read together with ErrNotImplemented: the
-// agent must not judge a node on a CNI mode it could not see.
+// Observe reads the build, the reboot-pending signals, containerd's version
+// and the last containerd upgrade task's result, kube-proxy's HNS network
+// type and the running CSI Proxy's version, each from the machine.
 func (h *Host) Observe(ctx context.Context) (host.Observed, error) {
 	var obs host.Observed
 	var err error
 	if obs.Build, err = readBuild(); err != nil {
 		return obs, err
 	}
-	if obs.RebootPending, err = rebootPending(); err != nil {
+	signals, err := rebootSignals()
+	if err != nil {
 		return obs, err
 	}
+	obs.RebootPending, obs.RebootPendingBecause = decide.RebootPending(signals)
 	if obs.ContainerdVersion, err = h.containerdVersion(ctx); err != nil {
 		return obs, err
 	}
-	return obs, fmt.Errorf("reading the HNS network type (CNI mode) and the CSI Proxy version: %w", ErrNotImplemented)
+	if obs.RuntimeUpgrade, err = h.runtimeResult(); err != nil {
+		return obs, err
+	}
+	if nets, err := h.hns.Networks(); err != nil {
+		obs.CNIReadError = "listing HNS networks: " + err.Error()
+	} else if n, ok, err := hns.Select(nets, h.o.KubeNetwork); err != nil {
+		obs.CNIProblem = err.Error()
+	} else if ok {
+		obs.CNIMode = hns.Mode(n)
+	}
+	if obs.CSIProxyVersion, err = csiProxyRunning(); err != nil {
+		return obs, err
+	}
+	return obs, nil
+}
+
+// csiProxyRunning is the version of the CSI Proxy service when it runs; ""
+// when it is not installed or not running.
+func csiProxyRunning() (string, error) {
+	exists, state, binary, err := serviceInfo(CSIProxyService)
+	if err != nil || !exists || state != svc.Running {
+		return "", err
+	}
+	return csiProxyVersion(productVersion(binary), binary), nil
 }
 
 // readBuild reads 10.0.<CurrentBuildNumber>.<UBR>, the build the kubelet
@@ -103,33 +132,34 @@ func readBuild() (host.Build, error) {
 	return b, nil
 }
 
-// rebootPending is what servicing leaves behind when it needs a reboot to
-// finish: either flag key, or files queued to be replaced at boot.
-func rebootPending() (bool, error) {
-	for _, path := range []string{cbsRebootPending, wuRebootRequired} {
-		exists, err := keyExists(path)
-		if err != nil || exists {
-			return exists, err
-		}
+// rebootSignals reads what servicing leaves behind when it needs a reboot to
+// finish: either flag key, or files queued to be replaced at boot. The
+// decision of what they mean is decide.RebootPending.
+func rebootSignals() (decide.RebootSignals, error) {
+	var s decide.RebootSignals
+	var err error
+	if s.CBSRebootPending, err = keyExists(cbsRebootPending); err != nil {
+		return s, err
+	}
+	if s.WURebootRequired, err = keyExists(wuRebootRequired); err != nil {
+		return s, err
 	}
 	k, err := registry.OpenKey(registry.LOCAL_MACHINE, sessionManagerKey, registry.QUERY_VALUE)
 	if err != nil {
-		return false, fmt.Errorf(`opening HKLM\%s: %w`, sessionManagerKey, err)
+		return s, fmt.Errorf(`opening HKLM\%s: %w`, sessionManagerKey, err)
 	}
 	defer k.Close()
-	renames, _, err := k.GetStringsValue("PendingFileRenameOperations")
-	if errors.Is(err, registry.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf(`reading HKLM\%s\PendingFileRenameOperations: %w`, sessionManagerKey, err)
-	}
-	for _, r := range renames {
-		if r != "" {
-			return true, nil
+	for _, name := range []string{"PendingFileRenameOperations", "PendingFileRenameOperations2"} {
+		renames, _, err := k.GetStringsValue(name)
+		if errors.Is(err, registry.ErrNotExist) {
+			continue
 		}
+		if err != nil {
+			return s, fmt.Errorf(`reading HKLM\%s\%s: %w`, sessionManagerKey, name, err)
+		}
+		s.FileRenames = append(s.FileRenames, renames...)
 	}
-	return false, nil
+	return s, nil
 }
 
 func keyExists(path string) (bool, error) {
@@ -179,19 +209,22 @@ func (h *Host) containerdBinary() string {
 }
 
 func (h *Host) HNS(ctx context.Context) (host.HNSCounts, error) {
-	return host.HNSCounts{}, fmt.Errorf("counting HNS load balancers and remote endpoints (hcn): %w", ErrNotImplemented)
+	return hns.Count(h.hns, h.o.KubeNetwork)
 }
 
-func (h *Host) InstallUpdate(ctx context.Context, target host.Build) (host.UpdateResult, error) {
-	return host.UpdateResult{}, fmt.Errorf("installing the cumulative update to %s (DISM): %w", target, ErrNotImplemented)
-}
-
-func (h *Host) UpgradeContainerd(ctx context.Context, version string) error {
-	return fmt.Errorf("installing containerd %s: %w", version, ErrNotImplemented)
-}
-
+// EnsureCSIProxy does not install anything: CSI Proxy is deployed by the
+// operator (its own DaemonSet) or with the node image (service csiproxy, as
+// on AKS); the agent only reports the version it finds running.
 func (h *Host) EnsureCSIProxy(ctx context.Context, version string) error {
-	return fmt.Errorf("installing CSI Proxy %s: %w", version, ErrNotImplemented)
+	running, err := csiProxyRunning()
+	if err != nil {
+		return err
+	}
+	if running == "" {
+		running = "none"
+	}
+	return fmt.Errorf("CSI Proxy %s is not running (running: %s): the agent does not install CSI Proxy; "+
+		"deploy it with the node image as service %q or with the pool's CSI Proxy DaemonSet", version, running, CSIProxyService)
 }
 
 // Reboot asks Windows for a planned restart with reason "Operating System:

@@ -3,8 +3,6 @@
 // on Windows only; elsewhere New says so.
 package windows
 
-import "errors"
-
 // Options locate what the host keeps and runs; zero values are the
 // defaults of a Windows node.
 type Options struct {
@@ -13,8 +11,7 @@ type Options struct {
 	// Containerd is the containerd binary; "" looks for containerd.exe on
 	// PATH, then in %ProgramFiles%\containerd.
 	Containerd string
+	// KubeNetwork is the name of kube-proxy's HNS network (kube-proxy's
+	// --network-name or KUBE_NETWORK); "" recognizes it (hns.Select).
+	KubeNetwork string
 }
-
-// ErrNotImplemented marks the host operations a follow-up fills in (DISM
-// servicing, containerd and CSI Proxy installs, HNS through hcn).
-var ErrNotImplemented = errors.New("not implemented yet")

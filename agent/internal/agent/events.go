@@ -1,0 +1,72 @@
+package agent
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"winpool.dev/agent/internal/decide"
+	"winpool.dev/agent/internal/names"
+)
+
+// Event reasons on the Node, one per status the agent moves it to.
+const (
+	ReasonApplyStarted   = "WinpoolApplyStarted"
+	ReasonRebooting      = "WinpoolRebooting"
+	ReasonApplyFailed    = "WinpoolApplyFailed"
+	ReasonApplySucceeded = "WinpoolApplySucceeded"
+)
+
+// eventTimeout bounds an Event write: an Event is a courtesy to whoever runs
+// `kubectl describe node`, never worth holding the agent's work up.
+const eventTimeout = 5 * time.Second
+
+// statusEvent records a core/v1 Event on the Node when the agent's report
+// moves it into a new status (the annotation stays the source of truth; an
+// Event that fails to be written is logged, not retried). Events go to the
+// agent's own namespace, where its Role lets it create them; `kubectl
+// describe node` shows them there with the kubelet's.
+func (a *agent) statusEvent(ctx context.Context, node *corev1.Node, r decide.NodeReport) {
+	if !a.o.Events || node == nil {
+		return
+	}
+	if node.Annotations[names.AnnAppliedRevision] == r.AppliedRevision && node.Annotations[names.AnnApplyStatus] == string(r.Status) {
+		return
+	}
+	typ, reason := corev1.EventTypeNormal, ""
+	switch r.Status {
+	case names.StatusApplying:
+		reason = ReasonApplyStarted
+	case names.StatusRebooting:
+		reason = ReasonRebooting
+	case names.StatusFailed:
+		typ, reason = corev1.EventTypeWarning, ReasonApplyFailed
+	case names.StatusSucceeded:
+		reason = ReasonApplySucceeded
+	default:
+		return
+	}
+	now := metav1.NewTime(time.Now())
+	ev := &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: node.Name + ".winpool-", Namespace: a.o.Namespace},
+		InvolvedObject: corev1.ObjectReference{
+			APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID,
+		},
+		Reason:              reason,
+		Message:             "revision " + r.AppliedRevision + ": " + oneLine(r.Message),
+		Type:                typ,
+		Source:              corev1.EventSource{Component: "winpool-agent", Host: node.Name},
+		FirstTimestamp:      now,
+		LastTimestamp:       now,
+		Count:               1,
+		ReportingController: "winpool.dev/agent",
+		ReportingInstance:   "winpool-agent-" + node.Name,
+	}
+	ctx, cancel := context.WithTimeout(ctx, eventTimeout)
+	defer cancel()
+	if _, err := a.o.Client.CoreV1().Events(a.o.Namespace).Create(ctx, ev, metav1.CreateOptions{FieldManager: names.FieldManager}); err != nil && ctx.Err() == nil {
+		a.log.Warn("cannot record an Event on the Node", "reason", reason, "err", err)
+	}
+}

@@ -1,0 +1,97 @@
+package agent
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"winpool.dev/agent/internal/host"
+	"winpool.dev/agent/internal/host/fake"
+	"winpool.dev/agent/internal/names"
+)
+
+func TestEventsOnApplyStartedAndRebooting(t *testing.T) {
+	rebooted := make(chan string, 1)
+	o := behindHost()
+	o.OnReboot = func(reason string) { rebooted <- reason }
+	h := newHarness(t, fake.New(o), requestedR1(), revisionConfigMap(revisionR1()))
+	opts := h.options()
+	opts.Events = true
+	h.start(opts)
+	select {
+	case <-rebooted:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no reboot; node says %q", h.annotation(names.AnnApplyMessage))
+	}
+	if got, want := h.events(), []string{ReasonApplyStarted + " Normal", ReasonRebooting + " Normal"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("events %v, want %v", got, want)
+	}
+	h.assertOnlyAgentWrites()
+}
+
+func TestEventOnFailure(t *testing.T) {
+	o := behindHost()
+	o.InstallExitCode = func(host.Build) int { return fake.ExitInstallFailed }
+	h := newHarness(t, fake.New(o), requestedR1(), revisionConfigMap(revisionR1()))
+	opts := h.options()
+	opts.Events = true
+	h.start(opts)
+	h.waitStatus(names.StatusFailed)
+	eventually(t, "the failure's Event", func() bool { return len(h.events()) == 2 })
+	if got, want := h.events(), []string{ReasonApplyStarted + " Normal", ReasonApplyFailed + " Warning"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("events %v, want %v", got, want)
+	}
+	h.assertOnlyAgentWrites()
+}
+
+func TestNoEventsUnlessAsked(t *testing.T) {
+	o := behindHost()
+	o.InstallExitCode = func(host.Build) int { return fake.ExitInstallFailed }
+	h := newHarness(t, fake.New(o), requestedR1(), revisionConfigMap(revisionR1()))
+	h.start(h.options())
+	h.waitStatus(names.StatusFailed)
+	if got := h.events(); len(got) != 0 {
+		t.Errorf("events %v with Events off", got)
+	}
+}
+
+// The containerd upgrade runs in a task outside the agent: the agent waits
+// for its result, and reports a rollback as the failure it is.
+func TestContainerdTaskRolledBack(t *testing.T) {
+	o := compliantHost()
+	o.Containerd = "1.7.20"
+	o.RuntimeUpgrade = func(host.RuntimeRequest) host.RuntimePhase { return host.RuntimeRolledBack }
+	machine := fake.New(o)
+	h := newHarness(t, machine, requestedR1(), revisionConfigMap(revisionR1()))
+	h.start(h.options())
+	n := h.waitStatus(names.StatusFailed)
+	if msg := n.Annotations[names.AnnApplyMessage]; !strings.Contains(msg, "rolled back") {
+		t.Errorf("message %q, want the rollback", msg)
+	}
+	if st, _ := machine.LoadState(); st.RuntimeUpgrades != 1 {
+		t.Errorf("containerd upgrades started = %d, want 1 (a rollback is not retried)", st.RuntimeUpgrades)
+	}
+}
+
+func TestContainerdTaskRunningIsWaitedFor(t *testing.T) {
+	o := compliantHost()
+	o.Containerd = "1.7.20"
+	o.RuntimeUpgrade = func(host.RuntimeRequest) host.RuntimePhase { return host.RuntimeRunning }
+	machine := fake.New(o)
+	h := newHarness(t, machine, requestedR1(), revisionConfigMap(revisionR1()))
+	opts := h.options()
+	opts.HNSInterval = 2 * time.Millisecond // the wait's next look
+	h.start(opts)
+	eventually(t, "the agent to wait for the task", func() bool {
+		return strings.Contains(h.annotation(names.AnnApplyMessage), "being installed by scheduled task")
+	})
+	before := h.passes.Load()
+	h.waitPasses(before + 5)
+	if st, _ := machine.LoadState(); st.RuntimeUpgrades != 1 {
+		t.Errorf("containerd upgrades started = %d while the task runs, want 1", st.RuntimeUpgrades)
+	}
+	if got := h.annotation(names.AnnApplyStatus); got != string(names.StatusApplying) {
+		t.Errorf("status %q while the task runs, want Applying", got)
+	}
+}

@@ -1,0 +1,62 @@
+package agent
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"winpool.dev/agent/internal/config"
+	"winpool.dev/agent/internal/host"
+	"winpool.dev/agent/internal/host/fake"
+	"winpool.dev/agent/internal/names"
+)
+
+// The revision's update source travels from the ConfigMap to the host as
+// written: the packages, in their order, with their digests.
+func TestInstallGetsTheRevisionsPackages(t *testing.T) {
+	rebooted := make(chan struct{}, 1)
+	o := behindHost()
+	o.OnReboot = func(string) { rebooted <- struct{}{} }
+	machine := fake.New(o)
+	rev := revisionR1()
+	pkgs := []config.Package{
+		{Path: `C:\updates\2024-10\ssu.cab`, SHA256: strings.Repeat("a", 64)},
+		{URL: "https://updates.example.com/windows10.0-kb5044281-x64.msu", SHA256: strings.Repeat("b", 64)},
+	}
+	rev.Updates = &config.Updates{Source: config.SourcePackages, Packages: pkgs}
+	h := newHarness(t, machine, requestedR1(), revisionConfigMap(rev))
+	h.start(h.options())
+	select {
+	case <-rebooted:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no reboot; node says %q", h.annotation(names.AnnApplyMessage))
+	}
+	got := machine.Machine().Updates
+	if len(got) != 1 {
+		t.Fatalf("%d installs, want 1", len(got))
+	}
+	want := host.UpdateRequest{Revision: "r1", Target: mustBuild("10.0.20348.2762"), Source: config.SourcePackages, Packages: pkgs}
+	if got[0].Revision != want.Revision || got[0].Target != want.Target || got[0].Source != want.Source ||
+		len(got[0].Packages) != 2 || got[0].Packages[0] != pkgs[0] || got[0].Packages[1] != pkgs[1] {
+		t.Errorf("install request %+v, want %+v", got[0], want)
+	}
+}
+
+// A revision whose update list breaks the contract fails the node with the
+// rule it broke, before anything is installed.
+func TestInvalidUpdatesFailTheNode(t *testing.T) {
+	machine := fake.New(behindHost())
+	rev := revisionR1()
+	rev.Updates = &config.Updates{Source: config.SourcePackages, Packages: []config.Package{
+		{URL: "https://updates.example.com/kb.msu", SHA256: "ABC"},
+	}}
+	h := newHarness(t, machine, requestedR1(), revisionConfigMap(rev))
+	h.start(h.options())
+	n := h.waitStatus(names.StatusFailed)
+	if msg := n.Annotations[names.AnnApplyMessage]; !strings.Contains(msg, "packages[0]") || !strings.Contains(msg, "sha256") {
+		t.Errorf("message %q, want the package and the rule", msg)
+	}
+	if m := machine.Machine(); m.Installs != 0 {
+		t.Errorf("%d installs for an invalid revision", m.Installs)
+	}
+}

@@ -1,0 +1,177 @@
+package decide
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"winpool.dev/agent/internal/config"
+)
+
+func pkgs(names ...string) []config.Package {
+	var ps []config.Package
+	for _, n := range names {
+		ps = append(ps, config.Package{Path: `C:\updates\` + n, SHA256: strings.Repeat("0", 64)})
+	}
+	return ps
+}
+
+func TestServicingPlan(t *testing.T) {
+	type step struct {
+		dir    string
+		files  []string
+		folder bool
+	}
+	for _, tc := range []struct {
+		name  string
+		build string
+		pkgs  []config.Package
+		want  []step
+	}{
+		{"ltsc2022: one call per package, in order", "10.0.20348.2700", pkgs("ssu.cab", "lcu.msu", "other.msu"),
+			[]step{{"01", []string{"ssu.cab"}, false}, {"02", []string{"lcu.msu"}, false}, {"03", []string{"other.msu"}, false}}},
+		{"ltsc2025: the checkpoint and its follower from one folder", "10.0.26100.1742", pkgs("checkpoint.msu", "lcu.msu"),
+			[]step{{"01", []string{"checkpoint.msu", "lcu.msu"}, true}}},
+		{"ltsc2025: a cab before the msu run stays first and alone", "10.0.26100.1742", pkgs("ssu.cab", "checkpoint.msu", "lcu.msu", "late.cab"),
+			[]step{{"01", []string{"ssu.cab"}, false}, {"02", []string{"checkpoint.msu", "lcu.msu"}, true}, {"03", []string{"late.cab"}, false}}},
+		{"ltsc2025: a single msu is a file call", "10.0.26100.1742", pkgs("lcu.msu"),
+			[]step{{"01", []string{"lcu.msu"}, false}}},
+		{"no packages: no calls", "10.0.26100.1742", nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []step
+			for _, s := range ServicingPlan(tc.pkgs, build(tc.build)) {
+				var files []string
+				for _, p := range s.Packages {
+					files = append(files, p.FileName())
+				}
+				got = append(got, step{s.Dir, files, s.WholeFolder})
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("plan = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestCombineServicing(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		exits     []StepExit
+		planned   int
+		wantCode  int
+		wantInDet []string
+	}{
+		{"ssu installed, lcu needs a reboot", []StepExit{{"ssu.cab", 0}, {"lcu.msu", 3010}}, 2, ExitRebootRequired, []string{"ssu.cab: Installed", "lcu.msu: RebootRequired (0x00000BC2)"}},
+		{"all installed", []StepExit{{"ssu.cab", 0}, {"lcu.msu", 0}}, 2, ExitSuccess, nil},
+		{"ssu already there, lcu installed", []StepExit{{"ssu.cab", 2359302}, {"lcu.msu", 0}}, 2, ExitSuccess, []string{"ssu.cab: AlreadyInstalled"}},
+		{"everything already installed", []StepExit{{"ssu.cab", 2359302}, {"lcu.msu", 0x240006}}, 2, ExitAlreadyInstalled, nil},
+		{"superseded ssu not applicable, lcu reboots", []StepExit{{"ssu.cab", 0x800F081E}, {"lcu.msu", 3010}}, 2, ExitRebootRequired, nil},
+		{"nothing applies", []StepExit{{"ssu.cab", 0x800F081E}, {"lcu.msu", 0x800F081E}}, 2, ExitNotApplicable, nil},
+		{"lcu fails after the ssu: the failure is the result", []StepExit{{"ssu.cab", 3010}, {"lcu.msu", 0x800F0922}}, 3, 0x800F0922,
+			[]string{"lcu.msu (step 2 of 3; before it: ssu.cab: RebootRequired"}},
+		{"first call fails", []StepExit{{"ssu.cab", 5}}, 2, 5, []string{"ssu.cab (step 1 of 2; before it: nothing)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := CombineServicing(tc.exits, tc.planned)
+			if uint32(got.ExitCode) != uint32(tc.wantCode) {
+				t.Errorf("exit = 0x%08X, want 0x%08X", uint32(got.ExitCode), uint32(tc.wantCode))
+			}
+			for _, w := range tc.wantInDet {
+				if !strings.Contains(got.Detail, w) {
+					t.Errorf("detail %q lacks %q", got.Detail, w)
+				}
+			}
+		})
+	}
+}
+
+func TestServicingStopsAtTheFirstFailure(t *testing.T) {
+	for code, want := range map[int]bool{0: true, 3010: true, 2359302: true, 0x800F081E: true, 0x800F0922: false, 1: false} {
+		if got := ServicingContinues(code); got != want {
+			t.Errorf("ServicingContinues(0x%08X) = %v, want %v", uint32(code), got, want)
+		}
+	}
+}
+
+func TestRebootPending(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		s       RebootSignals
+		want    bool
+		wantWhy string
+	}{
+		{"nothing", RebootSignals{}, false, ""},
+		{"CBS", RebootSignals{CBSRebootPending: true}, true, "CBS RebootPending"},
+		{"Windows Update", RebootSignals{WURebootRequired: true}, true, "Windows Update RebootRequired"},
+		{"file renames", RebootSignals{FileRenames: []string{`\??\C:\x.tmp`, ""}}, true, "PendingFileRenameOperations"},
+		{"emptied file renames", RebootSignals{FileRenames: []string{"", " "}}, false, ""},
+		{"all of them", RebootSignals{CBSRebootPending: true, WURebootRequired: true, FileRenames: []string{"a", "b"}}, true,
+			"CBS RebootPending, Windows Update RebootRequired, PendingFileRenameOperations"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, why := RebootPending(tc.s)
+			if got != tc.want || why != tc.wantWhy {
+				t.Errorf("RebootPending = %v %q, want %v %q", got, why, tc.want, tc.wantWhy)
+			}
+		})
+	}
+}
+
+func TestSelectWindowsUpdates(t *testing.T) {
+	offered := []WUUpdate{
+		{Title: "2024-10 Cumulative Update for .NET Framework 3.5, 4.8 for Microsoft server operating system version 21H2 for x64 (KB5044091)"},
+		{Title: "2024-09 Cumulative Update for Microsoft server operating system version 21H2 for x64-based Systems (KB5042881)"},
+		{Title: "Security Intelligence Update for Microsoft Defender Antivirus - KB2267602", Categories: []string{"Definition Updates"}},
+		{Title: "2024-10 Cumulative Update for Microsoft server operating system version 21H2 for x64-based Systems (KB5044281)"},
+		{Title: "Intel - System - 10.1.1.44", Categories: []string{"Drivers"}},
+		{Title: "2024-10 Servicing Stack Update for Microsoft server operating system version 21H2 for x64-based Systems (KB5044414)"},
+		{Title: "2024-10 Cumulative Update Preview for Microsoft server operating system version 21H2 for x64-based Systems (KB5044288)"},
+	}
+	if got, want := SelectWindowsUpdates(offered), []int{5, 3}; !reflect.DeepEqual(got, want) {
+		t.Errorf("selected %v, want %v (the servicing stack, then the newest cumulative update; nothing else)", got, want)
+	}
+	// Windows Server 2019 and 2025 name their updates differently.
+	ltsc2019 := []WUUpdate{
+		{Title: "2024-10 Servicing Stack Update for Windows Server 2019 for x64-based Systems (KB5044410)"},
+		{Title: "2024-10 Cumulative Update for Windows Server 2019 (1809) for x64-based Systems (KB5044277)"},
+		{Title: "Windows Malicious Software Removal Tool x64 - v5.129 (KB890830)"},
+	}
+	if got, want := SelectWindowsUpdates(ltsc2019), []int{0, 1}; !reflect.DeepEqual(got, want) {
+		t.Errorf("ltsc2019: selected %v, want %v", got, want)
+	}
+	ltsc2025 := []WUUpdate{
+		{Title: "2024-11 Cumulative Update for Microsoft server operating system version 24H2 for x64-based Systems (KB5046617)"},
+		{Title: "2024-11 Cumulative Update for .NET Framework 3.5 and 4.8.1 for Microsoft server operating system version 24H2 for x64 (KB5045934)"},
+	}
+	if got, want := SelectWindowsUpdates(ltsc2025), []int{0}; !reflect.DeepEqual(got, want) {
+		t.Errorf("ltsc2025: selected %v, want %v", got, want)
+	}
+	if got := SelectWindowsUpdates(offered[2:3]); len(got) != 0 {
+		t.Errorf("only definitions offered: selected %v, want nothing", got)
+	}
+}
+
+func TestWindowsUpdateExit(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		result  int
+		hresult int32
+		reboot  bool
+		want    UpdateOutcome
+		code    uint32
+	}{
+		{"succeeded, reboot needed", WUSucceeded, 0, true, RebootRequired, 3010},
+		{"succeeded", WUSucceeded, 0, false, Installed, 0},
+		{"succeeded with errors is a failure", WUSucceededWithErrors, -2147024891, false, UpdateFailed, 0x80070005},
+		{"failed with its HRESULT", WUFailed, int32(-2146498530), false, NotApplicable, 0x800F081E},
+		{"aborted without an HRESULT", WUAborted, 0, true, UpdateFailed, WUGenericFailure},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code := WindowsUpdateExit(tc.result, tc.hresult, tc.reboot)
+			if uint32(code) != tc.code || ClassifyUpdate(code) != tc.want {
+				t.Errorf("exit = 0x%08X (%v), want 0x%08X (%v)", uint32(code), ClassifyUpdate(code), tc.code, tc.want)
+			}
+		})
+	}
+}

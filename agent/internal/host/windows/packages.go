@@ -1,0 +1,91 @@
+package windows
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"winpool.dev/agent/internal/decide"
+	"winpool.dev/agent/internal/host"
+	"winpool.dev/agent/internal/stage"
+)
+
+// servicing installs update packages: the order and the checks are here, in
+// code the tests run on Linux; DISM itself is passed in.
+type servicing struct {
+	// dir is %ProgramData%\winpool\updates; each revision stages into its own
+	// folder below it.
+	dir string
+	// client downloads packages (the default transport honours HTTPS_PROXY).
+	client *http.Client
+	// dism runs DISM /Online /Add-Package /PackagePath:<path> /NoRestart and
+	// returns its exit code; err only when it could not run at all.
+	dism func(ctx context.Context, packagePath string) (int, error)
+}
+
+// install stages every package and checks its sha256 before any is
+// installed (a wrong file stops everything before servicing starts), then
+// runs DISM once per step of decide.ServicingPlan in the revision's order,
+// stopping at the first failure, and folds the exit codes into one result.
+func (s servicing) install(ctx context.Context, req host.UpdateRequest, running host.Build) (host.UpdateResult, error) {
+	if err := removeOtherRevisions(s.dir, req.Revision); err != nil {
+		return host.UpdateResult{}, fmt.Errorf("removing earlier revisions' packages from %s: %w", s.dir, err)
+	}
+	root := filepath.Join(s.dir, req.Revision)
+	plan := decide.ServicingPlan(req.Packages, running)
+	if len(plan) == 0 {
+		return host.UpdateResult{}, fmt.Errorf("the revision's update source is Packages but it lists none")
+	}
+	for _, step := range plan {
+		for _, p := range step.Packages {
+			dest := filepath.Join(root, step.Dir, p.FileName())
+			if err := stage.Fetch(ctx, s.client, stage.Source{URL: p.URL, Path: p.Path}, dest, p.SHA256); err != nil {
+				return host.UpdateResult{}, fmt.Errorf("staging %s into %s: %w", p.Name(), root, err)
+			}
+		}
+	}
+	var exits []decide.StepExit
+	for _, step := range plan {
+		target := filepath.Join(root, step.Dir)
+		var names []string
+		for _, p := range step.Packages {
+			names = append(names, p.FileName())
+		}
+		if !step.WholeFolder {
+			target = filepath.Join(target, step.Packages[0].FileName())
+		}
+		code, err := s.dism(ctx, target)
+		if err != nil {
+			return host.UpdateResult{}, err
+		}
+		exits = append(exits, decide.StepExit{What: strings.Join(names, " + "), ExitCode: code})
+		if !decide.ServicingContinues(code) {
+			break
+		}
+	}
+	return decide.CombineServicing(exits, len(plan)), nil
+}
+
+// removeOtherRevisions deletes the staged folders of revisions other than
+// keep under dir (one folder per revision): a cumulative update is hundreds
+// of MB, and a revision that is no longer applied never needs its packages.
+func removeOtherRevisions(dir, keep string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return nil
+		}
+		return err
+	}
+	for _, e := range entries {
+		if e.IsDir() && e.Name() != keep {
+			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,97 @@
+//go:build windows
+
+package windows
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"winpool.dev/agent/internal/decide"
+	"winpool.dev/agent/internal/host"
+	"winpool.dev/agent/internal/runtimeswap"
+	"winpool.dev/agent/internal/stage"
+)
+
+// serviceTimeout bounds each stop or start of a service by the task.
+const serviceTimeout = 2 * time.Minute
+
+func (h *Host) runtimeDir() string { return filepath.Join(h.o.StateDir, "runtime") }
+
+func (h *Host) resultFile() string { return filepath.Join(h.runtimeDir(), "result.json") }
+
+func (h *Host) runtimeResult() (*host.RuntimeUpgrade, error) {
+	return runtimeswap.ReadResult(h.resultFile())
+}
+
+// UpgradeContainerd hands the upgrade to a one-shot scheduled task outside
+// containerd (runtime.go); Observe reads the task's result file.
+func (h *Host) UpgradeContainerd(ctx context.Context, req host.RuntimeRequest) error {
+	bin := h.containerdBinary()
+	if bin == "" {
+		return fmt.Errorf("containerd is not installed: the agent upgrades the containerd the node runs as service \"containerd\", it does not install one")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	u := runtimeUpgrader{
+		dir: h.runtimeDir(), client: &http.Client{}, releases: stage.ContainerdReleases,
+		self: self, installDir: filepath.Dir(bin), startTask: runTask, now: time.Now,
+	}
+	return u.start(ctx, req)
+}
+
+// runTask (re)creates the one-shot task as SYSTEM and starts it now. /SC
+// ONCE needs a start time; the task is only ever run by /Run.
+func runTask(ctx context.Context, command string) error {
+	schtasks := filepath.Join(systemRoot(), "System32", "schtasks.exe")
+	create := []string{"/Create", "/F", "/TN", decide.RuntimeTaskName, "/TR", command, "/SC", "ONCE", "/ST", "00:00", "/RU", "SYSTEM", "/RL", "HIGHEST"}
+	for _, args := range [][]string{create, {"/Run", "/TN", decide.RuntimeTaskName}} {
+		out, err := exec.CommandContext(ctx, schtasks, args...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("schtasks %s: %w (output %q)", args[0], err, strings.TrimSpace(string(out)))
+		}
+	}
+	return nil
+}
+
+// RunContainerdSwap is the scheduled task's body: it carries out the plan
+// the agent wrote and records the outcome in the plan's result file.
+func RunContainerdSwap(ctx context.Context, planFile string) (host.RuntimeUpgrade, error) {
+	p, err := runtimeswap.ReadPlan(planFile)
+	if err != nil {
+		return host.RuntimeUpgrade{}, err
+	}
+	return runtimeswap.Run(ctx, p, swapMachine{}), nil
+}
+
+// swapMachine is runtimeswap.Machine on the Windows service manager.
+type swapMachine struct{}
+
+func (swapMachine) Stop(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, serviceTimeout)
+	defer cancel()
+	return stopService(ctx, name)
+}
+
+func (swapMachine) Start(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, serviceTimeout)
+	defer cancel()
+	return startService(ctx, name)
+}
+
+func (swapMachine) Version(ctx context.Context, containerd string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, commandTimeout)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, containerd, "--version").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("%s --version: %w (output %q)", containerd, err, strings.TrimSpace(string(out)))
+	}
+	return string(out), nil
+}

@@ -1,0 +1,233 @@
+//go:build windows
+
+package windows
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+
+	ole "github.com/go-ole/go-ole"
+	"github.com/go-ole/go-ole/oleutil"
+
+	"winpool.dev/agent/internal/decide"
+	"winpool.dev/agent/internal/host"
+)
+
+// wuSearch is the Windows Update Agent search: software updates not yet
+// installed and not hidden by an administrator. Against WSUS (when the
+// node's policy names one) it returns only what WSUS approved for it.
+const wuSearch = "IsInstalled=0 and IsHidden=0 and Type='Software'"
+
+// installFromWindowsUpdate searches Windows Update (or WSUS) through the
+// Windows Update Agent API, installs only the servicing stack and cumulative
+// updates decide.SelectWindowsUpdates picks, and maps the result to a
+// servicing exit code. The calls are the documented IUpdateSession ones:
+// CreateUpdateSearcher().Search, CreateUpdateDownloader().Download,
+// CreateUpdateInstaller().Install.
+func installFromWindowsUpdate(ctx context.Context, req host.UpdateRequest) (host.UpdateResult, error) {
+	// COM objects belong to the thread that created them.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := ole.CoInitializeEx(0, ole.COINIT_MULTITHREADED); err != nil {
+		// S_FALSE: already initialized on this thread, which is fine.
+		if oe, ok := err.(*ole.OleError); !ok || oe.Code() != 1 {
+			return host.UpdateResult{}, fmt.Errorf("initializing COM: %w", err)
+		}
+	}
+	defer ole.CoUninitialize()
+
+	wu := wuCalls{}
+	session := wu.create("Microsoft.Update.Session")
+	if wu.err != nil {
+		return host.UpdateResult{}, wu.wrap("creating a Windows Update session")
+	}
+	defer session.Release()
+	wu.put(session, "ClientApplicationID", "winpool-agent")
+
+	searcher := wu.call(session, "CreateUpdateSearcher")
+	found := wu.call(searcher, "Search", wuSearch)
+	updates := wu.get(found, "Updates")
+	if wu.err != nil {
+		return host.UpdateResult{}, wu.wrap("searching Windows Update (does the node reach Windows Update or its WSUS server?)")
+	}
+	n := wu.int(updates, "Count")
+	offered := make([]decide.WUUpdate, 0, n)
+	items := make([]*ole.IDispatch, 0, n)
+	for i := 0; i < n && wu.err == nil; i++ {
+		item := wu.get(updates, "Item", i)
+		u := decide.WUUpdate{Title: wu.str(item, "Title")}
+		cats := wu.get(item, "Categories")
+		for j := 0; j < wu.int(cats, "Count") && wu.err == nil; j++ {
+			u.Categories = append(u.Categories, wu.str(wu.get(cats, "Item", j), "Name"))
+		}
+		offered = append(offered, u)
+		items = append(items, item)
+	}
+	if wu.err != nil {
+		return host.UpdateResult{}, wu.wrap("reading the updates Windows Update offers")
+	}
+	chosen := decide.SelectWindowsUpdates(offered)
+	if len(chosen) == 0 {
+		var titles []string
+		for _, u := range offered {
+			titles = append(titles, u.Title)
+		}
+		return host.UpdateResult{}, fmt.Errorf("Windows Update offers no servicing stack or cumulative update for this host (offered: %s); "+
+			"with WSUS, approve the cumulative update that reaches %s for this node's group", orNone(titles), req.Target)
+	}
+
+	// One update per download and install, servicing stack first: a
+	// servicing stack update may require exclusive handling (installed
+	// alone), and the cumulative update needs it in place.
+	var exits []decide.StepExit
+	for _, i := range chosen {
+		if ctx.Err() != nil {
+			return host.UpdateResult{}, ctx.Err()
+		}
+		code, err := wu.installOne(session, items[i])
+		if err != nil {
+			return host.UpdateResult{}, fmt.Errorf("Windows Update: %s: %w", offered[i].Title, err)
+		}
+		exits = append(exits, decide.StepExit{What: offered[i].Title, ExitCode: code})
+		if !decide.ServicingContinues(code) {
+			break
+		}
+	}
+	res := decide.CombineServicing(exits, len(chosen))
+	res.Detail = "Windows Update: " + res.Detail
+	return res, nil
+}
+
+// installOne downloads and installs one update through its own collection
+// and returns the result as a servicing exit code.
+func (w *wuCalls) installOne(session, item *ole.IDispatch) (int, error) {
+	if !w.bool(item, "EulaAccepted") {
+		w.call(item, "AcceptEula")
+	}
+	coll := w.create("Microsoft.Update.UpdateColl")
+	w.call(coll, "Add", item)
+	downloader := w.call(session, "CreateUpdateDownloader")
+	w.put(downloader, "Updates", coll)
+	dl := w.call(downloader, "Download")
+	rc, hr := w.int(dl, "ResultCode"), w.int(dl, "HResult")
+	if w.err != nil {
+		return 0, fmt.Errorf("downloading: %w", w.err)
+	}
+	if rc != decide.WUSucceeded {
+		return decide.WindowsUpdateExit(rc, int32(hr), false), nil
+	}
+	installer := w.call(session, "CreateUpdateInstaller")
+	w.put(installer, "Updates", coll)
+	res := w.call(installer, "Install")
+	rc, hr, reboot := w.int(res, "ResultCode"), w.int(res, "HResult"), w.bool(res, "RebootRequired")
+	if w.err != nil {
+		return 0, fmt.Errorf("installing: %w", w.err)
+	}
+	return decide.WindowsUpdateExit(rc, int32(hr), reboot), nil
+}
+
+// wuCalls chains IDispatch calls and keeps the first error, so the sequence
+// above reads as the API's documentation does.
+type wuCalls struct{ err error }
+
+func (w *wuCalls) wrap(what string) error { return fmt.Errorf("%s: %w", what, w.err) }
+
+func (w *wuCalls) create(progID string) *ole.IDispatch {
+	if w.err != nil {
+		return nil
+	}
+	unk, err := oleutil.CreateObject(progID)
+	if err != nil {
+		w.err = fmt.Errorf("%s: %w", progID, err)
+		return nil
+	}
+	defer unk.Release()
+	d, err := unk.QueryInterface(ole.IID_IDispatch)
+	if err != nil {
+		w.err = fmt.Errorf("%s: %w", progID, err)
+	}
+	return d
+}
+
+func (w *wuCalls) call(d *ole.IDispatch, name string, args ...any) *ole.IDispatch {
+	return w.dispatch(d, name, func() (*ole.VARIANT, error) { return oleutil.CallMethod(d, name, args...) })
+}
+
+func (w *wuCalls) get(d *ole.IDispatch, name string, args ...any) *ole.IDispatch {
+	return w.dispatch(d, name, func() (*ole.VARIANT, error) { return oleutil.GetProperty(d, name, args...) })
+}
+
+func (w *wuCalls) dispatch(d *ole.IDispatch, name string, f func() (*ole.VARIANT, error)) *ole.IDispatch {
+	v := w.value(d, name, f)
+	if v == nil {
+		return nil
+	}
+	if v.VT != ole.VT_DISPATCH {
+		return nil
+	}
+	return v.ToIDispatch()
+}
+
+func (w *wuCalls) value(d *ole.IDispatch, name string, f func() (*ole.VARIANT, error)) *ole.VARIANT {
+	if w.err != nil || d == nil {
+		if w.err == nil {
+			w.err = fmt.Errorf("%s on a missing object", name)
+		}
+		return nil
+	}
+	v, err := f()
+	if err != nil {
+		w.err = fmt.Errorf("%s: %w", name, err)
+		return nil
+	}
+	return v
+}
+
+func (w *wuCalls) put(d *ole.IDispatch, name string, val any) {
+	w.value(d, name, func() (*ole.VARIANT, error) { return oleutil.PutProperty(d, name, val) })
+}
+
+func (w *wuCalls) prop(d *ole.IDispatch, name string) any {
+	v := w.value(d, name, func() (*ole.VARIANT, error) { return oleutil.GetProperty(d, name) })
+	if v == nil {
+		return nil
+	}
+	return v.Value()
+}
+
+func (w *wuCalls) int(d *ole.IDispatch, name string) int {
+	switch x := w.prop(d, name).(type) {
+	case int32:
+		return int(x)
+	case int64:
+		return int(x)
+	case uint32:
+		return int(x)
+	case int16:
+		return int(x)
+	case uint8:
+		return int(x)
+	case int:
+		return x
+	}
+	return 0
+}
+
+func (w *wuCalls) str(d *ole.IDispatch, name string) string {
+	s, _ := w.prop(d, name).(string)
+	return s
+}
+
+func (w *wuCalls) bool(d *ole.IDispatch, name string) bool {
+	b, _ := w.prop(d, name).(bool)
+	return b
+}
+
+func orNone(list []string) string {
+	if len(list) == 0 {
+		return "nothing"
+	}
+	return strings.Join(list, "; ")
+}

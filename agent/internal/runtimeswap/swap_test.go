@@ -1,0 +1,209 @@
+package runtimeswap
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"winpool.dev/agent/internal/host"
+)
+
+// machine is a fake node: services that stop and start, and a containerd
+// whose --version is whatever containerd.exe in the install folder holds
+// (the binaries in these tests are version strings), unless it fails to
+// start.
+type machine struct {
+	running map[string]bool
+	calls   []string
+	// failStop / failStart: the n-th call (1-based) of that kind fails with err.
+	failStop, failStart int
+	stops, starts       int
+	// newFailsToStart: containerd does not start while the new binary is installed.
+	newFailsToStart bool
+	installDir      string
+}
+
+func (m *machine) Stop(_ context.Context, s string) error {
+	m.stops++
+	m.calls = append(m.calls, "stop "+s)
+	if m.stops == m.failStop {
+		return errors.New("access denied")
+	}
+	m.running[s] = false
+	return nil
+}
+
+func (m *machine) Start(_ context.Context, s string) error {
+	m.starts++
+	m.calls = append(m.calls, "start "+s)
+	if m.starts == m.failStart {
+		return errors.New("the service did not respond")
+	}
+	if s == "containerd" && m.newFailsToStart {
+		if b, _ := os.ReadFile(filepath.Join(m.installDir, "containerd.exe")); strings.Contains(string(b), "v1.7.22") {
+			return errors.New("stopped while starting (exit code 1067)")
+		}
+	}
+	m.running[s] = true
+	return nil
+}
+
+func (m *machine) Version(_ context.Context, exe string) (string, error) {
+	b, err := os.ReadFile(exe)
+	return string(b), err
+}
+
+const (
+	oldContainerd = "containerd github.com/containerd/containerd v1.7.20 8fc6bcff51318944179630522a095cc9dbf9f353"
+	newContainerd = "containerd github.com/containerd/containerd v1.7.22 7f7fdf5fed64eb6a7caf99b3e12efcf9d60e311c"
+	config        = "[plugins.\"io.containerd.grpc.v1.cri\".cni]\n  bin_dir = \"c:/opt/cni/bin\"\n"
+)
+
+// node lays out an install folder with containerd 1.7.20 and its config, and
+// new 1.7.22 binaries ready to go in.
+func node(t *testing.T) (Plan, *machine) {
+	root := t.TempDir()
+	p := Plan{Revision: "r1", Attempt: 1, Version: "1.7.22",
+		InstallDir: filepath.Join(root, "Program Files", "containerd"),
+		NewDir:     filepath.Join(root, "winpool", "runtime", "r1-1", "new"),
+		BackupDir:  filepath.Join(root, "winpool", "runtime", "r1-1", "old"),
+		ResultFile: filepath.Join(root, "winpool", "runtime", "result.json"),
+		Services:   []string{"kubelet", "containerd"},
+		Started:    time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC)}
+	for dir, files := range map[string]map[string]string{
+		p.InstallDir: {"containerd.exe": oldContainerd, "containerd-shim-runhcs-v1.exe": "old shim", "ctr.exe": "old ctr", "config.toml": config},
+		p.NewDir:     {"containerd.exe": newContainerd, "containerd-shim-runhcs-v1.exe": "new shim", "ctr.exe": "new ctr", "containerd-stress.exe": "new stress"},
+	} {
+		os.MkdirAll(dir, 0o700)
+		for n, c := range files {
+			os.WriteFile(filepath.Join(dir, n), []byte(c), 0o700)
+		}
+	}
+	return p, &machine{running: map[string]bool{"kubelet": true, "containerd": true}, installDir: p.InstallDir}
+}
+
+func installed(t *testing.T, p Plan) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	entries, _ := os.ReadDir(p.InstallDir)
+	for _, e := range entries {
+		b, _ := os.ReadFile(filepath.Join(p.InstallDir, e.Name()))
+		out[e.Name()] = string(b)
+	}
+	return out
+}
+
+var oldInstall = map[string]string{"containerd.exe": oldContainerd, "containerd-shim-runhcs-v1.exe": "old shim", "ctr.exe": "old ctr", "config.toml": config}
+
+func TestSwapSucceeds(t *testing.T) {
+	p, m := node(t)
+	r := Run(context.Background(), p, m)
+	if r.Phase != host.RuntimeSucceeded {
+		t.Fatalf("phase %s (%s), want Succeeded", r.Phase, r.Message)
+	}
+	want := map[string]string{"containerd.exe": newContainerd, "containerd-shim-runhcs-v1.exe": "new shim", "ctr.exe": "new ctr",
+		"containerd-stress.exe": "new stress", "config.toml": config}
+	if got := installed(t, p); !reflect.DeepEqual(got, want) {
+		t.Errorf("install folder = %v, want the new binaries and the config untouched", got)
+	}
+	if b, _ := os.ReadFile(filepath.Join(p.BackupDir, "containerd.exe")); string(b) != oldContainerd {
+		t.Errorf("old containerd.exe not kept in %s", p.BackupDir)
+	}
+	if want := []string{"stop kubelet", "stop containerd", "start containerd", "start kubelet"}; !reflect.DeepEqual(m.calls, want) {
+		t.Errorf("service calls %v, want %v", m.calls, want)
+	}
+	assertResultFile(t, p, host.RuntimeSucceeded)
+}
+
+func TestSwapRollsBack(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		setup    func(*machine)
+		inMsg    string
+		wantCall []string
+	}{
+		{"new containerd does not start", func(m *machine) { m.newFailsToStart = true }, "starting containerd: stopped while starting",
+			[]string{"stop kubelet", "stop containerd", "start containerd", "stop kubelet", "stop containerd", "start containerd", "start kubelet"}},
+		{"kubelet does not start after the swap", func(m *machine) { m.failStart = 2 }, "starting kubelet",
+			[]string{"stop kubelet", "stop containerd", "start containerd", "start kubelet", "stop kubelet", "stop containerd", "start containerd", "start kubelet"}},
+		{"containerd cannot be stopped: nothing changed, kubelet started again", func(m *machine) { m.failStop = 2 }, "stopping containerd: access denied",
+			[]string{"stop kubelet", "stop containerd", "start kubelet"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, m := node(t)
+			tc.setup(m)
+			r := Run(context.Background(), p, m)
+			if r.Phase != host.RuntimeRolledBack || !strings.Contains(r.Message, tc.inMsg) {
+				t.Fatalf("phase %s (%s), want RolledBack naming %q", r.Phase, r.Message, tc.inMsg)
+			}
+			if got := installed(t, p); !reflect.DeepEqual(got, oldInstall) {
+				t.Errorf("install folder after rollback = %v, want the old binaries back", got)
+			}
+			if !reflect.DeepEqual(m.calls, tc.wantCall) {
+				t.Errorf("service calls %v, want %v", m.calls, tc.wantCall)
+			}
+			if !m.running["kubelet"] || !m.running["containerd"] {
+				t.Errorf("after rollback running = %v, want both services running", m.running)
+			}
+			assertResultFile(t, p, host.RuntimeRolledBack)
+		})
+	}
+}
+
+func TestSwapVersionMismatchRollsBack(t *testing.T) {
+	p, m := node(t)
+	os.WriteFile(filepath.Join(p.NewDir, "containerd.exe"), []byte("containerd github.com/containerd/containerd v1.7.21 abc"), 0o700)
+	r := Run(context.Background(), p, m)
+	if r.Phase != host.RuntimeRolledBack || !strings.Contains(r.Message, "reports 1.7.21 after the swap, not 1.7.22") {
+		t.Fatalf("phase %s (%s), want RolledBack on the version", r.Phase, r.Message)
+	}
+	if got := installed(t, p); !reflect.DeepEqual(got, oldInstall) {
+		t.Errorf("install folder = %v, want the old binaries back", got)
+	}
+}
+
+func TestFailedRollbackIsFailed(t *testing.T) {
+	p, m := node(t)
+	m.newFailsToStart = true
+	m.failStart = 2 // the rollback's start of containerd fails too
+	r := Run(context.Background(), p, m)
+	if r.Phase != host.RuntimeFailed || !strings.Contains(r.Message, "rolling back") {
+		t.Fatalf("phase %s (%s), want Failed saying the rollback failed", r.Phase, r.Message)
+	}
+	assertResultFile(t, p, host.RuntimeFailed)
+}
+
+func assertResultFile(t *testing.T, p Plan, want host.RuntimePhase) {
+	t.Helper()
+	r, err := ReadResult(p.ResultFile)
+	if err != nil || r == nil {
+		t.Fatalf("result file: %v, %v", r, err)
+	}
+	if r.Phase != want || r.Revision != p.Revision || r.Attempt != p.Attempt || !r.Started.Equal(p.Started) {
+		t.Errorf("result file = %+v, want phase %s for %s attempt %d", r, want, p.Revision, p.Attempt)
+	}
+}
+
+func TestPlanRoundTrip(t *testing.T) {
+	p, _ := node(t)
+	path := filepath.Join(t.TempDir(), "plan.json")
+	if err := WriteJSON(path, p); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadPlan(path)
+	if err != nil || !reflect.DeepEqual(got, p) {
+		t.Errorf("ReadPlan = %+v, %v; want %+v", got, err, p)
+	}
+	os.WriteFile(path, []byte(`{"version": "1.7.22"}`), 0o600)
+	if _, err := ReadPlan(path); err == nil {
+		t.Error("a plan without folders: want an error")
+	}
+	if r, err := ReadResult(filepath.Join(t.TempDir(), "none.json")); r != nil || err != nil {
+		t.Errorf("no result file: %v, %v; want nil, nil", r, err)
+	}
+}

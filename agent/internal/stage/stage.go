@@ -1,0 +1,151 @@
+// Package stage brings files the agent installs onto the host (update
+// packages, containerd release archives) and proves they are the ones the
+// revision names: a file is used only once its sha256 matches, and a staged
+// file is checked again before every use, since it may have been changed or
+// truncated since (a crash mid-download, a disk full, a person).
+package stage
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// MismatchError is a file whose digest is not the one expected.
+type MismatchError struct {
+	What, Want, Got string
+}
+
+func (e *MismatchError) Error() string {
+	return fmt.Sprintf("%s: sha256 is %s, the revision expects %s (a wrong or corrupted file; it was not installed)", e.What, e.Got, e.Want)
+}
+
+// Source is where a file comes from: an https URL, or a path on the host.
+type Source struct {
+	URL  string
+	Path string
+}
+
+func (s Source) String() string {
+	if s.URL != "" {
+		return s.URL
+	}
+	return s.Path
+}
+
+// Fetch stages src as dest, whose sha256 must be want. A dest already there
+// with the right digest is used as it is (staged once, re-verified on every
+// restart); one with another digest is replaced. Nothing is left at dest
+// unless it matches.
+func Fetch(ctx context.Context, client *http.Client, src Source, dest, want string) error {
+	got, err := Digest(dest)
+	switch {
+	case err == nil && got == want:
+		return nil
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("reading the staged %s: %w", dest, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(dest), 0o700); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(dest), filepath.Base(dest)+".*.part")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	h := sha256.New()
+	copyErr := copyFrom(ctx, client, src, io.MultiWriter(tmp, h))
+	closeErr := tmp.Close()
+	if copyErr != nil {
+		return fmt.Errorf("%s: %w", src, copyErr)
+	}
+	if closeErr != nil {
+		return closeErr
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != want {
+		return &MismatchError{What: src.String(), Want: want, Got: got}
+	}
+	return os.Rename(tmp.Name(), dest)
+}
+
+func copyFrom(ctx context.Context, client *http.Client, src Source, w io.Writer) error {
+	if src.URL == "" {
+		f, err := os.Open(src.Path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = io.Copy(w, f)
+		return err
+	}
+	body, err := Get(ctx, client, src.URL)
+	if err != nil {
+		return err
+	}
+	defer body.Close()
+	_, err = io.Copy(w, body)
+	return err
+}
+
+// Get opens an https URL's body; anything but 200 is an error naming the
+// status.
+func Get(ctx context.Context, client *http.Client, url string) (io.ReadCloser, error) {
+	if !strings.HasPrefix(url, "https://") {
+		return nil, fmt.Errorf("%s is not an https URL", url)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("downloading (does the node reach this host, directly or through its proxy?): %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		return nil, fmt.Errorf("downloading: HTTP %s", resp.Status)
+	}
+	return resp.Body, nil
+}
+
+// Digest is a file's sha256 in lowercase hex.
+func Digest(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// ParseSHA256Sum reads a sha256sum file ("<hex>  <name>" lines, "*" before
+// the name in binary mode) and returns the digest of name.
+func ParseSHA256Sum(content, name string) (string, error) {
+	for _, line := range strings.Split(content, "\n") {
+		fields := strings.Fields(line)
+		if len(fields) != 2 {
+			continue
+		}
+		if strings.TrimPrefix(fields[1], "*") != name {
+			continue
+		}
+		d := strings.ToLower(fields[0])
+		if len(d) != 64 || strings.Trim(d, "0123456789abcdef") != "" {
+			return "", fmt.Errorf("the sha256sum line for %s holds %q, not a sha256", name, fields[0])
+		}
+		return d, nil
+	}
+	return "", fmt.Errorf("the sha256sum file has no line for %s", name)
+}

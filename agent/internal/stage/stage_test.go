@@ -1,0 +1,174 @@
+package stage
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+func sum(b []byte) string { h := sha256.Sum256(b); return hex.EncodeToString(h[:]) }
+
+func server(t *testing.T, files map[string][]byte) (*httptest.Server, *atomic.Int64) {
+	var hits atomic.Int64
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		b, ok := files[r.URL.Path]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		w.Write(b)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &hits
+}
+
+func TestFetchFromURL(t *testing.T) {
+	pkg := []byte("the cumulative update")
+	srv, hits := server(t, map[string][]byte{"/kb.msu": pkg})
+	dest := filepath.Join(t.TempDir(), "r1", "01", "kb.msu")
+	ctx := context.Background()
+
+	if err := Fetch(ctx, srv.Client(), Source{URL: srv.URL + "/kb.msu"}, dest, sum(pkg)); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(dest); !bytes.Equal(b, pkg) {
+		t.Fatalf("staged %q, want the package", b)
+	}
+	// Staged once: a restart re-verifies the file and downloads nothing.
+	if err := Fetch(ctx, srv.Client(), Source{URL: srv.URL + "/kb.msu"}, dest, sum(pkg)); err != nil || hits.Load() != 1 {
+		t.Errorf("second fetch: %v after %d downloads, want no second download", err, hits.Load())
+	}
+	// A staged file that changed since is replaced, not installed.
+	os.WriteFile(dest, []byte("truncat"), 0o600)
+	if err := Fetch(ctx, srv.Client(), Source{URL: srv.URL + "/kb.msu"}, dest, sum(pkg)); err != nil || hits.Load() != 2 {
+		t.Errorf("corrupted staged file: %v after %d downloads, want it downloaded again", err, hits.Load())
+	}
+	if b, _ := os.ReadFile(dest); !bytes.Equal(b, pkg) {
+		t.Errorf("after re-staging: %q, want the package", b)
+	}
+}
+
+func TestFetchRefusesAWrongDigest(t *testing.T) {
+	srv, _ := server(t, map[string][]byte{"/kb.msu": []byte("something else")})
+	dir := t.TempDir()
+	dest := filepath.Join(dir, "kb.msu")
+	want := sum([]byte("the cumulative update"))
+	err := Fetch(context.Background(), srv.Client(), Source{URL: srv.URL + "/kb.msu"}, dest, want)
+	var mm *MismatchError
+	if !errors.As(err, &mm) || mm.Want != want || mm.Got != sum([]byte("something else")) || !strings.Contains(err.Error(), "/kb.msu") {
+		t.Fatalf("err = %v, want a mismatch naming the package, expected and actual digest", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("a file that failed its digest was left behind: %v", entries)
+	}
+}
+
+func TestFetchFromHostPath(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "ssu.cab")
+	os.WriteFile(src, []byte("ssu"), 0o600)
+	dest := filepath.Join(dir, "staged", "ssu.cab")
+	if err := Fetch(context.Background(), nil, Source{Path: src}, dest, sum([]byte("ssu"))); err != nil {
+		t.Fatal(err)
+	}
+	err := Fetch(context.Background(), nil, Source{Path: src}, filepath.Join(dir, "staged", "x.cab"), sum([]byte("other")))
+	var mm *MismatchError
+	if !errors.As(err, &mm) {
+		t.Errorf("wrong digest of a host file: %v, want a mismatch", err)
+	}
+}
+
+func TestFetchHTTPError(t *testing.T) {
+	srv, _ := server(t, nil)
+	err := Fetch(context.Background(), srv.Client(), Source{URL: srv.URL + "/missing.msu"}, filepath.Join(t.TempDir(), "m.msu"), sum(nil))
+	if err == nil || !strings.Contains(err.Error(), "404") {
+		t.Errorf("err = %v, want the HTTP status", err)
+	}
+}
+
+func TestParseSHA256Sum(t *testing.T) {
+	d := strings.Repeat("ab", 32)
+	content := d + "  containerd-1.7.22-windows-amd64.tar.gz\n"
+	if got, err := ParseSHA256Sum(content, "containerd-1.7.22-windows-amd64.tar.gz"); err != nil || got != d {
+		t.Errorf("= %q, %v; want %q", got, err, d)
+	}
+	if got, err := ParseSHA256Sum(strings.ToUpper(d)+" *c.tar.gz\n", "c.tar.gz"); err != nil || got != d {
+		t.Errorf("binary mode, upper case: %q, %v; want %q", got, err, d)
+	}
+	if _, err := ParseSHA256Sum(content, "other.tar.gz"); err == nil {
+		t.Error("no line for the file: want an error")
+	}
+	if _, err := ParseSHA256Sum("xyz  c.tar.gz\n", "c.tar.gz"); err == nil {
+		t.Error("not a digest: want an error")
+	}
+}
+
+func tarGz(t *testing.T, files map[string]string) string {
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	names := make([]string, 0, len(files))
+	for n := range files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		tw.WriteHeader(&tar.Header{Name: n, Mode: 0o755, Size: int64(len(files[n])), Typeflag: tar.TypeReg})
+		tw.Write([]byte(files[n]))
+	}
+	tw.Close()
+	gz.Close()
+	p := filepath.Join(t.TempDir(), "c.tar.gz")
+	os.WriteFile(p, buf.Bytes(), 0o600)
+	return p
+}
+
+func TestExtractContainerd(t *testing.T) {
+	arch := tarGz(t, map[string]string{
+		"bin/containerd.exe":                "new containerd",
+		"bin/containerd-shim-runhcs-v1.exe": "new shim",
+		"bin/ctr.exe":                       "new ctr",
+		"bin/../../evil.exe":                "escape",
+		"config.toml":                       "not ours",
+		"bin/readme.txt":                    "not a binary",
+	})
+	dir := filepath.Join(t.TempDir(), "new")
+	got, err := ExtractContainerd(arch, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(got)
+	if want := []string{"containerd-shim-runhcs-v1.exe", "containerd.exe", "ctr.exe"}; strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("extracted %v, want %v", got, want)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 3 {
+		t.Errorf("dir holds %d files, want the 3 binaries only", len(entries))
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(dir), "..", "evil.exe")); err == nil {
+		t.Error("a path in the archive escaped the folder")
+	}
+	if _, err := ExtractContainerd(tarGz(t, map[string]string{"bin/ctr.exe": "x"}), t.TempDir()); err == nil {
+		t.Error("an archive without containerd.exe: want an error")
+	}
+}
+
+func TestOfficialContainerd(t *testing.T) {
+	a, s := OfficialContainerd("v1.7.22")
+	if a != "https://github.com/containerd/containerd/releases/download/v1.7.22/containerd-1.7.22-windows-amd64.tar.gz" || s != a+".sha256sum" {
+		t.Errorf("= %s, %s", a, s)
+	}
+}
