@@ -9,7 +9,8 @@
 #   --oci FILE   write an OCI archive instead (import it with ctr / crane)
 #   neither      only prepare the build context and print its path
 #
-# Env: VERSION (default: git describe) is baked in as the agent's version;
+# Env: VERSION (default: the crate version in Cargo.toml, the one place the
+# version lives) is baked in as the agent's version;
 # WINPOOL_AGENT_CONTEXT overrides the build context directory.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -17,7 +18,7 @@ source "$(dirname "$0")/lib.sh"
 image="${1:-}"
 [[ -n "$image" ]] || die "usage: $0 IMAGE[:TAG] [--push | --oci FILE]"
 mode="${2:-}"
-version="${VERSION:-$(git -C "$REPO_ROOT" describe --tags --always --dirty 2>/dev/null || echo dev)}"
+version="${VERSION:-$(sed -n 's/^version = "\(.*\)"$/\1/p' "$REPO_ROOT/Cargo.toml" | head -n1)}"
 ctx="${WINPOOL_AGENT_CONTEXT:-$WINPOOL_CACHE/agent-image}"
 
 rm -rf "$ctx"

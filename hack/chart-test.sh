@@ -471,6 +471,9 @@ no  get    configmaps                           $NS
 no  get    configmaps                           default
 no  get    secrets                              $AGENT_NS
 no  list   secrets                              *
+yes create events                               $AGENT_NS
+no  patch  events                               $AGENT_NS
+no  create events                               default
 no  create pods                                 $AGENT_NS
 no  patch  daemonsets.apps                      $AGENT_NS
 no  patch  windowsnodepools.winpool.dev         -

@@ -33,9 +33,11 @@ step "agent: gofmt, go vet, go test (linux) and GOOS=windows build + vet"
   [[ -z "$unformatted" ]] || die "gofmt: these files need formatting: $unformatted"
   go vet ./...
   go test -count=1 ./...
-  GOOS=windows GOARCH=amd64 go build -o /dev/null ./cmd/winpool-agent
   GOOS=windows GOARCH=amd64 go vet ./...
 )
+# The agent image's build context (winpool-agent.exe + Dockerfile); building
+# the Windows image itself needs BuildKit with access to mcr.microsoft.com.
+"$HACK_DIR/agent-image.sh" "ghcr.io/winpool/agent:$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n1)"
 
 # The operator image a cluster pulls (static binary, empty base); the
 # integration tests run it once (tests/image.rs), so build it before them.

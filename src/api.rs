@@ -174,6 +174,74 @@ pub struct OsSpec {
     /// Minimum `10.0.<build>.<revision>` every node must report as its kernelVersion, e.g. 10.0.20348.2762.
     #[schemars(regex(pattern = r"^10\.0\.[0-9]{5}\.[0-9]{1,6}$"), length(max = 24))]
     pub patch_level: String,
+    /// Where the agent gets the updates that reach patchLevel. Omitted: Windows
+    /// Update or WSUS, as the node is configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updates: Option<OsUpdates>,
+}
+
+/// The update source of a pool's nodes (read by the agent from the revision's ConfigMap).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "self.source == 'Packages' ? has(self.packages) && size(self.packages) > 0 : !has(self.packages) || size(self.packages) == 0",
+    "message": "os.updates.packages lists the update files when source is Packages, and only then",
+    "fieldPath": ".packages",
+    "reason": "FieldValueInvalid"
+}]))]
+pub struct OsUpdates {
+    /// WindowsUpdate (Windows Update or WSUS, only the servicing stack and the
+    /// newest cumulative update) or Packages (the files below).
+    #[serde(default)]
+    pub source: UpdateSource,
+    /// .msu/.cab files in install order (servicing stack first), each checked
+    /// against its sha256 before it is installed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    pub packages: Vec<UpdatePackage>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, JsonSchema)]
+pub enum UpdateSource {
+    #[default]
+    WindowsUpdate,
+    Packages,
+}
+
+/// One update file: from an HTTPS URL or a path on the node, with its digest.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "has(self.url) != has(self.path)",
+    "message": "an update package has either a url or a path, not both",
+}, {
+    "rule": "(has(self.url) ? self.url : self.path).lowerAscii().matches('\\\\.(msu|cab)$')",
+    "message": "an update package is a .msu or .cab file",
+}]))]
+pub struct UpdatePackage {
+    /// https:// URL the agent downloads the file from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^https://[^\s]+$"), length(max = 2048))]
+    pub url: Option<String>,
+    /// Absolute Windows path on the node (C:\updates\kb.msu, or a UNC \\server\share path).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([A-Za-z]:\\|\\\\)[^\n]+$"), length(max = 1024))]
+    pub path: Option<String>,
+    /// SHA-256 of the file, 64 lower-case hex digits.
+    #[schemars(regex(pattern = r"^[a-f0-9]{64}$"))]
+    pub sha256: String,
+}
+
+/// A containerd release archive for Windows, with its digest.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RuntimeArchive {
+    /// https:// URL of containerd-<version>-windows-amd64.tar.gz (a mirror the nodes can reach).
+    #[schemars(regex(pattern = r"^https://[^\s]+\.tar\.gz$"), length(max = 2048))]
+    pub url: String,
+    /// SHA-256 of the archive, 64 lower-case hex digits.
+    #[schemars(regex(pattern = r"^[a-f0-9]{64}$"))]
+    pub sha256: String,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
@@ -193,6 +261,10 @@ pub struct RuntimeSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^v?[0-9]+\.[0-9]+\.[0-9]+([-+][0-9A-Za-z.-]+)?$"), length(max = 64))]
     pub version: Option<String>,
+    /// Where the agent gets that containerd release. Omitted: the official
+    /// GitHub release, checked against its published .sha256sum.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archive: Option<RuntimeArchive>,
 }
 
 fn default_runtime_name() -> String {
@@ -201,7 +273,7 @@ fn default_runtime_name() -> String {
 
 impl Default for RuntimeSpec {
     fn default() -> Self {
-        Self { name: default_runtime_name(), version: None }
+        Self { name: default_runtime_name(), version: None, archive: None }
     }
 }
 

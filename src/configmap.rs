@@ -39,6 +39,10 @@ pub struct RevisionConfig<'a> {
     pub kube_proxy_mode: &'static str,
     pub enable_dsr: bool,
     pub csi_proxy_version: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub updates: Option<&'a crate::api::OsUpdates>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runtime_archive: Option<&'a crate::api::RuntimeArchive>,
 }
 
 impl<'a> RevisionConfig<'a> {
@@ -54,6 +58,8 @@ impl<'a> RevisionConfig<'a> {
             kube_proxy_mode: "winkernel",
             enable_dsr: cfg.enable_dsr,
             csi_proxy_version: cfg.csi_proxy_version.as_deref(),
+            updates: cfg.updates.as_ref(),
+            runtime_archive: cfg.runtime_archive.as_ref(),
         }
     }
 }
@@ -123,6 +129,31 @@ mod tests {
             "kubeProxyMode": "winkernel", "enableDsr": true, "csiProxyVersion": "v1.1.3",
         });
         assert_eq!(got, want);
+    }
+
+    /// agent/internal/config parses these two objects exactly so.
+    #[test]
+    fn update_packages_and_the_runtime_archive_reach_the_agent() {
+        let sha = "0a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9";
+        let p = pool(&format!(
+            "runtime: {{version: 1.7.22, archive: {{url: 'https://m.example/containerd-1.7.22-windows-amd64.tar.gz', sha256: {sha}}}}}"
+        ));
+        let mut spec = p.spec.clone();
+        spec.os = serde_yaml::from_str(&format!(
+            "{{version: ltsc2022, patchLevel: 10.0.20348.2762, updates: {{source: Packages, packages: [{{url: 'https://m.example/kb.msu', sha256: {sha}}}, {{path: 'C:\\u\\kb.cab', sha256: {sha}}}]}}}}"
+        ))
+        .unwrap();
+        let cfg = NodeConfig::from_spec(&spec);
+        let cm = revision_configmap(&p, "abc", &cfg, "ns");
+        let got: serde_json::Value = serde_json::from_str(&cm.data.unwrap()[CONFIG_KEY]).unwrap();
+        assert_eq!(
+            got["updates"],
+            serde_json::json!({"source": "Packages", "packages": [{"url": "https://m.example/kb.msu", "sha256": sha}, {"path": "C:\\u\\kb.cab", "sha256": sha}]})
+        );
+        assert_eq!(
+            got["runtimeArchive"],
+            serde_json::json!({"url": "https://m.example/containerd-1.7.22-windows-amd64.tar.gz", "sha256": sha})
+        );
     }
 
     #[test]

@@ -13,7 +13,7 @@
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use crate::api::{CniMode, KubeProxyMode, WindowsNodePoolSpec};
+use crate::api::{CniMode, KubeProxyMode, OsUpdates, RuntimeArchive, UpdateSource, WindowsNodePoolSpec};
 
 /// Everything a node's configuration depends on. Changing this struct changes
 /// every pool's revision, i.e. starts a rollout everywhere: add fields with care.
@@ -33,6 +33,12 @@ pub struct NodeConfig {
     /// keeps those pools' revisions, so upgrading winpool rolls nothing.
     #[serde(rename = "agentImage")]
     legacy_agent_image: &'static str,
+    /// Only when the pool names packages: the default source (Windows Update)
+    /// hashes as before, whether it is left out or spelled out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub updates: Option<OsUpdates>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runtime_archive: Option<RuntimeArchive>,
 }
 
 impl NodeConfig {
@@ -48,6 +54,8 @@ impl NodeConfig {
             enable_dsr: spec.networking.kube_proxy.enable_dsr,
             csi_proxy_version: if csi.enabled { csi.version.clone() } else { None },
             legacy_agent_image: "",
+            updates: spec.os.updates.clone().filter(|u| u.source != UpdateSource::WindowsUpdate),
+            runtime_archive: spec.runtime.archive.clone(),
         }
     }
 
@@ -64,6 +72,8 @@ impl NodeConfig {
             enable_dsr: false,
             csi_proxy_version: None,
             legacy_agent_image: "",
+            updates: None,
+            runtime_archive: None,
         }
     }
 
@@ -91,6 +101,21 @@ mod tests {
 nodeSelector: {matchLabels: {pool: a}}
 os: {version: ltsc2022, patchLevel: 10.0.20348.2762}
 ";
+
+    #[test]
+    fn windows_update_spelled_out_keeps_the_revision_and_packages_change_it() {
+        let minimal = revision_of(&spec(MINIMAL));
+        let explicit = MINIMAL.replace("patchLevel: 10.0.20348.2762}", "patchLevel: 10.0.20348.2762, updates: {source: WindowsUpdate}}");
+        assert_eq!(revision_of(&spec(&explicit)), minimal, "the default source, spelled out, rolls nothing");
+        let sha = "0a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9";
+        let packages = MINIMAL.replace(
+            "patchLevel: 10.0.20348.2762}",
+            &format!(
+                "patchLevel: 10.0.20348.2762, updates: {{source: Packages, packages: [{{url: 'https://m/kb.msu', sha256: {sha}}}]}}}}"
+            ),
+        );
+        assert_ne!(revision_of(&spec(&packages)), minimal, "new update files are a new configuration");
+    }
 
     #[test]
     fn revision_is_short_hex_and_stable() {
