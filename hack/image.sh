@@ -41,8 +41,10 @@ EPOCH="$(git log -1 --format=%ct 2>/dev/null || echo 0)"
 start=$(date +%s)
 log "building the static release binary ($TARGET)"
 # --target keeps crt-static off the build scripts and proc macros, which must
-# stay dynamic; the remaps keep this machine's paths out of panic messages.
-RUSTFLAGS="-C target-feature=+crt-static --remap-path-prefix=$REPO_ROOT=/winpool --remap-path-prefix=${CARGO_HOME:-$HOME/.cargo}=/cargo" \
+# stay dynamic. Workspace paths are relative already; the remap keeps the
+# registry path out of panic messages (and the flags equal across clones, so
+# a fresh clone reuses the cached dependencies).
+RUSTFLAGS="-C target-feature=+crt-static --remap-path-prefix=${CARGO_HOME:-$HOME/.cargo}=/cargo" \
   cargo build --release --locked --target "$TARGET" --bin winpool
 BIN="$CARGO_TARGET_DIR/$TARGET/release/winpool"
 if ldd "$BIN" 2>&1 | grep -q '=>'; then

@@ -44,32 +44,7 @@ pub const FINALIZER: &str = "winpool.dev/release-nodes";
 /// Node writes in flight at once within one reconcile.
 const NODE_WRITE_CONCURRENCY: usize = 16;
 
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("Kubernetes API: {0}")]
-    Kube(#[from] kube::Error),
-    #[error("finalizer: {0}")]
-    Finalizer(#[source] Box<kube::runtime::finalizer::Error<Error>>),
-    #[error("patching node {node}: {source}")]
-    NodePatch { node: String, source: kube::Error },
-}
-
-impl Error {
-    /// Every value [`Error::metric_reason`] can take, so each series exists (at 0) from the start.
-    pub const METRIC_REASONS: [&'static str; 6] = ["conflict", "forbidden", "api", "transport", "finalizer", "node_patch"];
-
-    /// Bounded label for the reconcile-errors metric.
-    pub fn metric_reason(&self) -> &'static str {
-        match self {
-            Error::Kube(kube::Error::Api(s)) if s.code == 409 => "conflict",
-            Error::Kube(kube::Error::Api(s)) if s.code == 403 => "forbidden",
-            Error::Kube(kube::Error::Api(_)) => "api",
-            Error::Kube(_) => "transport",
-            Error::Finalizer(_) => "finalizer",
-            Error::NodePatch { .. } => "node_patch",
-        }
-    }
-}
+pub use crate::error::Error;
 
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -265,7 +240,7 @@ async fn patch_node_with(ctx: &Context, pool: &str, p: &NodePatch, body: serde_j
         }
         Err(e) => {
             ctx.metrics.api_request("patch", "nodes", "error");
-            Err(Error::NodePatch { node: p.node.clone(), source: e })
+            Err(Error::PatchNode { node: p.node.clone(), source: e })
         }
     }
 }
@@ -423,7 +398,7 @@ async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error> {
     let listed: Vec<(String, kube::Result<Vec<Pod>>)> =
         futures::stream::iter(lists).buffer_unordered(NODE_WRITE_CONCURRENCY).collect().await;
     for (node, pods) in listed {
-        let pods = pods?;
+        let pods = pods.map_err(|source| Error::ListPods { node: node.clone(), source })?;
         ctx.metrics.api_request("list", "pods", "ok");
         pods_by_node.insert(node, pods);
     }
@@ -593,7 +568,10 @@ async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error> {
             requeue = requeue.min(wait.max(Duration::from_millis(100)));
         } else {
             let body = json!({ "apiVersion": "winpool.dev/v1alpha1", "kind": "WindowsNodePool", "status": status });
-            api_status(ctx).patch_status(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&body)).await?;
+            api_status(ctx)
+                .patch_status(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&body))
+                .await
+                .map_err(|source| Error::WriteStatus { pool: name.clone(), source })?;
             ctx.metrics.api_request("apply", "windowsnodepools/status", "ok");
             ctx.progress.lock().expect("progress lock").entry(name.clone()).or_default().last_status_write =
                 Some(std::time::Instant::now());
@@ -625,11 +603,17 @@ async fn ensure_agent(pool: &WindowsNodePool, ctx: &Context, ds_of_pool: &[Arc<D
         (AgentDrift::HandEdited, Some(live)) => {
             let mut whole = wanted.clone();
             whole.metadata.resource_version = live.metadata.resource_version.clone();
-            ds_api.replace(&ds_name, &crate::api::post_params(), &whole).await?;
+            ds_api
+                .replace(&ds_name, &crate::api::post_params(), &whole)
+                .await
+                .map_err(|source| Error::ApplyAgent { name: ds_name.clone(), source })?;
             ctx.metrics.api_request("replace", "daemonsets", "ok");
         }
         _ => {
-            ds_api.patch(&ds_name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&wanted)).await?;
+            ds_api
+                .patch(&ds_name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&wanted))
+                .await
+                .map_err(|source| Error::ApplyAgent { name: ds_name.clone(), source })?;
             ctx.metrics.api_request("apply", "daemonsets", "ok");
         }
     }
@@ -681,7 +665,7 @@ async fn ensure_configmaps(
             Ok(_) => info!(pool = %pool.name_any(), revision = %rev, "created revision ConfigMap"),
             // Immutable and named by its revision: one that exists is this one.
             Err(kube::Error::Api(s)) if s.code == 409 => {}
-            Err(e) => return Err(e.into()),
+            Err(source) => return Err(Error::CreateConfigMap { name: cm.metadata.name.clone().unwrap_or_default(), source }),
         }
         ctx.metrics.api_request("create", "configmaps", "ok");
         have.insert(rev.clone());
@@ -715,7 +699,7 @@ where
     match api.delete(name, &DeleteParams::background()).await {
         Ok(_) => {}
         Err(kube::Error::Api(s)) if s.code == 404 => {}
-        Err(e) => return Err(e.into()),
+        Err(source) => return Err(Error::Delete { resource, name: name.to_string(), source }),
     }
     ctx.metrics.api_request("delete", resource, "ok");
     Ok(())
@@ -831,7 +815,10 @@ async fn refuse_agent_image(pool: &WindowsNodePool, ctx: &Context, now: Timestam
     if pool.status.as_ref() != Some(&status) {
         warn!(pool = %name, "{msg}");
         let body = json!({ "apiVersion": "winpool.dev/v1alpha1", "kind": "WindowsNodePool", "status": status });
-        api_status(ctx).patch_status(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&body)).await?;
+        api_status(ctx)
+            .patch_status(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&body))
+            .await
+            .map_err(|source| Error::WriteStatus { pool: name.clone(), source })?;
     }
     Ok(Action::requeue(Duration::from_secs(300)))
 }
@@ -893,7 +880,7 @@ async fn write_hns(ctx: &Context, pool: &str, w: HnsWrites, message: &str) -> Re
                 info!(pool, node = %name, status = %status, reason = %reason, "{} {message}", names::NODE_CONDITION_HNS_READY);
             }
             Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(e) => return Err(Error::NodePatch { node: name.clone(), source: e }),
+            Err(e) => return Err(Error::PatchNode { node: name.clone(), source: e }),
         }
     }
     if let Some((added, patch)) = w.taint {
@@ -910,7 +897,7 @@ async fn write_hns(ctx: &Context, pool: &str, w: HnsWrites, message: &str) -> Re
                 debug!(pool, node = %name, code = s.code, "taint update deferred: {}", s.message);
                 return Ok(false);
             }
-            Err(e) => return Err(Error::NodePatch { node: name, source: e }),
+            Err(e) => return Err(Error::PatchNode { node: name, source: e }),
         }
     }
     Ok(true)
@@ -961,7 +948,7 @@ fn api_status(ctx: &Context) -> Api<WindowsNodePool> {
 }
 
 fn error_policy(pool: Arc<WindowsNodePool>, err: &Error, ctx: Arc<Context>) -> Action {
-    ctx.metrics.reconcile_errors.with_label_values(&[err.metric_reason()]).inc();
+    ctx.metrics.reconcile_errors.with_label_values(&[err.metric_label()]).inc();
     error!(pool = %pool.name_any(), error = %err, "reconcile failed; retrying");
     Action::requeue(Duration::from_secs(5))
 }
@@ -969,7 +956,8 @@ fn error_policy(pool: Arc<WindowsNodePool>, err: &Error, ctx: Arc<Context>) -> A
 /// The agents' namespace holds only winpool's HostProcess DaemonSets, so only it is privileged.
 pub async fn ensure_agent_namespace(client: &Client, ns: &str) -> Result<(), Error> {
     let api: Api<Namespace> = Api::all(client.clone());
-    if api.get_opt(ns).await?.is_some() {
+    let failed = |source| Error::AgentNamespace { name: ns.to_string(), source };
+    if api.get_opt(ns).await.map_err(failed)?.is_some() {
         return Ok(());
     }
     let obj = Namespace {
@@ -989,7 +977,7 @@ pub async fn ensure_agent_namespace(client: &Client, ns: &str) -> Result<(), Err
     match api.create(&crate::api::post_params(), &obj).await {
         Ok(_) => info!(namespace = ns, "created agent namespace (pod-security enforce=privileged)"),
         Err(kube::Error::Api(s)) if s.code == 409 => {}
-        Err(e) => return Err(e.into()),
+        Err(source) => return Err(failed(source)),
     }
     Ok(())
 }

@@ -8,6 +8,7 @@ pub mod controller;
 pub mod crd;
 pub mod daemonset;
 pub mod drain;
+pub mod error;
 pub mod hns;
 pub mod lease;
 pub mod membership;

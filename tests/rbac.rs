@@ -69,8 +69,15 @@ async fn the_operator_rolls_out_with_only_the_charts_permissions() {
     })
     .await;
     assert!(line.contains("reconcile failed"), "{line}");
-    let st = pools.get(&name).await.unwrap().status.unwrap();
-    assert_eq!(st.nodes.updated, 3, "nothing moved without the permission");
+    // Nothing moved without the permission: read from the Nodes themselves (the
+    // failed reconcile wrote no status to read it from).
+    for n in t.nodes().await {
+        let ann = n.metadata.annotations.clone().unwrap_or_default();
+        let node = n.metadata.name.clone().unwrap_or_default();
+        assert_eq!(ann.get(winpool::api::names::ANN_STATE).map(String::as_str), Some("Updated"), "{node} still Updated");
+        assert!(!ann.contains_key(winpool::api::names::ANN_STARTED_AT), "{node} was not started for the new revision");
+        assert_ne!(n.spec.as_ref().and_then(|s| s.unschedulable), Some(true), "{node} not cordoned");
+    }
     t.cleanup().await;
     // The chart's cluster-scoped objects outlive the namespaces.
     let _ = roles.delete(&fullname, &Default::default()).await;

@@ -183,7 +183,7 @@ impl fmt::Display for Violation {
 /// More nodes out of service than maxUnavailable (resolved against the pool size
 /// like the operator: a percentage rounds down, never below one node).
 pub fn too_many_unavailable(nodes: &[NodeSample], max_unavailable: &IntOrString) -> Option<String> {
-    let limit = winpool::rollout::max_unavailable(max_unavailable, nodes.len());
+    let limit = allowed_unavailable(max_unavailable, nodes.len());
     let out: Vec<String> = nodes.iter().filter(|n| n.unavailable()).map(|n| format!("{} ({})", n.name, n.state_str())).collect();
     (out.len() > limit).then(|| {
         format!(
@@ -197,6 +197,19 @@ pub fn too_many_unavailable(nodes: &[NodeSample], max_unavailable: &IntOrString)
             out.join(", ")
         )
     })
+}
+
+/// maxUnavailable as the API documents it (`spec.rollout.maxUnavailable`: a
+/// number of nodes, or a percentage of the pool rounded down but at least one
+/// node), resolved here rather than by the operator's own function.
+fn allowed_unavailable(max: &IntOrString, pool: usize) -> usize {
+    match max {
+        IntOrString::Int(i) => usize::try_from(*i).unwrap_or(0),
+        IntOrString::String(s) => {
+            let pct: usize = s.trim_end_matches('%').parse().unwrap_or_else(|_| panic!("maxUnavailable {s:?} is not a percentage"));
+            (pool * pct / 100).max(1)
+        }
+    }
 }
 
 /// Nodes cordoned by winpool although their own rollout is not in flight:
