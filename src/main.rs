@@ -102,6 +102,13 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     // A 429 from the Eviction API means "a PodDisruptionBudget says not now": the next
     // round retries it. The client's own retry loop would stall the whole reconcile.
     config.default_retry = false;
+    let identity = std::env::var("POD_NAME").unwrap_or_else(|_| format!("{}-{}", hostname(), std::process::id()));
+    // The API server's audit log then says which replica made each request.
+    let user_agent = format!("winpool/{} ({identity})", env!("CARGO_PKG_VERSION"));
+    config.headers.push((
+        hyper::header::USER_AGENT,
+        hyper::header::HeaderValue::from_str(&user_agent).context("the replica's identity is not a valid header value")?,
+    ));
     let client = kube::Client::try_from(config).context("building the Kubernetes client")?;
     let m = Metrics::new();
     let admin = tokio::spawn(metrics::serve(args.metrics_addr, m.clone()));
@@ -123,7 +130,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let lease_settings = LeaseSettings {
         name: args.lease_name,
         namespace: args.lease_namespace,
-        identity: std::env::var("POD_NAME").unwrap_or_else(|_| format!("{}-{}", hostname(), std::process::id())),
+        identity,
         lease_duration: Duration::from_secs(15),
         renew_every: Duration::from_secs(2),
     };
@@ -156,12 +163,17 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     if let Some(l) = lost {
         if !*l.borrow() {
             error!("lost the leader lease; exiting so no two replicas write");
-            std::process::exit(1);
+            std::process::exit(EXIT_LOST_LEASE);
         }
         lease::release(client, &lease_settings).await;
     }
     res
 }
+
+/// Exit status after losing the leader lease (EX_TEMPFAIL): the Deployment
+/// restarts the pod as a follower. Any other failure exits with 1, so the two
+/// can be told apart in `kubectl get pod -o yaml` (lastState.terminated.exitCode).
+const EXIT_LOST_LEASE: i32 = 75;
 
 fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_string()).unwrap_or_else(|_| "winpool".into())

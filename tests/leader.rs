@@ -3,13 +3,12 @@
 
 mod support;
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
-use support::{TEST_LABEL, TestSpace, http_get, install_crd, wait_for};
+use support::{TEST_LABEL, TestSpace, audit, http_get, install_crd, wait_for};
 use winpool::api::{WindowsNodePool, names};
 
 const WAIT: Duration = Duration::from_secs(240);
@@ -20,18 +19,9 @@ async fn is_leader(port: u16) -> Option<bool> {
     Some(line.trim_end().ends_with(" 1"))
 }
 
-/// How often each node was started (cordoned and drained), read from every replica's log.
-fn starts_per_node(logs: &[std::path::PathBuf]) -> BTreeMap<String, usize> {
-    let mut out = BTreeMap::new();
-    for l in logs {
-        let text = std::fs::read_to_string(l).unwrap_or_default();
-        for line in text.lines().filter(|l| l.contains("cordoned; draining for revision")) {
-            if let Some(node) = line.split_whitespace().find_map(|w| w.strip_prefix("node=")) {
-                *out.entry(node.to_string()).or_default() += 1;
-            }
-        }
-    }
-    out
+/// The replica's own mark in the User-Agent of its requests: `winpool/<v> (<host>-<pid>)`.
+fn agent_of(t: &TestSpace, what: &str) -> String {
+    format!("-{})", t.pid(what).expect("replica running"))
 }
 
 #[tokio::test]
@@ -74,8 +64,16 @@ async fn only_the_leader_writes_and_a_standby_takes_over_after_sigkill() {
         (st.nodes.updated >= 1 && st.nodes.updated < 5).then_some(())
     })
     .await;
-    let standby_log = std::fs::read_to_string(t.log_path(standby)).unwrap_or_default();
-    assert!(!standby_log.contains("cordoned; draining"), "the standby wrote nothing while it was not the leader");
+    // From the API server's audit log: the standby has written nothing to this
+    // test's nodes, and the leader has.
+    let (leader_mark, standby_mark) = (agent_of(&t, leader), agent_of(&t, standby));
+    let prefix = t.node_prefix();
+    let writes_by = |mark: &str| {
+        let all = audit::requests(&audit::audit_log(), &prefix);
+        all.into_iter().filter(|r| audit::is_write(r) && r.user_agent.starts_with("winpool/") && r.user_agent.ends_with(mark)).count()
+    };
+    assert!(writes_by(&leader_mark) > 0, "the leader's writes are in the audit log (User-Agent ending {leader_mark})");
+    assert_eq!(writes_by(&standby_mark), 0, "the standby wrote nothing while it was not the leader");
 
     t.stop(leader); // SIGKILL: no graceful release of the lease.
     let killed_at = Instant::now();
@@ -93,8 +91,9 @@ async fn only_the_leader_writes_and_a_standby_takes_over_after_sigkill() {
         assert_ne!(n.spec.as_ref().and_then(|s| s.unschedulable), Some(true), "{} uncordoned", n.name_any());
         assert_eq!(n.annotations().get(names::ANN_STATE).map(String::as_str), Some("Updated"));
     }
-    let starts = starts_per_node(&[t.log_path("operator-a"), t.log_path("operator-b")]);
-    assert_eq!(starts.len(), 5, "every node started once: {starts:?}");
-    assert!(starts.values().all(|c| *c == 1), "no node drained twice: {starts:?}");
+    assert!(writes_by(&standby_mark) > 0, "the new leader wrote");
+    let starts = audit::starts_per_node(&audit::requests(&audit::audit_log(), &t.node_prefix()));
+    assert_eq!(starts.len(), 5, "every node started: {starts:?}");
+    assert!(starts.values().all(|c| *c == 1), "no node started (drained) twice across the two leaders: {starts:?}");
     t.cleanup().await;
 }

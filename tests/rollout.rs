@@ -12,7 +12,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::json;
-use support::{TestSpace, apply_pool, install_crd, pool_manifest, wait_for, wait_nodes_ready};
+use support::{TestSpace, apply_pool, audit, install_crd, pool_manifest, wait_for, wait_nodes_ready};
 use winpool::api::{WindowsNodePool, names};
 
 const WAIT: Duration = Duration::from_secs(180);
@@ -25,23 +25,17 @@ fn cordoned(nodes: &[Node]) -> usize {
 /// checking on every sample that no more than `max_unavailable` nodes are cordoned.
 async fn wait_rolled_out(t: &TestSpace, pool: &str, total: i32, max_unavailable: usize) -> WindowsNodePool {
     let api: Api<WindowsNodePool> = Api::all(t.client.clone());
-    let mut max_seen = 0;
-    let started = std::time::Instant::now();
-    loop {
-        let nodes = t.nodes().await;
-        max_seen = max_seen.max(cordoned(&nodes));
-        if let Ok(p) = api.get(pool).await
-            && let Some(st) = p.status.as_ref()
-        {
-            let ready = st.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True");
-            if st.nodes.total == total && st.nodes.updated == total && ready && st.observed_generation == p.metadata.generation {
-                assert!(max_seen <= max_unavailable, "at most {max_unavailable} nodes cordoned at once, saw {max_seen}");
-                return p;
-            }
-        }
-        assert!(started.elapsed() < WAIT, "timed out waiting for pool {pool} to report {total} nodes updated");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    let p = wait_for(&format!("pool {pool} to report {total} nodes updated"), WAIT, || async {
+        let p = api.get(pool).await.ok()?;
+        let st = p.status.as_ref()?;
+        let ready = st.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True");
+        (st.nodes.total == total && st.nodes.updated == total && ready && st.observed_generation == p.metadata.generation).then_some(p)
+    })
+    .await;
+    // Every write, not samples of them: replayed from the API server's audit log.
+    let in_flight = audit::max_in_flight(&audit::requests(&audit::audit_log(), &t.node_prefix()));
+    assert!(in_flight <= max_unavailable, "at most {max_unavailable} nodes in flight at once, the audit log shows {in_flight}");
+    p
 }
 
 #[tokio::test]
@@ -203,8 +197,18 @@ async fn a_failing_node_pauses_the_rollout_and_is_never_left_cordoned() {
     let degraded = st.conditions.iter().find(|c| c.type_ == "Degraded").unwrap();
     assert!(degraded.message.contains(&bad), "{}", degraded.message);
 
-    // Paused: nothing else starts, and no node stays cordoned.
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    // Paused: nothing else starts, and no node stays cordoned. A spec change
+    // (a rollout knob, no new revision) makes the operator decide again; once
+    // it has (observedGeneration), that decision is what the nodes show.
+    apply_pool(&t, &pool_manifest(&t, &pool, "10.0.20348.2762", json!({"maxUnavailable": 1, "maxFailedNodes": 1, "nodeTimeout": "4m"})))
+        .await;
+    wait_for("the operator to decide on the new generation", WAIT, || async {
+        let p = api.get(&pool).await.ok()?;
+        (p.status.as_ref()?.observed_generation == p.metadata.generation).then_some(())
+    })
+    .await;
+    let starts = audit::starts_per_node(&audit::requests(&audit::audit_log(), &t.node_prefix()));
+    assert_eq!(starts.keys().collect::<Vec<_>>(), [&bad], "only the failed node was ever started: {starts:?}");
     let nodes = t.nodes().await;
     assert_eq!(cordoned(&nodes), 0, "no node left cordoned by a paused rollout");
     let st = api.get(&pool).await.unwrap().status.unwrap();
@@ -242,13 +246,11 @@ async fn a_restarted_operator_resumes_where_it_was() {
     t.stop("operator");
     t.start_operator(&[]);
     wait_rolled_out(&t, &pool, 4, 1).await;
-    for n in t.nodes().await {
-        assert_eq!(
-            n.annotations().get(names::ANN_DRAINED_REVISION),
-            n.labels().get(names::LABEL_REVISION),
-            "drained once, for its revision"
-        );
-    }
+    // From the API server's own record: every node was started (cordoned and
+    // drained) exactly once, across both operators.
+    let starts = support::audit::starts_per_node(&support::audit::requests(&support::audit::audit_log(), &t.node_prefix()));
+    assert_eq!(starts.len(), 4, "every node started: {starts:?}");
+    assert!(starts.values().all(|c| *c == 1), "no node started twice: {starts:?}");
     t.cleanup().await;
 }
 
@@ -274,8 +276,12 @@ async fn a_pdb_blocks_the_drain_until_it_allows_the_eviction() {
         (n.annotations().get(names::ANN_STATE).map(String::as_str) == Some("Draining")).then_some(())
     })
     .await;
-    // The PDB holds: several drain rounds later the pod is still there and the node still Draining.
-    tokio::time::sleep(Duration::from_secs(12)).await;
+    // The PDB holds: three drain rounds were refused (429, as the API server
+    // recorded them) and the pod is still there, the node still Draining.
+    wait_for("three evictions refused by the PodDisruptionBudget", WAIT, || async {
+        (audit::refused_evictions(&audit::audit_log(), &t.namespace, "precious") >= 3).then_some(())
+    })
+    .await;
     assert!(pods.get_opt("precious").await.unwrap().is_some_and(|p| p.metadata.deletion_timestamp.is_none()), "never force-deleted");
     let n = nodes_api.get(&first).await.unwrap();
     assert_eq!(n.annotations().get(names::ANN_STATE).map(String::as_str), Some("Draining"));

@@ -6,6 +6,7 @@
 //! fails and says which command builds it.
 #![allow(dead_code)]
 
+pub mod audit;
 pub mod chart;
 
 use std::collections::BTreeMap;
@@ -353,6 +354,17 @@ impl TestSpace {
         ];
         args.extend(extra.iter().map(|s| s.to_string()));
         self.spawn_program(what, &repo_root().join("hack/sim.sh"), &args, kubeconfig);
+    }
+
+    /// The process id of the child started as `what`.
+    pub fn pid(&self, what: &str) -> Option<u32> {
+        self.children.iter().find(|(w, _)| w == what).map(|(_, c)| c.id())
+    }
+
+    /// How the child started as `what` exited, if it did.
+    pub fn exit_status(&mut self, what: &str) -> Option<std::process::ExitStatus> {
+        let (_, c) = self.children.iter_mut().find(|(w, _)| w == what)?;
+        c.try_wait().ok().flatten()
     }
 
     /// Whether the child started as `what` is still running (None: no such child).

@@ -1,0 +1,101 @@
+//! What the API server itself recorded: its audit log (hack/audit-policy.yaml
+//! keeps node patches with their body). Invariants read from here never come
+//! from the operator's own code or log text: a second drain, a write by a
+//! standby, are seen as the requests they are.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::kubeconfig;
+
+/// The audit log of the shared local control plane.
+pub fn audit_log() -> PathBuf {
+    kubeconfig().parent().expect("cluster dir").join("logs/audit.log")
+}
+
+/// A completed request, as the audit log has it.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub verb: String,
+    pub resource: String,
+    pub subresource: String,
+    pub namespace: String,
+    pub name: String,
+    pub user_agent: String,
+    pub code: u16,
+    /// The request body, where the policy records it (node patches).
+    pub body: Value,
+}
+
+/// Every completed request on objects whose name starts with `name_prefix`.
+pub fn requests(audit: &Path, name_prefix: &str) -> Vec<Request> {
+    let text = std::fs::read_to_string(audit).unwrap_or_else(|e| panic!("reading {}: {e}", audit.display()));
+    text.lines()
+        .filter(|l| l.contains(name_prefix))
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["stage"] == "ResponseComplete")
+        .map(|e| {
+            let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
+            Request {
+                verb: s(&e["verb"]),
+                resource: s(&e["objectRef"]["resource"]),
+                subresource: s(&e["objectRef"]["subresource"]),
+                namespace: s(&e["objectRef"]["namespace"]),
+                name: s(&e["objectRef"]["name"]),
+                user_agent: s(&e["userAgent"]),
+                code: e["responseStatus"]["code"].as_u64().unwrap_or_default() as u16,
+                body: e["requestObject"].clone(),
+            }
+        })
+        .filter(|r| r.name.starts_with(name_prefix))
+        .collect()
+}
+
+pub fn is_write(r: &Request) -> bool {
+    matches!(r.verb.as_str(), "create" | "update" | "patch" | "delete" | "deletecollection")
+}
+
+/// Successful node patches that started a node's update (they set
+/// `winpool.dev/started-at`), per node: a node started twice for one
+/// revision was drained twice.
+pub fn starts_per_node(requests: &[Request]) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    for r in requests.iter().filter(|r| r.resource == "nodes" && r.subresource.is_empty() && r.verb == "patch" && r.code == 200) {
+        if r.body["metadata"]["annotations"]["winpool.dev/started-at"].is_string() {
+            *out.entry(r.name.clone()).or_default() += 1;
+        }
+    }
+    out
+}
+
+/// The most nodes winpool had in flight (Draining, Applying, Verifying) at
+/// once, replayed from its successful node patches in the order the API
+/// server completed them.
+pub fn max_in_flight(requests: &[Request]) -> usize {
+    let mut in_flight = std::collections::BTreeSet::new();
+    let mut max = 0;
+    for r in requests.iter().filter(|r| r.resource == "nodes" && r.verb == "patch" && r.code == 200 && r.user_agent.starts_with("winpool/"))
+    {
+        match r.body["metadata"]["annotations"]["winpool.dev/state"].as_str() {
+            Some("Draining" | "Applying" | "Verifying") => {
+                in_flight.insert(r.name.clone());
+            }
+            Some(_) => {
+                in_flight.remove(&r.name);
+            }
+            None => {}
+        }
+        max = max.max(in_flight.len());
+    }
+    max
+}
+
+/// Eviction requests for pod `namespace/pod` that a PodDisruptionBudget refused (429).
+pub fn refused_evictions(audit: &Path, namespace: &str, pod: &str) -> usize {
+    requests(audit, pod)
+        .iter()
+        .filter(|r| r.subresource == "eviction" && r.namespace == namespace && r.name == pod && r.code == 429)
+        .count()
+}
