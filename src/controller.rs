@@ -1,21 +1,25 @@
 //! `winpool run`: the reconcile shell around the pure decision.
 //!
-//! observe (reflector caches of Windows Nodes, agent DaemonSets, revision
-//! ConfigMaps and pools, plus a pod list for nodes being drained) → decide
-//! ([`rollout::decide`], [`status::build_status`]) → act (one merge patch per
-//! node that changes, server-side apply of the DaemonSet and status with one
-//! field manager, ConfigMaps created once, the Eviction API). Nothing is
-//! remembered between reconciles that is not on the cluster, except a short-lived copy of nodes just patched, so a reconcile
-//! that runs before the watch delivers our own write does not act twice.
+//! A round of a live pool (`apply`) is observe (reflector caches of Windows
+//! Nodes, agent DaemonSets, revision ConfigMaps and pools, plus a pod list for
+//! nodes being drained) → decide (`round::decide_round`: [`crate::rollout::decide`],
+//! [`crate::status::build_status`], the HNS writes, the order of the node
+//! writes, the ConfigMaps to delete, the Events; pure) → execute (one merge
+//! patch per node that changes, server-side apply of the DaemonSet and status
+//! with one field manager, ConfigMaps created once, the Eviction API) → record
+//! (Events, metrics, status). Nothing is remembered between reconciles that is
+//! not on the cluster, except a short-lived copy of nodes just patched, so a
+//! reconcile that runs before the watch delivers our own write does not act
+//! twice.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
@@ -31,20 +35,21 @@ use tracing::{debug, error, info, warn};
 use crate::api::{FIELD_MANAGER, WindowsNodePool, names};
 use crate::configmap::revision_configmap;
 use crate::daemonset::{AgentDrift, AgentSettings, LABEL_MANAGED_BY, agent_daemonset, drift, legacy_config, legacy_revision};
-use crate::drain;
-use crate::hns::{self, AwaitingReport, HnsTracker, Limits};
-use crate::membership::{PoolSelector, members_of, pools_selecting};
+use crate::hns::{self, AwaitingReport, HnsTracker};
+use crate::membership::{PoolSelector, pools_selecting};
 use crate::metrics::Metrics;
 use crate::observe::{node_view, strip};
 use crate::revision::NodeConfig;
-use crate::rollout::{HnsReadiness, NodePatch, NodeState, Plan, PoolInput, decide, held_cordoned, parse_duration};
-use crate::status::{PROGRESS_WRITE_INTERVAL, build_status, node_batch_events, only_progress_changed, transition_events};
+use crate::rollout::{HnsReadiness, NodePatch, NodeState, Plan};
 
 pub const FINALIZER: &str = "winpool.dev/release-nodes";
 /// Node writes in flight at once within one reconcile.
 const NODE_WRITE_CONCURRENCY: usize = 16;
 
 pub use crate::error::Error;
+
+mod apply;
+mod round;
 
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -306,7 +311,7 @@ async fn reconcile(pool: Arc<WindowsNodePool>, ctx: Arc<Context>) -> Result<Acti
     let api: Api<WindowsNodePool> = Api::all(ctx.client.clone());
     let res = finalizer(&api, FINALIZER, pool, |event| async {
         match event {
-            Finalizer::Apply(p) => apply(&p, &ctx).await,
+            Finalizer::Apply(p) => apply::apply(&p, &ctx).await,
             Finalizer::Cleanup(p) => cleanup(&p, &ctx).await,
         }
     })
@@ -335,250 +340,6 @@ async fn cleanup(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error>
     ctx.announced.lock().expect("announced lock").remove(&name);
     info!(pool = %name, "pool deleted; its nodes are released, its agent DaemonSet and revision ConfigMaps deleted");
     Ok(Action::await_change())
-}
-
-async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error> {
-    let name = pool.name_any();
-    // Deciding on a half-filled cache would report nodes as missing and re-create DaemonSets.
-    // Nor on half-counted HNS totals: a node would look caught up when it is not.
-    if ctx.metrics.caches_synced.get() != 1 || !ctx.hns.lock().expect("hns lock").synced() {
-        debug!(pool = %name, "caches not synced yet; waiting");
-        return Ok(Action::requeue(Duration::from_millis(200)));
-    }
-    let now = Timestamp::now();
-    if !agent_image_allowed(&pool.spec.agent.image, &ctx.settings.allowed_agent_images) {
-        return refuse_agent_image(pool, ctx, now).await;
-    }
-    let nodes = ctx.windows_nodes();
-    let selectors = ctx.pool_selectors();
-    let membership = members_of(&name, &selectors, nodes.iter().map(|n| (n.metadata.name.as_deref().unwrap_or(""), n.labels())));
-    let member_set: BTreeSet<&str> = membership.members.iter().map(String::as_str).collect();
-
-    // Nodes that carry our label but are no longer selected go back to their owners.
-    for n in nodes.iter().filter(|n| n.labels().get(names::LABEL_POOL) == Some(&name)) {
-        if !member_set.contains(n.name_any().as_str()) {
-            let p = release_patch(n, "no longer selected by the pool: node released");
-            patch_node_with(ctx, &name, &p, release_body(n, &p)).await?;
-        }
-    }
-
-    // Observe.
-    let mut views = Vec::with_capacity(member_set.len());
-    let mut pods_by_node = BTreeMap::new();
-    let mut hns_nodes = Vec::new();
-    let delete_empty_dir = pool.spec.rollout.drain.delete_empty_dir_data;
-    let (totals, over_limit) = {
-        let t = ctx.hns.lock().expect("hns lock");
-        let limits = Limits::for_pool(&pool.spec.hns, pool.spec.os.version);
-        (t.totals(), t.services_over(limits.backends_per_service))
-    };
-    let limits = Limits::for_pool(&pool.spec.hns, pool.spec.os.version);
-    let grace = jiff::SignedDuration::try_from(parse_duration(&pool.spec.rollout.node_timeout).unwrap_or(Duration::from_secs(1800)))
-        .unwrap_or(jiff::SignedDuration::from_mins(30));
-    for n in nodes.iter().filter(|n| member_set.contains(n.name_any().as_str())) {
-        let mut v = node_view(n, HnsReadiness::Unknown);
-        let (readiness, reason, message) = hns_readiness(n, &v, totals, &pool.spec.hns, grace, now);
-        v.hns = readiness;
-        hns_nodes.push(HnsNode { node: n, readiness, reason, message, held_cordoned: false });
-        views.push(v);
-    }
-    // The pods of every Draining node, a few lists at a time: a wave of a hundred
-    // nodes starting together would otherwise cost a hundred round trips in a row
-    // on every round, and the whole pool waits for them.
-    let draining: Vec<String> =
-        views.iter().filter(|v| v.state.as_deref() == Some(NodeState::Draining.as_str())).map(|v| v.name.clone()).collect();
-    let mut lists = Vec::with_capacity(draining.len());
-    for node in draining {
-        let client = &ctx.client;
-        lists.push(Box::pin(async move {
-            let pods = drain::pods_on_node(client, &node).await;
-            (node, pods)
-        }));
-    }
-    let listed: Vec<(String, kube::Result<Vec<Pod>>)> =
-        futures::stream::iter(lists).buffer_unordered(NODE_WRITE_CONCURRENCY).collect().await;
-    for (node, pods) in listed {
-        let pods = pods.map_err(|source| Error::ListPods { node: node.clone(), source })?;
-        ctx.metrics.api_request("list", "pods", "ok");
-        pods_by_node.insert(node, pods);
-    }
-    for v in views.iter_mut() {
-        if let Some(pods) = pods_by_node.get(&v.name) {
-            v.pods_to_evict = drain::remaining(pods, delete_empty_dir);
-        }
-    }
-    let ds_of_pool: Vec<Arc<DaemonSet>> =
-        ctx.daemonsets.state().into_iter().filter(|d| d.labels().get(names::LABEL_POOL) == Some(&name)).collect();
-    let cms_of_pool: Vec<Arc<ConfigMap>> =
-        ctx.configmaps.state().into_iter().filter(|c| c.labels().get(names::LABEL_POOL) == Some(&name)).collect();
-    // Revisions known to the cluster: their ConfigMaps, and the per-revision
-    // DaemonSets of the earlier layout, whose configuration moves into ConfigMaps.
-    let existing: BTreeSet<String> = cms_of_pool
-        .iter()
-        .filter_map(|c| c.labels().get(names::LABEL_REVISION).cloned())
-        .chain(ds_of_pool.iter().filter_map(|d| legacy_revision(d).map(str::to_string)))
-        .collect();
-
-    // Decide.
-    let plan = decide(&PoolInput { name: &name, spec: &pool.spec, existing_revisions: &existing }, &views, now);
-    let capacity = hns::capacity(totals, &limits, pool.spec.hns.warn_percent, over_limit);
-    let utilization = limits.utilization(totals);
-    let status =
-        build_status(&pool.spec, &plan, &membership.conflicts, Some(capacity), pool.status.as_ref(), pool.metadata.generation, now);
-
-    for (node, why) in &plan.waiting {
-        debug!(pool = %name, node = %node, "waiting: {why}");
-    }
-
-    // Act: the agent runs and every revision a node is asked to run has its
-    // ConfigMap before any node is labelled for it.
-    ensure_agent(pool, ctx, &ds_of_pool).await?;
-    ensure_configmaps(pool, ctx, &plan, &cms_of_pool, &ds_of_pool).await?;
-    // HNS condition and taint first, from the same observation the plan was made
-    // from: a node is never Updated while still tainted, and never loses its taint
-    // before it is. A node whose taint could not be written (conflict) waits a round.
-    let patch_of: HashMap<&str, &NodePatch> = plan.patches.iter().map(|p| (p.node.as_str(), p)).collect();
-    for (h, v) in hns_nodes.iter_mut().zip(&views) {
-        h.held_cordoned = held_cordoned(v, patch_of.get(v.name.as_str()).copied());
-    }
-    let not_ready: Vec<String> = hns_nodes.iter().filter(|h| h.readiness == HnsReadiness::NotReady).map(|h| h.node.name_any()).collect();
-    let taint_when_not_ready = pool.spec.hns.taint_when_not_ready;
-    let pool_name = name.as_str();
-    let mut hns_writes = Vec::new();
-    for h in &hns_nodes {
-        if let Some(w) = hns_writes_for(h, taint_when_not_ready, now) {
-            let message = h.message.as_str();
-            hns_writes.push(Box::pin(async move { (w.node.clone(), write_hns(ctx, pool_name, w, message).await) }));
-        }
-    }
-    let hns_results: Vec<(String, Result<bool, Error>)> =
-        futures::stream::iter(hns_writes).buffer_unordered(NODE_WRITE_CONCURRENCY).collect().await;
-    let mut hns_behind = BTreeSet::new();
-    for (node, r) in hns_results {
-        if !r? {
-            hns_behind.insert(node);
-        }
-    }
-    // A node held back a round frees no slot: start nobody new this round either.
-    // Nodes are independent: patch them a few at a time, so a wave of a hundred
-    // nodes costs a few round trips, not a hundred.
-    // Two phases: every write that finishes or moves a node lands before any write
-    // that starts one, so the cluster never holds more nodes in flight than the
-    // plan allowed, even for the milliseconds between two parallel writes.
-    let eligible: Vec<&NodePatch> = plan.patches.iter().filter(|p| !hns_behind.contains(&p.node)).collect();
-    let (start_writes, other_writes): (Vec<&NodePatch>, Vec<&NodePatch>) =
-        eligible.into_iter().partition(|p| p.from == NodeState::Pending && p.to != NodeState::Pending);
-    let (mut landed, mut written) = write_nodes(ctx, pool, &name, other_writes).await;
-    if written.is_ok() && hns_behind.is_empty() {
-        let (more, r) = write_nodes(ctx, pool, &name, start_writes).await;
-        landed.extend(more);
-        written = r;
-    }
-    // Starts and completions are announced together every few seconds, or as soon as
-    // nothing is left in flight: one pair of Events per interval, not per round.
-    let due = {
-        let mut progress = ctx.progress.lock().expect("progress lock");
-        let pr = progress.entry(name.clone()).or_default();
-        let mut due = Vec::new();
-        if pr.pending_revision != plan.revision && !pr.pending.is_empty() {
-            due.push((std::mem::take(&mut pr.pending_revision), std::mem::take(&mut pr.pending)));
-        }
-        if pr.pending.is_empty() {
-            pr.pending_since = std::time::Instant::now();
-        }
-        pr.pending_revision.clone_from(&plan.revision);
-        pr.pending.extend(landed.iter().map(|p| (p.node.clone(), p.from, p.to)));
-        let quiet = plan.counts.updating == 0;
-        if !pr.pending.is_empty() && (quiet || pr.pending_since.elapsed() >= NODE_EVENT_INTERVAL) {
-            due.push((pr.pending_revision.clone(), std::mem::take(&mut pr.pending)));
-        }
-        due
-    };
-    for (revision, pending) in due {
-        let transitions: Vec<(&str, NodeState, NodeState)> = pending.iter().map(|(n, from, to)| (n.as_str(), *from, *to)).collect();
-        for (reason, note) in node_batch_events(&transitions, &revision) {
-            ctx.publish_fresh(
-                pool,
-                Event { type_: EventType::Normal, reason: reason.into(), note: Some(note), action: "Rollout".into(), secondary: None },
-            )
-            .await;
-        }
-    }
-    written?;
-    let mut rounds = Vec::with_capacity(plan.drain.len());
-    for (node, mode) in &plan.drain {
-        if let Some(pods) = pods_by_node.get(node) {
-            let (client, pool_name) = (&ctx.client, name.as_str());
-            rounds.push(Box::pin(async move { drain::drain_round(client, pool_name, node, pods, *mode, delete_empty_dir).await }));
-        }
-    }
-    futures::stream::iter(rounds).buffer_unordered(NODE_WRITE_CONCURRENCY).collect::<Vec<()>>().await;
-    for c in &cms_of_pool {
-        let rev = c.labels().get(names::LABEL_REVISION).cloned().unwrap_or_default();
-        if !plan.config_revisions.contains(&rev) {
-            delete_configmap(ctx, &c.name_any()).await?;
-            info!(pool = %name, configmap = %c.name_any(), revision = %rev, "deleted revision ConfigMap: no node carries its revision");
-        }
-    }
-    let mut problems = Vec::new();
-    for (node, msg) in &plan.warnings {
-        warn!(pool = %name, node = %node, "{msg}");
-        let ev = Event {
-            type_: EventType::Warning,
-            reason: "NodeIgnoredValue".into(),
-            note: Some(format!("{node}: {msg}")),
-            action: "Observe".into(),
-            secondary: Some(node_ref(node)),
-        };
-        problems.push((format!("{node}:{msg}"), ev));
-    }
-    if !membership.conflicts.is_empty() {
-        let msg = membership.conflicts.message(pool.spec.os.version.as_str());
-        warn!(pool = %name, "{msg}");
-        let ev = Event {
-            type_: EventType::Warning,
-            reason: "NodesLeftAlone".into(),
-            note: Some(msg.clone()),
-            action: "Select".into(),
-            secondary: None,
-        };
-        problems.push((msg, ev));
-    }
-    ctx.announce_standing(pool, problems).await;
-
-    ctx.metrics.observe_pool(&name, &plan, now);
-    ctx.metrics.observe_hns(&name, totals, &limits, utilization, pool.spec.hns.warn_percent, &not_ready);
-    for (reason, note) in transition_events(pool.status.as_ref(), &status) {
-        info!(pool = %name, reason = %reason, "{note}");
-        let type_ = if reason == "RolloutPaused" || reason == "HNSCapacity" { EventType::Warning } else { EventType::Normal };
-        ctx.publish(pool, Event { type_, reason, note: Some(note), action: "Rollout".into(), secondary: None }).await;
-    }
-    let mut requeue = plan.requeue_after;
-    if ctx.progress.lock().expect("progress lock").get(&name).is_some_and(|p| !p.pending.is_empty()) {
-        requeue = requeue.min(NODE_EVENT_INTERVAL);
-    }
-    if pool.status.as_ref() != Some(&status) {
-        let last = ctx.progress.lock().expect("progress lock").get(&name).and_then(|p| p.last_status_write);
-        let wait = match (pool.status.as_ref(), last) {
-            (Some(prev), Some(at)) if only_progress_changed(prev, &status) => PROGRESS_WRITE_INTERVAL.checked_sub(at.elapsed()),
-            _ => None,
-        };
-        if let Some(wait) = wait {
-            // Only the progress moved and it was written a moment ago: the next round writes it.
-            requeue = requeue.min(wait.max(Duration::from_millis(100)));
-        } else {
-            let body = json!({ "apiVersion": "winpool.dev/v1alpha1", "kind": "WindowsNodePool", "status": status });
-            api_status(ctx)
-                .patch_status(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&body))
-                .await
-                .map_err(|source| Error::WriteStatus { pool: name.clone(), source })?;
-            ctx.metrics.api_request("apply", "windowsnodepools/status", "ok");
-            ctx.progress.lock().expect("progress lock").entry(name.clone()).or_default().last_status_write =
-                Some(std::time::Instant::now());
-            debug!(pool = %name, counts = ?status.nodes, "status updated");
-        }
-    }
-    Ok(Action::requeue(requeue))
 }
 
 /// The pool's agent DaemonSet, applied when it is missing, when winpool's own
@@ -747,8 +508,6 @@ struct HnsNode<'a> {
     readiness: HnsReadiness,
     reason: &'static str,
     message: String,
-    /// Set once the plan is made: see [`held_cordoned`].
-    held_cordoned: bool,
 }
 
 fn hns_readiness(
@@ -826,7 +585,8 @@ async fn refuse_agent_image(pool: &WindowsNodePool, ctx: &Context, now: Timestam
 /// The writes that bring one node's WindowsHNSReady condition and hns-not-ready
 /// taint in step with its readiness; `None` when both already are (most nodes,
 /// most rounds), so a round costs no future and no request for them.
-fn hns_writes_for(h: &HnsNode<'_>, taint_when_not_ready: bool, now: Timestamp) -> Option<HnsWrites> {
+/// `held_cordoned`: see [`crate::rollout::held_cordoned`].
+fn hns_writes_for(h: &HnsNode<'_>, held_cordoned: bool, taint_when_not_ready: bool, now: Timestamp) -> Option<HnsWrites> {
     let previous = h
         .node
         .status
@@ -838,7 +598,7 @@ fn hns_writes_for(h: &HnsNode<'_>, taint_when_not_ready: bool, now: Timestamp) -
     let pointless = previous.is_none() && h.readiness == HnsReadiness::Unknown;
     let condition = (previous != Some(&cond) && !pointless).then_some(cond);
     let taints = h.node.spec.as_ref().and_then(|s| s.taints.as_deref()).unwrap_or_default();
-    let wanted = hns::taint_wanted(h.readiness, taint_when_not_ready, h.held_cordoned);
+    let wanted = hns::taint_wanted(h.readiness, taint_when_not_ready, held_cordoned);
     let taint = wanted.and_then(|w| hns::taints_update(taints, w)).and_then(|new| {
         let added = new.len() > taints.len();
         // JSON patch ops touch only our taint, so the node lifecycle controller's
@@ -868,10 +628,10 @@ struct HnsWrites {
 }
 
 /// Write one node's HNS condition and taint. False when the taint could not be written this round.
-async fn write_hns(ctx: &Context, pool: &str, w: HnsWrites, message: &str) -> Result<bool, Error> {
-    let name = w.node;
+async fn write_hns(ctx: &Context, pool: &str, w: &HnsWrites, message: &str) -> Result<bool, Error> {
+    let name = w.node.clone();
     let api: Api<Node> = Api::all(ctx.client.clone());
-    if let Some(cond) = w.condition {
+    if let Some(cond) = &w.condition {
         let (status, reason) = (cond.status.clone(), cond.reason.clone().unwrap_or_default());
         let body = json!({ "status": { "conditions": [cond] } });
         match api.patch_status(&name, &crate::api::patch_params(), &Patch::Strategic(body)).await {
@@ -883,8 +643,9 @@ async fn write_hns(ctx: &Context, pool: &str, w: HnsWrites, message: &str) -> Re
             Err(e) => return Err(Error::PatchNode { node: name.clone(), source: e }),
         }
     }
-    if let Some((added, patch)) = w.taint {
-        match api.patch(&name, &crate::api::patch_params(), &patch).await {
+    if let Some((added, patch)) = &w.taint {
+        let added = *added;
+        match api.patch(&name, &crate::api::patch_params(), patch).await {
             Ok(mut n) => {
                 ctx.metrics.api_request("patch", "nodes", "ok");
                 info!(pool, node = %name, taint = names::TAINT_HNS_NOT_READY, added, "{}", if added { "tainted: HNS not ready" } else { "untainted: HNS ready" });
@@ -905,7 +666,7 @@ async fn write_hns(ctx: &Context, pool: &str, w: HnsWrites, message: &str) -> Re
 
 /// A node that failed gets its own Event, on the pool and on the Node: each
 /// failure needs a look. Starts and completions are announced per round
-/// ([`node_batch_events`]).
+/// ([`crate::status::node_batch_events`]).
 async fn node_failed_event(ctx: &Context, pool: &WindowsNodePool, p: &NodePatch) {
     if p.to != NodeState::Failed || p.from == NodeState::Failed {
         return;

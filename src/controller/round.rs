@@ -1,0 +1,149 @@
+//! The whole decision of one reconcile, pure: which nodes are released, the
+//! rollout plan, the pool's status, the HNS condition and taint writes, the
+//! order of the node writes, the revision ConfigMaps no longer needed and the
+//! Events. The shell in `apply` executes it and decides nothing itself.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
+use kube::ResourceExt;
+use kube::runtime::events::{Event, EventType};
+
+use super::{HnsNode, HnsWrites, hns_writes_for, node_ref, release_patch};
+use crate::api::{WindowsNodePool, WindowsNodePoolStatus, names};
+use crate::hns::{self, Limits};
+use crate::membership::Membership;
+use crate::rollout::{HnsReadiness, NodePatch, NodeState, NodeView, Plan, PoolInput, decide, held_cordoned};
+use crate::status::{build_status, transition_events};
+
+/// What one reconcile read: the cluster as the decision sees it.
+pub(super) struct Observed<'a> {
+    pub membership: Membership,
+    pub views: Vec<NodeView>,
+    /// In the order of `views`.
+    pub hns_nodes: Vec<HnsNode<'a>>,
+    /// The pods of every Draining member.
+    pub pods_by_node: BTreeMap<String, Vec<Pod>>,
+    pub ds_of_pool: Vec<Arc<DaemonSet>>,
+    pub cms_of_pool: Vec<Arc<ConfigMap>>,
+    /// Revisions known to the cluster: their ConfigMaps, and the per-revision
+    /// DaemonSets of the earlier layout, whose configuration moves into ConfigMaps.
+    pub existing_revisions: BTreeSet<String>,
+    /// Cluster-wide expected HNS load balancers and endpoints.
+    pub hns_totals: (i64, i64),
+    /// Services with more backends than a node's HNS takes, and how many.
+    pub hns_over_limit: (Vec<String>, usize),
+    pub hns_limits: Limits,
+}
+
+pub(super) struct Round {
+    pub plan: Plan,
+    pub status: WindowsNodePoolStatus,
+    /// Each with the message its condition carries, for the log line.
+    pub hns_writes: Vec<(HnsWrites, String)>,
+    /// Members whose HNS is not ready (for metrics).
+    pub hns_not_ready: Vec<String>,
+    pub hns_utilization: f64,
+    /// Revision ConfigMaps no node carries any more: (name, revision).
+    pub stale_configmaps: Vec<(String, String)>,
+    /// The pool's standing problems, keyed so each is announced once.
+    pub problems: Vec<(String, Event)>,
+    /// Condition flips and the like, as (reason, note).
+    pub transitions: Vec<(String, String)>,
+}
+
+impl Round {
+    /// The node writes in two phases: every write that finishes or moves a node
+    /// lands before any write that starts one, so the cluster never holds more
+    /// nodes in flight than the plan allowed, even for the milliseconds between
+    /// two parallel writes.
+    pub fn node_write_phases(&self) -> (Vec<&NodePatch>, Vec<&NodePatch>) {
+        let (starts, others) = self.plan.patches.iter().partition(|p| p.from == NodeState::Pending && p.to != NodeState::Pending);
+        (others, starts)
+    }
+}
+
+/// Pool members no longer selected by the pool go back to their owners: each
+/// node that carries the pool's label but is not a member, with its release.
+pub(super) fn releases<'n>(pool: &str, nodes: &'n [Arc<Node>], membership: &Membership) -> Vec<(&'n Node, NodePatch)> {
+    let members: BTreeSet<&str> = membership.members.iter().map(String::as_str).collect();
+    nodes
+        .iter()
+        .filter(|n| n.labels().get(names::LABEL_POOL).map(String::as_str) == Some(pool))
+        .filter(|n| !members.contains(n.name_any().as_str()))
+        .map(|n| (n.as_ref(), release_patch(n, "no longer selected by the pool: node released")))
+        .collect()
+}
+
+pub(super) fn decide_round(pool: &WindowsNodePool, seen: &Observed<'_>, now: Timestamp) -> Round {
+    let name = pool.name_any();
+    let spec = &pool.spec;
+    let input = PoolInput { name: &name, spec, existing_revisions: &seen.existing_revisions };
+    let plan = decide(&input, &seen.views, now);
+    let capacity = hns::capacity(seen.hns_totals, &seen.hns_limits, spec.hns.warn_percent, seen.hns_over_limit.clone());
+    let status = build_status(spec, &plan, &seen.membership.conflicts, Some(capacity), pool.status.as_ref(), pool.metadata.generation, now);
+    let transitions = transition_events(pool.status.as_ref(), &status);
+    Round {
+        hns_writes: hns_writes(seen, &plan, spec.hns.taint_when_not_ready, now),
+        hns_not_ready: seen.hns_nodes.iter().filter(|h| h.readiness == HnsReadiness::NotReady).map(|h| h.node.name_any()).collect(),
+        hns_utilization: seen.hns_limits.utilization(seen.hns_totals),
+        stale_configmaps: stale_configmaps(&seen.cms_of_pool, &plan),
+        problems: problems(pool, &plan, &seen.membership),
+        transitions,
+        status,
+        plan,
+    }
+}
+
+/// The writes that bring each member's HNS condition and taint in step with
+/// the same observation the plan was made from: a node is never Updated while
+/// still tainted, and never loses its taint before it is.
+fn hns_writes(seen: &Observed<'_>, plan: &Plan, taint_when_not_ready: bool, now: Timestamp) -> Vec<(HnsWrites, String)> {
+    let patch_of: HashMap<&str, &NodePatch> = plan.patches.iter().map(|p| (p.node.as_str(), p)).collect();
+    seen.hns_nodes
+        .iter()
+        .zip(&seen.views)
+        .filter_map(|(h, v)| {
+            let held = held_cordoned(v, patch_of.get(v.name.as_str()).copied());
+            hns_writes_for(h, held, taint_when_not_ready, now).map(|w| (w, h.message.clone()))
+        })
+        .collect()
+}
+
+fn stale_configmaps(cms_of_pool: &[Arc<ConfigMap>], plan: &Plan) -> Vec<(String, String)> {
+    cms_of_pool
+        .iter()
+        .map(|c| (c.name_any(), c.labels().get(names::LABEL_REVISION).cloned().unwrap_or_default()))
+        .filter(|(_, rev)| !plan.config_revisions.contains(rev))
+        .collect()
+}
+
+/// Node values the plan ignored, and nodes the pool selects but leaves alone.
+fn problems(pool: &WindowsNodePool, plan: &Plan, membership: &Membership) -> Vec<(String, Event)> {
+    let mut problems = Vec::new();
+    for (node, msg) in &plan.warnings {
+        let ev = Event {
+            type_: EventType::Warning,
+            reason: "NodeIgnoredValue".into(),
+            note: Some(format!("{node}: {msg}")),
+            action: "Observe".into(),
+            secondary: Some(node_ref(node)),
+        };
+        problems.push((format!("{node}:{msg}"), ev));
+    }
+    if !membership.conflicts.is_empty() {
+        let msg = membership.conflicts.message(pool.spec.os.version.as_str());
+        let ev = Event {
+            type_: EventType::Warning,
+            reason: "NodesLeftAlone".into(),
+            note: Some(msg.clone()),
+            action: "Select".into(),
+            secondary: None,
+        };
+        problems.push((msg, ev));
+    }
+    problems
+}
