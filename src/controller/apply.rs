@@ -17,11 +17,11 @@ use kube::runtime::events::{Event, EventType};
 use serde_json::json;
 use tracing::{debug, info, warn};
 
+use super::agent::{agent_image_allowed, delete_configmap, ensure_agent, ensure_configmaps, refuse_agent_image};
+use super::hns_node::{HnsNode, hns_readiness, write_hns};
+use super::nodes::{patch_node_with, release_body, write_nodes};
 use super::round::{self, Observed, Round};
-use super::{
-    Context, Error, HnsNode, NODE_EVENT_INTERVAL, NODE_WRITE_CONCURRENCY, agent_image_allowed, api_status, delete_configmap, ensure_agent,
-    ensure_configmaps, hns_readiness, patch_node_with, refuse_agent_image, release_body, write_hns, write_nodes,
-};
+use super::{Context, Error, NODE_EVENT_INTERVAL, NODE_WRITE_CONCURRENCY, api_status};
 use crate::api::{FIELD_MANAGER, WindowsNodePool, names};
 use crate::daemonset::legacy_revision;
 use crate::drain;

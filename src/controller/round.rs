@@ -12,7 +12,9 @@ use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use kube::ResourceExt;
 use kube::runtime::events::{Event, EventType};
 
-use super::{HnsNode, HnsWrites, hns_writes_for, node_ref, release_patch};
+use super::events::node_ref;
+use super::hns_node::{HnsNode, HnsWrites, hns_writes_for};
+use super::nodes::release_patch;
 use crate::api::{WindowsNodePool, WindowsNodePoolStatus, names};
 use crate::hns::{self, Limits};
 use crate::membership::Membership;
