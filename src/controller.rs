@@ -23,17 +23,15 @@ use kube::api::Api;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::finalizer::{Event as Finalizer, finalizer};
-use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
 use tracing::{debug, error, info, warn};
 
 use crate::api::{WindowsNodePool, names};
-use crate::daemonset::{AgentSettings, LABEL_MANAGED_BY};
+use crate::daemonset::AgentSettings;
 use crate::hns::HnsTracker;
-use crate::membership::{PoolSelector, pools_selecting};
+use crate::membership::PoolSelector;
 use crate::metrics::Metrics;
-use crate::observe::strip;
 use crate::rollout::NodeState;
 
 pub const FINALIZER: &str = "winpool.dev/release-nodes";
@@ -58,7 +56,7 @@ use events::standing_news;
 use kube::runtime::events::{Event, EventType};
 use nodes::{patch_node_with, release_body, release_patch};
 pub use watch::spawn_hns_watches;
-use watch::{node_relevance, paged, watch_backoff};
+use watch::watch_backoff;
 
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -121,6 +119,31 @@ fn rv(n: &Node) -> u64 {
 }
 
 impl Context {
+    fn new(
+        client: Client,
+        settings: Settings,
+        (nodes, daemonsets, configmaps, pools): (Store<Node>, Store<DaemonSet>, Store<ConfigMap>, Store<WindowsNodePool>),
+        metrics: Arc<Metrics>,
+        hns: Arc<Mutex<HnsTracker>>,
+    ) -> Self {
+        let reporter = Reporter { controller: "winpool".into(), instance: std::env::var("POD_NAME").ok() };
+        Context {
+            recorder: Recorder::new(client.clone(), reporter.clone()),
+            client,
+            settings,
+            nodes,
+            daemonsets,
+            configmaps,
+            pools,
+            reporter,
+            metrics,
+            recent: Mutex::new(HashMap::new()),
+            hns,
+            progress: Mutex::new(HashMap::new()),
+            announced: Mutex::new(HashMap::new()),
+        }
+    }
+
     /// The freshest copy of every Windows node: the cache, or our own newer write.
     fn windows_nodes(&self) -> Vec<Arc<Node>> {
         let mut recent = self.recent.lock().expect("recent lock");
@@ -227,101 +250,23 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     ensure_agent_namespace(&client, &settings.agent_namespace).await?;
 
-    let pools_api: Api<WindowsNodePool> = Api::all(client.clone());
-    let mut pool_cfg = watcher::Config::default().any_semantic();
-    if let Some(sel) = &settings.pool_selector {
-        pool_cfg = pool_cfg.labels(sel);
-    }
-    let node_api: Api<Node> = Api::all(client.clone());
-    let (node_store, node_writer) = reflector::store();
-    let nodes = watcher(node_api, paged().labels(&format!("{}=windows", names::LABEL_OS)))
-        .backoff(watch_backoff())
-        .modify(strip)
-        .reflect(node_writer)
-        .touched_objects()
-        // The cache sees every update; reconciles are triggered only by the fields a
-        // decision reads, not by kubelet heartbeats rewriting condition timestamps.
-        .predicate_filter(|n: &Node| node_relevance(n), Default::default());
-    let ds_api: Api<DaemonSet> = Api::namespaced(client.clone(), &settings.agent_namespace);
-    let (ds_store, ds_writer) = reflector::store();
-    let daemonsets = watcher(ds_api, watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}=winpool")).any_semantic())
-        .backoff(watch_backoff())
-        .modify(|d: &mut DaemonSet| d.metadata.managed_fields = None)
-        .reflect(ds_writer)
-        .touched_objects();
-    let cm_api: Api<ConfigMap> = Api::namespaced(client.clone(), &settings.agent_namespace);
-    let (cm_store, cm_writer) = reflector::store();
-    let configmaps = watcher(cm_api, watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}=winpool")).any_semantic())
-        .backoff(watch_backoff())
-        .modify(|c: &mut ConfigMap| {
-            // Only names and labels are read: the data is the agents'.
-            c.metadata.managed_fields = None;
-            c.data = None;
-        })
-        .reflect(cm_writer)
-        .touched_objects();
-
+    let (node_store, nodes) = watch::windows_nodes(&client);
+    let (ds_store, daemonsets) = watch::agent_daemonsets(&client, &settings.agent_namespace);
+    let (cm_store, configmaps) = watch::revision_configmaps(&client, &settings.agent_namespace);
     let tracker = Arc::new(Mutex::new(HnsTracker::new()));
     spawn_hns_watches(&client, tracker.clone());
-    let (hns_changed_tx, hns_changed_rx) = futures::channel::mpsc::unbounded::<()>();
-    {
-        // Expected HNS counts move with every Service and endpoint: look every few
-        // seconds and, when they moved, let every pool re-judge capacity and readiness.
-        let tracker = tracker.clone();
-        tokio::spawn(async move {
-            let mut last = (-1, -1);
-            loop {
-                tokio::time::sleep(Duration::from_secs(5)).await;
-                let now = tracker.lock().expect("hns lock").totals();
-                if now != last {
-                    last = now;
-                    if hns_changed_tx.unbounded_send(()).is_err() {
-                        return;
-                    }
-                }
-            }
-        });
-    }
-    let controller = Controller::new(pools_api, pool_cfg).trigger_backoff(watch_backoff());
+    let hns_changed = watch::hns_changes(tracker.clone());
+    let pools_api: Api<WindowsNodePool> = Api::all(client.clone());
+    let controller = Controller::new(pools_api, watch::pools(&settings)).trigger_backoff(watch_backoff());
     let pool_store = controller.store();
     let mapper_pools = pool_store.clone();
-    let reporter = Reporter { controller: "winpool".into(), instance: std::env::var("POD_NAME").ok() };
-    let ctx = Arc::new(Context {
-        client: client.clone(),
-        settings,
-        nodes: node_store.clone(),
-        daemonsets: ds_store.clone(),
-        configmaps: cm_store.clone(),
-        pools: pool_store,
-        recorder: Recorder::new(client.clone(), reporter.clone()),
-        reporter,
-        metrics: metrics.clone(),
-        recent: Mutex::new(HashMap::new()),
-        hns: tracker,
-        progress: Mutex::new(HashMap::new()),
-        announced: Mutex::new(HashMap::new()),
-    });
-
-    let ready_metrics = metrics.clone();
-    let (ns, ds, cm) = (node_store.clone(), ds_store.clone(), cm_store.clone());
-    tokio::spawn(async move {
-        let _ = ns.wait_until_ready().await;
-        let _ = ds.wait_until_ready().await;
-        let _ = cm.wait_until_ready().await;
-        ready_metrics.caches_synced.set(1);
-        info!("node, DaemonSet and ConfigMap caches synced");
-    });
+    let stores = (node_store.clone(), ds_store.clone(), cm_store.clone());
+    let ctx = Arc::new(Context::new(client, settings, (node_store, ds_store, cm_store, pool_store), metrics.clone(), tracker));
+    watch::report_synced(stores, metrics);
 
     info!("winpool controller starting");
     controller
-        .watches_stream(nodes, move |node: Node| {
-            // A node event concerns the pool whose label it carries and every pool that selects it.
-            let mut pools: BTreeSet<String> = node.labels().get(names::LABEL_POOL).cloned().into_iter().collect();
-            let selectors: Vec<PoolSelector> =
-                mapper_pools.state().iter().map(|p| PoolSelector::new(&p.name_any(), p.spec.os.version, &p.spec.node_selector)).collect();
-            pools.extend(pools_selecting(&selectors, node.labels()).map(str::to_string));
-            pools.into_iter().map(|p| ObjectRef::<WindowsNodePool>::new(&p))
-        })
+        .watches_stream(nodes, move |node: Node| watch::pools_of_node(&mapper_pools, &node))
         // Not owns_stream: an owner reference from a namespaced DaemonSet to the
         // cluster-scoped pool maps to a namespaced ObjectRef, which the
         // controller would treat as a second object and reconcile concurrently.
@@ -331,7 +276,7 @@ pub async fn run(
         .watches_stream(configmaps, |cm: ConfigMap| {
             cm.labels().get(names::LABEL_POOL).map(|p| ObjectRef::<WindowsNodePool>::new(p)).into_iter()
         })
-        .reconcile_all_on(hns_changed_rx)
+        .reconcile_all_on(hns_changed)
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
         .for_each(|res| async move {
