@@ -15,7 +15,7 @@ use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 use tracing::{info, warn};
 
-use super::{Context, Error, api_status};
+use super::{Context, Error, Settings, api_status};
 use crate::api::{FIELD_MANAGER, WindowsNodePool, names};
 use crate::configmap::revision_configmap;
 use crate::daemonset::{AgentDrift, LABEL_MANAGED_BY, agent_daemonset, drift, legacy_config, legacy_revision};
@@ -28,43 +28,102 @@ pub fn agent_image_allowed(image: &str, allowed: &[String]) -> bool {
     image.is_empty() || allowed.is_empty() || allowed.iter().any(|p| image.starts_with(p.as_str()))
 }
 
-/// The pool's agent DaemonSet, applied when it is missing, when winpool's own
+/// A write of the pool's agent DaemonSet, and why.
+pub(super) struct AgentWrite {
+    pub(super) drift: AgentDrift,
+    /// Replaced whole rather than applied.
+    pub(super) replace: bool,
+    /// What winpool wants; for a replace, carrying the live resourceVersion.
+    pub(super) daemonset: DaemonSet,
+}
+
+/// The pool's agent DaemonSet is written when it is missing, when winpool's own
 /// wish changed (a new agent image or setting: that rolls the agents and
 /// nothing else), or when someone edited what winpool sets (put back, with a
 /// Warning Event, so a hand edit never silently decides what runs as SYSTEM).
-/// Per-revision DaemonSets of the earlier layout go once the pool's own exists:
-/// their nodes keep their configuration (its ConfigMap is written from them
-/// first) and are not drained.
-pub(super) async fn ensure_agent(pool: &WindowsNodePool, ctx: &Context, ds_of_pool: &[Arc<DaemonSet>]) -> Result<(), Error> {
-    let wanted = agent_daemonset(pool, &ctx.settings.agent_namespace, &ctx.settings.agent);
+pub(super) fn agent_write(pool: &WindowsNodePool, settings: &Settings, ds_of_pool: &[Arc<DaemonSet>]) -> Option<AgentWrite> {
+    let mut wanted = agent_daemonset(pool, &settings.agent_namespace, &settings.agent);
     let ds_name = wanted.metadata.name.clone().unwrap_or_default();
     let current = ds_of_pool.iter().find(|d| d.metadata.name.as_deref() == Some(ds_name.as_str()));
     let drift = drift(current.map(|d| d.as_ref()), &wanted);
     if drift == AgentDrift::UpToDate {
-        return Ok(());
+        return None;
     }
-    let ds_api: Api<DaemonSet> = Api::namespaced(ctx.client.clone(), &ctx.settings.agent_namespace);
-    match (drift, current) {
-        // Server-side apply cannot take away what another manager added (a
-        // nodeSelector key, an env var): a hand edit is replaced whole.
+    // Server-side apply cannot take away what another manager added (a
+    // nodeSelector key, an env var): a hand edit is replaced whole, guarded by
+    // the resourceVersion it was judged on.
+    let replace = match (drift, current) {
         (AgentDrift::HandEdited, Some(live)) => {
-            let mut whole = wanted.clone();
-            whole.metadata.resource_version = live.metadata.resource_version.clone();
-            ds_api
-                .replace(&ds_name, &crate::api::post_params(), &whole)
-                .await
-                .map_err(|source| Error::ApplyAgent { name: ds_name.clone(), source })?;
-            ctx.metrics.api_request("replace", "daemonsets", "ok");
+            wanted.metadata.resource_version = live.metadata.resource_version.clone();
+            true
         }
-        _ => {
-            ds_api
-                .patch(&ds_name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&wanted))
-                .await
-                .map_err(|source| Error::ApplyAgent { name: ds_name.clone(), source })?;
-            ctx.metrics.api_request("apply", "daemonsets", "ok");
-        }
+        _ => false,
+    };
+    Some(AgentWrite { drift, replace, daemonset: wanted })
+}
+
+/// The revision ConfigMaps to create and the earlier-layout DaemonSets to delete.
+#[derive(Default)]
+pub(super) struct ConfigMapWrites {
+    /// (revision, its ConfigMap), by revision.
+    pub(super) create: Vec<(String, ConfigMap)>,
+    pub(super) delete_legacy: Vec<String>,
+}
+
+/// The ConfigMap of every revision the plan needs that has none: the target's
+/// from the spec, an earlier revision's from the per-revision DaemonSet that
+/// still describes it. Per-revision DaemonSets of the earlier layout go once
+/// the pool's own DaemonSet is written and their configuration is safe in a
+/// ConfigMap: their nodes keep their configuration and are not drained. The deletions count on the creations
+/// having landed: the shell stops at the first one that fails.
+pub(super) fn configmap_writes(
+    pool: &WindowsNodePool,
+    ns: &str,
+    plan: &Plan,
+    cms_of_pool: &[Arc<ConfigMap>],
+    ds_of_pool: &[Arc<DaemonSet>],
+) -> ConfigMapWrites {
+    let mut have: BTreeSet<String> = cms_of_pool.iter().filter_map(|c| c.labels().get(names::LABEL_REVISION).cloned()).collect();
+    let target = NodeConfig::from_spec(&pool.spec);
+    let missing: Vec<&String> = plan.config_revisions.iter().filter(|r| !have.contains(*r)).collect();
+    let mut writes = ConfigMapWrites::default();
+    for rev in missing {
+        let cfg = if *rev == plan.revision {
+            Some(target.clone())
+        } else {
+            ds_of_pool.iter().filter(|d| legacy_revision(d) == Some(rev.as_str())).find_map(|d| legacy_config(d))
+        };
+        let Some(cfg) = cfg else { continue };
+        writes.create.push((rev.clone(), revision_configmap(pool, rev, &cfg, ns)));
+        have.insert(rev.clone());
     }
-    if drift == AgentDrift::HandEdited {
+    // An earlier-layout DaemonSet goes only once nothing needs its configuration
+    // or that configuration is in a ConfigMap (one whose environment could not be
+    // read stays, and its nodes keep their agent).
+    let replaced = |rev: &str| have.contains(rev) || !plan.config_revisions.contains(rev);
+    let legacy = ds_of_pool.iter().filter(|d| d.metadata.deletion_timestamp.is_none());
+    writes.delete_legacy = legacy.filter(|d| legacy_revision(d).is_some_and(replaced)).map(|d| d.name_any()).collect();
+    writes
+}
+
+/// Write the agent DaemonSet as decided; a hand edit put back is reported.
+pub(super) async fn write_agent(pool: &WindowsNodePool, ctx: &Context, w: &AgentWrite) -> Result<(), Error> {
+    let ds_name = w.daemonset.metadata.name.clone().unwrap_or_default();
+    let ds_api: Api<DaemonSet> = Api::namespaced(ctx.client.clone(), &ctx.settings.agent_namespace);
+    if w.replace {
+        ds_api
+            .replace(&ds_name, &crate::api::post_params(), &w.daemonset)
+            .await
+            .map_err(|source| Error::ApplyAgent { name: ds_name.clone(), source })?;
+        ctx.metrics.api_request("replace", "daemonsets", "ok");
+    } else {
+        ds_api
+            .patch(&ds_name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&w.daemonset))
+            .await
+            .map_err(|source| Error::ApplyAgent { name: ds_name.clone(), source })?;
+        ctx.metrics.api_request("apply", "daemonsets", "ok");
+    }
+    if w.drift == AgentDrift::HandEdited {
         let msg = format!(
             "agent DaemonSet {ds_name} was edited by hand; winpool put back what it sets (change the pool or winpool's agent settings instead)"
         );
@@ -78,53 +137,27 @@ pub(super) async fn ensure_agent(pool: &WindowsNodePool, ctx: &Context, ds_of_po
         };
         ctx.publish(pool, ev).await;
     } else {
-        info!(pool = %pool.name_any(), daemonset = %ds_name, ?drift, "applied agent DaemonSet");
+        info!(pool = %pool.name_any(), daemonset = %ds_name, drift = ?w.drift, "applied agent DaemonSet");
     }
     Ok(())
 }
 
-/// Create the ConfigMap of every revision the plan needs that has none: the
-/// target's from the spec, an earlier revision's from the per-revision
-/// DaemonSet that still describes it. Earlier-layout DaemonSets are deleted
-/// once their configuration is safe in a ConfigMap.
-pub(super) async fn ensure_configmaps(
-    pool: &WindowsNodePool,
-    ctx: &Context,
-    plan: &Plan,
-    cms_of_pool: &[Arc<ConfigMap>],
-    ds_of_pool: &[Arc<DaemonSet>],
-) -> Result<(), Error> {
-    let mut have: BTreeSet<String> = cms_of_pool.iter().filter_map(|c| c.labels().get(names::LABEL_REVISION).cloned()).collect();
-    let ns = &ctx.settings.agent_namespace;
-    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), ns);
-    let target = NodeConfig::from_spec(&pool.spec);
-    let missing: Vec<&String> = plan.config_revisions.iter().filter(|r| !have.contains(*r)).collect();
-    for rev in missing {
-        let cfg = if *rev == plan.revision {
-            Some(target.clone())
-        } else {
-            ds_of_pool.iter().filter(|d| legacy_revision(d) == Some(rev.as_str())).find_map(|d| legacy_config(d))
-        };
-        let Some(cfg) = cfg else { continue };
-        let cm = revision_configmap(pool, rev, &cfg, ns);
-        let pp = PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
-        match api.create(&pp, &cm).await {
+/// Create the revision ConfigMaps, then delete the earlier-layout DaemonSets they replace.
+pub(super) async fn write_configmaps(pool: &WindowsNodePool, ctx: &Context, w: &ConfigMapWrites) -> Result<(), Error> {
+    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &ctx.settings.agent_namespace);
+    let pp = PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
+    for (rev, cm) in &w.create {
+        match api.create(&pp, cm).await {
             Ok(_) => info!(pool = %pool.name_any(), revision = %rev, "created revision ConfigMap"),
             // Immutable and named by its revision: one that exists is this one.
             Err(kube::Error::Api(s)) if s.code == 409 => {}
             Err(source) => return Err(Error::CreateConfigMap { name: cm.metadata.name.clone().unwrap_or_default(), source }),
         }
         ctx.metrics.api_request("create", "configmaps", "ok");
-        have.insert(rev.clone());
     }
-    // An earlier-layout DaemonSet goes only once nothing needs its configuration
-    // or that configuration is in a ConfigMap (one whose environment could not be
-    // read stays, and its nodes keep their agent).
-    let replaced = |rev: &str| have.contains(rev) || !plan.config_revisions.contains(rev);
-    let legacy = ds_of_pool.iter().filter(|d| d.metadata.deletion_timestamp.is_none());
-    for d in legacy.filter(|d| legacy_revision(d).is_some_and(replaced)) {
-        delete_daemonset(ctx, &d.name_any()).await?;
-        info!(pool = %pool.name_any(), daemonset = %d.name_any(), "deleted per-revision agent DaemonSet of the earlier layout");
+    for ds in &w.delete_legacy {
+        delete_daemonset(ctx, ds).await?;
+        info!(pool = %pool.name_any(), daemonset = %ds, "deleted per-revision agent DaemonSet of the earlier layout");
     }
     Ok(())
 }

@@ -17,7 +17,7 @@ use kube::runtime::events::{Event, EventType};
 use serde_json::json;
 use tracing::{debug, info, warn};
 
-use super::agent::{agent_image_allowed, delete_configmap, ensure_agent, ensure_configmaps, refuse_agent_image};
+use super::agent::{agent_image_allowed, delete_configmap, refuse_agent_image, write_agent, write_configmaps};
 use super::hns_node::{HnsNode, hns_readiness, write_hns};
 use super::nodes::{patch_node_with, release_body, write_nodes};
 use super::round::{self, Observed, Round};
@@ -53,7 +53,7 @@ pub(super) async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Actio
     }
 
     let seen = observe(pool, ctx, &nodes, membership, now).await?;
-    let round = round::decide_round(pool, &seen, now);
+    let round = round::decide_round(pool, &ctx.settings, &seen, now);
     for (node, why) in &round.plan.waiting {
         debug!(pool = %name, node = %node, "waiting: {why}");
     }
@@ -68,8 +68,10 @@ pub(super) async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Actio
 /// evictions; and last the ConfigMaps no node needs any more.
 async fn execute(pool: &WindowsNodePool, ctx: &Context, seen: &Observed<'_>, round: &Round) -> Result<(), Error> {
     let name = pool.name_any();
-    ensure_agent(pool, ctx, &seen.ds_of_pool).await?;
-    ensure_configmaps(pool, ctx, &round.plan, &seen.cms_of_pool, &seen.ds_of_pool).await?;
+    if let Some(agent) = &round.agent {
+        write_agent(pool, ctx, agent).await?;
+    }
+    write_configmaps(pool, ctx, &round.configmaps).await?;
     let hns_behind = execute_hns_writes(ctx, &name, round).await?;
     let (landed, written) = execute_node_writes(ctx, pool, round, &hns_behind).await;
     // The patches that landed are announced even when another failed: they happened.

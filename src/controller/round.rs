@@ -1,6 +1,7 @@
 //! The whole decision of one reconcile, pure: which nodes are released, the
-//! rollout plan, the pool's status, the HNS condition and taint writes, the
-//! order of the node writes, the revision ConfigMaps no longer needed and the
+//! rollout plan, the pool's status, the agent DaemonSet and revision
+//! ConfigMap writes, the HNS condition and taint writes, the order of the node
+//! writes, the revision ConfigMaps no longer needed and the
 //! Events. The shell in `apply` executes it and decides nothing itself.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -12,6 +13,8 @@ use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use kube::ResourceExt;
 use kube::runtime::events::{Event, EventType};
 
+use super::Settings;
+use super::agent::{AgentWrite, ConfigMapWrites, agent_write, configmap_writes};
 use super::events::node_ref;
 use super::hns_node::{HnsNode, HnsWrites, hns_writes_for};
 use super::nodes::release_patch;
@@ -43,6 +46,9 @@ pub(super) struct Observed<'a> {
 
 pub(super) struct Round {
     pub plan: Plan,
+    /// Written before any node is labelled for the revisions they carry.
+    pub agent: Option<AgentWrite>,
+    pub configmaps: ConfigMapWrites,
     pub status: WindowsNodePoolStatus,
     /// Each with the message its condition carries, for the log line.
     pub hns_writes: Vec<(HnsWrites, String)>,
@@ -80,7 +86,7 @@ pub(super) fn releases<'n>(pool: &str, nodes: &'n [Arc<Node>], membership: &Memb
         .collect()
 }
 
-pub(super) fn decide_round(pool: &WindowsNodePool, seen: &Observed<'_>, now: Timestamp) -> Round {
+pub(super) fn decide_round(pool: &WindowsNodePool, settings: &Settings, seen: &Observed<'_>, now: Timestamp) -> Round {
     let name = pool.name_any();
     let spec = &pool.spec;
     let input = PoolInput { name: &name, spec, existing_revisions: &seen.existing_revisions };
@@ -89,6 +95,8 @@ pub(super) fn decide_round(pool: &WindowsNodePool, seen: &Observed<'_>, now: Tim
     let status = build_status(spec, &plan, &seen.membership.conflicts, Some(capacity), pool.status.as_ref(), pool.metadata.generation, now);
     let transitions = transition_events(pool.status.as_ref(), &status);
     Round {
+        agent: agent_write(pool, settings, &seen.ds_of_pool),
+        configmaps: configmap_writes(pool, &settings.agent_namespace, &plan, &seen.cms_of_pool, &seen.ds_of_pool),
         hns_writes: hns_writes(seen, &plan, spec.hns.taint_when_not_ready, now),
         hns_not_ready: seen.hns_nodes.iter().filter(|h| h.readiness == HnsReadiness::NotReady).map(|h| h.node.name_any()).collect(),
         hns_utilization: seen.hns_limits.utilization(seen.hns_totals),
