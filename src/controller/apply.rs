@@ -197,7 +197,7 @@ async fn execute_node_writes<'r>(
     hns_behind: &BTreeSet<String>,
 ) -> (Vec<&'r NodePatch>, Result<(), Error>) {
     let name = pool.name_any();
-    let (others, starts) = round.node_write_phases();
+    let (others, starts) = round::node_write_phases(&round.plan);
     let ready = |phase: Vec<&'r NodePatch>| phase.into_iter().filter(|p| !hns_behind.contains(&p.node)).collect::<Vec<_>>();
     let (mut landed, mut written) = write_nodes(ctx, pool, &name, ready(others)).await;
     if written.is_ok() && hns_behind.is_empty() {

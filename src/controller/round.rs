@@ -63,15 +63,13 @@ pub(super) struct Round {
     pub transitions: Vec<(String, String)>,
 }
 
-impl Round {
-    /// The node writes in two phases: every write that finishes or moves a node
-    /// lands before any write that starts one, so the cluster never holds more
-    /// nodes in flight than the plan allowed, even for the milliseconds between
-    /// two parallel writes.
-    pub fn node_write_phases(&self) -> (Vec<&NodePatch>, Vec<&NodePatch>) {
-        let (starts, others) = self.plan.patches.iter().partition(|p| p.from == NodeState::Pending && p.to != NodeState::Pending);
-        (others, starts)
-    }
+/// The node writes in two phases: every write that finishes or moves a node
+/// lands before any write that starts one, so the cluster never holds more
+/// nodes in flight than the plan allowed, even for the milliseconds between
+/// two parallel writes.
+pub(super) fn node_write_phases(plan: &Plan) -> (Vec<&NodePatch>, Vec<&NodePatch>) {
+    let (starts, others) = plan.patches.iter().partition(|p| p.from == NodeState::Pending && p.to != NodeState::Pending);
+    (others, starts)
 }
 
 /// Pool members no longer selected by the pool go back to their owners: each
@@ -156,4 +154,109 @@ fn problems(pool: &WindowsNodePool, plan: &Plan, membership: &Membership) -> Vec
         problems.push((msg, ev));
     }
     problems
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    use super::*;
+    use crate::api::WindowsNodePoolSpec;
+    use crate::daemonset::{AgentDrift, AgentSettings, agent_daemonset};
+
+    fn pool() -> WindowsNodePool {
+        let spec: WindowsNodePoolSpec =
+            serde_yaml::from_str("nodeSelector: {}\nos: {version: ltsc2022, patchLevel: 10.0.20348.2762}\nruntime: {version: 1.7.22}")
+                .unwrap();
+        let mut p = WindowsNodePool::new("p", spec);
+        p.metadata.uid = Some("uid-1".into());
+        p
+    }
+
+    fn settings() -> Settings {
+        Settings {
+            agent_namespace: "winpool-agents".into(),
+            agent: AgentSettings { image: "winpool/agent:dev".into(), hns_interval: "15s".into(), max_attempts: 3 },
+            pool_selector: None,
+            allowed_agent_images: Vec::new(),
+        }
+    }
+
+    fn node(name: &str, pool: Option<&str>, cordoned_by_winpool: bool) -> Arc<Node> {
+        let mut n = Node { metadata: ObjectMeta { name: Some(name.into()), ..Default::default() }, ..Default::default() };
+        if let Some(p) = pool {
+            n.metadata.labels = Some([(names::LABEL_POOL.to_string(), p.to_string())].into());
+        }
+        if cordoned_by_winpool {
+            n.metadata.annotations = Some([(names::ANN_CORDONED_BY_WINPOOL.to_string(), "true".to_string())].into());
+            n.spec = Some(k8s_openapi::api::core::v1::NodeSpec { unschedulable: Some(true), ..Default::default() });
+        }
+        Arc::new(n)
+    }
+
+    fn patch(node: &str, from: NodeState, to: NodeState) -> NodePatch {
+        NodePatch { node: node.into(), from, to, ..Default::default() }
+    }
+
+    #[test]
+    fn only_nodes_labelled_for_the_pool_and_no_longer_selected_are_released() {
+        let nodes = vec![node("a", Some("p"), false), node("b", Some("p"), true), node("c", Some("q"), false), node("d", None, false)];
+        let membership = Membership { members: vec!["a".into()], ..Default::default() };
+        let released = releases("p", &nodes, &membership);
+        assert_eq!(released.iter().map(|(n, _)| n.name_any()).collect::<Vec<_>>(), ["b"]);
+        let p = &released[0].1;
+        assert_eq!(p.labels.get(names::LABEL_POOL), Some(&None), "the pool label goes");
+        assert_eq!(p.unschedulable, Some(false), "winpool's cordon is lifted");
+    }
+
+    #[test]
+    fn writes_that_finish_or_move_a_node_come_before_writes_that_start_one() {
+        let existing = BTreeSet::new();
+        let input = PoolInput { name: "p", spec: &pool().spec, existing_revisions: &existing };
+        let mut plan = decide(&input, &[], Timestamp::UNIX_EPOCH);
+        plan.patches = vec![
+            patch("a", NodeState::Pending, NodeState::Draining),
+            patch("b", NodeState::Draining, NodeState::Applying),
+            patch("c", NodeState::Pending, NodeState::Pending),
+            patch("d", NodeState::Verifying, NodeState::Updated),
+        ];
+        let (first, then) = node_write_phases(&plan);
+        let names = |v: Vec<&NodePatch>| v.into_iter().map(|p| p.node.clone()).collect::<Vec<_>>();
+        assert_eq!(names(first), ["b", "c", "d"], "in the plan's order");
+        assert_eq!(names(then), ["a"]);
+    }
+
+    #[test]
+    fn the_agent_daemonset_is_applied_when_missing_replaced_when_edited_and_left_when_current() {
+        let (pool, settings) = (pool(), settings());
+        let wanted = agent_daemonset(&pool, &settings.agent_namespace, &settings.agent);
+
+        let missing = agent_write(&pool, &settings, &[]).expect("a missing DaemonSet is written");
+        assert_eq!((missing.drift, missing.replace), (AgentDrift::Missing, false));
+        assert_eq!(missing.daemonset.metadata.resource_version, None, "applied, not guarded");
+
+        let mut current = wanted.clone();
+        current.metadata.resource_version = Some("7".into());
+        assert!(agent_write(&pool, &settings, &[Arc::new(current.clone())]).is_none(), "up to date: no write");
+
+        let mut edited = current;
+        edited.spec.as_mut().unwrap().template.spec.as_mut().unwrap().node_selector.as_mut().unwrap().insert("x".into(), "y".into());
+        let put_back = agent_write(&pool, &settings, &[Arc::new(edited)]).expect("a hand edit is put back");
+        assert_eq!((put_back.drift, put_back.replace), (AgentDrift::HandEdited, true));
+        assert_eq!(put_back.daemonset.metadata.resource_version.as_deref(), Some("7"), "guarded by what was judged");
+        assert_eq!(put_back.daemonset.spec, wanted.spec, "replaced whole by what winpool wants");
+    }
+
+    #[test]
+    fn the_target_revision_gets_its_configmap_once() {
+        let (pool, settings) = (pool(), settings());
+        let existing = BTreeSet::new();
+        let plan = decide(&PoolInput { name: "p", spec: &pool.spec, existing_revisions: &existing }, &[], Timestamp::UNIX_EPOCH);
+        let writes = configmap_writes(&pool, &settings.agent_namespace, &plan, &[], &[]);
+        assert_eq!(writes.create.iter().map(|(r, _)| r.as_str()).collect::<Vec<_>>(), [plan.revision.as_str()]);
+        let cm = Arc::new(writes.create[0].1.clone());
+        let again = configmap_writes(&pool, &settings.agent_namespace, &plan, std::slice::from_ref(&cm), &[]);
+        assert!(again.create.is_empty() && again.delete_legacy.is_empty());
+        assert!(stale_configmaps(&[cm], &plan).is_empty(), "the target's ConfigMap is not stale");
+    }
 }
