@@ -8,6 +8,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
@@ -214,37 +215,36 @@ pub async fn ensure_agent_namespace(client: &Client, ns: &str) -> Result<(), Err
     Ok(())
 }
 
-pub(super) async fn refuse_agent_image(pool: &WindowsNodePool, ctx: &Context, now: Timestamp) -> Result<Action, Error> {
-    let name = pool.name_any();
+/// Why a pool's agent image is refused, and the pool's status saying so: not
+/// Ready, not Progressing, the other conditions and the counts as they were.
+fn refusal(pool: &WindowsNodePool, allowed: &[String], now: Timestamp) -> (String, crate::api::WindowsNodePoolStatus) {
     let msg = format!(
         "spec.agent.image {:?} is not in the operator's allowed agent images ({}); nothing is rolled until it is",
         pool.spec.agent.image,
-        ctx.settings.allowed_agent_images.join(", ")
+        allowed.join(", ")
     );
+    let refused = |type_: &str| Condition {
+        type_: type_.into(),
+        status: "False".into(),
+        reason: "AgentImageNotAllowed".into(),
+        message: msg.clone(),
+        last_transition_time: Time(now),
+        observed_generation: pool.metadata.generation,
+    };
+    let conds = vec![refused(crate::api::conditions::READY), refused(crate::api::conditions::PROGRESSING)];
     let mut status = pool.status.clone().unwrap_or_default();
-    let conds = vec![
-        k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
-            type_: crate::api::conditions::READY.into(),
-            status: "False".into(),
-            reason: "AgentImageNotAllowed".into(),
-            message: msg.clone(),
-            last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now),
-            observed_generation: pool.metadata.generation,
-        },
-        k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
-            type_: crate::api::conditions::PROGRESSING.into(),
-            status: "False".into(),
-            reason: "AgentImageNotAllowed".into(),
-            message: msg.clone(),
-            last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now),
-            observed_generation: pool.metadata.generation,
-        },
-    ];
     let mut rest: Vec<_> = status.conditions.iter().filter(|c| c.type_ != "Ready" && c.type_ != "Progressing").cloned().collect();
     let mut merged = crate::status::merge_conditions(&status.conditions, conds, pool.metadata.generation, now);
     merged.append(&mut rest);
     status.conditions = merged;
     status.observed_generation = pool.metadata.generation;
+    (msg, status)
+}
+
+/// Roll nothing for a pool whose agent image is not allowed; say so once.
+pub(super) async fn refuse_agent_image(pool: &WindowsNodePool, ctx: &Context, now: Timestamp) -> Result<Action, Error> {
+    let name = pool.name_any();
+    let (msg, status) = refusal(pool, &ctx.settings.allowed_agent_images, now);
     let ev = Event {
         type_: EventType::Warning,
         reason: "AgentImageNotAllowed".into(),
@@ -262,4 +262,41 @@ pub(super) async fn refuse_agent_image(pool: &WindowsNodePool, ctx: &Context, no
             .map_err(|source| Error::WriteStatus { pool: name.clone(), source })?;
     }
     Ok(Action::requeue(Duration::from_secs(300)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{NodeCounts, WindowsNodePoolSpec, WindowsNodePoolStatus, conditions};
+
+    #[test]
+    fn a_refused_image_stops_ready_and_progressing_and_keeps_the_rest_of_the_status() {
+        let spec: WindowsNodePoolSpec = serde_yaml::from_str(
+            "nodeSelector: {}\nos: {version: ltsc2022, patchLevel: 10.0.20348.2762}\nagent: {image: evil.example.com/agent:1}",
+        )
+        .unwrap();
+        let mut pool = WindowsNodePool::new("p", spec);
+        pool.metadata.generation = Some(3);
+        let earlier: Timestamp = "2026-11-01T00:00:00Z".parse().unwrap();
+        let degraded = Condition {
+            type_: conditions::DEGRADED.into(),
+            status: "False".into(),
+            reason: "NoFailures".into(),
+            message: "no node failed".into(),
+            last_transition_time: Time(earlier),
+            observed_generation: Some(2),
+        };
+        let counts = NodeCounts { total: 4, updated: 2, ..Default::default() };
+        pool.status = Some(WindowsNodePoolStatus { nodes: counts.clone(), conditions: vec![degraded.clone()], ..Default::default() });
+        let now: Timestamp = "2026-12-01T00:00:00Z".parse().unwrap();
+
+        let (msg, status) = refusal(&pool, &["registry.corp/".to_string()], now);
+        assert!(msg.contains("evil.example.com/agent:1") && msg.contains("registry.corp/"), "{msg}");
+        for t in [conditions::READY, conditions::PROGRESSING] {
+            let c = status.conditions.iter().find(|c| c.type_ == t).expect(t);
+            assert_eq!((c.status.as_str(), c.reason.as_str(), c.observed_generation), ("False", "AgentImageNotAllowed", Some(3)));
+        }
+        assert!(status.conditions.contains(&degraded), "other conditions stay as they were");
+        assert_eq!((status.nodes, status.observed_generation), (counts, Some(3)));
+    }
 }
