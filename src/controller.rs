@@ -30,7 +30,7 @@ use tracing::{debug, error, info, warn};
 use crate::api::{WindowsNodePool, names};
 use crate::daemonset::AgentSettings;
 use crate::hns::HnsTracker;
-use crate::membership::PoolSelector;
+use crate::membership::{Membership, PoolSelector};
 use crate::metrics::Metrics;
 use crate::rollout::NodeState;
 
@@ -54,7 +54,7 @@ use agent::{delete_configmap, delete_daemonset};
 use events::standing_news;
 #[cfg(test)]
 use kube::runtime::events::{Event, EventType};
-use nodes::{patch_node_with, release_body, release_patch};
+use nodes::{patch_node_with, release_body};
 pub use watch::spawn_hns_watches;
 use watch::watch_backoff;
 
@@ -212,11 +212,9 @@ async fn reconcile(pool: Arc<WindowsNodePool>, ctx: Arc<Context>) -> Result<Acti
 
 async fn cleanup(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error> {
     let name = pool.name_any();
-    for n in ctx.windows_nodes() {
-        if n.labels().get(names::LABEL_POOL) == Some(&name) {
-            let p = release_patch(&n, "pool deleted: node released");
-            patch_node_with(ctx, &name, &p, release_body(&n, &p)).await?;
-        }
+    let nodes = ctx.windows_nodes();
+    for (n, p) in round::releases(&name, &nodes, &Membership::default(), "pool deleted: node released") {
+        patch_node_with(ctx, &name, &p, release_body(n, &p)).await?;
     }
     for d in ctx.daemonsets.state().iter().filter(|d| d.labels().get(names::LABEL_POOL) == Some(&name)) {
         delete_daemonset(ctx, &d.name_any()).await?;

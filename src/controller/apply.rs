@@ -48,7 +48,7 @@ pub(super) async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Actio
     let membership = members_of(&name, &selectors, nodes.iter().map(|n| (n.metadata.name.as_deref().unwrap_or(""), n.labels())));
     // Deselected nodes are given back before the round reads pods and the
     // agent's objects, as they always were; what to release is decided purely.
-    for (n, p) in round::releases(&name, &nodes, &membership) {
+    for (n, p) in round::releases(&name, &nodes, &membership, "no longer selected by the pool: node released") {
         patch_node_with(ctx, &name, &p, release_body(n, &p)).await?;
     }
 

@@ -72,15 +72,16 @@ pub(super) fn node_write_phases(plan: &Plan) -> (Vec<&NodePatch>, Vec<&NodePatch
     (others, starts)
 }
 
-/// Pool members no longer selected by the pool go back to their owners: each
-/// node that carries the pool's label but is not a member, with its release.
-pub(super) fn releases<'n>(pool: &str, nodes: &'n [Arc<Node>], membership: &Membership) -> Vec<(&'n Node, NodePatch)> {
+/// Nodes no longer selected by the pool (or all of them, when the pool is
+/// deleted: no members) go back to their owners: each node that carries the
+/// pool's label but is not a member, with its release.
+pub(super) fn releases<'n>(pool: &str, nodes: &'n [Arc<Node>], membership: &Membership, why: &str) -> Vec<(&'n Node, NodePatch)> {
     let members: BTreeSet<&str> = membership.members.iter().map(String::as_str).collect();
     nodes
         .iter()
         .filter(|n| n.labels().get(names::LABEL_POOL).map(String::as_str) == Some(pool))
         .filter(|n| !members.contains(n.name_any().as_str()))
-        .map(|n| (n.as_ref(), release_patch(n, "no longer selected by the pool: node released")))
+        .map(|n| (n.as_ref(), release_patch(n, why)))
         .collect()
 }
 
@@ -202,7 +203,7 @@ mod tests {
     fn only_nodes_labelled_for_the_pool_and_no_longer_selected_are_released() {
         let nodes = vec![node("a", Some("p"), false), node("b", Some("p"), true), node("c", Some("q"), false), node("d", None, false)];
         let membership = Membership { members: vec!["a".into()], ..Default::default() };
-        let released = releases("p", &nodes, &membership);
+        let released = releases("p", &nodes, &membership, "released");
         assert_eq!(released.iter().map(|(n, _)| n.name_any()).collect::<Vec<_>>(), ["b"]);
         let p = &released[0].1;
         assert_eq!(p.labels.get(names::LABEL_POOL), Some(&None), "the pool label goes");
