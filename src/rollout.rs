@@ -266,7 +266,7 @@ fn release_cordon(p: &mut NodePatch, n: &NodeView) {
 /// One round of the rollout: each member's next step, then new starts unless
 /// something holds the rollout, then what it all adds up to.
 pub fn decide(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> Plan {
-    let s = round::Settings::new(pool, now);
+    let s = round::RoundSettings::new(pool, now);
     let mut r = round::Round::new(&s.rev);
     let mut sorted: Vec<&NodeView> = nodes.iter().collect();
     sorted.sort_by(|a, b| a.name.cmp(&b.name));

@@ -1,6 +1,6 @@
 //! The step of one member node this round, by the state it is in.
 
-use super::round::{Round, Settings};
+use super::round::{Round, RoundSettings};
 use super::{
     DrainMode, HnsReadiness, NodePatch, NodeState, NodeView, ask_agent_anew, current_state, fail, release_cordon, verify_config,
     verify_health, verify_rebooted, waiting_for,
@@ -9,7 +9,7 @@ use crate::api::names;
 
 /// Problems with what the node says about itself, and the revision it still
 /// carries (its ConfigMap must stay while it does).
-pub(super) fn observe<'n>(s: &Settings<'_>, r: &mut Round<'n>, n: &'n NodeView) {
+pub(super) fn observe<'n>(s: &RoundSettings<'_>, r: &mut Round<'n>, n: &'n NodeView) {
     if let Some(raw) = n.state.as_deref().filter(|st| NodeState::parse(st).is_none()) {
         r.warn(&n.name, format!("ignoring unknown {} value {raw:?}", names::ANN_STATE));
     }
@@ -26,7 +26,7 @@ pub(super) fn observe<'n>(s: &Settings<'_>, r: &mut Round<'n>, n: &'n NodeView) 
 }
 
 /// Decide this node's next step and record it in the round.
-pub(super) fn step<'n>(s: &Settings<'_>, r: &mut Round<'n>, n: &'n NodeView) {
+pub(super) fn step<'n>(s: &RoundSettings<'_>, r: &mut Round<'n>, n: &'n NodeView) {
     let state = current_state(n, &s.rev, s.spec);
     let mut p = NodePatch::new(&n.name, state, state, "");
     // The pool label places the pool's agent on the node. It goes on as soon as
@@ -66,7 +66,7 @@ pub(super) fn step<'n>(s: &Settings<'_>, r: &mut Round<'n>, n: &'n NodeView) {
 
 /// A node in flight for an older revision (the spec changed mid-rollout) goes
 /// on towards the new one. Returns its state after the patch.
-fn retarget(s: &Settings<'_>, p: &mut NodePatch, state: NodeState) -> NodeState {
+fn retarget(s: &RoundSettings<'_>, p: &mut NodePatch, state: NodeState) -> NodeState {
     p.ann(names::ANN_TARGET_REVISION, Some(&s.rev));
     p.reason = format!("spec changed mid-rollout: retargeting to revision {}", s.rev);
     if !matches!(state, NodeState::Applying | NodeState::Verifying) {
@@ -82,7 +82,7 @@ fn retarget(s: &Settings<'_>, p: &mut NodePatch, state: NodeState) -> NodeState 
 /// Why a node in flight has run out of nodeTimeout, if it has. One without a
 /// readable start time (a hand-edited or garbage annotation) is timed out
 /// rather than trusted: it must never wait forever.
-fn timed_out(s: &Settings<'_>, n: &NodeView, state: NodeState) -> Option<String> {
+fn timed_out(s: &RoundSettings<'_>, n: &NodeView, state: NodeState) -> Option<String> {
     let started = n.started_at.or(n.state_since);
     (state.in_flight() && (started.is_none() || s.since(started) > s.node_timeout)).then(|| {
         format!(
@@ -94,7 +94,7 @@ fn timed_out(s: &Settings<'_>, n: &NodeView, state: NodeState) -> Option<String>
     })
 }
 
-fn draining(s: &Settings<'_>, r: &mut Round<'_>, p: &mut NodePatch, n: &NodeView) -> NodeState {
+fn draining(s: &RoundSettings<'_>, r: &mut Round<'_>, p: &mut NodePatch, n: &NodeView) -> NodeState {
     if n.pods_to_evict == 0 {
         p.label(names::LABEL_REVISION, Some(&s.rev)).ann(names::ANN_DRAINED_REVISION, Some(&s.rev)).state(NodeState::Applying, s.now);
         ask_agent_anew(p);
@@ -121,7 +121,7 @@ fn draining(s: &Settings<'_>, r: &mut Round<'_>, p: &mut NodePatch, n: &NodeView
 }
 
 /// Applying and Verifying: the agent's report, then the checks that prove it.
-fn applying(s: &Settings<'_>, r: &mut Round<'_>, p: &mut NodePatch, n: &NodeView, state: NodeState) -> NodeState {
+fn applying(s: &RoundSettings<'_>, r: &mut Round<'_>, p: &mut NodePatch, n: &NodeView, state: NodeState) -> NodeState {
     let reported = n.applied_revision.as_deref() == Some(s.rev.as_str());
     match (reported, n.apply_status.as_deref()) {
         (true, Some(names::APPLY_FAILED)) => {
@@ -162,7 +162,7 @@ fn applying(s: &Settings<'_>, r: &mut Round<'_>, p: &mut NodePatch, n: &NodeView
 /// Whether a node whose agent reports success really runs the target and takes
 /// traffic. HNS alone may hold a node only for hns.readyTimeout; then it goes
 /// on, reported.
-fn verified(s: &Settings<'_>, r: &mut Round<'_>, n: &NodeView, state: NodeState) -> Result<(), String> {
+fn verified(s: &RoundSettings<'_>, r: &mut Round<'_>, n: &NodeView, state: NodeState) -> Result<(), String> {
     let why = match verify_config(s.spec, n).and_then(|()| verify_rebooted(n)).and_then(|()| verify_health(n)) {
         Ok(()) => return Ok(()),
         Err(why) => why,
@@ -175,7 +175,7 @@ fn verified(s: &Settings<'_>, r: &mut Round<'_>, n: &NodeView, state: NodeState)
     Err(why)
 }
 
-fn updated(s: &Settings<'_>, p: &mut NodePatch, n: &NodeView) -> NodeState {
+fn updated(s: &RoundSettings<'_>, p: &mut NodePatch, n: &NodeView) -> NodeState {
     if n.state.as_deref() != Some(NodeState::Updated.as_str()) {
         // Found already at target (a new node built from the right image, or
         // a restart between two writes): record it without rolling it.

@@ -25,7 +25,7 @@ pub fn node_timeout(spec: &WindowsNodePoolSpec) -> Duration {
 }
 
 /// What every step of a round reads: the pool, its target and the clock.
-pub(super) struct Settings<'a> {
+pub(super) struct RoundSettings<'a> {
     pub pool: &'a str,
     pub spec: &'a WindowsNodePoolSpec,
     pub existing_revisions: &'a BTreeSet<String>,
@@ -39,10 +39,10 @@ pub(super) struct Settings<'a> {
     pub target_build: Option<WindowsBuild>,
 }
 
-impl<'a> Settings<'a> {
+impl<'a> RoundSettings<'a> {
     pub fn new(pool: &PoolInput<'a>, now: Timestamp) -> Self {
         let spec = pool.spec;
-        Settings {
+        RoundSettings {
             pool: pool.name,
             spec,
             existing_revisions: pool.existing_revisions,

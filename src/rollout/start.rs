@@ -1,12 +1,12 @@
 //! Whether the rollout may start nodes this round, and which it starts.
 
-use super::round::{Round, Settings};
+use super::round::{Round, RoundSettings};
 use super::{Hold, NodePatch, NodeState, NodeView, ask_agent_anew, kernel_satisfies, max_unavailable, verify_config};
 use crate::api::names;
 use crate::window::Window;
 
 /// Why no node may start this round, if something holds the rollout.
-pub(super) fn hold(s: &Settings<'_>, r: &Round<'_>) -> Option<Hold> {
+pub(super) fn hold(s: &RoundSettings<'_>, r: &Round<'_>) -> Option<Hold> {
     let failed = r.count(|st| st == NodeState::Failed);
     let max_failed = s.spec.rollout.max_failed_nodes;
     if s.spec.rollout.paused {
@@ -31,7 +31,7 @@ fn out_of_service(n: &NodeView) -> bool {
 }
 
 /// Start Pending nodes, the ones out of service first, up to maxUnavailable.
-pub(super) fn start_nodes<'n>(s: &Settings<'_>, r: &mut Round<'n>, sorted: &[&'n NodeView]) {
+pub(super) fn start_nodes<'n>(s: &RoundSettings<'_>, r: &mut Round<'n>, sorted: &[&'n NodeView]) {
     let limit = max_unavailable(&s.spec.rollout.max_unavailable, sorted.len());
     let mut in_flight = r.count(NodeState::in_flight);
     let mut unavailable_idle =
@@ -72,7 +72,7 @@ pub(super) fn start_nodes<'n>(s: &Settings<'_>, r: &mut Round<'n>, sorted: &[&'n
 }
 
 /// The patch that starts one node's update; returns the state it enters.
-fn start(s: &Settings<'_>, p: &mut NodePatch, n: &NodeView) -> NodeState {
+fn start(s: &RoundSettings<'_>, p: &mut NodePatch, n: &NodeView) -> NodeState {
     let (rev, now) = (s.rev.as_str(), s.now);
     if n.pool_label.as_deref() != Some(s.pool) {
         p.label(names::LABEL_POOL, Some(s.pool));

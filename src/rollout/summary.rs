@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
-use super::round::{Round, Settings};
+use super::round::{Round, RoundSettings};
 use super::{FailedInfo, Hold, IDLE_REQUEUE, IN_FLIGHT_REQUEUE, NodeState, NodeView, verify_config};
 use crate::api::{NodeCounts, names};
 
@@ -14,7 +14,7 @@ use crate::api::{NodeCounts, names};
 /// HNS starts from nothing after the reboot, so they must not make the node look
 /// ready. They are dropped when the node starts applying, and the node is marked
 /// as awaiting a fresh report; an agent that never reported is not waited for.
-pub(super) fn drop_stale_hns_reports(s: &Settings<'_>, r: &mut Round<'_>, sorted: &[&NodeView]) {
+pub(super) fn drop_stale_hns_reports(s: &RoundSettings<'_>, r: &mut Round<'_>, sorted: &[&NodeView]) {
     for p in r.patches.iter_mut() {
         // `sorted` is by name: a lookup per patch, not a scan of the pool.
         let Ok(i) = sorted.binary_search_by(|n| n.name.as_str().cmp(p.node.as_str())) else { continue };
@@ -50,7 +50,7 @@ pub(super) fn counts(by_state: &BTreeMap<NodeState, usize>, total: usize) -> Nod
 }
 
 /// Every failed node, by name, with why.
-pub(super) fn failed(s: &Settings<'_>, r: &Round<'_>, sorted: &[&NodeView]) -> Vec<FailedInfo> {
+pub(super) fn failed(s: &RoundSettings<'_>, r: &Round<'_>, sorted: &[&NodeView]) -> Vec<FailedInfo> {
     let mut failed = Vec::new();
     for n in sorted {
         if r.states.get(n.name.as_str()) != Some(&NodeState::Failed) {
