@@ -7,6 +7,12 @@
 //! Every state lives on the Node itself (annotations written in the same patch
 //! as the label or cordon they describe), so a restarted operator re-derives
 //! exactly the same plan.
+//!
+//! [`decide`] reads as the algorithm; each step lives with its concern:
+//! `round` (the settings read once, the decisions so far), `node` (one
+//! member's step by its state), `start` (the hold, the starts up to
+//! maxUnavailable), `summary` (stale HNS reports, counts, failures, requeue)
+//! and `verify` (the checks a node must pass).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
