@@ -46,8 +46,8 @@ pub(super) async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Actio
     let nodes = ctx.windows_nodes();
     let selectors = ctx.pool_selectors();
     let membership = members_of(&name, &selectors, nodes.iter().map(|n| (n.metadata.name.as_deref().unwrap_or(""), n.labels())));
-    // Deselected nodes are given back before the round reads pods and the
-    // agent's objects, as they always were; what to release is decided purely.
+    // Deselected nodes are given back first: they are no part of the round's
+    // decision, only of its writes (which ones: round::releases, pure).
     for (n, p) in round::releases(&name, &nodes, &membership, "no longer selected by the pool: node released") {
         patch_node_with(ctx, &name, &p, release_body(n, &p)).await?;
     }
