@@ -92,21 +92,55 @@ pub fn build_status(
     generation: Option<i64>,
     now: Timestamp,
 ) -> WindowsNodePoolStatus {
-    let c = &plan.counts;
-    let rev = &plan.revision;
-    let failed_names = || node_list(plan.failed.iter().map(|f| format!("{} ({}: {})", f.node, f.reason, f.message)));
-    let mut next = Vec::new();
+    let mut next = vec![
+        ready_condition(plan),
+        progressing_condition(plan),
+        degraded_condition(spec, plan),
+        paused_condition(plan),
+        conflict_condition(spec, conflicts),
+    ];
+    // HNS capacity is judged only when the round could see the cluster's load;
+    // otherwise the last judgement stands.
+    let (hns_status, hns_condition) = match hns {
+        Some((s, c)) => (Some(s), Some(c)),
+        None => (previous.and_then(|p| p.hns.clone()), None),
+    };
+    if let Some(c) = hns_condition {
+        next.push(c);
+    } else if let Some(prev) = previous.and_then(|p| p.conditions.iter().find(|c| c.type_ == conditions::HNS_CAPACITY)) {
+        next.push(prev.clone());
+    }
 
-    let complete = c.updated == c.total;
-    next.push(if c.total == 0 {
+    WindowsNodePoolStatus {
+        observed_generation: generation,
+        revision: Some(plan.revision.clone()),
+        nodes: plan.counts.clone(),
+        hns: hns_status,
+        conditions: merge_conditions(previous.map(|p| p.conditions.as_slice()).unwrap_or(&[]), next, generation, now),
+        failed_nodes: plan.failed_nodes_status(),
+    }
+}
+
+/// The failed nodes with why, a few by name.
+fn failed_names(plan: &Plan) -> String {
+    node_list(plan.failed.iter().map(|f| format!("{} ({}: {})", f.node, f.reason, f.message)))
+}
+
+fn ready_condition(plan: &Plan) -> Condition {
+    let (c, rev) = (&plan.counts, &plan.revision);
+    if c.total == 0 {
         cond(conditions::READY, false, "NoNodes", "no Windows node matches the pool's nodeSelector".into())
-    } else if complete {
+    } else if c.updated == c.total {
         cond(conditions::READY, true, "RolloutComplete", format!("all {} nodes run revision {rev}", c.total))
     } else {
         cond(conditions::READY, false, "RolloutIncomplete", format!("{} of {} nodes run revision {rev}", c.updated, c.total))
-    });
+    }
+}
 
-    let progressing = match (&plan.hold, c.updating > 0, c.pending > 0) {
+fn progressing_condition(plan: &Plan) -> Condition {
+    let (c, rev) = (&plan.counts, &plan.revision);
+    let stopped = |reason: &str, message: String| cond(conditions::PROGRESSING, false, reason, message);
+    match (&plan.hold, c.updating > 0, c.pending > 0) {
         (_, true, _) => {
             // Counts only: a per-node wait list would change every few seconds and rewrite the status each time.
             let by = |s: NodeState| plan.by_state.get(&s).copied().unwrap_or(0);
@@ -126,87 +160,60 @@ pub fn build_status(
                 ),
             )
         }
-        (None, false, true) => {
-            cond(conditions::PROGRESSING, false, "NodesNotReady", format!("{} pending nodes are not Ready; none can start", c.pending))
+        (None, false, true) => stopped("NodesNotReady", format!("{} pending nodes are not Ready; none can start", c.pending)),
+        (Some(Hold::PausedBySpec), false, true) => stopped("Paused", format!("rollout.paused is true; {} nodes pending", c.pending)),
+        (Some(Hold::FailureLimit { failed, limit }), false, true) => {
+            stopped("FailureLimitReached", format!("{failed} failed nodes reached maxFailedNodes {limit}; {} nodes pending", c.pending))
         }
-        (Some(Hold::PausedBySpec), false, true) => {
-            cond(conditions::PROGRESSING, false, "Paused", format!("rollout.paused is true; {} nodes pending", c.pending))
+        (Some(Hold::OutsideWindow { opens }), false, true) => {
+            stopped("OutsideMaintenanceWindow", format!("{} nodes pending; the maintenance window opens at {opens}", c.pending))
         }
-        (Some(Hold::FailureLimit { failed, limit }), false, true) => cond(
-            conditions::PROGRESSING,
-            false,
-            "FailureLimitReached",
-            format!("{failed} failed nodes reached maxFailedNodes {limit}; {} nodes pending", c.pending),
-        ),
-        (Some(Hold::OutsideWindow { opens }), false, true) => cond(
-            conditions::PROGRESSING,
-            false,
-            "OutsideMaintenanceWindow",
-            format!("{} nodes pending; the maintenance window opens at {opens}", c.pending),
-        ),
-        (Some(Hold::BadWindow(e)), false, true) => cond(conditions::PROGRESSING, false, "InvalidMaintenanceWindow", e.clone()),
-        (_, false, false) if c.failed > 0 => cond(
-            conditions::PROGRESSING,
-            false,
-            "NodesFailed",
-            format!("no node left to update; {} nodes failed: {}", c.failed, failed_names()),
-        ),
-        (_, false, false) => cond(conditions::PROGRESSING, false, "RolloutComplete", format!("revision {rev} rolled out")),
-    };
-    next.push(progressing);
+        (Some(Hold::BadWindow(e)), false, true) => stopped("InvalidMaintenanceWindow", e.clone()),
+        (_, false, false) if c.failed > 0 => {
+            stopped("NodesFailed", format!("no node left to update; {} nodes failed: {}", c.failed, failed_names(plan)))
+        }
+        (_, false, false) => stopped("RolloutComplete", format!("revision {rev} rolled out")),
+    }
+}
 
-    next.push(if c.failed > 0 {
-        let paused = matches!(plan.hold, Some(Hold::FailureLimit { .. }));
-        let verb = if paused { "the rollout paused itself" } else { "the rollout goes on" };
-        cond(
-            conditions::DEGRADED,
-            true,
-            "NodesFailed",
-            format!(
-                "{} nodes failed, {verb} (maxFailedNodes {}): {}. Fix the node, then remove its winpool.dev/state annotation to retry",
-                c.failed,
-                spec.rollout.max_failed_nodes,
-                failed_names()
-            ),
-        )
-    } else {
-        cond(conditions::DEGRADED, false, "NoFailures", "no node failed".into())
-    });
+fn degraded_condition(spec: &WindowsNodePoolSpec, plan: &Plan) -> Condition {
+    let c = &plan.counts;
+    if c.failed == 0 {
+        return cond(conditions::DEGRADED, false, "NoFailures", "no node failed".into());
+    }
+    let paused = matches!(plan.hold, Some(Hold::FailureLimit { .. }));
+    let verb = if paused { "the rollout paused itself" } else { "the rollout goes on" };
+    cond(
+        conditions::DEGRADED,
+        true,
+        "NodesFailed",
+        format!(
+            "{} nodes failed, {verb} (maxFailedNodes {}): {}. Fix the node, then remove its winpool.dev/state annotation to retry",
+            c.failed,
+            spec.rollout.max_failed_nodes,
+            failed_names(plan)
+        ),
+    )
+}
 
-    next.push(match &plan.hold {
+fn paused_condition(plan: &Plan) -> Condition {
+    match &plan.hold {
         Some(Hold::PausedBySpec) => cond(conditions::PAUSED, true, "PausedBySpec", "rollout.paused is true".into()),
         Some(Hold::FailureLimit { failed, limit }) => cond(
             conditions::PAUSED,
             true,
             "FailureLimitReached",
-            format!("{failed} failed nodes reached maxFailedNodes {limit}: {}", failed_names()),
+            format!("{failed} failed nodes reached maxFailedNodes {limit}: {}", failed_names(plan)),
         ),
         _ => cond(conditions::PAUSED, false, "NotPaused", "the rollout is not paused".into()),
-    });
+    }
+}
 
-    next.push(if conflicts.is_empty() {
+fn conflict_condition(spec: &WindowsNodePoolSpec, conflicts: &Conflicts) -> Condition {
+    if conflicts.is_empty() {
         cond(conditions::NODES_CONFLICT, false, "NoConflicts", "every selected node belongs to this pool alone".into())
     } else {
         cond(conditions::NODES_CONFLICT, true, "NodesLeftAlone", conflicts.message(spec.os.version.as_str()))
-    });
-
-    let (hns_status, hns_condition) = match hns {
-        Some((s, c)) => (Some(s), Some(c)),
-        None => (previous.and_then(|p| p.hns.clone()), None),
-    };
-    if let Some(c) = hns_condition {
-        next.push(c);
-    } else if let Some(prev) = previous.and_then(|p| p.conditions.iter().find(|c| c.type_ == conditions::HNS_CAPACITY)) {
-        next.push(prev.clone());
-    }
-
-    WindowsNodePoolStatus {
-        observed_generation: generation,
-        revision: Some(rev.clone()),
-        nodes: c.clone(),
-        hns: hns_status,
-        conditions: merge_conditions(previous.map(|p| p.conditions.as_slice()).unwrap_or(&[]), next, generation, now),
-        failed_nodes: plan.failed_nodes_status(),
     }
 }
 

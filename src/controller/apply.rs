@@ -1,0 +1,318 @@
+//! One reconcile of a live pool: observe → decide → execute → record. The
+//! decision is [`round::decide_round`], pure; everything here reads the
+//! cluster or carries out what the round decided, in the order it says.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
+use kube::ResourceExt;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType};
+use serde_json::json;
+use tracing::{debug, info, warn};
+
+use super::agent::{agent_image_allowed, delete_configmap, refuse_agent_image, write_agent, write_configmaps};
+use super::hns_node::{HnsNode, hns_readiness, write_hns};
+use super::nodes::{patch_node_with, release_body, write_nodes};
+use super::round::{self, Observed, Round};
+use super::{Context, Error, NODE_EVENT_INTERVAL, NODE_WRITE_CONCURRENCY, api_status};
+use crate::api::{FIELD_MANAGER, WindowsNodePool, names};
+use crate::daemonset::legacy_revision;
+use crate::drain;
+use crate::hns::Limits;
+use crate::membership::members_of;
+use crate::observe::node_view;
+use crate::rollout::{HnsReadiness, NodePatch, NodeState, node_timeout};
+use crate::status::{PROGRESS_WRITE_INTERVAL, node_batch_events, only_progress_changed};
+
+pub(super) async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error> {
+    let name = pool.name_any();
+    // Deciding on a half-filled cache would report nodes as missing and re-create DaemonSets.
+    // Nor on half-counted HNS totals: a node would look caught up when it is not.
+    if ctx.metrics.caches_synced.get() != 1 || !ctx.hns.lock().expect("hns lock").synced() {
+        debug!(pool = %name, "caches not synced yet; waiting");
+        return Ok(Action::requeue(Duration::from_millis(200)));
+    }
+    let now = Timestamp::now();
+    if !agent_image_allowed(&pool.spec.agent.image, &ctx.settings.allowed_agent_images) {
+        return refuse_agent_image(pool, ctx, now).await;
+    }
+    let nodes = ctx.windows_nodes();
+    let selectors = ctx.pool_selectors();
+    let membership = members_of(&name, &selectors, nodes.iter().map(|n| (n.metadata.name.as_deref().unwrap_or(""), n.labels())));
+    // Deselected nodes are given back first: they are no part of the round's
+    // decision, only of its writes (which ones: round::releases, pure).
+    for (n, p) in round::releases(&name, &nodes, &membership, "no longer selected by the pool: node released") {
+        patch_node_with(ctx, &name, &p, release_body(n, &p)).await?;
+    }
+
+    let seen = observe(pool, ctx, &nodes, membership, now).await?;
+    let round = round::decide_round(pool, &ctx.settings, &seen, now);
+    for (node, why) in &round.plan.waiting {
+        debug!(pool = %name, node = %node, "waiting: {why}");
+    }
+    execute(pool, ctx, &seen, &round).await?;
+    record(pool, ctx, &seen, round, now).await
+}
+
+/// Carry out the round's writes in the order they must land: the agent runs
+/// and every revision a node is asked to run has its ConfigMap before any node
+/// is labelled for it; HNS condition and taint before the node patches (a node
+/// whose taint could not be written waits a round); the node patches; the
+/// evictions; and last the ConfigMaps no node needs any more.
+async fn execute(pool: &WindowsNodePool, ctx: &Context, seen: &Observed<'_>, round: &Round) -> Result<(), Error> {
+    let name = pool.name_any();
+    if let Some(agent) = &round.agent {
+        write_agent(pool, ctx, agent).await?;
+    }
+    write_configmaps(pool, ctx, &round.configmaps).await?;
+    let hns_behind = execute_hns_writes(ctx, &name, round).await?;
+    let (landed, written) = execute_node_writes(ctx, pool, round, &hns_behind).await;
+    // The patches that landed are announced even when another failed: they happened.
+    announce_node_batches(ctx, pool, round, &landed).await;
+    written?;
+    execute_drains(ctx, pool, round, seen).await;
+    for (cm, rev) in &round.stale_configmaps {
+        delete_configmap(ctx, cm).await?;
+        info!(pool = %name, configmap = %cm, revision = %rev, "deleted revision ConfigMap: no node carries its revision");
+    }
+    Ok(())
+}
+
+/// Read the pool's members into plain structs: their views, HNS readiness, the
+/// pods of the Draining ones, and the pool's agent objects.
+async fn observe<'a>(
+    pool: &WindowsNodePool,
+    ctx: &Context,
+    nodes: &'a [Arc<Node>],
+    membership: crate::membership::Membership,
+    now: Timestamp,
+) -> Result<Observed<'a>, Error> {
+    let name = pool.name_any();
+    let member_set: BTreeSet<&str> = membership.members.iter().map(String::as_str).collect();
+    let limits = Limits::for_pool(&pool.spec.hns, pool.spec.os.version);
+    let (totals, over_limit) = {
+        let t = ctx.hns.lock().expect("hns lock");
+        (t.totals(), t.services_over(limits.backends_per_service))
+    };
+    let grace = jiff::SignedDuration::try_from(node_timeout(&pool.spec)).unwrap_or(jiff::SignedDuration::from_mins(30));
+    let mut views = Vec::with_capacity(member_set.len());
+    let mut hns_nodes = Vec::new();
+    for n in nodes.iter().filter(|n| member_set.contains(n.name_any().as_str())) {
+        let mut v = node_view(n, HnsReadiness::Unknown);
+        let (readiness, reason, message) = hns_readiness(n, &v, totals, &pool.spec.hns, grace, now);
+        v.hns = readiness;
+        hns_nodes.push(HnsNode { node: n, readiness, reason, message });
+        views.push(v);
+    }
+    let pods_by_node = pods_on_draining(ctx, &views).await?;
+    let delete_empty_dir = pool.spec.rollout.drain.delete_empty_dir_data;
+    for v in views.iter_mut() {
+        if let Some(pods) = pods_by_node.get(&v.name) {
+            v.pods_to_evict = drain::remaining(pods, delete_empty_dir);
+        }
+    }
+    let ds_of_pool: Vec<Arc<DaemonSet>> =
+        ctx.daemonsets.state().into_iter().filter(|d| d.labels().get(names::LABEL_POOL) == Some(&name)).collect();
+    let cms_of_pool: Vec<Arc<ConfigMap>> =
+        ctx.configmaps.state().into_iter().filter(|c| c.labels().get(names::LABEL_POOL) == Some(&name)).collect();
+    let existing_revisions = cms_of_pool
+        .iter()
+        .filter_map(|c| c.labels().get(names::LABEL_REVISION).cloned())
+        .chain(ds_of_pool.iter().filter_map(|d| legacy_revision(d).map(str::to_string)))
+        .collect();
+    Ok(Observed {
+        membership,
+        views,
+        hns_nodes,
+        pods_by_node,
+        ds_of_pool,
+        cms_of_pool,
+        existing_revisions,
+        hns_totals: totals,
+        hns_over_limit: over_limit,
+        hns_limits: limits,
+    })
+}
+
+/// The pods of every Draining node, a few lists at a time: a wave of a hundred
+/// nodes starting together would otherwise cost a hundred round trips in a row
+/// on every round, and the whole pool waits for them.
+async fn pods_on_draining(ctx: &Context, views: &[crate::rollout::NodeView]) -> Result<BTreeMap<String, Vec<Pod>>, Error> {
+    // Collected first, the futures in a Vec: a lazy iterator's closures held
+    // across the await make the reconcile future not provably Send.
+    let draining: Vec<String> =
+        views.iter().filter(|v| v.state.as_deref() == Some(NodeState::Draining.as_str())).map(|v| v.name.clone()).collect();
+    let mut lists = Vec::with_capacity(draining.len());
+    for node in draining {
+        let client = &ctx.client;
+        lists.push(Box::pin(async move {
+            let pods = drain::pods_on_node(client, &node).await;
+            (node, pods)
+        }));
+    }
+    let listed: Vec<(String, kube::Result<Vec<Pod>>)> =
+        futures::stream::iter(lists).buffer_unordered(NODE_WRITE_CONCURRENCY).collect().await;
+    let mut pods_by_node = BTreeMap::new();
+    for (node, pods) in listed {
+        let pods = pods.map_err(|source| Error::ListPods { node: node.clone(), source })?;
+        ctx.metrics.api_request("list", "pods", "ok");
+        pods_by_node.insert(node, pods);
+    }
+    Ok(pods_by_node)
+}
+
+/// The round's HNS condition and taint writes, a few at a time. Returns the
+/// nodes whose taint could not be written (a conflict): they wait a round.
+async fn execute_hns_writes(ctx: &Context, pool: &str, round: &Round) -> Result<BTreeSet<String>, Error> {
+    let mut writes = Vec::with_capacity(round.hns_writes.len());
+    for (w, message) in &round.hns_writes {
+        writes.push(Box::pin(async move { (w.node.clone(), write_hns(ctx, pool, w, message).await) }));
+    }
+    let results: Vec<(String, Result<bool, Error>)> =
+        futures::stream::iter(writes).buffer_unordered(NODE_WRITE_CONCURRENCY).collect().await;
+    let mut behind = BTreeSet::new();
+    for (node, r) in results {
+        if !r? {
+            behind.insert(node);
+        }
+    }
+    Ok(behind)
+}
+
+/// The plan's node patches, in the round's two phases. A node held back a round
+/// (its taint is behind) is not written, and frees no slot: nobody new starts
+/// this round either; nor after a failed write. Returns the patches that
+/// landed and the first error.
+async fn execute_node_writes<'r>(
+    ctx: &Context,
+    pool: &WindowsNodePool,
+    round: &'r Round,
+    hns_behind: &BTreeSet<String>,
+) -> (Vec<&'r NodePatch>, Result<(), Error>) {
+    let name = pool.name_any();
+    let (others, starts) = round::node_write_phases(&round.plan);
+    let ready = |phase: Vec<&'r NodePatch>| phase.into_iter().filter(|p| !hns_behind.contains(&p.node)).collect::<Vec<_>>();
+    let (mut landed, mut written) = write_nodes(ctx, pool, &name, ready(others)).await;
+    if written.is_ok() && hns_behind.is_empty() {
+        let (more, r) = write_nodes(ctx, pool, &name, ready(starts)).await;
+        landed.extend(more);
+        written = r;
+    }
+    (landed, written)
+}
+
+/// This round's evictions (or deletions past drain.timeout), a few nodes at a time.
+async fn execute_drains(ctx: &Context, pool: &WindowsNodePool, round: &Round, seen: &Observed<'_>) {
+    let (client, name) = (&ctx.client, pool.name_any());
+    let delete_empty_dir = pool.spec.rollout.drain.delete_empty_dir_data;
+    let mut rounds = Vec::with_capacity(round.plan.drain.len());
+    for (node, mode) in &round.plan.drain {
+        if let Some(pods) = seen.pods_by_node.get(node) {
+            let name = name.as_str();
+            rounds.push(Box::pin(async move { drain::drain_round(client, name, node, pods, *mode, delete_empty_dir).await }));
+        }
+    }
+    futures::stream::iter(rounds).buffer_unordered(NODE_WRITE_CONCURRENCY).collect::<Vec<()>>().await;
+}
+
+/// Starts and completions are announced together every few seconds, or as soon as
+/// nothing is left in flight: one pair of Events per interval, not per round.
+async fn announce_node_batches(ctx: &Context, pool: &WindowsNodePool, round: &Round, landed: &[&NodePatch]) {
+    let due = {
+        let mut progress = ctx.progress.lock().expect("progress lock");
+        let pr = progress.entry(pool.name_any()).or_default();
+        let mut due = Vec::new();
+        if pr.pending_revision != round.plan.revision && !pr.pending.is_empty() {
+            due.push((std::mem::take(&mut pr.pending_revision), std::mem::take(&mut pr.pending)));
+        }
+        if pr.pending.is_empty() {
+            pr.pending_since = std::time::Instant::now();
+        }
+        pr.pending_revision.clone_from(&round.plan.revision);
+        pr.pending.extend(landed.iter().map(|p| (p.node.clone(), p.from, p.to)));
+        let quiet = round.plan.counts.updating == 0;
+        if !pr.pending.is_empty() && (quiet || pr.pending_since.elapsed() >= NODE_EVENT_INTERVAL) {
+            due.push((pr.pending_revision.clone(), std::mem::take(&mut pr.pending)));
+        }
+        due
+    };
+    for (revision, pending) in due {
+        let transitions: Vec<(&str, NodeState, NodeState)> = pending.iter().map(|(n, from, to)| (n.as_str(), *from, *to)).collect();
+        for (reason, note) in node_batch_events(&transitions, &revision) {
+            ctx.publish_fresh(
+                pool,
+                Event { type_: EventType::Normal, reason: reason.into(), note: Some(note), action: "Rollout".into(), secondary: None },
+            )
+            .await;
+        }
+    }
+}
+
+/// Tell what the round did: standing problems, metrics, condition flips, and
+/// the status (only when it changed, and progress alone at most every
+/// PROGRESS_WRITE_INTERVAL). Returns when to look again.
+async fn record(pool: &WindowsNodePool, ctx: &Context, seen: &Observed<'_>, round: Round, now: Timestamp) -> Result<Action, Error> {
+    let name = pool.name_any();
+    for (node, msg) in &round.plan.warnings {
+        warn!(pool = %name, node = %node, "{msg}");
+    }
+    if !seen.membership.conflicts.is_empty() {
+        warn!(pool = %name, "{}", seen.membership.conflicts.message(pool.spec.os.version.as_str()));
+    }
+    ctx.announce_standing(pool, round.problems).await;
+    ctx.metrics.observe_pool(&name, &round.plan, now);
+    let hns = &pool.spec.hns;
+    ctx.metrics.observe_hns(&name, seen.hns_totals, &seen.hns_limits, round.hns_utilization, hns.warn_percent, &round.hns_not_ready);
+    for (reason, note) in round.transitions {
+        info!(pool = %name, reason = %reason, "{note}");
+        let type_ = if reason == "RolloutPaused" || reason == "HNSCapacity" { EventType::Warning } else { EventType::Normal };
+        ctx.publish(pool, Event { type_, reason, note: Some(note), action: "Rollout".into(), secondary: None }).await;
+    }
+    let mut requeue = round.plan.requeue_after;
+    if ctx.progress.lock().expect("progress lock").get(&name).is_some_and(|p| !p.pending.is_empty()) {
+        requeue = requeue.min(NODE_EVENT_INTERVAL);
+    }
+    if let Some(wait) = write_status(pool, ctx, &round.status).await? {
+        // Only the progress moved and it was written a moment ago: the next round writes it.
+        requeue = requeue.min(wait.max(Duration::from_millis(100)));
+    }
+    Ok(Action::requeue(requeue))
+}
+
+/// Write the status if it changed. When only the progress moved and it was
+/// written less than PROGRESS_WRITE_INTERVAL ago, nothing is written and the
+/// wait until it may be is returned.
+async fn write_status(
+    pool: &WindowsNodePool,
+    ctx: &Context,
+    status: &crate::api::WindowsNodePoolStatus,
+) -> Result<Option<Duration>, Error> {
+    if pool.status.as_ref() == Some(status) {
+        return Ok(None);
+    }
+    let name = pool.name_any();
+    let last = ctx.progress.lock().expect("progress lock").get(&name).and_then(|p| p.last_status_write);
+    let wait = match (pool.status.as_ref(), last) {
+        (Some(prev), Some(at)) if only_progress_changed(prev, status) => PROGRESS_WRITE_INTERVAL.checked_sub(at.elapsed()),
+        _ => None,
+    };
+    if wait.is_some() {
+        return Ok(wait);
+    }
+    let body = json!({ "apiVersion": "winpool.dev/v1alpha1", "kind": "WindowsNodePool", "status": status });
+    api_status(ctx)
+        .patch_status(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&body))
+        .await
+        .map_err(|source| Error::WriteStatus { pool: name.clone(), source })?;
+    ctx.metrics.api_request("apply", "windowsnodepools/status", "ok");
+    ctx.progress.lock().expect("progress lock").entry(name.clone()).or_default().last_status_write = Some(std::time::Instant::now());
+    debug!(pool = %name, counts = ?status.nodes, "status updated");
+    Ok(None)
+}

@@ -1,0 +1,113 @@
+//! Events: standing problems announced once, batches never folded, a node's failure on the pool and the Node.
+
+use std::collections::BTreeSet;
+
+use jiff::Timestamp;
+use kube::api::{Api, ObjectMeta};
+use kube::runtime::events::{Event, EventType};
+use kube::{Resource, ResourceExt};
+use tracing::warn;
+
+use super::Context;
+use crate::api::WindowsNodePool;
+use crate::rollout::{NodePatch, NodeState};
+
+impl Context {
+    /// Announce each of the pool's standing problems once. This round's keys
+    /// replace the last round's, so a problem that clears and comes back is
+    /// announced again, and nothing accumulates for problems long gone.
+    pub(super) async fn announce_standing(&self, pool: &WindowsNodePool, problems: Vec<(String, Event)>) {
+        let fresh = {
+            let mut announced = self.announced.lock().expect("announced lock");
+            let before = announced.remove(&pool.name_any()).unwrap_or_default();
+            let (fresh, standing) = standing_news(&before, problems);
+            if !standing.is_empty() {
+                announced.insert(pool.name_any(), standing);
+            }
+            fresh
+        };
+        for ev in fresh {
+            self.publish(pool, ev).await;
+        }
+    }
+
+    /// Publish an Event that is never folded into an earlier one: kube's recorder
+    /// keys a series on (reason, regarding, related), not the note, so a second
+    /// batch Event would only bump the first one's count and keep its note. It
+    /// also keeps nothing in memory.
+    pub(super) async fn publish_fresh(&self, pool: &WindowsNodePool, ev: Event) {
+        let now = Timestamp::now();
+        let name = pool.name_any();
+        let event = k8s_openapi::api::events::v1::Event {
+            // The reason keeps two Events of one round apart even within a clock tick.
+            metadata: ObjectMeta {
+                name: Some(format!("{name}.{}.{:x}", ev.reason.to_lowercase(), now.as_nanosecond())),
+                ..Default::default()
+            },
+            event_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(now)),
+            action: Some(ev.action),
+            reason: Some(ev.reason),
+            note: ev.note,
+            regarding: Some(pool.object_ref(&())),
+            related: ev.secondary,
+            reporting_controller: Some(self.reporter.controller.clone()),
+            reporting_instance: Some(self.reporter.instance.clone().unwrap_or_else(|| self.reporter.controller.clone())),
+            type_: Some(match ev.type_ {
+                EventType::Normal => "Normal".into(),
+                EventType::Warning => "Warning".into(),
+            }),
+            ..Default::default()
+        };
+        // Like the recorder: a cluster-scoped object's Events go to "default".
+        let api: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(self.client.clone(), "default");
+        if let Err(e) = api.create(&crate::api::post_params(), &event).await {
+            warn!(pool = %name, error = %e, "could not publish event");
+        }
+    }
+
+    pub(super) async fn publish(&self, pool: &WindowsNodePool, ev: Event) {
+        if let Err(e) = self.recorder.publish(&ev, &pool.object_ref(&())).await {
+            warn!(pool = %pool.name_any(), error = %e, "could not publish event");
+        }
+    }
+}
+
+/// A node that failed gets its own Event, on the pool and on the Node: each
+/// failure needs a look. Starts and completions are announced per round
+/// ([`crate::status::node_batch_events`]).
+pub(super) async fn node_failed_event(ctx: &Context, pool: &WindowsNodePool, p: &NodePatch) {
+    if p.to != NodeState::Failed || p.from == NodeState::Failed {
+        return;
+    }
+    // The node is the Event's related object: the recorder folds Events with the same
+    // reason, regarding and related object into one series, so without it every
+    // node's Event would be counted under the first node's note.
+    let ev = || Event {
+        type_: EventType::Warning,
+        reason: "NodeFailed".into(),
+        note: Some(format!("{}: {}", p.node, p.reason)),
+        action: "Rollout".into(),
+        secondary: Some(node_ref(&p.node)),
+    };
+    ctx.publish(pool, ev()).await;
+    if let Err(e) = ctx.recorder.publish(&ev(), &node_ref(&p.node)).await {
+        warn!(node = %p.node, error = %e, "could not publish event");
+    }
+}
+
+/// The Events of this round's standing problems that were not standing last
+/// round, and the keys now standing. Pure.
+pub(super) fn standing_news(before: &BTreeSet<String>, problems: Vec<(String, Event)>) -> (Vec<Event>, BTreeSet<String>) {
+    let standing: BTreeSet<String> = problems.iter().map(|(k, _)| k.clone()).collect();
+    let fresh = problems.into_iter().filter(|(k, _)| !before.contains(k)).map(|(_, ev)| ev).collect();
+    (fresh, standing)
+}
+
+pub(super) fn node_ref(node: &str) -> k8s_openapi::api::core::v1::ObjectReference {
+    k8s_openapi::api::core::v1::ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Node".into()),
+        name: Some(node.to_string()),
+        ..Default::default()
+    }
+}

@@ -1,0 +1,132 @@
+//! A member's HNS readiness as the Node shows it: the WindowsHNSReady
+//! condition and the hns-not-ready taint.
+
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Node;
+use kube::ResourceExt;
+use kube::api::{Api, Patch};
+use serde_json::json;
+use tracing::{debug, info};
+
+use super::{Context, Error};
+use crate::api::names;
+use crate::hns::{self, AwaitingReport};
+use crate::observe::strip;
+use crate::rollout::{HnsReadiness, NodeState};
+
+pub(super) fn json_patch(v: serde_json::Value) -> json_patch::Patch {
+    serde_json::from_value(v).expect("a well-formed JSON patch")
+}
+
+pub(super) struct HnsNode<'a> {
+    pub(super) node: &'a Node,
+    pub(super) readiness: HnsReadiness,
+    pub(super) reason: &'static str,
+    pub(super) message: String,
+}
+
+pub(super) fn hns_readiness(
+    n: &Node,
+    v: &crate::rollout::NodeView,
+    totals: (i64, i64),
+    spec: &crate::api::HnsSpec,
+    grace: jiff::SignedDuration,
+    now: Timestamp,
+) -> (HnsReadiness, &'static str, String) {
+    let ann = |k: &str| n.annotations().get(k).map(String::as_str);
+    // Right after the update the agent has not reported yet: within nodeTimeout, missing counts mean "not yet".
+    // Only a node whose earlier counts winpool dropped at the update is awaited; an agent that
+    // never reported leaves the node Unknown, never tainted and never gating.
+    let awaiting = match v.state.as_deref().and_then(NodeState::parse) {
+        Some(NodeState::Applying | NodeState::Verifying) if ann(names::ANN_HNS_AWAITING) == Some("true") => {
+            Some(AwaitingReport { since: v.started_at.unwrap_or(now), grace })
+        }
+        _ => None,
+    };
+    let tolerance = spec.tolerance_percent.clamp(0, 100) as u8;
+    hns::node_readiness(ann(names::ANN_HNS_LOAD_BALANCERS), ann(names::ANN_HNS_ENDPOINTS), totals, tolerance, awaiting, now)
+}
+
+/// The writes that bring one node's WindowsHNSReady condition and hns-not-ready
+/// taint in step with its readiness; `None` when both already are (most nodes,
+/// most rounds), so a round costs no future and no request for them.
+/// `held_cordoned`: see [`crate::rollout::held_cordoned`].
+pub(super) fn hns_writes_for(h: &HnsNode<'_>, held_cordoned: bool, taint_when_not_ready: bool, now: Timestamp) -> Option<HnsWrites> {
+    let previous = h
+        .node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == names::NODE_CONDITION_HNS_READY));
+    let cond = hns::node_condition(h.readiness, h.reason, &h.message, previous, now);
+    // No condition already says "unknown": a node whose agent never reported costs no write.
+    let pointless = previous.is_none() && h.readiness == HnsReadiness::Unknown;
+    let condition = (previous != Some(&cond) && !pointless).then_some(cond);
+    let taints = h.node.spec.as_ref().and_then(|s| s.taints.as_deref()).unwrap_or_default();
+    let wanted = hns::taint_wanted(h.readiness, taint_when_not_ready, held_cordoned);
+    let taint = wanted.and_then(|w| hns::taints_update(taints, w)).and_then(|new| {
+        let added = new.len() > taints.len();
+        // JSON patch ops touch only our taint, so the node lifecycle controller's
+        // taints are never overwritten by a stale copy; only an empty list is
+        // written whole, guarded by its resourceVersion.
+        let patch = match (added, taints.iter().position(|t| t.key == names::TAINT_HNS_NOT_READY)) {
+            (true, _) if taints.is_empty() => {
+                Patch::Merge(json!({ "metadata": { "resourceVersion": h.node.metadata.resource_version }, "spec": { "taints": new } }))
+            }
+            (true, _) => Patch::Json(json_patch(json!([{ "op": "add", "path": "/spec/taints/-", "value": hns::hns_taint() }]))),
+            (false, Some(i)) => Patch::Json(json_patch(json!([
+                { "op": "test", "path": format!("/spec/taints/{i}/key"), "value": names::TAINT_HNS_NOT_READY },
+                { "op": "remove", "path": format!("/spec/taints/{i}") },
+            ]))),
+            (false, None) => return None,
+        };
+        Some((added, patch))
+    });
+    (condition.is_some() || taint.is_some()).then(|| HnsWrites { node: h.node.name_any(), condition, taint })
+}
+
+pub(super) struct HnsWrites {
+    pub(super) node: String,
+    pub(super) condition: Option<k8s_openapi::api::core::v1::NodeCondition>,
+    /// Whether the taint is added, and the patch that does it.
+    pub(super) taint: Option<(bool, Patch<serde_json::Value>)>,
+}
+
+/// Write one node's HNS condition and taint. False when the taint could not be written this round.
+pub(super) async fn write_hns(ctx: &Context, pool: &str, w: &HnsWrites, message: &str) -> Result<bool, Error> {
+    let name = w.node.clone();
+    let api: Api<Node> = Api::all(ctx.client.clone());
+    if let Some(cond) = &w.condition {
+        let (status, reason) = (cond.status.clone(), cond.reason.clone().unwrap_or_default());
+        let body = json!({ "status": { "conditions": [cond] } });
+        match api.patch_status(&name, &crate::api::patch_params(), &Patch::Strategic(body)).await {
+            Ok(_) => {
+                ctx.metrics.api_request("patch", "nodes/status", "ok");
+                info!(pool, node = %name, status = %status, reason = %reason, "{} {message}", names::NODE_CONDITION_HNS_READY);
+            }
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(Error::PatchNode { node: name.clone(), source: e }),
+        }
+    }
+    if let Some((added, patch)) = &w.taint {
+        let added = *added;
+        match api.patch(&name, &crate::api::patch_params(), patch).await {
+            Ok(mut n) => {
+                ctx.metrics.api_request("patch", "nodes", "ok");
+                info!(pool, node = %name, taint = names::TAINT_HNS_NOT_READY, added, "{}", if added { "tainted: HNS not ready" } else { "untainted: HNS ready" });
+                strip(&mut n);
+                ctx.recent.lock().expect("recent lock").insert(name, Arc::new(n));
+            }
+            // Conflict, a failed test op (the list moved) or a duplicate: the next round sees the fresh list.
+            Err(kube::Error::Api(s)) if matches!(s.code, 404 | 409 | 422) => {
+                ctx.metrics.api_request("patch", "nodes", "conflict");
+                debug!(pool, node = %name, code = s.code, "taint update deferred: {}", s.message);
+                return Ok(false);
+            }
+            Err(e) => return Err(Error::PatchNode { node: name, source: e }),
+        }
+    }
+    Ok(true)
+}

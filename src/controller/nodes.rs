@@ -1,0 +1,128 @@
+//! Writes to Nodes: the plan's patches, and releases.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, Patch};
+use serde_json::json;
+use tracing::{info, warn};
+
+use super::events::node_failed_event;
+use super::{Context, Error, NODE_WRITE_CONCURRENCY};
+use crate::api::{WindowsNodePool, names};
+use crate::hns;
+use crate::observe::{node_view, strip};
+use crate::rollout::{HnsReadiness, NodePatch};
+
+pub(super) fn node_patch_body(p: &NodePatch) -> serde_json::Value {
+    let mut meta = serde_json::Map::new();
+    if !p.labels.is_empty() {
+        meta.insert("labels".into(), json!(p.labels));
+    }
+    if !p.annotations.is_empty() {
+        meta.insert("annotations".into(), json!(p.annotations));
+    }
+    let mut body = json!({ "metadata": meta });
+    if let Some(u) = p.unschedulable {
+        body["spec"] = json!({ "unschedulable": u });
+    }
+    body
+}
+
+pub(super) async fn patch_node(ctx: &Context, pool: &str, p: &NodePatch) -> Result<(), Error> {
+    patch_node_with(ctx, pool, p, node_patch_body(p)).await
+}
+
+pub(super) async fn patch_node_with(ctx: &Context, pool: &str, p: &NodePatch, body: serde_json::Value) -> Result<(), Error> {
+    let api: Api<Node> = Api::all(ctx.client.clone());
+    match api.patch(&p.node, &crate::api::patch_params(), &Patch::Merge(body)).await {
+        Ok(mut n) => {
+            ctx.metrics.api_request("patch", "nodes", "ok");
+            info!(pool, node = %p.node, from = p.from.as_str(), to = p.to.as_str(), cordon = ?p.unschedulable, "{}", p.reason);
+            strip(&mut n);
+            ctx.recent.lock().expect("recent lock").insert(p.node.clone(), Arc::new(n));
+            Ok(())
+        }
+        // The node vanished: it is no longer a member next round; nothing to undo.
+        Err(kube::Error::Api(s)) if s.code == 404 => {
+            ctx.metrics.api_request("patch", "nodes", "not_found");
+            warn!(pool, node = %p.node, "node disappeared before it could be patched");
+            Ok(())
+        }
+        Err(e) => {
+            ctx.metrics.api_request("patch", "nodes", "error");
+            Err(Error::PatchNode { node: p.node.clone(), source: e })
+        }
+    }
+}
+
+/// Give a node back: no pool label, no revision, no rollout state, and winpool's cordon lifted.
+pub(super) fn release_patch(n: &Node, why: &str) -> NodePatch {
+    let view = node_view(n, HnsReadiness::Unknown);
+    let mut p = NodePatch { node: view.name.clone(), reason: why.into(), ..Default::default() };
+    for l in [names::LABEL_POOL, names::LABEL_REVISION] {
+        p.labels.insert(l.into(), None);
+    }
+    for a in [
+        names::ANN_STATE,
+        names::ANN_STATE_SINCE,
+        names::ANN_STARTED_AT,
+        names::ANN_TARGET_REVISION,
+        names::ANN_DRAINED_REVISION,
+        names::ANN_FAILURE_REASON,
+        names::ANN_FAILURE_MESSAGE,
+        names::ANN_CORDONED_BY_WINPOOL,
+        names::ANN_HNS_AWAITING,
+    ] {
+        p.annotations.insert(a.into(), None);
+    }
+    if view.cordoned_by_winpool {
+        p.unschedulable = Some(false);
+    }
+    p
+}
+
+/// The release patch plus the HNS taint removed, as one JSON merge patch body.
+pub(super) fn release_body(n: &Node, p: &NodePatch) -> serde_json::Value {
+    let mut body = node_patch_body(p);
+    let taints = n.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+    if let Some(new) = hns::taints_update(&taints, false) {
+        body["spec"]["taints"] = json!(new);
+        body["metadata"]["resourceVersion"] = json!(n.metadata.resource_version);
+    }
+    body
+}
+
+/// Patch these nodes a few at a time: nodes are independent, so a wave of a hundred
+/// costs a few round trips, not a hundred. Returns the patches that landed and
+/// the first error, after all ran.
+pub(super) async fn write_nodes<'p>(
+    ctx: &Context,
+    pool: &WindowsNodePool,
+    name: &str,
+    patches: Vec<&'p NodePatch>,
+) -> (Vec<&'p NodePatch>, Result<(), Error>) {
+    let mut writes = Vec::new();
+    for p in patches {
+        writes.push(Box::pin(async move {
+            let r = patch_node(ctx, name, p).await;
+            if r.is_ok() {
+                node_failed_event(ctx, pool, p).await;
+            }
+            (p, r)
+        }));
+    }
+    let results: Vec<(&NodePatch, Result<(), Error>)> =
+        futures::stream::iter(writes).buffer_unordered(NODE_WRITE_CONCURRENCY).collect().await;
+    let mut landed = Vec::with_capacity(results.len());
+    let mut first_error = Ok(());
+    for (p, r) in results {
+        match r {
+            Ok(()) => landed.push(p),
+            Err(e) if first_error.is_ok() => first_error = Err(e),
+            Err(_) => {}
+        }
+    }
+    (landed, first_error)
+}

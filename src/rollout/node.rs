@@ -1,0 +1,190 @@
+//! The step of one member node this round, by the state it is in.
+
+use super::round::{Round, RoundSettings};
+use super::{
+    DrainMode, HnsReadiness, NodePatch, NodeState, NodeView, ask_agent_anew, current_state, fail, release_cordon, verify_config,
+    verify_health, verify_rebooted, waiting_for,
+};
+use crate::api::names;
+
+/// Problems with what the node says about itself, and the revision it still
+/// carries (its ConfigMap must stay while it does).
+pub(super) fn observe<'n>(s: &RoundSettings<'_>, r: &mut Round<'n>, n: &'n NodeView) {
+    if let Some(raw) = n.state.as_deref().filter(|st| NodeState::parse(st).is_none()) {
+        r.warn(&n.name, format!("ignoring unknown {} value {raw:?}", names::ANN_STATE));
+    }
+    if let Some(label) = n.revision_label.as_deref() {
+        if s.existing_revisions.contains(label) {
+            r.config_revisions.insert(label.to_string());
+        } else if label != s.rev {
+            r.warn(
+                &n.name,
+                format!("{} {label:?} names no revision of this pool; the node will be rolled to {}", names::LABEL_REVISION, s.rev),
+            );
+        }
+    }
+}
+
+/// Decide this node's next step and record it in the round.
+pub(super) fn step<'n>(s: &RoundSettings<'_>, r: &mut Round<'n>, n: &'n NodeView) {
+    let state = current_state(n, &s.rev, s.spec);
+    let mut p = NodePatch::new(&n.name, state, state, "");
+    // The pool label places the pool's agent on the node. It goes on as soon as
+    // the node is a member, not when its turn comes: the agent then starts (and
+    // reports what HNS holds) long before the node is asked to apply, instead of
+    // inside its turn. One write per node per pool, never repeated.
+    if n.pool_label.as_deref() != Some(s.pool) {
+        p.label(names::LABEL_POOL, Some(s.pool));
+        p.reason = "joined pool".into();
+    }
+    // These two end the node's round with a write whatever else holds.
+    if state.in_flight() && n.target_revision.as_deref() != Some(s.rev.as_str()) {
+        let state = retarget(s, &mut p, state);
+        r.states.insert(&n.name, state);
+        r.patches.push(p);
+        return;
+    }
+    if let Some(msg) = timed_out(s, n, state) {
+        fail(&mut p, n, s.now, "Timeout", &msg);
+        p.reason = msg;
+        r.states.insert(&n.name, NodeState::Failed);
+        r.patches.push(p);
+        return;
+    }
+    let state = match state {
+        NodeState::Draining => draining(s, r, &mut p, n),
+        NodeState::Applying | NodeState::Verifying => applying(s, r, &mut p, n, state),
+        NodeState::Updated => updated(s, &mut p, n),
+        NodeState::Pending | NodeState::Failed => state,
+    };
+    r.states.insert(&n.name, state);
+    if !p.labels.is_empty() || !p.annotations.is_empty() || p.unschedulable.is_some() {
+        p.to = state;
+        r.patches.push(p);
+    }
+}
+
+/// A node in flight for an older revision (the spec changed mid-rollout) goes
+/// on towards the new one. Returns its state after the patch.
+fn retarget(s: &RoundSettings<'_>, p: &mut NodePatch, state: NodeState) -> NodeState {
+    p.ann(names::ANN_TARGET_REVISION, Some(&s.rev));
+    p.reason = format!("spec changed mid-rollout: retargeting to revision {}", s.rev);
+    if !matches!(state, NodeState::Applying | NodeState::Verifying) {
+        return state;
+    }
+    // Already drained and cordoned: go straight to applying the new revision.
+    p.label(names::LABEL_REVISION, Some(&s.rev)).state(NodeState::Applying, s.now);
+    ask_agent_anew(p);
+    p.ann(names::ANN_DRAINED_REVISION, Some(&s.rev));
+    NodeState::Applying
+}
+
+/// Why a node in flight has run out of nodeTimeout, if it has. One without a
+/// readable start time (a hand-edited or garbage annotation) is timed out
+/// rather than trusted: it must never wait forever.
+fn timed_out(s: &RoundSettings<'_>, n: &NodeView, state: NodeState) -> Option<String> {
+    let started = n.started_at.or(n.state_since);
+    (state.in_flight() && (started.is_none() || s.since(started) > s.node_timeout)).then(|| {
+        format!(
+            "node did not finish {} within nodeTimeout {}; {}",
+            state.as_str().to_lowercase(),
+            s.spec.rollout.node_timeout,
+            waiting_for(s.spec, n, &s.rev, state)
+        )
+    })
+}
+
+fn draining(s: &RoundSettings<'_>, r: &mut Round<'_>, p: &mut NodePatch, n: &NodeView) -> NodeState {
+    if n.pods_to_evict == 0 {
+        p.label(names::LABEL_REVISION, Some(&s.rev)).ann(names::ANN_DRAINED_REVISION, Some(&s.rev)).state(NodeState::Applying, s.now);
+        ask_agent_anew(p);
+        p.reason = format!("drained; agent revision {} scheduled", s.rev);
+        return NodeState::Applying;
+    }
+    if s.since(n.state_since) <= s.drain_timeout {
+        r.drain.push((n.name.clone(), DrainMode::Evict));
+        r.wait(&n.name, format!("evicting {} pods", n.pods_to_evict));
+        return NodeState::Draining;
+    }
+    if s.spec.rollout.drain.force {
+        r.drain.push((n.name.clone(), DrainMode::Delete));
+        r.wait(&n.name, format!("deleting {} pods after drain timeout (force)", n.pods_to_evict));
+        return NodeState::Draining;
+    }
+    let msg = format!(
+        "{} pods could not be evicted within drain.timeout {} (a PodDisruptionBudget may block them)",
+        n.pods_to_evict, s.spec.rollout.drain.timeout
+    );
+    fail(p, n, s.now, "DrainTimeout", &msg);
+    p.reason = msg;
+    NodeState::Failed
+}
+
+/// Applying and Verifying: the agent's report, then the checks that prove it.
+fn applying(s: &RoundSettings<'_>, r: &mut Round<'_>, p: &mut NodePatch, n: &NodeView, state: NodeState) -> NodeState {
+    let reported = n.applied_revision.as_deref() == Some(s.rev.as_str());
+    match (reported, n.apply_status.as_deref()) {
+        (true, Some(names::APPLY_FAILED)) => {
+            let msg = n.apply_message.clone().unwrap_or_else(|| "the agent reported a failure".into());
+            fail(p, n, s.now, "ApplyFailed", &msg);
+            p.reason = format!("agent failed: {msg}");
+            NodeState::Failed
+        }
+        (true, Some(names::APPLY_SUCCEEDED)) => match verified(s, r, n, state) {
+            Ok(()) => {
+                release_cordon(p, n);
+                p.state(NodeState::Updated, s.now)
+                    .ann(names::ANN_TARGET_REVISION, None)
+                    .ann(names::ANN_BOOT_ID, None)
+                    .ann(names::ANN_FAILURE_REASON, None)
+                    .ann(names::ANN_FAILURE_MESSAGE, None)
+                    .ann(names::ANN_STARTED_AT, None);
+                p.reason = format!("verified at revision {}", s.rev);
+                NodeState::Updated
+            }
+            Err(why) => {
+                r.wait(&n.name, why);
+                if state != NodeState::Applying {
+                    return state;
+                }
+                p.state(NodeState::Verifying, s.now);
+                p.reason = "agent applied the revision; verifying".into();
+                NodeState::Verifying
+            }
+        },
+        _ => {
+            r.wait(&n.name, format!("waiting for the agent to apply revision {}", s.rev));
+            state
+        }
+    }
+}
+
+/// Whether a node whose agent reports success really runs the target and takes
+/// traffic. HNS alone may hold a node only for hns.readyTimeout; then it goes
+/// on, reported.
+fn verified(s: &RoundSettings<'_>, r: &mut Round<'_>, n: &NodeView, state: NodeState) -> Result<(), String> {
+    let why = match verify_config(s.spec, n).and_then(|()| verify_rebooted(n)).and_then(|()| verify_health(n)) {
+        Ok(()) => return Ok(()),
+        Err(why) => why,
+    };
+    let hns_only = verify_config(s.spec, n).is_ok() && verify_rebooted(n).is_ok() && n.ready && n.hns == HnsReadiness::NotReady;
+    if hns_only && state == NodeState::Verifying && s.since(n.state_since) > s.hns_ready_timeout {
+        r.warn(&n.name, format!("HNS not ready after hns.readyTimeout {}; marked Updated anyway", s.spec.hns.ready_timeout));
+        return Ok(());
+    }
+    Err(why)
+}
+
+fn updated(s: &RoundSettings<'_>, p: &mut NodePatch, n: &NodeView) -> NodeState {
+    if n.state.as_deref() != Some(NodeState::Updated.as_str()) {
+        // Found already at target (a new node built from the right image, or
+        // a restart between two writes): record it without rolling it.
+        p.state(NodeState::Updated, s.now);
+        p.reason = format!("already at revision {}", s.rev);
+    }
+    if n.cordoned_by_winpool {
+        release_cordon(p, n);
+        p.reason = "uncordoned: rollout of this node is complete".into();
+    }
+    NodeState::Updated
+}

@@ -1,0 +1,98 @@
+//! One round of the decision: its settings, read from the spec once, and what
+//! it has decided so far. The per-node steps in `node`, the starts in `start`
+//! and the summary in `summary` all write into the same [`Round`].
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use jiff::Timestamp;
+
+use super::{DrainMode, NodePatch, NodeState, PoolInput, parse_duration};
+use crate::api::WindowsNodePoolSpec;
+use crate::revision::revision_of;
+use crate::versions::WindowsBuild;
+
+/// Used when a duration in the spec does not parse (the CRD validates them,
+/// but a pool written before a pattern tightened must still be rolled).
+const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_secs(1800);
+const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(600);
+const DEFAULT_HNS_READY_TIMEOUT: Duration = Duration::from_secs(900);
+
+/// spec.rollout.nodeTimeout as a duration. The controller bounds the wait for a
+/// fresh HNS report by it too, so the default lives here only.
+pub fn node_timeout(spec: &WindowsNodePoolSpec) -> Duration {
+    parse_duration(&spec.rollout.node_timeout).unwrap_or(DEFAULT_NODE_TIMEOUT)
+}
+
+/// What every step of a round reads: the pool, its target and the clock.
+pub(super) struct RoundSettings<'a> {
+    pub pool: &'a str,
+    pub spec: &'a WindowsNodePoolSpec,
+    pub existing_revisions: &'a BTreeSet<String>,
+    /// The target revision.
+    pub rev: String,
+    pub now: Timestamp,
+    pub node_timeout: Duration,
+    pub drain_timeout: Duration,
+    pub hns_ready_timeout: Duration,
+    /// spec.os.patchLevel; `None` if it does not parse.
+    pub target_build: Option<WindowsBuild>,
+}
+
+impl<'a> RoundSettings<'a> {
+    pub fn new(pool: &PoolInput<'a>, now: Timestamp) -> Self {
+        let spec = pool.spec;
+        RoundSettings {
+            pool: pool.name,
+            spec,
+            existing_revisions: pool.existing_revisions,
+            rev: revision_of(spec),
+            now,
+            node_timeout: node_timeout(spec),
+            drain_timeout: parse_duration(&spec.rollout.drain.timeout).unwrap_or(DEFAULT_DRAIN_TIMEOUT),
+            hns_ready_timeout: parse_duration(&spec.hns.ready_timeout).unwrap_or(DEFAULT_HNS_READY_TIMEOUT),
+            target_build: spec.os.patch_level.parse().ok(),
+        }
+    }
+
+    /// Time elapsed since `t`; an unknown time counts as just now.
+    pub fn since(&self, t: Option<Timestamp>) -> Duration {
+        t.map(|t| self.now.duration_since(t).unsigned_abs()).unwrap_or_default()
+    }
+}
+
+/// What the round has decided so far.
+pub(super) struct Round<'n> {
+    pub patches: Vec<NodePatch>,
+    pub drain: Vec<(String, DrainMode)>,
+    pub waiting: BTreeMap<String, String>,
+    pub warnings: Vec<(String, String)>,
+    /// Every member's state once this round's patches land.
+    pub states: BTreeMap<&'n str, NodeState>,
+    pub config_revisions: BTreeSet<String>,
+}
+
+impl<'n> Round<'n> {
+    pub fn new(rev: &str) -> Self {
+        Round {
+            patches: Vec::new(),
+            drain: Vec::new(),
+            waiting: BTreeMap::new(),
+            warnings: Vec::new(),
+            states: BTreeMap::new(),
+            config_revisions: BTreeSet::from([rev.to_string()]),
+        }
+    }
+
+    pub fn wait(&mut self, node: &str, why: impl Into<String>) {
+        self.waiting.insert(node.to_string(), why.into());
+    }
+
+    pub fn warn(&mut self, node: &str, why: impl Into<String>) {
+        self.warnings.push((node.to_string(), why.into()));
+    }
+
+    pub fn count(&self, f: impl Fn(NodeState) -> bool) -> usize {
+        self.states.values().filter(|s| f(**s)).count()
+    }
+}

@@ -1,0 +1,113 @@
+//! Whether the rollout may start nodes this round, and which it starts.
+
+use super::round::{Round, RoundSettings};
+use super::{Hold, NodePatch, NodeState, NodeView, ask_agent_anew, kernel_satisfies, max_unavailable, verify_config};
+use crate::api::names;
+use crate::window::Window;
+
+/// Why no node may start this round, if something holds the rollout.
+pub(super) fn hold(s: &RoundSettings<'_>, r: &Round<'_>) -> Option<Hold> {
+    let failed = r.count(|st| st == NodeState::Failed);
+    let max_failed = s.spec.rollout.max_failed_nodes;
+    if s.spec.rollout.paused {
+        return Some(Hold::PausedBySpec);
+    }
+    if max_failed > 0 && failed >= max_failed as usize {
+        return Some(Hold::FailureLimit { failed, limit: max_failed });
+    }
+    match s.spec.rollout.maintenance_window.as_ref().map(Window::parse) {
+        None => None,
+        Some(Err(e)) => Some(Hold::BadWindow(e.to_string())),
+        Some(Ok(w)) if !w.is_open(s.now) => Some(Hold::OutsideWindow { opens: w.next_open(s.now) }),
+        Some(Ok(_)) => None,
+    }
+}
+
+/// Nodes out of service anyway (NotReady, or cordoned by someone else) count
+/// against maxUnavailable like nodes in flight, and are rolled first: rolling
+/// them costs no extra capacity.
+fn out_of_service(n: &NodeView) -> bool {
+    !n.ready || (n.unschedulable && !n.cordoned_by_winpool)
+}
+
+/// Start Pending nodes, the ones out of service first, up to maxUnavailable.
+pub(super) fn start_nodes<'n>(s: &RoundSettings<'_>, r: &mut Round<'n>, sorted: &[&'n NodeView]) {
+    let limit = max_unavailable(&s.spec.rollout.max_unavailable, sorted.len());
+    let mut in_flight = r.count(NodeState::in_flight);
+    let mut unavailable_idle =
+        sorted.iter().filter(|n| r.states.get(n.name.as_str()).is_some_and(|st| !st.in_flight()) && out_of_service(n)).count();
+    let mut candidates: Vec<&'n NodeView> =
+        sorted.iter().copied().filter(|n| r.states.get(n.name.as_str()) == Some(&NodeState::Pending)).collect();
+    candidates.sort_by_key(|n| (!out_of_service(n), n.name.as_str()));
+    for n in candidates {
+        let idle_down = out_of_service(n);
+        // Starting a node that is already down adds no unavailability, but
+        // in-flight work stays bounded by the limit either way.
+        let budget_used = if idle_down { in_flight } else { in_flight + unavailable_idle };
+        if budget_used >= limit {
+            if !idle_down {
+                break;
+            }
+            continue;
+        }
+        // The node may already have a patch this round (joining the pool): one write.
+        let mut p = r
+            .patches
+            .iter()
+            .position(|p| p.node == n.name)
+            .map(|i| r.patches.remove(i))
+            .unwrap_or_else(|| NodePatch::new(&n.name, NodeState::Pending, NodeState::Pending, ""));
+        let next = start(s, &mut p, n);
+        r.states.insert(&n.name, next);
+        if next == NodeState::Draining {
+            // Its pods are observed next round; nothing is evicted before the cordon lands.
+            r.wait(&n.name, "cordoned; drain starts next round");
+        }
+        r.patches.push(p);
+        in_flight += 1;
+        if idle_down {
+            unavailable_idle -= 1;
+        }
+    }
+}
+
+/// The patch that starts one node's update; returns the state it enters.
+fn start(s: &RoundSettings<'_>, p: &mut NodePatch, n: &NodeView) -> NodeState {
+    let (rev, now) = (s.rev.as_str(), s.now);
+    if n.pool_label.as_deref() != Some(s.pool) {
+        p.label(names::LABEL_POOL, Some(s.pool));
+    }
+    p.ann(names::ANN_TARGET_REVISION, Some(rev))
+        .ann(names::ANN_STARTED_AT, Some(&now.to_string()))
+        .ann(names::ANN_FAILURE_REASON, None)
+        .ann(names::ANN_FAILURE_MESSAGE, None);
+    // The kubelet and agent already report the target configuration (a node built
+    // from the right image, or a revision that changed nothing this node lacks):
+    // the agent only has to confirm, so the node keeps serving — no cordon, no drain.
+    let at_target = verify_config(s.spec, n).is_ok();
+    // An update below the patch level ends in a reboot: remember the boot it
+    // started from, so that only a new bootID counts as having rebooted.
+    let below_patch_level = !kernel_satisfies(n, s.target_build.as_ref());
+    if let (true, Some(boot)) = (below_patch_level && !at_target, n.boot_id.as_deref()) {
+        p.ann(names::ANN_BOOT_ID, Some(boot));
+    }
+    if !n.unschedulable && !at_target {
+        p.unschedulable = Some(true);
+        p.ann(names::ANN_CORDONED_BY_WINPOOL, Some("true"));
+    }
+    let already_drained = n.drained_revision.as_deref() == Some(rev);
+    if at_target {
+        p.label(names::LABEL_REVISION, Some(rev)).state(NodeState::Applying, now);
+        p.reason = format!("already at the target configuration; agent revision {rev} confirms it (no cordon, no drain)");
+        NodeState::Applying
+    } else if s.spec.rollout.drain.enabled && !already_drained {
+        p.state(NodeState::Draining, now);
+        p.reason = format!("cordoned; draining for revision {rev}");
+        NodeState::Draining
+    } else {
+        p.label(names::LABEL_REVISION, Some(rev)).state(NodeState::Applying, now);
+        ask_agent_anew(p);
+        p.reason = format!("cordoned; agent revision {rev} scheduled (no drain)");
+        NodeState::Applying
+    }
+}

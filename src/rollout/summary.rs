@@ -1,0 +1,83 @@
+//! What the round's decisions add up to: the HNS report cleanup on the
+//! patches, the counts, the failed list and when to look again.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use jiff::Timestamp;
+
+use super::round::{Round, RoundSettings};
+use super::{FailedInfo, Hold, IDLE_REQUEUE, IN_FLIGHT_REQUEUE, NodeState, NodeView, verify_config};
+use crate::api::{NodeCounts, names};
+
+/// The HNS counts an agent reported before the update describe the old boot:
+/// HNS starts from nothing after the reboot, so they must not make the node look
+/// ready. They are dropped when the node starts applying, and the node is marked
+/// as awaiting a fresh report; an agent that never reported is not waited for.
+pub(super) fn drop_stale_hns_reports(s: &RoundSettings<'_>, r: &mut Round<'_>, sorted: &[&NodeView]) {
+    for p in r.patches.iter_mut() {
+        // `sorted` is by name: a lookup per patch, not a scan of the pool.
+        let Ok(i) = sorted.binary_search_by(|n| n.name.as_str().cmp(p.node.as_str())) else { continue };
+        let n = sorted[i];
+        // A node confirmed "already at target" does not reboot: its counts stay valid.
+        if p.to == NodeState::Applying && p.from != NodeState::Applying && n.hns_reported && verify_config(s.spec, n).is_err() {
+            p.ann(names::ANN_HNS_LOAD_BALANCERS, None).ann(names::ANN_HNS_ENDPOINTS, None).ann(names::ANN_HNS_AWAITING, Some("true"));
+        }
+        if matches!(p.to, NodeState::Updated | NodeState::Failed) && p.from != p.to {
+            p.ann(names::ANN_HNS_AWAITING, None);
+        }
+    }
+}
+
+/// Nodes per state, every state present.
+pub(super) fn by_state(r: &Round<'_>) -> BTreeMap<NodeState, usize> {
+    let mut by_state: BTreeMap<NodeState, usize> = NodeState::ALL.iter().map(|s| (*s, 0)).collect();
+    for s in r.states.values() {
+        *by_state.entry(*s).or_default() += 1;
+    }
+    by_state
+}
+
+pub(super) fn counts(by_state: &BTreeMap<NodeState, usize>, total: usize) -> NodeCounts {
+    let count = |s: NodeState| by_state.get(&s).copied().unwrap_or(0) as i32;
+    NodeCounts {
+        total: total as i32,
+        updated: count(NodeState::Updated),
+        updating: count(NodeState::Draining) + count(NodeState::Applying) + count(NodeState::Verifying),
+        pending: count(NodeState::Pending),
+        failed: count(NodeState::Failed),
+    }
+}
+
+/// Every failed node, by name, with why.
+pub(super) fn failed(s: &RoundSettings<'_>, r: &Round<'_>, sorted: &[&NodeView]) -> Vec<FailedInfo> {
+    let mut failed = Vec::new();
+    for n in sorted {
+        if r.states.get(n.name.as_str()) != Some(&NodeState::Failed) {
+            continue;
+        }
+        // A node that failed in this very plan carries its reason in the patch.
+        let from_patch = r.patches.iter().find(|p| p.node == n.name && p.to == NodeState::Failed);
+        let get = |k: &str, fallback: &Option<String>| {
+            from_patch.and_then(|p| p.annotations.get(k).cloned().flatten()).or_else(|| fallback.clone()).unwrap_or_default()
+        };
+        failed.push(FailedInfo {
+            node: n.name.clone(),
+            reason: get(names::ANN_FAILURE_REASON, &n.failure_reason),
+            message: get(names::ANN_FAILURE_MESSAGE, &n.failure_message),
+            since: if from_patch.is_some() { Some(s.now) } else { n.state_since },
+        });
+    }
+    failed
+}
+
+/// Soon while nodes are in flight; when the window opens if nodes wait for it.
+pub(super) fn requeue_after(counts: &NodeCounts, hold: Option<&Hold>, now: Timestamp) -> Duration {
+    match hold {
+        _ if counts.updating > 0 => IN_FLIGHT_REQUEUE,
+        Some(Hold::OutsideWindow { opens }) if counts.pending > 0 => {
+            opens.duration_since(now).unsigned_abs().clamp(Duration::from_secs(1), IDLE_REQUEUE)
+        }
+        _ => IDLE_REQUEUE,
+    }
+}

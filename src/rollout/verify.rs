@@ -1,0 +1,98 @@
+//! Whether a node runs the pool's configuration and can take traffic, and
+//! what a node in flight is still waiting for.
+
+use super::{HnsReadiness, NodeState, NodeView};
+use crate::api::{WindowsNodePoolSpec, names};
+use crate::versions::{RuntimeVersion, Version, WindowsBuild};
+
+/// Whether the kubelet and the agent report the pool's configuration on the node.
+pub fn verify_config(spec: &WindowsNodePoolSpec, n: &NodeView) -> Result<(), String> {
+    let target: WindowsBuild = spec.os.patch_level.parse().map_err(|e| format!("{e}"))?;
+    match n.kernel_version.as_deref().map(str::parse::<WindowsBuild>) {
+        None => return Err("the kubelet reports no kernelVersion".into()),
+        Some(Err(_)) => {
+            return Err(format!("the kubelet's kernelVersion {:?} is not a Windows build", n.kernel_version.as_deref().unwrap_or("")));
+        }
+        Some(Ok(b)) if !b.satisfies(&target) => return Err(format!("kernelVersion {b} is below patch level {target}")),
+        Some(Ok(_)) => {}
+    }
+    if let Some(want) = &spec.runtime.version {
+        let want: Version = want.parse().map_err(|e| format!("{e}"))?;
+        match n.runtime_version.as_deref().map(str::parse::<RuntimeVersion>) {
+            Some(Ok(r)) if r.name == spec.runtime.name && r.version == want => {}
+            Some(Ok(r)) => return Err(format!("runtime is {}://{}, want {}://{want}", r.name, r.version, spec.runtime.name)),
+            _ => {
+                return Err(format!(
+                    "runtime version {:?} is not {}://{want}",
+                    n.runtime_version.as_deref().unwrap_or(""),
+                    spec.runtime.name
+                ));
+            }
+        }
+    }
+    let csi = &spec.storage.csi_proxy;
+    if let (true, Some(want)) = (csi.enabled, &csi.version) {
+        let ok = n
+            .csi_proxy_version
+            .as_deref()
+            .and_then(|v| v.parse::<Version>().ok())
+            .zip(want.parse::<Version>().ok())
+            .is_some_and(|(have, want)| have == want);
+        if !ok {
+            return Err(format!("agent reports csi-proxy {:?}, want {want}", n.csi_proxy_version.as_deref().unwrap_or("")));
+        }
+    }
+    let cni = spec.networking.cni_mode.as_str();
+    if n.cni_mode.as_deref() != Some(cni) {
+        return Err(format!("agent reports CNI mode {:?}, want {cni}", n.cni_mode.as_deref().unwrap_or("")));
+    }
+    Ok(())
+}
+
+/// What a node in flight is still waiting for, said the way an operator checks
+/// it: the pods left to evict, the agent's report, or which check fails.
+pub(super) fn waiting_for(spec: &WindowsNodePoolSpec, n: &NodeView, rev: &str, state: NodeState) -> String {
+    match state {
+        NodeState::Draining => format!("waiting for {} pods to be evicted", n.pods_to_evict),
+        NodeState::Applying | NodeState::Verifying => match (n.applied_revision.as_deref(), n.apply_status.as_deref()) {
+            (Some(r), Some(names::APPLY_SUCCEEDED)) if r == rev => {
+                match verify_config(spec, n).and_then(|()| verify_rebooted(n)).and_then(|()| verify_health(n)) {
+                    Err(why) => format!("waiting for: {why}"),
+                    Ok(()) => "every check passed at the deadline".into(),
+                }
+            }
+            (Some(r), _) if r != rev => format!("waiting for the agent to report revision {rev}; it last reported {r}"),
+            (Some(_), Some(status @ (names::APPLY_APPLYING | names::APPLY_REBOOTING))) => {
+                format!("waiting for the agent, which reports {status}: {}", n.apply_message.as_deref().unwrap_or("no message"))
+            }
+            _ => format!("waiting for the agent to report revision {rev}; it has not reported (is its DaemonSet pod running?)"),
+        },
+        _ => String::new(),
+    }
+}
+
+/// An update that needed a reboot is done only once the node has rebooted,
+/// which the kubelet proves with a new bootID; a report alone does not.
+pub fn verify_rebooted(n: &NodeView) -> Result<(), String> {
+    match (&n.boot_id_at_start, &n.boot_id) {
+        (Some(before), Some(now)) if before == now => Err(format!("the node has not rebooted since the update started (bootID {now})")),
+        _ => Ok(()),
+    }
+}
+
+/// What keeps a node that runs the right configuration from taking traffic.
+pub fn verify_health(n: &NodeView) -> Result<(), String> {
+    if !n.ready {
+        return Err("node is not Ready".into());
+    }
+    if n.hns == HnsReadiness::NotReady {
+        return Err("HNS has not programmed the cluster's Services yet".into());
+    }
+    Ok(())
+}
+
+/// Whether the kubelet reports a kernel at or past the target (unknown = no).
+pub(super) fn kernel_satisfies(n: &NodeView, target: Option<&WindowsBuild>) -> bool {
+    let b = n.kernel_version.as_deref().and_then(|k| k.parse::<WindowsBuild>().ok());
+    matches!((b, target), (Some(b), Some(t)) if b.satisfies(t))
+}
