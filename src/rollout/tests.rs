@@ -704,3 +704,83 @@ fn a_runtime_with_vendor_build_metadata_is_the_version_asked_for() {
     n.runtime_version = Some("containerd://1.7.21+azure".into());
     assert_eq!(transition(&run(&spec, &[n]), "a"), None);
 }
+
+/// Many rounds over a pool whose agents succeed, fail or stay silent at random,
+/// each round's writes landed on the nodes before the next decision: whatever
+/// happens, maxUnavailable is never exceeded, an administrator's cordon is never
+/// lifted, and a failed node is never started again for the same revision.
+mod multi_round {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// What a node's host and agent do in one round while it is asked to apply.
+    fn act(n: &mut NodeView, rev: &str, behaviour: u8) {
+        if n.state.as_deref() == Some("Draining") {
+            n.pods_to_evict = 0;
+        }
+        let asked = n.revision_label.as_deref() == Some(rev) && n.applied_revision.is_none();
+        if !asked || !matches!(n.state.as_deref(), Some("Applying")) {
+            return;
+        }
+        match behaviour {
+            1 => {
+                *n = applied(n.clone(), rev);
+                n.boot_id = Some(format!("{}-rebooted", n.name));
+            }
+            2 => {
+                n.applied_revision = Some(rev.into());
+                n.apply_status = Some("Failed".into());
+                n.apply_message = Some("DISM exit code 0x800f0922".into());
+            }
+            _ => {}
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+        #[test]
+        fn rounds_never_exceed_max_unavailable_lift_an_admin_cordon_or_restart_a_failed_node(
+            size in 1..8usize,
+            max_unavailable in 1..4i32,
+            admin in prop::collection::vec(any::<bool>(), 8),
+            rounds in prop::collection::vec(prop::collection::vec(0..3u8, 8), 1..30),
+        ) {
+            let spec = spec_with(&format!("rollout: {{maxUnavailable: {max_unavailable}, maxFailedNodes: 0}}"));
+            let rev = revision_of(&spec);
+            let mut nodes: Vec<NodeView> = (0..size)
+                .map(|i| NodeView { boot_id: Some(format!("n{i}-boot")), unschedulable: admin[i], ..fresh(&format!("n{i}")) })
+                .collect();
+            let admin_cordoned: BTreeSet<String> = nodes.iter().filter(|n| n.unschedulable).map(|n| n.name.clone()).collect();
+            let mut failed: BTreeSet<String> = BTreeSet::new();
+            for behaviour in rounds {
+                let reported_failure: Vec<String> = nodes
+                    .iter()
+                    .filter(|n| n.applied_revision.as_deref() == Some(rev.as_str()) && n.apply_status.as_deref() == Some("Failed"))
+                    .map(|n| n.name.clone())
+                    .collect();
+                let plan = run(&spec, &nodes);
+                for p in &plan.patches {
+                    prop_assert!(!(admin_cordoned.contains(&p.node) && p.unschedulable == Some(false)), "{} lost its admin cordon", p.node);
+                    prop_assert!(!failed.contains(&p.node) || p.to == NodeState::Failed, "{} restarted after failing: {:?}", p.node, p.to);
+                }
+                nodes = nodes.iter().map(|n| land(n, patch(&plan, &n.name))).collect();
+                let in_flight = nodes.iter().filter(|n| n.state.as_deref().and_then(NodeState::parse).is_some_and(NodeState::in_flight)).count();
+                prop_assert!(in_flight <= max_unavailable as usize, "{in_flight} nodes in flight, maxUnavailable {max_unavailable}");
+                for n in nodes.iter().filter(|n| reported_failure.contains(&n.name)) {
+                    prop_assert_eq!(n.state.as_deref(), Some("Failed"), "{} reported a failure but was not left Failed", &n.name);
+                }
+                for n in &nodes {
+                    if n.state.as_deref() == Some("Failed") {
+                        failed.insert(n.name.clone());
+                    }
+                    if admin_cordoned.contains(&n.name) {
+                        prop_assert!(n.unschedulable, "{} lost its admin cordon", n.name);
+                    }
+                }
+                for (n, b) in nodes.iter_mut().zip(behaviour) {
+                    act(n, &rev, b);
+                }
+            }
+        }
+    }
+}
