@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -12,6 +11,7 @@ import (
 
 	"winpool.dev/agent/internal/decide"
 	"winpool.dev/agent/internal/host"
+	"winpool.dev/agent/internal/stage"
 )
 
 // Machine is what the task does to services and binaries beyond files.
@@ -88,7 +88,7 @@ func (s *swap) do(ctx context.Context) error {
 			}
 			s.backedUp = append(s.backedUp, n)
 		}
-		if err := copyFile(filepath.Join(s.p.NewDir, n), cur); err != nil {
+		if err := stage.CopyFile(filepath.Join(s.p.NewDir, n), cur, 0o755, true); err != nil {
 			return fmt.Errorf("installing %s: %w", cur, err)
 		}
 		s.installed = append(s.installed, n)
@@ -184,21 +184,4 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
-}
-
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o755)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }

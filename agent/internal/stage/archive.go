@@ -52,7 +52,7 @@ func ExtractContainerd(archive, dir string) ([]string, error) {
 		if hdr.Typeflag != tar.TypeReg || path.Dir(name) != "bin" || !wanted[base] {
 			continue
 		}
-		if err := writeFile(filepath.Join(dir, base), tr); err != nil {
+		if err := WriteFile(filepath.Join(dir, base), tr, 0o700, false); err != nil {
 			return nil, err
 		}
 		wrote = append(wrote, base)
@@ -63,18 +63,6 @@ func ExtractContainerd(archive, dir string) ([]string, error) {
 		}
 	}
 	return nil, fmt.Errorf("%s has no bin/containerd.exe: not a containerd Windows release archive", archive)
-}
-
-func writeFile(dest string, r io.Reader) error {
-	out, err := os.OpenFile(dest, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o700)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, r); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }
 
 // ContainerdReleases is where containerd publishes its releases.

@@ -69,7 +69,7 @@ func (u runtimeUpgrader) start(ctx context.Context, req host.RuntimeRequest) err
 		return err
 	}
 	exe := filepath.Join(work, "winpool-agent.exe")
-	if err := copyExecutable(u.self, exe); err != nil {
+	if err := stage.CopyFile(u.self, exe, 0o700, false); err != nil {
 		return fmt.Errorf("copying the agent for the task: %w", err)
 	}
 	plan := runtimeswap.Plan{
@@ -110,24 +110,4 @@ func (u runtimeUpgrader) archiveOf(ctx context.Context, req host.RuntimeRequest)
 	}
 	d, err := stage.ParseSHA256Sum(string(b), path.Base(archive))
 	return archive, d, err
-}
-
-func copyExecutable(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
-		return err
-	}
-	out, err := os.Create(dst)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }
