@@ -43,6 +43,8 @@ pub use crate::error::Error;
 mod agent;
 mod apply;
 mod events;
+#[cfg(test)]
+mod fixtures;
 mod hns_node;
 mod nodes;
 mod round;

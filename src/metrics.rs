@@ -18,45 +18,140 @@ use crate::rollout::{Hold, NodeState, Plan};
 
 pub struct Metrics {
     pub registry: Registry,
-    pub pool_nodes: IntGaugeVec,
-    pub pool_nodes_desired: IntGaugeVec,
-    pub pool_nodes_updated: IntGaugeVec,
-    pub pool_failed_nodes: IntGaugeVec,
-    pub pool_rollout_in_progress: IntGaugeVec,
-    pub pool_rollout_paused: IntGaugeVec,
-    pub pool_behind_patch_level: IntGaugeVec,
-    pub pool_last_reconcile: IntGaugeVec,
     pub reconcile_duration: Histogram,
     pub reconcile_errors: IntCounterVec,
     pub api_requests: IntCounterVec,
     pub leader: IntGauge,
     pub caches_synced: IntGauge,
-    pub build_info: IntGaugeVec,
-    pub hns_expected_lb: IntGaugeVec,
-    pub hns_limit_lb: IntGaugeVec,
-    pub hns_expected_ep: IntGaugeVec,
-    pub hns_limit_ep: IntGaugeVec,
-    pub hns_utilization: GaugeVec,
-    pub hns_warn_ratio: GaugeVec,
-    pub hns_not_ready: IntGaugeVec,
-    pub node_hns_ready: IntGaugeVec,
+    build_info: IntGaugeVec,
+    pool: PoolGauges,
+    hns: HnsGauges,
+}
+
+/// A pool's rollout, one series per pool (and per state or pause reason).
+struct PoolGauges {
+    nodes: IntGaugeVec,
+    nodes_desired: IntGaugeVec,
+    nodes_updated: IntGaugeVec,
+    failed_nodes: IntGaugeVec,
+    rollout_in_progress: IntGaugeVec,
+    rollout_paused: IntGaugeVec,
+    behind_patch_level: IntGaugeVec,
+    last_reconcile: IntGaugeVec,
+}
+
+/// A pool's HNS load and limits, and the bounded per-node readiness series.
+struct HnsGauges {
+    expected_lb: IntGaugeVec,
+    limit_lb: IntGaugeVec,
+    expected_ep: IntGaugeVec,
+    limit_ep: IntGaugeVec,
+    utilization: GaugeVec,
+    warn_ratio: GaugeVec,
+    not_ready: IntGaugeVec,
+    node_ready: IntGaugeVec,
     /// Nodes with a winpool_node_hns_ready series, per pool, so recovered ones are removed.
-    hns_series: std::sync::Mutex<std::collections::HashMap<String, Vec<String>>>,
+    series: std::sync::Mutex<std::collections::HashMap<String, Vec<String>>>,
 }
 
 /// Per-node HNS series are exported only for nodes that are not ready, and at most this many per pool.
 pub const MAX_NODE_SERIES_PER_POOL: usize = 50;
 
+fn register<M: prometheus::core::Collector + Clone + 'static>(r: &Registry, m: Result<M, prometheus::Error>) -> M {
+    let m = m.expect("valid metric");
+    r.register(Box::new(m.clone())).expect("metric registered once");
+    m
+}
+
 fn float_gauge_vec(r: &Registry, name: &str, help: &str, labels: &[&str]) -> GaugeVec {
-    let g = GaugeVec::new(Opts::new(name, help), labels).expect("valid metric");
-    r.register(Box::new(g.clone())).expect("metric registered once");
-    g
+    register(r, GaugeVec::new(Opts::new(name, help), labels))
 }
 
 fn gauge_vec(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
-    let g = IntGaugeVec::new(Opts::new(name, help), labels).expect("valid metric");
-    r.register(Box::new(g.clone())).expect("metric registered once");
-    g
+    register(r, IntGaugeVec::new(Opts::new(name, help), labels))
+}
+
+impl PoolGauges {
+    fn register(r: &Registry) -> Self {
+        let pool = &["pool"];
+        PoolGauges {
+            nodes: gauge_vec(r, "winpool_pool_nodes", "Nodes of a pool by rollout state.", &["pool", "state"]),
+            nodes_desired: gauge_vec(
+                r,
+                "winpool_pool_nodes_desired",
+                "Nodes in the pool, all of which should reach the target revision.",
+                pool,
+            ),
+            nodes_updated: gauge_vec(r, "winpool_pool_nodes_updated", "Nodes verified at the pool's target revision.", pool),
+            failed_nodes: gauge_vec(r, "winpool_pool_failed_nodes", "Nodes whose rollout failed for the current revision.", pool),
+            rollout_in_progress: gauge_vec(r, "winpool_pool_rollout_in_progress", "1 while nodes are being updated.", pool),
+            rollout_paused: gauge_vec(
+                r,
+                "winpool_pool_rollout_paused",
+                "1 when the rollout is paused by spec or by failures.",
+                &["pool", "reason"],
+            ),
+            behind_patch_level: gauge_vec(
+                r,
+                "winpool_pool_nodes_behind_patch_level",
+                "Nodes whose kubelet-reported build is below the pool's patchLevel.",
+                pool,
+            ),
+            last_reconcile: gauge_vec(
+                r,
+                "winpool_pool_last_reconcile_timestamp_seconds",
+                "Unix time of the pool's last successful decision.",
+                pool,
+            ),
+        }
+    }
+}
+
+impl HnsGauges {
+    fn register(r: &Registry) -> Self {
+        let pool = &["pool"];
+        HnsGauges {
+            expected_lb: gauge_vec(
+                r,
+                "winpool_pool_hns_expected_load_balancers",
+                "HNS load-balancer policies every node of the pool should hold.",
+                pool,
+            ),
+            limit_lb: gauge_vec(
+                r,
+                "winpool_pool_hns_limit_load_balancers",
+                "The pool's load-balancer limit (spec.hns or the OS default).",
+                pool,
+            ),
+            expected_ep: gauge_vec(
+                r,
+                "winpool_pool_hns_expected_endpoints",
+                "HNS remote endpoints every node of the pool should hold.",
+                pool,
+            ),
+            limit_ep: gauge_vec(r, "winpool_pool_hns_limit_endpoints", "The pool's endpoint limit (spec.hns or the OS default).", pool),
+            utilization: float_gauge_vec(
+                r,
+                "winpool_pool_hns_utilization_ratio",
+                "Expected HNS load over the limit: the larger of the two ratios.",
+                pool,
+            ),
+            warn_ratio: float_gauge_vec(
+                r,
+                "winpool_pool_hns_warn_ratio",
+                "spec.hns.warnPercent / 100: where HNSCapacity turns NearLimit.",
+                pool,
+            ),
+            not_ready: gauge_vec(r, "winpool_pool_nodes_hns_not_ready", "Nodes of the pool whose HNS has not caught up.", pool),
+            node_ready: gauge_vec(
+                r,
+                "winpool_node_hns_ready",
+                "0 for a node whose HNS has not caught up; exported only for such nodes, at most 50 per pool.",
+                &["pool", "node"],
+            ),
+            series: Default::default(),
+        }
+    }
 }
 
 impl Metrics {
@@ -64,111 +159,22 @@ impl Metrics {
         let r = Registry::new();
         // CPU, resident memory, open file descriptors of the operator itself.
         r.register(Box::new(prometheus::process_collector::ProcessCollector::for_self())).expect("process collector registered once");
-        let reconcile_duration = Histogram::with_opts(
-            HistogramOpts::new("winpool_reconcile_duration_seconds", "Time one pool reconcile takes, observe to act.")
-                .buckets(vec![0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0]),
-        )
-        .expect("valid metric");
-        r.register(Box::new(reconcile_duration.clone())).expect("metric registered once");
-        let reconcile_errors = IntCounterVec::new(Opts::new("winpool_reconcile_errors_total", "Failed reconciles by reason."), &["reason"])
-            .expect("valid metric");
-        r.register(Box::new(reconcile_errors.clone())).expect("metric registered once");
-        let api_requests = IntCounterVec::new(
-            Opts::new("winpool_kube_api_requests_total", "Kubernetes API requests winpool made, by verb, resource and outcome."),
-            &["verb", "resource", "outcome"],
-        )
-        .expect("valid metric");
-        r.register(Box::new(api_requests.clone())).expect("metric registered once");
-        let leader = IntGauge::new("winpool_leader", "1 when this replica holds the leader lease and may write.").expect("valid metric");
-        r.register(Box::new(leader.clone())).expect("metric registered once");
-        let caches_synced =
-            IntGauge::new("winpool_caches_synced", "1 once the node and DaemonSet caches have synced.").expect("valid metric");
-        r.register(Box::new(caches_synced.clone())).expect("metric registered once");
+        let buckets = vec![0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
+        let duration = HistogramOpts::new("winpool_reconcile_duration_seconds", "Time one pool reconcile takes, observe to act.");
+        let requests = Opts::new("winpool_kube_api_requests_total", "Kubernetes API requests winpool made, by verb, resource and outcome.");
         let m = Metrics {
-            pool_nodes: gauge_vec(&r, "winpool_pool_nodes", "Nodes of a pool by rollout state.", &["pool", "state"]),
-            pool_nodes_desired: gauge_vec(
+            reconcile_duration: register(&r, Histogram::with_opts(duration.buckets(buckets))),
+            reconcile_errors: register(
                 &r,
-                "winpool_pool_nodes_desired",
-                "Nodes in the pool, all of which should reach the target revision.",
-                &["pool"],
+                IntCounterVec::new(Opts::new("winpool_reconcile_errors_total", "Failed reconciles by reason."), &["reason"]),
             ),
-            pool_nodes_updated: gauge_vec(&r, "winpool_pool_nodes_updated", "Nodes verified at the pool's target revision.", &["pool"]),
-            pool_failed_nodes: gauge_vec(
-                &r,
-                "winpool_pool_failed_nodes",
-                "Nodes whose rollout failed for the current revision.",
-                &["pool"],
-            ),
-            pool_rollout_in_progress: gauge_vec(&r, "winpool_pool_rollout_in_progress", "1 while nodes are being updated.", &["pool"]),
-            pool_rollout_paused: gauge_vec(
-                &r,
-                "winpool_pool_rollout_paused",
-                "1 when the rollout is paused by spec or by failures.",
-                &["pool", "reason"],
-            ),
-            pool_behind_patch_level: gauge_vec(
-                &r,
-                "winpool_pool_nodes_behind_patch_level",
-                "Nodes whose kubelet-reported build is below the pool's patchLevel.",
-                &["pool"],
-            ),
-            pool_last_reconcile: gauge_vec(
-                &r,
-                "winpool_pool_last_reconcile_timestamp_seconds",
-                "Unix time of the pool's last successful decision.",
-                &["pool"],
-            ),
+            api_requests: register(&r, IntCounterVec::new(requests, &["verb", "resource", "outcome"])),
+            leader: register(&r, IntGauge::new("winpool_leader", "1 when this replica holds the leader lease and may write.")),
+            caches_synced: register(&r, IntGauge::new("winpool_caches_synced", "1 once the node and DaemonSet caches have synced.")),
             build_info: gauge_vec(&r, "winpool_build_info", "Always 1; the version label says which winpool runs.", &["version"]),
-            hns_expected_lb: gauge_vec(
-                &r,
-                "winpool_pool_hns_expected_load_balancers",
-                "HNS load-balancer policies every node of the pool should hold.",
-                &["pool"],
-            ),
-            hns_limit_lb: gauge_vec(
-                &r,
-                "winpool_pool_hns_limit_load_balancers",
-                "The pool's load-balancer limit (spec.hns or the OS default).",
-                &["pool"],
-            ),
-            hns_expected_ep: gauge_vec(
-                &r,
-                "winpool_pool_hns_expected_endpoints",
-                "HNS remote endpoints every node of the pool should hold.",
-                &["pool"],
-            ),
-            hns_limit_ep: gauge_vec(
-                &r,
-                "winpool_pool_hns_limit_endpoints",
-                "The pool's endpoint limit (spec.hns or the OS default).",
-                &["pool"],
-            ),
-            hns_utilization: float_gauge_vec(
-                &r,
-                "winpool_pool_hns_utilization_ratio",
-                "Expected HNS load over the limit: the larger of the two ratios.",
-                &["pool"],
-            ),
-            hns_warn_ratio: float_gauge_vec(
-                &r,
-                "winpool_pool_hns_warn_ratio",
-                "spec.hns.warnPercent / 100: where HNSCapacity turns NearLimit.",
-                &["pool"],
-            ),
-            hns_not_ready: gauge_vec(&r, "winpool_pool_nodes_hns_not_ready", "Nodes of the pool whose HNS has not caught up.", &["pool"]),
-            node_hns_ready: gauge_vec(
-                &r,
-                "winpool_node_hns_ready",
-                "0 for a node whose HNS has not caught up; exported only for such nodes, at most 50 per pool.",
-                &["pool", "node"],
-            ),
-            hns_series: Default::default(),
+            pool: PoolGauges::register(&r),
+            hns: HnsGauges::register(&r),
             registry: r,
-            reconcile_duration,
-            reconcile_errors,
-            api_requests,
-            leader,
-            caches_synced,
         };
         m.build_info.with_label_values(&[env!("CARGO_PKG_VERSION")]).set(1);
         // A counter series that first appears at 1 is invisible to rate(): start every reason at 0.
@@ -185,22 +191,22 @@ impl Metrics {
     pub fn observe_pool(&self, pool: &str, plan: &Plan, now: Timestamp) {
         for s in NodeState::ALL {
             let n = plan.by_state.get(&s).copied().unwrap_or(0) as i64;
-            self.pool_nodes.with_label_values(&[pool, s.as_str()]).set(n);
+            self.pool.nodes.with_label_values(&[pool, s.as_str()]).set(n);
         }
-        self.pool_nodes_desired.with_label_values(&[pool]).set(plan.counts.total as i64);
-        self.pool_nodes_updated.with_label_values(&[pool]).set(plan.counts.updated as i64);
-        self.pool_failed_nodes.with_label_values(&[pool]).set(plan.counts.failed as i64);
-        self.pool_rollout_in_progress.with_label_values(&[pool]).set((plan.counts.updating > 0) as i64);
+        self.pool.nodes_desired.with_label_values(&[pool]).set(plan.counts.total as i64);
+        self.pool.nodes_updated.with_label_values(&[pool]).set(plan.counts.updated as i64);
+        self.pool.failed_nodes.with_label_values(&[pool]).set(plan.counts.failed as i64);
+        self.pool.rollout_in_progress.with_label_values(&[pool]).set((plan.counts.updating > 0) as i64);
         let reason = match plan.hold {
             Some(Hold::PausedBySpec) => Some("spec"),
             Some(Hold::FailureLimit { .. }) => Some("failures"),
             _ => None,
         };
         for r in ["spec", "failures"] {
-            self.pool_rollout_paused.with_label_values(&[pool, r]).set((reason == Some(r)) as i64);
+            self.pool.rollout_paused.with_label_values(&[pool, r]).set((reason == Some(r)) as i64);
         }
-        self.pool_behind_patch_level.with_label_values(&[pool]).set(plan.behind_patch_level as i64);
-        self.pool_last_reconcile.with_label_values(&[pool]).set(now.as_second());
+        self.pool.behind_patch_level.with_label_values(&[pool]).set(plan.behind_patch_level as i64);
+        self.pool.last_reconcile.with_label_values(&[pool]).set(now.as_second());
     }
 
     pub fn observe_hns(
@@ -212,22 +218,22 @@ impl Metrics {
         warn_percent: i32,
         not_ready: &[String],
     ) {
-        self.hns_expected_lb.with_label_values(&[pool]).set(totals.0);
-        self.hns_limit_lb.with_label_values(&[pool]).set(limits.load_balancers);
-        self.hns_expected_ep.with_label_values(&[pool]).set(totals.1);
-        self.hns_limit_ep.with_label_values(&[pool]).set(limits.endpoints);
-        self.hns_utilization.with_label_values(&[pool]).set(utilization);
-        self.hns_warn_ratio.with_label_values(&[pool]).set(warn_percent as f64 / 100.0);
-        self.hns_not_ready.with_label_values(&[pool]).set(not_ready.len() as i64);
+        self.hns.expected_lb.with_label_values(&[pool]).set(totals.0);
+        self.hns.limit_lb.with_label_values(&[pool]).set(limits.load_balancers);
+        self.hns.expected_ep.with_label_values(&[pool]).set(totals.1);
+        self.hns.limit_ep.with_label_values(&[pool]).set(limits.endpoints);
+        self.hns.utilization.with_label_values(&[pool]).set(utilization);
+        self.hns.warn_ratio.with_label_values(&[pool]).set(warn_percent as f64 / 100.0);
+        self.hns.not_ready.with_label_values(&[pool]).set(not_ready.len() as i64);
         let shown: Vec<String> = not_ready.iter().take(MAX_NODE_SERIES_PER_POOL).cloned().collect();
-        let mut series = self.hns_series.lock().expect("series lock");
+        let mut series = self.hns.series.lock().expect("series lock");
         for old in series.get(pool).into_iter().flatten() {
             if !shown.contains(old) {
-                let _ = self.node_hns_ready.remove_label_values(&[pool, old]);
+                let _ = self.hns.node_ready.remove_label_values(&[pool, old]);
             }
         }
         for n in &shown {
-            self.node_hns_ready.with_label_values(&[pool, n]).set(0);
+            self.hns.node_ready.with_label_values(&[pool, n]).set(0);
         }
         series.insert(pool.to_string(), shown);
     }
@@ -235,29 +241,29 @@ impl Metrics {
     /// A deleted pool's series go away instead of freezing at their last value.
     pub fn forget_pool(&self, pool: &str) {
         for s in NodeState::ALL {
-            let _ = self.pool_nodes.remove_label_values(&[pool, s.as_str()]);
+            let _ = self.pool.nodes.remove_label_values(&[pool, s.as_str()]);
         }
         for g in [
-            &self.pool_nodes_desired,
-            &self.pool_nodes_updated,
-            &self.pool_failed_nodes,
-            &self.pool_rollout_in_progress,
-            &self.pool_behind_patch_level,
-            &self.pool_last_reconcile,
+            &self.pool.nodes_desired,
+            &self.pool.nodes_updated,
+            &self.pool.failed_nodes,
+            &self.pool.rollout_in_progress,
+            &self.pool.behind_patch_level,
+            &self.pool.last_reconcile,
         ] {
             let _ = g.remove_label_values(&[pool]);
         }
         for r in ["spec", "failures"] {
-            let _ = self.pool_rollout_paused.remove_label_values(&[pool, r]);
+            let _ = self.pool.rollout_paused.remove_label_values(&[pool, r]);
         }
-        for g in [&self.hns_expected_lb, &self.hns_limit_lb, &self.hns_expected_ep, &self.hns_limit_ep, &self.hns_not_ready] {
+        for g in [&self.hns.expected_lb, &self.hns.limit_lb, &self.hns.expected_ep, &self.hns.limit_ep, &self.hns.not_ready] {
             let _ = g.remove_label_values(&[pool]);
         }
-        for g in [&self.hns_utilization, &self.hns_warn_ratio] {
+        for g in [&self.hns.utilization, &self.hns.warn_ratio] {
             let _ = g.remove_label_values(&[pool]);
         }
-        for n in self.hns_series.lock().expect("series lock").remove(pool).into_iter().flatten() {
-            let _ = self.node_hns_ready.remove_label_values(&[pool, &n]);
+        for n in self.hns.series.lock().expect("series lock").remove(pool).into_iter().flatten() {
+            let _ = self.hns.node_ready.remove_label_values(&[pool, &n]);
         }
     }
 

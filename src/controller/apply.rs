@@ -46,12 +46,6 @@ pub(super) async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Actio
     let nodes = ctx.windows_nodes();
     let selectors = ctx.pool_selectors();
     let membership = members_of(&name, &selectors, nodes.iter().map(|n| (n.metadata.name.as_deref().unwrap_or(""), n.labels())));
-    // Deselected nodes are given back first: they are no part of the round's
-    // decision, only of its writes (which ones: round::releases, pure).
-    for (n, p) in round::releases(&name, &nodes, &membership, "no longer selected by the pool: node released") {
-        patch_node_with(ctx, &name, &p, release_body(n, &p)).await?;
-    }
-
     let seen = observe(pool, ctx, &nodes, membership, now).await?;
     let round = round::decide_round(pool, &ctx.settings, &seen, now);
     for (node, why) in &round.plan.waiting {
@@ -61,13 +55,17 @@ pub(super) async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Actio
     record(pool, ctx, &seen, round, now).await
 }
 
-/// Carry out the round's writes in the order they must land: the agent runs
+/// Carry out the round's writes in the order they must land: deselected nodes
+/// are given back first (they hold no slot of the rollout); the agent runs
 /// and every revision a node is asked to run has its ConfigMap before any node
 /// is labelled for it; HNS condition and taint before the node patches (a node
 /// whose taint could not be written waits a round); the node patches; the
 /// evictions; and last the ConfigMaps no node needs any more.
 async fn execute(pool: &WindowsNodePool, ctx: &Context, seen: &Observed<'_>, round: &Round) -> Result<(), Error> {
     let name = pool.name_any();
+    for (p, body) in &round.releases {
+        patch_node_with(ctx, &name, p, body.clone()).await?;
+    }
     if let Some(agent) = &round.agent {
         write_agent(pool, ctx, agent).await?;
     }
@@ -127,7 +125,15 @@ async fn observe<'a>(
         .filter_map(|c| c.labels().get(names::LABEL_REVISION).cloned())
         .chain(ds_of_pool.iter().filter_map(|d| legacy_revision(d).map(str::to_string)))
         .collect();
+    let deselected = round::releases(&name, nodes, &membership, "no longer selected by the pool: node released")
+        .into_iter()
+        .map(|(n, p)| {
+            let body = release_body(n, &p);
+            (p, body)
+        })
+        .collect();
     Ok(Observed {
+        releases: deselected,
         membership,
         views,
         hns_nodes,

@@ -26,6 +26,9 @@ use crate::status::{build_status, transition_events};
 
 /// What one reconcile read: the cluster as the decision sees it.
 pub(super) struct Observed<'a> {
+    /// Nodes labelled for the pool that it no longer selects, each with its
+    /// release ([`releases`]) and the merge patch body that gives it back.
+    pub releases: Vec<(NodePatch, serde_json::Value)>,
     pub membership: Membership,
     pub views: Vec<NodeView>,
     /// In the order of `views`.
@@ -45,6 +48,8 @@ pub(super) struct Observed<'a> {
 }
 
 pub(super) struct Round {
+    /// Deselected nodes given back, before anything else is written.
+    pub releases: Vec<(NodePatch, serde_json::Value)>,
     pub plan: Plan,
     /// Written before any node is labelled for the revisions they carry.
     pub agent: Option<AgentWrite>,
@@ -94,6 +99,7 @@ pub(super) fn decide_round(pool: &WindowsNodePool, settings: &Settings, seen: &O
     let status = build_status(spec, &plan, &seen.membership.conflicts, Some(capacity), pool.status.as_ref(), pool.metadata.generation, now);
     let transitions = transition_events(pool.status.as_ref(), &status);
     Round {
+        releases: seen.releases.clone(),
         agent: agent_write(pool, settings, &seen.ds_of_pool),
         configmaps: configmap_writes(pool, &settings.agent_namespace, &plan, &seen.cms_of_pool, &seen.ds_of_pool),
         hns_writes: hns_writes(seen, &plan, spec.hns.taint_when_not_ready, now),

@@ -84,35 +84,7 @@ pub fn node_readiness(
 
     let (Some(lb), Some(ep)) = (reported_lb.and_then(parse_count), reported_ep.and_then(parse_count)) else {
         let missing: Vec<&str> = fields.iter().filter(|(_, v)| v.is_none()).map(|(ann, _)| *ann).collect();
-        let missing = missing.join(" and ");
-        if let Some(a) = awaiting {
-            let waited = now.duration_since(a.since);
-            if waited < a.grace {
-                return (
-                    HnsReadiness::NotReady,
-                    reasons::AWAITING_REPORT,
-                    format!(
-                        "the node restarted at {} and its agent has not reported HNS counts since ({missing} missing); HNS starts empty after a restart, so the node counts as not ready for up to {:#} after the restart",
-                        a.since, a.grace
-                    ),
-                );
-            }
-            return (
-                HnsReadiness::Unknown,
-                reasons::NOT_REPORTED,
-                format!(
-                    "the agent has not reported HNS counts ({missing} missing) in the {:#} since the node restarted at {}; HNS readiness is unknown, so the node is not tainted and the rollout does not wait for it",
-                    a.grace, a.since
-                ),
-            );
-        }
-        return (
-            HnsReadiness::Unknown,
-            reasons::NOT_REPORTED,
-            format!(
-                "the agent has not reported HNS counts ({missing} missing); HNS readiness is unknown, so the node is not tainted and the rollout does not wait for it"
-            ),
-        );
+        return not_reported(&missing.join(" and "), awaiting, now);
     };
 
     let (need_lb, need_ep) = (ready_at(expected.0, tolerance), ready_at(expected.1, tolerance));
@@ -135,6 +107,38 @@ pub fn node_readiness(
             thousands(need_lb),
             thousands(need_ep),
             100 - tolerance
+        ),
+    )
+}
+
+/// No HNS counts on the node: not ready for a while after a restart (HNS
+/// starts empty), otherwise unknown.
+fn not_reported(missing: &str, awaiting: Option<AwaitingReport>, now: Timestamp) -> (HnsReadiness, &'static str, String) {
+    let Some(a) = awaiting else {
+        return (
+            HnsReadiness::Unknown,
+            reasons::NOT_REPORTED,
+            format!(
+                "the agent has not reported HNS counts ({missing} missing); HNS readiness is unknown, so the node is not tainted and the rollout does not wait for it"
+            ),
+        );
+    };
+    if now.duration_since(a.since) < a.grace {
+        return (
+            HnsReadiness::NotReady,
+            reasons::AWAITING_REPORT,
+            format!(
+                "the node restarted at {} and its agent has not reported HNS counts since ({missing} missing); HNS starts empty after a restart, so the node counts as not ready for up to {:#} after the restart",
+                a.since, a.grace
+            ),
+        );
+    }
+    (
+        HnsReadiness::Unknown,
+        reasons::NOT_REPORTED,
+        format!(
+            "the agent has not reported HNS counts ({missing} missing) in the {:#} since the node restarted at {}; HNS readiness is unknown, so the node is not tainted and the rollout does not wait for it",
+            a.grace, a.since
         ),
     )
 }

@@ -4,6 +4,33 @@
 #[allow(unused_imports)]
 use super::*;
 
+/// Walk two sorted, deduplicated lists once: `change(ip, -1)` for every
+/// address only in `old`, `change(ip, 1)` for every one only in `new`.
+fn sorted_difference(old: &[IpAddr], new: &[IpAddr], mut change: impl FnMut(IpAddr, i64)) {
+    let (mut i, mut j) = (0, 0);
+    while i < old.len() || j < new.len() {
+        match (old.get(i), new.get(j)) {
+            (Some(o), Some(n)) if o == n => {
+                i += 1;
+                j += 1;
+            }
+            (Some(o), Some(n)) if o < n => {
+                change(*o, -1);
+                i += 1;
+            }
+            (Some(o), None) => {
+                change(*o, -1);
+                i += 1;
+            }
+            (_, Some(n)) => {
+                change(*n, 1);
+                j += 1;
+            }
+            (None, None) => unreachable!(),
+        }
+    }
+}
+
 /// Index of an address family in the per-family arrays: 0 = IPv4, 1 = IPv6.
 pub(super) fn family(ip: &IpAddr) -> usize {
     if ip.is_ipv4() { 0 } else { 1 }
@@ -456,67 +483,45 @@ impl HnsTracker {
             (Some(a), Some(b)) if a == b => {
                 // Same Service: apply only the difference between the two sorted lists.
                 self.update_service(a, |entry, _, addresses| {
-                    let mut change = |ip: IpAddr, delta: i64| {
+                    sorted_difference(&old_ready, &new_ready, |ip, delta| {
                         let f = family(&ip);
                         entry.backends[f] += delta;
                         if entry.counts(f) {
                             if delta > 0 { add_address(addresses, ip) } else { remove_address(addresses, ip) }
                         }
-                    };
-                    let (mut i, mut j) = (0, 0);
-                    while i < old_ready.len() || j < new_ready.len() {
-                        match (old_ready.get(i), new_ready.get(j)) {
-                            (Some(o), Some(n)) if o == n => {
-                                i += 1;
-                                j += 1;
-                            }
-                            (Some(o), Some(n)) if o < n => {
-                                change(*o, -1);
-                                i += 1;
-                            }
-                            (Some(o), None) => {
-                                change(*o, -1);
-                                i += 1;
-                            }
-                            (_, Some(n)) => {
-                                change(*n, 1);
-                                j += 1;
-                            }
-                            (None, None) => unreachable!(),
-                        }
-                    }
+                    });
                 });
             }
             _ => {
                 if let Some(b) = &new_service {
-                    self.update_service(b, |entry, _, addresses| {
-                        entry.slices.push(key.clone());
-                        for ip in new_ready.iter() {
-                            let f = family(ip);
-                            entry.backends[f] += 1;
-                            if entry.counts(f) {
-                                add_address(addresses, *ip);
-                            }
-                        }
-                    });
+                    self.attach_slice(b, &key, &new_ready, 1);
                 }
                 if let Some(a) = &old_service {
-                    self.update_service(a, |entry, _, addresses| {
-                        entry.slices.retain(|s| **s != *key);
-                        for ip in old_ready.iter() {
-                            let f = family(ip);
-                            entry.backends[f] -= 1;
-                            if entry.counts(f) {
-                                remove_address(addresses, *ip);
-                            }
-                        }
-                    });
+                    self.attach_slice(a, &key, &old_ready, -1);
                 }
             }
         }
         if present {
             self.slices.insert(key, SliceEntry { service: new_service, ready: new_ready, seen: self.slice_epoch });
         }
+    }
+
+    /// Count a slice's ready addresses into (`sign` 1) or out of (`sign` -1) the Service `service`.
+    fn attach_slice(&mut self, service: &Arc<str>, key: &Arc<str>, ready: &[IpAddr], sign: i64) {
+        self.update_service(service, |entry, _, addresses| {
+            if sign > 0 {
+                entry.slices.push(key.clone());
+            } else {
+                entry.slices.retain(|s| **s != **key);
+            }
+            for ip in ready {
+                let f = family(ip);
+                entry.backends[f] += sign;
+                if entry.counts(f) {
+                    if sign > 0 { add_address(addresses, *ip) } else { remove_address(addresses, *ip) }
+                }
+            }
+        });
     }
 
     /// Programmed Services whose ready backends exceed `limit`: the first

@@ -1,0 +1,551 @@
+//! Request-order tests of the reconcile shell (kube-rs controller-rs's
+//! `fixtures.rs` pattern): `apply` runs against a recorded API, a small fake
+//! API server that keeps the objects, applies each write the way the real one
+//! does (merge patch, JSON patch, apply, create, delete, eviction) and records
+//! every request. The tests assert the requests themselves: which writes a
+//! round makes, in which order, and that a settled pool costs none. Between
+//! rounds the tests play the agent and the kubelet from SPEC §2, not from the
+//! operator's code.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use http::{Request, Response};
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{ConfigMap, Node};
+use kube::Client;
+use kube::client::Body;
+use kube::runtime::reflector::{self, store::Writer};
+use kube::runtime::watcher;
+use serde_json::{Value, json};
+
+use super::{Context, Settings, apply};
+use crate::api::{WindowsNodePool, names};
+use crate::daemonset::AgentSettings;
+use crate::hns::HnsTracker;
+use crate::metrics::Metrics;
+
+/// One request the operator made, with the object it wrote to as it was before and after.
+#[derive(Debug, Clone)]
+struct Recorded {
+    method: String,
+    path: String,
+    query: String,
+    content_type: String,
+    body: Value,
+    before: Value,
+    after: Value,
+}
+
+impl Recorded {
+    /// `VERB path` for sequence assertions, the verb as kubectl's audit shows it.
+    fn call(&self) -> String {
+        let verb = match (self.method.as_str(), self.content_type.as_str()) {
+            ("PATCH", ct) if ct.starts_with("application/apply-patch") => "APPLY",
+            ("PATCH", _) => "PATCH",
+            (m, _) => m,
+        };
+        format!("{verb} {}", self.path)
+    }
+
+    fn is_write(&self) -> bool {
+        self.method != "GET"
+    }
+
+    fn query_has(&self, pair: &str) -> bool {
+        self.query.split('&').any(|q| q == pair)
+    }
+}
+
+/// What the fake API server holds.
+#[derive(Default)]
+struct Cluster {
+    pool: Option<WindowsNodePool>,
+    nodes: BTreeMap<String, Value>,
+    daemonsets: BTreeMap<String, Value>,
+    configmaps: BTreeMap<String, Value>,
+    pods: BTreeMap<String, Value>,
+    resource_version: u64,
+    /// Requests the fake does not know: each fails its round's test.
+    unexpected: Vec<String>,
+}
+
+impl Cluster {
+    fn bump(&mut self, obj: &mut Value) {
+        self.resource_version += 1;
+        obj["metadata"]["resourceVersion"] = json!(self.resource_version.to_string());
+    }
+
+    /// Answer one request as the API server would: (status code, body, the object before, after).
+    fn serve(&mut self, method: &str, path: &str, query: &str, content_type: &str, body: &Value) -> (u16, Value, Value, Value) {
+        let segs: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+        match (method, segs.as_slice()) {
+            ("PATCH", ["api", "v1", "nodes", name] | ["api", "v1", "nodes", name, "status"]) => {
+                let Some(before) = self.nodes.get(*name).cloned() else {
+                    return (404, not_found("nodes", name), Value::Null, Value::Null);
+                };
+                let mut after = before.clone();
+                if content_type.starts_with("application/json-patch") {
+                    let patch: json_patch::Patch = serde_json::from_value(body.clone()).expect("a JSON patch");
+                    if json_patch::patch(&mut after, &patch).is_err() {
+                        return (422, status_body(422, "Invalid", "the JSON patch does not apply"), before, Value::Null);
+                    }
+                } else if content_type.starts_with("application/strategic-merge-patch") {
+                    // Node conditions merge by type (the patchMergeKey of NodeStatus.conditions).
+                    let mut rest = body.clone();
+                    let conditions = rest["status"].as_object_mut().and_then(|s| s.remove("conditions"));
+                    json_patch::merge(&mut after, &rest);
+                    for c in conditions.as_ref().and_then(Value::as_array).into_iter().flatten() {
+                        let list = after["status"]["conditions"].as_array_mut().expect("a node has conditions");
+                        match list.iter_mut().find(|old| old["type"] == c["type"]) {
+                            Some(old) => *old = c.clone(),
+                            None => list.push(c.clone()),
+                        }
+                    }
+                } else {
+                    // A merge patch that names a resourceVersion is guarded by it.
+                    if let Some(rv) = body["metadata"]["resourceVersion"].as_str()
+                        && Some(rv) != before["metadata"]["resourceVersion"].as_str()
+                    {
+                        return (409, status_body(409, "Conflict", "the object has been modified"), before, Value::Null);
+                    }
+                    json_patch::merge(&mut after, body);
+                }
+                self.bump(&mut after);
+                self.nodes.insert(name.to_string(), after.clone());
+                (200, after.clone(), before, after)
+            }
+            ("PATCH" | "PUT", ["apis", "apps", "v1", "namespaces", _, "daemonsets", name]) => {
+                let before = self.daemonsets.get(*name).cloned().unwrap_or(Value::Null);
+                let mut after = body.clone();
+                self.bump(&mut after);
+                self.daemonsets.insert(name.to_string(), after.clone());
+                (200, after.clone(), before, after)
+            }
+            ("POST", ["api", "v1", "namespaces", _, "configmaps"]) => {
+                let name = body["metadata"]["name"].as_str().expect("a named ConfigMap").to_string();
+                if self.configmaps.contains_key(&name) {
+                    return (409, status_body(409, "AlreadyExists", "configmap exists"), Value::Null, Value::Null);
+                }
+                let mut after = body.clone();
+                self.bump(&mut after);
+                self.configmaps.insert(name, after.clone());
+                (201, after.clone(), Value::Null, after)
+            }
+            ("DELETE", ["api", "v1", "namespaces", _, "configmaps", name]) => {
+                let before = self.configmaps.remove(*name).unwrap_or(Value::Null);
+                (200, status_body(200, "Success", "deleted"), before, Value::Null)
+            }
+            ("GET", ["api", "v1", "pods"]) => {
+                let node = query
+                    .split('&')
+                    .find_map(|q| q.strip_prefix("fieldSelector=spec.nodeName%3D"))
+                    .expect("pods are listed by node")
+                    .to_string();
+                let items: Vec<Value> = self.pods.values().filter(|p| p["spec"]["nodeName"] == json!(node)).cloned().collect();
+                (200, json!({ "apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": items }), Value::Null, Value::Null)
+            }
+            ("POST", ["api", "v1", "namespaces", _, "pods", name, "eviction"]) => {
+                let before = self.pods.remove(*name).unwrap_or(Value::Null);
+                (201, status_body(201, "Success", "evicted"), before, Value::Null)
+            }
+            ("PATCH", ["apis", "winpool.dev", "v1alpha1", "windowsnodepools", _, "status"]) => {
+                let pool = self.pool.as_mut().expect("the pool exists");
+                let before = serde_json::to_value(&pool.status).unwrap();
+                pool.status = Some(serde_json::from_value(body["status"].clone()).expect("a pool status"));
+                let after = serde_json::to_value(&*pool).unwrap();
+                (200, after.clone(), before, after)
+            }
+            ("POST", ["apis", "events.k8s.io", "v1", "namespaces", _, "events"]) => (201, body.clone(), Value::Null, body.clone()),
+            // kube's recorder bumps the count of a series it has seen.
+            ("PATCH", ["apis", "events.k8s.io", "v1", "namespaces", _, "events", _]) => (200, body.clone(), Value::Null, body.clone()),
+            _ => {
+                self.unexpected.push(format!("{method} {path}?{query}"));
+                (500, status_body(500, "InternalError", "no round should make this request"), Value::Null, Value::Null)
+            }
+        }
+    }
+}
+
+fn not_found(kind: &str, name: &str) -> Value {
+    status_body(404, "NotFound", &format!("{kind} {name:?} not found"))
+}
+
+fn status_body(code: u16, reason: &str, message: &str) -> Value {
+    let status = if code < 300 { "Success" } else { "Failure" };
+    json!({ "apiVersion": "v1", "kind": "Status", "metadata": {}, "status": status, "reason": reason, "message": message, "code": code })
+}
+
+/// The operator's context on a recorded API, and the stores a watch would fill.
+struct Fixture {
+    cluster: Arc<Mutex<Cluster>>,
+    log: Arc<Mutex<Vec<Recorded>>>,
+    ctx: Context,
+    nodes: Writer<Node>,
+    daemonsets: Writer<DaemonSet>,
+    configmaps: Writer<ConfigMap>,
+    pools: Writer<WindowsNodePool>,
+}
+
+impl Fixture {
+    fn new(pool: WindowsNodePool, nodes: Vec<Node>) -> Self {
+        let mut cluster = Cluster::default();
+        for n in nodes {
+            let mut v = serde_json::to_value(&n).unwrap();
+            cluster.bump(&mut v);
+            cluster.nodes.insert(n.metadata.name.clone().unwrap(), v);
+        }
+        cluster.pool = Some(pool);
+        let cluster = Arc::new(Mutex::new(cluster));
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let (server_cluster, server_log) = (cluster.clone(), log.clone());
+        tokio::spawn(async move {
+            while let Some((req, send)) = handle.next_request().await {
+                let (parts, body) = req.into_parts();
+                let bytes = body.collect_bytes().await.expect("a request body");
+                let body: Value = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).expect("a JSON body") };
+                let content_type =
+                    parts.headers.get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
+                let (method, path, query) =
+                    (parts.method.to_string(), parts.uri.path().to_string(), parts.uri.query().unwrap_or_default().to_string());
+                let (code, answer, before, after) = server_cluster.lock().unwrap().serve(&method, &path, &query, &content_type, &body);
+                server_log.lock().unwrap().push(Recorded { method, path, query, content_type, body, before, after });
+                let resp = Response::builder().status(code).body(Body::from(serde_json::to_vec(&answer).unwrap())).unwrap();
+                send.send_response(resp);
+            }
+        });
+        let client = Client::new(service, "default");
+        let (node_store, nodes) = reflector::store();
+        let (ds_store, daemonsets) = reflector::store();
+        let (cm_store, configmaps) = reflector::store();
+        let (pool_store, pools) = reflector::store();
+        let settings = Settings {
+            agent_namespace: "winpool-agents".into(),
+            agent: AgentSettings { image: "ghcr.io/winpool/agent:test".into(), hns_interval: "15s".into(), max_attempts: 3 },
+            pool_selector: None,
+            allowed_agent_images: Vec::new(),
+        };
+        let metrics = Metrics::new();
+        metrics.caches_synced.set(1);
+        let mut tracker = HnsTracker::new();
+        tracker.service_event(&watcher::Event::InitDone);
+        tracker.slice_event(&watcher::Event::InitDone);
+        let ctx = Context::new(client, settings, (node_store, ds_store, cm_store, pool_store), metrics, Arc::new(Mutex::new(tracker)));
+        Fixture { cluster, log, ctx, nodes, daemonsets, configmaps, pools }
+    }
+
+    /// The watches catch up: every store holds what the API server holds.
+    fn sync(&mut self) {
+        fn relist<K>(w: &mut Writer<K>, objects: impl Iterator<Item = K>)
+        where
+            K: kube::Resource + Clone + 'static,
+            K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+        {
+            w.apply_watcher_event(&watcher::Event::Init);
+            for o in objects {
+                w.apply_watcher_event(&watcher::Event::InitApply(o));
+            }
+            w.apply_watcher_event(&watcher::Event::InitDone);
+        }
+        let c = self.cluster.lock().unwrap();
+        fn parse<K: serde::de::DeserializeOwned>(v: &Value) -> K {
+            serde_json::from_value(v.clone()).expect("a stored object")
+        }
+        relist(&mut self.nodes, c.nodes.values().map(parse));
+        relist(&mut self.daemonsets, c.daemonsets.values().map(parse));
+        relist(&mut self.configmaps, c.configmaps.values().map(parse));
+        relist(&mut self.pools, c.pool.clone().into_iter());
+    }
+
+    /// One reconcile of the pool after the watches caught up; the requests it made.
+    async fn round(&mut self) -> Vec<Recorded> {
+        self.sync();
+        let pool = self.cluster.lock().unwrap().pool.clone().unwrap();
+        apply::apply(&pool, &self.ctx).await.expect("the round succeeds");
+        let unexpected = std::mem::take(&mut self.cluster.lock().unwrap().unexpected);
+        assert!(unexpected.is_empty(), "requests no round should make: {unexpected:#?}");
+        std::mem::take(&mut *self.log.lock().unwrap())
+    }
+
+    /// As if the pool's last status write were long past: the throttle on
+    /// progress-only writes (`PROGRESS_WRITE_INTERVAL`) would let any write through.
+    fn status_throttle_expired(&self) {
+        for p in self.ctx.progress.lock().unwrap().values_mut() {
+            p.last_status_write = None;
+        }
+    }
+
+    fn node(&self, name: &str) -> Value {
+        self.cluster.lock().unwrap().nodes[name].clone()
+    }
+
+    /// Change a node as its agent or kubelet would (not a request of the operator's).
+    fn on_node(&self, name: &str, f: impl FnOnce(&mut Value)) {
+        let mut c = self.cluster.lock().unwrap();
+        let mut n = c.nodes.remove(name).unwrap();
+        f(&mut n);
+        c.bump(&mut n);
+        c.nodes.insert(name.into(), n);
+    }
+
+    /// The agent and the kubelet of every node the operator has asked to apply
+    /// (revision label set, the agent's report cleared): the update is
+    /// installed and the node rebooted (new bootID, the target build and
+    /// runtime, HNS reprogrammed), and the agent reports Succeeded while the
+    /// kubelet has not posted Ready yet; it does by the next call.
+    fn agents_apply(&self) {
+        let nodes: Vec<(String, Value)> = self.cluster.lock().unwrap().nodes.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        for (name, n) in nodes {
+            let Some(rev) = n["metadata"]["labels"][names::LABEL_REVISION].as_str().map(str::to_string) else { continue };
+            if !n["metadata"]["annotations"][names::ANN_APPLIED_REVISION].is_null() {
+                if n["status"]["conditions"][0]["status"] == json!("False") {
+                    self.on_node(&name, |n| n["status"]["conditions"][0]["status"] = json!("True"));
+                }
+                continue;
+            }
+            self.on_node(&name, |n| {
+                let a = &mut n["metadata"]["annotations"];
+                a[names::ANN_APPLIED_REVISION] = json!(rev);
+                a[names::ANN_APPLY_STATUS] = json!(names::APPLY_SUCCEEDED);
+                a[names::ANN_APPLY_MESSAGE] = json!("installed KB5044281; rebooted");
+                a[names::ANN_HNS_LOAD_BALANCERS] = json!("0");
+                a[names::ANN_HNS_ENDPOINTS] = json!("0");
+                let info = &mut n["status"]["nodeInfo"];
+                info["kernelVersion"] = json!("10.0.20348.2762");
+                info["containerRuntimeVersion"] = json!("containerd://1.7.22+azure");
+                info["bootID"] = json!("boot-2");
+                n["status"]["conditions"][0]["status"] = json!("False");
+            });
+        }
+    }
+
+    fn add_pod(&self, node: &str, name: &str) {
+        let pod = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": { "name": name, "namespace": "apps", "ownerReferences": [{ "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "rs-1", "controller": true }] },
+            "spec": { "nodeName": node, "containers": [{ "name": "web", "image": "web:1" }] },
+            "status": { "phase": "Running" }
+        });
+        self.cluster.lock().unwrap().pods.insert(name.into(), pod);
+    }
+}
+
+fn pool(max_unavailable: i32) -> WindowsNodePool {
+    let spec = serde_yaml::from_str(&format!(
+        "nodeSelector: {{matchLabels: {{pool: win22}}}}\n\
+         os: {{version: ltsc2022, patchLevel: 10.0.20348.2762}}\n\
+         runtime: {{version: 1.7.22}}\n\
+         rollout: {{maxUnavailable: {max_unavailable}}}"
+    ))
+    .unwrap();
+    let mut p = WindowsNodePool::new("win22", spec);
+    p.metadata.uid = Some("uid-win22".into());
+    p.metadata.generation = Some(1);
+    p.metadata.finalizers = Some(vec![super::FINALIZER.into()]);
+    p
+}
+
+/// A Windows node as a kubelet on ltsc2022 registers it, one patch below the pool's level.
+fn windows_node(name: &str, selector_label: &str) -> Node {
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": { "name": name, "labels": {
+            "kubernetes.io/os": "windows", "kubernetes.io/arch": "amd64", "kubernetes.io/hostname": name,
+            "node.kubernetes.io/windows-build": "10.0.20348", "pool": selector_label },
+            // What a running agent reports before the node's turn: what it observes.
+            "annotations": { "winpool.dev/agent-version": "0.2.0", "winpool.dev/cni-mode": "overlay",
+                "winpool.dev/hns-load-balancers": "0", "winpool.dev/hns-endpoints": "0" } },
+        "spec": {},
+        "status": {
+            "conditions": [{ "type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status" }],
+            "nodeInfo": {
+                "kernelVersion": "10.0.20348.2700", "containerRuntimeVersion": "containerd://1.7.20+azure", "bootID": "boot-1",
+                "machineID": name, "systemUUID": name, "osImage": "Windows Server 2022 Datacenter", "operatingSystem": "windows",
+                "architecture": "amd64", "kubeletVersion": "v1.36.3", "kubeProxyVersion": ""
+            }
+        }
+    }))
+    .unwrap()
+}
+
+fn state(n: &Value) -> Option<&str> {
+    n["metadata"]["annotations"][names::ANN_STATE].as_str()
+}
+
+fn calls(reqs: &[Recorded]) -> Vec<String> {
+    reqs.iter().map(Recorded::call).collect()
+}
+
+const DS: &str = "/apis/apps/v1/namespaces/winpool-agents/daemonsets/winpool-win22";
+const CMS: &str = "/api/v1/namespaces/winpool-agents/configmaps";
+const STATUS: &str = "/apis/winpool.dev/v1alpha1/windowsnodepools/win22/status";
+const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/default/events";
+
+fn node_path(n: &str) -> String {
+    format!("/api/v1/nodes/{n}")
+}
+
+#[tokio::test]
+async fn the_first_round_runs_the_agent_and_writes_the_revision_before_any_node_moves_and_the_status_last() {
+    let nodes = vec![windows_node("win-a", "win22"), windows_node("win-b", "win22"), windows_node("win-c", "win22")];
+    let mut f = Fixture::new(pool(1), nodes);
+    let reqs = f.round().await;
+    let got = calls(&reqs);
+
+    assert_eq!(got[0], format!("APPLY {DS}"), "the agent DaemonSet first: {got:#?}");
+    assert_eq!(got[1], format!("POST {CMS}"), "then the revision's ConfigMap: {got:#?}");
+    let cm = &reqs[1].body;
+    let rev = cm["metadata"]["labels"][names::LABEL_REVISION].as_str().expect("the ConfigMap names its revision").to_string();
+    assert_eq!(cm["metadata"]["name"], json!(format!("winpool-win22-{rev}")));
+    assert_eq!(cm["immutable"], json!(true), "a revision's configuration never changes");
+
+    // Each member joins the pool (its agent starts before its turn); with
+    // maxUnavailable 1 exactly one starts, and only after every other node write.
+    let node_writes: Vec<&Recorded> =
+        reqs.iter().filter(|r| r.path.starts_with("/api/v1/nodes/") && !r.path.ends_with("/status")).collect();
+    assert_eq!(node_writes.len(), 3, "one write per node: {got:#?}");
+    let starts: Vec<&&Recorded> = node_writes.iter().filter(|r| state(&r.after) == Some("Draining")).collect();
+    assert_eq!(starts.len(), 1, "maxUnavailable 1: {got:#?}");
+    assert!(std::ptr::eq(*starts[0], *node_writes.last().unwrap()), "the start is the last node write: {got:#?}");
+    let start = &starts[0].body;
+    assert_eq!(start["spec"]["unschedulable"], json!(true), "a start cordons");
+    assert_eq!(start["metadata"]["labels"][names::LABEL_POOL], json!("win22"));
+    assert!(start["metadata"]["labels"].get(names::LABEL_REVISION).is_none(), "no revision label before the drain");
+    for join in node_writes.iter().filter(|r| state(&r.after) != Some("Draining")) {
+        assert_eq!(join.body["metadata"]["labels"][names::LABEL_POOL], json!("win22"), "a join labels the node into its pool");
+        assert!(join.body.get("spec").is_none(), "a join does not cordon: {:?}", join.body);
+    }
+    let first_node = got.iter().position(|c| c.starts_with("PATCH /api/v1/nodes/")).unwrap();
+    assert!(got[..first_node].iter().all(|c| !c.contains("/nodes/")), "DaemonSet and ConfigMap before any node: {got:#?}");
+
+    assert_eq!(got.last().unwrap(), &format!("APPLY {STATUS}"), "the status is the round's last write: {got:#?}");
+    let status = &reqs.last().unwrap().body["status"];
+    assert_eq!(status["revision"], json!(rev));
+    assert_eq!(status["nodes"]["total"], json!(3));
+    for r in reqs.iter().filter(|r| r.is_write() && !r.path.starts_with(EVENTS)) {
+        assert!(r.query_has("fieldManager=winpool"), "every write names winpool's field manager: {} ?{}", r.call(), r.query);
+    }
+    for r in reqs.iter().filter(|r| r.call().starts_with("APPLY")) {
+        assert!(r.query_has("force=true"), "server-side apply takes ownership: {}", r.call());
+    }
+}
+
+#[tokio::test]
+async fn every_node_write_is_a_transition_and_a_settled_pool_costs_no_request() {
+    let nodes = vec![windows_node("win-a", "win22"), windows_node("win-b", "win22")];
+    let mut f = Fixture::new(pool(1), nodes);
+    let mut all = Vec::new();
+    for _ in 0..40 {
+        let reqs = f.round().await;
+        all.extend(reqs);
+        f.agents_apply();
+        let done = ["win-a", "win-b"].iter().all(|n| state(&f.node(n)) == Some("Updated"));
+        if done {
+            break;
+        }
+    }
+    for n in ["win-a", "win-b"] {
+        let node = f.node(n);
+        assert_eq!(state(&node), Some("Updated"), "{n} finished: {node:#}");
+        assert_ne!(node["spec"]["unschedulable"], json!(true), "{n} is uncordoned");
+    }
+
+    // Per node: exactly the SPEC §2 path, one node write per step.
+    for n in ["win-a", "win-b"] {
+        let steps: Vec<(Option<&str>, Option<&str>)> =
+            all.iter().filter(|r| r.path == node_path(n)).map(|r| (state(&r.before), state(&r.after))).collect();
+        // The first node joins the pool and starts in one write; the others join first, then start.
+        let (join, path) = steps.split_at(steps.len().saturating_sub(4));
+        assert!(join.is_empty() || join == [(None, None)], "{n}: at most one join write before its turn: {steps:?}");
+        assert_eq!(
+            path,
+            [
+                (None, Some("Draining")),
+                (Some("Draining"), Some("Applying")),
+                (Some("Applying"), Some("Verifying")),
+                (Some("Verifying"), Some("Updated")),
+            ],
+            "{n}: start, drained, reported (not Ready yet), verified"
+        );
+        // The HNS condition is written only when it changes.
+        let hns: Vec<&Recorded> = all.iter().filter(|r| r.path == format!("{}/status", node_path(n))).collect();
+        let cond = |v: &Value| {
+            v["status"]["conditions"]
+                .as_array()
+                .and_then(|c| c.iter().find(|c| c["type"] == names::NODE_CONDITION_HNS_READY))
+                .map(|c| (c["status"].clone(), c["reason"].clone()))
+        };
+        for r in &hns {
+            assert_ne!(cond(&r.before), cond(&r.after), "{n}: a nodes/status write that changes nothing: {:?}", r.body);
+        }
+    }
+
+    // Never two nodes in flight with maxUnavailable 1: replayed over the writes in order.
+    let mut in_flight = BTreeMap::new();
+    for r in all.iter().filter(|r| r.path.starts_with("/api/v1/nodes/") && !r.path.ends_with("/status")) {
+        let moving = matches!(state(&r.after), Some("Draining" | "Applying" | "Verifying"));
+        in_flight.insert(r.path.clone(), moving);
+        assert!(in_flight.values().filter(|m| **m).count() <= 1, "two nodes in flight after {}", r.call());
+    }
+
+    // Settled: a round that finds everything as it wants it makes no request at all.
+    f.status_throttle_expired();
+    let mut settled = f.round().await;
+    if !settled.is_empty() {
+        // The round that saw the last node Updated may still owe its status and Events.
+        assert!(settled.iter().all(|r| r.path == STATUS || r.path == EVENTS), "{:#?}", calls(&settled));
+        f.status_throttle_expired();
+        settled = f.round().await;
+    }
+    assert!(settled.is_empty(), "a settled pool costs no request: {:#?}", calls(&settled));
+}
+
+#[tokio::test]
+async fn a_draining_node_is_listed_then_evicted_and_moves_on_in_one_write_once_empty() {
+    let mut f = Fixture::new(pool(1), vec![windows_node("win-a", "win22")]);
+    f.round().await; // joins and starts win-a
+    assert_eq!(state(&f.node("win-a")), Some("Draining"));
+    f.add_pod("win-a", "web-1");
+
+    let reqs = f.round().await;
+    let got = calls(&reqs);
+    let list = got.iter().position(|c| c == "GET /api/v1/pods").expect("the node's pods are listed");
+    let evict = got.iter().position(|c| c == "POST /api/v1/namespaces/apps/pods/web-1/eviction").expect("its pod is evicted");
+    assert!(list < evict, "{got:#?}");
+    assert!(!got.iter().any(|c| c == &format!("PATCH {}", node_path("win-a"))), "still Draining: no node write: {got:#?}");
+
+    let reqs = f.round().await;
+    let moves: Vec<&Recorded> = reqs.iter().filter(|r| r.path == node_path("win-a")).collect();
+    assert_eq!(moves.len(), 1, "{:#?}", calls(&reqs));
+    let body = &moves[0].body;
+    assert_eq!(state(&moves[0].after), Some("Applying"));
+    let rev = f.cluster.lock().unwrap().pool.as_ref().unwrap().status.as_ref().unwrap().revision.clone();
+    assert_eq!(body["metadata"]["labels"][names::LABEL_REVISION], json!(rev), "the label move is the request to the agent");
+    for ann in [names::ANN_APPLIED_REVISION, names::ANN_APPLY_STATUS, names::ANN_APPLY_MESSAGE] {
+        assert_eq!(body["metadata"]["annotations"][ann], Value::Null, "{ann} is cleared in the same write");
+        assert!(body["metadata"]["annotations"].as_object().unwrap().contains_key(ann), "{ann} is removed, not left out");
+    }
+}
+
+#[tokio::test]
+async fn a_deselected_node_is_given_back_before_anything_else_is_written() {
+    let mut f = Fixture::new(pool(1), vec![windows_node("win-a", "win22"), windows_node("win-b", "win22")]);
+    f.round().await;
+    let started = ["win-a", "win-b"].into_iter().find(|n| state(&f.node(n)) == Some("Draining")).unwrap();
+    let other = if started == "win-a" { "win-b" } else { "win-a" };
+    // The administrator moves the started node out of the pool mid-drain.
+    f.on_node(started, |n| n["metadata"]["labels"]["pool"] = json!("elsewhere"));
+
+    let reqs = f.round().await;
+    let got = calls(&reqs);
+    assert_eq!(got[0], format!("PATCH {}", node_path(started)), "the release comes first: {got:#?}");
+    let release = &reqs[0].body;
+    assert_eq!(release["metadata"]["labels"][names::LABEL_POOL], Value::Null, "out of the pool");
+    assert_eq!(release["spec"]["unschedulable"], json!(false), "winpool's cordon is lifted");
+    assert_eq!(state(&reqs[0].after), None, "no rollout state is left behind");
+    assert!(
+        reqs.iter().any(|r| r.path == node_path(other) && state(&r.after) == Some("Draining")),
+        "its slot goes to the other node in the same round: {got:#?}"
+    );
+}
