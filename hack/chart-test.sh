@@ -474,7 +474,12 @@ no  list   secrets                              *
 yes create events                               $AGENT_NS
 no  patch  events                               $AGENT_NS
 no  create events                               default
+yes list   pods                                 $AGENT_NS
+no  watch  pods                                 $AGENT_NS
+no  list   pods                                 default
+no  list   pods                                 *
 no  create pods                                 $AGENT_NS
+no  delete pods                                 $AGENT_NS
 no  patch  daemonsets.apps                      $AGENT_NS
 no  patch  windowsnodepools.winpool.dev         -
 EOF

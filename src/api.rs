@@ -345,6 +345,19 @@ pub struct CsiProxySpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^v?[0-9]+\.[0-9]+\.[0-9]+([-+][0-9A-Za-z.-]+)?$"), length(max = 64))]
     pub version: Option<String>,
+    /// Who runs CSI Proxy on the nodes: DaemonSet (default; winpool runs SIG
+    /// Windows' HostProcess image of `version` on each node, moving with the
+    /// node's revision) or HostService (the node image runs the csiproxy
+    /// service, as on AKS; winpool only verifies its version).
+    #[serde(default)]
+    pub deploy: CsiProxyDeploy,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, JsonSchema)]
+pub enum CsiProxyDeploy {
+    #[default]
+    DaemonSet,
+    HostService,
 }
 
 /// HNS capacity model. Microsoft publishes no official per-node limits; 0 means

@@ -42,6 +42,7 @@ pub use crate::error::Error;
 
 mod agent;
 mod apply;
+mod csi_proxy;
 mod events;
 #[cfg(test)]
 mod fixtures;
@@ -68,6 +69,8 @@ pub struct Settings {
     pub pool_selector: Option<String>,
     /// Image prefixes a pool's spec.agent.image may use; empty allows any.
     pub allowed_agent_images: Vec<String>,
+    /// CSI Proxy's HostProcess image repository (tagged with the pool's version).
+    pub csi_proxy_repository: String,
 }
 
 /// How long node starts and completions gather before they are announced.

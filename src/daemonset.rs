@@ -104,7 +104,7 @@ pub fn agent_daemonset(pool: &WindowsNodePool, namespace: &str, agent: &AgentSet
         resources: Some(resources),
         ..Default::default()
     };
-    let mut ds = DaemonSet {
+    let ds = DaemonSet {
         metadata: ObjectMeta {
             name: Some(daemonset_name(&pool_name)),
             namespace: Some(namespace.into()),
@@ -125,30 +125,42 @@ pub fn agent_daemonset(pool: &WindowsNodePool, namespace: &str, agent: &AgentSet
                 metadata: Some(ObjectMeta { labels: Some(labels), ..Default::default() }),
                 spec: Some(PodSpec {
                     service_account_name: Some(AGENT_SERVICE_ACCOUNT.into()),
-                    host_network: Some(true),
-                    priority_class_name: Some("system-node-critical".into()),
-                    node_selector: Some(node_selector),
-                    security_context: Some(PodSecurityContext {
-                        windows_options: Some(WindowsSecurityContextOptions {
-                            host_process: Some(true),
-                            run_as_user_name: Some("NT AUTHORITY\\SYSTEM".into()),
-                            ..Default::default()
-                        }),
-                        ..Default::default()
-                    }),
-                    // The agent must run on the node it is fixing, whatever keeps
-                    // other pods off it: the cordon, the HNS taint, NotReady after
-                    // a reboot, a provider's own taints.
-                    tolerations: Some(vec![Toleration { operator: Some("Exists".into()), ..Default::default() }]),
                     termination_grace_period_seconds: Some(30),
-                    containers: vec![container],
-                    ..Default::default()
+                    ..host_process_pod(node_selector, container)
                 }),
             },
             ..Default::default()
         }),
         status: None,
     };
+    with_spec_hash(ds)
+}
+
+/// A pod of winpool's on the Windows host itself: a HostProcess container as
+/// SYSTEM on the host network, critical to the node, tolerating every taint.
+/// It must run on the node it serves whatever keeps other pods off it: the
+/// cordon, the HNS taint, NotReady after a reboot, a provider's own taints.
+pub fn host_process_pod(node_selector: BTreeMap<String, String>, container: Container) -> PodSpec {
+    PodSpec {
+        host_network: Some(true),
+        priority_class_name: Some("system-node-critical".into()),
+        node_selector: Some(node_selector),
+        security_context: Some(PodSecurityContext {
+            windows_options: Some(WindowsSecurityContextOptions {
+                host_process: Some(true),
+                run_as_user_name: Some("NT AUTHORITY\\SYSTEM".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        tolerations: Some(vec![Toleration { operator: Some("Exists".into()), ..Default::default() }]),
+        containers: vec![container],
+        ..Default::default()
+    }
+}
+
+/// The DaemonSet with the hash of what winpool sets on it (see [`drift`]).
+pub fn with_spec_hash(mut ds: DaemonSet) -> DaemonSet {
     let hash = spec_hash(&ds);
     ds.metadata.annotations = Some([(ANN_SPEC_HASH.to_string(), hash)].into());
     ds

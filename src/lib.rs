@@ -6,6 +6,7 @@ pub mod api;
 pub mod configmap;
 pub mod controller;
 pub mod crd;
+pub mod csi_proxy;
 pub mod daemonset;
 pub mod drain;
 pub mod error;

@@ -68,6 +68,10 @@ struct RunArgs {
     /// Image prefixes a pool's spec.agent.image may use (comma-separated); empty allows any.
     #[arg(long, value_delimiter = ',')]
     allowed_agent_images: Vec<String>,
+    /// CSI Proxy's HostProcess image repository (a mirror in an air-gapped
+    /// cluster); the tag is the pool's storage.csiProxy.version.
+    #[arg(long, default_value = winpool::csi_proxy::DEFAULT_REPOSITORY)]
+    csi_proxy_repository: String,
 }
 
 fn parse_interval(s: &str) -> Result<String, String> {
@@ -117,6 +121,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         agent: AgentSettings { image: args.agent_image, hns_interval: args.agent_hns_interval, max_attempts: args.agent_max_attempts },
         pool_selector: args.pool_selector,
         allowed_agent_images: args.allowed_agent_images.into_iter().filter(|s| !s.is_empty()).collect(),
+        csi_proxy_repository: args.csi_proxy_repository,
     };
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {

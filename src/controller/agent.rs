@@ -43,7 +43,12 @@ pub(super) struct AgentWrite {
 /// nothing else), or when someone edited what winpool sets (put back, with a
 /// Warning Event, so a hand edit never silently decides what runs as SYSTEM).
 pub(super) fn agent_write(pool: &WindowsNodePool, settings: &Settings, ds_of_pool: &[Arc<DaemonSet>]) -> Option<AgentWrite> {
-    let mut wanted = agent_daemonset(pool, &settings.agent_namespace, &settings.agent);
+    daemonset_write(agent_daemonset(pool, &settings.agent_namespace, &settings.agent), ds_of_pool)
+}
+
+/// The write that brings one of the pool's DaemonSets (the agent's, a CSI
+/// Proxy's) to what winpool wants, if it needs one.
+pub(super) fn daemonset_write(mut wanted: DaemonSet, ds_of_pool: &[Arc<DaemonSet>]) -> Option<AgentWrite> {
     let ds_name = wanted.metadata.name.clone().unwrap_or_default();
     let current = ds_of_pool.iter().find(|d| d.metadata.name.as_deref() == Some(ds_name.as_str()));
     let drift = drift(current.map(|d| d.as_ref()), &wanted);
@@ -107,8 +112,8 @@ pub(super) fn configmap_writes(
     writes
 }
 
-/// Write the agent DaemonSet as decided; a hand edit put back is reported.
-pub(super) async fn write_agent(pool: &WindowsNodePool, ctx: &Context, w: &AgentWrite) -> Result<(), Error> {
+/// Write one of the pool's DaemonSets as decided; a hand edit put back is reported.
+pub(super) async fn write_daemonset(pool: &WindowsNodePool, ctx: &Context, w: &AgentWrite) -> Result<(), Error> {
     let ds_name = w.daemonset.metadata.name.clone().unwrap_or_default();
     let ds_api: Api<DaemonSet> = Api::namespaced(ctx.client.clone(), &ctx.settings.agent_namespace);
     if w.replace {
@@ -126,19 +131,20 @@ pub(super) async fn write_agent(pool: &WindowsNodePool, ctx: &Context, w: &Agent
     }
     if w.drift == AgentDrift::HandEdited {
         let msg = format!(
-            "agent DaemonSet {ds_name} was edited by hand; winpool put back what it sets (change the pool or winpool's agent settings instead)"
+            "DaemonSet {ds_name} was edited by hand; winpool put back what it sets (change the pool or winpool's agent settings instead)"
         );
         warn!(pool = %pool.name_any(), daemonset = %ds_name, "{msg}");
         let ev = Event {
             type_: EventType::Warning,
-            reason: "AgentDaemonSetReverted".into(),
+            reason: if crate::csi_proxy::is_csi_proxy(&w.daemonset) { "CSIProxyDaemonSetReverted" } else { "AgentDaemonSetReverted" }
+                .into(),
             note: Some(msg),
             action: "Apply".into(),
             secondary: None,
         };
         ctx.publish(pool, ev).await;
     } else {
-        info!(pool = %pool.name_any(), daemonset = %ds_name, drift = ?w.drift, "applied agent DaemonSet");
+        info!(pool = %pool.name_any(), daemonset = %ds_name, drift = ?w.drift, "applied DaemonSet");
     }
     Ok(())
 }

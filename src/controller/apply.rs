@@ -17,7 +17,7 @@ use kube::runtime::events::{Event, EventType};
 use serde_json::json;
 use tracing::{debug, info, warn};
 
-use super::agent::{agent_image_allowed, delete_configmap, refuse_agent_image, write_agent, write_configmaps};
+use super::agent::{agent_image_allowed, delete_configmap, delete_daemonset, refuse_agent_image, write_configmaps, write_daemonset};
 use super::hns_node::{HnsNode, hns_readiness, write_hns};
 use super::nodes::{patch_node_with, release_body, write_nodes};
 use super::round::{self, Observed, Round};
@@ -58,7 +58,7 @@ pub(super) async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Actio
 /// Carry out the round's writes in the order they must land: deselected nodes
 /// are given back first (they hold no slot of the rollout); the agent runs
 /// and every revision a node is asked to run has its ConfigMap before any node
-/// is labelled for it; HNS condition and taint before the node patches (a node
+/// is labelled for it, and so has the CSI Proxy DaemonSet of its version; HNS condition and taint before the node patches (a node
 /// whose taint could not be written waits a round); the node patches; the
 /// evictions; and last the ConfigMaps no node needs any more.
 async fn execute(pool: &WindowsNodePool, ctx: &Context, seen: &Observed<'_>, round: &Round) -> Result<(), Error> {
@@ -67,15 +67,22 @@ async fn execute(pool: &WindowsNodePool, ctx: &Context, seen: &Observed<'_>, rou
         patch_node_with(ctx, &name, p, body.clone()).await?;
     }
     if let Some(agent) = &round.agent {
-        write_agent(pool, ctx, agent).await?;
+        write_daemonset(pool, ctx, agent).await?;
     }
     write_configmaps(pool, ctx, &round.configmaps).await?;
+    for csi in &round.csi_proxy.write {
+        write_daemonset(pool, ctx, csi).await?;
+    }
     let hns_behind = execute_hns_writes(ctx, &name, round).await?;
     let (landed, written) = execute_node_writes(ctx, pool, round, &hns_behind).await;
     // The patches that landed are announced even when another failed: they happened.
     announce_node_batches(ctx, pool, round, &landed).await;
     written?;
     execute_drains(ctx, pool, round, seen).await;
+    for ds in &round.csi_proxy.delete {
+        delete_daemonset(ctx, ds).await?;
+        info!(pool = %name, daemonset = %ds, "deleted CSI Proxy DaemonSet: no node's revision asks for its version");
+    }
     for (cm, rev) in &round.stale_configmaps {
         delete_configmap(ctx, cm).await?;
         info!(pool = %name, configmap = %cm, revision = %rev, "deleted revision ConfigMap: no node carries its revision");

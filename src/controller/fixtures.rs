@@ -122,6 +122,10 @@ impl Cluster {
                 self.daemonsets.insert(name.to_string(), after.clone());
                 (200, after.clone(), before, after)
             }
+            ("DELETE", ["apis", "apps", "v1", "namespaces", _, "daemonsets", name]) => {
+                let before = self.daemonsets.remove(*name).unwrap_or(Value::Null);
+                (200, status_body(200, "Success", "deleted"), before, Value::Null)
+            }
             ("POST", ["api", "v1", "namespaces", _, "configmaps"]) => {
                 let name = body["metadata"]["name"].as_str().expect("a named ConfigMap").to_string();
                 if self.configmaps.contains_key(&name) {
@@ -225,6 +229,7 @@ impl Fixture {
             agent: AgentSettings { image: "ghcr.io/winpool/agent:test".into(), hns_interval: "15s".into(), max_attempts: 3 },
             pool_selector: None,
             allowed_agent_images: Vec::new(),
+            csi_proxy_repository: crate::csi_proxy::DEFAULT_REPOSITORY.into(),
         };
         let metrics = Metrics::new();
         metrics.caches_synced.set(1);
@@ -304,6 +309,7 @@ impl Fixture {
                 }
                 continue;
             }
+            let csi = self.csi_proxy_running_for(&rev);
             self.on_node(&name, |n| {
                 let a = &mut n["metadata"]["annotations"];
                 a[names::ANN_APPLIED_REVISION] = json!(rev);
@@ -311,6 +317,9 @@ impl Fixture {
                 a[names::ANN_APPLY_MESSAGE] = json!("installed KB5044281; rebooted");
                 a[names::ANN_HNS_LOAD_BALANCERS] = json!("0");
                 a[names::ANN_HNS_ENDPOINTS] = json!("0");
+                if let Some(v) = &csi {
+                    a[names::ANN_CSI_PROXY_VERSION] = json!(v);
+                }
                 let info = &mut n["status"]["nodeInfo"];
                 info["kernelVersion"] = json!("10.0.20348.2762");
                 info["containerRuntimeVersion"] = json!("containerd://1.7.22+azure");
@@ -318,6 +327,36 @@ impl Fixture {
                 n["status"]["conditions"][0]["status"] = json!("False");
             });
         }
+    }
+
+    /// The CSI Proxy version a node on `rev` runs: the image tag of the CSI
+    /// Proxy DaemonSet whose node affinity takes that revision (what the
+    /// kubelet would start there), without the tag's `v`.
+    fn csi_proxy_running_for(&self, rev: &str) -> Option<String> {
+        let c = self.cluster.lock().unwrap();
+        c.daemonsets.values().find_map(|d| {
+            let spec = &d["spec"]["template"]["spec"];
+            let terms =
+                spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"].as_array()?;
+            let takes = terms.iter().any(|t| {
+                t["matchExpressions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|e| e["key"] == names::LABEL_REVISION && e["values"].as_array().is_some_and(|v| v.contains(&json!(rev))))
+            });
+            let image = spec["containers"][0]["image"].as_str()?;
+            takes.then(|| image.rsplit_once(':').map(|(_, t)| t.trim_start_matches('v').to_string())).flatten()
+        })
+    }
+
+    fn set_pool(&self, pool: WindowsNodePool) {
+        let mut c = self.cluster.lock().unwrap();
+        let status = c.pool.as_ref().and_then(|p| p.status.clone());
+        let mut pool = pool;
+        pool.status = status;
+        pool.metadata.generation = Some(2);
+        c.pool = Some(pool);
     }
 
     fn add_pod(&self, node: &str, name: &str) {
@@ -332,11 +371,15 @@ impl Fixture {
 }
 
 fn pool(max_unavailable: i32) -> WindowsNodePool {
+    pool_with(max_unavailable, "")
+}
+
+fn pool_with(max_unavailable: i32, more: &str) -> WindowsNodePool {
     let spec = serde_yaml::from_str(&format!(
         "nodeSelector: {{matchLabels: {{pool: win22}}}}\n\
          os: {{version: ltsc2022, patchLevel: 10.0.20348.2762}}\n\
          runtime: {{version: 1.7.22}}\n\
-         rollout: {{maxUnavailable: {max_unavailable}}}"
+         rollout: {{maxUnavailable: {max_unavailable}}}\n{more}"
     ))
     .unwrap();
     let mut p = WindowsNodePool::new("win22", spec);
@@ -548,4 +591,81 @@ async fn a_deselected_node_is_given_back_before_anything_else_is_written() {
         reqs.iter().any(|r| r.path == node_path(other) && state(&r.after) == Some("Draining")),
         "its slot goes to the other node in the same round: {got:#?}"
     );
+}
+
+#[tokio::test]
+async fn csi_proxy_runs_per_revision_from_its_own_daemonset_and_the_old_version_goes_with_the_last_node() {
+    let csi = |v: &str| format!("storage: {{csiProxy: {{enabled: true, version: {v}}}}}");
+    let mut f = Fixture::new(pool_with(1, &csi("v1.1.2")), vec![windows_node("win-a", "win22"), windows_node("win-b", "win22")]);
+    let reqs = f.round().await;
+    let got = calls(&reqs);
+    let old_ds = "/apis/apps/v1/namespaces/winpool-agents/daemonsets/winpool-win22-csi-proxy-v1-1-2";
+    let csi_write = got.iter().position(|c| *c == format!("APPLY {old_ds}")).expect("the CSI Proxy DaemonSet is applied");
+    let first_node = got.iter().position(|c| c.starts_with("PATCH /api/v1/nodes/")).unwrap();
+    assert!(got.iter().position(|c| *c == format!("POST {CMS}")).unwrap() < csi_write, "{got:#?}");
+    assert!(csi_write < first_node, "CSI Proxy is there before any node is labelled for its revision: {got:#?}");
+    let image = &reqs[csi_write].body["spec"]["template"]["spec"]["containers"][0]["image"];
+    assert_eq!(image, &json!("ghcr.io/kubernetes-sigs/sig-windows/csi-proxy:v1.1.2"), "SIG Windows' HostProcess image of that version");
+    for _ in 0..40 {
+        f.round().await;
+        f.agents_apply();
+        if ["win-a", "win-b"].iter().all(|n| state(&f.node(n)) == Some("Updated")) {
+            break;
+        }
+    }
+    assert!(["win-a", "win-b"].iter().all(|n| state(&f.node(n)) == Some("Updated")), "the first rollout finished");
+
+    // A new CSI Proxy version is a new revision: a second DaemonSet for the
+    // nodes moved to it, the first kept while a node still runs the old revision.
+    f.set_pool(pool_with(1, &csi("v1.1.3")));
+    let new_ds = "/apis/apps/v1/namespaces/winpool-agents/daemonsets/winpool-win22-csi-proxy-v1-1-3";
+    let mut all = Vec::new();
+    let mut deleted_while_in_use = None;
+    for _ in 0..40 {
+        let reqs = f.round().await;
+        for r in &reqs {
+            if r.call() == format!("DELETE {old_ds}") {
+                let old_rev = revisions_in(&r.before);
+                let on_old: Vec<String> = ["win-a", "win-b"]
+                    .iter()
+                    .filter(|n| {
+                        f.node(n)["metadata"]["labels"][names::LABEL_REVISION].as_str().is_some_and(|l| old_rev.contains(&l.to_string()))
+                    })
+                    .map(|n| n.to_string())
+                    .collect();
+                if !on_old.is_empty() {
+                    deleted_while_in_use = Some(on_old);
+                }
+            }
+        }
+        all.extend(reqs);
+        f.agents_apply();
+        let c = f.cluster.lock().unwrap();
+        let rev = c.pool.as_ref().unwrap().status.as_ref().unwrap().revision.clone();
+        drop(c);
+        if ["win-a", "win-b"]
+            .iter()
+            .all(|n| state(&f.node(n)) == Some("Updated") && f.node(n)["metadata"]["labels"][names::LABEL_REVISION] == json!(rev))
+        {
+            break;
+        }
+    }
+    let got = calls(&all);
+    assert!(got.contains(&format!("APPLY {new_ds}")), "{got:#?}");
+    assert_eq!(deleted_while_in_use, None, "the old CSI Proxy DaemonSet went while nodes still ran its revision");
+    let settled = f.round().await;
+    let got_settled = calls(&settled);
+    let c = f.cluster.lock().unwrap();
+    assert!(!c.daemonsets.contains_key("winpool-win22-csi-proxy-v1-1-2"), "no node needs v1.1.2 any more: {got:#?} {got_settled:#?}");
+    assert!(c.daemonsets.contains_key("winpool-win22-csi-proxy-v1-1-3"));
+    for n in ["win-a", "win-b"] {
+        assert_eq!(c.nodes[n]["metadata"]["annotations"][names::ANN_CSI_PROXY_VERSION], json!("1.1.3"), "{n} runs the new CSI Proxy");
+    }
+}
+
+/// The revisions a CSI Proxy DaemonSet's node affinity takes.
+fn revisions_in(ds: &Value) -> Vec<String> {
+    let terms =
+        &ds["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"];
+    terms[0]["matchExpressions"][0]["values"].as_array().into_iter().flatten().filter_map(|v| v.as_str().map(str::to_string)).collect()
 }

@@ -15,6 +15,7 @@ use kube::runtime::events::{Event, EventType};
 
 use super::Settings;
 use super::agent::{AgentWrite, ConfigMapWrites, agent_write, configmap_writes};
+use super::csi_proxy::{CsiProxyWrites, csi_proxy_writes};
 use super::events::node_ref;
 use super::hns_node::{HnsNode, HnsWrites, hns_writes_for};
 use super::nodes::release_patch;
@@ -54,6 +55,8 @@ pub(super) struct Round {
     /// Written before any node is labelled for the revisions they carry.
     pub agent: Option<AgentWrite>,
     pub configmaps: ConfigMapWrites,
+    /// Written with the ConfigMaps; deleted with the stale ConfigMaps, last.
+    pub csi_proxy: CsiProxyWrites,
     pub status: WindowsNodePoolStatus,
     /// Each with the message its condition carries, for the log line.
     pub hns_writes: Vec<(HnsWrites, String)>,
@@ -102,6 +105,7 @@ pub(super) fn decide_round(pool: &WindowsNodePool, settings: &Settings, seen: &O
         releases: seen.releases.clone(),
         agent: agent_write(pool, settings, &seen.ds_of_pool),
         configmaps: configmap_writes(pool, &settings.agent_namespace, &plan, &seen.cms_of_pool, &seen.ds_of_pool),
+        csi_proxy: csi_proxy_writes(pool, settings, &plan, &seen.cms_of_pool, &seen.ds_of_pool),
         hns_writes: hns_writes(seen, &plan, spec.hns.taint_when_not_ready, now),
         hns_not_ready: seen.hns_nodes.iter().filter(|h| h.readiness == HnsReadiness::NotReady).map(|h| h.node.name_any()).collect(),
         hns_utilization: seen.hns_limits.utilization(seen.hns_totals),
@@ -186,6 +190,7 @@ mod tests {
             agent: AgentSettings { image: "winpool/agent:dev".into(), hns_interval: "15s".into(), max_attempts: 3 },
             pool_selector: None,
             allowed_agent_images: Vec::new(),
+            csi_proxy_repository: crate::csi_proxy::DEFAULT_REPOSITORY.into(),
         }
     }
 

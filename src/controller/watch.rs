@@ -149,9 +149,8 @@ pub(super) fn revision_configmaps(
     let stream = watcher(api, watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}=winpool")).any_semantic())
         .backoff(watch_backoff())
         .modify(|c: &mut ConfigMap| {
-            // Only names and labels are read: the data is the agents'.
+            // A few per pool: their data (the CSI Proxy version a revision asks for) stays.
             c.metadata.managed_fields = None;
-            c.data = None;
         })
         .reflect(writer)
         .touched_objects();

@@ -81,6 +81,13 @@ type agent struct {
 	hns      host.HNSCounts
 	hnsKnown bool
 	hnsErr   string
+
+	// csiPod is the CSI Proxy version winpool's CSI Proxy pod runs on this
+	// node ("" none), read while a revision asks for one; csiWrong* is since
+	// when, for which revision, it has not been the one asked for.
+	csiPod        string
+	csiWrongRev   string
+	csiWrongSince time.Time
 }
 
 func run(ctx context.Context, o Options, t tuning) error {

@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -51,16 +52,18 @@ func TestFullApplyAcrossReboot(t *testing.T) {
 	if got := machine.CompleteReboot(); got != mustBuild("10.0.20348.2762") {
 		t.Fatalf("the machine booted %s", got)
 	}
+	// winpool's CSI Proxy DaemonSet of r1's version runs on the node.
+	h.addCSIProxyPod("csi-proxy-r1", "ghcr.io/kubernetes-sigs/sig-windows/csi-proxy:v1.1.3", true)
 	h.start(h.options())
 	n = h.waitStatus(names.StatusSucceeded)
 
 	want := map[string]string{
 		names.AnnAppliedRevision: "r1",
 		names.AnnApplyStatus:     "Succeeded",
-		names.AnnApplyMessage:    "revision r1 applied: build 10.0.20348.2762, containerd 1.7.22, cni overlay, csi-proxy v1.1.3",
+		names.AnnApplyMessage:    "revision r1 applied: build 10.0.20348.2762, containerd 1.7.22, cni overlay, csi-proxy 1.1.3",
 		names.AnnAgentVersion:    testVersion,
 		names.AnnCNIMode:         "overlay",
-		names.AnnCSIProxyVersion: "v1.1.3",
+		names.AnnCSIProxyVersion: "1.1.3",
 		names.AnnHNSLoadBalancer: "10",
 		names.AnnHNSEndpoints:    "20",
 	}
@@ -74,7 +77,6 @@ func TestFullApplyAcrossReboot(t *testing.T) {
 		"Applying: installing the update to 10.0.20348.2762",
 		"Rebooting: rebooting to finish the update to 10.0.20348.2762 (reboot 1)",
 		"Applying: upgrading containerd 1.7.20 → 1.7.22",
-		"Applying: installing CSI Proxy v1.1.3",
 		"Succeeded: revision r1 applied",
 	}
 	got := h.reportsWritten()
@@ -436,4 +438,71 @@ func TestARequestThatMovesWhileTheAgentDecidesIsDecidedAgain(t *testing.T) {
 		n := h.node()
 		return n.Annotations[names.AnnAppliedRevision] == "r1" && n.Annotations[names.AnnApplyStatus] == string(names.StatusSucceeded)
 	})
+}
+
+// TestCSIProxyIsWaitedForUntilItsPodRuns: the agent installs no CSI Proxy; it
+// reports that it waits until the pod of winpool's CSI Proxy DaemonSet of the
+// revision's version is Running and ready on its node, and only then succeeds,
+// reporting the version the kubelet runs.
+func TestCSIProxyIsWaitedForUntilItsPodRuns(t *testing.T) {
+	o := compliantHost()
+	o.CSIProxyVersion = ""
+	h := newHarness(t, fake.New(o), requestedR1(), revisionConfigMap(revisionR1()))
+	h.addCSIProxyPod("csi-proxy-old", "ghcr.io/kubernetes-sigs/sig-windows/csi-proxy:v1.1.2", true)
+	opts := h.options()
+	opts.HNSInterval = 20 * time.Millisecond
+	h.start(opts)
+	eventually(t, "the agent says it waits for CSI Proxy v1.1.3", func() bool {
+		return strings.Contains(h.annotation(names.AnnApplyMessage), "waiting for CSI Proxy v1.1.3 (running: 1.1.2)")
+	})
+	if got := h.annotation(names.AnnApplyStatus); got != string(names.StatusApplying) {
+		t.Fatalf("apply-status while waiting = %q, want Applying", got)
+	}
+	if got := h.annotation(names.AnnCSIProxyVersion); got != "1.1.2" {
+		t.Errorf("csi-proxy-version while the old pod runs = %q, want the observed 1.1.2", got)
+	}
+	h.deletePod("csi-proxy-old")
+	h.addCSIProxyPod("csi-proxy-new", "ghcr.io/kubernetes-sigs/sig-windows/csi-proxy:v1.1.3", false)
+	h.addCSIProxyPod("csi-proxy-new", "ghcr.io/kubernetes-sigs/sig-windows/csi-proxy:v1.1.3", true)
+	n := h.waitStatus(names.StatusSucceeded)
+	if got := n.Annotations[names.AnnCSIProxyVersion]; got != "1.1.3" {
+		t.Errorf("csi-proxy-version = %q, want 1.1.3", got)
+	}
+	h.assertOnlyAgentWrites()
+}
+
+func TestRunningCSIProxyIsWhatTheKubeletRuns(t *testing.T) {
+	pod := func(phase corev1.PodPhase, image string, ready bool, label string) corev1.Pod {
+		return corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{names.LabelCSIProxyVersion: label}},
+			Status: corev1.PodStatus{Phase: phase, ContainerStatuses: []corev1.ContainerStatus{{
+				Name: "csi-proxy", Image: image, Ready: ready, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}},
+			}}},
+		}
+	}
+	for _, c := range []struct {
+		name string
+		pods []corev1.Pod
+		want string
+	}{
+		{"none", nil, ""},
+		{"running and ready: its tag", []corev1.Pod{pod(corev1.PodRunning, "ghcr.io/kubernetes-sigs/sig-windows/csi-proxy:v1.1.3", true, "v9")}, "1.1.3"},
+		{"a registry port is not a tag", []corev1.Pod{pod(corev1.PodRunning, "mirror.corp:5000/csi-proxy:v1.1.2", true, "")}, "1.1.2"},
+		{"pinned by digest: its version label", []corev1.Pod{pod(corev1.PodRunning, "mirror.corp:5000/csi-proxy@sha256:0123", true, "v1.1.3")}, "1.1.3"},
+		{"not ready yet", []corev1.Pod{pod(corev1.PodRunning, "csi-proxy:v1.1.3", false, "")}, ""},
+		{"pending", []corev1.Pod{pod(corev1.PodPending, "csi-proxy:v1.1.3", true, "")}, ""},
+		{"the running one of two", []corev1.Pod{pod(corev1.PodSucceeded, "csi-proxy:v1.1.2", false, ""), pod(corev1.PodRunning, "csi-proxy:v1.1.3", true, "")}, "1.1.3"},
+	} {
+		for i := range c.pods {
+			c.pods[i].Spec.NodeName = testNode
+		}
+		if got := runningCSIProxy(c.pods, testNode); got != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
+	other := pod(corev1.PodRunning, "csi-proxy:v1.1.3", true, "")
+	other.Spec.NodeName = "win-9"
+	if got := runningCSIProxy([]corev1.Pod{other}, testNode); got != "" {
+		t.Errorf("another node's pod counted: %q", got)
+	}
 }

@@ -83,14 +83,6 @@ func (a *agent) converge(ctx context.Context) outcome {
 				a.hostFailed(ctx, in.Revision, "installing containerd "+step.Version, err)
 				return settled
 			}
-		case decide.EnsureCSIProxy:
-			if !a.begin(ctx, in, step) {
-				return settled
-			}
-			if err := a.o.Host.EnsureCSIProxy(ctx, step.Version); err != nil {
-				a.hostFailed(ctx, in.Revision, "installing CSI Proxy "+step.Version, err)
-				return settled
-			}
 		}
 		if ctx.Err() != nil {
 			return settled
@@ -135,6 +127,9 @@ func (a *agent) input(ctx context.Context, node *corev1.Node) (decide.Input, boo
 	in.State = st
 	if in.Pool != "" {
 		in.Config = a.revisionConfig(ctx, in.Pool, in.Revision)
+	}
+	if want := in.Config.Config.CSIProxyVersion; want != nil {
+		in.Observed.CSIProxyVersion, in.CSIProxyWrongFor = a.observeCSIProxy(ctx, in.Revision, *want)
 	}
 	return in, ctx.Err() == nil
 }

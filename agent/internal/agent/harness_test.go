@@ -361,3 +361,35 @@ func (h *harness) events() []string {
 	}
 	return out
 }
+
+// addCSIProxyPod creates (or replaces) a pod of winpool's CSI Proxy
+// DaemonSet on the node, Running, its container ready or not yet.
+func (h *harness) addCSIProxyPod(name, image string, ready bool) {
+	h.t.Helper()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNamespace, Labels: map[string]string{"app.kubernetes.io/name": "winpool-csi-proxy"}},
+		Spec:       corev1.PodSpec{NodeName: testNode, Containers: []corev1.Container{{Name: "csi-proxy", Image: image}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{
+			Name: "csi-proxy", Image: image, Ready: ready, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}},
+		}}},
+	}
+	// Through the tracker: the test plays the DaemonSet controller and the
+	// kubelet, and those writes are not the agent's.
+	podsResource := corev1.SchemeGroupVersion.WithResource("pods")
+	if _, err := h.client.Tracker().Get(podsResource, testNamespace, name); err == nil {
+		if err := h.client.Tracker().Update(podsResource, pod, testNamespace); err != nil {
+			h.t.Fatal(err)
+		}
+		return
+	}
+	if err := h.client.Tracker().Add(pod); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) deletePod(name string) {
+	h.t.Helper()
+	if err := h.client.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("pods"), testNamespace, name); err != nil {
+		h.t.Fatal(err)
+	}
+}

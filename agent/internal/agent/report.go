@@ -42,7 +42,7 @@ func (a *agent) observations() map[string]*string {
 	want := map[string]*string{names.AnnAgentVersion: ptr(a.o.Version)}
 	if a.obsKnown {
 		want[names.AnnCNIMode] = nonEmpty(a.obs.CNIMode)
-		want[names.AnnCSIProxyVersion] = nonEmpty(a.obs.CSIProxyVersion)
+		want[names.AnnCSIProxyVersion] = nonEmpty(a.csiProxyVersion())
 	}
 	if a.hnsKnown {
 		want[names.AnnHNSLoadBalancer] = ptr(strconv.Itoa(a.hns.LoadBalancers))

@@ -7,6 +7,7 @@ package decide
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"winpool.dev/agent/internal/config"
@@ -36,9 +37,6 @@ const (
 	// UpgradeContainerd: write Step.Report, save Step.State, install
 	// containerd Step.Version, then observe again and call Next.
 	UpgradeContainerd
-	// EnsureCSIProxy: write Step.Report, save Step.State, make CSI Proxy
-	// Step.Version run, then observe again and call Next.
-	EnsureCSIProxy
 	// Observe: a host operation finished without needing a reboot; observe
 	// the host again and call Next. Only AfterInstall returns it.
 	Observe
@@ -58,8 +56,6 @@ func (a Action) String() string {
 		return "Reboot"
 	case UpgradeContainerd:
 		return "UpgradeContainerd"
-	case EnsureCSIProxy:
-		return "EnsureCSIProxy"
 	case Observe:
 		return "Observe"
 	}
@@ -122,8 +118,8 @@ type Input struct {
 	Observed host.Observed
 	// State is what the agent last saved on the host.
 	State host.State
-	// MaxAttempts caps update installs, containerd upgrades and CSI Proxy
-	// installs per revision; below 1 means DefaultMaxAttempts.
+	// MaxAttempts caps update installs and containerd upgrades per
+	// revision; below 1 means DefaultMaxAttempts.
 	MaxAttempts int
 	// MaxReboots caps the reboots per revision, so a reboot-pending flag that
 	// never clears cannot reboot the node forever; below 1 means 2*MaxAttempts
@@ -131,6 +127,9 @@ type Input struct {
 	MaxReboots int
 	// NetworkMissingFor is how long the agent has observed no HNS network.
 	NetworkMissingFor time.Duration
+	// CSIProxyWrongFor is how long the agent has observed CSI Proxy not at
+	// the version this revision asks for (waited for like the HNS network).
+	CSIProxyWrongFor time.Duration
 	// NetworkGrace: below or equal to 0 means DefaultNetworkGrace.
 	NetworkGrace time.Duration
 	// Now is when the decision is made; only a running containerd upgrade
@@ -154,7 +153,7 @@ type Step struct {
 	Target host.Build
 	// Update is what InstallUpdate installs (Target and where it comes from).
 	Update host.UpdateRequest
-	// Version is what UpgradeContainerd or EnsureCSIProxy installs.
+	// Version is what UpgradeContainerd installs.
 	Version string
 	// Runtime is what UpgradeContainerd installs.
 	Runtime host.RuntimeRequest
@@ -331,6 +330,10 @@ func (d decision) network(want string) (Step, bool) {
 		"change spec.networking.cniMode or reimage the node with the other CNI", orMissing(have), want)), false
 }
 
+// csiProxy: CSI Proxy is not the agent's to install. winpool's CSI Proxy
+// DaemonSet of the revision's version starts it when the node's revision
+// label moves (or the node image runs it as the csiproxy service); the agent
+// waits for it like for the HNS network, then says where to look.
 func (d decision) csiProxy(want string) (Step, bool) {
 	have := d.in.Observed.CSIProxyVersion
 	if cmp, err := CompareVersions(have, want); err == nil && cmp == 0 {
@@ -339,13 +342,26 @@ func (d decision) csiProxy(want string) (Step, bool) {
 	if _, err := parseSemver(want); err != nil {
 		return d.fail(fmt.Sprintf("revision %s: ConfigMap %s: csiProxyVersion: %v", d.in.Revision, d.configMap(), err)), false
 	}
-	if d.state.CSIProxyInstalls >= d.maxAttempts() {
-		return d.fail(fmt.Sprintf("CSI Proxy still reports %s after %d attempts to install %s; see the csiproxy service's log",
-			orNone(have), d.state.CSIProxyInstalls, want)), false
+	if d.in.CSIProxyWrongFor < d.networkGrace() {
+		msg := fmt.Sprintf("waiting for CSI Proxy %s (running: %s); winpool's CSI Proxy DaemonSet starts it on this node", want, orNone(have))
+		return Step{Action: Wait, Report: d.report(names.StatusApplying, msg), State: d.state}, false
 	}
-	d.state.CSIProxyInstalls++
-	msg := fmt.Sprintf("installing CSI Proxy %s (running: %s)", want, orNone(have))
-	return Step{Action: EnsureCSIProxy, Report: d.report(names.StatusApplying, msg), State: d.state, Version: want}, false
+	return d.fail(fmt.Sprintf("CSI Proxy %s is not running after %s (running: %s): see the pod of DaemonSet %s on this node "+
+		"(kubectl -n %s get pods -l %s -o wide), or, with storage.csiProxy.deploy HostService, the node's csiproxy service (Get-Service csiproxy)",
+		want, d.networkGrace(), orNone(have), CSIProxyDaemonSet(d.in.Pool, want), d.in.Namespace, names.LabelCSIProxyApp)), false
+}
+
+// CSIProxyDaemonSet is the operator's name for the DaemonSet that runs CSI
+// Proxy `version` on a pool's nodes (src/csi_proxy.rs daemonset_name).
+func CSIProxyDaemonSet(pool, version string) string {
+	tag := "v" + strings.TrimPrefix(version, "v")
+	slug := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '-'
+	}, strings.ToLower(tag))
+	return "winpool-" + pool + "-csi-proxy-" + slug
 }
 
 func (d decision) succeed() Step {

@@ -384,34 +384,48 @@ func TestNext(t *testing.T) {
 				message: []string{"HNS network is missing, the pool asks for overlay"}},
 		},
 		{
-			name: "CSI Proxy missing: install it",
+			name: "CSI Proxy missing: wait for winpool's DaemonSet to start it (the agent installs nothing)",
 			in: func() Input {
 				in := patched()
+				in.Pool = "win22"
 				in.Observed.CSIProxyVersion = ""
+				in.CSIProxyWrongFor = time.Minute
 				return in
 			},
-			want: want{action: EnsureCSIProxy, status: names.StatusApplying, version: "v1.1.3",
-				state: host.State{Revision: "r1", CSIProxyInstalls: 1}, message: []string{"CSI Proxy v1.1.3"}},
+			want: want{action: Wait, status: names.StatusApplying, state: fresh,
+				message: []string{"waiting for CSI Proxy v1.1.3 (running: none)"}},
 		},
 		{
-			name: "CSI Proxy at another version: install the asked one",
+			name: "CSI Proxy at another version (the old pod still stopping): wait",
 			in: func() Input {
 				in := patched()
-				in.Observed.CSIProxyVersion = "v1.1.2"
+				in.Observed.CSIProxyVersion = "1.1.2"
 				return in
 			},
-			want: want{action: EnsureCSIProxy, status: names.StatusApplying, version: "v1.1.3",
-				state: host.State{Revision: "r1", CSIProxyInstalls: 1}},
+			want: want{action: Wait, status: names.StatusApplying, state: fresh, message: []string{"running: 1.1.2"}},
 		},
 		{
-			name: "CSI Proxy installs are capped",
+			name: "CSI Proxy still not at the version after the grace: failed, naming the DaemonSet and the service",
 			in: func() Input {
-				in := applying(patched(), names.StatusApplying, host.State{Revision: "r1", CSIProxyInstalls: 3})
-				in.Observed.CSIProxyVersion = ""
+				in := patched()
+				in.Pool = "win22"
+				in.Observed.CSIProxyVersion = "1.1.2"
+				in.CSIProxyWrongFor = DefaultNetworkGrace
 				return in
 			},
-			want: want{action: Report, status: names.StatusFailed, state: host.State{Revision: "r1", CSIProxyInstalls: 3},
-				message: []string{"CSI Proxy still reports none after 3 attempts to install v1.1.3"}},
+			want: want{action: Report, status: names.StatusFailed, state: fresh,
+				message: []string{"CSI Proxy v1.1.3 is not running after 5m0s (running: 1.1.2)", "DaemonSet winpool-win22-csi-proxy-v1-1-3",
+					"-l app.kubernetes.io/name=winpool-csi-proxy", "Get-Service csiproxy"}},
+		},
+		{
+			name: "CSI Proxy with a v prefix on one side only is the same version",
+			in: func() Input {
+				in := patched()
+				in.Observed.CSIProxyVersion = "v1.1.3"
+				in.CSIProxyWrongFor = DefaultNetworkGrace
+				return in
+			},
+			want: want{action: Report, status: names.StatusSucceeded, state: fresh},
 		},
 		{
 			name: "CSI Proxy not asked for: whatever runs is fine",

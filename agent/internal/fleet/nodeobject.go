@@ -175,7 +175,9 @@ func machineOf(n *corev1.Node, s *Settings) (machine, []string) {
 	if v := n.Annotations[names.AnnCNIMode]; v != "" {
 		m.cni = v
 	}
-	m.csiProxy = n.Annotations[names.AnnCSIProxyVersion]
+	// No csiproxy host service: CSI Proxy runs as winpool's DaemonSet pod on
+	// the node (kwok runs it), which the agent finds itself, so the version it
+	// reported is not the machine's.
 	_, m.rebooting = n.Annotations[AnnRebooting]
 	return m, notes
 }

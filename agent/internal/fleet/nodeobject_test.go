@@ -94,7 +94,8 @@ func TestAdoptedNodesSeedTheMachine(t *testing.T) {
 	m, notes := machineOf(n, s)
 	want := machine{
 		build: host.Build{Major: 10, Build: 20348, UBR: 2762}, containerd: "1.7.22", suffix: "+azure",
-		cni: "l2bridge", csiProxy: "v1.1.3", bootID: n.Status.NodeInfo.BootID, rebooting: true,
+		// The reported CSI Proxy is its DaemonSet pod's, not a host service.
+		cni: "l2bridge", bootID: n.Status.NodeInfo.BootID, rebooting: true,
 	}
 	if m != want || len(notes) != 0 {
 		t.Errorf("got %+v %v, want %+v", m, notes, want)

@@ -156,8 +156,6 @@ type State struct {
 	Reboots int `json:"reboots"`
 	// RuntimeUpgrades: containerd installs started for Revision.
 	RuntimeUpgrades int `json:"runtimeUpgrades,omitempty"`
-	// CSIProxyInstalls: CSI Proxy installs started for Revision.
-	CSIProxyInstalls int `json:"csiProxyInstalls,omitempty"`
 }
 
 // Host is everything the agent does to or reads from the machine.
@@ -172,8 +170,6 @@ type Host interface {
 	// its config. It may return before the new containerd runs: the outcome
 	// then shows in Observed.RuntimeUpgrade.
 	UpgradeContainerd(ctx context.Context, req RuntimeRequest) error
-	// EnsureCSIProxy makes that CSI Proxy version run on the host.
-	EnsureCSIProxy(ctx context.Context, version string) error
 	// Reboot starts a reboot and returns; the caller then waits to be stopped.
 	Reboot(ctx context.Context, reason string) error
 	LoadState() (State, error)

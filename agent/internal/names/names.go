@@ -22,6 +22,11 @@ const (
 	// revision configuration.
 	ConfigMapKey = "config.json"
 
+	// LabelCSIProxyApp selects the pods of winpool's CSI Proxy DaemonSets
+	// (src/csi_proxy.rs); LabelCSIProxyVersion names the version a pod runs.
+	LabelCSIProxyApp     = "app.kubernetes.io/name=winpool-csi-proxy"
+	LabelCSIProxyVersion = "winpool.dev/csi-proxy-version"
+
 	// FieldManager names the agent's writes in managedFields.
 	FieldManager = "winpool-agent"
 )

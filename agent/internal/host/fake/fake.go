@@ -133,13 +133,6 @@ func (h *Host) UpgradeContainerd(ctx context.Context, req host.RuntimeRequest) e
 	return nil
 }
 
-func (h *Host) EnsureCSIProxy(ctx context.Context, version string) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.csi = version
-	return nil
-}
-
 func (h *Host) Reboot(ctx context.Context, reason string) error {
 	h.mu.Lock()
 	h.reboots++

@@ -212,21 +212,6 @@ func (h *Host) HNS(ctx context.Context) (host.HNSCounts, error) {
 	return hns.Count(h.hns, h.o.KubeNetwork)
 }
 
-// EnsureCSIProxy does not install anything: CSI Proxy is deployed by the
-// operator (its own DaemonSet) or with the node image (service csiproxy, as
-// on AKS); the agent only reports the version it finds running.
-func (h *Host) EnsureCSIProxy(ctx context.Context, version string) error {
-	running, err := csiProxyRunning()
-	if err != nil {
-		return err
-	}
-	if running == "" {
-		running = "none"
-	}
-	return fmt.Errorf("CSI Proxy %s is not running (running: %s): the agent does not install CSI Proxy; "+
-		"deploy it with the node image as service %q or with the pool's CSI Proxy DaemonSet", version, running, CSIProxyService)
-}
-
 // Reboot asks Windows for a planned restart with reason "Operating System:
 // Hot fix (Planned)" (p:2:17), which is how the event log will record it.
 func (h *Host) Reboot(ctx context.Context, reason string) error {
