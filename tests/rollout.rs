@@ -330,3 +330,84 @@ async fn a_node_selected_by_two_pools_is_left_alone_and_both_say_why() {
     assert_ne!(n.spec.and_then(|s| s.unschedulable), Some(true));
     t.cleanup().await;
 }
+
+#[tokio::test]
+async fn csi_proxy_runs_from_a_daemonset_of_each_nodes_revision_and_moves_with_the_rollout() {
+    let client = support::client().await;
+    install_crd(&client).await;
+    let mut t = TestSpace::new("rollout-csi").await;
+    t.start_sim(3, &["--apply-seconds=0.5", "--reboot-seconds=0.5"]);
+    wait_nodes_ready(&t, 3).await;
+    let pool = format!("{}-pool", t.id);
+    let with_csi = |t: &TestSpace, version: &str| {
+        let mut m = pool_manifest(t, &pool, "10.0.20348.2762", json!({}));
+        m["spec"]["storage"] = json!({"csiProxy": {"enabled": true, "version": version}});
+        m
+    };
+    apply_pool(&t, &with_csi(&t, "v1.1.2")).await;
+    t.start_operator(&[]);
+    wait_rolled_out(&t, &pool, 3, 2).await;
+
+    let ns = t.agent_namespace();
+    let pods_api: Api<Pod> = Api::namespaced(t.client.clone(), &ns);
+    let ds_api: Api<DaemonSet> = Api::namespaced(t.client.clone(), &ns);
+    // The CSI Proxy each node runs, as the kubelet (kwok) reports its pods: node -> image.
+    let csi_pods = || async {
+        let list = pods_api.list(&ListParams::default().labels("app.kubernetes.io/name=winpool-csi-proxy")).await.unwrap();
+        list.items
+            .iter()
+            .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running") && p.metadata.deletion_timestamp.is_none())
+            .map(|p| (p.spec.clone().unwrap().node_name.unwrap(), p.spec.clone().unwrap().containers[0].image.clone().unwrap()))
+            .collect::<BTreeMap<String, String>>()
+    };
+    let image = |v: &str| format!("ghcr.io/kubernetes-sigs/sig-windows/csi-proxy:{v}");
+    let nodes = t.nodes().await;
+    let want: BTreeMap<String, String> = nodes.iter().map(|n| (n.name_any(), image("v1.1.2"))).collect();
+    assert_eq!(csi_pods().await, want, "a CSI Proxy pod of the pool's version on every node");
+    for n in &nodes {
+        assert_eq!(
+            n.annotations().get(names::ANN_CSI_PROXY_VERSION).map(String::as_str),
+            Some("1.1.2"),
+            "the agent on {} saw it",
+            n.name_any()
+        );
+    }
+    let agent_pods_before: BTreeSet<String> = pods_api
+        .list(&ListParams::default().labels("app.kubernetes.io/name=winpool-agent"))
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter_map(|p| p.uid())
+        .collect();
+
+    // A new CSI Proxy version is a new revision: each node moves to the new
+    // version's DaemonSet on its turn, and the old one goes with the last node.
+    apply_pool(&t, &with_csi(&t, "v1.1.3")).await;
+    wait_for("the pool to pick up the new CSI Proxy version", WAIT, || async {
+        let p = Api::<WindowsNodePool>::all(t.client.clone()).get(&pool).await.ok()?;
+        (p.status.as_ref()?.observed_generation == p.metadata.generation).then_some(())
+    })
+    .await;
+    wait_rolled_out(&t, &pool, 3, 2).await;
+    let want: BTreeMap<String, String> = t.nodes().await.iter().map(|n| (n.name_any(), image("v1.1.3"))).collect();
+    wait_for("v1.1.3 on every node and the v1.1.2 DaemonSet gone", WAIT, || async {
+        let ds: BTreeSet<String> = ds_api.list(&ListParams::default()).await.ok()?.items.iter().map(|d| d.name_any()).collect();
+        let want_ds = BTreeSet::from([format!("winpool-{pool}"), format!("winpool-{pool}-csi-proxy-v1-1-3")]);
+        (csi_pods().await == want && ds == want_ds).then_some(())
+    })
+    .await;
+    for n in t.nodes().await {
+        assert_eq!(n.annotations().get(names::ANN_CSI_PROXY_VERSION).map(String::as_str), Some("1.1.3"), "{}", n.name_any());
+    }
+    let agent_pods_after: BTreeSet<String> = pods_api
+        .list(&ListParams::default().labels("app.kubernetes.io/name=winpool-agent"))
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter_map(|p| p.uid())
+        .collect();
+    assert_eq!(agent_pods_after, agent_pods_before, "a CSI Proxy upgrade restarts no agent");
+    t.cleanup().await;
+}
