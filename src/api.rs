@@ -453,6 +453,13 @@ pub struct RolloutSpec {
     pub node_timeout: String,
     #[serde(default)]
     pub drain: DrainSpec,
+    /// How long a node stays Updated and Ready before it stops counting
+    /// against maxUnavailable, a Go duration (default 0s: at once), like a
+    /// Deployment's minReadySeconds: a node that goes bad soon after its update
+    /// shows it before the next one starts.
+    #[serde(default = "default_soak_time")]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"), length(max = 32))]
+    pub soak_time: String,
     /// When set, no new node starts outside this window.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub maintenance_window: Option<MaintenanceWindow>,
@@ -467,6 +474,9 @@ fn default_max_failed_nodes() -> i32 {
 fn default_node_timeout() -> String {
     "30m".into()
 }
+fn default_soak_time() -> String {
+    "0s".into()
+}
 
 impl Default for RolloutSpec {
     fn default() -> Self {
@@ -476,6 +486,7 @@ impl Default for RolloutSpec {
             max_failed_nodes: default_max_failed_nodes(),
             node_timeout: default_node_timeout(),
             drain: DrainSpec::default(),
+            soak_time: default_soak_time(),
             maintenance_window: None,
         }
     }

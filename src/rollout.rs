@@ -181,6 +181,14 @@ pub enum Hold {
     BadWindow(String),
 }
 
+/// Nodes that finished their update less than rollout.soakTime ago.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Soak {
+    pub nodes: usize,
+    /// When the first of them is done soaking and frees its slot.
+    pub first_ends: Timestamp,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
     pub revision: String,
@@ -193,6 +201,8 @@ pub struct Plan {
     pub by_state: BTreeMap<NodeState, usize>,
     pub failed: Vec<FailedInfo>,
     pub hold: Option<Hold>,
+    /// Updated nodes still within rollout.soakTime: they hold slots of maxUnavailable.
+    pub soaking: Option<Soak>,
     /// Why in-flight nodes are still waiting, node -> what it waits for.
     pub waiting: BTreeMap<String, String>,
     /// Nodes below the target patch level as the kubelet reports it.
@@ -282,8 +292,9 @@ pub fn decide(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> Plan 
         node::step(&s, &mut r, n);
     }
     let hold = start::hold(&s, &r);
+    let soaking = start::soaking(&s, &r, &sorted);
     if hold.is_none() {
-        start::start_nodes(&s, &mut r, &sorted);
+        start::start_nodes(&s, &mut r, &sorted, soaking.map_or(0, |k| k.nodes));
     }
     summary::drop_stale_hns_reports(&s, &mut r, &sorted);
 
@@ -291,7 +302,7 @@ pub fn decide(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> Plan 
     let counts = summary::counts(&by_state, nodes.len());
     let failed = summary::failed(&s, &r, &sorted);
     let behind_patch_level = nodes.iter().filter(|n| !kernel_satisfies(n, s.target_build.as_ref())).count();
-    let requeue_after = summary::requeue_after(&counts, hold.as_ref(), now);
+    let requeue_after = summary::requeue_after(&counts, hold.as_ref(), soaking.as_ref(), now);
     Plan {
         revision: s.rev,
         patches: r.patches,
@@ -301,6 +312,7 @@ pub fn decide(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> Plan 
         by_state,
         failed,
         hold,
+        soaking,
         waiting: r.waiting,
         behind_patch_level,
         requeue_after,

@@ -160,7 +160,18 @@ fn progressing_condition(plan: &Plan) -> Condition {
                 ),
             )
         }
-        (None, false, true) => stopped("NodesNotReady", format!("{} pending nodes are not Ready; none can start", c.pending)),
+        (None, false, true) => match plan.soaking {
+            Some(k) => cond(
+                conditions::PROGRESSING,
+                true,
+                "Soaking",
+                format!(
+                    "{} updated nodes soaking (rollout.soakTime) before the next starts at {}; {} pending, {} updated of {}",
+                    k.nodes, k.first_ends, c.pending, c.updated, c.total
+                ),
+            ),
+            None => stopped("NodesNotReady", format!("{} pending nodes are not Ready; none can start", c.pending)),
+        },
         (Some(Hold::PausedBySpec), false, true) => stopped("Paused", format!("rollout.paused is true; {} nodes pending", c.pending)),
         (Some(Hold::FailureLimit { failed, limit }), false, true) => {
             stopped("FailureLimitReached", format!("{failed} failed nodes reached maxFailedNodes {limit}; {} nodes pending", c.pending))

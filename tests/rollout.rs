@@ -411,3 +411,53 @@ async fn csi_proxy_runs_from_a_daemonset_of_each_nodes_revision_and_moves_with_t
     assert_eq!(agent_pods_after, agent_pods_before, "a CSI Proxy upgrade restarts no agent");
     t.cleanup().await;
 }
+
+#[tokio::test]
+async fn with_soak_time_the_next_node_starts_only_after_the_last_one_was_updated_that_long() {
+    let client = support::client().await;
+    install_crd(&client).await;
+    let mut t = TestSpace::new("rollout-soak").await;
+    t.start_sim(2, &["--apply-seconds=0.5", "--reboot-seconds=0.5"]);
+    wait_nodes_ready(&t, 2).await;
+    let pool = format!("{}-pool", t.id);
+    let soak = Duration::from_secs(12);
+    apply_pool(&t, &pool_manifest(&t, &pool, "10.0.20348.2762", json!({"maxUnavailable": 1, "soakTime": "12s"}))).await;
+    t.start_operator(&[]);
+    wait_for("the pool to say its updated node is soaking", WAIT, || async {
+        let p = Api::<WindowsNodePool>::all(t.client.clone()).get(&pool).await.ok()?;
+        let c = p.status?.conditions.into_iter().find(|c| c.type_ == "Progressing")?;
+        (c.status == "True" && c.reason == "Soaking").then_some(())
+    })
+    .await;
+    wait_rolled_out(&t, &pool, 2, 1).await;
+
+    // From the API server's record: when winpool marked each node Updated, and when it started each.
+    let reqs = audit::requests(&audit::audit_log(), &t.node_prefix());
+    let ours = |r: &&audit::Request| {
+        r.resource == "nodes" && r.subresource.is_empty() && r.verb == "patch" && r.code == 200 && r.user_agent.starts_with("winpool/")
+    };
+    let updated: BTreeMap<String, jiff::Timestamp> = reqs
+        .iter()
+        .filter(ours)
+        .filter(|r| r.body["metadata"]["annotations"][names::ANN_STATE] == "Updated")
+        .filter_map(|r| Some((r.name.clone(), r.at?)))
+        .collect();
+    let started: BTreeMap<String, jiff::Timestamp> = reqs
+        .iter()
+        .filter(ours)
+        .filter(|r| r.body["metadata"]["annotations"][names::ANN_STARTED_AT].is_string())
+        .filter_map(|r| Some((r.name.clone(), r.at?)))
+        .collect();
+    assert_eq!((updated.len(), started.len()), (2, 2), "updated {updated:?}, started {started:?}");
+    let (first, second) = {
+        let mut by_start: Vec<(&String, &jiff::Timestamp)> = started.iter().collect();
+        by_start.sort_by_key(|(_, at)| **at);
+        (by_start[0].0.clone(), by_start[1].0.clone())
+    };
+    let gap = started[&second].duration_since(updated[&first]);
+    assert!(
+        gap >= jiff::SignedDuration::try_from(soak).unwrap(),
+        "{second} started {gap:#} after {first} was Updated; soakTime is {soak:?}"
+    );
+    t.cleanup().await;
+}

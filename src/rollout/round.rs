@@ -35,6 +35,8 @@ pub(super) struct RoundSettings<'a> {
     pub node_timeout: Duration,
     pub drain_timeout: Duration,
     pub hns_ready_timeout: Duration,
+    /// spec.rollout.soakTime (0: an Updated node is available at once).
+    pub soak_time: Duration,
     /// spec.os.patchLevel; `None` if it does not parse.
     pub target_build: Option<WindowsBuild>,
 }
@@ -51,6 +53,7 @@ impl<'a> RoundSettings<'a> {
             node_timeout: node_timeout(spec),
             drain_timeout: parse_duration(&spec.rollout.drain.timeout).unwrap_or(DEFAULT_DRAIN_TIMEOUT),
             hns_ready_timeout: parse_duration(&spec.hns.ready_timeout).unwrap_or(DEFAULT_HNS_READY_TIMEOUT),
+            soak_time: parse_duration(&spec.rollout.soak_time).unwrap_or_default(),
             target_build: spec.os.patch_level.parse().ok(),
         }
     }

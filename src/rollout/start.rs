@@ -1,7 +1,7 @@
 //! Whether the rollout may start nodes this round, and which it starts.
 
 use super::round::{Round, RoundSettings};
-use super::{Hold, NodePatch, NodeState, NodeView, ask_agent_anew, kernel_satisfies, max_unavailable, verify_config};
+use super::{Hold, NodePatch, NodeState, NodeView, Soak, ask_agent_anew, kernel_satisfies, max_unavailable, verify_config};
 use crate::api::names;
 use crate::window::Window;
 
@@ -30,10 +30,33 @@ fn out_of_service(n: &NodeView) -> bool {
     !n.ready || (n.unschedulable && !n.cordoned_by_winpool)
 }
 
-/// Start Pending nodes, the ones out of service first, up to maxUnavailable.
-pub(super) fn start_nodes<'n>(s: &RoundSettings<'_>, r: &mut Round<'n>, sorted: &[&'n NodeView]) {
+/// Ready nodes Updated less than rollout.soakTime ago (this round's included):
+/// until then they count against maxUnavailable. A NotReady one is out of
+/// service and counts anyway.
+pub(super) fn soaking(s: &RoundSettings<'_>, r: &Round<'_>, sorted: &[&NodeView]) -> Option<Soak> {
+    if s.soak_time.is_zero() {
+        return None;
+    }
+    let soak = jiff::SignedDuration::try_from(s.soak_time).ok()?;
+    let ends: Vec<jiff::Timestamp> = sorted
+        .iter()
+        .filter(|n| n.ready && r.states.get(n.name.as_str()) == Some(&NodeState::Updated))
+        .filter_map(|n| {
+            // Updated in an earlier round: since its state-since; in this one: now.
+            let updated_at = if n.state.as_deref() == Some(NodeState::Updated.as_str()) { n.state_since? } else { s.now };
+            let ends = updated_at.checked_add(soak).ok()?;
+            (ends > s.now).then_some(ends)
+        })
+        .collect();
+    let first_ends = *ends.iter().min()?;
+    Some(Soak { nodes: ends.len(), first_ends })
+}
+
+/// Start Pending nodes, the ones out of service first, up to maxUnavailable
+/// (less the nodes still soaking).
+pub(super) fn start_nodes<'n>(s: &RoundSettings<'_>, r: &mut Round<'n>, sorted: &[&'n NodeView], soaking: usize) {
     let limit = max_unavailable(&s.spec.rollout.max_unavailable, sorted.len());
-    let mut in_flight = r.count(NodeState::in_flight);
+    let mut in_flight = r.count(NodeState::in_flight) + soaking;
     let mut unavailable_idle =
         sorted.iter().filter(|n| r.states.get(n.name.as_str()).is_some_and(|st| !st.in_flight()) && out_of_service(n)).count();
     let mut candidates: Vec<&'n NodeView> =

@@ -7,7 +7,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 
 use super::round::{Round, RoundSettings};
-use super::{FailedInfo, Hold, IDLE_REQUEUE, IN_FLIGHT_REQUEUE, NodeState, NodeView, verify_config};
+use super::{FailedInfo, Hold, IDLE_REQUEUE, IN_FLIGHT_REQUEUE, NodeState, NodeView, Soak, verify_config};
 use crate::api::{NodeCounts, names};
 
 /// The HNS counts an agent reported before the update describe the old boot:
@@ -71,10 +71,15 @@ pub(super) fn failed(s: &RoundSettings<'_>, r: &Round<'_>, sorted: &[&NodeView])
     failed
 }
 
-/// Soon while nodes are in flight; when the window opens if nodes wait for it.
-pub(super) fn requeue_after(counts: &NodeCounts, hold: Option<&Hold>, now: Timestamp) -> Duration {
+/// Soon while nodes are in flight; when the window opens if nodes wait for
+/// it; when the first soaking node frees its slot.
+pub(super) fn requeue_after(counts: &NodeCounts, hold: Option<&Hold>, soaking: Option<&Soak>, now: Timestamp) -> Duration {
     match hold {
         _ if counts.updating > 0 => IN_FLIGHT_REQUEUE,
+        None if counts.pending > 0 && soaking.is_some() => {
+            let ends = soaking.map_or(now, |k| k.first_ends);
+            ends.duration_since(now).unsigned_abs().clamp(Duration::from_secs(1), IDLE_REQUEUE)
+        }
         Some(Hold::OutsideWindow { opens }) if counts.pending > 0 => {
             opens.duration_since(now).unsigned_abs().clamp(Duration::from_secs(1), IDLE_REQUEUE)
         }

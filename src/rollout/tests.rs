@@ -784,3 +784,67 @@ mod multi_round {
         }
     }
 }
+
+/// An Updated node of this rollout, `secs` seconds ago.
+fn updated_ago(name: &str, rev: &str, secs: i64) -> NodeView {
+    let mut n = applied(in_state(name, NodeState::Updated, rev), rev);
+    n.state_since = ago(secs);
+    n.cordoned_by_winpool = false;
+    n.unschedulable = false;
+    n
+}
+
+#[test]
+fn a_node_updated_less_than_soak_time_ago_holds_its_slot_and_the_pool_looks_again_when_it_is_done() {
+    let spec = spec_with("rollout: {maxUnavailable: 1, soakTime: 5m}");
+    let rev = revision_of(&spec);
+    let nodes = [updated_ago("a", &rev, 60), fresh("b")];
+    let plan = run(&spec, &nodes);
+    assert_eq!(patch(&plan, "b"), None, "b waits while a soaks");
+    assert_eq!(plan.soaking.map(|k| k.nodes), Some(1));
+    assert_eq!(plan.soaking.map(|k| k.first_ends), Some(now() + jiff::SignedDuration::from_secs(240)), "a's soak ends 4 min from now");
+    assert_eq!(plan.requeue_after, Duration::from_secs(240), "the pool looks again when a's slot frees");
+    let status = crate::status::build_status(&spec, &plan, &Default::default(), None, None, Some(1), now());
+    let progressing = status.conditions.iter().find(|c| c.type_ == "Progressing").unwrap();
+    assert_eq!((progressing.status.as_str(), progressing.reason.as_str()), ("True", "Soaking"), "{}", progressing.message);
+
+    let nodes = [updated_ago("a", &rev, 301), fresh("b")];
+    let plan = run(&spec, &nodes);
+    assert_eq!(transition(&plan, "b"), Some((NodeState::Pending, NodeState::Draining)), "a soaked 5 min: b starts");
+    assert_eq!(plan.soaking, None);
+}
+
+#[test]
+fn a_node_updated_this_round_soaks_from_now_and_without_soak_time_frees_its_slot_at_once() {
+    let rev = revision_of(&spec_with(""));
+    // a verifies this round: Verifying -> Updated.
+    let mut a = applied(in_state("a", NodeState::Verifying, &rev), &rev);
+    a.hns = HnsReadiness::Ready;
+    let nodes = [a, fresh("b")];
+    let no_soak = run(&spec_with("rollout: {maxUnavailable: 1}"), &nodes);
+    assert_eq!(transition(&no_soak, "a"), Some((NodeState::Verifying, NodeState::Updated)));
+    assert_eq!(transition(&no_soak, "b"), Some((NodeState::Pending, NodeState::Draining)), "no soakTime: a's slot goes to b at once");
+
+    let soak = spec_with("rollout: {maxUnavailable: 1, soakTime: 30s}");
+    let mut nodes = nodes.clone();
+    nodes[0].target_revision = Some(revision_of(&soak));
+    nodes[0].revision_label = Some(revision_of(&soak));
+    nodes[0].applied_revision = Some(revision_of(&soak));
+    let plan = run(&soak, &nodes);
+    assert_eq!(transition(&plan, "a"), Some((NodeState::Verifying, NodeState::Updated)));
+    assert_eq!(patch(&plan, "b"), None, "a soaks 30 s from now first");
+    assert_eq!(plan.requeue_after, Duration::from_secs(30));
+}
+
+#[test]
+fn a_soaking_node_that_is_not_ready_counts_once_and_nodes_updated_long_ago_never() {
+    let spec = spec_with("rollout: {maxUnavailable: 2, soakTime: 10m}");
+    let rev = revision_of(&spec);
+    let mut down = updated_ago("a", &rev, 60);
+    down.ready = false;
+    let nodes = [down, updated_ago("old", &rev, 86_400), fresh("b"), fresh("c")];
+    let plan = run(&spec, &nodes);
+    assert_eq!(plan.soaking, None, "a NotReady node is out of service, not soaking; old soaked long ago");
+    let started: Vec<&str> = plan.patches.iter().filter(|p| p.to == NodeState::Draining).map(|p| p.node.as_str()).collect();
+    assert_eq!(started, ["b"], "a (down) takes one of the two slots, b the other");
+}

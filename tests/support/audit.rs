@@ -27,6 +27,8 @@ pub struct Request {
     pub code: u16,
     /// The request body, where the policy records it (node patches).
     pub body: Value,
+    /// When the API server completed it (stageTimestamp).
+    pub at: Option<jiff::Timestamp>,
 }
 
 /// Every completed request on objects whose name starts with `name_prefix`.
@@ -47,6 +49,7 @@ pub fn requests(audit: &Path, name_prefix: &str) -> Vec<Request> {
                 user_agent: s(&e["userAgent"]),
                 code: e["responseStatus"]["code"].as_u64().unwrap_or_default() as u16,
                 body: e["requestObject"].clone(),
+                at: e["stageTimestamp"].as_str().and_then(|t| t.parse().ok()),
             }
         })
         .filter(|r| r.name.starts_with(name_prefix))
