@@ -356,6 +356,28 @@ mod tests {
     }
 
     #[test]
+    fn a_rollout_held_by_soaking_nodes_is_progressing_and_says_when_the_next_starts() {
+        let now: Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();
+        let spec = spec("rollout: {maxUnavailable: 1, soakTime: 5m}");
+        let rev = crate::revision::revision_of(&spec);
+        let soaking = NodeView {
+            state: Some("Updated".into()),
+            state_since: Some(now - jiff::SignedDuration::from_secs(60)),
+            revision_label: Some(rev.clone()),
+            target_revision: Some(rev.clone()),
+            applied_revision: Some(rev.clone()),
+            apply_status: Some("Succeeded".into()),
+            kernel_version: Some("10.0.20348.2762".into()),
+            cni_mode: Some("overlay".into()),
+            ..node("a")
+        };
+        let s = status_for(&spec, &[soaking, node("b")], None, now);
+        let c = get(&s, conditions::PROGRESSING);
+        assert_eq!((c.status.as_str(), c.reason.as_str()), ("True", "Soaking"), "{}", c.message);
+        assert!(c.message.contains("2026-11-29T12:04:00Z"), "says when the next node starts: {}", c.message);
+    }
+
+    #[test]
     fn conditions_say_what_the_rollout_is_doing() {
         let now: Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();
         type Want<'a> = &'a [(&'a str, &'a str, &'a str)];

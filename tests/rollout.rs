@@ -436,11 +436,18 @@ async fn with_soak_time_the_next_node_starts_only_after_the_last_one_was_updated
     let ours = |r: &&audit::Request| {
         r.resource == "nodes" && r.subresource.is_empty() && r.verb == "patch" && r.code == 200 && r.user_agent.starts_with("winpool/")
     };
+    // Updated as of the state-since that write carried (the soak counts from
+    // there; the write itself completes a little later), never after the
+    // API server completed it.
     let updated: BTreeMap<String, jiff::Timestamp> = reqs
         .iter()
         .filter(ours)
         .filter(|r| r.body["metadata"]["annotations"][names::ANN_STATE] == "Updated")
-        .filter_map(|r| Some((r.name.clone(), r.at?)))
+        .filter_map(|r| {
+            let since: jiff::Timestamp = r.body["metadata"]["annotations"][names::ANN_STATE_SINCE].as_str()?.parse().ok()?;
+            assert!(since <= r.at?, "{} Updated at {since}, written at {:?}", r.name, r.at);
+            Some((r.name.clone(), since))
+        })
         .collect();
     let started: BTreeMap<String, jiff::Timestamp> = reqs
         .iter()

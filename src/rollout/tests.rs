@@ -804,9 +804,6 @@ fn a_node_updated_less_than_soak_time_ago_holds_its_slot_and_the_pool_looks_agai
     assert_eq!(plan.soaking.map(|k| k.nodes), Some(1));
     assert_eq!(plan.soaking.map(|k| k.first_ends), Some(now() + jiff::SignedDuration::from_secs(240)), "a's soak ends 4 min from now");
     assert_eq!(plan.requeue_after, Duration::from_secs(240), "the pool looks again when a's slot frees");
-    let status = crate::status::build_status(&spec, &plan, &Default::default(), None, None, Some(1), now());
-    let progressing = status.conditions.iter().find(|c| c.type_ == "Progressing").unwrap();
-    assert_eq!((progressing.status.as_str(), progressing.reason.as_str()), ("True", "Soaking"), "{}", progressing.message);
 
     let nodes = [updated_ago("a", &rev, 301), fresh("b")];
     let plan = run(&spec, &nodes);
