@@ -56,11 +56,12 @@ pub(super) async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Actio
 }
 
 /// Carry out the round's writes in the order they must land: deselected nodes
-/// are given back first (they hold no slot of the rollout); the agent runs
-/// and every revision a node is asked to run has its ConfigMap before any node
-/// is labelled for it, and so has the CSI Proxy DaemonSet of its version; HNS condition and taint before the node patches (a node
-/// whose taint could not be written waits a round); the node patches; the
-/// evictions; and last the ConfigMaps no node needs any more.
+/// are given back first (they hold no slot of the rollout); the agent runs,
+/// and every revision a node is asked to run has its ConfigMap and its CSI
+/// Proxy DaemonSet, before any node is labelled for it; HNS condition and
+/// taint before the node patches (a node whose taint could not be written
+/// waits a round); the node patches; the evictions; and last the CSI Proxy
+/// DaemonSets and ConfigMaps no node needs any more.
 async fn execute(pool: &WindowsNodePool, ctx: &Context, seen: &Observed<'_>, round: &Round) -> Result<(), Error> {
     let name = pool.name_any();
     for (p, body) in &round.releases {
