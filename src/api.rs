@@ -336,6 +336,11 @@ pub struct StorageSpec {
     "message": "storage.csiProxy.version is required when storage.csiProxy.enabled is true, e.g. v1.1.3",
     "fieldPath": ".version",
     "reason": "FieldValueRequired"
+}, {
+    "rule": "(has(self.deploy) && self.deploy == 'HostService') || !has(self.version) || !self.version.contains('+')",
+    "message": "storage.csiProxy.version becomes the CSI Proxy image tag with deploy: DaemonSet, and an image tag cannot hold +build metadata: use the release, e.g. v1.1.3",
+    "fieldPath": ".version",
+    "reason": "FieldValueInvalid"
 }]))]
 pub struct CsiProxySpec {
     /// Run CSI Proxy on the nodes (default false); Windows pods need it for CSI persistent volumes.

@@ -372,14 +372,11 @@ async fn csi_proxy_runs_from_a_daemonset_of_each_nodes_revision_and_moves_with_t
             n.name_any()
         );
     }
-    let agent_pods_before: BTreeSet<String> = pods_api
-        .list(&ListParams::default().labels("app.kubernetes.io/name=winpool-agent"))
-        .await
-        .unwrap()
-        .items
-        .iter()
-        .filter_map(|p| p.uid())
-        .collect();
+    let agent_pod_uids = || async {
+        let list = pods_api.list(&ListParams::default().labels("app.kubernetes.io/name=winpool-agent")).await.unwrap();
+        list.items.iter().filter_map(|p| p.uid()).collect::<BTreeSet<String>>()
+    };
+    let agent_pods_before = agent_pod_uids().await;
 
     // A new CSI Proxy version is a new revision: each node moves to the new
     // version's DaemonSet on its turn, and the old one goes with the last node.
@@ -400,15 +397,7 @@ async fn csi_proxy_runs_from_a_daemonset_of_each_nodes_revision_and_moves_with_t
     for n in t.nodes().await {
         assert_eq!(n.annotations().get(names::ANN_CSI_PROXY_VERSION).map(String::as_str), Some("1.1.3"), "{}", n.name_any());
     }
-    let agent_pods_after: BTreeSet<String> = pods_api
-        .list(&ListParams::default().labels("app.kubernetes.io/name=winpool-agent"))
-        .await
-        .unwrap()
-        .items
-        .iter()
-        .filter_map(|p| p.uid())
-        .collect();
-    assert_eq!(agent_pods_after, agent_pods_before, "a CSI Proxy upgrade restarts no agent");
+    assert_eq!(agent_pod_uids().await, agent_pods_before, "a CSI Proxy upgrade restarts no agent");
     t.cleanup().await;
 }
 

@@ -27,16 +27,9 @@ func (a *agent) csiProxyVersion() string {
 // would load the API server for nothing) and returns the version the node
 // runs and how long it has not been want for revision rev.
 func (a *agent) observeCSIProxy(ctx context.Context, rev, want string) (string, time.Duration) {
-	pods, err := a.o.Client.CoreV1().Pods(a.o.Namespace).List(ctx, metav1.ListOptions{
-		LabelSelector: names.LabelCSIProxyApp,
-		FieldSelector: "spec.nodeName=" + a.o.NodeName,
-	})
-	if err != nil {
-		if ctx.Err() == nil {
-			a.log.Warn("cannot list the CSI Proxy pod on this node (keeping the last observation)", "err", err)
-		}
-	} else {
-		a.csiPod = runningCSIProxy(pods.Items, a.o.NodeName)
+	// A running host service wins over a pod (csiProxyVersion): no need to ask the API.
+	if a.obs.CSIProxyVersion == "" {
+		a.refreshCSIProxyPod(ctx)
 	}
 	have := a.csiProxyVersion()
 	if cmp, err := decide.CompareVersions(have, want); err == nil && cmp == 0 {
@@ -47,6 +40,22 @@ func (a *agent) observeCSIProxy(ctx context.Context, rev, want string) (string, 
 		a.csiWrongRev, a.csiWrongSince = rev, time.Now()
 	}
 	return have, time.Since(a.csiWrongSince)
+}
+
+// refreshCSIProxyPod reads the CSI Proxy pod on this node into csiPod; an
+// API error keeps the last observation.
+func (a *agent) refreshCSIProxyPod(ctx context.Context) {
+	pods, err := a.o.Client.CoreV1().Pods(a.o.Namespace).List(ctx, metav1.ListOptions{
+		LabelSelector: names.LabelCSIProxyApp,
+		FieldSelector: "spec.nodeName=" + a.o.NodeName,
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			a.log.Warn("cannot list the CSI Proxy pod on this node (keeping the last observation)", "err", err)
+		}
+		return
+	}
+	a.csiPod = runningCSIProxy(pods.Items, a.o.NodeName)
 }
 
 // runningCSIProxy is the version of the CSI Proxy pod that runs and is
