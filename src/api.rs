@@ -36,6 +36,10 @@ pub mod names {
     pub const LABEL_WINDOWS_BUILD: &str = "node.kubernetes.io/windows-build";
     pub const LABEL_POOL: &str = "winpool.dev/pool";
     pub const LABEL_REVISION: &str = "winpool.dev/revision";
+    /// The state annotation mirrored as a label while a node is in flight or
+    /// failed (`kubectl get nodes -l winpool.dev/state=Failed`); absent on
+    /// Pending and Updated nodes, whose state is derived, not recorded.
+    pub const LABEL_STATE: &str = "winpool.dev/state";
 
     pub const ANN_APPLIED_REVISION: &str = "winpool.dev/applied-revision";
     pub const ANN_APPLY_STATUS: &str = "winpool.dev/apply-status";
@@ -436,6 +440,11 @@ impl Default for HnsSpec {
     "fieldPath": ".maxUnavailable",
     "reason": "FieldValueInvalid"
 }, {
+    "rule": "!(has(self.maintenanceWindow) && has(self.maintenanceWindows))",
+    "message": "rollout.maintenanceWindow and rollout.maintenanceWindows cannot both be set: move the single window into the maintenanceWindows list",
+    "fieldPath": ".maintenanceWindow",
+    "reason": "FieldValueForbidden"
+}, {
     "rule": "duration(self.nodeTimeout) > duration('0s')",
     "message": "rollout.nodeTimeout must be a positive duration such as 30m or 1h30m",
     "fieldPath": ".nodeTimeout",
@@ -465,9 +474,20 @@ pub struct RolloutSpec {
     #[serde(default = "default_soak_time")]
     #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"), length(max = 32))]
     pub soak_time: String,
-    /// When set, no new node starts outside this window.
+    /// The older single-window form of maintenanceWindows (kept so existing
+    /// pools stay valid); not together with maintenanceWindows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub maintenance_window: Option<MaintenanceWindow>,
+    /// When set, no new node starts outside these windows (any of them open is
+    /// enough); nodes already in flight finish.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    pub maintenance_windows: Vec<MaintenanceWindow>,
+    /// Dates on which no new node starts, even inside a window (a change
+    /// freeze, the holidays).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub not_allowed_dates: Vec<DateRange>,
 }
 
 fn default_max_unavailable() -> IntOrString {
@@ -493,6 +513,8 @@ impl Default for RolloutSpec {
             drain: DrainSpec::default(),
             soak_time: default_soak_time(),
             maintenance_window: None,
+            maintenance_windows: Vec::new(),
+            not_allowed_dates: Vec::new(),
         }
     }
 }
@@ -546,15 +568,24 @@ pub enum Weekday {
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-validations" = [{
     "rule": "self.start != self.end",
-    "message": "rollout.maintenanceWindow.start and end must differ (a window that ends before it starts runs past midnight)",
+    "message": "a maintenance window's start and end must differ (a window that ends before it starts runs past midnight)",
     "fieldPath": ".end",
     "reason": "FieldValueInvalid"
+}, {
+    "rule": "!(has(self.days) && has(self.relativeMonthly))",
+    "message": "a maintenance window opens either on weekdays (days) or on a day of the month (relativeMonthly), not both",
+    "fieldPath": ".relativeMonthly",
+    "reason": "FieldValueForbidden"
 }]))]
 pub struct MaintenanceWindow {
-    /// Days on which the window opens (default every day).
+    /// Weekly: the days on which the window opens (default every day).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 7))]
     pub days: Vec<Weekday>,
+    /// Monthly: the window opens on a day counted from a weekday of the month,
+    /// e.g. a week after Patch Tuesday (second Tuesday + 7 days).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relative_monthly: Option<RelativeMonthly>,
     /// Opening time, HH:MM (24h).
     #[schemars(regex(pattern = r"^([01][0-9]|2[0-3]):[0-5][0-9]$"))]
     pub start: String,
@@ -569,6 +600,58 @@ pub struct MaintenanceWindow {
 
 fn default_time_zone() -> String {
     "UTC".into()
+}
+
+/// Which occurrence of a weekday in its month.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+pub enum WeekIndex {
+    First,
+    Second,
+    Third,
+    Fourth,
+    Last,
+}
+
+/// "The second Tuesday of every month, plus 7 days, for 3 days".
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RelativeMonthly {
+    pub week_index: WeekIndex,
+    pub day_of_week: Weekday,
+    /// Days added to that weekday (negative: before it), -27 to 27 (default 0).
+    #[serde(default)]
+    #[schemars(range(min = -27, max = 27))]
+    pub offset_days: i32,
+    /// On how many consecutive days the window opens, from that day (default 1).
+    #[serde(default = "default_duration_days")]
+    #[schemars(range(min = 1, max = 28))]
+    pub duration_days: i32,
+}
+
+fn default_duration_days() -> i32 {
+    1
+}
+
+/// Whole days, first and last included, in a time zone.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "self.start <= self.end",
+    "message": "rollout.notAllowedDates: end must not be before start",
+    "fieldPath": ".end",
+    "reason": "FieldValueInvalid"
+}]))]
+pub struct DateRange {
+    /// First day, YYYY-MM-DD.
+    #[schemars(regex(pattern = r"^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$"))]
+    pub start: String,
+    /// Last day, YYYY-MM-DD (included).
+    #[schemars(regex(pattern = r"^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$"))]
+    pub end: String,
+    /// IANA time zone the days are in (default UTC).
+    #[serde(default = "default_time_zone")]
+    #[schemars(regex(pattern = r"^(UTC|[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+){0,2})$"), length(max = 64))]
+    pub time_zone: String,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
@@ -597,6 +680,12 @@ pub struct WindowsNodePoolStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
+    /// The maintenance window open now, or else the next one (after
+    /// notAllowedDates), RFC 3339; absent when the pool has no window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_window_start: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_window_end: Option<String>,
     /// Failed nodes, first 20 by name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failed_nodes: Vec<FailedNode>,

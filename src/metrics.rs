@@ -10,7 +10,9 @@ use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::{Request, Response, StatusCode};
 use jiff::Timestamp;
-use prometheus::{Encoder, GaugeVec, Histogram, HistogramOpts, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder};
+use prometheus::{
+    Encoder, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
+};
 use tokio::net::TcpListener;
 use tracing::{info, warn};
 
@@ -23,6 +25,7 @@ pub struct Metrics {
     pub api_requests: IntCounterVec,
     pub leader: IntGauge,
     pub caches_synced: IntGauge,
+    node_update_duration: HistogramVec,
     build_info: IntGaugeVec,
     pool: PoolGauges,
     hns: HnsGauges,
@@ -36,6 +39,7 @@ struct PoolGauges {
     failed_nodes: IntGaugeVec,
     rollout_in_progress: IntGaugeVec,
     rollout_paused: IntGaugeVec,
+    window_open: IntGaugeVec,
     behind_patch_level: IntGaugeVec,
     last_reconcile: IntGaugeVec,
 }
@@ -90,6 +94,12 @@ impl PoolGauges {
                 "winpool_pool_rollout_paused",
                 "1 when the rollout is paused by spec or by failures.",
                 &["pool", "reason"],
+            ),
+            window_open: gauge_vec(
+                r,
+                "winpool_pool_window_open",
+                "1 while the pool's maintenance windows let nodes start (always, without windows).",
+                pool,
             ),
             behind_patch_level: gauge_vec(
                 r,
@@ -161,6 +171,12 @@ impl Metrics {
         r.register(Box::new(prometheus::process_collector::ProcessCollector::for_self())).expect("process collector registered once");
         let buckets = vec![0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
         let duration = HistogramOpts::new("winpool_reconcile_duration_seconds", "Time one pool reconcile takes, observe to act.");
+        // Seconds on kwok, half an hour to hours on a real node with a cumulative update.
+        let node_update = HistogramOpts::new(
+            "winpool_node_update_duration_seconds",
+            "Time from a node's start (drain) to Updated, per pool, for nodes updated by a rollout.",
+        )
+        .buckets(vec![10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1200.0, 1800.0, 2700.0, 3600.0, 5400.0, 7200.0, 10800.0]);
         let requests = Opts::new("winpool_kube_api_requests_total", "Kubernetes API requests winpool made, by verb, resource and outcome.");
         let m = Metrics {
             reconcile_duration: register(&r, Histogram::with_opts(duration.buckets(buckets))),
@@ -171,6 +187,7 @@ impl Metrics {
             api_requests: register(&r, IntCounterVec::new(requests, &["verb", "resource", "outcome"])),
             leader: register(&r, IntGauge::new("winpool_leader", "1 when this replica holds the leader lease and may write.")),
             caches_synced: register(&r, IntGauge::new("winpool_caches_synced", "1 once the node and DaemonSet caches have synced.")),
+            node_update_duration: register(&r, HistogramVec::new(node_update, &["pool"])),
             build_info: gauge_vec(&r, "winpool_build_info", "Always 1; the version label says which winpool runs.", &["version"]),
             pool: PoolGauges::register(&r),
             hns: HnsGauges::register(&r),
@@ -186,6 +203,13 @@ impl Metrics {
 
     pub fn api_request(&self, verb: &str, resource: &str, outcome: &str) {
         self.api_requests.with_label_values(&[verb, resource, outcome]).inc();
+    }
+
+    /// Nodes whose Updated write landed this round.
+    pub fn observe_updates<'p>(&self, pool: &str, landed: impl IntoIterator<Item = &'p crate::rollout::NodePatch>) {
+        for took in landed.into_iter().filter_map(|p| p.took) {
+            self.node_update_duration.with_label_values(&[pool]).observe(took.as_secs_f64());
+        }
     }
 
     pub fn observe_pool(&self, pool: &str, plan: &Plan, now: Timestamp) {
@@ -206,6 +230,7 @@ impl Metrics {
             self.pool.rollout_paused.with_label_values(&[pool, r]).set((reason == Some(r)) as i64);
         }
         self.pool.behind_patch_level.with_label_values(&[pool]).set(plan.behind_patch_level as i64);
+        self.pool.window_open.with_label_values(&[pool]).set(plan.window_open as i64);
         self.pool.last_reconcile.with_label_values(&[pool]).set(now.as_second());
     }
 
@@ -248,6 +273,7 @@ impl Metrics {
             &self.pool.nodes_updated,
             &self.pool.failed_nodes,
             &self.pool.rollout_in_progress,
+            &self.pool.window_open,
             &self.pool.behind_patch_level,
             &self.pool.last_reconcile,
         ] {
@@ -256,6 +282,7 @@ impl Metrics {
         for r in ["spec", "failures"] {
             let _ = self.pool.rollout_paused.remove_label_values(&[pool, r]);
         }
+        let _ = self.node_update_duration.remove_label_values(&[pool]);
         for g in [&self.hns.expected_lb, &self.hns.limit_lb, &self.hns.expected_ep, &self.hns.limit_ep, &self.hns.not_ready] {
             let _ = g.remove_label_values(&[pool]);
         }

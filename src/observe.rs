@@ -31,6 +31,7 @@ pub fn node_view(node: &Node, hns: HnsReadiness) -> NodeView {
         name: node.metadata.name.clone().unwrap_or_default(),
         pool_label: label(node, names::LABEL_POOL).map(str::to_string),
         revision_label: label(node, names::LABEL_REVISION).map(str::to_string),
+        state_label: label(node, names::LABEL_STATE).map(str::to_string),
         state: owned(names::ANN_STATE),
         state_since: ts(names::ANN_STATE_SINCE),
         started_at: ts(names::ANN_STARTED_AT),

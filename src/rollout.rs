@@ -23,6 +23,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use crate::api::{FailedNode, NodeCounts, WindowsNodePoolSpec, names};
 #[cfg(test)]
 use crate::revision::revision_of;
+use crate::window::Span;
 
 /// How many failed nodes the status lists by name; the count is always exact.
 pub const MAX_LISTED_FAILED: usize = 20;
@@ -57,6 +58,12 @@ impl NodeState {
         }
     }
 
+    /// The `winpool.dev/state` label value for a recorded state: only states
+    /// that stay true until winpool's next write for the node carry one.
+    pub fn label(self) -> Option<&'static str> {
+        (self.in_flight() || self == NodeState::Failed).then(|| self.as_str())
+    }
+
     pub fn parse(s: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|st| st.as_str() == s)
     }
@@ -83,6 +90,8 @@ pub struct NodeView {
     pub name: String,
     pub pool_label: Option<String>,
     pub revision_label: Option<String>,
+    /// The `winpool.dev/state` label, which mirrors the annotation.
+    pub state_label: Option<String>,
     /// Raw value of `winpool.dev/state`; garbage is reported, not trusted.
     pub state: Option<String>,
     pub state_since: Option<Timestamp>,
@@ -134,6 +143,9 @@ pub struct NodePatch {
     pub reason: String,
     pub from: NodeState,
     pub to: NodeState,
+    /// A node this patch marks Updated after a rollout: how long it took from
+    /// its start (winpool_node_update_duration_seconds, the estimate in status).
+    pub took: Option<Duration>,
 }
 
 impl NodePatch {
@@ -151,7 +163,7 @@ impl NodePatch {
     fn state(&mut self, to: NodeState, now: Timestamp) -> &mut Self {
         self.to = to;
         let now = now.to_string();
-        self.ann(names::ANN_STATE, Some(to.as_str())).ann(names::ANN_STATE_SINCE, Some(&now))
+        self.label(names::LABEL_STATE, to.label()).ann(names::ANN_STATE, Some(to.as_str())).ann(names::ANN_STATE_SINCE, Some(&now))
     }
 }
 
@@ -176,8 +188,16 @@ pub struct FailedInfo {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Hold {
     PausedBySpec,
-    FailureLimit { failed: usize, limit: i32 },
-    OutsideWindow { opens: Timestamp },
+    FailureLimit {
+        failed: usize,
+        limit: i32,
+    },
+    /// No window is open; the next opens then.
+    OutsideWindow {
+        opens: Timestamp,
+    },
+    /// No window opens within the horizon (a long rollout.notAllowedDates freeze).
+    NoWindowAhead,
     BadWindow(String),
 }
 
@@ -201,6 +221,10 @@ pub struct Plan {
     pub by_state: BTreeMap<NodeState, usize>,
     pub failed: Vec<FailedInfo>,
     pub hold: Option<Hold>,
+    /// The maintenance window open now or next; `None` without windows (or none ahead).
+    pub window: Option<Span>,
+    /// No window rule stops starts now (none set, or one is open).
+    pub window_open: bool,
     /// Updated nodes still within rollout.soakTime: they hold slots of maxUnavailable.
     pub soaking: Option<Soak>,
     /// Why in-flight nodes are still waiting, node -> what it waits for.
@@ -302,7 +326,8 @@ pub fn decide(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> Plan 
     let counts = summary::counts(&by_state, nodes.len());
     let failed = summary::failed(&s, &r, &sorted);
     let behind_patch_level = nodes.iter().filter(|n| !kernel_satisfies(n, s.target_build.as_ref())).count();
-    let requeue_after = summary::requeue_after(&counts, hold.as_ref(), soaking.as_ref(), now);
+    let window_open = s.window_open();
+    let requeue_after = summary::requeue_after(&counts, hold.as_ref(), soaking.as_ref(), s.window.as_ref(), now);
     Plan {
         revision: s.rev,
         patches: r.patches,
@@ -312,6 +337,8 @@ pub fn decide(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> Plan 
         by_state,
         failed,
         hold,
+        window: s.window,
+        window_open,
         soaking,
         waiting: r.waiting,
         behind_patch_level,

@@ -117,6 +117,8 @@ pub fn build_status(
         nodes: plan.counts.clone(),
         hns: hns_status,
         conditions: merge_conditions(previous.map(|p| p.conditions.as_slice()).unwrap_or(&[]), next, generation, now),
+        next_window_start: plan.window.and_then(|w| w.known_start()).map(|t| t.to_string()),
+        next_window_end: plan.window.and_then(|w| w.known_end()).map(|t| t.to_string()),
         failed_nodes: plan.failed_nodes_status(),
     }
 }
@@ -177,8 +179,16 @@ fn progressing_condition(plan: &Plan) -> Condition {
             stopped("FailureLimitReached", format!("{failed} failed nodes reached maxFailedNodes {limit}; {} nodes pending", c.pending))
         }
         (Some(Hold::OutsideWindow { opens }), false, true) => {
-            stopped("OutsideMaintenanceWindow", format!("{} nodes pending; the maintenance window opens at {opens}", c.pending))
+            let closes = plan.window.and_then(|w| w.known_end()).map(|t| format!(" and closes at {t}")).unwrap_or_default();
+            stopped(
+                "OutsideMaintenanceWindow",
+                format!("{} nodes pending; the next maintenance window opens at {opens}{closes}", c.pending),
+            )
         }
+        (Some(Hold::NoWindowAhead), false, true) => stopped(
+            "NoMaintenanceWindowAhead",
+            format!("{} nodes pending; no maintenance window opens within 400 days outside rollout.notAllowedDates", c.pending),
+        ),
         (Some(Hold::BadWindow(e)), false, true) => stopped("InvalidMaintenanceWindow", e.clone()),
         (_, false, false) if c.failed > 0 => {
             stopped("NodesFailed", format!("no node left to update; {} nodes failed: {}", c.failed, failed_names(plan)))
@@ -273,7 +283,8 @@ pub fn only_progress_changed(previous: &WindowsNodePoolStatus, next: &WindowsNod
             s.conditions.iter().map(|c| (c.type_.clone(), c.status.clone(), c.reason.clone())).collect();
         let failed: Vec<&str> = s.failed_nodes.iter().map(|f| f.name.as_str()).collect();
         let hns = s.hns.as_ref().map(|h| (h.state.clone(), h.limit_load_balancers, h.limit_endpoints));
-        (s.observed_generation, s.revision.clone(), conds, failed.join(","), hns)
+        let window = (s.next_window_start.clone(), s.next_window_end.clone());
+        (s.observed_generation, s.revision.clone(), conds, failed.join(","), hns, window)
     };
     key(previous) == key(next)
 }
@@ -375,6 +386,40 @@ mod tests {
         let c = get(&s, conditions::PROGRESSING);
         assert_eq!((c.status.as_str(), c.reason.as_str()), ("True", "Soaking"), "{}", c.message);
         assert!(c.message.contains("2026-11-29T12:04:00Z"), "says when the next node starts: {}", c.message);
+    }
+
+    #[test]
+    fn a_pool_outside_its_windows_names_the_next_one_and_looks_again_when_it_opens() {
+        // Sunday noon; windows: Saturdays 02:00-06:00 UTC and a week after Patch Tuesday in Berlin.
+        let now: Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();
+        let spec = spec(
+            "rollout: {maintenanceWindows: [{days: [Sat], start: '02:00', end: '06:00'}, \
+             {relativeMonthly: {weekIndex: Second, dayOfWeek: Tue, offsetDays: 7}, start: '22:00', end: '04:00', timeZone: Europe/Berlin}]}",
+        );
+        let s = status_for(&spec, &[node("a")], None, now);
+        assert_eq!(
+            (s.next_window_start.as_deref(), s.next_window_end.as_deref()),
+            (Some("2026-12-05T02:00:00Z"), Some("2026-12-05T06:00:00Z"))
+        );
+        let c = get(&s, conditions::PROGRESSING);
+        assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", "OutsideMaintenanceWindow"));
+        assert!(c.message.contains("opens at 2026-12-05T02:00:00Z and closes at 2026-12-05T06:00:00Z"), "{}", c.message);
+        let existing = BTreeSet::new();
+        let plan = decide(&PoolInput { name: "p", spec: &spec, existing_revisions: &existing }, &[node("a")], now);
+        assert_eq!(plan.requeue_after, crate::rollout::IDLE_REQUEUE, "the window is days away: the idle requeue comes first");
+        let plan = decide(
+            &PoolInput { name: "p", spec: &spec, existing_revisions: &existing },
+            &[node("a")],
+            "2026-12-05T01:59:00Z".parse().unwrap(),
+        );
+        assert_eq!(plan.requeue_after, std::time::Duration::from_secs(60), "looks again when the window opens");
+        // Inside the window: open, and the status still names it (it closes at 06:00).
+        let inside = status_for(&spec, &[node("a")], None, "2026-12-05T03:00:00Z".parse().unwrap());
+        assert_eq!(inside.next_window_end.as_deref(), Some("2026-12-05T06:00:00Z"));
+        assert_eq!(get(&inside, conditions::PROGRESSING).reason, "NodesUpdating");
+        // Without windows the status says nothing about them.
+        let none = status_for(&self::spec(""), &[node("a")], None, now);
+        assert_eq!((none.next_window_start, none.next_window_end), (None, None));
     }
 
     #[test]

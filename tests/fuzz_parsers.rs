@@ -2,10 +2,18 @@
 //! panic on garbage, and accept exactly what they print.
 
 use proptest::prelude::*;
-use winpool::api::MaintenanceWindow;
+use winpool::api::{DateRange, MaintenanceWindow, RelativeMonthly, RolloutSpec, WeekIndex, Weekday};
 use winpool::rollout::parse_duration;
 use winpool::versions::{RuntimeVersion, Version, WindowsBuild};
-use winpool::window::Window;
+use winpool::window::Schedule;
+
+fn schedule(windows: Vec<MaintenanceWindow>, not_allowed_dates: Vec<DateRange>) -> Result<Option<Schedule>, winpool::window::WindowError> {
+    Schedule::parse(&RolloutSpec { maintenance_windows: windows, not_allowed_dates, ..RolloutSpec::default() })
+}
+
+fn weekly(start: String, end: String, time_zone: String) -> MaintenanceWindow {
+    MaintenanceWindow { days: vec![], relative_monthly: None, start, end, time_zone }
+}
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
@@ -16,9 +24,9 @@ proptest! {
         let _ = s.parse::<Version>();
         let _ = s.parse::<RuntimeVersion>();
         let _ = parse_duration(&s);
-        let w = MaintenanceWindow { days: vec![], start: s.clone(), end: "06:00".into(), time_zone: s.clone() };
-        if let Ok(w) = Window::parse(&w) {
-            let _ = w.is_open(jiff::Timestamp::now());
+        let dates = DateRange { start: s.clone(), end: s.clone(), time_zone: "UTC".into() };
+        if let Ok(Some(w)) = schedule(vec![weekly(s.clone(), "06:00".into(), s.clone())], vec![dates]) {
+            let _ = w.at(jiff::Timestamp::now());
         }
     }
 
@@ -61,17 +69,38 @@ proptest! {
     #[test]
     fn window_open_matches_the_clock(start in 0i8..24, len in 1i8..23, minute_of_day in 0i64..1440) {
         let end = (start + len) % 24;
-        let w = Window::parse(&MaintenanceWindow {
-            days: vec![],
-            start: format!("{start:02}:00"),
-            end: format!("{end:02}:00"),
-            time_zone: "UTC".into(),
-        }).unwrap();
+        let w = schedule(vec![weekly(format!("{start:02}:00"), format!("{end:02}:00"), "UTC".into())], vec![]).unwrap().unwrap();
         let t: jiff::Timestamp = "2026-11-29T00:00:00Z".parse().unwrap();
         let now = t + jiff::SignedDuration::from_mins(minute_of_day);
         let hour = (minute_of_day / 60) as i8;
         let inside = if start < end { hour >= start && hour < end } else { hour >= start || hour < end };
-        prop_assert_eq!(w.is_open(now), inside);
-        prop_assert!(w.next_open(now) >= now);
+        let span = w.at(now).unwrap();
+        prop_assert_eq!(span.is_open(now), inside);
+        prop_assert!(span.end > now);
+    }
+
+    /// Any monthly window in any of these zones, any time in two years: the
+    /// span found is open or ahead, and half-way to it nothing else opens
+    /// (asked again from there, the same span comes back).
+    #[test]
+    fn the_next_monthly_window_is_the_first_one(
+        week in 0usize..5, day in 0usize..7, offset in -27i32..=27, days in 1i32..=28,
+        start in 0i8..24, len in 1i8..23, zone in 0usize..3, minutes in 0i64..(2 * 366 * 1440),
+    ) {
+        let week_index = [WeekIndex::First, WeekIndex::Second, WeekIndex::Third, WeekIndex::Fourth, WeekIndex::Last][week];
+        let day_of_week = [Weekday::Mon, Weekday::Tue, Weekday::Wed, Weekday::Thu, Weekday::Fri, Weekday::Sat, Weekday::Sun][day];
+        let tz = ["Europe/Berlin", "America/New_York", "Australia/Sydney"][zone];
+        let w = MaintenanceWindow {
+            relative_monthly: Some(RelativeMonthly { week_index, day_of_week, offset_days: offset, duration_days: days }),
+            ..weekly(format!("{start:02}:00"), format!("{:02}:30", (start + len) % 24), tz.into())
+        };
+        let s = schedule(vec![w], vec![]).unwrap().unwrap();
+        let now = "2026-01-01T00:00:00Z".parse::<jiff::Timestamp>().unwrap() + jiff::SignedDuration::from_mins(minutes);
+        let span = s.at(now).expect("a monthly window opens within a year");
+        prop_assert!(span.end > now && span.start < span.end);
+        if span.start > now {
+            let half = now + jiff::SignedDuration::from_secs((span.start.as_second() - now.as_second()) / 2);
+            prop_assert_eq!(s.at(half), Some(span));
+        }
     }
 }

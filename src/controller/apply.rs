@@ -78,6 +78,7 @@ async fn execute(pool: &WindowsNodePool, ctx: &Context, seen: &Observed<'_>, rou
     let (landed, written) = execute_node_writes(ctx, pool, round, &hns_behind).await;
     // The patches that landed are announced even when another failed: they happened.
     announce_node_batches(ctx, pool, round, &landed).await;
+    ctx.metrics.observe_updates(&name, landed.iter().copied());
     written?;
     execute_drains(ctx, pool, round, seen).await;
     for ds in &round.csi_proxy.delete {

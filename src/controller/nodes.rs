@@ -61,7 +61,7 @@ pub(super) async fn patch_node_with(ctx: &Context, pool: &str, p: &NodePatch, bo
 pub(super) fn release_patch(n: &Node, why: &str) -> NodePatch {
     let view = node_view(n, HnsReadiness::Unknown);
     let mut p = NodePatch { node: view.name.clone(), reason: why.into(), ..Default::default() };
-    for l in [names::LABEL_POOL, names::LABEL_REVISION] {
+    for l in [names::LABEL_POOL, names::LABEL_REVISION, names::LABEL_STATE] {
         p.labels.insert(l.into(), None);
     }
     for a in [

@@ -51,6 +51,13 @@ pub(super) fn step<'n>(s: &RoundSettings<'_>, r: &mut Round<'n>, n: &'n NodeView
         r.patches.push(p);
         return;
     }
+    // The label follows the recorded state. It differs when the annotation was
+    // removed by hand (a retry) or written by an older winpool: one write.
+    let label = n.state.as_deref().and_then(NodeState::parse).and_then(NodeState::label);
+    if n.state_label.as_deref() != label {
+        p.label(names::LABEL_STATE, label);
+        p.reason = "state label follows the state annotation".into();
+    }
     let state = match state {
         NodeState::Draining => draining(s, r, &mut p, n),
         NodeState::Applying | NodeState::Verifying => applying(s, r, &mut p, n, state),
@@ -139,6 +146,7 @@ fn applying(s: &RoundSettings<'_>, r: &mut Round<'_>, p: &mut NodePatch, n: &Nod
                     .ann(names::ANN_FAILURE_REASON, None)
                     .ann(names::ANN_FAILURE_MESSAGE, None)
                     .ann(names::ANN_STARTED_AT, None);
+                p.took = n.started_at.map(|t| s.since(Some(t)));
                 p.reason = format!("verified at revision {}", s.rev);
                 NodeState::Updated
             }

@@ -11,6 +11,7 @@ use super::{DrainMode, NodePatch, NodeState, PoolInput, parse_duration};
 use crate::api::WindowsNodePoolSpec;
 use crate::revision::revision_of;
 use crate::versions::WindowsBuild;
+use crate::window::{Schedule, Span, WindowError};
 
 /// Used when a duration in the spec does not parse (the CRD validates them,
 /// but a pool written before a pattern tightened must still be rolled).
@@ -39,11 +40,17 @@ pub(super) struct RoundSettings<'a> {
     pub soak_time: Duration,
     /// spec.os.patchLevel; `None` if it does not parse.
     pub target_build: Option<WindowsBuild>,
+    /// The maintenance windows and not-allowed dates; `Ok(None)`: none, always open.
+    pub schedule: Result<Option<Schedule>, WindowError>,
+    /// The window open now or next, from `schedule`.
+    pub window: Option<Span>,
 }
 
 impl<'a> RoundSettings<'a> {
     pub fn new(pool: &PoolInput<'a>, now: Timestamp) -> Self {
         let spec = pool.spec;
+        let schedule = Schedule::parse(&spec.rollout);
+        let window = schedule.as_ref().ok().and_then(|s| s.as_ref()?.at(now));
         RoundSettings {
             pool: pool.name,
             spec,
@@ -55,6 +62,17 @@ impl<'a> RoundSettings<'a> {
             hns_ready_timeout: parse_duration(&spec.hns.ready_timeout).unwrap_or(DEFAULT_HNS_READY_TIMEOUT),
             soak_time: parse_duration(&spec.rollout.soak_time).unwrap_or_default(),
             target_build: spec.os.patch_level.parse().ok(),
+            schedule,
+            window,
+        }
+    }
+
+    /// Whether the windows let nodes start now (a schedule that does not parse does not).
+    pub fn window_open(&self) -> bool {
+        match &self.schedule {
+            Ok(None) => true,
+            Ok(Some(_)) => self.window.is_some_and(|w| w.is_open(self.now)),
+            Err(_) => false,
         }
     }
 

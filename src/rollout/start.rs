@@ -3,7 +3,6 @@
 use super::round::{Round, RoundSettings};
 use super::{Hold, NodePatch, NodeState, NodeView, Soak, ask_agent_anew, kernel_satisfies, max_unavailable, verify_config};
 use crate::api::names;
-use crate::window::Window;
 
 /// Why no node may start this round, if something holds the rollout.
 pub(super) fn hold(s: &RoundSettings<'_>, r: &Round<'_>) -> Option<Hold> {
@@ -15,11 +14,11 @@ pub(super) fn hold(s: &RoundSettings<'_>, r: &Round<'_>) -> Option<Hold> {
     if max_failed > 0 && failed >= max_failed as usize {
         return Some(Hold::FailureLimit { failed, limit: max_failed });
     }
-    match s.spec.rollout.maintenance_window.as_ref().map(Window::parse) {
-        None => None,
-        Some(Err(e)) => Some(Hold::BadWindow(e.to_string())),
-        Some(Ok(w)) if !w.is_open(s.now) => Some(Hold::OutsideWindow { opens: w.next_open(s.now) }),
-        Some(Ok(_)) => None,
+    match (&s.schedule, s.window) {
+        _ if s.window_open() => None,
+        (Err(e), _) => Some(Hold::BadWindow(e.to_string())),
+        (_, None) => Some(Hold::NoWindowAhead),
+        (_, Some(w)) => Some(Hold::OutsideWindow { opens: w.start }),
     }
 }
 

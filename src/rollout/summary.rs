@@ -9,6 +9,7 @@ use jiff::Timestamp;
 use super::round::{Round, RoundSettings};
 use super::{FailedInfo, Hold, IDLE_REQUEUE, IN_FLIGHT_REQUEUE, NodeState, NodeView, Soak, verify_config};
 use crate::api::{NodeCounts, names};
+use crate::window::Span;
 
 /// The HNS counts an agent reported before the update describe the old boot:
 /// HNS starts from nothing after the reboot, so they must not make the node look
@@ -72,17 +73,20 @@ pub(super) fn failed(s: &RoundSettings<'_>, r: &Round<'_>, sorted: &[&NodeView])
 }
 
 /// Soon while nodes are in flight; when the window opens if nodes wait for
-/// it; when the first soaking node frees its slot.
-pub(super) fn requeue_after(counts: &NodeCounts, hold: Option<&Hold>, soaking: Option<&Soak>, now: Timestamp) -> Duration {
+/// it; when the first soaking node frees its slot; when the open window
+/// closes (the status names the next one).
+pub(super) fn requeue_after(
+    counts: &NodeCounts,
+    hold: Option<&Hold>,
+    soaking: Option<&Soak>,
+    window: Option<&Span>,
+    now: Timestamp,
+) -> Duration {
+    let until = |t: Timestamp| t.duration_since(now).unsigned_abs().clamp(Duration::from_secs(1), IDLE_REQUEUE);
     match hold {
         _ if counts.updating > 0 => IN_FLIGHT_REQUEUE,
-        None if counts.pending > 0 && soaking.is_some() => {
-            let ends = soaking.map_or(now, |k| k.first_ends);
-            ends.duration_since(now).unsigned_abs().clamp(Duration::from_secs(1), IDLE_REQUEUE)
-        }
-        Some(Hold::OutsideWindow { opens }) if counts.pending > 0 => {
-            opens.duration_since(now).unsigned_abs().clamp(Duration::from_secs(1), IDLE_REQUEUE)
-        }
-        _ => IDLE_REQUEUE,
+        None if counts.pending > 0 && soaking.is_some() => until(soaking.map_or(now, |k| k.first_ends)),
+        Some(Hold::OutsideWindow { opens }) if counts.pending > 0 => until(*opens),
+        _ => window.map_or(IDLE_REQUEUE, |w| until(w.end)),
     }
 }

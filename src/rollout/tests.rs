@@ -33,6 +33,7 @@ fn fresh(name: &str) -> NodeView {
 fn in_state(name: &str, state: NodeState, rev: &str) -> NodeView {
     NodeView {
         state: Some(state.as_str().into()),
+        state_label: state.label().map(str::to_string),
         state_since: ago(10),
         started_at: ago(10),
         target_revision: Some(rev.into()),
@@ -113,6 +114,28 @@ fn holds_stop_new_nodes_but_not_nodes_in_flight() {
             "rollout: {maintenanceWindow: {days: [Sat], start: '02:00', end: '06:00'}}",
             0,
             |h| matches!(h, Hold::OutsideWindow { opens } if opens.to_string() == "2026-12-05T02:00:00Z"),
+        ),
+        // A week after Patch Tuesday (8 December 2026), 02:00 in Berlin.
+        (
+            "rollout: {maintenanceWindows: [{relativeMonthly: {weekIndex: Second, dayOfWeek: Tue, offsetDays: 7}, start: '02:00', end: '06:00', timeZone: Europe/Berlin}]}",
+            0,
+            |h| matches!(h, Hold::OutsideWindow { opens } if opens.to_string() == "2026-12-15T01:00:00Z"),
+        ),
+        // A change freeze without windows: open again the day after it.
+        (
+            "rollout: {notAllowedDates: [{start: '2026-11-20', end: '2026-12-31'}]}",
+            0,
+            |h| matches!(h, Hold::OutsideWindow { opens } if opens.to_string() == "2027-01-01T00:00:00Z"),
+        ),
+        (
+            "rollout: {maintenanceWindows: [{days: [Sat], start: '02:00', end: '06:00'}], notAllowedDates: [{start: '2026-11-01', end: '2028-12-31'}]}",
+            0,
+            |h| *h == Hold::NoWindowAhead,
+        ),
+        (
+            "rollout: {maintenanceWindows: [{start: '02:00', end: '06:00', timeZone: Nowhere/Land}]}",
+            0,
+            |h| matches!(h, Hold::BadWindow(e) if e.contains("Nowhere/Land")),
         ),
     ];
     for (extra, failed, is_hold) in cases {
@@ -844,4 +867,32 @@ fn a_soaking_node_that_is_not_ready_counts_once_and_nodes_updated_long_ago_never
     assert_eq!(plan.soaking, None, "a NotReady node is out of service, not soaking; old soaked long ago");
     let started: Vec<&str> = plan.patches.iter().filter(|p| p.to == NodeState::Draining).map(|p| p.node.as_str()).collect();
     assert_eq!(started, ["b"], "a (down) takes one of the two slots, b the other");
+}
+
+#[test]
+fn the_state_label_mirrors_in_flight_and_failed_states_and_follows_a_hand_retry() {
+    let spec = spec_with("");
+    let rev = revision_of(&spec);
+    let label = |plan: &Plan, node: &str| patch(plan, node).and_then(|p| p.labels.get(names::LABEL_STATE).cloned());
+    // A start labels the node Draining; Updated removes the label.
+    let plan = run(&spec, &[fresh("a")]);
+    assert_eq!(label(&plan, "a"), Some(Some("Draining".into())));
+    let plan = run(&spec, &[applied(in_state("a", NodeState::Verifying, &rev), &rev)]);
+    assert_eq!(transition(&plan, "a"), Some((NodeState::Verifying, NodeState::Updated)));
+    assert_eq!(label(&plan, "a"), Some(None));
+    // A failure labels it Failed.
+    let mut failing = in_state("a", NodeState::Applying, &rev);
+    failing.applied_revision = Some(rev.clone());
+    failing.apply_status = Some("Failed".into());
+    assert_eq!(label(&run(&spec, &[failing]), "a"), Some(Some("Failed".into())));
+    // The annotation removed by hand to retry: the stale label goes in the same round (maxFailedNodes 0 so it may start at once).
+    let retry_spec = spec_with("rollout: {maxFailedNodes: 0, paused: true}");
+    let retried = NodeView { state_label: Some("Failed".into()), ..fresh("a") };
+    let plan = run(&retry_spec, &[retried]);
+    assert_eq!(label(&plan, "a"), Some(None));
+    // A node an older winpool put in flight without the label gets it once; a labelled one is left alone.
+    let mut legacy = in_state("a", NodeState::Applying, &rev);
+    legacy.state_label = None;
+    assert_eq!(label(&run(&spec, &[legacy]), "a"), Some(Some("Applying".into())));
+    assert_eq!(patch(&run(&spec, &[in_state("a", NodeState::Applying, &rev)]), "a"), None);
 }
