@@ -643,10 +643,10 @@ fn default_duration_days() -> i32 {
 }]))]
 pub struct DateRange {
     /// First day, YYYY-MM-DD.
-    #[schemars(regex(pattern = r"^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$"))]
+    #[schemars(regex(pattern = r"^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$"), length(max = 10))]
     pub start: String,
     /// Last day, YYYY-MM-DD (included).
-    #[schemars(regex(pattern = r"^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$"))]
+    #[schemars(regex(pattern = r"^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$"), length(max = 10))]
     pub end: String,
     /// IANA time zone the days are in (default UTC).
     #[serde(default = "default_time_zone")]

@@ -53,10 +53,19 @@ async fn a_pool_rolls_every_node_to_the_target_and_again_on_a_new_patch_level() 
 
     let pool = format!("{}-pool", t.id);
     apply_pool(&t, &pool_manifest(&t, &pool, "10.0.20348.2762", json!({}))).await;
-    t.start_operator(&[]);
+    let metrics = t.start_operator(&[]);
 
     let p = wait_rolled_out(&t, &pool, 6, 2).await;
     let rev = p.status.as_ref().unwrap().revision.clone().unwrap();
+    // Every node's update was timed, and none is left labelled with a state.
+    let updates = support::metric(metrics, &format!("winpool_node_update_duration_seconds_count{{pool=\"{pool}\"}}")).await;
+    assert_eq!(updates, Some(6.0), "one update duration per node");
+    let labelled = nodes_api.list(&ListParams::default().labels(&format!("{},{}", names::LABEL_STATE, t.selector()))).await.unwrap();
+    assert!(
+        labelled.items.is_empty(),
+        "Updated nodes carry no state label: {:?}",
+        labelled.items.iter().map(|n| n.name_any()).collect::<Vec<_>>()
+    );
     for n in t.nodes().await {
         let name = n.name_any();
         if name == admin_cordoned {
@@ -196,6 +205,12 @@ async fn a_failing_node_pauses_the_rollout_and_is_never_left_cordoned() {
     );
     let degraded = st.conditions.iter().find(|c| c.type_ == "Degraded").unwrap();
     assert!(degraded.message.contains(&bad), "{}", degraded.message);
+    // `kubectl get nodes -l winpool.dev/state=Failed` finds it, and only it.
+    let failed = Api::<Node>::all(t.client.clone())
+        .list(&ListParams::default().labels(&format!("{}=Failed,{}", names::LABEL_STATE, t.selector())))
+        .await
+        .unwrap();
+    assert_eq!(failed.items.iter().map(|n| n.name_any()).collect::<Vec<_>>(), std::slice::from_ref(&bad));
 
     // Paused: nothing else starts, and no node stays cordoned. A spec change
     // (a rollout knob, no new revision) makes the operator decide again; once
@@ -455,5 +470,75 @@ async fn with_soak_time_the_next_node_starts_only_after_the_last_one_was_updated
         gap >= jiff::SignedDuration::try_from(soak).unwrap(),
         "{second} started {gap:#} after {first} was Updated; soakTime is {soak:?}"
     );
+    t.cleanup().await;
+}
+
+/// "HH:MM" of `t` in `tz`.
+fn hhmm(t: jiff::Timestamp, tz: &str) -> String {
+    t.in_tz(tz).unwrap().strftime("%H:%M").to_string()
+}
+
+fn progressing(p: &WindowsNodePool) -> Option<(String, String, String)> {
+    let st = p.status.as_ref()?;
+    let c = st.conditions.iter().find(|c| c.type_ == "Progressing")?;
+    (st.observed_generation == p.metadata.generation).then(|| (c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+#[tokio::test]
+async fn maintenance_windows_and_not_allowed_dates_decide_when_nodes_start() {
+    let client = support::client().await;
+    install_crd(&client).await;
+    let mut t = TestSpace::new("rollout-windows").await;
+    t.start_sim(2, &["--apply-seconds=0.5", "--reboot-seconds=0.5"]);
+    wait_nodes_ready(&t, 2).await;
+    let api: Api<WindowsNodePool> = Api::all(t.client.clone());
+    let pool = format!("{}-pool", t.id);
+    let now = jiff::Timestamp::now();
+    let hour = jiff::SignedDuration::from_hours(1);
+    // A daily window that opens in three hours (UTC).
+    let later = json!({"start": hhmm(now + 3 * hour, "UTC"), "end": hhmm(now + 4 * hour, "UTC")});
+    apply_pool(&t, &pool_manifest(&t, &pool, "10.0.20348.2762", json!({"maxUnavailable": 1, "maintenanceWindows": [later]}))).await;
+    let metrics = t.start_operator(&[]);
+    let window_open = format!("winpool_pool_window_open{{pool=\"{pool}\"}}");
+
+    let p = wait_for("the pool to wait for its window", WAIT, || async {
+        let p = api.get(&pool).await.ok()?;
+        (progressing(&p)?.1 == "OutsideMaintenanceWindow").then_some(p)
+    })
+    .await;
+    let st = p.status.clone().unwrap();
+    let opens: jiff::Timestamp = st.next_window_start.as_deref().expect("status.nextWindowStart").parse().unwrap();
+    let closes: jiff::Timestamp = st.next_window_end.as_deref().expect("status.nextWindowEnd").parse().unwrap();
+    let from_now = opens.duration_since(now);
+    assert!(from_now > 2 * hour + jiff::SignedDuration::from_mins(58) && from_now <= 3 * hour, "opens in ~3 h: {opens}");
+    assert_eq!(closes.duration_since(opens), hour);
+    assert!(progressing(&p).unwrap().2.contains(&opens.to_string()), "the condition says when it opens");
+    assert_eq!(support::metric(metrics, &window_open).await, Some(0.0));
+    // That decision started nobody.
+    assert!(audit::starts_per_node(&audit::requests(&audit::audit_log(), &t.node_prefix())).is_empty());
+
+    // A second window, open now in Kolkata (UTC+05:30): any open window is enough.
+    let open_now = json!({"start": hhmm(now - hour, "Asia/Kolkata"), "end": hhmm(now + hour, "Asia/Kolkata"), "timeZone": "Asia/Kolkata"});
+    apply_pool(&t, &pool_manifest(&t, &pool, "10.0.20348.2762", json!({"maxUnavailable": 1, "maintenanceWindows": [later, open_now]})))
+        .await;
+    let p = wait_rolled_out(&t, &pool, 2, 1).await;
+    let end: jiff::Timestamp = p.status.unwrap().next_window_end.unwrap().parse().unwrap();
+    assert!((end.duration_since(now) - hour).abs() < jiff::SignedDuration::from_mins(2), "the open window closes in ~1 h: {end}");
+    assert_eq!(support::metric(metrics, &window_open).await, Some(1.0));
+
+    // A change freeze over yesterday, today and tomorrow (UTC days) closes the open window: a new patch level waits.
+    let today = now.in_tz("UTC").unwrap().date();
+    let freeze = json!([{"start": today.yesterday().unwrap().to_string(), "end": today.tomorrow().unwrap().to_string()}]);
+    let rollout = json!({"maxUnavailable": 1, "maintenanceWindows": [later, open_now], "notAllowedDates": freeze});
+    apply_pool(&t, &pool_manifest(&t, &pool, "10.0.20348.2800", rollout)).await;
+    let p = wait_for("the new revision to wait out the freeze", WAIT, || async {
+        let p = api.get(&pool).await.ok()?;
+        (progressing(&p)?.1 == "OutsideMaintenanceWindow").then_some(p)
+    })
+    .await;
+    let opens: jiff::Timestamp = p.status.unwrap().next_window_start.unwrap().parse().unwrap();
+    let after_freeze = today.checked_add(jiff::ToSpan::days(2)).unwrap().in_tz("UTC").unwrap().timestamp();
+    assert!(opens >= after_freeze, "the next window opens after the freeze ({after_freeze}): {opens}");
+    assert_eq!(support::metric(metrics, &window_open).await, Some(0.0));
     t.cleanup().await;
 }

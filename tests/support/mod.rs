@@ -160,6 +160,11 @@ impl TestSpace {
         [(TEST_LABEL.to_string(), self.id.clone())].into()
     }
 
+    /// The label selector of this test's nodes.
+    pub fn selector(&self) -> String {
+        format!("{TEST_LABEL}={}", self.id)
+    }
+
     pub fn agent_namespace(&self) -> String {
         format!("{}-agents", self.namespace)
     }
@@ -302,6 +307,12 @@ pub async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
     let code: u16 = text.split_whitespace().nth(1)?.parse().ok()?;
     let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
     Some((code, body))
+}
+
+/// The value of one series on the operator's /metrics page (`name{labels}` exactly as printed).
+pub async fn metric(port: u16, series: &str) -> Option<f64> {
+    let (_, body) = http_get(port, "/metrics").await?;
+    body.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.trim().parse().ok())
 }
 
 /// A client for another control plane's admin kubeconfig (e.g. the chaos test's own cluster).
