@@ -67,6 +67,11 @@ pub mod names {
     pub const ANN_FAILURE_MESSAGE: &str = "winpool.dev/failure-message";
     /// Revisions already drained on this node; a node is never drained twice for one revision.
     pub const ANN_DRAINED_REVISION: &str = "winpool.dev/drained-revision";
+    /// A node put back because a PodDisruptionBudget refused its evictions:
+    /// which budget (namespace/name), and since when its drain has been blocked
+    /// (drain.timeout counts from there, across the retries).
+    pub const ANN_DRAIN_BLOCKED_BY: &str = "winpool.dev/drain-blocked-by";
+    pub const ANN_DRAIN_BLOCKED_SINCE: &str = "winpool.dev/drain-blocked-since";
 
     pub const TAINT_HNS_NOT_READY: &str = "winpool.dev/hns-not-ready";
     pub const NODE_CONDITION_HNS_READY: &str = "WindowsHNSReady";
@@ -541,6 +546,18 @@ pub struct DrainSpec {
     /// Delete pods a PodDisruptionBudget protects once the drain times out (default false).
     #[serde(default)]
     pub force: bool,
+    /// A node whose evictions a PodDisruptionBudget has refused this long is
+    /// put back (uncordoned, Pending, last in line) so that its slot goes to
+    /// another node, and is tried again after as long; drain.timeout still
+    /// counts from its first refusal. A Go duration (default 1m; 0s: hold the
+    /// slot until drain.timeout).
+    #[serde(default = "default_put_back_after")]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"), length(max = 32))]
+    pub put_back_after: String,
+}
+
+fn default_put_back_after() -> String {
+    "1m".into()
 }
 
 fn default_drain_timeout() -> String {
@@ -549,7 +566,13 @@ fn default_drain_timeout() -> String {
 
 impl Default for DrainSpec {
     fn default() -> Self {
-        Self { enabled: true, timeout: default_drain_timeout(), delete_empty_dir_data: true, force: false }
+        Self {
+            enabled: true,
+            timeout: default_drain_timeout(),
+            delete_empty_dir_data: true,
+            force: false,
+            put_back_after: default_put_back_after(),
+        }
     }
 }
 
@@ -683,9 +706,23 @@ pub struct WindowsNodePoolStatus {
     /// The maintenance window open now, or else the next one (after
     /// notAllowedDates), RFC 3339; absent when the pool has no window.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub next_window_start: Option<String>,
+    pub next_window_start: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub next_window_end: Option<String>,
+    pub next_window_end: Option<Time>,
+    /// Nodes between Pending and Updated, longest in their state first (at most 20).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub updating_nodes: Vec<UpdatingNode>,
+    /// Nodes whose drain a PodDisruptionBudget blocks, by name (at most 20).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub drain_blocked_nodes: Vec<DrainBlockedNode>,
+    /// Mean time from a node's start to Updated over the pool's recent
+    /// updates (a moving average, kept across rollouts and restarts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub average_node_update_seconds: Option<i64>,
+    /// When the rollout should be done at this pace: the waves left times
+    /// the average node update; absent when nothing rolls or it is held.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimated_completion_time: Option<Time>,
     /// Failed nodes, first 20 by name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failed_nodes: Vec<FailedNode>,
@@ -723,6 +760,27 @@ pub struct FailedNode {
     pub message: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub since: Option<Time>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UpdatingNode {
+    pub name: String,
+    /// Draining, Applying or Verifying.
+    pub state: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<Time>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DrainBlockedNode {
+    pub name: String,
+    /// namespace/name of the budget that refuses the evictions.
+    pub pod_disruption_budget: String,
+    /// A node put back to Pending starts again no sooner than this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after: Option<Time>,
 }
 
 /// Condition types on the pool.

@@ -84,6 +84,8 @@ struct PoolProgress {
     pending: Vec<(String, NodeState, NodeState)>,
     pending_revision: String,
     pending_since: std::time::Instant,
+    /// The moving average of node update times, seeded from the status.
+    average_node_update: Option<Duration>,
 }
 
 impl Default for PoolProgress {
@@ -94,6 +96,7 @@ impl Default for PoolProgress {
             pending: Vec::new(),
             pending_revision: String::new(),
             pending_since: std::time::Instant::now(),
+            average_node_update: None,
         }
     }
 }
@@ -117,6 +120,9 @@ pub struct Context {
     progress: Mutex<HashMap<String, PoolProgress>>,
     /// What was last reported as an Event per pool, so a standing problem is not re-announced every round.
     announced: Mutex<HashMap<String, BTreeSet<String>>>,
+    /// Draining nodes whose evictions a PodDisruptionBudget refuses, by node:
+    /// what the last drain rounds saw, for the next decision.
+    drain_blocks: Mutex<HashMap<String, crate::rollout::DrainBlock>>,
 }
 
 fn rv(n: &Node) -> u64 {
@@ -146,6 +152,7 @@ impl Context {
             hns,
             progress: Mutex::new(HashMap::new()),
             announced: Mutex::new(HashMap::new()),
+            drain_blocks: Mutex::new(HashMap::new()),
         }
     }
 

@@ -4,7 +4,8 @@
 //! recreated or cannot be evicted), finished pods do not count, and pods with
 //! emptyDir data only go when `deleteEmptyDirData` says the data may be lost.
 //! Evictions go through the Eviction API so PodDisruptionBudgets hold: a 429
-//! means "not now", and the next round tries again.
+//! means "not now", and the next round tries again. The API server names the
+//! budget that refused, so the rollout can say which one and put the node back.
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
@@ -50,9 +51,29 @@ pub fn remaining(pods: &[Pod], delete_empty_dir_data: bool) -> usize {
     pods.iter().filter(|p| classify(p, delete_empty_dir_data) != PodDisposition::Ignore && p.metadata.deletion_timestamp.is_none()).count()
 }
 
+/// The budget (namespace/name) named by an eviction's 429, if a budget
+/// refused it: the API server adds a `DisruptionBudget` cause, "The disruption
+/// budget <name> needs 2 healthy pods and has 2 currently". A 429 without one
+/// is the API server's own throttling, not a budget.
+pub fn refusing_budget(status: &kube::core::Status, namespace: &str) -> Option<String> {
+    let causes = &status.details.as_ref()?.causes;
+    let cause = causes.iter().find(|c| c.reason == "DisruptionBudget")?;
+    let name = cause.message.strip_prefix("The disruption budget ").and_then(|m| m.split_whitespace().next()).unwrap_or("(unnamed)");
+    Some(format!("{namespace}/{name}"))
+}
+
 /// One round of draining: evict (or delete) every pod that must go. Errors on
 /// single pods are logged and retried next round; none aborts the round.
-pub async fn drain_round(client: &Client, pool: &str, node: &str, pods: &[Pod], mode: DrainMode, delete_empty_dir_data: bool) {
+/// Returns the first budget that refused an eviction, if one did.
+pub async fn drain_round(
+    client: &Client,
+    pool: &str,
+    node: &str,
+    pods: &[Pod],
+    mode: DrainMode,
+    delete_empty_dir_data: bool,
+) -> Option<String> {
+    let mut refused = None;
     for pod in pods {
         if pod.metadata.deletion_timestamp.is_some() || classify(pod, delete_empty_dir_data) != PodDisposition::Evict {
             continue;
@@ -66,12 +87,15 @@ pub async fn drain_round(client: &Client, pool: &str, node: &str, pods: &[Pod], 
         match res {
             Ok(()) => info!(pool, node, pod = %format!("{ns}/{name}"), ?mode, "evicted pod"),
             Err(kube::Error::Api(s)) if s.code == 429 => {
-                debug!(pool, node, pod = %format!("{ns}/{name}"), "eviction refused by a PodDisruptionBudget; retrying next round")
+                let budget = refusing_budget(&s, ns);
+                debug!(pool, node, pod = %format!("{ns}/{name}"), budget = ?budget, "eviction refused; retrying next round");
+                refused = refused.or(budget);
             }
             Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(e) => warn!(pool, node, pod = %format!("{ns}/{name}"), error = %e, "eviction failed; retrying next round"),
         }
     }
+    refused
 }
 
 #[cfg(test)]

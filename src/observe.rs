@@ -53,6 +53,9 @@ pub fn node_view(node: &Node, hns: HnsReadiness) -> NodeView {
         failure_message: owned(names::ANN_FAILURE_MESSAGE),
         hns,
         pods_to_evict: 0,
+        drain_block: None,
+        drain_blocked_by: owned(names::ANN_DRAIN_BLOCKED_BY),
+        drain_blocked_since: ts(names::ANN_DRAIN_BLOCKED_SINCE),
         hns_reported: ann(node, names::ANN_HNS_LOAD_BALANCERS).is_some() && ann(node, names::ANN_HNS_ENDPOINTS).is_some(),
     }
 }

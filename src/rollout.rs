@@ -20,10 +20,11 @@ use std::time::Duration;
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use crate::api::{FailedNode, NodeCounts, WindowsNodePoolSpec, names};
+use crate::api::{DrainBlockedNode, FailedNode, NodeCounts, UpdatingNode, WindowsNodePoolSpec, names};
 #[cfg(test)]
 use crate::revision::revision_of;
 use crate::window::Span;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 /// How many failed nodes the status lists by name; the count is always exact.
 pub const MAX_LISTED_FAILED: usize = 20;
@@ -117,6 +118,11 @@ pub struct NodeView {
     pub hns: HnsReadiness,
     /// Pods an eviction must still remove; only observed for Draining nodes.
     pub pods_to_evict: usize,
+    /// A PodDisruptionBudget refusing this Draining node's evictions.
+    pub drain_block: Option<DrainBlock>,
+    /// Put back for a PodDisruptionBudget (`winpool.dev/drain-blocked-by`/`-since`).
+    pub drain_blocked_by: Option<String>,
+    pub drain_blocked_since: Option<Timestamp>,
     /// The agent reports HNS counts on this node (both annotations present).
     pub hns_reported: bool,
 }
@@ -165,6 +171,17 @@ impl NodePatch {
         let now = now.to_string();
         self.label(names::LABEL_STATE, to.label()).ann(names::ANN_STATE, Some(to.as_str())).ann(names::ANN_STATE_SINCE, Some(&now))
     }
+}
+
+/// A Draining node whose evictions a PodDisruptionBudget refuses, as the
+/// shell saw it (kept in memory: a restarted operator sees it again within a
+/// round).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DrainBlock {
+    /// namespace/name of the budget.
+    pub budget: String,
+    /// The first refusal of this drain.
+    pub since: Timestamp,
 }
 
 /// What to do with a Draining node's pods this round.
@@ -227,6 +244,15 @@ pub struct Plan {
     pub window_open: bool,
     /// Updated nodes still within rollout.soakTime: they hold slots of maxUnavailable.
     pub soaking: Option<Soak>,
+    /// Nodes whose drain a PodDisruptionBudget blocks, by name: the budget,
+    /// and for the ones put back when they may start again.
+    pub blocked: BTreeMap<String, (String, Option<Timestamp>)>,
+    /// Nodes in flight once this plan lands: state and since when.
+    pub in_flight: Vec<(String, NodeState, Option<Timestamp>)>,
+    /// The pool's average node update time (the input), and when the rollout
+    /// should be done at that pace (none while held or with nothing to do).
+    pub average_node_update: Option<Duration>,
+    pub estimated_completion: Option<Timestamp>,
     /// Why in-flight nodes are still waiting, node -> what it waits for.
     pub waiting: BTreeMap<String, String>,
     /// Nodes below the target patch level as the kubelet reports it.
@@ -242,6 +268,8 @@ pub struct PoolInput<'a> {
     pub spec: &'a WindowsNodePoolSpec,
     /// Revisions whose ConfigMap exists now (a hand-set revision label without one is bogus).
     pub existing_revisions: &'a BTreeSet<String>,
+    /// How long the pool's nodes have been taking to update (the estimate's pace).
+    pub average_node_update: Option<Duration>,
 }
 
 /// maxUnavailable resolved against the pool size: percentages round down, but
@@ -327,7 +355,11 @@ pub fn decide(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> Plan 
     let failed = summary::failed(&s, &r, &sorted);
     let behind_patch_level = nodes.iter().filter(|n| !kernel_satisfies(n, s.target_build.as_ref())).count();
     let window_open = s.window_open();
+    let in_flight = summary::in_flight(&s, &r, &sorted);
+    let estimated_completion = summary::estimated_completion(&s, &counts, hold.as_ref(), pool.average_node_update);
+    let retry_at = r.blocked.values().filter_map(|(_, at)| *at).min();
     let requeue_after = summary::requeue_after(&counts, hold.as_ref(), soaking.as_ref(), s.window.as_ref(), now);
+    let requeue_after = retry_at.map_or(requeue_after, |t| requeue_after.min(summary::until(t, now)));
     Plan {
         revision: s.rev,
         patches: r.patches,
@@ -340,6 +372,10 @@ pub fn decide(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> Plan 
         window: s.window,
         window_open,
         soaking,
+        blocked: r.blocked,
+        in_flight,
+        average_node_update: pool.average_node_update,
+        estimated_completion,
         waiting: r.waiting,
         behind_patch_level,
         requeue_after,
@@ -347,17 +383,45 @@ pub fn decide(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> Plan 
     }
 }
 
+/// The pool's pace: an exponential moving average of node update times
+/// (each new one weighs a fifth), so a slow month shows within a few nodes.
+pub fn fold_average(average: Option<Duration>, samples: impl IntoIterator<Item = Duration>) -> Option<Duration> {
+    samples.into_iter().fold(average, |avg, took| {
+        Some(match avg {
+            None => took,
+            Some(a) => Duration::from_secs_f64(a.as_secs_f64() * 0.8 + took.as_secs_f64() * 0.2),
+        })
+    })
+}
+
 impl Plan {
+    /// Longest in their state first (unknown since first), then by name.
+    pub fn updating_nodes_status(&self) -> Vec<UpdatingNode> {
+        let mut v: Vec<&(String, NodeState, Option<Timestamp>)> = self.in_flight.iter().collect();
+        v.sort_by(|a, b| (a.2, &a.0).cmp(&(b.2, &b.0)));
+        v.into_iter()
+            .take(MAX_LISTED_FAILED)
+            .map(|(name, st, since)| UpdatingNode { name: name.clone(), state: st.as_str().into(), since: since.map(Time) })
+            .collect()
+    }
+
+    pub fn drain_blocked_status(&self) -> Vec<DrainBlockedNode> {
+        self.blocked
+            .iter()
+            .take(MAX_LISTED_FAILED)
+            .map(|(name, (budget, retry))| DrainBlockedNode {
+                name: name.clone(),
+                pod_disruption_budget: budget.clone(),
+                retry_after: retry.map(Time),
+            })
+            .collect()
+    }
+
     pub fn failed_nodes_status(&self) -> Vec<FailedNode> {
         self.failed
             .iter()
             .take(MAX_LISTED_FAILED)
-            .map(|f| FailedNode {
-                name: f.node.clone(),
-                reason: f.reason.clone(),
-                message: f.message.clone(),
-                since: f.since.map(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time),
-            })
+            .map(|f| FailedNode { name: f.node.clone(), reason: f.reason.clone(), message: f.message.clone(), since: f.since.map(Time) })
             .collect()
     }
 }

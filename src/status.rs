@@ -3,6 +3,8 @@
 //! Conditions follow metav1.Condition rules: lastTransitionTime changes only
 //! when the status flips, so `kubectl wait` and alerting see real transitions.
 
+use std::collections::BTreeSet;
+
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
@@ -117,10 +119,33 @@ pub fn build_status(
         nodes: plan.counts.clone(),
         hns: hns_status,
         conditions: merge_conditions(previous.map(|p| p.conditions.as_slice()).unwrap_or(&[]), next, generation, now),
-        next_window_start: plan.window.and_then(|w| w.known_start()).map(|t| t.to_string()),
-        next_window_end: plan.window.and_then(|w| w.known_end()).map(|t| t.to_string()),
+        next_window_start: plan.window.and_then(|w| w.known_start()).map(Time),
+        next_window_end: plan.window.and_then(|w| w.known_end()).map(Time),
+        updating_nodes: plan.updating_nodes_status(),
+        drain_blocked_nodes: plan.drain_blocked_status(),
+        average_node_update_seconds: plan.average_node_update.map(|d| d.as_secs() as i64),
+        estimated_completion_time: estimate(plan, previous),
         failed_nodes: plan.failed_nodes_status(),
     }
+}
+
+/// The plan's estimate, unless the counts are as last written: the estimate
+/// moves with now, and a status rewritten each round for it alone is churn.
+fn estimate(plan: &Plan, previous: Option<&WindowsNodePoolStatus>) -> Option<Time> {
+    let kept = previous.filter(|p| p.nodes == plan.counts).and_then(|p| p.estimated_completion_time.clone());
+    plan.estimated_completion.map(|t| kept.unwrap_or(Time(t)))
+}
+
+/// "2 nodes wait for a PodDisruptionBudget (shop/checkout)": budgets only,
+/// so the message does not change with every retry.
+fn blocked_note(plan: &Plan) -> String {
+    let budgets: BTreeSet<&str> = plan.blocked.values().map(|(b, _)| b.as_str()).collect();
+    let budgets: Vec<&str> = budgets.into_iter().collect();
+    format!(
+        "{} nodes wait for a PodDisruptionBudget ({}); see status.drainBlockedNodes",
+        plan.blocked.len(),
+        node_list(budgets.iter().map(|b| b.to_string()))
+    )
 }
 
 /// The failed nodes with why, a few by name.
@@ -151,14 +176,15 @@ fn progressing_condition(plan: &Plan) -> Condition {
                 true,
                 "NodesUpdating",
                 format!(
-                    "{} updating ({} draining, {} applying, {} verifying), {} pending, {} updated of {}",
+                    "{} updating ({} draining, {} applying, {} verifying), {} pending, {} updated of {}{}",
                     c.updating,
                     by(NodeState::Draining),
                     by(NodeState::Applying),
                     by(NodeState::Verifying),
                     c.pending,
                     c.updated,
-                    c.total
+                    c.total,
+                    if plan.blocked.is_empty() { String::new() } else { format!("; {}", blocked_note(plan)) }
                 ),
             )
         }
@@ -172,6 +198,7 @@ fn progressing_condition(plan: &Plan) -> Condition {
                     k.nodes, k.first_ends, c.pending, c.updated, c.total
                 ),
             ),
+            None if !plan.blocked.is_empty() => stopped("DrainBlocked", format!("{} pending; {}", c.pending, blocked_note(plan))),
             None => stopped("NodesNotReady", format!("{} pending nodes are not Ready; none can start", c.pending)),
         },
         (Some(Hold::PausedBySpec), false, true) => stopped("Paused", format!("rollout.paused is true; {} nodes pending", c.pending)),
@@ -354,7 +381,7 @@ mod tests {
         now: Timestamp,
     ) -> WindowsNodePoolStatus {
         let existing = BTreeSet::new();
-        let plan = decide(&PoolInput { name: "p", spec, existing_revisions: &existing }, nodes, now);
+        let plan = decide(&PoolInput { name: "p", spec, existing_revisions: &existing, average_node_update: None }, nodes, now);
         build_status(spec, &plan, &Conflicts::default(), None, prev, Some(3), now)
     }
 
@@ -398,24 +425,28 @@ mod tests {
         );
         let s = status_for(&spec, &[node("a")], None, now);
         assert_eq!(
-            (s.next_window_start.as_deref(), s.next_window_end.as_deref()),
+            (
+                s.next_window_start.as_ref().map(|t| t.0.to_string()).as_deref(),
+                s.next_window_end.as_ref().map(|t| t.0.to_string()).as_deref()
+            ),
             (Some("2026-12-05T02:00:00Z"), Some("2026-12-05T06:00:00Z"))
         );
         let c = get(&s, conditions::PROGRESSING);
         assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", "OutsideMaintenanceWindow"));
         assert!(c.message.contains("opens at 2026-12-05T02:00:00Z and closes at 2026-12-05T06:00:00Z"), "{}", c.message);
         let existing = BTreeSet::new();
-        let plan = decide(&PoolInput { name: "p", spec: &spec, existing_revisions: &existing }, &[node("a")], now);
+        let plan =
+            decide(&PoolInput { name: "p", spec: &spec, existing_revisions: &existing, average_node_update: None }, &[node("a")], now);
         assert_eq!(plan.requeue_after, crate::rollout::IDLE_REQUEUE, "the window is days away: the idle requeue comes first");
         let plan = decide(
-            &PoolInput { name: "p", spec: &spec, existing_revisions: &existing },
+            &PoolInput { name: "p", spec: &spec, existing_revisions: &existing, average_node_update: None },
             &[node("a")],
             "2026-12-05T01:59:00Z".parse().unwrap(),
         );
         assert_eq!(plan.requeue_after, std::time::Duration::from_secs(60), "looks again when the window opens");
         // Inside the window: open, and the status still names it (it closes at 06:00).
         let inside = status_for(&spec, &[node("a")], None, "2026-12-05T03:00:00Z".parse().unwrap());
-        assert_eq!(inside.next_window_end.as_deref(), Some("2026-12-05T06:00:00Z"));
+        assert_eq!(inside.next_window_end.as_ref().map(|t| t.0.to_string()).as_deref(), Some("2026-12-05T06:00:00Z"));
         assert_eq!(get(&inside, conditions::PROGRESSING).reason, "NodesUpdating");
         // Without windows the status says nothing about them.
         let none = status_for(&self::spec(""), &[node("a")], None, now);

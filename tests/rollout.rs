@@ -270,7 +270,7 @@ async fn a_restarted_operator_resumes_where_it_was() {
 }
 
 #[tokio::test]
-async fn a_pdb_blocks_the_drain_until_it_allows_the_eviction() {
+async fn with_put_back_after_zero_a_pdb_holds_the_drain_until_it_allows_the_eviction() {
     let client = support::client().await;
     install_crd(&client).await;
     let mut t = TestSpace::new("rollout-pdb").await;
@@ -283,7 +283,11 @@ async fn a_pdb_blocks_the_drain_until_it_allows_the_eviction() {
     let pdbs: Api<PodDisruptionBudget> = Api::namespaced(t.client.clone(), &t.namespace);
 
     let pool = format!("{}-pool", t.id);
-    apply_pool(&t, &pool_manifest(&t, &pool, "10.0.20348.2762", json!({"maxUnavailable": 1, "drain": {"timeout": "5m"}}))).await;
+    apply_pool(
+        &t,
+        &pool_manifest(&t, &pool, "10.0.20348.2762", json!({"maxUnavailable": 1, "drain": {"timeout": "5m", "putBackAfter": "0s"}})),
+    )
+    .await;
     t.start_operator(&[]);
     let nodes_api: Api<Node> = Api::all(t.client.clone());
     wait_for("the first node to start draining", WAIT, || async {
@@ -305,6 +309,61 @@ async fn a_pdb_blocks_the_drain_until_it_allows_the_eviction() {
     pdbs.patch("precious", &PatchParams::default(), &Patch::Merge(json!({"spec": {"minAvailable": 0}}))).await.unwrap();
     wait_rolled_out(&t, &pool, 2, 1).await;
     assert!(pods.get_opt("precious").await.unwrap().is_none(), "evicted once the PDB allowed it");
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_node_a_pdb_blocks_is_put_back_the_others_go_on_and_it_is_tried_again() {
+    let client = support::client().await;
+    install_crd(&client).await;
+    let mut t = TestSpace::new("rollout-putback").await;
+    t.start_sim(3, &["--apply-seconds=0.5", "--reboot-seconds=0.5"]);
+    wait_nodes_ready(&t, 3).await;
+    let first = format!("{}0", t.node_prefix());
+    support::unevictable_pod(&t, &first, "precious").await;
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(t.client.clone(), &t.namespace);
+    let api: Api<WindowsNodePool> = Api::all(t.client.clone());
+    let pool = format!("{}-pool", t.id);
+    let rollout = json!({"maxUnavailable": 1, "drain": {"timeout": "5m", "putBackAfter": "3s"}});
+    apply_pool(&t, &pool_manifest(&t, &pool, "10.0.20348.2762", rollout)).await;
+    t.start_operator(&[]);
+
+    // The blocked node gives its slot away: the other two are updated while it waits.
+    let budget = format!("{}/precious", t.namespace);
+    let st = wait_for("the other nodes updated while the blocked one waits", WAIT, || async {
+        let st = api.get(&pool).await.ok()?.status?;
+        (st.nodes.updated == 2 && st.drain_blocked_nodes.iter().any(|b| b.name == first)).then_some(st)
+    })
+    .await;
+    assert_eq!(st.drain_blocked_nodes[0].pod_disruption_budget, budget, "status names the budget");
+    assert!(audit::max_in_flight(&audit::requests(&audit::audit_log(), &t.node_prefix())) <= 1, "maxUnavailable holds");
+    // Put back (Draining -> Pending, uncordoned) and tried again, from the API server's record.
+    wait_for("the blocked node to be tried again", WAIT, || async {
+        (audit::starts_per_node(&audit::requests(&audit::audit_log(), &t.node_prefix())).get(&first) >= Some(&2)).then_some(())
+    })
+    .await;
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::all(t.client.clone());
+    wait_for("a DrainBlocked Event naming the budget", WAIT, || async {
+        let list = events.list(&ListParams::default()).await.ok()?;
+        list.items
+            .iter()
+            .any(|e| {
+                e.reason.as_deref() == Some("DrainBlocked")
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(pool.as_str())
+                    && e.note.as_deref().is_some_and(|n| n.contains(&budget) && n.contains(&first))
+            })
+            .then_some(())
+    })
+    .await;
+    let pods: Api<Pod> = Api::namespaced(t.client.clone(), &t.namespace);
+    assert!(pods.get_opt("precious").await.unwrap().is_some_and(|p| p.metadata.deletion_timestamp.is_none()), "never force-deleted");
+
+    // The budget allows the disruption: the next try drains the node and the pool completes.
+    pdbs.patch("precious", &PatchParams::default(), &Patch::Merge(json!({"spec": {"minAvailable": 0}}))).await.unwrap();
+    let p = wait_rolled_out(&t, &pool, 3, 1).await;
+    assert!(p.status.unwrap().drain_blocked_nodes.is_empty());
+    let n = Api::<Node>::all(t.client.clone()).get(&first).await.unwrap();
+    assert!(!n.annotations().contains_key(names::ANN_DRAIN_BLOCKED_BY), "the block is cleared once drained");
     t.cleanup().await;
 }
 
@@ -507,8 +566,8 @@ async fn maintenance_windows_and_not_allowed_dates_decide_when_nodes_start() {
     })
     .await;
     let st = p.status.clone().unwrap();
-    let opens: jiff::Timestamp = st.next_window_start.as_deref().expect("status.nextWindowStart").parse().unwrap();
-    let closes: jiff::Timestamp = st.next_window_end.as_deref().expect("status.nextWindowEnd").parse().unwrap();
+    let opens: jiff::Timestamp = st.next_window_start.as_ref().expect("status.nextWindowStart").0;
+    let closes: jiff::Timestamp = st.next_window_end.as_ref().expect("status.nextWindowEnd").0;
     let from_now = opens.duration_since(now);
     assert!(from_now > 2 * hour + jiff::SignedDuration::from_mins(58) && from_now <= 3 * hour, "opens in ~3 h: {opens}");
     assert_eq!(closes.duration_since(opens), hour);
@@ -522,7 +581,7 @@ async fn maintenance_windows_and_not_allowed_dates_decide_when_nodes_start() {
     apply_pool(&t, &pool_manifest(&t, &pool, "10.0.20348.2762", json!({"maxUnavailable": 1, "maintenanceWindows": [later, open_now]})))
         .await;
     let p = wait_rolled_out(&t, &pool, 2, 1).await;
-    let end: jiff::Timestamp = p.status.unwrap().next_window_end.unwrap().parse().unwrap();
+    let end: jiff::Timestamp = p.status.unwrap().next_window_end.unwrap().0;
     assert!((end.duration_since(now) - hour).abs() < jiff::SignedDuration::from_mins(2), "the open window closes in ~1 h: {end}");
     assert_eq!(support::metric(metrics, &window_open).await, Some(1.0));
 
@@ -536,7 +595,7 @@ async fn maintenance_windows_and_not_allowed_dates_decide_when_nodes_start() {
         (progressing(&p)?.1 == "OutsideMaintenanceWindow").then_some(p)
     })
     .await;
-    let opens: jiff::Timestamp = p.status.unwrap().next_window_start.unwrap().parse().unwrap();
+    let opens: jiff::Timestamp = p.status.unwrap().next_window_start.unwrap().0;
     let after_freeze = today.checked_add(jiff::ToSpan::days(2)).unwrap().in_tz("UTC").unwrap().timestamp();
     assert!(opens >= after_freeze, "the next window opens after the freeze ({after_freeze}): {opens}");
     assert_eq!(support::metric(metrics, &window_open).await, Some(0.0));

@@ -28,7 +28,7 @@ use crate::drain;
 use crate::hns::Limits;
 use crate::membership::members_of;
 use crate::observe::node_view;
-use crate::rollout::{HnsReadiness, NodePatch, NodeState, node_timeout};
+use crate::rollout::{DrainBlock, HnsReadiness, NodePatch, NodeState, fold_average, node_timeout};
 use crate::status::{PROGRESS_WRITE_INTERVAL, node_batch_events, only_progress_changed};
 
 pub(super) async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error> {
@@ -51,7 +51,7 @@ pub(super) async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Actio
     for (node, why) in &round.plan.waiting {
         debug!(pool = %name, node = %node, "waiting: {why}");
     }
-    execute(pool, ctx, &seen, &round).await?;
+    execute(pool, ctx, &seen, &round, now).await?;
     record(pool, ctx, &seen, round, now).await
 }
 
@@ -62,7 +62,7 @@ pub(super) async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Actio
 /// taint before the node patches (a node whose taint could not be written
 /// waits a round); the node patches; the evictions; and last the CSI Proxy
 /// DaemonSets and ConfigMaps no node needs any more.
-async fn execute(pool: &WindowsNodePool, ctx: &Context, seen: &Observed<'_>, round: &Round) -> Result<(), Error> {
+async fn execute(pool: &WindowsNodePool, ctx: &Context, seen: &Observed<'_>, round: &Round, now: Timestamp) -> Result<(), Error> {
     let name = pool.name_any();
     for (p, body) in &round.releases {
         patch_node_with(ctx, &name, p, body.clone()).await?;
@@ -79,8 +79,14 @@ async fn execute(pool: &WindowsNodePool, ctx: &Context, seen: &Observed<'_>, rou
     // The patches that landed are announced even when another failed: they happened.
     announce_node_batches(ctx, pool, round, &landed).await;
     ctx.metrics.observe_updates(&name, landed.iter().copied());
+    {
+        let mut progress = ctx.progress.lock().expect("progress lock");
+        let pr = progress.entry(name.clone()).or_default();
+        let seed = pr.average_node_update.or(round.plan.average_node_update);
+        pr.average_node_update = fold_average(seed, landed.iter().filter_map(|p| p.took));
+    }
     written?;
-    execute_drains(ctx, pool, round, seen).await;
+    execute_drains(ctx, pool, round, seen, now).await;
     for ds in &round.csi_proxy.delete {
         delete_daemonset(ctx, ds).await?;
         info!(pool = %name, daemonset = %ds, "deleted CSI Proxy DaemonSet: no node's revision asks for its version");
@@ -120,9 +126,16 @@ async fn observe<'a>(
     }
     let pods_by_node = pods_on_draining(ctx, &views).await?;
     let delete_empty_dir = pool.spec.rollout.drain.delete_empty_dir_data;
-    for v in views.iter_mut() {
-        if let Some(pods) = pods_by_node.get(&v.name) {
-            v.pods_to_evict = drain::remaining(pods, delete_empty_dir);
+    {
+        let mut blocks = ctx.drain_blocks.lock().expect("drain blocks lock");
+        for v in views.iter_mut() {
+            if let Some(pods) = pods_by_node.get(&v.name) {
+                v.pods_to_evict = drain::remaining(pods, delete_empty_dir);
+                v.drain_block = blocks.get(&v.name).cloned();
+            } else {
+                // Not Draining (any more): what blocked its last drain is history.
+                blocks.remove(&v.name);
+            }
         }
     }
     let ds_of_pool: Vec<Arc<DaemonSet>> =
@@ -153,6 +166,13 @@ async fn observe<'a>(
         hns_totals: totals,
         hns_over_limit: over_limit,
         hns_limits: limits,
+        average_node_update: ctx
+            .progress
+            .lock()
+            .expect("progress lock")
+            .get(&name)
+            .and_then(|p| p.average_node_update)
+            .or_else(|| pool.status.as_ref()?.average_node_update_seconds.map(|s| Duration::from_secs(s.max(0) as u64))),
     })
 }
 
@@ -223,18 +243,32 @@ async fn execute_node_writes<'r>(
     (landed, written)
 }
 
-/// This round's evictions (or deletions past drain.timeout), a few nodes at a time.
-async fn execute_drains(ctx: &Context, pool: &WindowsNodePool, round: &Round, seen: &Observed<'_>) {
+/// This round's evictions (or deletions past drain.timeout), a few nodes at a
+/// time. Which budget refused a node's evictions, and since when, is kept for
+/// the next decision.
+async fn execute_drains(ctx: &Context, pool: &WindowsNodePool, round: &Round, seen: &Observed<'_>, now: Timestamp) {
     let (client, name) = (&ctx.client, pool.name_any());
     let delete_empty_dir = pool.spec.rollout.drain.delete_empty_dir_data;
     let mut rounds = Vec::with_capacity(round.plan.drain.len());
     for (node, mode) in &round.plan.drain {
         if let Some(pods) = seen.pods_by_node.get(node) {
             let name = name.as_str();
-            rounds.push(Box::pin(async move { drain::drain_round(client, name, node, pods, *mode, delete_empty_dir).await }));
+            rounds.push(Box::pin(async move { (node, drain::drain_round(client, name, node, pods, *mode, delete_empty_dir).await) }));
         }
     }
-    futures::stream::iter(rounds).buffer_unordered(NODE_WRITE_CONCURRENCY).collect::<Vec<()>>().await;
+    let refused: Vec<(&String, Option<String>)> = futures::stream::iter(rounds).buffer_unordered(NODE_WRITE_CONCURRENCY).collect().await;
+    let mut blocks = ctx.drain_blocks.lock().expect("drain blocks lock");
+    for (node, budget) in refused {
+        match budget {
+            Some(budget) => {
+                let b = blocks.entry(node.clone()).or_insert_with(|| DrainBlock { budget: budget.clone(), since: now });
+                b.budget = budget;
+            }
+            None => {
+                blocks.remove(node);
+            }
+        }
+    }
 }
 
 /// Starts and completions are announced together every few seconds, or as soon as

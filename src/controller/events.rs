@@ -73,20 +73,24 @@ impl Context {
 }
 
 /// A node that failed gets its own Event, on the pool and on the Node: each
-/// failure needs a look. Starts and completions are announced per round
-/// ([`crate::status::node_batch_events`]).
-pub(super) async fn node_failed_event(ctx: &Context, pool: &WindowsNodePool, p: &NodePatch) {
-    if p.to != NodeState::Failed || p.from == NodeState::Failed {
-        return;
-    }
+/// failure needs a look. So does a node put back because a
+/// PodDisruptionBudget refused its evictions (a person may have to loosen
+/// the budget; the rollout tries the node again later). Starts and
+/// completions are announced per round ([`crate::status::node_batch_events`]).
+pub(super) async fn node_event(ctx: &Context, pool: &WindowsNodePool, p: &NodePatch) {
+    let (reason, action) = match (p.from, p.to) {
+        (from, NodeState::Failed) if from != NodeState::Failed => ("NodeFailed", "Rollout"),
+        (NodeState::Draining, NodeState::Pending) => ("DrainBlocked", "Drain"),
+        _ => return,
+    };
     // The node is the Event's related object: the recorder folds Events with the same
     // reason, regarding and related object into one series, so without it every
     // node's Event would be counted under the first node's note.
     let ev = || Event {
         type_: EventType::Warning,
-        reason: "NodeFailed".into(),
+        reason: reason.into(),
         note: Some(format!("{}: {}", p.node, p.reason)),
-        action: "Rollout".into(),
+        action: action.into(),
         secondary: Some(node_ref(&p.node)),
     };
     ctx.publish(pool, ev()).await;

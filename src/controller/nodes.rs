@@ -8,7 +8,7 @@ use kube::api::{Api, Patch};
 use serde_json::json;
 use tracing::{info, warn};
 
-use super::events::node_failed_event;
+use super::events::node_event;
 use super::{Context, Error, NODE_WRITE_CONCURRENCY};
 use crate::api::{WindowsNodePool, names};
 use crate::hns;
@@ -108,7 +108,7 @@ pub(super) async fn write_nodes<'p>(
         writes.push(Box::pin(async move {
             let r = patch_node(ctx, name, p).await;
             if r.is_ok() {
-                node_failed_event(ctx, pool, p).await;
+                node_event(ctx, pool, p).await;
             }
             (p, r)
         }));

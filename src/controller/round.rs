@@ -46,6 +46,8 @@ pub(super) struct Observed<'a> {
     /// Services with more backends than a node's HNS takes, and how many.
     pub hns_over_limit: (Vec<String>, usize),
     pub hns_limits: Limits,
+    /// The pool's moving average of node update times.
+    pub average_node_update: Option<std::time::Duration>,
 }
 
 pub(super) struct Round {
@@ -96,7 +98,8 @@ pub(super) fn releases<'n>(pool: &str, nodes: &'n [Arc<Node>], membership: &Memb
 pub(super) fn decide_round(pool: &WindowsNodePool, settings: &Settings, seen: &Observed<'_>, now: Timestamp) -> Round {
     let name = pool.name_any();
     let spec = &pool.spec;
-    let input = PoolInput { name: &name, spec, existing_revisions: &seen.existing_revisions };
+    let input =
+        PoolInput { name: &name, spec, existing_revisions: &seen.existing_revisions, average_node_update: seen.average_node_update };
     let plan = decide(&input, &seen.views, now);
     let capacity = hns::capacity(seen.hns_totals, &seen.hns_limits, spec.hns.warn_percent, seen.hns_over_limit.clone());
     let status = build_status(spec, &plan, &seen.membership.conflicts, Some(capacity), pool.status.as_ref(), pool.metadata.generation, now);
@@ -224,7 +227,7 @@ mod tests {
     #[test]
     fn writes_that_finish_or_move_a_node_come_before_writes_that_start_one() {
         let existing = BTreeSet::new();
-        let input = PoolInput { name: "p", spec: &pool().spec, existing_revisions: &existing };
+        let input = PoolInput { name: "p", spec: &pool().spec, existing_revisions: &existing, average_node_update: None };
         let mut plan = decide(&input, &[], Timestamp::UNIX_EPOCH);
         plan.patches = vec![
             patch("a", NodeState::Pending, NodeState::Draining),
@@ -263,7 +266,11 @@ mod tests {
     fn the_target_revision_gets_its_configmap_once() {
         let (pool, settings) = (pool(), settings());
         let existing = BTreeSet::new();
-        let plan = decide(&PoolInput { name: "p", spec: &pool.spec, existing_revisions: &existing }, &[], Timestamp::UNIX_EPOCH);
+        let plan = decide(
+            &PoolInput { name: "p", spec: &pool.spec, existing_revisions: &existing, average_node_update: None },
+            &[],
+            Timestamp::UNIX_EPOCH,
+        );
         let writes = configmap_writes(&pool, &settings.agent_namespace, &plan, &[], &[]);
         assert_eq!(writes.create.iter().map(|(r, _)| r.as_str()).collect::<Vec<_>>(), [plan.revision.as_str()]);
         let cm = Arc::new(writes.create[0].1.clone());

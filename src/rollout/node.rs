@@ -2,8 +2,8 @@
 
 use super::round::{Round, RoundSettings};
 use super::{
-    DrainMode, HnsReadiness, NodePatch, NodeState, NodeView, ask_agent_anew, current_state, fail, release_cordon, verify_config,
-    verify_health, verify_rebooted, waiting_for,
+    DrainBlock, DrainMode, HnsReadiness, NodePatch, NodeState, NodeView, ask_agent_anew, current_state, fail, release_cordon,
+    verify_config, verify_health, verify_rebooted, waiting_for,
 };
 use crate::api::names;
 
@@ -62,7 +62,14 @@ pub(super) fn step<'n>(s: &RoundSettings<'_>, r: &mut Round<'n>, n: &'n NodeView
         NodeState::Draining => draining(s, r, &mut p, n),
         NodeState::Applying | NodeState::Verifying => applying(s, r, &mut p, n, state),
         NodeState::Updated => updated(s, &mut p, n),
-        NodeState::Pending | NodeState::Failed => state,
+        NodeState::Pending => {
+            // Put back for a budget earlier: it waits its turn at the end, and not before putBackAfter.
+            if let (Some(budget), Some(put_back)) = (&n.drain_blocked_by, n.state_since) {
+                r.blocked.insert(n.name.clone(), (budget.clone(), retry_after(s, put_back)));
+            }
+            state
+        }
+        NodeState::Failed => state,
     };
     r.states.insert(&n.name, state);
     if !p.labels.is_empty() || !p.annotations.is_empty() || p.unschedulable.is_some() {
@@ -104,13 +111,28 @@ fn timed_out(s: &RoundSettings<'_>, n: &NodeView, state: NodeState) -> Option<St
 fn draining(s: &RoundSettings<'_>, r: &mut Round<'_>, p: &mut NodePatch, n: &NodeView) -> NodeState {
     if n.pods_to_evict == 0 {
         p.label(names::LABEL_REVISION, Some(&s.rev)).ann(names::ANN_DRAINED_REVISION, Some(&s.rev)).state(NodeState::Applying, s.now);
+        p.ann(names::ANN_DRAIN_BLOCKED_BY, None).ann(names::ANN_DRAIN_BLOCKED_SINCE, None);
         ask_agent_anew(p);
         p.reason = format!("drained; agent revision {} scheduled", s.rev);
         return NodeState::Applying;
     }
-    if s.since(n.state_since) <= s.drain_timeout {
+    // drain.timeout spans the retries of a node put back for a budget.
+    let drain_started = match (n.drain_blocked_since, n.state_since) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    if s.since(drain_started) <= s.drain_timeout {
+        if let Some(block) = n.drain_block.as_ref().filter(|b| !s.put_back_after.is_zero() && s.since(Some(b.since)) >= s.put_back_after) {
+            put_back(s, p, n, block);
+            r.blocked.insert(n.name.clone(), (block.budget.clone(), retry_after(s, s.now)));
+            return NodeState::Pending;
+        }
+        if let Some(block) = &n.drain_block {
+            r.blocked.insert(n.name.clone(), (block.budget.clone(), None));
+        }
         r.drain.push((n.name.clone(), DrainMode::Evict));
-        r.wait(&n.name, format!("evicting {} pods", n.pods_to_evict));
+        let blocked = n.drain_block.as_ref().map(|b| format!(" (PodDisruptionBudget {} refuses)", b.budget)).unwrap_or_default();
+        r.wait(&n.name, format!("evicting {} pods{blocked}", n.pods_to_evict));
         return NodeState::Draining;
     }
     if s.spec.rollout.drain.force {
@@ -118,9 +140,12 @@ fn draining(s: &RoundSettings<'_>, r: &mut Round<'_>, p: &mut NodePatch, n: &Nod
         r.wait(&n.name, format!("deleting {} pods after drain timeout (force)", n.pods_to_evict));
         return NodeState::Draining;
     }
+    let budget = n.drain_block.as_ref().map(|b| b.budget.as_str()).or(n.drain_blocked_by.as_deref());
     let msg = format!(
-        "{} pods could not be evicted within drain.timeout {} (a PodDisruptionBudget may block them)",
-        n.pods_to_evict, s.spec.rollout.drain.timeout
+        "{} pods could not be evicted within drain.timeout {} ({})",
+        n.pods_to_evict,
+        s.spec.rollout.drain.timeout,
+        budget.map_or_else(|| "a PodDisruptionBudget may block them".to_string(), |b| format!("PodDisruptionBudget {b} refuses"))
     );
     fail(p, n, s.now, "DrainTimeout", &msg);
     p.reason = msg;
@@ -195,4 +220,27 @@ fn updated(s: &RoundSettings<'_>, p: &mut NodePatch, n: &NodeView) -> NodeState 
         p.reason = "uncordoned: rollout of this node is complete".into();
     }
     NodeState::Updated
+}
+
+/// Give the slot of a node whose drain a budget blocks to another node: back
+/// to Pending, uncordoned, last in line, tried again after putBackAfter.
+fn put_back(s: &RoundSettings<'_>, p: &mut NodePatch, n: &NodeView, block: &DrainBlock) {
+    let since = n.drain_blocked_since.map_or(block.since, |t| t.min(block.since)).to_string();
+    p.state(NodeState::Pending, s.now)
+        .ann(names::ANN_DRAIN_BLOCKED_BY, Some(&block.budget))
+        .ann(names::ANN_DRAIN_BLOCKED_SINCE, Some(&since))
+        .ann(names::ANN_STARTED_AT, None)
+        .ann(names::ANN_TARGET_REVISION, None)
+        .ann(names::ANN_BOOT_ID, None);
+    release_cordon(p, n);
+    p.reason = format!(
+        "put back: PodDisruptionBudget {} refused its evictions for {}; tried again after that long",
+        block.budget, s.spec.rollout.drain.put_back_after
+    );
+}
+
+/// When a node put back at `put_back` may start again; `None` once it may.
+fn retry_after(s: &RoundSettings<'_>, put_back: jiff::Timestamp) -> Option<jiff::Timestamp> {
+    let at = put_back.checked_add(jiff::SignedDuration::try_from(s.put_back_after).ok()?).ok()?;
+    (at > s.now).then_some(at)
 }

@@ -18,6 +18,7 @@ use crate::window::{Schedule, Span, WindowError};
 const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_secs(1800);
 const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(600);
 const DEFAULT_HNS_READY_TIMEOUT: Duration = Duration::from_secs(900);
+const DEFAULT_PUT_BACK_AFTER: Duration = Duration::from_secs(60);
 
 /// spec.rollout.nodeTimeout as a duration. The controller bounds the wait for a
 /// fresh HNS report by it too, so the default lives here only.
@@ -38,6 +39,8 @@ pub(super) struct RoundSettings<'a> {
     pub hns_ready_timeout: Duration,
     /// spec.rollout.soakTime (0: an Updated node is available at once).
     pub soak_time: Duration,
+    /// spec.rollout.drain.putBackAfter (0: a blocked node keeps its slot).
+    pub put_back_after: Duration,
     /// spec.os.patchLevel; `None` if it does not parse.
     pub target_build: Option<WindowsBuild>,
     /// The maintenance windows and not-allowed dates; `Ok(None)`: none, always open.
@@ -61,6 +64,7 @@ impl<'a> RoundSettings<'a> {
             drain_timeout: parse_duration(&spec.rollout.drain.timeout).unwrap_or(DEFAULT_DRAIN_TIMEOUT),
             hns_ready_timeout: parse_duration(&spec.hns.ready_timeout).unwrap_or(DEFAULT_HNS_READY_TIMEOUT),
             soak_time: parse_duration(&spec.rollout.soak_time).unwrap_or_default(),
+            put_back_after: parse_duration(&spec.rollout.drain.put_back_after).unwrap_or(DEFAULT_PUT_BACK_AFTER),
             target_build: spec.os.patch_level.parse().ok(),
             schedule,
             window,
@@ -91,6 +95,9 @@ pub(super) struct Round<'n> {
     /// Every member's state once this round's patches land.
     pub states: BTreeMap<&'n str, NodeState>,
     pub config_revisions: BTreeSet<String>,
+    /// Nodes whose drain a PodDisruptionBudget blocks: the budget, and for
+    /// the ones put back, when they may start again.
+    pub blocked: BTreeMap<String, (String, Option<Timestamp>)>,
 }
 
 impl<'n> Round<'n> {
@@ -102,6 +109,7 @@ impl<'n> Round<'n> {
             warnings: Vec::new(),
             states: BTreeMap::new(),
             config_revisions: BTreeSet::from([rev.to_string()]),
+            blocked: BTreeMap::new(),
         }
     }
 

@@ -58,9 +58,14 @@ pub(super) fn start_nodes<'n>(s: &RoundSettings<'_>, r: &mut Round<'n>, sorted: 
     let mut in_flight = r.count(NodeState::in_flight) + soaking;
     let mut unavailable_idle =
         sorted.iter().filter(|n| r.states.get(n.name.as_str()).is_some_and(|st| !st.in_flight()) && out_of_service(n)).count();
-    let mut candidates: Vec<&'n NodeView> =
-        sorted.iter().copied().filter(|n| r.states.get(n.name.as_str()) == Some(&NodeState::Pending)).collect();
-    candidates.sort_by_key(|n| (!out_of_service(n), n.name.as_str()));
+    let mut candidates: Vec<&'n NodeView> = sorted
+        .iter()
+        .copied()
+        .filter(|n| r.states.get(n.name.as_str()) == Some(&NodeState::Pending))
+        .filter(|n| r.blocked.get(&n.name).is_none_or(|(_, retry)| retry.is_none()))
+        .collect();
+    // Nodes put back for a budget go last: the rest of the wave first.
+    candidates.sort_by_key(|n| (r.blocked.contains_key(&n.name), !out_of_service(n), n.name.as_str()));
     for n in candidates {
         let idle_down = out_of_service(n);
         // Starting a node that is already down adds no unavailability, but
@@ -103,6 +108,12 @@ fn start(s: &RoundSettings<'_>, p: &mut NodePatch, n: &NodeView) -> NodeState {
         .ann(names::ANN_STARTED_AT, Some(&now.to_string()))
         .ann(names::ANN_FAILURE_REASON, None)
         .ann(names::ANN_FAILURE_MESSAGE, None);
+    // A retry soon after being put back for a budget carries on its drain
+    // (drain.timeout counts from the first refusal); after a long wait
+    // (paused, a new revision) it starts afresh.
+    if n.drain_blocked_by.is_some() && s.since(n.state_since) > s.drain_timeout {
+        p.ann(names::ANN_DRAIN_BLOCKED_BY, None).ann(names::ANN_DRAIN_BLOCKED_SINCE, None);
+    }
     // The kubelet and agent already report the target configuration (a node built
     // from the right image, or a revision that changed nothing this node lacks):
     // the agent only has to confirm, so the node keeps serving — no cordon, no drain.

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
+use super::max_unavailable;
 use super::round::{Round, RoundSettings};
 use super::{FailedInfo, Hold, IDLE_REQUEUE, IN_FLIGHT_REQUEUE, NodeState, NodeView, Soak, verify_config};
 use crate::api::{NodeCounts, names};
@@ -72,6 +73,11 @@ pub(super) fn failed(s: &RoundSettings<'_>, r: &Round<'_>, sorted: &[&NodeView])
     failed
 }
 
+/// From now until `t`, at least a second and at most the idle requeue.
+pub(super) fn until(t: Timestamp, now: Timestamp) -> Duration {
+    t.duration_since(now).unsigned_abs().clamp(Duration::from_secs(1), IDLE_REQUEUE)
+}
+
 /// Soon while nodes are in flight; when the window opens if nodes wait for
 /// it; when the first soaking node frees its slot; when the open window
 /// closes (the status names the next one).
@@ -82,11 +88,46 @@ pub(super) fn requeue_after(
     window: Option<&Span>,
     now: Timestamp,
 ) -> Duration {
-    let until = |t: Timestamp| t.duration_since(now).unsigned_abs().clamp(Duration::from_secs(1), IDLE_REQUEUE);
+    let until = |t: Timestamp| until(t, now);
     match hold {
         _ if counts.updating > 0 => IN_FLIGHT_REQUEUE,
         None if counts.pending > 0 && soaking.is_some() => until(soaking.map_or(now, |k| k.first_ends)),
         Some(Hold::OutsideWindow { opens }) if counts.pending > 0 => until(*opens),
         _ => window.map_or(IDLE_REQUEUE, |w| until(w.end)),
     }
+}
+
+/// The in-flight nodes once this round lands, with since when they are in
+/// their state (this round's transitions: now).
+pub(super) fn in_flight(s: &RoundSettings<'_>, r: &Round<'_>, sorted: &[&NodeView]) -> Vec<(String, NodeState, Option<Timestamp>)> {
+    sorted
+        .iter()
+        .filter_map(|n| {
+            let st = *r.states.get(n.name.as_str())?;
+            if !st.in_flight() {
+                return None;
+            }
+            let moved = r.patches.iter().any(|p| p.node == n.name && p.annotations.contains_key(names::ANN_STATE_SINCE));
+            Some((n.name.clone(), st, if moved { Some(s.now) } else { n.state_since }))
+        })
+        .collect()
+}
+
+/// Waves left (nodes not yet updated over maxUnavailable, rounded up) times
+/// the average node update: rough, but from this pool's own pace. None while
+/// held, with nothing left, or before any node of the pool was timed.
+pub(super) fn estimated_completion(
+    s: &RoundSettings<'_>,
+    counts: &NodeCounts,
+    hold: Option<&Hold>,
+    average: Option<Duration>,
+) -> Option<Timestamp> {
+    let left = (counts.pending + counts.updating).max(0) as u32;
+    if left == 0 || hold.is_some() {
+        return None;
+    }
+    let per_wave = max_unavailable(&s.spec.rollout.max_unavailable, counts.total.max(0) as usize).max(1) as u32;
+    let waves = left.div_ceil(per_wave);
+    let total = average?.checked_mul(waves)?;
+    s.now.checked_add(jiff::SignedDuration::try_from(total).ok()?).ok()
 }

@@ -56,7 +56,7 @@ fn applied(mut n: NodeView, rev: &str) -> NodeView {
 
 fn run(spec: &WindowsNodePoolSpec, nodes: &[NodeView]) -> Plan {
     let existing = BTreeSet::new();
-    decide(&PoolInput { name: POOL, spec, existing_revisions: &existing }, nodes, now())
+    decide(&PoolInput { name: POOL, spec, existing_revisions: &existing, average_node_update: None }, nodes, now())
 }
 
 fn patch<'a>(plan: &'a Plan, node: &str) -> Option<&'a NodePatch> {
@@ -505,7 +505,7 @@ fn revision_configmaps_are_kept_for_the_target_and_every_revision_still_on_a_nod
     let existing: BTreeSet<String> = ["aaaaaaaaaa".to_string(), "bbbbbbbbbb".to_string()].into();
     let mut old = applied(fresh("a"), "aaaaaaaaaa");
     old.state = Some("Updated".into());
-    let plan = decide(&PoolInput { name: POOL, spec: &spec, existing_revisions: &existing }, &[old], now());
+    let plan = decide(&PoolInput { name: POOL, spec: &spec, existing_revisions: &existing, average_node_update: None }, &[old], now());
     assert_eq!(plan.config_revisions, BTreeSet::from([rev, "aaaaaaaaaa".to_string()]));
 }
 
@@ -895,4 +895,112 @@ fn the_state_label_mirrors_in_flight_and_failed_states_and_follows_a_hand_retry(
     legacy.state_label = None;
     assert_eq!(label(&run(&spec, &[legacy]), "a"), Some(Some("Applying".into())));
     assert_eq!(patch(&run(&spec, &[in_state("a", NodeState::Applying, &rev)]), "a"), None);
+}
+
+fn blocked(name: &str, rev: &str, refused_for: i64) -> NodeView {
+    let mut n = in_state(name, NodeState::Draining, rev);
+    n.pods_to_evict = 1;
+    n.drain_block = Some(DrainBlock { budget: "shop/checkout".into(), since: ago(refused_for).unwrap() });
+    n
+}
+
+#[test]
+fn a_node_a_budget_blocks_is_put_back_and_its_slot_goes_to_the_next_node() {
+    let spec = spec_with("rollout: {maxUnavailable: 1, drain: {putBackAfter: 1m, timeout: 10m}}");
+    let rev = revision_of(&spec);
+    // Refused for 30 s: still evicting, the wait names the budget, nobody else starts.
+    let plan = run(&spec, &[blocked("a", &rev, 30), fresh("b")]);
+    assert_eq!(plan.drain, vec![("a".to_string(), DrainMode::Evict)]);
+    assert!(plan.waiting["a"].contains("shop/checkout"), "{}", plan.waiting["a"]);
+    assert_eq!(transition(&plan, "b"), None);
+    // Refused for a minute: put back (uncordoned, Pending, the budget named), and b takes the slot in the same round.
+    let plan = run(&spec, &[blocked("a", &rev, 60), fresh("b")]);
+    let p = patch(&plan, "a").unwrap();
+    assert_eq!((p.from, p.to), (NodeState::Draining, NodeState::Pending));
+    assert_eq!(p.unschedulable, Some(false));
+    assert_eq!(p.annotations.get(names::ANN_DRAIN_BLOCKED_BY), Some(&Some("shop/checkout".into())));
+    assert_eq!(p.annotations.get(names::ANN_DRAIN_BLOCKED_SINCE), Some(&Some(ago(60).unwrap().to_string())));
+    assert!(plan.drain.is_empty(), "no eviction of a node put back");
+    assert_eq!(transition(&plan, "b"), Some((NodeState::Pending, NodeState::Draining)));
+    assert_eq!(plan.blocked["a"], ("shop/checkout".to_string(), Some(now() + jiff::SignedDuration::from_mins(1))));
+    assert_eq!(plan.requeue_after, IN_FLIGHT_REQUEUE);
+}
+
+#[test]
+fn a_node_put_back_waits_then_goes_last_and_drain_timeout_counts_from_its_first_refusal() {
+    let spec = spec_with("rollout: {maxUnavailable: 1, drain: {putBackAfter: 1m, timeout: 10m}}");
+    let rev = revision_of(&spec);
+    let put_back = |name: &str, secs_ago: i64| NodeView {
+        state: Some("Pending".into()),
+        state_since: ago(secs_ago),
+        drain_blocked_by: Some("shop/checkout".into()),
+        drain_blocked_since: ago(secs_ago + 60),
+        ..fresh(name)
+    };
+    // Put back 30 s ago: not started again yet, even with the slot free; the pool looks again when it may.
+    let plan = run(&spec, &[put_back("a", 30)]);
+    assert_eq!(transition(&plan, "a"), None);
+    assert_eq!(plan.requeue_after, Duration::from_secs(30));
+    // Past putBackAfter it may start, but after the rest of the wave ("a" sorts first by name).
+    let plan = run(&spec, &[put_back("a", 90), fresh("b")]);
+    assert_eq!((transition(&plan, "a"), transition(&plan, "b")), (None, Some((NodeState::Pending, NodeState::Draining))));
+    let plan = run(&spec, &[put_back("a", 90)]);
+    let p = patch(&plan, "a").unwrap();
+    assert_eq!(p.to, NodeState::Draining);
+    assert!(!p.annotations.contains_key(names::ANN_DRAIN_BLOCKED_SINCE), "a retry keeps its first refusal");
+    // Retried and refused again, 11 minutes after the first refusal: drain.timeout, naming the budget.
+    let mut again = blocked("a", &rev, 20);
+    again.drain_blocked_since = ago(11 * 60);
+    let plan = run(&spec, &[again]);
+    let p = patch(&plan, "a").unwrap();
+    assert_eq!(p.to, NodeState::Failed);
+    assert_eq!(p.annotations.get(names::ANN_FAILURE_REASON), Some(&Some("DrainTimeout".into())));
+    assert!(p.annotations[names::ANN_FAILURE_MESSAGE].as_deref().unwrap().contains("shop/checkout"));
+    // A node put back long ago (a pause, a new revision) starts its drain afresh.
+    let plan = run(&spec, &[put_back("a", 3600)]);
+    assert_eq!(patch(&plan, "a").unwrap().annotations.get(names::ANN_DRAIN_BLOCKED_SINCE), Some(&None));
+}
+
+#[test]
+fn with_put_back_after_zero_a_blocked_node_keeps_its_slot() {
+    let spec = spec_with("rollout: {maxUnavailable: 1, drain: {putBackAfter: 0s}}");
+    let rev = revision_of(&spec);
+    let plan = run(&spec, &[blocked("a", &rev, 300), fresh("b")]);
+    assert_eq!((transition(&plan, "a"), transition(&plan, "b")), (None, None));
+    assert_eq!(plan.drain, vec![("a".to_string(), DrainMode::Evict)]);
+}
+
+#[test]
+fn the_estimate_is_the_waves_left_at_the_pools_pace() {
+    let spec = spec_with("rollout: {maxUnavailable: 2}");
+    let rev = revision_of(&spec);
+    let existing = BTreeSet::new();
+    let nodes = [
+        in_state("a", NodeState::Applying, &rev),
+        fresh("b"),
+        fresh("c"),
+        fresh("d"),
+        applied(in_state("e", NodeState::Updated, &rev), &rev),
+    ];
+    let with = |avg: Option<u64>, spec: &WindowsNodePoolSpec| {
+        let input = PoolInput { name: POOL, spec, existing_revisions: &existing, average_node_update: avg.map(Duration::from_secs) };
+        decide(&input, &nodes, now())
+    };
+    // 4 nodes left (a in flight, b c d), 2 at a time: 2 waves of 10 minutes.
+    assert_eq!(with(Some(600), &spec).estimated_completion, Some(now() + jiff::SignedDuration::from_mins(20)));
+    assert_eq!(with(None, &spec).estimated_completion, None, "no pace yet");
+    assert_eq!(with(Some(600), &spec_with("rollout: {paused: true, maxUnavailable: 2}")).estimated_completion, None, "held");
+    assert_eq!(fold_average(None, [Duration::from_secs(100)]), Some(Duration::from_secs(100)));
+    assert_eq!(fold_average(Some(Duration::from_secs(100)), [Duration::from_secs(600)]), Some(Duration::from_secs(200)));
+}
+
+#[test]
+fn in_flight_nodes_are_listed_with_since_when() {
+    let spec = spec_with("rollout: {maxUnavailable: 2}");
+    let rev = revision_of(&spec);
+    let plan = run(&spec, &[in_state("a", NodeState::Applying, &rev), fresh("b"), fresh("c")]);
+    let updating = plan.updating_nodes_status();
+    let got: Vec<(&str, &str, Option<Timestamp>)> =
+        updating.iter().map(|u| (u.name.as_str(), u.state.as_str(), u.since.as_ref().map(|t| t.0))).collect();
+    assert_eq!(got, [("a", "Applying", ago(10)), ("b", "Draining", Some(now()))], "longest in its state first; c waits for a slot");
 }
