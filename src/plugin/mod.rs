@@ -49,3 +49,21 @@ impl PluginError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api(code: u16, message: &str) -> kube::Error {
+        kube::Error::Api(kube::core::Status { code, message: message.into(), ..Default::default() }.into())
+    }
+
+    #[test]
+    fn api_refusals_read_plainly() {
+        let e = PluginError::from_kube(api(404, "windowsnodepools.winpool.dev \"p\" not found"), "pool", "p");
+        assert_eq!(e.to_string(), "pool \"p\" not found");
+        let e = PluginError::from_kube(api(403, "nodes \"n\" is forbidden: User \"u\" cannot patch resource \"nodes\""), "node", "n");
+        assert_eq!(e.to_string(), "permission denied: nodes \"n\" is forbidden: User \"u\" cannot patch resource \"nodes\"");
+        assert!(matches!(PluginError::from_kube(api(500, "boom"), "pool", "p"), PluginError::Api(_)));
+    }
+}
