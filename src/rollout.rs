@@ -189,6 +189,9 @@ impl std::fmt::Display for Hold {
             Hold::FailureLimit { failed, limit } => write!(f, "{failed} failed nodes reached maxFailedNodes {limit}"),
             Hold::OutsideWindow { opens } => write!(f, "outside the maintenance window, which opens at {opens}"),
             Hold::BadWindow(e) => write!(f, "the maintenance window is invalid: {e}"),
+            // A hold added without its own words still shows what it is.
+            #[allow(unreachable_patterns)]
+            other => write!(f, "{other:?}"),
         }
     }
 }
