@@ -50,8 +50,9 @@ pub fn status(r: &StatusReport, now: Timestamp) -> String {
     if r.paused {
         out.push_str("Paused:       true (spec.rollout.paused)\n");
     }
-    if let Some(p) = &r.progressing {
-        out.push_str(&format!("Progressing:  {} {}: {}\n", p.status, p.reason, p.message));
+    match &r.progressing {
+        Some(p) => out.push_str(&format!("Progressing:  {} {}: {}\n", p.status, p.reason, p.message)),
+        None => out.push_str("Progressing:  <none> (the operator has not reported on this pool yet)\n"),
     }
     if let Some(c) = &r.conflicts {
         out.push_str(&format!("Left alone:   {c}\n"));
@@ -182,6 +183,29 @@ Progressing:  False Paused: rollout.paused is true; 0 nodes pending
 NODE     STATE     SINCE   REVISION   PATCH        HNS       MESSAGE
 win-0    Updated   5m      5f1c9a2e   20348.2762   True
 win-10   Failed    150m    <none>     20348.2700   Unknown   ApplyFailed: servicing exited 0x800f0922
+";
+        assert_eq!(status(&r, now()), want);
+    }
+
+    #[test]
+    fn a_pool_the_operator_has_not_seen_says_so() {
+        let r = StatusReport {
+            pool: "p".into(),
+            revision: "r".into(),
+            patch_level: "10.0.20348.2762".into(),
+            paused: false,
+            counts: NodeCounts::default(),
+            progressing: None,
+            conflicts: None,
+            nodes: vec![],
+        };
+        let want = "\
+Pool:         p
+Revision:     r (patch level 10.0.20348.2762)
+Nodes:        0 total, 0 updated, 0 updating, 0 pending, 0 failed
+Progressing:  <none> (the operator has not reported on this pool yet)
+
+No Windows node matches the pool's nodeSelector.
 ";
         assert_eq!(status(&r, now()), want);
     }
