@@ -15,6 +15,7 @@ pub mod lease;
 pub mod membership;
 pub mod metrics;
 pub mod observe;
+pub mod plugin;
 pub mod revision;
 pub mod rollout;
 pub mod status;

@@ -218,6 +218,19 @@ pub enum Hold {
     BadWindow(String),
 }
 
+/// What holds the rollout, said for a person (`kubectl winpool plan`).
+impl std::fmt::Display for Hold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Hold::PausedBySpec => write!(f, "rollout.paused is true"),
+            Hold::FailureLimit { failed, limit } => write!(f, "{failed} failed nodes reached maxFailedNodes {limit}"),
+            Hold::OutsideWindow { opens } => write!(f, "outside the maintenance windows; the next opens at {opens}"),
+            Hold::NoWindowAhead => write!(f, "no maintenance window opens within 400 days outside rollout.notAllowedDates"),
+            Hold::BadWindow(e) => write!(f, "the maintenance windows are invalid: {e}"),
+        }
+    }
+}
+
 /// Nodes that finished their update less than rollout.soakTime ago.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Soak {
@@ -291,7 +304,7 @@ pub fn parse_duration(s: &str) -> Option<Duration> {
 }
 
 /// The current state of a node for this revision, derived from what is on it.
-fn current_state(n: &NodeView, rev: &str, spec: &WindowsNodePoolSpec) -> NodeState {
+pub fn current_state(n: &NodeView, rev: &str, spec: &WindowsNodePoolSpec) -> NodeState {
     let recorded = n.state.as_deref().and_then(NodeState::parse);
     match recorded {
         Some(s) if s.in_flight() => s,
@@ -334,6 +347,17 @@ fn release_cordon(p: &mut NodePatch, n: &NodeView) {
 /// One round of the rollout: each member's next step, then new starts unless
 /// something holds the rollout, then what it all adds up to.
 pub fn decide(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> Plan {
+    decide_with(pool, nodes, now, false)
+}
+
+/// [`decide`] as if nothing held the rollout: `hold` still says what holds it
+/// now, and the patches start the nodes that would start once it lifts. Never
+/// executed; `kubectl winpool plan` shows it as the next wave.
+pub fn preview(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> Plan {
+    decide_with(pool, nodes, now, true)
+}
+
+fn decide_with(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp, despite_hold: bool) -> Plan {
     let s = round::RoundSettings::new(pool, now);
     let mut r = round::Round::new(&s.rev);
     let mut sorted: Vec<&NodeView> = nodes.iter().collect();
@@ -345,7 +369,7 @@ pub fn decide(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> Plan 
     }
     let hold = start::hold(&s, &r);
     let soaking = start::soaking(&s, &r, &sorted);
-    if hold.is_none() {
+    if hold.is_none() || despite_hold {
         start::start_nodes(&s, &mut r, &sorted, soaking.map_or(0, |k| k.nodes));
     }
     summary::drop_stale_hns_reports(&s, &mut r, &sorted);
@@ -433,6 +457,7 @@ mod summary;
 mod verify;
 
 pub use round::node_timeout;
+pub use start::{out_of_service, start_order};
 use verify::{kernel_satisfies, waiting_for};
 pub use verify::{verify_config, verify_health, verify_rebooted};
 

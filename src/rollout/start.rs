@@ -25,8 +25,18 @@ pub(super) fn hold(s: &RoundSettings<'_>, r: &Round<'_>) -> Option<Hold> {
 /// Nodes out of service anyway (NotReady, or cordoned by someone else) count
 /// against maxUnavailable like nodes in flight, and are rolled first: rolling
 /// them costs no extra capacity.
-fn out_of_service(n: &NodeView) -> bool {
+pub fn out_of_service(n: &NodeView) -> bool {
     !n.ready || (n.unschedulable && !n.cordoned_by_winpool)
+}
+
+/// The order in which Pending nodes start: nodes put back for a
+/// PodDisruptionBudget last (the rest of the wave first), the ones out of
+/// service first, then by name. [`start_nodes`] starts them in this order,
+/// and `kubectl winpool plan` shows it, so the two cannot disagree.
+pub fn start_order<'n>(pending: impl IntoIterator<Item = &'n NodeView>) -> Vec<&'n NodeView> {
+    let mut order: Vec<&'n NodeView> = pending.into_iter().collect();
+    order.sort_by_key(|n| (n.drain_blocked_by.is_some(), !out_of_service(n), n.name.as_str()));
+    order
 }
 
 /// Ready nodes Updated less than rollout.soakTime ago (this round's included):
@@ -58,14 +68,13 @@ pub(super) fn start_nodes<'n>(s: &RoundSettings<'_>, r: &mut Round<'n>, sorted: 
     let mut in_flight = r.count(NodeState::in_flight) + soaking;
     let mut unavailable_idle =
         sorted.iter().filter(|n| r.states.get(n.name.as_str()).is_some_and(|st| !st.in_flight()) && out_of_service(n)).count();
-    let mut candidates: Vec<&'n NodeView> = sorted
-        .iter()
-        .copied()
-        .filter(|n| r.states.get(n.name.as_str()) == Some(&NodeState::Pending))
-        .filter(|n| r.blocked.get(&n.name).is_none_or(|(_, retry)| retry.is_none()))
-        .collect();
-    // Nodes put back for a budget go last: the rest of the wave first.
-    candidates.sort_by_key(|n| (r.blocked.contains_key(&n.name), !out_of_service(n), n.name.as_str()));
+    let candidates = start_order(
+        sorted
+            .iter()
+            .copied()
+            .filter(|n| r.states.get(n.name.as_str()) == Some(&NodeState::Pending))
+            .filter(|n| r.blocked.get(&n.name).is_none_or(|(_, retry)| retry.is_none())),
+    );
     for n in candidates {
         let idle_down = out_of_service(n);
         // Starting a node that is already down adds no unavailability, but

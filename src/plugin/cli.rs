@@ -1,0 +1,162 @@
+//! The command line of `kubectl winpool` and the requests each command makes;
+//! what it shows comes from [`super::report`], what it refuses from [`super::retry`].
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+use serde_json::json;
+
+use super::report::{self, Members};
+use super::{FIELD_MANAGER, PluginError, retry, table};
+use crate::api::{WindowsNodePool, names};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "kubectl-winpool",
+    bin_name = "kubectl winpool",
+    version,
+    about = "Read and steer winpool's Windows node pool rollouts",
+    long_about = "Read and steer winpool's Windows node pool rollouts. Uses the current kubeconfig context like kubectl; \
+                  writes (pause, resume, retry) carry the field manager kubectl-winpool."
+)]
+pub struct Cli {
+    /// Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use (default: its current context).
+    #[arg(long, global = true, value_name = "NAME")]
+    pub context: Option<String>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Per-node table of a pool: state, since, revision, patch level, HNS readiness, message.
+    Status {
+        pool: String,
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// Dry run: the order nodes would go in, the waves, the maintenance window and what holds the rollout now.
+    Plan {
+        pool: String,
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// Start no new node (spec.rollout.paused: true); nodes in flight finish.
+    Pause { pool: String },
+    /// Let the rollout start nodes again (spec.rollout.paused: false).
+    Resume { pool: String },
+    /// Roll a Failed node again: it becomes Pending and starts when a slot is free.
+    Retry { node: String },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    Table,
+    Json,
+    Yaml,
+}
+
+/// The client of the kubeconfig and context asked for, else kubectl's default.
+pub async fn client(kubeconfig: Option<&PathBuf>, context: Option<&str>) -> Result<Client, PluginError> {
+    let cfg_err = |e: kube::config::KubeconfigError| PluginError::Config(e.to_string());
+    let options = KubeConfigOptions { context: context.map(str::to_string), ..Default::default() };
+    let config = match (kubeconfig, context) {
+        (Some(path), _) => {
+            let kc = Kubeconfig::read_from(path).map_err(cfg_err)?;
+            Config::from_custom_kubeconfig(kc, &options).await.map_err(cfg_err)?
+        }
+        (None, Some(_)) => Config::from_kubeconfig(&options).await.map_err(cfg_err)?,
+        (None, None) => Config::infer().await.map_err(|e| PluginError::Config(e.to_string()))?,
+    };
+    Client::try_from(config).map_err(PluginError::Api)
+}
+
+/// Run one command; returns what to print.
+pub async fn run(cli: Cli) -> Result<String, PluginError> {
+    let client = client(cli.kubeconfig.as_ref(), cli.context.as_deref()).await?;
+    let now = Timestamp::now();
+    match cli.command {
+        Command::Status { pool, output } => {
+            let (p, m) = read_pool(&client, &pool).await?;
+            let r = report::status_report(&p, &m);
+            render(&r, output, || table::status(&r, now))
+        }
+        Command::Plan { pool, output } => {
+            let (p, m) = read_pool(&client, &pool).await?;
+            let r = report::plan_report(&p, &m, now);
+            render(&r, output, || table::plan(&r))
+        }
+        Command::Pause { pool } => set_paused(&client, &pool, true).await,
+        Command::Resume { pool } => set_paused(&client, &pool, false).await,
+        Command::Retry { node } => retry_node(&client, &node).await,
+    }
+}
+
+fn render<T: serde::Serialize>(r: &T, output: Output, table: impl FnOnce() -> String) -> Result<String, PluginError> {
+    match output {
+        Output::Table => Ok(table()),
+        Output::Json => serde_json::to_string_pretty(r).map(|s| s + "\n").map_err(|e| PluginError::Output(e.to_string())),
+        Output::Yaml => serde_yaml::to_string(r).map_err(|e| PluginError::Output(e.to_string())),
+    }
+}
+
+/// The pool, and its members among the Windows nodes as the operator judges them.
+async fn read_pool(client: &Client, name: &str) -> Result<(WindowsNodePool, Members), PluginError> {
+    let pools: Api<WindowsNodePool> = Api::all(client.clone());
+    let pool = pools.get(name).await.map_err(|e| PluginError::from_kube(e, "pool", name))?;
+    let all = pools.list(&ListParams::default()).await.map_err(|e| PluginError::from_kube(e, "pools", ""))?.items;
+    let nodes: Api<Node> = Api::all(client.clone());
+    let windows = ListParams::default().labels(&format!("{}=windows", names::LABEL_OS));
+    let nodes = nodes.list(&windows).await.map_err(|e| PluginError::from_kube(e, "nodes", ""))?.items;
+    let m = report::members(&pool, &all, &nodes);
+    Ok((pool, m))
+}
+
+fn params() -> PatchParams {
+    PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() }
+}
+
+async fn set_paused(client: &Client, name: &str, paused: bool) -> Result<String, PluginError> {
+    let pools: Api<WindowsNodePool> = Api::all(client.clone());
+    let pool = pools.get(name).await.map_err(|e| PluginError::from_kube(e, "pool", name))?;
+    let verb = if paused { "paused" } else { "resumed" };
+    if pool.spec.rollout.paused == paused {
+        return Ok(format!("pool {name} is already {}\n", if paused { "paused" } else { "not paused" }));
+    }
+    let body = json!({"spec": {"rollout": {"paused": paused}}});
+    pools.patch(name, &params(), &Patch::Merge(&body)).await.map_err(|e| PluginError::from_kube(e, "pool", name))?;
+    let what = if paused { "nodes in flight finish, no new node starts" } else { "nodes start again as slots free" };
+    Ok(format!("pool {name} {verb}: {what}\n"))
+}
+
+async fn retry_node(client: &Client, name: &str) -> Result<String, PluginError> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node = nodes.get(name).await.map_err(|e| PluginError::from_kube(e, "node", name))?;
+    let view = report::view(&node);
+    let pool = match view.pool_label.as_deref() {
+        Some(p) => Api::<WindowsNodePool>::all(client.clone()).get_opt(p).await.map_err(|e| PluginError::from_kube(e, "pool", p))?,
+        None => None,
+    };
+    if let Some(why) = retry::refusal(&view, pool.as_ref()) {
+        return Err(PluginError::Refused(why));
+    }
+    let patch: json_patch::Patch = serde_json::from_value(retry::patch(&view)).map_err(|e| PluginError::Output(e.to_string()))?;
+    match nodes.patch(name, &params(), &Patch::<()>::Json(patch)).await {
+        Ok(_) => {}
+        // The test op failed: the operator moved the node since it was read.
+        Err(kube::Error::Api(s)) if s.code == 422 => {
+            return Err(PluginError::Refused(format!("node {name} changed while it was read (it is no longer Failed); look again")));
+        }
+        Err(e) => return Err(PluginError::from_kube(e, "node", name)),
+    }
+    let pool = view.pool_label.unwrap_or_default();
+    Ok(format!("node {name} will be retried: it is Pending in pool {pool} and starts when a slot is free\n"))
+}

@@ -1,0 +1,69 @@
+//! `kubectl winpool`: the kubectl plugin (binary `kubectl-winpool`). It reads
+//! a pool and its nodes with the operator's own code (`membership`, `observe`,
+//! `rollout`), so what it shows is what the operator decides, and writes with
+//! its own field manager ([`FIELD_MANAGER`]) so `managedFields` say who paused
+//! a pool or retried a node.
+//!
+//! Pure parts, unit-tested: [`age`] (kubectl's ages), [`report`] (the status
+//! and plan reports, their stable JSON/YAML shape), [`retry`] (when a node may
+//! be retried), [`table`] (the text output). [`cli`] is the thin shell that
+//! reads the cluster, calls them and writes.
+
+pub mod age;
+pub mod cli;
+pub mod report;
+pub mod retry;
+pub mod table;
+
+/// The field manager of every write the plugin makes.
+pub const FIELD_MANAGER: &str = "kubectl-winpool";
+
+/// Why a command failed, said plainly; the binary prints it and exits 1.
+#[derive(Debug, thiserror::Error)]
+pub enum PluginError {
+    #[error("{kind} {name:?} not found")]
+    NotFound { kind: &'static str, name: String },
+    #[error("permission denied: {0}")]
+    Forbidden(String),
+    #[error("not authorized by the cluster (is the kubeconfig's user valid?): {0}")]
+    Unauthorized(String),
+    /// The command was understood and refused (e.g. retrying a node that did not fail).
+    #[error("{0}")]
+    Refused(String),
+    #[error("reading the kubeconfig: {0}")]
+    Config(String),
+    #[error("talking to the API server: {0}")]
+    Api(#[source] kube::Error),
+    #[error("{0}")]
+    Output(String),
+}
+
+impl PluginError {
+    /// The error of a request about `kind` `name`: 404, 403 and 401 said plainly.
+    pub fn from_kube(e: kube::Error, kind: &'static str, name: &str) -> Self {
+        match &e {
+            kube::Error::Api(s) if s.code == 404 => PluginError::NotFound { kind, name: name.to_string() },
+            kube::Error::Api(s) if s.code == 403 => PluginError::Forbidden(s.message.clone()),
+            kube::Error::Api(s) if s.code == 401 => PluginError::Unauthorized(s.message.clone()),
+            _ => PluginError::Api(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api(code: u16, message: &str) -> kube::Error {
+        kube::Error::Api(kube::core::Status { code, message: message.into(), ..Default::default() }.into())
+    }
+
+    #[test]
+    fn api_refusals_read_plainly() {
+        let e = PluginError::from_kube(api(404, "windowsnodepools.winpool.dev \"p\" not found"), "pool", "p");
+        assert_eq!(e.to_string(), "pool \"p\" not found");
+        let e = PluginError::from_kube(api(403, "nodes \"n\" is forbidden: User \"u\" cannot patch resource \"nodes\""), "node", "n");
+        assert_eq!(e.to_string(), "permission denied: nodes \"n\" is forbidden: User \"u\" cannot patch resource \"nodes\"");
+        assert!(matches!(PluginError::from_kube(api(500, "boom"), "pool", "p"), PluginError::Api(_)));
+    }
+}

@@ -1,0 +1,533 @@
+//! What `kubectl winpool status` and `plan` report, built purely from the pool,
+//! every pool (for membership) and the Windows nodes, with the operator's own
+//! code: `membership::members_of` picks the members, `observe::node_view`
+//! reads them, `rollout::current_state` gives each node's state,
+//! `rollout::preview` (the decision as if nothing held the rollout) the next
+//! wave, `rollout::start_order` the order of the rest.
+//!
+//! [`StatusReport`] and [`PlanReport`] are the stable `-o json|yaml` shapes
+//! (camelCase; absent values are omitted). Times are RFC 3339 UTC.
+
+use std::collections::BTreeSet;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Node;
+use kube::ResourceExt;
+use serde::{Deserialize, Serialize};
+
+use crate::api::{NodeCounts, WindowsNodePool, conditions, names};
+use crate::membership::{PoolSelector, members_of};
+use crate::observe::node_view;
+use crate::revision::revision_of;
+use crate::rollout::{self, HnsReadiness, NodeState, NodeView, PoolInput};
+use crate::versions::WindowsBuild;
+use crate::window::Schedule;
+
+/// `kubectl winpool status <pool> -o json|yaml`.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusReport {
+    pub pool: String,
+    /// The revision the pool's spec hashes to: the one the node states are about.
+    pub revision: String,
+    /// spec.os.patchLevel: the minimum build.revision.
+    pub patch_level: String,
+    /// spec.rollout.paused.
+    pub paused: bool,
+    /// The counts the operator last wrote (status.nodes).
+    pub counts: NodeCounts,
+    /// The operator's Progressing condition, if it wrote one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progressing: Option<ConditionSummary>,
+    /// Nodes the pool selects but leaves alone (selected by two pools, another Windows release).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conflicts: Option<String>,
+    /// One entry per member node, by name.
+    pub nodes: Vec<NodeRow>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ConditionSummary {
+    pub status: String,
+    pub reason: String,
+    pub message: String,
+}
+
+/// One member node in `status`.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeRow {
+    pub name: String,
+    /// Pending, Draining, Applying, Verifying, Updated or Failed, derived as the operator derives it.
+    pub state: String,
+    /// winpool.dev/state-since.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
+    /// The winpool.dev/revision label: the revision the node is asked to run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
+    /// The node's build.revision (e.g. 20348.2762) from the kubelet's kernelVersion,
+    /// else the build alone from its node.kubernetes.io/windows-build label.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub patch: Option<String>,
+    /// The WindowsHNSReady condition: True, False or Unknown.
+    pub hns: String,
+    /// A failed node's failure reason and message, else the agent's apply-message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// `kubectl winpool plan <pool> -o json|yaml`.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanReport {
+    pub pool: String,
+    pub revision: String,
+    /// spec.rollout.maxUnavailable resolved against the pool's size.
+    pub max_unavailable: usize,
+    /// What holds the rollout now (no new node starts), if anything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold: Option<String>,
+    /// The maintenance window, when the pool has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<WindowReport>,
+    /// Nodes between Pending and Updated, with what each waits for.
+    pub in_flight: Vec<InFlightNode>,
+    pub updated: Vec<String>,
+    pub failed: Vec<FailedNodeReport>,
+    /// Every Pending node in the order the operator starts them.
+    pub order: Vec<String>,
+    /// `order` in groups: the first is exactly what the operator starts in its
+    /// next round once nothing holds it; each later one is maxUnavailable
+    /// nodes. Empty when no node is Pending.
+    pub waves: Vec<Vec<String>>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct WindowReport {
+    pub open: bool,
+    /// When the window open now opened, or when the next opens (after
+    /// rollout.notAllowedDates), and when it closes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opens: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub closes: Option<String>,
+    /// Why the window cannot be read, if it cannot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct InFlightNode {
+    pub name: String,
+    pub state: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_for: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct FailedNodeReport {
+    pub name: String,
+    pub reason: String,
+    pub message: String,
+}
+
+/// The pool's members, read as the operator reads them.
+pub struct Members {
+    pub views: Vec<NodeView>,
+    /// The same nodes, in the order of `views`.
+    pub nodes: Vec<Node>,
+    pub conflicts: Option<String>,
+}
+
+/// The members of `pool` among `nodes`, judged against every pool (a node two
+/// pools select belongs to neither), as `membership::members_of` judges them.
+pub fn members(pool: &WindowsNodePool, pools: &[WindowsNodePool], nodes: &[Node]) -> Members {
+    let selectors: Vec<PoolSelector> = pools
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none() || p.name_any() == pool.name_any())
+        .map(|p| PoolSelector::new(&p.name_any(), p.spec.os.version, &p.spec.node_selector))
+        .collect();
+    let m = members_of(&pool.name_any(), &selectors, nodes.iter().map(|n| (n.metadata.name.as_deref().unwrap_or(""), n.labels())));
+    let wanted: BTreeSet<&str> = m.members.iter().map(String::as_str).collect();
+    let mut picked: Vec<Node> = nodes.iter().filter(|n| wanted.contains(n.name_any().as_str())).cloned().collect();
+    picked.sort_by_key(|n| n.name_any());
+    let conflicts = (!m.conflicts.is_empty()).then(|| m.conflicts.message(pool.spec.os.version.as_str()));
+    Members { views: picked.iter().map(view).collect(), nodes: picked, conflicts }
+}
+
+/// A node's view with the HNS readiness the operator last judged (its
+/// WindowsHNSReady condition): the plugin does not recount the cluster's Services.
+pub fn view(node: &Node) -> NodeView {
+    let hns = match hns_condition(node).as_str() {
+        "True" => HnsReadiness::Ready,
+        "False" => HnsReadiness::NotReady,
+        _ => HnsReadiness::Unknown,
+    };
+    node_view(node, hns)
+}
+
+fn hns_condition(node: &Node) -> String {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == names::NODE_CONDITION_HNS_READY))
+        .map_or_else(|| "Unknown".to_string(), |c| c.status.clone())
+}
+
+/// build.revision from the kubelet's kernelVersion (`10.0.20348.2762` → `20348.2762`),
+/// else the build from the windows-build label.
+fn patch_of(node: &Node, v: &NodeView) -> Option<String> {
+    let from_kernel = v.kernel_version.as_deref().and_then(|k| k.parse::<WindowsBuild>().ok()).filter(|b| b.revision.is_some());
+    let b = from_kernel.or_else(|| node.labels().get(names::LABEL_WINDOWS_BUILD).and_then(|l| l.parse().ok()))?;
+    Some(match b.revision {
+        Some(r) => format!("{}.{r}", b.build),
+        None => b.build.to_string(),
+    })
+}
+
+fn state_of(v: &NodeView, rev: &str, pool: &WindowsNodePool) -> NodeState {
+    rollout::current_state(v, rev, &pool.spec)
+}
+
+pub fn status_report(pool: &WindowsNodePool, m: &Members) -> StatusReport {
+    let rev = revision_of(&pool.spec);
+    let status = pool.status.clone().unwrap_or_default();
+    let progressing = status.conditions.iter().find(|c| c.type_ == conditions::PROGRESSING).map(|c| ConditionSummary {
+        status: c.status.clone(),
+        reason: c.reason.clone(),
+        message: c.message.clone(),
+    });
+    let nodes = m
+        .views
+        .iter()
+        .zip(&m.nodes)
+        .map(|(v, n)| {
+            let state = state_of(v, &rev, pool);
+            let message = match state {
+                NodeState::Failed => Some(format!(
+                    "{}: {}",
+                    v.failure_reason.as_deref().unwrap_or("Failed"),
+                    v.failure_message.as_deref().unwrap_or("no message")
+                )),
+                _ => v.apply_message.clone().filter(|s| !s.is_empty()),
+            };
+            NodeRow {
+                name: v.name.clone(),
+                state: state.as_str().to_string(),
+                since: v.state_since.map(|t| t.to_string()),
+                revision: v.revision_label.clone(),
+                patch: patch_of(n, v),
+                hns: hns_condition(n),
+                message,
+            }
+        })
+        .collect();
+    StatusReport {
+        pool: pool.name_any(),
+        revision: rev,
+        patch_level: pool.spec.os.patch_level.clone(),
+        paused: pool.spec.rollout.paused,
+        counts: status.nodes,
+        progressing,
+        conflicts: m.conflicts.clone(),
+        nodes,
+    }
+}
+
+/// The maintenance windows at `now`: the one open, or the next; `None`
+/// when the pool has neither windows nor not-allowed dates.
+pub fn window_report(pool: &WindowsNodePool, now: Timestamp) -> Option<WindowReport> {
+    match Schedule::parse(&pool.spec.rollout) {
+        Ok(None) => None,
+        Ok(Some(s)) => {
+            let span = s.at(now);
+            Some(WindowReport {
+                open: span.is_some_and(|w| w.is_open(now)),
+                opens: span.and_then(|w| w.known_start()).map(|t| t.to_string()),
+                closes: span.and_then(|w| w.known_end()).map(|t| t.to_string()),
+                error: None,
+            })
+        }
+        Err(e) => Some(WindowReport { open: false, opens: None, closes: None, error: Some(e.to_string()) }),
+    }
+}
+
+pub fn plan_report(pool: &WindowsNodePool, m: &Members, now: Timestamp) -> PlanReport {
+    let name = pool.name_any();
+    let rev = revision_of(&pool.spec);
+    let existing = BTreeSet::new();
+    let average = pool.status.as_ref().and_then(|s| s.average_node_update_seconds).map(|s| std::time::Duration::from_secs(s.max(0) as u64));
+    let input = PoolInput { name: &name, spec: &pool.spec, existing_revisions: &existing, average_node_update: average };
+    let preview = rollout::preview(&input, &m.views, now);
+    let limit = rollout::max_unavailable(&pool.spec.rollout.max_unavailable, m.views.len());
+    let states: Vec<(&NodeView, NodeState)> = m.views.iter().map(|v| (v, state_of(v, &rev, pool))).collect();
+    let in_state = |want: NodeState| states.iter().filter(move |(_, s)| *s == want).map(|(v, _)| *v);
+
+    let order: Vec<String> = rollout::start_order(in_state(NodeState::Pending)).into_iter().map(|v| v.name.clone()).collect();
+    let starting: BTreeSet<&str> =
+        preview.patches.iter().filter(|p| p.from == NodeState::Pending && p.to != NodeState::Pending).map(|p| p.node.as_str()).collect();
+    PlanReport {
+        pool: name.clone(),
+        revision: rev,
+        max_unavailable: limit,
+        hold: preview.hold.as_ref().map(ToString::to_string),
+        window: window_report(pool, now),
+        in_flight: states
+            .iter()
+            .filter(|(_, s)| s.in_flight())
+            .map(|(v, s)| InFlightNode {
+                name: v.name.clone(),
+                state: s.as_str().to_string(),
+                waiting_for: preview.waiting.get(&v.name).cloned(),
+            })
+            .collect(),
+        updated: in_state(NodeState::Updated).map(|v| v.name.clone()).collect(),
+        failed: in_state(NodeState::Failed)
+            .map(|v| FailedNodeReport {
+                name: v.name.clone(),
+                reason: v.failure_reason.clone().unwrap_or_default(),
+                message: v.failure_message.clone().unwrap_or_default(),
+            })
+            .collect(),
+        waves: waves(&order, &starting, limit),
+        order,
+    }
+}
+
+/// `order` in waves: first the nodes starting next (kept in `order`'s order),
+/// then the rest in groups of `limit`.
+pub fn waves(order: &[String], starting: &BTreeSet<&str>, limit: usize) -> Vec<Vec<String>> {
+    let first: Vec<String> = order.iter().filter(|n| starting.contains(n.as_str())).cloned().collect();
+    let rest: Vec<String> = order.iter().filter(|n| !starting.contains(n.as_str())).cloned().collect();
+    let mut out = Vec::new();
+    if !first.is_empty() {
+        out.push(first);
+    }
+    out.extend(rest.chunks(limit.max(1)).map(<[String]>::to_vec));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::api::WindowsNodePoolSpec;
+
+    const SPEC: &str =
+        "nodeSelector: {matchLabels: {pool: a}}\nos: {version: ltsc2022, patchLevel: 10.0.20348.2762}\nrollout: {maxUnavailable: 2}";
+
+    fn pool(name: &str, spec: &str) -> WindowsNodePool {
+        let spec: WindowsNodePoolSpec = serde_yaml::from_str(spec).unwrap();
+        WindowsNodePool::new(name, spec)
+    }
+
+    fn now() -> Timestamp {
+        "2026-12-01T12:00:00Z".parse().unwrap()
+    }
+
+    fn pending(name: &str) -> NodeView {
+        NodeView {
+            name: name.into(),
+            pool_label: Some("a".into()),
+            ready: true,
+            kernel_version: Some("10.0.20348.2700".into()),
+            cni_mode: Some("overlay".into()),
+            ..Default::default()
+        }
+    }
+
+    fn members_of_views(views: Vec<NodeView>) -> Members {
+        let nodes = views.iter().map(|_| Node::default()).collect();
+        Members { views, nodes, conflicts: None }
+    }
+
+    fn first_wave_of_decide(p: &WindowsNodePool, views: &[NodeView]) -> Vec<String> {
+        let existing = BTreeSet::new();
+        let plan = rollout::decide(
+            &PoolInput { name: "a", spec: &p.spec, existing_revisions: &existing, average_node_update: None },
+            views,
+            now(),
+        );
+        plan.patches.iter().filter(|p| p.from == NodeState::Pending && p.to != NodeState::Pending).map(|p| p.node.clone()).collect()
+    }
+
+    #[test]
+    fn nodes_out_of_service_go_first_then_by_name_in_waves_of_max_unavailable() {
+        let p = pool("a", SPEC);
+        let mut views: Vec<NodeView> = ["n5", "n1", "n3", "n2", "n4"].into_iter().map(pending).collect();
+        views[4].ready = false; // n4 is down anyway: rolling it first costs no capacity
+        let r = plan_report(&p, &members_of_views(views.clone()), now());
+        assert_eq!(r.order, ["n4", "n1", "n2", "n3", "n5"]);
+        assert_eq!(r.waves, [vec!["n4", "n1"], vec!["n2", "n3"], vec!["n5"]]);
+        assert_eq!(r.max_unavailable, 2);
+        assert_eq!(r.hold, None);
+        assert_eq!(r.waves[0], first_wave_of_decide(&p, &views), "the first wave is what the operator starts");
+    }
+
+    fn in_flight(p: &WindowsNodePool, name: &str) -> NodeView {
+        let rev = revision_of(&p.spec);
+        let mut busy = pending(name);
+        busy.state = Some("Applying".into());
+        busy.state_since = Some(now());
+        busy.started_at = Some(now());
+        busy.target_revision = Some(rev.clone());
+        busy.revision_label = Some(rev);
+        busy
+    }
+
+    #[test]
+    fn a_node_in_flight_takes_a_slot_of_the_first_wave() {
+        let p = pool("a", SPEC);
+        let mut views = vec![in_flight(&p, "n0")];
+        views.extend(["n1", "n2", "n3"].into_iter().map(pending));
+        let r = plan_report(&p, &members_of_views(views.clone()), now());
+        assert_eq!(r.in_flight.len(), 1);
+        assert_eq!((r.in_flight[0].name.as_str(), r.in_flight[0].state.as_str()), ("n0", "Applying"));
+        assert!(r.in_flight[0].waiting_for.as_deref().is_some_and(|w| w.contains("agent")), "{:?}", r.in_flight[0]);
+        assert_eq!(r.waves, [vec!["n1"], vec!["n2", "n3"]]);
+        assert_eq!(r.waves[0], first_wave_of_decide(&p, &views));
+    }
+
+    #[test]
+    fn a_held_rollout_says_why_and_still_shows_the_wave_that_starts_when_it_lifts() {
+        let p = pool("a", &SPEC.replace("maxUnavailable: 2}", "maxUnavailable: 2, paused: true}"));
+        assert!(p.spec.rollout.paused);
+        // Paused with a node in flight: it finishes, and takes one of the two slots until then.
+        let mut views = vec![in_flight(&p, "n0")];
+        views.extend(["n1", "n2", "n3"].into_iter().map(pending));
+        let r = plan_report(&p, &members_of_views(views.clone()), now());
+        assert_eq!(r.hold.as_deref(), Some("rollout.paused is true"));
+        assert!(first_wave_of_decide(&p, &views).is_empty(), "the operator starts nothing while paused");
+        assert_eq!(r.waves, [vec!["n1"], vec!["n2", "n3"]]);
+        let mut unpaused = p.clone();
+        unpaused.spec.rollout.paused = false;
+        assert_eq!(r.waves[0], first_wave_of_decide(&unpaused, &views), "the wave the operator starts once resumed");
+    }
+
+    #[test]
+    fn updated_and_failed_nodes_are_listed_and_not_planned() {
+        let p = pool(
+            "a",
+            "nodeSelector: {}\nos: {version: ltsc2022, patchLevel: 10.0.20348.2762}\nrollout: {maxUnavailable: 1, maxFailedNodes: 1}",
+        );
+        let rev = revision_of(&p.spec);
+        let mut done = pending("done");
+        done.kernel_version = Some("10.0.20348.2762".into());
+        done.revision_label = Some(rev.clone());
+        done.applied_revision = Some(rev.clone());
+        done.apply_status = Some("Succeeded".into());
+        done.state = Some("Updated".into());
+        let mut bad = pending("bad");
+        bad.state = Some("Failed".into());
+        bad.target_revision = Some(rev.clone());
+        bad.failure_reason = Some("ApplyFailed".into());
+        bad.failure_message = Some("0x800f0922".into());
+        let r = plan_report(&p, &members_of_views(vec![done, bad, pending("next")]), now());
+        assert_eq!(r.updated, ["done"]);
+        assert_eq!(r.failed, [FailedNodeReport { name: "bad".into(), reason: "ApplyFailed".into(), message: "0x800f0922".into() }]);
+        assert_eq!(r.order, ["next"]);
+        assert_eq!(r.hold.as_deref(), Some("1 failed nodes reached maxFailedNodes 1"));
+    }
+
+    #[test]
+    fn the_window_says_when_it_opens() {
+        let p = pool(
+            "a",
+            "nodeSelector: {}\nos: {version: ltsc2022, patchLevel: 10.0.20348.2762}\nrollout: {maintenanceWindow: {days: [Sat], start: '02:00', end: '06:00'}}",
+        );
+        // 2026-12-01 is a Tuesday.
+        let w = window_report(&p, now()).unwrap();
+        let closes = Some("2026-12-05T06:00:00Z".into());
+        assert_eq!(w, WindowReport { open: false, opens: Some("2026-12-05T02:00:00Z".into()), closes, error: None });
+        let r = plan_report(&p, &members_of_views(vec![pending("n1")]), now());
+        assert_eq!(r.hold.as_deref(), Some("outside the maintenance windows; the next opens at 2026-12-05T02:00:00Z"));
+        assert_eq!(window_report(&pool("a", SPEC), now()), None);
+    }
+
+    fn node(name: &str, labels: &[(&str, &str)], annotations: &[(&str, &str)], kernel: &str, hns: Option<&str>) -> Node {
+        let map = |kv: &[(&str, &str)]| kv.iter().map(|(k, v)| (k.to_string(), json!(v))).collect::<serde_json::Map<_, _>>();
+        let mut conditions = vec![json!({"type": "Ready", "status": "True"})];
+        if let Some(s) = hns {
+            conditions.push(json!({"type": "WindowsHNSReady", "status": s}));
+        }
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": map(labels), "annotations": map(annotations)},
+            "status": {"conditions": conditions, "nodeInfo": {
+                "kernelVersion": kernel, "containerRuntimeVersion": "", "bootID": "", "machineID": "", "systemUUID": "",
+                "kubeletVersion": "", "kubeProxyVersion": "", "operatingSystem": "windows", "architecture": "amd64", "osImage": ""
+            }}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn status_lists_the_members_with_their_state_patch_hns_and_message() {
+        let a = pool("a", SPEC);
+        let b = pool("b", "nodeSelector: {matchLabels: {team: x}}\nos: {version: ltsc2022, patchLevel: 10.0.20348.2762}");
+        let rev = revision_of(&a.spec);
+        let win = [("kubernetes.io/os", "windows"), ("pool", "a")];
+        let nodes = vec![
+            node(
+                "w-applying",
+                &[win[0], win[1], ("winpool.dev/pool", "a"), ("winpool.dev/revision", &rev)],
+                &[
+                    ("winpool.dev/state", "Applying"),
+                    ("winpool.dev/state-since", "2026-12-01T11:58:00Z"),
+                    ("winpool.dev/target-revision", &rev),
+                    ("winpool.dev/apply-message", "installing KB5044281"),
+                ],
+                "10.0.20348.2700",
+                Some("True"),
+            ),
+            node(
+                "w-failed",
+                &[win[0], win[1], ("node.kubernetes.io/windows-build", "10.0.20348")],
+                &[
+                    ("winpool.dev/state", "Failed"),
+                    ("winpool.dev/target-revision", &rev),
+                    ("winpool.dev/failure-reason", "Timeout"),
+                    ("winpool.dev/failure-message", "too slow"),
+                ],
+                "",
+                Some("False"),
+            ),
+            node("w-both", &[win[0], win[1], ("team", "x")], &[], "10.0.20348.2762", None),
+            node("linux", &[("kubernetes.io/os", "linux"), ("pool", "a")], &[], "", None),
+        ];
+        let m = members(&a, &[a.clone(), b], &nodes);
+        let r = status_report(&a, &m);
+        assert_eq!(r.revision, rev);
+        assert!(r.conflicts.as_deref().is_some_and(|c| c.contains("w-both (also b)")), "{:?}", r.conflicts);
+        let want = vec![
+            NodeRow {
+                name: "w-applying".into(),
+                state: "Applying".into(),
+                since: Some("2026-12-01T11:58:00Z".into()),
+                revision: Some(rev.clone()),
+                patch: Some("20348.2700".into()),
+                hns: "True".into(),
+                message: Some("installing KB5044281".into()),
+            },
+            NodeRow {
+                name: "w-failed".into(),
+                state: "Failed".into(),
+                since: None,
+                revision: None,
+                patch: Some("20348".into()),
+                hns: "False".into(),
+                message: Some("Timeout: too slow".into()),
+            },
+        ];
+        assert_eq!(r.nodes, want);
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["nodes"][1]["state"], "Failed");
+        assert!(json["nodes"][1].get("since").is_none(), "absent values are omitted: {json}");
+        assert_eq!(json["patchLevel"], "10.0.20348.2762");
+    }
+}

@@ -1,0 +1,223 @@
+//! `kubectl winpool` against the real control plane: the built plugin binary
+//! with the test cluster's kubeconfig, the operator binary and the simulated
+//! fleet. What the plugin says is checked against the pool and the nodes, and
+//! what it does against the API server's audit log (which node patches
+//! started which node), never against log text.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::ResourceExt;
+use kube::api::Api;
+use serde_json::json;
+use support::{TestSpace, apply_pool, audit, install_crd, pool_manifest, wait_for, wait_nodes_ready};
+use winpool::api::{WindowsNodePool, names};
+use winpool::plugin::report::{PlanReport, StatusReport};
+
+const WAIT: Duration = Duration::from_secs(180);
+
+fn plugin(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kubectl-winpool"))
+        .args(args)
+        .env("KUBECONFIG", support::kubeconfig())
+        .output()
+        .expect("kubectl-winpool runs")
+}
+
+/// A ServiceAccount of the test's namespace that no role binds: it may read and change nothing.
+async fn unprivileged_kubeconfig(t: &TestSpace) -> std::path::PathBuf {
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    let sa = ServiceAccount { metadata: kube::api::ObjectMeta { name: Some("nobody".into()), ..Default::default() }, ..Default::default() };
+    Api::<ServiceAccount>::namespaced(t.client.clone(), &t.namespace).create(&Default::default(), &sa).await.expect("service account");
+    support::chart::service_account_kubeconfig(t, "nobody")
+}
+
+/// Run the plugin and expect success; returns its stdout.
+fn ok(args: &[&str]) -> String {
+    let out = plugin(args);
+    assert!(out.status.success(), "kubectl winpool {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+/// Run the plugin and expect it to refuse; returns its stderr.
+fn refused(args: &[&str]) -> String {
+    let out = plugin(args);
+    assert!(!out.status.success(), "kubectl winpool {args:?} should fail, printed {}", String::from_utf8_lossy(&out.stdout));
+    String::from_utf8(out.stderr).expect("utf-8")
+}
+
+fn status(pool: &str) -> StatusReport {
+    serde_json::from_str(&ok(&["status", pool, "-o", "json"])).expect("status -o json parses")
+}
+
+fn plan(pool: &str) -> PlanReport {
+    let r: PlanReport = serde_json::from_str(&ok(&["plan", pool, "-o", "json"])).expect("plan -o json parses");
+    let yaml: PlanReport = serde_yaml::from_str(&ok(&["plan", pool, "-o", "yaml"])).expect("plan -o yaml parses");
+    assert_eq!(yaml.waves, r.waves, "yaml and json say the same");
+    r
+}
+
+/// The nodes winpool started, in the order the API server completed their first
+/// start (the starts of one round are written in parallel, in any order).
+fn started_in_order(t: &TestSpace) -> Vec<String> {
+    let mut out = Vec::new();
+    for r in audit::requests(&audit::audit_log(), &t.node_prefix()) {
+        let start = r.resource == "nodes"
+            && r.verb == "patch"
+            && r.code == 200
+            && r.body["metadata"]["annotations"][names::ANN_STARTED_AT].is_string();
+        if start && !out.contains(&r.name) {
+            out.push(r.name);
+        }
+    }
+    out
+}
+
+/// The state each node's annotations record (none recorded is Pending).
+fn recorded_states(nodes: &[Node]) -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> =
+        nodes.iter().map(|n| (n.name_any(), n.annotations().get(names::ANN_STATE).cloned().unwrap_or_else(|| "Pending".into()))).collect();
+    v.sort();
+    v
+}
+
+fn reported_states(r: &StatusReport) -> Vec<(String, String)> {
+    r.nodes.iter().map(|n| (n.name.clone(), n.state.clone())).collect()
+}
+
+/// The operator has decided on the pool's current spec and holds it with Progressing=False `reason`.
+async fn wait_settled(t: &TestSpace, pool: &str, reason: &str) -> WindowsNodePool {
+    let api: Api<WindowsNodePool> = Api::all(t.client.clone());
+    wait_for(&format!("pool {pool} to settle with Progressing {reason}"), WAIT, || async {
+        let p = api.get(pool).await.ok()?;
+        let st = p.status.as_ref()?;
+        let progressing = st.conditions.iter().find(|c| c.type_ == "Progressing")?;
+        (st.observed_generation == p.metadata.generation && progressing.status == "False" && progressing.reason == reason).then_some(p)
+    })
+    .await
+}
+
+#[tokio::test]
+async fn the_plugin_pauses_resumes_plans_the_operators_first_wave_reports_states_and_retries_a_failed_node() {
+    let client = support::client().await;
+    install_crd(&client).await;
+    let mut t = TestSpace::new("plugin").await;
+    let prefix = t.node_prefix();
+    let node = |i: usize| format!("{prefix}{i}");
+    let bad = node(3);
+    // Long enough an apply that a pause lands while the first wave is still in flight.
+    t.start_sim(4, &["--apply-seconds=4", "--reboot-seconds=0.5", &format!("--fail-nodes={bad}")]);
+    wait_nodes_ready(&t, 4).await;
+    let pool = format!("{}-pool", t.id);
+    apply_pool(&t, &pool_manifest(&t, &pool, "10.0.20348.2762", json!({"maxUnavailable": 2, "maxFailedNodes": 3}))).await;
+    let pools: Api<WindowsNodePool> = Api::all(t.client.clone());
+
+    // Paused before the operator ever sees the pool: it must start nothing.
+    assert!(ok(&["pause", &pool]).contains("paused"));
+    let p = pools.get(&pool).await.unwrap();
+    assert!(p.spec.rollout.paused);
+    let by_plugin = p.managed_fields().iter().find(|m| m.manager.as_deref() == Some("kubectl-winpool")).expect("a kubectl-winpool entry");
+    assert!(serde_json::to_string(&by_plugin.fields_v1).unwrap().contains("f:paused"), "{by_plugin:?}");
+    assert!(ok(&["pause", &pool]).contains("already paused"));
+
+    t.start_operator(&[]);
+    let p = wait_settled(&t, &pool, "Paused").await;
+    assert_eq!(p.status.as_ref().unwrap().nodes.pending, 4);
+    assert!(started_in_order(&t).is_empty(), "a paused pool starts no node");
+
+    let s = status(&pool);
+    assert!(s.paused);
+    assert_eq!(s.counts, p.status.as_ref().unwrap().nodes);
+    assert_eq!(s.progressing.as_ref().map(|c| c.reason.as_str()), Some("Paused"));
+    assert_eq!(reported_states(&s), recorded_states(&t.nodes().await));
+    assert!(s.nodes.iter().all(|n| n.state == "Pending" && n.patch.as_deref() == Some("20348.2700")), "{:?}", s.nodes);
+    let table = ok(&["status", &pool]);
+    assert!(table.contains("NODE   ") && table.lines().filter(|l| l.starts_with(&t.node_prefix())).count() == 4, "{table}");
+
+    let first = plan(&pool);
+    assert_eq!(first.hold.as_deref(), Some("rollout.paused is true"));
+    assert_eq!(first.order, (0..4).map(node).collect::<Vec<_>>());
+    assert_eq!(first.waves, [vec![node(0), node(1)], vec![node(2), node(3)]]);
+
+    // Resumed: the operator starts exactly the plan's first wave.
+    assert!(ok(&["resume", &pool]).contains("resumed"));
+    assert!(!pools.get(&pool).await.unwrap().spec.rollout.paused);
+    let wave1 = wait_for("the first wave to start", WAIT, || async {
+        let s = started_in_order(&t);
+        (s.len() >= 2).then_some(s)
+    })
+    .await;
+    // Paused again while the first wave is in flight: it finishes, nothing else starts.
+    ok(&["pause", &pool]);
+    assert_eq!(wave1[..2].iter().collect::<BTreeSet<_>>(), first.waves[0].iter().collect::<BTreeSet<_>>(), "started {wave1:?}");
+    let p = wait_settled(&t, &pool, "Paused").await;
+    let counts = &p.status.as_ref().unwrap().nodes;
+    assert_eq!((counts.updated, counts.updating, counts.pending), (2, 0, 2));
+    let mut started = started_in_order(&t);
+    started.sort();
+    assert_eq!(started, first.waves[0], "only the first wave ever started");
+    let s = status(&pool);
+    assert_eq!(reported_states(&s), recorded_states(&t.nodes().await));
+    let states: Vec<&str> = s.nodes.iter().map(|n| n.state.as_str()).collect();
+    assert_eq!(states, ["Updated", "Updated", "Pending", "Pending"]);
+    assert!(s.nodes[..2].iter().all(|n| n.patch.as_deref() == Some("20348.2762") && n.revision.as_deref() == Some(s.revision.as_str())));
+    let second = plan(&pool);
+    assert_eq!(second.updated, first.waves[0]);
+    assert_eq!(second.waves, [vec![node(2), node(3)]]);
+
+    // Resumed again: the rest rolls; the fleet fails the last node.
+    ok(&["resume", &pool]);
+    let api = pools.clone();
+    wait_for("three nodes updated and one failed", WAIT, || async {
+        let st = api.get(&pool).await.ok()?.status?;
+        (st.nodes.updated == 3 && st.nodes.failed == 1 && st.nodes.updating == 0).then_some(())
+    })
+    .await;
+    let s = status(&pool);
+    assert_eq!(reported_states(&s), recorded_states(&t.nodes().await));
+    let failed = s.nodes.iter().find(|n| n.name == bad).unwrap();
+    assert_eq!(failed.state, "Failed");
+    assert!(failed.message.as_deref().is_some_and(|m| m.starts_with("ApplyFailed: ")), "{failed:?}");
+    assert_eq!(plan(&pool).failed.iter().map(|f| f.name.as_str()).collect::<Vec<_>>(), [bad.as_str()]);
+
+    // Refusals: plain messages, non-zero exit, nothing written.
+    let err = refused(&["retry", &node(0)]);
+    assert!(err.contains(&format!("node {} is Updated in pool {pool}, not Failed", node(0))), "{err}");
+    assert!(refused(&["retry", "no-such-node"]).contains("node \"no-such-node\" not found"));
+    assert!(refused(&["status", "no-such-pool"]).contains("pool \"no-such-pool\" not found"));
+    assert!(refused(&["pause", "no-such-pool"]).contains("pool \"no-such-pool\" not found"));
+    let starts = audit::starts_per_node(&audit::requests(&audit::audit_log(), &t.node_prefix()));
+    assert_eq!(starts.get(&node(0)), Some(&1), "a refused retry starts nothing");
+
+    // Without permission: the API server's refusal, said plainly (--kubeconfig is honoured).
+    let nobody = unprivileged_kubeconfig(&t).await;
+    let nobody = nobody.to_str().unwrap();
+    for args in [vec!["status", &pool], vec!["pause", &pool], vec!["retry", &bad]] {
+        let mut args = args.clone();
+        args.extend(["--kubeconfig", nobody]);
+        let err = refused(&args);
+        assert!(err.starts_with("error: permission denied: ") && err.contains("cannot get resource"), "{args:?}: {err}");
+    }
+
+    // The retry: the failed node is Pending again and rolls again (and fails again: the fleet always fails it).
+    assert!(ok(&["retry", &bad]).contains("will be retried"));
+    wait_for("the retried node to be started again", WAIT, || async {
+        let starts = audit::starts_per_node(&audit::requests(&audit::audit_log(), &t.node_prefix()));
+        (starts.get(&bad) == Some(&2)).then_some(())
+    })
+    .await;
+    wait_for("the retried node to fail again", WAIT, || async {
+        let n: Node = Api::all(t.client.clone()).get(&bad).await.ok()?;
+        let again = n.annotations().get(names::ANN_STATE).map(String::as_str) == Some("Failed");
+        // Its failure is of the second attempt: recorded after the retry's start.
+        let started: jiff::Timestamp = n.annotations().get(names::ANN_STARTED_AT)?.parse().ok()?;
+        let since: jiff::Timestamp = n.annotations().get(names::ANN_STATE_SINCE)?.parse().ok()?;
+        (again && since >= started).then_some(())
+    })
+    .await;
+    t.cleanup().await;
+}
