@@ -141,6 +141,19 @@ async fn a_pool_rolls_every_node_to_the_target_and_again_on_a_new_patch_level() 
         (p.status.as_ref()?.revision.as_deref() != Some(rev.as_str())).then_some(p)
     })
     .await;
+    // The first rollout gave the pool its pace: the second one has an estimate and lists its nodes in flight.
+    wait_for("an estimated completion and the nodes in flight", WAIT, || async {
+        let st = Api::<WindowsNodePool>::all(t.client.clone()).get(&pool).await.ok()?.status?;
+        let eta = st.estimated_completion_time?.0;
+        let listed =
+            st.updating_nodes.iter().all(|u| u.since.is_some() && ["Draining", "Applying", "Verifying"].contains(&u.state.as_str()));
+        (st.average_node_update_seconds.is_some()
+            && !st.updating_nodes.is_empty()
+            && listed
+            && eta > jiff::Timestamp::now() - jiff::SignedDuration::from_mins(1))
+        .then_some(())
+    })
+    .await;
     let rev2 = p2.status.unwrap().revision.unwrap();
     wait_rolled_out(&t, &pool, 6, 2).await;
     for n in t.nodes().await {
