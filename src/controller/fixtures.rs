@@ -65,6 +65,8 @@ struct Cluster {
     daemonsets: BTreeMap<String, Value>,
     configmaps: BTreeMap<String, Value>,
     pods: BTreeMap<String, Value>,
+    /// Pods a PodDisruptionBudget protects, by pod name: the budget's name.
+    budgets: BTreeMap<String, String>,
     resource_version: u64,
     /// Requests the fake does not know: each fails its round's test.
     unexpected: Vec<String>,
@@ -148,6 +150,13 @@ impl Cluster {
                     .to_string();
                 let items: Vec<Value> = self.pods.values().filter(|p| p["spec"]["nodeName"] == json!(node)).cloned().collect();
                 (200, json!({ "apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": items }), Value::Null, Value::Null)
+            }
+            ("POST", ["api", "v1", "namespaces", _, "pods", name, "eviction"]) if self.budgets.contains_key(*name) => {
+                // What the API server answers when a budget allows no disruption.
+                let mut refused = status_body(429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption budget.");
+                let cause = format!("The disruption budget {} needs 1 healthy pods and has 1 currently", self.budgets[*name]);
+                refused["details"] = json!({ "causes": [{ "reason": "DisruptionBudget", "message": cause }] });
+                (429, refused, Value::Null, Value::Null)
             }
             ("POST", ["api", "v1", "namespaces", _, "pods", name, "eviction"]) => {
                 let before = self.pods.remove(*name).unwrap_or(Value::Null);
@@ -668,4 +677,38 @@ fn revisions_in(ds: &Value) -> Vec<String> {
     let terms =
         &ds["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"];
     terms[0]["matchExpressions"][0]["values"].as_array().into_iter().flatten().filter_map(|v| v.as_str().map(str::to_string)).collect()
+}
+
+#[tokio::test]
+async fn a_node_a_budget_blocks_is_put_back_before_its_slot_goes_to_the_next_node() {
+    let mut p = pool(1);
+    p.spec.rollout.drain.put_back_after = "1ms".into();
+    let mut f = Fixture::new(p, vec![windows_node("win-a", "win22"), windows_node("win-b", "win22")]);
+    f.round().await; // joins both, starts win-a
+    assert_eq!(state(&f.node("win-a")), Some("Draining"));
+    f.add_pod("win-a", "checkout-1");
+    f.cluster.lock().unwrap().budgets.insert("checkout-1".into(), "checkout".into());
+
+    // The eviction is refused and the budget named: no node write yet.
+    let reqs = f.round().await;
+    let got = calls(&reqs);
+    assert!(got.iter().any(|c| c == "POST /api/v1/namespaces/apps/pods/checkout-1/eviction"), "{got:#?}");
+    assert!(!got.iter().any(|c| c.starts_with("PATCH /api/v1/nodes/")), "{got:#?}");
+
+    // Refused for longer than putBackAfter: win-a is put back first, then win-b starts, and nothing is evicted.
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let reqs = f.round().await;
+    let got = calls(&reqs);
+    let back = reqs.iter().position(|r| r.path == node_path("win-a")).expect("win-a is written");
+    let start = reqs.iter().position(|r| r.path == node_path("win-b")).expect("win-b is written");
+    assert!(back < start, "the put-back lands before the start that takes its slot: {got:#?}");
+    let a = &reqs[back];
+    assert_eq!(state(&a.after), Some("Pending"));
+    assert_eq!(a.body["spec"]["unschedulable"], json!(false), "uncordoned");
+    assert_eq!(a.after["metadata"]["annotations"][names::ANN_DRAIN_BLOCKED_BY], json!("apps/checkout"));
+    assert!(a.after["metadata"]["labels"].get(names::LABEL_STATE).is_none(), "a Pending node carries no state label");
+    assert_eq!(state(&reqs[start].after), Some("Draining"));
+    assert!(!got.iter().any(|c| c.ends_with("/eviction")), "a node put back is not evicted: {got:#?}");
+    let blocked = reqs.iter().find(|r| r.path == EVENTS && r.body["reason"] == json!("DrainBlocked")).expect("a DrainBlocked Event");
+    assert!(blocked.body["note"].as_str().unwrap().contains("apps/checkout"), "{}", blocked.body);
 }
