@@ -42,6 +42,15 @@ pub struct StatusReport {
     /// Nodes the pool selects but leaves alone (selected by two pools, another Windows release).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conflicts: Option<String>,
+    /// The operator's estimate of when the rollout is done (status.estimatedCompletionTime).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimated_completion: Option<String>,
+    /// The maintenance window open now or next (status.nextWindowStart/End).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_window: Option<(String, String)>,
+    /// Nodes whose drain a PodDisruptionBudget blocks: node and budget (status.drainBlockedNodes).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub drain_blocked: Vec<(String, String)>,
     /// One entry per member node, by name.
     pub nodes: Vec<NodeRow>,
 }
@@ -232,9 +241,15 @@ pub fn status_report(pool: &WindowsNodePool, m: &Members) -> StatusReport {
         revision: rev,
         patch_level: pool.spec.os.patch_level.clone(),
         paused: pool.spec.rollout.paused,
-        counts: status.nodes,
         progressing,
         conflicts: m.conflicts.clone(),
+        estimated_completion: status.estimated_completion_time.as_ref().map(|t| t.0.to_string()),
+        next_window: status
+            .next_window_start
+            .as_ref()
+            .map(|s| (s.0.to_string(), status.next_window_end.as_ref().map_or_else(|| "-".to_string(), |e| e.0.to_string()))),
+        drain_blocked: status.drain_blocked_nodes.iter().map(|b| (b.name.clone(), b.pod_disruption_budget.clone())).collect(),
+        counts: status.nodes,
         nodes,
     }
 }

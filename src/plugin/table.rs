@@ -57,6 +57,15 @@ pub fn status(r: &StatusReport, now: Timestamp) -> String {
     if let Some(c) = &r.conflicts {
         out.push_str(&format!("Left alone:   {c}\n"));
     }
+    if let Some((opens, closes)) = &r.next_window {
+        out.push_str(&format!("Window:       {opens} to {closes}\n"));
+    }
+    if let Some(eta) = &r.estimated_completion {
+        out.push_str(&format!("Done by:      ~{eta} (estimate)\n"));
+    }
+    for (node, budget) in &r.drain_blocked {
+        out.push_str(&format!("Drain blocked: {node} by PodDisruptionBudget {budget}\n"));
+    }
     out.push('\n');
     if r.nodes.is_empty() {
         out.push_str("No Windows node matches the pool's nodeSelector.\n");
@@ -152,6 +161,9 @@ mod tests {
                 message: "rollout.paused is true; 0 nodes pending".into(),
             }),
             conflicts: None,
+            estimated_completion: Some("2026-12-01T13:00:00Z".into()),
+            next_window: Some(("2026-12-05T02:00:00Z".into(), "2026-12-05T06:00:00Z".into())),
+            drain_blocked: vec![("win-3".into(), "shop/checkout".into())],
             nodes: vec![
                 NodeRow {
                     name: "win-0".into(),
@@ -179,6 +191,9 @@ Revision:     5f1c9a2e (patch level 10.0.20348.2762)
 Nodes:        2 total, 1 updated, 0 updating, 0 pending, 1 failed
 Paused:       true (spec.rollout.paused)
 Progressing:  False Paused: rollout.paused is true; 0 nodes pending
+Window:       2026-12-05T02:00:00Z to 2026-12-05T06:00:00Z
+Done by:      ~2026-12-01T13:00:00Z (estimate)
+Drain blocked: win-3 by PodDisruptionBudget shop/checkout
 
 NODE     STATE     SINCE   REVISION   PATCH        HNS       MESSAGE
 win-0    Updated   5m      5f1c9a2e   20348.2762   True
@@ -197,6 +212,9 @@ win-10   Failed    150m    <none>     20348.2700   Unknown   ApplyFailed: servic
             counts: NodeCounts::default(),
             progressing: None,
             conflicts: None,
+            estimated_completion: None,
+            next_window: None,
+            drain_blocked: vec![],
             nodes: vec![],
         };
         let want = "\
