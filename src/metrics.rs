@@ -40,6 +40,7 @@ struct PoolGauges {
     rollout_in_progress: IntGaugeVec,
     rollout_paused: IntGaugeVec,
     window_open: IntGaugeVec,
+    drain_blocked: IntGaugeVec,
     behind_patch_level: IntGaugeVec,
     last_reconcile: IntGaugeVec,
 }
@@ -99,6 +100,12 @@ impl PoolGauges {
                 r,
                 "winpool_pool_window_open",
                 "1 while the pool's maintenance windows let nodes start (always, without windows).",
+                pool,
+            ),
+            drain_blocked: gauge_vec(
+                r,
+                "winpool_pool_nodes_drain_blocked",
+                "Nodes whose drain a PodDisruptionBudget blocks (Draining, or put back to be tried again).",
                 pool,
             ),
             behind_patch_level: gauge_vec(
@@ -231,6 +238,7 @@ impl Metrics {
         }
         self.pool.behind_patch_level.with_label_values(&[pool]).set(plan.behind_patch_level as i64);
         self.pool.window_open.with_label_values(&[pool]).set(plan.window_open as i64);
+        self.pool.drain_blocked.with_label_values(&[pool]).set(plan.blocked.len() as i64);
         self.pool.last_reconcile.with_label_values(&[pool]).set(now.as_second());
     }
 
@@ -274,6 +282,7 @@ impl Metrics {
             &self.pool.failed_nodes,
             &self.pool.rollout_in_progress,
             &self.pool.window_open,
+            &self.pool.drain_blocked,
             &self.pool.behind_patch_level,
             &self.pool.last_reconcile,
         ] {

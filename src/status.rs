@@ -236,7 +236,7 @@ fn degraded_condition(spec: &WindowsNodePoolSpec, plan: &Plan) -> Condition {
         true,
         "NodesFailed",
         format!(
-            "{} nodes failed, {verb} (maxFailedNodes {}): {}. Fix the node, then remove its winpool.dev/state annotation to retry",
+            "{} nodes failed, {verb} (maxFailedNodes {}): {}. Fix the node, then retry it: kubectl winpool retry <node> (or remove its winpool.dev/state annotation)",
             c.failed,
             spec.rollout.max_failed_nodes,
             failed_names(plan)

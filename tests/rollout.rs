@@ -339,7 +339,7 @@ async fn a_node_a_pdb_blocks_is_put_back_the_others_go_on_and_it_is_tried_again(
     let pool = format!("{}-pool", t.id);
     let rollout = json!({"maxUnavailable": 1, "drain": {"timeout": "5m", "putBackAfter": "3s"}});
     apply_pool(&t, &pool_manifest(&t, &pool, "10.0.20348.2762", rollout)).await;
-    t.start_operator(&[]);
+    let metrics = t.start_operator(&[]);
 
     // The blocked node gives its slot away: the other two are updated while it waits.
     let budget = format!("{}/precious", t.namespace);
@@ -349,6 +349,8 @@ async fn a_node_a_pdb_blocks_is_put_back_the_others_go_on_and_it_is_tried_again(
     })
     .await;
     assert_eq!(st.drain_blocked_nodes[0].pod_disruption_budget, budget, "status names the budget");
+    let gauge = format!("winpool_pool_nodes_drain_blocked{{pool=\"{pool}\"}}");
+    assert_eq!(support::metric(metrics, &gauge).await, Some(1.0));
     assert!(audit::max_in_flight(&audit::requests(&audit::audit_log(), &t.node_prefix())) <= 1, "maxUnavailable holds");
     // Put back (Draining -> Pending, uncordoned) and tried again, from the API server's record.
     wait_for("the blocked node to be tried again", WAIT, || async {

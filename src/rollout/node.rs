@@ -127,8 +127,11 @@ fn draining(s: &RoundSettings<'_>, r: &mut Round<'_>, p: &mut NodePatch, n: &Nod
             r.blocked.insert(n.name.clone(), (block.budget.clone(), retry_after(s, s.now)));
             return NodeState::Pending;
         }
-        if let Some(block) = &n.drain_block {
-            r.blocked.insert(n.name.clone(), (block.budget.clone(), None));
+        // A retry stays blocked until its drain goes through (or the
+        // refusal of this round shows who blocks it now): no flapping in
+        // the status or the gauge an alert waits on.
+        if let Some(budget) = n.drain_block.as_ref().map(|b| &b.budget).or(n.drain_blocked_by.as_ref()) {
+            r.blocked.insert(n.name.clone(), (budget.clone(), None));
         }
         r.drain.push((n.name.clone(), DrainMode::Evict));
         let blocked = n.drain_block.as_ref().map(|b| format!(" (PodDisruptionBudget {} refuses)", b.budget)).unwrap_or_default();

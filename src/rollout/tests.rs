@@ -1004,3 +1004,18 @@ fn in_flight_nodes_are_listed_with_since_when() {
         updating.iter().map(|u| (u.name.as_str(), u.state.as_str(), u.since.as_ref().map(|t| t.0))).collect();
     assert_eq!(got, [("a", "Applying", ago(10)), ("b", "Draining", Some(now()))], "longest in its state first; c waits for a slot");
 }
+
+#[test]
+fn a_retried_node_counts_as_blocked_until_its_drain_goes_through() {
+    let spec = spec_with("rollout: {maxUnavailable: 1, drain: {putBackAfter: 1m}}");
+    let rev = revision_of(&spec);
+    let mut retry = in_state("a", NodeState::Draining, &rev);
+    retry.pods_to_evict = 1;
+    retry.drain_blocked_by = Some("shop/checkout".into());
+    retry.drain_blocked_since = ago(120);
+    assert_eq!(run(&spec, std::slice::from_ref(&retry)).blocked["a"], ("shop/checkout".to_string(), None));
+    retry.pods_to_evict = 0;
+    let plan = run(&spec, &[retry]);
+    assert!(plan.blocked.is_empty(), "drained: no longer blocked");
+    assert_eq!(patch(&plan, "a").unwrap().annotations.get(names::ANN_DRAIN_BLOCKED_BY), Some(&None));
+}
