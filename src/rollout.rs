@@ -21,6 +21,7 @@ use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::api::{FailedNode, NodeCounts, WindowsNodePoolSpec, names};
+use crate::gates::{GateResult, Seen};
 #[cfg(test)]
 use crate::revision::revision_of;
 
@@ -176,9 +177,19 @@ pub struct FailedInfo {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Hold {
     PausedBySpec,
-    FailureLimit { failed: usize, limit: i32 },
-    OutsideWindow { opens: Timestamp },
+    FailureLimit {
+        failed: usize,
+        limit: i32,
+    },
+    OutsideWindow {
+        opens: Timestamp,
+    },
     BadWindow(String),
+    /// A health gate is closed (or, scope Node, holds every node that could start): what it saw.
+    HealthGateClosed {
+        gate: String,
+        seen: Seen,
+    },
 }
 
 /// Nodes that finished their update less than rollout.soakTime ago.
@@ -213,11 +224,15 @@ pub struct Plan {
 }
 
 /// The pool-level inputs of one decision.
+#[derive(Clone, Copy)]
 pub struct PoolInput<'a> {
     pub name: &'a str,
     pub spec: &'a WindowsNodePoolSpec,
     /// Revisions whose ConfigMap exists now (a hand-set revision label without one is bogus).
     pub existing_revisions: &'a BTreeSet<String>,
+    /// The health gates as the controller evaluated them this round, in spec
+    /// order; empty when it did not (no gates, or no node could start anyway).
+    pub gates: &'a [GateResult],
 }
 
 /// maxUnavailable resolved against the pool size: percentages round down, but
@@ -279,6 +294,14 @@ fn release_cordon(p: &mut NodePatch, n: &NodeView) {
     }
 }
 
+/// Whether this round would start a node if no health gate held it: the
+/// controller evaluates the gates (I/O) only then, and decides again with
+/// what they saw. Pure, like [`decide`].
+pub fn could_start(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> bool {
+    let open = PoolInput { gates: &[], ..*pool };
+    decide(&open, nodes, now).patches.iter().any(|p| p.from == NodeState::Pending && p.to.in_flight())
+}
+
 /// One round of the rollout: each member's next step, then new starts unless
 /// something holds the rollout, then what it all adds up to.
 pub fn decide(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> Plan {
@@ -291,10 +314,10 @@ pub fn decide(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> Plan 
         node::observe(&s, &mut r, n);
         node::step(&s, &mut r, n);
     }
-    let hold = start::hold(&s, &r);
+    let mut hold = start::hold(&s, &r);
     let soaking = start::soaking(&s, &r, &sorted);
     if hold.is_none() {
-        start::start_nodes(&s, &mut r, &sorted, soaking.map_or(0, |k| k.nodes));
+        hold = start::start_nodes(&s, &mut r, &sorted, soaking.map_or(0, |k| k.nodes));
     }
     summary::drop_stale_hns_reports(&s, &mut r, &sorted);
 
@@ -302,7 +325,7 @@ pub fn decide(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> Plan 
     let counts = summary::counts(&by_state, nodes.len());
     let failed = summary::failed(&s, &r, &sorted);
     let behind_patch_level = nodes.iter().filter(|n| !kernel_satisfies(n, s.target_build.as_ref())).count();
-    let requeue_after = summary::requeue_after(&counts, hold.as_ref(), soaking.as_ref(), now);
+    let requeue_after = summary::requeue_after(&s, &counts, hold.as_ref(), soaking.as_ref());
     Plan {
         revision: s.rev,
         patches: r.patches,
@@ -341,7 +364,7 @@ mod start;
 mod summary;
 mod verify;
 
-pub use round::node_timeout;
+pub use round::{HEALTH_GATE_INTERVAL, gate_timeout, node_timeout};
 use verify::{kernel_satisfies, waiting_for};
 pub use verify::{verify_config, verify_health, verify_rebooted};
 

@@ -611,7 +611,7 @@ fn a_garbage_started_at_does_not_disable_node_timeout() {
     let existing = [rev.clone()].into();
     // Five hours in Applying, the agent silent: the garbage started-at counts as
     // absent, the time in the state stands in, and this very round fails the node.
-    let plan = decide(&PoolInput { name: "p", spec: &spec, existing_revisions: &existing }, std::slice::from_ref(&view), now);
+    let plan = decide(&PoolInput { name: "p", spec: &spec, existing_revisions: &existing, gates: &[] }, std::slice::from_ref(&view), now);
     let failed = plan.patches.iter().find(|p| p.node == "n0" && p.to == NodeState::Failed);
     assert!(failed.is_some(), "n0 has been Applying for 5h with nodeTimeout 30m: {:?}", plan.patches);
     let reason = failed.and_then(|p| p.annotations.get(names::ANN_FAILURE_REASON).cloned().flatten());

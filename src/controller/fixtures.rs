@@ -230,6 +230,7 @@ impl Fixture {
             pool_selector: None,
             allowed_agent_images: Vec::new(),
             csi_proxy_repository: crate::csi_proxy::DEFAULT_REPOSITORY.into(),
+            secret_namespace: "winpool-system".into(),
         };
         let metrics = Metrics::new();
         metrics.caches_synced.set(1);

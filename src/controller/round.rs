@@ -20,9 +20,10 @@ use super::events::node_ref;
 use super::hns_node::{HnsNode, HnsWrites, hns_writes_for};
 use super::nodes::release_patch;
 use crate::api::{WindowsNodePool, WindowsNodePoolStatus, names};
+use crate::gates::GateResult;
 use crate::hns::{self, Limits};
 use crate::membership::Membership;
-use crate::rollout::{HnsReadiness, NodePatch, NodeState, NodeView, Plan, PoolInput, decide, held_cordoned};
+use crate::rollout::{HnsReadiness, Hold, NodePatch, NodeState, NodeView, Plan, PoolInput, decide, held_cordoned};
 use crate::status::{build_status, transition_events};
 
 /// What one reconcile read: the cluster as the decision sees it.
@@ -46,6 +47,8 @@ pub(super) struct Observed<'a> {
     /// Services with more backends than a node's HNS takes, and how many.
     pub hns_over_limit: (Vec<String>, usize),
     pub hns_limits: Limits,
+    /// The health gates, evaluated only when a node could start (else empty).
+    pub gates: Vec<GateResult>,
 }
 
 pub(super) struct Round {
@@ -96,7 +99,7 @@ pub(super) fn releases<'n>(pool: &str, nodes: &'n [Arc<Node>], membership: &Memb
 pub(super) fn decide_round(pool: &WindowsNodePool, settings: &Settings, seen: &Observed<'_>, now: Timestamp) -> Round {
     let name = pool.name_any();
     let spec = &pool.spec;
-    let input = PoolInput { name: &name, spec, existing_revisions: &seen.existing_revisions };
+    let input = PoolInput { name: &name, spec, existing_revisions: &seen.existing_revisions, gates: &seen.gates };
     let plan = decide(&input, &seen.views, now);
     let capacity = hns::capacity(seen.hns_totals, &seen.hns_limits, spec.hns.warn_percent, seen.hns_over_limit.clone());
     let status = build_status(spec, &plan, &seen.membership.conflicts, Some(capacity), pool.status.as_ref(), pool.metadata.generation, now);
@@ -153,6 +156,17 @@ fn problems(pool: &WindowsNodePool, plan: &Plan, membership: &Membership) -> Vec
         };
         problems.push((format!("{node}:{msg}"), ev));
     }
+    if let Some(Hold::HealthGateClosed { gate, seen }) = &plan.hold {
+        // Keyed by the gate alone: what it sees may change while it stays closed.
+        let ev = Event {
+            type_: EventType::Warning,
+            reason: "HealthGateClosed".into(),
+            note: Some(format!("no new node starts: gate \"{gate}\": {seen}")),
+            action: "Rollout".into(),
+            secondary: None,
+        };
+        problems.push((format!("health-gate:{gate}"), ev));
+    }
     if !membership.conflicts.is_empty() {
         let msg = membership.conflicts.message(pool.spec.os.version.as_str());
         let ev = Event {
@@ -191,6 +205,7 @@ mod tests {
             pool_selector: None,
             allowed_agent_images: Vec::new(),
             csi_proxy_repository: crate::csi_proxy::DEFAULT_REPOSITORY.into(),
+            secret_namespace: "winpool-system".into(),
         }
     }
 
@@ -224,7 +239,7 @@ mod tests {
     #[test]
     fn writes_that_finish_or_move_a_node_come_before_writes_that_start_one() {
         let existing = BTreeSet::new();
-        let input = PoolInput { name: "p", spec: &pool().spec, existing_revisions: &existing };
+        let input = PoolInput { name: "p", spec: &pool().spec, existing_revisions: &existing, gates: &[] };
         let mut plan = decide(&input, &[], Timestamp::UNIX_EPOCH);
         plan.patches = vec![
             patch("a", NodeState::Pending, NodeState::Draining),
@@ -263,7 +278,8 @@ mod tests {
     fn the_target_revision_gets_its_configmap_once() {
         let (pool, settings) = (pool(), settings());
         let existing = BTreeSet::new();
-        let plan = decide(&PoolInput { name: "p", spec: &pool.spec, existing_revisions: &existing }, &[], Timestamp::UNIX_EPOCH);
+        let plan =
+            decide(&PoolInput { name: "p", spec: &pool.spec, existing_revisions: &existing, gates: &[] }, &[], Timestamp::UNIX_EPOCH);
         let writes = configmap_writes(&pool, &settings.agent_namespace, &plan, &[], &[]);
         assert_eq!(writes.create.iter().map(|(r, _)| r.as_str()).collect::<Vec<_>>(), [plan.revision.as_str()]);
         let cm = Arc::new(writes.create[0].1.clone());

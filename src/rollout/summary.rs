@@ -4,8 +4,6 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use jiff::Timestamp;
-
 use super::round::{Round, RoundSettings};
 use super::{FailedInfo, Hold, IDLE_REQUEUE, IN_FLIGHT_REQUEUE, NodeState, NodeView, Soak, verify_config};
 use crate::api::{NodeCounts, names};
@@ -72,8 +70,10 @@ pub(super) fn failed(s: &RoundSettings<'_>, r: &Round<'_>, sorted: &[&NodeView])
 }
 
 /// Soon while nodes are in flight; when the window opens if nodes wait for
-/// it; when the first soaking node frees its slot.
-pub(super) fn requeue_after(counts: &NodeCounts, hold: Option<&Hold>, soaking: Option<&Soak>, now: Timestamp) -> Duration {
+/// it; when the first soaking node frees its slot; a closed health gate
+/// again after rollout.healthGateInterval.
+pub(super) fn requeue_after(s: &RoundSettings<'_>, counts: &NodeCounts, hold: Option<&Hold>, soaking: Option<&Soak>) -> Duration {
+    let now = s.now;
     match hold {
         _ if counts.updating > 0 => IN_FLIGHT_REQUEUE,
         None if counts.pending > 0 && soaking.is_some() => {
@@ -83,6 +83,7 @@ pub(super) fn requeue_after(counts: &NodeCounts, hold: Option<&Hold>, soaking: O
         Some(Hold::OutsideWindow { opens }) if counts.pending > 0 => {
             opens.duration_since(now).unsigned_abs().clamp(Duration::from_secs(1), IDLE_REQUEUE)
         }
+        Some(Hold::HealthGateClosed { .. }) if counts.pending > 0 => s.health_gate_interval,
         _ => IDLE_REQUEUE,
     }
 }
