@@ -444,7 +444,7 @@ impl Default for HnsSpec {
     "rule": "!has(self.healthGates) || self.healthGates.all(g, self.healthGates.exists_one(h, h.name == g.name))",
     "message": "rollout.healthGates: every gate needs a name of its own (the condition and Events name the gate)",
     "fieldPath": ".healthGates",
-    "reason": "FieldValueDuplicate"
+    "reason": "FieldValueInvalid"
 }, {
     "rule": "!has(self.healthGateInterval) || duration(self.healthGateInterval) > duration('0s')",
     "message": "rollout.healthGateInterval must be a positive duration such as 30s",
