@@ -143,7 +143,8 @@ fn stale_configmaps(cms_of_pool: &[Arc<ConfigMap>], plan: &Plan) -> Vec<(String,
         .collect()
 }
 
-/// Node values the plan ignored, and nodes the pool selects but leaves alone.
+/// Node values the plan ignored, the health gate that holds the rollout, and
+/// nodes the pool selects but leaves alone.
 fn problems(pool: &WindowsNodePool, plan: &Plan, membership: &Membership) -> Vec<(String, Event)> {
     let mut problems = Vec::new();
     for (node, msg) in &plan.warnings {
@@ -157,7 +158,9 @@ fn problems(pool: &WindowsNodePool, plan: &Plan, membership: &Membership) -> Vec
         problems.push((format!("{node}:{msg}"), ev));
     }
     if let Some(Hold::HealthGateClosed { gate, seen }) = &plan.hold {
-        // Keyed by the gate alone: what it sees may change while it stays closed.
+        // Keyed by the gate and the kind of thing it saw, not the details:
+        // which alerts fire may change while it stays closed, but a gate
+        // that could not be read and then sees firing alerts is news.
         let ev = Event {
             type_: EventType::Warning,
             reason: "HealthGateClosed".into(),
@@ -165,7 +168,7 @@ fn problems(pool: &WindowsNodePool, plan: &Plan, membership: &Membership) -> Vec
             action: "Rollout".into(),
             secondary: None,
         };
-        problems.push((format!("health-gate:{gate}"), ev));
+        problems.push((format!("health-gate:{gate}:{}", seen.kind()), ev));
     }
     if !membership.conflicts.is_empty() {
         let msg = membership.conflicts.message(pool.spec.os.version.as_str());
@@ -234,6 +237,28 @@ mod tests {
         let p = &released[0].1;
         assert_eq!(p.labels.get(names::LABEL_POOL), Some(&None), "the pool label goes");
         assert_eq!(p.unschedulable, Some(false), "winpool's cordon is lifted");
+    }
+
+    #[test]
+    fn a_closed_gate_is_a_standing_problem_announced_again_only_when_what_it_sees_changes_kind() {
+        use crate::gates::{Failure, Seen};
+        let (pool, existing) = (pool(), BTreeSet::new());
+        let node = NodeView { name: "a".into(), ready: true, ..Default::default() };
+        let problems_with = |seen: Seen| {
+            let gates = [GateResult { gate: "alerts".into(), seen }];
+            let input = PoolInput { name: "p", spec: &pool.spec, existing_revisions: &existing, gates: &gates };
+            problems(&pool, &decide(&input, std::slice::from_ref(&node), Timestamp::UNIX_EPOCH), &Membership::default())
+        };
+        let firing = |names: &[&str]| Seen::Alerts { total: names.len(), names: names.iter().map(|s| s.to_string()).collect() };
+        let one = problems_with(firing(&["A"]));
+        assert_eq!(one.len(), 1);
+        let (key, ev) = &one[0];
+        assert_eq!((ev.reason.as_str(), ev.type_), ("HealthGateClosed", EventType::Warning));
+        assert_eq!(ev.note.as_deref(), Some("no new node starts: gate \"alerts\": 1 alert firing: A"));
+        assert_eq!(&problems_with(firing(&["A", "B"]))[0].0, key, "other alerts, same problem: not announced again");
+        let failed = problems_with(Seen::Failed(Failure::Timeout(std::time::Duration::from_secs(5))));
+        assert_ne!(&failed[0].0, key, "a gate that cannot be read is news");
+        assert!(problems_with(firing(&[])).is_empty(), "an open gate is no problem");
     }
 
     #[test]

@@ -69,6 +69,21 @@ pub enum Failure {
     ListPods(String),
 }
 
+impl Seen {
+    /// What kind of thing the gate saw, for telling a gate that fails apart
+    /// from one that sees what it watches for (each is announced once).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Seen::Open => "open",
+            Seen::Series { .. } => "series",
+            Seen::Alerts { .. } => "alerts",
+            Seen::Pods(_) => "pods",
+            Seen::PodsOnNodes(_) => "pods-on-nodes",
+            Seen::Failed(_) => "failed",
+        }
+    }
+}
+
 impl GateResult {
     /// Whether the gate holds the whole rollout (a node-scope gate holds only its nodes).
     pub fn closes_pool(&self) -> bool {
@@ -119,7 +134,7 @@ impl fmt::Display for Seen {
             }
             Seen::Pods(pods) => write!(f, "{} match: {}", plural(pods.len(), "pod", "pods"), shown(pods, pods.len())),
             Seen::PodsOnNodes(on) => {
-                let nodes: Vec<String> = on.iter().map(|(n, pods)| format!("{n} ({})", pods.join(", "))).collect();
+                let nodes: Vec<String> = on.iter().map(|(n, pods)| format!("{n} ({})", shown(pods, pods.len()))).collect();
                 write!(f, "matching pods run on {}: {}", plural(on.len(), "node", "nodes"), shown(&nodes, nodes.len()))
             }
             Seen::Failed(e) => e.fmt(f),
