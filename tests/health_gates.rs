@@ -1,9 +1,11 @@
-//! Health gates against the real control plane: a Prometheus alert gate
-//! (Debian's Prometheus scraping a gauge the test sets, an alert rule over
-//! it that fires and clears on demand) and a node-scope pod gate. While a
-//! gate is closed no node starts, as the API server's audit log shows, and
-//! the pool's Progressing condition names the gate and what it saw; once it
-//! opens the rollout proceeds and completes.
+//! Health gates against the real control plane: a Prometheus gate (Debian's
+//! Prometheus behind basic auth, scraping a gauge the test sets, an alert
+//! rule over it that fires and clears on demand) and a node-scope pod gate.
+//! A gate that cannot reach Prometheus, or is refused without credentials,
+//! is closed; with the credentials from a Secret it sees the alert, or the
+//! series of an instant query. While a gate is closed no node starts, as the
+//! API server's audit log shows, and the pool's Progressing condition names
+//! the gate and what it saw; once it opens the rollout proceeds and completes.
 
 mod support;
 
@@ -11,9 +13,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams};
+use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
 use serde_json::json;
 use support::prometheus::{Gauge, Prometheus};
 use support::{TestSpace, apply_pool, audit, install_crd, pool_manifest, wait_for, wait_nodes_ready};
@@ -62,6 +64,10 @@ fn starts(t: &TestSpace) -> BTreeMap<String, Vec<Timestamp>> {
     out
 }
 
+async fn apply_rollout(t: &TestSpace, pool: &str, rollout: serde_json::Value) {
+    apply_pool(t, &pool_manifest(t, pool, "10.0.20348.2762", rollout)).await;
+}
+
 /// Events on the pool with this reason, their notes.
 async fn pool_events(t: &TestSpace, pool: &str, reason: &str) -> Vec<String> {
     let events: Api<k8s_openapi::api::events::v1::Event> = Api::all(t.client.clone());
@@ -80,7 +86,9 @@ async fn a_firing_alert_holds_the_rollout_until_it_clears() {
     // The alert fires while the gauge is 1: no `for:`, so it fires on the first evaluation.
     let gauge = Gauge::serve("winpool_test_gate_blocking", 1.0).await;
     let rules = format!("groups:\n  - name: gate-test\n    rules:\n      - alert: {ALERT}\n        expr: winpool_test_gate_blocking > 0\n");
-    let prom = Prometheus::start(&t, &rules, &[("gate", gauge.port)]).await;
+    // Its API wants basic auth (admin/test: the example of Prometheus's web configuration docs).
+    let hash = "$2b$12$hNf2lSsxfm0.i4a.1kVpSOVyBCfIB51VRjgBUyv6kdnyTlgWj81Ay";
+    let prom = Prometheus::start_with_basic_auth(&t, &rules, &[("gate", gauge.port)], "admin", "test", hash).await;
     let firing = || async { prom.alerts(ALERT).await.iter().any(|a| a["state"] == "firing") };
     wait_for("the test alert to fire", WAIT, || async { firing().await.then_some(()) }).await;
 
@@ -90,13 +98,19 @@ async fn a_firing_alert_holds_the_rollout_until_it_clears() {
     // First a gate that cannot reach its Prometheus (a port nobody listens
     // on): it is closed and says why.
     let nobody = support::free_port();
-    let gate = |url: String| {
-        json!({"maxUnavailable": 2, "healthGateInterval": "1s", "healthGates": [
-            {"name": "no-test-alerts", "prometheus": {"url": url, "alerts": {"name": "WinpoolTest.*"}, "timeout": "2s"}}
-        ]})
+    let gate = |prometheus: serde_json::Value| json!({"maxUnavailable": 2, "healthGateInterval": "1s", "healthGates": [{"name": "no-test-alerts", "prometheus": prometheus}]});
+    let alerts = |url: String| json!({"url": url, "alerts": {"name": "WinpoolTest.*"}, "timeout": "2s"});
+    apply_rollout(&t, &pool, gate(alerts(format!("http://127.0.0.1:{nobody}")))).await;
+    // The Secret with the credentials lives in the operator's namespace (here the test's).
+    let secrets: Api<Secret> = Api::namespaced(t.client.clone(), &t.namespace);
+    let creds = Secret {
+        metadata: ObjectMeta { name: Some("prometheus-auth".into()), ..Default::default() },
+        type_: Some("kubernetes.io/basic-auth".into()),
+        string_data: Some([("username".to_string(), "admin".to_string()), ("password".to_string(), "test".to_string())].into()),
+        ..Default::default()
     };
-    apply_pool(&t, &pool_manifest(&t, &pool, "10.0.20348.2762", gate(format!("http://127.0.0.1:{nobody}")))).await;
-    t.start_operator(&[]);
+    secrets.create(&PostParams::default(), &creds).await.expect("the credentials Secret");
+    t.start_operator(&[&format!("--secret-namespace={}", t.namespace)]);
     let (_, msg) = wait_progressing(&t, &pool, "the unreachable gate to hold the rollout", |reason, _| reason == "HealthGateClosed").await;
     assert!(msg.starts_with("gate \"no-test-alerts\": query failed: ") && msg.contains("refused"), "{msg}");
     assert!(starts(&t).is_empty(), "no node started while the gate could not be evaluated: {:?}", starts(&t));
@@ -105,8 +119,19 @@ async fn a_firing_alert_holds_the_rollout_until_it_clears() {
     })
     .await;
 
-    // The real Prometheus, where the alert fires: closed, naming the alert.
-    apply_pool(&t, &pool_manifest(&t, &pool, "10.0.20348.2762", gate(format!("http://127.0.0.1:{}", prom.port)))).await;
+    // The real Prometheus without credentials: refused, so closed.
+    let url = format!("http://127.0.0.1:{}", prom.port);
+    apply_rollout(&t, &pool, gate(alerts(url.clone()))).await;
+    let (_, msg) = wait_progressing(&t, &pool, "the refused gate to hold the rollout", |reason, msg| {
+        reason == "HealthGateClosed" && msg.contains("HTTP 401")
+    })
+    .await;
+    assert!(msg.starts_with("gate \"no-test-alerts\": query failed: HTTP 401"), "{msg}");
+
+    // With the Secret's credentials: the alert fires, closed, naming the alert.
+    let mut with_auth = alerts(url.clone());
+    with_auth["auth"] = json!({"type": "Basic", "secretName": "prometheus-auth"});
+    apply_rollout(&t, &pool, gate(with_auth.clone())).await;
     let (_, msg) = wait_progressing(&t, &pool, "the firing alert to hold the rollout", |reason, msg| {
         reason == "HealthGateClosed" && msg.contains("alert firing")
     })
@@ -118,6 +143,16 @@ async fn a_firing_alert_holds_the_rollout_until_it_clears() {
     })
     .await;
     assert!(announced.iter().all(|n| n.contains("gate \"no-test-alerts\"")), "{announced:?}");
+    // The same Prometheus asked an instant query: its series close the gate.
+    let query = json!({"url": url, "query": "winpool_test_gate_blocking > 0", "auth": with_auth["auth"]});
+    apply_rollout(&t, &pool, gate(query)).await;
+    let (_, msg) = wait_progressing(&t, &pool, "the query gate to hold the rollout", |reason, msg| {
+        reason == "HealthGateClosed" && msg.contains("series")
+    })
+    .await;
+    assert!(msg.starts_with("gate \"no-test-alerts\": query returned 1 series: "), "{msg}");
+    assert!(msg.contains(&format!("instance=\"127.0.0.1:{}\"", gauge.port)), "the series is named by its labels: {msg}");
+    apply_rollout(&t, &pool, gate(with_auth)).await;
     assert!(starts(&t).is_empty(), "no node started while the alert fired: {:?}", starts(&t));
     for n in t.nodes().await {
         assert!(

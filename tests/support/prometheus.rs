@@ -42,6 +42,8 @@ pub struct Prometheus {
     child: Child,
     pub port: u16,
     pub log: PathBuf,
+    /// The Authorization header its HTTP API wants, when it wants one.
+    authorization: Option<String>,
     _dir: TempDir,
 }
 
@@ -50,6 +52,17 @@ impl Prometheus {
     /// text), scraping each (job, port) on 127.0.0.1 every second and
     /// evaluating the rules every second. Returns once it is ready.
     pub async fn start(t: &TestSpace, rules: &str, jobs: &[(&str, u16)]) -> Self {
+        Self::launch(t, rules, jobs, None).await
+    }
+
+    /// The same, with its HTTP API behind basic auth (`--web.config.file`):
+    /// `password` must be what `bcrypt` hashes.
+    pub async fn start_with_basic_auth(t: &TestSpace, rules: &str, jobs: &[(&str, u16)], user: &str, password: &str, bcrypt: &str) -> Self {
+        Self::launch(t, rules, jobs, Some((user, password, bcrypt))).await
+    }
+
+    async fn launch(t: &TestSpace, rules: &str, jobs: &[(&str, u16)], basic_auth: Option<(&str, &str, &str)>) -> Self {
+        use base64::Engine;
         assert!(Path::new(PROMETHEUS).is_file(), "{PROMETHEUS} not found: apt-get install prometheus");
         let dir = TempDir::new("prometheus");
         let rules_path = dir.path().join("rules.yaml");
@@ -66,6 +79,9 @@ impl Prometheus {
         );
         let config_path = dir.path().join("prometheus.yml");
         std::fs::write(&config_path, config).expect("write prometheus config");
+        let web_path = dir.path().join("web.yml");
+        let users = basic_auth.map_or(String::new(), |(user, _, hash)| format!("basic_auth_users:\n  {user}: {hash}\n"));
+        std::fs::write(&web_path, users).expect("write prometheus web config");
         let port = free_port();
         let log = t.log_path("prometheus");
         std::fs::create_dir_all(log.parent().expect("log dir")).ok();
@@ -74,20 +90,26 @@ impl Prometheus {
             .arg(format!("--config.file={}", config_path.display()))
             .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .arg(format!("--web.config.file={}", web_path.display()))
             .stdin(Stdio::null())
             .stdout(out.try_clone().expect("log fd"))
             .stderr(out)
             .spawn()
             .unwrap_or_else(|e| panic!("starting {PROMETHEUS}: {e}"));
         eprintln!("[{}] started prometheus on 127.0.0.1:{port} (log: {})", t.id, log.display());
-        let prom = Prometheus { child, port, log, _dir: dir };
-        wait_for("Prometheus to be ready", WAIT, || async { http_get10(prom.port, "/-/ready").await.filter(|(c, _)| *c == 200) }).await;
+        let authorization = basic_auth
+            .map(|(user, password, _)| format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))));
+        let prom = Prometheus { child, port, log, authorization, _dir: dir };
+        wait_for("Prometheus to be ready", WAIT, || async {
+            http_get10(prom.port, "/-/ready", prom.authorization.as_deref()).await.filter(|(c, _)| *c == 200)
+        })
+        .await;
         prom
     }
 
     /// GET an API path and return its `data`, or None until it answers with success.
     pub async fn api(&self, path: &str) -> Option<Value> {
-        let (code, body) = http_get10(self.port, path).await?;
+        let (code, body) = http_get10(self.port, path, self.authorization.as_deref()).await?;
         let v: Value = serde_json::from_str(&body).ok()?;
         (code == 200 && v["status"] == "success").then(|| v["data"].clone())
     }
@@ -149,10 +171,11 @@ pub fn url_encode(s: &str) -> String {
 /// server (Prometheus) answers an HTTP/1.1 request with a body of more than a
 /// few KB in chunked transfer encoding, and an HTTP/1.0 one without. Chunked
 /// bodies are still decoded, in case.
-pub async fn http_get10(port: u16, path: &str) -> Option<(u16, String)> {
+pub async fn http_get10(port: u16, path: &str, authorization: Option<&str>) -> Option<(u16, String)> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.ok()?;
-    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").as_bytes()).await.ok()?;
+    let auth = authorization.map_or(String::new(), |a| format!("Authorization: {a}\r\n"));
+    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n{auth}\r\n").as_bytes()).await.ok()?;
     let mut buf = Vec::new();
     tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut buf)).await.ok()?.ok()?;
     let text = String::from_utf8_lossy(&buf).to_string();
