@@ -64,6 +64,11 @@ pub mod names {
     /// Revisions already drained on this node; a node is never drained twice for one revision.
     pub const ANN_DRAINED_REVISION: &str = "winpool.dev/drained-revision";
 
+    /// A Secret winpool may send to a health gate's endpoint must carry this
+    /// label (value "true"): a pool's author names the Secret and the URL, so
+    /// no other Secret of the operator's namespace can be sent anywhere.
+    pub const LABEL_GATE_CREDENTIALS: &str = "winpool.dev/health-gate-credentials";
+
     pub const TAINT_HNS_NOT_READY: &str = "winpool.dev/hns-not-ready";
     pub const NODE_CONDITION_HNS_READY: &str = "WindowsHNSReady";
 
@@ -627,7 +632,8 @@ pub struct AlertMatch {
 pub struct PrometheusAuth {
     #[serde(rename = "type")]
     pub type_: PrometheusAuthType,
-    /// A Secret in the operator's own namespace (winpool reads no other Secret).
+    /// A Secret in the operator's own namespace (winpool reads no other Secret),
+    /// labelled winpool.dev/health-gate-credentials=true.
     #[schemars(regex(pattern = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"), length(max = 253))]
     pub secret_name: String,
 }

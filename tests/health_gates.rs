@@ -19,7 +19,7 @@ use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
 use serde_json::json;
 use support::prometheus::{Gauge, Prometheus};
 use support::{TestSpace, apply_pool, audit, install_crd, pool_manifest, wait_for, wait_nodes_ready};
-use winpool::api::{WindowsNodePool, conditions};
+use winpool::api::{WindowsNodePool, conditions, names};
 
 const WAIT: Duration = Duration::from_secs(180);
 const ALERT: &str = "WinpoolTestHold";
@@ -104,7 +104,11 @@ async fn a_firing_alert_holds_the_rollout_until_it_clears() {
     // The Secret with the credentials lives in the operator's namespace (here the test's).
     let secrets: Api<Secret> = Api::namespaced(t.client.clone(), &t.namespace);
     let creds = Secret {
-        metadata: ObjectMeta { name: Some("prometheus-auth".into()), ..Default::default() },
+        metadata: ObjectMeta {
+            name: Some("prometheus-auth".into()),
+            labels: Some([(names::LABEL_GATE_CREDENTIALS.to_string(), "true".to_string())].into()),
+            ..Default::default()
+        },
         type_: Some("kubernetes.io/basic-auth".into()),
         string_data: Some([("username".to_string(), "admin".to_string()), ("password".to_string(), "test".to_string())].into()),
         ..Default::default()

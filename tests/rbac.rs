@@ -108,7 +108,11 @@ async fn gate_credentials_are_read_only_from_the_operators_own_namespace() {
     let agents = t.agent_namespace();
     for ns in [t.namespace.as_str(), agents.as_str()] {
         let s = Secret {
-            metadata: ObjectMeta { name: Some("prometheus-token".into()), ..Default::default() },
+            metadata: ObjectMeta {
+                name: Some("prometheus-token".into()),
+                labels: Some([(winpool::api::names::LABEL_GATE_CREDENTIALS.to_string(), "true".to_string())].into()),
+                ..Default::default()
+            },
             string_data: Some([("token".to_string(), "t0ken".to_string())].into()),
             ..Default::default()
         };

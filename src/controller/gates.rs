@@ -19,7 +19,7 @@ use kube::api::{Api, ListParams};
 use tracing::debug;
 
 use super::Context;
-use crate::api::{HealthGate, PodsGate, PrometheusAuth, PrometheusAuthType, PrometheusGate, WindowsNodePool};
+use crate::api::{HealthGate, PodsGate, PrometheusAuth, PrometheusAuthType, PrometheusGate, WindowsNodePool, names};
 use crate::gates::pods::{self, FoundPod};
 use crate::gates::prometheus::{self, Ask};
 use crate::gates::{Failure, GateResult, Seen};
@@ -133,8 +133,12 @@ async fn authorization(ctx: &Context, auth: &PrometheusAuth) -> Result<HeaderVal
 }
 
 /// Basic from the keys `username` and `password` (a kubernetes.io/basic-auth
-/// Secret), Bearer from `token`. Pure.
+/// Secret), Bearer from `token`, from a Secret labelled for health gates only.
+/// Pure.
 pub(super) fn authorization_header(secret: &Secret, type_: PrometheusAuthType) -> Result<HeaderValue, String> {
+    if secret.metadata.labels.as_ref().and_then(|l| l.get(names::LABEL_GATE_CREDENTIALS)).map(String::as_str) != Some("true") {
+        return Err(format!("is not labelled {}=true; winpool sends only Secrets meant for health gates", names::LABEL_GATE_CREDENTIALS));
+    }
     let key = |k: &str| -> Result<String, String> {
         let v = secret.data.as_ref().and_then(|d| d.get(k)).ok_or_else(|| format!("has no key {k:?}"))?;
         let s = String::from_utf8(v.0.clone()).map_err(|_| format!("key {k:?} is not text"))?;
@@ -190,7 +194,14 @@ mod tests {
     use super::*;
 
     fn secret(data: &[(&str, &str)]) -> Secret {
-        Secret { data: Some(data.iter().map(|(k, v)| (k.to_string(), ByteString(v.as_bytes().to_vec()))).collect()), ..Default::default() }
+        Secret {
+            metadata: kube::api::ObjectMeta {
+                labels: Some([(names::LABEL_GATE_CREDENTIALS.to_string(), "true".to_string())].into()),
+                ..Default::default()
+            },
+            data: Some(data.iter().map(|(k, v)| (k.to_string(), ByteString(v.as_bytes().to_vec()))).collect()),
+            ..Default::default()
+        }
     }
 
     #[test]
@@ -204,6 +215,13 @@ mod tests {
         assert_eq!(authorization_header(&basic, PrometheusAuthType::Bearer).unwrap_err(), "has no key \"token\"");
         let bad = secret(&[("token", "a\u{7}b")]);
         assert!(authorization_header(&bad, PrometheusAuthType::Bearer).is_err());
+        // Any other Secret of the namespace stays where it is, whatever its keys.
+        let mut unlabelled = bearer.clone();
+        unlabelled.metadata.labels = None;
+        let refused = authorization_header(&unlabelled, PrometheusAuthType::Bearer).unwrap_err();
+        assert_eq!(refused, "is not labelled winpool.dev/health-gate-credentials=true; winpool sends only Secrets meant for health gates");
+        unlabelled.metadata.labels = Some([(names::LABEL_GATE_CREDENTIALS.to_string(), "false".to_string())].into());
+        assert!(authorization_header(&unlabelled, PrometheusAuthType::Bearer).is_err());
     }
 
     /// A server on loopback that answers every connection with `answer`, or never when None.
