@@ -36,6 +36,7 @@ struct PoolGauges {
     failed_nodes: IntGaugeVec,
     rollout_in_progress: IntGaugeVec,
     rollout_paused: IntGaugeVec,
+    health_gate_closed: IntGaugeVec,
     behind_patch_level: IntGaugeVec,
     last_reconcile: IntGaugeVec,
 }
@@ -90,6 +91,12 @@ impl PoolGauges {
                 "winpool_pool_rollout_paused",
                 "1 when the rollout is paused by spec or by failures.",
                 &["pool", "reason"],
+            ),
+            health_gate_closed: gauge_vec(
+                r,
+                "winpool_pool_health_gate_closed",
+                "1 while a health gate (spec.rollout.healthGates) keeps new nodes from starting; the condition names it.",
+                pool,
             ),
             behind_patch_level: gauge_vec(
                 r,
@@ -205,6 +212,8 @@ impl Metrics {
         for r in ["spec", "failures"] {
             self.pool.rollout_paused.with_label_values(&[pool, r]).set((reason == Some(r)) as i64);
         }
+        let gate_closed = matches!(plan.hold, Some(Hold::HealthGateClosed { .. }));
+        self.pool.health_gate_closed.with_label_values(&[pool]).set(gate_closed as i64);
         self.pool.behind_patch_level.with_label_values(&[pool]).set(plan.behind_patch_level as i64);
         self.pool.last_reconcile.with_label_values(&[pool]).set(now.as_second());
     }
@@ -248,6 +257,7 @@ impl Metrics {
             &self.pool.nodes_updated,
             &self.pool.failed_nodes,
             &self.pool.rollout_in_progress,
+            &self.pool.health_gate_closed,
             &self.pool.behind_patch_level,
             &self.pool.last_reconcile,
         ] {

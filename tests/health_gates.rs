@@ -64,6 +64,16 @@ fn starts(t: &TestSpace) -> BTreeMap<String, Vec<Timestamp>> {
     out
 }
 
+/// Until the operator's /metrics says `winpool_pool_health_gate_closed` is `want` for the pool.
+async fn wait_gate_metric(admin: u16, pool: &str, want: &str) {
+    let series = format!("winpool_pool_health_gate_closed{{pool=\"{pool}\"}} ");
+    wait_for(&format!("{series}{want} on /metrics"), WAIT, || async {
+        let (_, body) = support::http_get(admin, "/metrics").await?;
+        body.lines().any(|l| l.strip_prefix(&series) == Some(want)).then_some(())
+    })
+    .await;
+}
+
 async fn apply_rollout(t: &TestSpace, pool: &str, rollout: serde_json::Value) {
     apply_pool(t, &pool_manifest(t, pool, "10.0.20348.2762", rollout)).await;
 }
@@ -199,7 +209,7 @@ async fn a_node_running_a_matching_pod_is_not_started_until_the_pod_is_gone() {
         "selector": {"matchLabels": {"app": "backup"}}, "namespaces": [t.namespace], "scope": "Node"
     }}]});
     apply_pool(&t, &pool_manifest(&t, &pool, "10.0.20348.2762", rollout)).await;
-    t.start_operator(&[]);
+    let admin = t.start_operator(&[]);
 
     // The other nodes roll; the gate then holds the rollout for the node the pod runs on.
     let (_, msg) = wait_progressing(&t, &pool, "the pod gate to hold the last node", |reason, _| reason == "HealthGateClosed").await;
@@ -209,6 +219,7 @@ async fn a_node_running_a_matching_pod_is_not_started_until_the_pod_is_gone() {
     assert_eq!((st.nodes.updated, st.nodes.pending), (2, 1), "{:?}", st.nodes);
     let started = starts(&t);
     assert!(!started.contains_key(&held), "{held} did not start while the pod ran on it: {started:?}");
+    wait_gate_metric(admin, &pool, "1").await;
 
     let gone = Timestamp::now();
     pods.delete("backup", &DeleteParams::default().grace_period(0)).await.expect("delete the blocking pod");
@@ -216,5 +227,6 @@ async fn a_node_running_a_matching_pod_is_not_started_until_the_pod_is_gone() {
     let started = starts(&t);
     let at = started.get(&held).unwrap_or_else(|| panic!("{held} started after the pod went: {started:?}"));
     assert!(at.iter().all(|a| *a >= gone), "{held} started at {at:?}, before its pod was deleted at {gone}");
+    wait_gate_metric(admin, &pool, "0").await;
     t.cleanup().await;
 }
