@@ -253,6 +253,15 @@ no_ha_without_leader() {
   grep -q 'replicaCount' "$WORK/err"
 }
 check "leaderElection.enabled=false with 2 replicas is refused" no_ha_without_leader
+# Health gate credentials: a Role in the release namespace, narrowed to the
+# listed Secrets when rbac.healthGateSecrets names them.
+gate_secrets_narrowed() {
+  renders_kind Role role-secrets.yaml --set 'rbac.healthGateSecrets[0]=prometheus-auth' >/dev/null || return 1
+  cat "$WORK/one.yaml"
+  grep -q 'resourceNames: \["prometheus-auth"\]' "$WORK/one.yaml" && grep -q "namespace: $NS" "$WORK/one.yaml" \
+    && ! grep -q 'kind: ClusterRole' "$WORK/one.yaml"
+}
+check "health gate Secrets: a Role in the release namespace, narrowed by rbac.healthGateSecrets" gate_secrets_narrowed
 # The agent's identity does not depend on who creates its namespace.
 agent_identity_renders() {
   template --set createAgentNamespace=false --set agentNamespace="$AGENT_NS" >"$WORK/rendered.yaml" || return 1
@@ -431,7 +440,11 @@ yes delete pods                                 some-app
 yes create pods#eviction                        some-app
 no  create pods                                 some-app
 no  list   secrets                              *
-no  get    secrets                              $NS
+yes get    secrets                              $NS
+no  list   secrets                              $NS
+no  watch  secrets                              $NS
+no  get    secrets                              default
+no  get    secrets                              $AGENT_NS
 yes get    namespaces/$AGENT_NS                 -
 no  get    namespaces/kube-system               -
 yes create namespaces                           -

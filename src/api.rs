@@ -73,6 +73,11 @@ pub mod names {
     pub const ANN_DRAIN_BLOCKED_BY: &str = "winpool.dev/drain-blocked-by";
     pub const ANN_DRAIN_BLOCKED_SINCE: &str = "winpool.dev/drain-blocked-since";
 
+    /// A Secret winpool may send to a health gate's endpoint must carry this
+    /// label (value "true"): a pool's author names the Secret and the URL, so
+    /// no other Secret of the operator's namespace can be sent anywhere.
+    pub const LABEL_GATE_CREDENTIALS: &str = "winpool.dev/health-gate-credentials";
+
     pub const TAINT_HNS_NOT_READY: &str = "winpool.dev/hns-not-ready";
     pub const NODE_CONDITION_HNS_READY: &str = "WindowsHNSReady";
 
@@ -454,6 +459,16 @@ impl Default for HnsSpec {
     "message": "rollout.nodeTimeout must be a positive duration such as 30m or 1h30m",
     "fieldPath": ".nodeTimeout",
     "reason": "FieldValueInvalid"
+}, {
+    "rule": "!has(self.healthGates) || self.healthGates.all(g, self.healthGates.exists_one(h, h.name == g.name))",
+    "message": "rollout.healthGates: every gate needs a name of its own (the condition and Events name the gate)",
+    "fieldPath": ".healthGates",
+    "reason": "FieldValueInvalid"
+}, {
+    "rule": "!has(self.healthGateInterval) || duration(self.healthGateInterval) > duration('0s')",
+    "message": "rollout.healthGateInterval must be a positive duration such as 30s",
+    "fieldPath": ".healthGateInterval",
+    "reason": "FieldValueInvalid"
 }]))]
 pub struct RolloutSpec {
     /// Nodes that may be between Pending and Updated at once: a number or a percent of the pool (default 1).
@@ -493,6 +508,16 @@ pub struct RolloutSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 64))]
     pub not_allowed_dates: Vec<DateRange>,
+    /// Conditions of the cluster under which no new node starts (kured's
+    /// Prometheus and blocking-pod checks); nodes in flight finish. A gate that
+    /// cannot be evaluated counts as closed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    pub health_gates: Vec<HealthGate>,
+    /// How often closed health gates are looked at again, a Go duration (default 30s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"), length(max = 32))]
+    pub health_gate_interval: Option<String>,
 }
 
 fn default_max_unavailable() -> IntOrString {
@@ -520,6 +545,8 @@ impl Default for RolloutSpec {
             maintenance_window: None,
             maintenance_windows: Vec::new(),
             not_allowed_dates: Vec::new(),
+            health_gates: Vec::new(),
+            health_gate_interval: None,
         }
     }
 }
@@ -574,6 +601,115 @@ impl Default for DrainSpec {
             put_back_after: default_put_back_after(),
         }
     }
+}
+
+/// One health gate: exactly one of `prometheus` or `pods`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "has(self.prometheus) != has(self.pods)",
+    "message": "a health gate has exactly one of prometheus or pods",
+    "reason": "FieldValueInvalid"
+}]))]
+pub struct HealthGate {
+    /// Names the gate in the pool's condition and Events, e.g. no-critical-alerts.
+    #[schemars(regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"), length(min = 1, max = 63))]
+    pub name: String,
+    /// Closed while a Prometheus query returns any series, or matching alerts fire.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prometheus: Option<PrometheusGate>,
+    /// Closed while pods matching a selector exist (on the cluster, or on the node).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pods: Option<PodsGate>,
+}
+
+/// A gate read from the Prometheus HTTP API: exactly one of `query` or `alerts`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "has(self.query) != has(self.alerts)",
+    "message": "a prometheus health gate has exactly one of query or alerts",
+    "reason": "FieldValueInvalid"
+}, {
+    "rule": "duration(self.timeout) > duration('0s') && duration(self.timeout) <= duration('1m')",
+    "message": "prometheus.timeout must be a positive duration of at most 1m, such as 5s (a reconcile waits for it)",
+    "fieldPath": ".timeout",
+    "reason": "FieldValueInvalid"
+}]))]
+pub struct PrometheusGate {
+    /// Base URL of the Prometheus HTTP API, e.g. http://prometheus.monitoring:9090 (http or https).
+    #[schemars(regex(pattern = r"^https?://[^\s/?#]+(/[^\s?#]*)?$"), length(max = 2048))]
+    pub url: String,
+    /// A PromQL instant query (/api/v1/query): any series it returns closes the gate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 4096))]
+    pub query: Option<String>,
+    /// Firing alerts (/api/v1/alerts) whose name matches close the gate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alerts: Option<AlertMatch>,
+    /// How long one request may take, a Go duration (default 5s); a gate
+    /// whose request times out is closed.
+    #[serde(default = "default_gate_timeout")]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"), length(max = 32))]
+    pub timeout: String,
+    /// Credentials from a Secret in the operator's namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<PrometheusAuth>,
+}
+
+fn default_gate_timeout() -> String {
+    "5s".into()
+}
+
+/// Which firing alerts close the gate.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AlertMatch {
+    /// A regular expression matched against the whole alert name, like
+    /// PromQL's `=~` (e.g. `KubeNode.*|.*Critical`).
+    #[schemars(length(min = 1, max = 1024))]
+    pub name: String,
+}
+
+/// Basic (Secret keys `username`, `password`) or Bearer (key `token`) auth.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PrometheusAuth {
+    #[serde(rename = "type")]
+    pub type_: PrometheusAuthType,
+    /// A Secret in the operator's own namespace (winpool reads no other Secret),
+    /// labelled winpool.dev/health-gate-credentials=true.
+    #[schemars(regex(pattern = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"), length(max = 253))]
+    pub secret_name: String,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum PrometheusAuthType {
+    Basic,
+    Bearer,
+}
+
+/// A gate closed by pods matching a selector.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PodsGate {
+    /// Pods (not Succeeded or Failed) matching this selector close the gate.
+    pub selector: LabelSelector,
+    /// Only pods in these namespaces (default: every namespace).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    pub namespaces: Vec<String>,
+    /// Cluster (default): such a pod anywhere holds the rollout. Node: a node
+    /// such a pod runs on is not started; other nodes are.
+    #[serde(default)]
+    pub scope: GateScope,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, JsonSchema)]
+pub enum GateScope {
+    #[default]
+    Cluster,
+    Node,
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]

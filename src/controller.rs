@@ -46,6 +46,7 @@ mod csi_proxy;
 mod events;
 #[cfg(test)]
 mod fixtures;
+mod gates;
 mod hns_node;
 mod nodes;
 mod round;
@@ -71,6 +72,8 @@ pub struct Settings {
     pub allowed_agent_images: Vec<String>,
     /// CSI Proxy's HostProcess image repository (tagged with the pool's version).
     pub csi_proxy_repository: String,
+    /// The operator's own namespace: the only one whose Secrets (health gate credentials) it reads.
+    pub secret_namespace: String,
 }
 
 /// How long node starts and completions gather before they are announced.
@@ -123,6 +126,8 @@ pub struct Context {
     /// Draining nodes whose evictions a PodDisruptionBudget refuses, by node:
     /// what the last drain rounds saw, for the next decision.
     drain_blocks: Mutex<HashMap<String, crate::rollout::DrainBlock>>,
+    /// The HTTP client of the Prometheus health gates (its connections are reused).
+    gate_http: gates::HttpClient,
 }
 
 fn rv(n: &Node) -> u64 {
@@ -153,6 +158,7 @@ impl Context {
             progress: Mutex::new(HashMap::new()),
             announced: Mutex::new(HashMap::new()),
             drain_blocks: Mutex::new(HashMap::new()),
+            gate_http: gates::http_client(),
         }
     }
 

@@ -10,6 +10,7 @@ pub mod csi_proxy;
 pub mod daemonset;
 pub mod drain;
 pub mod error;
+pub mod gates;
 pub mod hns;
 pub mod lease;
 pub mod membership;

@@ -72,6 +72,10 @@ struct RunArgs {
     /// cluster); the tag is the pool's storage.csiProxy.version.
     #[arg(long, default_value = winpool::csi_proxy::DEFAULT_REPOSITORY)]
     csi_proxy_repository: String,
+    /// The only namespace whose Secrets winpool reads: health gate credentials
+    /// (default: this pod's namespace, else "default").
+    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
+    secret_namespace: String,
 }
 
 fn parse_interval(s: &str) -> Result<String, String> {
@@ -122,6 +126,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         pool_selector: args.pool_selector,
         allowed_agent_images: args.allowed_agent_images.into_iter().filter(|s| !s.is_empty()).collect(),
         csi_proxy_repository: args.csi_proxy_repository,
+        secret_namespace: args.secret_namespace,
     };
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {

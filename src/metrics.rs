@@ -41,6 +41,7 @@ struct PoolGauges {
     rollout_paused: IntGaugeVec,
     window_open: IntGaugeVec,
     drain_blocked: IntGaugeVec,
+    health_gate_closed: IntGaugeVec,
     behind_patch_level: IntGaugeVec,
     last_reconcile: IntGaugeVec,
 }
@@ -106,6 +107,12 @@ impl PoolGauges {
                 r,
                 "winpool_pool_nodes_drain_blocked",
                 "Nodes whose drain a PodDisruptionBudget blocks (Draining, or put back to be tried again).",
+                pool,
+            ),
+            health_gate_closed: gauge_vec(
+                r,
+                "winpool_pool_health_gate_closed",
+                "1 while a health gate (spec.rollout.healthGates) keeps new nodes from starting; the condition names it.",
                 pool,
             ),
             behind_patch_level: gauge_vec(
@@ -236,6 +243,8 @@ impl Metrics {
         for r in ["spec", "failures"] {
             self.pool.rollout_paused.with_label_values(&[pool, r]).set((reason == Some(r)) as i64);
         }
+        let gate_closed = matches!(plan.hold, Some(Hold::HealthGateClosed { .. }));
+        self.pool.health_gate_closed.with_label_values(&[pool]).set(gate_closed as i64);
         self.pool.behind_patch_level.with_label_values(&[pool]).set(plan.behind_patch_level as i64);
         self.pool.window_open.with_label_values(&[pool]).set(plan.window_open as i64);
         self.pool.drain_blocked.with_label_values(&[pool]).set(plan.blocked.len() as i64);
@@ -283,6 +292,7 @@ impl Metrics {
             &self.pool.rollout_in_progress,
             &self.pool.window_open,
             &self.pool.drain_blocked,
+            &self.pool.health_gate_closed,
             &self.pool.behind_patch_level,
             &self.pool.last_reconcile,
         ] {

@@ -21,6 +21,7 @@ use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::api::{DrainBlockedNode, FailedNode, NodeCounts, UpdatingNode, WindowsNodePoolSpec, names};
+use crate::gates::{GateResult, Seen};
 #[cfg(test)]
 use crate::revision::revision_of;
 use crate::window::Span;
@@ -216,6 +217,11 @@ pub enum Hold {
     /// No window opens within the horizon (a long rollout.notAllowedDates freeze).
     NoWindowAhead,
     BadWindow(String),
+    /// A health gate is closed (or, scope Node, holds every node that could start): what it saw.
+    HealthGateClosed {
+        gate: String,
+        seen: Seen,
+    },
 }
 
 /// What holds the rollout, said for a person (`kubectl winpool plan`).
@@ -227,6 +233,7 @@ impl std::fmt::Display for Hold {
             Hold::OutsideWindow { opens } => write!(f, "outside the maintenance windows; the next opens at {opens}"),
             Hold::NoWindowAhead => write!(f, "no maintenance window opens within 400 days outside rollout.notAllowedDates"),
             Hold::BadWindow(e) => write!(f, "the maintenance windows are invalid: {e}"),
+            Hold::HealthGateClosed { gate, seen } => write!(f, "health gate {gate:?} is closed: {seen}"),
         }
     }
 }
@@ -276,6 +283,7 @@ pub struct Plan {
 }
 
 /// The pool-level inputs of one decision.
+#[derive(Clone, Copy)]
 pub struct PoolInput<'a> {
     pub name: &'a str,
     pub spec: &'a WindowsNodePoolSpec,
@@ -283,6 +291,9 @@ pub struct PoolInput<'a> {
     pub existing_revisions: &'a BTreeSet<String>,
     /// How long the pool's nodes have been taking to update (the estimate's pace).
     pub average_node_update: Option<Duration>,
+    /// The health gates as the controller evaluated them this round, in spec
+    /// order; empty when it did not (no gates, or no node could start anyway).
+    pub gates: &'a [GateResult],
 }
 
 /// maxUnavailable resolved against the pool size: percentages round down, but
@@ -344,6 +355,14 @@ fn release_cordon(p: &mut NodePatch, n: &NodeView) {
     }
 }
 
+/// Whether this round would start a node if no health gate held it: the
+/// controller evaluates the gates (I/O) only then, and decides again with
+/// what they saw. Pure, like [`decide`].
+pub fn could_start(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> bool {
+    let open = PoolInput { gates: &[], ..*pool };
+    decide(&open, nodes, now).patches.iter().any(|p| p.from == NodeState::Pending && p.to.in_flight())
+}
+
 /// One round of the rollout: each member's next step, then new starts unless
 /// something holds the rollout, then what it all adds up to.
 pub fn decide(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> Plan {
@@ -367,10 +386,11 @@ fn decide_with(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp, despite
         node::observe(&s, &mut r, n);
         node::step(&s, &mut r, n);
     }
-    let hold = start::hold(&s, &r);
+    let mut hold = start::hold(&s, &r);
     let soaking = start::soaking(&s, &r, &sorted);
     if hold.is_none() || despite_hold {
-        start::start_nodes(&s, &mut r, &sorted, soaking.map_or(0, |k| k.nodes));
+        let gated = start::start_nodes(&s, &mut r, &sorted, soaking.map_or(0, |k| k.nodes));
+        hold = hold.or(gated);
     }
     summary::drop_stale_hns_reports(&s, &mut r, &sorted);
 
@@ -382,7 +402,7 @@ fn decide_with(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp, despite
     let in_flight = summary::in_flight(&s, &r, &sorted);
     let estimated_completion = summary::estimated_completion(&s, &counts, hold.as_ref(), pool.average_node_update);
     let retry_at = r.blocked.values().filter_map(|(_, at)| *at).min();
-    let requeue_after = summary::requeue_after(&counts, hold.as_ref(), soaking.as_ref(), s.window.as_ref(), now);
+    let requeue_after = summary::requeue_after(&s, &counts, hold.as_ref(), soaking.as_ref());
     let requeue_after = retry_at.map_or(requeue_after, |t| requeue_after.min(summary::until(t, now)));
     Plan {
         revision: s.rev,
@@ -456,7 +476,7 @@ mod start;
 mod summary;
 mod verify;
 
-pub use round::node_timeout;
+pub use round::{HEALTH_GATE_INTERVAL, gate_timeout, node_timeout};
 pub use start::{out_of_service, start_order};
 use verify::{kernel_satisfies, waiting_for};
 pub use verify::{verify_config, verify_health, verify_rebooted};

@@ -217,6 +217,9 @@ fn progressing_condition(plan: &Plan) -> Condition {
             format!("{} nodes pending; no maintenance window opens within 400 days outside rollout.notAllowedDates", c.pending),
         ),
         (Some(Hold::BadWindow(e)), false, true) => stopped("InvalidMaintenanceWindow", e.clone()),
+        (Some(Hold::HealthGateClosed { gate, seen }), false, true) => {
+            stopped("HealthGateClosed", format!("gate \"{gate}\": {seen}; {} nodes pending", c.pending))
+        }
         (_, false, false) if c.failed > 0 => {
             stopped("NodesFailed", format!("no node left to update; {} nodes failed: {}", c.failed, failed_names(plan)))
         }
@@ -381,7 +384,7 @@ mod tests {
         now: Timestamp,
     ) -> WindowsNodePoolStatus {
         let existing = BTreeSet::new();
-        let plan = decide(&PoolInput { name: "p", spec, existing_revisions: &existing, average_node_update: None }, nodes, now);
+        let plan = decide(&PoolInput { name: "p", spec, existing_revisions: &existing, gates: &[], average_node_update: None }, nodes, now);
         build_status(spec, &plan, &Conflicts::default(), None, prev, Some(3), now)
     }
 
@@ -391,6 +394,36 @@ mod tests {
 
     fn node(name: &str) -> NodeView {
         NodeView { name: name.into(), ready: true, pool_label: Some("p".into()), ..Default::default() }
+    }
+
+    #[test]
+    fn a_closed_health_gate_is_named_in_the_progressing_condition_with_what_it_saw() {
+        use crate::gates::{Failure, GateResult, Seen};
+        let now: Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();
+        let spec = spec("rollout: {maxUnavailable: 1}");
+        let existing = BTreeSet::new();
+        let cases = [
+            (
+                Seen::Alerts { total: 2, names: vec!["KubeNodeNotReady".into(), "X".into()] },
+                "gate \"no-critical-alerts\": 2 alerts firing: KubeNodeNotReady, X; 2 nodes pending",
+            ),
+            (
+                Seen::Failed(Failure::Timeout(std::time::Duration::from_secs(5))),
+                "gate \"no-critical-alerts\": query failed: timeout after 5s; 2 nodes pending",
+            ),
+        ];
+        for (seen, want) in cases {
+            let gates = [GateResult { gate: "no-critical-alerts".into(), seen }];
+            let plan = decide(
+                &PoolInput { name: "p", spec: &spec, existing_revisions: &existing, gates: &gates, average_node_update: None },
+                &[node("a"), node("b")],
+                now,
+            );
+            let s = build_status(&spec, &plan, &Conflicts::default(), None, None, Some(3), now);
+            let c = get(&s, conditions::PROGRESSING);
+            assert_eq!((c.status.as_str(), c.reason.as_str(), c.message.as_str()), ("False", "HealthGateClosed", want));
+            assert_eq!(get(&s, conditions::PAUSED).status, "False", "a closed gate is no pause: it opens by itself");
+        }
     }
 
     #[test]
@@ -435,11 +468,14 @@ mod tests {
         assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", "OutsideMaintenanceWindow"));
         assert!(c.message.contains("opens at 2026-12-05T02:00:00Z and closes at 2026-12-05T06:00:00Z"), "{}", c.message);
         let existing = BTreeSet::new();
-        let plan =
-            decide(&PoolInput { name: "p", spec: &spec, existing_revisions: &existing, average_node_update: None }, &[node("a")], now);
+        let plan = decide(
+            &PoolInput { name: "p", spec: &spec, existing_revisions: &existing, average_node_update: None, gates: &[] },
+            &[node("a")],
+            now,
+        );
         assert_eq!(plan.requeue_after, crate::rollout::IDLE_REQUEUE, "the window is days away: the idle requeue comes first");
         let plan = decide(
-            &PoolInput { name: "p", spec: &spec, existing_revisions: &existing, average_node_update: None },
+            &PoolInput { name: "p", spec: &spec, existing_revisions: &existing, average_node_update: None, gates: &[] },
             &[node("a")],
             "2026-12-05T01:59:00Z".parse().unwrap(),
         );

@@ -7,40 +7,18 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
-use support::{TestSpace, apply_pool, free_port, install_crd, pool_manifest, repo_root, wait_for, wait_nodes_ready};
+use support::prometheus::{Prometheus, TempDir, dechunk, url_encode};
+use support::{TestSpace, apply_pool, install_crd, pool_manifest, repo_root, wait_for, wait_nodes_ready};
 use winpool::api::names;
 
 const WAIT: Duration = Duration::from_secs(120);
-const PROMETHEUS: &str = "/usr/bin/prometheus";
 const FAILED_ALERT: &str = "WindowsNodePoolNodesFailed";
-
-/// A temporary directory of this test's own, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(what: &str) -> Self {
-        let p = std::env::temp_dir().join(format!("winpool-{what}-{}-{:08x}", std::process::id(), rand::random::<u32>()));
-        std::fs::create_dir_all(&p).unwrap_or_else(|e| panic!("creating {}: {e}", p.display()));
-        TempDir(p)
-    }
-
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// The rules file with every `for:` duration rewritten to `for: 2s`.
 ///
@@ -71,138 +49,11 @@ fn rules_with_short_for(rules: &str) -> String {
     out
 }
 
-/// Prometheus as a child process; killed (and its data removed) on drop, also
-/// when the test fails.
-struct Prometheus {
-    child: Child,
-    port: u16,
-    log: PathBuf,
-    _dir: TempDir,
-}
-
-impl Prometheus {
-    fn start(t: &TestSpace, operator_port: u16) -> Self {
-        assert!(Path::new(PROMETHEUS).is_file(), "{PROMETHEUS} not found: apt-get install prometheus");
-        let dir = TempDir::new("prometheus");
-        let rules_src = repo_root().join("charts/winpool/files/alerts.yaml");
-        let rules = std::fs::read_to_string(&rules_src).unwrap_or_else(|e| panic!("reading {}: {e}", rules_src.display()));
-        let rules_path = dir.path().join("alerts.yaml");
-        std::fs::write(&rules_path, rules_with_short_for(&rules)).expect("write rules copy");
-        let config = format!(
-            "global: {{scrape_interval: 1s, evaluation_interval: 1s}}\n\
-             rule_files:\n  - {rules}\n\
-             scrape_configs:\n  - job_name: winpool\n    static_configs:\n      - targets: ['127.0.0.1:{operator_port}']\n",
-            rules = rules_path.display()
-        );
-        let config_path = dir.path().join("prometheus.yml");
-        std::fs::write(&config_path, config).expect("write prometheus config");
-        let port = free_port();
-        let log = t.log_path("prometheus");
-        std::fs::create_dir_all(log.parent().expect("log dir")).ok();
-        let out = std::fs::File::create(&log).expect("prometheus log file");
-        let child = Command::new(PROMETHEUS)
-            .arg(format!("--config.file={}", config_path.display()))
-            .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .stdin(Stdio::null())
-            .stdout(out.try_clone().expect("log fd"))
-            .stderr(out)
-            .spawn()
-            .unwrap_or_else(|e| panic!("starting {PROMETHEUS}: {e}"));
-        eprintln!("[{}] started prometheus on 127.0.0.1:{port} (log: {})", t.id, log.display());
-        Prometheus { child, port, log, _dir: dir }
-    }
-
-    /// GET an API path and return its `data`, or None until it answers with success.
-    async fn api(&self, path: &str) -> Option<Value> {
-        let (code, body) = http_get10(self.port, path).await?;
-        let v: Value = serde_json::from_str(&body).ok()?;
-        (code == 200 && v["status"] == "success").then(|| v["data"].clone())
-    }
-
-    async fn query(&self, q: &str) -> Option<Vec<Value>> {
-        self.api(&format!("/api/v1/query?query={}", url_encode(q))).await?["result"].as_array().cloned()
-    }
-
-    /// Wait until `q` yields exactly one sample with value `want`; on timeout
-    /// the failure shows what Prometheus last answered.
-    async fn wait_value(&self, q: &str, want: f64) {
-        let start = Instant::now();
-        let mut last = None;
-        loop {
-            if let Some(r) = self.query(q).await {
-                if r.len() == 1 && r[0]["value"][1].as_str().and_then(|s| s.parse::<f64>().ok()) == Some(want) {
-                    eprintln!("prometheus: {q} = {want}");
-                    return;
-                }
-                last = Some(r);
-            }
-            assert!(
-                start.elapsed() < WAIT,
-                "timed out after {WAIT:?} waiting for Prometheus to answer `{q}` with one sample of value {want}; last answer: {last:?} (log: {})",
-                self.log.display()
-            );
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
-    }
-
-    /// Active alerts (pending or firing) with this name.
-    async fn alerts(&self, name: &str) -> Vec<Value> {
-        let Some(data) = self.api("/api/v1/alerts").await else { return Vec::new() };
-        data["alerts"].as_array().into_iter().flatten().filter(|a| a["labels"]["alertname"] == name).cloned().collect()
-    }
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Percent-encode a query parameter (everything but RFC 3986 unreserved characters).
-fn url_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() * 3);
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
-/// A bare GET on loopback like support::http_get, but as HTTP/1.0: Go's HTTP
-/// server (Prometheus) answers an HTTP/1.1 request with a body of more than a
-/// few KB in chunked transfer encoding, and an HTTP/1.0 one without. Chunked
-/// bodies are still decoded, in case.
-async fn http_get10(port: u16, path: &str) -> Option<(u16, String)> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.ok()?;
-    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").as_bytes()).await.ok()?;
-    let mut buf = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut buf)).await.ok()?.ok()?;
-    let text = String::from_utf8_lossy(&buf).to_string();
-    let (head, body) = text.split_once("\r\n\r\n")?;
-    let code: u16 = head.split_whitespace().nth(1)?.parse().ok()?;
-    let chunked = head.lines().any(|l| {
-        l.split_once(':').is_some_and(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v.trim().eq_ignore_ascii_case("chunked"))
-    });
-    Some((code, if chunked { dechunk(body)? } else { body.to_string() }))
-}
-
-fn dechunk(mut body: &str) -> Option<String> {
-    let mut out = String::new();
-    loop {
-        let (size, rest) = body.split_once("\r\n")?;
-        let size = usize::from_str_radix(size.split(';').next()?.trim(), 16).ok()?;
-        if size == 0 {
-            return Some(out);
-        }
-        out.push_str(rest.get(..size)?);
-        body = rest.get(size..)?.strip_prefix("\r\n")?;
-    }
+/// The chart's alert rules, with `for:` shortened (see [`rules_with_short_for`]).
+fn shipped_rules_with_short_for() -> String {
+    let path = repo_root().join("charts/winpool/files/alerts.yaml");
+    let rules = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    rules_with_short_for(&rules)
 }
 
 #[test]
@@ -265,9 +116,7 @@ async fn prometheus_scrapes_a_failing_rollout_and_the_failure_alert_goes_off() {
     .await;
     // --leader-elect=false (the harness's default): the single replica sets winpool_leader 1.
     let admin = t.start_operator(&[]);
-    let prom = Prometheus::start(&t, admin);
-
-    wait_for("Prometheus to be ready", WAIT, || async { http_get10(prom.port, "/-/ready").await.filter(|(c, _)| *c == 200) }).await;
+    let prom = Prometheus::start(&t, &shipped_rules_with_short_for(), &[("winpool", admin)]).await;
     // The rules copy loaded: every shipped alert is known to Prometheus.
     let groups = wait_for("Prometheus to load the rules", WAIT, || async { prom.api("/api/v1/rules").await }).await;
     let loaded: Vec<&str> = groups["groups"]

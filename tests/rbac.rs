@@ -84,3 +84,69 @@ async fn the_operator_rolls_out_with_only_the_charts_permissions() {
     let bindings: Api<k8s_openapi::api::rbac::v1::ClusterRoleBinding> = Api::all(client.clone());
     let _ = bindings.delete(&fullname, &Default::default()).await;
 }
+
+/// A health gate's credentials: under the chart's ServiceAccount the operator
+/// reads the Secret in its own namespace, and is refused one anywhere else
+/// (the chart grants `get` on Secrets in the release namespace only). What
+/// the gate saw tells which: past the Secret, the request itself fails (a
+/// port nobody listens on); refused, it never gets that far.
+#[tokio::test]
+async fn gate_credentials_are_read_only_from_the_operators_own_namespace() {
+    use k8s_openapi::api::core::v1::{Node, Secret};
+    use kube::api::{ObjectMeta, PostParams};
+    let client = support::client().await;
+    install_crd(&client).await;
+    let mut t = TestSpace::new("rbac-gate-secret").await;
+    let release = t.id.clone();
+    let fullname = format!("{release}-winpool");
+    install_chart_rbac(&t, &release);
+    let sa_kubeconfig = service_account_kubeconfig(&t, &fullname);
+    // One Pending node that could start, so the gate is evaluated (no agent: it never needs one).
+    let node = support::windows_node(&t, &format!("{}0", t.node_prefix()), "10.0.20348.2700", "1.7.20");
+    Api::<Node>::all(t.client.clone()).create(&PostParams::default(), &node).await.expect("the node");
+    // The same Secret in the release namespace and in the agent namespace (the chart made it).
+    let agents = t.agent_namespace();
+    for ns in [t.namespace.as_str(), agents.as_str()] {
+        let s = Secret {
+            metadata: ObjectMeta {
+                name: Some("prometheus-token".into()),
+                labels: Some([(winpool::api::names::LABEL_GATE_CREDENTIALS.to_string(), "true".to_string())].into()),
+                ..Default::default()
+            },
+            string_data: Some([("token".to_string(), "t0ken".to_string())].into()),
+            ..Default::default()
+        };
+        Api::<Secret>::namespaced(t.client.clone(), ns).create(&PostParams::default(), &s).await.expect("the Secret");
+    }
+    let name = format!("{}-pool", t.id);
+    let mut body = pool(&t, &name, "10.0.20348.2762");
+    body["spec"]["rollout"]["healthGates"] = json!([{"name": "prom", "prometheus": {
+        "url": format!("http://127.0.0.1:{}", support::free_port()), "query": "up == 0",
+        "auth": {"type": "Bearer", "secretName": "prometheus-token"}
+    }}]);
+    let pools: Api<WindowsNodePool> = Api::all(t.client.clone());
+    pools.patch(&name, &PatchParams::apply("winpool-tests").force(), &Patch::Apply(body)).await.unwrap();
+    let gate_message = |want: &'static str| {
+        let pools = pools.clone();
+        let name = name.clone();
+        async move {
+            wait_for(&format!("the gate to say {want:?}"), WAIT, || async {
+                let st = pools.get(&name).await.ok()?.status?;
+                let c = st.conditions.into_iter().find(|c| c.type_ == "Progressing")?;
+                (c.reason == "HealthGateClosed" && c.message.contains(want)).then_some(c.message)
+            })
+            .await
+        }
+    };
+
+    t.start_operator_as("operator", &[&format!("--secret-namespace={}", t.namespace)], &sa_kubeconfig);
+    let msg = gate_message("query failed").await;
+    assert!(!msg.contains("credentials"), "the Secret in the release namespace was read: {msg}");
+
+    t.stop("operator");
+    t.start_operator_as("operator-elsewhere", &[&format!("--secret-namespace={agents}")], &sa_kubeconfig);
+    let msg = gate_message("forbidden").await;
+    assert!(msg.starts_with(&format!("gate \"prom\": credentials: reading Secret {agents}/prometheus-token: ")), "{msg}");
+    t.cleanup().await;
+    support::chart::remove_chart_rbac(&release);
+}

@@ -18,6 +18,7 @@ use serde_json::json;
 use tracing::{debug, info, warn};
 
 use super::agent::{agent_image_allowed, delete_configmap, delete_daemonset, refuse_agent_image, write_configmaps, write_daemonset};
+use super::gates;
 use super::hns_node::{HnsNode, hns_readiness, write_hns};
 use super::nodes::{patch_node_with, release_body, write_nodes};
 use super::round::{self, Observed, Round};
@@ -28,7 +29,7 @@ use crate::drain;
 use crate::hns::Limits;
 use crate::membership::members_of;
 use crate::observe::node_view;
-use crate::rollout::{DrainBlock, HnsReadiness, NodePatch, NodeState, fold_average, node_timeout};
+use crate::rollout::{DrainBlock, HnsReadiness, NodePatch, NodeState, PoolInput, could_start, fold_average, node_timeout};
 use crate::status::{PROGRESS_WRITE_INTERVAL, node_batch_events, only_progress_changed};
 
 pub(super) async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error> {
@@ -99,7 +100,8 @@ async fn execute(pool: &WindowsNodePool, ctx: &Context, seen: &Observed<'_>, rou
 }
 
 /// Read the pool's members into plain structs: their views, HNS readiness, the
-/// pods of the Draining ones, and the pool's agent objects.
+/// pods of the Draining ones, the pool's agent objects, and its health gates
+/// when a node could start.
 async fn observe<'a>(
     pool: &WindowsNodePool,
     ctx: &Context,
@@ -142,11 +144,18 @@ async fn observe<'a>(
         ctx.daemonsets.state().into_iter().filter(|d| d.labels().get(names::LABEL_POOL) == Some(&name)).collect();
     let cms_of_pool: Vec<Arc<ConfigMap>> =
         ctx.configmaps.state().into_iter().filter(|c| c.labels().get(names::LABEL_POOL) == Some(&name)).collect();
-    let existing_revisions = cms_of_pool
+    let existing_revisions: BTreeSet<String> = cms_of_pool
         .iter()
         .filter_map(|c| c.labels().get(names::LABEL_REVISION).cloned())
         .chain(ds_of_pool.iter().filter_map(|d| legacy_revision(d).map(str::to_string)))
         .collect();
+    // Gates cost requests (and a reconcile waits for them): only when a node could start.
+    let input = PoolInput { name: &name, spec: &pool.spec, existing_revisions: &existing_revisions, gates: &[], average_node_update: None };
+    let gates = if !pool.spec.rollout.health_gates.is_empty() && could_start(&input, &views, now) {
+        gates::evaluate(ctx, pool).await
+    } else {
+        Vec::new()
+    };
     let deselected = round::releases(&name, nodes, &membership, "no longer selected by the pool: node released")
         .into_iter()
         .map(|(n, p)| {
@@ -173,6 +182,7 @@ async fn observe<'a>(
             .get(&name)
             .and_then(|p| p.average_node_update)
             .or_else(|| pool.status.as_ref()?.average_node_update_seconds.map(|s| Duration::from_secs(s.max(0) as u64))),
+        gates,
     })
 }
 

@@ -15,7 +15,11 @@ use crate::rollout::{NodePatch, NodeState};
 impl Context {
     /// Announce each of the pool's standing problems once. This round's keys
     /// replace the last round's, so a problem that clears and comes back is
-    /// announced again, and nothing accumulates for problems long gone.
+    /// announced again, and nothing accumulates for problems long gone. Each
+    /// announcement is an Event of its own ([`Self::publish_fresh`]): the
+    /// recorder would fold a new problem of the same reason (a health gate
+    /// that could not be read, then sees alerts firing) into the first one's
+    /// series and keep the first one's note.
     pub(super) async fn announce_standing(&self, pool: &WindowsNodePool, problems: Vec<(String, Event)>) {
         let fresh = {
             let mut announced = self.announced.lock().expect("announced lock");
@@ -27,7 +31,7 @@ impl Context {
             fresh
         };
         for ev in fresh {
-            self.publish(pool, ev).await;
+            self.publish_fresh(pool, ev).await;
         }
     }
 

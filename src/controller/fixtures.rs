@@ -142,6 +142,13 @@ impl Cluster {
                 let before = self.configmaps.remove(*name).unwrap_or(Value::Null);
                 (200, status_body(200, "Success", "deleted"), before, Value::Null)
             }
+            ("GET", ["api", "v1", "pods"]) if query.contains("labelSelector=") => {
+                // A pod health gate: `key=value` selectors are all the tests use.
+                let selector = query.split('&').find_map(|q| q.strip_prefix("labelSelector=")).unwrap_or_default().replace("%3D", "=");
+                let (k, v) = selector.split_once('=').expect("an equality selector");
+                let items: Vec<Value> = self.pods.values().filter(|p| p["metadata"]["labels"][k] == json!(v)).cloned().collect();
+                (200, json!({ "apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": items }), Value::Null, Value::Null)
+            }
             ("GET", ["api", "v1", "pods"]) => {
                 let node = query
                     .split('&')
@@ -239,6 +246,7 @@ impl Fixture {
             pool_selector: None,
             allowed_agent_images: Vec::new(),
             csi_proxy_repository: crate::csi_proxy::DEFAULT_REPOSITORY.into(),
+            secret_namespace: "winpool-system".into(),
         };
         let metrics = Metrics::new();
         metrics.caches_synced.set(1);
@@ -376,6 +384,20 @@ impl Fixture {
             "status": { "phase": "Running" }
         });
         self.cluster.lock().unwrap().pods.insert(name.into(), pod);
+    }
+
+    fn label_pod(&self, name: &str, key: &str, value: &str) {
+        self.cluster.lock().unwrap().pods.get_mut(name).expect("the pod exists")["metadata"]["labels"] = json!({ key: value });
+    }
+
+    fn remove_pod(&self, name: &str) {
+        self.cluster.lock().unwrap().pods.remove(name);
+    }
+
+    fn progressing_reason(&self) -> Option<String> {
+        let c = self.cluster.lock().unwrap();
+        let status = c.pool.as_ref()?.status.as_ref()?;
+        status.conditions.iter().find(|c| c.type_ == crate::api::conditions::PROGRESSING).map(|c| c.reason.clone())
     }
 }
 
@@ -578,6 +600,33 @@ async fn a_draining_node_is_listed_then_evicted_and_moves_on_in_one_write_once_e
         assert_eq!(body["metadata"]["annotations"][ann], Value::Null, "{ann} is cleared in the same write");
         assert!(body["metadata"]["annotations"].as_object().unwrap().contains_key(ann), "{ann} is removed, not left out");
     }
+}
+
+#[tokio::test]
+async fn a_pod_gate_is_listed_only_when_a_node_could_start_and_its_pod_holds_the_start() {
+    let mut pool = pool(1);
+    pool.spec.rollout.health_gates =
+        vec![serde_yaml::from_str("{name: no-backups, pods: {selector: {matchLabels: {app: backup}}}}").expect("a gate")];
+    let mut f = Fixture::new(pool, vec![windows_node("win-a", "win22"), windows_node("win-b", "win22")]);
+    f.add_pod("elsewhere", "backup-1");
+    f.label_pod("backup-1", "app", "backup");
+    let gate_lists = |reqs: &[Recorded]| reqs.iter().filter(|r| r.path == "/api/v1/pods" && r.query.contains("labelSelector=")).count();
+
+    let reqs = f.round().await;
+    assert_eq!(gate_lists(&reqs), 1, "a node could start: the gate is asked once: {:#?}", calls(&reqs));
+    for n in ["win-a", "win-b"] {
+        assert_eq!(state(&f.node(n)), None, "{n} is not started while the pod exists");
+    }
+    assert_eq!(f.progressing_reason().as_deref(), Some("HealthGateClosed"));
+
+    f.remove_pod("backup-1");
+    let reqs = f.round().await;
+    assert_eq!(gate_lists(&reqs), 1);
+    assert_eq!(["win-a", "win-b"].iter().filter(|n| state(&f.node(n)) == Some("Draining")).count(), 1, "the pod is gone: one node starts");
+
+    // Its one slot is taken: no node could start, so the gate is not asked.
+    let reqs = f.round().await;
+    assert_eq!(gate_lists(&reqs), 0, "{:#?}", calls(&reqs));
 }
 
 #[tokio::test]

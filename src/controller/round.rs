@@ -20,9 +20,10 @@ use super::events::node_ref;
 use super::hns_node::{HnsNode, HnsWrites, hns_writes_for};
 use super::nodes::release_patch;
 use crate::api::{WindowsNodePool, WindowsNodePoolStatus, names};
+use crate::gates::GateResult;
 use crate::hns::{self, Limits};
 use crate::membership::Membership;
-use crate::rollout::{HnsReadiness, NodePatch, NodeState, NodeView, Plan, PoolInput, decide, held_cordoned};
+use crate::rollout::{HnsReadiness, Hold, NodePatch, NodeState, NodeView, Plan, PoolInput, decide, held_cordoned};
 use crate::status::{build_status, transition_events};
 
 /// What one reconcile read: the cluster as the decision sees it.
@@ -48,6 +49,8 @@ pub(super) struct Observed<'a> {
     pub hns_limits: Limits,
     /// The pool's moving average of node update times.
     pub average_node_update: Option<std::time::Duration>,
+    /// The health gates, evaluated only when a node could start (else empty).
+    pub gates: Vec<GateResult>,
 }
 
 pub(super) struct Round {
@@ -98,8 +101,13 @@ pub(super) fn releases<'n>(pool: &str, nodes: &'n [Arc<Node>], membership: &Memb
 pub(super) fn decide_round(pool: &WindowsNodePool, settings: &Settings, seen: &Observed<'_>, now: Timestamp) -> Round {
     let name = pool.name_any();
     let spec = &pool.spec;
-    let input =
-        PoolInput { name: &name, spec, existing_revisions: &seen.existing_revisions, average_node_update: seen.average_node_update };
+    let input = PoolInput {
+        name: &name,
+        spec,
+        existing_revisions: &seen.existing_revisions,
+        gates: &seen.gates,
+        average_node_update: seen.average_node_update,
+    };
     let plan = decide(&input, &seen.views, now);
     let capacity = hns::capacity(seen.hns_totals, &seen.hns_limits, spec.hns.warn_percent, seen.hns_over_limit.clone());
     let status = build_status(spec, &plan, &seen.membership.conflicts, Some(capacity), pool.status.as_ref(), pool.metadata.generation, now);
@@ -143,7 +151,8 @@ fn stale_configmaps(cms_of_pool: &[Arc<ConfigMap>], plan: &Plan) -> Vec<(String,
         .collect()
 }
 
-/// Node values the plan ignored, and nodes the pool selects but leaves alone.
+/// Node values the plan ignored, the health gate that holds the rollout, and
+/// nodes the pool selects but leaves alone.
 fn problems(pool: &WindowsNodePool, plan: &Plan, membership: &Membership) -> Vec<(String, Event)> {
     let mut problems = Vec::new();
     for (node, msg) in &plan.warnings {
@@ -155,6 +164,19 @@ fn problems(pool: &WindowsNodePool, plan: &Plan, membership: &Membership) -> Vec
             secondary: Some(node_ref(node)),
         };
         problems.push((format!("{node}:{msg}"), ev));
+    }
+    if let Some(Hold::HealthGateClosed { gate, seen }) = &plan.hold {
+        // Keyed by the gate and the kind of thing it saw, not the details:
+        // which alerts fire may change while it stays closed, but a gate
+        // that could not be read and then sees firing alerts is news.
+        let ev = Event {
+            type_: EventType::Warning,
+            reason: "HealthGateClosed".into(),
+            note: Some(format!("no new node starts: gate \"{gate}\": {seen}")),
+            action: "Rollout".into(),
+            secondary: None,
+        };
+        problems.push((format!("health-gate:{gate}:{}", seen.kind()), ev));
     }
     if !membership.conflicts.is_empty() {
         let msg = membership.conflicts.message(pool.spec.os.version.as_str());
@@ -194,6 +216,7 @@ mod tests {
             pool_selector: None,
             allowed_agent_images: Vec::new(),
             csi_proxy_repository: crate::csi_proxy::DEFAULT_REPOSITORY.into(),
+            secret_namespace: "winpool-system".into(),
         }
     }
 
@@ -225,9 +248,31 @@ mod tests {
     }
 
     #[test]
+    fn a_closed_gate_is_a_standing_problem_announced_again_only_when_what_it_sees_changes_kind() {
+        use crate::gates::{Failure, Seen};
+        let (pool, existing) = (pool(), BTreeSet::new());
+        let node = NodeView { name: "a".into(), ready: true, ..Default::default() };
+        let problems_with = |seen: Seen| {
+            let gates = [GateResult { gate: "alerts".into(), seen }];
+            let input = PoolInput { name: "p", spec: &pool.spec, existing_revisions: &existing, gates: &gates, average_node_update: None };
+            problems(&pool, &decide(&input, std::slice::from_ref(&node), Timestamp::UNIX_EPOCH), &Membership::default())
+        };
+        let firing = |names: &[&str]| Seen::Alerts { total: names.len(), names: names.iter().map(|s| s.to_string()).collect() };
+        let one = problems_with(firing(&["A"]));
+        assert_eq!(one.len(), 1);
+        let (key, ev) = &one[0];
+        assert_eq!((ev.reason.as_str(), ev.type_), ("HealthGateClosed", EventType::Warning));
+        assert_eq!(ev.note.as_deref(), Some("no new node starts: gate \"alerts\": 1 alert firing: A"));
+        assert_eq!(&problems_with(firing(&["A", "B"]))[0].0, key, "other alerts, same problem: not announced again");
+        let failed = problems_with(Seen::Failed(Failure::Timeout(std::time::Duration::from_secs(5))));
+        assert_ne!(&failed[0].0, key, "a gate that cannot be read is news");
+        assert!(problems_with(firing(&[])).is_empty(), "an open gate is no problem");
+    }
+
+    #[test]
     fn writes_that_finish_or_move_a_node_come_before_writes_that_start_one() {
         let existing = BTreeSet::new();
-        let input = PoolInput { name: "p", spec: &pool().spec, existing_revisions: &existing, average_node_update: None };
+        let input = PoolInput { name: "p", spec: &pool().spec, existing_revisions: &existing, gates: &[], average_node_update: None };
         let mut plan = decide(&input, &[], Timestamp::UNIX_EPOCH);
         plan.patches = vec![
             patch("a", NodeState::Pending, NodeState::Draining),
@@ -267,7 +312,7 @@ mod tests {
         let (pool, settings) = (pool(), settings());
         let existing = BTreeSet::new();
         let plan = decide(
-            &PoolInput { name: "p", spec: &pool.spec, existing_revisions: &existing, average_node_update: None },
+            &PoolInput { name: "p", spec: &pool.spec, existing_revisions: &existing, gates: &[], average_node_update: None },
             &[],
             Timestamp::UNIX_EPOCH,
         );

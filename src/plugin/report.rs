@@ -277,7 +277,7 @@ pub fn plan_report(pool: &WindowsNodePool, m: &Members, now: Timestamp) -> PlanR
     let rev = revision_of(&pool.spec);
     let existing = BTreeSet::new();
     let average = pool.status.as_ref().and_then(|s| s.average_node_update_seconds).map(|s| std::time::Duration::from_secs(s.max(0) as u64));
-    let input = PoolInput { name: &name, spec: &pool.spec, existing_revisions: &existing, average_node_update: average };
+    let input = PoolInput { name: &name, spec: &pool.spec, existing_revisions: &existing, average_node_update: average, gates: &[] };
     let preview = rollout::preview(&input, &m.views, now);
     let limit = rollout::max_unavailable(&pool.spec.rollout.max_unavailable, m.views.len());
     let states: Vec<(&NodeView, NodeState)> = m.views.iter().map(|v| (v, state_of(v, &rev, pool))).collect();
@@ -365,7 +365,7 @@ mod tests {
     fn first_wave_of_decide(p: &WindowsNodePool, views: &[NodeView]) -> Vec<String> {
         let existing = BTreeSet::new();
         let plan = rollout::decide(
-            &PoolInput { name: "a", spec: &p.spec, existing_revisions: &existing, average_node_update: None },
+            &PoolInput { name: "a", spec: &p.spec, existing_revisions: &existing, average_node_update: None, gates: &[] },
             views,
             now(),
         );

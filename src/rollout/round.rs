@@ -9,6 +9,7 @@ use jiff::Timestamp;
 
 use super::{DrainMode, NodePatch, NodeState, PoolInput, parse_duration};
 use crate::api::WindowsNodePoolSpec;
+use crate::gates::GateResult;
 use crate::revision::revision_of;
 use crate::versions::WindowsBuild;
 use crate::window::{Schedule, Span, WindowError};
@@ -19,6 +20,16 @@ const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_secs(1800);
 const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(600);
 const DEFAULT_HNS_READY_TIMEOUT: Duration = Duration::from_secs(900);
 const DEFAULT_PUT_BACK_AFTER: Duration = Duration::from_secs(60);
+/// How often a closed health gate is looked at again (rollout.healthGateInterval):
+/// nothing the controller watches says when an alert clears or a pod goes.
+pub const HEALTH_GATE_INTERVAL: Duration = Duration::from_secs(30);
+
+const DEFAULT_GATE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A Prometheus health gate's request timeout (the controller waits that long).
+pub fn gate_timeout(g: &crate::api::PrometheusGate) -> Duration {
+    parse_duration(&g.timeout).filter(|d| !d.is_zero()).unwrap_or(DEFAULT_GATE_TIMEOUT)
+}
 
 /// spec.rollout.nodeTimeout as a duration. The controller bounds the wait for a
 /// fresh HNS report by it too, so the default lives here only.
@@ -47,6 +58,9 @@ pub(super) struct RoundSettings<'a> {
     pub schedule: Result<Option<Schedule>, WindowError>,
     /// The window open now or next, from `schedule`.
     pub window: Option<Span>,
+    /// The health gates as evaluated this round (empty: not evaluated, nothing holds).
+    pub gates: &'a [GateResult],
+    pub health_gate_interval: Duration,
 }
 
 impl<'a> RoundSettings<'a> {
@@ -68,6 +82,14 @@ impl<'a> RoundSettings<'a> {
             target_build: spec.os.patch_level.parse().ok(),
             schedule,
             window,
+            gates: pool.gates,
+            health_gate_interval: spec
+                .rollout
+                .health_gate_interval
+                .as_deref()
+                .and_then(parse_duration)
+                .filter(|d| !d.is_zero())
+                .unwrap_or(HEALTH_GATE_INTERVAL),
         }
     }
 

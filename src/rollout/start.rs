@@ -3,6 +3,7 @@
 use super::round::{Round, RoundSettings};
 use super::{Hold, NodePatch, NodeState, NodeView, Soak, ask_agent_anew, kernel_satisfies, max_unavailable, verify_config};
 use crate::api::names;
+use crate::gates::{self, Seen};
 
 /// Why no node may start this round, if something holds the rollout.
 pub(super) fn hold(s: &RoundSettings<'_>, r: &Round<'_>) -> Option<Hold> {
@@ -15,11 +16,12 @@ pub(super) fn hold(s: &RoundSettings<'_>, r: &Round<'_>) -> Option<Hold> {
         return Some(Hold::FailureLimit { failed, limit: max_failed });
     }
     match (&s.schedule, s.window) {
-        _ if s.window_open() => None,
-        (Err(e), _) => Some(Hold::BadWindow(e.to_string())),
-        (_, None) => Some(Hold::NoWindowAhead),
-        (_, Some(w)) => Some(Hold::OutsideWindow { opens: w.start }),
+        _ if s.window_open() => {}
+        (Err(e), _) => return Some(Hold::BadWindow(e.to_string())),
+        (_, None) => return Some(Hold::NoWindowAhead),
+        (_, Some(w)) => return Some(Hold::OutsideWindow { opens: w.start }),
     }
+    gates::first_closed(s.gates).map(|g| Hold::HealthGateClosed { gate: g.gate.clone(), seen: g.seen.clone() })
 }
 
 /// Nodes out of service anyway (NotReady, or cordoned by someone else) count
@@ -62,8 +64,9 @@ pub(super) fn soaking(s: &RoundSettings<'_>, r: &Round<'_>, sorted: &[&NodeView]
 }
 
 /// Start Pending nodes, the ones out of service first, up to maxUnavailable
-/// (less the nodes still soaking).
-pub(super) fn start_nodes<'n>(s: &RoundSettings<'_>, r: &mut Round<'n>, sorted: &[&'n NodeView], soaking: usize) {
+/// (less the nodes still soaking), except those a node-scope health gate
+/// holds. When such a gate left no node to start, it holds the rollout.
+pub(super) fn start_nodes<'n>(s: &RoundSettings<'_>, r: &mut Round<'n>, sorted: &[&'n NodeView], soaking: usize) -> Option<Hold> {
     let limit = max_unavailable(&s.spec.rollout.max_unavailable, sorted.len());
     let mut in_flight = r.count(NodeState::in_flight) + soaking;
     let mut unavailable_idle =
@@ -75,6 +78,7 @@ pub(super) fn start_nodes<'n>(s: &RoundSettings<'_>, r: &mut Round<'n>, sorted: 
             .filter(|n| r.states.get(n.name.as_str()) == Some(&NodeState::Pending))
             .filter(|n| r.blocked.get(&n.name).is_none_or(|(_, retry)| retry.is_none())),
     );
+    let (mut started, mut gated) = (0, Vec::new());
     for n in candidates {
         let idle_down = out_of_service(n);
         // Starting a node that is already down adds no unavailability, but
@@ -84,6 +88,10 @@ pub(super) fn start_nodes<'n>(s: &RoundSettings<'_>, r: &mut Round<'n>, sorted: 
             if !idle_down {
                 break;
             }
+            continue;
+        }
+        if let Some(g) = gates::holding_node(s.gates, &n.name) {
+            gated.push((n.name.as_str(), g));
             continue;
         }
         // The node may already have a patch this round (joining the pool): one write.
@@ -101,10 +109,24 @@ pub(super) fn start_nodes<'n>(s: &RoundSettings<'_>, r: &mut Round<'n>, sorted: 
         }
         r.patches.push(p);
         in_flight += 1;
+        started += 1;
         if idle_down {
             unavailable_idle -= 1;
         }
     }
+    if started > 0 {
+        return None;
+    }
+    gate_hold(&gated)
+}
+
+/// The hold of the first node-scope gate that kept every startable node
+/// back, with what it saw on the pool's nodes it held (not elsewhere).
+fn gate_hold(gated: &[(&str, &gates::GateResult)]) -> Option<Hold> {
+    let (_, first) = gated.first()?;
+    let Seen::PodsOnNodes(on) = &first.seen else { return None };
+    let held = on.iter().filter(|(node, _)| gated.iter().any(|(n, g)| n == node && g.gate == first.gate));
+    Some(Hold::HealthGateClosed { gate: first.gate.clone(), seen: Seen::PodsOnNodes(held.map(|(k, v)| (k.clone(), v.clone())).collect()) })
 }
 
 /// The patch that starts one node's update; returns the state it enters.

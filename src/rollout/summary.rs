@@ -10,7 +10,6 @@ use super::max_unavailable;
 use super::round::{Round, RoundSettings};
 use super::{FailedInfo, Hold, IDLE_REQUEUE, IN_FLIGHT_REQUEUE, NodeState, NodeView, Soak, verify_config};
 use crate::api::{NodeCounts, names};
-use crate::window::Span;
 
 /// The HNS counts an agent reported before the update describe the old boot:
 /// HNS starts from nothing after the reboot, so they must not make the node look
@@ -79,21 +78,18 @@ pub(super) fn until(t: Timestamp, now: Timestamp) -> Duration {
 }
 
 /// Soon while nodes are in flight; when the window opens if nodes wait for
-/// it; when the first soaking node frees its slot; when the open window
-/// closes (the status names the next one).
-pub(super) fn requeue_after(
-    counts: &NodeCounts,
-    hold: Option<&Hold>,
-    soaking: Option<&Soak>,
-    window: Option<&Span>,
-    now: Timestamp,
-) -> Duration {
+/// it; when the first soaking node frees its slot; a closed health gate
+/// again after rollout.healthGateInterval; when the open window closes (the
+/// status names the next one).
+pub(super) fn requeue_after(s: &RoundSettings<'_>, counts: &NodeCounts, hold: Option<&Hold>, soaking: Option<&Soak>) -> Duration {
+    let now = s.now;
     let until = |t: Timestamp| until(t, now);
     match hold {
         _ if counts.updating > 0 => IN_FLIGHT_REQUEUE,
         None if counts.pending > 0 && soaking.is_some() => until(soaking.map_or(now, |k| k.first_ends)),
         Some(Hold::OutsideWindow { opens }) if counts.pending > 0 => until(*opens),
-        _ => window.map_or(IDLE_REQUEUE, |w| until(w.end)),
+        Some(Hold::HealthGateClosed { .. }) if counts.pending > 0 => s.health_gate_interval,
+        _ => s.window.as_ref().map_or(IDLE_REQUEUE, |w| until(w.end)),
     }
 }
 

@@ -56,7 +56,7 @@ fn applied(mut n: NodeView, rev: &str) -> NodeView {
 
 fn run(spec: &WindowsNodePoolSpec, nodes: &[NodeView]) -> Plan {
     let existing = BTreeSet::new();
-    decide(&PoolInput { name: POOL, spec, existing_revisions: &existing, average_node_update: None }, nodes, now())
+    decide(&PoolInput { name: POOL, spec, existing_revisions: &existing, gates: &[], average_node_update: None }, nodes, now())
 }
 
 fn patch<'a>(plan: &'a Plan, node: &str) -> Option<&'a NodePatch> {
@@ -505,7 +505,8 @@ fn revision_configmaps_are_kept_for_the_target_and_every_revision_still_on_a_nod
     let existing: BTreeSet<String> = ["aaaaaaaaaa".to_string(), "bbbbbbbbbb".to_string()].into();
     let mut old = applied(fresh("a"), "aaaaaaaaaa");
     old.state = Some("Updated".into());
-    let plan = decide(&PoolInput { name: POOL, spec: &spec, existing_revisions: &existing, average_node_update: None }, &[old], now());
+    let plan =
+        decide(&PoolInput { name: POOL, spec: &spec, existing_revisions: &existing, gates: &[], average_node_update: None }, &[old], now());
     assert_eq!(plan.config_revisions, BTreeSet::from([rev, "aaaaaaaaaa".to_string()]));
 }
 
@@ -926,6 +927,110 @@ fn a_node_a_budget_blocks_is_put_back_and_its_slot_goes_to_the_next_node() {
     assert_eq!(plan.requeue_after, IN_FLIGHT_REQUEUE);
 }
 
+fn run_gated(spec: &WindowsNodePoolSpec, nodes: &[NodeView], gates: &[crate::gates::GateResult]) -> Plan {
+    let existing = BTreeSet::new();
+    decide(&PoolInput { name: POOL, spec, existing_revisions: &existing, gates, average_node_update: None }, nodes, now())
+}
+
+fn gate(name: &str, seen: crate::gates::Seen) -> crate::gates::GateResult {
+    crate::gates::GateResult { gate: name.into(), seen }
+}
+
+fn on_nodes(nodes: &[(&str, &str)]) -> crate::gates::Seen {
+    let mut on: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (node, pod) in nodes {
+        on.entry(node.to_string()).or_default().push(pod.to_string());
+    }
+    crate::gates::Seen::PodsOnNodes(on)
+}
+
+fn started(plan: &Plan) -> Vec<&str> {
+    plan.patches.iter().filter(|p| p.from == NodeState::Pending && p.to.in_flight()).map(|p| p.node.as_str()).collect()
+}
+
+#[test]
+fn a_closed_health_gate_starts_no_node_and_nodes_in_flight_finish() {
+    use crate::gates::{Failure, Seen};
+    let spec = spec_with("rollout: {maxUnavailable: 3}");
+    let rev = revision_of(&spec);
+    let mut draining = in_state("a", NodeState::Draining, &rev);
+    draining.pods_to_evict = 1;
+    let nodes = [draining, fresh("b"), fresh("c")];
+    let alerts = Seen::Alerts { total: 2, names: vec!["KubeNodeNotReady".into()] };
+    let down = Seen::Failed(Failure::Timeout(Duration::from_secs(5)));
+    // (gates, the gate named in the hold or None, the nodes started)
+    let cases: Vec<(Vec<crate::gates::GateResult>, Option<&str>, Vec<&str>)> = vec![
+        (vec![], None, vec!["b", "c"]),
+        (vec![gate("alerts", Seen::Alerts { total: 0, names: vec![] })], None, vec!["b", "c"]),
+        (vec![gate("alerts", alerts.clone())], Some("alerts"), vec![]),
+        (vec![gate("prom", down.clone())], Some("prom"), vec![]),
+        (vec![gate("pods", Seen::Pods(vec!["ns/backup".into()]))], Some("pods"), vec![]),
+        (vec![gate("open", Seen::Open), gate("prom", down.clone()), gate("alerts", alerts.clone())], Some("prom"), vec![]),
+    ];
+    for (gates, held_by, want_started) in cases {
+        let plan = run_gated(&spec, &nodes, &gates);
+        let hold_gate = match &plan.hold {
+            Some(Hold::HealthGateClosed { gate, seen }) => {
+                assert_eq!(Some(seen), gates.iter().find(|g| &g.gate == gate).map(|g| &g.seen), "the hold carries what the gate saw");
+                Some(gate.as_str())
+            }
+            None => None,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(hold_gate, held_by, "{gates:?}");
+        assert_eq!(started(&plan), want_started, "{gates:?}");
+        assert!(plan.drain.iter().any(|(n, _)| n == "a"), "{gates:?}: the in-flight drain goes on");
+    }
+}
+
+#[test]
+fn a_node_scope_pod_gate_holds_only_the_nodes_its_pods_run_on() {
+    let spec = spec_with("rollout: {maxUnavailable: 2}");
+    let nodes = [fresh("a"), fresh("b"), fresh("c")];
+    // Pods on a (and on a node of another pool): b and c start instead.
+    let backup = gate("backup", on_nodes(&[("a", "ns/backup-0"), ("other-pool-node", "ns/backup-1")]));
+    let plan = run_gated(&spec, &nodes, std::slice::from_ref(&backup));
+    assert_eq!(started(&plan), ["b", "c"]);
+    assert_eq!(plan.hold, None, "nodes started: the gate holds no rollout");
+
+    // Held nodes take no slot: with a and b held, c starts alone.
+    let both = gate("backup", on_nodes(&[("a", "ns/backup-0"), ("b", "ns/backup-1")]));
+    assert_eq!(started(&run_gated(&spec, &nodes, std::slice::from_ref(&both))), ["c"]);
+
+    // Every node that could start is held: the gate holds the rollout, naming
+    // only this pool's nodes it holds.
+    let all = gate("backup", on_nodes(&[("a", "ns/x"), ("b", "ns/y"), ("c", "ns/z"), ("elsewhere", "ns/w")]));
+    let plan = run_gated(&spec, &nodes, std::slice::from_ref(&all));
+    assert!(started(&plan).is_empty());
+    assert_eq!(
+        plan.hold,
+        Some(Hold::HealthGateClosed { gate: "backup".into(), seen: on_nodes(&[("a", "ns/x"), ("b", "ns/y"), ("c", "ns/z")]) })
+    );
+    assert_eq!(plan.requeue_after, crate::rollout::HEALTH_GATE_INTERVAL, "looked at again, the pods go without an event");
+}
+
+#[test]
+fn a_closed_gate_is_looked_at_again_after_the_health_gate_interval() {
+    use crate::gates::Seen;
+    let closed = [gate("pods", Seen::Pods(vec!["ns/p".into()]))];
+    let cases = [
+        ("", Duration::from_secs(30)),
+        ("rollout: {healthGateInterval: 5s}", Duration::from_secs(5)),
+        ("rollout: {healthGateInterval: garbage}", Duration::from_secs(30)),
+        ("rollout: {healthGateInterval: 0s}", Duration::from_secs(30)),
+    ];
+    for (extra, want) in cases {
+        let plan = run_gated(&spec_with(extra), &[fresh("a")], &closed);
+        assert!(matches!(plan.hold, Some(Hold::HealthGateClosed { .. })), "{extra}");
+        assert_eq!(plan.requeue_after, want, "{extra}");
+    }
+    // Nodes in flight: the short requeue of a rollout in progress wins.
+    let spec = spec_with("rollout: {maxUnavailable: 2}");
+    let rev = revision_of(&spec);
+    let plan = run_gated(&spec, &[in_state("a", NodeState::Applying, &rev), fresh("b")], &closed);
+    assert_eq!(plan.requeue_after, IN_FLIGHT_REQUEUE);
+}
+
 #[test]
 fn a_node_put_back_waits_then_goes_last_and_drain_timeout_counts_from_its_first_refusal() {
     let spec = spec_with("rollout: {maxUnavailable: 1, drain: {putBackAfter: 1m, timeout: 10m}}");
@@ -983,7 +1088,8 @@ fn the_estimate_is_the_waves_left_at_the_pools_pace() {
         applied(in_state("e", NodeState::Updated, &rev), &rev),
     ];
     let with = |avg: Option<u64>, spec: &WindowsNodePoolSpec| {
-        let input = PoolInput { name: POOL, spec, existing_revisions: &existing, average_node_update: avg.map(Duration::from_secs) };
+        let input =
+            PoolInput { name: POOL, spec, existing_revisions: &existing, average_node_update: avg.map(Duration::from_secs), gates: &[] };
         decide(&input, &nodes, now())
     };
     // 4 nodes left (a in flight, b c d), 2 at a time: 2 waves of 10 minutes.
@@ -1018,4 +1124,28 @@ fn a_retried_node_counts_as_blocked_until_its_drain_goes_through() {
     let plan = run(&spec, &[retry]);
     assert!(plan.blocked.is_empty(), "drained: no longer blocked");
     assert_eq!(patch(&plan, "a").unwrap().annotations.get(names::ANN_DRAIN_BLOCKED_BY), Some(&None));
+}
+
+#[test]
+fn other_holds_come_before_the_gates_and_gates_are_asked_for_only_when_a_node_could_start() {
+    use crate::gates::Seen;
+    let closed = [gate("pods", Seen::Pods(vec!["ns/p".into()]))];
+    let paused = spec_with("rollout: {paused: true}");
+    assert_eq!(run_gated(&paused, &[fresh("a")], &closed).hold, Some(Hold::PausedBySpec));
+
+    let existing = BTreeSet::new();
+    let could = |spec: &WindowsNodePoolSpec, nodes: &[NodeView]| {
+        crate::rollout::could_start(
+            &PoolInput { name: POOL, spec, existing_revisions: &existing, gates: &closed, average_node_update: None },
+            nodes,
+            now(),
+        )
+    };
+    let spec = spec_with("rollout: {maxUnavailable: 1}");
+    let rev = revision_of(&spec);
+    assert!(could(&spec, &[fresh("a")]), "a Pending node and a free slot: the gates matter");
+    assert!(!could(&paused, &[fresh("a")]), "paused: no gate could change anything");
+    assert!(!could(&spec, &[in_state("a", NodeState::Applying, &rev), fresh("b")]), "no free slot");
+    assert!(!could(&spec, &[applied(fresh("a"), &rev)]), "nothing Pending");
+    assert!(!could(&spec, &[]), "no nodes");
 }

@@ -8,6 +8,7 @@
 
 pub mod audit;
 pub mod chart;
+pub mod prometheus;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -489,14 +490,15 @@ pub async fn protected_workload(t: &TestSpace, replicas: i32, min_available: i32
     .await;
 }
 
-/// One pod named `name` on `node` that a PodDisruptionBudget forbids evicting.
-/// Returns once it runs and the PDB counts it.
-pub async fn unevictable_pod(t: &TestSpace, node: &str, name: &str) {
+/// One pod named `name`, labelled `app=<name>`, on `node`. Returns once it runs.
+pub async fn pod_on_node(t: &TestSpace, node: &str, name: &str) {
     use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
-    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-    let labels: BTreeMap<String, String> = [("app".to_string(), name.to_string())].into();
     let pod = Pod {
-        metadata: ObjectMeta { name: Some(name.into()), labels: Some(labels.clone()), ..Default::default() },
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            labels: Some([("app".to_string(), name.to_string())].into()),
+            ..Default::default()
+        },
         spec: Some(PodSpec {
             node_name: Some(node.into()),
             containers: vec![Container {
@@ -510,11 +512,22 @@ pub async fn unevictable_pod(t: &TestSpace, node: &str, name: &str) {
     };
     let pods: Api<Pod> = Api::namespaced(t.client.clone(), &t.namespace);
     pods.create(&PostParams::default(), &pod).await.expect("pod");
+    wait_for(&format!("pod {name} Running"), Duration::from_secs(120), || async {
+        (pods.get(name).await.ok()?.status?.phase.as_deref() == Some("Running")).then_some(())
+    })
+    .await;
+}
+
+/// One pod named `name` on `node` that a PodDisruptionBudget forbids evicting.
+/// Returns once it runs and the PDB counts it.
+pub async fn unevictable_pod(t: &TestSpace, node: &str, name: &str) {
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+    pod_on_node(t, node, name).await;
+    let labels: BTreeMap<String, String> = [("app".to_string(), name.to_string())].into();
     create_pdb(t, name, labels, 1).await;
     let pdbs: Api<PodDisruptionBudget> = Api::namespaced(t.client.clone(), &t.namespace);
-    wait_for(&format!("pod {name} Running behind its PDB"), Duration::from_secs(120), || async {
-        let running = pods.get(name).await.ok()?.status?.phase.as_deref() == Some("Running");
-        (running && pdbs.get(name).await.ok()?.status?.current_healthy == Some(1)).then_some(())
+    wait_for(&format!("pod {name}'s PDB to count it"), Duration::from_secs(120), || async {
+        (pdbs.get(name).await.ok()?.status?.current_healthy == Some(1)).then_some(())
     })
     .await;
 }

@@ -1,0 +1,275 @@
+//! The Prometheus HTTP API, pure: the request paths of a gate and what its
+//! answers mean. Only `/api/v1/query` (instant query) and `/api/v1/alerts`
+//! are used; both answer `{"status": "success"|"error", "data": ...}`.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Deserialize;
+
+use super::{Failure, SHOWN, Seen, snippet};
+use crate::api::PrometheusGate;
+
+/// What a Prometheus gate asks: an instant query, or the firing alerts whose
+/// name matches a pattern.
+#[derive(Debug, Clone)]
+pub enum Ask {
+    Query(String),
+    Alerts(regex::Regex),
+}
+
+impl Ask {
+    /// The gate's question; its alert name pattern is anchored like PromQL's `=~`.
+    pub fn of(gate: &PrometheusGate) -> Result<Self, Failure> {
+        match (&gate.query, &gate.alerts) {
+            (Some(q), _) => Ok(Ask::Query(q.clone())),
+            (None, Some(a)) => regex::Regex::new(&format!("^(?:{})$", a.name))
+                .map(Ask::Alerts)
+                .map_err(|e| Failure::InvalidSpec(format!("alerts.name {:?} is not a regular expression: {e}", a.name))),
+            (None, None) => Err(Failure::InvalidSpec("the gate has neither query nor alerts".into())),
+        }
+    }
+
+    /// The request's path and query string, below the gate's base URL.
+    pub fn path(&self) -> String {
+        match self {
+            Ask::Query(q) => format!("/api/v1/query?query={}", encode(q)),
+            Ask::Alerts(_) => "/api/v1/alerts".into(),
+        }
+    }
+
+    /// What an answer (HTTP status and body) means for the gate.
+    pub fn read(&self, status: u16, body: &[u8]) -> Seen {
+        let data = match envelope(status, body) {
+            Ok(d) => d,
+            Err(f) => return Seen::Failed(f),
+        };
+        let seen = match self {
+            Ask::Query(_) => query_result(data),
+            Ask::Alerts(pattern) => firing(data, pattern),
+        };
+        seen.unwrap_or_else(Seen::Failed)
+    }
+}
+
+/// The gate's full request URL.
+pub fn url(base: &str, ask: &Ask) -> String {
+    format!("{}{}", base.trim_end_matches('/'), ask.path())
+}
+
+/// Percent-encode a query parameter (RFC 3986 unreserved characters stay).
+fn encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() * 3);
+    for b in s.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => out.push(b as char),
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Envelope {
+    status: String,
+    #[serde(default)]
+    data: serde_json::Value,
+    #[serde(default)]
+    error_type: String,
+    #[serde(default)]
+    error: String,
+}
+
+/// The `data` of a successful answer, or why there is none. Prometheus sends
+/// its errors as JSON with 4xx/5xx; anything else that is not a 2xx is the
+/// status and the start of the body (a proxy's error page, say).
+fn envelope(status: u16, body: &[u8]) -> Result<serde_json::Value, Failure> {
+    let text = String::from_utf8_lossy(body);
+    let parsed: Result<Envelope, _> = serde_json::from_slice(body);
+    match parsed {
+        Ok(e) if e.status == "error" => Err(Failure::Prometheus { error_type: e.error_type, error: snippet(&e.error) }),
+        Ok(e) if e.status == "success" && (200..300).contains(&status) => Ok(e.data),
+        _ if !(200..300).contains(&status) => Err(Failure::HttpStatus { code: status, body: snippet(&text) }),
+        Ok(e) => Err(Failure::BadResponse(format!("status {:?}", e.status))),
+        Err(e) => Err(Failure::BadResponse(format!("{e}: {}", snippet(&text)))),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct QueryData {
+    result_type: String,
+    result: serde_json::Value,
+}
+
+#[derive(Deserialize)]
+struct Series {
+    #[serde(default)]
+    metric: BTreeMap<String, String>,
+}
+
+fn query_result(data: serde_json::Value) -> Result<Seen, Failure> {
+    let d: QueryData = serde_json::from_value(data).map_err(|e| Failure::BadResponse(format!("query data: {e}")))?;
+    if !matches!(d.result_type.as_str(), "vector" | "matrix") {
+        return Err(Failure::NotAVector(d.result_type));
+    }
+    let series: Vec<Series> = serde_json::from_value(d.result).map_err(|e| Failure::BadResponse(format!("query result: {e}")))?;
+    let shown = series.iter().take(SHOWN).map(|s| selector(&s.metric)).collect();
+    Ok(Seen::Series { total: series.len(), shown })
+}
+
+/// A series' labels as PromQL writes them: `up{job="node"}`, `{job="node"}` without a name.
+fn selector(metric: &BTreeMap<String, String>) -> String {
+    let name = metric.get("__name__").map(String::as_str).unwrap_or_default();
+    let labels: Vec<String> = metric.iter().filter(|(k, _)| *k != "__name__").map(|(k, v)| format!("{k}={v:?}")).collect();
+    if labels.is_empty() && !name.is_empty() { name.to_string() } else { format!("{name}{{{}}}", labels.join(", ")) }
+}
+
+#[derive(Deserialize)]
+struct AlertsData {
+    alerts: Vec<Alert>,
+}
+
+#[derive(Deserialize)]
+struct Alert {
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
+    state: String,
+}
+
+/// Firing alerts whose name matches; pending ones (still within their `for:`) do not count.
+fn firing(data: serde_json::Value, pattern: &regex::Regex) -> Result<Seen, Failure> {
+    let d: AlertsData = serde_json::from_value(data).map_err(|e| Failure::BadResponse(format!("alerts data: {e}")))?;
+    let matching: Vec<&str> = d
+        .alerts
+        .iter()
+        .filter(|a| a.state == "firing")
+        .filter_map(|a| a.labels.get("alertname").map(String::as_str))
+        .filter(|name| pattern.is_match(name))
+        .collect();
+    let names: BTreeSet<&str> = matching.iter().copied().collect();
+    Ok(Seen::Alerts { total: matching.len(), names: names.into_iter().map(str::to_string).collect() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::AlertMatch;
+
+    fn gate(query: Option<&str>, alerts: Option<&str>) -> PrometheusGate {
+        PrometheusGate {
+            url: "http://prometheus:9090".into(),
+            query: query.map(str::to_string),
+            alerts: alerts.map(|a| AlertMatch { name: a.into() }),
+            timeout: "5s".into(),
+            auth: None,
+        }
+    }
+
+    fn alerts(pattern: &str) -> Ask {
+        Ask::of(&gate(None, Some(pattern))).expect("a valid pattern")
+    }
+
+    const QUERY: &str = r#"{"status":"success","data":{"resultType":"vector","result":[
+        {"metric":{"__name__":"up","job":"node","instance":"a:9100"},"value":[1700000000,"0"]},
+        {"metric":{"job":"api"},"value":[1700000000,"0"]}]}}"#;
+    const EMPTY: &str = r#"{"status":"success","data":{"resultType":"vector","result":[]}}"#;
+    const ALERTS: &str = r#"{"status":"success","data":{"alerts":[
+        {"labels":{"alertname":"KubeNodeNotReady","node":"a"},"state":"firing","activeAt":"2026-01-01T00:00:00Z","value":"1"},
+        {"labels":{"alertname":"KubeNodeNotReady","node":"b"},"state":"firing"},
+        {"labels":{"alertname":"KubeNodeUnreachable"},"state":"pending"},
+        {"labels":{"alertname":"Watchdog"},"state":"firing"},
+        {"labels":{"alertname":"DiskCritical"},"state":"firing"}]}}"#;
+
+    #[test]
+    fn query_answers_become_what_the_gate_saw() {
+        let q = Ask::Query("up == 0".into());
+        let series = |total: usize, shown: &[&str]| Seen::Series { total, shown: shown.iter().map(|s| s.to_string()).collect() };
+        let cases: [(u16, &str, Seen); 9] = [
+            (200, QUERY, series(2, &["up{instance=\"a:9100\", job=\"node\"}", "{job=\"api\"}"])),
+            (200, EMPTY, series(0, &[])),
+            (
+                200,
+                r#"{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"__name__":"x"},"values":[]}]}}"#,
+                series(1, &["x"]),
+            ),
+            (
+                200,
+                r#"{"status":"success","data":{"resultType":"scalar","result":[1700000000,"1"]}}"#,
+                Seen::Failed(Failure::NotAVector("scalar".into())),
+            ),
+            (
+                400,
+                r#"{"status":"error","errorType":"bad_data","error":"1:4: parse error: unexpected <EOF>"}"#,
+                Seen::Failed(Failure::Prometheus { error_type: "bad_data".into(), error: "1:4: parse error: unexpected <EOF>".into() }),
+            ),
+            (
+                503,
+                r#"{"status":"error","errorType":"unavailable","error":"starting"}"#,
+                Seen::Failed(Failure::Prometheus { error_type: "unavailable".into(), error: "starting".into() }),
+            ),
+            (502, "<html>Bad Gateway</html>", Seen::Failed(Failure::HttpStatus { code: 502, body: "<html>Bad Gateway</html>".into() })),
+            // A 2xx answer that is not Prometheus's envelope is not trusted to mean "no series".
+            (
+                200,
+                r#"{"status":"success","data":{"resultType":"vector"}}"#,
+                Seen::Failed(Failure::BadResponse("query data: missing field `result`".into())),
+            ),
+            (200, r#"{"status":"pending"}"#, Seen::Failed(Failure::BadResponse("status \"pending\"".into()))),
+        ];
+        for (status, body, want) in cases {
+            assert_eq!(q.read(status, body.as_bytes()), want, "{status} {body}");
+        }
+    }
+
+    #[test]
+    fn garbage_closes_the_gate_and_says_what_came() {
+        let q = Ask::Query("up".into());
+        for body in
+            ["", "not json", "<html>login</html>", "[1,2]", r#"{"status":"success","data":{"resultType":"vector","result":{"a":1}}}"#]
+        {
+            match q.read(200, body.as_bytes()) {
+                Seen::Failed(Failure::BadResponse(msg)) => assert!(!msg.is_empty(), "{body}"),
+                other => panic!("{body:?} read as {other:?}"),
+            }
+        }
+        // The garbage itself is in the message, cut short.
+        let Seen::Failed(f) = q.read(200, "<html>login</html>".as_bytes()) else { panic!() };
+        assert!(f.to_string().contains("<html>login</html>"), "{f}");
+    }
+
+    #[test]
+    fn only_firing_alerts_whose_whole_name_matches_close_the_gate() {
+        let names = |n: &[&str]| n.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let cases = [
+            ("KubeNode.*", Seen::Alerts { total: 2, names: names(&["KubeNodeNotReady"]) }),
+            (".*Critical|Watchdog", Seen::Alerts { total: 2, names: names(&["DiskCritical", "Watchdog"]) }),
+            // Anchored like =~: a part of the name is not a match.
+            ("Node", Seen::Alerts { total: 0, names: vec![] }),
+            // Pending alerts are not firing yet.
+            ("KubeNodeUnreachable", Seen::Alerts { total: 0, names: vec![] }),
+        ];
+        for (pattern, want) in cases {
+            assert_eq!(alerts(pattern).read(200, ALERTS.as_bytes()), want, "{pattern}");
+        }
+        let none = r#"{"status":"success","data":{"alerts":[]}}"#;
+        assert!(!crate::gates::GateResult { gate: "g".into(), seen: alerts(".*").read(200, none.as_bytes()) }.closes_pool());
+        assert!(matches!(alerts(".*").read(200, br#"{"status":"success","data":{}}"#), Seen::Failed(Failure::BadResponse(_))));
+    }
+
+    #[test]
+    fn a_pattern_that_does_not_compile_is_a_failure_of_the_gate() {
+        match Ask::of(&gate(None, Some("Kube(Node"))) {
+            Err(Failure::InvalidSpec(msg)) => assert!(msg.contains("Kube(Node"), "{msg}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn requests_go_below_the_base_url_with_the_query_encoded() {
+        let q = Ask::of(&gate(Some("sum(up{job=\"a b\"}) > 0"), None)).unwrap();
+        assert_eq!(url("http://p:9090/", &q), "http://p:9090/api/v1/query?query=sum%28up%7Bjob%3D%22a%20b%22%7D%29%20%3E%200");
+        assert_eq!(url("https://mon.corp/prometheus", &alerts("X")), "https://mon.corp/prometheus/api/v1/alerts");
+        assert_eq!(encode("a+b&c=é"), "a%2Bb%26c%3D%C3%A9");
+    }
+}

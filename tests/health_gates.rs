@@ -1,0 +1,232 @@
+//! Health gates against the real control plane: a Prometheus gate (Debian's
+//! Prometheus behind basic auth, scraping a gauge the test sets, an alert
+//! rule over it that fires and clears on demand) and a node-scope pod gate.
+//! A gate that cannot reach Prometheus, or is refused without credentials,
+//! is closed; with the credentials from a Secret it sees the alert, or the
+//! series of an instant query. While a gate is closed no node starts, as the
+//! API server's audit log shows, and the pool's Progressing condition names
+//! the gate and what it saw; once it opens the rollout proceeds and completes.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
+use serde_json::json;
+use support::prometheus::{Gauge, Prometheus};
+use support::{TestSpace, apply_pool, audit, install_crd, pool_manifest, wait_for, wait_nodes_ready};
+use winpool::api::{WindowsNodePool, conditions, names};
+
+const WAIT: Duration = Duration::from_secs(180);
+const ALERT: &str = "WinpoolTestHold";
+
+/// The pool's Progressing condition (reason, message) once the status
+/// describes the current spec (observedGeneration), when `ok` accepts it.
+async fn wait_progressing(t: &TestSpace, pool: &str, what: &str, ok: impl Fn(&str, &str) -> bool) -> (String, String) {
+    let api: Api<WindowsNodePool> = Api::all(t.client.clone());
+    wait_for(what, WAIT, || async {
+        let p = api.get(pool).await.ok()?;
+        let st = p.status.as_ref()?;
+        if st.observed_generation != p.metadata.generation {
+            return None;
+        }
+        let c = st.conditions.iter().find(|c| c.type_ == conditions::PROGRESSING)?;
+        ok(&c.reason, &c.message).then(|| (c.reason.clone(), c.message.clone()))
+    })
+    .await
+}
+
+async fn wait_complete(t: &TestSpace, pool: &str, total: i32) {
+    let api: Api<WindowsNodePool> = Api::all(t.client.clone());
+    wait_for(&format!("pool {pool} to report {total} nodes updated"), WAIT, || async {
+        let p = api.get(pool).await.ok()?;
+        let st = p.status.as_ref()?;
+        let ready = st.conditions.iter().any(|c| c.type_ == conditions::READY && c.status == "True");
+        (st.nodes.updated == total && ready && st.observed_generation == p.metadata.generation).then_some(())
+    })
+    .await;
+}
+
+/// When each of the test's nodes was started (the API server's record of the
+/// operator's patches that set started-at), node -> times.
+fn starts(t: &TestSpace) -> BTreeMap<String, Vec<Timestamp>> {
+    let mut out: BTreeMap<String, Vec<Timestamp>> = BTreeMap::new();
+    for r in audit::requests(&audit::audit_log(), &t.node_prefix()) {
+        let start = r.resource == "nodes" && r.verb == "patch" && r.code == 200;
+        if start && r.body["metadata"]["annotations"]["winpool.dev/started-at"].is_string() {
+            out.entry(r.name.clone()).or_default().push(r.at.expect("audit events carry their time"));
+        }
+    }
+    out
+}
+
+/// Until the operator's /metrics says `winpool_pool_health_gate_closed` is `want` for the pool.
+async fn wait_gate_metric(admin: u16, pool: &str, want: &str) {
+    let series = format!("winpool_pool_health_gate_closed{{pool=\"{pool}\"}} ");
+    wait_for(&format!("{series}{want} on /metrics"), WAIT, || async {
+        let (_, body) = support::http_get(admin, "/metrics").await?;
+        body.lines().any(|l| l.strip_prefix(&series) == Some(want)).then_some(())
+    })
+    .await;
+}
+
+async fn apply_rollout(t: &TestSpace, pool: &str, rollout: serde_json::Value) {
+    apply_pool(t, &pool_manifest(t, pool, "10.0.20348.2762", rollout)).await;
+}
+
+/// Events on the pool with this reason, their notes.
+async fn pool_events(t: &TestSpace, pool: &str, reason: &str) -> Vec<String> {
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::all(t.client.clone());
+    let list = events.list(&ListParams::default()).await.map(|l| l.items).unwrap_or_default();
+    list.into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(pool) && e.reason.as_deref() == Some(reason))
+        .filter_map(|e| e.note)
+        .collect()
+}
+
+#[tokio::test]
+async fn a_firing_alert_holds_the_rollout_until_it_clears() {
+    let client = support::client().await;
+    install_crd(&client).await;
+    let mut t = TestSpace::new("gates-prometheus").await;
+    // The alert fires while the gauge is 1: no `for:`, so it fires on the first evaluation.
+    let gauge = Gauge::serve("winpool_test_gate_blocking", 1.0).await;
+    let rules = format!("groups:\n  - name: gate-test\n    rules:\n      - alert: {ALERT}\n        expr: winpool_test_gate_blocking > 0\n");
+    // Its API wants basic auth (admin/test: the example of Prometheus's web configuration docs).
+    let hash = "$2b$12$hNf2lSsxfm0.i4a.1kVpSOVyBCfIB51VRjgBUyv6kdnyTlgWj81Ay";
+    let prom = Prometheus::start_with_basic_auth(&t, &rules, &[("gate", gauge.port)], "admin", "test", hash).await;
+    let firing = || async { prom.alerts(ALERT).await.iter().any(|a| a["state"] == "firing") };
+    wait_for("the test alert to fire", WAIT, || async { firing().await.then_some(()) }).await;
+
+    t.start_sim(3, &["--apply-seconds=1", "--reboot-seconds=0.5"]);
+    wait_nodes_ready(&t, 3).await;
+    let pool = format!("{}-pool", t.id);
+    // First a gate that cannot reach its Prometheus (a port nobody listens
+    // on): it is closed and says why.
+    let nobody = support::free_port();
+    let gate = |prometheus: serde_json::Value| json!({"maxUnavailable": 2, "healthGateInterval": "1s", "healthGates": [{"name": "no-test-alerts", "prometheus": prometheus}]});
+    let alerts = |url: String| json!({"url": url, "alerts": {"name": "WinpoolTest.*"}, "timeout": "2s"});
+    apply_rollout(&t, &pool, gate(alerts(format!("http://127.0.0.1:{nobody}")))).await;
+    // The Secret with the credentials lives in the operator's namespace (here the test's).
+    let secrets: Api<Secret> = Api::namespaced(t.client.clone(), &t.namespace);
+    let creds = Secret {
+        metadata: ObjectMeta {
+            name: Some("prometheus-auth".into()),
+            labels: Some([(names::LABEL_GATE_CREDENTIALS.to_string(), "true".to_string())].into()),
+            ..Default::default()
+        },
+        type_: Some("kubernetes.io/basic-auth".into()),
+        string_data: Some([("username".to_string(), "admin".to_string()), ("password".to_string(), "test".to_string())].into()),
+        ..Default::default()
+    };
+    secrets.create(&PostParams::default(), &creds).await.expect("the credentials Secret");
+    t.start_operator(&[&format!("--secret-namespace={}", t.namespace)]);
+    let (_, msg) = wait_progressing(&t, &pool, "the unreachable gate to hold the rollout", |reason, _| reason == "HealthGateClosed").await;
+    assert!(msg.starts_with("gate \"no-test-alerts\": query failed: ") && msg.contains("refused"), "{msg}");
+    assert!(starts(&t).is_empty(), "no node started while the gate could not be evaluated: {:?}", starts(&t));
+    wait_for("a HealthGateClosed Event for the unreachable gate", WAIT, || async {
+        pool_events(&t, &pool, "HealthGateClosed").await.iter().any(|n| n.contains("query failed")).then_some(())
+    })
+    .await;
+
+    // The real Prometheus without credentials: refused, so closed.
+    let url = format!("http://127.0.0.1:{}", prom.port);
+    apply_rollout(&t, &pool, gate(alerts(url.clone()))).await;
+    let (_, msg) = wait_progressing(&t, &pool, "the refused gate to hold the rollout", |reason, msg| {
+        reason == "HealthGateClosed" && msg.contains("HTTP 401")
+    })
+    .await;
+    assert!(msg.starts_with("gate \"no-test-alerts\": query failed: HTTP 401"), "{msg}");
+
+    // With the Secret's credentials: the alert fires, closed, naming the alert.
+    let mut with_auth = alerts(url.clone());
+    with_auth["auth"] = json!({"type": "Basic", "secretName": "prometheus-auth"});
+    apply_rollout(&t, &pool, gate(with_auth.clone())).await;
+    let (_, msg) = wait_progressing(&t, &pool, "the firing alert to hold the rollout", |reason, msg| {
+        reason == "HealthGateClosed" && msg.contains("alert firing")
+    })
+    .await;
+    assert_eq!(msg, format!("gate \"no-test-alerts\": 1 alert firing: {ALERT}; 3 nodes pending"));
+    let announced = wait_for("a HealthGateClosed Event", WAIT, || async {
+        let notes = pool_events(&t, &pool, "HealthGateClosed").await;
+        notes.iter().any(|n| n.contains(ALERT)).then_some(notes)
+    })
+    .await;
+    assert!(announced.iter().all(|n| n.contains("gate \"no-test-alerts\"")), "{announced:?}");
+    // The same Prometheus asked an instant query: its series close the gate.
+    let query = json!({"url": url, "query": "winpool_test_gate_blocking > 0", "auth": with_auth["auth"]});
+    apply_rollout(&t, &pool, gate(query)).await;
+    let (_, msg) = wait_progressing(&t, &pool, "the query gate to hold the rollout", |reason, msg| {
+        reason == "HealthGateClosed" && msg.contains("series")
+    })
+    .await;
+    assert!(msg.starts_with("gate \"no-test-alerts\": query returned 1 series: "), "{msg}");
+    assert!(msg.contains(&format!("instance=\"127.0.0.1:{}\"", gauge.port)), "the series is named by its labels: {msg}");
+    apply_rollout(&t, &pool, gate(with_auth)).await;
+    assert!(starts(&t).is_empty(), "no node started while the alert fired: {:?}", starts(&t));
+    for n in t.nodes().await {
+        assert!(
+            !n.annotations().contains_key("winpool.dev/state") || n.annotations()["winpool.dev/state"] == "Pending",
+            "{}",
+            n.name_any()
+        );
+    }
+
+    // The alert clears: the rollout proceeds and completes. The alert cannot
+    // clear before the gauge drops, so every start must come after that.
+    let cleared = Timestamp::now();
+    gauge.set(0.0);
+    wait_for("the test alert to clear", WAIT, || async { (!firing().await).then_some(()) }).await;
+    wait_complete(&t, &pool, 3).await;
+    let started = starts(&t);
+    assert_eq!(started.len(), 3, "every node started: {started:?}");
+    for (node, at) in &started {
+        assert!(at.iter().all(|a| *a >= cleared), "{node} started at {at:?}, before the alert could clear (gauge dropped at {cleared})");
+    }
+    let in_flight = audit::max_in_flight(&audit::requests(&audit::audit_log(), &t.node_prefix()));
+    assert!(in_flight <= 2, "maxUnavailable holds: {in_flight} in flight at once");
+    drop(prom);
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_node_running_a_matching_pod_is_not_started_until_the_pod_is_gone() {
+    let client = support::client().await;
+    install_crd(&client).await;
+    let mut t = TestSpace::new("gates-pods").await;
+    t.start_sim(3, &["--apply-seconds=1", "--reboot-seconds=0.5"]);
+    wait_nodes_ready(&t, 3).await;
+    let held = format!("{}0", t.node_prefix());
+    support::pod_on_node(&t, &held, "backup").await;
+    let pods: Api<Pod> = Api::namespaced(t.client.clone(), &t.namespace);
+
+    let pool = format!("{}-pool", t.id);
+    let rollout = json!({"maxUnavailable": 2, "healthGateInterval": "1s", "healthGates": [{"name": "no-backups", "pods": {
+        "selector": {"matchLabels": {"app": "backup"}}, "namespaces": [t.namespace], "scope": "Node"
+    }}]});
+    apply_pool(&t, &pool_manifest(&t, &pool, "10.0.20348.2762", rollout)).await;
+    let admin = t.start_operator(&[]);
+
+    // The other nodes roll; the gate then holds the rollout for the node the pod runs on.
+    let (_, msg) = wait_progressing(&t, &pool, "the pod gate to hold the last node", |reason, _| reason == "HealthGateClosed").await;
+    assert_eq!(msg, format!("gate \"no-backups\": matching pods run on 1 node: {held} ({}/backup); 1 nodes pending", t.namespace));
+    let api: Api<WindowsNodePool> = Api::all(t.client.clone());
+    let st = api.get(&pool).await.unwrap().status.unwrap();
+    assert_eq!((st.nodes.updated, st.nodes.pending), (2, 1), "{:?}", st.nodes);
+    let started = starts(&t);
+    assert!(!started.contains_key(&held), "{held} did not start while the pod ran on it: {started:?}");
+    wait_gate_metric(admin, &pool, "1").await;
+
+    let gone = Timestamp::now();
+    pods.delete("backup", &DeleteParams::default().grace_period(0)).await.expect("delete the blocking pod");
+    wait_complete(&t, &pool, 3).await;
+    let started = starts(&t);
+    let at = started.get(&held).unwrap_or_else(|| panic!("{held} started after the pod went: {started:?}"));
+    assert!(at.iter().all(|a| *a >= gone), "{held} started at {at:?}, before its pod was deleted at {gone}");
+    wait_gate_metric(admin, &pool, "0").await;
+    t.cleanup().await;
+}

@@ -1,0 +1,239 @@
+//! A real Prometheus for the tests (Debian's /usr/bin/prometheus on
+//! loopback), and a metric the test sets that it scrapes: rules over that
+//! metric fire and clear on demand.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::{TestSpace, free_port, wait_for};
+
+const WAIT: Duration = Duration::from_secs(120);
+const PROMETHEUS: &str = "/usr/bin/prometheus";
+
+/// A temporary directory of this test's own, removed on drop.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new(what: &str) -> Self {
+        let p = std::env::temp_dir().join(format!("winpool-{what}-{}-{:08x}", std::process::id(), rand::random::<u32>()));
+        std::fs::create_dir_all(&p).unwrap_or_else(|e| panic!("creating {}: {e}", p.display()));
+        TempDir(p)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Prometheus as a child process; killed (and its data removed) on drop, also
+/// when the test fails.
+pub struct Prometheus {
+    child: Child,
+    pub port: u16,
+    pub log: PathBuf,
+    /// The Authorization header its HTTP API wants, when it wants one.
+    authorization: Option<String>,
+    _dir: TempDir,
+}
+
+impl Prometheus {
+    /// Prometheus on a free loopback port with these rules (a rules file's
+    /// text), scraping each (job, port) on 127.0.0.1 every second and
+    /// evaluating the rules every second. Returns once it is ready.
+    pub async fn start(t: &TestSpace, rules: &str, jobs: &[(&str, u16)]) -> Self {
+        Self::launch(t, rules, jobs, None).await
+    }
+
+    /// The same, with its HTTP API behind basic auth (`--web.config.file`):
+    /// `password` must be what `bcrypt` hashes.
+    pub async fn start_with_basic_auth(t: &TestSpace, rules: &str, jobs: &[(&str, u16)], user: &str, password: &str, bcrypt: &str) -> Self {
+        Self::launch(t, rules, jobs, Some((user, password, bcrypt))).await
+    }
+
+    async fn launch(t: &TestSpace, rules: &str, jobs: &[(&str, u16)], basic_auth: Option<(&str, &str, &str)>) -> Self {
+        use base64::Engine;
+        assert!(Path::new(PROMETHEUS).is_file(), "{PROMETHEUS} not found: apt-get install prometheus");
+        let dir = TempDir::new("prometheus");
+        let rules_path = dir.path().join("rules.yaml");
+        std::fs::write(&rules_path, rules).expect("write rules");
+        let scrape: String = jobs
+            .iter()
+            .map(|(job, port)| format!("  - job_name: {job}\n    static_configs:\n      - targets: ['127.0.0.1:{port}']\n"))
+            .collect();
+        let config = format!(
+            "global: {{scrape_interval: 1s, evaluation_interval: 1s}}\n\
+             rule_files:\n  - {rules}\n\
+             scrape_configs:\n{scrape}",
+            rules = rules_path.display()
+        );
+        let config_path = dir.path().join("prometheus.yml");
+        std::fs::write(&config_path, config).expect("write prometheus config");
+        let web_path = dir.path().join("web.yml");
+        let users = basic_auth.map_or(String::new(), |(user, _, hash)| format!("basic_auth_users:\n  {user}: {hash}\n"));
+        std::fs::write(&web_path, users).expect("write prometheus web config");
+        let port = free_port();
+        let log = t.log_path("prometheus");
+        std::fs::create_dir_all(log.parent().expect("log dir")).ok();
+        let out = std::fs::File::create(&log).expect("prometheus log file");
+        let child = Command::new(PROMETHEUS)
+            .arg(format!("--config.file={}", config_path.display()))
+            .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .arg(format!("--web.config.file={}", web_path.display()))
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().expect("log fd"))
+            .stderr(out)
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {PROMETHEUS}: {e}"));
+        eprintln!("[{}] started prometheus on 127.0.0.1:{port} (log: {})", t.id, log.display());
+        let authorization = basic_auth
+            .map(|(user, password, _)| format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))));
+        let prom = Prometheus { child, port, log, authorization, _dir: dir };
+        wait_for("Prometheus to be ready", WAIT, || async {
+            http_get10(prom.port, "/-/ready", prom.authorization.as_deref()).await.filter(|(c, _)| *c == 200)
+        })
+        .await;
+        prom
+    }
+
+    /// GET an API path and return its `data`, or None until it answers with success.
+    pub async fn api(&self, path: &str) -> Option<Value> {
+        let (code, body) = http_get10(self.port, path, self.authorization.as_deref()).await?;
+        let v: Value = serde_json::from_str(&body).ok()?;
+        (code == 200 && v["status"] == "success").then(|| v["data"].clone())
+    }
+
+    pub async fn query(&self, q: &str) -> Option<Vec<Value>> {
+        self.api(&format!("/api/v1/query?query={}", url_encode(q))).await?["result"].as_array().cloned()
+    }
+
+    /// Wait until `q` yields exactly one sample with value `want`; on timeout
+    /// the failure shows what Prometheus last answered.
+    pub async fn wait_value(&self, q: &str, want: f64) {
+        let start = Instant::now();
+        let mut last = None;
+        loop {
+            if let Some(r) = self.query(q).await {
+                if r.len() == 1 && r[0]["value"][1].as_str().and_then(|s| s.parse::<f64>().ok()) == Some(want) {
+                    eprintln!("prometheus: {q} = {want}");
+                    return;
+                }
+                last = Some(r);
+            }
+            assert!(
+                start.elapsed() < WAIT,
+                "timed out after {WAIT:?} waiting for Prometheus to answer `{q}` with one sample of value {want}; last answer: {last:?} (log: {})",
+                self.log.display()
+            );
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    /// Active alerts (pending or firing) with this name.
+    pub async fn alerts(&self, name: &str) -> Vec<Value> {
+        let Some(data) = self.api("/api/v1/alerts").await else { return Vec::new() };
+        data["alerts"].as_array().into_iter().flatten().filter(|a| a["labels"]["alertname"] == name).cloned().collect()
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Percent-encode a query parameter (everything but RFC 3986 unreserved characters).
+pub fn url_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() * 3);
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// A bare GET on loopback like support::http_get, but as HTTP/1.0: Go's HTTP
+/// server (Prometheus) answers an HTTP/1.1 request with a body of more than a
+/// few KB in chunked transfer encoding, and an HTTP/1.0 one without. Chunked
+/// bodies are still decoded, in case.
+pub async fn http_get10(port: u16, path: &str, authorization: Option<&str>) -> Option<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.ok()?;
+    let auth = authorization.map_or(String::new(), |a| format!("Authorization: {a}\r\n"));
+    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n{auth}\r\n").as_bytes()).await.ok()?;
+    let mut buf = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut buf)).await.ok()?.ok()?;
+    let text = String::from_utf8_lossy(&buf).to_string();
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    let code: u16 = head.split_whitespace().nth(1)?.parse().ok()?;
+    let chunked = head.lines().any(|l| {
+        l.split_once(':').is_some_and(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v.trim().eq_ignore_ascii_case("chunked"))
+    });
+    Some((code, if chunked { dechunk(body)? } else { body.to_string() }))
+}
+
+pub fn dechunk(mut body: &str) -> Option<String> {
+    let mut out = String::new();
+    loop {
+        let (size, rest) = body.split_once("\r\n")?;
+        let size = usize::from_str_radix(size.split(';').next()?.trim(), 16).ok()?;
+        if size == 0 {
+            return Some(out);
+        }
+        out.push_str(rest.get(..size)?);
+        body = rest.get(size..)?.strip_prefix("\r\n")?;
+    }
+}
+
+/// One gauge, `name`, served on loopback in the Prometheus text format for
+/// Prometheus to scrape; the test sets its value. The server lives as long
+/// as the test's runtime.
+pub struct Gauge {
+    pub port: u16,
+    value: Arc<AtomicU64>,
+}
+
+impl Gauge {
+    pub async fn serve(name: &'static str, initial: f64) -> Self {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let value = Arc::new(AtomicU64::new(initial.to_bits()));
+        let shared = value.clone();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                let v = f64::from_bits(shared.load(Ordering::SeqCst));
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 4096];
+                    let _ = s.read(&mut buf).await;
+                    let body = format!("# TYPE {name} gauge\n{name} {v}\n");
+                    let head = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                        body.len()
+                    );
+                    let _ = s.write_all(format!("{head}{body}").as_bytes()).await;
+                });
+            }
+        });
+        Gauge { port, value }
+    }
+
+    pub fn set(&self, v: f64) {
+        self.value.store(v.to_bits(), Ordering::SeqCst);
+    }
+}
