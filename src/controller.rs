@@ -128,6 +128,8 @@ pub struct Context {
     drain_blocks: Mutex<HashMap<String, crate::rollout::DrainBlock>>,
     /// The HTTP client of the Prometheus health gates (its connections are reused).
     gate_http: gates::HttpClient,
+    /// What each pool's gates last saw, when, and for which generation of the pool.
+    gate_results: Mutex<HashMap<String, gates::Asked>>,
 }
 
 fn rv(n: &Node) -> u64 {
@@ -159,6 +161,7 @@ impl Context {
             announced: Mutex::new(HashMap::new()),
             drain_blocks: Mutex::new(HashMap::new()),
             gate_http: gates::http_client(),
+            gate_results: Mutex::new(HashMap::new()),
         }
     }
 
@@ -242,6 +245,7 @@ async fn cleanup(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error>
     }
     ctx.metrics.forget_pool(&name);
     ctx.progress.lock().expect("progress lock").remove(&name);
+    ctx.gate_results.lock().expect("gate results lock").remove(&name);
     ctx.announced.lock().expect("announced lock").remove(&name);
     info!(pool = %name, "pool deleted; its nodes are released, its agent DaemonSet and revision ConfigMaps deleted");
     Ok(Action::await_change())

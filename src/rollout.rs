@@ -476,7 +476,7 @@ mod start;
 mod summary;
 mod verify;
 
-pub use round::{HEALTH_GATE_INTERVAL, gate_timeout, node_timeout};
+pub use round::{HEALTH_GATE_INTERVAL, gate_timeout, health_gate_interval, node_timeout};
 pub use start::{out_of_service, start_order};
 use verify::{kernel_satisfies, waiting_for};
 pub use verify::{verify_config, verify_health, verify_rebooted};

@@ -152,7 +152,7 @@ async fn observe<'a>(
     // Gates cost requests (and a reconcile waits for them): only when a node could start.
     let input = PoolInput { name: &name, spec: &pool.spec, existing_revisions: &existing_revisions, gates: &[], average_node_update: None };
     let gates = if !pool.spec.rollout.health_gates.is_empty() && could_start(&input, &views, now) {
-        gates::evaluate(ctx, pool).await
+        gates::evaluate_fresh(ctx, pool).await
     } else {
         Vec::new()
     };

@@ -607,6 +607,7 @@ async fn a_pod_gate_is_listed_only_when_a_node_could_start_and_its_pod_holds_the
     let mut pool = pool(1);
     pool.spec.rollout.health_gates =
         vec![serde_yaml::from_str("{name: no-backups, pods: {selector: {matchLabels: {app: backup}}}}").expect("a gate")];
+    pool.spec.rollout.health_gate_interval = Some("200ms".into());
     let mut f = Fixture::new(pool, vec![windows_node("win-a", "win22"), windows_node("win-b", "win22")]);
     f.add_pod("elsewhere", "backup-1");
     f.label_pod("backup-1", "app", "backup");
@@ -620,6 +621,12 @@ async fn a_pod_gate_is_listed_only_when_a_node_could_start_and_its_pod_holds_the
     assert_eq!(f.progressing_reason().as_deref(), Some("HealthGateClosed"));
 
     f.remove_pod("backup-1");
+    // What the closed gate saw stands until healthGateInterval: the next round asks nobody and starts nobody.
+    let reqs = f.round().await;
+    assert_eq!(gate_lists(&reqs), 0, "{:#?}", calls(&reqs));
+    assert!(["win-a", "win-b"].iter().all(|n| state(&f.node(n)).is_none()));
+    // Past the interval the gate is asked again.
+    std::thread::sleep(std::time::Duration::from_millis(250));
     let reqs = f.round().await;
     assert_eq!(gate_lists(&reqs), 1);
     assert_eq!(["win-a", "win-b"].iter().filter(|n| state(&f.node(n)) == Some("Draining")).count(), 1, "the pod is gone: one node starts");

@@ -101,6 +101,19 @@ impl GateResult {
     }
 }
 
+/// How long gates that all saw nothing may be believed: a node about to
+/// start is started on a fresh look, not on one from minutes ago.
+pub const OPEN_RESULTS_FOR: Duration = Duration::from_secs(5);
+
+/// Whether what the gates saw `age` ago still stands. A reconcile runs on
+/// every node event; without this a closed gate (or a slot that frees while
+/// they are open) would ask Prometheus on each. A closed gate is looked at
+/// again after healthGateInterval, as the requeue does.
+pub fn still_fresh(results: &[GateResult], age: Duration, interval: Duration) -> bool {
+    let any_closed = results.iter().any(|g| g.seen != Seen::Open);
+    age < if any_closed { interval } else { OPEN_RESULTS_FOR }
+}
+
 /// The first gate (in spec order) that holds the whole rollout.
 pub fn first_closed(results: &[GateResult]) -> Option<&GateResult> {
     results.iter().find(|g| g.closes_pool())
@@ -183,6 +196,18 @@ pub(crate) fn snippet(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn open_results_stand_for_seconds_and_closed_ones_until_the_interval() {
+        let interval = Duration::from_secs(30);
+        let open = [gate(Seen::Open)];
+        let closed = [gate(Seen::Open), gate(Seen::Pods(vec!["ns/backup".into()]))];
+        assert!(still_fresh(&open, Duration::from_secs(4), interval));
+        assert!(!still_fresh(&open, OPEN_RESULTS_FOR, interval), "a start is decided on a fresh look");
+        assert!(still_fresh(&closed, Duration::from_secs(29), interval));
+        assert!(!still_fresh(&closed, interval, interval), "looked at again after the interval");
+        assert!(!still_fresh(&[], Duration::from_secs(5), interval));
+    }
 
     fn gate(seen: Seen) -> GateResult {
         GateResult { gate: "g".into(), seen }

@@ -37,6 +37,12 @@ pub fn node_timeout(spec: &WindowsNodePoolSpec) -> Duration {
     parse_duration(&spec.rollout.node_timeout).unwrap_or(DEFAULT_NODE_TIMEOUT)
 }
 
+/// spec.rollout.healthGateInterval as a duration; the shell reuses what a
+/// closed gate saw for that long too.
+pub fn health_gate_interval(spec: &WindowsNodePoolSpec) -> Duration {
+    spec.rollout.health_gate_interval.as_deref().and_then(parse_duration).filter(|d| !d.is_zero()).unwrap_or(HEALTH_GATE_INTERVAL)
+}
+
 /// What every step of a round reads: the pool, its target and the clock.
 pub(super) struct RoundSettings<'a> {
     pub pool: &'a str,
@@ -83,13 +89,7 @@ impl<'a> RoundSettings<'a> {
             schedule,
             window,
             gates: pool.gates,
-            health_gate_interval: spec
-                .rollout
-                .health_gate_interval
-                .as_deref()
-                .and_then(parse_duration)
-                .filter(|d| !d.is_zero())
-                .unwrap_or(HEALTH_GATE_INTERVAL),
+            health_gate_interval: health_gate_interval(spec),
         }
     }
 
