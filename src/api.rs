@@ -36,9 +36,8 @@ pub mod names {
     pub const LABEL_WINDOWS_BUILD: &str = "node.kubernetes.io/windows-build";
     pub const LABEL_POOL: &str = "winpool.dev/pool";
     pub const LABEL_REVISION: &str = "winpool.dev/revision";
-    /// The state annotation mirrored as a label while a node is in flight or
-    /// failed (`kubectl get nodes -l winpool.dev/state=Failed`); absent on
-    /// Pending and Updated nodes, whose state is derived, not recorded.
+    /// The state annotation mirrored as a label on failed nodes only
+    /// (`kubectl get nodes -l winpool.dev/state=Failed`): see `NodeState::label`.
     pub const LABEL_STATE: &str = "winpool.dev/state";
 
     pub const ANN_APPLIED_REVISION: &str = "winpool.dev/applied-revision";

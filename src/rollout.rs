@@ -60,10 +60,15 @@ impl NodeState {
         }
     }
 
-    /// The `winpool.dev/state` label value for a recorded state: only states
-    /// that stay true until winpool's next write for the node carry one.
+    /// The `winpool.dev/state` label value for a recorded state: Failed only.
+    /// A label change makes the DaemonSet controller (and the scheduler)
+    /// re-evaluate the node against every DaemonSet; mirroring each state was
+    /// four label changes per node per rollout and cost the control plane 10-30%
+    /// more CPU at 1,000 nodes (docs/BENCHMARKS.md). A failure is rare, and
+    /// the one a person looks for with a selector; nodes in flight are in
+    /// status.updatingNodes.
     pub fn label(self) -> Option<&'static str> {
-        (self.in_flight() || self == NodeState::Failed).then(|| self.as_str())
+        (self == NodeState::Failed).then(|| self.as_str())
     }
 
     pub fn parse(s: &str) -> Option<Self> {

@@ -871,13 +871,14 @@ fn a_soaking_node_that_is_not_ready_counts_once_and_nodes_updated_long_ago_never
 }
 
 #[test]
-fn the_state_label_mirrors_in_flight_and_failed_states_and_follows_a_hand_retry() {
+fn the_state_label_marks_failed_nodes_and_follows_a_hand_retry() {
     let spec = spec_with("");
     let rev = revision_of(&spec);
     let label = |plan: &Plan, node: &str| patch(plan, node).and_then(|p| p.labels.get(names::LABEL_STATE).cloned());
-    // A start labels the node Draining; Updated removes the label.
+    // Moving through the states in flight leaves the node's labels alone (the DaemonSet controller reacts to each label change).
     let plan = run(&spec, &[fresh("a")]);
-    assert_eq!(label(&plan, "a"), Some(Some("Draining".into())));
+    assert_eq!(transition(&plan, "a"), Some((NodeState::Pending, NodeState::Draining)));
+    assert_eq!(label(&plan, "a"), Some(None), "removed if there (a retry), never set in flight");
     let plan = run(&spec, &[applied(in_state("a", NodeState::Verifying, &rev), &rev)]);
     assert_eq!(transition(&plan, "a"), Some((NodeState::Verifying, NodeState::Updated)));
     assert_eq!(label(&plan, "a"), Some(None));
@@ -891,10 +892,12 @@ fn the_state_label_mirrors_in_flight_and_failed_states_and_follows_a_hand_retry(
     let retried = NodeView { state_label: Some("Failed".into()), ..fresh("a") };
     let plan = run(&retry_spec, &[retried]);
     assert_eq!(label(&plan, "a"), Some(None));
-    // A node an older winpool put in flight without the label gets it once; a labelled one is left alone.
-    let mut legacy = in_state("a", NodeState::Applying, &rev);
+    // A node failed by an older winpool gets the label once; one in flight is left alone.
+    let mut legacy = in_state("a", NodeState::Failed, &rev);
     legacy.state_label = None;
-    assert_eq!(label(&run(&spec, &[legacy]), "a"), Some(Some("Applying".into())));
+    legacy.cordoned_by_winpool = false;
+    legacy.unschedulable = false;
+    assert_eq!(label(&run(&spec, &[legacy]), "a"), Some(Some("Failed".into())));
     assert_eq!(patch(&run(&spec, &[in_state("a", NodeState::Applying, &rev)]), "a"), None);
 }
 
