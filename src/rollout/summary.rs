@@ -96,15 +96,14 @@ pub(super) fn requeue_after(s: &RoundSettings<'_>, counts: &NodeCounts, hold: Op
 /// The in-flight nodes once this round lands, with since when they are in
 /// their state (this round's transitions: now).
 pub(super) fn in_flight(s: &RoundSettings<'_>, r: &Round<'_>, sorted: &[&NodeView]) -> Vec<(String, NodeState, Option<Timestamp>)> {
+    // Once per round, not per node: a wave of hundreds in flight would make it quadratic.
+    let moved: std::collections::BTreeSet<&str> =
+        r.patches.iter().filter(|p| p.annotations.contains_key(names::ANN_STATE_SINCE)).map(|p| p.node.as_str()).collect();
     sorted
         .iter()
         .filter_map(|n| {
             let st = *r.states.get(n.name.as_str())?;
-            if !st.in_flight() {
-                return None;
-            }
-            let moved = r.patches.iter().any(|p| p.node == n.name && p.annotations.contains_key(names::ANN_STATE_SINCE));
-            Some((n.name.clone(), st, if moved { Some(s.now) } else { n.state_since }))
+            st.in_flight().then(|| (n.name.clone(), st, if moved.contains(n.name.as_str()) { Some(s.now) } else { n.state_since }))
         })
         .collect()
 }
