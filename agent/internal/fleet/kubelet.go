@@ -57,17 +57,6 @@ func (k *kubelet) setStatus(ctx context.Context, node string, info *nodeInfo, re
 	return k.patch(ctx, node, types.StrategicMergePatchType, map[string]any{"status": status}, "status")
 }
 
-// markRebooting sets or clears AnnRebooting, which tells kwok to keep off
-// the node's status.
-func (k *kubelet) markRebooting(ctx context.Context, node string, since *time.Time) error {
-	var value any // nil deletes the annotation
-	if since != nil {
-		value = since.UTC().Format(time.RFC3339)
-	}
-	body := map[string]any{"metadata": map[string]any{"annotations": map[string]any{AnnRebooting: value}}}
-	return k.patch(ctx, node, types.MergePatchType, body)
-}
-
 func (k *kubelet) patch(ctx context.Context, node string, pt types.PatchType, body any, sub ...string) error {
 	data, err := json.Marshal(body)
 	if err != nil {

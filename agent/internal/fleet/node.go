@@ -204,11 +204,7 @@ func (n *simNode) reboot(reason string) {
 	n.f.rebooting.Add(1)
 	defer n.f.rebooting.Add(-1)
 	n.log.Info("node rebooting", "reason", reason)
-	start := time.Now()
-	if err := n.f.kubelet.markRebooting(ctx, n.name, &start); err != nil && ctx.Err() == nil {
-		n.log.Error("cannot mark the node rebooting", "err", err)
-	}
-	down := readyCondition(false, "rebooting")
+	down := readyCondition(false, ShuttingDown)
 	if err := n.f.kubelet.setStatus(ctx, n.name, nil, &down); err != nil && ctx.Err() == nil {
 		n.log.Error("cannot report the node NotReady", "err", err)
 	}
@@ -238,9 +234,6 @@ func (n *simNode) bootedUp(what string) {
 	up := readyCondition(true, "kubelet is posting ready status")
 	if err := n.f.kubelet.setStatus(ctx, n.name, &info, &up); err != nil && ctx.Err() == nil {
 		n.log.Error("cannot report the node Ready", "err", err)
-	}
-	if err := n.f.kubelet.markRebooting(ctx, n.name, nil); err != nil && ctx.Err() == nil {
-		n.log.Error("cannot clear the rebooting mark", "err", err)
 	}
 	n.mu.Lock()
 	n.reported = info

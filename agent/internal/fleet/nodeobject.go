@@ -21,9 +21,13 @@ const (
 	// AnnKwokNode makes kwok manage a node (hack/cluster.sh runs kwok for
 	// nodes carrying it only).
 	AnnKwokNode = "kwok.x-k8s.io/node"
-	// AnnRebooting marks a node whose simulated kubelet is down for a reboot;
-	// kwok's stages leave such a node's status alone (hack/kwok-stages.yaml).
-	AnnRebooting = "sim.winpool.dev/rebooting"
+	// ShuttingDown is the Ready condition's message a kubelet posts when its
+	// machine shuts down (graceful node shutdown); the fleet posts it when a
+	// simulated machine goes down for a reboot, and kwok's stages leave a
+	// node that shows it alone until the kubelet is back
+	// (hack/kwok-stages.yaml). A status write, as on a real node: no
+	// annotation only the simulator would write.
+	ShuttingDown = "node is shutting down"
 	// LabelSimFail: a node labelled "true" fails every update install.
 	LabelSimFail = "winpool.dev/sim-fail"
 	// LabelWindowsBuild is set by the kubelet on Windows nodes: 10.0.<build>.
@@ -178,6 +182,16 @@ func machineOf(n *corev1.Node, s *Settings) (machine, []string) {
 	// No csiproxy host service: CSI Proxy runs as winpool's DaemonSet pod on
 	// the node (kwok runs it), which the agent finds itself, so the version it
 	// reported is not the machine's.
-	_, m.rebooting = n.Annotations[AnnRebooting]
+	m.rebooting = shuttingDown(n)
 	return m, notes
+}
+
+// shuttingDown: the node's kubelet went down for a reboot and is not back.
+func shuttingDown(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status != corev1.ConditionTrue && c.Message == ShuttingDown
+		}
+	}
+	return false
 }

@@ -90,7 +90,7 @@ func TestAdoptedNodesSeedTheMachine(t *testing.T) {
 	n.Status.NodeInfo.ContainerRuntimeVersion = "containerd://1.7.22+azure"
 	n.Annotations[names.AnnCNIMode] = "l2bridge"
 	n.Annotations[names.AnnCSIProxyVersion] = "v1.1.3"
-	n.Annotations[AnnRebooting] = "2026-01-01T00:00:00Z"
+	n.Status.Conditions = []corev1.NodeCondition{readyCondition(false, ShuttingDown)}
 	m, notes := machineOf(n, s)
 	want := machine{
 		build: host.Build{Major: 10, Build: 20348, UBR: 2762}, containerd: "1.7.22", suffix: "+azure",
@@ -106,5 +106,22 @@ func TestAdoptedNodesSeedTheMachine(t *testing.T) {
 	m, notes = machineOf(n, s)
 	if m.build != s.Build || m.containerd != s.Containerd || len(notes) != 2 {
 		t.Errorf("a node that is no Windows machine falls back to the flags and says so: %+v %v", m, notes)
+	}
+}
+
+// A fleet restarted mid-reboot finds the reboot in the node's Ready
+// condition, as its informer keeps it.
+func TestAdoptionSeesAReboot(t *testing.T) {
+	s := settings(t)
+	n := newNode(s, 0)
+	n.Status.Conditions = []corev1.NodeCondition{readyCondition(false, ShuttingDown)}
+	slim, _ := slimNode(s.NamePrefix)(n)
+	if m, _ := machineOf(slim.(*corev1.Node), s); !m.rebooting {
+		t.Errorf("a node shutting down is adopted as rebooting: %+v", slim)
+	}
+	n.Status.Conditions = []corev1.NodeCondition{readyCondition(false, "container runtime status check may not have completed yet")}
+	slim, _ = slimNode(s.NamePrefix)(n)
+	if m, _ := machineOf(slim.(*corev1.Node), s); m.rebooting {
+		t.Errorf("a node not Ready for another reason is not rebooting: %+v", slim)
 	}
 }

@@ -183,7 +183,10 @@ func slimNode(prefix string) cache.TransformFunc {
 		if !strings.HasPrefix(n.Name, prefix) {
 			return out, nil
 		}
-		for _, k := range []string{AnnRebooting, names.AnnCNIMode, names.AnnCSIProxyVersion} {
+		if shuttingDown(n) {
+			out.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse, Message: ShuttingDown}}
+		}
+		for _, k := range []string{names.AnnCNIMode, names.AnnCSIProxyVersion} {
 			if v, ok := n.Annotations[k]; ok {
 				if out.Annotations == nil {
 					out.Annotations = map[string]string{}
