@@ -290,6 +290,13 @@ impl Fixture {
         std::mem::take(&mut *self.log.lock().unwrap())
     }
 
+    /// One reconcile while the watches lag: the stores still hold what the last sync saw.
+    async fn round_before_the_watch_catches_up(&mut self) -> Vec<Recorded> {
+        let pool = self.cluster.lock().unwrap().pool.clone().unwrap();
+        apply::apply(&pool, &self.ctx).await.expect("the round succeeds");
+        std::mem::take(&mut *self.log.lock().unwrap())
+    }
+
     /// As if the pool's last status write were long past: the throttle on
     /// progress-only writes (`PROGRESS_WRITE_INTERVAL`) would let any write through.
     fn status_throttle_expired(&self) {
@@ -552,6 +559,8 @@ async fn every_node_write_is_a_transition_and_a_settled_pool_costs_no_request() 
         };
         for r in &hns {
             assert_ne!(cond(&r.before), cond(&r.after), "{n}: a nodes/status write that changes nothing: {:?}", r.body);
+            // The counts winpool drops at Applying are not an observation: held cordoned, no write says so.
+            assert_ne!(cond(&r.after).map(|c| c.1), Some(json!(crate::hns::reasons::AWAITING_REPORT)), "{n}: {:?}", r.body);
         }
     }
 
@@ -767,4 +776,49 @@ async fn a_node_a_budget_blocks_is_put_back_before_its_slot_goes_to_the_next_nod
     assert!(!got.iter().any(|c| c.ends_with("/eviction")), "a node put back is not evicted: {got:#?}");
     let blocked = reqs.iter().find(|r| r.path == EVENTS && r.body["reason"] == json!("DrainBlocked")).expect("a DrainBlocked Event");
     assert!(blocked.body["note"].as_str().unwrap().contains("apps/checkout"), "{}", blocked.body);
+}
+
+#[tokio::test]
+async fn a_node_awaiting_its_agents_report_behind_winpools_cordon_costs_no_condition_write() {
+    let mut f = Fixture::new(pool(1), vec![windows_node("win-a", "win22")]);
+    let status = format!("{}/status", node_path("win-a"));
+    let mut all = Vec::new();
+    for _ in 0..6 {
+        all.extend(f.round().await);
+        if state(&f.node("win-a")) == Some("Applying") {
+            break;
+        }
+    }
+    assert_eq!(state(&f.node("win-a")), Some("Applying"), "{:#?}", calls(&all));
+    let cond = |n: &Value| {
+        n["status"]["conditions"].as_array().and_then(|c| c.iter().find(|c| c["type"] == names::NODE_CONDITION_HNS_READY)).cloned()
+    };
+    let before = cond(&f.node("win-a")).expect("the node had its HNS condition before its turn");
+    assert_eq!(before["status"], json!("True"));
+    // The agent is rebooting the node: no report yet, the counts are gone (winpool dropped them).
+    f.on_node("win-a", |n| n["status"]["conditions"][0]["status"] = json!("False"));
+    for _ in 0..3 {
+        let reqs = f.round().await;
+        assert!(!reqs.iter().any(|r| r.path == status), "no condition write while nothing was observed: {:#?}", calls(&reqs));
+    }
+    assert_eq!(cond(&f.node("win-a")), Some(before), "the condition says what it said before the update");
+    assert!(f.node("win-a")["metadata"]["annotations"][names::ANN_HNS_LOAD_BALANCERS].is_null());
+}
+
+#[tokio::test]
+async fn a_condition_written_is_not_written_again_before_the_watch_delivers_it() {
+    let mut f = Fixture::new(pool(1), vec![windows_node("win-a", "win22")]);
+    for _ in 0..20 {
+        f.round().await;
+        f.agents_apply();
+    }
+    assert_eq!(state(&f.node("win-a")), Some("Updated"));
+    // The agent reports counts winpool cannot read: only the node's condition changes.
+    f.on_node("win-a", |n| n["metadata"]["annotations"][names::ANN_HNS_LOAD_BALANCERS] = json!("many"));
+    let status = format!("{}/status", node_path("win-a"));
+    let first = f.round().await;
+    assert_eq!(first.iter().filter(|r| r.path == status).count(), 1, "an unreadable report: its condition is written: {:#?}", calls(&first));
+    assert!(!first.iter().any(|r| r.path == node_path("win-a")), "and nothing else of the node: {:#?}", calls(&first));
+    let again = f.round_before_the_watch_catches_up().await;
+    assert!(!again.iter().any(|r| r.path == status), "the same condition again: {:#?}", calls(&again));
 }

@@ -63,7 +63,13 @@ pub(super) fn hns_writes_for(h: &HnsNode<'_>, held_cordoned: bool, taint_when_no
     let cond = hns::node_condition(h.readiness, h.reason, &h.message, previous, now);
     // No condition already says "unknown": a node whose agent never reported costs no write.
     let pointless = previous.is_none() && h.readiness == HnsReadiness::Unknown;
-    let condition = (previous != Some(&cond) && !pointless).then_some(cond);
+    // A node winpool holds cordoned for its update, awaiting its agent's first report since: winpool
+    // dropped the counts itself, so nothing was observed. Its condition stays as it was until that
+    // report (or the grace ends, or the node is uncordoned); a False now and a True seconds later were
+    // two Node status writes per node per rollout, each sent to every watcher of Nodes. The state
+    // annotation, the pool's status and winpool_pool_nodes_hns_not_ready show the wait meanwhile.
+    let unobserved = held_cordoned && h.reason == hns::reasons::AWAITING_REPORT;
+    let condition = (previous != Some(&cond) && !pointless && !unobserved).then_some(cond);
     let taints = h.node.spec.as_ref().and_then(|s| s.taints.as_deref()).unwrap_or_default();
     let wanted = hns::taint_wanted(h.readiness, taint_when_not_ready, held_cordoned);
     let taint = wanted.and_then(|w| hns::taints_update(taints, w)).and_then(|new| {
@@ -102,9 +108,13 @@ pub(super) async fn write_hns(ctx: &Context, pool: &str, w: &HnsWrites, message:
         let (status, reason) = (cond.status.clone(), cond.reason.clone().unwrap_or_default());
         let body = json!({ "status": { "conditions": [cond] } });
         match api.patch_status(&name, &crate::api::patch_params(), &Patch::Strategic(body)).await {
-            Ok(_) => {
+            Ok(mut n) => {
                 ctx.metrics.api_request("patch", "nodes/status", "ok");
                 info!(pool, node = %name, status = %status, reason = %reason, "{} {message}", names::NODE_CONDITION_HNS_READY);
+                // The next round must see this condition even if the watch has not
+                // delivered it yet, or it writes the same condition again.
+                strip(&mut n);
+                ctx.recent.lock().expect("recent lock").insert(name.clone(), Arc::new(n));
             }
             Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(e) => return Err(Error::PatchNode { node: name.clone(), source: e }),
@@ -129,4 +139,46 @@ pub(super) async fn write_hns(ctx: &Context, pool: &str, w: &HnsWrites, message:
         }
     }
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{NodeCondition, NodeStatus};
+
+    fn node_with(status: &str, reason: &str) -> Node {
+        let cond = NodeCondition {
+            type_: names::NODE_CONDITION_HNS_READY.into(),
+            status: status.into(),
+            reason: Some(reason.into()),
+            message: Some("before the update".into()),
+            ..Default::default()
+        };
+        let mut n = Node::default();
+        n.metadata.name = Some("win-a".into());
+        n.status = Some(NodeStatus { conditions: Some(vec![cond]), ..Default::default() });
+        n
+    }
+
+    #[test]
+    fn an_awaited_node_held_cordoned_keeps_its_condition_until_its_agent_reports() {
+        let now: Timestamp = "2026-12-01T12:00:00Z".parse().unwrap();
+        let node = node_with("True", hns::reasons::CAUGHT_UP);
+        let awaited = HnsNode {
+            node: &node,
+            readiness: HnsReadiness::NotReady,
+            reason: hns::reasons::AWAITING_REPORT,
+            message: "the node restarted and its agent has not reported".into(),
+        };
+        assert!(hns_writes_for(&awaited, true, true, now).is_none(), "winpool dropped the counts itself: nothing observed, no write");
+        let uncordoned = hns_writes_for(&awaited, false, true, now).expect("uncordoned (hns.readyTimeout): the wait is written");
+        assert_eq!(uncordoned.condition.map(|c| c.status), Some("False".into()));
+        assert!(uncordoned.taint.is_some(), "and tainted, since pods may land on it now");
+
+        // What the agent reports once back is an observation: written while held, too.
+        let behind = HnsNode { reason: hns::reasons::CATCHING_UP, message: "HNS is catching up: 3 of 812".into(), ..awaited };
+        let w = hns_writes_for(&behind, true, true, now).expect("a report that HNS is behind is written");
+        assert_eq!(w.condition.map(|c| (c.status, c.reason)), Some(("False".into(), Some(hns::reasons::CATCHING_UP.into()))));
+        assert!(w.taint.is_none(), "held cordoned: no taint");
+    }
 }
