@@ -817,7 +817,12 @@ async fn a_condition_written_is_not_written_again_before_the_watch_delivers_it()
     f.on_node("win-a", |n| n["metadata"]["annotations"][names::ANN_HNS_LOAD_BALANCERS] = json!("many"));
     let status = format!("{}/status", node_path("win-a"));
     let first = f.round().await;
-    assert_eq!(first.iter().filter(|r| r.path == status).count(), 1, "an unreadable report: its condition is written: {:#?}", calls(&first));
+    assert_eq!(
+        first.iter().filter(|r| r.path == status).count(),
+        1,
+        "an unreadable report: its condition is written: {:#?}",
+        calls(&first)
+    );
     assert!(!first.iter().any(|r| r.path == node_path("win-a")), "and nothing else of the node: {:#?}", calls(&first));
     let again = f.round_before_the_watch_catches_up().await;
     assert!(!again.iter().any(|r| r.path == status), "the same condition again: {:#?}", calls(&again));
