@@ -13,6 +13,7 @@
 //! twice.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -130,6 +131,13 @@ pub struct Context {
     gate_http: gates::HttpClient,
     /// What each pool's gates last saw, when, and for which generation of the pool.
     gate_results: Mutex<HashMap<String, gates::Asked>>,
+    /// Set when the replica stops (SIGTERM, or the lease lost). A round stops
+    /// before its next write: at 5,000 nodes a round's writes can take half a
+    /// minute on a busy API server, past a pod's grace period, and a replica
+    /// killed there never releases its lease, so its successor waits out the
+    /// lease first. What is not written is what a crash leaves: the next
+    /// leader's first round decides it again.
+    stopping: Arc<AtomicBool>,
 }
 
 fn rv(n: &Node) -> u64 {
@@ -162,7 +170,17 @@ impl Context {
             drain_blocks: Mutex::new(HashMap::new()),
             gate_http: gates::http_client(),
             gate_results: Mutex::new(HashMap::new()),
+            stopping: Arc::new(AtomicBool::new(false)),
         }
+    }
+
+    /// No further writes: the replica is stopping.
+    fn stop_writing(&self) {
+        self.stopping.store(true, Ordering::Relaxed);
+    }
+
+    fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::Relaxed)
     }
 
     /// The freshest copy of every Windows node: the cache, or our own newer write.
@@ -261,7 +279,9 @@ fn error_policy(pool: Arc<WindowsNodePool>, err: &Error, ctx: Arc<Context>) -> A
     Action::requeue(Duration::from_secs(5))
 }
 
-/// Run the controller until `shutdown` resolves; in-flight reconciles finish first.
+/// Run the controller until `shutdown` resolves. A reconcile in flight stops
+/// before its next write, and the controller waits only for the writes already
+/// sent.
 pub async fn run(
     client: Client,
     settings: Settings,
@@ -283,6 +303,18 @@ pub async fn run(
     let stores = (node_store.clone(), ds_store.clone(), cm_store.clone());
     let ctx = Arc::new(Context::new(client, settings, (node_store, ds_store, cm_store, pool_store), metrics.clone(), tracker));
     watch::report_synced(stores, metrics);
+    let stopped = {
+        let ctx = ctx.clone();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(async move {
+            shutdown.await;
+            ctx.stop_writing();
+            let _ = tx.send(());
+        });
+        async move {
+            let _ = rx.await;
+        }
+    };
 
     info!("winpool controller starting");
     controller
@@ -297,7 +329,7 @@ pub async fn run(
             cm.labels().get(names::LABEL_POOL).map(|p| ObjectRef::<WindowsNodePool>::new(p)).into_iter()
         })
         .reconcile_all_on(hns_changed)
-        .graceful_shutdown_on(shutdown)
+        .graceful_shutdown_on(stopped)
         .run(reconcile, error_policy, ctx)
         .for_each(|res| async move {
             match res {

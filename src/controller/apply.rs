@@ -40,6 +40,9 @@ pub(super) async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Actio
         debug!(pool = %name, "caches not synced yet; waiting");
         return Ok(Action::requeue(Duration::from_millis(200)));
     }
+    if ctx.stopping() {
+        return Ok(Action::await_change());
+    }
     let now = Timestamp::now();
     if !agent_image_allowed(&pool.spec.agent.image, &ctx.settings.allowed_agent_images) {
         return refuse_agent_image(pool, ctx, now).await;
@@ -53,6 +56,11 @@ pub(super) async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Actio
         debug!(pool = %name, node = %node, "waiting: {why}");
     }
     execute(pool, ctx, &seen, &round, now).await?;
+    if ctx.stopping() {
+        // Part of the round may be unwritten: its status would claim it. The next leader decides again.
+        info!(pool = %name, "stopping: the rest of this round is left to the next leader");
+        return Ok(Action::await_change());
+    }
     record(pool, ctx, &seen, round, now).await
 }
 
@@ -62,11 +70,19 @@ pub(super) async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Actio
 /// Proxy DaemonSet, before any node is labelled for it; HNS condition and
 /// taint before the node patches (a node whose taint could not be written
 /// waits a round); the node patches; the evictions; and last the CSI Proxy
-/// DaemonSets and ConfigMaps no node needs any more.
+/// DaemonSets and ConfigMaps no node needs any more. When the replica stops,
+/// the rest is left unwritten, as a crash there would leave it; every prefix
+/// of this order is one the next round can continue from.
 async fn execute(pool: &WindowsNodePool, ctx: &Context, seen: &Observed<'_>, round: &Round, now: Timestamp) -> Result<(), Error> {
     let name = pool.name_any();
     for (p, body) in &round.releases {
+        if ctx.stopping() {
+            return Ok(());
+        }
         patch_node_with(ctx, &name, p, body.clone()).await?;
+    }
+    if ctx.stopping() {
+        return Ok(());
     }
     if let Some(agent) = &round.agent {
         write_daemonset(pool, ctx, agent).await?;
@@ -75,7 +91,13 @@ async fn execute(pool: &WindowsNodePool, ctx: &Context, seen: &Observed<'_>, rou
     for csi in &round.csi_proxy.write {
         write_daemonset(pool, ctx, csi).await?;
     }
+    if ctx.stopping() {
+        return Ok(());
+    }
     let hns_behind = execute_hns_writes(ctx, &name, round).await?;
+    if ctx.stopping() {
+        return Ok(());
+    }
     let (landed, written) = execute_node_writes(ctx, pool, round, &hns_behind).await;
     // The patches that landed are announced even when another failed: they happened.
     announce_node_batches(ctx, pool, round, &landed).await;
@@ -87,7 +109,13 @@ async fn execute(pool: &WindowsNodePool, ctx: &Context, seen: &Observed<'_>, rou
         pr.average_node_update = fold_average(seed, landed.iter().filter_map(|p| p.took));
     }
     written?;
+    if ctx.stopping() {
+        return Ok(());
+    }
     execute_drains(ctx, pool, round, seen, now).await;
+    if ctx.stopping() {
+        return Ok(());
+    }
     for ds in &round.csi_proxy.delete {
         delete_daemonset(ctx, ds).await?;
         info!(pool = %name, daemonset = %ds, "deleted CSI Proxy DaemonSet: no node's revision asks for its version");
@@ -218,7 +246,13 @@ async fn pods_on_draining(ctx: &Context, views: &[crate::rollout::NodeView]) -> 
 async fn execute_hns_writes(ctx: &Context, pool: &str, round: &Round) -> Result<BTreeSet<String>, Error> {
     let mut writes = Vec::with_capacity(round.hns_writes.len());
     for (w, message) in &round.hns_writes {
-        writes.push(Box::pin(async move { (w.node.clone(), write_hns(ctx, pool, w, message).await) }));
+        writes.push(Box::pin(async move {
+            if ctx.stopping() {
+                // Unwritten, like a taint that could not be: the node waits.
+                return (w.node.clone(), Ok(false));
+            }
+            (w.node.clone(), write_hns(ctx, pool, w, message).await)
+        }));
     }
     let results: Vec<(String, Result<bool, Error>)> =
         futures::stream::iter(writes).buffer_unordered(NODE_WRITE_CONCURRENCY).collect().await;
@@ -245,7 +279,7 @@ async fn execute_node_writes<'r>(
     let (others, starts) = round::node_write_phases(&round.plan);
     let ready = |phase: Vec<&'r NodePatch>| phase.into_iter().filter(|p| !hns_behind.contains(&p.node)).collect::<Vec<_>>();
     let (mut landed, mut written) = write_nodes(ctx, pool, &name, ready(others)).await;
-    if written.is_ok() && hns_behind.is_empty() {
+    if written.is_ok() && hns_behind.is_empty() && !ctx.stopping() {
         let (more, r) = write_nodes(ctx, pool, &name, ready(starts)).await;
         landed.extend(more);
         written = r;
@@ -263,12 +297,19 @@ async fn execute_drains(ctx: &Context, pool: &WindowsNodePool, round: &Round, se
     for (node, mode) in &round.plan.drain {
         if let Some(pods) = seen.pods_by_node.get(node) {
             let name = name.as_str();
-            rounds.push(Box::pin(async move { (node, drain::drain_round(client, name, node, pods, *mode, delete_empty_dir).await) }));
+            rounds.push(Box::pin(async move {
+                // A drain round not run says nothing about the node's budgets.
+                if ctx.stopping() {
+                    return None;
+                }
+                Some((node, drain::drain_round(client, name, node, pods, *mode, delete_empty_dir).await))
+            }));
         }
     }
-    let refused: Vec<(&String, Option<String>)> = futures::stream::iter(rounds).buffer_unordered(NODE_WRITE_CONCURRENCY).collect().await;
+    let refused: Vec<Option<(&String, Option<String>)>> =
+        futures::stream::iter(rounds).buffer_unordered(NODE_WRITE_CONCURRENCY).collect().await;
     let mut blocks = ctx.drain_blocks.lock().expect("drain blocks lock");
-    for (node, budget) in refused {
+    for (node, budget) in refused.into_iter().flatten() {
         match budget {
             Some(budget) => {
                 let b = blocks.entry(node.clone()).or_insert_with(|| DrainBlock { budget: budget.clone(), since: now });

@@ -8,6 +8,7 @@
 //! operator's code.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use http::{Request, Response};
@@ -70,6 +71,9 @@ struct Cluster {
     resource_version: u64,
     /// Requests the fake does not know: each fails its round's test.
     unexpected: Vec<String>,
+    /// The operator's stop flag, raised as the first node write arrives (the
+    /// shutdown signal landing mid-round), when a test arms it.
+    stop_at_first_node_write: Option<Arc<AtomicBool>>,
 }
 
 impl Cluster {
@@ -83,6 +87,9 @@ impl Cluster {
         let segs: Vec<&str> = path.trim_start_matches('/').split('/').collect();
         match (method, segs.as_slice()) {
             ("PATCH", ["api", "v1", "nodes", name] | ["api", "v1", "nodes", name, "status"]) => {
+                if let Some(stop) = self.stop_at_first_node_write.take() {
+                    stop.store(true, Ordering::Relaxed);
+                }
                 let Some(before) = self.nodes.get(*name).cloned() else {
                     return (404, not_found("nodes", name), Value::Null, Value::Null);
                 };
@@ -288,6 +295,11 @@ impl Fixture {
         let unexpected = std::mem::take(&mut self.cluster.lock().unwrap().unexpected);
         assert!(unexpected.is_empty(), "requests no round should make: {unexpected:#?}");
         std::mem::take(&mut *self.log.lock().unwrap())
+    }
+
+    /// The shutdown signal arrives while the next round's first node write is on the wire.
+    fn stop_at_first_node_write(&self) {
+        self.cluster.lock().unwrap().stop_at_first_node_write = Some(self.ctx.stopping.clone());
     }
 
     /// One reconcile while the watches lag: the stores still hold what the last sync saw.
@@ -826,4 +838,59 @@ async fn a_condition_written_is_not_written_again_before_the_watch_delivers_it()
     assert!(!first.iter().any(|r| r.path == node_path("win-a")), "and nothing else of the node: {:#?}", calls(&first));
     let again = f.round_before_the_watch_catches_up().await;
     assert!(!again.iter().any(|r| r.path == status), "the same condition again: {:#?}", calls(&again));
+}
+
+#[tokio::test]
+async fn a_replica_told_to_stop_mid_round_sends_no_further_write_and_the_next_leader_finishes_the_round() {
+    let names: Vec<String> = (0..40).map(|i| format!("win-{i:02}")).collect();
+    let mut f = Fixture::new(pool(40), names.iter().map(|n| windows_node(n, "win22")).collect());
+    let before: Vec<Value> = names.iter().map(|n| f.node(n)).collect();
+    f.stop_at_first_node_write();
+    let stopped = f.round().await;
+    let node_writes = |reqs: &[Recorded]| -> Vec<Recorded> {
+        reqs.iter().filter(|r| r.is_write() && r.path.starts_with("/api/v1/nodes/")).cloned().collect()
+    };
+    let first = node_writes(&stopped);
+    assert!(!first.is_empty(), "the write that was on the wire lands: {:#?}", calls(&stopped));
+    assert!(
+        first.len() <= super::NODE_WRITE_CONCURRENCY,
+        "only the writes already sent when the signal came ({} of 40): {:#?}",
+        first.len(),
+        calls(&stopped)
+    );
+    assert!(!stopped.iter().any(|r| r.path == STATUS), "no status for a round half written: {:#?}", calls(&stopped));
+    let written: std::collections::BTreeSet<&str> =
+        first.iter().map(|w| w.path.trim_start_matches("/api/v1/nodes/").trim_end_matches("/status")).collect();
+    let changed: std::collections::BTreeSet<&str> =
+        names.iter().zip(&before).filter(|(n, b)| f.node(n) != **b).map(|(n, _)| n.as_str()).collect();
+    assert_eq!(changed, written, "the nodes changed are those written, and no other");
+
+    // The next leader: a replica that is not stopping.
+    f.ctx.stopping.store(false, Ordering::Relaxed);
+    let mut later = Vec::new();
+    for _ in 0..4 {
+        later.extend(f.round().await);
+        if names.iter().all(|n| state(&f.node(n)) == Some("Draining")) {
+            break;
+        }
+    }
+    assert!(names.iter().all(|n| state(&f.node(n)) == Some("Draining")), "the next leader starts every node: {:#?}", calls(&later));
+    let unversioned = |v: &Value| {
+        let mut v = v.clone();
+        v["metadata"]["resourceVersion"] = Value::Null;
+        v
+    };
+    for w in node_writes(&later) {
+        assert_ne!(unversioned(&w.before), unversioned(&w.after), "a write that repeats what the stopped round wrote: {}", w.call());
+    }
+    assert!(later.iter().any(|r| r.path == STATUS), "its status is written: {:#?}", calls(&later));
+}
+
+#[tokio::test]
+async fn a_round_after_the_stop_signal_makes_no_request() {
+    let mut f = Fixture::new(pool(2), vec![windows_node("win-a", "win22"), windows_node("win-b", "win22")]);
+    f.ctx.stop_writing();
+    let reqs = f.round().await;
+    assert!(reqs.is_empty(), "a stopping replica neither reads nor writes: {:#?}", calls(&reqs));
+    assert!(state(&f.node("win-a")).is_none() && state(&f.node("win-b")).is_none());
 }

@@ -106,20 +106,25 @@ pub(super) async fn write_nodes<'p>(
     let mut writes = Vec::new();
     for p in patches {
         writes.push(Box::pin(async move {
+            // Stopping: not sent, neither landed nor failed.
+            if ctx.stopping() {
+                return (p, Ok(false));
+            }
             let r = patch_node(ctx, name, p).await;
             if r.is_ok() {
                 node_event(ctx, pool, p).await;
             }
-            (p, r)
+            (p, r.map(|()| true))
         }));
     }
-    let results: Vec<(&NodePatch, Result<(), Error>)> =
+    let results: Vec<(&NodePatch, Result<bool, Error>)> =
         futures::stream::iter(writes).buffer_unordered(NODE_WRITE_CONCURRENCY).collect().await;
     let mut landed = Vec::with_capacity(results.len());
     let mut first_error = Ok(());
     for (p, r) in results {
         match r {
-            Ok(()) => landed.push(p),
+            Ok(true) => landed.push(p),
+            Ok(false) => {}
             Err(e) if first_error.is_ok() => first_error = Err(e),
             Err(_) => {}
         }
