@@ -6,7 +6,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
@@ -19,17 +18,17 @@ use tracing::{debug, info, warn};
 
 use super::agent::{agent_image_allowed, delete_configmap, delete_daemonset, refuse_agent_image, write_configmaps, write_daemonset};
 use super::gates;
-use super::hns_node::{HnsNode, hns_readiness, write_hns};
+use super::hns_node::{HnsNode, HnsWrites, hns_readiness, write_hns};
 use super::nodes::{patch_node_with, release_body, write_nodes};
 use super::round::{self, Observed, Round};
-use super::{Context, Error, NODE_EVENT_INTERVAL, NODE_WRITE_CONCURRENCY, api_status};
+use super::{Context, Error, NODE_EVENT_INTERVAL, api_status, few_at_a_time};
 use crate::api::{FIELD_MANAGER, WindowsNodePool, names};
 use crate::daemonset::legacy_revision;
 use crate::drain;
 use crate::hns::Limits;
 use crate::membership::members_of;
 use crate::observe::node_view;
-use crate::rollout::{DrainBlock, HnsReadiness, NodePatch, NodeState, PoolInput, could_start, fold_average, node_timeout};
+use crate::rollout::{DrainBlock, DrainMode, HnsReadiness, NodePatch, NodeState, PoolInput, could_start, fold_average, node_timeout};
 use crate::status::{PROGRESS_WRITE_INTERVAL, node_batch_events, only_progress_changed};
 
 pub(super) async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error> {
@@ -218,20 +217,9 @@ async fn observe<'a>(
 /// nodes starting together would otherwise cost a hundred round trips in a row
 /// on every round, and the whole pool waits for them.
 async fn pods_on_draining(ctx: &Context, views: &[crate::rollout::NodeView]) -> Result<BTreeMap<String, Vec<Pod>>, Error> {
-    // Collected first, the futures in a Vec: a lazy iterator's closures held
-    // across the await make the reconcile future not provably Send.
     let draining: Vec<String> =
         views.iter().filter(|v| v.state.as_deref() == Some(NodeState::Draining.as_str())).map(|v| v.name.clone()).collect();
-    let mut lists = Vec::with_capacity(draining.len());
-    for node in draining {
-        let client = &ctx.client;
-        lists.push(Box::pin(async move {
-            let pods = drain::pods_on_node(client, &node).await;
-            (node, pods)
-        }));
-    }
-    let listed: Vec<(String, kube::Result<Vec<Pod>>)> =
-        futures::stream::iter(lists).buffer_unordered(NODE_WRITE_CONCURRENCY).collect().await;
+    let listed = few_at_a_time(draining, |node| list_pods(&ctx.client, node)).await;
     let mut pods_by_node = BTreeMap::new();
     for (node, pods) in listed {
         let pods = pods.map_err(|source| Error::ListPods { node: node.clone(), source })?;
@@ -241,21 +229,15 @@ async fn pods_on_draining(ctx: &Context, views: &[crate::rollout::NodeView]) -> 
     Ok(pods_by_node)
 }
 
+async fn list_pods(client: &kube::Client, node: String) -> (String, kube::Result<Vec<Pod>>) {
+    let pods = drain::pods_on_node(client, &node).await;
+    (node, pods)
+}
+
 /// The round's HNS condition and taint writes, a few at a time. Returns the
 /// nodes whose taint could not be written (a conflict): they wait a round.
 async fn execute_hns_writes(ctx: &Context, pool: &str, round: &Round) -> Result<BTreeSet<String>, Error> {
-    let mut writes = Vec::with_capacity(round.hns_writes.len());
-    for (w, message) in &round.hns_writes {
-        writes.push(Box::pin(async move {
-            if ctx.stopping() {
-                // Unwritten, like a taint that could not be: the node waits.
-                return (w.node.clone(), Ok(false));
-            }
-            (w.node.clone(), write_hns(ctx, pool, w, message).await)
-        }));
-    }
-    let results: Vec<(String, Result<bool, Error>)> =
-        futures::stream::iter(writes).buffer_unordered(NODE_WRITE_CONCURRENCY).collect().await;
+    let results = few_at_a_time(round.hns_writes.iter().collect(), |(w, message)| hns_one(ctx, pool, w, message)).await;
     let mut behind = BTreeSet::new();
     for (node, r) in results {
         if !r? {
@@ -263,6 +245,14 @@ async fn execute_hns_writes(ctx: &Context, pool: &str, round: &Round) -> Result<
         }
     }
     Ok(behind)
+}
+
+async fn hns_one(ctx: &Context, pool: &str, w: &HnsWrites, message: &str) -> (String, Result<bool, Error>) {
+    if ctx.stopping() {
+        // Unwritten, like a taint that could not be: the node waits.
+        return (w.node.clone(), Ok(false));
+    }
+    (w.node.clone(), write_hns(ctx, pool, w, message).await)
 }
 
 /// The plan's node patches, in the round's two phases. A node held back a round
@@ -291,23 +281,11 @@ async fn execute_node_writes<'r>(
 /// time. Which budget refused a node's evictions, and since when, is kept for
 /// the next decision.
 async fn execute_drains(ctx: &Context, pool: &WindowsNodePool, round: &Round, seen: &Observed<'_>, now: Timestamp) {
-    let (client, name) = (&ctx.client, pool.name_any());
+    let name = pool.name_any();
     let delete_empty_dir = pool.spec.rollout.drain.delete_empty_dir_data;
-    let mut rounds = Vec::with_capacity(round.plan.drain.len());
-    for (node, mode) in &round.plan.drain {
-        if let Some(pods) = seen.pods_by_node.get(node) {
-            let name = name.as_str();
-            rounds.push(Box::pin(async move {
-                // A drain round not run says nothing about the node's budgets.
-                if ctx.stopping() {
-                    return None;
-                }
-                Some((node, drain::drain_round(client, name, node, pods, *mode, delete_empty_dir).await))
-            }));
-        }
-    }
-    let refused: Vec<Option<(&String, Option<String>)>> =
-        futures::stream::iter(rounds).buffer_unordered(NODE_WRITE_CONCURRENCY).collect().await;
+    let todo: Vec<(&String, DrainMode, &Vec<Pod>)> =
+        round.plan.drain.iter().filter_map(|(node, mode)| Some((node, *mode, seen.pods_by_node.get(node)?))).collect();
+    let refused = few_at_a_time(todo, |(node, mode, pods)| drain_one(ctx, &name, node, pods, mode, delete_empty_dir)).await;
     let mut blocks = ctx.drain_blocks.lock().expect("drain blocks lock");
     for (node, budget) in refused.into_iter().flatten() {
         match budget {
@@ -320,6 +298,21 @@ async fn execute_drains(ctx: &Context, pool: &WindowsNodePool, round: &Round, se
             }
         }
     }
+}
+
+async fn drain_one<'n>(
+    ctx: &Context,
+    pool: &str,
+    node: &'n String,
+    pods: &[Pod],
+    mode: DrainMode,
+    delete_empty_dir: bool,
+) -> Option<(&'n String, Option<String>)> {
+    // A drain round not run says nothing about the node's budgets.
+    if ctx.stopping() {
+        return None;
+    }
+    Some((node, drain::drain_round(&ctx.client, pool, node, pods, mode, delete_empty_dir).await))
 }
 
 /// Starts and completions are announced together every few seconds, or as soon as

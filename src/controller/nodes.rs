@@ -2,14 +2,13 @@
 
 use std::sync::Arc;
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch};
 use serde_json::json;
 use tracing::{info, warn};
 
 use super::events::node_event;
-use super::{Context, Error, NODE_WRITE_CONCURRENCY};
+use super::{Context, Error, few_at_a_time};
 use crate::api::{WindowsNodePool, names};
 use crate::hns;
 use crate::observe::{node_view, strip};
@@ -94,6 +93,18 @@ pub(super) fn release_body(n: &Node, p: &NodePatch) -> serde_json::Value {
     body
 }
 
+/// One patch of [`write_nodes`]: `Ok(false)` when not sent (the replica is stopping).
+async fn write_one<'p>(ctx: &Context, pool: &WindowsNodePool, name: &str, p: &'p NodePatch) -> (&'p NodePatch, Result<bool, Error>) {
+    if ctx.stopping() {
+        return (p, Ok(false));
+    }
+    let r = patch_node(ctx, name, p).await;
+    if r.is_ok() {
+        node_event(ctx, pool, p).await;
+    }
+    (p, r.map(|()| true))
+}
+
 /// Patch these nodes a few at a time: nodes are independent, so a wave of a hundred
 /// costs a few round trips, not a hundred. Returns the patches that landed and
 /// the first error, after all ran.
@@ -103,22 +114,7 @@ pub(super) async fn write_nodes<'p>(
     name: &str,
     patches: Vec<&'p NodePatch>,
 ) -> (Vec<&'p NodePatch>, Result<(), Error>) {
-    let mut writes = Vec::new();
-    for p in patches {
-        writes.push(Box::pin(async move {
-            // Stopping: not sent, neither landed nor failed.
-            if ctx.stopping() {
-                return (p, Ok(false));
-            }
-            let r = patch_node(ctx, name, p).await;
-            if r.is_ok() {
-                node_event(ctx, pool, p).await;
-            }
-            (p, r.map(|()| true))
-        }));
-    }
-    let results: Vec<(&NodePatch, Result<bool, Error>)> =
-        futures::stream::iter(writes).buffer_unordered(NODE_WRITE_CONCURRENCY).collect().await;
+    let results: Vec<(&NodePatch, Result<bool, Error>)> = few_at_a_time(patches, |p| write_one(ctx, pool, name, p)).await;
     let mut landed = Vec::with_capacity(results.len());
     let mut first_error = Ok(());
     for (p, r) in results {

@@ -4,6 +4,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::channel::mpsc::UnboundedReceiver;
+use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -64,14 +65,50 @@ pub(super) fn watch_backoff() -> ResetTimerBackoff<watcher::ExponentialBackoff> 
     ResetTimerBackoff::new(watcher::ExponentialBackoff::from(retry), Duration::from_secs(60))
 }
 
-/// Watch config for the big collections (Nodes, Services, EndpointSlices): the
-/// initial list is read in pages of 500. A list at resourceVersion "0" (kube's
-/// `any_semantic`) is served whole from the API server's cache, limit ignored:
-/// at 10,000 EndpointSlices that is one response of tens of MiB, decoded at once,
-/// and it set winpool's peak memory. Pages keep the peak at one page; the
-/// watcher hands each page's objects on before it asks for the next.
-pub(super) fn paged() -> watcher::Config {
-    watcher::Config::default().page_size(500)
+/// The initial state of a big collection (Nodes, Services, EndpointSlices),
+/// then its changes. Streamed where the API server can (WatchList,
+/// `sendInitialEvents`: the initial objects arrive one event at a time from its
+/// watch cache), so winpool never holds more than one of them undecoded; on an
+/// API server that refuses it (Kubernetes 1.30 to 1.33 keep the WatchList gate
+/// off and answer 422), paged lists of 500, for good. A list at
+/// resourceVersion "0" (kube's `any_semantic`) would be served whole, limit
+/// ignored: at 10,000 EndpointSlices one response of tens of MiB decoded at once.
+pub(super) fn big_collection<K>(api: Api<K>, cfg: watcher::Config) -> BoxStream<'static, Result<watcher::Event<K>, watcher::Error>>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+    K::DynamicType: Default,
+{
+    enum Mode<K: 'static> {
+        // What the paged fallback starts from, boxed: needed once at most.
+        Streaming(BoxStream<'static, Result<watcher::Event<K>, watcher::Error>>, Box<(Api<K>, watcher::Config)>),
+        Paged(BoxStream<'static, Result<watcher::Event<K>, watcher::Error>>),
+    }
+    let streaming = watcher(api.clone(), cfg.clone().streaming_lists()).boxed();
+    futures::stream::unfold(Mode::Streaming(streaming, Box::new((api, cfg))), |mode| async move {
+        match mode {
+            Mode::Streaming(mut s, fallback) => match s.next().await? {
+                Err(e) if streaming_refused(&e) => {
+                    warn!(resource = %K::plural(&Default::default()), error = %e,
+                        "the API server does not stream initial lists (WatchList); listing in pages instead");
+                    let (api, cfg) = *fallback;
+                    let mut paged = watcher(api, cfg.page_size(500)).boxed();
+                    let first = paged.next().await?;
+                    Some((first, Mode::Paged(paged)))
+                }
+                item => Some((item, Mode::Streaming(s, fallback))),
+            },
+            Mode::Paged(mut s) => {
+                let item = s.next().await?;
+                Some((item, Mode::Paged(s)))
+            }
+        }
+    })
+    .boxed()
+}
+
+/// A watch with `sendInitialEvents` refused as invalid: the API server has no WatchList.
+fn streaming_refused(e: &watcher::Error) -> bool {
+    matches!(e, watcher::Error::WatchStartFailed(kube::Error::Api(s)) if s.code == 422 || s.code == 400)
 }
 
 /// Feed Services and EndpointSlices into the HNS tracker. Only the events are
@@ -80,7 +117,7 @@ pub fn spawn_hns_watches(client: &Client, tracker: Arc<Mutex<HnsTracker>>) {
     let services: Api<Service> = Api::all(client.clone());
     let t = tracker.clone();
     tokio::spawn(async move {
-        let mut s = std::pin::pin!(watcher(services, paged()).backoff(watch_backoff()));
+        let mut s = std::pin::pin!(big_collection(services, watcher::Config::default()).backoff(watch_backoff()));
         while let Some(ev) = s.next().await {
             match ev {
                 Ok(ev) => t.lock().expect("hns lock").service_event(&ev),
@@ -90,7 +127,7 @@ pub fn spawn_hns_watches(client: &Client, tracker: Arc<Mutex<HnsTracker>>) {
     });
     let slices: Api<EndpointSlice> = Api::all(client.clone());
     tokio::spawn(async move {
-        let mut s = std::pin::pin!(watcher(slices, paged()).backoff(watch_backoff()));
+        let mut s = std::pin::pin!(big_collection(slices, watcher::Config::default()).backoff(watch_backoff()));
         while let Some(ev) = s.next().await {
             match ev {
                 Ok(ev) => tracker.lock().expect("hns lock").slice_event(&ev),
@@ -113,7 +150,7 @@ pub(super) fn pools(settings: &Settings) -> watcher::Config {
 pub(super) fn windows_nodes(client: &Client) -> (Store<Node>, impl Stream<Item = Result<Node, watcher::Error>> + Send + 'static) {
     let api: Api<Node> = Api::all(client.clone());
     let (store, writer) = reflector::store();
-    let stream = watcher(api, paged().labels(&format!("{}=windows", names::LABEL_OS)))
+    let stream = big_collection(api, watcher::Config::default().labels(&format!("{}=windows", names::LABEL_OS)))
         .backoff(watch_backoff())
         .modify(strip)
         .reflect(writer)
@@ -196,4 +233,86 @@ pub(super) fn report_synced((nodes, daemonsets, configmaps): (Store<Node>, Store
         metrics.caches_synced.set(1);
         info!("node, DaemonSet and ConfigMap caches synced");
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::{Request, Response};
+    use kube::client::Body;
+    use serde_json::json;
+
+    fn node(name: &str) -> serde_json::Value {
+        json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "resourceVersion": "5"}})
+    }
+
+    /// The first events of `big_collection` over Nodes against an API server
+    /// that streams initial lists or refuses them, and the requests it made.
+    async fn first_events(streams: bool) -> (Vec<String>, Vec<String>) {
+        let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let seen = requests.clone();
+        tokio::spawn(async move {
+            while let Some((req, send)) = handle.next_request().await {
+                let query = req.uri().query().unwrap_or_default().to_string();
+                seen.lock().unwrap().push(query.clone());
+                let streamed = query.contains("sendInitialEvents=true");
+                let (code, body) = match (streamed, streams, query.contains("watch=true")) {
+                    (true, false, _) => (
+                        422,
+                        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 422, "reason": "Invalid",
+                               "message": "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled"})
+                        .to_string(),
+                    ),
+                    (true, true, _) => {
+                        let end = json!({"type": "BOOKMARK", "object": {"apiVersion": "v1", "kind": "Node",
+                            "metadata": {"resourceVersion": "5", "annotations": {"k8s.io/initial-events-end": "true"}}}});
+                        (200, format!("{}\n{}\n", json!({"type": "ADDED", "object": node("win-a")}), end))
+                    }
+                    (false, _, false) => (
+                        200,
+                        json!({"apiVersion": "v1", "kind": "NodeList", "metadata": {"resourceVersion": "5"}, "items": [node("win-a")]})
+                            .to_string(),
+                    ),
+                    // The watch after a paged list: no change yet.
+                    (false, _, true) => continue,
+                };
+                send.send_response(Response::builder().status(code).body(Body::from(body.into_bytes())).unwrap());
+            }
+        });
+        let api: Api<Node> = Api::all(Client::new(service, "default"));
+        let mut events = Vec::new();
+        let mut s = big_collection(api, watcher::Config::default());
+        while let Some(ev) = s.next().await {
+            let done = matches!(ev, Ok(watcher::Event::InitDone));
+            events.push(match ev {
+                Ok(watcher::Event::Init) => "Init".to_string(),
+                Ok(watcher::Event::InitApply(n)) => format!("InitApply {}", n.name_any()),
+                Ok(watcher::Event::InitDone) => "InitDone".to_string(),
+                other => format!("{other:?}"),
+            });
+            if done || events.len() == 10 {
+                break;
+            }
+        }
+        let requests = requests.lock().unwrap().clone();
+        (events, requests)
+    }
+
+    #[tokio::test]
+    async fn the_initial_state_is_streamed_where_the_api_server_streams_it() {
+        let (events, requests) = first_events(true).await;
+        assert_eq!(events, ["Init", "InitApply win-a", "InitDone"]);
+        assert_eq!(requests.len(), 1, "one watch, no list: {requests:?}");
+        assert!(requests[0].contains("watch=true") && requests[0].contains("sendInitialEvents=true"), "{requests:?}");
+    }
+
+    #[tokio::test]
+    async fn an_api_server_without_watch_list_is_listed_in_pages_instead() {
+        let (events, requests) = first_events(false).await;
+        // The refusal is no error for the caller: the paged list follows at once.
+        assert_eq!(events, ["Init", "InitApply win-a", "InitDone"]);
+        assert!(requests[0].contains("sendInitialEvents=true"), "{requests:?}");
+        assert!(!requests[1].contains("watch=true") && requests[1].contains("limit=500"), "a page of 500: {requests:?}");
+    }
 }
