@@ -30,10 +30,29 @@ fn plugin(args: &[&str]) -> Output {
 
 /// A ServiceAccount of the test's namespace that no role binds: it may read and change nothing.
 async fn unprivileged_kubeconfig(t: &TestSpace) -> std::path::PathBuf {
+    kubeconfig_bound_to(t, "nobody", None).await
+}
+
+/// A ServiceAccount of the test's namespace, bound cluster-wide to `role` if any.
+async fn kubeconfig_bound_to(t: &TestSpace, sa: &str, role: Option<&str>) -> std::path::PathBuf {
     use k8s_openapi::api::core::v1::ServiceAccount;
-    let sa = ServiceAccount { metadata: kube::api::ObjectMeta { name: Some("nobody".into()), ..Default::default() }, ..Default::default() };
-    Api::<ServiceAccount>::namespaced(t.client.clone(), &t.namespace).create(&Default::default(), &sa).await.expect("service account");
-    support::chart::service_account_kubeconfig(t, "nobody")
+    use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleRef, Subject};
+    let account = ServiceAccount { metadata: kube::api::ObjectMeta { name: Some(sa.into()), ..Default::default() }, ..Default::default() };
+    Api::<ServiceAccount>::namespaced(t.client.clone(), &t.namespace).create(&Default::default(), &account).await.expect("service account");
+    if let Some(role) = role {
+        let binding = ClusterRoleBinding {
+            metadata: kube::api::ObjectMeta { name: Some(format!("{}-{sa}", t.id)), ..Default::default() },
+            role_ref: RoleRef { api_group: Some("rbac.authorization.k8s.io".into()), kind: "ClusterRole".into(), name: role.into() },
+            subjects: Some(vec![Subject {
+                kind: "ServiceAccount".into(),
+                name: sa.into(),
+                namespace: Some(t.namespace.clone()),
+                ..Default::default()
+            }]),
+        };
+        Api::<ClusterRoleBinding>::all(t.client.clone()).create(&Default::default(), &binding).await.expect("binding");
+    }
+    support::chart::service_account_kubeconfig(t, sa)
 }
 
 /// Run the plugin and expect success; returns its stdout.
@@ -203,8 +222,34 @@ async fn the_plugin_pauses_resumes_plans_the_operators_first_wave_reports_states
         assert!(err.starts_with("error: permission denied: ") && err.contains("cannot get resource"), "{args:?}: {err}");
     }
 
+    // The chart's user roles. Its pool-operator role runs every command; the
+    // built-in view role reads pools (the chart's view role is aggregated into
+    // it) and may change none. The retry below is the pool operator's.
+    let release = format!("{}-rel", t.id);
+    support::chart::install_chart_rbac(&t, &release);
+    let platform = kubeconfig_bound_to(&t, "platform", Some(&format!("{release}-winpool-pool-operator"))).await;
+    let platform = platform.to_str().unwrap();
+    let viewer = kubeconfig_bound_to(&t, "viewer", Some("view")).await;
+    let as_platform = |args: &[&str]| ok(&[args, &["--kubeconfig", platform]].concat());
+    assert_eq!(serde_json::from_str::<StatusReport>(&as_platform(&["status", &pool, "-o", "json"])).unwrap().nodes.len(), 4);
+    as_platform(&["plan", &pool]);
+    assert!(as_platform(&["pause", &pool]).contains("paused"));
+    assert!(as_platform(&["resume", &pool]).contains("resumed"));
+    let viewer_client = kube::Client::try_from(
+        kube::Config::from_custom_kubeconfig(kube::config::Kubeconfig::read_from(&viewer).unwrap(), &Default::default()).await.unwrap(),
+    )
+    .unwrap();
+    let viewer_pools: Api<WindowsNodePool> = Api::all(viewer_client);
+    // The aggregation controller adds the chart's rules to view shortly after the role exists.
+    wait_for("view to read WindowsNodePools", WAIT, || async { viewer_pools.get(&pool).await.ok() }).await;
+    let pause = kube::api::Patch::Merge(json!({"spec": {"rollout": {"paused": true}}}));
+    let denied = viewer_pools.patch(&pool, &Default::default(), &pause).await.expect_err("view may not pause a pool");
+    assert!(matches!(&denied, kube::Error::Api(s) if s.code == 403), "{denied}");
+    let err = refused(&["status", &pool, "--kubeconfig", viewer.to_str().unwrap()]);
+    assert!(err.starts_with("error: permission denied: ") && err.contains("nodes"), "view does not read nodes: {err}");
+
     // The retry: the failed node is Pending again and rolls again (and fails again: the fleet always fails it).
-    assert!(ok(&["retry", &bad]).contains("will be retried"));
+    assert!(as_platform(&["retry", &bad]).contains("will be retried"));
     wait_for("the retried node to be started again", WAIT, || async {
         let starts = audit::starts_per_node(&audit::requests(&audit::audit_log(), &t.node_prefix()));
         (starts.get(&bad) == Some(&2)).then_some(())
@@ -219,5 +264,11 @@ async fn the_plugin_pauses_resumes_plans_the_operators_first_wave_reports_states
         (again && since >= started).then_some(())
     })
     .await;
+    support::chart::remove_chart_rbac(&release);
+    for sa in ["platform", "viewer"] {
+        let _ = Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(t.client.clone())
+            .delete(&format!("{}-{sa}", t.id), &Default::default())
+            .await;
+    }
     t.cleanup().await;
 }

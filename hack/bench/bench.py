@@ -493,6 +493,12 @@ class Bench:
             if verb == "watch":
                 if stage == "ResponseStarted":
                     watches[res] += 1
+                    # A streaming list (WatchList) is a watch that starts with the whole collection.
+                    if "sendInitialEvents=true" in ev.get("requestURI", ""):
+                        lists[res] += 1
+                        lists_detail[f"{res} (streamed)"] += 1
+                        if after is not None and parse_ts(ev["requestReceivedTimestamp"]) > after:
+                            lists_after[f"{res} (streamed)"] += 1
                 continue
             if stage != "ResponseComplete":
                 continue

@@ -35,13 +35,18 @@ pub fn install_chart_rbac(t: &TestSpace, release: &str) {
     kubectl(&["apply", "-f", file.to_str().unwrap()]);
 }
 
-/// The ClusterRole and ClusterRoleBinding `install_chart_rbac` made.
+/// The ClusterRoles (the operator's and the user roles) and the ClusterRoleBinding `install_chart_rbac` made.
 pub fn remove_chart_rbac(release: &str) {
     let fullname = format!("{release}-winpool");
     let _ = Command::new(tool("kubectl"))
         .arg("--kubeconfig")
         .arg(kubeconfig())
         .args(["delete", "clusterrole,clusterrolebinding", &fullname, "--ignore-not-found"])
+        .output();
+    let _ = Command::new(tool("kubectl"))
+        .arg("--kubeconfig")
+        .arg(kubeconfig())
+        .args(["delete", "clusterrole", &format!("{fullname}-view"), &format!("{fullname}-pool-operator"), "--ignore-not-found"])
         .output();
 }
 
@@ -67,7 +72,7 @@ pub fn service_account_kubeconfig(t: &TestSpace, sa: &str) -> PathBuf {
         "users": [{"name": "sa", "user": {"token": token}}],
         "contexts": [{"name": "sa", "context": {"cluster": "local", "user": "sa"}}],
     });
-    let path = std::env::temp_dir().join(format!("{}-sa.kubeconfig", t.id));
+    let path = std::env::temp_dir().join(format!("{}-{sa}.kubeconfig", t.id));
     std::fs::write(&path, serde_json::to_string(&kc).unwrap()).unwrap();
     path
 }
