@@ -830,6 +830,11 @@ pub struct WindowsNodePoolStatus {
     /// Hash of the node-level configuration the pool is rolling to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<String>,
+    /// The last revision whose rollout has started (Progressing was True for
+    /// it). A revision held from the start (paused, outside its maintenance
+    /// window) is announced with `RolloutStarted` when it first progresses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_revision: Option<String>,
     #[serde(default)]
     pub nodes: NodeCounts,
     #[serde(default, skip_serializing_if = "Option::is_none")]

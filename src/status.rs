@@ -113,9 +113,11 @@ pub fn build_status(
         next.push(prev.clone());
     }
 
+    let progressing = next.iter().any(|c| c.type_ == conditions::PROGRESSING && c.status == "True");
     WindowsNodePoolStatus {
         observed_generation: generation,
         revision: Some(plan.revision.clone()),
+        started_revision: if progressing { Some(plan.revision.clone()) } else { previous.and_then(|p| p.started_revision.clone()) },
         nodes: plan.counts.clone(),
         hns: hns_status,
         conditions: merge_conditions(previous.map(|p| p.conditions.as_slice()).unwrap_or(&[]), next, generation, now),
@@ -271,13 +273,15 @@ fn conflict_condition(spec: &WindowsNodePoolSpec, conflicts: &Conflicts) -> Cond
 /// Condition flips worth an Event on the pool: (reason, message).
 pub fn transition_events(previous: Option<&WindowsNodePoolStatus>, next: &WindowsNodePoolStatus) -> Vec<(String, String)> {
     let was = |t: &str| previous.and_then(|p| p.conditions.iter().find(|c| c.type_ == t)).map(|c| c.status.clone());
-    // A rollout starts once per revision, or again when nodes join a pool that
-    // had finished. Progressing also drops to False inside a rollout (no
-    // capacity while nodes are NotReady, a hold that lifts): resuming is not a
-    // new start, and announcing it again read as a second rollout.
+    // A rollout starts once per revision (when it first progresses: a
+    // revision held from the start, paused or outside its window, starts when
+    // the hold lifts), or again when nodes join a pool that had finished.
+    // Progressing also drops to False inside a rollout (no capacity while
+    // nodes are NotReady, a hold that lifts): resuming is not a new start, and
+    // announcing it again read as a second rollout.
     let previous_progressing_reason =
         previous.and_then(|p| p.conditions.iter().find(|c| c.type_ == conditions::PROGRESSING)).map(|c| c.reason.as_str());
-    let new_rollout = previous.is_none_or(|p| p.revision != next.revision)
+    let new_rollout = previous.is_none_or(|p| p.started_revision != next.revision)
         || matches!(previous_progressing_reason, None | Some("RolloutComplete" | "NodesFailed"));
     let mut out = Vec::new();
     for c in &next.conditions {
@@ -560,6 +564,29 @@ mod tests {
         let done = with_progressing(&goes_on, "False", "RolloutComplete");
         let ev: Vec<String> = transition_events(Some(&done), &goes_on).into_iter().map(|(r, _)| r).collect();
         assert_eq!(ev, ["RolloutStarted"]);
+    }
+
+    #[test]
+    fn a_revision_held_from_the_start_is_announced_when_it_first_progresses() {
+        let now: Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();
+        let events = |prev: Option<&WindowsNodePoolStatus>, next: &WindowsNodePoolStatus| -> Vec<String> {
+            transition_events(prev, next).into_iter().map(|(r, _)| r).collect()
+        };
+        // The pool's new patch level arrives paused (or outside its window): nothing rolls yet.
+        let held = status_for(&spec("rollout: {paused: true}"), &[node("a"), node("b")], None, now);
+        assert_eq!(get(&held, "Progressing").status, "False");
+        assert!(!events(None, &held).contains(&"RolloutStarted".to_string()));
+        let still = status_for(&spec("rollout: {paused: true}"), &[node("a"), node("b")], Some(&held), now);
+        // The hold lifts: the rollout of this revision starts now, once.
+        let goes = status_for(&spec(""), &[node("a"), node("b")], Some(&still), now);
+        assert_eq!(get(&goes, "Progressing").status, "True");
+        assert!(events(Some(&still), &goes).contains(&"RolloutStarted".to_string()), "{:?}", events(Some(&still), &goes));
+        assert_eq!(goes.started_revision, goes.revision);
+        // Held again mid-rollout and resumed: the same rollout goes on.
+        let paused = status_for(&spec("rollout: {paused: true}"), &[node("a"), node("b")], Some(&goes), now);
+        assert_eq!(paused.started_revision, goes.revision, "a hold does not forget that the rollout started");
+        let resumed = status_for(&spec(""), &[node("a"), node("b")], Some(&paused), now);
+        assert!(!events(Some(&paused), &resumed).contains(&"RolloutStarted".to_string()));
     }
 
     #[test]

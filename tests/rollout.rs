@@ -596,6 +596,18 @@ async fn maintenance_windows_and_not_allowed_dates_decide_when_nodes_start() {
     apply_pool(&t, &pool_manifest(&t, &pool, "10.0.20348.2762", json!({"maxUnavailable": 1, "maintenanceWindows": [later, open_now]})))
         .await;
     let p = wait_rolled_out(&t, &pool, 2, 1).await;
+    // The rollout waited for its window from the first round; it is announced when the window opens.
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::all(t.client.clone());
+    wait_for("a RolloutStarted Event once the window opened", WAIT, || async {
+        let list = events.list(&ListParams::default()).await.ok()?;
+        list.items
+            .iter()
+            .any(|e| {
+                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(pool.as_str()) && e.reason.as_deref() == Some("RolloutStarted")
+            })
+            .then_some(())
+    })
+    .await;
     let end: jiff::Timestamp = p.status.unwrap().next_window_end.unwrap().0;
     assert!((end.duration_since(now) - hour).abs() < jiff::SignedDuration::from_mins(2), "the open window closes in ~1 h: {end}");
     assert_eq!(support::metric(metrics, &window_open).await, Some(1.0));
