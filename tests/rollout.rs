@@ -357,15 +357,12 @@ async fn a_node_a_pdb_blocks_is_put_back_the_others_go_on_and_it_is_tried_again(
         (audit::starts_per_node(&audit::requests(&audit::audit_log(), &t.node_prefix())).get(&first) >= Some(&2)).then_some(())
     })
     .await;
-    let events: Api<k8s_openapi::api::events::v1::Event> = Api::all(t.client.clone());
     wait_for("a DrainBlocked Event naming the budget", WAIT, || async {
-        let list = events.list(&ListParams::default()).await.ok()?;
-        list.items
+        support::pool_events(&t, &pool)
+            .await
             .iter()
             .any(|e| {
-                e.reason.as_deref() == Some("DrainBlocked")
-                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(pool.as_str())
-                    && e.note.as_deref().is_some_and(|n| n.contains(&budget) && n.contains(&first))
+                e.reason.as_deref() == Some("DrainBlocked") && e.note.as_deref().is_some_and(|n| n.contains(&budget) && n.contains(&first))
             })
             .then_some(())
     })
@@ -597,15 +594,8 @@ async fn maintenance_windows_and_not_allowed_dates_decide_when_nodes_start() {
         .await;
     let p = wait_rolled_out(&t, &pool, 2, 1).await;
     // The rollout waited for its window from the first round; it is announced when the window opens.
-    let events: Api<k8s_openapi::api::events::v1::Event> = Api::all(t.client.clone());
     wait_for("a RolloutStarted Event once the window opened", WAIT, || async {
-        let list = events.list(&ListParams::default()).await.ok()?;
-        list.items
-            .iter()
-            .any(|e| {
-                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(pool.as_str()) && e.reason.as_deref() == Some("RolloutStarted")
-            })
-            .then_some(())
+        support::pool_events(&t, &pool).await.iter().any(|e| e.reason.as_deref() == Some("RolloutStarted")).then_some(())
     })
     .await;
     let end: jiff::Timestamp = p.status.unwrap().next_window_end.unwrap().0;

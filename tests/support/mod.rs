@@ -589,3 +589,10 @@ pub async fn client_with_token(kubeconfig: &Path, token: &str) -> Client {
     cfg.default_retry = false;
     Client::try_from(cfg).expect("client")
 }
+
+/// The Events whose `regarding` is the pool `pool` (empty while the API cannot be read).
+pub async fn pool_events(t: &TestSpace, pool: &str) -> Vec<k8s_openapi::api::events::v1::Event> {
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::all(t.client.clone());
+    let list = events.list(&Default::default()).await.map(|l| l.items).unwrap_or_default();
+    list.into_iter().filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(pool)).collect()
+}
