@@ -123,9 +123,15 @@ async fn try_take(api: &Api<Lease>, s: &LeaseSettings, observer: &mut Observer) 
     }
 }
 
+/// This replica's leadership: `lost` turns `false` when it is lost; the
+/// renewal runs in the background until [`release`] stops it.
+pub struct Leadership {
+    pub lost: watch::Receiver<bool>,
+    renewal: tokio::task::JoinHandle<()>,
+}
+
 /// Blocks until this replica leads, then keeps renewing in the background.
-/// The returned receiver turns `false` when leadership is lost.
-pub async fn acquire(client: Client, s: LeaseSettings) -> watch::Receiver<bool> {
+pub async fn acquire(client: Client, s: LeaseSettings) -> Leadership {
     let api: Api<Lease> = Api::namespaced(client, &s.namespace);
     let mut last_holder = String::new();
     let mut observer = Observer::default();
@@ -147,7 +153,7 @@ pub async fn acquire(client: Client, s: LeaseSettings) -> watch::Receiver<bool> 
     }
     info!(identity = %s.identity, lease = %s.name, "acquired the leader lease");
     let (tx, rx) = watch::channel(true);
-    tokio::spawn(async move {
+    let renewal = tokio::spawn(async move {
         let mut last_ok = std::time::Instant::now();
         loop {
             tokio::time::sleep(s.renew_every).await;
@@ -169,27 +175,41 @@ pub async fn acquire(client: Client, s: LeaseSettings) -> watch::Receiver<bool> 
             }
         }
     });
-    rx
+    Leadership { lost: rx, renewal }
 }
 
 /// Give the lease up so a standby takes over without waiting for it to expire.
-pub async fn release(client: Client, s: &LeaseSettings) {
+/// The renewal stops first: left running, it bumped the lease's
+/// resourceVersion under the release (409, the lease kept, the standby waiting
+/// it out) or took the released lease back. A renewal cut off in flight may
+/// still land; a conflict is read again.
+pub async fn release(client: Client, s: &LeaseSettings, leadership: Leadership) {
+    leadership.renewal.abort();
+    let _ = leadership.renewal.await;
     let api: Api<Lease> = Api::namespaced(client, &s.namespace);
-    if let Ok(Some(mut l)) = api.get_opt(&s.name).await
-        && l.spec.as_ref().and_then(|sp| sp.holder_identity.as_deref()) == Some(&s.identity)
-    {
-        {
-            if let Some(sp) = l.spec.as_mut() {
-                sp.holder_identity = None;
-                sp.renew_time = None;
-                sp.acquire_time = None;
+    for _ in 0..3 {
+        let Ok(Some(mut l)) = api.get_opt(&s.name).await else { return };
+        if l.spec.as_ref().and_then(|sp| sp.holder_identity.as_deref()) != Some(&s.identity) {
+            return;
+        }
+        if let Some(sp) = l.spec.as_mut() {
+            sp.holder_identity = None;
+            sp.renew_time = None;
+            sp.acquire_time = None;
+        }
+        match api.replace(&s.name, &crate::api::post_params(), &l).await {
+            Ok(_) => {
+                info!(lease = %s.name, "released the leader lease");
+                return;
             }
-            match api.replace(&s.name, &crate::api::post_params(), &l).await {
-                Ok(_) => info!(lease = %s.name, "released the leader lease"),
-                Err(e) => warn!(error = %e, "could not release the leader lease"),
+            Err(kube::Error::Api(e)) if e.code == 409 => continue,
+            Err(e) => {
+                warn!(error = %e, "could not release the leader lease");
+                return;
             }
         }
     }
+    warn!(lease = %s.name, "could not release the leader lease: it kept changing");
 }
 
 #[cfg(test)]
@@ -244,5 +264,64 @@ mod tests {
         assert_eq!(decide(Some(&last), "me", unchanged), LeaseAction::Wait { holder: "other".into() }, "14 s unchanged");
         let unchanged = observer.unchanged_for(Some(&last), at(20 + 15));
         assert_eq!(decide(Some(&last), "me", unchanged), LeaseAction::Take { transitions: 4 }, "15 s unchanged");
+    }
+
+    #[tokio::test]
+    async fn release_stops_the_renewal_and_reads_the_lease_again_after_a_conflict() {
+        use http::{Request, Response};
+        use kube::client::Body;
+        use std::sync::{Arc, Mutex};
+        let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let seen = Arc::new(Mutex::new(Vec::<(String, serde_json::Value)>::new()));
+        let log = seen.clone();
+        tokio::spawn(async move {
+            // The lease as a renewal that was cut off in flight left it: the first
+            // write carries the resourceVersion read before that renewal landed.
+            let mut rv = 1;
+            while let Some((req, send)) = handle.next_request().await {
+                let method = req.method().to_string();
+                let body = req.into_body().collect_bytes().await.unwrap();
+                let body: serde_json::Value =
+                    if body.is_empty() { serde_json::Value::Null } else { serde_json::from_slice(&body).unwrap() };
+                let calls = log.lock().unwrap().len();
+                log.lock().unwrap().push((method.clone(), body.clone()));
+                let lease = serde_json::json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                    "metadata": {"name": "winpool-leader", "namespace": "ns", "resourceVersion": rv.to_string()},
+                    "spec": {"holderIdentity": "me", "leaseDurationSeconds": 15}});
+                let (code, answer) = match method.as_str() {
+                    "GET" => (200, lease),
+                    _ if calls == 1 => {
+                        rv += 1;
+                        (
+                            409,
+                            serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 409, "reason": "Conflict", "message": "the object has been modified"}),
+                        )
+                    }
+                    _ => (200, body),
+                };
+                send.send_response(Response::builder().status(code).body(Body::from(serde_json::to_vec(&answer).unwrap())).unwrap());
+            }
+        });
+        let (alive, renewal_ended) = tokio::sync::oneshot::channel::<()>();
+        let renewal = tokio::spawn(async move {
+            let _alive = alive;
+            std::future::pending::<()>().await;
+        });
+        let (_tx, lost) = watch::channel(true);
+        let s = LeaseSettings {
+            name: "winpool-leader".into(),
+            namespace: "ns".into(),
+            identity: "me".into(),
+            lease_duration: Duration::from_secs(15),
+            renew_every: Duration::from_secs(2),
+        };
+        let released = tokio::time::timeout(Duration::from_secs(10), release(Client::new(service, "ns"), &s, Leadership { lost, renewal }));
+        released.await.expect("release returns once the renewal has stopped");
+        assert!(renewal_ended.await.is_err(), "the renewal was stopped");
+        let seen = seen.lock().unwrap().clone();
+        let methods: Vec<&str> = seen.iter().map(|(m, _)| m.as_str()).collect();
+        assert_eq!(methods, ["GET", "PUT", "GET", "PUT"], "the conflict is read again");
+        assert_eq!(seen[3].1["metadata"]["resourceVersion"], "2", "the second write carries the fresh resourceVersion");
+        assert!(seen[3].1["spec"]["holderIdentity"].is_null(), "released: {}", seen[3].1);
     }
 }

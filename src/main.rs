@@ -144,13 +144,14 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         lease_duration: Duration::from_secs(15),
         renew_every: Duration::from_secs(2),
     };
-    let mut lost = None;
+    let mut leadership = None;
     if args.leader_elect {
         tokio::select! {
-            rx = lease::acquire(client.clone(), lease_settings.clone()) => lost = Some(rx),
+            l = lease::acquire(client.clone(), lease_settings.clone()) => leadership = Some(l),
             _ = stopped(stop_rx.clone()) => return Ok(()),
         }
     }
+    let lost = leadership.as_ref().map(|l| l.lost.clone());
     m.leader.set(1);
     let shutdown = {
         let stop_rx = stop_rx.clone();
@@ -170,12 +171,12 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         r = admin => Err(anyhow::anyhow!("admin server on {} stopped: {:?}", args.metrics_addr, r)),
     };
     m.leader.set(0);
-    if let Some(l) = lost {
-        if !*l.borrow() {
+    if let Some(l) = leadership {
+        if !*l.lost.borrow() {
             error!("lost the leader lease; exiting so no two replicas write");
             std::process::exit(EXIT_LOST_LEASE);
         }
-        lease::release(client, &lease_settings).await;
+        lease::release(client, &lease_settings, l).await;
     }
     res
 }
