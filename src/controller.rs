@@ -48,6 +48,9 @@ where
     F: Fn(I) -> Fut,
     Fut: std::future::Future,
 {
+    // Not `stream::iter(items).map(start).buffer_unordered(..)`: with futures
+    // that borrow the round, the controller's future is then no longer Send
+    // ("implementation of FnOnce is not general enough").
     let mut todo = items.into_iter();
     let mut out = Vec::with_capacity(todo.len());
     let mut in_flight = futures::stream::FuturesUnordered::new();
@@ -73,6 +76,7 @@ mod fixtures;
 mod gates;
 mod hns_node;
 mod nodes;
+mod recent;
 mod round;
 mod watch;
 
@@ -83,6 +87,7 @@ use events::standing_news;
 #[cfg(test)]
 use kube::runtime::events::{Event, EventType};
 use nodes::{patch_node_with, release_body};
+use recent::RecentWrites;
 pub use watch::spawn_hns_watches;
 use watch::watch_backoff;
 
@@ -140,7 +145,7 @@ pub struct Context {
     pub reporter: Reporter,
     pub metrics: Arc<Metrics>,
     /// Nodes as our own last patch returned them, until the watch catches up.
-    recent: Mutex<HashMap<String, Arc<Node>>>,
+    recent: Arc<RecentWrites>,
     /// Cluster-wide expected HNS load, kept incrementally from Services and EndpointSlices.
     pub hns: Arc<Mutex<HnsTracker>>,
     /// Per pool: when its status was last written and the node transitions not yet announced.
@@ -163,10 +168,6 @@ pub struct Context {
     stopping: Arc<AtomicBool>,
 }
 
-fn rv(n: &Node) -> u64 {
-    n.metadata.resource_version.as_deref().and_then(|v| v.parse().ok()).unwrap_or(0)
-}
-
 impl Context {
     fn new(
         client: Client,
@@ -174,6 +175,7 @@ impl Context {
         (nodes, daemonsets, configmaps, pools): (Store<Node>, Store<DaemonSet>, Store<ConfigMap>, Store<WindowsNodePool>),
         metrics: Arc<Metrics>,
         hns: Arc<Mutex<HnsTracker>>,
+        recent: Arc<RecentWrites>,
     ) -> Self {
         let reporter = Reporter { controller: "winpool".into(), instance: std::env::var("POD_NAME").ok() };
         Context {
@@ -186,7 +188,7 @@ impl Context {
             pools,
             reporter,
             metrics,
-            recent: Mutex::new(HashMap::new()),
+            recent,
             hns,
             progress: Mutex::new(HashMap::new()),
             announced: Mutex::new(HashMap::new()),
@@ -208,24 +210,7 @@ impl Context {
 
     /// The freshest copy of every Windows node: the cache, or our own newer write.
     fn windows_nodes(&self) -> Vec<Arc<Node>> {
-        let mut recent = self.recent.lock().expect("recent lock");
-        let mut out = Vec::new();
-        for n in self.nodes.state() {
-            let name = n.name_any();
-            match recent.get(&name) {
-                Some(mine) if rv(mine) > rv(&n) => {
-                    debug!(node = %name, cached = rv(&n), ours = rv(mine), "cache behind our own write; using it");
-                    out.push(mine.clone());
-                }
-                Some(mine) => {
-                    debug!(node = %name, cached = rv(&n), ours = rv(mine), cached_rv = ?n.metadata.resource_version, "cache caught up");
-                    recent.remove(&name);
-                    out.push(n);
-                }
-                None => out.push(n),
-            }
-        }
-        out
+        self.recent.freshest(self.nodes.state())
     }
 
     fn pool_selectors(&self) -> Vec<PoolSelector> {
@@ -313,7 +298,8 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     ensure_agent_namespace(&client, &settings.agent_namespace).await?;
 
-    let (node_store, nodes) = watch::windows_nodes(&client);
+    let recent = Arc::new(RecentWrites::default());
+    let (node_store, nodes) = watch::windows_nodes(&client, recent.clone());
     let (ds_store, daemonsets) = watch::agent_daemonsets(&client, &settings.agent_namespace);
     let (cm_store, configmaps) = watch::revision_configmaps(&client, &settings.agent_namespace);
     let tracker = Arc::new(Mutex::new(HnsTracker::new()));
@@ -324,7 +310,7 @@ pub async fn run(
     let pool_store = controller.store();
     let mapper_pools = pool_store.clone();
     let stores = (node_store.clone(), ds_store.clone(), cm_store.clone());
-    let ctx = Arc::new(Context::new(client, settings, (node_store, ds_store, cm_store, pool_store), metrics.clone(), tracker));
+    let ctx = Arc::new(Context::new(client, settings, (node_store, ds_store, cm_store, pool_store), metrics.clone(), tracker, recent));
     watch::report_synced(stores, metrics);
     let stopped = {
         let ctx = ctx.clone();

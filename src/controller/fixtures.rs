@@ -260,7 +260,14 @@ impl Fixture {
         let mut tracker = HnsTracker::new();
         tracker.service_event(&watcher::Event::InitDone);
         tracker.slice_event(&watcher::Event::InitDone);
-        let ctx = Context::new(client, settings, (node_store, ds_store, cm_store, pool_store), metrics, Arc::new(Mutex::new(tracker)));
+        let ctx = Context::new(
+            client,
+            settings,
+            (node_store, ds_store, cm_store, pool_store),
+            metrics,
+            Arc::new(Mutex::new(tracker)),
+            Default::default(),
+        );
         Fixture { cluster, log, ctx, nodes, daemonsets, configmaps, pools }
     }
 

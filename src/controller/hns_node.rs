@@ -1,8 +1,6 @@
 //! A member's HNS readiness as the Node shows it: the WindowsHNSReady
 //! condition and the hns-not-ready taint.
 
-use std::sync::Arc;
-
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
@@ -13,7 +11,6 @@ use tracing::{debug, info};
 use super::{Context, Error};
 use crate::api::names;
 use crate::hns::{self, AwaitingReport};
-use crate::observe::strip;
 use crate::rollout::{HnsReadiness, NodeState};
 
 pub(super) fn json_patch(v: serde_json::Value) -> json_patch::Patch {
@@ -108,13 +105,12 @@ pub(super) async fn write_hns(ctx: &Context, pool: &str, w: &HnsWrites, message:
         let (status, reason) = (cond.status.clone(), cond.reason.clone().unwrap_or_default());
         let body = json!({ "status": { "conditions": [cond] } });
         match api.patch_status(&name, &crate::api::patch_params(), &Patch::Strategic(body)).await {
-            Ok(mut n) => {
+            Ok(n) => {
                 ctx.metrics.api_request("patch", "nodes/status", "ok");
                 info!(pool, node = %name, status = %status, reason = %reason, "{} {message}", names::NODE_CONDITION_HNS_READY);
                 // The next round must see this condition even if the watch has not
                 // delivered it yet, or it writes the same condition again.
-                strip(&mut n);
-                ctx.recent.lock().expect("recent lock").insert(name.clone(), Arc::new(n));
+                ctx.recent.wrote(n);
             }
             Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(e) => return Err(Error::PatchNode { node: name.clone(), source: e }),
@@ -123,11 +119,10 @@ pub(super) async fn write_hns(ctx: &Context, pool: &str, w: &HnsWrites, message:
     if let Some((added, patch)) = &w.taint {
         let added = *added;
         match api.patch(&name, &crate::api::patch_params(), patch).await {
-            Ok(mut n) => {
+            Ok(n) => {
                 ctx.metrics.api_request("patch", "nodes", "ok");
                 info!(pool, node = %name, taint = names::TAINT_HNS_NOT_READY, added, "{}", if added { "tainted: HNS not ready" } else { "untainted: HNS ready" });
-                strip(&mut n);
-                ctx.recent.lock().expect("recent lock").insert(name, Arc::new(n));
+                ctx.recent.wrote(n);
             }
             // Conflict, a failed test op (the list moved) or a duplicate: the next round sees the fresh list.
             Err(kube::Error::Api(s)) if matches!(s.code, 404 | 409 | 422) => {

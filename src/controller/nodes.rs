@@ -1,7 +1,5 @@
 //! Writes to Nodes: the plan's patches, and releases.
 
-use std::sync::Arc;
-
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch};
 use serde_json::json;
@@ -11,7 +9,7 @@ use super::events::node_event;
 use super::{Context, Error, few_at_a_time};
 use crate::api::{WindowsNodePool, names};
 use crate::hns;
-use crate::observe::{node_view, strip};
+use crate::observe::node_view;
 use crate::rollout::{HnsReadiness, NodePatch};
 
 pub(super) fn node_patch_body(p: &NodePatch) -> serde_json::Value {
@@ -36,11 +34,10 @@ pub(super) async fn patch_node(ctx: &Context, pool: &str, p: &NodePatch) -> Resu
 pub(super) async fn patch_node_with(ctx: &Context, pool: &str, p: &NodePatch, body: serde_json::Value) -> Result<(), Error> {
     let api: Api<Node> = Api::all(ctx.client.clone());
     match api.patch(&p.node, &crate::api::patch_params(), &Patch::Merge(body)).await {
-        Ok(mut n) => {
+        Ok(n) => {
             ctx.metrics.api_request("patch", "nodes", "ok");
             info!(pool, node = %p.node, from = p.from.as_str(), to = p.to.as_str(), cordon = ?p.unschedulable, "{}", p.reason);
-            strip(&mut n);
-            ctx.recent.lock().expect("recent lock").insert(p.node.clone(), Arc::new(n));
+            ctx.recent.wrote(n);
             Ok(())
         }
         // The node vanished: it is no longer a member next round; nothing to undo.

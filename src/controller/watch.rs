@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use futures::channel::mpsc::UnboundedReceiver;
 use futures::stream::BoxStream;
-use futures::{Stream, StreamExt};
+use futures::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::core::v1::{Node, Service};
@@ -19,6 +19,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use tracing::{info, warn};
 
 use super::Settings;
+use super::recent::RecentWrites;
 use crate::api::{WindowsNodePool, names};
 use crate::daemonset::LABEL_MANAGED_BY;
 use crate::hns::HnsTracker;
@@ -147,7 +148,10 @@ pub(super) fn pools(settings: &Settings) -> watcher::Config {
 }
 
 /// The Windows Nodes: their cache, and the events that concern a decision.
-pub(super) fn windows_nodes(client: &Client) -> (Store<Node>, impl Stream<Item = Result<Node, watcher::Error>> + Send + 'static) {
+pub(super) fn windows_nodes(
+    client: &Client,
+    recent: Arc<RecentWrites>,
+) -> (Store<Node>, impl Stream<Item = Result<Node, watcher::Error>> + Send + 'static) {
     let api: Api<Node> = Api::all(client.clone());
     let (store, writer) = reflector::store();
     let stream = big_collection(api, watcher::Config::default().labels(&format!("{}=windows", names::LABEL_OS)))
@@ -155,6 +159,7 @@ pub(super) fn windows_nodes(client: &Client) -> (Store<Node>, impl Stream<Item =
         .modify(strip)
         .reflect(writer)
         .touched_objects()
+        .inspect_ok(move |n| recent.seen(n))
         // The cache sees every update; reconciles are triggered only by the fields a
         // decision reads, not by kubelet heartbeats rewriting condition timestamps.
         .predicate_filter(|n: &Node| node_relevance(n), Default::default());

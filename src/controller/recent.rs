@@ -1,0 +1,108 @@
+//! Nodes as winpool's own writes returned them, until the watch delivers them.
+//!
+//! A round that starts before the watch has delivered the previous round's
+//! writes would otherwise decide on the older copy and write again. A copy is
+//! dropped as soon as the watch delivers that node at the same or a later
+//! resourceVersion, not only at the next round: a round that labels 5,000
+//! nodes into a pool takes minutes on a busy API server, and holding every
+//! node it wrote until it ends doubled the Node cache (30 MiB of the 78 MiB
+//! heap peak at 5,000 nodes).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use k8s_openapi::api::core::v1::Node;
+use kube::ResourceExt;
+use tracing::debug;
+
+use crate::observe::strip;
+
+#[derive(Default)]
+pub struct RecentWrites(Mutex<HashMap<String, Arc<Node>>>);
+
+fn rv(n: &Node) -> u64 {
+    n.metadata.resource_version.as_deref().and_then(|v| v.parse().ok()).unwrap_or(0)
+}
+
+impl RecentWrites {
+    /// A write of ours landed and the API server answered with this node.
+    pub fn wrote(&self, mut node: Node) {
+        strip(&mut node);
+        self.0.lock().expect("recent lock").insert(node.name_any(), Arc::new(node));
+    }
+
+    /// The watch delivered this node: our copy is no longer newer than the cache.
+    pub fn seen(&self, node: &Node) {
+        let mut recent = self.0.lock().expect("recent lock");
+        if recent.get(&node.name_any()).is_some_and(|mine| rv(mine) <= rv(node)) {
+            recent.remove(&node.name_any());
+        }
+    }
+
+    /// The freshest copy of each cached node: the cache's, or our own newer write.
+    pub fn freshest(&self, cached: Vec<Arc<Node>>) -> Vec<Arc<Node>> {
+        let mut recent = self.0.lock().expect("recent lock");
+        cached
+            .into_iter()
+            .map(|n| {
+                let name = n.name_any();
+                match recent.get(&name) {
+                    Some(mine) if rv(mine) > rv(&n) => {
+                        debug!(node = %name, cached = rv(&n), ours = rv(mine), "cache behind our own write; using it");
+                        mine.clone()
+                    }
+                    Some(_) => {
+                        recent.remove(&name);
+                        n
+                    }
+                    None => n,
+                }
+            })
+            .collect()
+    }
+
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.0.lock().expect("recent lock").len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(name: &str, rv: u64, state: &str) -> Node {
+        let mut n = Node::default();
+        n.metadata.name = Some(name.into());
+        n.metadata.resource_version = Some(rv.to_string());
+        n.metadata.annotations = Some([("winpool.dev/state".to_string(), state.to_string())].into());
+        n
+    }
+
+    fn states(nodes: &[Arc<Node>]) -> Vec<String> {
+        nodes.iter().map(|n| n.annotations()["winpool.dev/state"].clone()).collect()
+    }
+
+    #[test]
+    fn our_write_stands_in_for_the_cache_until_the_watch_delivers_it() {
+        let recent = RecentWrites::default();
+        recent.wrote(node("a", 10, "Cordoned"));
+        let cache = || vec![Arc::new(node("a", 9, "Pending")), Arc::new(node("b", 3, "Pending"))];
+        assert_eq!(states(&recent.freshest(cache())), ["Cordoned", "Pending"], "the cache is behind our write");
+
+        recent.seen(&node("a", 9, "Pending"));
+        assert_eq!(recent.len(), 1, "an older event does not retire our copy");
+        recent.seen(&node("a", 10, "Cordoned"));
+        assert_eq!(recent.len(), 0, "the watch delivered our write: our copy is dropped at once, not at the next round");
+        assert_eq!(states(&recent.freshest(vec![Arc::new(node("a", 10, "Cordoned"))])), ["Cordoned"]);
+    }
+
+    #[test]
+    fn a_cache_that_caught_up_wins_and_retires_our_copy() {
+        let recent = RecentWrites::default();
+        recent.wrote(node("a", 10, "Cordoned"));
+        // Someone wrote after us; the watch delivered it before this round.
+        assert_eq!(states(&recent.freshest(vec![Arc::new(node("a", 12, "Draining"))])), ["Draining"]);
+        assert_eq!(recent.len(), 0);
+    }
+}
