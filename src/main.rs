@@ -190,8 +190,27 @@ fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_string()).unwrap_or_else(|_| "winpool".into())
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+/// At most two glibc malloc arenas (glibc's default is eight per core). Each
+/// thread that allocates under contention gets an arena of its own, and memory
+/// freed in one is not reused by another: the runtime's threads took turns
+/// decoding Nodes and building rounds, and the idle arenas kept the peak.
+/// MALLOC_ARENA_MAX, when set, still decides.
+fn limit_malloc_arenas() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
+        // SAFETY: called before any other thread exists; mallopt only sets a tunable.
+        unsafe {
+            libc::mallopt(libc::M_ARENA_MAX, 2);
+        }
+    }
+}
+
+fn main() -> anyhow::Result<()> {
+    limit_malloc_arenas();
+    tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?.block_on(async_main())
+}
+
+async fn async_main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Crd => {
