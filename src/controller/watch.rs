@@ -158,8 +158,8 @@ pub(super) fn windows_nodes(
         .backoff(watch_backoff())
         .modify(strip)
         .reflect(writer)
+        .inspect_ok(move |ev| recent.delivered(ev))
         .touched_objects()
-        .inspect_ok(move |n| recent.seen(n))
         // The cache sees every update; reconciles are triggered only by the fields a
         // decision reads, not by kubelet heartbeats rewriting condition timestamps.
         .predicate_filter(|n: &Node| node_relevance(n), Default::default());
