@@ -190,11 +190,10 @@ fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_string()).unwrap_or_else(|_| "winpool".into())
 }
 
-/// At most two glibc malloc arenas (glibc's default allows eight per core). A
-/// thread that meets contention gets an arena of its own, and memory freed into
-/// an arena is reused only by allocations made from it: the runtime's worker
-/// threads take turns decoding Nodes and building rounds, and each arena kept
-/// its own high-water mark. MALLOC_ARENA_MAX, when set, still decides.
+/// At most two glibc malloc arenas (glibc allows eight per core). A thread that
+/// meets contention gets an arena of its own, and memory freed into an arena
+/// serves only later allocations from it, so each extra arena can keep a
+/// high-water mark of its own. MALLOC_ARENA_MAX, when set, still decides.
 fn limit_malloc_arenas() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     if std::env::var_os("MALLOC_ARENA_MAX").is_none() {

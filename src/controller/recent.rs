@@ -51,16 +51,21 @@ impl RecentWrites {
     }
 
     /// The freshest copy of each cached node: the cache's, or our own newer write.
+    /// A copy of a node the cache no longer holds (deleted while the watch was
+    /// down, so no Delete event came) is dropped: winpool writes only cached nodes.
     pub fn freshest(&self, cached: Vec<Arc<Node>>) -> Vec<Arc<Node>> {
         let mut recent = self.0.lock().expect("recent lock");
-        cached
+        let mut kept = std::collections::HashSet::new();
+        let out = cached
             .into_iter()
             .map(|n| {
                 let name = n.name_any();
                 match recent.get(&name) {
                     Some(mine) if rv(mine) > rv(&n) => {
                         debug!(node = %name, cached = rv(&n), ours = rv(mine), "cache behind our own write; using it");
-                        mine.clone()
+                        let mine = mine.clone();
+                        kept.insert(name);
+                        mine
                     }
                     Some(mine) => {
                         debug!(node = %name, cached = rv(&n), ours = rv(mine), "cache caught up");
@@ -70,7 +75,9 @@ impl RecentWrites {
                     None => n,
                 }
             })
-            .collect()
+            .collect();
+        recent.retain(|name, _| kept.contains(name));
+        out
     }
 
     #[cfg(test)]
@@ -129,6 +136,10 @@ mod tests {
         recent.wrote(node("a", 10, "Cordoned"));
         recent.delivered(&watcher::Event::Delete(node("a", 11, "Cordoned")));
         assert_eq!(recent.len(), 0);
+        // Deleted while the watch was down: the relist simply no longer has it.
+        recent.wrote(node("b", 20, "Cordoned"));
+        assert_eq!(states(&recent.freshest(vec![Arc::new(node("c", 3, "Pending"))])), ["Pending"]);
+        assert_eq!(recent.len(), 0, "no copy outlives its node in the cache");
     }
 
     #[test]
