@@ -6,10 +6,20 @@
 //! Evictions go through the Eviction API so PodDisruptionBudgets hold: a 429
 //! means "not now", and the next round tries again. The API server names the
 //! budget that refused, so the rollout can say which one and put the node back.
+//!
+//! A listed pod is decoded only as far as a drain reads it ([`PodOnNode`]):
+//! every Draining node of a wave is listed each round and the lists are kept
+//! until the round has acted, and whole Pods (spec, status, managedFields) of
+//! hundreds of nodes were the operator's largest allocation after its caches.
+
+use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::api::{Api, DeleteParams, EvictParams, ListParams};
+use kube::core::Request;
+use serde::Deserialize;
+use serde::de::IgnoredAny;
 use tracing::{debug, info, warn};
 
 use crate::rollout::DrainMode;
@@ -23,32 +33,116 @@ pub enum PodDisposition {
     Blocked,
 }
 
-pub fn classify(pod: &Pod, delete_empty_dir_data: bool) -> PodDisposition {
-    let meta = &pod.metadata;
-    if meta.annotations.as_ref().is_some_and(|a| a.contains_key("kubernetes.io/config.mirror")) {
-        return PodDisposition::Ignore;
-    }
-    if meta.owner_references.as_ref().is_some_and(|o| o.iter().any(|r| r.kind == "DaemonSet" && r.controller == Some(true))) {
-        return PodDisposition::Ignore;
-    }
-    if matches!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed")) {
-        return PodDisposition::Ignore;
-    }
-    let has_empty_dir = pod.spec.as_ref().and_then(|s| s.volumes.as_ref()).is_some_and(|v| v.iter().any(|v| v.empty_dir.is_some()));
-    if has_empty_dir && !delete_empty_dir_data {
-        return PodDisposition::Blocked;
-    }
-    PodDisposition::Evict
+/// A pod on a node being drained, as far as the drain reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodOnNode {
+    pub namespace: String,
+    pub name: String,
+    /// A DaemonSet's or mirror pod, or finished: never evicted.
+    pub stays: bool,
+    pub has_empty_dir: bool,
+    /// Its deletion has begun: nothing more to ask of it.
+    pub terminating: bool,
 }
 
-pub async fn pods_on_node(client: &Client, node: &str) -> kube::Result<Vec<Pod>> {
-    let api: Api<Pod> = Api::all(client.clone());
-    Ok(api.list(&ListParams::default().fields(&format!("spec.nodeName={node}"))).await?.items)
+pub fn classify(pod: &PodOnNode, delete_empty_dir_data: bool) -> PodDisposition {
+    if pod.stays {
+        PodDisposition::Ignore
+    } else if pod.has_empty_dir && !delete_empty_dir_data {
+        PodDisposition::Blocked
+    } else {
+        PodDisposition::Evict
+    }
+}
+
+/// The pods bound to `node`. Decoded straight into [`PodOnNode`]: what the
+/// list carries beyond that is skipped by the parser, never allocated.
+pub async fn pods_on_node(client: &Client, node: &str) -> kube::Result<Vec<PodOnNode>> {
+    let request = Request::new("/api/v1/pods")
+        .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
+        .map_err(kube::Error::BuildRequest)?;
+    let listed: wire::PodList = client.request(request).await?;
+    Ok(listed.items.into_iter().map(PodOnNode::from).collect())
 }
 
 /// Pods that still have to leave `node` (evictable or blocked).
-pub fn remaining(pods: &[Pod], delete_empty_dir_data: bool) -> usize {
-    pods.iter().filter(|p| classify(p, delete_empty_dir_data) != PodDisposition::Ignore && p.metadata.deletion_timestamp.is_none()).count()
+pub fn remaining(pods: &[PodOnNode], delete_empty_dir_data: bool) -> usize {
+    pods.iter().filter(|p| classify(p, delete_empty_dir_data) != PodDisposition::Ignore && !p.terminating).count()
+}
+
+/// The few fields of a listed Pod that decide its drain; serde skips the rest.
+mod wire {
+    use super::*;
+
+    #[derive(Deserialize)]
+    pub struct PodList {
+        #[serde(default)]
+        pub items: Vec<ListedPod>,
+    }
+
+    #[derive(Deserialize)]
+    pub struct ListedPod {
+        pub metadata: Meta,
+        #[serde(default)]
+        pub spec: Spec,
+        #[serde(default)]
+        pub status: Status,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct Meta {
+        pub name: String,
+        #[serde(default)]
+        pub namespace: String,
+        #[serde(default)]
+        pub annotations: BTreeMap<String, IgnoredAny>,
+        #[serde(default)]
+        pub owner_references: Vec<Owner>,
+        #[serde(default)]
+        pub deletion_timestamp: Option<IgnoredAny>,
+    }
+
+    #[derive(Deserialize)]
+    pub struct Owner {
+        pub kind: String,
+        #[serde(default)]
+        pub controller: Option<bool>,
+    }
+
+    #[derive(Deserialize, Default)]
+    pub struct Spec {
+        #[serde(default)]
+        pub volumes: Vec<Volume>,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct Volume {
+        #[serde(default)]
+        pub empty_dir: Option<IgnoredAny>,
+    }
+
+    #[derive(Deserialize, Default)]
+    pub struct Status {
+        #[serde(default)]
+        pub phase: Option<String>,
+    }
+}
+
+impl From<wire::ListedPod> for PodOnNode {
+    fn from(p: wire::ListedPod) -> Self {
+        let mirror = p.metadata.annotations.contains_key("kubernetes.io/config.mirror");
+        let daemon = p.metadata.owner_references.iter().any(|r| r.kind == "DaemonSet" && r.controller == Some(true));
+        let finished = matches!(p.status.phase.as_deref(), Some("Succeeded" | "Failed"));
+        PodOnNode {
+            stays: mirror || daemon || finished,
+            has_empty_dir: p.spec.volumes.iter().any(|v| v.empty_dir.is_some()),
+            terminating: p.metadata.deletion_timestamp.is_some(),
+            namespace: p.metadata.namespace,
+            name: p.metadata.name,
+        }
+    }
 }
 
 /// The budget (namespace/name) named by an eviction's 429, if a budget
@@ -69,16 +163,16 @@ pub async fn drain_round(
     client: &Client,
     pool: &str,
     node: &str,
-    pods: &[Pod],
+    pods: &[PodOnNode],
     mode: DrainMode,
     delete_empty_dir_data: bool,
 ) -> Option<String> {
     let mut refused = None;
     for pod in pods {
-        if pod.metadata.deletion_timestamp.is_some() || classify(pod, delete_empty_dir_data) != PodDisposition::Evict {
+        if pod.terminating || classify(pod, delete_empty_dir_data) != PodDisposition::Evict {
             continue;
         }
-        let (Some(name), Some(ns)) = (pod.metadata.name.as_deref(), pod.metadata.namespace.as_deref()) else { continue };
+        let (name, ns) = (pod.name.as_str(), pod.namespace.as_str());
         let api: Api<Pod> = Api::namespaced(client.clone(), ns);
         let res = match mode {
             DrainMode::Evict => api.evict(name, &EvictParams::default()).await.map(|_| ()),
@@ -101,30 +195,39 @@ pub async fn drain_round(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{EmptyDirVolumeSource, PodSpec, PodStatus, Volume};
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+    use serde_json::json;
 
-    fn pod() -> Pod {
-        Pod::default()
+    /// A pod as the API server lists it, with the fields a drain does not read.
+    fn listed(extra_meta: serde_json::Value, spec: serde_json::Value, phase: &str) -> PodOnNode {
+        let mut meta = json!({
+            "name": "p", "namespace": "apps", "uid": "u-1", "resourceVersion": "7",
+            "managedFields": [{ "manager": "kubelet", "operation": "Update", "fieldsV1": { "f:status": {} } }],
+        });
+        meta.as_object_mut().unwrap().extend(extra_meta.as_object().unwrap().clone());
+        let pod = json!({
+            "apiVersion": "v1", "kind": "Pod", "metadata": meta,
+            "spec": spec, "status": { "phase": phase, "conditions": [{ "type": "Ready", "status": "True" }] },
+        });
+        let list: wire::PodList = serde_json::from_value(json!({ "kind": "PodList", "metadata": {}, "items": [pod] })).unwrap();
+        list.items.into_iter().map(PodOnNode::from).next().unwrap()
+    }
+
+    fn owned_by(kind: &str) -> serde_json::Value {
+        json!({ "ownerReferences": [{ "apiVersion": "apps/v1", "kind": kind, "name": "o", "uid": "o-1", "controller": true }] })
     }
 
     #[test]
     fn pods_are_classified_like_kubectl_drain() {
-        let mut ds = pod();
-        ds.metadata.owner_references =
-            Some(vec![OwnerReference { kind: "DaemonSet".into(), controller: Some(true), ..Default::default() }]);
-        let mut rs = pod();
-        rs.metadata.owner_references =
-            Some(vec![OwnerReference { kind: "ReplicaSet".into(), controller: Some(true), ..Default::default() }]);
-        let mut mirror = pod();
-        mirror.metadata.annotations = Some([("kubernetes.io/config.mirror".to_string(), "x".to_string())].into());
-        let mut done = pod();
-        done.status = Some(PodStatus { phase: Some("Succeeded".into()), ..Default::default() });
-        let mut scratch = pod();
-        scratch.spec = Some(PodSpec {
-            volumes: Some(vec![Volume { name: "s".into(), empty_dir: Some(EmptyDirVolumeSource::default()), ..Default::default() }]),
-            ..Default::default()
-        });
+        let containers = json!({ "containers": [{ "name": "c", "image": "i" }] });
+        let scratch_spec = json!({ "containers": [{ "name": "c", "image": "i" }], "volumes": [
+            { "name": "cfg", "configMap": { "name": "x" } }, { "name": "s", "emptyDir": {} } ] });
+        let ds = listed(owned_by("DaemonSet"), containers.clone(), "Running");
+        let rs = listed(owned_by("ReplicaSet"), containers.clone(), "Running");
+        let mirror = listed(json!({ "annotations": { "kubernetes.io/config.mirror": "x" } }), containers.clone(), "Running");
+        let done = listed(owned_by("ReplicaSet"), containers.clone(), "Succeeded");
+        let scratch = listed(owned_by("ReplicaSet"), scratch_spec, "Running");
+        let leaving = listed(json!({ "deletionTimestamp": "2026-12-01T00:00:00Z" }), containers, "Running");
+        assert_eq!((rs.namespace.as_str(), rs.name.as_str()), ("apps", "p"));
         let cases = [
             (&ds, true, PodDisposition::Ignore),
             (&mirror, true, PodDisposition::Ignore),
@@ -136,6 +239,7 @@ mod tests {
         for (i, (p, del, want)) in cases.iter().enumerate() {
             assert_eq!(classify(p, *del), *want, "case {i}");
         }
-        assert_eq!(remaining(&[ds, rs, scratch.clone()], false), 2);
+        assert!(leaving.terminating && !rs.terminating);
+        assert_eq!(remaining(&[ds, rs, scratch.clone(), leaving], false), 2);
     }
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use kube::ResourceExt;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
@@ -24,7 +24,7 @@ use super::round::{self, Observed, Round};
 use super::{Context, Error, NODE_EVENT_INTERVAL, api_status, few_at_a_time};
 use crate::api::{FIELD_MANAGER, WindowsNodePool, names};
 use crate::daemonset::legacy_revision;
-use crate::drain;
+use crate::drain::{self, PodOnNode};
 use crate::hns::Limits;
 use crate::membership::members_of;
 use crate::observe::node_view;
@@ -216,7 +216,7 @@ async fn observe<'a>(
 /// The pods of every Draining node, a few lists at a time: a wave of a hundred
 /// nodes starting together would otherwise cost a hundred round trips in a row
 /// on every round, and the whole pool waits for them.
-async fn pods_on_draining(ctx: &Context, views: &[crate::rollout::NodeView]) -> Result<BTreeMap<String, Vec<Pod>>, Error> {
+async fn pods_on_draining(ctx: &Context, views: &[crate::rollout::NodeView]) -> Result<BTreeMap<String, Vec<PodOnNode>>, Error> {
     let draining: Vec<String> =
         views.iter().filter(|v| v.state.as_deref() == Some(NodeState::Draining.as_str())).map(|v| v.name.clone()).collect();
     let listed = few_at_a_time(draining, |node| list_pods(&ctx.client, node)).await;
@@ -229,7 +229,7 @@ async fn pods_on_draining(ctx: &Context, views: &[crate::rollout::NodeView]) -> 
     Ok(pods_by_node)
 }
 
-async fn list_pods(client: &kube::Client, node: String) -> (String, kube::Result<Vec<Pod>>) {
+async fn list_pods(client: &kube::Client, node: String) -> (String, kube::Result<Vec<PodOnNode>>) {
     let pods = drain::pods_on_node(client, &node).await;
     (node, pods)
 }
@@ -283,7 +283,7 @@ async fn execute_node_writes<'r>(
 async fn execute_drains(ctx: &Context, pool: &WindowsNodePool, round: &Round, seen: &Observed<'_>, now: Timestamp) {
     let name = pool.name_any();
     let delete_empty_dir = pool.spec.rollout.drain.delete_empty_dir_data;
-    let todo: Vec<(&String, DrainMode, &Vec<Pod>)> =
+    let todo: Vec<(&String, DrainMode, &Vec<PodOnNode>)> =
         round.plan.drain.iter().filter_map(|(node, mode)| Some((node, *mode, seen.pods_by_node.get(node)?))).collect();
     let refused = few_at_a_time(todo, |(node, mode, pods)| drain_one(ctx, &name, node, pods, mode, delete_empty_dir)).await;
     let mut blocks = ctx.drain_blocks.lock().expect("drain blocks lock");
@@ -304,7 +304,7 @@ async fn drain_one<'n>(
     ctx: &Context,
     pool: &str,
     node: &'n String,
-    pods: &[Pod],
+    pods: &[PodOnNode],
     mode: DrainMode,
     delete_empty_dir: bool,
 ) -> Option<(&'n String, Option<String>)> {

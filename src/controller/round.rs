@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use kube::ResourceExt;
 use kube::runtime::events::{Event, EventType};
 
@@ -20,6 +20,7 @@ use super::events::node_ref;
 use super::hns_node::{HnsNode, HnsWrites, hns_writes_for};
 use super::nodes::release_patch;
 use crate::api::{WindowsNodePool, WindowsNodePoolStatus, names};
+use crate::drain::PodOnNode;
 use crate::gates::GateResult;
 use crate::hns::{self, Limits};
 use crate::membership::Membership;
@@ -36,7 +37,7 @@ pub(super) struct Observed<'a> {
     /// In the order of `views`.
     pub hns_nodes: Vec<HnsNode<'a>>,
     /// The pods of every Draining member.
-    pub pods_by_node: BTreeMap<String, Vec<Pod>>,
+    pub pods_by_node: BTreeMap<String, Vec<PodOnNode>>,
     pub ds_of_pool: Vec<Arc<DaemonSet>>,
     pub cms_of_pool: Vec<Arc<ConfigMap>>,
     /// Revisions known to the cluster: their ConfigMaps, and the per-revision
