@@ -33,6 +33,7 @@ use crate::daemonset::AgentSettings;
 use crate::hns::HnsTracker;
 use crate::membership::{Membership, PoolSelector};
 use crate::metrics::Metrics;
+use crate::node_record::NodeRecord;
 use crate::rollout::NodeState;
 
 pub const FINALIZER: &str = "winpool.dev/release-nodes";
@@ -136,7 +137,7 @@ impl Default for PoolProgress {
 pub struct Context {
     pub client: Client,
     pub settings: Settings,
-    pub nodes: Store<Node>,
+    pub nodes: Store<NodeRecord>,
     pub daemonsets: Store<DaemonSet>,
     pub configmaps: Store<ConfigMap>,
     pub pools: Store<WindowsNodePool>,
@@ -172,7 +173,7 @@ impl Context {
     fn new(
         client: Client,
         settings: Settings,
-        (nodes, daemonsets, configmaps, pools): (Store<Node>, Store<DaemonSet>, Store<ConfigMap>, Store<WindowsNodePool>),
+        (nodes, daemonsets, configmaps, pools): (Store<NodeRecord>, Store<DaemonSet>, Store<ConfigMap>, Store<WindowsNodePool>),
         metrics: Arc<Metrics>,
         hns: Arc<Mutex<HnsTracker>>,
         recent: Arc<RecentWrites>,
@@ -209,7 +210,7 @@ impl Context {
     }
 
     /// The freshest copy of every Windows node: the cache, or our own newer write.
-    fn windows_nodes(&self) -> Vec<Arc<Node>> {
+    fn windows_nodes(&self) -> Vec<Arc<NodeRecord>> {
         self.recent.freshest(self.nodes.state())
     }
 

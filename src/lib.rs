@@ -15,6 +15,7 @@ pub mod hns;
 pub mod lease;
 pub mod membership;
 pub mod metrics;
+pub mod node_record;
 pub mod observe;
 pub mod plugin;
 pub mod revision;

@@ -9,26 +9,52 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use kube::core::{Selector, SelectorExt};
+use kube::core::{Expression, Selector};
 
 use crate::api::{OsVersion, names};
 use crate::status::Conflicts;
 use crate::versions::WindowsBuild;
 
+/// A node's labels, however they are held: the cache keeps compact records
+/// ([`crate::node_record::NodeRecord`]), a watch event carries a Node's map.
+pub trait LabelLookup {
+    fn label(&self, key: &str) -> Option<&str>;
+}
+
+impl LabelLookup for BTreeMap<String, String> {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.get(key).map(String::as_str)
+    }
+}
+
 pub struct PoolSelector {
     pub name: String,
     pub os: OsVersion,
-    /// `None` when the selector cannot be parsed (reported on the pool; it selects nothing).
-    pub selector: Option<Selector>,
+    /// kube's parse of the nodeSelector, every expression of which must hold;
+    /// `None` when it cannot be parsed (reported on the pool; it selects nothing).
+    pub selector: Option<Vec<Expression>>,
 }
 
 impl PoolSelector {
     pub fn new(name: &str, os: OsVersion, selector: &LabelSelector) -> Self {
-        PoolSelector { name: name.to_string(), os, selector: Selector::try_from(selector.clone()).ok() }
+        let selector = Selector::try_from(selector.clone()).ok().map(|s| s.into_iter().collect());
+        PoolSelector { name: name.to_string(), os, selector }
     }
 
-    pub fn selects(&self, labels: &BTreeMap<String, String>) -> bool {
-        labels.get(names::LABEL_OS).map(String::as_str) == Some("windows") && self.selector.as_ref().is_some_and(|s| s.matches(labels))
+    pub fn selects(&self, labels: &(impl LabelLookup + ?Sized)) -> bool {
+        labels.label(names::LABEL_OS) == Some("windows") && self.selector.as_ref().is_some_and(|s| s.iter().all(|e| holds(e, labels)))
+    }
+}
+
+/// One expression of a label selector, with the meaning kube's `SelectorExt` gives it.
+fn holds(e: &Expression, labels: &(impl LabelLookup + ?Sized)) -> bool {
+    match e {
+        Expression::In(key, values) => labels.label(key).is_some_and(|v| values.contains(v)),
+        Expression::NotIn(key, values) => labels.label(key).is_none_or(|v| !values.contains(v)),
+        Expression::Exists(key) => labels.label(key).is_some(),
+        Expression::DoesNotExist(key) => labels.label(key).is_none(),
+        Expression::Equal(key, value) => labels.label(key) == Some(value.as_str()),
+        Expression::NotEqual(key, value) => labels.label(key) != Some(value.as_str()),
     }
 }
 
@@ -39,10 +65,10 @@ pub struct Membership {
 }
 
 /// Members of `pool` among `nodes` (name, labels), given every pool's selector.
-pub fn members_of<'a>(
+pub fn members_of<'a, L: LabelLookup + ?Sized + 'a>(
     pool: &str,
     pools: &[PoolSelector],
-    nodes: impl IntoIterator<Item = (&'a str, &'a BTreeMap<String, String>)>,
+    nodes: impl IntoIterator<Item = (&'a str, &'a L)>,
 ) -> Membership {
     let Some(me) = pools.iter().find(|p| p.name == pool) else { return Membership::default() };
     let mut out = Membership::default();
@@ -55,10 +81,10 @@ pub fn members_of<'a>(
             out.conflicts.multiple_pools.push((name.to_string(), others));
             continue;
         }
-        if let Some(build) = labels.get(names::LABEL_WINDOWS_BUILD) {
+        if let Some(build) = labels.label(names::LABEL_WINDOWS_BUILD) {
             let release = build.parse::<WindowsBuild>().ok().and_then(|b| OsVersion::from_build(b.build));
             if release != Some(me.os) {
-                out.conflicts.wrong_os.push((name.to_string(), build.clone()));
+                out.conflicts.wrong_os.push((name.to_string(), build.to_string()));
                 continue;
             }
         }
@@ -69,7 +95,7 @@ pub fn members_of<'a>(
 }
 
 /// The pools whose selector matches a node: which reconciles a node event triggers.
-pub fn pools_selecting<'a>(pools: &'a [PoolSelector], labels: &BTreeMap<String, String>) -> impl Iterator<Item = &'a str> {
+pub fn pools_selecting<'a, L: LabelLookup + ?Sized>(pools: &'a [PoolSelector], labels: &'a L) -> impl Iterator<Item = &'a str> {
     pools.iter().filter(move |p| p.selects(labels)).map(|p| p.name.as_str())
 }
 
@@ -135,5 +161,27 @@ mod tests {
             match_expressions: Some(vec![LabelSelectorRequirement { key: "k".into(), operator: "Near".into(), values: None }]),
         };
         assert!(!PoolSelector::new("q", OsVersion::Ltsc2025, &bad).selects(&labels(&[("kubernetes.io/os", "windows")])));
+    }
+
+    /// Every operator means what kube's own matcher says it means, on labels
+    /// that have the key with a listed value, with another value, and not at all.
+    #[test]
+    fn each_selector_operator_matches_as_kube_matches() {
+        use kube::core::SelectorExt;
+        let set = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<std::collections::BTreeSet<_>>();
+        let expressions = [
+            Expression::In("size".into(), set(&["l", "xl"])),
+            Expression::NotIn("size".into(), set(&["l", "xl"])),
+            Expression::Exists("size".into()),
+            Expression::DoesNotExist("size".into()),
+            Expression::Equal("size".into(), "xl".into()),
+            Expression::NotEqual("size".into(), "xl".into()),
+        ];
+        let nodes = [labels(&[("size", "xl")]), labels(&[("size", "s")]), labels(&[("team", "x")])];
+        for e in &expressions {
+            for l in &nodes {
+                assert_eq!(holds(e, l), e.matches(l), "{e} on {l:?}");
+            }
+        }
     }
 }

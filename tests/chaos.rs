@@ -548,7 +548,7 @@ async fn a_rollout_converges_through_chaos_with_every_invariant_held() {
     fleet.start_sim(&mut t);
     wait_for(&format!("{} simulated nodes Ready", size.nodes), Duration::from_secs(180), || async {
         let n = list_nodes(&t).await.ok()?;
-        (n.len() == size.nodes && n.iter().all(winpool::observe::is_ready)).then_some(())
+        (n.len() == size.nodes && n.iter().all(support::node_ready)).then_some(())
     })
     .await;
     support::protected_workload(&t, size.replicas, normal_min_available(size.replicas)).await;

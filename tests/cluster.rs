@@ -65,7 +65,7 @@ async fn a_daemonset_runs_on_simulated_windows_nodes_and_they_stay_ready() {
     assert_eq!(running_on, vec![format!("{}0", t.node_prefix()), format!("{}1", t.node_prefix())]);
 
     for n in t.nodes().await {
-        assert!(winpool::observe::is_ready(&n), "node {:?} is Ready", n.metadata.name);
+        assert!(support::node_ready(&n), "node {:?} is Ready", n.metadata.name);
         let info = n.status.unwrap().node_info.unwrap();
         assert_eq!(info.kernel_version, "10.0.20348.2700", "kwok keeps the simulated kernelVersion");
         assert_eq!(info.container_runtime_version, "containerd://1.7.20");

@@ -607,7 +607,7 @@ fn a_garbage_started_at_does_not_disable_node_timeout() {
         .collect(),
     );
     node.spec = Some(k8s_openapi::api::core::v1::NodeSpec { unschedulable: Some(true), ..Default::default() });
-    let view: NodeView = winpool::observe::node_view(&node, winpool::rollout::HnsReadiness::Unknown);
+    let view: NodeView = winpool::observe::node_view(&(&node).into(), winpool::rollout::HnsReadiness::Unknown);
     let existing = [rev.clone()].into();
     // Five hours in Applying, the agent silent: the garbage started-at counts as
     // absent, the time in the state stands in, and this very round fails the node.

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Node};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
@@ -27,6 +27,7 @@ use crate::daemonset::legacy_revision;
 use crate::drain::{self, PodOnNode};
 use crate::hns::Limits;
 use crate::membership::members_of;
+use crate::node_record::NodeRecord;
 use crate::observe::node_view;
 use crate::rollout::{DrainBlock, DrainMode, HnsReadiness, NodePatch, NodeState, PoolInput, could_start, fold_average, node_timeout};
 use crate::status::{PROGRESS_WRITE_INTERVAL, node_batch_events, only_progress_changed};
@@ -48,7 +49,7 @@ pub(super) async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Actio
     }
     let nodes = ctx.windows_nodes();
     let selectors = ctx.pool_selectors();
-    let membership = members_of(&name, &selectors, nodes.iter().map(|n| (n.metadata.name.as_deref().unwrap_or(""), n.labels())));
+    let membership = members_of(&name, &selectors, nodes.iter().map(|n| (n.name.as_str(), n.as_ref())));
     let seen = observe(pool, ctx, &nodes, membership, now).await?;
     let round = round::decide_round(pool, &ctx.settings, &seen, now);
     for (node, why) in &round.plan.waiting {
@@ -132,7 +133,7 @@ async fn execute(pool: &WindowsNodePool, ctx: &Context, seen: &Observed<'_>, rou
 async fn observe<'a>(
     pool: &WindowsNodePool,
     ctx: &Context,
-    nodes: &'a [Arc<Node>],
+    nodes: &'a [Arc<NodeRecord>],
     membership: crate::membership::Membership,
     now: Timestamp,
 ) -> Result<Observed<'a>, Error> {
@@ -146,7 +147,7 @@ async fn observe<'a>(
     let grace = jiff::SignedDuration::try_from(node_timeout(&pool.spec)).unwrap_or(jiff::SignedDuration::from_mins(30));
     let mut views = Vec::with_capacity(member_set.len());
     let mut hns_nodes = Vec::new();
-    for n in nodes.iter().filter(|n| member_set.contains(n.name_any().as_str())) {
+    for n in nodes.iter().filter(|n| member_set.contains(n.name.as_str())) {
         let mut v = node_view(n, HnsReadiness::Unknown);
         let (readiness, reason, message) = hns_readiness(n, &v, totals, &pool.spec.hns, grace, now);
         v.hns = readiness;

@@ -17,6 +17,8 @@ use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use kube::Client;
 use kube::client::Body;
 use kube::runtime::reflector::{self, store::Writer};
+
+use crate::node_record::NodeRecord;
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 
@@ -208,7 +210,7 @@ struct Fixture {
     cluster: Arc<Mutex<Cluster>>,
     log: Arc<Mutex<Vec<Recorded>>>,
     ctx: Context,
-    nodes: Writer<Node>,
+    nodes: Writer<NodeRecord>,
     daemonsets: Writer<DaemonSet>,
     configmaps: Writer<ConfigMap>,
     pools: Writer<WindowsNodePool>,
@@ -275,7 +277,7 @@ impl Fixture {
     fn sync(&mut self) {
         fn relist<K>(w: &mut Writer<K>, objects: impl Iterator<Item = K>)
         where
-            K: kube::Resource + Clone + 'static,
+            K: kube::runtime::reflector::Lookup + Clone + 'static,
             K::DynamicType: Default + Eq + std::hash::Hash + Clone,
         {
             w.apply_watcher_event(&watcher::Event::Init);
@@ -288,7 +290,7 @@ impl Fixture {
         fn parse<K: serde::de::DeserializeOwned>(v: &Value) -> K {
             serde_json::from_value(v.clone()).expect("a stored object")
         }
-        relist(&mut self.nodes, c.nodes.values().map(parse));
+        relist(&mut self.nodes, c.nodes.values().map(|v| NodeRecord::from(&parse::<Node>(v))));
         relist(&mut self.daemonsets, c.daemonsets.values().map(parse));
         relist(&mut self.configmaps, c.configmaps.values().map(parse));
         relist(&mut self.pools, c.pool.clone().into_iter());

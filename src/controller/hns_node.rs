@@ -3,7 +3,6 @@
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
-use kube::ResourceExt;
 use kube::api::{Api, Patch};
 use serde_json::json;
 use tracing::{debug, info};
@@ -11,6 +10,7 @@ use tracing::{debug, info};
 use super::{Context, Error};
 use crate::api::names;
 use crate::hns::{self, AwaitingReport};
+use crate::node_record::NodeRecord;
 use crate::rollout::{HnsReadiness, NodeState};
 
 pub(super) fn json_patch(v: serde_json::Value) -> json_patch::Patch {
@@ -18,21 +18,21 @@ pub(super) fn json_patch(v: serde_json::Value) -> json_patch::Patch {
 }
 
 pub(super) struct HnsNode<'a> {
-    pub(super) node: &'a Node,
+    pub(super) node: &'a NodeRecord,
     pub(super) readiness: HnsReadiness,
     pub(super) reason: &'static str,
     pub(super) message: String,
 }
 
 pub(super) fn hns_readiness(
-    n: &Node,
+    n: &NodeRecord,
     v: &crate::rollout::NodeView,
     totals: (i64, i64),
     spec: &crate::api::HnsSpec,
     grace: jiff::SignedDuration,
     now: Timestamp,
 ) -> (HnsReadiness, &'static str, String) {
-    let ann = |k: &str| n.annotations().get(k).map(String::as_str);
+    let ann = |k: &str| n.annotation(k);
     // Right after the update the agent has not reported yet: within nodeTimeout, missing counts mean "not yet".
     // Only a node whose earlier counts winpool dropped at the update is awaited; an agent that
     // never reported leaves the node Unknown, never tainted and never gating.
@@ -51,12 +51,7 @@ pub(super) fn hns_readiness(
 /// most rounds), so a round costs no future and no request for them.
 /// `held_cordoned`: see [`crate::rollout::held_cordoned`].
 pub(super) fn hns_writes_for(h: &HnsNode<'_>, held_cordoned: bool, taint_when_not_ready: bool, now: Timestamp) -> Option<HnsWrites> {
-    let previous = h
-        .node
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|c| c.iter().find(|c| c.type_ == names::NODE_CONDITION_HNS_READY));
+    let previous = h.node.hns_condition.as_ref();
     let cond = hns::node_condition(h.readiness, h.reason, &h.message, previous, now);
     // No condition already says "unknown": a node whose agent never reported costs no write.
     let pointless = previous.is_none() && h.readiness == HnsReadiness::Unknown;
@@ -67,7 +62,7 @@ pub(super) fn hns_writes_for(h: &HnsNode<'_>, held_cordoned: bool, taint_when_no
     // annotation, the pool's status and winpool_pool_nodes_hns_not_ready show the wait meanwhile.
     let unobserved = held_cordoned && h.reason == hns::reasons::AWAITING_REPORT;
     let condition = (previous != Some(&cond) && !pointless && !unobserved).then_some(cond);
-    let taints = h.node.spec.as_ref().and_then(|s| s.taints.as_deref()).unwrap_or_default();
+    let taints = h.node.taints.as_slice();
     let wanted = hns::taint_wanted(h.readiness, taint_when_not_ready, held_cordoned);
     let taint = wanted.and_then(|w| hns::taints_update(taints, w)).and_then(|new| {
         let added = new.len() > taints.len();
@@ -76,7 +71,7 @@ pub(super) fn hns_writes_for(h: &HnsNode<'_>, held_cordoned: bool, taint_when_no
         // written whole, guarded by its resourceVersion.
         let patch = match (added, taints.iter().position(|t| t.key == names::TAINT_HNS_NOT_READY)) {
             (true, _) if taints.is_empty() => {
-                Patch::Merge(json!({ "metadata": { "resourceVersion": h.node.metadata.resource_version }, "spec": { "taints": new } }))
+                Patch::Merge(json!({ "metadata": { "resourceVersion": h.node.resource_version }, "spec": { "taints": new } }))
             }
             (true, _) => Patch::Json(json_patch(json!([{ "op": "add", "path": "/spec/taints/-", "value": hns::hns_taint() }]))),
             (false, Some(i)) => Patch::Json(json_patch(json!([
@@ -87,7 +82,7 @@ pub(super) fn hns_writes_for(h: &HnsNode<'_>, held_cordoned: bool, taint_when_no
         };
         Some((added, patch))
     });
-    (condition.is_some() || taint.is_some()).then(|| HnsWrites { node: h.node.name_any(), condition, taint })
+    (condition.is_some() || taint.is_some()).then(|| HnsWrites { node: h.node.name.clone(), condition, taint })
 }
 
 pub(super) struct HnsWrites {
@@ -141,7 +136,7 @@ mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::{NodeCondition, NodeStatus};
 
-    fn node_with(status: &str, reason: &str) -> Node {
+    fn node_with(status: &str, reason: &str) -> NodeRecord {
         let cond = NodeCondition {
             type_: names::NODE_CONDITION_HNS_READY.into(),
             status: status.into(),
@@ -152,7 +147,7 @@ mod tests {
         let mut n = Node::default();
         n.metadata.name = Some("win-a".into());
         n.status = Some(NodeStatus { conditions: Some(vec![cond]), ..Default::default() });
-        n
+        NodeRecord::from(&n)
     }
 
     #[test]

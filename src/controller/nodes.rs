@@ -9,6 +9,7 @@ use super::events::node_event;
 use super::{Context, Error, few_at_a_time};
 use crate::api::{WindowsNodePool, names};
 use crate::hns;
+use crate::node_record::NodeRecord;
 use crate::observe::node_view;
 use crate::rollout::{HnsReadiness, NodePatch};
 
@@ -54,7 +55,7 @@ pub(super) async fn patch_node_with(ctx: &Context, pool: &str, p: &NodePatch, bo
 }
 
 /// Give a node back: no pool label, no revision, no rollout state, and winpool's cordon lifted.
-pub(super) fn release_patch(n: &Node, why: &str) -> NodePatch {
+pub(super) fn release_patch(n: &NodeRecord, why: &str) -> NodePatch {
     let view = node_view(n, HnsReadiness::Unknown);
     let mut p = NodePatch { node: view.name.clone(), reason: why.into(), ..Default::default() };
     for l in [names::LABEL_POOL, names::LABEL_REVISION, names::LABEL_STATE] {
@@ -80,12 +81,11 @@ pub(super) fn release_patch(n: &Node, why: &str) -> NodePatch {
 }
 
 /// The release patch plus the HNS taint removed, as one JSON merge patch body.
-pub(super) fn release_body(n: &Node, p: &NodePatch) -> serde_json::Value {
+pub(super) fn release_body(n: &NodeRecord, p: &NodePatch) -> serde_json::Value {
     let mut body = node_patch_body(p);
-    let taints = n.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
-    if let Some(new) = hns::taints_update(&taints, false) {
+    if let Some(new) = hns::taints_update(&n.taints, false) {
         body["spec"]["taints"] = json!(new);
-        body["metadata"]["resourceVersion"] = json!(n.metadata.resource_version);
+        body["metadata"]["resourceVersion"] = json!(n.resource_version);
     }
     body
 }

@@ -17,20 +17,20 @@ use kube::ResourceExt;
 use kube::runtime::watcher;
 use tracing::debug;
 
-use crate::observe::strip;
+use crate::node_record::NodeRecord;
 
 #[derive(Default)]
-pub struct RecentWrites(Mutex<HashMap<String, Arc<Node>>>);
+pub struct RecentWrites(Mutex<HashMap<String, Arc<NodeRecord>>>);
 
-fn rv(n: &Node) -> u64 {
-    n.metadata.resource_version.as_deref().and_then(|v| v.parse().ok()).unwrap_or(0)
+fn rv(n: &NodeRecord) -> u64 {
+    n.revision()
 }
 
 impl RecentWrites {
     /// A write of ours landed and the API server answered with this node.
-    pub fn wrote(&self, mut node: Node) {
-        strip(&mut node);
-        self.0.lock().expect("recent lock").insert(node.name_any(), Arc::new(node));
+    pub fn wrote(&self, node: Node) {
+        let record = NodeRecord::from(&node);
+        self.0.lock().expect("recent lock").insert(record.name.clone(), Arc::new(record));
     }
 
     /// A watch event the store has just applied. Not a relist's InitApply: its
@@ -45,7 +45,8 @@ impl RecentWrites {
     /// The watch delivered this node: our copy is no longer newer than the cache.
     fn seen(&self, node: &Node) {
         let mut recent = self.0.lock().expect("recent lock");
-        if recent.get(&node.name_any()).is_some_and(|mine| rv(mine) <= rv(node)) {
+        let delivered = node.metadata.resource_version.as_deref().and_then(|v| v.parse().ok()).unwrap_or(0);
+        if recent.get(&node.name_any()).is_some_and(|mine| rv(mine) <= delivered) {
             recent.remove(&node.name_any());
         }
     }
@@ -53,13 +54,13 @@ impl RecentWrites {
     /// The freshest copy of each cached node: the cache's, or our own newer write.
     /// A copy of a node the cache no longer holds (deleted while the watch was
     /// down, so no Delete event came) is dropped: winpool writes only cached nodes.
-    pub fn freshest(&self, cached: Vec<Arc<Node>>) -> Vec<Arc<Node>> {
+    pub fn freshest(&self, cached: Vec<Arc<NodeRecord>>) -> Vec<Arc<NodeRecord>> {
         let mut recent = self.0.lock().expect("recent lock");
         let mut kept = std::collections::HashSet::new();
         let out = cached
             .into_iter()
             .map(|n| {
-                let name = n.name_any();
+                let name = n.name.clone();
                 match recent.get(&name) {
                     Some(mine) if rv(mine) > rv(&n) => {
                         debug!(node = %name, cached = rv(&n), ours = rv(mine), "cache behind our own write; using it");
@@ -98,22 +99,26 @@ mod tests {
         n
     }
 
-    fn states(nodes: &[Arc<Node>]) -> Vec<String> {
-        nodes.iter().map(|n| n.annotations()["winpool.dev/state"].clone()).collect()
+    fn record(name: &str, rv: u64, state: &str) -> Arc<NodeRecord> {
+        Arc::new(NodeRecord::from(&node(name, rv, state)))
+    }
+
+    fn states(nodes: &[Arc<NodeRecord>]) -> Vec<String> {
+        nodes.iter().map(|n| n.annotation("winpool.dev/state").unwrap().to_string()).collect()
     }
 
     #[test]
     fn our_write_stands_in_for_the_cache_until_the_watch_delivers_it() {
         let recent = RecentWrites::default();
         recent.wrote(node("a", 10, "Cordoned"));
-        let cache = || vec![Arc::new(node("a", 9, "Pending")), Arc::new(node("b", 3, "Pending"))];
+        let cache = || vec![record("a", 9, "Pending"), record("b", 3, "Pending")];
         assert_eq!(states(&recent.freshest(cache())), ["Cordoned", "Pending"], "the cache is behind our write");
 
         recent.delivered(&watcher::Event::Apply(node("a", 9, "Pending")));
         assert_eq!(recent.len(), 1, "an older event does not retire our copy");
         recent.delivered(&watcher::Event::Apply(node("a", 10, "Cordoned")));
         assert_eq!(recent.len(), 0, "the watch delivered our write: our copy is dropped at once, not at the next round");
-        assert_eq!(states(&recent.freshest(vec![Arc::new(node("a", 10, "Cordoned"))])), ["Cordoned"]);
+        assert_eq!(states(&recent.freshest(vec![record("a", 10, "Cordoned")])), ["Cordoned"]);
     }
 
     #[test]
@@ -124,9 +129,9 @@ mod tests {
         recent.delivered(&watcher::Event::Init);
         recent.delivered(&watcher::Event::InitApply(node("a", 10, "Cordoned")));
         assert_eq!(recent.len(), 1, "the store still holds the pre-relist copy");
-        assert_eq!(states(&recent.freshest(vec![Arc::new(node("a", 8, "Pending"))])), ["Cordoned"]);
+        assert_eq!(states(&recent.freshest(vec![record("a", 8, "Pending")])), ["Cordoned"]);
         recent.delivered(&watcher::Event::InitDone);
-        assert_eq!(states(&recent.freshest(vec![Arc::new(node("a", 10, "Cordoned"))])), ["Cordoned"]);
+        assert_eq!(states(&recent.freshest(vec![record("a", 10, "Cordoned")])), ["Cordoned"]);
         assert_eq!(recent.len(), 0, "the first round after the relist retires it");
     }
 
@@ -138,7 +143,7 @@ mod tests {
         assert_eq!(recent.len(), 0);
         // Deleted while the watch was down: the relist simply no longer has it.
         recent.wrote(node("b", 20, "Cordoned"));
-        assert_eq!(states(&recent.freshest(vec![Arc::new(node("c", 3, "Pending"))])), ["Pending"]);
+        assert_eq!(states(&recent.freshest(vec![record("c", 3, "Pending")])), ["Pending"]);
         assert_eq!(recent.len(), 0, "no copy outlives its node in the cache");
     }
 
@@ -147,7 +152,7 @@ mod tests {
         let recent = RecentWrites::default();
         recent.wrote(node("a", 10, "Cordoned"));
         // Someone wrote after us; the watch delivered it before this round.
-        assert_eq!(states(&recent.freshest(vec![Arc::new(node("a", 12, "Draining"))])), ["Draining"]);
+        assert_eq!(states(&recent.freshest(vec![record("a", 12, "Draining")])), ["Draining"]);
         assert_eq!(recent.len(), 0);
     }
 }

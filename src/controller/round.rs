@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Node};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
 use kube::runtime::events::{Event, EventType};
 
@@ -24,6 +24,7 @@ use crate::drain::PodOnNode;
 use crate::gates::GateResult;
 use crate::hns::{self, Limits};
 use crate::membership::Membership;
+use crate::node_record::NodeRecord;
 use crate::rollout::{HnsReadiness, Hold, NodePatch, NodeState, NodeView, Plan, PoolInput, decide, held_cordoned};
 use crate::status::{build_status, transition_events};
 
@@ -89,12 +90,17 @@ pub(super) fn node_write_phases(plan: &Plan) -> (Vec<&NodePatch>, Vec<&NodePatch
 /// Nodes no longer selected by the pool (or all of them, when the pool is
 /// deleted: no members) go back to their owners: each node that carries the
 /// pool's label but is not a member, with its release.
-pub(super) fn releases<'n>(pool: &str, nodes: &'n [Arc<Node>], membership: &Membership, why: &str) -> Vec<(&'n Node, NodePatch)> {
+pub(super) fn releases<'n>(
+    pool: &str,
+    nodes: &'n [Arc<NodeRecord>],
+    membership: &Membership,
+    why: &str,
+) -> Vec<(&'n NodeRecord, NodePatch)> {
     let members: BTreeSet<&str> = membership.members.iter().map(String::as_str).collect();
     nodes
         .iter()
-        .filter(|n| n.labels().get(names::LABEL_POOL).map(String::as_str) == Some(pool))
-        .filter(|n| !members.contains(n.name_any().as_str()))
+        .filter(|n| n.label(names::LABEL_POOL) == Some(pool))
+        .filter(|n| !members.contains(n.name.as_str()))
         .map(|n| (n.as_ref(), release_patch(n, why)))
         .collect()
 }
@@ -119,7 +125,7 @@ pub(super) fn decide_round(pool: &WindowsNodePool, settings: &Settings, seen: &O
         configmaps: configmap_writes(pool, &settings.agent_namespace, &plan, &seen.cms_of_pool, &seen.ds_of_pool),
         csi_proxy: csi_proxy_writes(pool, settings, &plan, &seen.cms_of_pool, &seen.ds_of_pool),
         hns_writes: hns_writes(seen, &plan, spec.hns.taint_when_not_ready, now),
-        hns_not_ready: seen.hns_nodes.iter().filter(|h| h.readiness == HnsReadiness::NotReady).map(|h| h.node.name_any()).collect(),
+        hns_not_ready: seen.hns_nodes.iter().filter(|h| h.readiness == HnsReadiness::NotReady).map(|h| h.node.name.clone()).collect(),
         hns_utilization: seen.hns_limits.utilization(seen.hns_totals),
         stale_configmaps: stale_configmaps(&seen.cms_of_pool, &plan),
         problems: problems(pool, &plan, &seen.membership),
@@ -221,8 +227,11 @@ mod tests {
         }
     }
 
-    fn node(name: &str, pool: Option<&str>, cordoned_by_winpool: bool) -> Arc<Node> {
-        let mut n = Node { metadata: ObjectMeta { name: Some(name.into()), ..Default::default() }, ..Default::default() };
+    fn node(name: &str, pool: Option<&str>, cordoned_by_winpool: bool) -> Arc<NodeRecord> {
+        let mut n = k8s_openapi::api::core::v1::Node {
+            metadata: ObjectMeta { name: Some(name.into()), ..Default::default() },
+            ..Default::default()
+        };
         if let Some(p) = pool {
             n.metadata.labels = Some([(names::LABEL_POOL.to_string(), p.to_string())].into());
         }
@@ -230,7 +239,7 @@ mod tests {
             n.metadata.annotations = Some([(names::ANN_CORDONED_BY_WINPOOL.to_string(), "true".to_string())].into());
             n.spec = Some(k8s_openapi::api::core::v1::NodeSpec { unschedulable: Some(true), ..Default::default() });
         }
-        Arc::new(n)
+        Arc::new(NodeRecord::from(&n))
     }
 
     fn patch(node: &str, from: NodeState, to: NodeState) -> NodePatch {
@@ -242,7 +251,7 @@ mod tests {
         let nodes = vec![node("a", Some("p"), false), node("b", Some("p"), true), node("c", Some("q"), false), node("d", None, false)];
         let membership = Membership { members: vec!["a".into()], ..Default::default() };
         let released = releases("p", &nodes, &membership, "released");
-        assert_eq!(released.iter().map(|(n, _)| n.name_any()).collect::<Vec<_>>(), ["b"]);
+        assert_eq!(released.iter().map(|(n, _)| n.name.as_str()).collect::<Vec<_>>(), ["b"]);
         let p = &released[0].1;
         assert_eq!(p.labels.get(names::LABEL_POOL), Some(&None), "the pool label goes");
         assert_eq!(p.unschedulable, Some(false), "winpool's cordon is lifted");

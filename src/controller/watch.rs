@@ -25,7 +25,7 @@ use crate::daemonset::LABEL_MANAGED_BY;
 use crate::hns::HnsTracker;
 use crate::membership::{PoolSelector, pools_selecting};
 use crate::metrics::Metrics;
-use crate::observe::strip;
+use crate::node_record::{NodeRecord, record_event};
 
 /// A hash of what a decision reads from a Node.
 pub(super) fn node_relevance(n: &Node) -> Option<u64> {
@@ -147,18 +147,21 @@ pub(super) fn pools(settings: &Settings) -> watcher::Config {
     }
 }
 
-/// The Windows Nodes: their cache, and the events that concern a decision.
+/// The Windows Nodes: their cache (records of what a decision reads, not
+/// Nodes), and the events that concern a decision. Each Node decoded from the
+/// watch lives only until its event has passed the predicate and the mapper.
 pub(super) fn windows_nodes(
     client: &Client,
     recent: Arc<RecentWrites>,
-) -> (Store<Node>, impl Stream<Item = Result<Node, watcher::Error>> + Send + 'static) {
+) -> (Store<NodeRecord>, impl Stream<Item = Result<Node, watcher::Error>> + Send + 'static) {
     let api: Api<Node> = Api::all(client.clone());
-    let (store, writer) = reflector::store();
+    let (store, mut writer) = reflector::store::<NodeRecord>();
     let stream = big_collection(api, watcher::Config::default().labels(&format!("{}=windows", names::LABEL_OS)))
         .backoff(watch_backoff())
-        .modify(strip)
-        .reflect(writer)
-        .inspect_ok(move |ev| recent.delivered(ev))
+        .inspect_ok(move |ev| {
+            writer.apply_watcher_event(&record_event(ev));
+            recent.delivered(ev);
+        })
         .touched_objects()
         // The cache sees every update; reconciles are triggered only by the fields a
         // decision reads, not by kubelet heartbeats rewriting condition timestamps.
@@ -230,7 +233,10 @@ pub(super) fn pools_of_node(pools: &Store<WindowsNodePool>, node: &Node) -> Vec<
 }
 
 /// Mark the caches synced (a reconcile waits for it) once all three have listed.
-pub(super) fn report_synced((nodes, daemonsets, configmaps): (Store<Node>, Store<DaemonSet>, Store<ConfigMap>), metrics: Arc<Metrics>) {
+pub(super) fn report_synced(
+    (nodes, daemonsets, configmaps): (Store<NodeRecord>, Store<DaemonSet>, Store<ConfigMap>),
+    metrics: Arc<Metrics>,
+) {
     tokio::spawn(async move {
         let _ = nodes.wait_until_ready().await;
         let _ = daemonsets.wait_until_ready().await;

@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::api::{NodeCounts, WindowsNodePool, conditions, names};
 use crate::membership::{PoolSelector, members_of};
+use crate::node_record::NodeRecord;
 use crate::observe::node_view;
 use crate::revision::revision_of;
 use crate::rollout::{self, HnsReadiness, NodeState, NodeView, PoolInput};
@@ -177,7 +178,7 @@ pub fn view(node: &Node) -> NodeView {
         "False" => HnsReadiness::NotReady,
         _ => HnsReadiness::Unknown,
     };
-    node_view(node, hns)
+    node_view(&NodeRecord::from(node), hns)
 }
 
 fn hns_condition(node: &Node) -> String {

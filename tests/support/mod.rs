@@ -416,11 +416,16 @@ pub async fn apply_pool(t: &TestSpace, body: &serde_json::Value) {
     api.patch(name, &PatchParams::apply("winpool-tests").force(), &Patch::Apply(body)).await.expect("pool applies");
 }
 
+/// The kubelet's Ready condition is True.
+pub fn node_ready(n: &Node) -> bool {
+    n.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
 /// Wait until exactly `n` of this test's nodes exist and are Ready.
 pub async fn wait_nodes_ready(t: &TestSpace, n: usize) {
     wait_for(&format!("{n} simulated nodes Ready"), Duration::from_secs(180), || async {
         let nodes = t.nodes().await;
-        (nodes.len() == n && nodes.iter().all(winpool::observe::is_ready)).then_some(())
+        (nodes.len() == n && nodes.iter().all(node_ready)).then_some(())
     })
     .await;
 }
