@@ -211,7 +211,7 @@ impl Context {
 
     /// The freshest copy of every Windows node: the cache, or our own newer write.
     fn windows_nodes(&self) -> Vec<Arc<NodeRecord>> {
-        self.recent.freshest(self.nodes.state())
+        self.recent.freshest(|| self.nodes.state())
     }
 
     fn pool_selectors(&self) -> Vec<PoolSelector> {

@@ -58,11 +58,13 @@ pub fn classify(pod: &PodOnNode, delete_empty_dir_data: bool) -> PodDisposition 
 /// The pods bound to `node`. Decoded straight into [`PodOnNode`]: what the
 /// list carries beyond that is skipped by the parser, never allocated.
 pub async fn pods_on_node(client: &Client, node: &str) -> kube::Result<Vec<PodOnNode>> {
-    let request = Request::new("/api/v1/pods")
+    let mut request = Request::new("/api/v1/pods")
         .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
         .map_err(kube::Error::BuildRequest)?;
+    // Named like kube's own lists in its traces.
+    request.extensions_mut().insert("list");
     let listed: wire::PodList = client.request(request).await?;
-    Ok(listed.items.into_iter().map(PodOnNode::from).collect())
+    Ok(listed.items.into_iter().filter_map(PodOnNode::from_listed).collect())
 }
 
 /// Pods that still have to leave `node` (evictable or blocked).
@@ -71,33 +73,41 @@ pub fn remaining(pods: &[PodOnNode], delete_empty_dir_data: bool) -> usize {
 }
 
 /// The few fields of a listed Pod that decide its drain; serde skips the rest.
+/// A field may be absent or null (as k8s-openapi and kube take either).
 mod wire {
     use super::*;
 
+    /// Absent and null both read as the default.
+    fn or_default<'de, D: serde::Deserializer<'de>, T: Default + Deserialize<'de>>(d: D) -> Result<T, D::Error> {
+        Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+    }
+
     #[derive(Deserialize)]
     pub struct PodList {
-        #[serde(default)]
+        #[serde(default, deserialize_with = "or_default")]
         pub items: Vec<ListedPod>,
     }
 
     #[derive(Deserialize)]
     pub struct ListedPod {
+        #[serde(default, deserialize_with = "or_default")]
         pub metadata: Meta,
-        #[serde(default)]
+        #[serde(default, deserialize_with = "or_default")]
         pub spec: Spec,
-        #[serde(default)]
+        #[serde(default, deserialize_with = "or_default")]
         pub status: Status,
     }
 
-    #[derive(Deserialize)]
+    #[derive(Deserialize, Default)]
     #[serde(rename_all = "camelCase")]
     pub struct Meta {
-        pub name: String,
         #[serde(default)]
-        pub namespace: String,
+        pub name: Option<String>,
         #[serde(default)]
+        pub namespace: Option<String>,
+        #[serde(default, deserialize_with = "or_default")]
         pub annotations: BTreeMap<String, IgnoredAny>,
-        #[serde(default)]
+        #[serde(default, deserialize_with = "or_default")]
         pub owner_references: Vec<Owner>,
         #[serde(default)]
         pub deletion_timestamp: Option<IgnoredAny>,
@@ -105,6 +115,7 @@ mod wire {
 
     #[derive(Deserialize)]
     pub struct Owner {
+        #[serde(default, deserialize_with = "or_default")]
         pub kind: String,
         #[serde(default)]
         pub controller: Option<bool>,
@@ -112,7 +123,7 @@ mod wire {
 
     #[derive(Deserialize, Default)]
     pub struct Spec {
-        #[serde(default)]
+        #[serde(default, deserialize_with = "or_default")]
         pub volumes: Vec<Volume>,
     }
 
@@ -130,18 +141,19 @@ mod wire {
     }
 }
 
-impl From<wire::ListedPod> for PodOnNode {
-    fn from(p: wire::ListedPod) -> Self {
+impl PodOnNode {
+    /// `None` for a pod without a name or namespace: there is nothing to evict by.
+    fn from_listed(p: wire::ListedPod) -> Option<Self> {
         let mirror = p.metadata.annotations.contains_key("kubernetes.io/config.mirror");
         let daemon = p.metadata.owner_references.iter().any(|r| r.kind == "DaemonSet" && r.controller == Some(true));
         let finished = matches!(p.status.phase.as_deref(), Some("Succeeded" | "Failed"));
-        PodOnNode {
+        Some(PodOnNode {
             stays: mirror || daemon || finished,
             has_empty_dir: p.spec.volumes.iter().any(|v| v.empty_dir.is_some()),
             terminating: p.metadata.deletion_timestamp.is_some(),
-            namespace: p.metadata.namespace,
-            name: p.metadata.name,
-        }
+            namespace: p.metadata.namespace.filter(|n| !n.is_empty())?,
+            name: p.metadata.name.filter(|n| !n.is_empty())?,
+        })
     }
 }
 
@@ -208,8 +220,12 @@ mod tests {
             "apiVersion": "v1", "kind": "Pod", "metadata": meta,
             "spec": spec, "status": { "phase": phase, "conditions": [{ "type": "Ready", "status": "True" }] },
         });
-        let list: wire::PodList = serde_json::from_value(json!({ "kind": "PodList", "metadata": {}, "items": [pod] })).unwrap();
-        list.items.into_iter().map(PodOnNode::from).next().unwrap()
+        decode(json!({ "kind": "PodList", "metadata": {}, "items": [pod] })).pop().expect("one pod")
+    }
+
+    fn decode(list: serde_json::Value) -> Vec<PodOnNode> {
+        let list: wire::PodList = serde_json::from_value(list).expect("the list decodes");
+        list.items.into_iter().filter_map(PodOnNode::from_listed).collect()
     }
 
     fn owned_by(kind: &str) -> serde_json::Value {
@@ -225,6 +241,13 @@ mod tests {
         let rs = listed(owned_by("ReplicaSet"), containers.clone(), "Running");
         let mirror = listed(json!({ "annotations": { "kubernetes.io/config.mirror": "x" } }), containers.clone(), "Running");
         let done = listed(owned_by("ReplicaSet"), containers.clone(), "Succeeded");
+        let failed = listed(owned_by("ReplicaSet"), containers.clone(), "Failed");
+        // Owned by a DaemonSet, but not as its controller: kubectl drain evicts it.
+        let adopted = listed(
+            json!({ "ownerReferences": [{ "apiVersion": "apps/v1", "kind": "DaemonSet", "name": "o", "uid": "o-1" }] }),
+            containers.clone(),
+            "Running",
+        );
         let scratch = listed(owned_by("ReplicaSet"), scratch_spec, "Running");
         let leaving = listed(json!({ "deletionTimestamp": "2026-12-01T00:00:00Z" }), containers, "Running");
         assert_eq!((rs.namespace.as_str(), rs.name.as_str()), ("apps", "p"));
@@ -232,6 +255,8 @@ mod tests {
             (&ds, true, PodDisposition::Ignore),
             (&mirror, true, PodDisposition::Ignore),
             (&done, true, PodDisposition::Ignore),
+            (&failed, true, PodDisposition::Ignore),
+            (&adopted, true, PodDisposition::Evict),
             (&rs, true, PodDisposition::Evict),
             (&scratch, true, PodDisposition::Evict),
             (&scratch, false, PodDisposition::Blocked),
@@ -241,5 +266,23 @@ mod tests {
         }
         assert!(leaving.terminating && !rs.terminating);
         assert_eq!(remaining(&[ds, rs, scratch.clone(), leaving], false), 2);
+    }
+
+    /// Fields an API server may leave out or send as null decode as empty,
+    /// so one odd pod never fails a node's whole list; a pod without a name
+    /// or namespace is left out.
+    #[test]
+    fn absent_and_null_fields_decode_as_empty() {
+        assert!(decode(json!({ "kind": "PodList", "items": null })).is_empty());
+        assert!(decode(json!({ "kind": "PodList" })).is_empty());
+        let pods = decode(json!({ "kind": "PodList", "items": [
+            { "metadata": { "name": "p", "namespace": "apps", "annotations": null, "ownerReferences": null },
+              "spec": { "volumes": null }, "status": null },
+            { "metadata": { "name": "q", "namespace": "apps" } },
+            { "metadata": { "name": "nameless-namespace" } },
+            { "metadata": null },
+        ] }));
+        assert_eq!(pods.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), ["p", "q"]);
+        assert!(pods.iter().all(|p| classify(p, false) == PodDisposition::Evict && !p.terminating));
     }
 }

@@ -139,19 +139,23 @@ impl Lookup for NodeRecord {
 }
 
 fn shared_pairs<'a>(pairs: impl Iterator<Item = (&'a String, &'a String)>) -> Box<[(Shared, Shared)]> {
-    let mut strings = STRINGS.lock().expect("shared strings lock");
-    // The maps iterate in key order already: the result is sorted.
-    pairs.map(|(k, v)| (strings.share(k), strings.share(v))).collect()
+    // Nothing under the lock leaves the set half-changed: a poisoned lock is still usable.
+    let mut strings = STRINGS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let pairs: Box<[(Shared, Shared)]> = pairs.map(|(k, v)| (strings.share(k), strings.share(v))).collect();
+    debug_assert!(pairs.is_sorted_by(|a, b| a.0 < b.0), "pairs come from a map, in key order: lookups search them");
+    pairs
 }
 
-static STRINGS: Mutex<SharedStrings> = Mutex::new(SharedStrings { set: None, swept_at: 0 });
+static STRINGS: Mutex<SharedStrings> = Mutex::new(SharedStrings { set: None, added: 0, swept_at: 0 });
 
 /// One copy of each string some record holds. Strings no record holds any
-/// more (a node's old timestamps, a deleted node's hostname) are dropped
-/// whenever the set has doubled since the last sweep, so it stays within
-/// twice what the records use.
+/// more (a node's old timestamps, a deleted node's hostname) are dropped once
+/// as many new strings have been added since the last sweep as it kept (at
+/// least 1,024): the set holds at most about twice what the records used at
+/// the last sweep plus what they added since.
 struct SharedStrings {
     set: Option<HashSet<Shared>>,
+    added: usize,
     swept_at: usize,
 }
 
@@ -161,10 +165,12 @@ impl SharedStrings {
         if let Some(held) = set.get(s) {
             return held.clone();
         }
-        if set.len() >= 2 * self.swept_at.max(1024) {
+        if self.added >= self.swept_at.max(1024) {
             set.retain(|s| Arc::strong_count(s) > 1);
             self.swept_at = set.len();
+            self.added = 0;
         }
+        self.added += 1;
         let new: Shared = s.into();
         set.insert(new.clone());
         new
@@ -249,14 +255,13 @@ mod tests {
 
     #[test]
     fn strings_no_record_holds_are_let_go() {
-        let mut strings = SharedStrings { set: None, swept_at: 0 };
+        let mut strings = SharedStrings { set: None, added: 0, swept_at: 0 };
         let kept = strings.share("kept");
         for i in 0..5000 {
             strings.share(&format!("gone-{i}"));
         }
         let set = strings.set.as_ref().unwrap();
-        assert!(set.len() <= 2 * strings.swept_at.max(1024), "{} strings held", set.len());
-        assert!(set.len() < 2100, "{} strings held: the unused ones stay", set.len());
+        assert!(set.len() <= 1026, "{} strings held: the unused ones stay", set.len());
         assert!(Arc::ptr_eq(&strings.share("kept"), &kept), "a string still held is still shared");
     }
 }

@@ -54,10 +54,13 @@ impl RecentWrites {
     /// The freshest copy of each cached node: the cache's, or our own newer write.
     /// A copy of a node the cache no longer holds (deleted while the watch was
     /// down, so no Delete event came) is dropped: winpool writes only cached nodes.
-    pub fn freshest(&self, cached: Vec<Arc<NodeRecord>>) -> Vec<Arc<NodeRecord>> {
+    /// The cache is read under our lock: the watch applies an event to the
+    /// cache before it retires our copy, so a snapshot taken before the lock
+    /// could miss both the delivered node and our copy of it.
+    pub fn freshest(&self, cached: impl FnOnce() -> Vec<Arc<NodeRecord>>) -> Vec<Arc<NodeRecord>> {
         let mut recent = self.0.lock().expect("recent lock");
         let mut kept = std::collections::HashSet::new();
-        let out = cached
+        let out = cached()
             .into_iter()
             .map(|n| {
                 let name = n.name.clone();
@@ -112,13 +115,13 @@ mod tests {
         let recent = RecentWrites::default();
         recent.wrote(node("a", 10, "Cordoned"));
         let cache = || vec![record("a", 9, "Pending"), record("b", 3, "Pending")];
-        assert_eq!(states(&recent.freshest(cache())), ["Cordoned", "Pending"], "the cache is behind our write");
+        assert_eq!(states(&recent.freshest(cache)), ["Cordoned", "Pending"], "the cache is behind our write");
 
         recent.delivered(&watcher::Event::Apply(node("a", 9, "Pending")));
         assert_eq!(recent.len(), 1, "an older event does not retire our copy");
         recent.delivered(&watcher::Event::Apply(node("a", 10, "Cordoned")));
         assert_eq!(recent.len(), 0, "the watch delivered our write: our copy is dropped at once, not at the next round");
-        assert_eq!(states(&recent.freshest(vec![record("a", 10, "Cordoned")])), ["Cordoned"]);
+        assert_eq!(states(&recent.freshest(|| vec![record("a", 10, "Cordoned")])), ["Cordoned"]);
     }
 
     #[test]
@@ -129,9 +132,9 @@ mod tests {
         recent.delivered(&watcher::Event::Init);
         recent.delivered(&watcher::Event::InitApply(node("a", 10, "Cordoned")));
         assert_eq!(recent.len(), 1, "the store still holds the pre-relist copy");
-        assert_eq!(states(&recent.freshest(vec![record("a", 8, "Pending")])), ["Cordoned"]);
+        assert_eq!(states(&recent.freshest(|| vec![record("a", 8, "Pending")])), ["Cordoned"]);
         recent.delivered(&watcher::Event::InitDone);
-        assert_eq!(states(&recent.freshest(vec![record("a", 10, "Cordoned")])), ["Cordoned"]);
+        assert_eq!(states(&recent.freshest(|| vec![record("a", 10, "Cordoned")])), ["Cordoned"]);
         assert_eq!(recent.len(), 0, "the first round after the relist retires it");
     }
 
@@ -143,7 +146,7 @@ mod tests {
         assert_eq!(recent.len(), 0);
         // Deleted while the watch was down: the relist simply no longer has it.
         recent.wrote(node("b", 20, "Cordoned"));
-        assert_eq!(states(&recent.freshest(vec![record("c", 3, "Pending")])), ["Pending"]);
+        assert_eq!(states(&recent.freshest(|| vec![record("c", 3, "Pending")])), ["Pending"]);
         assert_eq!(recent.len(), 0, "no copy outlives its node in the cache");
     }
 
@@ -152,7 +155,7 @@ mod tests {
         let recent = RecentWrites::default();
         recent.wrote(node("a", 10, "Cordoned"));
         // Someone wrote after us; the watch delivered it before this round.
-        assert_eq!(states(&recent.freshest(vec![record("a", 12, "Draining")])), ["Draining"]);
+        assert_eq!(states(&recent.freshest(|| vec![record("a", 12, "Draining")])), ["Draining"]);
         assert_eq!(recent.len(), 0);
     }
 }

@@ -45,7 +45,8 @@ pub(super) fn node_relevance(n: &Node) -> Option<u64> {
             (&c.type_, &c.status, &c.reason).hash(&mut h);
         }
         if let Some(i) = &st.node_info {
-            (&i.kernel_version, &i.container_runtime_version).hash(&mut h);
+            // A new boot ID alone is a reboot a Verifying node waits for.
+            (&i.kernel_version, &i.container_runtime_version, &i.boot_id).hash(&mut h);
         }
     }
     Some(h.finish())
@@ -325,5 +326,41 @@ mod tests {
         assert_eq!(events, ["Init", "InitApply win-a", "InitDone"]);
         assert!(requests[0].contains("sendInitialEvents=true"), "{requests:?}");
         assert!(!requests[1].contains("watch=true") && requests[1].contains("limit=500"), "a page of 500: {requests:?}");
+    }
+
+    /// The production Node watch fills the cache with records of the watched
+    /// Nodes, marks it ready at the end of the initial list, and retires our
+    /// own copy of a node once the watch has delivered it.
+    #[tokio::test]
+    async fn the_node_watch_fills_the_cache_with_records_and_retires_our_copies() {
+        let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        tokio::spawn(async move {
+            while let Some((req, send)) = handle.next_request().await {
+                if !req.uri().query().unwrap_or_default().contains("sendInitialEvents=true") {
+                    continue; // the watch after the initial list: nothing new
+                }
+                let win_a = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "win-a", "resourceVersion": "5",
+                    "labels": {"kubernetes.io/os": "windows"}, "annotations": {"winpool.dev/state": "Cordoned", "other": "x"}}});
+                let end = json!({"type": "BOOKMARK", "object": {"apiVersion": "v1", "kind": "Node",
+                    "metadata": {"resourceVersion": "5", "annotations": {"k8s.io/initial-events-end": "true"}}}});
+                let body = format!("{}\n{}\n", json!({"type": "ADDED", "object": win_a}), end);
+                send.send_response(Response::builder().body(Body::from(body.into_bytes())).unwrap());
+            }
+        });
+        let recent = Arc::new(RecentWrites::default());
+        let mut ours = Node::default();
+        ours.metadata.name = Some("win-a".into());
+        ours.metadata.resource_version = Some("5".into());
+        recent.wrote(ours);
+        let (store, stream) = windows_nodes(&Client::new(service, "default"), recent.clone());
+        tokio::spawn(stream.for_each(|_| async {}));
+        tokio::time::timeout(Duration::from_secs(10), store.wait_until_ready()).await.expect("the cache syncs").unwrap();
+        let cached = store.state();
+        assert_eq!(cached.len(), 1);
+        assert_eq!((cached[0].name.as_str(), cached[0].annotation("winpool.dev/state")), ("win-a", Some("Cordoned")));
+        assert_eq!(cached[0].annotation("other"), None);
+        // The relist's node reached the store at InitDone; the first round retires our copy.
+        recent.freshest(|| store.state());
+        assert_eq!(recent.len(), 0);
     }
 }
