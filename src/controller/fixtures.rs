@@ -17,8 +17,6 @@ use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use kube::Client;
 use kube::client::Body;
 use kube::runtime::reflector::{self, store::Writer};
-
-use crate::node_record::NodeRecord;
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 
@@ -27,6 +25,7 @@ use crate::api::{WindowsNodePool, names};
 use crate::daemonset::AgentSettings;
 use crate::hns::HnsTracker;
 use crate::metrics::Metrics;
+use crate::node_record::NodeRecord;
 
 /// One request the operator made, with the object it wrote to as it was before and after.
 #[derive(Debug, Clone)]

@@ -17,14 +17,10 @@ use kube::ResourceExt;
 use kube::runtime::watcher;
 use tracing::debug;
 
-use crate::node_record::NodeRecord;
+use crate::node_record::{NodeRecord, revision};
 
 #[derive(Default)]
 pub struct RecentWrites(Mutex<HashMap<String, Arc<NodeRecord>>>);
-
-fn rv(n: &NodeRecord) -> u64 {
-    n.revision()
-}
 
 impl RecentWrites {
     /// A write of ours landed and the API server answered with this node.
@@ -45,8 +41,8 @@ impl RecentWrites {
     /// The watch delivered this node: our copy is no longer newer than the cache.
     fn seen(&self, node: &Node) {
         let mut recent = self.0.lock().expect("recent lock");
-        let delivered = node.metadata.resource_version.as_deref().and_then(|v| v.parse().ok()).unwrap_or(0);
-        if recent.get(&node.name_any()).is_some_and(|mine| rv(mine) <= delivered) {
+        let delivered = revision(node.metadata.resource_version.as_deref());
+        if recent.get(&node.name_any()).is_some_and(|mine| mine.revision() <= delivered) {
             recent.remove(&node.name_any());
         }
     }
@@ -65,14 +61,14 @@ impl RecentWrites {
             .map(|n| {
                 let name = n.name.clone();
                 match recent.get(&name) {
-                    Some(mine) if rv(mine) > rv(&n) => {
-                        debug!(node = %name, cached = rv(&n), ours = rv(mine), "cache behind our own write; using it");
+                    Some(mine) if mine.revision() > n.revision() => {
+                        debug!(node = %name, cached = n.revision(), ours = mine.revision(), "cache behind our own write; using it");
                         let mine = mine.clone();
                         kept.insert(name);
                         mine
                     }
                     Some(mine) => {
-                        debug!(node = %name, cached = rv(&n), ours = rv(mine), "cache caught up");
+                        debug!(node = %name, cached = n.revision(), ours = mine.revision(), "cache caught up");
                         recent.remove(&name);
                         n
                     }
