@@ -634,6 +634,11 @@ pub struct HealthGate {
     "message": "prometheus.timeout must be a positive duration of at most 1m, such as 5s (a reconcile waits for it)",
     "fieldPath": ".timeout",
     "reason": "FieldValueInvalid"
+}, {
+    "rule": "!has(self.tls) || self.url.startsWith('https://')",
+    "message": "prometheus.tls is for an https url; an http url has no certificate to verify",
+    "fieldPath": ".tls",
+    "reason": "FieldValueInvalid"
 }]))]
 pub struct PrometheusGate {
     /// Base URL of the Prometheus HTTP API, e.g. http://prometheus.monitoring:9090 (http or https).
@@ -654,6 +659,22 @@ pub struct PrometheusGate {
     /// Credentials from a Secret in the operator's namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auth: Option<PrometheusAuth>,
+    /// Whom an https url's server certificate must be signed by. Without it the
+    /// gate trusts the operator image's roots, and the image holds none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<PrometheusTls>,
+}
+
+/// The certificate authorities an https gate trusts, and no others.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PrometheusTls {
+    /// A Secret in the operator's own namespace, labelled
+    /// winpool.dev/health-gate-credentials=true, whose key ca.crt holds the
+    /// PEM certificates of those authorities (as a cert-manager Certificate's
+    /// Secret does).
+    #[schemars(regex(pattern = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"), length(max = 253))]
+    pub ca_secret_name: String,
 }
 
 fn default_gate_timeout() -> String {

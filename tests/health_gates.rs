@@ -6,6 +6,7 @@
 //! series of an instant query. While a gate is closed no node starts, as the
 //! API server's audit log shows, and the pool's Progressing condition names
 //! the gate and what it saw; once it opens the rollout proceeds and completes.
+//! An https gate trusts exactly the authority its Secret names.
 
 mod support;
 
@@ -17,7 +18,7 @@ use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
 use serde_json::json;
-use support::prometheus::{Gauge, Prometheus};
+use support::prometheus::{Gauge, Prometheus, TestPki};
 use support::{TestSpace, apply_pool, audit, install_crd, pool_manifest, wait_for, wait_nodes_ready};
 use winpool::api::{WindowsNodePool, conditions, names};
 
@@ -88,14 +89,20 @@ async fn pool_events(t: &TestSpace, pool: &str, reason: &str) -> Vec<String> {
         .collect()
 }
 
+/// The gauge the test sets, at 1, and the rules of the test alert over it:
+/// it fires while the gauge is 1 (no `for:`, so on the first evaluation).
+async fn blocking_gauge() -> (Gauge, String) {
+    let gauge = Gauge::serve("winpool_test_gate_blocking", 1.0).await;
+    let rules = format!("groups:\n  - name: gate-test\n    rules:\n      - alert: {ALERT}\n        expr: winpool_test_gate_blocking > 0\n");
+    (gauge, rules)
+}
+
 #[tokio::test]
 async fn a_firing_alert_holds_the_rollout_until_it_clears() {
     let client = support::client().await;
     install_crd(&client).await;
     let mut t = TestSpace::new("gates-prometheus").await;
-    // The alert fires while the gauge is 1: no `for:`, so it fires on the first evaluation.
-    let gauge = Gauge::serve("winpool_test_gate_blocking", 1.0).await;
-    let rules = format!("groups:\n  - name: gate-test\n    rules:\n      - alert: {ALERT}\n        expr: winpool_test_gate_blocking > 0\n");
+    let (gauge, rules) = blocking_gauge().await;
     // Its API wants basic auth (admin/test: the example of Prometheus's web configuration docs).
     let hash = "$2b$12$hNf2lSsxfm0.i4a.1kVpSOVyBCfIB51VRjgBUyv6kdnyTlgWj81Ay";
     let prom = Prometheus::start_with_basic_auth(&t, &rules, &[("gate", gauge.port)], "admin", "test", hash).await;
@@ -189,6 +196,61 @@ async fn a_firing_alert_holds_the_rollout_until_it_clears() {
     }
     let in_flight = audit::max_in_flight(&audit::requests(&audit::audit_log(), &t.node_prefix()));
     assert!(in_flight <= 2, "maxUnavailable holds: {in_flight} in flight at once");
+    drop(prom);
+    t.cleanup().await;
+}
+
+/// A gate on a Prometheus served over https by a private authority: closed,
+/// saying what to set, while the operator trusts no authority for it; with
+/// the authority from a Secret it reads the alert through TLS, and opens
+/// when the alert clears.
+#[tokio::test]
+async fn an_https_gate_trusts_the_authority_in_its_secret() {
+    let client = support::client().await;
+    install_crd(&client).await;
+    let mut t = TestSpace::new("gates-https").await;
+    let (gauge, rules) = blocking_gauge().await;
+    let pki = TestPki::new();
+    let prom = Prometheus::start_with_tls(&t, &rules, &[("gate", gauge.port)], &pki).await;
+    let firing = || async { prom.alerts(ALERT).await.iter().any(|a| a["state"] == "firing") };
+    wait_for("the test alert to fire", WAIT, || async { firing().await.then_some(()) }).await;
+
+    t.start_sim(2, &["--apply-seconds=1", "--reboot-seconds=0.5"]);
+    wait_nodes_ready(&t, 2).await;
+    let pool = format!("{}-pool", t.id);
+    let gate = |prometheus: serde_json::Value| json!({"maxUnavailable": 2, "healthGateInterval": "1s", "healthGates": [{"name": "no-test-alerts", "prometheus": prometheus}]});
+    let url = format!("https://127.0.0.1:{}", prom.port);
+    let alerts = json!({"url": url, "alerts": {"name": "WinpoolTest.*"}, "timeout": "2s"});
+    apply_rollout(&t, &pool, gate(alerts.clone())).await;
+    let secrets: Api<Secret> = Api::namespaced(t.client.clone(), &t.namespace);
+    let ca = Secret {
+        metadata: ObjectMeta {
+            name: Some("prometheus-ca".into()),
+            labels: Some([(names::LABEL_GATE_CREDENTIALS.to_string(), "true".to_string())].into()),
+            ..Default::default()
+        },
+        string_data: Some([("ca.crt".to_string(), pki.ca_pem.clone())].into()),
+        ..Default::default()
+    };
+    secrets.create(&PostParams::default(), &ca).await.expect("the CA Secret");
+    t.start_operator(&[&format!("--secret-namespace={}", t.namespace)]);
+    let (_, msg) = wait_progressing(&t, &pool, "the untrusted gate to hold the rollout", |reason, _| reason == "HealthGateClosed").await;
+    assert!(msg.starts_with("gate \"no-test-alerts\": query failed: ") && msg.contains("UnknownIssuer"), "{msg}");
+    assert!(msg.contains("prometheus.tls.caSecretName"), "it says what to set: {msg}");
+
+    let mut trusting = alerts;
+    trusting["tls"] = json!({"caSecretName": "prometheus-ca"});
+    apply_rollout(&t, &pool, gate(trusting)).await;
+    let (_, msg) = wait_progressing(&t, &pool, "the alert, read over https, to hold the rollout", |reason, msg| {
+        reason == "HealthGateClosed" && msg.contains("alert firing")
+    })
+    .await;
+    assert_eq!(msg, format!("gate \"no-test-alerts\": 1 alert firing: {ALERT}; 2 nodes pending"));
+    assert!(starts(&t).is_empty(), "no node started while the gate was closed: {:?}", starts(&t));
+
+    gauge.set(0.0);
+    wait_for("the test alert to clear", WAIT, || async { (!firing().await).then_some(()) }).await;
+    wait_complete(&t, &pool, 2).await;
     drop(prom);
     t.cleanup().await;
 }

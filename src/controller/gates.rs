@@ -20,7 +20,7 @@ use kube::api::{Api, ListParams};
 use tracing::debug;
 
 use super::Context;
-use crate::api::{HealthGate, PodsGate, PrometheusAuth, PrometheusAuthType, PrometheusGate, WindowsNodePool, names};
+use crate::api::{HealthGate, PodsGate, PrometheusAuth, PrometheusAuthType, PrometheusGate, PrometheusTls, WindowsNodePool, names};
 use crate::gates::pods::{self, FoundPod};
 use crate::gates::prometheus::{self, Ask};
 use crate::gates::still_fresh;
@@ -31,6 +31,9 @@ pub(super) type HttpClient = HyperClient<HttpsConnector<HttpConnector>, Full<Byt
 
 /// What a pool's gates saw, when, and for which generation of the pool.
 pub(super) type Asked = (std::time::Instant, Option<i64>, Vec<GateResult>);
+
+/// The key of a gate's CA Secret that holds the authorities, as cert-manager names it.
+const CA_KEY: &str = "ca.crt";
 
 /// The most of an answer a gate reads: an alerts list is small, and a query
 /// that returns megabytes of series has closed the gate long before.
@@ -46,6 +49,14 @@ pub(super) fn http_client() -> HttpClient {
         hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(empty)
     });
     HyperClient::builder(TokioExecutor::new()).build(builder.https_or_http().enable_http1().build())
+}
+
+/// The client of a gate with `tls`: https only, trusting these authorities
+/// and no other.
+pub(super) fn trusting(roots: rustls::RootCertStore) -> HttpClient {
+    let config = rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth();
+    let https = hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(config).https_only().enable_http1().build();
+    HyperClient::builder(TokioExecutor::new()).build(https)
 }
 
 /// The pool's gates: what they saw a moment ago if that still stands
@@ -96,9 +107,38 @@ async fn ask_prometheus(ctx: &Context, g: &PrometheusGate) -> Seen {
             Err(f) => return Seen::Failed(f),
         },
     };
-    match get(&ctx.gate_http, &prometheus::url(&g.url, &ask), authorization, gate_timeout(g)).await {
+    // Built for each look, not kept: an authority rotated in the Secret is
+    // trusted at the next one, and a look costs one handshake at most every 5 s.
+    let own_client;
+    let client = match &g.tls {
+        None => &ctx.gate_http,
+        Some(tls) => match trusted(ctx, tls).await {
+            Ok(roots) => {
+                own_client = trusting(roots);
+                &own_client
+            }
+            Err(f) => return Seen::Failed(f),
+        },
+    };
+    match get(client, &prometheus::url(&g.url, &ask), authorization, gate_timeout(g)).await {
         Ok((status, body)) => ask.read(status, &body),
-        Err(f) => Seen::Failed(f),
+        Err(f) => Seen::Failed(untrusted_says_what_to_do(f, g.tls.is_some())),
+    }
+}
+
+/// A server certificate no trusted authority signs (none of that name, or
+/// one of that name with another key, as after a rotation): say where trust
+/// comes from.
+pub(super) fn untrusted_says_what_to_do(f: Failure, has_tls: bool) -> Failure {
+    match f {
+        Failure::Unreachable(m) if m.contains("UnknownIssuer") || m.contains("BadSignature") => Failure::Unreachable(if has_tls {
+            format!("{m}; no authority in prometheus.tls.caSecretName signs the server's certificate")
+        } else {
+            format!(
+                "{m}; the operator's image trusts no authority: name the one that signs the server's certificate in prometheus.tls.caSecretName"
+            )
+        }),
+        f => f,
     }
 }
 
@@ -142,25 +182,62 @@ fn causes(e: &dyn std::error::Error) -> String {
     parts.join(": ")
 }
 
-/// The Authorization header from the gate's Secret, which lives in the
-/// operator's namespace: winpool reads no Secret anywhere else.
+/// The Authorization header from the gate's Secret.
 async fn authorization(ctx: &Context, auth: &PrometheusAuth) -> Result<HeaderValue, Failure> {
+    let secret = gate_secret(ctx, &auth.secret_name, Failure::Auth).await?;
+    authorization_header(&secret, auth.type_)
+        .map_err(|e| Failure::Auth(format!("Secret {}/{}: {e}", ctx.settings.secret_namespace, auth.secret_name)))
+}
+
+/// The authorities a gate with `tls` trusts, from its Secret.
+async fn trusted(ctx: &Context, tls: &PrometheusTls) -> Result<rustls::RootCertStore, Failure> {
+    let secret = gate_secret(ctx, &tls.ca_secret_name, Failure::Trust).await?;
+    trusted_roots(&secret).map_err(|e| Failure::Trust(format!("Secret {}/{}: {e}", ctx.settings.secret_namespace, tls.ca_secret_name)))
+}
+
+/// A Secret a gate names, which lives in the operator's namespace: winpool
+/// reads no Secret anywhere else.
+async fn gate_secret(ctx: &Context, name: &str, failure: fn(String) -> Failure) -> Result<Secret, Failure> {
     let ns = &ctx.settings.secret_namespace;
-    let secret = Api::<Secret>::namespaced(ctx.client.clone(), ns).get(&auth.secret_name).await.map_err(|e| match e {
-        kube::Error::Api(s) if s.code == 404 => Failure::Auth(format!("Secret {ns}/{} not found", auth.secret_name)),
-        e => Failure::Auth(format!("reading Secret {ns}/{}: {e}", auth.secret_name)),
+    let secret = Api::<Secret>::namespaced(ctx.client.clone(), ns).get(name).await.map_err(|e| match e {
+        kube::Error::Api(s) if s.code == 404 => failure(format!("Secret {ns}/{name} not found")),
+        e => failure(format!("reading Secret {ns}/{name}: {e}")),
     })?;
     ctx.metrics.api_request("get", "secrets", "ok");
-    authorization_header(&secret, auth.type_).map_err(|e| Failure::Auth(format!("Secret {ns}/{}: {e}", auth.secret_name)))
+    Ok(secret)
+}
+
+/// Only Secrets labelled for health gates are used by one.
+fn labelled_for_gates(secret: &Secret) -> Result<(), String> {
+    if secret.metadata.labels.as_ref().and_then(|l| l.get(names::LABEL_GATE_CREDENTIALS)).map(String::as_str) != Some("true") {
+        return Err(format!("is not labelled {}=true; winpool uses only Secrets meant for health gates", names::LABEL_GATE_CREDENTIALS));
+    }
+    Ok(())
+}
+
+/// The PEM certificates of key `ca.crt`, from a Secret labelled for health
+/// gates. Pure.
+pub(super) fn trusted_roots(secret: &Secret) -> Result<rustls::RootCertStore, String> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    labelled_for_gates(secret)?;
+    let pem = secret.data.as_ref().and_then(|d| d.get(CA_KEY)).ok_or_else(|| format!("has no key {CA_KEY:?}"))?;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(&pem.0) {
+        let cert = cert.map_err(|e| format!("key {CA_KEY:?} is not PEM: {e}"))?;
+        roots.add(cert).map_err(|e| format!("key {CA_KEY:?} holds a certificate that cannot be a trust anchor: {e}"))?;
+    }
+    if roots.is_empty() {
+        return Err(format!("key {CA_KEY:?} holds no PEM certificate"));
+    }
+    Ok(roots)
 }
 
 /// Basic from the keys `username` and `password` (a kubernetes.io/basic-auth
 /// Secret), Bearer from `token`, from a Secret labelled for health gates only.
 /// Pure.
 pub(super) fn authorization_header(secret: &Secret, type_: PrometheusAuthType) -> Result<HeaderValue, String> {
-    if secret.metadata.labels.as_ref().and_then(|l| l.get(names::LABEL_GATE_CREDENTIALS)).map(String::as_str) != Some("true") {
-        return Err(format!("is not labelled {}=true; winpool sends only Secrets meant for health gates", names::LABEL_GATE_CREDENTIALS));
-    }
+    labelled_for_gates(secret)?;
     let key = |k: &str| -> Result<String, String> {
         let v = secret.data.as_ref().and_then(|d| d.get(k)).ok_or_else(|| format!("has no key {k:?}"))?;
         let s = String::from_utf8(v.0.clone()).map_err(|_| format!("key {k:?} is not text"))?;
@@ -241,7 +318,7 @@ mod tests {
         let mut unlabelled = bearer.clone();
         unlabelled.metadata.labels = None;
         let refused = authorization_header(&unlabelled, PrometheusAuthType::Bearer).unwrap_err();
-        assert_eq!(refused, "is not labelled winpool.dev/health-gate-credentials=true; winpool sends only Secrets meant for health gates");
+        assert_eq!(refused, "is not labelled winpool.dev/health-gate-credentials=true; winpool uses only Secrets meant for health gates");
         unlabelled.metadata.labels = Some([(names::LABEL_GATE_CREDENTIALS.to_string(), "false".to_string())].into());
         assert!(authorization_header(&unlabelled, PrometheusAuthType::Bearer).is_err());
     }
@@ -265,6 +342,116 @@ mod tests {
             }
         });
         port
+    }
+
+    /// A test authority, and a certificate for 127.0.0.1 it signs with its key.
+    struct TestPki {
+        ca_pem: String,
+        server_cert: rustls::pki_types::CertificateDer<'static>,
+        server_key: rustls::pki_types::PrivateKeyDer<'static>,
+    }
+
+    fn pki() -> TestPki {
+        let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        ca.distinguished_name.push(rcgen::DnType::CommonName, "winpool test CA");
+        let ca = rcgen::CertifiedIssuer::self_signed(ca, rcgen::KeyPair::generate().unwrap()).unwrap();
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap().signed_by(&key, &ca).unwrap();
+        TestPki {
+            ca_pem: ca.pem(),
+            server_cert: cert.der().clone(),
+            server_key: rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+        }
+    }
+
+    /// An https server on loopback with the test certificate that answers every request with `answer`.
+    async fn tls_server(pki: &TestPki, answer: &'static str) -> u16 {
+        let config = rustls::ServerConfig::builder()
+            .with_no_client_auth()
+            .with_single_cert(vec![pki.server_cert.clone()], pki.server_key.clone_key())
+            .unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = l.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            loop {
+                let Ok((s, _)) = l.accept().await else { return };
+                let acceptor = acceptor.clone();
+                tokio::spawn(async move {
+                    // A client that refuses the certificate ends the handshake: nothing to answer.
+                    let Ok(mut s) = acceptor.accept(s).await else { return };
+                    let mut buf = [0u8; 4096];
+                    let _ = s.read(&mut buf).await;
+                    let _ = s.write_all(answer.as_bytes()).await;
+                    let _ = s.shutdown().await;
+                });
+            }
+        });
+        port
+    }
+
+    fn ca_secret(pem: &str) -> Secret {
+        secret(&[(CA_KEY, pem)])
+    }
+
+    #[test]
+    fn the_authorities_are_the_pem_certificates_of_key_ca_crt_of_a_secret_meant_for_gates() {
+        let pki = pki();
+        assert_eq!(trusted_roots(&ca_secret(&pki.ca_pem)).unwrap().len(), 1);
+        let bundle = format!("{}{}", pki.ca_pem, self::pki().ca_pem);
+        assert_eq!(trusted_roots(&ca_secret(&bundle)).unwrap().len(), 2, "a bundle: every authority in it");
+        assert_eq!(trusted_roots(&secret(&[("tls.crt", pki.ca_pem.as_str())])).unwrap_err(), "has no key \"ca.crt\"");
+        assert_eq!(trusted_roots(&ca_secret("not a certificate")).unwrap_err(), "key \"ca.crt\" holds no PEM certificate");
+        let key = rcgen::KeyPair::generate().unwrap().serialize_pem();
+        assert_eq!(trusted_roots(&ca_secret(&key)).unwrap_err(), "key \"ca.crt\" holds no PEM certificate", "a key is no authority");
+        let mangled = "-----BEGIN CERTIFICATE-----\n!!!!\n-----END CERTIFICATE-----\n";
+        assert!(trusted_roots(&ca_secret(mangled)).unwrap_err().starts_with("key \"ca.crt\" is not PEM: "));
+        let not_der = "-----BEGIN CERTIFICATE-----\naGVsbG8=\n-----END CERTIFICATE-----\n";
+        assert!(
+            trusted_roots(&ca_secret(not_der))
+                .unwrap_err()
+                .starts_with("key \"ca.crt\" holds a certificate that cannot be a trust anchor: ")
+        );
+        let mut unlabelled = ca_secret(&pki.ca_pem);
+        unlabelled.metadata.labels = None;
+        assert_eq!(
+            trusted_roots(&unlabelled).unwrap_err(),
+            "is not labelled winpool.dev/health-gate-credentials=true; winpool uses only Secrets meant for health gates"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_https_gate_trusts_the_authorities_of_its_secret_and_no_other() {
+        let pki = pki();
+        let body = r#"{"status":"success","data":{"alerts":[{"labels":{"alertname":"A"},"state":"firing"}]}}"#;
+        let answer: &'static str =
+            Box::leak(format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len()).into_boxed_str());
+        let port = tls_server(&pki, answer).await;
+        let url = format!("https://127.0.0.1:{port}/api/v1/alerts");
+        let timeout = Duration::from_secs(10);
+
+        let ours = trusting(trusted_roots(&ca_secret(&pki.ca_pem)).unwrap());
+        let (status, bytes) = get(&ours, &url, None, timeout).await.unwrap();
+        let ask = Ask::Alerts(regex::Regex::new("^(?:A)$").unwrap());
+        assert_eq!(ask.read(status, &bytes), Seen::Alerts { total: 1, names: vec!["A".into()] }, "signed by the Secret's authority");
+
+        let untrusted = |f: Failure, has_tls: bool| match untrusted_says_what_to_do(f, has_tls) {
+            Failure::Unreachable(m) => m,
+            other => panic!("{other:?}"),
+        };
+        let without_tls = untrusted(get(&http_client(), &url, None, timeout).await.unwrap_err(), false);
+        assert!(without_tls.contains("invalid peer certificate: UnknownIssuer"), "{without_tls}");
+        assert!(without_tls.ends_with("name the one that signs the server's certificate in prometheus.tls.caSecretName"), "{without_tls}");
+
+        // An authority of the same name with another key, as after a rotation.
+        let another = trusting(trusted_roots(&ca_secret(&self::pki().ca_pem)).unwrap());
+        let wrong_ca = untrusted(get(&another, &url, None, timeout).await.unwrap_err(), true);
+        assert!(wrong_ca.contains("invalid peer certificate: BadSignature"), "{wrong_ca}");
+        assert!(wrong_ca.ends_with("no authority in prometheus.tls.caSecretName signs the server's certificate"), "{wrong_ca}");
+
+        let plain = get(&ours, &format!("http://127.0.0.1:{port}/api/v1/alerts"), None, timeout).await;
+        assert!(matches!(plain, Err(Failure::Unreachable(_))), "a gate that trusts an authority speaks only https: {plain:?}");
     }
 
     #[tokio::test]

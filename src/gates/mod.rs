@@ -63,6 +63,8 @@ pub enum Failure {
     NotAVector(String),
     /// The credentials could not be read.
     Auth(String),
+    /// The certificate authorities to trust could not be read.
+    Trust(String),
     /// A value in the gate's spec that only the controller can check.
     InvalidSpec(String),
     /// The pods could not be listed.
@@ -166,6 +168,7 @@ impl fmt::Display for Failure {
             Failure::BadResponse(e) => write!(f, "query failed: not a Prometheus API answer: {e}"),
             Failure::NotAVector(t) => write!(f, "query failed: it returns a {t}, not series; write an instant vector query"),
             Failure::Auth(e) => write!(f, "credentials: {e}"),
+            Failure::Trust(e) => write!(f, "certificate authorities: {e}"),
             Failure::InvalidSpec(e) => f.write_str(e),
             Failure::ListPods(e) => write!(f, "listing pods failed: {e}"),
         }

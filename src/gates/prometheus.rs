@@ -163,6 +163,7 @@ mod tests {
             alerts: alerts.map(|a| AlertMatch { name: a.into() }),
             timeout: "5s".into(),
             auth: None,
+            tls: None,
         }
     }
 

@@ -44,7 +44,39 @@ pub struct Prometheus {
     pub log: PathBuf,
     /// The Authorization header its HTTP API wants, when it wants one.
     authorization: Option<String>,
+    /// How the test talks to it when it serves https: trusting the test's authority.
+    tls: Option<Arc<rustls::ClientConfig>>,
     _dir: TempDir,
+}
+
+/// A test's own certificate authority, and a certificate for 127.0.0.1 it signs.
+pub struct TestPki {
+    pub ca_pem: String,
+    pub cert_pem: String,
+    pub key_pem: String,
+}
+
+impl TestPki {
+    pub fn new() -> Self {
+        let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).expect("CA params");
+        ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        ca.distinguished_name.push(rcgen::DnType::CommonName, "winpool test CA");
+        let ca = rcgen::CertifiedIssuer::self_signed(ca, rcgen::KeyPair::generate().expect("CA key")).expect("CA certificate");
+        let key = rcgen::KeyPair::generate().expect("server key");
+        let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()]).expect("params").signed_by(&key, &ca).expect("certificate");
+        TestPki { ca_pem: ca.pem(), cert_pem: cert.pem(), key_pem: key.serialize_pem() }
+    }
+
+    /// A client configuration that trusts this authority only.
+    fn client_config(&self) -> Arc<rustls::ClientConfig> {
+        use rustls::pki_types::CertificateDer;
+        use rustls::pki_types::pem::PemObject;
+        let mut roots = rustls::RootCertStore::empty();
+        for c in CertificateDer::pem_slice_iter(self.ca_pem.as_bytes()) {
+            roots.add(c.expect("the test CA's PEM")).expect("the test CA");
+        }
+        Arc::new(rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth())
+    }
 }
 
 impl Prometheus {
@@ -52,16 +84,27 @@ impl Prometheus {
     /// text), scraping each (job, port) on 127.0.0.1 every second and
     /// evaluating the rules every second. Returns once it is ready.
     pub async fn start(t: &TestSpace, rules: &str, jobs: &[(&str, u16)]) -> Self {
-        Self::launch(t, rules, jobs, None).await
+        Self::launch(t, rules, jobs, None, None).await
+    }
+
+    /// The same, its HTTP API served over https with `pki`'s certificate.
+    pub async fn start_with_tls(t: &TestSpace, rules: &str, jobs: &[(&str, u16)], pki: &TestPki) -> Self {
+        Self::launch(t, rules, jobs, None, Some(pki)).await
     }
 
     /// The same, with its HTTP API behind basic auth (`--web.config.file`):
     /// `password` must be what `bcrypt` hashes.
     pub async fn start_with_basic_auth(t: &TestSpace, rules: &str, jobs: &[(&str, u16)], user: &str, password: &str, bcrypt: &str) -> Self {
-        Self::launch(t, rules, jobs, Some((user, password, bcrypt))).await
+        Self::launch(t, rules, jobs, Some((user, password, bcrypt)), None).await
     }
 
-    async fn launch(t: &TestSpace, rules: &str, jobs: &[(&str, u16)], basic_auth: Option<(&str, &str, &str)>) -> Self {
+    async fn launch(
+        t: &TestSpace,
+        rules: &str,
+        jobs: &[(&str, u16)],
+        basic_auth: Option<(&str, &str, &str)>,
+        pki: Option<&TestPki>,
+    ) -> Self {
         use base64::Engine;
         assert!(Path::new(PROMETHEUS).is_file(), "{PROMETHEUS} not found: apt-get install prometheus");
         let dir = TempDir::new("prometheus");
@@ -80,8 +123,14 @@ impl Prometheus {
         let config_path = dir.path().join("prometheus.yml");
         std::fs::write(&config_path, config).expect("write prometheus config");
         let web_path = dir.path().join("web.yml");
-        let users = basic_auth.map_or(String::new(), |(user, _, hash)| format!("basic_auth_users:\n  {user}: {hash}\n"));
-        std::fs::write(&web_path, users).expect("write prometheus web config");
+        let mut web = basic_auth.map_or(String::new(), |(user, _, hash)| format!("basic_auth_users:\n  {user}: {hash}\n"));
+        if let Some(pki) = pki {
+            let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+            std::fs::write(&cert, &pki.cert_pem).expect("write the server certificate");
+            std::fs::write(&key, &pki.key_pem).expect("write the server key");
+            web.push_str(&format!("tls_server_config:\n  cert_file: {}\n  key_file: {}\n", cert.display(), key.display()));
+        }
+        std::fs::write(&web_path, web).expect("write prometheus web config");
         let port = free_port();
         let log = t.log_path("prometheus");
         std::fs::create_dir_all(log.parent().expect("log dir")).ok();
@@ -99,17 +148,24 @@ impl Prometheus {
         eprintln!("[{}] started prometheus on 127.0.0.1:{port} (log: {})", t.id, log.display());
         let authorization = basic_auth
             .map(|(user, password, _)| format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))));
-        let prom = Prometheus { child, port, log, authorization, _dir: dir };
-        wait_for("Prometheus to be ready", WAIT, || async {
-            http_get10(prom.port, "/-/ready", prom.authorization.as_deref()).await.filter(|(c, _)| *c == 200)
-        })
-        .await;
+        let tls = pki.map(TestPki::client_config);
+        let prom = Prometheus { child, port, log, authorization, tls, _dir: dir };
+        wait_for("Prometheus to be ready", WAIT, || async { prom.get("/-/ready").await.filter(|(c, _)| *c == 200) }).await;
         prom
+    }
+
+    async fn get(&self, path: &str) -> Option<(u16, String)> {
+        let auth = self.authorization.as_deref();
+        let Some(tls) = &self.tls else { return http_get10(self.port, path, auth).await };
+        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", self.port)).await.ok()?;
+        let ip = rustls::pki_types::ServerName::IpAddress(std::net::Ipv4Addr::LOCALHOST.into());
+        let s = tokio_rustls::TlsConnector::from(tls.clone()).connect(ip, tcp).await.ok()?;
+        get10_over(s, path, auth).await
     }
 
     /// GET an API path and return its `data`, or None until it answers with success.
     pub async fn api(&self, path: &str) -> Option<Value> {
-        let (code, body) = http_get10(self.port, path, self.authorization.as_deref()).await?;
+        let (code, body) = self.get(path).await?;
         let v: Value = serde_json::from_str(&body).ok()?;
         (code == 200 && v["status"] == "success").then(|| v["data"].clone())
     }
@@ -172,8 +228,15 @@ pub fn url_encode(s: &str) -> String {
 /// few KB in chunked transfer encoding, and an HTTP/1.0 one without. Chunked
 /// bodies are still decoded, in case.
 pub async fn http_get10(port: u16, path: &str, authorization: Option<&str>) -> Option<(u16, String)> {
+    let s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.ok()?;
+    get10_over(s, path, authorization).await
+}
+
+async fn get10_over<S>(mut s: S, path: &str, authorization: Option<&str>) -> Option<(u16, String)>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.ok()?;
     let auth = authorization.map_or(String::new(), |a| format!("Authorization: {a}\r\n"));
     s.write_all(format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n{auth}\r\n").as_bytes()).await.ok()?;
     let mut buf = Vec::new();
