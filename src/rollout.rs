@@ -243,6 +243,14 @@ impl std::fmt::Display for Hold {
     }
 }
 
+/// Nodes out of service anyway (not in flight), and what maxUnavailable
+/// allows: when the first reach the second, no node can start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Unavailable {
+    pub out_of_service: usize,
+    pub max_unavailable: usize,
+}
+
 /// Nodes that finished their update less than rollout.soakTime ago.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Soak {
@@ -269,6 +277,8 @@ pub struct Plan {
     pub window_open: bool,
     /// Updated nodes still within rollout.soakTime: they hold slots of maxUnavailable.
     pub soaking: Option<Soak>,
+    /// Nodes out of service that are not in flight: they hold slots of maxUnavailable too.
+    pub unavailable: Unavailable,
     /// Nodes whose drain a PodDisruptionBudget blocks, by name: the budget,
     /// and for the ones put back when they may start again.
     pub blocked: BTreeMap<String, (String, Option<Timestamp>)>,
@@ -405,6 +415,10 @@ fn decide_with(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp, despite
     let behind_patch_level = nodes.iter().filter(|n| !kernel_satisfies(n, s.target_build.as_ref())).count();
     let window_open = s.window_open();
     let in_flight = summary::in_flight(&s, &r, &sorted);
+    let unavailable = Unavailable {
+        out_of_service: start::idle_out_of_service(&r, &sorted),
+        max_unavailable: max_unavailable(&s.spec.rollout.max_unavailable, sorted.len()),
+    };
     let estimated_completion = summary::estimated_completion(&s, &counts, hold.as_ref(), pool.average_node_update);
     let retry_at = r.blocked.values().filter_map(|(_, at)| *at).min();
     let requeue_after = summary::requeue_after(&s, &counts, hold.as_ref(), soaking.as_ref());
@@ -421,6 +435,7 @@ fn decide_with(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp, despite
         window: s.window,
         window_open,
         soaking,
+        unavailable,
         blocked: r.blocked,
         in_flight,
         average_node_update: pool.average_node_update,

@@ -201,7 +201,14 @@ fn progressing_condition(plan: &Plan) -> Condition {
                 ),
             ),
             None if !plan.blocked.is_empty() => stopped("DrainBlocked", format!("{} pending; {}", c.pending, blocked_note(plan))),
-            None => stopped("NodesNotReady", format!("{} pending nodes are not Ready; none can start", c.pending)),
+            // The pending nodes themselves are usually Ready: it is the nodes down anyway that hold their slots.
+            None => stopped(
+                "NodesNotReady",
+                format!(
+                    "{} nodes are out of service (not Ready, or cordoned by someone else) and maxUnavailable is {}: none of the {} pending nodes can start until some are back",
+                    plan.unavailable.out_of_service, plan.unavailable.max_unavailable, c.pending
+                ),
+            ),
         },
         (Some(Hold::PausedBySpec), false, true) => stopped("Paused", format!("rollout.paused is true; {} nodes pending", c.pending)),
         (Some(Hold::FailureLimit { failed, limit }), false, true) => {
@@ -450,6 +457,34 @@ mod tests {
         let c = get(&s, conditions::PROGRESSING);
         assert_eq!((c.status.as_str(), c.reason.as_str()), ("True", "Soaking"), "{}", c.message);
         assert!(c.message.contains("2026-11-29T12:04:00Z"), "says when the next node starts: {}", c.message);
+    }
+
+    #[test]
+    fn nodes_down_that_use_up_max_unavailable_are_counted_in_the_progressing_condition_not_the_pending_ones() {
+        let now: Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();
+        let spec = spec("rollout: {maxUnavailable: 2}");
+        let rev = crate::revision::revision_of(&spec);
+        // Updated a while ago, and then their kubelets stopped posting status.
+        let down = |name: &str| NodeView {
+            ready: false,
+            state: Some("Updated".into()),
+            state_since: Some(now - jiff::SignedDuration::from_mins(10)),
+            revision_label: Some(rev.clone()),
+            applied_revision: Some(rev.clone()),
+            apply_status: Some("Succeeded".into()),
+            kernel_version: Some("10.0.20348.2762".into()),
+            cni_mode: Some("overlay".into()),
+            ..node(name)
+        };
+        let nodes = [down("a"), down("b"), down("c"), node("d"), node("e")];
+        let s = status_for(&spec, &nodes, None, now);
+        let c = get(&s, conditions::PROGRESSING);
+        assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", "NodesNotReady"), "{}", c.message);
+        assert_eq!(
+            c.message,
+            "3 nodes are out of service (not Ready, or cordoned by someone else) and maxUnavailable is 2: \
+             none of the 2 pending nodes can start until some are back"
+        );
     }
 
     #[test]

@@ -31,6 +31,11 @@ pub fn out_of_service(n: &NodeView) -> bool {
     !n.ready || (n.unschedulable && !n.cordoned_by_winpool)
 }
 
+/// Nodes out of service that are not in flight this round.
+pub(super) fn idle_out_of_service(r: &Round<'_>, sorted: &[&NodeView]) -> usize {
+    sorted.iter().filter(|n| r.states.get(n.name.as_str()).is_some_and(|st| !st.in_flight()) && out_of_service(n)).count()
+}
+
 /// The order in which Pending nodes start: nodes put back for a
 /// PodDisruptionBudget last (the rest of the wave first), the ones out of
 /// service first, then by name. [`start_nodes`] starts them in this order,
@@ -69,8 +74,7 @@ pub(super) fn soaking(s: &RoundSettings<'_>, r: &Round<'_>, sorted: &[&NodeView]
 pub(super) fn start_nodes<'n>(s: &RoundSettings<'_>, r: &mut Round<'n>, sorted: &[&'n NodeView], soaking: usize) -> Option<Hold> {
     let limit = max_unavailable(&s.spec.rollout.max_unavailable, sorted.len());
     let mut in_flight = r.count(NodeState::in_flight) + soaking;
-    let mut unavailable_idle =
-        sorted.iter().filter(|n| r.states.get(n.name.as_str()).is_some_and(|st| !st.in_flight()) && out_of_service(n)).count();
+    let mut unavailable_idle = idle_out_of_service(r, sorted);
     let candidates = start_order(
         sorted
             .iter()
