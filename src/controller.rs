@@ -43,9 +43,9 @@ pub const FINALIZER: &str = "winpool.dev/release-nodes";
 /// 16, a wave of 100 cost seven round trips in a row for its pod lists and
 /// seven for its writes on a busy API server; 64 makes it two each. Each is
 /// one HTTP/1.1 connection (kube's client speaks no HTTP/2).
-const NODE_WRITE_CONCURRENCY: usize = 64;
+const REQUESTS_IN_FLIGHT: usize = 64;
 
-/// `start(item)` for every item, NODE_WRITE_CONCURRENCY at a time, each
+/// `start(item)` for every item, REQUESTS_IN_FLIGHT at a time, each
 /// started only when a slot is free; the outputs in completion order. A round
 /// that starts 1,000 nodes holds 64 request futures, not 1,000 (boxed up front,
 /// they were 8 MiB of winpool's peak heap at 5,000 nodes).
@@ -61,7 +61,7 @@ where
     let mut out = Vec::with_capacity(todo.len());
     let mut in_flight = futures::stream::FuturesUnordered::new();
     loop {
-        while in_flight.len() < NODE_WRITE_CONCURRENCY {
+        while in_flight.len() < REQUESTS_IN_FLIGHT {
             let Some(item) = todo.next() else { break };
             in_flight.push(start(item));
         }

@@ -244,7 +244,8 @@ impl std::fmt::Display for Hold {
 }
 
 /// Nodes out of service anyway (not in flight), and what maxUnavailable
-/// allows: when the first reach the second, no node can start.
+/// allows: when the first reach the second, no node that is in service can
+/// start (one out of service still can: it costs no capacity).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Unavailable {
     pub out_of_service: usize,

@@ -155,6 +155,18 @@ fn failed_names(plan: &Plan) -> String {
     node_list(plan.failed.iter().map(|f| format!("{} ({}: {})", f.node, f.reason, f.message)))
 }
 
+/// Why nothing starts when nothing holds the rollout: the pending nodes
+/// themselves are usually Ready; the nodes down anyway hold their slots.
+fn out_of_service_note(plan: &Plan) -> String {
+    let u = plan.unavailable;
+    let (down, pending) = (u.out_of_service, plan.counts.pending);
+    format!(
+        "{down} {} out of service (not Ready, or cordoned by someone else) and maxUnavailable is {}: no pending node can start until some are back; {pending} pending",
+        if down == 1 { "node is" } else { "nodes are" },
+        u.max_unavailable,
+    )
+}
+
 fn ready_condition(plan: &Plan) -> Condition {
     let (c, rev) = (&plan.counts, &plan.revision);
     if c.total == 0 {
@@ -201,14 +213,7 @@ fn progressing_condition(plan: &Plan) -> Condition {
                 ),
             ),
             None if !plan.blocked.is_empty() => stopped("DrainBlocked", format!("{} pending; {}", c.pending, blocked_note(plan))),
-            // The pending nodes themselves are usually Ready: it is the nodes down anyway that hold their slots.
-            None => stopped(
-                "NodesNotReady",
-                format!(
-                    "{} nodes are out of service (not Ready, or cordoned by someone else) and maxUnavailable is {}: none of the {} pending nodes can start until some are back",
-                    plan.unavailable.out_of_service, plan.unavailable.max_unavailable, c.pending
-                ),
-            ),
+            None => stopped("NodesNotReady", out_of_service_note(plan)),
         },
         (Some(Hold::PausedBySpec), false, true) => stopped("Paused", format!("rollout.paused is true; {} nodes pending", c.pending)),
         (Some(Hold::FailureLimit { failed, limit }), false, true) => {
@@ -476,14 +481,16 @@ mod tests {
             cni_mode: Some("overlay".into()),
             ..node(name)
         };
-        let nodes = [down("a"), down("b"), down("c"), node("d"), node("e")];
+        // Ready, but cordoned by someone else (an admin's maintenance).
+        let cordoned = NodeView { ready: true, unschedulable: true, ..down("c") };
+        let nodes = [down("a"), down("b"), cordoned, node("d"), node("e")];
         let s = status_for(&spec, &nodes, None, now);
         let c = get(&s, conditions::PROGRESSING);
         assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", "NodesNotReady"), "{}", c.message);
         assert_eq!(
             c.message,
             "3 nodes are out of service (not Ready, or cordoned by someone else) and maxUnavailable is 2: \
-             none of the 2 pending nodes can start until some are back"
+             no pending node can start until some are back; 2 pending"
         );
     }
 

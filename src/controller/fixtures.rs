@@ -852,7 +852,7 @@ async fn a_condition_written_is_not_written_again_before_the_watch_delivers_it()
 async fn a_replica_told_to_stop_mid_round_sends_no_further_write_and_the_next_leader_finishes_the_round() {
     // More nodes starting than writes in flight at once, so some are still unsent when the signal comes.
     let names: Vec<String> = (0..100).map(|i| format!("win-{i:03}")).collect();
-    assert!(names.len() > super::NODE_WRITE_CONCURRENCY);
+    assert!(names.len() > super::REQUESTS_IN_FLIGHT);
     let mut f = Fixture::new(pool(100), names.iter().map(|n| windows_node(n, "win22")).collect());
     let before: Vec<Value> = names.iter().map(|n| f.node(n)).collect();
     f.stop_at_first_node_write();
@@ -863,7 +863,7 @@ async fn a_replica_told_to_stop_mid_round_sends_no_further_write_and_the_next_le
     let first = node_writes(&stopped);
     assert!(!first.is_empty(), "the write that was on the wire lands: {:#?}", calls(&stopped));
     assert!(
-        first.len() <= super::NODE_WRITE_CONCURRENCY,
+        first.len() <= super::REQUESTS_IN_FLIGHT,
         "only the writes already sent when the signal came ({} of 100): {:#?}",
         first.len(),
         calls(&stopped)

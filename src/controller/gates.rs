@@ -126,20 +126,37 @@ async fn ask_prometheus(ctx: &Context, g: &PrometheusGate) -> Seen {
     }
 }
 
-/// A server certificate no trusted authority signs (none of that name, or
-/// one of that name with another key, as after a rotation): say where trust
-/// comes from.
+/// A server certificate no trusted authority signs: say where trust comes from.
 pub(super) fn untrusted_says_what_to_do(f: Failure, has_tls: bool) -> Failure {
     match f {
-        Failure::Unreachable(m) if m.contains("UnknownIssuer") || m.contains("BadSignature") => Failure::Unreachable(if has_tls {
+        Failure::Untrusted(m) => Failure::Untrusted(if has_tls {
             format!("{m}; no authority in prometheus.tls.caSecretName signs the server's certificate")
         } else {
             format!(
-                "{m}; the operator's image trusts no authority: name the one that signs the server's certificate in prometheus.tls.caSecretName"
+                "{m}; no authority the operator trusts signs the server's certificate: name the one that does in prometheus.tls.caSecretName"
             )
         }),
         f => f,
     }
+}
+
+/// Whether the handshake refused the server's certificate for want of a
+/// trusted authority: none of its issuer's name, or one of that name with
+/// another key (as after a rotation). An io::Error hides the error it wraps
+/// from `source()`, so it is looked into.
+fn untrusted_certificate(e: &(dyn std::error::Error + 'static)) -> bool {
+    use rustls::CertificateError::{BadSignature, UnknownIssuer};
+    let mut cur = Some(e);
+    while let Some(err) = cur {
+        if let Some(rustls::Error::InvalidCertificate(UnknownIssuer | BadSignature)) = err.downcast_ref::<rustls::Error>() {
+            return true;
+        }
+        cur = match err.downcast_ref::<std::io::Error>().and_then(std::io::Error::get_ref) {
+            Some(inner) => Some(inner as &(dyn std::error::Error + 'static)),
+            None => err.source(),
+        };
+    }
+    false
 }
 
 /// GET `url` within `timeout`: the status and the body, or why not.
@@ -155,7 +172,10 @@ pub(super) async fn get(
     }
     let req = req.body(Full::new(Bytes::new())).map_err(|e| Failure::InvalidSpec(format!("prometheus.url {url:?}: {e}")))?;
     let fetch = async {
-        let resp = client.request(req).await.map_err(|e| Failure::Unreachable(format!("{url}: {}", causes(&e))))?;
+        let resp = client.request(req).await.map_err(|e| {
+            let msg = format!("{url}: {}", causes(&e));
+            if untrusted_certificate(&e) { Failure::Untrusted(msg) } else { Failure::Unreachable(msg) }
+        })?;
         let status = resp.status().as_u16();
         let body = Limited::new(resp.into_body(), MAX_BODY)
             .collect()
@@ -437,12 +457,17 @@ mod tests {
         assert_eq!(ask.read(status, &bytes), Seen::Alerts { total: 1, names: vec!["A".into()] }, "signed by the Secret's authority");
 
         let untrusted = |f: Failure, has_tls: bool| match untrusted_says_what_to_do(f, has_tls) {
-            Failure::Unreachable(m) => m,
+            Failure::Untrusted(m) => m,
             other => panic!("{other:?}"),
         };
         let without_tls = untrusted(get(&http_client(), &url, None, timeout).await.unwrap_err(), false);
         assert!(without_tls.contains("invalid peer certificate: UnknownIssuer"), "{without_tls}");
-        assert!(without_tls.ends_with("name the one that signs the server's certificate in prometheus.tls.caSecretName"), "{without_tls}");
+        assert!(
+            without_tls.ends_with(
+                "no authority the operator trusts signs the server's certificate: name the one that does in prometheus.tls.caSecretName"
+            ),
+            "{without_tls}"
+        );
 
         // An authority of the same name with another key, as after a rotation.
         let another = trusting(trusted_roots(&ca_secret(&self::pki().ca_pem)).unwrap());
@@ -450,8 +475,19 @@ mod tests {
         assert!(wrong_ca.contains("invalid peer certificate: BadSignature"), "{wrong_ca}");
         assert!(wrong_ca.ends_with("no authority in prometheus.tls.caSecretName signs the server's certificate"), "{wrong_ca}");
 
-        let plain = get(&ours, &format!("http://127.0.0.1:{port}/api/v1/alerts"), None, timeout).await;
-        assert!(matches!(plain, Err(Failure::Unreachable(_))), "a gate that trusts an authority speaks only https: {plain:?}");
+        // A plain http server: the gate's client does not even connect.
+        let body = r#"{"status":"success","data":{"alerts":[]}}"#;
+        let answer: &'static str =
+            Box::leak(format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len()).into_boxed_str());
+        let plain = server(Some(answer)).await;
+        match get(&ours, &format!("http://127.0.0.1:{plain}/api/v1/alerts"), None, timeout).await {
+            Err(Failure::Unreachable(m)) => assert!(m.contains("unsupported scheme http"), "{m}"),
+            other => panic!("a gate that trusts an authority speaks only https: {other:?}"),
+        }
+        // A refused connection is no certificate, whatever the url says: no hint about authorities.
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let refused = get(&ours, &format!("https://127.0.0.1:{closed}/UnknownIssuer"), None, timeout).await.unwrap_err();
+        assert!(matches!(&refused, Failure::Unreachable(m) if m.to_lowercase().contains("refused")), "{refused:?}");
     }
 
     #[tokio::test]

@@ -47,6 +47,8 @@ pub enum Failure {
     Timeout(Duration),
     /// Connecting or talking to the endpoint failed.
     Unreachable(String),
+    /// No authority the gate trusts signs the server's certificate.
+    Untrusted(String),
     /// Not a success, and not a Prometheus API error either.
     HttpStatus {
         code: u16,
@@ -161,7 +163,7 @@ impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Failure::Timeout(d) => write!(f, "query failed: timeout after {}", humantime(*d)),
-            Failure::Unreachable(e) => write!(f, "query failed: {e}"),
+            Failure::Unreachable(e) | Failure::Untrusted(e) => write!(f, "query failed: {e}"),
             Failure::HttpStatus { code, body } if body.is_empty() => write!(f, "query failed: HTTP {code}"),
             Failure::HttpStatus { code, body } => write!(f, "query failed: HTTP {code}: {body}"),
             Failure::Prometheus { error_type, error } => write!(f, "query failed: Prometheus says {error_type}: {error}"),

@@ -96,6 +96,10 @@ pub struct PlanReport {
     pub revision: String,
     /// spec.rollout.maxUnavailable resolved against the pool's size.
     pub max_unavailable: usize,
+    /// Nodes out of service (not Ready, or cordoned by someone else) that are
+    /// not in flight: they count against maxUnavailable.
+    #[serde(default)]
+    pub out_of_service: usize,
     /// What holds the rollout now (no new node starts), if anything.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hold: Option<String>,
@@ -291,6 +295,7 @@ pub fn plan_report(pool: &WindowsNodePool, m: &Members, now: Timestamp) -> PlanR
         pool: name.clone(),
         revision: rev,
         max_unavailable: limit,
+        out_of_service: preview.unavailable.out_of_service,
         hold: preview.hold.as_ref().map(ToString::to_string),
         window: window_report(pool, now),
         in_flight: states
@@ -382,6 +387,7 @@ mod tests {
         assert_eq!(r.order, ["n4", "n1", "n2", "n3", "n5"]);
         assert_eq!(r.waves, [vec!["n4", "n1"], vec!["n2", "n3"], vec!["n5"]]);
         assert_eq!(r.max_unavailable, 2);
+        assert_eq!(r.out_of_service, 0, "n4 starts first: in flight, it is no longer counted apart");
         assert_eq!(r.hold, None);
         assert_eq!(r.waves[0], first_wave_of_decide(&p, &views), "the first wave is what the operator starts");
     }
@@ -395,6 +401,27 @@ mod tests {
         busy.target_revision = Some(rev.clone());
         busy.revision_label = Some(rev);
         busy
+    }
+
+    #[test]
+    fn an_updated_node_that_went_down_is_counted_out_of_service_and_takes_a_slot() {
+        let p = pool("a", SPEC);
+        let rev = revision_of(&p.spec);
+        let mut down = pending("n0");
+        down.ready = false;
+        down.state = Some("Updated".into());
+        down.state_since = Some(now());
+        down.revision_label = Some(rev.clone());
+        down.applied_revision = Some(rev);
+        down.apply_status = Some("Succeeded".into());
+        down.kernel_version = Some("10.0.20348.2762".into());
+        let mut views = vec![down];
+        views.extend(["n1", "n2", "n3"].into_iter().map(pending));
+        let r = plan_report(&p, &members_of_views(views.clone()), now());
+        assert_eq!(r.updated, ["n0"]);
+        assert_eq!(r.out_of_service, 1);
+        assert_eq!(r.waves, [vec!["n1"], vec!["n2", "n3"]], "one slot of two is taken");
+        assert_eq!(r.waves[0], first_wave_of_decide(&p, &views));
     }
 
     #[test]

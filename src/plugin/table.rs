@@ -97,6 +97,10 @@ fn list(names: &[String]) -> String {
 
 pub fn plan(r: &PlanReport) -> String {
     let mut out = format!("Pool:            {}\nRevision:        {}\nMaxUnavailable:  {}\n", r.pool, r.revision, r.max_unavailable);
+    if r.out_of_service > 0 {
+        let what = "not Ready, or cordoned by someone else; they count against maxUnavailable";
+        out.push_str(&format!("OutOfService:    {} ({what})\n", r.out_of_service));
+    }
     out.push_str(&format!("Held:            {}\n", r.hold.as_deref().unwrap_or("no: nodes start as slots free")));
     let window = match &r.window {
         None => "none (nodes start at any time)".to_string(),
@@ -234,6 +238,7 @@ No Windows node matches the pool's nodeSelector.
             pool: "win22".into(),
             revision: "5f1c9a2e".into(),
             max_unavailable: 2,
+            out_of_service: 1,
             hold: Some("rollout.paused is true".into()),
             window: Some(WindowReport { open: false, opens: Some("2026-12-05T02:00:00Z".into()), closes: None, error: None }),
             in_flight: vec![InFlightNode { name: "a".into(), state: "Applying".into(), waiting_for: Some("the agent".into()) }],
@@ -246,6 +251,7 @@ No Windows node matches the pool's nodeSelector.
 Pool:            win22
 Revision:        5f1c9a2e
 MaxUnavailable:  2
+OutOfService:    1 (not Ready, or cordoned by someone else; they count against maxUnavailable)
 Held:            rollout.paused is true
 Window:          closed; opens at 2026-12-05T02:00:00Z
 Updated:         u
