@@ -660,7 +660,7 @@ pub struct PrometheusGate {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auth: Option<PrometheusAuth>,
     /// Whom an https url's server certificate must be signed by. Without it the
-    /// gate trusts the operator image's roots, and the image holds none.
+    /// gate trusts the system roots the operator finds (its image holds none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<PrometheusTls>,
 }
@@ -671,8 +671,7 @@ pub struct PrometheusGate {
 pub struct PrometheusTls {
     /// A Secret in the operator's own namespace, labelled
     /// winpool.dev/health-gate-credentials=true, whose key ca.crt holds the
-    /// PEM certificates of those authorities (as a cert-manager Certificate's
-    /// Secret does).
+    /// PEM certificates of those authorities, and need hold nothing else.
     #[schemars(regex(pattern = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"), length(max = 253))]
     pub ca_secret_name: String,
 }

@@ -284,7 +284,7 @@ pub fn plan_report(pool: &WindowsNodePool, m: &Members, now: Timestamp) -> PlanR
     let average = pool.status.as_ref().and_then(|s| s.average_node_update_seconds).map(|s| std::time::Duration::from_secs(s.max(0) as u64));
     let input = PoolInput { name: &name, spec: &pool.spec, existing_revisions: &existing, average_node_update: average, gates: &[] };
     let preview = rollout::preview(&input, &m.views, now);
-    let limit = rollout::max_unavailable(&pool.spec.rollout.max_unavailable, m.views.len());
+    let limit = preview.unavailable.max_unavailable;
     let states: Vec<(&NodeView, NodeState)> = m.views.iter().map(|v| (v, state_of(v, &rev, pool))).collect();
     let in_state = |want: NodeState| states.iter().filter(move |(_, s)| *s == want).map(|(v, _)| *v);
 
