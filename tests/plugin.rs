@@ -272,3 +272,61 @@ async fn the_plugin_pauses_resumes_plans_the_operators_first_wave_reports_states
     }
     t.cleanup().await;
 }
+
+/// A retry is never lost to the agent's own writes: `kubectl winpool retry`
+/// of a Failed node while its agent writes its Node in a tight loop (the
+/// fleet's `hns-churn` fault: the HNS counts move on every read, read every
+/// 50 ms) rolls the node again, every time, 20 times in a row. The starts are
+/// counted from the API server's audit log, the agent's writes too.
+#[tokio::test]
+async fn a_retry_rolls_the_node_again_every_time_while_its_agent_writes_in_a_tight_loop() {
+    const TRIES: usize = 20;
+    let client = support::client().await;
+    install_crd(&client).await;
+    let mut t = TestSpace::new("retryrace").await;
+    let bad = format!("{}0", t.node_prefix());
+    t.start_sim(1, &["--apply-seconds=0.2", "--reboot-seconds=0.2", &format!("--fail-nodes={bad}"), "--host-faults=hns-churn"]);
+    wait_nodes_ready(&t, 1).await;
+    let pool = format!("{}-pool", t.id);
+    apply_pool(&t, &pool_manifest(&t, &pool, "10.0.20348.2762", json!({"maxUnavailable": 1, "maxFailedNodes": 2}))).await;
+    t.start_operator(&[]);
+    let nodes: Api<Node> = Api::all(t.client.clone());
+    let starts = || audit::starts_per_node(&audit::requests(&audit::audit_log(), &t.node_prefix())).get(&bad).copied().unwrap_or(0);
+
+    for attempt in 1..=TRIES {
+        // Failed by the attempt that started last: its failure is recorded after that start.
+        wait_for(&format!("attempt {attempt} to fail"), WAIT, || async {
+            let n = nodes.get(&bad).await.ok()?;
+            let failed = n.annotations().get(names::ANN_STATE).map(String::as_str) == Some("Failed");
+            let started: jiff::Timestamp = n.annotations().get(names::ANN_STARTED_AT)?.parse().ok()?;
+            let since: jiff::Timestamp = n.annotations().get(names::ANN_STATE_SINCE)?.parse().ok()?;
+            (failed && since >= started && starts() == attempt).then_some(())
+        })
+        .await;
+        if attempt == TRIES {
+            break;
+        }
+        assert!(ok(&["retry", &bad]).contains("will be retried"), "retry {attempt}");
+        wait_for(&format!("retry {attempt} to start the node again"), WAIT, || async { (starts() == attempt + 1).then_some(()) }).await;
+    }
+    let agent_writes: Vec<_> = audit::requests(&audit::audit_log(), &bad)
+        .into_iter()
+        .filter(|r| r.resource == "nodes" && r.verb == "patch" && r.code == 200 && r.user_agent.starts_with("winpool-agent/"))
+        .collect();
+    // Rolled again, not failed again by a stale report: the agent began every attempt anew.
+    let began = agent_writes.iter().filter(|r| sets_apply_status(&r.body) == Some("Applying")).count();
+    assert_eq!(began, TRIES, "the agent began {began} attempts for {TRIES} starts");
+    // The agent's client allows 5 requests a second (client-go's default), and it used them.
+    assert!(agent_writes.len() >= 3 * TRIES, "the agent wrote its Node {} times: not the tight loop this test needs", agent_writes.len());
+    t.cleanup().await;
+}
+
+/// The apply-status an agent's Node patch sets, in either of its forms (a
+/// merge patch, or a JSON patch that tests the attempt first).
+fn sets_apply_status(body: &serde_json::Value) -> Option<&str> {
+    if let Some(ops) = body.as_array() {
+        let path = format!("/metadata/annotations/{}", names::ANN_APPLY_STATUS.replace('/', "~1"));
+        return ops.iter().find(|op| op["op"] == "add" && op["path"] == path.as_str()).and_then(|op| op["value"].as_str());
+    }
+    body["metadata"]["annotations"][names::ANN_APPLY_STATUS].as_str()
+}

@@ -156,7 +156,14 @@ func (a *agent) loop(ctx context.Context) error {
 		// updates are not.
 		if req := requestKey(node); req != lastRequest || waitingForHost && tick {
 			asked := askedKey(node)
-			switch a.converge(ctx) {
+			out := a.converge(ctx)
+			// A report refused as stale re-read the Node: decide again from
+			// it, at once (it is not the agent's own write, so it is new).
+			for out == stale && ctx.Err() == nil {
+				asked = a.askedNow()
+				out = a.converge(ctx)
+			}
+			switch out {
 			case rebooting:
 				stopWatch()
 				<-ctx.Done()
@@ -185,9 +192,18 @@ func (a *agent) loop(ctx context.Context) error {
 
 func (a *agent) refreshView() { a.view.setWatched(a.watcher.latest()) }
 
-// askedKey is what the Node asks of the agent: the pool and revision labels.
+// askedKey is what the Node asks of the agent: the pool and revision labels,
+// and the operator's start they belong to (a retry asks again for the same
+// revision).
 func askedKey(n *corev1.Node) string {
-	return n.Labels[names.LabelPool] + "\x00" + n.Labels[names.LabelRevision]
+	return n.Labels[names.LabelPool] + "\x00" + n.Labels[names.LabelRevision] + "\x00" + n.Annotations[names.AnnStartedAt]
+}
+
+func (a *agent) askedNow() string {
+	if n := a.view.current(); n != nil {
+		return askedKey(n)
+	}
+	return ""
 }
 
 func requestKey(n *corev1.Node) string {

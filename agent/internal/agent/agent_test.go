@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	k8stesting "k8s.io/client-go/testing"
 
 	"winpool.dev/agent/internal/host"
@@ -314,6 +316,56 @@ func TestOperatorRetryStartsOver(t *testing.T) {
 	}
 }
 
+// An install can outlive the operator's patience: nodeTimeout fails the node,
+// a person retries it, and the operator starts it again (a new started-at,
+// the report cleared) while the first install still runs. That install's
+// failure answers the earlier attempt: it must never land on the retried
+// node (which the operator would fail again at once); the agent starts the
+// retry instead, with fresh counters.
+func TestAReportForAnEarlierAttemptNeverLandsOnARetry(t *testing.T) {
+	release := make(chan struct{})
+	var installs atomic.Int64
+	o := behindHost()
+	o.OnReboot = func(string) {}
+	o.InstallExitCode = func(host.Build) int {
+		if installs.Add(1) == 1 {
+			<-release
+			return fake.ExitInstallFailed
+		}
+		return fake.ExitRebootRequired
+	}
+	machine := fake.New(o)
+	node := requestedR1()
+	node.Annotations = map[string]string{names.AnnStartedAt: "2026-12-02T10:00:00Z"}
+	h := newHarness(t, machine, node, revisionConfigMap(revisionR1()))
+	statuses := h.watchApplyStatus()
+	h.start(h.options())
+	eventually(t, "the first install to run", func() bool { return installs.Load() == 1 })
+
+	h.operatorEdit(func(n *corev1.Node) {
+		n.Annotations[names.AnnStartedAt] = "2026-12-02T10:40:00Z"
+		for _, k := range []string{names.AnnAppliedRevision, names.AnnApplyStatus, names.AnnApplyMessage} {
+			delete(n.Annotations, k)
+		}
+	})
+	close(release)
+	h.waitStatus(names.StatusRebooting)
+	if got := statuses(); slices.Contains(got, string(names.StatusFailed)) {
+		t.Errorf("apply-status went through %v: the first attempt's failure landed on the retry", got)
+	}
+	if st, _ := machine.LoadState(); st != (host.State{Revision: "r1", Attempts: 1, Reboots: 1}) {
+		t.Errorf("state after the retry = %+v, want the counters started over", st)
+	}
+	for _, p := range h.client.Actions() {
+		if pa, ok := p.(k8stesting.PatchAction); ok && pa.GetPatchType() != types.JSONPatchType {
+			if changes, _, _ := decodeAnnotationPatch(pa); changes[names.AnnApplyStatus] != nil {
+				t.Errorf("a report was written without its attempt as a precondition: %s", pa.GetPatch())
+			}
+		}
+	}
+	h.assertOnlyAgentWrites()
+}
+
 func TestSurvivesAPIErrors(t *testing.T) {
 	h := newHarness(t, fake.New(compliantHost()), requestedR1(), revisionConfigMap(revisionR1()))
 	failFirst := func(verb, resource string, n int64) *atomic.Int64 {
@@ -425,11 +477,7 @@ func TestARequestThatMovesWhileTheAgentDecidesIsDecidedAgain(t *testing.T) {
 	// API just after the operator relabelled the node back to r1.
 	h.client.PrependReactor("patch", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
 		if moved.CompareAndSwap(false, true) {
-			n := h.node().DeepCopy()
-			n.Labels[names.LabelRevision] = "r1"
-			if err := h.client.Tracker().Update(nodesResource, n, ""); err != nil {
-				t.Errorf("relabel: %v", err)
-			}
+			h.operatorEdit(func(n *corev1.Node) { n.Labels[names.LabelRevision] = "r1" })
 		}
 		return false, nil, nil
 	})

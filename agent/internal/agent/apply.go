@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -24,6 +25,7 @@ const (
 	settled   outcome = iota // nothing more to do until the Node changes
 	waiting                  // decide wants another look after a while
 	rebooting                // the host is rebooting: the agent stops acting
+	stale                    // a report was for an earlier attempt: decide again now
 )
 
 // converge works on the Node's request, step after step, until nothing is
@@ -39,6 +41,8 @@ func (a *agent) converge(ctx context.Context) outcome {
 		if !ok {
 			return settled
 		}
+		// Every report of this decision answers the attempt it was made for.
+		attempt := node.Annotations[names.AnnStartedAt]
 		step := decide.Next(in)
 		if step.Action == decide.Idle {
 			return settled
@@ -46,21 +50,18 @@ func (a *agent) converge(ctx context.Context) outcome {
 		a.logStep(in.Revision, step)
 		switch step.Action {
 		case decide.Report:
-			a.report(ctx, step.Report)
-			return settled
+			return a.reported(a.report(ctx, attempt, step.Report), settled)
 		case decide.Wait:
-			a.report(ctx, step.Report)
-			return waiting
+			return a.reported(a.report(ctx, attempt, step.Report), waiting)
 		case decide.Reboot:
-			return a.reboot(ctx, in, step)
+			return a.reboot(ctx, attempt, in, step)
 		case decide.InstallUpdate:
-			if !a.begin(ctx, in, step) {
-				return settled
+			if err := a.begin(ctx, attempt, in, step); err != nil {
+				return a.reported(err, settled)
 			}
 			res, err := a.o.Host.InstallUpdate(ctx, step.Update)
 			if err != nil {
-				a.hostFailed(ctx, in.Revision, fmt.Sprintf("cannot run servicing to install the update to %s", step.Target), err)
-				return settled
+				return a.reported(a.hostFailed(ctx, attempt, in.Revision, fmt.Sprintf("cannot run servicing to install the update to %s", step.Target), err), settled)
 			}
 			in.Reported, in.State = step.Report, step.State
 			after := decide.AfterInstall(in, step, res)
@@ -69,27 +70,36 @@ func (a *agent) converge(ctx context.Context) outcome {
 			switch after.Action {
 			case decide.Reboot:
 				a.logStep(in.Revision, after)
-				return a.reboot(ctx, in, after)
+				return a.reboot(ctx, attempt, in, after)
 			case decide.Report:
 				a.logStep(in.Revision, after)
-				a.report(ctx, after.Report)
-				return settled
+				return a.reported(a.report(ctx, attempt, after.Report), settled)
 			}
 		case decide.UpgradeContainerd:
-			if !a.begin(ctx, in, step) {
-				return settled
+			if err := a.begin(ctx, attempt, in, step); err != nil {
+				return a.reported(err, settled)
 			}
 			if err := a.o.Host.UpgradeContainerd(ctx, step.Runtime); err != nil {
-				a.hostFailed(ctx, in.Revision, "installing containerd "+step.Version, err)
-				return settled
+				return a.reported(a.hostFailed(ctx, attempt, in.Revision, "installing containerd "+step.Version, err), settled)
 			}
 		}
 		if ctx.Err() != nil {
 			return settled
 		}
 	}
-	a.fail(ctx, a.requested(), fmt.Sprintf("the agent took %d steps without finishing; this is a bug in the agent, please report it with its log", maxStepsPerPass))
-	return settled
+	msg := fmt.Sprintf("the agent took %d steps without finishing; this is a bug in the agent, please report it with its log", maxStepsPerPass)
+	return a.reported(a.fail(ctx, a.attempt(), a.requested(), msg), settled)
+}
+
+// reported is how a pass ends after a report: as planned, unless the report
+// was refused as stale (the operator started the node again while the agent
+// worked on the earlier attempt); then the agent decides again at once from
+// the Node as it is now.
+func (a *agent) reported(err error, planned outcome) outcome {
+	if errors.Is(err, errStaleReport) {
+		return stale
+	}
+	return planned
 }
 
 // input gathers what decide needs. false: there is nothing to decide (no
@@ -112,7 +122,7 @@ func (a *agent) input(ctx context.Context, node *corev1.Node) (decide.Input, boo
 		return in, false
 	}
 	if err := a.observe(ctx); err != nil {
-		a.hostFailed(ctx, in.Revision, "cannot observe the host", err)
+		a.hostFailed(ctx, node.Annotations[names.AnnStartedAt], in.Revision, "cannot observe the host", err)
 		return in, false
 	}
 	in.Observed = a.obs
@@ -121,7 +131,7 @@ func (a *agent) input(ctx context.Context, node *corev1.Node) (decide.Input, boo
 	}
 	st, err := a.o.Host.LoadState()
 	if err != nil {
-		a.hostFailed(ctx, in.Revision, "cannot read the agent's state on the host", err)
+		a.hostFailed(ctx, node.Annotations[names.AnnStartedAt], in.Revision, "cannot read the agent's state on the host", err)
 		return in, false
 	}
 	in.State = st
@@ -135,58 +145,68 @@ func (a *agent) input(ctx context.Context, node *corev1.Node) (decide.Input, boo
 }
 
 // begin reports a step and saves its state before the host works on it.
-// false: the step must not run.
-func (a *agent) begin(ctx context.Context, in decide.Input, step decide.Step) bool {
-	if err := a.report(ctx, step.Report); err != nil {
-		return false
+// An error: the step must not run.
+func (a *agent) begin(ctx context.Context, attempt string, in decide.Input, step decide.Step) error {
+	if err := a.report(ctx, attempt, step.Report); err != nil {
+		return err
 	}
-	return a.saveState(ctx, in, step.State)
+	return a.saveState(ctx, attempt, in, step.State)
 }
 
 // saveState keeps the counters on the host before a long operation, so that
 // the caps hold across a crash or a reboot in the middle of it.
-func (a *agent) saveState(ctx context.Context, in decide.Input, st host.State) bool {
+func (a *agent) saveState(ctx context.Context, attempt string, in decide.Input, st host.State) error {
 	if st == in.State {
-		return true
+		return nil
 	}
 	if err := a.o.Host.SaveState(st); err != nil {
-		a.hostFailed(ctx, in.Revision, "cannot save the agent's state on the host (without it the attempt caps do not hold)", err)
-		return false
+		if ferr := a.hostFailed(ctx, attempt, in.Revision, "cannot save the agent's state on the host (without it the attempt caps do not hold)", err); ferr != nil {
+			return ferr
+		}
+		return err
 	}
-	return true
+	return nil
 }
 
 // reboot writes Rebooting, waits until that is on the API, and reboots.
-func (a *agent) reboot(ctx context.Context, in decide.Input, step decide.Step) outcome {
-	if !a.saveState(ctx, in, step.State) {
-		return settled
+func (a *agent) reboot(ctx context.Context, attempt string, in decide.Input, step decide.Step) outcome {
+	if err := a.saveState(ctx, attempt, in, step.State); err != nil {
+		return a.reported(err, settled)
 	}
 	// Retried until it lands: once the machine goes down nothing reports,
 	// and the operator must know the node is rebooting on purpose.
-	if err := a.report(ctx, step.Report); err != nil {
-		return settled
+	if err := a.report(ctx, attempt, step.Report); err != nil {
+		return a.reported(err, settled)
 	}
 	if err := a.o.Host.Reboot(ctx, step.Report.Message); err != nil {
-		a.hostFailed(ctx, in.Revision, "cannot reboot the host", err)
-		return settled
+		return a.reported(a.hostFailed(ctx, attempt, in.Revision, "cannot reboot the host", err), settled)
 	}
 	a.log.Info("reboot started; waiting to be stopped", "revision", in.Revision)
 	return rebooting
 }
 
 // hostFailed reports a host call that failed, unless the agent is being
-// stopped (the call most likely failed because of that).
-func (a *agent) hostFailed(ctx context.Context, rev, what string, err error) {
-	a.fail(ctx, rev, what+": "+err.Error())
+// stopped (the call most likely failed because of that). The error is the
+// report's.
+func (a *agent) hostFailed(ctx context.Context, attempt, rev, what string, err error) error {
+	return a.fail(ctx, attempt, rev, what+": "+err.Error())
 }
 
-func (a *agent) fail(ctx context.Context, rev, msg string) {
+func (a *agent) fail(ctx context.Context, attempt, rev, msg string) error {
 	if ctx.Err() != nil {
-		return
+		return ctx.Err()
 	}
 	r := decide.NodeReport{AppliedRevision: rev, Status: names.StatusFailed, Message: msg}
 	a.logStep(rev, decide.Step{Action: decide.Report, Report: r})
-	a.report(ctx, r)
+	return a.report(ctx, attempt, r)
+}
+
+// attempt is the operator's start the Node names now.
+func (a *agent) attempt() string {
+	if n := a.view.current(); n != nil {
+		return n.Annotations[names.AnnStartedAt]
+	}
+	return ""
 }
 
 // requested is the revision the Node asks for now.

@@ -3,15 +3,20 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -108,6 +113,12 @@ type harness struct {
 	passes atomic.Int64
 	// rv is the last resourceVersion given to a Node write.
 	rv atomic.Uint64
+	// nodeWrites makes each Node write one step, as etcd does: the agent's
+	// patch (applied, then stamped with its resourceVersion) and the test's
+	// own edits as the operator. Without it an edit landing between a patch
+	// and its stamp was overwritten by the patched copy, losing it (the retry
+	// race of issue 28).
+	nodeWrites sync.Mutex
 }
 
 func newHarness(t *testing.T, h host.Host, objects ...runtime.Object) *harness {
@@ -125,7 +136,14 @@ func newHarness(t *testing.T, h host.Host, objects ...runtime.Object) *harness {
 func (h *harness) stampResourceVersions() {
 	react := k8stesting.ObjectReaction(h.client.Tracker())
 	h.client.PrependReactor("patch", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		h.nodeWrites.Lock()
+		defer h.nodeWrites.Unlock()
 		handled, obj, err := react(a)
+		// The API server answers a JSON patch it cannot apply (a failed
+		// test) with 422 Invalid; the fake tracker with a bare error.
+		if p, ok := a.(k8stesting.PatchAction); ok && err != nil && p.GetPatchType() == types.JSONPatchType && !apierrors.IsNotFound(err) {
+			return true, nil, apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "patch", nodesResource.GroupResource(), p.GetName(), err.Error(), 0, false)
+		}
 		n, ok := obj.(*corev1.Node)
 		if err != nil || !ok {
 			return handled, obj, err
@@ -234,14 +252,61 @@ func (h *harness) waitStatus(status names.ApplyStatus) *corev1.Node {
 }
 
 // operatorEdit changes the Node as the operator would, outside the agent's
-// client actions.
+// client actions: a read, then an update with that read's resourceVersion as
+// its precondition, read and edited again after a conflict (client-go's
+// RetryOnConflict), so an edit can neither undo nor be undone by a write that
+// landed in between.
 func (h *harness) operatorEdit(edit func(n *corev1.Node)) {
 	h.t.Helper()
-	n := h.node().DeepCopy()
-	edit(n)
+	for {
+		n := h.node().DeepCopy()
+		edit(n)
+		if h.updateIfUnchanged(n) {
+			return
+		}
+	}
+}
+
+// updateIfUnchanged writes n if the stored Node still has n's
+// resourceVersion; false on a conflict.
+func (h *harness) updateIfUnchanged(n *corev1.Node) bool {
+	h.t.Helper()
+	h.nodeWrites.Lock()
+	defer h.nodeWrites.Unlock()
+	if h.node().ResourceVersion != n.ResourceVersion {
+		return false
+	}
 	n.ResourceVersion = strconv.FormatUint(h.rv.Add(1), 10)
 	if err := h.client.Tracker().Update(nodesResource, n, "", metav1.UpdateOptions{FieldManager: "winpool-operator"}); err != nil {
 		h.t.Fatalf("operator edit: %v", err)
+	}
+	return true
+}
+
+// watchApplyStatus records every apply-status the stored Node takes from
+// now on (as a watch sees them); the returned func lists them so far.
+func (h *harness) watchApplyStatus() func() []string {
+	h.t.Helper()
+	w, err := h.client.Tracker().Watch(nodesResource, "")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(w.Stop)
+	var mu sync.Mutex
+	var seen []string
+	go func() {
+		for ev := range w.ResultChan() {
+			if n, ok := ev.Object.(*corev1.Node); ok {
+				mu.Lock()
+				seen = append(seen, n.Annotations[names.AnnApplyStatus])
+				mu.Unlock()
+			}
+		}
+	}()
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(seen)
 	}
 }
 
@@ -255,17 +320,62 @@ func (h *harness) annotationPatches() []map[string]*string {
 		if !ok || a.GetResource().Resource != "nodes" {
 			continue
 		}
-		var body struct {
-			Metadata struct {
-				Annotations map[string]*string `json:"annotations"`
-			} `json:"metadata"`
-		}
-		if err := json.Unmarshal(p.GetPatch(), &body); err != nil {
+		changes, _, err := decodeAnnotationPatch(p)
+		if err != nil {
 			h.t.Fatalf("patch body %s: %v", p.GetPatch(), err)
 		}
-		out = append(out, body.Metadata.Annotations)
+		out = append(out, changes)
 	}
 	return out
+}
+
+// decodeAnnotationPatch reads one of the agent's two patch forms back into
+// the annotations it sets (nil: deleted) and, for a JSON patch, the attempt
+// its test op requires. An error: the patch is not metadata.annotations alone
+// (or not a test of started-at first).
+func decodeAnnotationPatch(p k8stesting.PatchAction) (map[string]*string, string, error) {
+	switch p.GetPatchType() {
+	case types.MergePatchType:
+		var body map[string]map[string]map[string]*string
+		if err := json.Unmarshal(p.GetPatch(), &body); err != nil {
+			return nil, "", err
+		}
+		if len(body) != 1 || len(body["metadata"]) != 1 || body["metadata"]["annotations"] == nil {
+			return nil, "", fmt.Errorf("it touches more than metadata.annotations")
+		}
+		return body["metadata"]["annotations"], "", nil
+	case types.JSONPatchType:
+		var ops []struct {
+			Op    string  `json:"op"`
+			Path  string  `json:"path"`
+			Value *string `json:"value"`
+		}
+		if err := json.Unmarshal(p.GetPatch(), &ops); err != nil {
+			return nil, "", err
+		}
+		const prefix = "/metadata/annotations/"
+		if len(ops) < 2 || ops[0].Op != "test" || ops[0].Path != prefix+"winpool.dev~1started-at" || ops[0].Value == nil {
+			return nil, "", fmt.Errorf("it does not test started-at first")
+		}
+		changes := map[string]*string{}
+		for _, op := range ops[1:] {
+			key, ok := strings.CutPrefix(op.Path, prefix)
+			if !ok {
+				return nil, "", fmt.Errorf("op %s %s is outside metadata.annotations", op.Op, op.Path)
+			}
+			key = strings.NewReplacer("~1", "/", "~0", "~").Replace(key)
+			switch op.Op {
+			case "add":
+				changes[key] = op.Value
+			case "remove":
+				changes[key] = nil
+			default:
+				return nil, "", fmt.Errorf("op %s %s", op.Op, op.Path)
+			}
+		}
+		return changes, *ops[0].Value, nil
+	}
+	return nil, "", fmt.Errorf("patch type %s, want a JSON merge patch or a JSON patch", p.GetPatchType())
 }
 
 // reportsWritten lists the reports the agent wrote, in order, as
@@ -312,21 +422,15 @@ func (h *harness) assertOnlyAgentWrites() {
 		if p.GetResource().Resource != "nodes" || p.GetName() != testNode || p.GetSubresource() != "" {
 			h.t.Errorf("the agent patched %s/%s (subresource %q)", p.GetResource().Resource, p.GetName(), p.GetSubresource())
 		}
-		if p.GetPatchType() != types.MergePatchType {
-			h.t.Errorf("patch type %s, want a JSON merge patch", p.GetPatchType())
-		}
 		if p.PatchOptions.FieldManager != names.FieldManager {
 			h.t.Errorf("field manager %q, want %q", p.PatchOptions.FieldManager, names.FieldManager)
 		}
-		var body map[string]map[string]map[string]*string
-		if err := json.Unmarshal(p.GetPatch(), &body); err != nil {
+		changes, _, err := decodeAnnotationPatch(p)
+		if err != nil {
 			h.t.Errorf("patch %s is not metadata.annotations alone: %v", p.GetPatch(), err)
 			continue
 		}
-		if len(body) != 1 || len(body["metadata"]) != 1 || body["metadata"]["annotations"] == nil {
-			h.t.Errorf("patch %s touches more than metadata.annotations", p.GetPatch())
-		}
-		for k := range body["metadata"]["annotations"] {
+		for k := range changes {
 			if !agentAnnotations[k] {
 				h.t.Errorf("patch %s writes annotation %q", p.GetPatch(), k)
 			}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -32,6 +33,11 @@ var agentAnnotations = map[string]bool{
 
 var errNodeGone = errors.New("the Node does not exist")
 
+// errStaleReport: the report answered an attempt the Node no longer names
+// (the operator started the node again, e.g. a retry of a failure, while the
+// agent decided or worked); it was not written.
+var errStaleReport = errors.New("the report is for an earlier attempt")
+
 // maxMessage bounds apply-message: a servicing error can carry a whole log.
 const maxMessage = 1024
 
@@ -51,14 +57,18 @@ func (a *agent) observations() map[string]*string {
 	return want
 }
 
-// report writes the agent's report, with the observations, on the Node.
-func (a *agent) report(ctx context.Context, r decide.NodeReport) error {
+// report writes the agent's report, with the observations, on the Node. It
+// is the answer to attempt (the operator's started-at the decision saw): when
+// there is one, the write carries it as a precondition, so a report that took
+// longer than a retry (an install that outlived nodeTimeout, then a retry)
+// cannot land on the retried node and fail it again; errStaleReport then.
+func (a *agent) report(ctx context.Context, attempt string, r decide.NodeReport) error {
 	want := a.observations()
 	want[names.AnnAppliedRevision] = ptr(r.AppliedRevision)
 	want[names.AnnApplyStatus] = ptr(string(r.Status))
 	want[names.AnnApplyMessage] = ptr(oneLine(r.Message))
 	before := a.view.current()
-	if err := a.write(ctx, want); err != nil {
+	if err := a.write(ctx, want, attempt); err != nil {
 		return err
 	}
 	a.statusEvent(ctx, before, r)
@@ -66,15 +76,17 @@ func (a *agent) report(ctx context.Context, r decide.NodeReport) error {
 }
 
 // syncObservations writes the observations that differ from the Node's.
+// Observations answer no attempt: they are never a precondition's concern.
 func (a *agent) syncObservations(ctx context.Context) error {
-	return a.write(ctx, a.observations())
+	return a.write(ctx, a.observations(), "")
 }
 
 // write makes the Node's annotations say want, writing only the keys whose
 // value on the Node (as the agent sees it now, so keys someone deleted are
-// written again) differs. It retries until the write lands, the Node is gone
-// (errNodeGone) or ctx ends.
-func (a *agent) write(ctx context.Context, want map[string]*string) error {
+// written again) differs. With an attempt, the write applies only while the
+// Node's started-at is still that attempt (errStaleReport otherwise). It
+// retries until the write lands, the Node is gone (errNodeGone) or ctx ends.
+func (a *agent) write(ctx context.Context, want map[string]*string, attempt string) error {
 	node := a.view.current()
 	if node == nil {
 		return errNodeGone
@@ -92,24 +104,80 @@ func (a *agent) write(ctx context.Context, want map[string]*string) error {
 	if len(changes) == 0 {
 		return nil
 	}
-	// A JSON merge patch of metadata.annotations alone: null deletes a key,
-	// and nothing else of the Node is in the request.
-	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": changes}})
+	patchType, body, err := annotationPatch(changes, attempt)
 	if err != nil {
 		return err
 	}
 	return a.retry(ctx, "patch node", func(ctx context.Context) error {
-		n, err := a.o.Client.CoreV1().Nodes().Patch(ctx, a.o.NodeName, types.MergePatchType, body,
+		n, err := a.o.Client.CoreV1().Nodes().Patch(ctx, a.o.NodeName, patchType, body,
 			metav1.PatchOptions{FieldManager: names.FieldManager})
-		if apierrors.IsNotFound(err) {
+		switch {
+		case apierrors.IsNotFound(err):
 			return permanent(errNodeGone)
-		}
-		if err != nil {
+		case attempt != "" && apierrors.IsInvalid(err):
+			// The test failed, or admission refused the write (also 422).
+			return a.reread(ctx, attempt, err)
+		case err != nil:
 			return err
 		}
 		a.view.setWritten(n, changes)
 		return nil
 	})
+}
+
+// annotationPatch is the request that makes changes. Without an attempt, a
+// JSON merge patch of metadata.annotations alone (null deletes a key). With
+// one, a JSON patch that first tests the Node's started-at is that attempt:
+// the API server applies it atomically or answers 422. Both hold nothing
+// else of the Node.
+func annotationPatch(changes map[string]*string, attempt string) (types.PatchType, []byte, error) {
+	if attempt == "" {
+		body, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": changes}})
+		return types.MergePatchType, body, err
+	}
+	ops := []map[string]any{{"op": "test", "path": annotationPointer(names.AnnStartedAt), "value": attempt}}
+	keys := make([]string, 0, len(changes))
+	for k := range changes {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if v := changes[k]; v == nil {
+			// remove alone fails on a key someone deleted meanwhile; after an
+			// add it cannot.
+			ops = append(ops, map[string]any{"op": "add", "path": annotationPointer(k), "value": ""},
+				map[string]any{"op": "remove", "path": annotationPointer(k)})
+		} else {
+			// add replaces a member that exists (RFC 6902 4.1).
+			ops = append(ops, map[string]any{"op": "add", "path": annotationPointer(k), "value": *v})
+		}
+	}
+	body, err := json.Marshal(ops)
+	return types.JSONPatchType, body, err
+}
+
+// annotationPointer is the JSON pointer (RFC 6901) of an annotation.
+func annotationPointer(key string) string {
+	return "/metadata/annotations/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(key)
+}
+
+// reread tells why a report for attempt was refused (refused: the API's
+// answer). It reads the Node: when it names another attempt the report is
+// stale (permanent errStaleReport, and the agent's picture of its Node is
+// the one read); otherwise the refusal is the answer, retried like any other
+// failed write.
+func (a *agent) reread(ctx context.Context, attempt string, refused error) error {
+	n, err := a.o.Client.CoreV1().Nodes().Get(ctx, a.o.NodeName, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return permanent(errNodeGone)
+	case err != nil:
+		return refused
+	case n.Annotations[names.AnnStartedAt] == attempt:
+		return refused
+	}
+	a.view.setWritten(n, nil)
+	return permanent(errStaleReport)
 }
 
 func ptr(s string) *string { return &s }

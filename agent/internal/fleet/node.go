@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -87,6 +88,9 @@ func newSimNode(f *Fleet, name string, m machine) *simNode {
 	case HNSFixed:
 		fixed := f.s.HNSFixed
 		opts.HNS = func() host.HNSCounts { return fixed }
+	}
+	if f.s.Faults.On(FaultHNSChurn, name) && opts.HNS != nil {
+		opts.HNS = churning(opts.HNS)
 	}
 	n.host = fake.New(opts)
 	n.agentHost = n.host
@@ -177,12 +181,35 @@ func (n *simNode) runAgent(ctx context.Context, pod *agentPod) {
 		Namespace:   n.f.s.AgentNamespace,
 		Client:      client,
 		Host:        n.agentHost,
-		HNSInterval: time.Second,
+		HNSInterval: n.hnsInterval(),
 		MaxAttempts: 3,
 		Version:     "sim",
 		Log:         n.f.log, // the agent adds the node itself
 	})
 	n.log.Info("agent stopped", "pod", pod.name, "uid", pod.uid, "err", err)
+}
+
+// hnsChurnInterval is how often an agent under FaultHNSChurn reads HNS: each
+// read moves the counts, so each is a write of its report.
+const hnsChurnInterval = 50 * time.Millisecond
+
+func (n *simNode) hnsInterval() time.Duration {
+	if n.f.s.Faults.On(FaultHNSChurn, n.name) {
+		return hnsChurnInterval
+	}
+	return time.Second
+}
+
+// churning makes every read of the counts differ from the one before: one
+// remote endpoint more on every other read (never fewer than what is
+// programmed, so the node's HNS readiness does not flap with it).
+func churning(counts func() host.HNSCounts) func() host.HNSCounts {
+	var reads atomic.Uint64
+	return func() host.HNSCounts {
+		c := counts()
+		c.RemoteEndpoints += int(reads.Add(1) % 2)
+		return c
+	}
 }
 
 // reboot is the machine rebooting (fake.Host calls it on its own goroutine

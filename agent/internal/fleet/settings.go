@@ -53,6 +53,8 @@ type Settings struct {
 	HNSFixed         host.HNSCounts
 	HNSSync          time.Duration
 	JSONLogs         bool
+	// Faults are the ways the hosts are less kind than the default fake.
+	Faults Faults
 }
 
 // Releases are the Windows Server versions a pool can run, by build number.
@@ -86,6 +88,7 @@ func ParseSettings(args []string, out io.Writer) (Settings, error) {
 	hns := fs.String("hns", "auto", "HNS counts: auto (kube-proxy's model) | off (agents report none) | LB,ENDPOINTS")
 	hnsSync := fs.Float64("hns-sync-seconds", 2, "how long HNS takes to catch up after a boot (ltsc2019: three times that)")
 	logFormat := fs.String("log-format", "text", "text | json (one object per line)")
+	faults := fs.String("host-faults", "", "faults the hosts play, F,F@node+node,... ("+joinFaults(knownFaults)+"); without @ on every node")
 	if err := fs.Parse(args); err != nil {
 		return s, err
 	}
@@ -155,6 +158,9 @@ func ParseSettings(args []string, out io.Writer) (Settings, error) {
 		if s.HNSFixed, err = parseCounts(*hns); err != nil {
 			bad("--hns must be auto, off or LB,ENDPOINTS: %v", err)
 		}
+	}
+	if s.Faults, err = parseFaults(*faults); err != nil {
+		bad("--host-faults: %v", err)
 	}
 	switch *logFormat {
 	case "text":

@@ -17,6 +17,12 @@ const (
 	AnnHNSLoadBalancer = "winpool.dev/hns-load-balancers"
 	AnnHNSEndpoints    = "winpool.dev/hns-endpoints"
 
+	// AnnStartedAt is written by the operator when it starts a node's update
+	// (again on every retry) and only read by the agent: a report is the
+	// answer to the attempt it names, so a report decided for an earlier
+	// attempt can never land on a later one (src/api.rs ANN_STARTED_AT).
+	AnnStartedAt = "winpool.dev/started-at"
+
 	// ConfigMapKey is the key of a revision ConfigMap
 	// (winpool-<pool>-<revision> in the agents' namespace) holding the JSON
 	// revision configuration.

@@ -1,0 +1,104 @@
+package fleet
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Fault is one way a simulated host is less kind than the default fake
+// (--host-faults): each models a behaviour of real Windows nodes, so the
+// agent and the operator can be seen failing on it before it is fixed, and
+// the suite keeps them fixed.
+type Fault string
+
+const (
+	// FaultHNSChurn: the node's HNS counts move on every read (a cluster
+	// whose Services' endpoints change all the time) and the agent reads them
+	// every hnsChurnInterval, so it writes its report in a tight loop, racing
+	// every other writer of the Node (the operator, kubectl winpool retry).
+	FaultHNSChurn Fault = "hns-churn"
+)
+
+// knownFaults are the faults --host-faults accepts.
+var knownFaults = []Fault{FaultHNSChurn}
+
+// Faults are the faults a fleet plays and on which nodes.
+type Faults struct {
+	// on maps a fault to the nodes it is limited to; an empty set: every node.
+	on map[Fault]map[string]bool
+}
+
+// On: the fault is played on node.
+func (f Faults) On(fault Fault, node string) bool {
+	nodes, ok := f.on[fault]
+	return ok && (len(nodes) == 0 || nodes[node])
+}
+
+// String is the flag's form, faults in a stable order.
+func (f Faults) String() string {
+	var parts []string
+	for _, k := range knownFaults {
+		nodes, ok := f.on[k]
+		if !ok {
+			continue
+		}
+		part := string(k)
+		if len(nodes) > 0 {
+			names := make([]string, 0, len(nodes))
+			for n := range nodes {
+				names = append(names, n)
+			}
+			slices.Sort(names)
+			part += "@" + strings.Join(names, "+")
+		}
+		parts = append(parts, part)
+	}
+	return strings.Join(parts, ",")
+}
+
+// parseFaults reads --host-faults: F,F,... where each F is a fault's name,
+// optionally limited to some nodes as F@node+node. A fault named twice
+// plays on the union of its nodes (every node if one use names none).
+func parseFaults(s string) (Faults, error) {
+	f := Faults{on: map[Fault]map[string]bool{}}
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item == "" {
+			continue
+		}
+		name, nodes, limited := strings.Cut(item, "@")
+		fault := Fault(name)
+		if !slices.Contains(knownFaults, fault) {
+			return Faults{}, fmt.Errorf("unknown fault %q (known: %s)", name, joinFaults(knownFaults))
+		}
+		set, seen := f.on[fault]
+		if !limited {
+			f.on[fault] = map[string]bool{}
+			continue
+		}
+		if seen && len(set) == 0 {
+			continue
+		}
+		if set == nil {
+			set = map[string]bool{}
+		}
+		for _, n := range strings.Split(nodes, "+") {
+			if errs := validation.IsDNS1123Subdomain(n); len(errs) > 0 {
+				return Faults{}, fmt.Errorf("%s@%s: %q is not a node name: %s", name, nodes, n, strings.Join(errs, "; "))
+			}
+			set[n] = true
+		}
+		f.on[fault] = set
+	}
+	return f, nil
+}
+
+func joinFaults(fs []Fault) string {
+	s := make([]string, len(fs))
+	for i, f := range fs {
+		s[i] = string(f)
+	}
+	return strings.Join(s, ", ")
+}
