@@ -240,6 +240,17 @@ impl TestSpace {
         self.children.retain(|(w, _)| w != what);
     }
 
+    /// Stop the child started as `what` as its supervisor would, with SIGTERM,
+    /// and wait for it (it may write what it holds on the way out).
+    pub fn terminate(&mut self, what: &str) -> Option<std::process::ExitStatus> {
+        let (_, c) = self.children.iter_mut().find(|(w, _)| w == what)?;
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(c.id() as libc::pid_t, libc::SIGTERM) };
+        let status = c.wait().ok();
+        self.children.retain(|(w, _)| w != what);
+        status
+    }
+
     pub async fn nodes(&self) -> Vec<Node> {
         let api: Api<Node> = Api::all(self.client.clone());
         api.list(&ListParams::default().labels(&format!("{TEST_LABEL}={}", self.id))).await.expect("list nodes").items

@@ -74,6 +74,9 @@ type agent struct {
 	obs      host.Observed
 	obsKnown bool
 	obsErr   string
+	// obsFailingSince: when reads of the host began failing (zero while
+	// they work).
+	obsFailingSince time.Time
 	// cniMissingSince: when the agent first saw no HNS network (zero while
 	// there is one).
 	cniMissingSince time.Time
@@ -220,9 +223,12 @@ func (a *agent) observe(ctx context.Context) error {
 			a.obsErr = msg
 			a.log.Warn("cannot observe the host", "err", err)
 		}
+		if a.obsFailingSince.IsZero() {
+			a.obsFailingSince = time.Now()
+		}
 		return err
 	}
-	a.obsErr = ""
+	a.obsErr, a.obsFailingSince = "", time.Time{}
 	a.obs, a.obsKnown = obs, true
 	switch {
 	case obs.CNIMode != "":

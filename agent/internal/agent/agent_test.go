@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	k8stesting "k8s.io/client-go/testing"
 
+	"winpool.dev/agent/internal/decide"
 	"winpool.dev/agent/internal/host"
 	"winpool.dev/agent/internal/host/fake"
 	"winpool.dev/agent/internal/names"
@@ -40,7 +41,7 @@ func TestFullApplyAcrossReboot(t *testing.T) {
 	if got := n.Annotations[names.AnnApplyStatus]; got != string(names.StatusRebooting) {
 		t.Errorf("at the reboot the Node says %q, want Rebooting", got)
 	}
-	if want := "rebooting to finish the update to 10.0.20348.2762 (reboot 1)"; !strings.Contains(reason, want) || !strings.Contains(n.Annotations[names.AnnApplyMessage], want) {
+	if want := "rebooting to finish the update to 10.0.20348.2762 (reboot 1 of at most 6): " + decide.ReasonInstallAsked; reason != decide.ReasonInstallAsked || !strings.Contains(n.Annotations[names.AnnApplyMessage], want) {
 		t.Errorf("reboot reason %q, message %q: want %q", reason, n.Annotations[names.AnnApplyMessage], want)
 	}
 	if st, _ := machine.LoadState(); st != (host.State{Revision: "r1", Attempts: 1, Reboots: 1}) {
@@ -77,7 +78,7 @@ func TestFullApplyAcrossReboot(t *testing.T) {
 	}
 	wantReports := []string{
 		"Applying: installing the update to 10.0.20348.2762",
-		"Rebooting: rebooting to finish the update to 10.0.20348.2762 (reboot 1)",
+		"Rebooting: rebooting to finish the update to 10.0.20348.2762 (reboot 1 of at most 6)",
 		"Applying: upgrading containerd 1.7.20 → 1.7.22",
 		"Succeeded: revision r1 applied",
 	}
@@ -364,6 +365,35 @@ func TestAReportForAnEarlierAttemptNeverLandsOnARetry(t *testing.T) {
 		}
 	}
 	h.assertOnlyAgentWrites()
+}
+
+// A read of the host that fails for a moment (containerd --version under
+// TiWorker's load) is waited out: the agent says what it could not read and
+// looks again at its next tick, and the node rolls; it is not Failed.
+func TestFailedHostReadsAreWaitedOut(t *testing.T) {
+	o := behindHost()
+	o.OnReboot = func(string) {}
+	var failing atomic.Int64
+	o.ObserveError = func(n int) error {
+		if n%3 == 2 {
+			failing.Add(1)
+			return errors.New("containerd --version: context deadline exceeded")
+		}
+		return nil
+	}
+	h := newHarness(t, fake.New(o), requestedR1(), revisionConfigMap(revisionR1()))
+	opts := h.options()
+	opts.HNSInterval = 10 * time.Millisecond
+	h.start(opts)
+	h.waitStatus(names.StatusRebooting)
+	if failing.Load() == 0 {
+		t.Fatal("no read failed: the test did not exercise a failing read")
+	}
+	for _, r := range h.reportsWritten() {
+		if strings.HasPrefix(r, "Failed") {
+			t.Errorf("a failed read failed the node: %s", r)
+		}
+	}
 }
 
 func TestSurvivesAPIErrors(t *testing.T) {

@@ -122,10 +122,10 @@ func (a *agent) input(ctx context.Context, node *corev1.Node) (decide.Input, boo
 		return in, false
 	}
 	if err := a.observe(ctx); err != nil {
-		a.hostFailed(ctx, node.Annotations[names.AnnStartedAt], in.Revision, "cannot observe the host", err)
-		return in, false
+		in.ObserveError, in.ObserveFailingFor = err.Error(), time.Since(a.obsFailingSince)
+	} else {
+		in.Observed = a.obs
 	}
-	in.Observed = a.obs
 	if !a.cniMissingSince.IsZero() {
 		in.NetworkMissingFor = time.Since(a.cniMissingSince)
 	}
@@ -178,7 +178,7 @@ func (a *agent) reboot(ctx context.Context, attempt string, in decide.Input, ste
 	if err := a.report(ctx, attempt, step.Report); err != nil {
 		return a.reported(err, settled)
 	}
-	if err := a.o.Host.Reboot(ctx, step.Report.Message); err != nil {
+	if err := a.o.Host.Reboot(ctx, step.RebootReason); err != nil {
 		return a.reported(a.hostFailed(ctx, attempt, in.Revision, "cannot reboot the host", err), settled)
 	}
 	a.log.Info("reboot started; waiting to be stopped", "revision", in.Revision)

@@ -96,6 +96,11 @@ const (
 	// right after a reboot the CNI (flanneld, or the l2bridge setup) creates
 	// it only once its own pod runs, which may be after the agent's.
 	DefaultNetworkGrace = 5 * time.Minute
+	// DefaultReadGrace is how long a host that cannot be read is waited for:
+	// under TiWorker's load `containerd --version` can time out, a swap can
+	// leave a binary half copied for a moment, the registry or the SCM can
+	// refuse a call; none of those is the node failing.
+	DefaultReadGrace = 5 * time.Minute
 	// DefaultRuntimeTaskTimeout bounds a containerd upgrade task: stopping
 	// and starting kubelet and containerd takes seconds to a minute; a task
 	// still not done after this never started or hangs.
@@ -125,6 +130,14 @@ type Input struct {
 	// never clears cannot reboot the node forever; below 1 means 2*MaxAttempts
 	// (a cumulative update may need a second reboot for its servicing stack).
 	MaxReboots int
+	// ObserveError is why the last read of the host failed ("" when it
+	// worked; Observed is then the zero value); ObserveFailingFor is since
+	// how long reads have been failing.
+	ObserveError      string
+	ObserveFailingFor time.Duration
+	// ReadGrace: how long failing reads are retried before the node fails;
+	// below or equal to 0 means DefaultReadGrace.
+	ReadGrace time.Duration
 	// NetworkMissingFor is how long the agent has observed no HNS network.
 	NetworkMissingFor time.Duration
 	// CSIProxyWrongFor is how long the agent has observed CSI Proxy not at
@@ -157,6 +170,8 @@ type Step struct {
 	Version string
 	// Runtime is what UpgradeContainerd installs.
 	Runtime host.RuntimeRequest
+	// RebootReason is why Reboot reboots (RebootReasons, ReasonInstallAsked).
+	RebootReason string
 }
 
 // Next decides the next step.
@@ -213,6 +228,9 @@ func (d decision) next() Step {
 	case ConfigUnreadable:
 		return d.fail(fmt.Sprintf("revision %s: ConfigMap %s is unreadable: %s", in.Revision, cm, in.Config.Problem))
 	}
+	if in.ObserveError != "" {
+		return d.unreadable()
+	}
 	cfg := in.Config.Config
 	target, err := host.ParseBuild(cfg.PatchLevel)
 	if err != nil {
@@ -249,8 +267,8 @@ func (d decision) patch(target host.Build) (Step, bool) {
 	if obs.Build.AtLeast(target) {
 		return Step{}, true
 	}
-	if obs.RebootPending {
-		return d.reboot(target), false
+	if why := RebootReasons(obs.Reboot); len(why) > 0 {
+		return d.reboot(target, strings.Join(why, ", ")), false
 	}
 	upd := d.in.Config.Config
 	req := host.UpdateRequest{Revision: d.in.Revision, Target: target, Source: upd.UpdateSource()}
@@ -266,17 +284,16 @@ func (d decision) patch(target host.Build) (Step, bool) {
 	return Step{Action: InstallUpdate, Report: d.report(names.StatusApplying, msg), State: d.state, Target: target, Update: req}, false
 }
 
-func (d decision) reboot(target host.Build) Step {
+// reboot is the step that reboots the node for reason (RebootReasons, or
+// ReasonInstallAsked), within the cap on reboots per revision.
+func (d decision) reboot(target host.Build, reason string) Step {
 	if d.state.Reboots >= d.maxReboots() {
-		return d.fail(fmt.Sprintf("a reboot is still pending after %d reboots (host at %s, target %s): Windows keeps asking for one; %s",
-			d.state.Reboots, d.in.Observed.Build, target, servicingLogs))
+		return d.fail(fmt.Sprintf("a reboot is still pending after %d reboots (host at %s, target %s): Windows keeps asking for one (%s); %s",
+			d.state.Reboots, d.in.Observed.Build, target, reason, servicingLogs))
 	}
 	d.state.Reboots++
-	msg := fmt.Sprintf("rebooting to finish the update to %s (reboot %d)", target, d.state.Reboots)
-	if why := d.in.Observed.RebootPendingBecause; why != "" {
-		msg += "; pending: " + why
-	}
-	return Step{Action: Reboot, Report: d.report(names.StatusRebooting, msg), State: d.state, Target: target}
+	msg := fmt.Sprintf("rebooting to finish the update to %s (reboot %d of at most %d): %s", target, d.state.Reboots, d.maxReboots(), reason)
+	return Step{Action: Reboot, Report: d.report(names.StatusRebooting, msg), State: d.state, Target: target, RebootReason: reason}
 }
 
 func (d decision) runtime(want string) (Step, bool) {
@@ -364,6 +381,18 @@ func CSIProxyDaemonSet(pool, version string) string {
 	return "winpool-" + pool + "-csi-proxy-" + slug
 }
 
+// unreadable: the host could not be read. Waited out for ReadGrace (the next
+// look comes with the agent's next tick), then the node fails naming the read.
+func (d decision) unreadable() Step {
+	in := d.in
+	if in.ObserveFailingFor < d.readGrace() {
+		msg := fmt.Sprintf("cannot read the host (%s); trying again (failing for %s, the node fails after %s)",
+			in.ObserveError, in.ObserveFailingFor.Round(time.Second), d.readGrace())
+		return Step{Action: Wait, Report: d.report(names.StatusApplying, msg), State: d.state}
+	}
+	return d.fail(fmt.Sprintf("cannot read the host for %s: %s; see %s", d.readGrace(), in.ObserveError, AgentLog))
+}
+
 func (d decision) succeed() Step {
 	obs := d.in.Observed
 	msg := fmt.Sprintf("revision %s applied: build %s, containerd %s, cni %s", d.in.Revision, obs.Build, orNone(obs.ContainerdVersion), orMissing(obs.CNIMode))
@@ -404,6 +433,13 @@ func (d decision) runtimeTaskTimeout() time.Duration {
 		return DefaultRuntimeTaskTimeout
 	}
 	return d.in.RuntimeTaskTimeout
+}
+
+func (d decision) readGrace() time.Duration {
+	if d.in.ReadGrace <= 0 {
+		return DefaultReadGrace
+	}
+	return d.in.ReadGrace
 }
 
 func (d decision) networkGrace() time.Duration {

@@ -172,26 +172,76 @@ func TestNext(t *testing.T) {
 			name: "reboot pending below the patch level: reboot, reported first",
 			in: func() Input {
 				in := applying(request(), names.StatusApplying, host.State{Revision: "r1", Attempts: 1})
-				in.Observed.RebootPending = true
+				in.Observed.Reboot.CBSRebootPending = true
 				return in
 			},
 			want: want{action: Reboot, status: names.StatusRebooting, state: host.State{Revision: "r1", Attempts: 1, Reboots: 1},
-				message: []string{"rebooting to finish the update to 10.0.20348.2762 (reboot 1)"}},
+				message: []string{"rebooting to finish the update to 10.0.20348.2762 (reboot 1 of at most 6)"}},
 		},
 		{
 			name: "reboot pending at the patch level: no reboot, the node is done",
 			in: func() Input {
 				in := patched()
-				in.Observed.RebootPending = true
+				in.Observed.Reboot.CBSRebootPending = true
 				return in
 			},
 			want: want{action: Report, status: names.StatusSucceeded, state: fresh},
 		},
 		{
+			name: "file renames alone below the patch level: install, never a reboot for them",
+			in: func() Input {
+				in := request()
+				in.Observed.Reboot.FileRenames = []string{`\??\C:\ProgramData\Microsoft\Windows Defender\x.tmp`, ""}
+				return in
+			},
+			want: want{action: InstallUpdate, status: names.StatusApplying, state: host.State{Revision: "r1", Attempts: 1}},
+		},
+		{
+			name: "file renames left after the update's reboot, below the patch level: install again, no reboot",
+			in: func() Input {
+				in := applying(request(), names.StatusRebooting, host.State{Revision: "r1", Attempts: 1, Reboots: 1})
+				in.Observed.Reboot.FileRenames = []string{`\??\C:\x.tmp`, ""}
+				return in
+			},
+			want: want{action: InstallUpdate, status: names.StatusApplying, state: host.State{Revision: "r1", Attempts: 2, Reboots: 1}},
+		},
+		{
+			name: "Windows Update's RebootRequired below the patch level: reboot, naming it",
+			in: func() Input {
+				in := request()
+				in.Observed.Reboot = host.RebootSignals{WURebootRequired: true, FileRenames: []string{"a", "b"}}
+				return in
+			},
+			want: want{action: Reboot, status: names.StatusRebooting, state: host.State{Revision: "r1", Reboots: 1},
+				message: []string{"(reboot 1 of at most 6): Windows Update RebootRequired"}},
+		},
+		{
+			name: "the host cannot be read: wait, naming the read, counters kept",
+			in: func() Input {
+				in := applying(request(), names.StatusApplying, host.State{Revision: "r1", Attempts: 1})
+				in.Observed = host.Observed{}
+				in.ObserveError, in.ObserveFailingFor = "containerd --version: context deadline exceeded", 40*time.Second
+				return in
+			},
+			want: want{action: Wait, status: names.StatusApplying, state: host.State{Revision: "r1", Attempts: 1},
+				message: []string{"cannot read the host (containerd --version: context deadline exceeded)", "failing for 40s", "fails after 5m0s"}},
+		},
+		{
+			name: "the host cannot be read for the whole grace: fail, naming the read",
+			in: func() Input {
+				in := applying(request(), names.StatusApplying, host.State{Revision: "r1", Attempts: 1})
+				in.Observed = host.Observed{}
+				in.ObserveError, in.ObserveFailingFor, in.ReadGrace = "reading UBR: Access is denied.", 2*time.Minute, time.Minute
+				return in
+			},
+			want: want{action: Report, status: names.StatusFailed, state: host.State{Revision: "r1", Attempts: 1},
+				message: []string{"cannot read the host for 1m0s: reading UBR: Access is denied.", AgentLog}},
+		},
+		{
 			name: "a reboot that never clears the pending flag is capped",
 			in: func() Input {
 				in := applying(request(), names.StatusRebooting, host.State{Revision: "r1", Attempts: 1, Reboots: 6})
-				in.Observed.RebootPending = true
+				in.Observed.Reboot.CBSRebootPending = true
 				return in
 			},
 			want: want{action: Report, status: names.StatusFailed, state: host.State{Revision: "r1", Attempts: 1, Reboots: 6},

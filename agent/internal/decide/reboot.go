@@ -1,39 +1,48 @@
 package decide
 
-import "strings"
+import (
+	"strings"
 
-// RebootSignals is what Windows leaves behind when servicing needs a reboot
-// to finish, as read from the registry.
-type RebootSignals struct {
-	// CBSRebootPending: the key HKLM\SOFTWARE\Microsoft\Windows\CurrentVersion\
-	// Component Based Servicing\RebootPending exists (DISM, .msu, .cab).
-	CBSRebootPending bool
-	// WURebootRequired: the key …\WindowsUpdate\Auto Update\RebootRequired
-	// exists (Windows Update agent).
-	WURebootRequired bool
-	// FileRenames: the values PendingFileRenameOperations and
-	// PendingFileRenameOperations2 under HKLM\SYSTEM\CurrentControlSet\Control\
-	// Session Manager (REG_MULTI_SZ pairs of source and destination; an empty
-	// destination is a delete at boot).
-	FileRenames []string
-}
+	"winpool.dev/agent/internal/host"
+)
 
-// RebootPending says whether Windows wants a reboot, and which signals say so.
-// A file rename list holding only empty strings is nothing pending: some
-// installers leave the value behind emptied.
-func RebootPending(s RebootSignals) (bool, string) {
+// Why the agent reboots a node. Each names, in the node's report and the
+// fleet's statistics, a signal an install can clear.
+const (
+	// ReasonInstallAsked: the agent's own install exited with a
+	// reboot-required code (3010): the update is staged for the boot.
+	ReasonInstallAsked = "the update's install asked for a reboot"
+	ReasonCBS          = "CBS RebootPending"
+	ReasonWU           = "Windows Update RebootRequired"
+)
+
+// RebootReasons are the signals that justify a reboot before an install:
+// Component Based Servicing's RebootPending (an install on top of it fails
+// with CBS_E_PENDING, 0x800F082F) and Windows Update's RebootRequired.
+// PendingFileRenameOperations never do: installers and Defender leave
+// entries there routinely, some re-add one at every boot, and servicing does
+// not need them cleared, so a reboot for them alone would burn every reboot
+// the node is allowed without ever patching it. The agent's own install says
+// itself when it needs a reboot (its exit code), whatever the renames hold.
+func RebootReasons(s host.RebootSignals) []string {
 	var why []string
 	if s.CBSRebootPending {
-		why = append(why, "CBS RebootPending")
+		why = append(why, ReasonCBS)
 	}
 	if s.WURebootRequired {
-		why = append(why, "Windows Update RebootRequired")
+		why = append(why, ReasonWU)
 	}
+	return why
+}
+
+// FileRenamesPending: PendingFileRenameOperations holds something. A list
+// holding only empty strings is nothing: some installers leave the value
+// behind emptied.
+func FileRenamesPending(s host.RebootSignals) bool {
 	for _, r := range s.FileRenames {
 		if strings.TrimSpace(r) != "" {
-			why = append(why, "PendingFileRenameOperations")
-			break
+			return true
 		}
 	}
-	return len(why) > 0, strings.Join(why, ", ")
+	return false
 }

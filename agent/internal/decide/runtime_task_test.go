@@ -103,7 +103,7 @@ func TestInstallCarriesTheUpdateSource(t *testing.T) {
 
 func TestRebootNamesWhatIsPending(t *testing.T) {
 	in := request()
-	in.Observed.RebootPending, in.Observed.RebootPendingBecause = true, "CBS RebootPending"
+	in.Observed.Reboot = host.RebootSignals{CBSRebootPending: true, FileRenames: []string{`\??\C:\Windows\Temp\x.tmp`, ""}}
 	check(t, Next(in), want{action: Reboot, status: names.StatusRebooting, state: host.State{Revision: "r1", Reboots: 1},
-		message: []string{"pending: CBS RebootPending"}})
+		message: []string{"(reboot 1 of at most 6): CBS RebootPending"}})
 }

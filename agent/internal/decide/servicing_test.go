@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"winpool.dev/agent/internal/config"
+	"winpool.dev/agent/internal/host"
 )
 
 func pkgs(names ...string) []config.Package {
@@ -94,25 +95,28 @@ func TestServicingStopsAtTheFirstFailure(t *testing.T) {
 	}
 }
 
-func TestRebootPending(t *testing.T) {
+// Only what an install can clear justifies a reboot: file renames never do.
+func TestRebootReasons(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		s       RebootSignals
-		want    bool
-		wantWhy string
+		s       host.RebootSignals
+		want    string
+		renames bool
 	}{
-		{"nothing", RebootSignals{}, false, ""},
-		{"CBS", RebootSignals{CBSRebootPending: true}, true, "CBS RebootPending"},
-		{"Windows Update", RebootSignals{WURebootRequired: true}, true, "Windows Update RebootRequired"},
-		{"file renames", RebootSignals{FileRenames: []string{`\??\C:\x.tmp`, ""}}, true, "PendingFileRenameOperations"},
-		{"emptied file renames", RebootSignals{FileRenames: []string{"", " "}}, false, ""},
-		{"all of them", RebootSignals{CBSRebootPending: true, WURebootRequired: true, FileRenames: []string{"a", "b"}}, true,
-			"CBS RebootPending, Windows Update RebootRequired, PendingFileRenameOperations"},
+		{"nothing", host.RebootSignals{}, "", false},
+		{"CBS", host.RebootSignals{CBSRebootPending: true}, "CBS RebootPending", false},
+		{"Windows Update", host.RebootSignals{WURebootRequired: true}, "Windows Update RebootRequired", false},
+		{"file renames alone", host.RebootSignals{FileRenames: []string{`\??\C:\x.tmp`, ""}}, "", true},
+		{"emptied file renames", host.RebootSignals{FileRenames: []string{"", " "}}, "", false},
+		{"all of them", host.RebootSignals{CBSRebootPending: true, WURebootRequired: true, FileRenames: []string{"a", "b"}},
+			"CBS RebootPending, Windows Update RebootRequired", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, why := RebootPending(tc.s)
-			if got != tc.want || why != tc.wantWhy {
-				t.Errorf("RebootPending = %v %q, want %v %q", got, why, tc.want, tc.wantWhy)
+			if got := strings.Join(RebootReasons(tc.s), ", "); got != tc.want {
+				t.Errorf("RebootReasons = %q, want %q", got, tc.want)
+			}
+			if got := FileRenamesPending(tc.s); got != tc.renames {
+				t.Errorf("FileRenamesPending = %v, want %v", got, tc.renames)
 			}
 		})
 	}

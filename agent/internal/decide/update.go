@@ -69,7 +69,7 @@ func AfterInstall(in Input, install Step, res host.UpdateResult) Step {
 	code := uint32(res.ExitCode)
 	switch ClassifyUpdate(res.ExitCode) {
 	case RebootRequired:
-		return d.reboot(install.Target)
+		return d.reboot(install.Target, ReasonInstallAsked)
 	case Installed, AlreadyInstalled:
 		// The running build is judged by Next on a fresh observation: an
 		// install that changed nothing counts against the attempts there.

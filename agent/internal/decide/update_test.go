@@ -52,7 +52,7 @@ func TestAfterInstall(t *testing.T) {
 			name: "3010 reboots",
 			code: 3010,
 			want: want{action: Reboot, status: names.StatusRebooting, state: host.State{Revision: "r1", Attempts: 2, Reboots: 1},
-				message: []string{"rebooting to finish the update to 10.0.20348.2762 (reboot 1)"}},
+				message: []string{"rebooting to finish the update to 10.0.20348.2762 (reboot 1 of at most 6)"}},
 		},
 		{name: "0 observes again", code: 0, want: want{action: Observe, state: afterInstall}},
 		{name: "already installed observes again", code: 2359302, want: want{action: Observe, state: afterInstall}},

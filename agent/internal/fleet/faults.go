@@ -1,11 +1,15 @@
 package fleet
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"winpool.dev/agent/internal/host"
+	"winpool.dev/agent/internal/host/fake"
 )
 
 // Fault is one way a simulated host is less kind than the default fake
@@ -20,10 +24,53 @@ const (
 	// every hnsChurnInterval, so it writes its report in a tight loop, racing
 	// every other writer of the Node (the operator, kubectl winpool retry).
 	FaultHNSChurn Fault = "hns-churn"
+	// FaultReadErrors: one read of the host in three fails for a moment (a
+	// slow `containerd --version` under TiWorker's load, an SCM or registry
+	// call refused).
+	FaultReadErrors Fault = "read-errors"
+	// FaultPendingRenames: PendingFileRenameOperations holds an entry that
+	// is put back at every boot (Defender, an installer's leftovers).
+	FaultPendingRenames Fault = "pending-renames"
+	// FaultOvershoot: an update lands on a later revision than the one asked
+	// for (the source offered a newer cumulative update).
+	FaultOvershoot Fault = "overshoot"
+	// FaultUndershoot: an update lands below the revision asked for, every
+	// time (the source only has an older one).
+	FaultUndershoot Fault = "undershoot"
+	// FaultRebootUnknown: a reboot shows as Ready=Unknown (the kubelet went
+	// down before it could post NotReady), not Ready=False.
+	FaultRebootUnknown Fault = "reboot-unknown"
 )
 
 // knownFaults are the faults --host-faults accepts.
-var knownFaults = []Fault{FaultHNSChurn}
+var knownFaults = []Fault{FaultHNSChurn, FaultReadErrors, FaultPendingRenames, FaultOvershoot, FaultUndershoot, FaultRebootUnknown}
+
+// How far FaultOvershoot and FaultUndershoot miss the revision asked for.
+const (
+	overshootBy  = 5
+	undershootBy = 1
+)
+
+// shape makes node's machine play the faults that live in the host.
+func (f Faults) shape(node string, o *fake.Options) {
+	if f.On(FaultReadErrors, node) {
+		o.ObserveError = func(n int) error {
+			if n%3 == 2 {
+				return errors.New("simulated read-errors: containerd --version: context deadline exceeded")
+			}
+			return nil
+		}
+	}
+	if f.On(FaultPendingRenames, node) {
+		o.FileRenames = []string{`\??\C:\ProgramData\Microsoft\Windows Defender\Scans\mpcache.tmp`, ""}
+	}
+	switch {
+	case f.On(FaultUndershoot, node):
+		o.Lands = func(t host.Build) host.Build { t.UBR = max(t.UBR-undershootBy, 0); return t }
+	case f.On(FaultOvershoot, node):
+		o.Lands = func(t host.Build) host.Build { t.UBR += overshootBy; return t }
+	}
+}
 
 // Faults are the faults a fleet plays and on which nodes.
 type Faults struct {

@@ -149,6 +149,11 @@ func Run(ctx context.Context, s Settings, admin *rest.Config, log *slog.Logger) 
 	case <-time.After(10 * time.Second):
 		log.Warn("agents still running after 10s; exiting anyway", "running", f.running.Load())
 	}
+	if s.StatsFile != "" {
+		if err := writeStats(s.StatsFile, f.stats()); err != nil {
+			return fmt.Errorf("--stats-file: %w", err)
+		}
+	}
 	return nil
 }
 

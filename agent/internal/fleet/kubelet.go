@@ -44,6 +44,18 @@ func readyCondition(ready bool, message string) corev1.NodeCondition {
 	return c
 }
 
+// unknownCondition is Ready as the node lifecycle controller leaves it when
+// the kubelet stops posting: Unknown, not False. Its message stays the
+// fleet's reboot mark (ShuttingDown), which keeps kwok's stages off the node
+// until it boots; winpool reads the status, never the message.
+func unknownCondition() corev1.NodeCondition {
+	now := metav1.Now()
+	return corev1.NodeCondition{
+		Type: corev1.NodeReady, Status: corev1.ConditionUnknown, Reason: "NodeStatusUnknown",
+		Message: ShuttingDown, LastHeartbeatTime: now, LastTransitionTime: now,
+	}
+}
+
 // setStatus patches the node's status (a strategic merge: conditions merge
 // by type, nodeInfo field by field).
 func (k *kubelet) setStatus(ctx context.Context, node string, info *nodeInfo, ready *corev1.NodeCondition) error {

@@ -92,6 +92,7 @@ func newSimNode(f *Fleet, name string, m machine) *simNode {
 	if f.s.Faults.On(FaultHNSChurn, name) && opts.HNS != nil {
 		opts.HNS = churning(opts.HNS)
 	}
+	f.s.Faults.shape(name, &opts)
 	n.host = fake.New(opts)
 	n.agentHost = n.host
 	if f.s.HNS == HNSOff {
@@ -232,6 +233,11 @@ func (n *simNode) reboot(reason string) {
 	defer n.f.rebooting.Add(-1)
 	n.log.Info("node rebooting", "reason", reason)
 	down := readyCondition(false, ShuttingDown)
+	if n.f.s.Faults.On(FaultRebootUnknown, n.name) {
+		// The kubelet went down before it could say so: the node lifecycle
+		// controller's view once its heartbeats stop.
+		down = unknownCondition()
+	}
 	if err := n.f.kubelet.setStatus(ctx, n.name, nil, &down); err != nil && ctx.Err() == nil {
 		n.log.Error("cannot report the node NotReady", "err", err)
 	}
@@ -279,12 +285,11 @@ func (n *simNode) bootedUp(what string) {
 // hns is what the node's HNS holds now: nothing right after a boot, then a
 // linear catch-up to what kube-proxy programs, over the release's catch-up time.
 func (n *simNode) hns() host.HNSCounts {
-	obs, _ := n.host.Observe(context.Background())
-	full := n.f.model.Counts(n.name, obs.CNIMode == "overlay")
+	full := n.f.model.Counts(n.name, n.host.CNIMode() == "overlay")
 	n.mu.Lock()
 	since := time.Since(n.bootedAt)
 	n.mu.Unlock()
-	return catchUp(full, since, n.f.s.CatchUp(obs.Build))
+	return catchUp(full, since, n.f.s.CatchUp(n.host.Machine().Build))
 }
 
 func catchUp(full host.HNSCounts, since, total time.Duration) host.HNSCounts {

@@ -55,6 +55,8 @@ type Settings struct {
 	JSONLogs         bool
 	// Faults are the ways the hosts are less kind than the default fake.
 	Faults Faults
+	// StatsFile: where the nodes' statistics go when the fleet stops ("": nowhere).
+	StatsFile string
 }
 
 // Releases are the Windows Server versions a pool can run, by build number.
@@ -88,6 +90,7 @@ func ParseSettings(args []string, out io.Writer) (Settings, error) {
 	hns := fs.String("hns", "auto", "HNS counts: auto (kube-proxy's model) | off (agents report none) | LB,ENDPOINTS")
 	hnsSync := fs.Float64("hns-sync-seconds", 2, "how long HNS takes to catch up after a boot (ltsc2019: three times that)")
 	logFormat := fs.String("log-format", "text", "text | json (one object per line)")
+	fs.StringVar(&s.StatsFile, "stats-file", "", "when the fleet stops (SIGTERM), write each node's installs, reboots and their reasons, containerd swaps and rollbacks there as JSON")
 	faults := fs.String("host-faults", "", "faults the hosts play, F,F@node+node,... ("+joinFaults(knownFaults)+"); without @ on every node")
 	if err := fs.Parse(args); err != nil {
 		return s, err

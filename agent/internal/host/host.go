@@ -66,16 +66,29 @@ type Observed struct {
 	CNIReadError string
 	// CSIProxyVersion of the CSI Proxy running on the host; "" when none runs.
 	CSIProxyVersion string
-	// RebootPending: Windows says a reboot is needed to finish servicing
-	// (CBS RebootPending, WindowsUpdate RebootRequired, PendingFileRenameOperations).
-	RebootPending bool
-	// RebootPendingBecause names the signals that said so, for the message a
-	// person reads (e.g. "CBS RebootPending").
-	RebootPendingBecause string
+	// Reboot is what Windows left behind that asks for a reboot; which of
+	// these justify one is decide's (decide.RebootReasons).
+	Reboot RebootSignals
 	// RuntimeUpgrade is the last containerd upgrade as the task that ran it
 	// left it (it runs outside containerd, so the agent may have been
 	// restarted meanwhile); nil when there is none.
 	RuntimeUpgrade *RuntimeUpgrade
+}
+
+// RebootSignals is what Windows leaves behind when something needs a reboot
+// to finish, as read from the registry.
+type RebootSignals struct {
+	// CBSRebootPending: the key HKLM\SOFTWARE\Microsoft\Windows\CurrentVersion\
+	// Component Based Servicing\RebootPending exists (DISM, .msu, .cab).
+	CBSRebootPending bool
+	// WURebootRequired: the key …\WindowsUpdate\Auto Update\RebootRequired
+	// exists (Windows Update agent).
+	WURebootRequired bool
+	// FileRenames: the values PendingFileRenameOperations and
+	// PendingFileRenameOperations2 under HKLM\SYSTEM\CurrentControlSet\Control\
+	// Session Manager (REG_MULTI_SZ pairs of source and destination; an empty
+	// destination is a delete at boot).
+	FileRenames []string
 }
 
 // RuntimePhase is where a containerd upgrade task is.

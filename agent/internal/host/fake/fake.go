@@ -38,6 +38,18 @@ type Options struct {
 	OnReboot func(reason string)
 	// HNS returns what HNS holds now (the fleet's model of kube-proxy).
 	HNS func() host.HNSCounts
+	// FileRenames, when set, are PendingFileRenameOperations entries that
+	// are there at first boot and put back at every boot (Defender, an
+	// installer's leftovers): they never clear.
+	FileRenames []string
+	// ObserveError, when set, decides whether the n-th read of the host
+	// (from 1) fails, and how: a read of the registry, SCM or
+	// `containerd --version` that fails for a moment.
+	ObserveError func(n int) error
+	// Lands, when set, is the build an install of target stages for the next
+	// boot (default: target): a cumulative update can land past the build a
+	// pool asked for, or short of it.
+	Lands func(target host.Build) host.Build
 	// RuntimeUpgrade, when set, decides how a containerd upgrade task ends
 	// (default: RuntimeSucceeded, the version installed at once). With
 	// RuntimeRunning the task never finishes; with RuntimeRolledBack or
@@ -58,6 +70,10 @@ type Host struct {
 	state         host.State
 	installs      int
 	reboots       int
+	rebootReasons []string
+	reads         int
+	runtimeSwaps  int
+	rollbacks     int
 	updates       []host.UpdateRequest
 	runtimeTask   *host.RuntimeUpgrade
 }
@@ -71,15 +87,27 @@ func New(o Options) *Host {
 func (h *Host) Observe(ctx context.Context) (host.Observed, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	obs := host.Observed{Build: h.build, ContainerdVersion: h.containerd, CNIMode: h.cni, CSIProxyVersion: h.csi, RebootPending: h.rebootPending}
-	if h.rebootPending {
-		obs.RebootPendingBecause = "CBS RebootPending"
+	h.reads++
+	if h.o.ObserveError != nil {
+		if err := h.o.ObserveError(h.reads); err != nil {
+			return host.Observed{}, err
+		}
 	}
+	obs := host.Observed{Build: h.build, ContainerdVersion: h.containerd, CNIMode: h.cni, CSIProxyVersion: h.csi,
+		Reboot: host.RebootSignals{CBSRebootPending: h.rebootPending, FileRenames: h.o.FileRenames}}
 	if h.runtimeTask != nil {
 		u := *h.runtimeTask
 		obs.RuntimeUpgrade = &u
 	}
 	return obs, nil
+}
+
+// Machine's view of the network: the HNS network's type as it is, read by the
+// simulation itself (never failing, never counted as the agent's read).
+func (h *Host) CNIMode() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.cni
 }
 
 func (h *Host) HNS(ctx context.Context) (host.HNSCounts, error) {
@@ -108,6 +136,9 @@ func (h *Host) InstallUpdate(ctx context.Context, req host.UpdateRequest) (host.
 	switch code {
 	case ExitRebootRequired:
 		t := target
+		if h.o.Lands != nil {
+			t = h.o.Lands(target)
+		}
 		h.staged = &t
 		h.rebootPending = true
 	case ExitSuccess:
@@ -124,6 +155,10 @@ func (h *Host) UpgradeContainerd(ctx context.Context, req host.RuntimeRequest) e
 		phase = h.o.RuntimeUpgrade(req)
 	}
 	h.runtimeTask = &host.RuntimeUpgrade{Revision: req.Revision, Attempt: req.Attempt, Version: req.Version, Phase: phase, Started: time.Now()}
+	h.runtimeSwaps++
+	if phase == host.RuntimeRolledBack {
+		h.rollbacks++
+	}
 	switch phase {
 	case host.RuntimeSucceeded:
 		h.containerd = req.Version
@@ -136,6 +171,7 @@ func (h *Host) UpgradeContainerd(ctx context.Context, req host.RuntimeRequest) e
 func (h *Host) Reboot(ctx context.Context, reason string) error {
 	h.mu.Lock()
 	h.reboots++
+	h.rebootReasons = append(h.rebootReasons, reason)
 	cb := h.o.OnReboot
 	h.mu.Unlock()
 	if cb == nil {
@@ -178,6 +214,11 @@ type Machine struct {
 	Containerd string
 	Installs   int
 	Reboots    int
+	// RebootReasons are the reasons the agent gave for each reboot, in order.
+	RebootReasons []string
+	// RuntimeSwaps are the containerd upgrades started; Rollbacks those that
+	// ended with the old containerd put back.
+	RuntimeSwaps, Rollbacks int
 	// Updates are the install requests the host received, in order.
 	Updates []host.UpdateRequest
 }
@@ -186,5 +227,6 @@ func (h *Host) Machine() Machine {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return Machine{Build: h.build, Containerd: h.containerd, Installs: h.installs, Reboots: h.reboots,
+		RebootReasons: append([]string(nil), h.rebootReasons...), RuntimeSwaps: h.runtimeSwaps, Rollbacks: h.rollbacks,
 		Updates: append([]host.UpdateRequest(nil), h.updates...)}
 }

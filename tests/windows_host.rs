@@ -1,0 +1,120 @@
+//! The Windows host as it is, not as a kind fake: the simulated fleet plays
+//! named faults of real nodes (`hack/sim.sh --host-faults`), the real agent
+//! meets them, and the rollout is judged from the API server (the pool's
+//! status, the Nodes) and from the machines themselves (the fleet's
+//! `--stats-file`, written when it stops), never from logs.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::ResourceExt;
+use kube::api::Api;
+use serde::Deserialize;
+use serde_json::json;
+use support::{TestSpace, apply_pool, install_crd, pool_manifest, wait_for, wait_nodes_ready};
+use winpool::api::{WindowsNodePool, names};
+
+const WAIT: Duration = Duration::from_secs(240);
+
+/// The reasons the agent may give for a reboot (agent/internal/decide/reboot.go),
+/// each a signal an install can clear.
+const REBOOT_REASONS: [&str; 3] = ["the update's install asked for a reboot", "CBS RebootPending", "Windows Update RebootRequired"];
+
+/// One machine's record, as the fleet writes it.
+#[derive(Deserialize, Debug)]
+#[serde(rename_all = "camelCase")]
+struct MachineStats {
+    node: String,
+    build: String,
+    installs: usize,
+    reboots: usize,
+    reboot_reasons: Vec<String>,
+}
+
+fn read_stats(path: &Path) -> Vec<MachineStats> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}\n{text}", path.display()))
+}
+
+/// A fleet of `nodes` with `fleet_args` (its statistics go to the returned
+/// path when it stops), a pool over them asking for patch level .2762 (one
+/// failure pauses it), and the operator: the rollout is under way.
+async fn rolling_on(nodes: usize, name: &str, fleet_args: &[&str]) -> (TestSpace, PathBuf, String) {
+    let client = support::client().await;
+    install_crd(&client).await;
+    let mut t = TestSpace::new(name).await;
+    let stats = t.log_path("stats").with_extension("json");
+    let stats_arg = format!("--stats-file={}", stats.display());
+    t.start_sim(nodes, &[fleet_args, &[stats_arg.as_str()]].concat());
+    wait_nodes_ready(&t, nodes).await;
+    let pool = format!("{}-pool", t.id);
+    apply_pool(&t, &pool_manifest(&t, &pool, "10.0.20348.2762", json!({"maxFailedNodes": 1}))).await;
+    t.start_operator(&[]);
+    (t, stats, pool)
+}
+
+/// Reads that fail for a moment, a file rename put back at every boot, an
+/// update that lands past the build asked for, reboots that show as
+/// Ready=Unknown: a 6-node pool still rolls out, no node reboots more than
+/// twice, and every reboot names a reason an install can clear.
+#[tokio::test]
+async fn a_pool_rolls_out_on_hosts_that_fail_reads_keep_renames_overshoot_and_reboot_unknown() {
+    let (mut t, stats, pool) = rolling_on(
+        6,
+        "hostile-host",
+        &["--apply-seconds=0.5", "--reboot-seconds=0.5", "--host-faults=read-errors,pending-renames,overshoot,reboot-unknown"],
+    )
+    .await;
+    let pools: Api<WindowsNodePool> = Api::all(t.client.clone());
+    let st = wait_for("every node Updated", WAIT, || async {
+        let st = pools.get(&pool).await.ok()?.status?;
+        (st.nodes.updated == 6 || st.nodes.failed > 0).then_some(st)
+    })
+    .await;
+    assert_eq!((st.nodes.updated, st.nodes.failed), (6, 0), "{:?}", st.failed_nodes);
+    for n in t.nodes().await {
+        let kernel = n.status.as_ref().and_then(|s| s.node_info.as_ref()).map(|i| i.kernel_version.clone());
+        assert_eq!(kernel.as_deref(), Some("10.0.20348.2767"), "{}: the update overshot to .2767, past the patch level", n.name_any());
+    }
+
+    assert!(t.terminate("sim").is_some_and(|s| s.success()), "the fleet stops cleanly on SIGTERM");
+    let machines = read_stats(&stats);
+    assert_eq!(machines.len(), 6, "{machines:?}");
+    for m in &machines {
+        assert!((1..=2).contains(&m.reboots), "{}: {} reboots, want 1 or 2: {m:?}", m.node, m.reboots);
+        assert_eq!(m.reboot_reasons.len(), m.reboots, "{m:?}");
+        assert!(m.reboot_reasons.iter().all(|r| REBOOT_REASONS.contains(&r.as_str())), "{}: reasons {:?}", m.node, m.reboot_reasons);
+        assert_eq!(m.build, "10.0.20348.2767", "{m:?}");
+    }
+    t.cleanup().await;
+}
+
+/// An update that always lands below the patch level: the node ends Failed,
+/// naming the build it reached and the one asked, after the attempts the
+/// agent allows (three installs, a reboot each), never in a loop.
+#[tokio::test]
+async fn an_update_that_lands_short_fails_the_node_naming_both_builds_within_the_caps() {
+    let (mut t, stats, _) = rolling_on(1, "undershoot", &["--apply-seconds=0.2", "--reboot-seconds=0.2", "--host-faults=undershoot"]).await;
+    let nodes: Api<Node> = Api::all(t.client.clone());
+    let node = format!("{}0", t.node_prefix());
+    let message = wait_for("the node to fail", WAIT, || async {
+        let n = nodes.get(&node).await.ok()?;
+        (n.annotations().get(names::ANN_STATE)? == "Failed")
+            .then(|| n.annotations().get(names::ANN_FAILURE_MESSAGE).cloned().unwrap_or_default())
+    })
+    .await;
+    assert!(
+        message.contains("still at build 10.0.20348.2761 after 3 update attempts (target 10.0.20348.2762)"),
+        "the failure names the build reached and the one asked: {message}"
+    );
+
+    assert!(t.terminate("sim").is_some_and(|s| s.success()), "the fleet stops cleanly on SIGTERM");
+    let machines = read_stats(&stats);
+    let [m] = machines.as_slice() else { panic!("{machines:?}") };
+    assert_eq!((m.installs, m.reboots), (3, 3), "three attempts, a reboot each: {m:?}");
+    assert!(m.reboot_reasons.iter().all(|r| r == REBOOT_REASONS[0]), "{m:?}");
+    t.cleanup().await;
+}
