@@ -77,6 +77,7 @@ case "$want" in
     build_installable kwok sigs.k8s.io/kwok/cmd/kwok "$KWOK_VERSION"
     build_installable kwokctl sigs.k8s.io/kwok/cmd/kwokctl "$KWOK_VERSION"
     build_installable helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION"
+    build_installable actionlint github.com/rhysd/actionlint/cmd/actionlint "$ACTIONLINT_VERSION"
     build_kubernetes
     ;;
   *) die "usage: $0 [all]" ;;

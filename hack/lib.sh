@@ -19,6 +19,7 @@ tool_path() {
     etcd) echo "$TOOLS_BIN/etcd-$ETCD_VERSION" ;;
     kwok|kwokctl) echo "$TOOLS_BIN/$1-$KWOK_VERSION" ;;
     helm) echo "$TOOLS_BIN/helm-$HELM_VERSION" ;;
+    actionlint) echo "$TOOLS_BIN/actionlint-$ACTIONLINT_VERSION" ;;
     *) die "unknown tool $1" ;;
   esac
 }

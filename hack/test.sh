@@ -26,7 +26,7 @@ cargo clippy --all-targets -- -D warnings
 
 # The node agent (Go): the same code runs on Windows nodes and, with a fake
 # host, in the simulated fleet the integration tests below use.
-step "agent: gofmt, go vet, go test (linux) and GOOS=windows build + vet"
+step "agent: gofmt, go vet, go test (linux) and GOOS=windows build + vet; actionlint"
 (
   cd agent
   unformatted="$(gofmt -l .)"
@@ -35,6 +35,10 @@ step "agent: gofmt, go vet, go test (linux) and GOOS=windows build + vet"
   go test -count=1 ./...
   GOOS=windows GOARCH=amd64 go vet ./...
 )
+# The Windows workflow (.github/workflows) runs the agent's tests on a real
+# Windows host; here it is only linted. actionlint exits non-zero on any
+# finding (and runs shellcheck on bash run: blocks when shellcheck is on PATH).
+"$(tool_path actionlint)" .github/workflows/*.yml
 # The agent image's build context (winpool-agent.exe + Dockerfile); building
 # the Windows image itself needs BuildKit with access to mcr.microsoft.com.
 "$HACK_DIR/agent-image.sh" "ghcr.io/winpool/agent:$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n1)"
