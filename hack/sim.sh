@@ -12,7 +12,8 @@
 #               [--fail-rate F] [--seed N] [--fail-nodes a,b]
 #               [--agent-namespace NS] [--no-create | --create-only]
 #               [--hns auto|off|LB,EP] [--hns-sync-seconds S]
-#               [--host-faults F[@node+node],...] [--log-format text|json]
+#               [--host-faults F[@node+node],...] [--stats-file PATH]
+#               [--log-format text|json]
 #
 # (hack/sim.sh --help describes each.) The cluster is the one in $KUBECONFIG,
 # default the local control plane's (hack/cluster.sh kubeconfig); its kwok

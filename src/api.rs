@@ -201,6 +201,11 @@ pub struct OsSpec {
     "message": "os.updates.packages lists the update files when source is Packages, and only then",
     "fieldPath": ".packages",
     "reason": "FieldValueInvalid"
+}, {
+    "rule": "!has(self.kbs) || size(self.kbs) == 0 || self.source == 'WindowsUpdate'",
+    "message": "os.updates.kbs pins what Windows Update or WSUS installs: it needs source WindowsUpdate (with Packages, the files are the pin)",
+    "fieldPath": ".kbs",
+    "reason": "FieldValueInvalid"
 }]))]
 pub struct OsUpdates {
     /// WindowsUpdate (Windows Update or WSUS, only the servicing stack and the
@@ -212,6 +217,14 @@ pub struct OsUpdates {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 16))]
     pub packages: Vec<UpdatePackage>,
+    /// With source WindowsUpdate: install exactly these updates, by KB ID, in
+    /// this order (servicing stack first), e.g. [KB5043936, KB5044281], instead
+    /// of the newest cumulative update the source offers. Matched by KB ID, so
+    /// it holds whatever the server's display language; a pinned KB the source
+    /// does not offer fails the node naming it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 8), inner(regex(pattern = r"^KB[0-9]{6,8}$")))]
+    pub kbs: Vec<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, JsonSchema)]

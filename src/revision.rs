@@ -54,7 +54,9 @@ impl NodeConfig {
             enable_dsr: spec.networking.kube_proxy.enable_dsr,
             csi_proxy_version: if csi.enabled { csi.version.clone() } else { None },
             legacy_agent_image: "",
-            updates: spec.os.updates.clone().filter(|u| u.source != UpdateSource::WindowsUpdate),
+            // The default source adds nothing to hash: a pool that names it
+            // keeps the revision of one that does not. Pinned KBs do.
+            updates: spec.os.updates.clone().filter(|u| u.source != UpdateSource::WindowsUpdate || !u.kbs.is_empty()),
             runtime_archive: spec.runtime.archive.clone(),
         }
     }
@@ -115,6 +117,9 @@ os: {version: ltsc2022, patchLevel: 10.0.20348.2762}
             ),
         );
         assert_ne!(revision_of(&spec(&packages)), minimal, "new update files are a new configuration");
+        let pinned = MINIMAL
+            .replace("patchLevel: 10.0.20348.2762}", "patchLevel: 10.0.20348.2762, updates: {source: WindowsUpdate, kbs: [KB5044281]}}");
+        assert_ne!(revision_of(&spec(&pinned)), minimal, "pinned updates are a new configuration");
     }
 
     #[test]

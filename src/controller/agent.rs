@@ -46,6 +46,16 @@ pub(super) fn agent_write(pool: &WindowsNodePool, settings: &Settings, ds_of_poo
     daemonset_write(agent_daemonset(pool, &settings.agent_namespace, &settings.agent), ds_of_pool)
 }
 
+/// An agent roll (winpool's wish changed: a new image or setting) waits while
+/// any of the pool's nodes is Applying: a rolled agent pod meets the update in
+/// the middle, and while the servicing task outlives it, the containerd swap
+/// and the report in flight are better left to the agent that began them. A
+/// missing DaemonSet or a hand edit is written at once: no agent runs, or
+/// one runs as nobody asked.
+pub(super) fn hold_agent_roll(write: Option<AgentWrite>, applying: usize) -> Option<AgentWrite> {
+    write.filter(|w| w.drift != AgentDrift::Outdated || applying == 0)
+}
+
 /// The write that brings one of the pool's DaemonSets (the agent's, a CSI
 /// Proxy's) to what winpool wants, if it needs one.
 pub(super) fn daemonset_write(mut wanted: DaemonSet, ds_of_pool: &[Arc<DaemonSet>]) -> Option<AgentWrite> {

@@ -14,7 +14,7 @@ use kube::ResourceExt;
 use kube::runtime::events::{Event, EventType};
 
 use super::Settings;
-use super::agent::{AgentWrite, ConfigMapWrites, agent_write, configmap_writes};
+use super::agent::{AgentWrite, ConfigMapWrites, agent_write, configmap_writes, hold_agent_roll};
 use super::csi_proxy::{CsiProxyWrites, csi_proxy_writes};
 use super::events::node_ref;
 use super::hns_node::{HnsNode, HnsWrites, hns_writes_for};
@@ -121,7 +121,10 @@ pub(super) fn decide_round(pool: &WindowsNodePool, settings: &Settings, seen: &O
     let transitions = transition_events(pool.status.as_ref(), &status);
     Round {
         releases: seen.releases.clone(),
-        agent: agent_write(pool, settings, &seen.ds_of_pool),
+        agent: hold_agent_roll(
+            agent_write(pool, settings, &seen.ds_of_pool),
+            plan.by_state.get(&NodeState::Applying).copied().unwrap_or(0),
+        ),
         configmaps: configmap_writes(pool, &settings.agent_namespace, &plan, &seen.cms_of_pool, &seen.ds_of_pool),
         csi_proxy: csi_proxy_writes(pool, settings, &plan, &seen.cms_of_pool, &seen.ds_of_pool),
         hns_writes: hns_writes(seen, &plan, spec.hns.taint_when_not_ready, now),
@@ -315,6 +318,18 @@ mod tests {
         assert_eq!((put_back.drift, put_back.replace), (AgentDrift::HandEdited, true));
         assert_eq!(put_back.daemonset.metadata.resource_version.as_deref(), Some("7"), "guarded by what was judged");
         assert_eq!(put_back.daemonset.spec, wanted.spec, "replaced whole by what winpool wants");
+    }
+
+    #[test]
+    fn an_agent_roll_waits_while_a_node_is_applying_but_a_missing_or_edited_daemonset_does_not() {
+        let (pool, settings) = (pool(), settings());
+        let mut old = agent_daemonset(&pool, &settings.agent_namespace, &settings.agent);
+        old.metadata.annotations.as_mut().unwrap().insert(crate::daemonset::ANN_SPEC_HASH.into(), "an older agent".into());
+        let outdated = || agent_write(&pool, &settings, &[Arc::new(old.clone())]);
+        assert_eq!(outdated().map(|w| w.drift), Some(AgentDrift::Outdated));
+        assert!(hold_agent_roll(outdated(), 1).is_none(), "held while a node is Applying");
+        assert!(hold_agent_roll(outdated(), 0).is_some(), "rolled once none is");
+        assert!(hold_agent_roll(agent_write(&pool, &settings, &[]), 3).is_some(), "a missing DaemonSet is written at once");
     }
 
     #[test]

@@ -31,7 +31,7 @@ func main() {
 	}
 	// The containerd upgrade task: `winpool-agent.exe containerd-swap <plan>`,
 	// started by the agent as a SYSTEM scheduled task outside containerd.
-	if len(os.Args) == 3 && os.Args[1] == "containerd-swap" {
+	if len(os.Args) == 3 && os.Args[1] == winhost.ContainerdSwapCommand {
 		log, closer := logs.New(os.Stdout, logDir, "containerd-swap.log")
 		defer closer.Close()
 		r, err := winhost.RunContainerdSwap(context.Background(), os.Args[2])
@@ -41,6 +41,28 @@ func main() {
 			os.Exit(1)
 		}
 		log.Info("containerd swap done", "phase", r.Phase, "version", r.Version, "message", r.Message)
+		return
+	}
+	// The servicing task: `winpool-agent.exe servicing <plan>`, started by
+	// the agent as a SYSTEM scheduled task outside its pod, so that no
+	// restart of the pod stops DISM or the Windows Update client halfway.
+	if len(os.Args) == 3 && os.Args[1] == winhost.ServicingCommand {
+		log, closer := logs.New(os.Stdout, logDir, "servicing.log")
+		defer closer.Close()
+		log.Info("servicing task starting", "plan", os.Args[2], "version", version)
+		// Not cancelled by anything: the task runs until servicing ends.
+		r, err := winhost.RunServicing(context.Background(), os.Args[2])
+		if err != nil {
+			log.Error("servicing task failed", "plan", os.Args[2], "revision", r.Revision, "attempt", r.Attempt, "err", err)
+			closer.Close()
+			os.Exit(1)
+		}
+		if r.Error != "" {
+			log.Error("servicing could not run", "revision", r.Revision, "attempt", r.Attempt, "target", r.Target, "error", r.Error, "result", r.ResultFile)
+			return
+		}
+		log.Info("servicing done", "revision", r.Revision, "attempt", r.Attempt, "target", r.Target,
+			"exitCode", r.Result.ExitCode, "detail", r.Result.Detail, "result", r.ResultFile)
 		return
 	}
 	log, closer := logs.New(os.Stdout, logDir, logs.FileName)

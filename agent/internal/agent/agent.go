@@ -50,12 +50,15 @@ const (
 // tuning is what tests shorten or watch; Run uses defaultTuning.
 type tuning struct {
 	retryInitial, retryMax time.Duration
+	// recheck is how soon a decision that waits for the host (a servicing
+	// task, the HNS network) is made again.
+	recheck time.Duration
 	// passDone, when set, is called after every pass of the loop that saw the
 	// Node, so a test can tell when the agent has acted on what it saw.
 	passDone func()
 }
 
-var defaultTuning = tuning{retryInitial: 500 * time.Millisecond, retryMax: 30 * time.Second}
+var defaultTuning = tuning{retryInitial: 500 * time.Millisecond, retryMax: 30 * time.Second, recheck: 10 * time.Second}
 
 // Run works until ctx ends. It survives API errors (retries with backoff).
 // After it reboots the host it only waits for ctx to end, so a restart of
@@ -138,6 +141,7 @@ func (a *agent) loop(ctx context.Context) error {
 
 	var lastRequest string
 	waitingForHost := false
+	var recheck <-chan time.Time
 	for {
 		tick := false
 		select {
@@ -148,6 +152,8 @@ func (a *agent) loop(ctx context.Context) error {
 			tick = true
 			a.observe(ctx)
 			a.readHNS(ctx)
+		case <-recheck:
+			tick = true
 		}
 		a.refreshView()
 		node := a.view.current()
@@ -173,8 +179,9 @@ func (a *agent) loop(ctx context.Context) error {
 				return nil
 			case waiting:
 				waitingForHost = true
+				recheck = time.After(a.t.recheck)
 			default:
-				waitingForHost = false
+				waitingForHost, recheck = false, nil
 			}
 			// What the agent wrote itself needs no second decision, but a request
 			// that moved while it decided (the operator relabelled the node between

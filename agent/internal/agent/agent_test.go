@@ -44,7 +44,7 @@ func TestFullApplyAcrossReboot(t *testing.T) {
 	if want := "rebooting to finish the update to 10.0.20348.2762 (reboot 1 of at most 6): " + decide.ReasonInstallAsked; reason != decide.ReasonInstallAsked || !strings.Contains(n.Annotations[names.AnnApplyMessage], want) {
 		t.Errorf("reboot reason %q, message %q: want %q", reason, n.Annotations[names.AnnApplyMessage], want)
 	}
-	if st, _ := machine.LoadState(); st != (host.State{Revision: "r1", Attempts: 1, Reboots: 1}) {
+	if st, _ := machine.LoadState(); st != (host.State{Revision: "r1", Attempts: 1, Reboots: 1, RebootedAfter: 1}) {
 		t.Errorf("state on the host at the reboot = %+v", st)
 	}
 	if first.returned() {
@@ -312,7 +312,7 @@ func TestOperatorRetryStartsOver(t *testing.T) {
 	failInstalls.Store(false)
 	h.operatorEdit(func(n *corev1.Node) { delete(n.Annotations, names.AnnApplyStatus) })
 	h.waitStatus(names.StatusRebooting)
-	if st, _ := machine.LoadState(); st != (host.State{Revision: "r1", Attempts: 1, Reboots: 1}) {
+	if st, _ := machine.LoadState(); st != (host.State{Revision: "r1", Attempts: 1, Reboots: 1, RebootedAfter: 1}) {
 		t.Errorf("state after the retry = %+v, want the counters started over", st)
 	}
 }
@@ -354,7 +354,7 @@ func TestAReportForAnEarlierAttemptNeverLandsOnARetry(t *testing.T) {
 	if got := statuses(); slices.Contains(got, string(names.StatusFailed)) {
 		t.Errorf("apply-status went through %v: the first attempt's failure landed on the retry", got)
 	}
-	if st, _ := machine.LoadState(); st != (host.State{Revision: "r1", Attempts: 1, Reboots: 1}) {
+	if st, _ := machine.LoadState(); st != (host.State{Revision: "r1", StartedAt: "2026-12-02T10:40:00Z", Attempts: 1, Reboots: 1, RebootedAfter: 1}) {
 		t.Errorf("state after the retry = %+v, want the counters started over", st)
 	}
 	for _, p := range h.client.Actions() {

@@ -59,22 +59,12 @@ func (a *agent) converge(ctx context.Context) outcome {
 			if err := a.begin(ctx, attempt, in, step); err != nil {
 				return a.reported(err, settled)
 			}
-			res, err := a.o.Host.InstallUpdate(ctx, step.Update)
-			if err != nil {
-				return a.reported(a.hostFailed(ctx, attempt, in.Revision, fmt.Sprintf("cannot run servicing to install the update to %s", step.Target), err), settled)
+			if err := a.o.Host.StartUpdate(ctx, step.Update); err != nil {
+				return a.reported(a.hostFailed(ctx, attempt, in.Revision, fmt.Sprintf("cannot start servicing to install the update to %s", step.Target), err), settled)
 			}
-			in.Reported, in.State = step.Report, step.State
-			after := decide.AfterInstall(in, step, res)
-			a.log.Info("update installed", "revision", in.Revision, "exitCode", res.ExitCode,
-				"outcome", decide.ClassifyUpdate(res.ExitCode).String(), "detail", res.Detail)
-			switch after.Action {
-			case decide.Reboot:
-				a.logStep(in.Revision, after)
-				return a.reboot(ctx, attempt, in, after)
-			case decide.Report:
-				a.logStep(in.Revision, after)
-				return a.reported(a.report(ctx, attempt, after.Report), settled)
-			}
+			a.log.Info("servicing task started", "revision", in.Revision, "target", step.Target.String(), "attempt", step.Update.Attempt)
+			// The task's result comes back in Observe: look again at the next tick.
+			return waiting
 		case decide.UpgradeContainerd:
 			if err := a.begin(ctx, attempt, in, step); err != nil {
 				return a.reported(err, settled)
@@ -109,6 +99,7 @@ func (a *agent) input(ctx context.Context, node *corev1.Node) (decide.Input, boo
 		Namespace: a.o.Namespace,
 		Pool:      node.Labels[names.LabelPool],
 		Revision:  node.Labels[names.LabelRevision],
+		StartedAt: node.Annotations[names.AnnStartedAt],
 		Reported: decide.NodeReport{
 			AppliedRevision: node.Annotations[names.AnnAppliedRevision],
 			Status:          names.ApplyStatus(node.Annotations[names.AnnApplyStatus]),

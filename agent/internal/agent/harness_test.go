@@ -180,7 +180,7 @@ type running struct {
 func (h *harness) start(o Options) *running {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{cancel: cancel, done: make(chan error, 1)}
-	t := tuning{retryInitial: 2 * time.Millisecond, retryMax: 20 * time.Millisecond, passDone: func() { h.passes.Add(1) }}
+	t := tuning{retryInitial: 2 * time.Millisecond, retryMax: 20 * time.Millisecond, recheck: 5 * time.Millisecond, passDone: func() { h.passes.Add(1) }}
 	go func() { r.done <- run(ctx, o, t) }()
 	h.t.Cleanup(func() { r.stop(h.t) })
 	return r

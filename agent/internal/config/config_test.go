@@ -20,6 +20,7 @@ func TestParseOptionalFields(t *testing.T) {
 		{"absent means Windows Update", `{` + base + `}`, SourceWindowsUpdate, 0, false},
 		{"null means Windows Update", `{` + base + `, "updates": null, "runtimeArchive": null}`, SourceWindowsUpdate, 0, false},
 		{"explicit Windows Update", `{` + base + `, "updates": {"source": "WindowsUpdate"}}`, SourceWindowsUpdate, 0, false},
+		{"Windows Update pinned by KB", `{` + base + `, "updates": {"source": "WindowsUpdate", "kbs": ["KB5043936", "KB5044281"]}}`, SourceWindowsUpdate, 0, false},
 		{"packages by url and path", `{` + base + `, "updates": {"source": "Packages", "packages": [
 			{"url": "https://updates.example.com/windows10.0-kb5044281-x64.msu", "sha256": "` + digest + `"},
 			{"path": "C:\\updates\\2024-10\\ssu.cab", "sha256": "` + digest + `"}]}}`, SourcePackages, 2, false},
@@ -59,6 +60,9 @@ func TestParseRejects(t *testing.T) {
 		{"unknown source", `{` + base + `, "updates": {"source": "Intune"}}`, `"Intune"`},
 		{"windows update with packages", `{` + base + `, "updates": {"source": "WindowsUpdate", "packages": [{"path": "C:\\a.msu", "sha256": "` + digest + `"}]}}`, "takes no packages"},
 		{"packages without any", `{` + base + `, "updates": {"source": "Packages"}}`, "no packages"},
+		{"packages with kbs", `{` + base + `, "updates": {"source": "Packages", "kbs": ["KB5044281"], "packages": [{"path": "C:\\a.msu", "sha256": "` + digest + `"}]}}`, "takes no kbs"},
+		{"a kb that is a title", `{` + base + `, "updates": {"source": "WindowsUpdate", "kbs": ["2024-10 Cumulative Update"]}}`, `kbs[0] "2024-10 Cumulative Update" is not a KB ID`},
+		{"a kb without its digits", `{` + base + `, "updates": {"source": "WindowsUpdate", "kbs": ["KB12"]}}`, "is not a KB ID"},
 		{"both url and path", pkg(`{"url": "https://x.example/a.msu", "path": "C:\\a.msu", "sha256": "` + digest + `"}`), "packages[0]: has both"},
 		{"neither url nor path", pkg(`{"sha256": "` + digest + `"}`), "neither url nor path"},
 		{"http url", pkg(`{"url": "http://x.example/a.msu", "sha256": "` + digest + `"}`), "not an https"},

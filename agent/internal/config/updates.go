@@ -24,6 +24,9 @@ type Updates struct {
 	// Packages are installed in this order (servicing stack first); only
 	// with SourcePackages.
 	Packages []Package `json:"packages,omitempty"`
+	// KBs pin, with SourceWindowsUpdate, exactly which offered updates are
+	// installed (by KB ID, "KB5044281"), in this order.
+	KBs []string `json:"kbs,omitempty"`
 }
 
 // Package is one update file. Exactly one of URL and Path is set.
@@ -74,8 +77,16 @@ func (u *Updates) validate() error {
 		if len(u.Packages) > 0 {
 			return errors.New(`source WindowsUpdate takes no packages (use source "Packages")`)
 		}
+		for i, kb := range u.KBs {
+			if !validKB(kb) {
+				return fmt.Errorf("kbs[%d] %q is not a KB ID such as KB5044281", i, kb)
+			}
+		}
 		return nil
 	case SourcePackages:
+		if len(u.KBs) > 0 {
+			return errors.New(`source "Packages" takes no kbs: the files are the pin`)
+		}
 	default:
 		return fmt.Errorf("source %q is neither %q nor %q", u.Source, SourceWindowsUpdate, SourcePackages)
 	}
@@ -141,6 +152,20 @@ func validSHA256(s string) error {
 		}
 	}
 	return nil
+}
+
+// validKB: "KB" and 6 to 8 digits, as the CRD allows.
+func validKB(s string) bool {
+	digits, ok := strings.CutPrefix(s, "KB")
+	if !ok || len(digits) < 6 || len(digits) > 8 {
+		return false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // isAbsWindowsPath: a drive path (C:\...) or a UNC path (\\server\share\...).

@@ -28,8 +28,9 @@ const (
 	// Wait: write Step.Report (Applying) and decide again a little later; the
 	// host is not ready to be judged yet.
 	Wait
-	// InstallUpdate: write Step.Report, save Step.State, then install the
-	// update to Step.Target and hand the result to AfterInstall.
+	// InstallUpdate: write Step.Report, save Step.State, then start the
+	// servicing task that installs Step.Update, and look again later: its
+	// outcome comes back in Observed.UpdateTask.
 	InstallUpdate
 	// Reboot: save Step.State, write Step.Report (Rebooting) until it is on the
 	// API, reboot, and wait to be stopped.
@@ -37,9 +38,6 @@ const (
 	// UpgradeContainerd: write Step.Report, save Step.State, install
 	// containerd Step.Version, then observe again and call Next.
 	UpgradeContainerd
-	// Observe: a host operation finished without needing a reboot; observe
-	// the host again and call Next. Only AfterInstall returns it.
-	Observe
 )
 
 func (a Action) String() string {
@@ -56,8 +54,6 @@ func (a Action) String() string {
 		return "Reboot"
 	case UpgradeContainerd:
 		return "UpgradeContainerd"
-	case Observe:
-		return "Observe"
 	}
 	return fmt.Sprintf("Action(%d)", int(a))
 }
@@ -105,6 +101,10 @@ const (
 	// and starting kubelet and containerd takes seconds to a minute; a task
 	// still not done after this never started or hangs.
 	DefaultRuntimeTaskTimeout = 15 * time.Minute
+	// DefaultUpdateTaskTimeout bounds a servicing task: a cumulative update
+	// on Windows Server 2019 can take an hour; one still running after this
+	// never started or hangs.
+	DefaultUpdateTaskTimeout = 3 * time.Hour
 )
 
 // Input is everything the decision depends on.
@@ -119,8 +119,11 @@ type Input struct {
 	Revision string
 	// Reported is the agent's last report as the Node has it now.
 	Reported NodeReport
-	Config   RevisionConfig
-	Observed host.Observed
+	// StartedAt is the operator's winpool.dev/started-at on the Node: which
+	// start (a retry is a new one) the request belongs to; "" when none.
+	StartedAt string
+	Config    RevisionConfig
+	Observed  host.Observed
 	// State is what the agent last saved on the host.
 	State host.State
 	// MaxAttempts caps update installs and containerd upgrades per
@@ -151,6 +154,9 @@ type Input struct {
 	// RuntimeTaskTimeout: how long a containerd upgrade task may run before
 	// the node fails; below or equal to 0 means DefaultRuntimeTaskTimeout.
 	RuntimeTaskTimeout time.Duration
+	// UpdateTaskTimeout: how long a servicing task may run before the node
+	// fails; below or equal to 0 means DefaultUpdateTaskTimeout.
+	UpdateTaskTimeout time.Duration
 }
 
 // Step is the decision: one action, the report to write before it, and the
@@ -181,7 +187,7 @@ func Next(in Input) Step {
 	}
 	d := decision{in: in, state: in.State}
 	if !continuing(in) {
-		d.state = host.State{Revision: in.Revision}
+		d.state = host.State{Revision: in.Revision, StartedAt: in.StartedAt}
 	}
 	return d.next()
 }
@@ -203,11 +209,15 @@ func IsFinal(s names.ApplyStatus) bool {
 }
 
 // continuing: the Node says this revision is in progress and the host's
-// counters are about it, so they carry on across reboots and restarts. Anything
-// else is a fresh request and starts the counters again.
+// counters are about it, for the same start of the operator's, so they carry
+// on across reboots and restarts. Anything else is a fresh request and starts
+// the counters again: a retry must not inherit the attempts, nor the
+// servicing task, of the start it retries. (Counters saved by an agent that
+// did not record the start carry on.)
 func continuing(in Input) bool {
 	inProgress := in.Reported.Status == names.StatusApplying || in.Reported.Status == names.StatusRebooting
-	return inProgress && in.Reported.AppliedRevision == in.Revision && in.State.Revision == in.Revision
+	sameStart := in.State.StartedAt == in.StartedAt || in.State.StartedAt == ""
+	return inProgress && in.Reported.AppliedRevision == in.Revision && in.State.Revision == in.Revision && sameStart
 }
 
 type decision struct {
@@ -267,21 +277,36 @@ func (d decision) patch(target host.Build) (Step, bool) {
 	if obs.Build.AtLeast(target) {
 		return Step{}, true
 	}
+	if step, decided := d.updateTask(target); decided {
+		return step, false
+	}
 	if why := RebootReasons(obs.Reboot); len(why) > 0 {
 		return d.reboot(target, strings.Join(why, ", ")), false
-	}
-	upd := d.in.Config.Config
-	req := host.UpdateRequest{Revision: d.in.Revision, Target: target, Source: upd.UpdateSource()}
-	if upd.Updates != nil {
-		req.Packages = upd.Updates.Packages
 	}
 	if d.state.Attempts >= d.maxAttempts() {
 		return d.fail(fmt.Sprintf("still at build %s after %d update attempts (target %s); %s",
 			obs.Build, d.state.Attempts, target, servicingLogs)), false
 	}
 	d.state.Attempts++
-	msg := fmt.Sprintf("installing the update to %s from %s (attempt %d of %d; host at %s)", target, sourceOf(req), d.state.Attempts, d.maxAttempts(), obs.Build)
-	return Step{Action: InstallUpdate, Report: d.report(names.StatusApplying, msg), State: d.state, Target: target, Update: req}, false
+	req := d.updateRequest(target)
+	return Step{Action: InstallUpdate, Report: d.report(names.StatusApplying, d.installMessage(target)), State: d.state, Target: target, Update: req}, false
+}
+
+// updateRequest is what the current attempt installs.
+func (d decision) updateRequest(target host.Build) host.UpdateRequest {
+	upd := d.in.Config.Config
+	req := host.UpdateRequest{Revision: d.in.Revision, Attempt: d.state.Attempts, Target: target, Source: upd.UpdateSource()}
+	if upd.Updates != nil {
+		req.Packages, req.KBs = upd.Updates.Packages, upd.Updates.KBs
+	}
+	return req
+}
+
+// installMessage says what the current attempt installs. The same words
+// while its task runs, so that waiting for it writes nothing to the API.
+func (d decision) installMessage(target host.Build) string {
+	return fmt.Sprintf("installing the update to %s from %s (attempt %d of %d; host at %s)",
+		target, sourceOf(d.updateRequest(target)), d.state.Attempts, d.maxAttempts(), d.in.Observed.Build)
 }
 
 // reboot is the step that reboots the node for reason (RebootReasons, or
@@ -428,6 +453,13 @@ func (d decision) maxReboots() int {
 	return d.in.MaxReboots
 }
 
+func (d decision) updateTaskTimeout() time.Duration {
+	if d.in.UpdateTaskTimeout <= 0 {
+		return DefaultUpdateTaskTimeout
+	}
+	return d.in.UpdateTaskTimeout
+}
+
 func (d decision) runtimeTaskTimeout() time.Duration {
 	if d.in.RuntimeTaskTimeout <= 0 {
 		return DefaultRuntimeTaskTimeout
@@ -450,8 +482,11 @@ func (d decision) networkGrace() time.Duration {
 }
 
 func sourceOf(req host.UpdateRequest) string {
-	if req.Source == config.SourcePackages {
+	switch {
+	case req.Source == config.SourcePackages:
 		return fmt.Sprintf("%d package(s)", len(req.Packages))
+	case len(req.KBs) > 0:
+		return "Windows Update (" + strings.Join(req.KBs, ", ") + ")"
 	}
 	return "Windows Update"
 }

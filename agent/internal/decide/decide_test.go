@@ -162,6 +162,24 @@ func TestNext(t *testing.T) {
 				message: []string{"attempt 2 of 3"}},
 		},
 		{
+			name: "a retry of the revision (a new start) while the Node still says Applying starts over",
+			in: func() Input {
+				in := applying(request(), names.StatusApplying, host.State{Revision: "r1", StartedAt: "10:00", Attempts: 3, Reboots: 2})
+				in.StartedAt = "10:40"
+				return in
+			},
+			want: want{action: InstallUpdate, status: names.StatusApplying, state: host.State{Revision: "r1", StartedAt: "10:40", Attempts: 1}},
+		},
+		{
+			name: "continuation of the same start carries on",
+			in: func() Input {
+				in := applying(request(), names.StatusApplying, host.State{Revision: "r1", StartedAt: "10:40", Attempts: 1})
+				in.StartedAt = "10:40"
+				return in
+			},
+			want: want{action: InstallUpdate, status: names.StatusApplying, state: host.State{Revision: "r1", StartedAt: "10:40", Attempts: 2}},
+		},
+		{
 			name: "continuation whose host state is about another revision starts over",
 			in: func() Input {
 				return applying(request(), names.StatusApplying, host.State{Revision: "r0", Attempts: 3})
@@ -517,8 +535,8 @@ func TestNextStuckNodeStopsAtTheCap(t *testing.T) {
 		switch s.Action {
 		case InstallUpdate:
 			installs++
-			in.Reported, in.State = s.Report, s.State
-			s = AfterInstall(in, s, host.UpdateResult{ExitCode: ExitRebootRequired, Detail: "kb.msu"})
+			in = installed(in, s, ExitRebootRequired)
+			s = Next(in)
 			if s.Action != Reboot {
 				t.Fatalf("after 3010: %v, want Reboot", s.Action)
 			}

@@ -59,12 +59,15 @@ type StepExit struct {
 }
 
 // ServicingContinues: after a call that exited so, the next one may run.
-// Servicing stops at the first failure: the cumulative update must not go on
-// without the servicing stack update before it.
-func ServicingContinues(exitCode int) bool { return ClassifyUpdate(exitCode) != UpdateFailed }
+// Servicing stops at the first failure (a package that needs a newer
+// servicing stack is one): the cumulative update must not go on without the
+// servicing stack update before it.
+func ServicingContinues(exitCode int) bool { return !stopsServicing(ClassifyUpdate(exitCode)) }
+
+func stopsServicing(o UpdateOutcome) bool { return o == UpdateFailed || o == ServicingStackRequired }
 
 // CombineServicing folds the calls made (in order, the last one possibly a
-// failure) into one result for AfterInstall: a failure is the result; else a
+// failure) into one result for the servicing task: a failure is the result; else a
 // reboot if any call asked for one; else installed if anything was; else
 // already installed if anything was; else not applicable.
 func CombineServicing(exits []StepExit, planned int) host.UpdateResult {
@@ -76,7 +79,7 @@ func CombineServicing(exits []StepExit, planned int) host.UpdateResult {
 		parts = append(parts, fmt.Sprintf("%s: %s", e.What, describeExit(e.ExitCode)))
 	}
 	last := exits[len(exits)-1]
-	if ClassifyUpdate(last.ExitCode) == UpdateFailed {
+	if stopsServicing(ClassifyUpdate(last.ExitCode)) {
 		return host.UpdateResult{ExitCode: last.ExitCode,
 			Detail: fmt.Sprintf("%s (step %d of %d; before it: %s)", last.What, len(exits), planned, orNothing(parts[:len(parts)-1]))}
 	}

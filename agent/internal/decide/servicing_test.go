@@ -88,7 +88,7 @@ func TestCombineServicing(t *testing.T) {
 }
 
 func TestServicingStopsAtTheFirstFailure(t *testing.T) {
-	for code, want := range map[int]bool{0: true, 3010: true, 2359302: true, 0x800F081E: true, 0x800F0922: false, 1: false} {
+	for code, want := range map[int]bool{0: true, 3010: true, 2359302: true, 0x800F081E: true, 0x800F0922: false, 0x800F0823: false, 1: false} {
 		if got := ServicingContinues(code); got != want {
 			t.Errorf("ServicingContinues(0x%08X) = %v, want %v", uint32(code), got, want)
 		}
@@ -177,5 +177,51 @@ func TestWindowsUpdateExit(t *testing.T) {
 				t.Errorf("exit = 0x%08X (%v), want 0x%08X (%v)", uint32(code), ClassifyUpdate(code), tc.code, tc.want)
 			}
 		})
+	}
+}
+
+// Pinned KBs are matched by ID whatever the titles' language, in the pool's
+// order; one already installed (not offered) is skipped; none offered is an
+// error naming them and what is offered.
+func TestSelectPinnedUpdates(t *testing.T) {
+	offered := []WUUpdate{
+		{Title: "2024-10 Kumulatives Update für Microsoft Server Operating System, Version 21H2 für x64-basierte Systeme (KB5044281)", KBs: []string{"5044281"}},
+		{Title: "Sicherheitsupdate für .NET Framework (KB5044091)", KBs: []string{"5044091"}},
+		{Title: "サービス スタック更新プログラム (KB5043936)", KBs: []string{"KB5043936"}},
+	}
+	for _, tc := range []struct {
+		name string
+		kbs  []string
+		want []int
+		err  string
+	}{
+		{"in the pool's order, servicing stack first", []string{"KB5043936", "KB5044281"}, []int{2, 0}, ""},
+		{"one installed already", []string{"KB5040000", "KB5044281"}, []int{0}, ""},
+		{"none offered", []string{"KB5040000"}, nil,
+			"Windows Update offers none of KB5040000, which the pool pins (os.updates.kbs); it offers KB5043936, KB5044091, KB5044281"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := SelectPinnedUpdates(offered, tc.kbs)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err = %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("SelectPinnedUpdates = %v, %v; want %v", got, err, tc.want)
+			}
+		})
+	}
+}
+
+// The install carries the pins and says so.
+func TestPinnedKBsReachTheInstall(t *testing.T) {
+	in := request()
+	in.Config.Config.Updates = &config.Updates{Source: config.SourceWindowsUpdate, KBs: []string{"KB5043936", "KB5044281"}}
+	s := Next(in)
+	if s.Action != InstallUpdate || !reflect.DeepEqual(s.Update.KBs, []string{"KB5043936", "KB5044281"}) ||
+		!strings.Contains(s.Report.Message, "from Windows Update (KB5043936, KB5044281)") {
+		t.Errorf("step %v %+v %q, want the install of the two pinned KBs", s.Action, s.Update, s.Report.Message)
 	}
 }

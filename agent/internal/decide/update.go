@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"winpool.dev/agent/internal/host"
+	"winpool.dev/agent/internal/names"
 )
 
 // UpdateOutcome is what a servicing exit code means for the agent.
@@ -15,6 +16,9 @@ const (
 	RebootRequired
 	NotApplicable
 	AlreadyInstalled
+	// ServicingStackRequired: the update needs a newer servicing stack
+	// update installed first.
+	ServicingStackRequired
 )
 
 func (o UpdateOutcome) String() string {
@@ -27,6 +31,8 @@ func (o UpdateOutcome) String() string {
 		return "NotApplicable"
 	case AlreadyInstalled:
 		return "AlreadyInstalled"
+	case ServicingStackRequired:
+		return "ServicingStackRequired"
 	}
 	return "Failed"
 }
@@ -43,6 +49,9 @@ const (
 	ExitWUNotApplicable = 0x80240017
 	// ExitAlreadyInstalled is WU_S_ALREADY_INSTALLED (wusa).
 	ExitAlreadyInstalled = 0x240006
+	// ExitServicingStackRequired is CBS_E_NEW_SERVICING_STACK_REQUIRED: the
+	// package needs a newer servicing stack update than the host has.
+	ExitServicingStackRequired = 0x800F0823
 )
 
 // ClassifyUpdate maps a servicing exit code. Windows exit codes are 32-bit
@@ -58,27 +67,71 @@ func ClassifyUpdate(exitCode int) UpdateOutcome {
 		return NotApplicable
 	case ExitAlreadyInstalled:
 		return AlreadyInstalled
+	case ExitServicingStackRequired:
+		return ServicingStackRequired
 	}
 	return UpdateFailed
 }
 
-// AfterInstall decides what follows an InstallUpdate step (install, as Next
-// returned it and as its State was saved) that servicing answered with res.
-func AfterInstall(in Input, install Step, res host.UpdateResult) Step {
-	d := decision{in: in, state: install.State}
-	code := uint32(res.ExitCode)
-	switch ClassifyUpdate(res.ExitCode) {
+// updateTask judges the servicing task of this request, if its result is on
+// the host. decided: the step is the answer (wait for a task that runs, reboot
+// for one that asked, fail with what it found); otherwise the caller goes on
+// as if no task had run (none did for this attempt, or its result has been
+// acted on: an install that changed nothing counts against the attempts).
+//
+// The task runs outside the agent's pod, so it survives the agent: this is
+// read back, possibly by a later agent process than the one that started it,
+// and an install is never started twice for one attempt, nor while another
+// runs.
+func (d decision) updateTask(target host.Build) (Step, bool) {
+	u := d.in.Observed.UpdateTask
+	if u == nil {
+		return Step{}, false
+	}
+	ours := d.state.Attempts > 0 && u.Revision == d.in.Revision && u.Attempt == d.state.Attempts
+	where := u.ResultFile
+	if where == "" {
+		where = ServicingResultFile
+	}
+	if u.Phase == host.UpdateRunning {
+		if !u.Started.IsZero() && !d.in.Now.IsZero() && d.in.Now.Sub(u.Started) > d.updateTaskTimeout() {
+			return d.fail(fmt.Sprintf("the servicing task (%s) installing %s since %s is still running after %s: it never ran or it hangs; "+
+				"see %s, the task's history in Task Scheduler, and %s", ServicingTaskName, u.Target, u.Started.UTC().Format("15:04:05Z"),
+				d.updateTaskTimeout(), where, servicingLogs)), true
+		}
+		msg := d.installMessage(target)
+		if !ours {
+			// A second servicing run on top of a running one fails with
+			// CBS_E_PENDING at best: the earlier request's task ends first.
+			msg = fmt.Sprintf("waiting for the servicing task of an earlier request (revision %s, attempt %d, installing %s) to end before installing %s",
+				u.Revision, u.Attempt, u.Target, target)
+		}
+		return Step{Action: Wait, Report: d.report(names.StatusApplying, msg), State: d.state}, true
+	}
+	if !ours || d.state.RebootedAfter == u.Attempt {
+		return Step{}, false
+	}
+	if u.Error != "" {
+		return d.fail(fmt.Sprintf("cannot run servicing to install the update to %s: %s; see %s", target, u.Error, where)), true
+	}
+	code := uint32(u.Result.ExitCode)
+	switch ClassifyUpdate(u.Result.ExitCode) {
 	case RebootRequired:
-		return d.reboot(install.Target, ReasonInstallAsked)
+		d.state.RebootedAfter = u.Attempt
+		return d.reboot(target, ReasonInstallAsked), true
 	case Installed, AlreadyInstalled:
-		// The running build is judged by Next on a fresh observation: an
-		// install that changed nothing counts against the attempts there.
-		return Step{Action: Observe, State: d.state}
+		return Step{}, false
+	case ServicingStackRequired:
+		// Never retried as is: the same package fails the same way until the
+		// servicing stack update it needs is installed before it.
+		return d.fail(fmt.Sprintf("the update needs a newer servicing stack first (0x%08X, CBS_E_NEW_SERVICING_STACK_REQUIRED) installing %s on build %s: "+
+			"list the servicing stack update (SSU) that it requires before it in spec.os.updates, or approve that SSU in WSUS; %s",
+			code, u.Result.Detail, d.in.Observed.Build, servicingLogs)), true
 	case NotApplicable:
 		// Never a reboot: nothing was staged, and rebooting would only loop.
 		return d.fail(fmt.Sprintf("update not applicable to this host (0x%08X): %s does not apply to build %s (target %s); "+
 			"the package is for another Windows release, or this host needs a newer servicing stack update first; %s",
-			code, res.Detail, in.Observed.Build, install.Target, servicingLogs))
+			code, u.Result.Detail, d.in.Observed.Build, target, servicingLogs)), true
 	}
-	return d.fail(fmt.Sprintf("servicing exited 0x%08X (%d) installing %s; %s", code, code, res.Detail, servicingLogs))
+	return d.fail(fmt.Sprintf("servicing exited 0x%08X (%d) installing %s; %s", code, code, u.Result.Detail, servicingLogs)), true
 }

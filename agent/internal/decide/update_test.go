@@ -3,6 +3,7 @@ package decide
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"winpool.dev/agent/internal/host"
 	"winpool.dev/agent/internal/names"
@@ -23,6 +24,8 @@ func TestClassifyUpdate(t *testing.T) {
 		{0x80240017, NotApplicable},
 		{2359302, AlreadyInstalled},
 		{0x240006, AlreadyInstalled},
+		{0x800F0823, ServicingStackRequired},
+		{-2146498525, ServicingStackRequired}, // 0x800F0823 as a signed 32-bit exit code
 		{1, UpdateFailed},
 		{0x800F0922, UpdateFailed},
 		{1641, UpdateFailed},
@@ -35,13 +38,21 @@ func TestClassifyUpdate(t *testing.T) {
 	}
 }
 
-func TestAfterInstall(t *testing.T) {
+// installed runs Next on in once the servicing task it started has ended
+// with exit code (its result read back by Observe).
+func installed(in Input, install Step, code int) Input {
+	in.Reported, in.State = install.Report, install.State
+	in.Observed.UpdateTask = &host.UpdateTask{Revision: install.Update.Revision, Attempt: install.Update.Attempt, Target: install.Target.String(),
+		Phase: host.UpdateDone, Result: host.UpdateResult{ExitCode: code, Detail: "kb5044281.msu"}}
+	return in
+}
+
+func TestServicingTaskResult(t *testing.T) {
 	in := applying(request(), names.StatusApplying, host.State{Revision: "r1", Attempts: 1})
 	install := Next(in)
-	if install.Action != InstallUpdate {
-		t.Fatalf("setup: %v, want InstallUpdate", install.Action)
+	if install.Action != InstallUpdate || install.Update.Attempt != 2 {
+		t.Fatalf("setup: %v %+v, want InstallUpdate of attempt 2", install.Action, install.Update)
 	}
-	in.Reported, in.State = install.Report, install.State
 	afterInstall := host.State{Revision: "r1", Attempts: 2}
 	cases := []struct {
 		name string
@@ -51,16 +62,24 @@ func TestAfterInstall(t *testing.T) {
 		{
 			name: "3010 reboots",
 			code: 3010,
-			want: want{action: Reboot, status: names.StatusRebooting, state: host.State{Revision: "r1", Attempts: 2, Reboots: 1},
+			want: want{action: Reboot, status: names.StatusRebooting, state: host.State{Revision: "r1", Attempts: 2, Reboots: 1, RebootedAfter: 2},
 				message: []string{"rebooting to finish the update to 10.0.20348.2762 (reboot 1 of at most 6)"}},
 		},
-		{name: "0 observes again", code: 0, want: want{action: Observe, state: afterInstall}},
-		{name: "already installed observes again", code: 2359302, want: want{action: Observe, state: afterInstall}},
+		{name: "0 and still short: the next attempt", code: 0, want: want{action: InstallUpdate, status: names.StatusApplying,
+			state: host.State{Revision: "r1", Attempts: 3}, message: []string{"attempt 3 of 3"}}},
+		{name: "already installed and still short: the next attempt", code: 2359302, want: want{action: InstallUpdate, status: names.StatusApplying,
+			state: host.State{Revision: "r1", Attempts: 3}}},
 		{
 			name: "not applicable fails and never reboots",
 			code: 2148468766,
 			want: want{action: Report, status: names.StatusFailed, state: afterInstall,
 				message: []string{"update not applicable to this host (0x800F081E)", "kb5044281.msu", "10.0.20348.2700"}},
+		},
+		{
+			name: "a newer servicing stack required fails saying which update to add first",
+			code: 0x800F0823,
+			want: want{action: Report, status: names.StatusFailed, state: afterInstall,
+				message: []string{"needs a newer servicing stack first (0x800F0823, CBS_E_NEW_SERVICING_STACK_REQUIRED)", "kb5044281.msu", "spec.os.updates"}},
 		},
 		{
 			name: "any other code fails with hex and decimal",
@@ -77,9 +96,52 @@ func TestAfterInstall(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			check(t, AfterInstall(in, install, host.UpdateResult{ExitCode: c.code, Detail: "kb5044281.msu"}), c.want)
+			check(t, Next(installed(in, install, c.code)), c.want)
 		})
 	}
+}
+
+// The task outlives the agent: whatever agent process looks next waits for
+// it, with the words of the install (nothing new to write), never starts a
+// second one, and acts on its result once.
+func TestServicingTaskIsWaitedForAndReadOnce(t *testing.T) {
+	in := request()
+	install := Next(in)
+	running := installed(in, install, 0)
+	running.Observed.UpdateTask.Phase, running.Observed.UpdateTask.Result = host.UpdateRunning, host.UpdateResult{}
+	running.Now = time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	running.Observed.UpdateTask.Started = running.Now.Add(-time.Hour)
+	check(t, Next(running), want{action: Wait, status: names.StatusApplying, state: install.State, message: []string{install.Report.Message}})
+	if got := Next(running).Report.Message; got != install.Report.Message {
+		t.Errorf("waiting says %q, the install said %q: a write per look", got, install.Report.Message)
+	}
+
+	hung := running
+	hung.Observed.UpdateTask.Started = running.Now.Add(-4 * time.Hour)
+	check(t, Next(hung), want{action: Report, status: names.StatusFailed, state: install.State,
+		message: []string{`servicing task (\winpool\servicing)`, "still running after 3h0m0s", "Task Scheduler"}})
+
+	// A task of an earlier request (the operator retried the node): wait for it, start nothing.
+	earlier := running
+	earlier.Reported, earlier.State = NodeReport{}, host.State{}
+	earlier.Observed.UpdateTask = &host.UpdateTask{Revision: "r1", Attempt: 2, Target: "10.0.20348.2762", Phase: host.UpdateRunning, Started: running.Now}
+	check(t, Next(earlier), want{action: Wait, status: names.StatusApplying, state: host.State{Revision: "r1"},
+		message: []string{"waiting for the servicing task of an earlier request (revision r1, attempt 2"}})
+	// Once it ended, its result is not this request's: this one installs.
+	earlier.Observed.UpdateTask.Phase = host.UpdateDone
+	check(t, Next(earlier), want{action: InstallUpdate, status: names.StatusApplying, state: host.State{Revision: "r1", Attempts: 1}})
+
+	// 3010, then the reboot (the build did not move): the result was acted on; the next attempt installs.
+	asked := installed(in, install, 3010)
+	reboot := Next(asked)
+	asked.Reported, asked.State = reboot.Report, reboot.State
+	check(t, Next(asked), want{action: InstallUpdate, status: names.StatusApplying,
+		state: host.State{Revision: "r1", Attempts: 2, Reboots: 1, RebootedAfter: 1}, message: []string{"attempt 2 of 3"}})
+
+	failed := installed(in, install, 0)
+	failed.Observed.UpdateTask.Result, failed.Observed.UpdateTask.Error = host.UpdateResult{}, "kb5044281.msu: sha256 mismatch"
+	check(t, Next(failed), want{action: Report, status: names.StatusFailed, state: install.State,
+		message: []string{"cannot run servicing to install the update to 10.0.20348.2762: kb5044281.msu: sha256 mismatch", ServicingResultFile}})
 }
 
 // Not-applicable must never turn into a reboot or another install: the
@@ -87,8 +149,8 @@ func TestAfterInstall(t *testing.T) {
 func TestNotApplicableNeverLoops(t *testing.T) {
 	in := request()
 	install := Next(in)
-	in.Reported, in.State = install.Report, install.State
-	s := AfterInstall(in, install, host.UpdateResult{ExitCode: ExitNotApplicable, Detail: "kb.msu"})
+	in = installed(in, install, ExitNotApplicable)
+	s := Next(in)
 	if s.Action != Report || s.Report.Status != names.StatusFailed {
 		t.Fatalf("not applicable: %v %s, want a Failed report", s.Action, s.Report.Status)
 	}
@@ -104,11 +166,10 @@ func TestNotApplicableNeverLoops(t *testing.T) {
 }
 
 // A reboot asked for by servicing counts against the reboot cap too.
-func TestAfterInstallRebootIsCapped(t *testing.T) {
+func TestServicingRebootIsCapped(t *testing.T) {
 	in := applying(request(), names.StatusApplying, host.State{Revision: "r1", Attempts: 2, Reboots: 6})
 	install := Next(in)
-	in.Reported, in.State = install.Report, install.State
-	s := AfterInstall(in, install, host.UpdateResult{ExitCode: ExitRebootRequired})
+	s := Next(installed(in, install, ExitRebootRequired))
 	if s.Action != Report || s.Report.Status != names.StatusFailed || !strings.Contains(s.Report.Message, "after 6 reboots") {
 		t.Fatalf("got %v %s %q, want Failed after 6 reboots", s.Action, s.Report.Status, s.Report.Message)
 	}

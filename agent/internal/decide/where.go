@@ -11,6 +11,10 @@ const (
 	RuntimeResultFile = `C:\ProgramData\winpool\runtime\result.json`
 	// RuntimeTaskName is the scheduled task that swaps containerd.
 	RuntimeTaskName = `\winpool\containerd-upgrade`
+	// ServicingResultFile is where the servicing task writes how it went.
+	ServicingResultFile = `C:\ProgramData\winpool\servicing\result.json`
+	// ServicingTaskName is the scheduled task that installs an update.
+	ServicingTaskName = `\winpool\servicing`
 
 	servicingLogs = `see ` + CBSLog + ` and ` + DISMLog + ` (and ` + AgentLog + `)`
 )

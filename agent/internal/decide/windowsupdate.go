@@ -1,6 +1,8 @@
 package decide
 
 import (
+	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -12,6 +14,8 @@ type WUUpdate struct {
 	// Categories: the names of IUpdate.Categories ("Security Updates",
 	// "Drivers", "Microsoft Server operating system-21H2", …).
 	Categories []string
+	// KBs: IUpdate.KBArticleIDs ("5044281"), the same in every language.
+	KBs []string
 }
 
 // SelectWindowsUpdates picks, from what Windows Update offers, only what
@@ -46,6 +50,41 @@ func SelectWindowsUpdates(offered []WUUpdate) []int {
 		return append(ssu, lcu)
 	}
 	return ssu
+}
+
+// SelectPinnedUpdates picks the offered updates a pool pins by KB ID (its
+// os.updates.kbs), in the pool's order. KB IDs do not depend on the server's
+// display language, titles and category names do. A pinned KB that is not
+// offered may be installed already (Windows Update offers only what is not);
+// when none is offered the error names them and what is offered.
+func SelectPinnedUpdates(offered []WUUpdate, kbs []string) ([]int, error) {
+	byKB := map[string]int{}
+	var all []string
+	for i, u := range offered {
+		for _, kb := range u.KBs {
+			id := "KB" + strings.TrimPrefix(strings.ToUpper(strings.TrimSpace(kb)), "KB")
+			if _, dup := byKB[id]; !dup {
+				byKB[id] = i
+				all = append(all, id)
+			}
+		}
+	}
+	var picked []int
+	for _, kb := range kbs {
+		if i, ok := byKB[strings.ToUpper(kb)]; ok && !slices.Contains(picked, i) {
+			picked = append(picked, i)
+		}
+	}
+	if len(picked) == 0 {
+		offers := "nothing"
+		if len(all) > 0 {
+			sort.Strings(all)
+			offers = strings.Join(all, ", ")
+		}
+		return nil, fmt.Errorf("Windows Update offers none of %s, which the pool pins (os.updates.kbs); it offers %s: "+
+			"approve them in WSUS for this node's group, or check that they apply to this build", strings.Join(kbs, ", "), offers)
+	}
+	return picked, nil
 }
 
 func excluded(u WUUpdate, lowerTitle string) bool {

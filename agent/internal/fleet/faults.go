@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -40,10 +41,18 @@ const (
 	// FaultRebootUnknown: a reboot shows as Ready=Unknown (the kubelet went
 	// down before it could post NotReady), not Ready=False.
 	FaultRebootUnknown Fault = "reboot-unknown"
+	// FaultAgentRestart: the agent's pod restarts in the middle of every
+	// update install (its own DaemonSet rolling, a kubelet restart, an OOM
+	// kill): a new agent process meets the install the old one started.
+	FaultAgentRestart Fault = "agent-restart"
+	// FaultSSUFirst: the first install of a node brings only a servicing
+	// stack update, which needs its own reboot; the build moves with the
+	// second.
+	FaultSSUFirst Fault = "ssu-first"
 )
 
 // knownFaults are the faults --host-faults accepts.
-var knownFaults = []Fault{FaultHNSChurn, FaultReadErrors, FaultPendingRenames, FaultOvershoot, FaultUndershoot, FaultRebootUnknown}
+var knownFaults = []Fault{FaultHNSChurn, FaultReadErrors, FaultPendingRenames, FaultOvershoot, FaultUndershoot, FaultRebootUnknown, FaultAgentRestart, FaultSSUFirst}
 
 // How far FaultOvershoot and FaultUndershoot miss the revision asked for.
 const (
@@ -69,6 +78,19 @@ func (f Faults) shape(node string, o *fake.Options) {
 		o.Lands = func(t host.Build) host.Build { t.UBR = max(t.UBR-undershootBy, 0); return t }
 	case f.On(FaultOvershoot, node):
 		o.Lands = func(t host.Build) host.Build { t.UBR += overshootBy; return t }
+	}
+	if f.On(FaultSSUFirst, node) {
+		start, then := o.Build, o.Lands
+		var installs atomic.Int32
+		o.Lands = func(t host.Build) host.Build {
+			switch {
+			case installs.Add(1) == 1:
+				return start
+			case then != nil:
+				return then(t)
+			}
+			return t
+		}
 	}
 }
 

@@ -93,6 +93,15 @@ func newSimNode(f *Fleet, name string, m machine) *simNode {
 		opts.HNS = churning(opts.HNS)
 	}
 	f.s.Faults.shape(name, &opts)
+	if f.s.Faults.On(FaultAgentRestart, name) {
+		opts.OnInstallStarted = func() {
+			select {
+			case <-time.After(f.s.ApplyTime / 2):
+				n.restartAgent()
+			case <-n.ctx.Done():
+			}
+		}
+	}
 	n.host = fake.New(opts)
 	n.agentHost = n.host
 	if f.s.HNS == HNSOff {
@@ -130,6 +139,26 @@ func (n *simNode) podGone(uid types.UID) {
 	defer n.mu.Unlock()
 	if n.pod != nil && n.pod.uid == uid {
 		n.dropPodLocked()
+	}
+}
+
+// restartAgent is the agent's containers restarting in the same pod (same
+// token): the running agent is stopped and a new one started.
+func (n *simNode) restartAgent() {
+	n.mu.Lock()
+	run := n.run
+	n.run = nil
+	n.mu.Unlock()
+	if run == nil {
+		return
+	}
+	run.cancel()
+	<-run.done
+	n.log.Info("agent restarted (host fault agent-restart)")
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.pod != nil && n.run == nil && !n.rebooting {
+		n.startLocked()
 	}
 }
 

@@ -200,8 +200,15 @@ func TestRebootIsPlayedLikeAKubelet(t *testing.T) {
 	eventually(t, "the agent to start", func() bool { return j.count("agent start") == 1 })
 
 	target := host.Build{Major: 10, Build: 20348, UBR: 2762}
-	if res, _ := n.host.InstallUpdate(ctx, host.UpdateRequest{Target: target}); res.ExitCode != 3010 {
-		t.Fatalf("install: %+v", res)
+	if err := n.host.StartUpdate(ctx, host.UpdateRequest{Revision: "r1", Attempt: 1, Target: target}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the servicing task to end", func() bool {
+		obs, _ := n.host.Observe(ctx)
+		return obs.UpdateTask != nil && obs.UpdateTask.Phase == host.UpdateDone
+	})
+	if obs, _ := n.host.Observe(ctx); obs.UpdateTask.Result.ExitCode != 3010 {
+		t.Fatalf("install: %+v", obs.UpdateTask)
 	}
 	if err := n.host.Reboot(ctx, "test"); err != nil {
 		t.Fatal(err)

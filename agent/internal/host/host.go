@@ -73,6 +73,42 @@ type Observed struct {
 	// left it (it runs outside containerd, so the agent may have been
 	// restarted meanwhile); nil when there is none.
 	RuntimeUpgrade *RuntimeUpgrade
+	// UpdateTask is the last update install as the servicing task that ran
+	// it left it (it runs outside the agent pod's job object, so the agent
+	// may have been restarted meanwhile); nil when there is none.
+	UpdateTask *UpdateTask
+}
+
+// UpdatePhase is where a servicing task is.
+type UpdatePhase string
+
+const (
+	// UpdateRunning: the task was started and has not written its result.
+	UpdateRunning UpdatePhase = "Running"
+	// UpdateDone: servicing ran to its end; Result (or Error) says how.
+	UpdateDone UpdatePhase = "Done"
+)
+
+// UpdateTask is the result file of a servicing task: DISM or the Windows
+// Update client run as a one-shot SYSTEM scheduled task, so that no restart
+// of the agent's pod (its job object's processes are killed with it) can stop
+// servicing in the middle of a CBS transaction, and the pod's memory limit
+// does not cover TiWorker's.
+type UpdateTask struct {
+	Revision string `json:"revision"`
+	// Attempt is State.Attempts when the install was started; with Revision
+	// it ties the result to one attempt.
+	Attempt int         `json:"attempt"`
+	Target  string      `json:"target"`
+	Phase   UpdatePhase `json:"phase"`
+	// Result is servicing's answer once Done.
+	Result UpdateResult `json:"result"`
+	// Error: servicing could not be run at all (e.g. a package's digest is
+	// wrong); Result is then empty.
+	Error   string    `json:"error,omitempty"`
+	Started time.Time `json:"started"`
+	// ResultFile is where this was read from (not serialized), for messages.
+	ResultFile string `json:"-"`
 }
 
 // RebootSignals is what Windows leaves behind when something needs a reboot
@@ -124,13 +160,18 @@ type RuntimeUpgrade struct {
 	ResultFile string `json:"-"`
 }
 
-// UpdateRequest is what InstallUpdate installs.
+// UpdateRequest is what StartUpdate installs.
 type UpdateRequest struct {
 	Revision string
-	Target   Build
-	Source   config.UpdateSource
+	// Attempt is the attempt number saved in State.Attempts.
+	Attempt int
+	Target  Build
+	Source  config.UpdateSource
 	// Packages, in install order, for config.SourcePackages.
 	Packages []config.Package
+	// KBs pin what config.SourceWindowsUpdate installs, in install order
+	// (none: the servicing stack and newest cumulative update offered).
+	KBs []string
 }
 
 // RuntimeRequest is what UpgradeContainerd installs.
@@ -154,8 +195,8 @@ type HNSCounts struct {
 // The decision maps the exit code (decide.ClassifyUpdate); Detail is the
 // package and command, for the message a person reads.
 type UpdateResult struct {
-	ExitCode int
-	Detail   string
+	ExitCode int    `json:"exitCode"`
+	Detail   string `json:"detail"`
 }
 
 // State is what the agent keeps on the host across reboots and restarts
@@ -163,10 +204,16 @@ type UpdateResult struct {
 type State struct {
 	// Revision the counters below are about.
 	Revision string `json:"revision"`
+	// StartedAt is the operator's start (winpool.dev/started-at) of that
+	// revision they are about: a retry starts them over.
+	StartedAt string `json:"startedAt,omitempty"`
 	// Attempts: update installs started for Revision.
 	Attempts int `json:"attempts"`
 	// Reboots the agent asked for while applying Revision.
 	Reboots int `json:"reboots"`
+	// RebootedAfter is the install attempt whose reboot the agent made: its
+	// task's result has been acted on, and must not reboot the node again.
+	RebootedAfter int `json:"rebootedAfter,omitempty"`
 	// RuntimeUpgrades: containerd installs started for Revision.
 	RuntimeUpgrades int `json:"runtimeUpgrades,omitempty"`
 }
@@ -175,10 +222,11 @@ type State struct {
 type Host interface {
 	Observe(ctx context.Context) (Observed, error)
 	HNS(ctx context.Context) (HNSCounts, error)
-	// InstallUpdate brings the host towards req.Target from req.Source
-	// (servicing stack, then the cumulative update). err means servicing
-	// could not be run at all (e.g. a package's digest is wrong).
-	InstallUpdate(ctx context.Context, req UpdateRequest) (UpdateResult, error)
+	// StartUpdate starts bringing the host towards req.Target from
+	// req.Source (servicing stack, then the cumulative update) in a task of
+	// its own, and returns once it runs; the outcome shows in
+	// Observed.UpdateTask. err: the task could not be started.
+	StartUpdate(ctx context.Context, req UpdateRequest) error
 	// UpgradeContainerd starts installing that containerd version, keeping
 	// its config. It may return before the new containerd runs: the outcome
 	// then shows in Observed.RuntimeUpgrade.

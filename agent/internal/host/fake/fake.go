@@ -30,8 +30,12 @@ type Options struct {
 	// InstallDuration is how long an update install takes.
 	InstallDuration time.Duration
 	// InstallExitCode, when set, decides the servicing exit code of an install
-	// (default: ExitRebootRequired, with the target build staged for the reboot).
+	// at its end (default: ExitRebootRequired, with the target build staged
+	// for the reboot); it may block, and the task runs on meanwhile.
 	InstallExitCode func(target host.Build) int
+	// OnInstallStarted, when set, is called (on its own goroutine) when a
+	// servicing task starts.
+	OnInstallStarted func()
 	// OnReboot is called (on its own goroutine) when the agent reboots the
 	// host; the fleet stops the agent, plays the reboot and calls
 	// CompleteReboot. Nil: the reboot completes at once.
@@ -76,6 +80,7 @@ type Host struct {
 	rollbacks     int
 	updates       []host.UpdateRequest
 	runtimeTask   *host.RuntimeUpgrade
+	updateTask    *host.UpdateTask
 }
 
 var _ host.Host = (*Host)(nil)
@@ -99,6 +104,10 @@ func (h *Host) Observe(ctx context.Context) (host.Observed, error) {
 		u := *h.runtimeTask
 		obs.RuntimeUpgrade = &u
 	}
+	if h.updateTask != nil {
+		u := *h.updateTask
+		obs.UpdateTask = &u
+	}
 	return obs, nil
 }
 
@@ -117,22 +126,35 @@ func (h *Host) HNS(ctx context.Context) (host.HNSCounts, error) {
 	return h.o.HNS(), nil
 }
 
-func (h *Host) InstallUpdate(ctx context.Context, req host.UpdateRequest) (host.UpdateResult, error) {
-	target := req.Target
-	select {
-	case <-time.After(h.o.InstallDuration):
-	case <-ctx.Done():
-		return host.UpdateResult{}, ctx.Err()
-	}
+// StartUpdate starts the machine's servicing task: it runs on its own for
+// InstallDuration, whatever becomes of the agent that started it, then
+// leaves its result where Observe reads it.
+func (h *Host) StartUpdate(ctx context.Context, req host.UpdateRequest) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.updateTask != nil && h.updateTask.Phase == host.UpdateRunning {
+		return fmt.Errorf("a servicing task is running already (revision %s, attempt %d)", h.updateTask.Revision, h.updateTask.Attempt)
+	}
 	h.installs++
 	h.updates = append(h.updates, req)
+	h.updateTask = &host.UpdateTask{Revision: req.Revision, Attempt: req.Attempt, Target: req.Target.String(), Phase: host.UpdateRunning, Started: time.Now()}
+	task := h.updateTask
+	if h.o.OnInstallStarted != nil {
+		go h.o.OnInstallStarted()
+	}
+	go h.service(task, req.Target)
+	return nil
+}
+
+// service is the servicing task's run: the install, then its result.
+func (h *Host) service(task *host.UpdateTask, target host.Build) {
+	time.Sleep(h.o.InstallDuration)
 	code := ExitRebootRequired
 	if h.o.InstallExitCode != nil {
 		code = h.o.InstallExitCode(target)
 	}
-	detail := fmt.Sprintf("simulated cumulative update to %s", target)
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	switch code {
 	case ExitRebootRequired:
 		t := target
@@ -144,7 +166,8 @@ func (h *Host) InstallUpdate(ctx context.Context, req host.UpdateRequest) (host.
 	case ExitSuccess:
 		h.build = target
 	}
-	return host.UpdateResult{ExitCode: code, Detail: detail}, nil
+	task.Phase = host.UpdateDone
+	task.Result = host.UpdateResult{ExitCode: code, Detail: fmt.Sprintf("simulated cumulative update to %s", target)}
 }
 
 func (h *Host) UpgradeContainerd(ctx context.Context, req host.RuntimeRequest) error {

@@ -18,3 +18,8 @@ func New(Options) (host.Host, error) {
 func RunContainerdSwap(context.Context, string) (host.RuntimeUpgrade, error) {
 	return host.RuntimeUpgrade{}, errors.New("the containerd upgrade task only runs on Windows")
 }
+
+// RunServicing is the servicing task, which runs on Windows only.
+func RunServicing(context.Context, string) (host.UpdateTask, error) {
+	return host.UpdateTask{}, errors.New("the servicing task only runs on Windows")
+}

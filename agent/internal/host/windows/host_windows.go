@@ -44,19 +44,26 @@ type Host struct {
 
 var _ host.Host = (*Host)(nil)
 
-// New returns the host the agent runs on.
+// New returns the host the agent runs on, once its state folder is secured
+// (secureStateDir): a state folder someone else owns is an error.
 func New(o Options) (host.Host, error) {
 	dir := o.StateDir
 	if dir == "" {
 		dir = defaultStateDir()
 	}
 	o.StateDir = dir
+	// Before anything is read from or written to it: the state folder holds
+	// what a SYSTEM task runs (statedir.go).
+	if err := secureStateDir(dir); err != nil {
+		return nil, err
+	}
 	return &Host{o: o, state: stateFile{path: filepath.Join(dir, "state.json")}, containerd: o.Containerd, hns: hcnAPI{}}, nil
 }
 
-// Observe reads the build, the reboot-pending signals, containerd's version
-// and the last containerd upgrade task's result, kube-proxy's HNS network
-// type and the running CSI Proxy's version, each from the machine.
+// Observe reads the build, the reboot-pending signals, containerd's version,
+// the last containerd upgrade task's and servicing task's results,
+// kube-proxy's HNS network type and the running CSI Proxy's version, each
+// from the machine.
 func (h *Host) Observe(ctx context.Context) (host.Observed, error) {
 	var obs host.Observed
 	var err error
@@ -67,11 +74,14 @@ func (h *Host) Observe(ctx context.Context) (host.Observed, error) {
 	if err != nil {
 		return obs, err
 	}
-	obs.RebootPending, obs.RebootPendingBecause = decide.RebootPending(signals)
+	obs.Reboot = signals
 	if obs.ContainerdVersion, err = h.containerdVersion(ctx); err != nil {
 		return obs, err
 	}
 	if obs.RuntimeUpgrade, err = h.runtimeResult(); err != nil {
+		return obs, err
+	}
+	if obs.UpdateTask, err = h.servicingResult(); err != nil {
 		return obs, err
 	}
 	if nets, err := h.hns.Networks(); err != nil {
@@ -135,8 +145,8 @@ func readBuild() (host.Build, error) {
 // rebootSignals reads what servicing leaves behind when it needs a reboot to
 // finish: either flag key, or files queued to be replaced at boot. The
 // decision of what they mean is decide.RebootPending.
-func rebootSignals() (decide.RebootSignals, error) {
-	var s decide.RebootSignals
+func rebootSignals() (host.RebootSignals, error) {
+	var s host.RebootSignals
 	var err error
 	if s.CBSRebootPending, err = keyExists(cbsRebootPending); err != nil {
 		return s, err

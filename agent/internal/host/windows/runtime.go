@@ -35,6 +35,9 @@ type runtimeUpgrader struct {
 	// startTask creates and starts the one-shot SYSTEM task running command.
 	startTask func(ctx context.Context, command string) error
 	now       func() time.Time
+	// rehash is how the files written for the task are hashed again before
+	// it starts; nil is stage.Digest (a test passes another).
+	rehash func(path string) (string, error)
 }
 
 func (u runtimeUpgrader) resultFile() string { return filepath.Join(u.dir, "result.json") }
@@ -44,7 +47,9 @@ func (u runtimeUpgrader) resultFile() string { return filepath.Join(u.dir, "resu
 // task (the container's own files go away when containerd stops it), writes
 // the plan and a Scheduled result, and starts the task. It refuses while an
 // earlier task still runs: two swaps at once would trade binaries under
-// each other.
+// each other. The sha256 of every file the task runs or installs (the new
+// binaries, the agent's copy, the plan) is recorded as it is written and
+// checked again right before the task is started.
 func (u runtimeUpgrader) start(ctx context.Context, req host.RuntimeRequest) error {
 	if cur, err := runtimeswap.ReadResult(u.resultFile()); err == nil && cur != nil &&
 		(cur.Phase == host.RuntimeScheduled || cur.Phase == host.RuntimeRunning) &&
@@ -65,13 +70,22 @@ func (u runtimeUpgrader) start(ctx context.Context, req host.RuntimeRequest) err
 	if err := os.RemoveAll(newDir); err != nil {
 		return err
 	}
-	if _, err := stage.ExtractContainerd(archive, newDir); err != nil {
+	names, err := stage.ExtractContainerd(archive, newDir)
+	if err != nil {
 		return err
 	}
+	written := fileDigests{}
+	for _, n := range names {
+		if err := written.add(filepath.Join(newDir, n)); err != nil {
+			return err
+		}
+	}
 	exe := filepath.Join(work, "winpool-agent.exe")
-	if err := stage.CopyFile(u.self, exe, 0o700, false); err != nil {
+	sum, err := copyHashed(u.self, exe)
+	if err != nil {
 		return fmt.Errorf("copying the agent for the task: %w", err)
 	}
+	written[exe] = sum
 	plan := runtimeswap.Plan{
 		Revision: req.Revision, Attempt: req.Attempt, Version: req.Version,
 		InstallDir: u.installDir, NewDir: newDir, BackupDir: filepath.Join(work, "old"),
@@ -81,8 +95,20 @@ func (u runtimeUpgrader) start(ctx context.Context, req host.RuntimeRequest) err
 	if err := runtimeswap.WriteJSON(planFile, plan); err != nil {
 		return err
 	}
-	command, err := taskCommand(exe, planFile)
+	if err := written.add(planFile); err != nil {
+		return err
+	}
+	command, err := taskCommand(exe, ContainerdSwapCommand, planFile)
 	if err != nil {
+		return err
+	}
+	rehash := u.rehash
+	if rehash == nil {
+		rehash = stage.Digest
+	}
+	// Before the Scheduled result, which would have the agent wait for a
+	// task that never starts.
+	if err := written.verify("the containerd upgrade task", rehash); err != nil {
 		return err
 	}
 	scheduled := host.RuntimeUpgrade{Revision: req.Revision, Attempt: req.Attempt, Version: req.Version, Phase: host.RuntimeScheduled, Started: plan.Started}

@@ -144,3 +144,35 @@ func TestUpgradeFromTheRevisionsArchive(t *testing.T) {
 		t.Errorf("tasks %v, want one", tasks.commands)
 	}
 }
+
+func TestUpgradeRefusesAFileChangedBeforeTheTask(t *testing.T) {
+	srv, _ := releases(t, "")
+	tasks := &taskRecorder{}
+	u := upgrader(t, srv, tasks)
+	work := filepath.Join(u.dir, "r1-1")
+	exe := filepath.Join(work, "winpool-agent.exe")
+	// What is hashed again before the task is what was written, unless
+	// someone swapped the agent's copy in between.
+	var rehashed []string
+	u.rehash = func(p string) (string, error) {
+		rehashed = append(rehashed, filepath.Base(p))
+		if p == exe {
+			return digest("swapped"), nil
+		}
+		return stage.Digest(p)
+	}
+	err := u.start(context.Background(), host.RuntimeRequest{Revision: "r1", Attempt: 1, Version: "1.7.22"})
+	var changed *changedError
+	if !errors.As(err, &changed) || changed.Path != exe || changed.Written != digest("the agent") || changed.Now != digest("swapped") {
+		t.Fatalf("err = %v, want the agent's copy named with both digests", err)
+	}
+	if want := []string{"containerd.exe", "ctr.exe", "plan.json", "winpool-agent.exe"}; !reflect.DeepEqual(rehashed, want) {
+		t.Errorf("hashed again %v, want %v (the binaries installed, the plan, the agent's copy)", rehashed, want)
+	}
+	if len(tasks.commands) != 0 {
+		t.Errorf("a task started: %v", tasks.commands)
+	}
+	if r, _ := runtimeswap.ReadResult(filepath.Join(u.dir, "result.json")); r != nil {
+		t.Errorf("result file %+v, want none (no task is waited for)", r)
+	}
+}

@@ -42,33 +42,19 @@ func (h *Host) UpgradeContainerd(ctx context.Context, req host.RuntimeRequest) e
 	}
 	u := runtimeUpgrader{
 		dir: h.runtimeDir(), client: &http.Client{}, releases: stage.ContainerdReleases,
-		self: self, installDir: filepath.Dir(bin), startTask: runTask, now: time.Now,
+		self: self, installDir: filepath.Dir(bin), now: time.Now,
+		startTask: func(ctx context.Context, command string) error {
+			return runTask(ctx, decide.RuntimeTaskName, command)
+		},
 	}
 	return u.start(ctx, req)
 }
 
-// runTask (re)creates the one-shot task as SYSTEM and starts it now. /SC
-// ONCE needs a start time; the task is only ever run by /Run.
-func runTask(ctx context.Context, command string) error {
-	schtasks := filepath.Join(systemRoot(), "System32", "schtasks.exe")
-	create := []string{"/Create", "/F", "/TN", decide.RuntimeTaskName, "/TR", command, "/SC", "ONCE", "/ST", "00:00", "/RU", "SYSTEM", "/RL", "HIGHEST"}
-	for _, args := range [][]string{create, {"/Run", "/TN", decide.RuntimeTaskName}} {
-		out, err := exec.CommandContext(ctx, schtasks, args...).CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("schtasks %s: %w (output %q)", args[0], err, strings.TrimSpace(string(out)))
-		}
-	}
-	return nil
-}
-
 // RunContainerdSwap is the scheduled task's body: it carries out the plan
-// the agent wrote and records the outcome in the plan's result file.
+// the agent wrote, installing only the named containerd binaries (swap.go),
+// and records the outcome in the plan's result file.
 func RunContainerdSwap(ctx context.Context, planFile string) (host.RuntimeUpgrade, error) {
-	p, err := runtimeswap.ReadPlan(planFile)
-	if err != nil {
-		return host.RuntimeUpgrade{}, err
-	}
-	return runtimeswap.Run(ctx, p, swapMachine{}), nil
+	return runSwap(ctx, planFile, swapMachine{})
 }
 
 // swapMachine is runtimeswap.Machine on the Windows service manager.

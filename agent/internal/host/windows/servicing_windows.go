@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -15,24 +16,35 @@ import (
 	"winpool.dev/agent/internal/host"
 )
 
-// InstallUpdate installs the revision's update from where the revision says.
-func (h *Host) InstallUpdate(ctx context.Context, req host.UpdateRequest) (host.UpdateResult, error) {
+// installUpdate is the servicing task's installer (RunServicing): it
+// installs the plan's update from where the revision says, in the task's
+// own process, outside the agent's pod.
+func installUpdate(ctx context.Context, p servicingPlan, req host.UpdateRequest) (host.UpdateResult, error) {
+	// The task runs with the machine's environment: the agent's proxy
+	// settings come with the plan (servicingtask.go), and are set before
+	// anything reads them (net/http reads them once).
+	for k, v := range p.Proxy {
+		if err := os.Setenv(k, v); err != nil {
+			return host.UpdateResult{}, fmt.Errorf("setting %s from the plan: %w", k, err)
+		}
+	}
 	switch req.Source {
 	case config.SourcePackages:
-		return h.installPackages(ctx, req)
+		return installPackages(ctx, p.StateDir, req)
 	case config.SourceWindowsUpdate, "":
 		return installFromWindowsUpdate(ctx, req)
 	}
 	return host.UpdateResult{}, fmt.Errorf("unknown update source %q", req.Source)
 }
 
-// installPackages installs the revision's packages with DISM (packages.go).
-func (h *Host) installPackages(ctx context.Context, req host.UpdateRequest) (host.UpdateResult, error) {
+// installPackages installs the revision's packages with DISM (packages.go),
+// staging them under <stateDir>\updates.
+func installPackages(ctx context.Context, stateDir string, req host.UpdateRequest) (host.UpdateResult, error) {
 	running, err := readBuild()
 	if err != nil {
 		return host.UpdateResult{}, err
 	}
-	s := servicing{dir: filepath.Join(h.o.StateDir, "updates"), client: &http.Client{}, dism: dism}
+	s := servicing{dir: filepath.Join(stateDir, "updates"), client: &http.Client{}, dism: dism}
 	return s.install(ctx, req, running)
 }
 

@@ -45,6 +45,13 @@ func installFromWindowsUpdate(ctx context.Context, req host.UpdateRequest) (host
 	}
 	defer session.Release()
 	wu.put(session, "ClientApplicationID", "winpool-agent")
+	// Titles and category names come in the session's locale, which is the
+	// server's display language: a German or Japanese server would offer no
+	// title SelectWindowsUpdates knows. IUpdateSession2.UserLocale asks for
+	// English (LCID 1033). A Windows Update Agent too old to have it keeps the server's
+	// language; KB pins (os.updates.kbs) match whatever the language.
+	// Not fatal when it fails: only the title matching depends on it.
+	_, _ = oleutil.PutProperty(session, "UserLocale", uint32(1033))
 
 	searcher := wu.call(session, "CreateUpdateSearcher")
 	found := wu.call(searcher, "Search", wuSearch)
@@ -62,11 +69,22 @@ func installFromWindowsUpdate(ctx context.Context, req host.UpdateRequest) (host
 		for j := 0; j < wu.int(cats, "Count") && wu.err == nil; j++ {
 			u.Categories = append(u.Categories, wu.str(wu.get(cats, "Item", j), "Name"))
 		}
+		kbs := wu.get(item, "KBArticleIDs")
+		for j := 0; j < wu.int(kbs, "Count") && wu.err == nil; j++ {
+			u.KBs = append(u.KBs, wu.strItem(kbs, j))
+		}
 		offered = append(offered, u)
 		items = append(items, item)
 	}
 	if wu.err != nil {
 		return host.UpdateResult{}, wu.wrap("reading the updates Windows Update offers")
+	}
+	if len(req.KBs) > 0 {
+		chosen, err := decide.SelectPinnedUpdates(offered, req.KBs)
+		if err != nil {
+			return host.UpdateResult{}, err
+		}
+		return wu.installChosen(ctx, session, offered, items, chosen)
 	}
 	chosen := decide.SelectWindowsUpdates(offered)
 	if len(chosen) == 0 {
@@ -78,15 +96,20 @@ func installFromWindowsUpdate(ctx context.Context, req host.UpdateRequest) (host
 			"with WSUS, approve the cumulative update that reaches %s for this node's group", orNone(titles), req.Target)
 	}
 
-	// One update per download and install, servicing stack first: a
-	// servicing stack update may require exclusive handling (installed
-	// alone), and the cumulative update needs it in place.
+	return wu.installChosen(ctx, session, offered, items, chosen)
+}
+
+// installChosen installs the chosen updates, in that order, and folds their
+// results into one. One update per download and install, servicing stack
+// first: a servicing stack update may require exclusive handling (installed
+// alone), and the cumulative update needs it in place.
+func (w *wuCalls) installChosen(ctx context.Context, session *ole.IDispatch, offered []decide.WUUpdate, items []*ole.IDispatch, chosen []int) (host.UpdateResult, error) {
 	var exits []decide.StepExit
 	for _, i := range chosen {
 		if ctx.Err() != nil {
 			return host.UpdateResult{}, ctx.Err()
 		}
-		code, err := wu.installOne(session, items[i])
+		code, err := w.installOne(session, items[i])
 		if err != nil {
 			return host.UpdateResult{}, fmt.Errorf("Windows Update: %s: %w", offered[i].Title, err)
 		}
@@ -213,6 +236,16 @@ func (w *wuCalls) int(d *ole.IDispatch, name string) int {
 		return x
 	}
 	return 0
+}
+
+// strItem is the string at index i of an IStringCollection (Item(i)).
+func (w *wuCalls) strItem(d *ole.IDispatch, i int) string {
+	v := w.value(d, "Item", func() (*ole.VARIANT, error) { return oleutil.GetProperty(d, "Item", i) })
+	if v == nil {
+		return ""
+	}
+	s, _ := v.Value().(string)
+	return s
 }
 
 func (w *wuCalls) str(d *ole.IDispatch, name string) string {

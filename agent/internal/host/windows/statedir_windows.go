@@ -1,0 +1,178 @@
+//go:build windows
+
+package windows
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"unsafe"
+
+	"golang.org/x/sys/windows"
+)
+
+// secureStateDir creates the agent's state folder and its sub-folders with
+// stateFolderSDDL, or gives them that DACL when they already exist (an
+// older agent created them with %ProgramData%'s inherited ACL; setting a
+// folder's DACL also replaces what everything below it inherited), then
+// checks every file and folder in it (statedir.go). Nothing is changed in
+// a folder that already exists before everything in it is known to be a
+// plain file or folder SYSTEM or Administrators own: a folder someone else
+// owns is refused as it is, and no permission is set through a link.
+func secureStateDir(root string) error {
+	sd, err := windows.SecurityDescriptorFromString(stateFolderSDDL)
+	if err != nil {
+		return fmt.Errorf("parsing %s: %w", stateFolderSDDL, err)
+	}
+	dacl, _, err := sd.DACL()
+	if err != nil {
+		return fmt.Errorf("the DACL of %s: %w", stateFolderSDDL, err)
+	}
+	read := func(path string) (entrySecurity, error) {
+		s, _, err := readEntry(path)
+		return s, err
+	}
+	if _, err := os.Lstat(root); err == nil {
+		if err := checkStateTree(root, read, false); err != nil {
+			return err
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(root), 0o755); err != nil {
+		return err
+	}
+	for _, dir := range stateFolders(root) {
+		if err := secureFolder(dir, sd, dacl); err != nil {
+			return err
+		}
+	}
+	return checkStateTree(root, read, true)
+}
+
+func secureFolder(dir string, sd *windows.SECURITY_DESCRIPTOR, dacl *windows.ACL) error {
+	p, err := windows.UTF16PtrFromString(dir)
+	if err != nil {
+		return err
+	}
+	sa := windows.SecurityAttributes{SecurityDescriptor: sd}
+	sa.Length = uint32(unsafe.Sizeof(sa))
+	if err := windows.CreateDirectory(p, &sa); err != nil && !errors.Is(err, windows.ERROR_ALREADY_EXISTS) {
+		return fmt.Errorf("creating the agent's state folder %s: %w", dir, err)
+	}
+	// Before its DACL is set: a plain folder (setting the DACL of a junction
+	// would change its target's) that SYSTEM or Administrators own.
+	s, mode, err := readEntry(dir)
+	if err != nil {
+		return fmt.Errorf("reading the owner of %s: %w (delete it as an administrator if the agent cannot read it)", dir, err)
+	}
+	if err := checkEntryType(dir, mode, true); err != nil {
+		return err
+	}
+	if err := checkOwner(dir, s); err != nil {
+		return err
+	}
+	if err := windows.SetNamedSecurityInfo(dir, windows.SE_FILE_OBJECT,
+		windows.DACL_SECURITY_INFORMATION|windows.PROTECTED_DACL_SECURITY_INFORMATION, nil, nil, dacl, nil); err != nil {
+		return fmt.Errorf("setting the permissions of %s to %s: %w", dir, stateFolderSDDL, err)
+	}
+	if s, _, err = readEntry(dir); err != nil {
+		return fmt.Errorf("reading the permissions of %s back: %w", dir, err)
+	}
+	if err := checkOwner(dir, s); err != nil {
+		return err
+	}
+	return checkDACL(dir, s, true)
+}
+
+// readEntry reads the owner and DACL of a file or folder, and whether it is
+// a folder, a file or a reparse point, from the entry itself: a symbolic
+// link or a junction is opened, not followed.
+func readEntry(path string) (entrySecurity, fs.FileMode, error) {
+	p, err := windows.UTF16PtrFromString(path)
+	if err != nil {
+		return entrySecurity{}, 0, err
+	}
+	h, err := windows.CreateFile(p, windows.READ_CONTROL|windows.FILE_READ_ATTRIBUTES,
+		windows.FILE_SHARE_READ|windows.FILE_SHARE_WRITE|windows.FILE_SHARE_DELETE, nil, windows.OPEN_EXISTING,
+		windows.FILE_FLAG_BACKUP_SEMANTICS|windows.FILE_FLAG_OPEN_REPARSE_POINT, 0)
+	if err != nil {
+		return entrySecurity{}, 0, err
+	}
+	defer windows.CloseHandle(h)
+	var info windows.ByHandleFileInformation
+	if err := windows.GetFileInformationByHandle(h, &info); err != nil {
+		return entrySecurity{}, 0, err
+	}
+	var mode fs.FileMode
+	switch {
+	case info.FileAttributes&windows.FILE_ATTRIBUTE_REPARSE_POINT != 0:
+		mode = fs.ModeIrregular
+	case info.FileAttributes&windows.FILE_ATTRIBUTE_DIRECTORY != 0:
+		mode = fs.ModeDir
+	}
+	sd, err := windows.GetSecurityInfo(h, windows.SE_FILE_OBJECT, windows.OWNER_SECURITY_INFORMATION|windows.DACL_SECURITY_INFORMATION)
+	if err != nil {
+		return entrySecurity{}, mode, err
+	}
+	s, err := security(sd)
+	return s, mode, err
+}
+
+// security is the part of a security descriptor statedir.go decides on.
+func security(sd *windows.SECURITY_DESCRIPTOR) (entrySecurity, error) {
+	var s entrySecurity
+	owner, _, err := sd.Owner()
+	if err != nil {
+		return s, fmt.Errorf("reading the owner: %w", err)
+	}
+	if owner != nil {
+		s.OwnerSID, s.OwnerAccount = owner.String(), account(owner)
+	}
+	control, _, err := sd.Control()
+	if err != nil {
+		return s, fmt.Errorf("reading the security descriptor's control bits: %w", err)
+	}
+	s.Protected = control&windows.SE_DACL_PROTECTED != 0
+	dacl, _, err := sd.DACL()
+	if errors.Is(err, windows.ERROR_OBJECT_NOT_FOUND) || (err == nil && dacl == nil) {
+		s.NullDACL = true
+		return s, nil
+	}
+	if err != nil {
+		return s, fmt.Errorf("reading the DACL: %w", err)
+	}
+	for i := uint16(0); i < dacl.AceCount; i++ {
+		var ace *windows.ACCESS_ALLOWED_ACE
+		if err := windows.GetAce(dacl, uint32(i), &ace); err != nil {
+			return s, fmt.Errorf("reading entry %d of the DACL: %w", i, err)
+		}
+		e := aceEntry{Type: ace.Header.AceType, Mask: uint32(ace.Mask)}
+		// Allowed and denied ACEs hold the SID right after the mask; other
+		// types (object, callback ACEs) are laid out differently and are
+		// refused by type alone.
+		if e.Type == aceAllow || e.Type == aceDeny {
+			sid := (*windows.SID)(unsafe.Pointer(&ace.SidStart))
+			e.SID = sid.String()
+			if !trustedSID(e.SID) { // named only in an error
+				e.Account = account(sid)
+			}
+		}
+		s.ACEs = append(s.ACEs, e)
+	}
+	return s, nil
+}
+
+// account is DOMAIN\name of sid, "" when it cannot be looked up.
+func account(sid *windows.SID) string {
+	name, domain, _, err := sid.LookupAccount("")
+	switch {
+	case err != nil:
+		return ""
+	case domain == "":
+		return name
+	}
+	return domain + `\` + name
+}
