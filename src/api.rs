@@ -220,8 +220,9 @@ pub struct OsUpdates {
     /// With source WindowsUpdate: install exactly these updates, by KB ID, in
     /// this order (servicing stack first), e.g. [KB5043936, KB5044281], instead
     /// of the newest cumulative update the source offers. Matched by KB ID, so
-    /// it holds whatever the server's display language; a pinned KB the source
-    /// does not offer fails the node naming it.
+    /// it holds whatever the server's display language. A pinned KB the source
+    /// does not offer is taken for installed; none offered fails the node,
+    /// naming them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 8), inner(regex(pattern = r"^KB[0-9]{6,8}$")))]
     pub kbs: Vec<String>,

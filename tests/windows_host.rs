@@ -32,6 +32,7 @@ struct MachineStats {
     installs: usize,
     reboots: usize,
     reboot_reasons: Vec<String>,
+    agent_restarts: usize,
 }
 
 fn read_stats(path: &Path) -> Vec<MachineStats> {
@@ -93,6 +94,7 @@ async fn a_pool_rolls_out_on_hostile_hosts_installing_once_and_naming_every_rebo
         // A servicing stack update first is one more install and reboot; the agent's restarts add none.
         let (installs, reboots) = if ssu_first.contains(&m.node) { (2, 2) } else { (1, 1) };
         assert_eq!((m.installs, m.reboots), (installs, reboots), "{}: {m:?}", m.node);
+        assert!(m.agent_restarts >= 1, "{}: the agent-restart fault never restarted the agent: {m:?}", m.node);
         assert_eq!(m.reboot_reasons.len(), m.reboots, "{m:?}");
         assert!(m.reboot_reasons.iter().all(|r| REBOOT_REASONS.contains(&r.as_str())), "{}: reasons {:?}", m.node, m.reboot_reasons);
         assert_eq!(m.build, "10.0.20348.2767", "{m:?}");

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"winpool.dev/agent/internal/agent"
+	"winpool.dev/agent/internal/host"
 	winhost "winpool.dev/agent/internal/host/windows"
 	"winpool.dev/agent/internal/logs"
 )
@@ -65,16 +66,29 @@ func main() {
 			"exitCode", r.Result.ExitCode, "detail", r.Result.Detail, "result", r.ResultFile)
 		return
 	}
+	// The host first: it secures the state folder (a protected DACL, its
+	// owner checked), and the log lives in that folder. A log file opened
+	// before would be written as SYSTEM into a folder a user may have
+	// created, through a junction they placed there.
+	h, err := winhost.New(winhost.Options{KubeNetwork: os.Getenv("KUBE_NETWORK")})
+	if err != nil {
+		log, _ := logs.New(os.Stdout, "", logs.FileName)
+		log.Error("winpool-agent stopped: the host is not usable", "err", err)
+		os.Exit(1)
+	}
 	log, closer := logs.New(os.Stdout, logDir, logs.FileName)
 	defer closer.Close()
-	if err := run(log); err != nil {
+	if err := run(log, h); err != nil {
 		log.Error("winpool-agent stopped", "err", err)
 		closer.Close()
 		os.Exit(1)
 	}
 }
 
-func run(log *slog.Logger) error {
+// run is the agent with its host. KUBE_NETWORK (read by main) is how
+// kube-proxy's own setup names its HNS network; unset, the agent recognizes
+// it (internal/hns).
+func run(log *slog.Logger, h host.Host) error {
 	node := os.Getenv("NODE_NAME")
 	if node == "" {
 		return fmt.Errorf("NODE_NAME is not set (the DaemonSet sets it from spec.nodeName)")
@@ -100,13 +114,6 @@ func run(log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	// KUBE_NETWORK is how kube-proxy's own setup names its HNS network;
-	// unset, the agent recognizes it (internal/hns).
-	h, err := winhost.New(winhost.Options{KubeNetwork: os.Getenv("KUBE_NETWORK")})
-	if err != nil {
-		return err
-	}
-
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	log.Info("winpool-agent starting", "version", version, "node", node, "namespace", namespace, "apiServer", cfg.Host)

@@ -7,11 +7,13 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"winpool.dev/agent/internal/decide"
 	"winpool.dev/agent/internal/host"
 	"winpool.dev/agent/internal/names"
 )
@@ -216,9 +218,12 @@ func (a *agent) askedNow() string {
 	return ""
 }
 
+// requestKey is what a decision depends on from the Node: the request, the
+// agent's report, and whether the operator lets the host be touched.
 func requestKey(n *corev1.Node) string {
 	return n.Labels[names.LabelPool] + "\x00" + n.Labels[names.LabelRevision] + "\x00" +
-		n.Annotations[names.AnnAppliedRevision] + "\x00" + n.Annotations[names.AnnApplyStatus]
+		n.Annotations[names.AnnAppliedRevision] + "\x00" + n.Annotations[names.AnnApplyStatus] + "\x00" +
+		strconv.FormatBool(decide.HandsOff(n.Annotations[names.AnnState]))
 }
 
 // observe refreshes what the agent knows of the host. A failure keeps the

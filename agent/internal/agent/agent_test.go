@@ -373,10 +373,8 @@ func TestAReportForAnEarlierAttemptNeverLandsOnARetry(t *testing.T) {
 func TestFailedHostReadsAreWaitedOut(t *testing.T) {
 	o := behindHost()
 	o.OnReboot = func(string) {}
-	var failing atomic.Int64
 	o.ObserveError = func(n int) error {
 		if n%3 == 2 {
-			failing.Add(1)
 			return errors.New("containerd --version: context deadline exceeded")
 		}
 		return nil
@@ -386,14 +384,63 @@ func TestFailedHostReadsAreWaitedOut(t *testing.T) {
 	opts.HNSInterval = 10 * time.Millisecond
 	h.start(opts)
 	h.waitStatus(names.StatusRebooting)
-	if failing.Load() == 0 {
-		t.Fatal("no read failed: the test did not exercise a failing read")
-	}
+	waited := false
 	for _, r := range h.reportsWritten() {
 		if strings.HasPrefix(r, "Failed") {
 			t.Errorf("a failed read failed the node: %s", r)
 		}
+		waited = waited || strings.HasPrefix(r, "Applying: cannot read the host (containerd --version: context deadline exceeded); trying again")
 	}
+	if !waited {
+		t.Errorf("no report said the agent waits for a read; reports: %v", h.reportsWritten())
+	}
+}
+
+// The operator starts the node again (a retry) between the agent's decision
+// and its report's arrival: the API server refuses the report (its test of
+// started-at fails), the agent reads its Node and decides again for the new
+// start, whose report then lands.
+func TestAStaleReportIsRefusedAndTheAgentDecidesAgain(t *testing.T) {
+	const first, retry = "2026-12-02T10:00:00Z", "2026-12-02T10:40:00Z"
+	o := behindHost()
+	o.OnReboot = func(string) {}
+	machine := fake.New(o)
+	node := requestedR1()
+	node.Annotations = map[string]string{names.AnnStartedAt: first}
+	h := newHarness(t, machine, node, revisionConfigMap(revisionR1()))
+	var edited atomic.Bool
+	h.client.PrependReactor("patch", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		p := a.(k8stesting.PatchAction)
+		// The first report on its way: the operator's retry lands before it.
+		if changes, _, _ := decodeAnnotationPatch(p); changes[names.AnnApplyStatus] != nil && edited.CompareAndSwap(false, true) {
+			h.operatorEdit(func(n *corev1.Node) {
+				n.Annotations[names.AnnStartedAt] = retry
+				for _, k := range []string{names.AnnAppliedRevision, names.AnnApplyStatus, names.AnnApplyMessage} {
+					delete(n.Annotations, k)
+				}
+			})
+		}
+		return false, nil, nil
+	})
+	h.start(h.options())
+	h.waitStatus(names.StatusRebooting)
+	if got := h.refused.Load(); got != 1 {
+		t.Errorf("%d reports refused, want the one decided for the first start", got)
+	}
+	for _, a := range h.client.Actions() {
+		if p, ok := a.(k8stesting.PatchAction); ok && p.GetPatchType() == types.JSONPatchType {
+			if _, attempt, _ := decodeAnnotationPatch(p); attempt != first && attempt != retry {
+				t.Errorf("a report tests started-at %q", attempt)
+			}
+		}
+	}
+	if st, _ := machine.LoadState(); st.StartedAt != retry || st.Attempts != 1 {
+		t.Errorf("state = %+v, want the retry's first attempt", st)
+	}
+	if n := h.node(); n.Annotations[names.AnnStartedAt] != retry {
+		t.Errorf("started-at = %q: the agent's writes undid the retry", n.Annotations[names.AnnStartedAt])
+	}
+	h.assertOnlyAgentWrites()
 }
 
 func TestSurvivesAPIErrors(t *testing.T) {

@@ -100,6 +100,7 @@ func (a *agent) input(ctx context.Context, node *corev1.Node) (decide.Input, boo
 		Pool:      node.Labels[names.LabelPool],
 		Revision:  node.Labels[names.LabelRevision],
 		StartedAt: node.Annotations[names.AnnStartedAt],
+		NodeState: node.Annotations[names.AnnState],
 		Reported: decide.NodeReport{
 			AppliedRevision: node.Annotations[names.AnnAppliedRevision],
 			Status:          names.ApplyStatus(node.Annotations[names.AnnApplyStatus]),

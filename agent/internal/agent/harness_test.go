@@ -119,9 +119,17 @@ type harness struct {
 	// and its stamp was overwritten by the patched copy, losing it (the retry
 	// race of issue 28).
 	nodeWrites sync.Mutex
+	// refused counts the JSON patches answered 422 (a failed test op).
+	refused atomic.Int64
 }
 
 func newHarness(t *testing.T, h host.Host, objects ...runtime.Object) *harness {
+	// Every stored Node has a resourceVersion, as on a real API server.
+	for _, o := range objects {
+		if n, ok := o.(*corev1.Node); ok && n.ResourceVersion == "" {
+			n.ResourceVersion = "100"
+		}
+	}
 	hs := &harness{t: t, client: k8sfake.NewClientset(objects...), host: h}
 	hs.rv.Store(100)
 	hs.stampResourceVersions()
@@ -142,6 +150,7 @@ func (h *harness) stampResourceVersions() {
 		// The API server answers a JSON patch it cannot apply (a failed
 		// test) with 422 Invalid; the fake tracker with a bare error.
 		if p, ok := a.(k8stesting.PatchAction); ok && err != nil && p.GetPatchType() == types.JSONPatchType && !apierrors.IsNotFound(err) {
+			h.refused.Add(1)
 			return true, nil, apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "patch", nodesResource.GroupResource(), p.GetName(), err.Error(), 0, false)
 		}
 		n, ok := obj.(*corev1.Node)

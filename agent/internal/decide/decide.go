@@ -122,6 +122,8 @@ type Input struct {
 	// StartedAt is the operator's winpool.dev/started-at on the Node: which
 	// start (a retry is a new one) the request belongs to; "" when none.
 	StartedAt string
+	// NodeState is the operator's winpool.dev/state on the Node ("" none).
+	NodeState string
 	Config    RevisionConfig
 	Observed  host.Observed
 	// State is what the agent last saved on the host.
@@ -182,7 +184,7 @@ type Step struct {
 
 // Next decides the next step.
 func Next(in Input) Step {
-	if !Requested(in.Revision, in.Reported) {
+	if !Requested(in.Revision, in.Reported) || HandsOff(in.NodeState) {
 		return Step{Action: Idle, State: in.State}
 	}
 	d := decision{in: in, state: in.State}
@@ -200,6 +202,16 @@ func Requested(revision string, reported NodeReport) bool {
 		return false
 	}
 	return reported.AppliedRevision != revision || !IsFinal(reported.Status)
+}
+
+// HandsOff: the operator has the node in a state where the host must not be
+// touched, whatever the agent was doing: Draining (its pods are still being
+// evicted; a retry's start lands here before the report is cleared) or
+// Failed (nodeTimeout failed it and put it back into service while, say, an
+// install still ran; rebooting it now would take down the workloads back on
+// it). The agent looks again when the state moves (Applying asks anew).
+func HandsOff(nodeState string) bool {
+	return nodeState == names.StateDraining || nodeState == names.StateFailed
 }
 
 // IsFinal: after this status the agent does nothing more for the revision
@@ -295,7 +307,7 @@ func (d decision) patch(target host.Build) (Step, bool) {
 // updateRequest is what the current attempt installs.
 func (d decision) updateRequest(target host.Build) host.UpdateRequest {
 	upd := d.in.Config.Config
-	req := host.UpdateRequest{Revision: d.in.Revision, Attempt: d.state.Attempts, Target: target, Source: upd.UpdateSource()}
+	req := host.UpdateRequest{Revision: d.in.Revision, Attempt: d.state.Attempts, StartedAt: d.state.StartedAt, Target: target, Source: upd.UpdateSource()}
 	if upd.Updates != nil {
 		req.Packages, req.KBs = upd.Updates.Packages, upd.Updates.KBs
 	}
@@ -411,8 +423,8 @@ func CSIProxyDaemonSet(pool, version string) string {
 func (d decision) unreadable() Step {
 	in := d.in
 	if in.ObserveFailingFor < d.readGrace() {
-		msg := fmt.Sprintf("cannot read the host (%s); trying again (failing for %s, the node fails after %s)",
-			in.ObserveError, in.ObserveFailingFor.Round(time.Second), d.readGrace())
+		// No running duration in the words: every look would rewrite them.
+		msg := fmt.Sprintf("cannot read the host (%s); trying again (the node fails after %s of this)", in.ObserveError, d.readGrace())
 		return Step{Action: Wait, Report: d.report(names.StatusApplying, msg), State: d.state}
 	}
 	return d.fail(fmt.Sprintf("cannot read the host for %s: %s; see %s", d.readGrace(), in.ObserveError, AgentLog))

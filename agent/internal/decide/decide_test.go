@@ -162,6 +162,26 @@ func TestNext(t *testing.T) {
 				message: []string{"attempt 2 of 3"}},
 		},
 		{
+			name: "the operator failed the node (nodeTimeout) while it installed: a reboot the install asks for waits",
+			in: func() Input {
+				in := applying(request(), names.StatusApplying, host.State{Revision: "r1", Attempts: 1})
+				in.NodeState = names.StateFailed
+				in.Observed.Reboot.CBSRebootPending = true
+				in.Observed.UpdateTask = &host.UpdateTask{Revision: "r1", Attempt: 1, Phase: host.UpdateDone, Result: host.UpdateResult{ExitCode: ExitRebootRequired}}
+				return in
+			},
+			want: want{action: Idle, state: host.State{Revision: "r1", Attempts: 1}},
+		},
+		{
+			name: "a retry's start drains the node before it clears the report: nothing is installed meanwhile",
+			in: func() Input {
+				in := applying(request(), names.StatusApplying, host.State{Revision: "r1", StartedAt: "10:00", Attempts: 1})
+				in.StartedAt, in.NodeState = "10:40", names.StateDraining
+				return in
+			},
+			want: want{action: Idle, state: host.State{Revision: "r1", StartedAt: "10:00", Attempts: 1}},
+		},
+		{
 			name: "a retry of the revision (a new start) while the Node still says Applying starts over",
 			in: func() Input {
 				in := applying(request(), names.StatusApplying, host.State{Revision: "r1", StartedAt: "10:00", Attempts: 3, Reboots: 2})
@@ -242,7 +262,7 @@ func TestNext(t *testing.T) {
 				return in
 			},
 			want: want{action: Wait, status: names.StatusApplying, state: host.State{Revision: "r1", Attempts: 1},
-				message: []string{"cannot read the host (containerd --version: context deadline exceeded)", "failing for 40s", "fails after 5m0s"}},
+				message: []string{"cannot read the host (containerd --version: context deadline exceeded)", "fails after 5m0s of this"}},
 		},
 		{
 			name: "the host cannot be read for the whole grace: fail, naming the read",

@@ -88,7 +88,7 @@ func (d decision) updateTask(target host.Build) (Step, bool) {
 	if u == nil {
 		return Step{}, false
 	}
-	ours := d.state.Attempts > 0 && u.Revision == d.in.Revision && u.Attempt == d.state.Attempts
+	ours := d.state.Attempts > 0 && u.Revision == d.in.Revision && u.Attempt == d.state.Attempts && u.StartedAt == d.state.StartedAt
 	where := u.ResultFile
 	if where == "" {
 		where = ServicingResultFile

@@ -104,6 +104,9 @@ func TestServicingTaskResult(t *testing.T) {
 // The task outlives the agent: whatever agent process looks next waits for
 // it, with the words of the install (nothing new to write), never starts a
 // second one, and acts on its result once.
+// ExitInstallFailedForTest is a servicing failure (0x800F0922).
+const ExitInstallFailedForTest = 0x800F0922
+
 func TestServicingTaskIsWaitedForAndReadOnce(t *testing.T) {
 	in := request()
 	install := Next(in)
@@ -137,6 +140,12 @@ func TestServicingTaskIsWaitedForAndReadOnce(t *testing.T) {
 	asked.Reported, asked.State = reboot.Report, reboot.State
 	check(t, Next(asked), want{action: InstallUpdate, status: names.StatusApplying,
 		state: host.State{Revision: "r1", Attempts: 2, Reboots: 1, RebootedAfter: 1}, message: []string{"attempt 2 of 3"}})
+
+	// The same revision and attempt number of an earlier operator start (a
+	// retry counts from 1 again; the agent died before its task started): not ours.
+	earlierStart := installed(in, install, ExitInstallFailedForTest)
+	earlierStart.Observed.UpdateTask.StartedAt = "an earlier start"
+	check(t, Next(earlierStart), want{action: InstallUpdate, status: names.StatusApplying, state: host.State{Revision: "r1", Attempts: 2}})
 
 	failed := installed(in, install, 0)
 	failed.Observed.UpdateTask.Result, failed.Observed.UpdateTask.Error = host.UpdateResult{}, "kb5044281.msu: sha256 mismatch"

@@ -42,6 +42,8 @@ type simNode struct {
 	reporting bool
 	pod       *agentPod
 	run       *agentRun
+	// restarts counts the agent restarts FaultAgentRestart made.
+	restarts int
 }
 
 // agentPod is the Running agent pod on the node and its token.
@@ -157,6 +159,7 @@ func (n *simNode) restartAgent() {
 	n.log.Info("agent restarted (host fault agent-restart)")
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	n.restarts++
 	if n.pod != nil && n.run == nil && !n.rebooting {
 		n.startLocked()
 	}

@@ -20,6 +20,8 @@ type NodeStats struct {
 	RebootReasons []string `json:"rebootReasons"`
 	RuntimeSwaps  int      `json:"runtimeSwaps"`
 	Rollbacks     int      `json:"rollbacks"`
+	// AgentRestarts: the agent restarts the agent-restart fault made.
+	AgentRestarts int `json:"agentRestarts"`
 }
 
 // stats are the fleet's nodes' statistics, by node name.
@@ -27,9 +29,13 @@ func (f *Fleet) stats() []NodeStats {
 	var out []NodeStats
 	for _, n := range f.nodes.appendTo(nil) {
 		m := n.host.Machine()
+		n.mu.Lock()
+		restarts := n.restarts
+		n.mu.Unlock()
 		out = append(out, NodeStats{
 			Node: n.name, Build: m.Build.String(), Installs: m.Installs, Reboots: m.Reboots,
 			RebootReasons: append([]string{}, m.RebootReasons...), RuntimeSwaps: m.RuntimeSwaps, Rollbacks: m.Rollbacks,
+			AgentRestarts: restarts,
 		})
 	}
 	slices.SortFunc(out, func(a, b NodeStats) int { return strings.Compare(a.Node, b.Node) })

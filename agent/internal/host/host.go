@@ -97,10 +97,12 @@ const (
 type UpdateTask struct {
 	Revision string `json:"revision"`
 	// Attempt is State.Attempts when the install was started; with Revision
-	// it ties the result to one attempt.
-	Attempt int         `json:"attempt"`
-	Target  string      `json:"target"`
-	Phase   UpdatePhase `json:"phase"`
+	// and StartedAt it ties the result to one attempt of one operator start
+	// (a retry counts its attempts from 1 again).
+	Attempt   int         `json:"attempt"`
+	StartedAt string      `json:"startedAt,omitempty"`
+	Target    string      `json:"target"`
+	Phase     UpdatePhase `json:"phase"`
 	// Result is servicing's answer once Done.
 	Result UpdateResult `json:"result"`
 	// Error: servicing could not be run at all (e.g. a package's digest is
@@ -163,10 +165,12 @@ type RuntimeUpgrade struct {
 // UpdateRequest is what StartUpdate installs.
 type UpdateRequest struct {
 	Revision string
-	// Attempt is the attempt number saved in State.Attempts.
-	Attempt int
-	Target  Build
-	Source  config.UpdateSource
+	// Attempt is the attempt number saved in State.Attempts, of the
+	// operator's start StartedAt (State.StartedAt).
+	Attempt   int
+	StartedAt string
+	Target    Build
+	Source    config.UpdateSource
 	// Packages, in install order, for config.SourcePackages.
 	Packages []config.Package
 	// KBs pin what config.SourceWindowsUpdate installs, in install order

@@ -23,6 +23,14 @@ const (
 	// attempt can never land on a later one (src/api.rs ANN_STARTED_AT).
 	AnnStartedAt = "winpool.dev/started-at"
 
+	// AnnState is the operator's state of the node's update (Draining,
+	// Applying, Verifying, Updated, Failed), only read by the agent: it never
+	// touches the host of a node the operator is draining or has failed and
+	// put back into service (src/api.rs ANN_STATE).
+	AnnState      = "winpool.dev/state"
+	StateDraining = "Draining"
+	StateFailed   = "Failed"
+
 	// ConfigMapKey is the key of a revision ConfigMap
 	// (winpool-<pool>-<revision> in the agents' namespace) holding the JSON
 	// revision configuration.

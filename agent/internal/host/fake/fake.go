@@ -137,7 +137,8 @@ func (h *Host) StartUpdate(ctx context.Context, req host.UpdateRequest) error {
 	}
 	h.installs++
 	h.updates = append(h.updates, req)
-	h.updateTask = &host.UpdateTask{Revision: req.Revision, Attempt: req.Attempt, Target: req.Target.String(), Phase: host.UpdateRunning, Started: time.Now()}
+	h.updateTask = &host.UpdateTask{Revision: req.Revision, Attempt: req.Attempt, StartedAt: req.StartedAt, Target: req.Target.String(),
+		Phase: host.UpdateRunning, Started: time.Now()}
 	task := h.updateTask
 	if h.o.OnInstallStarted != nil {
 		go h.o.OnInstallStarted()

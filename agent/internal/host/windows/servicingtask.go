@@ -67,6 +67,8 @@ type servicingPlan struct {
 	Packages []config.Package    `json:"packages,omitempty"`
 	// KBs pin what Windows Update installs (host.UpdateRequest.KBs).
 	KBs []string `json:"kbs,omitempty"`
+	// StartedAt is the operator's start the attempt belongs to.
+	StartedAt string `json:"startedAt,omitempty"`
 	// StateDir is the agent's state folder; packages are staged under its
 	// updates\ folder.
 	StateDir string `json:"stateDir"`
@@ -84,7 +86,7 @@ func (p servicingPlan) request() (host.UpdateRequest, error) {
 	if err != nil {
 		return host.UpdateRequest{}, err
 	}
-	return host.UpdateRequest{Revision: p.Revision, Attempt: p.Attempt, Target: target, Source: p.Source, Packages: p.Packages, KBs: p.KBs}, nil
+	return host.UpdateRequest{Revision: p.Revision, Attempt: p.Attempt, Target: target, Source: p.Source, Packages: p.Packages, KBs: p.KBs, StartedAt: p.StartedAt}, nil
 }
 
 // knownSource: the sources the task can install from ("" is Windows Update,
@@ -194,7 +196,7 @@ func (s servicingStarter) start(ctx context.Context, req host.UpdateRequest) err
 	}
 	written[exe] = sum
 	plan := servicingPlan{
-		Revision: req.Revision, Attempt: req.Attempt, Target: req.Target.String(), Source: req.Source, Packages: req.Packages, KBs: req.KBs,
+		Revision: req.Revision, Attempt: req.Attempt, Target: req.Target.String(), Source: req.Source, Packages: req.Packages, KBs: req.KBs, StartedAt: req.StartedAt,
 		StateDir: s.stateDir, ResultFile: resultFile, Proxy: s.proxy(), Started: s.now().UTC(),
 	}
 	planFile := filepath.Join(dir, servicingPlanName)
@@ -217,7 +219,7 @@ func (s servicingStarter) start(ctx context.Context, req host.UpdateRequest) err
 	if err := written.verify(servicingTask, rehash); err != nil {
 		return err
 	}
-	running := host.UpdateTask{Revision: req.Revision, Attempt: req.Attempt, Target: plan.Target, Phase: host.UpdateRunning, Started: plan.Started}
+	running := host.UpdateTask{Revision: req.Revision, Attempt: req.Attempt, StartedAt: req.StartedAt, Target: plan.Target, Phase: host.UpdateRunning, Started: plan.Started}
 	if err := writeUpdateResult(resultFile, running); err != nil {
 		return fmt.Errorf("writing %s before starting %s: %w", resultFile, servicingTask, err)
 	}
@@ -274,7 +276,7 @@ func runServicing(ctx context.Context, planFile string, install installer) (host
 	if err != nil {
 		return host.UpdateTask{}, fmt.Errorf("nothing installed: %w", err)
 	}
-	if cur == nil || cur.Phase != host.UpdateRunning || cur.Revision != p.Revision || cur.Attempt != p.Attempt {
+	if cur == nil || cur.Phase != host.UpdateRunning || cur.Revision != p.Revision || cur.Attempt != p.Attempt || cur.StartedAt != p.StartedAt {
 		state := "no result"
 		if cur != nil {
 			state = fmt.Sprintf("%s for revision %s attempt %d", cur.Phase, cur.Revision, cur.Attempt)
@@ -282,18 +284,58 @@ func runServicing(ctx context.Context, planFile string, install installer) (host
 		return host.UpdateTask{}, fmt.Errorf("nothing installed: %s holds %s, not Running for revision %s attempt %d: "+
 			"this plan has run already or the agent did not start it", p.ResultFile, state, p.Revision, p.Attempt)
 	}
-	r := host.UpdateTask{Revision: p.Revision, Attempt: p.Attempt, Target: p.Target, Phase: host.UpdateDone, Started: p.Started}
+	r := host.UpdateTask{Revision: p.Revision, Attempt: p.Attempt, StartedAt: p.StartedAt, Target: p.Target, Phase: host.UpdateDone, Started: p.Started}
 	res, err := installGuarded(ctx, p, req, install)
 	if err != nil {
 		r.Error = err.Error()
 	} else {
 		r.Result = res
 	}
-	if err := writeUpdateResult(p.ResultFile, r); err != nil {
+	if err := writeResultPatiently(ctx, p.ResultFile, r, resultWriteTries, time.Second); err != nil {
 		return r, fmt.Errorf("servicing ended but its result could not be written to %s: %w", p.ResultFile, err)
 	}
 	r.ResultFile = p.ResultFile
 	return r, nil
+}
+
+// resultWriteTries bounds writeResultPatiently: about a minute.
+const resultWriteTries = 12
+
+// writeResultPatiently writes the task's final result, trying again while
+// it fails: Windows refuses to rename over a file another process has open
+// without FILE_SHARE_DELETE, which Go's own reads (the agent's, every few
+// seconds) and a scan by Defender are. A result that never lands leaves the
+// agent waiting hours for a task that has ended.
+func writeResultPatiently(ctx context.Context, path string, r host.UpdateTask, tries int, pause time.Duration) error {
+	var err error
+	for i := range tries {
+		if err = writeUpdateResult(path, r); err == nil {
+			return nil
+		}
+		if i+1 < tries {
+			select {
+			case <-time.After(pause * time.Duration(min(i+1, 5))):
+			case <-ctx.Done():
+				return errors.Join(err, ctx.Err())
+			}
+		}
+	}
+	return err
+}
+
+// interruptedByBoot is the task's result as the agent must read it when the
+// machine booted after the task started: a Running result then belongs to a
+// task the boot killed (a power loss, maintenance, an admin's restart), and
+// would otherwise hold the node for hours; it is Done with that error.
+func interruptedByBoot(t *host.UpdateTask, booted time.Time) *host.UpdateTask {
+	if t == nil || t.Phase != host.UpdateRunning || t.Started.IsZero() || !t.Started.Before(booted) {
+		return t
+	}
+	u := *t
+	u.Phase = host.UpdateDone
+	u.Error = fmt.Sprintf("the servicing task started at %s was ended by the boot at %s before it finished; nothing is known of its install",
+		t.Started.UTC().Format(time.RFC3339), booted.UTC().Format(time.RFC3339))
+	return &u
 }
 
 // installGuarded runs install, turning a panic into an error: the result

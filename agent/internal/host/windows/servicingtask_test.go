@@ -364,3 +364,54 @@ func TestRunServicing(t *testing.T) {
 		}
 	}
 }
+
+// A Running result older than the last boot is a task the boot ended; one
+// started after it, or Done, is as written.
+func TestInterruptedByBoot(t *testing.T) {
+	booted := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	running := &host.UpdateTask{Revision: "r1", Attempt: 1, Phase: host.UpdateRunning, Started: booted.Add(-time.Minute)}
+	got := interruptedByBoot(running, booted)
+	if got.Phase != host.UpdateDone || !strings.Contains(got.Error, "was ended by the boot at 2026-12-02T10:00:00Z") || running.Phase != host.UpdateRunning {
+		t.Errorf("interrupted: %+v (the input must stay as read: %+v)", got, running)
+	}
+	for _, tc := range []*host.UpdateTask{
+		nil,
+		{Phase: host.UpdateRunning, Started: booted.Add(time.Minute)},
+		{Phase: host.UpdateDone, Started: booted.Add(-time.Hour)},
+		{Phase: host.UpdateRunning},
+	} {
+		if got := interruptedByBoot(tc, booted); got != tc {
+			t.Errorf("%+v became %+v", tc, got)
+		}
+	}
+}
+
+// The final result is written again while the file cannot be replaced.
+func TestWriteResultPatiently(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "result.json")
+	// A directory where the file goes: every write fails, as a rename over an open file does on Windows.
+	if err := os.Mkdir(path, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	r := host.UpdateTask{Revision: "r1", Attempt: 1, Phase: host.UpdateDone}
+	done := make(chan error, 1)
+	go func() { done <- writeResultPatiently(context.Background(), path, r, 5, 50*time.Millisecond) }()
+	time.Sleep(15 * time.Millisecond)
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the write did not land once it could: %v", err)
+	}
+	if got, err := readUpdateResult(path); err != nil || got == nil || got.Phase != host.UpdateDone {
+		t.Errorf("read back %+v, %v", got, err)
+	}
+	stuck := filepath.Join(dir, "stuck")
+	if err := os.Mkdir(stuck, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeResultPatiently(context.Background(), stuck, r, 2, time.Millisecond); err == nil {
+		t.Error("a write that can never land returned no error")
+	}
+}

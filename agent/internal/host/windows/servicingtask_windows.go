@@ -7,12 +7,18 @@ import (
 	"os"
 	"time"
 
+	"golang.org/x/sys/windows"
+
 	"winpool.dev/agent/internal/decide"
 	"winpool.dev/agent/internal/host"
 )
 
 func (h *Host) servicingResult() (*host.UpdateTask, error) {
-	return readUpdateResult(servicingResultFile(h.o.StateDir))
+	t, err := readUpdateResult(servicingResultFile(h.o.StateDir))
+	if err != nil {
+		return nil, err
+	}
+	return interruptedByBoot(t, time.Now().Add(-windows.DurationSinceBoot())), nil
 }
 
 // StartUpdate hands the install to a one-shot SYSTEM scheduled task outside
