@@ -20,13 +20,17 @@ type env func(string) string
 
 // restConfig is KUBECONFIG when set, else the pod's own identity: its
 // ServiceAccount token (a file client-go re-reads as the kubelet rotates it)
-// and the cluster CA, with the API server at WINPOOL_API_SERVER when set and
-// at the kubernetes Service otherwise.
+// and the cluster CA, with the API server at WINPOOL_API_SERVER when set,
+// else where the node's kubelet reaches it (the server of the kubelet's own
+// kubeconfig on the host: its URL only, never its credentials), else at the
+// kubernetes Service.
 //
-// WINPOOL_API_SERVER exists for the first minutes after a reboot: the
-// kubernetes Service's ClusterIP works only once kube-proxy has programmed its
-// HNS load balancer on this node, which may come after the agent starts. The
-// real endpoint must be one the API server's certificate names.
+// The Service comes last because of the first minutes after a reboot: its
+// ClusterIP works only once kube-proxy has programmed its HNS load balancer
+// on this node (minutes on Windows Server 2019 with thousands of Services),
+// and every report the agent makes then would wait for it. The kubelet's
+// endpoint answers as soon as the kubelet does, and the API server's
+// certificate names it (the kubelet verifies it with the same cluster CA).
 //
 // A HostProcess container on containerd before 1.7 sees its volumes under
 // %CONTAINER_SANDBOX_MOUNT_POINT% rather than at their paths; the token is
@@ -54,6 +58,9 @@ func restConfig(getenv env) (*rest.Config, error) {
 	}
 	host := apiURL(getenv("WINPOOL_API_SERVER"))
 	if host == "" {
+		host = kubeletServer(os.ReadFile, kubeletKubeconfigs(getenv))
+	}
+	if host == "" {
 		h, p := getenv("KUBERNETES_SERVICE_HOST"), getenv("KUBERNETES_SERVICE_PORT")
 		if h == "" || p == "" {
 			return nil, errors.New("neither WINPOOL_API_SERVER nor KUBERNETES_SERVICE_HOST/PORT is set: the agent does not know the API server")
@@ -65,6 +72,44 @@ func restConfig(getenv env) (*rest.Config, error) {
 		BearerTokenFile: token,
 		TLSClientConfig: rest.TLSClientConfig{CAFile: ca},
 	}, nil
+}
+
+// kubeletKubeconfigs are where the kubelet's kubeconfig lives on the
+// Windows node setups winpool meets, or WINPOOL_KUBELET_KUBECONFIG alone.
+func kubeletKubeconfigs(getenv env) []string {
+	if p := getenv("WINPOOL_KUBELET_KUBECONFIG"); p != "" {
+		return []string{p}
+	}
+	return []string{
+		`C:\k\config`,                                      // AKS, sig-windows-tools
+		`C:\ProgramData\kubernetes\kubeconfig`,             // EKS
+		`C:\var\lib\rancher\rke2\agent\kubelet.kubeconfig`, // RKE2
+		`C:\etc\kubernetes\kubelet.conf`,                   // kubeadm
+	}
+}
+
+// kubeletServer is the https server of the current context of the first of
+// paths that reads as a kubeconfig ("" when none does). Nothing else of the
+// file is used: the agent keeps its own identity.
+func kubeletServer(read func(string) ([]byte, error), paths []string) string {
+	for _, p := range paths {
+		b, err := read(p)
+		if err != nil {
+			continue
+		}
+		cfg, err := clientcmd.Load(b)
+		if err != nil {
+			continue
+		}
+		ctx, ok := cfg.Contexts[cfg.CurrentContext]
+		if !ok {
+			continue
+		}
+		if c, ok := cfg.Clusters[ctx.Cluster]; ok && strings.HasPrefix(c.Server, "https://") {
+			return c.Server
+		}
+	}
+	return ""
 }
 
 // apiURL accepts "host:port" or a URL.
