@@ -63,23 +63,29 @@ func New(o Options) (host.Host, error) {
 // Observe reads the build, the reboot-pending signals, containerd's version,
 // the last containerd upgrade task's and servicing task's results,
 // kube-proxy's HNS network type and the running CSI Proxy's version, each
-// from the machine.
+// from the machine. An error names the read that failed (the agent waits it
+// out and says so).
 func (h *Host) Observe(ctx context.Context) (host.Observed, error) {
 	var obs host.Observed
 	var err error
 	if obs.Build, err = readBuild(); err != nil {
-		return obs, err
+		return obs, fmt.Errorf("reading the build from the registry: %w", err)
 	}
 	signals, err := rebootSignals()
 	if err != nil {
-		return obs, err
+		return obs, fmt.Errorf("reading the reboot-pending keys from the registry: %w", err)
 	}
 	obs.Reboot = signals
-	if obs.ContainerdVersion, err = h.containerdVersion(ctx); err != nil {
-		return obs, err
-	}
 	if obs.RuntimeUpgrade, err = h.runtimeResult(); err != nil {
 		return obs, err
+	}
+	// While the upgrade task swaps the binaries, containerd.exe may be half
+	// copied or stopped: its version would be a failed read or a wrong one,
+	// and the decision waits for the task anyway.
+	if readsContainerdVersion(obs.RuntimeUpgrade) {
+		if obs.ContainerdVersion, err = h.containerdVersion(ctx); err != nil {
+			return obs, err
+		}
 	}
 	if obs.UpdateTask, err = h.servicingResult(); err != nil {
 		return obs, err
@@ -92,7 +98,7 @@ func (h *Host) Observe(ctx context.Context) (host.Observed, error) {
 		obs.CNIMode = hns.Mode(n)
 	}
 	if obs.CSIProxyVersion, err = csiProxyRunning(); err != nil {
-		return obs, err
+		return obs, fmt.Errorf("reading the csiproxy service: %w", err)
 	}
 	return obs, nil
 }

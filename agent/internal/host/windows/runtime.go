@@ -137,3 +137,10 @@ func (u runtimeUpgrader) archiveOf(ctx context.Context, req host.RuntimeRequest)
 	d, err := stage.ParseSHA256Sum(string(b), path.Base(archive))
 	return archive, d, err
 }
+
+// readsContainerdVersion: containerd's version is read unless its upgrade
+// task is under way (Scheduled or Running), when the binary may be half
+// copied or the service stopped.
+func readsContainerdVersion(task *host.RuntimeUpgrade) bool {
+	return task == nil || task.Phase != host.RuntimeScheduled && task.Phase != host.RuntimeRunning
+}

@@ -176,3 +176,17 @@ func TestUpgradeRefusesAFileChangedBeforeTheTask(t *testing.T) {
 		t.Errorf("result file %+v, want none (no task is waited for)", r)
 	}
 }
+
+func TestContainerdVersionIsNotReadDuringASwap(t *testing.T) {
+	for phase, want := range map[host.RuntimePhase]bool{
+		host.RuntimeScheduled: false, host.RuntimeRunning: false,
+		host.RuntimeSucceeded: true, host.RuntimeRolledBack: true, host.RuntimeFailed: true,
+	} {
+		if got := readsContainerdVersion(&host.RuntimeUpgrade{Phase: phase}); got != want {
+			t.Errorf("%s: reads = %v, want %v", phase, got, want)
+		}
+	}
+	if !readsContainerdVersion(nil) {
+		t.Error("no task: the version must be read")
+	}
+}
