@@ -166,6 +166,13 @@ fn start(s: &RoundSettings<'_>, p: &mut NodePatch, n: &NodeView) -> NodeState {
     let already_drained = n.drained_revision.as_deref() == Some(rev);
     if at_target {
         p.label(names::LABEL_REVISION, Some(rev)).state(NodeState::Applying, now);
+        // A report of success for this revision is the confirmation already;
+        // any other (a retried failure, from an HNS or CSI Proxy wait) would
+        // fail the node again at once: the agent is asked anew.
+        let confirmed = n.applied_revision.as_deref() == Some(rev) && n.apply_status.as_deref() == Some(names::APPLY_SUCCEEDED);
+        if !confirmed {
+            ask_agent_anew(p);
+        }
         p.reason = format!("already at the target configuration; agent revision {rev} confirms it (no cordon, no drain)");
         NodeState::Applying
     } else if s.spec.rollout.drain.enabled && !already_drained {

@@ -596,11 +596,26 @@ fn a_node_already_at_the_target_is_confirmed_without_cordon_or_drain() {
     // The node runs everything the new revision asks for, but carries an older revision label.
     let mut n = applied(fresh("n"), "0123456789");
     n.state = Some("Updated".into());
-    let p = patch(&run(&spec, &[n]), "n").unwrap().clone();
+    let p = patch(&run(&spec, &[n.clone()]), "n").unwrap().clone();
     assert_eq!((p.from, p.to), (NodeState::Pending, NodeState::Applying));
     assert_eq!(p.unschedulable, None, "not cordoned");
-    assert_eq!(p.labels.get(names::LABEL_REVISION), Some(&Some(rev)));
+    assert_eq!(p.labels.get(names::LABEL_REVISION), Some(&Some(rev.clone())));
     assert!(!p.annotations.contains_key(names::ANN_CORDONED_BY_WINPOOL));
+
+    // Retried after a failure at the target (an HNS or CSI Proxy wait): the old
+    // Failed report would fail it again at once, so the agent is asked anew.
+    let mut retried = applied(fresh("r"), &rev);
+    retried.revision_label = Some(rev.clone());
+    retried.apply_status = Some("Failed".into());
+    let p = patch(&run(&spec, &[retried]), "r").unwrap().clone();
+    assert_eq!(p.to, NodeState::Applying);
+    assert_eq!(p.unschedulable, None, "still not cordoned");
+    assert_eq!(p.annotations.get(names::ANN_APPLY_STATUS), Some(&None), "the failed report is cleared");
+    // A success for this revision already confirms it: nothing to clear.
+    let mut confirmed = applied(fresh("c"), &rev);
+    confirmed.revision_label = None;
+    let p = patch(&run(&spec, &[confirmed]), "c").unwrap().clone();
+    assert!(!p.annotations.contains_key(names::ANN_APPLY_STATUS), "{p:?}");
 }
 
 #[test]

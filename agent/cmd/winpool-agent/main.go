@@ -66,45 +66,60 @@ func main() {
 			"exitCode", r.Result.ExitCode, "detail", r.Result.Detail, "result", r.ResultFile)
 		return
 	}
-	// The host first: it secures the state folder (a protected DACL, its
-	// owner checked), and the log lives in that folder. A log file opened
-	// before would be written as SYSTEM into a folder a user may have
+	// The settings first (a missing NODE_NAME touches nothing), then the
+	// host: it secures the state folder (a protected DACL, its owner
+	// checked), and only then is the log opened in that folder. A log file
+	// opened before would be written as SYSTEM into a folder a user may have
 	// created, through a junction they placed there.
+	stdout, _ := logs.New(os.Stdout, "", logs.FileName)
+	s, err := readSettings(os.Getenv)
+	if err != nil {
+		stdout.Error("winpool-agent stopped", "err", err)
+		os.Exit(1)
+	}
 	h, err := winhost.New(winhost.Options{KubeNetwork: os.Getenv("KUBE_NETWORK")})
 	if err != nil {
-		log, _ := logs.New(os.Stdout, "", logs.FileName)
-		log.Error("winpool-agent stopped: the host is not usable", "err", err)
+		stdout.Error("winpool-agent stopped: the host is not usable", "err", err)
 		os.Exit(1)
 	}
 	log, closer := logs.New(os.Stdout, logDir, logs.FileName)
 	defer closer.Close()
-	if err := run(log, h); err != nil {
+	if err := run(log, s, h); err != nil {
 		log.Error("winpool-agent stopped", "err", err)
 		closer.Close()
 		os.Exit(1)
 	}
 }
 
-// run is the agent with its host. KUBE_NETWORK (read by main) is how
-// kube-proxy's own setup names its HNS network; unset, the agent recognizes
-// it (internal/hns).
-func run(log *slog.Logger, h host.Host) error {
-	node := os.Getenv("NODE_NAME")
-	if node == "" {
-		return fmt.Errorf("NODE_NAME is not set (the DaemonSet sets it from spec.nodeName)")
+// settings are what the agent reads from its environment. KUBE_NETWORK
+// (read by main for the host) is how kube-proxy's own setup names its HNS
+// network; unset, the agent recognizes it (internal/hns).
+type settings struct {
+	node, namespace string
+	hnsInterval     time.Duration
+	maxAttempts     int
+}
+
+func readSettings(getenv env) (settings, error) {
+	s := settings{node: getenv("NODE_NAME"), namespace: getenv("POD_NAMESPACE")}
+	if s.node == "" {
+		return s, fmt.Errorf("NODE_NAME is not set (the DaemonSet sets it from spec.nodeName)")
 	}
-	namespace := os.Getenv("POD_NAMESPACE")
-	if namespace == "" {
-		return fmt.Errorf("POD_NAMESPACE is not set (the DaemonSet sets it from metadata.namespace)")
+	if s.namespace == "" {
+		return s, fmt.Errorf("POD_NAMESPACE is not set (the DaemonSet sets it from metadata.namespace)")
 	}
-	hnsInterval, err := envDuration("WINPOOL_HNS_INTERVAL", agent.DefaultHNSInterval)
-	if err != nil {
-		return err
+	var err error
+	if s.hnsInterval, err = envDuration("WINPOOL_HNS_INTERVAL", agent.DefaultHNSInterval); err != nil {
+		return s, err
 	}
-	maxAttempts, err := envInt("WINPOOL_MAX_ATTEMPTS", agent.DefaultMaxAttempts)
-	if err != nil {
-		return err
+	if s.maxAttempts, err = envInt("WINPOOL_MAX_ATTEMPTS", agent.DefaultMaxAttempts); err != nil {
+		return s, err
 	}
+	return s, nil
+}
+
+// run is the agent with its settings and host.
+func run(log *slog.Logger, s settings, h host.Host) error {
 	cfg, err := restConfig(os.Getenv)
 	if err != nil {
 		return err
@@ -114,16 +129,17 @@ func run(log *slog.Logger, h host.Host) error {
 	if err != nil {
 		return err
 	}
+
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	log.Info("winpool-agent starting", "version", version, "node", node, "namespace", namespace, "apiServer", cfg.Host)
+	log.Info("winpool-agent starting", "version", version, "node", s.node, "namespace", s.namespace, "apiServer", cfg.Host)
 	return agent.Run(ctx, agent.Options{
-		NodeName:    node,
-		Namespace:   namespace,
+		NodeName:    s.node,
+		Namespace:   s.namespace,
 		Client:      client,
 		Host:        h,
-		HNSInterval: hnsInterval,
-		MaxAttempts: maxAttempts,
+		HNSInterval: s.hnsInterval,
+		MaxAttempts: s.maxAttempts,
 		Version:     version,
 		Log:         log,
 		Events:      true,

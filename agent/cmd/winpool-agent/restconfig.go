@@ -56,28 +56,33 @@ func restConfig(getenv env) (*rest.Config, error) {
 	if _, err := os.Stat(token); err != nil {
 		return nil, fmt.Errorf("no ServiceAccount token at %s (is automountServiceAccountToken off?): %w", token, err)
 	}
-	host := apiURL(getenv("WINPOOL_API_SERVER"))
+	host, serverName := apiURL(getenv("WINPOOL_API_SERVER")), ""
 	if host == "" {
-		host = kubeletServer(os.ReadFile, kubeletKubeconfigs(getenv))
+		host, serverName = kubeletServer(os.ReadFile, kubeletKubeconfigs(getenv))
 	}
 	if host == "" {
 		h, p := getenv("KUBERNETES_SERVICE_HOST"), getenv("KUBERNETES_SERVICE_PORT")
 		if h == "" || p == "" {
-			return nil, errors.New("neither WINPOOL_API_SERVER nor KUBERNETES_SERVICE_HOST/PORT is set: the agent does not know the API server")
+			return nil, errors.New("neither WINPOOL_API_SERVER, a kubelet kubeconfig on the host, nor KUBERNETES_SERVICE_HOST/PORT: the agent does not know the API server")
 		}
 		host = "https://" + net.JoinHostPort(h, p)
 	}
 	return &rest.Config{
 		Host:            host,
 		BearerTokenFile: token,
-		TLSClientConfig: rest.TLSClientConfig{CAFile: ca},
+		TLSClientConfig: rest.TLSClientConfig{CAFile: ca, ServerName: serverName},
 	}, nil
 }
 
 // kubeletKubeconfigs are where the kubelet's kubeconfig lives on the
-// Windows node setups winpool meets, or WINPOOL_KUBELET_KUBECONFIG alone.
+// Windows node setups winpool meets, or WINPOOL_KUBELET_KUBECONFIG alone
+// ("none": look for none, and use the kubernetes Service).
 func kubeletKubeconfigs(getenv env) []string {
-	if p := getenv("WINPOOL_KUBELET_KUBECONFIG"); p != "" {
+	switch p := getenv("WINPOOL_KUBELET_KUBECONFIG"); p {
+	case "none":
+		return nil
+	case "":
+	default:
 		return []string{p}
 	}
 	return []string{
@@ -89,9 +94,11 @@ func kubeletKubeconfigs(getenv env) []string {
 }
 
 // kubeletServer is the https server of the current context of the first of
-// paths that reads as a kubeconfig ("" when none does). Nothing else of the
-// file is used: the agent keeps its own identity.
-func kubeletServer(read func(string) ([]byte, error), paths []string) string {
+// paths that reads as a kubeconfig, and the name its certificate is checked
+// against when the kubeconfig sets one ("" when no file reads). Nothing else
+// of the file is used: the agent keeps its own identity, and trusts only the
+// cluster CA of its ServiceAccount.
+func kubeletServer(read func(string) ([]byte, error), paths []string) (server, tlsServerName string) {
 	for _, p := range paths {
 		b, err := read(p)
 		if err != nil {
@@ -106,10 +113,10 @@ func kubeletServer(read func(string) ([]byte, error), paths []string) string {
 			continue
 		}
 		if c, ok := cfg.Clusters[ctx.Cluster]; ok && strings.HasPrefix(c.Server, "https://") {
-			return c.Server
+			return c.Server, c.TLSServerName
 		}
 	}
-	return ""
+	return "", ""
 }
 
 // apiURL accepts "host:port" or a URL.

@@ -67,8 +67,11 @@ func TestRestConfig(t *testing.T) {
 		})
 	}
 	if _, err := restConfig(func(k string) string {
-		if k == "CONTAINER_SANDBOX_MOUNT_POINT" {
+		switch k {
+		case "CONTAINER_SANDBOX_MOUNT_POINT":
 			return sandbox
+		case "WINPOOL_KUBELET_KUBECONFIG":
+			return "none"
 		}
 		return ""
 	}); err == nil {
@@ -89,16 +92,21 @@ func TestKubeletServer(t *testing.T) {
 		}
 		return nil, os.ErrNotExist
 	}
+	files["server-name"] = strings.ReplaceAll(kubeletKubeconfigText, "    server: https://10.240.0.4:6443", "    server: https://10.240.0.4:6443\n    tls-server-name: kubernetes")
 	for _, tc := range []struct {
-		paths []string
-		want  string
+		paths            []string
+		want, serverName string
 	}{
-		{[]string{"missing", "aks"}, "https://10.240.0.4:6443"},
-		{[]string{"garbage", "no-context", "http"}, ""},
-		{nil, ""},
+		{[]string{"missing", "aks"}, "https://10.240.0.4:6443", ""},
+		{[]string{"server-name"}, "https://10.240.0.4:6443", "kubernetes"},
+		{[]string{"garbage", "no-context", "http"}, "", ""},
+		{nil, "", ""},
 	} {
-		if got := kubeletServer(read, tc.paths); got != tc.want {
-			t.Errorf("kubeletServer(%v) = %q, want %q", tc.paths, got, tc.want)
+		if got, name := kubeletServer(read, tc.paths); got != tc.want || name != tc.serverName {
+			t.Errorf("kubeletServer(%v) = %q %q, want %q %q", tc.paths, got, name, tc.want, tc.serverName)
 		}
+	}
+	if got := kubeletKubeconfigs(func(string) string { return "none" }); len(got) != 0 {
+		t.Errorf("WINPOOL_KUBELET_KUBECONFIG=none looks at %v", got)
 	}
 }

@@ -223,7 +223,7 @@ func (a *agent) askedNow() string {
 func requestKey(n *corev1.Node) string {
 	return n.Labels[names.LabelPool] + "\x00" + n.Labels[names.LabelRevision] + "\x00" +
 		n.Annotations[names.AnnAppliedRevision] + "\x00" + n.Annotations[names.AnnApplyStatus] + "\x00" +
-		strconv.FormatBool(decide.HandsOff(n.Annotations[names.AnnState]))
+		strconv.FormatBool(decide.MayTouch(n.Annotations[names.AnnState], n.Annotations[names.AnnStartedAt]))
 }
 
 // observe refreshes what the agent knows of the host. A failure keeps the

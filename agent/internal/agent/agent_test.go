@@ -337,7 +337,7 @@ func TestAReportForAnEarlierAttemptNeverLandsOnARetry(t *testing.T) {
 	}
 	machine := fake.New(o)
 	node := requestedR1()
-	node.Annotations = map[string]string{names.AnnStartedAt: "2026-12-02T10:00:00Z"}
+	node.Annotations = map[string]string{names.AnnStartedAt: "2026-12-02T10:00:00Z", names.AnnState: names.StateApplying}
 	h := newHarness(t, machine, node, revisionConfigMap(revisionR1()))
 	statuses := h.watchApplyStatus()
 	h.start(h.options())
@@ -406,7 +406,7 @@ func TestAStaleReportIsRefusedAndTheAgentDecidesAgain(t *testing.T) {
 	o.OnReboot = func(string) {}
 	machine := fake.New(o)
 	node := requestedR1()
-	node.Annotations = map[string]string{names.AnnStartedAt: first}
+	node.Annotations = map[string]string{names.AnnStartedAt: first, names.AnnState: names.StateApplying}
 	h := newHarness(t, machine, node, revisionConfigMap(revisionR1()))
 	var edited atomic.Bool
 	h.client.PrependReactor("patch", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
@@ -441,6 +441,33 @@ func TestAStaleReportIsRefusedAndTheAgentDecidesAgain(t *testing.T) {
 		t.Errorf("started-at = %q: the agent's writes undid the retry", n.Annotations[names.AnnStartedAt])
 	}
 	h.assertOnlyAgentWrites()
+}
+
+// nodeTimeout fails the node (and puts it back into service) between the
+// agent's decision to install and its report: the report is refused (its
+// test of the state fails), and the agent installs nothing on a node in
+// service.
+func TestNothingIsInstalledOnANodeTheOperatorFailedMeanwhile(t *testing.T) {
+	machine := fake.New(behindHost())
+	node := requestedR1()
+	node.Annotations = map[string]string{names.AnnStartedAt: "2026-12-02T10:00:00Z", names.AnnState: names.StateApplying}
+	h := newHarness(t, machine, node, revisionConfigMap(revisionR1()))
+	var edited atomic.Bool
+	h.client.PrependReactor("patch", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if changes, _, _ := decodeAnnotationPatch(a.(k8stesting.PatchAction)); changes[names.AnnApplyStatus] != nil && edited.CompareAndSwap(false, true) {
+			h.operatorEdit(func(n *corev1.Node) { n.Annotations[names.AnnState] = "Failed" })
+		}
+		return false, nil, nil
+	})
+	h.start(h.options())
+	eventually(t, "the report refused", func() bool { return h.refused.Load() == 1 })
+	h.waitPasses(3)
+	if m := machine.Machine(); m.Installs != 0 {
+		t.Errorf("%d installs on a node the operator failed and put back into service", m.Installs)
+	}
+	if got := h.annotation(names.AnnApplyStatus); got != "" {
+		t.Errorf("apply-status %q landed on the failed node", got)
+	}
 }
 
 func TestSurvivesAPIErrors(t *testing.T) {

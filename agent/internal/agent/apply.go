@@ -41,8 +41,9 @@ func (a *agent) converge(ctx context.Context) outcome {
 		if !ok {
 			return settled
 		}
-		// Every report of this decision answers the attempt it was made for.
-		attempt := node.Annotations[names.AnnStartedAt]
+		// Every report of this decision answers the operator's start it was
+		// made for, in the state it was made in.
+		attempt := startOf(node)
 		step := decide.Next(in)
 		if step.Action == decide.Idle {
 			return settled
@@ -110,7 +111,9 @@ func (a *agent) input(ctx context.Context, node *corev1.Node) (decide.Input, boo
 		NetworkGrace: a.o.NetworkGrace,
 		Now:          time.Now(),
 	}
-	if !decide.Requested(in.Revision, in.Reported) {
+	// Nothing is read from the host for a request the operator does not let
+	// the agent act on (a failed read would be reported on a node in service).
+	if !decide.Requested(in.Revision, in.Reported) || !decide.MayTouch(in.NodeState, in.StartedAt) {
 		return in, false
 	}
 	if err := a.observe(ctx); err != nil {
@@ -123,7 +126,7 @@ func (a *agent) input(ctx context.Context, node *corev1.Node) (decide.Input, boo
 	}
 	st, err := a.o.Host.LoadState()
 	if err != nil {
-		a.hostFailed(ctx, node.Annotations[names.AnnStartedAt], in.Revision, "cannot read the agent's state on the host", err)
+		a.hostFailed(ctx, startOf(node), in.Revision, "cannot read the agent's state on the host", err)
 		return in, false
 	}
 	in.State = st
@@ -138,7 +141,7 @@ func (a *agent) input(ctx context.Context, node *corev1.Node) (decide.Input, boo
 
 // begin reports a step and saves its state before the host works on it.
 // An error: the step must not run.
-func (a *agent) begin(ctx context.Context, attempt string, in decide.Input, step decide.Step) error {
+func (a *agent) begin(ctx context.Context, attempt opStart, in decide.Input, step decide.Step) error {
 	if err := a.report(ctx, attempt, step.Report); err != nil {
 		return err
 	}
@@ -147,7 +150,7 @@ func (a *agent) begin(ctx context.Context, attempt string, in decide.Input, step
 
 // saveState keeps the counters on the host before a long operation, so that
 // the caps hold across a crash or a reboot in the middle of it.
-func (a *agent) saveState(ctx context.Context, attempt string, in decide.Input, st host.State) error {
+func (a *agent) saveState(ctx context.Context, attempt opStart, in decide.Input, st host.State) error {
 	if st == in.State {
 		return nil
 	}
@@ -161,7 +164,7 @@ func (a *agent) saveState(ctx context.Context, attempt string, in decide.Input, 
 }
 
 // reboot writes Rebooting, waits until that is on the API, and reboots.
-func (a *agent) reboot(ctx context.Context, attempt string, in decide.Input, step decide.Step) outcome {
+func (a *agent) reboot(ctx context.Context, attempt opStart, in decide.Input, step decide.Step) outcome {
 	if err := a.saveState(ctx, attempt, in, step.State); err != nil {
 		return a.reported(err, settled)
 	}
@@ -180,11 +183,11 @@ func (a *agent) reboot(ctx context.Context, attempt string, in decide.Input, ste
 // hostFailed reports a host call that failed, unless the agent is being
 // stopped (the call most likely failed because of that). The error is the
 // report's.
-func (a *agent) hostFailed(ctx context.Context, attempt, rev, what string, err error) error {
+func (a *agent) hostFailed(ctx context.Context, attempt opStart, rev, what string, err error) error {
 	return a.fail(ctx, attempt, rev, what+": "+err.Error())
 }
 
-func (a *agent) fail(ctx context.Context, attempt, rev, msg string) error {
+func (a *agent) fail(ctx context.Context, attempt opStart, rev, msg string) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
@@ -194,11 +197,21 @@ func (a *agent) fail(ctx context.Context, attempt, rev, msg string) error {
 }
 
 // attempt is the operator's start the Node names now.
-func (a *agent) attempt() string {
+func (a *agent) attempt() opStart {
 	if n := a.view.current(); n != nil {
-		return n.Annotations[names.AnnStartedAt]
+		return startOf(n)
 	}
-	return ""
+	return opStart{}
+}
+
+// opStart is what of the operator's a report answers: its start of the node
+// (winpool.dev/started-at; a retry is a new one) and the state the decision
+// saw it in (winpool.dev/state). Zero: no operator start (a node labelled by
+// hand), so no precondition.
+type opStart struct{ startedAt, state string }
+
+func startOf(n *corev1.Node) opStart {
+	return opStart{startedAt: n.Annotations[names.AnnStartedAt], state: n.Annotations[names.AnnState]}
 }
 
 // requested is the revision the Node asks for now.

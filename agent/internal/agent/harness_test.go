@@ -366,8 +366,12 @@ func decodeAnnotationPatch(p k8stesting.PatchAction) (map[string]*string, string
 		if len(ops) < 2 || ops[0].Op != "test" || ops[0].Path != prefix+"winpool.dev~1started-at" || ops[0].Value == nil {
 			return nil, "", fmt.Errorf("it does not test started-at first")
 		}
+		rest := ops[1:]
+		if rest[0].Op == "test" && rest[0].Path == prefix+"winpool.dev~1state" {
+			rest = rest[1:]
+		}
 		changes := map[string]*string{}
-		for _, op := range ops[1:] {
+		for _, op := range rest {
 			key, ok := strings.CutPrefix(op.Path, prefix)
 			if !ok {
 				return nil, "", fmt.Errorf("op %s %s is outside metadata.annotations", op.Op, op.Path)

@@ -62,7 +62,7 @@ func (a *agent) observations() map[string]*string {
 // there is one, the write carries it as a precondition, so a report that took
 // longer than a retry (an install that outlived nodeTimeout, then a retry)
 // cannot land on the retried node and fail it again; errStaleReport then.
-func (a *agent) report(ctx context.Context, attempt string, r decide.NodeReport) error {
+func (a *agent) report(ctx context.Context, attempt opStart, r decide.NodeReport) error {
 	want := a.observations()
 	want[names.AnnAppliedRevision] = ptr(r.AppliedRevision)
 	want[names.AnnApplyStatus] = ptr(string(r.Status))
@@ -78,7 +78,7 @@ func (a *agent) report(ctx context.Context, attempt string, r decide.NodeReport)
 // syncObservations writes the observations that differ from the Node's.
 // Observations answer no attempt: they are never a precondition's concern.
 func (a *agent) syncObservations(ctx context.Context) error {
-	return a.write(ctx, a.observations(), "")
+	return a.write(ctx, a.observations(), opStart{})
 }
 
 // write makes the Node's annotations say want, writing only the keys whose
@@ -86,7 +86,7 @@ func (a *agent) syncObservations(ctx context.Context) error {
 // written again) differs. With an attempt, the write applies only while the
 // Node's started-at is still that attempt (errStaleReport otherwise). It
 // retries until the write lands, the Node is gone (errNodeGone) or ctx ends.
-func (a *agent) write(ctx context.Context, want map[string]*string, attempt string) error {
+func (a *agent) write(ctx context.Context, want map[string]*string, attempt opStart) error {
 	node := a.view.current()
 	if node == nil {
 		return errNodeGone
@@ -114,7 +114,7 @@ func (a *agent) write(ctx context.Context, want map[string]*string, attempt stri
 		switch {
 		case apierrors.IsNotFound(err):
 			return permanent(errNodeGone)
-		case attempt != "" && apierrors.IsInvalid(err):
+		case attempt.startedAt != "" && apierrors.IsInvalid(err):
 			// The test failed, or admission refused the write (also 422).
 			return a.reread(ctx, attempt, err)
 		case err != nil:
@@ -125,17 +125,21 @@ func (a *agent) write(ctx context.Context, want map[string]*string, attempt stri
 	})
 }
 
-// annotationPatch is the request that makes changes. Without an attempt, a
-// JSON merge patch of metadata.annotations alone (null deletes a key). With
-// one, a JSON patch that first tests the Node's started-at is that attempt:
-// the API server applies it atomically or answers 422. Both hold nothing
-// else of the Node.
-func annotationPatch(changes map[string]*string, attempt string) (types.PatchType, []byte, error) {
-	if attempt == "" {
+// annotationPatch is the request that makes changes. Without an operator
+// start, a JSON merge patch of metadata.annotations alone (null deletes a
+// key). With one, a JSON patch that first tests the Node's started-at is that
+// start and its state the one the decision saw (a nodeTimeout that failed
+// the node meanwhile refuses the report too): the API server applies it
+// atomically or answers 422. Both hold nothing else of the Node.
+func annotationPatch(changes map[string]*string, attempt opStart) (types.PatchType, []byte, error) {
+	if attempt.startedAt == "" {
 		body, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": changes}})
 		return types.MergePatchType, body, err
 	}
-	ops := []map[string]any{{"op": "test", "path": annotationPointer(names.AnnStartedAt), "value": attempt}}
+	ops := []map[string]any{{"op": "test", "path": annotationPointer(names.AnnStartedAt), "value": attempt.startedAt}}
+	if attempt.state != "" {
+		ops = append(ops, map[string]any{"op": "test", "path": annotationPointer(names.AnnState), "value": attempt.state})
+	}
 	keys := make([]string, 0, len(changes))
 	for k := range changes {
 		keys = append(keys, k)
@@ -162,18 +166,18 @@ func annotationPointer(key string) string {
 }
 
 // reread tells why a report for attempt was refused (refused: the API's
-// answer). It reads the Node: when it names another attempt the report is
-// stale (permanent errStaleReport, and the agent's picture of its Node is
+// answer). It reads the Node: when it names another start, or the same start
+// in another state, the report is stale (permanent errStaleReport, and the agent's picture of its Node is
 // the one read); otherwise the refusal is the answer, retried like any other
 // failed write.
-func (a *agent) reread(ctx context.Context, attempt string, refused error) error {
+func (a *agent) reread(ctx context.Context, attempt opStart, refused error) error {
 	n, err := a.o.Client.CoreV1().Nodes().Get(ctx, a.o.NodeName, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		return permanent(errNodeGone)
 	case err != nil:
 		return refused
-	case n.Annotations[names.AnnStartedAt] == attempt:
+	case startOf(n) == attempt:
 		return refused
 	}
 	a.view.setWritten(n, nil)

@@ -184,7 +184,7 @@ type Step struct {
 
 // Next decides the next step.
 func Next(in Input) Step {
-	if !Requested(in.Revision, in.Reported) || HandsOff(in.NodeState) {
+	if !Requested(in.Revision, in.Reported) || !MayTouch(in.NodeState, in.StartedAt) {
 		return Step{Action: Idle, State: in.State}
 	}
 	d := decision{in: in, state: in.State}
@@ -204,14 +204,23 @@ func Requested(revision string, reported NodeReport) bool {
 	return reported.AppliedRevision != revision || !IsFinal(reported.Status)
 }
 
-// HandsOff: the operator has the node in a state where the host must not be
-// touched, whatever the agent was doing: Draining (its pods are still being
-// evicted; a retry's start lands here before the report is cleared) or
-// Failed (nodeTimeout failed it and put it back into service while, say, an
-// install still ran; rebooting it now would take down the workloads back on
-// it). The agent looks again when the state moves (Applying asks anew).
-func HandsOff(nodeState string) bool {
-	return nodeState == names.StateDraining || nodeState == names.StateFailed
+// MayTouch: the operator lets the agent work on the host: the node is
+// Applying (cordoned and drained, the label moved) or Verifying, or no
+// operator ever started it (no state, no start: a node labelled by hand).
+// Every other state is a node being drained (a retry's start lands in
+// Draining before the report is cleared) or back in service (Failed by
+// nodeTimeout while an install still ran, Pending after kubectl winpool
+// retry or a budget's put-back, Updated): rebooting it, or installing on it,
+// would take down the workloads on it. The agent looks again when the state
+// moves.
+func MayTouch(nodeState, startedAt string) bool {
+	switch nodeState {
+	case names.StateApplying, names.StateVerifying:
+		return true
+	case "":
+		return startedAt == ""
+	}
+	return false
 }
 
 // IsFinal: after this status the agent does nothing more for the revision

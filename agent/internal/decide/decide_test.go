@@ -165,7 +165,7 @@ func TestNext(t *testing.T) {
 			name: "the operator failed the node (nodeTimeout) while it installed: a reboot the install asks for waits",
 			in: func() Input {
 				in := applying(request(), names.StatusApplying, host.State{Revision: "r1", Attempts: 1})
-				in.NodeState = names.StateFailed
+				in.NodeState, in.StartedAt = "Failed", "10:00"
 				in.Observed.Reboot.CBSRebootPending = true
 				in.Observed.UpdateTask = &host.UpdateTask{Revision: "r1", Attempt: 1, Phase: host.UpdateDone, Result: host.UpdateResult{ExitCode: ExitRebootRequired}}
 				return in
@@ -176,16 +176,33 @@ func TestNext(t *testing.T) {
 			name: "a retry's start drains the node before it clears the report: nothing is installed meanwhile",
 			in: func() Input {
 				in := applying(request(), names.StatusApplying, host.State{Revision: "r1", StartedAt: "10:00", Attempts: 1})
-				in.StartedAt, in.NodeState = "10:40", names.StateDraining
+				in.StartedAt, in.NodeState = "10:40", "Draining"
 				return in
 			},
 			want: want{action: Idle, state: host.State{Revision: "r1", StartedAt: "10:00", Attempts: 1}},
 		},
 		{
+			name: "kubectl winpool retry removed the state of a node failed mid-install: back in service, nothing is touched",
+			in: func() Input {
+				in := applying(request(), names.StatusRebooting, host.State{Revision: "r1", StartedAt: "10:00", Attempts: 1, Reboots: 1})
+				in.StartedAt = "10:00"
+				in.Observed.Reboot.CBSRebootPending = true
+				return in
+			},
+			want: want{action: Idle, state: host.State{Revision: "r1", StartedAt: "10:00", Attempts: 1, Reboots: 1}},
+		},
+		{
+			name: "a node labelled by hand (no state, no start) is worked on",
+			in: func() Input {
+				return request()
+			},
+			want: want{action: InstallUpdate, status: names.StatusApplying, state: host.State{Revision: "r1", Attempts: 1}},
+		},
+		{
 			name: "a retry of the revision (a new start) while the Node still says Applying starts over",
 			in: func() Input {
 				in := applying(request(), names.StatusApplying, host.State{Revision: "r1", StartedAt: "10:00", Attempts: 3, Reboots: 2})
-				in.StartedAt = "10:40"
+				in.StartedAt, in.NodeState = "10:40", names.StateApplying
 				return in
 			},
 			want: want{action: InstallUpdate, status: names.StatusApplying, state: host.State{Revision: "r1", StartedAt: "10:40", Attempts: 1}},
@@ -194,7 +211,7 @@ func TestNext(t *testing.T) {
 			name: "continuation of the same start carries on",
 			in: func() Input {
 				in := applying(request(), names.StatusApplying, host.State{Revision: "r1", StartedAt: "10:40", Attempts: 1})
-				in.StartedAt = "10:40"
+				in.StartedAt, in.NodeState = "10:40", names.StateApplying
 				return in
 			},
 			want: want{action: InstallUpdate, status: names.StatusApplying, state: host.State{Revision: "r1", StartedAt: "10:40", Attempts: 2}},

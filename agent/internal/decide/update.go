@@ -108,7 +108,10 @@ func (d decision) updateTask(target host.Build) (Step, bool) {
 		}
 		return Step{Action: Wait, Report: d.report(names.StatusApplying, msg), State: d.state}, true
 	}
-	if !ours || d.state.RebootedAfter == u.Attempt {
+	// A boot ended the task (Interrupted): CBS finished or rolled back its
+	// transaction at boot, and the build says which; the next attempt, if
+	// one is needed, installs again within the caps.
+	if !ours || d.state.RebootedAfter == u.Attempt || u.Interrupted {
 		return Step{}, false
 	}
 	if u.Error != "" {

@@ -101,12 +101,12 @@ func TestServicingTaskResult(t *testing.T) {
 	}
 }
 
-// The task outlives the agent: whatever agent process looks next waits for
-// it, with the words of the install (nothing new to write), never starts a
-// second one, and acts on its result once.
 // ExitInstallFailedForTest is a servicing failure (0x800F0922).
 const ExitInstallFailedForTest = 0x800F0922
 
+// The task outlives the agent: whatever agent process looks next waits for
+// it, with the words of the install (nothing new to write), never starts a
+// second one, and acts on its result once.
 func TestServicingTaskIsWaitedForAndReadOnce(t *testing.T) {
 	in := request()
 	install := Next(in)
@@ -146,6 +146,11 @@ func TestServicingTaskIsWaitedForAndReadOnce(t *testing.T) {
 	earlierStart := installed(in, install, ExitInstallFailedForTest)
 	earlierStart.Observed.UpdateTask.StartedAt = "an earlier start"
 	check(t, Next(earlierStart), want{action: InstallUpdate, status: names.StatusApplying, state: host.State{Revision: "r1", Attempts: 2}})
+
+	// A boot ended the task: the build says what CBS made of it; still short, the next attempt installs.
+	interrupted := installed(in, install, 0)
+	interrupted.Observed.UpdateTask.Result, interrupted.Observed.UpdateTask.Interrupted = host.UpdateResult{}, true
+	check(t, Next(interrupted), want{action: InstallUpdate, status: names.StatusApplying, state: host.State{Revision: "r1", Attempts: 2}})
 
 	failed := installed(in, install, 0)
 	failed.Observed.UpdateTask.Result, failed.Observed.UpdateTask.Error = host.UpdateResult{}, "kb5044281.msu: sha256 mismatch"

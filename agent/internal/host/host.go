@@ -109,6 +109,13 @@ type UpdateTask struct {
 	// wrong); Result is then empty.
 	Error   string    `json:"error,omitempty"`
 	Started time.Time `json:"started"`
+	// StartedUptime is how long the machine had been up when the task
+	// started: an uptime below it now means a boot ended the task (told
+	// without the wall clock, which a boot's time sync may move).
+	StartedUptime time.Duration `json:"startedUptime,omitempty"`
+	// Interrupted: a boot ended the task before it wrote its result
+	// (Phase Done, nothing known of the install).
+	Interrupted bool `json:"interrupted,omitempty"`
 	// ResultFile is where this was read from (not serialized), for messages.
 	ResultFile string `json:"-"`
 }

@@ -24,12 +24,13 @@ const (
 	AnnStartedAt = "winpool.dev/started-at"
 
 	// AnnState is the operator's state of the node's update (Draining,
-	// Applying, Verifying, Updated, Failed), only read by the agent: it never
-	// touches the host of a node the operator is draining or has failed and
-	// put back into service (src/api.rs ANN_STATE).
-	AnnState      = "winpool.dev/state"
-	StateDraining = "Draining"
-	StateFailed   = "Failed"
+	// Applying, Verifying, Updated, Failed), only read by the agent: it
+	// touches the host only while the operator has the node Applying (or
+	// Verifying), never one being drained or back in service
+	// (src/api.rs ANN_STATE).
+	AnnState       = "winpool.dev/state"
+	StateApplying  = "Applying"
+	StateVerifying = "Verifying"
 
 	// ConfigMapKey is the key of a revision ConfigMap
 	// (winpool-<pool>-<revision> in the agents' namespace) holding the JSON

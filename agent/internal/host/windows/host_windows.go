@@ -82,7 +82,7 @@ func (h *Host) Observe(ctx context.Context) (host.Observed, error) {
 	// While the upgrade task swaps the binaries, containerd.exe may be half
 	// copied or stopped: its version would be a failed read or a wrong one,
 	// and the decision waits for the task anyway.
-	if readsContainerdVersion(obs.RuntimeUpgrade) {
+	if readsContainerdVersion(obs.RuntimeUpgrade, time.Now()) {
 		if obs.ContainerdVersion, err = h.containerdVersion(ctx); err != nil {
 			return obs, err
 		}

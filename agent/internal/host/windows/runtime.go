@@ -139,8 +139,12 @@ func (u runtimeUpgrader) archiveOf(ctx context.Context, req host.RuntimeRequest)
 }
 
 // readsContainerdVersion: containerd's version is read unless its upgrade
-// task is under way (Scheduled or Running), when the binary may be half
-// copied or the service stopped.
-func readsContainerdVersion(task *host.RuntimeUpgrade) bool {
-	return task == nil || task.Phase != host.RuntimeScheduled && task.Phase != host.RuntimeRunning
+// task is under way (Scheduled or Running, and younger than the time a task
+// may take), when the binary may be half copied or the service stopped. A
+// record older than that is a task that died (a boot, a task that never
+// ran): hiding the version for good would make the agent swap a containerd
+// that is already right.
+func readsContainerdVersion(task *host.RuntimeUpgrade, now time.Time) bool {
+	underWay := task != nil && (task.Phase == host.RuntimeScheduled || task.Phase == host.RuntimeRunning)
+	return !underWay || now.Sub(task.Started) > decide.DefaultRuntimeTaskTimeout
 }

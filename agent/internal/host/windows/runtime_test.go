@@ -178,15 +178,19 @@ func TestUpgradeRefusesAFileChangedBeforeTheTask(t *testing.T) {
 }
 
 func TestContainerdVersionIsNotReadDuringASwap(t *testing.T) {
+	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 	for phase, want := range map[host.RuntimePhase]bool{
 		host.RuntimeScheduled: false, host.RuntimeRunning: false,
 		host.RuntimeSucceeded: true, host.RuntimeRolledBack: true, host.RuntimeFailed: true,
 	} {
-		if got := readsContainerdVersion(&host.RuntimeUpgrade{Phase: phase}); got != want {
+		if got := readsContainerdVersion(&host.RuntimeUpgrade{Phase: phase, Started: now.Add(-time.Minute)}, now); got != want {
 			t.Errorf("%s: reads = %v, want %v", phase, got, want)
 		}
 	}
-	if !readsContainerdVersion(nil) {
+	if !readsContainerdVersion(nil, now) {
 		t.Error("no task: the version must be read")
+	}
+	if !readsContainerdVersion(&host.RuntimeUpgrade{Phase: host.RuntimeRunning, Started: now.Add(-time.Hour)}, now) {
+		t.Error("a Running record an hour old is a dead task: the version must be read")
 	}
 }

@@ -160,6 +160,9 @@ type servicingStarter struct {
 	// rehash is how the files written for the task are hashed again before
 	// it starts; nil is stage.Digest (a test passes another).
 	rehash func(path string) (string, error)
+	// uptime is how long the machine has been up (nil: unknown, never a
+	// boot since any task).
+	uptime func() time.Duration
 }
 
 // start refuses while a servicing task is Running (two servicing runs at
@@ -179,6 +182,9 @@ func (s servicingStarter) start(ctx context.Context, req host.UpdateRequest) err
 	cur, err := readUpdateResult(resultFile)
 	if err != nil {
 		return err
+	}
+	if s.uptime != nil {
+		cur = interruptedByBoot(cur, s.uptime())
 	}
 	if cur != nil && cur.Phase == host.UpdateRunning {
 		return fmt.Errorf("%s (revision %s attempt %d, installing %s) is still Running since %s, see %s; "+
@@ -220,6 +226,9 @@ func (s servicingStarter) start(ctx context.Context, req host.UpdateRequest) err
 		return err
 	}
 	running := host.UpdateTask{Revision: req.Revision, Attempt: req.Attempt, StartedAt: req.StartedAt, Target: plan.Target, Phase: host.UpdateRunning, Started: plan.Started}
+	if s.uptime != nil {
+		running.StartedUptime = s.uptime()
+	}
 	if err := writeUpdateResult(resultFile, running); err != nil {
 		return fmt.Errorf("writing %s before starting %s: %w", resultFile, servicingTask, err)
 	}
@@ -324,17 +333,17 @@ func writeResultPatiently(ctx context.Context, path string, r host.UpdateTask, t
 }
 
 // interruptedByBoot is the task's result as the agent must read it when the
-// machine booted after the task started: a Running result then belongs to a
-// task the boot killed (a power loss, maintenance, an admin's restart), and
-// would otherwise hold the node for hours; it is Done with that error.
-func interruptedByBoot(t *host.UpdateTask, booted time.Time) *host.UpdateTask {
-	if t == nil || t.Phase != host.UpdateRunning || t.Started.IsZero() || !t.Started.Before(booted) {
+// machine booted after the task started (the uptime now is below the one the
+// task started at): a Running result then belongs to a task the boot killed
+// (a power loss, maintenance, an admin's restart), and would otherwise hold
+// the node for hours. It is Done and Interrupted: CBS completes or rolls
+// back its transaction at boot, and the next attempt installs again.
+func interruptedByBoot(t *host.UpdateTask, uptime time.Duration) *host.UpdateTask {
+	if t == nil || t.Phase != host.UpdateRunning || t.StartedUptime <= 0 || uptime >= t.StartedUptime {
 		return t
 	}
 	u := *t
-	u.Phase = host.UpdateDone
-	u.Error = fmt.Sprintf("the servicing task started at %s was ended by the boot at %s before it finished; nothing is known of its install",
-		t.Started.UTC().Format(time.RFC3339), booted.UTC().Format(time.RFC3339))
+	u.Phase, u.Interrupted = host.UpdateDone, true
 	return &u
 }
 
@@ -362,7 +371,7 @@ func endUnplanned(planFile string, planErr error) (host.UpdateTask, error) {
 	r := *cur
 	r.Phase = host.UpdateDone
 	r.Error = fmt.Sprintf("the servicing task could not read its plan: %v; nothing was installed", planErr)
-	if err := writeUpdateResult(resultFile, r); err != nil {
+	if err := writeResultPatiently(context.Background(), resultFile, r, resultWriteTries, time.Second); err != nil {
 		return r, fmt.Errorf("reading the servicing plan: %w; writing %s: %v", planErr, resultFile, err)
 	}
 	return r, fmt.Errorf("reading the servicing plan: %w", planErr)

@@ -204,6 +204,17 @@ func TestStartUpdate(t *testing.T) {
 	if r := tasks.seen[1]; r == nil || r.Phase != host.UpdateRunning || r.Attempt != 2 {
 		t.Errorf("when the second task started the result was %+v, want Running for attempt 2", r)
 	}
+
+	// A task a boot ended (the machine has been up for less than when it
+	// started) holds nothing: the next attempt starts, and records its uptime.
+	s.uptime = func() time.Duration { return 3 * time.Minute }
+	writeUpdateResult(resultFile, host.UpdateTask{Revision: "r1", Attempt: 2, Phase: host.UpdateRunning, StartedUptime: time.Hour})
+	if err := s.start(context.Background(), packagesRequest(3)); err != nil || len(tasks.commands) != 3 {
+		t.Fatalf("start after a boot ended the task: %v (%d tasks)", err, len(tasks.commands))
+	}
+	if r := tasks.seen[2]; r == nil || r.Attempt != 3 || r.StartedUptime != 3*time.Minute {
+		t.Errorf("the third task's Running result %+v, want attempt 3 started at uptime 3m", r)
+	}
 }
 
 func TestStartUpdateThatDoesNotStart(t *testing.T) {
@@ -365,22 +376,21 @@ func TestRunServicing(t *testing.T) {
 	}
 }
 
-// A Running result older than the last boot is a task the boot ended; one
-// started after it, or Done, is as written.
+// A Running result whose machine has been up for less than when it started
+// is a task a boot ended; one started in this boot, or Done, is as written.
 func TestInterruptedByBoot(t *testing.T) {
-	booted := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
-	running := &host.UpdateTask{Revision: "r1", Attempt: 1, Phase: host.UpdateRunning, Started: booted.Add(-time.Minute)}
-	got := interruptedByBoot(running, booted)
-	if got.Phase != host.UpdateDone || !strings.Contains(got.Error, "was ended by the boot at 2026-12-02T10:00:00Z") || running.Phase != host.UpdateRunning {
+	running := &host.UpdateTask{Revision: "r1", Attempt: 1, Phase: host.UpdateRunning, StartedUptime: 2 * time.Hour}
+	got := interruptedByBoot(running, 3*time.Minute)
+	if got.Phase != host.UpdateDone || !got.Interrupted || running.Phase != host.UpdateRunning {
 		t.Errorf("interrupted: %+v (the input must stay as read: %+v)", got, running)
 	}
 	for _, tc := range []*host.UpdateTask{
 		nil,
-		{Phase: host.UpdateRunning, Started: booted.Add(time.Minute)},
-		{Phase: host.UpdateDone, Started: booted.Add(-time.Hour)},
+		{Phase: host.UpdateRunning, StartedUptime: time.Minute},
+		{Phase: host.UpdateDone, StartedUptime: 5 * time.Hour},
 		{Phase: host.UpdateRunning},
 	} {
-		if got := interruptedByBoot(tc, booted); got != tc {
+		if got := interruptedByBoot(tc, 3*time.Minute); got != tc {
 			t.Errorf("%+v became %+v", tc, got)
 		}
 	}

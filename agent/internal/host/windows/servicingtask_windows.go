@@ -18,7 +18,7 @@ func (h *Host) servicingResult() (*host.UpdateTask, error) {
 	if err != nil {
 		return nil, err
 	}
-	return interruptedByBoot(t, time.Now().Add(-windows.DurationSinceBoot())), nil
+	return interruptedByBoot(t, windows.DurationSinceBoot()), nil
 }
 
 // StartUpdate hands the install to a one-shot SYSTEM scheduled task outside
@@ -30,7 +30,7 @@ func (h *Host) StartUpdate(ctx context.Context, req host.UpdateRequest) error {
 		return err
 	}
 	s := servicingStarter{
-		stateDir: h.o.StateDir, self: self, now: time.Now, getenv: os.Getenv,
+		stateDir: h.o.StateDir, self: self, now: time.Now, getenv: os.Getenv, uptime: windows.DurationSinceBoot,
 		startTask: func(ctx context.Context, command string) error {
 			return runTask(ctx, decide.ServicingTaskName, command)
 		},
