@@ -459,7 +459,10 @@ func TestNothingIsInstalledOnANodeTheOperatorFailedMeanwhile(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	h.start(h.options())
+	// Ticks keep the agent's passes coming once it has nothing to do.
+	opts := h.options()
+	opts.HNSInterval = 20 * time.Millisecond
+	h.start(opts)
 	eventually(t, "the report refused", func() bool { return h.refused.Load() == 1 })
 	h.waitPasses(3)
 	if m := machine.Machine(); m.Installs != 0 {
