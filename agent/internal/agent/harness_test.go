@@ -162,7 +162,9 @@ func (h *harness) stampResourceVersions() {
 		if err := h.client.Tracker().Update(nodesResource, n, ""); err != nil {
 			return true, nil, err
 		}
-		return true, n, nil
+		// The response is the agent's own, as a decoded response is: the
+		// stored object is the tracker's.
+		return true, n.DeepCopy(), nil
 	})
 }
 

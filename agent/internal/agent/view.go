@@ -34,7 +34,12 @@ func (v *nodeView) setWatched(n *corev1.Node) {
 }
 
 func (v *nodeView) setWritten(n *corev1.Node, changes map[string]*string) {
-	n.ManagedFields = nil
+	if n.ManagedFields != nil {
+		// A shallow copy: the response may be shared with its sender.
+		c := *n
+		c.ManagedFields = nil
+		n = &c
+	}
 	if v.wrote == nil {
 		v.wrote = map[string]*string{}
 	}

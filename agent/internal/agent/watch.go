@@ -45,9 +45,13 @@ func (w *nodeWatcher) latest() *corev1.Node {
 }
 
 func (w *nodeWatcher) publish(n *corev1.Node) {
-	if n != nil {
-		// managedFields are most of a Node's size and the agent never reads them.
-		n.ManagedFields = nil
+	if n != nil && n.ManagedFields != nil {
+		// managedFields are most of a Node's size and the agent never reads
+		// them. Dropped from a shallow copy: the event's object may be shared
+		// with whoever delivered it (client-go's fake tracker stores it).
+		c := *n
+		c.ManagedFields = nil
+		n = &c
 	}
 	w.mu.Lock()
 	w.node = n
