@@ -10,6 +10,7 @@ import (
 	"os"
 	"sort"
 
+	"winpool.dev/agent/internal/runtimeswap"
 	"winpool.dev/agent/internal/stage"
 )
 
@@ -89,4 +90,29 @@ func copyHashed(src, dest string) (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// plan writes a task's plan file, records its digest, and returns the task's
+// command line (exe subcommand plan) once every file written for the task
+// has been hashed again (rehash nil: stage.Digest). Both tasks call it
+// before they write the result the agent waits on, so a file changed under
+// them never leaves the agent waiting for a task that does not start.
+func (d fileDigests) plan(planFile string, plan any, exe, subcommand, task string, rehash func(string) (string, error)) (string, error) {
+	if err := runtimeswap.WriteJSON(planFile, plan); err != nil {
+		return "", err
+	}
+	if err := d.add(planFile); err != nil {
+		return "", err
+	}
+	command, err := taskCommand(exe, subcommand, planFile)
+	if err != nil {
+		return "", err
+	}
+	if rehash == nil {
+		rehash = stage.Digest
+	}
+	if err := d.verify(task, rehash); err != nil {
+		return "", err
+	}
+	return command, nil
 }

@@ -91,24 +91,8 @@ func (u runtimeUpgrader) start(ctx context.Context, req host.RuntimeRequest) err
 		InstallDir: u.installDir, NewDir: newDir, BackupDir: filepath.Join(work, "old"),
 		ResultFile: u.resultFile(), Services: swapServices, Started: u.now().UTC(),
 	}
-	planFile := filepath.Join(work, "plan.json")
-	if err := runtimeswap.WriteJSON(planFile, plan); err != nil {
-		return err
-	}
-	if err := written.add(planFile); err != nil {
-		return err
-	}
-	command, err := taskCommand(exe, ContainerdSwapCommand, planFile)
+	command, err := written.plan(filepath.Join(work, "plan.json"), plan, exe, ContainerdSwapCommand, "the containerd upgrade task", u.rehash)
 	if err != nil {
-		return err
-	}
-	rehash := u.rehash
-	if rehash == nil {
-		rehash = stage.Digest
-	}
-	// Before the Scheduled result, which would have the agent wait for a
-	// task that never starts.
-	if err := written.verify("the containerd upgrade task", rehash); err != nil {
 		return err
 	}
 	scheduled := host.RuntimeUpgrade{Revision: req.Revision, Attempt: req.Attempt, Version: req.Version, Phase: host.RuntimeScheduled, Started: plan.Started}

@@ -14,7 +14,6 @@ import (
 	"winpool.dev/agent/internal/decide"
 	"winpool.dev/agent/internal/host"
 	"winpool.dev/agent/internal/runtimeswap"
-	"winpool.dev/agent/internal/stage"
 )
 
 // Servicing (DISM, or the Windows Update client) runs in a one-shot SYSTEM
@@ -205,24 +204,8 @@ func (s servicingStarter) start(ctx context.Context, req host.UpdateRequest) err
 		Revision: req.Revision, Attempt: req.Attempt, Target: req.Target.String(), Source: req.Source, Packages: req.Packages, KBs: req.KBs, StartedAt: req.StartedAt,
 		StateDir: s.stateDir, ResultFile: resultFile, Proxy: s.proxy(), Started: s.now().UTC(),
 	}
-	planFile := filepath.Join(dir, servicingPlanName)
-	if err := runtimeswap.WriteJSON(planFile, plan); err != nil {
-		return err
-	}
-	if err := written.add(planFile); err != nil {
-		return err
-	}
-	command, err := taskCommand(exe, ServicingCommand, planFile)
+	command, err := written.plan(filepath.Join(dir, servicingPlanName), plan, exe, ServicingCommand, servicingTask, s.rehash)
 	if err != nil {
-		return err
-	}
-	rehash := s.rehash
-	if rehash == nil {
-		rehash = stage.Digest
-	}
-	// Before the Running result, which would have the agent wait for a task
-	// that never starts.
-	if err := written.verify(servicingTask, rehash); err != nil {
 		return err
 	}
 	running := host.UpdateTask{Revision: req.Revision, Attempt: req.Attempt, StartedAt: req.StartedAt, Target: plan.Target, Phase: host.UpdateRunning, Started: plan.Started}
