@@ -46,6 +46,7 @@ pub fn node_view(node: &NodeRecord, hns: HnsReadiness) -> NodeView {
         drain_blocked_by: owned(names::ANN_DRAIN_BLOCKED_BY),
         drain_blocked_since: ts(names::ANN_DRAIN_BLOCKED_SINCE),
         hns_reported: ann(names::ANN_HNS_LOAD_BALANCERS).is_some() && ann(names::ANN_HNS_ENDPOINTS).is_some(),
+        resource_version: node.resource_version.clone(),
     }
 }
 

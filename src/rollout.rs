@@ -131,6 +131,8 @@ pub struct NodeView {
     pub drain_blocked_since: Option<Timestamp>,
     /// The agent reports HNS counts on this node (both annotations present).
     pub hns_reported: bool,
+    /// The resourceVersion the view was read at: a start is guarded by it.
+    pub resource_version: Option<String>,
 }
 
 /// Whether winpool keeps this node cordoned past this round: it cordoned the
@@ -158,6 +160,11 @@ pub struct NodePatch {
     /// A node this patch marks Updated after a rollout: how long it took from
     /// its start (winpool_node_update_duration_seconds, the estimate in status).
     pub took: Option<Duration>,
+    /// Land only on the Node as it was decided from (its resourceVersion). A start
+    /// carries it: if the start's answer is lost (an API server restart) and the
+    /// cache still shows the node idle, the next round's start is refused with a
+    /// conflict instead of cordoning and draining the node a second time.
+    pub unless_changed_since: Option<String>,
 }
 
 impl NodePatch {

@@ -18,7 +18,7 @@ use tracing::{debug, info, warn};
 
 use super::agent::{agent_image_allowed, delete_configmap, delete_daemonset, refuse_agent_image, write_configmaps, write_daemonset};
 use super::gates;
-use super::hns_node::{HnsNode, HnsWrites, hns_readiness, write_hns};
+use super::hns_node::{HnsNode, HnsWrites, HnsWritten, hns_readiness, write_hns};
 use super::nodes::{patch_node_with, release_body, write_nodes};
 use super::round::{self, Observed, Round};
 use super::{Context, Error, NODE_EVENT_INTERVAL, api_status, few_at_a_time};
@@ -94,11 +94,11 @@ async fn execute(pool: &WindowsNodePool, ctx: &Context, seen: &Observed<'_>, rou
     if ctx.stopping() {
         return Ok(());
     }
-    let hns_behind = execute_hns_writes(ctx, &name, round).await?;
+    let hns = execute_hns_writes(ctx, &name, round).await?;
     if ctx.stopping() {
         return Ok(());
     }
-    let (landed, written) = execute_node_writes(ctx, pool, round, &hns_behind).await;
+    let (landed, written) = execute_node_writes(ctx, pool, round, &hns).await;
     // The patches that landed are announced even when another failed: they happened.
     announce_node_batches(ctx, pool, round, &landed).await;
     ctx.metrics.observe_updates(&name, landed.iter().copied());
@@ -237,21 +237,35 @@ async fn list_pods(client: &kube::Client, node: String) -> (String, kube::Result
 
 /// The round's HNS condition and taint writes, a few at a time. Returns the
 /// nodes whose taint could not be written (a conflict): they wait a round.
-async fn execute_hns_writes(ctx: &Context, pool: &str, round: &Round) -> Result<BTreeSet<String>, Error> {
-    let results = few_at_a_time(round.hns_writes.iter().collect(), |(w, message)| hns_one(ctx, pool, w, message)).await;
-    let mut behind = BTreeSet::new();
-    for (node, r) in results {
-        if !r? {
-            behind.insert(node);
-        }
-    }
-    Ok(behind)
+/// What the HNS writes left for the node writes: the nodes that wait a round,
+/// and the resourceVersions guarded starts must now expect.
+#[derive(Default)]
+struct HnsOutcome {
+    behind: BTreeSet<String>,
+    guards: BTreeMap<String, String>,
 }
 
-async fn hns_one(ctx: &Context, pool: &str, w: &HnsWrites, message: &str) -> (String, Result<bool, Error>) {
+async fn execute_hns_writes(ctx: &Context, pool: &str, round: &Round) -> Result<HnsOutcome, Error> {
+    let results = few_at_a_time(round.hns_writes.iter().collect(), |(w, message)| hns_one(ctx, pool, w, message)).await;
+    let mut out = HnsOutcome::default();
+    for (node, r) in results {
+        match r? {
+            HnsWritten::Behind => {
+                out.behind.insert(node);
+            }
+            HnsWritten::Done { guard: Some(rv) } => {
+                out.guards.insert(node, rv);
+            }
+            HnsWritten::Done { guard: None } => {}
+        }
+    }
+    Ok(out)
+}
+
+async fn hns_one(ctx: &Context, pool: &str, w: &HnsWrites, message: &str) -> (String, Result<HnsWritten, Error>) {
     if ctx.stopping() {
         // Unwritten, like a taint that could not be: the node waits.
-        return (w.node.clone(), Ok(false));
+        return (w.node.clone(), Ok(HnsWritten::Behind));
     }
     (w.node.clone(), write_hns(ctx, pool, w, message).await)
 }
@@ -264,14 +278,14 @@ async fn execute_node_writes<'r>(
     ctx: &Context,
     pool: &WindowsNodePool,
     round: &'r Round,
-    hns_behind: &BTreeSet<String>,
+    hns: &HnsOutcome,
 ) -> (Vec<&'r NodePatch>, Result<(), Error>) {
     let name = pool.name_any();
     let (others, starts) = round::node_write_phases(&round.plan);
-    let ready = |phase: Vec<&'r NodePatch>| phase.into_iter().filter(|p| !hns_behind.contains(&p.node)).collect::<Vec<_>>();
-    let (mut landed, mut written) = write_nodes(ctx, pool, &name, ready(others)).await;
-    if written.is_ok() && hns_behind.is_empty() && !ctx.stopping() {
-        let (more, r) = write_nodes(ctx, pool, &name, ready(starts)).await;
+    let ready = |phase: Vec<&'r NodePatch>| phase.into_iter().filter(|p| !hns.behind.contains(&p.node)).collect::<Vec<_>>();
+    let (mut landed, mut written) = write_nodes(ctx, pool, &name, ready(others), &hns.guards).await;
+    if written.is_ok() && hns.behind.is_empty() && !ctx.stopping() {
+        let (more, r) = write_nodes(ctx, pool, &name, ready(starts), &hns.guards).await;
         landed.extend(more);
         written = r;
     }

@@ -75,6 +75,9 @@ struct Cluster {
     /// The operator's stop flag, raised as the first node write arrives (the
     /// shutdown signal landing mid-round), when a test arms it.
     stop_at_first_node_write: Option<Arc<AtomicBool>>,
+    /// A node whose next write lands but whose answer is lost (the API server
+    /// restarting as it answers).
+    lose_answer_to: Option<String>,
 }
 
 impl Cluster {
@@ -123,6 +126,9 @@ impl Cluster {
                 }
                 self.bump(&mut after);
                 self.nodes.insert(name.to_string(), after.clone());
+                if segs.len() == 4 && self.lose_answer_to.take_if(|n| n == name).is_some() {
+                    return (500, status_body(500, "InternalError", "the answer was lost"), before, after);
+                }
                 (200, after.clone(), before, after)
             }
             ("PATCH" | "PUT", ["apis", "apps", "v1", "namespaces", _, "daemonsets", name]) => {
@@ -308,6 +314,14 @@ impl Fixture {
     /// The shutdown signal arrives while the next round's first node write is on the wire.
     fn stop_at_first_node_write(&self) {
         self.cluster.lock().unwrap().stop_at_first_node_write = Some(self.ctx.stopping.clone());
+    }
+
+    /// One reconcile, which may fail; the requests it made.
+    async fn round_may_fail(&mut self) -> (Result<kube::runtime::controller::Action, crate::error::Error>, Vec<Recorded>) {
+        self.sync();
+        let pool = self.cluster.lock().unwrap().pool.clone().unwrap();
+        let r = apply::apply(&pool, &self.ctx).await;
+        (r, std::mem::take(&mut *self.log.lock().unwrap()))
     }
 
     /// One reconcile while the watches lag: the stores still hold what the last sync saw.
@@ -903,4 +917,27 @@ async fn a_round_after_the_stop_signal_makes_no_request() {
     let reqs = f.round().await;
     assert!(reqs.is_empty(), "a stopping replica neither reads nor writes: {:#?}", calls(&reqs));
     assert!(state(&f.node("win-a")).is_none() && state(&f.node("win-b")).is_none());
+}
+
+#[tokio::test]
+async fn a_start_whose_answer_was_lost_is_not_made_again_from_a_cache_that_missed_it() {
+    let mut f = Fixture::new(pool(1), vec![windows_node("win-a", "win22")]);
+    f.cluster.lock().unwrap().lose_answer_to = Some("win-a".into());
+    let _ = f.round_may_fail().await;
+    let started = f.node("win-a")["metadata"]["annotations"][names::ANN_STARTED_AT].clone();
+    assert_eq!(state(&f.node("win-a")), Some("Draining"), "the start landed");
+
+    // The watch has not delivered the start, and the lost answer left no copy of it:
+    // the cache still shows win-a idle, so the round decides to start it again.
+    let again = f.round_before_the_watch_catches_up().await;
+    let writes: Vec<&Recorded> = again.iter().filter(|r| r.path == node_path("win-a")).collect();
+    assert_eq!(writes.len(), 1, "the start is sent again: {:#?}", calls(&again));
+    assert!(writes[0].after.is_null(), "and refused: the node moved since the cache read it: {:?}", writes[0].body);
+    assert_eq!(f.node("win-a")["metadata"]["annotations"][names::ANN_STARTED_AT], started, "one start, not two");
+    let node_events: Vec<&Value> =
+        again.iter().filter(|r| r.path.starts_with(EVENTS) && r.body["regarding"]["kind"] == "Node").map(|r| &r.body).collect();
+    assert!(node_events.is_empty(), "no Event on the Node for a start that did not happen: {node_events:#?}");
+
+    let caught_up = f.round().await;
+    assert!(caught_up.iter().all(|r| r.path != node_path("win-a") || state(&r.before) == Some("Draining")), "{:#?}", calls(&caught_up));
 }

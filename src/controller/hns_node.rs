@@ -82,7 +82,7 @@ pub(super) fn hns_writes_for(h: &HnsNode<'_>, held_cordoned: bool, taint_when_no
         };
         Some((added, patch))
     });
-    (condition.is_some() || taint.is_some()).then(|| HnsWrites { node: h.node.name.clone(), condition, taint })
+    (condition.is_some() || taint.is_some()).then(|| HnsWrites { node: h.node.name.clone(), condition, taint, unless_changed_since: None })
 }
 
 pub(super) struct HnsWrites {
@@ -90,45 +90,91 @@ pub(super) struct HnsWrites {
     pub(super) condition: Option<k8s_openapi::api::core::v1::NodeCondition>,
     /// Whether the taint is added, and the patch that does it.
     pub(super) taint: Option<(bool, Patch<serde_json::Value>)>,
+    /// The resourceVersion the node's start this round is guarded by: these
+    /// writes land only on it, and pass on the version they leave.
+    pub(super) unless_changed_since: Option<String>,
 }
 
-/// Write one node's HNS condition and taint. False when the taint could not be written this round.
-pub(super) async fn write_hns(ctx: &Context, pool: &str, w: &HnsWrites, message: &str) -> Result<bool, Error> {
+/// What [`write_hns`] did to one node.
+pub(super) enum HnsWritten {
+    /// Its taint could not be written (or a guarded write found the node moved): it waits a round.
+    Behind,
+    /// Written or nothing to write; for guarded writes, the resourceVersion they left the node at.
+    Done { guard: Option<String> },
+}
+
+/// A patch that lands only on this resourceVersion.
+fn guarded(patch: &Patch<serde_json::Value>, rv: &str) -> Patch<serde_json::Value> {
+    match patch {
+        Patch::Merge(body) => {
+            let mut body = body.clone();
+            body["metadata"]["resourceVersion"] = json!(rv);
+            Patch::Merge(body)
+        }
+        Patch::Json(ops) => {
+            let mut all = json_patch(json!([{ "op": "test", "path": "/metadata/resourceVersion", "value": rv }])).0;
+            all.extend(ops.0.iter().cloned());
+            Patch::Json(json_patch::Patch(all))
+        }
+        other => unreachable!("HNS taint writes are merge or JSON patches: {other:?}"),
+    }
+}
+
+/// Write one node's HNS condition and taint.
+pub(super) async fn write_hns(ctx: &Context, pool: &str, w: &HnsWrites, message: &str) -> Result<HnsWritten, Error> {
     let name = w.node.clone();
     let api: Api<Node> = Api::all(ctx.client.clone());
+    let mut guard = w.unless_changed_since.clone();
     if let Some(cond) = &w.condition {
         let (status, reason) = (cond.status.clone(), cond.reason.clone().unwrap_or_default());
-        let body = json!({ "status": { "conditions": [cond] } });
+        let mut body = json!({ "status": { "conditions": [cond] } });
+        if let Some(rv) = &guard {
+            body["metadata"] = json!({ "resourceVersion": rv });
+        }
         match api.patch_status(&name, &crate::api::patch_params(), &Patch::Strategic(body)).await {
             Ok(n) => {
                 ctx.metrics.api_request("patch", "nodes/status", "ok");
                 info!(pool, node = %name, status = %status, reason = %reason, "{} {message}", names::NODE_CONDITION_HNS_READY);
+                if guard.is_some() {
+                    guard = n.metadata.resource_version.clone();
+                }
                 // The next round must see this condition even if the watch has not
                 // delivered it yet, or it writes the same condition again.
                 ctx.recent.wrote(n);
             }
             Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(kube::Error::Api(s)) if s.code == 409 && guard.is_some() => {
+                ctx.metrics.api_request("patch", "nodes/status", "conflict");
+                return Ok(HnsWritten::Behind);
+            }
             Err(e) => return Err(Error::PatchNode { node: name.clone(), source: e }),
         }
     }
     if let Some((added, patch)) = &w.taint {
         let added = *added;
-        match api.patch(&name, &crate::api::patch_params(), patch).await {
+        let patch = match &guard {
+            Some(rv) => guarded(patch, rv),
+            None => patch.clone(),
+        };
+        match api.patch(&name, &crate::api::patch_params(), &patch).await {
             Ok(n) => {
                 ctx.metrics.api_request("patch", "nodes", "ok");
                 info!(pool, node = %name, taint = names::TAINT_HNS_NOT_READY, added, "{}", if added { "tainted: HNS not ready" } else { "untainted: HNS ready" });
+                if guard.is_some() {
+                    guard = n.metadata.resource_version.clone();
+                }
                 ctx.recent.wrote(n);
             }
             // Conflict, a failed test op (the list moved) or a duplicate: the next round sees the fresh list.
             Err(kube::Error::Api(s)) if matches!(s.code, 404 | 409 | 422) => {
                 ctx.metrics.api_request("patch", "nodes", "conflict");
                 debug!(pool, node = %name, code = s.code, "taint update deferred: {}", s.message);
-                return Ok(false);
+                return Ok(HnsWritten::Behind);
             }
             Err(e) => return Err(Error::PatchNode { node: name, source: e }),
         }
     }
-    Ok(true)
+    Ok(HnsWritten::Done { guard })
 }
 
 #[cfg(test)]

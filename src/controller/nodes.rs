@@ -1,5 +1,7 @@
 //! Writes to Nodes: the plan's patches, and releases.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch};
 use serde_json::json;
@@ -21,6 +23,9 @@ pub(super) fn node_patch_body(p: &NodePatch) -> serde_json::Value {
     if !p.annotations.is_empty() {
         meta.insert("annotations".into(), json!(p.annotations));
     }
+    if let Some(rv) = &p.unless_changed_since {
+        meta.insert("resourceVersion".into(), json!(rv));
+    }
     let mut body = json!({ "metadata": meta });
     if let Some(u) = p.unschedulable {
         body["spec"] = json!({ "unschedulable": u });
@@ -28,24 +33,27 @@ pub(super) fn node_patch_body(p: &NodePatch) -> serde_json::Value {
     body
 }
 
-pub(super) async fn patch_node(ctx: &Context, pool: &str, p: &NodePatch) -> Result<(), Error> {
-    patch_node_with(ctx, pool, p, node_patch_body(p)).await
-}
-
-pub(super) async fn patch_node_with(ctx: &Context, pool: &str, p: &NodePatch, body: serde_json::Value) -> Result<(), Error> {
+/// `Ok(true)` when the patch landed; `Ok(false)` when the node is gone or, for a
+/// guarded patch, moved since it was decided from (the next round decides again).
+pub(super) async fn patch_node_with(ctx: &Context, pool: &str, p: &NodePatch, body: serde_json::Value) -> Result<bool, Error> {
     let api: Api<Node> = Api::all(ctx.client.clone());
     match api.patch(&p.node, &crate::api::patch_params(), &Patch::Merge(body)).await {
         Ok(n) => {
             ctx.metrics.api_request("patch", "nodes", "ok");
             info!(pool, node = %p.node, from = p.from.as_str(), to = p.to.as_str(), cordon = ?p.unschedulable, "{}", p.reason);
             ctx.recent.wrote(n);
-            Ok(())
+            Ok(true)
         }
         // The node vanished: it is no longer a member next round; nothing to undo.
         Err(kube::Error::Api(s)) if s.code == 404 => {
             ctx.metrics.api_request("patch", "nodes", "not_found");
             warn!(pool, node = %p.node, "node disappeared before it could be patched");
-            Ok(())
+            Ok(false)
+        }
+        Err(kube::Error::Api(s)) if s.code == 409 && p.unless_changed_since.is_some() => {
+            ctx.metrics.api_request("patch", "nodes", "conflict");
+            info!(pool, node = %p.node, to = p.to.as_str(), "node changed since this round read it: decided again next round");
+            Ok(false)
         }
         Err(e) => {
             ctx.metrics.api_request("patch", "nodes", "error");
@@ -90,16 +98,27 @@ pub(super) fn release_body(n: &NodeRecord, p: &NodePatch) -> serde_json::Value {
     body
 }
 
-/// One patch of [`write_nodes`]: `Ok(false)` when not sent (the replica is stopping).
-async fn write_one<'p>(ctx: &Context, pool: &WindowsNodePool, name: &str, p: &'p NodePatch) -> (&'p NodePatch, Result<bool, Error>) {
+/// One patch of [`write_nodes`]: `Ok(false)` when not sent (the replica is stopping) or not landed.
+/// `guard`: the resourceVersion this round's own HNS writes left a guarded node at.
+async fn write_one<'p>(
+    ctx: &Context,
+    pool: &WindowsNodePool,
+    name: &str,
+    p: &'p NodePatch,
+    guard: Option<&String>,
+) -> (&'p NodePatch, Result<bool, Error>) {
     if ctx.stopping() {
         return (p, Ok(false));
     }
-    let r = patch_node(ctx, name, p).await;
-    if r.is_ok() {
+    let mut body = node_patch_body(p);
+    if let (Some(rv), true) = (guard, p.unless_changed_since.is_some()) {
+        body["metadata"]["resourceVersion"] = json!(rv);
+    }
+    let r = patch_node_with(ctx, name, p, body).await;
+    if let Ok(true) = r {
         node_event(ctx, pool, p).await;
     }
-    (p, r.map(|()| true))
+    (p, r)
 }
 
 /// Patch these nodes a few at a time: nodes are independent, so a wave of a hundred
@@ -110,8 +129,10 @@ pub(super) async fn write_nodes<'p>(
     pool: &WindowsNodePool,
     name: &str,
     patches: Vec<&'p NodePatch>,
+    guards: &BTreeMap<String, String>,
 ) -> (Vec<&'p NodePatch>, Result<(), Error>) {
-    let results: Vec<(&NodePatch, Result<bool, Error>)> = few_at_a_time(patches, |p| write_one(ctx, pool, name, p)).await;
+    let results: Vec<(&NodePatch, Result<bool, Error>)> =
+        few_at_a_time(patches, |p| write_one(ctx, pool, name, p, guards.get(&p.node))).await;
     let mut landed = Vec::with_capacity(results.len());
     let mut first_error = Ok(());
     for (p, r) in results {

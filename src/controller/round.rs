@@ -147,8 +147,13 @@ fn hns_writes(seen: &Observed<'_>, plan: &Plan, taint_when_not_ready: bool, now:
         .iter()
         .zip(&seen.views)
         .filter_map(|(h, v)| {
-            let held = held_cordoned(v, patch_of.get(v.name.as_str()).copied());
-            hns_writes_for(h, held, taint_when_not_ready, now).map(|w| (w, h.message.clone()))
+            let patch = patch_of.get(v.name.as_str()).copied();
+            let held = held_cordoned(v, patch);
+            let mut w = hns_writes_for(h, held, taint_when_not_ready, now)?;
+            // They land before the node's guarded start and move its resourceVersion:
+            // guarded by the same version, they hand the start the one they leave.
+            w.unless_changed_since = patch.and_then(|p| p.unless_changed_since.clone());
+            Some((w, h.message.clone()))
         })
         .collect()
 }

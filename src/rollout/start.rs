@@ -139,6 +139,7 @@ fn start(s: &RoundSettings<'_>, p: &mut NodePatch, n: &NodeView) -> NodeState {
     if n.pool_label.as_deref() != Some(s.pool) {
         p.label(names::LABEL_POOL, Some(s.pool));
     }
+    p.unless_changed_since = n.resource_version.clone();
     p.ann(names::ANN_TARGET_REVISION, Some(rev))
         .ann(names::ANN_STARTED_AT, Some(&now.to_string()))
         .ann(names::ANN_FAILURE_REASON, None)
