@@ -45,6 +45,16 @@ pub mod names {
     pub const ANN_APPLY_MESSAGE: &str = "winpool.dev/apply-message";
     pub const ANN_CSI_PROXY_VERSION: &str = "winpool.dev/csi-proxy-version";
     pub const ANN_CNI_MODE: &str = "winpool.dev/cni-mode";
+    /// The agent's report of how containerd's service is installed:
+    /// `containerd`, or `containerd (nssm)` under a service wrapper.
+    pub const ANN_RUNTIME_SERVICE: &str = "winpool.dev/runtime-service";
+    /// The agent's report of a CSI Proxy the node image runs as a host
+    /// service whose pipes answer: `csi-proxy (nssm)` (AKS), `csiproxy`.
+    pub const ANN_CSI_PROXY_HOST: &str = "winpool.dev/csi-proxy-host";
+    /// winpool's mirror of that report as a label, which the CSI Proxy
+    /// DaemonSets' node affinity excludes: a second CSI Proxy on the same
+    /// pipes would crash-loop.
+    pub const LABEL_CSI_PROXY_HOST: &str = "winpool.dev/csi-proxy-host";
     pub const ANN_HNS_LOAD_BALANCERS: &str = "winpool.dev/hns-load-balancers";
     pub const ANN_HNS_ENDPOINTS: &str = "winpool.dev/hns-endpoints";
     /// Set by winpool when it dropped a node's pre-update HNS counts: until the
@@ -292,6 +302,23 @@ pub struct RuntimeSpec {
     /// GitHub release, checked against its published .sha256sum.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub archive: Option<RuntimeArchive>,
+    /// Whether winpool may replace a node's containerd when it is not at
+    /// `version`. `InPlace`: the agent swaps the binaries (and migrates
+    /// config.toml across a major version), proves the new runtime over CRI
+    /// and rolls back otherwise. `VerifyOnly`: the node must already run it.
+    /// Omitted: `VerifyOnly` on nodes whose containerd is a vendor build
+    /// (`1.7.20+azure`) or runs under a service wrapper (NSSM, as on AKS),
+    /// which their node image owns; `InPlace` elsewhere. A node that would
+    /// need a replacement it may not get is never started; the pool's
+    /// Progressing condition says `RuntimeUpgradeRefused`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upgrade: Option<RuntimeUpgrade>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum RuntimeUpgrade {
+    InPlace,
+    VerifyOnly,
 }
 
 fn default_runtime_name() -> String {
@@ -300,7 +327,7 @@ fn default_runtime_name() -> String {
 
 impl Default for RuntimeSpec {
     fn default() -> Self {
-        Self { name: default_runtime_name(), version: None, archive: None }
+        Self { name: default_runtime_name(), version: None, archive: None, upgrade: None }
     }
 }
 

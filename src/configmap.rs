@@ -43,6 +43,8 @@ pub struct RevisionConfig<'a> {
     pub updates: Option<&'a crate::api::OsUpdates>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub runtime_archive: Option<&'a crate::api::RuntimeArchive>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runtime_upgrade: Option<crate::api::RuntimeUpgrade>,
 }
 
 impl<'a> RevisionConfig<'a> {
@@ -60,6 +62,7 @@ impl<'a> RevisionConfig<'a> {
             csi_proxy_version: cfg.csi_proxy_version.as_deref(),
             updates: cfg.updates.as_ref(),
             runtime_archive: cfg.runtime_archive.as_ref(),
+            runtime_upgrade: cfg.runtime_upgrade,
         }
     }
 }
@@ -133,10 +136,10 @@ mod tests {
 
     /// agent/internal/config parses these two objects exactly so.
     #[test]
-    fn update_packages_and_the_runtime_archive_reach_the_agent() {
+    fn update_packages_the_runtime_archive_and_upgrade_mode_reach_the_agent() {
         let sha = "0a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9";
         let p = pool(&format!(
-            "runtime: {{version: 1.7.22, archive: {{url: 'https://m.example/containerd-1.7.22-windows-amd64.tar.gz', sha256: {sha}}}}}"
+            "runtime: {{version: 1.7.22, upgrade: InPlace, archive: {{url: 'https://m.example/containerd-1.7.22-windows-amd64.tar.gz', sha256: {sha}}}}}"
         ));
         let mut spec = p.spec.clone();
         spec.os = serde_yaml::from_str(&format!(
@@ -154,6 +157,7 @@ mod tests {
             got["runtimeArchive"],
             serde_json::json!({"url": "https://m.example/containerd-1.7.22-windows-amd64.tar.gz", "sha256": sha})
         );
+        assert_eq!(got["runtimeUpgrade"], "InPlace", "agent/internal/config Revision.RuntimeUpgrade");
     }
 
     #[test]

@@ -88,10 +88,17 @@ fn daemonset(pool: &WindowsNodePool, namespace: &str, repository: &str, version:
         operator: "In".into(),
         values: Some(revisions.into_iter().map(str::to_string).collect()),
     };
+    // A second CSI Proxy on a node whose image runs one as a host service
+    // (AKS) would fight it for the same pipes.
+    let no_host_service =
+        NodeSelectorRequirement { key: names::LABEL_CSI_PROXY_HOST.into(), operator: "DoesNotExist".into(), values: None };
     let affinity = Affinity {
         node_affinity: Some(NodeAffinity {
             required_during_scheduling_ignored_during_execution: Some(NodeSelector {
-                node_selector_terms: vec![NodeSelectorTerm { match_expressions: Some(vec![on_revisions]), match_fields: None }],
+                node_selector_terms: vec![NodeSelectorTerm {
+                    match_expressions: Some(vec![on_revisions, no_host_service]),
+                    match_fields: None,
+                }],
             }),
             ..Default::default()
         }),
@@ -157,8 +164,11 @@ mod tests {
     fn revisions_of(ds: &DaemonSet) -> Vec<String> {
         let affinity = ds.spec.as_ref().unwrap().template.spec.as_ref().unwrap().affinity.as_ref().unwrap();
         let terms = &affinity.node_affinity.as_ref().unwrap().required_during_scheduling_ignored_during_execution.as_ref().unwrap();
-        let req = &terms.node_selector_terms[0].match_expressions.as_ref().unwrap()[0];
+        let exprs = terms.node_selector_terms[0].match_expressions.as_ref().unwrap();
+        let req = &exprs[0];
         assert_eq!((req.key.as_str(), req.operator.as_str()), (names::LABEL_REVISION, "In"));
+        // Never beside a CSI Proxy the node image runs as a host service (the same pipes).
+        assert!(exprs.iter().any(|e| e.key == names::LABEL_CSI_PROXY_HOST && e.operator == "DoesNotExist"), "{exprs:?}");
         req.values.clone().unwrap()
     }
 

@@ -47,6 +47,9 @@ pub fn node_view(node: &NodeRecord, hns: HnsReadiness) -> NodeView {
         drain_blocked_since: ts(names::ANN_DRAIN_BLOCKED_SINCE),
         hns_reported: ann(names::ANN_HNS_LOAD_BALANCERS).is_some() && ann(names::ANN_HNS_ENDPOINTS).is_some(),
         resource_version: node.resource_version.clone(),
+        runtime_service: owned(names::ANN_RUNTIME_SERVICE),
+        csi_proxy_host: owned(names::ANN_CSI_PROXY_HOST).filter(|v| !v.is_empty()),
+        csi_proxy_host_label: node.label(names::LABEL_CSI_PROXY_HOST).map(str::to_string),
     }
 }
 

@@ -13,7 +13,7 @@
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use crate::api::{CniMode, KubeProxyMode, OsUpdates, RuntimeArchive, UpdateSource, WindowsNodePoolSpec};
+use crate::api::{CniMode, KubeProxyMode, OsUpdates, RuntimeArchive, RuntimeUpgrade, UpdateSource, WindowsNodePoolSpec};
 
 /// Everything a node's configuration depends on. Changing this struct changes
 /// every pool's revision, i.e. starts a rollout everywhere: add fields with care.
@@ -39,6 +39,9 @@ pub struct NodeConfig {
     pub updates: Option<OsUpdates>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub runtime_archive: Option<RuntimeArchive>,
+    /// Only when set: the agent refuses a swap the pool did not allow.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runtime_upgrade: Option<RuntimeUpgrade>,
 }
 
 impl NodeConfig {
@@ -58,6 +61,7 @@ impl NodeConfig {
             // keeps the revision of one that does not. Pinned KBs do.
             updates: spec.os.updates.clone().filter(|u| u.source != UpdateSource::WindowsUpdate || !u.kbs.is_empty()),
             runtime_archive: spec.runtime.archive.clone(),
+            runtime_upgrade: spec.runtime.upgrade,
         }
     }
 
@@ -76,6 +80,7 @@ impl NodeConfig {
             legacy_agent_image: "",
             updates: None,
             runtime_archive: None,
+            runtime_upgrade: None,
         }
     }
 

@@ -133,6 +133,12 @@ pub struct NodeView {
     pub hns_reported: bool,
     /// The resourceVersion the view was read at: a start is guarded by it.
     pub resource_version: Option<String>,
+    /// How containerd's service is installed, as the agent reports it (`containerd (nssm)`).
+    pub runtime_service: Option<String>,
+    /// A CSI Proxy host service whose pipes answer, as the agent reports it.
+    pub csi_proxy_host: Option<String>,
+    /// winpool's `winpool.dev/csi-proxy-host` label.
+    pub csi_proxy_host_label: Option<String>,
 }
 
 /// Whether winpool keeps this node cordoned past this round: it cordoned the
@@ -303,6 +309,9 @@ pub struct Plan {
     pub requeue_after: Duration,
     /// Problems with individual nodes worth an Event (bogus labels, garbage versions).
     pub warnings: Vec<(String, String)>,
+    /// Pending nodes never started because they would need a containerd
+    /// replacement the pool does not allow: node -> why.
+    pub runtime_refused: BTreeMap<String, String>,
 }
 
 /// The pool-level inputs of one decision.
@@ -452,6 +461,7 @@ fn decide_with(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp, despite
         behind_patch_level,
         requeue_after,
         warnings: r.warnings,
+        runtime_refused: r.runtime_refused,
     }
 }
 
@@ -500,6 +510,7 @@ impl Plan {
 
 mod node;
 mod round;
+pub mod runtime;
 mod start;
 mod summary;
 mod verify;

@@ -150,6 +150,16 @@ fn blocked_note(plan: &Plan) -> String {
     )
 }
 
+/// "2 nodes are never started: win-1 runs containerd 1.7.20+azure, …": the
+/// first node's reason in full (they are usually all alike), the rest by name.
+fn runtime_refused_note(plan: &Plan) -> String {
+    let mut refused = plan.runtime_refused.iter();
+    let Some((first, why)) = refused.next() else { return String::new() };
+    let others: Vec<String> = refused.map(|(n, _)| n.clone()).collect();
+    let also = if others.is_empty() { String::new() } else { format!(" (also {})", node_list(others.into_iter())) };
+    format!("{} nodes are never started: {first} {why}{also}", plan.runtime_refused.len())
+}
+
 /// The failed nodes with why, a few by name.
 fn failed_names(plan: &Plan) -> String {
     node_list(plan.failed.iter().map(|f| format!("{} ({}: {})", f.node, f.reason, f.message)))
@@ -190,7 +200,7 @@ fn progressing_condition(plan: &Plan) -> Condition {
                 true,
                 "NodesUpdating",
                 format!(
-                    "{} updating ({} draining, {} applying, {} verifying), {} pending, {} updated of {}{}",
+                    "{} updating ({} draining, {} applying, {} verifying), {} pending, {} updated of {}{}{}",
                     c.updating,
                     by(NodeState::Draining),
                     by(NodeState::Applying),
@@ -198,7 +208,8 @@ fn progressing_condition(plan: &Plan) -> Condition {
                     c.pending,
                     c.updated,
                     c.total,
-                    if plan.blocked.is_empty() { String::new() } else { format!("; {}", blocked_note(plan)) }
+                    if plan.blocked.is_empty() { String::new() } else { format!("; {}", blocked_note(plan)) },
+                    if plan.runtime_refused.is_empty() { String::new() } else { format!("; {}", runtime_refused_note(plan)) }
                 ),
             )
         }
@@ -213,6 +224,9 @@ fn progressing_condition(plan: &Plan) -> Condition {
                 ),
             ),
             None if !plan.blocked.is_empty() => stopped("DrainBlocked", format!("{} pending; {}", c.pending, blocked_note(plan))),
+            None if !plan.runtime_refused.is_empty() && plan.runtime_refused.len() as i32 >= c.pending => {
+                stopped("RuntimeUpgradeRefused", format!("{} pending; {}", c.pending, runtime_refused_note(plan)))
+            }
             None => stopped("NodesNotReady", out_of_service_note(plan)),
         },
         (Some(Hold::PausedBySpec), false, true) => stopped("Paused", format!("rollout.paused is true; {} nodes pending", c.pending)),

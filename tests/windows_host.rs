@@ -33,6 +33,8 @@ struct MachineStats {
     reboots: usize,
     reboot_reasons: Vec<String>,
     agent_restarts: usize,
+    runtime_swaps: usize,
+    rollbacks: usize,
 }
 
 fn read_stats(path: &Path) -> Vec<MachineStats> {
@@ -44,6 +46,16 @@ fn read_stats(path: &Path) -> Vec<MachineStats> {
 /// path when it stops), a pool over them asking for patch level .2762 (one
 /// failure pauses it), and the operator: the rollout is under way.
 async fn rolling_on(nodes: usize, name: &str, fleet_args: impl FnOnce(&str) -> Vec<String>) -> (TestSpace, PathBuf, String) {
+    rolling_with(nodes, name, fleet_args, json!({})).await
+}
+
+/// [`rolling_on`] with more of the pool's spec (`runtime`, `storage`: replaced whole).
+async fn rolling_with(
+    nodes: usize,
+    name: &str,
+    fleet_args: impl FnOnce(&str) -> Vec<String>,
+    spec: serde_json::Value,
+) -> (TestSpace, PathBuf, String) {
     let client = support::client().await;
     install_crd(&client).await;
     let mut t = TestSpace::new(name).await;
@@ -53,7 +65,11 @@ async fn rolling_on(nodes: usize, name: &str, fleet_args: impl FnOnce(&str) -> V
     t.start_sim(nodes, &args.iter().map(String::as_str).collect::<Vec<_>>());
     wait_nodes_ready(&t, nodes).await;
     let pool = format!("{}-pool", t.id);
-    apply_pool(&t, &pool_manifest(&t, &pool, "10.0.20348.2762", json!({"maxFailedNodes": 1}))).await;
+    let mut manifest = pool_manifest(&t, &pool, "10.0.20348.2762", json!({"maxFailedNodes": 1}));
+    for (k, v) in spec.as_object().expect("spec fields") {
+        manifest["spec"][k] = v.clone();
+    }
+    apply_pool(&t, &manifest).await;
     t.start_operator(&[]);
     (t, stats, pool)
 }
@@ -129,5 +145,121 @@ async fn an_update_that_lands_short_fails_the_node_naming_both_builds_within_the
     let [m] = machines.as_slice() else { panic!("{machines:?}") };
     assert_eq!((m.installs, m.reboots), (3, 3), "three attempts, a reboot each: {m:?}");
     assert!(m.reboot_reasons.iter().all(|r| r == REBOOT_REASONS[0]), "{m:?}");
+    t.cleanup().await;
+}
+
+/// AKS and on-prem nodes as their images build them: containerd under NSSM
+/// as a vendor build (AKS) or upstream (on-prem), and CSI Proxy as a host
+/// service (`csi-proxy` under NSSM, `csiproxy`) whose binary says no version.
+/// With failing reads, renames put back at every boot, an overshooting
+/// update, Unknown reboots and agent restarts mid-install, a pool that keeps
+/// the image's containerd and wants CSI Proxy rolls out: no runtime swapped,
+/// the host CSI Proxy counts (its version unknown), winpool's CSI Proxy
+/// DaemonSet runs beside it on no node, every reboot has its reason.
+async fn image_built_nodes_roll_out_on_hostile_hosts(profile: &str, containerd: &str) {
+    let (mut t, stats, pool) = rolling_with(
+        4,
+        &format!("{profile}-host"),
+        |_| {
+            let faults = "--host-faults=read-errors,pending-renames,overshoot,reboot-unknown,agent-restart";
+            vec!["--apply-seconds=0.5".into(), "--reboot-seconds=0.5".into(), format!("--host-profile={profile}"), faults.into()]
+        },
+        json!({
+            "runtime": {"name": "containerd", "version": containerd},
+            "storage": {"csiProxy": {"enabled": true, "version": "v1.1.3"}},
+        }),
+    )
+    .await;
+    let pools: Api<WindowsNodePool> = Api::all(t.client.clone());
+    let st = wait_for("every node Updated", WAIT, || async {
+        let st = pools.get(&pool).await.ok()?.status?;
+        (st.nodes.updated == 4 || st.nodes.failed > 0).then_some(st)
+    })
+    .await;
+    assert_eq!((st.nodes.updated, st.nodes.failed), (4, 0), "{:?}", st.failed_nodes);
+    let names: Vec<String> = t.nodes().await.iter().map(|n| n.name_any()).collect();
+    for n in t.nodes().await {
+        assert_eq!(n.labels().get(names::LABEL_CSI_PROXY_HOST).map(String::as_str), Some("true"), "{}", n.name_any());
+    }
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::all(t.client.clone());
+    let csi = pods.list(&kube::api::ListParams::default().labels("app.kubernetes.io/name=winpool-csi-proxy")).await.expect("pods list");
+    let beside: Vec<String> = csi
+        .items
+        .iter()
+        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some_and(|n| names.contains(n)))
+        .map(|p| p.name_any())
+        .collect();
+    assert!(beside.is_empty(), "winpool's CSI Proxy beside the host's: {beside:?}");
+
+    assert!(t.terminate("sim").is_some_and(|s| s.success()), "the fleet stops cleanly on SIGTERM");
+    let machines = read_stats(&stats);
+    assert_eq!(machines.len(), 4, "{machines:?}");
+    for m in &machines {
+        assert_eq!((m.installs, m.reboots, m.runtime_swaps), (1, 1, 0), "{}: {m:?}", m.node);
+        assert!(m.reboot_reasons.iter().all(|r| REBOOT_REASONS.contains(&r.as_str())), "{}: reasons {:?}", m.node, m.reboot_reasons);
+    }
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn aks_nodes_roll_out_on_hostile_hosts_keeping_the_images_runtime_and_csi_proxy() {
+    image_built_nodes_roll_out_on_hostile_hosts("aks", "1.7.20").await;
+}
+
+#[tokio::test]
+async fn onprem_nodes_roll_out_on_hostile_hosts_keeping_the_host_csi_proxy() {
+    image_built_nodes_roll_out_on_hostile_hosts("onprem", "1.7.20").await;
+}
+
+/// An AKS node's containerd (a vendor build under NSSM) is its image's: a
+/// pool asking for another is refused with a condition and no node is
+/// cordoned. Told `runtime.upgrade: InPlace`, winpool replaces it; the new
+/// one crash-loops under its wrapper, the upgrade task puts the old one back
+/// and the node fails naming containerd, still running the old version.
+#[tokio::test]
+async fn a_runtime_change_on_aks_is_refused_until_in_place_and_a_crash_looping_runtime_is_rolled_back() {
+    let (mut t, stats, pool) = rolling_with(
+        1,
+        "aks-runtime",
+        |_| {
+            ["--apply-seconds=0.2", "--reboot-seconds=0.2", "--host-profile=aks", "--host-faults=runtime-crashloop"]
+                .map(String::from)
+                .to_vec()
+        },
+        json!({"runtime": {"name": "containerd", "version": "1.7.22"}}),
+    )
+    .await;
+    let pools: Api<WindowsNodePool> = Api::all(t.client.clone());
+    let progressing = |p: &WindowsNodePool| {
+        p.status.as_ref()?.conditions.iter().find(|c| c.type_ == "Progressing").map(|c| (c.reason.clone(), c.message.clone()))
+    };
+    let (_, message) = wait_for("the runtime change refused", WAIT, || async {
+        progressing(&pools.get(&pool).await.ok()?).filter(|(reason, _)| reason == "RuntimeUpgradeRefused")
+    })
+    .await;
+    assert!(message.contains("1.7.20+azure") && message.contains("runtime.upgrade: InPlace"), "{message}");
+    let node_name = format!("{}0", t.node_prefix());
+    let nodes: Api<Node> = Api::all(t.client.clone());
+    let n = nodes.get(&node_name).await.expect("the node");
+    assert!(n.annotations().get(names::ANN_STATE).is_none(), "never started: {:?}", n.annotations());
+    assert_ne!(n.spec.as_ref().and_then(|s| s.unschedulable), Some(true), "never cordoned");
+
+    let mut manifest = pool_manifest(&t, &pool, "10.0.20348.2762", json!({"maxFailedNodes": 1}));
+    manifest["spec"]["runtime"] = json!({"name": "containerd", "version": "1.7.22", "upgrade": "InPlace"});
+    apply_pool(&t, &manifest).await;
+    let failed = wait_for("the node to fail", WAIT, || async {
+        let n = nodes.get(&node_name).await.ok()?;
+        (n.annotations().get(names::ANN_STATE)? == "Failed").then_some(n)
+    })
+    .await;
+    let message = failed.annotations().get(names::ANN_FAILURE_MESSAGE).cloned().unwrap_or_default();
+    assert!(message.contains("containerd"), "the failure names containerd: {message}");
+    let runtime = failed.status.as_ref().and_then(|s| s.node_info.as_ref()).map(|i| i.container_runtime_version.clone());
+    assert_eq!(runtime.as_deref(), Some("containerd://1.7.20+azure"), "the old runtime runs");
+
+    assert!(t.terminate("sim").is_some_and(|s| s.success()), "the fleet stops cleanly on SIGTERM");
+    let machines = read_stats(&stats);
+    let [m] = machines.as_slice() else { panic!("{machines:?}") };
+    assert!(m.runtime_swaps >= 1 && m.rollbacks == m.runtime_swaps, "every swap rolled back: {m:?}");
     t.cleanup().await;
 }

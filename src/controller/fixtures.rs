@@ -450,7 +450,7 @@ fn pool_with(max_unavailable: i32, more: &str) -> WindowsNodePool {
     let spec = serde_yaml::from_str(&format!(
         "nodeSelector: {{matchLabels: {{pool: win22}}}}\n\
          os: {{version: ltsc2022, patchLevel: 10.0.20348.2762}}\n\
-         runtime: {{version: 1.7.22}}\n\
+         runtime: {{version: 1.7.22, upgrade: InPlace}}\n\
          rollout: {{maxUnavailable: {max_unavailable}}}\n{more}"
     ))
     .unwrap();

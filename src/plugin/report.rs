@@ -116,6 +116,10 @@ pub struct PlanReport {
     /// next round once nothing holds it; each later one is maxUnavailable
     /// nodes. Empty when no node is Pending.
     pub waves: Vec<Vec<String>>,
+    /// Pending nodes never started: they would need a containerd the pool
+    /// does not allow replacing (spec.runtime.upgrade); node and why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runtime_refused: Vec<(String, String)>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -288,7 +292,9 @@ pub fn plan_report(pool: &WindowsNodePool, m: &Members, now: Timestamp) -> PlanR
     let states: Vec<(&NodeView, NodeState)> = m.views.iter().map(|v| (v, state_of(v, &rev, pool))).collect();
     let in_state = |want: NodeState| states.iter().filter(move |(_, s)| *s == want).map(|(v, _)| *v);
 
-    let order: Vec<String> = rollout::start_order(in_state(NodeState::Pending)).into_iter().map(|v| v.name.clone()).collect();
+    let refused = |v: &&NodeView| preview.runtime_refused.contains_key(&v.name);
+    let order: Vec<String> =
+        rollout::start_order(in_state(NodeState::Pending).filter(|v| !refused(v))).into_iter().map(|v| v.name.clone()).collect();
     let starting: BTreeSet<&str> =
         preview.patches.iter().filter(|p| p.from == NodeState::Pending && p.to != NodeState::Pending).map(|p| p.node.as_str()).collect();
     PlanReport {
@@ -317,6 +323,7 @@ pub fn plan_report(pool: &WindowsNodePool, m: &Members, now: Timestamp) -> PlanR
             .collect(),
         waves: waves(&order, &starting, limit),
         order,
+        runtime_refused: preview.runtime_refused.iter().map(|(n, why)| (n.clone(), why.clone())).collect(),
     }
 }
 

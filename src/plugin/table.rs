@@ -121,6 +121,12 @@ pub fn plan(r: &PlanReport) -> String {
         out.push_str(&columns(&["IN FLIGHT", "STATE", "WAITING FOR"], &rows));
         out.push('\n');
     }
+    for (node, why) in &r.runtime_refused {
+        out.push_str(&format!("Never started:   {node} {why}\n"));
+    }
+    if !r.runtime_refused.is_empty() {
+        out.push('\n');
+    }
     if r.waves.is_empty() {
         out.push_str("No node is pending.\n");
         return out;
@@ -246,6 +252,7 @@ No Windows node matches the pool's nodeSelector.
             failed: vec![FailedNodeReport { name: "f".into(), reason: "Timeout".into(), message: "slow".into() }],
             order: vec!["b".into(), "c".into(), "d".into()],
             waves: vec![vec!["b".into()], vec!["c".into(), "d".into()]],
+            runtime_refused: vec![("e".into(), "runs containerd 1.7.20+azure, the pool asks 1.7.22, and …".into())],
         };
         let want = "\
 Pool:            win22
@@ -259,6 +266,8 @@ Failed:          f (Timeout: slow)
 
 IN FLIGHT   STATE      WAITING FOR
 a           Applying   the agent
+
+Never started:   e runs containerd 1.7.20+azure, the pool asks 1.7.22, and …
 
 WAVE   NODE
 1      b

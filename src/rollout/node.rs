@@ -58,11 +58,27 @@ pub(super) fn step<'n>(s: &RoundSettings<'_>, r: &mut Round<'n>, n: &'n NodeView
         p.label(names::LABEL_STATE, label);
         p.reason = "state label follows the state annotation".into();
     }
+    // A CSI Proxy host service on the node: winpool's CSI Proxy DaemonSets
+    // stay off it (their affinity excludes the label). Only for pools that
+    // run them, so a pool without costs no write.
+    let csi = &s.spec.storage.csi_proxy;
+    if csi.enabled && csi.deploy == crate::api::CsiProxyDeploy::DaemonSet {
+        let wanted = n.csi_proxy_host.as_ref().map(|_| "true");
+        if n.csi_proxy_host_label.as_deref() != wanted {
+            p.label(names::LABEL_CSI_PROXY_HOST, wanted);
+            if p.reason.is_empty() {
+                p.reason = "CSI Proxy host service label follows the agent's report".into();
+            }
+        }
+    }
     let state = match state {
         NodeState::Draining => draining(s, r, &mut p, n),
         NodeState::Applying | NodeState::Verifying => applying(s, r, &mut p, n, state),
         NodeState::Updated => updated(s, &mut p, n),
         NodeState::Pending => {
+            if let Some(why) = super::runtime::refusal(s.spec, n) {
+                r.runtime_refused.insert(n.name.clone(), why);
+            }
             // Put back for a budget earlier: it waits its turn at the end, and not before putBackAfter.
             if let (Some(budget), Some(put_back)) = (&n.drain_blocked_by, n.state_since) {
                 r.blocked.insert(n.name.clone(), (budget.clone(), retry_after(s, put_back)));

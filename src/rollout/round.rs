@@ -120,6 +120,8 @@ pub(super) struct Round<'n> {
     /// Nodes whose drain a PodDisruptionBudget blocks: the budget, and for
     /// the ones put back, when they may start again.
     pub blocked: BTreeMap<String, (String, Option<Timestamp>)>,
+    /// Pending nodes the pool's containerd may not be given: why.
+    pub runtime_refused: BTreeMap<String, String>,
 }
 
 impl<'n> Round<'n> {
@@ -132,6 +134,7 @@ impl<'n> Round<'n> {
             states: BTreeMap::new(),
             config_revisions: BTreeSet::from([rev.to_string()]),
             blocked: BTreeMap::new(),
+            runtime_refused: BTreeMap::new(),
         }
     }
 

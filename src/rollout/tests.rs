@@ -1167,3 +1167,63 @@ fn other_holds_come_before_the_gates_and_gates_are_asked_for_only_when_a_node_co
     assert!(!could(&spec, &[applied(fresh("a"), &rev)]), "nothing Pending");
     assert!(!could(&spec, &[]), "no nodes");
 }
+
+#[test]
+fn nodes_whose_image_owns_containerd_are_never_started_for_a_runtime_change_unless_the_pool_says_in_place() {
+    let aks = |name: &str| NodeView {
+        runtime_version: Some("containerd://1.7.20+azure".into()),
+        runtime_service: Some("containerd (nssm)".into()),
+        ..fresh(name)
+    };
+    let nodes = [aks("a"), aks("b"), fresh("c")];
+    let plan = run(&spec_with("rollout: {maxUnavailable: 3}"), &nodes);
+    assert_eq!(plan.runtime_refused.keys().collect::<Vec<_>>(), ["a", "b"], "the vendor builds are refused");
+    assert_eq!(transition(&plan, "c"), Some((NodeState::Pending, NodeState::Draining)), "an upstream containerd is replaced");
+    for n in ["a", "b"] {
+        assert!(patch(&plan, n).is_none_or(|p| p.unschedulable.is_none()), "{n} is never cordoned");
+    }
+    assert!(plan.runtime_refused["a"].contains("1.7.20+azure") && plan.runtime_refused["a"].contains("runtime.upgrade: InPlace"));
+
+    // The same nodes once the pool allows it: they start like any other.
+    let mut in_place = spec_with("rollout: {maxUnavailable: 3}");
+    in_place.runtime.upgrade = Some(crate::api::RuntimeUpgrade::InPlace);
+    let plan = run(&in_place, &nodes);
+    assert!(plan.runtime_refused.is_empty());
+    assert_eq!(plan.patches.iter().filter(|p| p.to == NodeState::Draining).count(), 3);
+    // Or asks for what the image carries: nothing to replace.
+    let mut image_version = spec_with("rollout: {maxUnavailable: 3}");
+    image_version.runtime.version = Some("1.7.20".into());
+    let plan = run(&image_version, &nodes[..2]);
+    assert!(plan.runtime_refused.is_empty());
+    assert_eq!(plan.patches.iter().filter(|p| p.to == NodeState::Draining).count(), 2, "the patch level still rolls");
+}
+
+#[test]
+fn a_csi_proxy_host_service_is_labelled_once_and_satisfies_the_pool() {
+    let spec = spec_with("storage: {csiProxy: {enabled: true, version: v1.1.3}}");
+    let rev = revision_of(&spec);
+    let host = NodeView { csi_proxy_host: Some("csi-proxy (nssm)".into()), ..fresh("a") };
+    let plan = run(&spec, std::slice::from_ref(&host));
+    assert_eq!(patch(&plan, "a").unwrap().labels.get(names::LABEL_CSI_PROXY_HOST), Some(&Some("true".into())));
+    let labelled = NodeView { csi_proxy_host_label: Some("true".into()), ..host.clone() };
+    assert!(
+        run(&spec, std::slice::from_ref(&labelled)).patches.iter().all(|p| !p.labels.contains_key(names::LABEL_CSI_PROXY_HOST)),
+        "once"
+    );
+    // Gone from the host: the label goes too, and the DaemonSet may run there again.
+    let gone = NodeView { csi_proxy_host: None, ..labelled.clone() };
+    assert_eq!(patch(&run(&spec, &[gone]), "a").unwrap().labels.get(names::LABEL_CSI_PROXY_HOST), Some(&None));
+
+    // Its version is unknown (nothing on the host says it), and it still counts.
+    let mut verifying = applied(in_state("a", NodeState::Verifying, &rev), &rev);
+    verifying.csi_proxy_host_label = Some("true".into());
+    verifying.csi_proxy_version = Some("unknown".into());
+    let to = |plan: &Plan| patch(plan, "a").map(|p| p.to);
+    assert_ne!(
+        to(&run(&spec, std::slice::from_ref(&verifying))),
+        Some(NodeState::Updated),
+        "without a host service, unknown is not v1.1.3"
+    );
+    verifying.csi_proxy_host = Some("csi-proxy (nssm)".into());
+    assert_eq!(transition(&run(&spec, &[verifying]), "a"), Some((NodeState::Verifying, NodeState::Updated)));
+}

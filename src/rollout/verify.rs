@@ -31,7 +31,10 @@ pub fn verify_config(spec: &WindowsNodePoolSpec, n: &NodeView) -> Result<(), Str
         }
     }
     let csi = &spec.storage.csi_proxy;
-    if let (true, Some(want)) = (csi.enabled, &csi.version) {
+    // A CSI Proxy the node image runs as a host service, whose pipes answer,
+    // is what the node's CSI plugins use: winpool neither replaces it nor runs
+    // another beside it, so its version is reported, not required.
+    if let (true, Some(want), None) = (csi.enabled, &csi.version, &n.csi_proxy_host) {
         let ok = n
             .csi_proxy_version
             .as_deref()

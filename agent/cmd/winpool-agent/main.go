@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
 
 	"winpool.dev/agent/internal/agent"
 	"winpool.dev/agent/internal/host"
@@ -84,6 +85,10 @@ func main() {
 	}
 	log, closer := logs.New(os.Stdout, logDir, logs.FileName)
 	defer closer.Close()
+	// client-go reports through klog (a watch that keeps failing, an API
+	// server's deprecation warning): without this it goes to stderr only,
+	// not into the agent's log file that a person reads on the node.
+	klog.SetSlogLogger(log)
 	if err := run(log, s, h); err != nil {
 		log.Error("winpool-agent stopped", "err", err)
 		closer.Close()

@@ -80,6 +80,8 @@ func TestFullApplyAcrossReboot(t *testing.T) {
 		"Applying: installing the update to 10.0.20348.2762",
 		"Rebooting: rebooting to finish the update to 10.0.20348.2762 (reboot 1 of at most 6)",
 		"Applying: upgrading containerd 1.7.20 → 1.7.22",
+		// The swap task proves the new runtime for a settle time: the agent waits and says so.
+		"Applying: containerd 1.7.22 is being installed by scheduled task",
 		"Succeeded: revision r1 applied",
 	}
 	got := h.reportsWritten()

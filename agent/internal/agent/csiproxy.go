@@ -22,6 +22,18 @@ func (a *agent) csiProxyVersion() string {
 	return a.csiPod
 }
 
+// csiProxyHost describes the host's CSI Proxy service when it runs and its
+// pipes answer ("" otherwise): a node image's CSI Proxy, which satisfies a
+// pool that wants one whatever its version says, and beside which winpool's
+// CSI Proxy DaemonSet must not run.
+func (a *agent) csiProxyHost() string {
+	h := a.obs.CSIProxyHost
+	if h == nil || !h.Running || !h.PipesAnswer {
+		return ""
+	}
+	return h.Describe()
+}
+
 // observeCSIProxy reads the CSI Proxy pod on this node (only while a
 // revision asks for CSI Proxy: 5,000 agents listing pods every few seconds
 // would load the API server for nothing) and returns the version the node
@@ -32,7 +44,7 @@ func (a *agent) observeCSIProxy(ctx context.Context, rev, want string) (string, 
 		a.refreshCSIProxyPod(ctx)
 	}
 	have := a.csiProxyVersion()
-	if cmp, err := decide.CompareVersions(have, want); err == nil && cmp == 0 {
+	if cmp, err := decide.CompareVersions(have, want); (err == nil && cmp == 0) || a.csiProxyHost() != "" {
 		a.csiWrongRev, a.csiWrongSince = "", time.Time{}
 		return have, 0
 	}

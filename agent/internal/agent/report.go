@@ -27,6 +27,8 @@ var agentAnnotations = map[string]bool{
 	names.AnnAgentVersion:    true,
 	names.AnnCSIProxyVersion: true,
 	names.AnnCNIMode:         true,
+	names.AnnRuntimeService:  true,
+	names.AnnCSIProxyHost:    true,
 	names.AnnHNSLoadBalancer: true,
 	names.AnnHNSEndpoints:    true,
 }
@@ -49,6 +51,8 @@ func (a *agent) observations() map[string]*string {
 	if a.obsKnown {
 		want[names.AnnCNIMode] = nonEmpty(a.obs.CNIMode)
 		want[names.AnnCSIProxyVersion] = nonEmpty(a.csiProxyVersion())
+		want[names.AnnRuntimeService] = nonEmpty(a.obs.RuntimeService.Describe())
+		want[names.AnnCSIProxyHost] = nonEmpty(a.csiProxyHost())
 	}
 	if a.hnsKnown {
 		want[names.AnnHNSLoadBalancer] = ptr(strconv.Itoa(a.hns.LoadBalancers))

@@ -27,6 +27,10 @@ type Revision struct {
 	// official release of RuntimeVersion, checked against its published
 	// .sha256sum.
 	RuntimeArchive *Archive `json:"runtimeArchive,omitempty"`
+	// RuntimeUpgrade is the pool's spec.runtime.upgrade: RuntimeInPlace,
+	// RuntimeVerifyOnly, or "" (VerifyOnly where the node image owns
+	// containerd: a vendor build or a service wrapper).
+	RuntimeUpgrade string `json:"runtimeUpgrade,omitempty"`
 }
 
 // Parse reads config.json and checks what the agent relies on.

@@ -354,6 +354,9 @@ func (d decision) runtime(want string) (Step, bool) {
 	if step, decided := d.runtimeTask(); decided {
 		return step, false
 	}
+	if why := ImageOwnsRuntime(d.in.Config.Config.RuntimeUpgrade, d.in.Observed); why != "" {
+		return d.fail(fmt.Sprintf("containerd %s is not replaced with %s: %s; set the pool's runtime.upgrade: InPlace to replace it", orNone(have), want, why)), false
+	}
 	if d.state.RuntimeUpgrades >= d.maxAttempts() {
 		return d.fail(fmt.Sprintf("containerd still reports %s after %d attempts to install %s; see %s and the containerd service's log",
 			orNone(have), d.state.RuntimeUpgrades, want, AgentLog)), false
@@ -368,7 +371,7 @@ func (d decision) runtime(want string) (Step, bool) {
 	default:
 		msg = fmt.Sprintf("upgrading containerd %s → %s", have, want)
 	}
-	req := host.RuntimeRequest{Revision: d.in.Revision, Attempt: d.state.RuntimeUpgrades, Version: want, Archive: d.in.Config.Config.RuntimeArchive}
+	req := host.RuntimeRequest{Revision: d.in.Revision, Attempt: d.state.RuntimeUpgrades, Version: want, From: d.in.Observed.ContainerdVersion, Archive: d.in.Config.Config.RuntimeArchive}
 	return Step{Action: UpgradeContainerd, Report: d.report(names.StatusApplying, msg), State: d.state, Version: want, Runtime: req}, false
 }
 
@@ -402,6 +405,12 @@ func (d decision) csiProxy(want string) (Step, bool) {
 	if cmp, err := CompareVersions(have, want); err == nil && cmp == 0 {
 		return Step{}, true
 	}
+	// A CSI Proxy the node image runs as a host service (AKS: csi-proxy under
+	// NSSM; often no version on its binary) and whose pipes answer is the one
+	// the node's CSI plugins use: winpool neither replaces it nor runs another.
+	if h := d.in.Observed.CSIProxyHost; h != nil && h.Running && h.PipesAnswer {
+		return Step{}, true
+	}
 	if _, err := parseSemver(want); err != nil {
 		return d.fail(fmt.Sprintf("revision %s: ConfigMap %s: csiProxyVersion: %v", d.in.Revision, d.configMap(), err)), false
 	}
@@ -410,7 +419,7 @@ func (d decision) csiProxy(want string) (Step, bool) {
 		return Step{Action: Wait, Report: d.report(names.StatusApplying, msg), State: d.state}, false
 	}
 	return d.fail(fmt.Sprintf("CSI Proxy %s is not running after %s (running: %s): see the pod of DaemonSet %s on this node "+
-		"(kubectl -n %s get pods -l %s -o wide), or, with storage.csiProxy.deploy HostService, the node's csiproxy service (Get-Service csiproxy)",
+		"(kubectl -n %s get pods -l %s -o wide), or, with storage.csiProxy.deploy HostService, the node's CSI Proxy service (Get-Service csi-proxy, csiproxy)",
 		want, d.networkGrace(), orNone(have), CSIProxyDaemonSet(d.in.Pool, want), d.in.Namespace, names.LabelCSIProxyApp)), false
 }
 

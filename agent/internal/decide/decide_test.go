@@ -520,7 +520,7 @@ func TestNext(t *testing.T) {
 			},
 			want: want{action: Report, status: names.StatusFailed, state: fresh,
 				message: []string{"CSI Proxy v1.1.3 is not running after 5m0s (running: 1.1.2)", "DaemonSet winpool-win22-csi-proxy-v1-1-3",
-					"-l app.kubernetes.io/name=winpool-csi-proxy", "Get-Service csiproxy"}},
+					"-l app.kubernetes.io/name=winpool-csi-proxy", "Get-Service csi-proxy, csiproxy"}},
 		},
 		{
 			name: "CSI Proxy with a v prefix on one side only is the same version",
@@ -531,6 +531,27 @@ func TestNext(t *testing.T) {
 				return in
 			},
 			want: want{action: Report, status: names.StatusSucceeded, state: fresh},
+		},
+		{
+			name: "a host CSI Proxy service whose pipes answer satisfies the pool whatever its version says (AKS: csi-proxy under NSSM)",
+			in: func() Input {
+				in := patched()
+				in.Observed.CSIProxyVersion = "unknown"
+				in.Observed.CSIProxyHost = &host.CSIProxyHost{Service: host.Service{Name: "csi-proxy", Wrapper: host.WrapperNSSM, Running: true},
+					Version: "unknown", PipesAnswer: true}
+				return in
+			},
+			want: want{action: Report, status: names.StatusSucceeded, state: fresh},
+		},
+		{
+			name: "a host CSI Proxy service whose pipes do not answer is waited for like any other",
+			in: func() Input {
+				in := patched()
+				in.Observed.CSIProxyVersion = "unknown"
+				in.Observed.CSIProxyHost = &host.CSIProxyHost{Service: host.Service{Name: "csiproxy", Running: true}, Version: "unknown"}
+				return in
+			},
+			want: want{action: Wait, status: names.StatusApplying, state: fresh, message: []string{"running: unknown"}},
 		},
 		{
 			name: "CSI Proxy not asked for: whatever runs is fine",

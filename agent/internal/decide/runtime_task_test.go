@@ -71,13 +71,13 @@ func TestRuntimeUpgradeTask(t *testing.T) {
 	}
 }
 
-func TestUpgradeCarriesTheArchiveAndAttempt(t *testing.T) {
+func TestUpgradeCarriesTheArchiveAttemptAndRunningVersion(t *testing.T) {
 	in := patched()
 	in.Observed.ContainerdVersion = "1.7.20"
 	arch := &config.Archive{URL: "https://mirror.example/containerd-1.7.22-windows-amd64.tar.gz", SHA256: strings.Repeat("a", 64)}
 	in.Config.Config.RuntimeArchive = arch
 	s := Next(in)
-	want := host.RuntimeRequest{Revision: "r1", Attempt: 1, Version: "1.7.22", Archive: arch}
+	want := host.RuntimeRequest{Revision: "r1", Attempt: 1, Version: "1.7.22", From: "1.7.20", Archive: arch}
 	if s.Action != UpgradeContainerd || s.Runtime != want {
 		t.Errorf("step %v %+v, want UpgradeContainerd %+v", s.Action, s.Runtime, want)
 	}

@@ -49,10 +49,14 @@ const (
 	// stack update, which needs its own reboot; the build moves with the
 	// second.
 	FaultSSUFirst Fault = "ssu-first"
+	// FaultRuntimeCrashloop: a new containerd answers, then crash-loops
+	// while its service (an NSSM wrapper) still says Running; the upgrade
+	// task sees it within its settle time and puts the old one back.
+	FaultRuntimeCrashloop Fault = "runtime-crashloop"
 )
 
 // knownFaults are the faults --host-faults accepts.
-var knownFaults = []Fault{FaultHNSChurn, FaultReadErrors, FaultPendingRenames, FaultOvershoot, FaultUndershoot, FaultRebootUnknown, FaultAgentRestart, FaultSSUFirst}
+var knownFaults = []Fault{FaultHNSChurn, FaultReadErrors, FaultPendingRenames, FaultOvershoot, FaultUndershoot, FaultRebootUnknown, FaultAgentRestart, FaultSSUFirst, FaultRuntimeCrashloop}
 
 // How far FaultOvershoot and FaultUndershoot miss the revision asked for.
 const (
@@ -78,6 +82,9 @@ func (f Faults) shape(node string, o *fake.Options) {
 		o.Lands = func(t host.Build) host.Build { t.UBR = max(t.UBR-undershootBy, 0); return t }
 	case f.On(FaultOvershoot, node):
 		o.Lands = func(t host.Build) host.Build { t.UBR += overshootBy; return t }
+	}
+	if f.On(FaultRuntimeCrashloop, node) {
+		o.RuntimeCrashLoops = true
 	}
 	if f.On(FaultSSUFirst, node) {
 		start, then := o.Build, o.Lands

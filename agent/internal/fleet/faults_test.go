@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"winpool.dev/agent/internal/host"
+	"winpool.dev/agent/internal/host/fake"
 )
 
 func TestHostFaults(t *testing.T) {
@@ -44,7 +45,7 @@ func TestHostFaults(t *testing.T) {
 
 func TestBadHostFaults(t *testing.T) {
 	for _, tc := range []struct{ flag, want string }{
-		{"hns-chrun", `--host-faults: unknown fault "hns-chrun" (known: hns-churn, read-errors, pending-renames, overshoot, undershoot, reboot-unknown, agent-restart, ssu-first)`},
+		{"hns-chrun", `--host-faults: unknown fault "hns-chrun" (known: hns-churn, read-errors, pending-renames, overshoot, undershoot, reboot-unknown, agent-restart, ssu-first, runtime-crashloop)`},
 		{"hns-churn@Win_3", `--host-faults: hns-churn@Win_3: "Win_3" is not a node name`},
 		{"hns-churn@", `--host-faults: hns-churn@: "" is not a node name`},
 	} {
@@ -70,5 +71,45 @@ func TestChurningCountsMoveOnEveryRead(t *testing.T) {
 			t.Fatalf("%+v is below the programmed %+v", c, base)
 		}
 		prev = c
+	}
+}
+
+func TestHostProfiles(t *testing.T) {
+	for _, tc := range []struct {
+		args       []string
+		suffix     string
+		runtime    host.Service
+		csiService string
+		err        string
+	}{
+		{args: nil, runtime: host.Service{Name: "containerd"}},
+		{args: []string{"--host-profile", "aks"}, suffix: "+azure", runtime: host.Service{Name: "containerd", Wrapper: host.WrapperNSSM}, csiService: "csi-proxy"},
+		{args: []string{"--host-profile", "aks", "--containerd", "1.7.20+azure2"}, suffix: "+azure2", runtime: host.Service{Name: "containerd", Wrapper: host.WrapperNSSM}, csiService: "csi-proxy"},
+		{args: []string{"--host-profile", "onprem"}, runtime: host.Service{Name: "containerd"}, csiService: "csiproxy"},
+		{args: []string{"--host-profile", "onprem", "--containerd", "1.7.20+azure"}, err: `--host-profile onprem runs upstream containerd: drop "+azure" from --containerd`},
+		{args: []string{"--host-profile", "eks"}, err: `--host-profile: want kind, aks or onprem, got "eks"`},
+	} {
+		s, err := ParseSettings(tc.args, io.Discard)
+		if tc.err != "" {
+			if err == nil || err.Error() != tc.err {
+				t.Errorf("%v: error %v, want %q", tc.args, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		var o fake.Options
+		s.Profile.shape(&o)
+		got := o.RuntimeService
+		if s.ContainerdSuffix != tc.suffix || got.Name != tc.runtime.Name || got.Wrapper != tc.runtime.Wrapper || !got.Running {
+			t.Errorf("%v: containerd suffix %q, service %+v; want %q, %+v", tc.args, s.ContainerdSuffix, got, tc.suffix, tc.runtime)
+		}
+		switch {
+		case tc.csiService == "" && o.CSIProxyHost != nil:
+			t.Errorf("%v: a CSI Proxy host service %+v, want none", tc.args, o.CSIProxyHost)
+		case tc.csiService != "" && (o.CSIProxyHost == nil || o.CSIProxyHost.Name != tc.csiService || !o.CSIProxyHost.PipesAnswer):
+			t.Errorf("%v: CSI Proxy host service %+v, want %s answering", tc.args, o.CSIProxyHost, tc.csiService)
+		}
 	}
 }

@@ -94,6 +94,7 @@ func newSimNode(f *Fleet, name string, m machine) *simNode {
 	if f.s.Faults.On(FaultHNSChurn, name) && opts.HNS != nil {
 		opts.HNS = churning(opts.HNS)
 	}
+	f.s.Profile.shape(&opts)
 	f.s.Faults.shape(name, &opts)
 	if f.s.Faults.On(FaultAgentRestart, name) {
 		opts.OnInstallStarted = func() {

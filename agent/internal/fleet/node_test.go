@@ -248,8 +248,10 @@ func TestInPlaceChangesAreReported(t *testing.T) {
 	if err := n.host.UpgradeContainerd(context.Background(), host.RuntimeRequest{Version: "1.7.22"}); err != nil {
 		t.Fatal(err)
 	}
-	n.reportChanges()
+	// The swap task runs on its own (and proves the runtime for a while);
+	// the kubelet notices the change when the fleet next looks, as it polls.
 	eventually(t, "the new runtime reported", func() bool {
+		n.reportChanges()
 		return getNode(t, cs).Status.NodeInfo.ContainerRuntimeVersion == "containerd://1.7.22+azure"
 	})
 }

@@ -53,6 +53,8 @@ type Settings struct {
 	HNSFixed         host.HNSCounts
 	HNSSync          time.Duration
 	JSONLogs         bool
+	// Profile is the node image the machines run (how their services are installed).
+	Profile Profile
 	// Faults are the ways the hosts are less kind than the default fake.
 	Faults Faults
 	// StatsFile: where the nodes' statistics go when the fleet stops ("": nowhere).
@@ -91,6 +93,7 @@ func ParseSettings(args []string, out io.Writer) (Settings, error) {
 	hnsSync := fs.Float64("hns-sync-seconds", 2, "how long HNS takes to catch up after a boot (ltsc2019: three times that)")
 	logFormat := fs.String("log-format", "text", "text | json (one object per line)")
 	fs.StringVar(&s.StatsFile, "stats-file", "", "when the fleet stops (SIGTERM), write each node's installs, reboots and their reasons, containerd swaps and rollbacks there as JSON")
+	profile := fs.String("host-profile", "kind", "how the machines' services are installed: kind (plain) | aks (NSSM-wrapped containerd 1.7.x+azure, csi-proxy host service) | onprem (upstream containerd, csiproxy host service)")
 	faults := fs.String("host-faults", "", "faults the hosts play, F,F@node+node,... ("+joinFaults(knownFaults)+"); without @ on every node")
 	if err := fs.Parse(args); err != nil {
 		return s, err
@@ -122,6 +125,11 @@ func ParseSettings(args []string, out io.Writer) (Settings, error) {
 	}
 	if s.Containerd, s.ContainerdSuffix, err = splitContainerd(*containerd); err != nil {
 		bad("--containerd: %v", err)
+	}
+	if s.Profile, err = parseProfile(*profile); err != nil {
+		bad("--host-profile: %v", err)
+	} else if s.ContainerdSuffix, err = s.Profile.containerdSuffix(s.ContainerdSuffix); err != nil {
+		bad("%v", err)
 	}
 	if s.CNIMode != "overlay" && s.CNIMode != "l2bridge" {
 		bad("--cni must be overlay or l2bridge, got %q", s.CNIMode)

@@ -66,6 +66,14 @@ type Observed struct {
 	CNIReadError string
 	// CSIProxyVersion of the CSI Proxy running on the host; "" when none runs.
 	CSIProxyVersion string
+	// CSIProxyHost is a CSI Proxy the node image installed as a host service
+	// (AKS: "csi-proxy" under NSSM; the csi-proxy project's instructions:
+	// "csiproxy" via sc.exe); nil when there is none. winpool neither
+	// installs nor replaces it, and runs no CSI Proxy pod beside it.
+	CSIProxyHost *CSIProxyHost
+	// RuntimeService is how containerd's service is installed (a service
+	// wrapper such as NSSM reports Running while its child crash-loops).
+	RuntimeService Service
 	// Reboot is what Windows left behind that asks for a reboot; which of
 	// these justify one is decide's (decide.RebootReasons).
 	Reboot RebootSignals
@@ -118,6 +126,47 @@ type UpdateTask struct {
 	Interrupted bool `json:"interrupted,omitempty"`
 	// ResultFile is where this was read from (not serialized), for messages.
 	ResultFile string `json:"-"`
+}
+
+// Wrapper is the service wrapper a host service runs under.
+type Wrapper string
+
+const (
+	// WrapperNone: the service's ImagePath is the program itself.
+	WrapperNone Wrapper = ""
+	// WrapperNSSM: the ImagePath is nssm.exe (AKS runs containerd, kubelet
+	// and csi-proxy this way); the program is its Parameters\Application.
+	WrapperNSSM Wrapper = "nssm"
+)
+
+// Service is a Windows service as the agent found it.
+type Service struct {
+	// Name as the service manager knows it ("" when not found).
+	Name    string  `json:"name,omitempty"`
+	Wrapper Wrapper `json:"wrapper,omitempty"`
+	// Program the service runs: the ImagePath's executable, or for NSSM its
+	// Parameters\Application.
+	Program string `json:"program,omitempty"`
+	Running bool   `json:"running,omitempty"`
+}
+
+// Describe is the service for a report: `csi-proxy (nssm)`.
+func (s Service) Describe() string {
+	if s.Wrapper == WrapperNone {
+		return s.Name
+	}
+	return s.Name + " (" + string(s.Wrapper) + ")"
+}
+
+// CSIProxyHost is a CSI Proxy host service.
+type CSIProxyHost struct {
+	Service
+	// Version of its program ("unknown" when neither its version resource
+	// nor its path says).
+	Version string
+	// PipesAnswer: its named pipes (\\.\pipe\csi-proxy-*) accept a
+	// connection, which is what kubelet's CSI node plugins need of it.
+	PipesAnswer bool
 }
 
 // RebootSignals is what Windows leaves behind when something needs a reboot
@@ -191,6 +240,9 @@ type RuntimeRequest struct {
 	// Attempt is the attempt number saved in State.RuntimeUpgrades.
 	Attempt int
 	Version string
+	// From is the version the node runs now ("" unknown): a major jump
+	// migrates containerd's config.
+	From string
 	// Archive to install; nil means the official release of Version,
 	// checked against its published .sha256sum.
 	Archive *config.Archive

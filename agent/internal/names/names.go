@@ -14,6 +14,12 @@ const (
 	AnnAgentVersion    = "winpool.dev/agent-version"
 	AnnCSIProxyVersion = "winpool.dev/csi-proxy-version"
 	AnnCNIMode         = "winpool.dev/cni-mode"
+	// AnnRuntimeService is how containerd's service is installed:
+	// "containerd", or "containerd (nssm)" under a service wrapper.
+	AnnRuntimeService = "winpool.dev/runtime-service"
+	// AnnCSIProxyHost names a CSI Proxy host service whose pipes answer
+	// ("csi-proxy (nssm)" on AKS, "csiproxy"); absent when there is none.
+	AnnCSIProxyHost    = "winpool.dev/csi-proxy-host"
 	AnnHNSLoadBalancer = "winpool.dev/hns-load-balancers"
 	AnnHNSEndpoints    = "winpool.dev/hns-endpoints"
 

@@ -41,6 +41,35 @@ type Plan struct {
 	Services []string `json:"services"`
 	// Started is when the agent scheduled the task.
 	Started time.Time `json:"started"`
+	// From is the version the node ran before (a major jump migrates
+	// config.toml); "" unknown, nothing migrated.
+	From string `json:"from,omitempty"`
+	// StartWithin is how long the new runtime has to answer over CRI, with
+	// the kubelet healthy; SettleFor how long it must keep answering after
+	// that, checked every CheckEvery. Zero: the defaults below.
+	StartWithin time.Duration `json:"startWithin,omitempty"`
+	SettleFor   time.Duration `json:"settleFor,omitempty"`
+	CheckEvery  time.Duration `json:"checkEvery,omitempty"`
+}
+
+// Defaults of a Plan's proof durations. A crash-looping containerd under a
+// service wrapper restarts within seconds (NSSM's default throttle is 1.5 s
+// after a quick exit), so 30 s of answers is many of its cycles.
+const (
+	DefaultStartWithin = 2 * time.Minute
+	DefaultSettleFor   = 30 * time.Second
+	DefaultCheckEvery  = 2 * time.Second
+)
+
+// ConfigFile is containerd's config.toml in the install folder (where the
+// Windows install instructions and AKS put it).
+func (p Plan) ConfigFile() string { return filepath.Join(p.InstallDir, "config.toml") }
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
 }
 
 // ReadPlan reads a plan file.

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"winpool.dev/agent/internal/decide"
 	"winpool.dev/agent/internal/host"
@@ -20,8 +21,16 @@ type Machine interface {
 	Stop(ctx context.Context, service string) error
 	// Start starts a service and waits until it runs.
 	Start(ctx context.Context, service string) error
-	// Version is what `<containerd> --version` prints.
-	Version(ctx context.Context, containerd string) (string, error)
+	// RuntimeVersion is the version the running containerd gives over CRI
+	// on its pipe (RuntimeService.Version): the runtime answers, not only its
+	// service (NSSM reports Running while its child crash-loops).
+	RuntimeVersion(ctx context.Context) (string, error)
+	// KubeletHealthy: the kubelet's healthz endpoint answers ok.
+	KubeletHealthy(ctx context.Context) error
+	// MigrateConfig is what `<containerd> config migrate` makes of the
+	// config file at path (containerd 2.x reads the 1.x format only
+	// migrated: default_runtime and others are gone).
+	MigrateConfig(ctx context.Context, containerd, path string) ([]byte, error)
 }
 
 // Run carries out the plan and returns the outcome it also wrote to the
@@ -60,6 +69,8 @@ type swap struct {
 	backedUp []string
 	// installed: binaries copied into InstallDir.
 	installed []string
+	// migrated: config.toml was rewritten (its original is in BackupDir).
+	migrated bool
 }
 
 func (s *swap) do(ctx context.Context) error {
@@ -93,21 +104,111 @@ func (s *swap) do(ctx context.Context) error {
 		}
 		s.installed = append(s.installed, n)
 	}
+	if err := s.migrateConfig(ctx); err != nil {
+		return err
+	}
 	if err := s.startAll(ctx); err != nil {
 		return err
 	}
-	out, err := s.m.Version(ctx, filepath.Join(s.p.InstallDir, "containerd.exe"))
-	if err != nil {
-		return fmt.Errorf("containerd --version: %w", err)
+	return s.prove(ctx)
+}
+
+// migrateConfig rewrites config.toml for a major version jump (containerd
+// 2.x refuses 1.x options such as default_runtime), keeping the original in
+// BackupDir for the rollback.
+func (s *swap) migrateConfig(ctx context.Context) error {
+	if !majorJump(s.p.From, s.p.Version) {
+		return nil
 	}
-	have, err := decide.ParseContainerdVersion(out)
-	if err != nil {
-		return err
+	cfg := s.p.ConfigFile()
+	old, err := os.ReadFile(cfg)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil // containerd's built-in defaults: nothing to migrate
 	}
-	if cmp, err := decide.CompareVersions(have, s.p.Version); err != nil || cmp != 0 {
-		return fmt.Errorf("containerd reports %s after the swap, not %s", have, s.p.Version)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", cfg, err)
+	}
+	out, err := s.m.MigrateConfig(ctx, filepath.Join(s.p.InstallDir, "containerd.exe"), cfg)
+	if err != nil {
+		return fmt.Errorf("migrating %s from containerd %s to %s: %w", cfg, s.p.From, s.p.Version, err)
+	}
+	if err := os.WriteFile(filepath.Join(s.p.BackupDir, "config.toml"), old, 0o600); err != nil {
+		return fmt.Errorf("keeping %s: %w", cfg, err)
+	}
+	s.migrated = true
+	if err := os.WriteFile(cfg, out, 0o600); err != nil {
+		return fmt.Errorf("writing the migrated %s: %w", cfg, err)
 	}
 	return nil
+}
+
+// majorJump: from and to are versions with different major numbers.
+func majorJump(from, to string) bool {
+	major := func(v string) string {
+		v = strings.TrimPrefix(strings.TrimSpace(v), "v")
+		m, _, _ := strings.Cut(v, ".")
+		return m
+	}
+	return from != "" && major(from) != major(to)
+}
+
+// prove: the new runtime answers over CRI with the version asked, and the
+// kubelet is healthy, within StartWithin; and both keep answering for
+// SettleFor. A service that reports Running proves nothing: a wrapper such as
+// NSSM does while its child crash-loops.
+func (s *swap) prove(ctx context.Context) error {
+	every := orDefault(s.p.CheckEvery, DefaultCheckEvery)
+	deadline := time.Now().Add(orDefault(s.p.StartWithin, DefaultStartWithin))
+	for {
+		err := s.check(ctx)
+		if err == nil {
+			break
+		}
+		if !time.Now().Before(deadline) {
+			return fmt.Errorf("containerd %s did not come up within %s: %w", s.p.Version, orDefault(s.p.StartWithin, DefaultStartWithin), err)
+		}
+		if err := sleep(ctx, every); err != nil {
+			return err
+		}
+	}
+	settle := orDefault(s.p.SettleFor, DefaultSettleFor)
+	for until := time.Now().Add(settle); time.Now().Before(until); {
+		if err := sleep(ctx, every); err != nil {
+			return err
+		}
+		if err := s.check(ctx); err != nil {
+			return fmt.Errorf("containerd %s answered, then stopped answering within %s (its service may say Running while it crash-loops): %w", s.p.Version, settle, err)
+		}
+	}
+	return nil
+}
+
+// check asks the runtime its version over CRI and the kubelet its health.
+func (s *swap) check(ctx context.Context) error {
+	out, err := s.m.RuntimeVersion(ctx)
+	if err != nil {
+		return fmt.Errorf("asking containerd over CRI: %w", err)
+	}
+	// CRI's RuntimeVersion is the bare version ("v1.7.22"), not --version's line.
+	have := strings.TrimPrefix(strings.TrimSpace(out), "v")
+	if cmp, err := decide.CompareVersions(have, s.p.Version); err != nil || cmp != 0 {
+		return fmt.Errorf("containerd reports %q over CRI after the swap, not %s", have, s.p.Version)
+	}
+	if err := s.m.KubeletHealthy(ctx); err != nil {
+		return fmt.Errorf("kubelet healthz: %w", err)
+	}
+	return nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // startAll starts the stopped services, containerd before kubelet.
@@ -138,6 +239,15 @@ func (s *swap) rollback(ctx context.Context) error {
 		for _, n := range s.backedUp {
 			if err := os.Rename(filepath.Join(s.p.BackupDir, n), filepath.Join(s.p.InstallDir, n)); err != nil {
 				errs = append(errs, fmt.Errorf("restoring %s: %w", n, err))
+			}
+		}
+		if s.migrated {
+			old, err := os.ReadFile(filepath.Join(s.p.BackupDir, "config.toml"))
+			if err == nil {
+				err = os.WriteFile(s.p.ConfigFile(), old, 0o600)
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("restoring %s: %w", s.p.ConfigFile(), err))
 			}
 		}
 	}

@@ -26,6 +26,13 @@ type machine struct {
 	// newFailsToStart: containerd does not start while the new binary is installed.
 	newFailsToStart bool
 	installDir      string
+	// answersBeforeCrash: the new containerd answers over CRI this many
+	// times, then crash-loops (its service still Running); 0: it never does.
+	answersBeforeCrash, answers int
+	// kubeletUnhealthy: the kubelet's healthz fails after the swap.
+	kubeletUnhealthy bool
+	// migrations: config files `containerd config migrate` was run on.
+	migrations []string
 }
 
 func (m *machine) Stop(_ context.Context, s string) error {
@@ -53,9 +60,36 @@ func (m *machine) Start(_ context.Context, s string) error {
 	return nil
 }
 
-func (m *machine) Version(_ context.Context, exe string) (string, error) {
-	b, err := os.ReadFile(exe)
-	return string(b), err
+// RuntimeVersion is what the installed containerd.exe says over CRI while its service runs.
+func (m *machine) RuntimeVersion(context.Context) (string, error) {
+	if !m.running["containerd"] {
+		return "", errors.New("open \\\\.\\pipe\\containerd-containerd: The system cannot find the file specified.")
+	}
+	b, err := os.ReadFile(filepath.Join(m.installDir, "containerd.exe"))
+	if err != nil {
+		return "", err
+	}
+	v := strings.Fields(string(b))[2]
+	if v == "v1.7.22" || v == "v2.0.1" {
+		m.answers++
+		if m.answersBeforeCrash > 0 && m.answers > m.answersBeforeCrash {
+			return "", errors.New("rpc error: code = Unavailable desc = connection error")
+		}
+	}
+	return v, nil
+}
+
+func (m *machine) KubeletHealthy(context.Context) error {
+	if !m.running["kubelet"] || m.kubeletUnhealthy {
+		return errors.New("Get \"http://127.0.0.1:10248/healthz\": connection refused")
+	}
+	return nil
+}
+
+func (m *machine) MigrateConfig(_ context.Context, _ string, path string) ([]byte, error) {
+	m.migrations = append(m.migrations, path)
+	b, err := os.ReadFile(path)
+	return append([]byte("version = 3\n"), b...), err
 }
 
 const (
@@ -69,12 +103,14 @@ const (
 func node(t *testing.T) (Plan, *machine) {
 	root := t.TempDir()
 	p := Plan{Revision: "r1", Attempt: 1, Version: "1.7.22",
-		InstallDir: filepath.Join(root, "Program Files", "containerd"),
-		NewDir:     filepath.Join(root, "winpool", "runtime", "r1-1", "new"),
-		BackupDir:  filepath.Join(root, "winpool", "runtime", "r1-1", "old"),
-		ResultFile: filepath.Join(root, "winpool", "runtime", "result.json"),
-		Services:   []string{"kubelet", "containerd"},
-		Started:    time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC)}
+		InstallDir:  filepath.Join(root, "Program Files", "containerd"),
+		NewDir:      filepath.Join(root, "winpool", "runtime", "r1-1", "new"),
+		BackupDir:   filepath.Join(root, "winpool", "runtime", "r1-1", "old"),
+		ResultFile:  filepath.Join(root, "winpool", "runtime", "result.json"),
+		Services:    []string{"kubelet", "containerd"},
+		Started:     time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC),
+		From:        "1.7.20",
+		StartWithin: 30 * time.Millisecond, SettleFor: 10 * time.Millisecond, CheckEvery: time.Millisecond}
 	for dir, files := range map[string]map[string]string{
 		p.InstallDir: {"containerd.exe": oldContainerd, "containerd-shim-runhcs-v1.exe": "old shim", "ctr.exe": "old ctr", "config.toml": config},
 		p.NewDir:     {"containerd.exe": newContainerd, "containerd-shim-runhcs-v1.exe": "new shim", "ctr.exe": "new ctr", "containerd-stress.exe": "new stress"},
@@ -159,7 +195,7 @@ func TestSwapVersionMismatchRollsBack(t *testing.T) {
 	p, m := node(t)
 	os.WriteFile(filepath.Join(p.NewDir, "containerd.exe"), []byte("containerd github.com/containerd/containerd v1.7.21 abc"), 0o700)
 	r := Run(context.Background(), p, m)
-	if r.Phase != host.RuntimeRolledBack || !strings.Contains(r.Message, "reports 1.7.21 after the swap, not 1.7.22") {
+	if r.Phase != host.RuntimeRolledBack || !strings.Contains(r.Message, `reports "1.7.21" over CRI after the swap, not 1.7.22`) {
 		t.Fatalf("phase %s (%s), want RolledBack on the version", r.Phase, r.Message)
 	}
 	if got := installed(t, p); !reflect.DeepEqual(got, oldInstall) {
@@ -205,5 +241,71 @@ func TestPlanRoundTrip(t *testing.T) {
 	}
 	if r, err := ReadResult(filepath.Join(t.TempDir(), "none.json")); r != nil || err != nil {
 		t.Errorf("no result file: %v, %v; want nil, nil", r, err)
+	}
+}
+
+// A runtime that answers and then crash-loops under its service wrapper, or
+// never answers, or leaves the kubelet unhealthy, is rolled back: the
+// service manager's Running proves nothing.
+func TestSwapIsProvenOverCRIAndByTheKubelet(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup func(*machine)
+		inMsg string
+	}{
+		{"answers twice, then crash-loops", func(m *machine) { m.answersBeforeCrash = 2 }, "then stopped answering"},
+		{"never answers", func(m *machine) { m.answersBeforeCrash = -1 }, "did not come up within"},
+		{"kubelet unhealthy", func(m *machine) { m.kubeletUnhealthy = true }, "kubelet healthz"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, m := node(t)
+			tc.setup(m)
+			if m.answersBeforeCrash < 0 {
+				m.answersBeforeCrash, m.answers = 1, 1 // every answer is past the crash
+			}
+			r := Run(context.Background(), p, m)
+			if r.Phase != host.RuntimeRolledBack || !strings.Contains(r.Message, tc.inMsg) {
+				t.Fatalf("phase %s (%s), want RolledBack naming %q", r.Phase, r.Message, tc.inMsg)
+			}
+			if got := installed(t, p); !reflect.DeepEqual(got, oldInstall) {
+				t.Errorf("install folder after rollback = %v, want the old binaries back", got)
+			}
+			if !m.running["kubelet"] || !m.running["containerd"] {
+				t.Errorf("after rollback running = %v, want both services running", m.running)
+			}
+		})
+	}
+}
+
+// 1.x -> 2.x: config.toml is migrated by the new containerd, the original
+// kept; a rollback puts the original back. A minor upgrade leaves it alone.
+func TestAMajorJumpMigratesTheConfigAndARollbackRestoresIt(t *testing.T) {
+	const v2 = "containerd github.com/containerd/containerd/v2 v2.0.1 88c3d9bc"
+	for _, crash := range []bool{false, true} {
+		p, m := node(t)
+		p.Version = "2.0.1"
+		os.WriteFile(filepath.Join(p.NewDir, "containerd.exe"), []byte(v2), 0o700)
+		if crash {
+			m.answersBeforeCrash = 1
+		}
+		r := Run(context.Background(), p, m)
+		if want := []string{p.ConfigFile()}; !reflect.DeepEqual(m.migrations, want) {
+			t.Errorf("crash %v: migrations %v, want %v", crash, m.migrations, want)
+		}
+		got, _ := os.ReadFile(p.ConfigFile())
+		kept, _ := os.ReadFile(filepath.Join(p.BackupDir, "config.toml"))
+		if string(kept) != config {
+			t.Errorf("crash %v: the original config is not kept: %q", crash, kept)
+		}
+		switch {
+		case !crash && (r.Phase != host.RuntimeSucceeded || string(got) != "version = 3\n"+config):
+			t.Errorf("phase %s (%s), config %q: want Succeeded with the migrated config", r.Phase, r.Message, got)
+		case crash && (r.Phase != host.RuntimeRolledBack || string(got) != config):
+			t.Errorf("phase %s (%s), config %q: want RolledBack with the original config", r.Phase, r.Message, got)
+		}
+	}
+	p, m := node(t)
+	if r := Run(context.Background(), p, m); r.Phase != host.RuntimeSucceeded || len(m.migrations) != 0 {
+		t.Errorf("1.7.20 -> 1.7.22: phase %s, migrations %v; want Succeeded and none", r.Phase, m.migrations)
 	}
 }

@@ -7,6 +7,7 @@ package fake
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -54,6 +55,15 @@ type Options struct {
 	// boot (default: target): a cumulative update can land past the build a
 	// pool asked for, or short of it.
 	Lands func(target host.Build) host.Build
+	// RuntimeService is how containerd's service is installed (a host
+	// profile: NSSM on AKS).
+	RuntimeService host.Service
+	// CSIProxyHost, when set, is a CSI Proxy the machine's image runs as a
+	// host service (AKS, on-prem installs).
+	CSIProxyHost *host.CSIProxyHost
+	// RuntimeCrashLoops: a new containerd answers once over CRI, then
+	// crash-loops while its service still says Running.
+	RuntimeCrashLoops bool
 	// RuntimeUpgrade, when set, decides how a containerd upgrade task ends
 	// (default: RuntimeSucceeded, the version installed at once). With
 	// RuntimeRunning the task never finishes; with RuntimeRolledBack or
@@ -99,7 +109,11 @@ func (h *Host) Observe(ctx context.Context) (host.Observed, error) {
 		}
 	}
 	obs := host.Observed{Build: h.build, ContainerdVersion: h.containerd, CNIMode: h.cni, CSIProxyVersion: h.csi,
-		Reboot: host.RebootSignals{CBSRebootPending: h.rebootPending, FileRenames: h.o.FileRenames}}
+		Reboot: host.RebootSignals{CBSRebootPending: h.rebootPending, FileRenames: h.o.FileRenames}, RuntimeService: h.o.RuntimeService}
+	if h.o.CSIProxyHost != nil {
+		c := *h.o.CSIProxyHost
+		obs.CSIProxyHost = &c
+	}
 	if h.runtimeTask != nil {
 		u := *h.runtimeTask
 		obs.RuntimeUpgrade = &u
@@ -174,22 +188,47 @@ func (h *Host) service(task *host.UpdateTask, target host.Build) {
 func (h *Host) UpgradeContainerd(ctx context.Context, req host.RuntimeRequest) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	phase := host.RuntimeSucceeded
-	if h.o.RuntimeUpgrade != nil {
-		phase = h.o.RuntimeUpgrade(req)
+	if h.runtimeTask != nil && (h.runtimeTask.Phase == host.RuntimeScheduled || h.runtimeTask.Phase == host.RuntimeRunning) {
+		return fmt.Errorf("a containerd upgrade task is running already (revision %s, attempt %d)", h.runtimeTask.Revision, h.runtimeTask.Attempt)
 	}
-	h.runtimeTask = &host.RuntimeUpgrade{Revision: req.Revision, Attempt: req.Attempt, Version: req.Version, Phase: phase, Started: time.Now()}
 	h.runtimeSwaps++
-	if phase == host.RuntimeRolledBack {
-		h.rollbacks++
+	h.runtimeTask = &host.RuntimeUpgrade{Revision: req.Revision, Attempt: req.Attempt, Version: req.Version, Phase: host.RuntimeScheduled, Started: time.Now()}
+	if h.o.RuntimeUpgrade != nil {
+		h.decideSwap(req, h.o.RuntimeUpgrade(req))
+		return nil
 	}
+	// The real task's steps and proof, on its own goroutine: it outlives the
+	// agent's request, as the scheduled task outlives the agent's pod.
+	dir, err := os.MkdirTemp("", "winpool-fake-swap-")
+	if err != nil {
+		return err
+	}
+	task, from, crash := h.runtimeTask, h.containerd, h.o.RuntimeCrashLoops
+	go func() {
+		r, runs := swapTask(context.Background(), dir, from, req, crash)
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		*task = r
+		h.containerd = runs
+		if task.Phase == host.RuntimeRolledBack {
+			h.rollbacks++
+		}
+	}()
+	return nil
+}
+
+// decideSwap ends a swap as Options.RuntimeUpgrade says, at once.
+func (h *Host) decideSwap(req host.RuntimeRequest, phase host.RuntimePhase) {
+	h.runtimeTask.Phase = phase
 	switch phase {
 	case host.RuntimeSucceeded:
 		h.containerd = req.Version
 	case host.RuntimeRolledBack, host.RuntimeFailed:
+		if phase == host.RuntimeRolledBack {
+			h.rollbacks++
+		}
 		h.runtimeTask.Message = "simulated: containerd " + req.Version + " did not start"
 	}
-	return nil
 }
 
 func (h *Host) Reboot(ctx context.Context, reason string) error {

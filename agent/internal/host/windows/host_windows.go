@@ -15,7 +15,6 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/sys/windows/registry"
-	"golang.org/x/sys/windows/svc"
 
 	"winpool.dev/agent/internal/decide"
 	"winpool.dev/agent/internal/hns"
@@ -62,9 +61,9 @@ func New(o Options) (host.Host, error) {
 
 // Observe reads the build, the reboot-pending signals, containerd's version,
 // the last containerd upgrade task's and servicing task's results,
-// kube-proxy's HNS network type and the running CSI Proxy's version, each
-// from the machine. An error names the read that failed (the agent waits it
-// out and says so).
+// kube-proxy's HNS network type, the CSI Proxy host service and containerd's
+// service, each from the machine. An error names the read that failed (the
+// agent waits it out and says so).
 func (h *Host) Observe(ctx context.Context) (host.Observed, error) {
 	var obs host.Observed
 	var err error
@@ -97,20 +96,50 @@ func (h *Host) Observe(ctx context.Context) (host.Observed, error) {
 	} else if ok {
 		obs.CNIMode = hns.Mode(n)
 	}
-	if obs.CSIProxyVersion, err = csiProxyRunning(); err != nil {
-		return obs, fmt.Errorf("reading the csiproxy service: %w", err)
+	if obs.CSIProxyHost, err = csiProxyHost(ctx); err != nil {
+		return obs, fmt.Errorf("reading the CSI Proxy service (%s): %w", strings.Join(csiProxyServices, " or "), err)
+	}
+	if obs.CSIProxyHost != nil && obs.CSIProxyHost.Running {
+		obs.CSIProxyVersion = obs.CSIProxyHost.Version
+	}
+	if obs.RuntimeService, err = runtimeService(); err != nil {
+		return obs, fmt.Errorf("reading the %s service: %w", containerdService, err)
 	}
 	return obs, nil
 }
 
-// csiProxyRunning is the version of the CSI Proxy service when it runs; ""
-// when it is not installed or not running.
-func csiProxyRunning() (string, error) {
-	exists, state, binary, err := serviceInfo(CSIProxyService)
-	if err != nil || !exists || state != svc.Running {
-		return "", err
+// containerdService is the service containerd runs as, whether it
+// registered itself (containerd --register-service) or NSSM runs it (AKS).
+const containerdService = "containerd"
+
+// csiProxyHost is the CSI Proxy host service as installed (pickCSIProxy),
+// with the version of the program it runs and whether its pipes answer; nil
+// when neither service name is installed.
+func csiProxyHost(ctx context.Context) (*host.CSIProxyHost, error) {
+	installed, err := readServices(csiProxyServices...)
+	if err != nil {
+		return nil, err
 	}
-	return csiProxyVersion(productVersion(binary), binary), nil
+	s, ok := pickCSIProxy(installed)
+	if !ok {
+		return nil, nil
+	}
+	// A stopped service holds no pipe: no dial (it would wait out its timeout).
+	return &host.CSIProxyHost{
+		Service:     s,
+		Version:     csiProxyVersion(productVersion(s.Program), s.Program),
+		PipesAnswer: s.Running && csiProxyPipesAnswer(ctx),
+	}, nil
+}
+
+// runtimeService is containerd's service as installed; the zero Service
+// when there is none.
+func runtimeService() (host.Service, error) {
+	found, err := readServices(containerdService)
+	if err != nil || len(found) == 0 {
+		return host.Service{}, err
+	}
+	return found[0], nil
 }
 
 // readBuild reads 10.0.<CurrentBuildNumber>.<UBR>, the build the kubelet

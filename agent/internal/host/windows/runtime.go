@@ -89,7 +89,7 @@ func (u runtimeUpgrader) start(ctx context.Context, req host.RuntimeRequest) err
 	plan := runtimeswap.Plan{
 		Revision: req.Revision, Attempt: req.Attempt, Version: req.Version,
 		InstallDir: u.installDir, NewDir: newDir, BackupDir: filepath.Join(work, "old"),
-		ResultFile: u.resultFile(), Services: swapServices, Started: u.now().UTC(),
+		ResultFile: u.resultFile(), Services: swapServices, Started: u.now().UTC(), From: req.From,
 	}
 	command, err := written.plan(filepath.Join(work, "plan.json"), plan, exe, ContainerdSwapCommand, "the containerd upgrade task", u.rehash)
 	if err != nil {

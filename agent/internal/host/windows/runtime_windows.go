@@ -81,3 +81,19 @@ func (swapMachine) Version(ctx context.Context, containerd string) (string, erro
 	}
 	return string(out), nil
 }
+
+func (swapMachine) RuntimeVersion(ctx context.Context) (string, error) {
+	return criRuntimeVersion(ctx, containerdPipe)
+}
+
+// KubeletHealthy needs no proxy exemption: Go never proxies a loopback
+// address, whatever HTTP_PROXY the node sets.
+func (swapMachine) KubeletHealthy(ctx context.Context) error {
+	return kubeletHealthy(ctx, http.DefaultClient, kubeletHealthz)
+}
+
+func (swapMachine) MigrateConfig(ctx context.Context, containerd, path string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, commandTimeout)
+	defer cancel()
+	return migrateConfig(ctx, containerd, path)
+}

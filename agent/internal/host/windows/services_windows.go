@@ -10,38 +10,96 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/windows"
+	"golang.org/x/sys/windows/registry"
 	"golang.org/x/sys/windows/svc"
 	"golang.org/x/sys/windows/svc/mgr"
+
+	"winpool.dev/agent/internal/host"
 )
 
 // servicePoll is how often a service's state is re-read while waiting.
 const servicePoll = 500 * time.Millisecond
 
-// serviceInfo is a service's state and executable; exists is false when no
-// such service is installed.
-func serviceInfo(name string) (exists bool, state svc.State, binary string, err error) {
+// readServices reads how each of the named services is installed and
+// whether it runs, in the order given; a name with no service is left out.
+func readServices(names ...string) ([]host.Service, error) {
 	m, err := mgr.Connect()
 	if err != nil {
-		return false, 0, "", fmt.Errorf("connecting to the service control manager: %w", err)
+		return nil, fmt.Errorf("connecting to the service control manager: %w", err)
 	}
 	defer m.Disconnect()
+	var found []host.Service
+	for _, name := range names {
+		s, ok, err := readService(m, name)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			found = append(found, s)
+		}
+	}
+	return found, nil
+}
+
+// readService reads one service: its state from the service control
+// manager, its wrapper and program from its ImagePath and, under NSSM, from
+// NSSM's parameters. ok is false when no such service is installed.
+func readService(m *mgr.Mgr, name string) (out host.Service, ok bool, err error) {
 	s, err := m.OpenService(name)
 	if errors.Is(err, windows.ERROR_SERVICE_DOES_NOT_EXIST) {
-		return false, 0, "", nil
+		return host.Service{}, false, nil
 	}
 	if err != nil {
-		return false, 0, "", fmt.Errorf("opening service %s: %w", name, err)
+		return host.Service{}, false, fmt.Errorf("opening service %s: %w", name, err)
 	}
 	defer s.Close()
 	st, err := s.Query()
 	if err != nil {
-		return true, 0, "", fmt.Errorf("querying service %s: %w", name, err)
+		return host.Service{}, false, fmt.Errorf("querying service %s: %w", name, err)
 	}
 	cfg, err := s.Config()
 	if err != nil {
-		return true, st.State, "", fmt.Errorf("reading service %s's configuration: %w", name, err)
+		return host.Service{}, false, fmt.Errorf("reading service %s's configuration: %w", name, err)
 	}
-	return true, st.State, serviceBinary(cfg.BinaryPathName), nil
+	out = host.Service{Name: name, Wrapper: serviceWrapper(cfg.BinaryPathName), Running: st.State == svc.Running}
+	var app string
+	if out.Wrapper == host.WrapperNSSM {
+		if app, err = nssmApplication(name); err != nil {
+			return host.Service{}, false, err
+		}
+	}
+	out.Program = serviceProgram(cfg.BinaryPathName, out.Wrapper, app)
+	return out, true, nil
+}
+
+// nssmApplication is the program NSSM runs for a service, its environment
+// variables expanded (NSSM expands them when it starts the program); "" when
+// NSSM has none configured.
+func nssmApplication(service string) (string, error) {
+	key := nssmParametersKey(service)
+	k, err := registry.OpenKey(registry.LOCAL_MACHINE, key, registry.QUERY_VALUE)
+	if errors.Is(err, registry.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf(`opening HKLM\%s: %w`, key, err)
+	}
+	defer k.Close()
+	v, typ, err := k.GetStringValue("Application")
+	if errors.Is(err, registry.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf(`reading HKLM\%s\Application: %w`, key, err)
+	}
+	if typ != registry.EXPAND_SZ {
+		return v, nil
+	}
+	expanded, err := registry.ExpandString(v)
+	if err != nil {
+		return "", fmt.Errorf(`expanding HKLM\%s\Application %q: %w`, key, v, err)
+	}
+	return expanded, nil
 }
 
 // stopService stops a service and waits until it has stopped (a stopped one

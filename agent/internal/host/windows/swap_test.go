@@ -2,6 +2,7 @@ package windows
 
 import (
 	"context"
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -52,8 +53,12 @@ func TestContainerdInstallSet(t *testing.T) {
 }
 
 // swapMachineFake is the service manager for runSwap on Linux: services
-// stop and start, and containerd's --version is what containerd.exe holds.
-type swapMachineFake struct{ calls []string }
+// stop and start, and containerd answers over CRI with the version
+// containerd.exe (a version string here) holds.
+type swapMachineFake struct {
+	calls      []string
+	installDir string
+}
 
 func (m *swapMachineFake) Stop(_ context.Context, s string) error {
 	m.calls = append(m.calls, "stop "+s)
@@ -65,9 +70,18 @@ func (m *swapMachineFake) Start(_ context.Context, s string) error {
 	return nil
 }
 
-func (m *swapMachineFake) Version(_ context.Context, exe string) (string, error) {
-	b, err := os.ReadFile(exe)
-	return string(b), err
+func (m *swapMachineFake) RuntimeVersion(context.Context) (string, error) {
+	b, err := os.ReadFile(filepath.Join(m.installDir, "containerd.exe"))
+	if err != nil {
+		return "", err
+	}
+	return strings.Fields(string(b))[2], nil
+}
+
+func (m *swapMachineFake) KubeletHealthy(context.Context) error { return nil }
+
+func (m *swapMachineFake) MigrateConfig(context.Context, string, string) ([]byte, error) {
+	return nil, errors.New("no major version jump in these tests")
 }
 
 const newContainerd = "containerd github.com/containerd/containerd v1.7.22 7f7fdf5fed64eb6a7caf99b3e12efcf9d60e311c"
@@ -80,7 +94,8 @@ func swapPlan(t *testing.T, staged map[string]string) (planFile string, p runtim
 	p = runtimeswap.Plan{Revision: "r1", Attempt: 1, Version: "1.7.22",
 		InstallDir: filepath.Join(root, "Program Files", "containerd"), NewDir: filepath.Join(work, "new"),
 		BackupDir: filepath.Join(work, "old"), ResultFile: filepath.Join(root, "winpool", "runtime", "result.json"),
-		Services: swapServices, Started: time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC)}
+		Services: swapServices, Started: time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC),
+		StartWithin: 20 * time.Millisecond, SettleFor: 5 * time.Millisecond, CheckEvery: time.Millisecond}
 	for name, body := range map[string]string{"containerd.exe": "containerd github.com/containerd/containerd v1.7.20 8fc6bcff", "ctr.exe": "old ctr", "config.toml": "cni"} {
 		write(t, filepath.Join(p.InstallDir, name))
 		os.WriteFile(filepath.Join(p.InstallDir, name), []byte(body), 0o600)
@@ -112,7 +127,7 @@ func installed(t *testing.T, dir string) map[string]string {
 func TestRunSwapInstallsOnlyTheNamedBinaries(t *testing.T) {
 	planFile, p := swapPlan(t, map[string]string{"containerd.exe": newContainerd, "ctr.exe": "new ctr",
 		"evil.exe": "planted", "version.dll": "planted", "sub/more.exe": "planted"})
-	m := &swapMachineFake{}
+	m := &swapMachineFake{installDir: p.InstallDir}
 	r, err := runSwap(context.Background(), planFile, m)
 	if err != nil || r.Phase != host.RuntimeSucceeded {
 		t.Fatalf("runSwap = %+v, %v; want Succeeded", r, err)
@@ -136,7 +151,7 @@ func TestRunSwapInstallsOnlyTheNamedBinaries(t *testing.T) {
 
 func TestRunSwapWithoutContainerdChangesNothing(t *testing.T) {
 	planFile, p := swapPlan(t, map[string]string{"ctr.exe": "new ctr", "containerd.exe.txt": "not it"})
-	m := &swapMachineFake{}
+	m := &swapMachineFake{installDir: p.InstallDir}
 	r, err := runSwap(context.Background(), planFile, m)
 	if err != nil {
 		t.Fatal(err)
