@@ -12,6 +12,7 @@
 #               [--fail-rate F] [--seed N] [--fail-nodes a,b]
 #               [--agent-namespace NS] [--no-create | --create-only]
 #               [--hns auto|off|LB,EP] [--hns-sync-seconds S]
+#               [--host-profile kind|aks|onprem]
 #               [--host-faults F[@node+node],...] [--stats-file PATH]
 #               [--log-format text|json]
 #

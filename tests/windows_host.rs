@@ -77,6 +77,8 @@ async fn rolling_with(
 /// Reads that fail for a moment, a file rename put back at every boot, an
 /// update that lands past the build asked for, reboots that show as
 /// Ready=Unknown, an agent restarted in the middle of every install, a
+/// kubernetes Service unreachable for minutes after every boot (the agent
+/// reaches the API server where its kubelet does), a
 /// servicing stack update that needs its own reboot on two nodes: a 6-node
 /// pool still rolls out, each node installs once (twice with the SSU; the
 /// restarted agent waits for the servicing task it finds), no node reboots
@@ -85,7 +87,7 @@ async fn rolling_with(
 async fn a_pool_rolls_out_on_hostile_hosts_installing_once_and_naming_every_reboot() {
     let ssu_first = |prefix: &str| [format!("{prefix}4"), format!("{prefix}5")];
     let (mut t, stats, pool) = rolling_on(6, "hostile-host", |prefix| {
-        let faults = "read-errors,pending-renames,overshoot,reboot-unknown,agent-restart";
+        let faults = "read-errors,pending-renames,overshoot,reboot-unknown,agent-restart,slow-api";
         let faults = format!("--host-faults={faults},ssu-first@{}", ssu_first(prefix).join("+"));
         vec!["--apply-seconds=0.5".into(), "--reboot-seconds=0.5".into(), faults]
     })
@@ -152,16 +154,17 @@ async fn an_update_that_lands_short_fails_the_node_naming_both_builds_within_the
 /// as a vendor build (AKS) or upstream (on-prem), and CSI Proxy as a host
 /// service (`csi-proxy` under NSSM, `csiproxy`) whose binary says no version.
 /// With failing reads, renames put back at every boot, an overshooting
-/// update, Unknown reboots and agent restarts mid-install, a pool that keeps
+/// update, Unknown reboots, agent restarts mid-install and a kubernetes
+/// Service unreachable after every boot, a 6-node pool that keeps
 /// the image's containerd and wants CSI Proxy rolls out: no runtime swapped,
 /// the host CSI Proxy counts (its version unknown), winpool's CSI Proxy
 /// DaemonSet runs beside it on no node, every reboot has its reason.
 async fn image_built_nodes_roll_out_on_hostile_hosts(profile: &str, containerd: &str) {
     let (mut t, stats, pool) = rolling_with(
-        4,
+        6,
         &format!("{profile}-host"),
         |_| {
-            let faults = "--host-faults=read-errors,pending-renames,overshoot,reboot-unknown,agent-restart";
+            let faults = "--host-faults=read-errors,pending-renames,overshoot,reboot-unknown,agent-restart,slow-api";
             vec!["--apply-seconds=0.5".into(), "--reboot-seconds=0.5".into(), format!("--host-profile={profile}"), faults.into()]
         },
         json!({
@@ -173,10 +176,10 @@ async fn image_built_nodes_roll_out_on_hostile_hosts(profile: &str, containerd: 
     let pools: Api<WindowsNodePool> = Api::all(t.client.clone());
     let st = wait_for("every node Updated", WAIT, || async {
         let st = pools.get(&pool).await.ok()?.status?;
-        (st.nodes.updated == 4 || st.nodes.failed > 0).then_some(st)
+        (st.nodes.updated == 6 || st.nodes.failed > 0).then_some(st)
     })
     .await;
-    assert_eq!((st.nodes.updated, st.nodes.failed), (4, 0), "{:?}", st.failed_nodes);
+    assert_eq!((st.nodes.updated, st.nodes.failed), (6, 0), "{:?}", st.failed_nodes);
     let names: Vec<String> = t.nodes().await.iter().map(|n| n.name_any()).collect();
     for n in t.nodes().await {
         assert_eq!(n.labels().get(names::LABEL_CSI_PROXY_HOST).map(String::as_str), Some("true"), "{}", n.name_any());
@@ -193,7 +196,7 @@ async fn image_built_nodes_roll_out_on_hostile_hosts(profile: &str, containerd: 
 
     assert!(t.terminate("sim").is_some_and(|s| s.success()), "the fleet stops cleanly on SIGTERM");
     let machines = read_stats(&stats);
-    assert_eq!(machines.len(), 4, "{machines:?}");
+    assert_eq!(machines.len(), 6, "{machines:?}");
     for m in &machines {
         assert_eq!((m.installs, m.reboots, m.runtime_swaps), (1, 1, 0), "{}: {m:?}", m.node);
         assert!(m.reboot_reasons.iter().all(|r| REBOOT_REASONS.contains(&r.as_str())), "{}: reasons {:?}", m.node, m.reboot_reasons);

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"winpool.dev/agent/internal/apiserver"
 )
 
 // A kubelet's kubeconfig as AKS writes it: the agent takes its server, and
@@ -102,11 +103,11 @@ func TestKubeletServer(t *testing.T) {
 		{[]string{"garbage", "no-context", "http"}, "", ""},
 		{nil, "", ""},
 	} {
-		if got, name := kubeletServer(read, tc.paths); got != tc.want || name != tc.serverName {
+		if got, name := apiserver.KubeletServer(read, tc.paths); got != tc.want || name != tc.serverName {
 			t.Errorf("kubeletServer(%v) = %q %q, want %q %q", tc.paths, got, name, tc.want, tc.serverName)
 		}
 	}
-	if got := kubeletKubeconfigs(func(string) string { return "none" }); len(got) != 0 {
+	if got := apiserver.KubeletKubeconfigs(func(string) string { return "none" }); len(got) != 0 {
 		t.Errorf("WINPOOL_KUBELET_KUBECONFIG=none looks at %v", got)
 	}
 }

@@ -53,10 +53,15 @@ const (
 	// while its service (an NSSM wrapper) still says Running; the upgrade
 	// task sees it within its settle time and puts the old one back.
 	FaultRuntimeCrashloop Fault = "runtime-crashloop"
+	// FaultSlowAPI: the kubernetes Service's ClusterIP does not answer for
+	// a long while after each boot (kube-proxy has not programmed its HNS
+	// load balancer yet: minutes on Windows Server 2019 with thousands of
+	// Services); the API server's own address, the kubelet's, does.
+	FaultSlowAPI Fault = "slow-api"
 )
 
 // knownFaults are the faults --host-faults accepts.
-var knownFaults = []Fault{FaultHNSChurn, FaultReadErrors, FaultPendingRenames, FaultOvershoot, FaultUndershoot, FaultRebootUnknown, FaultAgentRestart, FaultSSUFirst, FaultRuntimeCrashloop}
+var knownFaults = []Fault{FaultHNSChurn, FaultReadErrors, FaultPendingRenames, FaultOvershoot, FaultUndershoot, FaultRebootUnknown, FaultAgentRestart, FaultSSUFirst, FaultRuntimeCrashloop, FaultSlowAPI}
 
 // How far FaultOvershoot and FaultUndershoot miss the revision asked for.
 const (

@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -111,6 +112,14 @@ func Run(ctx context.Context, s Settings, admin *rest.Config, log *slog.Logger) 
 	}
 	if f.clients, err = newAgentClients(admin); err != nil {
 		return err
+	}
+	dir, err := os.MkdirTemp("", "winpool-fleet-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if f.clients.kubeletKubeconfig, err = writeKubeletKubeconfig(dir, f.clients.host); err != nil {
+		return fmt.Errorf("writing the machines' kubelet kubeconfig: %w", err)
 	}
 	for name, m := range machines {
 		f.nodes.add(newSimNode(f, name, m))

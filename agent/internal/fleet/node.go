@@ -202,7 +202,7 @@ func (n *simNode) runAgent(ctx context.Context, pod *agentPod) {
 	if err := pod.token.Wait(ctx); err != nil {
 		return
 	}
-	client, err := n.f.clients.forToken(n.name, pod.token.Token)
+	client, err := n.f.clients.forToken(n.name, pod.token.Token, n.serviceUp)
 	if err != nil {
 		n.log.Error("cannot build the agent's client", "err", err)
 		return
@@ -221,6 +221,22 @@ func (n *simNode) runAgent(ctx context.Context, pod *agentPod) {
 		Log:         n.f.log, // the agent adds the node itself
 	})
 	n.log.Info("agent stopped", "pod", pod.name, "uid", pod.uid, "err", err)
+}
+
+// slowAPIFor is how long after a boot FaultSlowAPI keeps the kubernetes
+// Service's ClusterIP from answering: longer than any test's nodeTimeout, so
+// an agent that waits for it never reports after its reboot.
+const slowAPIFor = 10 * time.Minute
+
+// serviceUp: kube-proxy has programmed this node's load balancer for the
+// kubernetes Service (at once, unless FaultSlowAPI).
+func (n *simNode) serviceUp() bool {
+	if !n.f.s.Faults.On(FaultSlowAPI, n.name) {
+		return true
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.bootedAt.IsZero() || time.Since(n.bootedAt) >= slowAPIFor
 }
 
 // hnsChurnInterval is how often an agent under FaultHNSChurn reads HNS: each

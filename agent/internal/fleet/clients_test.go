@@ -1,0 +1,49 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// An agent reaches the API server as a real one does (apiserver.Choose):
+// through the kubelet's endpoint when the node has a kubelet kubeconfig, so
+// the kubernetes Service's ClusterIP that slow-api keeps down after a boot
+// does not stop it; without one, through the Service, which then refuses.
+func TestTheServiceRouteIsDownAfterABootButTheKubeletsEndpointIsNot(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"kind":"Node","apiVersion":"v1","metadata":{"name":"win-0"}}`)
+	}))
+	defer srv.Close()
+	kubeconfig, err := writeKubeletKubeconfig(t.TempDir(), srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := func() string { return "t" }
+	for _, tc := range []struct {
+		name       string
+		kubeconfig string
+		serviceUp  bool
+		refused    bool
+	}{
+		{"kubelet kubeconfig, Service down", kubeconfig, false, false},
+		{"no kubelet kubeconfig, Service down", "", false, true},
+		{"no kubelet kubeconfig, Service up", "", true, false},
+	} {
+		c := &agentClients{host: srv.URL, base: srv.Client().Transport, kubeletKubeconfig: tc.kubeconfig}
+		client, err := c.forToken("win-0", token, func() bool { return tc.serviceUp })
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		_, err = client.CoreV1().Nodes().Get(context.Background(), "win-0", metav1.GetOptions{})
+		if refused := err != nil && strings.Contains(err.Error(), "no HNS load balancer for the kubernetes Service"); refused != tc.refused || (err != nil && !refused) {
+			t.Errorf("%s: err %v, want refused %v", tc.name, err, tc.refused)
+		}
+	}
+}
