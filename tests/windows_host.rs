@@ -74,6 +74,17 @@ async fn rolling_with(
     (t, stats, pool)
 }
 
+/// Waits until the pool's `nodes` are all Updated; a failed node fails the test at once.
+async fn all_updated(t: &TestSpace, pool: &str, nodes: i32) {
+    let pools: Api<WindowsNodePool> = Api::all(t.client.clone());
+    let st = wait_for("every node Updated", WAIT, || async {
+        let st = pools.get(pool).await.ok()?.status?;
+        (st.nodes.updated == nodes || st.nodes.failed > 0).then_some(st)
+    })
+    .await;
+    assert_eq!((st.nodes.updated, st.nodes.failed), (nodes, 0), "{:?}", st.failed_nodes);
+}
+
 /// Reads that fail for a moment, a file rename put back at every boot, an
 /// update that lands past the build asked for, reboots that show as
 /// Ready=Unknown, an agent restarted in the middle of every install, a
@@ -93,13 +104,7 @@ async fn a_pool_rolls_out_on_hostile_hosts_installing_once_and_naming_every_rebo
     })
     .await;
     let ssu_first = ssu_first(&t.node_prefix());
-    let pools: Api<WindowsNodePool> = Api::all(t.client.clone());
-    let st = wait_for("every node Updated", WAIT, || async {
-        let st = pools.get(&pool).await.ok()?.status?;
-        (st.nodes.updated == 6 || st.nodes.failed > 0).then_some(st)
-    })
-    .await;
-    assert_eq!((st.nodes.updated, st.nodes.failed), (6, 0), "{:?}", st.failed_nodes);
+    all_updated(&t, &pool, 6).await;
     for n in t.nodes().await {
         let kernel = n.status.as_ref().and_then(|s| s.node_info.as_ref()).map(|i| i.kernel_version.clone());
         assert_eq!(kernel.as_deref(), Some("10.0.20348.2767"), "{}: the update overshot to .2767, past the patch level", n.name_any());
@@ -173,13 +178,7 @@ async fn image_built_nodes_roll_out_on_hostile_hosts(profile: &str, containerd: 
         }),
     )
     .await;
-    let pools: Api<WindowsNodePool> = Api::all(t.client.clone());
-    let st = wait_for("every node Updated", WAIT, || async {
-        let st = pools.get(&pool).await.ok()?.status?;
-        (st.nodes.updated == 6 || st.nodes.failed > 0).then_some(st)
-    })
-    .await;
-    assert_eq!((st.nodes.updated, st.nodes.failed), (6, 0), "{:?}", st.failed_nodes);
+    all_updated(&t, &pool, 6).await;
     let names: Vec<String> = t.nodes().await.iter().map(|n| n.name_any()).collect();
     for n in t.nodes().await {
         assert_eq!(n.labels().get(names::LABEL_CSI_PROXY_HOST).map(String::as_str), Some("true"), "{}", n.name_any());
