@@ -55,6 +55,17 @@ pub mod names {
     /// DaemonSets' node affinity excludes: a second CSI Proxy on the same
     /// pipes would crash-loop.
     pub const LABEL_CSI_PROXY_HOST: &str = "winpool.dev/csi-proxy-host";
+    /// The agent's read-only checks of its host for the revision
+    /// `ANN_PREFLIGHT_REVISION` names (its pool's target, before the node is
+    /// started): `Ready`, or `Blocked: ` and the reasons. A node is cordoned
+    /// only once its preflight passed for the revision it is started with.
+    pub const ANN_PREFLIGHT: &str = "winpool.dev/preflight";
+    pub const ANN_PREFLIGHT_REVISION: &str = "winpool.dev/preflight-revision";
+    pub const PREFLIGHT_READY: &str = "Ready";
+    pub const PREFLIGHT_BLOCKED: &str = "Blocked: ";
+    /// Marks (`true`) the revision ConfigMap of a pool's target revision: the
+    /// agents watch it to preflight a revision before their node is started.
+    pub const LABEL_TARGET: &str = "winpool.dev/target";
     pub const ANN_HNS_LOAD_BALANCERS: &str = "winpool.dev/hns-load-balancers";
     pub const ANN_HNS_ENDPOINTS: &str = "winpool.dev/hns-endpoints";
     /// Set by winpool when it dropped a node's pre-update HNS counts: until the
@@ -916,6 +927,10 @@ pub struct WindowsNodePoolStatus {
     /// Nodes whose drain a PodDisruptionBudget blocks, by name (at most 20).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub drain_blocked_nodes: Vec<DrainBlockedNode>,
+    /// Pending nodes their agent's preflight blocks for this revision: they
+    /// are never cordoned until it passes (at most 20, by name).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub preflight_blocked_nodes: Vec<PreflightBlockedNode>,
     /// Mean time from a node's start to Updated over the pool's recent
     /// updates (a moving average, kept across rollouts and restarts).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -982,6 +997,14 @@ pub struct DrainBlockedNode {
     /// A node put back to Pending starts again no sooner than this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_after: Option<Time>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PreflightBlockedNode {
+    pub name: String,
+    /// The agent's reasons, as it wrote them on the Node (`winpool.dev/preflight`).
+    pub reason: String,
 }
 
 /// Condition types on the pool.

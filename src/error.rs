@@ -17,6 +17,8 @@ pub enum Error {
     ApplyAgent { name: String, source: kube::Error },
     #[error("creating revision ConfigMap {name}: {source}")]
     CreateConfigMap { name: String, source: kube::Error },
+    #[error("marking the target revision's ConfigMap {name}: {source}")]
+    MarkConfigMap { name: String, source: kube::Error },
     #[error("deleting {resource} {name}: {source}")]
     Delete { resource: &'static str, name: String, source: kube::Error },
     #[error("ensuring agent namespace {name}: {source}")]
@@ -38,6 +40,7 @@ impl Error {
             Error::WriteStatus { .. } => "write_status",
             Error::ApplyAgent { .. } => "apply_agent",
             Error::CreateConfigMap { .. } => "create_configmap",
+            Error::MarkConfigMap { .. } => "mark_configmap",
             Error::Delete { .. } => "delete",
             Error::AgentNamespace { .. } => "agent_namespace",
             Error::Finalizer(_) => "finalizer",

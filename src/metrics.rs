@@ -41,6 +41,7 @@ struct PoolGauges {
     rollout_paused: IntGaugeVec,
     window_open: IntGaugeVec,
     drain_blocked: IntGaugeVec,
+    preflight_blocked: IntGaugeVec,
     health_gate_closed: IntGaugeVec,
     behind_patch_level: IntGaugeVec,
     last_reconcile: IntGaugeVec,
@@ -107,6 +108,12 @@ impl PoolGauges {
                 r,
                 "winpool_pool_nodes_drain_blocked",
                 "Nodes whose drain a PodDisruptionBudget blocks (Draining, or put back to be tried again).",
+                pool,
+            ),
+            preflight_blocked: gauge_vec(
+                r,
+                "winpool_pool_nodes_preflight_blocked",
+                "Pending nodes whose agent's preflight blocks the pool's revision: they are not cordoned until it passes.",
                 pool,
             ),
             health_gate_closed: gauge_vec(
@@ -248,6 +255,7 @@ impl Metrics {
         self.pool.behind_patch_level.with_label_values(&[pool]).set(plan.behind_patch_level as i64);
         self.pool.window_open.with_label_values(&[pool]).set(plan.window_open as i64);
         self.pool.drain_blocked.with_label_values(&[pool]).set(plan.blocked.len() as i64);
+        self.pool.preflight_blocked.with_label_values(&[pool]).set(plan.preflight_blocked().count() as i64);
         self.pool.last_reconcile.with_label_values(&[pool]).set(now.as_second());
     }
 
@@ -292,6 +300,7 @@ impl Metrics {
             &self.pool.rollout_in_progress,
             &self.pool.window_open,
             &self.pool.drain_blocked,
+            &self.pool.preflight_blocked,
             &self.pool.health_gate_closed,
             &self.pool.behind_patch_level,
             &self.pool.last_reconcile,

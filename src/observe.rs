@@ -50,6 +50,7 @@ pub fn node_view(node: &NodeRecord, hns: HnsReadiness) -> NodeView {
         runtime_service: owned(names::ANN_RUNTIME_SERVICE),
         csi_proxy_host: owned(names::ANN_CSI_PROXY_HOST).filter(|v| !v.is_empty()),
         csi_proxy_host_label: node.label(names::LABEL_CSI_PROXY_HOST).map(str::to_string),
+        preflight: crate::rollout::Preflight::parse(ann(names::ANN_PREFLIGHT), ann(names::ANN_PREFLIGHT_REVISION)),
     }
 }
 

@@ -20,7 +20,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use crate::api::{DrainBlockedNode, FailedNode, NodeCounts, UpdatingNode, WindowsNodePoolSpec, names};
+use crate::api::{DrainBlockedNode, FailedNode, NodeCounts, PreflightBlockedNode, UpdatingNode, WindowsNodePoolSpec, names};
 use crate::gates::{GateResult, Seen};
 #[cfg(test)]
 use crate::revision::revision_of;
@@ -139,6 +139,36 @@ pub struct NodeView {
     pub csi_proxy_host: Option<String>,
     /// winpool's `winpool.dev/csi-proxy-host` label.
     pub csi_proxy_host_label: Option<String>,
+    /// The agent's last preflight, and the revision it judged.
+    pub preflight: Option<Preflight>,
+}
+
+/// The agent's verdict on whether a revision can be applied to its host,
+/// reached before the node is started (`winpool.dev/preflight`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Preflight {
+    pub revision: String,
+    pub verdict: PreflightVerdict,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PreflightVerdict {
+    Ready,
+    /// The agent's reasons, as it wrote them.
+    Blocked(String),
+}
+
+impl Preflight {
+    /// Reads the two annotations; an unknown verdict is a block that says so.
+    pub fn parse(value: Option<&str>, revision: Option<&str>) -> Option<Preflight> {
+        let (value, revision) = (value?, revision.filter(|r| !r.is_empty())?);
+        let verdict = match value.strip_prefix(names::PREFLIGHT_BLOCKED) {
+            _ if value == names::PREFLIGHT_READY => PreflightVerdict::Ready,
+            Some(why) => PreflightVerdict::Blocked(why.to_string()),
+            None => PreflightVerdict::Blocked(format!("the agent's preflight says {value:?}, neither Ready nor Blocked")),
+        };
+        Some(Preflight { revision: revision.to_string(), verdict })
+    }
 }
 
 /// Whether winpool keeps this node cordoned past this round: it cordoned the
@@ -312,6 +342,19 @@ pub struct Plan {
     /// Pending nodes never started because they would need a containerd
     /// replacement the pool does not allow: node -> why.
     pub runtime_refused: BTreeMap<String, String>,
+    /// Pending nodes not started until their agent's preflight clears them
+    /// for this revision: node -> awaited, or blocked and why.
+    pub preflight_held: BTreeMap<String, preflight::PreflightHeld>,
+}
+
+impl Plan {
+    /// The nodes their agent's preflight blocks, with its reasons.
+    pub fn preflight_blocked(&self) -> impl Iterator<Item = (&String, &String)> {
+        self.preflight_held.iter().filter_map(|(n, h)| match h {
+            preflight::PreflightHeld::Blocked(why) => Some((n, why)),
+            preflight::PreflightHeld::Awaited => None,
+        })
+    }
 }
 
 /// The pool-level inputs of one decision.
@@ -462,6 +505,7 @@ fn decide_with(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp, despite
         requeue_after,
         warnings: r.warnings,
         runtime_refused: r.runtime_refused,
+        preflight_held: r.preflight_held,
     }
 }
 
@@ -487,6 +531,13 @@ impl Plan {
             .collect()
     }
 
+    pub fn preflight_blocked_status(&self) -> Vec<PreflightBlockedNode> {
+        self.preflight_blocked()
+            .take(MAX_LISTED_FAILED)
+            .map(|(name, why)| PreflightBlockedNode { name: name.clone(), reason: why.clone() })
+            .collect()
+    }
+
     pub fn drain_blocked_status(&self) -> Vec<DrainBlockedNode> {
         self.blocked
             .iter()
@@ -509,6 +560,7 @@ impl Plan {
 }
 
 mod node;
+pub mod preflight;
 mod round;
 pub mod runtime;
 mod start;

@@ -9,6 +9,7 @@ use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use crate::api::{HnsStatus, WindowsNodePoolSpec, WindowsNodePoolStatus, conditions};
+use crate::rollout::preflight::PreflightHeld;
 use crate::rollout::{Hold, NodeState, Plan};
 
 /// Membership problems found while selecting the pool's nodes.
@@ -125,6 +126,7 @@ pub fn build_status(
         next_window_end: plan.window.and_then(|w| w.known_end()).map(Time),
         updating_nodes: plan.updating_nodes_status(),
         drain_blocked_nodes: plan.drain_blocked_status(),
+        preflight_blocked_nodes: plan.preflight_blocked_status(),
         average_node_update_seconds: plan.average_node_update.map(|d| d.as_secs() as i64),
         estimated_completion_time: estimate(plan, previous),
         failed_nodes: plan.failed_nodes_status(),
@@ -158,6 +160,17 @@ fn runtime_refused_note(plan: &Plan) -> String {
     let others: Vec<String> = refused.map(|(n, _)| n.clone()).collect();
     let also = if others.is_empty() { String::new() } else { format!(" (also {})", node_list(others.into_iter())) };
     format!("{} nodes are never started: {first} {why}{also}", plan.runtime_refused.len())
+}
+
+/// "2 nodes blocked by their agent's preflight: win-3 update source … (also win-4)".
+fn preflight_note(plan: &Plan) -> String {
+    let mut blocked = plan.preflight_blocked();
+    let Some((first, why)) = blocked.next() else { return String::new() };
+    let others: Vec<String> = blocked.map(|(n, _)| n.clone()).collect();
+    let count = others.len() + 1;
+    let also = if others.is_empty() { String::new() } else { format!(" (also {})", node_list(others.into_iter())) };
+    let nodes = if count == 1 { "node" } else { "nodes" };
+    format!("{count} {nodes} blocked by their agent's preflight, never cordoned: {first}: {why}{also}")
 }
 
 /// The failed nodes with why, a few by name.
@@ -200,7 +213,7 @@ fn progressing_condition(plan: &Plan) -> Condition {
                 true,
                 "NodesUpdating",
                 format!(
-                    "{} updating ({} draining, {} applying, {} verifying), {} pending, {} updated of {}{}{}",
+                    "{} updating ({} draining, {} applying, {} verifying), {} pending, {} updated of {}{}{}{}",
                     c.updating,
                     by(NodeState::Draining),
                     by(NodeState::Applying),
@@ -209,7 +222,11 @@ fn progressing_condition(plan: &Plan) -> Condition {
                     c.updated,
                     c.total,
                     if plan.blocked.is_empty() { String::new() } else { format!("; {}", blocked_note(plan)) },
-                    if plan.runtime_refused.is_empty() { String::new() } else { format!("; {}", runtime_refused_note(plan)) }
+                    if plan.runtime_refused.is_empty() { String::new() } else { format!("; {}", runtime_refused_note(plan)) },
+                    match preflight_note(plan) {
+                        n if n.is_empty() => n,
+                        n => format!("; {n}"),
+                    }
                 ),
             )
         }
@@ -226,6 +243,21 @@ fn progressing_condition(plan: &Plan) -> Condition {
             None if !plan.blocked.is_empty() => stopped("DrainBlocked", format!("{} pending; {}", c.pending, blocked_note(plan))),
             None if !plan.runtime_refused.is_empty() && plan.runtime_refused.len() as i32 >= c.pending => {
                 stopped("RuntimeUpgradeRefused", format!("{} pending; {}", c.pending, runtime_refused_note(plan)))
+            }
+            // Every pending node waits for its agent: blocked ones stop the
+            // rollout until someone acts; awaited ones are on their way.
+            None if (plan.runtime_refused.len() + plan.preflight_held.len()) as i32 >= c.pending => {
+                let awaited = plan.preflight_held.values().filter(|h| **h == PreflightHeld::Awaited).count();
+                let blocked = match preflight_note(plan) {
+                    n if n.is_empty() => n,
+                    n => format!("; {n}"),
+                };
+                if awaited > 0 {
+                    let msg = format!("{} pending; waiting for {awaited} agents' preflight of revision {rev}{blocked}", c.pending);
+                    cond(conditions::PROGRESSING, true, "AwaitingPreflight", msg)
+                } else {
+                    stopped("PreflightBlocked", format!("{} pending{blocked}", c.pending))
+                }
             }
             None => stopped("NodesNotReady", out_of_service_note(plan)),
         },
@@ -400,6 +432,7 @@ fn names_note(head: &str, nodes: &[&str]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rollout::preflight::cleared;
     use crate::rollout::{NodeView, PoolInput, decide};
     use std::collections::BTreeSet;
 
@@ -414,7 +447,11 @@ mod tests {
         now: Timestamp,
     ) -> WindowsNodePoolStatus {
         let existing = BTreeSet::new();
-        let plan = decide(&PoolInput { name: "p", spec, existing_revisions: &existing, gates: &[], average_node_update: None }, nodes, now);
+        let plan = decide(
+            &PoolInput { name: "p", spec, existing_revisions: &existing, gates: &[], average_node_update: None },
+            &cleared(spec, nodes),
+            now,
+        );
         build_status(spec, &plan, &Conflicts::default(), None, prev, Some(3), now)
     }
 
@@ -446,7 +483,7 @@ mod tests {
             let gates = [GateResult { gate: "no-critical-alerts".into(), seen }];
             let plan = decide(
                 &PoolInput { name: "p", spec: &spec, existing_revisions: &existing, gates: &gates, average_node_update: None },
-                &[node("a"), node("b")],
+                &cleared(&spec, &[node("a"), node("b")]),
                 now,
             );
             let s = build_status(&spec, &plan, &Conflicts::default(), None, None, Some(3), now);
@@ -530,13 +567,13 @@ mod tests {
         let existing = BTreeSet::new();
         let plan = decide(
             &PoolInput { name: "p", spec: &spec, existing_revisions: &existing, average_node_update: None, gates: &[] },
-            &[node("a")],
+            &cleared(&spec, &[node("a")]),
             now,
         );
         assert_eq!(plan.requeue_after, crate::rollout::IDLE_REQUEUE, "the window is days away: the idle requeue comes first");
         let plan = decide(
             &PoolInput { name: "p", spec: &spec, existing_revisions: &existing, average_node_update: None, gates: &[] },
-            &[node("a")],
+            &cleared(&spec, &[node("a")]),
             "2026-12-05T01:59:00Z".parse().unwrap(),
         );
         assert_eq!(plan.requeue_after, std::time::Duration::from_secs(60), "looks again when the window opens");
@@ -723,5 +760,32 @@ mod tests {
         ] {
             assert!(!only_progress_changed(&base, &next), "{what} is written at once");
         }
+    }
+
+    #[test]
+    fn nodes_held_by_preflight_say_whether_the_rollout_waits_or_is_blocked() {
+        use crate::rollout::{Preflight, PreflightVerdict};
+        let now: Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();
+        let spec = spec("rollout: {maxUnavailable: 1}");
+        let rev = crate::revision::revision_of(&spec);
+        let blocked = |name: &str| NodeView {
+            preflight: Some(Preflight { revision: rev.clone(), verdict: PreflightVerdict::Blocked("C: has 3.0 GiB free".into()) }),
+            ..node(name)
+        };
+        let s = status_for(&spec, &[blocked("a"), blocked("b")], None, now);
+        let c = get(&s, conditions::PROGRESSING);
+        assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", "PreflightBlocked"));
+        assert!(c.message.contains("a: C: has 3.0 GiB free") && c.message.contains("also b"), "{}", c.message);
+        assert_eq!(
+            s.preflight_blocked_nodes.iter().map(|b| (b.name.as_str(), b.reason.as_str())).collect::<Vec<_>>(),
+            [("a", "C: has 3.0 GiB free"), ("b", "C: has 3.0 GiB free")]
+        );
+
+        let existing = BTreeSet::new();
+        let input = PoolInput { name: "p", spec: &spec, existing_revisions: &existing, gates: &[], average_node_update: None };
+        let plan = decide(&input, &[blocked("a"), node("b")], now);
+        let s = build_status(&spec, &plan, &Conflicts::default(), None, None, Some(3), now);
+        let c = get(&s, conditions::PROGRESSING);
+        assert_eq!((c.status.as_str(), c.reason.as_str()), ("True", "AwaitingPreflight"), "b's agent has yet to answer: {}", c.message);
     }
 }

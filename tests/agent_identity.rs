@@ -22,7 +22,7 @@ const WAIT: Duration = Duration::from_secs(60);
 const NODE_NAME_CLAIM: &str = "authentication.kubernetes.io/node-name";
 
 /// What SPEC §2 lets the agent write, and only that.
-const AGENT_ANNOTATIONS: [&str; 10] = [
+const AGENT_ANNOTATIONS: [&str; 12] = [
     "winpool.dev/applied-revision",
     "winpool.dev/apply-status",
     "winpool.dev/apply-message",
@@ -31,6 +31,8 @@ const AGENT_ANNOTATIONS: [&str; 10] = [
     "winpool.dev/cni-mode",
     "winpool.dev/runtime-service",
     "winpool.dev/csi-proxy-host",
+    "winpool.dev/preflight",
+    "winpool.dev/preflight-revision",
     "winpool.dev/hns-load-balancers",
     "winpool.dev/hns-endpoints",
 ];

@@ -265,3 +265,49 @@ async fn a_runtime_change_on_aks_is_refused_until_in_place_and_a_crash_looping_r
     assert!(m.runtime_swaps >= 1 && m.rollbacks == m.runtime_swaps, "every swap rolled back: {m:?}");
     t.cleanup().await;
 }
+
+/// Two of six nodes cannot reach their update source: their agents'
+/// preflight blocks them, so they are never cordoned nor drained, the pool
+/// lists them with the agent's reason and says it is blocked, and the other
+/// four roll out.
+#[tokio::test]
+async fn nodes_whose_update_source_is_unreachable_are_never_cordoned_and_the_rest_roll_out() {
+    let blocked = |prefix: &str| [format!("{prefix}1"), format!("{prefix}4")];
+    let (mut t, stats, pool) = rolling_on(6, "source-unreachable", |prefix| {
+        let faults = format!("--host-faults=read-errors,source-unreachable@{}", blocked(prefix).join("+"));
+        vec!["--apply-seconds=0.3".into(), "--reboot-seconds=0.3".into(), faults]
+    })
+    .await;
+    let blocked = blocked(&t.node_prefix());
+    let pools: Api<WindowsNodePool> = Api::all(t.client.clone());
+    let st = wait_for("four nodes Updated and the rollout blocked by preflight", WAIT, || async {
+        let st = pools.get(&pool).await.ok()?.status?;
+        let progressing = st.conditions.iter().find(|c| c.type_ == "Progressing")?;
+        let settled = st.nodes.updated == 4 && progressing.reason == "PreflightBlocked";
+        (settled || st.nodes.failed > 0 || st.nodes.updated > 4).then_some(st)
+    })
+    .await;
+    assert_eq!((st.nodes.updated, st.nodes.pending, st.nodes.failed), (4, 2, 0), "{st:?}");
+    let listed: Vec<&str> = st.preflight_blocked_nodes.iter().map(|b| b.name.as_str()).collect();
+    assert_eq!(listed, blocked.iter().map(String::as_str).collect::<Vec<_>>(), "the pool lists the blocked nodes");
+    for b in &st.preflight_blocked_nodes {
+        assert!(b.reason.contains("update source Windows Update cannot be reached"), "{}: {}", b.name, b.reason);
+    }
+    for n in t.nodes().await {
+        let name = n.name_any();
+        let started = n.annotations().contains_key(names::ANN_STARTED_AT);
+        let cordoned = n.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false);
+        if blocked.contains(&name) {
+            assert!(!started && !cordoned, "{name} was started or cordoned despite its preflight: {:?}", n.annotations());
+        } else {
+            assert_eq!(n.annotations().get(names::ANN_STATE).map(String::as_str), Some("Updated"), "{name}");
+        }
+    }
+
+    assert!(t.terminate("sim").is_some_and(|s| s.success()), "the fleet stops cleanly on SIGTERM");
+    for m in read_stats(&stats) {
+        let installs = if blocked.contains(&m.node) { 0 } else { 1 };
+        assert_eq!((m.installs, m.reboots), (installs, installs), "{m:?}");
+    }
+    t.cleanup().await;
+}

@@ -83,6 +83,9 @@ pub(super) fn daemonset_write(mut wanted: DaemonSet, ds_of_pool: &[Arc<DaemonSet
 pub(super) struct ConfigMapWrites {
     /// (revision, its ConfigMap), by revision.
     pub(super) create: Vec<(String, ConfigMap)>,
+    /// (ConfigMap, whether it is the target): the marks to move, the old
+    /// target's taken off before the new one's is put on.
+    pub(super) mark: Vec<(String, bool)>,
     pub(super) delete_legacy: Vec<String>,
 }
 
@@ -110,9 +113,24 @@ pub(super) fn configmap_writes(
             ds_of_pool.iter().filter(|d| legacy_revision(d) == Some(rev.as_str())).find_map(|d| legacy_config(d))
         };
         let Some(cfg) = cfg else { continue };
-        writes.create.push((rev.clone(), revision_configmap(pool, rev, &cfg, ns)));
+        let mut cm = revision_configmap(pool, rev, &cfg, ns);
+        if *rev == plan.revision {
+            cm.labels_mut().insert(names::LABEL_TARGET.into(), "true".into());
+        }
+        writes.create.push((rev.clone(), cm));
         have.insert(rev.clone());
     }
+    // The agents preflight the revision whose ConfigMap carries the mark.
+    let mut marks: Vec<(String, bool)> = cms_of_pool
+        .iter()
+        .filter_map(|c| {
+            let is_target = c.labels().get(names::LABEL_REVISION) == Some(&plan.revision);
+            let marked = c.labels().get(names::LABEL_TARGET).map(String::as_str) == Some("true");
+            (is_target != marked).then(|| (c.name_any(), is_target))
+        })
+        .collect();
+    marks.sort_by_key(|(name, on)| (*on, name.clone()));
+    writes.mark = marks;
     // An earlier-layout DaemonSet goes only once nothing needs its configuration
     // or that configuration is in a ConfigMap (one whose environment could not be
     // read stays, and its nodes keep their agent).
@@ -171,6 +189,16 @@ pub(super) async fn write_configmaps(pool: &WindowsNodePool, ctx: &Context, w: &
             Err(source) => return Err(Error::CreateConfigMap { name: cm.metadata.name.clone().unwrap_or_default(), source }),
         }
         ctx.metrics.api_request("create", "configmaps", "ok");
+    }
+    for (name, on) in &w.mark {
+        // Labels of an immutable ConfigMap may change; its data may not.
+        let body = serde_json::json!({ "metadata": { "labels": { names::LABEL_TARGET: on.then_some("true") } } });
+        match api.patch(name, &crate::api::patch_params(), &Patch::Merge(&body)).await {
+            Ok(_) => ctx.metrics.api_request("patch", "configmaps", "ok"),
+            // Deleted meanwhile (no node needed it any more): nothing to mark.
+            Err(kube::Error::Api(s)) if s.code == 404 => ctx.metrics.api_request("patch", "configmaps", "not_found"),
+            Err(source) => return Err(Error::MarkConfigMap { name: name.clone(), source }),
+        }
     }
     for ds in &w.delete_legacy {
         delete_daemonset(ctx, ds).await?;

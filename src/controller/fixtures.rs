@@ -152,6 +152,16 @@ impl Cluster {
                 self.configmaps.insert(name, after.clone());
                 (201, after.clone(), Value::Null, after)
             }
+            ("PATCH", ["api", "v1", "namespaces", _, "configmaps", name]) => {
+                let Some(before) = self.configmaps.get(*name).cloned() else {
+                    return (404, not_found("configmaps", name), Value::Null, Value::Null);
+                };
+                let mut after = before.clone();
+                json_patch::merge(&mut after, body);
+                self.bump(&mut after);
+                self.configmaps.insert(name.to_string(), after.clone());
+                (200, after.clone(), before, after)
+            }
             ("DELETE", ["api", "v1", "namespaces", _, "configmaps", name]) => {
                 let before = self.configmaps.remove(*name).unwrap_or(Value::Null);
                 (200, status_body(200, "Success", "deleted"), before, Value::Null)
@@ -224,8 +234,11 @@ struct Fixture {
 impl Fixture {
     fn new(pool: WindowsNodePool, nodes: Vec<Node>) -> Self {
         let mut cluster = Cluster::default();
+        let rev = crate::revision::revision_of(&pool.spec);
         for n in nodes {
             let mut v = serde_json::to_value(&n).unwrap();
+            // Their agents have cleared the pool's revision already.
+            preflight_passed(&mut v, &rev);
             cluster.bump(&mut v);
             cluster.nodes.insert(n.metadata.name.clone().unwrap(), v);
         }
@@ -278,8 +291,31 @@ impl Fixture {
         Fixture { cluster, log, ctx, nodes, daemonsets, configmaps, pools }
     }
 
+    /// The agents of the pool's nodes preflight the revision the operator
+    /// marks as its target, and find their hosts ready for it.
+    fn agents_preflight(&self) {
+        let mut c = self.cluster.lock().unwrap();
+        let targets: Vec<String> = c
+            .configmaps
+            .values()
+            .filter(|cm| cm["metadata"]["labels"][names::LABEL_TARGET] == json!("true"))
+            .filter_map(|cm| cm["metadata"]["labels"][names::LABEL_REVISION].as_str().map(str::to_string))
+            .collect();
+        let [rev] = targets.as_slice() else { return };
+        let names: Vec<String> = c.nodes.keys().cloned().collect();
+        for name in names {
+            let mut n = c.nodes.remove(&name).unwrap();
+            if n["metadata"]["annotations"][names::ANN_PREFLIGHT_REVISION] != json!(rev) {
+                preflight_passed(&mut n, rev);
+                c.bump(&mut n);
+            }
+            c.nodes.insert(name, n);
+        }
+    }
+
     /// The watches catch up: every store holds what the API server holds.
     fn sync(&mut self) {
+        self.agents_preflight();
         fn relist<K>(w: &mut Writer<K>, objects: impl Iterator<Item = K>)
         where
             K: kube::runtime::reflector::Lookup + Clone + 'static,
@@ -462,6 +498,13 @@ fn pool_with(max_unavailable: i32, more: &str) -> WindowsNodePool {
 }
 
 /// A Windows node as a kubelet on ltsc2022 registers it, one patch below the pool's level.
+/// What an agent writes when its preflight of `rev` passed.
+fn preflight_passed(node: &mut Value, rev: &str) {
+    let a = &mut node["metadata"]["annotations"];
+    a[names::ANN_PREFLIGHT] = json!(names::PREFLIGHT_READY);
+    a[names::ANN_PREFLIGHT_REVISION] = json!(rev);
+}
+
 fn windows_node(name: &str, selector_label: &str) -> Node {
     serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Node",

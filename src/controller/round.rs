@@ -180,6 +180,17 @@ fn problems(pool: &WindowsNodePool, plan: &Plan, membership: &Membership) -> Vec
         };
         problems.push((format!("{node}:{msg}"), ev));
     }
+    // Keyed by the node and its agent's reasons: said once while they stand.
+    for (node, why) in plan.preflight_blocked() {
+        let ev = Event {
+            type_: EventType::Warning,
+            reason: "PreflightBlocked".into(),
+            note: Some(format!("{node} is not started for revision {}: its agent's preflight found {why}", plan.revision)),
+            action: "Preflight".into(),
+            secondary: Some(node_ref(node)),
+        };
+        problems.push((format!("preflight:{node}:{why}"), ev));
+    }
     if let Some(Hold::HealthGateClosed { gate, seen }) = &plan.hold {
         // Keyed by the gate and the kind of thing it saw, not the details:
         // which alerts fire may change while it stays closed, but a gate
@@ -352,5 +363,38 @@ mod tests {
         let again = configmap_writes(&pool, &settings.agent_namespace, &plan, std::slice::from_ref(&cm), &[]);
         assert!(again.create.is_empty() && again.delete_legacy.is_empty());
         assert!(stale_configmaps(&[cm], &plan).is_empty(), "the target's ConfigMap is not stale");
+    }
+
+    #[test]
+    fn the_target_mark_moves_with_the_spec_off_the_old_revision_first() {
+        let (pool, settings) = (pool(), settings());
+        let existing = BTreeSet::new();
+        let plan_of = |pool: &WindowsNodePool| {
+            let input = PoolInput { name: "p", spec: &pool.spec, existing_revisions: &existing, gates: &[], average_node_update: None };
+            decide(&input, &[], Timestamp::UNIX_EPOCH)
+        };
+        let plan = plan_of(&pool);
+        let first = configmap_writes(&pool, &settings.agent_namespace, &plan, &[], &[]);
+        let old = Arc::new(first.create[0].1.clone());
+        assert_eq!(old.labels().get(names::LABEL_TARGET).map(String::as_str), Some("true"), "created with the mark");
+        assert!(first.mark.is_empty());
+
+        let mut newer = pool.clone();
+        newer.spec.os.patch_level = "10.0.20348.2800".into();
+        let plan = plan_of(&newer);
+        let w = configmap_writes(&newer, &settings.agent_namespace, &plan, std::slice::from_ref(&old), &[]);
+        assert_eq!(w.create[0].1.labels().get(names::LABEL_TARGET).map(String::as_str), Some("true"), "the new target's is marked");
+        assert_eq!(w.mark, [(old.name_any(), false)], "the old target's mark comes off");
+
+        // The spec goes back: the old ConfigMap (still there for a node on it) is marked again.
+        let unmarked = {
+            let mut c = (*old).clone();
+            c.labels_mut().remove(names::LABEL_TARGET);
+            Arc::new(c)
+        };
+        let newer_cm = Arc::new(w.create[0].1.clone());
+        let back = configmap_writes(&pool, &settings.agent_namespace, &plan_of(&pool), &[unmarked, newer_cm.clone()], &[]);
+        assert!(back.create.is_empty());
+        assert_eq!(back.mark, [(newer_cm.name_any(), false), (old.name_any(), true)], "off the newer first, then on the old");
     }
 }

@@ -120,6 +120,10 @@ pub struct PlanReport {
     /// does not allow replacing (spec.runtime.upgrade); node and why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub runtime_refused: Vec<(String, String)>,
+    /// Pending nodes their agent's preflight blocks for this revision: never
+    /// cordoned until it passes; node and the agent's reasons.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub preflight_blocked: Vec<(String, String)>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -292,7 +296,8 @@ pub fn plan_report(pool: &WindowsNodePool, m: &Members, now: Timestamp) -> PlanR
     let states: Vec<(&NodeView, NodeState)> = m.views.iter().map(|v| (v, state_of(v, &rev, pool))).collect();
     let in_state = |want: NodeState| states.iter().filter(move |(_, s)| *s == want).map(|(v, _)| *v);
 
-    let refused = |v: &&NodeView| preview.runtime_refused.contains_key(&v.name);
+    let blocked: std::collections::BTreeMap<&String, &String> = preview.preflight_blocked().collect();
+    let refused = |v: &&NodeView| preview.runtime_refused.contains_key(&v.name) || blocked.contains_key(&v.name);
     let order: Vec<String> =
         rollout::start_order(in_state(NodeState::Pending).filter(|v| !refused(v))).into_iter().map(|v| v.name.clone()).collect();
     let starting: BTreeSet<&str> =
@@ -324,6 +329,7 @@ pub fn plan_report(pool: &WindowsNodePool, m: &Members, now: Timestamp) -> PlanR
         waves: waves(&order, &starting, limit),
         order,
         runtime_refused: preview.runtime_refused.iter().map(|(n, why)| (n.clone(), why.clone())).collect(),
+        preflight_blocked: blocked.iter().map(|(n, why)| (n.to_string(), why.to_string())).collect(),
     }
 }
 
@@ -360,12 +366,15 @@ mod tests {
     }
 
     fn pending(name: &str) -> NodeView {
+        // Its agent's preflight of the pool's revision passed.
+        let preflight = rollout::Preflight { revision: revision_of(&pool("a", SPEC).spec), verdict: rollout::PreflightVerdict::Ready };
         NodeView {
             name: name.into(),
             pool_label: Some("a".into()),
             ready: true,
             kernel_version: Some("10.0.20348.2700".into()),
             cni_mode: Some("overlay".into()),
+            preflight: Some(preflight),
             ..Default::default()
         }
     }

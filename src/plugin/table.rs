@@ -124,7 +124,10 @@ pub fn plan(r: &PlanReport) -> String {
     for (node, why) in &r.runtime_refused {
         out.push_str(&format!("Never started:   {node} {why}\n"));
     }
-    if !r.runtime_refused.is_empty() {
+    for (node, why) in &r.preflight_blocked {
+        out.push_str(&format!("Blocked by its agent's preflight: {node}: {why}\n"));
+    }
+    if !r.runtime_refused.is_empty() || !r.preflight_blocked.is_empty() {
         out.push('\n');
     }
     if r.waves.is_empty() {
@@ -253,6 +256,7 @@ No Windows node matches the pool's nodeSelector.
             order: vec!["b".into(), "c".into(), "d".into()],
             waves: vec![vec!["b".into()], vec!["c".into(), "d".into()]],
             runtime_refused: vec![("e".into(), "runs containerd 1.7.20+azure, the pool asks 1.7.22, and …".into())],
+            preflight_blocked: vec![],
         };
         let want = "\
 Pool:            win22

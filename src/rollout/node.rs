@@ -78,6 +78,8 @@ pub(super) fn step<'n>(s: &RoundSettings<'_>, r: &mut Round<'n>, n: &'n NodeView
         NodeState::Pending => {
             if let Some(why) = super::runtime::refusal(s.spec, n) {
                 r.runtime_refused.insert(n.name.clone(), why);
+            } else if let Some(held) = super::preflight::held(s, n) {
+                r.preflight_held.insert(n.name.clone(), held);
             }
             // Put back for a budget earlier: it waits its turn at the end, and not before putBackAfter.
             if let (Some(budget), Some(put_back)) = (&n.drain_blocked_by, n.state_since) {

@@ -122,6 +122,8 @@ pub(super) struct Round<'n> {
     pub blocked: BTreeMap<String, (String, Option<Timestamp>)>,
     /// Pending nodes the pool's containerd may not be given: why.
     pub runtime_refused: BTreeMap<String, String>,
+    /// Pending nodes their agent's preflight has not cleared for the revision.
+    pub preflight_held: BTreeMap<String, super::preflight::PreflightHeld>,
 }
 
 impl<'n> Round<'n> {
@@ -135,6 +137,7 @@ impl<'n> Round<'n> {
             config_revisions: BTreeSet::from([rev.to_string()]),
             blocked: BTreeMap::new(),
             runtime_refused: BTreeMap::new(),
+            preflight_held: BTreeMap::new(),
         }
     }
 

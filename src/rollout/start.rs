@@ -81,7 +81,7 @@ pub(super) fn start_nodes<'n>(s: &RoundSettings<'_>, r: &mut Round<'n>, sorted: 
             .copied()
             .filter(|n| r.states.get(n.name.as_str()) == Some(&NodeState::Pending))
             .filter(|n| r.blocked.get(&n.name).is_none_or(|(_, retry)| retry.is_none()))
-            .filter(|n| !r.runtime_refused.contains_key(&n.name)),
+            .filter(|n| !r.runtime_refused.contains_key(&n.name) && !r.preflight_held.contains_key(&n.name)),
     );
     let (mut started, mut gated) = (0, Vec::new());
     for n in candidates {

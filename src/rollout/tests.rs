@@ -56,8 +56,14 @@ fn applied(mut n: NodeView, rev: &str) -> NodeView {
 
 fn run(spec: &WindowsNodePoolSpec, nodes: &[NodeView]) -> Plan {
     let existing = BTreeSet::new();
-    decide(&PoolInput { name: POOL, spec, existing_revisions: &existing, gates: &[], average_node_update: None }, nodes, now())
+    decide(
+        &PoolInput { name: POOL, spec, existing_revisions: &existing, gates: &[], average_node_update: None },
+        &cleared(spec, nodes),
+        now(),
+    )
 }
+
+use super::preflight::{PreflightHeld, cleared};
 
 fn patch<'a>(plan: &'a Plan, node: &str) -> Option<&'a NodePatch> {
     plan.patches.iter().find(|p| p.node == node)
@@ -947,7 +953,7 @@ fn a_node_a_budget_blocks_is_put_back_and_its_slot_goes_to_the_next_node() {
 
 fn run_gated(spec: &WindowsNodePoolSpec, nodes: &[NodeView], gates: &[crate::gates::GateResult]) -> Plan {
     let existing = BTreeSet::new();
-    decide(&PoolInput { name: POOL, spec, existing_revisions: &existing, gates, average_node_update: None }, nodes, now())
+    decide(&PoolInput { name: POOL, spec, existing_revisions: &existing, gates, average_node_update: None }, &cleared(spec, nodes), now())
 }
 
 fn gate(name: &str, seen: crate::gates::Seen) -> crate::gates::GateResult {
@@ -1108,7 +1114,7 @@ fn the_estimate_is_the_waves_left_at_the_pools_pace() {
     let with = |avg: Option<u64>, spec: &WindowsNodePoolSpec| {
         let input =
             PoolInput { name: POOL, spec, existing_revisions: &existing, average_node_update: avg.map(Duration::from_secs), gates: &[] };
-        decide(&input, &nodes, now())
+        decide(&input, &cleared(spec, &nodes), now())
     };
     // 4 nodes left (a in flight, b c d), 2 at a time: 2 waves of 10 minutes.
     assert_eq!(with(Some(600), &spec).estimated_completion, Some(now() + jiff::SignedDuration::from_mins(20)));
@@ -1155,7 +1161,7 @@ fn other_holds_come_before_the_gates_and_gates_are_asked_for_only_when_a_node_co
     let could = |spec: &WindowsNodePoolSpec, nodes: &[NodeView]| {
         crate::rollout::could_start(
             &PoolInput { name: POOL, spec, existing_revisions: &existing, gates: &closed, average_node_update: None },
-            nodes,
+            &cleared(spec, nodes),
             now(),
         )
     };
@@ -1226,4 +1232,39 @@ fn a_csi_proxy_host_service_is_labelled_once_and_satisfies_the_pool() {
     );
     verifying.csi_proxy_host = Some("csi-proxy (nssm)".into());
     assert_eq!(transition(&run(&spec, &[verifying]), "a"), Some((NodeState::Verifying, NodeState::Updated)));
+}
+
+#[test]
+fn a_node_is_cordoned_only_once_its_agents_preflight_passed_for_the_revision() {
+    let spec = spec_with("rollout: {maxUnavailable: 10}");
+    let rev = revision_of(&spec);
+    let verdict = |rev: &str, v: PreflightVerdict| Some(Preflight { revision: rev.into(), verdict: v });
+    let nodes = [
+        NodeView { preflight: verdict(&rev, PreflightVerdict::Ready), ..fresh("a") },
+        NodeView {
+            preflight: verdict(&rev, PreflightVerdict::Blocked("update source Windows Update cannot be reached: timeout".into())),
+            ..fresh("b")
+        },
+        NodeView { preflight: None, ..fresh("c") },
+        NodeView { preflight: verdict("0123456789", PreflightVerdict::Ready), ..fresh("d") },
+        // Already at the target: never cordoned, so nothing to check before.
+        NodeView { preflight: None, ..applied(fresh("e"), &rev) },
+    ];
+    let existing = BTreeSet::new();
+    let plan =
+        decide(&PoolInput { name: POOL, spec: &spec, existing_revisions: &existing, gates: &[], average_node_update: None }, &nodes, now());
+    let started: Vec<(&str, Option<bool>)> =
+        plan.patches.iter().filter(|p| p.from == NodeState::Pending).map(|p| (p.node.as_str(), p.unschedulable)).collect();
+    assert_eq!(started.first(), Some(&("a", Some(true))), "a is cordoned");
+    assert!(started.iter().all(|(n, cordon)| *n == "a" || *n == "e" && cordon.is_none()), "no other node moves: {started:?}");
+    assert_eq!(
+        plan.preflight_held,
+        BTreeMap::from([
+            ("b".to_string(), PreflightHeld::Blocked("update source Windows Update cannot be reached: timeout".into())),
+            ("c".to_string(), PreflightHeld::Awaited),
+            ("d".to_string(), PreflightHeld::Awaited),
+        ]),
+        "b is blocked; c and d have no verdict on this revision; e is not held"
+    );
+    assert_eq!(plan.preflight_blocked_status().iter().map(|b| b.name.as_str()).collect::<Vec<_>>(), ["b"]);
 }

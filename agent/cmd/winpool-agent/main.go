@@ -27,6 +27,11 @@ import (
 var version = "dev"
 
 func main() {
+	// An administrator's check of this host before the first rollout,
+	// `winpool-agent preflight --config config.json` (preflight.go).
+	if len(os.Args) >= 2 && os.Args[1] == preflightCommand {
+		os.Exit(preflightMain(os.Args[2:]))
+	}
 	logDir := os.Getenv("WINPOOL_LOG_DIR")
 	if logDir == "" && runtime.GOOS == "windows" {
 		logDir = logs.DefaultDir()

@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 
 	"winpool.dev/agent/internal/decide"
 	"winpool.dev/agent/internal/host"
@@ -72,6 +73,7 @@ type agent struct {
 	t       tuning
 	log     *slog.Logger
 	watcher *nodeWatcher
+	targets *targetWatcher
 	view    nodeView
 	configs configCache
 
@@ -96,6 +98,9 @@ type agent struct {
 	csiPod        string
 	csiWrongRev   string
 	csiWrongSince time.Time
+
+	// pre is the last preflight of the pool's target revision.
+	pre preflightVerdict
 }
 
 func run(ctx context.Context, o Options, t tuning) error {
@@ -126,6 +131,7 @@ func run(ctx context.Context, o Options, t tuning) error {
 		log:     log,
 		configs: configCache{},
 		watcher: newNodeWatcher(o.Client, o.NodeName, log, func() *backoff { return newBackoff(t.retryInitial, t.retryMax) }),
+		targets: newTargetWatcher(o.Client, o.Namespace),
 	}
 	return a.loop(ctx)
 }
@@ -134,10 +140,13 @@ func (a *agent) loop(ctx context.Context) error {
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	go a.watcher.run(watchCtx)
+	go a.targets.run(watchCtx)
 
-	// Observed before the Node arrives, so the first report carries them.
+	// Observed before the Node arrives, so the first report carries them,
+	// and the pools' targets listed, so it carries a preflight too.
 	a.observe(ctx)
 	a.readHNS(ctx)
+	a.waitForTargets(ctx)
 	ticker := time.NewTicker(a.o.HNSInterval)
 	defer ticker.Stop()
 
@@ -150,6 +159,7 @@ func (a *agent) loop(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-a.watcher.changed:
+		case <-a.targets.changed:
 		case <-ticker.C:
 			tick = true
 			a.observe(ctx)
@@ -193,6 +203,7 @@ func (a *agent) loop(ctx context.Context) error {
 				lastRequest = requestKey(n)
 			}
 		}
+		a.preflight(ctx, node)
 		if err := a.syncObservations(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, errNodeGone) {
 			a.log.Error("cannot report observations", "err", err)
 		}
@@ -200,6 +211,16 @@ func (a *agent) loop(ctx context.Context) error {
 			a.t.passDone()
 		}
 	}
+}
+
+// targetsWait bounds the wait for the first list of the pools' targets: an
+// agent whose API server answers slowly still reports what it observes.
+const targetsWait = 30 * time.Second
+
+func (a *agent) waitForTargets(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, targetsWait)
+	defer cancel()
+	cache.WaitForCacheSync(ctx.Done(), a.targets.synced)
 }
 
 func (a *agent) refreshView() { a.view.setWatched(a.watcher.latest()) }

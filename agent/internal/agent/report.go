@@ -21,16 +21,18 @@ import (
 // agentAnnotations are the only keys the agent writes; the chart's admission
 // policy refuses any other change an agent makes to its Node.
 var agentAnnotations = map[string]bool{
-	names.AnnAppliedRevision: true,
-	names.AnnApplyStatus:     true,
-	names.AnnApplyMessage:    true,
-	names.AnnAgentVersion:    true,
-	names.AnnCSIProxyVersion: true,
-	names.AnnCNIMode:         true,
-	names.AnnRuntimeService:  true,
-	names.AnnCSIProxyHost:    true,
-	names.AnnHNSLoadBalancer: true,
-	names.AnnHNSEndpoints:    true,
+	names.AnnAppliedRevision:   true,
+	names.AnnApplyStatus:       true,
+	names.AnnApplyMessage:      true,
+	names.AnnAgentVersion:      true,
+	names.AnnCSIProxyVersion:   true,
+	names.AnnCNIMode:           true,
+	names.AnnRuntimeService:    true,
+	names.AnnCSIProxyHost:      true,
+	names.AnnHNSLoadBalancer:   true,
+	names.AnnHNSEndpoints:      true,
+	names.AnnPreflight:         true,
+	names.AnnPreflightRevision: true,
 }
 
 var errNodeGone = errors.New("the Node does not exist")
@@ -54,6 +56,7 @@ func (a *agent) observations() map[string]*string {
 		want[names.AnnRuntimeService] = nonEmpty(a.obs.RuntimeService.Describe())
 		want[names.AnnCSIProxyHost] = nonEmpty(a.csiProxyHost())
 	}
+	a.preflightObservations(want)
 	if a.hnsKnown {
 		want[names.AnnHNSLoadBalancer] = ptr(strconv.Itoa(a.hns.LoadBalancers))
 		want[names.AnnHNSEndpoints] = ptr(strconv.Itoa(a.hns.RemoteEndpoints))

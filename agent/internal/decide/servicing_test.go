@@ -122,40 +122,6 @@ func TestRebootReasons(t *testing.T) {
 	}
 }
 
-func TestSelectWindowsUpdates(t *testing.T) {
-	offered := []WUUpdate{
-		{Title: "2024-10 Cumulative Update for .NET Framework 3.5, 4.8 for Microsoft server operating system version 21H2 for x64 (KB5044091)"},
-		{Title: "2024-09 Cumulative Update for Microsoft server operating system version 21H2 for x64-based Systems (KB5042881)"},
-		{Title: "Security Intelligence Update for Microsoft Defender Antivirus - KB2267602", Categories: []string{"Definition Updates"}},
-		{Title: "2024-10 Cumulative Update for Microsoft server operating system version 21H2 for x64-based Systems (KB5044281)"},
-		{Title: "Intel - System - 10.1.1.44", Categories: []string{"Drivers"}},
-		{Title: "2024-10 Servicing Stack Update for Microsoft server operating system version 21H2 for x64-based Systems (KB5044414)"},
-		{Title: "2024-10 Cumulative Update Preview for Microsoft server operating system version 21H2 for x64-based Systems (KB5044288)"},
-	}
-	if got, want := SelectWindowsUpdates(offered), []int{5, 3}; !reflect.DeepEqual(got, want) {
-		t.Errorf("selected %v, want %v (the servicing stack, then the newest cumulative update; nothing else)", got, want)
-	}
-	// Windows Server 2019 and 2025 name their updates differently.
-	ltsc2019 := []WUUpdate{
-		{Title: "2024-10 Servicing Stack Update for Windows Server 2019 for x64-based Systems (KB5044410)"},
-		{Title: "2024-10 Cumulative Update for Windows Server 2019 (1809) for x64-based Systems (KB5044277)"},
-		{Title: "Windows Malicious Software Removal Tool x64 - v5.129 (KB890830)"},
-	}
-	if got, want := SelectWindowsUpdates(ltsc2019), []int{0, 1}; !reflect.DeepEqual(got, want) {
-		t.Errorf("ltsc2019: selected %v, want %v", got, want)
-	}
-	ltsc2025 := []WUUpdate{
-		{Title: "2024-11 Cumulative Update for Microsoft server operating system version 24H2 for x64-based Systems (KB5046617)"},
-		{Title: "2024-11 Cumulative Update for .NET Framework 3.5 and 4.8.1 for Microsoft server operating system version 24H2 for x64 (KB5045934)"},
-	}
-	if got, want := SelectWindowsUpdates(ltsc2025), []int{0}; !reflect.DeepEqual(got, want) {
-		t.Errorf("ltsc2025: selected %v, want %v", got, want)
-	}
-	if got := SelectWindowsUpdates(offered[2:3]); len(got) != 0 {
-		t.Errorf("only definitions offered: selected %v, want nothing", got)
-	}
-}
-
 func TestWindowsUpdateExit(t *testing.T) {
 	for _, tc := range []struct {
 		name    string

@@ -4,52 +4,169 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // WUUpdate is an update Windows Update (or WSUS) offers this host, as the
-// Windows Update Agent's IUpdate describes it.
+// Windows Update Agent's IUpdate describes it. Titles and category names are
+// in the server's display language; what the selection reads is not: GUIDs,
+// KB IDs, flags, sizes and dates.
 type WUUpdate struct {
+	// Title is for messages only; nothing is selected by it.
 	Title string
-	// Categories: the names of IUpdate.Categories ("Security Updates",
-	// "Drivers", "Microsoft Server operating system-21H2", …).
-	Categories []string
+	// CategoryIDs: the CategoryID (a GUID) of each of IUpdate.Categories:
+	// its classification (WUClassification…) and its product.
+	CategoryIDs []string
 	// KBs: IUpdate.KBArticleIDs ("5044281"), the same in every language.
 	KBs []string
+	// Type is IUpdate.Type: WUTypeSoftware or WUTypeDriver.
+	Type int
+	// Exclusive: IUpdate.InstallationBehavior.Impact is
+	// iiRequiresExclusiveHandling, as a servicing stack update's is (it must
+	// be installed alone).
+	Exclusive bool
+	// BrowseOnly: IUpdate3.BrowseOnly, an optional update (the monthly
+	// previews) that Windows installs only when someone asks for it.
+	BrowseOnly bool
+	// Size is IUpdate.MaxDownloadSize in bytes (0 when unknown).
+	Size int64
+	// Published is IUpdate.LastDeploymentChangeTime.
+	Published time.Time
 }
+
+// IUpdate.Type values (UpdateType).
+const (
+	WUTypeSoftware = 1
+	WUTypeDriver   = 2
+)
+
+// The update classifications, by their fixed category IDs (WSUS
+// Classification GUIDs, Microsoft Learn ff357803; Drivers and Upgrades as
+// Windows Update for Business documents them). A servicing stack update has
+// no classification of its own: since November 2018 they are Security
+// Updates (Microsoft Learn, "Servicing stack updates").
+const (
+	WUClassSecurityUpdates   = "0FA1201D-4330-4FA8-8AE9-B877473B6441"
+	WUClassCriticalUpdates   = "E6CF1350-C01B-414D-A61F-263D14D133B4"
+	WUClassUpdates           = "CD5FFD1E-E932-4E3A-BF74-18BF0B1BBD83"
+	WUClassUpdateRollups     = "28BC880E-0592-4CBF-8F95-C79B17911D5F"
+	WUClassDefinitionUpdates = "E0789628-CE08-4437-BE74-2495B842F43B"
+	WUClassDrivers           = "EBFC1FC5-71A4-4F7B-9ACA-3B9A503104A0"
+	WUClassFeaturePacks      = "B54E7D24-7ADD-428F-8B75-90A396FA584F"
+	WUClassUpgrades          = "3689BDC8-B205-4AF4-8D4A-A63924C5E9D5"
+	WUClassServicePacks      = "68C5B0A3-D1A6-4553-AE49-01D3A7827828"
+	WUClassTools             = "B4832BD8-E735-4761-8DAF-37F882276DAB"
+)
+
+// osClassifications are those an OS servicing stack or cumulative update
+// has: Security Updates (the monthly cumulative update, servicing stacks),
+// Updates (out-of-band and non-security releases), Critical Updates. Not
+// Update Rollups (the Malicious Software Removal Tool, .NET Framework
+// rollups), Definition Updates, Drivers, Feature Packs, Upgrades (feature
+// updates), Service Packs, Tools.
+var osClassifications = []string{WUClassSecurityUpdates, WUClassUpdates, WUClassCriticalUpdates}
+
+// notOSKBs are updates offered every month that are never the OS's: the
+// Malicious Software Removal Tool, Defender's security intelligence and its
+// antimalware platform.
+var notOSKBs = []string{"KB890830", "KB2267602", "KB4052623"}
 
 // SelectWindowsUpdates picks, from what Windows Update offers, only what
 // brings the OS to a newer patch level: servicing stack updates, then the
-// newest cumulative update of the OS. Never "everything available": drivers,
-// feature updates, Defender definitions, .NET Framework updates and preview
-// releases are left to whoever manages the node's other updates. It returns
-// the indexes to install in install order.
+// OS's cumulative update. Never "everything available": drivers, feature
+// updates, Defender definitions, the removal tool and previews are left to
+// whoever manages the node's other updates. It returns the indexes to
+// install in install order.
+//
+// Nothing here reads a title: an update counts when its classification
+// (by category ID) is an OS one, it is software, not optional (BrowseOnly)
+// and not one of notOSKBs. Of those, the cumulative update is the largest
+// download (an OS cumulative update is several times the size of a .NET
+// Framework one, which has the same classification and ships the same day;
+// equal sizes: the newest, then the higher KB); the servicing stack updates
+// are the others that must be installed alone (Exclusive), in the order
+// offered, before it.
 func SelectWindowsUpdates(offered []WUUpdate) []int {
-	var ssu []int
-	lcu := -1
+	var eligible []int
 	for i, u := range offered {
-		t := strings.ToLower(u.Title)
-		if excluded(u, t) {
-			continue
-		}
-		switch {
-		case strings.Contains(t, "servicing stack update"):
-			ssu = append(ssu, i)
-		case strings.Contains(t, "cumulative update for microsoft server operating system"),
-			strings.Contains(t, "cumulative update for windows server"):
-			// Titles begin with the release month ("2024-10 Cumulative Update
-			// …"), so the greatest title is the newest; WU normally offers only
-			// one, the others being superseded.
-			if lcu < 0 || u.Title > offered[lcu].Title {
-				lcu = i
-			}
+		if isOSUpdate(u) {
+			eligible = append(eligible, i)
 		}
 	}
-	sort.Ints(ssu)
-	if lcu >= 0 {
-		return append(ssu, lcu)
+	if len(eligible) == 0 {
+		return nil
 	}
-	return ssu
+	lcu := eligible[0]
+	for _, i := range eligible[1:] {
+		if newerCumulative(offered[i], offered[lcu]) {
+			lcu = i
+		}
+	}
+	var picked []int
+	for _, i := range eligible {
+		if i != lcu && offered[i].Exclusive {
+			picked = append(picked, i)
+		}
+	}
+	return append(picked, lcu)
+}
+
+func isOSUpdate(u WUUpdate) bool {
+	if u.Type == WUTypeDriver || u.BrowseOnly {
+		return false
+	}
+	for _, kb := range u.KBs {
+		if slices.Contains(notOSKBs, normalKB(kb)) {
+			return false
+		}
+	}
+	return slices.Contains(osClassifications, classification(u))
+}
+
+// classification is the update's classification category ID, "" when it
+// carries none known.
+func classification(u WUUpdate) string {
+	for _, id := range u.CategoryIDs {
+		id = strings.ToUpper(strings.Trim(strings.TrimSpace(id), "{}"))
+		if slices.Contains(knownClassifications, id) {
+			return id
+		}
+	}
+	return ""
+}
+
+var knownClassifications = []string{
+	WUClassSecurityUpdates, WUClassCriticalUpdates, WUClassUpdates, WUClassUpdateRollups,
+	WUClassDefinitionUpdates, WUClassDrivers, WUClassFeaturePacks, WUClassUpgrades,
+	WUClassServicePacks, WUClassTools,
+}
+
+// newerCumulative: a is rather the OS's cumulative update than b.
+func newerCumulative(a, b WUUpdate) bool {
+	if a.Size != b.Size {
+		return a.Size > b.Size
+	}
+	if !a.Published.Equal(b.Published) {
+		return a.Published.After(b.Published)
+	}
+	return highestKB(a) > highestKB(b)
+}
+
+func highestKB(u WUUpdate) int {
+	high := 0
+	for _, kb := range u.KBs {
+		if n, err := strconv.Atoi(strings.TrimPrefix(normalKB(kb), "KB")); err == nil && n > high {
+			high = n
+		}
+	}
+	return high
+}
+
+// normalKB spells a KB ID as the pool does: "KB5044281".
+func normalKB(kb string) string {
+	return "KB" + strings.TrimPrefix(strings.ToUpper(strings.TrimSpace(kb)), "KB")
 }
 
 // SelectPinnedUpdates picks the offered updates a pool pins by KB ID (its
@@ -62,7 +179,7 @@ func SelectPinnedUpdates(offered []WUUpdate, kbs []string) ([]int, error) {
 	var all []string
 	for i, u := range offered {
 		for _, kb := range u.KBs {
-			id := "KB" + strings.TrimPrefix(strings.ToUpper(strings.TrimSpace(kb)), "KB")
+			id := normalKB(kb)
 			if _, dup := byKB[id]; !dup {
 				byKB[id] = i
 				all = append(all, id)
@@ -85,21 +202,6 @@ func SelectPinnedUpdates(offered []WUUpdate, kbs []string) ([]int, error) {
 			"approve them in WSUS for this node's group, or check that they apply to this build", strings.Join(kbs, ", "), offers)
 	}
 	return picked, nil
-}
-
-func excluded(u WUUpdate, lowerTitle string) bool {
-	for _, w := range []string{".net framework", "preview", "feature update", "dynamic update"} {
-		if strings.Contains(lowerTitle, w) {
-			return true
-		}
-	}
-	for _, c := range u.Categories {
-		switch strings.ToLower(c) {
-		case "drivers", "definition updates", "feature packs", "upgrades":
-			return true
-		}
-	}
-	return false
 }
 
 // Windows Update Agent OperationResultCode values (IInstallationResult.ResultCode).

@@ -58,10 +58,14 @@ const (
 	// load balancer yet: minutes on Windows Server 2019 with thousands of
 	// Services); the API server's own address, the kubelet's, does.
 	FaultSlowAPI Fault = "slow-api"
+	// FaultSourceUnreachable: no update source answers the machine (a
+	// proxy or firewall in the way, WSUS down): the agent's preflight
+	// blocks the node before it is cordoned.
+	FaultSourceUnreachable Fault = "source-unreachable"
 )
 
 // knownFaults are the faults --host-faults accepts.
-var knownFaults = []Fault{FaultHNSChurn, FaultReadErrors, FaultPendingRenames, FaultOvershoot, FaultUndershoot, FaultRebootUnknown, FaultAgentRestart, FaultSSUFirst, FaultRuntimeCrashloop, FaultSlowAPI}
+var knownFaults = []Fault{FaultHNSChurn, FaultReadErrors, FaultPendingRenames, FaultOvershoot, FaultUndershoot, FaultRebootUnknown, FaultAgentRestart, FaultSSUFirst, FaultRuntimeCrashloop, FaultSlowAPI, FaultSourceUnreachable}
 
 // How far FaultOvershoot and FaultUndershoot miss the revision asked for.
 const (
@@ -87,6 +91,9 @@ func (f Faults) shape(node string, o *fake.Options) {
 		o.Lands = func(t host.Build) host.Build { t.UBR = max(t.UBR-undershootBy, 0); return t }
 	case f.On(FaultOvershoot, node):
 		o.Lands = func(t host.Build) host.Build { t.UBR += overshootBy; return t }
+	}
+	if f.On(FaultSourceUnreachable, node) {
+		o.SourceUnreachable = "dial tcp: connect: connection timed out (simulated: source-unreachable)"
 	}
 	if f.On(FaultRuntimeCrashloop, node) {
 		o.RuntimeCrashLoops = true

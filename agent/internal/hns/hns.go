@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
+	"time"
 
 	"winpool.dev/agent/internal/host"
 )
@@ -92,34 +94,155 @@ func Select(nets []Network, configured string) (Network, bool, error) {
 // lower case ("overlay", "l2bridge", "l2tunnel").
 func Mode(n Network) string { return strings.ToLower(n.Type) }
 
-// Count counts as kube-proxy winkernel programs them: every HNS load
-// balancer on the host, and the remote endpoints of kube-proxy's network
-// (none while there is no such network).
-func Count(api API, configured string) (host.HNSCounts, error) {
-	var c host.HNSCounts
-	lbs, err := api.LoadBalancers()
-	if err != nil {
-		return c, fmt.Errorf("listing HNS load balancers: %w", err)
-	}
-	c.LoadBalancers = lbs
+// Snapshot is one reading of HNS: kube-proxy's network (or why there is
+// none) and, when counted, what kube-proxy winkernel has programmed.
+type Snapshot struct {
+	// ListErr: listing the networks failed; nothing else is known.
+	ListErr error
+	// Network is kube-proxy's network when Found; Problem says why the
+	// choice is ambiguous (Select's error).
+	Network Network
+	Found   bool
+	Problem error
+	// Counts, as kube-proxy winkernel programs them: every HNS load balancer
+	// on the host and the remote endpoints of Network (none while there is no
+	// such network). CountErr: why they could not be counted.
+	Counts   host.HNSCounts
+	CountErr error
+}
+
+// Read takes one Snapshot: it lists the networks once, the load balancers
+// once and the endpoints of kube-proxy's network once (none of the last two
+// when the networks cannot be listed or the choice is ambiguous, nor the
+// endpoints when there is no such network).
+func Read(api API, configured string) Snapshot {
+	s := readNetworks(api, configured)
+	s.count(api)
+	return s
+}
+
+// readNetworks lists the networks and picks kube-proxy's.
+func readNetworks(api API, configured string) Snapshot {
+	var s Snapshot
 	nets, err := api.Networks()
 	if err != nil {
-		return c, fmt.Errorf("listing HNS networks: %w", err)
+		s.ListErr = err
+		return s
 	}
-	n, ok, err := Select(nets, configured)
-	if err != nil || !ok {
-		return c, err
+	s.Network, s.Found, s.Problem = Select(nets, configured)
+	return s
+}
+
+// count counts what is programmed, on the networks s already listed.
+func (s *Snapshot) count(api API) {
+	s.Counts, s.CountErr = host.HNSCounts{}, nil
+	switch {
+	case s.ListErr != nil:
+		s.CountErr = fmt.Errorf("listing HNS networks: %w", s.ListErr)
+		return
+	case s.Problem != nil:
+		s.CountErr = s.Problem
+		return
 	}
-	eps, err := api.Endpoints(n.ID)
+	lbs, err := api.LoadBalancers()
 	if err != nil {
-		return c, fmt.Errorf("listing the endpoints of HNS network %q: %w", n.Name, err)
+		s.CountErr = fmt.Errorf("listing HNS load balancers: %w", err)
+		return
+	}
+	s.Counts.LoadBalancers = lbs
+	if !s.Found {
+		return
+	}
+	eps, err := api.Endpoints(s.Network.ID)
+	if err != nil {
+		s.Counts = host.HNSCounts{}
+		s.CountErr = fmt.Errorf("listing the endpoints of HNS network %q: %w", s.Network.Name, err)
+		return
 	}
 	for _, ep := range eps {
 		if ep.Remote {
-			c.RemoteEndpoints++
+			s.Counts.RemoteEndpoints++
 		}
 	}
-	return c, nil
+}
+
+// CNI is what the Node reports of kube-proxy's network: its mode (Mode),
+// why it is ambiguous, or why HNS could not be read; all "" while there is
+// no such network yet.
+func (s Snapshot) CNI() (mode, problem, readErr string) {
+	switch {
+	case s.ListErr != nil:
+		return "", "", "listing HNS networks: " + s.ListErr.Error()
+	case s.Problem != nil:
+		return "", s.Problem.Error(), ""
+	case s.Found:
+		return Mode(s.Network), "", ""
+	}
+	return "", "", ""
+}
+
+// Count counts as kube-proxy winkernel programs them: every HNS load
+// balancer on the host, and the remote endpoints of kube-proxy's network
+// (none while there is no such network). One Read.
+func Count(api API, configured string) (host.HNSCounts, error) {
+	s := Read(api, configured)
+	return s.Counts, s.CountErr
+}
+
+// Reader is how the host reads HNS once per agent tick: the agent observes
+// the host (kube-proxy's network, Network) and then counts (Counts) back to
+// back, and may observe again while it decides. One listing of the networks
+// serves every call within maxAge of it; Counts lists the load balancers and
+// the endpoints of kube-proxy's network once per call. So a tick lists each
+// of the three once, where separate reads would list the networks two or
+// three times.
+type Reader struct {
+	api        API
+	configured string
+	maxAge     time.Duration
+	now        func() time.Time
+
+	mu   sync.Mutex
+	last Snapshot
+	at   time.Time
+	have bool
+}
+
+// ReuseFor is how long a listing of the networks serves: longer than the
+// agent takes from its observation to its count, far shorter than its tick.
+const ReuseFor = 2 * time.Second
+
+// NewReader reads api for kube-proxy's network named configured ("" to
+// recognize it), reusing a listing of the networks for maxAge.
+func NewReader(api API, configured string, maxAge time.Duration) *Reader {
+	return &Reader{api: api, configured: configured, maxAge: maxAge, now: time.Now}
+}
+
+// Network is kube-proxy's network, from a listing younger than maxAge or a
+// new one (Counts is not set).
+func (r *Reader) Network() Snapshot {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.networks()
+}
+
+// Counts counts what kube-proxy has programmed, on the networks listed
+// within maxAge (by Network, typically) or listed now.
+func (r *Reader) Counts() (host.HNSCounts, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.networks()
+	s.count(r.api)
+	return s.Counts, s.CountErr
+}
+
+func (r *Reader) networks() Snapshot {
+	now := r.now()
+	if r.have && now.Sub(r.at) >= 0 && now.Sub(r.at) < r.maxAge {
+		return r.last
+	}
+	r.last, r.at, r.have = readNetworks(r.api, r.configured), now, true
+	return r.last
 }
 
 func isPodNetworkType(t string) bool {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"winpool.dev/agent/internal/host"
 )
@@ -73,4 +74,167 @@ func TestCount(t *testing.T) {
 	if _, err := Count(f, ""); err == nil || !strings.Contains(err.Error(), "HNS is not running") {
 		t.Errorf("HNS down: err = %v, want it passed on", err)
 	}
+}
+
+// counting is an API that counts the calls of each list.
+type counting struct {
+	API
+	networks, lbs, endpoints int
+}
+
+func (c *counting) Networks() ([]Network, error) { c.networks++; return c.API.Networks() }
+func (c *counting) LoadBalancers() (int, error)  { c.lbs++; return c.API.LoadBalancers() }
+func (c *counting) Endpoints(id string) ([]Endpoint, error) {
+	c.endpoints++
+	return c.API.Endpoints(id)
+}
+
+func (c *counting) calls() [3]int { return [3]int{c.networks, c.lbs, c.endpoints} }
+
+// failing fails one of the lists.
+type failing struct {
+	*Fake
+	networks, lbs, endpoints error
+}
+
+func (f failing) Networks() ([]Network, error) {
+	if f.networks != nil {
+		return nil, f.networks
+	}
+	return f.Fake.Networks()
+}
+func (f failing) LoadBalancers() (int, error) {
+	if f.lbs != nil {
+		return 0, f.lbs
+	}
+	return f.Fake.LoadBalancers()
+}
+func (f failing) Endpoints(id string) ([]Endpoint, error) {
+	if f.endpoints != nil {
+		return nil, f.endpoints
+	}
+	return f.Fake.Endpoints(id)
+}
+
+// One Read lists the networks, the load balancers and kube-proxy's
+// network's endpoints once each (fewer when there is nothing to count), and
+// its snapshot carries both what Observe reports (CNI) and the counts.
+func TestReadListsEachOnce(t *testing.T) {
+	vxlan := Network{ID: "v", Name: "vxlan0", Type: "Overlay"}
+	ext := Network{ID: "e", Name: "ext", Type: "L2Bridge"}
+	hnsFake := func(nets ...Network) *Fake {
+		return &Fake{Nets: nets, LBs: 42, EndpointsByID: map[string][]Endpoint{
+			"v": {{Remote: true}, {Remote: false}, {Remote: true}, {Remote: true}},
+			"e": {{Remote: true}, {Remote: true}},
+		}}
+	}
+	down := errors.New("HNS is not running")
+	for _, tc := range []struct {
+		name       string
+		api        API
+		configured string
+		mode       string
+		problem    string
+		readErr    string
+		counts     host.HNSCounts
+		countErr   string
+		calls      [3]int // networks, load balancers, endpoints
+	}{
+		{"kube-proxy's network found: everything listed once", hnsFake(ext, vxlan), "", "overlay", "", "",
+			host.HNSCounts{LoadBalancers: 42, RemoteEndpoints: 3}, "", [3]int{1, 1, 1}},
+		{"KUBE_NETWORK names it", hnsFake(ext, vxlan), "ext", "l2bridge", "", "",
+			host.HNSCounts{LoadBalancers: 42, RemoteEndpoints: 2}, "", [3]int{1, 1, 1}},
+		{"no network yet: no endpoints to list", hnsFake(ext), "", "", "", "",
+			host.HNSCounts{LoadBalancers: 42}, "", [3]int{1, 1, 0}},
+		{"ambiguous: nothing counted", hnsFake(Network{ID: "1", Name: "a", Type: "Overlay"}, Network{ID: "2", Name: "b", Type: "L2Bridge"}), "",
+			"", "set KUBE_NETWORK", "", host.HNSCounts{}, "set KUBE_NETWORK", [3]int{1, 0, 0}},
+		{"networks cannot be listed", failing{Fake: hnsFake(vxlan), networks: down}, "", "", "", "listing HNS networks: HNS is not running",
+			host.HNSCounts{}, "listing HNS networks: HNS is not running", [3]int{1, 0, 0}},
+		{"load balancers cannot be listed: the network is still known", failing{Fake: hnsFake(vxlan), lbs: down}, "", "overlay", "", "",
+			host.HNSCounts{}, "listing HNS load balancers: HNS is not running", [3]int{1, 1, 0}},
+		{"endpoints cannot be listed", failing{Fake: hnsFake(vxlan), endpoints: down}, "", "overlay", "", "",
+			host.HNSCounts{}, `listing the endpoints of HNS network "vxlan0": HNS is not running`, [3]int{1, 1, 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			api := &counting{API: tc.api}
+			s := Read(api, tc.configured)
+			mode, problem, readErr := s.CNI()
+			if mode != tc.mode || !contains(problem, tc.problem) || readErr != tc.readErr {
+				t.Errorf("CNI = %q, %q, %q; want %q, %q, %q", mode, problem, readErr, tc.mode, tc.problem, tc.readErr)
+			}
+			if s.Counts != tc.counts || !containsErr(s.CountErr, tc.countErr) {
+				t.Errorf("counts = %+v, %v; want %+v, %q", s.Counts, s.CountErr, tc.counts, tc.countErr)
+			}
+			if api.calls() != tc.calls {
+				t.Errorf("lists called (networks, load balancers, endpoints) %v times, want %v", api.calls(), tc.calls)
+			}
+		})
+	}
+}
+
+// The agent's tick observes (Network), counts (Counts) and may observe
+// again while it decides: one listing of each per tick. The next tick, past
+// ReuseFor, lists again; so does a count with no observation before it.
+func TestReaderListsEachOncePerTick(t *testing.T) {
+	f := &Fake{
+		Nets:          []Network{{ID: "e", Name: "ext", Type: "L2Bridge"}, {ID: "v", Name: "vxlan0", Type: "Overlay"}},
+		LBs:           7,
+		EndpointsByID: map[string][]Endpoint{"v": {{Remote: true}, {Remote: true}}},
+	}
+	api := &counting{API: f}
+	now := time.Unix(1_700_000_000, 0)
+	r := NewReader(api, "", ReuseFor)
+	r.now = func() time.Time { return now }
+
+	tick := func() {
+		if mode, _, _ := r.Network().CNI(); mode != "overlay" {
+			t.Fatalf("mode = %q, want overlay", mode)
+		}
+		now = now.Add(50 * time.Millisecond)
+		if c, err := r.Counts(); err != nil || c != (host.HNSCounts{LoadBalancers: 7, RemoteEndpoints: 2}) {
+			t.Fatalf("Counts = %+v, %v", c, err)
+		}
+		now = now.Add(300 * time.Millisecond)
+		r.Network() // the decision's own observation
+	}
+	tick()
+	if got, want := api.calls(), [3]int{1, 1, 1}; got != want {
+		t.Errorf("one tick listed (networks, load balancers, endpoints) %v times, want %v", got, want)
+	}
+	now = now.Add(15 * time.Second)
+	tick()
+	if got, want := api.calls(), [3]int{2, 2, 2}; got != want {
+		t.Errorf("two ticks listed %v times, want %v", got, want)
+	}
+	now = now.Add(15 * time.Second)
+	f.LBs = 8
+	if c, err := r.Counts(); err != nil || c.LoadBalancers != 8 {
+		t.Errorf("a count with no observation before it = %+v, %v; want a new reading", c, err)
+	}
+	if got, want := api.calls(), [3]int{3, 3, 3}; got != want {
+		t.Errorf("after a lone count: %v, want %v", got, want)
+	}
+	// A failed listing is not retried within the tick either.
+	now = now.Add(15 * time.Second)
+	f.Err = errors.New("HNS is not running")
+	if _, _, readErr := r.Network().CNI(); readErr == "" {
+		t.Error("HNS down: Network reports no read error")
+	}
+	if _, err := r.Counts(); err == nil || !strings.Contains(err.Error(), "HNS is not running") {
+		t.Errorf("HNS down: Counts err = %v", err)
+	}
+	if got, want := api.calls(), [3]int{4, 3, 3}; got != want {
+		t.Errorf("HNS down: %v, want %v", got, want)
+	}
+}
+
+func contains(s, sub string) bool {
+	return sub == "" && s == "" || sub != "" && strings.Contains(s, sub)
+}
+
+func containsErr(err error, sub string) bool {
+	if err == nil {
+		return sub == ""
+	}
+	return sub != "" && strings.Contains(err.Error(), sub)
 }

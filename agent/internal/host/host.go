@@ -248,6 +248,27 @@ type RuntimeRequest struct {
 	Archive *config.Archive
 }
 
+// PreflightFindings is what the host's read-only checks for an update
+// found: facts, judged by decide.Preflight. Nothing is changed on the host.
+type PreflightFindings struct {
+	// Sources: each place the update would be fetched from (a package's URL
+	// or path, the WSUS server the node's policy names, or Windows Update),
+	// in install order, and whether it answered.
+	Sources []SourceCheck
+	// SystemDrive is where servicing stages and installs ("C:").
+	SystemDrive string
+	// FreeBytes on SystemDrive; -1 when it could not be read.
+	FreeBytes int64
+}
+
+// SourceCheck is one update source as the host reached it.
+type SourceCheck struct {
+	// Name: the URL, path or server, as a person would look it up.
+	Name string
+	// Err says why it could not be reached; "" when it answered.
+	Err string
+}
+
 // HNSCounts is what HNS has programmed, counted as kube-proxy winkernel does.
 type HNSCounts struct {
 	LoadBalancers   int
@@ -296,6 +317,9 @@ type Host interface {
 	UpgradeContainerd(ctx context.Context, req RuntimeRequest) error
 	// Reboot starts a reboot and returns; the caller then waits to be stopped.
 	Reboot(ctx context.Context, reason string) error
+	// Preflight checks, without changing anything, what installing req
+	// would need of the host: its sources answer, room on the system drive.
+	Preflight(ctx context.Context, req UpdateRequest) PreflightFindings
 	LoadState() (State, error)
 	SaveState(State) error
 }

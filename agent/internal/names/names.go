@@ -22,6 +22,20 @@ const (
 	AnnCSIProxyHost    = "winpool.dev/csi-proxy-host"
 	AnnHNSLoadBalancer = "winpool.dev/hns-load-balancers"
 	AnnHNSEndpoints    = "winpool.dev/hns-endpoints"
+	// AnnPreflight is the agent's read-only checks of its host for the
+	// revision AnnPreflightRevision names (the pool's target, before the
+	// operator starts the node): PreflightReady, or PreflightBlocked and
+	// the reasons. The operator cordons only a node whose preflight passed
+	// for the revision it starts it with (src/api.rs ANN_PREFLIGHT).
+	AnnPreflight         = "winpool.dev/preflight"
+	AnnPreflightRevision = "winpool.dev/preflight-revision"
+	PreflightReady       = "Ready"
+	PreflightBlocked     = "Blocked: "
+
+	// LabelTarget marks the revision ConfigMap of a pool's target revision
+	// (value "true"; the operator moves it when the spec changes): what the
+	// agents preflight before any node of theirs is started.
+	LabelTarget = "winpool.dev/target"
 
 	// AnnStartedAt is written by the operator when it starts a node's update
 	// (again on every retry) and only read by the agent: a report is the

@@ -20,6 +20,9 @@ const (
 	ExitRebootRequired = 3010
 	// ExitInstallFailed is a generic servicing failure (0x800F0922).
 	ExitInstallFailed = 0x800F0922
+	// ExitSourceUnreachable: the update could not be downloaded
+	// (0x80072EE2, ERROR_INTERNET_TIMEOUT).
+	ExitSourceUnreachable = 0x80072EE2
 )
 
 // Options is the machine at first boot and how it behaves.
@@ -69,6 +72,11 @@ type Options struct {
 	// RuntimeRunning the task never finishes; with RuntimeRolledBack or
 	// RuntimeFailed containerd keeps its version.
 	RuntimeUpgrade func(req host.RuntimeRequest) host.RuntimePhase
+	// SourceUnreachable, when set, is why no update source answers this
+	// machine (a proxy or firewall in the way, WSUS down).
+	SourceUnreachable string
+	// FreeBytes on C: (0: 64 GiB).
+	FreeBytes int64
 }
 
 // Host is a simulated machine. Safe for concurrent use.
@@ -165,7 +173,11 @@ func (h *Host) StartUpdate(ctx context.Context, req host.UpdateRequest) error {
 func (h *Host) service(task *host.UpdateTask, target host.Build) {
 	time.Sleep(h.o.InstallDuration)
 	code := ExitRebootRequired
-	if h.o.InstallExitCode != nil {
+	switch {
+	case h.o.SourceUnreachable != "":
+		// The download cannot start: WinHTTP's timeout, as servicing returns it.
+		code = ExitSourceUnreachable
+	case h.o.InstallExitCode != nil:
 		code = h.o.InstallExitCode(target)
 	}
 	h.mu.Lock()
@@ -229,6 +241,31 @@ func (h *Host) decideSwap(req host.RuntimeRequest, phase host.RuntimePhase) {
 		}
 		h.runtimeTask.Message = "simulated: containerd " + req.Version + " did not start"
 	}
+}
+
+// defaultFreeBytes is the room on a simulated C: with nothing else said.
+const defaultFreeBytes = 64 << 30
+
+// Preflight finds each source of req reachable unless Options.SourceUnreachable
+// says otherwise, and the room Options.FreeBytes gives.
+func (h *Host) Preflight(ctx context.Context, req host.UpdateRequest) host.PreflightFindings {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	f := host.PreflightFindings{SystemDrive: "C:", FreeBytes: h.o.FreeBytes}
+	if f.FreeBytes == 0 {
+		f.FreeBytes = defaultFreeBytes
+	}
+	names := []string{"Windows Update"}
+	if len(req.Packages) > 0 {
+		names = names[:0]
+		for _, p := range req.Packages {
+			names = append(names, p.Name())
+		}
+	}
+	for _, n := range names {
+		f.Sources = append(f.Sources, host.SourceCheck{Name: n, Err: h.o.SourceUnreachable})
+	}
+	return f
 }
 
 func (h *Host) Reboot(ctx context.Context, reason string) error {

@@ -38,7 +38,9 @@ type Host struct {
 	o          Options
 	state      stateFile
 	containerd string
-	hns        hns.API
+	// hns reads HNS once per agent tick: Observe lists the networks, HNS
+	// (called right after it) counts on that listing (hns.Reader).
+	hns *hns.Reader
 }
 
 var _ host.Host = (*Host)(nil)
@@ -56,7 +58,8 @@ func New(o Options) (host.Host, error) {
 	if err := secureStateDir(dir); err != nil {
 		return nil, err
 	}
-	return &Host{o: o, state: stateFile{path: filepath.Join(dir, "state.json")}, containerd: o.Containerd, hns: hcnAPI{}}, nil
+	return &Host{o: o, state: stateFile{path: filepath.Join(dir, "state.json")}, containerd: o.Containerd,
+		hns: hns.NewReader(hcnAPI{}, o.KubeNetwork, hns.ReuseFor)}, nil
 }
 
 // Observe reads the build, the reboot-pending signals, containerd's version,
@@ -89,13 +92,7 @@ func (h *Host) Observe(ctx context.Context) (host.Observed, error) {
 	if obs.UpdateTask, err = h.servicingResult(); err != nil {
 		return obs, err
 	}
-	if nets, err := h.hns.Networks(); err != nil {
-		obs.CNIReadError = "listing HNS networks: " + err.Error()
-	} else if n, ok, err := hns.Select(nets, h.o.KubeNetwork); err != nil {
-		obs.CNIProblem = err.Error()
-	} else if ok {
-		obs.CNIMode = hns.Mode(n)
-	}
+	obs.CNIMode, obs.CNIProblem, obs.CNIReadError = h.hns.Network().CNI()
 	if obs.CSIProxyHost, err = csiProxyHost(ctx); err != nil {
 		return obs, fmt.Errorf("reading the CSI Proxy service (%s): %w", strings.Join(csiProxyServices, " or "), err)
 	}
@@ -253,8 +250,11 @@ func (h *Host) containerdBinary() string {
 	return ""
 }
 
+// HNS counts the load balancers and kube-proxy's remote endpoints, on the
+// networks Observe listed just before (within hns.ReuseFor), so one agent
+// tick lists each of HNS's networks, load balancers and endpoints once.
 func (h *Host) HNS(ctx context.Context) (host.HNSCounts, error) {
-	return hns.Count(h.hns, h.o.KubeNetwork)
+	return h.hns.Counts()
 }
 
 // Reboot asks Windows for a planned restart with reason "Operating System:

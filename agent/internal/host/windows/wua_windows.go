@@ -5,8 +5,11 @@ package windows
 import (
 	"context"
 	"fmt"
+	"math"
 	"runtime"
 	"strings"
+	"time"
+	"unsafe"
 
 	ole "github.com/go-ole/go-ole"
 	"github.com/go-ole/go-ole/oleutil"
@@ -45,12 +48,12 @@ func installFromWindowsUpdate(ctx context.Context, req host.UpdateRequest) (host
 	}
 	defer session.Release()
 	wu.put(session, "ClientApplicationID", "winpool-agent")
-	// Titles and category names come in the session's locale, which is the
-	// server's display language: a German or Japanese server would offer no
-	// title SelectWindowsUpdates knows. IUpdateSession2.UserLocale asks for
-	// English (LCID 1033). A Windows Update Agent too old to have it keeps the server's
-	// language; KB pins (os.updates.kbs) match whatever the language.
-	// Not fatal when it fails: only the title matching depends on it.
+	// Nothing is selected by a title or a category name (they come in the
+	// server's display language): decide.SelectWindowsUpdates reads category
+	// IDs, KB IDs, flags and sizes. English (IUpdateSession2.UserLocale, LCID
+	// 1033) only makes the titles in the agent's messages readable to the
+	// operator; a Windows Update Agent without it keeps the server's
+	// language, which selects the same updates.
 	_, _ = oleutil.PutProperty(session, "UserLocale", uint32(1033))
 
 	searcher := wu.call(session, "CreateUpdateSearcher")
@@ -64,16 +67,7 @@ func installFromWindowsUpdate(ctx context.Context, req host.UpdateRequest) (host
 	items := make([]*ole.IDispatch, 0, n)
 	for i := 0; i < n && wu.err == nil; i++ {
 		item := wu.get(updates, "Item", i)
-		u := decide.WUUpdate{Title: wu.str(item, "Title")}
-		cats := wu.get(item, "Categories")
-		for j := 0; j < wu.int(cats, "Count") && wu.err == nil; j++ {
-			u.Categories = append(u.Categories, wu.str(wu.get(cats, "Item", j), "Name"))
-		}
-		kbs := wu.get(item, "KBArticleIDs")
-		for j := 0; j < wu.int(kbs, "Count") && wu.err == nil; j++ {
-			u.KBs = append(u.KBs, wu.strItem(kbs, j))
-		}
-		offered = append(offered, u)
+		offered = append(offered, wu.describe(item))
 		items = append(items, item)
 	}
 	if wu.err != nil {
@@ -93,11 +87,39 @@ func installFromWindowsUpdate(ctx context.Context, req host.UpdateRequest) (host
 			titles = append(titles, u.Title)
 		}
 		return host.UpdateResult{}, fmt.Errorf("Windows Update offers no servicing stack or cumulative update for this host (offered: %s); "+
-			"with WSUS, approve the cumulative update that reaches %s for this node's group", orNone(titles), req.Target)
+			"with WSUS, approve the cumulative update that reaches %s for this node's group, or pin it by KB ID (os.updates.kbs)", orNone(titles), req.Target)
 	}
 
 	return wu.installChosen(ctx, session, offered, items, chosen)
 }
+
+// describe reads, of one IUpdate, what decide.SelectWindowsUpdates selects by
+// (none of it language-dependent) and its title for messages.
+func (w *wuCalls) describe(item *ole.IDispatch) decide.WUUpdate {
+	u := decide.WUUpdate{
+		Title:     w.str(item, "Title"),
+		Type:      w.int(item, "Type"),
+		Size:      w.decimal(item, "MaxDownloadSize"),
+		Published: w.time(item, "LastDeploymentChangeTime"),
+		// IUpdate3: every Windows Update Agent of a supported Windows has
+		// it; unknown reads as not optional.
+		BrowseOnly: w.optBool(item, "BrowseOnly"),
+	}
+	cats := w.get(item, "Categories")
+	for j := 0; j < w.int(cats, "Count") && w.err == nil; j++ {
+		u.CategoryIDs = append(u.CategoryIDs, w.str(w.get(cats, "Item", j), "CategoryID"))
+	}
+	kbs := w.get(item, "KBArticleIDs")
+	for j := 0; j < w.int(kbs, "Count") && w.err == nil; j++ {
+		u.KBs = append(u.KBs, w.strItem(kbs, j))
+	}
+	u.Exclusive = w.int(w.get(item, "InstallationBehavior"), "Impact") == iiRequiresExclusiveHandling
+	return u
+}
+
+// iiRequiresExclusiveHandling is InstallationImpact's value for an update
+// that cannot be installed in the same call as any other.
+const iiRequiresExclusiveHandling = 2
 
 // installChosen installs the chosen updates, in that order, and folds their
 // results into one. One update per download and install, servicing stack
@@ -256,6 +278,70 @@ func (w *wuCalls) str(d *ole.IDispatch, name string) string {
 func (w *wuCalls) bool(d *ole.IDispatch, name string) bool {
 	b, _ := w.prop(d, name).(bool)
 	return b
+}
+
+// optBool is a boolean property an older interface may lack: false, and no
+// error, when it cannot be read.
+func (w *wuCalls) optBool(d *ole.IDispatch, name string) bool {
+	if w.err != nil || d == nil {
+		return false
+	}
+	v, err := oleutil.GetProperty(d, name)
+	if err != nil {
+		return false
+	}
+	b, _ := v.Value().(bool)
+	return b
+}
+
+// time is a DATE property (VT_DATE); the zero time when it is not one.
+func (w *wuCalls) time(d *ole.IDispatch, name string) time.Time {
+	t, _ := w.prop(d, name).(time.Time)
+	return t
+}
+
+// decimal is a DECIMAL property (VT_DECIMAL, as IUpdate's download sizes
+// are), which go-ole does not convert: a DECIMAL fills the VARIANT, its scale
+// in byte 2, its sign in byte 3, the high 32 bits of its 96-bit value in
+// bytes 4-7 and the low 64 in the VARIANT's value. 0 when it is not one or is
+// negative; the largest int64 when it does not fit.
+func (w *wuCalls) decimal(d *ole.IDispatch, name string) int64 {
+	v := w.value(d, name, func() (*ole.VARIANT, error) { return oleutil.GetProperty(d, name) })
+	if v == nil {
+		return 0
+	}
+	switch v.VT {
+	case ole.VT_DECIMAL:
+		raw := (*[16]byte)(unsafe.Pointer(v))
+		scale, negative := raw[2], raw[3]&0x80 != 0
+		high := uint32(raw[4]) | uint32(raw[5])<<8 | uint32(raw[6])<<16 | uint32(raw[7])<<24
+		low := uint64(v.Val)
+		if negative {
+			return 0
+		}
+		if high != 0 || low > math.MaxInt64 {
+			return math.MaxInt64
+		}
+		n := int64(low)
+		for ; scale > 0; scale-- {
+			n /= 10
+		}
+		return n
+	case ole.VT_I8, ole.VT_I4, ole.VT_UI4, ole.VT_UI8, ole.VT_R8:
+		switch x := v.Value().(type) {
+		case int64:
+			return x
+		case int32:
+			return int64(x)
+		case uint32:
+			return int64(x)
+		case uint64:
+			return int64(min(x, math.MaxInt64))
+		case float64:
+			return int64(x)
+		}
+	}
+	return 0
 }
 
 func orNone(list []string) string {

@@ -1,0 +1,107 @@
+package agent
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"winpool.dev/agent/internal/config"
+	"winpool.dev/agent/internal/host/fake"
+	"winpool.dev/agent/internal/names"
+)
+
+// targetConfigMap is c's revision ConfigMap as the operator marks its pool's
+// target.
+func targetConfigMap(c config.Revision) *corev1.ConfigMap {
+	cm := revisionConfigMap(c)
+	cm.Labels = map[string]string{names.LabelPool: c.Pool, names.LabelRevision: c.Revision, names.LabelTarget: "true"}
+	return cm
+}
+
+// idleNode is a node of the pool that the operator has not started.
+func idleNode() *corev1.Node {
+	return testNodeObject(map[string]string{names.LabelPool: testPool, "kubernetes.io/os": "windows"}, nil)
+}
+
+func TestThePreflightOfThePoolsTargetRidesTheAgentsFirstReport(t *testing.T) {
+	h := newHarness(t, fake.New(behindHost()), idleNode(), targetConfigMap(revisionR1()))
+	h.start(h.options())
+	eventually(t, "a preflight", func() bool { return h.annotation(names.AnnPreflightRevision) == "r1" })
+
+	if got := h.annotation(names.AnnPreflight); got != names.PreflightReady {
+		t.Errorf("preflight %q, want Ready", got)
+	}
+	patches := h.annotationPatches()
+	if len(patches) != 1 {
+		t.Fatalf("%d Node writes, want the first report alone to carry the preflight: %v", len(patches), patches)
+	}
+	if v := patches[0][names.AnnAgentVersion]; v == nil || *v != testVersion {
+		t.Errorf("the preflight's write does not carry the agent's first report: %v", patches[0])
+	}
+	if h.annotation(names.AnnApplyStatus) != "" {
+		t.Errorf("a preflight touched the apply status: %q", h.annotation(names.AnnApplyStatus))
+	}
+	h.assertOnlyAgentWrites()
+}
+
+func TestAnUnreachableUpdateSourceBlocksThePreflightAndSaysWhich(t *testing.T) {
+	o := behindHost()
+	o.SourceUnreachable = "dial tcp 10.1.2.3:8530: i/o timeout"
+	fh := fake.New(o)
+	h := newHarness(t, fh, idleNode(), targetConfigMap(revisionR1()))
+	h.start(h.options())
+	eventually(t, "a preflight", func() bool { return h.annotation(names.AnnPreflightRevision) == "r1" })
+
+	got := h.annotation(names.AnnPreflight)
+	if !strings.HasPrefix(got, names.PreflightBlocked) || !strings.Contains(got, "Windows Update") || !strings.Contains(got, "i/o timeout") {
+		t.Errorf("preflight %q, want Blocked naming the source and the error", got)
+	}
+	if m := fh.Machine(); m.Installs != 0 || m.Reboots != 0 {
+		t.Errorf("a preflight changed the host: %d installs, %d reboots", m.Installs, m.Reboots)
+	}
+}
+
+func TestThePreflightFollowsThePoolsTarget(t *testing.T) {
+	r2 := revisionR1()
+	r2.Revision, r2.PatchLevel = "r2", "10.0.20348.2800"
+	h := newHarness(t, fake.New(behindHost()), idleNode(), targetConfigMap(revisionR1()))
+	h.start(h.options())
+	eventually(t, "a preflight of r1", func() bool { return h.annotation(names.AnnPreflightRevision) == "r1" })
+
+	// The operator moves the mark: r1 loses it, r2 is created with it.
+	cms := h.client.CoreV1().ConfigMaps(testNamespace)
+	old, err := cms.Get(context.Background(), names.ConfigMapName(testPool, "r1"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(old.Labels, names.LabelTarget)
+	if _, err := cms.Update(context.Background(), old, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cms.Create(context.Background(), targetConfigMap(r2), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a preflight of r2", func() bool { return h.annotation(names.AnnPreflightRevision) == "r2" })
+	if got := h.annotation(names.AnnPreflight); got != names.PreflightReady {
+		t.Errorf("preflight %q, want Ready", got)
+	}
+}
+
+func TestANodeStartedWithTheTargetIsNotPreflighted(t *testing.T) {
+	h := newHarness(t, fake.New(compliantHost()), requestedR1(), targetConfigMap(revisionR1()))
+	h.start(h.options())
+	h.waitStatus(names.StatusSucceeded)
+	// A pass that starts after the report (a kubelet label moves) has run
+	// any preflight there was to run and written it.
+	before := h.passes.Load()
+	h.operatorEdit(func(n *corev1.Node) { n.Labels["kubelet.example/seen"] = "1" })
+	eventually(t, "a pass after the report", func() bool { return h.passes.Load() > before })
+	for _, p := range h.annotationPatches() {
+		if _, ok := p[names.AnnPreflight]; ok {
+			t.Errorf("a node already asked for r1 was preflighted for it: %v", p)
+		}
+	}
+}

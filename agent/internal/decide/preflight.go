@@ -1,0 +1,123 @@
+package decide
+
+import (
+	"fmt"
+	"strings"
+
+	"winpool.dev/agent/internal/config"
+	"winpool.dev/agent/internal/host"
+	"winpool.dev/agent/internal/names"
+)
+
+// MinFreeBytes is the room a cumulative update needs on the system drive:
+// Microsoft asks for several GiB for the download, the staged payload and
+// the component store's backup; below it DISM fails half-way
+// (0x80070070, ERROR_DISK_FULL) with the node already drained.
+const MinFreeBytes = 10 << 30
+
+// PreflightInput is what a preflight is judged from: the pending revision's
+// configuration, the host as observed, and what the host's own read-only
+// checks found (nil when none were needed: the host needs no update).
+type PreflightInput struct {
+	Config   config.Revision
+	Observed host.Observed
+	Findings *host.PreflightFindings
+}
+
+// PreflightResult is the verdict: Ready when nothing blocks.
+type PreflightResult struct {
+	// Blocked says, one reason each, what would make the update fail on
+	// this host; none means Ready.
+	Blocked []string
+	// Notes say what the update will meet that does not stop it (a pending
+	// reboot it does first, a runtime or CSI Proxy the node image runs).
+	Notes []string
+}
+
+// Ready: nothing blocks the update.
+func (r PreflightResult) Ready() bool { return len(r.Blocked) == 0 }
+
+// Annotation is the value of names.AnnPreflight.
+func (r PreflightResult) Annotation() string {
+	if r.Ready() {
+		return names.PreflightReady
+	}
+	return names.PreflightBlocked + strings.Join(r.Blocked, "; ")
+}
+
+// PreflightUpdate is what an update of this host to cfg would install, and
+// whether one is needed at all (the host is below the patch level, in the
+// same release). err: the patch level cannot be read.
+func PreflightUpdate(revision string, cfg config.Revision, obs host.Observed) (host.UpdateRequest, bool, error) {
+	target, err := host.ParseBuild(cfg.PatchLevel)
+	if err != nil {
+		return host.UpdateRequest{}, false, err
+	}
+	req := host.UpdateRequest{Revision: revision, Target: target, Source: cfg.UpdateSource()}
+	if cfg.Updates != nil {
+		req.Packages, req.KBs = cfg.Updates.Packages, cfg.Updates.KBs
+	}
+	return req, obs.Build.SameRelease(target) && !obs.Build.AtLeast(target), nil
+}
+
+// Preflight judges whether the pending revision can be applied to this host,
+// before the operator cordons and drains it: the same rules Next applies
+// once the node is started, asked early, so a node that would fail is never
+// taken out of service. Only what the node itself cannot get past blocks;
+// what the agent handles on its way (a pending reboot) is a note.
+func Preflight(in PreflightInput) PreflightResult {
+	var r PreflightResult
+	cfg, obs := in.Config, in.Observed
+	target, err := host.ParseBuild(cfg.PatchLevel)
+	switch {
+	case err != nil:
+		r.Blocked = append(r.Blocked, fmt.Sprintf("the revision's patchLevel: %v", err))
+	case !obs.Build.SameRelease(target):
+		r.Blocked = append(r.Blocked, fmt.Sprintf("node runs %s, the pool asks %s: an update never changes the Windows release; reimage the node", obs.Build, target))
+	case !obs.Build.AtLeast(target):
+		r.Blocked = append(r.Blocked, updateBlocks(in.Findings)...)
+		if why := RebootReasons(obs.Reboot); len(why) > 0 {
+			r.Notes = append(r.Notes, "a reboot is pending ("+strings.Join(why, ", ")+"): the agent reboots before it installs")
+		}
+	}
+	if want := cfg.RuntimeVersion; want != nil {
+		if cmp, err := CompareVersions(obs.ContainerdVersion, *want); err != nil || cmp != 0 {
+			if why := ImageOwnsRuntime(cfg.RuntimeUpgrade, obs); why != "" {
+				r.Blocked = append(r.Blocked, fmt.Sprintf("containerd %s would not be replaced with %s: %s; set the pool's runtime.upgrade: InPlace to replace it", orNone(obs.ContainerdVersion), *want, why))
+			}
+		}
+	}
+	if want, have := cfg.CNIMode, obs.CNIMode; want != "" && have != "" && have != want {
+		r.Blocked = append(r.Blocked, fmt.Sprintf("HNS network is %s, the pool asks for %s: the agent does not switch a CNI in place", have, want))
+	}
+	if s := obs.RuntimeService; s.Wrapper != host.WrapperNone {
+		r.Notes = append(r.Notes, "containerd runs as "+s.Describe())
+	}
+	if h := obs.CSIProxyHost; h != nil {
+		r.Notes = append(r.Notes, fmt.Sprintf("CSI Proxy runs as the host service %s (pipes answer: %t)", h.Describe(), h.PipesAnswer))
+	}
+	return r
+}
+
+// updateBlocks: what the host's checks found that would stop the install.
+func updateBlocks(f *host.PreflightFindings) []string {
+	if f == nil {
+		return nil
+	}
+	var blocks []string
+	for _, s := range f.Sources {
+		if s.Err != "" {
+			blocks = append(blocks, fmt.Sprintf("update source %s cannot be reached: %s", s.Name, s.Err))
+		}
+	}
+	if f.FreeBytes >= 0 && f.FreeBytes < MinFreeBytes {
+		drive := f.SystemDrive
+		if drive == "" {
+			drive = "the system drive"
+		}
+		blocks = append(blocks, fmt.Sprintf("%s has %s free; an update needs at least %s", drive, gib(f.FreeBytes), gib(MinFreeBytes)))
+	}
+	return blocks
+}
+
+func gib(b int64) string { return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30)) }

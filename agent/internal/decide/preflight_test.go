@@ -1,0 +1,89 @@
+package decide
+
+import (
+	"strings"
+	"testing"
+
+	"winpool.dev/agent/internal/config"
+	"winpool.dev/agent/internal/host"
+	"winpool.dev/agent/internal/names"
+)
+
+func TestPreflight(t *testing.T) {
+	v := func(s string) *string { return &s }
+	cfg := config.Revision{Revision: "r2", PatchLevel: "10.0.20348.2762", CNIMode: "overlay", RuntimeVersion: v("1.7.22")}
+	behind := host.Observed{Build: host.Build{Major: 10, Build: 20348, UBR: 2700}, ContainerdVersion: "1.7.22", CNIMode: "overlay"}
+	room := &host.PreflightFindings{Sources: []host.SourceCheck{{Name: "Windows Update"}}, SystemDrive: "C:", FreeBytes: 40 << 30}
+	with := func(f func(*host.Observed)) host.Observed { o := behind; f(&o); return o }
+	cases := []struct {
+		name     string
+		cfg      config.Revision
+		obs      host.Observed
+		findings *host.PreflightFindings
+		blocked  []string // each a part of one reason, in order; none: Ready
+		note     string
+	}{
+		{name: "behind, source and room", cfg: cfg, obs: behind, findings: room},
+		{name: "source unreachable", cfg: cfg, obs: behind,
+			findings: &host.PreflightFindings{Sources: []host.SourceCheck{{Name: "https://dl.example/kb.msu", Err: "HTTP 404 Not Found"}}, FreeBytes: 40 << 30},
+			blocked:  []string{"update source https://dl.example/kb.msu cannot be reached: HTTP 404 Not Found"}},
+		{name: "no room on C:", cfg: cfg, obs: behind,
+			findings: &host.PreflightFindings{Sources: room.Sources, SystemDrive: "C:", FreeBytes: 3 << 30},
+			blocked:  []string{"C: has 3.0 GiB free; an update needs at least 10.0 GiB"}},
+		{name: "free space unreadable is not a block", cfg: cfg, obs: behind,
+			findings: &host.PreflightFindings{Sources: room.Sources, FreeBytes: -1}},
+		{name: "at the patch level: the sources do not matter", cfg: cfg,
+			obs:      with(func(o *host.Observed) { o.Build.UBR = 2762 }),
+			findings: &host.PreflightFindings{Sources: []host.SourceCheck{{Name: "WSUS", Err: "down"}}, FreeBytes: 1}},
+		{name: "another release", cfg: cfg, obs: with(func(o *host.Observed) { o.Build.Build = 17763 }),
+			blocked: []string{"node runs 10.0.17763.2700, the pool asks 10.0.20348.2762"}},
+		{name: "a vendor containerd the pool would replace", cfg: cfg, obs: with(func(o *host.Observed) { o.ContainerdVersion = "1.7.20+azure" }), findings: room,
+			blocked: []string{"containerd 1.7.20+azure would not be replaced with 1.7.22"}},
+		{name: "a vendor containerd at the version asked", cfg: cfg, obs: with(func(o *host.Observed) { o.ContainerdVersion = "1.7.22+azure" }), findings: room},
+		{name: "InPlace replaces a vendor containerd", cfg: func() config.Revision { c := cfg; c.RuntimeUpgrade = RuntimeInPlace; return c }(),
+			obs: with(func(o *host.Observed) { o.ContainerdVersion = "1.7.20+azure" }), findings: room},
+		{name: "another CNI", cfg: cfg, obs: with(func(o *host.Observed) { o.CNIMode = "l2bridge" }), findings: room,
+			blocked: []string{"HNS network is l2bridge, the pool asks for overlay"}},
+		{name: "a pending reboot is a note", cfg: cfg, obs: with(func(o *host.Observed) { o.Reboot.CBSRebootPending = true }), findings: room,
+			note: "a reboot is pending"},
+		{name: "pending file renames alone are nothing", cfg: cfg, obs: with(func(o *host.Observed) { o.Reboot.FileRenames = []string{`\??\C:\x`, ""} }), findings: room},
+		{name: "two blocks, both said", cfg: cfg, obs: with(func(o *host.Observed) { o.CNIMode = "l2bridge" }),
+			findings: &host.PreflightFindings{Sources: []host.SourceCheck{{Name: "Windows Update", Err: "timeout"}}, FreeBytes: 40 << 30},
+			blocked:  []string{"update source Windows Update cannot be reached: timeout", "HNS network is l2bridge"}},
+		{name: "unreadable patch level", cfg: func() config.Revision { c := cfg; c.PatchLevel = "2762"; return c }(), obs: behind,
+			blocked: []string{"the revision's patchLevel"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := Preflight(PreflightInput{Config: c.cfg, Observed: c.obs, Findings: c.findings})
+			if len(r.Blocked) != len(c.blocked) {
+				t.Fatalf("blocked %q, want %d reasons %q", r.Blocked, len(c.blocked), c.blocked)
+			}
+			for i, want := range c.blocked {
+				if !strings.Contains(r.Blocked[i], want) {
+					t.Errorf("reason %d %q does not say %q", i, r.Blocked[i], want)
+				}
+			}
+			if c.note != "" && !strings.Contains(strings.Join(r.Notes, "\n"), c.note) {
+				t.Errorf("notes %q do not say %q", r.Notes, c.note)
+			}
+			want := names.PreflightReady
+			if len(c.blocked) > 0 {
+				want = names.PreflightBlocked + strings.Join(r.Blocked, "; ")
+			}
+			if r.Annotation() != want {
+				t.Errorf("annotation %q, want %q", r.Annotation(), want)
+			}
+		})
+	}
+}
+
+func TestPreflightUpdateIsNeededOnlyBelowThePatchLevel(t *testing.T) {
+	cfg := config.Revision{Revision: "r2", PatchLevel: "10.0.20348.2762", Updates: &config.Updates{Source: config.SourceWindowsUpdate, KBs: []string{"KB5044281"}}}
+	for ubr, want := range map[int]bool{2700: true, 2762: false, 2800: false} {
+		req, needed, err := PreflightUpdate("r2", cfg, host.Observed{Build: host.Build{Major: 10, Build: 20348, UBR: ubr}})
+		if err != nil || needed != want || req.Target.UBR != 2762 || len(req.KBs) != 1 {
+			t.Errorf("UBR %d: needed %t err %v req %+v, want needed %t and the KB pin", ubr, needed, err, req, want)
+		}
+	}
+}

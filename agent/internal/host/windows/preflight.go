@@ -1,0 +1,466 @@
+package windows
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/http"
+	"net/url"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	"winpool.dev/agent/internal/config"
+	"winpool.dev/agent/internal/host"
+)
+
+// Preflight (Host.Preflight) checks, without changing anything, that every
+// place an update would come from answers the host, and how much room the
+// system drive has. Which places those are (the packages in install order,
+// the WSUS server the node's policy names, or Windows Update), how each is
+// reached, and what an answer means are decided here and tested on Linux;
+// preflight_windows.go only reads the registry, the WinHTTP proxy and the
+// disk. The verdict is decide.Preflight's.
+
+const (
+	// preflightCheckTimeout bounds each check: a firewall that drops
+	// packets makes a dial wait for its own timeout (21 s on Windows).
+	preflightCheckTimeout = 10 * time.Second
+	// preflightTimeout bounds the whole preflight; the checks run at once.
+	preflightTimeout = 30 * time.Second
+)
+
+const (
+	// wuPolicyKey is where Group Policy (or an image) names a WSUS server:
+	// its WUServer value is used only when the AU subkey's UseWUServer is 1.
+	wuPolicyKey   = `SOFTWARE\Policies\Microsoft\Windows\WindowsUpdate`
+	wuPolicyAUKey = wuPolicyKey + `\AU`
+)
+
+// windowsUpdateHosts are what a Windows Update client reaches before
+// anything else: the service locator (under *.update.microsoft.com) and
+// the client web service it searches (under *.delivery.mp.microsoft.com),
+// both on 443. Microsoft's endpoint lists for Windows ("Manage connection
+// endpoints", Windows Update) name those two domains as what connects a
+// device to Windows Update; the two host names are the ones clients are
+// seen to use there. The payloads then come from
+// *.dl.delivery.mp.microsoft.com and *.windowsupdate.com, which are not
+// dialled.
+var windowsUpdateHosts = []string{"slscr.update.microsoft.com", "fe3cr.delivery.mp.microsoft.com"}
+
+// wuPolicy is the node's Windows Update policy as read from the registry.
+type wuPolicy struct {
+	// WUServer is the value WUServer under wuPolicyKey ("" when absent).
+	WUServer string
+	// UseWUServer is the DWORD UseWUServer under wuPolicyAUKey (0 absent).
+	UseWUServer uint64
+}
+
+// wsus is the WSUS server the policy makes the node use: WUServer, when
+// and only when UseWUServer is 1 (a WUServer left behind with UseWUServer
+// 0 is not used; the node goes to Windows Update). server is "" when the
+// policy says to use a WSUS server and names none.
+func (p wuPolicy) wsus() (server string, use bool) {
+	if p.UseWUServer != 1 {
+		return "", false
+	}
+	return strings.TrimSpace(p.WUServer), true
+}
+
+// winHTTPProxy is the machine's WinHTTP proxy (`netsh winhttp show proxy`),
+// which the Windows Update client uses as SYSTEM; Proxy "" is direct access.
+type winHTTPProxy struct {
+	// Proxy is the proxy list: "proxy:8080", or per scheme
+	// "http=proxy:8080;https=proxy:8443".
+	Proxy string
+	// Bypass is the bypass list: "<local>;*.corp.example;10.*".
+	Bypass string
+}
+
+// proxyFor is the proxy (host:port) WinHTTP sends a request of scheme
+// ("http" or "https") to host through; "" is direct. A scheme-specific
+// entry wins over a plain one; an entry's port defaults to 80 (443 for an
+// entry written https://…).
+func (p winHTTPProxy) proxyFor(scheme, host string) string {
+	if strings.TrimSpace(p.Proxy) == "" || bypassed(p.Bypass, host) {
+		return ""
+	}
+	var plain string
+	for _, e := range listEntries(p.Proxy) {
+		scope, addr, scoped := strings.Cut(e, "=")
+		if !scoped {
+			addr = e
+		}
+		addr = proxyAddr(addr)
+		switch {
+		case addr == "":
+		case scoped && strings.EqualFold(scope, scheme):
+			return addr
+		case !scoped && plain == "":
+			plain = addr
+		}
+	}
+	return plain
+}
+
+// proxyAddr is a proxy list entry as host:port.
+func proxyAddr(e string) string {
+	port := "80"
+	if s, rest, ok := strings.Cut(e, "://"); ok {
+		if strings.EqualFold(s, "https") {
+			port = "443"
+		}
+		e = rest
+	}
+	e = strings.TrimSuffix(e, "/")
+	if e == "" {
+		return ""
+	}
+	if h, p, err := net.SplitHostPort(e); err == nil {
+		return net.JoinHostPort(h, p)
+	}
+	return net.JoinHostPort(strings.Trim(e, "[]"), port)
+}
+
+// bypassed: host is on WinHTTP's bypass list, whose entries are host names
+// or patterns with * ("*.corp.example", "10.*"), or <local> (any name
+// without a dot).
+func bypassed(list, host string) bool {
+	host = strings.ToLower(host)
+	for _, e := range listEntries(list) {
+		e = strings.ToLower(e)
+		if _, rest, ok := strings.Cut(e, "://"); ok {
+			e = rest
+		}
+		switch {
+		case e == "<local>":
+			if !strings.Contains(host, ".") {
+				return true
+			}
+		case e == host:
+			return true
+		case strings.Contains(e, "*"):
+			if ok, _ := path.Match(e, host); ok {
+				return true
+			}
+			// "*.corp.example" also matches "a.b.corp.example".
+			if strings.HasPrefix(e, "*.") && strings.HasSuffix(host, e[1:]) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func listEntries(list string) []string {
+	return strings.FieldsFunc(list, func(r rune) bool { return r == ';' || r == ' ' || r == '\t' || r == ',' })
+}
+
+// serverAddr is where a dial to a server URL goes: host:port, the port
+// from the URL or else from its scheme (http 80, https 443). WUServer
+// values are URLs ("http://wsus.corp:8530"); one written without a scheme
+// is taken as http, as the Windows Update client takes it.
+func serverAddr(raw string) (addr, scheme string, err error) {
+	s := strings.TrimSpace(raw)
+	if !strings.Contains(s, "://") {
+		s = "http://" + s
+	}
+	u, err := url.Parse(s)
+	if err != nil || u.Hostname() == "" {
+		return "", "", fmt.Errorf("%q is not a server URL such as http://wsus.corp:8530", raw)
+	}
+	scheme = strings.ToLower(u.Scheme)
+	port := u.Port()
+	switch {
+	case port != "":
+	case scheme == "http":
+		port = "80"
+	case scheme == "https":
+		port = "443"
+	default:
+		return "", "", fmt.Errorf("%q is neither an http:// nor an https:// URL", raw)
+	}
+	return net.JoinHostPort(u.Hostname(), port), scheme, nil
+}
+
+// probeKind is how a source is checked.
+type probeKind int
+
+const (
+	// probeURL: an HTTP HEAD (then a one-byte GET) of an https URL.
+	probeURL probeKind = iota
+	// probePath: the file exists (a drive or UNC path).
+	probePath
+	// probeDial: a TCP connection to host:port opens.
+	probeDial
+)
+
+// sourceProbe is one update source and how to check it.
+type sourceProbe struct {
+	// Name is how a person looks the source up (host.SourceCheck.Name).
+	Name string
+	Kind probeKind
+	// Target is the URL, the path, or the host:port to dial.
+	Target string
+	// Err, when set, is why the source cannot be reached without trying
+	// (a policy that names no server); nothing is probed.
+	Err string
+}
+
+// sourceProbes are the sources of req, in install order: each package, or
+// the WSUS server the node's policy makes it use, or Windows Update. The
+// Windows Update client goes through the machine's WinHTTP proxy, so a
+// dial to WSUS or Windows Update goes to that proxy when one is set for it
+// (it proves the proxy answers, not what it lets through). policyErr and
+// proxyErr are failed reads of the policy and the proxy.
+func sourceProbes(req host.UpdateRequest, policy wuPolicy, policyErr error, proxy winHTTPProxy, proxyErr error) []sourceProbe {
+	switch req.Source {
+	case config.SourcePackages:
+		var probes []sourceProbe
+		for _, p := range req.Packages {
+			if p.URL != "" {
+				probes = append(probes, sourceProbe{Name: p.URL, Kind: probeURL, Target: p.URL})
+			} else {
+				probes = append(probes, sourceProbe{Name: p.Path, Kind: probePath, Target: p.Path})
+			}
+		}
+		return probes
+	case config.SourceWindowsUpdate, "":
+	default:
+		return []sourceProbe{{Name: fmt.Sprintf("update source %q", req.Source), Err: "not a source the agent knows"}}
+	}
+	if policyErr != nil {
+		return []sourceProbe{{Name: "Windows Update or WSUS", Err: fmt.Sprintf(`reading the node's Windows Update policy (HKLM\%s): %v`, wuPolicyKey, policyErr)}}
+	}
+	through := func(name, scheme, addr string) sourceProbe {
+		h, _, _ := net.SplitHostPort(addr)
+		switch p := proxy.proxyFor(scheme, h); {
+		case proxyErr != nil:
+			name += fmt.Sprintf(" (WinHTTP proxy unreadable: %v; dialled directly)", proxyErr)
+		case p != "":
+			return sourceProbe{Name: name + " via WinHTTP proxy " + p, Kind: probeDial, Target: p}
+		}
+		return sourceProbe{Name: name, Kind: probeDial, Target: addr}
+	}
+	if server, use := policy.wsus(); use {
+		if server == "" {
+			return []sourceProbe{{Name: "WSUS", Err: fmt.Sprintf(`the node's policy sets UseWUServer to 1 (HKLM\%s) but names no WUServer (HKLM\%s)`, wuPolicyAUKey, wuPolicyKey)}}
+		}
+		addr, scheme, err := serverAddr(server)
+		if err != nil {
+			return []sourceProbe{{Name: "WSUS " + server, Err: fmt.Sprintf(`WUServer (HKLM\%s) %v`, wuPolicyKey, err)}}
+		}
+		return []sourceProbe{through("WSUS "+server, scheme, addr)}
+	}
+	var probes []sourceProbe
+	for _, h := range windowsUpdateHosts {
+		probes = append(probes, through("Windows Update ("+h+")", "https", net.JoinHostPort(h, "443")))
+	}
+	return probes
+}
+
+// headRefused: a server that does not do HEAD for this URL (405 Method Not
+// Allowed, 501 Not Implemented) is asked again with a one-byte GET.
+func headRefused(status int) bool {
+	return status == http.StatusMethodNotAllowed || status == http.StatusNotImplemented
+}
+
+// answered: the server serves the URL. Any 2xx (206 Partial Content to the
+// one-byte GET); 416 Range Not Satisfiable to that GET is a file that is
+// there but empty (its digest will say it is the wrong one). A 3xx left
+// after following redirects (none to follow, too many, 304), a 401/403
+// (the download sends no credentials), a 404/410 or a 5xx: the download
+// would fail the same way.
+func answered(status int, rangedGet bool) bool {
+	return status >= 200 && status < 300 || rangedGet && status == http.StatusRequestedRangeNotSatisfiable
+}
+
+// checkURL asks for an https URL as the download will (same client: the
+// proxy from HTTPS_PROXY/NO_PROXY, redirects followed), without fetching
+// it: "" when the server serves it, else what went wrong ("HTTP 404 Not
+// Found", "dial tcp …: i/o timeout").
+func checkURL(ctx context.Context, client *http.Client, rawURL string, timeout time.Duration) string {
+	status, text, err := ask(ctx, client, http.MethodHead, rawURL)
+	ranged := false
+	if err == nil && headRefused(status) {
+		ranged = true
+		status, text, err = ask(ctx, client, http.MethodGet, rawURL)
+	}
+	switch {
+	case err != nil:
+		return describeErr(err, timeout)
+	case answered(status, ranged):
+		return ""
+	}
+	return "HTTP " + text
+}
+
+// ask sends one request; text is the status line ("404 Not Found").
+func ask(ctx context.Context, client *http.Client, method, rawURL string) (status int, text string, err error) {
+	req, err := http.NewRequestWithContext(ctx, method, rawURL, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	if method == http.MethodGet {
+		req.Header.Set("Range", "bytes=0-0")
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	// A server that ignores Range sends the whole file: closing the body
+	// unread drops the connection instead of reading it.
+	resp.Body.Close()
+	text = resp.Status
+	if text == "" {
+		text = fmt.Sprintf("%d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
+	}
+	return resp.StatusCode, text, nil
+}
+
+// checkPath: the package is a file at its path (a local drive or a share
+// the account running the check can read). stat is os.Stat.
+func checkPath(stat func(string) (fs.FileInfo, error), p string) string {
+	fi, err := stat(p)
+	switch {
+	case err != nil:
+		return describeErr(err, 0)
+	case fi.IsDir():
+		return "is a folder, not a file"
+	case !fi.Mode().IsRegular():
+		return "is not a plain file"
+	}
+	return ""
+}
+
+// checkDial opens a TCP connection to addr and closes it.
+func checkDial(ctx context.Context, dial func(ctx context.Context, network, addr string) (net.Conn, error), addr string, timeout time.Duration) string {
+	c, err := dial(ctx, "tcp", addr)
+	if err != nil {
+		return describeErr(err, timeout)
+	}
+	c.Close()
+	return ""
+}
+
+// describeErr is an error without what the source's name already says
+// (net/http's `Head "<url>": `, os.Stat's `CreateFile <path>: `); a check
+// that ran out of time while it waited for an answer says so ("dial tcp
+// …: i/o timeout" already does).
+func describeErr(err error, timeout time.Duration) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	text := err.Error()
+	if errors.Is(err, context.DeadlineExceeded) && !strings.Contains(text, "timeout") {
+		return fmt.Sprintf("no answer within %s (%s)", timeout, text)
+	}
+	return text
+}
+
+// preflightChecks are the reads and probes of a preflight: the Windows
+// ones in preflight_windows.go, stand-ins in the tests.
+type preflightChecks struct {
+	// policy reads the node's Windows Update policy (wuPolicyKey).
+	policy func() (wuPolicy, error)
+	// proxy reads the machine's WinHTTP proxy.
+	proxy func() (winHTTPProxy, error)
+	// client fetches https URLs (preflightClient).
+	client *http.Client
+	dial   func(ctx context.Context, network, addr string) (net.Conn, error)
+	stat   func(string) (fs.FileInfo, error)
+	getenv func(string) string
+	// freeBytes on a drive ("C:") available to the caller.
+	freeBytes func(drive string) (int64, error)
+	// timeout of each check (0: preflightCheckTimeout), all within
+	// preflightTimeout.
+	timeout time.Duration
+}
+
+// preflightClient is the download's client: net/http's transport, with
+// the proxy from HTTPS_PROXY/NO_PROXY as the servicing task has it.
+func preflightClient() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.Proxy = http.ProxyFromEnvironment
+	return &http.Client{Transport: t}
+}
+
+// run checks every source of req at once, each within its timeout, and
+// reads the system drive's free space.
+func (c preflightChecks) run(ctx context.Context, req host.UpdateRequest) host.PreflightFindings {
+	ctx, cancel := context.WithTimeout(ctx, preflightTimeout)
+	defer cancel()
+	timeout := c.timeout
+	if timeout <= 0 {
+		timeout = preflightCheckTimeout
+	}
+	var policy wuPolicy
+	var proxy winHTTPProxy
+	var policyErr, proxyErr error
+	if req.Source != config.SourcePackages {
+		policy, policyErr = c.policy()
+		proxy, proxyErr = c.proxy()
+	}
+	probes := sourceProbes(req, policy, policyErr, proxy, proxyErr)
+	f := host.PreflightFindings{Sources: make([]host.SourceCheck, len(probes)), SystemDrive: systemDrive(c.getenv)}
+	var wg sync.WaitGroup
+	for i, p := range probes {
+		f.Sources[i].Name = p.Name
+		if p.Err != "" {
+			f.Sources[i].Err = p.Err
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			f.Sources[i].Err = c.probe(ctx, p, timeout)
+		}()
+	}
+	if n, err := c.freeBytes(f.SystemDrive); err == nil {
+		f.FreeBytes = n
+	} else {
+		f.FreeBytes = -1
+	}
+	wg.Wait()
+	return f
+}
+
+// probe checks one source. A path is stat'ed on a goroutine of its own:
+// a share that does not answer holds os.Stat for as long as SMB waits,
+// and the check stops waiting at its timeout.
+func (c preflightChecks) probe(ctx context.Context, p sourceProbe, timeout time.Duration) string {
+	switch p.Kind {
+	case probeURL:
+		return checkURL(ctx, c.client, p.Target, timeout)
+	case probeDial:
+		return checkDial(ctx, c.dial, p.Target, timeout)
+	}
+	done := make(chan string, 1)
+	go func() { done <- checkPath(c.stat, p.Target) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Sprintf("no answer within %s", timeout)
+	}
+}
+
+// systemDrive is %SystemDrive% ("C:"), where servicing stages and
+// installs; C: when unset.
+func systemDrive(getenv func(string) string) string {
+	d := strings.TrimRight(strings.TrimSpace(getenv("SystemDrive")), `\/`)
+	if d == "" {
+		return "C:"
+	}
+	return d
+}

@@ -1,0 +1,126 @@
+//go:build windows
+
+package windows
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"unsafe"
+
+	"golang.org/x/sys/windows"
+	"golang.org/x/sys/windows/registry"
+
+	"winpool.dev/agent/internal/host"
+)
+
+// Preflight checks, without changing anything, that the sources of req
+// answer this host and how much room its system drive has (preflight.go):
+// each check within preflightCheckTimeout, all at once, the whole within
+// preflightTimeout.
+func (h *Host) Preflight(ctx context.Context, req host.UpdateRequest) host.PreflightFindings {
+	return preflightChecks{
+		policy:    readWUPolicy,
+		proxy:     readWinHTTPProxy,
+		client:    preflightClient(),
+		dial:      (&net.Dialer{}).DialContext,
+		stat:      os.Stat,
+		getenv:    os.Getenv,
+		freeBytes: diskFreeBytes,
+	}.run(ctx, req)
+}
+
+// readWUPolicy reads WUServer and UseWUServer; an absent key or value is
+// the zero value (no WSUS).
+func readWUPolicy() (wuPolicy, error) {
+	var p wuPolicy
+	k, err := registry.OpenKey(registry.LOCAL_MACHINE, wuPolicyKey, registry.QUERY_VALUE)
+	if errors.Is(err, registry.ErrNotExist) {
+		return p, nil
+	}
+	if err != nil {
+		return p, fmt.Errorf(`opening HKLM\%s: %w`, wuPolicyKey, err)
+	}
+	defer k.Close()
+	p.WUServer, _, err = k.GetStringValue("WUServer")
+	if err != nil && !errors.Is(err, registry.ErrNotExist) {
+		return p, fmt.Errorf(`reading HKLM\%s\WUServer: %w`, wuPolicyKey, err)
+	}
+	au, err := registry.OpenKey(registry.LOCAL_MACHINE, wuPolicyAUKey, registry.QUERY_VALUE)
+	if errors.Is(err, registry.ErrNotExist) {
+		return p, nil
+	}
+	if err != nil {
+		return p, fmt.Errorf(`opening HKLM\%s: %w`, wuPolicyAUKey, err)
+	}
+	defer au.Close()
+	p.UseWUServer, _, err = au.GetIntegerValue("UseWUServer")
+	if err != nil && !errors.Is(err, registry.ErrNotExist) {
+		return p, fmt.Errorf(`reading HKLM\%s\UseWUServer: %w`, wuPolicyAUKey, err)
+	}
+	return p, nil
+}
+
+var (
+	modwinhttp                              = windows.NewLazySystemDLL("winhttp.dll")
+	procWinHttpGetDefaultProxyConfiguration = modwinhttp.NewProc("WinHttpGetDefaultProxyConfiguration")
+	modkernel32                             = windows.NewLazySystemDLL("kernel32.dll")
+	procGlobalFree                          = modkernel32.NewProc("GlobalFree")
+)
+
+// winHTTPProxyInfo is WINHTTP_PROXY_INFO.
+type winHTTPProxyInfo struct {
+	accessType  uint32
+	proxy       *uint16
+	proxyBypass *uint16
+}
+
+// winHTTPAccessTypeNamedProxy is WINHTTP_ACCESS_TYPE_NAMED_PROXY: a proxy
+// is set (`netsh winhttp set proxy`); anything else is direct access.
+const winHTTPAccessTypeNamedProxy = 3
+
+// readWinHTTPProxy reads the machine's WinHTTP proxy with
+// WinHttpGetDefaultProxyConfiguration, whose strings the caller frees with
+// GlobalFree.
+func readWinHTTPProxy() (winHTTPProxy, error) {
+	if err := procWinHttpGetDefaultProxyConfiguration.Find(); err != nil {
+		return winHTTPProxy{}, err
+	}
+	var info winHTTPProxyInfo
+	r, _, err := procWinHttpGetDefaultProxyConfiguration.Call(uintptr(unsafe.Pointer(&info)))
+	if r == 0 {
+		return winHTTPProxy{}, fmt.Errorf("WinHttpGetDefaultProxyConfiguration: %w", err)
+	}
+	defer globalFree(info.proxy)
+	defer globalFree(info.proxyBypass)
+	if info.accessType != winHTTPAccessTypeNamedProxy {
+		return winHTTPProxy{}, nil
+	}
+	return winHTTPProxy{Proxy: windows.UTF16PtrToString(info.proxy), Bypass: windows.UTF16PtrToString(info.proxyBypass)}, nil
+}
+
+func globalFree(p *uint16) {
+	if p != nil && procGlobalFree.Find() == nil {
+		procGlobalFree.Call(uintptr(unsafe.Pointer(p)))
+	}
+}
+
+// diskFreeBytes is the room on drive ("C:") that this account may use
+// (GetDiskFreeSpaceEx's FreeBytesAvailableToCaller: quotas count).
+func diskFreeBytes(drive string) (int64, error) {
+	root, err := windows.UTF16PtrFromString(drive + `\`)
+	if err != nil {
+		return -1, err
+	}
+	var avail, total, free uint64
+	if err := windows.GetDiskFreeSpaceEx(root, &avail, &total, &free); err != nil {
+		return -1, fmt.Errorf(`GetDiskFreeSpaceEx %s\: %w`, drive, err)
+	}
+	if avail > math.MaxInt64 {
+		return math.MaxInt64, nil
+	}
+	return int64(avail), nil
+}
