@@ -316,6 +316,11 @@ impl Fixture {
     /// The watches catch up: every store holds what the API server holds.
     fn sync(&mut self) {
         self.agents_preflight();
+        self.sync_without_agents();
+    }
+
+    /// The watches catch up before any agent has acted on what changed.
+    fn sync_without_agents(&mut self) {
         fn relist<K>(w: &mut Writer<K>, objects: impl Iterator<Item = K>)
         where
             K: kube::runtime::reflector::Lookup + Clone + 'static,
@@ -557,6 +562,7 @@ async fn the_first_round_runs_the_agent_and_writes_the_revision_before_any_node_
     let rev = cm["metadata"]["labels"][names::LABEL_REVISION].as_str().expect("the ConfigMap names its revision").to_string();
     assert_eq!(cm["metadata"]["name"], json!(format!("winpool-win22-{rev}")));
     assert_eq!(cm["immutable"], json!(true), "a revision's configuration never changes");
+    assert_eq!(cm["metadata"]["labels"][names::LABEL_TARGET], json!("true"), "marked as the pool's target: its agents preflight it");
 
     // Each member joins the pool (its agent starts before its turn); with
     // maxUnavailable 1 exactly one starts, and only after every other node write.
@@ -983,4 +989,45 @@ async fn a_start_whose_answer_was_lost_is_not_made_again_from_a_cache_that_misse
 
     let caught_up = f.round().await;
     assert!(caught_up.iter().all(|r| r.path != node_path("win-a") || state(&r.before) == Some("Draining")), "{:#?}", calls(&caught_up));
+}
+
+#[tokio::test]
+async fn a_new_revision_is_marked_for_preflight_and_no_node_starts_on_it_before_its_agents_cleared_it() {
+    let nodes = vec![windows_node("win-a", "win22"), windows_node("win-b", "win22")];
+    let mut f = Fixture::new(pool(2), nodes);
+    for _ in 0..40 {
+        f.round().await;
+        f.agents_apply();
+        if ["win-a", "win-b"].iter().all(|n| state(&f.node(n)) == Some("Updated")) {
+            break;
+        }
+    }
+    assert!(["win-a", "win-b"].iter().all(|n| state(&f.node(n)) == Some("Updated")), "the first rollout finished");
+    let old_cm = f.cluster.lock().unwrap().configmaps.keys().next().cloned().expect("the first revision's ConfigMap");
+
+    // The spec moves on: a new patch level; both nodes are pending again.
+    f.cluster.lock().unwrap().pool.as_mut().unwrap().spec.os.patch_level = "10.0.20348.2800".into();
+    f.sync_without_agents();
+    let reqs = f.round_before_the_watch_catches_up().await;
+    let got = calls(&reqs);
+    let post = got.iter().position(|c| *c == format!("POST {CMS}")).unwrap_or_else(|| panic!("the new revision's ConfigMap: {got:#?}"));
+    let unmark =
+        got.iter().position(|c| *c == format!("PATCH {CMS}/{old_cm}")).unwrap_or_else(|| panic!("the old mark comes off: {got:#?}"));
+    assert_eq!(reqs[post].body["metadata"]["labels"][names::LABEL_TARGET], json!("true"));
+    assert_eq!(reqs[unmark].body, json!({"metadata": {"labels": {names::LABEL_TARGET: null}}}), "only the mark changes");
+    let new_rev = reqs[post].body["metadata"]["labels"][names::LABEL_REVISION].as_str().unwrap().to_string();
+    let started_on_new = |reqs: &[Recorded]| {
+        reqs.iter()
+            .filter(|r| {
+                r.path.starts_with("/api/v1/nodes/")
+                    && r.after["metadata"]["annotations"][names::ANN_TARGET_REVISION] == json!(new_rev)
+                    && r.before["metadata"]["annotations"][names::ANN_TARGET_REVISION] != json!(new_rev)
+            })
+            .count()
+    };
+    assert_eq!(started_on_new(&reqs), 0, "no node starts on a revision its agent has not preflighted: {got:#?}");
+
+    // Its agents clear it (the fixture plays them at the next sync): now nodes start.
+    let reqs = f.round().await;
+    assert!(started_on_new(&reqs) > 0, "nodes start once cleared: {:#?}", calls(&reqs));
 }
