@@ -29,8 +29,17 @@ pub enum Error {
 
 impl Error {
     /// Every value [`Error::metric_label`] can take, so each series exists (at 0) from the start.
-    pub const METRIC_LABELS: [&'static str; 8] =
-        ["list_pods", "patch_node", "write_status", "apply_agent", "create_configmap", "delete", "agent_namespace", "finalizer"];
+    pub const METRIC_LABELS: [&'static str; 9] = [
+        "list_pods",
+        "patch_node",
+        "write_status",
+        "apply_agent",
+        "create_configmap",
+        "mark_configmap",
+        "delete",
+        "agent_namespace",
+        "finalizer",
+    ];
 
     /// The act step that failed: a bounded label.
     pub fn metric_label(&self) -> &'static str {
@@ -43,7 +52,12 @@ impl Error {
             Error::MarkConfigMap { .. } => "mark_configmap",
             Error::Delete { .. } => "delete",
             Error::AgentNamespace { .. } => "agent_namespace",
-            Error::Finalizer(_) => "finalizer",
+            // Every reconcile runs inside kube's finalizer helper: the step that
+            // failed is the inner error's, and "finalizer" only the helper's own.
+            Error::Finalizer(f) => match f.as_ref() {
+                finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e.metric_label(),
+                _ => "finalizer",
+            },
         }
     }
 }
@@ -64,13 +78,34 @@ mod tests {
             Error::WriteStatus { pool: "p".into(), source: api(409) },
             Error::ApplyAgent { name: "winpool-p".into(), source: api(422) },
             Error::CreateConfigMap { name: "winpool-p-abc".into(), source: api(500) },
+            Error::MarkConfigMap { name: "winpool-p-def".into(), source: api(403) },
             Error::Delete { resource: "daemonsets", name: "old".into(), source: api(500) },
             Error::AgentNamespace { name: "winpool-agents".into(), source: api(403) },
         ];
         let labels: Vec<&str> = errors.iter().map(Error::metric_label).collect();
-        assert_eq!(labels, Error::METRIC_LABELS[..7]);
-        for (e, object) in errors.iter().zip(["n0", "n1", "p", "winpool-p", "winpool-p-abc", "old", "winpool-agents"]) {
+        assert_eq!(labels, Error::METRIC_LABELS[..8]);
+        for (e, object) in errors.iter().zip(["n0", "n1", "p", "winpool-p", "winpool-p-abc", "winpool-p-def", "old", "winpool-agents"]) {
             assert!(e.to_string().contains(object), "{e}");
         }
+    }
+
+    #[test]
+    fn the_alert_tests_feed_only_reasons_the_operator_emits() {
+        let text = include_str!("../tests/alerts/alerts_test.yaml");
+        let series: Vec<&str> = text.lines().filter(|l| l.contains("winpool_reconcile_errors_total{")).collect();
+        assert!(!series.is_empty(), "the alert tests feed reconcile errors");
+        for line in series {
+            let reason = line.split("reason=\"").nth(1).and_then(|r| r.split('"').next()).unwrap_or_else(|| panic!("no reason: {line}"));
+            assert!(Error::METRIC_LABELS.contains(&reason), "{reason:?} is not a label the operator emits: {line}");
+        }
+    }
+
+    #[test]
+    fn an_error_inside_the_finalizer_helper_keeps_its_steps_label() {
+        let inner = || Error::PatchNode { node: "n1".into(), source: api(403) };
+        let applied = Error::Finalizer(Box::new(finalizer::Error::ApplyFailed(inner())));
+        let cleaned = Error::Finalizer(Box::new(finalizer::Error::CleanupFailed(inner())));
+        assert_eq!((applied.metric_label(), cleaned.metric_label()), ("patch_node", "patch_node"));
+        assert_eq!(Error::Finalizer(Box::new(finalizer::Error::UnnamedObject)).metric_label(), "finalizer");
     }
 }

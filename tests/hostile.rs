@@ -83,15 +83,18 @@ async fn pool_events(t: &TestSpace, pool: &str) -> Vec<(String, String)> {
 /// the operator cannot finish with in time loses the finalizer, so nothing is left behind.
 async fn delete_pool(t: &TestSpace, name: &str) {
     let api: Api<WindowsNodePool> = Api::all(t.client.clone());
-    let _ = api.delete(name, &DeleteParams::default()).await;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        if api.get_opt(name).await.is_ok_and(|p| p.is_none()) {
-            return;
+    api.delete(name, &DeleteParams::default()).await.unwrap_or_else(|e| panic!("deleting pool {name}: {e}"));
+    // The operator's finalizer releases the nodes before the pool goes.
+    wait_for(&format!("pool {name} gone"), WAIT, || async { api.get_opt(name).await.ok()?.is_none().then_some(()) }).await;
+    for n in t.nodes().await {
+        let (node, labels, ann) = (n.name_any(), n.labels(), n.annotations());
+        for k in [names::LABEL_POOL, names::LABEL_REVISION, names::LABEL_STATE, names::LABEL_CSI_PROXY_HOST] {
+            assert!(!labels.contains_key(k), "{node} released without its {k} label: {labels:?}");
         }
-        tokio::time::sleep(Duration::from_millis(250)).await;
+        for k in [names::ANN_STATE, names::ANN_STARTED_AT, names::ANN_TARGET_REVISION, names::ANN_CORDONED_BY_WINPOOL] {
+            assert!(!ann.contains_key(k), "{node} released without {k}: {ann:?}");
+        }
     }
-    let _ = api.patch(name, &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": null}}))).await;
 }
 
 /// A node outside the sim's name prefix: no simulated agent reports for it, the test does.
@@ -327,8 +330,16 @@ async fn garbage_agent_annotations_are_never_trusted_and_end_in_a_reported_failu
     let api: Api<WindowsNodePool> = Api::all(t.client.clone());
     let nodes_api: Api<Node> = Api::all(t.client.clone());
     let mut played = [false, false];
+    let mut preflighted = false;
     let deadline = Instant::now() + WAIT;
     let p = loop {
+        // Its preflight of the pool's revision passes (else it is never started).
+        if !preflighted && let Some(rev) = api.get(&pool).await.ok().and_then(|p| p.status?.revision) {
+            for node in [&m0, &m1] {
+                annotate(&t, node, json!({names::ANN_PREFLIGHT: names::PREFLIGHT_READY, names::ANN_PREFLIGHT_REVISION: rev})).await;
+            }
+            preflighted = true;
+        }
         let broken = [
             (&m0, json!({names::ANN_APPLY_STATUS: "Exploded"})),
             (&m1, json!({names::ANN_APPLY_STATUS: "Succeeded", names::ANN_APPLIED_REVISION: "garbage"})),
@@ -525,12 +536,10 @@ async fn a_bogus_revision_label_is_reported_and_the_node_rolled_to_the_real_revi
         .await;
         eprintln!("[{}] event: {} {}", t.id, ev.0, ev.1);
     }
-    let log = operator_log_checked(&t);
-    let starts = invariants::drain_starts_from_log(&log);
-    assert!(
-        invariants::drained_twice_in_logs(&starts).is_empty(),
-        "a node is not drained twice for the revision it already had: {starts:?}"
-    );
+    operator_log_checked(&t);
+    let drains = support::audit::drains_per_node(&support::audit::requests(&support::audit::audit_log(), &t.node_prefix()));
+    assert!(!drains.is_empty(), "the audit log records the rollout's drains");
+    assert!(invariants::drained_twice(&drains).is_empty(), "a node is not drained twice for the revision it already had: {drains:?}");
     final_invariants(&t, &pool).await;
     delete_pool(&t, &pool).await;
     t.cleanup().await;
@@ -621,4 +630,37 @@ fn a_garbage_started_at_does_not_disable_node_timeout() {
     let reason = failed.and_then(|p| p.annotations.get(names::ANN_FAILURE_REASON).cloned().flatten());
     assert_eq!(reason.as_deref(), Some("Timeout"));
     assert_eq!(failed.and_then(|p| p.unschedulable), Some(false), "and winpool's cordon is lifted");
+}
+
+/// A pool deleted while a node is Draining (a PodDisruptionBudget holds its
+/// last pod): the finalizer gives the node back, uncordoned and without
+/// winpool's labels and state, the pod untouched, and only then the pool goes.
+#[tokio::test]
+async fn a_pool_deleted_while_a_node_drains_gives_the_node_back_uncordoned() {
+    let client = support::client().await;
+    install_crd(&client).await;
+    let mut t = TestSpace::new("delete-draining").await;
+    t.start_sim(1, &["--apply-seconds=1"]);
+    wait_nodes_ready(&t, 1).await;
+    let node = format!("{}0", t.node_prefix());
+    support::unevictable_pod(&t, &node, "precious").await;
+    let pool = format!("{}-pool", t.id);
+    let rollout = json!({"maxUnavailable": 1, "drain": {"timeout": "10m", "putBackAfter": "0s"}});
+    support::apply_pool(&t, &pool_manifest(&t, &pool, "10.0.20348.2762", rollout)).await;
+    t.start_operator(&[]);
+    let nodes: Api<Node> = Api::all(t.client.clone());
+    wait_for("the node cordoned and draining", WAIT, || async {
+        let n = nodes.get(&node).await.ok()?;
+        let cordoned = n.spec.as_ref().and_then(|s| s.unschedulable) == Some(true);
+        (cordoned && n.annotations().get(names::ANN_STATE).map(String::as_str) == Some("Draining")).then_some(())
+    })
+    .await;
+
+    delete_pool(&t, &pool).await;
+    let n = nodes.get(&node).await.unwrap();
+    assert_ne!(n.spec.as_ref().and_then(|s| s.unschedulable), Some(true), "winpool's cordon is lifted: {:?}", n.spec);
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(t.client.clone(), &t.namespace);
+    assert!(pods.get_opt("precious").await.unwrap().is_some_and(|p| p.metadata.deletion_timestamp.is_none()), "the pod is untouched");
+    operator_log_checked(&t);
+    t.cleanup().await;
 }

@@ -43,14 +43,21 @@ async fn the_operator_rolls_out_with_only_the_charts_permissions() {
     let pools: Api<WindowsNodePool> = Api::all(t.client.clone());
     pools.patch(&name, &PatchParams::apply("winpool-tests").force(), &Patch::Apply(pool(&t, &name, "10.0.20348.2762"))).await.unwrap();
     let lease_ns = format!("--lease-namespace={}", t.namespace);
-    t.start_operator_as("operator", &["--leader-elect=true", &lease_ns], &sa_kubeconfig);
+    let metrics_port = t.start_operator_as("operator", &["--leader-elect=true", &lease_ns], &sa_kubeconfig);
     wait_for("a full rollout under the chart's ServiceAccount", WAIT, || async {
         let st = pools.get(&name).await.ok()?.status?;
         (st.nodes.total == 3 && st.nodes.updated == 3).then_some(())
     })
     .await;
-    let log = std::fs::read_to_string(t.log_path("operator")).unwrap();
-    assert!(!log.contains("forbidden"), "no permission was missing:\n{log}");
+    // The API server's record of the operator's requests: none refused.
+    let operator = format!("system:serviceaccount:{}:{fullname}", t.namespace);
+    let audit = support::audit::audit_log();
+    let refused = |reqs: Vec<support::audit::Request>| -> Vec<String> {
+        reqs.into_iter().filter(|r| r.code == 403).map(|r| format!("{} {} {}/{}", r.verb, r.resource, r.namespace, r.name)).collect()
+    };
+    let made = support::audit::requests_by(&audit, &operator);
+    assert!(made.iter().any(|r| r.resource == "nodes" && r.verb == "patch"), "the audit log records the operator's node writes");
+    assert_eq!(refused(made), Vec::<String>::new(), "no permission was missing");
 
     // Take away the one rule that lets it patch nodes: the next rollout fails loudly.
     let roles: Api<ClusterRole> = Api::all(t.client.clone());
@@ -63,12 +70,17 @@ async fn the_operator_rolls_out_with_only_the_charts_permissions() {
     role.metadata.managed_fields = None;
     roles.replace(&fullname, &Default::default(), &role).await.unwrap();
     pools.patch(&name, &PatchParams::apply("winpool-tests").force(), &Patch::Apply(pool(&t, &name, "10.0.20348.2800"))).await.unwrap();
-    let line = wait_for("a forbidden error naming nodes", WAIT, || async {
-        let log = std::fs::read_to_string(t.log_path("operator")).ok()?;
-        log.lines().find(|l| l.contains("forbidden") && l.contains("cannot patch resource \\\"nodes\\\"")).map(str::to_string)
+    let refusal = wait_for("a node patch refused as forbidden", WAIT, || async {
+        let reqs = support::audit::requests_by(&audit, &operator);
+        reqs.into_iter().find(|r| r.resource == "nodes" && r.verb == "patch" && r.code == 403)
     })
     .await;
-    assert!(line.contains("reconcile failed"), "{line}");
+    assert!(refusal.name.starts_with(&t.node_prefix()), "one of the pool's nodes: {refusal:?}");
+    // It fails loudly: the refusal is counted where alerts look for it.
+    wait_for("the failed reconcile in the operator's metrics", WAIT, || async {
+        support::metric(metrics_port, "winpool_reconcile_errors_total{reason=\"patch_node\"}").await.filter(|v| *v > 0.0)
+    })
+    .await;
     // Nothing moved without the permission: read from the Nodes themselves (the
     // failed reconcile wrote no status to read it from).
     for n in t.nodes().await {
@@ -101,7 +113,7 @@ async fn gate_credentials_are_read_only_from_the_operators_own_namespace() {
     let fullname = format!("{release}-winpool");
     install_chart_rbac(&t, &release);
     let sa_kubeconfig = service_account_kubeconfig(&t, &fullname);
-    // One Pending node that could start, so the gate is evaluated (no agent: it never needs one).
+    // One Pending node that could start, so the gate is evaluated (no agent runs: the test plays its preflight).
     let node = support::windows_node(&t, &format!("{}0", t.node_prefix()), "10.0.20348.2700", "1.7.20");
     Api::<Node>::all(t.client.clone()).create(&PostParams::default(), &node).await.expect("the node");
     // The same Secret in the release namespace and in the agent namespace (the chart made it).
@@ -124,6 +136,16 @@ async fn gate_credentials_are_read_only_from_the_operators_own_namespace() {
         "url": format!("http://127.0.0.1:{}", support::free_port()), "query": "up == 0",
         "auth": {"type": "Bearer", "secretName": "prometheus-token"}
     }}]);
+    // Its agent (played here) found its host ready for the pool's revision.
+    let spec: winpool::api::WindowsNodePoolSpec = serde_json::from_value(body["spec"].clone()).unwrap();
+    let preflight = json!({"metadata": {"annotations": {
+        winpool::api::names::ANN_PREFLIGHT: winpool::api::names::PREFLIGHT_READY,
+        winpool::api::names::ANN_PREFLIGHT_REVISION: winpool::revision::revision_of(&spec),
+    }}});
+    Api::<Node>::all(t.client.clone())
+        .patch(&node.metadata.name.clone().unwrap(), &PatchParams::default(), &Patch::Merge(preflight))
+        .await
+        .unwrap();
     let pools: Api<WindowsNodePool> = Api::all(t.client.clone());
     pools.patch(&name, &PatchParams::apply("winpool-tests").force(), &Patch::Apply(body)).await.unwrap();
     let gate_message = |want: &'static str| {

@@ -66,7 +66,7 @@ pub(super) async fn patch_node_with(ctx: &Context, pool: &str, p: &NodePatch, bo
 pub(super) fn release_patch(n: &NodeRecord, why: &str) -> NodePatch {
     let view = node_view(n, HnsReadiness::Unknown);
     let mut p = NodePatch { node: view.name.clone(), reason: why.into(), ..Default::default() };
-    for l in [names::LABEL_POOL, names::LABEL_REVISION, names::LABEL_STATE] {
+    for l in [names::LABEL_POOL, names::LABEL_REVISION, names::LABEL_STATE, names::LABEL_CSI_PROXY_HOST] {
         p.labels.insert(l.into(), None);
     }
     for a in [

@@ -23,6 +23,8 @@ pub struct Request {
     pub subresource: String,
     pub namespace: String,
     pub name: String,
+    /// Who made it (`system:serviceaccount:<ns>:<name>`).
+    pub user: String,
     pub user_agent: String,
     pub code: u16,
     /// The request body, where the policy records it (node patches).
@@ -33,27 +35,34 @@ pub struct Request {
 
 /// Every completed request on objects whose name starts with `name_prefix`.
 pub fn requests(audit: &Path, name_prefix: &str) -> Vec<Request> {
+    completed(audit, name_prefix).filter(|r| r.name.starts_with(name_prefix)).collect()
+}
+
+/// Every completed request `user` made (`system:serviceaccount:<ns>:<name>`).
+pub fn requests_by(audit: &Path, user: &str) -> Vec<Request> {
+    completed(audit, user).filter(|r| r.user == user).collect()
+}
+
+/// The completed requests of the log lines that mention `needle` (a cheap
+/// filter before parsing: the log holds the whole suite's requests).
+fn completed(audit: &Path, needle: &str) -> impl Iterator<Item = Request> {
     let text = std::fs::read_to_string(audit).unwrap_or_else(|e| panic!("reading {}: {e}", audit.display()));
-    text.lines()
-        .filter(|l| l.contains(name_prefix))
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|e| e["stage"] == "ResponseComplete")
-        .map(|e| {
-            let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
-            Request {
-                verb: s(&e["verb"]),
-                resource: s(&e["objectRef"]["resource"]),
-                subresource: s(&e["objectRef"]["subresource"]),
-                namespace: s(&e["objectRef"]["namespace"]),
-                name: s(&e["objectRef"]["name"]),
-                user_agent: s(&e["userAgent"]),
-                code: e["responseStatus"]["code"].as_u64().unwrap_or_default() as u16,
-                body: e["requestObject"].clone(),
-                at: e["stageTimestamp"].as_str().and_then(|t| t.parse().ok()),
-            }
-        })
-        .filter(|r| r.name.starts_with(name_prefix))
-        .collect()
+    let lines: Vec<Value> = text.lines().filter(|l| l.contains(needle)).filter_map(|l| serde_json::from_str::<Value>(l).ok()).collect();
+    lines.into_iter().filter(|e| e["stage"] == "ResponseComplete").map(|e| {
+        let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
+        Request {
+            verb: s(&e["verb"]),
+            resource: s(&e["objectRef"]["resource"]),
+            subresource: s(&e["objectRef"]["subresource"]),
+            namespace: s(&e["objectRef"]["namespace"]),
+            name: s(&e["objectRef"]["name"]),
+            user: s(&e["user"]["username"]),
+            user_agent: s(&e["userAgent"]),
+            code: e["responseStatus"]["code"].as_u64().unwrap_or_default() as u16,
+            body: e["requestObject"].clone(),
+            at: e["stageTimestamp"].as_str().and_then(|t| t.parse().ok()),
+        }
+    })
 }
 
 pub fn is_write(r: &Request) -> bool {
@@ -68,6 +77,23 @@ pub fn starts_per_node(requests: &[Request]) -> BTreeMap<String, usize> {
     for r in requests.iter().filter(|r| r.resource == "nodes" && r.subresource.is_empty() && r.verb == "patch" && r.code == 200) {
         if r.body["metadata"]["annotations"]["winpool.dev/started-at"].is_string() {
             *out.entry(r.name.clone()).or_default() += 1;
+        }
+    }
+    out
+}
+
+/// Successful node patches that started a drain (a start: `started-at` set,
+/// the state Draining), per (node, revision the start targets). One per pair
+/// is right; two are the same node cordoned and drained twice for one
+/// revision. Read from the API server's record, so a rewording of the
+/// operator's logs cannot hide it.
+pub fn drains_per_node(requests: &[Request]) -> BTreeMap<(String, String), usize> {
+    let mut out = BTreeMap::new();
+    for r in requests.iter().filter(|r| r.resource == "nodes" && r.subresource.is_empty() && r.verb == "patch" && r.code == 200) {
+        let a = &r.body["metadata"]["annotations"];
+        if a["winpool.dev/started-at"].is_string() && a["winpool.dev/state"] == "Draining" {
+            let rev = a["winpool.dev/target-revision"].as_str().unwrap_or("?").to_string();
+            *out.entry((r.name.clone(), rev)).or_default() += 1;
         }
     }
     out

@@ -292,23 +292,9 @@ pub fn status_disagreements(nodes: &[NodeSample], pool: &PoolSample) -> Vec<Stri
     out
 }
 
-/// How often the operator logged that it cordoned a node to drain it, per (node, revision).
-/// Complements sampling: a drain that starts and ends between two samples still shows here.
-pub fn drain_starts_from_log(text: &str) -> BTreeMap<(String, String), usize> {
-    const MARK: &str = "cordoned; draining for revision ";
-    let mut out = BTreeMap::new();
-    for line in text.lines() {
-        let Some((_, rest)) = line.split_once(MARK) else { continue };
-        let Some(rev) = rest.split_whitespace().next() else { continue };
-        let Some(node) = rest.split_whitespace().find_map(|w| w.strip_prefix("node=")) else { continue };
-        *out.entry((node.trim_matches('"').to_string(), rev.to_string())).or_insert(0) += 1;
-    }
-    out
-}
-
-/// (node, revision) pairs that the logs say were drained more than once.
-pub fn drained_twice_in_logs(starts: &BTreeMap<(String, String), usize>) -> Vec<String> {
-    starts.iter().filter(|(_, c)| **c > 1).map(|((n, r), c)| format!("{n} was cordoned and drained {c} times for revision {r}")).collect()
+/// (node, revision) pairs drained more than once (`audit::drains_per_node`).
+pub fn drained_twice(drains: &BTreeMap<(String, String), usize>) -> Vec<String> {
+    drains.iter().filter(|(_, c)| **c > 1).map(|((n, r), c)| format!("{n} was cordoned and drained {c} times for revision {r}")).collect()
 }
 
 // ---- The stateful checker. ----
@@ -431,16 +417,12 @@ impl Checker {
         }
     }
 
-    /// Drains counted from the operators' logs (every incarnation's).
-    pub fn check_logs(&mut self, at: Duration, logs: &[String]) {
-        let mut all = BTreeMap::new();
-        for text in logs {
-            for (k, c) in drain_starts_from_log(text) {
-                *all.entry(k).or_insert(0) += c;
-            }
-        }
-        for msg in drained_twice_in_logs(&all) {
-            self.record(at, Kind::DrainedTwice, format!("log/{msg}"), msg);
+    /// Drains as the API server recorded them (`audit::drains_per_node`):
+    /// complements sampling, since a drain that starts and ends between two
+    /// samples still shows there.
+    pub fn check_drains(&mut self, at: Duration, drains: &BTreeMap<(String, String), usize>) {
+        for msg in drained_twice(drains) {
+            self.record(at, Kind::DrainedTwice, format!("audit/{msg}"), msg);
         }
     }
 
@@ -588,17 +570,14 @@ mod tests {
         c.observe(&sample(500, vec![retarget], mu.clone(), &["r1", "r2"]));
         c.assert_clean();
 
-        // The operator's log: one start per (node, revision) is right, two is the bug.
-        let log = "\
-2026-11-29T17:15:30Z  INFO winpool::controller: cordoned; draining for revision aaa pool=\"p\" node=n1 from=\"Pending\" to=\"Draining\"
-2026-11-29T17:15:31Z  INFO winpool::controller: cordoned; draining for revision aaa pool=\"p\" node=n2 from=\"Pending\" to=\"Draining\"
-2026-11-29T17:15:40Z  INFO winpool::controller: cordoned; draining for revision bbb pool=\"p\" node=n1 from=\"Pending\" to=\"Draining\"
-";
-        let restarted = "2026-11-29T17:16:00Z  INFO winpool::controller: cordoned; draining for revision aaa pool=\"p\" node=n2 from=\"Pending\" to=\"Draining\"\n";
+        // The API server's record: one drain per (node, revision) is right, two is the bug.
+        let drains = |n2: usize| {
+            BTreeMap::from([(("n1".into(), "aaa".into()), 1), (("n2".into(), "aaa".into()), n2), (("n1".into(), "bbb".into()), 1)])
+        };
         let mut c = Checker::new();
-        c.check_logs(Duration::ZERO, &[log.to_string()]);
+        c.check_drains(Duration::ZERO, &drains(1));
         c.assert_clean();
-        c.check_logs(Duration::ZERO, &[log.to_string(), restarted.to_string()]);
+        c.check_drains(Duration::ZERO, &drains(2));
         assert_eq!(c.violations.len(), 1, "{}", c.report());
         assert!(c.violations[0].message.contains("n2 was cordoned and drained 2 times for revision aaa"), "{}", c.report());
     }
