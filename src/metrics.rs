@@ -42,6 +42,7 @@ struct PoolGauges {
     window_open: IntGaugeVec,
     drain_blocked: IntGaugeVec,
     preflight_blocked: IntGaugeVec,
+    preflight_awaited: IntGaugeVec,
     health_gate_closed: IntGaugeVec,
     behind_patch_level: IntGaugeVec,
     last_reconcile: IntGaugeVec,
@@ -114,6 +115,12 @@ impl PoolGauges {
                 r,
                 "winpool_pool_nodes_preflight_blocked",
                 "Pending nodes whose agent's preflight blocks the pool's revision: they are not cordoned until it passes.",
+                pool,
+            ),
+            preflight_awaited: gauge_vec(
+                r,
+                "winpool_pool_nodes_preflight_awaited",
+                "Pending nodes whose agent has not judged the pool's revision yet (no agent running, an agent that predates preflight, a host it cannot read).",
                 pool,
             ),
             health_gate_closed: gauge_vec(
@@ -256,6 +263,8 @@ impl Metrics {
         self.pool.window_open.with_label_values(&[pool]).set(plan.window_open as i64);
         self.pool.drain_blocked.with_label_values(&[pool]).set(plan.blocked.len() as i64);
         self.pool.preflight_blocked.with_label_values(&[pool]).set(plan.preflight_blocked().count() as i64);
+        let awaited = plan.preflight_held.values().filter(|h| **h == crate::rollout::preflight::PreflightHeld::Awaited).count();
+        self.pool.preflight_awaited.with_label_values(&[pool]).set(awaited as i64);
         self.pool.last_reconcile.with_label_values(&[pool]).set(now.as_second());
     }
 
@@ -301,6 +310,7 @@ impl Metrics {
             &self.pool.window_open,
             &self.pool.drain_blocked,
             &self.pool.preflight_blocked,
+            &self.pool.preflight_awaited,
             &self.pool.health_gate_closed,
             &self.pool.behind_patch_level,
             &self.pool.last_reconcile,

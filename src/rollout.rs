@@ -410,7 +410,11 @@ fn fail(p: &mut NodePatch, n: &NodeView, now: Timestamp, reason: &str, message: 
     p.state(NodeState::Failed, now)
         .ann(names::ANN_FAILURE_REASON, Some(reason))
         .ann(names::ANN_FAILURE_MESSAGE, Some(message))
-        .ann(names::ANN_BOOT_ID, None);
+        .ann(names::ANN_BOOT_ID, None)
+        // Whatever the preflight said before, the host has failed since: a
+        // retry waits for its agent to judge it again.
+        .ann(names::ANN_PREFLIGHT, None)
+        .ann(names::ANN_PREFLIGHT_REVISION, None);
     // Never strand a node cordoned: a failed node goes back to service, the
     // failure is reported on the pool and the node waits for a person.
     release_cordon(p, n);

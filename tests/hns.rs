@@ -74,7 +74,10 @@ async fn capacity_readiness_taint_and_gating_follow_the_clusters_services() {
             "nodeSelector": {"matchLabels": {TEST_LABEL: t.id}},
             "os": {"version": "ltsc2022", "patchLevel": "10.0.20348.2762"},
             "hns": {"maxLoadBalancers": 1, "maxBackendsPerService": 2, "tolerancePercent": 0},
-            "rollout": {"maxUnavailable": 3, "nodeTimeout": "3m"},
+            // Paused until the fresh nodes' HNS has caught up with the cluster's
+            // Services (their agents start before the nodes' turn, HNS fills up
+            // after their boot): the rollout then meets HNS behind its own cordon.
+            "rollout": {"maxUnavailable": 3, "nodeTimeout": "3m", "paused": true},
         }
     });
     let pools: Api<WindowsNodePool> = Api::all(t.client.clone());
@@ -95,6 +98,15 @@ async fn capacity_readiness_taint_and_gating_follow_the_clusters_services() {
     let cond = st.conditions.iter().find(|c| c.type_ == "HNSCapacity").unwrap();
     assert_eq!((cond.status.as_str(), cond.reason.as_str()), ("False", "Exceeded"));
     assert!(cond.message.contains("load balancers"), "{}", cond.message);
+
+    wait_for("every fresh node's HNS caught up, untainted", WAIT, || async {
+        let nodes = t.nodes().await;
+        (nodes.len() == 3 && nodes.iter().all(|n| hns_condition(n).as_deref() == Some("True") && !has_hns_taint(n))).then_some(())
+    })
+    .await;
+    let mut resumed = body.clone();
+    resumed["spec"]["rollout"]["paused"] = json!(false);
+    pools.patch(&pool, &PatchParams::apply("winpool-tests").force(), &Patch::Apply(&resumed)).await.unwrap();
 
     // Readiness: after its update each node reports zero counts and is NotReady, then
     // catches up; the rollout waits for that. Winpool holds the node cordoned meanwhile,
@@ -131,7 +143,7 @@ async fn capacity_readiness_taint_and_gating_follow_the_clusters_services() {
     // taint is what keeps pods off until HNS catches up.
     t.stop("sim");
     t.start_sim(3, &["--apply-seconds=1", "--hns=auto", "--hns-sync-seconds=25"]);
-    let mut body = body.clone();
+    let mut body = resumed.clone();
     body["spec"]["os"]["patchLevel"] = json!("10.0.20348.2800");
     body["spec"]["hns"]["readyTimeout"] = json!("2s");
     pools.patch(&pool, &PatchParams::apply("winpool-tests").force(), &Patch::Apply(&body)).await.unwrap();

@@ -83,8 +83,10 @@ pub(super) fn daemonset_write(mut wanted: DaemonSet, ds_of_pool: &[Arc<DaemonSet
 pub(super) struct ConfigMapWrites {
     /// (revision, its ConfigMap), by revision.
     pub(super) create: Vec<(String, ConfigMap)>,
-    /// (ConfigMap, whether it is the target): the marks to move, the old
-    /// target's taken off before the new one's is put on.
+    /// (ConfigMap, whether it is the target): the marks to move on existing
+    /// ConfigMaps, the old target's taken off before one is put on. A new
+    /// target is created with its mark, before the old one's comes off: an
+    /// agent that sees two marks waits for one.
     pub(super) mark: Vec<(String, bool)>,
     pub(super) delete_legacy: Vec<String>,
 }

@@ -180,7 +180,8 @@ fn problems(pool: &WindowsNodePool, plan: &Plan, membership: &Membership) -> Vec
         };
         problems.push((format!("{node}:{msg}"), ev));
     }
-    // Keyed by the node and its agent's reasons: said once while they stand.
+    // Keyed by the node and the revision: said once while the node stays
+    // blocked for it, whatever the wording of the agent's reasons does.
     for (node, why) in plan.preflight_blocked() {
         let ev = Event {
             type_: EventType::Warning,
@@ -189,7 +190,7 @@ fn problems(pool: &WindowsNodePool, plan: &Plan, membership: &Membership) -> Vec
             action: "Preflight".into(),
             secondary: Some(node_ref(node)),
         };
-        problems.push((format!("preflight:{node}:{why}"), ev));
+        problems.push((format!("preflight:{node}:{}", plan.revision), ev));
     }
     if let Some(Hold::HealthGateClosed { gate, seen }) = &plan.hold {
         // Keyed by the gate and the kind of thing it saw, not the details:

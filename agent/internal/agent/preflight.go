@@ -36,7 +36,10 @@ func (a *agent) preflight(ctx context.Context, node *corev1.Node) {
 		// Nothing pending, or the agent is applying it.
 		return
 	}
-	if a.pre.revision == t.revision && time.Since(a.pre.at) < preflightEvery {
+	// A verdict the Node no longer carries (the operator clears it when the
+	// node fails, so that a retry is judged afresh) is judged again at once.
+	onNode := node.Annotations[names.AnnPreflightRevision] == a.pre.revision && node.Annotations[names.AnnPreflight] == a.pre.value
+	if a.pre.revision == t.revision && onNode && time.Since(a.pre.at) < preflightEvery {
 		return
 	}
 	if !a.obsKnown || a.obsErr != "" {

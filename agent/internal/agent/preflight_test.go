@@ -105,3 +105,20 @@ func TestANodeStartedWithTheTargetIsNotPreflighted(t *testing.T) {
 		}
 	}
 }
+
+func TestAVerdictTheNodeLostIsJudgedAgainAtOnce(t *testing.T) {
+	fh := fake.New(behindHost())
+	h := newHarness(t, fh, idleNode(), targetConfigMap(revisionR1()))
+	h.start(h.options())
+	eventually(t, "a preflight", func() bool { return h.annotation(names.AnnPreflight) == names.PreflightReady })
+	// The host has changed since (well within preflightEvery), and the
+	// operator failed the node, clearing the verdict so a retry is judged afresh.
+	fh.SetSourceUnreachable("dial tcp: i/o timeout")
+	h.operatorEdit(func(n *corev1.Node) {
+		delete(n.Annotations, names.AnnPreflight)
+		delete(n.Annotations, names.AnnPreflightRevision)
+	})
+	eventually(t, "the preflight judged again, not the old verdict written back", func() bool {
+		return strings.HasPrefix(h.annotation(names.AnnPreflight), names.PreflightBlocked)
+	})
+}

@@ -29,7 +29,7 @@ func TestPreflight(t *testing.T) {
 			blocked:  []string{"update source https://dl.example/kb.msu cannot be reached: HTTP 404 Not Found"}},
 		{name: "no room on C:", cfg: cfg, obs: behind,
 			findings: &host.PreflightFindings{Sources: room.Sources, SystemDrive: "C:", FreeBytes: 3 << 30},
-			blocked:  []string{"C: has 3.0 GiB free; an update needs at least 10.0 GiB"}},
+			blocked:  []string{"C: has less than 10.0 GiB free, which an update needs"}},
 		{name: "free space unreadable is not a block", cfg: cfg, obs: behind,
 			findings: &host.PreflightFindings{Sources: room.Sources, FreeBytes: -1}},
 		{name: "at the patch level: the sources do not matter", cfg: cfg,

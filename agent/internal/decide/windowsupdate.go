@@ -80,7 +80,7 @@ var notOSKBs = []string{"KB890830", "KB2267602", "KB4052623"}
 // whoever manages the node's other updates. It returns the indexes to
 // install in install order.
 //
-// Nothing here reads a title: an update counts when its classification
+// No title decides whether an update counts: it does when its classification
 // (by category ID) is an OS one, it is software, not optional (BrowseOnly)
 // and not one of notOSKBs. Of those, the cumulative update is the largest
 // download (an OS cumulative update is several times the size of a .NET
@@ -98,8 +98,16 @@ func SelectWindowsUpdates(offered []WUUpdate) []int {
 	if len(eligible) == 0 {
 		return nil
 	}
-	lcu := eligible[0]
-	for _, i := range eligible[1:] {
+	// The session asks for English titles (UserLocale 1033): where they
+	// came back English, a title that says it is the OS's cumulative update
+	// is preferred, so a .NET Framework update (same classification) is never
+	// taken for it even if it were the larger. Where they did not, size decides.
+	candidates := eligible
+	if named := slices.DeleteFunc(slices.Clone(eligible), func(i int) bool { return !englishOSCumulative(offered[i].Title) }); len(named) > 0 {
+		candidates = named
+	}
+	lcu := candidates[0]
+	for _, i := range candidates[1:] {
 		if newerCumulative(offered[i], offered[lcu]) {
 			lcu = i
 		}
@@ -111,6 +119,13 @@ func SelectWindowsUpdates(offered []WUUpdate) []int {
 		}
 	}
 	return append(picked, lcu)
+}
+
+// englishOSCumulative: an English title of the OS's cumulative update
+// ("2024-10 Cumulative Update for Microsoft server operating system version
+// 21H2 for x64-based Systems (KB5044281)"), not .NET Framework's.
+func englishOSCumulative(title string) bool {
+	return strings.Contains(title, "Cumulative Update") && !strings.Contains(title, ".NET")
 }
 
 func isOSUpdate(u WUUpdate) bool {

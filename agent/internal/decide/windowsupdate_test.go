@@ -61,6 +61,11 @@ func TestSelectWindowsUpdates(t *testing.T) {
 			offer("Windows Malicious Software Removal Tool x64 - v5.129 (KB890830)", WUClassUpdates, "890830", 70*mb),
 			offer("Windows Server 2025 feature update", WUClassUpgrades, "5044284", 4000*mb),
 		}, []int{4, 2}},
+		{"English titles: the OS's cumulative update, even when .NET's were the larger download", []WUUpdate{
+			offer("2024-10 Cumulative Update for .NET Framework 3.5, 4.8 and 4.8.1 for Microsoft server operating system version 21H2 for x64 (KB5044091)",
+				WUClassSecurityUpdates, "5044091", 900*mb),
+			offer(lcuEN, WUClassSecurityUpdates, "5044281", 420*mb),
+		}, []int{1}},
 		{"German titles: the cumulative update is still found", []WUUpdate{
 			offer("Kumulatives Update für Microsoft server operating system, Version 21H2 für x64-basierte Systeme (KB5044281)",
 				WUClassSecurityUpdates, "5044281", 420*mb),

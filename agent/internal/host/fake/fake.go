@@ -243,6 +243,14 @@ func (h *Host) decideSwap(req host.RuntimeRequest, phase host.RuntimePhase) {
 	}
 }
 
+// SetSourceUnreachable makes the update sources answer again ("") or stop
+// answering (why), as a proxy or WSUS going away does.
+func (h *Host) SetSourceUnreachable(why string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.o.SourceUnreachable = why
+}
+
 // defaultFreeBytes is the room on a simulated C: with nothing else said.
 const defaultFreeBytes = 64 << 30
 

@@ -262,10 +262,12 @@ func sourceProbes(req host.UpdateRequest, policy wuPolicy, policyErr error, prox
 	return probes
 }
 
-// headRefused: a server that does not do HEAD for this URL (405 Method Not
-// Allowed, 501 Not Implemented) is asked again with a one-byte GET.
+// headRefused: any answer to HEAD but a 2xx is asked again with a one-byte
+// GET, which is what the download sends: servers that do not do HEAD (405,
+// 501), and URLs signed for GET alone (S3 presigned URLs, some CDNs answer
+// HEAD with 403) would otherwise block a package that downloads fine.
 func headRefused(status int) bool {
-	return status == http.StatusMethodNotAllowed || status == http.StatusNotImplemented
+	return status < 200 || status >= 300
 }
 
 // answered: the server serves the URL. Any 2xx (206 Partial Content to the
@@ -358,6 +360,12 @@ func describeErr(err error, timeout time.Duration) string {
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
 		err = pe.Err
+	}
+	// Without the addresses a dial names (a CDN rotates them): the same
+	// failure reads the same at every look, so the verdict is not rewritten.
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Err != nil {
+		err = fmt.Errorf("%s %s: %w", oe.Op, oe.Net, oe.Err)
 	}
 	text := err.Error()
 	if errors.Is(err, context.DeadlineExceeded) && !strings.Contains(text, "timeout") {
