@@ -455,6 +455,10 @@ yes patch  daemonsets.apps                      $AGENT_NS
 yes delete daemonsets.apps                      $AGENT_NS
 no  create daemonsets.apps                      default
 no  list   daemonsets.apps                      *
+yes create configmaps                           $AGENT_NS
+yes patch  configmaps                           $AGENT_NS
+yes delete configmaps                           $AGENT_NS
+no  patch  configmaps                           default
 yes create leases.coordination.k8s.io           $NS
 yes get    leases.coordination.k8s.io/winpool-leader $NS
 yes update leases.coordination.k8s.io/winpool-leader $NS
@@ -478,8 +482,11 @@ no  delete nodes                                -
 no  create nodes                                -
 no  patch  nodes#status                         -
 yes get    configmaps                           $AGENT_NS
-no  list   configmaps                           $AGENT_NS
+yes list   configmaps                           $AGENT_NS
+yes watch  configmaps                           $AGENT_NS
 no  create configmaps                           $AGENT_NS
+no  patch  configmaps                           $AGENT_NS
+no  list   configmaps                           *
 no  get    configmaps                           $NS
 no  get    configmaps                           default
 no  get    secrets                              $AGENT_NS

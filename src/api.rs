@@ -172,6 +172,13 @@ impl std::fmt::Display for OsVersion {
     printcolumn(name = "Updated", type_ = "integer", json_path = ".status.nodes.updated"),
     printcolumn(name = "Failed", type_ = "integer", json_path = ".status.nodes.failed"),
     printcolumn(name = "HNS", type_ = "string", json_path = ".status.hns.state", description = "WithinLimits, NearLimit or Exceeded"),
+    printcolumn(name = "Paused", type_ = "boolean", json_path = ".spec.rollout.paused", priority = "1"),
+    printcolumn(
+        name = "Reason",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Progressing\")].reason",
+        description = "Why the rollout moves or not: NodesUpdating, OutsideMaintenanceWindow, PreflightBlocked, …"
+    ),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 #[serde(rename_all = "camelCase")]
@@ -919,6 +926,7 @@ pub struct WindowsNodePoolStatus {
     /// notAllowedDates), RFC 3339; absent when the pool has no window.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_window_start: Option<Time>,
+    /// When that window closes, RFC 3339; absent when the pool has no window.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_window_end: Option<Time>,
     /// Nodes between Pending and Updated, longest in their state first (at most 20).
@@ -974,6 +982,7 @@ pub struct FailedNode {
     pub name: String,
     pub reason: String,
     pub message: String,
+    /// When the node failed, RFC 3339.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub since: Option<Time>,
 }
@@ -984,6 +993,7 @@ pub struct UpdatingNode {
     pub name: String,
     /// Draining, Applying or Verifying.
     pub state: String,
+    /// Since when the node is in that state, RFC 3339.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub since: Option<Time>,
 }
