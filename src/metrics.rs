@@ -421,4 +421,22 @@ mod tests {
         assert_eq!(get(port, "/readyz?verbose").await.0, 200);
         assert_eq!(get(port, "/nope").await.0, 404);
     }
+
+    /// docs/METRICS.md is the reference users build dashboards and alerts
+    /// from: every series the operator registers has a row there, and every
+    /// row names a series it registers.
+    #[test]
+    fn every_metric_is_documented_and_every_documented_metric_exists() {
+        fn names<'a>(text: &'a str, prefix: &str) -> std::collections::BTreeSet<&'a str> {
+            text.split(prefix)
+                .skip(1)
+                .filter_map(|rest| rest.split(|c: char| !(c.is_ascii_lowercase() || c == '_')).next())
+                .filter(|n| !n.is_empty())
+                .collect()
+        }
+        let registered = names(include_str!("metrics.rs"), "\"winpool_");
+        let documented = names(include_str!("../docs/METRICS.md"), "| `winpool_");
+        assert!(registered.len() > 20, "{registered:?}");
+        assert_eq!(registered, documented, "src/metrics.rs and docs/METRICS.md disagree");
+    }
 }
