@@ -60,12 +60,16 @@ pub mod names {
     /// started): `Ready`, or `Blocked: ` and the reasons. A node is cordoned
     /// only once its preflight passed for the revision it is started with.
     pub const ANN_PREFLIGHT: &str = "winpool.dev/preflight";
+    pub const ANN_AGENT_VERSION: &str = "winpool.dev/agent-version";
     pub const ANN_PREFLIGHT_REVISION: &str = "winpool.dev/preflight-revision";
     pub const PREFLIGHT_READY: &str = "Ready";
     pub const PREFLIGHT_BLOCKED: &str = "Blocked: ";
     /// Marks (`true`) the revision ConfigMap of a pool's target revision: the
     /// agents watch it to preflight a revision before their node is started.
     pub const LABEL_TARGET: &str = "winpool.dev/target";
+    /// When the operator put that mark on (RFC 3339): an agent that has not
+    /// answered a whole nodeTimeout later is reported, not waited for.
+    pub const ANN_TARGET_SINCE: &str = "winpool.dev/target-since";
     pub const ANN_HNS_LOAD_BALANCERS: &str = "winpool.dev/hns-load-balancers";
     pub const ANN_HNS_ENDPOINTS: &str = "winpool.dev/hns-endpoints";
     /// Set by winpool when it dropped a node's pre-update HNS counts: until the

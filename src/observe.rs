@@ -51,6 +51,7 @@ pub fn node_view(node: &NodeRecord, hns: HnsReadiness) -> NodeView {
         csi_proxy_host: owned(names::ANN_CSI_PROXY_HOST).filter(|v| !v.is_empty()),
         csi_proxy_host_label: node.label(names::LABEL_CSI_PROXY_HOST).map(str::to_string),
         preflight: crate::rollout::Preflight::parse(ann(names::ANN_PREFLIGHT), ann(names::ANN_PREFLIGHT_REVISION)),
+        agent_version: owned(names::ANN_AGENT_VERSION),
     }
 }
 

@@ -141,6 +141,8 @@ pub struct NodeView {
     pub csi_proxy_host_label: Option<String>,
     /// The agent's last preflight, and the revision it judged.
     pub preflight: Option<Preflight>,
+    /// `winpool.dev/agent-version`: an agent has reported on this node.
+    pub agent_version: Option<String>,
 }
 
 /// The agent's verdict on whether a revision can be applied to its host,
@@ -369,6 +371,9 @@ pub struct PoolInput<'a> {
     /// The health gates as the controller evaluated them this round, in spec
     /// order; empty when it did not (no gates, or no node could start anyway).
     pub gates: &'a [GateResult],
+    /// When the target revision's ConfigMap was marked as the target (the
+    /// agents' cue to preflight it); `None` before it is.
+    pub target_marked_at: Option<Timestamp>,
 }
 
 /// maxUnavailable resolved against the pool size: percentages round down, but
@@ -438,7 +443,7 @@ fn release_cordon(p: &mut NodePatch, n: &NodeView) {
 /// controller evaluates the gates (I/O) only then, and decides again with
 /// what they saw. Pure, like [`decide`].
 pub fn could_start(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> bool {
-    let open = PoolInput { gates: &[], ..*pool };
+    let open = PoolInput { target_marked_at: None, gates: &[], ..*pool };
     decide(&open, nodes, now).patches.iter().any(|p| p.from == NodeState::Pending && p.to.in_flight())
 }
 

@@ -448,7 +448,7 @@ mod tests {
     ) -> WindowsNodePoolStatus {
         let existing = BTreeSet::new();
         let plan = decide(
-            &PoolInput { name: "p", spec, existing_revisions: &existing, gates: &[], average_node_update: None },
+            &PoolInput { name: "p", spec, existing_revisions: &existing, target_marked_at: None, gates: &[], average_node_update: None },
             &cleared(spec, nodes),
             now,
         );
@@ -482,7 +482,14 @@ mod tests {
         for (seen, want) in cases {
             let gates = [GateResult { gate: "no-critical-alerts".into(), seen }];
             let plan = decide(
-                &PoolInput { name: "p", spec: &spec, existing_revisions: &existing, gates: &gates, average_node_update: None },
+                &PoolInput {
+                    name: "p",
+                    spec: &spec,
+                    existing_revisions: &existing,
+                    target_marked_at: None,
+                    gates: &gates,
+                    average_node_update: None,
+                },
                 &cleared(&spec, &[node("a"), node("b")]),
                 now,
             );
@@ -566,13 +573,27 @@ mod tests {
         assert!(c.message.contains("opens at 2026-12-05T02:00:00Z and closes at 2026-12-05T06:00:00Z"), "{}", c.message);
         let existing = BTreeSet::new();
         let plan = decide(
-            &PoolInput { name: "p", spec: &spec, existing_revisions: &existing, average_node_update: None, gates: &[] },
+            &PoolInput {
+                name: "p",
+                spec: &spec,
+                existing_revisions: &existing,
+                average_node_update: None,
+                target_marked_at: None,
+                gates: &[],
+            },
             &cleared(&spec, &[node("a")]),
             now,
         );
         assert_eq!(plan.requeue_after, crate::rollout::IDLE_REQUEUE, "the window is days away: the idle requeue comes first");
         let plan = decide(
-            &PoolInput { name: "p", spec: &spec, existing_revisions: &existing, average_node_update: None, gates: &[] },
+            &PoolInput {
+                name: "p",
+                spec: &spec,
+                existing_revisions: &existing,
+                average_node_update: None,
+                target_marked_at: None,
+                gates: &[],
+            },
             &cleared(&spec, &[node("a")]),
             "2026-12-05T01:59:00Z".parse().unwrap(),
         );
@@ -782,7 +803,14 @@ mod tests {
         );
 
         let existing = BTreeSet::new();
-        let input = PoolInput { name: "p", spec: &spec, existing_revisions: &existing, gates: &[], average_node_update: None };
+        let input = PoolInput {
+            name: "p",
+            spec: &spec,
+            existing_revisions: &existing,
+            target_marked_at: None,
+            gates: &[],
+            average_node_update: None,
+        };
         let plan = decide(&input, &[blocked("a"), node("b")], now);
         let s = build_status(&spec, &plan, &Conflicts::default(), None, None, Some(3), now);
         let c = get(&s, conditions::PROGRESSING);

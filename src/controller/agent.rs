@@ -88,6 +88,8 @@ pub(super) struct ConfigMapWrites {
     /// target is created with its mark, before the old one's comes off: an
     /// agent that sees two marks waits for one.
     pub(super) mark: Vec<(String, bool)>,
+    /// When the marks are put on (`winpool.dev/target-since`), RFC 3339.
+    pub(super) marked_at: String,
     pub(super) delete_legacy: Vec<String>,
 }
 
@@ -103,11 +105,12 @@ pub(super) fn configmap_writes(
     plan: &Plan,
     cms_of_pool: &[Arc<ConfigMap>],
     ds_of_pool: &[Arc<DaemonSet>],
+    now: Timestamp,
 ) -> ConfigMapWrites {
     let mut have: BTreeSet<String> = cms_of_pool.iter().filter_map(|c| c.labels().get(names::LABEL_REVISION).cloned()).collect();
     let target = NodeConfig::from_spec(&pool.spec);
     let missing: Vec<&String> = plan.config_revisions.iter().filter(|r| !have.contains(*r)).collect();
-    let mut writes = ConfigMapWrites::default();
+    let mut writes = ConfigMapWrites { marked_at: now.to_string(), ..Default::default() };
     for rev in missing {
         let cfg = if *rev == plan.revision {
             Some(target.clone())
@@ -118,6 +121,7 @@ pub(super) fn configmap_writes(
         let mut cm = revision_configmap(pool, rev, &cfg, ns);
         if *rev == plan.revision {
             cm.labels_mut().insert(names::LABEL_TARGET.into(), "true".into());
+            cm.annotations_mut().insert(names::ANN_TARGET_SINCE.into(), writes.marked_at.clone());
         }
         writes.create.push((rev.clone(), cm));
         have.insert(rev.clone());
@@ -194,7 +198,10 @@ pub(super) async fn write_configmaps(pool: &WindowsNodePool, ctx: &Context, w: &
     }
     for (name, on) in &w.mark {
         // Labels of an immutable ConfigMap may change; its data may not.
-        let body = serde_json::json!({ "metadata": { "labels": { names::LABEL_TARGET: on.then_some("true") } } });
+        let body = serde_json::json!({ "metadata": {
+            "labels": { names::LABEL_TARGET: on.then_some("true") },
+            "annotations": { names::ANN_TARGET_SINCE: on.then_some(w.marked_at.as_str()) },
+        } });
         match api.patch(name, &crate::api::patch_params(), &Patch::Merge(&body)).await {
             Ok(_) => ctx.metrics.api_request("patch", "configmaps", "ok"),
             // Deleted meanwhile (no node needed it any more): nothing to mark.

@@ -178,7 +178,14 @@ async fn observe<'a>(
         .chain(ds_of_pool.iter().filter_map(|d| legacy_revision(d).map(str::to_string)))
         .collect();
     // Gates cost requests (and a reconcile waits for them): only when a node could start.
-    let input = PoolInput { name: &name, spec: &pool.spec, existing_revisions: &existing_revisions, gates: &[], average_node_update: None };
+    let input = PoolInput {
+        name: &name,
+        spec: &pool.spec,
+        existing_revisions: &existing_revisions,
+        target_marked_at: None,
+        gates: &[],
+        average_node_update: None,
+    };
     let gates = if !pool.spec.rollout.health_gates.is_empty() && could_start(&input, &views, now) {
         gates::evaluate_fresh(ctx, pool).await
     } else {

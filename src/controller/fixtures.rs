@@ -1014,7 +1014,12 @@ async fn a_new_revision_is_marked_for_preflight_and_no_node_starts_on_it_before_
     let unmark =
         got.iter().position(|c| *c == format!("PATCH {CMS}/{old_cm}")).unwrap_or_else(|| panic!("the old mark comes off: {got:#?}"));
     assert_eq!(reqs[post].body["metadata"]["labels"][names::LABEL_TARGET], json!("true"));
-    assert_eq!(reqs[unmark].body, json!({"metadata": {"labels": {names::LABEL_TARGET: null}}}), "only the mark changes");
+    assert!(reqs[post].body["metadata"]["annotations"][names::ANN_TARGET_SINCE].is_string(), "marked with when");
+    assert_eq!(
+        reqs[unmark].body,
+        json!({"metadata": {"labels": {names::LABEL_TARGET: null}, "annotations": {names::ANN_TARGET_SINCE: null}}}),
+        "only the mark changes"
+    );
     let new_rev = reqs[post].body["metadata"]["labels"][names::LABEL_REVISION].as_str().unwrap().to_string();
     let started_on_new = |reqs: &[Recorded]| {
         reqs.iter()

@@ -105,6 +105,16 @@ pub(super) fn releases<'n>(
         .collect()
 }
 
+/// When `rev`'s ConfigMap was marked as the pool's target; `None` while it
+/// is not (or carries no time: marked by an older winpool, not judged late).
+fn target_marked_at(cms_of_pool: &[Arc<ConfigMap>], rev: &str) -> Option<Timestamp> {
+    cms_of_pool
+        .iter()
+        .filter(|c| c.labels().get(names::LABEL_REVISION).map(String::as_str) == Some(rev))
+        .filter(|c| c.labels().get(names::LABEL_TARGET).map(String::as_str) == Some("true"))
+        .find_map(|c| c.annotations().get(names::ANN_TARGET_SINCE)?.parse().ok())
+}
+
 pub(super) fn decide_round(pool: &WindowsNodePool, settings: &Settings, seen: &Observed<'_>, now: Timestamp) -> Round {
     let name = pool.name_any();
     let spec = &pool.spec;
@@ -114,6 +124,7 @@ pub(super) fn decide_round(pool: &WindowsNodePool, settings: &Settings, seen: &O
         existing_revisions: &seen.existing_revisions,
         gates: &seen.gates,
         average_node_update: seen.average_node_update,
+        target_marked_at: target_marked_at(&seen.cms_of_pool, &crate::revision::revision_of(spec)),
     };
     let plan = decide(&input, &seen.views, now);
     let capacity = hns::capacity(seen.hns_totals, &seen.hns_limits, spec.hns.warn_percent, seen.hns_over_limit.clone());
@@ -125,7 +136,7 @@ pub(super) fn decide_round(pool: &WindowsNodePool, settings: &Settings, seen: &O
             agent_write(pool, settings, &seen.ds_of_pool),
             plan.by_state.get(&NodeState::Applying).copied().unwrap_or(0),
         ),
-        configmaps: configmap_writes(pool, &settings.agent_namespace, &plan, &seen.cms_of_pool, &seen.ds_of_pool),
+        configmaps: configmap_writes(pool, &settings.agent_namespace, &plan, &seen.cms_of_pool, &seen.ds_of_pool, now),
         csi_proxy: csi_proxy_writes(pool, settings, &plan, &seen.cms_of_pool, &seen.ds_of_pool),
         hns_writes: hns_writes(seen, &plan, spec.hns.taint_when_not_ready, now),
         hns_not_ready: seen.hns_nodes.iter().filter(|h| h.readiness == HnsReadiness::NotReady).map(|h| h.node.name.clone()).collect(),
@@ -284,7 +295,14 @@ mod tests {
         let node = NodeView { name: "a".into(), ready: true, ..Default::default() };
         let problems_with = |seen: Seen| {
             let gates = [GateResult { gate: "alerts".into(), seen }];
-            let input = PoolInput { name: "p", spec: &pool.spec, existing_revisions: &existing, gates: &gates, average_node_update: None };
+            let input = PoolInput {
+                name: "p",
+                spec: &pool.spec,
+                existing_revisions: &existing,
+                target_marked_at: None,
+                gates: &gates,
+                average_node_update: None,
+            };
             problems(&pool, &decide(&input, std::slice::from_ref(&node), Timestamp::UNIX_EPOCH), &Membership::default())
         };
         let firing = |names: &[&str]| Seen::Alerts { total: names.len(), names: names.iter().map(|s| s.to_string()).collect() };
@@ -302,7 +320,14 @@ mod tests {
     #[test]
     fn writes_that_finish_or_move_a_node_come_before_writes_that_start_one() {
         let existing = BTreeSet::new();
-        let input = PoolInput { name: "p", spec: &pool().spec, existing_revisions: &existing, gates: &[], average_node_update: None };
+        let input = PoolInput {
+            name: "p",
+            spec: &pool().spec,
+            existing_revisions: &existing,
+            target_marked_at: None,
+            gates: &[],
+            average_node_update: None,
+        };
         let mut plan = decide(&input, &[], Timestamp::UNIX_EPOCH);
         plan.patches = vec![
             patch("a", NodeState::Pending, NodeState::Draining),
@@ -354,14 +379,21 @@ mod tests {
         let (pool, settings) = (pool(), settings());
         let existing = BTreeSet::new();
         let plan = decide(
-            &PoolInput { name: "p", spec: &pool.spec, existing_revisions: &existing, gates: &[], average_node_update: None },
+            &PoolInput {
+                name: "p",
+                spec: &pool.spec,
+                existing_revisions: &existing,
+                target_marked_at: None,
+                gates: &[],
+                average_node_update: None,
+            },
             &[],
             Timestamp::UNIX_EPOCH,
         );
-        let writes = configmap_writes(&pool, &settings.agent_namespace, &plan, &[], &[]);
+        let writes = configmap_writes(&pool, &settings.agent_namespace, &plan, &[], &[], Timestamp::UNIX_EPOCH);
         assert_eq!(writes.create.iter().map(|(r, _)| r.as_str()).collect::<Vec<_>>(), [plan.revision.as_str()]);
         let cm = Arc::new(writes.create[0].1.clone());
-        let again = configmap_writes(&pool, &settings.agent_namespace, &plan, std::slice::from_ref(&cm), &[]);
+        let again = configmap_writes(&pool, &settings.agent_namespace, &plan, std::slice::from_ref(&cm), &[], Timestamp::UNIX_EPOCH);
         assert!(again.create.is_empty() && again.delete_legacy.is_empty());
         assert!(stale_configmaps(&[cm], &plan).is_empty(), "the target's ConfigMap is not stale");
     }
@@ -371,19 +403,28 @@ mod tests {
         let (pool, settings) = (pool(), settings());
         let existing = BTreeSet::new();
         let plan_of = |pool: &WindowsNodePool| {
-            let input = PoolInput { name: "p", spec: &pool.spec, existing_revisions: &existing, gates: &[], average_node_update: None };
+            let input = PoolInput {
+                name: "p",
+                spec: &pool.spec,
+                existing_revisions: &existing,
+                target_marked_at: None,
+                gates: &[],
+                average_node_update: None,
+            };
             decide(&input, &[], Timestamp::UNIX_EPOCH)
         };
         let plan = plan_of(&pool);
-        let first = configmap_writes(&pool, &settings.agent_namespace, &plan, &[], &[]);
+        let first = configmap_writes(&pool, &settings.agent_namespace, &plan, &[], &[], Timestamp::UNIX_EPOCH);
         let old = Arc::new(first.create[0].1.clone());
         assert_eq!(old.labels().get(names::LABEL_TARGET).map(String::as_str), Some("true"), "created with the mark");
         assert!(first.mark.is_empty());
+        assert_eq!(target_marked_at(std::slice::from_ref(&old), &plan.revision), Some(Timestamp::UNIX_EPOCH), "and when");
+        assert_eq!(target_marked_at(std::slice::from_ref(&old), "another"), None);
 
         let mut newer = pool.clone();
         newer.spec.os.patch_level = "10.0.20348.2800".into();
         let plan = plan_of(&newer);
-        let w = configmap_writes(&newer, &settings.agent_namespace, &plan, std::slice::from_ref(&old), &[]);
+        let w = configmap_writes(&newer, &settings.agent_namespace, &plan, std::slice::from_ref(&old), &[], Timestamp::UNIX_EPOCH);
         assert_eq!(w.create[0].1.labels().get(names::LABEL_TARGET).map(String::as_str), Some("true"), "the new target's is marked");
         assert_eq!(w.mark, [(old.name_any(), false)], "the old target's mark comes off");
 
@@ -394,7 +435,8 @@ mod tests {
             Arc::new(c)
         };
         let newer_cm = Arc::new(w.create[0].1.clone());
-        let back = configmap_writes(&pool, &settings.agent_namespace, &plan_of(&pool), &[unmarked, newer_cm.clone()], &[]);
+        let back =
+            configmap_writes(&pool, &settings.agent_namespace, &plan_of(&pool), &[unmarked, newer_cm.clone()], &[], Timestamp::UNIX_EPOCH);
         assert!(back.create.is_empty());
         assert_eq!(back.mark, [(newer_cm.name_any(), false), (old.name_any(), true)], "off the newer first, then on the old");
     }

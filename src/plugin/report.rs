@@ -290,7 +290,14 @@ pub fn plan_report(pool: &WindowsNodePool, m: &Members, now: Timestamp) -> PlanR
     let rev = revision_of(&pool.spec);
     let existing = BTreeSet::new();
     let average = pool.status.as_ref().and_then(|s| s.average_node_update_seconds).map(|s| std::time::Duration::from_secs(s.max(0) as u64));
-    let input = PoolInput { name: &name, spec: &pool.spec, existing_revisions: &existing, average_node_update: average, gates: &[] };
+    let input = PoolInput {
+        name: &name,
+        spec: &pool.spec,
+        existing_revisions: &existing,
+        average_node_update: average,
+        target_marked_at: None,
+        gates: &[],
+    };
     let preview = rollout::preview(&input, &m.views, now);
     let limit = preview.unavailable.max_unavailable;
     let states: Vec<(&NodeView, NodeState)> = m.views.iter().map(|v| (v, state_of(v, &rev, pool))).collect();
@@ -387,7 +394,14 @@ mod tests {
     fn first_wave_of_decide(p: &WindowsNodePool, views: &[NodeView]) -> Vec<String> {
         let existing = BTreeSet::new();
         let plan = rollout::decide(
-            &PoolInput { name: "a", spec: &p.spec, existing_revisions: &existing, average_node_update: None, gates: &[] },
+            &PoolInput {
+                name: "a",
+                spec: &p.spec,
+                existing_revisions: &existing,
+                average_node_update: None,
+                target_marked_at: None,
+                gates: &[],
+            },
             views,
             now(),
         );

@@ -31,8 +31,24 @@ pub(super) fn held(s: &RoundSettings<'_>, n: &NodeView) -> Option<PreflightHeld>
             PreflightVerdict::Ready => None,
             PreflightVerdict::Blocked(why) => Some(PreflightHeld::Blocked(why.clone())),
         },
+        // An agent answers within seconds of the mark; one silent for a whole
+        // nodeTimeout is not running, cannot read its host, or predates
+        // preflight. Said as a block, so the pool lists it and says why.
+        _ if s.target_marked_at.is_some_and(|at| at < s.now && s.since(Some(at)) > s.node_timeout) => {
+            Some(PreflightHeld::Blocked(unanswered(s, n)))
+        }
         _ => Some(PreflightHeld::Awaited),
     }
+}
+
+/// Why a node whose agent never judged the revision is held.
+fn unanswered(s: &RoundSettings<'_>, n: &NodeView) -> String {
+    let agent = match &n.agent_version {
+        Some(v) => format!("its agent ({v}) runs but has not judged it: too old for preflight, or it cannot read the host (see its log)"),
+        None => "no agent has reported on this node: is the agent pod running on it?".to_string(),
+    };
+    let timeout = jiff::SignedDuration::try_from(s.node_timeout).map(|d| format!("{d:#}")).unwrap_or_default();
+    format!("no preflight of revision {} within {timeout} (rollout.nodeTimeout): {agent}", s.rev)
 }
 
 /// The nodes as their agents leave them once the preflight of the spec's

@@ -67,6 +67,8 @@ pub(super) struct RoundSettings<'a> {
     /// The health gates as evaluated this round (empty: not evaluated, nothing holds).
     pub gates: &'a [GateResult],
     pub health_gate_interval: Duration,
+    /// When the agents were told of the target (its ConfigMap marked).
+    pub target_marked_at: Option<Timestamp>,
 }
 
 impl<'a> RoundSettings<'a> {
@@ -90,6 +92,7 @@ impl<'a> RoundSettings<'a> {
             window,
             gates: pool.gates,
             health_gate_interval: health_gate_interval(spec),
+            target_marked_at: pool.target_marked_at,
         }
     }
 

@@ -57,7 +57,7 @@ fn applied(mut n: NodeView, rev: &str) -> NodeView {
 fn run(spec: &WindowsNodePoolSpec, nodes: &[NodeView]) -> Plan {
     let existing = BTreeSet::new();
     decide(
-        &PoolInput { name: POOL, spec, existing_revisions: &existing, gates: &[], average_node_update: None },
+        &PoolInput { name: POOL, spec, existing_revisions: &existing, target_marked_at: None, gates: &[], average_node_update: None },
         &cleared(spec, nodes),
         now(),
     )
@@ -511,8 +511,18 @@ fn revision_configmaps_are_kept_for_the_target_and_every_revision_still_on_a_nod
     let existing: BTreeSet<String> = ["aaaaaaaaaa".to_string(), "bbbbbbbbbb".to_string()].into();
     let mut old = applied(fresh("a"), "aaaaaaaaaa");
     old.state = Some("Updated".into());
-    let plan =
-        decide(&PoolInput { name: POOL, spec: &spec, existing_revisions: &existing, gates: &[], average_node_update: None }, &[old], now());
+    let plan = decide(
+        &PoolInput {
+            name: POOL,
+            spec: &spec,
+            existing_revisions: &existing,
+            target_marked_at: None,
+            gates: &[],
+            average_node_update: None,
+        },
+        &[old],
+        now(),
+    );
     assert_eq!(plan.config_revisions, BTreeSet::from([rev, "aaaaaaaaaa".to_string()]));
 }
 
@@ -953,7 +963,11 @@ fn a_node_a_budget_blocks_is_put_back_and_its_slot_goes_to_the_next_node() {
 
 fn run_gated(spec: &WindowsNodePoolSpec, nodes: &[NodeView], gates: &[crate::gates::GateResult]) -> Plan {
     let existing = BTreeSet::new();
-    decide(&PoolInput { name: POOL, spec, existing_revisions: &existing, gates, average_node_update: None }, &cleared(spec, nodes), now())
+    decide(
+        &PoolInput { name: POOL, spec, existing_revisions: &existing, target_marked_at: None, gates, average_node_update: None },
+        &cleared(spec, nodes),
+        now(),
+    )
 }
 
 fn gate(name: &str, seen: crate::gates::Seen) -> crate::gates::GateResult {
@@ -1112,8 +1126,14 @@ fn the_estimate_is_the_waves_left_at_the_pools_pace() {
         applied(in_state("e", NodeState::Updated, &rev), &rev),
     ];
     let with = |avg: Option<u64>, spec: &WindowsNodePoolSpec| {
-        let input =
-            PoolInput { name: POOL, spec, existing_revisions: &existing, average_node_update: avg.map(Duration::from_secs), gates: &[] };
+        let input = PoolInput {
+            name: POOL,
+            spec,
+            existing_revisions: &existing,
+            average_node_update: avg.map(Duration::from_secs),
+            target_marked_at: None,
+            gates: &[],
+        };
         decide(&input, &cleared(spec, &nodes), now())
     };
     // 4 nodes left (a in flight, b c d), 2 at a time: 2 waves of 10 minutes.
@@ -1160,7 +1180,14 @@ fn other_holds_come_before_the_gates_and_gates_are_asked_for_only_when_a_node_co
     let existing = BTreeSet::new();
     let could = |spec: &WindowsNodePoolSpec, nodes: &[NodeView]| {
         crate::rollout::could_start(
-            &PoolInput { name: POOL, spec, existing_revisions: &existing, gates: &closed, average_node_update: None },
+            &PoolInput {
+                name: POOL,
+                spec,
+                existing_revisions: &existing,
+                target_marked_at: None,
+                gates: &closed,
+                average_node_update: None,
+            },
             &cleared(spec, nodes),
             now(),
         )
@@ -1251,8 +1278,18 @@ fn a_node_is_cordoned_only_once_its_agents_preflight_passed_for_the_revision() {
         NodeView { preflight: None, ..applied(fresh("e"), &rev) },
     ];
     let existing = BTreeSet::new();
-    let plan =
-        decide(&PoolInput { name: POOL, spec: &spec, existing_revisions: &existing, gates: &[], average_node_update: None }, &nodes, now());
+    let plan = decide(
+        &PoolInput {
+            name: POOL,
+            spec: &spec,
+            existing_revisions: &existing,
+            target_marked_at: None,
+            gates: &[],
+            average_node_update: None,
+        },
+        &nodes,
+        now(),
+    );
     let started: Vec<(&str, Option<bool>)> =
         plan.patches.iter().filter(|p| p.from == NodeState::Pending).map(|p| (p.node.as_str(), p.unschedulable)).collect();
     assert_eq!(started.first(), Some(&("a", Some(true))), "a is cordoned");
@@ -1267,4 +1304,39 @@ fn a_node_is_cordoned_only_once_its_agents_preflight_passed_for_the_revision() {
         "b is blocked; c and d have no verdict on this revision; e is not held"
     );
     assert_eq!(plan.preflight_blocked_status().iter().map(|b| b.name.as_str()).collect::<Vec<_>>(), ["b"]);
+}
+
+#[test]
+fn an_agent_silent_for_a_whole_node_timeout_after_the_mark_is_reported_as_blocked() {
+    let spec = spec_with("rollout: {maxUnavailable: 10, nodeTimeout: 15m}");
+    let rev = revision_of(&spec);
+    let nodes =
+        [NodeView { agent_version: Some("0.1.0".into()), ..fresh("old-agent") }, NodeView { agent_version: None, ..fresh("no-agent") }];
+    let existing = BTreeSet::new();
+    let at = |mins: i64| {
+        let input = PoolInput {
+            name: POOL,
+            spec: &spec,
+            existing_revisions: &existing,
+            target_marked_at: Some(now() - jiff::SignedDuration::from_mins(mins)),
+            gates: &[],
+            average_node_update: None,
+        };
+        decide(&input, &nodes, now())
+    };
+    let soon = at(14);
+    assert_eq!(
+        soon.preflight_held.values().collect::<Vec<_>>(),
+        [&PreflightHeld::Awaited, &PreflightHeld::Awaited],
+        "within nodeTimeout: waited for"
+    );
+    let late = at(16);
+    let why: BTreeMap<&str, &str> = late.preflight_blocked().map(|(n, w)| (n.as_str(), w.as_str())).collect();
+    assert_eq!(why.len(), 2, "{late:?}");
+    assert!(
+        why["old-agent"].contains(&format!("no preflight of revision {rev} within 15m")) && why["old-agent"].contains("0.1.0"),
+        "{why:?}"
+    );
+    assert!(why["no-agent"].contains("is the agent pod running"), "{why:?}");
+    assert!(late.patches.iter().all(|p| p.unschedulable != Some(true)), "never cordoned either way");
 }
