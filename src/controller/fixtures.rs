@@ -763,14 +763,7 @@ async fn csi_proxy_runs_per_revision_from_its_own_daemonset_and_the_old_version_
     assert!(csi_write < first_node, "CSI Proxy is there before any node is labelled for its revision: {got:#?}");
     let image = &reqs[csi_write].body["spec"]["template"]["spec"]["containers"][0]["image"];
     assert_eq!(image, &json!("ghcr.io/kubernetes-sigs/sig-windows/csi-proxy:v1.1.2"), "SIG Windows' HostProcess image of that version");
-    for _ in 0..40 {
-        f.round().await;
-        f.agents_apply();
-        if ["win-a", "win-b"].iter().all(|n| state(&f.node(n)) == Some("Updated")) {
-            break;
-        }
-    }
-    assert!(["win-a", "win-b"].iter().all(|n| state(&f.node(n)) == Some("Updated")), "the first rollout finished");
+    roll_out_both(&mut f).await;
 
     // A new CSI Proxy version is a new revision: a second DaemonSet for the
     // nodes moved to it, the first kept while a node still runs the old revision.
@@ -991,10 +984,8 @@ async fn a_start_whose_answer_was_lost_is_not_made_again_from_a_cache_that_misse
     assert!(caught_up.iter().all(|r| r.path != node_path("win-a") || state(&r.before) == Some("Draining")), "{:#?}", calls(&caught_up));
 }
 
-#[tokio::test]
-async fn a_new_revision_is_marked_for_preflight_and_no_node_starts_on_it_before_its_agents_cleared_it() {
-    let nodes = vec![windows_node("win-a", "win22"), windows_node("win-b", "win22")];
-    let mut f = Fixture::new(pool(2), nodes);
+/// Rounds, with win-a's and win-b's agents applying, until both are Updated.
+async fn roll_out_both(f: &mut Fixture) {
     for _ in 0..40 {
         f.round().await;
         f.agents_apply();
@@ -1003,6 +994,13 @@ async fn a_new_revision_is_marked_for_preflight_and_no_node_starts_on_it_before_
         }
     }
     assert!(["win-a", "win-b"].iter().all(|n| state(&f.node(n)) == Some("Updated")), "the first rollout finished");
+}
+
+#[tokio::test]
+async fn a_new_revision_is_marked_for_preflight_and_no_node_starts_on_it_before_its_agents_cleared_it() {
+    let nodes = vec![windows_node("win-a", "win22"), windows_node("win-b", "win22")];
+    let mut f = Fixture::new(pool(2), nodes);
+    roll_out_both(&mut f).await;
     let old_cm = f.cluster.lock().unwrap().configmaps.keys().next().cloned().expect("the first revision's ConfigMap");
 
     // The spec moves on: a new patch level; both nodes are pending again.

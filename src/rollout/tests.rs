@@ -65,6 +65,11 @@ fn run(spec: &WindowsNodePoolSpec, nodes: &[NodeView]) -> Plan {
 
 use super::preflight::{PreflightHeld, cleared};
 
+/// The decision's pool input with no gates, no pace and no target mark yet.
+fn input<'a>(spec: &'a WindowsNodePoolSpec, existing: &'a BTreeSet<String>) -> PoolInput<'a> {
+    PoolInput { name: POOL, spec, existing_revisions: existing, target_marked_at: None, gates: &[], average_node_update: None }
+}
+
 fn patch<'a>(plan: &'a Plan, node: &str) -> Option<&'a NodePatch> {
     plan.patches.iter().find(|p| p.node == node)
 }
@@ -511,18 +516,7 @@ fn revision_configmaps_are_kept_for_the_target_and_every_revision_still_on_a_nod
     let existing: BTreeSet<String> = ["aaaaaaaaaa".to_string(), "bbbbbbbbbb".to_string()].into();
     let mut old = applied(fresh("a"), "aaaaaaaaaa");
     old.state = Some("Updated".into());
-    let plan = decide(
-        &PoolInput {
-            name: POOL,
-            spec: &spec,
-            existing_revisions: &existing,
-            target_marked_at: None,
-            gates: &[],
-            average_node_update: None,
-        },
-        &[old],
-        now(),
-    );
+    let plan = decide(&input(&spec, &existing), &[old], now());
     assert_eq!(plan.config_revisions, BTreeSet::from([rev, "aaaaaaaaaa".to_string()]));
 }
 
@@ -1278,18 +1272,7 @@ fn a_node_is_cordoned_only_once_its_agents_preflight_passed_for_the_revision() {
         NodeView { preflight: None, ..applied(fresh("e"), &rev) },
     ];
     let existing = BTreeSet::new();
-    let plan = decide(
-        &PoolInput {
-            name: POOL,
-            spec: &spec,
-            existing_revisions: &existing,
-            target_marked_at: None,
-            gates: &[],
-            average_node_update: None,
-        },
-        &nodes,
-        now(),
-    );
+    let plan = decide(&input(&spec, &existing), &nodes, now());
     let started: Vec<(&str, Option<bool>)> =
         plan.patches.iter().filter(|p| p.from == NodeState::Pending).map(|p| (p.node.as_str(), p.unschedulable)).collect();
     assert_eq!(started.first(), Some(&("a", Some(true))), "a is cordoned");

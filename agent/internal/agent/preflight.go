@@ -21,6 +21,9 @@ const preflightEvery = 10 * time.Minute
 type preflightVerdict struct {
 	revision, value string
 	at              time.Time
+	// landed: the Node has carried this verdict (a write that did not land
+	// yet is not a verdict lost: it is written again, not judged again).
+	landed bool
 }
 
 // preflight judges the pool's target revision on this host unless the agent
@@ -39,7 +42,9 @@ func (a *agent) preflight(ctx context.Context, node *corev1.Node) {
 	// A verdict the Node no longer carries (the operator clears it when the
 	// node fails, so that a retry is judged afresh) is judged again at once.
 	onNode := node.Annotations[names.AnnPreflightRevision] == a.pre.revision && node.Annotations[names.AnnPreflight] == a.pre.value
-	if a.pre.revision == t.revision && onNode && time.Since(a.pre.at) < preflightEvery {
+	a.pre.landed = a.pre.landed || onNode
+	lost := a.pre.landed && !onNode
+	if a.pre.revision == t.revision && !lost && time.Since(a.pre.at) < preflightEvery {
 		return
 	}
 	if !a.obsKnown || a.obsErr != "" {
