@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Gives an agent namespace the identity the chart gives winpool's agents: the
 # ServiceAccount winpool-agent, its ClusterRole/Role and bindings, and the
-# ValidatingAdmissionPolicy that confines it to its own Node's agent
-# annotations. Rendered from charts/winpool (only those templates), so tests,
+# ValidatingAdmissionPolicy that confines it to its own node's
+# WindowsNodeReport. Rendered from charts/winpool (only those templates), so tests,
 # the demo and the benchmark run the agents under exactly what users install.
 #
 #   hack/agent-identity.sh [--delete] <agent-namespace> [release-name]

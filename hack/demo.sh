@@ -50,8 +50,8 @@ KUBECTL="$(tool_path kubectl)"
 k() { "$KUBECTL" "$@"; }
 
 log "step 4/6: CRD, simulated fleet (16 nodes) and a PDB-protected workload"
-k apply -f crds/windowsnodepools.winpool.dev.yaml >/dev/null
-k wait --for=condition=Established crd/windowsnodepools.winpool.dev --timeout=60s >/dev/null
+k apply -f crds/windowsnodepools.winpool.dev.yaml -f crds/windowsnodereports.winpool.dev.yaml >/dev/null
+k wait --for=condition=Established crd/windowsnodepools.winpool.dev crd/windowsnodereports.winpool.dev --timeout=60s >/dev/null
 stop_bg
 start_bg() { # name, program, args...
   local name="$1"; shift

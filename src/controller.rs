@@ -34,7 +34,11 @@ use crate::hns::HnsTracker;
 use crate::membership::{Membership, PoolSelector};
 use crate::metrics::Metrics;
 use crate::node_record::NodeRecord;
+use crate::report::WindowsNodeReport;
 use crate::rollout::NodeState;
+
+/// The reflector caches a round reads.
+type Caches = (Store<NodeRecord>, Store<WindowsNodeReport>, Store<DaemonSet>, Store<ConfigMap>, Store<WindowsNodePool>);
 
 pub const FINALIZER: &str = "winpool.dev/release-nodes";
 /// Requests in flight at once within one reconcile: node writes, the pod
@@ -143,6 +147,8 @@ pub struct Context {
     pub client: Client,
     pub settings: Settings,
     pub nodes: Store<NodeRecord>,
+    /// The agents' reports, in the agents' namespace, named after their Nodes.
+    pub reports: Store<WindowsNodeReport>,
     pub daemonsets: Store<DaemonSet>,
     pub configmaps: Store<ConfigMap>,
     pub pools: Store<WindowsNodePool>,
@@ -178,7 +184,7 @@ impl Context {
     fn new(
         client: Client,
         settings: Settings,
-        (nodes, daemonsets, configmaps, pools): (Store<NodeRecord>, Store<DaemonSet>, Store<ConfigMap>, Store<WindowsNodePool>),
+        (nodes, reports, daemonsets, configmaps, pools): Caches,
         metrics: Arc<Metrics>,
         hns: Arc<Mutex<HnsTracker>>,
         recent: Arc<RecentWrites>,
@@ -189,6 +195,7 @@ impl Context {
             client,
             settings,
             nodes,
+            reports,
             daemonsets,
             configmaps,
             pools,
@@ -308,6 +315,7 @@ pub async fn run(
     let (node_store, nodes) = watch::windows_nodes(&client, recent.clone());
     let (ds_store, daemonsets) = watch::agent_daemonsets(&client, &settings.agent_namespace);
     let (cm_store, configmaps) = watch::revision_configmaps(&client, &settings.agent_namespace);
+    let (report_store, reports) = watch::agent_reports(&client, &settings.agent_namespace);
     let tracker = Arc::new(Mutex::new(HnsTracker::new()));
     spawn_hns_watches(&client, tracker.clone());
     let hns_changed = watch::hns_changes(tracker.clone());
@@ -315,8 +323,16 @@ pub async fn run(
     let controller = Controller::new(pools_api, watch::pools(&settings)).trigger_backoff(watch_backoff());
     let pool_store = controller.store();
     let mapper_pools = pool_store.clone();
-    let stores = (node_store.clone(), ds_store.clone(), cm_store.clone());
-    let ctx = Arc::new(Context::new(client, settings, (node_store, ds_store, cm_store, pool_store), metrics.clone(), tracker, recent));
+    let stores = (node_store.clone(), report_store.clone(), ds_store.clone(), cm_store.clone());
+    let mapper_nodes = node_store.clone();
+    let ctx = Arc::new(Context::new(
+        client,
+        settings,
+        (node_store, report_store, ds_store, cm_store, pool_store),
+        metrics.clone(),
+        tracker,
+        recent,
+    ));
     watch::report_synced(stores, metrics);
     let stopped = {
         let ctx = ctx.clone();
@@ -340,6 +356,7 @@ pub async fn run(
         .watches_stream(daemonsets, |ds: DaemonSet| {
             ds.labels().get(names::LABEL_POOL).map(|p| ObjectRef::<WindowsNodePool>::new(p)).into_iter()
         })
+        .watches_stream(reports, move |r: WindowsNodeReport| watch::pool_of_report(&mapper_nodes, &r))
         .watches_stream(configmaps, |cm: ConfigMap| {
             cm.labels().get(names::LABEL_POOL).map(|p| ObjectRef::<WindowsNodePool>::new(p)).into_iter()
         })

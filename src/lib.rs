@@ -18,6 +18,7 @@ pub mod metrics;
 pub mod node_record;
 pub mod observe;
 pub mod plugin;
+pub mod report;
 pub mod revision;
 pub mod rollout;
 pub mod status;

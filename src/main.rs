@@ -34,7 +34,11 @@ enum Command {
     /// Run the operator (kubeconfig from KUBECONFIG, ~/.kube/config or in-cluster).
     Run(Box<RunArgs>),
     /// Print the WindowsNodePool CustomResourceDefinition as YAML.
-    Crd,
+    Crd {
+        /// The agents' WindowsNodeReport CRD instead.
+        #[arg(long)]
+        report: bool,
+    },
 }
 
 #[derive(clap::Args)]
@@ -212,8 +216,8 @@ fn main() -> anyhow::Result<()> {
 async fn async_main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
-        Command::Crd => {
-            print!("{}", winpool::crd::crd_yaml());
+        Command::Crd { report } => {
+            print!("{}", if report { winpool::crd::report_crd_yaml() } else { winpool::crd::crd_yaml() });
             Ok(())
         }
         Command::Run(a) => {

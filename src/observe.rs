@@ -9,13 +9,23 @@ use jiff::Timestamp;
 
 use crate::api::names;
 use crate::node_record::NodeRecord;
+use crate::report::{AgentReport, ReportSource};
 use crate::rollout::{HnsReadiness, NodeView};
 
-pub fn node_view(node: &NodeRecord, hns: HnsReadiness) -> NodeView {
+/// The view of `node` with its agent's `report` (see [`AgentReport::of`]).
+pub fn node_view(node: &NodeRecord, report: &AgentReport, hns: HnsReadiness) -> NodeView {
     let ann = |k: &str| node.annotation(k);
     let owned = |k: &str| ann(k).map(str::to_string);
     let ts = |k: &str| ann(k).and_then(|v| v.parse::<Timestamp>().ok());
     let nonempty = |v: &str| (!v.is_empty()).then(|| v.to_string());
+    // An apply result answers one start of the node: a node started since
+    // (a new revision, a retry of the same one) has no result yet. A node at
+    // rest names no start, and its last result stands.
+    let current_start =
+        report.answers_start.is_none() || ann(names::ANN_STARTED_AT).is_none_or(|s| Some(s) == report.answers_start.as_deref());
+    let apply = |v: &Option<String>| v.clone().filter(|_| current_start);
+    // HNS starts empty after a reboot: counts read in an earlier boot are no count of this one.
+    let hns_current = report.hns_boot_id.as_deref().is_none_or(|b| b == node.boot_id);
     NodeView {
         name: node.name.clone(),
         pool_label: node.label(names::LABEL_POOL).map(str::to_string),
@@ -33,11 +43,11 @@ pub fn node_view(node: &NodeRecord, hns: HnsReadiness) -> NodeView {
         runtime_version: nonempty(&node.runtime_version),
         boot_id: nonempty(&node.boot_id),
         boot_id_at_start: owned(names::ANN_BOOT_ID),
-        applied_revision: owned(names::ANN_APPLIED_REVISION),
-        apply_status: owned(names::ANN_APPLY_STATUS),
-        apply_message: owned(names::ANN_APPLY_MESSAGE),
-        csi_proxy_version: owned(names::ANN_CSI_PROXY_VERSION),
-        cni_mode: owned(names::ANN_CNI_MODE),
+        applied_revision: apply(&report.applied_revision),
+        apply_status: apply(&report.apply_status),
+        apply_message: apply(&report.apply_message),
+        csi_proxy_version: report.csi_proxy_version.clone(),
+        cni_mode: report.cni_mode.clone(),
         failure_reason: owned(names::ANN_FAILURE_REASON),
         failure_message: owned(names::ANN_FAILURE_MESSAGE),
         hns,
@@ -45,13 +55,16 @@ pub fn node_view(node: &NodeRecord, hns: HnsReadiness) -> NodeView {
         drain_block: None,
         drain_blocked_by: owned(names::ANN_DRAIN_BLOCKED_BY),
         drain_blocked_since: ts(names::ANN_DRAIN_BLOCKED_SINCE),
-        hns_reported: ann(names::ANN_HNS_LOAD_BALANCERS).is_some() && ann(names::ANN_HNS_ENDPOINTS).is_some(),
+        hns_reported: report.hns_load_balancers.is_some() && report.hns_endpoints.is_some(),
+        hns_load_balancers: report.hns_load_balancers.clone().filter(|_| hns_current),
+        hns_endpoints: report.hns_endpoints.clone().filter(|_| hns_current),
+        reports_in_object: report.source == ReportSource::Object,
         resource_version: node.resource_version.clone(),
-        runtime_service: owned(names::ANN_RUNTIME_SERVICE),
-        csi_proxy_host: owned(names::ANN_CSI_PROXY_HOST).filter(|v| !v.is_empty()),
+        runtime_service: report.runtime_service.clone(),
+        csi_proxy_host: report.csi_proxy_host.clone().filter(|v| !v.is_empty()),
         csi_proxy_host_label: node.label(names::LABEL_CSI_PROXY_HOST).map(str::to_string),
-        preflight: crate::rollout::Preflight::parse(ann(names::ANN_PREFLIGHT), ann(names::ANN_PREFLIGHT_REVISION)),
-        agent_version: owned(names::ANN_AGENT_VERSION),
+        preflight: report.preflight.clone(),
+        agent_version: report.agent_version.clone(),
     }
 }
 
@@ -90,7 +103,8 @@ mod tests {
             }),
             ..Default::default()
         });
-        let v = node_view(&(&n).into(), HnsReadiness::Ready);
+        let record = NodeRecord::from(&n);
+        let v = node_view(&record, &AgentReport::of(&record, None), HnsReadiness::Ready);
         assert_eq!(v.name, "win-1");
         assert_eq!(v.pool_label.as_deref(), Some("p"));
         assert_eq!(v.revision_label.as_deref(), Some("r1"));
@@ -105,7 +119,7 @@ mod tests {
 
     #[test]
     fn an_empty_node_is_not_ready_and_has_nothing() {
-        let v = node_view(&(&Node::default()).into(), HnsReadiness::Unknown);
+        let v = node_view(&(&Node::default()).into(), &AgentReport::default(), HnsReadiness::Unknown);
         assert!(!v.ready && !v.unschedulable && !v.cordoned_by_winpool);
         assert_eq!(v.kernel_version, None);
     }

@@ -129,8 +129,13 @@ pub struct NodeView {
     /// Put back for a PodDisruptionBudget (`winpool.dev/drain-blocked-by`/`-since`).
     pub drain_blocked_by: Option<String>,
     pub drain_blocked_since: Option<Timestamp>,
-    /// The agent reports HNS counts on this node (both annotations present).
+    /// The agent reports HNS counts on this node (both counts present, of any boot).
     pub hns_reported: bool,
+    /// The agent's HNS counts, raw, when they were read in the node's current boot.
+    pub hns_load_balancers: Option<String>,
+    pub hns_endpoints: Option<String>,
+    /// The agent writes a `WindowsNodeReport` (an agent of 0.2.0 wrote annotations).
+    pub reports_in_object: bool,
     /// The resourceVersion the view was read at: a start is guarded by it.
     pub resource_version: Option<String>,
     /// How containerd's service is installed, as the agent reports it (`containerd (nssm)`).

@@ -252,8 +252,9 @@ class Bench:
             subprocess.run([self.a.cluster_script, "down"], check=True, stdout=subprocess.DEVNULL)
 
     def install_crd_and_identity(self):
-        self.kubectl("apply", "-f", os.path.join(self.repo, "crds", "windowsnodepools.winpool.dev.yaml"))
-        self.kubectl("wait", "--for=condition=Established", "crd/windowsnodepools.winpool.dev", "--timeout=60s")
+        for crd in ("windowsnodepools.winpool.dev", "windowsnodereports.winpool.dev"):
+            self.kubectl("apply", "-f", os.path.join(self.repo, "crds", f"{crd}.yaml"))
+            self.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")
         # The operator runs as the chart's ServiceAccount with the chart's RBAC,
         # exactly as installed; only the identity objects are applied (no Deployment).
         self.kubectl("create", "namespace", SA_NAMESPACE, check=False)

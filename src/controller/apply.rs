@@ -13,6 +13,7 @@ use kube::ResourceExt;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
+use kube::runtime::reflector::ObjectRef;
 use serde_json::json;
 use tracing::{debug, info, warn};
 
@@ -29,6 +30,7 @@ use crate::hns::Limits;
 use crate::membership::members_of;
 use crate::node_record::NodeRecord;
 use crate::observe::node_view;
+use crate::report::AgentReport;
 use crate::rollout::{DrainBlock, DrainMode, HnsReadiness, NodePatch, NodeState, PoolInput, could_start, fold_average, node_timeout};
 use crate::status::{PROGRESS_WRITE_INTERVAL, node_batch_events, only_progress_changed};
 
@@ -148,7 +150,8 @@ async fn observe<'a>(
     let mut views = Vec::with_capacity(member_set.len());
     let mut hns_nodes = Vec::new();
     for n in nodes.iter().filter(|n| member_set.contains(n.name.as_str())) {
-        let mut v = node_view(n, HnsReadiness::Unknown);
+        let object = ctx.reports.get(&ObjectRef::new(&n.name).within(&ctx.settings.agent_namespace));
+        let mut v = node_view(n, &AgentReport::of(n, object.as_deref()), HnsReadiness::Unknown);
         let (readiness, reason, message) = hns_readiness(n, &v, totals, &pool.spec.hns, grace, now);
         v.hns = readiness;
         hns_nodes.push(HnsNode { node: n, readiness, reason, message });

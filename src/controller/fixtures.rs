@@ -26,6 +26,7 @@ use crate::daemonset::AgentSettings;
 use crate::hns::HnsTracker;
 use crate::metrics::Metrics;
 use crate::node_record::NodeRecord;
+use crate::report::WindowsNodeReport;
 
 /// One request the operator made, with the object it wrote to as it was before and after.
 #[derive(Debug, Clone)]
@@ -64,6 +65,8 @@ impl Recorded {
 struct Cluster {
     pool: Option<WindowsNodePool>,
     nodes: BTreeMap<String, Value>,
+    /// The agents' WindowsNodeReports, by node.
+    reports: BTreeMap<String, Value>,
     daemonsets: BTreeMap<String, Value>,
     configmaps: BTreeMap<String, Value>,
     pods: BTreeMap<String, Value>,
@@ -226,6 +229,7 @@ struct Fixture {
     log: Arc<Mutex<Vec<Recorded>>>,
     ctx: Context,
     nodes: Writer<NodeRecord>,
+    reports: Writer<WindowsNodeReport>,
     daemonsets: Writer<DaemonSet>,
     configmaps: Writer<ConfigMap>,
     pools: Writer<WindowsNodePool>,
@@ -264,6 +268,7 @@ impl Fixture {
         });
         let client = Client::new(service, "default");
         let (node_store, nodes) = reflector::store();
+        let (report_store, reports) = reflector::store();
         let (ds_store, daemonsets) = reflector::store();
         let (cm_store, configmaps) = reflector::store();
         let (pool_store, pools) = reflector::store();
@@ -283,12 +288,12 @@ impl Fixture {
         let ctx = Context::new(
             client,
             settings,
-            (node_store, ds_store, cm_store, pool_store),
+            (node_store, report_store, ds_store, cm_store, pool_store),
             metrics,
             Arc::new(Mutex::new(tracker)),
             Default::default(),
         );
-        Fixture { cluster, log, ctx, nodes, daemonsets, configmaps, pools }
+        Fixture { cluster, log, ctx, nodes, reports, daemonsets, configmaps, pools }
     }
 
     /// The agents of the pool's nodes preflight the revision the operator
@@ -337,6 +342,7 @@ impl Fixture {
             serde_json::from_value(v.clone()).expect("a stored object")
         }
         relist(&mut self.nodes, c.nodes.values().map(|v| NodeRecord::from(&parse::<Node>(v))));
+        relist(&mut self.reports, c.reports.values().map(parse));
         relist(&mut self.daemonsets, c.daemonsets.values().map(parse));
         relist(&mut self.configmaps, c.configmaps.values().map(parse));
         relist(&mut self.pools, c.pool.clone().into_iter());

@@ -32,18 +32,19 @@ pub(super) fn hns_readiness(
     grace: jiff::SignedDuration,
     now: Timestamp,
 ) -> (HnsReadiness, &'static str, String) {
-    let ann = |k: &str| n.annotation(k);
     // Right after the update the agent has not reported yet: within nodeTimeout, missing counts mean "not yet".
-    // Only a node whose earlier counts winpool dropped at the update is awaited; an agent that
-    // never reported leaves the node Unknown, never tainted and never gating.
+    // Only a node whose agent reported counts before the update is awaited (counts of the boot
+    // before, or dropped by winpool for a 0.2.0 agent); an agent that never reported leaves the
+    // node Unknown, never tainted and never gating.
+    let stale = v.hns_reported && v.hns_load_balancers.is_none();
     let awaiting = match v.state.as_deref().and_then(NodeState::parse) {
-        Some(NodeState::Applying | NodeState::Verifying) if ann(names::ANN_HNS_AWAITING) == Some("true") => {
+        Some(NodeState::Applying | NodeState::Verifying) if stale || n.annotation(names::ANN_HNS_AWAITING) == Some("true") => {
             Some(AwaitingReport { since: v.started_at.unwrap_or(now), grace })
         }
         _ => None,
     };
     let tolerance = spec.tolerance_percent.clamp(0, 100) as u8;
-    hns::node_readiness(ann(names::ANN_HNS_LOAD_BALANCERS), ann(names::ANN_HNS_ENDPOINTS), totals, tolerance, awaiting, now)
+    hns::node_readiness(v.hns_load_balancers.as_deref(), v.hns_endpoints.as_deref(), totals, tolerance, awaiting, now)
 }
 
 /// The writes that bring one node's WindowsHNSReady condition and hns-not-ready

@@ -13,6 +13,7 @@ use crate::api::{WindowsNodePool, names};
 use crate::hns;
 use crate::node_record::NodeRecord;
 use crate::observe::node_view;
+use crate::report::AgentReport;
 use crate::rollout::{HnsReadiness, NodePatch};
 
 pub(super) fn node_patch_body(p: &NodePatch) -> serde_json::Value {
@@ -64,7 +65,7 @@ pub(super) async fn patch_node_with(ctx: &Context, pool: &str, p: &NodePatch, bo
 
 /// Give a node back: no pool label, no revision, no rollout state, and winpool's cordon lifted.
 pub(super) fn release_patch(n: &NodeRecord, why: &str) -> NodePatch {
-    let view = node_view(n, HnsReadiness::Unknown);
+    let view = node_view(n, &AgentReport::default(), HnsReadiness::Unknown);
     let mut p = NodePatch { node: view.name.clone(), reason: why.into(), ..Default::default() };
     for l in [names::LABEL_POOL, names::LABEL_REVISION, names::LABEL_STATE, names::LABEL_CSI_PROXY_HOST] {
         p.labels.insert(l.into(), None);

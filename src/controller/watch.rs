@@ -26,6 +26,7 @@ use crate::hns::HnsTracker;
 use crate::membership::{PoolSelector, pools_selecting};
 use crate::metrics::Metrics;
 use crate::node_record::{NodeRecord, record_event};
+use crate::report::WindowsNodeReport;
 
 /// A hash of what a decision reads from a Node.
 pub(super) fn node_relevance(n: &Node) -> Option<u64> {
@@ -185,6 +186,28 @@ pub(super) fn agent_daemonsets(
     (store, stream)
 }
 
+/// The agents' reports in the agents' namespace, without their managedFields.
+pub(super) fn agent_reports(
+    client: &Client,
+    ns: &str,
+) -> (Store<WindowsNodeReport>, impl Stream<Item = Result<WindowsNodeReport, watcher::Error>> + Send + 'static) {
+    let api: Api<WindowsNodeReport> = Api::namespaced(client.clone(), ns);
+    let (store, writer) = reflector::store();
+    let stream = big_collection(api, watcher::Config::default())
+        .backoff(watch_backoff())
+        .modify(crate::report::trim)
+        .reflect(writer)
+        .touched_objects();
+    (store, stream)
+}
+
+/// A report concerns the pool of its node (a node in no pool yet waits for
+/// its label, whose event is the Node's).
+pub(super) fn pool_of_report(nodes: &Store<NodeRecord>, report: &WindowsNodeReport) -> Option<ObjectRef<WindowsNodePool>> {
+    let node = nodes.get(&ObjectRef::new(&report.name_any()))?;
+    node.label(names::LABEL_POOL).map(ObjectRef::new)
+}
+
 /// winpool's revision ConfigMaps in the agents' namespace.
 pub(super) fn revision_configmaps(
     client: &Client,
@@ -235,15 +258,16 @@ pub(super) fn pools_of_node(pools: &Store<WindowsNodePool>, node: &Node) -> Vec<
 
 /// Mark the caches synced (a reconcile waits for it) once all three have listed.
 pub(super) fn report_synced(
-    (nodes, daemonsets, configmaps): (Store<NodeRecord>, Store<DaemonSet>, Store<ConfigMap>),
+    (nodes, reports, daemonsets, configmaps): (Store<NodeRecord>, Store<WindowsNodeReport>, Store<DaemonSet>, Store<ConfigMap>),
     metrics: Arc<Metrics>,
 ) {
     tokio::spawn(async move {
         let _ = nodes.wait_until_ready().await;
+        let _ = reports.wait_until_ready().await;
         let _ = daemonsets.wait_until_ready().await;
         let _ = configmaps.wait_until_ready().await;
         metrics.caches_synced.set(1);
-        info!("node, DaemonSet and ConfigMap caches synced");
+        info!("node, report, DaemonSet and ConfigMap caches synced");
     });
 }
 

@@ -14,6 +14,7 @@ use serde_json::json;
 use super::report::{self, Members};
 use super::{FIELD_MANAGER, PluginError, retry, table};
 use crate::api::{WindowsNodePool, names};
+use crate::report::WindowsNodeReport;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -116,8 +117,20 @@ async fn read_pool(client: &Client, name: &str) -> Result<(WindowsNodePool, Memb
     let nodes: Api<Node> = Api::all(client.clone());
     let windows = ListParams::default().labels(&format!("{}=windows", names::LABEL_OS));
     let nodes = nodes.list(&windows).await.map_err(|e| PluginError::from_kube(e, "nodes", ""))?.items;
-    let m = report::members(&pool, &all, &nodes);
+    let reports = agent_reports(client).await?;
+    let m = report::members(&pool, &all, &nodes, &reports);
     Ok((pool, m))
+}
+
+/// Every agent's report (in whichever namespace winpool's agents run); a
+/// cluster without the report CRD yet (winpool 0.2.0) has none.
+async fn agent_reports(client: &Client) -> Result<Vec<WindowsNodeReport>, PluginError> {
+    let api: Api<WindowsNodeReport> = Api::all(client.clone());
+    match api.list(&ListParams::default()).await {
+        Ok(l) => Ok(l.items),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(Vec::new()),
+        Err(e) => Err(PluginError::from_kube(e, "windowsnodereports", "")),
+    }
 }
 
 fn params() -> PatchParams {
@@ -140,7 +153,8 @@ async fn set_paused(client: &Client, name: &str, paused: bool) -> Result<String,
 async fn retry_node(client: &Client, name: &str) -> Result<String, PluginError> {
     let nodes: Api<Node> = Api::all(client.clone());
     let node = nodes.get(name).await.map_err(|e| PluginError::from_kube(e, "node", name))?;
-    let view = report::view(&node);
+    let reports = agent_reports(client).await?;
+    let view = report::view(&node, report::report_of(&node, &reports));
     let pool = match view.pool_label.as_deref() {
         Some(p) => Api::<WindowsNodePool>::all(client.clone()).get_opt(p).await.map_err(|e| PluginError::from_kube(e, "pool", p))?,
         None => None,

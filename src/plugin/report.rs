@@ -19,6 +19,7 @@ use crate::api::{NodeCounts, WindowsNodePool, conditions, names};
 use crate::membership::{PoolSelector, members_of};
 use crate::node_record::NodeRecord;
 use crate::observe::node_view;
+use crate::report::{AgentReport, WindowsNodeReport};
 use crate::revision::revision_of;
 use crate::rollout::{self, HnsReadiness, NodeState, NodeView, PoolInput};
 use crate::versions::WindowsBuild;
@@ -168,7 +169,7 @@ pub struct Members {
 
 /// The members of `pool` among `nodes`, judged against every pool (a node two
 /// pools select belongs to neither), as `membership::members_of` judges them.
-pub fn members(pool: &WindowsNodePool, pools: &[WindowsNodePool], nodes: &[Node]) -> Members {
+pub fn members(pool: &WindowsNodePool, pools: &[WindowsNodePool], nodes: &[Node], reports: &[WindowsNodeReport]) -> Members {
     let selectors: Vec<PoolSelector> = pools
         .iter()
         .filter(|p| p.metadata.deletion_timestamp.is_none() || p.name_any() == pool.name_any())
@@ -179,18 +180,24 @@ pub fn members(pool: &WindowsNodePool, pools: &[WindowsNodePool], nodes: &[Node]
     let mut picked: Vec<Node> = nodes.iter().filter(|n| wanted.contains(n.name_any().as_str())).cloned().collect();
     picked.sort_by_key(|n| n.name_any());
     let conflicts = (!m.conflicts.is_empty()).then(|| m.conflicts.message(pool.spec.os.version.as_str()));
-    Members { views: picked.iter().map(view).collect(), nodes: picked, conflicts }
+    Members { views: picked.iter().map(|n| view(n, report_of(n, reports))).collect(), nodes: picked, conflicts }
 }
 
 /// A node's view with the HNS readiness the operator last judged (its
 /// WindowsHNSReady condition): the plugin does not recount the cluster's Services.
-pub fn view(node: &Node) -> NodeView {
+pub fn view(node: &Node, report: Option<&WindowsNodeReport>) -> NodeView {
     let hns = match hns_condition(node).as_str() {
         "True" => HnsReadiness::Ready,
         "False" => HnsReadiness::NotReady,
         _ => HnsReadiness::Unknown,
     };
-    node_view(&NodeRecord::from(node), hns)
+    let record = NodeRecord::from(node);
+    node_view(&record, &AgentReport::of(&record, report), hns)
+}
+
+/// The report of `node`'s agent: the one named after it.
+pub fn report_of<'a>(node: &Node, reports: &'a [WindowsNodeReport]) -> Option<&'a WindowsNodeReport> {
+    reports.iter().find(|r| r.metadata.name == node.metadata.name)
 }
 
 fn hns_condition(node: &Node) -> String {
@@ -573,7 +580,7 @@ mod tests {
             node("w-both", &[win[0], win[1], ("team", "x")], &[], "10.0.20348.2762", None),
             node("linux", &[("kubernetes.io/os", "linux"), ("pool", "a")], &[], "", None),
         ];
-        let m = members(&a, &[a.clone(), b], &nodes);
+        let m = members(&a, &[a.clone(), b], &nodes, &[]);
         let r = status_report(&a, &m);
         assert_eq!(r.revision, rev);
         assert!(r.conflicts.as_deref().is_some_and(|c| c.contains("w-both (also b)")), "{:?}", r.conflicts);

@@ -13,15 +13,18 @@ use crate::api::{NodeCounts, names};
 
 /// The HNS counts an agent reported before the update describe the old boot:
 /// HNS starts from nothing after the reboot, so they must not make the node look
-/// ready. They are dropped when the node starts applying, and the node is marked
-/// as awaiting a fresh report; an agent that never reported is not waited for.
+/// ready. A report object says which boot its counts are of, and needs nothing
+/// here; annotations of a 0.2.0 agent do not, so they are dropped when the node
+/// starts applying, and the node is marked as awaiting a fresh report. An agent
+/// that never reported is not waited for.
 pub(super) fn drop_stale_hns_reports(s: &RoundSettings<'_>, r: &mut Round<'_>, sorted: &[&NodeView]) {
     for p in r.patches.iter_mut() {
         // `sorted` is by name: a lookup per patch, not a scan of the pool.
         let Ok(i) = sorted.binary_search_by(|n| n.name.as_str().cmp(p.node.as_str())) else { continue };
         let n = sorted[i];
         // A node confirmed "already at target" does not reboot: its counts stay valid.
-        if p.to == NodeState::Applying && p.from != NodeState::Applying && n.hns_reported && verify_config(s.spec, n).is_err() {
+        let legacy = n.hns_reported && !n.reports_in_object;
+        if p.to == NodeState::Applying && p.from != NodeState::Applying && legacy && verify_config(s.spec, n).is_err() {
             p.ann(names::ANN_HNS_LOAD_BALANCERS, None).ann(names::ANN_HNS_ENDPOINTS, None).ann(names::ANN_HNS_AWAITING, Some("true"));
         }
         if matches!(p.to, NodeState::Updated | NodeState::Failed) && p.from != p.to {

@@ -593,6 +593,12 @@ fn hns_holds_verifying_only_until_its_timeout_and_applying_clears_stale_counts()
     assert_eq!(p.to, NodeState::Applying);
     assert_eq!(p.annotations.get(names::ANN_HNS_LOAD_BALANCERS), Some(&None), "pre-reboot counts are dropped");
     assert_eq!(p.annotations.get(names::ANN_HNS_AWAITING), Some(&Some("true".into())), "and a fresh report awaited");
+    // A report object says which boot its counts are of: the Node is not written for them.
+    let mut o = d.clone();
+    o.reports_in_object = true;
+    let p = patch(&run(&spec, &[o]), "d").unwrap().clone();
+    assert_eq!(p.to, NodeState::Applying);
+    assert!(!p.annotations.contains_key(names::ANN_HNS_LOAD_BALANCERS) && !p.annotations.contains_key(names::ANN_HNS_AWAITING));
     // An agent that never reported HNS counts is not awaited.
     d.hns_reported = false;
     let p = patch(&run(&spec, &[d]), "d").unwrap().clone();

@@ -84,21 +84,23 @@ pub async fn client() -> Client {
     Client::try_from(cfg).expect("client")
 }
 
-/// Install (or update) the CRD from the Rust types and wait until it is served.
+/// Install (or update) the CRDs (pools, the agents' reports) from the Rust
+/// types and wait until they are served.
 pub async fn install_crd(client: &Client) {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let crd = winpool::crd::crd();
-    let name = crd.metadata.name.clone().unwrap();
-    api.patch(&name, &PatchParams::apply("winpool-tests").force(), &Patch::Apply(&crd)).await.expect("CRD applies");
-    wait_for("the CRD to be established", Duration::from_secs(30), || {
-        let api = api.clone();
-        let name = name.clone();
-        async move {
-            let c = api.get(&name).await.ok()?;
-            c.status?.conditions?.iter().any(|c| c.type_ == "Established" && c.status == "True").then_some(())
-        }
-    })
-    .await;
+    for crd in [winpool::crd::crd(), winpool::crd::report_crd()] {
+        let name = crd.metadata.name.clone().unwrap();
+        api.patch(&name, &PatchParams::apply("winpool-tests").force(), &Patch::Apply(&crd)).await.expect("CRD applies");
+        wait_for("the CRD to be established", Duration::from_secs(30), || {
+            let api = api.clone();
+            let name = name.clone();
+            async move {
+                let c = api.get(&name).await.ok()?;
+                c.status?.conditions?.iter().any(|c| c.type_ == "Established" && c.status == "True").then_some(())
+            }
+        })
+        .await;
+    }
 }
 
 /// Poll `f` until it yields Some, or fail naming what was awaited.

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
@@ -21,6 +22,7 @@ import (
 	"winpool.dev/agent/internal/host"
 	winhost "winpool.dev/agent/internal/host/windows"
 	"winpool.dev/agent/internal/logs"
+	"winpool.dev/agent/internal/report"
 )
 
 // version is set at build time: -ldflags "-X main.version=v0.3.0".
@@ -139,6 +141,10 @@ func run(log *slog.Logger, s settings, h host.Host) error {
 	if err != nil {
 		return err
 	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -147,6 +153,7 @@ func run(log *slog.Logger, s settings, h host.Host) error {
 		NodeName:    s.node,
 		Namespace:   s.namespace,
 		Client:      client,
+		Reports:     report.NewClient(dyn, s.namespace),
 		Host:        h,
 		HNSInterval: s.hnsInterval,
 		MaxAttempts: s.maxAttempts,

@@ -197,7 +197,7 @@ func printPreflight(w io.Writer, r preflightReport) int {
 	if r.APIServer != "" {
 		fmt.Fprintf(w, "note: %s\n", r.APIServer)
 	}
-	fmt.Fprintln(w, r.Result.Annotation())
+	fmt.Fprintln(w, r.Result.String())
 	if r.Result.Ready() {
 		return preflightReady
 	}

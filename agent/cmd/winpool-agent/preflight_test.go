@@ -106,8 +106,8 @@ func TestPrintPreflight(t *testing.T) {
 				t.Errorf("output\n%s\nwant these lines in this order\n%s", out.String(), strings.Join(tc.wantLines, "\n"))
 			}
 			last := lines[len(lines)-1]
-			if last != res.Annotation() || (tc.wantExit == preflightReady) != (last == "Ready") || (tc.wantExit == preflightBlocked) != strings.HasPrefix(last, "Blocked: ") {
-				t.Errorf("last line %q, want the verdict %q", last, res.Annotation())
+			if last != res.String() || (tc.wantExit == preflightReady) != (last == "Ready") || (tc.wantExit == preflightBlocked) != strings.HasPrefix(last, "Blocked: ") {
+				t.Errorf("last line %q, want the verdict %q", last, res.String())
 			}
 		})
 	}

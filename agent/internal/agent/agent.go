@@ -1,6 +1,7 @@
 // Package agent is the node agent's loop: it watches its own Node, reads the
 // revision ConfigMap the Node's label names, asks decide for the next step,
-// does it through the host, and reports on the Node.
+// does it through the host, and reports in its WindowsNodeReport. It reads
+// its Node and never writes it.
 package agent
 
 import (
@@ -17,6 +18,7 @@ import (
 	"winpool.dev/agent/internal/decide"
 	"winpool.dev/agent/internal/host"
 	"winpool.dev/agent/internal/names"
+	"winpool.dev/agent/internal/report"
 )
 
 // Options configure one agent (one per node; the simulated fleet runs many
@@ -26,7 +28,9 @@ type Options struct {
 	// Namespace holds the revision ConfigMaps (the agent pod's own namespace).
 	Namespace string
 	Client    kubernetes.Interface
-	Host      host.Host
+	// Reports reads and writes the reports of Namespace.
+	Reports report.Client
+	Host    host.Host
 	// HNSInterval: how often HNS counts are re-read (written only on change).
 	HNSInterval time.Duration
 	// MaxAttempts caps update installs per revision.
@@ -74,8 +78,10 @@ type agent struct {
 	log     *slog.Logger
 	watcher *nodeWatcher
 	targets *targetWatcher
+	reports *reportWatcher
 	view    nodeView
 	configs configCache
+	rep     reportState
 
 	// The host as last observed; obsKnown once an Observe succeeded.
 	obs      host.Observed
@@ -91,6 +97,9 @@ type agent struct {
 	hns      host.HNSCounts
 	hnsKnown bool
 	hnsErr   string
+	// hnsBoot is the Node's bootID when hns was read ("" before the Node
+	// was seen).
+	hnsBoot string
 
 	// csiPod is the CSI Proxy version winpool's CSI Proxy pod runs on this
 	// node ("" none), read while a revision asks for one; csiWrong* is since
@@ -111,6 +120,8 @@ func run(ctx context.Context, o Options, t tuning) error {
 		return errors.New("agent: Client is nil")
 	case o.Host == nil:
 		return errors.New("agent: Host is nil")
+	case o.Reports == nil:
+		return errors.New("agent: Reports is nil")
 	}
 	if o.HNSInterval <= 0 {
 		o.HNSInterval = DefaultHNSInterval
@@ -132,6 +143,7 @@ func run(ctx context.Context, o Options, t tuning) error {
 		configs: configCache{},
 		watcher: newNodeWatcher(o.Client, o.NodeName, log, func() *backoff { return newBackoff(t.retryInitial, t.retryMax) }),
 		targets: newTargetWatcher(o.Client, o.Namespace),
+		reports: newReportWatcher(o.Reports, o.NodeName),
 	}
 	return a.loop(ctx)
 }
@@ -141,11 +153,13 @@ func (a *agent) loop(ctx context.Context) error {
 	defer stopWatch()
 	go a.watcher.run(watchCtx)
 	go a.targets.run(watchCtx)
+	go a.reports.run(watchCtx)
 
 	// Observed before the Node arrives, so the first report carries them,
 	// and the pools' targets listed, so it carries a preflight too.
 	a.observe(ctx)
 	a.readHNS(ctx)
+	a.loadReport(ctx)
 	a.waitForTargets(ctx)
 	ticker := time.NewTicker(a.o.HNSInterval)
 	defer ticker.Stop()
@@ -160,6 +174,8 @@ func (a *agent) loop(ctx context.Context) error {
 			return nil
 		case <-a.watcher.changed:
 		case <-a.targets.changed:
+		case uid := <-a.reports.deleted:
+			a.reportDeleted(uid)
 		case <-ticker.C:
 			tick = true
 			a.observe(ctx)
@@ -172,10 +188,11 @@ func (a *agent) loop(ctx context.Context) error {
 		if node == nil {
 			continue
 		}
+		a.adoptAnnotations(node)
 		// Only a change of what the Node asks or of the agent's report on it
 		// (or a wait that is due) is worth a decision; the kubelet's status
 		// updates are not.
-		if req := requestKey(node); req != lastRequest || waitingForHost && tick {
+		if req := a.requestKey(node); req != lastRequest || waitingForHost && tick {
 			asked := askedKey(node)
 			out := a.converge(ctx)
 			// A report refused as stale re-read the Node: decide again from
@@ -200,10 +217,14 @@ func (a *agent) loop(ctx context.Context) error {
 			// the agent's read and its write) does: then decide again.
 			lastRequest = ""
 			if n := a.view.current(); n != nil && askedKey(n) == asked {
-				lastRequest = requestKey(n)
+				lastRequest = a.requestKey(n)
 			}
 		}
 		a.preflight(ctx, node)
+		if node.Status.NodeInfo.BootID != a.hnsBoot {
+			// Counts of another boot say nothing of this one: read them anew.
+			a.readHNS(ctx)
+		}
 		if err := a.syncObservations(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, errNodeGone) {
 			a.log.Error("cannot report observations", "err", err)
 		}
@@ -239,11 +260,11 @@ func (a *agent) askedNow() string {
 	return ""
 }
 
-// requestKey is what a decision depends on from the Node: the request, the
-// agent's report, and whether the operator lets the host be touched.
-func requestKey(n *corev1.Node) string {
-	return n.Labels[names.LabelPool] + "\x00" + n.Labels[names.LabelRevision] + "\x00" +
-		n.Annotations[names.AnnAppliedRevision] + "\x00" + n.Annotations[names.AnnApplyStatus] + "\x00" +
+// requestKey is what a decision depends on: the Node's request, the agent's
+// report for it, and whether the operator lets the host be touched.
+func (a *agent) requestKey(n *corev1.Node) string {
+	r := a.lastReport(n)
+	return askedKey(n) + "\x00" + r.AppliedRevision + "\x00" + string(r.Status) + "\x00" +
 		strconv.FormatBool(decide.MayTouch(n.Annotations[names.AnnState], n.Annotations[names.AnnStartedAt]))
 }
 
@@ -272,9 +293,13 @@ func (a *agent) observe(ctx context.Context) error {
 	return nil
 }
 
-// readHNS refreshes the HNS counts; a failure keeps the last ones and is
-// logged once.
+// readHNS refreshes the HNS counts, and which boot of the Node they are of;
+// a failure keeps the last ones and is logged once.
 func (a *agent) readHNS(ctx context.Context) {
+	boot := ""
+	if n := a.view.current(); n != nil {
+		boot = n.Status.NodeInfo.BootID
+	}
 	c, err := a.o.Host.HNS(ctx)
 	if err != nil {
 		if msg := err.Error(); msg != a.hnsErr && ctx.Err() == nil {
@@ -284,5 +309,5 @@ func (a *agent) readHNS(ctx context.Context) {
 		return
 	}
 	a.hnsErr = ""
-	a.hns, a.hnsKnown = c, true
+	a.hns, a.hnsKnown, a.hnsBoot = c, true, boot
 }

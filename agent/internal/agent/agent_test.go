@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"maps"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	k8stesting "k8s.io/client-go/testing"
 
 	"winpool.dev/agent/internal/decide"
@@ -35,14 +33,14 @@ func TestFullApplyAcrossReboot(t *testing.T) {
 	select {
 	case reason = <-rebooted:
 	case <-time.After(10 * time.Second):
-		t.Fatalf("no reboot; node says %q", h.annotation(names.AnnApplyMessage))
+		t.Fatalf("no reboot; node says %q", h.value(keyApplyMessage))
 	}
-	n := h.node()
-	if got := n.Annotations[names.AnnApplyStatus]; got != string(names.StatusRebooting) {
-		t.Errorf("at the reboot the Node says %q, want Rebooting", got)
+	n := h.reported()
+	if got := n[keyApplyStatus]; got != string(names.StatusRebooting) {
+		t.Errorf("at the reboot the report says %q, want Rebooting", got)
 	}
-	if want := "rebooting to finish the update to 10.0.20348.2762 (reboot 1 of at most 6): " + decide.ReasonInstallAsked; reason != decide.ReasonInstallAsked || !strings.Contains(n.Annotations[names.AnnApplyMessage], want) {
-		t.Errorf("reboot reason %q, message %q: want %q", reason, n.Annotations[names.AnnApplyMessage], want)
+	if want := "rebooting to finish the update to 10.0.20348.2762 (reboot 1 of at most 6): " + decide.ReasonInstallAsked; reason != decide.ReasonInstallAsked || !strings.Contains(n[keyApplyMessage], want) {
+		t.Errorf("reboot reason %q, message %q: want %q", reason, n[keyApplyMessage], want)
 	}
 	if st, _ := machine.LoadState(); st != (host.State{Revision: "r1", Attempts: 1, Reboots: 1, RebootedAfter: 1}) {
 		t.Errorf("state on the host at the reboot = %+v", st)
@@ -61,17 +59,17 @@ func TestFullApplyAcrossReboot(t *testing.T) {
 	n = h.waitStatus(names.StatusSucceeded)
 
 	want := map[string]string{
-		names.AnnAppliedRevision: "r1",
-		names.AnnApplyStatus:     "Succeeded",
-		names.AnnApplyMessage:    "revision r1 applied: build 10.0.20348.2762, containerd 1.7.22, cni overlay, csi-proxy 1.1.3",
-		names.AnnAgentVersion:    testVersion,
-		names.AnnCNIMode:         "overlay",
-		names.AnnCSIProxyVersion: "1.1.3",
-		names.AnnHNSLoadBalancer: "10",
-		names.AnnHNSEndpoints:    "20",
+		keyAppliedRevision:  "r1",
+		keyApplyStatus:      "Succeeded",
+		keyApplyMessage:     "revision r1 applied: build 10.0.20348.2762, containerd 1.7.22, cni overlay, csi-proxy 1.1.3",
+		keyAgentVersion:     testVersion,
+		keyCNIMode:          "overlay",
+		keyCSIProxyVersion:  "1.1.3",
+		keyHNSLoadBalancers: "10",
+		keyHNSEndpoints:     "20",
 	}
-	if !maps.Equal(n.Annotations, want) {
-		t.Errorf("annotations = %v\nwant %v", n.Annotations, want)
+	if !maps.Equal(n, want) {
+		t.Errorf("report = %v\nwant %v", n, want)
 	}
 	if m := machine.Machine(); m.Installs != 1 || m.Reboots != 1 || m.Containerd != "1.7.22" {
 		t.Errorf("machine = %+v, want one install, one reboot, containerd 1.7.22", m)
@@ -98,14 +96,14 @@ func TestFullApplyAcrossReboot(t *testing.T) {
 
 func TestRestartOnAppliedNodeWritesOnlyChangedObservations(t *testing.T) {
 	applied := map[string]string{
-		names.AnnAppliedRevision: "r1",
-		names.AnnApplyStatus:     "Succeeded",
-		names.AnnApplyMessage:    "revision r1 applied: build 10.0.20348.2762, containerd 1.7.22, cni overlay, csi-proxy v1.1.3",
-		names.AnnAgentVersion:    testVersion,
-		names.AnnCNIMode:         "overlay",
-		names.AnnCSIProxyVersion: "v1.1.3",
-		names.AnnHNSLoadBalancer: "10",
-		names.AnnHNSEndpoints:    "20",
+		keyAppliedRevision:  "r1",
+		keyApplyStatus:      "Succeeded",
+		keyApplyMessage:     "revision r1 applied: build 10.0.20348.2762, containerd 1.7.22, cni overlay, csi-proxy v1.1.3",
+		keyAgentVersion:     testVersion,
+		keyCNIMode:          "overlay",
+		keyCSIProxyVersion:  "v1.1.3",
+		keyHNSLoadBalancers: "10",
+		keyHNSEndpoints:     "20",
 	}
 	cases := []struct {
 		name    string
@@ -117,35 +115,34 @@ func TestRestartOnAppliedNodeWritesOnlyChangedObservations(t *testing.T) {
 		{
 			name: "new agent version and moved HNS count: just those",
 			change: func(a map[string]string) {
-				a[names.AnnAgentVersion] = "v0.2.0"
-				a[names.AnnHNSEndpoints] = "7"
+				a[keyAgentVersion] = "v0.2.0"
+				a[keyHNSEndpoints] = "7"
 			},
-			want: []map[string]*string{{names.AnnAgentVersion: strp(testVersion), names.AnnHNSEndpoints: strp("20")}},
+			want: []map[string]*string{{keyAgentVersion: strp(testVersion), keyHNSEndpoints: strp("20")}},
 		},
 		{
 			name:    "a CSI Proxy no longer observed is deleted",
 			change:  func(map[string]string) {},
 			machine: func(o *fake.Options) { o.CSIProxyVersion = "" },
-			want:    []map[string]*string{{names.AnnCSIProxyVersion: nil}},
+			want:    []map[string]*string{{keyCSIProxyVersion: nil}},
 		},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			anns := maps.Clone(applied)
 			c.change(anns)
-			node := requestedR1()
-			node.Annotations = anns
 			o := compliantHost()
 			if c.machine != nil {
 				c.machine(&o)
 			}
 			machine := fake.New(o)
-			h := newHarness(t, machine, node, revisionConfigMap(revisionR1()))
+			h := newHarness(t, machine, requestedR1(), revisionConfigMap(revisionR1()))
+			h.seedReport(anns)
 			r := h.start(h.options())
 			h.waitPasses(1)
 			r.stop(t)
 
-			got := h.annotationPatches()
+			got := h.reportChanges()
 			if len(got) != len(c.want) {
 				t.Fatalf("patches %v, want %v", describe(got), describe(c.want))
 			}
@@ -222,12 +219,12 @@ func TestFailuresAreReported(t *testing.T) {
 			h.start(h.options())
 			n := h.waitStatus(names.StatusFailed)
 			for _, m := range c.message {
-				if !strings.Contains(n.Annotations[names.AnnApplyMessage], m) {
-					t.Errorf("message %q lacks %q", n.Annotations[names.AnnApplyMessage], m)
+				if !strings.Contains(n[keyApplyMessage], m) {
+					t.Errorf("message %q lacks %q", n[keyApplyMessage], m)
 				}
 			}
-			if n.Annotations[names.AnnAppliedRevision] != "r1" {
-				t.Errorf("applied-revision = %q, want r1", n.Annotations[names.AnnAppliedRevision])
+			if n[keyAppliedRevision] != "r1" {
+				t.Errorf("applied-revision = %q, want r1", n[keyAppliedRevision])
 			}
 			if fh, ok := h.host.(*fake.Host); ok && fh.Machine().Reboots != 0 {
 				t.Errorf("a failed apply rebooted the host %d times", fh.Machine().Reboots)
@@ -255,11 +252,11 @@ func TestHNSCountsAreWrittenOnlyWhenTheyChange(t *testing.T) {
 
 	h.waitStatus(names.StatusSucceeded)
 	hnsWrites := func() (lb, ep int) {
-		for _, p := range h.annotationPatches() {
-			if _, ok := p[names.AnnHNSLoadBalancer]; ok {
+		for _, p := range h.reportChanges() {
+			if _, ok := p[keyHNSLoadBalancers]; ok {
 				lb++
 			}
-			if _, ok := p[names.AnnHNSEndpoints]; ok {
+			if _, ok := p[keyHNSEndpoints]; ok {
 				ep++
 			}
 		}
@@ -275,26 +272,34 @@ func TestHNSCountsAreWrittenOnlyWhenTheyChange(t *testing.T) {
 	}
 
 	lbs.Store(12)
-	eventually(t, "hns-load-balancers 12", func() bool { return h.annotation(names.AnnHNSLoadBalancer) == "12" })
+	eventually(t, "hns-load-balancers 12", func() bool { return h.value(keyHNSLoadBalancers) == "12" })
 	if lb, ep := hnsWrites(); lb != 2 || ep != 1 {
 		t.Errorf("after one count moved: %d load-balancer and %d endpoint writes, want 2 and 1", lb, ep)
 	}
 	h.assertOnlyAgentWrites()
 }
 
-// The agent compares with the Node, not with what it remembers writing: a
-// key someone deleted is written again.
-func TestDeletedObservationIsWrittenAgain(t *testing.T) {
-	h := newHarness(t, fake.New(compliantHost()), requestedR1(), revisionConfigMap(revisionR1()))
+// A report someone deleted is written again whole at once, its apply
+// result kept: winpool would otherwise take the node for one whose agent
+// never reported, and the host is not worked on again.
+func TestADeletedReportIsWrittenAgain(t *testing.T) {
+	machine := fake.New(compliantHost())
+	h := newHarness(t, machine, requestedR1(), revisionConfigMap(revisionR1()))
 	h.start(h.options())
-	h.waitStatus(names.StatusSucceeded)
-	h.operatorEdit(func(n *corev1.Node) { delete(n.Annotations, names.AnnCNIMode) })
-	eventually(t, "cni-mode written again", func() bool { return h.annotation(names.AnnCNIMode) == "overlay" })
+	want := h.waitStatus(names.StatusSucceeded)
+	h.deleteReport()
+	eventually(t, "the report written again", func() bool { return h.storedReport() != nil })
+	if got := h.reported(); !maps.Equal(got, want) {
+		t.Errorf("report written again = %v\nwant %v", got, want)
+	}
+	if m := machine.Machine(); m.Installs != 0 || m.Reboots != 0 {
+		t.Errorf("the host was worked on again: %+v", m)
+	}
 	h.assertOnlyAgentWrites()
 }
 
-// The operator retries a failed node by clearing apply-status; the agent
-// starts the revision over with fresh counters.
+// The operator retries a failed node by starting it again (a new
+// started-at); the agent starts the revision over with fresh counters.
 func TestOperatorRetryStartsOver(t *testing.T) {
 	var failInstalls atomic.Bool
 	failInstalls.Store(true)
@@ -307,25 +312,31 @@ func TestOperatorRetryStartsOver(t *testing.T) {
 		return fake.ExitRebootRequired
 	}
 	machine := fake.New(o)
-	h := newHarness(t, machine, requestedR1(), revisionConfigMap(revisionR1()))
+	node := requestedR1()
+	node.Annotations = map[string]string{names.AnnStartedAt: "2026-12-02T10:00:00Z", names.AnnState: names.StateApplying}
+	h := newHarness(t, machine, node, revisionConfigMap(revisionR1()))
 	h.start(h.options())
 	h.waitStatus(names.StatusFailed)
 
 	failInstalls.Store(false)
-	h.operatorEdit(func(n *corev1.Node) { delete(n.Annotations, names.AnnApplyStatus) })
+	h.operatorEdit(func(n *corev1.Node) { n.Annotations[names.AnnStartedAt] = "2026-12-02T11:00:00Z" })
 	h.waitStatus(names.StatusRebooting)
-	if st, _ := machine.LoadState(); st != (host.State{Revision: "r1", Attempts: 1, Reboots: 1, RebootedAfter: 1}) {
+	if st, _ := machine.LoadState(); st != (host.State{Revision: "r1", StartedAt: "2026-12-02T11:00:00Z", Attempts: 1, Reboots: 1, RebootedAfter: 1}) {
 		t.Errorf("state after the retry = %+v, want the counters started over", st)
+	}
+	if got := h.value(keyApplyStartedAt); got != "2026-12-02T11:00:00Z" {
+		t.Errorf("the report answers start %q, want the retry's", got)
 	}
 }
 
 // An install can outlive the operator's patience: nodeTimeout fails the node,
-// a person retries it, and the operator starts it again (a new started-at,
-// the report cleared) while the first install still runs. That install's
-// failure answers the earlier attempt: it must never land on the retried
-// node (which the operator would fail again at once); the agent starts the
-// retry instead, with fresh counters.
+// a person retries it, and the operator starts it again (a new started-at)
+// while the first install still runs. That install's failure answers the
+// earlier start: it is never written as the answer to the retry (which the
+// operator would fail again at once); the agent starts the retry instead,
+// with fresh counters.
 func TestAReportForAnEarlierAttemptNeverLandsOnARetry(t *testing.T) {
+	const first, retry = "2026-12-02T10:00:00Z", "2026-12-02T10:40:00Z"
 	release := make(chan struct{})
 	var installs atomic.Int64
 	o := behindHost()
@@ -339,32 +350,21 @@ func TestAReportForAnEarlierAttemptNeverLandsOnARetry(t *testing.T) {
 	}
 	machine := fake.New(o)
 	node := requestedR1()
-	node.Annotations = map[string]string{names.AnnStartedAt: "2026-12-02T10:00:00Z", names.AnnState: names.StateApplying}
+	node.Annotations = map[string]string{names.AnnStartedAt: first, names.AnnState: names.StateApplying}
 	h := newHarness(t, machine, node, revisionConfigMap(revisionR1()))
-	statuses := h.watchApplyStatus()
 	h.start(h.options())
 	eventually(t, "the first install to run", func() bool { return installs.Load() == 1 })
 
-	h.operatorEdit(func(n *corev1.Node) {
-		n.Annotations[names.AnnStartedAt] = "2026-12-02T10:40:00Z"
-		for _, k := range []string{names.AnnAppliedRevision, names.AnnApplyStatus, names.AnnApplyMessage} {
-			delete(n.Annotations, k)
-		}
-	})
+	h.operatorEdit(func(n *corev1.Node) { n.Annotations[names.AnnStartedAt] = retry })
 	close(release)
 	h.waitStatus(names.StatusRebooting)
-	if got := statuses(); slices.Contains(got, string(names.StatusFailed)) {
-		t.Errorf("apply-status went through %v: the first attempt's failure landed on the retry", got)
-	}
-	if st, _ := machine.LoadState(); st != (host.State{Revision: "r1", StartedAt: "2026-12-02T10:40:00Z", Attempts: 1, Reboots: 1, RebootedAfter: 1}) {
-		t.Errorf("state after the retry = %+v, want the counters started over", st)
-	}
-	for _, p := range h.client.Actions() {
-		if pa, ok := p.(k8stesting.PatchAction); ok && pa.GetPatchType() != types.JSONPatchType {
-			if changes, _, _ := decodeAnnotationPatch(pa); changes[names.AnnApplyStatus] != nil {
-				t.Errorf("a report was written without its attempt as a precondition: %s", pa.GetPatch())
-			}
+	for _, s := range h.reportWrites() {
+		if a := s.Apply; a != nil && a.Status == names.StatusFailed {
+			t.Errorf("a failure was written (answering %q): %s", a.StartedAt, a.Message)
 		}
+	}
+	if st, _ := machine.LoadState(); st != (host.State{Revision: "r1", StartedAt: retry, Attempts: 1, Reboots: 1, RebootedAfter: 1}) {
+		t.Errorf("state after the retry = %+v, want the counters started over", st)
 	}
 	h.assertOnlyAgentWrites()
 }
@@ -398,11 +398,26 @@ func TestFailedHostReadsAreWaitedOut(t *testing.T) {
 	}
 }
 
-// The operator starts the node again (a retry) between the agent's decision
-// and its report's arrival: the API server refuses the report (its test of
-// started-at fails), the agent reads its Node and decides again for the new
-// start, whose report then lands.
-func TestAStaleReportIsRefusedAndTheAgentDecidesAgain(t *testing.T) {
+// onReportWrite runs edit (once) when the agent's first report write with
+// an apply result is on its way to the API: the operator moving on while
+// the agent decided.
+func (h *harness) onReportWrite(edit func()) {
+	var done atomic.Bool
+	react := func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if s, ok := writtenSpec(h, a); ok && s.Apply != nil && done.CompareAndSwap(false, true) {
+			edit()
+		}
+		return false, nil, nil
+	}
+	h.dyn.PrependReactor("create", "windowsnodereports", react)
+	h.dyn.PrependReactor("patch", "windowsnodereports", react)
+}
+
+// The operator starts the node again (a retry) while the agent's first
+// report is on its way: that report lands, answering the first start (which
+// winpool then ignores), and the agent decides again for the new start
+// before the host is touched.
+func TestAReportThatLandsAfterARetryAnswersItsOwnStart(t *testing.T) {
 	const first, retry = "2026-12-02T10:00:00Z", "2026-12-02T10:40:00Z"
 	o := behindHost()
 	o.OnReboot = func(string) {}
@@ -410,68 +425,51 @@ func TestAStaleReportIsRefusedAndTheAgentDecidesAgain(t *testing.T) {
 	node := requestedR1()
 	node.Annotations = map[string]string{names.AnnStartedAt: first, names.AnnState: names.StateApplying}
 	h := newHarness(t, machine, node, revisionConfigMap(revisionR1()))
-	var edited atomic.Bool
-	h.client.PrependReactor("patch", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		p := a.(k8stesting.PatchAction)
-		// The first report on its way: the operator's retry lands before it.
-		if changes, _, _ := decodeAnnotationPatch(p); changes[names.AnnApplyStatus] != nil && edited.CompareAndSwap(false, true) {
-			h.operatorEdit(func(n *corev1.Node) {
-				n.Annotations[names.AnnStartedAt] = retry
-				for _, k := range []string{names.AnnAppliedRevision, names.AnnApplyStatus, names.AnnApplyMessage} {
-					delete(n.Annotations, k)
-				}
-			})
-		}
-		return false, nil, nil
+	h.onReportWrite(func() {
+		h.operatorEdit(func(n *corev1.Node) { n.Annotations[names.AnnStartedAt] = retry })
 	})
 	h.start(h.options())
 	h.waitStatus(names.StatusRebooting)
-	if got := h.refused.Load(); got != 1 {
-		t.Errorf("%d reports refused, want the one decided for the first start", got)
+	writes := h.reportWrites()
+	if a := writes[0].Apply; a == nil || a.StartedAt != first {
+		t.Errorf("the first report = %+v, want one answering the first start", a)
 	}
-	for _, a := range h.client.Actions() {
-		if p, ok := a.(k8stesting.PatchAction); ok && p.GetPatchType() == types.JSONPatchType {
-			if _, attempt, _ := decodeAnnotationPatch(p); attempt != first && attempt != retry {
-				t.Errorf("a report tests started-at %q", attempt)
-			}
+	for _, s := range writes[1:] {
+		if a := s.Apply; a != nil && a.StartedAt != retry {
+			t.Errorf("a later report answers %q, want the retry", a.StartedAt)
 		}
 	}
 	if st, _ := machine.LoadState(); st.StartedAt != retry || st.Attempts != 1 {
 		t.Errorf("state = %+v, want the retry's first attempt", st)
 	}
+	if m := machine.Machine(); m.Installs != 1 {
+		t.Errorf("%d installs, want the retry's one", m.Installs)
+	}
 	if n := h.node(); n.Annotations[names.AnnStartedAt] != retry {
-		t.Errorf("started-at = %q: the agent's writes undid the retry", n.Annotations[names.AnnStartedAt])
+		t.Errorf("started-at = %q: the agent undid the retry", n.Annotations[names.AnnStartedAt])
 	}
 	h.assertOnlyAgentWrites()
 }
 
-// nodeTimeout fails the node (and puts it back into service) between the
-// agent's decision to install and its report: the report is refused (its
-// test of the state fails), and the agent installs nothing on a node in
-// service.
+// nodeTimeout fails the node (and puts it back into service) while the
+// agent's report that it starts installing is on its way: the agent reads its
+// Node before it touches the host, and installs nothing on a node in service.
 func TestNothingIsInstalledOnANodeTheOperatorFailedMeanwhile(t *testing.T) {
 	machine := fake.New(behindHost())
 	node := requestedR1()
 	node.Annotations = map[string]string{names.AnnStartedAt: "2026-12-02T10:00:00Z", names.AnnState: names.StateApplying}
 	h := newHarness(t, machine, node, revisionConfigMap(revisionR1()))
-	var edited atomic.Bool
-	h.client.PrependReactor("patch", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if changes, _, _ := decodeAnnotationPatch(a.(k8stesting.PatchAction)); changes[names.AnnApplyStatus] != nil && edited.CompareAndSwap(false, true) {
-			h.operatorEdit(func(n *corev1.Node) { n.Annotations[names.AnnState] = "Failed" })
-		}
-		return false, nil, nil
+	h.onReportWrite(func() {
+		h.operatorEdit(func(n *corev1.Node) { n.Annotations[names.AnnState] = names.StateFailed })
 	})
 	// Ticks keep the agent's passes coming once it has nothing to do.
 	opts := h.options()
 	opts.HNSInterval = 20 * time.Millisecond
 	h.start(opts)
-	eventually(t, "the report refused", func() bool { return h.refused.Load() == 1 })
+	eventually(t, "the report written", func() bool { return h.value(keyApplyStatus) != "" })
 	h.waitPasses(3)
 	if m := machine.Machine(); m.Installs != 0 {
 		t.Errorf("%d installs on a node the operator failed and put back into service", m.Installs)
-	}
-	if got := h.annotation(names.AnnApplyStatus); got != "" {
-		t.Errorf("apply-status %q landed on the failed node", got)
 	}
 }
 
@@ -489,11 +487,17 @@ func TestSurvivesAPIErrors(t *testing.T) {
 	}
 	lists := failFirst("list", "nodes", 2)
 	gets := failFirst("get", "configmaps", 2)
-	patches := failFirst("patch", "nodes", 3)
+	var writes atomic.Int64
+	h.dyn.PrependReactor("create", "windowsnodereports", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if writes.Add(1) <= 3 {
+			return true, nil, apierrors.NewServiceUnavailable("etcd leader changed")
+		}
+		return false, nil, nil
+	})
 	h.start(h.options())
 	h.waitStatus(names.StatusSucceeded)
-	if lists.Load() < 3 || gets.Load() < 3 || patches.Load() < 4 {
-		t.Errorf("calls: %d lists, %d gets, %d patches; the failures were not retried", lists.Load(), gets.Load(), patches.Load())
+	if lists.Load() < 3 || gets.Load() < 3 || writes.Load() < 4 {
+		t.Errorf("calls: %d lists, %d gets, %d report creates; the failures were not retried", lists.Load(), gets.Load(), writes.Load())
 	}
 }
 
@@ -503,10 +507,10 @@ func TestRebootingLandsBeforeTheReboot(t *testing.T) {
 	o := behindHost()
 	statusAtReboot := make(chan string, 1)
 	var h *harness
-	o.OnReboot = func(string) { statusAtReboot <- h.annotation(names.AnnApplyStatus) }
+	o.OnReboot = func(string) { statusAtReboot <- h.value(keyApplyStatus) }
 	h = newHarness(t, fake.New(o), requestedR1(), revisionConfigMap(revisionR1()))
 	var refused atomic.Int64
-	h.client.PrependReactor("patch", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+	h.dyn.PrependReactor("patch", "windowsnodereports", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if strings.Contains(string(a.(k8stesting.PatchAction).GetPatch()), "Rebooting") && refused.Add(1) <= 4 {
 			return true, nil, apierrors.NewTimeoutError("request timed out", 1)
 		}
@@ -516,7 +520,7 @@ func TestRebootingLandsBeforeTheReboot(t *testing.T) {
 	select {
 	case s := <-statusAtReboot:
 		if s != string(names.StatusRebooting) {
-			t.Errorf("the Node said %q when the host rebooted, want Rebooting", s)
+			t.Errorf("the report said %q when the host rebooted, want Rebooting", s)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("no reboot")
@@ -534,12 +538,12 @@ func TestNoRevisionOnlyObserves(t *testing.T) {
 	r := h.start(h.options())
 	h.waitPasses(1)
 	r.stop(t)
-	n := h.node()
-	if _, ok := n.Annotations[names.AnnApplyStatus]; ok {
-		t.Errorf("apply-status written without a revision: %v", n.Annotations)
+	n := h.reported()
+	if _, ok := n[keyApplyStatus]; ok {
+		t.Errorf("apply status written without a revision: %v", n)
 	}
-	if n.Annotations[names.AnnAgentVersion] != testVersion || n.Annotations[names.AnnHNSLoadBalancer] != "10" || n.Annotations[names.AnnCNIMode] != "overlay" {
-		t.Errorf("observations missing from the first report: %v", n.Annotations)
+	if n[keyAgentVersion] != testVersion || n[keyHNSLoadBalancers] != "10" || n[keyCNIMode] != "overlay" {
+		t.Errorf("observations missing from the first report: %v", n)
 	}
 	if m := machine.Machine(); m.Installs != 0 {
 		t.Errorf("installs without a revision: %d", m.Installs)
@@ -584,7 +588,7 @@ func TestARequestThatMovesWhileTheAgentDecidesIsDecidedAgain(t *testing.T) {
 	var moved atomic.Bool
 	// The agent's first report (Failed: no ConfigMap for "bogus") reaches the
 	// API just after the operator relabelled the node back to r1.
-	h.client.PrependReactor("patch", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+	h.dyn.PrependReactor("create", "windowsnodereports", func(k8stesting.Action) (bool, runtime.Object, error) {
 		if moved.CompareAndSwap(false, true) {
 			h.operatorEdit(func(n *corev1.Node) { n.Labels[names.LabelRevision] = "r1" })
 		}
@@ -592,8 +596,8 @@ func TestARequestThatMovesWhileTheAgentDecidesIsDecidedAgain(t *testing.T) {
 	})
 	h.start(h.options())
 	eventually(t, "the agent to apply r1 after the relabel", func() bool {
-		n := h.node()
-		return n.Annotations[names.AnnAppliedRevision] == "r1" && n.Annotations[names.AnnApplyStatus] == string(names.StatusSucceeded)
+		n := h.reported()
+		return n[keyAppliedRevision] == "r1" && n[keyApplyStatus] == string(names.StatusSucceeded)
 	})
 }
 
@@ -610,19 +614,19 @@ func TestCSIProxyIsWaitedForUntilItsPodRuns(t *testing.T) {
 	opts.HNSInterval = 20 * time.Millisecond
 	h.start(opts)
 	eventually(t, "the agent says it waits for CSI Proxy v1.1.3", func() bool {
-		return strings.Contains(h.annotation(names.AnnApplyMessage), "waiting for CSI Proxy v1.1.3 (running: 1.1.2)")
+		return strings.Contains(h.value(keyApplyMessage), "waiting for CSI Proxy v1.1.3 (running: 1.1.2)")
 	})
-	if got := h.annotation(names.AnnApplyStatus); got != string(names.StatusApplying) {
+	if got := h.value(keyApplyStatus); got != string(names.StatusApplying) {
 		t.Fatalf("apply-status while waiting = %q, want Applying", got)
 	}
-	if got := h.annotation(names.AnnCSIProxyVersion); got != "1.1.2" {
+	if got := h.value(keyCSIProxyVersion); got != "1.1.2" {
 		t.Errorf("csi-proxy-version while the old pod runs = %q, want the observed 1.1.2", got)
 	}
 	h.deletePod("csi-proxy-old")
 	h.addCSIProxyPod("csi-proxy-new", "ghcr.io/kubernetes-sigs/sig-windows/csi-proxy:v1.1.3", false)
 	h.addCSIProxyPod("csi-proxy-new", "ghcr.io/kubernetes-sigs/sig-windows/csi-proxy:v1.1.3", true)
 	n := h.waitStatus(names.StatusSucceeded)
-	if got := n.Annotations[names.AnnCSIProxyVersion]; got != "1.1.3" {
+	if got := n[keyCSIProxyVersion]; got != "1.1.3" {
 		t.Errorf("csi-proxy-version = %q, want 1.1.3", got)
 	}
 	h.assertOnlyAgentWrites()

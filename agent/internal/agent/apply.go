@@ -97,16 +97,12 @@ func (a *agent) reported(err error, planned outcome) outcome {
 // request, or a failure already reported, or ctx ended).
 func (a *agent) input(ctx context.Context, node *corev1.Node) (decide.Input, bool) {
 	in := decide.Input{
-		Namespace: a.o.Namespace,
-		Pool:      node.Labels[names.LabelPool],
-		Revision:  node.Labels[names.LabelRevision],
-		StartedAt: node.Annotations[names.AnnStartedAt],
-		NodeState: node.Annotations[names.AnnState],
-		Reported: decide.NodeReport{
-			AppliedRevision: node.Annotations[names.AnnAppliedRevision],
-			Status:          names.ApplyStatus(node.Annotations[names.AnnApplyStatus]),
-			Message:         node.Annotations[names.AnnApplyMessage],
-		},
+		Namespace:    a.o.Namespace,
+		Pool:         node.Labels[names.LabelPool],
+		Revision:     node.Labels[names.LabelRevision],
+		StartedAt:    node.Annotations[names.AnnStartedAt],
+		NodeState:    node.Annotations[names.AnnState],
+		Reported:     a.lastReport(node),
 		MaxAttempts:  a.o.MaxAttempts,
 		NetworkGrace: a.o.NetworkGrace,
 		Now:          time.Now(),
@@ -145,6 +141,9 @@ func (a *agent) begin(ctx context.Context, attempt opStart, in decide.Input, ste
 	if err := a.report(ctx, attempt, step.Report); err != nil {
 		return err
 	}
+	if err := a.confirmStart(ctx, attempt); err != nil {
+		return err
+	}
 	return a.saveState(ctx, attempt, in, step.State)
 }
 
@@ -171,6 +170,10 @@ func (a *agent) reboot(ctx context.Context, attempt opStart, in decide.Input, st
 	// Retried until it lands: once the machine goes down nothing reports,
 	// and the operator must know the node is rebooting on purpose.
 	if err := a.report(ctx, attempt, step.Report); err != nil {
+		return a.reported(err, settled)
+	}
+	// Never a reboot of a node the operator has put back into service.
+	if err := a.confirmStart(ctx, attempt); err != nil {
 		return a.reported(err, settled)
 	}
 	if err := a.o.Host.Reboot(ctx, step.RebootReason); err != nil {

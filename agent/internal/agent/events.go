@@ -24,15 +24,12 @@ const (
 const eventTimeout = 5 * time.Second
 
 // statusEvent records a core/v1 Event on the Node when the agent's report
-// moves it into a new status (the annotation stays the source of truth; an
+// moves it into a new status (the report stays the source of truth; an
 // Event that fails to be written is logged, not retried). Events go to the
 // agent's own namespace, where its Role lets it create them; `kubectl
 // describe node` shows them there with the kubelet's.
-func (a *agent) statusEvent(ctx context.Context, node *corev1.Node, r decide.NodeReport) {
-	if !a.o.Events || node == nil {
-		return
-	}
-	if node.Annotations[names.AnnAppliedRevision] == r.AppliedRevision && node.Annotations[names.AnnApplyStatus] == string(r.Status) {
+func (a *agent) statusEvent(ctx context.Context, node *corev1.Node, before, r decide.NodeReport) {
+	if !a.o.Events || node == nil || before.AppliedRevision == r.AppliedRevision && before.Status == r.Status {
 		return
 	}
 	typ, reason := corev1.EventTypeNormal, ""

@@ -22,7 +22,7 @@ func TestEventsOnApplyStartedAndRebooting(t *testing.T) {
 	select {
 	case <-rebooted:
 	case <-time.After(10 * time.Second):
-		t.Fatalf("no reboot; node says %q", h.annotation(names.AnnApplyMessage))
+		t.Fatalf("no reboot; node says %q", h.value(keyApplyMessage))
 	}
 	if got, want := h.events(), []string{ReasonApplyStarted + " Normal", ReasonRebooting + " Normal"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("events %v, want %v", got, want)
@@ -66,7 +66,7 @@ func TestContainerdTaskRolledBack(t *testing.T) {
 	h := newHarness(t, machine, requestedR1(), revisionConfigMap(revisionR1()))
 	h.start(h.options())
 	n := h.waitStatus(names.StatusFailed)
-	if msg := n.Annotations[names.AnnApplyMessage]; !strings.Contains(msg, "rolled back") {
+	if msg := n[keyApplyMessage]; !strings.Contains(msg, "rolled back") {
 		t.Errorf("message %q, want the rollback", msg)
 	}
 	if st, _ := machine.LoadState(); st.RuntimeUpgrades != 1 {
@@ -84,14 +84,14 @@ func TestContainerdTaskRunningIsWaitedFor(t *testing.T) {
 	opts.HNSInterval = 2 * time.Millisecond // the wait's next look
 	h.start(opts)
 	eventually(t, "the agent to wait for the task", func() bool {
-		return strings.Contains(h.annotation(names.AnnApplyMessage), "being installed by scheduled task")
+		return strings.Contains(h.value(keyApplyMessage), "being installed by scheduled task")
 	})
 	before := h.passes.Load()
 	h.waitPasses(before + 5)
 	if st, _ := machine.LoadState(); st.RuntimeUpgrades != 1 {
 		t.Errorf("containerd upgrades started = %d while the task runs, want 1", st.RuntimeUpgrades)
 	}
-	if got := h.annotation(names.AnnApplyStatus); got != string(names.StatusApplying) {
+	if got := h.value(keyApplyStatus); got != string(names.StatusApplying) {
 		t.Errorf("status %q while the task runs, want Applying", got)
 	}
 }

@@ -3,23 +3,18 @@ package agent
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
-	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -27,6 +22,7 @@ import (
 	"winpool.dev/agent/internal/host"
 	"winpool.dev/agent/internal/host/fake"
 	"winpool.dev/agent/internal/names"
+	"winpool.dev/agent/internal/report"
 )
 
 const (
@@ -109,18 +105,16 @@ func compliantHost() fake.Options {
 type harness struct {
 	t      *testing.T
 	client *k8sfake.Clientset
-	host   host.Host
+	// dyn holds the agent's report.
+	dyn  *dynamicfake.FakeDynamicClient
+	host host.Host
+	// seeded is the report stored before the agent ran (seedReport).
+	seeded map[string]string
 	passes atomic.Int64
 	// rv is the last resourceVersion given to a Node write.
 	rv atomic.Uint64
-	// nodeWrites makes each Node write one step, as etcd does: the agent's
-	// patch (applied, then stamped with its resourceVersion) and the test's
-	// own edits as the operator. Without it an edit landing between a patch
-	// and its stamp was overwritten by the patched copy, losing it (the retry
-	// race of issue 28).
+	// nodeWrites makes each of the test's Node edits one step, as etcd does.
 	nodeWrites sync.Mutex
-	// refused counts the JSON patches answered 422 (a failed test op).
-	refused atomic.Int64
 }
 
 func newHarness(t *testing.T, h host.Host, objects ...runtime.Object) *harness {
@@ -130,42 +124,9 @@ func newHarness(t *testing.T, h host.Host, objects ...runtime.Object) *harness {
 			n.ResourceVersion = "100"
 		}
 	}
-	hs := &harness{t: t, client: k8sfake.NewClientset(objects...), host: h}
+	hs := &harness{t: t, client: k8sfake.NewClientset(objects...), dyn: newReportClient(), host: h}
 	hs.rv.Store(100)
-	hs.stampResourceVersions()
 	return hs
-}
-
-// stampResourceVersions gives every Node write a growing resourceVersion, as
-// a real API server does and the fake one does not: without them the agent
-// falls back to comparing values to tell whether the watch caught up with its
-// own write, and a key someone deletes while that write is still on its way
-// would keep the agent on its own, older, copy.
-func (h *harness) stampResourceVersions() {
-	react := k8stesting.ObjectReaction(h.client.Tracker())
-	h.client.PrependReactor("patch", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		h.nodeWrites.Lock()
-		defer h.nodeWrites.Unlock()
-		handled, obj, err := react(a)
-		// The API server answers a JSON patch it cannot apply (a failed
-		// test) with 422 Invalid; the fake tracker with a bare error.
-		if p, ok := a.(k8stesting.PatchAction); ok && err != nil && p.GetPatchType() == types.JSONPatchType && !apierrors.IsNotFound(err) {
-			h.refused.Add(1)
-			return true, nil, apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "patch", nodesResource.GroupResource(), p.GetName(), err.Error(), 0, false)
-		}
-		n, ok := obj.(*corev1.Node)
-		if err != nil || !ok {
-			return handled, obj, err
-		}
-		n = n.DeepCopy()
-		n.ResourceVersion = strconv.FormatUint(h.rv.Add(1), 10)
-		if err := h.client.Tracker().Update(nodesResource, n, ""); err != nil {
-			return true, nil, err
-		}
-		// The response is the agent's own, as a decoded response is: the
-		// stored object is the tracker's.
-		return true, n.DeepCopy(), nil
-	})
 }
 
 func (h *harness) options() Options {
@@ -173,6 +134,7 @@ func (h *harness) options() Options {
 		NodeName:    testNode,
 		Namespace:   testNamespace,
 		Client:      h.client,
+		Reports:     report.NewClient(h.dyn, testNamespace),
 		Host:        h.host,
 		HNSInterval: time.Hour,
 		MaxAttempts: 3,
@@ -252,14 +214,13 @@ func (h *harness) node() *corev1.Node {
 	return n.(*corev1.Node)
 }
 
-func (h *harness) annotation(key string) string { return h.node().Annotations[key] }
-
-func (h *harness) waitStatus(status names.ApplyStatus) *corev1.Node {
+// waitStatus waits for the report's apply status, and returns the report's values.
+func (h *harness) waitStatus(status names.ApplyStatus) map[string]string {
 	h.t.Helper()
-	eventually(h.t, "apply-status "+string(status), func() bool {
-		return h.annotation(names.AnnApplyStatus) == string(status)
+	eventually(h.t, "apply status "+string(status), func() bool {
+		return h.value(keyApplyStatus) == string(status)
 	})
-	return h.node()
+	return h.reported()
 }
 
 // operatorEdit changes the Node as the operator would, outside the agent's
@@ -292,165 +253,6 @@ func (h *harness) updateIfUnchanged(n *corev1.Node) bool {
 		h.t.Fatalf("operator edit: %v", err)
 	}
 	return true
-}
-
-// watchApplyStatus records every apply-status the stored Node takes from
-// now on (as a watch sees them); the returned func lists them so far.
-func (h *harness) watchApplyStatus() func() []string {
-	h.t.Helper()
-	w, err := h.client.Tracker().Watch(nodesResource, "")
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	h.t.Cleanup(w.Stop)
-	var mu sync.Mutex
-	var seen []string
-	go func() {
-		for ev := range w.ResultChan() {
-			if n, ok := ev.Object.(*corev1.Node); ok {
-				mu.Lock()
-				seen = append(seen, n.Annotations[names.AnnApplyStatus])
-				mu.Unlock()
-			}
-		}
-	}()
-	return func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(seen)
-	}
-}
-
-// annotationPatches are the agent's Node writes, decoded: one map per patch
-// from annotation key to value (nil: deleted).
-func (h *harness) annotationPatches() []map[string]*string {
-	h.t.Helper()
-	var out []map[string]*string
-	for _, a := range h.client.Actions() {
-		p, ok := a.(k8stesting.PatchAction)
-		if !ok || a.GetResource().Resource != "nodes" {
-			continue
-		}
-		changes, _, err := decodeAnnotationPatch(p)
-		if err != nil {
-			h.t.Fatalf("patch body %s: %v", p.GetPatch(), err)
-		}
-		out = append(out, changes)
-	}
-	return out
-}
-
-// decodeAnnotationPatch reads one of the agent's two patch forms back into
-// the annotations it sets (nil: deleted) and, for a JSON patch, the attempt
-// its test op requires. An error: the patch is not metadata.annotations alone
-// (or not a test of started-at first).
-func decodeAnnotationPatch(p k8stesting.PatchAction) (map[string]*string, string, error) {
-	switch p.GetPatchType() {
-	case types.MergePatchType:
-		var body map[string]map[string]map[string]*string
-		if err := json.Unmarshal(p.GetPatch(), &body); err != nil {
-			return nil, "", err
-		}
-		if len(body) != 1 || len(body["metadata"]) != 1 || body["metadata"]["annotations"] == nil {
-			return nil, "", fmt.Errorf("it touches more than metadata.annotations")
-		}
-		return body["metadata"]["annotations"], "", nil
-	case types.JSONPatchType:
-		var ops []struct {
-			Op    string  `json:"op"`
-			Path  string  `json:"path"`
-			Value *string `json:"value"`
-		}
-		if err := json.Unmarshal(p.GetPatch(), &ops); err != nil {
-			return nil, "", err
-		}
-		const prefix = "/metadata/annotations/"
-		if len(ops) < 2 || ops[0].Op != "test" || ops[0].Path != prefix+"winpool.dev~1started-at" || ops[0].Value == nil {
-			return nil, "", fmt.Errorf("it does not test started-at first")
-		}
-		rest := ops[1:]
-		if rest[0].Op == "test" && rest[0].Path == prefix+"winpool.dev~1state" {
-			rest = rest[1:]
-		}
-		changes := map[string]*string{}
-		for _, op := range rest {
-			key, ok := strings.CutPrefix(op.Path, prefix)
-			if !ok {
-				return nil, "", fmt.Errorf("op %s %s is outside metadata.annotations", op.Op, op.Path)
-			}
-			key = strings.NewReplacer("~1", "/", "~0", "~").Replace(key)
-			switch op.Op {
-			case "add":
-				changes[key] = op.Value
-			case "remove":
-				changes[key] = nil
-			default:
-				return nil, "", fmt.Errorf("op %s %s", op.Op, op.Path)
-			}
-		}
-		return changes, *ops[0].Value, nil
-	}
-	return nil, "", fmt.Errorf("patch type %s, want a JSON merge patch or a JSON patch", p.GetPatchType())
-}
-
-// reportsWritten lists the reports the agent wrote, in order, as
-// "<status>: <message>" (a patch writes only what changed, so the status of
-// a report with a new message alone is carried from the one before).
-func (h *harness) reportsWritten() []string {
-	var out []string
-	status, message := "", ""
-	for _, p := range h.annotationPatches() {
-		s, sok := p[names.AnnApplyStatus]
-		m, mok := p[names.AnnApplyMessage]
-		if !sok && !mok {
-			continue
-		}
-		if sok && s != nil {
-			status = *s
-		}
-		if mok && m != nil {
-			message = *m
-		}
-		out = append(out, status+": "+message)
-	}
-	return out
-}
-
-// assertOnlyAgentWrites checks every write the agent made: JSON merge
-// patches of its own Node's winpool annotations under its field manager,
-// and nothing else — no labels, spec, status, no other object.
-func (h *harness) assertOnlyAgentWrites() {
-	h.t.Helper()
-	for _, a := range h.client.Actions() {
-		switch a.GetVerb() {
-		case "get", "list", "watch":
-			continue
-		case "create":
-			h.assertEvent(a)
-			continue
-		case "patch":
-		default:
-			h.t.Errorf("the agent did %s %s", a.GetVerb(), a.GetResource().Resource)
-			continue
-		}
-		p := a.(k8stesting.PatchActionImpl)
-		if p.GetResource().Resource != "nodes" || p.GetName() != testNode || p.GetSubresource() != "" {
-			h.t.Errorf("the agent patched %s/%s (subresource %q)", p.GetResource().Resource, p.GetName(), p.GetSubresource())
-		}
-		if p.PatchOptions.FieldManager != names.FieldManager {
-			h.t.Errorf("field manager %q, want %q", p.PatchOptions.FieldManager, names.FieldManager)
-		}
-		changes, _, err := decodeAnnotationPatch(p)
-		if err != nil {
-			h.t.Errorf("patch %s is not metadata.annotations alone: %v", p.GetPatch(), err)
-			continue
-		}
-		for k := range changes {
-			if !agentAnnotations[k] {
-				h.t.Errorf("patch %s writes annotation %q", p.GetPatch(), k)
-			}
-		}
-	}
 }
 
 // assertEvent checks a create the agent made is an Event about its own Node

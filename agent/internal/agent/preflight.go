@@ -8,6 +8,7 @@ import (
 
 	"winpool.dev/agent/internal/decide"
 	"winpool.dev/agent/internal/names"
+	"winpool.dev/agent/internal/report"
 )
 
 // preflightEvery is how often a pending revision's preflight is run again
@@ -16,21 +17,21 @@ import (
 // only when the verdict changes.
 const preflightEvery = 10 * time.Minute
 
-// preflightVerdict is the last preflight: for which revision, its value for
-// names.AnnPreflight, and when it ran.
+// preflightVerdict is the last preflight: for which revision, its result,
+// when it ran, and since when it has said the same.
 type preflightVerdict struct {
-	revision, value string
-	at              time.Time
-	// landed: the Node has carried this verdict (a write that did not land
-	// yet is not a verdict lost: it is written again, not judged again).
-	landed bool
+	revision string
+	result   decide.PreflightResult
+	value    string
+	at       time.Time
+	since    time.Time
 }
 
 // preflight judges the pool's target revision on this host unless the agent
-// is applying it: read-only checks, whose verdict goes into the agent's
-// observations (written only when it changes). A node failed and put back
-// for a retry is judged again, like one that was never started. A host that
-// cannot be read now is judged later.
+// is applying it: read-only checks, whose verdict goes into the report
+// (written only when it changes). A node the operator failed is judged again
+// at once, so a retry is started on a verdict reached after the failure. A
+// host that cannot be read now is judged later.
 func (a *agent) preflight(ctx context.Context, node *corev1.Node) {
 	pool := node.Labels[names.LabelPool]
 	t, ok := a.targets.of(pool)
@@ -39,12 +40,7 @@ func (a *agent) preflight(ctx context.Context, node *corev1.Node) {
 		// Nothing pending, or the agent is applying it.
 		return
 	}
-	// A verdict the Node no longer carries (the operator clears it when the
-	// node fails, so that a retry is judged afresh) is judged again at once.
-	onNode := node.Annotations[names.AnnPreflightRevision] == a.pre.revision && node.Annotations[names.AnnPreflight] == a.pre.value
-	a.pre.landed = a.pre.landed || onNode
-	lost := a.pre.landed && !onNode
-	if a.pre.revision == t.revision && !lost && time.Since(a.pre.at) < preflightEvery {
+	if a.pre.revision == t.revision && !failedSince(node, a.pre.at) && time.Since(a.pre.at) < preflightEvery {
 		return
 	}
 	if !a.obsKnown || a.obsErr != "" {
@@ -58,10 +54,22 @@ func (a *agent) preflight(ctx context.Context, node *corev1.Node) {
 	default:
 		result.Blocked = []string{"revision ConfigMap " + names.ConfigMapName(pool, t.revision) + " is unreadable: " + cfg.Problem}
 	}
-	if v := result.Annotation(); v != a.pre.value || t.revision != a.pre.revision {
+	now := time.Now()
+	v := result.String()
+	if v != a.pre.value || t.revision != a.pre.revision {
 		a.log.Info("preflight", "revision", t.revision, "result", v)
+		a.pre.since = now
 	}
-	a.pre = preflightVerdict{revision: t.revision, value: result.Annotation(), at: time.Now()}
+	a.pre = preflightVerdict{revision: t.revision, result: result, value: v, at: now, since: a.pre.since}
+}
+
+// failedSince: the operator failed the node after t.
+func failedSince(node *corev1.Node, t time.Time) bool {
+	if node.Annotations[names.AnnState] != names.StateFailed {
+		return false
+	}
+	since, err := time.Parse(time.RFC3339, node.Annotations[names.AnnStateSince])
+	return err == nil && since.After(t)
 }
 
 func (a *agent) judge(ctx context.Context, revision string, cfg decide.RevisionConfig) decide.PreflightResult {
@@ -73,12 +81,14 @@ func (a *agent) judge(ctx context.Context, revision string, cfg decide.RevisionC
 	return decide.Preflight(in)
 }
 
-// preflightObservations are the preflight's annotations (none before the
-// first preflight).
-func (a *agent) preflightObservations(want map[string]*string) {
+// preflightReport is the report's preflight (nil before the first).
+func (a *agent) preflightReport() *report.Preflight {
 	if a.pre.revision == "" {
-		return
+		return nil
 	}
-	want[names.AnnPreflight] = ptr(a.pre.value)
-	want[names.AnnPreflightRevision] = ptr(a.pre.revision)
+	p := &report.Preflight{Revision: a.pre.revision, Verdict: report.VerdictReady, Notes: a.pre.result.Notes, Since: judgedSince(a.pre.since)}
+	if !a.pre.result.Ready() {
+		p.Verdict, p.Reasons = report.VerdictBlocked, a.pre.result.Blocked
+	}
+	return p
 }

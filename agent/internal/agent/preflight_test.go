@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,20 +30,20 @@ func idleNode() *corev1.Node {
 func TestThePreflightOfThePoolsTargetRidesTheAgentsFirstReport(t *testing.T) {
 	h := newHarness(t, fake.New(behindHost()), idleNode(), targetConfigMap(revisionR1()))
 	h.start(h.options())
-	eventually(t, "a preflight", func() bool { return h.annotation(names.AnnPreflightRevision) == "r1" })
+	eventually(t, "a preflight", func() bool { return h.value(keyPreflightRevision) == "r1" })
 
-	if got := h.annotation(names.AnnPreflight); got != names.PreflightReady {
+	if got := h.value(keyPreflight); got != "Ready" {
 		t.Errorf("preflight %q, want Ready", got)
 	}
-	patches := h.annotationPatches()
+	patches := h.reportChanges()
 	if len(patches) != 1 {
 		t.Fatalf("%d Node writes, want the first report alone to carry the preflight: %v", len(patches), patches)
 	}
-	if v := patches[0][names.AnnAgentVersion]; v == nil || *v != testVersion {
+	if v := patches[0][keyAgentVersion]; v == nil || *v != testVersion {
 		t.Errorf("the preflight's write does not carry the agent's first report: %v", patches[0])
 	}
-	if h.annotation(names.AnnApplyStatus) != "" {
-		t.Errorf("a preflight touched the apply status: %q", h.annotation(names.AnnApplyStatus))
+	if h.value(keyApplyStatus) != "" {
+		t.Errorf("a preflight touched the apply status: %q", h.value(keyApplyStatus))
 	}
 	h.assertOnlyAgentWrites()
 }
@@ -53,10 +54,10 @@ func TestAnUnreachableUpdateSourceBlocksThePreflightAndSaysWhich(t *testing.T) {
 	fh := fake.New(o)
 	h := newHarness(t, fh, idleNode(), targetConfigMap(revisionR1()))
 	h.start(h.options())
-	eventually(t, "a preflight", func() bool { return h.annotation(names.AnnPreflightRevision) == "r1" })
+	eventually(t, "a preflight", func() bool { return h.value(keyPreflightRevision) == "r1" })
 
-	got := h.annotation(names.AnnPreflight)
-	if !strings.HasPrefix(got, names.PreflightBlocked) || !strings.Contains(got, "Windows Update") || !strings.Contains(got, "i/o timeout") {
+	got := h.value(keyPreflight)
+	if !strings.HasPrefix(got, "Blocked: ") || !strings.Contains(got, "Windows Update") || !strings.Contains(got, "i/o timeout") {
 		t.Errorf("preflight %q, want Blocked naming the source and the error", got)
 	}
 	if m := fh.Machine(); m.Installs != 0 || m.Reboots != 0 {
@@ -69,7 +70,7 @@ func TestThePreflightFollowsThePoolsTarget(t *testing.T) {
 	r2.Revision, r2.PatchLevel = "r2", "10.0.20348.2800"
 	h := newHarness(t, fake.New(behindHost()), idleNode(), targetConfigMap(revisionR1()))
 	h.start(h.options())
-	eventually(t, "a preflight of r1", func() bool { return h.annotation(names.AnnPreflightRevision) == "r1" })
+	eventually(t, "a preflight of r1", func() bool { return h.value(keyPreflightRevision) == "r1" })
 
 	// The operator moves the mark: r1 loses it, r2 is created with it.
 	cms := h.client.CoreV1().ConfigMaps(testNamespace)
@@ -84,8 +85,8 @@ func TestThePreflightFollowsThePoolsTarget(t *testing.T) {
 	if _, err := cms.Create(context.Background(), targetConfigMap(r2), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "a preflight of r2", func() bool { return h.annotation(names.AnnPreflightRevision) == "r2" })
-	if got := h.annotation(names.AnnPreflight); got != names.PreflightReady {
+	eventually(t, "a preflight of r2", func() bool { return h.value(keyPreflightRevision) == "r2" })
+	if got := h.value(keyPreflight); got != "Ready" {
 		t.Errorf("preflight %q, want Ready", got)
 	}
 }
@@ -99,26 +100,25 @@ func TestANodeStartedWithTheTargetIsNotPreflighted(t *testing.T) {
 	before := h.passes.Load()
 	h.operatorEdit(func(n *corev1.Node) { n.Labels["kubelet.example/seen"] = "1" })
 	eventually(t, "a pass after the report", func() bool { return h.passes.Load() > before })
-	for _, p := range h.annotationPatches() {
-		if _, ok := p[names.AnnPreflight]; ok {
+	for _, p := range h.reportChanges() {
+		if _, ok := p[keyPreflight]; ok {
 			t.Errorf("a node already asked for r1 was preflighted for it: %v", p)
 		}
 	}
 }
 
-func TestAVerdictTheNodeLostIsJudgedAgainAtOnce(t *testing.T) {
+func TestANodeTheOperatorFailedIsJudgedAgainAtOnce(t *testing.T) {
 	fh := fake.New(behindHost())
 	h := newHarness(t, fh, idleNode(), targetConfigMap(revisionR1()))
 	h.start(h.options())
-	eventually(t, "a preflight", func() bool { return h.annotation(names.AnnPreflight) == names.PreflightReady })
+	eventually(t, "a preflight", func() bool { return h.value(keyPreflight) == "Ready" })
 	// The host has changed since (well within preflightEvery), and the
-	// operator failed the node, clearing the verdict so a retry is judged afresh.
+	// operator failed the node: a retry must start on a fresh verdict.
 	fh.SetSourceUnreachable("dial tcp: i/o timeout")
 	h.operatorEdit(func(n *corev1.Node) {
-		delete(n.Annotations, names.AnnPreflight)
-		delete(n.Annotations, names.AnnPreflightRevision)
+		n.Annotations = map[string]string{names.AnnState: names.StateFailed, names.AnnStateSince: time.Now().Add(time.Second).UTC().Format(time.RFC3339)}
 	})
-	eventually(t, "the preflight judged again, not the old verdict written back", func() bool {
-		return strings.HasPrefix(h.annotation(names.AnnPreflight), names.PreflightBlocked)
+	eventually(t, "the preflight judged again", func() bool {
+		return strings.HasPrefix(h.value(keyPreflight), "Blocked: ")
 	})
 }

@@ -4,203 +4,239 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"slices"
-	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"winpool.dev/agent/internal/decide"
 	"winpool.dev/agent/internal/names"
+	"winpool.dev/agent/internal/report"
 )
-
-// agentAnnotations are the only keys the agent writes; the chart's admission
-// policy refuses any other change an agent makes to its Node.
-var agentAnnotations = map[string]bool{
-	names.AnnAppliedRevision:   true,
-	names.AnnApplyStatus:       true,
-	names.AnnApplyMessage:      true,
-	names.AnnAgentVersion:      true,
-	names.AnnCSIProxyVersion:   true,
-	names.AnnCNIMode:           true,
-	names.AnnRuntimeService:    true,
-	names.AnnCSIProxyHost:      true,
-	names.AnnHNSLoadBalancer:   true,
-	names.AnnHNSEndpoints:      true,
-	names.AnnPreflight:         true,
-	names.AnnPreflightRevision: true,
-}
 
 var errNodeGone = errors.New("the Node does not exist")
 
 // errStaleReport: the report answered an attempt the Node no longer names
 // (the operator started the node again, e.g. a retry of a failure, while the
-// agent decided or worked); it was not written.
+// agent decided or worked); it was not written. The operator would not read
+// it as an answer to the new start either (it matches startedAt).
 var errStaleReport = errors.New("the report is for an earlier attempt")
 
-// maxMessage bounds apply-message: a servicing error can carry a whole log.
+// maxMessage bounds apply.message: a servicing error can carry a whole log.
 const maxMessage = 1024
 
-// observations are the annotations that say what the agent sees on the host
-// (nil: the key must be absent). A value the agent could not read yet is
-// left out, so the Node keeps what it has.
-func (a *agent) observations() map[string]*string {
-	want := map[string]*string{names.AnnAgentVersion: ptr(a.o.Version)}
+// reportState is the agent's WindowsNodeReport as the API holds it. The
+// agent is its only writer, so it is read once, at start, and then known
+// from the answers to its own writes.
+type reportState struct {
+	spec report.Spec
+	// exists: the object is on the API (false: the next write creates it);
+	// uid is its UID.
+	exists bool
+	uid    types.UID
+	// adopted: an apply result of a 0.2.0 agent, read from the Node's
+	// annotations, has been taken into spec (once).
+	adopted bool
+}
+
+// loadReport takes the agent's report from the first list of its watch
+// (none: the first write creates it). It waits for that list as long as ctx
+// lasts: a report written over the one the API holds would lose its result.
+func (a *agent) loadReport(ctx context.Context) {
+	if r, ok := a.reports.first(ctx); ok && r != nil {
+		a.rep = reportState{spec: r.Spec, exists: true, uid: r.UID, adopted: true}
+	}
+}
+
+// reportDeleted takes a deletion of the report the agent wrote: it is
+// written again whole.
+func (a *agent) reportDeleted(uid types.UID) {
+	if uid == a.rep.uid {
+		a.rep.exists = false
+	}
+}
+
+// adoptAnnotations takes the apply result an agent of 0.2.0 wrote on the
+// Node into a report not yet written, so an upgrade re-applies nothing: the
+// result answers the start the Node names (0.2.0's operator cleared it at
+// every start).
+func (a *agent) adoptAnnotations(node *corev1.Node) {
+	if a.rep.adopted || a.rep.exists {
+		return
+	}
+	a.rep.adopted = true
+	status := names.ApplyStatus(node.Annotations[names.AnnApplyStatus])
+	rev := node.Annotations[names.AnnAppliedRevision]
+	if rev == "" || status == "" {
+		return
+	}
+	a.rep.spec.Apply = &report.Apply{
+		Revision: rev, Status: status, Message: node.Annotations[names.AnnApplyMessage],
+		StartedAt: node.Annotations[names.AnnStartedAt],
+	}
+}
+
+// lastReport is the agent's apply result for the start node names: none
+// when the operator has started the node since the result was written (a
+// new revision, or a retry of the same one).
+func (a *agent) lastReport(node *corev1.Node) decide.NodeReport {
+	ap := a.rep.spec.Apply
+	if ap == nil {
+		return decide.NodeReport{}
+	}
+	if s := node.Annotations[names.AnnStartedAt]; s != "" && s != ap.StartedAt {
+		return decide.NodeReport{}
+	}
+	return decide.NodeReport{AppliedRevision: ap.Revision, Status: ap.Status, Message: ap.Message}
+}
+
+// observed is spec with what the agent observes now. A value the agent
+// could not read yet keeps what the report has.
+func (a *agent) observed(spec report.Spec) report.Spec {
+	spec.AgentVersion = a.o.Version
 	if a.obsKnown {
-		want[names.AnnCNIMode] = nonEmpty(a.obs.CNIMode)
-		want[names.AnnCSIProxyVersion] = nonEmpty(a.csiProxyVersion())
-		want[names.AnnRuntimeService] = nonEmpty(a.obs.RuntimeService.Describe())
-		want[names.AnnCSIProxyHost] = nonEmpty(a.csiProxyHost())
+		o := report.Observed{
+			CNIMode:         a.obs.CNIMode,
+			CSIProxyVersion: a.csiProxyVersion(),
+			RuntimeService:  a.obs.RuntimeService.Describe(),
+			CSIProxyHost:    a.csiProxyHost(),
+		}
+		spec.Observed = nil
+		if o != (report.Observed{}) {
+			spec.Observed = &o
+		}
 	}
-	a.preflightObservations(want)
+	if p := a.preflightReport(); p != nil {
+		spec.Preflight = p
+	}
 	if a.hnsKnown {
-		want[names.AnnHNSLoadBalancer] = ptr(strconv.Itoa(a.hns.LoadBalancers))
-		want[names.AnnHNSEndpoints] = ptr(strconv.Itoa(a.hns.RemoteEndpoints))
+		spec.HNS = &report.HNS{LoadBalancers: int64(a.hns.LoadBalancers), Endpoints: int64(a.hns.RemoteEndpoints), BootID: a.hnsBoot}
 	}
-	return want
+	return spec
 }
 
-// report writes the agent's report, with the observations, on the Node. It
-// is the answer to attempt (the operator's started-at the decision saw): when
-// there is one, the write carries it as a precondition, so a report that took
-// longer than a retry (an install that outlived nodeTimeout, then a retry)
-// cannot land on the retried node and fail it again; errStaleReport then.
+// report writes the agent's apply result, with the observations. It is the
+// answer to attempt (the operator's start the decision saw): a decision made
+// for a start the Node no longer names is not written (errStaleReport).
 func (a *agent) report(ctx context.Context, attempt opStart, r decide.NodeReport) error {
-	want := a.observations()
-	want[names.AnnAppliedRevision] = ptr(r.AppliedRevision)
-	want[names.AnnApplyStatus] = ptr(string(r.Status))
-	want[names.AnnApplyMessage] = ptr(oneLine(r.Message))
-	before := a.view.current()
-	if err := a.write(ctx, want, attempt); err != nil {
-		return err
-	}
-	a.statusEvent(ctx, before, r)
-	return nil
-}
-
-// syncObservations writes the observations that differ from the Node's.
-// Observations answer no attempt: they are never a precondition's concern.
-func (a *agent) syncObservations(ctx context.Context) error {
-	return a.write(ctx, a.observations(), opStart{})
-}
-
-// write makes the Node's annotations say want, writing only the keys whose
-// value on the Node (as the agent sees it now, so keys someone deleted are
-// written again) differs. With an attempt, the write applies only while the
-// Node's started-at is still that attempt (errStaleReport otherwise). It
-// retries until the write lands, the Node is gone (errNodeGone) or ctx ends.
-func (a *agent) write(ctx context.Context, want map[string]*string, attempt opStart) error {
 	node := a.view.current()
 	if node == nil {
 		return errNodeGone
 	}
-	changes := map[string]*string{}
-	for k, v := range want {
-		if !agentAnnotations[k] {
-			return fmt.Errorf("the agent may not write annotation %q", k)
-		}
-		have, ok := node.Annotations[k]
-		if v == nil && ok || v != nil && (!ok || have != *v) {
-			changes[k] = v
-		}
+	if startOf(node) != attempt {
+		return permanent(errStaleReport)
 	}
-	if len(changes) == 0 {
-		return nil
-	}
-	patchType, body, err := annotationPatch(changes, attempt)
-	if err != nil {
+	before := a.lastReport(node)
+	want := a.observed(a.rep.spec)
+	want.Apply = &report.Apply{Revision: r.AppliedRevision, Status: r.Status, Message: oneLine(r.Message), StartedAt: attempt.startedAt}
+	if err := a.write(ctx, want); err != nil {
 		return err
 	}
-	return a.retry(ctx, "patch node", func(ctx context.Context) error {
-		n, err := a.o.Client.CoreV1().Nodes().Patch(ctx, a.o.NodeName, patchType, body,
-			metav1.PatchOptions{FieldManager: names.FieldManager})
+	a.statusEvent(ctx, node, before, r)
+	return nil
+}
+
+// syncObservations writes the observations when they changed.
+func (a *agent) syncObservations(ctx context.Context) error {
+	return a.write(ctx, a.observed(a.rep.spec))
+}
+
+// write makes the report say want: nothing when it already does, else one
+// request (a create for the first report, owned by the Node so it goes with
+// it). It retries until the write lands, the Node is gone (errNodeGone) or
+// ctx ends.
+func (a *agent) write(ctx context.Context, want report.Spec) error {
+	if a.rep.exists && sameSpec(a.rep.spec, want) {
+		return nil
+	}
+	return a.retry(ctx, "write report", func(ctx context.Context) error {
+		node := a.view.current()
+		if node == nil {
+			return permanent(errNodeGone)
+		}
+		if !a.rep.exists {
+			r, err := a.o.Reports.Create(ctx, a.newReport(node, want))
+			switch {
+			case apierrors.IsAlreadyExists(err):
+				// Written meanwhile (a deletion seen late, or recreated by an
+				// earlier write whose answer was lost): read and replaced,
+				// keeping its apply result when this write carries none.
+				got, gerr := a.o.Reports.Get(ctx, a.o.NodeName)
+				if gerr != nil {
+					return gerr
+				}
+				if want.Apply == nil {
+					want.Apply = got.Spec.Apply
+				}
+				a.rep.exists, a.rep.uid = true, got.UID
+				return err
+			case err != nil:
+				return err
+			}
+			a.rep = reportState{spec: r.Spec, exists: true, uid: r.UID, adopted: true}
+			return nil
+		}
+		r, err := a.o.Reports.ReplaceSpec(ctx, a.o.NodeName, want)
 		switch {
 		case apierrors.IsNotFound(err):
-			return permanent(errNodeGone)
-		case attempt.startedAt != "" && apierrors.IsInvalid(err):
-			// The test failed, or admission refused the write (also 422).
-			return a.reread(ctx, attempt, err)
+			// Deleted by someone: written whole again.
+			a.rep.exists = false
+			return err
 		case err != nil:
 			return err
 		}
-		a.view.setWritten(n, changes)
+		a.rep.spec, a.rep.uid = r.Spec, r.UID
 		return nil
 	})
 }
 
-// annotationPatch is the request that makes changes. Without an operator
-// start, a JSON merge patch of metadata.annotations alone (null deletes a
-// key). With one, a JSON patch that first tests the Node's started-at is that
-// start and its state the one the decision saw (a nodeTimeout that failed
-// the node meanwhile refuses the report too): the API server applies it
-// atomically or answers 422. Both hold nothing else of the Node.
-func annotationPatch(changes map[string]*string, attempt opStart) (types.PatchType, []byte, error) {
-	if attempt.startedAt == "" {
-		body, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": changes}})
-		return types.MergePatchType, body, err
-	}
-	ops := []map[string]any{{"op": "test", "path": annotationPointer(names.AnnStartedAt), "value": attempt.startedAt}}
-	if attempt.state != "" {
-		ops = append(ops, map[string]any{"op": "test", "path": annotationPointer(names.AnnState), "value": attempt.state})
-	}
-	keys := make([]string, 0, len(changes))
-	for k := range changes {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		if v := changes[k]; v == nil {
-			// remove alone fails on a key someone deleted meanwhile; after an
-			// add it cannot.
-			ops = append(ops, map[string]any{"op": "add", "path": annotationPointer(k), "value": ""},
-				map[string]any{"op": "remove", "path": annotationPointer(k)})
-		} else {
-			// add replaces a member that exists (RFC 6902 4.1).
-			ops = append(ops, map[string]any{"op": "add", "path": annotationPointer(k), "value": *v})
+// confirmStart reads the Node before the host is worked on: the report that
+// precedes the work may have landed after the operator moved on (failed the
+// node at nodeTimeout and put it back into service, or started it again),
+// which its watch may not have shown yet. A read, not a write: nothing of
+// the Node changes. errStaleReport when it has moved on.
+func (a *agent) confirmStart(ctx context.Context, attempt opStart) error {
+	return a.retry(ctx, "get node", func(ctx context.Context) error {
+		n, err := a.o.Client.CoreV1().Nodes().Get(ctx, a.o.NodeName, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return permanent(errNodeGone)
+		case err != nil:
+			return err
+		case startOf(n) != attempt:
+			return permanent(errStaleReport)
 		}
-	}
-	body, err := json.Marshal(ops)
-	return types.JSONPatchType, body, err
-}
-
-// annotationPointer is the JSON pointer (RFC 6901) of an annotation.
-func annotationPointer(key string) string {
-	return "/metadata/annotations/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(key)
-}
-
-// reread tells why a report for attempt was refused (refused: the API's
-// answer). It reads the Node: when it names another start, or the same start
-// in another state, the report is stale (permanent errStaleReport, and the agent's picture of its Node is
-// the one read); otherwise the refusal is the answer, retried like any other
-// failed write.
-func (a *agent) reread(ctx context.Context, attempt opStart, refused error) error {
-	n, err := a.o.Client.CoreV1().Nodes().Get(ctx, a.o.NodeName, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		return permanent(errNodeGone)
-	case err != nil:
-		return refused
-	case startOf(n) == attempt:
-		return refused
-	}
-	a.view.setWritten(n, nil)
-	return permanent(errStaleReport)
-}
-
-func ptr(s string) *string { return &s }
-
-func nonEmpty(s string) *string {
-	if s == "" {
 		return nil
-	}
-	return &s
+	})
 }
 
-// oneLine makes a message fit an annotation a person reads in kubectl.
+// newReport is the first report of this node: named after it and owned by
+// it, so the garbage collector deletes it with the Node.
+func (a *agent) newReport(node *corev1.Node, spec report.Spec) *report.Report {
+	return &report.Report{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      node.Name,
+			Namespace: a.o.Namespace,
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID,
+			}},
+		},
+		Spec: spec,
+	}
+}
+
+// sameSpec compares as the API stores them (times in whole seconds).
+func sameSpec(x, y report.Spec) bool {
+	a, err1 := json.Marshal(x)
+	b, err2 := json.Marshal(y)
+	return err1 == nil && err2 == nil && string(a) == string(b)
+}
+
+// oneLine makes a message fit a column a person reads in kubectl.
 func oneLine(s string) string {
 	s = strings.Join(strings.Fields(s), " ")
 	if len(s) <= maxMessage {
@@ -211,4 +247,13 @@ func oneLine(s string) string {
 		cut--
 	}
 	return s[:cut] + "…"
+}
+
+// judgedSince is when a verdict was reached, as the report carries it.
+func judgedSince(t time.Time) *metav1.Time {
+	if t.IsZero() {
+		return nil
+	}
+	m := metav1.NewTime(t.UTC().Truncate(time.Second))
+	return &m
 }

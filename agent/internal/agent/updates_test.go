@@ -29,7 +29,7 @@ func TestInstallGetsTheRevisionsPackages(t *testing.T) {
 	select {
 	case <-rebooted:
 	case <-time.After(10 * time.Second):
-		t.Fatalf("no reboot; node says %q", h.annotation(names.AnnApplyMessage))
+		t.Fatalf("no reboot; node says %q", h.value(keyApplyMessage))
 	}
 	got := machine.Machine().Updates
 	if len(got) != 1 {
@@ -53,7 +53,7 @@ func TestInvalidUpdatesFailTheNode(t *testing.T) {
 	h := newHarness(t, machine, requestedR1(), revisionConfigMap(rev))
 	h.start(h.options())
 	n := h.waitStatus(names.StatusFailed)
-	if msg := n.Annotations[names.AnnApplyMessage]; !strings.Contains(msg, "packages[0]") || !strings.Contains(msg, "sha256") {
+	if msg := n[keyApplyMessage]; !strings.Contains(msg, "packages[0]") || !strings.Contains(msg, "sha256") {
 		t.Errorf("message %q, want the package and the rule", msg)
 	}
 	if m := machine.Machine(); m.Installs != 0 {

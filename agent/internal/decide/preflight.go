@@ -6,7 +6,6 @@ import (
 
 	"winpool.dev/agent/internal/config"
 	"winpool.dev/agent/internal/host"
-	"winpool.dev/agent/internal/names"
 )
 
 // MinFreeBytes is the room a cumulative update needs on the system drive:
@@ -37,12 +36,12 @@ type PreflightResult struct {
 // Ready: nothing blocks the update.
 func (r PreflightResult) Ready() bool { return len(r.Blocked) == 0 }
 
-// Annotation is the value of names.AnnPreflight.
-func (r PreflightResult) Annotation() string {
+// String is the verdict in one line: Ready, or Blocked and the reasons.
+func (r PreflightResult) String() string {
 	if r.Ready() {
-		return names.PreflightReady
+		return "Ready"
 	}
-	return names.PreflightBlocked + strings.Join(r.Blocked, "; ")
+	return "Blocked: " + strings.Join(r.Blocked, "; ")
 }
 
 // PreflightUpdate is what an update of this host to cfg would install, and

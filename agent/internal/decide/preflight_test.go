@@ -6,7 +6,6 @@ import (
 
 	"winpool.dev/agent/internal/config"
 	"winpool.dev/agent/internal/host"
-	"winpool.dev/agent/internal/names"
 )
 
 func TestPreflight(t *testing.T) {
@@ -67,12 +66,12 @@ func TestPreflight(t *testing.T) {
 			if c.note != "" && !strings.Contains(strings.Join(r.Notes, "\n"), c.note) {
 				t.Errorf("notes %q do not say %q", r.Notes, c.note)
 			}
-			want := names.PreflightReady
+			want := "Ready"
 			if len(c.blocked) > 0 {
-				want = names.PreflightBlocked + strings.Join(r.Blocked, "; ")
+				want = "Blocked: " + strings.Join(r.Blocked, "; ")
 			}
-			if r.Annotation() != want {
-				t.Errorf("annotation %q, want %q", r.Annotation(), want)
+			if r.String() != want {
+				t.Errorf("verdict %q, want %q", r.String(), want)
 			}
 		})
 	}

@@ -56,6 +56,16 @@ func newAgentClients(admin *rest.Config) (*agentClients, error) {
 // kubeconfig when the fleet wrote one, else the kubernetes Service, which
 // answers only when serviceUp says so.
 func (c *agentClients) forToken(node string, token func() string, serviceUp func() bool) (kubernetes.Interface, error) {
+	cfg, err := c.configFor(node, token, serviceUp)
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(cfg)
+}
+
+// configFor is the configuration of forToken's client, for the agent's
+// other clients (its reports) to share.
+func (c *agentClients) configFor(node string, token func() string, serviceUp func() bool) (*rest.Config, error) {
 	h, p, _ := net.SplitHostPort(clusterIP)
 	env := map[string]string{"KUBERNETES_SERVICE_HOST": h, "KUBERNETES_SERVICE_PORT": p, "WINPOOL_KUBELET_KUBECONFIG": "none"}
 	if c.kubeletKubeconfig != "" {
@@ -69,13 +79,13 @@ func (c *agentClients) forToken(node string, token func() string, serviceUp func
 	if err != nil {
 		return nil, err
 	}
-	return kubernetes.NewForConfig(&rest.Config{
+	return &rest.Config{
 		Host:      ep.Host,
 		Transport: &bearer{base: c.base, token: token, service: serviceRoute{to: real, up: serviceUp}},
 		QPS:       agentQPS,
 		Burst:     agentBurst,
 		UserAgent: "winpool-agent/sim (" + node + ")",
-	})
+	}, nil
 }
 
 // bearer authenticates each request with the token current at that moment,

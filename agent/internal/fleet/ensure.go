@@ -22,6 +22,7 @@ func (f *Fleet) ensureNodes(ctx context.Context) (map[string]machine, error) {
 		firstErr                  error
 		wg                        sync.WaitGroup
 	)
+	cnis := f.reportedCNIs(ctx)
 	next := make(chan int)
 	for range min(createWorkers, f.s.Nodes) {
 		wg.Add(1)
@@ -38,7 +39,7 @@ func (f *Fleet) ensureNodes(ctx context.Context) (map[string]machine, error) {
 				case node == nil:
 					missing++
 				default:
-					m, notes := machineOf(node, f.s)
+					m, notes := machineOf(node, f.s, cnis[node.Name])
 					for _, note := range notes {
 						f.log.Warn("adopting an existing node: "+note, "node", node.Name)
 					}

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -22,14 +23,17 @@ import (
 
 	"winpool.dev/agent/internal/agent"
 	"winpool.dev/agent/internal/fleet/hnsmodel"
+	"winpool.dev/agent/internal/report"
 )
 
 // Fleet is one running simulated fleet.
 type Fleet struct {
-	s        *Settings
-	log      *slog.Logger
-	ctx      context.Context
-	admin    kubernetes.Interface
+	s     *Settings
+	log   *slog.Logger
+	ctx   context.Context
+	admin kubernetes.Interface
+	// reports are the agents' reports, read with the fleet's own rights.
+	reports  report.Client
 	clients  *agentClients
 	kubelet  *kubelet
 	model    *hnsmodel.Model
@@ -100,8 +104,12 @@ func Run(ctx context.Context, s Settings, admin *rest.Config, log *slog.Logger) 
 	if err != nil {
 		return err
 	}
+	dyn, err := dynamic.NewForConfig(admin)
+	if err != nil {
+		return err
+	}
 	f := &Fleet{
-		s: &s, log: log, ctx: ctx, admin: client,
+		s: &s, log: log, ctx: ctx, admin: client, reports: report.NewClient(dyn, s.AgentNamespace),
 		kubelet:  &kubelet{client: client},
 		failures: newFailures(&s),
 		runAgent: agent.Run,

@@ -10,10 +10,13 @@ import (
 
 	"github.com/google/uuid"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 
 	"winpool.dev/agent/internal/agent"
 	"winpool.dev/agent/internal/host"
 	"winpool.dev/agent/internal/host/fake"
+	"winpool.dev/agent/internal/report"
 )
 
 // simNode is one simulated Windows node: the machine (a fake.Host), its
@@ -202,9 +205,19 @@ func (n *simNode) runAgent(ctx context.Context, pod *agentPod) {
 	if err := pod.token.Wait(ctx); err != nil {
 		return
 	}
-	client, err := n.f.clients.forToken(n.name, pod.token.Token, n.serviceUp)
+	cfg, err := n.f.clients.configFor(n.name, pod.token.Token, n.serviceUp)
 	if err != nil {
 		n.log.Error("cannot build the agent's client", "err", err)
+		return
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		n.log.Error("cannot build the agent's client", "err", err)
+		return
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		n.log.Error("cannot build the agent's report client", "err", err)
 		return
 	}
 	n.f.running.Add(1)
@@ -214,6 +227,7 @@ func (n *simNode) runAgent(ctx context.Context, pod *agentPod) {
 		NodeName:    n.name,
 		Namespace:   n.f.s.AgentNamespace,
 		Client:      client,
+		Reports:     report.NewClient(dyn, n.f.s.AgentNamespace),
 		Host:        n.agentHost,
 		HNSInterval: n.hnsInterval(),
 		MaxAttempts: 3,

@@ -113,7 +113,7 @@ func testFleet(t *testing.T, args ...string) (*Fleet, *kfake.Clientset, *journal
 			return nil
 		},
 	}
-	m, _ := machineOf(node, s)
+	m, _ := machineOf(node, s, "")
 	f.nodes.add(newSimNode(f, "win-0", m))
 	return f, cs, j
 }

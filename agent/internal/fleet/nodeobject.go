@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"context"
 	"encoding/hex"
 	"fmt"
 	"hash/fnv"
@@ -14,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"winpool.dev/agent/internal/host"
-	"winpool.dev/agent/internal/names"
 )
 
 const (
@@ -151,9 +151,9 @@ type machine struct {
 	booted time.Time
 }
 
-// machineOf reads a node the fleet finds existing. What the node does not say
-// comes from the command line.
-func machineOf(n *corev1.Node, s *Settings) (machine, []string) {
+// machineOf reads a node the fleet finds existing, and the CNI mode its
+// agent reported ("" none). What they do not say comes from the command line.
+func machineOf(n *corev1.Node, s *Settings, reportedCNI string) (machine, []string) {
 	m := machine{
 		uid:        n.UID,
 		build:      s.Build,
@@ -175,9 +175,9 @@ func machineOf(n *corev1.Node, s *Settings) (machine, []string) {
 	} else {
 		notes = append(notes, fmt.Sprintf("containerRuntimeVersion %q is no containerd, using %s", n.Status.NodeInfo.ContainerRuntimeVersion, s.Containerd))
 	}
-	// The agent's reports are what it observed on the machine.
-	if v := n.Annotations[names.AnnCNIMode]; v != "" {
-		m.cni = v
+	// The agent's report is what it observed on the machine.
+	if reportedCNI != "" {
+		m.cni = reportedCNI
 	}
 	// No csiproxy host service: CSI Proxy runs as winpool's DaemonSet pod on
 	// the node (kwok runs it), which the agent finds itself, so the version it
@@ -194,4 +194,36 @@ func shuttingDown(n *corev1.Node) bool {
 		}
 	}
 	return false
+}
+
+// reportedCNIs is the CNI mode each node's agent last reported, for the
+// machines of a restarted fleet (none when the reports cannot be read).
+func (f *Fleet) reportedCNIs(ctx context.Context) map[string]string {
+	out := map[string]string{}
+	if f.reports == nil {
+		return out
+	}
+	rs, err := f.reports.List(ctx)
+	if err != nil {
+		f.log.Warn("cannot read the agents' reports; machines take the --cni mode", "err", err)
+		return out
+	}
+	for _, r := range rs {
+		if r.Spec.Observed != nil {
+			out[r.Name] = r.Spec.Observed.CNIMode
+		}
+	}
+	return out
+}
+
+// reportedCNI is the CNI mode node's agent last reported ("" none).
+func (f *Fleet) reportedCNI(node string) string {
+	if f.reports == nil {
+		return ""
+	}
+	r, err := f.reports.Get(f.ctx, node)
+	if err != nil || r.Spec.Observed == nil {
+		return ""
+	}
+	return r.Spec.Observed.CNIMode
 }

@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"winpool.dev/agent/internal/host"
-	"winpool.dev/agent/internal/names"
 )
 
 func settings(t *testing.T, args ...string) *Settings {
@@ -88,13 +87,10 @@ func TestAdoptedNodesSeedTheMachine(t *testing.T) {
 	n := newNode(s, 0)
 	n.Status.NodeInfo.KernelVersion = "10.0.20348.2762"
 	n.Status.NodeInfo.ContainerRuntimeVersion = "containerd://1.7.22+azure"
-	n.Annotations[names.AnnCNIMode] = "l2bridge"
-	n.Annotations[names.AnnCSIProxyVersion] = "v1.1.3"
 	n.Status.Conditions = []corev1.NodeCondition{readyCondition(false, ShuttingDown)}
-	m, notes := machineOf(n, s)
+	m, notes := machineOf(n, s, "l2bridge")
 	want := machine{
 		build: host.Build{Major: 10, Build: 20348, UBR: 2762}, containerd: "1.7.22", suffix: "+azure",
-		// The reported CSI Proxy is its DaemonSet pod's, not a host service.
 		cni: "l2bridge", bootID: n.Status.NodeInfo.BootID, rebooting: true,
 	}
 	if m != want || len(notes) != 0 {
@@ -103,7 +99,7 @@ func TestAdoptedNodesSeedTheMachine(t *testing.T) {
 
 	n.Status.NodeInfo.KernelVersion = "5.15.0"
 	n.Status.NodeInfo.ContainerRuntimeVersion = "docker://20.10"
-	m, notes = machineOf(n, s)
+	m, notes = machineOf(n, s, "")
 	if m.build != s.Build || m.containerd != s.Containerd || len(notes) != 2 {
 		t.Errorf("a node that is no Windows machine falls back to the flags and says so: %+v %v", m, notes)
 	}
@@ -116,12 +112,12 @@ func TestAdoptionSeesAReboot(t *testing.T) {
 	n := newNode(s, 0)
 	n.Status.Conditions = []corev1.NodeCondition{readyCondition(false, ShuttingDown)}
 	slim, _ := slimNode(s.NamePrefix)(n)
-	if m, _ := machineOf(slim.(*corev1.Node), s); !m.rebooting {
+	if m, _ := machineOf(slim.(*corev1.Node), s, ""); !m.rebooting {
 		t.Errorf("a node shutting down is adopted as rebooting: %+v", slim)
 	}
 	n.Status.Conditions = []corev1.NodeCondition{readyCondition(false, "container runtime status check may not have completed yet")}
 	slim, _ = slimNode(s.NamePrefix)(n)
-	if m, _ := machineOf(slim.(*corev1.Node), s); m.rebooting {
+	if m, _ := machineOf(slim.(*corev1.Node), s, ""); m.rebooting {
 		t.Errorf("a node not Ready for another reason is not rebooting: %+v", slim)
 	}
 }

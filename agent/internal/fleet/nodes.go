@@ -11,7 +11,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"winpool.dev/agent/internal/fleet/hnsmodel"
-	"winpool.dev/agent/internal/names"
 )
 
 // LabelWindows selects the Windows nodes (the fleet's among them).
@@ -125,7 +124,7 @@ func (f *Fleet) nodeDeleted(node *corev1.Node) {
 // agent pod runs. The pod may have been seen before the node: the pod store
 // says.
 func (f *Fleet) adopt(node *corev1.Node) {
-	m, notes := machineOf(node, f.s)
+	m, notes := machineOf(node, f.s, f.reportedCNI(node.Name))
 	for _, note := range notes {
 		f.log.Warn("adopting a node: "+note, "node", node.Name)
 	}
@@ -169,8 +168,7 @@ func (f *Fleet) forget(n *simNode, why string) {
 }
 
 // slimNode keeps of a node only what adopting it reads (the node's name and
-// UID, the machine in nodeInfo, the agent's reports of the machine): the
-// fleet keeps thousands.
+// UID, the machine in nodeInfo): the fleet keeps thousands.
 func slimNode(prefix string) cache.TransformFunc {
 	return func(obj any) (any, error) {
 		n, ok := obj.(*corev1.Node)
@@ -185,14 +183,6 @@ func slimNode(prefix string) cache.TransformFunc {
 		}
 		if shuttingDown(n) {
 			out.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse, Message: ShuttingDown}}
-		}
-		for _, k := range []string{names.AnnCNIMode, names.AnnCSIProxyVersion} {
-			if v, ok := n.Annotations[k]; ok {
-				if out.Annotations == nil {
-					out.Annotations = map[string]string{}
-				}
-				out.Annotations[k] = v
-			}
 		}
 		out.Status.NodeInfo = corev1.NodeSystemInfo{
 			KernelVersion:           n.Status.NodeInfo.KernelVersion,

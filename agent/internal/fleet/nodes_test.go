@@ -148,7 +148,7 @@ func TestNodesAddedAndDeletedWhileRunning(t *testing.T) {
 // synced (deleted meanwhile) is forgotten.
 func TestNodesGoneAtStartAreForgotten(t *testing.T) {
 	f, _, _ := testFleet(t)
-	m, _ := machineOf(newNode(f.s, 1), f.s)
+	m, _ := machineOf(newNode(f.s, 1), f.s, "")
 	f.nodes.add(newSimNode(f, "win-1", m))
 	if err := f.watchNodes(f.ctx); err != nil {
 		t.Fatal(err)

@@ -1,36 +1,18 @@
-// Package names holds the Node labels and annotations the agent reads and
-// writes. They are the contract with the operator (../../src/api.rs, names).
+// Package names holds the Node labels and annotations the agent reads. They
+// are the contract with the operator (../../src/api.rs, names); the agent
+// writes no Node (its report: package report).
 package names
 
 const (
 	LabelPool     = "winpool.dev/pool"
 	LabelRevision = "winpool.dev/revision"
 
-	// Written by the agent, and only these (the ValidatingAdmissionPolicy
-	// shipped by the chart refuses any other change an agent tries).
+	// Written by an agent of 0.2.0 on its Node, which agents now report in
+	// their WindowsNodeReport (package report): read once, to adopt the
+	// apply result of a node upgraded from 0.2.0.
 	AnnAppliedRevision = "winpool.dev/applied-revision"
 	AnnApplyStatus     = "winpool.dev/apply-status"
 	AnnApplyMessage    = "winpool.dev/apply-message"
-	AnnAgentVersion    = "winpool.dev/agent-version"
-	AnnCSIProxyVersion = "winpool.dev/csi-proxy-version"
-	AnnCNIMode         = "winpool.dev/cni-mode"
-	// AnnRuntimeService is how containerd's service is installed:
-	// "containerd", or "containerd (nssm)" under a service wrapper.
-	AnnRuntimeService = "winpool.dev/runtime-service"
-	// AnnCSIProxyHost names a CSI Proxy host service whose pipes answer
-	// ("csi-proxy (nssm)" on AKS, "csiproxy"); absent when there is none.
-	AnnCSIProxyHost    = "winpool.dev/csi-proxy-host"
-	AnnHNSLoadBalancer = "winpool.dev/hns-load-balancers"
-	AnnHNSEndpoints    = "winpool.dev/hns-endpoints"
-	// AnnPreflight is the agent's read-only checks of its host for the
-	// revision AnnPreflightRevision names (the pool's target, before the
-	// operator starts the node): PreflightReady, or PreflightBlocked and
-	// the reasons. The operator cordons only a node whose preflight passed
-	// for the revision it starts it with (src/api.rs ANN_PREFLIGHT).
-	AnnPreflight         = "winpool.dev/preflight"
-	AnnPreflightRevision = "winpool.dev/preflight-revision"
-	PreflightReady       = "Ready"
-	PreflightBlocked     = "Blocked: "
 
 	// LabelTarget marks the revision ConfigMap of a pool's target revision
 	// (value "true"; the operator moves it when the spec changes): what the
@@ -49,7 +31,9 @@ const (
 	// Verifying), never one being drained or back in service
 	// (src/api.rs ANN_STATE).
 	AnnState       = "winpool.dev/state"
+	AnnStateSince  = "winpool.dev/state-since"
 	StateApplying  = "Applying"
+	StateFailed    = "Failed"
 	StateVerifying = "Verifying"
 
 	// ConfigMapKey is the key of a revision ConfigMap

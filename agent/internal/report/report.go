@@ -1,0 +1,184 @@
+// Package report is the agent's WindowsNodeReport (winpool.dev/v1alpha1): the
+// object, one per node in the agents' namespace and named after the Node,
+// where the agent reports its apply result and what it observes on the host.
+// The agent writes no Node: every Node write reaches every Node watcher of
+// the cluster, a report only winpool. The shape is defined by the Rust types
+// (src/report.rs); the golden files in testdata/ keep both sides to it.
+package report
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/cache"
+
+	"winpool.dev/agent/internal/names"
+)
+
+// Resource names the reports' API.
+var Resource = schema.GroupVersionResource{Group: "winpool.dev", Version: "v1alpha1", Resource: "windowsnodereports"}
+
+const Kind = "WindowsNodeReport"
+
+// Report is a WindowsNodeReport.
+type Report struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              Spec `json:"spec"`
+}
+
+// Spec is what the agent reports; every field is the agent's own.
+type Spec struct {
+	AgentVersion string     `json:"agentVersion,omitempty"`
+	Apply        *Apply     `json:"apply,omitempty"`
+	Observed     *Observed  `json:"observed,omitempty"`
+	HNS          *HNS       `json:"hns,omitempty"`
+	Preflight    *Preflight `json:"preflight,omitempty"`
+}
+
+// Apply is the result of the agent's last apply.
+type Apply struct {
+	Revision string            `json:"revision"`
+	Status   names.ApplyStatus `json:"status"`
+	Message  string            `json:"message,omitempty"`
+	// StartedAt is the operator's start (winpool.dev/started-at) this result
+	// answers: the operator never reads it as the answer to a later one.
+	StartedAt string `json:"startedAt,omitempty"`
+}
+
+// Observed is what the agent sees on the host.
+type Observed struct {
+	CNIMode         string `json:"cniMode,omitempty"`
+	CSIProxyVersion string `json:"csiProxyVersion,omitempty"`
+	RuntimeService  string `json:"runtimeService,omitempty"`
+	CSIProxyHost    string `json:"csiProxyHost,omitempty"`
+}
+
+// HNS is what the host's Host Network Service holds, and in which boot
+// (the Node's status.nodeInfo.bootID) it was read: HNS starts empty after a
+// reboot, so counts of an earlier boot say nothing of this one.
+type HNS struct {
+	LoadBalancers int64  `json:"loadBalancers"`
+	Endpoints     int64  `json:"endpoints"`
+	BootID        string `json:"bootID,omitempty"`
+}
+
+// Verdict values of Preflight.
+const (
+	VerdictReady   = "Ready"
+	VerdictBlocked = "Blocked"
+)
+
+// Preflight is the agent's read-only judgement of its pool's target revision.
+type Preflight struct {
+	Revision string   `json:"revision"`
+	Verdict  string   `json:"verdict"`
+	Reasons  []string `json:"reasons,omitempty"`
+	Notes    []string `json:"notes,omitempty"`
+	// Since is when the agent first reached this verdict for this revision.
+	Since *metav1.Time `json:"since,omitempty"`
+}
+
+// Client reads and writes the reports of one namespace.
+type Client interface {
+	Get(ctx context.Context, name string) (*Report, error)
+	List(ctx context.Context) ([]Report, error)
+	// ListWatch lists and watches the report named name alone.
+	ListWatch(name string) cache.ListerWatcher
+	Create(ctx context.Context, r *Report) (*Report, error)
+	// ReplaceSpec makes the report's spec exactly spec, in one request that
+	// touches nothing else of the object.
+	ReplaceSpec(ctx context.Context, name string, spec Spec) (*Report, error)
+}
+
+// NewClient is a Client over the dynamic client.
+func NewClient(dyn dynamic.Interface, namespace string) Client {
+	return &client{dyn: dyn, api: dyn.Resource(Resource).Namespace(namespace)}
+}
+
+type client struct {
+	dyn dynamic.Interface
+	api dynamic.ResourceInterface
+}
+
+func (c *client) Get(ctx context.Context, name string) (*Report, error) {
+	u, err := c.api.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return FromUnstructured(u)
+}
+
+func (c *client) List(ctx context.Context) ([]Report, error) {
+	l, err := c.api.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Report, 0, len(l.Items))
+	for i := range l.Items {
+		r, err := FromUnstructured(&l.Items[i])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *r)
+	}
+	return out, nil
+}
+
+func (c *client) ListWatch(name string) cache.ListerWatcher {
+	only := fields.OneTermEqualSelector("metadata.name", name).String()
+	return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = only
+			return c.api.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = only
+			return c.api.Watch(ctx, o)
+		},
+	}, c.dyn) // a fake dynamic client cannot stream a list
+}
+
+func (c *client) Create(ctx context.Context, r *Report) (*Report, error) {
+	r.APIVersion, r.Kind = Resource.GroupVersion().String(), Kind
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(r)
+	if err != nil {
+		return nil, err
+	}
+	u, err := c.api.Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{FieldManager: names.FieldManager})
+	if err != nil {
+		return nil, err
+	}
+	return FromUnstructured(u)
+}
+
+func (c *client) ReplaceSpec(ctx context.Context, name string, spec Spec) (*Report, error) {
+	body, err := json.Marshal([]map[string]any{{"op": "replace", "path": "/spec", "value": spec}})
+	if err != nil {
+		return nil, err
+	}
+	u, err := c.api.Patch(ctx, name, types.JSONPatchType, body, metav1.PatchOptions{FieldManager: names.FieldManager})
+	if err != nil {
+		return nil, err
+	}
+	return FromUnstructured(u)
+}
+
+// FromUnstructured reads a report the dynamic client returned.
+func FromUnstructured(u *unstructured.Unstructured) (*Report, error) {
+	var r Report
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &r); err != nil {
+		return nil, fmt.Errorf("report %s: %w", u.GetName(), err)
+	}
+	r.ManagedFields = nil
+	return &r, nil
+}

@@ -1,0 +1,327 @@
+//! The `WindowsNodeReport` (`winpool.dev/v1alpha1`, short name `wnr`): what a
+//! node's agent reports, in an object of its own instead of on the Node (the
+//! node-lease pattern). One per node, in the agents' namespace, named after
+//! the Node and owned by it, written only by that node's agent (a
+//! ValidatingAdmissionPolicy holds it to the node its token is bound to).
+//!
+//! Every Node write goes to every Node watcher in the cluster; a report goes
+//! to winpool alone. The agent writes no Node at all.
+//!
+//! [`AgentReport`] is the report as a decision reads it, from the object or,
+//! for an agent of 0.2.0 that still writes annotations, from the Node: an
+//! upgrade reads the annotations until the node's new agent has written its
+//! report (it adopts the annotations' apply result into it).
+
+// The kube derive's printcolumn(...) entries repeat `type_ = ...`, which clippy mistakes for duplicated attributes.
+#![allow(clippy::duplicated_attributes)]
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::api::names;
+use crate::node_record::NodeRecord;
+use crate::rollout::Preflight;
+
+/// What a node's agent reports: the result of its last apply and what it
+/// observes on the host. Every field is the agent's; winpool only reads.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "winpool.dev",
+    version = "v1alpha1",
+    kind = "WindowsNodeReport",
+    doc = "What the winpool agent on one Windows node reports: its last apply and what it observes on the host. Named after its Node, owned by it, written by that node's agent alone.",
+    plural = "windowsnodereports",
+    shortname = "wnr",
+    namespaced,
+    printcolumn(name = "Revision", type_ = "string", json_path = ".spec.apply.revision"),
+    printcolumn(name = "Status", type_ = "string", json_path = ".spec.apply.status"),
+    printcolumn(name = "Preflight", type_ = "string", json_path = ".spec.preflight.verdict"),
+    printcolumn(name = "LB", type_ = "integer", json_path = ".spec.hns.loadBalancers", description = "HNS load balancers"),
+    printcolumn(name = "Endpoints", type_ = "integer", json_path = ".spec.hns.endpoints", description = "HNS remote endpoints"),
+    printcolumn(name = "Agent", type_ = "string", json_path = ".spec.agentVersion"),
+    printcolumn(name = "Message", type_ = "string", json_path = ".spec.apply.message", priority = "1"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct WindowsNodeReportSpec {
+    /// The version of the agent that writes this report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_version: Option<String>,
+    /// The result of the agent's last apply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub apply: Option<ApplyReport>,
+    /// What the agent observes on the host (never the requested value echoed back).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed: Option<ObservedHost>,
+    /// What the host's Host Network Service holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hns: Option<HnsCounts>,
+    /// The agent's read-only checks of its host for its pool's target revision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preflight: Option<PreflightReport>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ApplyReport {
+    /// The revision this result is about.
+    pub revision: String,
+    pub status: ApplyStatus,
+    /// What went wrong, or what the agent is doing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The operator's start of the node (`winpool.dev/started-at`) this
+    /// result answers: a result for an earlier start is never read as one
+    /// for a later one (a retry of the same revision).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum ApplyStatus {
+    Applying,
+    Rebooting,
+    Succeeded,
+    Failed,
+}
+
+impl ApplyStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApplyStatus::Applying => names::APPLY_APPLYING,
+            ApplyStatus::Rebooting => names::APPLY_REBOOTING,
+            ApplyStatus::Succeeded => names::APPLY_SUCCEEDED,
+            ApplyStatus::Failed => names::APPLY_FAILED,
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ObservedHost {
+    /// The CNI mode of the host's HNS network (`overlay`, `l2bridge`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cni_mode: Option<String>,
+    /// The CSI Proxy version serving the node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub csi_proxy_version: Option<String>,
+    /// How containerd's service is installed: `containerd`, or
+    /// `containerd (nssm)` under a service wrapper.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime_service: Option<String>,
+    /// A CSI Proxy the node image runs as a host service whose pipes answer
+    /// (`csi-proxy (nssm)` on AKS, `csiproxy`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub csi_proxy_host: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HnsCounts {
+    /// Load-balancer policies programmed.
+    #[schemars(range(min = 0))]
+    pub load_balancers: i64,
+    /// Remote endpoints programmed.
+    #[schemars(range(min = 0))]
+    pub endpoints: i64,
+    /// The Node's `status.nodeInfo.bootID` when the counts were read: HNS
+    /// starts empty after a reboot, so counts of an earlier boot say nothing
+    /// about this one.
+    #[serde(default, rename = "bootID", skip_serializing_if = "Option::is_none")]
+    pub boot_id: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PreflightReport {
+    /// The revision judged.
+    pub revision: String,
+    pub verdict: PreflightVerdictValue,
+    /// Why the host cannot take the revision (Blocked only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reasons: Vec<String>,
+    /// What a person may want to know that does not block it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+    /// When the agent first reached this verdict for this revision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<Time>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum PreflightVerdictValue {
+    Ready,
+    Blocked,
+}
+
+/// Where a node's [`AgentReport`] was read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ReportSource {
+    /// Nothing: no agent has reported on the node.
+    #[default]
+    None,
+    /// The node's `WindowsNodeReport`.
+    Object,
+    /// The Node's annotations, written by an agent of 0.2.0.
+    Annotations,
+}
+
+/// A node's agent report as a decision reads it: raw values, so a value that
+/// does not parse is reported, not dropped.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AgentReport {
+    pub source: ReportSource,
+    pub agent_version: Option<String>,
+    pub applied_revision: Option<String>,
+    pub apply_status: Option<String>,
+    pub apply_message: Option<String>,
+    /// The start the apply result answers (reports of 0.2.0: none).
+    pub answers_start: Option<String>,
+    pub cni_mode: Option<String>,
+    pub csi_proxy_version: Option<String>,
+    pub runtime_service: Option<String>,
+    pub csi_proxy_host: Option<String>,
+    pub hns_load_balancers: Option<String>,
+    pub hns_endpoints: Option<String>,
+    /// The boot the HNS counts were read in (reports of 0.2.0: none).
+    pub hns_boot_id: Option<String>,
+    pub preflight: Option<Preflight>,
+}
+
+impl AgentReport {
+    pub fn from_object(r: &WindowsNodeReport) -> Self {
+        let s = &r.spec;
+        let apply = s.apply.as_ref();
+        let observed = s.observed.clone().unwrap_or_default();
+        let hns = s.hns.as_ref();
+        AgentReport {
+            source: ReportSource::Object,
+            agent_version: s.agent_version.clone(),
+            applied_revision: apply.map(|a| a.revision.clone()),
+            apply_status: apply.map(|a| a.status.as_str().to_string()),
+            apply_message: apply.and_then(|a| a.message.clone()),
+            answers_start: apply.and_then(|a| a.started_at.clone()),
+            cni_mode: observed.cni_mode,
+            csi_proxy_version: observed.csi_proxy_version,
+            runtime_service: observed.runtime_service,
+            csi_proxy_host: observed.csi_proxy_host,
+            hns_load_balancers: hns.map(|h| h.load_balancers.to_string()),
+            hns_endpoints: hns.map(|h| h.endpoints.to_string()),
+            hns_boot_id: hns.and_then(|h| h.boot_id.clone()),
+            preflight: s.preflight.as_ref().filter(|p| !p.revision.is_empty()).map(|p| Preflight {
+                revision: p.revision.clone(),
+                verdict: match p.verdict {
+                    PreflightVerdictValue::Ready => crate::rollout::PreflightVerdict::Ready,
+                    PreflightVerdictValue::Blocked if p.reasons.is_empty() => {
+                        crate::rollout::PreflightVerdict::Blocked("the agent gave no reason".into())
+                    }
+                    PreflightVerdictValue::Blocked => crate::rollout::PreflightVerdict::Blocked(p.reasons.join("; ")),
+                },
+            }),
+        }
+    }
+
+    /// The report an agent of 0.2.0 wrote as annotations on its Node.
+    pub fn from_annotations(node: &NodeRecord) -> Self {
+        let owned = |k: &str| node.annotation(k).map(str::to_string);
+        let source = if owned(names::ANN_AGENT_VERSION).is_some() || owned(names::ANN_APPLY_STATUS).is_some() {
+            ReportSource::Annotations
+        } else {
+            ReportSource::None
+        };
+        AgentReport {
+            source,
+            agent_version: owned(names::ANN_AGENT_VERSION),
+            applied_revision: owned(names::ANN_APPLIED_REVISION),
+            apply_status: owned(names::ANN_APPLY_STATUS),
+            apply_message: owned(names::ANN_APPLY_MESSAGE),
+            answers_start: None,
+            cni_mode: owned(names::ANN_CNI_MODE),
+            csi_proxy_version: owned(names::ANN_CSI_PROXY_VERSION),
+            runtime_service: owned(names::ANN_RUNTIME_SERVICE),
+            csi_proxy_host: owned(names::ANN_CSI_PROXY_HOST),
+            hns_load_balancers: owned(names::ANN_HNS_LOAD_BALANCERS),
+            hns_endpoints: owned(names::ANN_HNS_ENDPOINTS),
+            hns_boot_id: None,
+            preflight: Preflight::parse(node.annotation(names::ANN_PREFLIGHT), node.annotation(names::ANN_PREFLIGHT_REVISION)),
+        }
+    }
+
+    /// The node's report: its object when its agent wrote one, else its annotations.
+    pub fn of(node: &NodeRecord, object: Option<&WindowsNodeReport>) -> Self {
+        match object {
+            Some(r) => AgentReport::from_object(r),
+            None => AgentReport::from_annotations(node),
+        }
+    }
+}
+
+/// The report cache keeps what a decision reads: who wrote which fields
+/// (managedFields) is not.
+pub fn trim(r: &mut WindowsNodeReport) {
+    r.metadata.managed_fields = None;
+    r.metadata.annotations = None;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::Node;
+    use serde_json::json;
+
+    #[test]
+    fn a_report_object_reads_like_the_annotations_it_replaces() {
+        let object: WindowsNodeReport = serde_json::from_value(json!({
+            "apiVersion": "winpool.dev/v1alpha1", "kind": "WindowsNodeReport",
+            "metadata": {"name": "win-1", "namespace": "winpool-agents"},
+            "spec": {
+                "agentVersion": "0.3.0",
+                "apply": {"revision": "r1", "status": "Succeeded", "message": "build 10.0.20348.2762", "startedAt": "2026-12-02T10:00:00Z"},
+                "observed": {"cniMode": "overlay", "csiProxyVersion": "1.1.3", "runtimeService": "containerd (nssm)"},
+                "hns": {"loadBalancers": 12, "endpoints": 40, "bootID": "b-2"},
+                "preflight": {"revision": "r2", "verdict": "Blocked", "reasons": ["4 GiB free on C:", "no update source"]}
+            }
+        }))
+        .unwrap();
+        let mut node = Node::default();
+        node.metadata.annotations = Some(
+            [
+                ("winpool.dev/agent-version", "0.3.0"),
+                ("winpool.dev/applied-revision", "r1"),
+                ("winpool.dev/apply-status", "Succeeded"),
+                ("winpool.dev/apply-message", "build 10.0.20348.2762"),
+                ("winpool.dev/cni-mode", "overlay"),
+                ("winpool.dev/csi-proxy-version", "1.1.3"),
+                ("winpool.dev/runtime-service", "containerd (nssm)"),
+                ("winpool.dev/hns-load-balancers", "12"),
+                ("winpool.dev/hns-endpoints", "40"),
+                ("winpool.dev/preflight", "Blocked: 4 GiB free on C:; no update source"),
+                ("winpool.dev/preflight-revision", "r2"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        );
+        let from_object = AgentReport::from_object(&object);
+        let from_annotations = AgentReport::from_annotations(&NodeRecord::from(&node));
+        assert_eq!((from_object.source, from_annotations.source), (ReportSource::Object, ReportSource::Annotations));
+        assert_eq!(from_object.answers_start.as_deref(), Some("2026-12-02T10:00:00Z"));
+        assert_eq!(from_object.hns_boot_id.as_deref(), Some("b-2"));
+        let unversioned = |r: AgentReport| AgentReport { source: ReportSource::None, answers_start: None, hns_boot_id: None, ..r };
+        assert_eq!(unversioned(from_object), unversioned(from_annotations));
+    }
+
+    #[test]
+    fn a_node_without_a_report_has_none() {
+        let r = AgentReport::of(&NodeRecord::from(&Node::default()), None);
+        assert_eq!(r, AgentReport::default());
+    }
+
+    #[test]
+    fn a_status_no_agent_writes_is_no_report() {
+        let bad = serde_json::from_value::<WindowsNodeReportSpec>(json!({"apply": {"revision": "r1", "status": "Exploded"}}));
+        assert!(bad.is_err(), "an unknown status is no report: {bad:?}");
+    }
+}
