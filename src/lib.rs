@@ -4,6 +4,8 @@
 
 pub mod api;
 pub mod configmap;
+#[cfg(test)]
+mod contract;
 pub mod controller;
 pub mod crd;
 pub mod csi_proxy;

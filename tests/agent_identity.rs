@@ -1,46 +1,33 @@
 //! The agent's identity, as the chart installs it, against the real API server:
-//! a token bound to the agent pod on node A may write winpool's agent
-//! annotations on A and nothing else: not another node, not A's labels, spec,
-//! taints, finalizers or any other annotation. The refusals come from the
-//! chart's ValidatingAdmissionPolicy (RBAC alone allows them all, which the
-//! test shows at the end by removing the policy's binding).
+//! a token bound to the agent pod on node A may write A's WindowsNodeReport,
+//! owned by A, and nothing else: not another node's report, not a report owned
+//! by anything else, and no Node at all. The report refusals come from the
+//! chart's ValidatingAdmissionPolicy (RBAC alone allows them, which the test
+//! shows at the end by removing the policy's binding); the Node ones from RBAC.
+//! A Node deleted takes its report with it (the garbage collector, through the
+//! owner reference).
 
 mod support;
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding};
 use k8s_openapi::api::authentication::v1::{BoundObjectReference, SelfSubjectReview, TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{Container, Node, Pod, PodSpec, ServiceAccount, Toleration};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::Client;
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
-use serde_json::{Value, json};
-use support::{TestSpace, client_with_token, install_agent_identity, kubeconfig, remove_agent_identity, wait_for};
+use serde_json::json;
+use support::{TestSpace, client_with_token, install_agent_identity, install_crd, kubeconfig, remove_agent_identity, wait_for};
+use winpool::report::{ApplyReport, ApplyStatus, WindowsNodeReport, WindowsNodeReportSpec};
 
 const WAIT: Duration = Duration::from_secs(60);
 const NODE_NAME_CLAIM: &str = "authentication.kubernetes.io/node-name";
 
-/// What SPEC §2 lets the agent write, and only that.
-const AGENT_ANNOTATIONS: [&str; 12] = [
-    "winpool.dev/applied-revision",
-    "winpool.dev/apply-status",
-    "winpool.dev/apply-message",
-    "winpool.dev/agent-version",
-    "winpool.dev/csi-proxy-version",
-    "winpool.dev/cni-mode",
-    "winpool.dev/runtime-service",
-    "winpool.dev/csi-proxy-host",
-    "winpool.dev/preflight",
-    "winpool.dev/preflight-revision",
-    "winpool.dev/hns-load-balancers",
-    "winpool.dev/hns-endpoints",
-];
-
 /// The release name hack/agent-identity.sh derives from the namespace, which
 /// names the cluster-scoped objects.
 fn policy_name(agent_ns: &str) -> String {
-    format!("winpool-{agent_ns}-agent-own-node")
+    format!("winpool-{agent_ns}-agent-own-report")
 }
 
 /// A Node the test owns (no kubelet, no kwok): only its metadata and spec matter.
@@ -104,30 +91,51 @@ async fn whoami(client: &Client) -> (String, Vec<String>) {
     (user.username.unwrap_or_default(), nodes)
 }
 
-async fn merge(nodes: &Api<Node>, node: &str, patch: &Value) -> Result<Node, kube::Error> {
-    nodes.patch(node, &PatchParams::default(), &Patch::Merge(patch)).await
-}
-
-/// The patch must be refused by the policy (403, the policy named) with a message
-/// containing every part of `rule`.
-async fn refused(nodes: &Api<Node>, policy: &str, node: &str, patch: Value, rule: &[String]) {
-    match merge(nodes, node, &patch).await {
-        Ok(_) => panic!("the agent was allowed to patch node {node} with {patch}"),
-        Err(kube::Error::Api(s)) => {
-            eprintln!("refused as expected: {}", s.message);
-            assert_eq!(s.code, 403, "patch {patch} of {node}: want 403 from the policy, got {s:?}");
-            assert!(
-                s.message.contains(&format!("ValidatingAdmissionPolicy '{policy}'")) && rule.iter().all(|r| s.message.contains(r)),
-                "patch {patch} of {node}: refused, but not by {policy} for {rule:?}: {}",
-                s.message
-            );
-        }
-        Err(e) => panic!("patch {patch} of {node}: {e}"),
+fn owner(node: &Node) -> OwnerReference {
+    OwnerReference {
+        api_version: "v1".into(),
+        kind: "Node".into(),
+        name: node.metadata.name.clone().unwrap_or_default(),
+        uid: node.metadata.uid.clone().unwrap_or_default(),
+        ..Default::default()
     }
 }
 
-fn annotations(n: &Node) -> BTreeMap<String, String> {
-    n.metadata.annotations.clone().unwrap_or_default()
+/// The report named `name`, as an agent writes it, owned by `owners`.
+fn report(name: &str, owners: Vec<OwnerReference>, status: ApplyStatus) -> WindowsNodeReport {
+    let mut r = WindowsNodeReport::new(
+        name,
+        WindowsNodeReportSpec {
+            agent_version: Some("test".into()),
+            apply: Some(ApplyReport { revision: "r1".into(), status, message: None, started_at: None }),
+            ..Default::default()
+        },
+    );
+    r.metadata.owner_references = Some(owners);
+    r
+}
+
+/// The create must be refused by the policy (403, the policy named) with a
+/// message containing every part of `rule`.
+async fn refused(reports: &Api<WindowsNodeReport>, policy: &str, r: &WindowsNodeReport, rule: &[String]) {
+    let name = r.metadata.name.clone().unwrap_or_default();
+    match reports.create(&PostParams::default(), r).await {
+        Ok(_) => panic!("the agent was allowed to create report {name}: {:?}", r.metadata),
+        Err(kube::Error::Api(s)) => {
+            eprintln!("refused as expected: {}", s.message);
+            assert_eq!(s.code, 403, "report {name}: want 403 from the policy, got {s:?}");
+            assert!(
+                s.message.contains(&format!("ValidatingAdmissionPolicy '{policy}'")) && rule.iter().all(|r| s.message.contains(r)),
+                "report {name}: refused, but not by {policy} for {rule:?}: {}",
+                s.message
+            );
+        }
+        Err(e) => panic!("report {name}: {e}"),
+    }
+}
+
+fn forbidden<T: std::fmt::Debug>(r: &Result<T, kube::Error>) -> bool {
+    matches!(r, Err(kube::Error::Api(s)) if s.code == 403)
 }
 
 /// The cluster-scoped half of the identity outlives the test's namespaces; this
@@ -141,7 +149,9 @@ impl Drop for Identity {
 }
 
 #[tokio::test]
-async fn an_agent_may_write_only_its_own_nodes_agent_annotations() {
+async fn an_agent_may_write_only_its_own_nodes_report_and_no_node() {
+    let client = support::client().await;
+    install_crd(&client).await;
     let t = TestSpace::new("agent-identity").await;
     let agent_ns = t.agent_namespace();
     let policy = policy_name(&agent_ns);
@@ -150,9 +160,11 @@ async fn an_agent_may_write_only_its_own_nodes_agent_annotations() {
 
     let admin_nodes: Api<Node> = Api::all(t.client.clone());
     let (a, b) = (format!("{}a", t.node_prefix()), format!("{}b", t.node_prefix()));
+    let mut created = Vec::new();
     for n in [&a, &b] {
-        admin_nodes.create(&PostParams::default(), &plain_node(&t, n)).await.expect("node");
+        created.push(admin_nodes.create(&PostParams::default(), &plain_node(&t, n)).await.expect("node"));
     }
+    let (node_a, node_b) = (&created[0], &created[1]);
     let pods: Api<Pod> = Api::namespaced(t.client.clone(), &agent_ns);
     let pod = pods.create(&PostParams::default(), &agent_pod(&a)).await.expect("agent pod");
     let pod_name = pod.metadata.name.clone().expect("pod name");
@@ -162,9 +174,10 @@ async fn an_agent_may_write_only_its_own_nodes_agent_annotations() {
     let (user, token_nodes) = whoami(&agent).await;
     assert_eq!(user, format!("system:serviceaccount:{agent_ns}:winpool-agent"), "the agent client authenticates as the ServiceAccount");
     assert_eq!(token_nodes, vec![a.clone()], "a token bound to the pod on {a} names {a} in {NODE_NAME_CLAIM}");
-    let nodes: Api<Node> = Api::all(agent.clone());
+    let reports: Api<WindowsNodeReport> = Api::namespaced(agent.clone(), &agent_ns);
+    let admin_reports: Api<WindowsNodeReport> = Api::namespaced(t.client.clone(), &agent_ns);
 
-    // The API server type-checks the policy against the Node schema; an
+    // The API server type-checks the policy against the report's schema; an
     // expression it cannot check would fail every agent request at runtime.
     let vaps: Api<ValidatingAdmissionPolicy> = Api::all(t.client.clone());
     let what = format!("the type check of ValidatingAdmissionPolicy {policy} (named by hack/agent-identity.sh)");
@@ -178,156 +191,113 @@ async fn an_agent_may_write_only_its_own_nodes_agent_annotations() {
     assert!(warnings.is_empty(), "the policy's expressions type-check cleanly: {warnings:?}");
 
     // A new policy takes effect once the API server has loaded it and its
-    // binding; until then RBAC alone decides and this patch goes through (or,
+    // binding; until then RBAC alone decides and this write goes through (or,
     // while the new RBAC propagates, RBAC refuses it).
-    let mut attempt = 0;
     let by_policy = format!("ValidatingAdmissionPolicy '{policy}'");
-    wait_for("the policy to refuse the agent's write to another node", WAIT, || {
-        attempt += 1;
-        let patch = json!({"metadata": {"annotations": {"winpool.dev/apply-message": format!("attempt {attempt}")}}});
-        let (nodes, b, by_policy) = (nodes.clone(), b.clone(), by_policy.clone());
-        async move {
-            matches!(merge(&nodes, &b, &patch).await, Err(kube::Error::Api(s)) if s.code == 403 && s.message.contains(&by_policy))
-                .then_some(())
+    wait_for("the policy to refuse the agent's report of another node", WAIT, || async {
+        match reports.create(&PostParams::default(), &report(&b, vec![owner(node_b)], ApplyStatus::Applying)).await {
+            Err(kube::Error::Api(s)) if s.code == 403 && s.message.contains(&by_policy) => Some(()),
+            Ok(_) => {
+                let _ = admin_reports.delete(&b, &DeleteParams::default()).await;
+                None
+            }
+            Err(_) => None,
         }
     })
     .await;
 
-    let own_node_only = format!("winpool agents may change only their own Node: this token is bound to a pod on node {a}, not on {b}");
-    let labels_of = |key: &str| format!("winpool agents may not change Node labels; this request changes {key}");
-    let cases: Vec<(&str, &String, Value, Vec<String>)> = vec![
+    let own_report_only =
+        format!("winpool agents may write only their own node's report: this token is bound to a pod on node {a}, not on {b}");
+    let owned = "a winpool agent's report must be owned by its Node alone".to_string();
+    let mut with_finalizer = report(&a, vec![owner(node_a)], ApplyStatus::Applying);
+    with_finalizer.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    let cases: Vec<(&str, WindowsNodeReport, Vec<String>)> = vec![
+        ("(a) another node's report", report(&b, vec![owner(node_b)], ApplyStatus::Applying), vec![own_report_only.clone()]),
         (
-            "(a) another node, even an agent annotation",
-            &b,
-            json!({"metadata": {"annotations": {"winpool.dev/apply-status": "Applying"}}}),
-            vec![own_node_only.clone()],
+            "(a) another node's report, owned by the agent's own",
+            report(&b, vec![owner(node_a)], ApplyStatus::Applying),
+            vec![own_report_only],
         ),
+        ("(b) its own report, owned by nothing", report(&a, vec![], ApplyStatus::Applying), vec![owned.clone()]),
+        ("(b) its own report, owned by another node", report(&a, vec![owner(node_b)], ApplyStatus::Applying), vec![owned.clone()]),
         (
-            "(b) a label of its own node: the rollout's own",
-            &a,
-            json!({"metadata": {"labels": {"winpool.dev/revision": "forged"}}}),
-            vec![labels_of("winpool.dev/revision")],
+            "(b) its own report, owned by its node and another",
+            report(&a, vec![owner(node_a), owner(node_b)], ApplyStatus::Applying),
+            vec![owned.clone()],
         ),
-        (
-            "(b) removing a label of its own node",
-            &a,
-            json!({"metadata": {"labels": {support::TEST_LABEL: null}}}),
-            vec![labels_of(support::TEST_LABEL)],
-        ),
-        (
-            "(c) cordoning its own node",
-            &a,
-            json!({"spec": {"unschedulable": true}}),
-            vec!["winpool agents may not change a Node's spec: spec.unschedulable".into()],
-        ),
-        (
-            "(c) tainting its own node",
-            &a,
-            json!({"spec": {"taints": [{"key": "example.com/agent", "effect": "NoSchedule"}]}}),
-            vec!["winpool agents may not change a Node's spec: spec.taints".into()],
-        ),
-        (
-            "(d) someone else's annotation",
-            &a,
-            json!({"metadata": {"annotations": {"example.com/x": "1"}}}),
-            vec![
-                "winpool agents may change only winpool's agent annotations on a Node".into(),
-                "this request changes example.com/x".into(),
-            ],
-        ),
-        (
-            "(d) the operator's annotation",
-            &a,
-            json!({"metadata": {"annotations": {"winpool.dev/state": "Updated"}}}),
-            vec!["winpool agents may change only winpool's agent annotations".into(), "this request changes winpool.dev/state".into()],
-        ),
-        (
-            "(d) removing the operator's annotation",
-            &a,
-            json!({"metadata": {"annotations": {"winpool.dev/state": null}}}),
-            vec!["this request changes winpool.dev/state".into()],
-        ),
-        (
-            // One foreign key spoils the whole patch: nothing of it is written.
-            "(d) an agent annotation with a foreign one",
-            &a,
-            json!({"metadata": {"annotations": {"winpool.dev/apply-status": "Succeeded", "winpool.dev/state": "Updated"}}}),
-            vec!["this request changes winpool.dev/state".into()],
-        ),
-        (
-            "(e) a finalizer, which would hold the node's deletion",
-            &a,
-            json!({"metadata": {"finalizers": ["example.com/hold"]}}),
-            vec!["winpool agents may not change a Node's ownerReferences or finalizers".into()],
-        ),
+        ("(b) its own report, with a finalizer", with_finalizer, vec![owned]),
     ];
-    for (what, node, patch, rule) in cases {
+    for (what, r, rule) in cases {
         eprintln!("refusal: {what}");
-        refused(&nodes, &policy, node, patch, &rule).await;
+        refused(&reports, &policy, &r, &rule).await;
     }
+    assert!(admin_reports.get_opt(&b).await.unwrap().is_none(), "no report of {b} was written");
 
-    let node_a = admin_nodes.get(&a).await.unwrap();
-    let labels = node_a.metadata.labels.clone().unwrap_or_default();
-    assert!(!labels.contains_key("winpool.dev/revision") && labels.contains_key(support::TEST_LABEL), "labels unchanged: {labels:?}");
-    assert_eq!(node_a.spec.as_ref().and_then(|s| s.unschedulable), None, "not cordoned");
-    assert!(
-        !node_a.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default().iter().any(|t| t.key == "example.com/agent"),
-        "no taint of the agent's"
-    );
-    assert!(node_a.metadata.finalizers.is_none(), "no finalizer");
-    let ann = annotations(&node_a);
-    assert_eq!(ann.get("winpool.dev/state").map(String::as_str), Some("Pending"), "the operator's annotation is untouched");
-    assert!(
-        !ann.contains_key("example.com/x") && !ann.contains_key("winpool.dev/apply-status"),
-        "no refused annotation was written: {ann:?}"
-    );
+    // What the agent is for: its own report, created and then replaced.
+    reports
+        .create(&PostParams::default(), &report(&a, vec![owner(node_a)], ApplyStatus::Applying))
+        .await
+        .expect("the agent creates its own report");
+    let replace =
+        json!([{"op": "replace", "path": "/spec", "value": {"agentVersion": "test", "apply": {"revision": "r1", "status": "Succeeded"}}}]);
+    let patched = reports
+        .patch(&a, &PatchParams::default(), &Patch::Json::<()>(serde_json::from_value(replace).unwrap()))
+        .await
+        .expect("the agent replaces its own report");
+    assert_eq!(patched.spec.apply.map(|a| a.status), Some(ApplyStatus::Succeeded));
+    // Nor can it take the owner reference away afterwards.
+    let disown = json!({"metadata": {"ownerReferences": null}});
+    let r = reports.patch(&a, &PatchParams::default(), &Patch::Merge(&disown)).await;
+    assert!(forbidden(&r), "the agent may not disown its report: {r:?}");
 
-    // What the agent is for: every agent annotation on its own node, written and removed.
-    let report: serde_json::Map<String, Value> = AGENT_ANNOTATIONS
-        .iter()
-        .map(|k| (k.to_string(), json!(if *k == "winpool.dev/hns-endpoints" { "3" } else { "Applying" })))
-        .collect();
-    merge(&nodes, &a, &json!({"metadata": {"annotations": report}})).await.expect("the agent reports on its own node");
-    let ann = annotations(&admin_nodes.get(&a).await.unwrap());
-    for k in AGENT_ANNOTATIONS {
-        assert!(ann.contains_key(k), "{k} written: {ann:?}");
-    }
-    assert_eq!(ann["winpool.dev/hns-endpoints"], "3");
-    let clear: serde_json::Map<String, Value> = AGENT_ANNOTATIONS.iter().map(|k| (k.to_string(), Value::Null)).collect();
-    merge(&nodes, &a, &json!({"metadata": {"annotations": clear}})).await.expect("the agent removes its own annotations");
-    let ann = annotations(&admin_nodes.get(&a).await.unwrap());
-    assert!(AGENT_ANNOTATIONS.iter().all(|k| !ann.contains_key(*k)), "agent annotations removed: {ann:?}");
-    assert_eq!(ann.get("winpool.dev/state").map(String::as_str), Some("Pending"));
-
-    // The policy only sees updates: creating a Node (which a server-side apply
-    // of a missing one would do) and deleting one are RBAC's to refuse.
+    // RBAC: no Node write of any kind, its own included; no report deleted.
+    let nodes: Api<Node> = Api::all(agent.clone());
+    let annotate = json!({"metadata": {"annotations": {"winpool.dev/apply-status": "Applying"}}});
+    let r = nodes.patch(&a, &PatchParams::default(), &Patch::Merge(&annotate)).await;
+    assert!(forbidden(&r), "the agent may not write its own Node: {r:?}");
+    let r = nodes.patch_status(&a, &PatchParams::default(), &Patch::Merge(&json!({"status": {"phase": "x"}}))).await;
+    assert!(forbidden(&r), "nor its status: {r:?}");
     let forged = format!("{}c", t.node_prefix());
     let body = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": forged}});
     let apply = nodes.patch(&forged, &PatchParams::apply("winpool-agent"), &Patch::Apply(&body)).await;
-    assert!(matches!(&apply, Err(kube::Error::Api(s)) if s.code == 403), "the agent cannot create a node by apply: {apply:?}");
+    assert!(forbidden(&apply), "the agent cannot create a node by apply: {apply:?}");
     let delete = nodes.delete(&a, &DeleteParams::default()).await;
-    assert!(matches!(&delete, Err(kube::Error::Api(s)) if s.code == 403), "the agent cannot delete its node: {delete:?}");
-    assert!(admin_nodes.get_opt(&forged).await.unwrap().is_none() && admin_nodes.get_opt(&a).await.unwrap().is_some());
+    assert!(forbidden(&delete), "the agent cannot delete its node: {delete:?}");
+    let delete = reports.delete(&a, &DeleteParams::default()).await;
+    assert!(forbidden(&delete), "the agent cannot delete its report: {delete:?}");
+    let node = admin_nodes.get(&a).await.unwrap();
+    assert_eq!(
+        node.metadata.annotations.unwrap_or_default().get("winpool.dev/state").map(String::as_str),
+        Some("Pending"),
+        "the Node is untouched"
+    );
 
     // A token of the same ServiceAccount that is not bound to a pod names no
-    // node, so it cannot write even its agent annotations anywhere.
+    // node, so it cannot write even its own node's report.
     let unbound = client_with_token(&kubeconfig(), &token(&sa, None).await).await;
     assert_eq!(whoami(&unbound).await.1, Vec::<String>::new(), "an unbound token carries no {NODE_NAME_CLAIM}");
+    let unbound_reports: Api<WindowsNodeReport> = Api::namespaced(unbound, &agent_ns);
     refused(
-        &Api::all(unbound),
+        &unbound_reports,
         &policy,
-        &a,
-        json!({"metadata": {"annotations": {"winpool.dev/apply-status": "Applying"}}}),
-        &["winpool agents may change only their own Node, and this token names no node".to_string()],
+        &report(&b, vec![owner(node_b)], ApplyStatus::Applying),
+        &["winpool agents may write only their own node's report, and this token names no node".to_string()],
     )
     .await;
 
-    // Without the binding, RBAC alone lets the agent relabel its node: the
-    // policy, not RBAC, is what stopped it above.
+    // A Node deleted takes its report with it.
+    admin_nodes.delete(&a, &DeleteParams::default()).await.expect("delete node a");
+    wait_for("the garbage collector to delete the report of the deleted Node", WAIT, || async {
+        admin_reports.get_opt(&a).await.ok()?.is_none().then_some(())
+    })
+    .await;
+
+    // Without the binding, RBAC alone lets the agent write another node's
+    // report: the policy, not RBAC, is what stopped it above.
     let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(t.client.clone());
     bindings.delete(&policy, &DeleteParams::default()).await.expect("delete the policy binding");
-    wait_for("RBAC alone to allow the agent to relabel its node", WAIT, || async {
-        merge(&nodes, &a, &json!({"metadata": {"labels": {"winpool.dev/revision": "forged"}}})).await.ok()
+    wait_for("RBAC alone to allow the agent to write another node's report", WAIT, || async {
+        reports.create(&PostParams::default(), &report(&b, vec![owner(node_b)], ApplyStatus::Applying)).await.ok()
     })
     .await;
 

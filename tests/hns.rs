@@ -175,10 +175,12 @@ async fn capacity_readiness_taint_and_gating_follow_the_clusters_services() {
     wait_for("nodes to report the new totals and stay ready", WAIT, || async {
         let lb = pools.get(&pool).await.ok()?.status?.hns?.expected_load_balancers;
         let nodes = t.nodes().await;
+        let reports = t.reports().await;
         nodes
             .iter()
             .all(|n| {
-                n.annotations().get(names::ANN_HNS_LOAD_BALANCERS) == Some(&lb.to_string()) && hns_condition(n).as_deref() == Some("True")
+                let reported = reports.get(&n.name_any()).and_then(|r| r.hns_load_balancers.clone());
+                reported == Some(lb.to_string()) && hns_condition(n).as_deref() == Some("True")
             })
             .then_some(())
     })

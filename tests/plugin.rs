@@ -311,22 +311,30 @@ async fn a_retry_rolls_the_node_again_every_time_while_its_agent_writes_in_a_tig
     }
     let agent_writes: Vec<_> = audit::requests(&audit::audit_log(), &bad)
         .into_iter()
-        .filter(|r| r.resource == "nodes" && r.verb == "patch" && r.code == 200 && r.user_agent.starts_with("winpool-agent/"))
+        .filter(|r| {
+            r.resource == "windowsnodereports"
+                && ["create", "patch"].contains(&r.verb.as_str())
+                && (200..300).contains(&r.code)
+                && r.user_agent.starts_with("winpool-agent/")
+        })
         .collect();
-    // Rolled again, not failed again by a stale report: the agent began every attempt anew.
-    let began = agent_writes.iter().filter(|r| sets_apply_status(&r.body) == Some("Applying")).count();
-    assert_eq!(began, TRIES, "the agent began {began} attempts for {TRIES} starts");
+    // Rolled again, not failed again by a stale report: the agent began every
+    // attempt anew, answering each start (its observations repeat the result
+    // they carry, so the starts answered are counted, not the writes).
+    let began: BTreeSet<&str> = agent_writes.iter().filter_map(|r| applying_for(&r.body)).collect();
+    assert_eq!(began.len(), TRIES, "the agent began attempts for {} starts of {TRIES}: {began:?}", began.len());
     // The agent's client allows 5 requests a second (client-go's default), and it used them.
-    assert!(agent_writes.len() >= 3 * TRIES, "the agent wrote its Node {} times: not the tight loop this test needs", agent_writes.len());
+    assert!(agent_writes.len() >= 3 * TRIES, "the agent wrote its report {} times: not the tight loop this test needs", agent_writes.len());
     t.cleanup().await;
 }
 
-/// The apply-status an agent's Node patch sets, in either of its forms (a
-/// merge patch, or a JSON patch that tests the attempt first).
-fn sets_apply_status(body: &serde_json::Value) -> Option<&str> {
-    if let Some(ops) = body.as_array() {
-        let path = format!("/metadata/annotations/{}", names::ANN_APPLY_STATUS.replace('/', "~1"));
-        return ops.iter().find(|op| op["op"] == "add" && op["path"] == path.as_str()).and_then(|op| op["value"].as_str());
-    }
-    body["metadata"]["annotations"][names::ANN_APPLY_STATUS].as_str()
+/// The start an agent's report write says it is applying for, in either of
+/// its forms (the create of the whole report, or a JSON patch that replaces
+/// its spec).
+fn applying_for(body: &serde_json::Value) -> Option<&str> {
+    let spec = match body.as_array() {
+        Some(ops) => &ops.iter().find(|op| op["op"] == "replace" && op["path"] == "/spec")?["value"],
+        None => &body["spec"],
+    };
+    (spec["apply"]["status"] == "Applying").then(|| spec["apply"]["startedAt"].as_str()).flatten()
 }

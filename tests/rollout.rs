@@ -450,13 +450,10 @@ async fn csi_proxy_runs_from_a_daemonset_of_each_nodes_revision_and_moves_with_t
     let nodes = t.nodes().await;
     let want: BTreeMap<String, String> = nodes.iter().map(|n| (n.name_any(), image("v1.1.2"))).collect();
     assert_eq!(csi_pods().await, want, "a CSI Proxy pod of the pool's version on every node");
+    let reports = t.reports().await;
     for n in &nodes {
-        assert_eq!(
-            n.annotations().get(names::ANN_CSI_PROXY_VERSION).map(String::as_str),
-            Some("1.1.2"),
-            "the agent on {} saw it",
-            n.name_any()
-        );
+        let seen = reports.get(&n.name_any()).and_then(|r| r.csi_proxy_version.as_deref());
+        assert_eq!(seen, Some("1.1.2"), "the agent on {} saw it", n.name_any());
     }
     let agent_pod_uids = || async {
         let list = pods_api.list(&ListParams::default().labels("app.kubernetes.io/name=winpool-agent")).await.unwrap();
@@ -480,8 +477,9 @@ async fn csi_proxy_runs_from_a_daemonset_of_each_nodes_revision_and_moves_with_t
         (csi_pods().await == want && ds == want_ds).then_some(())
     })
     .await;
+    let reports = t.reports().await;
     for n in t.nodes().await {
-        assert_eq!(n.annotations().get(names::ANN_CSI_PROXY_VERSION).map(String::as_str), Some("1.1.3"), "{}", n.name_any());
+        assert_eq!(reports.get(&n.name_any()).and_then(|r| r.csi_proxy_version.as_deref()), Some("1.1.3"), "{}", n.name_any());
     }
     assert_eq!(agent_pod_uids().await, agent_pods_before, "a CSI Proxy upgrade restarts no agent");
     t.cleanup().await;

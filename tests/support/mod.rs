@@ -258,6 +258,13 @@ impl TestSpace {
         api.list(&ListParams::default().labels(&format!("{TEST_LABEL}={}", self.id))).await.expect("list nodes").items
     }
 
+    /// What each node's agent reports (its WindowsNodeReport), by node.
+    pub async fn reports(&self) -> std::collections::BTreeMap<String, winpool::report::AgentReport> {
+        let api: Api<winpool::report::WindowsNodeReport> = Api::namespaced(self.client.clone(), &self.agent_namespace());
+        let list = api.list(&ListParams::default()).await.expect("list reports").items;
+        list.iter().map(|r| (kube::ResourceExt::name_any(r), winpool::report::AgentReport::from_object(r))).collect()
+    }
+
     /// Delete everything the test made. Leftovers would only cost memory: the
     /// cluster is torn down at the end of the suite.
     pub async fn cleanup(mut self) {

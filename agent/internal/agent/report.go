@@ -71,7 +71,13 @@ func (a *agent) adoptAnnotations(node *corev1.Node) {
 	a.rep.adopted = true
 	status := names.ApplyStatus(node.Annotations[names.AnnApplyStatus])
 	rev := node.Annotations[names.AnnAppliedRevision]
-	if rev == "" || status == "" {
+	switch status {
+	case names.StatusApplying, names.StatusRebooting, names.StatusSucceeded, names.StatusFailed:
+	default:
+		// Nothing, or nothing an agent wrote: not a result.
+		return
+	}
+	if rev == "" {
 		return
 	}
 	a.rep.spec.Apply = &report.Apply{
