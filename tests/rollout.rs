@@ -616,3 +616,55 @@ async fn maintenance_windows_and_not_allowed_dates_decide_when_nodes_start() {
     assert_eq!(support::metric(metrics, &window_open).await, Some(0.0));
     t.cleanup().await;
 }
+
+/// An upgrade from agents that reported in Node annotations: every node
+/// already runs the pool's revision (winpool's state Updated, the old agent's
+/// Succeeded on the Node). The new operator reads those annotations until the
+/// node's new agent has written its report, and the new agent carries the old
+/// result into it: no node is started or cordoned again, and each report says
+/// Succeeded for the revision.
+#[tokio::test]
+async fn an_upgrade_from_agents_that_reported_in_annotations_rolls_no_node_again() {
+    let client = support::client().await;
+    install_crd(&client).await;
+    let mut t = TestSpace::new("upgrade-reports").await;
+    t.start_sim(3, &["--build=10.0.20348.2762", "--containerd=1.7.22"]);
+    wait_nodes_ready(&t, 3).await;
+    let pool = format!("{}-pool", t.id);
+    let body = pool_manifest(&t, &pool, "10.0.20348.2762", json!({}));
+    let spec: winpool::api::WindowsNodePoolSpec = serde_json::from_value(body["spec"].clone()).unwrap();
+    let rev = winpool::revision::revision_of(&spec);
+    let nodes: Api<Node> = Api::all(t.client.clone());
+    for n in t.nodes().await {
+        let before = json!({"metadata": {
+            "labels": {names::LABEL_POOL: pool, names::LABEL_REVISION: rev},
+            "annotations": {
+                names::ANN_STATE: "Updated", names::ANN_STATE_SINCE: "2026-11-10T09:00:00Z",
+                names::ANN_APPLIED_REVISION: rev, names::ANN_APPLY_STATUS: "Succeeded",
+                names::ANN_APPLY_MESSAGE: format!("revision {rev} applied"),
+                names::ANN_AGENT_VERSION: "0.2.0", names::ANN_CNI_MODE: "overlay",
+            }
+        }});
+        nodes.patch(&n.name_any(), &PatchParams::default(), &Patch::Merge(&before)).await.expect("the old release's node state");
+    }
+    apply_pool(&t, &body).await;
+    t.start_operator(&[]);
+
+    let pools: Api<WindowsNodePool> = Api::all(t.client.clone());
+    wait_for("every node's new agent to report Succeeded for the revision, and the pool all updated", WAIT, || async {
+        let reports = t.reports().await;
+        let carried = reports.len() == 3
+            && reports
+                .values()
+                .all(|r| r.apply_status.as_deref() == Some("Succeeded") && r.applied_revision.as_deref() == Some(rev.as_str()));
+        let st = pools.get(&pool).await.ok()?.status?;
+        (carried && st.nodes.updated == 3).then_some(())
+    })
+    .await;
+    let starts = audit::starts_per_node(&audit::requests(&audit::audit_log(), &t.node_prefix()));
+    assert!(starts.is_empty(), "no node is started again: {starts:?}");
+    for n in t.nodes().await {
+        assert!(!n.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false), "{} never cordoned", n.name_any());
+    }
+    t.cleanup().await;
+}

@@ -11,6 +11,9 @@ import time
 TARGET_ROLLOUT_RATIO = 1.10
 TARGET_WHOLE_RATIO = 1.5
 TARGET_WRITES = 4.0
+# Node object writes by winpool and its agents together, per node updated
+# (issue 30: every Node write goes to every Node watcher in the cluster).
+TARGET_NODE_WRITES = 3.0
 TARGET_RSS_MIB = 64.0
 TARGET_STARTUP_S = 5.0
 # CPU grows linearly when CPU(large)/CPU(small) ~ large/small: exponent 1. Quadratic is 2.
@@ -50,6 +53,23 @@ def writes_per_node(rec, audit="audit"):
     w = rec[audit]["writes"]
     total = sum(v for k, v in w.items() if "pods/eviction" not in k and " leases" not in k)
     return round(total / rec["nodes"], 2)
+
+
+def kind_per_node(rec, pred):
+    """Writes per node of winpool and its agents together whose "<verb> <resource>" key pred accepts;
+    None for results from before the agents were counted."""
+    if "agent_audit" not in rec:
+        return None
+    total = sum(v for a in ("audit", "agent_audit") for k, v in rec[a]["writes"].items() if pred(k))
+    return round(total / rec["nodes"], 2)
+
+
+def is_node_write(k):
+    return k.split(" ")[-1] in ("nodes", "nodes/status")
+
+
+def is_report_write(k):
+    return k.split(" ")[-1] == "windowsnodereports"
 
 
 def fleet_row(n, rs):
@@ -139,6 +159,13 @@ def build(results):
             if any(a is not None for a in agents):
                 rows.append((f"agent writes per node updated (the agents' ServiceAccount, audit log; not winpool's above){where}",
                              f"{n:,} nodes", spread(agents), "—", "info"))
+                node_writes = [kind_per_node(r, is_node_write) for r in rs]
+                ok = med(node_writes)[0] <= TARGET_NODE_WRITES
+                wp_ok &= ok
+                rows.append((f"Node object writes per node updated, winpool and agents together (patch nodes, nodes/status){where}",
+                             f"{n:,} nodes", spread(node_writes), f"≤ {TARGET_NODE_WRITES:.0f}", verdict(ok)))
+                rows.append((f"agents' report writes (WindowsNodeReport create + patch) per node updated{where}",
+                             f"{n:,} nodes", spread([kind_per_node(r, is_report_write) for r in rs]), "≤ 3", "info"))
     verdicts["writes"] = wp_ok
     if big_r and sel("rollout", big_r):
         rs = sel("rollout", big_r)

@@ -67,6 +67,9 @@ struct Cluster {
     nodes: BTreeMap<String, Value>,
     /// The agents' WindowsNodeReports, by node.
     reports: BTreeMap<String, Value>,
+    /// The agents report as 0.2.0's did, in Node annotations (the operator
+    /// reads those until a report exists).
+    annotation_agents: bool,
     daemonsets: BTreeMap<String, Value>,
     configmaps: BTreeMap<String, Value>,
     pods: BTreeMap<String, Value>,
@@ -236,15 +239,40 @@ struct Fixture {
 }
 
 impl Fixture {
+    /// Agents that report in their WindowsNodeReports.
     fn new(pool: WindowsNodePool, nodes: Vec<Node>) -> Self {
-        let mut cluster = Cluster::default();
+        Self::with_agents(pool, nodes, false)
+    }
+
+    /// Agents of 0.2.0, that report in Node annotations.
+    fn with_annotation_agents(pool: WindowsNodePool, nodes: Vec<Node>) -> Self {
+        Self::with_agents(pool, nodes, true)
+    }
+
+    fn with_agents(pool: WindowsNodePool, nodes: Vec<Node>, annotation_agents: bool) -> Self {
+        let mut cluster = Cluster { annotation_agents, ..Default::default() };
         let rev = crate::revision::revision_of(&pool.spec);
         for n in nodes {
+            let name = n.metadata.name.clone().unwrap();
             let mut v = serde_json::to_value(&n).unwrap();
-            // Their agents have cleared the pool's revision already.
-            preflight_passed(&mut v, &rev);
+            if annotation_agents {
+                // Their agents have cleared the pool's revision already.
+                preflight_passed(&mut v, &rev);
+            } else {
+                // What a running agent reports before the node's turn, in its report.
+                let a = v["metadata"]["annotations"].as_object_mut().unwrap();
+                a.retain(|k, _| !k.starts_with("winpool.dev/"));
+                let mut r = report(
+                    &name,
+                    json!({"agentVersion": "0.3.0", "observed": {"cniMode": "overlay"},
+                    "hns": {"loadBalancers": 0, "endpoints": 0, "bootID": "boot-1"}}),
+                );
+                r["spec"]["preflight"] = json!({"revision": rev, "verdict": "Ready"});
+                cluster.bump(&mut r);
+                cluster.reports.insert(name.clone(), r);
+            }
             cluster.bump(&mut v);
-            cluster.nodes.insert(n.metadata.name.clone().unwrap(), v);
+            cluster.nodes.insert(name, v);
         }
         cluster.pool = Some(pool);
         let cluster = Arc::new(Mutex::new(cluster));
@@ -308,6 +336,17 @@ impl Fixture {
             .collect();
         let [rev] = targets.as_slice() else { return };
         let names: Vec<String> = c.nodes.keys().cloned().collect();
+        if !c.annotation_agents {
+            for name in names {
+                let mut r = c.reports.remove(&name).unwrap_or_else(|| report(&name, json!({})));
+                if r["spec"]["preflight"]["revision"] != json!(rev) {
+                    r["spec"]["preflight"] = json!({"revision": rev, "verdict": "Ready"});
+                    c.bump(&mut r);
+                }
+                c.reports.insert(name, r);
+            }
+            return;
+        }
         for name in names {
             let mut n = c.nodes.remove(&name).unwrap();
             if n["metadata"]["annotations"][names::ANN_PREFLIGHT_REVISION] != json!(rev) {
@@ -406,24 +445,46 @@ impl Fixture {
     /// kubelet has not posted Ready yet; it does by the next call.
     fn agents_apply(&self) {
         let nodes: Vec<(String, Value)> = self.cluster.lock().unwrap().nodes.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let annotation_agents = self.cluster.lock().unwrap().annotation_agents;
         for (name, n) in nodes {
             let Some(rev) = n["metadata"]["labels"][names::LABEL_REVISION].as_str().map(str::to_string) else { continue };
-            if !n["metadata"]["annotations"][names::ANN_APPLIED_REVISION].is_null() {
+            let started = n["metadata"]["annotations"][names::ANN_STARTED_AT].clone();
+            let answered = if annotation_agents {
+                !n["metadata"]["annotations"][names::ANN_APPLIED_REVISION].is_null()
+            } else {
+                let r = self.cluster.lock().unwrap().reports.get(&name).cloned().unwrap_or_default();
+                r["spec"]["apply"]["revision"] == json!(rev) && (started.is_null() || r["spec"]["apply"]["startedAt"] == started)
+            };
+            if answered {
                 if n["status"]["conditions"][0]["status"] == json!("False") {
                     self.on_node(&name, |n| n["status"]["conditions"][0]["status"] = json!("True"));
                 }
                 continue;
             }
             let csi = self.csi_proxy_running_for(&rev);
-            self.on_node(&name, |n| {
-                let a = &mut n["metadata"]["annotations"];
-                a[names::ANN_APPLIED_REVISION] = json!(rev);
-                a[names::ANN_APPLY_STATUS] = json!(names::APPLY_SUCCEEDED);
-                a[names::ANN_APPLY_MESSAGE] = json!("installed KB5044281; rebooted");
-                a[names::ANN_HNS_LOAD_BALANCERS] = json!("0");
-                a[names::ANN_HNS_ENDPOINTS] = json!("0");
+            if !annotation_agents {
+                let mut c = self.cluster.lock().unwrap();
+                let mut r = c.reports.remove(&name).unwrap_or_else(|| report(&name, json!({})));
+                r["spec"]["apply"] =
+                    json!({"revision": rev, "status": "Succeeded", "message": "installed KB5044281; rebooted", "startedAt": started});
+                r["spec"]["hns"] = json!({"loadBalancers": 0, "endpoints": 0, "bootID": "boot-2"});
                 if let Some(v) = &csi {
-                    a[names::ANN_CSI_PROXY_VERSION] = json!(v);
+                    r["spec"]["observed"]["csiProxyVersion"] = json!(v);
+                }
+                c.bump(&mut r);
+                c.reports.insert(name.clone(), r);
+            }
+            self.on_node(&name, |n| {
+                if annotation_agents {
+                    let a = &mut n["metadata"]["annotations"];
+                    a[names::ANN_APPLIED_REVISION] = json!(rev);
+                    a[names::ANN_APPLY_STATUS] = json!(names::APPLY_SUCCEEDED);
+                    a[names::ANN_APPLY_MESSAGE] = json!("installed KB5044281; rebooted");
+                    a[names::ANN_HNS_LOAD_BALANCERS] = json!("0");
+                    a[names::ANN_HNS_ENDPOINTS] = json!("0");
+                    if let Some(v) = &csi {
+                        a[names::ANN_CSI_PROXY_VERSION] = json!(v);
+                    }
                 }
                 let info = &mut n["status"]["nodeInfo"];
                 info["kernelVersion"] = json!("10.0.20348.2762");
@@ -508,8 +569,15 @@ fn pool_with(max_unavailable: i32, more: &str) -> WindowsNodePool {
     p
 }
 
-/// A Windows node as a kubelet on ltsc2022 registers it, one patch below the pool's level.
-/// What an agent writes when its preflight of `rev` passed.
+/// A node's WindowsNodeReport, as its agent creates it.
+fn report(node: &str, spec: Value) -> Value {
+    json!({"apiVersion": "winpool.dev/v1alpha1", "kind": "WindowsNodeReport",
+        "metadata": {"name": node, "namespace": "winpool-agents",
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": node, "uid": format!("uid-{node}")}]},
+        "spec": spec})
+}
+
+/// What an agent of 0.2.0 writes on its Node when its preflight of `rev` passed.
 fn preflight_passed(node: &mut Value, rev: &str) {
     let a = &mut node["metadata"]["annotations"];
     a[names::ANN_PREFLIGHT] = json!(names::PREFLIGHT_READY);
@@ -815,7 +883,7 @@ async fn csi_proxy_runs_per_revision_from_its_own_daemonset_and_the_old_version_
     assert!(!c.daemonsets.contains_key("winpool-win22-csi-proxy-v1-1-2"), "no node needs v1.1.2 any more: {got:#?} {got_settled:#?}");
     assert!(c.daemonsets.contains_key("winpool-win22-csi-proxy-v1-1-3"));
     for n in ["win-a", "win-b"] {
-        assert_eq!(c.nodes[n]["metadata"]["annotations"][names::ANN_CSI_PROXY_VERSION], json!("1.1.3"), "{n} runs the new CSI Proxy");
+        assert_eq!(c.reports[n]["spec"]["observed"]["csiProxyVersion"], json!("1.1.3"), "{n} runs the new CSI Proxy");
     }
 }
 
@@ -862,7 +930,7 @@ async fn a_node_a_budget_blocks_is_put_back_before_its_slot_goes_to_the_next_nod
 
 #[tokio::test]
 async fn a_node_awaiting_its_agents_report_behind_winpools_cordon_costs_no_condition_write() {
-    let mut f = Fixture::new(pool(1), vec![windows_node("win-a", "win22")]);
+    let mut f = Fixture::with_annotation_agents(pool(1), vec![windows_node("win-a", "win22")]);
     let status = format!("{}/status", node_path("win-a"));
     let mut all = Vec::new();
     for _ in 0..6 {
@@ -887,9 +955,79 @@ async fn a_node_awaiting_its_agents_report_behind_winpools_cordon_costs_no_condi
     assert!(f.node("win-a")["metadata"]["annotations"][names::ANN_HNS_LOAD_BALANCERS].is_null());
 }
 
+/// An agent's report names the boot its HNS counts were read in: once the
+/// node has rebooted, the counts of the boot before are no counts (HNS starts
+/// empty), so the node awaits its agent, and nothing on the Node is written
+/// for it (0.2.0's counts in annotations had to be dropped by a Node write).
+#[tokio::test]
+async fn counts_of_the_boot_before_a_reboot_are_awaited_anew_without_a_node_write() {
+    let mut f = Fixture::new(pool(1), vec![windows_node("win-a", "win22")]);
+    let status = format!("{}/status", node_path("win-a"));
+    let mut all = Vec::new();
+    for _ in 0..6 {
+        all.extend(f.round().await);
+        if state(&f.node("win-a")) == Some("Applying") {
+            break;
+        }
+    }
+    assert_eq!(state(&f.node("win-a")), Some("Applying"), "{:#?}", calls(&all));
+    let agent_keys = [names::ANN_HNS_LOAD_BALANCERS, names::ANN_HNS_ENDPOINTS, names::ANN_HNS_AWAITING];
+    for r in all.iter().filter(|r| r.path == node_path("win-a")) {
+        for k in agent_keys {
+            assert!(r.body["metadata"]["annotations"].get(k).is_none(), "a start writes no HNS key: {}", r.body);
+        }
+    }
+    let cond = |n: &Value| {
+        n["status"]["conditions"].as_array().and_then(|c| c.iter().find(|c| c["type"] == names::NODE_CONDITION_HNS_READY)).cloned()
+    };
+    let before = cond(&f.node("win-a")).expect("the node had its HNS condition before its turn");
+    // The node reboots: a new bootID; its agent's counts are still those of boot-1.
+    f.on_node("win-a", |n| {
+        n["status"]["nodeInfo"]["bootID"] = json!("boot-2");
+        n["status"]["conditions"][0]["status"] = json!("False");
+    });
+    for _ in 0..3 {
+        let reqs = f.round().await;
+        assert!(
+            !reqs.iter().any(|r| r.path == status || r.path == node_path("win-a")),
+            "nothing observed, nothing written: {:#?}",
+            calls(&reqs)
+        );
+    }
+    assert_eq!(cond(&f.node("win-a")), Some(before), "the condition says what it said before the update");
+    // The node is back at the target build and its agent reports success, but
+    // still with the counts it read before the reboot: not verified.
+    let started = f.node("win-a")["metadata"]["annotations"][names::ANN_STARTED_AT].clone();
+    let rev = f.node("win-a")["metadata"]["labels"][names::LABEL_REVISION].clone();
+    let set_report = |f: &Fixture, boot: &str| {
+        let mut c = f.cluster.lock().unwrap();
+        let mut r = c.reports.remove("win-a").unwrap();
+        r["spec"]["apply"] = json!({"revision": rev, "status": "Succeeded", "startedAt": started});
+        r["spec"]["hns"]["bootID"] = json!(boot);
+        c.bump(&mut r);
+        c.reports.insert("win-a".into(), r);
+    };
+    set_report(&f, "boot-1");
+    f.on_node("win-a", |n| {
+        n["status"]["nodeInfo"]["kernelVersion"] = json!("10.0.20348.2762");
+        n["status"]["nodeInfo"]["containerRuntimeVersion"] = json!("containerd://1.7.22+azure");
+        n["status"]["conditions"][0]["status"] = json!("True");
+    });
+    for _ in 0..4 {
+        f.round().await;
+    }
+    assert_eq!(state(&f.node("win-a")), Some("Verifying"), "counts of the boot before do not verify HNS");
+    // Its agent reads HNS in the new boot: verified and back in service.
+    set_report(&f, "boot-2");
+    for _ in 0..4 {
+        f.round().await;
+    }
+    assert_eq!(state(&f.node("win-a")), Some("Updated"));
+}
+
 #[tokio::test]
 async fn a_condition_written_is_not_written_again_before_the_watch_delivers_it() {
-    let mut f = Fixture::new(pool(1), vec![windows_node("win-a", "win22")]);
+    let mut f = Fixture::with_annotation_agents(pool(1), vec![windows_node("win-a", "win22")]);
     for _ in 0..20 {
         f.round().await;
         f.agents_apply();

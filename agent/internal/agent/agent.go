@@ -189,6 +189,11 @@ func (a *agent) loop(ctx context.Context) error {
 			continue
 		}
 		a.adoptAnnotations(node)
+		if node.Status.NodeInfo.BootID != a.hnsBoot {
+			// Counts of another boot say nothing of this one: read them anew,
+			// before a report this pass writes carries them.
+			a.readHNS(ctx)
+		}
 		// Only a change of what the Node asks or of the agent's report on it
 		// (or a wait that is due) is worth a decision; the kubelet's status
 		// updates are not.
@@ -221,10 +226,6 @@ func (a *agent) loop(ctx context.Context) error {
 			}
 		}
 		a.preflight(ctx, node)
-		if node.Status.NodeInfo.BootID != a.hnsBoot {
-			// Counts of another boot say nothing of this one: read them anew.
-			a.readHNS(ctx)
-		}
 		if err := a.syncObservations(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, errNodeGone) {
 			a.log.Error("cannot report observations", "err", err)
 		}

@@ -667,3 +667,38 @@ func TestRunningCSIProxyIsWhatTheKubeletRuns(t *testing.T) {
 		t.Errorf("another node's pod counted: %q", got)
 	}
 }
+
+// HNS starts empty after a reboot: every report the agent writes once its
+// node has rebooted carries counts read in the new boot (the Node's bootID),
+// never the counts of the boot before, which winpool would otherwise take
+// for a node caught up.
+func TestReportsAfterARebootCarryCountsOfTheNewBoot(t *testing.T) {
+	o := behindHost()
+	o.OnReboot = func(string) {}
+	machine := fake.New(o)
+	node := requestedR1()
+	node.Status.NodeInfo.BootID = "boot-1"
+	h := newHarness(t, machine, node, revisionConfigMap(revisionR1()))
+	first := h.start(h.options())
+	h.waitStatus(names.StatusRebooting)
+	first.stop(t)
+	if got := h.value(keyHNSBootID); got != "boot-1" {
+		t.Fatalf("before the reboot the counts are of %q, want boot-1", got)
+	}
+	before := len(h.reportWrites())
+
+	machine.CompleteReboot()
+	h.operatorEdit(func(n *corev1.Node) { n.Status.NodeInfo.BootID = "boot-2" })
+	h.addCSIProxyPod("csi-proxy-r1", "ghcr.io/kubernetes-sigs/sig-windows/csi-proxy:v1.1.3", true)
+	h.start(h.options())
+	h.waitStatus(names.StatusSucceeded)
+	after := h.reportWrites()[before:]
+	if len(after) == 0 {
+		t.Fatal("no report after the reboot")
+	}
+	for i, s := range after {
+		if s.HNS == nil || s.HNS.BootID != "boot-2" {
+			t.Errorf("report %d after the reboot carries counts of %+v, want boot-2's", i, s.HNS)
+		}
+	}
+}

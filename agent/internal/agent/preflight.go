@@ -36,8 +36,9 @@ func (a *agent) preflight(ctx context.Context, node *corev1.Node) {
 	pool := node.Labels[names.LabelPool]
 	t, ok := a.targets.of(pool)
 	working := decide.MayTouch(node.Annotations[names.AnnState], node.Annotations[names.AnnStartedAt])
-	if !ok || node.Labels[names.LabelRevision] == t.revision && working {
-		// Nothing pending, or the agent is applying it.
+	if r := a.lastReport(node); !ok || node.Labels[names.LabelRevision] == t.revision && (working || r.AppliedRevision == t.revision && r.Status == names.StatusSucceeded) {
+		// Nothing pending, the agent is applying it, or the host runs it
+		// (the operator needs no preflight of a node already at its target).
 		return
 	}
 	if a.pre.revision == t.revision && !failedSince(node, a.pre.at) && time.Since(a.pre.at) < preflightEvery {
@@ -79,6 +80,25 @@ func (a *agent) judge(ctx context.Context, revision string, cfg decide.RevisionC
 		in.Findings = &f
 	}
 	return decide.Preflight(in)
+}
+
+// resumePreflight takes the verdict of the report a run of the agent before
+// this one wrote (it restarted, e.g. after a reboot): an unchanged verdict
+// then costs no write.
+func (a *agent) resumePreflight(p *report.Preflight) {
+	if p == nil || p.Revision == "" {
+		return
+	}
+	result := decide.PreflightResult{Notes: p.Notes}
+	if p.Verdict != report.VerdictReady {
+		result.Blocked = p.Reasons
+	}
+	since := time.Now()
+	if p.Since != nil {
+		since = p.Since.Time
+	}
+	// Judged again at once: the host may have changed while the agent was down.
+	a.pre = preflightVerdict{revision: p.Revision, result: result, value: result.String(), since: since}
 }
 
 // preflightReport is the report's preflight (nil before the first).
