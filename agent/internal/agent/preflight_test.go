@@ -12,6 +12,7 @@ import (
 	"winpool.dev/agent/internal/config"
 	"winpool.dev/agent/internal/host/fake"
 	"winpool.dev/agent/internal/names"
+	"winpool.dev/agent/internal/report"
 )
 
 // targetConfigMap is c's revision ConfigMap as the operator marks its pool's
@@ -37,7 +38,7 @@ func TestThePreflightOfThePoolsTargetRidesTheAgentsFirstReport(t *testing.T) {
 	}
 	patches := h.reportChanges()
 	if len(patches) != 1 {
-		t.Fatalf("%d Node writes, want the first report alone to carry the preflight: %v", len(patches), patches)
+		t.Fatalf("%d report writes, want the first report alone to carry the preflight: %v", len(patches), patches)
 	}
 	if v := patches[0][keyAgentVersion]; v == nil || *v != testVersion {
 		t.Errorf("the preflight's write does not carry the agent's first report: %v", patches[0])
@@ -121,4 +122,23 @@ func TestANodeTheOperatorFailedIsJudgedAgainAtOnce(t *testing.T) {
 	eventually(t, "the preflight judged again", func() bool {
 		return strings.HasPrefix(h.value(keyPreflight), "Blocked: ")
 	})
+}
+
+// An agent that restarts (a new pod, a reboot) judges the pending revision
+// again at once, and an unchanged verdict is not written anew: it resumes the
+// verdict its report holds, with the time it was first reached.
+func TestARestartedAgentKeepsAnUnchangedVerdict(t *testing.T) {
+	h := newHarness(t, fake.New(behindHost()), idleNode(), targetConfigMap(revisionR1()))
+	reachedAt := metav1.NewTime(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
+	h.seedReportSpec(report.Spec{AgentVersion: testVersion, Preflight: &report.Preflight{Revision: "r1", Verdict: report.VerdictReady, Since: &reachedAt}})
+	// Ticks keep the passes coming.
+	opts := h.options()
+	opts.HNSInterval = 10 * time.Millisecond
+	h.start(opts)
+	h.waitPasses(5)
+	for i, s := range h.reportWrites() {
+		if p := s.Preflight; p == nil || p.Verdict != report.VerdictReady || p.Since == nil || !p.Since.Equal(&reachedAt) {
+			t.Errorf("write %d carries the verdict %+v, want Ready since %s as it was", i, p, reachedAt)
+		}
+	}
 }

@@ -103,7 +103,14 @@ func specOf(v map[string]string) report.Spec {
 // seedReport stores the report an earlier run of the agent wrote.
 func (h *harness) seedReport(v map[string]string) {
 	h.t.Helper()
-	r := &report.Report{Spec: specOf(v)}
+	h.seedReportSpec(specOf(v))
+	h.seeded = v
+}
+
+// seedReportSpec stores spec as the report an earlier run of the agent wrote.
+func (h *harness) seedReportSpec(spec report.Spec) {
+	h.t.Helper()
+	r := &report.Report{Spec: spec}
 	r.Name, r.Namespace = testNode, testNamespace
 	r.APIVersion, r.Kind = report.Resource.GroupVersion().String(), report.Kind
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(r)
@@ -113,7 +120,7 @@ func (h *harness) seedReport(v map[string]string) {
 	if err := h.dyn.Tracker().Create(report.Resource, &unstructured.Unstructured{Object: obj}, testNamespace); err != nil {
 		h.t.Fatal(err)
 	}
-	h.seeded = v
+	h.seeded = values(spec)
 }
 
 // storedReport is the agent's report as the API holds it (nil: none).
