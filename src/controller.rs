@@ -167,6 +167,9 @@ pub struct Context {
     /// Draining nodes whose evictions a PodDisruptionBudget refuses, by node:
     /// what the last drain rounds saw, for the next decision.
     drain_blocks: Mutex<HashMap<String, crate::rollout::DrainBlock>>,
+    /// Nodes whose HNS was caught up and is now behind, by node: since when this replica has seen
+    /// them behind (`hns_node::CATCH_UP_GRACE`).
+    hns_behind: Mutex<HashMap<String, jiff::Timestamp>>,
     /// The HTTP client of the Prometheus health gates (its connections are reused).
     gate_http: gates::HttpClient,
     /// What each pool's gates last saw, when, and for which generation of the pool.
@@ -206,6 +209,7 @@ impl Context {
             progress: Mutex::new(HashMap::new()),
             announced: Mutex::new(HashMap::new()),
             drain_blocks: Mutex::new(HashMap::new()),
+            hns_behind: Mutex::new(HashMap::new()),
             gate_http: gates::http_client(),
             gate_results: Mutex::new(HashMap::new()),
             stopping: Arc::new(AtomicBool::new(false)),

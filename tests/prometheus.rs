@@ -181,17 +181,14 @@ async fn every_metric_the_alert_rules_use_is_exported_by_the_operator() {
     let client = support::client().await;
     install_crd(&client).await;
     let mut t = TestSpace::new("prometheus-names").await;
-    t.start_sim(2, &["--apply-seconds=1"]);
-    wait_nodes_ready(&t, 2).await;
-    // One node reports no HNS policies at all, as after a reboot: below what
-    // the cluster's Services need (the `kubernetes` Service alone needs one
-    // load balancer and one endpoint), so it is HNS-not-ready. Per-node HNS
+    // The nodes' agents report no HNS policies at all, as after a reboot: below
+    // what the cluster's Services need (the `kubernetes` Service alone needs one
+    // load balancer and one endpoint), so they are HNS-not-ready. Per-node HNS
     // series exist only for such nodes, and a metric without series has no
     // line on the page at all.
+    t.start_sim(2, &["--apply-seconds=1", "--hns=0,0"]);
+    wait_nodes_ready(&t, 2).await;
     let lagging = format!("{}0", t.node_prefix());
-    let nodes_api: Api<Node> = Api::all(t.client.clone());
-    let counts = json!({"metadata": {"annotations": {names::ANN_HNS_LOAD_BALANCERS: "0", names::ANN_HNS_ENDPOINTS: "0"}}});
-    nodes_api.patch(&lagging, &PatchParams::default(), &Patch::Merge(counts)).await.expect("annotate HNS counts");
     let pool = format!("{}-pool", t.id);
     apply_pool(&t, &pool_manifest(&t, &pool, "10.0.20348.2762", json!({"maxUnavailable": 1}))).await;
     let admin = t.start_operator(&[]);

@@ -316,8 +316,9 @@ class Bench:
                 raise RuntimeError(f"only {ready} of {n} nodes of fleet {fleet} Ready after {timeout}s")
             time.sleep(3)
 
-    def start_sim(self, fleet, n):
-        """The fleet playing its n nodes, each node's agent running while the node's agent pod does.
+    def start_sim(self, fleet, n, hns=HNS_FIXED):
+        """The fleet playing its n nodes, each node's agent running while the node's agent pod does; their HNS
+        holds fixed counts, or with hns="auto" follows the cluster's Services (the fleet's model of kube-proxy).
         Returns once the fleet runs (its informers synced)."""
         name = f"sim-{fleet}"
         path = os.path.join(self.state, "logs", f"{name}.log")
@@ -325,7 +326,7 @@ class Bench:
         self.spawn(
             name,
             ["--no-create", f"--agent-namespace={AGENT_NS}", f"--apply-seconds={self.a.apply_seconds}",
-             f"--reboot-seconds={self.a.reboot_seconds}", f"--hns={HNS_FIXED}", *self.fleet_args(fleet, n)],
+             f"--reboot-seconds={self.a.reboot_seconds}", f"--hns={hns}", *self.fleet_args(fleet, n)],
             self.kubeconfig, program=self.a.sim_script,
         )
         self.wait_for_log(path, '"fleet running"', 300, name, offset)
@@ -759,6 +760,74 @@ class Bench:
         self.results["setup"]["services_create_s"] = round(took, 1)
         log(f"[footprint] {services} Services, {len(slice_items)} EndpointSlices, {endpoints} endpoints in {took:.0f}s")
 
+    def phase_churn(self):
+        """A pool at rest while a Service's endpoints change every second (issue 30's steady state): what
+        winpool and its agents write meanwhile (the point: no Node write), and whether the agents' HNS counts
+        still reach winpool (every node HNS-ready at the end)."""
+        self.cluster_up("churn")
+        n = self.a.churn_nodes
+        fleet = f"c{n}"
+        log(f"[churn {n}] creating {n} simulated nodes")
+        self.create_nodes(fleet, n)
+        self.wait_nodes_ready(fleet, n)
+        self.start_sim(fleet, n, hns="auto")
+        name = f"operator-{fleet}"
+        p, op_log, _ = self.start_operator(name)
+        self.wait_for_log(op_log, "caches synced", 120, name)
+        pool = f"bench-{fleet}"
+        self.set_pool(pool, fleet, self.next_patch())
+        self.wait_pool_done(pool, n, [name, f"sim-{fleet}"], self.a.timeout)
+        time.sleep(10)  # what follows the rollout (status, Events, the last reports) is not the churn's
+        ns = "bench-churn"
+        self.kube.create("/api/v1/namespaces", {"metadata": {"name": ns}})
+        self.kube.create(f"/api/v1/namespaces/{ns}/services",
+                         {"metadata": {"name": "churn"}, "spec": {"ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}})
+        slices = f"/apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices"
+
+        def endpoints(k):
+            return [{"addresses": [f"10.65.0.{i + 1}"], "conditions": {"ready": True}} for i in range(1 + k % 5)]
+
+        self.kube.create(slices, {
+            "metadata": {"name": "churn-bench", "labels": {"kubernetes.io/service-name": "churn",
+                                                           "endpointslice.kubernetes.io/managed-by": "winpool-bench"}},
+            "addressType": "IPv4", "endpoints": endpoints(0), "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}]})
+        time.sleep(5)
+        a0, cp0, t0 = self.audit_size(), self.cp_cpu(), time.time()
+        sim_proc = self.procs[f"sim-{fleet}"][0]
+        op0, sim0 = proc_cpu(p.pid), proc_cpu(sim_proc.pid)
+        log(f"[churn {n}] the Service's endpoints change every second for {self.a.churn_seconds:.0f}s")
+        k = 0
+        while time.time() - t0 < self.a.churn_seconds:
+            k += 1
+            self.kube.merge_patch(f"{slices}/churn-bench", {"endpoints": endpoints(k)})
+            self.check_alive(name)
+            time.sleep(max(0.0, t0 + k - time.time()))
+        time.sleep(10)  # the last change's reports and rounds belong to the run
+        a1 = self.audit_size()
+        cp1 = self.cp_cpu()
+        nodes = self.kube.list_all("/api/v1/nodes", labelSelector=f"{BENCH_LABEL}={fleet}")
+
+        def hns_ready(node):
+            return any(c["type"] == "WindowsHNSReady" and c["status"] == "True" for c in node.get("status", {}).get("conditions", []))
+
+        rec = {
+            "nodes": n, "seconds": round(time.time() - t0, 1), "changes": k,
+            "audit": self.audit_counts(a0, a1), "agent_audit": self.audit_counts(a0, a1, user=AGENT_USER),
+            "cp_cpu_s": {c: round((cp1[c] or 0) - (cp0[c] or 0), 2) for c in cp1},
+            "operator_cpu_s": round(proc_cpu(p.pid) - op0, 2), "sim_cpu_s": round((proc_cpu(sim_proc.pid) or 0) - (sim0 or 0), 2),
+            "hns_ready_at_end": sum(1 for nd in nodes if hns_ready(nd)),
+        }
+        self.results.setdefault("churn", []).append(rec)
+        node_writes = sum(v for a in (rec["audit"], rec["agent_audit"]) for key, v in a["writes"].items()
+                          if key.split(" ")[-1] in ("nodes", "nodes/status"))
+        log(f"[churn {n}] {k} endpoint changes in {rec['seconds']}s: Node writes by winpool and agents {node_writes}, "
+            f"agents' writes {rec['agent_audit']['writes']}, HNS-ready at the end {rec['hns_ready_at_end']}/{n}")
+        self.save()
+        self.stop(name)
+        self.stop(f"sim-{fleet}")
+        self.cleanup_fleet(fleet, pool)
+        self.cluster_down("churn")
+
     def phase_footprint(self):
         self.cluster_up("footprint")
         self.create_services(self.a.services, self.a.endpoints)
@@ -902,6 +971,8 @@ def main():
     ap.add_argument("--services", type=int)
     ap.add_argument("--endpoints", type=int)
     ap.add_argument("--fraction", type=float, help="footprint runs stop at this fraction of the nodes updated")
+    ap.add_argument("--churn-nodes", type=int, help="the churn phase's pool size")
+    ap.add_argument("--churn-seconds", type=float, help="how long the churn phase changes endpoints")
     ap.add_argument("--whole", choices=["yes", "no"], help="one whole rollout at the largest footprint size")
     ap.add_argument("--out")
     ap.add_argument("--keep", action="store_true")
@@ -911,11 +982,11 @@ def main():
     # Sizes and timings per mode; flags override.
     modes = {
         "full": dict(runs=3, warmup=1, rollout_sizes=[100, 1000], footprint_sizes=[1000, 5000], services=10000, endpoints=50000,
-                     apply_seconds=5.0, reboot_seconds=0.0, max_unavailable="10%", timeout=3600, stall=600, fraction=0.2, whole=True),
+                     apply_seconds=5.0, reboot_seconds=0.0, max_unavailable="10%", timeout=3600, stall=600, fraction=0.2, whole=True, churn_nodes=1000, churn_seconds=600),
         "quick": dict(runs=1, warmup=0, rollout_sizes=[100, 1000], footprint_sizes=[1000, 5000], services=10000, endpoints=50000,
-                      apply_seconds=5.0, reboot_seconds=0.0, max_unavailable="10%", timeout=3600, stall=600, fraction=0.2, whole=False),
+                      apply_seconds=5.0, reboot_seconds=0.0, max_unavailable="10%", timeout=3600, stall=600, fraction=0.2, whole=False, churn_nodes=1000, churn_seconds=600),
         "smoke": dict(runs=1, warmup=0, rollout_sizes=[20], footprint_sizes=[20], services=20, endpoints=100,
-                      apply_seconds=1.0, reboot_seconds=0.0, max_unavailable="25%", timeout=300, stall=60, fraction=1.0, whole=False),
+                      apply_seconds=1.0, reboot_seconds=0.0, max_unavailable="25%", timeout=300, stall=60, fraction=1.0, whole=False, churn_nodes=20, churn_seconds=20),
     }
     for k, v in modes[a.mode].items():
         cli = getattr(a, k, None)

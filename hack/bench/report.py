@@ -167,6 +167,17 @@ def build(results):
                 rows.append((f"agents' report writes (WindowsNodeReport create + patch) per node updated{where}",
                              f"{n:,} nodes", spread([kind_per_node(r, is_report_write) for r in rs]), "≤ 3", "info"))
     verdicts["writes"] = wp_ok
+    for c in results.get("churn", []):
+        node_w = sum(v for a in (c["audit"], c["agent_audit"]) for k, v in a["writes"].items() if is_node_write(k))
+        reports = sum(v for k, v in c["agent_audit"]["writes"].items() if is_report_write(k))
+        verdicts["churn"] = node_w == 0
+        rows.append((f"Steady state, no rollout, a Service's endpoints changing every second ({c['changes']} changes in "
+                     f"{c['seconds']:.0f} s): Node writes by winpool and its agents", f"{c['nodes']:,} nodes", f"{node_w}", "0",
+                     verdict(node_w == 0)))
+        rows.append(("  · meanwhile: agents' report writes; nodes HNS-ready at the end (their counts reached winpool); "
+                     "kube-apiserver / winpool CPU s", f"{c['nodes']:,} nodes",
+                     f"{reports} ({reports / c['seconds']:.1f}/s); {c['hns_ready_at_end']:,} of {c['nodes']:,}; "
+                     f"{c['cp_cpu_s'].get('kube-apiserver', 0):.0f} s / {c['operator_cpu_s']:.0f} s", "—", "info"))
     if big_r and sel("rollout", big_r):
         rs = sel("rollout", big_r)
         keys = sorted({k for r in rs for k in r["audit"]["writes"]})

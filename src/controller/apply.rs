@@ -19,7 +19,7 @@ use tracing::{debug, info, warn};
 
 use super::agent::{agent_image_allowed, delete_configmap, delete_daemonset, refuse_agent_image, write_configmaps, write_daemonset};
 use super::gates;
-use super::hns_node::{HnsNode, HnsWrites, HnsWritten, hns_readiness, write_hns};
+use super::hns_node::{HnsNode, HnsWrites, HnsWritten, hns_readiness, within_catch_up_grace, write_hns};
 use super::nodes::{patch_node_with, release_body, write_nodes};
 use super::round::{self, Observed, Round};
 use super::{Context, Error, NODE_EVENT_INTERVAL, api_status, few_at_a_time};
@@ -152,7 +152,23 @@ async fn observe<'a>(
     for n in nodes.iter().filter(|n| member_set.contains(n.name.as_str())) {
         let object = ctx.reports.get(&ObjectRef::new(&n.name).within(&ctx.settings.agent_namespace));
         let mut v = node_view(n, &AgentReport::of(n, object.as_deref()), HnsReadiness::Unknown);
-        let (readiness, reason, message) = hns_readiness(n, &v, totals, &pool.spec.hns, grace, now);
+        let (mut readiness, mut reason, mut message) = hns_readiness(n, &v, totals, &pool.spec.hns, grace, now);
+        {
+            let mut behind = ctx.hns_behind.lock().expect("hns behind lock");
+            if readiness == HnsReadiness::NotReady {
+                let since = *behind.entry(n.name.clone()).or_insert(now);
+                let in_flight = v.state.as_deref().and_then(NodeState::parse).is_some_and(NodeState::in_flight);
+                if let Some(kept) =
+                    n.hns_condition.as_ref().filter(|_| within_catch_up_grace(n.hns_condition.as_ref(), in_flight, readiness, since, now))
+                {
+                    // Still within its grace: judged as its condition says, so nothing is written.
+                    (readiness, reason, message) =
+                        (HnsReadiness::Ready, crate::hns::reasons::CAUGHT_UP, kept.message.clone().unwrap_or_default());
+                }
+            } else {
+                behind.remove(&n.name);
+            }
+        }
         v.hns = readiness;
         hns_nodes.push(HnsNode { node: n, readiness, reason, message });
         views.push(v);

@@ -24,6 +24,27 @@ pub(super) struct HnsNode<'a> {
     pub(super) message: String,
 }
 
+/// How long a node whose HNS was caught up may fall behind before it is NotReady (and tainted).
+/// kube-proxy programs HNS in periodic syncs, so while a cluster's endpoints change every second a
+/// ready node is always a few seconds behind the newest count; judged at once, every change was a
+/// False and a True condition, a taint and an untaint: four Node writes per node per change (43,346
+/// Node writes in 10 minutes of endpoint churn on 1,000 nodes at rest, `hack/bench.sh --phases churn`).
+pub(super) const CATCH_UP_GRACE: jiff::SignedDuration = jiff::SignedDuration::from_secs(60);
+
+/// Whether a node judged behind is still given time: it was caught up (its condition says so), it
+/// is not being updated (a rebooted node is judged by its update's rules), and it fell behind less
+/// than [`CATCH_UP_GRACE`] ago. `behind_since` is when this replica first saw it behind.
+pub(super) fn within_catch_up_grace(
+    previous: Option<&k8s_openapi::api::core::v1::NodeCondition>,
+    in_flight: bool,
+    readiness: HnsReadiness,
+    behind_since: Timestamp,
+    now: Timestamp,
+) -> bool {
+    let was_ready = previous.is_some_and(|c| c.status == "True" && c.reason.as_deref() == Some(hns::reasons::CAUGHT_UP));
+    readiness == HnsReadiness::NotReady && was_ready && !in_flight && now.duration_since(behind_since) < CATCH_UP_GRACE
+}
+
 pub(super) fn hns_readiness(
     n: &NodeRecord,
     v: &crate::rollout::NodeView,
@@ -62,7 +83,10 @@ pub(super) fn hns_writes_for(h: &HnsNode<'_>, held_cordoned: bool, taint_when_no
     // two Node status writes per node per rollout, each sent to every watcher of Nodes. The state
     // annotation, the pool's status and winpool_pool_nodes_hns_not_ready show the wait meanwhile.
     let unobserved = held_cordoned && h.reason == hns::reasons::AWAITING_REPORT;
-    let condition = (previous != Some(&cond) && !pointless && !unobserved).then_some(cond);
+    // The numbers in a not-ready message move with every report; a node that stays behind for
+    // the same reason is not rewritten for each (the message says what it was when it fell behind).
+    let same = previous.is_some_and(|p| p.status == cond.status && p.reason == cond.reason);
+    let condition = (!same && !pointless && !unobserved).then_some(cond);
     let taints = h.node.taints.as_slice();
     let wanted = hns::taint_wanted(h.readiness, taint_when_not_ready, held_cordoned);
     let taint = wanted.and_then(|w| hns::taints_update(taints, w)).and_then(|new| {
@@ -217,5 +241,40 @@ mod tests {
         let w = hns_writes_for(&behind, true, true, now).expect("a report that HNS is behind is written");
         assert_eq!(w.condition.map(|c| (c.status, c.reason)), Some(("False".into(), Some(hns::reasons::CATCHING_UP.into()))));
         assert!(w.taint.is_none(), "held cordoned: no taint");
+    }
+
+    /// A node that was caught up and falls behind a moving count is given CATCH_UP_GRACE before it
+    /// is NotReady; one being updated, one never caught up, or one behind for longer is not.
+    #[test]
+    fn a_ready_node_falling_behind_is_given_time_to_catch_up() {
+        let now: Timestamp = "2026-12-02T12:00:00Z".parse().unwrap();
+        let ready = node_with("True", hns::reasons::CAUGHT_UP);
+        let caught_up = ready.hns_condition.as_ref();
+        let not_ready = node_with("False", hns::reasons::CATCHING_UP);
+        let secs = |s: i64| now - jiff::SignedDuration::from_secs(s);
+        let nr = HnsReadiness::NotReady;
+        assert!(within_catch_up_grace(caught_up, false, nr, secs(0), now), "just fell behind");
+        assert!(within_catch_up_grace(caught_up, false, nr, secs(59), now), "behind for under a minute");
+        assert!(!within_catch_up_grace(caught_up, false, nr, secs(60), now), "behind for the whole grace: NotReady");
+        assert!(!within_catch_up_grace(caught_up, true, nr, secs(0), now), "a node being updated is judged by its update");
+        assert!(!within_catch_up_grace(not_ready.hns_condition.as_ref(), false, nr, secs(0), now), "never caught up since");
+        assert!(!within_catch_up_grace(None, false, nr, secs(0), now), "no condition yet");
+        assert!(!within_catch_up_grace(caught_up, false, HnsReadiness::Unknown, secs(0), now), "unknown is not behind");
+    }
+
+    /// A node that stays behind is not rewritten for every count that moves: the condition says
+    /// what it was when the node fell behind.
+    #[test]
+    fn a_node_that_stays_behind_is_not_rewritten_for_each_count() {
+        let now: Timestamp = "2026-12-02T12:00:00Z".parse().unwrap();
+        let n = node_with("False", hns::reasons::CATCHING_UP);
+        let behind = HnsNode {
+            node: &n,
+            readiness: HnsReadiness::NotReady,
+            reason: hns::reasons::CATCHING_UP,
+            message: "HNS is catching up: 7 of 9".into(),
+        };
+        let w = hns_writes_for(&behind, false, false, now);
+        assert!(w.is_none_or(|w| w.condition.is_none()), "the same status and reason: no condition write");
     }
 }
