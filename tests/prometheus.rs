@@ -10,12 +10,9 @@ mod support;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Node;
-use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 use support::prometheus::{Prometheus, TempDir, dechunk, url_encode};
 use support::{TestSpace, apply_pool, install_crd, pool_manifest, repo_root, wait_for, wait_nodes_ready};
-use winpool::api::names;
 
 const WAIT: Duration = Duration::from_secs(120);
 const FAILED_ALERT: &str = "WindowsNodePoolNodesFailed";

@@ -221,16 +221,16 @@ mod tests {
         NodeRecord::from(&n)
     }
 
+    /// `node` judged NotReady, for `reason`.
+    fn judged<'a>(node: &'a NodeRecord, reason: &'static str, message: &str) -> HnsNode<'a> {
+        HnsNode { node, readiness: HnsReadiness::NotReady, reason, message: message.into() }
+    }
+
     #[test]
     fn an_awaited_node_held_cordoned_keeps_its_condition_until_its_agent_reports() {
         let now: Timestamp = "2026-12-01T12:00:00Z".parse().unwrap();
         let node = node_with("True", hns::reasons::CAUGHT_UP);
-        let awaited = HnsNode {
-            node: &node,
-            readiness: HnsReadiness::NotReady,
-            reason: hns::reasons::AWAITING_REPORT,
-            message: "the node restarted and its agent has not reported".into(),
-        };
+        let awaited = judged(&node, hns::reasons::AWAITING_REPORT, "the node restarted and its agent has not reported");
         assert!(hns_writes_for(&awaited, true, true, now).is_none(), "winpool dropped the counts itself: nothing observed, no write");
         let uncordoned = hns_writes_for(&awaited, false, true, now).expect("uncordoned (hns.readyTimeout): the wait is written");
         assert_eq!(uncordoned.condition.map(|c| c.status), Some("False".into()));
@@ -268,12 +268,7 @@ mod tests {
     fn a_node_that_stays_behind_is_not_rewritten_for_each_count() {
         let now: Timestamp = "2026-12-02T12:00:00Z".parse().unwrap();
         let n = node_with("False", hns::reasons::CATCHING_UP);
-        let behind = HnsNode {
-            node: &n,
-            readiness: HnsReadiness::NotReady,
-            reason: hns::reasons::CATCHING_UP,
-            message: "HNS is catching up: 7 of 9".into(),
-        };
+        let behind = judged(&n, hns::reasons::CATCHING_UP, "HNS is catching up: 7 of 9");
         let w = hns_writes_for(&behind, false, false, now);
         assert!(w.is_none_or(|w| w.condition.is_none()), "the same status and reason: no condition write");
     }
