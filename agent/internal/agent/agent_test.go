@@ -358,9 +358,12 @@ func TestAReportForAnEarlierAttemptNeverLandsOnARetry(t *testing.T) {
 	h.operatorEdit(func(n *corev1.Node) { n.Annotations[names.AnnStartedAt] = retry })
 	close(release)
 	h.waitStatus(names.StatusRebooting)
+	// The first install's failure may still be written if it was decided before the agent's watch
+	// delivered the retry, but only ever as the answer to the first start, which winpool never reads
+	// as the retry's.
 	for _, s := range h.reportWrites() {
-		if a := s.Apply; a != nil && a.Status == names.StatusFailed {
-			t.Errorf("a failure was written (answering %q): %s", a.StartedAt, a.Message)
+		if a := s.Apply; a != nil && a.Status == names.StatusFailed && a.StartedAt != first {
+			t.Errorf("a failure was written as the answer to start %q: %s", a.StartedAt, a.Message)
 		}
 	}
 	if st, _ := machine.LoadState(); st != (host.State{Revision: "r1", StartedAt: retry, Attempts: 1, Reboots: 1, RebootedAfter: 1}) {
