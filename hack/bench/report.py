@@ -334,7 +334,7 @@ def details(results):
     out.append(f"Simulated work per node: apply {cfg['apply_seconds']:g} s + reboot {cfg['reboot_seconds']:g} s. "
                "`in_flight` = first winpool patch (cordon) → Updated; `drain_round` = cordon → agent revision label (one reconcile "
                "round later); `agent_overhead` = label → the agent's success report, minus the simulated work (the agent "
-               "seeing the label, reading the revision's ConfigMap, reporting Applying and Rebooting, the fleet's kubelet "
+               "seeing the label, reading the revision's ConfigMap, reporting Applying, the fleet's kubelet "
                "writes across the reboot, the agent starting again; in a node's first rollout in a pool also its agent pod "
                "created, scheduled, started by kwok); `verify` = the agent's report → Updated; "
                "`slot_utilisation` = Σ in-flight time ÷ (maxUnavailable × rollout time); `first_start_after_s` = pool write "

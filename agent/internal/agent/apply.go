@@ -162,7 +162,9 @@ func (a *agent) saveState(ctx context.Context, attempt opStart, in decide.Input,
 	return nil
 }
 
-// reboot writes Rebooting, waits until that is on the API, and reboots.
+// reboot writes the step's report (Rebooting, or the install's report that
+// announced this reboot: then nothing), waits until it is on the API, and
+// reboots.
 func (a *agent) reboot(ctx context.Context, attempt opStart, in decide.Input, step decide.Step) outcome {
 	if err := a.saveState(ctx, attempt, in, step.State); err != nil {
 		return a.reported(err, settled)

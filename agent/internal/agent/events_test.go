@@ -11,9 +11,25 @@ import (
 	"winpool.dev/agent/internal/names"
 )
 
+// The reboot the install asked for has no Event of the agent's (the
+// kubelet records the node's Rebooted); one for a pending reboot has.
 func TestEventsOnApplyStartedAndRebooting(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		pending bool
+		want    []string
+	}{
+		{"the install's reboot", false, []string{ReasonApplyStarted + " Normal"}},
+		{"a pending reboot", true, []string{ReasonRebooting + " Normal"}},
+	} {
+		t.Run(c.name, func(t *testing.T) { eventsUntilTheReboot(t, c.pending, c.want) })
+	}
+}
+
+func eventsUntilTheReboot(t *testing.T, pending bool, want []string) {
 	rebooted := make(chan string, 1)
 	o := behindHost()
+	o.RebootPending = pending
 	o.OnReboot = func(reason string) { rebooted <- reason }
 	h := newHarness(t, fake.New(o), requestedR1(), revisionConfigMap(revisionR1()))
 	opts := h.options()
@@ -24,7 +40,8 @@ func TestEventsOnApplyStartedAndRebooting(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatalf("no reboot; node says %q", h.value(keyApplyMessage))
 	}
-	if got, want := h.events(), []string{ReasonApplyStarted + " Normal", ReasonRebooting + " Normal"}; !reflect.DeepEqual(got, want) {
+	eventually(t, "the Events", func() bool { return len(h.events()) == len(want) })
+	if got := h.events(); !reflect.DeepEqual(got, want) {
 		t.Errorf("events %v, want %v", got, want)
 	}
 	h.assertOnlyAgentWrites()

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"strconv"
@@ -221,6 +222,12 @@ func (h *harness) waitStatus(status names.ApplyStatus) map[string]string {
 		return h.value(keyApplyStatus) == string(status)
 	})
 	return h.reported()
+}
+
+// waitReboots waits until the agent has rebooted its (fake) host n times.
+func (h *harness) waitReboots(n int) {
+	h.t.Helper()
+	eventually(h.t, fmt.Sprintf("%d reboot(s)", n), func() bool { return h.host.(*fake.Host).Machine().Reboots >= n })
 }
 
 // operatorEdit changes the Node as the operator would, outside the agent's

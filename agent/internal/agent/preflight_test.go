@@ -142,3 +142,28 @@ func TestARestartedAgentKeepsAnUnchangedVerdict(t *testing.T) {
 		}
 	}
 }
+
+// A node started with its pool's target needs no read of the revision
+// ConfigMap: the agent already watches it, and a GET per start (and another
+// after each reboot, by the restarted agent) is a read of etcd per node.
+func TestTheTargetsConfigurationIsReadFromTheWatchNotWithAGet(t *testing.T) {
+	o := behindHost()
+	o.OnReboot = func(string) {}
+	machine := fake.New(o)
+	node := requestedR1()
+	node.Status.NodeInfo.BootID = "boot-1"
+	h := newHarness(t, machine, node, targetConfigMap(revisionR1()))
+	first := h.start(h.options())
+	h.waitReboots(1)
+	first.stop(t)
+	machine.CompleteReboot()
+	h.operatorEdit(func(n *corev1.Node) { n.Status.NodeInfo.BootID = "boot-2" })
+	h.addCSIProxyPod("csi-proxy-r1", "ghcr.io/kubernetes-sigs/sig-windows/csi-proxy:v1.1.3", true)
+	h.start(h.options())
+	h.waitStatus(names.StatusSucceeded)
+	for _, a := range h.client.Actions() {
+		if a.GetVerb() == "get" && a.GetResource().Resource == "configmaps" {
+			t.Errorf("the agent read a ConfigMap with GET: %v", a)
+		}
+	}
+}

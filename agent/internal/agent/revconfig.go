@@ -22,14 +22,21 @@ type configCache map[string]config.Revision
 // revisions at most while an agent runs.
 const configCacheSize = 4
 
-// revisionConfig reads the configuration of pool's revision rev with GET,
-// retrying API errors until ctx ends.
+// revisionConfig reads the configuration of pool's revision rev: from the
+// pools' targets the agent watches when rev is one (the usual case: a node is
+// started with its pool's target, and a restarted agent has listed the
+// targets again), else with GET, retrying API errors until ctx ends.
 func (a *agent) revisionConfig(ctx context.Context, pool, rev string) decide.RevisionConfig {
 	name := names.ConfigMapName(pool, rev)
 	if c, ok := a.configs[name]; ok {
 		return decide.RevisionConfig{Config: c}
 	}
 	var found decide.RevisionConfig
+	if data, ok := a.targets.configMap(a.o.Namespace, name); ok {
+		found = readRevisionConfig(data, pool, rev)
+		a.keepConfig(name, found)
+		return found
+	}
 	err := a.retry(ctx, "get configmap "+a.o.Namespace+"/"+name, func(ctx context.Context) error {
 		cm, err := a.o.Client.CoreV1().ConfigMaps(a.o.Namespace).Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
@@ -45,13 +52,18 @@ func (a *agent) revisionConfig(ctx context.Context, pool, rev string) decide.Rev
 	if err != nil {
 		return decide.RevisionConfig{Status: decide.ConfigUnreadable, Problem: err.Error()}
 	}
-	if found.Status == decide.ConfigFound {
-		if len(a.configs) >= configCacheSize {
-			clear(a.configs)
-		}
-		a.configs[name] = found.Config
-	}
+	a.keepConfig(name, found)
 	return found
+}
+
+func (a *agent) keepConfig(name string, found decide.RevisionConfig) {
+	if found.Status != decide.ConfigFound {
+		return
+	}
+	if len(a.configs) >= configCacheSize {
+		clear(a.configs)
+	}
+	a.configs[name] = found.Config
 }
 
 func readRevisionConfig(data map[string]string, pool, rev string) decide.RevisionConfig {

@@ -93,3 +93,18 @@ func (w *targetWatcher) of(pool string) (target, bool) {
 	}
 	return found[0], true
 }
+
+// configMap is the data of a marked ConfigMap by name, if the agent has it.
+// A revision ConfigMap never changes once written, so the watched copy is as
+// good as a GET.
+func (w *targetWatcher) configMap(namespace, name string) (map[string]string, bool) {
+	obj, ok, err := w.store.GetByKey(namespace + "/" + name)
+	if err != nil || !ok {
+		return nil, false
+	}
+	cm, ok := obj.(*corev1.ConfigMap)
+	if !ok {
+		return nil, false
+	}
+	return cm.Data, true
+}

@@ -32,8 +32,10 @@ const (
 	// servicing task that installs Step.Update, and look again later: its
 	// outcome comes back in Observed.UpdateTask.
 	InstallUpdate
-	// Reboot: save Step.State, write Step.Report (Rebooting) until it is on the
-	// API, reboot, and wait to be stopped.
+	// Reboot: save Step.State, write Step.Report until it is on the API
+	// (Rebooting; or nothing new after the agent's own install asked for the
+	// reboot, which its Applying report announced), reboot, and wait to be
+	// stopped.
 	Reboot
 	// UpgradeContainerd: write Step.Report, save Step.State, install
 	// containerd Step.Version, then observe again and call Next.
@@ -326,7 +328,7 @@ func (d decision) updateRequest(target host.Build) host.UpdateRequest {
 // installMessage says what the current attempt installs. The same words
 // while its task runs, so that waiting for it writes nothing to the API.
 func (d decision) installMessage(target host.Build) string {
-	return fmt.Sprintf("installing the update to %s from %s (attempt %d of %d; host at %s)",
+	return fmt.Sprintf("installing the update to %s from %s, then rebooting if it asks (attempt %d of %d; host at %s)",
 		target, sourceOf(d.updateRequest(target)), d.state.Attempts, d.maxAttempts(), d.in.Observed.Build)
 }
 

@@ -121,7 +121,16 @@ func (d decision) updateTask(target host.Build) (Step, bool) {
 	switch ClassifyUpdate(u.Result.ExitCode) {
 	case RebootRequired:
 		d.state.RebootedAfter = u.Attempt
-		return d.reboot(target, ReasonInstallAsked), true
+		step := d.reboot(target, ReasonInstallAsked)
+		// The install's report already says a reboot follows when the
+		// install asks for one, and the kubelet shows the reboot itself (a
+		// new bootID, its Rebooted Event): a report written only to say so
+		// would be one more API write per node updated, for nothing the
+		// operator decides on.
+		if step.Action == Reboot && d.in.Reported.Status == names.StatusApplying && d.in.Reported.AppliedRevision == d.in.Revision {
+			step.Report = d.in.Reported
+		}
+		return step, true
 	case Installed, AlreadyInstalled:
 		return Step{}, false
 	case ServicingStackRequired:

@@ -60,10 +60,11 @@ func TestServicingTaskResult(t *testing.T) {
 		want want
 	}{
 		{
-			name: "3010 reboots",
+			// The install's own report announced the reboot: nothing new to write.
+			name: "3010 reboots, keeping the install's report",
 			code: 3010,
-			want: want{action: Reboot, status: names.StatusRebooting, state: host.State{Revision: "r1", Attempts: 2, Reboots: 1, RebootedAfter: 2},
-				message: []string{"rebooting to finish the update to 10.0.20348.2762 (reboot 1 of at most 6)"}},
+			want: want{action: Reboot, status: names.StatusApplying, state: host.State{Revision: "r1", Attempts: 2, Reboots: 1, RebootedAfter: 2},
+				message: []string{"installing the update to 10.0.20348.2762", "then rebooting if it asks", "attempt 2 of 3"}},
 		},
 		{name: "0 and still short: the next attempt", code: 0, want: want{action: InstallUpdate, status: names.StatusApplying,
 			state: host.State{Revision: "r1", Attempts: 3}, message: []string{"attempt 3 of 3"}}},

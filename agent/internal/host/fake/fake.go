@@ -50,6 +50,9 @@ type Options struct {
 	// are there at first boot and put back at every boot (Defender, an
 	// installer's leftovers): they never clear.
 	FileRenames []string
+	// RebootPending: CBS RebootPending at first boot (an update installed
+	// outside winpool, by hand or by WSUS, and not rebooted for yet).
+	RebootPending bool
 	// ObserveError, when set, decides whether the n-th read of the host
 	// (from 1) fails, and how: a read of the registry, SCM or
 	// `containerd --version` that fails for a moment.
@@ -104,7 +107,7 @@ type Host struct {
 var _ host.Host = (*Host)(nil)
 
 func New(o Options) *Host {
-	return &Host{o: o, build: o.Build, containerd: o.Containerd, cni: o.CNIMode, csi: o.CSIProxyVersion}
+	return &Host{o: o, build: o.Build, containerd: o.Containerd, cni: o.CNIMode, csi: o.CSIProxyVersion, rebootPending: o.RebootPending}
 }
 
 func (h *Host) Observe(ctx context.Context) (host.Observed, error) {
