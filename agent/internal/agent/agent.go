@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -63,9 +64,13 @@ type tuning struct {
 	// passDone, when set, is called after every pass of the loop that saw the
 	// Node, so a test can tell when the agent has acted on what it saw.
 	passDone func()
+	// preflightDelay is how long the agent waits before it judges a target
+	// that replaced the one it judged (nil: no wait).
+	preflightDelay func() time.Duration
 }
 
-var defaultTuning = tuning{retryInitial: 500 * time.Millisecond, retryMax: 30 * time.Second, recheck: 10 * time.Second}
+var defaultTuning = tuning{retryInitial: 500 * time.Millisecond, retryMax: 30 * time.Second, recheck: 10 * time.Second,
+	preflightDelay: func() time.Duration { return rand.N(preflightSpread) }}
 
 // Run works until ctx ends. It survives API errors (retries with backoff).
 // After it reboots the host it only waits for ctx to end, so a restart of
@@ -110,6 +115,10 @@ type agent struct {
 
 	// pre is the last preflight of the pool's target revision.
 	pre preflightVerdict
+	// preHold spreads the first judgement of a new target (preflight.go);
+	// preflightDue fires when it is due (nil when nothing is held).
+	preHold      preflightHold
+	preflightDue <-chan time.Time
 }
 
 func run(ctx context.Context, o Options, t tuning) error {
@@ -182,6 +191,8 @@ func (a *agent) loop(ctx context.Context) error {
 			a.readHNS(ctx)
 		case <-recheck:
 			tick = true
+		case <-a.preflightDue:
+			a.preflightDue = nil
 		}
 		a.refreshView()
 		node := a.view.current()

@@ -116,6 +116,8 @@ type harness struct {
 	rv atomic.Uint64
 	// nodeWrites makes each of the test's Node edits one step, as etcd does.
 	nodeWrites sync.Mutex
+	// preflightDelay is the agent's wait before it judges a new target (nil: none).
+	preflightDelay func() time.Duration
 }
 
 func newHarness(t *testing.T, h host.Host, objects ...runtime.Object) *harness {
@@ -154,7 +156,8 @@ type running struct {
 func (h *harness) start(o Options) *running {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{cancel: cancel, done: make(chan error, 1)}
-	t := tuning{retryInitial: 2 * time.Millisecond, retryMax: 20 * time.Millisecond, recheck: 5 * time.Millisecond, passDone: func() { h.passes.Add(1) }}
+	t := tuning{retryInitial: 2 * time.Millisecond, retryMax: 20 * time.Millisecond, recheck: 5 * time.Millisecond, passDone: func() { h.passes.Add(1) },
+		preflightDelay: h.preflightDelay}
 	go func() { r.done <- run(ctx, o, t) }()
 	h.t.Cleanup(func() { r.stop(h.t) })
 	return r

@@ -17,6 +17,21 @@ import (
 // only when the verdict changes.
 const preflightEvery = 10 * time.Minute
 
+// preflightSpread spreads the agents' first judgement of a new target: every
+// agent of a pool sees the operator move the mark at the same moment, and all
+// of them write as one ServiceAccount, which API Priority and Fairness queues
+// as one flow (at 1,000 nodes a third of the writes of that moment were
+// refused with 429 and retried). The operator starts a node as soon as its
+// own verdict is in, so a pool's first starts wait a fraction of this.
+const preflightSpread = 3 * time.Second
+
+// preflightHold is a new target whose judgement waits until a moment of its
+// own (preflightSpread).
+type preflightHold struct {
+	revision string
+	until    time.Time
+}
+
 // preflightVerdict is the last preflight: for which revision, its result,
 // when it ran, and since when it has said the same.
 type preflightVerdict struct {
@@ -44,6 +59,9 @@ func (a *agent) preflight(ctx context.Context, node *corev1.Node) {
 	if a.pre.revision == t.revision && !failedSince(node, a.pre.at) && time.Since(a.pre.at) < preflightEvery {
 		return
 	}
+	if a.heldBack(t.revision) {
+		return
+	}
 	if !a.obsKnown || a.obsErr != "" {
 		return
 	}
@@ -62,6 +80,22 @@ func (a *agent) preflight(ctx context.Context, node *corev1.Node) {
 		a.pre.since = now
 	}
 	a.pre = preflightVerdict{revision: t.revision, result: result, value: v, at: now, since: a.pre.since}
+}
+
+// heldBack: the judgement of rev waits for its moment. Only a target that
+// replaced one already judged waits: an agent's first verdict rides its first
+// report, and agents start at moments of their own.
+func (a *agent) heldBack(rev string) bool {
+	if a.pre.revision == "" || a.pre.revision == rev || a.t.preflightDelay == nil {
+		return false
+	}
+	if a.preHold.revision != rev {
+		d := a.t.preflightDelay()
+		a.preHold = preflightHold{revision: rev, until: time.Now().Add(d)}
+		a.preflightDue = time.After(d)
+		return true
+	}
+	return time.Now().Before(a.preHold.until)
 }
 
 // failedSince: the operator failed the node after t.

@@ -3,11 +3,14 @@ package agent
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
 
 	"winpool.dev/agent/internal/config"
 	"winpool.dev/agent/internal/host/fake"
@@ -66,10 +69,22 @@ func TestAnUnreachableUpdateSourceBlocksThePreflightAndSaysWhich(t *testing.T) {
 	}
 }
 
+// A new target is judged at a moment of the agent's own (its delay), not
+// the moment the mark moved, when every agent of the pool sees it.
 func TestThePreflightFollowsThePoolsTarget(t *testing.T) {
+	const delay = 300 * time.Millisecond
 	r2 := revisionR1()
 	r2.Revision, r2.PatchLevel = "r2", "10.0.20348.2800"
 	h := newHarness(t, fake.New(behindHost()), idleNode(), targetConfigMap(revisionR1()))
+	h.preflightDelay = func() time.Duration { return delay }
+	var judged atomic.Int64
+	record := func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if s, ok := writtenSpec(h, a); ok && s.Preflight != nil && s.Preflight.Revision == "r2" {
+			judged.CompareAndSwap(0, time.Now().UnixNano())
+		}
+		return false, nil, nil
+	}
+	h.dyn.PrependReactor("patch", "windowsnodereports", record)
 	h.start(h.options())
 	eventually(t, "a preflight of r1", func() bool { return h.value(keyPreflightRevision) == "r1" })
 
@@ -80,6 +95,7 @@ func TestThePreflightFollowsThePoolsTarget(t *testing.T) {
 		t.Fatal(err)
 	}
 	delete(old.Labels, names.LabelTarget)
+	moved := time.Now()
 	if _, err := cms.Update(context.Background(), old, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -89,6 +105,9 @@ func TestThePreflightFollowsThePoolsTarget(t *testing.T) {
 	eventually(t, "a preflight of r2", func() bool { return h.value(keyPreflightRevision) == "r2" })
 	if got := h.value(keyPreflight); got != "Ready" {
 		t.Errorf("preflight %q, want Ready", got)
+	}
+	if after := time.Unix(0, judged.Load()).Sub(moved); after < delay {
+		t.Errorf("r2's preflight was written %s after the mark moved, before the agent's delay of %s", after, delay)
 	}
 }
 
