@@ -56,6 +56,8 @@ WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
 HNS_FIXED = "1000000,1000000"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 STARTUP_S = 10
+# How long the control plane is watched at rest before a measured rollout (its floor).
+REST_S = 20
 CP_COMPONENTS = ["kube-apiserver", "etcd", "kube-controller-manager", "kube-scheduler", "kwok-controller"]
 
 
@@ -649,10 +651,19 @@ class Bench:
             self.cleanup_fleet(fleet, pool)
         self.cluster_down("rollout")
 
+    def apiserver_at_rest(self):
+        """kube-apiserver's CPU-s per second while nothing is asked of the pool: the simulated kubelets'
+        heartbeats, the controllers' resyncs and the watches held open. A rollout's CPU is this floor times its
+        duration plus what the rollout adds."""
+        c0, t0 = self.cp_cpu()["kube-apiserver"] or 0, time.time()
+        time.sleep(REST_S)
+        return round(((self.cp_cpu()["kube-apiserver"] or 0) - c0) / (time.time() - t0), 3)
+
     def one_rollout(self, n, fleet, pool, kind, i, p):
         name = f"operator-{fleet}"
         op_log = self.procs[name][1]
         sim_proc, sim_log = self.procs[f"sim-{fleet}"]
+        rest = self.apiserver_at_rest() if kind == "measured" else None
         op_off, sim_off = os.path.getsize(op_log), os.path.getsize(sim_log)
         a0 = self.audit_size()
         cpu0, cp0, sim0 = proc_cpu(p.pid), self.cp_cpu(), proc_cpu(sim_proc.pid)
@@ -682,6 +693,7 @@ class Bench:
             operator_hwm_mib=round(proc_mem(p.pid)[1] or 0, 1),
             sim_cpu_s=round(sim_cpu, 2), sim_hwm_mib=round(proc_mem(sim_proc.pid)[1] or 0, 1), cp_cpu_s=cp_cpu,
             machine_busy_s=round(busy, 1), other_cpu_s=round(busy - op_cpu - sim_cpu - sum(cp_cpu.values()), 1),
+            apiserver_rest_cpu_per_s=rest,
             reconciles=m1.get("reconciles", 0) - m0.get("reconciles", 0),
             reconcile_seconds=round(m1.get("reconcile_seconds", 0) - m0.get("reconcile_seconds", 0), 2),
             audit=audit, agent_audit=agent_audit, profile=self.profile(nodes, t0, t_done, self.max_unavailable(n)),

@@ -8,8 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"winpool.dev/agent/internal/decide"
 	"winpool.dev/agent/internal/names"
+	"winpool.dev/agent/internal/versions"
 )
 
 // csiProxyVersion is the CSI Proxy the node runs: the host's csiproxy
@@ -44,7 +44,7 @@ func (a *agent) observeCSIProxy(ctx context.Context, rev, want string) (string, 
 		a.refreshCSIProxyPod(ctx)
 	}
 	have := a.csiProxyVersion()
-	if cmp, err := decide.CompareVersions(have, want); (err == nil && cmp == 0) || a.csiProxyHost() != "" {
+	if cmp, err := versions.Compare(have, want); (err == nil && cmp == 0) || a.csiProxyHost() != "" {
 		a.csiWrongRev, a.csiWrongSince = "", time.Time{}
 		return have, 0
 	}

@@ -17,7 +17,7 @@ var versionToken = regexp.MustCompile(`^v?[0-9]+\.[0-9]+\.[0-9]+([-+~][0-9A-Za-z
 // "containerd github.com/containerd/containerd v1.7.22 7f7fdf5f…" → "1.7.22".
 // The version is the first version-looking token after the package path; the
 // revision after it is never read. Vendor suffixes are kept ("1.7.17+azure-1"):
-// CompareVersions ignores build metadata.
+// versions.Compare ignores build metadata.
 func ParseContainerdVersion(output string) (string, error) {
 	for _, line := range strings.Split(output, "\n") {
 		fields := strings.Fields(line)

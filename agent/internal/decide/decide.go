@@ -13,6 +13,7 @@ import (
 	"winpool.dev/agent/internal/config"
 	"winpool.dev/agent/internal/host"
 	"winpool.dev/agent/internal/names"
+	"winpool.dev/agent/internal/versions"
 )
 
 // Action is what the agent does next.
@@ -346,11 +347,11 @@ func (d decision) reboot(target host.Build, reason string) Step {
 
 func (d decision) runtime(want string) (Step, bool) {
 	have := d.in.Observed.ContainerdVersion
-	cmp, err := CompareVersions(have, want)
+	cmp, err := versions.Compare(have, want)
 	if err == nil && cmp == 0 {
 		return Step{}, true
 	}
-	if _, werr := parseSemver(want); werr != nil {
+	if _, werr := versions.Parse(want); werr != nil {
 		return d.fail(fmt.Sprintf("revision %s: ConfigMap %s: runtimeVersion: %v", d.in.Revision, d.configMap(), werr)), false
 	}
 	if step, decided := d.runtimeTask(); decided {
@@ -404,7 +405,7 @@ func (d decision) network(want string) (Step, bool) {
 // waits for it like for the HNS network, then says where to look.
 func (d decision) csiProxy(want string) (Step, bool) {
 	have := d.in.Observed.CSIProxyVersion
-	if cmp, err := CompareVersions(have, want); err == nil && cmp == 0 {
+	if cmp, err := versions.Compare(have, want); err == nil && cmp == 0 {
 		return Step{}, true
 	}
 	// A CSI Proxy the node image runs as a host service (AKS: csi-proxy under
@@ -413,7 +414,7 @@ func (d decision) csiProxy(want string) (Step, bool) {
 	if h := d.in.Observed.CSIProxyHost; h != nil && h.Running && h.PipesAnswer {
 		return Step{}, true
 	}
-	if _, err := parseSemver(want); err != nil {
+	if _, err := versions.Parse(want); err != nil {
 		return d.fail(fmt.Sprintf("revision %s: ConfigMap %s: csiProxyVersion: %v", d.in.Revision, d.configMap(), err)), false
 	}
 	if d.in.CSIProxyWrongFor < d.networkGrace() {

@@ -6,6 +6,7 @@ import (
 
 	"winpool.dev/agent/internal/config"
 	"winpool.dev/agent/internal/host"
+	"winpool.dev/agent/internal/versions"
 )
 
 // MinFreeBytes is the room a cumulative update needs on the system drive:
@@ -80,7 +81,7 @@ func Preflight(in PreflightInput) PreflightResult {
 		}
 	}
 	if want := cfg.RuntimeVersion; want != nil {
-		if cmp, err := CompareVersions(obs.ContainerdVersion, *want); err != nil || cmp != 0 {
+		if cmp, err := versions.Compare(obs.ContainerdVersion, *want); err != nil || cmp != 0 {
 			if why := ImageOwnsRuntime(cfg.RuntimeUpgrade, obs); why != "" {
 				r.Blocked = append(r.Blocked, fmt.Sprintf("containerd %s would not be replaced with %s: %s; set the pool's runtime.upgrade: InPlace to replace it", orNone(obs.ContainerdVersion), *want, why))
 			}

@@ -10,9 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"winpool.dev/agent/internal/decide"
 	"winpool.dev/agent/internal/host"
 	"winpool.dev/agent/internal/stage"
+	"winpool.dev/agent/internal/versions"
 )
 
 // Machine is what the task does to services and binaries beyond files.
@@ -191,7 +191,7 @@ func (s *swap) check(ctx context.Context) error {
 	}
 	// CRI's RuntimeVersion is the bare version ("v1.7.22"), not --version's line.
 	have := strings.TrimPrefix(strings.TrimSpace(out), "v")
-	if cmp, err := decide.CompareVersions(have, s.p.Version); err != nil || cmp != 0 {
+	if cmp, err := versions.Compare(have, s.p.Version); err != nil || cmp != 0 {
 		return fmt.Errorf("containerd reports %q over CRI after the swap, not %s", have, s.p.Version)
 	}
 	if err := s.m.KubeletHealthy(ctx); err != nil {
