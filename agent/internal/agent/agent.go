@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
@@ -150,7 +151,7 @@ func run(ctx context.Context, o Options, t tuning) error {
 		t:       t,
 		log:     log,
 		configs: configCache{},
-		watcher: newNodeWatcher(o.Client, o.NodeName, log, func() *backoff { return newBackoff(t.retryInitial, t.retryMax) }),
+		watcher: newNodeWatcher(o.Client, o.NodeName, log, func() *wait.Backoff { return newBackoff(t.retryInitial, t.retryMax) }),
 		targets: newTargetWatcher(o.Client, o.Namespace),
 		reports: newReportWatcher(o.Reports, o.NodeName),
 	}

@@ -3,31 +3,18 @@ package agent
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
+	"math"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
-// backoff is capped exponential backoff with jitter: each delay is drawn from
-// [d/2, d] where d doubles from initial up to max, so thousands of agents that
-// lost the API at the same moment do not come back in lockstep.
-type backoff struct {
-	initial, max, cur time.Duration
+// newBackoff is capped exponential backoff with jitter: each delay is drawn
+// from [d, 1.5d] where d doubles from initial up to max, so thousands of
+// agents that lost the API at the same moment do not come back in lockstep.
+func newBackoff(initial, max time.Duration) *wait.Backoff {
+	return &wait.Backoff{Duration: initial, Factor: 2, Jitter: 0.5, Steps: math.MaxInt32, Cap: max}
 }
-
-func newBackoff(initial, max time.Duration) *backoff { return &backoff{initial: initial, max: max} }
-
-func (b *backoff) next() time.Duration {
-	switch {
-	case b.cur == 0:
-		b.cur = b.initial
-	case b.cur < b.max:
-		b.cur = min(2*b.cur, b.max)
-	}
-	half := b.cur / 2
-	return half + rand.N(half+1)
-}
-
-func (b *backoff) reset() { b.cur = 0 }
 
 // sleep waits d or until ctx ends; false when ctx ended.
 func sleep(ctx context.Context, d time.Duration) bool {
@@ -65,7 +52,7 @@ func (a *agent) retry(ctx context.Context, call string, fn func(context.Context)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		d := b.next()
+		d := b.Step()
 		a.log.Warn("API call failed; retrying", "call", call, "in", d.Round(time.Millisecond).String(), "err", err)
 		if !sleep(ctx, d) {
 			return ctx.Err()

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 )
@@ -23,7 +24,7 @@ type nodeWatcher struct {
 	client  kubernetes.Interface
 	name    string
 	log     *slog.Logger
-	backoff func() *backoff
+	backoff func() *wait.Backoff
 
 	mu   sync.Mutex
 	node *corev1.Node
@@ -32,7 +33,7 @@ type nodeWatcher struct {
 	changed chan struct{}
 }
 
-func newNodeWatcher(client kubernetes.Interface, name string, log *slog.Logger, b func() *backoff) *nodeWatcher {
+func newNodeWatcher(client kubernetes.Interface, name string, log *slog.Logger, b func() *wait.Backoff) *nodeWatcher {
 	return &nodeWatcher{client: client, name: name, log: log, backoff: b, changed: make(chan struct{}, 1)}
 }
 
@@ -102,7 +103,7 @@ func (w *nodeWatcher) run(ctx context.Context) {
 			// A watch that ends at once, again and again, must not spin.
 			w.wait(ctx, b, "watch", nil)
 		default:
-			b.reset()
+			b = w.backoff()
 		}
 	}
 }
@@ -163,8 +164,8 @@ func (w *nodeWatcher) own(items []corev1.Node) *corev1.Node {
 	return nil
 }
 
-func (w *nodeWatcher) wait(ctx context.Context, b *backoff, call string, err error) {
-	d := b.next()
+func (w *nodeWatcher) wait(ctx context.Context, b *wait.Backoff, call string, err error) {
+	d := b.Step()
 	if err != nil {
 		w.log.Warn("watching the Node failed; retrying", "call", call, "in", d.Round(time.Millisecond).String(), "err", err)
 	}
