@@ -18,6 +18,7 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
 
 	"winpool.dev/agent/internal/config"
 	"winpool.dev/agent/internal/host"
@@ -68,11 +69,9 @@ func revisionConfigMap(c config.Revision) *corev1.ConfigMap {
 	return &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: names.ConfigMapName(c.Pool, c.Revision), Namespace: testNamespace},
 		Data:       map[string]string{names.ConfigMapKey: string(raw)},
-		Immutable:  ptrBool(true),
+		Immutable:  ptr.To(true),
 	}
 }
-
-func ptrBool(b bool) *bool { return &b }
 
 func testNodeObject(labels, annotations map[string]string) *corev1.Node {
 	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode, Labels: labels, Annotations: annotations}}
