@@ -16,9 +16,9 @@ import (
 
 	"golang.org/x/sys/windows/registry"
 
-	"winpool.dev/agent/internal/decide"
 	"winpool.dev/agent/internal/hns"
 	"winpool.dev/agent/internal/host"
+	"winpool.dev/agent/internal/versions"
 )
 
 const (
@@ -229,7 +229,7 @@ func (h *Host) containerdVersion(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%s --version: %w (output %q)", bin, err, strings.TrimSpace(string(out)))
 	}
-	return decide.ParseContainerdVersion(string(out))
+	return versions.FromContainerd(string(out))
 }
 
 func (h *Host) containerdBinary() string {

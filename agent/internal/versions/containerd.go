@@ -1,4 +1,4 @@
-package decide
+package versions
 
 import (
 	"fmt"
@@ -12,13 +12,13 @@ import (
 // digits only.
 var versionToken = regexp.MustCompile(`^v?[0-9]+\.[0-9]+\.[0-9]+([-+~][0-9A-Za-z.+~-]*)?$`)
 
-// ParseContainerdVersion reads `containerd --version`, which prints
+// FromContainerd reads `containerd --version`, which prints
 // "containerd <package> <version> <revision>", e.g.
 // "containerd github.com/containerd/containerd v1.7.22 7f7fdf5f…" → "1.7.22".
 // The version is the first version-looking token after the package path; the
 // revision after it is never read. Vendor suffixes are kept ("1.7.17+azure-1"):
-// versions.Compare ignores build metadata.
-func ParseContainerdVersion(output string) (string, error) {
+// Compare ignores build metadata.
+func FromContainerd(output string) (string, error) {
 	for _, line := range strings.Split(output, "\n") {
 		fields := strings.Fields(line)
 		if len(fields) < 3 || !isContainerdName(fields[0]) {

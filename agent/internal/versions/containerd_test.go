@@ -1,8 +1,8 @@
-package decide
+package versions
 
 import "testing"
 
-func TestParseContainerdVersion(t *testing.T) {
+func TestFromContainerd(t *testing.T) {
 	cases := []struct {
 		name, output, want string
 	}{
@@ -18,18 +18,18 @@ func TestParseContainerdVersion(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got, err := ParseContainerdVersion(c.output)
+			got, err := FromContainerd(c.output)
 			if err != nil {
-				t.Fatalf("ParseContainerdVersion(%q): %v", c.output, err)
+				t.Fatalf("FromContainerd(%q): %v", c.output, err)
 			}
 			if got != c.want {
-				t.Errorf("ParseContainerdVersion(%q) = %q, want %q", c.output, got, c.want)
+				t.Errorf("FromContainerd(%q) = %q, want %q", c.output, got, c.want)
 			}
 		})
 	}
 }
 
-func TestParseContainerdVersionRejectsGarbage(t *testing.T) {
+func TestFromContainerdRejectsGarbage(t *testing.T) {
 	for _, out := range []string{
 		"",
 		"'containerd' is not recognized as an internal or external command",
@@ -39,8 +39,8 @@ func TestParseContainerdVersionRejectsGarbage(t *testing.T) {
 		"containerd github.com/containerd/containerd 7f7fdf5fed64eb6a7caf99b3e12efcf9d60e311c",
 		"ctr github.com/containerd/containerd v1.7.22 7f7fdf5f",
 	} {
-		if v, err := ParseContainerdVersion(out); err == nil {
-			t.Errorf("ParseContainerdVersion(%q) = %q, want an error", out, v)
+		if v, err := FromContainerd(out); err == nil {
+			t.Errorf("FromContainerd(%q) = %q, want an error", out, v)
 		}
 	}
 }
