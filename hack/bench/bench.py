@@ -56,6 +56,8 @@ WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
 HNS_FIXED = "1000000,1000000"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 STARTUP_S = 10
+# How often the churn phase's agents read HNS: a real agent's default (WINPOOL_HNS_INTERVAL).
+CHURN_HNS_INTERVAL = "15s"
 # How long the control plane is watched at rest before a measured rollout (its floor).
 REST_S = 20
 CP_COMPONENTS = ["kube-apiserver", "etcd", "kube-controller-manager", "kube-scheduler", "kwok-controller"]
@@ -318,7 +320,7 @@ class Bench:
                 raise RuntimeError(f"only {ready} of {n} nodes of fleet {fleet} Ready after {timeout}s")
             time.sleep(3)
 
-    def start_sim(self, fleet, n, hns=HNS_FIXED):
+    def start_sim(self, fleet, n, hns=HNS_FIXED, extra=()):
         """The fleet playing its n nodes, each node's agent running while the node's agent pod does; their HNS
         holds fixed counts, or with hns="auto" follows the cluster's Services (the fleet's model of kube-proxy).
         Returns once the fleet runs (its informers synced)."""
@@ -328,7 +330,7 @@ class Bench:
         self.spawn(
             name,
             ["--no-create", f"--agent-namespace={AGENT_NS}", f"--apply-seconds={self.a.apply_seconds}",
-             f"--reboot-seconds={self.a.reboot_seconds}", f"--hns={hns}", *self.fleet_args(fleet, n)],
+             f"--reboot-seconds={self.a.reboot_seconds}", f"--hns={hns}", *extra, *self.fleet_args(fleet, n)],
             self.kubeconfig, program=self.a.sim_script,
         )
         self.wait_for_log(path, '"fleet running"', 300, name, offset)
@@ -782,7 +784,8 @@ class Bench:
         log(f"[churn {n}] creating {n} simulated nodes")
         self.create_nodes(fleet, n)
         self.wait_nodes_ready(fleet, n)
-        self.start_sim(fleet, n, hns="auto")
+        # The agents read HNS as often as a real agent does (agent.DefaultHNSInterval), not every second as in tests.
+        self.start_sim(fleet, n, hns="auto", extra=[f"--hns-interval={CHURN_HNS_INTERVAL}"])
         name = f"operator-{fleet}"
         p, op_log, _ = self.start_operator(name)
         self.wait_for_log(op_log, "caches synced", 120, name)
@@ -827,7 +830,7 @@ class Bench:
             "audit": self.audit_counts(a0, a1), "agent_audit": self.audit_counts(a0, a1, user=AGENT_USER),
             "cp_cpu_s": {c: round((cp1[c] or 0) - (cp0[c] or 0), 2) for c in cp1},
             "operator_cpu_s": round(proc_cpu(p.pid) - op0, 2), "sim_cpu_s": round((proc_cpu(sim_proc.pid) or 0) - (sim0 or 0), 2),
-            "hns_ready_at_end": sum(1 for nd in nodes if hns_ready(nd)),
+            "hns_ready_at_end": sum(1 for nd in nodes if hns_ready(nd)), "agent_hns_interval": CHURN_HNS_INTERVAL,
         }
         self.results.setdefault("churn", []).append(rec)
         node_writes = sum(v for a in (rec["audit"], rec["agent_audit"]) for key, v in a["writes"].items()

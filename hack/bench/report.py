@@ -185,8 +185,9 @@ def build(results):
         node_w = sum(v for a in (c["audit"], c["agent_audit"]) for k, v in a["writes"].items() if is_node_write(k))
         reports = sum(v for k, v in c["agent_audit"]["writes"].items() if is_report_write(k))
         verdicts["churn"] = node_w == 0
+        every = f", agents reading HNS every {c['agent_hns_interval']}" if c.get("agent_hns_interval") else ", agents reading HNS every second"
         rows.append((f"Steady state, no rollout, a Service's endpoints changing every second ({c['changes']} changes in "
-                     f"{c['seconds']:.0f} s): Node writes by winpool and its agents", f"{c['nodes']:,} nodes", f"{node_w}", "0",
+                     f"{c['seconds']:.0f} s{every}): Node writes by winpool and its agents", f"{c['nodes']:,} nodes", f"{node_w}", "0",
                      verdict(node_w == 0)))
         rows.append(("  · meanwhile: agents' report writes; nodes HNS-ready at the end (their counts reached winpool); "
                      "kube-apiserver / winpool CPU s", f"{c['nodes']:,} nodes",

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
@@ -151,7 +150,7 @@ func run(ctx context.Context, o Options, t tuning) error {
 		t:       t,
 		log:     log,
 		configs: configCache{},
-		watcher: newNodeWatcher(o.Client, o.NodeName, log, func() *wait.Backoff { return newBackoff(t.retryInitial, t.retryMax) }),
+		watcher: newNodeWatcher(o.Client, o.NodeName),
 		targets: newTargetWatcher(o.Client, o.Namespace),
 		reports: newReportWatcher(o.Reports, o.NodeName),
 	}

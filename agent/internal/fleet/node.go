@@ -261,7 +261,7 @@ func (n *simNode) hnsInterval() time.Duration {
 	if n.f.s.Faults.On(FaultHNSChurn, n.name) {
 		return hnsChurnInterval
 	}
-	return time.Second
+	return n.f.s.HNSInterval
 }
 
 // churning makes every read of the counts differ from the one before: one

@@ -52,7 +52,10 @@ type Settings struct {
 	HNS              HNSMode
 	HNSFixed         host.HNSCounts
 	HNSSync          time.Duration
-	JSONLogs         bool
+	// HNSInterval is how often each agent reads HNS (a real agent's is
+	// agent.DefaultHNSInterval).
+	HNSInterval time.Duration
+	JSONLogs    bool
 	// Profile is the node image the machines run (how their services are installed).
 	Profile Profile
 	// Faults are the ways the hosts are less kind than the default fake.
@@ -91,6 +94,7 @@ func ParseSettings(args []string, out io.Writer) (Settings, error) {
 	fs.BoolVar(&s.CreateOnly, "create-only", false, "create the nodes and exit")
 	hns := fs.String("hns", "auto", "HNS counts: auto (kube-proxy's model) | off (agents report none) | LB,ENDPOINTS")
 	hnsSync := fs.Float64("hns-sync-seconds", 2, "how long HNS takes to catch up after a boot (ltsc2019: three times that)")
+	fs.DurationVar(&s.HNSInterval, "hns-interval", time.Second, "how often each agent reads HNS (a real agent: every 15s, WINPOOL_HNS_INTERVAL; the default converges tests fast)")
 	logFormat := fs.String("log-format", "text", "text | json (one object per line)")
 	fs.StringVar(&s.StatsFile, "stats-file", "", "when the fleet stops (SIGTERM), write each node's installs, reboots and their reasons, containerd swaps and rollbacks there as JSON")
 	profile := fs.String("host-profile", "kind", "how the machines' services are installed: kind (plain) | aks (NSSM-wrapped containerd 1.7.x+azure, csi-proxy host service) | onprem (upstream containerd, csiproxy host service)")
@@ -142,6 +146,9 @@ func ParseSettings(args []string, out io.Writer) (Settings, error) {
 	}
 	if s.HNSSync, err = seconds(*hnsSync); err != nil {
 		bad("--hns-sync-seconds: %v", err)
+	}
+	if s.HNSInterval <= 0 {
+		bad("--hns-interval must be positive, got %s", s.HNSInterval)
 	}
 	if !(s.FailRate >= 0 && s.FailRate <= 1) {
 		bad("--fail-rate must be between 0 and 1, got %v", s.FailRate)

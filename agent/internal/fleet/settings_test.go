@@ -17,7 +17,7 @@ func TestDefaults(t *testing.T) {
 	if s.Nodes != 3 || s.NamePrefix != "win-" || s.OS != "ltsc2022" || s.Build.String() != "10.0.20348.2700" ||
 		s.Containerd != "1.7.20" || s.ContainerdSuffix != "" || s.ApplyTime != 5*time.Second ||
 		s.RebootTime != time.Second || s.AgentNamespace != "winpool-agents" || !s.Create || s.CreateOnly ||
-		s.HNS != HNSAuto || s.HNSSync != 2*time.Second || s.Seed != 1 || s.FailRate != 0 || s.JSONLogs {
+		s.HNS != HNSAuto || s.HNSSync != 2*time.Second || s.HNSInterval != time.Second || s.Seed != 1 || s.FailRate != 0 || s.JSONLogs {
 		t.Errorf("defaults: %+v", s)
 	}
 }
@@ -26,7 +26,7 @@ func TestFlags(t *testing.T) {
 	s, err := ParseSettings(strings.Fields(
 		"--nodes=7 --name-prefix w19- --labels pool=a,team=x --os ltsc2019 --build 10.0.17763.6293 "+
 			"--containerd 1.7.20+azure --apply-seconds 0.5 --reboot-seconds 0 --fail-rate 0.25 --seed 9 "+
-			"--fail-nodes w19-1,w19-3 --agent-namespace agents --no-create --hns 12,340 --hns-sync-seconds 1.5 --log-format json"), io.Discard)
+			"--fail-nodes w19-1,w19-3 --agent-namespace agents --no-create --hns 12,340 --hns-sync-seconds 1.5 --hns-interval 15s --log-format json"), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,13 +36,13 @@ func TestFlags(t *testing.T) {
 		CNIMode: "overlay", ApplyTime: 500 * time.Millisecond, FailRate: 0.25, Seed: 9,
 		FailNodes: map[string]bool{"w19-1": true, "w19-3": true}, AgentNamespace: "agents",
 		HNS: HNSFixed, HNSFixed: host.HNSCounts{LoadBalancers: 12, RemoteEndpoints: 340},
-		HNSSync: 1500 * time.Millisecond, JSONLogs: true,
+		HNSSync: 1500 * time.Millisecond, HNSInterval: 15 * time.Second, JSONLogs: true,
 	}
 	if s.Nodes != want.Nodes || s.NamePrefix != want.NamePrefix || len(s.Labels) != 2 || s.Labels["team"] != "x" ||
 		s.Build != want.Build || s.Containerd != want.Containerd || s.ContainerdSuffix != want.ContainerdSuffix ||
 		s.ApplyTime != want.ApplyTime || s.RebootTime != 0 || s.FailRate != want.FailRate || s.Seed != want.Seed ||
 		!s.FailNodes["w19-1"] || !s.FailNodes["w19-3"] || len(s.FailNodes) != 2 || s.AgentNamespace != want.AgentNamespace ||
-		s.Create || s.HNS != want.HNS || s.HNSFixed != want.HNSFixed || s.HNSSync != want.HNSSync || !s.JSONLogs {
+		s.Create || s.HNS != want.HNS || s.HNSFixed != want.HNSFixed || s.HNSSync != want.HNSSync || s.HNSInterval != want.HNSInterval || !s.JSONLogs {
 		t.Errorf("got %+v\nwant %+v", s, want)
 	}
 	if s.CatchUp(s.Build) != 3*s.HNSSync {
@@ -67,6 +67,7 @@ func TestBadFlags(t *testing.T) {
 		{"--hns -1,2", "two whole numbers"},
 		{"--fail-rate 1.5", "--fail-rate must be between 0 and 1"},
 		{"--reboot-seconds -1", "--reboot-seconds: must be a number of seconds"},
+		{"--hns-interval 0s", "--hns-interval must be positive"},
 		{"--nodes -1", "--nodes must not be negative"},
 		{"--name-prefix Win_", "--name-prefix"},
 		{"--no-create --create-only", "do nothing"},
