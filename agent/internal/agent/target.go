@@ -27,7 +27,7 @@ type target struct {
 type targetWatcher struct {
 	store    cache.Store
 	informer cache.Controller
-	// changed holds at most one pending signal, like nodeWatcher's.
+	// changed: see signallingInformer.
 	changed chan struct{}
 }
 
@@ -44,28 +44,7 @@ func newTargetWatcher(client kubernetes.Interface, namespace string) *targetWatc
 		},
 	}, client) // a fake clientset cannot stream a list
 	w := &targetWatcher{changed: make(chan struct{}, 1)}
-	signal := func() {
-		select {
-		case w.changed <- struct{}{}:
-		default:
-		}
-	}
-	w.store, w.informer = cache.NewInformerWithOptions(cache.InformerOptions{
-		ListerWatcher: lw,
-		ObjectType:    &corev1.ConfigMap{},
-		Handler: cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(any) { signal() },
-			UpdateFunc: func(any, any) { signal() },
-			DeleteFunc: func(any) { signal() },
-		},
-		// Only what the agent reads: a ConfigMap's labels and data.
-		Transform: func(obj any) (any, error) {
-			if cm, ok := obj.(*corev1.ConfigMap); ok {
-				cm.ManagedFields = nil
-			}
-			return obj, nil
-		},
-	})
+	w.store, w.informer = signallingInformer(lw, &corev1.ConfigMap{}, w.changed)
 	return w
 }
 

@@ -21,8 +21,7 @@ type nodeWatcher struct {
 	name     string
 	store    cache.Store
 	informer cache.Controller
-	// changed holds at most one pending signal: the reader always takes the
-	// latest Node, so coalescing signals loses nothing.
+	// changed: see signallingInformer.
 	changed chan struct{}
 }
 
@@ -39,28 +38,7 @@ func newNodeWatcher(client kubernetes.Interface, name string) *nodeWatcher {
 		},
 	}, client) // a fake clientset cannot stream a list
 	w := &nodeWatcher{name: name, changed: make(chan struct{}, 1)}
-	signal := func() {
-		select {
-		case w.changed <- struct{}{}:
-		default:
-		}
-	}
-	w.store, w.informer = cache.NewInformerWithOptions(cache.InformerOptions{
-		ListerWatcher: lw,
-		ObjectType:    &corev1.Node{},
-		Handler: cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(any) { signal() },
-			UpdateFunc: func(any, any) { signal() },
-			DeleteFunc: func(any) { signal() },
-		},
-		// managedFields are most of a Node's size and the agent never reads them.
-		Transform: func(obj any) (any, error) {
-			if n, ok := obj.(*corev1.Node); ok {
-				n.ManagedFields = nil
-			}
-			return obj, nil
-		},
-	})
+	w.store, w.informer = signallingInformer(lw, &corev1.Node{}, w.changed)
 	return w
 }
 
