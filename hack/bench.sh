@@ -14,7 +14,8 @@
 # Other flags: --phases rollout,footprint  --rollout-sizes 100,1000  --footprint-sizes 1000,5000
 #              --services N  --endpoints N  --fraction 0.2 (footprint runs stop there)  --whole yes|no
 #              --keep (leave the last cluster up)  --no-build
-#              --phases churn: a pool at rest while a Service's endpoints change every second
+#              --phases churn: a pool at rest while a Service's endpoints change every second, its agents
+#              reading HNS every 15 s as real agents do
 #              (--churn-nodes 1000, --churn-seconds 600); not in the default phases
 # Environment: WINPOOL_CP_API_QPS (controller-manager/scheduler client QPS; unset = Kubernetes' defaults),
 #              WINPOOL_BENCH_BIN (measure this binary instead of building one), WINPOOL_BENCH_REV (what it was
@@ -39,7 +40,7 @@ while (($#)); do
     --runs | --phases | --rollout-sizes | --footprint-sizes | --services | --endpoints | --fraction | --whole | --churn-nodes | --churn-seconds)
       [[ $# -ge 2 ]] || die "$1 needs a value"
       pass+=("$1" "$2"); shift ;;
-    -h | --help) sed -n '2,24p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,27p' "$0"; exit 0 ;;
     *) die "unknown flag $1 (see $0 --help)" ;;
   esac
   shift

@@ -799,8 +799,10 @@ class Bench:
                          {"metadata": {"name": "churn"}, "spec": {"ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}})
         slices = f"/apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices"
 
+        # 1 to 7 endpoints: a period prime to the agents' read interval (15 s), so that each read sees another
+        # count (a period of 5 made every 15-second read see the same one).
         def endpoints(k):
-            return [{"addresses": [f"10.65.0.{i + 1}"], "conditions": {"ready": True}} for i in range(1 + k % 5)]
+            return [{"addresses": [f"10.65.0.{i + 1}"], "conditions": {"ready": True}} for i in range(1 + k % 7)]
 
         self.kube.create(slices, {
             "metadata": {"name": "churn-bench", "labels": {"kubernetes.io/service-name": "churn",
@@ -1032,6 +1034,8 @@ def main():
     if os.environ.get("WINPOOL_BENCH_OPERATOR_ENV"):
         b.results["config"]["operator_env"] = os.environ["WINPOOL_BENCH_OPERATOR_ENV"]
     started = time.time()
+    # The report states when the runs were made, not when it was rendered (--report-only re-renders later).
+    b.results["started_utc"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started))
     try:
         for phase in a.phases.split(","):
             t = time.time()
