@@ -12,8 +12,8 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetSpec, DaemonSetUpdateStrategy, RollingUpdateDaemonSet};
 use k8s_openapi::api::core::v1::{
-    Container, EnvVar, EnvVarSource, ObjectFieldSelector, PodSecurityContext, PodSpec, PodTemplateSpec, ResourceRequirements, Toleration,
-    WindowsSecurityContextOptions,
+    Container, EnvVar, EnvVarSource, LocalObjectReference, ObjectFieldSelector, PodSecurityContext, PodSpec, PodTemplateSpec,
+    ResourceRequirements, Toleration, WindowsSecurityContextOptions,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
@@ -42,6 +42,150 @@ pub struct AgentSettings {
     pub hns_interval: String,
     /// Update installs per revision before the agent reports Failed.
     pub max_attempts: u32,
+    /// What the cluster admin sets on the agent pods beyond winpool's own.
+    pub pod: AgentPodOptions,
+}
+
+/// What a cluster admin sets on every pool's agent pods (chart values
+/// `agent.*` → operator flags `--agent-*`): a private registry's pull secrets,
+/// a proxy or `KUBE_NETWORK` in the environment, resources, the API server's
+/// address, node selection and priority. They are part of the DaemonSet winpool
+/// compares against, so a hand edit of them is put back like any other.
+/// Tolerations are not among them: the agent already tolerates every taint.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AgentPodOptions {
+    /// Secrets in the agents' namespace.
+    pub image_pull_secrets: Vec<String>,
+    /// After winpool's own variables, none of which they may set (see [`parse_extra_env`]).
+    pub extra_env: Vec<EnvVar>,
+    /// Instead of winpool's defaults (see [`default_resources`]).
+    pub resources: Option<ResourceRequirements>,
+    /// `WINPOOL_API_SERVER`: the address agents use instead of the kubelet's
+    /// kubeconfig or the `kubernetes` Service.
+    pub api_server: Option<String>,
+    /// Beyond the pool's own selection (`kubernetes.io/os`, `winpool.dev/pool`).
+    pub node_selector: BTreeMap<String, String>,
+    /// Instead of `system-node-critical` (some clusters allow that class only in kube-system).
+    pub priority_class_name: Option<String>,
+}
+
+/// Environment variables winpool sets on the agent itself.
+const ENV_NODE_NAME: &str = "NODE_NAME";
+const ENV_POD_NAMESPACE: &str = "POD_NAMESPACE";
+const ENV_POOL: &str = "WINPOOL_POOL";
+const ENV_HNS_INTERVAL: &str = "WINPOOL_HNS_INTERVAL";
+const ENV_MAX_ATTEMPTS: &str = "WINPOOL_MAX_ATTEMPTS";
+const ENV_API_SERVER: &str = "WINPOOL_API_SERVER";
+const OWN_ENV: &[&str] = &[ENV_NODE_NAME, ENV_POD_NAMESPACE, ENV_POOL, ENV_HNS_INTERVAL, ENV_MAX_ATTEMPTS, ENV_API_SERVER];
+
+/// The agent's resources unless the cluster admin sets them: a small Go
+/// process that sleeps between HNS reads, with room for an install's output.
+pub fn default_resources() -> ResourceRequirements {
+    ResourceRequirements {
+        requests: Some([("cpu".to_string(), Quantity("50m".into())), ("memory".to_string(), Quantity("64Mi".into()))].into()),
+        limits: Some([("memory".to_string(), Quantity("256Mi".into()))].into()),
+        ..Default::default()
+    }
+}
+
+/// `--agent-extra-env`: a JSON list of EnvVar objects. Names winpool sets are
+/// refused (`WINPOOL_API_SERVER` has a flag of its own), and so are repeats.
+pub fn parse_extra_env(s: &str) -> Result<Vec<EnvVar>, String> {
+    let mut env: Vec<EnvVar> = parse_strict(s).map_err(|e| format!("not a JSON list of EnvVar objects ({e})"))?;
+    let mut seen = std::collections::BTreeSet::new();
+    for e in &mut env {
+        if e.name.is_empty() {
+            return Err("an environment variable has no name".into());
+        }
+        if e.name == ENV_API_SERVER {
+            return Err(format!("{ENV_API_SERVER} is winpool's own: set it with --agent-api-server (chart agent.apiServer)"));
+        }
+        if OWN_ENV.contains(&e.name.as_str()) {
+            return Err(format!("{} is winpool's own", e.name));
+        }
+        if !seen.insert(e.name.clone()) {
+            return Err(format!("{} is given twice", e.name));
+        }
+        // The API server fills in v1; saying it keeps the live DaemonSet equal
+        // to what winpool wants (no revert every round).
+        if let Some(f) = e.value_from.as_mut().and_then(|v| v.field_ref.as_mut()) {
+            f.api_version.get_or_insert_with(|| "v1".into());
+        }
+    }
+    Ok(env)
+}
+
+/// `--agent-resources`: a JSON ResourceRequirements whose quantities parse.
+pub fn parse_resources(s: &str) -> Result<ResourceRequirements, String> {
+    let mut given: serde_json::Value = serde_json::from_str(s).map_err(|e| format!("not a JSON ResourceRequirements object ({e})"))?;
+    // A values file's `cpu: 0.5` is a YAML number, and reaches here as one.
+    for kind in ["requests", "limits"] {
+        for q in given.get_mut(kind).and_then(|l| l.as_object_mut()).into_iter().flat_map(|l| l.values_mut()) {
+            if q.is_number() {
+                *q = q.to_string().into();
+            }
+        }
+    }
+    let r: ResourceRequirements = parse_strict(&given.to_string()).map_err(|e| format!("not a JSON ResourceRequirements object ({e})"))?;
+    for (kind, list) in [("requests", &r.requests), ("limits", &r.limits)] {
+        for (name, q) in list.iter().flatten() {
+            kube_quantity::ParsedQuantity::try_from(q.clone())
+                .map_err(|_| format!("{kind}.{name}: {:?} is not a Kubernetes quantity such as 100m or 128Mi", q.0))?;
+        }
+    }
+    Ok(r)
+}
+
+/// JSON into a Kubernetes type, refusing fields the type does not have (its
+/// deserializer drops them: a misspelt `valuFrom` would vanish unsaid).
+fn parse_strict<T: serde::de::DeserializeOwned + serde::Serialize>(s: &str) -> Result<T, String> {
+    let given: serde_json::Value = serde_json::from_str(s).map_err(|e| e.to_string())?;
+    let typed: T = serde_json::from_value(given.clone()).map_err(|e| e.to_string())?;
+    match unknown_field(&given, &serde_json::to_value(&typed).map_err(|e| e.to_string())?, "") {
+        Some(path) => Err(format!("unknown field {path}")),
+        None => Ok(typed),
+    }
+}
+
+/// The first path given that the typed value does not carry (empty values aside).
+fn unknown_field(given: &serde_json::Value, typed: &serde_json::Value, at: &str) -> Option<String> {
+    use serde_json::Value;
+    match (given, typed) {
+        (Value::Object(g), Value::Object(t)) => g.iter().find_map(|(k, gv)| match t.get(k) {
+            Some(tv) => unknown_field(gv, tv, &format!("{at}.{k}")),
+            None if is_empty(gv) => None,
+            None => Some(format!("{at}.{k}").trim_start_matches('.').to_string()),
+        }),
+        (Value::Array(g), Value::Array(t)) => {
+            g.iter().zip(t).enumerate().find_map(|(i, (gv, tv))| unknown_field(gv, tv, &format!("{at}[{i}]")))
+        }
+        _ => None,
+    }
+}
+
+/// `--agent-api-server`: `host:port` or an `https://` URL, as the agent takes it.
+pub fn parse_api_server(s: &str) -> Result<String, String> {
+    let host = s.strip_prefix("https://").unwrap_or(s);
+    if s.is_empty() || s.contains(char::is_whitespace) || host.is_empty() || host.contains("://") {
+        return Err(format!("{s:?} is not host:port or an https:// URL of the API server"));
+    }
+    Ok(s.to_string())
+}
+
+/// `--agent-node-selector`: `key=value` pairs; the pool's own keys are winpool's.
+pub fn parse_node_selector(s: &str) -> Result<BTreeMap<String, String>, String> {
+    let mut out = BTreeMap::new();
+    for pair in s.split(',').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').ok_or_else(|| format!("{pair:?} is not key=value"))?;
+        if k.is_empty() {
+            return Err(format!("{pair:?} has no key"));
+        }
+        if k == names::LABEL_OS || k == names::LABEL_POOL {
+            return Err(format!("{k} is set by winpool (the pool's nodes)"));
+        }
+        out.insert(k.to_string(), v.to_string());
+    }
+    Ok(out)
 }
 
 /// `winpool-<pool>`.
@@ -83,27 +227,29 @@ pub fn agent_daemonset(pool: &WindowsNodePool, namespace: &str, agent: &AgentSet
         [(LABEL_APP.to_string(), APP_AGENT.to_string()), (names::LABEL_POOL.to_string(), pool_name.clone())].into();
     let mut labels = selector_labels.clone();
     labels.insert(LABEL_MANAGED_BY.into(), "winpool".into());
-    let node_selector: BTreeMap<String, String> =
-        [(names::LABEL_OS.to_string(), "windows".to_string()), (names::LABEL_POOL.to_string(), pool_name.clone())].into();
+    let options = &agent.pod;
+    let mut node_selector = options.node_selector.clone();
+    node_selector.extend([(names::LABEL_OS.to_string(), "windows".to_string()), (names::LABEL_POOL.to_string(), pool_name.clone())]);
     let image = if pool.spec.agent.image.is_empty() { agent.image.clone() } else { pool.spec.agent.image.clone() };
-    let resources = ResourceRequirements {
-        requests: Some([("cpu".to_string(), Quantity("50m".into())), ("memory".to_string(), Quantity("64Mi".into()))].into()),
-        limits: Some([("memory".to_string(), Quantity("256Mi".into()))].into()),
-        ..Default::default()
-    };
+    let mut env_vars = vec![
+        env_field(ENV_NODE_NAME, "spec.nodeName"),
+        env_field(ENV_POD_NAMESPACE, "metadata.namespace"),
+        env(ENV_POOL, pool_name.clone()),
+        env(ENV_HNS_INTERVAL, agent.hns_interval.clone()),
+        env(ENV_MAX_ATTEMPTS, agent.max_attempts.to_string()),
+    ];
+    env_vars.extend(options.api_server.iter().map(|s| env(ENV_API_SERVER, s.clone())));
+    env_vars.extend(options.extra_env.iter().cloned());
     let container = Container {
         name: "agent".into(),
         image: Some(image),
-        env: Some(vec![
-            env_field("NODE_NAME", "spec.nodeName"),
-            env_field("POD_NAMESPACE", "metadata.namespace"),
-            env("WINPOOL_POOL", pool_name.clone()),
-            env("WINPOOL_HNS_INTERVAL", agent.hns_interval.clone()),
-            env("WINPOOL_MAX_ATTEMPTS", agent.max_attempts.to_string()),
-        ]),
-        resources: Some(resources),
+        env: Some(env_vars),
+        resources: Some(options.resources.clone().unwrap_or_else(default_resources)),
         ..Default::default()
     };
+    let pod = host_process_pod(node_selector, container);
+    let pull_secrets: Vec<LocalObjectReference> =
+        options.image_pull_secrets.iter().map(|name| LocalObjectReference { name: name.clone() }).collect();
     let ds = DaemonSet {
         metadata: ObjectMeta {
             name: Some(daemonset_name(&pool_name)),
@@ -126,7 +272,9 @@ pub fn agent_daemonset(pool: &WindowsNodePool, namespace: &str, agent: &AgentSet
                 spec: Some(PodSpec {
                     service_account_name: Some(AGENT_SERVICE_ACCOUNT.into()),
                     termination_grace_period_seconds: Some(30),
-                    ..host_process_pod(node_selector, container)
+                    image_pull_secrets: (!pull_secrets.is_empty()).then_some(pull_secrets),
+                    priority_class_name: options.priority_class_name.clone().or(pod.priority_class_name.clone()),
+                    ..pod
                 }),
             },
             ..Default::default()
@@ -196,7 +344,7 @@ pub fn drift(existing: Option<&DaemonSet>, wanted: &DaemonSet) -> AgentDrift {
     // nodeSelector key moves the agents off their nodes, an extra env var or
     // toleration changes what runs as SYSTEM.
     let exact = EXACT.iter().all(|p| live.pointer(p) == want.pointer(p));
-    if exact && contains(&live, &want) { AgentDrift::UpToDate } else { AgentDrift::HandEdited }
+    if exact && contains(&live, &want, false) { AgentDrift::UpToDate } else { AgentDrift::HandEdited }
 }
 
 /// Parts of (labels, spec) the API server never defaults, compared whole.
@@ -205,6 +353,8 @@ const EXACT: &[&str] = &[
     "/1/template/spec/nodeSelector",
     "/1/template/spec/tolerations",
     "/1/template/spec/serviceAccountName",
+    "/1/template/spec/imagePullSecrets",
+    "/1/template/spec/priorityClassName",
     "/1/template/spec/securityContext/windowsOptions",
     "/1/template/spec/containers/0/image",
     "/1/template/spec/containers/0/env",
@@ -212,16 +362,26 @@ const EXACT: &[&str] = &[
 
 /// Whether every field `wanted` sets has that value in `live`. The API server
 /// adds defaults (dnsPolicy, terminationMessagePath, ...) but never drops what
-/// was applied, so anything missing or different was changed by hand.
-fn contains(live: &serde_json::Value, wanted: &serde_json::Value) -> bool {
+/// was applied, so anything missing or different was changed by hand. Under
+/// `resources` it writes quantities its own way ("0.5" comes back "500m"), so
+/// there they are compared by value.
+fn contains(live: &serde_json::Value, wanted: &serde_json::Value, quantities: bool) -> bool {
     use serde_json::Value;
     match (live, wanted) {
         (_, Value::Null) => true,
-        (Value::Object(l), Value::Object(w)) => w.iter().all(|(k, wv)| l.get(k).map_or(is_empty(wv), |lv| contains(lv, wv))),
-        (Value::Array(l), Value::Array(w)) => l.len() == w.len() && l.iter().zip(w).all(|(a, b)| contains(a, b)),
+        (Value::Object(l), Value::Object(w)) => {
+            w.iter().all(|(k, wv)| l.get(k).map_or(is_empty(wv), |lv| contains(lv, wv, quantities || k == "resources")))
+        }
+        (Value::Array(l), Value::Array(w)) => l.len() == w.len() && l.iter().zip(w).all(|(a, b)| contains(a, b, quantities)),
         (Value::Null, w) => is_empty(w),
+        (Value::String(l), Value::String(w)) if quantities && l != w => same_quantity(l, w),
         _ => live == wanted,
     }
+}
+
+fn same_quantity(a: &str, b: &str) -> bool {
+    let parse = |s: &str| kube_quantity::ParsedQuantity::try_from(Quantity(s.to_string())).ok();
+    matches!((parse(a), parse(b)), (Some(x), Some(y)) if x == y)
 }
 
 fn is_empty(v: &serde_json::Value) -> bool {
@@ -272,7 +432,7 @@ mod tests {
     }
 
     fn settings() -> AgentSettings {
-        AgentSettings { image: "winpool/agent:dev".into(), hns_interval: "15s".into(), max_attempts: 3 }
+        AgentSettings { image: "winpool/agent:dev".into(), hns_interval: "15s".into(), max_attempts: 3, pod: AgentPodOptions::default() }
     }
 
     #[test]
@@ -350,6 +510,105 @@ mod tests {
             let ds: DaemonSet = serde_json::from_value(v).unwrap();
             assert_eq!(drift(Some(&ds), &wanted), AgentDrift::HandEdited, "{what}");
         }
+    }
+
+    fn admin_options() -> AgentPodOptions {
+        AgentPodOptions {
+            image_pull_secrets: vec!["regcred".into()],
+            extra_env: parse_extra_env(
+                r#"[{"name":"HTTPS_PROXY","value":"http://proxy:3128"},{"name":"HOST_IP","valueFrom":{"fieldRef":{"fieldPath":"status.hostIP"}}}]"#,
+            )
+            .unwrap(),
+            resources: Some(parse_resources(r#"{"requests":{"cpu":0.1,"memory":"128Mi"},"limits":{"memory":"0.5Gi"}}"#).unwrap()),
+            api_server: Some("https://10.1.2.3:6443".into()),
+            node_selector: parse_node_selector("agent.example.com/allowed=true").unwrap(),
+            priority_class_name: Some("winpool-agents".into()),
+        }
+    }
+
+    #[test]
+    fn what_the_admin_sets_reaches_the_agent_pods_after_winpools_own() {
+        let ds = agent_daemonset(&pool("w", ""), "ns", &AgentSettings { pod: admin_options(), ..settings() });
+        let pod = ds.spec.unwrap().template.spec.unwrap();
+        assert_eq!(pod.image_pull_secrets, Some(vec![LocalObjectReference { name: "regcred".into() }]));
+        assert_eq!(pod.priority_class_name.as_deref(), Some("winpool-agents"));
+        let sel = pod.node_selector.unwrap();
+        assert_eq!(
+            sel.into_iter().collect::<Vec<_>>(),
+            [("agent.example.com/allowed", "true"), ("kubernetes.io/os", "windows"), ("winpool.dev/pool", "w")]
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+        );
+        let c = &pod.containers[0];
+        let env: Vec<(&str, Option<&str>)> = c.env.iter().flatten().map(|e| (e.name.as_str(), e.value.as_deref())).collect();
+        assert_eq!(&env[..5].iter().map(|e| e.0).collect::<Vec<_>>(), OWN_ENV.split_last().unwrap().1, "winpool's own first");
+        assert_eq!(&env[5..7], &[("WINPOOL_API_SERVER", Some("https://10.1.2.3:6443")), ("HTTPS_PROXY", Some("http://proxy:3128"))]);
+        assert_eq!(env[7].0, "HOST_IP");
+        let requests = c.resources.as_ref().unwrap().requests.as_ref().unwrap();
+        assert_eq!(requests["cpu"].0, "0.1");
+
+        let plain = agent_daemonset(&pool("w", ""), "ns", &settings()).spec.unwrap().template.spec.unwrap();
+        assert_eq!(plain.image_pull_secrets, None);
+        assert_eq!(plain.priority_class_name.as_deref(), Some("system-node-critical"));
+        assert_eq!(plain.containers[0].resources, Some(default_resources()));
+    }
+
+    /// The API server writes quantities and field references its own way:
+    /// that is no edit. An edit of what the admin set is.
+    #[test]
+    fn the_admins_settings_are_compared_as_the_api_server_returns_them() {
+        let wanted = agent_daemonset(&pool("w", ""), "ns", &AgentSettings { pod: admin_options(), ..settings() });
+        let mut live = serde_json::to_value(&wanted).unwrap();
+        let container = &mut live["spec"]["template"]["spec"]["containers"][0];
+        container["resources"]["requests"]["cpu"] = "100m".into();
+        container["resources"]["limits"]["memory"] = "512Mi".into();
+        assert_eq!(container["env"][7]["valueFrom"]["fieldRef"]["apiVersion"], "v1", "filled in as the server would");
+        let served: DaemonSet = serde_json::from_value(live.clone()).unwrap();
+        assert_eq!(drift(Some(&served), &wanted), AgentDrift::UpToDate);
+
+        type Edit = fn(&mut serde_json::Value);
+        let edits: [(&str, Edit); 5] = [
+            ("a request changed", |v| v["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "1".into()),
+            ("the pull secret removed", |v| v["spec"]["template"]["spec"]["imagePullSecrets"] = serde_json::json!([])),
+            ("the priority class", |v| v["spec"]["template"]["spec"]["priorityClassName"] = "system-node-critical".into()),
+            ("the proxy", |v| v["spec"]["template"]["spec"]["containers"][0]["env"][6]["value"] = "http://other:3128".into()),
+            ("the admin's node label", |v| {
+                v["spec"]["template"]["spec"]["nodeSelector"].as_object_mut().unwrap().remove("agent.example.com/allowed");
+            }),
+        ];
+        for (what, edit) in edits {
+            let mut v = live.clone();
+            edit(&mut v);
+            let ds: DaemonSet = serde_json::from_value(v).unwrap();
+            assert_eq!(drift(Some(&ds), &wanted), AgentDrift::HandEdited, "{what}");
+        }
+        let mut added = serde_json::to_value(agent_daemonset(&pool("w", ""), "ns", &settings())).unwrap();
+        added["spec"]["template"]["spec"]["imagePullSecrets"] = serde_json::json!([{"name": "mine"}]);
+        let plain = agent_daemonset(&pool("w", ""), "ns", &settings());
+        assert_eq!(drift(Some(&serde_json::from_value(added).unwrap()), &plain), AgentDrift::HandEdited, "a pull secret added by hand");
+    }
+
+    #[test]
+    fn bad_agent_settings_are_refused_with_what_is_wrong() {
+        let refused = |r: Result<(), String>, says: &str| {
+            let e = r.expect_err(says);
+            assert!(e.contains(says), "{e:?} should say {says:?}");
+        };
+        refused(parse_extra_env(r#"[{"name":"NODE_NAME","value":"x"}]"#).map(drop), "NODE_NAME is winpool's own");
+        refused(parse_extra_env(r#"[{"name":"WINPOOL_API_SERVER","value":"x"}]"#).map(drop), "--agent-api-server");
+        refused(parse_extra_env(r#"[{"name":"A","value":"1"},{"name":"A","value":"2"}]"#).map(drop), "A is given twice");
+        refused(parse_extra_env(r#"{"HTTPS_PROXY":"x"}"#).map(drop), "not a JSON list of EnvVar");
+        refused(parse_resources(r#"{"requests":{"cpu":"lots"}}"#).map(drop), "requests.cpu: \"lots\" is not a Kubernetes quantity");
+        refused(parse_resources(r#"{"request":{"cpu":"1"}}"#).map(drop), "not a JSON ResourceRequirements object (unknown field request)");
+        refused(
+            parse_extra_env(r#"[{"name":"A","valuFrom":{"fieldRef":{"fieldPath":"spec.nodeName"}}}]"#).map(drop),
+            "unknown field [0].valuFrom",
+        );
+        refused(parse_api_server("http://10.0.0.1:6443").map(drop), "not host:port or an https:// URL");
+        refused(parse_api_server("").map(drop), "not host:port");
+        refused(parse_node_selector("kubernetes.io/os=linux").map(drop), "kubernetes.io/os is set by winpool");
+        refused(parse_node_selector("novalue").map(drop), "\"novalue\" is not key=value");
+        assert_eq!(parse_api_server("api.example.com:6443").as_deref(), Ok("api.example.com:6443"));
+        assert_eq!(parse_node_selector("").unwrap(), BTreeMap::new());
     }
 
     /// A DaemonSet exactly as the per-revision layout wrote it (env names and values).

@@ -9,7 +9,7 @@ use clap::{ArgAction, Parser, Subcommand, ValueEnum};
 use tracing::{error, info};
 
 use winpool::controller::{self, Settings};
-use winpool::daemonset::AgentSettings;
+use winpool::daemonset::{self, AgentPodOptions, AgentSettings};
 use winpool::lease::{self, LeaseSettings};
 use winpool::metrics::{self, Metrics};
 
@@ -66,6 +66,24 @@ struct RunArgs {
     /// Update installs per revision before an agent reports Failed (never a reboot loop).
     #[arg(long, default_value_t = 3)]
     agent_max_attempts: u32,
+    /// Secrets in the agents' namespace that pull the agent image (comma-separated names).
+    #[arg(long, value_delimiter = ',')]
+    agent_image_pull_secrets: Vec<String>,
+    /// More environment variables of the agents (proxy, KUBE_NETWORK), a JSON list of EnvVar objects.
+    #[arg(long, value_parser = |s: &str| daemonset::parse_extra_env(s).map(Json))]
+    agent_extra_env: Option<Json<Vec<k8s_openapi::api::core::v1::EnvVar>>>,
+    /// The agents' resources instead of winpool's defaults, a JSON ResourceRequirements object.
+    #[arg(long, value_parser = |s: &str| daemonset::parse_resources(s).map(Json))]
+    agent_resources: Option<Json<k8s_openapi::api::core::v1::ResourceRequirements>>,
+    /// The API server agents talk to (host:port or https:// URL) instead of the kubelet's or the kubernetes Service.
+    #[arg(long, value_parser = daemonset::parse_api_server)]
+    agent_api_server: Option<String>,
+    /// Node labels agents need beyond the pool's (key=value, comma-separated).
+    #[arg(long, value_parser = |s: &str| daemonset::parse_node_selector(s).map(Json))]
+    agent_node_selector: Option<Json<std::collections::BTreeMap<String, String>>>,
+    /// The agents' PriorityClass instead of system-node-critical.
+    #[arg(long)]
+    agent_priority_class_name: Option<String>,
     /// Reconcile only pools matching this label selector (sharding, canary operators, tests).
     #[arg(long)]
     pool_selector: Option<String>,
@@ -81,6 +99,10 @@ struct RunArgs {
     #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
     secret_namespace: String,
 }
+
+/// A flag's value parsed from JSON (clap would take a bare Vec or map as repeated flags).
+#[derive(Clone)]
+struct Json<T>(T);
 
 fn parse_interval(s: &str) -> Result<String, String> {
     match winpool::rollout::parse_duration(s) {
@@ -126,7 +148,19 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let admin = tokio::spawn(metrics::serve(args.metrics_addr, m.clone()));
     let settings = Settings {
         agent_namespace: args.agent_namespace,
-        agent: AgentSettings { image: args.agent_image, hns_interval: args.agent_hns_interval, max_attempts: args.agent_max_attempts },
+        agent: AgentSettings {
+            image: args.agent_image,
+            hns_interval: args.agent_hns_interval,
+            max_attempts: args.agent_max_attempts,
+            pod: AgentPodOptions {
+                image_pull_secrets: args.agent_image_pull_secrets.into_iter().filter(|s| !s.is_empty()).collect(),
+                extra_env: args.agent_extra_env.map(|j| j.0).unwrap_or_default(),
+                resources: args.agent_resources.map(|j| j.0),
+                api_server: args.agent_api_server,
+                node_selector: args.agent_node_selector.map(|j| j.0).unwrap_or_default(),
+                priority_class_name: args.agent_priority_class_name.filter(|s| !s.is_empty()),
+            },
+        },
         pool_selector: args.pool_selector,
         allowed_agent_images: args.allowed_agent_images.into_iter().filter(|s| !s.is_empty()).collect(),
         csi_proxy_repository: args.csi_proxy_repository,

@@ -16,6 +16,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use k8s_openapi::api::events::v1::Event;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use serde::Deserialize;
 use serde_json::json;
 use support::{TEST_LABEL, TestSpace, install_crd, pool_manifest, wait_for, wait_nodes_ready};
 use winpool::api::{WindowsNodePool, names};
@@ -433,6 +434,152 @@ async fn a_hand_edited_agent_daemonset_is_put_back_and_reported_and_the_rollout_
     try_apply_pool(&t, &body).await.unwrap();
     wait_converged(&t, &pool, 2).await;
     // Put back once: what the server defaults is not mistaken for an edit, round after round.
+    assert_reverted_once(&t, &pool).await;
+    final_invariants(&t, &pool).await;
+    delete_pool(&t, &pool).await;
+    t.cleanup().await;
+}
+
+/// What a cluster admin sets for the agents in the chart (`agent.*`) reaches the
+/// DaemonSet the operator writes, through the flags the chart renders; a hand
+/// edit of it is put back, and the API server's way of writing it back
+/// ("0.1" CPU comes back "100m") is not taken for one.
+#[tokio::test]
+async fn the_charts_agent_settings_reach_the_agent_daemonset_and_a_hand_edit_of_them_is_put_back() {
+    let client = support::client().await;
+    install_crd(&client).await;
+    let mut t = TestSpace::new("hostile-agent-settings").await;
+    t.start_sim(2, &["--apply-seconds=1", "--reboot-seconds=0"]);
+    wait_nodes_ready(&t, 2).await;
+    // The nodes the admin allows agents on (agent.nodeSelector below): without
+    // the label a node gets no agent pod, so no agent token, and is never updated.
+    let nodes: Api<Node> = Api::all(t.client.clone());
+    for n in t.nodes().await {
+        let label = json!({"metadata": {"labels": {"corp.example/agents": "allowed"}}});
+        nodes.patch(&n.name_any(), &PatchParams::default(), &Patch::Merge(label)).await.unwrap();
+    }
+    let sets: Vec<String> = [
+        "agent.imagePullSecrets[0].name=corp-registry",
+        "agent.extraEnv[0].name=HTTPS_PROXY",
+        "agent.extraEnv[0].value=http://proxy.corp.example:3128",
+        "agent.extraEnv[1].name=HOST_IP",
+        "agent.extraEnv[1].valueFrom.fieldRef.fieldPath=status.hostIP",
+        "agent.resources.requests.cpu=0.1",
+        "agent.resources.limits.memory=512Mi",
+        "agent.apiServer=https://api.corp.example:6443",
+        "agent.nodeSelector.corp\\.example/agents=allowed",
+        "agent.priorityClassName=system-cluster-critical",
+    ]
+    .map(String::from)
+    .into();
+    let rendered = support::chart::render_chart(&t, "agent-settings", &sets);
+    let flags = agent_flags(&rendered);
+    assert_eq!(flags.len(), 6, "one flag per setting: {flags:?}");
+    let pool = format!("{}-pool", t.id);
+    let rollout = json!({"maxUnavailable": 1, "nodeTimeout": "40s", "maxFailedNodes": 2, "paused": true});
+    try_apply_pool(&t, &pool_manifest(&t, &pool, PATCH, rollout)).await.unwrap();
+    t.start_operator(&flags.iter().map(String::as_str).collect::<Vec<_>>());
+
+    let ds_api: Api<DaemonSet> = Api::namespaced(t.client.clone(), &t.agent_namespace());
+    let ds =
+        wait_for("the agent DaemonSet", WAIT, || async { ds_api.list(&ListParams::default()).await.ok()?.items.into_iter().next() }).await;
+    let ds_name = ds.name_any();
+    let settings = AgentPodSettings::of(&ds);
+    assert_eq!(settings.pull_secrets, ["corp-registry"]);
+    assert_eq!(settings.priority_class.as_deref(), Some("system-cluster-critical"));
+    assert_eq!(settings.node_selector.get("corp.example/agents").map(String::as_str), Some("allowed"));
+    assert_eq!(settings.node_selector.get(names::LABEL_POOL), Some(&pool), "the pool's own selection stays");
+    assert_eq!(settings.env("HTTPS_PROXY").as_deref(), Some("http://proxy.corp.example:3128"));
+    assert_eq!(settings.env("WINPOOL_API_SERVER").as_deref(), Some("https://api.corp.example:6443"));
+    assert!(settings.env_names.contains(&"HOST_IP".to_string()), "{:?}", settings.env_names);
+    assert_eq!(settings.cpu_request.as_deref(), Some("100m"), "as the API server writes 0.1");
+    assert_eq!(settings.memory_limit.as_deref(), Some("512Mi"));
+
+    // Someone edits the agents by hand: another proxy, no pull secret, more CPU.
+    let edit = json!({"spec": {"template": {"spec": {
+        "imagePullSecrets": null,
+        "containers": [{"name": "agent", "resources": {"requests": {"cpu": "2"}},
+                        "env": [{"name": "HTTPS_PROXY", "value": "http://elsewhere:3128"}]}],
+    }}}});
+    let edited = ds_api.patch(&ds_name, &PatchParams::default(), &Patch::Strategic(edit)).await.unwrap();
+    let e = AgentPodSettings::of(&edited);
+    assert_eq!(
+        (e.pull_secrets.len(), e.env("HTTPS_PROXY").as_deref(), e.cpu_request.as_deref()),
+        (0, Some("http://elsewhere:3128"), Some("2"))
+    );
+
+    wait_for("the admin's agent settings put back", WAIT, || async {
+        let now = AgentPodSettings::of(&ds_api.get(&ds_name).await.ok()?);
+        (now == settings).then_some(())
+    })
+    .await;
+
+    // The rollout's rounds then meet the DaemonSet as the API server keeps it,
+    // and find nothing to put back.
+    let body = pool_manifest(&t, &pool, PATCH, json!({"maxUnavailable": 1, "nodeTimeout": "40s", "maxFailedNodes": 2}));
+    try_apply_pool(&t, &body).await.unwrap();
+    wait_converged(&t, &pool, 2).await;
+    assert_reverted_once(&t, &pool).await;
+    assert_eq!(AgentPodSettings::of(&ds_api.get(&ds_name).await.unwrap()), settings);
+    final_invariants(&t, &pool).await;
+    delete_pool(&t, &pool).await;
+    t.cleanup().await;
+}
+
+/// The `--agent-*` flags of the operator Deployment the chart renders (those
+/// about the agents' pods; the namespace and image are the test's).
+fn agent_flags(rendered: &str) -> Vec<String> {
+    let deployment = serde_yaml::Deserializer::from_str(rendered)
+        .filter_map(|doc| serde_yaml::Value::deserialize(doc).ok())
+        .find(|doc| doc["kind"].as_str() == Some("Deployment"))
+        .expect("the chart renders the operator Deployment");
+    deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_sequence()
+        .expect("args")
+        .iter()
+        .filter_map(|a| a.as_str())
+        .filter(|a| a.starts_with("--agent-") && !a.starts_with("--agent-namespace=") && !a.starts_with("--agent-image="))
+        .map(String::from)
+        .collect()
+}
+
+/// What an admin sets on the agent pods, read from a DaemonSet.
+#[derive(Debug, PartialEq)]
+struct AgentPodSettings {
+    pull_secrets: Vec<String>,
+    priority_class: Option<String>,
+    node_selector: BTreeMap<String, String>,
+    env_names: Vec<String>,
+    env_values: BTreeMap<String, String>,
+    cpu_request: Option<String>,
+    memory_limit: Option<String>,
+}
+
+impl AgentPodSettings {
+    fn of(ds: &DaemonSet) -> Self {
+        let pod = ds.spec.as_ref().and_then(|s| s.template.spec.clone()).unwrap_or_default();
+        let agent = pod.containers.into_iter().find(|c| c.name == "agent").unwrap_or_default();
+        let env = agent.env.unwrap_or_default();
+        let resources = agent.resources.unwrap_or_default();
+        AgentPodSettings {
+            pull_secrets: pod.image_pull_secrets.unwrap_or_default().into_iter().map(|r| r.name).collect(),
+            priority_class: pod.priority_class_name,
+            node_selector: pod.node_selector.unwrap_or_default(),
+            env_names: env.iter().map(|e| e.name.clone()).collect(),
+            env_values: env.iter().filter_map(|e| Some((e.name.clone(), e.value.clone()?))).collect(),
+            cpu_request: resources.requests.and_then(|r| r.get("cpu").map(|q| q.0.clone())),
+            memory_limit: resources.limits.and_then(|r| r.get("memory").map(|q| q.0.clone())),
+        }
+    }
+
+    fn env(&self, name: &str) -> Option<String> {
+        self.env_values.get(name).cloned()
+    }
+}
+
+/// One AgentDaemonSetReverted Event on the pool, not repeated (a revert every
+/// round would make it a series).
+async fn assert_reverted_once(t: &TestSpace, pool: &str) {
     let events: Api<Event> = Api::all(t.client.clone());
     let reverted: Vec<Event> = events
         .list(&ListParams::default())
@@ -441,14 +588,11 @@ async fn a_hand_edited_agent_daemonset_is_put_back_and_reported_and_the_rollout_
         .items
         .into_iter()
         .filter(|e| {
-            e.reason.as_deref() == Some("AgentDaemonSetReverted") && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(&pool)
+            e.reason.as_deref() == Some("AgentDaemonSetReverted") && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(pool)
         })
         .collect();
     assert_eq!(reverted.len(), 1, "one Event");
     assert!(reverted[0].series.is_none(), "reverted once, not every round: {:?}", reverted[0].series);
-    final_invariants(&t, &pool).await;
-    delete_pool(&t, &pool).await;
-    t.cleanup().await;
 }
 
 fn selector_of(ds: &DaemonSet) -> BTreeMap<String, String> {

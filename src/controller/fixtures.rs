@@ -302,7 +302,12 @@ impl Fixture {
         let (pool_store, pools) = reflector::store();
         let settings = Settings {
             agent_namespace: "winpool-agents".into(),
-            agent: AgentSettings { image: "ghcr.io/winpool/agent:test".into(), hns_interval: "15s".into(), max_attempts: 3 },
+            agent: AgentSettings {
+                image: "ghcr.io/winpool/agent:test".into(),
+                hns_interval: "15s".into(),
+                max_attempts: 3,
+                pod: Default::default(),
+            },
             pool_selector: None,
             allowed_agent_images: Vec::new(),
             csi_proxy_repository: crate::csi_proxy::DEFAULT_REPOSITORY.into(),

@@ -250,7 +250,12 @@ mod tests {
     fn settings() -> Settings {
         Settings {
             agent_namespace: "winpool-agents".into(),
-            agent: AgentSettings { image: "winpool/agent:dev".into(), hns_interval: "15s".into(), max_attempts: 3 },
+            agent: AgentSettings {
+                image: "winpool/agent:dev".into(),
+                hns_interval: "15s".into(),
+                max_attempts: 3,
+                pod: Default::default(),
+            },
             pool_selector: None,
             allowed_agent_images: Vec::new(),
             csi_proxy_repository: crate::csi_proxy::DEFAULT_REPOSITORY.into(),
