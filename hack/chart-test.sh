@@ -239,6 +239,32 @@ extras_render() {
   return "$rc"
 }
 check "extraArgs, extraEnv and commonLabels reach the Deployment" extras_render
+# A CA bundle mounted for https gates (docs/OPERATIONS.md), and the
+# Deployment's own annotations and strategy; the API server takes them.
+mounts_render() {
+  local sets=(--set 'extraVolumes[0].name=corp-ca' --set 'extraVolumes[0].configMap.name=corp-ca'
+    --set 'extraVolumeMounts[0].name=corp-ca' --set 'extraVolumeMounts[0].mountPath=/etc/corp-ca' --set 'extraVolumeMounts[0].readOnly=true'
+    --set 'extraEnv[0].name=SSL_CERT_FILE' --set 'extraEnv[0].value=/etc/corp-ca/ca.crt'
+    --set-string 'deploymentAnnotations.reloader\.stakater\.com/auto=true' --set strategy.type=Recreate)
+  template --show-only templates/deployment.yaml "${sets[@]}" >"$WORK/mounts.yaml" || return 1
+  python3 - "$WORK/mounts.yaml" <<'PY' || return 1
+import sys, yaml
+d = yaml.safe_load(open(sys.argv[1]))
+pod = d["spec"]["template"]["spec"]
+c = pod["containers"][0]
+want = [
+    (d["metadata"].get("annotations"), {"reloader.stakater.com/auto": "true"}),
+    (d["spec"].get("strategy"), {"type": "Recreate"}),
+    (pod.get("volumes"), [{"name": "corp-ca", "configMap": {"name": "corp-ca"}}]),
+    (c.get("volumeMounts"), [{"name": "corp-ca", "mountPath": "/etc/corp-ca", "readOnly": True}]),
+]
+bad = [f"{got!r} != {exp!r}" for got, exp in want if got != exp]
+print("\n".join(bad))
+sys.exit(1 if bad else 0)
+PY
+  kubectl_ apply --dry-run=server -n "$NS" -f "$WORK/mounts.yaml"
+}
+check "extraVolumes, extraVolumeMounts, deploymentAnnotations and strategy reach the Deployment" mounts_render
 json_valid() {
   if command -v jq >/dev/null; then jq empty "$1"; else python3 -m json.tool "$1" >/dev/null; fi
 }

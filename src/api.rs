@@ -1030,4 +1030,6 @@ pub mod conditions {
     pub const PAUSED: &str = "Paused";
     /// Membership problems the controller found (a node in two pools, a node of another OS version).
     pub const NODES_CONFLICT: &str = "NodeConflicts";
+    /// Members a cloud provider may reimage or replace, undoing in-place patches (`provider`).
+    pub const PROVIDER_MANAGED: &str = "ProviderManaged";
 }

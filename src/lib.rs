@@ -20,6 +20,7 @@ pub mod metrics;
 pub mod node_record;
 pub mod observe;
 pub mod plugin;
+pub mod provider;
 pub mod report;
 pub mod revision;
 pub mod rollout;

@@ -12,6 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::core::{Expression, Selector};
 
 use crate::api::{OsVersion, names};
+use crate::provider::ManagedNodes;
 use crate::status::Conflicts;
 use crate::versions::WindowsBuild;
 
@@ -62,6 +63,8 @@ fn holds(e: &Expression, labels: &(impl LabelLookup + ?Sized)) -> bool {
 pub struct Membership {
     pub members: Vec<String>,
     pub conflicts: Conflicts,
+    /// Members whose provider may reimage them.
+    pub managed: ManagedNodes,
 }
 
 /// Members of `pool` among `nodes` (name, labels), given every pool's selector.
@@ -88,6 +91,7 @@ pub fn members_of<'a, L: LabelLookup + ?Sized + 'a>(
                 continue;
             }
         }
+        out.managed.count(labels);
         out.members.push(name.to_string());
     }
     out.members.sort();

@@ -9,6 +9,8 @@ use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use crate::api::{HnsStatus, WindowsNodePoolSpec, WindowsNodePoolStatus, conditions};
+use crate::membership::Membership;
+use crate::provider::ManagedNodes;
 use crate::rollout::preflight::PreflightHeld;
 use crate::rollout::{Hold, NodeState, Plan};
 
@@ -89,7 +91,7 @@ fn node_list(names: impl Iterator<Item = String>) -> String {
 pub fn build_status(
     spec: &WindowsNodePoolSpec,
     plan: &Plan,
-    conflicts: &Conflicts,
+    membership: &Membership,
     hns: Option<(HnsStatus, Condition)>,
     previous: Option<&WindowsNodePoolStatus>,
     generation: Option<i64>,
@@ -100,7 +102,8 @@ pub fn build_status(
         progressing_condition(plan),
         degraded_condition(spec, plan),
         paused_condition(plan),
-        conflict_condition(spec, conflicts),
+        conflict_condition(spec, &membership.conflicts),
+        managed_condition(&membership.managed, membership.members.len()),
     ];
     // HNS capacity is judged only when the round could see the cluster's load;
     // otherwise the last judgement stands.
@@ -320,6 +323,13 @@ fn paused_condition(plan: &Plan) -> Condition {
     }
 }
 
+/// Stated once, as a condition that stands while it is true, not an Event
+/// every round: the provider's own upgrades are not winpool's to stop.
+fn managed_condition(managed: &ManagedNodes, members: usize) -> Condition {
+    let message = if managed.is_empty() { "no node's image is managed by its provider".into() } else { managed.message(members) };
+    cond(conditions::PROVIDER_MANAGED, !managed.is_empty(), managed.reason(), message)
+}
+
 fn conflict_condition(spec: &WindowsNodePoolSpec, conflicts: &Conflicts) -> Condition {
     if conflicts.is_empty() {
         cond(conditions::NODES_CONFLICT, false, "NoConflicts", "every selected node belongs to this pool alone".into())
@@ -440,19 +450,22 @@ mod tests {
         serde_yaml::from_str(&format!("nodeSelector: {{}}\nos: {{version: ltsc2022, patchLevel: 10.0.20348.2762}}\n{extra}")).unwrap()
     }
 
+    fn plan_for(spec: &WindowsNodePoolSpec, nodes: &[NodeView], now: Timestamp) -> Plan {
+        let existing = BTreeSet::new();
+        decide(
+            &PoolInput { name: "p", spec, existing_revisions: &existing, target_marked_at: None, gates: &[], average_node_update: None },
+            &cleared(spec, nodes),
+            now,
+        )
+    }
+
     fn status_for(
         spec: &WindowsNodePoolSpec,
         nodes: &[NodeView],
         prev: Option<&WindowsNodePoolStatus>,
         now: Timestamp,
     ) -> WindowsNodePoolStatus {
-        let existing = BTreeSet::new();
-        let plan = decide(
-            &PoolInput { name: "p", spec, existing_revisions: &existing, target_marked_at: None, gates: &[], average_node_update: None },
-            &cleared(spec, nodes),
-            now,
-        );
-        build_status(spec, &plan, &Conflicts::default(), None, prev, Some(3), now)
+        build_status(spec, &plan_for(spec, nodes, now), &Membership::default(), None, prev, Some(3), now)
     }
 
     fn get<'a>(s: &'a WindowsNodePoolStatus, t: &str) -> &'a Condition {
@@ -493,7 +506,7 @@ mod tests {
                 &cleared(&spec, &[node("a"), node("b")]),
                 now,
             );
-            let s = build_status(&spec, &plan, &Conflicts::default(), None, None, Some(3), now);
+            let s = build_status(&spec, &plan, &Membership::default(), None, None, Some(3), now);
             let c = get(&s, conditions::PROGRESSING);
             assert_eq!((c.status.as_str(), c.reason.as_str(), c.message.as_str()), ("False", "HealthGateClosed", want));
             assert_eq!(get(&s, conditions::PAUSED).status, "False", "a closed gate is no pause: it opens by itself");
@@ -784,6 +797,26 @@ mod tests {
     }
 
     #[test]
+    fn a_pool_of_provider_managed_nodes_says_so_in_one_condition() {
+        let now: Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();
+        let spec = spec("rollout: {maxUnavailable: 1}");
+        let plan = plan_for(&spec, &[node("a"), node("b")], now);
+        let mut membership = Membership { members: vec!["a".into(), "b".into()], ..Default::default() };
+        membership.managed.count(&std::collections::BTreeMap::from([(
+            "kubernetes.azure.com/node-image-version".to_string(),
+            "AKSWindows-2022".to_string(),
+        )]));
+        let s = build_status(&spec, &plan, &membership, None, None, Some(3), now);
+        let c = get(&s, conditions::PROVIDER_MANAGED);
+        assert_eq!((c.status.as_str(), c.reason.as_str()), ("True", "AKSNodeImage"));
+        assert!(c.message.starts_with("1 of 2 nodes are AKS nodes"), "{}", c.message);
+        let again = build_status(&spec, &plan, &membership, None, Some(&s), Some(3), now + jiff::SignedDuration::from_mins(5));
+        assert_eq!(get(&again, conditions::PROVIDER_MANAGED).last_transition_time, c.last_transition_time, "stated once");
+        let none = build_status(&spec, &plan, &Membership::default(), None, None, Some(3), now);
+        assert_eq!(get(&none, conditions::PROVIDER_MANAGED).status, "False");
+    }
+
+    #[test]
     fn nodes_held_by_preflight_say_whether_the_rollout_waits_or_is_blocked() {
         use crate::rollout::{Preflight, PreflightVerdict};
         let now: Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();
@@ -812,7 +845,7 @@ mod tests {
             average_node_update: None,
         };
         let plan = decide(&input, &[blocked("a"), node("b")], now);
-        let s = build_status(&spec, &plan, &Conflicts::default(), None, None, Some(3), now);
+        let s = build_status(&spec, &plan, &Membership::default(), None, None, Some(3), now);
         let c = get(&s, conditions::PROGRESSING);
         assert_eq!((c.status.as_str(), c.reason.as_str()), ("True", "AwaitingPreflight"), "b's agent has yet to answer: {}", c.message);
     }

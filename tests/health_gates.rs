@@ -241,18 +241,94 @@ async fn an_https_gate_trusts_the_authority_in_its_secret() {
     let mut trusting = alerts;
     trusting["tls"] = json!({"caSecretName": "prometheus-ca"});
     apply_rollout(&t, &pool, gate(trusting)).await;
-    let (_, msg) = wait_progressing(&t, &pool, "the alert, read over https, to hold the rollout", |reason, msg| {
+    held_over_https_until_the_alert_clears(&t, &pool, &prom, &gauge).await;
+    drop(prom);
+    t.cleanup().await;
+}
+
+/// The gate reads the firing alert over https and holds both nodes; once the
+/// alert clears, the rollout completes.
+async fn held_over_https_until_the_alert_clears(t: &TestSpace, pool: &str, prom: &Prometheus, gauge: &Gauge) {
+    let (_, msg) = wait_progressing(t, pool, "the alert, read over https, to hold the rollout", |reason, msg| {
         reason == "HealthGateClosed" && msg.contains("alert firing")
     })
     .await;
     assert_eq!(msg, format!("gate \"no-test-alerts\": 1 alert firing: {ALERT}; 2 nodes pending"));
-    assert!(starts(&t).is_empty(), "no node started while the gate was closed: {:?}", starts(&t));
-
+    assert!(starts(t).is_empty(), "no node started while the gate was closed: {:?}", starts(t));
     gauge.set(0.0);
-    wait_for("the test alert to clear", WAIT, || async { (!firing().await).then_some(()) }).await;
-    wait_complete(&t, &pool, 2).await;
+    wait_for("the test alert to clear", WAIT, || async {
+        (!prom.alerts(ALERT).await.iter().any(|a| a["state"] == "firing")).then_some(())
+    })
+    .await;
+    wait_complete(t, pool, 2).await;
+}
+
+/// The other way to trust a private authority (docs/OPERATIONS.md): a CA
+/// bundle the chart mounts (`extraVolumes`, `extraVolumeMounts`) and names in
+/// `SSL_CERT_FILE` (`extraEnv`). A gate without `tls` then reads its
+/// Prometheus over https, and holds the rollout while the alert fires.
+#[tokio::test]
+async fn an_https_gate_trusts_a_ca_bundle_the_chart_mounts_at_ssl_cert_file() {
+    let client = support::client().await;
+    install_crd(&client).await;
+    let mut t = TestSpace::new("gates-ca-mount").await;
+    let (gauge, rules) = blocking_gauge().await;
+    let pki = TestPki::new();
+    let prom = Prometheus::start_with_tls(&t, &rules, &[("gate", gauge.port)], &pki).await;
+    let firing = || async { prom.alerts(ALERT).await.iter().any(|a| a["state"] == "firing") };
+    wait_for("the test alert to fire", WAIT, || async { firing().await.then_some(()) }).await;
+
+    // The values docs/OPERATIONS.md gives, rendered; the test's directory stands
+    // in for the volume the kubelet would mount.
+    let sets = [
+        "extraVolumes[0].name=corp-ca",
+        "extraVolumes[0].configMap.name=corp-ca",
+        "extraVolumeMounts[0].name=corp-ca",
+        "extraVolumeMounts[0].mountPath=/etc/corp-ca",
+        "extraEnv[0].name=SSL_CERT_FILE",
+        "extraEnv[0].value=/etc/corp-ca/ca.crt",
+    ]
+    .map(String::from);
+    let (mount_path, cert_file) = ca_bundle_mount(&support::chart::render_chart(&t, "gates-ca-mount", &sets));
+    let mount = std::env::temp_dir().join(format!("{}-corp-ca", t.id));
+    let in_mount = cert_file.strip_prefix(&mount_path).expect("SSL_CERT_FILE is in the mounted volume").trim_start_matches('/');
+    std::fs::create_dir_all(&mount).unwrap();
+    std::fs::write(mount.join(in_mount), &pki.ca_pem).unwrap();
+
+    t.start_sim(2, &["--apply-seconds=1", "--reboot-seconds=0.5"]);
+    wait_nodes_ready(&t, 2).await;
+    let pool = format!("{}-pool", t.id);
+    let url = format!("https://127.0.0.1:{}", prom.port);
+    let rollout = json!({"maxUnavailable": 2, "healthGateInterval": "1s", "healthGates": [{"name": "no-test-alerts",
+        "prometheus": {"url": url, "alerts": {"name": "WinpoolTest.*"}, "timeout": "2s"}}]});
+    apply_rollout(&t, &pool, rollout).await;
+    let env = [("SSL_CERT_FILE".to_string(), mount.join(in_mount).display().to_string())];
+    t.start_operator_with_env("operator", &[], &support::kubeconfig(), &env);
+    held_over_https_until_the_alert_clears(&t, &pool, &prom, &gauge).await;
     drop(prom);
+    std::fs::remove_dir_all(&mount).ok();
     t.cleanup().await;
+}
+
+/// The operator container's mount of the `corp-ca` volume and its `SSL_CERT_FILE`.
+fn ca_bundle_mount(rendered: &str) -> (String, String) {
+    use serde::Deserialize;
+    let deployment = serde_yaml::Deserializer::from_str(rendered)
+        .filter_map(|doc| serde_yaml::Value::deserialize(doc).ok())
+        .find(|doc| doc["kind"].as_str() == Some("Deployment"))
+        .expect("the chart renders the operator Deployment");
+    let pod = &deployment["spec"]["template"]["spec"];
+    let volumes = pod["volumes"].as_sequence().expect("the chart renders extraVolumes");
+    assert!(volumes.iter().any(|v| v["name"].as_str() == Some("corp-ca") && v["configMap"]["name"].as_str() == Some("corp-ca")));
+    let container = &pod["containers"][0];
+    let mount = container["volumeMounts"]
+        .as_sequence()
+        .expect("the chart renders extraVolumeMounts")
+        .iter()
+        .find(|m| m["name"].as_str() == Some("corp-ca"));
+    let env = container["env"].as_sequence().expect("env").iter().find(|e| e["name"].as_str() == Some("SSL_CERT_FILE"));
+    let text = |v: Option<&serde_yaml::Value>, key: &str| v.and_then(|v| v[key].as_str()).map(String::from).expect(key);
+    (text(mount, "mountPath"), text(env, "value"))
 }
 
 #[tokio::test]

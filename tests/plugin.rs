@@ -12,10 +12,10 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
-use kube::api::Api;
+use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 use support::{TestSpace, apply_pool, audit, install_crd, pool_manifest, wait_for, wait_nodes_ready};
-use winpool::api::{WindowsNodePool, names};
+use winpool::api::{WindowsNodePool, conditions, names};
 use winpool::plugin::report::{PlanReport, StatusReport};
 
 const WAIT: Duration = Duration::from_secs(180);
@@ -131,6 +131,13 @@ async fn the_plugin_pauses_resumes_plans_the_operators_first_wave_reports_states
     // Long enough an apply that a pause lands while the first wave is still in flight.
     t.start_sim(4, &["--apply-seconds=4", "--reboot-seconds=0.5", &format!("--fail-nodes={bad}")]);
     wait_nodes_ready(&t, 4).await;
+    // Two of them come from an AKS node pool, whose node image upgrades would undo the patches.
+    let nodes: Api<Node> = Api::all(t.client.clone());
+    for i in 0..2 {
+        let aks =
+            json!({"metadata": {"labels": {"kubernetes.azure.com/node-image-version": "AKSWindows-2022-containerd-20348.2700.241009"}}});
+        nodes.patch(&node(i), &PatchParams::default(), &Patch::Merge(aks)).await.unwrap();
+    }
     let pool = format!("{}-pool", t.id);
     apply_pool(&t, &pool_manifest(&t, &pool, "10.0.20348.2762", json!({"maxUnavailable": 2, "maxFailedNodes": 3}))).await;
     let pools: Api<WindowsNodePool> = Api::all(t.client.clone());
@@ -156,6 +163,16 @@ async fn the_plugin_pauses_resumes_plans_the_operators_first_wave_reports_states
     assert!(s.nodes.iter().all(|n| n.state == "Pending" && n.patch.as_deref() == Some("20348.2700")), "{:?}", s.nodes);
     let table = ok(&["status", &pool]);
     assert!(table.contains("NODE   ") && table.lines().filter(|l| l.starts_with(&t.node_prefix())).count() == 4, "{table}");
+    // The AKS nodes are named once: a condition on the pool, and a line of `status`.
+    let managed = p.status.as_ref().unwrap().conditions.iter().find(|c| c.type_ == conditions::PROVIDER_MANAGED).cloned().unwrap();
+    assert_eq!((managed.status.as_str(), managed.reason.as_str()), ("True", "AKSNodeImage"));
+    assert!(
+        managed.message.starts_with("2 of 4 nodes are AKS nodes") && managed.message.contains("nodeOSUpgradeChannel"),
+        "{}",
+        managed.message
+    );
+    assert_eq!(s.provider_managed.as_deref(), Some(managed.message.as_str()));
+    assert!(table.contains(&format!("Managed:      {}", managed.message)), "{table}");
 
     let first = plan(&pool);
     assert_eq!(first.hold.as_deref(), Some("rollout.paused is true"));

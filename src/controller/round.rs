@@ -128,7 +128,7 @@ pub(super) fn decide_round(pool: &WindowsNodePool, settings: &Settings, seen: &O
     };
     let plan = decide(&input, &seen.views, now);
     let capacity = hns::capacity(seen.hns_totals, &seen.hns_limits, spec.hns.warn_percent, seen.hns_over_limit.clone());
-    let status = build_status(spec, &plan, &seen.membership.conflicts, Some(capacity), pool.status.as_ref(), pool.metadata.generation, now);
+    let status = build_status(spec, &plan, &seen.membership, Some(capacity), pool.status.as_ref(), pool.metadata.generation, now);
     let transitions = transition_events(pool.status.as_ref(), &status);
     Round {
         releases: seen.releases.clone(),

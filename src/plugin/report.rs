@@ -44,6 +44,9 @@ pub struct StatusReport {
     /// Nodes the pool selects but leaves alone (selected by two pools, another Windows release).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conflicts: Option<String>,
+    /// Members whose provider may reimage them, undoing in-place patches (condition ProviderManaged).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_managed: Option<String>,
     /// The operator's estimate of when the rollout is done (status.estimatedCompletionTime).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub estimated_completion: Option<String>,
@@ -165,6 +168,8 @@ pub struct Members {
     /// The same nodes, in the order of `views`.
     pub nodes: Vec<Node>,
     pub conflicts: Option<String>,
+    /// As the operator's ProviderManaged condition says it.
+    pub provider_managed: Option<String>,
 }
 
 /// The members of `pool` among `nodes`, judged against every pool (a node two
@@ -180,7 +185,8 @@ pub fn members(pool: &WindowsNodePool, pools: &[WindowsNodePool], nodes: &[Node]
     let mut picked: Vec<Node> = nodes.iter().filter(|n| wanted.contains(n.name_any().as_str())).cloned().collect();
     picked.sort_by_key(|n| n.name_any());
     let conflicts = (!m.conflicts.is_empty()).then(|| m.conflicts.message(pool.spec.os.version.as_str()));
-    Members { views: picked.iter().map(|n| view(n, report_of(n, reports))).collect(), nodes: picked, conflicts }
+    let provider_managed = (!m.managed.is_empty()).then(|| m.managed.message(m.members.len()));
+    Members { views: picked.iter().map(|n| view(n, report_of(n, reports))).collect(), nodes: picked, conflicts, provider_managed }
 }
 
 /// A node's view with the HNS readiness the operator last judged (its
@@ -263,6 +269,7 @@ pub fn status_report(pool: &WindowsNodePool, m: &Members) -> StatusReport {
         paused: pool.spec.rollout.paused,
         progressing,
         conflicts: m.conflicts.clone(),
+        provider_managed: m.provider_managed.clone(),
         estimated_completion: status.estimated_completion_time.as_ref().map(|t| t.0.to_string()),
         next_window: status
             .next_window_start
@@ -395,7 +402,7 @@ mod tests {
 
     fn members_of_views(views: Vec<NodeView>) -> Members {
         let nodes = views.iter().map(|_| Node::default()).collect();
-        Members { views, nodes, conflicts: None }
+        Members { views, nodes, conflicts: None, provider_managed: None }
     }
 
     fn first_wave_of_decide(p: &WindowsNodePool, views: &[NodeView]) -> Vec<String> {
@@ -544,6 +551,23 @@ mod tests {
             }}
         }))
         .unwrap()
+    }
+
+    /// An AKS node pool's nodes: the status says, once, that AKS may reimage them.
+    #[test]
+    fn status_says_when_the_provider_manages_the_nodes_image() {
+        let a = pool("a", SPEC);
+        let win = [("kubernetes.io/os", "windows"), ("pool", "a")];
+        let aks = ("kubernetes.azure.com/node-image-version", "AKSWindows-2022-containerd-20348.2762.241009");
+        let nodes = vec![node("aks-0", &[win[0], win[1], aks], &[], "", None), node("own-0", &win, &[], "", None)];
+        let r = status_report(&a, &members(&a, std::slice::from_ref(&a), &nodes, &[]));
+        let notice = r.provider_managed.clone().expect("a notice");
+        assert!(notice.starts_with("1 of 2 nodes are AKS nodes (kubernetes.azure.com/node-image-version)"), "{notice}");
+        assert!(notice.contains("nodeOSUpgradeChannel to None or Unmanaged") && notice.ends_with("see docs/clusters.md"), "{notice}");
+        let text = crate::plugin::table::status(&r, Timestamp::UNIX_EPOCH);
+        assert!(text.contains(&format!("\nManaged:      {notice}\n")), "{text}");
+        let plain = status_report(&a, &members(&a, std::slice::from_ref(&a), &nodes[1..], &[]));
+        assert_eq!(plain.provider_managed, None);
     }
 
     #[test]

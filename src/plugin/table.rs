@@ -57,6 +57,9 @@ pub fn status(r: &StatusReport, now: Timestamp) -> String {
     if let Some(c) = &r.conflicts {
         out.push_str(&format!("Left alone:   {c}\n"));
     }
+    if let Some(m) = &r.provider_managed {
+        out.push_str(&format!("Managed:      {m}\n"));
+    }
     if let Some((opens, closes)) = &r.next_window {
         out.push_str(&format!("Window:       {opens} to {closes}\n"));
     }
@@ -174,6 +177,7 @@ mod tests {
                 message: "rollout.paused is true; 0 nodes pending".into(),
             }),
             conflicts: None,
+            provider_managed: None,
             estimated_completion: Some("2026-12-01T13:00:00Z".into()),
             next_window: Some(("2026-12-05T02:00:00Z".into(), "2026-12-05T06:00:00Z".into())),
             drain_blocked: vec![("win-3".into(), "shop/checkout".into())],
@@ -225,6 +229,7 @@ win-10   Failed    150m    <none>     20348.2700   Unknown   ApplyFailed: servic
             counts: NodeCounts::default(),
             progressing: None,
             conflicts: None,
+            provider_managed: None,
             estimated_completion: None,
             next_window: None,
             drain_blocked: vec![],

@@ -177,10 +177,10 @@ impl TestSpace {
     }
 
     pub fn spawn_with_kubeconfig(&mut self, what: &str, args: &[String], kubeconfig: &Path) {
-        self.spawn_program(what, Path::new(env!("CARGO_BIN_EXE_winpool")), args, kubeconfig);
+        self.spawn_program(what, Path::new(env!("CARGO_BIN_EXE_winpool")), args, kubeconfig, &[]);
     }
 
-    fn spawn_program(&mut self, what: &str, program: &Path, args: &[String], kubeconfig: &Path) {
+    fn spawn_program(&mut self, what: &str, program: &Path, args: &[String], kubeconfig: &Path, env: &[(String, String)]) {
         let log_path = self.log_path(what);
         std::fs::create_dir_all(log_path.parent().expect("log dir")).ok();
         let log = std::fs::File::create(&log_path).expect("log file");
@@ -188,6 +188,7 @@ impl TestSpace {
             .args(args)
             .env("KUBECONFIG", kubeconfig)
             .env("RUST_LOG", std::env::var("WINPOOL_TEST_LOG").unwrap_or_else(|_| "info,kube=warn".into()))
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdout(log.try_clone().expect("log fd"))
             .stderr(log)
             .spawn()
@@ -207,6 +208,11 @@ impl TestSpace {
 
     /// The operator with another identity's kubeconfig (e.g. the chart's ServiceAccount).
     pub fn start_operator_as(&mut self, what: &str, extra: &[&str], kubeconfig: &Path) -> u16 {
+        self.start_operator_with_env(what, extra, kubeconfig, &[])
+    }
+
+    /// The operator with environment variables of its own (as the chart's `extraEnv` sets them).
+    pub fn start_operator_with_env(&mut self, what: &str, extra: &[&str], kubeconfig: &Path, env: &[(String, String)]) -> u16 {
         let port = free_port();
         let mut args: Vec<String> = vec![
             "run".into(),
@@ -218,7 +224,7 @@ impl TestSpace {
             args.push("--leader-elect=false".into());
         }
         args.extend(extra.iter().map(|s| s.to_string()));
-        self.spawn_with_kubeconfig(what, &args, kubeconfig);
+        self.spawn_program(what, Path::new(env!("CARGO_BIN_EXE_winpool")), &args, kubeconfig, env);
         port
     }
 
@@ -385,7 +391,7 @@ impl TestSpace {
             format!("--agent-namespace={}", self.agent_namespace()),
         ];
         args.extend(extra.iter().map(|s| s.to_string()));
-        self.spawn_program(what, &repo_root().join("hack/sim.sh"), &args, kubeconfig);
+        self.spawn_program(what, &repo_root().join("hack/sim.sh"), &args, kubeconfig, &[]);
     }
 
     /// The process id of the child started as `what`.
