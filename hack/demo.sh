@@ -40,8 +40,11 @@ fi
 
 log "step 1/6: tools (cold: ~15-25 min of Go builds; warm: instant)"
 "$HACK_DIR/build-tools.sh"
-log "step 2/6: winpool (cold: a few minutes of cargo build)"
-cargo build --bin winpool
+log "step 2/6: winpool, its kubectl plugin and the simulated fleet (cold: a few minutes of cargo and go build)"
+cargo build --bin winpool --bin kubectl-winpool
+# Built now, so the fleets below start at once instead of racing the wait for their nodes.
+"$HACK_DIR/sim.sh" --build-only >/dev/null
+PLUGIN_DIR="$CARGO_TARGET_DIR/debug"
 log "step 3/6: local control plane '$WINPOOL_CLUSTER'"
 "$HACK_DIR/cluster.sh" up
 KUBECONFIG="$("$HACK_DIR/cluster.sh" kubeconfig)"
@@ -65,9 +68,15 @@ start_bg() { # name, program, args...
 start_bg sim-web "$HACK_DIR/sim.sh" --nodes 6 --name-prefix win22-web- --labels pool=win22-web --os ltsc2022 --build 10.0.20348.2700 --containerd 1.7.20+azure --apply-seconds 4
 start_bg sim-batch "$HACK_DIR/sim.sh" --nodes 6 --name-prefix win22-batch- --labels pool=win22-batch --os ltsc2022 --build 10.0.20348.2700 --containerd 1.7.20 --apply-seconds 4
 start_bg sim-legacy "$HACK_DIR/sim.sh" --nodes 4 --name-prefix win19-legacy- --labels pool=win19-legacy --os ltsc2019 --build 10.0.17763.6293 --containerd 1.7.20 --cni l2bridge --apply-seconds 6
-for _ in $(seq 120); do
+# Waits for all 16 (a fleet that exits is reported at once, with its log).
+deadline=$(( $(date +%s) + ${WINPOOL_DEMO_NODES_TIMEOUT:-180} ))
+while :; do
   ready=$(k get nodes -l kubernetes.io/os=windows -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' 2>/dev/null | grep -c True || true)
   [[ "$ready" -ge 16 ]] && break
+  for sim in sim-web sim-batch sim-legacy; do
+    kill -0 "$(cat "$STATE/$sim.pid")" 2>/dev/null || die "the simulated fleet $sim exited; its log: $STATE/$sim.log"
+  done
+  [[ $(date +%s) -lt $deadline ]] || die "only $ready of 16 Windows nodes Ready after ${WINPOOL_DEMO_NODES_TIMEOUT:-180}s; fleet logs: $STATE/sim-*.log"
   sleep 0.5
 done
 log "  $ready Windows nodes Ready"
@@ -106,6 +115,9 @@ cat <<EOM
 
 Try next:
   export KUBECONFIG=$KUBECONFIG
+  export PATH=$PLUGIN_DIR:\$PATH                      # the kubectl plugin the demo built: kubectl winpool
+  $KUBECTL winpool status win22-web                  # each node's state, patch level, HNS and message
+  $KUBECTL winpool plan win22-batch                  # what the next rounds would do
   $KUBECTL get wnp                                   # the pools, their target and progress
   $KUBECTL describe wnp win22-web                    # conditions and Events
   $KUBECTL get nodes -L winpool.dev/pool,winpool.dev/revision

@@ -15,6 +15,7 @@
 #               [--host-profile kind|aks|onprem]
 #               [--host-faults F[@node+node],...] [--stats-file PATH]
 #               [--log-format text|json]
+#   hack/sim.sh --build-only      build the fleet now (demos, CI) and print its path
 #
 # (hack/sim.sh --help describes each.) The cluster is the one in $KUBECONFIG,
 # default the local control plane's (hack/cluster.sh kubeconfig); its kwok
@@ -55,6 +56,11 @@ fleet_binary() {
 }
 
 BIN="$(fleet_binary)"
+# `hack/sim.sh --build-only`: build (or find) the fleet and say where it is.
+if [[ "${1:-}" == "--build-only" ]]; then
+  echo "$BIN"
+  exit 0
+fi
 if [[ -z "${KUBECONFIG:-}" ]]; then
   KUBECONFIG="$("$HACK_DIR/cluster.sh" kubeconfig 2>/dev/null)"
 fi

@@ -53,12 +53,13 @@ export WINPOOL_IMAGE
 
 step "local control plane"
 started_here=0
-if ! "$HACK_DIR/cluster.sh" status >/dev/null 2>&1; then
-  "$HACK_DIR/cluster.sh" up
-  started_here=1
-fi
 cleanup() { if [[ $started_here == 1 ]]; then "$HACK_DIR/cluster.sh" down || true; fi; }
+# Set before `up`, so that a start that fails halfway is taken down too.
 trap cleanup EXIT
+if ! "$HACK_DIR/cluster.sh" status >/dev/null 2>&1; then
+  started_here=1
+  "$HACK_DIR/cluster.sh" up
+fi
 
 # The chaos soak replays one known schedule in the suite; set WINPOOL_CHAOS_SEED
 # (or unset it for a random, printed seed) to soak with others.

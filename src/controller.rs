@@ -28,7 +28,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
 use tracing::{debug, error, info, warn};
 
-use crate::api::{WindowsNodePool, names};
+use crate::api::{WindowsNodePool, WindowsNodePoolStatus, names};
 use crate::daemonset::AgentSettings;
 use crate::hns::HnsTracker;
 use crate::membership::{Membership, PoolSelector};
@@ -128,6 +128,9 @@ struct PoolProgress {
     pending_since: std::time::Instant,
     /// The moving average of node update times, seeded from the status.
     average_node_update: Option<Duration>,
+    /// The status this replica last wrote, and the pool's resourceVersion after
+    /// the write: the next round may run before the pool's watch shows it.
+    written_status: Option<(u64, WindowsNodePoolStatus)>,
 }
 
 impl Default for PoolProgress {
@@ -139,6 +142,7 @@ impl Default for PoolProgress {
             pending_revision: String::new(),
             pending_since: std::time::Instant::now(),
             average_node_update: None,
+            written_status: None,
         }
     }
 }
@@ -219,6 +223,17 @@ impl Context {
     /// No further writes: the replica is stopping.
     fn stop_writing(&self) {
         self.stopping.store(true, Ordering::Relaxed);
+    }
+
+    /// The pool with the status this replica last wrote, when the watch has not
+    /// shown that write yet. A round that read the status before it would
+    /// announce the same transitions again (`RolloutStarted` twice) and write
+    /// the status again.
+    fn as_last_written(&self, pool: &WindowsNodePool) -> Option<WindowsNodePool> {
+        let progress = self.progress.lock().expect("progress lock");
+        let (rv, status) = progress.get(&pool.name_any())?.written_status.as_ref()?;
+        (*rv > crate::node_record::revision(pool.metadata.resource_version.as_deref()))
+            .then(|| WindowsNodePool { status: Some(status.clone()), ..pool.clone() })
     }
 
     fn stopping(&self) -> bool {
@@ -312,7 +327,7 @@ pub async fn run(
     settings: Settings,
     metrics: Arc<Metrics>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
-) -> anyhow::Result<()> {
+) -> Result<(), Error> {
     ensure_agent_namespace(&client, &settings.agent_namespace).await?;
 
     let recent = Arc::new(RecentWrites::default());

@@ -205,7 +205,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         }
     };
     let res = tokio::select! {
-        r = controller::run(client.clone(), settings, m.clone(), shutdown) => r,
+        r = controller::run(client.clone(), settings, m.clone(), shutdown) => r.context("running the controller"),
         r = admin => Err(anyhow::anyhow!("admin server on {} stopped: {:?}", args.metrics_addr, r)),
     };
     m.leader.set(0);

@@ -97,6 +97,18 @@ async fn a_pool_rolls_every_node_to_the_target_and_again_on_a_new_patch_level() 
     .await;
     assert!(!reasons.contains("NodeFailed"), "{reasons:?}");
     assert!(reasons.contains("NodesStarted") && reasons.contains("NodesUpdated"), "{reasons:?}");
+    // Once each: the round after a status write may still read the status before it; it
+    // must not take the same transition for a new one (the demo showed `RolloutComplete (x2)`).
+    let all_events = events.list(&ListParams::default()).await.unwrap().items;
+    for reason in ["RolloutStarted", "RolloutComplete"] {
+        let announced: Vec<_> = all_events
+            .iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(pool.as_str()) && e.reason.as_deref() == Some(reason))
+            .map(|e| (e.note.clone(), e.series.as_ref().map(|s| s.count)))
+            .collect();
+        assert_eq!(announced.len(), 1, "one {reason}: {announced:?}");
+        assert_eq!(announced[0].1, None, "{reason} announced once, not again as a series: {announced:?}");
+    }
     // Starts and completions are announced per round, naming the nodes: every node shows up in each kind once.
     let all_events = events.list(&ListParams::default()).await.unwrap().items;
     for reason in ["NodesStarted", "NodesUpdated"] {

@@ -45,6 +45,8 @@ pub(super) async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Actio
     if ctx.stopping() {
         return Ok(Action::await_change());
     }
+    let fresher = ctx.as_last_written(pool);
+    let pool = fresher.as_ref().unwrap_or(pool);
     let now = Timestamp::now();
     if !agent_image_allowed(&pool.spec.agent.image, &ctx.settings.allowed_agent_images) {
         return refuse_agent_image(pool, ctx, now).await;
@@ -404,18 +406,20 @@ async fn record(pool: &WindowsNodePool, ctx: &Context, seen: &Observed<'_>, roun
     ctx.metrics.observe_pool(&name, &round.plan, now);
     let hns = &pool.spec.hns;
     ctx.metrics.observe_hns(&name, seen.hns_totals, &seen.hns_limits, round.hns_utilization, hns.warn_percent, &round.hns_not_ready);
-    for (reason, note) in round.transitions {
-        info!(pool = %name, reason = %reason, "{note}");
-        let type_ = if reason == "RolloutPaused" || reason == "HNSCapacity" { EventType::Warning } else { EventType::Normal };
-        ctx.publish(pool, Event { type_, reason, note: Some(note), action: "Rollout".into(), secondary: None }).await;
-    }
     let mut requeue = round.plan.requeue_after;
     if ctx.progress.lock().expect("progress lock").get(&name).is_some_and(|p| !p.pending.is_empty()) {
         requeue = requeue.min(NODE_EVENT_INTERVAL);
     }
+    // The transitions are announced once the status that holds them is written:
+    // a failed write leaves both to the next round, which announces them once.
     if let Some(wait) = write_status(pool, ctx, &round.status).await? {
         // Only the progress moved and it was written a moment ago: the next round writes it.
         requeue = requeue.min(wait.max(Duration::from_millis(100)));
+    }
+    for (reason, note) in round.transitions {
+        info!(pool = %name, reason = %reason, "{note}");
+        let type_ = if reason == "RolloutPaused" || reason == "HNSCapacity" { EventType::Warning } else { EventType::Normal };
+        ctx.publish(pool, Event { type_, reason, note: Some(note), action: "Rollout".into(), secondary: None }).await;
     }
     Ok(Action::requeue(requeue))
 }
@@ -441,12 +445,16 @@ async fn write_status(
         return Ok(wait);
     }
     let body = json!({ "apiVersion": "winpool.dev/v1alpha1", "kind": "WindowsNodePool", "status": status });
-    api_status(ctx)
+    let written = api_status(ctx)
         .patch_status(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&body))
         .await
         .map_err(|source| Error::WriteStatus { pool: name.clone(), source })?;
     ctx.metrics.api_request("apply", "windowsnodepools/status", "ok");
-    ctx.progress.lock().expect("progress lock").entry(name.clone()).or_default().last_status_write = Some(std::time::Instant::now());
+    let mut progress = ctx.progress.lock().expect("progress lock");
+    let p = progress.entry(name.clone()).or_default();
+    p.last_status_write = Some(std::time::Instant::now());
+    p.written_status = Some((crate::node_record::revision(written.metadata.resource_version.as_deref()), status.clone()));
+    drop(progress);
     debug!(pool = %name, counts = ?status.nodes, "status updated");
     Ok(None)
 }
