@@ -32,21 +32,45 @@ pub struct Cli {
     /// The kubeconfig context to use (default: its current context).
     #[arg(long, global = true, value_name = "NAME")]
     pub context: Option<String>,
+    /// Act as this user (impersonation, like kubectl --as).
+    #[arg(long = "as", global = true, value_name = "USER")]
+    pub as_user: Option<String>,
+    /// Act as this group too (repeatable; needs --as).
+    #[arg(long = "as-group", global = true, value_name = "GROUP", requires = "as_user")]
+    pub as_groups: Vec<String>,
+    /// Give up on a request after this long, e.g. 30s or 1m (0: never; a bare number is seconds).
+    #[arg(long, global = true, value_name = "DURATION", value_parser = parse_request_timeout)]
+    pub request_timeout: Option<std::time::Duration>,
     #[command(subcommand)]
     pub command: Command,
 }
 
+/// kubectl's --request-timeout: `0` (no timeout), a bare number of seconds, or 30s / 1m / 1h.
+fn parse_request_timeout(s: &str) -> Result<std::time::Duration, String> {
+    if let Ok(secs) = s.parse::<u64>() {
+        return Ok(std::time::Duration::from_secs(secs));
+    }
+    crate::rollout::parse_duration(s).ok_or_else(|| format!("{s:?} is not a duration such as 30s, 1m or 0"))
+}
+
 #[derive(Subcommand, Debug)]
 pub enum Command {
+    /// Every pool: patch level, nodes, updated, failed, paused and why the rollout moves or not.
+    List {
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
     /// Per-node table of a pool: state, since, revision, patch level, HNS readiness, message.
     Status {
         pool: String,
+        /// -o name: the pool's nodes as node/<name>.
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
     /// Dry run: the order nodes would go in, the waves, the maintenance window and what holds the rollout now.
     Plan {
         pool: String,
+        /// -o name: the pending nodes in the order they start, as node/<name>.
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
@@ -56,20 +80,27 @@ pub enum Command {
     Resume { pool: String },
     /// Roll a Failed node again: it becomes Pending and starts when a slot is free.
     Retry { node: String },
+    /// Print a shell completion script: bash, zsh, fish or powershell (for the `kubectl-winpool` command).
+    Completion { shell: clap_complete::Shell },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Output {
     Table,
+    /// The table with more columns (list: OS, revision, message).
+    Wide,
+    /// Resource names only, one per line, as `kubectl get -o name` prints them.
+    Name,
     Json,
     Yaml,
 }
 
-/// The client of the kubeconfig and context asked for, else kubectl's default.
-pub async fn client(kubeconfig: Option<&PathBuf>, context: Option<&str>) -> Result<Client, PluginError> {
+/// The client of the kubeconfig and context asked for, else kubectl's
+/// default; acting as `--as` / `--as-group`, giving up after `--request-timeout`.
+pub async fn client(cli: &Cli) -> Result<Client, PluginError> {
     let cfg_err = |e: kube::config::KubeconfigError| PluginError::Config(e.to_string());
-    let options = KubeConfigOptions { context: context.map(str::to_string), ..Default::default() };
-    let config = match (kubeconfig, context) {
+    let options = KubeConfigOptions { context: cli.context.clone(), ..Default::default() };
+    let mut config = match (&cli.kubeconfig, &cli.context) {
         (Some(path), _) => {
             let kc = Kubeconfig::read_from(path).map_err(cfg_err)?;
             Config::from_custom_kubeconfig(kc, &options).await.map_err(cfg_err)?
@@ -77,33 +108,69 @@ pub async fn client(kubeconfig: Option<&PathBuf>, context: Option<&str>) -> Resu
         (None, Some(_)) => Config::from_kubeconfig(&options).await.map_err(cfg_err)?,
         (None, None) => Config::infer().await.map_err(|e| PluginError::Config(e.to_string()))?,
     };
+    if let Some(user) = &cli.as_user {
+        config.auth_info.impersonate = Some(user.clone());
+        config.auth_info.impersonate_groups = (!cli.as_groups.is_empty()).then(|| cli.as_groups.clone());
+    }
+    if let Some(t) = cli.request_timeout.filter(|t| !t.is_zero()) {
+        (config.connect_timeout, config.read_timeout, config.write_timeout) = (Some(t), Some(t), Some(t));
+        config.reset_reader_on_write = true;
+    }
     Client::try_from(config).map_err(PluginError::Api)
 }
 
 /// Run one command; returns what to print.
 pub async fn run(cli: Cli) -> Result<String, PluginError> {
-    let client = client(cli.kubeconfig.as_ref(), cli.context.as_deref()).await?;
+    if let Command::Completion { shell } = cli.command {
+        return Ok(completion(shell));
+    }
+    let client = client(&cli).await?;
     let now = Timestamp::now();
     match cli.command {
+        Command::List { output } => {
+            let pools: Api<WindowsNodePool> = Api::all(client.clone());
+            let all = pools.list(&ListParams::default()).await.map_err(|e| PluginError::from_kube(e, "pools", ""))?.items;
+            let rows = report::list_report(&all);
+            let names = || rows.iter().map(|r| format!("windowsnodepool.winpool.dev/{}", r.name)).collect();
+            render(&rows, output, names, |wide| table::pools(&rows, wide))
+        }
         Command::Status { pool, output } => {
             let (p, m) = read_pool(&client, &pool).await?;
             let r = report::status_report(&p, &m);
-            render(&r, output, || table::status(&r, now))
+            let names = || r.nodes.iter().map(|n| format!("node/{}", n.name)).collect();
+            render(&r, output, names, |_| table::status(&r, now))
         }
         Command::Plan { pool, output } => {
             let (p, m) = read_pool(&client, &pool).await?;
             let r = report::plan_report(&p, &m, now);
-            render(&r, output, || table::plan(&r))
+            let names = || r.order.iter().map(|n| format!("node/{n}")).collect();
+            render(&r, output, names, |_| table::plan(&r))
         }
         Command::Pause { pool } => set_paused(&client, &pool, true).await,
         Command::Resume { pool } => set_paused(&client, &pool, false).await,
         Command::Retry { node } => retry_node(&client, &node).await,
+        Command::Completion { .. } => unreachable!("answered before connecting"),
     }
 }
 
-fn render<T: serde::Serialize>(r: &T, output: Output, table: impl FnOnce() -> String) -> Result<String, PluginError> {
+/// The completion script of `kubectl-winpool` for `shell`.
+pub fn completion(shell: clap_complete::Shell) -> String {
+    use clap::CommandFactory;
+    let mut out = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "kubectl-winpool", &mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn render<T: serde::Serialize>(
+    r: &T,
+    output: Output,
+    names: impl FnOnce() -> Vec<String>,
+    table: impl FnOnce(bool) -> String,
+) -> Result<String, PluginError> {
     match output {
-        Output::Table => Ok(table()),
+        Output::Table => Ok(table(false)),
+        Output::Wide => Ok(table(true)),
+        Output::Name => Ok(names().iter().map(|n| format!("{n}\n")).collect()),
         Output::Json => serde_json::to_string_pretty(r).map(|s| s + "\n").map_err(|e| PluginError::Output(e.to_string())),
         Output::Yaml => serde_yaml::to_string(r).map_err(|e| PluginError::Output(e.to_string())),
     }

@@ -281,6 +281,48 @@ pub fn status_report(pool: &WindowsNodePool, m: &Members) -> StatusReport {
     }
 }
 
+/// One line of `kubectl winpool list`: a pool as its status says it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolRow {
+    pub name: String,
+    pub os: String,
+    pub patch_level: String,
+    /// The revision the operator last reported (status.revision).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
+    pub counts: NodeCounts,
+    pub paused: bool,
+    /// The Progressing condition's reason and message, if the operator wrote one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// Every pool, by name.
+pub fn list_report(pools: &[WindowsNodePool]) -> Vec<PoolRow> {
+    let mut rows: Vec<PoolRow> = pools
+        .iter()
+        .map(|p| {
+            let status = p.status.clone().unwrap_or_default();
+            let progressing = status.conditions.iter().find(|c| c.type_ == conditions::PROGRESSING);
+            PoolRow {
+                name: p.name_any(),
+                os: p.spec.os.version.as_str().to_string(),
+                patch_level: p.spec.os.patch_level.clone(),
+                revision: status.revision.clone(),
+                counts: status.nodes.clone(),
+                paused: p.spec.rollout.paused,
+                reason: progressing.map(|c| c.reason.clone()),
+                message: progressing.map(|c| c.message.clone()),
+            }
+        })
+        .collect();
+    rows.sort_by(|a, b| a.name.cmp(&b.name));
+    rows
+}
+
 /// The maintenance windows at `now`: the one open, or the next; `None`
 /// when the pool has neither windows nor not-allowed dates.
 pub fn window_report(pool: &WindowsNodePool, now: Timestamp) -> Option<WindowReport> {

@@ -5,7 +5,7 @@
 use jiff::Timestamp;
 
 use super::age;
-use super::report::{PlanReport, StatusReport};
+use super::report::{PlanReport, PoolRow, StatusReport};
 
 const NONE: &str = "<none>";
 
@@ -37,6 +37,37 @@ pub fn columns(header: &[&str], rows: &[Vec<String>]) -> String {
 
 fn or_none(v: &Option<String>) -> String {
     v.clone().filter(|s| !s.is_empty()).unwrap_or_else(|| NONE.to_string())
+}
+
+/// `kubectl winpool list`; `wide` adds the OS, the revision and the Progressing message.
+pub fn pools(rows: &[PoolRow], wide: bool) -> String {
+    if rows.is_empty() {
+        return "No WindowsNodePool found.\n".into();
+    }
+    let mut header = vec!["NAME", "PATCH", "NODES", "UPDATED", "FAILED", "PAUSED", "REASON"];
+    if wide {
+        header.extend(["OS", "REVISION", "MESSAGE"]);
+    }
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            let c = &r.counts;
+            let mut row = vec![
+                r.name.clone(),
+                r.patch_level.clone(),
+                c.total.to_string(),
+                c.updated.to_string(),
+                c.failed.to_string(),
+                r.paused.to_string(),
+                or_none(&r.reason),
+            ];
+            if wide {
+                row.extend([r.os.clone(), or_none(&r.revision), or_none(&r.message)]);
+            }
+            row
+        })
+        .collect();
+    columns(&header, &cells)
 }
 
 pub const STATUS_COLUMNS: [&str; 7] = ["NODE", "STATE", "SINCE", "REVISION", "PATCH", "HNS", "MESSAGE"];
