@@ -23,6 +23,20 @@ fn the_chart_is_released_with_the_crate_version() {
     assert_eq!(chart_field("appVersion"), VERSION, "Chart.yaml appVersion");
 }
 
+/// Artifact Hub lists the images a release runs: the release's own.
+#[test]
+fn the_artifact_hub_images_are_the_crate_version() {
+    let chart = std::fs::read_to_string(repo_root().join("charts/winpool/Chart.yaml")).expect("Chart.yaml");
+    let value: serde_yaml::Value = serde_yaml::from_str(&chart).expect("Chart.yaml is YAML");
+    let images = value["annotations"]["artifacthub.io/images"].as_str().expect("artifacthub.io/images");
+    let images: Vec<serde_yaml::Value> = serde_yaml::from_str(images).expect("a YAML list");
+    assert_eq!(images.len(), 2, "the operator and the agent");
+    for image in images {
+        let reference = image["image"].as_str().expect("image");
+        assert!(reference.ends_with(&format!(":{VERSION}")), "{reference} is not tagged {VERSION}");
+    }
+}
+
 #[test]
 fn the_image_is_tagged_with_the_crate_version() {
     let out = Command::new(repo_root().join("hack/image.sh")).arg("--print").output().expect("hack/image.sh runs");
