@@ -185,6 +185,39 @@ renders_kind() { # KIND TEMPLATE SET...
 }
 check "ServiceMonitor renders (serviceMonitor.enabled)" \
   renders_kind ServiceMonitor servicemonitor.yaml --set serviceMonitor.enabled=true
+# The scrape options reach the ServiceMonitor and the PodMonitor alike, after
+# the job relabeling the alerts rely on; both at once are refused.
+monitors_follow_values() {
+  local sets=(--set serviceMonitor.namespace=monitoring --set serviceMonitor.honorLabels=true
+    --set serviceMonitor.scheme=https --set serviceMonitor.tlsConfig.serverName=winpool.example
+    --set 'serviceMonitor.relabelings[0].targetLabel=cluster' --set 'serviceMonitor.relabelings[0].replacement=prod-1'
+    --set 'serviceMonitor.metricRelabelings[0].action=drop' --set 'serviceMonitor.metricRelabelings[0].regex=go_.*')
+  local kind tpl on rc=0
+  for kind in ServiceMonitor PodMonitor; do
+    if [[ $kind == ServiceMonitor ]]; then tpl=servicemonitor.yaml on=serviceMonitor.enabled=true; else tpl=podmonitor.yaml on=serviceMonitor.podMonitor=true; fi
+    renders_kind "$kind" "$tpl" --set "$on" "${sets[@]}" >/dev/null || { echo "$kind does not render"; rc=1; continue; }
+    python3 - "$WORK/one.yaml" "$kind" <<'PY' || rc=1
+import sys, yaml
+d = yaml.safe_load(open(sys.argv[1]))
+ep = (d["spec"].get("endpoints") or d["spec"].get("podMetricsEndpoints"))[0]
+want = [
+    (d["metadata"]["namespace"], "monitoring"),
+    ([r.get("targetLabel") for r in ep["relabelings"]], ["job", "cluster"]),
+    (ep.get("metricRelabelings"), [{"action": "drop", "regex": "go_.*"}]),
+    ((ep.get("honorLabels"), ep.get("scheme"), ep.get("tlsConfig")), (True, "https", {"serverName": "winpool.example"})),
+]
+bad = [f"{sys.argv[2]}: {got!r} != {exp!r}" for got, exp in want if got != exp]
+print("\n".join(bad))
+sys.exit(1 if bad else 0)
+PY
+  done
+  if template --set serviceMonitor.enabled=true --set serviceMonitor.podMonitor=true >/dev/null 2>"$WORK/err"; then
+    echo "a ServiceMonitor and a PodMonitor at once were not refused"; rc=1
+  fi
+  grep -q "choose one" "$WORK/err" || { cat "$WORK/err"; rc=1; }
+  return "$rc"
+}
+check "ServiceMonitor and PodMonitor: namespace, honorLabels, scheme, tlsConfig, relabelings; not both" monitors_follow_values
 rules_render() {
   renders_kind PrometheusRule prometheusrule.yaml --set prometheusRule.enabled=true >/dev/null || return 1
   local want got

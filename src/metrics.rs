@@ -36,7 +36,6 @@ struct PoolGauges {
     nodes: IntGaugeVec,
     nodes_desired: IntGaugeVec,
     nodes_updated: IntGaugeVec,
-    failed_nodes: IntGaugeVec,
     rollout_in_progress: IntGaugeVec,
     rollout_paused: IntGaugeVec,
     window_open: IntGaugeVec,
@@ -46,6 +45,10 @@ struct PoolGauges {
     health_gate_closed: IntGaugeVec,
     behind_patch_level: IntGaugeVec,
     last_reconcile: IntGaugeVec,
+    /// Always 1; its labels say what the pool asks for.
+    info: IntGaugeVec,
+    /// The info labels each pool's series carries now (replaced when they change).
+    info_labels: std::sync::Mutex<std::collections::HashMap<String, [String; 3]>>,
 }
 
 /// A pool's HNS load and limits, and the bounded per-node readiness series.
@@ -91,7 +94,6 @@ impl PoolGauges {
                 pool,
             ),
             nodes_updated: gauge_vec(r, "winpool_pool_nodes_updated", "Nodes verified at the pool's target revision.", pool),
-            failed_nodes: gauge_vec(r, "winpool_pool_failed_nodes", "Nodes whose rollout failed for the current revision.", pool),
             rollout_in_progress: gauge_vec(r, "winpool_pool_rollout_in_progress", "1 while nodes are being updated.", pool),
             rollout_paused: gauge_vec(
                 r,
@@ -141,6 +143,13 @@ impl PoolGauges {
                 "Unix time of the pool's last successful decision.",
                 pool,
             ),
+            info: gauge_vec(
+                r,
+                "winpool_pool_info",
+                "Always 1: the pool's Windows Server release, target patch level and revision, to join onto its other series.",
+                &["pool", "os_version", "patch_level", "revision"],
+            ),
+            info_labels: Default::default(),
         }
     }
 }
@@ -247,7 +256,6 @@ impl Metrics {
         }
         self.pool.nodes_desired.with_label_values(&[pool]).set(plan.counts.total as i64);
         self.pool.nodes_updated.with_label_values(&[pool]).set(plan.counts.updated as i64);
-        self.pool.failed_nodes.with_label_values(&[pool]).set(plan.counts.failed as i64);
         self.pool.rollout_in_progress.with_label_values(&[pool]).set((plan.counts.updating > 0) as i64);
         let reason = match plan.hold {
             Some(Hold::PausedBySpec) => Some("spec"),
@@ -266,6 +274,18 @@ impl Metrics {
         let awaited = plan.preflight_held.values().filter(|h| **h == crate::rollout::preflight::PreflightHeld::Awaited).count();
         self.pool.preflight_awaited.with_label_values(&[pool]).set(awaited as i64);
         self.pool.last_reconcile.with_label_values(&[pool]).set(now.as_second());
+    }
+
+    /// The pool's `winpool_pool_info` series; a change of target replaces it,
+    /// so a pool never has two.
+    pub fn observe_pool_info(&self, pool: &str, os_version: &str, patch_level: &str, revision: &str) {
+        let now = [os_version.to_string(), patch_level.to_string(), revision.to_string()];
+        let mut seen = self.pool.info_labels.lock().expect("info lock");
+        if let Some(old) = seen.get(pool).filter(|old| **old != now) {
+            let _ = self.pool.info.remove_label_values(&[pool, &old[0], &old[1], &old[2]]);
+        }
+        self.pool.info.with_label_values(&[pool, os_version, patch_level, revision]).set(1);
+        seen.insert(pool.to_string(), now);
     }
 
     pub fn observe_hns(
@@ -305,7 +325,6 @@ impl Metrics {
         for g in [
             &self.pool.nodes_desired,
             &self.pool.nodes_updated,
-            &self.pool.failed_nodes,
             &self.pool.rollout_in_progress,
             &self.pool.window_open,
             &self.pool.drain_blocked,
@@ -319,6 +338,9 @@ impl Metrics {
         }
         for r in ["spec", "failures"] {
             let _ = self.pool.rollout_paused.remove_label_values(&[pool, r]);
+        }
+        if let Some(old) = self.pool.info_labels.lock().expect("info lock").remove(pool) {
+            let _ = self.pool.info.remove_label_values(&[pool, &old[0], &old[1], &old[2]]);
         }
         let _ = self.node_update_duration.remove_label_values(&[pool]);
         for g in [&self.hns.expected_lb, &self.hns.limit_lb, &self.hns.expected_ep, &self.hns.limit_ep, &self.hns.not_ready] {
@@ -420,6 +442,25 @@ mod tests {
         m.caches_synced.set(1);
         assert_eq!(get(port, "/readyz?verbose").await.0, 200);
         assert_eq!(get(port, "/nope").await.0, 404);
+    }
+
+    #[test]
+    fn a_pool_has_one_info_series_replaced_when_its_target_changes_and_none_once_deleted() {
+        let m = Metrics::new();
+        let info = |m: &Metrics| m.render().lines().filter(|l| l.starts_with("winpool_pool_info{")).map(String::from).collect::<Vec<_>>();
+        m.observe_pool_info("p", "ltsc2022", "10.0.20348.2762", "aaa");
+        m.observe_pool_info("p", "ltsc2022", "10.0.20348.2762", "aaa");
+        m.observe_pool_info("q", "ltsc2019", "10.0.17763.6414", "ccc");
+        m.observe_pool_info("p", "ltsc2022", "10.0.20348.2800", "bbb");
+        assert_eq!(
+            info(&m),
+            [
+                r#"winpool_pool_info{os_version="ltsc2019",patch_level="10.0.17763.6414",pool="q",revision="ccc"} 1"#,
+                r#"winpool_pool_info{os_version="ltsc2022",patch_level="10.0.20348.2800",pool="p",revision="bbb"} 1"#,
+            ]
+        );
+        m.forget_pool("p");
+        assert_eq!(info(&m).len(), 1, "{:?}", info(&m));
     }
 
     /// docs/METRICS.md is the reference users build dashboards and alerts

@@ -68,6 +68,23 @@ fn the_rules_copy_only_shortens_for_durations() {
     assert_eq!(dechunk("5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n").as_deref(), Some("hello world"));
 }
 
+/// `promtool check metrics` (Debian's promtool, or $PROMTOOL) on an exposition.
+fn promtool_check_metrics(body: &str) {
+    use std::io::Write;
+    let promtool = std::env::var("PROMTOOL").unwrap_or_else(|_| "/usr/bin/promtool".into());
+    let mut child = std::process::Command::new(&promtool)
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{promtool} runs (hack/build-tools.sh installs Debian's prometheus): {e}"));
+    child.stdin.take().expect("stdin").write_all(body.as_bytes()).expect("metrics written to promtool");
+    let out = child.wait_with_output().expect("promtool finishes");
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && said.trim().is_empty(), "promtool check metrics: {said}");
+}
+
 /// (panel title, PromQL) of every target in the chart's Grafana dashboard.
 fn dashboard_queries() -> Vec<(String, String)> {
     let path = repo_root().join("charts/winpool/files/dashboard.json");
@@ -128,9 +145,13 @@ async fn prometheus_scrapes_a_failing_rollout_and_the_failure_alert_goes_off() {
 
     prom.wait_value(r#"up{job="winpool"}"#, 1.0).await;
     eprintln!("[{}] Prometheus scrapes the operator after {:?}", t.id, started.elapsed());
+    // What it scrapes passes Prometheus's own linter (names, units, HELP and TYPE).
+    let (code, body) = support::http_get(admin, "/metrics").await.expect("the operator serves /metrics");
+    assert_eq!(code, 200);
+    promtool_check_metrics(&body);
 
     let p = format!("pool=\"{pool}\"");
-    prom.wait_value(&format!("winpool_pool_failed_nodes{{{p}}}"), 1.0).await;
+    prom.wait_value(&format!("count(winpool_pool_info{{{p},os_version=\"ltsc2022\",patch_level=\"10.0.20348.2762\"}})"), 1.0).await;
     prom.wait_value(&format!("winpool_pool_nodes{{{p},state=\"Failed\"}}"), 1.0).await;
     prom.wait_value(&format!("winpool_pool_rollout_paused{{{p},reason=\"failures\"}}"), 1.0).await;
     prom.wait_value(&format!("winpool_pool_rollout_paused{{{p},reason=\"spec\"}}"), 0.0).await;

@@ -404,6 +404,7 @@ async fn record(pool: &WindowsNodePool, ctx: &Context, seen: &Observed<'_>, roun
     }
     ctx.announce_standing(pool, round.problems).await;
     ctx.metrics.observe_pool(&name, &round.plan, now);
+    ctx.metrics.observe_pool_info(&name, pool.spec.os.version.as_str(), &pool.spec.os.patch_level, &round.plan.revision);
     let hns = &pool.spec.hns;
     ctx.metrics.observe_hns(&name, seen.hns_totals, &seen.hns_limits, round.hns_utilization, hns.warn_percent, &round.hns_not_ready);
     let mut requeue = round.plan.requeue_after;

@@ -77,6 +77,45 @@ over the tag, an empty tag is the chart's appVersion. Call with
 {{- if and (not .Values.leaderElection.enabled) (gt (int .Values.replicaCount) 1) }}
 {{- fail "leaderElection.enabled=false needs replicaCount: 1; two replicas without a leader would both write" }}
 {{- end }}
+{{- if and .Values.serviceMonitor.enabled .Values.serviceMonitor.podMonitor }}
+{{- fail "serviceMonitor.enabled and serviceMonitor.podMonitor both scrape the operator: choose one (every series would be counted twice)" }}
+{{- end }}
+{{- end }}
+
+{{/*
+One scrape endpoint of the operator's admin port, for the ServiceMonitor and
+the PodMonitor alike. The alert rules (files/alerts.yaml) select
+job=<jobLabel>: without the first relabeling the job label would be the
+Service's (or the PodMonitor's) name.
+*/}}
+{{- define "winpool.scrapeEndpoint" -}}
+- port: metrics
+  path: /metrics
+  interval: {{ .Values.serviceMonitor.interval }}
+  {{- with .Values.serviceMonitor.scrapeTimeout }}
+  scrapeTimeout: {{ . }}
+  {{- end }}
+  {{- with .Values.serviceMonitor.scheme }}
+  scheme: {{ . }}
+  {{- end }}
+  {{- with .Values.serviceMonitor.tlsConfig }}
+  tlsConfig:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- if .Values.serviceMonitor.honorLabels }}
+  honorLabels: true
+  {{- end }}
+  relabelings:
+    - action: replace
+      targetLabel: job
+      replacement: {{ .Values.serviceMonitor.jobLabel | quote }}
+    {{- with .Values.serviceMonitor.relabelings }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+  {{- with .Values.serviceMonitor.metricRelabelings }}
+  metricRelabelings:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
 {{- end }}
 
 {{/*
