@@ -91,8 +91,8 @@ async fn pool_events(t: &TestSpace, pool: &str, reason: &str) -> Vec<String> {
 
 /// The gauge the test sets, at 1, and the rules of the test alert over it:
 /// it fires while the gauge is 1 (no `for:`, so on the first evaluation).
-async fn blocking_gauge() -> (Gauge, String) {
-    let gauge = Gauge::serve("winpool_test_gate_blocking", 1.0).await;
+fn blocking_gauge() -> (Gauge, String) {
+    let gauge = Gauge::serve("winpool_test_gate_blocking", 1.0);
     let rules = format!("groups:\n  - name: gate-test\n    rules:\n      - alert: {ALERT}\n        expr: winpool_test_gate_blocking > 0\n");
     (gauge, rules)
 }
@@ -102,7 +102,7 @@ async fn a_firing_alert_holds_the_rollout_until_it_clears() {
     let client = support::client().await;
     install_crd(&client).await;
     let mut t = TestSpace::new("gates-prometheus").await;
-    let (gauge, rules) = blocking_gauge().await;
+    let (gauge, rules) = blocking_gauge();
     // Its API wants basic auth (admin/test: the example of Prometheus's web configuration docs).
     let hash = "$2b$12$hNf2lSsxfm0.i4a.1kVpSOVyBCfIB51VRjgBUyv6kdnyTlgWj81Ay";
     let prom = Prometheus::start_with_basic_auth(&t, &rules, &[("gate", gauge.port)], "admin", "test", hash).await;
@@ -209,7 +209,7 @@ async fn an_https_gate_trusts_the_authority_in_its_secret() {
     let client = support::client().await;
     install_crd(&client).await;
     let mut t = TestSpace::new("gates-https").await;
-    let (gauge, rules) = blocking_gauge().await;
+    let (gauge, rules) = blocking_gauge();
     let pki = TestPki::new();
     let prom = Prometheus::start_with_tls(&t, &rules, &[("gate", gauge.port)], &pki).await;
     let firing = || async { prom.alerts(ALERT).await.iter().any(|a| a["state"] == "firing") };
@@ -272,7 +272,7 @@ async fn an_https_gate_trusts_a_ca_bundle_the_chart_mounts_at_ssl_cert_file() {
     let client = support::client().await;
     install_crd(&client).await;
     let mut t = TestSpace::new("gates-ca-mount").await;
-    let (gauge, rules) = blocking_gauge().await;
+    let (gauge, rules) = blocking_gauge();
     let pki = TestPki::new();
     let prom = Prometheus::start_with_tls(&t, &rules, &[("gate", gauge.port)], &pki).await;
     let firing = || async { prom.alerts(ALERT).await.iter().any(|a| a["state"] == "firing") };

@@ -297,8 +297,21 @@ impl Drop for TestSpace {
             let _ = c.kill();
             let _ = c.wait();
         }
+        // A failed test's own output is all CI keeps: the end of each
+        // component's log says why, where the log file is gone with the clone.
+        if std::thread::panicking() {
+            for (what, _) in &self.children {
+                let text = std::fs::read_to_string(self.log_path(what)).unwrap_or_default();
+                let lines: Vec<&str> = text.lines().collect();
+                let tail = &lines[lines.len().saturating_sub(LOG_TAIL)..];
+                eprintln!("[{}] the last {} lines of {what}'s log:\n{}", self.id, tail.len(), tail.join("\n"));
+            }
+        }
     }
 }
+
+/// How much of each component's log a failed test prints.
+const LOG_TAIL: usize = 40;
 
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()

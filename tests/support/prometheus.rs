@@ -264,33 +264,33 @@ pub fn dechunk(mut body: &str) -> Option<String> {
 }
 
 /// One gauge, `name`, served on loopback in the Prometheus text format for
-/// Prometheus to scrape; the test sets its value. The server lives as long
-/// as the test's runtime.
+/// Prometheus to scrape; the test sets its value. It is served from a thread
+/// of its own, not the test's runtime: a test that blocks its runtime (helm,
+/// a child process) must not make a scrape fail, or the alert over the gauge
+/// resolves and a gate opens that the test holds closed.
 pub struct Gauge {
     pub port: u16,
     value: Arc<AtomicU64>,
 }
 
 impl Gauge {
-    pub async fn serve(name: &'static str, initial: f64) -> Self {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    pub fn serve(name: &'static str, initial: f64) -> Self {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         let port = listener.local_addr().expect("addr").port();
         let value = Arc::new(AtomicU64::new(initial.to_bits()));
         let shared = value.clone();
-        tokio::spawn(async move {
-            while let Ok((mut s, _)) = listener.accept().await {
+        std::thread::spawn(move || {
+            for mut s in listener.incoming().flatten() {
                 let v = f64::from_bits(shared.load(Ordering::SeqCst));
-                tokio::spawn(async move {
-                    let mut buf = [0u8; 4096];
-                    let _ = s.read(&mut buf).await;
-                    let body = format!("# TYPE {name} gauge\n{name} {v}\n");
-                    let head = format!(
-                        "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                        body.len()
-                    );
-                    let _ = s.write_all(format!("{head}{body}").as_bytes()).await;
-                });
+                let mut buf = [0u8; 4096];
+                let _ = s.read(&mut buf);
+                let body = format!("# TYPE {name} gauge\n{name} {v}\n");
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = s.write_all(format!("{head}{body}").as_bytes());
             }
         });
         Gauge { port, value }
