@@ -183,6 +183,23 @@ renders_kind() { # KIND TEMPLATE SET...
   cat "$WORK/one.yaml"
   grep -qx "kind: $kind" "$WORK/one.yaml"
 }
+# Argo CD's sync options on both CRDs, beside Helm's keep.
+crd_annotations() {
+  local tpl rc=0
+  for tpl in crd.yaml report-crd.yaml; do
+    template --show-only "templates/$tpl" --set-string 'crds.annotations.argocd\.argoproj\.io/sync-options=Prune=false' >"$WORK/crd-ann.yaml" || return 1
+    python3 - "$WORK/crd-ann.yaml" "$tpl" <<'PY' || rc=1
+import sys, yaml
+got = yaml.safe_load(open(sys.argv[1]))["metadata"].get("annotations")
+want = {"argocd.argoproj.io/sync-options": "Prune=false", "helm.sh/resource-policy": "keep"}
+if got != want:
+    print(f"{sys.argv[2]}: {got!r} != {want!r}")
+    sys.exit(1)
+PY
+  done
+  return "$rc"
+}
+check "crds.annotations reach both CRDs, beside crds.keep" crd_annotations
 check "ServiceMonitor renders (serviceMonitor.enabled)" \
   renders_kind ServiceMonitor servicemonitor.yaml --set serviceMonitor.enabled=true
 # The scrape options reach the ServiceMonitor and the PodMonitor alike, after

@@ -78,6 +78,9 @@ pub mod names {
 
     /// Per-node rollout state written by the operator, so a restarted operator
     /// resumes exactly where it was (SPEC §2).
+    /// On a pool: "true" pauses it like spec.rollout.paused, outside the spec
+    /// that GitOps owns (`kubectl winpool pause` writes it).
+    pub const ANN_PAUSED: &str = "winpool.dev/paused";
     pub const ANN_STATE: &str = "winpool.dev/state";
     pub const ANN_STATE_SINCE: &str = "winpool.dev/state-since";
     /// When this node's rollout to its target revision began; nodeTimeout counts from here.
@@ -176,7 +179,12 @@ impl std::fmt::Display for OsVersion {
     printcolumn(name = "Updated", type_ = "integer", json_path = ".status.nodes.updated"),
     printcolumn(name = "Failed", type_ = "integer", json_path = ".status.nodes.failed"),
     printcolumn(name = "HNS", type_ = "string", json_path = ".status.hns.state", description = "WithinLimits, NearLimit or Exceeded"),
-    printcolumn(name = "Paused", type_ = "boolean", json_path = ".spec.rollout.paused", priority = "1"),
+    printcolumn(
+        name = "Paused",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Paused\")].status",
+        description = "By spec.rollout.paused, the winpool.dev/paused annotation or maxFailedNodes"
+    ),
     printcolumn(
         name = "Reason",
         type_ = "string",
@@ -223,6 +231,18 @@ pub struct OsSpec {
     /// Update or WSUS, as the node is configured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub updates: Option<OsUpdates>,
+}
+
+impl WindowsNodePool {
+    /// The pool carries `winpool.dev/paused: "true"` (`kubectl winpool pause`).
+    pub fn paused_by_annotation(&self) -> bool {
+        self.metadata.annotations.as_ref().and_then(|a| a.get(names::ANN_PAUSED)).map(String::as_str) == Some("true")
+    }
+
+    /// Paused by its spec or by the annotation.
+    pub fn paused(&self) -> bool {
+        self.spec.rollout.paused || self.paused_by_annotation()
+    }
 }
 
 /// The update source of a pool's nodes (read by the agent from the revision's ConfigMap).

@@ -65,6 +65,9 @@ struct HnsGauges {
     series: std::sync::Mutex<std::collections::HashMap<String, Vec<String>>>,
 }
 
+/// The `reason` label values of `winpool_pool_rollout_paused`.
+const PAUSE_REASONS: [&str; 3] = ["spec", "annotation", "failures"];
+
 /// Per-node HNS series are exported only for nodes that are not ready, and at most this many per pool.
 pub const MAX_NODE_SERIES_PER_POOL: usize = 50;
 
@@ -259,10 +262,11 @@ impl Metrics {
         self.pool.rollout_in_progress.with_label_values(&[pool]).set((plan.counts.updating > 0) as i64);
         let reason = match plan.hold {
             Some(Hold::PausedBySpec) => Some("spec"),
+            Some(Hold::PausedByAnnotation) => Some("annotation"),
             Some(Hold::FailureLimit { .. }) => Some("failures"),
             _ => None,
         };
-        for r in ["spec", "failures"] {
+        for r in PAUSE_REASONS {
             self.pool.rollout_paused.with_label_values(&[pool, r]).set((reason == Some(r)) as i64);
         }
         let gate_closed = matches!(plan.hold, Some(Hold::HealthGateClosed { .. }));
@@ -336,7 +340,7 @@ impl Metrics {
         ] {
             let _ = g.remove_label_values(&[pool]);
         }
-        for r in ["spec", "failures"] {
+        for r in PAUSE_REASONS {
             let _ = self.pool.rollout_paused.remove_label_values(&[pool, r]);
         }
         if let Some(old) = self.pool.info_labels.lock().expect("info lock").remove(pool) {

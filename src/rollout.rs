@@ -261,6 +261,8 @@ pub struct FailedInfo {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Hold {
     PausedBySpec,
+    /// `winpool.dev/paused: "true"` on the pool.
+    PausedByAnnotation,
     FailureLimit {
         failed: usize,
         limit: i32,
@@ -284,6 +286,7 @@ impl std::fmt::Display for Hold {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Hold::PausedBySpec => write!(f, "rollout.paused is true"),
+            Hold::PausedByAnnotation => write!(f, "paused by the annotation {} (kubectl winpool resume)", names::ANN_PAUSED),
             Hold::FailureLimit { failed, limit } => write!(f, "{failed} failed nodes reached maxFailedNodes {limit}"),
             Hold::OutsideWindow { opens } => write!(f, "outside the maintenance windows; the next opens at {opens}"),
             Hold::NoWindowAhead => write!(f, "no maintenance window opens within 400 days outside rollout.notAllowedDates"),
@@ -379,6 +382,9 @@ pub struct PoolInput<'a> {
     /// When the target revision's ConfigMap was marked as the target (the
     /// agents' cue to preflight it); `None` before it is.
     pub target_marked_at: Option<Timestamp>,
+    /// The pool carries `winpool.dev/paused: "true"` (`kubectl winpool pause`):
+    /// a pause GitOps does not revert, since it is not in the spec.
+    pub paused_by_annotation: bool,
 }
 
 /// maxUnavailable resolved against the pool size: percentages round down, but

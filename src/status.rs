@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
-use crate::api::{HnsStatus, WindowsNodePoolSpec, WindowsNodePoolStatus, conditions};
+use crate::api::{HnsStatus, WindowsNodePoolSpec, WindowsNodePoolStatus, conditions, names};
 use crate::membership::Membership;
 use crate::provider::ManagedNodes;
 use crate::rollout::preflight::PreflightHeld;
@@ -265,6 +265,9 @@ fn progressing_condition(plan: &Plan) -> Condition {
             None => stopped("NodesNotReady", out_of_service_note(plan)),
         },
         (Some(Hold::PausedBySpec), false, true) => stopped("Paused", format!("rollout.paused is true; {} nodes pending", c.pending)),
+        (Some(Hold::PausedByAnnotation), false, true) => {
+            stopped("Paused", format!("paused by the annotation {}; {} nodes pending", names::ANN_PAUSED, c.pending))
+        }
         (Some(Hold::FailureLimit { failed, limit }), false, true) => {
             stopped("FailureLimitReached", format!("{failed} failed nodes reached maxFailedNodes {limit}; {} nodes pending", c.pending))
         }
@@ -313,6 +316,12 @@ fn degraded_condition(spec: &WindowsNodePoolSpec, plan: &Plan) -> Condition {
 fn paused_condition(plan: &Plan) -> Condition {
     match &plan.hold {
         Some(Hold::PausedBySpec) => cond(conditions::PAUSED, true, "PausedBySpec", "rollout.paused is true".into()),
+        Some(Hold::PausedByAnnotation) => cond(
+            conditions::PAUSED,
+            true,
+            "PausedByAnnotation",
+            format!("the pool carries {}: \"true\" (kubectl winpool pause)", names::ANN_PAUSED),
+        ),
         Some(Hold::FailureLimit { failed, limit }) => cond(
             conditions::PAUSED,
             true,
@@ -453,7 +462,15 @@ mod tests {
     fn plan_for(spec: &WindowsNodePoolSpec, nodes: &[NodeView], now: Timestamp) -> Plan {
         let existing = BTreeSet::new();
         decide(
-            &PoolInput { name: "p", spec, existing_revisions: &existing, target_marked_at: None, gates: &[], average_node_update: None },
+            &PoolInput {
+                name: "p",
+                spec,
+                existing_revisions: &existing,
+                target_marked_at: None,
+                gates: &[],
+                average_node_update: None,
+                paused_by_annotation: false,
+            },
             &cleared(spec, nodes),
             now,
         )
@@ -502,6 +519,7 @@ mod tests {
                     target_marked_at: None,
                     gates: &gates,
                     average_node_update: None,
+                    paused_by_annotation: false,
                 },
                 &cleared(&spec, &[node("a"), node("b")]),
                 now,
@@ -593,6 +611,7 @@ mod tests {
                 average_node_update: None,
                 target_marked_at: None,
                 gates: &[],
+                paused_by_annotation: false,
             },
             &cleared(&spec, &[node("a")]),
             now,
@@ -606,6 +625,7 @@ mod tests {
                 average_node_update: None,
                 target_marked_at: None,
                 gates: &[],
+                paused_by_annotation: false,
             },
             &cleared(&spec, &[node("a")]),
             "2026-12-05T01:59:00Z".parse().unwrap(),
@@ -640,6 +660,29 @@ mod tests {
             }
             assert_eq!(st.observed_generation, Some(3));
         }
+    }
+
+    #[test]
+    fn a_pool_paused_by_its_annotation_says_so() {
+        let now: Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();
+        let s = spec("");
+        let existing = BTreeSet::new();
+        let nodes = [node("a"), node("b")];
+        let input = PoolInput {
+            name: "p",
+            spec: &s,
+            existing_revisions: &existing,
+            target_marked_at: None,
+            gates: &[],
+            average_node_update: None,
+            paused_by_annotation: true,
+        };
+        let plan = decide(&input, &cleared(&s, &nodes), now);
+        let st = build_status(&s, &plan, &Membership::default(), None, None, Some(3), now);
+        let (progressing, paused) = (get(&st, "Progressing"), get(&st, "Paused"));
+        assert_eq!((progressing.status.as_str(), progressing.reason.as_str()), ("False", "Paused"));
+        assert_eq!(progressing.message, "paused by the annotation winpool.dev/paused; 2 nodes pending");
+        assert_eq!((paused.status.as_str(), paused.reason.as_str()), ("True", "PausedByAnnotation"));
     }
 
     #[test]
@@ -843,6 +886,7 @@ mod tests {
             target_marked_at: None,
             gates: &[],
             average_node_update: None,
+            paused_by_annotation: false,
         };
         let plan = decide(&input, &[blocked("a"), node("b")], now);
         let s = build_status(&spec, &plan, &Membership::default(), None, None, Some(3), now);

@@ -768,7 +768,15 @@ fn a_garbage_started_at_does_not_disable_node_timeout() {
     // Five hours in Applying, the agent silent: the garbage started-at counts as
     // absent, the time in the state stands in, and this very round fails the node.
     let plan = decide(
-        &PoolInput { name: "p", spec: &spec, existing_revisions: &existing, target_marked_at: None, gates: &[], average_node_update: None },
+        &PoolInput {
+            name: "p",
+            spec: &spec,
+            existing_revisions: &existing,
+            target_marked_at: None,
+            gates: &[],
+            paused_by_annotation: false,
+            average_node_update: None,
+        },
         std::slice::from_ref(&view),
         now,
     );

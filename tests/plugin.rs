@@ -161,11 +161,13 @@ async fn the_plugin_pauses_resumes_plans_the_operators_first_wave_reports_states
     let pools: Api<WindowsNodePool> = Api::all(t.client.clone());
 
     // Paused before the operator ever sees the pool: it must start nothing.
+    // By an annotation: a GitOps controller that owns the spec leaves it alone.
     assert!(ok(&["pause", &pool]).contains("paused"));
     let p = pools.get(&pool).await.unwrap();
-    assert!(p.spec.rollout.paused);
+    assert!(!p.spec.rollout.paused, "the spec is the GitOps controller's");
+    assert_eq!(p.annotations().get(names::ANN_PAUSED).map(String::as_str), Some("true"));
     let by_plugin = p.managed_fields().iter().find(|m| m.manager.as_deref() == Some("kubectl-winpool")).expect("a kubectl-winpool entry");
-    assert!(serde_json::to_string(&by_plugin.fields_v1).unwrap().contains("f:paused"), "{by_plugin:?}");
+    assert!(serde_json::to_string(&by_plugin.fields_v1).unwrap().contains("f:winpool.dev/paused"), "{by_plugin:?}");
     assert!(ok(&["pause", &pool]).contains("already paused"));
 
     t.start_operator(&[]);
@@ -211,13 +213,14 @@ async fn the_plugin_pauses_resumes_plans_the_operators_first_wave_reports_states
     assert!(table.contains(&format!("Managed:      {}", managed.message)), "{table}");
 
     let first = plan(&pool);
-    assert_eq!(first.hold.as_deref(), Some("rollout.paused is true"));
+    assert_eq!(first.hold.as_deref(), Some("paused by the annotation winpool.dev/paused (kubectl winpool resume)"));
+    assert_eq!(s.paused_by.as_deref(), Some(names::ANN_PAUSED));
     assert_eq!(first.order, (0..4).map(node).collect::<Vec<_>>());
     assert_eq!(first.waves, [vec![node(0), node(1)], vec![node(2), node(3)]]);
 
     // Resumed: the operator starts exactly the plan's first wave.
     assert!(ok(&["resume", &pool]).contains("resumed"));
-    assert!(!pools.get(&pool).await.unwrap().spec.rollout.paused);
+    assert!(!pools.get(&pool).await.unwrap().annotations().contains_key(names::ANN_PAUSED), "resume removes the annotation");
     let wave1 = wait_for("the first wave to start", WAIT, || async {
         let s = started_in_order(&t);
         (s.len() >= 2).then_some(s)
@@ -288,6 +291,14 @@ async fn the_plugin_pauses_resumes_plans_the_operators_first_wave_reports_states
     as_platform(&["plan", &pool]);
     assert!(as_platform(&["pause", &pool]).contains("paused"));
     assert!(as_platform(&["resume", &pool]).contains("resumed"));
+    // A pause in the spec is its owner's (a GitOps controller's) to lift, not the plugin's.
+    let rollout = json!({"maxUnavailable": 2, "maxFailedNodes": 3});
+    let mut paused_rollout = rollout.clone();
+    paused_rollout["paused"] = json!(true);
+    apply_pool(&t, &pool_manifest(&t, &pool, "10.0.20348.2762", paused_rollout)).await;
+    assert!(ok(&["pause", &pool]).contains("already paused (spec.rollout.paused)"));
+    assert!(refused(&["resume", &pool]).contains("paused by its spec (spec.rollout.paused: true)"));
+    apply_pool(&t, &pool_manifest(&t, &pool, "10.0.20348.2762", rollout)).await;
     let viewer_client = kube::Client::try_from(
         kube::Config::from_custom_kubeconfig(kube::config::Kubeconfig::read_from(&viewer).unwrap(), &Default::default()).await.unwrap(),
     )

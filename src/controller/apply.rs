@@ -206,6 +206,7 @@ async fn observe<'a>(
         target_marked_at: None,
         gates: &[],
         average_node_update: None,
+        paused_by_annotation: pool.paused_by_annotation(),
     };
     let gates = if !pool.spec.rollout.health_gates.is_empty() && could_start(&input, &views, now) {
         gates::evaluate_fresh(ctx, pool).await

@@ -125,6 +125,7 @@ pub(super) fn decide_round(pool: &WindowsNodePool, settings: &Settings, seen: &O
         gates: &seen.gates,
         average_node_update: seen.average_node_update,
         target_marked_at: target_marked_at(&seen.cms_of_pool, &crate::revision::revision_of(spec)),
+        paused_by_annotation: pool.paused_by_annotation(),
     };
     let plan = decide(&input, &seen.views, now);
     let capacity = hns::capacity(seen.hns_totals, &seen.hns_limits, spec.hns.warn_percent, seen.hns_over_limit.clone());
@@ -307,6 +308,7 @@ mod tests {
                 target_marked_at: None,
                 gates: &gates,
                 average_node_update: None,
+                paused_by_annotation: false,
             };
             problems(&pool, &decide(&input, std::slice::from_ref(&node), Timestamp::UNIX_EPOCH), &Membership::default())
         };
@@ -332,6 +334,7 @@ mod tests {
             target_marked_at: None,
             gates: &[],
             average_node_update: None,
+            paused_by_annotation: false,
         };
         let mut plan = decide(&input, &[], Timestamp::UNIX_EPOCH);
         plan.patches = vec![
@@ -391,6 +394,7 @@ mod tests {
                 target_marked_at: None,
                 gates: &[],
                 average_node_update: None,
+                paused_by_annotation: false,
             },
             &[],
             Timestamp::UNIX_EPOCH,
@@ -415,6 +419,7 @@ mod tests {
                 target_marked_at: None,
                 gates: &[],
                 average_node_update: None,
+                paused_by_annotation: false,
             };
             decide(&input, &[], Timestamp::UNIX_EPOCH)
         };

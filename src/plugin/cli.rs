@@ -74,9 +74,9 @@ pub enum Command {
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
-    /// Start no new node (spec.rollout.paused: true); nodes in flight finish.
+    /// Start no new node (annotation winpool.dev/paused: "true", which GitOps leaves alone); nodes in flight finish.
     Pause { pool: String },
-    /// Let the rollout start nodes again (spec.rollout.paused: false).
+    /// Let the rollout start nodes again (removes winpool.dev/paused; spec.rollout.paused stays the spec owner's).
     Resume { pool: String },
     /// Roll a Failed node again: it becomes Pending and starts when a slot is free.
     Retry { node: String },
@@ -204,17 +204,37 @@ fn params() -> PatchParams {
     PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() }
 }
 
+/// Pause and resume by the annotation `winpool.dev/paused`, not the spec: a
+/// GitOps controller that owns the spec (Argo CD self-heal, Flux) would put
+/// `spec.rollout.paused` back within minutes, and an annotation it does not
+/// manage it leaves alone. A pause in the spec stays the spec owner's to lift.
 async fn set_paused(client: &Client, name: &str, paused: bool) -> Result<String, PluginError> {
     let pools: Api<WindowsNodePool> = Api::all(client.clone());
     let pool = pools.get(name).await.map_err(|e| PluginError::from_kube(e, "pool", name))?;
-    let verb = if paused { "paused" } else { "resumed" };
-    if pool.spec.rollout.paused == paused {
-        return Ok(format!("pool {name} is already {}\n", if paused { "paused" } else { "not paused" }));
+    let by_spec = pool.spec.rollout.paused;
+    if paused && pool.paused() {
+        let how = if by_spec { "spec.rollout.paused" } else { names::ANN_PAUSED };
+        return Ok(format!("pool {name} is already paused ({how})\n"));
     }
-    let body = json!({"spec": {"rollout": {"paused": paused}}});
+    if !paused && !pool.paused_by_annotation() {
+        return match by_spec {
+            true => Err(PluginError::Refused(format!(
+                "pool {name} is paused by its spec (spec.rollout.paused: true); set it false where the pool's spec is managed"
+            ))),
+            false => Ok(format!("pool {name} is already not paused\n")),
+        };
+    }
+    let value = if paused { json!("true") } else { json!(null) };
+    let body = json!({"metadata": {"annotations": {names::ANN_PAUSED: value}}});
     pools.patch(name, &params(), &Patch::Merge(&body)).await.map_err(|e| PluginError::from_kube(e, "pool", name))?;
-    let what = if paused { "nodes in flight finish, no new node starts" } else { "nodes start again as slots free" };
-    Ok(format!("pool {name} {verb}: {what}\n"))
+    Ok(match (paused, by_spec) {
+        (true, _) => format!("pool {name} paused ({}): nodes in flight finish, no new node starts\n", names::ANN_PAUSED),
+        (false, false) => format!("pool {name} resumed: nodes start again as slots free\n"),
+        (false, true) => format!(
+            "pool {name}: {} removed, but it stays paused by its spec (spec.rollout.paused: true); set it false where the pool's spec is managed\n",
+            names::ANN_PAUSED
+        ),
+    })
 }
 
 async fn retry_node(client: &Client, name: &str) -> Result<String, PluginError> {

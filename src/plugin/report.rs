@@ -34,8 +34,11 @@ pub struct StatusReport {
     pub revision: String,
     /// spec.os.patchLevel: the minimum build.revision.
     pub patch_level: String,
-    /// spec.rollout.paused.
+    /// spec.rollout.paused, or the annotation winpool.dev/paused.
     pub paused: bool,
+    /// Which of the two pauses it (spec.rollout.paused wins).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused_by: Option<String>,
     /// The counts the operator last wrote (status.nodes).
     pub counts: NodeCounts,
     /// The operator's Progressing condition, if it wrote one.
@@ -229,6 +232,15 @@ fn state_of(v: &NodeView, rev: &str, pool: &WindowsNodePool) -> NodeState {
     rollout::current_state(v, rev, &pool.spec)
 }
 
+/// `spec.rollout.paused` or the annotation that pauses the pool, if either does.
+fn pause_source(pool: &WindowsNodePool) -> Option<String> {
+    match (pool.spec.rollout.paused, pool.paused_by_annotation()) {
+        (true, _) => Some("spec.rollout.paused".into()),
+        (false, true) => Some(names::ANN_PAUSED.into()),
+        (false, false) => None,
+    }
+}
+
 pub fn status_report(pool: &WindowsNodePool, m: &Members) -> StatusReport {
     let rev = revision_of(&pool.spec);
     let status = pool.status.clone().unwrap_or_default();
@@ -266,7 +278,8 @@ pub fn status_report(pool: &WindowsNodePool, m: &Members) -> StatusReport {
         pool: pool.name_any(),
         revision: rev,
         patch_level: pool.spec.os.patch_level.clone(),
-        paused: pool.spec.rollout.paused,
+        paused: pool.paused(),
+        paused_by: pause_source(pool),
         progressing,
         conflicts: m.conflicts.clone(),
         provider_managed: m.provider_managed.clone(),
@@ -313,7 +326,7 @@ pub fn list_report(pools: &[WindowsNodePool]) -> Vec<PoolRow> {
                 patch_level: p.spec.os.patch_level.clone(),
                 revision: status.revision.clone(),
                 counts: status.nodes.clone(),
-                paused: p.spec.rollout.paused,
+                paused: p.paused(),
                 reason: progressing.map(|c| c.reason.clone()),
                 message: progressing.map(|c| c.message.clone()),
             }
@@ -353,6 +366,7 @@ pub fn plan_report(pool: &WindowsNodePool, m: &Members, now: Timestamp) -> PlanR
         average_node_update: average,
         target_marked_at: None,
         gates: &[],
+        paused_by_annotation: pool.paused_by_annotation(),
     };
     let preview = rollout::preview(&input, &m.views, now);
     let limit = preview.unavailable.max_unavailable;
@@ -457,6 +471,7 @@ mod tests {
                 average_node_update: None,
                 target_marked_at: None,
                 gates: &[],
+                paused_by_annotation: false,
             },
             views,
             now(),

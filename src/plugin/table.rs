@@ -79,7 +79,7 @@ pub fn status(r: &StatusReport, now: Timestamp) -> String {
         r.pool, r.revision, r.patch_level, c.total, c.updated, c.updating, c.pending, c.failed
     );
     if r.paused {
-        out.push_str("Paused:       true (spec.rollout.paused)\n");
+        out.push_str(&format!("Paused:       true ({})\n", r.paused_by.as_deref().unwrap_or("spec.rollout.paused")));
     }
     match &r.progressing {
         Some(p) => out.push_str(&format!("Progressing:  {} {}: {}\n", p.status, p.reason, p.message)),
@@ -201,6 +201,7 @@ mod tests {
             revision: "5f1c9a2e".into(),
             patch_level: "10.0.20348.2762".into(),
             paused: true,
+            paused_by: Some("spec.rollout.paused".into()),
             counts: NodeCounts { total: 2, updated: 1, updating: 0, pending: 0, failed: 1 },
             progressing: Some(ConditionSummary {
                 status: "False".into(),
@@ -257,6 +258,7 @@ win-10   Failed    150m    <none>     20348.2700   Unknown   ApplyFailed: servic
             revision: "r".into(),
             patch_level: "10.0.20348.2762".into(),
             paused: false,
+            paused_by: None,
             counts: NodeCounts::default(),
             progressing: None,
             conflicts: None,

@@ -69,6 +69,7 @@ pub(super) struct RoundSettings<'a> {
     pub health_gate_interval: Duration,
     /// When the agents were told of the target (its ConfigMap marked).
     pub target_marked_at: Option<Timestamp>,
+    pub paused_by_annotation: bool,
 }
 
 impl<'a> RoundSettings<'a> {
@@ -93,6 +94,7 @@ impl<'a> RoundSettings<'a> {
             gates: pool.gates,
             health_gate_interval: health_gate_interval(spec),
             target_marked_at: pool.target_marked_at,
+            paused_by_annotation: pool.paused_by_annotation,
         }
     }
 

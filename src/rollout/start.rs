@@ -12,6 +12,9 @@ pub(super) fn hold(s: &RoundSettings<'_>, r: &Round<'_>) -> Option<Hold> {
     if s.spec.rollout.paused {
         return Some(Hold::PausedBySpec);
     }
+    if s.paused_by_annotation {
+        return Some(Hold::PausedByAnnotation);
+    }
     if max_failed > 0 && failed >= max_failed as usize {
         return Some(Hold::FailureLimit { failed, limit: max_failed });
     }

@@ -57,7 +57,15 @@ fn applied(mut n: NodeView, rev: &str) -> NodeView {
 fn run(spec: &WindowsNodePoolSpec, nodes: &[NodeView]) -> Plan {
     let existing = BTreeSet::new();
     decide(
-        &PoolInput { name: POOL, spec, existing_revisions: &existing, target_marked_at: None, gates: &[], average_node_update: None },
+        &PoolInput {
+            name: POOL,
+            spec,
+            existing_revisions: &existing,
+            target_marked_at: None,
+            gates: &[],
+            average_node_update: None,
+            paused_by_annotation: false,
+        },
         &cleared(spec, nodes),
         now(),
     )
@@ -67,7 +75,15 @@ use super::preflight::{PreflightHeld, cleared};
 
 /// The decision's pool input with no gates, no pace and no target mark yet.
 fn input<'a>(spec: &'a WindowsNodePoolSpec, existing: &'a BTreeSet<String>) -> PoolInput<'a> {
-    PoolInput { name: POOL, spec, existing_revisions: existing, target_marked_at: None, gates: &[], average_node_update: None }
+    PoolInput {
+        name: POOL,
+        spec,
+        existing_revisions: existing,
+        target_marked_at: None,
+        gates: &[],
+        average_node_update: None,
+        paused_by_annotation: false,
+    }
 }
 
 fn patch<'a>(plan: &'a Plan, node: &str) -> Option<&'a NodePatch> {
@@ -167,6 +183,29 @@ fn holds_stop_new_nodes_but_not_nodes_in_flight() {
         assert_eq!(transition(&plan, "z"), None, "{extra}: no new node starts");
         assert!(plan.drain.iter().any(|(n, _)| n == "a"), "{extra}: the in-flight drain goes on");
     }
+}
+
+/// `kubectl winpool pause` holds a pool by its annotation, so a GitOps tool
+/// that owns the spec does not undo it: it holds like `rollout.paused`, and a
+/// spec pause is named first when both are set.
+#[test]
+fn the_pause_annotation_holds_new_nodes_but_not_nodes_in_flight() {
+    let spec = spec_with("rollout: {maxUnavailable: 2}");
+    let rev = revision_of(&spec);
+    let mut draining = in_state("a", NodeState::Draining, &rev);
+    draining.pods_to_evict = 1;
+    let nodes = vec![draining, fresh("z")];
+    let existing = BTreeSet::new();
+    let paused = |spec: &WindowsNodePoolSpec, by_annotation: bool| {
+        decide(&PoolInput { paused_by_annotation: by_annotation, ..input(spec, &existing) }, &cleared(spec, &nodes), now())
+    };
+    let plan = paused(&spec, true);
+    assert_eq!(plan.hold, Some(Hold::PausedByAnnotation));
+    assert_eq!(transition(&plan, "z"), None, "no new node starts");
+    assert!(plan.drain.iter().any(|(n, _)| n == "a"), "the in-flight drain goes on");
+    assert_eq!(paused(&spec, false).hold, None, "without it the rollout goes on");
+    assert_eq!(transition(&paused(&spec, false), "z"), Some((NodeState::Pending, NodeState::Draining)));
+    assert_eq!(paused(&spec_with("rollout: {maxUnavailable: 2, paused: true}"), true).hold, Some(Hold::PausedBySpec));
 }
 
 #[test]
@@ -964,7 +1003,15 @@ fn a_node_a_budget_blocks_is_put_back_and_its_slot_goes_to_the_next_node() {
 fn run_gated(spec: &WindowsNodePoolSpec, nodes: &[NodeView], gates: &[crate::gates::GateResult]) -> Plan {
     let existing = BTreeSet::new();
     decide(
-        &PoolInput { name: POOL, spec, existing_revisions: &existing, target_marked_at: None, gates, average_node_update: None },
+        &PoolInput {
+            name: POOL,
+            spec,
+            existing_revisions: &existing,
+            target_marked_at: None,
+            gates,
+            average_node_update: None,
+            paused_by_annotation: false,
+        },
         &cleared(spec, nodes),
         now(),
     )
@@ -1133,6 +1180,7 @@ fn the_estimate_is_the_waves_left_at_the_pools_pace() {
             average_node_update: avg.map(Duration::from_secs),
             target_marked_at: None,
             gates: &[],
+            paused_by_annotation: false,
         };
         decide(&input, &cleared(spec, &nodes), now())
     };
@@ -1187,6 +1235,7 @@ fn other_holds_come_before_the_gates_and_gates_are_asked_for_only_when_a_node_co
                 target_marked_at: None,
                 gates: &closed,
                 average_node_update: None,
+                paused_by_annotation: false,
             },
             &cleared(spec, nodes),
             now(),
@@ -1310,6 +1359,7 @@ fn an_agent_silent_for_a_whole_node_timeout_after_the_mark_is_reported_as_blocke
             target_marked_at: Some(now() - jiff::SignedDuration::from_mins(mins)),
             gates: &[],
             average_node_update: None,
+            paused_by_annotation: false,
         };
         decide(&input, &nodes, now())
     };
