@@ -197,17 +197,24 @@ impl std::fmt::Display for OsVersion {
 pub struct WindowsNodePoolSpec {
     /// Which nodes belong to the pool. `kubernetes.io/os=windows` is always implied.
     pub node_selector: LabelSelector,
+    /// The Windows Server release of the pool's nodes and the patch level they roll to.
     pub os: OsSpec,
+    /// The container runtime the nodes run (containerd) and its version.
     #[serde(default)]
     pub runtime: RuntimeSpec,
+    /// The CNI mode and kube-proxy settings the nodes must show.
     #[serde(default)]
     pub networking: NetworkingSpec,
+    /// Storage components on the host (CSI Proxy).
     #[serde(default)]
     pub storage: StorageSpec,
+    /// How the HNS capacity of the nodes is judged and shown.
     #[serde(default)]
     pub hns: HnsSpec,
+    /// How nodes are rolled: how many at once, when, and what holds them.
     #[serde(default)]
     pub rollout: RolloutSpec,
+    /// The node agent the operator runs on the pool's nodes.
     #[serde(default)]
     pub agent: AgentSpec,
 }
@@ -394,8 +401,10 @@ impl CniMode {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NetworkingSpec {
+    /// The HNS network mode the CNI gives pods: overlay (VXLAN) or l2bridge (default overlay).
     #[serde(default)]
     pub cni_mode: CniMode,
+    /// kube-proxy's settings on the nodes, checked by the agent.
     #[serde(default)]
     pub kube_proxy: KubeProxySpec,
 }
@@ -411,6 +420,7 @@ pub enum KubeProxyMode {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct KubeProxySpec {
+    /// kube-proxy's mode: winkernel, the only one on Windows.
     #[serde(default)]
     pub mode: KubeProxyMode,
     /// Direct Server Return for load-balanced traffic (default false).
@@ -421,6 +431,7 @@ pub struct KubeProxySpec {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StorageSpec {
+    /// The CSI Proxy host service that Windows CSI node plugins call.
     #[serde(default)]
     pub csi_proxy: CsiProxySpec,
 }
@@ -567,6 +578,7 @@ pub struct RolloutSpec {
     #[serde(default = "default_node_timeout")]
     #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"), length(max = 32))]
     pub node_timeout: String,
+    /// How a node is drained before its update.
     #[serde(default)]
     pub drain: DrainSpec,
     /// How long a node stays Updated and Ready before it stops counting
@@ -777,6 +789,7 @@ pub struct AlertMatch {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PrometheusAuth {
+    /// Basic or Bearer.
     #[serde(rename = "type")]
     pub type_: PrometheusAuthType,
     /// A Secret in the operator's own namespace (winpool reads no other Secret),
@@ -877,7 +890,9 @@ pub enum WeekIndex {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RelativeMonthly {
+    /// Which occurrence of the weekday in the month: First to Fourth, or Last.
     pub week_index: WeekIndex,
+    /// The weekday counted (Patch Tuesday: Second Tue).
     pub day_of_week: Weekday,
     /// Days added to that weekday (negative: before it), -27 to 27 (default 0).
     #[serde(default)]
@@ -928,6 +943,8 @@ pub struct AgentSpec {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WindowsNodePoolStatus {
+    /// The spec generation this status describes; older than
+    /// metadata.generation while the operator has yet to act on a change.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
     /// Hash of the node-level configuration the pool is rolling to.
@@ -938,8 +955,10 @@ pub struct WindowsNodePoolStatus {
     /// window) is announced with `RolloutStarted` when it first progresses.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_revision: Option<String>,
+    /// How many of the pool's nodes are in each phase of the rollout.
     #[serde(default)]
     pub nodes: NodeCounts,
+    /// The cluster's HNS load against the nodes' limits (condition HNSCapacity says what it means).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hns: Option<HnsStatus>,
     /// One condition per type: server-side apply merges them by type.
@@ -979,19 +998,28 @@ pub struct WindowsNodePoolStatus {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeCounts {
+    /// Nodes the pool's selector matches (conflicting nodes excluded).
     pub total: i32,
+    /// Nodes that run the pool's revision and were verified.
     pub updated: i32,
+    /// Nodes between Pending and Updated: draining, applying or verifying.
     pub updating: i32,
+    /// Nodes still to start.
     pub pending: i32,
+    /// Nodes whose update failed; they wait for a retry.
     pub failed: i32,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct HnsStatus {
+    /// HNS load balancers a node needs for the cluster's Services.
     pub expected_load_balancers: i64,
+    /// The load balancers a node's HNS holds at most (hns.limits).
     pub limit_load_balancers: i64,
+    /// Remote endpoints a node needs for the cluster's Services.
     pub expected_endpoints: i64,
+    /// The remote endpoints a node's HNS holds at most (hns.limits).
     pub limit_endpoints: i64,
     /// WithinLimits, NearLimit or Exceeded.
     pub state: String,
@@ -1003,8 +1031,11 @@ pub struct HnsStatus {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FailedNode {
+    /// The Node's name.
     pub name: String,
+    /// Why it failed: Timeout, DrainTimeout or ApplyFailed.
     pub reason: String,
+    /// What failed and where to look (an exit code names its log on the node).
     pub message: String,
     /// When the node failed, RFC 3339.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1014,6 +1045,7 @@ pub struct FailedNode {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct UpdatingNode {
+    /// The Node's name.
     pub name: String,
     /// Draining, Applying or Verifying.
     pub state: String,
@@ -1025,6 +1057,7 @@ pub struct UpdatingNode {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DrainBlockedNode {
+    /// The Node's name.
     pub name: String,
     /// namespace/name of the budget that refuses the evictions.
     pub pod_disruption_budget: String,
@@ -1036,6 +1069,7 @@ pub struct DrainBlockedNode {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PreflightBlockedNode {
+    /// The Node's name.
     pub name: String,
     /// The agent's reasons, as it wrote them on the Node (`winpool.dev/preflight`).
     pub reason: String,
@@ -1048,6 +1082,10 @@ pub mod conditions {
     pub const DEGRADED: &str = "Degraded";
     pub const HNS_CAPACITY: &str = "HNSCapacity";
     pub const PAUSED: &str = "Paused";
+    /// kstatus' abnormal-true pair: Reconciling while the rollout moves,
+    /// Stalled while it waits for a person (docs/gitops.md).
+    pub const RECONCILING: &str = "Reconciling";
+    pub const STALLED: &str = "Stalled";
     /// Membership problems the controller found (a node in two pools, a node of another OS version).
     pub const NODES_CONFLICT: &str = "NodeConflicts";
     /// Members a cloud provider may reimage or replace, undoing in-place patches (`provider`).

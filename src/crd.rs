@@ -108,4 +108,30 @@ mod tests {
         // `kubectl explain` shows what our fields mean, not Go's type documentation.
         assert!(!yaml.contains("Time is a wrapper around time.Time"), "a Time field without its own description");
     }
+
+    /// Paths of the schema's fields that `kubectl explain` would show without
+    /// a description (list items and map values are described by their field).
+    fn undescribed(schema: &serde_json::Value, path: &str, out: &mut Vec<String>) {
+        if !path.is_empty() && schema.get("description").is_none() {
+            out.push(path.to_string());
+        }
+        for (name, field) in schema.get("properties").and_then(|p| p.as_object()).into_iter().flatten() {
+            undescribed(field, &format!("{path}.{name}"), out);
+        }
+        for inner in [schema.get("items"), schema.get("additionalProperties")].into_iter().flatten() {
+            for (name, field) in inner.get("properties").and_then(|p| p.as_object()).into_iter().flatten() {
+                undescribed(field, &format!("{path}[].{name}"), out);
+            }
+        }
+    }
+
+    #[test]
+    fn every_field_says_what_it_is_for() {
+        for crd in [crd(), report_crd()] {
+            let schema = serde_json::to_value(&crd.spec.versions[0].schema.as_ref().unwrap().open_api_v3_schema).unwrap();
+            let mut missing = Vec::new();
+            undescribed(&schema, "", &mut missing);
+            assert!(missing.is_empty(), "{}: fields without a description: {missing:?}", crd.spec.names.kind);
+        }
+    }
 }

@@ -68,6 +68,7 @@ pub struct WindowsNodeReportSpec {
 pub struct ApplyReport {
     /// The revision this result is about.
     pub revision: String,
+    /// Where the agent is with the revision: Applying, Rebooting, Succeeded or Failed.
     pub status: ApplyStatus,
     /// What went wrong, or what the agent is doing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -138,6 +139,7 @@ pub struct HnsCounts {
 pub struct PreflightReport {
     /// The revision judged.
     pub revision: String,
+    /// Ready: the node may start; Blocked: it must not, for the reasons given.
     pub verdict: PreflightVerdictValue,
     /// Why the host cannot take the revision (Blocked only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -97,9 +97,12 @@ pub fn build_status(
     generation: Option<i64>,
     now: Timestamp,
 ) -> WindowsNodePoolStatus {
+    let (progressing, course) = progressing_condition(plan);
     let mut next = vec![
-        ready_condition(plan),
-        progressing_condition(plan),
+        ready_condition(plan, course),
+        reconciling_condition(&progressing, course),
+        stalled_condition(&progressing, course),
+        progressing,
         degraded_condition(spec, plan),
         paused_condition(plan),
         conflict_condition(spec, &membership.conflicts),
@@ -193,27 +196,65 @@ fn out_of_service_note(plan: &Plan) -> String {
     )
 }
 
-fn ready_condition(plan: &Plan) -> Condition {
+/// How a reader that waits on the pool (Flux through kstatus, Argo CD's
+/// health check) should take the rollout's course; Ready, Reconciling and
+/// Stalled follow from it (docs/gitops.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Course {
+    /// Nodes are moving, or will as soon as something that clears on its own
+    /// does (capacity, a health gate, a drain that times out into Failed).
+    Moving,
+    /// The nodes left wait for the maintenance window the spec asks for: the
+    /// pool is as its spec wants it now, not "in progress" for weeks.
+    AwaitingWindow,
+    /// A person paused it; a person resumes it.
+    Held,
+    /// It cannot go on until someone acts: failed nodes, a schedule that never
+    /// opens, agents that refuse the revision.
+    Stalled,
+    /// Every node that can run the revision does.
+    Done,
+}
+
+fn ready_condition(plan: &Plan, course: Course) -> Condition {
     let (c, rev) = (&plan.counts, &plan.revision);
     if c.total == 0 {
         cond(conditions::READY, false, "NoNodes", "no Windows node matches the pool's nodeSelector".into())
     } else if c.updated == c.total {
         cond(conditions::READY, true, "RolloutComplete", format!("all {} nodes run revision {rev}", c.total))
+    } else if course == Course::AwaitingWindow && c.failed == 0 {
+        let opens = plan.window.and_then(|w| w.known_start()).map(|t| format!(" at {t}")).unwrap_or_default();
+        let message =
+            format!("{} of {} nodes run revision {rev}; the others start when the maintenance window opens{opens}", c.updated, c.total);
+        cond(conditions::READY, true, "WaitingForMaintenanceWindow", message)
     } else {
         cond(conditions::READY, false, "RolloutIncomplete", format!("{} of {} nodes run revision {rev}", c.updated, c.total))
     }
 }
 
-fn progressing_condition(plan: &Plan) -> Condition {
+/// kstatus' Reconciling: True while the rollout moves (its reason and message
+/// are Progressing's), so a GitOps wait follows it.
+fn reconciling_condition(progressing: &Condition, course: Course) -> Condition {
+    cond(conditions::RECONCILING, course == Course::Moving, &progressing.reason, progressing.message.clone())
+}
+
+/// kstatus' Stalled: True when the rollout waits for a person, never for time.
+fn stalled_condition(progressing: &Condition, course: Course) -> Condition {
+    match course {
+        Course::Stalled => cond(conditions::STALLED, true, &progressing.reason, progressing.message.clone()),
+        _ => cond(conditions::STALLED, false, "NotStalled", "nothing waits for a person's action".into()),
+    }
+}
+
+fn progressing_condition(plan: &Plan) -> (Condition, Course) {
     let (c, rev) = (&plan.counts, &plan.revision);
-    let stopped = |reason: &str, message: String| cond(conditions::PROGRESSING, false, reason, message);
+    let moving = |reason: &str, message: String| (cond(conditions::PROGRESSING, true, reason, message), Course::Moving);
+    let stopped = |reason: &str, message: String, course: Course| (cond(conditions::PROGRESSING, false, reason, message), course);
     match (&plan.hold, c.updating > 0, c.pending > 0) {
         (_, true, _) => {
             // Counts only: a per-node wait list would change every few seconds and rewrite the status each time.
             let by = |s: NodeState| plan.by_state.get(&s).copied().unwrap_or(0);
-            cond(
-                conditions::PROGRESSING,
-                true,
+            moving(
                 "NodesUpdating",
                 format!(
                     "{} updating ({} draining, {} applying, {} verifying), {} pending, {} updated of {}{}{}{}",
@@ -234,18 +275,18 @@ fn progressing_condition(plan: &Plan) -> Condition {
             )
         }
         (None, false, true) => match plan.soaking {
-            Some(k) => cond(
-                conditions::PROGRESSING,
-                true,
+            Some(k) => moving(
                 "Soaking",
                 format!(
                     "{} updated nodes soaking (rollout.soakTime) before the next starts at {}; {} pending, {} updated of {}",
                     k.nodes, k.first_ends, c.pending, c.updated, c.total
                 ),
             ),
-            None if !plan.blocked.is_empty() => stopped("DrainBlocked", format!("{} pending; {}", c.pending, blocked_note(plan))),
+            None if !plan.blocked.is_empty() => {
+                stopped("DrainBlocked", format!("{} pending; {}", c.pending, blocked_note(plan)), Course::Moving)
+            }
             None if !plan.runtime_refused.is_empty() && plan.runtime_refused.len() as i32 >= c.pending => {
-                stopped("RuntimeUpgradeRefused", format!("{} pending; {}", c.pending, runtime_refused_note(plan)))
+                stopped("RuntimeUpgradeRefused", format!("{} pending; {}", c.pending, runtime_refused_note(plan)), Course::Stalled)
             }
             // Every pending node waits for its agent: blocked ones stop the
             // rollout until someone acts; awaited ones are on their way.
@@ -257,39 +298,45 @@ fn progressing_condition(plan: &Plan) -> Condition {
                 };
                 if awaited > 0 {
                     let msg = format!("{} pending; waiting for {awaited} agents' preflight of revision {rev}{blocked}", c.pending);
-                    cond(conditions::PROGRESSING, true, "AwaitingPreflight", msg)
+                    moving("AwaitingPreflight", msg)
                 } else {
-                    stopped("PreflightBlocked", format!("{} pending{blocked}", c.pending))
+                    stopped("PreflightBlocked", format!("{} pending{blocked}", c.pending), Course::Stalled)
                 }
             }
-            None => stopped("NodesNotReady", out_of_service_note(plan)),
+            None => stopped("NodesNotReady", out_of_service_note(plan), Course::Moving),
         },
-        (Some(Hold::PausedBySpec), false, true) => stopped("Paused", format!("rollout.paused is true; {} nodes pending", c.pending)),
+        (Some(Hold::PausedBySpec), false, true) => {
+            stopped("Paused", format!("rollout.paused is true; {} nodes pending", c.pending), Course::Held)
+        }
         (Some(Hold::PausedByAnnotation), false, true) => {
-            stopped("Paused", format!("paused by the annotation {}; {} nodes pending", names::ANN_PAUSED, c.pending))
+            stopped("Paused", format!("paused by the annotation {}; {} nodes pending", names::ANN_PAUSED, c.pending), Course::Held)
         }
         (Some(Hold::FailureLimit { failed, limit }), false, true) => {
-            stopped("FailureLimitReached", format!("{failed} failed nodes reached maxFailedNodes {limit}; {} nodes pending", c.pending))
+            let message = format!("{failed} failed nodes reached maxFailedNodes {limit}; {} nodes pending", c.pending);
+            stopped("FailureLimitReached", message, Course::Stalled)
         }
         (Some(Hold::OutsideWindow { opens }), false, true) => {
             let closes = plan.window.and_then(|w| w.known_end()).map(|t| format!(" and closes at {t}")).unwrap_or_default();
             stopped(
                 "OutsideMaintenanceWindow",
                 format!("{} nodes pending; the next maintenance window opens at {opens}{closes}", c.pending),
+                Course::AwaitingWindow,
             )
         }
         (Some(Hold::NoWindowAhead), false, true) => stopped(
             "NoMaintenanceWindowAhead",
             format!("{} nodes pending; no maintenance window opens within 400 days outside rollout.notAllowedDates", c.pending),
+            Course::Stalled,
         ),
-        (Some(Hold::BadWindow(e)), false, true) => stopped("InvalidMaintenanceWindow", e.clone()),
+        (Some(Hold::BadWindow(e)), false, true) => stopped("InvalidMaintenanceWindow", e.clone(), Course::Stalled),
         (Some(Hold::HealthGateClosed { gate, seen }), false, true) => {
-            stopped("HealthGateClosed", format!("gate \"{gate}\": {seen}; {} nodes pending", c.pending))
+            stopped("HealthGateClosed", format!("gate \"{gate}\": {seen}; {} nodes pending", c.pending), Course::Moving)
         }
         (_, false, false) if c.failed > 0 => {
-            stopped("NodesFailed", format!("no node left to update; {} nodes failed: {}", c.failed, failed_names(plan)))
+            let message = format!("no node left to update; {} nodes failed: {}", c.failed, failed_names(plan));
+            stopped("NodesFailed", message, Course::Stalled)
         }
-        (_, false, false) => stopped("RolloutComplete", format!("revision {rev} rolled out")),
+        (_, false, false) => stopped("RolloutComplete", format!("revision {rev} rolled out"), Course::Done),
     }
 }
 
@@ -360,14 +407,23 @@ pub fn transition_events(previous: Option<&WindowsNodePoolStatus>, next: &Window
         previous.and_then(|p| p.conditions.iter().find(|c| c.type_ == conditions::PROGRESSING)).map(|c| c.reason.as_str());
     let new_rollout = previous.is_none_or(|p| p.started_revision != next.revision)
         || matches!(previous_progressing_reason, None | Some("RolloutComplete" | "NodesFailed"));
+    // Ready is also True for a pool whose remaining nodes wait for their
+    // window; the rollout is complete only when Ready says so by its reason.
+    let complete = |s: Option<&WindowsNodePoolStatus>| {
+        s.and_then(|s| s.conditions.iter().find(|c| c.type_ == conditions::READY))
+            .is_some_and(|c| c.status == "True" && c.reason == "RolloutComplete")
+    };
     let mut out = Vec::new();
+    if complete(Some(next)) && !complete(previous) {
+        let ready = next.conditions.iter().find(|c| c.type_ == conditions::READY).expect("complete means a Ready condition");
+        out.push(("RolloutComplete".to_string(), ready.message.clone()));
+    }
     for c in &next.conditions {
         if was(&c.type_).as_deref() == Some(c.status.as_str()) {
             continue;
         }
         let reason = match (c.type_.as_str(), c.status.as_str()) {
             (conditions::PROGRESSING, "True") if new_rollout => "RolloutStarted",
-            (conditions::READY, "True") => "RolloutComplete",
             (conditions::PAUSED, "True") => "RolloutPaused",
             (conditions::PAUSED, "False") if was(conditions::PAUSED).is_some() => "RolloutResumed",
             (conditions::HNS_CAPACITY, _) if c.reason != "WithinLimits" => "HNSCapacity",
@@ -447,6 +503,9 @@ fn names_note(head: &str, nodes: &[&str]) -> String {
     }
     note
 }
+
+#[cfg(test)]
+mod gitops;
 
 #[cfg(test)]
 mod tests {
@@ -648,6 +707,25 @@ mod tests {
             ("", 0, &[("Ready", "False", "NoNodes")]),
             ("", 2, &[("Ready", "False", "RolloutIncomplete"), ("Progressing", "True", "NodesUpdating"), ("Paused", "False", "NotPaused")]),
             ("rollout: {paused: true}", 2, &[("Progressing", "False", "Paused"), ("Paused", "True", "PausedBySpec")]),
+            // kstatus reads Reconciling and Stalled first, then Ready.
+            ("", 2, &[("Reconciling", "True", "NodesUpdating"), ("Stalled", "False", "NotStalled")]),
+            ("rollout: {paused: true}", 2, &[("Ready", "False", "RolloutIncomplete"), ("Reconciling", "False", "Paused")]),
+            // Sunday noon, a Saturday window: nothing is failing, nothing is to do
+            // before Saturday, so a GitOps wait must not hang until then.
+            (
+                "rollout: {maintenanceWindows: [{days: [Sat], start: '02:00', end: '06:00'}]}",
+                2,
+                &[
+                    ("Ready", "True", "WaitingForMaintenanceWindow"),
+                    ("Reconciling", "False", "OutsideMaintenanceWindow"),
+                    ("Stalled", "False", "NotStalled"),
+                ],
+            ),
+            (
+                "rollout: {maintenanceWindows: [{start: '02:00', end: '06:00', timeZone: Nowhere/Land}]}",
+                2,
+                &[("Ready", "False", "RolloutIncomplete"), ("Stalled", "True", "InvalidMaintenanceWindow")],
+            ),
         ];
         for (extra, n, want) in cases {
             let s = spec(extra);
@@ -709,6 +787,26 @@ mod tests {
         let paused = status_for(&spec("rollout: {paused: true}"), &[node("a")], Some(&again), now);
         let ev: Vec<String> = transition_events(Some(&again), &paused).into_iter().map(|(r, _)| r).collect();
         assert!(ev.contains(&"RolloutPaused".to_string()), "{ev:?}");
+    }
+
+    /// Ready is True while the rest wait for their window; the rollout is
+    /// complete, and announced so, only when every node runs the revision.
+    #[test]
+    fn a_pool_ready_while_it_waits_for_its_window_is_announced_complete_only_when_done() {
+        let now: Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();
+        let saturdays = spec("rollout: {maintenanceWindows: [{days: [Sat], start: '02:00', end: '06:00'}]}");
+        let waiting = status_for(&saturdays, &[node("a")], None, now);
+        assert_eq!(get(&waiting, "Ready").reason, "WaitingForMaintenanceWindow");
+        let reasons = |prev: Option<&WindowsNodePoolStatus>, next: &WindowsNodePoolStatus| -> Vec<String> {
+            transition_events(prev, next).into_iter().map(|(r, _)| r).collect()
+        };
+        assert!(!reasons(None, &waiting).contains(&"RolloutComplete".to_string()), "waiting is not complete");
+        let mut done = waiting.clone();
+        for c in done.conditions.iter_mut().filter(|c| c.type_ == "Ready") {
+            (c.reason, c.message) = ("RolloutComplete".into(), "all 1 nodes run revision r".into());
+        }
+        assert_eq!(reasons(Some(&waiting), &done), ["RolloutComplete"], "Ready stays True; its reason says it is complete");
+        assert!(reasons(Some(&done), &done).is_empty(), "once");
     }
 
     #[test]

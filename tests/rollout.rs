@@ -607,6 +607,18 @@ async fn maintenance_windows_and_not_allowed_dates_decide_when_nodes_start() {
     assert_eq!(support::metric(metrics, &window_open).await, Some(0.0));
     // That decision started nobody.
     assert!(audit::starts_per_node(&audit::requests(&audit::audit_log(), &t.node_prefix())).is_empty());
+    // Nothing to do before the window and nothing failed: what a GitOps wait
+    // (kstatus) reads says "current", not "in progress" for hours.
+    let kstatus: Vec<(String, String, String)> = ["Ready", "Reconciling", "Stalled"]
+        .iter()
+        .filter_map(|t| st.conditions.iter().find(|c| c.type_ == *t).map(|c| (c.type_.clone(), c.status.clone(), c.reason.clone())))
+        .collect();
+    let want = [
+        ("Ready", "True", "WaitingForMaintenanceWindow"),
+        ("Reconciling", "False", "OutsideMaintenanceWindow"),
+        ("Stalled", "False", "NotStalled"),
+    ];
+    assert_eq!(kstatus, want.map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string())));
 
     // A second window, open now in Kolkata (UTC+05:30): any open window is enough.
     let open_now = json!({"start": hhmm(now - hour, "Asia/Kolkata"), "end": hhmm(now + hour, "Asia/Kolkata"), "timeZone": "Asia/Kolkata"});

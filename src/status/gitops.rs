@@ -1,0 +1,193 @@
+//! Pools in every state a GitOps tool has to judge, as the operator writes
+//! them, for the checks of `tests/gitops` (Flux's kstatus and the Argo CD
+//! health check run by gopher-lua). Each fixture is the status
+//! [`build_status`] writes for a round in that state; the Go tests hold the
+//! expected verdicts, so a change to the conditions that moves a verdict
+//! fails there, and a change to what the operator writes fails here.
+//!
+//! `WINPOOL_UPDATE_GOLDEN=1 cargo test --lib status::gitops` rewrites the files.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use jiff::Timestamp;
+use serde_json::{Value, json};
+
+use super::build_status;
+use crate::api::{NodeCounts, WindowsNodePool, WindowsNodePoolSpec, names};
+use crate::membership::Membership;
+use crate::rollout::preflight::cleared;
+use crate::rollout::{FailedInfo, Hold, NodeState, NodeView, Plan, PoolInput, Preflight, PreflightVerdict, decide};
+
+/// Sunday noon: a Saturday window is closed.
+fn now() -> Timestamp {
+    "2026-11-29T12:00:00Z".parse().unwrap()
+}
+
+fn spec(extra: &str) -> WindowsNodePoolSpec {
+    serde_yaml::from_str(&format!(
+        "nodeSelector: {{matchLabels: {{pool: win}}}}\nos: {{version: ltsc2022, patchLevel: 10.0.20348.2762}}\n{extra}"
+    ))
+    .unwrap()
+}
+
+fn member(name: &str) -> NodeView {
+    NodeView { name: name.into(), ready: true, pool_label: Some("win".into()), ..Default::default() }
+}
+
+fn members(n: usize) -> Vec<NodeView> {
+    (0..n).map(|i| member(&format!("win-{i}"))).collect()
+}
+
+/// The operator's round for these nodes, as it decides it.
+fn plan(spec: &WindowsNodePoolSpec, nodes: &[NodeView], paused_by_annotation: bool) -> Plan {
+    let existing = BTreeSet::new();
+    let input = PoolInput {
+        name: "win",
+        spec,
+        existing_revisions: &existing,
+        target_marked_at: None,
+        gates: &[],
+        average_node_update: None,
+        paused_by_annotation,
+    };
+    decide(&input, &cleared(spec, nodes), now())
+}
+
+/// A round whose outcome needs nodes in states a unit of views cannot
+/// reach in one decision (updated, failed): the decision for pending nodes
+/// with the counts, failures and hold of that outcome.
+fn outcome(spec: &WindowsNodePoolSpec, counts: NodeCounts, failed: usize, hold: Option<Hold>) -> Plan {
+    let mut p = plan(spec, &members(counts.total as usize), false);
+    p.by_state = [(NodeState::Draining, counts.updating as usize)].into();
+    p.counts = counts;
+    p.failed = (0..failed)
+        .map(|i| FailedInfo {
+            node: format!("win-{i}"),
+            reason: "ApplyFailed".into(),
+            message: "the agent's install exited with 0x80070643 (C:\\Windows\\Logs\\CBS\\CBS.log)".into(),
+            since: Some(now()),
+        })
+        .collect();
+    p.hold = hold;
+    p
+}
+
+fn counts(total: i32, updated: i32, updating: i32, pending: i32, failed: i32) -> NodeCounts {
+    NodeCounts { total, updated, updating, pending, failed }
+}
+
+/// The object a GitOps tool reads: metadata, spec and the status for `plan`.
+fn pool(name: &str, spec: WindowsNodePoolSpec, plan: Option<&Plan>) -> Value {
+    let status = plan.map(|p| build_status(&spec, p, &Membership::default(), None, None, Some(3), now()));
+    let mut pool = WindowsNodePool::new(name, spec);
+    pool.metadata.generation = Some(3);
+    pool.status = status;
+    serde_json::to_value(&pool).unwrap()
+}
+
+fn fixtures() -> Vec<(&'static str, Value)> {
+    let plain = spec("rollout: {maxUnavailable: 1, maxFailedNodes: 2}");
+    let saturdays = spec("rollout: {maintenanceWindows: [{days: [Sat], start: '02:00', end: '06:00'}]}");
+    let paused = spec("rollout: {paused: true}");
+    let bad_window = spec("rollout: {maintenanceWindows: [{start: '02:00', end: '06:00', timeZone: Nowhere/Land}]}");
+    let rev = crate::revision::revision_of(&plain);
+    let refusing = |name: &str| NodeView {
+        preflight: Some(Preflight { revision: rev.clone(), verdict: PreflightVerdict::Blocked("C: has 3.0 GiB free".into()) }),
+        ..member(name)
+    };
+    let gate_closed = Some(Hold::HealthGateClosed {
+        gate: "no-critical-alerts".into(),
+        seen: crate::gates::Seen::Alerts { total: 1, names: vec!["KubeNodeNotReady".into()] },
+    });
+    let at_limit = Some(Hold::FailureLimit { failed: 2, limit: 2 });
+
+    let mut by_annotation = pool("paused-by-annotation", plain.clone(), Some(&plan(&plain, &members(2), true)));
+    by_annotation["metadata"]["annotations"] = json!({names::ANN_PAUSED: "true"});
+    let mut unobserved = pool("generation-not-observed", plain.clone(), Some(&outcome(&plain, counts(3, 3, 0, 0, 0), 0, None)));
+    unobserved["metadata"]["generation"] = json!(4);
+    let mut deleting = pool("deleting", plain.clone(), Some(&outcome(&plain, counts(3, 3, 0, 0, 0), 0, None)));
+    deleting["metadata"]["deletionTimestamp"] = json!("2026-11-29T12:00:00Z");
+    deleting["metadata"]["finalizers"] = json!([crate::controller::FINALIZER]);
+
+    vec![
+        ("complete", pool("complete", plain.clone(), Some(&outcome(&plain, counts(3, 3, 0, 0, 0), 0, None)))),
+        ("updating", pool("updating", plain.clone(), Some(&plan(&plain, &members(3), false)))),
+        ("outside-window", pool("outside-window", saturdays.clone(), Some(&plan(&saturdays, &members(3), false)))),
+        ("paused", pool("paused", paused.clone(), Some(&plan(&paused, &members(2), false)))),
+        ("paused-by-annotation", by_annotation),
+        ("failure-limit", pool("failure-limit", plain.clone(), Some(&outcome(&plain, counts(4, 1, 0, 1, 2), 2, at_limit)))),
+        ("failed-within-budget", pool("failed-within-budget", plain.clone(), Some(&outcome(&plain, counts(4, 1, 1, 1, 1), 1, None)))),
+        ("finished-with-failures", pool("finished-with-failures", plain.clone(), Some(&outcome(&plain, counts(3, 2, 0, 0, 1), 1, None)))),
+        ("health-gate-closed", pool("health-gate-closed", plain.clone(), Some(&outcome(&plain, counts(3, 0, 0, 3, 0), 0, gate_closed)))),
+        (
+            "preflight-blocked",
+            pool("preflight-blocked", plain.clone(), Some(&plan(&plain, &[refusing("win-0"), refusing("win-1")], false))),
+        ),
+        ("invalid-window", pool("invalid-window", bad_window.clone(), Some(&plan(&bad_window, &members(2), false)))),
+        ("no-nodes", pool("no-nodes", plain.clone(), Some(&plan(&plain, &[], false)))),
+        ("generation-not-observed", unobserved),
+        ("no-status", pool("no-status", plain.clone(), None)),
+        ("deleting", deleting),
+    ]
+}
+
+fn fixture_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/gitops/testdata/pools")
+}
+
+#[test]
+fn the_gitops_fixtures_are_what_the_operator_writes() {
+    let update = std::env::var_os("WINPOOL_UPDATE_GOLDEN").is_some();
+    let all = fixtures();
+    let mut stale = Vec::new();
+    for (name, pool) in &all {
+        let file = fixture_dir().join(format!("{name}.json"));
+        let got = serde_json::to_string_pretty(pool).unwrap() + "\n";
+        if update {
+            std::fs::write(&file, &got).unwrap_or_else(|e| panic!("writing {}: {e}", file.display()));
+        } else if std::fs::read_to_string(&file).ok().as_deref() != Some(got.as_str()) {
+            stale.push(file.display().to_string());
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "not what the operator writes (WINPOOL_UPDATE_GOLDEN=1 cargo test --lib status::gitops rewrites them): {stale:?}"
+    );
+    let on_disk: BTreeSet<String> = std::fs::read_dir(fixture_dir())
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.ends_with(".json"))
+        .collect();
+    let written: BTreeSet<String> = all.iter().map(|(n, _)| format!("{n}.json")).collect();
+    assert_eq!(on_disk, written, "every fixture on disk is one this test writes");
+}
+
+/// The states the fixtures stand for are the ones their names say: the
+/// conditions a GitOps tool reads, as build_status decides them.
+#[test]
+fn each_fixture_is_in_the_state_it_names() {
+    let all: std::collections::BTreeMap<&str, Value> = fixtures().into_iter().collect();
+    let condition = |pool: &str, t: &str| {
+        let c = all[pool]["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == t).cloned().unwrap();
+        (c["status"].as_str().unwrap().to_string(), c["reason"].as_str().unwrap().to_string())
+    };
+    let is = |pool: &str, t: &str, status: &str, reason: &str| {
+        assert_eq!(condition(pool, t), (status.to_string(), reason.to_string()), "{pool}: {t}");
+    };
+    is("complete", "Ready", "True", "RolloutComplete");
+    is("updating", "Reconciling", "True", "NodesUpdating");
+    is("outside-window", "Ready", "True", "WaitingForMaintenanceWindow");
+    is("outside-window", "Reconciling", "False", "OutsideMaintenanceWindow");
+    is("paused", "Paused", "True", "PausedBySpec");
+    is("paused-by-annotation", "Paused", "True", "PausedByAnnotation");
+    is("failure-limit", "Stalled", "True", "FailureLimitReached");
+    is("failed-within-budget", "Reconciling", "True", "NodesUpdating");
+    is("failed-within-budget", "Degraded", "True", "NodesFailed");
+    is("finished-with-failures", "Stalled", "True", "NodesFailed");
+    is("health-gate-closed", "Reconciling", "True", "HealthGateClosed");
+    is("preflight-blocked", "Stalled", "True", "PreflightBlocked");
+    is("invalid-window", "Stalled", "True", "InvalidMaintenanceWindow");
+    is("no-nodes", "Ready", "False", "NoNodes");
+    assert!(all["no-status"].get("status").is_none_or(Value::is_null));
+}
