@@ -846,9 +846,9 @@ pub enum Weekday {
     "fieldPath": ".end",
     "reason": "FieldValueInvalid"
 }, {
-    "rule": "!(has(self.days) && has(self.relativeMonthly))",
-    "message": "a maintenance window opens either on weekdays (days) or on a day of the month (relativeMonthly), not both",
-    "fieldPath": ".relativeMonthly",
+    "rule": "[has(self.days), has(self.relativeMonthly), has(self.absoluteMonthly)].filter(x, x).size() <= 1",
+    "message": "a maintenance window opens on weekdays (days), on a weekday of the month (relativeMonthly) or on a date of the month (absoluteMonthly): one of them",
+    "fieldPath": ".absoluteMonthly",
     "reason": "FieldValueForbidden"
 }]))]
 pub struct MaintenanceWindow {
@@ -860,6 +860,10 @@ pub struct MaintenanceWindow {
     /// e.g. a week after Patch Tuesday (second Tuesday + 7 days).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub relative_monthly: Option<RelativeMonthly>,
+    /// Monthly: the window opens on a date of the month, e.g. the 25th, or
+    /// the last day with 31.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub absolute_monthly: Option<AbsoluteMonthly>,
     /// Opening time, HH:MM (24h).
     #[schemars(regex(pattern = r"^([01][0-9]|2[0-3]):[0-5][0-9]$"))]
     pub start: String,
@@ -906,6 +910,21 @@ pub struct RelativeMonthly {
 
 fn default_duration_days() -> i32 {
     1
+}
+
+/// "The 25th of every month, for 2 days".
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AbsoluteMonthly {
+    /// The date of the month, 1 to 31. A month without that date opens on its
+    /// last day instead, so a month-end window (31) opens every month and
+    /// never skips February.
+    #[schemars(range(min = 1, max = 31))]
+    pub day_of_month: i32,
+    /// On how many consecutive days the window opens, from that date (default 1).
+    #[serde(default = "default_duration_days")]
+    #[schemars(range(min = 1, max = 28))]
+    pub duration_days: i32,
 }
 
 /// Whole days, first and last included, in a time zone.

@@ -12,7 +12,7 @@ use jiff::civil::{Date, Time, Weekday as JWeekday};
 use jiff::tz::TimeZone;
 use jiff::{Timestamp, ToSpan};
 
-use crate::api::{DateRange, MaintenanceWindow, RelativeMonthly, RolloutSpec, WeekIndex, Weekday};
+use crate::api::{AbsoluteMonthly, DateRange, MaintenanceWindow, RelativeMonthly, RolloutSpec, WeekIndex, Weekday};
 
 /// How far ahead a window is looked for: a week first (weekly windows), then
 /// a little more than a year (monthly windows behind long freezes).
@@ -86,10 +86,16 @@ enum Recurrence {
     /// `nth` weekday of each month (-1: the last), plus `offset` days, on
     /// `days` consecutive days.
     Monthly { nth: i8, weekday: JWeekday, offset: i64, days: i64 },
+    /// Date `day` of each month (its last day when it has fewer), on `days`
+    /// consecutive days.
+    MonthlyOnDate { day: i8, days: i64 },
 }
 
 impl Recurrence {
     fn of(w: &MaintenanceWindow) -> Self {
+        if let Some(AbsoluteMonthly { day_of_month, duration_days }) = &w.absolute_monthly {
+            return Recurrence::MonthlyOnDate { day: (*day_of_month).clamp(1, 31) as i8, days: i64::from(*duration_days).clamp(1, 28) };
+        }
         match &w.relative_monthly {
             None => Recurrence::Weekly(w.days.iter().copied().map(to_jiff).collect()),
             Some(RelativeMonthly { week_index, day_of_week, offset_days, duration_days }) => Recurrence::Monthly {
@@ -120,6 +126,15 @@ impl Recurrence {
                     let Ok(from_anchor) = anchor.until(d) else { return false };
                     let from_first = i64::from(from_anchor.get_days()) - offset;
                     (0..*days).contains(&from_first)
+                })
+            }
+            Recurrence::MonthlyOnDate { day, days } => {
+                // Up to 28 days long, a window may have opened in the month before `d`.
+                (-1..=0).any(|months: i32| {
+                    let Ok(month) = d.first_of_month().checked_add(months.months()) else { return false };
+                    let Ok(opens) = month.with().day((*day).min(month.days_in_month())).build() else { return false };
+                    let Ok(since) = opens.until(d) else { return false };
+                    (0..*days).contains(&i64::from(since.get_days()))
                 })
             }
         }
@@ -229,7 +244,14 @@ mod tests {
     use super::*;
 
     fn weekly(days: &[Weekday], start: &str, end: &str, tz: &str) -> MaintenanceWindow {
-        MaintenanceWindow { days: days.to_vec(), relative_monthly: None, start: start.into(), end: end.into(), time_zone: tz.into() }
+        MaintenanceWindow {
+            days: days.to_vec(),
+            relative_monthly: None,
+            absolute_monthly: None,
+            start: start.into(),
+            end: end.into(),
+            time_zone: tz.into(),
+        }
     }
 
     fn monthly(
@@ -244,6 +266,7 @@ mod tests {
         MaintenanceWindow {
             days: vec![],
             relative_monthly: Some(RelativeMonthly { week_index, day_of_week: day, offset_days, duration_days }),
+            absolute_monthly: None,
             start: start.into(),
             end: end.into(),
             time_zone: tz.into(),
@@ -391,6 +414,40 @@ mod tests {
         assert_eq!(s.at(ts("2026-12-01T10:00:00Z")), Some(span("2026-12-15T01:00:00Z", "2026-12-15T05:00:00Z")));
         assert_eq!(s.at(ts("2026-12-15T05:00:00Z")), Some(span("2027-01-19T01:00:00Z", "2027-01-19T05:00:00Z")));
         assert_open(&s, &[("2026-12-15T03:00:00Z", true), ("2026-12-14T03:00:00Z", false), ("2026-12-16T03:00:00Z", false)]);
+    }
+
+    fn on_date(day_of_month: i32, duration_days: i32, start: &str, end: &str, tz: &str) -> MaintenanceWindow {
+        MaintenanceWindow { absolute_monthly: Some(AbsoluteMonthly { day_of_month, duration_days }), ..weekly(&[], start, end, tz) }
+    }
+
+    #[test]
+    fn an_absolute_monthly_window_opens_on_its_date_and_month_end_falls_on_the_last_day() {
+        // The 25th, 22:00-02:00 in New York (EST, UTC-5): overnight into the 26th.
+        let s = schedule(vec![on_date(25, 1, "22:00", "02:00", "America/New_York")], vec![]);
+        assert_eq!(s.at(ts("2026-12-03T00:00:00Z")), Some(span("2026-12-26T03:00:00Z", "2026-12-26T07:00:00Z")));
+        assert_eq!(s.at(ts("2026-12-26T07:00:00Z")), Some(span("2027-01-26T03:00:00Z", "2027-01-26T07:00:00Z")));
+        // The 31st: the last day of every month, never a skipped month.
+        let month_end = schedule(vec![on_date(31, 1, "02:00", "04:00", "UTC")], vec![]);
+        let opens = |from: &str| month_end.at(ts(from)).map(|s| s.start.to_string());
+        assert_eq!(opens("2027-01-31T05:00:00Z").as_deref(), Some("2027-02-28T02:00:00Z"));
+        assert_eq!(opens("2028-02-01T00:00:00Z").as_deref(), Some("2028-02-29T02:00:00Z"), "a leap year");
+        assert_eq!(opens("2027-04-01T00:00:00Z").as_deref(), Some("2027-04-30T02:00:00Z"));
+        assert_eq!(opens("2027-05-01T00:00:00Z").as_deref(), Some("2027-05-31T02:00:00Z"));
+        assert_open(&month_end, &[("2027-04-30T03:00:00Z", true), ("2027-04-29T03:00:00Z", false), ("2027-05-30T03:00:00Z", false)]);
+        // Three days from the 30th run into the next month.
+        let across = schedule(vec![on_date(30, 3, "02:00", "04:00", "UTC")], vec![]);
+        assert_open(
+            &across,
+            &[
+                ("2027-01-29T03:00:00Z", false),
+                ("2027-01-30T03:00:00Z", true),
+                ("2027-02-01T03:00:00Z", true),
+                ("2027-02-02T03:00:00Z", false),
+                ("2027-02-28T03:00:00Z", true),
+                ("2027-03-02T03:00:00Z", true),
+                ("2027-03-03T03:00:00Z", false),
+            ],
+        );
     }
 
     #[test]

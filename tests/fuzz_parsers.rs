@@ -2,7 +2,7 @@
 //! panic on garbage, and accept exactly what they print.
 
 use proptest::prelude::*;
-use winpool::api::{DateRange, MaintenanceWindow, RelativeMonthly, RolloutSpec, WeekIndex, Weekday};
+use winpool::api::{AbsoluteMonthly, DateRange, MaintenanceWindow, RelativeMonthly, RolloutSpec, WeekIndex, Weekday};
 use winpool::rollout::parse_duration;
 use winpool::versions::{RuntimeVersion, Version, WindowsBuild};
 use winpool::window::Schedule;
@@ -12,7 +12,7 @@ fn schedule(windows: Vec<MaintenanceWindow>, not_allowed_dates: Vec<DateRange>) 
 }
 
 fn weekly(start: String, end: String, time_zone: String) -> MaintenanceWindow {
-    MaintenanceWindow { days: vec![], relative_monthly: None, start, end, time_zone }
+    MaintenanceWindow { days: vec![], relative_monthly: None, absolute_monthly: None, start, end, time_zone }
 }
 
 proptest! {
@@ -98,6 +98,29 @@ proptest! {
         let now = "2026-01-01T00:00:00Z".parse::<jiff::Timestamp>().unwrap() + jiff::SignedDuration::from_mins(minutes);
         let span = s.at(now).expect("a monthly window opens within a year");
         prop_assert!(span.end > now && span.start < span.end);
+        if span.start > now {
+            let half = now + jiff::SignedDuration::from_secs((span.start.as_second() - now.as_second()) / 2);
+            prop_assert_eq!(s.at(half), Some(span));
+        }
+    }
+
+    /// Any date-of-month window, any time in two years: one opens within a
+    /// month (a date past a month's end falls on its last day, so no month is
+    /// skipped), and half-way to it nothing else opens.
+    #[test]
+    fn a_date_of_month_window_opens_every_month(
+        date in 1i32..=31, days in 1i32..=28, start in 0i8..24, len in 1i8..23, zone in 0usize..3, minutes in 0i64..(2 * 366 * 1440),
+    ) {
+        let tz = ["Europe/Berlin", "America/New_York", "Australia/Sydney"][zone];
+        let w = MaintenanceWindow {
+            absolute_monthly: Some(AbsoluteMonthly { day_of_month: date, duration_days: days }),
+            ..weekly(format!("{start:02}:00"), format!("{:02}:30", (start + len) % 24), tz.into())
+        };
+        let s = schedule(vec![w], vec![]).unwrap().unwrap();
+        let now = "2026-01-01T00:00:00Z".parse::<jiff::Timestamp>().unwrap() + jiff::SignedDuration::from_mins(minutes);
+        let span = s.at(now).expect("a monthly window opens within a year");
+        prop_assert!(span.end > now && span.start < span.end);
+        prop_assert!(span.start < now + jiff::SignedDuration::from_hours(32 * 24), "opens within a month: {:?} from {}", span, now);
         if span.start > now {
             let half = now + jiff::SignedDuration::from_secs((span.start.as_second() - now.as_second()) / 2);
             prop_assert_eq!(s.at(half), Some(span));

@@ -620,8 +620,11 @@ async fn maintenance_windows_and_not_allowed_dates_decide_when_nodes_start() {
     ];
     assert_eq!(kstatus, want.map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string())));
 
-    // A second window, open now in Kolkata (UTC+05:30): any open window is enough.
-    let open_now = json!({"start": hhmm(now - hour, "Asia/Kolkata"), "end": hhmm(now + hour, "Asia/Kolkata"), "timeZone": "Asia/Kolkata"});
+    // A second window, open now in Kolkata (UTC+05:30): any open window is
+    // enough. It opens once a month, on the date it opened on there (an
+    // overnight window belongs to the day it opens).
+    let opened_on = (now - hour).in_tz("Asia/Kolkata").unwrap().day();
+    let open_now = json!({"absoluteMonthly": {"dayOfMonth": opened_on}, "start": hhmm(now - hour, "Asia/Kolkata"), "end": hhmm(now + hour, "Asia/Kolkata"), "timeZone": "Asia/Kolkata"});
     apply_pool(&t, &pool_manifest(&t, &pool, "10.0.20348.2762", json!({"maxUnavailable": 1, "maintenanceWindows": [later, open_now]})))
         .await;
     let p = wait_rolled_out(&t, &pool, 2, 1).await;
