@@ -45,6 +45,20 @@ step "agent: gofmt, go vet, go test (linux) and GOOS=windows build + vet; action
 # the Windows image itself needs BuildKit with access to mcr.microsoft.com.
 "$HACK_DIR/agent-image.sh" "ghcr.io/winpool/agent:$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n1)"
 
+# How Flux (kstatus) and Argo CD (docs/gitops/argocd-health.lua under
+# gopher-lua, set up as Argo CD sets it up) judge a pool in every state the
+# operator writes (tests/gitops/testdata/pools). A Go module of its own, so the
+# agent never builds with the GitOps tools' dependencies; they come through the
+# Go proxy like the agent's.
+step "gitops: Argo CD health check (gopher-lua) and kstatus"
+(
+  cd tests/gitops
+  unformatted="$(gofmt -l .)"
+  [[ -z "$unformatted" ]] || die "gofmt: these files need formatting: $unformatted"
+  go vet ./...
+  go test -count=1 ./...
+)
+
 # The operator image a cluster pulls (static binary, empty base); the
 # integration tests run it once (tests/image.rs), so build it before them.
 step "operator image (hack/image.sh)"
