@@ -69,10 +69,24 @@ ensure_promtool() {
   (systemctl stop prometheus 2>/dev/null; pkill -x prometheus 2>/dev/null) || true
 }
 
+# amtool checks the Alertmanager example in docs/notifications
+# (hack/alerts-test.sh); Debian ships it with the Alertmanager.
+ensure_amtool() {
+  command -v amtool >/dev/null && return
+  log "installing Debian's prometheus-alertmanager (gives amtool)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null
+  apt-get install -y -qq --no-install-recommends prometheus-alertmanager >/dev/null
+  # Debian's package starts a system service; the tests need only amtool.
+  # A process name keeps 15 characters, which is what pkill -x matches.
+  (systemctl stop prometheus-alertmanager 2>/dev/null; pkill -x prometheus-aler 2>/dev/null) || true
+}
+
 want="${*:-all}"
 case "$want" in
   all)
     ensure_promtool
+    ensure_amtool
     build_etcd
     build_installable kwok sigs.k8s.io/kwok/cmd/kwok "$KWOK_VERSION"
     build_installable kwokctl sigs.k8s.io/kwok/cmd/kwokctl "$KWOK_VERSION"

@@ -652,6 +652,21 @@ impl Default for RolloutSpec {
     "message": "rollout.drain.timeout must be a positive duration such as 10m",
     "fieldPath": ".timeout",
     "reason": "FieldValueInvalid"
+}, {
+    "rule": "!has(self.gracePeriod) || duration(self.gracePeriod) < duration(self.timeout)",
+    "message": "rollout.drain.gracePeriod must be shorter than rollout.drain.timeout, or no pod could finish in time",
+    "fieldPath": ".gracePeriod",
+    "reason": "FieldValueInvalid"
+}, {
+    "rule": "!has(self.skipWaitForDeleteTimeout) || duration(self.skipWaitForDeleteTimeout) < duration(self.timeout)",
+    "message": "rollout.drain.skipWaitForDeleteTimeout must be shorter than rollout.drain.timeout, or it never applies",
+    "fieldPath": ".skipWaitForDeleteTimeout",
+    "reason": "FieldValueInvalid"
+}, {
+    "rule": "!has(self.podSelector) || !has(self.podSelector.matchExpressions) || self.podSelector.matchExpressions.all(e, e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist'] && (e.operator in ['In', 'NotIn'] ? (has(e.values) && size(e.values) > 0) : (!has(e.values) || size(e.values) == 0)))",
+    "message": "rollout.drain.podSelector.matchExpressions[]: the operator is In or NotIn with values, or Exists or DoesNotExist without",
+    "fieldPath": ".podSelector",
+    "reason": "FieldValueInvalid"
 }]))]
 pub struct DrainSpec {
     /// Cordon and evict pods before applying (default true).
@@ -664,9 +679,31 @@ pub struct DrainSpec {
     /// Evict pods that use emptyDir volumes, losing that data (default true).
     #[serde(default = "default_true")]
     pub delete_empty_dir_data: bool,
-    /// Delete pods a PodDisruptionBudget protects once the drain times out (default false).
+    /// Evict pods that no controller owns, as `kubectl drain --force` does
+    /// (default false). Such a pod is not recreated anywhere once evicted, so
+    /// without this it holds the drain and the node fails at drain.timeout,
+    /// naming it.
     #[serde(default)]
     pub force: bool,
+    /// Delete the pods a PodDisruptionBudget still protects once drain.timeout
+    /// has passed, instead of failing the node (default false).
+    #[serde(default)]
+    pub delete_after_timeout: bool,
+    /// The time each evicted pod gets to shut down, a Go duration, instead of
+    /// its own terminationGracePeriodSeconds (default: its own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"), length(max = 32))]
+    pub grace_period: Option<String>,
+    /// Only pods that match this selector are evicted; the others stay on
+    /// the node through its update (default: every pod a drain evicts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_selector: Option<LabelSelector>,
+    /// A pod whose deletion began longer ago than this, a Go duration, is no
+    /// longer waited for: a hung kubelet may never confirm it (default: wait
+    /// until it is gone, within drain.timeout).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"), length(max = 32))]
+    pub skip_wait_for_delete_timeout: Option<String>,
     /// A node whose evictions a PodDisruptionBudget has refused this long is
     /// put back (uncordoned, Pending, last in line) so that its slot goes to
     /// another node, and is tried again after as long; drain.timeout still
@@ -692,6 +729,10 @@ impl Default for DrainSpec {
             timeout: default_drain_timeout(),
             delete_empty_dir_data: true,
             force: false,
+            delete_after_timeout: false,
+            grace_period: None,
+            pod_selector: None,
+            skip_wait_for_delete_timeout: None,
             put_back_after: default_put_back_after(),
         }
     }

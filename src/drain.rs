@@ -1,8 +1,11 @@
 //! Draining a node: which pods must go (pure), and evicting them (act).
 //!
 //! Like `kubectl drain`: DaemonSet pods and mirror pods stay (they would be
-//! recreated or cannot be evicted), finished pods do not count, and pods with
-//! emptyDir data only go when `deleteEmptyDirData` says the data may be lost.
+//! recreated or cannot be evicted), finished pods do not count, pods with
+//! emptyDir data only go when `deleteEmptyDirData` says the data may be lost,
+//! pods no controller owns only with `force` (nothing recreates them), only
+//! pods `podSelector` matches are asked to leave, and an evicted pod counts
+//! until it is gone or its deletion is older than `skipWaitForDeleteTimeout`.
 //! Evictions go through the Eviction API so PodDisruptionBudgets hold: a 429
 //! means "not now", and the next round tries again. The API server names the
 //! budget that refused, so the rollout can say which one and put the node back.
@@ -13,24 +16,74 @@
 //! hundreds of nodes were the operator's largest allocation after its caches.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
+use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
-use kube::api::{Api, DeleteParams, EvictParams, ListParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::core::Request;
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 use tracing::{debug, info, warn};
 
-use crate::rollout::DrainMode;
+use crate::api::DrainSpec;
+use crate::rollout::{DrainMode, parse_duration};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PodDisposition {
     /// Stays on the node (DaemonSet, mirror pod, already finished).
     Ignore,
     Evict,
-    /// Has emptyDir data and deleteEmptyDirData is false: blocks the drain.
-    Blocked,
+    /// Must go, but the drain's rules do not let it: holds the drain.
+    Held(Held),
+}
+
+/// Why a pod that must leave is not evicted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Held {
+    /// It has emptyDir data and deleteEmptyDirData is false.
+    EmptyDir,
+    /// No controller owns it and force is false.
+    Unmanaged,
+}
+
+impl Held {
+    /// What the drain says of such a pod, and which setting lets it go.
+    pub fn note(self) -> &'static str {
+        match self {
+            Held::EmptyDir => "has emptyDir data (rollout.drain.deleteEmptyDirData lets it go)",
+            Held::Unmanaged => "has no controller to recreate it (rollout.drain.force evicts it)",
+        }
+    }
+}
+
+/// A pool's drain settings as a drain applies them, parsed once a round.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DrainRules {
+    pub delete_empty_dir_data: bool,
+    pub force: bool,
+    /// The grace period every evicted pod gets, instead of its own.
+    pub grace_period: Option<Duration>,
+    /// The list request's labelSelector: pods it does not match stay.
+    pub pod_selector: Option<String>,
+    /// Deletions older than this are not waited for.
+    pub skip_wait_for_delete: Option<Duration>,
+}
+
+impl DrainRules {
+    pub fn of(spec: &DrainSpec) -> Self {
+        // The CRD refuses a malformed selector or duration; one that slipped
+        // through (an older CRD) is ignored, as if unset.
+        let pod_selector = spec.pod_selector.clone().and_then(|s| kube::core::Selector::try_from(s).ok()).filter(|s| !s.selects_all());
+        DrainRules {
+            delete_empty_dir_data: spec.delete_empty_dir_data,
+            force: spec.force,
+            grace_period: spec.grace_period.as_deref().and_then(parse_duration),
+            pod_selector: pod_selector.map(|s| s.to_string()),
+            skip_wait_for_delete: spec.skip_wait_for_delete_timeout.as_deref().and_then(parse_duration),
+        }
+    }
 }
 
 /// A pod on a node being drained, as far as the drain reads it.
@@ -41,35 +94,71 @@ pub struct PodOnNode {
     /// A DaemonSet's or mirror pod, or finished: never evicted.
     pub stays: bool,
     pub has_empty_dir: bool,
-    /// Its deletion has begun: nothing more to ask of it.
-    pub terminating: bool,
+    /// A controller owns it (and recreates it elsewhere).
+    pub managed: bool,
+    /// When its deletion began: nothing more to ask of it, only to wait.
+    pub deleting_since: Option<Timestamp>,
 }
 
-pub fn classify(pod: &PodOnNode, delete_empty_dir_data: bool) -> PodDisposition {
+pub fn classify(pod: &PodOnNode, rules: &DrainRules) -> PodDisposition {
     if pod.stays {
         PodDisposition::Ignore
-    } else if pod.has_empty_dir && !delete_empty_dir_data {
-        PodDisposition::Blocked
+    } else if pod.has_empty_dir && !rules.delete_empty_dir_data {
+        PodDisposition::Held(Held::EmptyDir)
+    } else if !pod.managed && !rules.force {
+        PodDisposition::Held(Held::Unmanaged)
     } else {
         PodDisposition::Evict
     }
 }
 
-/// The pods bound to `node`. Decoded straight into [`PodOnNode`]: what the
-/// list carries beyond that is skipped by the parser, never allocated.
-pub async fn pods_on_node(client: &Client, node: &str) -> kube::Result<Vec<PodOnNode>> {
-    let mut request = Request::new("/api/v1/pods")
-        .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
-        .map_err(kube::Error::BuildRequest)?;
+/// The pods bound to `node` that the drain's podSelector matches (the API
+/// server filters). Decoded straight into [`PodOnNode`]: what the list
+/// carries beyond that is skipped by the parser, never allocated.
+pub async fn pods_on_node(client: &Client, node: &str, rules: &DrainRules) -> kube::Result<Vec<PodOnNode>> {
+    let mut params = ListParams::default().fields(&format!("spec.nodeName={node}"));
+    if let Some(selector) = &rules.pod_selector {
+        params = params.labels(selector);
+    }
+    let mut request = Request::new("/api/v1/pods").list(&params).map_err(kube::Error::BuildRequest)?;
     // Named like kube's own lists in its traces.
     request.extensions_mut().insert("list");
     let listed: wire::PodList = client.request(request).await?;
     Ok(listed.items.into_iter().filter_map(PodOnNode::from_listed).collect())
 }
 
-/// Pods that still have to leave `node` (evictable or blocked).
-pub fn remaining(pods: &[PodOnNode], delete_empty_dir_data: bool) -> usize {
-    pods.iter().filter(|p| classify(p, delete_empty_dir_data) != PodDisposition::Ignore && !p.terminating).count()
+/// Pods that still have to leave `node` (evictable, held, or on their way
+/// out and still waited for).
+pub fn remaining(pods: &[PodOnNode], rules: &DrainRules, now: Timestamp) -> usize {
+    pods.iter().filter(|p| classify(p, rules) != PodDisposition::Ignore && waited_for(p, rules, now)).count()
+}
+
+/// A pod leaving is waited for until it is gone, or until its deletion is
+/// older than skipWaitForDeleteTimeout.
+fn waited_for(pod: &PodOnNode, rules: &DrainRules, now: Timestamp) -> bool {
+    match (pod.deleting_since, rules.skip_wait_for_delete) {
+        (Some(since), Some(skip)) => now.duration_since(since) < jiff::SignedDuration::try_from(skip).unwrap_or(jiff::SignedDuration::MAX),
+        _ => true,
+    }
+}
+
+/// The first pod (by namespace/name) the drain's rules keep on the node, and
+/// why: what a node failed at drain.timeout names.
+pub fn first_held(pods: &[PodOnNode], rules: &DrainRules) -> Option<String> {
+    let mut held: Vec<(String, Held)> = pods
+        .iter()
+        .filter(|p| p.deleting_since.is_none())
+        .filter_map(|p| match classify(p, rules) {
+            PodDisposition::Held(why) => Some((format!("{}/{}", p.namespace, p.name), why)),
+            _ => None,
+        })
+        .collect();
+    held.sort_by(|a, b| a.0.cmp(&b.0));
+    let count = held.len();
+    held.into_iter().next().map(|(pod, why)| match count {
+        1 => format!("pod {pod} {}", why.note()),
+        n => format!("pod {pod} {} (and {} more held)", why.note(), n - 1),
+    })
 }
 
 /// The few fields of a listed Pod that decide its drain; serde skips the rest.
@@ -110,7 +199,7 @@ mod wire {
         #[serde(default, deserialize_with = "or_default")]
         pub owner_references: Vec<Owner>,
         #[serde(default)]
-        pub deletion_timestamp: Option<IgnoredAny>,
+        pub deletion_timestamp: Option<String>,
     }
 
     #[derive(Deserialize)]
@@ -147,10 +236,14 @@ impl PodOnNode {
         let mirror = p.metadata.annotations.contains_key("kubernetes.io/config.mirror");
         let daemon = p.metadata.owner_references.iter().any(|r| r.kind == "DaemonSet" && r.controller == Some(true));
         let finished = matches!(p.status.phase.as_deref(), Some("Succeeded" | "Failed"));
+        // An unreadable deletion time is still a deletion: since the epoch, so
+        // a skipWaitForDeleteTimeout lets it go rather than wait forever.
+        let deleting_since = p.metadata.deletion_timestamp.map(|t| t.parse().unwrap_or(Timestamp::UNIX_EPOCH));
         Some(PodOnNode {
             stays: mirror || daemon || finished,
             has_empty_dir: p.spec.volumes.iter().any(|v| v.empty_dir.is_some()),
-            terminating: p.metadata.deletion_timestamp.is_some(),
+            managed: p.metadata.owner_references.iter().any(|r| r.controller == Some(true)),
+            deleting_since,
             namespace: p.metadata.namespace.filter(|n| !n.is_empty())?,
             name: p.metadata.name.filter(|n| !n.is_empty())?,
         })
@@ -177,18 +270,23 @@ pub async fn drain_round(
     node: &str,
     pods: &[PodOnNode],
     mode: DrainMode,
-    delete_empty_dir_data: bool,
+    rules: &DrainRules,
 ) -> Option<String> {
     let mut refused = None;
+    // Whole seconds, as the API takes them; a sub-second period is 1 s, not "now".
+    let delete = DeleteParams {
+        grace_period_seconds: rules.grace_period.map(|d| u32::try_from(d.as_secs().max(1)).unwrap_or(u32::MAX)),
+        ..DeleteParams::default()
+    };
     for pod in pods {
-        if pod.terminating || classify(pod, delete_empty_dir_data) != PodDisposition::Evict {
+        if pod.deleting_since.is_some() || classify(pod, rules) != PodDisposition::Evict {
             continue;
         }
         let (name, ns) = (pod.name.as_str(), pod.namespace.as_str());
         let api: Api<Pod> = Api::namespaced(client.clone(), ns);
         let res = match mode {
-            DrainMode::Evict => api.evict(name, &EvictParams::default()).await.map(|_| ()),
-            DrainMode::Delete => api.delete(name, &DeleteParams::default()).await.map(|_| ()),
+            DrainMode::Evict => evict(&api, pod, &delete).await,
+            DrainMode::Delete => api.delete(name, &delete).await.map(|_| ()),
         };
         match res {
             Ok(()) => info!(pool, node, pod = %format!("{ns}/{name}"), ?mode, "evicted pod"),
@@ -202,6 +300,20 @@ pub async fn drain_round(
         }
     }
     refused
+}
+
+/// An eviction with its delete options. kube's `Api::evict` (kube-core 5)
+/// sends them as `delete_options`, a field the API server ignores, so a
+/// grace period set that way never reached the pod: the body is written here
+/// as policy/v1 names it.
+async fn evict(api: &Api<Pod>, pod: &PodOnNode, delete: &DeleteParams) -> kube::Result<()> {
+    let body = serde_json::json!({
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": pod.name, "namespace": pod.namespace},
+        "deleteOptions": delete,
+    });
+    api.create_subresource::<_, serde_json::Value>("eviction", &pod.name, &PostParams::default(), &body).await.map(|_| ())
 }
 
 #[cfg(test)]
@@ -232,6 +344,14 @@ mod tests {
         json!({ "ownerReferences": [{ "apiVersion": "apps/v1", "kind": kind, "name": "o", "uid": "o-1", "controller": true }] })
     }
 
+    fn rules(delete_empty_dir_data: bool, force: bool) -> DrainRules {
+        DrainRules { delete_empty_dir_data, force, ..DrainRules::default() }
+    }
+
+    fn now() -> Timestamp {
+        "2026-12-01T00:10:00Z".parse().unwrap()
+    }
+
     #[test]
     fn pods_are_classified_like_kubectl_drain() {
         let containers = json!({ "containers": [{ "name": "c", "image": "i" }] });
@@ -242,30 +362,76 @@ mod tests {
         let mirror = listed(json!({ "annotations": { "kubernetes.io/config.mirror": "x" } }), containers.clone(), "Running");
         let done = listed(owned_by("ReplicaSet"), containers.clone(), "Succeeded");
         let failed = listed(owned_by("ReplicaSet"), containers.clone(), "Failed");
-        // Owned by a DaemonSet, but not as its controller: kubectl drain evicts it.
+        // Owned by a DaemonSet, but not as its controller: kubectl drain evicts
+        // it, and as nothing recreates it, only with force.
         let adopted = listed(
             json!({ "ownerReferences": [{ "apiVersion": "apps/v1", "kind": "DaemonSet", "name": "o", "uid": "o-1" }] }),
             containers.clone(),
             "Running",
         );
+        let bare = listed(json!({}), containers.clone(), "Running");
         let scratch = listed(owned_by("ReplicaSet"), scratch_spec, "Running");
-        let leaving = listed(json!({ "deletionTimestamp": "2026-12-01T00:00:00Z" }), containers, "Running");
+        let mut leaving_meta = owned_by("ReplicaSet");
+        leaving_meta["deletionTimestamp"] = json!("2026-12-01T00:00:00Z");
+        let leaving = listed(leaving_meta, containers, "Running");
         assert_eq!((rs.namespace.as_str(), rs.name.as_str()), ("apps", "p"));
         let cases = [
-            (&ds, true, PodDisposition::Ignore),
-            (&mirror, true, PodDisposition::Ignore),
-            (&done, true, PodDisposition::Ignore),
-            (&failed, true, PodDisposition::Ignore),
-            (&adopted, true, PodDisposition::Evict),
-            (&rs, true, PodDisposition::Evict),
-            (&scratch, true, PodDisposition::Evict),
-            (&scratch, false, PodDisposition::Blocked),
+            (&ds, rules(true, false), PodDisposition::Ignore),
+            (&mirror, rules(true, false), PodDisposition::Ignore),
+            (&done, rules(true, false), PodDisposition::Ignore),
+            (&failed, rules(true, false), PodDisposition::Ignore),
+            (&adopted, rules(true, false), PodDisposition::Held(Held::Unmanaged)),
+            (&adopted, rules(true, true), PodDisposition::Evict),
+            (&bare, rules(true, false), PodDisposition::Held(Held::Unmanaged)),
+            (&bare, rules(true, true), PodDisposition::Evict),
+            (&rs, rules(true, false), PodDisposition::Evict),
+            (&scratch, rules(true, false), PodDisposition::Evict),
+            (&scratch, rules(false, true), PodDisposition::Held(Held::EmptyDir)),
         ];
-        for (i, (p, del, want)) in cases.iter().enumerate() {
-            assert_eq!(classify(p, *del), *want, "case {i}");
+        for (i, (p, r, want)) in cases.iter().enumerate() {
+            assert_eq!(classify(p, r), *want, "case {i}");
         }
-        assert!(leaving.terminating && !rs.terminating);
-        assert_eq!(remaining(&[ds, rs, scratch.clone(), leaving], false), 2);
+        assert_eq!(leaving.deleting_since, Some("2026-12-01T00:00:00Z".parse().unwrap()));
+        assert_eq!(rs.deleting_since, None);
+        // Held pods count, and one on its way out is waited for until it is gone.
+        assert_eq!(remaining(&[ds, rs, scratch.clone(), bare.clone(), leaving.clone()], &rules(false, false), now()), 4);
+        assert_eq!(
+            first_held(&[scratch.clone(), bare], &rules(false, false)).as_deref(),
+            Some("pod apps/p has emptyDir data (rollout.drain.deleteEmptyDirData lets it go) (and 1 more held)")
+        );
+        assert_eq!(first_held(&[scratch], &rules(true, false)), None);
+    }
+
+    /// skipWaitForDeleteTimeout: a pod whose deletion began longer ago than
+    /// this no longer holds the drain (a kubelet that never confirms it).
+    #[test]
+    fn a_deletion_older_than_skip_wait_for_delete_timeout_is_not_waited_for() {
+        let mut meta = owned_by("ReplicaSet");
+        meta["deletionTimestamp"] = json!("2026-12-01T00:00:00Z");
+        let leaving = listed(meta, json!({ "containers": [{ "name": "c", "image": "i" }] }), "Running");
+        let waiting = |skip: Option<u64>| {
+            let r = DrainRules { skip_wait_for_delete: skip.map(Duration::from_secs), ..rules(true, false) };
+            remaining(std::slice::from_ref(&leaving), &r, now())
+        };
+        // Ten minutes into its deletion.
+        assert_eq!(waiting(None), 1, "by default a drain waits until the pod is gone");
+        assert_eq!(waiting(Some(11 * 60)), 1);
+        assert_eq!(waiting(Some(9 * 60)), 0);
+    }
+
+    #[test]
+    fn the_rules_come_from_the_spec_and_the_selector_goes_to_the_list_request() {
+        let spec: DrainSpec = serde_yaml::from_str(
+            "{force: true, gracePeriod: 45s, skipWaitForDeleteTimeout: 5m, podSelector: {matchLabels: {tier: web}, matchExpressions: [{key: pinned, operator: DoesNotExist}]}}",
+        )
+        .unwrap();
+        let r = DrainRules::of(&spec);
+        assert_eq!(r.grace_period, Some(Duration::from_secs(45)));
+        assert_eq!(r.skip_wait_for_delete, Some(Duration::from_secs(300)));
+        assert!(r.force && r.delete_empty_dir_data);
+        assert_eq!(r.pod_selector.as_deref(), Some("tier=web,!pinned"));
+        // An empty selector is no selector.
+        assert_eq!(DrainRules::of(&serde_yaml::from_str("{podSelector: {}}").unwrap()).pod_selector, None);
     }
 
     /// Fields an API server may leave out or send as null decode as empty,
@@ -283,6 +449,6 @@ mod tests {
             { "metadata": null },
         ] }));
         assert_eq!(pods.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), ["p", "q"]);
-        assert!(pods.iter().all(|p| classify(p, false) == PodDisposition::Evict && !p.terminating));
+        assert!(pods.iter().all(|p| classify(p, &rules(false, true)) == PodDisposition::Evict && p.deleting_since.is_none()));
     }
 }

@@ -53,6 +53,7 @@ pub fn node_view(node: &NodeRecord, report: &AgentReport, hns: HnsReadiness) -> 
         hns,
         pods_to_evict: 0,
         drain_block: None,
+        drain_held: None,
         drain_blocked_by: owned(names::ANN_DRAIN_BLOCKED_BY),
         drain_blocked_since: ts(names::ANN_DRAIN_BLOCKED_SINCE),
         hns_reported: report.hns_load_balancers.is_some() && report.hns_endpoints.is_some(),

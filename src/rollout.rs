@@ -126,6 +126,9 @@ pub struct NodeView {
     pub pods_to_evict: usize,
     /// A PodDisruptionBudget refusing this Draining node's evictions.
     pub drain_block: Option<DrainBlock>,
+    /// The first pod the drain's rules keep on the node and why (no
+    /// controller without force, emptyDir data): what its DrainTimeout names.
+    pub drain_held: Option<String>,
     /// Put back for a PodDisruptionBudget (`winpool.dev/drain-blocked-by`/`-since`).
     pub drain_blocked_by: Option<String>,
     pub drain_blocked_since: Option<Timestamp>,
@@ -245,7 +248,7 @@ pub struct DrainBlock {
 pub enum DrainMode {
     /// Eviction API: PodDisruptionBudgets hold.
     Evict,
-    /// drain.timeout passed and drain.force is set: delete what eviction could not move.
+    /// drain.timeout passed and drain.deleteAfterTimeout is set: delete what eviction could not move.
     Delete,
 }
 

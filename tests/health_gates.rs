@@ -349,8 +349,13 @@ async fn a_node_running_a_matching_pod_is_not_started_until_the_pod_is_gone() {
     apply_pool(&t, &pool_manifest(&t, &pool, "10.0.20348.2762", rollout)).await;
     let admin = t.start_operator(&[]);
 
-    // The other nodes roll; the gate then holds the rollout for the node the pod runs on.
-    let (_, msg) = wait_progressing(&t, &pool, "the pod gate to hold the last node", |reason, _| reason == "HealthGateClosed").await;
+    // The other nodes roll; the gate then holds the rollout for the node the
+    // pod runs on. (Until the other nodes' agents have judged the revision,
+    // the gate is what holds all three.)
+    let (_, msg) = wait_progressing(&t, &pool, "the pod gate to hold the last node", |reason, msg| {
+        reason == "HealthGateClosed" && msg.ends_with("; 1 nodes pending")
+    })
+    .await;
     assert_eq!(msg, format!("gate \"no-backups\": matching pods run on 1 node: {held} ({}/backup); 1 nodes pending", t.namespace));
     let api: Api<WindowsNodePool> = Api::all(t.client.clone());
     let st = api.get(&pool).await.unwrap().status.unwrap();

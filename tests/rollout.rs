@@ -705,3 +705,71 @@ async fn an_upgrade_from_agents_that_reported_in_annotations_rolls_no_node_again
     }
     t.cleanup().await;
 }
+
+/// The drain settings SUC's and kubectl's users rely on, on the real API
+/// server: podSelector leaves the pods it does not match on the node,
+/// gracePeriod is what each eviction asks for, a pod no controller owns holds
+/// the drain until drain.timeout fails the node naming it, and with force it
+/// is evicted like the rest.
+#[tokio::test]
+async fn drain_options_decide_which_pods_leave_and_how() {
+    let client = support::client().await;
+    install_crd(&client).await;
+    let mut t = TestSpace::new("rollout-drainopts").await;
+    t.start_sim(1, &["--apply-seconds=0.5", "--reboot-seconds=0.5"]);
+    wait_nodes_ready(&t, 1).await;
+    let node = format!("{}0", t.node_prefix());
+    support::pod_on_node(&t, &node, "leaves").await;
+    support::pod_on_node(&t, &node, "stays").await;
+    support::bare_pod_on_node(&t, &node, "bare", vec![]).await;
+
+    let pool = format!("{}-pool", t.id);
+    let drain = |force: bool| {
+        json!({"timeout": "15s", "gracePeriod": "7s", "force": force,
+               "podSelector": {"matchExpressions": [{"key": "app", "operator": "NotIn", "values": ["stays"]}]}})
+    };
+    apply_pool(&t, &pool_manifest(&t, &pool, "10.0.20348.2762", json!({"maxUnavailable": 1, "maxFailedNodes": 0, "drain": drain(false)})))
+        .await;
+    t.start_operator(&[]);
+    let pools: Api<WindowsNodePool> = Api::all(t.client.clone());
+    let failed = wait_for("the node to fail its drain on the pod no controller owns", WAIT, || async {
+        let p = pools.get(&pool).await.ok()?;
+        p.status?.failed_nodes.into_iter().find(|f| f.name == node)
+    })
+    .await;
+    assert_eq!(failed.reason, "DrainTimeout");
+    assert!(
+        failed.message.contains(&format!("pod {}/bare has no controller to recreate it (rollout.drain.force evicts it)", t.namespace)),
+        "{}",
+        failed.message
+    );
+    let pods: Api<Pod> = Api::namespaced(t.client.clone(), &t.namespace);
+    assert!(pods.get_opt("leaves").await.unwrap().is_none(), "the selected, managed pod was evicted");
+    let evictions = |pod: &str| {
+        audit::requests(&audit::audit_log(), pod)
+            .into_iter()
+            .filter(|r| r.subresource == "eviction" && r.namespace == t.namespace && r.name == pod)
+            .collect::<Vec<_>>()
+    };
+    let leaves = evictions("leaves");
+    assert!(!leaves.is_empty(), "evicted through the Eviction API");
+    assert!(leaves.iter().all(|r| r.body["deleteOptions"]["gracePeriodSeconds"] == 7), "gracePeriod: {:?}", leaves[0].body);
+    assert!(evictions("bare").is_empty(), "a pod no controller owns is not evicted without force");
+
+    // With force, a retry evicts it too; the pod podSelector leaves out stays through the update.
+    apply_pool(&t, &pool_manifest(&t, &pool, "10.0.20348.2762", json!({"maxUnavailable": 1, "maxFailedNodes": 0, "drain": drain(true)})))
+        .await;
+    let retry = std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-winpool"))
+        .args(["retry", &node])
+        .env("KUBECONFIG", support::kubeconfig())
+        .output()
+        .expect("kubectl-winpool runs");
+    assert!(retry.status.success(), "{}", String::from_utf8_lossy(&retry.stderr));
+    wait_rolled_out(&t, &pool, 1, 1).await;
+    assert!(pods.get_opt("bare").await.unwrap().is_none(), "evicted with force");
+    assert!(!evictions("bare").is_empty());
+    let stays = pods.get_opt("stays").await.unwrap().expect("the pod podSelector leaves out is still there");
+    assert!(stays.metadata.deletion_timestamp.is_none());
+    assert!(evictions("stays").is_empty(), "never asked to leave");
+    t.cleanup().await;
+}

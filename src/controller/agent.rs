@@ -278,15 +278,18 @@ fn refusal(pool: &WindowsNodePool, allowed: &[String], now: Timestamp) -> (Strin
     );
     let refused = |type_: &str| Condition {
         type_: type_.into(),
-        status: "False".into(),
+        // A refused image waits for a person: Stalled, as kstatus reads it.
+        status: if type_ == crate::api::conditions::STALLED { "True" } else { "False" }.into(),
         reason: "AgentImageNotAllowed".into(),
         message: msg.clone(),
         last_transition_time: Time(now),
         observed_generation: pool.metadata.generation,
     };
-    let conds = vec![refused(crate::api::conditions::READY), refused(crate::api::conditions::PROGRESSING)];
+    use crate::api::conditions::{PROGRESSING, READY, RECONCILING, STALLED};
+    let types = [READY, RECONCILING, STALLED, PROGRESSING];
+    let conds = types.iter().map(|t| refused(t)).collect();
     let mut status = pool.status.clone().unwrap_or_default();
-    let mut rest: Vec<_> = status.conditions.iter().filter(|c| c.type_ != "Ready" && c.type_ != "Progressing").cloned().collect();
+    let mut rest: Vec<_> = status.conditions.iter().filter(|c| !types.contains(&c.type_.as_str())).cloned().collect();
     let mut merged = crate::status::merge_conditions(&status.conditions, conds, pool.metadata.generation, now);
     merged.append(&mut rest);
     status.conditions = merged;
@@ -345,9 +348,14 @@ mod tests {
 
         let (msg, status) = refusal(&pool, &["registry.corp/".to_string()], now);
         assert!(msg.contains("evil.example.com/agent:1") && msg.contains("registry.corp/"), "{msg}");
-        for t in [conditions::READY, conditions::PROGRESSING] {
+        for (t, want) in [
+            (conditions::READY, "False"),
+            (conditions::PROGRESSING, "False"),
+            (conditions::RECONCILING, "False"),
+            (conditions::STALLED, "True"),
+        ] {
             let c = status.conditions.iter().find(|c| c.type_ == t).expect(t);
-            assert_eq!((c.status.as_str(), c.reason.as_str(), c.observed_generation), ("False", "AgentImageNotAllowed", Some(3)));
+            assert_eq!((c.status.as_str(), c.reason.as_str(), c.observed_generation), (want, "AgentImageNotAllowed", Some(3)), "{t}");
         }
         assert!(status.conditions.contains(&degraded), "other conditions stay as they were");
         assert_eq!((status.nodes, status.observed_generation), (counts, Some(3)));

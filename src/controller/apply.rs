@@ -25,7 +25,7 @@ use super::round::{self, Observed, Round};
 use super::{Context, Error, NODE_EVENT_INTERVAL, api_status, few_at_a_time};
 use crate::api::{FIELD_MANAGER, WindowsNodePool, names};
 use crate::daemonset::legacy_revision;
-use crate::drain::{self, PodOnNode};
+use crate::drain::{self, DrainRules, PodOnNode};
 use crate::hns::Limits;
 use crate::membership::members_of;
 use crate::node_record::NodeRecord;
@@ -175,13 +175,14 @@ async fn observe<'a>(
         hns_nodes.push(HnsNode { node: n, readiness, reason, message });
         views.push(v);
     }
-    let pods_by_node = pods_on_draining(ctx, &views).await?;
-    let delete_empty_dir = pool.spec.rollout.drain.delete_empty_dir_data;
+    let rules = DrainRules::of(&pool.spec.rollout.drain);
+    let pods_by_node = pods_on_draining(ctx, &views, &rules).await?;
     {
         let mut blocks = ctx.drain_blocks.lock().expect("drain blocks lock");
         for v in views.iter_mut() {
             if let Some(pods) = pods_by_node.get(&v.name) {
-                v.pods_to_evict = drain::remaining(pods, delete_empty_dir);
+                v.pods_to_evict = drain::remaining(pods, &rules, now);
+                v.drain_held = drain::first_held(pods, &rules);
                 v.drain_block = blocks.get(&v.name).cloned();
             } else {
                 // Not Draining (any more): what blocked its last drain is history.
@@ -246,10 +247,14 @@ async fn observe<'a>(
 /// The pods of every Draining node, a few lists at a time: a wave of a hundred
 /// nodes starting together would otherwise cost a hundred round trips in a row
 /// on every round, and the whole pool waits for them.
-async fn pods_on_draining(ctx: &Context, views: &[crate::rollout::NodeView]) -> Result<BTreeMap<String, Vec<PodOnNode>>, Error> {
+async fn pods_on_draining(
+    ctx: &Context,
+    views: &[crate::rollout::NodeView],
+    rules: &DrainRules,
+) -> Result<BTreeMap<String, Vec<PodOnNode>>, Error> {
     let draining: Vec<String> =
         views.iter().filter(|v| v.state.as_deref() == Some(NodeState::Draining.as_str())).map(|v| v.name.clone()).collect();
-    let listed = few_at_a_time(draining, |node| list_pods(&ctx.client, node)).await;
+    let listed = few_at_a_time(draining, |node| list_pods(&ctx.client, node, rules)).await;
     let mut pods_by_node = BTreeMap::new();
     for (node, pods) in listed {
         let pods = pods.map_err(|source| Error::ListPods { node: node.clone(), source })?;
@@ -259,8 +264,8 @@ async fn pods_on_draining(ctx: &Context, views: &[crate::rollout::NodeView]) -> 
     Ok(pods_by_node)
 }
 
-async fn list_pods(client: &kube::Client, node: String) -> (String, kube::Result<Vec<PodOnNode>>) {
-    let pods = drain::pods_on_node(client, &node).await;
+async fn list_pods(client: &kube::Client, node: String, rules: &DrainRules) -> (String, kube::Result<Vec<PodOnNode>>) {
+    let pods = drain::pods_on_node(client, &node, rules).await;
     (node, pods)
 }
 
@@ -326,10 +331,10 @@ async fn execute_node_writes<'r>(
 /// the next decision.
 async fn execute_drains(ctx: &Context, pool: &WindowsNodePool, round: &Round, seen: &Observed<'_>, now: Timestamp) {
     let name = pool.name_any();
-    let delete_empty_dir = pool.spec.rollout.drain.delete_empty_dir_data;
+    let rules = DrainRules::of(&pool.spec.rollout.drain);
     let todo: Vec<(&String, DrainMode, &Vec<PodOnNode>)> =
         round.plan.drain.iter().filter_map(|(node, mode)| Some((node, *mode, seen.pods_by_node.get(node)?))).collect();
-    let refused = few_at_a_time(todo, |(node, mode, pods)| drain_one(ctx, &name, node, pods, mode, delete_empty_dir)).await;
+    let refused = few_at_a_time(todo, |(node, mode, pods)| drain_one(ctx, &name, node, pods, mode, &rules)).await;
     let mut blocks = ctx.drain_blocks.lock().expect("drain blocks lock");
     for (node, budget) in refused.into_iter().flatten() {
         match budget {
@@ -350,13 +355,13 @@ async fn drain_one<'n>(
     node: &'n String,
     pods: &[PodOnNode],
     mode: DrainMode,
-    delete_empty_dir: bool,
+    rules: &DrainRules,
 ) -> Option<(&'n String, Option<String>)> {
     // A drain round not run says nothing about the node's budgets.
     if ctx.stopping() {
         return None;
     }
-    Some((node, drain::drain_round(&ctx.client, pool, node, pods, mode, delete_empty_dir).await))
+    Some((node, drain::drain_round(&ctx.client, pool, node, pods, mode, rules).await))
 }
 
 /// Starts and completions are announced together every few seconds, or as soon as

@@ -152,22 +152,26 @@ fn draining(s: &RoundSettings<'_>, r: &mut Round<'_>, p: &mut NodePatch, n: &Nod
             r.blocked.insert(n.name.clone(), (budget.clone(), None));
         }
         r.drain.push((n.name.clone(), DrainMode::Evict));
-        let blocked = n.drain_block.as_ref().map(|b| format!(" (PodDisruptionBudget {} refuses)", b.budget)).unwrap_or_default();
+        let blocked = match (&n.drain_held, &n.drain_block) {
+            (Some(held), _) => format!(" ({held})"),
+            (None, Some(b)) => format!(" (PodDisruptionBudget {} refuses)", b.budget),
+            (None, None) => String::new(),
+        };
         r.wait(&n.name, format!("evicting {} pods{blocked}", n.pods_to_evict));
         return NodeState::Draining;
     }
-    if s.spec.rollout.drain.force {
+    if s.spec.rollout.drain.delete_after_timeout {
         r.drain.push((n.name.clone(), DrainMode::Delete));
-        r.wait(&n.name, format!("deleting {} pods after drain timeout (force)", n.pods_to_evict));
+        r.wait(&n.name, format!("deleting {} pods after drain timeout (deleteAfterTimeout)", n.pods_to_evict));
         return NodeState::Draining;
     }
     let budget = n.drain_block.as_ref().map(|b| b.budget.as_str()).or(n.drain_blocked_by.as_deref());
-    let msg = format!(
-        "{} pods could not be evicted within drain.timeout {} ({})",
-        n.pods_to_evict,
-        s.spec.rollout.drain.timeout,
-        budget.map_or_else(|| "a PodDisruptionBudget may block them".to_string(), |b| format!("PodDisruptionBudget {b} refuses"))
-    );
+    let why = match (&n.drain_held, budget) {
+        (Some(held), _) => held.clone(),
+        (None, Some(b)) => format!("PodDisruptionBudget {b} refuses"),
+        (None, None) => "a PodDisruptionBudget may block them, or they are slow to terminate".to_string(),
+    };
+    let msg = format!("{} pods could not be evicted within drain.timeout {} ({why})", n.pods_to_evict, s.spec.rollout.drain.timeout);
     fail(p, n, s.now, "DrainTimeout", &msg);
     p.reason = msg;
     NodeState::Failed

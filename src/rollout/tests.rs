@@ -332,8 +332,8 @@ fn failures_are_recorded_and_uncordon_the_node() {
 }
 
 #[test]
-fn drain_force_deletes_after_the_timeout_instead_of_failing() {
-    let spec = spec_with("rollout: {drain: {timeout: 1m, force: true}}");
+fn drain_delete_after_timeout_deletes_instead_of_failing() {
+    let spec = spec_with("rollout: {drain: {timeout: 1m, deleteAfterTimeout: true}}");
     let rev = revision_of(&spec);
     let mut n = in_state("n", NodeState::Draining, &rev);
     n.pods_to_evict = 1;

@@ -16,7 +16,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Namespace, Node};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -534,13 +534,40 @@ pub async fn protected_workload(t: &TestSpace, replicas: i32, min_available: i32
     .await;
 }
 
-/// One pod named `name`, labelled `app=<name>`, on `node`. Returns once it runs.
+/// One pod named `name`, labelled `app=<name>`, on `node`, owned by a
+/// controller as a workload's pod is (a drain evicts it without `force`).
+/// Returns once it runs.
 pub async fn pod_on_node(t: &TestSpace, node: &str, name: &str) {
+    // Its controller is a ConfigMap: an owner the garbage collector finds
+    // alive and that, unlike a ReplicaSet, never adopts or replaces the pod.
+    let owners: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.namespace);
+    let owner = ConfigMap { metadata: ObjectMeta { name: Some(format!("{name}-owner")), ..Default::default() }, ..Default::default() };
+    let owner = owners.create(&PostParams::default(), &owner).await.expect("the pod's owner");
+    let controller = k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+        api_version: "v1".into(),
+        kind: "ConfigMap".into(),
+        name: kube::ResourceExt::name_any(&owner),
+        uid: kube::ResourceExt::uid(&owner).expect("a created object has a uid"),
+        controller: Some(true),
+        ..Default::default()
+    };
+    bare_pod_on_node(t, node, name, vec![controller]).await;
+}
+
+/// One pod named `name`, labelled `app=<name>`, on `node`, with these owners
+/// (none: a pod no controller recreates). Returns once it runs.
+pub async fn bare_pod_on_node(
+    t: &TestSpace,
+    node: &str,
+    name: &str,
+    owners: Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference>,
+) {
     use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
     let pod = Pod {
         metadata: ObjectMeta {
             name: Some(name.into()),
             labels: Some([("app".to_string(), name.to_string())].into()),
+            owner_references: Some(owners).filter(|o| !o.is_empty()),
             ..Default::default()
         },
         spec: Some(PodSpec {
