@@ -738,12 +738,17 @@ impl Default for DrainSpec {
     }
 }
 
-/// One health gate: exactly one of `prometheus` or `pods`.
+/// One health gate: exactly one of `prometheus`, `alertmanager` or `pods`.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-validations" = [{
-    "rule": "has(self.prometheus) != has(self.pods)",
-    "message": "a health gate has exactly one of prometheus or pods",
+    "rule": "[has(self.prometheus), has(self.alertmanager), has(self.pods)].filter(x, x).size() == 1",
+    "message": "a health gate has exactly one of prometheus, alertmanager or pods",
+    "reason": "FieldValueInvalid"
+}, {
+    "rule": "!has(self.alertmanager) || (has(self.alertmanager.alerts) && !has(self.alertmanager.query))",
+    "message": "an alertmanager health gate names alerts, not a query (Alertmanager has no PromQL)",
+    "fieldPath": ".alertmanager",
     "reason": "FieldValueInvalid"
 }]))]
 pub struct HealthGate {
@@ -753,6 +758,12 @@ pub struct HealthGate {
     /// Closed while a Prometheus query returns any series, or matching alerts fire.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prometheus: Option<PrometheusGate>,
+    /// Closed while matching alerts are active in Alertmanager (API v2):
+    /// silenced and inhibited alerts do not count, so a silence opens the
+    /// gate as it quiets the pager. `url`, `alerts`, `timeout`, `auth` and
+    /// `tls` as for prometheus; no `query`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alertmanager: Option<PrometheusGate>,
     /// Closed while pods matching a selector exist (on the cluster, or on the node).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pods: Option<PodsGate>,
@@ -824,6 +835,40 @@ pub struct AlertMatch {
     /// PromQL's `=~` (e.g. `KubeNode.*|.*Critical`).
     #[schemars(length(min = 1, max = 1024))]
     pub name: String,
+    /// Label matchers an alert must also meet, all of them (e.g. severity =
+    /// critical, namespace !~ dev-.*).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    pub matchers: Vec<LabelMatcher>,
+}
+
+/// One label matcher, as Prometheus and Alertmanager write them.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LabelMatcher {
+    /// The label's name, e.g. severity.
+    #[schemars(regex(pattern = r"^[a-zA-Z_][a-zA-Z0-9_]*$"), length(max = 128))]
+    pub label: String,
+    /// = and != compare the value; =~ and !~ match it as a whole-value regular expression.
+    #[serde(rename = "op")]
+    pub op: MatchOp,
+    /// The value, or the regular expression for =~ and !~. A label the alert
+    /// lacks has the empty value, as in PromQL.
+    #[schemars(length(max = 1024))]
+    pub value: String,
+}
+
+/// How a [`LabelMatcher`] compares.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum MatchOp {
+    #[serde(rename = "=")]
+    Equal,
+    #[serde(rename = "!=")]
+    NotEqual,
+    #[serde(rename = "=~")]
+    Matches,
+    #[serde(rename = "!~")]
+    NotMatches,
 }
 
 /// Basic (Secret keys `username`, `password`) or Bearer (key `token`) auth.

@@ -18,6 +18,7 @@ use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
 use serde_json::json;
+use support::alertmanager::Alertmanager;
 use support::prometheus::{Gauge, Prometheus, TestPki};
 use support::{TestSpace, apply_pool, audit, install_crd, pool_manifest, wait_for, wait_nodes_ready};
 use winpool::api::{WindowsNodePool, conditions, names};
@@ -371,5 +372,36 @@ async fn a_node_running_a_matching_pod_is_not_started_until_the_pod_is_gone() {
     let at = started.get(&held).unwrap_or_else(|| panic!("{held} started after the pod went: {started:?}"));
     assert!(at.iter().all(|a| *a >= gone), "{held} started at {at:?}, before its pod was deleted at {gone}");
     wait_gate_metric(admin, &pool, "0").await;
+    t.cleanup().await;
+}
+
+/// An Alertmanager gate: matching alerts that are active hold the rollout,
+/// its label matchers leave other alerts of the same name out, and a silence
+/// — the usual way to say "we know, go ahead" — opens the gate.
+#[tokio::test]
+async fn an_alertmanager_gate_holds_while_matching_alerts_are_active_and_opens_when_they_are_silenced() {
+    let client = support::client().await;
+    install_crd(&client).await;
+    let mut t = TestSpace::new("gates-alertmanager").await;
+    let am = Alertmanager::start(&t).await;
+    am.raise(&["alertname=WinpoolTestHold", "severity=critical"]);
+    // Same name pattern, but the gate's matchers leave it out.
+    am.raise(&["alertname=WinpoolTestNoise", "severity=info"]);
+
+    t.start_sim(2, &["--apply-seconds=1", "--reboot-seconds=0.5"]);
+    wait_nodes_ready(&t, 2).await;
+    let pool = format!("{}-pool", t.id);
+    let rollout = json!({"maxUnavailable": 2, "healthGateInterval": "1s", "healthGates": [{"name": "no-test-alerts",
+        "alertmanager": {"url": am.url(), "timeout": "2s", "alerts": {"name": "WinpoolTest.*",
+            "matchers": [{"label": "severity", "op": "=~", "value": "critical|warning"}]}}}]});
+    apply_rollout(&t, &pool, rollout).await;
+    t.start_operator(&[]);
+    let (_, msg) = wait_progressing(&t, &pool, "the active alert to hold the rollout", |reason, _| reason == "HealthGateClosed").await;
+    assert_eq!(msg, format!("gate \"no-test-alerts\": 1 alert firing: {ALERT}; 2 nodes pending"), "the info alert is not counted");
+    assert!(starts(&t).is_empty(), "no node started while the gate was closed: {:?}", starts(&t));
+
+    am.silence(&[&format!("alertname={ALERT}")]);
+    wait_complete(&t, &pool, 2).await;
+    drop(am);
     t.cleanup().await;
 }

@@ -22,7 +22,7 @@ use tracing::debug;
 use super::Context;
 use crate::api::{HealthGate, PodsGate, PrometheusAuth, PrometheusAuthType, PrometheusGate, PrometheusTls, WindowsNodePool, names};
 use crate::gates::pods::{self, FoundPod};
-use crate::gates::prometheus::{self, Ask};
+use crate::gates::prometheus::{self, Ask, GateApi};
 use crate::gates::still_fresh;
 use crate::gates::{Failure, GateResult, Seen};
 use crate::rollout::{gate_timeout, health_gate_interval};
@@ -86,17 +86,20 @@ async fn evaluate(ctx: &Context, pool: &WindowsNodePool) -> Vec<GateResult> {
 }
 
 async fn evaluate_one(ctx: &Context, g: &HealthGate) -> Seen {
-    let seen = match (&g.prometheus, &g.pods) {
-        (Some(p), _) => ask_prometheus(ctx, p).await,
-        (None, Some(p)) => list_pods(ctx, p).await,
-        (None, None) => Seen::Failed(Failure::InvalidSpec("the gate has neither prometheus nor pods".into())),
+    let seen = match (&g.prometheus, &g.alertmanager, &g.pods) {
+        (Some(p), _, _) => ask_prometheus(ctx, p, GateApi::Prometheus).await,
+        (None, Some(a), _) => ask_prometheus(ctx, a, GateApi::Alertmanager).await,
+        (None, None, Some(p)) => list_pods(ctx, p).await,
+        (None, None, None) => Seen::Failed(Failure::InvalidSpec("the gate has neither prometheus, alertmanager nor pods".into())),
     };
     debug!(gate = %g.name, "health gate: {seen}");
     seen
 }
 
-async fn ask_prometheus(ctx: &Context, g: &PrometheusGate) -> Seen {
-    let ask = match Ask::of(g) {
+/// A gate read over HTTP from Prometheus or Alertmanager: the same url,
+/// credentials, authorities and timeout, another API.
+async fn ask_prometheus(ctx: &Context, g: &PrometheusGate, api: GateApi) -> Seen {
+    let ask = match Ask::of(g, api) {
         Ok(a) => a,
         Err(f) => return Seen::Failed(f),
     };
@@ -453,7 +456,8 @@ mod tests {
 
         let ours = trusting(trusted_roots(&ca_secret(&pki.ca_pem)).unwrap());
         let (status, bytes) = get(&ours, &url, None, timeout).await.unwrap();
-        let ask = Ask::Alerts(regex::Regex::new("^(?:A)$").unwrap());
+        let ask =
+            Ask::Alerts(crate::gates::prometheus::AlertFilter::of(&crate::api::AlertMatch { name: "A".into(), matchers: vec![] }).unwrap());
         assert_eq!(ask.read(status, &bytes), Seen::Alerts { total: 1, names: vec!["A".into()] }, "signed by the Secret's authority");
 
         let untrusted = |f: Failure, has_tls: bool| match untrusted_says_what_to_do(f, has_tls) {
@@ -509,7 +513,8 @@ mod tests {
             Box::leak(format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len()).into_boxed_str());
         let ok = server(Some(answer)).await;
         let (status, bytes) = get(&client, &format!("http://127.0.0.1:{ok}/api/v1/alerts"), None, timeout).await.unwrap();
-        let ask = Ask::Alerts(regex::Regex::new("^(?:A)$").unwrap());
+        let ask =
+            Ask::Alerts(crate::gates::prometheus::AlertFilter::of(&crate::api::AlertMatch { name: "A".into(), matchers: vec![] }).unwrap());
         assert_eq!(ask.read(status, &bytes), Seen::Alerts { total: 1, names: vec!["A".into()] });
     }
 }

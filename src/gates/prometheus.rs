@@ -1,31 +1,97 @@
-//! The Prometheus HTTP API, pure: the request paths of a gate and what its
-//! answers mean. Only `/api/v1/query` (instant query) and `/api/v1/alerts`
-//! are used; both answer `{"status": "success"|"error", "data": ...}`.
+//! The Prometheus and Alertmanager HTTP APIs, pure: the request paths of a
+//! gate and what its answers mean. Of Prometheus only `/api/v1/query`
+//! (instant query) and `/api/v1/alerts` are used; both answer
+//! `{"status": "success"|"error", "data": ...}`. Of Alertmanager only
+//! `/api/v2/alerts`, which answers a bare list of alerts.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Deserialize;
 
 use super::{Failure, SHOWN, Seen, snippet};
-use crate::api::PrometheusGate;
+use crate::api::{AlertMatch, LabelMatcher, MatchOp, PrometheusGate};
 
-/// What a Prometheus gate asks: an instant query, or the firing alerts whose
-/// name matches a pattern.
+/// Which API a gate reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GateApi {
+    Prometheus,
+    Alertmanager,
+}
+
+/// What a gate asks: an instant query, the firing alerts Prometheus
+/// evaluates, or the active alerts in Alertmanager (not silenced, not
+/// inhibited), each kind of alert filtered by name and labels.
 #[derive(Debug, Clone)]
 pub enum Ask {
     Query(String),
-    Alerts(regex::Regex),
+    Alerts(AlertFilter),
+    AlertmanagerAlerts(AlertFilter),
+}
+
+/// Which alerts count: the name pattern and every label matcher, all
+/// anchored like PromQL's `=~`.
+#[derive(Debug, Clone)]
+pub struct AlertFilter {
+    name: regex::Regex,
+    matchers: Vec<(String, Test)>,
+}
+
+#[derive(Debug, Clone)]
+enum Test {
+    Equal(String),
+    NotEqual(String),
+    Matches(regex::Regex),
+    NotMatches(regex::Regex),
+}
+
+fn anchored(pattern: &str, what: &str) -> Result<regex::Regex, Failure> {
+    regex::Regex::new(&format!("^(?:{pattern})$"))
+        .map_err(|e| Failure::InvalidSpec(format!("{what} {pattern:?} is not a regular expression: {e}")))
+}
+
+impl AlertFilter {
+    pub fn of(m: &AlertMatch) -> Result<Self, Failure> {
+        let matchers = m
+            .matchers
+            .iter()
+            .map(|LabelMatcher { label, op, value }| {
+                let what = format!("alerts.matchers {label}");
+                let test = match op {
+                    MatchOp::Equal => Test::Equal(value.clone()),
+                    MatchOp::NotEqual => Test::NotEqual(value.clone()),
+                    MatchOp::Matches => Test::Matches(anchored(value, &what)?),
+                    MatchOp::NotMatches => Test::NotMatches(anchored(value, &what)?),
+                };
+                Ok((label.clone(), test))
+            })
+            .collect::<Result<_, Failure>>()?;
+        Ok(AlertFilter { name: anchored(&m.name, "alerts.name")?, matchers })
+    }
+
+    /// The alert's name matches and so does every matcher; a label the
+    /// alert lacks reads as empty, as in PromQL.
+    fn admits(&self, labels: &BTreeMap<String, String>) -> bool {
+        let Some(name) = labels.get("alertname") else { return false };
+        let value = |l: &str| labels.get(l).map(String::as_str).unwrap_or_default();
+        self.name.is_match(name)
+            && self.matchers.iter().all(|(label, test)| match test {
+                Test::Equal(v) => value(label) == v,
+                Test::NotEqual(v) => value(label) != v,
+                Test::Matches(r) => r.is_match(value(label)),
+                Test::NotMatches(r) => !r.is_match(value(label)),
+            })
+    }
 }
 
 impl Ask {
-    /// The gate's question; its alert name pattern is anchored like PromQL's `=~`.
-    pub fn of(gate: &PrometheusGate) -> Result<Self, Failure> {
-        match (&gate.query, &gate.alerts) {
-            (Some(q), _) => Ok(Ask::Query(q.clone())),
-            (None, Some(a)) => regex::Regex::new(&format!("^(?:{})$", a.name))
-                .map(Ask::Alerts)
-                .map_err(|e| Failure::InvalidSpec(format!("alerts.name {:?} is not a regular expression: {e}", a.name))),
-            (None, None) => Err(Failure::InvalidSpec("the gate has neither query nor alerts".into())),
+    /// The question of a gate on `api`.
+    pub fn of(gate: &PrometheusGate, api: GateApi) -> Result<Self, Failure> {
+        match (api, &gate.query, &gate.alerts) {
+            (GateApi::Prometheus, Some(q), _) => Ok(Ask::Query(q.clone())),
+            (GateApi::Prometheus, None, Some(a)) => AlertFilter::of(a).map(Ask::Alerts),
+            (GateApi::Alertmanager, None, Some(a)) => AlertFilter::of(a).map(Ask::AlertmanagerAlerts),
+            (GateApi::Alertmanager, Some(_), _) => Err(Failure::InvalidSpec("an alertmanager gate names alerts, not a query".into())),
+            (_, None, None) => Err(Failure::InvalidSpec("the gate has neither query nor alerts".into())),
         }
     }
 
@@ -34,18 +100,25 @@ impl Ask {
         match self {
             Ask::Query(q) => format!("/api/v1/query?query={}", encode(q)),
             Ask::Alerts(_) => "/api/v1/alerts".into(),
+            // Alertmanager leaves out what a silence or an inhibition covers:
+            // a silence set for the maintenance opens the gate with the pager.
+            Ask::AlertmanagerAlerts(_) => "/api/v2/alerts?active=true&silenced=false&inhibited=false".into(),
         }
     }
 
     /// What an answer (HTTP status and body) means for the gate.
     pub fn read(&self, status: u16, body: &[u8]) -> Seen {
+        if let Ask::AlertmanagerAlerts(filter) = self {
+            return alertmanager_active(status, body, filter).unwrap_or_else(Seen::Failed);
+        }
         let data = match envelope(status, body) {
             Ok(d) => d,
             Err(f) => return Seen::Failed(f),
         };
         let seen = match self {
             Ask::Query(_) => query_result(data),
-            Ask::Alerts(pattern) => firing(data, pattern),
+            Ask::Alerts(filter) => firing(data, filter),
+            Ask::AlertmanagerAlerts(_) => unreachable!("read above"),
         };
         seen.unwrap_or_else(Seen::Failed)
     }
@@ -137,18 +210,42 @@ struct Alert {
     state: String,
 }
 
-/// Firing alerts whose name matches; pending ones (still within their `for:`) do not count.
-fn firing(data: serde_json::Value, pattern: &regex::Regex) -> Result<Seen, Failure> {
+/// Firing alerts the filter admits; pending ones (still within their `for:`) do not count.
+fn firing(data: serde_json::Value, filter: &AlertFilter) -> Result<Seen, Failure> {
     let d: AlertsData = serde_json::from_value(data).map_err(|e| Failure::BadResponse(format!("alerts data: {e}")))?;
-    let matching: Vec<&str> = d
-        .alerts
-        .iter()
-        .filter(|a| a.state == "firing")
-        .filter_map(|a| a.labels.get("alertname").map(String::as_str))
-        .filter(|name| pattern.is_match(name))
-        .collect();
+    Ok(seen_alerts(d.alerts.iter().filter(|a| a.state == "firing").map(|a| &a.labels), filter))
+}
+
+fn seen_alerts<'a>(labels: impl Iterator<Item = &'a BTreeMap<String, String>>, filter: &AlertFilter) -> Seen {
+    let matching: Vec<&str> = labels.filter(|l| filter.admits(l)).filter_map(|l| l.get("alertname").map(String::as_str)).collect();
     let names: BTreeSet<&str> = matching.iter().copied().collect();
-    Ok(Seen::Alerts { total: matching.len(), names: names.into_iter().map(str::to_string).collect() })
+    Seen::Alerts { total: matching.len(), names: names.into_iter().map(str::to_string).collect() }
+}
+
+/// An alert as Alertmanager's API v2 lists it.
+#[derive(Deserialize)]
+struct GettableAlert {
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
+    status: AlertStatus,
+}
+
+#[derive(Deserialize)]
+struct AlertStatus {
+    state: String,
+}
+
+/// Active alerts the filter admits. The request already leaves out silenced
+/// and inhibited ones; their state ("suppressed") is checked as well, so a
+/// proxy that drops the query string cannot count them.
+fn alertmanager_active(status: u16, body: &[u8], filter: &AlertFilter) -> Result<Seen, Failure> {
+    let text = String::from_utf8_lossy(body);
+    if !(200..300).contains(&status) {
+        return Err(Failure::HttpStatus { code: status, body: snippet(&text) });
+    }
+    let alerts: Vec<GettableAlert> =
+        serde_json::from_slice(body).map_err(|e| Failure::BadResponse(format!("alertmanager alerts: {e}: {}", snippet(&text))))?;
+    Ok(seen_alerts(alerts.iter().filter(|a| a.status.state == "active").map(|a| &a.labels), filter))
 }
 
 #[cfg(test)]
@@ -160,7 +257,7 @@ mod tests {
         PrometheusGate {
             url: "http://prometheus:9090".into(),
             query: query.map(str::to_string),
-            alerts: alerts.map(|a| AlertMatch { name: a.into() }),
+            alerts: alerts.map(|a| AlertMatch { name: a.into(), matchers: vec![] }),
             timeout: "5s".into(),
             auth: None,
             tls: None,
@@ -168,7 +265,7 @@ mod tests {
     }
 
     fn alerts(pattern: &str) -> Ask {
-        Ask::of(&gate(None, Some(pattern))).expect("a valid pattern")
+        Ask::of(&gate(None, Some(pattern)), GateApi::Prometheus).expect("a valid pattern")
     }
 
     const QUERY: &str = r#"{"status":"success","data":{"resultType":"vector","result":[
@@ -260,7 +357,7 @@ mod tests {
 
     #[test]
     fn a_pattern_that_does_not_compile_is_a_failure_of_the_gate() {
-        match Ask::of(&gate(None, Some("Kube(Node"))) {
+        match Ask::of(&gate(None, Some("Kube(Node")), GateApi::Prometheus) {
             Err(Failure::InvalidSpec(msg)) => assert!(msg.contains("Kube(Node"), "{msg}"),
             other => panic!("{other:?}"),
         }
@@ -268,9 +365,67 @@ mod tests {
 
     #[test]
     fn requests_go_below_the_base_url_with_the_query_encoded() {
-        let q = Ask::of(&gate(Some("sum(up{job=\"a b\"}) > 0"), None)).unwrap();
+        let q = Ask::of(&gate(Some("sum(up{job=\"a b\"}) > 0"), None), GateApi::Prometheus).unwrap();
         assert_eq!(url("http://p:9090/", &q), "http://p:9090/api/v1/query?query=sum%28up%7Bjob%3D%22a%20b%22%7D%29%20%3E%200");
         assert_eq!(url("https://mon.corp/prometheus", &alerts("X")), "https://mon.corp/prometheus/api/v1/alerts");
         assert_eq!(encode("a+b&c=é"), "a%2Bb%26c%3D%C3%A9");
+        let am = Ask::of(&gate(None, Some("X")), GateApi::Alertmanager).unwrap();
+        assert_eq!(
+            url("http://alertmanager:9093", &am),
+            "http://alertmanager:9093/api/v2/alerts?active=true&silenced=false&inhibited=false"
+        );
+        assert!(matches!(Ask::of(&gate(Some("up"), None), GateApi::Alertmanager), Err(Failure::InvalidSpec(_))));
+    }
+
+    fn matching(pattern: &str, matchers: &[(&str, MatchOp, &str)], api: GateApi) -> Ask {
+        let mut g = gate(None, Some(pattern));
+        g.alerts.as_mut().unwrap().matchers =
+            matchers.iter().map(|(l, op, v)| LabelMatcher { label: l.to_string(), op: *op, value: v.to_string() }).collect();
+        Ask::of(&g, api).expect("valid matchers")
+    }
+
+    #[test]
+    fn label_matchers_narrow_the_alerts_that_close_the_gate() {
+        const SEVERITIES: &str = r#"{"status":"success","data":{"alerts":[
+            {"labels":{"alertname":"KubeNodeNotReady","severity":"critical","namespace":"prod"},"state":"firing"},
+            {"labels":{"alertname":"KubeNodeNotReady","severity":"warning","namespace":"dev-7"},"state":"firing"},
+            {"labels":{"alertname":"DiskCritical"},"state":"firing"}]}}"#;
+        let total = |ask: Ask| match ask.read(200, SEVERITIES.as_bytes()) {
+            Seen::Alerts { total, .. } => total,
+            other => panic!("{other:?}"),
+        };
+        use MatchOp::*;
+        assert_eq!(total(matching(".*", &[], GateApi::Prometheus)), 3);
+        assert_eq!(total(matching(".*", &[("severity", Equal, "critical")], GateApi::Prometheus)), 1);
+        assert_eq!(total(matching(".*", &[("severity", NotEqual, "critical")], GateApi::Prometheus)), 2, "a missing label is empty");
+        assert_eq!(total(matching(".*", &[("namespace", NotMatches, "dev-.*")], GateApi::Prometheus)), 2);
+        assert_eq!(total(matching(".*", &[("namespace", Matches, "dev")], GateApi::Prometheus)), 0, "anchored: dev is not dev-7");
+        assert_eq!(
+            total(matching("KubeNode.*", &[("severity", Matches, "critical|warning"), ("namespace", Equal, "prod")], GateApi::Prometheus)),
+            1
+        );
+        let mut g = gate(None, Some(".*"));
+        g.alerts.as_mut().unwrap().matchers = vec![LabelMatcher { label: "severity".into(), op: Matches, value: "crit(".into() }];
+        assert!(matches!(Ask::of(&g, GateApi::Prometheus), Err(Failure::InvalidSpec(m)) if m.contains("alerts.matchers severity")));
+    }
+
+    /// Alertmanager's list: only active alerts count, not the ones a silence
+    /// or an inhibition suppresses, nor those not processed yet.
+    #[test]
+    fn alertmanager_counts_active_alerts_and_never_suppressed_ones() {
+        const LISTED: &str = r#"[
+            {"labels":{"alertname":"KubeNodeNotReady","severity":"critical"},"status":{"state":"active","silencedBy":[],"inhibitedBy":[]},
+             "annotations":{},"startsAt":"2026-12-03T07:00:00Z","endsAt":"2026-12-03T08:00:00Z","fingerprint":"a","receivers":[{"name":"x"}],"updatedAt":"2026-12-03T07:00:00Z"},
+            {"labels":{"alertname":"KubeNodeNotReady","severity":"critical","node":"b"},"status":{"state":"suppressed","silencedBy":["s-1"],"inhibitedBy":[]}},
+            {"labels":{"alertname":"KubeNodeNotReady","node":"c"},"status":{"state":"unprocessed","silencedBy":[],"inhibitedBy":[]}},
+            {"labels":{"alertname":"Watchdog"},"status":{"state":"active"}}]"#;
+        let am = matching("KubeNode.*", &[("severity", MatchOp::Equal, "critical")], GateApi::Alertmanager);
+        assert_eq!(am.read(200, LISTED.as_bytes()), Seen::Alerts { total: 1, names: vec!["KubeNodeNotReady".into()] });
+        assert_eq!(matching("Nothing", &[], GateApi::Alertmanager).read(200, b"[]"), Seen::Alerts { total: 0, names: vec![] });
+        match am.read(200, br#"{"status":"success","data":{"alerts":[]}}"#) {
+            Seen::Failed(Failure::BadResponse(m)) => assert!(m.starts_with("alertmanager alerts: "), "{m}"),
+            other => panic!("Prometheus's answer is not Alertmanager's: {other:?}"),
+        }
+        assert_eq!(am.read(503, b"not ready"), Seen::Failed(Failure::HttpStatus { code: 503, body: "not ready".into() }));
     }
 }

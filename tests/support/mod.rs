@@ -6,6 +6,7 @@
 //! fails and says which command builds it.
 #![allow(dead_code)]
 
+pub mod alertmanager;
 pub mod audit;
 pub mod chart;
 pub mod prometheus;
