@@ -101,7 +101,7 @@ impl PoolGauges {
             rollout_paused: gauge_vec(
                 r,
                 "winpool_pool_rollout_paused",
-                "1 when the rollout is paused by spec or by failures.",
+                "1 when the rollout is paused, by spec.rollout.paused, the winpool.dev/paused annotation or maxFailedNodes (reason).",
                 &["pool", "reason"],
             ),
             window_open: gauge_vec(
@@ -253,6 +253,10 @@ impl Metrics {
     }
 
     pub fn observe_pool(&self, pool: &str, plan: &Plan, now: Timestamp) {
+        // Every pool's update histogram exists from its first round, at 0: a
+        // series that first appears with a count of 1 is invisible to rate(),
+        // and a pool with no update yet would have no panel at all.
+        self.node_update_duration.with_label_values(&[pool]);
         for s in NodeState::ALL {
             let n = plan.by_state.get(&s).copied().unwrap_or(0) as i64;
             self.pool.nodes.with_label_values(&[pool, s.as_str()]).set(n);

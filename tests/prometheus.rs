@@ -243,6 +243,25 @@ async fn every_metric_the_alert_rules_use_is_exported_by_the_operator() {
         t.log_path("metrics").display()
     );
     eprintln!("{}", stdout.lines().last().unwrap_or_default());
+
+    // docs/METRICS.md and the dashboard say what the operator exports: every
+    // family, type, label and listed label value, and every name a panel uses.
+    let out = Command::new("python3")
+        .arg(repo_root().join("hack/metrics-doc.py"))
+        .arg("--check")
+        .arg(&file)
+        .arg("--dashboard")
+        .arg(repo_root().join("charts/winpool/files/dashboard.json"))
+        .output()
+        .expect("python3 hack/metrics-doc.py runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "docs/METRICS.md or the dashboard disagrees with the operator's /metrics (saved page: {})\n{stdout}{}",
+        t.log_path("metrics").display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("{}", stdout.lines().last().unwrap_or_default());
     t.cleanup().await;
     eprintln!("metric names check took {:?}", started.elapsed());
 }
