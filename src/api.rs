@@ -835,8 +835,8 @@ pub struct AlertMatch {
     /// PromQL's `=~` (e.g. `KubeNode.*|.*Critical`).
     #[schemars(length(min = 1, max = 1024))]
     pub name: String,
-    /// Label matchers an alert must also meet, all of them (e.g. severity =
-    /// critical, namespace !~ dev-.*).
+    /// Label matchers an alert must also meet, all of them (e.g. severity
+    /// Equal critical, namespace NotMatches dev-.*).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 16))]
     pub matchers: Vec<LabelMatcher>,
@@ -849,8 +849,8 @@ pub struct LabelMatcher {
     /// The label's name, e.g. severity.
     #[schemars(regex(pattern = r"^[a-zA-Z_][a-zA-Z0-9_]*$"), length(max = 128))]
     pub label: String,
-    /// = and != compare the value; =~ and !~ match it as a whole-value regular expression.
-    #[serde(rename = "op")]
+    /// Equal and NotEqual compare the value (PromQL's = and !=); Matches
+    /// and NotMatches match it as a whole-value regular expression (=~, !~).
     pub op: MatchOp,
     /// The value, or the regular expression for =~ and !~. A label the alert
     /// lacks has the empty value, as in PromQL.
@@ -858,16 +858,14 @@ pub struct LabelMatcher {
     pub value: String,
 }
 
-/// How a [`LabelMatcher`] compares.
+/// How a [`LabelMatcher`] compares. Words, as a LabelSelector's operators
+/// are, not PromQL's symbols: a bare `=` in YAML is a YAML 1.1 tag that
+/// Python's and other YAML 1.1 parsers refuse to read in the CRD.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
 pub enum MatchOp {
-    #[serde(rename = "=")]
     Equal,
-    #[serde(rename = "!=")]
     NotEqual,
-    #[serde(rename = "=~")]
     Matches,
-    #[serde(rename = "!~")]
     NotMatches,
 }
 

@@ -393,7 +393,7 @@ async fn an_alertmanager_gate_holds_while_matching_alerts_are_active_and_opens_w
     let pool = format!("{}-pool", t.id);
     let rollout = json!({"maxUnavailable": 2, "healthGateInterval": "1s", "healthGates": [{"name": "no-test-alerts",
         "alertmanager": {"url": am.url(), "timeout": "2s", "alerts": {"name": "WinpoolTest.*",
-            "matchers": [{"label": "severity", "op": "=~", "value": "critical|warning"}]}}}]});
+            "matchers": [{"label": "severity", "op": "Matches", "value": "critical|warning"}]}}}]});
     apply_rollout(&t, &pool, rollout).await;
     t.start_operator(&[]);
     let (_, msg) = wait_progressing(&t, &pool, "the active alert to hold the rollout", |reason, _| reason == "HealthGateClosed").await;
