@@ -16,6 +16,8 @@ use support::{TestSpace, apply_pool, install_crd, pool_manifest, repo_root, wait
 
 const WAIT: Duration = Duration::from_secs(120);
 const FAILED_ALERT: &str = "WindowsNodePoolNodesFailed";
+/// A panel over a rate shows a series from its second scrape (every second here).
+const PANEL_WAIT: Duration = Duration::from_secs(30);
 
 /// The rules file with every `for:` duration rewritten to `for: 2s`.
 ///
@@ -173,12 +175,16 @@ async fn prometheus_scrapes_a_failing_rollout_and_the_failure_alert_goes_off() {
     assert_eq!(alert["value"].as_str().and_then(|v| v.parse::<f64>().ok()), Some(1.0), "{alert}");
 
     // Every query of the shipped Grafana dashboard runs, with its cluster and job
-    // variables set as Grafana would ("All" is .*); the per-pool panels show this pool.
+    // variables set as Grafana would ("All" is .*); the per-pool panels show this
+    // pool (a rate needs two scrapes of a series: it may take a second more).
     for (title, expr) in dashboard_queries() {
         let q = expr.replace("$cluster", ".*").replace("$job", "winpool").replace("$pool", &pool);
         let result = prom.query(&q).await.unwrap_or_else(|| panic!("Prometheus refused the query of panel {title:?}: {q}"));
-        if expr.contains("$pool") {
-            assert!(!result.is_empty(), "panel {title:?} shows nothing for pool {pool}: {q}");
+        if expr.contains("$pool") && result.is_empty() {
+            wait_for(&format!("panel {title:?} to show pool {pool}: {q}"), PANEL_WAIT, || async {
+                prom.query(&q).await.filter(|r| !r.is_empty()).map(|_| ())
+            })
+            .await;
         }
     }
 

@@ -710,7 +710,9 @@ async fn an_upgrade_from_agents_that_reported_in_annotations_rolls_no_node_again
 /// server: podSelector leaves the pods it does not match on the node,
 /// gracePeriod is what each eviction asks for, a pod no controller owns holds
 /// the drain until drain.timeout fails the node naming it, and with force it
-/// is evicted like the rest.
+/// is evicted like the rest; a pod whose deletion never completes (a
+/// finalizer stands in for a kubelet that never confirms) is waited for
+/// only skipWaitForDeleteTimeout.
 #[tokio::test]
 async fn drain_options_decide_which_pods_leave_and_how() {
     let client = support::client().await;
@@ -722,10 +724,14 @@ async fn drain_options_decide_which_pods_leave_and_how() {
     support::pod_on_node(&t, &node, "leaves").await;
     support::pod_on_node(&t, &node, "stays").await;
     support::bare_pod_on_node(&t, &node, "bare", vec![]).await;
+    support::pod_on_node(&t, &node, "lingers").await;
+    let pods: Api<Pod> = Api::namespaced(t.client.clone(), &t.namespace);
+    let hold = json!({"metadata": {"finalizers": ["winpool-tests/hold"]}});
+    pods.patch("lingers", &PatchParams::default(), &Patch::Merge(&hold)).await.unwrap();
 
     let pool = format!("{}-pool", t.id);
     let drain = |force: bool| {
-        json!({"timeout": "15s", "gracePeriod": "7s", "force": force,
+        json!({"timeout": "15s", "gracePeriod": "7s", "force": force, "skipWaitForDeleteTimeout": "3s",
                "podSelector": {"matchExpressions": [{"key": "app", "operator": "NotIn", "values": ["stays"]}]}})
     };
     apply_pool(&t, &pool_manifest(&t, &pool, "10.0.20348.2762", json!({"maxUnavailable": 1, "maxFailedNodes": 0, "drain": drain(false)})))
@@ -743,7 +749,6 @@ async fn drain_options_decide_which_pods_leave_and_how() {
         "{}",
         failed.message
     );
-    let pods: Api<Pod> = Api::namespaced(t.client.clone(), &t.namespace);
     assert!(pods.get_opt("leaves").await.unwrap().is_none(), "the selected, managed pod was evicted");
     let evictions = |pod: &str| {
         audit::requests(&audit::audit_log(), pod)
@@ -771,5 +776,8 @@ async fn drain_options_decide_which_pods_leave_and_how() {
     let stays = pods.get_opt("stays").await.unwrap().expect("the pod podSelector leaves out is still there");
     assert!(stays.metadata.deletion_timestamp.is_none());
     assert!(evictions("stays").is_empty(), "never asked to leave");
+    let lingers = pods.get_opt("lingers").await.unwrap().expect("its deletion never completes");
+    assert!(lingers.metadata.deletion_timestamp.is_some(), "evicted, still terminating: not waited for past skipWaitForDeleteTimeout");
+    pods.patch("lingers", &PatchParams::default(), &Patch::Merge(&json!({"metadata": {"finalizers": null}}))).await.unwrap();
     t.cleanup().await;
 }
