@@ -94,6 +94,8 @@ case "$want" in
     build_installable actionlint github.com/rhysd/actionlint/cmd/actionlint "$ACTIONLINT_VERSION"
     build_kubernetes
     ;;
-  *) die "usage: $0 [all]" ;;
+  # The release workflow packages the chart and needs nothing else built.
+  helm) build_installable helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION" ;;
+  *) die "usage: $0 [all|helm]" ;;
 esac
 log "tools ready in $TOOLS_BIN"

@@ -32,7 +32,9 @@ if ! command -v buildah >/dev/null; then
   apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq buildah >/dev/null
 fi
 
-TARGET=x86_64-unknown-linux-gnu
+# The machine's own architecture: the release workflow builds the arm64
+# image on an arm64 runner.
+TARGET="$(uname -m)-unknown-linux-gnu"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$WINPOOL_CACHE/target}"
 REVISION="$(git rev-parse HEAD 2>/dev/null || echo unknown)"
 EPOCH="$(git log -1 --format=%ct 2>/dev/null || echo 0)"

@@ -41,9 +41,26 @@ step "agent: gofmt, go vet, go test (linux) and GOOS=windows build + vet; action
 # Windows host; here it is only linted. actionlint exits non-zero on any
 # finding (and runs shellcheck on bash run: blocks when shellcheck is on PATH).
 "$(tool_path actionlint)" .github/workflows/*.yml
-# The agent image's build context (winpool-agent.exe + Dockerfile); building
-# the Windows image itself needs BuildKit with access to mcr.microsoft.com.
+# The agent image's build context (winpool-agent.exe + Dockerfile) for
+# BuildKit; the release builds the Windows image without it
+# (hack/tools/winimage, the release step below).
 "$HACK_DIR/agent-image.sh" "ghcr.io/winpool/agent:$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n1)"
+
+# The release's builders that need neither cargo nor buildah: the agent's
+# Windows image (hack/tools/winimage: its layout checks, and the broken
+# layouts they refuse), hack/tools/wincheck (it imports the image on Windows,
+# .github/workflows/windows.yml; here it is only cross-vetted), the SBOM
+# generator, and hack/release.sh itself without its cargo and buildah steps.
+step "release: winimage, wincheck (GOOS=windows vet), sbom.py, release.sh --skip-cargo --skip-images"
+(
+  cd hack/tools
+  unformatted="$(gofmt -l winimage wincheck)"
+  [[ -z "$unformatted" ]] || die "gofmt: these files need formatting: $unformatted"
+  (cd winimage && go vet ./... && go test -count=1 ./...)
+  (cd wincheck && GOOS=windows go vet ./...)
+)
+python3 -m unittest discover -s hack -p 'test_*.py'
+"$HACK_DIR/release.sh" "$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n1)" --skip-cargo --skip-images
 
 # How Flux (kstatus) and Argo CD (docs/gitops/argocd-health.lua under
 # gopher-lua, set up as Argo CD sets it up) judge a pool in every state the

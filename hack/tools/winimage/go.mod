@@ -1,0 +1,3 @@
+module winpool.dev/hack/tools/winimage
+
+go 1.26.0
