@@ -105,6 +105,10 @@ else
   # The reference in the archive's index names the image for ctr import and
   # skopeo copy.
   buildah push --quiet "$image" "oci-archive:$DIST/winpool-operator-$VERSION.oci.tar:$image" >/dev/null
+  # Read back what was written: the platform, the entrypoint and the
+  # non-root user the chart's Pod Security settings rely on.
+  python3 "$HACK_DIR/oci_check.py" "$DIST/winpool-operator-$VERSION.oci.tar" --platform "${host_platform/_//}" \
+    --entrypoint /winpool --user 65532:65532 --file /winpool >/dev/null
   log "operator image: $image ($host_platform)"
 fi
 for platform in "${!operator_archives[@]}"; do
