@@ -12,7 +12,7 @@
 //! reconcile that runs before the watch delivers our own write does not act
 //! twice.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -28,14 +28,13 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
 use tracing::{debug, error, info, warn};
 
-use crate::api::{WindowsNodePool, WindowsNodePoolStatus, names};
+use crate::api::{WindowsNodePool, names};
 use crate::daemonset::AgentSettings;
 use crate::hns::HnsTracker;
 use crate::membership::{Membership, PoolSelector};
 use crate::metrics::Metrics;
 use crate::node_record::NodeRecord;
 use crate::report::WindowsNodeReport;
-use crate::rollout::NodeState;
 
 /// The reflector caches a round reads.
 type Caches = (Store<NodeRecord>, Store<WindowsNodeReport>, Store<DaemonSet>, Store<ConfigMap>, Store<WindowsNodePool>);
@@ -79,12 +78,14 @@ pub use crate::error::Error;
 
 mod agent;
 mod apply;
+mod clock;
 mod csi_proxy;
 mod events;
 #[cfg(test)]
 mod fixtures;
 mod gates;
 mod hns_node;
+mod memory;
 mod nodes;
 mod recent;
 mod round;
@@ -92,11 +93,8 @@ mod watch;
 
 pub use agent::{agent_image_allowed, ensure_agent_namespace};
 use agent::{delete_configmap, delete_daemonset};
-#[cfg(test)]
-use events::standing_news;
-#[cfg(test)]
-use kube::runtime::events::{Event, EventType};
-use nodes::{patch_node_with, release_body};
+use memory::PoolMemory;
+use nodes::patch_node_with;
 use recent::RecentWrites;
 pub use watch::spawn_hns_watches;
 use watch::watch_backoff;
@@ -113,38 +111,6 @@ pub struct Settings {
     pub csi_proxy_repository: String,
     /// The operator's own namespace: the only one whose Secrets (health gate credentials) it reads.
     pub secret_namespace: String,
-}
-
-/// How long node starts and completions gather before they are announced.
-const NODE_EVENT_INTERVAL: Duration = Duration::from_secs(5);
-
-/// What a pool's rounds carry over to the next one. Lost on restart, which
-/// costs at most one early status write and the announcement of a few seconds.
-struct PoolProgress {
-    last_reconcile: Option<std::time::Instant>,
-    last_status_write: Option<std::time::Instant>,
-    pending: Vec<(String, NodeState, NodeState)>,
-    pending_revision: String,
-    pending_since: std::time::Instant,
-    /// The moving average of node update times, seeded from the status.
-    average_node_update: Option<Duration>,
-    /// The status this replica last wrote, and the pool's resourceVersion after
-    /// the write: the next round may run before the pool's watch shows it.
-    written_status: Option<(u64, WindowsNodePoolStatus)>,
-}
-
-impl Default for PoolProgress {
-    fn default() -> Self {
-        PoolProgress {
-            last_reconcile: None,
-            last_status_write: None,
-            pending: Vec::new(),
-            pending_revision: String::new(),
-            pending_since: std::time::Instant::now(),
-            average_node_update: None,
-            written_status: None,
-        }
-    }
 }
 
 pub struct Context {
@@ -164,20 +130,14 @@ pub struct Context {
     recent: Arc<RecentWrites>,
     /// Cluster-wide expected HNS load, kept incrementally from Services and EndpointSlices.
     pub hns: Arc<Mutex<HnsTracker>>,
-    /// Per pool: when its status was last written and the node transitions not yet announced.
-    progress: Mutex<HashMap<String, PoolProgress>>,
-    /// What was last reported as an Event per pool, so a standing problem is not re-announced every round.
-    announced: Mutex<HashMap<String, BTreeSet<String>>>,
-    /// Draining nodes whose evictions a PodDisruptionBudget refuses, by node:
-    /// what the last drain rounds saw, for the next decision.
-    drain_blocks: Mutex<HashMap<String, crate::rollout::DrainBlock>>,
-    /// Nodes whose HNS was caught up and is now behind, by node: since when this replica has seen
-    /// them behind (`hns_node::CATCH_UP_GRACE`).
-    hns_behind: Mutex<HashMap<String, jiff::Timestamp>>,
+    /// What each pool's rounds carry to the next ([`memory::PoolMemory`]):
+    /// taken by a reconcile and put back at its end (the controller never
+    /// runs two reconciles of one pool at once).
+    memory: Mutex<HashMap<String, PoolMemory>>,
     /// The HTTP client of the Prometheus health gates (its connections are reused).
     gate_http: gates::HttpClient,
-    /// What each pool's gates last saw, when, and for which generation of the pool.
-    gate_results: Mutex<HashMap<String, gates::Asked>>,
+    /// The round's clock; tests move it on.
+    clock: clock::Clock,
     /// Set when the replica stops (SIGTERM, or the lease lost). A round stops
     /// before its next write: at 5,000 nodes a round's writes can take half a
     /// minute on a busy API server, past a pod's grace period, and a replica
@@ -210,12 +170,9 @@ impl Context {
             metrics,
             recent,
             hns,
-            progress: Mutex::new(HashMap::new()),
-            announced: Mutex::new(HashMap::new()),
-            drain_blocks: Mutex::new(HashMap::new()),
-            hns_behind: Mutex::new(HashMap::new()),
+            memory: Mutex::new(HashMap::new()),
             gate_http: gates::http_client(),
-            gate_results: Mutex::new(HashMap::new()),
+            clock: clock::Clock::default(),
             stopping: Arc::new(AtomicBool::new(false)),
         }
     }
@@ -225,15 +182,25 @@ impl Context {
         self.stopping.store(true, Ordering::Relaxed);
     }
 
-    /// The pool with the status this replica last wrote, when the watch has not
-    /// shown that write yet. A round that read the status before it would
-    /// announce the same transitions again (`RolloutStarted` twice) and write
-    /// the status again.
-    fn as_last_written(&self, pool: &WindowsNodePool) -> Option<WindowsNodePool> {
-        let progress = self.progress.lock().expect("progress lock");
-        let (rv, status) = progress.get(&pool.name_any())?.written_status.as_ref()?;
-        (*rv > crate::node_record::revision(pool.metadata.resource_version.as_deref()))
-            .then(|| WindowsNodePool { status: Some(status.clone()), ..pool.clone() })
+    /// The pool's memory, taken out until [`Self::keep_memory`] puts it back.
+    fn take_memory(&self, pool: &str) -> PoolMemory {
+        self.memory.lock().expect("memory lock").remove(pool).unwrap_or_default()
+    }
+
+    fn keep_memory(&self, pool: &str, memory: PoolMemory) {
+        self.memory.lock().expect("memory lock").insert(pool.to_string(), memory);
+    }
+
+    fn now(&self) -> jiff::Timestamp {
+        self.clock.now()
+    }
+
+    /// Every cache a round reads has listed once.
+    async fn caches_ready(&self) {
+        let _ = self.nodes.wait_until_ready().await;
+        let _ = self.reports.wait_until_ready().await;
+        let _ = self.daemonsets.wait_until_ready().await;
+        let _ = self.configmaps.wait_until_ready().await;
     }
 
     fn stopping(&self) -> bool {
@@ -270,11 +237,12 @@ pub fn reconcile_gap(members: usize) -> Duration {
 
 async fn reconcile(pool: Arc<WindowsNodePool>, ctx: Arc<Context>) -> Result<Action, Error> {
     let members = pool.status.as_ref().map_or(0, |s| s.nodes.total.max(0) as usize);
-    let last = ctx.progress.lock().expect("progress lock").get(&pool.name_any()).and_then(|p| p.last_reconcile);
-    if let Some(wait) = last.and_then(|at| reconcile_gap(members).checked_sub(at.elapsed())) {
+    let wait =
+        ctx.memory.lock().expect("memory lock").get(&pool.name_any()).and_then(|m| m.reconcile_wait(reconcile_gap(members), ctx.now()));
+    if let Some(wait) = wait {
         tokio::time::sleep(wait).await;
     }
-    ctx.progress.lock().expect("progress lock").entry(pool.name_any()).or_default().last_reconcile = Some(std::time::Instant::now());
+    ctx.memory.lock().expect("memory lock").entry(pool.name_any()).or_default().last_reconcile = Some(ctx.now());
     let started = std::time::Instant::now();
     let api: Api<WindowsNodePool> = Api::all(ctx.client.clone());
     let res = finalizer(&api, FINALIZER, pool, |event| async {
@@ -292,8 +260,9 @@ async fn reconcile(pool: Arc<WindowsNodePool>, ctx: Arc<Context>) -> Result<Acti
 async fn cleanup(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error> {
     let name = pool.name_any();
     let nodes = ctx.windows_nodes();
-    for (n, p) in round::releases(&name, &nodes, &Membership::default(), "pool deleted: node released") {
-        patch_node_with(ctx, &name, &p, release_body(n, &p)).await?;
+    let none = Membership::default();
+    for (p, body) in round::releases(round::labelled_non_members(&name, &nodes, &none), "pool deleted: node released") {
+        patch_node_with(ctx, &name, &p, body).await?;
     }
     for d in ctx.daemonsets.state().iter().filter(|d| d.labels().get(names::LABEL_POOL) == Some(&name)) {
         delete_daemonset(ctx, &d.name_any()).await?;
@@ -302,9 +271,7 @@ async fn cleanup(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error>
         delete_configmap(ctx, &c.name_any()).await?;
     }
     ctx.metrics.forget_pool(&name);
-    ctx.progress.lock().expect("progress lock").remove(&name);
-    ctx.gate_results.lock().expect("gate results lock").remove(&name);
-    ctx.announced.lock().expect("announced lock").remove(&name);
+    ctx.memory.lock().expect("memory lock").remove(&name);
     info!(pool = %name, "pool deleted; its nodes are released, its agent DaemonSet and revision ConfigMaps deleted");
     Ok(Action::await_change())
 }
@@ -415,26 +382,6 @@ mod tests {
             assert_eq!(agent_image_allowed(image, &allowed), want, "{image}");
         }
         assert!(agent_image_allowed("anything", &[]), "no allow-list: any image");
-    }
-
-    #[test]
-    fn a_standing_problem_is_announced_once_and_again_after_it_cleared() {
-        let ev = |note: &str| Event {
-            type_: EventType::Warning,
-            reason: "NodesLeftAlone".into(),
-            note: Some(note.into()),
-            action: "Select".into(),
-            secondary: None,
-        };
-        let notes = |evs: Vec<Event>| evs.into_iter().filter_map(|e| e.note).collect::<Vec<_>>();
-        let (fresh, standing) = standing_news(&BTreeSet::new(), vec![("a".into(), ev("a"))]);
-        assert_eq!(notes(fresh), ["a"]);
-        let (fresh, standing) = standing_news(&standing, vec![("a".into(), ev("a")), ("b".into(), ev("b"))]);
-        assert_eq!(notes(fresh), ["b"], "a still stands: not again");
-        let (fresh, standing) = standing_news(&standing, vec![]);
-        assert!(fresh.is_empty() && standing.is_empty(), "cleared problems are forgotten");
-        let (fresh, _) = standing_news(&standing, vec![("a".into(), ev("a"))]);
-        assert_eq!(notes(fresh), ["a"], "a came back: announced again");
     }
 
     #[test]

@@ -395,7 +395,36 @@ fn conflict_condition(spec: &WindowsNodePoolSpec, conflicts: &Conflicts) -> Cond
 }
 
 /// Condition flips worth an Event on the pool: (reason, message).
-pub fn transition_events(previous: Option<&WindowsNodePoolStatus>, next: &WindowsNodePoolStatus) -> Vec<(String, String)> {
+/// A change of the pool's conditions that is announced as an Event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PoolTransition {
+    RolloutStarted,
+    RolloutComplete,
+    RolloutPaused,
+    RolloutResumed,
+    /// The cluster's Services come near or over what a node's HNS holds.
+    HnsCapacity,
+}
+
+impl PoolTransition {
+    pub fn reason(self) -> &'static str {
+        match self {
+            PoolTransition::RolloutStarted => "RolloutStarted",
+            PoolTransition::RolloutComplete => "RolloutComplete",
+            PoolTransition::RolloutPaused => "RolloutPaused",
+            PoolTransition::RolloutResumed => "RolloutResumed",
+            PoolTransition::HnsCapacity => "HNSCapacity",
+        }
+    }
+
+    /// A pause holds every node until a person lifts it, and a pool near its
+    /// HNS limits needs a look: Warnings. The rest is news.
+    pub fn is_warning(self) -> bool {
+        matches!(self, PoolTransition::RolloutPaused | PoolTransition::HnsCapacity)
+    }
+}
+
+pub fn transition_events(previous: Option<&WindowsNodePoolStatus>, next: &WindowsNodePoolStatus) -> Vec<(PoolTransition, String)> {
     let was = |t: &str| previous.and_then(|p| p.conditions.iter().find(|c| c.type_ == t)).map(|c| c.status.clone());
     // A rollout starts once per revision (when it first progresses: a
     // revision held from the start, paused or outside its window, starts when
@@ -416,20 +445,20 @@ pub fn transition_events(previous: Option<&WindowsNodePoolStatus>, next: &Window
     let mut out = Vec::new();
     if complete(Some(next)) && !complete(previous) {
         let ready = next.conditions.iter().find(|c| c.type_ == conditions::READY).expect("complete means a Ready condition");
-        out.push(("RolloutComplete".to_string(), ready.message.clone()));
+        out.push((PoolTransition::RolloutComplete, ready.message.clone()));
     }
     for c in &next.conditions {
         if was(&c.type_).as_deref() == Some(c.status.as_str()) {
             continue;
         }
         let reason = match (c.type_.as_str(), c.status.as_str()) {
-            (conditions::PROGRESSING, "True") if new_rollout => "RolloutStarted",
-            (conditions::PAUSED, "True") => "RolloutPaused",
-            (conditions::PAUSED, "False") if was(conditions::PAUSED).is_some() => "RolloutResumed",
-            (conditions::HNS_CAPACITY, _) if c.reason != "WithinLimits" => "HNSCapacity",
+            (conditions::PROGRESSING, "True") if new_rollout => PoolTransition::RolloutStarted,
+            (conditions::PAUSED, "True") => PoolTransition::RolloutPaused,
+            (conditions::PAUSED, "False") if was(conditions::PAUSED).is_some() => PoolTransition::RolloutResumed,
+            (conditions::HNS_CAPACITY, _) if c.reason != "WithinLimits" => PoolTransition::HnsCapacity,
             _ => continue,
         };
-        out.push((reason.to_string(), c.message.clone()));
+        out.push((reason, c.message.clone()));
     }
     out
 }
@@ -780,12 +809,12 @@ mod tests {
         let now: Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();
         let s = spec("");
         let first = status_for(&s, &[node("a")], None, now);
-        let ev: Vec<String> = transition_events(None, &first).into_iter().map(|(r, _)| r).collect();
+        let ev: Vec<String> = transition_events(None, &first).into_iter().map(|(r, _)| r.reason().to_string()).collect();
         assert_eq!(ev, ["RolloutStarted"]);
         let again = status_for(&s, &[node("a")], Some(&first), now);
         assert!(transition_events(Some(&first), &again).is_empty(), "no flip, no event");
         let paused = status_for(&spec("rollout: {paused: true}"), &[node("a")], Some(&again), now);
-        let ev: Vec<String> = transition_events(Some(&again), &paused).into_iter().map(|(r, _)| r).collect();
+        let ev: Vec<String> = transition_events(Some(&again), &paused).into_iter().map(|(r, _)| r.reason().to_string()).collect();
         assert!(ev.contains(&"RolloutPaused".to_string()), "{ev:?}");
     }
 
@@ -798,7 +827,7 @@ mod tests {
         let waiting = status_for(&saturdays, &[node("a")], None, now);
         assert_eq!(get(&waiting, "Ready").reason, "WaitingForMaintenanceWindow");
         let reasons = |prev: Option<&WindowsNodePoolStatus>, next: &WindowsNodePoolStatus| -> Vec<String> {
-            transition_events(prev, next).into_iter().map(|(r, _)| r).collect()
+            transition_events(prev, next).into_iter().map(|(r, _)| r.reason().to_string()).collect()
         };
         assert!(!reasons(None, &waiting).contains(&"RolloutComplete".to_string()), "waiting is not complete");
         let mut done = waiting.clone();
@@ -825,12 +854,12 @@ mod tests {
         let waiting = with_progressing(&started, "False", "NodesNotReady");
         let goes_on = status_for(&s, &[node("a")], Some(&waiting), now);
         assert_eq!(get(&goes_on, "Progressing").status, "True");
-        let ev: Vec<String> = transition_events(Some(&waiting), &goes_on).into_iter().map(|(r, _)| r).collect();
+        let ev: Vec<String> = transition_events(Some(&waiting), &goes_on).into_iter().map(|(r, _)| r.reason().to_string()).collect();
         assert!(!ev.contains(&"RolloutStarted".to_string()), "the same rollout goes on: {ev:?}");
 
         // The same pool after a finished rollout (nodes joined, a new revision): a new one.
         let done = with_progressing(&goes_on, "False", "RolloutComplete");
-        let ev: Vec<String> = transition_events(Some(&done), &goes_on).into_iter().map(|(r, _)| r).collect();
+        let ev: Vec<String> = transition_events(Some(&done), &goes_on).into_iter().map(|(r, _)| r.reason().to_string()).collect();
         assert_eq!(ev, ["RolloutStarted"]);
     }
 
@@ -838,7 +867,7 @@ mod tests {
     fn a_revision_held_from_the_start_is_announced_when_it_first_progresses() {
         let now: Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();
         let events = |prev: Option<&WindowsNodePoolStatus>, next: &WindowsNodePoolStatus| -> Vec<String> {
-            transition_events(prev, next).into_iter().map(|(r, _)| r).collect()
+            transition_events(prev, next).into_iter().map(|(r, _)| r.reason().to_string()).collect()
         };
         // The pool's new patch level arrives paused (or outside its window): nothing rolls yet.
         let held = status_for(&spec("rollout: {paused: true}"), &[node("a"), node("b")], None, now);

@@ -16,6 +16,7 @@ use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 use tracing::{info, warn};
 
+use super::memory::PoolMemory;
 use super::{Context, Error, Settings, api_status};
 use crate::api::{FIELD_MANAGER, WindowsNodePool, names};
 use crate::configmap::revision_configmap;
@@ -298,7 +299,12 @@ fn refusal(pool: &WindowsNodePool, allowed: &[String], now: Timestamp) -> (Strin
 }
 
 /// Roll nothing for a pool whose agent image is not allowed; say so once.
-pub(super) async fn refuse_agent_image(pool: &WindowsNodePool, ctx: &Context, now: Timestamp) -> Result<Action, Error> {
+pub(super) async fn refuse_agent_image(
+    pool: &WindowsNodePool,
+    ctx: &Context,
+    memory: &mut PoolMemory,
+    now: Timestamp,
+) -> Result<Action, Error> {
     let name = pool.name_any();
     let (msg, status) = refusal(pool, &ctx.settings.allowed_agent_images, now);
     let ev = Event {
@@ -308,7 +314,9 @@ pub(super) async fn refuse_agent_image(pool: &WindowsNodePool, ctx: &Context, no
         action: "Validate".into(),
         secondary: None,
     };
-    ctx.announce_standing(pool, vec![(msg.clone(), ev)]).await;
+    for ev in memory.standing_news(vec![(msg.clone(), ev)]) {
+        ctx.publish_fresh(pool, ev).await;
+    }
     if pool.status.as_ref() != Some(&status) {
         warn!(pool = %name, "{msg}");
         let body = json!({ "apiVersion": "winpool.dev/v1alpha1", "kind": "WindowsNodePool", "status": status });

@@ -6,7 +6,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
@@ -19,53 +18,79 @@ use tracing::{debug, info, warn};
 
 use super::agent::{agent_image_allowed, delete_configmap, delete_daemonset, refuse_agent_image, write_configmaps, write_daemonset};
 use super::gates;
-use super::hns_node::{HnsNode, HnsWrites, HnsWritten, hns_readiness, within_catch_up_grace, write_hns};
-use super::nodes::{patch_node_with, release_body, write_nodes};
-use super::round::{self, Observed, Round};
-use super::{Context, Error, NODE_EVENT_INTERVAL, api_status, few_at_a_time};
+use super::hns_node::{HnsWrites, HnsWritten, write_hns};
+use super::memory::{DueBatch, Outcome, PoolMemory, StatusWrite};
+use super::nodes::{patch_node_with, write_nodes};
+use super::round::{self, GateLook, Observed, Round};
+use super::{Context, Error, api_status, few_at_a_time};
 use crate::api::{FIELD_MANAGER, WindowsNodePool, names};
 use crate::daemonset::legacy_revision;
 use crate::drain::{self, DrainRules, PodOnNode};
 use crate::hns::Limits;
 use crate::membership::members_of;
-use crate::node_record::NodeRecord;
-use crate::observe::node_view;
-use crate::report::AgentReport;
-use crate::rollout::{DrainBlock, DrainMode, HnsReadiness, NodePatch, NodeState, PoolInput, could_start, fold_average, node_timeout};
-use crate::status::{PROGRESS_WRITE_INTERVAL, node_batch_events, only_progress_changed};
+use crate::rollout::{DrainMode, NodeState};
+use crate::status::node_batch_events;
 
 pub(super) async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error> {
     let name = pool.name_any();
     // Deciding on a half-filled cache would report nodes as missing and re-create DaemonSets.
+    ctx.caches_ready().await;
     // Nor on half-counted HNS totals: a node would look caught up when it is not.
-    if ctx.metrics.caches_synced.get() != 1 || !ctx.hns.lock().expect("hns lock").synced() {
-        debug!(pool = %name, "caches not synced yet; waiting");
+    if !ctx.hns.lock().expect("hns lock").synced() {
+        debug!(pool = %name, "HNS totals not counted yet; waiting");
         return Ok(Action::requeue(Duration::from_millis(200)));
     }
     if ctx.stopping() {
         return Ok(Action::await_change());
     }
-    let fresher = ctx.as_last_written(pool);
+    let memory = ctx.take_memory(&name);
+    let announced = memory.announced.clone();
+    let (result, memory) = run_round(pool, ctx, memory).await;
+    // A round that failed before it announced its standing problems leaves them to the next.
+    let memory = if result.is_err() { memory.unannounced(announced) } else { memory };
+    ctx.keep_memory(&name, memory);
+    result
+}
+
+/// observe → decide → execute → record, with the pool's memory in and out.
+async fn run_round(pool: &WindowsNodePool, ctx: &Context, memory: PoolMemory) -> (Result<Action, Error>, PoolMemory) {
+    let name = pool.name_any();
+    let now = ctx.now();
+    let fresher = memory.as_last_written(pool);
     let pool = fresher.as_ref().unwrap_or(pool);
-    let now = Timestamp::now();
     if !agent_image_allowed(&pool.spec.agent.image, &ctx.settings.allowed_agent_images) {
-        return refuse_agent_image(pool, ctx, now).await;
+        let mut memory = memory;
+        let r = refuse_agent_image(pool, ctx, &mut memory, now).await;
+        return (r, memory);
     }
-    let nodes = ctx.windows_nodes();
-    let selectors = ctx.pool_selectors();
-    let membership = members_of(&name, &selectors, nodes.iter().map(|n| (n.name.as_str(), n.as_ref())));
-    let seen = observe(pool, ctx, &nodes, membership, now).await?;
-    let round = round::decide_round(pool, &ctx.settings, &seen, now);
+    let mut seen = match observe(pool, ctx).await {
+        Ok(seen) => seen,
+        Err(e) => return (Err(e), memory),
+    };
+    match round::gate_look(pool, &seen, &memory, now) {
+        GateLook::NotNeeded => {}
+        GateLook::Fresh(results) => seen.gates = results,
+        GateLook::Ask => (seen.gates, seen.gates_asked) = (gates::evaluate(ctx, pool).await, true),
+    }
+    let (round, mut memory) = round::decide_round(pool, &ctx.settings, &seen, memory, now);
     for (node, why) in &round.plan.waiting {
         debug!(pool = %name, node = %node, "waiting: {why}");
     }
-    execute(pool, ctx, &seen, &round, now).await?;
+    let (outcome, written) = execute(pool, ctx, &seen, &round).await;
+    let due = memory.settle(&round.plan.revision, round.plan.counts.updating as usize, round.plan.average_node_update, &outcome, now);
+    // The patches that landed are announced even when another failed: they happened.
+    announce_node_batches(ctx, pool, due).await;
+    ctx.metrics.observe_updates(&name, outcome.landed.iter().copied());
+    if let Err(e) = written {
+        return (Err(e), memory);
+    }
     if ctx.stopping() {
         // Part of the round may be unwritten: its status would claim it. The next leader decides again.
         info!(pool = %name, "stopping: the rest of this round is left to the next leader");
-        return Ok(Action::await_change());
+        return (Ok(Action::await_change()), memory);
     }
-    record(pool, ctx, &seen, round, now).await
+    let r = record(pool, ctx, &seen, round, &mut memory).await;
+    (r, memory)
 }
 
 /// Carry out the round's writes in the order they must land: deselected nodes
@@ -76,8 +101,21 @@ pub(super) async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Actio
 /// waits a round); the node patches; the evictions; and last the CSI Proxy
 /// DaemonSets and ConfigMaps no node needs any more. When the replica stops,
 /// the rest is left unwritten, as a crash there would leave it; every prefix
-/// of this order is one the next round can continue from.
-async fn execute(pool: &WindowsNodePool, ctx: &Context, seen: &Observed<'_>, round: &Round, now: Timestamp) -> Result<(), Error> {
+/// of this order is one the next round can continue from. Returns what the
+/// writes did and the first error.
+async fn execute<'r>(pool: &WindowsNodePool, ctx: &Context, seen: &Observed, round: &'r Round) -> (Outcome<'r>, Result<(), Error>) {
+    let mut outcome = Outcome::default();
+    let written = execute_into(pool, ctx, seen, round, &mut outcome).await;
+    (outcome, written)
+}
+
+async fn execute_into<'r>(
+    pool: &WindowsNodePool,
+    ctx: &Context,
+    seen: &Observed,
+    round: &'r Round,
+    outcome: &mut Outcome<'r>,
+) -> Result<(), Error> {
     let name = pool.name_any();
     for (p, body) in &round.releases {
         if ctx.stopping() {
@@ -102,21 +140,20 @@ async fn execute(pool: &WindowsNodePool, ctx: &Context, seen: &Observed<'_>, rou
     if ctx.stopping() {
         return Ok(());
     }
-    let (landed, written) = execute_node_writes(ctx, pool, round, &hns).await;
-    // The patches that landed are announced even when another failed: they happened.
-    announce_node_batches(ctx, pool, round, &landed).await;
-    ctx.metrics.observe_updates(&name, landed.iter().copied());
-    {
-        let mut progress = ctx.progress.lock().expect("progress lock");
-        let pr = progress.entry(name.clone()).or_default();
-        let seed = pr.average_node_update.or(round.plan.average_node_update);
-        pr.average_node_update = fold_average(seed, landed.iter().filter_map(|p| p.took));
-    }
+    let writes = round::node_writes(&round.plan, &hns.behind);
+    let (landed, written) = write_nodes(ctx, pool, &name, writes.first, &hns.guards).await;
+    outcome.landed = landed;
     written?;
     if ctx.stopping() {
         return Ok(());
     }
-    execute_drains(ctx, pool, round, seen, now).await;
+    let (landed, written) = write_nodes(ctx, pool, &name, writes.then, &hns.guards).await;
+    outcome.landed.extend(landed);
+    written?;
+    if ctx.stopping() {
+        return Ok(());
+    }
+    outcome.drained = execute_drains(ctx, pool, round, seen).await;
     if ctx.stopping() {
         return Ok(());
     }
@@ -131,65 +168,26 @@ async fn execute(pool: &WindowsNodePool, ctx: &Context, seen: &Observed<'_>, rou
     Ok(())
 }
 
-/// Read the pool's members into plain structs: their views, HNS readiness, the
-/// pods of the Draining ones, the pool's agent objects, and its health gates
-/// when a node could start.
-async fn observe<'a>(
-    pool: &WindowsNodePool,
-    ctx: &Context,
-    nodes: &'a [Arc<NodeRecord>],
-    membership: crate::membership::Membership,
-    now: Timestamp,
-) -> Result<Observed<'a>, Error> {
+/// Read what the round decides on: the pool's members and its agent objects
+/// from the caches, and the pods of its Draining members from the API server.
+async fn observe(pool: &WindowsNodePool, ctx: &Context) -> Result<Observed, Error> {
     let name = pool.name_any();
+    let nodes = ctx.windows_nodes();
+    let membership = members_of(&name, &ctx.pool_selectors(), nodes.iter().map(|n| (n.name.as_str(), n.as_ref())));
     let member_set: BTreeSet<&str> = membership.members.iter().map(String::as_str).collect();
+    let members: Vec<_> = nodes
+        .iter()
+        .filter(|n| member_set.contains(n.name.as_str()))
+        .map(|n| (n.clone(), ctx.reports.get(&ObjectRef::new(&n.name).within(&ctx.settings.agent_namespace))))
+        .collect();
+    let deselected = round::labelled_non_members(&name, &nodes, &membership).cloned().collect();
     let limits = Limits::for_pool(&pool.spec.hns, pool.spec.os.version);
     let (totals, over_limit) = {
         let t = ctx.hns.lock().expect("hns lock");
         (t.totals(), t.services_over(limits.backends_per_service))
     };
-    let grace = jiff::SignedDuration::try_from(node_timeout(&pool.spec)).unwrap_or(jiff::SignedDuration::from_mins(30));
-    let mut views = Vec::with_capacity(member_set.len());
-    let mut hns_nodes = Vec::new();
-    for n in nodes.iter().filter(|n| member_set.contains(n.name.as_str())) {
-        let object = ctx.reports.get(&ObjectRef::new(&n.name).within(&ctx.settings.agent_namespace));
-        let mut v = node_view(n, &AgentReport::of(n, object.as_deref()), HnsReadiness::Unknown);
-        let (mut readiness, mut reason, mut message) = hns_readiness(n, &v, totals, &pool.spec.hns, grace, now);
-        {
-            let mut behind = ctx.hns_behind.lock().expect("hns behind lock");
-            if readiness == HnsReadiness::NotReady {
-                let since = *behind.entry(n.name.clone()).or_insert(now);
-                let in_flight = v.state.as_deref().and_then(NodeState::parse).is_some_and(NodeState::in_flight);
-                if let Some(kept) =
-                    n.hns_condition.as_ref().filter(|_| within_catch_up_grace(n.hns_condition.as_ref(), in_flight, readiness, since, now))
-                {
-                    // Still within its grace: judged as its condition says, so nothing is written.
-                    (readiness, reason, message) =
-                        (HnsReadiness::Ready, crate::hns::reasons::CAUGHT_UP, kept.message.clone().unwrap_or_default());
-                }
-            } else {
-                behind.remove(&n.name);
-            }
-        }
-        v.hns = readiness;
-        hns_nodes.push(HnsNode { node: n, readiness, reason, message });
-        views.push(v);
-    }
     let rules = DrainRules::of(&pool.spec.rollout.drain);
-    let pods_by_node = pods_on_draining(ctx, &views, &rules).await?;
-    {
-        let mut blocks = ctx.drain_blocks.lock().expect("drain blocks lock");
-        for v in views.iter_mut() {
-            if let Some(pods) = pods_by_node.get(&v.name) {
-                v.pods_to_evict = drain::remaining(pods, &rules, now);
-                v.drain_held = drain::first_held(pods, &rules);
-                v.drain_block = blocks.get(&v.name).cloned();
-            } else {
-                // Not Draining (any more): what blocked its last drain is history.
-                blocks.remove(&v.name);
-            }
-        }
-    }
+    let pods_by_node = pods_on_draining(ctx, round::draining(&members), &rules).await?;
     let ds_of_pool: Vec<Arc<DaemonSet>> =
         ctx.daemonsets.state().into_iter().filter(|d| d.labels().get(names::LABEL_POOL) == Some(&name)).collect();
     let cms_of_pool: Vec<Arc<ConfigMap>> =
@@ -199,33 +197,10 @@ async fn observe<'a>(
         .filter_map(|c| c.labels().get(names::LABEL_REVISION).cloned())
         .chain(ds_of_pool.iter().filter_map(|d| legacy_revision(d).map(str::to_string)))
         .collect();
-    // Gates cost requests (and a reconcile waits for them): only when a node could start.
-    let input = PoolInput {
-        name: &name,
-        spec: &pool.spec,
-        existing_revisions: &existing_revisions,
-        target_marked_at: None,
-        gates: &[],
-        average_node_update: None,
-        paused_by_annotation: pool.paused_by_annotation(),
-    };
-    let gates = if !pool.spec.rollout.health_gates.is_empty() && could_start(&input, &views, now) {
-        gates::evaluate_fresh(ctx, pool).await
-    } else {
-        Vec::new()
-    };
-    let deselected = round::releases(&name, nodes, &membership, "no longer selected by the pool: node released")
-        .into_iter()
-        .map(|(n, p)| {
-            let body = release_body(n, &p);
-            (p, body)
-        })
-        .collect();
     Ok(Observed {
-        releases: deselected,
+        members,
+        deselected,
         membership,
-        views,
-        hns_nodes,
         pods_by_node,
         ds_of_pool,
         cms_of_pool,
@@ -233,27 +208,15 @@ async fn observe<'a>(
         hns_totals: totals,
         hns_over_limit: over_limit,
         hns_limits: limits,
-        average_node_update: ctx
-            .progress
-            .lock()
-            .expect("progress lock")
-            .get(&name)
-            .and_then(|p| p.average_node_update)
-            .or_else(|| pool.status.as_ref()?.average_node_update_seconds.map(|s| Duration::from_secs(s.max(0) as u64))),
-        gates,
+        gates: Vec::new(),
+        gates_asked: false,
     })
 }
 
 /// The pods of every Draining node, a few lists at a time: a wave of a hundred
 /// nodes starting together would otherwise cost a hundred round trips in a row
 /// on every round, and the whole pool waits for them.
-async fn pods_on_draining(
-    ctx: &Context,
-    views: &[crate::rollout::NodeView],
-    rules: &DrainRules,
-) -> Result<BTreeMap<String, Vec<PodOnNode>>, Error> {
-    let draining: Vec<String> =
-        views.iter().filter(|v| v.state.as_deref() == Some(NodeState::Draining.as_str())).map(|v| v.name.clone()).collect();
+async fn pods_on_draining(ctx: &Context, draining: Vec<String>, rules: &DrainRules) -> Result<BTreeMap<String, Vec<PodOnNode>>, Error> {
     let listed = few_at_a_time(draining, |node| list_pods(&ctx.client, node, rules)).await;
     let mut pods_by_node = BTreeMap::new();
     for (node, pods) in listed {
@@ -304,49 +267,15 @@ async fn hns_one(ctx: &Context, pool: &str, w: &HnsWrites, message: &str) -> (St
     (w.node.clone(), write_hns(ctx, pool, w, message).await)
 }
 
-/// The plan's node patches, in the round's two phases. A node held back a round
-/// (its taint is behind) is not written, and frees no slot: nobody new starts
-/// this round either; nor after a failed write. Returns the patches that
-/// landed and the first error.
-async fn execute_node_writes<'r>(
-    ctx: &Context,
-    pool: &WindowsNodePool,
-    round: &'r Round,
-    hns: &HnsOutcome,
-) -> (Vec<&'r NodePatch>, Result<(), Error>) {
-    let name = pool.name_any();
-    let (others, starts) = round::node_write_phases(&round.plan);
-    let ready = |phase: Vec<&'r NodePatch>| phase.into_iter().filter(|p| !hns.behind.contains(&p.node)).collect::<Vec<_>>();
-    let (mut landed, mut written) = write_nodes(ctx, pool, &name, ready(others), &hns.guards).await;
-    if written.is_ok() && hns.behind.is_empty() && !ctx.stopping() {
-        let (more, r) = write_nodes(ctx, pool, &name, ready(starts), &hns.guards).await;
-        landed.extend(more);
-        written = r;
-    }
-    (landed, written)
-}
-
 /// This round's evictions (or deletions past drain.timeout), a few nodes at a
-/// time. Which budget refused a node's evictions, and since when, is kept for
-/// the next decision.
-async fn execute_drains(ctx: &Context, pool: &WindowsNodePool, round: &Round, seen: &Observed<'_>, now: Timestamp) {
+/// time. Returns, per node drained, the budget that refused its evictions, if any.
+async fn execute_drains(ctx: &Context, pool: &WindowsNodePool, round: &Round, seen: &Observed) -> Vec<(String, Option<String>)> {
     let name = pool.name_any();
     let rules = DrainRules::of(&pool.spec.rollout.drain);
     let todo: Vec<(&String, DrainMode, &Vec<PodOnNode>)> =
         round.plan.drain.iter().filter_map(|(node, mode)| Some((node, *mode, seen.pods_by_node.get(node)?))).collect();
-    let refused = few_at_a_time(todo, |(node, mode, pods)| drain_one(ctx, &name, node, pods, mode, &rules)).await;
-    let mut blocks = ctx.drain_blocks.lock().expect("drain blocks lock");
-    for (node, budget) in refused.into_iter().flatten() {
-        match budget {
-            Some(budget) => {
-                let b = blocks.entry(node.clone()).or_insert_with(|| DrainBlock { budget: budget.clone(), since: now });
-                b.budget = budget;
-            }
-            None => {
-                blocks.remove(node);
-            }
-        }
-    }
+    let drained = few_at_a_time(todo, |(node, mode, pods)| drain_one(ctx, &name, node, pods, mode, &rules)).await;
+    drained.into_iter().flatten().map(|(node, budget)| (node.clone(), budget)).collect()
 }
 
 async fn drain_one<'n>(
@@ -364,27 +293,8 @@ async fn drain_one<'n>(
     Some((node, drain::drain_round(&ctx.client, pool, node, pods, mode, rules).await))
 }
 
-/// Starts and completions are announced together every few seconds, or as soon as
-/// nothing is left in flight: one pair of Events per interval, not per round.
-async fn announce_node_batches(ctx: &Context, pool: &WindowsNodePool, round: &Round, landed: &[&NodePatch]) {
-    let due = {
-        let mut progress = ctx.progress.lock().expect("progress lock");
-        let pr = progress.entry(pool.name_any()).or_default();
-        let mut due = Vec::new();
-        if pr.pending_revision != round.plan.revision && !pr.pending.is_empty() {
-            due.push((std::mem::take(&mut pr.pending_revision), std::mem::take(&mut pr.pending)));
-        }
-        if pr.pending.is_empty() {
-            pr.pending_since = std::time::Instant::now();
-        }
-        pr.pending_revision.clone_from(&round.plan.revision);
-        pr.pending.extend(landed.iter().map(|p| (p.node.clone(), p.from, p.to)));
-        let quiet = round.plan.counts.updating == 0;
-        if !pr.pending.is_empty() && (quiet || pr.pending_since.elapsed() >= NODE_EVENT_INTERVAL) {
-            due.push((pr.pending_revision.clone(), std::mem::take(&mut pr.pending)));
-        }
-        due
-    };
+/// The batches of node starts and completions that are due ([`PoolMemory::settle`]).
+async fn announce_node_batches(ctx: &Context, pool: &WindowsNodePool, due: Vec<DueBatch>) {
     for (revision, pending) in due {
         let transitions: Vec<(&str, NodeState, NodeState)> = pending.iter().map(|(n, from, to)| (n.as_str(), *from, *to)).collect();
         for (reason, note) in node_batch_events(&transitions, &revision) {
@@ -397,10 +307,15 @@ async fn announce_node_batches(ctx: &Context, pool: &WindowsNodePool, round: &Ro
     }
 }
 
-/// Tell what the round did: standing problems, metrics, condition flips, and
-/// the status (only when it changed, and progress alone at most every
-/// PROGRESS_WRITE_INTERVAL). Returns when to look again.
-async fn record(pool: &WindowsNodePool, ctx: &Context, seen: &Observed<'_>, round: Round, now: Timestamp) -> Result<Action, Error> {
+/// Tell what the round did: standing problems, metrics, the status (when the
+/// round says so) and then its transitions. Returns when to look again.
+async fn record(
+    pool: &WindowsNodePool,
+    ctx: &Context,
+    seen: &Observed,
+    mut round: Round,
+    memory: &mut PoolMemory,
+) -> Result<Action, Error> {
     let name = pool.name_any();
     for (node, msg) in &round.plan.warnings {
         warn!(pool = %name, node = %node, "{msg}");
@@ -408,60 +323,38 @@ async fn record(pool: &WindowsNodePool, ctx: &Context, seen: &Observed<'_>, roun
     if !seen.membership.conflicts.is_empty() {
         warn!(pool = %name, "{}", seen.membership.conflicts.message(pool.spec.os.version.as_str()));
     }
-    ctx.announce_standing(pool, round.problems).await;
+    for ev in std::mem::take(&mut round.announce) {
+        ctx.publish_fresh(pool, ev).await;
+    }
+    let now = ctx.now();
     ctx.metrics.observe_pool(&name, &round.plan, now);
     ctx.metrics.observe_pool_info(&name, pool.spec.os.version.as_str(), &pool.spec.os.patch_level, &round.plan.revision);
     let hns = &pool.spec.hns;
     ctx.metrics.observe_hns(&name, seen.hns_totals, &seen.hns_limits, round.hns_utilization, hns.warn_percent, &round.hns_not_ready);
-    let mut requeue = round.plan.requeue_after;
-    if ctx.progress.lock().expect("progress lock").get(&name).is_some_and(|p| !p.pending.is_empty()) {
-        requeue = requeue.min(NODE_EVENT_INTERVAL);
-    }
+    let requeue = round::requeue_after(&round, memory);
     // The transitions are announced once the status that holds them is written:
     // a failed write leaves both to the next round, which announces them once.
-    if let Some(wait) = write_status(pool, ctx, &round.status).await? {
-        // Only the progress moved and it was written a moment ago: the next round writes it.
-        requeue = requeue.min(wait.max(Duration::from_millis(100)));
+    if round.status_write == StatusWrite::Write {
+        let rv = write_status(ctx, &name, &round.status).await?;
+        memory.wrote_status(rv, round.status.clone(), now);
+        debug!(pool = %name, counts = ?round.status.nodes, "status updated");
     }
-    for (reason, note) in round.transitions {
-        info!(pool = %name, reason = %reason, "{note}");
-        let type_ = if reason == "RolloutPaused" || reason == "HNSCapacity" { EventType::Warning } else { EventType::Normal };
-        ctx.publish(pool, Event { type_, reason, note: Some(note), action: "Rollout".into(), secondary: None }).await;
+    for (transition, note) in round.transitions {
+        info!(pool = %name, reason = transition.reason(), "{note}");
+        let type_ = if transition.is_warning() { EventType::Warning } else { EventType::Normal };
+        let ev = Event { type_, reason: transition.reason().into(), note: Some(note), action: "Rollout".into(), secondary: None };
+        ctx.publish(pool, ev).await;
     }
     Ok(Action::requeue(requeue))
 }
 
-/// Write the status if it changed. When only the progress moved and it was
-/// written less than PROGRESS_WRITE_INTERVAL ago, nothing is written and the
-/// wait until it may be is returned.
-async fn write_status(
-    pool: &WindowsNodePool,
-    ctx: &Context,
-    status: &crate::api::WindowsNodePoolStatus,
-) -> Result<Option<Duration>, Error> {
-    if pool.status.as_ref() == Some(status) {
-        return Ok(None);
-    }
-    let name = pool.name_any();
-    let last = ctx.progress.lock().expect("progress lock").get(&name).and_then(|p| p.last_status_write);
-    let wait = match (pool.status.as_ref(), last) {
-        (Some(prev), Some(at)) if only_progress_changed(prev, status) => PROGRESS_WRITE_INTERVAL.checked_sub(at.elapsed()),
-        _ => None,
-    };
-    if wait.is_some() {
-        return Ok(wait);
-    }
+/// Apply the pool's status; the pool's resourceVersion after.
+async fn write_status(ctx: &Context, name: &str, status: &crate::api::WindowsNodePoolStatus) -> Result<u64, Error> {
     let body = json!({ "apiVersion": "winpool.dev/v1alpha1", "kind": "WindowsNodePool", "status": status });
     let written = api_status(ctx)
-        .patch_status(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&body))
+        .patch_status(name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&body))
         .await
-        .map_err(|source| Error::WriteStatus { pool: name.clone(), source })?;
+        .map_err(|source| Error::WriteStatus { pool: name.to_string(), source })?;
     ctx.metrics.api_request("apply", "windowsnodepools/status", "ok");
-    let mut progress = ctx.progress.lock().expect("progress lock");
-    let p = progress.entry(name.clone()).or_default();
-    p.last_status_write = Some(std::time::Instant::now());
-    p.written_status = Some((crate::node_record::revision(written.metadata.resource_version.as_deref()), status.clone()));
-    drop(progress);
-    debug!(pool = %name, counts = ?status.nodes, "status updated");
-    Ok(None)
+    Ok(crate::node_record::revision(written.metadata.resource_version.as_deref()))
 }

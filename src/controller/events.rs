@@ -1,6 +1,4 @@
-//! Events: standing problems announced once, batches never folded, a node's failure on the pool and the Node.
-
-use std::collections::BTreeSet;
+//! Events: fresh ones never folded into a series, a node's failure on the pool and the Node.
 
 use jiff::Timestamp;
 use kube::api::{Api, ObjectMeta};
@@ -13,28 +11,6 @@ use crate::api::WindowsNodePool;
 use crate::rollout::{NodePatch, NodeState};
 
 impl Context {
-    /// Announce each of the pool's standing problems once. This round's keys
-    /// replace the last round's, so a problem that clears and comes back is
-    /// announced again, and nothing accumulates for problems long gone. Each
-    /// announcement is an Event of its own ([`Self::publish_fresh`]): the
-    /// recorder would fold a new problem of the same reason (a health gate
-    /// that could not be read, then sees alerts firing) into the first one's
-    /// series and keep the first one's note.
-    pub(super) async fn announce_standing(&self, pool: &WindowsNodePool, problems: Vec<(String, Event)>) {
-        let fresh = {
-            let mut announced = self.announced.lock().expect("announced lock");
-            let before = announced.remove(&pool.name_any()).unwrap_or_default();
-            let (fresh, standing) = standing_news(&before, problems);
-            if !standing.is_empty() {
-                announced.insert(pool.name_any(), standing);
-            }
-            fresh
-        };
-        for ev in fresh {
-            self.publish_fresh(pool, ev).await;
-        }
-    }
-
     /// Publish an Event that is never folded into an earlier one: kube's recorder
     /// keys a series on (reason, regarding, related), not the note, so a second
     /// batch Event would only bump the first one's count and keep its note. It
@@ -101,14 +77,6 @@ pub(super) async fn node_event(ctx: &Context, pool: &WindowsNodePool, p: &NodePa
     if let Err(e) = ctx.recorder.publish(&ev(), &node_ref(&p.node)).await {
         warn!(node = %p.node, error = %e, "could not publish event");
     }
-}
-
-/// The Events of this round's standing problems that were not standing last
-/// round, and the keys now standing. Pure.
-pub(super) fn standing_news(before: &BTreeSet<String>, problems: Vec<(String, Event)>) -> (Vec<Event>, BTreeSet<String>) {
-    let standing: BTreeSet<String> = problems.iter().map(|(k, _)| k.clone()).collect();
-    let fresh = problems.into_iter().filter(|(k, _)| !before.contains(k)).map(|(_, ev)| ev).collect();
-    (fresh, standing)
 }
 
 pub(super) fn node_ref(node: &str) -> k8s_openapi::api::core::v1::ObjectReference {

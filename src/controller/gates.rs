@@ -15,7 +15,6 @@ use hyper_util::client::legacy::Client as HyperClient;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use k8s_openapi::api::core::v1::{Pod, Secret};
-use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 use tracing::debug;
 
@@ -23,14 +22,10 @@ use super::Context;
 use crate::api::{HealthGate, PodsGate, PrometheusAuth, PrometheusAuthType, PrometheusGate, PrometheusTls, WindowsNodePool, names};
 use crate::gates::pods::{self, FoundPod};
 use crate::gates::prometheus::{self, Ask, GateApi};
-use crate::gates::still_fresh;
 use crate::gates::{Failure, GateResult, Seen};
-use crate::rollout::{gate_timeout, health_gate_interval};
+use crate::rollout::gate_timeout;
 
 pub(super) type HttpClient = HyperClient<HttpsConnector<HttpConnector>, Full<Bytes>>;
-
-/// What a pool's gates saw, when, and for which generation of the pool.
-pub(super) type Asked = (std::time::Instant, Option<i64>, Vec<GateResult>);
 
 /// The key of a gate's CA Secret that holds the authorities, as cert-manager names it.
 const CA_KEY: &str = "ca.crt";
@@ -59,25 +54,8 @@ pub(super) fn trusting(roots: rustls::RootCertStore) -> HttpClient {
     HyperClient::builder(TokioExecutor::new()).build(https)
 }
 
-/// The pool's gates: what they saw a moment ago if that still stands
-/// ([`crate::gates::still_fresh`]; a spec change always asks anew), else
-/// asked now.
-pub(super) async fn evaluate_fresh(ctx: &Context, pool: &WindowsNodePool) -> Vec<GateResult> {
-    let (name, generation) = (pool.name_any(), pool.metadata.generation);
-    let interval = health_gate_interval(&pool.spec);
-    if let Some((at, seen_generation, results)) = ctx.gate_results.lock().expect("gate results lock").get(&name)
-        && *seen_generation == generation
-        && still_fresh(results, at.elapsed(), interval)
-    {
-        return results.clone();
-    }
-    let results = evaluate(ctx, pool).await;
-    ctx.gate_results.lock().expect("gate results lock").insert(name, (std::time::Instant::now(), generation, results.clone()));
-    results
-}
-
 /// Every gate of the pool, in spec order, evaluated at once.
-async fn evaluate(ctx: &Context, pool: &WindowsNodePool) -> Vec<GateResult> {
+pub(super) async fn evaluate(ctx: &Context, pool: &WindowsNodePool) -> Vec<GateResult> {
     let mut evals = Vec::with_capacity(pool.spec.rollout.health_gates.len());
     for g in &pool.spec.rollout.health_gates {
         evals.push(Box::pin(async move { GateResult { gate: g.name.clone(), seen: evaluate_one(ctx, g).await } }));

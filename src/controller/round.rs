@@ -6,6 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
+use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::DaemonSet;
@@ -17,26 +18,30 @@ use super::Settings;
 use super::agent::{AgentWrite, ConfigMapWrites, agent_write, configmap_writes, hold_agent_roll};
 use super::csi_proxy::{CsiProxyWrites, csi_proxy_writes};
 use super::events::node_ref;
-use super::hns_node::{HnsNode, HnsWrites, hns_writes_for};
-use super::nodes::release_patch;
+use super::hns_node::{HnsNode, HnsWrites, hns_readiness, hns_writes_for, within_catch_up_grace};
+use super::memory::{GatesSeen, NODE_EVENT_INTERVAL, PoolMemory, StatusWrite, signed};
+use super::nodes::{release_body, release_patch};
 use crate::api::{WindowsNodePool, WindowsNodePoolStatus, names};
-use crate::drain::PodOnNode;
+use crate::drain::{self, DrainRules, PodOnNode};
 use crate::gates::GateResult;
 use crate::hns::{self, Limits};
 use crate::membership::Membership;
 use crate::node_record::NodeRecord;
-use crate::rollout::{HnsReadiness, Hold, NodePatch, NodeState, NodeView, Plan, PoolInput, decide, held_cordoned};
-use crate::status::{build_status, transition_events};
+use crate::observe::node_view;
+use crate::report::{AgentReport, WindowsNodeReport};
+use crate::rollout::{
+    HnsReadiness, Hold, NodePatch, NodeState, NodeView, Plan, PoolInput, could_start, decide, health_gate_interval, held_cordoned,
+    node_timeout,
+};
+use crate::status::{PoolTransition, build_status, transition_events};
 
-/// What one reconcile read: the cluster as the decision sees it.
-pub(super) struct Observed<'a> {
-    /// Nodes labelled for the pool that it no longer selects, each with its
-    /// release ([`releases`]) and the merge patch body that gives it back.
-    pub releases: Vec<(NodePatch, serde_json::Value)>,
+/// What one reconcile read: the cluster as the decision sees it, owned.
+pub(super) struct Observed {
+    /// The pool's members, each with its agent's report object, if it wrote one.
+    pub members: Vec<(Arc<NodeRecord>, Option<Arc<WindowsNodeReport>>)>,
+    /// Nodes labelled for the pool that it no longer selects.
+    pub deselected: Vec<Arc<NodeRecord>>,
     pub membership: Membership,
-    pub views: Vec<NodeView>,
-    /// In the order of `views`.
-    pub hns_nodes: Vec<HnsNode<'a>>,
     /// The pods of every Draining member.
     pub pods_by_node: BTreeMap<String, Vec<PodOnNode>>,
     pub ds_of_pool: Vec<Arc<DaemonSet>>,
@@ -49,10 +54,10 @@ pub(super) struct Observed<'a> {
     /// Services with more backends than a node's HNS takes, and how many.
     pub hns_over_limit: (Vec<String>, usize),
     pub hns_limits: Limits,
-    /// The pool's moving average of node update times.
-    pub average_node_update: Option<std::time::Duration>,
-    /// The health gates, evaluated only when a node could start (else empty).
+    /// The health gates as the round looks at them ([`gate_look`]); empty: not looked at.
     pub gates: Vec<GateResult>,
+    /// They were asked this round (not what they saw a moment ago).
+    pub gates_asked: bool,
 }
 
 pub(super) struct Round {
@@ -65,6 +70,7 @@ pub(super) struct Round {
     /// Written with the ConfigMaps; deleted with the stale ConfigMaps, last.
     pub csi_proxy: CsiProxyWrites,
     pub status: WindowsNodePoolStatus,
+    pub status_write: StatusWrite,
     /// Each with the message its condition carries, for the log line.
     pub hns_writes: Vec<(HnsWrites, String)>,
     /// Members whose HNS is not ready (for metrics).
@@ -72,10 +78,10 @@ pub(super) struct Round {
     pub hns_utilization: f64,
     /// Revision ConfigMaps no node carries any more: (name, revision).
     pub stale_configmaps: Vec<(String, String)>,
-    /// The pool's standing problems, keyed so each is announced once.
-    pub problems: Vec<(String, Event)>,
-    /// Condition flips and the like, as (reason, note).
-    pub transitions: Vec<(String, String)>,
+    /// The standing problems not announced yet.
+    pub announce: Vec<Event>,
+    /// Condition flips and the like, announced once the status is written.
+    pub transitions: Vec<(PoolTransition, String)>,
 }
 
 /// The node writes in two phases: every write that finishes or moves a node
@@ -87,21 +93,54 @@ pub(super) fn node_write_phases(plan: &Plan) -> (Vec<&NodePatch>, Vec<&NodePatch
     (others, starts)
 }
 
-/// Nodes no longer selected by the pool (or all of them, when the pool is
-/// deleted: no members) go back to their owners: each node that carries the
-/// pool's label but is not a member, with its release.
-pub(super) fn releases<'n>(
-    pool: &str,
+/// The node writes of a round, once its HNS writes are done.
+#[derive(Debug, Default)]
+pub(super) struct NodeWrites<'p> {
+    /// Finishes and moves, written first.
+    pub first: Vec<&'p NodePatch>,
+    /// Starts, written once every write before them landed.
+    pub then: Vec<&'p NodePatch>,
+}
+
+/// The plan's node writes ([`node_write_phases`]) when the taint of the
+/// nodes in `hns_behind` could not be written: those are not written (a node
+/// is never moved on while its taint lags), and no node starts this round,
+/// since a node held back frees no slot.
+pub(super) fn node_writes<'p>(plan: &'p Plan, hns_behind: &BTreeSet<String>) -> NodeWrites<'p> {
+    let (first, then) = node_write_phases(plan);
+    let ready = |phase: Vec<&'p NodePatch>| phase.into_iter().filter(|p| !hns_behind.contains(&p.node)).collect();
+    NodeWrites { first: ready(first), then: if hns_behind.is_empty() { ready(then) } else { Vec::new() } }
+}
+
+/// Nodes that carry the pool's label but are not its members (all of them,
+/// when the pool is deleted: no members): they go back to their owners.
+pub(super) fn labelled_non_members<'n>(
+    pool: &'n str,
     nodes: &'n [Arc<NodeRecord>],
-    membership: &Membership,
-    why: &str,
-) -> Vec<(&'n NodeRecord, NodePatch)> {
+    membership: &'n Membership,
+) -> impl Iterator<Item = &'n Arc<NodeRecord>> {
     let members: BTreeSet<&str> = membership.members.iter().map(String::as_str).collect();
+    nodes.iter().filter(|n| n.label(names::LABEL_POOL) == Some(pool)).filter(move |n| !members.contains(n.name.as_str()))
+}
+
+/// Each node given back, with its release and the merge patch body that does it.
+pub(super) fn releases<'n>(nodes: impl IntoIterator<Item = &'n Arc<NodeRecord>>, why: &str) -> Vec<(NodePatch, serde_json::Value)> {
     nodes
+        .into_iter()
+        .map(|n| {
+            let p = release_patch(n, why);
+            let body = release_body(n, &p);
+            (p, body)
+        })
+        .collect()
+}
+
+/// The Draining members, whose pods the round needs listed.
+pub(super) fn draining(members: &[(Arc<NodeRecord>, Option<Arc<WindowsNodeReport>>)]) -> Vec<String> {
+    members
         .iter()
-        .filter(|n| n.label(names::LABEL_POOL) == Some(pool))
-        .filter(|n| !members.contains(n.name.as_str()))
-        .map(|n| (n.as_ref(), release_patch(n, why)))
+        .filter(|(n, _)| n.annotation(names::ANN_STATE) == Some(NodeState::Draining.as_str()))
+        .map(|(n, _)| n.name.clone())
         .collect()
 }
 
@@ -115,49 +154,159 @@ fn target_marked_at(cms_of_pool: &[Arc<ConfigMap>], rev: &str) -> Option<Timesta
         .find_map(|c| c.annotations().get(names::ANN_TARGET_SINCE)?.parse().ok())
 }
 
-pub(super) fn decide_round(pool: &WindowsNodePool, settings: &Settings, seen: &Observed<'_>, now: Timestamp) -> Round {
+/// The members as the decision sees them: each view with its HNS judged (a
+/// member that was caught up and fell behind keeps CATCH_UP_GRACE, counted
+/// from when the memory first saw it behind), the pods its drain must still
+/// remove, and the budget refusing its drain (forgotten once it is not
+/// Draining). The memory forgets what it kept of nodes that left the pool.
+fn judge<'s>(pool: &WindowsNodePool, seen: &'s Observed, memory: &mut PoolMemory, now: Timestamp) -> (Vec<NodeView>, Vec<HnsNode<'s>>) {
+    let grace = signed(node_timeout(&pool.spec));
+    let rules = DrainRules::of(&pool.spec.rollout.drain);
+    let mut views = Vec::with_capacity(seen.members.len());
+    let mut hns_nodes = Vec::with_capacity(seen.members.len());
+    for (n, report) in &seen.members {
+        let mut v = node_view(n, &AgentReport::of(n, report.as_deref()), HnsReadiness::Unknown);
+        let (mut readiness, mut reason, mut message) = hns_readiness(n, &v, seen.hns_totals, &pool.spec.hns, grace, now);
+        let state = v.state.as_deref().and_then(NodeState::parse);
+        let in_flight = state.is_some_and(NodeState::in_flight);
+        let previous = n.hns_condition.as_ref();
+        let behind = readiness == HnsReadiness::NotReady;
+        if memory.hns_grace(&n.name, behind, |since| within_catch_up_grace(previous, in_flight, readiness, since, now), now) {
+            // Still within its grace: judged as its condition says, so nothing is written.
+            let kept = previous.and_then(|c| c.message.clone()).unwrap_or_default();
+            (readiness, reason, message) = (HnsReadiness::Ready, hns::reasons::CAUGHT_UP, kept);
+        }
+        v.hns = readiness;
+        v.drain_block = memory.drain_block(&v.name, state == Some(NodeState::Draining));
+        if let Some(pods) = seen.pods_by_node.get(&v.name) {
+            v.pods_to_evict = drain::remaining(pods, &rules, now);
+            v.drain_held = drain::first_held(pods, &rules);
+        }
+        hns_nodes.push(HnsNode { node: n, readiness, reason, message });
+        views.push(v);
+    }
+    memory.keep_members(&seen.membership.members.iter().map(String::as_str).collect());
+    (views, hns_nodes)
+}
+
+fn input<'a>(
+    pool: &'a WindowsNodePool,
+    name: &'a str,
+    seen: &'a Observed,
+    gates: &'a [GateResult],
+    average_node_update: Option<Duration>,
+) -> PoolInput<'a> {
+    PoolInput {
+        name,
+        spec: &pool.spec,
+        existing_revisions: &seen.existing_revisions,
+        gates,
+        average_node_update,
+        target_marked_at: target_marked_at(&seen.cms_of_pool, &crate::revision::revision_of(&pool.spec)),
+        paused_by_annotation: pool.paused_by_annotation(),
+    }
+}
+
+/// What the round's health gates are.
+#[derive(Debug, PartialEq)]
+pub(super) enum GateLook {
+    /// No gates, or no node would start anyway: not looked at (nothing holds).
+    NotNeeded,
+    /// What they saw a moment ago still stands.
+    Fresh(Vec<GateResult>),
+    /// They must be asked (I/O, and the reconcile waits for it).
+    Ask,
+}
+
+/// Whether the round looks at the pool's health gates, and how: only when a
+/// node would start if none held it, and asked anew only when what they last
+/// saw no longer stands ([`crate::gates::still_fresh`]; a spec change always asks anew).
+pub(super) fn gate_look(pool: &WindowsNodePool, seen: &Observed, memory: &PoolMemory, now: Timestamp) -> GateLook {
+    if pool.spec.rollout.health_gates.is_empty() {
+        return GateLook::NotNeeded;
+    }
+    let (views, _) = judge(pool, seen, &mut memory.clone(), now);
+    let name = pool.name_any();
+    if !could_start(&input(pool, &name, seen, &[], None), &views, now) {
+        return GateLook::NotNeeded;
+    }
+    match memory.fresh_gates(pool.metadata.generation, health_gate_interval(&pool.spec), now) {
+        Some(results) => GateLook::Fresh(results),
+        None => GateLook::Ask,
+    }
+}
+
+/// The whole decision of one reconcile, and what the pool's memory is once
+/// it is carried out as planned (what the writes do is taken in by
+/// [`PoolMemory::settle`]).
+pub(super) fn decide_round(
+    pool: &WindowsNodePool,
+    settings: &Settings,
+    seen: &Observed,
+    mut memory: PoolMemory,
+    now: Timestamp,
+) -> (Round, PoolMemory) {
     let name = pool.name_any();
     let spec = &pool.spec;
-    let input = PoolInput {
-        name: &name,
-        spec,
-        existing_revisions: &seen.existing_revisions,
-        gates: &seen.gates,
-        average_node_update: seen.average_node_update,
-        target_marked_at: target_marked_at(&seen.cms_of_pool, &crate::revision::revision_of(spec)),
-        paused_by_annotation: pool.paused_by_annotation(),
-    };
-    let plan = decide(&input, &seen.views, now);
+    let (views, hns_nodes) = judge(pool, seen, &mut memory, now);
+    if seen.gates_asked {
+        memory.gates = Some(GatesSeen { at: now, generation: pool.metadata.generation, results: seen.gates.clone() });
+    }
+    let gates = &seen.gates;
+    let average = memory
+        .average_node_update
+        .or_else(|| pool.status.as_ref()?.average_node_update_seconds.map(|s| Duration::from_secs(s.max(0) as u64)));
+    let plan = decide(&input(pool, &name, seen, gates, average), &views, now);
     let capacity = hns::capacity(seen.hns_totals, &seen.hns_limits, spec.hns.warn_percent, seen.hns_over_limit.clone());
     let status = build_status(spec, &plan, &seen.membership, Some(capacity), pool.status.as_ref(), pool.metadata.generation, now);
-    let transitions = transition_events(pool.status.as_ref(), &status);
-    Round {
-        releases: seen.releases.clone(),
+    let round = Round {
+        releases: releases(&seen.deselected, "no longer selected by the pool: node released"),
         agent: hold_agent_roll(
             agent_write(pool, settings, &seen.ds_of_pool),
             plan.by_state.get(&NodeState::Applying).copied().unwrap_or(0),
         ),
         configmaps: configmap_writes(pool, &settings.agent_namespace, &plan, &seen.cms_of_pool, &seen.ds_of_pool, now),
         csi_proxy: csi_proxy_writes(pool, settings, &plan, &seen.cms_of_pool, &seen.ds_of_pool),
-        hns_writes: hns_writes(seen, &plan, spec.hns.taint_when_not_ready, now),
-        hns_not_ready: seen.hns_nodes.iter().filter(|h| h.readiness == HnsReadiness::NotReady).map(|h| h.node.name.clone()).collect(),
+        hns_writes: hns_writes(&hns_nodes, &views, &plan, spec.hns.taint_when_not_ready, now),
+        hns_not_ready: hns_nodes.iter().filter(|h| h.readiness == HnsReadiness::NotReady).map(|h| h.node.name.clone()).collect(),
         hns_utilization: seen.hns_limits.utilization(seen.hns_totals),
         stale_configmaps: stale_configmaps(&seen.cms_of_pool, &plan),
-        problems: problems(pool, &plan, &seen.membership),
-        transitions,
+        announce: memory.standing_news(problems(pool, &plan, &seen.membership)),
+        transitions: transition_events(pool.status.as_ref(), &status),
+        status_write: memory.status_write(pool.status.as_ref(), &status, now),
         status,
         plan,
+    };
+    (round, memory)
+}
+
+/// When to look at the pool again: when the plan says, when a deferred
+/// status write may go out, and while node transitions wait to be announced.
+pub(super) fn requeue_after(round: &Round, memory: &PoolMemory) -> Duration {
+    let mut requeue = round.plan.requeue_after;
+    if memory.batch_waiting() {
+        requeue = requeue.min(NODE_EVENT_INTERVAL);
     }
+    if let StatusWrite::Defer(wait) = round.status_write {
+        requeue = requeue.min(wait.max(Duration::from_millis(100)));
+    }
+    requeue
 }
 
 /// The writes that bring each member's HNS condition and taint in step with
 /// the same observation the plan was made from: a node is never Updated while
 /// still tainted, and never loses its taint before it is.
-fn hns_writes(seen: &Observed<'_>, plan: &Plan, taint_when_not_ready: bool, now: Timestamp) -> Vec<(HnsWrites, String)> {
+fn hns_writes(
+    hns_nodes: &[HnsNode<'_>],
+    views: &[NodeView],
+    plan: &Plan,
+    taint_when_not_ready: bool,
+    now: Timestamp,
+) -> Vec<(HnsWrites, String)> {
     let patch_of: HashMap<&str, &NodePatch> = plan.patches.iter().map(|p| (p.node.as_str(), p)).collect();
-    seen.hns_nodes
+    hns_nodes
         .iter()
-        .zip(&seen.views)
+        .zip(views)
         .filter_map(|(h, v)| {
             let patch = patch_of.get(v.name.as_str()).copied();
             let held = held_cordoned(v, patch);
@@ -287,9 +436,9 @@ mod tests {
     fn only_nodes_labelled_for_the_pool_and_no_longer_selected_are_released() {
         let nodes = vec![node("a", Some("p"), false), node("b", Some("p"), true), node("c", Some("q"), false), node("d", None, false)];
         let membership = Membership { members: vec!["a".into()], ..Default::default() };
-        let released = releases("p", &nodes, &membership, "released");
-        assert_eq!(released.iter().map(|(n, _)| n.name.as_str()).collect::<Vec<_>>(), ["b"]);
-        let p = &released[0].1;
+        let released = releases(labelled_non_members("p", &nodes, &membership), "released");
+        assert_eq!(released.iter().map(|(p, _)| p.node.as_str()).collect::<Vec<_>>(), ["b"]);
+        let p = &released[0].0;
         assert_eq!(p.labels.get(names::LABEL_POOL), Some(&None), "the pool label goes");
         assert_eq!(p.unschedulable, Some(false), "winpool's cordon is lifted");
     }
@@ -449,5 +598,175 @@ mod tests {
             configmap_writes(&pool, &settings.agent_namespace, &plan_of(&pool), &[unmarked, newer_cm.clone()], &[], Timestamp::UNIX_EPOCH);
         assert!(back.create.is_empty());
         assert_eq!(back.mark, [(newer_cm.name_any(), false), (old.name_any(), true)], "off the newer first, then on the old");
+    }
+    /// A member at rest with the given annotations and HNS condition, as the cache holds it.
+    fn member(name: &str, annotations: &[(&str, &str)], hns: Option<(&str, &str)>) -> Arc<NodeRecord> {
+        use k8s_openapi::api::core::v1::{NodeCondition, NodeStatus};
+        let mut n = k8s_openapi::api::core::v1::Node {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                resource_version: Some("1".into()),
+                labels: Some([(names::LABEL_POOL.to_string(), "p".to_string())].into()),
+                annotations: Some(annotations.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let mut conditions = vec![NodeCondition { type_: "Ready".into(), status: "True".into(), ..Default::default() }];
+        if let Some((status, reason)) = hns {
+            conditions.push(NodeCondition {
+                type_: names::NODE_CONDITION_HNS_READY.into(),
+                status: status.into(),
+                reason: Some(reason.into()),
+                message: Some("as it was".into()),
+                ..Default::default()
+            });
+        }
+        n.status = Some(NodeStatus { conditions: Some(conditions), ..Default::default() });
+        Arc::new(NodeRecord::from(&n))
+    }
+
+    /// What a round reads, on plain values: these members, nothing else in the cluster.
+    fn observed(members: Vec<Arc<NodeRecord>>, hns_totals: (i64, i64)) -> Observed {
+        let pool = pool();
+        Observed {
+            membership: Membership { members: members.iter().map(|n| n.name.clone()).collect(), ..Default::default() },
+            members: members.into_iter().map(|n| (n, None)).collect(),
+            deselected: Vec::new(),
+            pods_by_node: BTreeMap::new(),
+            ds_of_pool: Vec::new(),
+            cms_of_pool: Vec::new(),
+            existing_revisions: BTreeSet::new(),
+            hns_totals,
+            hns_over_limit: (Vec::new(), 0),
+            hns_limits: Limits::for_pool(&pool.spec.hns, pool.spec.os.version),
+            gates: Vec::new(),
+            gates_asked: false,
+        }
+    }
+
+    fn at(secs: i64) -> Timestamp {
+        "2026-12-03T12:00:00Z".parse::<Timestamp>().unwrap() + jiff::SignedDuration::from_secs(secs)
+    }
+
+    /// The whole round on plain values: a member whose HNS was caught up and
+    /// now lags the cluster's counts keeps its condition (no write) for
+    /// CATCH_UP_GRACE from when the memory first saw it behind, then is
+    /// written NotReady; once caught up, the memory forgets it.
+    #[test]
+    fn a_round_gives_a_member_falling_behind_its_grace_from_the_memory() {
+        let (pool, settings) = (pool(), settings());
+        fn counts(lb: &str) -> Vec<(&'static str, &str)> {
+            vec![(names::ANN_HNS_LOAD_BALANCERS, lb), (names::ANN_HNS_ENDPOINTS, "100")]
+        }
+        let behind = member("a", &counts("10"), Some(("True", hns::reasons::CAUGHT_UP)));
+        let seen = observed(vec![behind], (100, 100));
+        let writes = |r: &Round| {
+            r.hns_writes.iter().map(|(w, _)| (w.node.clone(), w.condition.as_ref().map(|c| c.status.clone()))).collect::<Vec<_>>()
+        };
+
+        let (round, memory) = decide_round(&pool, &settings, &seen, PoolMemory::default(), at(0));
+        assert!(writes(&round).is_empty(), "just fell behind: no write");
+        assert_eq!(memory.hns_behind.get("a"), Some(&at(0)), "remembered since when");
+        let (round, memory) = decide_round(&pool, &settings, &seen, memory, at(59));
+        assert!(writes(&round).is_empty(), "still within its grace");
+        let (round, _) = decide_round(&pool, &settings, &seen, memory.clone(), at(60));
+        assert_eq!(writes(&round), [("a".to_string(), Some("False".to_string()))], "behind for the whole grace: NotReady");
+        assert_eq!(round.hns_not_ready, ["a"]);
+        let (round, memory) = decide_round(&pool, &settings, &seen, PoolMemory::default(), at(60));
+        assert!(writes(&round).is_empty(), "a memory that never saw it behind starts its grace now");
+
+        let caught_up = observed(vec![member("a", &counts("100"), Some(("True", hns::reasons::CAUGHT_UP)))], (100, 100));
+        let (_, memory) = decide_round(&pool, &settings, &caught_up, memory, at(61));
+        assert!(memory.hns_behind.is_empty(), "caught up: forgotten");
+    }
+
+    /// The budget that refused a node's drain is in its view while it is
+    /// Draining, and forgotten by the round once it is not.
+    #[test]
+    fn a_round_forgets_a_drain_block_once_the_node_is_not_draining() {
+        let (pool, settings) = (pool(), settings());
+        let mut memory = PoolMemory::default();
+        memory.drain_blocks.insert("a".into(), crate::rollout::DrainBlock { budget: "shop/checkout".into(), since: at(0) });
+        memory.drain_blocks.insert("gone".into(), crate::rollout::DrainBlock { budget: "shop/checkout".into(), since: at(0) });
+        let rev = crate::revision::revision_of(&pool.spec);
+        let draining = member(
+            "a",
+            &[(names::ANN_STATE, "Draining"), (names::ANN_STATE_SINCE, "2026-12-03T12:00:00Z"), (names::ANN_TARGET_REVISION, &rev)],
+            None,
+        );
+        let mut seen = observed(vec![draining], (0, 0));
+        let pod = PodOnNode {
+            namespace: "shop".into(),
+            name: "checkout-1".into(),
+            stays: false,
+            has_empty_dir: false,
+            managed: true,
+            deleting_since: None,
+        };
+        seen.pods_by_node.insert("a".into(), vec![pod]);
+        let (round, memory) = decide_round(&pool, &settings, &seen, memory, at(1));
+        assert!(memory.drain_blocks.contains_key("a"), "kept while Draining");
+        assert!(!memory.drain_blocks.contains_key("gone"), "a node that left the pool is forgotten");
+        assert_eq!(
+            round.status.drain_blocked_nodes.iter().map(|b| b.pod_disruption_budget.as_str()).collect::<Vec<_>>(),
+            ["shop/checkout"]
+        );
+
+        let updated = member("a", &[(names::ANN_STATE, "Updated")], None);
+        let (_, memory) = decide_round(&pool, &settings, &observed(vec![updated], (0, 0)), memory, at(2));
+        assert!(memory.drain_blocks.is_empty(), "not Draining any more: what blocked its drain is history");
+    }
+
+    /// The round decides whether its status is written: at once when a
+    /// condition flips, progress alone at most every PROGRESS_WRITE_INTERVAL
+    /// after this replica's last write; a status already there is not written.
+    #[test]
+    fn a_round_throttles_a_status_that_only_moved_its_progress() {
+        let (mut pool, settings) = (pool(), settings());
+        let seen = observed(vec![member("a", &[], None), member("b", &[], None)], (0, 0));
+        let (first, mut memory) = decide_round(&pool, &settings, &seen, PoolMemory::default(), at(0));
+        assert_eq!(first.status_write, StatusWrite::Write, "a pool without a status");
+        memory.wrote_status(2, first.status.clone(), at(0));
+        pool.status = Some(first.status.clone());
+        pool.metadata.resource_version = Some("2".into());
+        let (same, memory) = decide_round(&pool, &settings, &seen, memory, at(1));
+        assert_eq!(same.status_write, StatusWrite::Unchanged, "nothing moved");
+        let three = observed(vec![member("a", &[], None), member("b", &[], None), member("c", &[], None)], (0, 0));
+        let (moved, memory) = decide_round(&pool, &settings, &three, memory, at(1));
+        assert!(crate::status::only_progress_changed(pool.status.as_ref().unwrap(), &moved.status), "a node joined: counts only");
+        assert_eq!(moved.status_write, StatusWrite::Defer(std::time::Duration::from_secs(1)));
+        assert_eq!(requeue_after(&moved, &memory), std::time::Duration::from_secs(1), "and the round looks again then");
+        let (later, _) = decide_round(&pool, &settings, &three, memory, at(2));
+        assert_eq!(later.status_write, StatusWrite::Write, "the interval has passed");
+    }
+
+    /// A node whose taint could not be written is not moved on, and while
+    /// any is behind no node starts (a node held back frees no slot).
+    #[test]
+    fn a_lagging_taint_holds_its_node_and_every_start() {
+        let existing = BTreeSet::new();
+        let spec = pool().spec;
+        let input = PoolInput {
+            name: "p",
+            spec: &spec,
+            existing_revisions: &existing,
+            target_marked_at: None,
+            gates: &[],
+            average_node_update: None,
+            paused_by_annotation: false,
+        };
+        let mut plan = decide(&input, &[], Timestamp::UNIX_EPOCH);
+        plan.patches = vec![
+            patch("a", NodeState::Pending, NodeState::Draining),
+            patch("b", NodeState::Draining, NodeState::Applying),
+            patch("d", NodeState::Verifying, NodeState::Updated),
+        ];
+        let names = |v: &[&NodePatch]| v.iter().map(|p| p.node.clone()).collect::<Vec<_>>();
+        let all = node_writes(&plan, &BTreeSet::new());
+        assert_eq!((names(&all.first), names(&all.then)), (vec!["b".to_string(), "d".to_string()], vec!["a".to_string()]));
+        let lagging = node_writes(&plan, &BTreeSet::from(["d".to_string()]));
+        assert_eq!(names(&lagging.first), ["b"], "d waits for its taint");
+        assert!(lagging.then.is_empty(), "and nobody starts this round");
     }
 }
