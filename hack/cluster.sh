@@ -87,6 +87,34 @@ ensure_tools() {
   ln -sfn "$(tool_path kubectl)" "$SHIM_DIR/kubectl"
 }
 
+# kube-controller-manager and kube-scheduler give the API server 10 s to answer
+# and exit for good otherwise; kwokctl starts them together with it and never
+# restarts them (a kubelet or systemd would). On this 2-core machine, busy with
+# a build, the API server has taken longer (about one cluster start in 40 failed
+# with "kube-controller-manager exited while waiting for kube-apiserver /readyz").
+# So kwokctl runs them through these shims, which start the real binary once
+# the API server answers /readyz (anonymously, as probes read it). exec -a
+# keeps the path under $CLUSTER_DIR/bin that kwokctl gave it, for cluster_pids.
+START_SHIM_DIR="$STATE_ROOT/start-shims/$CLUSTER"
+write_start_shims() { # apiserver-port
+  local c
+  mkdir -p "$START_SHIM_DIR"
+  for c in kube-controller-manager kube-scheduler; do
+    cat >"$START_SHIM_DIR/$c.tmp" <<EOF
+#!/usr/bin/env bash
+# Written by hack/cluster.sh: start $c once the API server is ready.
+case " \$* " in *" --version "* | *" --help "*) exec -a "\$0" "$(tool_path "$c")" "\$@" ;; esac
+for _ in \$(seq 1 600); do
+  curl -ksf --max-time 2 "https://127.0.0.1:$1/readyz" >/dev/null 2>&1 && break
+  sleep 0.5
+done
+exec -a "\$0" "$(tool_path "$c")" "\$@"
+EOF
+    chmod +x "$START_SHIM_DIR/$c.tmp"
+    mv "$START_SHIM_DIR/$c.tmp" "$START_SHIM_DIR/$c"
+  done
+}
+
 ready() { [[ -f "$KUBECONFIG_PATH" ]] && [[ "$(kubectl_ get --raw /readyz 2>/dev/null)" == ok ]]; }
 
 # Every process kwokctl forks runs from a symlink in $CLUSTER_DIR/bin, so that
@@ -146,8 +174,8 @@ options:
   # every other default here is a URL.
   etcdBinary: $(tool_path etcd)
   kubeApiserverBinary: $(tool_path kube-apiserver)
-  kubeControllerManagerBinary: $(tool_path kube-controller-manager)
-  kubeSchedulerBinary: $(tool_path kube-scheduler)
+  kubeControllerManagerBinary: $START_SHIM_DIR/kube-controller-manager
+  kubeSchedulerBinary: $START_SHIM_DIR/kube-scheduler
   kwokControllerBinary: $(tool_path kwok)
   kubectlBinary: $(tool_path kubectl)
 componentsPatches:
@@ -282,6 +310,7 @@ cmd_up() {
     log "cluster '$CLUSTER' exists but is not healthy (down: $(dead_components)); restarting it"
     kwokctl_ stop cluster >>"$KWOKCTL_LOG" 2>&1 || true
     stop_leftovers
+    write_start_shims "$(component_port kube-apiserver)"
     kwokctl_bg start cluster --timeout "${UP_TIMEOUT}s"
   else
     # Leftovers of a crashed create would make kwokctl resume it.
@@ -292,6 +321,7 @@ cmd_up() {
     for p in "$APISERVER_PORT" "$ETCD_PORT" "$ETCD_PEER_PORT" "$KCM_PORT" "$SCHEDULER_PORT" "$KWOK_PORT"; do
       port_busy "$p" && die "port $p is in use; pick other ports with WINPOOL_PORT_BASE (now $PORT_BASE) or WINPOOL_*_PORT"
     done
+    write_start_shims "$APISERVER_PORT"
     write_kwokctl_config
     log "creating cluster '$CLUSTER' (apiserver https://127.0.0.1:$APISERVER_PORT)"
     : >"$KWOKCTL_LOG"
