@@ -65,9 +65,9 @@ start_bg() { # name, program, args...
 # its RBAC, and the admission policy that keeps each agent to its own Node.
 "$HACK_DIR/agent-identity.sh" winpool-agents >/dev/null
 # Every simulated node runs the real agent code (agent/) on a fake Windows host.
-start_bg sim-web "$HACK_DIR/sim.sh" --nodes 6 --name-prefix win22-web- --labels pool=win22-web --os ltsc2022 --build 10.0.20348.2700 --containerd 1.7.20+azure --apply-seconds 4
-start_bg sim-batch "$HACK_DIR/sim.sh" --nodes 6 --name-prefix win22-batch- --labels pool=win22-batch --os ltsc2022 --build 10.0.20348.2700 --containerd 1.7.20 --apply-seconds 4
-start_bg sim-legacy "$HACK_DIR/sim.sh" --nodes 4 --name-prefix win19-legacy- --labels pool=win19-legacy --os ltsc2019 --build 10.0.17763.6293 --containerd 1.7.20 --cni l2bridge --apply-seconds 6
+start_bg sim-web "$HACK_DIR/sim.sh" --nodes 6 --name-prefix win22-web- --labels pool=win22-web --os ltsc2022 --build 10.0.20348.2700 --containerd 1.7.20+azure --apply-time 4s
+start_bg sim-batch "$HACK_DIR/sim.sh" --nodes 6 --name-prefix win22-batch- --labels pool=win22-batch --os ltsc2022 --build 10.0.20348.2700 --containerd 1.7.20 --apply-time 4s
+start_bg sim-legacy "$HACK_DIR/sim.sh" --nodes 4 --name-prefix win19-legacy- --labels pool=win19-legacy --os ltsc2019 --build 10.0.17763.6293 --containerd 1.7.20 --cni l2bridge --apply-time 6s
 # Waits for all 16 (a fleet that exits is reported at once, with its log).
 deadline=$(( $(date +%s) + ${WINPOOL_DEMO_NODES_TIMEOUT:-180} ))
 while :; do

@@ -123,10 +123,10 @@ async fn try_take(api: &Api<Lease>, s: &LeaseSettings, observer: &mut Observer) 
     }
 }
 
-/// This replica's leadership: `lost` turns `false` when it is lost; the
+/// This replica's leadership: `leading` is true until it is lost; the
 /// renewal runs in the background until [`release`] stops it.
 pub struct Leadership {
-    pub lost: watch::Receiver<bool>,
+    pub leading: watch::Receiver<bool>,
     renewal: tokio::task::JoinHandle<()>,
 }
 
@@ -175,7 +175,7 @@ pub async fn acquire(client: Client, s: LeaseSettings) -> Leadership {
             }
         }
     });
-    Leadership { lost: rx, renewal }
+    Leadership { leading: rx, renewal }
 }
 
 /// Give the lease up so a standby takes over without waiting for it to expire.
@@ -307,7 +307,7 @@ mod tests {
             let _alive = alive;
             std::future::pending::<()>().await;
         });
-        let (_tx, lost) = watch::channel(true);
+        let (_tx, leading) = watch::channel(true);
         let s = LeaseSettings {
             name: "winpool-leader".into(),
             namespace: "ns".into(),
@@ -315,7 +315,8 @@ mod tests {
             lease_duration: Duration::from_secs(15),
             renew_every: Duration::from_secs(2),
         };
-        let released = tokio::time::timeout(Duration::from_secs(10), release(Client::new(service, "ns"), &s, Leadership { lost, renewal }));
+        let released =
+            tokio::time::timeout(Duration::from_secs(10), release(Client::new(service, "ns"), &s, Leadership { leading, renewal }));
         released.await.expect("release returns once the renewal has stopped");
         assert!(renewal_ended.await.is_err(), "the renewal was stopped");
         let seen = seen.lock().unwrap().clone();

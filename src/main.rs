@@ -130,42 +130,52 @@ async fn shutdown_signal() {
     info!("shutdown signal received");
 }
 
-async fn run(args: RunArgs) -> anyhow::Result<()> {
+/// The Kubernetes client of this replica, which names it in its user agent.
+async fn client(identity: &str) -> anyhow::Result<kube::Client> {
     let mut config =
         kube::Config::infer().await.context("reading the Kubernetes client configuration (KUBECONFIG, ~/.kube/config or in-cluster)")?;
     // A 429 from the Eviction API means "a PodDisruptionBudget says not now": the next
     // round retries it. The client's own retry loop would stall the whole reconcile.
     config.default_retry = false;
-    let identity = std::env::var("POD_NAME").unwrap_or_else(|_| format!("{}-{}", hostname(), std::process::id()));
     // The API server's audit log then says which replica made each request.
     let user_agent = format!("winpool/{} ({identity})", env!("CARGO_PKG_VERSION"));
     config.headers.push((
         hyper::header::USER_AGENT,
         hyper::header::HeaderValue::from_str(&user_agent).context("the replica's identity is not a valid header value")?,
     ));
-    let client = kube::Client::try_from(config).context("building the Kubernetes client")?;
-    let m = Metrics::new();
-    let admin = tokio::spawn(metrics::serve(args.metrics_addr, m.clone()));
-    let settings = Settings {
-        agent_namespace: args.agent_namespace,
+    kube::Client::try_from(config).context("building the Kubernetes client")
+}
+
+fn controller_settings(args: &RunArgs) -> Settings {
+    let nonempty = |v: &[String]| v.iter().filter(|s| !s.is_empty()).cloned().collect();
+    Settings {
+        agent_namespace: args.agent_namespace.clone(),
         agent: AgentSettings {
-            image: args.agent_image,
-            hns_interval: args.agent_hns_interval,
+            image: args.agent_image.clone(),
+            hns_interval: args.agent_hns_interval.clone(),
             max_attempts: args.agent_max_attempts,
             pod: AgentPodOptions {
-                image_pull_secrets: args.agent_image_pull_secrets.into_iter().filter(|s| !s.is_empty()).collect(),
-                extra_env: args.agent_extra_env.map(|j| j.0).unwrap_or_default(),
-                resources: args.agent_resources.map(|j| j.0),
-                api_server: args.agent_api_server,
-                node_selector: args.agent_node_selector.map(|j| j.0).unwrap_or_default(),
-                priority_class_name: args.agent_priority_class_name.filter(|s| !s.is_empty()),
+                image_pull_secrets: nonempty(&args.agent_image_pull_secrets),
+                extra_env: args.agent_extra_env.as_ref().map(|j| j.0.clone()).unwrap_or_default(),
+                resources: args.agent_resources.as_ref().map(|j| j.0.clone()),
+                api_server: args.agent_api_server.clone(),
+                node_selector: args.agent_node_selector.as_ref().map(|j| j.0.clone()).unwrap_or_default(),
+                priority_class_name: args.agent_priority_class_name.clone().filter(|s| !s.is_empty()),
             },
         },
-        pool_selector: args.pool_selector,
-        allowed_agent_images: args.allowed_agent_images.into_iter().filter(|s| !s.is_empty()).collect(),
-        csi_proxy_repository: args.csi_proxy_repository,
-        secret_namespace: args.secret_namespace,
-    };
+        pool_selector: args.pool_selector.clone(),
+        allowed_agent_images: nonempty(&args.allowed_agent_images),
+        csi_proxy_repository: args.csi_proxy_repository.clone(),
+        secret_namespace: args.secret_namespace.clone(),
+    }
+}
+
+async fn run(args: RunArgs) -> anyhow::Result<()> {
+    let identity = std::env::var("POD_NAME").unwrap_or_else(|_| format!("{}-{}", hostname(), std::process::id()));
+    let client = client(&identity).await?;
+    let m = Metrics::new();
+    let admin = tokio::spawn(metrics::serve(args.metrics_addr, m.clone()));
+    let settings = controller_settings(&args);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
         shutdown_signal().await;
@@ -189,13 +199,12 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             _ = stopped(stop_rx.clone()) => return Ok(()),
         }
     }
-    let lost = leadership.as_ref().map(|l| l.lost.clone());
+    let leading = leadership.as_ref().map(|l| l.leading.clone());
     m.leader.set(1);
     let shutdown = {
         let stop_rx = stop_rx.clone();
-        let lost = lost.clone();
         async move {
-            match lost {
+            match leading {
                 Some(mut l) => tokio::select! {
                     _ = stopped(stop_rx) => {},
                     _ = l.wait_for(|leading| !*leading) => {},
@@ -210,7 +219,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     m.leader.set(0);
     if let Some(l) = leadership {
-        if !*l.lost.borrow() {
+        if !*l.leading.borrow() {
             error!("lost the leader lease; exiting so no two replicas write");
             std::process::exit(EXIT_LOST_LEASE);
         }

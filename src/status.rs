@@ -246,65 +246,84 @@ fn stalled_condition(progressing: &Condition, course: Course) -> Condition {
     }
 }
 
+fn moving(reason: &str, message: String) -> (Condition, Course) {
+    (cond(conditions::PROGRESSING, true, reason, message), Course::Moving)
+}
+
+fn stopped(reason: &str, message: String, course: Course) -> (Condition, Course) {
+    (cond(conditions::PROGRESSING, false, reason, message), course)
+}
+
+/// `; note` when there is a note.
+fn and_note(note: String) -> String {
+    if note.is_empty() { note } else { format!("; {note}") }
+}
+
+/// Nodes are in flight. Counts only: a per-node wait list would change every
+/// few seconds and rewrite the status each time.
+fn updating_condition(plan: &Plan) -> (Condition, Course) {
+    let c = &plan.counts;
+    let by = |s: NodeState| plan.by_state.get(&s).copied().unwrap_or(0);
+    let blocked = if plan.blocked.is_empty() { String::new() } else { blocked_note(plan) };
+    let refused = if plan.runtime_refused.is_empty() { String::new() } else { runtime_refused_note(plan) };
+    moving(
+        "NodesUpdating",
+        format!(
+            "{} updating ({} draining, {} applying, {} verifying), {} pending, {} updated of {}{}{}{}",
+            c.updating,
+            by(NodeState::Draining),
+            by(NodeState::Applying),
+            by(NodeState::Verifying),
+            c.pending,
+            c.updated,
+            c.total,
+            and_note(blocked),
+            and_note(refused),
+            and_note(preflight_note(plan)),
+        ),
+    )
+}
+
+/// Nodes are pending, none in flight, and nothing holds the rollout: why none starts.
+fn pending_condition(plan: &Plan) -> (Condition, Course) {
+    let (c, rev) = (&plan.counts, &plan.revision);
+    match plan.soaking {
+        Some(k) => moving(
+            "Soaking",
+            format!(
+                "{} updated nodes soaking (rollout.soakTime) before the next starts at {}; {} pending, {} updated of {}",
+                k.nodes, k.first_ends, c.pending, c.updated, c.total
+            ),
+        ),
+        None if !plan.blocked.is_empty() => {
+            stopped("DrainBlocked", format!("{} pending; {}", c.pending, blocked_note(plan)), Course::Moving)
+        }
+        None if !plan.runtime_refused.is_empty() && plan.runtime_refused.len() as i32 >= c.pending => {
+            stopped("RuntimeUpgradeRefused", format!("{} pending; {}", c.pending, runtime_refused_note(plan)), Course::Stalled)
+        }
+        // Every pending node waits for its agent: blocked ones stop the
+        // rollout until someone acts; awaited ones are on their way.
+        None if (plan.runtime_refused.len() + plan.preflight_held.len()) as i32 >= c.pending => {
+            let awaited = plan.preflight_held.values().filter(|h| **h == PreflightHeld::Awaited).count();
+            let blocked = and_note(preflight_note(plan));
+            if awaited > 0 {
+                moving(
+                    "AwaitingPreflight",
+                    format!("{} pending; waiting for {awaited} agents' preflight of revision {rev}{blocked}", c.pending),
+                )
+            } else {
+                stopped("PreflightBlocked", format!("{} pending{blocked}", c.pending), Course::Stalled)
+            }
+        }
+        None => stopped("NodesNotReady", out_of_service_note(plan), Course::Moving),
+    }
+}
+
 fn progressing_condition(plan: &Plan) -> (Condition, Course) {
     let (c, rev) = (&plan.counts, &plan.revision);
-    let moving = |reason: &str, message: String| (cond(conditions::PROGRESSING, true, reason, message), Course::Moving);
-    let stopped = |reason: &str, message: String, course: Course| (cond(conditions::PROGRESSING, false, reason, message), course);
     match (&plan.hold, c.updating > 0, c.pending > 0) {
-        (_, true, _) => {
-            // Counts only: a per-node wait list would change every few seconds and rewrite the status each time.
-            let by = |s: NodeState| plan.by_state.get(&s).copied().unwrap_or(0);
-            moving(
-                "NodesUpdating",
-                format!(
-                    "{} updating ({} draining, {} applying, {} verifying), {} pending, {} updated of {}{}{}{}",
-                    c.updating,
-                    by(NodeState::Draining),
-                    by(NodeState::Applying),
-                    by(NodeState::Verifying),
-                    c.pending,
-                    c.updated,
-                    c.total,
-                    if plan.blocked.is_empty() { String::new() } else { format!("; {}", blocked_note(plan)) },
-                    if plan.runtime_refused.is_empty() { String::new() } else { format!("; {}", runtime_refused_note(plan)) },
-                    match preflight_note(plan) {
-                        n if n.is_empty() => n,
-                        n => format!("; {n}"),
-                    }
-                ),
-            )
-        }
-        (None, false, true) => match plan.soaking {
-            Some(k) => moving(
-                "Soaking",
-                format!(
-                    "{} updated nodes soaking (rollout.soakTime) before the next starts at {}; {} pending, {} updated of {}",
-                    k.nodes, k.first_ends, c.pending, c.updated, c.total
-                ),
-            ),
-            None if !plan.blocked.is_empty() => {
-                stopped("DrainBlocked", format!("{} pending; {}", c.pending, blocked_note(plan)), Course::Moving)
-            }
-            None if !plan.runtime_refused.is_empty() && plan.runtime_refused.len() as i32 >= c.pending => {
-                stopped("RuntimeUpgradeRefused", format!("{} pending; {}", c.pending, runtime_refused_note(plan)), Course::Stalled)
-            }
-            // Every pending node waits for its agent: blocked ones stop the
-            // rollout until someone acts; awaited ones are on their way.
-            None if (plan.runtime_refused.len() + plan.preflight_held.len()) as i32 >= c.pending => {
-                let awaited = plan.preflight_held.values().filter(|h| **h == PreflightHeld::Awaited).count();
-                let blocked = match preflight_note(plan) {
-                    n if n.is_empty() => n,
-                    n => format!("; {n}"),
-                };
-                if awaited > 0 {
-                    let msg = format!("{} pending; waiting for {awaited} agents' preflight of revision {rev}{blocked}", c.pending);
-                    moving("AwaitingPreflight", msg)
-                } else {
-                    stopped("PreflightBlocked", format!("{} pending{blocked}", c.pending), Course::Stalled)
-                }
-            }
-            None => stopped("NodesNotReady", out_of_service_note(plan), Course::Moving),
-        },
+        (_, true, _) => updating_condition(plan),
+        (None, false, true) => pending_condition(plan),
         (Some(Hold::PausedBySpec), false, true) => {
             stopped("Paused", format!("rollout.paused is true; {} nodes pending", c.pending), Course::Held)
         }

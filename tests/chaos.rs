@@ -491,7 +491,7 @@ impl Fleet {
         self.sim += 1;
         let name = format!("sim-{}", self.sim);
         let seed = format!("--seed={}", self.seed);
-        let mut args = vec!["--apply-seconds=1", "--reboot-seconds=0.5", seed.as_str()];
+        let mut args = vec!["--apply-time=1s", "--reboot-time=0.5s", seed.as_str()];
         // Only the first creates the fleet: a restarted sim must not bring back deleted nodes.
         if self.sim > 1 {
             args.push("--no-create");

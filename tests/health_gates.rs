@@ -110,7 +110,7 @@ async fn a_firing_alert_holds_the_rollout_until_it_clears() {
     let firing = || async { prom.alerts(ALERT).await.iter().any(|a| a["state"] == "firing") };
     wait_for("the test alert to fire", WAIT, || async { firing().await.then_some(()) }).await;
 
-    t.start_sim(3, &["--apply-seconds=1", "--reboot-seconds=0.5"]);
+    t.start_sim(3, &["--apply-time=1s", "--reboot-time=0.5s"]);
     wait_nodes_ready(&t, 3).await;
     let pool = format!("{}-pool", t.id);
     // First a gate that cannot reach its Prometheus (a port nobody listens
@@ -216,7 +216,7 @@ async fn an_https_gate_trusts_the_authority_in_its_secret() {
     let firing = || async { prom.alerts(ALERT).await.iter().any(|a| a["state"] == "firing") };
     wait_for("the test alert to fire", WAIT, || async { firing().await.then_some(()) }).await;
 
-    t.start_sim(2, &["--apply-seconds=1", "--reboot-seconds=0.5"]);
+    t.start_sim(2, &["--apply-time=1s", "--reboot-time=0.5s"]);
     wait_nodes_ready(&t, 2).await;
     let pool = format!("{}-pool", t.id);
     let gate = |prometheus: serde_json::Value| json!({"maxUnavailable": 2, "healthGateInterval": "1s", "healthGates": [{"name": "no-test-alerts", "prometheus": prometheus}]});
@@ -296,7 +296,7 @@ async fn an_https_gate_trusts_a_ca_bundle_the_chart_mounts_at_ssl_cert_file() {
     std::fs::create_dir_all(&mount).unwrap();
     std::fs::write(mount.join(in_mount), &pki.ca_pem).unwrap();
 
-    t.start_sim(2, &["--apply-seconds=1", "--reboot-seconds=0.5"]);
+    t.start_sim(2, &["--apply-time=1s", "--reboot-time=0.5s"]);
     wait_nodes_ready(&t, 2).await;
     let pool = format!("{}-pool", t.id);
     let url = format!("https://127.0.0.1:{}", prom.port);
@@ -337,7 +337,7 @@ async fn a_node_running_a_matching_pod_is_not_started_until_the_pod_is_gone() {
     let client = support::client().await;
     install_crd(&client).await;
     let mut t = TestSpace::new("gates-pods").await;
-    t.start_sim(3, &["--apply-seconds=1", "--reboot-seconds=0.5"]);
+    t.start_sim(3, &["--apply-time=1s", "--reboot-time=0.5s"]);
     wait_nodes_ready(&t, 3).await;
     let held = format!("{}0", t.node_prefix());
     support::pod_on_node(&t, &held, "backup").await;
@@ -388,7 +388,7 @@ async fn an_alertmanager_gate_holds_while_matching_alerts_are_active_and_opens_w
     // Same name pattern, but the gate's matchers leave it out.
     am.raise(&["alertname=WinpoolTestNoise", "severity=info"]);
 
-    t.start_sim(2, &["--apply-seconds=1", "--reboot-seconds=0.5"]);
+    t.start_sim(2, &["--apply-time=1s", "--reboot-time=0.5s"]);
     wait_nodes_ready(&t, 2).await;
     let pool = format!("{}-pool", t.id);
     let rollout = json!({"maxUnavailable": 2, "healthGateInterval": "1s", "healthGates": [{"name": "no-test-alerts",

@@ -63,7 +63,7 @@ async fn capacity_readiness_taint_and_gating_follow_the_clusters_services() {
     install_crd(&client).await;
     let mut t = TestSpace::new("hns").await;
     service_with_endpoints(&t, "web", &["10.77.0.1", "10.77.0.2", "10.77.0.3"]).await;
-    t.start_sim(3, &["--apply-seconds=1", "--hns=auto", "--hns-sync-seconds=4"]);
+    t.start_sim(3, &["--apply-time=1s", "--hns=auto", "--hns-sync-time=4s"]);
     support::wait_nodes_ready(&t, 3).await;
 
     let pool = format!("{}-pool", t.id);
@@ -142,7 +142,7 @@ async fn capacity_readiness_taint_and_gating_follow_the_clusters_services() {
     // HNS slower than hns.readyTimeout: the node is uncordoned anyway, and then the
     // taint is what keeps pods off until HNS catches up.
     t.stop("sim");
-    t.start_sim(3, &["--apply-seconds=1", "--hns=auto", "--hns-sync-seconds=25"]);
+    t.start_sim(3, &["--apply-time=1s", "--hns=auto", "--hns-sync-time=25s"]);
     let mut body = resumed.clone();
     body["spec"]["os"]["patchLevel"] = json!("10.0.20348.2800");
     body["spec"]["hns"]["readyTimeout"] = json!("2s");

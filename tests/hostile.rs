@@ -138,7 +138,7 @@ async fn a_huge_selector_selects_exactly_its_nodes_and_an_unparseable_one_is_ref
     let key = |i: usize| format!("sel.hostile.winpool.dev/k{i}");
     let extra: Vec<String> = (0..N).map(|i| format!("{}=v{i}", key(i))).collect();
     let labels_arg = format!("--labels={}", extra.join(","));
-    t.start_sim(2, &["--apply-seconds=1", "--reboot-seconds=0", &labels_arg]);
+    t.start_sim(2, &["--apply-time=1s", "--reboot-time=0s", &labels_arg]);
     // A third node that carries every label but one value: the selector must not take it.
     let outsider = format!("{}outsider", t.node_prefix());
     let mut labels = t.node_labels();
@@ -194,7 +194,7 @@ async fn a_pool_name_at_the_63_character_limit_rolls_and_a_longer_one_is_refused
     let client = support::client().await;
     install_crd(&client).await;
     let mut t = TestSpace::new("hostile-name").await;
-    t.start_sim(2, &["--apply-seconds=1", "--reboot-seconds=0"]);
+    t.start_sim(2, &["--apply-time=1s", "--reboot-time=0s"]);
     wait_nodes_ready(&t, 2).await;
 
     let mut pool = format!("{}-", t.id);
@@ -235,7 +235,7 @@ async fn garbage_or_missing_kernel_and_runtime_versions_are_repaired_by_the_roll
     let client = support::client().await;
     install_crd(&client).await;
     let mut t = TestSpace::new("hostile-nodeinfo").await;
-    t.start_sim(4, &["--apply-seconds=1", "--reboot-seconds=0"]);
+    t.start_sim(4, &["--apply-time=1s", "--reboot-time=0s"]);
     wait_nodes_ready(&t, 4).await;
     let prefix = t.node_prefix();
     let n = |i: usize| format!("{prefix}{i}");
@@ -297,7 +297,7 @@ async fn garbage_agent_annotations_are_never_trusted_and_end_in_a_reported_failu
     let client = support::client().await;
     install_crd(&client).await;
     let mut t = TestSpace::new("hostile-agent").await;
-    t.start_sim(3, &["--apply-seconds=1", "--reboot-seconds=0"]);
+    t.start_sim(3, &["--apply-time=1s", "--reboot-time=0s"]);
     // Two nodes no simulated agent serves (outside the sim's name prefix): the test plays a broken agent.
     let (m0, m1) = (format!("m0-{}", t.id), format!("m1-{}", t.id));
     manual_node(&t, &m0, t.node_labels()).await;
@@ -399,7 +399,7 @@ async fn a_hand_edited_agent_daemonset_is_put_back_and_reported_and_the_rollout_
     let client = support::client().await;
     install_crd(&client).await;
     let mut t = TestSpace::new("hostile-ds-edit").await;
-    t.start_sim(2, &["--apply-seconds=1", "--reboot-seconds=0"]);
+    t.start_sim(2, &["--apply-time=1s", "--reboot-time=0s"]);
     wait_nodes_ready(&t, 2).await;
     let pool = format!("{}-pool", t.id);
     let rollout = json!({"maxUnavailable": 1, "nodeTimeout": "40s", "maxFailedNodes": 2, "paused": true});
@@ -449,7 +449,7 @@ async fn the_charts_agent_settings_reach_the_agent_daemonset_and_a_hand_edit_of_
     let client = support::client().await;
     install_crd(&client).await;
     let mut t = TestSpace::new("hostile-agent-settings").await;
-    t.start_sim(2, &["--apply-seconds=1", "--reboot-seconds=0"]);
+    t.start_sim(2, &["--apply-time=1s", "--reboot-time=0s"]);
     wait_nodes_ready(&t, 2).await;
     // The nodes the admin allows agents on (agent.nodeSelector below): without
     // the label a node gets no agent pod, so no agent token, and is never updated.
@@ -604,7 +604,7 @@ async fn a_daemonset_deleted_by_hand_mid_rollout_is_recreated_and_the_rollout_fi
     let client = support::client().await;
     install_crd(&client).await;
     let mut t = TestSpace::new("hostile-ds-delete").await;
-    t.start_sim(3, &["--apply-seconds=3", "--reboot-seconds=0"]);
+    t.start_sim(3, &["--apply-time=3s", "--reboot-time=0s"]);
     wait_nodes_ready(&t, 3).await;
     let pool = format!("{}-pool", t.id);
     try_apply_pool(&t, &pool_manifest(&t, &pool, PATCH, json!({"maxUnavailable": 1}))).await.unwrap();
@@ -648,7 +648,7 @@ async fn a_bogus_revision_label_is_reported_and_the_node_rolled_to_the_real_revi
     let client = support::client().await;
     install_crd(&client).await;
     let mut t = TestSpace::new("hostile-revision").await;
-    t.start_sim(2, &["--apply-seconds=1", "--reboot-seconds=0"]);
+    t.start_sim(2, &["--apply-time=1s", "--reboot-time=0s"]);
     wait_nodes_ready(&t, 2).await;
     let prefix = t.node_prefix();
     let n = |i: usize| format!("{prefix}{i}");
@@ -699,7 +699,7 @@ async fn a_refused_eviction_does_not_stall_the_rest_of_the_pool() {
     let client = support::client().await;
     install_crd(&client).await;
     let mut t = TestSpace::new("hostile-429").await;
-    t.start_sim(3, &["--apply-seconds=1", "--reboot-seconds=0"]);
+    t.start_sim(3, &["--apply-time=1s", "--reboot-time=0s"]);
     wait_nodes_ready(&t, 3).await;
     let prefix = t.node_prefix();
     let n = |i: usize| format!("{prefix}{i}");
@@ -795,7 +795,7 @@ async fn a_pool_deleted_while_a_node_drains_gives_the_node_back_uncordoned() {
     let client = support::client().await;
     install_crd(&client).await;
     let mut t = TestSpace::new("delete-draining").await;
-    t.start_sim(1, &["--apply-seconds=1"]);
+    t.start_sim(1, &["--apply-time=1s"]);
     wait_nodes_ready(&t, 1).await;
     let node = format!("{}0", t.node_prefix());
     support::unevictable_pod(&t, &node, "precious").await;

@@ -145,7 +145,7 @@ async fn the_operator_image_completes_a_rollout_under_the_charts_service_account
     let sa_dir: PathBuf = std::env::temp_dir().join(format!("{}-serviceaccount", t.id));
     service_account_volume(&t, &format!("{release}-winpool"), &sa_dir);
 
-    t.start_sim(2, &["--apply-seconds=1"]);
+    t.start_sim(2, &["--apply-time=1s"]);
     wait_nodes_ready(&t, 2).await;
     let name = format!("{}-pool", t.id);
     apply_pool(&t, &pool_manifest(&t, &name, "10.0.20348.2762", serde_json::json!({}))).await;

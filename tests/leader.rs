@@ -29,7 +29,7 @@ async fn only_the_leader_writes_and_a_standby_takes_over_after_sigkill() {
     let client = support::client().await;
     install_crd(&client).await;
     let mut t = TestSpace::new("leader").await;
-    t.start_sim(5, &["--apply-seconds=2"]);
+    t.start_sim(5, &["--apply-time=2s"]);
     support::wait_nodes_ready(&t, 5).await;
 
     let lease = format!("--lease-name=winpool-{}", t.id);

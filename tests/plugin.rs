@@ -147,7 +147,7 @@ async fn the_plugin_pauses_resumes_plans_the_operators_first_wave_reports_states
     let node = |i: usize| format!("{prefix}{i}");
     let bad = node(3);
     // Long enough an apply that a pause lands while the first wave is still in flight.
-    t.start_sim(4, &["--apply-seconds=4", "--reboot-seconds=0.5", &format!("--fail-nodes={bad}")]);
+    t.start_sim(4, &["--apply-time=4s", "--reboot-time=0.5s", &format!("--fail-nodes={bad}")]);
     wait_nodes_ready(&t, 4).await;
     // Two of them come from an AKS node pool, whose node image upgrades would undo the patches.
     let nodes: Api<Node> = Api::all(t.client.clone());
@@ -349,7 +349,7 @@ async fn a_retry_rolls_the_node_again_every_time_while_its_agent_writes_in_a_tig
     install_crd(&client).await;
     let mut t = TestSpace::new("retryrace").await;
     let bad = format!("{}0", t.node_prefix());
-    t.start_sim(1, &["--apply-seconds=0.2", "--reboot-seconds=0.2", &format!("--fail-nodes={bad}"), "--host-faults=hns-churn"]);
+    t.start_sim(1, &["--apply-time=0.2s", "--reboot-time=0.2s", &format!("--fail-nodes={bad}"), "--host-faults=hns-churn"]);
     wait_nodes_ready(&t, 1).await;
     let pool = format!("{}-pool", t.id);
     apply_pool(&t, &pool_manifest(&t, &pool, "10.0.20348.2762", json!({"maxUnavailable": 1, "maxFailedNodes": 2}))).await;

@@ -117,7 +117,7 @@ async fn prometheus_scrapes_a_failing_rollout_and_the_failure_alert_goes_off() {
     install_crd(&client).await;
     let mut t = TestSpace::new("prometheus-e2e").await;
     let bad = format!("{}0", t.node_prefix());
-    t.start_sim(3, &["--apply-seconds=1", &format!("--fail-nodes={bad}")]);
+    t.start_sim(3, &["--apply-time=1s", &format!("--fail-nodes={bad}")]);
     wait_nodes_ready(&t, 3).await;
     let pool = format!("{}-pool", t.id);
     apply_pool(
@@ -210,7 +210,7 @@ async fn every_metric_the_alert_rules_use_is_exported_by_the_operator() {
     // load balancer and one endpoint), so they are HNS-not-ready. Per-node HNS
     // series exist only for such nodes, and a metric without series has no
     // line on the page at all.
-    t.start_sim(2, &["--apply-seconds=1", "--hns=0,0"]);
+    t.start_sim(2, &["--apply-time=1s", "--hns=0,0"]);
     wait_nodes_ready(&t, 2).await;
     let lagging = format!("{}0", t.node_prefix());
     let pool = format!("{}-pool", t.id);

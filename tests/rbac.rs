@@ -37,7 +37,7 @@ async fn the_operator_rolls_out_with_only_the_charts_permissions() {
     install_chart_rbac(&t, &release);
     let sa_kubeconfig = service_account_kubeconfig(&t, &fullname);
 
-    t.start_sim(3, &["--apply-seconds=1"]);
+    t.start_sim(3, &["--apply-time=1s"]);
     support::wait_nodes_ready(&t, 3).await;
     let name = format!("{}-pool", t.id);
     let pools: Api<WindowsNodePool> = Api::all(t.client.clone());

@@ -43,7 +43,7 @@ async fn a_pool_rolls_every_node_to_the_target_and_again_on_a_new_patch_level() 
     let client = support::client().await;
     install_crd(&client).await;
     let mut t = TestSpace::new("rollout-basic").await;
-    t.start_sim(6, &["--apply-seconds=1", "--reboot-seconds=0.5"]);
+    t.start_sim(6, &["--apply-time=1s", "--reboot-time=0.5s"]);
     wait_nodes_ready(&t, 6).await;
     support::protected_workload(&t, 3, 2).await;
     // An administrator cordoned this node before the rollout: it must stay cordoned after.
@@ -204,7 +204,7 @@ async fn a_failing_node_pauses_the_rollout_and_is_never_left_cordoned() {
     install_crd(&client).await;
     let mut t = TestSpace::new("rollout-fail").await;
     let bad = format!("{}0", t.node_prefix());
-    t.start_sim(3, &["--apply-seconds=1", &format!("--fail-nodes={bad}")]);
+    t.start_sim(3, &["--apply-time=1s", &format!("--fail-nodes={bad}")]);
     wait_nodes_ready(&t, 3).await;
     let pool = format!("{}-pool", t.id);
     // Paused until every agent has judged the revision: the nodes then start in
@@ -279,7 +279,7 @@ async fn a_restarted_operator_resumes_where_it_was() {
     let client = support::client().await;
     install_crd(&client).await;
     let mut t = TestSpace::new("rollout-restart").await;
-    t.start_sim(4, &["--apply-seconds=3"]);
+    t.start_sim(4, &["--apply-time=3s"]);
     wait_nodes_ready(&t, 4).await;
     let pool = format!("{}-pool", t.id);
     apply_pool(&t, &pool_manifest(&t, &pool, "10.0.20348.2762", json!({"maxUnavailable": 1}))).await;
@@ -309,7 +309,7 @@ async fn with_put_back_after_zero_a_pdb_holds_the_drain_until_it_allows_the_evic
     let client = support::client().await;
     install_crd(&client).await;
     let mut t = TestSpace::new("rollout-pdb").await;
-    t.start_sim(2, &["--apply-seconds=1"]);
+    t.start_sim(2, &["--apply-time=1s"]);
     wait_nodes_ready(&t, 2).await;
     let first = format!("{}0", t.node_prefix());
     // One pod on the first node, protected by a PDB that allows no disruption.
@@ -352,7 +352,7 @@ async fn a_node_a_pdb_blocks_is_put_back_the_others_go_on_and_it_is_tried_again(
     let client = support::client().await;
     install_crd(&client).await;
     let mut t = TestSpace::new("rollout-putback").await;
-    t.start_sim(3, &["--apply-seconds=0.5", "--reboot-seconds=0.5"]);
+    t.start_sim(3, &["--apply-time=0.5s", "--reboot-time=0.5s"]);
     wait_nodes_ready(&t, 3).await;
     let first = format!("{}0", t.node_prefix());
     support::unevictable_pod(&t, &first, "precious").await;
@@ -406,7 +406,7 @@ async fn a_node_selected_by_two_pools_is_left_alone_and_both_say_why() {
     let client = support::client().await;
     install_crd(&client).await;
     let mut t = TestSpace::new("rollout-conflict").await;
-    t.start_sim(2, &["--apply-seconds=1"]);
+    t.start_sim(2, &["--apply-time=1s"]);
     wait_nodes_ready(&t, 2).await;
     let shared = format!("{}0", t.node_prefix());
     let (a, b) = (format!("{}-a", t.id), format!("{}-b", t.id));
@@ -444,7 +444,7 @@ async fn csi_proxy_runs_from_a_daemonset_of_each_nodes_revision_and_moves_with_t
     let client = support::client().await;
     install_crd(&client).await;
     let mut t = TestSpace::new("rollout-csi").await;
-    t.start_sim(3, &["--apply-seconds=0.5", "--reboot-seconds=0.5"]);
+    t.start_sim(3, &["--apply-time=0.5s", "--reboot-time=0.5s"]);
     wait_nodes_ready(&t, 3).await;
     let pool = format!("{}-pool", t.id);
     let with_csi = |t: &TestSpace, version: &str| {
@@ -512,7 +512,7 @@ async fn with_soak_time_the_next_node_starts_only_after_the_last_one_was_updated
     let client = support::client().await;
     install_crd(&client).await;
     let mut t = TestSpace::new("rollout-soak").await;
-    t.start_sim(2, &["--apply-seconds=0.5", "--reboot-seconds=0.5"]);
+    t.start_sim(2, &["--apply-time=0.5s", "--reboot-time=0.5s"]);
     wait_nodes_ready(&t, 2).await;
     let pool = format!("{}-pool", t.id);
     let soak = Duration::from_secs(12);
@@ -580,7 +580,7 @@ async fn maintenance_windows_and_not_allowed_dates_decide_when_nodes_start() {
     let client = support::client().await;
     install_crd(&client).await;
     let mut t = TestSpace::new("rollout-windows").await;
-    t.start_sim(2, &["--apply-seconds=0.5", "--reboot-seconds=0.5"]);
+    t.start_sim(2, &["--apply-time=0.5s", "--reboot-time=0.5s"]);
     wait_nodes_ready(&t, 2).await;
     let api: Api<WindowsNodePool> = Api::all(t.client.clone());
     let pool = format!("{}-pool", t.id);
@@ -718,7 +718,7 @@ async fn drain_options_decide_which_pods_leave_and_how() {
     let client = support::client().await;
     install_crd(&client).await;
     let mut t = TestSpace::new("rollout-drainopts").await;
-    t.start_sim(1, &["--apply-seconds=0.5", "--reboot-seconds=0.5"]);
+    t.start_sim(1, &["--apply-time=0.5s", "--reboot-time=0.5s"]);
     wait_nodes_ready(&t, 1).await;
     let node = format!("{}0", t.node_prefix());
     support::pod_on_node(&t, &node, "leaves").await;

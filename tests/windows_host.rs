@@ -100,7 +100,7 @@ async fn a_pool_rolls_out_on_hostile_hosts_installing_once_and_naming_every_rebo
     let (mut t, stats, pool) = rolling_on(6, "hostile-host", |prefix| {
         let faults = "read-errors,pending-renames,overshoot,reboot-unknown,agent-restart,slow-api";
         let faults = format!("--host-faults={faults},ssu-first@{}", ssu_first(prefix).join("+"));
-        vec!["--apply-seconds=0.5".into(), "--reboot-seconds=0.5".into(), faults]
+        vec!["--apply-time=0.5s".into(), "--reboot-time=0.5s".into(), faults]
     })
     .await;
     let ssu_first = ssu_first(&t.node_prefix());
@@ -130,10 +130,9 @@ async fn a_pool_rolls_out_on_hostile_hosts_installing_once_and_naming_every_rebo
 /// agent allows (three installs, a reboot each), never in a loop.
 #[tokio::test]
 async fn an_update_that_lands_short_fails_the_node_naming_both_builds_within_the_caps() {
-    let (mut t, stats, _) = rolling_on(1, "undershoot", |_| {
-        ["--apply-seconds=0.2", "--reboot-seconds=0.2", "--host-faults=undershoot"].map(String::from).to_vec()
-    })
-    .await;
+    let (mut t, stats, _) =
+        rolling_on(1, "undershoot", |_| ["--apply-time=0.2s", "--reboot-time=0.2s", "--host-faults=undershoot"].map(String::from).to_vec())
+            .await;
     let nodes: Api<Node> = Api::all(t.client.clone());
     let node = format!("{}0", t.node_prefix());
     let message = wait_for("the node to fail", WAIT, || async {
@@ -170,7 +169,7 @@ async fn image_built_nodes_roll_out_on_hostile_hosts(profile: &str, containerd: 
         &format!("{profile}-host"),
         |_| {
             let faults = "--host-faults=read-errors,pending-renames,overshoot,reboot-unknown,agent-restart,slow-api";
-            vec!["--apply-seconds=0.5".into(), "--reboot-seconds=0.5".into(), format!("--host-profile={profile}"), faults.into()]
+            vec!["--apply-time=0.5s".into(), "--reboot-time=0.5s".into(), format!("--host-profile={profile}"), faults.into()]
         },
         json!({
             "runtime": {"name": "containerd", "version": containerd},
@@ -223,11 +222,7 @@ async fn a_runtime_change_on_aks_is_refused_until_in_place_and_a_crash_looping_r
     let (mut t, stats, pool) = rolling_with(
         1,
         "aks-runtime",
-        |_| {
-            ["--apply-seconds=0.2", "--reboot-seconds=0.2", "--host-profile=aks", "--host-faults=runtime-crashloop"]
-                .map(String::from)
-                .to_vec()
-        },
+        |_| ["--apply-time=0.2s", "--reboot-time=0.2s", "--host-profile=aks", "--host-faults=runtime-crashloop"].map(String::from).to_vec(),
         json!({"runtime": {"name": "containerd", "version": "1.7.22"}}),
     )
     .await;
@@ -275,7 +270,7 @@ async fn nodes_whose_update_source_is_unreachable_are_never_cordoned_and_the_res
     let blocked = |prefix: &str| [format!("{prefix}1"), format!("{prefix}4")];
     let (mut t, stats, pool) = rolling_on(6, "source-unreachable", |prefix| {
         let faults = format!("--host-faults=read-errors,source-unreachable@{}", blocked(prefix).join("+"));
-        vec!["--apply-seconds=0.3".into(), "--reboot-seconds=0.3".into(), faults]
+        vec!["--apply-time=0.3s".into(), "--reboot-time=0.3s".into(), faults]
     })
     .await;
     let blocked = blocked(&t.node_prefix());

@@ -329,8 +329,8 @@ class Bench:
         offset = os.path.getsize(path) if os.path.exists(path) else 0
         self.spawn(
             name,
-            ["--no-create", f"--agent-namespace={AGENT_NS}", f"--apply-seconds={self.a.apply_seconds}",
-             f"--reboot-seconds={self.a.reboot_seconds}", f"--hns={hns}", *extra, *self.fleet_args(fleet, n)],
+            ["--no-create", f"--agent-namespace={AGENT_NS}", f"--apply-time={self.a.apply_seconds}s",
+             f"--reboot-time={self.a.reboot_seconds}s", f"--hns={hns}", *extra, *self.fleet_args(fleet, n)],
             self.kubeconfig, program=self.a.sim_script,
         )
         self.wait_for_log(path, '"fleet running"', 300, name, offset)

@@ -173,9 +173,7 @@ func (a *agent) loop(ctx context.Context) error {
 	ticker := time.NewTicker(a.o.HNSInterval)
 	defer ticker.Stop()
 
-	var lastRequest string
-	waitingForHost := false
-	var recheck <-chan time.Time
+	var st passState
 	for {
 		tick := false
 		select {
@@ -189,7 +187,7 @@ func (a *agent) loop(ctx context.Context) error {
 			tick = true
 			a.observe(ctx)
 			a.readHNS(ctx)
-		case <-recheck:
+		case <-st.recheck:
 			tick = true
 		case <-a.preflightDue:
 			a.preflightDue = nil
@@ -205,36 +203,10 @@ func (a *agent) loop(ctx context.Context) error {
 			// before a report this pass writes carries them.
 			a.readHNS(ctx)
 		}
-		// Only a change of what the Node asks or of the agent's report on it
-		// (or a wait that is due) is worth a decision; the kubelet's status
-		// updates are not.
-		if req := a.requestKey(node); req != lastRequest || waitingForHost && tick {
-			asked := askedKey(node)
-			out := a.converge(ctx)
-			// A report refused as stale re-read the Node: decide again from
-			// it, at once (it is not the agent's own write, so it is new).
-			for out == stale && ctx.Err() == nil {
-				asked = a.askedNow()
-				out = a.converge(ctx)
-			}
-			switch out {
-			case rebooting:
-				stopWatch()
-				<-ctx.Done()
-				return nil
-			case waiting:
-				waitingForHost = true
-				recheck = time.After(a.t.recheck)
-			default:
-				waitingForHost, recheck = false, nil
-			}
-			// What the agent wrote itself needs no second decision, but a request
-			// that moved while it decided (the operator relabelled the node between
-			// the agent's read and its write) does: then decide again.
-			lastRequest = ""
-			if n := a.view.current(); n != nil && askedKey(n) == asked {
-				lastRequest = a.requestKey(n)
-			}
+		if a.decideIfAsked(ctx, node, &st, tick) == rebooting {
+			stopWatch()
+			<-ctx.Done()
+			return nil
 		}
 		a.preflight(ctx, node)
 		if err := a.syncObservations(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, errNodeGone) {
@@ -244,6 +216,49 @@ func (a *agent) loop(ctx context.Context) error {
 			a.t.passDone()
 		}
 	}
+}
+
+// passState is what a pass of the agent's loop leaves the next.
+type passState struct {
+	// lastRequest is what the Node asked when the agent last decided.
+	lastRequest    string
+	waitingForHost bool
+	// recheck fires when a wait for the host is due.
+	recheck <-chan time.Time
+}
+
+// decideIfAsked converges when what the Node asks or the agent's report on it
+// changed, or a wait for the host is due: the kubelet's status updates are not
+// worth a decision.
+func (a *agent) decideIfAsked(ctx context.Context, node *corev1.Node, st *passState, tick bool) outcome {
+	if a.requestKey(node) == st.lastRequest && !(st.waitingForHost && tick) {
+		return settled
+	}
+	asked := askedKey(node)
+	out := a.converge(ctx)
+	// A report refused as stale re-read the Node: decide again from
+	// it, at once (it is not the agent's own write, so it is new).
+	for out == stale && ctx.Err() == nil {
+		asked = a.askedNow()
+		out = a.converge(ctx)
+	}
+	switch out {
+	case rebooting:
+		return out
+	case waiting:
+		st.waitingForHost = true
+		st.recheck = time.After(a.t.recheck)
+	default:
+		st.waitingForHost, st.recheck = false, nil
+	}
+	// What the agent wrote itself needs no second decision, but a request
+	// that moved while it decided (the operator relabelled the node between
+	// the agent's read and its write) does: then decide again.
+	st.lastRequest = ""
+	if n := a.view.current(); n != nil && askedKey(n) == asked {
+		st.lastRequest = a.requestKey(n)
+	}
+	return out
 }
 
 // targetsWait bounds the wait for the first list of the pools' targets: an

@@ -70,7 +70,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // stand-in that records its life.
 func testFleet(t *testing.T, args ...string) (*Fleet, *kfake.Clientset, *journal) {
 	t.Helper()
-	s := settings(t, append([]string{"--apply-seconds", "0", "--reboot-seconds", "0.05"}, args...)...)
+	s := settings(t, append([]string{"--apply-time", "0s", "--reboot-time", "0.05s"}, args...)...)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	node := newNode(s, 0)
@@ -178,7 +178,7 @@ func TestAgentsFollowTheirPods(t *testing.T) {
 // with a new boot ID, shows it Ready again, sets its pods Ready and starts the
 // agent again under the same pod and token.
 func TestRebootIsPlayedLikeAKubelet(t *testing.T) {
-	f, cs, j := testFleet(t, "--hns-sync-seconds", "100")
+	f, cs, j := testFleet(t, "--hns-sync-time", "100s")
 	n := f.nodes.get("win-0")
 	serviceWithTwoEndpoints(f.model)
 	if got := n.hns(); got.LoadBalancers != 1 {
@@ -272,8 +272,8 @@ func TestHNSCatchesUpAfterABoot(t *testing.T) {
 		}
 	}
 	// A node of a release catches up in that release's time: ltsc2019 takes
-	// three times --hns-sync-seconds.
-	f, _, _ := testFleet(t, "--os", "ltsc2019", "--build", "10.0.17763.6293", "--hns-sync-seconds", "100")
+	// three times --hns-sync-time.
+	f, _, _ := testFleet(t, "--os", "ltsc2019", "--build", "10.0.17763.6293", "--hns-sync-time", "100s")
 	n := f.nodes.get("win-0")
 	serviceWithTwoEndpoints(f.model)
 	// Overlay: the two endpoints and the ClusterIP's own.

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -70,67 +69,77 @@ var Releases = map[string]int{"ltsc2019": 17763, "ltsc2022": 20348, "ltsc2025": 
 // ErrHelp is returned for -h/--help (usage already printed).
 var ErrHelp = flag.ErrHelp
 
+// rawFlags are the flags read as strings, checked by ParseSettings.
+type rawFlags struct {
+	labels                                       repeated
+	build, containerd, failNodes, hns, logFormat *string
+	profile, faults                              *string
+	noCreate                                     *bool
+}
+
+func defineFlags(fs *flag.FlagSet, s *Settings) *rawFlags {
+	var r rawFlags
+	fs.IntVar(&s.Nodes, "nodes", 3, "number of simulated Windows nodes")
+	fs.StringVar(&s.NamePrefix, "name-prefix", "win-", "node names are <prefix><index>")
+	fs.Var(&r.labels, "labels", "extra node labels, k=v,k=v (how pools select the nodes); repeatable, later values win")
+	fs.StringVar(&s.OS, "os", "ltsc2022", "Windows Server release: ltsc2019 | ltsc2022 | ltsc2025")
+	r.build = fs.String("build", "10.0.20348.2700", "the machines' starting build, 10.0.<build>.<revision>, a build of --os")
+	r.containerd = fs.String("containerd", "1.7.20", "the machines' starting containerd version; vendor metadata (1.7.20+azure) allowed")
+	fs.StringVar(&s.CNIMode, "cni", "overlay", "the machines' HNS network: overlay | l2bridge")
+	fs.DurationVar(&s.ApplyTime, "apply-time", 5*time.Second, "how long installing an update takes")
+	fs.DurationVar(&s.RebootTime, "reboot-time", time.Second, "how long a reboot keeps the node NotReady")
+	fs.Float64Var(&s.FailRate, "fail-rate", 0, "probability that a node's update install fails (seeded by --seed)")
+	fs.Uint64Var(&s.Seed, "seed", 1, "seed of --fail-rate")
+	r.failNodes = fs.String("fail-nodes", "", "nodes whose update install always fails, a,b")
+	fs.StringVar(&s.AgentNamespace, "agent-namespace", "winpool-agents", "namespace of the winpool agent pods")
+	r.noCreate = fs.Bool("no-create", false, "the nodes exist already: only play them")
+	fs.BoolVar(&s.CreateOnly, "create-only", false, "create the nodes and exit")
+	r.hns = fs.String("hns", "auto", "HNS counts: auto (kube-proxy's model) | off (agents report none) | LB,ENDPOINTS")
+	fs.DurationVar(&s.HNSSync, "hns-sync-time", 2*time.Second, "how long HNS takes to catch up after a boot (ltsc2019: three times that)")
+	fs.DurationVar(&s.HNSInterval, "hns-interval", time.Second, "how often each agent reads HNS (a real agent: every 15s, WINPOOL_HNS_INTERVAL; the default converges tests fast)")
+	r.logFormat = fs.String("log-format", "text", "text | json (one object per line)")
+	fs.StringVar(&s.StatsFile, "stats-file", "", "when the fleet stops (SIGTERM), write each node's installs, reboots and their reasons, containerd swaps and rollbacks there as JSON")
+	r.profile = fs.String("host-profile", "kind", "how the machines' services are installed: kind (plain) | aks (NSSM-wrapped containerd 1.7.x+azure, csi-proxy host service) | onprem (upstream containerd, csiproxy host service)")
+	r.faults = fs.String("host-faults", "", "faults the hosts play, F,F@node+node,... ("+joinFaults(knownFaults)+"); without @ on every node")
+	return &r
+}
+
 // ParseSettings reads the command line. Errors name the flag and what it
 // wants; usage goes to out.
 func ParseSettings(args []string, out io.Writer) (Settings, error) {
 	var s Settings
 	fs := flag.NewFlagSet("winpool-fleet", flag.ContinueOnError)
 	fs.SetOutput(out)
-	fs.IntVar(&s.Nodes, "nodes", 3, "number of simulated Windows nodes")
-	fs.StringVar(&s.NamePrefix, "name-prefix", "win-", "node names are <prefix><index>")
-	var labels repeated
-	fs.Var(&labels, "labels", "extra node labels, k=v,k=v (how pools select the nodes); repeatable, later values win")
-	fs.StringVar(&s.OS, "os", "ltsc2022", "Windows Server release: ltsc2019 | ltsc2022 | ltsc2025")
-	build := fs.String("build", "10.0.20348.2700", "the machines' starting build, 10.0.<build>.<revision>, a build of --os")
-	containerd := fs.String("containerd", "1.7.20", "the machines' starting containerd version; vendor metadata (1.7.20+azure) allowed")
-	fs.StringVar(&s.CNIMode, "cni", "overlay", "the machines' HNS network: overlay | l2bridge")
-	apply := fs.Float64("apply-seconds", 5, "how long installing an update takes")
-	reboot := fs.Float64("reboot-seconds", 1, "how long a reboot keeps the node NotReady")
-	fs.Float64Var(&s.FailRate, "fail-rate", 0, "probability that a node's update install fails (seeded by --seed)")
-	fs.Uint64Var(&s.Seed, "seed", 1, "seed of --fail-rate")
-	failNodes := fs.String("fail-nodes", "", "nodes whose update install always fails, a,b")
-	fs.StringVar(&s.AgentNamespace, "agent-namespace", "winpool-agents", "namespace of the winpool agent pods")
-	noCreate := fs.Bool("no-create", false, "the nodes exist already: only play them")
-	fs.BoolVar(&s.CreateOnly, "create-only", false, "create the nodes and exit")
-	hns := fs.String("hns", "auto", "HNS counts: auto (kube-proxy's model) | off (agents report none) | LB,ENDPOINTS")
-	hnsSync := fs.Float64("hns-sync-seconds", 2, "how long HNS takes to catch up after a boot (ltsc2019: three times that)")
-	fs.DurationVar(&s.HNSInterval, "hns-interval", time.Second, "how often each agent reads HNS (a real agent: every 15s, WINPOOL_HNS_INTERVAL; the default converges tests fast)")
-	logFormat := fs.String("log-format", "text", "text | json (one object per line)")
-	fs.StringVar(&s.StatsFile, "stats-file", "", "when the fleet stops (SIGTERM), write each node's installs, reboots and their reasons, containerd swaps and rollbacks there as JSON")
-	profile := fs.String("host-profile", "kind", "how the machines' services are installed: kind (plain) | aks (NSSM-wrapped containerd 1.7.x+azure, csi-proxy host service) | onprem (upstream containerd, csiproxy host service)")
-	faults := fs.String("host-faults", "", "faults the hosts play, F,F@node+node,... ("+joinFaults(knownFaults)+"); without @ on every node")
+	r := defineFlags(fs, &s)
 	if err := fs.Parse(args); err != nil {
 		return s, err
 	}
 	if fs.NArg() > 0 {
 		return s, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
+	errs := r.machines(&s)
+	errs = append(errs, r.fleet(&s)...)
+	return s, errors.Join(errs...)
+}
+
+// machines checks and fills in what the simulated machines are.
+func (r *rawFlags) machines(s *Settings) []error {
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
-
-	if s.Nodes < 0 {
-		bad("--nodes must not be negative, got %d", s.Nodes)
-	}
-	if errs := validation.IsDNS1123Subdomain(s.NamePrefix + "0"); len(errs) > 0 {
-		bad("--name-prefix %q does not make valid node names: %s", s.NamePrefix, strings.Join(errs, "; "))
-	}
-	var err error
-	if s.Labels, err = parseLabels(strings.Join(labels, ",")); err != nil {
-		bad("--labels: %v", err)
-	}
 	release, known := Releases[s.OS]
 	if !known {
 		bad("--os must be ltsc2019, ltsc2022 or ltsc2025, got %q", s.OS)
 	}
-	if s.Build, err = host.ParseBuild(*build); err != nil {
+	var err error
+	if s.Build, err = host.ParseBuild(*r.build); err != nil {
 		bad("--build: %v", err)
 	} else if known && (s.Build.Major != 10 || s.Build.Minor != 0 || s.Build.Build != release) {
 		bad("--build %s is not a build of %s: %s builds are 10.0.%d.<revision>", s.Build, s.OS, s.OS, release)
 	}
-	if s.Containerd, s.ContainerdSuffix, err = splitContainerd(*containerd); err != nil {
+	if s.Containerd, s.ContainerdSuffix, err = splitContainerd(*r.containerd); err != nil {
 		bad("--containerd: %v", err)
 	}
-	if s.Profile, err = parseProfile(*profile); err != nil {
+	if s.Profile, err = parseProfile(*r.profile); err != nil {
 		bad("--host-profile: %v", err)
 	} else if s.ContainerdSuffix, err = s.Profile.containerdSuffix(s.ContainerdSuffix); err != nil {
 		bad("%v", err)
@@ -138,14 +147,44 @@ func ParseSettings(args []string, out io.Writer) (Settings, error) {
 	if s.CNIMode != "overlay" && s.CNIMode != "l2bridge" {
 		bad("--cni must be overlay or l2bridge, got %q", s.CNIMode)
 	}
-	if s.ApplyTime, err = seconds(*apply); err != nil {
-		bad("--apply-seconds: %v", err)
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"--apply-time", s.ApplyTime}, {"--reboot-time", s.RebootTime}, {"--hns-sync-time", s.HNSSync}} {
+		if d.v < 0 {
+			bad("%s must not be negative, got %s", d.flag, d.v)
+		}
 	}
-	if s.RebootTime, err = seconds(*reboot); err != nil {
-		bad("--reboot-seconds: %v", err)
+	switch *r.hns {
+	case "auto":
+		s.HNS = HNSAuto
+	case "off":
+		s.HNS = HNSOff
+	default:
+		s.HNS = HNSFixed
+		if s.HNSFixed, err = parseCounts(*r.hns); err != nil {
+			bad("--hns must be auto, off or LB,ENDPOINTS: %v", err)
+		}
 	}
-	if s.HNSSync, err = seconds(*hnsSync); err != nil {
-		bad("--hns-sync-seconds: %v", err)
+	if s.Faults, err = parseFaults(*r.faults); err != nil {
+		bad("--host-faults: %v", err)
+	}
+	return errs
+}
+
+// fleet checks and fills in how many nodes there are, their names and how the fleet runs.
+func (r *rawFlags) fleet(s *Settings) []error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if s.Nodes < 0 {
+		bad("--nodes must not be negative, got %d", s.Nodes)
+	}
+	if errs := validation.IsDNS1123Subdomain(s.NamePrefix + "0"); len(errs) > 0 {
+		bad("--name-prefix %q does not make valid node names: %s", s.NamePrefix, strings.Join(errs, "; "))
+	}
+	var err error
+	if s.Labels, err = parseLabels(strings.Join(r.labels, ",")); err != nil {
+		bad("--labels: %v", err)
 	}
 	if s.HNSInterval <= 0 {
 		bad("--hns-interval must be positive, got %s", s.HNSInterval)
@@ -154,7 +193,7 @@ func ParseSettings(args []string, out io.Writer) (Settings, error) {
 		bad("--fail-rate must be between 0 and 1, got %v", s.FailRate)
 	}
 	s.FailNodes = map[string]bool{}
-	for _, n := range strings.Split(*failNodes, ",") {
+	for _, n := range strings.Split(*r.failNodes, ",") {
 		if n = strings.TrimSpace(n); n != "" {
 			s.FailNodes[n] = true
 		}
@@ -162,32 +201,18 @@ func ParseSettings(args []string, out io.Writer) (Settings, error) {
 	if errs := validation.IsDNS1123Label(s.AgentNamespace); len(errs) > 0 {
 		bad("--agent-namespace %q: %s", s.AgentNamespace, strings.Join(errs, "; "))
 	}
-	s.Create = !*noCreate
-	if *noCreate && s.CreateOnly {
+	s.Create = !*r.noCreate
+	if *r.noCreate && s.CreateOnly {
 		bad("--no-create and --create-only together do nothing")
 	}
-	switch *hns {
-	case "auto":
-		s.HNS = HNSAuto
-	case "off":
-		s.HNS = HNSOff
-	default:
-		s.HNS = HNSFixed
-		if s.HNSFixed, err = parseCounts(*hns); err != nil {
-			bad("--hns must be auto, off or LB,ENDPOINTS: %v", err)
-		}
-	}
-	if s.Faults, err = parseFaults(*faults); err != nil {
-		bad("--host-faults: %v", err)
-	}
-	switch *logFormat {
+	switch *r.logFormat {
 	case "text":
 	case "json":
 		s.JSONLogs = true
 	default:
-		bad("--log-format must be text or json, got %q", *logFormat)
+		bad("--log-format must be text or json, got %q", *r.logFormat)
 	}
-	return s, errors.Join(errs...)
+	return errs
 }
 
 // repeated collects every use of a flag: callers add their labels to a base
@@ -232,13 +257,6 @@ func splitContainerd(v string) (version, suffix string, err error) {
 		suffix = "+" + meta
 	}
 	return version, suffix, nil
-}
-
-func seconds(f float64) (time.Duration, error) {
-	if f < 0 || math.IsNaN(f) || math.IsInf(f, 0) {
-		return 0, fmt.Errorf("must be a number of seconds, 0 or more, got %v", f)
-	}
-	return time.Duration(f * float64(time.Second)), nil
 }
 
 func parseCounts(s string) (host.HNSCounts, error) {

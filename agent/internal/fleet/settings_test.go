@@ -25,8 +25,8 @@ func TestDefaults(t *testing.T) {
 func TestFlags(t *testing.T) {
 	s, err := ParseSettings(strings.Fields(
 		"--nodes=7 --name-prefix w19- --labels pool=a,team=x --os ltsc2019 --build 10.0.17763.6293 "+
-			"--containerd 1.7.20+azure --apply-seconds 0.5 --reboot-seconds 0 --fail-rate 0.25 --seed 9 "+
-			"--fail-nodes w19-1,w19-3 --agent-namespace agents --no-create --hns 12,340 --hns-sync-seconds 1.5 --hns-interval 15s --log-format json"), io.Discard)
+			"--containerd 1.7.20+azure --apply-time 0.5s --reboot-time 0s --fail-rate 0.25 --seed 9 "+
+			"--fail-nodes w19-1,w19-3 --agent-namespace agents --no-create --hns 12,340 --hns-sync-time 1.5s --hns-interval 15s --log-format json"), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,8 @@ func TestBadFlags(t *testing.T) {
 		{"--hns 12", "--hns must be auto, off or LB,ENDPOINTS"},
 		{"--hns -1,2", "two whole numbers"},
 		{"--fail-rate 1.5", "--fail-rate must be between 0 and 1"},
-		{"--reboot-seconds -1", "--reboot-seconds: must be a number of seconds"},
+		{"--reboot-time -1s", "--reboot-time must not be negative"},
+		{"--apply-time 5", "invalid value \"5\" for flag -apply-time"},
 		{"--hns-interval 0s", "--hns-interval must be positive"},
 		{"--nodes -1", "--nodes must not be negative"},
 		{"--name-prefix Win_", "--name-prefix"},

@@ -61,44 +61,11 @@ type programmed struct {
 // port's endpoints.
 func program(sp *servicePort, eps []endpoint, node string) programmed {
 	isLocal := func(e *endpoint) bool { return e.node != "" && e.node == node }
-
-	// Only Services with load-balancer ingress IPs get the terminating checks;
-	// for the others both stay false and every port is "available".
-	allTerminating, allNonServing := false, false
-	if len(sp.ingressIPs) > 0 {
-		allTerminating = allEndpointsTerminating(eps, sp.localTrafficDSR, isLocal)
-		allNonServing = allEndpointsNonServing(eps, sp.localTrafficDSR, isLocal)
-	}
-	someServing := !allNonServing
-
-	var used, local []*endpoint
-	for i := range eps {
-		e := &eps[i]
-		if sp.internalTrafficLocal && sp.localTrafficDSR && !isLocal(e) {
-			continue
-		}
-		// When no endpoint serves, winkernel filters nothing: every endpoint,
-		// ready or not, is used (this also happens on a node without local
-		// endpoints of an externalTrafficPolicy Local Service with ingress IPs,
-		// where the checks above look at local endpoints only).
-		if someServing {
-			if !allTerminating && !e.ready {
-				continue
-			}
-			if !e.serving {
-				continue
-			}
-		}
-		used = append(used, e)
-		if isLocal(e) {
-			local = append(local, e)
-		}
-	}
+	used, local, available := usedEndpoints(sp, eps, isLocal)
 	// "Endpoint information not available for service, not applying any policy"
 	if len(used) == 0 {
 		return programmed{}
 	}
-
 	var out programmed
 	seen := make(map[string]struct{}, len(used))
 	for _, e := range used {
@@ -110,14 +77,52 @@ func program(sp *servicePort, eps []endpoint, node string) programmed {
 			out.remote = append(out.remote, e.ip)
 		}
 	}
+	out.loadBalancers = loadBalancers(sp, used, local, available)
+	return out
+}
 
-	available := !allTerminating && !allNonServing
+// usedEndpoints are the endpoints winkernel programs for the port, the local
+// ones among them, and whether the port is available (not every endpoint
+// terminating or non-serving).
+func usedEndpoints(sp *servicePort, eps []endpoint, isLocal func(*endpoint) bool) (used, local []*endpoint, available bool) {
+	// Only Services with load-balancer ingress IPs get the terminating checks;
+	// for the others both stay false and every port is "available".
+	allTerminating, allNonServing := false, false
+	if len(sp.ingressIPs) > 0 {
+		allTerminating = allEndpointsTerminating(eps, sp.localTrafficDSR, isLocal)
+		allNonServing = allEndpointsNonServing(eps, sp.localTrafficDSR, isLocal)
+	}
+	someServing := !allNonServing
+	for i := range eps {
+		e := &eps[i]
+		if sp.internalTrafficLocal && sp.localTrafficDSR && !isLocal(e) {
+			continue
+		}
+		// When no endpoint serves, winkernel filters nothing: every endpoint,
+		// ready or not, is used (this also happens on a node without local
+		// endpoints of an externalTrafficPolicy Local Service with ingress IPs,
+		// where the checks above look at local endpoints only).
+		if someServing && (!allTerminating && !e.ready || !e.serving) {
+			continue
+		}
+		used = append(used, e)
+		if isLocal(e) {
+			local = append(local, e)
+		}
+	}
+	return used, local, !allTerminating && !allNonServing
+}
+
+// loadBalancers counts the port's HNS load balancers: its ClusterIP, NodePort,
+// external IPs and ingress IPs, each with the endpoints its traffic policy allows.
+func loadBalancers(sp *servicePort, used, local []*endpoint, available bool) int {
+	n := 0
 	clusterIP := used
 	if sp.internalTrafficLocal {
 		clusterIP = local
 	}
 	if len(clusterIP) > 0 {
-		out.loadBalancers++
+		n++
 	}
 	if sp.nodePort {
 		eps := used
@@ -125,7 +130,7 @@ func program(sp *servicePort, eps []endpoint, node string) programmed {
 			eps = local
 		}
 		if len(eps) > 0 && available {
-			out.loadBalancers++
+			n++
 		}
 	}
 	for range sp.externalIPs {
@@ -134,7 +139,7 @@ func program(sp *servicePort, eps []endpoint, node string) programmed {
 			eps = local
 		}
 		if len(eps) > 0 && available {
-			out.loadBalancers++
+			n++
 		}
 	}
 	// Ingress load balancers do not check availability (winkernel creates them
@@ -145,10 +150,10 @@ func program(sp *servicePort, eps []endpoint, node string) programmed {
 			eps = local
 		}
 		if len(eps) > 0 {
-			out.loadBalancers++
+			n++
 		}
 	}
-	return out
+	return n
 }
 
 // allEndpointsTerminating is winkernel's isAllEndpointsTerminating: an
