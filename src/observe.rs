@@ -10,7 +10,7 @@ use jiff::Timestamp;
 use crate::api::names;
 use crate::node_record::NodeRecord;
 use crate::report::{AgentReport, ReportSource};
-use crate::rollout::{HnsReadiness, NodeView};
+use crate::rollout::{HnsReadiness, NodeView, Recorded};
 
 /// The view of `node` with its agent's `report` (see [`AgentReport::of`]).
 pub fn node_view(node: &NodeRecord, report: &AgentReport, hns: HnsReadiness) -> NodeView {
@@ -31,7 +31,7 @@ pub fn node_view(node: &NodeRecord, report: &AgentReport, hns: HnsReadiness) -> 
         pool_label: node.label(names::LABEL_POOL).map(str::to_string),
         revision_label: node.label(names::LABEL_REVISION).map(str::to_string),
         state_label: node.label(names::LABEL_STATE).map(str::to_string),
-        state: owned(names::ANN_STATE),
+        state: Recorded::parse(ann(names::ANN_STATE)),
         state_since: ts(names::ANN_STATE_SINCE),
         started_at: ts(names::ANN_STARTED_AT),
         target_revision: owned(names::ANN_TARGET_REVISION),
@@ -109,7 +109,7 @@ mod tests {
         assert_eq!(v.name, "win-1");
         assert_eq!(v.pool_label.as_deref(), Some("p"));
         assert_eq!(v.revision_label.as_deref(), Some("r1"));
-        assert_eq!(v.state.as_deref(), Some("Applying"));
+        assert_eq!(v.state, Recorded::State(crate::rollout::NodeState::Applying));
         assert_eq!(v.state_since, Some("2026-11-29T12:00:00Z".parse().unwrap()));
         assert_eq!(v.started_at, None, "garbage timestamps read as absent");
         assert!(v.cordoned_by_winpool && v.unschedulable && v.ready);

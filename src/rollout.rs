@@ -34,7 +34,8 @@ pub const MAX_LISTED_FAILED: usize = 20;
 pub const IN_FLIGHT_REQUEUE: Duration = Duration::from_secs(5);
 pub const IDLE_REQUEUE: Duration = Duration::from_secs(300);
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+/// Where a node is in its update (`winpool.dev/state`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub enum NodeState {
     #[default]
     Pending,
@@ -81,6 +82,44 @@ impl NodeState {
     }
 }
 
+/// The `winpool.dev/state` a Node records, parsed once where the Node is read.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Recorded {
+    /// None yet: a node the pool has not taken in.
+    #[default]
+    Nothing,
+    State(NodeState),
+    /// A value winpool never writes, kept for the warning that names it.
+    Unknown(String),
+}
+
+impl Recorded {
+    pub fn parse(raw: Option<&str>) -> Self {
+        match raw {
+            None => Recorded::Nothing,
+            Some(v) => NodeState::parse(v).map_or_else(|| Recorded::Unknown(v.to_string()), Recorded::State),
+        }
+    }
+
+    /// The state, when the Node records one winpool knows.
+    pub fn state(&self) -> Option<NodeState> {
+        match self {
+            Recorded::State(s) => Some(*s),
+            _ => None,
+        }
+    }
+
+    pub fn in_flight(&self) -> bool {
+        self.state().is_some_and(NodeState::in_flight)
+    }
+}
+
+impl From<NodeState> for Recorded {
+    fn from(s: NodeState) -> Self {
+        Recorded::State(s)
+    }
+}
+
 /// Whether a node's HNS has programmed the cluster's Services (see `hns`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum HnsReadiness {
@@ -99,8 +138,8 @@ pub struct NodeView {
     pub revision_label: Option<String>,
     /// The `winpool.dev/state` label, which mirrors the annotation.
     pub state_label: Option<String>,
-    /// Raw value of `winpool.dev/state`; garbage is reported, not trusted.
-    pub state: Option<String>,
+    /// `winpool.dev/state`; a value winpool never writes is reported, not trusted.
+    pub state: Recorded,
     pub state_since: Option<Timestamp>,
     pub started_at: Option<Timestamp>,
     pub target_revision: Option<String>,
@@ -188,7 +227,7 @@ impl Preflight {
 /// (or adds the taint, see `hns::taint_wanted`), which saves two writes per
 /// rebooted node and a conflict with the state write.
 pub fn held_cordoned(view: &NodeView, patch: Option<&NodePatch>) -> bool {
-    let in_flight = view.state.as_deref().and_then(NodeState::parse).is_some_and(NodeState::in_flight);
+    let in_flight = view.state.in_flight();
     view.cordoned_by_winpool && view.unschedulable && in_flight && patch.is_none_or(|p| p.unschedulable != Some(false))
 }
 
@@ -410,8 +449,7 @@ pub fn parse_duration(s: &str) -> Option<Duration> {
 
 /// The current state of a node for this revision, derived from what is on it.
 pub fn current_state(n: &NodeView, rev: &str, spec: &WindowsNodePoolSpec) -> NodeState {
-    let recorded = n.state.as_deref().and_then(NodeState::parse);
-    match recorded {
+    match n.state.state() {
         Some(s) if s.in_flight() => s,
         Some(NodeState::Failed) if n.target_revision.as_deref() == Some(rev) => NodeState::Failed,
         _ => {
@@ -425,9 +463,30 @@ pub fn current_state(n: &NodeView, rev: &str, spec: &WindowsNodePoolSpec) -> Nod
     }
 }
 
-fn fail(p: &mut NodePatch, n: &NodeView, now: Timestamp, reason: &str, message: &str) {
+/// Why a node failed (`winpool.dev/failure-reason`; the message says the rest).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureReason {
+    /// It did not finish a step within spec.rollout.nodeTimeout.
+    Timeout,
+    /// Its pods could not be evicted within spec.rollout.drain.timeout.
+    DrainTimeout,
+    /// Its agent reported that the install failed.
+    ApplyFailed,
+}
+
+impl FailureReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureReason::Timeout => "Timeout",
+            FailureReason::DrainTimeout => "DrainTimeout",
+            FailureReason::ApplyFailed => "ApplyFailed",
+        }
+    }
+}
+
+fn fail(p: &mut NodePatch, n: &NodeView, now: Timestamp, reason: FailureReason, message: &str) {
     p.state(NodeState::Failed, now)
-        .ann(names::ANN_FAILURE_REASON, Some(reason))
+        .ann(names::ANN_FAILURE_REASON, Some(reason.as_str()))
         .ann(names::ANN_FAILURE_MESSAGE, Some(message))
         .ann(names::ANN_BOOT_ID, None)
         // Whatever the preflight said before, the host has failed since: a
@@ -550,7 +609,7 @@ impl Plan {
         v.sort_by(|a, b| (a.2, &a.0).cmp(&(b.2, &b.0)));
         v.into_iter()
             .take(MAX_LISTED_FAILED)
-            .map(|(name, st, since)| UpdatingNode { name: name.clone(), state: st.as_str().into(), since: since.map(Time) })
+            .map(|(name, st, since)| UpdatingNode { name: name.clone(), state: *st, since: since.map(Time) })
             .collect()
     }
 

@@ -219,16 +219,21 @@ enum Course {
 fn ready_condition(plan: &Plan, course: Course) -> Condition {
     let (c, rev) = (&plan.counts, &plan.revision);
     if c.total == 0 {
-        cond(conditions::READY, false, "NoNodes", "no Windows node matches the pool's nodeSelector".into())
+        cond(conditions::READY, false, Readiness::NoNodes.as_str(), "no Windows node matches the pool's nodeSelector".into())
     } else if c.updated == c.total {
-        cond(conditions::READY, true, "RolloutComplete", format!("all {} nodes run revision {rev}", c.total))
+        cond(conditions::READY, true, Readiness::RolloutComplete.as_str(), format!("all {} nodes run revision {rev}", c.total))
     } else if course == Course::AwaitingWindow && c.failed == 0 {
         let opens = plan.window.and_then(|w| w.known_start()).map(|t| format!(" at {t}")).unwrap_or_default();
         let message =
             format!("{} of {} nodes run revision {rev}; the others start when the maintenance window opens{opens}", c.updated, c.total);
-        cond(conditions::READY, true, "WaitingForMaintenanceWindow", message)
+        cond(conditions::READY, true, Readiness::WaitingForMaintenanceWindow.as_str(), message)
     } else {
-        cond(conditions::READY, false, "RolloutIncomplete", format!("{} of {} nodes run revision {rev}", c.updated, c.total))
+        cond(
+            conditions::READY,
+            false,
+            Readiness::RolloutIncomplete.as_str(),
+            format!("{} of {} nodes run revision {rev}", c.updated, c.total),
+        )
     }
 }
 
@@ -246,12 +251,12 @@ fn stalled_condition(progressing: &Condition, course: Course) -> Condition {
     }
 }
 
-fn moving(reason: &str, message: String) -> (Condition, Course) {
-    (cond(conditions::PROGRESSING, true, reason, message), Course::Moving)
+fn moving(reason: Progress, message: String) -> (Condition, Course) {
+    (cond(conditions::PROGRESSING, true, reason.as_str(), message), Course::Moving)
 }
 
-fn stopped(reason: &str, message: String, course: Course) -> (Condition, Course) {
-    (cond(conditions::PROGRESSING, false, reason, message), course)
+fn stopped(reason: Progress, message: String, course: Course) -> (Condition, Course) {
+    (cond(conditions::PROGRESSING, false, reason.as_str(), message), course)
 }
 
 /// `; note` when there is a note.
@@ -267,7 +272,7 @@ fn updating_condition(plan: &Plan) -> (Condition, Course) {
     let blocked = if plan.blocked.is_empty() { String::new() } else { blocked_note(plan) };
     let refused = if plan.runtime_refused.is_empty() { String::new() } else { runtime_refused_note(plan) };
     moving(
-        "NodesUpdating",
+        Progress::NodesUpdating,
         format!(
             "{} updating ({} draining, {} applying, {} verifying), {} pending, {} updated of {}{}{}{}",
             c.updating,
@@ -289,17 +294,17 @@ fn pending_condition(plan: &Plan) -> (Condition, Course) {
     let (c, rev) = (&plan.counts, &plan.revision);
     match plan.soaking {
         Some(k) => moving(
-            "Soaking",
+            Progress::Soaking,
             format!(
                 "{} updated nodes soaking (rollout.soakTime) before the next starts at {}; {} pending, {} updated of {}",
                 k.nodes, k.first_ends, c.pending, c.updated, c.total
             ),
         ),
         None if !plan.blocked.is_empty() => {
-            stopped("DrainBlocked", format!("{} pending; {}", c.pending, blocked_note(plan)), Course::Moving)
+            stopped(Progress::DrainBlocked, format!("{} pending; {}", c.pending, blocked_note(plan)), Course::Moving)
         }
         None if !plan.runtime_refused.is_empty() && plan.runtime_refused.len() as i32 >= c.pending => {
-            stopped("RuntimeUpgradeRefused", format!("{} pending; {}", c.pending, runtime_refused_note(plan)), Course::Stalled)
+            stopped(Progress::RuntimeUpgradeRefused, format!("{} pending; {}", c.pending, runtime_refused_note(plan)), Course::Stalled)
         }
         // Every pending node waits for its agent: blocked ones stop the
         // rollout until someone acts; awaited ones are on their way.
@@ -308,14 +313,14 @@ fn pending_condition(plan: &Plan) -> (Condition, Course) {
             let blocked = and_note(preflight_note(plan));
             if awaited > 0 {
                 moving(
-                    "AwaitingPreflight",
+                    Progress::AwaitingPreflight,
                     format!("{} pending; waiting for {awaited} agents' preflight of revision {rev}{blocked}", c.pending),
                 )
             } else {
-                stopped("PreflightBlocked", format!("{} pending{blocked}", c.pending), Course::Stalled)
+                stopped(Progress::PreflightBlocked, format!("{} pending{blocked}", c.pending), Course::Stalled)
             }
         }
-        None => stopped("NodesNotReady", out_of_service_note(plan), Course::Moving),
+        None => stopped(Progress::NodesNotReady, out_of_service_note(plan), Course::Moving),
     }
 }
 
@@ -325,37 +330,37 @@ fn progressing_condition(plan: &Plan) -> (Condition, Course) {
         (_, true, _) => updating_condition(plan),
         (None, false, true) => pending_condition(plan),
         (Some(Hold::PausedBySpec), false, true) => {
-            stopped("Paused", format!("rollout.paused is true; {} nodes pending", c.pending), Course::Held)
+            stopped(Progress::Paused, format!("rollout.paused is true; {} nodes pending", c.pending), Course::Held)
         }
         (Some(Hold::PausedByAnnotation), false, true) => {
-            stopped("Paused", format!("paused by the annotation {}; {} nodes pending", names::ANN_PAUSED, c.pending), Course::Held)
+            stopped(Progress::Paused, format!("paused by the annotation {}; {} nodes pending", names::ANN_PAUSED, c.pending), Course::Held)
         }
         (Some(Hold::FailureLimit { failed, limit }), false, true) => {
             let message = format!("{failed} failed nodes reached maxFailedNodes {limit}; {} nodes pending", c.pending);
-            stopped("FailureLimitReached", message, Course::Stalled)
+            stopped(Progress::FailureLimitReached, message, Course::Stalled)
         }
         (Some(Hold::OutsideWindow { opens }), false, true) => {
             let closes = plan.window.and_then(|w| w.known_end()).map(|t| format!(" and closes at {t}")).unwrap_or_default();
             stopped(
-                "OutsideMaintenanceWindow",
+                Progress::OutsideMaintenanceWindow,
                 format!("{} nodes pending; the next maintenance window opens at {opens}{closes}", c.pending),
                 Course::AwaitingWindow,
             )
         }
         (Some(Hold::NoWindowAhead), false, true) => stopped(
-            "NoMaintenanceWindowAhead",
+            Progress::NoMaintenanceWindowAhead,
             format!("{} nodes pending; no maintenance window opens within 400 days outside rollout.notAllowedDates", c.pending),
             Course::Stalled,
         ),
-        (Some(Hold::BadWindow(e)), false, true) => stopped("InvalidMaintenanceWindow", e.clone(), Course::Stalled),
+        (Some(Hold::BadWindow(e)), false, true) => stopped(Progress::InvalidMaintenanceWindow, e.clone(), Course::Stalled),
         (Some(Hold::HealthGateClosed { gate, seen }), false, true) => {
-            stopped("HealthGateClosed", format!("gate \"{gate}\": {seen}; {} nodes pending", c.pending), Course::Moving)
+            stopped(Progress::HealthGateClosed, format!("gate \"{gate}\": {seen}; {} nodes pending", c.pending), Course::Moving)
         }
         (_, false, false) if c.failed > 0 => {
             let message = format!("no node left to update; {} nodes failed: {}", c.failed, failed_names(plan));
-            stopped("NodesFailed", message, Course::Stalled)
+            stopped(Progress::NodesFailed, message, Course::Stalled)
         }
-        (_, false, false) => stopped("RolloutComplete", format!("revision {rev} rolled out"), Course::Done),
+        (_, false, false) => stopped(Progress::RolloutComplete, format!("revision {rev} rolled out"), Course::Done),
     }
 }
 
@@ -451,15 +456,15 @@ pub fn transition_events(previous: Option<&WindowsNodePoolStatus>, next: &Window
     // Progressing also drops to False inside a rollout (no capacity while
     // nodes are NotReady, a hold that lifts): resuming is not a new start, and
     // announcing it again read as a second rollout.
-    let previous_progressing_reason =
-        previous.and_then(|p| p.conditions.iter().find(|c| c.type_ == conditions::PROGRESSING)).map(|c| c.reason.as_str());
+    let previous_progress =
+        previous.and_then(|p| p.conditions.iter().find(|c| c.type_ == conditions::PROGRESSING)).map(|c| Progress::parse(&c.reason));
     let new_rollout = previous.is_none_or(|p| p.started_revision != next.revision)
-        || matches!(previous_progressing_reason, None | Some("RolloutComplete" | "NodesFailed"));
+        || matches!(previous_progress, None | Some(Some(Progress::RolloutComplete | Progress::NodesFailed)));
     // Ready is also True for a pool whose remaining nodes wait for their
     // window; the rollout is complete only when Ready says so by its reason.
     let complete = |s: Option<&WindowsNodePoolStatus>| {
         s.and_then(|s| s.conditions.iter().find(|c| c.type_ == conditions::READY))
-            .is_some_and(|c| c.status == "True" && c.reason == "RolloutComplete")
+            .is_some_and(|c| c.status == "True" && Readiness::parse(&c.reason) == Some(Readiness::RolloutComplete))
     };
     let mut out = Vec::new();
     if complete(Some(next)) && !complete(previous) {
@@ -474,7 +479,7 @@ pub fn transition_events(previous: Option<&WindowsNodePoolStatus>, next: &Window
             (conditions::PROGRESSING, "True") if new_rollout => PoolTransition::RolloutStarted,
             (conditions::PAUSED, "True") => PoolTransition::RolloutPaused,
             (conditions::PAUSED, "False") if was(conditions::PAUSED).is_some() => PoolTransition::RolloutResumed,
-            (conditions::HNS_CAPACITY, _) if c.reason != "WithinLimits" => PoolTransition::HnsCapacity,
+            (conditions::HNS_CAPACITY, _) if c.reason != crate::hns::CapacityState::WithinLimits.as_str() => PoolTransition::HnsCapacity,
             _ => continue,
         };
         out.push((reason, c.message.clone()));
@@ -497,7 +502,7 @@ pub fn only_progress_changed(previous: &WindowsNodePoolStatus, next: &WindowsNod
         let conds: Vec<(String, String, String)> =
             s.conditions.iter().map(|c| (c.type_.clone(), c.status.clone(), c.reason.clone())).collect();
         let failed: Vec<&str> = s.failed_nodes.iter().map(|f| f.name.as_str()).collect();
-        let hns = s.hns.as_ref().map(|h| (h.state.clone(), h.limit_load_balancers, h.limit_endpoints));
+        let hns = s.hns.as_ref().map(|h| (h.state, h.limit_load_balancers, h.limit_endpoints));
         let window = (s.next_window_start.clone(), s.next_window_end.clone());
         (s.observed_generation, s.revision.clone(), conds, failed.join(","), hns, window)
     };
@@ -554,6 +559,8 @@ fn names_note(head: &str, nodes: &[&str]) -> String {
 
 #[cfg(test)]
 mod gitops;
+mod reason;
+pub use reason::{Progress, Readiness};
 
 #[cfg(test)]
 mod tests {
@@ -644,7 +651,7 @@ mod tests {
         let spec = spec("rollout: {maxUnavailable: 1, soakTime: 5m}");
         let rev = crate::revision::revision_of(&spec);
         let soaking = NodeView {
-            state: Some("Updated".into()),
+            state: crate::rollout::NodeState::Updated.into(),
             state_since: Some(now - jiff::SignedDuration::from_secs(60)),
             revision_label: Some(rev.clone()),
             target_revision: Some(rev.clone()),
@@ -668,7 +675,7 @@ mod tests {
         // Updated a while ago, and then their kubelets stopped posting status.
         let down = |name: &str| NodeView {
             ready: false,
-            state: Some("Updated".into()),
+            state: crate::rollout::NodeState::Updated.into(),
             state_since: Some(now - jiff::SignedDuration::from_mins(10)),
             revision_label: Some(rev.clone()),
             applied_revision: Some(rev.clone()),

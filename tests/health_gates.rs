@@ -43,14 +43,7 @@ async fn wait_progressing(t: &TestSpace, pool: &str, what: &str, ok: impl Fn(&st
 }
 
 async fn wait_complete(t: &TestSpace, pool: &str, total: i32) {
-    let api: Api<WindowsNodePool> = Api::all(t.client.clone());
-    wait_for(&format!("pool {pool} to report {total} nodes updated"), WAIT, || async {
-        let p = api.get(pool).await.ok()?;
-        let st = p.status.as_ref()?;
-        let ready = st.conditions.iter().any(|c| c.type_ == conditions::READY && c.status == "True");
-        (st.nodes.updated == total && ready && st.observed_generation == p.metadata.generation).then_some(())
-    })
-    .await;
+    support::wait_pool_done(t, pool, total, WAIT).await;
 }
 
 /// When each of the test's nodes was started (the API server's record of the

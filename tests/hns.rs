@@ -88,7 +88,8 @@ async fn capacity_readiness_taint_and_gating_follow_the_clusters_services() {
     let st = wait_for("HNSCapacity Exceeded naming the service", WAIT, || async {
         let st = pools.get(&pool).await.ok()?.status?;
         let hns = st.hns.clone()?;
-        (hns.state == "Exceeded" && hns.services_over_backend_limit.iter().any(|s| s.ends_with("/web"))).then_some(st)
+        (hns.state == winpool::hns::CapacityState::Exceeded && hns.services_over_backend_limit.iter().any(|s| s.ends_with("/web")))
+            .then_some(st)
     })
     .await;
     let hns = st.hns.unwrap();

@@ -41,14 +41,7 @@ fn is_true(p: &WindowsNodePool, type_: &str) -> bool {
 
 /// Wait until the pool reports `updated` of `total` nodes at its current spec and Ready.
 async fn wait_converged(t: &TestSpace, pool: &str, total: i32) -> WindowsNodePool {
-    let api: Api<WindowsNodePool> = Api::all(t.client.clone());
-    wait_for(&format!("pool {pool} to roll all {total} nodes"), WAIT, || async {
-        let p = api.get(pool).await.ok()?;
-        let st = p.status.as_ref()?;
-        let done = st.nodes.total == total && st.nodes.updated == total && st.observed_generation == p.metadata.generation;
-        (done && is_true(&p, "Ready")).then_some(p)
-    })
-    .await
+    support::wait_pool_done(t, pool, total, WAIT).await
 }
 
 /// The invariant checker's end-of-rollout checks on the pool as it is now:

@@ -82,11 +82,8 @@ async fn only_the_leader_writes_and_a_standby_takes_over_after_sigkill() {
     assert!(took <= Duration::from_secs(20), "took over in {took:?}, within the 15s lease plus a renew period");
     let _ = leader_port;
 
-    wait_for("the rollout to complete under the new leader", WAIT, || async {
-        let st = pools.get(&pool).await.ok()?.status?;
-        (st.nodes.updated == 5).then_some(())
-    })
-    .await;
+    // The rollout completes under the new leader.
+    support::wait_pool_done(&t, &pool, 5, WAIT).await;
     for n in t.nodes().await {
         assert_ne!(n.spec.as_ref().and_then(|s| s.unschedulable), Some(true), "{} uncordoned", n.name_any());
         assert_eq!(n.annotations().get(names::ANN_STATE).map(String::as_str), Some("Updated"));

@@ -11,7 +11,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::prometheus::{Prometheus, TempDir, dechunk, url_encode};
+use support::prometheus::{Prometheus, TempDir, url_encode};
 use support::{TestSpace, apply_pool, install_crd, pool_manifest, repo_root, wait_for, wait_nodes_ready};
 
 const WAIT: Duration = Duration::from_secs(120);
@@ -67,7 +67,6 @@ fn the_rules_copy_only_shortens_for_durations() {
     }
     assert_eq!(rules.lines().count(), short.lines().count());
     assert_eq!(url_encode(r#"a{pool="x-1",state="Failed"} == 1"#), "a%7Bpool%3D%22x-1%22%2Cstate%3D%22Failed%22%7D%20%3D%3D%201");
-    assert_eq!(dechunk("5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n").as_deref(), Some("hello world"));
 }
 
 /// `promtool check metrics` (Debian's promtool, or $PROMTOOL) on an exposition.

@@ -44,11 +44,8 @@ async fn the_operator_rolls_out_with_only_the_charts_permissions() {
     pools.patch(&name, &PatchParams::apply("winpool-tests").force(), &Patch::Apply(pool(&t, &name, "10.0.20348.2762"))).await.unwrap();
     let lease_ns = format!("--lease-namespace={}", t.namespace);
     let metrics_port = t.start_operator_as("operator", &["--leader-elect=true", &lease_ns], &sa_kubeconfig);
-    wait_for("a full rollout under the chart's ServiceAccount", WAIT, || async {
-        let st = pools.get(&name).await.ok()?.status?;
-        (st.nodes.total == 3 && st.nodes.updated == 3).then_some(())
-    })
-    .await;
+    // A full rollout under the chart's ServiceAccount.
+    support::wait_pool_done(&t, &name, 3, WAIT).await;
     // The API server's record of the operator's requests: none refused.
     let operator = format!("system:serviceaccount:{}:{fullname}", t.namespace);
     let audit = support::audit::audit_log();

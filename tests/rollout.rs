@@ -24,14 +24,7 @@ fn cordoned(nodes: &[Node]) -> usize {
 /// Wait until the pool reports every node updated at `rev` (or any rev when None),
 /// checking on every sample that no more than `max_unavailable` nodes are cordoned.
 async fn wait_rolled_out(t: &TestSpace, pool: &str, total: i32, max_unavailable: usize) -> WindowsNodePool {
-    let api: Api<WindowsNodePool> = Api::all(t.client.clone());
-    let p = wait_for(&format!("pool {pool} to report {total} nodes updated"), WAIT, || async {
-        let p = api.get(pool).await.ok()?;
-        let st = p.status.as_ref()?;
-        let ready = st.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True");
-        (st.nodes.total == total && st.nodes.updated == total && ready && st.observed_generation == p.metadata.generation).then_some(p)
-    })
-    .await;
+    let p = support::wait_pool_done(t, pool, total, WAIT).await;
     // Every write, not samples of them: replayed from the API server's audit log.
     let in_flight = audit::max_in_flight(&audit::requests(&audit::audit_log(), &t.node_prefix()));
     assert!(in_flight <= max_unavailable, "at most {max_unavailable} nodes in flight at once, the audit log shows {in_flight}");
@@ -427,11 +420,7 @@ async fn a_node_selected_by_two_pools_is_left_alone_and_both_say_why() {
         assert!(msg.contains(&shared) && msg.contains("more than one pool"), "{pool}: {msg}");
     }
     // The other node rolls; the shared one is never touched.
-    wait_for("pool a to update its own node", WAIT, || async {
-        let st = api.get(&a).await.ok()?.status?;
-        (st.nodes.total == 1 && st.nodes.updated == 1).then_some(())
-    })
-    .await;
+    support::wait_pool_done(&t, &a, 1, WAIT).await;
     let n = Api::<Node>::all(t.client.clone()).get(&shared).await.unwrap();
     assert!(!n.labels().contains_key(names::LABEL_POOL), "shared node not claimed");
     assert!(!n.annotations().contains_key(names::ANN_STATE), "shared node not rolled");

@@ -58,7 +58,7 @@ pub(super) fn hns_readiness(
     // before, or dropped by winpool for a 0.2.0 agent); an agent that never reported leaves the
     // node Unknown, never tainted and never gating.
     let stale = v.hns_reported && v.hns_load_balancers.is_none();
-    let awaiting = match v.state.as_deref().and_then(NodeState::parse) {
+    let awaiting = match v.state.state() {
         Some(NodeState::Applying | NodeState::Verifying) if stale || n.annotation(names::ANN_HNS_AWAITING) == Some("true") => {
             Some(AwaitingReport { since: v.started_at.unwrap_or(now), grace })
         }

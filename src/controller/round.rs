@@ -167,8 +167,8 @@ fn judge<'s>(pool: &WindowsNodePool, seen: &'s Observed, memory: &mut PoolMemory
     for (n, report) in &seen.members {
         let mut v = node_view(n, &AgentReport::of(n, report.as_deref()), HnsReadiness::Unknown);
         let (mut readiness, mut reason, mut message) = hns_readiness(n, &v, seen.hns_totals, &pool.spec.hns, grace, now);
-        let state = v.state.as_deref().and_then(NodeState::parse);
-        let in_flight = state.is_some_and(NodeState::in_flight);
+        let state = v.state.state();
+        let in_flight = v.state.in_flight();
         let previous = n.hns_condition.as_ref();
         let behind = readiness == HnsReadiness::NotReady;
         if memory.hns_grace(&n.name, behind, |since| within_catch_up_grace(previous, in_flight, readiness, since, now), now) {

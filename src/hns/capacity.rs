@@ -4,8 +4,9 @@
 use super::*;
 
 /// `status.hns.state` and the `HNSCapacity` reason; ordered by severity.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub enum CapacityState {
+    #[default]
     WithinLimits,
     NearLimit,
     Exceeded,
@@ -114,7 +115,7 @@ pub fn capacity(totals: (i64, i64), limits: &Limits, warn_percent: i32, over_lim
         limit_load_balancers: limits.load_balancers,
         expected_endpoints: eps,
         limit_endpoints: limits.endpoints,
-        state: state.as_str().into(),
+        state,
         services_over_backend_limit: listed,
     };
     let condition = Condition {

@@ -629,7 +629,7 @@ fn capacity_messages_give_the_numbers_and_name_services() {
     let names: Vec<String> = (0..25).map(|i| format!("ns/s{i:02}")).collect();
     let (st, c) = capacity((10, 10), &l, 80, (names, 31));
     assert_eq!(st.services_over_backend_limit.len(), MAX_LISTED_SERVICES, "status list bounded");
-    assert_eq!(st.state, "Exceeded");
+    assert_eq!(st.state, CapacityState::Exceeded);
     assert!(
         c.message.ends_with(
             "; 31 Services have more ready backends than the 64 one HNS load balancer accepts (\"invalid number of destinations\"): ns/s00, ns/s01, ns/s02, ns/s03, ns/s04, and 26 more"
@@ -664,7 +664,7 @@ fn capacity_from_the_tracker() {
     assert_eq!(c.reason, "Exceeded");
     let limits = Limits::for_pool(&HnsSpec::default(), OsVersion::Ltsc2022);
     let (st, _) = capacity(t.totals(), &limits, 80, t.services_over(limits.backends_per_service));
-    assert_eq!(st.state, "WithinLimits");
+    assert_eq!(st.state, CapacityState::WithinLimits);
     assert!(st.services_over_backend_limit.is_empty());
 }
 

@@ -496,7 +496,7 @@ mod tests {
     fn in_flight(p: &WindowsNodePool, name: &str) -> NodeView {
         let rev = revision_of(&p.spec);
         let mut busy = pending(name);
-        busy.state = Some("Applying".into());
+        busy.state = crate::rollout::NodeState::Applying.into();
         busy.state_since = Some(now());
         busy.started_at = Some(now());
         busy.target_revision = Some(rev.clone());
@@ -510,7 +510,7 @@ mod tests {
         let rev = revision_of(&p.spec);
         let mut down = pending("n0");
         down.ready = false;
-        down.state = Some("Updated".into());
+        down.state = crate::rollout::NodeState::Updated.into();
         down.state_since = Some(now());
         down.revision_label = Some(rev.clone());
         down.applied_revision = Some(rev);
@@ -566,9 +566,9 @@ mod tests {
         done.revision_label = Some(rev.clone());
         done.applied_revision = Some(rev.clone());
         done.apply_status = Some("Succeeded".into());
-        done.state = Some("Updated".into());
+        done.state = crate::rollout::NodeState::Updated.into();
         let mut bad = pending("bad");
-        bad.state = Some("Failed".into());
+        bad.state = crate::rollout::NodeState::Failed.into();
         bad.target_revision = Some(rev.clone());
         bad.failure_reason = Some("ApplyFailed".into());
         bad.failure_message = Some("0x800f0922".into());

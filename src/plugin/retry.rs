@@ -72,7 +72,7 @@ mod tests {
         NodeView {
             name: "win-1".into(),
             pool_label: Some("p".into()),
-            state: Some("Failed".into()),
+            state: crate::rollout::NodeState::Failed.into(),
             state_since: Some("2026-12-01T10:00:00Z".parse().unwrap()),
             state_label: Some("Failed".into()),
             target_revision: Some(revision_of(&pool.spec)),
@@ -92,7 +92,7 @@ mod tests {
         let p = pool();
         for state in ["Applying", "Updated", "Pending"] {
             let mut v = failed_node(&p);
-            v.state = Some(state.into());
+            v.state = crate::rollout::Recorded::parse(Some(state));
             let msg = refusal(&v, Some(&p)).expect("refused");
             // An Updated annotation without the revision on the node is Pending for the operator.
             let shown = if state == "Applying" { "Applying" } else { "Pending" };

@@ -2,15 +2,15 @@
 
 use super::round::{Round, RoundSettings};
 use super::{
-    DrainBlock, DrainMode, HnsReadiness, NodePatch, NodeState, NodeView, ask_agent_anew, current_state, fail, release_cordon,
-    verify_config, verify_health, verify_rebooted, waiting_for,
+    DrainBlock, DrainMode, FailureReason, HnsReadiness, NodePatch, NodeState, NodeView, Recorded, ask_agent_anew, current_state, fail,
+    release_cordon, verify_config, verify_health, verify_rebooted, waiting_for,
 };
 use crate::api::names;
 
 /// Problems with what the node says about itself, and the revision it still
 /// carries (its ConfigMap must stay while it does).
 pub(super) fn observe<'n>(s: &RoundSettings<'_>, r: &mut Round<'n>, n: &'n NodeView) {
-    if let Some(raw) = n.state.as_deref().filter(|st| NodeState::parse(st).is_none()) {
+    if let Recorded::Unknown(raw) = &n.state {
         r.warn(&n.name, format!("ignoring unknown {} value {raw:?}", names::ANN_STATE));
     }
     if let Some(label) = n.revision_label.as_deref() {
@@ -45,7 +45,7 @@ pub(super) fn step<'n>(s: &RoundSettings<'_>, r: &mut Round<'n>, n: &'n NodeView
         return;
     }
     if let Some(msg) = timed_out(s, n, state) {
-        fail(&mut p, n, s.now, "Timeout", &msg);
+        fail(&mut p, n, s.now, FailureReason::Timeout, &msg);
         p.reason = msg;
         r.states.insert(&n.name, NodeState::Failed);
         r.patches.push(p);
@@ -53,7 +53,7 @@ pub(super) fn step<'n>(s: &RoundSettings<'_>, r: &mut Round<'n>, n: &'n NodeView
     }
     // The label follows the recorded state. It differs when the annotation was
     // removed by hand (a retry) or written by an older winpool: one write.
-    let label = n.state.as_deref().and_then(NodeState::parse).and_then(NodeState::label);
+    let label = n.state.state().and_then(NodeState::label);
     if n.state_label.as_deref() != label {
         p.label(names::LABEL_STATE, label);
         p.reason = "state label follows the state annotation".into();
@@ -172,7 +172,7 @@ fn draining(s: &RoundSettings<'_>, r: &mut Round<'_>, p: &mut NodePatch, n: &Nod
         (None, None) => "a PodDisruptionBudget may block them, or they are slow to terminate".to_string(),
     };
     let msg = format!("{} pods could not be evicted within drain.timeout {} ({why})", n.pods_to_evict, s.spec.rollout.drain.timeout);
-    fail(p, n, s.now, "DrainTimeout", &msg);
+    fail(p, n, s.now, FailureReason::DrainTimeout, &msg);
     p.reason = msg;
     NodeState::Failed
 }
@@ -183,7 +183,7 @@ fn applying(s: &RoundSettings<'_>, r: &mut Round<'_>, p: &mut NodePatch, n: &Nod
     match (reported, n.apply_status.as_deref()) {
         (true, Some(names::APPLY_FAILED)) => {
             let msg = n.apply_message.clone().unwrap_or_else(|| "the agent reported a failure".into());
-            fail(p, n, s.now, "ApplyFailed", &msg);
+            fail(p, n, s.now, FailureReason::ApplyFailed, &msg);
             p.reason = format!("agent failed: {msg}");
             NodeState::Failed
         }
@@ -234,7 +234,7 @@ fn verified(s: &RoundSettings<'_>, r: &mut Round<'_>, n: &NodeView, state: NodeS
 }
 
 fn updated(s: &RoundSettings<'_>, p: &mut NodePatch, n: &NodeView) -> NodeState {
-    if n.state.as_deref() != Some(NodeState::Updated.as_str()) {
+    if n.state != NodeState::Updated.into() {
         // Found already at target (a new node built from the right image, or
         // a restart between two writes): record it without rolling it.
         p.state(NodeState::Updated, s.now);

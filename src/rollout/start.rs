@@ -62,7 +62,7 @@ pub(super) fn soaking(s: &RoundSettings<'_>, r: &Round<'_>, sorted: &[&NodeView]
         .filter(|n| n.ready && r.states.get(n.name.as_str()) == Some(&NodeState::Updated))
         .filter_map(|n| {
             // Updated in an earlier round: since its state-since; in this one: now.
-            let updated_at = if n.state.as_deref() == Some(NodeState::Updated.as_str()) { n.state_since? } else { s.now };
+            let updated_at = if n.state == NodeState::Updated.into() { n.state_since? } else { s.now };
             let ends = updated_at.checked_add(soak).ok()?;
             (ends > s.now).then_some(ends)
         })

@@ -32,7 +32,7 @@ fn fresh(name: &str) -> NodeView {
 
 fn in_state(name: &str, state: NodeState, rev: &str) -> NodeView {
     NodeView {
-        state: Some(state.as_str().into()),
+        state: state.into(),
         state_label: state.label().map(str::to_string),
         state_since: ago(10),
         started_at: ago(10),
@@ -379,7 +379,7 @@ fn updated_nodes_of_an_older_revision_become_pending_and_failed_ones_retry() {
     let spec = spec_with("");
     let old = "0123456789";
     let mut updated_old = applied(fresh("a"), old);
-    updated_old.state = Some("Updated".into());
+    updated_old.state = crate::rollout::NodeState::Updated.into();
     updated_old.kernel_version = Some("10.0.20348.2700".into()); // the older revision's patch level
     let mut failed_old = in_state("b", NodeState::Failed, old);
     failed_old.cordoned_by_winpool = false;
@@ -435,8 +435,10 @@ fn land(n: &NodeView, p: Option<&NodePatch>) -> NodeView {
     if let Some(v) = p.labels.get(names::LABEL_POOL) {
         n.pool_label = v.clone();
     }
+    if let Some(v) = text(names::ANN_STATE) {
+        n.state = Recorded::parse(v.as_deref());
+    }
     for (k, field) in [
-        (names::ANN_STATE, &mut n.state),
         (names::ANN_TARGET_REVISION, &mut n.target_revision),
         (names::ANN_DRAINED_REVISION, &mut n.drained_revision),
         (names::ANN_APPLIED_REVISION, &mut n.applied_revision),
@@ -489,7 +491,7 @@ fn nodes_out_of_service_count_against_the_budget_and_are_rolled_first() {
 
     // An admin's cordon on an Updated node uses the whole budget of 1: nothing starts.
     let mut admin = applied(fresh("b-admin"), &rev);
-    admin.state = Some("Updated".into());
+    admin.state = crate::rollout::NodeState::Updated.into();
     admin.unschedulable = true;
     let plan = run(&spec, &[fresh("a"), admin.clone()]);
     assert_eq!(transition(&plan, "a"), None, "the admin-cordoned node already uses the budget");
@@ -497,7 +499,7 @@ fn nodes_out_of_service_count_against_the_budget_and_are_rolled_first() {
     // With room for two, the healthy node starts too.
     let spec2 = spec_with("rollout: {maxUnavailable: 2}");
     let mut admin2 = applied(fresh("b-admin"), &revision_of(&spec2));
-    admin2.state = Some("Updated".into());
+    admin2.state = crate::rollout::NodeState::Updated.into();
     admin2.unschedulable = true;
     let plan = run(&spec2, &[fresh("a"), admin2]);
     assert_eq!(transition(&plan, "a"), Some((NodeState::Pending, NodeState::Draining)));
@@ -536,7 +538,7 @@ fn a_node_past_draining_is_never_drained_again() {
 fn garbage_on_nodes_is_reported_not_trusted() {
     let spec = spec_with("");
     let mut n = fresh("n");
-    n.state = Some("Exploded".into());
+    n.state = crate::rollout::Recorded::Unknown("Exploded".into());
     n.revision_label = Some("bogus".into());
     n.kernel_version = Some("not-a-version".into());
     let plan = run(&spec, &[n]);
@@ -554,7 +556,7 @@ fn revision_configmaps_are_kept_for_the_target_and_every_revision_still_on_a_nod
     let rev = revision_of(&spec);
     let existing: BTreeSet<String> = ["aaaaaaaaaa".to_string(), "bbbbbbbbbb".to_string()].into();
     let mut old = applied(fresh("a"), "aaaaaaaaaa");
-    old.state = Some("Updated".into());
+    old.state = crate::rollout::NodeState::Updated.into();
     let plan = decide(&input(&spec, &existing), &[old], now());
     assert_eq!(plan.config_revisions, BTreeSet::from([rev, "aaaaaaaaaa".to_string()]));
 }
@@ -588,7 +590,7 @@ fn requeue_is_short_while_nodes_are_in_flight() {
     let rev = revision_of(&spec);
     assert_eq!(run(&spec, &[in_state("a", NodeState::Applying, &rev)]).requeue_after, IN_FLIGHT_REQUEUE);
     let mut done = applied(fresh("a"), &rev);
-    done.state = Some("Updated".into());
+    done.state = crate::rollout::NodeState::Updated.into();
     assert_eq!(run(&spec, &[done]).requeue_after, IDLE_REQUEUE);
 }
 
@@ -650,7 +652,7 @@ fn a_node_already_at_the_target_is_confirmed_without_cordon_or_drain() {
     let rev = revision_of(&spec);
     // The node runs everything the new revision asks for, but carries an older revision label.
     let mut n = applied(fresh("n"), "0123456789");
-    n.state = Some("Updated".into());
+    n.state = crate::rollout::NodeState::Updated.into();
     let p = patch(&run(&spec, &[n.clone()]), "n").unwrap().clone();
     assert_eq!((p.from, p.to), (NodeState::Pending, NodeState::Applying));
     assert_eq!(p.unschedulable, None, "not cordoned");
@@ -694,7 +696,7 @@ fn a_node_is_held_cordoned_while_its_update_is_in_flight_and_not_once_the_plan_u
         ("applying, cordoned by winpool", in_state("n", NodeState::Applying, &rev), true),
         ("cordoned by an admin, not winpool", NodeView { cordoned_by_winpool: false, ..in_state("n", NodeState::Applying, &rev) }, false),
         ("winpool's mark but an admin uncordoned it", NodeView { unschedulable: false, ..in_state("n", NodeState::Applying, &rev) }, false),
-        ("updated", NodeView { state: Some("Updated".into()), ..in_state("n", NodeState::Applying, &rev) }, false),
+        ("updated", NodeView { state: crate::rollout::NodeState::Updated.into(), ..in_state("n", NodeState::Applying, &rev) }, false),
         ("never touched", fresh("n"), false),
     ];
     for (what, view, want) in cases {
@@ -809,11 +811,11 @@ mod multi_round {
 
     /// What a node's host and agent do in one round while it is asked to apply.
     fn act(n: &mut NodeView, rev: &str, behaviour: u8) {
-        if n.state.as_deref() == Some("Draining") {
+        if n.state == NodeState::Draining.into() {
             n.pods_to_evict = 0;
         }
         let asked = n.revision_label.as_deref() == Some(rev) && n.applied_revision.is_none();
-        if !asked || !matches!(n.state.as_deref(), Some("Applying")) {
+        if !asked || n.state != NodeState::Applying.into() {
             return;
         }
         match behaviour {
@@ -858,13 +860,13 @@ mod multi_round {
                     prop_assert!(!failed.contains(&p.node) || p.to == NodeState::Failed, "{} restarted after failing: {:?}", p.node, p.to);
                 }
                 nodes = nodes.iter().map(|n| land(n, patch(&plan, &n.name))).collect();
-                let in_flight = nodes.iter().filter(|n| n.state.as_deref().and_then(NodeState::parse).is_some_and(NodeState::in_flight)).count();
+                let in_flight = nodes.iter().filter(|n| n.state.in_flight()).count();
                 prop_assert!(in_flight <= max_unavailable as usize, "{in_flight} nodes in flight, maxUnavailable {max_unavailable}");
                 for n in nodes.iter().filter(|n| reported_failure.contains(&n.name)) {
-                    prop_assert_eq!(n.state.as_deref(), Some("Failed"), "{} reported a failure but was not left Failed", &n.name);
+                    prop_assert_eq!(&n.state, &NodeState::Failed.into(), "{} reported a failure but was not left Failed", &n.name);
                 }
                 for n in &nodes {
-                    if n.state.as_deref() == Some("Failed") {
+                    if n.state == NodeState::Failed.into() {
                         failed.insert(n.name.clone());
                     }
                     if admin_cordoned.contains(&n.name) {
@@ -1121,7 +1123,7 @@ fn a_node_put_back_waits_then_goes_last_and_drain_timeout_counts_from_its_first_
     let spec = spec_with("rollout: {maxUnavailable: 1, drain: {putBackAfter: 1m, timeout: 10m}}");
     let rev = revision_of(&spec);
     let put_back = |name: &str, secs_ago: i64| NodeView {
-        state: Some("Pending".into()),
+        state: crate::rollout::NodeState::Pending.into(),
         state_since: ago(secs_ago),
         drain_blocked_by: Some("shop/checkout".into()),
         drain_blocked_since: ago(secs_ago + 60),

@@ -9,6 +9,7 @@
 pub mod alertmanager;
 pub mod audit;
 pub mod chart;
+pub mod http;
 pub mod prometheus;
 
 use std::collections::BTreeMap;
@@ -120,6 +121,20 @@ where
     }
 }
 
+/// Wait until the pool says its rollout is done: all `total` nodes updated at
+/// its current generation, and Ready. The suite's one "rollout finished".
+pub async fn wait_pool_done(t: &TestSpace, pool: &str, total: i32, timeout: Duration) -> winpool::api::WindowsNodePool {
+    let api: Api<winpool::api::WindowsNodePool> = Api::all(t.client.clone());
+    wait_for(&format!("pool {pool} to report all {total} nodes updated and Ready"), timeout, || async {
+        let p = api.get(pool).await.ok()?;
+        let st = p.status.as_ref()?;
+        let ready = st.conditions.iter().any(|c| c.type_ == winpool::api::conditions::READY && c.status == "True");
+        let done = st.nodes.total == total && st.nodes.updated == total && st.observed_generation == p.metadata.generation;
+        (done && ready).then_some(p)
+    })
+    .await
+}
+
 /// A test's own space: an id, a namespace, and the label `winpool-test=<id>` on its nodes.
 pub struct TestSpace {
     pub id: String,
@@ -133,26 +148,9 @@ pub struct TestSpace {
 pub const TEST_LABEL: &str = "winpool-test";
 
 impl TestSpace {
+    /// A test space on the shared control plane.
     pub async fn new(name: &str) -> Self {
-        let client = client().await;
-        let base: String = name.replace('_', "-").chars().take(34).collect();
-        let id = format!("{base}-{:04x}", rand::random::<u16>());
-        let namespace = format!("t-{id}");
-        let ns_api: Api<Namespace> = Api::all(client.clone());
-        let ns = Namespace {
-            metadata: ObjectMeta {
-                name: Some(namespace.clone()),
-                labels: Some([(TEST_LABEL.to_string(), id.clone())].into()),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        match ns_api.create(&PostParams::default(), &ns).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 409 => {}
-            Err(e) => panic!("creating namespace {namespace}: {e}"),
-        }
-        TestSpace { id, client, namespace, children: Vec::new(), identity_on: None }
+        Self::with_client(name, client().await).await
     }
 
     pub fn node_prefix(&self) -> String {
@@ -337,17 +335,9 @@ pub fn read_yaml_files(dir: &Path) -> Vec<(PathBuf, String)> {
     v
 }
 
-/// Fetch a URL on loopback with a bare HTTP/1.1 GET (the admin server's own protocol).
+/// GET a path of a server on loopback (the operator's admin server).
 pub async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.ok()?;
-    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").as_bytes()).await.ok()?;
-    let mut buf = Vec::new();
-    s.read_to_end(&mut buf).await.ok()?;
-    let text = String::from_utf8_lossy(&buf).to_string();
-    let code: u16 = text.split_whitespace().nth(1)?.parse().ok()?;
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
-    Some((code, body))
+    http::get_local(port, path).await
 }
 
 /// The value of one series on the operator's /metrics page (`name{labels}` exactly as printed).

@@ -155,12 +155,8 @@ impl Prometheus {
     }
 
     async fn get(&self, path: &str) -> Option<(u16, String)> {
-        let auth = self.authorization.as_deref();
-        let Some(tls) = &self.tls else { return http_get10(self.port, path, auth).await };
-        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", self.port)).await.ok()?;
-        let ip = rustls::pki_types::ServerName::IpAddress(std::net::Ipv4Addr::LOCALHOST.into());
-        let s = tokio_rustls::TlsConnector::from(tls.clone()).connect(ip, tcp).await.ok()?;
-        get10_over(s, path, auth).await
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        super::http::get(&format!("{scheme}://127.0.0.1:{}{path}", self.port), self.authorization.as_deref(), self.tls.clone()).await
     }
 
     /// GET an API path and return its `data`, or None until it answers with success.
@@ -221,46 +217,6 @@ pub fn url_encode(s: &str) -> String {
         }
     }
     out
-}
-
-/// A bare GET on loopback like support::http_get, but as HTTP/1.0: Go's HTTP
-/// server (Prometheus) answers an HTTP/1.1 request with a body of more than a
-/// few KB in chunked transfer encoding, and an HTTP/1.0 one without. Chunked
-/// bodies are still decoded, in case.
-pub async fn http_get10(port: u16, path: &str, authorization: Option<&str>) -> Option<(u16, String)> {
-    let s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.ok()?;
-    get10_over(s, path, authorization).await
-}
-
-async fn get10_over<S>(mut s: S, path: &str, authorization: Option<&str>) -> Option<(u16, String)>
-where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
-{
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let auth = authorization.map_or(String::new(), |a| format!("Authorization: {a}\r\n"));
-    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n{auth}\r\n").as_bytes()).await.ok()?;
-    let mut buf = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut buf)).await.ok()?.ok()?;
-    let text = String::from_utf8_lossy(&buf).to_string();
-    let (head, body) = text.split_once("\r\n\r\n")?;
-    let code: u16 = head.split_whitespace().nth(1)?.parse().ok()?;
-    let chunked = head.lines().any(|l| {
-        l.split_once(':').is_some_and(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v.trim().eq_ignore_ascii_case("chunked"))
-    });
-    Some((code, if chunked { dechunk(body)? } else { body.to_string() }))
-}
-
-pub fn dechunk(mut body: &str) -> Option<String> {
-    let mut out = String::new();
-    loop {
-        let (size, rest) = body.split_once("\r\n")?;
-        let size = usize::from_str_radix(size.split(';').next()?.trim(), 16).ok()?;
-        if size == 0 {
-            return Some(out);
-        }
-        out.push_str(rest.get(..size)?);
-        body = rest.get(size..)?.strip_prefix("\r\n")?;
-    }
 }
 
 /// One gauge, `name`, served on loopback in the Prometheus text format for

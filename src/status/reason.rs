@@ -1,0 +1,76 @@
+//! The reasons of the pool's conditions winpool decides by: enums, written as
+//! their names and read back by name (an unknown reason is none of them).
+
+macro_rules! reasons {
+    ($(#[$doc:meta])* $name:ident { $($(#[$vdoc:meta])* $variant:ident),+ $(,)? }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum $name {
+            $($(#[$vdoc])* $variant),+
+        }
+
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => stringify!($variant)),+
+                }
+            }
+
+            /// The reason a condition carries, if it is one of these.
+            pub fn parse(reason: &str) -> Option<Self> {
+                Self::ALL.iter().copied().find(|r| r.as_str() == reason)
+            }
+        }
+    };
+}
+
+reasons! {
+    /// Progressing's reason (and Reconciling's and Stalled's, which follow it):
+    /// why the rollout moves or stands.
+    Progress {
+        NodesUpdating,
+        Soaking,
+        DrainBlocked,
+        RuntimeUpgradeRefused,
+        AwaitingPreflight,
+        PreflightBlocked,
+        NodesNotReady,
+        Paused,
+        FailureLimitReached,
+        OutsideMaintenanceWindow,
+        NoMaintenanceWindowAhead,
+        InvalidMaintenanceWindow,
+        HealthGateClosed,
+        /// Nothing left to update, and nodes failed.
+        NodesFailed,
+        RolloutComplete,
+    }
+}
+
+reasons! {
+    /// Ready's reason.
+    Readiness {
+        NoNodes,
+        /// Every node runs the target revision.
+        RolloutComplete,
+        /// Nothing failed; the nodes left start when the maintenance window opens.
+        WaitingForMaintenanceWindow,
+        RolloutIncomplete,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reason_reads_back_as_itself_and_an_unknown_one_as_none() {
+        for r in Progress::ALL {
+            assert_eq!(Progress::parse(r.as_str()), Some(*r));
+        }
+        assert_eq!(Readiness::parse("WaitingForMaintenanceWindow"), Some(Readiness::WaitingForMaintenanceWindow));
+        assert_eq!(Progress::parse("AgentImageNotAllowed"), None);
+    }
+}
