@@ -82,6 +82,8 @@ mod clock;
 mod csi_proxy;
 mod events;
 #[cfg(test)]
+mod fake_api;
+#[cfg(test)]
 mod fixtures;
 mod gates;
 mod hns_node;

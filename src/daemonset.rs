@@ -20,8 +20,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use sha2::{Digest, Sha256};
 
-use crate::api::{OsVersion, WindowsNodePool, names};
-use crate::revision::NodeConfig;
+use crate::api::{WindowsNodePool, names};
 
 pub const LABEL_APP: &str = "app.kubernetes.io/name";
 pub const APP_AGENT: &str = "winpool-agent";
@@ -393,35 +392,10 @@ fn is_empty(v: &serde_json::Value) -> bool {
     }
 }
 
-/// A DaemonSet of the earlier layout (one per revision, labelled with it).
-pub fn legacy_revision(ds: &DaemonSet) -> Option<&str> {
-    ds.metadata.labels.as_ref()?.get(names::LABEL_REVISION).map(String::as_str)
-}
-
-/// The configuration an earlier per-revision DaemonSet carried in its agent's
-/// environment, so that a node still on that revision keeps a ConfigMap for it
-/// when the layout changes under it.
-pub fn legacy_config(ds: &DaemonSet) -> Option<NodeConfig> {
-    let spec = ds.spec.as_ref()?.template.spec.as_ref()?;
-    let agent = spec.containers.iter().find(|c| c.name == "agent")?;
-    let env: BTreeMap<&str, &str> = agent.env.iter().flatten().filter_map(|e| Some((e.name.as_str(), e.value.as_deref()?))).collect();
-    let os: OsVersion = serde_json::from_value(serde_json::json!(env.get("WINPOOL_OS_VERSION")?)).ok()?;
-    let mut cfg = NodeConfig::empty();
-    cfg.os_build = os.build();
-    cfg.patch_level = env.get("WINPOOL_PATCH_LEVEL")?.to_string();
-    cfg.runtime_name = env.get("WINPOOL_RUNTIME").unwrap_or(&"containerd").to_string();
-    cfg.runtime_version = env.get("WINPOOL_CONTAINERD_VERSION").map(|s| s.to_string());
-    cfg.cni_mode = serde_json::from_value(serde_json::json!(env.get("WINPOOL_CNI_MODE")?)).ok()?;
-    cfg.enable_dsr = env.get("WINPOOL_KUBE_PROXY_DSR") == Some(&"true");
-    cfg.csi_proxy_version = env.get("WINPOOL_CSI_PROXY_VERSION").map(|s| s.to_string());
-    Some(cfg)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::api::WindowsNodePoolSpec;
-    use crate::revision::revision_of;
 
     fn pool(name: &str, extra: &str) -> WindowsNodePool {
         let spec: WindowsNodePoolSpec =
@@ -609,50 +583,5 @@ mod tests {
         refused(parse_node_selector("novalue").map(drop), "\"novalue\" is not key=value");
         assert_eq!(parse_api_server("api.example.com:6443").as_deref(), Ok("api.example.com:6443"));
         assert_eq!(parse_node_selector("").unwrap(), BTreeMap::new());
-    }
-
-    /// A DaemonSet exactly as the per-revision layout wrote it (env names and values).
-    fn legacy_ds(env: &[(&str, &str)]) -> DaemonSet {
-        let mut ds = DaemonSet::default();
-        ds.metadata.labels = Some([("winpool.dev/revision".to_string(), "abc".to_string())].into());
-        ds.spec = Some(DaemonSetSpec {
-            template: PodTemplateSpec {
-                spec: Some(PodSpec {
-                    containers: vec![Container {
-                        name: "agent".into(),
-                        env: Some(env.iter().map(|(k, v)| super::env(k, *v)).collect()),
-                        ..Default::default()
-                    }],
-                    ..Default::default()
-                }),
-                ..Default::default()
-            },
-            ..Default::default()
-        });
-        ds
-    }
-
-    #[test]
-    fn an_earlier_per_revision_daemonset_yields_the_configuration_it_ran() {
-        let spec: WindowsNodePoolSpec = serde_yaml::from_str(
-            "nodeSelector: {}\nos: {version: ltsc2022, patchLevel: 10.0.20348.2762}\nruntime: {version: 1.7.22}\nnetworking: {cniMode: l2bridge, kubeProxy: {enableDSR: true}}\nstorage: {csiProxy: {enabled: true, version: v1.1.3}}",
-        )
-        .unwrap();
-        let ds = legacy_ds(&[
-            ("WINPOOL_POOL", "w"),
-            ("WINPOOL_REVISION", "abc"),
-            ("WINPOOL_OS_VERSION", "ltsc2022"),
-            ("WINPOOL_PATCH_LEVEL", "10.0.20348.2762"),
-            ("WINPOOL_RUNTIME", "containerd"),
-            ("WINPOOL_CNI_MODE", "l2bridge"),
-            ("WINPOOL_KUBE_PROXY_DSR", "true"),
-            ("WINPOOL_CONTAINERD_VERSION", "1.7.22"),
-            ("WINPOOL_CSI_PROXY_VERSION", "v1.1.3"),
-        ]);
-        assert_eq!(legacy_revision(&ds), Some("abc"));
-        let cfg = legacy_config(&ds).expect("readable");
-        assert_eq!(cfg, NodeConfig::from_spec(&spec));
-        assert_eq!(cfg.revision(), revision_of(&spec));
-        assert_eq!(legacy_config(&legacy_ds(&[("WINPOOL_OS_VERSION", "ltsc2022")])), None, "no patch level: unreadable");
     }
 }

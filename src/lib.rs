@@ -17,6 +17,7 @@ pub mod hns;
 pub mod lease;
 pub mod membership;
 pub mod metrics;
+pub mod migration;
 pub mod node_record;
 pub mod observe;
 pub mod plugin;

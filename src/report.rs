@@ -225,32 +225,6 @@ impl AgentReport {
         }
     }
 
-    /// The report an agent of 0.2.0 wrote as annotations on its Node.
-    pub fn from_annotations(node: &NodeRecord) -> Self {
-        let owned = |k: &str| node.annotation(k).map(str::to_string);
-        let source = if owned(names::ANN_AGENT_VERSION).is_some() || owned(names::ANN_APPLY_STATUS).is_some() {
-            ReportSource::Annotations
-        } else {
-            ReportSource::None
-        };
-        AgentReport {
-            source,
-            agent_version: owned(names::ANN_AGENT_VERSION),
-            applied_revision: owned(names::ANN_APPLIED_REVISION),
-            apply_status: owned(names::ANN_APPLY_STATUS),
-            apply_message: owned(names::ANN_APPLY_MESSAGE),
-            answers_start: None,
-            cni_mode: owned(names::ANN_CNI_MODE),
-            csi_proxy_version: owned(names::ANN_CSI_PROXY_VERSION),
-            runtime_service: owned(names::ANN_RUNTIME_SERVICE),
-            csi_proxy_host: owned(names::ANN_CSI_PROXY_HOST),
-            hns_load_balancers: owned(names::ANN_HNS_LOAD_BALANCERS),
-            hns_endpoints: owned(names::ANN_HNS_ENDPOINTS),
-            hns_boot_id: None,
-            preflight: Preflight::parse(node.annotation(names::ANN_PREFLIGHT), node.annotation(names::ANN_PREFLIGHT_REVISION)),
-        }
-    }
-
     /// The node's report: its object when its agent wrote one, else its annotations.
     pub fn of(node: &NodeRecord, object: Option<&WindowsNodeReport>) -> Self {
         match object {

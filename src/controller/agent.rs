@@ -20,7 +20,8 @@ use super::memory::PoolMemory;
 use super::{Context, Error, Settings, api_status};
 use crate::api::{FIELD_MANAGER, WindowsNodePool, names};
 use crate::configmap::revision_configmap;
-use crate::daemonset::{AgentDrift, LABEL_MANAGED_BY, agent_daemonset, drift, legacy_config, legacy_revision};
+use crate::daemonset::{AgentDrift, LABEL_MANAGED_BY, agent_daemonset, drift};
+use crate::migration::{legacy_config, legacy_revision};
 use crate::revision::NodeConfig;
 use crate::rollout::Plan;
 

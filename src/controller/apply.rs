@@ -24,10 +24,10 @@ use super::nodes::{patch_node_with, write_nodes};
 use super::round::{self, GateLook, Observed, Round};
 use super::{Context, Error, api_status, few_at_a_time};
 use crate::api::{FIELD_MANAGER, WindowsNodePool, names};
-use crate::daemonset::legacy_revision;
 use crate::drain::{self, DrainRules, PodOnNode};
 use crate::hns::Limits;
 use crate::membership::members_of;
+use crate::migration::legacy_revision;
 use crate::rollout::{DrainMode, NodeState};
 use crate::status::node_batch_events;
 
