@@ -10,6 +10,8 @@ import unittest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LIMIT = 80
 RUST_FN = re.compile(r"\s*(pub(\([^)]*\))?\s+)?(async\s+)?(const\s+)?(unsafe\s+)?fn\s+(\w+)")
+# Rust files compiled only for tests (`#[cfg(test)] mod ...;`).
+TEST_ONLY = {"tests.rs", "fixtures.rs", "fake_api.rs"}
 GO_FUNC = re.compile(r"func\s+(\([^)]*\)\s*)?(\w+)")
 
 
@@ -41,7 +43,7 @@ def sources():
         for dirpath, _, files in os.walk(os.path.join(ROOT, top)):
             for f in files:
                 path = os.path.join(dirpath, f)
-                if f.endswith(".rs") and f != "tests.rs" and f != "fixtures.rs" or f.endswith(".go") and not f.endswith("_test.go"):
+                if f.endswith(".rs") and f not in TEST_ONLY or f.endswith(".go") and not f.endswith("_test.go"):
                     yield path
 
 

@@ -111,9 +111,9 @@ storage: {csiProxy: {enabled: true, version: v1.1.3}}
 fn the_agents_names_are_the_operators() {
     let go = std::fs::read_to_string(agent_file("internal/names/names.go")).expect("names.go");
     let quoted: Vec<&str> = go.split('"').skip(1).step_by(2).collect();
-    let rust = include_str!("api.rs");
+    let rust = include_str!("api/names.rs");
     for name in quoted.iter().filter(|s| s.starts_with("winpool.dev/")) {
-        assert!(rust.contains(&format!("= \"{name}\";")), "names.go has {name}, which src/api.rs does not define");
+        assert!(rust.contains(&format!("= \"{name}\";")), "names.go has {name}, which src/api/names.rs does not define");
     }
     for name in [
         names::LABEL_POOL,

@@ -79,13 +79,13 @@ pub use crate::error::Error;
 mod agent;
 mod apply;
 mod clock;
-mod csi_proxy;
+mod csi_proxy_writes;
 mod events;
 #[cfg(test)]
 mod fake_api;
 #[cfg(test)]
 mod fixtures;
-mod gates;
+mod gate_client;
 mod hns_node;
 mod memory;
 mod nodes;
@@ -137,7 +137,7 @@ pub struct Context {
     /// runs two reconciles of one pool at once).
     memory: Mutex<HashMap<String, PoolMemory>>,
     /// The HTTP client of the Prometheus health gates (its connections are reused).
-    gate_http: gates::HttpClient,
+    gate_http: gate_client::HttpClient,
     /// The round's clock; tests move it on.
     clock: clock::Clock,
     /// Set when the replica stops (SIGTERM, or the lease lost). A round stops
@@ -173,7 +173,7 @@ impl Context {
             recent,
             hns,
             memory: Mutex::new(HashMap::new()),
-            gate_http: gates::http_client(),
+            gate_http: gate_client::http_client(),
             clock: clock::Clock::default(),
             stopping: Arc::new(AtomicBool::new(false)),
         }

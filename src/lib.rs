@@ -3,28 +3,23 @@
 //! cluster's Services. See docs/ARCHITECTURE.md for how the modules fit.
 
 pub mod api;
-pub mod configmap;
+pub mod builders;
 #[cfg(test)]
 mod contract;
 pub mod controller;
 pub mod crd;
-pub mod csi_proxy;
-pub mod daemonset;
+pub mod decision;
 pub mod drain;
 pub mod error;
-pub mod gates;
-pub mod hns;
 pub mod lease;
-pub mod membership;
 pub mod metrics;
 pub mod migration;
 pub mod node_record;
-pub mod observe;
 pub mod plugin;
 pub mod provider;
 pub mod report;
-pub mod revision;
-pub mod rollout;
-pub mod status;
 pub mod versions;
-pub mod window;
+
+// The layers keep their short paths (`crate::rollout`, `winpool::hns`, ...).
+pub use builders::{configmap, csi_proxy, daemonset};
+pub use decision::{gates, hns, membership, node_view, revision, rollout, status, window};

@@ -756,7 +756,7 @@ fn a_garbage_started_at_does_not_disable_node_timeout() {
     node.spec = Some(k8s_openapi::api::core::v1::NodeSpec { unschedulable: Some(true), ..Default::default() });
     let record = winpool::node_record::NodeRecord::from(&node);
     let report = winpool::report::AgentReport::of(&record, None);
-    let view: NodeView = winpool::observe::node_view(&record, &report, winpool::rollout::HnsReadiness::Unknown);
+    let view: NodeView = winpool::node_view::node_view(&record, &report, winpool::rollout::HnsReadiness::Unknown);
     let existing = [rev.clone()].into();
     // Five hours in Applying, the agent silent: the garbage started-at counts as
     // absent, the time in the state stands in, and this very round fails the node.

@@ -17,7 +17,7 @@ use serde_json::json;
 use tracing::{debug, info, warn};
 
 use super::agent::{agent_image_allowed, delete_configmap, delete_daemonset, refuse_agent_image, write_configmaps, write_daemonset};
-use super::gates;
+use super::gate_client;
 use super::hns_node::{HnsWrites, HnsWritten, write_hns};
 use super::memory::{DueBatch, Outcome, PoolMemory, StatusWrite};
 use super::nodes::{patch_node_with, write_nodes};
@@ -70,7 +70,7 @@ async fn run_round(pool: &WindowsNodePool, ctx: &Context, memory: PoolMemory) ->
     match round::gate_look(pool, &seen, &memory, now) {
         GateLook::NotNeeded => {}
         GateLook::Fresh(results) => seen.gates = results,
-        GateLook::Ask => (seen.gates, seen.gates_asked) = (gates::evaluate(ctx, pool).await, true),
+        GateLook::Ask => (seen.gates, seen.gates_asked) = (gate_client::evaluate(ctx, pool).await, true),
     }
     let (round, mut memory) = round::decide_round(pool, &ctx.settings, &seen, memory, now);
     for (node, why) in &round.plan.waiting {

@@ -12,7 +12,7 @@ use super::{Context, Error, few_at_a_time};
 use crate::api::{WindowsNodePool, names};
 use crate::hns;
 use crate::node_record::NodeRecord;
-use crate::observe::node_view;
+use crate::node_view::node_view;
 use crate::report::AgentReport;
 use crate::rollout::{HnsReadiness, NodePatch};
 

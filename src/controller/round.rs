@@ -16,7 +16,7 @@ use kube::runtime::events::{Event, EventType};
 
 use super::Settings;
 use super::agent::{AgentWrite, ConfigMapWrites, agent_write, configmap_writes, hold_agent_roll};
-use super::csi_proxy::{CsiProxyWrites, csi_proxy_writes};
+use super::csi_proxy_writes::{CsiProxyWrites, csi_proxy_writes};
 use super::events::node_ref;
 use super::hns_node::{HnsNode, HnsWrites, hns_readiness, hns_writes_for, within_catch_up_grace};
 use super::memory::{GatesSeen, NODE_EVENT_INTERVAL, PoolMemory, StatusWrite, signed};
@@ -27,7 +27,7 @@ use crate::gates::GateResult;
 use crate::hns::{self, Limits};
 use crate::membership::Membership;
 use crate::node_record::NodeRecord;
-use crate::observe::node_view;
+use crate::node_view::node_view;
 use crate::report::{AgentReport, WindowsNodeReport};
 use crate::rollout::{
     HnsReadiness, Hold, NodePatch, NodeState, NodeView, Plan, PoolInput, could_start, decide, health_gate_interval, held_cordoned,

@@ -1,6 +1,6 @@
 //! What `kubectl winpool status` and `plan` report, built purely from the pool,
 //! every pool (for membership) and the Windows nodes, with the operator's own
-//! code: `membership::members_of` picks the members, `observe::node_view`
+//! code: `membership::members_of` picks the members, `node_view::node_view`
 //! reads them, `rollout::current_state` gives each node's state,
 //! `rollout::preview` (the decision as if nothing held the rollout) the next
 //! wave, `rollout::start_order` the order of the rest.
@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use crate::api::{NodeCounts, WindowsNodePool, conditions, names};
 use crate::membership::{PoolSelector, members_of};
 use crate::node_record::NodeRecord;
-use crate::observe::node_view;
+use crate::node_view::node_view;
 use crate::report::{AgentReport, WindowsNodeReport};
 use crate::revision::revision_of;
 use crate::rollout::{self, HnsReadiness, NodeState, NodeView, PoolInput};

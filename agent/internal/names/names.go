@@ -1,5 +1,5 @@
 // Package names holds the Node labels and annotations the agent reads. They
-// are the contract with the operator (../../src/api.rs, names); the agent
+// are the contract with the operator (../../src/api/names.rs); the agent
 // writes no Node (its report: package report).
 package names
 
@@ -22,14 +22,14 @@ const (
 	// AnnStartedAt is written by the operator when it starts a node's update
 	// (again on every retry) and only read by the agent: a report is the
 	// answer to the attempt it names, so a report decided for an earlier
-	// attempt can never land on a later one (src/api.rs ANN_STARTED_AT).
+	// attempt can never land on a later one (src/api/names.rs ANN_STARTED_AT).
 	AnnStartedAt = "winpool.dev/started-at"
 
 	// AnnState is the operator's state of the node's update (Draining,
 	// Applying, Verifying, Updated, Failed), only read by the agent: it
 	// touches the host only while the operator has the node Applying (or
 	// Verifying), never one being drained or back in service
-	// (src/api.rs ANN_STATE).
+	// (src/api/names.rs ANN_STATE).
 	AnnState       = "winpool.dev/state"
 	AnnStateSince  = "winpool.dev/state-since"
 	StateApplying  = "Applying"

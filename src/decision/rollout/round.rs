@@ -1,6 +1,6 @@
 //! One round of the decision: its settings, read from the spec once, and what
 //! it has decided so far. The per-node steps in `node`, the starts in `start`
-//! and the summary in `summary` all write into the same [`Round`].
+//! and the summary in `summary` all write into the same [`Decided`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -114,7 +114,7 @@ impl<'a> RoundSettings<'a> {
 }
 
 /// What the round has decided so far.
-pub(super) struct Round<'n> {
+pub(super) struct Decided<'n> {
     pub patches: Vec<NodePatch>,
     pub drain: Vec<(String, DrainMode)>,
     pub waiting: BTreeMap<String, String>,
@@ -131,9 +131,9 @@ pub(super) struct Round<'n> {
     pub preflight_held: BTreeMap<String, super::preflight::PreflightHeld>,
 }
 
-impl<'n> Round<'n> {
+impl<'n> Decided<'n> {
     pub fn new(rev: &str) -> Self {
-        Round {
+        Decided {
             patches: Vec::new(),
             drain: Vec::new(),
             waiting: BTreeMap::new(),

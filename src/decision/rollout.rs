@@ -535,12 +535,12 @@ pub fn preview(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> Plan
 
 fn decide_with(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp, despite_hold: bool) -> Plan {
     let s = round::RoundSettings::new(pool, now);
-    let mut r = round::Round::new(&s.rev);
+    let mut r = round::Decided::new(&s.rev);
     let mut sorted: Vec<&NodeView> = nodes.iter().collect();
     sorted.sort_by(|a, b| a.name.cmp(&b.name));
 
     for &n in &sorted {
-        node::observe(&s, &mut r, n);
+        node::check(&s, &mut r, n);
         node::step(&s, &mut r, n);
     }
     let mut hold = start::hold(&s, &r);

@@ -1,6 +1,6 @@
 //! The step of one member node this round, by the state it is in.
 
-use super::round::{Round, RoundSettings};
+use super::round::{Decided, RoundSettings};
 use super::{
     DrainBlock, DrainMode, FailureReason, HnsReadiness, NodePatch, NodeState, NodeView, Recorded, ask_agent_anew, current_state, fail,
     release_cordon, verify_config, verify_health, verify_rebooted, waiting_for,
@@ -9,7 +9,7 @@ use crate::api::names;
 
 /// Problems with what the node says about itself, and the revision it still
 /// carries (its ConfigMap must stay while it does).
-pub(super) fn observe<'n>(s: &RoundSettings<'_>, r: &mut Round<'n>, n: &'n NodeView) {
+pub(super) fn check<'n>(s: &RoundSettings<'_>, r: &mut Decided<'n>, n: &'n NodeView) {
     if let Recorded::Unknown(raw) = &n.state {
         r.warn(&n.name, format!("ignoring unknown {} value {raw:?}", names::ANN_STATE));
     }
@@ -26,7 +26,7 @@ pub(super) fn observe<'n>(s: &RoundSettings<'_>, r: &mut Round<'n>, n: &'n NodeV
 }
 
 /// Decide this node's next step and record it in the round.
-pub(super) fn step<'n>(s: &RoundSettings<'_>, r: &mut Round<'n>, n: &'n NodeView) {
+pub(super) fn step<'n>(s: &RoundSettings<'_>, r: &mut Decided<'n>, n: &'n NodeView) {
     let state = current_state(n, &s.rev, s.spec);
     let mut p = NodePatch::new(&n.name, state, state, "");
     // The pool label places the pool's agent on the node. It goes on as soon as
@@ -126,7 +126,7 @@ fn timed_out(s: &RoundSettings<'_>, n: &NodeView, state: NodeState) -> Option<St
     })
 }
 
-fn draining(s: &RoundSettings<'_>, r: &mut Round<'_>, p: &mut NodePatch, n: &NodeView) -> NodeState {
+fn draining(s: &RoundSettings<'_>, r: &mut Decided<'_>, p: &mut NodePatch, n: &NodeView) -> NodeState {
     if n.pods_to_evict == 0 {
         p.label(names::LABEL_REVISION, Some(&s.rev)).ann(names::ANN_DRAINED_REVISION, Some(&s.rev)).state(NodeState::Applying, s.now);
         p.ann(names::ANN_DRAIN_BLOCKED_BY, None).ann(names::ANN_DRAIN_BLOCKED_SINCE, None);
@@ -178,7 +178,7 @@ fn draining(s: &RoundSettings<'_>, r: &mut Round<'_>, p: &mut NodePatch, n: &Nod
 }
 
 /// Applying and Verifying: the agent's report, then the checks that prove it.
-fn applying(s: &RoundSettings<'_>, r: &mut Round<'_>, p: &mut NodePatch, n: &NodeView, state: NodeState) -> NodeState {
+fn applying(s: &RoundSettings<'_>, r: &mut Decided<'_>, p: &mut NodePatch, n: &NodeView, state: NodeState) -> NodeState {
     let reported = n.applied_revision.as_deref() == Some(s.rev.as_str());
     match (reported, n.apply_status.as_deref()) {
         (true, Some(names::APPLY_FAILED)) => {
@@ -220,7 +220,7 @@ fn applying(s: &RoundSettings<'_>, r: &mut Round<'_>, p: &mut NodePatch, n: &Nod
 /// Whether a node whose agent reports success really runs the target and takes
 /// traffic. HNS alone may hold a node only for hns.readyTimeout; then it goes
 /// on, reported.
-fn verified(s: &RoundSettings<'_>, r: &mut Round<'_>, n: &NodeView, state: NodeState) -> Result<(), String> {
+fn verified(s: &RoundSettings<'_>, r: &mut Decided<'_>, n: &NodeView, state: NodeState) -> Result<(), String> {
     let why = match verify_config(s.spec, n).and_then(|()| verify_rebooted(n)).and_then(|()| verify_health(n)) {
         Ok(()) => return Ok(()),
         Err(why) => why,

@@ -1,12 +1,12 @@
 //! Whether the rollout may start nodes this round, and which it starts.
 
-use super::round::{Round, RoundSettings};
+use super::round::{Decided, RoundSettings};
 use super::{Hold, NodePatch, NodeState, NodeView, Soak, ask_agent_anew, kernel_satisfies, max_unavailable, verify_config};
 use crate::api::names;
 use crate::gates::{self, Seen};
 
 /// Why no node may start this round, if something holds the rollout.
-pub(super) fn hold(s: &RoundSettings<'_>, r: &Round<'_>) -> Option<Hold> {
+pub(super) fn hold(s: &RoundSettings<'_>, r: &Decided<'_>) -> Option<Hold> {
     let failed = r.count(|st| st == NodeState::Failed);
     let max_failed = s.spec.rollout.max_failed_nodes;
     if s.spec.rollout.paused {
@@ -35,7 +35,7 @@ pub fn out_of_service(n: &NodeView) -> bool {
 }
 
 /// Nodes out of service that are not in flight this round.
-pub(super) fn idle_out_of_service(r: &Round<'_>, sorted: &[&NodeView]) -> usize {
+pub(super) fn idle_out_of_service(r: &Decided<'_>, sorted: &[&NodeView]) -> usize {
     sorted.iter().filter(|n| r.states.get(n.name.as_str()).is_some_and(|st| !st.in_flight()) && out_of_service(n)).count()
 }
 
@@ -52,7 +52,7 @@ pub fn start_order<'n>(pending: impl IntoIterator<Item = &'n NodeView>) -> Vec<&
 /// Ready nodes Updated less than rollout.soakTime ago (this round's included):
 /// until then they count against maxUnavailable. A NotReady one is out of
 /// service and counts anyway.
-pub(super) fn soaking(s: &RoundSettings<'_>, r: &Round<'_>, sorted: &[&NodeView]) -> Option<Soak> {
+pub(super) fn soaking(s: &RoundSettings<'_>, r: &Decided<'_>, sorted: &[&NodeView]) -> Option<Soak> {
     if s.soak_time.is_zero() {
         return None;
     }
@@ -74,7 +74,7 @@ pub(super) fn soaking(s: &RoundSettings<'_>, r: &Round<'_>, sorted: &[&NodeView]
 /// Start Pending nodes, the ones out of service first, up to maxUnavailable
 /// (less the nodes still soaking), except those a node-scope health gate
 /// holds. When such a gate left no node to start, it holds the rollout.
-pub(super) fn start_nodes<'n>(s: &RoundSettings<'_>, r: &mut Round<'n>, sorted: &[&'n NodeView], soaking: usize) -> Option<Hold> {
+pub(super) fn start_nodes<'n>(s: &RoundSettings<'_>, r: &mut Decided<'n>, sorted: &[&'n NodeView], soaking: usize) -> Option<Hold> {
     let limit = max_unavailable(&s.spec.rollout.max_unavailable, sorted.len());
     let mut in_flight = r.count(NodeState::in_flight) + soaking;
     let mut unavailable_idle = idle_out_of_service(r, sorted);

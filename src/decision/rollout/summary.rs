@@ -7,7 +7,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 
 use super::max_unavailable;
-use super::round::{Round, RoundSettings};
+use super::round::{Decided, RoundSettings};
 use super::{FailedInfo, Hold, IDLE_REQUEUE, IN_FLIGHT_REQUEUE, NodeState, NodeView, Soak, verify_config};
 use crate::api::{NodeCounts, names};
 
@@ -17,7 +17,7 @@ use crate::api::{NodeCounts, names};
 /// here; annotations of a 0.2.0 agent do not, so they are dropped when the node
 /// starts applying, and the node is marked as awaiting a fresh report. An agent
 /// that never reported is not waited for.
-pub(super) fn drop_stale_hns_reports(s: &RoundSettings<'_>, r: &mut Round<'_>, sorted: &[&NodeView]) {
+pub(super) fn drop_stale_hns_reports(s: &RoundSettings<'_>, r: &mut Decided<'_>, sorted: &[&NodeView]) {
     for p in r.patches.iter_mut() {
         // `sorted` is by name: a lookup per patch, not a scan of the pool.
         let Ok(i) = sorted.binary_search_by(|n| n.name.as_str().cmp(p.node.as_str())) else { continue };
@@ -34,7 +34,7 @@ pub(super) fn drop_stale_hns_reports(s: &RoundSettings<'_>, r: &mut Round<'_>, s
 }
 
 /// Nodes per state, every state present.
-pub(super) fn by_state(r: &Round<'_>) -> BTreeMap<NodeState, usize> {
+pub(super) fn by_state(r: &Decided<'_>) -> BTreeMap<NodeState, usize> {
     let mut by_state: BTreeMap<NodeState, usize> = NodeState::ALL.iter().map(|s| (*s, 0)).collect();
     for s in r.states.values() {
         *by_state.entry(*s).or_default() += 1;
@@ -54,7 +54,7 @@ pub(super) fn counts(by_state: &BTreeMap<NodeState, usize>, total: usize) -> Nod
 }
 
 /// Every failed node, by name, with why.
-pub(super) fn failed(s: &RoundSettings<'_>, r: &Round<'_>, sorted: &[&NodeView]) -> Vec<FailedInfo> {
+pub(super) fn failed(s: &RoundSettings<'_>, r: &Decided<'_>, sorted: &[&NodeView]) -> Vec<FailedInfo> {
     let mut failed = Vec::new();
     for n in sorted {
         if r.states.get(n.name.as_str()) != Some(&NodeState::Failed) {
@@ -98,7 +98,7 @@ pub(super) fn requeue_after(s: &RoundSettings<'_>, counts: &NodeCounts, hold: Op
 
 /// The in-flight nodes once this round lands, with since when they are in
 /// their state (this round's transitions: now).
-pub(super) fn in_flight(s: &RoundSettings<'_>, r: &Round<'_>, sorted: &[&NodeView]) -> Vec<(String, NodeState, Option<Timestamp>)> {
+pub(super) fn in_flight(s: &RoundSettings<'_>, r: &Decided<'_>, sorted: &[&NodeView]) -> Vec<(String, NodeState, Option<Timestamp>)> {
     // Once per round, not per node: a wave of hundreds in flight would make it quadratic.
     let moved: std::collections::BTreeSet<&str> =
         r.patches.iter().filter(|p| p.annotations.contains_key(names::ANN_STATE_SINCE)).map(|p| p.node.as_str()).collect();

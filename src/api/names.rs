@@ -1,0 +1,84 @@
+//! Node labels, annotations, taints and condition types: the fixed interface of SPEC §2/§3/§7.
+
+pub const LABEL_OS: &str = "kubernetes.io/os";
+pub const LABEL_WINDOWS_BUILD: &str = "node.kubernetes.io/windows-build";
+pub const LABEL_POOL: &str = "winpool.dev/pool";
+pub const LABEL_REVISION: &str = "winpool.dev/revision";
+/// The state annotation mirrored as a label on failed nodes only
+/// (`kubectl get nodes -l winpool.dev/state=Failed`): see `NodeState::label`.
+pub const LABEL_STATE: &str = "winpool.dev/state";
+
+pub const ANN_APPLIED_REVISION: &str = "winpool.dev/applied-revision";
+pub const ANN_APPLY_STATUS: &str = "winpool.dev/apply-status";
+pub const ANN_APPLY_MESSAGE: &str = "winpool.dev/apply-message";
+pub const ANN_CSI_PROXY_VERSION: &str = "winpool.dev/csi-proxy-version";
+pub const ANN_CNI_MODE: &str = "winpool.dev/cni-mode";
+/// The agent's report of how containerd's service is installed:
+/// `containerd`, or `containerd (nssm)` under a service wrapper.
+pub const ANN_RUNTIME_SERVICE: &str = "winpool.dev/runtime-service";
+/// The agent's report of a CSI Proxy the node image runs as a host
+/// service whose pipes answer: `csi-proxy (nssm)` (AKS), `csiproxy`.
+pub const ANN_CSI_PROXY_HOST: &str = "winpool.dev/csi-proxy-host";
+/// winpool's mirror of that report as a label, which the CSI Proxy
+/// DaemonSets' node affinity excludes: a second CSI Proxy on the same
+/// pipes would crash-loop.
+pub const LABEL_CSI_PROXY_HOST: &str = "winpool.dev/csi-proxy-host";
+/// The agent's read-only checks of its host for the revision
+/// `ANN_PREFLIGHT_REVISION` names (its pool's target, before the node is
+/// started): `Ready`, or `Blocked: ` and the reasons. A node is cordoned
+/// only once its preflight passed for the revision it is started with.
+pub const ANN_PREFLIGHT: &str = "winpool.dev/preflight";
+pub const ANN_AGENT_VERSION: &str = "winpool.dev/agent-version";
+pub const ANN_PREFLIGHT_REVISION: &str = "winpool.dev/preflight-revision";
+pub const PREFLIGHT_READY: &str = "Ready";
+pub const PREFLIGHT_BLOCKED: &str = "Blocked: ";
+/// Marks (`true`) the revision ConfigMap of a pool's target revision: the
+/// agents watch it to preflight a revision before their node is started.
+pub const LABEL_TARGET: &str = "winpool.dev/target";
+/// When the operator put that mark on (RFC 3339): an agent that has not
+/// answered a whole nodeTimeout later is reported, not waited for.
+pub const ANN_TARGET_SINCE: &str = "winpool.dev/target-since";
+pub const ANN_HNS_LOAD_BALANCERS: &str = "winpool.dev/hns-load-balancers";
+pub const ANN_HNS_ENDPOINTS: &str = "winpool.dev/hns-endpoints";
+/// Set by winpool when it dropped a node's pre-update HNS counts: until the
+/// agent reports again, missing counts mean "not caught up", not "unknown".
+pub const ANN_HNS_AWAITING: &str = "winpool.dev/hns-awaiting-report";
+
+/// Per-node rollout state written by the operator, so a restarted operator
+/// resumes exactly where it was (SPEC §2).
+/// On a pool: "true" pauses it like spec.rollout.paused, outside the spec
+/// that GitOps owns (`kubectl winpool pause` writes it).
+pub const ANN_PAUSED: &str = "winpool.dev/paused";
+pub const ANN_STATE: &str = "winpool.dev/state";
+pub const ANN_STATE_SINCE: &str = "winpool.dev/state-since";
+/// When this node's rollout to its target revision began; nodeTimeout counts from here.
+pub const ANN_STARTED_AT: &str = "winpool.dev/started-at";
+/// The revision the node is being moved to while Draining (the label moves at Applying).
+pub const ANN_TARGET_REVISION: &str = "winpool.dev/target-revision";
+/// Present only when winpool itself cordoned the node: winpool never
+/// uncordons a node someone else cordoned.
+pub const ANN_CORDONED_BY_WINPOOL: &str = "winpool.dev/cordoned";
+pub const ANN_FAILURE_REASON: &str = "winpool.dev/failure-reason";
+pub const ANN_FAILURE_MESSAGE: &str = "winpool.dev/failure-message";
+/// Revisions already drained on this node; a node is never drained twice for one revision.
+pub const ANN_DRAINED_REVISION: &str = "winpool.dev/drained-revision";
+/// A node put back because a PodDisruptionBudget refused its evictions:
+/// which budget (namespace/name), and since when its drain has been blocked
+/// (drain.timeout counts from there, across the retries).
+pub const ANN_DRAIN_BLOCKED_BY: &str = "winpool.dev/drain-blocked-by";
+pub const ANN_DRAIN_BLOCKED_SINCE: &str = "winpool.dev/drain-blocked-since";
+
+/// A Secret winpool may send to a health gate's endpoint must carry this
+/// label (value "true"): a pool's author names the Secret and the URL, so
+/// no other Secret of the operator's namespace can be sent anywhere.
+pub const LABEL_GATE_CREDENTIALS: &str = "winpool.dev/health-gate-credentials";
+
+pub const TAINT_HNS_NOT_READY: &str = "winpool.dev/hns-not-ready";
+pub const NODE_CONDITION_HNS_READY: &str = "WindowsHNSReady";
+
+/// The kubelet's bootID when winpool started an update that needs a reboot.
+pub const ANN_BOOT_ID: &str = "winpool.dev/boot-id";
+pub const APPLY_APPLYING: &str = "Applying";
+pub const APPLY_REBOOTING: &str = "Rebooting";
+pub const APPLY_SUCCEEDED: &str = "Succeeded";
+pub const APPLY_FAILED: &str = "Failed";

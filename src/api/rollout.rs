@@ -1,0 +1,503 @@
+//! `spec.rollout`: how fast, when (maintenance windows), behind which health
+//! gates, and how nodes are drained.
+
+#[allow(unused_imports)]
+use super::*;
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "type(self.maxUnavailable) == int ? self.maxUnavailable >= 1 : self.maxUnavailable.matches('^(100|[1-9][0-9]?)%$')",
+    "message": "rollout.maxUnavailable must be a positive number of nodes (e.g. 1) or a percentage from 1% to 100% (e.g. \"10%\")",
+    "fieldPath": ".maxUnavailable",
+    "reason": "FieldValueInvalid"
+}, {
+    "rule": "!(has(self.maintenanceWindow) && has(self.maintenanceWindows))",
+    "message": "rollout.maintenanceWindow and rollout.maintenanceWindows cannot both be set: move the single window into the maintenanceWindows list",
+    "fieldPath": ".maintenanceWindow",
+    "reason": "FieldValueForbidden"
+}, {
+    "rule": "duration(self.nodeTimeout) > duration('0s')",
+    "message": "rollout.nodeTimeout must be a positive duration such as 30m or 1h30m",
+    "fieldPath": ".nodeTimeout",
+    "reason": "FieldValueInvalid"
+}, {
+    "rule": "!has(self.healthGates) || self.healthGates.all(g, self.healthGates.exists_one(h, h.name == g.name))",
+    "message": "rollout.healthGates: every gate needs a name of its own (the condition and Events name the gate)",
+    "fieldPath": ".healthGates",
+    "reason": "FieldValueInvalid"
+}, {
+    "rule": "!has(self.healthGateInterval) || duration(self.healthGateInterval) > duration('0s')",
+    "message": "rollout.healthGateInterval must be a positive duration such as 30s",
+    "fieldPath": ".healthGateInterval",
+    "reason": "FieldValueInvalid"
+}]))]
+pub struct RolloutSpec {
+    /// Nodes that may be between Pending and Updated at once: a number or a percent of the pool (default 1).
+    #[serde(default = "default_max_unavailable")]
+    pub max_unavailable: IntOrString,
+    /// Start no new node while true; nodes already in flight finish (default false).
+    #[serde(default)]
+    pub paused: bool,
+    /// Failed nodes tolerated before the rollout pauses itself (default 1).
+    #[serde(default = "default_max_failed_nodes")]
+    #[schemars(range(min = 0))]
+    pub max_failed_nodes: i32,
+    /// Drain + apply + verify budget per node, a Go duration (default 30m).
+    #[serde(default = "default_node_timeout")]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"), length(max = 32))]
+    pub node_timeout: String,
+    /// How a node is drained before its update.
+    #[serde(default)]
+    pub drain: DrainSpec,
+    /// How long a node stays Updated and Ready before it stops counting
+    /// against maxUnavailable, a Go duration (default 0s: at once), like a
+    /// Deployment's minReadySeconds: a node that goes bad soon after its update
+    /// shows it before the next one starts.
+    #[serde(default = "default_soak_time")]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"), length(max = 32))]
+    pub soak_time: String,
+    /// The older single-window form of maintenanceWindows (kept so existing
+    /// pools stay valid); not together with maintenanceWindows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maintenance_window: Option<MaintenanceWindow>,
+    /// When set, no new node starts outside these windows (any of them open is
+    /// enough); nodes already in flight finish.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    pub maintenance_windows: Vec<MaintenanceWindow>,
+    /// Dates on which no new node starts, even inside a window (a change
+    /// freeze, the holidays).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub not_allowed_dates: Vec<DateRange>,
+    /// Conditions of the cluster under which no new node starts (kured's
+    /// Prometheus and blocking-pod checks); nodes in flight finish. A gate that
+    /// cannot be evaluated counts as closed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    pub health_gates: Vec<HealthGate>,
+    /// How often closed health gates are looked at again, a Go duration (default 30s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"), length(max = 32))]
+    pub health_gate_interval: Option<String>,
+}
+
+fn default_max_unavailable() -> IntOrString {
+    IntOrString::Int(1)
+}
+fn default_max_failed_nodes() -> i32 {
+    1
+}
+fn default_node_timeout() -> String {
+    "30m".into()
+}
+fn default_soak_time() -> String {
+    "0s".into()
+}
+
+impl Default for RolloutSpec {
+    fn default() -> Self {
+        Self {
+            max_unavailable: default_max_unavailable(),
+            paused: false,
+            max_failed_nodes: default_max_failed_nodes(),
+            node_timeout: default_node_timeout(),
+            drain: DrainSpec::default(),
+            soak_time: default_soak_time(),
+            maintenance_window: None,
+            maintenance_windows: Vec::new(),
+            not_allowed_dates: Vec::new(),
+            health_gates: Vec::new(),
+            health_gate_interval: None,
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "duration(self.timeout) > duration('0s')",
+    "message": "rollout.drain.timeout must be a positive duration such as 10m",
+    "fieldPath": ".timeout",
+    "reason": "FieldValueInvalid"
+}, {
+    "rule": "!has(self.gracePeriod) || duration(self.gracePeriod) < duration(self.timeout)",
+    "message": "rollout.drain.gracePeriod must be shorter than rollout.drain.timeout, or no pod could finish in time",
+    "fieldPath": ".gracePeriod",
+    "reason": "FieldValueInvalid"
+}, {
+    "rule": "!has(self.skipWaitForDeleteTimeout) || duration(self.skipWaitForDeleteTimeout) < duration(self.timeout)",
+    "message": "rollout.drain.skipWaitForDeleteTimeout must be shorter than rollout.drain.timeout, or it never applies",
+    "fieldPath": ".skipWaitForDeleteTimeout",
+    "reason": "FieldValueInvalid"
+}, {
+    "rule": "!has(self.podSelector) || !has(self.podSelector.matchExpressions) || self.podSelector.matchExpressions.all(e, e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist'] && (e.operator in ['In', 'NotIn'] ? (has(e.values) && size(e.values) > 0) : (!has(e.values) || size(e.values) == 0)))",
+    "message": "rollout.drain.podSelector.matchExpressions[]: the operator is In or NotIn with values, or Exists or DoesNotExist without",
+    "fieldPath": ".podSelector",
+    "reason": "FieldValueInvalid"
+}]))]
+pub struct DrainSpec {
+    /// Cordon and evict pods before applying (default true).
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// How long evictions may take before the node fails, a Go duration (default 10m).
+    #[serde(default = "default_drain_timeout")]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"), length(max = 32))]
+    pub timeout: String,
+    /// Evict pods that use emptyDir volumes, losing that data (default true).
+    #[serde(default = "default_true")]
+    pub delete_empty_dir_data: bool,
+    /// Evict pods that no controller owns, as `kubectl drain --force` does
+    /// (default false). Such a pod is not recreated anywhere once evicted, so
+    /// without this it holds the drain and the node fails at drain.timeout,
+    /// naming it.
+    #[serde(default)]
+    pub force: bool,
+    /// Delete the pods a PodDisruptionBudget still protects once drain.timeout
+    /// has passed, instead of failing the node (default false).
+    #[serde(default)]
+    pub delete_after_timeout: bool,
+    /// The time each evicted pod gets to shut down, a Go duration, instead of
+    /// its own terminationGracePeriodSeconds (default: its own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"), length(max = 32))]
+    pub grace_period: Option<String>,
+    /// Only pods that match this selector are evicted; the others stay on
+    /// the node through its update (default: every pod a drain evicts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_selector: Option<LabelSelector>,
+    /// A pod whose deletion began longer ago than this, a Go duration, is no
+    /// longer waited for: a hung kubelet may never confirm it (default: wait
+    /// until it is gone, within drain.timeout).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"), length(max = 32))]
+    pub skip_wait_for_delete_timeout: Option<String>,
+    /// A node whose evictions a PodDisruptionBudget has refused this long is
+    /// put back (uncordoned, Pending, last in line) so that its slot goes to
+    /// another node, and is tried again after as long; drain.timeout still
+    /// counts from its first refusal. A Go duration (default 1m; 0s: hold the
+    /// slot until drain.timeout).
+    #[serde(default = "default_put_back_after")]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"), length(max = 32))]
+    pub put_back_after: String,
+}
+
+fn default_put_back_after() -> String {
+    "1m".into()
+}
+
+fn default_drain_timeout() -> String {
+    "10m".into()
+}
+
+impl Default for DrainSpec {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            timeout: default_drain_timeout(),
+            delete_empty_dir_data: true,
+            force: false,
+            delete_after_timeout: false,
+            grace_period: None,
+            pod_selector: None,
+            skip_wait_for_delete_timeout: None,
+            put_back_after: default_put_back_after(),
+        }
+    }
+}
+
+/// One health gate: exactly one of `prometheus`, `alertmanager` or `pods`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "[has(self.prometheus), has(self.alertmanager), has(self.pods)].filter(x, x).size() == 1",
+    "message": "a health gate has exactly one of prometheus, alertmanager or pods",
+    "reason": "FieldValueInvalid"
+}, {
+    "rule": "!has(self.alertmanager) || (has(self.alertmanager.alerts) && !has(self.alertmanager.query))",
+    "message": "an alertmanager health gate names alerts, not a query (Alertmanager has no PromQL)",
+    "fieldPath": ".alertmanager",
+    "reason": "FieldValueInvalid"
+}]))]
+pub struct HealthGate {
+    /// Names the gate in the pool's condition and Events, e.g. no-critical-alerts.
+    #[schemars(regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"), length(min = 1, max = 63))]
+    pub name: String,
+    /// Closed while a Prometheus query returns any series, or matching alerts fire.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prometheus: Option<PrometheusGate>,
+    /// Closed while matching alerts are active in Alertmanager (API v2):
+    /// silenced and inhibited alerts do not count, so a silence opens the
+    /// gate as it quiets the pager. `url`, `alerts`, `timeout`, `auth` and
+    /// `tls` as for prometheus; no `query`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alertmanager: Option<PrometheusGate>,
+    /// Closed while pods matching a selector exist (on the cluster, or on the node).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pods: Option<PodsGate>,
+}
+
+/// A gate read from the Prometheus HTTP API: exactly one of `query` or `alerts`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "has(self.query) != has(self.alerts)",
+    "message": "a prometheus health gate has exactly one of query or alerts",
+    "reason": "FieldValueInvalid"
+}, {
+    "rule": "duration(self.timeout) > duration('0s') && duration(self.timeout) <= duration('1m')",
+    "message": "prometheus.timeout must be a positive duration of at most 1m, such as 5s (a reconcile waits for it)",
+    "fieldPath": ".timeout",
+    "reason": "FieldValueInvalid"
+}, {
+    "rule": "!has(self.tls) || self.url.startsWith('https://')",
+    "message": "prometheus.tls is for an https url; an http url has no certificate to verify",
+    "fieldPath": ".tls",
+    "reason": "FieldValueInvalid"
+}]))]
+pub struct PrometheusGate {
+    /// Base URL of the Prometheus HTTP API, e.g. http://prometheus.monitoring:9090 (http or https).
+    #[schemars(regex(pattern = r"^https?://[^\s/?#]+(/[^\s?#]*)?$"), length(max = 2048))]
+    pub url: String,
+    /// A PromQL instant query (/api/v1/query): any series it returns closes the gate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 4096))]
+    pub query: Option<String>,
+    /// Firing alerts (/api/v1/alerts) whose name matches close the gate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alerts: Option<AlertMatch>,
+    /// How long one request may take, a Go duration (default 5s); a gate
+    /// whose request times out is closed.
+    #[serde(default = "default_gate_timeout")]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"), length(max = 32))]
+    pub timeout: String,
+    /// Credentials from a Secret in the operator's namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<PrometheusAuth>,
+    /// Whom an https url's server certificate must be signed by. Without it the
+    /// gate trusts the system roots the operator finds (its image holds none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<PrometheusTls>,
+}
+
+/// The certificate authorities an https gate trusts, and no others.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PrometheusTls {
+    /// A Secret in the operator's own namespace, labelled
+    /// winpool.dev/health-gate-credentials=true, whose key ca.crt holds the
+    /// PEM certificates of those authorities, and need hold nothing else.
+    #[schemars(regex(pattern = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"), length(max = 253))]
+    pub ca_secret_name: String,
+}
+
+fn default_gate_timeout() -> String {
+    "5s".into()
+}
+
+/// Which firing alerts close the gate.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AlertMatch {
+    /// A regular expression matched against the whole alert name, like
+    /// PromQL's `=~` (e.g. `KubeNode.*|.*Critical`).
+    #[schemars(length(min = 1, max = 1024))]
+    pub name: String,
+    /// Label matchers an alert must also meet, all of them (e.g. severity
+    /// Equal critical, namespace NotMatches dev-.*).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    pub matchers: Vec<LabelMatcher>,
+}
+
+/// One label matcher, as Prometheus and Alertmanager write them.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LabelMatcher {
+    /// The label's name, e.g. severity.
+    #[schemars(regex(pattern = r"^[a-zA-Z_][a-zA-Z0-9_]*$"), length(max = 128))]
+    pub label: String,
+    /// Equal and NotEqual compare the value (PromQL's = and !=); Matches
+    /// and NotMatches match it as a whole-value regular expression (=~, !~).
+    pub op: MatchOp,
+    /// The value, or the regular expression for =~ and !~. A label the alert
+    /// lacks has the empty value, as in PromQL.
+    #[schemars(length(max = 1024))]
+    pub value: String,
+}
+
+/// How a [`LabelMatcher`] compares. Words, as a LabelSelector's operators
+/// are, not PromQL's symbols: a bare `=` in YAML is a YAML 1.1 tag that
+/// Python's and other YAML 1.1 parsers refuse to read in the CRD.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum MatchOp {
+    Equal,
+    NotEqual,
+    Matches,
+    NotMatches,
+}
+
+/// Basic (Secret keys `username`, `password`) or Bearer (key `token`) auth.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PrometheusAuth {
+    /// Basic or Bearer.
+    #[serde(rename = "type")]
+    pub type_: PrometheusAuthType,
+    /// A Secret in the operator's own namespace (winpool reads no other Secret),
+    /// labelled winpool.dev/health-gate-credentials=true.
+    #[schemars(regex(pattern = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"), length(max = 253))]
+    pub secret_name: String,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum PrometheusAuthType {
+    Basic,
+    Bearer,
+}
+
+/// A gate closed by pods matching a selector.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PodsGate {
+    /// Pods (not Succeeded or Failed) matching this selector close the gate.
+    pub selector: LabelSelector,
+    /// Only pods in these namespaces (default: every namespace).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    pub namespaces: Vec<String>,
+    /// Cluster (default): such a pod anywhere holds the rollout. Node: a node
+    /// such a pod runs on is not started; other nodes are.
+    #[serde(default)]
+    pub scope: GateScope,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, JsonSchema)]
+pub enum GateScope {
+    #[default]
+    Cluster,
+    Node,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+pub enum Weekday {
+    Mon,
+    Tue,
+    Wed,
+    Thu,
+    Fri,
+    Sat,
+    Sun,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "self.start != self.end",
+    "message": "a maintenance window's start and end must differ (a window that ends before it starts runs past midnight)",
+    "fieldPath": ".end",
+    "reason": "FieldValueInvalid"
+}, {
+    "rule": "[has(self.days), has(self.relativeMonthly), has(self.absoluteMonthly)].filter(x, x).size() <= 1",
+    "message": "a maintenance window opens on weekdays (days), on a weekday of the month (relativeMonthly) or on a date of the month (absoluteMonthly): one of them",
+    "fieldPath": ".absoluteMonthly",
+    "reason": "FieldValueForbidden"
+}]))]
+pub struct MaintenanceWindow {
+    /// Weekly: the days on which the window opens (default every day).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 7))]
+    pub days: Vec<Weekday>,
+    /// Monthly: the window opens on a day counted from a weekday of the month,
+    /// e.g. a week after Patch Tuesday (second Tuesday + 7 days).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relative_monthly: Option<RelativeMonthly>,
+    /// Monthly: the window opens on a date of the month, e.g. the 25th, or
+    /// the last day with 31.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub absolute_monthly: Option<AbsoluteMonthly>,
+    /// Opening time, HH:MM (24h).
+    #[schemars(regex(pattern = r"^([01][0-9]|2[0-3]):[0-5][0-9]$"))]
+    pub start: String,
+    /// Closing time, HH:MM (24h); earlier than start means the window runs past midnight.
+    #[schemars(regex(pattern = r"^([01][0-9]|2[0-3]):[0-5][0-9]$"))]
+    pub end: String,
+    /// IANA time zone of start/end, e.g. Europe/Zurich (default UTC).
+    #[serde(default = "default_time_zone")]
+    #[schemars(regex(pattern = r"^(UTC|[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+){0,2})$"), length(max = 64))]
+    pub time_zone: String,
+}
+
+fn default_time_zone() -> String {
+    "UTC".into()
+}
+
+/// Which occurrence of a weekday in its month.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+pub enum WeekIndex {
+    First,
+    Second,
+    Third,
+    Fourth,
+    Last,
+}
+
+/// "The second Tuesday of every month, plus 7 days, for 3 days".
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RelativeMonthly {
+    /// Which occurrence of the weekday in the month: First to Fourth, or Last.
+    pub week_index: WeekIndex,
+    /// The weekday counted (Patch Tuesday: Second Tue).
+    pub day_of_week: Weekday,
+    /// Days added to that weekday (negative: before it), -27 to 27 (default 0).
+    #[serde(default)]
+    #[schemars(range(min = -27, max = 27))]
+    pub offset_days: i32,
+    /// On how many consecutive days the window opens, from that day (default 1).
+    #[serde(default = "default_duration_days")]
+    #[schemars(range(min = 1, max = 28))]
+    pub duration_days: i32,
+}
+
+fn default_duration_days() -> i32 {
+    1
+}
+
+/// "The 25th of every month, for 2 days".
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AbsoluteMonthly {
+    /// The date of the month, 1 to 31. A month without that date opens on its
+    /// last day instead, so a month-end window (31) opens every month and
+    /// never skips February.
+    #[schemars(range(min = 1, max = 31))]
+    pub day_of_month: i32,
+    /// On how many consecutive days the window opens, from that date (default 1).
+    #[serde(default = "default_duration_days")]
+    #[schemars(range(min = 1, max = 28))]
+    pub duration_days: i32,
+}
+
+/// Whole days, first and last included, in a time zone.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "self.start <= self.end",
+    "message": "rollout.notAllowedDates: end must not be before start",
+    "fieldPath": ".end",
+    "reason": "FieldValueInvalid"
+}]))]
+pub struct DateRange {
+    /// First day, YYYY-MM-DD.
+    #[schemars(regex(pattern = r"^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$"), length(max = 10))]
+    pub start: String,
+    /// Last day, YYYY-MM-DD (included).
+    #[schemars(regex(pattern = r"^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$"), length(max = 10))]
+    pub end: String,
+    /// IANA time zone the days are in (default UTC).
+    #[serde(default = "default_time_zone")]
+    #[schemars(regex(pattern = r"^(UTC|[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+){0,2})$"), length(max = 64))]
+    pub time_zone: String,
+}

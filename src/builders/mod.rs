@@ -1,0 +1,10 @@
+//! The objects winpool writes, built from a pool's spec: pure, compared with
+//! what is in the cluster by the round (drift), written by the controller.
+//!
+//! - [`daemonset`]: the pool's agent DaemonSet.
+//! - [`csi_proxy`]: CSI Proxy's HostProcess DaemonSet per version.
+//! - [`configmap`]: a revision's immutable ConfigMap.
+
+pub mod configmap;
+pub mod csi_proxy;
+pub mod daemonset;

@@ -1,0 +1,20 @@
+//! The decision: pure functions from what a round observed to what it does.
+//! Nothing here reads the network or the clock; everything is table-tested.
+//!
+//! - [`rollout`]: each member's next step and the starts (the plan).
+//! - [`status`]: the pool's status and conditions from the plan.
+//! - [`hns`]: whether a node's HNS carries the cluster's Services, and the pool's capacity.
+//! - [`gates`]: what a health gate's answer means.
+//! - [`membership`]: which nodes a pool selects.
+//! - [`node_view`]: a Node and its agent's report read into the view the rollout decides on.
+//! - [`window`]: maintenance windows and not-allowed dates.
+//! - [`revision`]: the node-level configuration a spec asks for, and its hash.
+
+pub mod gates;
+pub mod hns;
+pub mod membership;
+pub mod node_view;
+pub mod revision;
+pub mod rollout;
+pub mod status;
+pub mod window;
