@@ -18,6 +18,10 @@
 #   6. helm uninstall removes it and keeps the CRD
 # Prints "N passed, M failed" last and exits 1 if anything failed.
 #
+#   hack/chart-test.sh                       the chart directory, charts/winpool
+#   hack/chart-test.sh dist/winpool-V.tgz    a packaged chart (hack/release.sh):
+#                                            every check runs on what it holds
+#
 # Environment: WINPOOL_CHART_TEST_RELEASE (default winpool-chart-test),
 # WINPOOL_CHART_TEST_NAMESPACE (default winpool-system-chart-test),
 # WINPOOL_CHART_TEST_AGENT_NAMESPACE (default winpool-agents-chart-test);
@@ -27,6 +31,8 @@ source "$(dirname "$0")/lib.sh"
 cd "$REPO_ROOT"
 
 CHART=charts/winpool
+PACKAGE="${1:-}"
+[[ -z "$PACKAGE" || -f "$PACKAGE" ]] || die "no chart package $PACKAGE"
 RELEASE="${WINPOOL_CHART_TEST_RELEASE:-winpool-chart-test}"
 NS="${WINPOOL_CHART_TEST_NAMESPACE:-winpool-system-chart-test}"
 AGENT_NS="${WINPOOL_CHART_TEST_AGENT_NAMESPACE:-winpool-agents-chart-test}"
@@ -44,6 +50,14 @@ KUBECONFIG="$("$HACK_DIR/cluster.sh" kubeconfig)"
 # Helm keeps its own config, cache and data here, never in the user's home.
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/winpool-chart-test.XXXXXX")"
 export HELM_CONFIG_HOME="$WORK/helm/config" HELM_CACHE_HOME="$WORK/helm/cache" HELM_DATA_HOME="$WORK/helm/data"
+# A packaged chart is tested as unpacked: what a user installs, nothing else.
+if [[ -n "$PACKAGE" ]]; then
+  mkdir -p "$WORK/packaged"
+  tar -xzf "$PACKAGE" -C "$WORK/packaged"
+  CHART="$WORK/packaged/winpool"
+  [[ -f "$CHART/Chart.yaml" ]] || die "$PACKAGE holds no winpool/Chart.yaml"
+  log "testing the packaged chart $PACKAGE"
+fi
 
 helm_() { "$HELM_BIN" "$@"; }
 kubectl_() { "$KUBECTL_BIN" "$@"; }
