@@ -476,15 +476,8 @@ mod tests {
     #[test]
     fn writes_that_finish_or_move_a_node_come_before_writes_that_start_one() {
         let existing = BTreeSet::new();
-        let input = PoolInput {
-            name: "p",
-            spec: &pool().spec,
-            existing_revisions: &existing,
-            target_marked_at: None,
-            gates: &[],
-            average_node_update: None,
-            paused_by_annotation: false,
-        };
+        let pool = pool();
+        let input = PoolInput::of_spec("p", &pool.spec, &existing);
         let mut plan = decide(&input, &[], Timestamp::UNIX_EPOCH);
         plan.patches = vec![
             patch("a", NodeState::Pending, NodeState::Draining),
@@ -535,19 +528,7 @@ mod tests {
     fn the_target_revision_gets_its_configmap_once() {
         let (pool, settings) = (pool(), settings());
         let existing = BTreeSet::new();
-        let plan = decide(
-            &PoolInput {
-                name: "p",
-                spec: &pool.spec,
-                existing_revisions: &existing,
-                target_marked_at: None,
-                gates: &[],
-                average_node_update: None,
-                paused_by_annotation: false,
-            },
-            &[],
-            Timestamp::UNIX_EPOCH,
-        );
+        let plan = decide(&PoolInput::of_spec("p", &pool.spec, &existing), &[], Timestamp::UNIX_EPOCH);
         let writes = configmap_writes(&pool, &settings.agent_namespace, &plan, &[], &[], Timestamp::UNIX_EPOCH);
         assert_eq!(writes.create.iter().map(|(r, _)| r.as_str()).collect::<Vec<_>>(), [plan.revision.as_str()]);
         let cm = Arc::new(writes.create[0].1.clone());
@@ -561,15 +542,7 @@ mod tests {
         let (pool, settings) = (pool(), settings());
         let existing = BTreeSet::new();
         let plan_of = |pool: &WindowsNodePool| {
-            let input = PoolInput {
-                name: "p",
-                spec: &pool.spec,
-                existing_revisions: &existing,
-                target_marked_at: None,
-                gates: &[],
-                average_node_update: None,
-                paused_by_annotation: false,
-            };
+            let input = PoolInput::of_spec("p", &pool.spec, &existing);
             decide(&input, &[], Timestamp::UNIX_EPOCH)
         };
         let plan = plan_of(&pool);
@@ -747,15 +720,7 @@ mod tests {
     fn a_lagging_taint_holds_its_node_and_every_start() {
         let existing = BTreeSet::new();
         let spec = pool().spec;
-        let input = PoolInput {
-            name: "p",
-            spec: &spec,
-            existing_revisions: &existing,
-            target_marked_at: None,
-            gates: &[],
-            average_node_update: None,
-            paused_by_annotation: false,
-        };
+        let input = PoolInput::of_spec("p", &spec, &existing);
         let mut plan = decide(&input, &[], Timestamp::UNIX_EPOCH);
         plan.patches = vec![
             patch("a", NodeState::Pending, NodeState::Draining),

@@ -429,6 +429,21 @@ pub struct PoolInput<'a> {
     pub paused_by_annotation: bool,
 }
 
+impl<'a> PoolInput<'a> {
+    /// A pool as its spec alone says: no gates asked, no history, no target marked yet.
+    pub fn of_spec(name: &'a str, spec: &'a WindowsNodePoolSpec, existing_revisions: &'a BTreeSet<String>) -> Self {
+        PoolInput {
+            name,
+            spec,
+            existing_revisions,
+            average_node_update: None,
+            gates: &[],
+            target_marked_at: None,
+            paused_by_annotation: false,
+        }
+    }
+}
+
 /// maxUnavailable resolved against the pool size: percentages round down, but
 /// never below one node, so a small pool still moves.
 pub fn max_unavailable(v: &IntOrString, total: usize) -> usize {

@@ -717,33 +717,10 @@ mod tests {
         assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", "OutsideMaintenanceWindow"));
         assert!(c.message.contains("opens at 2026-12-05T02:00:00Z and closes at 2026-12-05T06:00:00Z"), "{}", c.message);
         let existing = BTreeSet::new();
-        let plan = decide(
-            &PoolInput {
-                name: "p",
-                spec: &spec,
-                existing_revisions: &existing,
-                average_node_update: None,
-                target_marked_at: None,
-                gates: &[],
-                paused_by_annotation: false,
-            },
-            &cleared(&spec, &[node("a")]),
-            now,
-        );
+        let plan = decide(&PoolInput::of_spec("p", &spec, &existing), &cleared(&spec, &[node("a")]), now);
         assert_eq!(plan.requeue_after, crate::rollout::IDLE_REQUEUE, "the window is days away: the idle requeue comes first");
-        let plan = decide(
-            &PoolInput {
-                name: "p",
-                spec: &spec,
-                existing_revisions: &existing,
-                average_node_update: None,
-                target_marked_at: None,
-                gates: &[],
-                paused_by_annotation: false,
-            },
-            &cleared(&spec, &[node("a")]),
-            "2026-12-05T01:59:00Z".parse().unwrap(),
-        );
+        let plan =
+            decide(&PoolInput::of_spec("p", &spec, &existing), &cleared(&spec, &[node("a")]), "2026-12-05T01:59:00Z".parse().unwrap());
         assert_eq!(plan.requeue_after, std::time::Duration::from_secs(60), "looks again when the window opens");
         // Inside the window: open, and the status still names it (it closes at 06:00).
         let inside = status_for(&spec, &[node("a")], None, "2026-12-05T03:00:00Z".parse().unwrap());
@@ -1032,15 +1009,7 @@ mod tests {
         );
 
         let existing = BTreeSet::new();
-        let input = PoolInput {
-            name: "p",
-            spec: &spec,
-            existing_revisions: &existing,
-            target_marked_at: None,
-            gates: &[],
-            average_node_update: None,
-            paused_by_annotation: false,
-        };
+        let input = PoolInput::of_spec("p", &spec, &existing);
         let plan = decide(&input, &[blocked("a"), node("b")], now);
         let s = build_status(&spec, &plan, &Membership::default(), None, None, Some(3), now);
         let c = get(&s, conditions::PROGRESSING);

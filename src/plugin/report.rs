@@ -463,19 +463,7 @@ mod tests {
 
     fn first_wave_of_decide(p: &WindowsNodePool, views: &[NodeView]) -> Vec<String> {
         let existing = BTreeSet::new();
-        let plan = rollout::decide(
-            &PoolInput {
-                name: "a",
-                spec: &p.spec,
-                existing_revisions: &existing,
-                average_node_update: None,
-                target_marked_at: None,
-                gates: &[],
-                paused_by_annotation: false,
-            },
-            views,
-            now(),
-        );
+        let plan = rollout::decide(&PoolInput::of_spec("a", &p.spec, &existing), views, now());
         plan.patches.iter().filter(|p| p.from == NodeState::Pending && p.to != NodeState::Pending).map(|p| p.node.clone()).collect()
     }
 
