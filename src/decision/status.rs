@@ -354,7 +354,12 @@ fn progressing_condition(plan: &Plan) -> (Condition, Course) {
         ),
         (Some(Hold::BadWindow(e)), false, true) => stopped(Progress::InvalidMaintenanceWindow, e.clone(), Course::Stalled),
         (Some(Hold::HealthGateClosed { gate, seen }), false, true) => {
-            stopped(Progress::HealthGateClosed, format!("gate \"{gate}\": {seen}; {} nodes pending", c.pending), Course::Moving)
+            // A node-scope gate holds only the nodes it saw; the others
+            // pending may still await their agent's verdict, not the gate.
+            let awaited = plan.preflight_held.values().filter(|h| **h == PreflightHeld::Awaited).count();
+            let preflight =
+                if awaited > 0 { format!(", {awaited} of them awaiting their agent's preflight of revision {rev}") } else { String::new() };
+            stopped(Progress::HealthGateClosed, format!("gate \"{gate}\": {seen}; {} nodes pending{preflight}", c.pending), Course::Moving)
         }
         (_, false, false) if c.failed > 0 => {
             let message = format!("no node left to update; {} nodes failed: {}", c.failed, failed_names(plan));
@@ -567,7 +572,7 @@ mod tests {
     use super::*;
     use crate::rollout::preflight::cleared;
     use crate::rollout::{NodeView, PoolInput, decide};
-    use std::collections::BTreeSet;
+    use std::collections::{BTreeMap, BTreeSet};
 
     fn spec(extra: &str) -> WindowsNodePoolSpec {
         serde_yaml::from_str(&format!("nodeSelector: {{}}\nos: {{version: ltsc2022, patchLevel: 10.0.20348.2762}}\n{extra}")).unwrap()
@@ -643,6 +648,30 @@ mod tests {
             assert_eq!((c.status.as_str(), c.reason.as_str(), c.message.as_str()), ("False", "HealthGateClosed", want));
             assert_eq!(get(&s, conditions::PAUSED).status, "False", "a closed gate is no pause: it opens by itself");
         }
+    }
+
+    #[test]
+    fn a_node_scope_gate_s_message_counts_the_pending_nodes_that_await_their_agent_not_the_gate() {
+        use crate::gates::{GateResult, Seen};
+        let now: Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();
+        let spec = spec("rollout: {maxUnavailable: 2}");
+        let existing = BTreeSet::new();
+        let on = BTreeMap::from([("a".to_string(), vec!["ns/backup".to_string()])]);
+        let gates = [GateResult { gate: "no-backups".into(), seen: Seen::PodsOnNodes(on) }];
+        // a's agent cleared the revision and a pod holds it; b's agent has yet to answer.
+        let mut nodes = cleared(&spec, &[node("a")]);
+        nodes.push(node("b"));
+        let plan = decide(&PoolInput { gates: &gates, ..PoolInput::of_spec("p", &spec, &existing) }, &nodes, now);
+        let s = build_status(&spec, &plan, &Membership::default(), None, None, Some(3), now);
+        let c = get(&s, conditions::PROGRESSING);
+        let rev = crate::revision::revision_of(&spec);
+        assert_eq!(
+            (c.reason.as_str(), c.message.as_str()),
+            (
+                "HealthGateClosed",
+                format!("gate \"no-backups\": matching pods run on 1 node: a (ns/backup); 2 nodes pending, 1 of them awaiting their agent's preflight of revision {rev}").as_str()
+            )
+        );
     }
 
     #[test]
