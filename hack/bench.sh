@@ -19,7 +19,8 @@
 #              (--churn-nodes 1000, --churn-seconds 600); not in the default phases
 # Environment: WINPOOL_CP_API_QPS (controller-manager/scheduler client QPS; unset = Kubernetes' defaults),
 #              WINPOOL_BENCH_BIN (measure this binary instead of building one), WINPOOL_BENCH_REV (what it was
-#              built from, for the table), WINPOOL_BENCH_CLUSTER / WINPOOL_BENCH_PORT_BASE.
+#              built from, for the table), WINPOOL_BENCH_CLUSTER / WINPOOL_BENCH_PORT_BASE,
+#              WINPOOL_BENCH_APISERVER_PPROF=DIR (a kube-apiserver CPU profile of each measured rollout).
 #
 # The benchmark runs on a control plane of its own (WINPOOL_CLUSTER, default
 # "bench", ports from WINPOOL_PORT_BASE, default 26500; smoke: "bench-smoke",

@@ -58,6 +58,10 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 STARTUP_S = 10
 # How often the churn phase's agents read HNS: a real agent's default (WINPOOL_HNS_INTERVAL).
 CHURN_HNS_INTERVAL = "15s"
+# Experiments only: a directory for a CPU profile of kube-apiserver over each measured rollout
+# (`go tool pprof -top FILE`), to see where the control plane's time goes.
+APISERVER_PPROF_DIR = os.environ.get("WINPOOL_BENCH_APISERVER_PPROF", "")
+APISERVER_PPROF_S = 40
 # How long the control plane is watched at rest before a measured rollout (its floor).
 REST_S = 20
 CP_COMPONENTS = ["kube-apiserver", "etcd", "kube-controller-manager", "kube-scheduler", "kwok-controller"]
@@ -474,6 +478,25 @@ class Bench:
                 data = f.read(end[1] - (start[1] if k == first else 0)) if k == last else f.read()
             yield from data.split(b"\n")
 
+    def audit_census(self, start, end):
+        """Every party's requests between two audit log positions, by user and "verb resource" (watches
+        counted when they start): who asks the API server for what during a rollout, winpool and its
+        agents beside the kubelets, the controllers and the benchmark itself."""
+        census = defaultdict(Counter)
+        for line in self.audit_lines(start, end):
+            try:
+                ev = json.loads(line)
+            except ValueError:
+                continue
+            verb, stage = ev.get("verb"), ev.get("stage")
+            if stage != ("ResponseStarted" if verb == "watch" else "ResponseComplete"):
+                continue
+            ref = ev.get("objectRef") or {}
+            res = ref.get("resource", ev.get("requestURI", "?").split("?")[0]) + (
+                f"/{ref['subresource']}" if ref.get("subresource") else "")
+            census[ev.get("user", {}).get("username", "?")][f"{verb} {res}"] += 1
+        return {u: dict(c.most_common()) for u, c in census.items()}
+
     def audit_counts(self, start, end, user=SA_USER, after=None):
         """`user`'s requests between two audit log positions. With `after` (epoch seconds), lists
         received later than that are also counted apart (`lists_after_detail`): relists past start-up."""
@@ -675,9 +698,12 @@ class Bench:
         log(f"[rollout {n}] {kind} rollout{'' if i is None else f' {i + 1}/{self.a.runs}'}: pool {pool} -> {patch}")
         t0 = time.time()
         self.set_pool(pool, fleet, patch)
+        profiler = self.profile_apiserver(f"rollout-{n}-{kind}-{i}") if kind == "measured" else None
         t_done, timeline = self.wait_pool_done(pool, n, [name, f"sim-{fleet}"], self.a.timeout)
         actual = t_done - t0
         time.sleep(3)  # writes that follow the last update (status, events) belong to the run
+        if profiler:
+            profiler.join()
         m1 = self.scrape()
         a1 = self.audit_size()
         audit = self.audit_counts(a0, a1)
@@ -699,11 +725,34 @@ class Bench:
             reconciles=m1.get("reconciles", 0) - m0.get("reconciles", 0),
             reconcile_seconds=round(m1.get("reconcile_seconds", 0) - m0.get("reconcile_seconds", 0), 2),
             audit=audit, agent_audit=agent_audit, profile=self.profile(nodes, t0, t_done, self.max_unavailable(n)),
+            census=self.audit_census(a0, a1),
             timeline=[(round(t - t0, 2), u) for t, u in timeline],
         )
         log(f"[rollout {n}]   {actual:.1f}s (ideal {rec['ideal_s']}s, x{rec['ratio']}), "
             f"writes/node: winpool {writes_per_node(audit, n):.2f}, agents {writes_per_node(agent_audit, n):.2f}; "
             f"fleet CPU {rec['sim_cpu_s']}s, VmHWM {rec['sim_hwm_mib']} MiB; profile {rec['profile']}")
+
+    def profile_apiserver(self, label):
+        """With WINPOOL_BENCH_APISERVER_PPROF: kube-apiserver's CPU profile over the next APISERVER_PPROF_S
+        seconds, fetched on a thread into that directory; None otherwise."""
+        if not APISERVER_PPROF_DIR:
+            return None
+        os.makedirs(APISERVER_PPROF_DIR, exist_ok=True)
+        path = os.path.join(APISERVER_PPROF_DIR, f"{label}.pprof")
+
+        def fetch():
+            r = subprocess.run([self.a.kubectl, "--kubeconfig", self.kubeconfig, "get", "--raw",
+                                f"/debug/pprof/profile?seconds={APISERVER_PPROF_S}"], capture_output=True)
+            if r.returncode == 0:
+                with open(path, "wb") as f:
+                    f.write(r.stdout)
+                log(f"kube-apiserver CPU profile: {path}")
+            else:
+                log(f"kube-apiserver CPU profile failed: {r.stderr.decode(errors='replace').strip()[-300:]}")
+
+        t = threading.Thread(target=fetch, daemon=True)
+        t.start()
+        return t
 
     def wait_for_log(self, path, text, timeout, name, offset=0):
         """Until a line of the log from `offset` on contains `text` (the process `name` must stay up)."""
