@@ -148,7 +148,9 @@ async fn a_firing_alert_holds_the_rollout_until_it_clears() {
     with_auth["auth"] = json!({"type": "Basic", "secretName": "prometheus-auth"});
     apply_rollout(&t, &pool, gate(with_auth.clone())).await;
     let (_, msg) = wait_progressing(&t, &pool, "the firing alert to hold the rollout", |reason, msg| {
-        reason == "HealthGateClosed" && msg.contains("alert firing")
+        // Once every agent has judged the revision: until then the message
+        // also counts the pending nodes awaiting their agent's preflight.
+        reason == "HealthGateClosed" && msg.contains("alert firing") && msg.ends_with(" nodes pending")
     })
     .await;
     assert_eq!(msg, format!("gate \"no-test-alerts\": 1 alert firing: {ALERT}; 3 nodes pending"));
@@ -244,7 +246,9 @@ async fn an_https_gate_trusts_the_authority_in_its_secret() {
 /// alert clears, the rollout completes.
 async fn held_over_https_until_the_alert_clears(t: &TestSpace, pool: &str, prom: &Prometheus, gauge: &Gauge) {
     let (_, msg) = wait_progressing(t, pool, "the alert, read over https, to hold the rollout", |reason, msg| {
-        reason == "HealthGateClosed" && msg.contains("alert firing")
+        // Once every agent has judged the revision: until then the message
+        // also counts the pending nodes awaiting their agent's preflight.
+        reason == "HealthGateClosed" && msg.contains("alert firing") && msg.ends_with(" nodes pending")
     })
     .await;
     assert_eq!(msg, format!("gate \"no-test-alerts\": 1 alert firing: {ALERT}; 2 nodes pending"));
@@ -389,7 +393,12 @@ async fn an_alertmanager_gate_holds_while_matching_alerts_are_active_and_opens_w
             "matchers": [{"label": "severity", "op": "Matches", "value": "critical|warning"}]}}}]});
     apply_rollout(&t, &pool, rollout).await;
     t.start_operator(&[]);
-    let (_, msg) = wait_progressing(&t, &pool, "the active alert to hold the rollout", |reason, _| reason == "HealthGateClosed").await;
+    // Once both agents have judged the revision: until then the message also
+    // counts the pending nodes awaiting their agent's preflight.
+    let (_, msg) = wait_progressing(&t, &pool, "the active alert to hold the rollout", |reason, msg| {
+        reason == "HealthGateClosed" && msg.ends_with(" nodes pending")
+    })
+    .await;
     assert_eq!(msg, format!("gate \"no-test-alerts\": 1 alert firing: {ALERT}; 2 nodes pending"), "the info alert is not counted");
     assert!(starts(&t).is_empty(), "no node started while the gate was closed: {:?}", starts(&t));
 
