@@ -279,7 +279,7 @@ impl Metrics {
         self.pool.window_open.with_label_values(&[pool]).set(plan.window_open as i64);
         self.pool.drain_blocked.with_label_values(&[pool]).set(plan.blocked.len() as i64);
         self.pool.preflight_blocked.with_label_values(&[pool]).set(plan.preflight_blocked().count() as i64);
-        let awaited = plan.preflight_held.values().filter(|h| **h == crate::rollout::preflight::PreflightHeld::Awaited).count();
+        let awaited = plan.preflight_awaited();
         self.pool.preflight_awaited.with_label_values(&[pool]).set(awaited as i64);
         self.pool.last_reconcile.with_label_values(&[pool]).set(now.as_second());
     }

@@ -3,9 +3,9 @@
 import math
 import os
 import statistics
-from collections import defaultdict
 import sys
 import time
+from collections import defaultdict
 
 # Issue 14's targets: a 1,000-node rollout, a whole 5,000-node rollout with
 # 10,000 Services, winpool's writes per node updated, peak RSS at 5,000 nodes.
@@ -68,11 +68,12 @@ def kind_per_node(rec, pred):
 
 
 # Who is who in the audit log: the local control plane's components (kube-controller-manager,
-# kube-scheduler, kwok) and the simulated fleet's kubelets all use kwokctl's admin credentials.
+# kube-scheduler, kwok), the simulated fleet's kubelets and this script's own polls all use kwokctl's
+# admin credentials.
 PARTIES = (
     ("system:serviceaccount:winpool-system:", "winpool"),
     ("system:serviceaccount:winpool-agents:", "agents"),
-    ("kwok-admin", "kubelets (fleet), controllers, kwok"),
+    ("kwok-admin", "kubelets (fleet), controllers, kwok, the benchmark's polls"),
 )
 READ_VERBS = ("get", "list", "watch")
 

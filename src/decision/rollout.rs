@@ -407,6 +407,11 @@ impl Plan {
             preflight::PreflightHeld::Awaited => None,
         })
     }
+
+    /// How many nodes still await their agent's verdict on the revision.
+    pub fn preflight_awaited(&self) -> usize {
+        self.preflight_held.values().filter(|h| **h == preflight::PreflightHeld::Awaited).count()
+    }
 }
 
 /// The pool-level inputs of one decision.

@@ -11,7 +11,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use crate::api::{HnsStatus, WindowsNodePoolSpec, WindowsNodePoolStatus, conditions, names};
 use crate::membership::Membership;
 use crate::provider::ManagedNodes;
-use crate::rollout::preflight::PreflightHeld;
 use crate::rollout::{Hold, NodeState, Plan};
 
 /// Membership problems found while selecting the pool's nodes.
@@ -309,7 +308,7 @@ fn pending_condition(plan: &Plan) -> (Condition, Course) {
         // Every pending node waits for its agent: blocked ones stop the
         // rollout until someone acts; awaited ones are on their way.
         None if (plan.runtime_refused.len() + plan.preflight_held.len()) as i32 >= c.pending => {
-            let awaited = plan.preflight_held.values().filter(|h| **h == PreflightHeld::Awaited).count();
+            let awaited = plan.preflight_awaited();
             let blocked = and_note(preflight_note(plan));
             if awaited > 0 {
                 moving(
@@ -354,9 +353,10 @@ fn progressing_condition(plan: &Plan) -> (Condition, Course) {
         ),
         (Some(Hold::BadWindow(e)), false, true) => stopped(Progress::InvalidMaintenanceWindow, e.clone(), Course::Stalled),
         (Some(Hold::HealthGateClosed { gate, seen }), false, true) => {
-            // A node-scope gate holds only the nodes it saw; the others
-            // pending may still await their agent's verdict, not the gate.
-            let awaited = plan.preflight_held.values().filter(|h| **h == PreflightHeld::Awaited).count();
+            // Pending nodes whose agent has not judged the revision wait for
+            // it, whatever the gate says (a node-scope gate holds only the
+            // nodes it saw).
+            let awaited = plan.preflight_awaited();
             let preflight =
                 if awaited > 0 { format!(", {awaited} of them awaiting their agent's preflight of revision {rev}") } else { String::new() };
             stopped(Progress::HealthGateClosed, format!("gate \"{gate}\": {seen}; {} nodes pending{preflight}", c.pending), Course::Moving)
