@@ -637,7 +637,7 @@ async fn a_daemonset_deleted_by_hand_mid_rollout_is_recreated_and_the_rollout_fi
 }
 
 #[tokio::test]
-async fn a_bogus_revision_label_is_reported_and_the_node_rolled_to_the_real_revision() {
+async fn a_bogus_revision_label_is_put_back_and_reported_and_the_node_rolled_to_the_real_revision() {
     let client = support::client().await;
     install_crd(&client).await;
     let mut t = TestSpace::new("hostile-revision").await;
@@ -669,7 +669,7 @@ async fn a_bogus_revision_label_is_reported_and_the_node_rolled_to_the_real_revi
             pool_events(&t, &pool)
                 .await
                 .into_iter()
-                .find(|(r, note)| r == "NodeIgnoredValue" && note.contains(&node) && note.contains(bogus))
+                .find(|(r, note)| r == "RevisionLabelRestored" && note.contains(&node) && note.contains(bogus))
         })
         .await;
         eprintln!("[{}] event: {} {}", t.id, ev.0, ev.1);
@@ -810,5 +810,124 @@ async fn a_pool_deleted_while_a_node_drains_gives_the_node_back_uncordoned() {
     let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(t.client.clone(), &t.namespace);
     assert!(pods.get_opt("precious").await.unwrap().is_some_and(|p| p.metadata.deletion_timestamp.is_none()), "the pod is untouched");
     operator_log_checked(&t);
+    t.cleanup().await;
+}
+
+/// One change of a Node as a watch delivered it: what the kubelet reports of
+/// the host and what winpool recorded of its update.
+#[derive(Debug, Clone, PartialEq)]
+struct NodeSeen {
+    kernel: String,
+    boot: String,
+    state: Option<String>,
+    started: bool,
+    cordoned: bool,
+    label: Option<String>,
+}
+
+impl NodeSeen {
+    fn of(n: &Node) -> Self {
+        let info = n.status.as_ref().and_then(|s| s.node_info.as_ref());
+        NodeSeen {
+            kernel: info.map(|i| i.kernel_version.clone()).unwrap_or_default(),
+            boot: info.map(|i| i.boot_id.clone()).unwrap_or_default(),
+            state: ann(n, names::ANN_STATE),
+            started: ann(n, names::ANN_STARTED_AT).is_some(),
+            cordoned: cordoned(n),
+            label: n.labels().get(names::LABEL_REVISION).cloned(),
+        }
+    }
+}
+
+/// Every change of `node` after resourceVersion `from`, in order, until the
+/// task is aborted (a watch that ends is resumed where it ended).
+fn watch_node(t: &TestSpace, node: &str, from: String) -> (std::sync::Arc<std::sync::Mutex<Vec<NodeSeen>>>, tokio::task::JoinHandle<()>) {
+    use futures::StreamExt;
+    use kube::api::{WatchEvent, WatchParams};
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (api, wp, out) =
+        (Api::<Node>::all(t.client.clone()), WatchParams::default().fields(&format!("metadata.name={node}")), seen.clone());
+    let task = tokio::spawn(async move {
+        let mut rv = from;
+        loop {
+            let Ok(stream) = api.watch(&wp, &rv).await else { panic!("watching the node from {rv}") };
+            let mut stream = Box::pin(stream);
+            while let Some(ev) = stream.next().await {
+                match ev {
+                    Ok(WatchEvent::Added(n) | WatchEvent::Modified(n)) => {
+                        rv = n.resource_version().unwrap_or_default();
+                        out.lock().unwrap().push(NodeSeen::of(&n));
+                    }
+                    Ok(WatchEvent::Bookmark(b)) => rv = b.metadata.resource_version,
+                    Ok(WatchEvent::Error(e)) => panic!("the node's watch failed (a gap would hide changes): {e:?}"),
+                    Ok(WatchEvent::Deleted(_)) | Err(_) => break,
+                }
+            }
+        }
+    });
+    (seen, task)
+}
+
+/// Issue 45: a revision label is no start. On a paused pool, someone labels a
+/// member with the pool's own target revision (a person with nodes/patch, a
+/// label-syncing controller): its agent installs nothing and reboots nothing,
+/// the label is put back (the node never had one), the pool says so in a
+/// condition and an Event naming the node. Once resumed, the node is rolled
+/// for real, and the watch of it shows the host changed only after winpool
+/// started and cordoned it.
+#[tokio::test]
+async fn a_hand_set_target_revision_on_a_paused_pools_member_touches_no_host_and_is_put_back() {
+    let client = support::client().await;
+    install_crd(&client).await;
+    let mut t = TestSpace::new("hostile-handlabel").await;
+    t.start_sim(2, &["--apply-time=1s", "--reboot-time=1s"]);
+    wait_nodes_ready(&t, 2).await;
+    let pool = format!("{}-pool", t.id);
+    try_apply_pool(&t, &pool_manifest(&t, &pool, PATCH, json!({"paused": true}))).await.unwrap();
+    t.start_operator(&[]);
+    let pools: Api<WindowsNodePool> = Api::all(t.client.clone());
+    let nodes_api: Api<Node> = Api::all(t.client.clone());
+    let node = format!("{}0", t.node_prefix());
+    // Its agent runs (it has reported) and the pool knows its target.
+    let rev = wait_for("the pool's target and the member's agent running", WAIT, || async {
+        let rev = pools.get(&pool).await.ok()?.status?.revision?;
+        t.reports().await.contains_key(&node).then_some(rev)
+    })
+    .await;
+    let before = nodes_api.get(&node).await.unwrap();
+    let original = NodeSeen::of(&before);
+    assert!(original.label.is_none() && original.state.is_none() && !original.kernel.ends_with(".2762"), "{original:?}");
+    let (seen, watch) = watch_node(&t, &node, before.resource_version().unwrap());
+
+    let label = json!({"metadata": {"labels": {names::LABEL_REVISION: rev}}});
+    nodes_api.patch(&node, &PatchParams::default(), &Patch::Merge(&label)).await.unwrap();
+    let found = wait_for("the label put back, the condition and the Event", WAIT, || async {
+        let n = nodes_api.get(&node).await.ok()?;
+        let p = pools.get(&pool).await.ok()?;
+        let c = cond(&p, "RevisionLabelTampered").filter(|c| c.status == "True" && c.message.contains(&node))?.clone();
+        let ev = pool_events(&t, &pool).await.into_iter().find(|(r, note)| r == "RevisionLabelRestored" && note.contains(&node))?;
+        n.labels().get(names::LABEL_REVISION).is_none().then_some((c, ev))
+    })
+    .await;
+    eprintln!("[{}] condition: {} {}; event: {} {}", t.id, found.0.reason, found.0.message, found.1.0, found.1.1);
+    let report = t.reports().await.remove(&node).expect("the member's report");
+    assert_eq!(report.apply_status, None, "the agent reported an apply for a label no start stood behind: {report:?}");
+
+    // Resumed: the node is rolled to the same revision, now by winpool.
+    pools.patch(&pool, &PatchParams::default(), &Patch::Merge(json!({"spec": {"rollout": {"paused": false}}}))).await.unwrap();
+    wait_converged(&t, &pool, 2).await;
+    watch.abort();
+    let seen = seen.lock().unwrap().clone();
+    let host_changed =
+        seen.iter().position(|s| s.kernel != original.kernel || s.boot != original.boot).expect("the rollout changed the host");
+    let started = seen.iter().position(|s| s.started && s.cordoned && s.state.is_some());
+    assert!(
+        started.is_some_and(|i| i < host_changed),
+        "the host changed before winpool started and cordoned the node: {:#?}",
+        &seen[..=host_changed]
+    );
+    operator_log_checked(&t);
+    final_invariants(&t, &pool).await;
+    delete_pool(&t, &pool).await;
     t.cleanup().await;
 }

@@ -155,4 +155,7 @@ pub mod conditions {
     pub const NODES_CONFLICT: &str = "NodeConflicts";
     /// Members a cloud provider may reimage or replace, undoing in-place patches (`provider`).
     pub const PROVIDER_MANAGED: &str = "ProviderManaged";
+    /// A member's `winpool.dev/revision` label was set by someone else than
+    /// winpool (and put back); True for an hour after it is found.
+    pub const REVISION_LABEL_TAMPERED: &str = "RevisionLabelTampered";
 }

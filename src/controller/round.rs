@@ -341,6 +341,23 @@ fn problems(pool: &WindowsNodePool, plan: &Plan, membership: &Membership) -> Vec
         };
         problems.push((format!("{node}:{msg}"), ev));
     }
+    // Keyed by what was found: a label put back and set again is news again
+    // (the key is gone once the round finds the label winpool's).
+    for (node, t) in &plan.tampered {
+        let restored = t.restored.as_deref().map_or_else(|| "removed".to_string(), |r| format!("put back to {r:?}"));
+        let ev = Event {
+            type_: EventType::Warning,
+            reason: "RevisionLabelRestored".into(),
+            note: Some(format!(
+                "{node}: {} {:?} was not set by winpool; {restored}. Its agent acts only on a start winpool recorded: the host was not touched",
+                names::LABEL_REVISION,
+                t.found
+            )),
+            action: "Restore".into(),
+            secondary: Some(node_ref(node)),
+        };
+        problems.push((format!("tamper:{node}:{}", t.found), ev));
+    }
     // Keyed by the node and the revision: said once while the node stays
     // blocked for it, whatever the wording of the agent's reasons does.
     for (node, why) in plan.preflight_blocked() {

@@ -14,6 +14,7 @@
 //! maxUnavailable), `summary` (stale HNS reports, counts, failures, requeue)
 //! and `verify` (the checks a node must pass).
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -397,6 +398,9 @@ pub struct Plan {
     /// Pending nodes not started until their agent's preflight clears them
     /// for this revision: node -> awaited, or blocked and why.
     pub preflight_held: BTreeMap<String, preflight::PreflightHeld>,
+    /// Members whose revision label winpool did not set; put back by this
+    /// plan's patches.
+    pub tampered: BTreeMap<String, Tampering>,
 }
 
 impl Plan {
@@ -556,7 +560,22 @@ pub fn preview(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> Plan
 fn decide_with(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp, despite_hold: bool) -> Plan {
     let s = round::RoundSettings::new(pool, now);
     let mut r = round::Decided::new(&s.rev);
-    let mut sorted: Vec<&NodeView> = nodes.iter().collect();
+    // A revision label winpool did not set goes back in this round's patch,
+    // and the round decides from the label as it will be.
+    let mut tampered = BTreeMap::new();
+    let views: Vec<Cow<'_, NodeView>> = nodes
+        .iter()
+        .map(|n| match tamper::tampering(n) {
+            Some(t) => {
+                let restored = NodeView { revision_label: t.restored.clone(), ..n.clone() };
+                tampered.insert(n.name.clone(), t);
+                Cow::Owned(restored)
+            }
+            None => Cow::Borrowed(n),
+        })
+        .collect();
+    r.tampered = tampered;
+    let mut sorted: Vec<&NodeView> = views.iter().map(|v| v.as_ref()).collect();
     sorted.sort_by(|a, b| a.name.cmp(&b.name));
 
     for &n in &sorted {
@@ -608,6 +627,7 @@ fn decide_with(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp, despite
         warnings: r.warnings,
         runtime_refused: r.runtime_refused,
         preflight_held: r.preflight_held,
+        tampered: r.tampered,
     }
 }
 
@@ -667,10 +687,12 @@ mod round;
 pub mod runtime;
 mod start;
 mod summary;
+mod tamper;
 mod verify;
 
 pub use round::{HEALTH_GATE_INTERVAL, gate_timeout, health_gate_interval, node_timeout};
 pub use start::{out_of_service, start_order};
+pub use tamper::Tampering;
 use verify::{kernel_satisfies, waiting_for};
 pub use verify::{verify_config, verify_health, verify_rebooted};
 

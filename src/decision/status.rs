@@ -4,6 +4,7 @@
 //! when the status flips, so `kubectl wait` and alerting see real transitions.
 
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -106,6 +107,7 @@ pub fn build_status(
         paused_condition(plan),
         conflict_condition(spec, &membership.conflicts),
         managed_condition(&membership.managed, membership.members.len()),
+        tamper_condition(plan, previous, now),
     ];
     // HNS capacity is judged only when the round could see the cluster's load;
     // otherwise the last judgement stands.
@@ -415,6 +417,38 @@ fn managed_condition(managed: &ManagedNodes, members: usize) -> Condition {
     cond(conditions::PROVIDER_MANAGED, !managed.is_empty(), managed.reason(), message)
 }
 
+/// How long RevisionLabelTampered stays True after it turned True: the label
+/// is put back in the round that finds it, so without a hold the condition
+/// would be True for one round only, too briefly for a person or an alert to see.
+pub const TAMPER_CONDITION_HOLD: Duration = Duration::from_secs(3600);
+
+/// A revision label winpool did not set was found (and put back) this round,
+/// or within TAMPER_CONDITION_HOLD of the condition turning True.
+fn tamper_condition(plan: &Plan, previous: Option<&WindowsNodePoolStatus>, now: Timestamp) -> Condition {
+    if !plan.tampered.is_empty() {
+        let found = node_list(plan.tampered.iter().map(|(n, t)| {
+            format!(
+                "{n} ({:?}, put back to {})",
+                t.found,
+                t.restored.as_deref().map_or_else(|| "no label".to_string(), |r| format!("{r:?}"))
+            )
+        }));
+        let message = format!(
+            "{} winpool did not set, put back: {found}. An agent acts only on a start winpool recorded, so no host was touched; \
+             find who writes it (the Node's managedFields, the audit log)",
+            names::LABEL_REVISION
+        );
+        return cond(conditions::REVISION_LABEL_TAMPERED, true, "LabelRestored", message);
+    }
+    let held = previous
+        .and_then(|p| p.conditions.iter().find(|c| c.type_ == conditions::REVISION_LABEL_TAMPERED))
+        .filter(|c| c.status == "True" && now.duration_since(c.last_transition_time.0).unsigned_abs() < TAMPER_CONDITION_HOLD);
+    match held {
+        Some(c) => c.clone(),
+        None => cond(conditions::REVISION_LABEL_TAMPERED, false, "NoTampering", "every member's revision label is one winpool set".into()),
+    }
+}
+
 fn conflict_condition(spec: &WindowsNodePoolSpec, conflicts: &Conflicts) -> Condition {
     if conflicts.is_empty() {
         cond(conditions::NODES_CONFLICT, false, "NoConflicts", "every selected node belongs to this pool alone".into())
@@ -610,6 +644,26 @@ mod tests {
 
     fn node(name: &str) -> NodeView {
         NodeView { name: name.into(), ready: true, pool_label: Some("p".into()), ..Default::default() }
+    }
+
+    /// The label is put back in the round that finds it; the condition tells
+    /// of it for TAMPER_CONDITION_HOLD after it turned True, then clears.
+    #[test]
+    fn a_tampered_revision_label_is_a_condition_for_an_hour() {
+        let t0: Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();
+        let at = |mins: i64| t0 + jiff::SignedDuration::from_mins(mins);
+        let spec = spec("rollout: {paused: true}");
+        let tampered = NodeView { revision_label: Some("feedface00".into()), ..node("win-3") };
+        let found = status_for(&spec, &[tampered], None, t0);
+        let c = get(&found, conditions::REVISION_LABEL_TAMPERED);
+        assert_eq!((c.status.as_str(), c.reason.as_str()), ("True", "LabelRestored"));
+        assert!(c.message.contains("win-3") && c.message.contains("feedface00"), "{}", c.message);
+        // Put back: later rounds see winpool's label (here: none).
+        let later = status_for(&spec, &[node("win-3")], Some(&found), at(59));
+        assert_eq!(get(&later, conditions::REVISION_LABEL_TAMPERED), c, "still told, unchanged");
+        let cleared = status_for(&spec, &[node("win-3")], Some(&later), at(61));
+        let c = get(&cleared, conditions::REVISION_LABEL_TAMPERED);
+        assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", "NoTampering"));
     }
 
     #[test]

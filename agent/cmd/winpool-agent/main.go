@@ -110,6 +110,7 @@ type settings struct {
 	node, namespace string
 	hnsInterval     time.Duration
 	maxAttempts     int
+	standalone      bool
 }
 
 func readSettings(getenv env) (settings, error) {
@@ -126,6 +127,13 @@ func readSettings(getenv env) (settings, error) {
 	}
 	if s.maxAttempts, err = envInt("WINPOOL_MAX_ATTEMPTS", agent.DefaultMaxAttempts); err != nil {
 		return s, err
+	}
+	switch v := getenv("WINPOOL_STANDALONE"); v {
+	case "", "false":
+	case "true":
+		s.standalone = true
+	default:
+		return s, fmt.Errorf("WINPOOL_STANDALONE=%q is neither true nor false", v)
 	}
 	return s, nil
 }
@@ -157,6 +165,7 @@ func run(log *slog.Logger, s settings, h host.Host) error {
 		Host:        h,
 		HNSInterval: s.hnsInterval,
 		MaxAttempts: s.maxAttempts,
+		Standalone:  s.standalone,
 		Version:     version,
 		Log:         log,
 		Events:      true,

@@ -42,6 +42,10 @@ type Options struct {
 	// NetworkGrace is how long the agent waits for the HNS network to exist
 	// before it reports it missing (0: decide.DefaultNetworkGrace).
 	NetworkGrace time.Duration
+	// Standalone: no operator starts this node; a revision label alone is
+	// acted on when the node carries no operator state (decide.MayTouch).
+	// Off in every DaemonSet the operator writes.
+	Standalone bool
 	// Events: record a Kubernetes Event on the Node when the agent starts
 	// applying, reboots, fails or succeeds (needs create on events in
 	// Namespace).
@@ -292,7 +296,7 @@ func (a *agent) askedNow() string {
 func (a *agent) requestKey(n *corev1.Node) string {
 	r := a.lastReport(n)
 	return askedKey(n) + "\x00" + r.AppliedRevision + "\x00" + string(r.Status) + "\x00" +
-		strconv.FormatBool(decide.MayTouch(n.Annotations[names.AnnState], n.Annotations[names.AnnStartedAt]))
+		strconv.FormatBool(decide.MayTouch(n.Annotations[names.AnnState], n.Annotations[names.AnnStartedAt], a.o.Standalone))
 }
 
 // observe refreshes what the agent knows of the host. A failure keeps the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -42,7 +43,7 @@ func TestFullApplyAcrossReboot(t *testing.T) {
 		!strings.Contains(n[keyApplyMessage], want) || reason != decide.ReasonInstallAsked {
 		t.Errorf("at the reboot (reason %q) the report says %s: %q, want Applying: %q…", reason, n[keyApplyStatus], n[keyApplyMessage], want)
 	}
-	if st, _ := machine.LoadState(); st != (host.State{Revision: "r1", Attempts: 1, Reboots: 1, RebootedAfter: 1}) {
+	if st, _ := machine.LoadState(); st != (host.State{Revision: "r1", StartedAt: testStart, Attempts: 1, Reboots: 1, RebootedAfter: 1}) {
 		t.Errorf("state on the host at the reboot = %+v", st)
 	}
 	if first.returned() {
@@ -62,6 +63,7 @@ func TestFullApplyAcrossReboot(t *testing.T) {
 		keyAppliedRevision:  "r1",
 		keyApplyStatus:      "Succeeded",
 		keyApplyMessage:     "revision r1 applied: build 10.0.20348.2762, containerd 1.7.22, cni overlay, csi-proxy 1.1.3",
+		keyApplyStartedAt:   testStart,
 		keyAgentVersion:     testVersion,
 		keyCNIMode:          "overlay",
 		keyCSIProxyVersion:  "1.1.3",
@@ -135,7 +137,7 @@ func TestRestartOnAppliedNodeWritesOnlyChangedObservations(t *testing.T) {
 				c.machine(&o)
 			}
 			machine := fake.New(o)
-			h := newHarness(t, machine, requestedR1(), revisionConfigMap(revisionR1()))
+			h := newHarness(t, machine, updatedR1(), revisionConfigMap(revisionR1()))
 			h.seedReport(anns)
 			r := h.start(h.options())
 			h.waitPasses(1)
@@ -708,4 +710,41 @@ func TestReportsAfterARebootCarryCountsOfTheNewBoot(t *testing.T) {
 			t.Errorf("report %d after the reboot carries counts of %+v, want boot-2's", i, s.HNS)
 		}
 	}
+}
+
+// A revision label set by hand on a pool member the operator never started
+// (no state, no start) is not a start: the host is not touched and no apply
+// is reported while the agent looks at the Node again and again; the
+// operator's recorded start on the same Node is then acted on. The same label
+// on a standalone agent is acted on by itself.
+func TestAHandSetRevisionLabelIsNotAStart(t *testing.T) {
+	handLabelled := testNodeObject(map[string]string{names.LabelPool: testPool, names.LabelRevision: "r1", "kubernetes.io/os": "windows"}, nil)
+	machine := fake.New(behindHost())
+	h := newHarness(t, machine, handLabelled, revisionConfigMap(revisionR1()))
+	r := h.start(h.options())
+	h.waitPasses(1)
+	for i := range 3 {
+		// Any Node change makes the agent decide again.
+		h.operatorEdit(func(n *corev1.Node) { n.Annotations = map[string]string{"example.com/touched": strconv.Itoa(i)} })
+		h.waitPasses(1)
+	}
+	if m := machine.Machine(); m.Installs != 0 || m.Reboots != 0 || m.Containerd != behindHost().Containerd {
+		t.Errorf("the host of a node the operator never started was worked on: %+v", m)
+	}
+	if st := h.value(keyApplyStatus); st != "" {
+		t.Errorf("apply status %q reported for a node the operator never started (message %q)", st, h.value(keyApplyMessage))
+	}
+	h.operatorEdit(func(n *corev1.Node) {
+		n.Annotations = map[string]string{names.AnnState: names.StateApplying, names.AnnStartedAt: testStart}
+	})
+	h.waitStatus(names.StatusApplying)
+	r.stop(t)
+
+	standalone := fake.New(behindHost())
+	h = newHarness(t, standalone, handLabelled.DeepCopy(), revisionConfigMap(revisionR1()))
+	o := h.options()
+	o.Standalone = true
+	r = h.start(o)
+	h.waitStatus(names.StatusApplying)
+	r.stop(t)
 }

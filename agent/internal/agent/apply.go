@@ -102,6 +102,7 @@ func (a *agent) input(ctx context.Context, node *corev1.Node) (decide.Input, boo
 		Revision:     node.Labels[names.LabelRevision],
 		StartedAt:    node.Annotations[names.AnnStartedAt],
 		NodeState:    node.Annotations[names.AnnState],
+		Standalone:   a.o.Standalone,
 		Reported:     a.lastReport(node),
 		MaxAttempts:  a.o.MaxAttempts,
 		NetworkGrace: a.o.NetworkGrace,
@@ -109,7 +110,7 @@ func (a *agent) input(ctx context.Context, node *corev1.Node) (decide.Input, boo
 	}
 	// Nothing is read from the host for a request the operator does not let
 	// the agent act on (a failed read would be reported on a node in service).
-	if !decide.Requested(in.Revision, in.Reported) || !decide.MayTouch(in.NodeState, in.StartedAt) {
+	if !decide.Requested(in.Revision, in.Reported) || !decide.MayTouch(in.NodeState, in.StartedAt, in.Standalone) {
 		return in, false
 	}
 	if err := a.observe(ctx); err != nil {

@@ -32,6 +32,8 @@ const (
 	testNode      = "win-0"
 	testPool      = "win22"
 	testVersion   = "v0.3.0"
+	// testStart is the operator's winpool.dev/started-at on a started node.
+	testStart = "2026-12-01T10:00:00Z"
 )
 
 var nodesResource = corev1.SchemeGroupVersion.WithResource("nodes")
@@ -77,9 +79,17 @@ func testNodeObject(labels, annotations map[string]string) *corev1.Node {
 	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode, Labels: labels, Annotations: annotations}}
 }
 
-// requestedR1 is a node the operator asks for r1.
+// requestedR1 is a node the operator started for r1: drained, labelled,
+// Applying, with the start it recorded.
 func requestedR1() *corev1.Node {
-	return testNodeObject(map[string]string{names.LabelPool: testPool, names.LabelRevision: "r1", "kubernetes.io/os": "windows"}, nil)
+	return testNodeObject(map[string]string{names.LabelPool: testPool, names.LabelRevision: "r1", "kubernetes.io/os": "windows"},
+		map[string]string{names.AnnState: names.StateApplying, names.AnnStartedAt: testStart})
+}
+
+// updatedR1 is a node the operator rolled to r1 and put back in service.
+func updatedR1() *corev1.Node {
+	return testNodeObject(map[string]string{names.LabelPool: testPool, names.LabelRevision: "r1", "kubernetes.io/os": "windows"},
+		map[string]string{names.AnnState: "Updated"})
 }
 
 // behindHost is a machine one cumulative update behind r1, with an older

@@ -127,8 +127,10 @@ type Input struct {
 	StartedAt string
 	// NodeState is the operator's winpool.dev/state on the Node ("" none).
 	NodeState string
-	Config    RevisionConfig
-	Observed  host.Observed
+	// Standalone: the agent runs without the operator (see MayTouch).
+	Standalone bool
+	Config     RevisionConfig
+	Observed   host.Observed
 	// State is what the agent last saved on the host.
 	State host.State
 	// MaxAttempts caps update installs and containerd upgrades per
@@ -187,7 +189,7 @@ type Step struct {
 
 // Next decides the next step.
 func Next(in Input) Step {
-	if !Requested(in.Revision, in.Reported) || !MayTouch(in.NodeState, in.StartedAt) {
+	if !Requested(in.Revision, in.Reported) || !MayTouch(in.NodeState, in.StartedAt, in.Standalone) {
 		return Step{Action: Idle, State: in.State}
 	}
 	d := decision{in: in, state: in.State}
@@ -207,21 +209,26 @@ func Requested(revision string, reported NodeReport) bool {
 	return reported.AppliedRevision != revision || !IsFinal(reported.Status)
 }
 
-// MayTouch: the operator lets the agent work on the host: the node is
-// Applying (cordoned and drained, the label moved) or Verifying, or no
-// operator ever started it (no state, no start: a node labelled by hand).
-// Every other state is a node being drained (a retry's start lands in
-// Draining before the report is cleared) or back in service (Failed by
-// nodeTimeout while an install still ran, Pending after kubectl winpool
-// retry or a budget's put-back, Updated): rebooting it, or installing on it,
-// would take down the workloads on it. The agent looks again when the state
-// moves.
-func MayTouch(nodeState, startedAt string) bool {
+// MayTouch: the operator lets the agent work on the host: it recorded a
+// start of this node (winpool.dev/started-at) and the node is Applying
+// (cordoned and drained, the label moved) or Verifying. A revision label
+// alone is no start: anyone who may patch Nodes can set one (a person, a
+// label-syncing controller, a node template that copied the labels), and
+// acting on it would install and reboot under the node's workloads. Every
+// other state is a node being drained (a retry's start lands in Draining
+// before the report is cleared) or back in service (Failed by nodeTimeout
+// while an install still ran, Pending after kubectl winpool retry or a
+// budget's put-back, Updated). The agent looks again when the state moves.
+//
+// standalone (WINPOOL_STANDALONE, an agent run without the operator) also
+// lets a node no operator ever started (no state, no start) be worked on by
+// its label alone: whoever sets that has taken the drain on themselves.
+func MayTouch(nodeState, startedAt string, standalone bool) bool {
 	switch nodeState {
 	case names.StateApplying, names.StateVerifying:
-		return true
+		return startedAt != ""
 	case "":
-		return startedAt == ""
+		return standalone && startedAt == ""
 	}
 	return false
 }

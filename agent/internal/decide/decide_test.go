@@ -21,10 +21,14 @@ func build(s string) host.Build {
 }
 
 // request is a node asked for revision r1 that the agent has not reported on,
-// on a host one patch behind, with everything else already right.
+// on a host one patch behind, with everything else already right. Its agent
+// runs standalone, so the label alone is the request: what follows the
+// operator's go-signal is the same either way (TestOnlyARecordedStartIsActedOn
+// covers the signal).
 func request() Input {
 	return Input{
-		Namespace: "winpool-agents",
+		Standalone: true,
+		Namespace:  "winpool-agents",
 		Pool:      "win22",
 		Revision:  "r1",
 		Config: RevisionConfig{Config: config.Revision{
@@ -616,4 +620,40 @@ func TestNextStuckNodeStopsAtTheCap(t *testing.T) {
 		}
 	}
 	t.Fatal("no final report after 20 steps")
+}
+
+// A revision label is no start: an agent run by the operator acts only on a
+// node the operator started (its state and started-at); only a standalone
+// agent acts on a label set on a node no operator ever touched.
+func TestOnlyARecordedStartIsActedOn(t *testing.T) {
+	cases := []struct {
+		name       string
+		state      string
+		startedAt  string
+		standalone bool
+		acts       bool
+	}{
+		{name: "label set by hand on a member the operator never started", acts: false},
+		{name: "label set by hand with a forged state but no start", state: names.StateApplying, acts: false},
+		{name: "label set by hand on a Pending node with an old start", state: "Pending", startedAt: "10:00", acts: false},
+		{name: "label set by hand on an Updated node", state: "Updated", acts: false},
+		{name: "the operator's start, Applying", state: names.StateApplying, startedAt: "10:00", acts: true},
+		{name: "the operator's start, Verifying", state: names.StateVerifying, startedAt: "10:00", acts: true},
+		{name: "standalone: a label on a node no operator touched", standalone: true, acts: true},
+		{name: "standalone: still not on a node the operator has in service", state: "Updated", standalone: true, acts: false},
+		{name: "standalone: not while the operator drains it", state: "Draining", startedAt: "10:00", standalone: true, acts: false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			in := request()
+			in.NodeState, in.StartedAt, in.Standalone = c.state, c.startedAt, c.standalone
+			got := Next(in)
+			if acts := got.Action != Idle; acts != c.acts {
+				t.Errorf("action %v (report %+v), want acting=%v", got.Action, got.Report, c.acts)
+			}
+			if !c.acts && (got.Report != NodeReport{}) {
+				t.Errorf("a node the agent may not touch got a report: %+v", got.Report)
+			}
+		})
+	}
 }

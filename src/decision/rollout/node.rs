@@ -37,6 +37,11 @@ pub(super) fn step<'n>(s: &RoundSettings<'_>, r: &mut Decided<'n>, n: &'n NodeVi
         p.label(names::LABEL_POOL, Some(s.pool));
         p.reason = "joined pool".into();
     }
+    // `n` already reads as restored (decide_with); the Node does not yet.
+    if let Some(t) = r.tampered.get(&n.name) {
+        p.label(names::LABEL_REVISION, t.restored.as_deref());
+        p.reason = format!("revision label {:?} was not set by winpool: put back", t.found);
+    }
     // These two end the node's round with a write whatever else holds.
     if state.in_flight() && n.target_revision.as_deref() != Some(s.rev.as_str()) {
         let state = retarget(s, &mut p, state);

@@ -129,6 +129,8 @@ pub(super) struct Decided<'n> {
     pub runtime_refused: BTreeMap<String, String>,
     /// Pending nodes their agent's preflight has not cleared for the revision.
     pub preflight_held: BTreeMap<String, super::preflight::PreflightHeld>,
+    /// Members whose revision label winpool did not set (see `tamper`).
+    pub tampered: BTreeMap<String, super::Tampering>,
 }
 
 impl<'n> Decided<'n> {
@@ -143,6 +145,7 @@ impl<'n> Decided<'n> {
             blocked: BTreeMap::new(),
             runtime_refused: BTreeMap::new(),
             preflight_held: BTreeMap::new(),
+            tampered: BTreeMap::new(),
         }
     }
 

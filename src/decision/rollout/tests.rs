@@ -545,7 +545,9 @@ fn garbage_on_nodes_is_reported_not_trusted() {
     assert_eq!(transition(&plan, "n"), Some((NodeState::Pending, NodeState::Draining)));
     let msgs: Vec<&str> = plan.warnings.iter().map(|(_, m)| m.as_str()).collect();
     assert!(msgs.iter().any(|m| m.contains("Exploded")), "{msgs:?}");
-    assert!(msgs.iter().any(|m| m.contains("bogus")), "{msgs:?}");
+    // A revision label winpool never set is put back (here: removed) and reported.
+    assert_eq!(plan.tampered.get("n").map(|t| (t.found.as_str(), t.restored.clone())), Some(("bogus", None)));
+    assert_eq!(patch(&plan, "n").and_then(|p| p.labels.get(names::LABEL_REVISION)), Some(&None));
     assert!(!plan.config_revisions.contains("bogus"));
     assert_eq!(plan.behind_patch_level, 1);
 }
@@ -1380,4 +1382,36 @@ fn an_agent_silent_for_a_whole_node_timeout_after_the_mark_is_reported_as_blocke
     );
     assert!(why["no-agent"].contains("is the agent pod running"), "{why:?}");
     assert!(late.patches.iter().all(|p| p.unschedulable != Some(true)), "never cordoned either way");
+}
+
+/// The go-signal is a start winpool records, not the label: a member that a
+/// person or a label-syncing controller labelled with the pool's own target
+/// is not started by it (the pool is paused), gets its label put back, and
+/// the plan says so; labels winpool set are left alone.
+#[test]
+fn a_revision_label_winpool_did_not_set_is_put_back_and_starts_nothing() {
+    let spec = spec_with("rollout: {paused: true}");
+    let rev = revision_of(&spec);
+    let never_started = NodeView { revision_label: Some(rev.clone()), ..fresh("a") };
+    let mut rolled_before = applied(fresh("b"), "0123456789");
+    rolled_before.state = NodeState::Updated.into();
+    rolled_before.kernel_version = Some("10.0.20348.2700".into());
+    rolled_before.revision_label = Some(rev.clone());
+    let mut applying = in_state("c", NodeState::Applying, &rev);
+    applying.revision_label = Some("0123456789".into());
+    let untouched = applied(NodeView { state: NodeState::Updated.into(), ..fresh("d") }, &rev);
+    let plan = run(&spec, &[never_started, rolled_before, applying, untouched]);
+
+    let label = |node: &str| patch(&plan, node).and_then(|p| p.labels.get(names::LABEL_REVISION).cloned());
+    assert_eq!(label("a"), Some(None), "never started: the label goes");
+    assert_eq!(label("b"), Some(Some("0123456789".into())), "at rest: back to the revision its agent applied");
+    assert_eq!(label("c"), Some(Some(rev.clone())), "in flight: back to the target winpool started it for");
+    assert_eq!(label("d"), None, "winpool's own label is left alone");
+    assert_eq!(plan.tampered.keys().map(String::as_str).collect::<Vec<_>>(), ["a", "b", "c"]);
+    for node in ["a", "b"] {
+        let p = patch(&plan, node).unwrap();
+        assert_eq!((p.from, p.to), (NodeState::Pending, NodeState::Pending), "{node} is not started by a label");
+        assert!(p.unschedulable.is_none() && !p.annotations.contains_key(names::ANN_STARTED_AT), "{node}: {p:?}");
+    }
+    assert_eq!(plan.counts.updated, 1, "d is Updated; b is not at the target, whatever its label said");
 }
