@@ -29,7 +29,7 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$REPO_ROOT"
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$WINPOOL_CACHE/target}"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$WINPOOL_TARGET_DIR}"
 
 mode=full build=1 pass=()
 while (($#)); do

@@ -35,7 +35,7 @@ fi
 # The machine's own architecture: the release workflow builds the arm64
 # image on an arm64 runner.
 TARGET="$(uname -m)-unknown-linux-gnu"
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$WINPOOL_CACHE/target}"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$WINPOOL_TARGET_DIR}"
 REVISION="$(git rev-parse HEAD 2>/dev/null || echo unknown)"
 EPOCH="$(git log -1 --format=%ct 2>/dev/null || echo 0)"
 [[ -z "$(git status --porcelain 2>/dev/null)" ]] || REVISION="$REVISION-dirty"

@@ -6,6 +6,11 @@ REPO_ROOT="$(cd "$HACK_DIR/.." && pwd)"
 source "$HACK_DIR/versions.env"
 WINPOOL_CACHE="${WINPOOL_CACHE:-$HOME/.cache/winpool}"
 TOOLS_BIN="$WINPOOL_CACHE/bin"
+# Cargo's build folder, one per checkout (outside it, so a fresh clone of the
+# same path builds warm): cargo judges a test binary fresh by timestamps, so
+# two clones sharing one folder ran the other clone's newer-looking binary of
+# an edited test. CARGO_TARGET_DIR, when set, wins.
+WINPOOL_TARGET_DIR="$WINPOOL_CACHE/target/$(basename "$REPO_ROOT")-$(printf '%s' "$REPO_ROOT" | sha256sum | cut -c1-12)"
 # Builds must never reach for a toolchain other than the machine's own Go.
 export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
 

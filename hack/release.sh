@@ -167,7 +167,7 @@ if [[ -z "${plugin_bins[linux_amd64]:-}" ]]; then
   if [[ $skip_cargo == 1 ]]; then
     log "plugin linux_amd64: skipped (--skip-cargo)"
   else
-    export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$WINPOOL_CACHE/target}"
+    export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$WINPOOL_TARGET_DIR}"
     # Static like the operator (hack/image.sh), so it runs on any glibc.
     RUSTFLAGS="-C target-feature=+crt-static --remap-path-prefix=${CARGO_HOME:-$HOME/.cargo}=/cargo" \
       cargo build --release --locked --target x86_64-unknown-linux-gnu --bin kubectl-winpool

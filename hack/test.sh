@@ -6,7 +6,7 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$REPO_ROOT"
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$WINPOOL_CACHE/target}"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$WINPOOL_TARGET_DIR}"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 start=$(date +%s)
 step() { log "== $* ($(($(date +%s) - start))s)"; }

@@ -38,8 +38,7 @@ use crate::report::WindowsNodeReport;
 
 /// The reflector caches a round reads.
 type Caches = (Store<NodeRecord>, Store<WindowsNodeReport>, Store<DaemonSet>, Store<ConfigMap>, Store<WindowsNodePool>);
-
-pub const FINALIZER: &str = "winpool.dev/release-nodes";
+pub use crate::api::names::FINALIZER;
 /// Requests in flight at once within one reconcile: node writes, the pod
 /// lists of Draining nodes, drains. A wave starts and finishes its nodes in
 /// the same few rounds, and every node of the pool waits for those rounds: at

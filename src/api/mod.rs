@@ -32,9 +32,11 @@ pub fn post_params() -> kube::api::PostParams {
 
 pub mod names;
 mod rollout;
+mod states;
 mod status;
 
 pub use rollout::*;
+pub use states::*;
 pub use status::*;
 
 /// Windows Server LTSC release of the nodes in a pool.

@@ -1,5 +1,9 @@
 //! Node labels, annotations, taints and condition types: the fixed interface of SPEC §2/§3/§7.
 
+/// The pool's finalizer: a pool is deleted only once its nodes are released
+/// (labels and annotations gone, uncordoned if winpool cordoned them).
+pub const FINALIZER: &str = "winpool.dev/release-nodes";
+
 pub const LABEL_OS: &str = "kubernetes.io/os";
 pub const LABEL_WINDOWS_BUILD: &str = "node.kubernetes.io/windows-build";
 pub const LABEL_POOL: &str = "winpool.dev/pool";

@@ -87,7 +87,7 @@ pub struct HnsStatus {
     /// The remote endpoints a node's HNS holds at most (hns.limits).
     pub limit_endpoints: i64,
     /// WithinLimits, NearLimit or Exceeded.
-    pub state: crate::hns::CapacityState,
+    pub state: super::CapacityState,
     /// Services whose ready backends exceed maxBackendsPerService (first 20).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub services_over_backend_limit: Vec<String>,
@@ -113,7 +113,7 @@ pub struct UpdatingNode {
     /// The Node's name.
     pub name: String,
     /// Draining, Applying or Verifying.
-    pub state: crate::rollout::NodeState,
+    pub state: super::NodeState,
     /// Since when the node is in that state, RFC 3339.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub since: Option<Time>,

@@ -3,24 +3,7 @@
 #[allow(unused_imports)]
 use super::*;
 
-/// `status.hns.state` and the `HNSCapacity` reason; ordered by severity.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
-pub enum CapacityState {
-    #[default]
-    WithinLimits,
-    NearLimit,
-    Exceeded,
-}
-
-impl CapacityState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CapacityState::WithinLimits => reasons::WITHIN_LIMITS,
-            CapacityState::NearLimit => reasons::NEAR_LIMIT,
-            CapacityState::Exceeded => reasons::EXCEEDED,
-        }
-    }
-}
+pub use crate::api::CapacityState;
 
 /// 12345 -> "12,345".
 pub(super) fn thousands(n: i64) -> String {

@@ -80,11 +80,11 @@ const MAX_QUOTED: usize = 32;
 /// Condition reasons written by this module.
 pub mod reasons {
     /// `HNSCapacity`: every count below warnPercent of its limit, no Service over the backend limit.
-    pub const WITHIN_LIMITS: &str = "WithinLimits";
+    pub const WITHIN_LIMITS: &str = crate::api::CapacityState::WithinLimits.as_str();
     /// `HNSCapacity`: a count at or above warnPercent of its limit (but not above the limit).
-    pub const NEAR_LIMIT: &str = "NearLimit";
+    pub const NEAR_LIMIT: &str = crate::api::CapacityState::NearLimit.as_str();
     /// `HNSCapacity`: a count above its limit, or a Service with more ready backends than maxBackendsPerService.
-    pub const EXCEEDED: &str = "Exceeded";
+    pub const EXCEEDED: &str = crate::api::CapacityState::Exceeded.as_str();
 
     /// `WindowsHNSReady=True`: the reported counts reach the expected ones (within tolerance).
     pub const CAUGHT_UP: &str = "CaughtUp";

@@ -108,7 +108,7 @@ fn fixtures() -> Vec<(&'static str, Value)> {
     unobserved["metadata"]["generation"] = json!(4);
     let mut deleting = pool("deleting", plain.clone(), Some(&outcome(&plain, counts(3, 3, 0, 0, 0), 0, None)));
     deleting["metadata"]["deletionTimestamp"] = json!("2026-11-29T12:00:00Z");
-    deleting["metadata"]["finalizers"] = json!([crate::controller::FINALIZER]);
+    deleting["metadata"]["finalizers"] = json!([crate::api::names::FINALIZER]);
 
     vec![
         ("complete", pool("complete", plain.clone(), Some(&outcome(&plain, counts(3, 3, 0, 0, 0), 0, None)))),

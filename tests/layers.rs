@@ -1,0 +1,114 @@
+//! The folders are the layers (docs/ARCHITECTURE.md), and stay so: the pure
+//! decision (`src/decision/`) and the object builders (`src/builders/`) name
+//! no client, no runtime, no clock and no controller; the API types
+//! (`src/api/`) name nothing of the layers above them. A source scan, so a
+//! rule broken anywhere in those folders fails here with the file and line.
+
+use std::path::{Path, PathBuf};
+
+/// What the pure layers may not name: I/O (the client, HTTP, the async
+/// runtime), the clock (a decision takes `now` as an argument), and the shell.
+const IMPURE: &[(&str, &str)] = &[
+    ("kube::Api", "the API client"),
+    ("kube::api::Api", "the API client"),
+    ("kube::Client", "the API client"),
+    ("kube::client", "the API client"),
+    ("kube::runtime::controller", "the controller runtime"),
+    ("kube::runtime::reflector", "the watch caches"),
+    ("tokio", "the async runtime"),
+    ("async fn", "I/O"),
+    (".await", "I/O"),
+    ("hyper", "HTTP"),
+    ("reqwest", "HTTP"),
+    ("TcpStream", "the network"),
+    ("TcpListener", "the network"),
+    ("UdpSocket", "the network"),
+    ("SystemTime", "the clock"),
+    ("Timestamp::now", "the clock"),
+    ("Instant::now", "the clock"),
+    ("crate::controller", "the shell"),
+    ("crate::lease", "the shell"),
+    ("crate::metrics", "the shell"),
+    ("crate::drain::", "the shell's drain requests"),
+];
+
+/// What the API types may not name: every layer built on them.
+const ABOVE_API: &[(&str, &str)] = &[
+    ("crate::decision", "the decision"),
+    ("crate::rollout", "the decision"),
+    ("crate::status", "the decision"),
+    ("crate::hns", "the decision"),
+    ("crate::gates", "the decision"),
+    ("crate::window", "the decision"),
+    ("crate::membership", "the decision"),
+    ("crate::revision", "the decision"),
+    ("crate::node_view", "the decision"),
+    ("crate::builders", "the builders"),
+    ("crate::daemonset", "the builders"),
+    ("crate::configmap", "the builders"),
+    ("crate::csi_proxy", "the builders"),
+    ("crate::controller", "the shell"),
+];
+
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(rust_files(&path));
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+    out
+}
+
+/// Every `file:line: names what (why)` in `src/<folder>` that names a
+/// forbidden path, outside comments. Test modules count: a test that needs
+/// the client belongs in the shell's tests.
+fn violations(folder: &str, rules: &[(&str, &str)]) -> Vec<String> {
+    violations_in(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src").join(folder), rules)
+}
+
+fn violations_in(root: &Path, rules: &[(&str, &str)]) -> Vec<String> {
+    let mut found = Vec::new();
+    for file in rust_files(root) {
+        let text = std::fs::read_to_string(&file).unwrap();
+        for (i, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or_default();
+            for (pattern, what) in rules {
+                if code.contains(pattern) {
+                    let rel = file.strip_prefix(env!("CARGO_MANIFEST_DIR")).unwrap_or(&file);
+                    found.push(format!("{}:{}: names {pattern} ({what})", rel.display(), i + 1));
+                }
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn the_decision_and_the_builders_do_no_io_and_read_no_clock() {
+    for folder in ["decision", "builders"] {
+        let v = violations(folder, IMPURE);
+        assert!(v.is_empty(), "src/{folder}/ is a pure layer; move these to src/controller/ or pass the value in:\n{}", v.join("\n"));
+    }
+}
+
+#[test]
+fn the_api_types_depend_on_no_layer_above_them() {
+    let v = violations("api", ABOVE_API);
+    assert!(v.is_empty(), "src/api/ holds the schema; the layers import it, never the reverse:\n{}", v.join("\n"));
+}
+
+/// The scan itself: a planted import is found, in code and not in a comment.
+#[test]
+fn the_scan_finds_a_planted_import_and_ignores_comments() {
+    let dir = std::env::temp_dir().join(format!("winpool-layers-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("nested")).unwrap();
+    std::fs::write(dir.join("nested/planted.rs"), "// kube::Api in a comment\nuse kube::Api;\n").unwrap();
+    let v = violations_in(&dir, IMPURE);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(v.len(), 1, "{v:?}");
+    assert!(v[0].ends_with("planted.rs:2: names kube::Api (the API client)"), "{v:?}");
+}
