@@ -29,7 +29,6 @@ use kube::{Client, ResourceExt};
 use tracing::{debug, error, info, warn};
 
 use crate::api::{WindowsNodePool, names};
-use crate::daemonset::AgentSettings;
 use crate::hns::HnsTracker;
 use crate::membership::{Membership, PoolSelector};
 use crate::metrics::Metrics;
@@ -78,7 +77,6 @@ pub use crate::error::Error;
 mod agent;
 mod apply;
 mod clock;
-mod csi_proxy_writes;
 mod events;
 #[cfg(test)]
 mod fake_api;
@@ -86,33 +84,20 @@ mod fake_api;
 mod fixtures;
 mod gate_client;
 mod hns_node;
-mod memory;
 mod nodes;
 mod recent;
-mod round;
 mod watch;
 
+use crate::decision::round::memory::{self, PoolMemory};
+use crate::decision::round::{self};
 pub use agent::{agent_image_allowed, ensure_agent_namespace};
 use agent::{delete_configmap, delete_daemonset};
-use memory::PoolMemory;
 use nodes::patch_node_with;
 use recent::RecentWrites;
 pub use watch::spawn_hns_watches;
 use watch::watch_backoff;
 
-#[derive(Debug, Clone)]
-pub struct Settings {
-    pub agent_namespace: String,
-    pub agent: AgentSettings,
-    /// Only pools matching this label selector are reconciled (sharding, canaries, tests).
-    pub pool_selector: Option<String>,
-    /// Image prefixes a pool's spec.agent.image may use; empty allows any.
-    pub allowed_agent_images: Vec<String>,
-    /// CSI Proxy's HostProcess image repository (tagged with the pool's version).
-    pub csi_proxy_repository: String,
-    /// The operator's own namespace: the only one whose Secrets (health gate credentials) it reads.
-    pub secret_namespace: String,
-}
+pub use crate::decision::round::Settings;
 
 pub struct Context {
     pub client: Client,

@@ -1,5 +1,6 @@
 //! Events: fresh ones never folded into a series, a node's failure on the pool and the Node.
 
+use crate::decision::round::node_ref;
 use jiff::Timestamp;
 use kube::api::{Api, ObjectMeta};
 use kube::runtime::events::{Event, EventType};
@@ -76,14 +77,5 @@ pub(super) async fn node_event(ctx: &Context, pool: &WindowsNodePool, p: &NodePa
     ctx.publish(pool, ev()).await;
     if let Err(e) = ctx.recorder.publish(&ev(), &node_ref(&p.node)).await {
         warn!(node = %p.node, error = %e, "could not publish event");
-    }
-}
-
-pub(super) fn node_ref(node: &str) -> k8s_openapi::api::core::v1::ObjectReference {
-    k8s_openapi::api::core::v1::ObjectReference {
-        api_version: Some("v1".into()),
-        kind: Some("Node".into()),
-        name: Some(node.to_string()),
-        ..Default::default()
     }
 }

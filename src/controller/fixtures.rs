@@ -23,7 +23,6 @@ use serde_json::{Value, json};
 use super::fake_api::{Cluster, Recorded};
 use super::{Context, Settings, apply};
 use crate::api::{WindowsNodePool, names};
-use crate::daemonset::AgentSettings;
 use crate::hns::HnsTracker;
 use crate::metrics::Metrics;
 use crate::node_record::NodeRecord;
@@ -103,19 +102,7 @@ impl Fixture {
         let (ds_store, daemonsets) = reflector::store();
         let (cm_store, configmaps) = reflector::store();
         let (pool_store, pools) = reflector::store();
-        let settings = Settings {
-            agent_namespace: "winpool-agents".into(),
-            agent: AgentSettings {
-                image: "ghcr.io/winpool/agent:test".into(),
-                hns_interval: "15s".into(),
-                max_attempts: 3,
-                pod: Default::default(),
-            },
-            pool_selector: None,
-            allowed_agent_images: Vec::new(),
-            csi_proxy_repository: crate::csi_proxy::DEFAULT_REPOSITORY.into(),
-            secret_namespace: "winpool-system".into(),
-        };
+        let settings = Settings::example("ghcr.io/winpool/agent:test");
         let metrics = Metrics::new();
         metrics.caches_synced.set(1);
         let mut tracker = HnsTracker::new();

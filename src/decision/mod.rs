@@ -4,17 +4,21 @@
 //! - [`rollout`]: each member's next step and the starts (the plan).
 //! - [`status`]: the pool's status and conditions from the plan.
 //! - [`hns`]: whether a node's HNS carries the cluster's Services, and the pool's capacity.
+//! - [`drain`]: which pods a drain must evict and what holds them.
 //! - [`gates`]: what a health gate's answer means.
 //! - [`membership`]: which nodes a pool selects.
 //! - [`node_view`]: a Node and its agent's report read into the view the rollout decides on.
 //! - [`window`]: maintenance windows and not-allowed dates.
+//! - [`round`]: one reconcile of a pool decided whole: what it observed, the plan, the writes and their order, what it remembers.
 //! - [`revision`]: the node-level configuration a spec asks for, and its hash.
 
+pub mod drain;
 pub mod gates;
 pub mod hns;
 pub mod membership;
 pub mod node_view;
 pub mod revision;
 pub mod rollout;
+pub mod round;
 pub mod status;
 pub mod window;

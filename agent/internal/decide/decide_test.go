@@ -29,8 +29,8 @@ func request() Input {
 	return Input{
 		Standalone: true,
 		Namespace:  "winpool-agents",
-		Pool:      "win22",
-		Revision:  "r1",
+		Pool:       "win22",
+		Revision:   "r1",
 		Config: RevisionConfig{Config: config.Revision{
 			Revision:        "r1",
 			Pool:            "win22",

@@ -14,15 +14,14 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
 use kube::runtime::events::{Event, EventType};
 
-use super::Settings;
-use super::agent::{AgentWrite, ConfigMapWrites, agent_write, configmap_writes, hold_agent_roll};
-use super::csi_proxy_writes::{CsiProxyWrites, csi_proxy_writes};
-use super::events::node_ref;
-use super::hns_node::{HnsNode, HnsWrites, hns_readiness, hns_writes_for, within_catch_up_grace};
-use super::memory::{GatesSeen, NODE_EVENT_INTERVAL, PoolMemory, StatusWrite, signed};
-use super::nodes::{release_body, release_patch};
+use self::agent::{AgentWrite, ConfigMapWrites, agent_write, configmap_writes, hold_agent_roll};
+use self::csi_proxy::{CsiProxyWrites, csi_proxy_writes};
+use self::hns_node::{HnsNode, HnsWrites, hns_readiness, hns_writes_for, within_catch_up_grace};
+use self::memory::{GatesSeen, NODE_EVENT_INTERVAL, PoolMemory, StatusWrite, signed};
+use self::release::{release_body, release_patch};
 use crate::api::{WindowsNodePool, WindowsNodePoolStatus, names};
-use crate::drain::{self, DrainRules, PodOnNode};
+use crate::daemonset::AgentSettings;
+use crate::decision::drain::{self, DrainRules, PodOnNode};
 use crate::gates::GateResult;
 use crate::hns::{self, Limits};
 use crate::membership::Membership;
@@ -36,7 +35,7 @@ use crate::rollout::{
 use crate::status::{PoolTransition, build_status, transition_events};
 
 /// What one reconcile read: the cluster as the decision sees it, owned.
-pub(super) struct Observed {
+pub(crate) struct Observed {
     /// The pool's members, each with its agent's report object, if it wrote one.
     pub members: Vec<(Arc<NodeRecord>, Option<Arc<WindowsNodeReport>>)>,
     /// Nodes labelled for the pool that it no longer selects.
@@ -60,7 +59,7 @@ pub(super) struct Observed {
     pub gates_asked: bool,
 }
 
-pub(super) struct Round {
+pub(crate) struct Round {
     /// Deselected nodes given back, before anything else is written.
     pub releases: Vec<(NodePatch, serde_json::Value)>,
     pub plan: Plan,
@@ -88,14 +87,14 @@ pub(super) struct Round {
 /// lands before any write that starts one, so the cluster never holds more
 /// nodes in flight than the plan allowed, even for the milliseconds between
 /// two parallel writes.
-pub(super) fn node_write_phases(plan: &Plan) -> (Vec<&NodePatch>, Vec<&NodePatch>) {
+pub(crate) fn node_write_phases(plan: &Plan) -> (Vec<&NodePatch>, Vec<&NodePatch>) {
     let (starts, others) = plan.patches.iter().partition(|p| p.from == NodeState::Pending && p.to != NodeState::Pending);
     (others, starts)
 }
 
 /// The node writes of a round, once its HNS writes are done.
 #[derive(Debug, Default)]
-pub(super) struct NodeWrites<'p> {
+pub(crate) struct NodeWrites<'p> {
     /// Finishes and moves, written first.
     pub first: Vec<&'p NodePatch>,
     /// Starts, written once every write before them landed.
@@ -106,7 +105,7 @@ pub(super) struct NodeWrites<'p> {
 /// nodes in `hns_behind` could not be written: those are not written (a node
 /// is never moved on while its taint lags), and no node starts this round,
 /// since a node held back frees no slot.
-pub(super) fn node_writes<'p>(plan: &'p Plan, hns_behind: &BTreeSet<String>) -> NodeWrites<'p> {
+pub(crate) fn node_writes<'p>(plan: &'p Plan, hns_behind: &BTreeSet<String>) -> NodeWrites<'p> {
     let (first, then) = node_write_phases(plan);
     let ready = |phase: Vec<&'p NodePatch>| phase.into_iter().filter(|p| !hns_behind.contains(&p.node)).collect();
     NodeWrites { first: ready(first), then: if hns_behind.is_empty() { ready(then) } else { Vec::new() } }
@@ -114,7 +113,7 @@ pub(super) fn node_writes<'p>(plan: &'p Plan, hns_behind: &BTreeSet<String>) -> 
 
 /// Nodes that carry the pool's label but are not its members (all of them,
 /// when the pool is deleted: no members): they go back to their owners.
-pub(super) fn labelled_non_members<'n>(
+pub(crate) fn labelled_non_members<'n>(
     pool: &'n str,
     nodes: &'n [Arc<NodeRecord>],
     membership: &'n Membership,
@@ -124,7 +123,7 @@ pub(super) fn labelled_non_members<'n>(
 }
 
 /// Each node given back, with its release and the merge patch body that does it.
-pub(super) fn releases<'n>(nodes: impl IntoIterator<Item = &'n Arc<NodeRecord>>, why: &str) -> Vec<(NodePatch, serde_json::Value)> {
+pub(crate) fn releases<'n>(nodes: impl IntoIterator<Item = &'n Arc<NodeRecord>>, why: &str) -> Vec<(NodePatch, serde_json::Value)> {
     nodes
         .into_iter()
         .map(|n| {
@@ -136,7 +135,7 @@ pub(super) fn releases<'n>(nodes: impl IntoIterator<Item = &'n Arc<NodeRecord>>,
 }
 
 /// The Draining members, whose pods the round needs listed.
-pub(super) fn draining(members: &[(Arc<NodeRecord>, Option<Arc<WindowsNodeReport>>)]) -> Vec<String> {
+pub(crate) fn draining(members: &[(Arc<NodeRecord>, Option<Arc<WindowsNodeReport>>)]) -> Vec<String> {
     members
         .iter()
         .filter(|(n, _)| n.annotation(names::ANN_STATE) == Some(NodeState::Draining.as_str()))
@@ -209,7 +208,7 @@ fn input<'a>(
 
 /// What the round's health gates are.
 #[derive(Debug, PartialEq)]
-pub(super) enum GateLook {
+pub(crate) enum GateLook {
     /// No gates, or no node would start anyway: not looked at (nothing holds).
     NotNeeded,
     /// What they saw a moment ago still stands.
@@ -221,7 +220,7 @@ pub(super) enum GateLook {
 /// Whether the round looks at the pool's health gates, and how: only when a
 /// node would start if none held it, and asked anew only when what they last
 /// saw no longer stands ([`crate::gates::still_fresh`]; a spec change always asks anew).
-pub(super) fn gate_look(pool: &WindowsNodePool, seen: &Observed, memory: &PoolMemory, now: Timestamp) -> GateLook {
+pub(crate) fn gate_look(pool: &WindowsNodePool, seen: &Observed, memory: &PoolMemory, now: Timestamp) -> GateLook {
     if pool.spec.rollout.health_gates.is_empty() {
         return GateLook::NotNeeded;
     }
@@ -239,7 +238,7 @@ pub(super) fn gate_look(pool: &WindowsNodePool, seen: &Observed, memory: &PoolMe
 /// The whole decision of one reconcile, and what the pool's memory is once
 /// it is carried out as planned (what the writes do is taken in by
 /// [`PoolMemory::settle`]).
-pub(super) fn decide_round(
+pub(crate) fn decide_round(
     pool: &WindowsNodePool,
     settings: &Settings,
     seen: &Observed,
@@ -282,7 +281,7 @@ pub(super) fn decide_round(
 
 /// When to look at the pool again: when the plan says, when a deferred
 /// status write may go out, and while node transitions wait to be announced.
-pub(super) fn requeue_after(round: &Round, memory: &PoolMemory) -> Duration {
+pub(crate) fn requeue_after(round: &Round, memory: &PoolMemory) -> Duration {
     let mut requeue = round.plan.requeue_after;
     if memory.batch_waiting() {
         requeue = requeue.min(NODE_EVENT_INTERVAL);
@@ -397,13 +396,53 @@ fn problems(pool: &WindowsNodePool, plan: &Plan, membership: &Membership) -> Vec
     problems
 }
 
+/// The operator's settings a round reads (its flags, as `winpool run` parsed them).
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub agent_namespace: String,
+    pub agent: AgentSettings,
+    /// Only pools matching this label selector are reconciled (sharding, canaries, tests).
+    pub pool_selector: Option<String>,
+    /// Image prefixes a pool's spec.agent.image may use; empty allows any.
+    pub allowed_agent_images: Vec<String>,
+    /// CSI Proxy's HostProcess image repository (tagged with the pool's version).
+    pub csi_proxy_repository: String,
+    /// The operator's own namespace: the only one whose Secrets (health gate credentials) it reads.
+    pub secret_namespace: String,
+}
+
+#[cfg(test)]
+impl Settings {
+    /// The chart's defaults, with this agent image: what the unit tests run with.
+    pub(crate) fn example(agent_image: &str) -> Self {
+        Settings {
+            agent_namespace: "winpool-agents".into(),
+            agent: AgentSettings { image: agent_image.into(), hns_interval: "15s".into(), max_attempts: 3, pod: Default::default() },
+            pool_selector: None,
+            allowed_agent_images: Vec::new(),
+            csi_proxy_repository: crate::csi_proxy::DEFAULT_REPOSITORY.into(),
+            secret_namespace: "winpool-system".into(),
+        }
+    }
+}
+
+/// A reference to a Node, as an Event's second object.
+pub(crate) fn node_ref(node: &str) -> k8s_openapi::api::core::v1::ObjectReference {
+    k8s_openapi::api::core::v1::ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Node".into()),
+        name: Some(node.to_string()),
+        ..Default::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     use super::*;
     use crate::api::WindowsNodePoolSpec;
-    use crate::daemonset::{AgentDrift, AgentSettings, agent_daemonset};
+    use crate::daemonset::{AgentDrift, agent_daemonset};
 
     fn pool() -> WindowsNodePool {
         let spec: WindowsNodePoolSpec =
@@ -415,19 +454,7 @@ mod tests {
     }
 
     fn settings() -> Settings {
-        Settings {
-            agent_namespace: "winpool-agents".into(),
-            agent: AgentSettings {
-                image: "winpool/agent:dev".into(),
-                hns_interval: "15s".into(),
-                max_attempts: 3,
-                pod: Default::default(),
-            },
-            pool_selector: None,
-            allowed_agent_images: Vec::new(),
-            csi_proxy_repository: crate::csi_proxy::DEFAULT_REPOSITORY.into(),
-            secret_namespace: "winpool-system".into(),
-        }
+        Settings::example("winpool/agent:dev")
     }
 
     fn node(name: &str, pool: Option<&str>, cordoned_by_winpool: bool) -> Arc<NodeRecord> {
@@ -752,3 +779,9 @@ mod tests {
         assert!(lagging.then.is_empty(), "and nobody starts this round");
     }
 }
+
+pub mod agent;
+pub mod csi_proxy;
+pub mod hns_node;
+pub mod memory;
+pub mod release;

@@ -17,10 +17,10 @@ use crate::rollout::{DrainBlock, NodePatch, NodeState, fold_average};
 use crate::status::{PROGRESS_WRITE_INTERVAL, only_progress_changed};
 
 /// How long node starts and completions gather before they are announced.
-pub(super) const NODE_EVENT_INTERVAL: Duration = Duration::from_secs(5);
+pub(crate) const NODE_EVENT_INTERVAL: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Clone, Default)]
-pub(super) struct PoolMemory {
+pub(crate) struct PoolMemory {
     /// When the pool's last reconcile started (they are spaced: `reconcile_gap`).
     pub last_reconcile: Option<Timestamp>,
     /// The status this replica last wrote.
@@ -43,7 +43,7 @@ pub(super) struct PoolMemory {
 /// A status write of this replica: the next round may run before the pool's
 /// watch shows it, and would then announce its transitions again.
 #[derive(Debug, Clone)]
-pub(super) struct StatusWritten {
+pub(crate) struct StatusWritten {
     pub at: Timestamp,
     /// The pool's resourceVersion after the write.
     pub resource_version: u64,
@@ -51,7 +51,7 @@ pub(super) struct StatusWritten {
 }
 
 #[derive(Debug, Clone, Default)]
-pub(super) struct NodeBatch {
+pub(crate) struct NodeBatch {
     pub revision: String,
     /// When the first transition of the batch landed.
     pub since: Option<Timestamp>,
@@ -59,7 +59,7 @@ pub(super) struct NodeBatch {
 }
 
 #[derive(Debug, Clone)]
-pub(super) struct GatesSeen {
+pub(crate) struct GatesSeen {
     pub at: Timestamp,
     /// The pool's generation they were asked for: a spec change asks anew.
     pub generation: Option<i64>,
@@ -68,7 +68,7 @@ pub(super) struct GatesSeen {
 
 /// What the round does with the pool's status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum StatusWrite {
+pub(crate) enum StatusWrite {
     /// The status already says it.
     Unchanged,
     Write,
@@ -79,7 +79,7 @@ pub(super) enum StatusWrite {
 
 /// What the round's writes did, as the memory needs it.
 #[derive(Debug, Default)]
-pub(super) struct Outcome<'r> {
+pub(crate) struct Outcome<'r> {
     /// The node patches that landed (a failed write leaves some out).
     pub landed: Vec<&'r NodePatch>,
     /// Per node drained this round: the budget that refused its evictions, if any.
@@ -87,7 +87,7 @@ pub(super) struct Outcome<'r> {
 }
 
 /// A batch of node transitions due to be announced: (revision, transitions).
-pub(super) type DueBatch = (String, Vec<(String, NodeState, NodeState)>);
+pub(crate) type DueBatch = (String, Vec<(String, NodeState, NodeState)>);
 
 fn since(now: Timestamp, then: Timestamp) -> Duration {
     now.duration_since(then).unsigned_abs()
@@ -228,7 +228,7 @@ impl PoolMemory {
 }
 
 /// `SignedDuration` for the catch-up grace's arithmetic.
-pub(super) fn signed(d: Duration) -> SignedDuration {
+pub(crate) fn signed(d: Duration) -> SignedDuration {
     SignedDuration::try_from(d).unwrap_or(SignedDuration::MAX)
 }
 

@@ -17,17 +17,17 @@ use crate::revision::NodeConfig;
 use crate::rollout::Plan;
 
 #[derive(Default)]
-pub(super) struct CsiProxyWrites {
+pub(crate) struct CsiProxyWrites {
     /// Written with the revision ConfigMaps, before any node is labelled for a revision.
-    pub(super) write: Vec<AgentWrite>,
+    pub(crate) write: Vec<AgentWrite>,
     /// CSI Proxy DaemonSets of versions no revision the nodes carry asks for.
-    pub(super) delete: Vec<String>,
+    pub(crate) delete: Vec<String>,
 }
 
 /// Each revision the plan keeps (the target, and those nodes still carry)
 /// with the CSI Proxy version it asks for: the target's from the spec, the
 /// others' from their ConfigMaps, which are the record of what they asked.
-pub(super) fn csi_proxy_writes(
+pub(crate) fn csi_proxy_writes(
     pool: &WindowsNodePool,
     settings: &Settings,
     plan: &Plan,

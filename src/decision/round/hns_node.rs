@@ -1,0 +1,191 @@
+//! A member's HNS readiness as the Node should show it, decided: the
+//! WindowsHNSReady condition and the hns-not-ready taint (the shell,
+//! `controller::hns_node`, writes them).
+
+use jiff::Timestamp;
+use kube::api::Patch;
+use serde_json::json;
+
+use crate::api::names;
+use crate::hns::{self, AwaitingReport};
+use crate::node_record::NodeRecord;
+use crate::rollout::{HnsReadiness, NodeState};
+
+pub(crate) fn json_patch(v: serde_json::Value) -> json_patch::Patch {
+    serde_json::from_value(v).expect("a well-formed JSON patch")
+}
+
+pub(crate) struct HnsNode<'a> {
+    pub(crate) node: &'a NodeRecord,
+    pub(crate) readiness: HnsReadiness,
+    pub(crate) reason: &'static str,
+    pub(crate) message: String,
+}
+
+/// How long a node whose HNS was caught up may fall behind before it is NotReady (and tainted).
+/// kube-proxy programs HNS in periodic syncs, so while a cluster's endpoints change every second a
+/// ready node is always a few seconds behind the newest count; judged at once, every change was a
+/// False and a True condition, a taint and an untaint: four Node writes per node per change (43,346
+/// Node writes in 10 minutes of endpoint churn on 1,000 nodes at rest, `hack/bench.sh --phases churn`).
+pub(crate) const CATCH_UP_GRACE: jiff::SignedDuration = jiff::SignedDuration::from_secs(60);
+
+/// Whether a node judged behind is still given time: it was caught up (its condition says so), it
+/// is not being updated (a rebooted node is judged by its update's rules), and it fell behind less
+/// than [`CATCH_UP_GRACE`] ago. `behind_since` is when this replica first saw it behind.
+pub(crate) fn within_catch_up_grace(
+    previous: Option<&k8s_openapi::api::core::v1::NodeCondition>,
+    in_flight: bool,
+    readiness: HnsReadiness,
+    behind_since: Timestamp,
+    now: Timestamp,
+) -> bool {
+    let was_ready = previous.is_some_and(|c| c.status == "True" && c.reason.as_deref() == Some(hns::reasons::CAUGHT_UP));
+    readiness == HnsReadiness::NotReady && was_ready && !in_flight && now.duration_since(behind_since) < CATCH_UP_GRACE
+}
+
+pub(crate) fn hns_readiness(
+    n: &NodeRecord,
+    v: &crate::rollout::NodeView,
+    totals: (i64, i64),
+    spec: &crate::api::HnsSpec,
+    grace: jiff::SignedDuration,
+    now: Timestamp,
+) -> (HnsReadiness, &'static str, String) {
+    // Right after the update the agent has not reported yet: within nodeTimeout, missing counts mean "not yet".
+    // Only a node whose agent reported counts before the update is awaited (counts of the boot
+    // before, or dropped by winpool for a 0.2.0 agent); an agent that never reported leaves the
+    // node Unknown, never tainted and never gating.
+    let stale = v.hns_reported && v.hns_load_balancers.is_none();
+    let awaiting = match v.state.state() {
+        Some(NodeState::Applying | NodeState::Verifying) if stale || n.annotation(names::ANN_HNS_AWAITING) == Some("true") => {
+            Some(AwaitingReport { since: v.started_at.unwrap_or(now), grace })
+        }
+        _ => None,
+    };
+    let tolerance = spec.tolerance_percent.clamp(0, 100) as u8;
+    hns::node_readiness(v.hns_load_balancers.as_deref(), v.hns_endpoints.as_deref(), totals, tolerance, awaiting, now)
+}
+
+/// The writes that bring one node's WindowsHNSReady condition and hns-not-ready
+/// taint in step with its readiness; `None` when both already are (most nodes,
+/// most rounds), so a round costs no future and no request for them.
+/// `held_cordoned`: see [`crate::rollout::held_cordoned`].
+pub(crate) fn hns_writes_for(h: &HnsNode<'_>, held_cordoned: bool, taint_when_not_ready: bool, now: Timestamp) -> Option<HnsWrites> {
+    let previous = h.node.hns_condition.as_ref();
+    let cond = hns::node_condition(h.readiness, h.reason, &h.message, previous, now);
+    // No condition already says "unknown": a node whose agent never reported costs no write.
+    let pointless = previous.is_none() && h.readiness == HnsReadiness::Unknown;
+    // A node winpool holds cordoned for its update, awaiting its agent's first report since: winpool
+    // dropped the counts itself, so nothing was observed. Its condition stays as it was until that
+    // report (or the grace ends, or the node is uncordoned); a False now and a True seconds later were
+    // two Node status writes per node per rollout, each sent to every watcher of Nodes. The state
+    // annotation, the pool's status and winpool_pool_nodes_hns_not_ready show the wait meanwhile.
+    let unobserved = held_cordoned && h.reason == hns::reasons::AWAITING_REPORT;
+    // The numbers in a not-ready message move with every report; a node that stays behind for
+    // the same reason is not rewritten for each (the message says what it was when it fell behind).
+    let same = previous.is_some_and(|p| p.status == cond.status && p.reason == cond.reason);
+    let condition = (!same && !pointless && !unobserved).then_some(cond);
+    let taints = h.node.taints.as_slice();
+    let wanted = hns::taint_wanted(h.readiness, taint_when_not_ready, held_cordoned);
+    let taint = wanted.and_then(|w| hns::taints_update(taints, w)).and_then(|new| {
+        let added = new.len() > taints.len();
+        // JSON patch ops touch only our taint, so the node lifecycle controller's
+        // taints are never overwritten by a stale copy; only an empty list is
+        // written whole, guarded by its resourceVersion.
+        let patch = match (added, taints.iter().position(|t| t.key == names::TAINT_HNS_NOT_READY)) {
+            (true, _) if taints.is_empty() => {
+                Patch::Merge(json!({ "metadata": { "resourceVersion": h.node.resource_version }, "spec": { "taints": new } }))
+            }
+            (true, _) => Patch::Json(json_patch(json!([{ "op": "add", "path": "/spec/taints/-", "value": hns::hns_taint() }]))),
+            (false, Some(i)) => Patch::Json(json_patch(json!([
+                { "op": "test", "path": format!("/spec/taints/{i}/key"), "value": names::TAINT_HNS_NOT_READY },
+                { "op": "remove", "path": format!("/spec/taints/{i}") },
+            ]))),
+            (false, None) => return None,
+        };
+        Some((added, patch))
+    });
+    (condition.is_some() || taint.is_some()).then(|| HnsWrites { node: h.node.name.clone(), condition, taint, unless_changed_since: None })
+}
+
+pub(crate) struct HnsWrites {
+    pub(crate) node: String,
+    pub(crate) condition: Option<k8s_openapi::api::core::v1::NodeCondition>,
+    /// Whether the taint is added, and the patch that does it.
+    pub(crate) taint: Option<(bool, Patch<serde_json::Value>)>,
+    /// The resourceVersion the node's start this round is guarded by: these
+    /// writes land only on it, and pass on the version they leave.
+    pub(crate) unless_changed_since: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeStatus};
+
+    fn node_with(status: &str, reason: &str) -> NodeRecord {
+        let cond = NodeCondition {
+            type_: names::NODE_CONDITION_HNS_READY.into(),
+            status: status.into(),
+            reason: Some(reason.into()),
+            message: Some("before the update".into()),
+            ..Default::default()
+        };
+        let mut n = Node::default();
+        n.metadata.name = Some("win-a".into());
+        n.status = Some(NodeStatus { conditions: Some(vec![cond]), ..Default::default() });
+        NodeRecord::from(&n)
+    }
+
+    /// `node` judged NotReady, for `reason`.
+    fn judged<'a>(node: &'a NodeRecord, reason: &'static str, message: &str) -> HnsNode<'a> {
+        HnsNode { node, readiness: HnsReadiness::NotReady, reason, message: message.into() }
+    }
+
+    #[test]
+    fn an_awaited_node_held_cordoned_keeps_its_condition_until_its_agent_reports() {
+        let now: Timestamp = "2026-12-01T12:00:00Z".parse().unwrap();
+        let node = node_with("True", hns::reasons::CAUGHT_UP);
+        let awaited = judged(&node, hns::reasons::AWAITING_REPORT, "the node restarted and its agent has not reported");
+        assert!(hns_writes_for(&awaited, true, true, now).is_none(), "winpool dropped the counts itself: nothing observed, no write");
+        let uncordoned = hns_writes_for(&awaited, false, true, now).expect("uncordoned (hns.readyTimeout): the wait is written");
+        assert_eq!(uncordoned.condition.map(|c| c.status), Some("False".into()));
+        assert!(uncordoned.taint.is_some(), "and tainted, since pods may land on it now");
+
+        // What the agent reports once back is an observation: written while held, too.
+        let behind = HnsNode { reason: hns::reasons::CATCHING_UP, message: "HNS is catching up: 3 of 812".into(), ..awaited };
+        let w = hns_writes_for(&behind, true, true, now).expect("a report that HNS is behind is written");
+        assert_eq!(w.condition.map(|c| (c.status, c.reason)), Some(("False".into(), Some(hns::reasons::CATCHING_UP.into()))));
+        assert!(w.taint.is_none(), "held cordoned: no taint");
+    }
+
+    /// A node that was caught up and falls behind a moving count is given CATCH_UP_GRACE before it
+    /// is NotReady; one being updated, one never caught up, or one behind for longer is not.
+    #[test]
+    fn a_ready_node_falling_behind_is_given_time_to_catch_up() {
+        let now: Timestamp = "2026-12-02T12:00:00Z".parse().unwrap();
+        let ready = node_with("True", hns::reasons::CAUGHT_UP);
+        let caught_up = ready.hns_condition.as_ref();
+        let not_ready = node_with("False", hns::reasons::CATCHING_UP);
+        let secs = |s: i64| now - jiff::SignedDuration::from_secs(s);
+        let nr = HnsReadiness::NotReady;
+        assert!(within_catch_up_grace(caught_up, false, nr, secs(0), now), "just fell behind");
+        assert!(within_catch_up_grace(caught_up, false, nr, secs(59), now), "behind for under a minute");
+        assert!(!within_catch_up_grace(caught_up, false, nr, secs(60), now), "behind for the whole grace: NotReady");
+        assert!(!within_catch_up_grace(caught_up, true, nr, secs(0), now), "a node being updated is judged by its update");
+        assert!(!within_catch_up_grace(not_ready.hns_condition.as_ref(), false, nr, secs(0), now), "never caught up since");
+        assert!(!within_catch_up_grace(None, false, nr, secs(0), now), "no condition yet");
+        assert!(!within_catch_up_grace(caught_up, false, HnsReadiness::Unknown, secs(0), now), "unknown is not behind");
+    }
+
+    /// A node that stays behind is not rewritten for every count that moves: the condition says
+    /// what it was when the node fell behind.
+    #[test]
+    fn a_node_that_stays_behind_is_not_rewritten_for_each_count() {
+        let now: Timestamp = "2026-12-02T12:00:00Z".parse().unwrap();
+        let n = node_with("False", hns::reasons::CATCHING_UP);
+        let behind = judged(&n, hns::reasons::CATCHING_UP, "HNS is catching up: 7 of 9");
+        let w = hns_writes_for(&behind, false, false, now);
+        assert!(w.is_none_or(|w| w.condition.is_none()), "the same status and reason: no condition write");
+    }
+}
