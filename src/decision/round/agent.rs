@@ -20,9 +20,19 @@ use crate::revision::NodeConfig;
 use crate::rollout::Plan;
 
 /// Whoever can create a pool can run an image as SYSTEM on its nodes: the
-/// operator only runs agent images the cluster admin allowed.
+/// operator only runs agent images the cluster admin allowed. A prefix
+/// matches only up to a boundary of the image reference: it ends in `/` or
+/// `@`, or the image goes on with `/` or `@` right after it (or `:`, a tag,
+/// after a prefix that names a repository): `registry.corp` admits
+/// `registry.corp/winpool/agent`, never `registry.corp.evil/agent`.
 pub fn agent_image_allowed(image: &str, allowed: &[String]) -> bool {
-    image.is_empty() || allowed.is_empty() || allowed.iter().any(|p| image.starts_with(p.as_str()))
+    image.is_empty() || allowed.is_empty() || allowed.iter().any(|p| prefix_admits(p, image))
+}
+
+fn prefix_admits(prefix: &str, image: &str) -> bool {
+    let Some(rest) = image.strip_prefix(prefix) else { return false };
+    let names_repository = prefix.contains('/');
+    prefix.ends_with(['/', '@']) || rest.is_empty() || rest.starts_with(['/', '@']) || names_repository && rest.starts_with(':')
 }
 
 /// A write of the pool's agent DaemonSet, and why.
@@ -174,6 +184,28 @@ pub(crate) fn refusal(pool: &WindowsNodePool, allowed: &[String], now: Timestamp
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn agent_images_are_checked_against_the_allow_list_up_to_a_boundary() {
+        let allowed = vec!["registry.corp/winpool/".to_string(), "mcr.microsoft.com".to_string(), "ghcr.io/acme/agent".to_string()];
+        let cases = [
+            ("", true),
+            ("registry.corp/winpool/agent:1", true),
+            ("registry.corp/winpoolx/agent", false),
+            ("mcr.microsoft.com/windows/agent", true),
+            ("mcr.microsoft.com.evil.example/agent", false),
+            ("mcr.microsoft.com:5000/agent", false),
+            ("ghcr.io/acme/agent:1.2", true),
+            ("ghcr.io/acme/agent@sha256:0123", true),
+            ("ghcr.io/acme/agent", true),
+            ("ghcr.io/acme/agent-evil:1", false),
+            ("evil.example.com/agent:1", false),
+        ];
+        for (image, want) in cases {
+            assert_eq!(agent_image_allowed(image, &allowed), want, "{image}");
+        }
+        assert!(agent_image_allowed("anything", &[]), "no allow-list: any image");
+    }
     use crate::api::{NodeCounts, WindowsNodePoolSpec, WindowsNodePoolStatus, conditions};
 
     #[test]
