@@ -18,6 +18,15 @@ pub mod table;
 /// The field manager of every write the plugin makes.
 pub const FIELD_MANAGER: &str = "kubectl-winpool";
 
+/// What the plugin prints, made safe for a terminal: agents (SYSTEM on their
+/// hosts) and anyone who may patch a Node write the messages it shows, and an
+/// escape sequence in one could rewrite the screen, retitle the window or
+/// hide a line. Control characters other than newline and tab are shown as
+/// `\u{..}` escapes; JSON and YAML output carry none unescaped.
+pub fn terminal_safe(text: &str) -> String {
+    text.chars().map(|c| if c.is_control() && c != '\n' && c != '\t' { c.escape_unicode().to_string() } else { c.to_string() }).collect()
+}
+
 /// Why a command failed, said plainly; the binary prints it and exits 1.
 #[derive(Debug, thiserror::Error)]
 pub enum PluginError {
@@ -53,6 +62,15 @@ impl PluginError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn escape_sequences_in_what_is_printed_are_shown_not_obeyed() {
+        let hostile = "ApplyFailed: \u{1b}]0;owned\u{7}\u{1b}[2Kdone\r\u{9b}31m\nnext\tcol";
+        let safe = terminal_safe(hostile);
+        assert!(!safe.chars().any(|c| c.is_control() && c != '\n' && c != '\t'), "{safe:?}");
+        assert_eq!(safe, "ApplyFailed: \\u{1b}]0;owned\\u{7}\\u{1b}[2Kdone\\u{d}\\u{9b}31m\nnext\tcol");
+        assert_eq!(terminal_safe("win-0   Updated   5m"), "win-0   Updated   5m");
+    }
 
     fn api(code: u16, message: &str) -> kube::Error {
         kube::Error::Api(kube::core::Status { code, message: message.into(), ..Default::default() }.into())
