@@ -131,6 +131,8 @@ pub struct Context {
     /// lease first. What is not written is what a crash leaves: the next
     /// leader's first round decides it again.
     stopping: Arc<AtomicBool>,
+    /// Until when this replica leads (with leader election).
+    lease: Option<crate::lease::LeaseValidity>,
 }
 
 impl Context {
@@ -160,6 +162,7 @@ impl Context {
             gate_http: gate_client::http_client(),
             clock: clock::Clock::default(),
             stopping: Arc::new(AtomicBool::new(false)),
+            lease: None,
         }
     }
 
@@ -189,8 +192,16 @@ impl Context {
         let _ = self.configmaps.wait_until_ready().await;
     }
 
+    /// No write may go out: the replica is stopping, or its leader lease
+    /// has run out on its own clock (a frozen leader that woke up, a renewal
+    /// that hangs) whether or not the renewal has said so yet.
     fn stopping(&self) -> bool {
-        self.stopping.load(Ordering::Relaxed)
+        self.stopping.load(Ordering::Relaxed) || self.lease.as_ref().is_some_and(|l| !l.valid())
+    }
+
+    fn with_lease(mut self, lease: Option<crate::lease::LeaseValidity>) -> Self {
+        self.lease = lease;
+        self
     }
 
     /// The freshest copy of every Windows node: the cache, or our own newer write.
@@ -280,6 +291,7 @@ pub async fn run(
     settings: Settings,
     metrics: Arc<Metrics>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+    lease: Option<crate::lease::LeaseValidity>,
 ) -> Result<(), Error> {
     ensure_agent_namespace(&client, &settings.agent_namespace).await?;
 
@@ -297,14 +309,10 @@ pub async fn run(
     let mapper_pools = pool_store.clone();
     let stores = (node_store.clone(), report_store.clone(), ds_store.clone(), cm_store.clone());
     let mapper_nodes = node_store.clone();
-    let ctx = Arc::new(Context::new(
-        client,
-        settings,
-        (node_store, report_store, ds_store, cm_store, pool_store),
-        metrics.clone(),
-        tracker,
-        recent,
-    ));
+    let ctx = Arc::new(
+        Context::new(client, settings, (node_store, report_store, ds_store, cm_store, pool_store), metrics.clone(), tracker, recent)
+            .with_lease(lease),
+    );
     watch::report_synced(stores, metrics);
     let stopped = {
         let ctx = ctx.clone();

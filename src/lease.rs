@@ -6,7 +6,17 @@
 //! would expire stops at once (the process exits and is restarted as a
 //! follower), the way controller-runtime does it; on graceful shutdown it
 //! releases the lease so a standby takes over within one retry period.
+//!
+//! "Before its lease would expire" is judged on this replica's monotonic
+//! clock, never by a request's answer: each renewal gets only the time left
+//! until [`LeaseValidity`] ends (client-go's RenewDeadline), so a connection
+//! that hangs instead of failing cannot keep a deposed leader renewing, and
+//! the controller asks [`LeaseValidity::valid`] before every write, so a
+//! leader frozen past its lease (SIGSTOP, a paused VM) writes nothing when
+//! it wakes.
 
+use std::future::Future;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -15,6 +25,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::Client;
 use kube::api::{Api, ObjectMeta};
 use tokio::sync::watch;
+use tokio::time::Instant;
 use tracing::{info, warn};
 
 #[derive(Debug, Clone)]
@@ -123,11 +134,85 @@ async fn try_take(api: &Api<Lease>, s: &LeaseSettings, observer: &mut Observer) 
     }
 }
 
+/// Until when this replica may write as the leader, on its monotonic clock.
+/// A standby takes the lease once it has seen the record unchanged for the
+/// lease duration, and it cannot see a renewal before the renewal was sent:
+/// so the lease is ours until the start of the last successful renewal plus
+/// the renew deadline (two thirds of the duration, as client-go's 10 s of
+/// 15 s), which leaves the rest for clocks that run at different rates.
+#[derive(Debug, Clone)]
+pub struct LeaseValidity(Arc<Mutex<Instant>>);
+
+impl LeaseValidity {
+    fn starting(renewal_started: Instant, s: &LeaseSettings) -> Self {
+        LeaseValidity(Arc::new(Mutex::new(renewal_started + renew_deadline(s))))
+    }
+
+    fn renewed(&self, renewal_started: Instant, s: &LeaseSettings) {
+        *self.0.lock().expect("lease validity") = renewal_started + renew_deadline(s);
+    }
+
+    /// A validity that has already run out: a leader that woke up too late.
+    #[cfg(test)]
+    pub(crate) fn expired() -> Self {
+        LeaseValidity(Arc::new(Mutex::new(Instant::now())))
+    }
+
+    pub fn until(&self) -> Instant {
+        *self.0.lock().expect("lease validity")
+    }
+
+    /// Whether this replica still leads now: checked before every write.
+    pub fn valid(&self) -> bool {
+        Instant::now() < self.until()
+    }
+}
+
+/// How long after a renewal was sent this replica still counts as leading.
+pub fn renew_deadline(s: &LeaseSettings) -> Duration {
+    s.lease_duration * 2 / 3
+}
+
 /// This replica's leadership: `leading` is true until it is lost; the
 /// renewal runs in the background until [`release`] stops it.
 pub struct Leadership {
     pub leading: watch::Receiver<bool>,
+    /// Until when the last renewal lets this replica write.
+    pub validity: LeaseValidity,
     renewal: tokio::task::JoinHandle<()>,
+}
+
+/// Renew until a renewal is refused (another replica holds the lease) or
+/// none has succeeded within the validity: then say so on `leading` and
+/// return. Each attempt gets only the validity left, so one that hangs is
+/// cut off in time.
+async fn keep_renewing<F, Fut>(s: &LeaseSettings, validity: &LeaseValidity, leading: &watch::Sender<bool>, mut renew: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = kube::Result<bool>>,
+{
+    loop {
+        tokio::time::sleep(s.renew_every).await;
+        let started = Instant::now();
+        let left = validity.until().saturating_duration_since(started);
+        match tokio::time::timeout(left, renew()).await {
+            Ok(Ok(true)) => validity.renewed(started, s),
+            Ok(Ok(false)) => {
+                warn!(lease = %s.name, "another replica took the leader lease");
+                let _ = leading.send(false);
+                return;
+            }
+            Ok(Err(e)) => warn!(error = %e, lease = %s.name, "could not renew the leader lease"),
+            Err(_) => warn!(lease = %s.name, after = ?left, "renewing the leader lease took too long; cut off"),
+        }
+        // Stop before the lease could expire and a standby start writing:
+        // the next attempt could not land in time.
+        if Instant::now() + s.renew_every >= validity.until() {
+            warn!(lease = %s.name, "could not renew the leader lease in time; stepping down");
+            let _ = leading.send(false);
+            return;
+        }
+    }
 }
 
 /// Blocks until this replica leads, then keeps renewing in the background.
@@ -135,9 +220,10 @@ pub async fn acquire(client: Client, s: LeaseSettings) -> Leadership {
     let api: Api<Lease> = Api::namespaced(client, &s.namespace);
     let mut last_holder = String::new();
     let mut observer = Observer::default();
-    loop {
+    let taken_at = loop {
+        let started = Instant::now();
         match try_take(&api, &s, &mut observer).await {
-            Ok(true) => break,
+            Ok(true) => break started,
             Ok(false) => {
                 if let Ok(Some(l)) = api.get_opt(&s.name).await {
                     let h = l.spec.and_then(|sp| sp.holder_identity).unwrap_or_default();
@@ -150,32 +236,22 @@ pub async fn acquire(client: Client, s: LeaseSettings) -> Leadership {
             Err(e) => warn!(error = %e, lease = %s.name, "could not read or take the leader lease"),
         }
         tokio::time::sleep(s.renew_every).await;
-    }
+    };
     info!(identity = %s.identity, lease = %s.name, "acquired the leader lease");
+    let validity = LeaseValidity::starting(taken_at, &s);
     let (tx, rx) = watch::channel(true);
-    let renewal = tokio::spawn(async move {
-        let mut last_ok = std::time::Instant::now();
-        loop {
-            tokio::time::sleep(s.renew_every).await;
-            match try_take(&api, &s, &mut observer).await {
-                Ok(true) => last_ok = std::time::Instant::now(),
-                Ok(false) => {
-                    warn!(lease = %s.name, "another replica took the leader lease");
-                    let _ = tx.send(false);
-                    return;
-                }
-                Err(e) => {
-                    warn!(error = %e, "could not renew the leader lease");
-                    // Stop before the lease could expire and a standby start writing.
-                    if last_ok.elapsed() + s.renew_every >= s.lease_duration {
-                        let _ = tx.send(false);
-                        return;
-                    }
-                }
-            }
-        }
-    });
-    Leadership { leading: rx, renewal }
+    let renewal = {
+        let validity = validity.clone();
+        let observer = Arc::new(tokio::sync::Mutex::new(observer));
+        tokio::spawn(async move {
+            let renew = || {
+                let (api, s, observer) = (api.clone(), s.clone(), observer.clone());
+                async move { try_take(&api, &s, &mut *observer.lock().await).await }
+            };
+            keep_renewing(&s, &validity, &tx, renew).await;
+        })
+    };
+    Leadership { leading: rx, validity, renewal }
 }
 
 /// Give the lease up so a standby takes over without waiting for it to expire.
@@ -315,8 +391,10 @@ mod tests {
             lease_duration: Duration::from_secs(15),
             renew_every: Duration::from_secs(2),
         };
-        let released =
-            tokio::time::timeout(Duration::from_secs(10), release(Client::new(service, "ns"), &s, Leadership { leading, renewal }));
+        let released = tokio::time::timeout(
+            Duration::from_secs(10),
+            release(Client::new(service, "ns"), &s, Leadership { leading, validity: LeaseValidity::starting(Instant::now(), &s), renewal }),
+        );
         released.await.expect("release returns once the renewal has stopped");
         assert!(renewal_ended.await.is_err(), "the renewal was stopped");
         let seen = seen.lock().unwrap().clone();
@@ -324,5 +402,76 @@ mod tests {
         assert_eq!(methods, ["GET", "PUT", "GET", "PUT"], "the conflict is read again");
         assert_eq!(seen[3].1["metadata"]["resourceVersion"], "2", "the second write carries the fresh resourceVersion");
         assert!(seen[3].1["spec"]["holderIdentity"].is_null(), "released: {}", seen[3].1);
+    }
+
+    fn short() -> LeaseSettings {
+        LeaseSettings {
+            name: "winpool-leader".into(),
+            namespace: "ns".into(),
+            identity: "me".into(),
+            lease_duration: Duration::from_secs(15),
+            renew_every: Duration::from_secs(2),
+        }
+    }
+
+    /// A connection that hangs instead of failing (a black-holed API server)
+    /// must not keep a leader renewing: each attempt is cut off at the
+    /// validity left, and the leader steps down before a standby could take
+    /// the lease (it takes it lease_duration after the last renewal it saw).
+    #[tokio::test(start_paused = true)]
+    async fn a_renewal_that_hangs_is_cut_off_and_the_leader_steps_down_before_the_lease_could_expire() {
+        let s = short();
+        let validity = LeaseValidity::starting(Instant::now(), &s);
+        let (tx, mut rx) = watch::channel(true);
+        let attempts = Arc::new(Mutex::new(Vec::<Instant>::new()));
+        let seen = attempts.clone();
+        let renew = move || {
+            let n = {
+                let mut a = seen.lock().unwrap();
+                a.push(Instant::now());
+                a.len()
+            };
+            async move { if n <= 2 { Ok(true) } else { std::future::pending::<kube::Result<bool>>().await } }
+        };
+        let renewing = tokio::time::timeout(s.lease_duration * 4, keep_renewing(&s, &validity, &tx, renew));
+        renewing.await.expect("the renewal gives up on a hung attempt");
+        let stepped_down = Instant::now();
+        assert!(!*rx.borrow_and_update(), "leading says lost");
+        let last_renewal = attempts.lock().unwrap()[1];
+        assert!(
+            stepped_down < last_renewal + s.lease_duration,
+            "stepped down {:?} after the last renewal; a standby takes over after {:?}",
+            stepped_down - last_renewal,
+            s.lease_duration
+        );
+        assert!(stepped_down <= last_renewal + renew_deadline(&s), "within the renew deadline");
+        assert!(attempts.lock().unwrap().len() >= 3, "a hung attempt was made and cut off");
+    }
+
+    /// A leader frozen past its lease (SIGSTOP, a paused VM) may not write
+    /// when it wakes, whatever its renewal task has not noticed yet.
+    #[tokio::test(start_paused = true)]
+    async fn a_leader_frozen_past_its_renew_deadline_may_not_write() {
+        let s = short();
+        let validity = LeaseValidity::starting(Instant::now(), &s);
+        assert!(validity.valid());
+        tokio::time::advance(renew_deadline(&s) - Duration::from_millis(1)).await;
+        assert!(validity.valid(), "still within the deadline");
+        tokio::time::advance(Duration::from_millis(2)).await;
+        assert!(!validity.valid(), "past the deadline: no write");
+        validity.renewed(Instant::now(), &s);
+        assert!(validity.valid(), "a renewal extends it");
+    }
+
+    /// A refused renewal (another replica holds the lease) ends the leadership at once.
+    #[tokio::test(start_paused = true)]
+    async fn a_refused_renewal_ends_the_leadership_at_once() {
+        let s = short();
+        let validity = LeaseValidity::starting(Instant::now(), &s);
+        let (tx, rx) = watch::channel(true);
+        let start = Instant::now();
+        keep_renewing(&s, &validity, &tx, || async { Ok(false) }).await;
+        assert!(!*rx.borrow());
+        assert_eq!(Instant::now() - start, s.renew_every, "after the first attempt");
     }
 }

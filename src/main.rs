@@ -200,6 +200,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         }
     }
     let leading = leadership.as_ref().map(|l| l.leading.clone());
+    let validity = leadership.as_ref().map(|l| l.validity.clone());
     m.leader.set(1);
     let shutdown = {
         let stop_rx = stop_rx.clone();
@@ -214,7 +215,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         }
     };
     let res = tokio::select! {
-        r = controller::run(client.clone(), settings, m.clone(), shutdown) => r.context("running the controller"),
+        r = controller::run(client.clone(), settings, m.clone(), shutdown, validity) => r.context("running the controller"),
         r = admin => Err(anyhow::anyhow!("admin server on {} stopped: {:?}", args.metrics_addr, r)),
     };
     m.leader.set(0);

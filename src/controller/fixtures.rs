@@ -416,6 +416,23 @@ fn node_path(n: &str) -> String {
     format!("/api/v1/nodes/{n}")
 }
 
+/// A leader whose lease ran out on its own clock (frozen past it, or its
+/// renewal hung) writes nothing in the round it wakes up in: the same round
+/// with a valid lease writes the agent, the revision, the nodes and the status.
+#[tokio::test]
+async fn a_round_after_the_leader_lease_ran_out_writes_nothing() {
+    let nodes = || vec![windows_node("win-a", "win22"), windows_node("win-b", "win22")];
+    let mut expired = Fixture::new(pool(1), nodes());
+    expired.ctx.lease = Some(crate::lease::LeaseValidity::expired());
+    let reqs = expired.round().await;
+    let writes: Vec<String> = calls(&reqs).into_iter().filter(|c| !c.starts_with("GET")).collect();
+    assert!(writes.is_empty(), "a deposed leader wrote: {writes:#?}");
+
+    let mut leading = Fixture::new(pool(1), nodes());
+    let writes: Vec<String> = calls(&leading.round().await).into_iter().filter(|c| !c.starts_with("GET")).collect();
+    assert!(writes.len() >= 4, "the same round while leading writes: {writes:#?}");
+}
+
 #[tokio::test]
 async fn the_first_round_runs_the_agent_and_writes_the_revision_before_any_node_moves_and_the_status_last() {
     let nodes = vec![windows_node("win-a", "win22"), windows_node("win-b", "win22"), windows_node("win-c", "win22")];
