@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 
@@ -17,16 +19,23 @@ const serviceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
 // env is the part of the environment restConfig reads (os.Getenv in main).
 type env func(string) string
 
-// restConfig is KUBECONFIG when set, else the pod's own identity: its
-// ServiceAccount token (a file client-go re-reads as the kubelet rotates it)
-// and the cluster CA, with the API server apiserver.Choose picks (the
-// kubelet's endpoint before the kubernetes Service).
+// restConfig is the pod's own identity: its ServiceAccount token (a file
+// client-go re-reads as the kubelet rotates it) and the cluster CA, with the
+// API server apiserver.Choose picks (the kubelet's endpoint before the
+// kubernetes Service); WINPOOL_KUBECONFIG names a kubeconfig instead, for an
+// agent run outside a pod. KUBECONFIG is never read: a HostProcess container
+// inherits the machine's environment, and the EKS Windows AMI sets a
+// machine-wide KUBECONFIG to the kubelet's credentials, so the agent would
+// act as the kubelet (its Node writes, not its own RBAC and admission policy).
+// Nor does the API client go through the machine's HTTP(S)_PROXY (an
+// agent.extraEnv proxy is for the host's downloads): the API server is the
+// cluster's, and a proxy in between would see the agent's token.
 //
 // A HostProcess container on containerd before 1.7 sees its volumes under
 // %CONTAINER_SANDBOX_MOUNT_POINT% rather than at their paths; the token is
 // looked for there too.
 func restConfig(getenv env) (*rest.Config, error) {
-	if path := getenv("KUBECONFIG"); path != "" {
+	if path := getenv("WINPOOL_KUBECONFIG"); path != "" {
 		cfg, err := clientcmd.BuildConfigFromFlags("", path)
 		if err != nil {
 			return nil, err
@@ -34,6 +43,7 @@ func restConfig(getenv env) (*rest.Config, error) {
 		if s := getenv("WINPOOL_API_SERVER"); s != "" {
 			cfg.Host = apiserver.URL(s)
 		}
+		cfg.Proxy = noProxy
 		return cfg, nil
 	}
 	dir := serviceAccountDir
@@ -54,5 +64,9 @@ func restConfig(getenv env) (*rest.Config, error) {
 		Host:            ep.Host,
 		BearerTokenFile: token,
 		TLSClientConfig: rest.TLSClientConfig{CAFile: ca, ServerName: ep.ServerName},
+		Proxy:           noProxy,
 	}, nil
 }
+
+// noProxy sends every API request straight to the API server.
+func noProxy(*http.Request) (*url.URL, error) { return nil, nil }

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"k8s.io/client-go/rest"
 	"winpool.dev/agent/internal/apiserver"
 )
 
@@ -35,8 +38,11 @@ func TestRestConfig(t *testing.T) {
 	sa := filepath.Join(sandbox, filepath.FromSlash(serviceAccountDir))
 	os.MkdirAll(sa, 0o700)
 	os.WriteFile(filepath.Join(sa, "token"), []byte("t"), 0o600)
+	// The machine's environment, inherited by the HostProcess container: EKS
+	// points KUBECONFIG at the kubelet's credentials; a proxy for downloads.
 	base := map[string]string{"CONTAINER_SANDBOX_MOUNT_POINT": sandbox, "KUBERNETES_SERVICE_HOST": "10.0.0.1", "KUBERNETES_SERVICE_PORT": "443",
-		"WINPOOL_KUBELET_KUBECONFIG": filepath.Join(sandbox, "no-kubelet-kubeconfig")}
+		"WINPOOL_KUBELET_KUBECONFIG": filepath.Join(sandbox, "no-kubelet-kubeconfig"),
+		"KUBECONFIG":                 kubeletKubeconfig, "HTTPS_PROXY": "http://proxy.corp:3128", "HTTP_PROXY": "http://proxy.corp:3128"}
 	for _, tc := range []struct {
 		name, apiServer, wantHost string
 		kubelet                   bool // the node has a kubelet kubeconfig
@@ -61,10 +67,15 @@ func TestRestConfig(t *testing.T) {
 			if cfg.Host != tc.wantHost {
 				t.Errorf("host %q, want %q", cfg.Host, tc.wantHost)
 			}
-			// The pod's own token and CA, from the sandbox mount point.
+			// The pod's own token and CA, from the sandbox mount point,
+			// never the kubelet's kubeconfig that KUBECONFIG names.
 			if cfg.BearerTokenFile != filepath.Join(sa, "token") || cfg.TLSClientConfig.CAFile != filepath.Join(sa, "ca.crt") {
 				t.Errorf("token %q, CA %q; want the ServiceAccount's under %s", cfg.BearerTokenFile, cfg.TLSClientConfig.CAFile, sa)
 			}
+			if cfg.CertFile != "" || cfg.KeyFile != "" || len(cfg.CertData) > 0 {
+				t.Errorf("client certificate %q/%d bytes: the kubelet's credentials", cfg.CertFile, len(cfg.CertData))
+			}
+			assertNoProxy(t, cfg)
 		})
 	}
 	if _, err := restConfig(func(k string) string {
@@ -110,4 +121,36 @@ func TestKubeletServer(t *testing.T) {
 	if got := apiserver.KubeletKubeconfigs(func(string) string { return "none" }); len(got) != 0 {
 		t.Errorf("WINPOOL_KUBELET_KUBECONFIG=none looks at %v", got)
 	}
+}
+
+// assertNoProxy: API requests go straight to the API server whatever proxy
+// the machine's environment names.
+func assertNoProxy(t *testing.T, cfg *rest.Config) {
+	t.Helper()
+	t.Setenv("HTTPS_PROXY", "http://proxy.corp:3128")
+	req, _ := http.NewRequest(http.MethodGet, cfg.Host+"/api", nil)
+	if cfg.Proxy == nil {
+		t.Fatal("no Proxy set: client-go would use the environment's")
+	}
+	if u, err := cfg.Proxy(req); u != nil || err != nil {
+		t.Errorf("API request proxied through %v (%v)", u, err)
+	}
+}
+
+// WINPOOL_KUBECONFIG, for an agent run outside a pod, is the only kubeconfig read.
+func TestAKubeconfigOnlyByItsOwnName(t *testing.T) {
+	dir := t.TempDir()
+	kc := filepath.Join(dir, "agent.kubeconfig")
+	os.WriteFile(kc, []byte("apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: https://10.9.9.9:6443, insecure-skip-tls-verify: true}\n"+
+		"users:\n- name: u\n  user: {token: t}\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\ncurrent-context: x\n"), 0o600)
+	cfg, err := restConfig(func(k string) string {
+		return map[string]string{"WINPOOL_KUBECONFIG": kc, "WINPOOL_API_SERVER": "api.example.com:6443"}[k]
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Host != "https://api.example.com:6443" {
+		t.Errorf("host %q", cfg.Host)
+	}
+	assertNoProxy(t, cfg)
 }
