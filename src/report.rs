@@ -47,6 +47,7 @@ use crate::rollout::Preflight;
 #[serde(rename_all = "camelCase")]
 pub struct WindowsNodeReportSpec {
     /// The version of the agent that writes this report.
+    #[schemars(length(max = 64))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_version: Option<String>,
     /// The result of the agent's last apply.
@@ -67,15 +68,18 @@ pub struct WindowsNodeReportSpec {
 #[serde(rename_all = "camelCase")]
 pub struct ApplyReport {
     /// The revision this result is about.
+    #[schemars(length(max = 63))]
     pub revision: String,
     /// Where the agent is with the revision: Applying, Rebooting, Succeeded or Failed.
     pub status: ApplyStatus,
     /// What went wrong, or what the agent is doing.
+    #[schemars(length(max = 2048))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     /// The operator's start of the node (`winpool.dev/started-at`) this
     /// result answers: a result for an earlier start is never read as one
     /// for a later one (a retry of the same revision).
+    #[schemars(length(max = 64))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<String>,
 }
@@ -103,17 +107,21 @@ impl ApplyStatus {
 #[serde(rename_all = "camelCase")]
 pub struct ObservedHost {
     /// The CNI mode of the host's HNS network (`overlay`, `l2bridge`).
+    #[schemars(length(max = 128))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cni_mode: Option<String>,
     /// The CSI Proxy version serving the node.
+    #[schemars(length(max = 128))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub csi_proxy_version: Option<String>,
     /// How containerd's service is installed: `containerd`, or
     /// `containerd (nssm)` under a service wrapper.
+    #[schemars(length(max = 128))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runtime_service: Option<String>,
     /// A CSI Proxy the node image runs as a host service whose pipes answer
     /// (`csi-proxy (nssm)` on AKS, `csiproxy`).
+    #[schemars(length(max = 128))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub csi_proxy_host: Option<String>,
 }
@@ -130,6 +138,7 @@ pub struct HnsCounts {
     /// The Node's `status.nodeInfo.bootID` when the counts were read: HNS
     /// starts empty after a reboot, so counts of an earlier boot say nothing
     /// about this one.
+    #[schemars(length(max = 64))]
     #[serde(default, rename = "bootID", skip_serializing_if = "Option::is_none")]
     pub boot_id: Option<String>,
 }
@@ -138,13 +147,16 @@ pub struct HnsCounts {
 #[serde(rename_all = "camelCase")]
 pub struct PreflightReport {
     /// The revision judged.
+    #[schemars(length(max = 63))]
     pub revision: String,
     /// Ready: the node may start; Blocked: it must not, for the reasons given.
     pub verdict: PreflightVerdictValue,
     /// Why the host cannot take the revision (Blocked only).
+    #[schemars(length(max = 32), inner(length(max = 2048)))]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reasons: Vec<String>,
     /// What a person may want to know that does not block it.
+    #[schemars(length(max = 32), inner(length(max = 2048)))]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
     /// When the agent first reached this verdict for this revision.

@@ -462,10 +462,25 @@ impl FailureReason {
     }
 }
 
+/// The most of an agent's words winpool copies into a Node annotation or the
+/// pool's status: the report CRD bounds its lines at 2048 characters, but an
+/// agent of 0.2.0 wrote annotations without a bound, and one megabyte-long
+/// message copied on would make every status write of the pool fail.
+pub const MAX_COPIED_MESSAGE: usize = 1024;
+
+/// `text` cut to [`MAX_COPIED_MESSAGE`] characters, saying so.
+pub fn clipped(text: &str) -> String {
+    match text.char_indices().nth(MAX_COPIED_MESSAGE) {
+        None => text.to_string(),
+        Some((cut, _)) => format!("{}… ({} more characters)", &text[..cut], text[cut..].chars().count()),
+    }
+}
+
 fn fail(p: &mut NodePatch, n: &NodeView, now: Timestamp, reason: FailureReason, message: &str) {
+    let message = clipped(message);
     p.state(NodeState::Failed, now)
         .ann(names::ANN_FAILURE_REASON, Some(reason.as_str()))
-        .ann(names::ANN_FAILURE_MESSAGE, Some(message))
+        .ann(names::ANN_FAILURE_MESSAGE, Some(&message))
         .ann(names::ANN_BOOT_ID, None)
         // Whatever the preflight said before, the host has failed since: a
         // retry waits for its agent to judge it again.
@@ -610,7 +625,7 @@ impl Plan {
     pub fn preflight_blocked_status(&self) -> Vec<PreflightBlockedNode> {
         self.preflight_blocked()
             .take(MAX_LISTED_FAILED)
-            .map(|(name, why)| PreflightBlockedNode { name: name.clone(), reason: why.clone() })
+            .map(|(name, why)| PreflightBlockedNode { name: name.clone(), reason: clipped(why) })
             .collect()
     }
 
@@ -630,7 +645,7 @@ impl Plan {
         self.failed
             .iter()
             .take(MAX_LISTED_FAILED)
-            .map(|f| FailedNode { name: f.node.clone(), reason: f.reason.clone(), message: f.message.clone(), since: f.since.map(Time) })
+            .map(|f| FailedNode { name: f.node.clone(), reason: f.reason.clone(), message: clipped(&f.message), since: f.since.map(Time) })
             .collect()
     }
 }

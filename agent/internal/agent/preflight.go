@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -140,9 +141,30 @@ func (a *agent) preflightReport() *report.Preflight {
 	if a.pre.revision == "" {
 		return nil
 	}
-	p := &report.Preflight{Revision: a.pre.revision, Verdict: report.VerdictReady, Notes: a.pre.result.Notes, Since: judgedSince(a.pre.since)}
+	p := &report.Preflight{Revision: a.pre.revision, Verdict: report.VerdictReady, Notes: bounded(a.pre.result.Notes), Since: judgedSince(a.pre.since)}
 	if !a.pre.result.Ready() {
-		p.Verdict, p.Reasons = report.VerdictBlocked, a.pre.result.Blocked
+		p.Verdict, p.Reasons = report.VerdictBlocked, bounded(a.pre.result.Blocked)
 	}
 	return p
+}
+
+// maxListed bounds the preflight's reasons and notes, as the report CRD
+// does (maxItems): a write past the bound is refused whole.
+const maxListed = 32
+
+// bounded is what fits the report: each line made one line of at most
+// maxMessage bytes, at most maxListed of them, the last saying how many more.
+func bounded(lines []string) []string {
+	if len(lines) == 0 {
+		return nil
+	}
+	out := make([]string, 0, min(len(lines), maxListed))
+	for i, l := range lines {
+		if i == maxListed-1 && len(lines) > maxListed {
+			out = append(out, fmt.Sprintf("and %d more", len(lines)-i))
+			break
+		}
+		out = append(out, oneLine(l))
+	}
+	return out
 }

@@ -189,7 +189,7 @@ fn applying(s: &RoundSettings<'_>, r: &mut Decided<'_>, p: &mut NodePatch, n: &N
         (true, Some(names::APPLY_FAILED)) => {
             let msg = n.apply_message.clone().unwrap_or_else(|| "the agent reported a failure".into());
             fail(p, n, s.now, FailureReason::ApplyFailed, &msg);
-            p.reason = format!("agent failed: {msg}");
+            p.reason = format!("agent failed: {}", super::clipped(&msg));
             NodeState::Failed
         }
         (true, Some(names::APPLY_SUCCEEDED)) => match verified(s, r, n, state) {

@@ -1415,3 +1415,22 @@ fn a_revision_label_winpool_did_not_set_is_put_back_and_starts_nothing() {
     }
     assert_eq!(plan.counts.updated, 1, "d is Updated; b is not at the target, whatever its label said");
 }
+
+/// An agent's failure message of any length (an agent of 0.2.0 wrote
+/// annotations without a bound) reaches the Node and the status clipped.
+#[test]
+fn a_huge_agent_message_is_clipped_where_it_is_copied() {
+    let spec = spec_with("");
+    let rev = revision_of(&spec);
+    let mut failing = in_state("a", NodeState::Applying, &rev);
+    failing.applied_revision = Some(rev.clone());
+    failing.apply_status = Some("Failed".into());
+    failing.apply_message = Some("é".repeat(1_000_000));
+    let plan = run(&spec, &[failing]);
+    let written = patch(&plan, "a").and_then(|p| p.annotations.get(names::ANN_FAILURE_MESSAGE).cloned().flatten()).unwrap();
+    assert!(written.chars().count() < MAX_COPIED_MESSAGE + 40, "{} characters", written.chars().count());
+    assert!(written.ends_with("(998976 more characters)"), "{}", &written[written.len() - 40..]);
+    let status = plan.failed_nodes_status();
+    assert!(status[0].message.chars().count() < MAX_COPIED_MESSAGE + 40);
+    assert_eq!(clipped("short"), "short");
+}
