@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{ArgAction, Parser, Subcommand, ValueEnum};
-use tracing::{error, info};
+use tracing::{error, info, warn};
 
 use winpool::controller::{self, Settings};
 use winpool::daemonset::{self, AgentPodOptions, AgentSettings};
@@ -121,8 +121,10 @@ fn init_logging(format: LogFormat) {
     }
 }
 
-async fn shutdown_signal() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+/// Waits for SIGTERM (on `term`, registered before anything else runs, so a
+/// signal that comes early is not the default action's to end the process)
+/// or Ctrl-C.
+async fn shutdown_signal(mut term: tokio::signal::unix::Signal) {
     tokio::select! {
         _ = term.recv() => {},
         _ = tokio::signal::ctrl_c() => {},
@@ -172,13 +174,14 @@ fn controller_settings(args: &RunArgs) -> Settings {
 
 async fn run(args: RunArgs) -> anyhow::Result<()> {
     let identity = std::env::var("POD_NAME").unwrap_or_else(|_| format!("{}-{}", hostname(), std::process::id()));
+    let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let client = client(&identity).await?;
     let m = Metrics::new();
     let admin = tokio::spawn(metrics::serve(args.metrics_addr, m.clone()));
     let settings = controller_settings(&args);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
-        shutdown_signal().await;
+        shutdown_signal(term).await;
         let _ = stop_tx.send(true);
     });
     let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
@@ -214,9 +217,23 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             }
         }
     };
+    // The controller stops at its next write once told to; one still waiting
+    // on an API server that does not answer (caches never synced, a CRD
+    // missing, a connection that hangs) is not waited for past the grace.
+    let forced = {
+        let stop_rx = stop_rx.clone();
+        async move {
+            stopped(stop_rx).await;
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+        }
+    };
     let res = tokio::select! {
         r = controller::run(client.clone(), settings, m.clone(), shutdown, validity) => r.context("running the controller"),
         r = admin => Err(anyhow::anyhow!("admin server on {} stopped: {:?}", args.metrics_addr, r)),
+        _ = forced => {
+            warn!(grace = ?SHUTDOWN_GRACE, "the controller had not stopped this long after the shutdown signal; exiting without it");
+            Ok(())
+        }
     };
     m.leader.set(0);
     if let Some(l) = leadership {
@@ -224,10 +241,20 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             error!("lost the leader lease; exiting so no two replicas write");
             std::process::exit(EXIT_LOST_LEASE);
         }
-        lease::release(client, &lease_settings, l).await;
+        // Releasing only saves the standby its wait; an API server that does
+        // not answer must not hold the exit.
+        if tokio::time::timeout(RELEASE_TIMEOUT, lease::release(client, &lease_settings, l)).await.is_err() {
+            warn!(lease = %lease_settings.name, "could not release the leader lease in time; the standby takes it when it expires");
+        }
     }
     res
 }
+
+/// How long after SIGTERM the controller may take to stop (the writes already
+/// sent finish); well inside Kubernetes' 30 s termination grace period.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// How long releasing the leader lease may take on the way out.
+const RELEASE_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Exit status after losing the leader lease (EX_TEMPFAIL): the Deployment
 /// restarts the pod as a follower. Any other failure exits with 1, so the two
