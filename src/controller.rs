@@ -77,6 +77,7 @@ pub use crate::error::Error;
 mod agent;
 mod apply;
 mod clock;
+mod crds;
 mod events;
 #[cfg(test)]
 mod fake_api;
@@ -293,6 +294,7 @@ pub async fn run(
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
     lease: Option<crate::lease::LeaseValidity>,
 ) -> Result<(), Error> {
+    crds::spawn_check(client.clone(), metrics.clone());
     ensure_agent_namespace(&client, &settings.agent_namespace).await?;
 
     let recent = Arc::new(RecentWrites::default());

@@ -25,6 +25,9 @@ pub struct Metrics {
     pub api_requests: IntCounterVec,
     pub leader: IntGauge,
     pub caches_synced: IntGauge,
+    /// What keeps the caches from syncing that a person must fix (a CRD
+    /// not installed, with the command that installs it); `/readyz` says it.
+    pub not_ready_because: std::sync::Mutex<Vec<String>>,
     node_update_duration: HistogramVec,
     build_info: IntGaugeVec,
     pool: PoolGauges,
@@ -227,6 +230,7 @@ impl Metrics {
             api_requests: register(&r, IntCounterVec::new(requests, &["verb", "resource", "outcome"])),
             leader: register(&r, IntGauge::new("winpool_leader", "1 when this replica holds the leader lease and may write.")),
             caches_synced: register(&r, IntGauge::new("winpool_caches_synced", "1 once the node and DaemonSet caches have synced.")),
+            not_ready_because: std::sync::Mutex::new(Vec::new()),
             node_update_duration: register(&r, HistogramVec::new(node_update, &["pool"])),
             build_info: gauge_vec(&r, "winpool_build_info", "Always 1; the version label says which winpool runs.", &["version"]),
             pool: PoolGauges::register(&r),
@@ -377,7 +381,11 @@ fn respond(path: &str, metrics: &Metrics) -> (StatusCode, &'static str, String) 
         // A standby is a warm replica ready to take over: ready, reporting winpool_leader 0.
         "/readyz" if metrics.leader.get() == 0 => (StatusCode::OK, "text/plain", "ok (standby)\n".into()),
         "/readyz" if metrics.caches_synced.get() == 1 => (StatusCode::OK, "text/plain", "ok\n".into()),
-        "/readyz" => (StatusCode::SERVICE_UNAVAILABLE, "text/plain", "caches not synced\n".into()),
+        "/readyz" => {
+            let why = metrics.not_ready_because.lock().expect("readiness reasons").clone();
+            let body = why.iter().fold("caches not synced\n".to_string(), |body, why| body + why + "\n");
+            (StatusCode::SERVICE_UNAVAILABLE, "text/plain", body)
+        }
         _ => (StatusCode::NOT_FOUND, "text/plain", "not found\n".into()),
     }
 }
@@ -446,6 +454,10 @@ mod tests {
         assert!(body.contains("process_resident_memory_bytes"), "the process collector is registered");
         assert_eq!(get(port, "/healthz").await.0, 200);
         m.leader.set(1);
+        m.not_ready_because.lock().unwrap().push("the CRD windowsnodereports.winpool.dev is not installed: …".into());
+        let (code, body) = get(port, "/readyz").await;
+        assert_eq!(code, 503);
+        assert!(body.contains("caches not synced") && body.contains("windowsnodereports.winpool.dev"), "{body}");
         assert_eq!(get(port, "/readyz").await.0, 503, "a leader whose caches are not synced is not ready");
         m.caches_synced.set(1);
         assert_eq!(get(port, "/readyz?verbose").await.0, 200);
