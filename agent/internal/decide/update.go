@@ -2,6 +2,7 @@ package decide
 
 import (
 	"fmt"
+	"time"
 
 	"winpool.dev/agent/internal/host"
 	"winpool.dev/agent/internal/names"
@@ -19,6 +20,10 @@ const (
 	// ServicingStackRequired: the update needs a newer servicing stack
 	// update installed first.
 	ServicingStackRequired
+	// Transient: Windows Update says the failure passes by itself (another
+	// install in progress, the update server busy or slow): the install is
+	// tried again, within the attempts, after TransientRetryAfter.
+	Transient
 )
 
 func (o UpdateOutcome) String() string {
@@ -33,6 +38,8 @@ func (o UpdateOutcome) String() string {
 		return "AlreadyInstalled"
 	case ServicingStackRequired:
 		return "ServicingStackRequired"
+	case Transient:
+		return "Transient"
 	}
 	return "Failed"
 }
@@ -54,6 +61,25 @@ const (
 	ExitServicingStackRequired = 0x800F0823
 )
 
+// transientCodes are the Windows Update Agent results that mean "not now"
+// rather than "this update fails here" (Windows Update error code reference,
+// Microsoft Learn): another install or scan holds the agent, or the update
+// server (WSUS behind a load balancer, a proxy) answered busy or timed out.
+// Each fails a node for good no more than any other failure would once the
+// attempts run out; it only is not the end of the first one.
+var transientCodes = map[uint32]string{
+	0x80240009: "WU_E_OPERATIONINPROGRESS: another Windows Update operation is in progress",
+	0x80240016: "WU_E_INSTALL_NOT_ALLOWED: another installation is in progress or a reboot is pending",
+	0x80244022: "WU_E_PT_HTTP_STATUS_SERVICE_UNAVAIL: the update server answered 503",
+	0x8024401C: "WU_E_PT_HTTP_STATUS_REQUEST_TIMEOUT: the update server timed out",
+	0x80244010: "WU_E_PT_EXCEEDED_MAX_SERVER_TRIPS: the update server needed too many round trips",
+}
+
+// TransientRetryAfter is how long after a transiently failed install started
+// the next attempt waits: an install in progress or a busy server is seldom
+// over in seconds.
+const TransientRetryAfter = 5 * time.Minute
+
 // ClassifyUpdate maps a servicing exit code. Windows exit codes are 32-bit
 // unsigned; a caller that got the signed form (-2146498530 for 0x800F081E)
 // is classified the same.
@@ -69,6 +95,9 @@ func ClassifyUpdate(exitCode int) UpdateOutcome {
 		return AlreadyInstalled
 	case ExitServicingStackRequired:
 		return ServicingStackRequired
+	}
+	if _, ok := transientCodes[uint32(exitCode)]; ok {
+		return Transient
 	}
 	return UpdateFailed
 }
@@ -132,6 +161,17 @@ func (d decision) updateTask(target host.Build) (Step, bool) {
 		}
 		return step, true
 	case Installed, AlreadyInstalled:
+		return Step{}, false
+	case Transient:
+		if d.in.Now.Sub(u.Started) < TransientRetryAfter && !u.Started.IsZero() && !d.in.Now.IsZero() {
+			msg := fmt.Sprintf("Windows Update could not install the update to %s now (0x%08X, %s); trying again %s after the last attempt started (attempt %d of %d)",
+				target, code, transientCodes[code], TransientRetryAfter, d.state.Attempts, d.maxAttempts())
+			return Step{Action: Wait, Report: d.report(names.StatusApplying, msg), State: d.state}, true
+		}
+		if d.state.Attempts >= d.maxAttempts() {
+			return d.fail(fmt.Sprintf("Windows Update could not install the update to %s in %d attempts; the last said 0x%08X (%s): "+
+				"look at the update source and %s", target, d.state.Attempts, code, transientCodes[code], servicingLogs)), true
+		}
 		return Step{}, false
 	case ServicingStackRequired:
 		// Never retried as is: the same package fails the same way until the

@@ -189,3 +189,36 @@ func TestServicingRebootIsCapped(t *testing.T) {
 		t.Fatalf("got %v %s %q, want Failed after 6 reboots", s.Action, s.Report.Status, s.Report.Message)
 	}
 }
+
+// A failure Windows Update calls transient is tried again, after a wait,
+// within the attempts; the last attempt's transient failure fails the node
+// naming the code and where to look.
+func TestTransientWindowsUpdateFailuresAreTriedAgain(t *testing.T) {
+	started := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	in := applying(request(), names.StatusApplying, host.State{Revision: "r1", Attempts: 1})
+	install := Next(in)
+	busy := installed(in, install, 0x80244022)
+	busy.Observed.UpdateTask.Started = started
+
+	busy.Now = started.Add(time.Minute)
+	check(t, Next(busy), want{action: Wait, status: names.StatusApplying, state: host.State{Revision: "r1", Attempts: 2},
+		message: []string{"0x80244022", "WU_E_PT_HTTP_STATUS_SERVICE_UNAVAIL", "trying again"}})
+
+	busy.Now = started.Add(TransientRetryAfter)
+	check(t, Next(busy), want{action: InstallUpdate, status: names.StatusApplying, state: host.State{Revision: "r1", Attempts: 3},
+		message: []string{"attempt 3 of 3"}})
+
+	last := applying(request(), names.StatusApplying, host.State{Revision: "r1", Attempts: 2})
+	lastInstall := Next(last)
+	inProgress := installed(last, lastInstall, 0x80240009)
+	inProgress.Observed.UpdateTask.Started = started
+	inProgress.Now = started.Add(TransientRetryAfter + time.Second)
+	check(t, Next(inProgress), want{action: Report, status: names.StatusFailed, state: host.State{Revision: "r1", Attempts: 3},
+		message: []string{"in 3 attempts", "0x80240009", "WU_E_OPERATIONINPROGRESS", `C:\Windows\Logs\CBS\CBS.log`}})
+
+	for code, want := range map[int]UpdateOutcome{0x80240009: Transient, -2145107934: Transient, 0x8024401C: Transient, 0x800F0922: UpdateFailed} {
+		if got := ClassifyUpdate(code); got != want {
+			t.Errorf("0x%08X: %v, want %v", uint32(code), got, want)
+		}
+	}
+}
