@@ -113,7 +113,7 @@ const containerdService = "containerd"
 // with the version of the program it runs and whether its pipes answer; nil
 // when neither service name is installed.
 func csiProxyHost(ctx context.Context) (*host.CSIProxyHost, error) {
-	installed, err := readServices(csiProxyServices...)
+	installed, err := readServices(winSystem{}, csiProxyServices...)
 	if err != nil {
 		return nil, err
 	}
@@ -132,7 +132,7 @@ func csiProxyHost(ctx context.Context) (*host.CSIProxyHost, error) {
 // runtimeService is containerd's service as installed; the zero Service
 // when there is none.
 func runtimeService() (host.Service, error) {
-	found, err := readServices(containerdService)
+	found, err := readServices(winSystem{}, containerdService)
 	if err != nil || len(found) == 0 {
 		return host.Service{}, err
 	}

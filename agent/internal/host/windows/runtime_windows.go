@@ -63,13 +63,13 @@ type swapMachine struct{}
 func (swapMachine) Stop(ctx context.Context, name string) error {
 	ctx, cancel := context.WithTimeout(ctx, serviceTimeout)
 	defer cancel()
-	return stopService(ctx, name)
+	return stopService(ctx, winSystem{}, name)
 }
 
 func (swapMachine) Start(ctx context.Context, name string) error {
 	ctx, cancel := context.WithTimeout(ctx, serviceTimeout)
 	defer cancel()
-	return startService(ctx, name)
+	return startService(ctx, winSystem{}, name)
 }
 
 func (swapMachine) Version(ctx context.Context, containerd string) (string, error) {

@@ -1,0 +1,114 @@
+package windows
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+)
+
+// fakeSystem is a machine under the System seam: services with their
+// ImagePath and a script of the states successive queries see, the
+// registry, and the machine's environment. Every call is recorded.
+type fakeSystem struct {
+	mu       sync.Mutex
+	services map[string]*fakeService
+	registry map[string]fakeValue // `key\value`
+	env      map[string]string
+	calls    []string
+}
+
+type fakeService struct {
+	imagePath string
+	// states: what each query returns next; the last one stays.
+	states []ServiceStatus
+	// onStart and onStop: the states that follow a start or stop control.
+	onStart, onStop []ServiceStatus
+	queryErr        error
+}
+
+type fakeValue struct {
+	s      string
+	expand bool
+}
+
+func newFakeSystem() *fakeSystem {
+	return &fakeSystem{services: map[string]*fakeService{}, registry: map[string]fakeValue{}, env: map[string]string{}}
+}
+
+func status(s ServiceState) ServiceStatus { return ServiceStatus{State: s} }
+
+func (f *fakeSystem) record(format string, args ...any) {
+	f.calls = append(f.calls, fmt.Sprintf(format, args...))
+}
+
+func (f *fakeSystem) QueryService(name string) (ServiceStatus, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.record("query %s", name)
+	s, ok := f.services[name]
+	if !ok {
+		return ServiceStatus{}, ErrNoService
+	}
+	if s.queryErr != nil {
+		return ServiceStatus{}, s.queryErr
+	}
+	st := s.states[0]
+	if len(s.states) > 1 {
+		s.states = s.states[1:]
+	}
+	return st, nil
+}
+
+func (f *fakeSystem) ServiceImagePath(name string) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.record("config %s", name)
+	s, ok := f.services[name]
+	if !ok {
+		return "", ErrNoService
+	}
+	return s.imagePath, nil
+}
+
+func (f *fakeSystem) control(name, what string, next func(*fakeService) []ServiceStatus, refuse ServiceState, refusal error) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.record("%s %s", what, name)
+	s, ok := f.services[name]
+	if !ok {
+		return ErrNoService
+	}
+	if s.states[0].State == refuse {
+		return refusal
+	}
+	if n := next(s); len(n) > 0 {
+		s.states = append([]ServiceStatus(nil), n...)
+	}
+	return nil
+}
+
+func (f *fakeSystem) StartService(name string) error {
+	return f.control(name, "start", func(s *fakeService) []ServiceStatus { return s.onStart }, ServiceRunning, ErrServiceRunning)
+}
+
+func (f *fakeSystem) StopService(name string) error {
+	return f.control(name, "stop", func(s *fakeService) []ServiceStatus { return s.onStop }, ServiceStopped, ErrServiceNotActive)
+}
+
+func (f *fakeSystem) RegistryString(key, value string) (string, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.record(`registry %s\%s`, key, value)
+	v, ok := f.registry[key+`\`+value]
+	if !ok {
+		return "", false, ErrNotExist
+	}
+	return v.s, v.expand, nil
+}
+
+func (f *fakeSystem) ExpandEnvironment(s string) (string, error) {
+	for k, v := range f.env {
+		s = strings.ReplaceAll(s, "%"+k+"%", v)
+	}
+	return s, nil
+}

@@ -1,0 +1,101 @@
+package windows
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"winpool.dev/agent/internal/host"
+)
+
+func init() { servicePoll = time.Millisecond }
+
+// AKS runs containerd under NSSM with its program in a REG_EXPAND_SZ; an
+// image that registered containerd itself runs it from its ImagePath; a
+// service that is not installed is left out.
+func TestServicesAreReadWithTheProgramTheyRun(t *testing.T) {
+	sys := newFakeSystem()
+	sys.services["containerd"] = &fakeService{imagePath: `C:\k\nssm.exe`, states: []ServiceStatus{status(ServiceRunning)}}
+	sys.registry[`SYSTEM\CurrentControlSet\Services\containerd\Parameters\Application`] = fakeValue{s: `%ProgramFiles%\containerd\containerd.exe`, expand: true}
+	sys.env["ProgramFiles"] = `C:\Program Files`
+	sys.services["csiproxy"] = &fakeService{imagePath: `"C:\etc\kubernetes\node\bin\csi-proxy.exe" -windows-service`, states: []ServiceStatus{status(ServiceStopped)}}
+
+	got, err := readServices(sys, "csi-proxy", "containerd", "csiproxy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []host.Service{
+		{Name: "containerd", Wrapper: host.WrapperNSSM, Program: `C:\Program Files\containerd\containerd.exe`, Running: true},
+		{Name: "csiproxy", Wrapper: host.WrapperNone, Program: `C:\etc\kubernetes\node\bin\csi-proxy.exe`, Running: false},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("services\n got %+v\nwant %+v", got, want)
+	}
+
+	// NSSM without an Application: the program is unknown, not an error.
+	delete(sys.registry, `SYSTEM\CurrentControlSet\Services\containerd\Parameters\Application`)
+	got, _ = readServices(sys, "containerd")
+	if len(got) != 1 || got[0].Program != "" || got[0].Wrapper != host.WrapperNSSM {
+		t.Errorf("NSSM without Application: %+v", got)
+	}
+
+	// A service the manager cannot query is an error naming it.
+	sys.services["containerd"].queryErr = errors.New("Access is denied.")
+	if _, err := readServices(sys, "containerd"); err == nil || !strings.Contains(err.Error(), "querying service containerd: Access is denied.") {
+		t.Errorf("error %v", err)
+	}
+}
+
+// A stop is sent only to a service that runs, and waited for until it has
+// stopped; a start that dies says its exit codes; a start that never
+// finishes ends with the context, naming the state it is stuck in.
+func TestServicesAreStoppedAndStartedAndWaitedFor(t *testing.T) {
+	ctx := context.Background()
+	sys := newFakeSystem()
+	sys.services["kubelet"] = &fakeService{imagePath: `C:\k\kubelet.exe`, states: []ServiceStatus{status(ServiceRunning)},
+		onStop:  []ServiceStatus{status(ServiceStopPending), status(ServiceStopPending), status(ServiceStopped)},
+		onStart: []ServiceStatus{status(ServiceStartPending), status(ServiceRunning)}}
+
+	if err := stopService(ctx, sys, "kubelet"); err != nil {
+		t.Fatal(err)
+	}
+	stops := func() int {
+		return len(slices.DeleteFunc(slices.Clone(sys.calls), func(c string) bool { return c != "stop kubelet" }))
+	}
+	if stops() != 1 {
+		t.Errorf("calls %q: want one stop control", sys.calls)
+	}
+	if err := stopService(ctx, sys, "kubelet"); err != nil || stops() != 1 {
+		t.Errorf("a stopped service: %v, calls %q (no second stop control)", err, sys.calls)
+	}
+	if err := startService(ctx, sys, "kubelet"); err != nil {
+		t.Fatal(err)
+	}
+	if err := startService(ctx, sys, "kubelet"); err != nil {
+		t.Errorf("starting a running service: %v", err)
+	}
+
+	sys.services["containerd"] = &fakeService{states: []ServiceStatus{status(ServiceStopped)},
+		onStart: []ServiceStatus{status(ServiceStartPending), {State: ServiceStopped, Win32ExitCode: 1067}}}
+	// Bounded, so that a wait that missed the death fails here rather than hangs.
+	dying, stop := context.WithTimeout(ctx, 10*time.Second)
+	defer stop()
+	err := startService(dying, sys, "containerd")
+	if err == nil || !strings.Contains(err.Error(), "service containerd: stopped while starting (exit code 1067") {
+		t.Errorf("a start that dies: %v", err)
+	}
+
+	sys.services["hung"] = &fakeService{states: []ServiceStatus{status(ServiceStopped)}, onStart: []ServiceStatus{status(ServiceStartPending)}}
+	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	err = startService(short, sys, "hung")
+	if err == nil || !strings.Contains(err.Error(), "service hung: still StartPending, not Running") || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("a start that hangs: %v", err)
+	}
+	if err := stopService(ctx, sys, "missing"); !errors.Is(err, ErrNoService) {
+		t.Errorf("stopping a service that is not installed: %v", err)
+	}
+}
