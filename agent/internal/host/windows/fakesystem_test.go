@@ -13,6 +13,7 @@ type fakeSystem struct {
 	mu       sync.Mutex
 	services map[string]*fakeService
 	registry map[string]fakeValue // `key\value`
+	integers map[string]uint64    // `key\value`
 	env      map[string]string
 	calls    []string
 }
@@ -32,7 +33,7 @@ type fakeValue struct {
 }
 
 func newFakeSystem() *fakeSystem {
-	return &fakeSystem{services: map[string]*fakeService{}, registry: map[string]fakeValue{}, env: map[string]string{}}
+	return &fakeSystem{services: map[string]*fakeService{}, registry: map[string]fakeValue{}, integers: map[string]uint64{}, env: map[string]string{}}
 }
 
 func status(s ServiceState) ServiceStatus { return ServiceStatus{State: s} }
@@ -104,6 +105,17 @@ func (f *fakeSystem) RegistryString(key, value string) (string, bool, error) {
 		return "", false, ErrNotExist
 	}
 	return v.s, v.expand, nil
+}
+
+func (f *fakeSystem) RegistryInteger(key, value string) (uint64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.record(`registry %s\%s`, key, value)
+	v, ok := f.integers[key+`\`+value]
+	if !ok {
+		return 0, ErrNotExist
+	}
+	return v, nil
 }
 
 func (f *fakeSystem) ExpandEnvironment(s string) (string, error) {

@@ -472,3 +472,20 @@ func systemDrive(getenv func(string) string) string {
 	}
 	return d
 }
+
+// readWUPolicy reads WUServer and UseWUServer; an absent key or value is
+// the zero value (no WSUS).
+func readWUPolicy(sys System) (wuPolicy, error) {
+	var p wuPolicy
+	var err error
+	p.WUServer, _, err = sys.RegistryString(wuPolicyKey, "WUServer")
+	if err != nil && !errors.Is(err, ErrNotExist) {
+		return wuPolicy{}, fmt.Errorf(`reading HKLM\%s\WUServer: %w`, wuPolicyKey, err)
+	}
+	use, err := sys.RegistryInteger(wuPolicyAUKey, "UseWUServer")
+	if err != nil && !errors.Is(err, ErrNotExist) {
+		return wuPolicy{}, fmt.Errorf(`reading HKLM\%s\UseWUServer: %w`, wuPolicyAUKey, err)
+	}
+	p.UseWUServer = use
+	return p, nil
+}

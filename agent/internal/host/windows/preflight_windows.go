@@ -4,7 +4,6 @@ package windows
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -12,7 +11,6 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/windows"
-	"golang.org/x/sys/windows/registry"
 
 	"winpool.dev/agent/internal/host"
 )
@@ -23,7 +21,7 @@ import (
 // preflightTimeout.
 func (h *Host) Preflight(ctx context.Context, req host.UpdateRequest) host.PreflightFindings {
 	return preflightChecks{
-		policy:    readWUPolicy,
+		policy:    func() (wuPolicy, error) { return readWUPolicy(winSystem{}) },
 		proxy:     readWinHTTPProxy,
 		client:    preflightClient(),
 		dial:      (&net.Dialer{}).DialContext,
@@ -31,37 +29,6 @@ func (h *Host) Preflight(ctx context.Context, req host.UpdateRequest) host.Prefl
 		getenv:    os.Getenv,
 		freeBytes: diskFreeBytes,
 	}.run(ctx, req)
-}
-
-// readWUPolicy reads WUServer and UseWUServer; an absent key or value is
-// the zero value (no WSUS).
-func readWUPolicy() (wuPolicy, error) {
-	var p wuPolicy
-	k, err := registry.OpenKey(registry.LOCAL_MACHINE, wuPolicyKey, registry.QUERY_VALUE)
-	if errors.Is(err, registry.ErrNotExist) {
-		return p, nil
-	}
-	if err != nil {
-		return p, fmt.Errorf(`opening HKLM\%s: %w`, wuPolicyKey, err)
-	}
-	defer k.Close()
-	p.WUServer, _, err = k.GetStringValue("WUServer")
-	if err != nil && !errors.Is(err, registry.ErrNotExist) {
-		return p, fmt.Errorf(`reading HKLM\%s\WUServer: %w`, wuPolicyKey, err)
-	}
-	au, err := registry.OpenKey(registry.LOCAL_MACHINE, wuPolicyAUKey, registry.QUERY_VALUE)
-	if errors.Is(err, registry.ErrNotExist) {
-		return p, nil
-	}
-	if err != nil {
-		return p, fmt.Errorf(`opening HKLM\%s: %w`, wuPolicyAUKey, err)
-	}
-	defer au.Close()
-	p.UseWUServer, _, err = au.GetIntegerValue("UseWUServer")
-	if err != nil && !errors.Is(err, registry.ErrNotExist) {
-		return p, fmt.Errorf(`reading HKLM\%s\UseWUServer: %w`, wuPolicyAUKey, err)
-	}
-	return p, nil
 }
 
 var (

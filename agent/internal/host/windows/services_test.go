@@ -99,3 +99,20 @@ func TestServicesAreStoppedAndStartedAndWaitedFor(t *testing.T) {
 		t.Errorf("stopping a service that is not installed: %v", err)
 	}
 }
+
+// The WSUS policy as Group Policy writes it (a string and a DWORD in two
+// keys); absent keys or values are no WSUS.
+func TestTheWindowsUpdatePolicyIsReadFromTheRegistry(t *testing.T) {
+	sys := newFakeSystem()
+	if p, err := readWUPolicy(sys); err != nil || p != (wuPolicy{}) {
+		t.Errorf("no policy: %+v %v", p, err)
+	}
+	sys.registry[wuPolicyKey+`\WUServer`] = fakeValue{s: "https://wsus.corp:8531"}
+	if p, err := readWUPolicy(sys); err != nil || p != (wuPolicy{WUServer: "https://wsus.corp:8531"}) {
+		t.Errorf("a server named but not used: %+v %v", p, err)
+	}
+	sys.integers[wuPolicyAUKey+`\UseWUServer`] = 1
+	if p, err := readWUPolicy(sys); err != nil || p != (wuPolicy{WUServer: "https://wsus.corp:8531", UseWUServer: 1}) {
+		t.Errorf("WSUS: %+v %v", p, err)
+	}
+}

@@ -22,6 +22,9 @@ type System interface {
 	// RegistryString reads a string value under HKLM\key, and whether it is
 	// REG_EXPAND_SZ; ErrNotExist when the key or the value is missing.
 	RegistryString(key, value string) (s string, expand bool, err error)
+	// RegistryInteger reads a DWORD or QWORD value under HKLM\key;
+	// ErrNotExist when the key or the value is missing.
+	RegistryInteger(key, value string) (uint64, error)
 	// ExpandEnvironment expands %VARIABLES% as the machine's environment has them.
 	ExpandEnvironment(s string) (string, error)
 }

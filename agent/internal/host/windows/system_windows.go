@@ -54,6 +54,16 @@ func (winSystem) RegistryString(key, value string) (string, bool, error) {
 	return v, typ == registry.EXPAND_SZ, mapped(err)
 }
 
+func (winSystem) RegistryInteger(key, value string) (uint64, error) {
+	k, err := registry.OpenKey(registry.LOCAL_MACHINE, key, registry.QUERY_VALUE)
+	if err != nil {
+		return 0, mapped(err)
+	}
+	defer k.Close()
+	v, _, err := k.GetIntegerValue(value)
+	return v, mapped(err)
+}
+
 func (winSystem) ExpandEnvironment(s string) (string, error) { return registry.ExpandString(s) }
 
 // withService opens one service for one call.
