@@ -14,6 +14,8 @@ type fakeSystem struct {
 	services map[string]*fakeService
 	registry map[string]fakeValue // `key\value`
 	integers map[string]uint64    // `key\value`
+	multi    map[string][]string  // `key\value`
+	keys     map[string]bool      // keys that exist without the values above
 	env      map[string]string
 	calls    []string
 }
@@ -33,7 +35,7 @@ type fakeValue struct {
 }
 
 func newFakeSystem() *fakeSystem {
-	return &fakeSystem{services: map[string]*fakeService{}, registry: map[string]fakeValue{}, integers: map[string]uint64{}, env: map[string]string{}}
+	return &fakeSystem{services: map[string]*fakeService{}, registry: map[string]fakeValue{}, integers: map[string]uint64{}, multi: map[string][]string{}, keys: map[string]bool{}, env: map[string]string{}}
 }
 
 func status(s ServiceState) ServiceStatus { return ServiceStatus{State: s} }
@@ -116,6 +118,24 @@ func (f *fakeSystem) RegistryInteger(key, value string) (uint64, error) {
 		return 0, ErrNotExist
 	}
 	return v, nil
+}
+
+func (f *fakeSystem) RegistryStrings(key, value string) ([]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.record(`registry %s\%s`, key, value)
+	v, ok := f.multi[key+`\`+value]
+	if !ok {
+		return nil, ErrNotExist
+	}
+	return v, nil
+}
+
+func (f *fakeSystem) RegistryKeyExists(key string) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.record(`registry %s`, key)
+	return f.keys[key], nil
 }
 
 func (f *fakeSystem) ExpandEnvironment(s string) (string, error) {

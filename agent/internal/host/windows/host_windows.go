@@ -4,17 +4,13 @@ package windows
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
-
-	"golang.org/x/sys/windows/registry"
 
 	"winpool.dev/agent/internal/hns"
 	"winpool.dev/agent/internal/host"
@@ -22,11 +18,6 @@ import (
 )
 
 const (
-	currentVersionKey = `SOFTWARE\Microsoft\Windows NT\CurrentVersion`
-	cbsRebootPending  = `SOFTWARE\Microsoft\Windows\CurrentVersion\Component Based Servicing\RebootPending`
-	wuRebootRequired  = `SOFTWARE\Microsoft\Windows\CurrentVersion\WindowsUpdate\Auto Update\RebootRequired`
-	sessionManagerKey = `SYSTEM\CurrentControlSet\Control\Session Manager`
-
 	// A hung containerd.exe must not hold the agent's loop.
 	commandTimeout = 30 * time.Second
 	// shutdown /c takes at most 512 characters.
@@ -70,10 +61,10 @@ func New(o Options) (host.Host, error) {
 func (h *Host) Observe(ctx context.Context) (host.Observed, error) {
 	var obs host.Observed
 	var err error
-	if obs.Build, err = readBuild(); err != nil {
+	if obs.Build, err = readBuild(winSystem{}); err != nil {
 		return obs, fmt.Errorf("reading the build from the registry: %w", err)
 	}
-	signals, err := rebootSignals()
+	signals, err := rebootSignals(winSystem{})
 	if err != nil {
 		return obs, fmt.Errorf("reading the reboot-pending keys from the registry: %w", err)
 	}
@@ -137,83 +128,6 @@ func runtimeService() (host.Service, error) {
 		return host.Service{}, err
 	}
 	return found[0], nil
-}
-
-// readBuild reads 10.0.<CurrentBuildNumber>.<UBR>, the build the kubelet
-// reports as kernelVersion.
-func readBuild() (host.Build, error) {
-	k, err := registry.OpenKey(registry.LOCAL_MACHINE, currentVersionKey, registry.QUERY_VALUE)
-	if err != nil {
-		return host.Build{}, fmt.Errorf(`opening HKLM\%s: %w`, currentVersionKey, err)
-	}
-	defer k.Close()
-	integer := func(name string) (int, error) {
-		v, _, err := k.GetIntegerValue(name)
-		if err != nil {
-			return 0, fmt.Errorf(`reading HKLM\%s\%s: %w`, currentVersionKey, name, err)
-		}
-		return int(v), nil
-	}
-	var b host.Build
-	if b.Major, err = integer("CurrentMajorVersionNumber"); err != nil {
-		return b, err
-	}
-	if b.Minor, err = integer("CurrentMinorVersionNumber"); err != nil {
-		return b, err
-	}
-	if b.UBR, err = integer("UBR"); err != nil {
-		return b, err
-	}
-	s, _, err := k.GetStringValue("CurrentBuildNumber")
-	if err != nil {
-		return b, fmt.Errorf(`reading HKLM\%s\CurrentBuildNumber: %w`, currentVersionKey, err)
-	}
-	if b.Build, err = strconv.Atoi(strings.TrimSpace(s)); err != nil {
-		return b, fmt.Errorf(`HKLM\%s\CurrentBuildNumber is %q, not a number`, currentVersionKey, s)
-	}
-	return b, nil
-}
-
-// rebootSignals reads what servicing leaves behind when it needs a reboot to
-// finish: either flag key, or files queued to be replaced at boot. The
-// decision of what they mean is decide.RebootPending.
-func rebootSignals() (host.RebootSignals, error) {
-	var s host.RebootSignals
-	var err error
-	if s.CBSRebootPending, err = keyExists(cbsRebootPending); err != nil {
-		return s, err
-	}
-	if s.WURebootRequired, err = keyExists(wuRebootRequired); err != nil {
-		return s, err
-	}
-	k, err := registry.OpenKey(registry.LOCAL_MACHINE, sessionManagerKey, registry.QUERY_VALUE)
-	if err != nil {
-		return s, fmt.Errorf(`opening HKLM\%s: %w`, sessionManagerKey, err)
-	}
-	defer k.Close()
-	for _, name := range []string{"PendingFileRenameOperations", "PendingFileRenameOperations2"} {
-		renames, _, err := k.GetStringsValue(name)
-		if errors.Is(err, registry.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return s, fmt.Errorf(`reading HKLM\%s\%s: %w`, sessionManagerKey, name, err)
-		}
-		s.FileRenames = append(s.FileRenames, renames...)
-	}
-	return s, nil
-}
-
-func keyExists(path string) (bool, error) {
-	k, err := registry.OpenKey(registry.LOCAL_MACHINE, path, registry.QUERY_VALUE)
-	if errors.Is(err, registry.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf(`opening HKLM\%s: %w`, path, err)
-	}
-	k.Close()
-	return true, nil
 }
 
 // containerdVersion runs `containerd --version`; "" when containerd is not

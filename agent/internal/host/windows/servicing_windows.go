@@ -40,7 +40,7 @@ func installUpdate(ctx context.Context, p servicingPlan, req host.UpdateRequest)
 // installPackages installs the revision's packages with DISM (packages.go),
 // staging them under <stateDir>\updates.
 func installPackages(ctx context.Context, stateDir string, req host.UpdateRequest) (host.UpdateResult, error) {
-	running, err := readBuild()
+	running, err := readBuild(winSystem{})
 	if err != nil {
 		return host.UpdateResult{}, err
 	}

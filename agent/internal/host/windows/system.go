@@ -25,6 +25,11 @@ type System interface {
 	// RegistryInteger reads a DWORD or QWORD value under HKLM\key;
 	// ErrNotExist when the key or the value is missing.
 	RegistryInteger(key, value string) (uint64, error)
+	// RegistryStrings reads a REG_MULTI_SZ value under HKLM\key;
+	// ErrNotExist when the key or the value is missing.
+	RegistryStrings(key, value string) ([]string, error)
+	// RegistryKeyExists says whether HKLM\key exists.
+	RegistryKeyExists(key string) (bool, error)
 	// ExpandEnvironment expands %VARIABLES% as the machine's environment has them.
 	ExpandEnvironment(s string) (string, error)
 }

@@ -64,6 +64,28 @@ func (winSystem) RegistryInteger(key, value string) (uint64, error) {
 	return v, mapped(err)
 }
 
+func (winSystem) RegistryStrings(key, value string) ([]string, error) {
+	k, err := registry.OpenKey(registry.LOCAL_MACHINE, key, registry.QUERY_VALUE)
+	if err != nil {
+		return nil, mapped(err)
+	}
+	defer k.Close()
+	v, _, err := k.GetStringsValue(value)
+	return v, mapped(err)
+}
+
+func (winSystem) RegistryKeyExists(key string) (bool, error) {
+	k, err := registry.OpenKey(registry.LOCAL_MACHINE, key, registry.QUERY_VALUE)
+	if errors.Is(err, registry.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	k.Close()
+	return true, nil
+}
+
 func (winSystem) ExpandEnvironment(s string) (string, error) { return registry.ExpandString(s) }
 
 // withService opens one service for one call.

@@ -1,5 +1,7 @@
 package windows
 
+// The logic above the System seam, run on Linux over fakeSystem.
+
 import (
 	"context"
 	"errors"
@@ -114,5 +116,37 @@ func TestTheWindowsUpdatePolicyIsReadFromTheRegistry(t *testing.T) {
 	sys.integers[wuPolicyAUKey+`\UseWUServer`] = 1
 	if p, err := readWUPolicy(sys); err != nil || p != (wuPolicy{WUServer: "https://wsus.corp:8531", UseWUServer: 1}) {
 		t.Errorf("WSUS: %+v %v", p, err)
+	}
+}
+
+// The build the kubelet reports, read as Windows keeps it (three DWORDs and
+// a string), and what servicing leaves behind when it needs a reboot.
+func TestTheBuildAndTheRebootSignalsAreReadFromTheRegistry(t *testing.T) {
+	sys := newFakeSystem()
+	for name, v := range map[string]uint64{"CurrentMajorVersionNumber": 10, "CurrentMinorVersionNumber": 0, "UBR": 2762} {
+		sys.integers[currentVersionKey+`\`+name] = v
+	}
+	sys.registry[currentVersionKey+`\CurrentBuildNumber`] = fakeValue{s: "20348"}
+	if b, err := readBuild(sys); err != nil || b.String() != "10.0.20348.2762" {
+		t.Errorf("build %v, %v", b, err)
+	}
+	sys.registry[currentVersionKey+`\CurrentBuildNumber`] = fakeValue{s: "20348a"}
+	if _, err := readBuild(sys); err == nil || !strings.Contains(err.Error(), `CurrentBuildNumber is "20348a", not a number`) {
+		t.Errorf("a garbled build: %v", err)
+	}
+	delete(sys.integers, currentVersionKey+`\UBR`)
+	if _, err := readBuild(sys); !errors.Is(err, ErrNotExist) || !strings.Contains(err.Error(), `\UBR`) {
+		t.Errorf("no UBR: %v", err)
+	}
+
+	if s, err := rebootSignals(sys); err != nil || s.CBSRebootPending || s.WURebootRequired || len(s.FileRenames) != 0 {
+		t.Errorf("nothing pending: %+v %v", s, err)
+	}
+	sys.keys[cbsRebootPending] = true
+	sys.multi[sessionManagerKey+`\PendingFileRenameOperations`] = []string{`\??\C:\Windows\WinSxS\Temp\x`, ""}
+	sys.multi[sessionManagerKey+`\PendingFileRenameOperations2`] = []string{`\??\C:\k\containerd.exe`}
+	s, err := rebootSignals(sys)
+	if err != nil || !s.CBSRebootPending || s.WURebootRequired || len(s.FileRenames) != 3 || s.FileRenames[2] != `\??\C:\k\containerd.exe` {
+		t.Errorf("pending: %+v %v", s, err)
 	}
 }
