@@ -1,7 +1,10 @@
 package windows
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"strings"
 	"sync"
 )
@@ -18,7 +21,16 @@ type fakeSystem struct {
 	keys     map[string]bool      // keys that exist without the values above
 	env      map[string]string
 	calls    []string
+	// Files are real (a test's temporary folder); their security is kept
+	// here, by path. An entry without one is owned by ownerOfOthers with
+	// Users allowed to change it: what %ProgramData% gives what a user creates.
+	security      map[string]entrySecurity
+	ownerOfOthers string
 }
+
+// agentsOwn is a folder as CreateFolder or SetFolderDACL leave it (SYSTEM owns what the agent creates).
+var agentsOwn = entrySecurity{OwnerSID: sidSystem, Protected: true,
+	ACEs: []aceEntry{{Type: aceAllow, Mask: 0x1f01ff, SID: sidSystem}, {Type: aceAllow, Mask: 0x1f01ff, SID: sidAdministrators}}}
 
 type fakeService struct {
 	imagePath string
@@ -35,7 +47,8 @@ type fakeValue struct {
 }
 
 func newFakeSystem() *fakeSystem {
-	return &fakeSystem{services: map[string]*fakeService{}, registry: map[string]fakeValue{}, integers: map[string]uint64{}, multi: map[string][]string{}, keys: map[string]bool{}, env: map[string]string{}}
+	return &fakeSystem{services: map[string]*fakeService{}, registry: map[string]fakeValue{}, integers: map[string]uint64{}, multi: map[string][]string{}, keys: map[string]bool{}, env: map[string]string{},
+		security: map[string]entrySecurity{}, ownerOfOthers: "S-1-5-21-1-2-3-1001"}
 }
 
 func status(s ServiceState) ServiceStatus { return ServiceStatus{State: s} }
@@ -143,4 +156,49 @@ func (f *fakeSystem) ExpandEnvironment(s string) (string, error) {
 		s = strings.ReplaceAll(s, "%"+k+"%", v)
 	}
 	return s, nil
+}
+
+func (f *fakeSystem) CreateFolder(dir, sddl string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.record("create %s %s", dir, sddl)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return ErrExists
+		}
+		return err
+	}
+	f.security[dir] = agentsOwn
+	return nil
+}
+
+func (f *fakeSystem) FileSecurity(path string) (entrySecurity, fs.FileMode, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return entrySecurity{}, 0, err
+	}
+	var mode fs.FileMode
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		mode = fs.ModeIrregular
+	case fi.IsDir():
+		mode = fs.ModeDir
+	}
+	s, ok := f.security[path]
+	if !ok {
+		s = entrySecurity{OwnerSID: f.ownerOfOthers, ACEs: []aceEntry{{Type: aceAllow, Mask: 0x1f01ff, SID: f.ownerOfOthers}, {Type: aceAllow, Mask: 0x116, SID: "S-1-5-32-545"}}}
+	}
+	return s, mode, nil
+}
+
+func (f *fakeSystem) SetFolderDACL(dir, sddl string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.record("dacl %s %s", dir, sddl)
+	s := f.security[dir]
+	s.Protected, s.NullDACL, s.ACEs = true, false, agentsOwn.ACEs
+	f.security[dir] = s
+	return nil
 }

@@ -46,7 +46,7 @@ func New(o Options) (host.Host, error) {
 	o.StateDir = dir
 	// Before anything is read from or written to it: the state folder holds
 	// what a SYSTEM task runs (statedir.go).
-	if err := secureStateDir(dir); err != nil {
+	if err := secureStateDir(winSystem{}, dir); err != nil {
 		return nil, err
 	}
 	return &Host{o: o, state: stateFile{path: filepath.Join(dir, "state.json")}, containerd: o.Containerd,

@@ -5,6 +5,8 @@ package windows
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -148,5 +150,64 @@ func TestTheBuildAndTheRebootSignalsAreReadFromTheRegistry(t *testing.T) {
 	s, err := rebootSignals(sys)
 	if err != nil || !s.CBSRebootPending || s.WURebootRequired || len(s.FileRenames) != 3 || s.FileRenames[2] != `\??\C:\k\containerd.exe` {
 		t.Errorf("pending: %+v %v", s, err)
+	}
+}
+
+// The state folder on a new node is created with the agent's DACL; one an
+// older agent created (owned by SYSTEM, inheriting %ProgramData%'s ACL) gets
+// the agent's DACL; one a user created first is refused before any DACL is
+// set, naming the owner; a link where a sub-folder should be is refused
+// without setting a DACL through it.
+func TestTheStateFolderIsSecuredOrRefused(t *testing.T) {
+	fresh := func(t *testing.T) (*fakeSystem, string) {
+		return newFakeSystem(), filepath.Join(t.TempDir(), "ProgramData", "winpool")
+	}
+	dacls := func(sys *fakeSystem) []string {
+		return slices.DeleteFunc(slices.Clone(sys.calls), func(c string) bool { return !strings.HasPrefix(c, "dacl ") })
+	}
+
+	sys, root := fresh(t)
+	if err := secureStateDir(sys, root); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(dacls(sys)); n != 1+len(stateSubfolders) {
+		t.Errorf("%d folders given the DACL, want %d: %q", n, 1+len(stateSubfolders), sys.calls)
+	}
+
+	sys, root = fresh(t)
+	os.MkdirAll(filepath.Join(root, "logs"), 0o755)
+	sys.security[root] = entrySecurity{OwnerSID: sidSystem, ACEs: []aceEntry{{Type: aceAllow, Mask: 0x1f01ff, SID: sidSystem}, {Type: aceAllow, Mask: 0x116, SID: "S-1-5-32-545"}}}
+	sys.security[filepath.Join(root, "logs")] = sys.security[root]
+	if err := secureStateDir(sys, root); err != nil {
+		t.Errorf("an older agent's folder: %v", err)
+	}
+	if s := sys.security[root]; !s.Protected || len(s.ACEs) != 2 {
+		t.Errorf("an older agent's folder keeps %+v", s)
+	}
+
+	sys, root = fresh(t)
+	os.MkdirAll(root, 0o755)
+	err := secureStateDir(sys, root)
+	if err == nil || !strings.Contains(err.Error(), root+" is owned by "+sys.ownerOfOthers) {
+		t.Errorf("a squatted folder: %v", err)
+	}
+	if d := dacls(sys); len(d) != 0 {
+		t.Errorf("DACLs set on a squatted folder: %q", d)
+	}
+
+	sys, root = fresh(t)
+	os.MkdirAll(root, 0o755)
+	sys.security[root] = agentsOwn
+	elsewhere := filepath.Join(filepath.Dir(root), "elsewhere")
+	os.MkdirAll(elsewhere, 0o755)
+	if err := os.Symlink(elsewhere, filepath.Join(root, "runtime")); err != nil {
+		t.Fatal(err)
+	}
+	err = secureStateDir(sys, root)
+	if err == nil || !strings.Contains(err.Error(), filepath.Join(root, "runtime")+" is a symbolic link") {
+		t.Errorf("a link for a sub-folder: %v", err)
+	}
+	if d := dacls(sys); len(d) != 0 {
+		t.Errorf("DACLs set with a link in the tree: %q", d)
 	}
 }

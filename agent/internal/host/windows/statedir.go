@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 )
@@ -16,7 +17,7 @@ import (
 // or one that inherited ProgramData's ACL, would let that user plant or
 // swap a binary SYSTEM then runs. So the agent gives the folder its own ACL
 // and refuses a folder someone else owns. The decisions are here, tested on
-// Linux; the calls are statedir_windows.go.
+// Linux over a fake machine; the calls are System's (statedir_windows.go).
 
 // stateFolderSDDL is the state folder's DACL: protected (P: nothing
 // inherited from %ProgramData%), full control (FA) for SYSTEM (SY) and
@@ -233,4 +234,63 @@ func checkStateTree(root string, read func(path string) (entrySecurity, error), 
 		}
 		return checkDACL(path, s, false)
 	})
+}
+
+// secureStateDir creates the agent's state folder and its sub-folders with
+// stateFolderSDDL, or gives them that DACL when they already exist (an
+// older agent created them with %ProgramData%'s inherited ACL; setting a
+// folder's DACL also replaces what everything below it inherited), then
+// checks every file and folder in it. Nothing is changed in a folder that
+// already exists before everything in it is known to be a plain file or
+// folder SYSTEM or Administrators own: a folder someone else owns is
+// refused as it is, and no permission is set through a link.
+func secureStateDir(sys System, root string) error {
+	read := func(path string) (entrySecurity, error) {
+		s, _, err := sys.FileSecurity(path)
+		return s, err
+	}
+	if _, err := os.Lstat(root); err == nil {
+		if err := checkStateTree(root, read, false); err != nil {
+			return err
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(root), 0o755); err != nil {
+		return err
+	}
+	for _, dir := range stateFolders(root) {
+		if err := secureFolder(sys, dir); err != nil {
+			return err
+		}
+	}
+	return checkStateTree(root, read, true)
+}
+
+func secureFolder(sys System, dir string) error {
+	if err := sys.CreateFolder(dir, stateFolderSDDL); err != nil && !errors.Is(err, ErrExists) {
+		return fmt.Errorf("creating the agent's state folder %s: %w", dir, err)
+	}
+	// Before its DACL is set: a plain folder (setting the DACL of a junction
+	// would change its target's) that SYSTEM or Administrators own.
+	s, mode, err := sys.FileSecurity(dir)
+	if err != nil {
+		return fmt.Errorf("reading the owner of %s: %w (delete it as an administrator if the agent cannot read it)", dir, err)
+	}
+	if err := checkEntryType(dir, mode, true); err != nil {
+		return err
+	}
+	if err := checkOwner(dir, s); err != nil {
+		return err
+	}
+	if err := sys.SetFolderDACL(dir, stateFolderSDDL); err != nil {
+		return fmt.Errorf("setting the permissions of %s to %s: %w", dir, stateFolderSDDL, err)
+	}
+	if s, _, err = sys.FileSecurity(dir); err != nil {
+		return fmt.Errorf("reading the permissions of %s back: %w", dir, err)
+	}
+	if err := checkOwner(dir, s); err != nil {
+		return err
+	}
+	return checkDACL(dir, s, true)
 }

@@ -6,85 +6,53 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"path/filepath"
 	"unsafe"
 
 	"golang.org/x/sys/windows"
 )
 
-// secureStateDir creates the agent's state folder and its sub-folders with
-// stateFolderSDDL, or gives them that DACL when they already exist (an
-// older agent created them with %ProgramData%'s inherited ACL; setting a
-// folder's DACL also replaces what everything below it inherited), then
-// checks every file and folder in it (statedir.go). Nothing is changed in
-// a folder that already exists before everything in it is known to be a
-// plain file or folder SYSTEM or Administrators own: a folder someone else
-// owns is refused as it is, and no permission is set through a link.
-func secureStateDir(root string) error {
-	sd, err := windows.SecurityDescriptorFromString(stateFolderSDDL)
-	if err != nil {
-		return fmt.Errorf("parsing %s: %w", stateFolderSDDL, err)
-	}
-	dacl, _, err := sd.DACL()
-	if err != nil {
-		return fmt.Errorf("the DACL of %s: %w", stateFolderSDDL, err)
-	}
-	read := func(path string) (entrySecurity, error) {
-		s, _, err := readEntry(path)
-		return s, err
-	}
-	if _, err := os.Lstat(root); err == nil {
-		if err := checkStateTree(root, read, false); err != nil {
-			return err
-		}
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Dir(root), 0o755); err != nil {
-		return err
-	}
-	for _, dir := range stateFolders(root) {
-		if err := secureFolder(dir, sd, dacl); err != nil {
-			return err
-		}
-	}
-	return checkStateTree(root, read, true)
-}
+// CreateFolder, FileSecurity and SetFolderDACL are System's calls on files
+// (system.go); what the agent does with them is statedir.go's.
 
-func secureFolder(dir string, sd *windows.SECURITY_DESCRIPTOR, dacl *windows.ACL) error {
+func (winSystem) CreateFolder(dir, sddl string) error {
+	sd, err := windows.SecurityDescriptorFromString(sddl)
+	if err != nil {
+		return fmt.Errorf("parsing %s: %w", sddl, err)
+	}
 	p, err := windows.UTF16PtrFromString(dir)
 	if err != nil {
 		return err
 	}
 	sa := windows.SecurityAttributes{SecurityDescriptor: sd}
 	sa.Length = uint32(unsafe.Sizeof(sa))
-	if err := windows.CreateDirectory(p, &sa); err != nil && !errors.Is(err, windows.ERROR_ALREADY_EXISTS) {
-		return fmt.Errorf("creating the agent's state folder %s: %w", dir, err)
+	if err := windows.CreateDirectory(p, &sa); err != nil {
+		if errors.Is(err, windows.ERROR_ALREADY_EXISTS) {
+			return ErrExists
+		}
+		return err
 	}
-	// Before its DACL is set: a plain folder (setting the DACL of a junction
-	// would change its target's) that SYSTEM or Administrators own.
-	s, mode, err := readEntry(dir)
+	return nil
+}
+
+func (winSystem) FileSecurity(path string) (entrySecurity, fs.FileMode, error) {
+	s, mode, err := readEntry(path)
+	if errors.Is(err, windows.ERROR_FILE_NOT_FOUND) || errors.Is(err, windows.ERROR_PATH_NOT_FOUND) {
+		return s, mode, fs.ErrNotExist
+	}
+	return s, mode, err
+}
+
+func (winSystem) SetFolderDACL(dir, sddl string) error {
+	sd, err := windows.SecurityDescriptorFromString(sddl)
 	if err != nil {
-		return fmt.Errorf("reading the owner of %s: %w (delete it as an administrator if the agent cannot read it)", dir, err)
+		return fmt.Errorf("parsing %s: %w", sddl, err)
 	}
-	if err := checkEntryType(dir, mode, true); err != nil {
-		return err
+	dacl, _, err := sd.DACL()
+	if err != nil {
+		return fmt.Errorf("the DACL of %s: %w", sddl, err)
 	}
-	if err := checkOwner(dir, s); err != nil {
-		return err
-	}
-	if err := windows.SetNamedSecurityInfo(dir, windows.SE_FILE_OBJECT,
-		windows.DACL_SECURITY_INFORMATION|windows.PROTECTED_DACL_SECURITY_INFORMATION, nil, nil, dacl, nil); err != nil {
-		return fmt.Errorf("setting the permissions of %s to %s: %w", dir, stateFolderSDDL, err)
-	}
-	if s, _, err = readEntry(dir); err != nil {
-		return fmt.Errorf("reading the permissions of %s back: %w", dir, err)
-	}
-	if err := checkOwner(dir, s); err != nil {
-		return err
-	}
-	return checkDACL(dir, s, true)
+	return windows.SetNamedSecurityInfo(dir, windows.SE_FILE_OBJECT,
+		windows.DACL_SECURITY_INFORMATION|windows.PROTECTED_DACL_SECURITY_INFORMATION, nil, nil, dacl, nil)
 }
 
 // readEntry reads the owner and DACL of a file or folder, and whether it is

@@ -1,6 +1,9 @@
 package windows
 
-import "errors"
+import (
+	"errors"
+	"io/fs"
+)
 
 // System is the seam under the agent's Windows logic: each method is one
 // call into Windows (the service control manager, the registry), and
@@ -32,6 +35,17 @@ type System interface {
 	RegistryKeyExists(key string) (bool, error)
 	// ExpandEnvironment expands %VARIABLES% as the machine's environment has them.
 	ExpandEnvironment(s string) (string, error)
+
+	// CreateFolder creates dir with the security descriptor sddl;
+	// ErrExists when something of that name exists.
+	CreateFolder(dir, sddl string) error
+	// FileSecurity reads the owner and DACL of a file or folder and what
+	// kind of entry it is (fs.ModeDir, fs.ModeIrregular for a reparse
+	// point, 0 for a file), from the entry itself: a link is not followed;
+	// fs.ErrNotExist when there is none.
+	FileSecurity(path string) (entrySecurity, fs.FileMode, error)
+	// SetFolderDACL gives dir the protected DACL of sddl.
+	SetFolderDACL(dir, sddl string) error
 }
 
 // ServiceState is a service's SERVICE_STATUS.dwCurrentState, as far as the
@@ -74,4 +88,5 @@ var (
 	ErrServiceRunning   = errors.New("the service is already running")
 	ErrServiceNotActive = errors.New("the service is not running")
 	ErrNotExist         = errors.New("the registry key or value does not exist")
+	ErrExists           = errors.New("it already exists")
 )

@@ -4,6 +4,7 @@ package windows
 
 import (
 	"errors"
+	"io/fs"
 	"strings"
 	"testing"
 )
@@ -50,5 +51,23 @@ func TestTheRealSystemReadsTheRegistry(t *testing.T) {
 	}
 	if _, err := readWUPolicy(sys); err != nil {
 		t.Errorf("Windows Update policy: %v", err)
+	}
+}
+
+func TestTheRealSystemReadsFileSecurity(t *testing.T) {
+	sys := winSystem{}
+	if _, _, err := sys.FileSecurity(`C:\winpool-no-such-folder\x`); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a missing path: %v, want fs.ErrNotExist", err)
+	}
+	s, mode, err := sys.FileSecurity(`C:\Windows`)
+	if err != nil || mode != fs.ModeDir || s.OwnerSID == "" {
+		t.Errorf(`C:\Windows: %+v %v %v`, s, mode, err)
+	}
+	dir := t.TempDir() + `\created`
+	if err := sys.CreateFolder(dir, stateFolderSDDL); err != nil {
+		t.Fatal(err)
+	}
+	if err := sys.CreateFolder(dir, stateFolderSDDL); !errors.Is(err, ErrExists) {
+		t.Errorf("creating it again: %v, want ErrExists", err)
 	}
 }
