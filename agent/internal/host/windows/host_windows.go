@@ -96,10 +96,6 @@ func (h *Host) Observe(ctx context.Context) (host.Observed, error) {
 	return obs, nil
 }
 
-// containerdService is the service containerd runs as, whether it
-// registered itself (containerd --register-service) or NSSM runs it (AKS).
-const containerdService = "containerd"
-
 // csiProxyHost is the CSI Proxy host service as installed (pickCSIProxy),
 // with the version of the program it runs and whether its pipes answer; nil
 // when neither service name is installed.
@@ -146,22 +142,12 @@ func (h *Host) containerdVersion(ctx context.Context) (string, error) {
 	return versions.FromContainerd(string(out))
 }
 
+// containerdBinary is the containerd the host runs (containerdProgram).
 func (h *Host) containerdBinary() string {
-	if h.containerd != "" {
-		return h.containerd
-	}
-	if p, err := exec.LookPath("containerd.exe"); err == nil {
-		return p
-	}
-	base := os.Getenv("ProgramFiles")
-	if base == "" {
-		base = `C:\Program Files`
-	}
-	p := filepath.Join(base, "containerd", "containerd.exe")
-	if _, err := os.Stat(p); err == nil {
-		return p
-	}
-	return ""
+	return containerdProgram(winSystem{}, h.containerd, os.Getenv("ProgramFiles"), func(p string) bool {
+		_, err := os.Stat(p)
+		return err == nil
+	})
 }
 
 // HNS counts the load balancers and kube-proxy's remote endpoints, on the

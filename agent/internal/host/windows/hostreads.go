@@ -71,3 +71,30 @@ func rebootSignals(sys System) (host.RebootSignals, error) {
 	}
 	return s, nil
 }
+
+// containerdService is the service containerd runs as, whether it
+// registered itself (containerd --register-service) or NSSM runs it (AKS).
+const containerdService = "containerd"
+
+// containerdProgram is the containerd binary the agent runs (`containerd
+// --version`, as SYSTEM): the one configured, else the program the containerd
+// service runs (its ImagePath, or NSSM's Application on AKS), else
+// %ProgramFiles%\containerd\containerd.exe where containerd's own installer
+// puts it; "" when none is there. Never looked up on PATH: a folder on the
+// machine's PATH that a user may write to would have SYSTEM run whatever
+// containerd.exe was planted in it.
+func containerdProgram(sys System, configured, programFiles string, exists func(string) bool) string {
+	if configured != "" {
+		return configured
+	}
+	if found, err := readServices(sys, containerdService); err == nil && len(found) == 1 && found[0].Program != "" {
+		return found[0].Program
+	}
+	if programFiles == "" {
+		programFiles = `C:\Program Files`
+	}
+	if p := programFiles + `\containerd\containerd.exe`; exists(p) {
+		return p
+	}
+	return ""
+}

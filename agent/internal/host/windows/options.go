@@ -8,8 +8,9 @@ package windows
 type Options struct {
 	// StateDir holds state.json; "" means %ProgramData%\winpool.
 	StateDir string
-	// Containerd is the containerd binary; "" looks for containerd.exe on
-	// PATH, then in %ProgramFiles%\containerd.
+	// Containerd is the containerd binary; "" is the program of the
+	// containerd service, then %ProgramFiles%\containerd\containerd.exe
+	// (never PATH: containerdProgram).
 	Containerd string
 	// KubeNetwork is the name of kube-proxy's HNS network (kube-proxy's
 	// --network-name or KUBE_NETWORK); "" recognizes it (hns.Select).

@@ -211,3 +211,27 @@ func TestTheStateFolderIsSecuredOrRefused(t *testing.T) {
 		t.Errorf("DACLs set with a link in the tree: %q", d)
 	}
 }
+
+// The containerd the agent runs as SYSTEM is the one the host's service
+// runs (AKS: NSSM's Application), or the installer's folder; never a
+// containerd.exe found on PATH.
+func TestTheContainerdRunIsTheServicesNeverOneOnPath(t *testing.T) {
+	t.Setenv("PATH", t.TempDir()) // a containerd.exe there must not matter
+	none := func(string) bool { return false }
+	sys := newFakeSystem()
+	if got := containerdProgram(sys, `D:\containerd.exe`, "", none); got != `D:\containerd.exe` {
+		t.Errorf("configured: %q", got)
+	}
+	if got := containerdProgram(sys, "", "", none); got != "" {
+		t.Errorf("no service, nothing installed: %q", got)
+	}
+	installed := func(p string) bool { return p == `C:\Program Files\containerd\containerd.exe` }
+	if got := containerdProgram(sys, "", "", installed); got != `C:\Program Files\containerd\containerd.exe` {
+		t.Errorf("the installer's folder: %q", got)
+	}
+	sys.services["containerd"] = &fakeService{imagePath: `C:\k\nssm.exe`, states: []ServiceStatus{status(ServiceRunning)}}
+	sys.registry[`SYSTEM\CurrentControlSet\Services\containerd\Parameters\Application`] = fakeValue{s: `C:\Program Files\containerd\bin\containerd.exe`}
+	if got := containerdProgram(sys, "", "", installed); got != `C:\Program Files\containerd\bin\containerd.exe` {
+		t.Errorf("the service's program (AKS, under NSSM): %q", got)
+	}
+}
