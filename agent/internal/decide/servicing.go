@@ -64,7 +64,11 @@ type StepExit struct {
 // servicing stack update before it.
 func ServicingContinues(exitCode int) bool { return !stopsServicing(ClassifyUpdate(exitCode)) }
 
-func stopsServicing(o UpdateOutcome) bool { return o == UpdateFailed || o == ServicingStackRequired }
+// A transient failure stops it too: the servicing stack update it may have
+// been is not in place, and the whole install is tried again later.
+func stopsServicing(o UpdateOutcome) bool {
+	return o == UpdateFailed || o == ServicingStackRequired || o == Transient
+}
 
 // CombineServicing folds the calls made (in order, the last one possibly a
 // failure) into one result for the servicing task: a failure is the result; else a

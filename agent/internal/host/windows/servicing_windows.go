@@ -32,7 +32,12 @@ func installUpdate(ctx context.Context, p servicingPlan, req host.UpdateRequest)
 	case config.SourcePackages:
 		return installPackages(ctx, p.StateDir, req)
 	case config.SourceWindowsUpdate, "":
-		return installFromWindowsUpdate(ctx, req)
+		wu, err := openWUA()
+		if err != nil {
+			return host.UpdateResult{}, err
+		}
+		defer wu.Close()
+		return installFromWindowsUpdate(ctx, wu, req)
 	}
 	return host.UpdateResult{}, fmt.Errorf("unknown update source %q", req.Source)
 }

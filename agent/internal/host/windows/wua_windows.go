@@ -3,11 +3,9 @@
 package windows
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"runtime"
-	"strings"
 	"time"
 	"unsafe"
 
@@ -15,82 +13,93 @@ import (
 	"github.com/go-ole/go-ole/oleutil"
 
 	"winpool.dev/agent/internal/decide"
-	"winpool.dev/agent/internal/host"
 )
 
-// wuSearch is the Windows Update Agent search: software updates not yet
-// installed and not hidden by an administrator. Against WSUS (when the
-// node's policy names one) it returns only what WSUS approved for it.
-const wuSearch = "IsInstalled=0 and IsHidden=0 and Type='Software'"
+// wuaSession is WindowsUpdate on the Windows Update Agent's COM API (the
+// documented IUpdateSession calls: CreateUpdateSearcher().Search,
+// CreateUpdateDownloader().Download, CreateUpdateInstaller().Install), on
+// the thread that created it: COM objects belong to it.
+type wuaSession struct {
+	wu      wuCalls
+	session *ole.IDispatch
+	items   []*ole.IDispatch
+}
 
-// installFromWindowsUpdate searches Windows Update (or WSUS) through the
-// Windows Update Agent API, installs only the servicing stack and cumulative
-// updates decide.SelectWindowsUpdates picks, and maps the result to a
-// servicing exit code. The calls are the documented IUpdateSession ones:
-// CreateUpdateSearcher().Search, CreateUpdateDownloader().Download,
-// CreateUpdateInstaller().Install.
-func installFromWindowsUpdate(ctx context.Context, req host.UpdateRequest) (host.UpdateResult, error) {
-	// COM objects belong to the thread that created them.
+// openWUA starts a session on this thread; Close ends it.
+func openWUA() (*wuaSession, error) {
 	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	if err := ole.CoInitializeEx(0, ole.COINIT_MULTITHREADED); err != nil {
 		// S_FALSE: already initialized on this thread, which is fine.
 		if oe, ok := err.(*ole.OleError); !ok || oe.Code() != 1 {
-			return host.UpdateResult{}, fmt.Errorf("initializing COM: %w", err)
+			runtime.UnlockOSThread()
+			return nil, fmt.Errorf("initializing COM: %w", err)
 		}
 	}
-	defer ole.CoUninitialize()
-
-	wu := wuCalls{}
-	session := wu.create("Microsoft.Update.Session")
-	if wu.err != nil {
-		return host.UpdateResult{}, wu.wrap("creating a Windows Update session")
+	s := &wuaSession{}
+	s.session = s.wu.create("Microsoft.Update.Session")
+	if s.wu.err != nil {
+		s.Close()
+		return nil, s.wu.wrap("creating a Windows Update session")
 	}
-	defer session.Release()
-	wu.put(session, "ClientApplicationID", "winpool-agent")
-	// Nothing is selected by a title or a category name (they come in the
-	// server's display language): decide.SelectWindowsUpdates reads category
-	// IDs, KB IDs, flags and sizes. English (IUpdateSession2.UserLocale, LCID
-	// 1033) only makes the titles in the agent's messages readable to the
-	// operator; a Windows Update Agent without it keeps the server's
-	// language, which selects the same updates.
-	_, _ = oleutil.PutProperty(session, "UserLocale", uint32(1033))
+	s.wu.put(s.session, "ClientApplicationID", "winpool-agent")
+	// Titles in English (IUpdateSession2.UserLocale, LCID 1033) for the
+	// agent's messages only: nothing is selected by a title.
+	_, _ = oleutil.PutProperty(s.session, "UserLocale", uint32(1033))
+	return s, nil
+}
 
-	searcher := wu.call(session, "CreateUpdateSearcher")
-	found := wu.call(searcher, "Search", wuSearch)
-	updates := wu.get(found, "Updates")
-	if wu.err != nil {
-		return host.UpdateResult{}, wu.wrap("searching Windows Update (does the node reach Windows Update or its WSUS server?)")
+func (s *wuaSession) Close() {
+	if s.session != nil {
+		s.session.Release()
 	}
-	n := wu.int(updates, "Count")
+	ole.CoUninitialize()
+	runtime.UnlockOSThread()
+}
+
+func (s *wuaSession) Search(criteria string) ([]decide.WUUpdate, error) {
+	w := &s.wu
+	found := w.call(w.call(s.session, "CreateUpdateSearcher"), "Search", criteria)
+	updates := w.get(found, "Updates")
+	n := w.int(updates, "Count")
 	offered := make([]decide.WUUpdate, 0, n)
-	items := make([]*ole.IDispatch, 0, n)
-	for i := 0; i < n && wu.err == nil; i++ {
-		item := wu.get(updates, "Item", i)
-		offered = append(offered, wu.describe(item))
-		items = append(items, item)
+	for i := 0; i < n && w.err == nil; i++ {
+		item := w.get(updates, "Item", i)
+		offered = append(offered, w.describe(item))
+		s.items = append(s.items, item)
 	}
-	if wu.err != nil {
-		return host.UpdateResult{}, wu.wrap("reading the updates Windows Update offers")
+	if w.err != nil {
+		return nil, w.err
 	}
-	if len(req.KBs) > 0 {
-		chosen, err := decide.SelectPinnedUpdates(offered, req.KBs)
-		if err != nil {
-			return host.UpdateResult{}, err
-		}
-		return wu.installChosen(ctx, session, offered, items, chosen)
-	}
-	chosen := decide.SelectWindowsUpdates(offered)
-	if len(chosen) == 0 {
-		var titles []string
-		for _, u := range offered {
-			titles = append(titles, u.Title)
-		}
-		return host.UpdateResult{}, fmt.Errorf("Windows Update offers no servicing stack or cumulative update for this host (offered: %s); "+
-			"with WSUS, approve the cumulative update that reaches %s for this node's group, or pin it by KB ID (os.updates.kbs)", orNone(titles), req.Target)
-	}
+	return offered, nil
+}
 
-	return wu.installChosen(ctx, session, offered, items, chosen)
+func (s *wuaSession) Download(i int) (int, int32, error) {
+	w := &s.wu
+	item := s.items[i]
+	if !w.bool(item, "EulaAccepted") {
+		w.call(item, "AcceptEula")
+	}
+	downloader := w.call(s.session, "CreateUpdateDownloader")
+	w.put(downloader, "Updates", s.collection(item))
+	dl := w.call(downloader, "Download")
+	rc, hr := w.int(dl, "ResultCode"), w.int(dl, "HResult")
+	return rc, int32(hr), w.err
+}
+
+func (s *wuaSession) Install(i int) (int, int32, bool, error) {
+	w := &s.wu
+	installer := w.call(s.session, "CreateUpdateInstaller")
+	w.put(installer, "Updates", s.collection(s.items[i]))
+	res := w.call(installer, "Install")
+	rc, hr, reboot := w.int(res, "ResultCode"), w.int(res, "HResult"), w.bool(res, "RebootRequired")
+	return rc, int32(hr), reboot, w.err
+}
+
+// collection is an IUpdateCollection of one update.
+func (s *wuaSession) collection(item *ole.IDispatch) *ole.IDispatch {
+	coll := s.wu.create("Microsoft.Update.UpdateColl")
+	s.wu.call(coll, "Add", item)
+	return coll
 }
 
 // describe reads, of one IUpdate, what decide.SelectWindowsUpdates selects by
@@ -120,58 +129,6 @@ func (w *wuCalls) describe(item *ole.IDispatch) decide.WUUpdate {
 // iiRequiresExclusiveHandling is InstallationImpact's value for an update
 // that cannot be installed in the same call as any other.
 const iiRequiresExclusiveHandling = 2
-
-// installChosen installs the chosen updates, in that order, and folds their
-// results into one. One update per download and install, servicing stack
-// first: a servicing stack update may require exclusive handling (installed
-// alone), and the cumulative update needs it in place.
-func (w *wuCalls) installChosen(ctx context.Context, session *ole.IDispatch, offered []decide.WUUpdate, items []*ole.IDispatch, chosen []int) (host.UpdateResult, error) {
-	var exits []decide.StepExit
-	for _, i := range chosen {
-		if ctx.Err() != nil {
-			return host.UpdateResult{}, ctx.Err()
-		}
-		code, err := w.installOne(session, items[i])
-		if err != nil {
-			return host.UpdateResult{}, fmt.Errorf("Windows Update: %s: %w", offered[i].Title, err)
-		}
-		exits = append(exits, decide.StepExit{What: offered[i].Title, ExitCode: code})
-		if !decide.ServicingContinues(code) {
-			break
-		}
-	}
-	res := decide.CombineServicing(exits, len(chosen))
-	res.Detail = "Windows Update: " + res.Detail
-	return res, nil
-}
-
-// installOne downloads and installs one update through its own collection
-// and returns the result as a servicing exit code.
-func (w *wuCalls) installOne(session, item *ole.IDispatch) (int, error) {
-	if !w.bool(item, "EulaAccepted") {
-		w.call(item, "AcceptEula")
-	}
-	coll := w.create("Microsoft.Update.UpdateColl")
-	w.call(coll, "Add", item)
-	downloader := w.call(session, "CreateUpdateDownloader")
-	w.put(downloader, "Updates", coll)
-	dl := w.call(downloader, "Download")
-	rc, hr := w.int(dl, "ResultCode"), w.int(dl, "HResult")
-	if w.err != nil {
-		return 0, fmt.Errorf("downloading: %w", w.err)
-	}
-	if rc != decide.WUSucceeded {
-		return decide.WindowsUpdateExit(rc, int32(hr), false), nil
-	}
-	installer := w.call(session, "CreateUpdateInstaller")
-	w.put(installer, "Updates", coll)
-	res := w.call(installer, "Install")
-	rc, hr, reboot := w.int(res, "ResultCode"), w.int(res, "HResult"), w.bool(res, "RebootRequired")
-	if w.err != nil {
-		return 0, fmt.Errorf("installing: %w", w.err)
-	}
-	return decide.WindowsUpdateExit(rc, int32(hr), reboot), nil
-}
 
 // wuCalls chains IDispatch calls and keeps the first error, so the sequence
 // above reads as the API's documentation does.
@@ -342,11 +299,4 @@ func (w *wuCalls) decimal(d *ole.IDispatch, name string) int64 {
 		}
 	}
 	return 0
-}
-
-func orNone(list []string) string {
-	if len(list) == 0 {
-		return "nothing"
-	}
-	return strings.Join(list, "; ")
 }

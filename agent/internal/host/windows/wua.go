@@ -1,0 +1,97 @@
+package windows
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"winpool.dev/agent/internal/decide"
+	"winpool.dev/agent/internal/host"
+)
+
+// WindowsUpdate is the Windows Update Agent's session under the seam: one
+// call of its API per method (wua_windows.go); which updates to take, in
+// which order, and what the results mean is installFromWindowsUpdate's,
+// here, tested on Linux.
+type WindowsUpdate interface {
+	// Search is IUpdateSearcher.Search(criteria): the updates offered, as
+	// the selection reads them, indexed for Download and Install.
+	Search(criteria string) ([]decide.WUUpdate, error)
+	// Download is IUpdateDownloader.Download of update i alone (its EULA
+	// accepted): the OperationResultCode and HResult.
+	Download(i int) (resultCode int, hresult int32, err error)
+	// Install is IUpdateInstaller.Install of update i alone: the
+	// OperationResultCode, HResult and RebootRequired.
+	Install(i int) (resultCode int, hresult int32, rebootRequired bool, err error)
+}
+
+// wuSearch is the Windows Update Agent search: software updates not yet
+// installed and not hidden by an administrator. Against WSUS (when the
+// node's policy names one) it returns only what WSUS approved for it.
+const wuSearch = "IsInstalled=0 and IsHidden=0 and Type='Software'"
+
+// installFromWindowsUpdate searches Windows Update (or WSUS), installs only
+// the servicing stack and cumulative updates decide.SelectWindowsUpdates
+// picks (or the KBs the revision pins), one at a time, servicing stack
+// first (it may require exclusive handling, and the cumulative update needs
+// it in place), and folds their results into one servicing exit code.
+func installFromWindowsUpdate(ctx context.Context, wu WindowsUpdate, req host.UpdateRequest) (host.UpdateResult, error) {
+	offered, err := wu.Search(wuSearch)
+	if err != nil {
+		return host.UpdateResult{}, fmt.Errorf("searching Windows Update (does the node reach Windows Update or its WSUS server?): %w", err)
+	}
+	var chosen []int
+	if len(req.KBs) > 0 {
+		if chosen, err = decide.SelectPinnedUpdates(offered, req.KBs); err != nil {
+			return host.UpdateResult{}, err
+		}
+	} else if chosen = decide.SelectWindowsUpdates(offered); len(chosen) == 0 {
+		var titles []string
+		for _, u := range offered {
+			titles = append(titles, u.Title)
+		}
+		return host.UpdateResult{}, fmt.Errorf("Windows Update offers no servicing stack or cumulative update for this host (offered: %s); "+
+			"with WSUS, approve the cumulative update that reaches %s for this node's group, or pin it by KB ID (os.updates.kbs)", orNone(titles), req.Target)
+	}
+	var exits []decide.StepExit
+	for _, i := range chosen {
+		if ctx.Err() != nil {
+			return host.UpdateResult{}, ctx.Err()
+		}
+		code, err := installOne(wu, i)
+		if err != nil {
+			return host.UpdateResult{}, fmt.Errorf("Windows Update: %s: %w", offered[i].Title, err)
+		}
+		exits = append(exits, decide.StepExit{What: offered[i].Title, ExitCode: code})
+		if !decide.ServicingContinues(code) {
+			break
+		}
+	}
+	res := decide.CombineServicing(exits, len(chosen))
+	res.Detail = "Windows Update: " + res.Detail
+	return res, nil
+}
+
+// installOne downloads and installs one update, and returns the result as a
+// servicing exit code.
+func installOne(wu WindowsUpdate, i int) (int, error) {
+	rc, hr, err := wu.Download(i)
+	if err != nil {
+		return 0, fmt.Errorf("downloading: %w", err)
+	}
+	if rc != decide.WUSucceeded {
+		return decide.WindowsUpdateExit(rc, hr, false), nil
+	}
+	rc, hr, reboot, err := wu.Install(i)
+	if err != nil {
+		return 0, fmt.Errorf("installing: %w", err)
+	}
+	return decide.WindowsUpdateExit(rc, hr, reboot), nil
+}
+
+func orNone(list []string) string {
+	if len(list) == 0 {
+		return "nothing"
+	}
+	return strings.Join(list, "; ")
+}
