@@ -11,6 +11,18 @@ TOOLS_BIN="$WINPOOL_CACHE/bin"
 # two clones sharing one folder ran the other clone's newer-looking binary of
 # an edited test. CARGO_TARGET_DIR, when set, wins.
 WINPOOL_TARGET_DIR="$WINPOOL_CACHE/target/$(basename "$REPO_ROOT")-$(printf '%s' "$REPO_ROOT" | sha256sum | cut -c1-12)"
+# Each folder names its checkout; the folders of checkouts that are gone (CI's
+# clean clones) are removed, or every clone would leave ~5 GB behind.
+prune_target_dirs() {
+  local d c
+  for d in "$WINPOOL_CACHE"/target/*/; do
+    c="$(cat "$d.checkout" 2>/dev/null)" || continue
+    [[ -n "$c" && ! -e "$c/.git" ]] && rm -rf "$d"
+  done
+  return 0
+}
+prune_target_dirs
+mkdir -p "$WINPOOL_TARGET_DIR" && printf '%s\n' "$REPO_ROOT" >"$WINPOOL_TARGET_DIR/.checkout"
 # Builds must never reach for a toolchain other than the machine's own Go.
 export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
 
