@@ -1,5 +1,6 @@
 use super::*;
 use crate::api::WindowsNodePoolSpec;
+use std::collections::BTreeSet;
 
 const POOL: &str = "p";
 

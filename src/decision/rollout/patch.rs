@@ -1,0 +1,91 @@
+//! The patch of one Node that a round decides, and the steps every state
+//! shares when it writes one: failing a node, asking its agent anew, lifting
+//! winpool's cordon.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use jiff::Timestamp;
+
+use super::{FailureReason, NodeState, NodeView, clipped};
+use crate::api::names;
+
+/// A change to one Node. `None` values delete the key.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NodePatch {
+    pub node: String,
+    pub labels: BTreeMap<String, Option<String>>,
+    pub annotations: BTreeMap<String, Option<String>>,
+    pub unschedulable: Option<bool>,
+    /// Why, for the log line and the Event.
+    pub reason: String,
+    pub from: NodeState,
+    pub to: NodeState,
+    /// A node this patch marks Updated after a rollout: how long it took from
+    /// its start (winpool_node_update_duration_seconds, the estimate in status).
+    pub took: Option<Duration>,
+    /// Land only on the Node as it was decided from (its resourceVersion). A start
+    /// carries it: if the start's answer is lost (an API server restart) and the
+    /// cache still shows the node idle, the next round's start is refused with a
+    /// conflict instead of cordoning and draining the node a second time.
+    pub unless_changed_since: Option<String>,
+}
+
+impl NodePatch {
+    pub(super) fn new(node: &str, from: NodeState, to: NodeState, reason: impl Into<String>) -> Self {
+        NodePatch { node: node.to_string(), from, to, reason: reason.into(), ..Default::default() }
+    }
+    pub(super) fn label(&mut self, k: &str, v: Option<&str>) -> &mut Self {
+        self.labels.insert(k.to_string(), v.map(str::to_string));
+        self
+    }
+    pub(super) fn ann(&mut self, k: &str, v: Option<&str>) -> &mut Self {
+        self.annotations.insert(k.to_string(), v.map(str::to_string));
+        self
+    }
+    pub(super) fn state(&mut self, to: NodeState, now: Timestamp) -> &mut Self {
+        self.to = to;
+        let now = now.to_string();
+        self.label(names::LABEL_STATE, to.label()).ann(names::ANN_STATE, Some(to.as_str())).ann(names::ANN_STATE_SINCE, Some(&now))
+    }
+}
+
+/// Whether winpool keeps this node cordoned past this round: it cordoned the
+/// node for an update that is still in flight, and `patch` (this round's write
+/// for the node, if any) does not lift the cordon. Such a node needs no HNS
+/// taint: the cordon already keeps new pods off, and the uncordon waits for HNS
+/// (or adds the taint, see `hns::taint_wanted`), which saves two writes per
+/// rebooted node and a conflict with the state write.
+pub fn held_cordoned(view: &NodeView, patch: Option<&NodePatch>) -> bool {
+    let in_flight = view.state.in_flight();
+    view.cordoned_by_winpool && view.unschedulable && in_flight && patch.is_none_or(|p| p.unschedulable != Some(false))
+}
+
+pub(super) fn fail(p: &mut NodePatch, n: &NodeView, now: Timestamp, reason: FailureReason, message: &str) {
+    let message = clipped(message);
+    p.state(NodeState::Failed, now)
+        .ann(names::ANN_FAILURE_REASON, Some(reason.as_str()))
+        .ann(names::ANN_FAILURE_MESSAGE, Some(&message))
+        .ann(names::ANN_BOOT_ID, None)
+        // Whatever the preflight said before, the host has failed since: a
+        // retry waits for its agent to judge it again.
+        .ann(names::ANN_PREFLIGHT, None)
+        .ann(names::ANN_PREFLIGHT_REVISION, None);
+    // Never strand a node cordoned: a failed node goes back to service, the
+    // failure is reported on the pool and the node waits for a person.
+    release_cordon(p, n);
+}
+
+/// The agent's report is about the configuration it last applied; a node that
+/// (re)enters Applying must be applied anew, even for the same revision (a
+/// retry after a failure). The agent starts when the report is gone.
+pub(super) fn ask_agent_anew(p: &mut NodePatch) {
+    p.ann(names::ANN_APPLIED_REVISION, None).ann(names::ANN_APPLY_STATUS, None).ann(names::ANN_APPLY_MESSAGE, None);
+}
+
+pub(super) fn release_cordon(p: &mut NodePatch, n: &NodeView) {
+    if n.cordoned_by_winpool {
+        p.unschedulable = Some(false);
+        p.ann(names::ANN_CORDONED_BY_WINPOOL, None);
+    }
+}

@@ -1,0 +1,393 @@
+//! The rollout's types: what it reads of a node ([`NodeView`]), of a pool
+//! ([`PoolInput`]), and what a round decides ([`Plan`]); the patch a node
+//! gets is `patch`'s.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use super::{MAX_LISTED_FAILED, NodePatch, NodeState, Tampering, clipped, preflight};
+use crate::api::{DrainBlockedNode, FailedNode, NodeCounts, PreflightBlockedNode, UpdatingNode, WindowsNodePoolSpec, names};
+use crate::gates::{GateResult, Seen};
+use crate::window::Span;
+
+/// The `winpool.dev/state` a Node records, parsed once where the Node is read.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Recorded {
+    /// None yet: a node the pool has not taken in.
+    #[default]
+    Nothing,
+    State(NodeState),
+    /// A value winpool never writes, kept for the warning that names it.
+    Unknown(String),
+}
+
+impl Recorded {
+    pub fn parse(raw: Option<&str>) -> Self {
+        match raw {
+            None => Recorded::Nothing,
+            Some(v) => NodeState::parse(v).map_or_else(|| Recorded::Unknown(v.to_string()), Recorded::State),
+        }
+    }
+
+    /// The state, when the Node records one winpool knows.
+    pub fn state(&self) -> Option<NodeState> {
+        match self {
+            Recorded::State(s) => Some(*s),
+            _ => None,
+        }
+    }
+
+    pub fn in_flight(&self) -> bool {
+        self.state().is_some_and(NodeState::in_flight)
+    }
+}
+
+impl From<NodeState> for Recorded {
+    fn from(s: NodeState) -> Self {
+        Recorded::State(s)
+    }
+}
+
+/// Whether a node's HNS has programmed the cluster's Services (see `hns`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HnsReadiness {
+    Ready,
+    NotReady,
+    /// The agent never reported counts; the rollout does not wait on what it cannot see.
+    #[default]
+    Unknown,
+}
+
+/// A member node as the decision needs it, read from the Node object.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NodeView {
+    pub name: String,
+    pub pool_label: Option<String>,
+    pub revision_label: Option<String>,
+    /// The `winpool.dev/state` label, which mirrors the annotation.
+    pub state_label: Option<String>,
+    /// `winpool.dev/state`; a value winpool never writes is reported, not trusted.
+    pub state: Recorded,
+    pub state_since: Option<Timestamp>,
+    pub started_at: Option<Timestamp>,
+    pub target_revision: Option<String>,
+    pub drained_revision: Option<String>,
+    pub cordoned_by_winpool: bool,
+    pub unschedulable: bool,
+    pub ready: bool,
+    pub kernel_version: Option<String>,
+    pub runtime_version: Option<String>,
+    /// The kubelet's `nodeInfo.bootID`: changes on every reboot.
+    pub boot_id: Option<String>,
+    /// The bootID when the node started an update that needs a reboot (`winpool.dev/boot-id`).
+    pub boot_id_at_start: Option<String>,
+    pub applied_revision: Option<String>,
+    pub apply_status: Option<String>,
+    pub apply_message: Option<String>,
+    pub csi_proxy_version: Option<String>,
+    pub cni_mode: Option<String>,
+    pub failure_reason: Option<String>,
+    pub failure_message: Option<String>,
+    pub hns: HnsReadiness,
+    /// Pods an eviction must still remove; only observed for Draining nodes.
+    pub pods_to_evict: usize,
+    /// A PodDisruptionBudget refusing this Draining node's evictions.
+    pub drain_block: Option<DrainBlock>,
+    /// The first pod the drain's rules keep on the node and why (no
+    /// controller without force, emptyDir data): what its DrainTimeout names.
+    pub drain_held: Option<String>,
+    /// Put back for a PodDisruptionBudget (`winpool.dev/drain-blocked-by`/`-since`).
+    pub drain_blocked_by: Option<String>,
+    pub drain_blocked_since: Option<Timestamp>,
+    /// The agent reports HNS counts on this node (both counts present, of any boot).
+    pub hns_reported: bool,
+    /// The agent's HNS counts, raw, when they were read in the node's current boot.
+    pub hns_load_balancers: Option<String>,
+    pub hns_endpoints: Option<String>,
+    /// The agent writes a `WindowsNodeReport` (an agent of 0.2.0 wrote annotations).
+    pub reports_in_object: bool,
+    /// The resourceVersion the view was read at: a start is guarded by it.
+    pub resource_version: Option<String>,
+    /// How containerd's service is installed, as the agent reports it (`containerd (nssm)`).
+    pub runtime_service: Option<String>,
+    /// A CSI Proxy host service whose pipes answer, as the agent reports it.
+    pub csi_proxy_host: Option<String>,
+    /// winpool's `winpool.dev/csi-proxy-host` label.
+    pub csi_proxy_host_label: Option<String>,
+    /// The agent's last preflight, and the revision it judged.
+    pub preflight: Option<Preflight>,
+    /// `winpool.dev/agent-version`: an agent has reported on this node.
+    pub agent_version: Option<String>,
+}
+
+/// The agent's verdict on whether a revision can be applied to its host,
+/// reached before the node is started (`winpool.dev/preflight`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Preflight {
+    pub revision: String,
+    pub verdict: PreflightVerdict,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PreflightVerdict {
+    Ready,
+    /// The agent's reasons, as it wrote them.
+    Blocked(String),
+}
+
+impl Preflight {
+    /// Reads the two annotations; an unknown verdict is a block that says so.
+    pub fn parse(value: Option<&str>, revision: Option<&str>) -> Option<Preflight> {
+        let (value, revision) = (value?, revision.filter(|r| !r.is_empty())?);
+        let verdict = match value.strip_prefix(names::PREFLIGHT_BLOCKED) {
+            _ if value == names::PREFLIGHT_READY => PreflightVerdict::Ready,
+            Some(why) => PreflightVerdict::Blocked(why.to_string()),
+            None => PreflightVerdict::Blocked(format!("the agent's preflight says {value:?}, neither Ready nor Blocked")),
+        };
+        Some(Preflight { revision: revision.to_string(), verdict })
+    }
+}
+
+/// A Draining node whose evictions a PodDisruptionBudget refuses, as the
+/// shell saw it (kept in memory: a restarted operator sees it again within a
+/// round).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DrainBlock {
+    /// namespace/name of the budget.
+    pub budget: String,
+    /// The first refusal of this drain.
+    pub since: Timestamp,
+}
+
+/// What to do with a Draining node's pods this round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DrainMode {
+    /// Eviction API: PodDisruptionBudgets hold.
+    Evict,
+    /// drain.timeout passed and drain.deleteAfterTimeout is set: delete what eviction could not move.
+    Delete,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct FailedInfo {
+    pub node: String,
+    pub reason: String,
+    pub message: String,
+    pub since: Option<Timestamp>,
+}
+
+/// Why the rollout is not starting new nodes (when it is not).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Hold {
+    PausedBySpec,
+    /// `winpool.dev/paused: "true"` on the pool.
+    PausedByAnnotation,
+    FailureLimit {
+        failed: usize,
+        limit: i32,
+    },
+    /// No window is open; the next opens then.
+    OutsideWindow {
+        opens: Timestamp,
+    },
+    /// No window opens within the horizon (a long rollout.notAllowedDates freeze).
+    NoWindowAhead,
+    BadWindow(String),
+    /// A health gate is closed (or, scope Node, holds every node that could start): what it saw.
+    HealthGateClosed {
+        gate: String,
+        seen: Seen,
+    },
+}
+
+/// What holds the rollout, said for a person (`kubectl winpool plan`).
+impl std::fmt::Display for Hold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Hold::PausedBySpec => write!(f, "rollout.paused is true"),
+            Hold::PausedByAnnotation => write!(f, "paused by the annotation {} (kubectl winpool resume)", names::ANN_PAUSED),
+            Hold::FailureLimit { failed, limit } => write!(f, "{failed} failed nodes reached maxFailedNodes {limit}"),
+            Hold::OutsideWindow { opens } => write!(f, "outside the maintenance windows; the next opens at {opens}"),
+            Hold::NoWindowAhead => write!(f, "no maintenance window opens within 400 days outside rollout.notAllowedDates"),
+            Hold::BadWindow(e) => write!(f, "the maintenance windows are invalid: {e}"),
+            Hold::HealthGateClosed { gate, seen } => write!(f, "health gate {gate:?} is closed: {seen}"),
+        }
+    }
+}
+
+/// Nodes out of service anyway (not in flight), and what maxUnavailable
+/// allows: when the first reach the second, no node that is in service can
+/// start (one out of service still can: it costs no capacity).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Unavailable {
+    pub out_of_service: usize,
+    pub max_unavailable: usize,
+}
+
+/// Nodes that finished their update less than rollout.soakTime ago.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Soak {
+    pub nodes: usize,
+    /// When the first of them is done soaking and frees its slot.
+    pub first_ends: Timestamp,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub revision: String,
+    pub patches: Vec<NodePatch>,
+    pub drain: Vec<(String, DrainMode)>,
+    /// Revisions whose ConfigMap must exist (the target, and any still carried by a node).
+    pub config_revisions: BTreeSet<String>,
+    pub counts: NodeCounts,
+    /// Nodes per state after this plan is applied (for metrics).
+    pub by_state: BTreeMap<NodeState, usize>,
+    pub failed: Vec<FailedInfo>,
+    pub hold: Option<Hold>,
+    /// The maintenance window open now or next; `None` without windows (or none ahead).
+    pub window: Option<Span>,
+    /// No window rule stops starts now (none set, or one is open).
+    pub window_open: bool,
+    /// Updated nodes still within rollout.soakTime: they hold slots of maxUnavailable.
+    pub soaking: Option<Soak>,
+    /// Nodes out of service that are not in flight: they hold slots of maxUnavailable too.
+    pub unavailable: Unavailable,
+    /// Nodes whose drain a PodDisruptionBudget blocks, by name: the budget,
+    /// and for the ones put back when they may start again.
+    pub blocked: BTreeMap<String, (String, Option<Timestamp>)>,
+    /// Nodes in flight once this plan lands: state and since when.
+    pub in_flight: Vec<(String, NodeState, Option<Timestamp>)>,
+    /// The pool's average node update time (the input), and when the rollout
+    /// should be done at that pace (none while held or with nothing to do).
+    pub average_node_update: Option<Duration>,
+    pub estimated_completion: Option<Timestamp>,
+    /// Why in-flight nodes are still waiting, node -> what it waits for.
+    pub waiting: BTreeMap<String, String>,
+    /// Nodes below the target patch level as the kubelet reports it.
+    pub behind_patch_level: usize,
+    pub requeue_after: Duration,
+    /// Problems with individual nodes worth an Event (bogus labels, garbage versions).
+    pub warnings: Vec<(String, String)>,
+    /// Pending nodes never started because they would need a containerd
+    /// replacement the pool does not allow: node -> why.
+    pub runtime_refused: BTreeMap<String, String>,
+    /// Pending nodes not started until their agent's preflight clears them
+    /// for this revision: node -> awaited, or blocked and why.
+    pub preflight_held: BTreeMap<String, preflight::PreflightHeld>,
+    /// Members whose revision label winpool did not set; put back by this
+    /// plan's patches.
+    pub tampered: BTreeMap<String, Tampering>,
+}
+
+impl Plan {
+    /// The nodes their agent's preflight blocks, with its reasons.
+    pub fn preflight_blocked(&self) -> impl Iterator<Item = (&String, &String)> {
+        self.preflight_held.iter().filter_map(|(n, h)| match h {
+            preflight::PreflightHeld::Blocked(why) => Some((n, why)),
+            preflight::PreflightHeld::Awaited => None,
+        })
+    }
+
+    /// How many nodes still await their agent's verdict on the revision.
+    pub fn preflight_awaited(&self) -> usize {
+        self.preflight_held.values().filter(|h| **h == preflight::PreflightHeld::Awaited).count()
+    }
+}
+
+/// The pool-level inputs of one decision.
+#[derive(Clone, Copy)]
+pub struct PoolInput<'a> {
+    pub name: &'a str,
+    pub spec: &'a WindowsNodePoolSpec,
+    /// Revisions whose ConfigMap exists now (a hand-set revision label without one is bogus).
+    pub existing_revisions: &'a BTreeSet<String>,
+    /// How long the pool's nodes have been taking to update (the estimate's pace).
+    pub average_node_update: Option<Duration>,
+    /// The health gates as the controller evaluated them this round, in spec
+    /// order; empty when it did not (no gates, or no node could start anyway).
+    pub gates: &'a [GateResult],
+    /// When the target revision's ConfigMap was marked as the target (the
+    /// agents' cue to preflight it); `None` before it is.
+    pub target_marked_at: Option<Timestamp>,
+    /// The pool carries `winpool.dev/paused: "true"` (`kubectl winpool pause`):
+    /// a pause GitOps does not revert, since it is not in the spec.
+    pub paused_by_annotation: bool,
+}
+
+impl<'a> PoolInput<'a> {
+    /// A pool as its spec alone says: no gates asked, no history, no target marked yet.
+    pub fn of_spec(name: &'a str, spec: &'a WindowsNodePoolSpec, existing_revisions: &'a BTreeSet<String>) -> Self {
+        PoolInput {
+            name,
+            spec,
+            existing_revisions,
+            average_node_update: None,
+            gates: &[],
+            target_marked_at: None,
+            paused_by_annotation: false,
+        }
+    }
+}
+
+/// Why a node failed (`winpool.dev/failure-reason`; the message says the rest).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureReason {
+    /// It did not finish a step within spec.rollout.nodeTimeout.
+    Timeout,
+    /// Its pods could not be evicted within spec.rollout.drain.timeout.
+    DrainTimeout,
+    /// Its agent reported that the install failed.
+    ApplyFailed,
+}
+
+impl FailureReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureReason::Timeout => "Timeout",
+            FailureReason::DrainTimeout => "DrainTimeout",
+            FailureReason::ApplyFailed => "ApplyFailed",
+        }
+    }
+}
+
+impl Plan {
+    /// Longest in their state first (unknown since first), then by name.
+    pub fn updating_nodes_status(&self) -> Vec<UpdatingNode> {
+        let mut v: Vec<&(String, NodeState, Option<Timestamp>)> = self.in_flight.iter().collect();
+        v.sort_by(|a, b| (a.2, &a.0).cmp(&(b.2, &b.0)));
+        v.into_iter()
+            .take(MAX_LISTED_FAILED)
+            .map(|(name, st, since)| UpdatingNode { name: name.clone(), state: *st, since: since.map(Time) })
+            .collect()
+    }
+
+    pub fn preflight_blocked_status(&self) -> Vec<PreflightBlockedNode> {
+        self.preflight_blocked()
+            .take(MAX_LISTED_FAILED)
+            .map(|(name, why)| PreflightBlockedNode { name: name.clone(), reason: clipped(why) })
+            .collect()
+    }
+
+    pub fn drain_blocked_status(&self) -> Vec<DrainBlockedNode> {
+        self.blocked
+            .iter()
+            .take(MAX_LISTED_FAILED)
+            .map(|(name, (budget, retry))| DrainBlockedNode {
+                name: name.clone(),
+                pod_disruption_budget: budget.clone(),
+                retry_after: retry.map(Time),
+            })
+            .collect()
+    }
+
+    pub fn failed_nodes_status(&self) -> Vec<FailedNode> {
+        self.failed
+            .iter()
+            .take(MAX_LISTED_FAILED)
+            .map(|f| FailedNode { name: f.node.clone(), reason: f.reason.clone(), message: clipped(&f.message), since: f.since.map(Time) })
+            .collect()
+    }
+}
