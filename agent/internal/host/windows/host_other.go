@@ -9,9 +9,9 @@ import (
 	"winpool.dev/agent/internal/host"
 )
 
-// New fails off Windows; the simulated host is host/fake.
+// New fails off Windows: the simulated fleet runs NewOn over a fake Machine.
 func New(Options) (host.Host, error) {
-	return nil, errors.New("the Windows host only runs on Windows (the simulated fleet uses the fake host)")
+	return nil, errors.New("the Windows host only runs on Windows (the simulated fleet runs NewOn over a fake machine)")
 }
 
 // RunContainerdSwap is the containerd upgrade task, which runs on Windows only.

@@ -1,14 +1,9 @@
 package windows
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"strings"
-	"time"
 )
 
 // maxStderr bounds how much of a failed command's stderr goes into its
@@ -26,35 +21,28 @@ func migrateArgs(path string) []string {
 
 // migrateConfig runs `<containerd> --config <path> config migrate` and
 // returns what it printed.
-func migrateConfig(ctx context.Context, containerd, path string) ([]byte, error) {
+func migrateConfig(ctx context.Context, m Machine, containerd, path string) ([]byte, error) {
 	// containerd treats a missing config as an empty one and prints its
 	// defaults, which would pass for the node's config migrated.
-	if _, err := os.Stat(path); err != nil {
+	if _, err := m.Box.Stat(path); err != nil {
 		return nil, fmt.Errorf("migrating containerd's config: %w", err)
 	}
 	args := migrateArgs(path)
-	cmd := exec.CommandContext(ctx, containerd, args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	// Once containerd is killed, a process it left holding its output
-	// must not keep the task waiting.
-	cmd.WaitDelay = 5 * time.Second
-	err := cmd.Run()
-	if err == nil {
-		return stdout.Bytes(), nil
+	out, err := m.Programs.Run(ctx, containerd, args...)
+	if err == nil && out.ExitCode == 0 {
+		return out.Stdout, nil
 	}
 	command := strings.Join(append([]string{containerd}, args...), " ")
-	msg := tail(strings.TrimSpace(stderr.String()), maxStderr)
+	msg := tail(strings.TrimSpace(string(out.Stderr)), maxStderr)
 	// A command killed because the context ran out has no exit code worth
 	// reporting; the deadline is the reason.
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("%s: %w (stderr %q)", command, ctx.Err(), msg)
 	}
-	var exit *exec.ExitError
-	if errors.As(err, &exit) {
-		return nil, fmt.Errorf("%s: exit code %d (stderr %q)", command, exit.ExitCode(), msg)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", command, err)
 	}
-	return nil, fmt.Errorf("%s: %w", command, err)
+	return nil, fmt.Errorf("%s: exit code %d (stderr %q)", command, out.ExitCode, msg)
 }
 
 // tail is s's last n bytes: a command's last words on stderr say why it

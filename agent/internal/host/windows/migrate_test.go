@@ -67,7 +67,7 @@ func TestMigrateConfig(t *testing.T) {
 		},
 	} {
 		bin := fakeContainerd(t, tc.script)
-		out, err := migrateConfig(context.Background(), bin, tc.path)
+		out, err := migrateConfig(context.Background(), localMachine(), bin, tc.path)
 		if len(tc.wantErr) == 0 {
 			if err != nil || string(out) != tc.want {
 				t.Errorf("%s: migrateConfig = %q, %v; want %q", tc.name, out, err, tc.want)
@@ -94,7 +94,7 @@ func TestMigrateConfigDeadline(t *testing.T) {
 	bin := fakeContainerd(t, "exec sleep 10")
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	_, err := migrateConfig(ctx, bin, cfg)
+	_, err := migrateConfig(ctx, localMachine(), bin, cfg)
 	if err == nil || !strings.Contains(err.Error(), "deadline exceeded") {
 		t.Errorf("migrateConfig on a hung containerd = %v, want the deadline", err)
 	}

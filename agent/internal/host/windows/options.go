@@ -1,6 +1,8 @@
 // Package windows is the real host: a Windows Server node, read through the
-// registry and changed through servicing, services and a reboot. It builds
-// on Windows only; elsewhere New says so.
+// registry and changed through servicing, services and a reboot. The logic
+// runs on any Machine (machine.go), so it is tested on Linux and runs the
+// simulated fleet over a fake one; the real Machine builds on Windows only,
+// and elsewhere New says so.
 package windows
 
 // Options locate what the host keeps and runs; zero values are the
@@ -15,4 +17,7 @@ type Options struct {
 	// KubeNetwork is the name of kube-proxy's HNS network (kube-proxy's
 	// --network-name or KUBE_NETWORK); "" recognizes it (hns.Select).
 	KubeNetwork string
+	// ContainerdReleases is where official containerd releases are
+	// downloaded from; "" is GitHub's (stage.ContainerdReleases).
+	ContainerdReleases string
 }

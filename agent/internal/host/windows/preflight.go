@@ -393,6 +393,22 @@ type preflightChecks struct {
 	timeout time.Duration
 }
 
+// Preflight checks, without changing anything, that the sources of req
+// answer this host and how much room its system drive has: each check
+// within preflightCheckTimeout, all at once, the whole within
+// preflightTimeout.
+func (h *Host) Preflight(ctx context.Context, req host.UpdateRequest) host.PreflightFindings {
+	return preflightChecks{
+		policy:    func() (wuPolicy, error) { return readWUPolicy(h.m.System) },
+		proxy:     h.m.Net.WinHTTPProxy,
+		client:    h.m.Net.HTTP(),
+		dial:      h.m.Net.Dial,
+		stat:      h.m.Box.Stat,
+		getenv:    h.m.Box.Getenv,
+		freeBytes: h.m.Box.FreeBytes,
+	}.run(ctx, req)
+}
+
 // preflightClient is the download's client: net/http's transport, with
 // the proxy from HTTPS_PROXY/NO_PROXY as the servicing task has it.
 func preflightClient() *http.Client {

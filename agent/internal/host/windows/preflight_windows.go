@@ -3,33 +3,12 @@
 package windows
 
 import (
-	"context"
 	"fmt"
 	"math"
-	"net"
-	"os"
 	"unsafe"
 
 	"golang.org/x/sys/windows"
-
-	"winpool.dev/agent/internal/host"
 )
-
-// Preflight checks, without changing anything, that the sources of req
-// answer this host and how much room its system drive has (preflight.go):
-// each check within preflightCheckTimeout, all at once, the whole within
-// preflightTimeout.
-func (h *Host) Preflight(ctx context.Context, req host.UpdateRequest) host.PreflightFindings {
-	return preflightChecks{
-		policy:    func() (wuPolicy, error) { return readWUPolicy(winSystem{}) },
-		proxy:     readWinHTTPProxy,
-		client:    preflightClient(),
-		dial:      (&net.Dialer{}).DialContext,
-		stat:      os.Stat,
-		getenv:    os.Getenv,
-		freeBytes: diskFreeBytes,
-	}.run(ctx, req)
-}
 
 var (
 	modwinhttp                              = windows.NewLazySystemDLL("winhttp.dll")

@@ -17,8 +17,8 @@ import (
 // the counters would lift the attempt caps.
 type stateFile struct{ path string }
 
-func defaultStateDir() string {
-	base := os.Getenv("ProgramData")
+func defaultStateDir(getenv func(string) string) string {
+	base := getenv("ProgramData")
 	if base == "" {
 		base = `C:\ProgramData`
 	}

@@ -1,12 +1,8 @@
-//go:build windows
-
 package windows
 
 import (
 	"context"
 	"time"
-
-	"github.com/Microsoft/go-winio"
 )
 
 // csiProxyPipesWait bounds the pipe check of one Observe: CSI Proxy creates
@@ -14,18 +10,25 @@ import (
 // fails the dial at once; only a busy pipe is waited for.
 const csiProxyPipesWait = 2 * time.Second
 
+const (
+	// containerdPipe is containerd's default address on Windows, where its
+	// CRI plugin serves the kubelet too (--container-runtime-endpoint
+	// npipe:////./pipe/containerd-containerd).
+	containerdPipe = `\\.\pipe\containerd-containerd`
+	// criTimeout bounds one CRI call: a containerd that is up answers
+	// Version at once, and one that is not fails the dial at once, so
+	// only a hung one is waited for.
+	criTimeout = 10 * time.Second
+)
+
 // csiProxyPipesAnswer: one of CSI Proxy's named pipes accepts a connection,
 // which is what a CSI node plugin needs of it, whatever the service manager
 // says of the service.
-func csiProxyPipesAnswer(ctx context.Context) bool {
+func csiProxyPipesAnswer(ctx context.Context, n Net) bool {
 	ctx, cancel := context.WithTimeout(ctx, csiProxyPipesWait)
 	defer cancel()
 	for _, pipe := range csiProxyPipes() {
-		// Closed at once: CSI Proxy's gRPC server drops a connection that
-		// ends before its HTTP/2 preface, logging it at most at info level,
-		// which gRPC's default logger discards (no log spam per Observe).
-		if c, err := winio.DialPipeContext(ctx, pipe); err == nil {
-			c.Close()
+		if n.PipeAnswers(ctx, pipe) {
 			return true
 		}
 		if ctx.Err() != nil {

@@ -1,12 +1,8 @@
-//go:build windows
-
 package windows
 
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -24,8 +20,9 @@ const (
 	maxShutdownComment = 512
 )
 
-// Host is the Windows node the agent runs on.
+// Host is the Windows node the agent runs on, on its Machine.
 type Host struct {
+	m          Machine
 	o          Options
 	state      stateFile
 	containerd string
@@ -36,21 +33,21 @@ type Host struct {
 
 var _ host.Host = (*Host)(nil)
 
-// New returns the host the agent runs on, once its state folder is secured
-// (secureStateDir): a state folder someone else owns is an error.
-func New(o Options) (host.Host, error) {
+// NewOn returns the host the agent runs on m, once its state folder is
+// secured (secureStateDir): a state folder someone else owns is an error.
+func NewOn(m Machine, o Options) (*Host, error) {
 	dir := o.StateDir
 	if dir == "" {
-		dir = defaultStateDir()
+		dir = defaultStateDir(m.Box.Getenv)
 	}
 	o.StateDir = dir
 	// Before anything is read from or written to it: the state folder holds
 	// what a SYSTEM task runs (statedir.go).
-	if err := secureStateDir(winSystem{}, dir); err != nil {
+	if err := secureStateDir(m.System, dir); err != nil {
 		return nil, err
 	}
-	return &Host{o: o, state: stateFile{path: filepath.Join(dir, "state.json")}, containerd: o.Containerd,
-		hns: hns.NewReader(hcnAPI{}, o.KubeNetwork, hns.ReuseFor)}, nil
+	return &Host{m: m, o: o, state: stateFile{path: filepath.Join(dir, "state.json")}, containerd: o.Containerd,
+		hns: hns.NewReader(m.HCN, o.KubeNetwork, hns.ReuseFor)}, nil
 }
 
 // Observe reads the build, the reboot-pending signals, containerd's version,
@@ -61,10 +58,10 @@ func New(o Options) (host.Host, error) {
 func (h *Host) Observe(ctx context.Context) (host.Observed, error) {
 	var obs host.Observed
 	var err error
-	if obs.Build, err = readBuild(winSystem{}); err != nil {
+	if obs.Build, err = readBuild(h.m.System); err != nil {
 		return obs, fmt.Errorf("reading the build from the registry: %w", err)
 	}
-	signals, err := rebootSignals(winSystem{})
+	signals, err := rebootSignals(h.m.System)
 	if err != nil {
 		return obs, fmt.Errorf("reading the reboot-pending keys from the registry: %w", err)
 	}
@@ -75,7 +72,7 @@ func (h *Host) Observe(ctx context.Context) (host.Observed, error) {
 	// While the upgrade task swaps the binaries, containerd.exe may be half
 	// copied or stopped: its version would be a failed read or a wrong one,
 	// and the decision waits for the task anyway.
-	if readsContainerdVersion(obs.RuntimeUpgrade, time.Now()) {
+	if readsContainerdVersion(obs.RuntimeUpgrade, h.m.Box.Now()) {
 		if obs.ContainerdVersion, err = h.containerdVersion(ctx); err != nil {
 			return obs, err
 		}
@@ -84,13 +81,13 @@ func (h *Host) Observe(ctx context.Context) (host.Observed, error) {
 		return obs, err
 	}
 	obs.CNIMode, obs.CNIProblem, obs.CNIReadError = h.hns.Network().CNI()
-	if obs.CSIProxyHost, err = csiProxyHost(ctx); err != nil {
+	if obs.CSIProxyHost, err = h.csiProxyHost(ctx); err != nil {
 		return obs, fmt.Errorf("reading the CSI Proxy service (%s): %w", strings.Join(csiProxyServices, " or "), err)
 	}
 	if obs.CSIProxyHost != nil && obs.CSIProxyHost.Running {
 		obs.CSIProxyVersion = obs.CSIProxyHost.Version
 	}
-	if obs.RuntimeService, err = runtimeService(); err != nil {
+	if obs.RuntimeService, err = h.runtimeService(); err != nil {
 		return obs, fmt.Errorf("reading the %s service: %w", containerdService, err)
 	}
 	return obs, nil
@@ -99,8 +96,8 @@ func (h *Host) Observe(ctx context.Context) (host.Observed, error) {
 // csiProxyHost is the CSI Proxy host service as installed (pickCSIProxy),
 // with the version of the program it runs and whether its pipes answer; nil
 // when neither service name is installed.
-func csiProxyHost(ctx context.Context) (*host.CSIProxyHost, error) {
-	installed, err := readServices(winSystem{}, csiProxyServices...)
+func (h *Host) csiProxyHost(ctx context.Context) (*host.CSIProxyHost, error) {
+	installed, err := readServices(h.m.System, csiProxyServices...)
 	if err != nil {
 		return nil, err
 	}
@@ -111,15 +108,15 @@ func csiProxyHost(ctx context.Context) (*host.CSIProxyHost, error) {
 	// A stopped service holds no pipe: no dial (it would wait out its timeout).
 	return &host.CSIProxyHost{
 		Service:     s,
-		Version:     csiProxyVersion(productVersion(s.Program), s.Program),
-		PipesAnswer: s.Running && csiProxyPipesAnswer(ctx),
+		Version:     csiProxyVersion(h.m.Box.ProductVersion(s.Program), s.Program),
+		PipesAnswer: s.Running && csiProxyPipesAnswer(ctx, h.m.Net),
 	}, nil
 }
 
 // runtimeService is containerd's service as installed; the zero Service
 // when there is none.
-func runtimeService() (host.Service, error) {
-	found, err := readServices(winSystem{}, containerdService)
+func (h *Host) runtimeService() (host.Service, error) {
+	found, err := readServices(h.m.System, containerdService)
 	if err != nil || len(found) == 0 {
 		return host.Service{}, err
 	}
@@ -133,19 +130,17 @@ func (h *Host) containerdVersion(ctx context.Context) (string, error) {
 	if bin == "" {
 		return "", nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, commandTimeout)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, bin, "--version").CombinedOutput()
+	out, err := runVersion(ctx, h.m.Programs, bin)
 	if err != nil {
-		return "", fmt.Errorf("%s --version: %w (output %q)", bin, err, strings.TrimSpace(string(out)))
+		return "", err
 	}
-	return versions.FromContainerd(string(out))
+	return versions.FromContainerd(out)
 }
 
 // containerdBinary is the containerd the host runs (containerdProgram).
 func (h *Host) containerdBinary() string {
-	return containerdProgram(winSystem{}, h.containerd, os.Getenv("ProgramFiles"), func(p string) bool {
-		_, err := os.Stat(p)
+	return containerdProgram(h.m.System, h.containerd, h.m.Box.Getenv("ProgramFiles"), func(p string) bool {
+		_, err := h.m.Box.Stat(p)
 		return err == nil
 	})
 }
@@ -168,16 +163,33 @@ func (h *Host) Reboot(ctx context.Context, reason string) error {
 		}
 		comment = comment[:cut]
 	}
-	shutdown := filepath.Join(systemRoot(), "System32", "shutdown.exe")
-	out, err := exec.CommandContext(ctx, shutdown, "/r", "/t", "0", "/d", "p:2:17", "/c", comment).CombinedOutput()
+	shutdown := filepath.Join(systemRoot(h.m.Box.Getenv), "System32", "shutdown.exe")
+	out, err := h.m.Programs.Run(ctx, shutdown, "/r", "/t", "0", "/d", "p:2:17", "/c", comment)
+	if err == nil && out.ExitCode != 0 {
+		err = fmt.Errorf("exit code %d", out.ExitCode)
+	}
 	if err != nil {
-		return fmt.Errorf("shutdown /r: %w (output %q)", err, strings.TrimSpace(string(out)))
+		return fmt.Errorf("shutdown /r: %w (output %q)", err, strings.TrimSpace(string(out.Stdout)+string(out.Stderr)))
 	}
 	return nil
 }
 
-func systemRoot() string {
-	if r := os.Getenv("SystemRoot"); r != "" {
+// runVersion is `<containerd> --version`'s output.
+func runVersion(ctx context.Context, p Programs, containerd string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, commandTimeout)
+	defer cancel()
+	out, err := p.Run(ctx, containerd, "--version")
+	if err == nil && out.ExitCode != 0 {
+		err = fmt.Errorf("exit code %d", out.ExitCode)
+	}
+	if err != nil {
+		return "", fmt.Errorf("%s --version: %w (output %q)", containerd, err, strings.TrimSpace(string(out.Stdout)+string(out.Stderr)))
+	}
+	return string(out.Stdout), nil
+}
+
+func systemRoot(getenv func(string) string) string {
+	if r := getenv("SystemRoot"); r != "" {
 		return r
 	}
 	return `C:\Windows`
