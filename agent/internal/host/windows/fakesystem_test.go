@@ -24,13 +24,13 @@ type fakeSystem struct {
 	// Files are real (a test's temporary folder); their security is kept
 	// here, by path. An entry without one is owned by ownerOfOthers with
 	// Users allowed to change it: what %ProgramData% gives what a user creates.
-	security      map[string]entrySecurity
+	security      map[string]EntrySecurity
 	ownerOfOthers string
 }
 
 // agentsOwn is a folder as CreateFolder or SetFolderDACL leave it (SYSTEM owns what the agent creates).
-var agentsOwn = entrySecurity{OwnerSID: sidSystem, Protected: true,
-	ACEs: []aceEntry{{Type: aceAllow, Mask: 0x1f01ff, SID: sidSystem}, {Type: aceAllow, Mask: 0x1f01ff, SID: sidAdministrators}}}
+var agentsOwn = EntrySecurity{OwnerSID: sidSystem, Protected: true,
+	ACEs: []ACE{{Type: ACEAllow, Mask: 0x1f01ff, SID: sidSystem}, {Type: ACEAllow, Mask: 0x1f01ff, SID: sidAdministrators}}}
 
 type fakeService struct {
 	imagePath string
@@ -48,7 +48,7 @@ type fakeValue struct {
 
 func newFakeSystem() *fakeSystem {
 	return &fakeSystem{services: map[string]*fakeService{}, registry: map[string]fakeValue{}, integers: map[string]uint64{}, multi: map[string][]string{}, keys: map[string]bool{}, env: map[string]string{},
-		security: map[string]entrySecurity{}, ownerOfOthers: "S-1-5-21-1-2-3-1001"}
+		security: map[string]EntrySecurity{}, ownerOfOthers: "S-1-5-21-1-2-3-1001"}
 }
 
 func status(s ServiceState) ServiceStatus { return ServiceStatus{State: s} }
@@ -172,12 +172,12 @@ func (f *fakeSystem) CreateFolder(dir, sddl string) error {
 	return nil
 }
 
-func (f *fakeSystem) FileSecurity(path string) (entrySecurity, fs.FileMode, error) {
+func (f *fakeSystem) FileSecurity(path string) (EntrySecurity, fs.FileMode, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	fi, err := os.Lstat(path)
 	if err != nil {
-		return entrySecurity{}, 0, err
+		return EntrySecurity{}, 0, err
 	}
 	var mode fs.FileMode
 	switch {
@@ -188,7 +188,7 @@ func (f *fakeSystem) FileSecurity(path string) (entrySecurity, fs.FileMode, erro
 	}
 	s, ok := f.security[path]
 	if !ok {
-		s = entrySecurity{OwnerSID: f.ownerOfOthers, ACEs: []aceEntry{{Type: aceAllow, Mask: 0x1f01ff, SID: f.ownerOfOthers}, {Type: aceAllow, Mask: 0x116, SID: "S-1-5-32-545"}}}
+		s = EntrySecurity{OwnerSID: f.ownerOfOthers, ACEs: []ACE{{Type: ACEAllow, Mask: 0x1f01ff, SID: f.ownerOfOthers}, {Type: ACEAllow, Mask: 0x116, SID: "S-1-5-32-545"}}}
 	}
 	return s, mode, nil
 }

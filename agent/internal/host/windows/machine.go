@@ -61,7 +61,7 @@ type Net interface {
 	HTTP() *http.Client
 	// WinHTTPProxy is the machine's WinHTTP proxy (`netsh winhttp show
 	// proxy`), which the Windows Update client uses.
-	WinHTTPProxy() (winHTTPProxy, error)
+	WinHTTPProxy() (WinHTTPProxyConfig, error)
 	// PipeAnswers: a named pipe accepts a connection.
 	PipeAnswers(ctx context.Context, pipe string) bool
 	// CRIVersion asks the runtime serving CRI on pipe for its version.

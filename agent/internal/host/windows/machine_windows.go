@@ -84,7 +84,7 @@ func (winNet) Dial(ctx context.Context, network, addr string) (net.Conn, error) 
 
 func (winNet) HTTP() *http.Client { return preflightClient() }
 
-func (winNet) WinHTTPProxy() (winHTTPProxy, error) { return readWinHTTPProxy() }
+func (winNet) WinHTTPProxy() (WinHTTPProxyConfig, error) { return readWinHTTPProxy() }
 
 // PipeAnswers closes the connection at once: CSI Proxy's gRPC server drops
 // a connection that ends before its HTTP/2 preface, logging it at most at

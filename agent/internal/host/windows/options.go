@@ -5,6 +5,8 @@
 // and elsewhere New says so.
 package windows
 
+import "time"
+
 // Options locate what the host keeps and runs; zero values are the
 // defaults of a Windows node.
 type Options struct {
@@ -20,4 +22,11 @@ type Options struct {
 	// ContainerdReleases is where official containerd releases are
 	// downloaded from; "" is GitHub's (stage.ContainerdReleases).
 	ContainerdReleases string
+	// SwapProof is how long a new containerd is given to come up and to
+	// keep answering (zero: runtimeswap's defaults); the simulated fleet
+	// shortens it.
+	SwapProof SwapProof
 }
+
+// SwapProof is runtimeswap.Plan's proof times.
+type SwapProof struct{ StartWithin, SettleFor, CheckEvery time.Duration }

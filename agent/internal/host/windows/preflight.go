@@ -70,9 +70,9 @@ func (p wuPolicy) wsus() (server string, use bool) {
 	return strings.TrimSpace(p.WUServer), true
 }
 
-// winHTTPProxy is the machine's WinHTTP proxy (`netsh winhttp show proxy`),
+// WinHTTPProxyConfig is the machine's WinHTTP proxy (`netsh winhttp show proxy`),
 // which the Windows Update client uses as SYSTEM; Proxy "" is direct access.
-type winHTTPProxy struct {
+type WinHTTPProxyConfig struct {
 	// Proxy is the proxy list: "proxy:8080", or per scheme
 	// "http=proxy:8080;https=proxy:8443".
 	Proxy string
@@ -84,7 +84,7 @@ type winHTTPProxy struct {
 // ("http" or "https") to host through; "" is direct. A scheme-specific
 // entry wins over a plain one; an entry's port defaults to 80 (443 for an
 // entry written https://…).
-func (p winHTTPProxy) proxyFor(scheme, host string) string {
+func (p WinHTTPProxyConfig) proxyFor(scheme, host string) string {
 	if strings.TrimSpace(p.Proxy) == "" || bypassed(p.Bypass, host) {
 		return ""
 	}
@@ -216,7 +216,7 @@ type sourceProbe struct {
 // dial to WSUS or Windows Update goes to that proxy when one is set for it
 // (it proves the proxy answers, not what it lets through). policyErr and
 // proxyErr are failed reads of the policy and the proxy.
-func sourceProbes(req host.UpdateRequest, policy wuPolicy, policyErr error, proxy winHTTPProxy, proxyErr error) []sourceProbe {
+func sourceProbes(req host.UpdateRequest, policy wuPolicy, policyErr error, proxy WinHTTPProxyConfig, proxyErr error) []sourceProbe {
 	switch req.Source {
 	case config.SourcePackages:
 		var probes []sourceProbe
@@ -380,7 +380,7 @@ type preflightChecks struct {
 	// policy reads the node's Windows Update policy (wuPolicyKey).
 	policy func() (wuPolicy, error)
 	// proxy reads the machine's WinHTTP proxy.
-	proxy func() (winHTTPProxy, error)
+	proxy func() (WinHTTPProxyConfig, error)
 	// client fetches https URLs (preflightClient).
 	client *http.Client
 	dial   func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -427,7 +427,7 @@ func (c preflightChecks) run(ctx context.Context, req host.UpdateRequest) host.P
 		timeout = preflightCheckTimeout
 	}
 	var policy wuPolicy
-	var proxy winHTTPProxy
+	var proxy WinHTTPProxyConfig
 	var policyErr, proxyErr error
 	if req.Source != config.SourcePackages {
 		policy, policyErr = c.policy()

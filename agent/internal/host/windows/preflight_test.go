@@ -39,17 +39,17 @@ func TestSourceProbes(t *testing.T) {
 		}
 		return out
 	}
-	corpProxy := winHTTPProxy{Proxy: "proxy.corp:8080", Bypass: "<local>;*.corp"}
+	corpProxy := WinHTTPProxyConfig{Proxy: "proxy.corp:8080", Bypass: "<local>;*.corp"}
 	for _, tc := range []struct {
 		name      string
 		req       host.UpdateRequest
 		policy    wuPolicy
 		policyErr error
-		proxy     winHTTPProxy
+		proxy     WinHTTPProxyConfig
 		proxyErr  error
 		want      []sourceProbe
 	}{
-		{"packages, in install order", packagesRequest(1), wuPolicy{}, nil, winHTTPProxy{}, nil, []sourceProbe{
+		{"packages, in install order", packagesRequest(1), wuPolicy{}, nil, WinHTTPProxyConfig{}, nil, []sourceProbe{
 			{Name: "https://example.com/ssu.cab", Kind: probeURL, Target: "https://example.com/ssu.cab"},
 			{Name: `C:\packages\lcu.msu`, Kind: probePath, Target: `C:\packages\lcu.msu`},
 		}},
@@ -57,36 +57,36 @@ func TestSourceProbes(t *testing.T) {
 			{Name: "https://example.com/ssu.cab", Kind: probeURL, Target: "https://example.com/ssu.cab"},
 			{Name: `C:\packages\lcu.msu`, Kind: probePath, Target: `C:\packages\lcu.msu`},
 		}},
-		{"Windows Update, no policy", windowsUpdateRequest(), wuPolicy{}, nil, winHTTPProxy{}, nil, wu("")},
-		{"the default source is Windows Update", host.UpdateRequest{Target: target}, wuPolicy{}, nil, winHTTPProxy{}, nil, wu("")},
-		{"WSUS on its own port", windowsUpdateRequest(), wuPolicy{WUServer: "http://wsus.corp:8530", UseWUServer: 1}, nil, winHTTPProxy{}, nil,
+		{"Windows Update, no policy", windowsUpdateRequest(), wuPolicy{}, nil, WinHTTPProxyConfig{}, nil, wu("")},
+		{"the default source is Windows Update", host.UpdateRequest{Target: target}, wuPolicy{}, nil, WinHTTPProxyConfig{}, nil, wu("")},
+		{"WSUS on its own port", windowsUpdateRequest(), wuPolicy{WUServer: "http://wsus.corp:8530", UseWUServer: 1}, nil, WinHTTPProxyConfig{}, nil,
 			[]sourceProbe{{Name: "WSUS http://wsus.corp:8530", Kind: probeDial, Target: "wsus.corp:8530"}}},
-		{"WSUS over https, port from the scheme", windowsUpdateRequest(), wuPolicy{WUServer: "https://wsus.corp", UseWUServer: 1}, nil, winHTTPProxy{}, nil,
+		{"WSUS over https, port from the scheme", windowsUpdateRequest(), wuPolicy{WUServer: "https://wsus.corp", UseWUServer: 1}, nil, WinHTTPProxyConfig{}, nil,
 			[]sourceProbe{{Name: "WSUS https://wsus.corp", Kind: probeDial, Target: "wsus.corp:443"}}},
-		{"WSUS over http, port from the scheme", windowsUpdateRequest(), wuPolicy{WUServer: " HTTP://wsus.corp/ ", UseWUServer: 1}, nil, winHTTPProxy{}, nil,
+		{"WSUS over http, port from the scheme", windowsUpdateRequest(), wuPolicy{WUServer: " HTTP://wsus.corp/ ", UseWUServer: 1}, nil, WinHTTPProxyConfig{}, nil,
 			[]sourceProbe{{Name: "WSUS HTTP://wsus.corp/", Kind: probeDial, Target: "wsus.corp:80"}}},
-		{"WSUS written without a scheme", windowsUpdateRequest(), wuPolicy{WUServer: "wsus.corp:8530", UseWUServer: 1}, nil, winHTTPProxy{}, nil,
+		{"WSUS written without a scheme", windowsUpdateRequest(), wuPolicy{WUServer: "wsus.corp:8530", UseWUServer: 1}, nil, WinHTTPProxyConfig{}, nil,
 			[]sourceProbe{{Name: "WSUS wsus.corp:8530", Kind: probeDial, Target: "wsus.corp:8530"}}},
-		{"WSUS by IPv6 address", windowsUpdateRequest(), wuPolicy{WUServer: "http://[fd00::5]:8530", UseWUServer: 1}, nil, winHTTPProxy{}, nil,
+		{"WSUS by IPv6 address", windowsUpdateRequest(), wuPolicy{WUServer: "http://[fd00::5]:8530", UseWUServer: 1}, nil, WinHTTPProxyConfig{}, nil,
 			[]sourceProbe{{Name: "WSUS http://[fd00::5]:8530", Kind: probeDial, Target: "[fd00::5]:8530"}}},
-		{"a WUServer left behind with UseWUServer 0 is not used", windowsUpdateRequest(), wuPolicy{WUServer: "http://wsus.corp:8530"}, nil, winHTTPProxy{}, nil, wu("")},
-		{"UseWUServer 2 is not 1", windowsUpdateRequest(), wuPolicy{WUServer: "http://wsus.corp:8530", UseWUServer: 2}, nil, winHTTPProxy{}, nil, wu("")},
-		{"UseWUServer 1 without a WUServer", windowsUpdateRequest(), wuPolicy{UseWUServer: 1}, nil, winHTTPProxy{}, nil,
+		{"a WUServer left behind with UseWUServer 0 is not used", windowsUpdateRequest(), wuPolicy{WUServer: "http://wsus.corp:8530"}, nil, WinHTTPProxyConfig{}, nil, wu("")},
+		{"UseWUServer 2 is not 1", windowsUpdateRequest(), wuPolicy{WUServer: "http://wsus.corp:8530", UseWUServer: 2}, nil, WinHTTPProxyConfig{}, nil, wu("")},
+		{"UseWUServer 1 without a WUServer", windowsUpdateRequest(), wuPolicy{UseWUServer: 1}, nil, WinHTTPProxyConfig{}, nil,
 			[]sourceProbe{{Name: "WSUS", Err: `the node's policy sets UseWUServer to 1 (HKLM\SOFTWARE\Policies\Microsoft\Windows\WindowsUpdate\AU) but names no WUServer (HKLM\SOFTWARE\Policies\Microsoft\Windows\WindowsUpdate)`}}},
-		{"a WUServer that is no http URL", windowsUpdateRequest(), wuPolicy{WUServer: "ftp://wsus.corp", UseWUServer: 1}, nil, winHTTPProxy{}, nil,
+		{"a WUServer that is no http URL", windowsUpdateRequest(), wuPolicy{WUServer: "ftp://wsus.corp", UseWUServer: 1}, nil, WinHTTPProxyConfig{}, nil,
 			[]sourceProbe{{Name: "WSUS ftp://wsus.corp", Err: `WUServer (HKLM\SOFTWARE\Policies\Microsoft\Windows\WindowsUpdate) "ftp://wsus.corp" is neither an http:// nor an https:// URL`}}},
-		{"an unreadable policy", windowsUpdateRequest(), wuPolicy{}, errors.New("Access is denied."), winHTTPProxy{}, nil,
+		{"an unreadable policy", windowsUpdateRequest(), wuPolicy{}, errors.New("Access is denied."), WinHTTPProxyConfig{}, nil,
 			[]sourceProbe{{Name: "Windows Update or WSUS", Err: `reading the node's Windows Update policy (HKLM\SOFTWARE\Policies\Microsoft\Windows\WindowsUpdate): Access is denied.`}}},
 		{"Windows Update through the WinHTTP proxy", windowsUpdateRequest(), wuPolicy{}, nil, corpProxy, nil, wu("proxy.corp:8080")},
 		{"WSUS on the proxy's bypass list", windowsUpdateRequest(), wuPolicy{WUServer: "http://wsus.corp:8530", UseWUServer: 1}, nil, corpProxy, nil,
 			[]sourceProbe{{Name: "WSUS http://wsus.corp:8530", Kind: probeDial, Target: "wsus.corp:8530"}}},
-		{"WSUS by short name is <local>", windowsUpdateRequest(), wuPolicy{WUServer: "http://wsus:8530", UseWUServer: 1}, nil, winHTTPProxy{Proxy: "proxy.corp:8080", Bypass: "<local>"}, nil,
+		{"WSUS by short name is <local>", windowsUpdateRequest(), wuPolicy{WUServer: "http://wsus:8530", UseWUServer: 1}, nil, WinHTTPProxyConfig{Proxy: "proxy.corp:8080", Bypass: "<local>"}, nil,
 			[]sourceProbe{{Name: "WSUS http://wsus:8530", Kind: probeDial, Target: "wsus:8530"}}},
 		{"WSUS through the proxy", windowsUpdateRequest(), wuPolicy{WUServer: "http://wsus.example.net:8530", UseWUServer: 1}, nil, corpProxy, nil,
 			[]sourceProbe{{Name: "WSUS http://wsus.example.net:8530 via WinHTTP proxy proxy.corp:8080", Kind: probeDial, Target: "proxy.corp:8080"}}},
-		{"an unreadable proxy: dialled directly, and said", windowsUpdateRequest(), wuPolicy{WUServer: "http://wsus.corp:8530", UseWUServer: 1}, nil, winHTTPProxy{}, errors.New("The parameter is incorrect."),
+		{"an unreadable proxy: dialled directly, and said", windowsUpdateRequest(), wuPolicy{WUServer: "http://wsus.corp:8530", UseWUServer: 1}, nil, WinHTTPProxyConfig{}, errors.New("The parameter is incorrect."),
 			[]sourceProbe{{Name: "WSUS http://wsus.corp:8530 (WinHTTP proxy unreadable: The parameter is incorrect.; dialled directly)", Kind: probeDial, Target: "wsus.corp:8530"}}},
-		{"an unknown source", host.UpdateRequest{Source: "Floppy"}, wuPolicy{}, nil, winHTTPProxy{}, nil,
+		{"an unknown source", host.UpdateRequest{Source: "Floppy"}, wuPolicy{}, nil, WinHTTPProxyConfig{}, nil,
 			[]sourceProbe{{Name: `update source "Floppy"`, Err: "not a source the agent knows"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -122,7 +122,7 @@ func TestProxyFor(t *testing.T) {
 		{"proxy.corp:8080", "WSUS.Example.NET", "http", "wsus.example.net", ""},
 		{"proxy.corp:8080", "http://wsus.example.net", "http", "wsus.example.net", ""},
 	} {
-		p := winHTTPProxy{Proxy: tc.proxy, Bypass: tc.bypass}
+		p := WinHTTPProxyConfig{Proxy: tc.proxy, Bypass: tc.bypass}
 		if got := p.proxyFor(tc.scheme, tc.host); got != tc.want {
 			t.Errorf("proxy %q bypass %q: %s://%s goes to %q, want %q", tc.proxy, tc.bypass, tc.scheme, tc.host, got, tc.want)
 		}
@@ -346,7 +346,7 @@ func TestPreflightRun(t *testing.T) {
 	checks := func(policy wuPolicy, free int64, freeErr error) preflightChecks {
 		return preflightChecks{
 			policy: func() (wuPolicy, error) { atomic.AddInt32(&policyReads, 1); return policy, nil },
-			proxy:  func() (winHTTPProxy, error) { return winHTTPProxy{}, nil },
+			proxy:  func() (WinHTTPProxyConfig, error) { return WinHTTPProxyConfig{}, nil },
 			client: srv.Client(), dial: dial, stat: stat,
 			getenv:    func(k string) string { return map[string]string{"SystemDrive": "C:"}[k] },
 			freeBytes: func(d string) (int64, error) { return free, freeErr },

@@ -31,21 +31,21 @@ const winHTTPAccessTypeNamedProxy = 3
 // readWinHTTPProxy reads the machine's WinHTTP proxy with
 // WinHttpGetDefaultProxyConfiguration, whose strings the caller frees with
 // GlobalFree.
-func readWinHTTPProxy() (winHTTPProxy, error) {
+func readWinHTTPProxy() (WinHTTPProxyConfig, error) {
 	if err := procWinHttpGetDefaultProxyConfiguration.Find(); err != nil {
-		return winHTTPProxy{}, err
+		return WinHTTPProxyConfig{}, err
 	}
 	var info winHTTPProxyInfo
 	r, _, err := procWinHttpGetDefaultProxyConfiguration.Call(uintptr(unsafe.Pointer(&info)))
 	if r == 0 {
-		return winHTTPProxy{}, fmt.Errorf("WinHttpGetDefaultProxyConfiguration: %w", err)
+		return WinHTTPProxyConfig{}, fmt.Errorf("WinHttpGetDefaultProxyConfiguration: %w", err)
 	}
 	defer globalFree(info.proxy)
 	defer globalFree(info.proxyBypass)
 	if info.accessType != winHTTPAccessTypeNamedProxy {
-		return winHTTPProxy{}, nil
+		return WinHTTPProxyConfig{}, nil
 	}
-	return winHTTPProxy{Proxy: windows.UTF16PtrToString(info.proxy), Bypass: windows.UTF16PtrToString(info.proxyBypass)}, nil
+	return WinHTTPProxyConfig{Proxy: windows.UTF16PtrToString(info.proxy), Bypass: windows.UTF16PtrToString(info.proxyBypass)}, nil
 }
 
 func globalFree(p *uint16) {

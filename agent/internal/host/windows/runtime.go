@@ -35,6 +35,8 @@ type runtimeUpgrader struct {
 	// startTask creates and starts the one-shot SYSTEM task running command.
 	startTask func(ctx context.Context, command string) error
 	now       func() time.Time
+	// proof times the new containerd's proof (zero: the defaults).
+	proof SwapProof
 	// rehash is how the files written for the task are hashed again before
 	// it starts; nil is stage.Digest (a test passes another).
 	rehash func(path string) (string, error)
@@ -90,6 +92,7 @@ func (u runtimeUpgrader) start(ctx context.Context, req host.RuntimeRequest) err
 		Revision: req.Revision, Attempt: req.Attempt, Version: req.Version,
 		InstallDir: u.installDir, NewDir: newDir, BackupDir: filepath.Join(work, "old"),
 		ResultFile: u.resultFile(), Services: swapServices, Started: u.now().UTC(), From: req.From,
+		StartWithin: u.proof.StartWithin, SettleFor: u.proof.SettleFor, CheckEvery: u.proof.CheckEvery,
 	}
 	command, err := written.plan(filepath.Join(work, "plan.json"), plan, exe, ContainerdSwapCommand, "the containerd upgrade task", u.rehash)
 	if err != nil {

@@ -36,7 +36,7 @@ func (h *Host) UpgradeContainerd(ctx context.Context, req host.RuntimeRequest) e
 	}
 	u := runtimeUpgrader{
 		dir: h.runtimeDir(), client: h.m.Net.HTTP(), releases: h.releases(),
-		self: self, installDir: filepath.Dir(bin), now: h.m.Box.Now,
+		self: self, installDir: filepath.Dir(bin), now: h.m.Box.Now, proof: h.o.SwapProof,
 		startTask: func(ctx context.Context, command string) error {
 			return h.m.Tasks.RunTask(ctx, decide.RuntimeTaskName, command)
 		},

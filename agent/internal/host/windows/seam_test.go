@@ -176,7 +176,7 @@ func TestTheStateFolderIsSecuredOrRefused(t *testing.T) {
 
 	sys, root = fresh(t)
 	os.MkdirAll(filepath.Join(root, "logs"), 0o755)
-	sys.security[root] = entrySecurity{OwnerSID: sidSystem, ACEs: []aceEntry{{Type: aceAllow, Mask: 0x1f01ff, SID: sidSystem}, {Type: aceAllow, Mask: 0x116, SID: "S-1-5-32-545"}}}
+	sys.security[root] = EntrySecurity{OwnerSID: sidSystem, ACEs: []ACE{{Type: ACEAllow, Mask: 0x1f01ff, SID: sidSystem}, {Type: ACEAllow, Mask: 0x116, SID: "S-1-5-32-545"}}}
 	sys.security[filepath.Join(root, "logs")] = sys.security[root]
 	if err := secureStateDir(sys, root); err != nil {
 		t.Errorf("an older agent's folder: %v", err)

@@ -48,9 +48,9 @@ func stateFolders(root string) []string {
 	return dirs
 }
 
-// entrySecurity is what the agent reads from the security descriptor of a
+// EntrySecurity is what the agent reads from the security descriptor of a
 // file or folder in the state folder.
-type entrySecurity struct {
+type EntrySecurity struct {
 	// OwnerSID is the owner in string form (S-1-5-18); OwnerAccount its
 	// account name (NT AUTHORITY\SYSTEM), "" when it could not be looked up.
 	OwnerSID, OwnerAccount string
@@ -58,12 +58,12 @@ type entrySecurity struct {
 	NullDACL bool
 	// Protected: the DACL inherits nothing from the parent folder.
 	Protected bool
-	ACEs      []aceEntry
+	ACEs      []ACE
 }
 
-// aceEntry is one entry of a DACL.
-type aceEntry struct {
-	// Type is the ACE type: aceAllow, aceDeny or another (object and
+// ACE is one entry of a DACL.
+type ACE struct {
+	// Type is the ACE type: ACEAllow, ACEDeny or another (object and
 	// callback ACEs, whose SID is not read).
 	Type uint8
 	// Mask is the access the entry allows or denies.
@@ -73,8 +73,8 @@ type aceEntry struct {
 }
 
 const (
-	aceAllow uint8 = 0 // ACCESS_ALLOWED_ACE_TYPE
-	aceDeny  uint8 = 1 // ACCESS_DENIED_ACE_TYPE
+	ACEAllow uint8 = 0 // ACCESS_ALLOWED_ACE_TYPE
+	ACEDeny  uint8 = 1 // ACCESS_DENIED_ACE_TYPE
 )
 
 // changeRights are the access rights that let their holder change a file or
@@ -104,7 +104,7 @@ func named(sid, account string) string {
 // checkOwner refuses a file or folder in the state folder that neither
 // SYSTEM nor Administrators owns: someone else created it before the agent
 // did, and its owner can always change its ACL back.
-func checkOwner(path string, s entrySecurity) error {
+func checkOwner(path string, s EntrySecurity) error {
 	if trustedSID(s.OwnerSID) {
 		return nil
 	}
@@ -126,7 +126,7 @@ func checkOwner(path string, s entrySecurity) error {
 // binary the containerd upgrade moved out of containerd's folder into old\
 // keeps that folder's explicit entries, such as read and execute for
 // BUILTIN\Users, which change nothing.
-func checkDACL(path string, s entrySecurity, own bool) error {
+func checkDACL(path string, s EntrySecurity, own bool) error {
 	fix := fmt.Sprintf("only SYSTEM and Administrators may change what the agent's state folder holds; delete %s as an administrator and restart the agent's pod", path)
 	if s.NullDACL {
 		return fmt.Errorf("%s has no DACL (everyone has full control): %s", path, fix)
@@ -136,8 +136,8 @@ func checkDACL(path string, s entrySecurity, own bool) error {
 	}
 	for _, a := range s.ACEs {
 		switch {
-		case a.Type == aceDeny:
-		case a.Type != aceAllow:
+		case a.Type == ACEDeny:
+		case a.Type != ACEAllow:
 			return fmt.Errorf("%s has a permission entry of type %d, which the agent does not expect: %s", path, a.Type, fix)
 		case trustedSID(a.SID):
 		case own:
@@ -206,7 +206,7 @@ func kind(t fs.FileMode) string {
 // gone by the time it is read (a containerd upgrade task still running
 // renames its files; a servicing task renames its result into place) is
 // skipped.
-func checkStateTree(root string, read func(path string) (entrySecurity, error), withDACL bool) error {
+func checkStateTree(root string, read func(path string) (EntrySecurity, error), withDACL bool) error {
 	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil && path != root && errors.Is(err, fs.ErrNotExist) {
 			return nil
@@ -245,7 +245,7 @@ func checkStateTree(root string, read func(path string) (entrySecurity, error), 
 // folder SYSTEM or Administrators own: a folder someone else owns is
 // refused as it is, and no permission is set through a link.
 func secureStateDir(sys System, root string) error {
-	read := func(path string) (entrySecurity, error) {
+	read := func(path string) (EntrySecurity, error) {
 		s, _, err := sys.FileSecurity(path)
 		return s, err
 	}

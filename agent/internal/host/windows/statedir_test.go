@@ -63,16 +63,16 @@ func TestCheckOwner(t *testing.T) {
 	const dir = `C:\ProgramData\winpool`
 	for _, c := range []struct {
 		name  string
-		s     entrySecurity
+		s     EntrySecurity
 		words []string // nil: no error
 	}{
-		{"SYSTEM", entrySecurity{OwnerSID: "S-1-5-18", OwnerAccount: `NT AUTHORITY\SYSTEM`}, nil},
-		{"Administrators", entrySecurity{OwnerSID: "S-1-5-32-544"}, nil},
-		{"a user who created it first", entrySecurity{OwnerSID: userSID, OwnerAccount: `WIN-NODE1\bob`},
+		{"SYSTEM", EntrySecurity{OwnerSID: "S-1-5-18", OwnerAccount: `NT AUTHORITY\SYSTEM`}, nil},
+		{"Administrators", EntrySecurity{OwnerSID: "S-1-5-32-544"}, nil},
+		{"a user who created it first", EntrySecurity{OwnerSID: userSID, OwnerAccount: `WIN-NODE1\bob`},
 			[]string{dir, userSID + ` (WIN-NODE1\bob)`, "not by SYSTEM (S-1-5-18) or Administrators (S-1-5-32-544)", "will not use it",
 				"Delete it as an administrator", `Remove-Item -Recurse -Force '` + dir + `'`}},
-		{"an owner without a name", entrySecurity{OwnerSID: "S-1-5-32-545"}, []string{"owned by S-1-5-32-545, not"}},
-		{"no owner", entrySecurity{}, []string{"owned by no one"}},
+		{"an owner without a name", EntrySecurity{OwnerSID: "S-1-5-32-545"}, []string{"owned by S-1-5-32-545, not"}},
+		{"no owner", EntrySecurity{}, []string{"owned by no one"}},
 	} {
 		err := checkOwner(dir, c.s)
 		wantRefusal(t, c.name, err, c.words)
@@ -90,35 +90,35 @@ func TestCheckDACL(t *testing.T) {
 		genericWrite = 0x40000000
 		writeDAC     = 0x40000
 	)
-	ours := []aceEntry{{Type: aceAllow, Mask: fullControl, SID: "S-1-5-18"}, {Type: aceAllow, Mask: fullControl, SID: "S-1-5-32-544"}}
-	plus := func(e aceEntry) []aceEntry { return append(append([]aceEntry{}, ours...), e) }
-	users := func(mask uint32) aceEntry {
-		return aceEntry{Type: aceAllow, Mask: mask, SID: "S-1-5-32-545", Account: `BUILTIN\Users`}
+	ours := []ACE{{Type: ACEAllow, Mask: fullControl, SID: "S-1-5-18"}, {Type: ACEAllow, Mask: fullControl, SID: "S-1-5-32-544"}}
+	plus := func(e ACE) []ACE { return append(append([]ACE{}, ours...), e) }
+	users := func(mask uint32) ACE {
+		return ACE{Type: ACEAllow, Mask: mask, SID: "S-1-5-32-545", Account: `BUILTIN\Users`}
 	}
 	for _, c := range []struct {
 		name  string
-		s     entrySecurity
+		s     EntrySecurity
 		own   bool
 		words []string // nil: no error
 	}{
-		{"the state folder's DACL", entrySecurity{Protected: true, ACEs: ours}, true, nil},
-		{"an empty DACL grants no one", entrySecurity{Protected: true}, true, nil},
-		{"still inheriting after the agent set it", entrySecurity{ACEs: ours}, true, []string{dir, "still inherits"}},
-		{"the agent's folder grants Users read", entrySecurity{Protected: true, ACEs: plus(users(readExecute))}, true,
+		{"the state folder's DACL", EntrySecurity{Protected: true, ACEs: ours}, true, nil},
+		{"an empty DACL grants no one", EntrySecurity{Protected: true}, true, nil},
+		{"still inheriting after the agent set it", EntrySecurity{ACEs: ours}, true, []string{dir, "still inherits"}},
+		{"the agent's folder grants Users read", EntrySecurity{Protected: true, ACEs: plus(users(readExecute))}, true,
 			[]string{dir + ` grants access to S-1-5-32-545 (BUILTIN\Users)`, "only SYSTEM and Administrators"}},
-		{"a deny entry takes nothing away", entrySecurity{Protected: true, ACEs: plus(aceEntry{Type: aceDeny, Mask: fullControl, SID: "S-1-1-0"})}, true, nil},
-		{"inherited from the state folder", entrySecurity{ACEs: ours}, false, nil},
-		{"a moved binary Users may run", entrySecurity{ACEs: plus(users(readExecute))}, false, nil},
-		{"generic read and execute", entrySecurity{ACEs: plus(users(genericRX))}, false, nil},
-		{"ProgramData's create-files entry", entrySecurity{ACEs: plus(users(createFiles))}, false,
+		{"a deny entry takes nothing away", EntrySecurity{Protected: true, ACEs: plus(ACE{Type: ACEDeny, Mask: fullControl, SID: "S-1-1-0"})}, true, nil},
+		{"inherited from the state folder", EntrySecurity{ACEs: ours}, false, nil},
+		{"a moved binary Users may run", EntrySecurity{ACEs: plus(users(readExecute))}, false, nil},
+		{"generic read and execute", EntrySecurity{ACEs: plus(users(genericRX))}, false, nil},
+		{"ProgramData's create-files entry", EntrySecurity{ACEs: plus(users(createFiles))}, false,
 			[]string{dir + ` lets S-1-5-32-545 (BUILTIN\Users) change it (access mask 0x116)`, "only SYSTEM and Administrators"}},
-		{"CREATOR OWNER", entrySecurity{ACEs: plus(aceEntry{Type: aceAllow, Mask: genericAll, SID: "S-1-3-0"})}, false, []string{"lets S-1-3-0 change it"}},
-		{"a user, first", entrySecurity{ACEs: []aceEntry{{Type: aceAllow, Mask: fullControl, SID: userSID}}}, false, []string{userSID}},
-		{"generic write", entrySecurity{ACEs: plus(users(genericWrite))}, false, []string{"access mask 0x40000000"}},
-		{"change permissions alone", entrySecurity{ACEs: plus(users(writeDAC))}, false, []string{"access mask 0x40000"}},
-		{"no DACL", entrySecurity{NullDACL: true, Protected: true}, true, []string{"has no DACL", "everyone has full control"}},
-		{"no DACL below", entrySecurity{NullDACL: true}, false, []string{"has no DACL"}},
-		{"an object ACE", entrySecurity{ACEs: plus(aceEntry{Type: 5})}, false, []string{"type 5"}},
+		{"CREATOR OWNER", EntrySecurity{ACEs: plus(ACE{Type: ACEAllow, Mask: genericAll, SID: "S-1-3-0"})}, false, []string{"lets S-1-3-0 change it"}},
+		{"a user, first", EntrySecurity{ACEs: []ACE{{Type: ACEAllow, Mask: fullControl, SID: userSID}}}, false, []string{userSID}},
+		{"generic write", EntrySecurity{ACEs: plus(users(genericWrite))}, false, []string{"access mask 0x40000000"}},
+		{"change permissions alone", EntrySecurity{ACEs: plus(users(writeDAC))}, false, []string{"access mask 0x40000"}},
+		{"no DACL", EntrySecurity{NullDACL: true, Protected: true}, true, []string{"has no DACL", "everyone has full control"}},
+		{"no DACL below", EntrySecurity{NullDACL: true}, false, []string{"has no DACL"}},
+		{"an object ACE", EntrySecurity{ACEs: plus(ACE{Type: 5})}, false, []string{"type 5"}},
 	} {
 		err := checkDACL(dir, c.s, c.own)
 		wantRefusal(t, c.name, err, c.words)
@@ -179,75 +179,75 @@ func TestCheckEntryType(t *testing.T) {
 }
 
 func TestCheckStateTree(t *testing.T) {
-	trusted := entrySecurity{OwnerSID: "S-1-5-18", ACEs: []aceEntry{{Type: aceAllow, SID: "S-1-5-18"}, {Type: aceAllow, SID: "S-1-5-32-544"}}}
+	trusted := EntrySecurity{OwnerSID: "S-1-5-18", ACEs: []ACE{{Type: ACEAllow, SID: "S-1-5-18"}, {Type: ACEAllow, SID: "S-1-5-32-544"}}}
 	for _, c := range []struct {
 		name string
 		// change alters the laid-out tree and the security read of its paths.
-		change func(t *testing.T, root string, sec map[string]entrySecurity, fail map[string]error)
+		change func(t *testing.T, root string, sec map[string]EntrySecurity, fail map[string]error)
 		words  []string // nil: no error
 		// ownersOnly: the walk before the agent sets any permission, which
 		// leaves the DACLs an older agent's folder inherited to after.
 		ownersOnly bool
 	}{
-		{"every entry the agent's", func(*testing.T, string, map[string]entrySecurity, map[string]error) {}, nil, false},
-		{"a file planted in a sub-folder", func(t *testing.T, root string, sec map[string]entrySecurity, _ map[string]error) {
+		{"every entry the agent's", func(*testing.T, string, map[string]EntrySecurity, map[string]error) {}, nil, false},
+		{"a file planted in a sub-folder", func(t *testing.T, root string, sec map[string]EntrySecurity, _ map[string]error) {
 			p := filepath.Join(root, "runtime", "r2-1", "winpool-agent.exe")
 			write(t, p)
-			sec[p] = entrySecurity{OwnerSID: userSID, ACEs: trusted.ACEs}
+			sec[p] = EntrySecurity{OwnerSID: userSID, ACEs: trusted.ACEs}
 		}, []string{filepath.Join(root0, "runtime", "r2-1", "winpool-agent.exe") + " is owned by " + userSID}, false},
-		{"a squatted state folder", func(t *testing.T, root string, sec map[string]entrySecurity, _ map[string]error) {
-			sec[root] = entrySecurity{OwnerSID: userSID}
+		{"a squatted state folder", func(t *testing.T, root string, sec map[string]EntrySecurity, _ map[string]error) {
+			sec[root] = EntrySecurity{OwnerSID: userSID}
 		}, []string{root0 + " is owned by " + userSID}, false},
-		{"a link", func(t *testing.T, root string, _ map[string]entrySecurity, _ map[string]error) {
+		{"a link", func(t *testing.T, root string, _ map[string]EntrySecurity, _ map[string]error) {
 			if err := os.Symlink(filepath.Join(root, "..", "elsewhere"), filepath.Join(root, "runtime", "r2-1")); err != nil {
 				t.Fatal(err)
 			}
 		}, []string{filepath.Join(root0, "runtime", "r2-1") + " is a symbolic link"}, false},
-		{"Users may add files to a folder", func(t *testing.T, root string, sec map[string]entrySecurity, _ map[string]error) {
+		{"Users may add files to a folder", func(t *testing.T, root string, sec map[string]EntrySecurity, _ map[string]error) {
 			p := filepath.Join(root, "updates")
-			sec[p] = entrySecurity{OwnerSID: "S-1-5-18", ACEs: append(append([]aceEntry{}, trusted.ACEs...), aceEntry{Type: aceAllow, Mask: 0x116, SID: "S-1-5-32-545"})}
+			sec[p] = EntrySecurity{OwnerSID: "S-1-5-18", ACEs: append(append([]ACE{}, trusted.ACEs...), ACE{Type: ACEAllow, Mask: 0x116, SID: "S-1-5-32-545"})}
 		}, []string{filepath.Join(root0, "updates") + " lets S-1-5-32-545 change it"}, false},
-		{"before the agent sets permissions, an older agent's inherited ones pass", func(t *testing.T, root string, sec map[string]entrySecurity, _ map[string]error) {
+		{"before the agent sets permissions, an older agent's inherited ones pass", func(t *testing.T, root string, sec map[string]EntrySecurity, _ map[string]error) {
 			p := filepath.Join(root, "updates")
-			sec[p] = entrySecurity{OwnerSID: "S-1-5-18", ACEs: append(append([]aceEntry{}, trusted.ACEs...), aceEntry{Type: aceAllow, Mask: 0x116, SID: "S-1-5-32-545"})}
+			sec[p] = EntrySecurity{OwnerSID: "S-1-5-18", ACEs: append(append([]ACE{}, trusted.ACEs...), ACE{Type: ACEAllow, Mask: 0x116, SID: "S-1-5-32-545"})}
 		}, nil, true},
-		{"but not what someone else planted there", func(t *testing.T, root string, sec map[string]entrySecurity, _ map[string]error) {
+		{"but not what someone else planted there", func(t *testing.T, root string, sec map[string]EntrySecurity, _ map[string]error) {
 			p := filepath.Join(root, "runtime", "r2-1", "new", "containerd.exe")
 			write(t, p)
-			sec[p] = entrySecurity{OwnerSID: userSID}
+			sec[p] = EntrySecurity{OwnerSID: userSID}
 		}, []string{filepath.Join(root0, "runtime", "r2-1", "new", "containerd.exe") + " is owned by " + userSID}, true},
-		{"nor a link", func(t *testing.T, root string, _ map[string]entrySecurity, _ map[string]error) {
+		{"nor a link", func(t *testing.T, root string, _ map[string]EntrySecurity, _ map[string]error) {
 			if err := os.Symlink(filepath.Join(root, "..", "elsewhere"), filepath.Join(root, "logs", "winpool-agent.log.1")); err != nil {
 				t.Fatal(err)
 			}
 		}, []string{filepath.Join(root0, "logs", "winpool-agent.log.1") + " is a symbolic link"}, true},
-		{"an entry that cannot be read", func(t *testing.T, root string, _ map[string]entrySecurity, fail map[string]error) {
+		{"an entry that cannot be read", func(t *testing.T, root string, _ map[string]EntrySecurity, fail map[string]error) {
 			fail[filepath.Join(root, "state.json")] = errors.New("Access is denied.")
 		}, []string{"reading the owner and permissions of " + filepath.Join(root0, "state.json"), "Access is denied."}, false},
-		{"a binary moved out of containerd's folder keeps its owner", func(t *testing.T, root string, sec map[string]entrySecurity, _ map[string]error) {
+		{"a binary moved out of containerd's folder keeps its owner", func(t *testing.T, root string, sec map[string]EntrySecurity, _ map[string]error) {
 			p := filepath.Join(root, "runtime", "r1-1", "old", "containerd.exe")
 			write(t, p)
-			sec[p] = entrySecurity{OwnerSID: userSID, ACEs: append(append([]aceEntry{}, trusted.ACEs...), aceEntry{Type: aceAllow, Mask: 0x1200a9, SID: "S-1-5-32-545"})}
+			sec[p] = EntrySecurity{OwnerSID: userSID, ACEs: append(append([]ACE{}, trusted.ACEs...), ACE{Type: ACEAllow, Mask: 0x1200a9, SID: "S-1-5-32-545"})}
 		}, nil, false},
-		{"but one others may change is refused", func(t *testing.T, root string, sec map[string]entrySecurity, _ map[string]error) {
+		{"but one others may change is refused", func(t *testing.T, root string, sec map[string]EntrySecurity, _ map[string]error) {
 			p := filepath.Join(root, "runtime", "r1-1", "old", "containerd.exe")
 			write(t, p)
-			sec[p] = entrySecurity{OwnerSID: userSID, ACEs: []aceEntry{{Type: aceAllow, Mask: 0x1f01ff, SID: userSID}}}
+			sec[p] = EntrySecurity{OwnerSID: userSID, ACEs: []ACE{{Type: ACEAllow, Mask: 0x1f01ff, SID: userSID}}}
 		}, []string{filepath.Join(root0, "runtime", "r1-1", "old", "containerd.exe") + " lets " + userSID + " change it"}, false},
-		{"and a squatted old folder is refused", func(t *testing.T, root string, sec map[string]entrySecurity, _ map[string]error) {
+		{"and a squatted old folder is refused", func(t *testing.T, root string, sec map[string]EntrySecurity, _ map[string]error) {
 			p := filepath.Join(root, "runtime", "r2-1", "old")
 			write(t, filepath.Join(p, "ctr.exe"))
-			sec[p] = entrySecurity{OwnerSID: userSID, ACEs: trusted.ACEs}
+			sec[p] = EntrySecurity{OwnerSID: userSID, ACEs: trusted.ACEs}
 		}, []string{filepath.Join(root0, "runtime", "r2-1", "old") + " is owned by " + userSID}, false},
-		{"as is a squatted folder inside old", func(t *testing.T, root string, sec map[string]entrySecurity, _ map[string]error) {
+		{"as is a squatted folder inside old", func(t *testing.T, root string, sec map[string]EntrySecurity, _ map[string]error) {
 			p := filepath.Join(root, "runtime", "r1-1", "old", "sub")
 			write(t, filepath.Join(p, "ctr.exe"))
-			sec[p] = entrySecurity{OwnerSID: userSID, ACEs: trusted.ACEs}
+			sec[p] = EntrySecurity{OwnerSID: userSID, ACEs: trusted.ACEs}
 		}, []string{filepath.Join(root0, "runtime", "r1-1", "old", "sub") + " is owned by " + userSID}, false},
-		{"an entry gone before it is read", func(t *testing.T, root string, _ map[string]entrySecurity, fail map[string]error) {
+		{"an entry gone before it is read", func(t *testing.T, root string, _ map[string]EntrySecurity, fail map[string]error) {
 			fail[filepath.Join(root, "runtime", "result.json")] = fmt.Errorf("open: %w", fs.ErrNotExist)
 		}, nil, false},
-		{"the state folder is a file", func(t *testing.T, root string, _ map[string]entrySecurity, _ map[string]error) {
+		{"the state folder is a file", func(t *testing.T, root string, _ map[string]EntrySecurity, _ map[string]error) {
 			if err := os.RemoveAll(root); err != nil {
 				t.Fatal(err)
 			}
@@ -260,13 +260,13 @@ func TestCheckStateTree(t *testing.T) {
 			for _, p := range []string{"state.json", "logs/winpool-agent.log", "runtime/result.json", "runtime/r1-1/new/containerd.exe", "updates/r1/01/kb.msu"} {
 				write(t, filepath.Join(root, filepath.FromSlash(p)))
 			}
-			sec, fail := map[string]entrySecurity{}, map[string]error{}
+			sec, fail := map[string]EntrySecurity{}, map[string]error{}
 			c.change(t, root, sec, fail)
 			var read []string
-			err := checkStateTree(root, func(p string) (entrySecurity, error) {
+			err := checkStateTree(root, func(p string) (EntrySecurity, error) {
 				read = append(read, p)
 				if err := fail[p]; err != nil {
-					return entrySecurity{}, err
+					return EntrySecurity{}, err
 				}
 				if s, ok := sec[p]; ok {
 					return s, nil

@@ -34,7 +34,7 @@ func (winSystem) CreateFolder(dir, sddl string) error {
 	return nil
 }
 
-func (winSystem) FileSecurity(path string) (entrySecurity, fs.FileMode, error) {
+func (winSystem) FileSecurity(path string) (EntrySecurity, fs.FileMode, error) {
 	s, mode, err := readEntry(path)
 	if errors.Is(err, windows.ERROR_FILE_NOT_FOUND) || errors.Is(err, windows.ERROR_PATH_NOT_FOUND) {
 		return s, mode, fs.ErrNotExist
@@ -58,21 +58,21 @@ func (winSystem) SetFolderDACL(dir, sddl string) error {
 // readEntry reads the owner and DACL of a file or folder, and whether it is
 // a folder, a file or a reparse point, from the entry itself: a symbolic
 // link or a junction is opened, not followed.
-func readEntry(path string) (entrySecurity, fs.FileMode, error) {
+func readEntry(path string) (EntrySecurity, fs.FileMode, error) {
 	p, err := windows.UTF16PtrFromString(path)
 	if err != nil {
-		return entrySecurity{}, 0, err
+		return EntrySecurity{}, 0, err
 	}
 	h, err := windows.CreateFile(p, windows.READ_CONTROL|windows.FILE_READ_ATTRIBUTES,
 		windows.FILE_SHARE_READ|windows.FILE_SHARE_WRITE|windows.FILE_SHARE_DELETE, nil, windows.OPEN_EXISTING,
 		windows.FILE_FLAG_BACKUP_SEMANTICS|windows.FILE_FLAG_OPEN_REPARSE_POINT, 0)
 	if err != nil {
-		return entrySecurity{}, 0, err
+		return EntrySecurity{}, 0, err
 	}
 	defer windows.CloseHandle(h)
 	var info windows.ByHandleFileInformation
 	if err := windows.GetFileInformationByHandle(h, &info); err != nil {
-		return entrySecurity{}, 0, err
+		return EntrySecurity{}, 0, err
 	}
 	var mode fs.FileMode
 	switch {
@@ -83,15 +83,15 @@ func readEntry(path string) (entrySecurity, fs.FileMode, error) {
 	}
 	sd, err := windows.GetSecurityInfo(h, windows.SE_FILE_OBJECT, windows.OWNER_SECURITY_INFORMATION|windows.DACL_SECURITY_INFORMATION)
 	if err != nil {
-		return entrySecurity{}, mode, err
+		return EntrySecurity{}, mode, err
 	}
 	s, err := security(sd)
 	return s, mode, err
 }
 
 // security is the part of a security descriptor statedir.go decides on.
-func security(sd *windows.SECURITY_DESCRIPTOR) (entrySecurity, error) {
-	var s entrySecurity
+func security(sd *windows.SECURITY_DESCRIPTOR) (EntrySecurity, error) {
+	var s EntrySecurity
 	owner, _, err := sd.Owner()
 	if err != nil {
 		return s, fmt.Errorf("reading the owner: %w", err)
@@ -117,11 +117,11 @@ func security(sd *windows.SECURITY_DESCRIPTOR) (entrySecurity, error) {
 		if err := windows.GetAce(dacl, uint32(i), &ace); err != nil {
 			return s, fmt.Errorf("reading entry %d of the DACL: %w", i, err)
 		}
-		e := aceEntry{Type: ace.Header.AceType, Mask: uint32(ace.Mask)}
+		e := ACE{Type: ace.Header.AceType, Mask: uint32(ace.Mask)}
 		// Allowed and denied ACEs hold the SID right after the mask; other
 		// types (object, callback ACEs) are laid out differently and are
 		// refused by type alone.
-		if e.Type == aceAllow || e.Type == aceDeny {
+		if e.Type == ACEAllow || e.Type == ACEDeny {
 			sid := (*windows.SID)(unsafe.Pointer(&ace.SidStart))
 			e.SID = sid.String()
 			if !trustedSID(e.SID) { // named only in an error

@@ -43,7 +43,7 @@ type System interface {
 	// kind of entry it is (fs.ModeDir, fs.ModeIrregular for a reparse
 	// point, 0 for a file), from the entry itself: a link is not followed;
 	// fs.ErrNotExist when there is none.
-	FileSecurity(path string) (entrySecurity, fs.FileMode, error)
+	FileSecurity(path string) (EntrySecurity, fs.FileMode, error)
 	// SetFolderDACL gives dir the protected DACL of sddl.
 	SetFolderDACL(dir, sddl string) error
 }

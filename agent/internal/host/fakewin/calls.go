@@ -1,0 +1,287 @@
+package fakewin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"winpool.dev/agent/internal/hns"
+	"winpool.dev/agent/internal/host"
+	"winpool.dev/agent/internal/host/windows"
+)
+
+// tasks is Task Scheduler: a task runs the agent's own task body (the
+// program it names is the agent), on the machine, until it ends or the
+// machine boots again. A run of a task that still runs is ignored, as
+// Task Scheduler's default MultipleInstancesPolicy (IgnoreNew) does.
+type tasks struct{ m *Machine }
+
+func (t tasks) RunTask(_ context.Context, name, command string) error {
+	args := commandLine(command)
+	if len(args) != 3 {
+		return fmt.Errorf("task %s: %q is not `<agent> <subcommand> <plan>`", name, command)
+	}
+	m := t.m
+	m.mu.Lock()
+	if _, runs := m.tasks[name]; runs {
+		m.mu.Unlock()
+		return nil
+	}
+	ctx, cancel := context.WithCancel(m.bootCtx)
+	run := &taskRun{cancel: cancel}
+	m.tasks[name] = run
+	switch args[1] {
+	case windows.ServicingCommand:
+		m.installs++
+		var plan struct {
+			Target string `json:"target"`
+		}
+		// The source offers what the plan asks for: a WSUS that approved
+		// exactly the pool's update (Catalogue.Lands moves it).
+		if err := readJSON(args[2], &plan); err == nil {
+			m.wu.asked, _ = host.ParseBuild(plan.Target)
+		}
+	case windows.ContainerdSwapCommand:
+		m.swaps++
+	default:
+		delete(m.tasks, name)
+		m.mu.Unlock()
+		cancel()
+		return fmt.Errorf("task %s: unknown subcommand %q", name, args[1])
+	}
+	m.mu.Unlock()
+	if m.o.OnTaskStarted != nil {
+		go m.o.OnTaskStarted(name)
+	}
+	go func() {
+		defer cancel()
+		var rolledBack bool
+		if args[1] == windows.ServicingCommand {
+			_, _ = windows.RunServicingOn(ctx, m.OS(), args[2])
+		} else {
+			r, _ := windows.RunContainerdSwapOn(ctx, m.OS(), args[2])
+			rolledBack = r.Phase == host.RuntimeRolledBack
+		}
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if rolledBack {
+			m.rollback++
+		}
+		if m.tasks[name] == run {
+			delete(m.tasks, name)
+		}
+	}()
+	return nil
+}
+
+// taskRun is a task running.
+type taskRun struct{ cancel context.CancelFunc }
+
+// commandLine splits a task's command line: quoted paths, bare words.
+func commandLine(s string) []string {
+	var out []string
+	for s = strings.TrimSpace(s); s != ""; s = strings.TrimSpace(s) {
+		if s[0] == '"' {
+			end := strings.IndexByte(s[1:], '"')
+			if end < 0 {
+				return append(out, s[1:])
+			}
+			out, s = append(out, s[1:end+1]), s[end+2:]
+			continue
+		}
+		word, rest, _ := strings.Cut(s, " ")
+		out, s = append(out, word), rest
+	}
+	return out
+}
+
+// programs runs the programs a node has: containerd, shutdown, DISM.
+type programs struct{ m *Machine }
+
+func (p programs) Run(ctx context.Context, exe string, args ...string) (windows.Output, error) {
+	if ctx.Err() != nil {
+		return windows.Output{}, ctx.Err()
+	}
+	switch strings.ToLower(filepath.Base(strings.ReplaceAll(exe, `\`, "/"))) {
+	case "containerd.exe", "containerd":
+		return p.containerd(exe, args)
+	case "shutdown.exe":
+		return p.shutdown(args)
+	case "dism.exe":
+		return p.dism(ctx, args)
+	}
+	return windows.Output{}, &fs.PathError{Op: "exec", Path: exe, Err: fs.ErrNotExist}
+}
+
+// containerd is the installed containerd.exe: its file holds the line its
+// --version prints; config migrate prints the config it was given.
+func (p programs) containerd(exe string, args []string) (windows.Output, error) {
+	b, err := os.ReadFile(exe)
+	if err != nil {
+		return windows.Output{}, &fs.PathError{Op: "exec", Path: exe, Err: fs.ErrNotExist}
+	}
+	switch {
+	case len(args) == 1 && args[0] == "--version":
+		return windows.Output{Stdout: b}, nil
+	case len(args) == 4 && args[0] == "--config" && args[2] == "config" && args[3] == "migrate":
+		cfg, err := os.ReadFile(args[1])
+		if err != nil {
+			return windows.Output{Stderr: []byte(err.Error()), ExitCode: 1}, nil
+		}
+		return windows.Output{Stdout: []byte(strings.Replace(string(cfg), "version = 2", "version = 3", 1))}, nil
+	}
+	return windows.Output{Stderr: []byte("containerd: unexpected arguments " + strings.Join(args, " ")), ExitCode: 1}, nil
+}
+
+// shutdown /r starts the reboot: the machine goes down on its own time.
+func (p programs) shutdown(args []string) (windows.Output, error) {
+	reason := ""
+	restart := false
+	for i, a := range args {
+		switch {
+		case strings.EqualFold(a, "/r"):
+			restart = true
+		case strings.EqualFold(a, "/c") && i+1 < len(args):
+			reason = strings.TrimPrefix(args[i+1], "winpool: ")
+		}
+	}
+	if !restart {
+		return windows.Output{Stderr: []byte("shutdown: only /r is simulated"), ExitCode: 87}, nil
+	}
+	m := p.m
+	m.mu.Lock()
+	m.reboots = append(m.reboots, reason)
+	m.mu.Unlock()
+	if m.o.OnReboot == nil {
+		m.Boot()
+	} else {
+		go m.o.OnReboot(reason)
+	}
+	return windows.Output{}, nil
+}
+
+// dism /Add-Package installs a package: the update the plan asked for is
+// staged for the next boot, exit 3010 (or the catalogue's failure).
+func (p programs) dism(ctx context.Context, args []string) (windows.Output, error) {
+	code, err := p.m.install(ctx, false)
+	if err != nil {
+		return windows.Output{}, err
+	}
+	return windows.Output{ExitCode: code}, nil
+}
+
+// hcn is HNS: kube-proxy's network, and what the fleet's model says HNS
+// holds.
+type hcn struct{ m *Machine }
+
+func (h hcn) counts() (host.HNSCounts, error) {
+	if h.m.o.HNS == nil {
+		return host.HNSCounts{}, nil
+	}
+	return h.m.o.HNS()
+}
+
+func (h hcn) Networks() ([]hns.Network, error) {
+	if _, err := h.counts(); err != nil {
+		return nil, err
+	}
+	nets := []hns.Network{{ID: "ext-0", Name: "ext", Type: "L2Bridge"}}
+	if h.m.o.Network.Name != "" {
+		n := h.m.o.Network
+		n.ID = "net-0"
+		nets = append(nets, n)
+	}
+	return nets, nil
+}
+
+func (h hcn) LoadBalancers() (int, error) {
+	c, err := h.counts()
+	return c.LoadBalancers, err
+}
+
+func (h hcn) Endpoints(id string) ([]hns.Endpoint, error) {
+	c, err := h.counts()
+	if err != nil || id != "net-0" {
+		return nil, err
+	}
+	eps := make([]hns.Endpoint, c.RemoteEndpoints)
+	for i := range eps {
+		eps[i].Remote = true
+	}
+	return eps, nil
+}
+
+// box is the machine's clock, its environment and its disk.
+type box struct{ m *Machine }
+
+func (b box) Now() time.Time { return time.Now() }
+
+func (b box) SinceBoot() time.Duration {
+	b.m.mu.Lock()
+	defer b.m.mu.Unlock()
+	return time.Since(b.m.booted)
+}
+
+func (b box) Executable() (string, error) { return b.m.agentProgram(), nil }
+
+func (b box) Getenv(k string) string {
+	switch strings.ToLower(k) {
+	case "programdata":
+		return b.m.Path(`ProgramData`)
+	case "programfiles":
+		return b.m.Path(`Program Files`)
+	case "systemroot":
+		return b.m.Path(`Windows`)
+	case "systemdrive":
+		return "C:"
+	}
+	return ""
+}
+
+// Setenv: the task's environment is its own process's; the machine keeps
+// nothing of it.
+func (b box) Setenv(string, string) error { return nil }
+
+func (b box) Stat(p string) (fs.FileInfo, error) { return os.Stat(p) }
+
+func (b box) FreeBytes(drive string) (int64, error) {
+	if !strings.EqualFold(drive, "C:") {
+		return -1, fmt.Errorf("no drive %s", drive)
+	}
+	if b.m.o.FreeBytes > 0 {
+		return b.m.o.FreeBytes, nil
+	}
+	return 64 << 30, nil
+}
+
+func (b box) ProductVersion(path string) string {
+	b.m.mu.Lock()
+	defer b.m.mu.Unlock()
+	for _, s := range b.m.services {
+		if b.m.Path(s.Program) == path {
+			return s.ProductVersion
+		}
+	}
+	return ""
+}
+
+var errUnreachable = errors.New("dial tcp: connect: connection timed out")
+
+// dialPipe answers for a pipe some running service serves.
+func (m *Machine) pipeAnswers(pipe string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if strings.Contains(pipe, `\csi-proxy-`) {
+		for _, s := range m.services {
+			if strings.Contains(strings.ToLower(s.Name), "csi") && s.running {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,317 @@
+// Package fakewin is a Windows Server machine in memory, under the seam the
+// agent's Windows logic runs on (windows.Machine): a registry, a service
+// control manager whose services start, stop and crash, Task Scheduler
+// running the agent's tasks, a Windows Update Agent with a catalogue, DISM,
+// HNS networks, a boot sequence, and files in a real folder standing for C:.
+// It knows nothing of winpool's decisions: the simulated fleet and the
+// tests run windows.Host over it, so the code a Windows node runs is the
+// code they run; a fault is a way this machine behaves (faults.go in
+// package fleet), never a second implementation of servicing.
+package fakewin
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"winpool.dev/agent/internal/hns"
+	"winpool.dev/agent/internal/host"
+	"winpool.dev/agent/internal/host/windows"
+)
+
+// Registry keys and values the machine keeps as Windows does.
+const (
+	currentVersionKey = `SOFTWARE\Microsoft\Windows NT\CurrentVersion`
+	cbsRebootPending  = `SOFTWARE\Microsoft\Windows\CurrentVersion\Component Based Servicing\RebootPending`
+	wuRebootRequired  = `SOFTWARE\Microsoft\Windows\CurrentVersion\WindowsUpdate\Auto Update\RebootRequired`
+	sessionManagerKey = `SYSTEM\CurrentControlSet\Control\Session Manager`
+	servicesKey       = `SYSTEM\CurrentControlSet\Services\`
+)
+
+// Service is a host service as the node image installs it.
+type Service struct {
+	Name string
+	// Program is the file the service runs, under the machine's C:
+	// (`Program Files\containerd\containerd.exe`).
+	Program string
+	// NSSM: the service's ImagePath is nssm.exe, and Program is NSSM's
+	// Parameters\Application (AKS).
+	NSSM bool
+	// DependsOn: services that must run for this one to (kubeproxy on
+	// kubelet on AKS); a stop of one of them stops this one first.
+	DependsOn []string
+	// ProductVersion is the program's version resource ("": none, as the
+	// csi-proxy binaries AKS ships have none).
+	ProductVersion string
+}
+
+// Options is the machine as its image built it, and how it behaves.
+type Options struct {
+	// Root is the folder standing for C:; "" makes a temporary one, removed
+	// by Close.
+	Root  string
+	Build host.Build
+	// Containerd is the version of the containerd.exe installed.
+	Containerd string
+	// Services the image installs; the containerd service's Program is
+	// where Containerd is installed. Every service runs at boot.
+	Services []Service
+	// Network is kube-proxy's HNS network (its name and hcn type); a zero
+	// Network: none.
+	Network hns.Network
+	// HNS is what HNS holds now (the fleet's model of kube-proxy); nil:
+	// nothing. An error is HNS not answering.
+	HNS func() (host.HNSCounts, error)
+	// Catalogue is what Windows Update (or WSUS) offers this machine.
+	Catalogue Catalogue
+	// FileRenames, when set, are PendingFileRenameOperations entries that
+	// are there at first boot and put back at every boot (Defender, an
+	// installer's leftovers).
+	FileRenames []string
+	// ReadFails, when set, decides whether the n-th read of the build from
+	// the registry (from 1) fails, and how.
+	ReadFails func(n int) error
+	// RuntimeCrashLoops: a containerd installed by an upgrade answers CRI
+	// once, then crash-loops while its service (NSSM) still says Running.
+	RuntimeCrashLoops bool
+	// FreeBytes on C: (0: 64 GiB).
+	FreeBytes int64
+	// OnReboot is called, on its own goroutine, when shutdown /r is run;
+	// the caller plays the reboot and calls Boot. Nil: Boot at once.
+	OnReboot func(reason string)
+	// OnTaskStarted is called, on its own goroutine, when Task Scheduler
+	// starts a task (its name).
+	OnTaskStarted func(name string)
+}
+
+// Machine is a simulated Windows machine. Safe for concurrent use.
+type Machine struct {
+	o    Options
+	root string
+	temp bool
+
+	mu       sync.Mutex
+	strs     map[string]string // `key\value`
+	ints     map[string]uint64
+	multi    map[string][]string
+	keys     map[string]bool
+	services map[string]*service
+	// staged is the build the next boot lands on (a cumulative update's
+	// pending operations); nil: none.
+	staged   *host.Build
+	booted   time.Time
+	builds   int // reads of the build
+	unreach  string
+	wu       wuState
+	tasks    map[string]*taskRun
+	reboots  []string
+	installs int
+	swaps    int
+	rollback int
+	// bootContainerd is the containerd version the machine booted with.
+	bootContainerd string
+	bootCtx        context.Context
+	bootEnd        context.CancelFunc
+}
+
+type service struct {
+	Service
+	running bool
+	// upgraded: its program was replaced since boot (a crash loop plays
+	// on a new containerd only).
+	crashes bool
+	answers int
+}
+
+// New builds the machine and boots it.
+func New(o Options) (*Machine, error) {
+	m := &Machine{o: o, root: o.Root, strs: map[string]string{}, ints: map[string]uint64{}, multi: map[string][]string{},
+		keys: map[string]bool{}, services: map[string]*service{}, tasks: map[string]*taskRun{}}
+	if m.root == "" {
+		dir, err := os.MkdirTemp("", "winpool-machine-")
+		if err != nil {
+			return nil, err
+		}
+		m.root, m.temp = dir, true
+	}
+	m.setBuild(o.Build)
+	for _, s := range o.Services {
+		m.services[strings.ToLower(s.Name)] = &service{Service: s}
+		if s.NSSM {
+			m.strs[strings.ToLower(servicesKey+s.Name+`\Parameters\Application`)] = m.Path(s.Program)
+		}
+	}
+	if err := m.layDown(); err != nil {
+		return nil, err
+	}
+	m.Boot()
+	return m, nil
+}
+
+// layDown lays down the image's files: each service's program, containerd
+// with its config, and the agent's own program for its tasks to copy.
+func (m *Machine) layDown() error {
+	for _, s := range m.o.Services {
+		body := "program " + s.Name
+		if strings.EqualFold(s.Name, "containerd") {
+			body = containerdLine(m.o.Containerd)
+			if err := writeFile(filepath.Join(filepath.Dir(m.Path(s.Program)), "config.toml"), "version = 2\n"); err != nil {
+				return err
+			}
+		}
+		if err := writeFile(m.Path(s.Program), body); err != nil {
+			return err
+		}
+	}
+	return writeFile(m.agentProgram(), "winpool-agent")
+}
+
+func writeFile(p, body string) error {
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(p, []byte(body), 0o644)
+}
+
+// containerdLine is what `containerd --version` prints.
+func containerdLine(v string) string {
+	return "containerd github.com/containerd/containerd v" + v + " 0123456789abcdef\n"
+}
+
+// Path is a path on the machine's C: (`Program Files\x`) as a file here.
+func (m *Machine) Path(winPath string) string {
+	p := strings.TrimPrefix(strings.TrimPrefix(winPath, `C:`), `\`)
+	return filepath.Join(m.root, filepath.FromSlash(strings.ReplaceAll(p, `\`, "/")))
+}
+
+func (m *Machine) agentProgram() string { return m.Path(`winpool\winpool-agent.exe`) }
+
+// Close removes a temporary C:.
+func (m *Machine) Close() error {
+	m.mu.Lock()
+	for _, t := range m.tasks {
+		t.cancel()
+	}
+	m.mu.Unlock()
+	if m.temp {
+		return os.RemoveAll(m.root)
+	}
+	return nil
+}
+
+func (m *Machine) setBuild(b host.Build) {
+	k := strings.ToLower(currentVersionKey + `\`)
+	m.ints[k+"currentmajorversionnumber"] = uint64(b.Major)
+	m.ints[k+"currentminorversionnumber"] = uint64(b.Minor)
+	m.ints[k+"ubr"] = uint64(b.UBR)
+	m.strs[k+"currentbuildnumber"] = fmt.Sprint(b.Build)
+}
+
+func (m *Machine) buildLocked() host.Build {
+	k := strings.ToLower(currentVersionKey + `\`)
+	var b host.Build
+	fmt.Sscan(m.strs[k+"currentbuildnumber"], &b.Build)
+	b.Major, b.Minor, b.UBR = int(m.ints[k+"currentmajorversionnumber"]), int(m.ints[k+"currentminorversionnumber"]), int(m.ints[k+"ubr"])
+	return b
+}
+
+// Boot is the machine starting: a staged update becomes the build, the
+// pending-reboot keys go (the boot's servicing consumed them; the file
+// renames an image puts back come back), tasks that ran died with the old
+// boot, and every service starts.
+func (m *Machine) Boot() host.Build {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.bootEnd != nil {
+		m.bootEnd()
+	}
+	m.bootCtx, m.bootEnd = context.WithCancel(context.Background())
+	if m.staged != nil {
+		m.setBuild(*m.staged)
+		m.staged = nil
+	}
+	delete(m.keys, strings.ToLower(cbsRebootPending))
+	delete(m.keys, strings.ToLower(wuRebootRequired))
+	if len(m.o.FileRenames) > 0 {
+		m.multi[strings.ToLower(sessionManagerKey+`\PendingFileRenameOperations`)] = append([]string(nil), m.o.FileRenames...)
+	} else {
+		delete(m.multi, strings.ToLower(sessionManagerKey+`\PendingFileRenameOperations`))
+	}
+	for _, s := range m.services {
+		s.running = true
+		s.answers = 0
+	}
+	m.tasks = map[string]*taskRun{}
+	m.booted = time.Now()
+	m.bootContainerd = m.containerdVersion()
+	return m.buildLocked()
+}
+
+// SetSourceUnreachable makes the update sources answer again ("") or stop
+// answering (why), as a proxy or WSUS going away does.
+func (m *Machine) SetSourceUnreachable(why string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.unreach = why
+}
+
+// Stats is what happened to the machine, as its logs would tell.
+type Stats struct {
+	Build      host.Build
+	Containerd string
+	// Installs: servicing tasks run; RuntimeSwaps: containerd upgrade
+	// tasks run; Rollbacks: those that put the old containerd back.
+	Installs, RuntimeSwaps, Rollbacks int
+	// Reboots: shutdown /r runs, and the comment each gave (winpool's
+	// reason, its "winpool: " prefix cut).
+	Reboots       int
+	RebootReasons []string
+	// CNIMode is kube-proxy's network's type as the machine has it.
+	CNIMode string
+}
+
+// Stats reads the machine's state as the simulation sees it (never a read
+// the agent makes: it neither fails nor counts).
+func (m *Machine) Stats() Stats {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return Stats{Build: m.buildLocked(), Containerd: m.containerdVersion(), Installs: m.installs, RuntimeSwaps: m.swaps, Rollbacks: m.rollback,
+		Reboots: len(m.reboots), RebootReasons: append([]string(nil), m.reboots...), CNIMode: hns.Mode(m.o.Network)}
+}
+
+// containerdVersion is the version the installed containerd.exe prints.
+func (m *Machine) containerdVersion() string {
+	s, ok := m.services["containerd"]
+	if !ok {
+		return ""
+	}
+	b, err := os.ReadFile(m.Path(s.Program))
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.TrimPrefix(f[2], "v")
+}
+
+// OS is the machine under the seam.
+func (m *Machine) OS() windows.Machine {
+	return windows.Machine{System: system{m}, Tasks: tasks{m}, Programs: programs{m}, HCN: hcn{m},
+		WindowsUpdate: m.openWindowsUpdate, Net: network{m}, Box: box{m}}
+}
+
+// readJSON reads a file the agent wrote for a task (its plan).
+func readJSON(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}

@@ -1,0 +1,155 @@
+package fakewin_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"winpool.dev/agent/internal/decide"
+	"winpool.dev/agent/internal/hns"
+	"winpool.dev/agent/internal/host"
+	"winpool.dev/agent/internal/host/fakewin"
+	"winpool.dev/agent/internal/host/windows"
+)
+
+var (
+	start  = host.Build{Major: 10, Build: 20348, UBR: 2762}
+	target = host.Build{Major: 10, Build: 20348, UBR: 2849}
+)
+
+// aks is an AKS node as its image installs it (fleet's profiles hold the
+// sources).
+func aks(c fakewin.Catalogue) fakewin.Options {
+	return fakewin.Options{Build: start, Containerd: "1.7.20",
+		Services: []fakewin.Service{
+			{Name: "containerd", Program: `Program Files\containerd\containerd.exe`, NSSM: true},
+			{Name: "kubelet", Program: `k\kubelet.exe`, NSSM: true, DependsOn: []string{"containerd"}},
+			{Name: "kubeproxy", Program: `k\kube-proxy.exe`, NSSM: true, DependsOn: []string{"kubelet"}},
+			{Name: "csi-proxy", Program: `k\csi-proxy.exe`, NSSM: true},
+		},
+		Network:   hns.Network{Name: "azure", Type: "L2Bridge"},
+		HNS:       func() (host.HNSCounts, error) { return host.HNSCounts{LoadBalancers: 40, RemoteEndpoints: 12}, nil },
+		Catalogue: c,
+	}
+}
+
+func boot(t *testing.T, o fakewin.Options) (*fakewin.Machine, *windows.Host) {
+	t.Helper()
+	m, err := fakewin.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	h, err := windows.NewOn(m.OS(), windows.Options{SwapProof: windows.SwapProof{StartWithin: 2 * time.Second, SettleFor: 200 * time.Millisecond, CheckEvery: 20 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, h
+}
+
+func observe(t *testing.T, h *windows.Host) host.Observed {
+	t.Helper()
+	obs, err := h.Observe(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return obs
+}
+
+// until observes the host until done says so (within 10 s).
+func until(t *testing.T, h *windows.Host, what string, done func(host.Observed) bool) host.Observed {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		obs := observe(t, h)
+		if done(obs) {
+			return obs
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 10s; last observed %+v", what, obs)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// The real host reads an AKS machine as a node's agent would: the build from
+// the registry, containerd from the program NSSM runs, CSI Proxy as the
+// image's host service, kube-proxy's L2Bridge network.
+func TestTheHostReadsAnAKSMachine(t *testing.T) {
+	_, h := boot(t, aks(fakewin.Catalogue{}))
+	obs := observe(t, h)
+	if obs.Build != start || obs.ContainerdVersion != "1.7.20" || obs.CNIMode != "l2bridge" {
+		t.Errorf("observed build %s, containerd %q, CNI %q; want %s, 1.7.20, l2bridge", obs.Build, obs.ContainerdVersion, obs.CNIMode, start)
+	}
+	if obs.RuntimeService.Wrapper != host.WrapperNSSM || !obs.RuntimeService.Running {
+		t.Errorf("containerd's service = %+v, want running under NSSM", obs.RuntimeService)
+	}
+	if obs.CSIProxyHost == nil || obs.CSIProxyHost.Name != "csi-proxy" || !obs.CSIProxyHost.PipesAnswer || obs.CSIProxyHost.Version != "unknown" {
+		t.Errorf("CSI Proxy host = %+v, want csi-proxy, pipes answering, version unknown", obs.CSIProxyHost)
+	}
+	if c, err := h.HNS(context.Background()); err != nil || c.LoadBalancers != 40 || c.RemoteEndpoints != 12 {
+		t.Errorf("HNS = %+v, %v; want 40 load balancers, 12 remote endpoints", c, err)
+	}
+}
+
+// An update goes through the servicing task, Windows Update's selection
+// (the removal tool and Defender's definitions are left alone) and a
+// reboot, and the machine boots the cumulative update.
+func TestAnUpdateRunsThroughTheServicingTaskAndTheReboot(t *testing.T) {
+	m, h := boot(t, aks(fakewin.Catalogue{InstallTime: 20 * time.Millisecond}))
+	req := host.UpdateRequest{Revision: "r1", Attempt: 1, StartedAt: "2026-12-03T10:00:00Z", Target: target}
+	if err := h.StartUpdate(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	obs := until(t, h, "the servicing task ends", func(o host.Observed) bool { return o.UpdateTask != nil && o.UpdateTask.Phase == host.UpdateDone })
+	if obs.UpdateTask.Result.ExitCode != 3010 || !obs.Reboot.CBSRebootPending {
+		t.Fatalf("servicing ended %+v (error %q), CBS RebootPending %v; want 3010 and a pending reboot", obs.UpdateTask.Result, obs.UpdateTask.Error, obs.Reboot.CBSRebootPending)
+	}
+	if c := decide.ClassifyUpdate(obs.UpdateTask.Result.ExitCode); c != decide.RebootRequired {
+		t.Errorf("3010 classified %v", c)
+	}
+	if err := h.Reboot(context.Background(), "update to "+target.String()); err != nil {
+		t.Fatal(err)
+	}
+	obs = observe(t, h)
+	if obs.Build != target || obs.Reboot.CBSRebootPending {
+		t.Errorf("after the reboot: build %s, RebootPending %v; want %s and none", obs.Build, obs.Reboot.CBSRebootPending, target)
+	}
+	if s := m.Stats(); s.Installs != 1 || s.Reboots != 1 || s.RebootReasons[0] != "update to "+target.String() {
+		t.Errorf("stats %+v, want one install and one reboot with its reason", s)
+	}
+}
+
+// A containerd upgrade downloads the release, checks its sha256sum, and the
+// task swaps it in under the services and proves it over CRI.
+func TestAContainerdUpgradeSwapsTheBinariesAndProvesThem(t *testing.T) {
+	m, h := boot(t, aks(fakewin.Catalogue{}))
+	if err := h.UpgradeContainerd(context.Background(), host.RuntimeRequest{Revision: "r1", Attempt: 1, Version: "1.7.22", From: "1.7.20"}); err != nil {
+		t.Fatal(err)
+	}
+	obs := until(t, h, "the upgrade task ends", func(o host.Observed) bool {
+		return o.RuntimeUpgrade != nil && o.RuntimeUpgrade.Phase != host.RuntimeScheduled && o.RuntimeUpgrade.Phase != host.RuntimeRunning
+	})
+	if obs.RuntimeUpgrade.Phase != host.RuntimeSucceeded || obs.ContainerdVersion != "1.7.22" {
+		t.Errorf("upgrade %+v, containerd %q; want Succeeded and 1.7.22", obs.RuntimeUpgrade, obs.ContainerdVersion)
+	}
+	if s := m.Stats(); s.RuntimeSwaps != 1 || s.Rollbacks != 0 || s.Containerd != "1.7.22" {
+		t.Errorf("stats %+v", s)
+	}
+}
+
+// A new containerd that crash-loops under NSSM is rolled back by the task.
+func TestACrashLoopingContainerdIsRolledBack(t *testing.T) {
+	o := aks(fakewin.Catalogue{})
+	o.RuntimeCrashLoops = true
+	m, h := boot(t, o)
+	if err := h.UpgradeContainerd(context.Background(), host.RuntimeRequest{Revision: "r1", Attempt: 1, Version: "1.7.22", From: "1.7.20"}); err != nil {
+		t.Fatal(err)
+	}
+	obs := until(t, h, "the upgrade task ends", func(o host.Observed) bool {
+		return o.RuntimeUpgrade != nil && o.RuntimeUpgrade.Phase != host.RuntimeScheduled && o.RuntimeUpgrade.Phase != host.RuntimeRunning
+	})
+	if obs.RuntimeUpgrade.Phase != host.RuntimeRolledBack || obs.ContainerdVersion != "1.7.20" || m.Stats().Rollbacks != 1 {
+		t.Errorf("upgrade %+v, containerd %q; want RolledBack and 1.7.20", obs.RuntimeUpgrade, obs.ContainerdVersion)
+	}
+}

@@ -1,0 +1,128 @@
+package fakewin
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"path"
+	"regexp"
+	"strings"
+
+	"winpool.dev/agent/internal/host/windows"
+)
+
+// network is how the machine reaches others: its named pipes, the
+// kubelet's healthz on loopback, containerd's release downloads (served
+// here in GitHub's layout, as a mirror would), and the update sources.
+type network struct{ m *Machine }
+
+func (n network) Dial(ctx context.Context, _, addr string) (net.Conn, error) {
+	n.m.mu.Lock()
+	why := n.m.unreach
+	n.m.mu.Unlock()
+	if why != "" {
+		return nil, fmt.Errorf("dial tcp %s: %w (%s)", addr, errUnreachable, why)
+	}
+	a, b := net.Pipe()
+	go func() { <-ctx.Done(); b.Close() }()
+	return a, nil
+}
+
+func (n network) HTTP() *http.Client { return &http.Client{Transport: web{n.m}} }
+
+func (n network) WinHTTPProxy() (windows.WinHTTPProxyConfig, error) {
+	return windows.WinHTTPProxyConfig{}, nil
+}
+
+func (n network) PipeAnswers(_ context.Context, pipe string) bool { return n.m.pipeAnswers(pipe) }
+
+// CRIVersion answers while containerd's service runs; a containerd an
+// upgrade installed that crash-loops answers once, then never again while
+// its service still says Running.
+func (n network) CRIVersion(ctx context.Context, pipe string) (string, error) {
+	m := n.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.services["containerd"]
+	if !ok || !s.running {
+		return "", fmt.Errorf("CRI Version on %s: open %s: The system cannot find the file specified", pipe, pipe)
+	}
+	v := m.containerdVersion()
+	if m.o.RuntimeCrashLoops && v != m.bootContainerd {
+		s.answers++
+		if s.answers > 1 {
+			return "", fmt.Errorf("CRI Version on %s: rpc error: code = Unavailable desc = containerd exited", pipe)
+		}
+	}
+	return "v" + v, nil
+}
+
+// web answers HTTP as the machine's network does.
+type web struct{ m *Machine }
+
+var releaseFile = regexp.MustCompile(`^/v([0-9][^/]*)/containerd-([^/]+)-windows-amd64\.tar\.gz(\.sha256sum)?$`)
+
+func (w web) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Host == "127.0.0.1:10248" {
+		return w.kubelet(r)
+	}
+	w.m.mu.Lock()
+	why := w.m.unreach
+	w.m.mu.Unlock()
+	if why != "" {
+		return nil, fmt.Errorf("dial tcp %s: %w (%s)", r.URL.Host, errUnreachable, why)
+	}
+	p := strings.TrimPrefix(r.URL.Path, "/containerd/containerd/releases/download")
+	if g := releaseFile.FindStringSubmatch(p); r.URL.Host == "github.com" && g != nil && g[1] == g[2] {
+		archive := containerdArchive(g[1])
+		if g[3] == "" {
+			return answer(r, http.StatusOK, archive), nil
+		}
+		sum := sha256.Sum256(archive)
+		return answer(r, http.StatusOK, []byte(hex.EncodeToString(sum[:])+"  "+path.Base(strings.TrimSuffix(p, ".sha256sum"))+"\n")), nil
+	}
+	return answer(r, http.StatusNotFound, []byte("Not Found")), nil
+}
+
+// kubelet is its healthz: "ok" while the kubelet service runs.
+func (w web) kubelet(r *http.Request) (*http.Response, error) {
+	w.m.mu.Lock()
+	s, ok := w.m.services["kubelet"]
+	up := !ok || s.running
+	w.m.mu.Unlock()
+	if !up {
+		return nil, fmt.Errorf("dial tcp 127.0.0.1:10248: connectex: No connection could be made because the target machine actively refused it")
+	}
+	return answer(r, http.StatusOK, []byte("ok")), nil
+}
+
+func answer(r *http.Request, status int, body []byte) *http.Response {
+	return &http.Response{StatusCode: status, Status: http.StatusText(status), Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{}, Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body)), Request: r}
+}
+
+// containerdArchive is a containerd Windows release: bin/ with its
+// programs, containerd.exe holding its --version line.
+func containerdArchive(v string) []byte {
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	for _, f := range []struct{ name, body string }{
+		{"bin/containerd.exe", containerdLine(v)},
+		{"bin/containerd-shim-runhcs-v1.exe", "containerd-shim-runhcs-v1 " + v},
+		{"bin/ctr.exe", "ctr " + v},
+	} {
+		_ = tw.WriteHeader(&tar.Header{Name: f.name, Mode: 0o755, Size: int64(len(f.body)), Typeflag: tar.TypeReg})
+		_, _ = tw.Write([]byte(f.body))
+	}
+	_ = tw.Close()
+	_ = gz.Close()
+	return buf.Bytes()
+}

@@ -1,0 +1,192 @@
+package fakewin
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+
+	"winpool.dev/agent/internal/host/windows"
+)
+
+// system is windows.System on the machine: the registry (names are
+// case-insensitive, as Windows has them), the service control manager, and
+// the security of the files under C:, which the machine gives SYSTEM, as
+// Windows does for what a SYSTEM process creates.
+type system struct{ m *Machine }
+
+// agentsOwn is what the machine says of every file and folder: SYSTEM owns
+// it, SYSTEM and Administrators alone may change it.
+var agentsOwn = windows.EntrySecurity{OwnerSID: "S-1-5-18", OwnerAccount: `NT AUTHORITY\SYSTEM`, Protected: true,
+	ACEs: []windows.ACE{{Type: windows.ACEAllow, Mask: 0x1f01ff, SID: "S-1-5-18"}, {Type: windows.ACEAllow, Mask: 0x1f01ff, SID: "S-1-5-32-544"}}}
+
+func (s system) service(name string) (*service, error) {
+	svc, ok := s.m.services[strings.ToLower(name)]
+	if !ok {
+		return nil, windows.ErrNoService
+	}
+	return svc, nil
+}
+
+func (s system) QueryService(name string) (windows.ServiceStatus, error) {
+	s.m.mu.Lock()
+	defer s.m.mu.Unlock()
+	svc, err := s.service(name)
+	if err != nil {
+		return windows.ServiceStatus{}, err
+	}
+	if svc.running {
+		return windows.ServiceStatus{State: windows.ServiceRunning}, nil
+	}
+	return windows.ServiceStatus{State: windows.ServiceStopped}, nil
+}
+
+func (s system) ServiceImagePath(name string) (string, error) {
+	s.m.mu.Lock()
+	defer s.m.mu.Unlock()
+	svc, err := s.service(name)
+	if err != nil {
+		return "", err
+	}
+	if svc.NSSM {
+		return `"` + s.m.Path(`k\nssm.exe`) + `"`, nil
+	}
+	return `"` + s.m.Path(svc.Program) + `" --run-service`, nil
+}
+
+// StartService starts the service once what it depends on runs.
+func (s system) StartService(name string) error {
+	s.m.mu.Lock()
+	defer s.m.mu.Unlock()
+	svc, err := s.service(name)
+	if err != nil {
+		return err
+	}
+	if svc.running {
+		return windows.ErrServiceRunning
+	}
+	for _, d := range svc.DependsOn {
+		if dep, err := s.service(d); err == nil && !dep.running {
+			return fmt.Errorf("the dependency service %s is not running (ERROR_SERVICE_DEPENDENCY_FAIL)", d)
+		}
+	}
+	svc.running = true
+	svc.answers = 0
+	return nil
+}
+
+// StopService stops the service and, first, the services that depend on it.
+func (s system) StopService(name string) error {
+	s.m.mu.Lock()
+	defer s.m.mu.Unlock()
+	svc, err := s.service(name)
+	if err != nil {
+		return err
+	}
+	if !svc.running {
+		return windows.ErrServiceNotActive
+	}
+	for _, other := range s.m.services {
+		for _, d := range other.DependsOn {
+			if strings.EqualFold(d, name) {
+				other.running = false
+			}
+		}
+	}
+	svc.running = false
+	return nil
+}
+
+func (s system) RegistryString(key, value string) (string, bool, error) {
+	s.m.mu.Lock()
+	defer s.m.mu.Unlock()
+	if strings.EqualFold(key, currentVersionKey) && strings.EqualFold(value, "CurrentBuildNumber") {
+		s.m.builds++
+		if s.m.o.ReadFails != nil {
+			if err := s.m.o.ReadFails(s.m.builds); err != nil {
+				return "", false, err
+			}
+		}
+	}
+	v, ok := s.m.strs[strings.ToLower(key+`\`+value)]
+	if !ok {
+		return "", false, windows.ErrNotExist
+	}
+	return v, false, nil
+}
+
+func (s system) RegistryInteger(key, value string) (uint64, error) {
+	s.m.mu.Lock()
+	defer s.m.mu.Unlock()
+	v, ok := s.m.ints[strings.ToLower(key+`\`+value)]
+	if !ok {
+		return 0, windows.ErrNotExist
+	}
+	return v, nil
+}
+
+func (s system) RegistryStrings(key, value string) ([]string, error) {
+	s.m.mu.Lock()
+	defer s.m.mu.Unlock()
+	v, ok := s.m.multi[strings.ToLower(key+`\`+value)]
+	if !ok {
+		return nil, windows.ErrNotExist
+	}
+	return append([]string(nil), v...), nil
+}
+
+func (s system) RegistryKeyExists(key string) (bool, error) {
+	s.m.mu.Lock()
+	defer s.m.mu.Unlock()
+	k := strings.ToLower(key)
+	if s.m.keys[k] {
+		return true, nil
+	}
+	for _, values := range []func() bool{
+		func() bool { return hasPrefix(s.m.strs, k+`\`) },
+		func() bool { return hasPrefix(s.m.ints, k+`\`) },
+		func() bool { return hasPrefix(s.m.multi, k+`\`) },
+	} {
+		if values() {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func hasPrefix[V any](m map[string]V, prefix string) bool {
+	for k := range m {
+		if strings.HasPrefix(k, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s system) ExpandEnvironment(v string) (string, error) {
+	return os.Expand(strings.NewReplacer("%ProgramFiles%", "${ProgramFiles}", "%ProgramData%", "${ProgramData}", "%SystemRoot%", "${SystemRoot}").Replace(v),
+		box{s.m}.Getenv), nil
+}
+
+func (s system) CreateFolder(dir, sddl string) error {
+	err := os.Mkdir(dir, 0o700)
+	if errors.Is(err, fs.ErrExist) {
+		return windows.ErrExists
+	}
+	return err
+}
+
+func (s system) FileSecurity(path string) (windows.EntrySecurity, fs.FileMode, error) {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return windows.EntrySecurity{}, 0, err
+	}
+	mode := fi.Mode() & fs.ModeDir
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		mode = fs.ModeIrregular
+	}
+	return agentsOwn, mode, nil
+}
+
+func (s system) SetFolderDACL(string, string) error { return nil }

@@ -1,0 +1,165 @@
+package fakewin
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"winpool.dev/agent/internal/decide"
+	"winpool.dev/agent/internal/host"
+	"winpool.dev/agent/internal/host/windows"
+)
+
+// Catalogue is what the machine's update source (Windows Update, or the
+// WSUS its policy names) offers it, and how the install goes.
+type Catalogue struct {
+	// InstallTime is how long the download and the install take together.
+	InstallTime time.Duration
+	// Lands is the build an install of the update asked for stages for the
+	// next boot (nil: that build): the source can offer a newer cumulative
+	// update, or only an older one.
+	Lands func(asked host.Build) host.Build
+	// Fails: the install of the update asked for fails (CBS_E_INSTALLERS_FAILED,
+	// 0x800F0922).
+	Fails func(asked host.Build) bool
+	// SSUFirst: a servicing stack update is offered alone first; it needs
+	// its own reboot, and the cumulative update is offered after it.
+	SSUFirst bool
+}
+
+// wuState is the Windows Update Agent's: the update the running servicing
+// task was asked for, and whether the servicing stack update went in.
+type wuState struct {
+	asked        host.Build
+	ssuInstalled bool
+}
+
+// installFailed is CBS_E_INSTALLERS_FAILED as a HRESULT.
+const installFailed = int32(-0x7ff0f6de) // 0x800F0922
+
+// Titles and KBs of what the catalogue offers; the KBs are the same every
+// month here, which the selection never looks at.
+const (
+	ssuKB = "5050001"
+	cuKB  = "5050002"
+)
+
+// openWindowsUpdate is a Windows Update Agent session.
+func (m *Machine) openWindowsUpdate() (windows.WindowsUpdate, func(), error) {
+	return &wuSession{m: m}, func() {}, nil
+}
+
+type wuSession struct {
+	m       *Machine
+	offered []decide.WUUpdate
+}
+
+// Search offers, besides the OS's updates, what every machine is offered
+// every month and servicing must leave alone: the Malicious Software
+// Removal Tool and Defender's definitions.
+func (s *wuSession) Search(string) ([]decide.WUUpdate, error) {
+	m := s.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.unreach != "" {
+		// WU_E_PT_WINHTTP_NAME_NOT_RESOLVED's kin: the search itself fails.
+		return nil, fmt.Errorf("IUpdateSearcher.Search: 0x80072EE2 (%s)", m.unreach)
+	}
+	month := time.Now().UTC().Format("2006-01")
+	release := fmt.Sprintf("Microsoft server operating system version %s for x64-based Systems", releaseName(m.wu.asked.Build))
+	s.offered = []decide.WUUpdate{
+		{Title: "Windows Malicious Software Removal Tool x64 - v5.131 (KB890830)", KBs: []string{"890830"}, Type: decide.WUTypeSoftware,
+			CategoryIDs: []string{decide.WUClassUpdateRollups}, Size: 80 << 20},
+		{Title: "Security Intelligence Update for Microsoft Defender Antivirus - KB2267602", KBs: []string{"2267602"}, Type: decide.WUTypeSoftware,
+			CategoryIDs: []string{decide.WUClassDefinitionUpdates}, Size: 120 << 20},
+	}
+	if m.o.Catalogue.SSUFirst && !m.wu.ssuInstalled {
+		s.offered = append(s.offered, decide.WUUpdate{Title: month + " Servicing Stack Update for " + release + " (KB" + ssuKB + ")", KBs: []string{ssuKB},
+			Type: decide.WUTypeSoftware, CategoryIDs: []string{decide.WUClassSecurityUpdates}, Exclusive: true, Size: 15 << 20, Published: time.Now()})
+	} else {
+		s.offered = append(s.offered, decide.WUUpdate{Title: month + " Cumulative Update for " + release + " (KB" + cuKB + ")", KBs: []string{cuKB},
+			Type: decide.WUTypeSoftware, CategoryIDs: []string{decide.WUClassSecurityUpdates}, Size: 1200 << 20, Published: time.Now()})
+	}
+	return s.offered, nil
+}
+
+func releaseName(build int) string {
+	switch build {
+	case 17763:
+		return "1809"
+	case 20348:
+		return "21H2"
+	case 26100:
+		return "24H2"
+	}
+	return fmt.Sprint(build)
+}
+
+// Download takes half the install time.
+func (s *wuSession) Download(i int) (int, int32, error) {
+	if err := s.m.wait(s.m.o.Catalogue.InstallTime / 2); err != nil {
+		return decide.WUAborted, 0, nil
+	}
+	return decide.WUSucceeded, 0, nil
+}
+
+// Install takes the other half and stages what it installed for the next
+// boot.
+func (s *wuSession) Install(i int) (int, int32, bool, error) {
+	if err := s.m.wait(s.m.o.Catalogue.InstallTime - s.m.o.Catalogue.InstallTime/2); err != nil {
+		return decide.WUAborted, 0, false, nil
+	}
+	if i < 0 || i >= len(s.offered) {
+		return 0, 0, false, fmt.Errorf("no update %d", i)
+	}
+	if strings.Contains(s.offered[i].Title, "Servicing Stack") {
+		s.m.mu.Lock()
+		defer s.m.mu.Unlock()
+		s.m.wu.ssuInstalled = true
+		s.m.keys[strings.ToLower(wuRebootRequired)] = true
+		return decide.WUSucceeded, 0, true, nil
+	}
+	code, err := s.m.install(context.Background(), true)
+	if err != nil || code != 3010 {
+		return decide.WUFailed, installFailed, false, err
+	}
+	return decide.WUSucceeded, 0, true, nil
+}
+
+// wait is time passing on the machine; a boot ends it.
+func (m *Machine) wait(d time.Duration) error {
+	m.mu.Lock()
+	ctx := m.bootCtx
+	m.mu.Unlock()
+	select {
+	case <-time.After(d):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// install is the component store taking the update asked for: staged for
+// the next boot (3010), or failed. DISM waits the install time itself;
+// Windows Update has waited it in Download and Install.
+func (m *Machine) install(ctx context.Context, waited bool) (int, error) {
+	if !waited {
+		if err := m.wait(m.o.Catalogue.InstallTime); err != nil {
+			return 0, err
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	asked := m.wu.asked
+	if f := m.o.Catalogue.Fails; f != nil && f(asked) {
+		return 0x800F0922, nil
+	}
+	lands := asked
+	if f := m.o.Catalogue.Lands; f != nil {
+		lands = f(asked)
+	}
+	m.staged = &lands
+	m.keys[strings.ToLower(cbsRebootPending)] = true
+	return 3010, nil
+}
