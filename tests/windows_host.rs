@@ -286,7 +286,10 @@ async fn nodes_whose_update_source_is_unreachable_are_never_cordoned_and_the_res
     let listed: Vec<&str> = st.preflight_blocked_nodes.iter().map(|b| b.name.as_str()).collect();
     assert_eq!(listed, blocked.iter().map(String::as_str).collect::<Vec<_>>(), "the pool lists the blocked nodes");
     for b in &st.preflight_blocked_nodes {
-        assert!(b.reason.contains("update source Windows Update cannot be reached"), "{}: {}", b.name, b.reason);
+        // The agent names each Windows Update host it could not reach.
+        for host in ["slscr.update.microsoft.com", "fe3cr.delivery.mp.microsoft.com"] {
+            assert!(b.reason.contains(&format!("update source Windows Update ({host}) cannot be reached")), "{}: {}", b.name, b.reason);
+        }
     }
     for n in t.nodes().await {
         let name = n.name_any();

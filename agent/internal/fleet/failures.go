@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	"winpool.dev/agent/internal/host"
-	"winpool.dev/agent/internal/host/fake"
 )
 
 // failures decides which update installs fail (servicing exit 0x800F0922):
@@ -31,7 +30,7 @@ func newFailures(s *Settings) *failures {
 }
 
 // setLabelled records whether a node carries winpool.dev/sim-fail=true (from
-// the fleet's node informer; fake.Host asks under its own lock, so the answer
+// the fleet's node informer; the machine asks under its own lock, so the answer
 // must not need the API).
 func (f *failures) setLabelled(node string, on bool) {
 	f.mu.Lock()
@@ -62,11 +61,8 @@ func (f *failures) draw(node string, target host.Build) float64 {
 	return float64(h.Sum64()>>11) / (1 << 53)
 }
 
-func (f *failures) exitCode(node string) func(host.Build) int {
-	return func(target host.Build) int {
-		if f.fails(node, target) {
-			return fake.ExitInstallFailed
-		}
-		return fake.ExitRebootRequired
-	}
+// failsOn is the machine's catalogue's say on node: whether the install
+// of an update to target fails.
+func (f *failures) failsOn(node string) func(host.Build) bool {
+	return func(target host.Build) bool { return f.fails(node, target) }
 }

@@ -5,12 +5,11 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"winpool.dev/agent/internal/host"
-	"winpool.dev/agent/internal/host/fake"
+	"winpool.dev/agent/internal/host/fakewin"
 )
 
 // Fault is one way a simulated host is less kind than the default fake
@@ -74,11 +73,11 @@ const (
 )
 
 // shape makes node's machine play the faults that live in the host.
-func (f Faults) shape(node string, o *fake.Options) {
+func (f Faults) shape(node string, o *fakewin.Options) {
 	if f.On(FaultReadErrors, node) {
-		o.ObserveError = func(n int) error {
+		o.ReadFails = func(n int) error {
 			if n%3 == 2 {
-				return errors.New("simulated read-errors: containerd --version: context deadline exceeded")
+				return errors.New("simulated read-errors: RegOpenKeyEx: Insufficient system resources exist to complete the requested service")
 			}
 			return nil
 		}
@@ -88,28 +87,18 @@ func (f Faults) shape(node string, o *fake.Options) {
 	}
 	switch {
 	case f.On(FaultUndershoot, node):
-		o.Lands = func(t host.Build) host.Build { t.UBR = max(t.UBR-undershootBy, 0); return t }
+		o.Catalogue.Lands = func(t host.Build) host.Build { t.UBR = max(t.UBR-undershootBy, 0); return t }
 	case f.On(FaultOvershoot, node):
-		o.Lands = func(t host.Build) host.Build { t.UBR += overshootBy; return t }
+		o.Catalogue.Lands = func(t host.Build) host.Build { t.UBR += overshootBy; return t }
 	}
 	if f.On(FaultSourceUnreachable, node) {
-		o.SourceUnreachable = "dial tcp: connect: connection timed out (simulated: source-unreachable)"
+		o.Unreachable = "simulated: source-unreachable"
 	}
 	if f.On(FaultRuntimeCrashloop, node) {
 		o.RuntimeCrashLoops = true
 	}
 	if f.On(FaultSSUFirst, node) {
-		start, then := o.Build, o.Lands
-		var installs atomic.Int32
-		o.Lands = func(t host.Build) host.Build {
-			switch {
-			case installs.Add(1) == 1:
-				return start
-			case then != nil:
-				return then(t)
-			}
-			return t
-		}
+		o.Catalogue.SSUFirst = true
 	}
 }
 

@@ -1,12 +1,14 @@
 package fleet
 
 import (
+	"context"
 	"io"
 	"strings"
 	"testing"
 
 	"winpool.dev/agent/internal/host"
-	"winpool.dev/agent/internal/host/fake"
+	"winpool.dev/agent/internal/host/fakewin"
+	"winpool.dev/agent/internal/host/windows"
 )
 
 func TestHostFaults(t *testing.T) {
@@ -60,10 +62,10 @@ func TestBadHostFaults(t *testing.T) {
 // what is programmed.
 func TestChurningCountsMoveOnEveryRead(t *testing.T) {
 	base := host.HNSCounts{LoadBalancers: 10, RemoteEndpoints: 20}
-	read := churning(func() host.HNSCounts { return base })
-	prev := read()
+	read := churning(func() (host.HNSCounts, error) { return base, nil })
+	prev, _ := read()
 	for range 5 {
-		c := read()
+		c, _ := read()
 		if c == prev {
 			t.Fatalf("two reads in a row gave %+v", c)
 		}
@@ -99,17 +101,34 @@ func TestHostProfiles(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%v: %v", tc.args, err)
 		}
-		var o fake.Options
-		s.Profile.shape(&o)
-		got := o.RuntimeService
+		// What the agent's own host reads on a machine of the profile.
+		o := fakewin.Options{Build: host.Build{Major: 10, Build: 20348, UBR: 2762}, Containerd: "1.7.20"}
+		s.Profile.shape(&o, "overlay")
+		m, err := fakewin.New(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := windows.NewOn(m.OS(), windows.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		obs, err := h.Observe(context.Background())
+		m.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := obs.RuntimeService
+		if obs.ContainerdVersion != "1.7.20" || obs.CNIMode != "overlay" {
+			t.Errorf("%v: containerd %q, CNI %q; want 1.7.20, overlay", tc.args, obs.ContainerdVersion, obs.CNIMode)
+		}
 		if s.ContainerdSuffix != tc.suffix || got.Name != tc.runtime.Name || got.Wrapper != tc.runtime.Wrapper || !got.Running {
 			t.Errorf("%v: containerd suffix %q, service %+v; want %q, %+v", tc.args, s.ContainerdSuffix, got, tc.suffix, tc.runtime)
 		}
 		switch {
-		case tc.csiService == "" && o.CSIProxyHost != nil:
-			t.Errorf("%v: a CSI Proxy host service %+v, want none", tc.args, o.CSIProxyHost)
-		case tc.csiService != "" && (o.CSIProxyHost == nil || o.CSIProxyHost.Name != tc.csiService || !o.CSIProxyHost.PipesAnswer):
-			t.Errorf("%v: CSI Proxy host service %+v, want %s answering", tc.args, o.CSIProxyHost, tc.csiService)
+		case tc.csiService == "" && obs.CSIProxyHost != nil:
+			t.Errorf("%v: a CSI Proxy host service %+v, want none", tc.args, obs.CSIProxyHost)
+		case tc.csiService != "" && (obs.CSIProxyHost == nil || obs.CSIProxyHost.Name != tc.csiService || !obs.CSIProxyHost.PipesAnswer):
+			t.Errorf("%v: CSI Proxy host service %+v, want %s answering", tc.args, obs.CSIProxyHost, tc.csiService)
 		}
 	}
 }

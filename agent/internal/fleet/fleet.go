@@ -1,6 +1,6 @@
 // Package fleet is the simulated Windows fleet (cmd/winpool-fleet,
 // hack/sim.sh): kwok-managed Nodes that look like Windows Server nodes, each
-// with a simulated machine (fake.Host) that the real agent code drives, under
+// with a simulated machine (fakewin.Machine) that the real agent code drives, under
 // the identity of the node's agent pod. The fleet plays what is not the
 // agent: the machine, the kubelet (nodeInfo, Ready across reboots) and HNS
 // (what kube-proxy would have programmed, package hnsmodel).
@@ -38,6 +38,8 @@ type Fleet struct {
 	kubelet  *kubelet
 	model    *hnsmodel.Model
 	failures *failures
+	// dir holds the machines' C: folders (and the kubelets' kubeconfig).
+	dir string
 	// nodes are the nodes the fleet plays: those it created or found at
 	// start, then those added to the cluster while it runs, less those
 	// deleted.
@@ -121,16 +123,21 @@ func Run(ctx context.Context, s Settings, admin *rest.Config, log *slog.Logger) 
 	if f.clients, err = newAgentClients(admin); err != nil {
 		return err
 	}
-	dir, err := os.MkdirTemp("", "winpool-fleet-")
+	dir, err := os.MkdirTemp("", "wpf")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
+	f.dir = dir
 	if f.clients.kubeletKubeconfig, err = writeKubeletKubeconfig(dir, f.clients.host); err != nil {
 		return fmt.Errorf("writing the machines' kubelet kubeconfig: %w", err)
 	}
 	for name, m := range machines {
-		f.nodes.add(newSimNode(f, name, m))
+		n, err := newSimNode(f, name, m)
+		if err != nil {
+			return fmt.Errorf("building node %s's machine: %w", name, err)
+		}
+		f.nodes.add(n)
 	}
 	f.model = hnsmodel.New(func(node string) bool { return f.nodes.get(node) != nil })
 	if s.HNS == HNSAuto {

@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"errors"
+	"os"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -14,20 +15,23 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"winpool.dev/agent/internal/agent"
+	"winpool.dev/agent/internal/decide"
 	"winpool.dev/agent/internal/host"
-	"winpool.dev/agent/internal/host/fake"
+	"winpool.dev/agent/internal/host/fakewin"
+	"winpool.dev/agent/internal/host/windows"
 	"winpool.dev/agent/internal/report"
 )
 
-// simNode is one simulated Windows node: the machine (a fake.Host), its
-// kubelet, and the winpool agent that runs on it while the node's agent pod
-// does, with that pod's identity.
+// simNode is one simulated Windows node: the machine (a fakewin.Machine),
+// its kubelet, and the winpool agent that runs on it while the node's agent
+// pod does, with that pod's identity, over the agent's real Windows host
+// (windows.Host) on that machine.
 type simNode struct {
 	name string
 	uid  types.UID // the Node's; empty if unknown
 	f    *Fleet
-	host *fake.Host
-	// agentHost is the machine as the agent sees it.
+	host *fakewin.Machine
+	// agentHost is the machine as the agent sees it: windows.Host on it.
 	agentHost host.Host
 	suffix    string // containerd vendor metadata the kubelet reports
 	log       *slog.Logger
@@ -62,7 +66,7 @@ type agentRun struct {
 	done   chan struct{}
 }
 
-func newSimNode(f *Fleet, name string, m machine) *simNode {
+func newSimNode(f *Fleet, name string, m machine) (*simNode, error) {
 	n := &simNode{
 		name:   name,
 		uid:    m.uid,
@@ -78,29 +82,38 @@ func newSimNode(f *Fleet, name string, m machine) *simNode {
 		rebooting: m.rebooting,
 	}
 	n.ctx, n.cancel = context.WithCancel(f.ctx)
-	opts := fake.Options{
-		Build:           m.build,
-		Containerd:      m.containerd,
-		CNIMode:         m.cni,
-		CSIProxyVersion: m.csiProxy,
-		InstallDuration: f.s.ApplyTime,
-		InstallExitCode: f.failures.exitCode(name),
-		OnReboot:        n.reboot,
+	// A short C:: the agent's task command lines hold the state folder's
+	// path twice and schtasks takes 261 characters (a real C: is 2).
+	root, err := os.MkdirTemp(f.dir, "c")
+	if err != nil {
+		return nil, err
+	}
+	opts := fakewin.Options{
+		Root:       root,
+		Build:      m.build,
+		Containerd: m.containerd,
+		Catalogue:  fakewin.Catalogue{InstallTime: f.s.ApplyTime, Fails: f.failures.failsOn(name)},
+		OnReboot:   n.reboot,
 	}
 	switch f.s.HNS {
 	case HNSAuto:
 		opts.HNS = n.hns
 	case HNSFixed:
 		fixed := f.s.HNSFixed
-		opts.HNS = func() host.HNSCounts { return fixed }
+		opts.HNS = func() (host.HNSCounts, error) { return fixed, nil }
+	case HNSOff:
+		opts.HNS = func() (host.HNSCounts, error) { return host.HNSCounts{}, errHNSOff }
 	}
-	if f.s.Faults.On(FaultHNSChurn, name) && opts.HNS != nil {
+	if f.s.Faults.On(FaultHNSChurn, name) && f.s.HNS != HNSOff {
 		opts.HNS = churning(opts.HNS)
 	}
-	f.s.Profile.shape(&opts)
+	f.s.Profile.shape(&opts, m.cni)
 	f.s.Faults.shape(name, &opts)
 	if f.s.Faults.On(FaultAgentRestart, name) {
-		opts.OnInstallStarted = func() {
+		opts.OnTaskStarted = func(task string) {
+			if task != decide.ServicingTaskName {
+				return
+			}
 			select {
 			case <-time.After(f.s.ApplyTime / 2):
 				n.restartAgent()
@@ -108,21 +121,26 @@ func newSimNode(f *Fleet, name string, m machine) *simNode {
 			}
 		}
 	}
-	n.host = fake.New(opts)
-	n.agentHost = n.host
-	if f.s.HNS == HNSOff {
-		n.agentHost = hnsOff{n.host}
+	machine, err := fakewin.New(opts)
+	if err != nil {
+		return nil, err
 	}
-	return n
+	agentHost, err := windows.NewOn(machine.OS(), windows.Options{SwapProof: swapProof})
+	if err != nil {
+		machine.Close()
+		return nil, err
+	}
+	n.host, n.agentHost = machine, agentHost
+	return n, nil
 }
 
-// hnsOff is a machine whose HNS cannot be read: the agent says so once in
+// The simulated swap's proof is the real one, shortened: a fleet of
+// thousands cannot settle for 30 s per node.
+var swapProof = windows.SwapProof{StartWithin: 2 * time.Second, SettleFor: 300 * time.Millisecond, CheckEvery: 50 * time.Millisecond}
+
+// errHNSOff: a machine whose HNS cannot be read; the agent says so once in
 // its log and reports no counts.
-type hnsOff struct{ *fake.Host }
-
 var errHNSOff = errors.New("HNS is not simulated in this fleet (--hns off)")
-
-func (hnsOff) HNS(context.Context) (host.HNSCounts, error) { return host.HNSCounts{}, errHNSOff }
 
 // podRunning is the node's agent pod (name, uid) Running; podGone: that pod
 // stopped running, was deleted or replaced. The agent follows its pod: a new
@@ -267,16 +285,16 @@ func (n *simNode) hnsInterval() time.Duration {
 // churning makes every read of the counts differ from the one before: one
 // remote endpoint more on every other read (never fewer than what is
 // programmed, so the node's HNS readiness does not flap with it).
-func churning(counts func() host.HNSCounts) func() host.HNSCounts {
+func churning(counts func() (host.HNSCounts, error)) func() (host.HNSCounts, error) {
 	var reads atomic.Uint64
-	return func() host.HNSCounts {
-		c := counts()
+	return func() (host.HNSCounts, error) {
+		c, err := counts()
 		c.RemoteEndpoints += int(reads.Add(1) % 2)
-		return c
+		return c, err
 	}
 }
 
-// reboot is the machine rebooting (fake.Host calls it on its own goroutine
+// reboot is the machine rebooting (the machine calls it on its own goroutine
 // when the agent reboots): the agent and the kubelet go down, the node turns
 // NotReady, the machine boots the staged update, the kubelet comes back and
 // reports the new boot, and the agent's pod's containers start again (same
@@ -312,7 +330,7 @@ func (n *simNode) reboot(reason string) {
 		// was deleted.)
 		return
 	}
-	n.host.CompleteReboot()
+	n.host.Boot()
 	n.bootedUp("rebooted")
 }
 
@@ -321,7 +339,7 @@ func (n *simNode) reboot(reason string) {
 // node's pods run again.
 func (n *simNode) bootedUp(what string) {
 	ctx := n.ctx
-	m := n.host.Machine()
+	m := n.host.Stats()
 	info := nodeInfo{
 		KernelVersion:           m.Build.String(),
 		ContainerRuntimeVersion: runtimeVersion(m.Containerd, n.suffix),
@@ -347,12 +365,13 @@ func (n *simNode) bootedUp(what string) {
 
 // hns is what the node's HNS holds now: nothing right after a boot, then a
 // linear catch-up to what kube-proxy programs, over the release's catch-up time.
-func (n *simNode) hns() host.HNSCounts {
-	full := n.f.model.Counts(n.name, n.host.CNIMode() == "overlay")
+func (n *simNode) hns() (host.HNSCounts, error) {
+	m := n.host.Stats()
+	full := n.f.model.Counts(n.name, m.CNIMode == "overlay")
 	n.mu.Lock()
 	since := time.Since(n.bootedAt)
 	n.mu.Unlock()
-	return catchUp(full, since, n.f.s.CatchUp(n.host.Machine().Build))
+	return catchUp(full, since, n.f.s.CatchUp(m.Build)), nil
 }
 
 func catchUp(full host.HNSCounts, since, total time.Duration) host.HNSCounts {
@@ -377,7 +396,7 @@ func (n *simNode) reportChanges() {
 	if n.rebooting || n.reporting {
 		return
 	}
-	m := n.host.Machine()
+	m := n.host.Stats()
 	now := nodeInfo{KernelVersion: m.Build.String(), ContainerRuntimeVersion: runtimeVersion(m.Containerd, n.suffix)}
 	if now.KernelVersion == n.reported.KernelVersion && now.ContainerRuntimeVersion == n.reported.ContainerRuntimeVersion {
 		return

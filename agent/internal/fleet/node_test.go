@@ -105,7 +105,7 @@ func testFleet(t *testing.T, args ...string) (*Fleet, *kfake.Clientset, *journal
 	f := &Fleet{
 		s: s, log: slog.New(slog.NewTextHandler(io.Discard, nil)), ctx: ctx, admin: cs,
 		kubelet: &kubelet{client: cs}, failures: newFailures(s), clients: &agentClients{host: "https://unused"},
-		model: hnsmodel.New(nil),
+		model: hnsmodel.New(nil), dir: t.TempDir(),
 		runAgent: func(ctx context.Context, o agent.Options) error {
 			j.add("agent start %s", o.NodeName)
 			<-ctx.Done()
@@ -114,7 +114,11 @@ func testFleet(t *testing.T, args ...string) (*Fleet, *kfake.Clientset, *journal
 		},
 	}
 	m, _ := machineOf(node, s, "")
-	f.nodes.add(newSimNode(f, "win-0", m))
+	n, err := newSimNode(f, "win-0", m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.nodes.add(n)
 	return f, cs, j
 }
 
@@ -181,7 +185,7 @@ func TestRebootIsPlayedLikeAKubelet(t *testing.T) {
 	f, cs, j := testFleet(t, "--hns-sync-time", "100s")
 	n := f.nodes.get("win-0")
 	serviceWithTwoEndpoints(f.model)
-	if got := n.hns(); got.LoadBalancers != 1 {
+	if got, _ := n.hns(); got.LoadBalancers != 1 {
 		t.Fatalf("before the reboot HNS holds everything: %+v", got)
 	}
 	ctx := context.Background()
@@ -200,17 +204,17 @@ func TestRebootIsPlayedLikeAKubelet(t *testing.T) {
 	eventually(t, "the agent to start", func() bool { return j.count("agent start") == 1 })
 
 	target := host.Build{Major: 10, Build: 20348, UBR: 2762}
-	if err := n.host.StartUpdate(ctx, host.UpdateRequest{Revision: "r1", Attempt: 1, Target: target}); err != nil {
+	if err := n.agentHost.StartUpdate(ctx, host.UpdateRequest{Revision: "r1", Attempt: 1, Target: target}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the servicing task to end", func() bool {
-		obs, _ := n.host.Observe(ctx)
+		obs, _ := n.agentHost.Observe(ctx)
 		return obs.UpdateTask != nil && obs.UpdateTask.Phase == host.UpdateDone
 	})
-	if obs, _ := n.host.Observe(ctx); obs.UpdateTask.Result.ExitCode != 3010 {
+	if obs, _ := n.agentHost.Observe(ctx); obs.UpdateTask.Result.ExitCode != 3010 {
 		t.Fatalf("install: %+v", obs.UpdateTask)
 	}
-	if err := n.host.Reboot(ctx, "test"); err != nil {
+	if err := n.agentHost.Reboot(ctx, "test"); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the agent to start after the reboot", func() bool { return j.count("agent start") == 2 })
@@ -231,7 +235,7 @@ func TestRebootIsPlayedLikeAKubelet(t *testing.T) {
 		node.Status.NodeInfo.BootID == "" || ready(node).Status != corev1.ConditionTrue || shuttingDown(node) {
 		t.Errorf("after the reboot: nodeInfo %+v, Ready %+v, annotations %v", node.Status.NodeInfo, ready(node), node.Annotations)
 	}
-	if got := n.hns(); got.LoadBalancers != 0 {
+	if got, _ := n.hns(); got.LoadBalancers != 0 {
 		t.Errorf("HNS starts empty after a boot: %+v", got)
 	}
 	eventually(t, "the node's pods Ready again", func() bool {
@@ -245,7 +249,7 @@ func TestRebootIsPlayedLikeAKubelet(t *testing.T) {
 func TestInPlaceChangesAreReported(t *testing.T) {
 	f, cs, _ := testFleet(t, "--containerd", "1.7.20+azure")
 	n := f.nodes.get("win-0")
-	if err := n.host.UpgradeContainerd(context.Background(), host.RuntimeRequest{Version: "1.7.22"}); err != nil {
+	if err := n.agentHost.UpgradeContainerd(context.Background(), host.RuntimeRequest{Version: "1.7.22"}); err != nil {
 		t.Fatal(err)
 	}
 	// The swap task runs on its own (and proves the runtime for a while);
@@ -277,7 +281,8 @@ func TestHNSCatchesUpAfterABoot(t *testing.T) {
 	n := f.nodes.get("win-0")
 	serviceWithTwoEndpoints(f.model)
 	// Overlay: the two endpoints and the ClusterIP's own.
-	if got, want := n.hns(), (host.HNSCounts{LoadBalancers: 1, RemoteEndpoints: 3}); got != want {
+	want := host.HNSCounts{LoadBalancers: 1, RemoteEndpoints: 3}
+	if got, _ := n.hns(); got != want {
 		t.Errorf("a node up since before the fleet started holds everything: got %+v, want %+v", got, want)
 	}
 	for _, tc := range []struct {
@@ -290,7 +295,7 @@ func TestHNSCatchesUpAfterABoot(t *testing.T) {
 		n.mu.Lock()
 		n.bootedAt = time.Now().Add(-tc.since)
 		n.mu.Unlock()
-		if got := n.hns(); got != tc.want {
+		if got, _ := n.hns(); got != tc.want {
 			t.Errorf("ltsc2019, %v after boot: got %+v, want %+v", tc.since, got, tc.want)
 		}
 	}

@@ -128,7 +128,11 @@ func (f *Fleet) adopt(node *corev1.Node) {
 	for _, note := range notes {
 		f.log.Warn("adopting a node: "+note, "node", node.Name)
 	}
-	n := newSimNode(f, node.Name, m)
+	n, err := newSimNode(f, node.Name, m)
+	if err != nil {
+		f.log.Error("cannot build the machine of a node", "node", node.Name, "err", err)
+		return
+	}
 	f.podMu.Lock()
 	if !f.nodes.add(n) {
 		f.podMu.Unlock()

@@ -106,7 +106,7 @@ func TestNodesAddedAndDeletedWhileRunning(t *testing.T) {
 	}
 
 	n := f.nodes.get("win-extra-0")
-	m := n.host.Machine()
+	m := n.host.Stats()
 	n.mu.Lock()
 	reported := n.reported
 	n.mu.Unlock()
@@ -114,7 +114,7 @@ func TestNodesAddedAndDeletedWhileRunning(t *testing.T) {
 		reported != (nodeInfo{KernelVersion: "10.0.20348.2582", ContainerRuntimeVersion: "containerd://1.7.22+azure", BootID: "boot-win-extra-0"}) {
 		t.Errorf("machine not seeded from the node: build %s containerd %s uid %s, reported %+v", m.Build, m.Containerd, n.uid, reported)
 	}
-	eventually(t, "HNS to track win-extra-0", func() bool { return n.hns() == tracked })
+	eventually(t, "HNS to track win-extra-0", func() bool { c, _ := n.hns(); return c == tracked })
 	tokens := slices.ContainsFunc(j.all(), func(e string) bool {
 		return e == "token for winpool-agents/winpool-agent token Pod agent-x0 uid=uid-x0 3600s"
 	})
@@ -149,7 +149,11 @@ func TestNodesAddedAndDeletedWhileRunning(t *testing.T) {
 func TestNodesGoneAtStartAreForgotten(t *testing.T) {
 	f, _, _ := testFleet(t)
 	m, _ := machineOf(newNode(f.s, 1), f.s, "")
-	f.nodes.add(newSimNode(f, "win-1", m))
+	n, err := newSimNode(f, "win-1", m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.nodes.add(n)
 	if err := f.watchNodes(f.ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +178,7 @@ func TestAReplacedNodeIsANewMachine(t *testing.T) {
 	f.nodeChanged(windowsNode(f.s, "win-0", "uid-b"))
 	eventually(t, "the old machine's agent to stop", func() bool { return j.count("agent stop win-0") == 1 })
 	n := f.nodes.get("win-0")
-	if n == nil || n == old || n.uid != "uid-b" || n.host.Machine().Build.UBR != 2582 {
+	if n == nil || n == old || n.uid != "uid-b" || n.host.Stats().Build.UBR != 2582 {
 		t.Errorf("win-0 not adopted anew: %+v", n)
 	}
 	f.nodeDeleted(windowsNode(f.s, "win-0", "uid-a")) // the old node's deletion, seen late

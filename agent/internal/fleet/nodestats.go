@@ -28,7 +28,7 @@ type NodeStats struct {
 func (f *Fleet) stats() []NodeStats {
 	var out []NodeStats
 	for _, n := range f.nodes.appendTo(nil) {
-		m := n.host.Machine()
+		m := n.host.Stats()
 		n.mu.Lock()
 		restarts := n.restarts
 		n.mu.Unlock()

@@ -3,27 +3,35 @@ package fleet
 import (
 	"fmt"
 
-	"winpool.dev/agent/internal/host"
-	"winpool.dev/agent/internal/host/fake"
+	"winpool.dev/agent/internal/hns"
+	"winpool.dev/agent/internal/host/fakewin"
 )
 
 // Profile is how the simulated machines were built (--host-profile): the
-// node image a real pool runs, with the services named and wrapped the way
-// that image installs them.
+// node image a real pool runs, with the services named, placed and wrapped
+// the way that image installs them, and kube-proxy's HNS network named as
+// that image's CNI names it.
 type Profile string
 
 const (
-	// ProfileKind is the plain fake: containerd as a native service, no CSI
-	// Proxy on the host (winpool's DaemonSet runs it).
+	// ProfileKind is a node built by sig-windows-tools' PrepareNode.ps1
+	// with flannel: containerd and kubelet as native services (containerd
+	// --register-service, the kubelet via nssm-less sc.exe), no CSI Proxy
+	// on the host (winpool's DaemonSet runs it); flannel's network is
+	// "vxlan0" (overlay) or "cbr0" (host-gw, l2bridge).
 	ProfileKind Profile = "kind"
-	// ProfileAKS is an AKS Windows node: containerd and kubelet under NSSM,
-	// containerd a vendor build (1.7.x+azure), and CSI Proxy installed as
-	// the host service "csi-proxy", also under NSSM, whose binary carries no
-	// version.
+	// ProfileAKS is an AKS Windows node (Azure AgentBaker's
+	// windowscsehelper.ps1 and kubeletstart.ps1): containerd, kubelet,
+	// kubeproxy and csi-proxy under NSSM (C:\k\nssm.exe), kubeproxy
+	// depending on kubelet, containerd a vendor build (1.7.x+azure) in
+	// C:\Program Files\containerd, a csi-proxy.exe without a version
+	// resource, and Azure CNI's "azure" network.
 	ProfileAKS Profile = "aks"
 	// ProfileOnPrem is a node built by the upstream instructions: upstream
-	// containerd registered with `containerd --register-service`, and CSI
-	// Proxy as the service "csiproxy" created with sc.exe.
+	// containerd registered with `containerd --register-service` under
+	// C:\Program Files\containerd\bin, and CSI Proxy as the service
+	// "csiproxy" created with sc.exe (kubernetes-csi/csi-proxy's README),
+	// on flannel.
 	ProfileOnPrem Profile = "onprem"
 )
 
@@ -50,24 +58,52 @@ func (p Profile) containerdSuffix(given string) (string, error) {
 	return given, nil
 }
 
-// shape installs the profile's services on a machine.
-func (p Profile) shape(o *fake.Options) {
+// shape installs the profile's services on a machine, and names the HNS
+// network of cni ("overlay" or "l2bridge"; "": none yet).
+func (p Profile) shape(o *fakewin.Options, cni string) {
+	kubelet := []string{"containerd"}
 	switch p {
 	case ProfileAKS:
-		o.RuntimeService = host.Service{Name: "containerd", Wrapper: host.WrapperNSSM, Program: `C:\Program Files\containerd\containerd.exe`, Running: true}
-		o.CSIProxyHost = &host.CSIProxyHost{
-			Service: host.Service{Name: "csi-proxy", Wrapper: host.WrapperNSSM, Program: `C:\k\csi-proxy.exe`, Running: true},
-			Version: "unknown", PipesAnswer: true,
+		o.Services = []fakewin.Service{
+			{Name: "containerd", Program: `Program Files\containerd\containerd.exe`, NSSM: true},
+			{Name: "kubelet", Program: `k\kubelet.exe`, NSSM: true, DependsOn: kubelet},
+			{Name: "kubeproxy", Program: `k\kube-proxy.exe`, NSSM: true, DependsOn: []string{"kubelet"}},
+			{Name: "csi-proxy", Program: `k\csi-proxy.exe`, NSSM: true},
 		}
-		o.CSIProxyVersion = "unknown"
+		o.Network = network("azure", cni)
 	case ProfileOnPrem:
-		o.RuntimeService = host.Service{Name: "containerd", Program: `C:\Program Files\containerd\bin\containerd.exe`, Running: true}
-		o.CSIProxyHost = &host.CSIProxyHost{
-			Service: host.Service{Name: "csiproxy", Program: `C:\etc\kubernetes\node\bin\csi-proxy.exe`, Running: true},
-			Version: "unknown", PipesAnswer: true,
+		o.Services = []fakewin.Service{
+			{Name: "containerd", Program: `Program Files\containerd\bin\containerd.exe`},
+			{Name: "kubelet", Program: `k\kubelet.exe`, DependsOn: kubelet},
+			{Name: "kube-proxy", Program: `k\kube-proxy.exe`, DependsOn: []string{"kubelet"}},
+			{Name: "csiproxy", Program: `etc\kubernetes\node\bin\csi-proxy.exe`},
 		}
-		o.CSIProxyVersion = "unknown"
+		o.Network = flannel(cni)
 	default:
-		o.RuntimeService = host.Service{Name: "containerd", Program: `C:\Program Files\containerd\bin\containerd.exe`, Running: true}
+		o.Services = []fakewin.Service{
+			{Name: "containerd", Program: `Program Files\containerd\bin\containerd.exe`},
+			{Name: "kubelet", Program: `k\kubelet.exe`, DependsOn: kubelet},
+		}
+		o.Network = flannel(cni)
 	}
+}
+
+// flannel names its network by backend: vxlan0 for vxlan (overlay), cbr0
+// for host-gw (l2bridge).
+func flannel(cni string) hns.Network {
+	if cni == "l2bridge" {
+		return network("cbr0", cni)
+	}
+	return network("vxlan0", cni)
+}
+
+// network is an HNS network of that name in the mode cni, as hcn types it.
+func network(name, cni string) hns.Network {
+	switch cni {
+	case "overlay":
+		return hns.Network{Name: name, Type: "Overlay"}
+	case "l2bridge":
+		return hns.Network{Name: name, Type: "L2Bridge"}
+	}
+	return hns.Network{}
 }

@@ -176,20 +176,29 @@ func (p programs) dism(ctx context.Context, args []string) (windows.Output, erro
 }
 
 // hcn is HNS: kube-proxy's network, and what the fleet's model says HNS
-// holds.
+// holds. A listing of the load balancers reads the model once, and the
+// endpoints listed after it are of that same moment.
 type hcn struct{ m *Machine }
 
 func (h hcn) counts() (host.HNSCounts, error) {
 	if h.m.o.HNS == nil {
 		return host.HNSCounts{}, nil
 	}
-	return h.m.o.HNS()
+	c, err := h.m.o.HNS()
+	h.m.mu.Lock()
+	h.m.hnsNow, h.m.hnsErr = c, err
+	h.m.mu.Unlock()
+	return c, err
+}
+
+// last is what the last listing of the load balancers read.
+func (h hcn) last() (host.HNSCounts, error) {
+	h.m.mu.Lock()
+	defer h.m.mu.Unlock()
+	return h.m.hnsNow, h.m.hnsErr
 }
 
 func (h hcn) Networks() ([]hns.Network, error) {
-	if _, err := h.counts(); err != nil {
-		return nil, err
-	}
 	nets := []hns.Network{{ID: "ext-0", Name: "ext", Type: "L2Bridge"}}
 	if h.m.o.Network.Name != "" {
 		n := h.m.o.Network
@@ -205,7 +214,7 @@ func (h hcn) LoadBalancers() (int, error) {
 }
 
 func (h hcn) Endpoints(id string) ([]hns.Endpoint, error) {
-	c, err := h.counts()
+	c, err := h.last()
 	if err != nil || id != "net-0" {
 		return nil, err
 	}
@@ -270,7 +279,7 @@ func (b box) ProductVersion(path string) string {
 	return ""
 }
 
-var errUnreachable = errors.New("dial tcp: connect: connection timed out")
+var errUnreachable = errors.New("connect: connection timed out")
 
 // dialPipe answers for a pipe some running service serves.
 func (m *Machine) pipeAnswers(pipe string) bool {

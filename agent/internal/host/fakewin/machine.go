@@ -79,6 +79,9 @@ type Options struct {
 	// RuntimeCrashLoops: a containerd installed by an upgrade answers CRI
 	// once, then crash-loops while its service (NSSM) still says Running.
 	RuntimeCrashLoops bool
+	// Unreachable, when set, is why no update source answers the machine
+	// (a proxy or firewall in the way, WSUS down).
+	Unreachable string
 	// FreeBytes on C: (0: 64 GiB).
 	FreeBytes int64
 	// OnReboot is called, on its own goroutine, when shutdown /r is run;
@@ -110,6 +113,8 @@ type Machine struct {
 	wu       wuState
 	tasks    map[string]*taskRun
 	reboots  []string
+	hnsNow   host.HNSCounts
+	hnsErr   error
 	installs int
 	swaps    int
 	rollback int
@@ -130,7 +135,7 @@ type service struct {
 
 // New builds the machine and boots it.
 func New(o Options) (*Machine, error) {
-	m := &Machine{o: o, root: o.Root, strs: map[string]string{}, ints: map[string]uint64{}, multi: map[string][]string{},
+	m := &Machine{o: o, root: o.Root, unreach: o.Unreachable, strs: map[string]string{}, ints: map[string]uint64{}, multi: map[string][]string{},
 		keys: map[string]bool{}, services: map[string]*service{}, tasks: map[string]*taskRun{}}
 	if m.root == "" {
 		dir, err := os.MkdirTemp("", "winpool-machine-")
