@@ -3,8 +3,8 @@ package fleet
 import (
 	"context"
 	"errors"
-	"os"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
