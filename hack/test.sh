@@ -26,8 +26,9 @@ cargo run -q -- crd --report | diff -u crds/windowsnodereports.winpool.dev.yaml 
 step "cargo clippy"
 cargo clippy --all-targets -- -D warnings
 
-# The node agent (Go): the same code runs on Windows nodes and, with a fake
-# host, in the simulated fleet the integration tests below use.
+# The node agent (Go): the same code runs on Windows nodes and, over a
+# simulated Windows machine (fakewin), in the simulated fleet the integration
+# tests below use.
 step "agent: gofmt, go vet, go test (linux) and GOOS=windows build + vet; actionlint"
 (
   cd agent

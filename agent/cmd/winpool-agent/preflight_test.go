@@ -13,7 +13,6 @@ import (
 	"winpool.dev/agent/internal/config"
 	"winpool.dev/agent/internal/decide"
 	"winpool.dev/agent/internal/host"
-	"winpool.dev/agent/internal/host/fake"
 )
 
 func mustBuild(s string) host.Build {
@@ -124,6 +123,49 @@ func containsInOrder(got, want []string) bool {
 	return i == len(want)
 }
 
+// stubMachine is what a case's host answers: the command's output is under
+// test here, not the host (windows.Host's preflight has its own tests).
+type stubMachine struct {
+	Build             host.Build
+	CNIMode           string
+	ObserveError      func(n int) error
+	SourceUnreachable string
+	FreeBytes         int64
+}
+
+// stubHost answers Observe and Preflight as its stubMachine says.
+type stubHost struct {
+	host.Host // nil: nothing else is called
+	m         stubMachine
+}
+
+func (s stubHost) Observe(context.Context) (host.Observed, error) {
+	if s.m.ObserveError != nil {
+		if err := s.m.ObserveError(1); err != nil {
+			return host.Observed{}, err
+		}
+	}
+	return host.Observed{Build: s.m.Build, CNIMode: s.m.CNIMode}, nil
+}
+
+func (s stubHost) Preflight(_ context.Context, req host.UpdateRequest) host.PreflightFindings {
+	f := host.PreflightFindings{SystemDrive: "C:", FreeBytes: s.m.FreeBytes}
+	if f.FreeBytes == 0 {
+		f.FreeBytes = 64 << 30
+	}
+	names := []string{"Windows Update"}
+	if len(req.Packages) > 0 {
+		names = names[:0]
+		for _, p := range req.Packages {
+			names = append(names, p.Name())
+		}
+	}
+	for _, n := range names {
+		f.Sources = append(f.Sources, host.SourceCheck{Name: n, Err: s.m.SourceUnreachable})
+	}
+	return f
+}
+
 // preflightCounter counts the host's preflights.
 type preflightCounter struct {
 	host.Host
@@ -162,11 +204,11 @@ func TestRunPreflight(t *testing.T) {
 		}
 		return nil, &fs.PathError{Op: "open", Path: p, Err: fs.ErrNotExist}
 	}
-	behind := fake.Options{Build: mustBuild("10.0.20348.2700"), CNIMode: "overlay"}
+	behind := stubMachine{Build: mustBuild("10.0.20348.2700"), CNIMode: "overlay"}
 	for _, tc := range []struct {
 		name          string
 		args          []string
-		machine       fake.Options
+		machine       stubMachine
 		hostErr       error
 		wantExit      int
 		wantPreflight int
@@ -183,7 +225,7 @@ func TestRunPreflight(t *testing.T) {
 		{"a host that is not usable", []string{"--patch-level", "10.0.20348.2762"}, behind, errors.New(`C:\ProgramData\winpool is owned by S-1-5-21-1 (CORP\eve)`), preflightCannotRun, 0, nil,
 			`the host is not usable: C:\ProgramData\winpool is owned by S-1-5-21-1 (CORP\eve)`},
 		{"a host that cannot be read", []string{"--patch-level", "10.0.20348.2762"},
-			fake.Options{Build: behind.Build, ObserveError: func(int) error { return errors.New("containerd --version: timed out") }}, nil, preflightCannotRun, 0, nil,
+			stubMachine{Build: behind.Build, ObserveError: func(int) error { return errors.New("containerd --version: timed out") }}, nil, preflightCannotRun, 0, nil,
 			"cannot read the host: containerd --version: timed out"},
 		{"a patch level from Windows Update, ready", []string{"--patch-level", "10.0.20348.2762"}, behind, nil, preflightReady, 1,
 			[]string{"patch level 10.0.20348.2762 from Windows Update (or the node's WSUS)", "  ok      Windows Update", "  ok      C: has 64.0 GiB free (an update needs 10.0 GiB)",
@@ -193,21 +235,21 @@ func TestRunPreflight(t *testing.T) {
 		{"a config PowerShell wrote in UTF-16", []string{"-config=config-utf16.json"}, behind, nil, preflightReady, 1,
 			[]string{"revision 5f1c9a2e01 of pool win22: patch level 10.0.20348.2762 from Packages", "Ready"}, ""},
 		{"a source the host does not reach", []string{"--config", "config.json"},
-			fake.Options{Build: behind.Build, CNIMode: "overlay", SourceUnreachable: "dial tcp: i/o timeout"}, nil, preflightBlocked, 1,
+			stubMachine{Build: behind.Build, CNIMode: "overlay", SourceUnreachable: "dial tcp: i/o timeout"}, nil, preflightBlocked, 1,
 			[]string{"  FAILED  https://updates.example.com/kb5044281.msu: dial tcp: i/o timeout",
 				"Blocked: update source https://updates.example.com/kb5044281.msu cannot be reached: dial tcp: i/o timeout"}, ""},
-		{"too little room", []string{"--config", "config.json"}, fake.Options{Build: behind.Build, CNIMode: "overlay", FreeBytes: 2 << 30}, nil, preflightBlocked, 1,
+		{"too little room", []string{"--config", "config.json"}, stubMachine{Build: behind.Build, CNIMode: "overlay", FreeBytes: 2 << 30}, nil, preflightBlocked, 1,
 			[]string{"  FAILED  C: has 2.0 GiB free, an update needs 10.0 GiB"}, ""},
 		{"already at the patch level: no source is checked", []string{"--config", "config.json"},
-			fake.Options{Build: mustBuild("10.0.20348.2762"), CNIMode: "overlay", SourceUnreachable: "dial tcp: i/o timeout"}, nil, preflightReady, 0,
+			stubMachine{Build: mustBuild("10.0.20348.2762"), CNIMode: "overlay", SourceUnreachable: "dial tcp: i/o timeout"}, nil, preflightReady, 0,
 			[]string{"update: none needed (10.0.20348.2762 is at or past 10.0.20348.2762)", "Ready"}, ""},
-		{"another release", []string{"--config", "config.json"}, fake.Options{Build: mustBuild("10.0.17763.6414"), CNIMode: "overlay"}, nil, preflightBlocked, 0,
+		{"another release", []string{"--config", "config.json"}, stubMachine{Build: mustBuild("10.0.17763.6414"), CNIMode: "overlay"}, nil, preflightBlocked, 0,
 			[]string{"Blocked: node runs 10.0.17763.6414, the pool asks 10.0.20348.2762: an update never changes the Windows release; reimage the node"}, ""},
-		{"another CNI", []string{"--config", "config.json"}, fake.Options{Build: mustBuild("10.0.20348.2762"), CNIMode: "l2bridge"}, nil, preflightBlocked, 0,
+		{"another CNI", []string{"--config", "config.json"}, stubMachine{Build: mustBuild("10.0.20348.2762"), CNIMode: "l2bridge"}, nil, preflightBlocked, 0,
 			[]string{"Blocked: HNS network is l2bridge, the pool asks for overlay: the agent does not switch a CNI in place"}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := &preflightCounter{Host: fake.New(tc.machine)}
+			h := &preflightCounter{Host: stubHost{m: tc.machine}}
 			env := preflightEnv{
 				newHost:  func() (host.Host, error) { return h, tc.hostErr },
 				readFile: readFile,

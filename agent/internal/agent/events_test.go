@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"winpool.dev/agent/internal/host"
-	"winpool.dev/agent/internal/host/fake"
 	"winpool.dev/agent/internal/names"
 )
 
@@ -31,7 +30,7 @@ func eventsUntilTheReboot(t *testing.T, pending bool, want []string) {
 	o := behindHost()
 	o.RebootPending = pending
 	o.OnReboot = func(reason string) { rebooted <- reason }
-	h := newHarness(t, fake.New(o), requestedR1(), revisionConfigMap(revisionR1()))
+	h := newHarness(t, newMachine(o), requestedR1(), revisionConfigMap(revisionR1()))
 	opts := h.options()
 	opts.Events = true
 	h.start(opts)
@@ -49,8 +48,8 @@ func eventsUntilTheReboot(t *testing.T, pending bool, want []string) {
 
 func TestEventOnFailure(t *testing.T) {
 	o := behindHost()
-	o.InstallExitCode = func(host.Build) int { return fake.ExitInstallFailed }
-	h := newHarness(t, fake.New(o), requestedR1(), revisionConfigMap(revisionR1()))
+	o.InstallExitCode = func(host.Build) int { return exitInstallFailed }
+	h := newHarness(t, newMachine(o), requestedR1(), revisionConfigMap(revisionR1()))
 	opts := h.options()
 	opts.Events = true
 	h.start(opts)
@@ -64,8 +63,8 @@ func TestEventOnFailure(t *testing.T) {
 
 func TestNoEventsUnlessAsked(t *testing.T) {
 	o := behindHost()
-	o.InstallExitCode = func(host.Build) int { return fake.ExitInstallFailed }
-	h := newHarness(t, fake.New(o), requestedR1(), revisionConfigMap(revisionR1()))
+	o.InstallExitCode = func(host.Build) int { return exitInstallFailed }
+	h := newHarness(t, newMachine(o), requestedR1(), revisionConfigMap(revisionR1()))
 	h.start(h.options())
 	h.waitStatus(names.StatusFailed)
 	if got := h.events(); len(got) != 0 {
@@ -78,8 +77,8 @@ func TestNoEventsUnlessAsked(t *testing.T) {
 func TestContainerdTaskRolledBack(t *testing.T) {
 	o := compliantHost()
 	o.Containerd = "1.7.20"
-	o.RuntimeUpgrade = func(host.RuntimeRequest) host.RuntimePhase { return host.RuntimeRolledBack }
-	machine := fake.New(o)
+	o.RuntimeCrashLoops = true
+	machine := newMachine(o)
 	h := newHarness(t, machine, requestedR1(), revisionConfigMap(revisionR1()))
 	h.start(h.options())
 	n := h.waitStatus(names.StatusFailed)
@@ -94,8 +93,8 @@ func TestContainerdTaskRolledBack(t *testing.T) {
 func TestContainerdTaskRunningIsWaitedFor(t *testing.T) {
 	o := compliantHost()
 	o.Containerd = "1.7.20"
-	o.RuntimeUpgrade = func(host.RuntimeRequest) host.RuntimePhase { return host.RuntimeRunning }
-	machine := fake.New(o)
+	o.TasksNeverRun = true
+	machine := newMachine(o)
 	h := newHarness(t, machine, requestedR1(), revisionConfigMap(revisionR1()))
 	opts := h.options()
 	opts.HNSInterval = 2 * time.Millisecond // the wait's next look

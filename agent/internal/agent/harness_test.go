@@ -22,7 +22,6 @@ import (
 
 	"winpool.dev/agent/internal/config"
 	"winpool.dev/agent/internal/host"
-	"winpool.dev/agent/internal/host/fake"
 	"winpool.dev/agent/internal/names"
 	"winpool.dev/agent/internal/report"
 )
@@ -94,8 +93,8 @@ func updatedR1() *corev1.Node {
 
 // behindHost is a machine one cumulative update behind r1, with an older
 // containerd and no CSI Proxy.
-func behindHost() fake.Options {
-	return fake.Options{
+func behindHost() machineOptions {
+	return machineOptions{
 		Build:      mustBuild("10.0.20348.2700"),
 		Containerd: "1.7.20",
 		CNIMode:    "overlay",
@@ -104,7 +103,7 @@ func behindHost() fake.Options {
 }
 
 // compliantHost already runs r1.
-func compliantHost() fake.Options {
+func compliantHost() machineOptions {
 	o := behindHost()
 	o.Build = mustBuild("10.0.20348.2762")
 	o.Containerd = "1.7.22"
@@ -239,7 +238,7 @@ func (h *harness) waitStatus(status names.ApplyStatus) map[string]string {
 // waitReboots waits until the agent has rebooted its (fake) host n times.
 func (h *harness) waitReboots(n int) {
 	h.t.Helper()
-	eventually(h.t, fmt.Sprintf("%d reboot(s)", n), func() bool { return h.host.(*fake.Host).Machine().Reboots >= n })
+	eventually(h.t, fmt.Sprintf("%d reboot(s)", n), func() bool { return h.host.(*testMachine).Machine().Reboots >= n })
 }
 
 // operatorEdit changes the Node as the operator would, outside the agent's

@@ -13,7 +13,6 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"winpool.dev/agent/internal/config"
-	"winpool.dev/agent/internal/host/fake"
 	"winpool.dev/agent/internal/names"
 	"winpool.dev/agent/internal/report"
 )
@@ -32,7 +31,7 @@ func idleNode() *corev1.Node {
 }
 
 func TestThePreflightOfThePoolsTargetRidesTheAgentsFirstReport(t *testing.T) {
-	h := newHarness(t, fake.New(behindHost()), idleNode(), targetConfigMap(revisionR1()))
+	h := newHarness(t, newMachine(behindHost()), idleNode(), targetConfigMap(revisionR1()))
 	h.start(h.options())
 	eventually(t, "a preflight", func() bool { return h.value(keyPreflightRevision) == "r1" })
 
@@ -55,7 +54,7 @@ func TestThePreflightOfThePoolsTargetRidesTheAgentsFirstReport(t *testing.T) {
 func TestAnUnreachableUpdateSourceBlocksThePreflightAndSaysWhich(t *testing.T) {
 	o := behindHost()
 	o.SourceUnreachable = "dial tcp 10.1.2.3:8530: i/o timeout"
-	fh := fake.New(o)
+	fh := newMachine(o)
 	h := newHarness(t, fh, idleNode(), targetConfigMap(revisionR1()))
 	h.start(h.options())
 	eventually(t, "a preflight", func() bool { return h.value(keyPreflightRevision) == "r1" })
@@ -75,7 +74,7 @@ func TestThePreflightFollowsThePoolsTarget(t *testing.T) {
 	const delay = 300 * time.Millisecond
 	r2 := revisionR1()
 	r2.Revision, r2.PatchLevel = "r2", "10.0.20348.2800"
-	h := newHarness(t, fake.New(behindHost()), idleNode(), targetConfigMap(revisionR1()))
+	h := newHarness(t, newMachine(behindHost()), idleNode(), targetConfigMap(revisionR1()))
 	h.preflightDelay = func() time.Duration { return delay }
 	var judged atomic.Int64
 	record := func(a k8stesting.Action) (bool, runtime.Object, error) {
@@ -112,7 +111,7 @@ func TestThePreflightFollowsThePoolsTarget(t *testing.T) {
 }
 
 func TestANodeStartedWithTheTargetIsNotPreflighted(t *testing.T) {
-	h := newHarness(t, fake.New(compliantHost()), requestedR1(), targetConfigMap(revisionR1()))
+	h := newHarness(t, newMachine(compliantHost()), requestedR1(), targetConfigMap(revisionR1()))
 	h.start(h.options())
 	h.waitStatus(names.StatusSucceeded)
 	// A pass that starts after the report (a kubelet label moves) has run
@@ -128,7 +127,7 @@ func TestANodeStartedWithTheTargetIsNotPreflighted(t *testing.T) {
 }
 
 func TestANodeTheOperatorFailedIsJudgedAgainAtOnce(t *testing.T) {
-	fh := fake.New(behindHost())
+	fh := newMachine(behindHost())
 	h := newHarness(t, fh, idleNode(), targetConfigMap(revisionR1()))
 	h.start(h.options())
 	eventually(t, "a preflight", func() bool { return h.value(keyPreflight) == "Ready" })
@@ -147,7 +146,7 @@ func TestANodeTheOperatorFailedIsJudgedAgainAtOnce(t *testing.T) {
 // again at once, and an unchanged verdict is not written anew: it resumes the
 // verdict its report holds, with the time it was first reached.
 func TestARestartedAgentKeepsAnUnchangedVerdict(t *testing.T) {
-	h := newHarness(t, fake.New(behindHost()), idleNode(), targetConfigMap(revisionR1()))
+	h := newHarness(t, newMachine(behindHost()), idleNode(), targetConfigMap(revisionR1()))
 	reachedAt := metav1.NewTime(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
 	h.seedReportSpec(report.Spec{AgentVersion: testVersion, Preflight: &report.Preflight{Revision: "r1", Verdict: report.VerdictReady, Since: &reachedAt}})
 	// Ticks keep the passes coming.
@@ -168,7 +167,7 @@ func TestARestartedAgentKeepsAnUnchangedVerdict(t *testing.T) {
 func TestTheTargetsConfigurationIsReadFromTheWatchNotWithAGet(t *testing.T) {
 	o := behindHost()
 	o.OnReboot = func(string) {}
-	machine := fake.New(o)
+	machine := newMachine(o)
 	node := requestedR1()
 	node.Status.NodeInfo.BootID = "boot-1"
 	h := newHarness(t, machine, node, targetConfigMap(revisionR1()))

@@ -3,21 +3,16 @@ package agent
 import (
 	"strings"
 	"testing"
-	"time"
 
 	"winpool.dev/agent/internal/config"
 	"winpool.dev/agent/internal/host"
-	"winpool.dev/agent/internal/host/fake"
 	"winpool.dev/agent/internal/names"
 )
 
 // The revision's update source travels from the ConfigMap to the host as
 // written: the packages, in their order, with their digests.
 func TestInstallGetsTheRevisionsPackages(t *testing.T) {
-	rebooted := make(chan struct{}, 1)
-	o := behindHost()
-	o.OnReboot = func(string) { rebooted <- struct{}{} }
-	machine := fake.New(o)
+	machine := newMachine(behindHost())
 	rev := revisionR1()
 	pkgs := []config.Package{
 		{Path: `C:\updates\2024-10\ssu.cab`, SHA256: strings.Repeat("a", 64)},
@@ -26,12 +21,8 @@ func TestInstallGetsTheRevisionsPackages(t *testing.T) {
 	rev.Updates = &config.Updates{Source: config.SourcePackages, Packages: pkgs}
 	h := newHarness(t, machine, requestedR1(), revisionConfigMap(rev))
 	h.start(h.options())
-	select {
-	case <-rebooted:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("no reboot; node says %q", h.value(keyApplyMessage))
-	}
-	got := machine.Machine().Updates
+	eventually(t, "the install asked of the host", func() bool { return len(machine.Updates()) > 0 })
+	got := machine.Updates()
 	if len(got) != 1 {
 		t.Fatalf("%d installs, want 1", len(got))
 	}
@@ -45,7 +36,7 @@ func TestInstallGetsTheRevisionsPackages(t *testing.T) {
 // A revision whose update list breaks the contract fails the node with the
 // rule it broke, before anything is installed.
 func TestInvalidUpdatesFailTheNode(t *testing.T) {
-	machine := fake.New(behindHost())
+	machine := newMachine(behindHost())
 	rev := revisionR1()
 	rev.Updates = &config.Updates{Source: config.SourcePackages, Packages: []config.Package{
 		{URL: "https://updates.example.com/kb.msu", SHA256: "ABC"},

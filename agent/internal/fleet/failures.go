@@ -61,8 +61,16 @@ func (f *failures) draw(node string, target host.Build) float64 {
 	return float64(h.Sum64()>>11) / (1 << 53)
 }
 
-// failsOn is the machine's catalogue's say on node: whether the install
-// of an update to target fails.
-func (f *failures) failsOn(node string) func(host.Build) bool {
-	return func(target host.Build) bool { return f.fails(node, target) }
+// installFailed is CBS_E_INSTALLERS_FAILED, what a failing install ends with.
+const installFailed = 0x800F0922
+
+// failsOn is the machine's catalogue's say on node: the HRESULT the install
+// of an update to target fails with (0: it installs).
+func (f *failures) failsOn(node string) func(host.Build) uint32 {
+	return func(target host.Build) uint32 {
+		if f.fails(node, target) {
+			return installFailed
+		}
+		return 0
+	}
 }

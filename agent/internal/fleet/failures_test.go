@@ -40,7 +40,7 @@ func TestFailRateIsSeededAndOrderFree(t *testing.T) {
 
 func TestNamedAndLabelledNodesAlwaysFail(t *testing.T) {
 	f := newFailures(settings(t, "--fail-nodes", "win-1"))
-	fails := func(node string) bool { return f.failsOn(node)(target) }
+	fails := func(node string) bool { return f.failsOn(node)(target) == installFailed }
 	if fails("win-0") || !fails("win-1") {
 		t.Errorf("win-0 fails %v, win-1 fails %v", fails("win-0"), fails("win-1"))
 	}

@@ -1,8 +1,9 @@
 // Package host is the one door between the agent and the machine it runs on.
 // Everything that touches Windows (registry, servicing, services, HNS, reboot)
 // sits behind Host; the decision (package decide) never calls the machine.
-// windows.Host is the real implementation, fake.Host the simulated one used by
-// the tests and by the simulated fleet (cmd/winpool-fleet).
+// windows.Host is the only implementation: on a node it runs on the real
+// Windows Machine, in the tests and the simulated fleet (cmd/winpool-fleet)
+// on fakewin's simulated one.
 package host
 
 import (

@@ -55,6 +55,9 @@ func (t tasks) RunTask(_ context.Context, name, command string) error {
 		return fmt.Errorf("task %s: unknown subcommand %q", name, args[1])
 	}
 	m.mu.Unlock()
+	if m.o.TasksNeverRun {
+		return nil
+	}
 	if m.o.OnTaskStarted != nil {
 		go m.o.OnTaskStarted(name)
 	}

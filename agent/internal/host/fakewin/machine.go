@@ -82,6 +82,13 @@ type Options struct {
 	// Unreachable, when set, is why no update source answers the machine
 	// (a proxy or firewall in the way, WSUS down).
 	Unreachable string
+	// RebootPending: CBS RebootPending at first boot (an update installed
+	// outside winpool, by hand or by WSUS, not rebooted for yet).
+	RebootPending bool
+	// TasksNeverRun: Task Scheduler accepts every run and the task's
+	// program never starts (antivirus or App Control blocking it, a
+	// battery condition): schtasks /Run's 0 only means accepted.
+	TasksNeverRun bool
 	// FreeBytes on C: (0: 64 GiB).
 	FreeBytes int64
 	// OnReboot is called, on its own goroutine, when shutdown /r is run;
@@ -155,6 +162,9 @@ func New(o Options) (*Machine, error) {
 		return nil, err
 	}
 	m.Boot()
+	if o.RebootPending {
+		m.keys[strings.ToLower(cbsRebootPending)] = true
+	}
 	return m, nil
 }
 

@@ -20,9 +20,10 @@ type Catalogue struct {
 	// next boot (nil: that build): the source can offer a newer cumulative
 	// update, or only an older one.
 	Lands func(asked host.Build) host.Build
-	// Fails: the install of the update asked for fails (CBS_E_INSTALLERS_FAILED,
-	// 0x800F0922).
-	Fails func(asked host.Build) bool
+	// Fails, when set, is the HRESULT the install of the update asked for
+	// fails with (CBS_E_INSTALLERS_FAILED 0x800F0922, CBS_E_NOT_APPLICABLE
+	// 0x800F081E, …); 0: it installs.
+	Fails func(asked host.Build) uint32
 	// SSUFirst: a servicing stack update is offered alone first; it needs
 	// its own reboot, and the cumulative update is offered after it.
 	SSUFirst bool
@@ -34,9 +35,6 @@ type wuState struct {
 	asked        host.Build
 	ssuInstalled bool
 }
-
-// installFailed is CBS_E_INSTALLERS_FAILED as a HRESULT.
-const installFailed = int32(-0x7ff0f6de) // 0x800F0922
 
 // Titles and KBs of what the catalogue offers; the KBs are the same every
 // month here, which the selection never looks at.
@@ -122,7 +120,7 @@ func (s *wuSession) Install(i int) (int, int32, bool, error) {
 	}
 	code, err := s.m.install(context.Background(), true)
 	if err != nil || code != 3010 {
-		return decide.WUFailed, installFailed, false, err
+		return decide.WUFailed, int32(uint32(code)), false, err
 	}
 	return decide.WUSucceeded, 0, true, nil
 }
@@ -152,8 +150,10 @@ func (m *Machine) install(ctx context.Context, waited bool) (int, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	asked := m.wu.asked
-	if f := m.o.Catalogue.Fails; f != nil && f(asked) {
-		return 0x800F0922, nil
+	if f := m.o.Catalogue.Fails; f != nil {
+		if hr := f(asked); hr != 0 {
+			return int(hr), nil
+		}
 	}
 	lands := asked
 	if f := m.o.Catalogue.Lands; f != nil {
