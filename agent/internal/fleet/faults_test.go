@@ -82,14 +82,18 @@ func TestHostProfiles(t *testing.T) {
 		suffix     string
 		runtime    host.Service
 		csiService string
-		err        string
+		// cni: the image's CNI's network mode, with --cni overlay.
+		cni string
+		err string
 	}{
 		{args: nil, runtime: host.Service{Name: "containerd"}},
-		{args: []string{"--host-profile", "aks"}, suffix: "+azure", runtime: host.Service{Name: "containerd", Wrapper: host.WrapperNSSM}, csiService: "csi-proxy"},
-		{args: []string{"--host-profile", "aks", "--containerd", "1.7.20+azure2"}, suffix: "+azure2", runtime: host.Service{Name: "containerd", Wrapper: host.WrapperNSSM}, csiService: "csi-proxy"},
+		{args: []string{"--host-profile", "aks"}, suffix: "+azure", runtime: host.Service{Name: "containerd", Wrapper: host.WrapperNSSM}, csiService: "csi-proxy", cni: "l2bridge"},
+		{args: []string{"--host-profile", "aks", "--containerd", "1.7.20+azure2"}, suffix: "+azure2", runtime: host.Service{Name: "containerd", Wrapper: host.WrapperNSSM}, csiService: "csi-proxy", cni: "l2bridge"},
 		{args: []string{"--host-profile", "onprem"}, runtime: host.Service{Name: "containerd"}, csiService: "csiproxy"},
 		{args: []string{"--host-profile", "onprem", "--containerd", "1.7.20+azure"}, err: `--host-profile onprem runs upstream containerd: drop "+azure" from --containerd`},
-		{args: []string{"--host-profile", "eks"}, err: `--host-profile: want kind, aks or onprem, got "eks"`},
+		{args: []string{"--host-profile", "eks"}, runtime: host.Service{Name: "containerd"}, cni: "l2bridge"},
+		{args: []string{"--host-profile", "onprem-wsus"}, runtime: host.Service{Name: "containerd"}, csiService: "csiproxy"},
+		{args: []string{"--host-profile", "gke"}, err: `--host-profile: want one of aks, eks, kind, onprem, onprem-wsus, got "gke"`},
 	} {
 		s, err := ParseSettings(tc.args, io.Discard)
 		if tc.err != "" {
@@ -118,8 +122,11 @@ func TestHostProfiles(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := obs.RuntimeService
-		if obs.ContainerdVersion != "1.7.20" || obs.CNIMode != "overlay" {
-			t.Errorf("%v: containerd %q, CNI %q; want 1.7.20, overlay", tc.args, obs.ContainerdVersion, obs.CNIMode)
+		if tc.cni == "" {
+			tc.cni = "overlay"
+		}
+		if obs.ContainerdVersion != "1.7.20" || obs.CNIMode != tc.cni {
+			t.Errorf("%v: containerd %q, CNI %q; want 1.7.20, %s", tc.args, obs.ContainerdVersion, obs.CNIMode, tc.cni)
 		}
 		if s.ContainerdSuffix != tc.suffix || got.Name != tc.runtime.Name || got.Wrapper != tc.runtime.Wrapper || !got.Running {
 			t.Errorf("%v: containerd suffix %q, service %+v; want %q, %+v", tc.args, s.ContainerdSuffix, got, tc.suffix, tc.runtime)

@@ -1,109 +1,115 @@
 package fleet
 
 import (
+	"embed"
 	"fmt"
+	"path"
+	"slices"
+	"strings"
+
+	"sigs.k8s.io/yaml"
 
 	"winpool.dev/agent/internal/hns"
 	"winpool.dev/agent/internal/host/fakewin"
 )
 
 // Profile is how the simulated machines were built (--host-profile): the
-// node image a real pool runs, with the services named, placed and wrapped
-// the way that image installs them, and kube-proxy's HNS network named as
-// that image's CNI names it.
-type Profile string
+// node image a real pool runs, as data (profiles/<name>.yaml, each citing
+// the image's sources): the services named, placed and wrapped the way that
+// image installs them, kube-proxy's HNS network named as its CNI names it,
+// the registry it sets. A new image is a new file.
+type Profile struct {
+	Name string `json:"name"`
+	// ContainerdSuffix is the vendor metadata the image's containerd
+	// reports after its version ("+azure"), used when --containerd gives none.
+	ContainerdSuffix string `json:"containerdSuffix,omitempty"`
+	// UpstreamContainerd: the image runs upstream containerd, so a vendor
+	// suffix in --containerd is a mistake.
+	UpstreamContainerd bool `json:"upstreamContainerd,omitempty"`
+	// Networks names kube-proxy's network for each CNI mode the image's CNI
+	// runs ("overlay", "l2bridge"); an image with one mode runs it whatever
+	// --cni says.
+	Networks map[string]string `json:"networks"`
+	// LocalizedTitles: the update source answers in another language.
+	LocalizedTitles bool              `json:"localizedTitles,omitempty"`
+	Registry        []fakewin.Value   `json:"registry,omitempty"`
+	Services        []fakewin.Service `json:"services"`
+}
 
-const (
-	// ProfileKind is a node built by sig-windows-tools' PrepareNode.ps1
-	// with flannel: containerd and kubelet as native services (containerd
-	// --register-service, the kubelet via nssm-less sc.exe), no CSI Proxy
-	// on the host (winpool's DaemonSet runs it); flannel's network is
-	// "vxlan0" (overlay) or "cbr0" (host-gw, l2bridge).
-	ProfileKind Profile = "kind"
-	// ProfileAKS is an AKS Windows node (Azure AgentBaker's
-	// windowscsehelper.ps1 and kubeletstart.ps1): containerd, kubelet,
-	// kubeproxy and csi-proxy under NSSM (C:\k\nssm.exe), kubeproxy
-	// depending on kubelet, containerd a vendor build (1.7.x+azure) in
-	// C:\Program Files\containerd, a csi-proxy.exe without a version
-	// resource, and Azure CNI's "azure" network.
-	ProfileAKS Profile = "aks"
-	// ProfileOnPrem is a node built by the upstream instructions: upstream
-	// containerd registered with `containerd --register-service` under
-	// C:\Program Files\containerd\bin, and CSI Proxy as the service
-	// "csiproxy" created with sc.exe (kubernetes-csi/csi-proxy's README),
-	// on flannel.
-	ProfileOnPrem Profile = "onprem"
-)
+//go:embed profiles/*.yaml
+var profileFiles embed.FS
 
-var knownProfiles = []Profile{ProfileKind, ProfileAKS, ProfileOnPrem}
+// ProfileKind is the default image.
+const ProfileKind = "kind"
+
+// profiles are the images --host-profile knows, by name.
+func profiles() (map[string]Profile, error) {
+	entries, err := profileFiles.ReadDir("profiles")
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]Profile{}
+	for _, e := range entries {
+		b, err := profileFiles.ReadFile(path.Join("profiles", e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		var p Profile
+		if err := yaml.UnmarshalStrict(b, &p); err != nil {
+			return nil, fmt.Errorf("profiles/%s: %w", e.Name(), err)
+		}
+		if p.Name+".yaml" != e.Name() || len(p.Networks) == 0 || len(p.Services) == 0 {
+			return nil, fmt.Errorf("profiles/%s: a profile names itself as its file, and has networks and services", e.Name())
+		}
+		out[p.Name] = p
+	}
+	return out, nil
+}
 
 func parseProfile(s string) (Profile, error) {
-	for _, p := range knownProfiles {
-		if string(p) == s {
-			return p, nil
-		}
+	all, err := profiles()
+	if err != nil {
+		return Profile{}, err
 	}
-	return "", fmt.Errorf("want kind, aks or onprem, got %q", s)
+	if p, ok := all[s]; ok {
+		return p, nil
+	}
+	names := make([]string, 0, len(all))
+	for n := range all {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return Profile{}, fmt.Errorf("want one of %s, got %q", strings.Join(names, ", "), s)
 }
 
 // containerdSuffix is the vendor metadata the profile's kubelets report
 // after the version ("" keeps what --containerd says).
 func (p Profile) containerdSuffix(given string) (string, error) {
 	switch {
-	case p == ProfileAKS && given == "":
-		return "+azure", nil
-	case p == ProfileOnPrem && given != "":
-		return "", fmt.Errorf("--host-profile onprem runs upstream containerd: drop %q from --containerd", given)
+	case given == "":
+		return p.ContainerdSuffix, nil
+	case p.UpstreamContainerd:
+		return "", fmt.Errorf("--host-profile %s runs upstream containerd: drop %q from --containerd", p.Name, given)
 	}
 	return given, nil
 }
 
-// shape installs the profile's services on a machine, and names the HNS
-// network of cni ("overlay" or "l2bridge"; "": none yet).
+// shape builds the image on a machine: its services, registry and update
+// source's language, and kube-proxy's network for cni ("overlay",
+// "l2bridge"; "": none yet).
 func (p Profile) shape(o *fakewin.Options, cni string) {
-	kubelet := []string{"containerd"}
-	switch p {
-	case ProfileAKS:
-		o.Services = []fakewin.Service{
-			{Name: "containerd", Program: `Program Files\containerd\containerd.exe`, NSSM: true},
-			{Name: "kubelet", Program: `k\kubelet.exe`, NSSM: true, DependsOn: kubelet},
-			{Name: "kubeproxy", Program: `k\kube-proxy.exe`, NSSM: true, DependsOn: []string{"kubelet"}},
-			{Name: "csi-proxy", Program: `k\csi-proxy.exe`, NSSM: true},
-		}
-		o.Network = network("azure", cni)
-	case ProfileOnPrem:
-		o.Services = []fakewin.Service{
-			{Name: "containerd", Program: `Program Files\containerd\bin\containerd.exe`},
-			{Name: "kubelet", Program: `k\kubelet.exe`, DependsOn: kubelet},
-			{Name: "kube-proxy", Program: `k\kube-proxy.exe`, DependsOn: []string{"kubelet"}},
-			{Name: "csiproxy", Program: `etc\kubernetes\node\bin\csi-proxy.exe`},
-		}
-		o.Network = flannel(cni)
-	default:
-		o.Services = []fakewin.Service{
-			{Name: "containerd", Program: `Program Files\containerd\bin\containerd.exe`},
-			{Name: "kubelet", Program: `k\kubelet.exe`, DependsOn: kubelet},
-		}
-		o.Network = flannel(cni)
+	o.Services = append([]fakewin.Service(nil), p.Services...)
+	o.Registry = append([]fakewin.Value(nil), p.Registry...)
+	o.Catalogue.Localized = p.LocalizedTitles
+	if cni == "" {
+		return
 	}
-}
-
-// flannel names its network by backend: vxlan0 for vxlan (overlay), cbr0
-// for host-gw (l2bridge).
-func flannel(cni string) hns.Network {
-	if cni == "l2bridge" {
-		return network("cbr0", cni)
+	mode := cni
+	if _, ok := p.Networks[cni]; !ok {
+		for m := range p.Networks {
+			mode = m
+		}
 	}
-	return network("vxlan0", cni)
-}
-
-// network is an HNS network of that name in the mode cni, as hcn types it.
-func network(name, cni string) hns.Network {
-	switch cni {
-	case "overlay":
-		return hns.Network{Name: name, Type: "Overlay"}
-	case "l2bridge":
-		return hns.Network{Name: name, Type: "L2Bridge"}
-	}
-	return hns.Network{}
+	typ := map[string]string{"overlay": "Overlay", "l2bridge": "L2Bridge"}[mode]
+	o.Network = hns.Network{Name: p.Networks[mode], Type: typ}
 }

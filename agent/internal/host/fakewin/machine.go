@@ -35,19 +35,31 @@ const (
 
 // Service is a host service as the node image installs it.
 type Service struct {
-	Name string
+	Name string `json:"name"`
 	// Program is the file the service runs, under the machine's C:
 	// (`Program Files\containerd\containerd.exe`).
-	Program string
+	Program string `json:"program"`
 	// NSSM: the service's ImagePath is nssm.exe, and Program is NSSM's
 	// Parameters\Application (AKS).
-	NSSM bool
+	NSSM bool `json:"nssm,omitempty"`
+	// Host, when set, is the program the service's ImagePath runs with
+	// Program as its first argument (EKS's EKS-WindowsServiceHost.exe).
+	Host string `json:"host,omitempty"`
 	// DependsOn: services that must run for this one to (kubeproxy on
 	// kubelet on AKS); a stop of one of them stops this one first.
-	DependsOn []string
+	DependsOn []string `json:"dependsOn,omitempty"`
 	// ProductVersion is the program's version resource ("": none, as the
 	// csi-proxy binaries AKS ships have none).
-	ProductVersion string
+	ProductVersion string `json:"productVersion,omitempty"`
+}
+
+// Value is a registry value the image sets under HKLM.
+type Value struct {
+	Key  string `json:"key"`
+	Name string `json:"name"`
+	// String, or DWORD when String is "".
+	String string `json:"string,omitempty"`
+	DWORD  uint32 `json:"dword,omitempty"`
 }
 
 // Options is the machine as its image built it, and how it behaves.
@@ -61,6 +73,8 @@ type Options struct {
 	// Services the image installs; the containerd service's Program is
 	// where Containerd is installed. Every service runs at boot.
 	Services []Service
+	// Registry values the image sets (WSUS policy, …).
+	Registry []Value
 	// Network is kube-proxy's HNS network (its name and hcn type); a zero
 	// Network: none.
 	Network hns.Network
@@ -156,6 +170,14 @@ func New(o Options) (*Machine, error) {
 		m.services[strings.ToLower(s.Name)] = &service{Service: s}
 		if s.NSSM {
 			m.strs[strings.ToLower(servicesKey+s.Name+`\Parameters\Application`)] = m.Path(s.Program)
+		}
+	}
+	for _, v := range o.Registry {
+		k := strings.ToLower(v.Key + `\` + v.Name)
+		if v.String != "" {
+			m.strs[k] = v.String
+		} else {
+			m.ints[k] = uint64(v.DWORD)
 		}
 	}
 	if err := m.layDown(); err != nil {

@@ -2,6 +2,7 @@ package fakewin_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -155,4 +156,54 @@ func TestACrashLoopingContainerdIsRolledBack(t *testing.T) {
 	// The machine counts the task's end once its process is gone, just after
 	// it wrote its result.
 	until(t, h, "the task's end counted", func(host.Observed) bool { return m.Stats().Rollbacks == 1 })
+}
+
+// A node behind WSUS whose update titles come back in German: preflight
+// dials the WSUS server its policy names, and servicing still picks the
+// cumulative update (by classification and size, never by an English title).
+func TestAWSUSNodeWithGermanTitlesInstallsItsCumulativeUpdate(t *testing.T) {
+	o := aks(fakewin.Catalogue{InstallTime: 10 * time.Millisecond, Localized: true})
+	o.Registry = []fakewin.Value{
+		{Key: `SOFTWARE\Policies\Microsoft\Windows\WindowsUpdate`, Name: "WUServer", String: "http://wsus.corp.example:8530"},
+		{Key: `SOFTWARE\Policies\Microsoft\Windows\WindowsUpdate\AU`, Name: "UseWUServer", DWORD: 1},
+	}
+	m, h := boot(t, o)
+	req := host.UpdateRequest{Revision: "r1", Attempt: 1, Target: target}
+	f := h.Preflight(context.Background(), req)
+	if len(f.Sources) != 1 || f.Sources[0].Name != "WSUS http://wsus.corp.example:8530" || f.Sources[0].Err != "" {
+		t.Errorf("preflight sources %+v, want the WSUS server, answering", f.Sources)
+	}
+	if err := h.StartUpdate(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	obs := until(t, h, "the servicing task ends", func(o host.Observed) bool { return o.UpdateTask != nil && o.UpdateTask.Phase == host.UpdateDone })
+	if obs.UpdateTask.Result.ExitCode != 3010 || !strings.Contains(obs.UpdateTask.Result.Detail, "Kumulatives Update") {
+		t.Fatalf("servicing %+v (error %q), want the cumulative update installed, reboot required", obs.UpdateTask.Result, obs.UpdateTask.Error)
+	}
+	if err := h.Reboot(context.Background(), "update"); err != nil {
+		t.Fatal(err)
+	}
+	if b := m.Stats().Build; b != target {
+		t.Errorf("booted %s, want %s", b, target)
+	}
+}
+
+// A source that does not answer: preflight names each Windows Update host,
+// and a search fails the install with what Windows says.
+func TestAnUnreachableSourceFailsPreflightAndTheSearch(t *testing.T) {
+	o := aks(fakewin.Catalogue{})
+	o.Unreachable = "a proxy in the way"
+	_, h := boot(t, o)
+	req := host.UpdateRequest{Revision: "r1", Attempt: 1, Target: target}
+	f := h.Preflight(context.Background(), req)
+	if len(f.Sources) != 2 || f.Sources[0].Err == "" || f.Sources[1].Err == "" {
+		t.Errorf("preflight %+v, want both Windows Update hosts unreachable", f.Sources)
+	}
+	if err := h.StartUpdate(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	obs := until(t, h, "the servicing task ends", func(o host.Observed) bool { return o.UpdateTask != nil && o.UpdateTask.Phase == host.UpdateDone })
+	if !strings.Contains(obs.UpdateTask.Error, "0x80072EE2") {
+		t.Errorf("servicing %+v, error %q; want the search's 0x80072EE2", obs.UpdateTask.Result, obs.UpdateTask.Error)
+	}
 }

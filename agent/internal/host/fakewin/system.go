@@ -52,6 +52,9 @@ func (s system) ServiceImagePath(name string) (string, error) {
 	if svc.NSSM {
 		return `"` + s.m.Path(`k\nssm.exe`) + `"`, nil
 	}
+	if svc.Host != "" {
+		return `"` + s.m.Path(svc.Host) + `" "` + s.m.Path(svc.Program) + `"`, nil
+	}
 	return `"` + s.m.Path(svc.Program) + `" --run-service`, nil
 }
 

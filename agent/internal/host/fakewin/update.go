@@ -27,6 +27,9 @@ type Catalogue struct {
 	// SSUFirst: a servicing stack update is offered alone first; it needs
 	// its own reboot, and the cumulative update is offered after it.
 	SSUFirst bool
+	// Localized: titles come back in German (a WSUS or a session whose
+	// language is not English), not in the English the agent asks for.
+	Localized bool
 }
 
 // wuState is the Windows Update Agent's: the update the running servicing
@@ -66,6 +69,11 @@ func (s *wuSession) Search(string) ([]decide.WUUpdate, error) {
 	}
 	month := time.Now().UTC().Format("2006-01")
 	release := fmt.Sprintf("Microsoft server operating system version %s for x64-based Systems", releaseName(m.wu.asked.Build))
+	ssu, cu := " Servicing Stack Update for ", " Cumulative Update for "
+	if m.o.Catalogue.Localized {
+		release = fmt.Sprintf("Microsoft Server-Betriebssystem, Version %s für x64-basierte Systeme", releaseName(m.wu.asked.Build))
+		ssu, cu = " Wartungsstapelupdate für ", " Kumulatives Update für "
+	}
 	s.offered = []decide.WUUpdate{
 		{Title: "Windows Malicious Software Removal Tool x64 - v5.131 (KB890830)", KBs: []string{"890830"}, Type: decide.WUTypeSoftware,
 			CategoryIDs: []string{decide.WUClassUpdateRollups}, Size: 80 << 20},
@@ -73,10 +81,10 @@ func (s *wuSession) Search(string) ([]decide.WUUpdate, error) {
 			CategoryIDs: []string{decide.WUClassDefinitionUpdates}, Size: 120 << 20},
 	}
 	if m.o.Catalogue.SSUFirst && !m.wu.ssuInstalled {
-		s.offered = append(s.offered, decide.WUUpdate{Title: month + " Servicing Stack Update for " + release + " (KB" + ssuKB + ")", KBs: []string{ssuKB},
+		s.offered = append(s.offered, decide.WUUpdate{Title: month + ssu + release + " (KB" + ssuKB + ")", KBs: []string{ssuKB},
 			Type: decide.WUTypeSoftware, CategoryIDs: []string{decide.WUClassSecurityUpdates}, Exclusive: true, Size: 15 << 20, Published: time.Now()})
 	} else {
-		s.offered = append(s.offered, decide.WUUpdate{Title: month + " Cumulative Update for " + release + " (KB" + cuKB + ")", KBs: []string{cuKB},
+		s.offered = append(s.offered, decide.WUUpdate{Title: month + cu + release + " (KB" + cuKB + ")", KBs: []string{cuKB},
 			Type: decide.WUTypeSoftware, CategoryIDs: []string{decide.WUClassSecurityUpdates}, Size: 1200 << 20, Published: time.Now()})
 	}
 	return s.offered, nil
@@ -111,7 +119,7 @@ func (s *wuSession) Install(i int) (int, int32, bool, error) {
 	if i < 0 || i >= len(s.offered) {
 		return 0, 0, false, fmt.Errorf("no update %d", i)
 	}
-	if strings.Contains(s.offered[i].Title, "Servicing Stack") {
+	if s.offered[i].Exclusive {
 		s.m.mu.Lock()
 		defer s.m.mu.Unlock()
 		s.m.wu.ssuInstalled = true
