@@ -44,6 +44,7 @@ pub fn legacy_config(ds: &DaemonSet) -> Option<NodeConfig> {
     cfg.runtime_name = env.get("WINPOOL_RUNTIME").unwrap_or(&"containerd").to_string();
     cfg.runtime_version = env.get("WINPOOL_CONTAINERD_VERSION").map(|s| s.to_string());
     cfg.cni_mode = serde_json::from_value(serde_json::json!(env.get("WINPOOL_CNI_MODE")?)).ok()?;
+    cfg.cni_required = Some(cfg.cni_mode);
     cfg.enable_dsr = env.get("WINPOOL_KUBE_PROXY_DSR") == Some(&"true");
     cfg.csi_proxy_version = env.get("WINPOOL_CSI_PROXY_VERSION").map(|s| s.to_string());
     Some(cfg)

@@ -306,9 +306,10 @@ impl Default for RuntimeSpec {
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, Default, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum CniMode {
-    /// VXLAN overlay (default).
+    /// VXLAN overlay (flannel's vxlan, Calico VXLAN).
     #[default]
     Overlay,
+    /// L2Bridge: flannel host-gw, Azure CNI (overlay mode included), the EKS VPC CNI.
     L2bridge,
 }
 
@@ -324,9 +325,10 @@ impl CniMode {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NetworkingSpec {
-    /// The HNS network mode the CNI gives pods: overlay (VXLAN) or l2bridge (default overlay).
-    #[serde(default)]
-    pub cni_mode: CniMode,
+    /// The HNS network mode the pool's nodes must run: overlay (VXLAN) or l2bridge. Unset: any
+    /// (AKS and EKS are l2bridge whatever their CNI's mode is called); the agent reports the mode it finds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cni_mode: Option<CniMode>,
     /// kube-proxy's settings on the nodes, checked by the agent.
     #[serde(default)]
     pub kube_proxy: KubeProxySpec,

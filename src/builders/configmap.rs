@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
 
-use crate::api::{WindowsNodePool, names};
+use crate::api::{CniMode, WindowsNodePool, names};
 use crate::daemonset::{APP_AGENT, LABEL_APP, LABEL_MANAGED_BY, owner_reference};
 use crate::revision::NodeConfig;
 
@@ -56,7 +56,7 @@ impl<'a> RevisionConfig<'a> {
             patch_level: &cfg.patch_level,
             runtime_name: &cfg.runtime_name,
             runtime_version: cfg.runtime_version.as_deref(),
-            cni_mode: cfg.cni_mode.as_str(),
+            cni_mode: cfg.cni_required.map_or("", CniMode::as_str),
             kube_proxy_mode: "winkernel",
             enable_dsr: cfg.enable_dsr,
             csi_proxy_version: cfg.csi_proxy_version.as_deref(),
@@ -168,6 +168,11 @@ mod tests {
         let got: serde_json::Value = serde_json::from_str(&cm.data.unwrap()[CONFIG_KEY]).unwrap();
         assert_eq!(got["runtimeVersion"], serde_json::Value::Null);
         assert_eq!(got["csiProxyVersion"], serde_json::Value::Null);
+        // No mode required: the agent takes the one it finds (AKS and EKS are l2bridge).
+        assert_eq!(got["cniMode"], "");
+        let p = pool("networking: {cniMode: overlay}");
+        let cm = revision_configmap(&p, "r", &NodeConfig::from_spec(&p.spec), "ns");
+        let got: serde_json::Value = serde_json::from_str(&cm.data.unwrap()[CONFIG_KEY]).unwrap();
         assert_eq!(got["cniMode"], "overlay");
     }
 }

@@ -25,6 +25,10 @@ pub struct NodeConfig {
     pub runtime_name: String,
     pub runtime_version: Option<String>,
     pub cni_mode: CniMode,
+    /// The mode the agent must find (None: any). Not hashed: requiring the
+    /// mode a pool's nodes already run changes no node.
+    #[serde(skip)]
+    pub cni_required: Option<CniMode>,
     pub kube_proxy_mode: KubeProxyMode,
     pub enable_dsr: bool,
     pub csi_proxy_version: Option<String>,
@@ -52,7 +56,11 @@ impl NodeConfig {
             patch_level: spec.os.patch_level.trim().to_string(),
             runtime_name: spec.runtime.name.clone(),
             runtime_version: spec.runtime.version.as_ref().map(|v| v.trim_start_matches('v').to_string()),
-            cni_mode: spec.networking.cni_mode,
+            // Unset hashes as overlay, the default it once had: pools that
+            // left it unset keep their revision. Whether it is required is
+            // cni_required's, which is not hashed.
+            cni_mode: spec.networking.cni_mode.unwrap_or_default(),
+            cni_required: spec.networking.cni_mode,
             kube_proxy_mode: spec.networking.kube_proxy.mode,
             enable_dsr: spec.networking.kube_proxy.enable_dsr,
             csi_proxy_version: if csi.enabled { csi.version.clone() } else { None },
@@ -74,6 +82,7 @@ impl NodeConfig {
             runtime_name: String::new(),
             runtime_version: None,
             cni_mode: CniMode::default(),
+            cni_required: None,
             kube_proxy_mode: KubeProxyMode::default(),
             enable_dsr: false,
             csi_proxy_version: None,

@@ -265,7 +265,8 @@ fn a_node_walks_the_state_machine() {
 
 #[test]
 fn verification_waits_for_every_reported_fact() {
-    let spec = spec_with("storage: {csiProxy: {enabled: true, version: v1.1.3}}\nhns: {taintWhenNotReady: true}");
+    let spec =
+        spec_with("storage: {csiProxy: {enabled: true, version: v1.1.3}}\nhns: {taintWhenNotReady: true}\nnetworking: {cniMode: overlay}");
     let rev = revision_of(&spec);
     let good = || {
         let mut n = applied(in_state("n", NodeState::Verifying, &rev), &rev);
@@ -293,6 +294,12 @@ fn verification_waits_for_every_reported_fact() {
         assert_eq!(transition(&plan, "n"), None, "{why}: must keep verifying");
         assert!(plan.waiting["n"].contains(why), "{why}: waiting says {:?}", plan.waiting["n"]);
     }
+    // A pool that requires no CNI mode takes the one the node runs.
+    let any = spec_with("storage: {csiProxy: {enabled: true, version: v1.1.3}}\nhns: {taintWhenNotReady: true}");
+    assert_eq!(revision_of(&any), rev, "requiring the mode the nodes run changes no revision");
+    let mut n = good();
+    n.cni_mode = Some("l2bridge".into());
+    assert_eq!(transition(&run(&any, &[n]), "n"), Some((NodeState::Verifying, NodeState::Updated)));
     // HNS that never reported does not block the rollout.
     let mut n = good();
     n.hns = HnsReadiness::Unknown;

@@ -2,7 +2,7 @@
 //! what a node in flight is still waiting for.
 
 use super::{HnsReadiness, NodeState, NodeView};
-use crate::api::{WindowsNodePoolSpec, names};
+use crate::api::{CniMode, WindowsNodePoolSpec, names};
 use crate::versions::{RuntimeVersion, Version, WindowsBuild};
 
 /// Whether the kubelet and the agent report the pool's configuration on the node.
@@ -45,8 +45,9 @@ pub fn verify_config(spec: &WindowsNodePoolSpec, n: &NodeView) -> Result<(), Str
             return Err(format!("agent reports csi-proxy {:?}, want {want}", n.csi_proxy_version.as_deref().unwrap_or("")));
         }
     }
-    let cni = spec.networking.cni_mode.as_str();
-    if n.cni_mode.as_deref() != Some(cni) {
+    if let Some(cni) = spec.networking.cni_mode.map(CniMode::as_str)
+        && n.cni_mode.as_deref() != Some(cni)
+    {
         return Err(format!("agent reports CNI mode {:?}, want {cni}", n.cni_mode.as_deref().unwrap_or("")));
     }
     Ok(())
