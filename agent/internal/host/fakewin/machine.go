@@ -352,3 +352,11 @@ func readJSON(path string, v any) error {
 	}
 	return json.Unmarshal(b, v)
 }
+
+// Running says whether the service runs, as the simulation sees it.
+func (m *Machine) Running(service string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.services[strings.ToLower(service)]
+	return ok && s.running
+}

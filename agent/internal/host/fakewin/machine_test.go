@@ -122,7 +122,9 @@ func TestAnUpdateRunsThroughTheServicingTaskAndTheReboot(t *testing.T) {
 }
 
 // A containerd upgrade downloads the release, checks its sha256sum, and the
-// task swaps it in under the services and proves it over CRI.
+// task swaps it in under the services and proves it over CRI. On AKS,
+// kubeproxy depends on kubelet: the service control manager refuses to stop
+// kubelet while it runs, so the task stops it first and starts it last.
 func TestAContainerdUpgradeSwapsTheBinariesAndProvesThem(t *testing.T) {
 	m, h := boot(t, aks(fakewin.Catalogue{}))
 	if err := h.UpgradeContainerd(context.Background(), host.RuntimeRequest{Revision: "r1", Attempt: 1, Version: "1.7.22", From: "1.7.20"}); err != nil {
@@ -136,6 +138,11 @@ func TestAContainerdUpgradeSwapsTheBinariesAndProvesThem(t *testing.T) {
 	}
 	if s := m.Stats(); s.RuntimeSwaps != 1 || s.Containerd != "1.7.22" {
 		t.Errorf("stats %+v", s)
+	}
+	for _, svc := range []string{"containerd", "kubelet", "kubeproxy"} {
+		if !m.Running(svc) {
+			t.Errorf("%s does not run after the swap", svc)
+		}
 	}
 }
 

@@ -2,7 +2,7 @@ package fakewin
 
 import (
 	"errors"
-	"fmt"
+	"slices"
 	"io/fs"
 	"os"
 	"strings"
@@ -58,7 +58,8 @@ func (s system) ServiceImagePath(name string) (string, error) {
 	return `"` + s.m.Path(svc.Program) + `" --run-service`, nil
 }
 
-// StartService starts the service once what it depends on runs.
+// StartService starts the service, and first, as the service control
+// manager does, the services it depends on.
 func (s system) StartService(name string) error {
 	s.m.mu.Lock()
 	defer s.m.mu.Unlock()
@@ -69,17 +70,25 @@ func (s system) StartService(name string) error {
 	if svc.running {
 		return windows.ErrServiceRunning
 	}
+	s.startLocked(svc)
+	return nil
+}
+
+func (s system) startLocked(svc *service) {
 	for _, d := range svc.DependsOn {
 		if dep, err := s.service(d); err == nil && !dep.running {
-			return fmt.Errorf("the dependency service %s is not running (ERROR_SERVICE_DEPENDENCY_FAIL)", d)
+			s.startLocked(dep)
 		}
 	}
 	svc.running = true
 	svc.answers = 0
-	return nil
 }
 
-// StopService stops the service and, first, the services that depend on it.
+// errDependentsRunning is ERROR_DEPENDENT_SERVICES_RUNNING (1051): the
+// service control manager does not stop a service others that run depend on.
+var errDependentsRunning = errors.New("A stop control has been sent to a service that other running services are dependent on. (ERROR_DEPENDENT_SERVICES_RUNNING)")
+
+// StopService stops the service, unless a running service depends on it.
 func (s system) StopService(name string) error {
 	s.m.mu.Lock()
 	defer s.m.mu.Unlock()
@@ -91,14 +100,29 @@ func (s system) StopService(name string) error {
 		return windows.ErrServiceNotActive
 	}
 	for _, other := range s.m.services {
-		for _, d := range other.DependsOn {
-			if strings.EqualFold(d, name) {
-				other.running = false
-			}
+		if other.running && slices.ContainsFunc(other.DependsOn, func(d string) bool { return strings.EqualFold(d, name) }) {
+			return errDependentsRunning
 		}
 	}
 	svc.running = false
 	return nil
+}
+
+// ServiceDependents are the services that depend on name, directly.
+func (s system) ServiceDependents(name string) ([]string, error) {
+	s.m.mu.Lock()
+	defer s.m.mu.Unlock()
+	if _, err := s.service(name); err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, other := range s.m.services {
+		if slices.ContainsFunc(other.DependsOn, func(d string) bool { return strings.EqualFold(d, name) }) {
+			out = append(out, other.Name)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 func (s system) RegistryString(key, value string) (string, bool, error) {

@@ -39,6 +39,8 @@ type fakeService struct {
 	// onStart and onStop: the states that follow a start or stop control.
 	onStart, onStop []ServiceStatus
 	queryErr        error
+	// dependents: the services that depend on this one.
+	dependents []string
 }
 
 type fakeValue struct {
@@ -109,6 +111,17 @@ func (f *fakeSystem) StartService(name string) error {
 
 func (f *fakeSystem) StopService(name string) error {
 	return f.control(name, "stop", func(s *fakeService) []ServiceStatus { return s.onStop }, ServiceStopped, ErrServiceNotActive)
+}
+
+func (f *fakeSystem) ServiceDependents(name string) ([]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.record("dependents %s", name)
+	s, ok := f.services[name]
+	if !ok {
+		return nil, ErrNoService
+	}
+	return s.dependents, nil
 }
 
 func (f *fakeSystem) RegistryString(key, value string) (string, bool, error) {

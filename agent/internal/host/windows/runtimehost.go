@@ -56,39 +56,53 @@ func (h *Host) releases() string {
 // plan the agent wrote, installing only the named containerd binaries
 // (swap.go), and records the outcome in the plan's result file.
 func RunContainerdSwapOn(ctx context.Context, m Machine, planFile string) (host.RuntimeUpgrade, error) {
-	return runSwap(ctx, planFile, swapMachine{m})
+	return runSwap(ctx, planFile, &swapMachine{m: m, dependents: map[string][]string{}})
 }
 
 // swapMachine is runtimeswap.Machine on the machine's service manager.
-type swapMachine struct{ m Machine }
-
-func (s swapMachine) Stop(ctx context.Context, name string) error {
-	ctx, cancel := context.WithTimeout(ctx, serviceTimeout)
-	defer cancel()
-	return stopService(ctx, s.m.System, name)
+type swapMachine struct {
+	m Machine
+	// dependents are the services a Stop stopped because they depend on
+	// the one it stopped; Start starts them again after it.
+	dependents map[string][]string
 }
 
-func (s swapMachine) Start(ctx context.Context, name string) error {
+func (s *swapMachine) Stop(ctx context.Context, name string) error {
 	ctx, cancel := context.WithTimeout(ctx, serviceTimeout)
 	defer cancel()
-	return startService(ctx, s.m.System, name)
+	stopped, err := stopWithDependents(ctx, s.m.System, name)
+	s.dependents[name] = append(s.dependents[name], stopped...)
+	return err
 }
 
-func (s swapMachine) Version(ctx context.Context, containerd string) (string, error) {
+func (s *swapMachine) Start(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, serviceTimeout)
+	defer cancel()
+	if err := startService(ctx, s.m.System, name); err != nil {
+		return err
+	}
+	if err := startAfter(ctx, s.m.System, s.dependents[name]); err != nil {
+		return err
+	}
+	delete(s.dependents, name)
+	return nil
+}
+
+func (s *swapMachine) Version(ctx context.Context, containerd string) (string, error) {
 	return runVersion(ctx, s.m.Programs, containerd)
 }
 
-func (s swapMachine) RuntimeVersion(ctx context.Context) (string, error) {
+func (s *swapMachine) RuntimeVersion(ctx context.Context) (string, error) {
 	return s.m.Net.CRIVersion(ctx, containerdPipe)
 }
 
 // KubeletHealthy needs no proxy exemption: Go never proxies a loopback
 // address, whatever HTTP_PROXY the node sets.
-func (s swapMachine) KubeletHealthy(ctx context.Context) error {
+func (s *swapMachine) KubeletHealthy(ctx context.Context) error {
 	return kubeletHealthy(ctx, s.m.Net.HTTP(), kubeletHealthz)
 }
 
-func (s swapMachine) MigrateConfig(ctx context.Context, containerd, path string) ([]byte, error) {
+func (s *swapMachine) MigrateConfig(ctx context.Context, containerd, path string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, commandTimeout)
 	defer cancel()
 	return migrateConfig(ctx, s.m, containerd, path)

@@ -91,6 +91,49 @@ func stopService(ctx context.Context, sys System, name string) error {
 	return waitState(ctx, sys, name, ServiceStopped)
 }
 
+// stopWithDependents stops the services that depend on name and run
+// (deepest first), then name: the service control manager refuses to stop
+// a service that running services depend on (ERROR_DEPENDENT_SERVICES_RUNNING;
+// AKS's kubeproxy depends on kubelet). It returns the dependents it stopped,
+// in the order they stopped, for startAfter.
+func stopWithDependents(ctx context.Context, sys System, name string) ([]string, error) {
+	deps, err := sys.ServiceDependents(name)
+	if err != nil {
+		return nil, fmt.Errorf("service %s: listing the services that depend on it: %w", name, err)
+	}
+	var stopped []string
+	for _, d := range deps {
+		st, err := sys.QueryService(d)
+		if errors.Is(err, ErrNoService) {
+			continue
+		}
+		if err != nil {
+			return stopped, fmt.Errorf("service %s: %w", d, err)
+		}
+		if st.State == ServiceStopped {
+			continue
+		}
+		more, err := stopWithDependents(ctx, sys, d)
+		stopped = append(stopped, more...)
+		if err != nil {
+			return stopped, err
+		}
+		stopped = append(stopped, d)
+	}
+	return stopped, stopService(ctx, sys, name)
+}
+
+// startAfter starts again, after the service they depend on, the dependents
+// stopWithDependents stopped (in the reverse order).
+func startAfter(ctx context.Context, sys System, stopped []string) error {
+	for i := len(stopped) - 1; i >= 0; i-- {
+		if err := startService(ctx, sys, stopped[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // startService starts a service and waits until it runs.
 func startService(ctx context.Context, sys System, name string) error {
 	if err := sys.StartService(name); err != nil && !errors.Is(err, ErrServiceRunning) {

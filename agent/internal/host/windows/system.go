@@ -20,8 +20,13 @@ type System interface {
 	ServiceImagePath(name string) (string, error)
 	// StartService asks the service to start; ErrServiceRunning when it runs.
 	StartService(name string) error
-	// StopService sends the stop control; ErrServiceNotActive when it is not running.
+	// StopService sends the stop control; ErrServiceNotActive when it is not
+	// running (a service other running services depend on refuses it:
+	// ERROR_DEPENDENT_SERVICES_RUNNING).
 	StopService(name string) error
+	// ServiceDependents are the services that depend on name directly
+	// (EnumDependentServices, any state).
+	ServiceDependents(name string) ([]string, error)
 	// RegistryString reads a string value under HKLM\key, and whether it is
 	// REG_EXPAND_SZ; ErrNotExist when the key or the value is missing.
 	RegistryString(key, value string) (s string, expand bool, err error)

@@ -44,6 +44,15 @@ func (winSystem) StopService(name string) error {
 	return mapped(withService(name, func(s *mgr.Service) error { _, err := s.Control(svc.Stop); return err }))
 }
 
+func (winSystem) ServiceDependents(name string) ([]string, error) {
+	var out []string
+	err := withService(name, func(s *mgr.Service) (err error) {
+		out, err = s.ListDependentServices(svc.AnyActivity)
+		return err
+	})
+	return out, mapped(err)
+}
+
 func (winSystem) RegistryString(key, value string) (string, bool, error) {
 	k, err := registry.OpenKey(registry.LOCAL_MACHINE, key, registry.QUERY_VALUE)
 	if err != nil {
