@@ -2,9 +2,9 @@ package fakewin
 
 import (
 	"errors"
-	"slices"
 	"io/fs"
 	"os"
+	"slices"
 	"strings"
 
 	"winpool.dev/agent/internal/host/windows"
