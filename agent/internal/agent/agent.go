@@ -42,6 +42,9 @@ type Options struct {
 	// NetworkGrace is how long the agent waits for the HNS network to exist
 	// before it reports it missing (0: decide.DefaultNetworkGrace).
 	NetworkGrace time.Duration
+	// TaskStartGrace is how long a servicing task may take to mark that its
+	// program started (0: decide.DefaultTaskStartGrace).
+	TaskStartGrace time.Duration
 	// Standalone: no operator starts this node; a revision label alone is
 	// acted on when the node carries no operator state (decide.MayTouch).
 	// Off in every DaemonSet the operator writes.

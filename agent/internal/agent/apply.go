@@ -107,6 +107,8 @@ func (a *agent) input(ctx context.Context, node *corev1.Node) (decide.Input, boo
 		MaxAttempts:  a.o.MaxAttempts,
 		NetworkGrace: a.o.NetworkGrace,
 		Now:          time.Now(),
+		// 0: the defaults; tests shorten it.
+		TaskStartGrace: a.o.TaskStartGrace,
 	}
 	// Nothing is read from the host for a request the operator does not let
 	// the agent act on (a failed read would be reported on a node in service).

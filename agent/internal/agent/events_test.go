@@ -111,3 +111,24 @@ func TestContainerdTaskRunningIsWaitedFor(t *testing.T) {
 		t.Errorf("status %q while the task runs, want Applying", got)
 	}
 }
+
+// A servicing task Task Scheduler accepts but whose program never starts
+// (antivirus, App Control, a battery condition) fails the node within the
+// grace, with Task Scheduler's last result, not at the install's 3-hour cap.
+func TestAServicingTaskThatNeverStartsFailsTheNode(t *testing.T) {
+	o := behindHost()
+	o.TasksNeverRun = true
+	machine := newMachine(o)
+	h := newHarness(t, machine, requestedR1(), revisionConfigMap(revisionR1()))
+	opts := h.options()
+	opts.TaskStartGrace = 300 * time.Millisecond
+	opts.HNSInterval = 20 * time.Millisecond // the wait's next look
+	h.start(opts)
+	n := h.waitStatus(names.StatusFailed)
+	if msg := n[keyApplyMessage]; !strings.Contains(msg, "has not started within") || !strings.Contains(msg, "0x41303") {
+		t.Errorf("message %q, want the task not started and its last result", msg)
+	}
+	if m := machine.Machine(); m.Reboots != 0 || m.Build != behindHost().Build {
+		t.Errorf("machine %+v: nothing may have happened", m)
+	}
+}

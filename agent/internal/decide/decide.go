@@ -108,6 +108,11 @@ const (
 	// on Windows Server 2019 can take an hour; one still running after this
 	// never started or hangs.
 	DefaultUpdateTaskTimeout = 3 * time.Hour
+	// DefaultTaskStartGrace is how long a servicing task that was run may
+	// take to mark that its program started: Task Scheduler starts a task
+	// within seconds, and a program that was blocked (antivirus, App
+	// Control) or a task held by a condition (battery power) never does.
+	DefaultTaskStartGrace = 2 * time.Minute
 )
 
 // Input is everything the decision depends on.
@@ -164,6 +169,9 @@ type Input struct {
 	// UpdateTaskTimeout: how long a servicing task may run before the node
 	// fails; below or equal to 0 means DefaultUpdateTaskTimeout.
 	UpdateTaskTimeout time.Duration
+	// TaskStartGrace: how long a servicing task may take to mark its start;
+	// below or equal to 0 means DefaultTaskStartGrace.
+	TaskStartGrace time.Duration
 }
 
 // Step is the decision: one action, the report to write before it, and the
@@ -491,6 +499,13 @@ func (d decision) maxReboots() int {
 		return 2 * d.maxAttempts()
 	}
 	return d.in.MaxReboots
+}
+
+func (d decision) taskStartGrace() time.Duration {
+	if d.in.TaskStartGrace <= 0 {
+		return DefaultTaskStartGrace
+	}
+	return d.in.TaskStartGrace
 }
 
 func (d decision) updateTaskTimeout() time.Duration {

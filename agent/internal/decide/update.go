@@ -123,6 +123,12 @@ func (d decision) updateTask(target host.Build) (Step, bool) {
 		where = ServicingResultFile
 	}
 	if u.Phase == host.UpdateRunning {
+		if u.MarksStart && u.TaskStarted.IsZero() && !u.Started.IsZero() && !d.in.Now.IsZero() && d.in.Now.Sub(u.Started) > d.taskStartGrace() {
+			return d.fail(fmt.Sprintf("the servicing task (%s) was run at %s and its program has not started within %s (Task Scheduler's last result: %s): "+
+				"nothing was installed. Antivirus or App Control blocking %s, or a task condition such as battery power, stop it; "+
+				"see the task's history in Task Scheduler and docs/agent.md (the allow rule the agent needs)", ServicingTaskName,
+				u.Started.UTC().Format("15:04:05Z"), d.taskStartGrace(), TaskResult(u.LastTaskResult), ServicingTaskProgram)), true
+		}
 		if !u.Started.IsZero() && !d.in.Now.IsZero() && d.in.Now.Sub(u.Started) > d.updateTaskTimeout() {
 			return d.fail(fmt.Sprintf("the servicing task (%s) installing %s since %s is still running after %s: it never ran or it hangs; "+
 				"see %s, the task's history in Task Scheduler, and %s", ServicingTaskName, u.Target, u.Started.UTC().Format("15:04:05Z"),
@@ -186,4 +192,34 @@ func (d decision) updateTask(target host.Build) (Step, bool) {
 			code, u.Result.Detail, d.in.Observed.Build, target, servicingLogs)), true
 	}
 	return d.fail(fmt.Sprintf("servicing exited 0x%08X (%d) installing %s; %s", code, code, u.Result.Detail, servicingLogs)), true
+}
+
+// ServicingTaskProgram is the program the servicing task runs, under the
+// agent's state folder (what an allow rule names).
+const ServicingTaskProgram = `C:\ProgramData\winpool\servicing\winpool-agent.exe`
+
+// taskResults are the Task Scheduler results that say why a task that was
+// run did not start its program (Task Scheduler error and success
+// constants, Microsoft Learn).
+var taskResults = map[uint32]string{
+	0x41303:    "SCHED_S_TASK_HAS_NOT_RUN: the task has not run",
+	0x41301:    "SCHED_S_TASK_RUNNING",
+	0x41306:    "SCHED_S_TASK_TERMINATED: the task was stopped",
+	0x800710E0: "the operator or administrator has refused the request (a task condition, such as battery power, or the task disabled)",
+	0x80070005: "access denied",
+	0x800700C1: "not a valid application (the program was blocked or damaged)",
+	0x800704DD: "the service is not available (Task Scheduler)",
+	0x8004131F: "SCHED_E_ALREADY_RUNNING: an instance of the task is already running",
+}
+
+// TaskResult says a Task Scheduler result as a person looks it up: its
+// code and, when known, its meaning; "unread" when there is none.
+func TaskResult(code *uint32) string {
+	if code == nil {
+		return "unread"
+	}
+	if what, ok := taskResults[*code]; ok {
+		return fmt.Sprintf("0x%X, %s", *code, what)
+	}
+	return fmt.Sprintf("0x%X", *code)
 }

@@ -222,3 +222,34 @@ func TestTransientWindowsUpdateFailuresAreTriedAgain(t *testing.T) {
 		}
 	}
 }
+
+// A servicing task that was run but whose program never started (blocked by
+// antivirus or App Control, held by a battery condition) fails the node
+// within TaskStartGrace, naming Task Scheduler's last result; one that
+// marked its start, or one an agent started before tasks marked it, is
+// waited for.
+func TestAServicingTaskThatNeverStartsFailsNamingItsLastResult(t *testing.T) {
+	in := request()
+	install := Next(in)
+	at := func(since time.Duration, marks bool, started bool) Input {
+		i := installed(in, install, 0)
+		task := *i.Observed.UpdateTask
+		task.Phase, task.Result = host.UpdateRunning, host.UpdateResult{}
+		i.Now = time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+		task.Started = i.Now.Add(-since)
+		task.MarksStart = marks
+		if started {
+			task.TaskStarted = task.Started.Add(time.Second)
+		}
+		code := uint32(0x41303)
+		task.LastTaskResult = &code
+		i.Observed.UpdateTask = &task
+		return i
+	}
+	waiting := want{action: Wait, status: names.StatusApplying, state: install.State, message: []string{install.Report.Message}}
+	check(t, Next(at(time.Minute, true, false)), waiting)
+	check(t, Next(at(3*time.Minute, true, false)), want{action: Report, status: names.StatusFailed, state: install.State,
+		message: []string{`servicing task (\winpool\servicing)`, "has not started within 2m0s", "0x41303, SCHED_S_TASK_HAS_NOT_RUN", "nothing was installed", "App Control"}})
+	check(t, Next(at(3*time.Minute, true, true)), waiting)
+	check(t, Next(at(3*time.Minute, false, false)), waiting)
+}

@@ -61,10 +61,18 @@ const (
 	// proxy or firewall in the way, WSUS down): the agent's preflight
 	// blocks the node before it is cordoned.
 	FaultSourceUnreachable Fault = "source-unreachable"
+	// FaultTaskNotStarted: Task Scheduler accepts every run of the agent's
+	// tasks and their program never starts (antivirus or App Control
+	// blocking it, a battery condition): the agent fails the node within
+	// its task-start grace, naming Task Scheduler's last result.
+	FaultTaskNotStarted Fault = "task-not-started"
+	// FaultLocalized: Windows Update's titles come back in German (a WSUS
+	// or a session in another language); nothing may be chosen by them.
+	FaultLocalized Fault = "localized"
 )
 
 // knownFaults are the faults --host-faults accepts.
-var knownFaults = []Fault{FaultHNSChurn, FaultReadErrors, FaultPendingRenames, FaultOvershoot, FaultUndershoot, FaultRebootUnknown, FaultAgentRestart, FaultSSUFirst, FaultRuntimeCrashloop, FaultSlowAPI, FaultSourceUnreachable}
+var knownFaults = []Fault{FaultHNSChurn, FaultReadErrors, FaultPendingRenames, FaultOvershoot, FaultUndershoot, FaultRebootUnknown, FaultAgentRestart, FaultSSUFirst, FaultRuntimeCrashloop, FaultSlowAPI, FaultSourceUnreachable, FaultTaskNotStarted, FaultLocalized}
 
 // How far FaultOvershoot and FaultUndershoot miss the revision asked for.
 const (
@@ -99,6 +107,12 @@ func (f Faults) shape(node string, o *fakewin.Options) {
 	}
 	if f.On(FaultSSUFirst, node) {
 		o.Catalogue.SSUFirst = true
+	}
+	if f.On(FaultTaskNotStarted, node) {
+		o.TasksNeverRun = true
+	}
+	if f.On(FaultLocalized, node) {
+		o.Catalogue.Localized = true
 	}
 }
 

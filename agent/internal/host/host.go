@@ -122,6 +122,16 @@ type UpdateTask struct {
 	// started: an uptime below it now means a boot ended the task (told
 	// without the wall clock, which a boot's time sync may move).
 	StartedUptime time.Duration `json:"startedUptime,omitempty"`
+	// MarksStart: the task writes TaskStarted when its program starts (an
+	// agent that started it before tasks did has no mark to wait for).
+	MarksStart bool `json:"marksStart,omitempty"`
+	// TaskStarted is when the task's program started (written by the task,
+	// before it installs anything); zero: it has not.
+	TaskStarted time.Time `json:"taskStarted,omitempty"`
+	// LastTaskResult is Task Scheduler's last result for the task, read
+	// while a task that marks its start has not (not serialized): why a
+	// task that was run never started.
+	LastTaskResult *uint32 `json:"-"`
 	// Interrupted: a boot ended the task before it wrote its result
 	// (Phase Done, nothing known of the install).
 	Interrupted bool `json:"interrupted,omitempty"`

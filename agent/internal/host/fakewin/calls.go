@@ -54,24 +54,34 @@ func (t tasks) RunTask(_ context.Context, name, command string) error {
 		cancel()
 		return fmt.Errorf("task %s: unknown subcommand %q", name, args[1])
 	}
-	m.mu.Unlock()
 	if m.o.TasksNeverRun {
+		m.results[name] = schedTaskHasNotRun
+		m.mu.Unlock()
 		return nil
 	}
+	m.results[name] = schedTaskRunning
+	m.mu.Unlock()
 	if m.o.OnTaskStarted != nil {
 		go m.o.OnTaskStarted(name)
 	}
 	go func() {
 		defer cancel()
 		var rolledBack bool
+		var err error
 		if args[1] == windows.ServicingCommand {
-			_, _ = windows.RunServicingOn(ctx, m.OS(), args[2])
+			_, err = windows.RunServicingOn(ctx, m.OS(), args[2])
 		} else {
-			r, _ := windows.RunContainerdSwapOn(ctx, m.OS(), args[2])
+			var r host.RuntimeUpgrade
+			r, err = windows.RunContainerdSwapOn(ctx, m.OS(), args[2])
 			rolledBack = r.Phase == host.RuntimeRolledBack
 		}
 		m.mu.Lock()
 		defer m.mu.Unlock()
+		// The task program's exit code: non-zero when it failed.
+		m.results[name] = 0
+		if err != nil {
+			m.results[name] = 1
+		}
 		if rolledBack {
 			m.rollback++
 		}
@@ -80,6 +90,23 @@ func (t tasks) RunTask(_ context.Context, name, command string) error {
 		}
 	}()
 	return nil
+}
+
+// Task Scheduler's results for a task that has not run, and one running.
+const (
+	schedTaskHasNotRun = 0x41303
+	schedTaskRunning   = 0x41301
+)
+
+// LastTaskResult is the task's Last Run Result.
+func (t tasks) LastTaskResult(name string) (uint32, error) {
+	t.m.mu.Lock()
+	defer t.m.mu.Unlock()
+	r, ok := t.m.results[name]
+	if !ok {
+		return 0, fmt.Errorf("task %s: the system cannot find the file specified", name)
+	}
+	return r, nil
 }
 
 // taskRun is a task running.

@@ -127,12 +127,14 @@ type Machine struct {
 	services map[string]*service
 	// staged is the build the next boot lands on (a cumulative update's
 	// pending operations); nil: none.
-	staged   *host.Build
-	booted   time.Time
-	builds   int // reads of the build
-	unreach  string
-	wu       wuState
-	tasks    map[string]*taskRun
+	staged  *host.Build
+	booted  time.Time
+	builds  int // reads of the build
+	unreach string
+	wu      wuState
+	tasks   map[string]*taskRun
+	// results are the tasks' Last Run Results, by name.
+	results  map[string]uint32
 	reboots  []string
 	hnsNow   host.HNSCounts
 	hnsErr   error
@@ -157,7 +159,7 @@ type service struct {
 // New builds the machine and boots it.
 func New(o Options) (*Machine, error) {
 	m := &Machine{o: o, root: o.Root, unreach: o.Unreachable, strs: map[string]string{}, ints: map[string]uint64{}, multi: map[string][]string{},
-		keys: map[string]bool{}, services: map[string]*service{}, tasks: map[string]*taskRun{}}
+		keys: map[string]bool{}, services: map[string]*service{}, tasks: map[string]*taskRun{}, results: map[string]uint32{}}
 	if m.root == "" {
 		dir, err := os.MkdirTemp("", "winpool-machine-")
 		if err != nil {

@@ -38,6 +38,10 @@ type TaskScheduler interface {
 	// SYSTEM with the highest privileges, and runs it now. nil means Task
 	// Scheduler accepted the run, not that the task's program started.
 	RunTask(ctx context.Context, name, command string) error
+	// LastTaskResult is the task's Last Run Result (IRegisteredTask.
+	// LastTaskResult): SCHED_S_TASK_HAS_NOT_RUN, its program's exit code, or
+	// why Task Scheduler could not start it.
+	LastTaskResult(name string) (uint32, error)
 }
 
 // Output is what a program left when it ended.

@@ -10,11 +10,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 	"unsafe"
 
 	"github.com/Microsoft/go-winio"
+	ole "github.com/go-ole/go-ole"
 	"github.com/Microsoft/hcsshim/hcn"
 	"golang.org/x/sys/windows"
 	"google.golang.org/grpc"
@@ -74,6 +76,32 @@ func (winTasks) RunTask(ctx context.Context, name, command string) error {
 		}
 	}
 	return nil
+}
+
+// LastTaskResult reads IRegisteredTask.LastTaskResult through Task
+// Scheduler's COM API (Schedule.Service), on a thread of its own: COM
+// objects belong to the thread that made them.
+func (winTasks) LastTaskResult(name string) (uint32, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := ole.CoInitializeEx(0, ole.COINIT_MULTITHREADED); err != nil {
+		if oe, ok := err.(*ole.OleError); !ok || oe.Code() != 1 { // S_FALSE: initialized already
+			return 0, fmt.Errorf("initializing COM: %w", err)
+		}
+	}
+	defer ole.CoUninitialize()
+	var w wuCalls
+	service := w.create("Schedule.Service")
+	if service != nil {
+		defer service.Release()
+	}
+	w.call(service, "Connect")
+	task := w.call(w.call(service, "GetFolder", `\`), "GetTask", name)
+	code := w.int(task, "LastTaskResult")
+	if w.err != nil {
+		return 0, w.wrap("reading task " + name + "'s last result")
+	}
+	return uint32(code), nil
 }
 
 type winNet struct{}

@@ -16,7 +16,15 @@ func (h *Host) servicingResult() (*host.UpdateTask, error) {
 	if err != nil {
 		return nil, err
 	}
-	return interruptedByBoot(t, h.m.Box.SinceBoot()), nil
+	t = interruptedByBoot(t, h.m.Box.SinceBoot())
+	if t != nil && t.Phase == host.UpdateRunning && t.MarksStart && t.TaskStarted.IsZero() {
+		// Why a task that was run has not started: Task Scheduler's word
+		// (an unreadable one leaves the agent's message without it).
+		if code, err := h.m.Tasks.LastTaskResult(decide.ServicingTaskName); err == nil {
+			t.LastTaskResult = &code
+		}
+	}
+	return t, nil
 }
 
 // StartUpdate hands the install to a one-shot SYSTEM scheduled task outside

@@ -208,7 +208,8 @@ func (s servicingStarter) start(ctx context.Context, req host.UpdateRequest) err
 	if err != nil {
 		return err
 	}
-	running := host.UpdateTask{Revision: req.Revision, Attempt: req.Attempt, StartedAt: req.StartedAt, Target: plan.Target, Phase: host.UpdateRunning, Started: plan.Started}
+	running := host.UpdateTask{Revision: req.Revision, Attempt: req.Attempt, StartedAt: req.StartedAt, Target: plan.Target, Phase: host.UpdateRunning,
+		Started: plan.Started, MarksStart: true}
 	if s.uptime != nil {
 		running.StartedUptime = s.uptime()
 	}
@@ -276,7 +277,17 @@ func runServicing(ctx context.Context, planFile string, install installer) (host
 		return host.UpdateTask{}, fmt.Errorf("nothing installed: %s holds %s, not Running for revision %s attempt %d: "+
 			"this plan has run already or the agent did not start it", p.ResultFile, state, p.Revision, p.Attempt)
 	}
-	r := host.UpdateTask{Revision: p.Revision, Attempt: p.Attempt, StartedAt: p.StartedAt, Target: p.Target, Phase: host.UpdateDone, Started: p.Started}
+	// The mark that the task's program runs, before anything is installed:
+	// Task Scheduler's "run" only says it accepted the run, and a program
+	// antivirus or App Control blocks never gets here. Without the mark the
+	// agent would take an install that runs for one that never started.
+	started := *cur
+	started.TaskStarted = time.Now().UTC()
+	if err := writeResultPatiently(ctx, p.ResultFile, started, markWriteTries, time.Second); err != nil {
+		return host.UpdateTask{}, fmt.Errorf("nothing installed: marking %s started: %w", p.ResultFile, err)
+	}
+	r := host.UpdateTask{Revision: p.Revision, Attempt: p.Attempt, StartedAt: p.StartedAt, Target: p.Target, Phase: host.UpdateDone, Started: p.Started,
+		MarksStart: true, TaskStarted: started.TaskStarted}
 	res, err := installGuarded(ctx, p, req, install)
 	if err != nil {
 		r.Error = err.Error()
@@ -292,6 +303,10 @@ func runServicing(ctx context.Context, planFile string, install installer) (host
 
 // resultWriteTries bounds writeResultPatiently: about a minute.
 const resultWriteTries = 12
+
+// markWriteTries bounds the start mark's write: well within the agent's
+// decide.TaskStartGrace.
+const markWriteTries = 5
 
 // writeResultPatiently writes the task's final result, trying again while
 // it fails: Windows refuses to rename over a file another process has open

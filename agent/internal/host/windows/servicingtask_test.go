@@ -178,7 +178,7 @@ func TestStartUpdate(t *testing.T) {
 	if want := `"` + exe + `" servicing "` + planFile + `"`; len(tasks.commands) != 1 || tasks.commands[0] != want {
 		t.Errorf("task commands %q, want [%s]", tasks.commands, want)
 	}
-	running := &host.UpdateTask{Revision: "r1", Attempt: 1, Target: "10.0.20348.2762", Phase: host.UpdateRunning, Started: now, ResultFile: resultFile}
+	running := &host.UpdateTask{Revision: "r1", Attempt: 1, Target: "10.0.20348.2762", Phase: host.UpdateRunning, Started: now, MarksStart: true, ResultFile: resultFile}
 	if len(tasks.seen) != 1 || !reflect.DeepEqual(tasks.seen[0], running) {
 		t.Errorf("when the task started the result was %+v, want %+v", tasks.seen, running)
 	}
@@ -340,6 +340,9 @@ func TestRunServicing(t *testing.T) {
 		calls := 0
 		install := func(ctx context.Context, p servicingPlan, req host.UpdateRequest) (host.UpdateResult, error) {
 			calls++
+			if cur, _ := readUpdateResult(resultFile); cur == nil || cur.Phase != host.UpdateRunning || cur.TaskStarted.IsZero() {
+				t.Errorf("%s: installing before the result says the task started: %+v", tc.name, cur)
+			}
 			if !reflect.DeepEqual(req, wantReq) || p.StateDir != s.stateDir || p.Proxy["HTTPS_PROXY"] != "http://proxy:3128" {
 				t.Errorf("%s: installing %+v from %+v, want %+v", tc.name, req, p, wantReq)
 			}
@@ -366,7 +369,12 @@ func TestRunServicing(t *testing.T) {
 		if !strings.HasPrefix(r.Error, tc.result.Error) || tc.result.Error == "" && r.Error != "" {
 			t.Errorf("%s: result error %q, want %q", tc.name, r.Error, tc.result.Error)
 		}
+		// Nothing is installed before the task marked its start.
+		if calls > 0 && r.TaskStarted.IsZero() {
+			t.Errorf("%s: installed without marking the task started", tc.name)
+		}
 		r.Error, tc.result.Error, tc.result.ResultFile = "", "", resultFile
+		r.TaskStarted, tc.result.MarksStart = time.Time{}, true
 		if !reflect.DeepEqual(*r, tc.result) {
 			t.Errorf("%s: result %+v, want %+v", tc.name, *r, tc.result)
 		}
