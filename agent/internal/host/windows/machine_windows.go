@@ -16,8 +16,8 @@ import (
 	"unsafe"
 
 	"github.com/Microsoft/go-winio"
-	ole "github.com/go-ole/go-ole"
 	"github.com/Microsoft/hcsshim/hcn"
+	ole "github.com/go-ole/go-ole"
 	"golang.org/x/sys/windows"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
