@@ -12,7 +12,7 @@
 #               [--fail-rate F] [--seed N] [--fail-nodes a,b]
 #               [--agent-namespace NS] [--no-create | --create-only]
 #               [--hns auto|off|LB,EP] [--hns-sync-time D]
-#               [--host-profile kind|aks|onprem]
+#               [--host-profile kind|aks|eks|onprem|onprem-wsus]
 #               [--host-faults F[@node+node],...] [--stats-file PATH]
 #               [--log-format text|json]
 #   hack/sim.sh --build-only      build the fleet now (demos, CI) and print its path
@@ -34,7 +34,8 @@ fleet_binary() {
     cd "$REPO_ROOT/agent"
     {
       go version
-      find . -type f \( -name '*.go' ! -name '*_test.go' -o -name go.mod -o -name go.sum \) -print0 |
+      # The image profiles are embedded (internal/fleet/profiles/*.yaml).
+      find . -type f \( -name '*.go' ! -name '*_test.go' -o -name go.mod -o -name go.sum -o -name '*.yaml' \) -print0 |
         LC_ALL=C sort -z | xargs -0 sha256sum
     } | sha256sum | cut -c1-16
   )"

@@ -164,6 +164,11 @@ async fn an_update_that_lands_short_fails_the_node_naming_both_builds_within_the
 /// the host CSI Proxy counts (its version unknown), winpool's CSI Proxy
 /// DaemonSet runs beside it on no node, every reboot has its reason.
 async fn image_built_nodes_roll_out_on_hostile_hosts(profile: &str, containerd: &str) {
+    image_built_nodes_roll_out(profile, containerd, true).await;
+}
+
+/// The same rollout on an image with (`host_csi`) or without a CSI Proxy host service.
+async fn image_built_nodes_roll_out(profile: &str, containerd: &str, host_csi: bool) {
     let (mut t, stats, pool) = rolling_with(
         6,
         &format!("{profile}-host"),
@@ -180,7 +185,8 @@ async fn image_built_nodes_roll_out_on_hostile_hosts(profile: &str, containerd: 
     all_updated(&t, &pool, 6).await;
     let names: Vec<String> = t.nodes().await.iter().map(|n| n.name_any()).collect();
     for n in t.nodes().await {
-        assert_eq!(n.labels().get(names::LABEL_CSI_PROXY_HOST).map(String::as_str), Some("true"), "{}", n.name_any());
+        let want = host_csi.then_some("true");
+        assert_eq!(n.labels().get(names::LABEL_CSI_PROXY_HOST).map(String::as_str), want, "{}", n.name_any());
     }
     let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::all(t.client.clone());
     let csi = pods.list(&kube::api::ListParams::default().labels("app.kubernetes.io/name=winpool-csi-proxy")).await.expect("pods list");
@@ -190,7 +196,11 @@ async fn image_built_nodes_roll_out_on_hostile_hosts(profile: &str, containerd: 
         .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some_and(|n| names.contains(n)))
         .map(|p| p.name_any())
         .collect();
-    assert!(beside.is_empty(), "winpool's CSI Proxy beside the host's: {beside:?}");
+    if host_csi {
+        assert!(beside.is_empty(), "winpool's CSI Proxy beside the host's: {beside:?}");
+    } else {
+        assert_eq!(beside.len(), names.len(), "winpool's CSI Proxy on each node of an image without one: {beside:?}");
+    }
 
     assert!(t.terminate("sim").is_some_and(|s| s.success()), "the fleet stops cleanly on SIGTERM");
     let machines = read_stats(&stats);
@@ -210,6 +220,50 @@ async fn aks_nodes_roll_out_on_hostile_hosts_keeping_the_images_runtime_and_csi_
 #[tokio::test]
 async fn onprem_nodes_roll_out_on_hostile_hosts_keeping_the_host_csi_proxy() {
     image_built_nodes_roll_out_on_hostile_hosts("onprem", "1.7.20").await;
+}
+
+/// Behind WSUS (the policy names the server; preflight dials it) with update
+/// titles in German: the cumulative update is still the one installed.
+#[tokio::test]
+async fn onprem_wsus_nodes_roll_out_on_hostile_hosts_with_localized_titles() {
+    image_built_nodes_roll_out_on_hostile_hosts("onprem-wsus", "1.7.20").await;
+}
+
+/// EKS: kubelet and kube-proxy under EKS's own service host, the VPC CNI's
+/// L2Bridge network with the pool's CNI mode left unset, no CSI Proxy on the host.
+#[tokio::test]
+async fn eks_nodes_roll_out_on_hostile_hosts() {
+    image_built_nodes_roll_out("eks", "1.7.20", false).await;
+}
+
+/// AKS nodes run Azure CNI's L2Bridge network in every CNI mode: a pool that
+/// asks for overlay is blocked on every node by its agent's preflight, saying
+/// what it found, and no node is cordoned (left unset, as docs/clusters.md
+/// tells AKS users, the pool rolls out: the test above).
+#[tokio::test]
+async fn an_aks_pool_that_asks_for_overlay_is_blocked_in_preflight_naming_l2bridge() {
+    let (mut t, _stats, pool) = rolling_with(
+        2,
+        "aks-overlay",
+        |_| ["--apply-time=0.2s", "--reboot-time=0.2s", "--host-profile=aks"].map(String::from).to_vec(),
+        json!({"networking": {"cniMode": "overlay"}, "runtime": {"name": "containerd", "version": "1.7.20"}}),
+    )
+    .await;
+    let pools: Api<WindowsNodePool> = Api::all(t.client.clone());
+    let st = wait_for("both nodes blocked by preflight", WAIT, || async {
+        let st = pools.get(&pool).await.ok()?.status?;
+        (st.preflight_blocked_nodes.len() == 2).then_some(st)
+    })
+    .await;
+    for b in &st.preflight_blocked_nodes {
+        assert!(b.reason.contains("HNS network is l2bridge, the pool asks for overlay"), "{}: {}", b.name, b.reason);
+    }
+    for n in t.nodes().await {
+        assert!(!n.annotations().contains_key(names::ANN_STARTED_AT), "{} was started", n.name_any());
+        assert_ne!(n.spec.as_ref().and_then(|s| s.unschedulable), Some(true), "{} was cordoned", n.name_any());
+    }
+    assert!(t.terminate("sim").is_some_and(|s| s.success()), "the fleet stops cleanly on SIGTERM");
+    t.cleanup().await;
 }
 
 /// An AKS node's containerd (a vendor build under NSSM) is its image's: a
