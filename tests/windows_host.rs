@@ -236,6 +236,26 @@ async fn eks_nodes_roll_out_on_hostile_hosts() {
     image_built_nodes_roll_out("eks", "1.7.20", false).await;
 }
 
+/// A two-phase update: the boot that lands the target leaves CBS asking for
+/// one more reboot. Each node is rebooted again while it is drained, naming
+/// CBS, and only then Updated (Windows would otherwise reboot it later, in
+/// service and outside the pool's window).
+#[tokio::test]
+async fn a_two_phase_update_reboots_again_before_the_node_is_updated() {
+    let (mut t, stats, pool) = rolling_on(3, "two-phase", |_| {
+        ["--apply-time=0.2s", "--reboot-time=0.2s", "--host-faults=pending-after-target"].map(String::from).to_vec()
+    })
+    .await;
+    all_updated(&t, &pool, 3).await;
+    assert!(t.terminate("sim").is_some_and(|s| s.success()), "the fleet stops cleanly on SIGTERM");
+    for m in read_stats(&stats) {
+        assert_eq!((m.installs, m.reboots), (1, 2), "{m:?}");
+        assert_eq!(m.reboot_reasons, ["the update's install asked for a reboot", "CBS RebootPending"], "{m:?}");
+        assert_eq!(m.build, "10.0.20348.2762", "{m:?}");
+    }
+    t.cleanup().await;
+}
+
 /// AKS nodes run Azure CNI's L2Bridge network in every CNI mode: a pool that
 /// asks for overlay is blocked on every node by its agent's preflight, saying
 /// what it found, and no node is cordoned (left unset, as docs/clusters.md

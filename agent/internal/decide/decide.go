@@ -314,6 +314,12 @@ func (d decision) patch(target host.Build) (Step, bool) {
 			obs.Build, target)), false
 	}
 	if obs.Build.AtLeast(target) {
+		// A two-phase update can leave CBS asking for a second reboot once the
+		// build moved: Windows would make it later, outside the pool's window,
+		// with the node back in service. The node is drained now.
+		if why := RebootReasons(obs.Reboot); len(why) > 0 && d.state.Reboots > 0 {
+			return d.reboot(target, strings.Join(why, ", ")), false
+		}
 		return Step{}, true
 	}
 	if step, decided := d.updateTask(target); decided {

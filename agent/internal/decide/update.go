@@ -24,6 +24,10 @@ const (
 	// install in progress, the update server busy or slow): the install is
 	// tried again, within the attempts, after TransientRetryAfter.
 	Transient
+	// RebootFirst: servicing cannot go on until the node reboots (a reboot
+	// is pending from an earlier install, or a failed one must be rolled
+	// back at boot): reboot, then the next attempt installs.
+	RebootFirst
 )
 
 func (o UpdateOutcome) String() string {
@@ -40,6 +44,8 @@ func (o UpdateOutcome) String() string {
 		return "ServicingStackRequired"
 	case Transient:
 		return "Transient"
+	case RebootFirst:
+		return "RebootFirst"
 	}
 	return "Failed"
 }
@@ -59,6 +65,12 @@ const (
 	// ExitServicingStackRequired is CBS_E_NEW_SERVICING_STACK_REQUIRED: the
 	// package needs a newer servicing stack update than the host has.
 	ExitServicingStackRequired = 0x800F0823
+	// ExitCBSPending is CBS_E_PENDING: a reboot is pending from an earlier
+	// servicing operation, and nothing more installs until it happens.
+	ExitCBSPending = 0x800F082F
+	// ExitFailRebootRequired is ERROR_FAIL_REBOOT_REQUIRED: the install
+	// failed and a reboot rolls its changes back.
+	ExitFailRebootRequired = 3017
 )
 
 // transientCodes are the Windows Update Agent results that mean "not now"
@@ -95,6 +107,8 @@ func ClassifyUpdate(exitCode int) UpdateOutcome {
 		return AlreadyInstalled
 	case ExitServicingStackRequired:
 		return ServicingStackRequired
+	case ExitCBSPending, ExitFailRebootRequired:
+		return RebootFirst
 	}
 	if _, ok := transientCodes[uint32(exitCode)]; ok {
 		return Transient
@@ -168,6 +182,11 @@ func (d decision) updateTask(target host.Build) (Step, bool) {
 		return step, true
 	case Installed, AlreadyInstalled:
 		return Step{}, false
+	case RebootFirst:
+		// Not the update's failure: Windows finishes (or rolls back) what is
+		// pending at boot, and the next attempt installs, within the caps.
+		d.state.RebootedAfter = u.Attempt
+		return d.reboot(target, ReasonInstallAsked), true
 	case Transient:
 		if d.in.Now.Sub(u.Started) < TransientRetryAfter && !u.Started.IsZero() && !d.in.Now.IsZero() {
 			msg := fmt.Sprintf("Windows Update could not install the update to %s now (0x%08X, %s); trying again %s after the last attempt started (attempt %d of %d)",

@@ -253,3 +253,40 @@ func TestAServicingTaskThatNeverStartsFailsNamingItsLastResult(t *testing.T) {
 	check(t, Next(at(3*time.Minute, true, true)), waiting)
 	check(t, Next(at(3*time.Minute, false, false)), waiting)
 }
+
+// CBS_E_PENDING and ERROR_FAIL_REBOOT_REQUIRED are not the update's failure:
+// the node reboots (Windows finishes or rolls back what is pending at boot),
+// then the next attempt installs, within the caps.
+func TestServicingThatNeedsARebootFirstRebootsThenInstallsAgain(t *testing.T) {
+	for _, code := range []int{ExitCBSPending, ExitFailRebootRequired} {
+		if got := ClassifyUpdate(code); got != RebootFirst {
+			t.Errorf("0x%08X classified %v, want RebootFirst", code, got)
+		}
+		in := request()
+		install := Next(in)
+		after := installed(in, install, code)
+		reboot := Next(after)
+		check(t, reboot, want{action: Reboot, status: names.StatusRebooting,
+			state: host.State{Revision: "r1", Attempts: 1, Reboots: 1, RebootedAfter: 1}, message: []string{ReasonInstallAsked}})
+		after.Reported, after.State = reboot.Report, reboot.State
+		check(t, Next(after), want{action: InstallUpdate, status: names.StatusApplying,
+			state: host.State{Revision: "r1", Attempts: 2, Reboots: 1, RebootedAfter: 1}, message: []string{"attempt 2 of 3"}})
+	}
+}
+
+// A two-phase update: the build reached the target, and CBS asks for a
+// second reboot. The agent makes it while the node is drained (Windows would
+// make it later, in service); a node that needed no reboot of this revision
+// is not rebooted for a pending state someone else left.
+func TestAPendingRebootAfterTheTargetIsMadeBeforeSuccess(t *testing.T) {
+	in := applying(patched(), names.StatusApplying, host.State{Revision: "r1", Attempts: 1, Reboots: 1, RebootedAfter: 1})
+	in.Observed.Reboot.CBSRebootPending = true
+	check(t, Next(in), want{action: Reboot, status: names.StatusRebooting,
+		state: host.State{Revision: "r1", Attempts: 1, Reboots: 2, RebootedAfter: 1}, message: []string{ReasonCBS}})
+
+	untouched := applying(patched(), names.StatusApplying, host.State{Revision: "r1"})
+	untouched.Observed.Reboot.CBSRebootPending = true
+	if got := Next(untouched); got.Action == Reboot {
+		t.Errorf("a node at the target that this revision never rebooted was rebooted: %+v", got)
+	}
+}

@@ -69,10 +69,14 @@ const (
 	// FaultLocalized: Windows Update's titles come back in German (a WSUS
 	// or a session in another language); nothing may be chosen by them.
 	FaultLocalized Fault = "localized"
+	// FaultPendingAfterTarget: the boot that lands the update leaves CBS
+	// RebootPending set (a two-phase update): the agent reboots once more
+	// before the node is Updated, rather than Windows later, in service.
+	FaultPendingAfterTarget Fault = "pending-after-target"
 )
 
 // knownFaults are the faults --host-faults accepts.
-var knownFaults = []Fault{FaultHNSChurn, FaultReadErrors, FaultPendingRenames, FaultOvershoot, FaultUndershoot, FaultRebootUnknown, FaultAgentRestart, FaultSSUFirst, FaultRuntimeCrashloop, FaultSlowAPI, FaultSourceUnreachable, FaultTaskNotStarted, FaultLocalized}
+var knownFaults = []Fault{FaultHNSChurn, FaultReadErrors, FaultPendingRenames, FaultOvershoot, FaultUndershoot, FaultRebootUnknown, FaultAgentRestart, FaultSSUFirst, FaultRuntimeCrashloop, FaultSlowAPI, FaultSourceUnreachable, FaultTaskNotStarted, FaultLocalized, FaultPendingAfterTarget}
 
 // How far FaultOvershoot and FaultUndershoot miss the revision asked for.
 const (
@@ -113,6 +117,9 @@ func (f Faults) shape(node string, o *fakewin.Options) {
 	}
 	if f.On(FaultLocalized, node) {
 		o.Catalogue.Localized = true
+	}
+	if f.On(FaultPendingAfterTarget, node) {
+		o.Catalogue.TwoPhase = true
 	}
 }
 

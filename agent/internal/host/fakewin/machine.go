@@ -270,11 +270,16 @@ func (m *Machine) Boot() host.Build {
 		m.bootEnd()
 	}
 	m.bootCtx, m.bootEnd = context.WithCancel(context.Background())
+	secondPhase := false
 	if m.staged != nil {
 		m.setBuild(*m.staged)
 		m.staged = nil
+		secondPhase = m.o.Catalogue.TwoPhase
 	}
 	delete(m.keys, strings.ToLower(cbsRebootPending))
+	if secondPhase {
+		m.keys[strings.ToLower(cbsRebootPending)] = true
+	}
 	delete(m.keys, strings.ToLower(wuRebootRequired))
 	if len(m.o.FileRenames) > 0 {
 		m.multi[strings.ToLower(sessionManagerKey+`\PendingFileRenameOperations`)] = append([]string(nil), m.o.FileRenames...)

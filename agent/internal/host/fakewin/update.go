@@ -27,6 +27,9 @@ type Catalogue struct {
 	// SSUFirst: a servicing stack update is offered alone first; it needs
 	// its own reboot, and the cumulative update is offered after it.
 	SSUFirst bool
+	// TwoPhase: the boot that lands the update leaves CBS asking for one
+	// more reboot (a two-phase update); the next boot clears it.
+	TwoPhase bool
 	// Localized: titles come back in German (a WSUS or a session whose
 	// language is not English), not in the English the agent asks for.
 	Localized bool
