@@ -90,6 +90,10 @@ struct RunArgs {
     /// Image prefixes a pool's spec.agent.image may use (comma-separated); empty allows any.
     #[arg(long, value_delimiter = ',')]
     allowed_agent_images: Vec<String>,
+    /// URL prefixes (https://…, matched up to a `/`) a pool's spec.runtime.archive may use
+    /// (comma-separated); empty allows none: the official containerd release only.
+    #[arg(long, value_delimiter = ',')]
+    allowed_runtime_archives: Vec<String>,
     /// CSI Proxy's HostProcess image repository (a mirror in an air-gapped
     /// cluster); the tag is the pool's storage.csiProxy.version.
     #[arg(long, default_value = winpool::csi_proxy::DEFAULT_REPOSITORY)]
@@ -167,6 +171,7 @@ fn controller_settings(args: &RunArgs) -> Settings {
         },
         pool_selector: args.pool_selector.clone(),
         allowed_agent_images: nonempty(&args.allowed_agent_images),
+        allowed_runtime_archives: nonempty(&args.allowed_runtime_archives),
         csi_proxy_repository: args.csi_proxy_repository.clone(),
         secret_namespace: args.secret_namespace.clone(),
     }

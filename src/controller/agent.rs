@@ -16,8 +16,8 @@ use tracing::{info, warn};
 use super::{Context, Error, api_status};
 use crate::api::{FIELD_MANAGER, WindowsNodePool, names};
 use crate::daemonset::{AgentDrift, LABEL_MANAGED_BY};
-pub use crate::decision::round::agent::agent_image_allowed;
 use crate::decision::round::agent::{AgentWrite, ConfigMapWrites, refusal};
+pub use crate::decision::round::agent::{agent_image_allowed, system_inputs_refused};
 use crate::decision::round::memory::PoolMemory;
 
 /// Write one of the pool's DaemonSets as decided; a hand edit put back is reported.
@@ -142,22 +142,20 @@ pub async fn ensure_agent_namespace(client: &Client, ns: &str) -> Result<(), Err
     Ok(())
 }
 
-/// Roll nothing for a pool whose agent image is not allowed; say so once.
-pub(super) async fn refuse_agent_image(
+/// Roll nothing for a pool that would run on SYSTEM what the admin did not
+/// allow (an agent image, a runtime archive); say so once.
+pub(super) async fn refuse_system_inputs(
     pool: &WindowsNodePool,
     ctx: &Context,
     memory: &mut PoolMemory,
+    reason: &str,
+    msg: String,
     now: Timestamp,
 ) -> Result<Action, Error> {
     let name = pool.name_any();
-    let (msg, status) = refusal(pool, &ctx.settings.allowed_agent_images, now);
-    let ev = Event {
-        type_: EventType::Warning,
-        reason: "AgentImageNotAllowed".into(),
-        note: Some(msg.clone()),
-        action: "Validate".into(),
-        secondary: None,
-    };
+    let status = refusal(pool, reason, &msg, now);
+    let ev =
+        Event { type_: EventType::Warning, reason: reason.into(), note: Some(msg.clone()), action: "Validate".into(), secondary: None };
     for ev in memory.standing_news(vec![(msg.clone(), ev)]) {
         ctx.publish_fresh(pool, ev).await;
     }

@@ -16,7 +16,7 @@ use kube::runtime::reflector::ObjectRef;
 use serde_json::json;
 use tracing::{debug, info, warn};
 
-use super::agent::{agent_image_allowed, delete_configmap, delete_daemonset, refuse_agent_image, write_configmaps, write_daemonset};
+use super::agent::{delete_configmap, delete_daemonset, refuse_system_inputs, system_inputs_refused, write_configmaps, write_daemonset};
 use super::gate_client;
 use super::hns_node::{HnsWrites, HnsWritten, write_hns};
 use super::memory::{DueBatch, Outcome, PoolMemory, StatusWrite};
@@ -58,9 +58,9 @@ async fn run_round(pool: &WindowsNodePool, ctx: &Context, memory: PoolMemory) ->
     let now = ctx.now();
     let fresher = memory.as_last_written(pool);
     let pool = fresher.as_ref().unwrap_or(pool);
-    if !agent_image_allowed(&pool.spec.agent.image, &ctx.settings.allowed_agent_images) {
+    if let Some((reason, msg)) = system_inputs_refused(pool, &ctx.settings) {
         let mut memory = memory;
-        let r = refuse_agent_image(pool, ctx, &mut memory, now).await;
+        let r = refuse_system_inputs(pool, ctx, &mut memory, reason, msg, now).await;
         return (r, memory);
     }
     let mut seen = match observe(pool, ctx).await {

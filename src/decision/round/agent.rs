@@ -29,6 +29,50 @@ pub fn agent_image_allowed(image: &str, allowed: &[String]) -> bool {
     image.is_empty() || allowed.is_empty() || allowed.iter().any(|p| prefix_admits(p, image))
 }
 
+/// Whoever can create a pool names the containerd archive a SYSTEM task
+/// unpacks and runs: the operator takes only archives under a URL prefix
+/// the cluster admin allowed, and none when none is (the official release,
+/// checked against its published sha256sum, is the default). A prefix
+/// matches up to a `/` (its own last character, or the URL's next one):
+/// `https://mirror.corp/containerd` admits `https://mirror.corp/containerd/v1.7.22/…`,
+/// never `https://mirror.corp/containerd-evil/…` nor `https://mirror.corp.evil/…`.
+pub fn runtime_archive_allowed(archive: Option<&crate::api::RuntimeArchive>, allowed: &[String]) -> bool {
+    let Some(archive) = archive else { return true };
+    allowed.iter().any(|p| archive.url.strip_prefix(p.as_str()).is_some_and(|rest| p.ends_with('/') || rest.starts_with('/')))
+}
+
+/// What reaches SYSTEM on the pool's nodes that the cluster admin did not
+/// allow: the reason and the message of the pool's refusal; None: all is allowed.
+pub fn system_inputs_refused(pool: &WindowsNodePool, settings: &Settings) -> Option<(&'static str, String)> {
+    if !agent_image_allowed(&pool.spec.agent.image, &settings.allowed_agent_images) {
+        return Some((
+            "AgentImageNotAllowed",
+            format!(
+                "spec.agent.image {:?} is not in the operator's allowed agent images ({}); nothing is rolled until it is",
+                pool.spec.agent.image,
+                settings.allowed_agent_images.join(", ")
+            ),
+        ));
+    }
+    let archive = pool.spec.runtime.archive.as_ref();
+    if !runtime_archive_allowed(archive, &settings.allowed_runtime_archives) {
+        let allowed = if settings.allowed_runtime_archives.is_empty() {
+            "none are: set the operator's --allowed-runtime-archives (chart agent.allowedRuntimeArchives)".to_string()
+        } else {
+            settings.allowed_runtime_archives.join(", ")
+        };
+        return Some((
+            "RuntimeArchiveNotAllowed",
+            format!(
+                "spec.runtime.archive.url {:?} is not under the operator's allowed runtime archive URLs ({allowed}); \
+                 a SYSTEM task would run what it holds, so nothing is rolled until it is",
+                archive.map(|a| a.url.as_str()).unwrap_or_default()
+            ),
+        ));
+    }
+    None
+}
+
 fn prefix_admits(prefix: &str, image: &str) -> bool {
     let Some(rest) = image.strip_prefix(prefix) else { return false };
     let names_repository = prefix.contains('/');
@@ -152,20 +196,15 @@ pub(crate) fn configmap_writes(
     writes
 }
 
-/// Why a pool's agent image is refused, and the pool's status saying so: not
-/// Ready, not Progressing, the other conditions and the counts as they were.
-pub(crate) fn refusal(pool: &WindowsNodePool, allowed: &[String], now: Timestamp) -> (String, crate::api::WindowsNodePoolStatus) {
-    let msg = format!(
-        "spec.agent.image {:?} is not in the operator's allowed agent images ({}); nothing is rolled until it is",
-        pool.spec.agent.image,
-        allowed.join(", ")
-    );
+/// The pool's status refusing what reaches SYSTEM (system_inputs_refused):
+/// not Ready, not Progressing, the other conditions and the counts as they were.
+pub(crate) fn refusal(pool: &WindowsNodePool, reason: &str, msg: &str, now: Timestamp) -> crate::api::WindowsNodePoolStatus {
     let refused = |type_: &str| Condition {
         type_: type_.into(),
         // A refused image waits for a person: Stalled, as kstatus reads it.
         status: if type_ == crate::api::conditions::STALLED { "True" } else { "False" }.into(),
-        reason: "AgentImageNotAllowed".into(),
-        message: msg.clone(),
+        reason: reason.into(),
+        message: msg.into(),
         last_transition_time: Time(now),
         observed_generation: pool.metadata.generation,
     };
@@ -178,7 +217,7 @@ pub(crate) fn refusal(pool: &WindowsNodePool, allowed: &[String], now: Timestamp
     merged.append(&mut rest);
     status.conditions = merged;
     status.observed_generation = pool.metadata.generation;
-    (msg, status)
+    status
 }
 
 #[cfg(test)]
@@ -229,8 +268,11 @@ mod tests {
         pool.status = Some(WindowsNodePoolStatus { nodes: counts.clone(), conditions: vec![degraded.clone()], ..Default::default() });
         let now: Timestamp = "2026-12-01T00:00:00Z".parse().unwrap();
 
-        let (msg, status) = refusal(&pool, &["registry.corp/".to_string()], now);
+        let mut settings = Settings::example("");
+        settings.allowed_agent_images = vec!["registry.corp/".to_string()];
+        let (reason, msg) = system_inputs_refused(&pool, &settings).expect("refused");
         assert!(msg.contains("evil.example.com/agent:1") && msg.contains("registry.corp/"), "{msg}");
+        let status = refusal(&pool, reason, &msg, now);
         for (t, want) in [
             (conditions::READY, "False"),
             (conditions::PROGRESSING, "False"),
@@ -242,5 +284,40 @@ mod tests {
         }
         assert!(status.conditions.contains(&degraded), "other conditions stay as they were");
         assert_eq!((status.nodes, status.observed_generation), (counts, Some(3)));
+    }
+
+    fn pool_with_archive(url: &str) -> WindowsNodePool {
+        let sha = "0".repeat(64);
+        let spec: WindowsNodePoolSpec = serde_yaml::from_str(&format!(
+            "nodeSelector: {{}}\nos: {{version: ltsc2022, patchLevel: 10.0.20348.2762}}\nruntime: {{version: 1.7.22, archive: {{url: '{url}', sha256: '{sha}'}}}}"
+        ))
+        .unwrap();
+        WindowsNodePool::new("p", spec)
+    }
+
+    #[test]
+    fn runtime_archives_are_refused_unless_under_an_allowed_prefix_up_to_a_slash() {
+        let allowed = vec!["https://mirror.corp/containerd".to_string(), "https://cdn.corp/bin/".to_string()];
+        let cases = [
+            ("https://mirror.corp/containerd/v1.7.22/containerd-1.7.22-windows-amd64.tar.gz", true),
+            ("https://mirror.corp/containerd-evil/containerd-1.7.22-windows-amd64.tar.gz", false),
+            ("https://mirror.corp.evil/containerd/containerd-1.7.22-windows-amd64.tar.gz", false),
+            ("https://cdn.corp/bin/containerd-1.7.22-windows-amd64.tar.gz", true),
+            ("https://cdn.corp/binaries/containerd-1.7.22-windows-amd64.tar.gz", false),
+            ("https://evil.example/containerd-1.7.22-windows-amd64.tar.gz", false),
+        ];
+        for (url, want) in cases {
+            let pool = pool_with_archive(url);
+            assert_eq!(runtime_archive_allowed(pool.spec.runtime.archive.as_ref(), &allowed), want, "{url}");
+        }
+        // No archive: the official release, always allowed. No allow-list: no archive at all.
+        assert!(runtime_archive_allowed(None, &[]));
+        let pool = pool_with_archive("https://mirror.corp/containerd/containerd-1.7.22-windows-amd64.tar.gz");
+        let (reason, msg) = system_inputs_refused(&pool, &Settings::example("")).expect("refused with no allow-list");
+        assert_eq!(reason, "RuntimeArchiveNotAllowed");
+        assert!(msg.contains("https://mirror.corp/containerd/") && msg.contains("--allowed-runtime-archives"), "{msg}");
+        let mut settings = Settings::example("");
+        settings.allowed_runtime_archives = allowed;
+        assert_eq!(system_inputs_refused(&pool, &settings), None);
     }
 }

@@ -405,6 +405,8 @@ pub struct Settings {
     pub pool_selector: Option<String>,
     /// Image prefixes a pool's spec.agent.image may use; empty allows any.
     pub allowed_agent_images: Vec<String>,
+    /// URL prefixes a pool's spec.runtime.archive may use; empty allows none.
+    pub allowed_runtime_archives: Vec<String>,
     /// CSI Proxy's HostProcess image repository (tagged with the pool's version).
     pub csi_proxy_repository: String,
     /// The operator's own namespace: the only one whose Secrets (health gate credentials) it reads.
@@ -420,6 +422,7 @@ impl Settings {
             agent: AgentSettings { image: agent_image.into(), hns_interval: "15s".into(), max_attempts: 3, pod: Default::default() },
             pool_selector: None,
             allowed_agent_images: Vec::new(),
+            allowed_runtime_archives: Vec::new(),
             csi_proxy_repository: crate::csi_proxy::DEFAULT_REPOSITORY.into(),
             secret_namespace: "winpool-system".into(),
         }
