@@ -931,3 +931,40 @@ async fn a_hand_set_target_revision_on_a_paused_pools_member_touches_no_host_and
     delete_pool(&t, &pool).await;
     t.cleanup().await;
 }
+
+/// A runtime archive is run by a SYSTEM task: one outside the operator's
+/// allowed URL prefixes is refused (condition and Event naming it), no agent
+/// DaemonSet is created and no node is touched.
+#[tokio::test]
+async fn a_runtime_archive_outside_the_allowed_prefixes_is_refused_and_no_node_is_touched() {
+    let client = support::client().await;
+    install_crd(&client).await;
+    let mut t = TestSpace::new("hostile-archive").await;
+    t.start_sim(2, &["--apply-time=0.2s", "--reboot-time=0s"]);
+    wait_nodes_ready(&t, 2).await;
+    let pool = format!("{}-pool", t.id);
+    let mut manifest = pool_manifest(&t, &pool, PATCH, json!({}));
+    let url = "https://github.com/containerd/containerd/releases/download/v1.7.22/containerd-1.7.22-windows-amd64.tar.gz";
+    manifest["spec"]["runtime"] = json!({"name": "containerd", "version": "1.7.22", "archive": {"url": url, "sha256": "0".repeat(64)}});
+    try_apply_pool(&t, &manifest).await.expect("the pool is valid");
+    t.start_operator(&["--allowed-runtime-archives=https://github.com/containerd/containerd-mirror/"]);
+    let pools: Api<WindowsNodePool> = Api::all(t.client.clone());
+    let msg = wait_for("the archive refused", Duration::from_secs(60), || async {
+        let st = pools.get(&pool).await.ok()?.status?;
+        let ready = st.conditions.iter().find(|c| c.type_ == "Ready")?;
+        (ready.reason == "RuntimeArchiveNotAllowed").then(|| ready.message.clone())
+    })
+    .await;
+    assert!(msg.contains(url) && msg.contains("https://github.com/containerd/containerd-mirror/"), "{msg}");
+    assert!(pool_events(&t, &pool).await.iter().any(|(r, _)| r == "RuntimeArchiveNotAllowed"), "a Warning Event names it");
+    let ds = Api::<DaemonSet>::namespaced(t.client.clone(), &t.agent_namespace()).list(&ListParams::default()).await.unwrap().items;
+    assert!(ds.is_empty(), "no agent runs for a refused pool: {:?}", ds.iter().map(|d| d.name_any()).collect::<Vec<_>>());
+    for n in t.nodes().await {
+        assert!(
+            !n.labels().contains_key(names::LABEL_REVISION) && !n.annotations().contains_key(names::ANN_STARTED_AT),
+            "{} touched",
+            n.name_any()
+        );
+    }
+    t.cleanup().await;
+}
