@@ -358,8 +358,9 @@ agent_identity_renders() {
   template --set createAgentNamespace=false --set agentNamespace="$AGENT_NS" >"$WORK/rendered.yaml" || return 1
   local want rc=0
   for want in "ServiceAccount winpool-agent" "ClusterRole $FULLNAME-agent" "ClusterRoleBinding $FULLNAME-agent" \
-    "Role $FULLNAME-agent" "RoleBinding $FULLNAME-agent" \
-    "ValidatingAdmissionPolicy $FULLNAME-agent-own-report" "ValidatingAdmissionPolicyBinding $FULLNAME-agent-own-report"; do
+    "Role $FULLNAME-agent" "RoleBinding $FULLNAME-agent" "Role $FULLNAME-agent-events" "RoleBinding $FULLNAME-agent-events" \
+    "ValidatingAdmissionPolicy $FULLNAME-agent-own-report" "ValidatingAdmissionPolicyBinding $FULLNAME-agent-own-report" \
+    "ValidatingAdmissionPolicy $FULLNAME-agent-own-events" "ValidatingAdmissionPolicyBinding $FULLNAME-agent-own-events"; do
     if awk -v kind="${want%% *}" -v name="${want#* }" '
       /^---/ { k = ""; n = "" }
       /^kind: / { k = $2 }
@@ -451,24 +452,28 @@ check "Events Role and RoleBinding exist in default" \
   exists -n default get "role/$FULLNAME-events" "rolebinding/$FULLNAME-events"
 check "agent ServiceAccount, Role and RoleBinding exist in the agent namespace" \
   exists -n "$AGENT_NS" get serviceaccount/winpool-agent "role/$FULLNAME-agent" "rolebinding/$FULLNAME-agent"
-check "agent ClusterRole, ClusterRoleBinding and admission policy exist" \
+check "agent ClusterRole, ClusterRoleBinding and admission policies exist" \
   exists get "clusterrole/$FULLNAME-agent" "clusterrolebinding/$FULLNAME-agent" \
-  "validatingadmissionpolicy/$FULLNAME-agent-own-report" "validatingadmissionpolicybinding/$FULLNAME-agent-own-report"
+  "validatingadmissionpolicy/$FULLNAME-agent-own-report" "validatingadmissionpolicybinding/$FULLNAME-agent-own-report" \
+  "validatingadmissionpolicy/$FULLNAME-agent-own-events" "validatingadmissionpolicybinding/$FULLNAME-agent-own-events"
 # The API server type-checks the policy's CEL against the report's schema and
 # reports what it cannot check in the status; such an expression would fail
 # every agent request at runtime.
 policy_status_written() {
-  local p="validatingadmissionpolicy/$FULLNAME-agent-own-report"
+  local p="validatingadmissionpolicy/$POLICY"
   [[ "$(kubectl_ get "$p" -o jsonpath='{.status.observedGeneration}')" == "$(kubectl_ get "$p" -o jsonpath='{.metadata.generation}')" ]]
 }
 policy_type_checks() {
-  wait_for 60 policy_status_written || { echo "the policy's status was never written"; return 1; }
-  local warnings
-  warnings="$(kubectl_ get "validatingadmissionpolicy/$FULLNAME-agent-own-report" -o jsonpath='{.status.typeChecking.expressionWarnings}')"
-  echo "type-checking warnings: ${warnings:-none}"
-  [[ -z "$warnings" ]]
+  local POLICY rc=0 warnings
+  for POLICY in "$FULLNAME-agent-own-report" "$FULLNAME-agent-own-events"; do
+    wait_for 60 policy_status_written || { echo "$POLICY: the policy's status was never written"; rc=1; continue; }
+    warnings="$(kubectl_ get "validatingadmissionpolicy/$POLICY" -o jsonpath='{.status.typeChecking.expressionWarnings}')"
+    echo "$POLICY: type-checking warnings: ${warnings:-none}"
+    [[ -z "$warnings" ]] || rc=1
+  done
+  return $rc
 }
-check "agent admission policy type-checks without warnings" policy_type_checks
+check "agent admission policies type-check without warnings" policy_type_checks
 agent_ns_privileged() {
   local v
   v="$(kubectl_ get namespace "$AGENT_NS" -o jsonpath='{.metadata.labels.pod-security\.kubernetes\.io/enforce}')"
@@ -622,9 +627,11 @@ check "Deployment is gone" gone "deployment/$FULLNAME" -n "$NS" get deployment "
 check "ClusterRole and ClusterRoleBinding are gone" \
   gone "clusterrole/clusterrolebinding $FULLNAME" get "clusterrole/$FULLNAME" "clusterrolebinding/$FULLNAME"
 check "Events Role in default is gone" gone "role/$FULLNAME-events" -n default get "role/$FULLNAME-events" "rolebinding/$FULLNAME-events"
+check "agent Events Role in default is gone" gone "role/$FULLNAME-agent-events" -n default get "role/$FULLNAME-agent-events" "rolebinding/$FULLNAME-agent-events"
 check "agent ClusterRole and admission policy are gone" \
   gone "the agent's cluster-scoped objects" get "clusterrole/$FULLNAME-agent" "clusterrolebinding/$FULLNAME-agent" \
-  "validatingadmissionpolicy/$FULLNAME-agent-own-report" "validatingadmissionpolicybinding/$FULLNAME-agent-own-report"
+  "validatingadmissionpolicy/$FULLNAME-agent-own-report" "validatingadmissionpolicybinding/$FULLNAME-agent-own-report" \
+  "validatingadmissionpolicy/$FULLNAME-agent-own-events" "validatingadmissionpolicybinding/$FULLNAME-agent-own-events"
 check "agent namespace is gone" gone "namespace/$AGENT_NS" get namespace "$AGENT_NS"
 check "the CRD is kept (crds.keep)" exists get "$CRD"
 

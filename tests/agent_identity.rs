@@ -285,6 +285,67 @@ async fn an_agent_may_write_only_its_own_nodes_report_and_no_node() {
     )
     .await;
 
+    // Events: only about its own Node (the second policy; RBAC allows any).
+    let events_policy = format!("winpool-{agent_ns}-agent-own-events");
+    let by_events_policy = format!("ValidatingAdmissionPolicy '{events_policy}'");
+    // A Node's Events live in "default" (the API server refuses them elsewhere).
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(agent.clone(), "default");
+    let event_about = |node: &str, n: usize| k8s_openapi::api::core::v1::Event {
+        metadata: ObjectMeta { name: Some(format!("{node}.agent-test-{n}")), ..Default::default() },
+        involved_object: k8s_openapi::api::core::v1::ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Node".into()),
+            name: Some(node.into()),
+            ..Default::default()
+        },
+        reason: Some("ApplyFailed".into()),
+        message: Some("test".into()),
+        type_: Some("Warning".into()),
+        // As the agent writes them (agent/internal/agent/events.go): a reporting
+        // controller lets a namespaced Event be about a cluster-scoped Node.
+        reporting_component: Some("winpool.dev/agent".into()),
+        reporting_instance: Some(format!("winpool-agent-{node}")),
+        count: Some(1),
+        first_timestamp: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now())),
+        last_timestamp: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now())),
+        ..Default::default()
+    };
+    let mut n = 0;
+    let refusal = wait_for("the events policy to refuse an Event about another node", WAIT, || {
+        n += 1;
+        let ev = event_about(&b, n);
+        let events = events.clone();
+        let by = by_events_policy.clone();
+        async move {
+            match events.create(&PostParams::default(), &ev).await {
+                Err(kube::Error::Api(s)) if s.code == 403 && s.message.contains(&by) => Some(s.message),
+                _ => None,
+            }
+        }
+    })
+    .await;
+    assert!(refusal.contains(&format!("this token is bound to a pod on node {a}, the Event is about Node {b}")), "{refusal}");
+    events.create(&PostParams::default(), &event_about(&a, 0)).await.expect("the agent records an Event about its own node");
+    let new_events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(agent.clone(), "default");
+    let regarding_b = k8s_openapi::api::events::v1::Event {
+        metadata: ObjectMeta { name: Some(format!("{b}.agent-test-new")), ..Default::default() },
+        regarding: Some(k8s_openapi::api::core::v1::ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Node".into()),
+            name: Some(b.clone()),
+            ..Default::default()
+        }),
+        reason: Some("ApplyFailed".into()),
+        action: Some("Apply".into()),
+        reporting_controller: Some("winpool.dev/agent".into()),
+        reporting_instance: Some("test".into()),
+        event_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(jiff::Timestamp::now())),
+        type_: Some("Warning".into()),
+        ..Default::default()
+    };
+    let r = new_events.create(&PostParams::default(), &regarding_b).await;
+    assert!(forbidden(&r), "nor through events.k8s.io about another node: {r:?}");
+
     // A Node deleted takes its report with it.
     admin_nodes.delete(&a, &DeleteParams::default()).await.expect("delete node a");
     wait_for("the garbage collector to delete the report of the deleted Node", WAIT, || async {

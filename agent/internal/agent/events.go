@@ -47,7 +47,10 @@ func (a *agent) statusEvent(ctx context.Context, node *corev1.Node, before, r de
 	}
 	now := metav1.NewTime(time.Now())
 	ev := &corev1.Event{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: node.Name + ".winpool-", Namespace: a.o.Namespace},
+		// A Node's Events live in "default", where the kubelet's are: the API
+		// server refuses an Event about a cluster-scoped object in any other
+		// namespace. The chart's policy holds the agent to its own Node's.
+		ObjectMeta: metav1.ObjectMeta{GenerateName: node.Name + ".winpool-", Namespace: metav1.NamespaceDefault},
 		InvolvedObject: corev1.ObjectReference{
 			APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID,
 		},
@@ -63,7 +66,7 @@ func (a *agent) statusEvent(ctx context.Context, node *corev1.Node, before, r de
 	}
 	ctx, cancel := context.WithTimeout(ctx, eventTimeout)
 	defer cancel()
-	if _, err := a.o.Client.CoreV1().Events(a.o.Namespace).Create(ctx, ev, metav1.CreateOptions{FieldManager: names.FieldManager}); err != nil && ctx.Err() == nil {
+	if _, err := a.o.Client.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, ev, metav1.CreateOptions{FieldManager: names.FieldManager}); err != nil && ctx.Err() == nil {
 		a.log.Warn("cannot record an Event on the Node", "reason", reason, "err", err)
 	}
 }

@@ -274,12 +274,12 @@ func (h *harness) updateIfUnchanged(n *corev1.Node) bool {
 }
 
 // assertEvent checks a create the agent made is an Event about its own Node
-// in its own namespace.
+// in "default", where a Node's Events live.
 func (h *harness) assertEvent(a k8stesting.Action) {
 	h.t.Helper()
 	c, ok := a.(k8stesting.CreateActionImpl)
 	ev, isEvent := c.GetObject().(*corev1.Event)
-	if !ok || !isEvent || a.GetNamespace() != testNamespace {
+	if !ok || !isEvent || a.GetNamespace() != metav1.NamespaceDefault {
 		h.t.Errorf("the agent created %s in %q", a.GetResource().Resource, a.GetNamespace())
 		return
 	}
@@ -294,6 +294,13 @@ func (h *harness) events() []string {
 	for _, a := range h.client.Actions() {
 		if c, ok := a.(k8stesting.CreateActionImpl); ok {
 			if ev, ok := c.GetObject().(*corev1.Event); ok {
+				// The API server refuses an Event about a cluster-scoped
+				// object anywhere but in "default" (422: involvedObject.namespace
+				// does not match event.namespace); this fake clientset does not.
+				if c.GetNamespace() != metav1.NamespaceDefault || ev.Namespace != metav1.NamespaceDefault {
+					out = append(out, "in namespace "+c.GetNamespace()+": "+ev.Reason)
+					continue
+				}
 				out = append(out, ev.Reason+" "+ev.Type)
 			}
 		}
