@@ -593,9 +593,10 @@ no  get    configmaps                           $NS
 no  get    configmaps                           default
 no  get    secrets                              $AGENT_NS
 no  list   secrets                              *
-yes create events                               $AGENT_NS
-no  patch  events                               $AGENT_NS
-no  create events                               default
+no  create events                               $AGENT_NS
+no  patch  events                               default
+yes create events                               default
+no  create events                               kube-system
 yes list   pods                                 $AGENT_NS
 no  watch  pods                                 $AGENT_NS
 no  list   pods                                 default
