@@ -444,6 +444,18 @@ check "Deployment, ServiceAccount, Service, PodDisruptionBudget exist" \
   exists -n "$NS" get "deployment/$FULLNAME" "serviceaccount/$FULLNAME" "service/$FULLNAME-metrics" "poddisruptionbudget/$FULLNAME"
 check "ClusterRole and ClusterRoleBinding exist" \
   exists get "clusterrole/$FULLNAME" "clusterrolebinding/$FULLNAME"
+# API Priority and Fairness: the API server says, on every answer, which
+# FlowSchema classified the request; the agents' must be the chart's.
+agent_requests_flow_to_their_level() {
+  local want got
+  want="$(kubectl_ get "flowschema/$FULLNAME-agents" -o jsonpath='{.metadata.uid}')" || return 1
+  got="$(kubectl_ get --raw /api --as="$AGENT_SA" -v=8 2>&1 | sed -n 's/.*X-Kubernetes-Pf-Flowschema-Uid: *\([^ ]*\).*/\1/p' | head -n1)"
+  echo "FlowSchema of an agent request: ${got:-none} (want $want)"
+  [[ -n "$want" && "$got" == "$want" ]]
+}
+check "FlowSchemas and the agents' PriorityLevelConfiguration exist" \
+  exists get "flowschema/$FULLNAME-agents" "flowschema/$FULLNAME-leader-election" "prioritylevelconfiguration/$FULLNAME-agents"
+check "the agents' requests are classified by their FlowSchema" agent_requests_flow_to_their_level
 check "Lease Role and RoleBinding exist in the release namespace" \
   exists -n "$NS" get "role/$FULLNAME-leader-election" "rolebinding/$FULLNAME-leader-election"
 check "DaemonSet Role and RoleBinding exist in the agent namespace" \
@@ -633,6 +645,8 @@ check "agent ClusterRole and admission policy are gone" \
   gone "the agent's cluster-scoped objects" get "clusterrole/$FULLNAME-agent" "clusterrolebinding/$FULLNAME-agent" \
   "validatingadmissionpolicy/$FULLNAME-agent-own-report" "validatingadmissionpolicybinding/$FULLNAME-agent-own-report" \
   "validatingadmissionpolicy/$FULLNAME-agent-own-events" "validatingadmissionpolicybinding/$FULLNAME-agent-own-events"
+check "FlowSchemas and the agents' priority level are gone" \
+  gone "the FlowSchemas" get "flowschema/$FULLNAME-agents" "flowschema/$FULLNAME-leader-election" "prioritylevelconfiguration/$FULLNAME-agents"
 check "agent namespace is gone" gone "namespace/$AGENT_NS" get namespace "$AGENT_NS"
 check "the CRD is kept (crds.keep)" exists get "$CRD"
 
