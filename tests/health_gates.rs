@@ -99,7 +99,9 @@ async fn a_firing_alert_holds_the_rollout_until_it_clears() {
     let (gauge, rules) = blocking_gauge();
     // Its API wants basic auth (admin/test: the example of Prometheus's web configuration docs).
     let hash = "$2b$12$hNf2lSsxfm0.i4a.1kVpSOVyBCfIB51VRjgBUyv6kdnyTlgWj81Ay";
-    let prom = Prometheus::start_with_basic_auth(&t, &rules, &[("gate", gauge.port)], "admin", "test", hash).await;
+    // Over https (an auth gate needs it), signed by a private authority the gates trust.
+    let pki = TestPki::new();
+    let prom = Prometheus::start_with_tls_and_basic_auth(&t, &rules, &[("gate", gauge.port)], &pki, ("admin", "test", hash)).await;
     let firing = || async { prom.alerts(ALERT).await.iter().any(|a| a["state"] == "firing") };
     wait_for("the test alert to fire", WAIT, || async { firing().await.then_some(()) }).await;
 
@@ -125,6 +127,16 @@ async fn a_firing_alert_holds_the_rollout_until_it_clears() {
         ..Default::default()
     };
     secrets.create(&PostParams::default(), &creds).await.expect("the credentials Secret");
+    let ca = Secret {
+        metadata: ObjectMeta {
+            name: Some("prometheus-ca".into()),
+            labels: Some([(names::LABEL_GATE_CREDENTIALS.to_string(), "true".to_string())].into()),
+            ..Default::default()
+        },
+        string_data: Some([("ca.crt".to_string(), pki.ca_pem.clone())].into()),
+        ..Default::default()
+    };
+    secrets.create(&PostParams::default(), &ca).await.expect("the CA Secret");
     t.start_operator(&[&format!("--secret-namespace={}", t.namespace)]);
     let (_, msg) = wait_progressing(&t, &pool, "the unreachable gate to hold the rollout", |reason, _| reason == "HealthGateClosed").await;
     assert!(msg.starts_with("gate \"no-test-alerts\": query failed: ") && msg.contains("refused"), "{msg}");
@@ -135,7 +147,9 @@ async fn a_firing_alert_holds_the_rollout_until_it_clears() {
     .await;
 
     // The real Prometheus without credentials: refused, so closed.
-    let url = format!("http://127.0.0.1:{}", prom.port);
+    let url = format!("https://127.0.0.1:{}", prom.port);
+    let alerts =
+        |url: String| json!({"url": url, "alerts": {"name": "WinpoolTest.*"}, "timeout": "2s", "tls": {"caSecretName": "prometheus-ca"}});
     apply_rollout(&t, &pool, gate(alerts(url.clone()))).await;
     let (_, msg) = wait_progressing(&t, &pool, "the refused gate to hold the rollout", |reason, msg| {
         reason == "HealthGateClosed" && msg.contains("HTTP 401")
@@ -161,7 +175,7 @@ async fn a_firing_alert_holds_the_rollout_until_it_clears() {
     .await;
     assert!(announced.iter().all(|n| n.contains("gate \"no-test-alerts\"")), "{announced:?}");
     // The same Prometheus asked an instant query: its series close the gate.
-    let query = json!({"url": url, "query": "winpool_test_gate_blocking > 0", "auth": with_auth["auth"]});
+    let query = json!({"url": url, "query": "winpool_test_gate_blocking > 0", "auth": with_auth["auth"], "tls": with_auth["tls"]});
     apply_rollout(&t, &pool, gate(query)).await;
     let (_, msg) = wait_progressing(&t, &pool, "the query gate to hold the rollout", |reason, msg| {
         reason == "HealthGateClosed" && msg.contains("series")

@@ -255,6 +255,16 @@ pub struct HealthGate {
     "message": "prometheus.tls is for an https url; an http url has no certificate to verify",
     "fieldPath": ".tls",
     "reason": "FieldValueInvalid"
+}, {
+    "rule": "!has(self.auth) || self.url.startsWith('https://')",
+    "message": "prometheus.auth sends credentials: the url must be https (over http anyone on the path reads them)",
+    "fieldPath": ".auth",
+    "reason": "FieldValueInvalid"
+}, {
+    "rule": "!self.url.matches('^https?://[^/]*@')",
+    "message": "credentials in the url are refused (they would land in status and logs): use prometheus.auth with a Secret",
+    "fieldPath": ".url",
+    "reason": "FieldValueInvalid"
 }]))]
 pub struct PrometheusGate {
     /// Base URL of the Prometheus HTTP API, e.g. http://prometheus.monitoring:9090 (http or https).

@@ -98,6 +98,17 @@ impl Prometheus {
         Self::launch(t, rules, jobs, Some((user, password, bcrypt)), None).await
     }
 
+    /// Basic auth over https: credentials never cross plain http.
+    pub async fn start_with_tls_and_basic_auth(
+        t: &TestSpace,
+        rules: &str,
+        jobs: &[(&str, u16)],
+        pki: &TestPki,
+        (user, password, bcrypt): (&str, &str, &str),
+    ) -> Self {
+        Self::launch(t, rules, jobs, Some((user, password, bcrypt)), Some(pki)).await
+    }
+
     async fn launch(
         t: &TestSpace,
         rules: &str,
