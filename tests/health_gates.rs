@@ -91,6 +91,19 @@ fn blocking_gauge() -> (Gauge, String) {
     (gauge, rules)
 }
 
+/// The Secret `prometheus-ca` holding `pki`'s authority, labelled for gates.
+fn ca_secret(pki: &TestPki) -> Secret {
+    Secret {
+        metadata: ObjectMeta {
+            name: Some("prometheus-ca".into()),
+            labels: Some([(names::LABEL_GATE_CREDENTIALS.to_string(), "true".to_string())].into()),
+            ..Default::default()
+        },
+        string_data: Some([("ca.crt".to_string(), pki.ca_pem.clone())].into()),
+        ..Default::default()
+    }
+}
+
 #[tokio::test]
 async fn a_firing_alert_holds_the_rollout_until_it_clears() {
     let client = support::client().await;
@@ -127,16 +140,7 @@ async fn a_firing_alert_holds_the_rollout_until_it_clears() {
         ..Default::default()
     };
     secrets.create(&PostParams::default(), &creds).await.expect("the credentials Secret");
-    let ca = Secret {
-        metadata: ObjectMeta {
-            name: Some("prometheus-ca".into()),
-            labels: Some([(names::LABEL_GATE_CREDENTIALS.to_string(), "true".to_string())].into()),
-            ..Default::default()
-        },
-        string_data: Some([("ca.crt".to_string(), pki.ca_pem.clone())].into()),
-        ..Default::default()
-    };
-    secrets.create(&PostParams::default(), &ca).await.expect("the CA Secret");
+    secrets.create(&PostParams::default(), &ca_secret(&pki)).await.expect("the CA Secret");
     t.start_operator(&[&format!("--secret-namespace={}", t.namespace)]);
     let (_, msg) = wait_progressing(&t, &pool, "the unreachable gate to hold the rollout", |reason, _| reason == "HealthGateClosed").await;
     assert!(msg.starts_with("gate \"no-test-alerts\": query failed: ") && msg.contains("refused"), "{msg}");
@@ -233,16 +237,7 @@ async fn an_https_gate_trusts_the_authority_in_its_secret() {
     let alerts = json!({"url": url, "alerts": {"name": "WinpoolTest.*"}, "timeout": "2s"});
     apply_rollout(&t, &pool, gate(alerts.clone())).await;
     let secrets: Api<Secret> = Api::namespaced(t.client.clone(), &t.namespace);
-    let ca = Secret {
-        metadata: ObjectMeta {
-            name: Some("prometheus-ca".into()),
-            labels: Some([(names::LABEL_GATE_CREDENTIALS.to_string(), "true".to_string())].into()),
-            ..Default::default()
-        },
-        string_data: Some([("ca.crt".to_string(), pki.ca_pem.clone())].into()),
-        ..Default::default()
-    };
-    secrets.create(&PostParams::default(), &ca).await.expect("the CA Secret");
+    secrets.create(&PostParams::default(), &ca_secret(&pki)).await.expect("the CA Secret");
     t.start_operator(&[&format!("--secret-namespace={}", t.namespace)]);
     let (_, msg) = wait_progressing(&t, &pool, "the untrusted gate to hold the rollout", |reason, _| reason == "HealthGateClosed").await;
     assert!(msg.starts_with("gate \"no-test-alerts\": query failed: ") && msg.contains("UnknownIssuer"), "{msg}");
