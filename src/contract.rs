@@ -42,7 +42,7 @@ fn full_report() -> Value {
         "spec": {
             "agentVersion": "v0.3.0",
             "apply": {"revision": "5d8f2c1a9b", "status": "Rebooting", "message": "rebooting to finish the update to 10.0.20348.2762 (reboot 1 of at most 6)",
-                      "startedAt": "2026-12-02T10:40:00Z"},
+                      "startedAt": "2026-12-02T10:40:00Z", "heartbeat": "2026-12-02T11:05:00Z"},
             "observed": {"cniMode": "overlay", "csiProxyVersion": "1.1.3", "runtimeService": "containerd (nssm)", "csiProxyHost": "csi-proxy (nssm)"},
             "hns": {"loadBalancers": 1200, "endpoints": 4800, "bootID": "0b5e7a52-3c2f-4a8f-9d1e-5f6a7b8c9d0e"},
             "preflight": {"revision": "7a1b2c3d4e", "verdict": "Blocked", "reasons": ["4.2 GiB free on C:, the update needs 10 GiB"],
@@ -70,6 +70,7 @@ fn the_report_the_go_agent_writes_reads_whole() {
     let view = crate::report::AgentReport::from_object(&report);
     assert_eq!(view.apply_status.as_deref(), Some("Succeeded"));
     assert!(view.hns_boot_id.is_some() && view.preflight.is_some() && view.answers_start.is_some() && view.cni_mode.is_some());
+    assert!(view.heartbeat.is_some(), "the servicing task's heartbeat reaches the operator");
 }
 
 #[test]

@@ -66,6 +66,7 @@ impl AgentReport {
             apply_status: owned(names::ANN_APPLY_STATUS),
             apply_message: owned(names::ANN_APPLY_MESSAGE),
             answers_start: None,
+            heartbeat: None,
             cni_mode: owned(names::ANN_CNI_MODE),
             csi_proxy_version: owned(names::ANN_CSI_PROXY_VERSION),
             runtime_service: owned(names::ANN_RUNTIME_SERVICE),

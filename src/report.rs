@@ -82,6 +82,12 @@ pub struct ApplyReport {
     #[schemars(length(max = 64))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<String>,
+    /// The servicing task was alive then (RFC 3339, moved every 5 minutes
+    /// while it installs): the operator does not time out a node whose task
+    /// still beats (the agent's own 3-hour cap bounds it).
+    #[schemars(length(max = 64))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heartbeat: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
@@ -193,6 +199,8 @@ pub struct AgentReport {
     pub apply_message: Option<String>,
     /// The start the apply result answers (reports of 0.2.0: none).
     pub answers_start: Option<String>,
+    /// When the servicing task last beat, as the agent reported it.
+    pub heartbeat: Option<String>,
     pub cni_mode: Option<String>,
     pub csi_proxy_version: Option<String>,
     pub runtime_service: Option<String>,
@@ -217,6 +225,7 @@ impl AgentReport {
             apply_status: apply.map(|a| a.status.as_str().to_string()),
             apply_message: apply.and_then(|a| a.message.clone()),
             answers_start: apply.and_then(|a| a.started_at.clone()),
+            heartbeat: apply.and_then(|a| a.heartbeat.clone()),
             cni_mode: observed.cni_mode,
             csi_proxy_version: observed.csi_proxy_version,
             runtime_service: observed.runtime_service,

@@ -46,6 +46,7 @@ pub fn node_view(node: &NodeRecord, report: &AgentReport, hns: HnsReadiness) -> 
         applied_revision: apply(&report.applied_revision),
         apply_status: apply(&report.apply_status),
         apply_message: apply(&report.apply_message),
+        apply_heartbeat: apply(&report.heartbeat).and_then(|v| v.parse::<Timestamp>().ok()),
         csi_proxy_version: report.csi_proxy_version.clone(),
         cni_mode: report.cni_mode.clone(),
         failure_reason: owned(names::ANN_FAILURE_REASON),

@@ -67,7 +67,15 @@ type NodeReport struct {
 	AppliedRevision string
 	Status          names.ApplyStatus
 	Message         string
+	// Heartbeat: the servicing task was alive at this time (RFC 3339,
+	// moved at most every HeartbeatReportEvery); "" when no task runs.
+	Heartbeat string
 }
+
+// HeartbeatReportEvery is how often a running servicing task's heartbeat
+// reaches the report: one write per node in flight per interval, and the
+// operator waits past rollout.nodeTimeout for a node that beats.
+const HeartbeatReportEvery = 5 * time.Minute
 
 // ConfigStatus says whether the revision ConfigMap could be read.
 type ConfigStatus int

@@ -149,13 +149,19 @@ func (d decision) updateTask(target host.Build) (Step, bool) {
 				d.updateTaskTimeout(), where, servicingLogs)), true
 		}
 		msg := d.installMessage(target)
+		var beat string
+		if ours && !u.Heartbeat.IsZero() {
+			beat = u.Heartbeat.UTC().Truncate(HeartbeatReportEvery).Format(time.RFC3339)
+		}
 		if !ours {
 			// A second servicing run on top of a running one fails with
 			// CBS_E_PENDING at best: the earlier request's task ends first.
 			msg = fmt.Sprintf("waiting for the servicing task of an earlier request (revision %s, attempt %d, installing %s) to end before installing %s",
 				u.Revision, u.Attempt, u.Target, target)
 		}
-		return Step{Action: Wait, Report: d.report(names.StatusApplying, msg), State: d.state}, true
+		report := d.report(names.StatusApplying, msg)
+		report.Heartbeat = beat
+		return Step{Action: Wait, Report: report, State: d.state}, true
 	}
 	// A boot ended the task (Interrupted): CBS finished or rolled back its
 	// transaction at boot, and the build says which; the next attempt, if

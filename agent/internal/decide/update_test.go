@@ -290,3 +290,31 @@ func TestAPendingRebootAfterTheTargetIsMadeBeforeSuccess(t *testing.T) {
 		t.Errorf("a node at the target that this revision never rebooted was rebooted: %+v", got)
 	}
 }
+
+// A running task's heartbeat reaches the report, moved only every
+// HeartbeatReportEvery (one write per node per interval, not per minute).
+func TestARunningTasksHeartbeatIsReportedEveryFiveMinutes(t *testing.T) {
+	in := request()
+	install := Next(in)
+	i := installed(in, install, 0)
+	task := *i.Observed.UpdateTask
+	task.Phase, task.Result = host.UpdateRunning, host.UpdateResult{}
+	i.Now = time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	task.Started, task.MarksStart, task.TaskStarted = i.Now.Add(-40*time.Minute), true, i.Now.Add(-39*time.Minute)
+	for _, c := range []struct {
+		beat time.Time
+		want string
+	}{
+		{time.Time{}, ""},
+		{time.Date(2026, 12, 2, 9, 58, 30, 0, time.UTC), "2026-12-02T09:55:00Z"},
+		{time.Date(2026, 12, 2, 9, 59, 59, 0, time.UTC), "2026-12-02T09:55:00Z"},
+		{time.Date(2026, 12, 2, 10, 0, 1, 0, time.UTC), "2026-12-02T10:00:00Z"},
+	} {
+		task.Heartbeat = c.beat
+		i.Observed.UpdateTask = &task
+		step := Next(i)
+		if step.Action != Wait || step.Report.Heartbeat != c.want {
+			t.Errorf("beat %v: %v, heartbeat %q; want Wait, %q", c.beat, step.Action, step.Report.Heartbeat, c.want)
+		}
+	}
+}

@@ -128,6 +128,9 @@ type UpdateTask struct {
 	// TaskStarted is when the task's program started (written by the task,
 	// before it installs anything); zero: it has not.
 	TaskStarted time.Time `json:"taskStarted,omitempty"`
+	// Heartbeat is the last time the running task said it is alive (every
+	// minute while it installs); zero: it never did.
+	Heartbeat time.Time `json:"heartbeat,omitempty"`
 	// LastTaskResult is Task Scheduler's last result for the task, read
 	// while a task that marks its start has not (not serialized): why a
 	// task that was run never started.

@@ -53,6 +53,10 @@ type Apply struct {
 	// StartedAt is the operator's start (winpool.dev/started-at) this result
 	// answers: the operator never reads it as the answer to a later one.
 	StartedAt string `json:"startedAt,omitempty"`
+	// Heartbeat: the servicing task was alive then (RFC 3339, every
+	// decide.HeartbeatReportEvery while it installs); the operator does not
+	// time out a node whose task beats.
+	Heartbeat string `json:"heartbeat,omitempty"`
 }
 
 // Observed is what the agent sees on the host.

@@ -116,12 +116,23 @@ fn retarget(s: &RoundSettings<'_>, p: &mut NodePatch, state: NodeState) -> NodeS
     NodeState::Applying
 }
 
+/// How long a servicing task's reported heartbeat holds off nodeTimeout: the
+/// agent moves it every 5 minutes, so two missed beats mean the task (or the
+/// agent) is gone.
+const HEARTBEAT_FRESH: jiff::SignedDuration = jiff::SignedDuration::from_mins(12);
+
 /// Why a node in flight has run out of nodeTimeout, if it has. One without a
 /// readable start time (a hand-edited or garbage annotation) is timed out
-/// rather than trusted: it must never wait forever.
+/// rather than trusted: it must never wait forever. A node whose servicing
+/// task still beats is installing (a Windows Server 2019 cumulative update
+/// outlasts any fixed timeout): it is not timed out; the agent's own cap on
+/// a task bounds that wait.
 fn timed_out(s: &RoundSettings<'_>, n: &NodeView, state: NodeState) -> Option<String> {
     let started = n.started_at.or(n.state_since);
-    (state.in_flight() && (started.is_none() || s.since(started) > s.node_timeout)).then(|| {
+    let beating = state == NodeState::Applying
+        // Either way of the leader's clock: a host's may be ahead.
+        && n.apply_heartbeat.is_some_and(|beat| s.now.duration_since(beat).abs() <= HEARTBEAT_FRESH);
+    (state.in_flight() && !beating && (started.is_none() || s.since(started) > s.node_timeout)).then(|| {
         format!(
             "node did not finish {} within nodeTimeout {}; {}",
             state.as_str().to_lowercase(),

@@ -743,6 +743,33 @@ fn a_timed_out_node_says_what_it_was_waiting_for() {
     }
 }
 
+/// A node whose servicing task still beats is installing (a Windows Server
+/// 2019 cumulative update outlasts any fixed nodeTimeout): it is not timed
+/// out. Two missed beats, a beat of another start, or a node past Applying
+/// time out as before.
+#[test]
+fn a_node_whose_servicing_task_beats_is_not_timed_out() {
+    let spec = spec_with("rollout: {nodeTimeout: 30m}");
+    let rev = revision_of(&spec);
+    let installing = |beat: Option<Timestamp>| NodeView {
+        started_at: ago(90 * 60),
+        applied_revision: Some(rev.clone()),
+        apply_status: Some("Applying".into()),
+        apply_heartbeat: beat,
+        ..in_state("n", NodeState::Applying, &rev)
+    };
+    let plan = run(&spec, &[installing(ago(4 * 60))]);
+    assert!(plan.failed.is_empty(), "a beating task timed out: {:?}", plan.failed);
+    for (what, node) in [
+        ("a beat 20 minutes old", installing(ago(20 * 60))),
+        ("no beat", installing(None)),
+        ("a beat an hour ahead", installing(ago(-3600))),
+    ] {
+        let plan = run(&spec, &[node]);
+        assert_eq!(plan.failed.first().map(|f| f.reason.as_str()), Some("Timeout"), "{what}");
+    }
+}
+
 /// The agent stays on the node and acts on whatever report the Node carries: a
 /// node that re-enters Applying for the revision it failed must lose that
 /// report, or the agent would never try again and the operator would read the

@@ -87,6 +87,8 @@ pub struct NodeView {
     pub applied_revision: Option<String>,
     pub apply_status: Option<String>,
     pub apply_message: Option<String>,
+    /// When the node's servicing task last beat (this start's report only).
+    pub apply_heartbeat: Option<Timestamp>,
     pub csi_proxy_version: Option<String>,
     pub cni_mode: Option<String>,
     pub failure_reason: Option<String>,

@@ -288,7 +288,10 @@ func runServicing(ctx context.Context, planFile string, install installer) (host
 	}
 	r := host.UpdateTask{Revision: p.Revision, Attempt: p.Attempt, StartedAt: p.StartedAt, Target: p.Target, Phase: host.UpdateDone, Started: p.Started,
 		MarksStart: true, TaskStarted: started.TaskStarted}
+	stopBeating := heartbeat(p.ResultFile, started, heartbeatEvery)
 	res, err := installGuarded(ctx, p, req, install)
+	// No heartbeat may land after (and so over) the final result.
+	stopBeating()
 	if err != nil {
 		r.Error = err.Error()
 	} else {
@@ -303,6 +306,33 @@ func runServicing(ctx context.Context, planFile string, install installer) (host
 
 // resultWriteTries bounds writeResultPatiently: about a minute.
 const resultWriteTries = 12
+
+// heartbeatEvery is how often a running servicing task says it is alive: a
+// Windows Update install of Windows Server 2019 outlasts any fixed node
+// timeout, and the operator waits for a node whose task still beats.
+var heartbeatEvery = time.Minute
+
+// heartbeat rewrites the Running result with the time, every interval,
+// until the returned function is called (which waits for a write under way).
+// A write that fails is left to the next one.
+func heartbeat(resultFile string, running host.UpdateTask, every time.Duration) (stop func()) {
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-t.C:
+				running.Heartbeat = now.UTC()
+				_ = writeUpdateResult(resultFile, running)
+			}
+		}
+	}()
+	return func() { close(done); <-stopped }
+}
 
 // markWriteTries bounds the start mark's write: well within the agent's
 // decide.TaskStartGrace.

@@ -433,3 +433,37 @@ func TestWriteResultPatiently(t *testing.T) {
 		t.Error("a write that can never land returned no error")
 	}
 }
+
+// While it installs, the task says it is alive in its Running result, so
+// the agent can tell a long install from a dead one; no beat lands after
+// the final result.
+func TestTheServicingTaskBeatsWhileItInstalls(t *testing.T) {
+	defer func(every time.Duration) { heartbeatEvery = every }(heartbeatEvery)
+	heartbeatEvery = 5 * time.Millisecond
+	dir := t.TempDir()
+	resultFile := filepath.Join(dir, "result.json")
+	running := host.UpdateTask{Revision: "r1", Attempt: 1, Target: "10.0.20348.2762", Phase: host.UpdateRunning, MarksStart: true, TaskStarted: time.Now()}
+	stop := heartbeat(resultFile, running, heartbeatEvery)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		r, _ := readUpdateResult(resultFile)
+		if r != nil && !r.Heartbeat.IsZero() && r.Phase == host.UpdateRunning {
+			break
+		}
+		if time.Now().After(deadline) {
+			stop()
+			t.Fatalf("no heartbeat in %s: %+v", resultFile, r)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	stop()
+	done := running
+	done.Phase = host.UpdateDone
+	if err := writeUpdateResult(resultFile, done); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * heartbeatEvery)
+	if r, _ := readUpdateResult(resultFile); r == nil || r.Phase != host.UpdateDone {
+		t.Errorf("after the task stopped beating, the result is %+v, want the final one", r)
+	}
+}
