@@ -137,31 +137,7 @@ func (d decision) updateTask(target host.Build) (Step, bool) {
 		where = ServicingResultFile
 	}
 	if u.Phase == host.UpdateRunning {
-		if u.MarksStart && u.TaskStarted.IsZero() && !u.Started.IsZero() && !d.in.Now.IsZero() && d.in.Now.Sub(u.Started) > d.taskStartGrace() {
-			return d.fail(fmt.Sprintf("the servicing task (%s) was run at %s and its program has not started within %s (Task Scheduler's last result: %s): "+
-				"nothing was installed. Antivirus or App Control blocking %s, or a task condition such as battery power, stop it; "+
-				"see the task's history in Task Scheduler and docs/agent.md (the allow rule the agent needs)", ServicingTaskName,
-				u.Started.UTC().Format("15:04:05Z"), d.taskStartGrace(), TaskResult(u.LastTaskResult), ServicingTaskProgram)), true
-		}
-		if !u.Started.IsZero() && !d.in.Now.IsZero() && d.in.Now.Sub(u.Started) > d.updateTaskTimeout() {
-			return d.fail(fmt.Sprintf("the servicing task (%s) installing %s since %s is still running after %s: it never ran or it hangs; "+
-				"see %s, the task's history in Task Scheduler, and %s", ServicingTaskName, u.Target, u.Started.UTC().Format("15:04:05Z"),
-				d.updateTaskTimeout(), where, servicingLogs)), true
-		}
-		msg := d.installMessage(target)
-		var beat string
-		if ours && !u.Heartbeat.IsZero() {
-			beat = u.Heartbeat.UTC().Truncate(HeartbeatReportEvery).Format(time.RFC3339)
-		}
-		if !ours {
-			// A second servicing run on top of a running one fails with
-			// CBS_E_PENDING at best: the earlier request's task ends first.
-			msg = fmt.Sprintf("waiting for the servicing task of an earlier request (revision %s, attempt %d, installing %s) to end before installing %s",
-				u.Revision, u.Attempt, u.Target, target)
-		}
-		report := d.report(names.StatusApplying, msg)
-		report.Heartbeat = beat
-		return Step{Action: Wait, Report: report, State: d.state}, true
+		return d.runningTask(u, target, ours, where), true
 	}
 	// A boot ended the task (Interrupted): CBS finished or rolled back its
 	// transaction at boot, and the build says which; the next attempt, if
@@ -217,6 +193,38 @@ func (d decision) updateTask(target host.Build) (Step, bool) {
 			code, u.Result.Detail, d.in.Observed.Build, target, servicingLogs)), true
 	}
 	return d.fail(fmt.Sprintf("servicing exited 0x%08X (%d) installing %s; %s", code, code, u.Result.Detail, servicingLogs)), true
+}
+
+// runningTask waits for a servicing task that runs, or fails the node when
+// its program never started or it runs past its cap. Its words stay the
+// install's, so waiting writes nothing but the heartbeat every
+// HeartbeatReportEvery.
+func (d decision) runningTask(u *host.UpdateTask, target host.Build, ours bool, where string) Step {
+	if u.MarksStart && u.TaskStarted.IsZero() && !u.Started.IsZero() && !d.in.Now.IsZero() && d.in.Now.Sub(u.Started) > d.taskStartGrace() {
+		return d.fail(fmt.Sprintf("the servicing task (%s) was run at %s and its program has not started within %s (Task Scheduler's last result: %s): "+
+			"nothing was installed. Antivirus or App Control blocking %s, or a task condition such as battery power, stop it; "+
+			"see the task's history in Task Scheduler and docs/agent.md (the allow rule the agent needs)", ServicingTaskName,
+			u.Started.UTC().Format("15:04:05Z"), d.taskStartGrace(), TaskResult(u.LastTaskResult), ServicingTaskProgram))
+	}
+	if !u.Started.IsZero() && !d.in.Now.IsZero() && d.in.Now.Sub(u.Started) > d.updateTaskTimeout() {
+		return d.fail(fmt.Sprintf("the servicing task (%s) installing %s since %s is still running after %s: it never ran or it hangs; "+
+			"see %s, the task's history in Task Scheduler, and %s", ServicingTaskName, u.Target, u.Started.UTC().Format("15:04:05Z"),
+			d.updateTaskTimeout(), where, servicingLogs))
+	}
+	msg := d.installMessage(target)
+	var beat string
+	if ours && !u.Heartbeat.IsZero() {
+		beat = u.Heartbeat.UTC().Truncate(HeartbeatReportEvery).Format(time.RFC3339)
+	}
+	if !ours {
+		// A second servicing run on top of a running one fails with
+		// CBS_E_PENDING at best: the earlier request's task ends first.
+		msg = fmt.Sprintf("waiting for the servicing task of an earlier request (revision %s, attempt %d, installing %s) to end before installing %s",
+			u.Revision, u.Attempt, u.Target, target)
+	}
+	report := d.report(names.StatusApplying, msg)
+	report.Heartbeat = beat
+	return Step{Action: Wait, Report: report, State: d.state}
 }
 
 // ServicingTaskProgram is the program the servicing task runs, under the

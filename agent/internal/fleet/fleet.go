@@ -163,6 +163,12 @@ func Run(ctx context.Context, s Settings, admin *rest.Config, log *slog.Logger) 
 	go f.reportChanges(ctx)
 	go f.logStats(ctx, 30*time.Second)
 	<-ctx.Done()
+	return f.shutDown()
+}
+
+// shutDown stops every node's agent (waiting for them a while) and writes
+// the machines' statistics.
+func (f *Fleet) shutDown() error {
 	for _, n := range f.nodes.appendTo(nil) {
 		n.stop()
 	}
@@ -171,10 +177,10 @@ func Run(ctx context.Context, s Settings, admin *rest.Config, log *slog.Logger) 
 	select {
 	case <-stopped:
 	case <-time.After(10 * time.Second):
-		log.Warn("agents still running after 10s; exiting anyway", "running", f.running.Load())
+		f.log.Warn("agents still running after 10s; exiting anyway", "running", f.running.Load())
 	}
-	if s.StatsFile != "" {
-		if err := writeStats(s.StatsFile, f.stats()); err != nil {
+	if f.s.StatsFile != "" {
+		if err := writeStats(f.s.StatsFile, f.stats()); err != nil {
 			return fmt.Errorf("--stats-file: %w", err)
 		}
 	}
