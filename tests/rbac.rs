@@ -130,7 +130,7 @@ async fn gate_credentials_are_read_only_from_the_operators_own_namespace() {
     let name = format!("{}-pool", t.id);
     let mut body = pool(&t, &name, "10.0.20348.2762");
     body["spec"]["rollout"]["healthGates"] = json!([{"name": "prom", "prometheus": {
-        "url": format!("http://127.0.0.1:{}", support::free_port()), "query": "up == 0",
+        "url": format!("https://127.0.0.1:{}", support::free_port()), "query": "up == 0",
         "auth": {"type": "Bearer", "secretName": "prometheus-token"}
     }}]);
     // Its agent (played here) found its host ready for the pool's revision.
