@@ -121,15 +121,23 @@ fn retarget(s: &RoundSettings<'_>, p: &mut NodePatch, state: NodeState) -> NodeS
 /// agent) is gone.
 const HEARTBEAT_FRESH: jiff::SignedDuration = jiff::SignedDuration::from_mins(12);
 
+/// How far past nodeTimeout a beating task may hold its node: the agent's own
+/// cap on a servicing task (agent/internal/decide DefaultUpdateTaskTimeout).
+/// The beat is the node's word; a compromised host that beats for ever must
+/// not hold a maxUnavailable slot for ever.
+const HEARTBEAT_CAP: std::time::Duration = std::time::Duration::from_secs(3 * 3600);
+
 /// Why a node in flight has run out of nodeTimeout, if it has. One without a
 /// readable start time (a hand-edited or garbage annotation) is timed out
 /// rather than trusted: it must never wait forever. A node whose servicing
 /// task still beats is installing (a Windows Server 2019 cumulative update
-/// outlasts any fixed timeout): it is not timed out; the agent's own cap on
-/// a task bounds that wait.
+/// outlasts any fixed timeout): it is not timed out, for at most
+/// HEARTBEAT_CAP past nodeTimeout.
 fn timed_out(s: &RoundSettings<'_>, n: &NodeView, state: NodeState) -> Option<String> {
     let started = n.started_at.or(n.state_since);
     let beating = state == NodeState::Applying
+        && started.is_some()
+        && s.since(started) <= s.node_timeout + HEARTBEAT_CAP
         // Either way of the leader's clock: a host's may be ahead.
         && n.apply_heartbeat.is_some_and(|beat| s.now.duration_since(beat).abs() <= HEARTBEAT_FRESH);
     (state.in_flight() && !beating && (started.is_none() || s.since(started) > s.node_timeout)).then(|| {

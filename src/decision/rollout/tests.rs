@@ -764,6 +764,8 @@ fn a_node_whose_servicing_task_beats_is_not_timed_out() {
         ("a beat 20 minutes old", installing(ago(20 * 60))),
         ("no beat", installing(None)),
         ("a beat an hour ahead", installing(ago(-3600))),
+        // A host that beats for ever holds its node no longer than the agent's own cap allows.
+        ("a fresh beat 4 hours after the start", NodeView { started_at: ago(4 * 3600), ..installing(ago(60)) }),
     ] {
         let plan = run(&spec, &[node]);
         assert_eq!(plan.failed.first().map(|f| f.reason.as_str()), Some("Timeout"), "{what}");

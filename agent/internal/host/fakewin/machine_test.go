@@ -102,7 +102,10 @@ func TestAnUpdateRunsThroughTheServicingTaskAndTheReboot(t *testing.T) {
 	if err := h.StartUpdate(context.Background(), req); err != nil {
 		t.Fatal(err)
 	}
-	obs := until(t, h, "the servicing task ends", func(o host.Observed) bool { return o.UpdateTask != nil && o.UpdateTask.Phase == host.UpdateDone })
+	until(t, h, "the servicing task ends", func(o host.Observed) bool { return o.UpdateTask != nil && o.UpdateTask.Phase == host.UpdateDone })
+	// One Observe reads the reboot keys before the task's result: the task
+	// may end between the two reads. The next one sees both.
+	obs := observe(t, h)
 	if obs.UpdateTask.Result.ExitCode != 3010 || !obs.Reboot.CBSRebootPending {
 		t.Fatalf("servicing ended %+v (error %q), CBS RebootPending %v; want 3010 and a pending reboot", obs.UpdateTask.Result, obs.UpdateTask.Error, obs.Reboot.CBSRebootPending)
 	}
