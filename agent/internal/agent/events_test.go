@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"winpool.dev/agent/internal/decide"
 	"winpool.dev/agent/internal/host"
 	"winpool.dev/agent/internal/names"
 )
@@ -130,5 +131,31 @@ func TestAServicingTaskThatNeverStartsFailsTheNode(t *testing.T) {
 	}
 	if m := machine.Machine(); m.Reboots != 0 || m.Build != behindHost().Build {
 		t.Errorf("machine %+v: nothing may have happened", m)
+	}
+}
+
+// On a host whose UPS reports battery power, Task Scheduler starts no task
+// whose conditions forbid it (the schema's default): the agent's servicing
+// task is defined to start anyway, and installs.
+func TestTheServicingTaskStartsOnBatteryPower(t *testing.T) {
+	rebooted := make(chan string, 1)
+	o := behindHost()
+	o.OnBattery = true
+	o.OnReboot = func(reason string) { rebooted <- reason }
+	machine := newMachine(o)
+	h := newHarness(t, machine, requestedR1(), revisionConfigMap(revisionR1()))
+	opts := h.options()
+	opts.TaskStartGrace = 2 * time.Second
+	h.start(opts)
+	select {
+	case reason := <-rebooted:
+		if reason != decide.ReasonInstallAsked {
+			t.Errorf("rebooted for %q, want the install's reboot", reason)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no reboot; node says %s: %q", h.value(keyApplyStatus), h.value(keyApplyMessage))
+	}
+	if m := machine.Machine(); m.Installs != 1 {
+		t.Errorf("machine %+v, want one install", m)
 	}
 }

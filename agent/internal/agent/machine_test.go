@@ -46,7 +46,9 @@ type machineOptions struct {
 	// RuntimeCrashLoops: a new containerd crash-loops (the task rolls it back).
 	RuntimeCrashLoops bool
 	// TasksNeverRun: Task Scheduler accepts a run and the task never starts.
-	TasksNeverRun     bool
+	TasksNeverRun bool
+	// OnBattery: a UPS reports battery power.
+	OnBattery         bool
 	SourceUnreachable string
 	FreeBytes         int64
 }
@@ -84,7 +86,7 @@ func newMachine(o machineOptions) *testMachine {
 			{Name: "kubelet", Program: `k\kubelet.exe`, DependsOn: []string{"containerd"}},
 		},
 		OnReboot: o.OnReboot, ReadFails: o.ObserveError, RebootPending: o.RebootPending,
-		RuntimeCrashLoops: o.RuntimeCrashLoops, TasksNeverRun: o.TasksNeverRun,
+		RuntimeCrashLoops: o.RuntimeCrashLoops, TasksNeverRun: o.TasksNeverRun, OnBattery: o.OnBattery,
 		Unreachable: o.SourceUnreachable, FreeBytes: o.FreeBytes,
 	}
 	if o.CSIProxyVersion != "" {

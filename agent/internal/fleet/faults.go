@@ -63,9 +63,13 @@ const (
 	FaultSourceUnreachable Fault = "source-unreachable"
 	// FaultTaskNotStarted: Task Scheduler accepts every run of the agent's
 	// tasks and their program never starts (antivirus or App Control
-	// blocking it, a battery condition): the agent fails the node within
-	// its task-start grace, naming Task Scheduler's last result.
+	// blocking it): the agent fails the node within its task-start grace,
+	// naming Task Scheduler's last result.
 	FaultTaskNotStarted Fault = "task-not-started"
+	// FaultOnBattery: a UPS reports battery power, so Task Scheduler starts
+	// no task whose conditions forbid it (the schema's default, and
+	// schtasks /Create's); the agent's tasks are defined to start anyway.
+	FaultOnBattery Fault = "on-battery"
 	// FaultLocalized: Windows Update's titles come back in German (a WSUS
 	// or a session in another language); nothing may be chosen by them.
 	FaultLocalized Fault = "localized"
@@ -76,7 +80,7 @@ const (
 )
 
 // knownFaults are the faults --host-faults accepts.
-var knownFaults = []Fault{FaultHNSChurn, FaultReadErrors, FaultPendingRenames, FaultOvershoot, FaultUndershoot, FaultRebootUnknown, FaultAgentRestart, FaultSSUFirst, FaultRuntimeCrashloop, FaultSlowAPI, FaultSourceUnreachable, FaultTaskNotStarted, FaultLocalized, FaultPendingAfterTarget}
+var knownFaults = []Fault{FaultHNSChurn, FaultReadErrors, FaultPendingRenames, FaultOvershoot, FaultUndershoot, FaultRebootUnknown, FaultAgentRestart, FaultSSUFirst, FaultRuntimeCrashloop, FaultSlowAPI, FaultSourceUnreachable, FaultTaskNotStarted, FaultOnBattery, FaultLocalized, FaultPendingAfterTarget}
 
 // How far FaultOvershoot and FaultUndershoot miss the revision asked for.
 const (
@@ -114,6 +118,9 @@ func (f Faults) shape(node string, o *fakewin.Options) {
 	}
 	if f.On(FaultTaskNotStarted, node) {
 		o.TasksNeverRun = true
+	}
+	if f.On(FaultOnBattery, node) {
+		o.OnBattery = true
 	}
 	if f.On(FaultLocalized, node) {
 		o.Catalogue.Localized = true

@@ -82,8 +82,7 @@ func newSimNode(f *Fleet, name string, m machine) (*simNode, error) {
 		rebooting: m.rebooting,
 	}
 	n.ctx, n.cancel = context.WithCancel(f.ctx)
-	// A short C:: the agent's task command lines hold the state folder's
-	// path twice and schtasks takes 261 characters (a real C: is 2).
+	// A folder of its own stands for each machine's C:.
 	root, err := os.MkdirTemp(f.dir, "c")
 	if err != nil {
 		return nil, err

@@ -18,24 +18,52 @@ import (
 // tasks is Task Scheduler: a task runs the agent's own task body (the
 // program it names is the agent), on the machine, until it ends or the
 // machine boots again. A run of a task that still runs is ignored, as
-// Task Scheduler's default MultipleInstancesPolicy (IgnoreNew) does.
+// MultipleInstancesPolicy IgnoreNew does; a run on battery power of a task
+// whose conditions forbid it starts nothing, as IRegisteredTask.Run does.
 type tasks struct{ m *Machine }
 
-func (t tasks) RunTask(_ context.Context, name, command string) error {
-	args := commandLine(command)
-	if len(args) != 3 {
-		return fmt.Errorf("task %s: %q is not `<agent> <subcommand> <plan>`", name, command)
+// RegisterTask keeps the task's definition, as Task Scheduler reads it
+// (taskDefinition below); a new registration resets its Last Run Result.
+func (t tasks) RegisterTask(name, definition string) error {
+	def, err := readTaskDefinition(definition)
+	if err != nil {
+		return fmt.Errorf("task %s: %w", name, err)
 	}
+	t.m.mu.Lock()
+	defer t.m.mu.Unlock()
+	t.m.defs[name] = def
+	if _, runs := t.m.tasks[name]; !runs {
+		t.m.results[name] = schedTaskHasNotRun
+	}
+	return nil
+}
+
+func (t tasks) RunTask(name string) error {
 	m := t.m
 	m.mu.Lock()
+	def, ok := m.defs[name]
+	if !ok {
+		m.mu.Unlock()
+		return fmt.Errorf("task %s: the system cannot find the file specified (0x80070002)", name)
+	}
+	args := commandLine(def.Arguments)
+	if len(args) != 2 {
+		m.mu.Unlock()
+		return fmt.Errorf("task %s: %q is not `<subcommand> <plan>`", name, def.Arguments)
+	}
 	if _, runs := m.tasks[name]; runs {
+		m.mu.Unlock()
+		return nil
+	}
+	if why := m.refusesToStart(def); why != 0 {
+		m.results[name] = why
 		m.mu.Unlock()
 		return nil
 	}
 	ctx, cancel := context.WithCancel(m.bootCtx)
 	run := &taskRun{cancel: cancel}
 	m.tasks[name] = run
-	switch args[1] {
+	switch args[0] {
 	case windows.ServicingCommand:
 		m.installs++
 		var plan struct {
@@ -43,7 +71,7 @@ func (t tasks) RunTask(_ context.Context, name, command string) error {
 		}
 		// The source offers what the plan asks for: a WSUS that approved
 		// exactly the pool's update (Catalogue.Lands moves it).
-		if err := readJSON(args[2], &plan); err == nil {
+		if err := readJSON(args[1], &plan); err == nil {
 			m.wu.asked, _ = host.ParseBuild(plan.Target)
 		}
 	case windows.ContainerdSwapCommand:
@@ -52,50 +80,64 @@ func (t tasks) RunTask(_ context.Context, name, command string) error {
 		delete(m.tasks, name)
 		m.mu.Unlock()
 		cancel()
-		return fmt.Errorf("task %s: unknown subcommand %q", name, args[1])
-	}
-	if m.o.TasksNeverRun {
-		m.results[name] = schedTaskHasNotRun
-		m.mu.Unlock()
-		return nil
+		return fmt.Errorf("task %s: unknown subcommand %q", name, args[0])
 	}
 	m.results[name] = schedTaskRunning
 	m.mu.Unlock()
 	if m.o.OnTaskStarted != nil {
 		go m.o.OnTaskStarted(name)
 	}
-	go func() {
-		defer cancel()
-		var rolledBack bool
-		var err error
-		if args[1] == windows.ServicingCommand {
-			_, err = windows.RunServicingOn(ctx, m.OS(), args[2])
-		} else {
-			var r host.RuntimeUpgrade
-			r, err = windows.RunContainerdSwapOn(ctx, m.OS(), args[2])
-			rolledBack = r.Phase == host.RuntimeRolledBack
-		}
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		// The task program's exit code: non-zero when it failed.
-		m.results[name] = 0
-		if err != nil {
-			m.results[name] = 1
-		}
-		if rolledBack {
-			m.rollback++
-		}
-		if m.tasks[name] == run {
-			delete(m.tasks, name)
-		}
-	}()
+	go m.runTask(ctx, name, run, args[0], args[1])
 	return nil
+}
+
+// refusesToStart is why Task Scheduler starts nothing for a run of def (its
+// Last Run Result then), 0 when it starts it.
+func (m *Machine) refusesToStart(def taskDefinition) uint32 {
+	switch {
+	case m.o.TasksNeverRun:
+		return schedTaskHasNotRun
+	case m.o.OnBattery && def.disallowOnBatteries():
+		return schedTaskHasNotRun
+	case !def.runsAsSystem():
+		// The agent's bodies read and write what only SYSTEM may.
+		return eAccessDenied
+	}
+	return 0
+}
+
+// runTask is the task's program, the agent's task body, until it ends.
+func (m *Machine) runTask(ctx context.Context, name string, run *taskRun, subcommand, planFile string) {
+	defer run.cancel()
+	var rolledBack bool
+	var err error
+	if subcommand == windows.ServicingCommand {
+		_, err = windows.RunServicingOn(ctx, m.OS(), planFile)
+	} else {
+		var r host.RuntimeUpgrade
+		r, err = windows.RunContainerdSwapOn(ctx, m.OS(), planFile)
+		rolledBack = r.Phase == host.RuntimeRolledBack
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	// The task program's exit code: non-zero when it failed.
+	m.results[name] = 0
+	if err != nil {
+		m.results[name] = 1
+	}
+	if rolledBack {
+		m.rollback++
+	}
+	if m.tasks[name] == run {
+		delete(m.tasks, name)
+	}
 }
 
 // Task Scheduler's results for a task that has not run, and one running.
 const (
 	schedTaskHasNotRun = 0x41303
 	schedTaskRunning   = 0x41301
+	eAccessDenied      = 0x80070005
 )
 
 // LastTaskResult is the task's Last Run Result.
@@ -310,17 +352,3 @@ func (b box) ProductVersion(path string) string {
 }
 
 var errUnreachable = errors.New("connect: connection timed out")
-
-// dialPipe answers for a pipe some running service serves.
-func (m *Machine) pipeAnswers(pipe string) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if strings.Contains(pipe, `\csi-proxy-`) {
-		for _, s := range m.services {
-			if strings.Contains(strings.ToLower(s.Name), "csi") && s.running {
-				return true
-			}
-		}
-	}
-	return false
-}

@@ -100,9 +100,12 @@ type Options struct {
 	// outside winpool, by hand or by WSUS, not rebooted for yet).
 	RebootPending bool
 	// TasksNeverRun: Task Scheduler accepts every run and the task's
-	// program never starts (antivirus or App Control blocking it, a
-	// battery condition): schtasks /Run's 0 only means accepted.
+	// program never starts (antivirus or App Control blocking it): Run's
+	// S_OK only means accepted.
 	TasksNeverRun bool
+	// OnBattery: a UPS reports battery power, so a task whose conditions
+	// forbid starting on batteries (the schema's default) does not start.
+	OnBattery bool
 	// FreeBytes on C: (0: 64 GiB).
 	FreeBytes int64
 	// OnReboot is called, on its own goroutine, when shutdown /r is run;
@@ -133,6 +136,12 @@ type Machine struct {
 	unreach string
 	wu      wuState
 	tasks   map[string]*taskRun
+	// cri is containerd's CRI server on its pipe (pipes.go), criStop
+	// stops it; nil until first dialled.
+	cri     *pipeListener
+	criStop func()
+	// defs are the registered tasks, by name.
+	defs map[string]taskDefinition
 	// results are the tasks' Last Run Results, by name.
 	results  map[string]uint32
 	reboots  []string
@@ -159,7 +168,7 @@ type service struct {
 // New builds the machine and boots it.
 func New(o Options) (*Machine, error) {
 	m := &Machine{o: o, root: o.Root, unreach: o.Unreachable, strs: map[string]string{}, ints: map[string]uint64{}, multi: map[string][]string{},
-		keys: map[string]bool{}, services: map[string]*service{}, tasks: map[string]*taskRun{}, results: map[string]uint32{}}
+		keys: map[string]bool{}, services: map[string]*service{}, tasks: map[string]*taskRun{}, defs: map[string]taskDefinition{}, results: map[string]uint32{}}
 	if m.root == "" {
 		dir, err := os.MkdirTemp("", "winpool-machine-")
 		if err != nil {
@@ -236,7 +245,11 @@ func (m *Machine) Close() error {
 	for _, t := range m.tasks {
 		t.cancel()
 	}
+	stop := m.criStop
 	m.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
 	if m.temp {
 		return os.RemoveAll(m.root)
 	}

@@ -41,27 +41,8 @@ func (n network) WinHTTPProxy() (windows.WinHTTPProxyConfig, error) {
 	return windows.WinHTTPProxyConfig{}, nil
 }
 
-func (n network) PipeAnswers(_ context.Context, pipe string) bool { return n.m.pipeAnswers(pipe) }
-
-// CRIVersion answers while containerd's service runs; a containerd an
-// upgrade installed that crash-loops answers once, then never again while
-// its service still says Running.
-func (n network) CRIVersion(ctx context.Context, pipe string) (string, error) {
-	m := n.m
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	s, ok := m.services["containerd"]
-	if !ok || !s.running {
-		return "", fmt.Errorf("CRI Version on %s: open %s: The system cannot find the file specified", pipe, pipe)
-	}
-	v := m.containerdVersion()
-	if m.o.RuntimeCrashLoops && v != m.bootContainerd {
-		s.answers++
-		if s.answers > 1 {
-			return "", fmt.Errorf("CRI Version on %s: rpc error: code = Unavailable desc = containerd exited", pipe)
-		}
-	}
-	return "v" + v, nil
+func (n network) DialPipe(ctx context.Context, pipe string) (net.Conn, error) {
+	return n.m.dialPipe(ctx, pipe)
 }
 
 // web answers HTTP as the machine's network does.

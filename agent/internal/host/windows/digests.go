@@ -93,7 +93,7 @@ func copyHashed(src, dest string) (string, error) {
 }
 
 // plan writes a task's plan file, records its digest, and returns the task's
-// command line (exe subcommand plan) once every file written for the task
+// definition (taskDefinition: exe running subcommand on the plan) once every file written for the task
 // has been hashed again (rehash nil: stage.Digest). Both tasks call it
 // before they write the result the agent waits on, so a file changed under
 // them never leaves the agent waiting for a task that does not start.
@@ -104,7 +104,7 @@ func (d fileDigests) plan(planFile string, plan any, exe, subcommand, task strin
 	if err := d.add(planFile); err != nil {
 		return "", err
 	}
-	command, err := taskCommand(exe, subcommand, planFile)
+	definition, err := taskDefinition(exe, subcommand, planFile)
 	if err != nil {
 		return "", err
 	}
@@ -114,5 +114,5 @@ func (d fileDigests) plan(planFile string, plan any, exe, subcommand, task strin
 	if err := d.verify(task, rehash); err != nil {
 		return "", err
 	}
-	return command, nil
+	return definition, nil
 }

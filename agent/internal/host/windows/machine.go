@@ -34,10 +34,13 @@ type Machine struct {
 
 // TaskScheduler is Task Scheduler, as far as the agent uses it.
 type TaskScheduler interface {
-	// RunTask (re)creates the one-shot task name that runs command as
-	// SYSTEM with the highest privileges, and runs it now. nil means Task
-	// Scheduler accepted the run, not that the task's program started.
-	RunTask(ctx context.Context, name, command string) error
+	// RegisterTask creates or replaces task name in the root folder from
+	// its XML definition (ITaskFolder.RegisterTask, TASK_CREATE_OR_UPDATE).
+	RegisterTask(name, definition string) error
+	// RunTask runs the registered task now, its conditions applying
+	// (IRegisteredTask.Run). nil means Task Scheduler accepted the run, not
+	// that the task's program started.
+	RunTask(name string) error
 	// LastTaskResult is the task's Last Run Result (IRegisteredTask.
 	// LastTaskResult): SCHED_S_TASK_HAS_NOT_RUN, its program's exit code, or
 	// why Task Scheduler could not start it.
@@ -66,10 +69,8 @@ type Net interface {
 	// WinHTTPProxy is the machine's WinHTTP proxy (`netsh winhttp show
 	// proxy`), which the Windows Update client uses.
 	WinHTTPProxy() (WinHTTPProxyConfig, error)
-	// PipeAnswers: a named pipe accepts a connection.
-	PipeAnswers(ctx context.Context, pipe string) bool
-	// CRIVersion asks the runtime serving CRI on pipe for its version.
-	CRIVersion(ctx context.Context, pipe string) (string, error)
+	// DialPipe connects to a named pipe (\\.\pipe\name).
+	DialPipe(ctx context.Context, pipe string) (net.Conn, error)
 }
 
 // Box is the machine itself: its clock, this process, its disk.

@@ -9,9 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
-	"runtime"
-	"strings"
 	"time"
 	"unsafe"
 
@@ -19,9 +16,6 @@ import (
 	"github.com/Microsoft/hcsshim/hcn"
 	ole "github.com/go-ole/go-ole"
 	"golang.org/x/sys/windows"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"winpool.dev/agent/internal/hns"
 	"winpool.dev/agent/internal/host"
@@ -54,54 +48,54 @@ func RunServicing(ctx context.Context, planFile string) (host.UpdateTask, error)
 	return RunServicingOn(ctx, windowsMachine(), planFile)
 }
 
+// winTasks is Task Scheduler's COM API (Schedule.Service), each call on a
+// COM thread of its own (comThread).
 type winTasks struct{}
 
-// RunTask runs schtasks /Create then /Run. /SC ONCE needs a start time; the
-// task is only ever run by /Run. schtasks is not stopped when ctx ends (the
-// agent being stopped): killed after /Run had started the task, it would
-// report a task that runs as one that never started. commandTimeout still
-// bounds a hung schtasks.
-func (winTasks) RunTask(ctx context.Context, name, command string) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commandTimeout)
-	defer cancel()
-	schtasks := filepath.Join(systemRoot(os.Getenv), "System32", "schtasks.exe")
-	create := []string{"/Create", "/F", "/TN", name, "/TR", command, "/SC", "ONCE", "/ST", "00:00", "/RU", "SYSTEM", "/RL", "HIGHEST"}
-	for _, args := range [][]string{create, {"/Run", "/TN", name}} {
-		out, err := execPrograms{}.Run(ctx, schtasks, args...)
-		if err == nil && out.ExitCode != 0 {
-			err = fmt.Errorf("exit code %d", out.ExitCode)
-		}
-		if err != nil {
-			return fmt.Errorf("schtasks %s %s: %w (output %q)", args[0], name, err, strings.TrimSpace(string(out.Stdout)+string(out.Stderr)))
-		}
-	}
-	return nil
+// taskCreateOrUpdate and taskLogonServiceAccount are TASK_CREATION and
+// TASK_LOGON_TYPE values: replace a task of that name; run as SYSTEM.
+const (
+	taskCreateOrUpdate      = 6
+	taskLogonServiceAccount = 5
+)
+
+func (winTasks) RegisterTask(name, definition string) error {
+	return inTaskFolder("registering task "+name, func(w *wuCalls, root *ole.IDispatch) {
+		w.call(root, "RegisterTask", name, definition, taskCreateOrUpdate, "SYSTEM", nil, taskLogonServiceAccount)
+	})
 }
 
-// LastTaskResult reads IRegisteredTask.LastTaskResult through Task
-// Scheduler's COM API (Schedule.Service), on a thread of its own: COM
-// objects belong to the thread that made them.
-func (winTasks) LastTaskResult(name string) (uint32, error) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if err := ole.CoInitializeEx(0, ole.COINIT_MULTITHREADED); err != nil {
-		if oe, ok := err.(*ole.OleError); !ok || oe.Code() != 1 { // S_FALSE: initialized already
-			return 0, fmt.Errorf("initializing COM: %w", err)
-		}
+func (winTasks) RunTask(name string) error {
+	return inTaskFolder("running task "+name, func(w *wuCalls, root *ole.IDispatch) {
+		w.call(w.call(root, "GetTask", name), "Run", nil)
+	})
+}
+
+func (winTasks) LastTaskResult(name string) (code uint32, err error) {
+	err = inTaskFolder("reading task "+name+"'s last result", func(w *wuCalls, root *ole.IDispatch) {
+		code = uint32(w.int(w.call(root, "GetTask", name), "LastTaskResult"))
+	})
+	return code, err
+}
+
+// inTaskFolder runs f on Task Scheduler's root folder.
+func inTaskFolder(what string, f func(w *wuCalls, root *ole.IDispatch)) error {
+	done, err := comThread()
+	if err != nil {
+		return err
 	}
-	defer ole.CoUninitialize()
+	defer done()
 	var w wuCalls
 	service := w.create("Schedule.Service")
 	if service != nil {
 		defer service.Release()
 	}
 	w.call(service, "Connect")
-	task := w.call(w.call(service, "GetFolder", `\`), "GetTask", name)
-	code := w.int(task, "LastTaskResult")
+	f(&w, w.call(service, "GetFolder", `\`))
 	if w.err != nil {
-		return 0, w.wrap("reading task " + name + "'s last result")
+		return w.wrap(what)
 	}
-	return uint32(code), nil
+	return nil
 }
 
 type winNet struct{}
@@ -114,40 +108,8 @@ func (winNet) HTTP() *http.Client { return preflightClient() }
 
 func (winNet) WinHTTPProxy() (WinHTTPProxyConfig, error) { return readWinHTTPProxy() }
 
-// PipeAnswers closes the connection at once: CSI Proxy's gRPC server drops
-// a connection that ends before its HTTP/2 preface, logging it at most at
-// info level, which gRPC's default logger discards (no log spam per Observe).
-func (winNet) PipeAnswers(ctx context.Context, pipe string) bool {
-	c, err := winio.DialPipeContext(ctx, pipe)
-	if err == nil {
-		c.Close()
-	}
-	return err == nil
-}
-
-// CRIVersion asks over CRI (RuntimeService.Version), as the kubelet does:
-// an answer means the runtime itself serves, not only the service (or NSSM)
-// that started it.
-func (winNet) CRIVersion(ctx context.Context, pipe string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, criTimeout)
-	defer cancel()
-	// The pipe is dialled by the dialer; the target only has to parse, and
-	// the authority must be a valid host name, which a pipe path is not.
-	conn, err := grpc.NewClient("passthrough:///containerd",
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithAuthority("localhost"),
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
-			return winio.DialPipeContext(ctx, pipe)
-		}))
-	if err != nil {
-		return "", fmt.Errorf("CRI client for %s: %w", pipe, err)
-	}
-	defer conn.Close()
-	resp, err := runtimeapi.NewRuntimeServiceClient(conn).Version(ctx, &runtimeapi.VersionRequest{})
-	if err != nil {
-		return "", fmt.Errorf("CRI Version on %s: %w", pipe, err)
-	}
-	return resp.RuntimeVersion, nil
+func (winNet) DialPipe(ctx context.Context, pipe string) (net.Conn, error) {
+	return winio.DialPipeContext(ctx, pipe)
 }
 
 type winBox struct{}

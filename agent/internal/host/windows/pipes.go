@@ -2,7 +2,13 @@ package windows
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // csiProxyPipesWait bounds the pipe check of one Observe: CSI Proxy creates
@@ -28,7 +34,7 @@ func csiProxyPipesAnswer(ctx context.Context, n Net) bool {
 	ctx, cancel := context.WithTimeout(ctx, csiProxyPipesWait)
 	defer cancel()
 	for _, pipe := range csiProxyPipes() {
-		if n.PipeAnswers(ctx, pipe) {
+		if pipeAnswers(ctx, n, pipe) {
 			return true
 		}
 		if ctx.Err() != nil {
@@ -36,4 +42,39 @@ func csiProxyPipesAnswer(ctx context.Context, n Net) bool {
 		}
 	}
 	return false
+}
+
+// pipeAnswers: pipe accepts a connection, closed at once: CSI Proxy's gRPC
+// server drops a connection that ends before its HTTP/2 preface, logging it
+// at most at info level, which gRPC's default logger discards (no log spam
+// per Observe).
+func pipeAnswers(ctx context.Context, n Net, pipe string) bool {
+	c, err := n.DialPipe(ctx, pipe)
+	if err == nil {
+		c.Close()
+	}
+	return err == nil
+}
+
+// criVersion asks the runtime serving CRI on pipe for its version
+// (RuntimeService.Version), as the kubelet does: an answer means the
+// runtime itself serves, not only the service (or NSSM) that started it.
+func criVersion(ctx context.Context, n Net, pipe string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, criTimeout)
+	defer cancel()
+	// The pipe is dialled by the dialer; the target only has to parse, and
+	// the authority must be a valid host name, which a pipe path is not.
+	conn, err := grpc.NewClient("passthrough:///containerd",
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithAuthority("localhost"),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return n.DialPipe(ctx, pipe) }))
+	if err != nil {
+		return "", fmt.Errorf("CRI client for %s: %w", pipe, err)
+	}
+	defer conn.Close()
+	resp, err := runtimeapi.NewRuntimeServiceClient(conn).Version(ctx, &runtimeapi.VersionRequest{})
+	if err != nil {
+		return "", fmt.Errorf("CRI Version on %s: %w", pipe, err)
+	}
+	return resp.RuntimeVersion, nil
 }

@@ -32,8 +32,9 @@ type runtimeUpgrader struct {
 	self string
 	// installDir holds the running containerd.exe and its config.toml.
 	installDir string
-	// startTask creates and starts the one-shot SYSTEM task running command.
-	startTask func(ctx context.Context, command string) error
+	// startTask registers the one-shot SYSTEM task from its definition
+	// (taskDefinition) and runs it.
+	startTask func(definition string) error
 	now       func() time.Time
 	// proof times the new containerd's proof (zero: the defaults).
 	proof SwapProof
@@ -94,7 +95,7 @@ func (u runtimeUpgrader) start(ctx context.Context, req host.RuntimeRequest) err
 		ResultFile: u.resultFile(), Services: swapServices, Started: u.now().UTC(), From: req.From,
 		StartWithin: u.proof.StartWithin, SettleFor: u.proof.SettleFor, CheckEvery: u.proof.CheckEvery,
 	}
-	command, err := written.plan(filepath.Join(work, "plan.json"), plan, exe, ContainerdSwapCommand, "the containerd upgrade task", u.rehash)
+	definition, err := written.plan(filepath.Join(work, "plan.json"), plan, exe, ContainerdSwapCommand, "the containerd upgrade task", u.rehash)
 	if err != nil {
 		return err
 	}
@@ -102,7 +103,7 @@ func (u runtimeUpgrader) start(ctx context.Context, req host.RuntimeRequest) err
 	if err := runtimeswap.WriteJSON(u.resultFile(), scheduled); err != nil {
 		return err
 	}
-	return u.startTask(ctx, command)
+	return u.startTask(definition)
 }
 
 // archiveOf is the archive to install and its sha256: the revision's, or the

@@ -57,10 +57,13 @@ func releases(t *testing.T, sumLine string) (*httptest.Server, []byte) {
 	return srv, arch
 }
 
-type taskRecorder struct{ commands []string }
+type taskRecorder struct {
+	t        *testing.T
+	commands []string
+}
 
-func (r *taskRecorder) start(_ context.Context, cmd string) error {
-	r.commands = append(r.commands, cmd)
+func (r *taskRecorder) start(definition string) error {
+	r.commands = append(r.commands, execOf(r.t, definition))
 	return nil
 }
 
@@ -78,7 +81,7 @@ func upgrader(t *testing.T, srv *httptest.Server, tasks *taskRecorder) runtimeUp
 
 func TestUpgradeFromTheOfficialRelease(t *testing.T) {
 	srv, _ := releases(t, "")
-	tasks := &taskRecorder{}
+	tasks := &taskRecorder{t: t}
 	u := upgrader(t, srv, tasks)
 	req := host.RuntimeRequest{Revision: "r1", Attempt: 1, Version: "1.7.22"}
 	if err := u.start(context.Background(), req); err != nil {
@@ -118,7 +121,7 @@ func TestUpgradeFromTheOfficialRelease(t *testing.T) {
 
 func TestUpgradeRefusesAnArchiveThatIsNotTheRelease(t *testing.T) {
 	srv, _ := releases(t, strings.Repeat("0", 64)+"  "+containerdArchive+"\n")
-	tasks := &taskRecorder{}
+	tasks := &taskRecorder{t: t}
 	u := upgrader(t, srv, tasks)
 	err := u.start(context.Background(), host.RuntimeRequest{Revision: "r1", Attempt: 1, Version: "1.7.22"})
 	var mm *stage.MismatchError
@@ -132,7 +135,7 @@ func TestUpgradeRefusesAnArchiveThatIsNotTheRelease(t *testing.T) {
 
 func TestUpgradeFromTheRevisionsArchive(t *testing.T) {
 	srv, arch := releases(t, "not used")
-	tasks := &taskRecorder{}
+	tasks := &taskRecorder{t: t}
 	u := upgrader(t, srv, tasks)
 	u.releases = "https://unreachable.invalid" // the official release is never asked
 	req := host.RuntimeRequest{Revision: "r1", Attempt: 1, Version: "1.7.22",
@@ -147,7 +150,7 @@ func TestUpgradeFromTheRevisionsArchive(t *testing.T) {
 
 func TestUpgradeRefusesAFileChangedBeforeTheTask(t *testing.T) {
 	srv, _ := releases(t, "")
-	tasks := &taskRecorder{}
+	tasks := &taskRecorder{t: t}
 	u := upgrader(t, srv, tasks)
 	work := filepath.Join(u.dir, "r1-1")
 	exe := filepath.Join(work, "winpool-agent.exe")

@@ -37,9 +37,7 @@ func (h *Host) UpgradeContainerd(ctx context.Context, req host.RuntimeRequest) e
 	u := runtimeUpgrader{
 		dir: h.runtimeDir(), client: h.m.Net.HTTP(), releases: h.releases(),
 		self: self, installDir: filepath.Dir(bin), now: h.m.Box.Now, proof: h.o.SwapProof,
-		startTask: func(ctx context.Context, command string) error {
-			return h.m.Tasks.RunTask(ctx, decide.RuntimeTaskName, command)
-		},
+		startTask: func(definition string) error { return startTask(h.m.Tasks, decide.RuntimeTaskName, definition) },
 	}
 	return u.start(ctx, req)
 }
@@ -93,7 +91,7 @@ func (s *swapMachine) Version(ctx context.Context, containerd string) (string, e
 }
 
 func (s *swapMachine) RuntimeVersion(ctx context.Context) (string, error) {
-	return s.m.Net.CRIVersion(ctx, containerdPipe)
+	return criVersion(ctx, s.m.Net, containerdPipe)
 }
 
 // KubeletHealthy needs no proxy exemption: Go never proxies a loopback

@@ -37,9 +37,7 @@ func (h *Host) StartUpdate(ctx context.Context, req host.UpdateRequest) error {
 	}
 	s := servicingStarter{
 		stateDir: h.o.StateDir, self: self, now: h.m.Box.Now, getenv: h.m.Box.Getenv, uptime: h.m.Box.SinceBoot,
-		startTask: func(ctx context.Context, command string) error {
-			return h.m.Tasks.RunTask(ctx, decide.ServicingTaskName, command)
-		},
+		startTask: func(definition string) error { return startTask(h.m.Tasks, decide.ServicingTaskName, definition) },
 	}
 	return s.start(ctx, req)
 }

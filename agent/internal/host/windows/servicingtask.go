@@ -151,8 +151,9 @@ type servicingStarter struct {
 	stateDir string
 	// self is the running agent's executable, copied for the task.
 	self string
-	// startTask creates and starts the one-shot SYSTEM task running command.
-	startTask func(ctx context.Context, command string) error
+	// startTask registers the one-shot SYSTEM task from its definition
+	// (taskDefinition) and runs it.
+	startTask func(definition string) error
 	now       func() time.Time
 	// getenv reads the agent's environment (os.Getenv); nil reads nothing.
 	getenv func(string) string
@@ -204,7 +205,7 @@ func (s servicingStarter) start(ctx context.Context, req host.UpdateRequest) err
 		Revision: req.Revision, Attempt: req.Attempt, Target: req.Target.String(), Source: req.Source, Packages: req.Packages, KBs: req.KBs, StartedAt: req.StartedAt,
 		StateDir: s.stateDir, ResultFile: resultFile, Proxy: s.proxy(), Started: s.now().UTC(),
 	}
-	command, err := written.plan(filepath.Join(dir, servicingPlanName), plan, exe, ServicingCommand, servicingTask, s.rehash)
+	definition, err := written.plan(filepath.Join(dir, servicingPlanName), plan, exe, ServicingCommand, servicingTask, s.rehash)
 	if err != nil {
 		return err
 	}
@@ -216,7 +217,7 @@ func (s servicingStarter) start(ctx context.Context, req host.UpdateRequest) err
 	if err := writeUpdateResult(resultFile, running); err != nil {
 		return fmt.Errorf("writing %s before starting %s: %w", resultFile, servicingTask, err)
 	}
-	if err := s.startTask(ctx, command); err != nil {
+	if err := s.startTask(definition); err != nil {
 		err = fmt.Errorf("starting %s: %w", servicingTask, err)
 		done := running
 		done.Phase = host.UpdateDone

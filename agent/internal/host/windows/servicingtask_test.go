@@ -129,14 +129,15 @@ func TestUpdateResultFile(t *testing.T) {
 // servicingTasks records the commands started and the result file as each
 // start found it.
 type servicingTasks struct {
+	t          *testing.T
 	resultFile string
 	commands   []string
 	seen       []*host.UpdateTask
 	err        error
 }
 
-func (s *servicingTasks) start(_ context.Context, cmd string) error {
-	s.commands = append(s.commands, cmd)
+func (s *servicingTasks) start(definition string) error {
+	s.commands = append(s.commands, execOf(s.t, definition))
 	r, err := readUpdateResult(s.resultFile)
 	if err != nil {
 		return err
@@ -149,7 +150,7 @@ func starter(t *testing.T) (servicingStarter, *servicingTasks) {
 	self := filepath.Join(t.TempDir(), "winpool-agent.exe")
 	os.WriteFile(self, []byte("the agent"), 0o700)
 	state := filepath.Join(t.TempDir(), "winpool")
-	tasks := &servicingTasks{resultFile: servicingResultFile(state)}
+	tasks := &servicingTasks{t: t, resultFile: servicingResultFile(state)}
 	env := map[string]string{"HTTPS_PROXY": "http://proxy:3128", "NO_PROXY": "10.0.0.0/8", "PATH": `C:\Windows`}
 	return servicingStarter{stateDir: state, self: self, startTask: tasks.start, now: func() time.Time { return now },
 		getenv: func(k string) string { return env[k] }}, tasks
@@ -229,7 +230,7 @@ func TestStartUpdateThatDoesNotStart(t *testing.T) {
 		tasks  int
 	}{
 		{"the task cannot be created", func(s *servicingStarter, tasks *servicingTasks) {
-			tasks.err = errors.New("schtasks /Create: exit status 1 (output \"ERROR: Access is denied.\")")
+			tasks.err = errors.New(`registering task \winpool\servicing: RegisterTask: Access is denied.`)
 		}, packagesRequest(1), []string{`starting the servicing task \winpool\servicing`, "Access is denied"}, host.UpdateDone, 1},
 		{"an unknown source", nil, host.UpdateRequest{Revision: "r1", Attempt: 1, Target: target, Source: "Floppy"},
 			[]string{`unknown update source "Floppy"`}, "", 0},
@@ -254,9 +255,6 @@ func TestStartUpdateThatDoesNotStart(t *testing.T) {
 			os.MkdirAll(filepath.Join(s.stateDir, "servicing"), 0o700)
 			os.WriteFile(servicingResultFile(s.stateDir), []byte("{"), 0o600)
 		}, packagesRequest(1), []string{"result.json is corrupt"}, "", 0},
-		{"a state folder too long for schtasks", func(s *servicingStarter, _ *servicingTasks) {
-			s.stateDir = filepath.Join(s.stateDir, strings.Repeat("x", 120))
-		}, packagesRequest(1), []string{"schtasks takes at most 261"}, "", 0},
 	} {
 		s, tasks := starter(t)
 		if tc.prepare != nil {

@@ -294,3 +294,22 @@ func secureFolder(sys System, dir string) error {
 	}
 	return checkDACL(dir, s, true)
 }
+
+// File attributes (FILE_ATTRIBUTE_*) entryMode tells apart.
+const (
+	fileAttributeDirectory    = 0x10
+	fileAttributeReparsePoint = 0x400
+)
+
+// entryMode is what FileSecurity says a file's attributes make it: a
+// reparse point (a symbolic link or junction, which the checks never
+// follow) before a folder.
+func entryMode(attributes uint32) fs.FileMode {
+	switch {
+	case attributes&fileAttributeReparsePoint != 0:
+		return fs.ModeIrregular
+	case attributes&fileAttributeDirectory != 0:
+		return fs.ModeDir
+	}
+	return 0
+}

@@ -325,3 +325,20 @@ func wantRefusal(t *testing.T, name string, err error, words []string) {
 		}
 	}
 }
+
+func TestEntryMode(t *testing.T) {
+	for _, tc := range []struct {
+		attributes uint32
+		want       fs.FileMode
+	}{
+		{0x20, 0},                 // an archive-flagged file
+		{0x10, fs.ModeDir},        // a folder
+		{0x410, fs.ModeIrregular}, // a junction: a folder and a reparse point
+		{0x420, fs.ModeIrregular}, // a symbolic link to a file
+		{0x80 | 0x10, fs.ModeDir}, // a "normal" folder
+	} {
+		if got := entryMode(tc.attributes); got != tc.want {
+			t.Errorf("attributes %#x: %v, want %v", tc.attributes, got, tc.want)
+		}
+	}
+}

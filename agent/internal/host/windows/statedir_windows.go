@@ -74,13 +74,7 @@ func readEntry(path string) (EntrySecurity, fs.FileMode, error) {
 	if err := windows.GetFileInformationByHandle(h, &info); err != nil {
 		return EntrySecurity{}, 0, err
 	}
-	var mode fs.FileMode
-	switch {
-	case info.FileAttributes&windows.FILE_ATTRIBUTE_REPARSE_POINT != 0:
-		mode = fs.ModeIrregular
-	case info.FileAttributes&windows.FILE_ATTRIBUTE_DIRECTORY != 0:
-		mode = fs.ModeDir
-	}
+	mode := entryMode(info.FileAttributes)
 	sd, err := windows.GetSecurityInfo(h, windows.SE_FILE_OBJECT, windows.OWNER_SECURITY_INFORMATION|windows.DACL_SECURITY_INFORMATION)
 	if err != nil {
 		return EntrySecurity{}, mode, err

@@ -54,17 +54,25 @@ type System interface {
 }
 
 // ServiceState is a service's SERVICE_STATUS.dwCurrentState, as far as the
-// agent tells states apart.
+// agent tells states apart: the first four are Windows' own values.
 type ServiceState int
 
 const (
-	ServiceStopped ServiceState = iota + 1
+	ServiceStopped ServiceState = iota + 1 // SERVICE_STOPPED
 	ServiceStartPending
 	ServiceStopPending
 	ServiceRunning
 	// ServiceOther: continue or pause pending, paused.
 	ServiceOther
 )
+
+// serviceStateOf is the state of a SERVICE_STATUS.dwCurrentState.
+func serviceStateOf(dwCurrentState uint32) ServiceState {
+	if s := ServiceState(dwCurrentState); s >= ServiceStopped && s <= ServiceRunning {
+		return s
+	}
+	return ServiceOther
+}
 
 func (s ServiceState) String() string {
 	switch s {

@@ -20,7 +20,7 @@ func (winSystem) QueryService(name string) (ServiceStatus, error) {
 	var out ServiceStatus
 	err := withService(name, func(s *mgr.Service) error {
 		st, err := s.Query()
-		out = ServiceStatus{State: serviceState(st.State), Win32ExitCode: st.Win32ExitCode, ServiceSpecificExitCode: st.ServiceSpecificExitCode}
+		out = ServiceStatus{State: serviceStateOf(uint32(st.State)), Win32ExitCode: st.Win32ExitCode, ServiceSpecificExitCode: st.ServiceSpecificExitCode}
 		return err
 	})
 	return out, err
@@ -53,46 +53,42 @@ func (winSystem) ServiceDependents(name string) ([]string, error) {
 	return out, mapped(err)
 }
 
-func (winSystem) RegistryString(key, value string) (string, bool, error) {
-	k, err := registry.OpenKey(registry.LOCAL_MACHINE, key, registry.QUERY_VALUE)
-	if err != nil {
-		return "", false, mapped(err)
-	}
-	defer k.Close()
-	v, typ, err := k.GetStringValue(value)
-	return v, typ == registry.EXPAND_SZ, mapped(err)
+func (winSystem) RegistryString(key, value string) (v string, expand bool, err error) {
+	err = withKey(key, func(k registry.Key) (err error) {
+		var typ uint32
+		v, typ, err = k.GetStringValue(value)
+		expand = typ == registry.EXPAND_SZ
+		return err
+	})
+	return v, expand, err
 }
 
-func (winSystem) RegistryInteger(key, value string) (uint64, error) {
-	k, err := registry.OpenKey(registry.LOCAL_MACHINE, key, registry.QUERY_VALUE)
-	if err != nil {
-		return 0, mapped(err)
-	}
-	defer k.Close()
-	v, _, err := k.GetIntegerValue(value)
-	return v, mapped(err)
+func (winSystem) RegistryInteger(key, value string) (v uint64, err error) {
+	err = withKey(key, func(k registry.Key) (err error) { v, _, err = k.GetIntegerValue(value); return err })
+	return v, err
 }
 
-func (winSystem) RegistryStrings(key, value string) ([]string, error) {
-	k, err := registry.OpenKey(registry.LOCAL_MACHINE, key, registry.QUERY_VALUE)
-	if err != nil {
-		return nil, mapped(err)
-	}
-	defer k.Close()
-	v, _, err := k.GetStringsValue(value)
-	return v, mapped(err)
+func (winSystem) RegistryStrings(key, value string) (v []string, err error) {
+	err = withKey(key, func(k registry.Key) (err error) { v, _, err = k.GetStringsValue(value); return err })
+	return v, err
 }
 
 func (winSystem) RegistryKeyExists(key string) (bool, error) {
-	k, err := registry.OpenKey(registry.LOCAL_MACHINE, key, registry.QUERY_VALUE)
-	if errors.Is(err, registry.ErrNotExist) {
+	err := withKey(key, func(registry.Key) error { return nil })
+	if errors.Is(err, ErrNotExist) {
 		return false, nil
 	}
+	return err == nil, err
+}
+
+// withKey opens one HKLM key for reading for one call.
+func withKey(key string, f func(registry.Key) error) error {
+	k, err := registry.OpenKey(registry.LOCAL_MACHINE, key, registry.QUERY_VALUE)
 	if err != nil {
-		return false, err
+		return mapped(err)
 	}
-	k.Close()
-	return true, nil
+	defer k.Close()
+	return mapped(f(k))
 }
 
 func (winSystem) ExpandEnvironment(s string) (string, error) { return registry.ExpandString(s) }
@@ -126,18 +122,4 @@ func mapped(err error) error {
 		return ErrNotExist
 	}
 	return err
-}
-
-func serviceState(s svc.State) ServiceState {
-	switch s {
-	case svc.Stopped:
-		return ServiceStopped
-	case svc.StartPending:
-		return ServiceStartPending
-	case svc.StopPending:
-		return ServiceStopPending
-	case svc.Running:
-		return ServiceRunning
-	}
-	return ServiceOther
 }

@@ -1,8 +1,11 @@
 package windows
 
 import (
+	"encoding/xml"
 	"fmt"
-	"path/filepath"
+	"time"
+
+	"winpool.dev/agent/internal/decide"
 )
 
 // The subcommands of winpool-agent.exe that the agent's SYSTEM scheduled
@@ -15,17 +18,114 @@ const (
 	ServicingCommand = "servicing"
 )
 
-// maxTaskRun is the longest command schtasks /TR accepts.
-const maxTaskRun = 261
+// taskLimits is Task Scheduler's ExecutionTimeLimit for each task: twice the
+// agent's own cap, so Task Scheduler ends only a task the agent has long
+// given up on (the default, 72 hours, would leave a hung task holding the
+// node's servicing for three days).
+var taskLimits = map[string]time.Duration{
+	ServicingCommand:      2 * decide.DefaultUpdateTaskTimeout,
+	ContainerdSwapCommand: 2 * decide.DefaultRuntimeTaskTimeout,
+}
 
-// taskCommand is a scheduled task's command line: the task's copy of the
-// agent, running subcommand on that plan. Paths are quoted (Program Files
-// and ProgramData may hold spaces on some images).
-func taskCommand(exe, subcommand, plan string) (string, error) {
-	cmd := fmt.Sprintf(`"%s" %s "%s"`, exe, subcommand, plan)
-	if len(cmd) > maxTaskRun {
-		return "", fmt.Errorf("the task's command line is %d characters, schtasks takes at most %d: use a shorter state folder than %s",
-			len(cmd), maxTaskRun, filepath.Dir(exe))
+// taskDefinition is the Task Scheduler XML (schema 1.2, Windows Server 2008
+// and later) of a one-shot task running the task's copy of the agent on a
+// plan, as SYSTEM. What schtasks /Create /TR would leave at its defaults is
+// set, each for a reason a hardened or UPS-backed host shows:
+//   - DisallowStartIfOnBatteries and StopIfGoingOnBatteries off: a UPS that
+//     reports battery power would keep the task from starting, or stop it
+//     mid-install (DISM mid-transaction);
+//   - ExecutionTimeLimit from taskLimits, not 72 hours;
+//   - Priority 4 (normal): the default 7 runs DISM and the download at
+//     below-normal CPU and I/O priority;
+//   - MultipleInstancesPolicy IgnoreNew: a second Run while one runs is a
+//     no-op, never a second install.
+//
+// The program and its arguments are separate elements, so no command-line
+// length limit applies (schtasks' /TR takes 261 characters).
+func taskDefinition(exe, subcommand, plan string) (string, error) {
+	limit, ok := taskLimits[subcommand]
+	if !ok {
+		return "", fmt.Errorf("no scheduled task runs %q", subcommand)
 	}
-	return cmd, nil
+	t := taskXML{
+		Version: "1.2", XMLNS: taskNamespace,
+		Description: "winpool: " + subcommand + " (" + plan + ")",
+		Principal:   taskPrincipal{ID: "System", UserID: systemSID, RunLevel: "HighestAvailable"},
+		Settings: taskSettings{
+			MultipleInstances: "IgnoreNew", DisallowOnBatteries: false, StopOnBatteries: false,
+			AllowStartOnDemand: true, Enabled: true, Limit: isoDuration(limit), Priority: 4,
+		},
+		Actions: taskActions{Context: "System", Exec: taskExec{Command: exe, Arguments: fmt.Sprintf(`%s "%s"`, subcommand, plan)}},
+	}
+	out, err := xml.MarshalIndent(t, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	// RegisterTask takes the XML as a BSTR: UTF-16 is its encoding.
+	return `<?xml version="1.0" encoding="UTF-16"?>` + "\n" + string(out), nil
+}
+
+const (
+	taskNamespace = "http://schemas.microsoft.com/windows/2004/02/mit/task"
+	systemSID     = "S-1-5-18"
+)
+
+type taskXML struct {
+	XMLName     xml.Name      `xml:"Task"`
+	Version     string        `xml:"version,attr"`
+	XMLNS       string        `xml:"xmlns,attr"`
+	Description string        `xml:"RegistrationInfo>Description"`
+	Principal   taskPrincipal `xml:"Principals>Principal"`
+	Settings    taskSettings  `xml:"Settings"`
+	Actions     taskActions   `xml:"Actions"`
+}
+
+type taskPrincipal struct {
+	ID       string `xml:"id,attr"`
+	UserID   string `xml:"UserId"`
+	RunLevel string `xml:"RunLevel"`
+}
+
+type taskSettings struct {
+	MultipleInstances   string `xml:"MultipleInstancesPolicy"`
+	DisallowOnBatteries bool   `xml:"DisallowStartIfOnBatteries"`
+	StopOnBatteries     bool   `xml:"StopIfGoingOnBatteries"`
+	AllowStartOnDemand  bool   `xml:"AllowStartOnDemand"`
+	Enabled             bool   `xml:"Enabled"`
+	Limit               string `xml:"ExecutionTimeLimit"`
+	Priority            int    `xml:"Priority"`
+}
+
+type taskActions struct {
+	Context string   `xml:"Context,attr"`
+	Exec    taskExec `xml:"Exec"`
+}
+
+type taskExec struct {
+	Command   string `xml:"Command"`
+	Arguments string `xml:"Arguments"`
+}
+
+// isoDuration is d as the schema's xs:duration in hours and minutes (PT6H,
+// PT30M).
+func isoDuration(d time.Duration) string {
+	h, m := int(d/time.Hour), int(d%time.Hour/time.Minute)
+	switch {
+	case m == 0:
+		return fmt.Sprintf("PT%dH", h)
+	case h == 0:
+		return fmt.Sprintf("PT%dM", m)
+	}
+	return fmt.Sprintf("PT%dH%dM", h, m)
+}
+
+// startTask registers task name from its definition and runs it.
+func startTask(ts TaskScheduler, name, definition string) error {
+	if err := ts.RegisterTask(name, definition); err != nil {
+		return fmt.Errorf("registering task %s: %w", name, err)
+	}
+	if err := ts.RunTask(name); err != nil {
+		return fmt.Errorf("running task %s: %w", name, err)
+	}
+	return nil
 }

@@ -4,7 +4,6 @@ package windows
 
 import (
 	"fmt"
-	"math"
 	"runtime"
 	"time"
 	"unsafe"
@@ -23,19 +22,16 @@ type wuaSession struct {
 	wu      wuCalls
 	session *ole.IDispatch
 	items   []*ole.IDispatch
+	done    func()
 }
 
 // openWUA starts a session on this thread; Close ends it.
 func openWUA() (*wuaSession, error) {
-	runtime.LockOSThread()
-	if err := ole.CoInitializeEx(0, ole.COINIT_MULTITHREADED); err != nil {
-		// S_FALSE: already initialized on this thread, which is fine.
-		if oe, ok := err.(*ole.OleError); !ok || oe.Code() != 1 {
-			runtime.UnlockOSThread()
-			return nil, fmt.Errorf("initializing COM: %w", err)
-		}
+	done, err := comThread()
+	if err != nil {
+		return nil, err
 	}
-	s := &wuaSession{}
+	s := &wuaSession{done: done}
 	s.session = s.wu.create("Microsoft.Update.Session")
 	if s.wu.err != nil {
 		s.Close()
@@ -52,8 +48,21 @@ func (s *wuaSession) Close() {
 	if s.session != nil {
 		s.session.Release()
 	}
-	ole.CoUninitialize()
-	runtime.UnlockOSThread()
+	s.done()
+}
+
+// comThread locks the goroutine to its thread and starts COM on it: COM
+// objects belong to the thread that made them. done ends both.
+func comThread() (done func(), err error) {
+	runtime.LockOSThread()
+	if err := ole.CoInitializeEx(0, ole.COINIT_MULTITHREADED); err != nil {
+		// S_FALSE: already initialized on this thread, which is fine.
+		if oe, ok := err.(*ole.OleError); !ok || oe.Code() != 1 {
+			runtime.UnlockOSThread()
+			return nil, fmt.Errorf("initializing COM: %w", err)
+		}
+	}
+	return func() { ole.CoUninitialize(); runtime.UnlockOSThread() }, nil
 }
 
 func (s *wuaSession) Search(criteria string) ([]decide.WUUpdate, error) {
@@ -199,23 +208,7 @@ func (w *wuCalls) prop(d *ole.IDispatch, name string) any {
 	return v.Value()
 }
 
-func (w *wuCalls) int(d *ole.IDispatch, name string) int {
-	switch x := w.prop(d, name).(type) {
-	case int32:
-		return int(x)
-	case int64:
-		return int(x)
-	case uint32:
-		return int(x)
-	case int16:
-		return int(x)
-	case uint8:
-		return int(x)
-	case int:
-		return x
-	}
-	return 0
-}
+func (w *wuCalls) int(d *ole.IDispatch, name string) int { return comInt(w.prop(d, name)) }
 
 // strItem is the string at index i of an IStringCollection (Item(i)).
 func (w *wuCalls) strItem(d *ole.IDispatch, i int) string {
@@ -257,46 +250,14 @@ func (w *wuCalls) time(d *ole.IDispatch, name string) time.Time {
 	return t
 }
 
-// decimal is a DECIMAL property (VT_DECIMAL, as IUpdate's download sizes
-// are), which go-ole does not convert: a DECIMAL fills the VARIANT, its scale
-// in byte 2, its sign in byte 3, the high 32 bits of its 96-bit value in
-// bytes 4-7 and the low 64 in the VARIANT's value. 0 when it is not one or is
-// negative; the largest int64 when it does not fit.
+// decimal is a DECIMAL property (comDecimal), or another number.
 func (w *wuCalls) decimal(d *ole.IDispatch, name string) int64 {
 	v := w.value(d, name, func() (*ole.VARIANT, error) { return oleutil.GetProperty(d, name) })
-	if v == nil {
+	switch {
+	case v == nil:
 		return 0
+	case v.VT == ole.VT_DECIMAL:
+		return comDecimal(*(*[16]byte)(unsafe.Pointer(v)))
 	}
-	switch v.VT {
-	case ole.VT_DECIMAL:
-		raw := (*[16]byte)(unsafe.Pointer(v))
-		scale, negative := raw[2], raw[3]&0x80 != 0
-		high := uint32(raw[4]) | uint32(raw[5])<<8 | uint32(raw[6])<<16 | uint32(raw[7])<<24
-		low := uint64(v.Val)
-		if negative {
-			return 0
-		}
-		if high != 0 || low > math.MaxInt64 {
-			return math.MaxInt64
-		}
-		n := int64(low)
-		for ; scale > 0; scale-- {
-			n /= 10
-		}
-		return n
-	case ole.VT_I8, ole.VT_I4, ole.VT_UI4, ole.VT_UI8, ole.VT_R8:
-		switch x := v.Value().(type) {
-		case int64:
-			return x
-		case int32:
-			return int64(x)
-		case uint32:
-			return int64(x)
-		case uint64:
-			return int64(min(x, math.MaxInt64))
-		case float64:
-			return int64(x)
-		}
-	}
-	return 0
+	return comInt64(v.Value())
 }
