@@ -120,8 +120,9 @@ pub struct ObservedHost {
     #[schemars(length(max = 128))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub csi_proxy_version: Option<String>,
-    /// How containerd's service is installed: `containerd`, or
-    /// `containerd (nssm)` under a service wrapper.
+    /// How containerd's service is installed: `containerd`,
+    /// `containerd (nssm)` under a service wrapper, or `rke2 (parent)` when
+    /// another service runs containerd as its child.
     #[schemars(length(max = 128))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runtime_service: Option<String>,

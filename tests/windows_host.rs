@@ -335,6 +335,47 @@ async fn a_runtime_change_on_aks_is_refused_until_in_place_and_a_crash_looping_r
     t.cleanup().await;
 }
 
+/// RKE2: containerd, the kubelet and kube-proxy are child processes of the
+/// `rke2` service (no containerd service; the agent finds containerd's
+/// version over CRI). A runtime change is refused even with `InPlace` (RKE2
+/// puts its own containerd back at its next start), naming RKE2, and no node
+/// is cordoned; with `runtime.version` at what RKE2 carries, the OS rollout
+/// goes through, one install and one reboot a node, no swap.
+#[tokio::test]
+async fn rke2_nodes_roll_out_the_os_and_a_runtime_change_is_refused_even_in_place() {
+    let (mut t, stats, pool) = rolling_with(
+        3,
+        "rke2",
+        |_| ["--apply-time=0.2s", "--reboot-time=0.2s", "--host-profile=rke2"].map(String::from).to_vec(),
+        json!({"runtime": {"name": "containerd", "version": "1.7.22", "upgrade": "InPlace"}}),
+    )
+    .await;
+    let pools: Api<WindowsNodePool> = Api::all(t.client.clone());
+    let (_, message) = wait_for("the runtime change refused", WAIT, || async {
+        let p = pools.get(&pool).await.ok()?;
+        let c = p.status?.conditions.into_iter().find(|c| c.type_ == "Progressing")?;
+        (c.reason == "RuntimeUpgradeRefused").then_some((c.reason, c.message))
+    })
+    .await;
+    assert!(message.contains("1.7.20-k3s1") && message.contains("child of the rke2 service"), "{message}");
+    let nodes: Api<Node> = Api::all(t.client.clone());
+    for n in t.nodes().await {
+        let n = nodes.get(&n.name_any()).await.expect("the node");
+        assert!(n.annotations().get(names::ANN_STATE).is_none(), "{}: never started: {:?}", n.name_any(), n.annotations());
+        assert_ne!(n.spec.as_ref().and_then(|s| s.unschedulable), Some(true), "{}: never cordoned", n.name_any());
+    }
+
+    let mut manifest = pool_manifest(&t, &pool, "10.0.20348.2762", json!({"maxFailedNodes": 1}));
+    manifest["spec"]["runtime"] = json!({"name": "containerd", "version": "1.7.20-k3s1"});
+    apply_pool(&t, &manifest).await;
+    all_updated(&t, &pool, 3).await;
+    assert!(t.terminate("sim").is_some_and(|s| s.success()), "the fleet stops cleanly on SIGTERM");
+    for m in read_stats(&stats) {
+        assert_eq!((m.installs, m.reboots, m.runtime_swaps), (1, 1, 0), "{}: {m:?}", m.node);
+    }
+    t.cleanup().await;
+}
+
 /// Two of six nodes cannot reach their update source: their agents'
 /// preflight blocks them, so they are never cordoned nor drained, the pool
 /// lists them with the agent's reason and says it is blocked, and the other

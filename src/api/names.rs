@@ -18,7 +18,8 @@ pub const ANN_APPLY_MESSAGE: &str = "winpool.dev/apply-message";
 pub const ANN_CSI_PROXY_VERSION: &str = "winpool.dev/csi-proxy-version";
 pub const ANN_CNI_MODE: &str = "winpool.dev/cni-mode";
 /// The agent's report of how containerd's service is installed:
-/// `containerd`, or `containerd (nssm)` under a service wrapper.
+/// `containerd`, `containerd (nssm)` under a service wrapper, or
+/// `rke2 (parent)` when another service runs containerd as its child.
 pub const ANN_RUNTIME_SERVICE: &str = "winpool.dev/runtime-service";
 /// The agent's report of a CSI Proxy the node image runs as a host
 /// service whose pipes answer: `csi-proxy (nssm)` (AKS), `csiproxy`.

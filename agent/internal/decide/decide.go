@@ -387,7 +387,7 @@ func (d decision) runtime(want string) (Step, bool) {
 		return step, false
 	}
 	if why := ImageOwnsRuntime(d.in.Config.Config.RuntimeUpgrade, d.in.Observed); why != "" {
-		return d.fail(fmt.Sprintf("containerd %s is not replaced with %s: %s; set the pool's runtime.upgrade: InPlace to replace it", orNone(have), want, why)), false
+		return d.fail(fmt.Sprintf("containerd %s is not replaced with %s: %s; %s", orNone(have), want, why, runtimeRemedy(d.in.Observed))), false
 	}
 	if d.state.RuntimeUpgrades >= d.maxAttempts() {
 		return d.fail(fmt.Sprintf("containerd still reports %s after %d attempts to install %s; see %s and the containerd service's log",

@@ -83,7 +83,7 @@ func Preflight(in PreflightInput) PreflightResult {
 	if want := cfg.RuntimeVersion; want != nil {
 		if cmp, err := versions.Compare(obs.ContainerdVersion, *want); err != nil || cmp != 0 {
 			if why := ImageOwnsRuntime(cfg.RuntimeUpgrade, obs); why != "" {
-				r.Blocked = append(r.Blocked, fmt.Sprintf("containerd %s would not be replaced with %s: %s; set the pool's runtime.upgrade: InPlace to replace it", orNone(obs.ContainerdVersion), *want, why))
+				r.Blocked = append(r.Blocked, fmt.Sprintf("containerd %s would not be replaced with %s: %s; %s", orNone(obs.ContainerdVersion), *want, why, runtimeRemedy(obs)))
 			}
 		}
 	}

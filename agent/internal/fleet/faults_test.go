@@ -93,7 +93,9 @@ func TestHostProfiles(t *testing.T) {
 		{args: []string{"--host-profile", "onprem", "--containerd", "1.7.20+azure"}, err: `--host-profile onprem runs upstream containerd: drop "+azure" from --containerd`},
 		{args: []string{"--host-profile", "eks"}, runtime: host.Service{Name: "containerd"}, cni: "l2bridge"},
 		{args: []string{"--host-profile", "onprem-wsus"}, runtime: host.Service{Name: "containerd"}, csiService: "csiproxy"},
-		{args: []string{"--host-profile", "gke"}, err: `--host-profile: want one of aks, eks, kind, onprem, onprem-wsus, got "gke"`},
+		// containerd a child of RKE2's service, found over CRI.
+		{args: []string{"--host-profile", "rke2"}, suffix: "-k3s1", runtime: host.Service{Name: "rke2", Wrapper: host.WrapperParent}},
+		{args: []string{"--host-profile", "gke"}, err: `--host-profile: want one of aks, eks, kind, onprem, onprem-wsus, rke2, got "gke"`},
 	} {
 		s, err := ParseSettings(tc.args, io.Discard)
 		if tc.err != "" {

@@ -99,7 +99,7 @@ func defineFlags(fs *flag.FlagSet, s *Settings) *rawFlags {
 	fs.DurationVar(&s.HNSInterval, "hns-interval", time.Second, "how often each agent reads HNS (a real agent: every 15s, WINPOOL_HNS_INTERVAL; the default converges tests fast)")
 	r.logFormat = fs.String("log-format", "text", "text | json (one object per line)")
 	fs.StringVar(&s.StatsFile, "stats-file", "", "when the fleet stops (SIGTERM), write each node's installs, reboots and their reasons, containerd swaps and rollbacks there as JSON")
-	r.profile = fs.String("host-profile", ProfileKind, "the node image the machines are built as (profiles/<name>.yaml): kind | aks | eks | onprem | onprem-wsus")
+	r.profile = fs.String("host-profile", ProfileKind, "the node image the machines are built as (profiles/<name>.yaml): kind | aks | eks | onprem | onprem-wsus | rke2")
 	r.faults = fs.String("host-faults", "", "faults the hosts play, F,F@node+node,... ("+joinFaults(knownFaults)+"); without @ on every node")
 	return &r
 }

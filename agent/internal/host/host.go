@@ -151,6 +151,10 @@ const (
 	// WrapperNSSM: the ImagePath is nssm.exe (AKS runs containerd, kubelet
 	// and csi-proxy this way); the program is its Parameters\Application.
 	WrapperNSSM Wrapper = "nssm"
+	// WrapperParent: the service is not containerd's own but the one that
+	// starts containerd as its child process (RKE2's rke2 service); it puts
+	// its own containerd back at its next start.
+	WrapperParent Wrapper = "parent"
 )
 
 // Service is a Windows service as the agent found it.
@@ -164,7 +168,7 @@ type Service struct {
 	Running bool   `json:"running,omitempty"`
 }
 
-// Describe is the service for a report: `csi-proxy (nssm)`.
+// Describe is the service for a report: `csi-proxy (nssm)`, `rke2 (parent)`.
 func (s Service) Describe() string {
 	if s.Wrapper == WrapperNone {
 		return s.Name

@@ -3,7 +3,9 @@
 //! A vendor build (`1.7.20+azure`) or a containerd under a service wrapper
 //! (NSSM, as on AKS) belongs to the node image: replacing it is outside what
 //! a managed service supports and its next image undoes it. Such a node is
-//! only verified unless the pool says `InPlace`; one that would need a
+//! only verified unless the pool says `InPlace`. A containerd another
+//! service starts as its child (RKE2's `rke2`, reported as `rke2 (parent)`)
+//! belongs to that service, `InPlace` or not. A node that would need a
 //! replacement is never started (cordoning it would end in a certain failure).
 
 use super::NodeView;
@@ -18,13 +20,22 @@ pub fn refusal(spec: &WindowsNodePoolSpec, n: &NodeView) -> Option<String> {
     if have.name == spec.runtime.name && have.version == want {
         return None;
     }
+    let service = n.runtime_service.as_deref();
+    if let Some(parent) = service.and_then(|s| s.strip_suffix(" (parent)")) {
+        // Whatever the pool says: the parent puts its own containerd back.
+        return Some(format!(
+            "runs containerd {}, the pool asks {want}, and its containerd is a child of the {parent} service, which puts its own back at its next start: upgrade {} to change it, or set runtime.version to the version it runs",
+            have.version,
+            parent.to_uppercase()
+        ));
+    }
     let owner = match spec.runtime.upgrade {
         Some(RuntimeUpgrade::InPlace) => return None,
         Some(RuntimeUpgrade::VerifyOnly) => "runtime.upgrade is VerifyOnly".to_string(),
         None if vendor_build(&have.version) => {
             format!("{} is a vendor build, which the node image owns (runtime.upgrade unset means VerifyOnly for it)", have.version)
         }
-        None => match n.runtime_service.as_deref().filter(|s| s.contains('(')) {
+        None => match service.filter(|s| s.contains('(')) {
             Some(service) => format!(
                 "its containerd runs under a service wrapper ({service}), which the node image owns (runtime.upgrade unset means VerifyOnly for it)"
             ),
@@ -78,6 +89,9 @@ mod tests {
             ("1.7.22", "", "1.7.22-rc.1", None, false),
             ("1.7.22", "InPlace", "1.7.20+azure", Some("containerd (nssm)"), false),
             ("1.7.22", "VerifyOnly", "1.7.20", Some("containerd"), true),
+            ("1.7.22", "", "1.7.27-k3s1", Some("rke2 (parent)"), true),
+            ("1.7.22", "InPlace", "1.7.27-k3s1", Some("rke2 (parent)"), true),
+            ("1.7.22", "InPlace", "1.7.27", Some("rke2 (parent)"), true),
             // At the version already (build metadata does not count): nothing to replace.
             ("1.7.20", "", "1.7.20+azure", Some("containerd (nssm)"), false),
             ("1.7.20", "VerifyOnly", "1.7.20", None, false),
@@ -86,7 +100,12 @@ mod tests {
             let got = refusal(&spec(want, upgrade), &node(runs, *service));
             assert_eq!(got.is_some(), *refused, "asks {want} ({upgrade:?}), runs {runs} {service:?}: {got:?}");
             if let Some(msg) = got {
-                assert!(msg.contains(runs) && msg.contains(want) && msg.contains("runtime.upgrade: InPlace"), "{msg}");
+                // The remedy: InPlace, or for a parent service's containerd its own upgrade.
+                let remedy = match service.and_then(|s| s.strip_suffix(" (parent)")) {
+                    Some(_) => msg.contains("upgrade RKE2") && msg.contains("runtime.version"),
+                    None => msg.contains("runtime.upgrade: InPlace"),
+                };
+                assert!(msg.contains(runs) && msg.contains(want) && remedy, "{msg}");
             }
         }
     }

@@ -51,6 +51,10 @@ type Service struct {
 	// ProductVersion is the program's version resource ("": none, as the
 	// csi-proxy binaries AKS ships have none).
 	ProductVersion string `json:"productVersion,omitempty"`
+	// Children are the programs the service starts as child processes,
+	// by name (RKE2's rke2 runs containerd and kubelet): each runs while the
+	// service does.
+	Children map[string]string `json:"children,omitempty"`
 }
 
 // Value is a registry value the image sets under HKLM.
@@ -215,8 +219,45 @@ func (m *Machine) layDown() error {
 		if err := writeFile(m.Path(s.Program), body); err != nil {
 			return err
 		}
+		for child, program := range s.Children {
+			body := "program " + child
+			if child == "containerd" {
+				body = containerdLine(m.o.Containerd)
+			}
+			if err := writeFile(m.Path(program), body); err != nil {
+				return err
+			}
+		}
 	}
 	return writeFile(m.agentProgram(), "winpool-agent")
+}
+
+// runtime is the service containerd runs as, or the one that runs it as
+// its child, and containerd's program; nil when there is neither. m.mu held.
+func (m *Machine) runtime() (*service, string) {
+	if s, ok := m.services["containerd"]; ok {
+		return s, s.Program
+	}
+	for _, s := range m.services {
+		if p, ok := s.Children["containerd"]; ok {
+			return s, p
+		}
+	}
+	return nil, ""
+}
+
+// runs: the program name runs, as a service or a service's child; ok is
+// false when the machine has neither. m.mu held.
+func (m *Machine) runs(name string) (running, ok bool) {
+	if s, ok := m.services[name]; ok {
+		return s.running, true
+	}
+	for _, s := range m.services {
+		if _, ok := s.Children[name]; ok {
+			return s.running, true
+		}
+	}
+	return false, false
 }
 
 func writeFile(p, body string) error {
@@ -343,11 +384,11 @@ func (m *Machine) Stats() Stats {
 
 // containerdVersion is the version the installed containerd.exe prints.
 func (m *Machine) containerdVersion() string {
-	s, ok := m.services["containerd"]
-	if !ok {
+	s, program := m.runtime()
+	if s == nil {
 		return ""
 	}
-	b, err := os.ReadFile(m.Path(s.Program))
+	b, err := os.ReadFile(m.Path(program))
 	if err != nil {
 		return ""
 	}

@@ -75,8 +75,8 @@ func (w web) RoundTrip(r *http.Request) (*http.Response, error) {
 // kubelet is its healthz: "ok" while the kubelet service runs.
 func (w web) kubelet(r *http.Request) (*http.Response, error) {
 	w.m.mu.Lock()
-	s, ok := w.m.services["kubelet"]
-	up := !ok || s.running
+	up, ok := w.m.runs("kubelet")
+	up = up || !ok
 	w.m.mu.Unlock()
 	if !up {
 		return nil, fmt.Errorf("dial tcp 127.0.0.1:10248: connectex: No connection could be made because the target machine actively refused it")

@@ -14,8 +14,9 @@ import (
 )
 
 // The machine's named pipes: CSI Proxy's, while a CSI Proxy service runs,
-// and containerd's, where a CRI server answers while containerd's service
-// runs, as the kubelet and the agent dial them.
+// and containerd's, where a CRI server answers while containerd runs (its
+// service, or the service that runs it as a child), as the kubelet and the
+// agent dial them.
 
 const containerdPipe = `\\.\pipe\containerd-containerd`
 
@@ -27,7 +28,7 @@ func (m *Machine) dialPipe(ctx context.Context, pipe string) (net.Conn, error) {
 	defer m.mu.Unlock()
 	switch {
 	case strings.EqualFold(pipe, containerdPipe):
-		if s, ok := m.services["containerd"]; ok && s.running {
+		if s, _ := m.runtime(); s != nil && s.running {
 			return m.criPipe().dial()
 		}
 	case strings.Contains(pipe, `\csi-proxy-`):
@@ -66,8 +67,8 @@ func (c criServer) Version(context.Context, *runtimeapi.VersionRequest) (*runtim
 	m := c.m
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	s, ok := m.services["containerd"]
-	if !ok || !s.running {
+	s, _ := m.runtime()
+	if s == nil || !s.running {
 		return nil, status.Error(codes.Unavailable, "containerd is stopping")
 	}
 	v := m.containerdVersion()

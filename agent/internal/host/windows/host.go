@@ -113,22 +113,32 @@ func (h *Host) csiProxyHost(ctx context.Context) (*host.CSIProxyHost, error) {
 	}, nil
 }
 
-// runtimeService is containerd's service as installed; the zero Service
-// when there is none.
+// runtimeService is containerd's service as installed, or the service
+// that runs it as its child (WrapperParent); the zero Service when there is
+// neither.
 func (h *Host) runtimeService() (host.Service, error) {
-	found, err := readServices(h.m.System, containerdService)
+	found, err := readServices(h.m.System, append([]string{containerdService}, runtimeParents...)...)
 	if err != nil || len(found) == 0 {
 		return host.Service{}, err
+	}
+	if found[0].Name != containerdService {
+		found[0].Wrapper = host.WrapperParent
 	}
 	return found[0], nil
 }
 
-// containerdVersion runs `containerd --version`; "" when containerd is not
-// installed.
+// containerdVersion runs `containerd --version`; with no containerd.exe
+// where a containerd service or Program Files puts it (RKE2 keeps its own
+// under its data folder), it asks the runtime over CRI, as the kubelet does;
+// "" when nothing answers there either.
 func (h *Host) containerdVersion(ctx context.Context) (string, error) {
 	bin := h.containerdBinary()
 	if bin == "" {
-		return "", nil
+		v, err := criVersion(ctx, h.m.Net, containerdPipe)
+		if err != nil {
+			return "", nil
+		}
+		return strings.TrimPrefix(v, "v"), nil
 	}
 	out, err := runVersion(ctx, h.m.Programs, bin)
 	if err != nil {

@@ -76,6 +76,12 @@ func rebootSignals(sys System) (host.RebootSignals, error) {
 // registered itself (containerd --register-service) or NSSM runs it (AKS).
 const containerdService = "containerd"
 
+// runtimeParents are services that run containerd as a child process, not
+// as a service of its own: RKE2's rke2 service (rancher/rke2,
+// pkg/windows/service.go; containerd.exe and kubelet.exe under
+// C:\var\lib\rancher\rke2\data\<release>\bin).
+var runtimeParents = []string{"rke2"}
+
 // containerdProgram is the containerd binary the agent runs (`containerd
 // --version`, as SYSTEM): the one configured, else the program the containerd
 // service runs (its ImagePath, or NSSM's Application on AKS), else
