@@ -382,10 +382,37 @@ async fn rke2_nodes_roll_out_the_os_and_a_runtime_change_is_refused_even_in_plac
 /// four roll out.
 #[tokio::test]
 async fn nodes_whose_update_source_is_unreachable_are_never_cordoned_and_the_rest_roll_out() {
+    // The agent names each Windows Update host it could not reach.
+    let says: Vec<String> = ["slscr.update.microsoft.com", "fe3cr.delivery.mp.microsoft.com"]
+        .iter()
+        .map(|host| format!("update source Windows Update ({host}) cannot be reached"))
+        .collect();
+    two_of_six_blocked_in_preflight("source-unreachable", "kind", &says.iter().map(String::as_str).collect::<Vec<_>>()).await;
+}
+
+/// Two of six nodes behind a WSUS that has not approved the month's
+/// cumulative update for them: their agents' search finds nothing the
+/// install would take, so they are never cordoned, the pool lists them
+/// saying what to approve, and the other four roll out.
+#[tokio::test]
+async fn nodes_whose_wsus_does_not_offer_the_update_are_never_cordoned_and_the_rest_roll_out() {
+    two_of_six_blocked_in_preflight(
+        "wsus-unapproved",
+        "onprem-wsus",
+        &["Windows Update offers nothing the install would take", "approve the cumulative update that reaches 10.0.20348.2762"],
+    )
+    .await;
+}
+
+/// Six nodes of `profile`, `fault` on two of them (with `read-errors` on
+/// all): those two are blocked by their agents' preflight, the reason
+/// saying each of `says`, never started nor cordoned, nothing installed;
+/// the other four are Updated.
+async fn two_of_six_blocked_in_preflight(fault: &str, profile: &str, says: &[&str]) {
     let blocked = |prefix: &str| [format!("{prefix}1"), format!("{prefix}4")];
-    let (mut t, stats, pool) = rolling_on(6, "source-unreachable", |prefix| {
-        let faults = format!("--host-faults=read-errors,source-unreachable@{}", blocked(prefix).join("+"));
-        vec!["--apply-time=0.3s".into(), "--reboot-time=0.3s".into(), faults]
+    let (mut t, stats, pool) = rolling_on(6, fault, |prefix| {
+        let faults = format!("--host-faults=read-errors,{fault}@{}", blocked(prefix).join("+"));
+        vec!["--apply-time=0.3s".into(), "--reboot-time=0.3s".into(), format!("--host-profile={profile}"), faults]
     })
     .await;
     let blocked = blocked(&t.node_prefix());
@@ -401,9 +428,8 @@ async fn nodes_whose_update_source_is_unreachable_are_never_cordoned_and_the_res
     let listed: Vec<&str> = st.preflight_blocked_nodes.iter().map(|b| b.name.as_str()).collect();
     assert_eq!(listed, blocked.iter().map(String::as_str).collect::<Vec<_>>(), "the pool lists the blocked nodes");
     for b in &st.preflight_blocked_nodes {
-        // The agent names each Windows Update host it could not reach.
-        for host in ["slscr.update.microsoft.com", "fe3cr.delivery.mp.microsoft.com"] {
-            assert!(b.reason.contains(&format!("update source Windows Update ({host}) cannot be reached")), "{}: {}", b.name, b.reason);
+        for part in says {
+            assert!(b.reason.contains(part), "{}: {} does not say {part:?}", b.name, b.reason);
         }
     }
     for n in t.nodes().await {

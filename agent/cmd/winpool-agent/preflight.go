@@ -134,6 +134,10 @@ func runPreflight(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	in := decide.PreflightInput{Config: cfg, Observed: obs}
 	if req, needed, err := decide.PreflightUpdate(cfg.Revision, cfg, obs); err == nil && needed {
 		f := h.Preflight(ctx, req)
+		// A person waits for the Windows Update search (the agent does not).
+		for f.Offer != nil && f.Offer.Searching && ctx.Err() == nil {
+			f = h.Preflight(ctx, req)
+		}
 		in.Findings = &f
 	}
 	return printPreflight(stdout, preflightReport{
@@ -181,6 +185,7 @@ func printPreflight(w io.Writer, r preflightReport) int {
 				fmt.Fprintf(w, "  FAILED  %s: %s\n", s.Name, s.Err)
 			}
 		}
+		printOffer(w, f.Offer)
 		drive := orDash(f.SystemDrive)
 		switch need := gib(decide.MinFreeBytes); {
 		case f.FreeBytes < 0:
@@ -266,4 +271,22 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// printOffer prints what the Windows Update search found (nothing when none
+// was made).
+func printOffer(w io.Writer, o *host.UpdateOffer) {
+	switch {
+	case o == nil:
+	case o.Err != "":
+		fmt.Fprintf(w, "  FAILED  the Windows Update search: %s\n", o.Err)
+	case o.Refusal != "":
+		fmt.Fprintf(w, "  FAILED  Windows Update offers nothing the install would take: %s\n", o.Refusal)
+	case o.Searching:
+		fmt.Fprintln(w, "  ?       the Windows Update search has not answered")
+	default:
+		for _, t := range o.Takes {
+			fmt.Fprintf(w, "  ok      offered: %s\n", t)
+		}
+	}
 }

@@ -126,6 +126,10 @@ type agent struct {
 	// preflightDue fires when it is due (nil when nothing is held).
 	preHold      preflightHold
 	preflightDue <-chan time.Time
+	// searching is the revision whose preflight waits for the host's
+	// Windows Update search, searchNext when it is asked again.
+	searching  string
+	searchNext time.Time
 }
 
 func run(ctx context.Context, o Options, t tuning) error {

@@ -48,7 +48,11 @@ type machineOptions struct {
 	// TasksNeverRun: Task Scheduler accepts a run and the task never starts.
 	TasksNeverRun bool
 	// OnBattery: a UPS reports battery power.
-	OnBattery         bool
+	OnBattery bool
+	// Unapproved: the update source offers no OS update; SearchTime is
+	// how long its searches take.
+	Unapproved        bool
+	SearchTime        time.Duration
 	SourceUnreachable string
 	FreeBytes         int64
 }
@@ -102,6 +106,7 @@ func newMachine(o machineOptions) *testMachine {
 	if o.HNS != nil {
 		fo.HNS = func() (host.HNSCounts, error) { return o.HNS(), nil }
 	}
+	fo.Catalogue.Unapproved, fo.Catalogue.SearchTime = o.Unapproved, o.SearchTime
 	if o.InstallExitCode != nil {
 		fo.Catalogue.Fails = func(t host.Build) uint32 {
 			if code := o.InstallExitCode(t); code != exitRebootRequired {

@@ -66,6 +66,9 @@ func (a *agent) preflight(ctx context.Context, node *corev1.Node) {
 	if !a.obsKnown || a.obsErr != "" {
 		return
 	}
+	if a.searching == t.revision && time.Now().Before(a.searchNext) {
+		return
+	}
 	cfg := readRevisionConfig(t.data, pool, t.revision)
 	var result decide.PreflightResult
 	switch cfg.Status {
@@ -75,6 +78,14 @@ func (a *agent) preflight(ctx context.Context, node *corev1.Node) {
 		result.Blocked = []string{"revision ConfigMap " + names.ConfigMapName(pool, t.revision) + " is unreadable: " + cfg.Problem}
 	}
 	now := time.Now()
+	if result.Pending {
+		// No verdict until the search answers: the operator holds the node
+		// (awaited), and the host is asked again at the next recheck.
+		a.searching, a.searchNext = t.revision, now.Add(a.t.recheck)
+		a.preflightDue = time.After(a.t.recheck)
+		return
+	}
+	a.searching = ""
 	v := result.String()
 	if v != a.pre.value || t.revision != a.pre.revision {
 		a.log.Info("preflight", "revision", t.revision, "result", v)

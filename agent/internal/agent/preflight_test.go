@@ -68,6 +68,52 @@ func TestAnUnreachableUpdateSourceBlocksThePreflightAndSaysWhich(t *testing.T) {
 	}
 }
 
+// A WSUS that has not approved this month's cumulative update for the node:
+// the preflight's search finds nothing the install would take, and the node
+// is blocked, saying what is offered and what to approve, before anyone
+// cordons it.
+func TestAnUpdateTheSourceDoesNotOfferBlocksThePreflight(t *testing.T) {
+	o := behindHost()
+	o.Unapproved = true
+	fh := newMachine(o)
+	h := newHarness(t, fh, idleNode(), targetConfigMap(revisionR1()))
+	h.start(h.options())
+	eventually(t, "a preflight", func() bool { return h.value(keyPreflightRevision) == "r1" })
+
+	got := h.value(keyPreflight)
+	for _, want := range []string{"Blocked: ", "no servicing stack or cumulative update for this host is offered", "KB890830", "approve the cumulative update that reaches 10.0.20348.2762"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("preflight %q does not say %q", got, want)
+		}
+	}
+	if m := fh.Machine(); m.Installs != 0 || m.Reboots != 0 {
+		t.Errorf("a preflight changed the host: %d installs, %d reboots", m.Installs, m.Reboots)
+	}
+}
+
+// A search slower than the agent waits for: no verdict until it answers
+// (the operator holds the node meanwhile), then Ready, naming the KB the
+// install will take; one search for the revision, however often it looks.
+func TestThePreflightWaitsForTheWindowsUpdateSearch(t *testing.T) {
+	o := behindHost()
+	o.SearchTime = 3 * time.Second
+	machine := newMachine(o)
+	h := newHarness(t, machine, idleNode(), targetConfigMap(revisionR1()))
+	h.start(h.options())
+	eventually(t, "the agent's first report", func() bool { return h.value(keyAgentVersion) != "" })
+	if got := h.value(keyPreflight); got != "" {
+		t.Fatalf("a verdict %q before the search answered", got)
+	}
+	eventually(t, "a preflight", func() bool { return h.value(keyPreflightRevision) == "r1" })
+	r := h.storedReport()
+	if got := h.value(keyPreflight); got != "Ready" || r.Spec.Preflight == nil || !strings.Contains(strings.Join(r.Spec.Preflight.Notes, "\n"), "KB5050002") {
+		t.Errorf("preflight %q, notes %v; want Ready naming KB5050002", got, r.Spec.Preflight)
+	}
+	if n := machine.m.Stats().Searches; n != 1 {
+		t.Errorf("%d Windows Update searches, want 1 for the revision", n)
+	}
+}
+
 // A new target is judged at a moment of the agent's own (its delay), not
 // the moment the mark moved, when every agent of the pool sees it.
 func TestThePreflightFollowsThePoolsTarget(t *testing.T) {

@@ -26,6 +26,9 @@ type PreflightInput struct {
 
 // PreflightResult is the verdict: Ready when nothing blocks.
 type PreflightResult struct {
+	// Pending: a check has not answered yet (the Windows Update search);
+	// there is no verdict until it has.
+	Pending bool
 	// Blocked says, one reason each, what would make the update fail on
 	// this host; none means Ready.
 	Blocked []string
@@ -76,6 +79,12 @@ func Preflight(in PreflightInput) PreflightResult {
 		r.Blocked = append(r.Blocked, fmt.Sprintf("node runs %s, the pool asks %s: an update never changes the Windows release; reimage the node", obs.Build, target))
 	case !obs.Build.AtLeast(target):
 		r.Blocked = append(r.Blocked, updateBlocks(in.Findings)...)
+		if f := in.Findings; f != nil && f.Offer != nil {
+			r.Pending = f.Offer.Searching
+			if len(f.Offer.Takes) > 0 {
+				r.Notes = append(r.Notes, "Windows Update offers what the install takes: "+strings.Join(f.Offer.Takes, "; "))
+			}
+		}
 		if why := RebootReasons(obs.Reboot); len(why) > 0 {
 			r.Notes = append(r.Notes, "a reboot is pending ("+strings.Join(why, ", ")+"): the agent reboots before it installs")
 		}
@@ -96,6 +105,8 @@ func Preflight(in PreflightInput) PreflightResult {
 	if h := obs.CSIProxyHost; h != nil {
 		r.Notes = append(r.Notes, fmt.Sprintf("CSI Proxy runs as the host service %s (pipes answer: %t)", h.Describe(), h.PipesAnswer))
 	}
+	// A block needs no search to be said.
+	r.Pending = r.Pending && r.Ready()
 	return r
 }
 
@@ -108,6 +119,14 @@ func updateBlocks(f *host.PreflightFindings) []string {
 	for _, s := range f.Sources {
 		if s.Err != "" {
 			blocks = append(blocks, fmt.Sprintf("update source %s cannot be reached: %s", s.Name, s.Err))
+		}
+	}
+	if o := f.Offer; o != nil {
+		switch {
+		case o.Err != "":
+			blocks = append(blocks, "the Windows Update search failed: "+o.Err)
+		case o.Refusal != "":
+			blocks = append(blocks, "Windows Update offers nothing the install would take: "+o.Refusal)
 		}
 	}
 	if f.FreeBytes >= 0 && f.FreeBytes < MinFreeBytes {

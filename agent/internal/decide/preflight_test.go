@@ -21,6 +21,7 @@ func TestPreflight(t *testing.T) {
 		findings *host.PreflightFindings
 		blocked  []string // each a part of one reason, in order; none: Ready
 		note     string
+		pending  bool
 	}{
 		{name: "behind, source and room", cfg: cfg, obs: behind, findings: room},
 		{name: "source unreachable", cfg: cfg, obs: behind,
@@ -49,6 +50,20 @@ func TestPreflight(t *testing.T) {
 		{name: "two blocks, both said", cfg: cfg, obs: with(func(o *host.Observed) { o.CNIMode = "l2bridge" }),
 			findings: &host.PreflightFindings{Sources: []host.SourceCheck{{Name: "Windows Update", Err: "timeout"}}, FreeBytes: 40 << 30},
 			blocked:  []string{"update source Windows Update cannot be reached: timeout", "HNS network is l2bridge"}},
+		{name: "the offer search still runs: no verdict", cfg: cfg, obs: behind, pending: true,
+			findings: offered(room, host.UpdateOffer{Searching: true})},
+		{name: "a block needs no search", cfg: cfg, obs: with(func(o *host.Observed) { o.CNIMode = "l2bridge" }),
+			findings: offered(room, host.UpdateOffer{Searching: true}), blocked: []string{"HNS network is l2bridge"}},
+		{name: "what the install takes is offered: a note naming it", cfg: cfg, obs: behind,
+			findings: offered(room, host.UpdateOffer{Takes: []string{"KB5050002: 2026-12 Cumulative Update"}}), note: "KB5050002: 2026-12 Cumulative Update"},
+		{name: "nothing the install takes is offered", cfg: cfg, obs: behind,
+			findings: offered(room, host.UpdateOffer{Refusal: "Windows Update offers none of KB5050009, which the pool pins"}),
+			blocked:  []string{"Windows Update offers nothing the install would take: Windows Update offers none of KB5050009"}},
+		{name: "the search failed", cfg: cfg, obs: behind,
+			findings: offered(room, host.UpdateOffer{Err: "searching: IUpdateSearcher.Search: 0x8024401C"}),
+			blocked:  []string{"the Windows Update search failed: searching: IUpdateSearcher.Search: 0x8024401C"}},
+		{name: "at the patch level, nothing is searched for", cfg: cfg, obs: with(func(o *host.Observed) { o.Build.UBR = 2762 }),
+			findings: offered(room, host.UpdateOffer{Searching: true})},
 		{name: "unreadable patch level", cfg: func() config.Revision { c := cfg; c.PatchLevel = "2762"; return c }(), obs: behind,
 			blocked: []string{"the revision's patchLevel"}},
 	}
@@ -63,6 +78,9 @@ func TestPreflight(t *testing.T) {
 					t.Errorf("reason %d %q does not say %q", i, r.Blocked[i], want)
 				}
 			}
+			if r.Pending != c.pending {
+				t.Errorf("pending %v, want %v", r.Pending, c.pending)
+			}
 			if c.note != "" && !strings.Contains(strings.Join(r.Notes, "\n"), c.note) {
 				t.Errorf("notes %q do not say %q", r.Notes, c.note)
 			}
@@ -75,6 +93,13 @@ func TestPreflight(t *testing.T) {
 			}
 		})
 	}
+}
+
+// offered is f with the offer search's answer.
+func offered(f *host.PreflightFindings, o host.UpdateOffer) *host.PreflightFindings {
+	g := *f
+	g.Offer = &o
+	return &g
 }
 
 func TestPreflightUpdateIsNeededOnlyBelowThePatchLevel(t *testing.T) {

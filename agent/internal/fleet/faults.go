@@ -70,6 +70,11 @@ const (
 	// no task whose conditions forbid it (the schema's default, and
 	// schtasks /Create's); the agent's tasks are defined to start anyway.
 	FaultOnBattery Fault = "on-battery"
+	// FaultWSUSUnapproved: the update source offers no servicing stack or
+	// cumulative update (WSUS has not approved this month's for the node's
+	// group): the agent's preflight search blocks the node before its
+	// cordon.
+	FaultWSUSUnapproved Fault = "wsus-unapproved"
 	// FaultLocalized: Windows Update's titles come back in German (a WSUS
 	// or a session in another language); nothing may be chosen by them.
 	FaultLocalized Fault = "localized"
@@ -80,7 +85,7 @@ const (
 )
 
 // knownFaults are the faults --host-faults accepts.
-var knownFaults = []Fault{FaultHNSChurn, FaultReadErrors, FaultPendingRenames, FaultOvershoot, FaultUndershoot, FaultRebootUnknown, FaultAgentRestart, FaultSSUFirst, FaultRuntimeCrashloop, FaultSlowAPI, FaultSourceUnreachable, FaultTaskNotStarted, FaultOnBattery, FaultLocalized, FaultPendingAfterTarget}
+var knownFaults = []Fault{FaultHNSChurn, FaultReadErrors, FaultPendingRenames, FaultOvershoot, FaultUndershoot, FaultRebootUnknown, FaultAgentRestart, FaultSSUFirst, FaultRuntimeCrashloop, FaultSlowAPI, FaultSourceUnreachable, FaultTaskNotStarted, FaultOnBattery, FaultWSUSUnapproved, FaultLocalized, FaultPendingAfterTarget}
 
 // How far FaultOvershoot and FaultUndershoot miss the revision asked for.
 const (
@@ -121,6 +126,9 @@ func (f Faults) shape(node string, o *fakewin.Options) {
 	}
 	if f.On(FaultOnBattery, node) {
 		o.OnBattery = true
+	}
+	if f.On(FaultWSUSUnapproved, node) {
+		o.Catalogue.Unapproved = true
 	}
 	if f.On(FaultLocalized, node) {
 		o.Catalogue.Localized = true

@@ -277,6 +277,24 @@ type PreflightFindings struct {
 	SystemDrive string
 	// FreeBytes on SystemDrive; -1 when it could not be read.
 	FreeBytes int64
+	// Offer is what a read-only search of the node's Windows Update source
+	// offers for the update; nil when none was made (packages, or a source
+	// that did not answer).
+	Offer *UpdateOffer
+}
+
+// UpdateOffer is what the install's own selection would take from what the
+// node's Windows Update source (or WSUS) offers it now.
+type UpdateOffer struct {
+	// Searching: the search has not answered yet.
+	Searching bool
+	// Err: the search failed (Windows Update's words and HRESULT).
+	Err string
+	// Takes is what the install would take, in order ("KB5050002: <title>");
+	// none: nothing it would take is offered.
+	Takes []string
+	// Refusal says why nothing is taken, naming what is offered.
+	Refusal string
 }
 
 // SourceCheck is one update source as the host reached it.

@@ -152,6 +152,7 @@ type Machine struct {
 	hnsNow   host.HNSCounts
 	hnsErr   error
 	installs int
+	searches int
 	swaps    int
 	rollback int
 	// bootContainerd is the containerd version the machine booted with.
@@ -371,6 +372,8 @@ type Stats struct {
 	RebootReasons []string
 	// CNIMode is kube-proxy's network's type as the machine has it.
 	CNIMode string
+	// Searches: Windows Update searches made (each a scan on the source).
+	Searches int
 }
 
 // Stats reads the machine's state as the simulation sees it (never a read
@@ -379,7 +382,7 @@ func (m *Machine) Stats() Stats {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return Stats{Build: m.buildLocked(), Containerd: m.containerdVersion(), Installs: m.installs, RuntimeSwaps: m.swaps, Rollbacks: m.rollback,
-		Reboots: len(m.reboots), RebootReasons: append([]string(nil), m.reboots...), CNIMode: hns.Mode(m.o.Network)}
+		Reboots: len(m.reboots), RebootReasons: append([]string(nil), m.reboots...), CNIMode: hns.Mode(m.o.Network), Searches: m.searches}
 }
 
 // containerdVersion is the version the installed containerd.exe prints.

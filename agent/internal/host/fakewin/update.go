@@ -33,6 +33,12 @@ type Catalogue struct {
 	// Localized: titles come back in German (a WSUS or a session whose
 	// language is not English), not in the English the agent asks for.
 	Localized bool
+	// Unapproved: the source offers no servicing stack or cumulative update
+	// (a WSUS whose administrator has not approved this month's for the
+	// node's group, or a deferral policy): only what it offers every month.
+	Unapproved bool
+	// SearchTime is how long a search takes to answer.
+	SearchTime time.Duration
 }
 
 // wuState is the Windows Update Agent's: the update the running servicing
@@ -65,16 +71,23 @@ type wuSession struct {
 func (s *wuSession) Search(string) ([]decide.WUUpdate, error) {
 	m := s.m
 	m.mu.Lock()
+	m.searches++
+	m.mu.Unlock()
+	if err := m.wait(m.o.Catalogue.SearchTime); err != nil {
+		return nil, fmt.Errorf("IUpdateSearcher.Search: 0x80240007 (WU_E_NOT_INITIALIZED: the machine rebooted)")
+	}
+	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.unreach != "" {
 		// WU_E_PT_WINHTTP_NAME_NOT_RESOLVED's kin: the search itself fails.
 		return nil, fmt.Errorf("IUpdateSearcher.Search: 0x80072EE2 (%s)", m.unreach)
 	}
 	month := time.Now().UTC().Format("2006-01")
-	release := fmt.Sprintf("Microsoft server operating system version %s for x64-based Systems", releaseName(m.wu.asked.Build))
+	rel := releaseName(m.buildLocked().Build)
+	release := fmt.Sprintf("Microsoft server operating system version %s for x64-based Systems", rel)
 	ssu, cu := " Servicing Stack Update for ", " Cumulative Update for "
 	if m.o.Catalogue.Localized {
-		release = fmt.Sprintf("Microsoft Server-Betriebssystem, Version %s für x64-basierte Systeme", releaseName(m.wu.asked.Build))
+		release = fmt.Sprintf("Microsoft Server-Betriebssystem, Version %s für x64-basierte Systeme", rel)
 		ssu, cu = " Wartungsstapelupdate für ", " Kumulatives Update für "
 	}
 	s.offered = []decide.WUUpdate{
@@ -82,6 +95,9 @@ func (s *wuSession) Search(string) ([]decide.WUUpdate, error) {
 			CategoryIDs: []string{decide.WUClassUpdateRollups}, Size: 80 << 20},
 		{Title: "Security Intelligence Update for Microsoft Defender Antivirus - KB2267602", KBs: []string{"2267602"}, Type: decide.WUTypeSoftware,
 			CategoryIDs: []string{decide.WUClassDefinitionUpdates}, Size: 120 << 20},
+	}
+	if m.o.Catalogue.Unapproved {
+		return s.offered, nil
 	}
 	if m.o.Catalogue.SSUFirst && !m.wu.ssuInstalled {
 		s.offered = append(s.offered, decide.WUUpdate{Title: month + ssu + release + " (KB" + ssuKB + ")", KBs: []string{ssuKB},

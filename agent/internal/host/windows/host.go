@@ -29,6 +29,8 @@ type Host struct {
 	// hns reads HNS once per agent tick: Observe lists the networks, HNS
 	// (called right after it) counts on that listing (hns.Reader).
 	hns *hns.Reader
+	// offers are preflight's Windows Update searches (offer.go).
+	offers offerSearches
 }
 
 var _ host.Host = (*Host)(nil)

@@ -18,7 +18,8 @@ import (
 )
 
 // Preflight (Host.Preflight) checks, without changing anything, that every
-// place an update would come from answers the host, and how much room the
+// place an update would come from answers the host, that Windows Update
+// offers what the install would take (offer.go), and how much room the
 // system drive has. Which places those are (the packages in install order,
 // the WSUS server the node's policy names, or Windows Update), how each is
 // reached, and what an answer means are decided here and tested on Linux;
@@ -398,7 +399,7 @@ type preflightChecks struct {
 // within preflightCheckTimeout, all at once, the whole within
 // preflightTimeout.
 func (h *Host) Preflight(ctx context.Context, req host.UpdateRequest) host.PreflightFindings {
-	return preflightChecks{
+	f := preflightChecks{
 		policy:    func() (wuPolicy, error) { return readWUPolicy(h.m.System) },
 		proxy:     h.m.Net.WinHTTPProxy,
 		client:    h.m.Net.HTTP(),
@@ -407,6 +408,17 @@ func (h *Host) Preflight(ctx context.Context, req host.UpdateRequest) host.Prefl
 		getenv:    h.m.Box.Getenv,
 		freeBytes: h.m.Box.FreeBytes,
 	}.run(ctx, req)
+	if req.Source == config.SourcePackages {
+		return f
+	}
+	for _, s := range f.Sources {
+		if s.Err != "" {
+			return f // the search would fail the same way
+		}
+	}
+	offer := h.offers.offer(h.m, req, h.m.Box.Now())
+	f.Offer = &offer
+	return f
 }
 
 // preflightClient is the download's client: net/http's transport, with
