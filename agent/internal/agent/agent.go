@@ -45,6 +45,9 @@ type Options struct {
 	// TaskStartGrace is how long a servicing task may take to mark that its
 	// program started (0: decide.DefaultTaskStartGrace).
 	TaskStartGrace time.Duration
+	// TransientRetryAfter is the wait after a first transient Windows Update
+	// failure (0: decide.TransientRetryAfter).
+	TransientRetryAfter time.Duration
 	// Standalone: no operator starts this node; a revision label alone is
 	// acted on when the node carries no operator state (decide.MayTouch).
 	// Off in every DaemonSet the operator writes.

@@ -108,7 +108,8 @@ func (a *agent) input(ctx context.Context, node *corev1.Node) (decide.Input, boo
 		NetworkGrace: a.o.NetworkGrace,
 		Now:          time.Now(),
 		// 0: the defaults; tests shorten it.
-		TaskStartGrace: a.o.TaskStartGrace,
+		TaskStartGrace:      a.o.TaskStartGrace,
+		TransientRetryAfter: a.o.TransientRetryAfter,
 	}
 	// Nothing is read from the host for a request the operator does not let
 	// the agent act on (a failed read would be reported on a node in service).

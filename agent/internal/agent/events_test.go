@@ -159,3 +159,41 @@ func TestTheServicingTaskStartsOnBatteryPower(t *testing.T) {
 		t.Errorf("machine %+v, want one install", m)
 	}
 }
+
+// WSUS answering 503 to the first download, then Windows Update busy at the
+// next install: each costs an attempt and a wait that doubles, and the
+// third attempt installs; the node is never failed for either.
+func TestTransientWindowsUpdateFailuresAreWaitedOutWithinTheAttempts(t *testing.T) {
+	rebooted := make(chan string, 1)
+	o := behindHost()
+	o.Busy, o.Unavailable = true, true
+	o.OnReboot = func(reason string) { rebooted <- reason }
+	machine := newMachine(o)
+	h := newHarness(t, machine, requestedR1(), revisionConfigMap(revisionR1()))
+	opts := h.options()
+	opts.MaxAttempts = 3
+	opts.TransientRetryAfter = 100 * time.Millisecond
+	opts.HNSInterval = 20 * time.Millisecond // the wait's next look
+	h.start(opts)
+	select {
+	case reason := <-rebooted:
+		if reason != decide.ReasonInstallAsked {
+			t.Errorf("rebooted for %q, want the install's reboot", reason)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no reboot; node says %s: %q", h.value(keyApplyStatus), h.value(keyApplyMessage))
+	}
+	if m := machine.Machine(); m.Installs != 3 {
+		t.Errorf("machine %+v, want three installs (two transient failures, then the update)", m)
+	}
+	var waits []string
+	for _, r := range h.reportsWritten() {
+		if strings.Contains(r, "trying again") {
+			waits = append(waits, r)
+		}
+	}
+	if len(waits) != 2 || !strings.Contains(waits[0], "0x80244022") || !strings.Contains(waits[0], "trying again 100ms") ||
+		!strings.Contains(waits[1], "0x80240009") || !strings.Contains(waits[1], "trying again 200ms") {
+		t.Errorf("waits reported %q, want 0x80244022 after 100ms, then 0x80240009 after 200ms", waits)
+	}
+}

@@ -51,10 +51,13 @@ type machineOptions struct {
 	OnBattery bool
 	// Unapproved: the update source offers no OS update; SearchTime is
 	// how long its searches take.
-	Unapproved        bool
-	SearchTime        time.Duration
-	SourceUnreachable string
-	FreeBytes         int64
+	Unapproved bool
+	SearchTime time.Duration
+	// Busy, Unavailable, DownloadReset: the first install or download
+	// fails transiently (0x80240009, 0x80244022, 0x80072EFE).
+	Busy, Unavailable, DownloadReset bool
+	SourceUnreachable                string
+	FreeBytes                        int64
 }
 
 // testMachine is the machine and the agent's host on it.
@@ -107,6 +110,7 @@ func newMachine(o machineOptions) *testMachine {
 		fo.HNS = func() (host.HNSCounts, error) { return o.HNS(), nil }
 	}
 	fo.Catalogue.Unapproved, fo.Catalogue.SearchTime = o.Unapproved, o.SearchTime
+	fo.Catalogue.Busy, fo.Catalogue.Unavailable, fo.Catalogue.DownloadReset = o.Busy, o.Unavailable, o.DownloadReset
 	if o.InstallExitCode != nil {
 		fo.Catalogue.Fails = func(t host.Build) uint32 {
 			if code := o.InstallExitCode(t); code != exitRebootRequired {

@@ -180,6 +180,10 @@ type Input struct {
 	// TaskStartGrace: how long a servicing task may take to mark its start;
 	// below or equal to 0 means DefaultTaskStartGrace.
 	TaskStartGrace time.Duration
+	// TransientRetryAfter: the wait after a first transient failure,
+	// doubled for each attempt after it; below or equal to 0 means
+	// TransientRetryAfter.
+	TransientRetryAfter time.Duration
 }
 
 // Step is the decision: one action, the report to write before it, and the

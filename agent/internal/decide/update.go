@@ -85,12 +85,28 @@ var transientCodes = map[uint32]string{
 	0x80244022: "WU_E_PT_HTTP_STATUS_SERVICE_UNAVAIL: the update server answered 503",
 	0x8024401C: "WU_E_PT_HTTP_STATUS_REQUEST_TIMEOUT: the update server timed out",
 	0x80244010: "WU_E_PT_EXCEEDED_MAX_SERVER_TRIPS: the update server needed too many round trips",
+	// The network between the node and its source, as WinHTTP/WinINet says
+	// (a proxy that resets a long download, a flapping link).
+	0x80072EE2: "ERROR_INTERNET_TIMEOUT: the connection to the update server timed out",
+	0x80072EFD: "ERROR_INTERNET_CANNOT_CONNECT: the update server could not be reached",
+	0x80072EFE: "ERROR_INTERNET_CONNECTION_ABORTED: the connection to the update server was reset",
+	0x80246008: "WU_E_DM_BITSTRANSFERERROR: the download (BITS) failed",
 }
 
 // TransientRetryAfter is how long after a transiently failed install started
-// the next attempt waits: an install in progress or a busy server is seldom
-// over in seconds.
+// the next attempt waits, doubled for each attempt made before it: an
+// install in progress or a busy server is seldom over in seconds, and a
+// source that stays busy is asked less and less often.
 const TransientRetryAfter = 5 * time.Minute
+
+// transientWait is the wait after the attempt-th transient failure.
+func (d decision) transientWait(attempt int) time.Duration {
+	base := d.in.TransientRetryAfter
+	if base <= 0 {
+		base = TransientRetryAfter
+	}
+	return base << min(max(attempt-1, 0), 6)
+}
 
 // ClassifyUpdate maps a servicing exit code. Windows exit codes are 32-bit
 // unsigned; a caller that got the signed form (-2146498530 for 0x800F081E)
@@ -170,14 +186,15 @@ func (d decision) updateTask(target host.Build) (Step, bool) {
 		d.state.RebootedAfter = u.Attempt
 		return d.reboot(target, ReasonInstallAsked), true
 	case Transient:
-		if d.in.Now.Sub(u.Started) < TransientRetryAfter && !u.Started.IsZero() && !d.in.Now.IsZero() {
-			msg := fmt.Sprintf("Windows Update could not install the update to %s now (0x%08X, %s); trying again %s after the last attempt started (attempt %d of %d)",
-				target, code, transientCodes[code], TransientRetryAfter, d.state.Attempts, d.maxAttempts())
-			return Step{Action: Wait, Report: d.report(names.StatusApplying, msg), State: d.state}, true
-		}
+		wait := d.transientWait(d.state.Attempts)
 		if d.state.Attempts >= d.maxAttempts() {
 			return d.fail(fmt.Sprintf("Windows Update could not install the update to %s in %d attempts; the last said 0x%08X (%s): "+
 				"look at the update source and %s", target, d.state.Attempts, code, transientCodes[code], servicingLogs)), true
+		}
+		if d.in.Now.Sub(u.Started) < wait && !u.Started.IsZero() && !d.in.Now.IsZero() {
+			msg := fmt.Sprintf("Windows Update could not install the update to %s now (0x%08X, %s); trying again %s after the last attempt started (attempt %d of %d)",
+				target, code, transientCodes[code], wait, d.state.Attempts, d.maxAttempts())
+			return Step{Action: Wait, Report: d.report(names.StatusApplying, msg), State: d.state}, true
 		}
 		return Step{}, false
 	case ServicingStackRequired:

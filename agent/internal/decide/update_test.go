@@ -202,9 +202,13 @@ func TestTransientWindowsUpdateFailuresAreTriedAgain(t *testing.T) {
 
 	busy.Now = started.Add(time.Minute)
 	check(t, Next(busy), want{action: Wait, status: names.StatusApplying, state: host.State{Revision: "r1", Attempts: 2},
-		message: []string{"0x80244022", "WU_E_PT_HTTP_STATUS_SERVICE_UNAVAIL", "trying again"}})
-
+		message: []string{"0x80244022", "WU_E_PT_HTTP_STATUS_SERVICE_UNAVAIL", "trying again 10m0s after"}})
+	// The wait doubles with each attempt: the second waits twice the first's.
 	busy.Now = started.Add(TransientRetryAfter)
+	check(t, Next(busy), want{action: Wait, status: names.StatusApplying, state: host.State{Revision: "r1", Attempts: 2},
+		message: []string{"trying again 10m0s after"}})
+
+	busy.Now = started.Add(2 * TransientRetryAfter)
 	check(t, Next(busy), want{action: InstallUpdate, status: names.StatusApplying, state: host.State{Revision: "r1", Attempts: 3},
 		message: []string{"attempt 3 of 3"}})
 
@@ -216,7 +220,8 @@ func TestTransientWindowsUpdateFailuresAreTriedAgain(t *testing.T) {
 	check(t, Next(inProgress), want{action: Report, status: names.StatusFailed, state: host.State{Revision: "r1", Attempts: 3},
 		message: []string{"in 3 attempts", "0x80240009", "WU_E_OPERATIONINPROGRESS", `C:\Windows\Logs\CBS\CBS.log`}})
 
-	for code, want := range map[int]UpdateOutcome{0x80240009: Transient, -2145107934: Transient, 0x8024401C: Transient, 0x800F0922: UpdateFailed} {
+	for code, want := range map[int]UpdateOutcome{0x80240009: Transient, -2145107934: Transient, 0x8024401C: Transient, 0x800F0922: UpdateFailed,
+		0x80072EFE: Transient, 0x80072EE2: Transient, 0x80246008: Transient, 0x80072F8F: UpdateFailed} {
 		if got := ClassifyUpdate(code); got != want {
 			t.Errorf("0x%08X: %v, want %v", uint32(code), got, want)
 		}

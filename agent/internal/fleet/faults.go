@@ -75,6 +75,15 @@ const (
 	// group): the agent's preflight search blocks the node before its
 	// cordon.
 	FaultWSUSUnapproved Fault = "wsus-unapproved"
+	// FaultWUBusy: the first install fails with WU_E_OPERATIONINPROGRESS
+	// (Automatic Updates was installing something): tried again.
+	FaultWUBusy Fault = "wu-busy"
+	// FaultWSUS503: the first download fails with WSUS's 503
+	// (WU_E_PT_HTTP_STATUS_SERVICE_UNAVAIL): tried again.
+	FaultWSUS503 Fault = "wsus-503"
+	// FaultDownloadReset: the first download is reset by a proxy
+	// (ERROR_INTERNET_CONNECTION_ABORTED): tried again.
+	FaultDownloadReset Fault = "download-reset"
 	// FaultLocalized: Windows Update's titles come back in German (a WSUS
 	// or a session in another language); nothing may be chosen by them.
 	FaultLocalized Fault = "localized"
@@ -84,8 +93,41 @@ const (
 	FaultPendingAfterTarget Fault = "pending-after-target"
 )
 
+// faultHelp says in a line what each fault plays (--help).
+var faultHelp = map[Fault]string{
+	FaultHNSChurn:           "HNS counts move on every read",
+	FaultReadErrors:         "one host read in three fails for a moment",
+	FaultPendingRenames:     "a PendingFileRenameOperations entry put back at every boot",
+	FaultOvershoot:          "an update lands past the revision asked for",
+	FaultUndershoot:         "an update lands one revision short, every time",
+	FaultRebootUnknown:      "a reboot shows as Ready=Unknown",
+	FaultAgentRestart:       "the agent's pod restarts in the middle of every install",
+	FaultSSUFirst:           "the first install brings only a servicing stack update",
+	FaultRuntimeCrashloop:   "a new containerd answers once, then crash-loops",
+	FaultSlowAPI:            "the kubernetes Service's ClusterIP is down for minutes after each boot",
+	FaultSourceUnreachable:  "no update source answers",
+	FaultTaskNotStarted:     "Task Scheduler accepts runs and the task's program never starts",
+	FaultOnBattery:          "a UPS reports battery power (tasks that forbid it do not start)",
+	FaultWSUSUnapproved:     "WSUS offers no servicing stack or cumulative update",
+	FaultWUBusy:             "the first install fails with 0x80240009 (another operation in progress)",
+	FaultWSUS503:            "the first download fails with 0x80244022 (WSUS answered 503)",
+	FaultDownloadReset:      "the first download is reset by a proxy (0x80072EFE)",
+	FaultLocalized:          "Windows Update's titles come back in German",
+	FaultPendingAfterTarget: "the boot that lands the update leaves CBS RebootPending set",
+}
+
+// faultsUsage is --host-faults' help: the form, then a line per fault.
+func faultsUsage() string {
+	var b strings.Builder
+	b.WriteString("faults the hosts play, F,F@node+node,...; without @ on every node:")
+	for _, f := range knownFaults {
+		fmt.Fprintf(&b, "\n  %-20s %s", f, faultHelp[f])
+	}
+	return b.String()
+}
+
 // knownFaults are the faults --host-faults accepts.
-var knownFaults = []Fault{FaultHNSChurn, FaultReadErrors, FaultPendingRenames, FaultOvershoot, FaultUndershoot, FaultRebootUnknown, FaultAgentRestart, FaultSSUFirst, FaultRuntimeCrashloop, FaultSlowAPI, FaultSourceUnreachable, FaultTaskNotStarted, FaultOnBattery, FaultWSUSUnapproved, FaultLocalized, FaultPendingAfterTarget}
+var knownFaults = []Fault{FaultHNSChurn, FaultReadErrors, FaultPendingRenames, FaultOvershoot, FaultUndershoot, FaultRebootUnknown, FaultAgentRestart, FaultSSUFirst, FaultRuntimeCrashloop, FaultSlowAPI, FaultSourceUnreachable, FaultTaskNotStarted, FaultOnBattery, FaultWSUSUnapproved, FaultWUBusy, FaultWSUS503, FaultDownloadReset, FaultLocalized, FaultPendingAfterTarget}
 
 // How far FaultOvershoot and FaultUndershoot miss the revision asked for.
 const (
@@ -130,6 +172,9 @@ func (f Faults) shape(node string, o *fakewin.Options) {
 	if f.On(FaultWSUSUnapproved, node) {
 		o.Catalogue.Unapproved = true
 	}
+	o.Catalogue.Busy = f.On(FaultWUBusy, node)
+	o.Catalogue.Unavailable = f.On(FaultWSUS503, node)
+	o.Catalogue.DownloadReset = f.On(FaultDownloadReset, node)
 	if f.On(FaultLocalized, node) {
 		o.Catalogue.Localized = true
 	}

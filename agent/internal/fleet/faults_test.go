@@ -47,7 +47,7 @@ func TestHostFaults(t *testing.T) {
 
 func TestBadHostFaults(t *testing.T) {
 	for _, tc := range []struct{ flag, want string }{
-		{"hns-chrun", `--host-faults: unknown fault "hns-chrun" (known: hns-churn, read-errors, pending-renames, overshoot, undershoot, reboot-unknown, agent-restart, ssu-first, runtime-crashloop, slow-api, source-unreachable, task-not-started, on-battery, wsus-unapproved, localized, pending-after-target)`},
+		{"hns-chrun", `--host-faults: unknown fault "hns-chrun" (known: hns-churn, read-errors, pending-renames, overshoot, undershoot, reboot-unknown, agent-restart, ssu-first, runtime-crashloop, slow-api, source-unreachable, task-not-started, on-battery, wsus-unapproved, wu-busy, wsus-503, download-reset, localized, pending-after-target)`},
 		{"hns-churn@Win_3", `--host-faults: hns-churn@Win_3: "Win_3" is not a node name`},
 		{"hns-churn@", `--host-faults: hns-churn@: "" is not a node name`},
 	} {
@@ -139,5 +139,16 @@ func TestHostProfiles(t *testing.T) {
 		case tc.csiService != "" && (obs.CSIProxyHost == nil || obs.CSIProxyHost.Name != tc.csiService || !obs.CSIProxyHost.PipesAnswer):
 			t.Errorf("%v: CSI Proxy host service %+v, want %s answering", tc.args, obs.CSIProxyHost, tc.csiService)
 		}
+	}
+}
+
+func TestEveryFaultIsDescribed(t *testing.T) {
+	for _, f := range knownFaults {
+		if faultHelp[f] == "" {
+			t.Errorf("fault %s has no line in --help", f)
+		}
+	}
+	if len(faultHelp) != len(knownFaults) {
+		t.Errorf("%d descriptions for %d faults", len(faultHelp), len(knownFaults))
 	}
 }

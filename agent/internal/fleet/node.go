@@ -248,8 +248,10 @@ func (n *simNode) runAgent(ctx context.Context, pod *agentPod) {
 		Host:        n.agentHost,
 		HNSInterval: n.hnsInterval(),
 		MaxAttempts: 3,
-		Version:     "sim",
-		Log:         n.f.log, // the agent adds the node itself
+		// 0: the agent's own; tests that play transient faults shorten it.
+		TransientRetryAfter: n.f.s.TransientRetryAfter,
+		Version:             "sim",
+		Log:                 n.f.log, // the agent adds the node itself
 	})
 	n.log.Info("agent stopped", "pod", pod.name, "uid", pod.uid, "err", err)
 }

@@ -42,15 +42,18 @@ type Settings struct {
 	CNIMode          string
 	ApplyTime        time.Duration
 	RebootTime       time.Duration
-	FailRate         float64
-	Seed             uint64
-	FailNodes        map[string]bool
-	AgentNamespace   string
-	Create           bool
-	CreateOnly       bool
-	HNS              HNSMode
-	HNSFixed         host.HNSCounts
-	HNSSync          time.Duration
+	// TransientRetryAfter is the agents' wait after a first transient
+	// Windows Update failure (0: theirs).
+	TransientRetryAfter time.Duration
+	FailRate            float64
+	Seed                uint64
+	FailNodes           map[string]bool
+	AgentNamespace      string
+	Create              bool
+	CreateOnly          bool
+	HNS                 HNSMode
+	HNSFixed            host.HNSCounts
+	HNSSync             time.Duration
 	// HNSInterval is how often each agent reads HNS (a real agent's is
 	// agent.DefaultHNSInterval).
 	HNSInterval time.Duration
@@ -88,6 +91,7 @@ func defineFlags(fs *flag.FlagSet, s *Settings) *rawFlags {
 	fs.StringVar(&s.CNIMode, "cni", "overlay", "the machines' HNS network: overlay | l2bridge")
 	fs.DurationVar(&s.ApplyTime, "apply-time", 5*time.Second, "how long installing an update takes")
 	fs.DurationVar(&s.RebootTime, "reboot-time", time.Second, "how long a reboot keeps the node NotReady")
+	fs.DurationVar(&s.TransientRetryAfter, "transient-retry-after", 0, "the agents' wait after a first transient Windows Update failure (0: the agent's 5m)")
 	fs.Float64Var(&s.FailRate, "fail-rate", 0, "probability that a node's update install fails (seeded by --seed)")
 	fs.Uint64Var(&s.Seed, "seed", 1, "seed of --fail-rate")
 	r.failNodes = fs.String("fail-nodes", "", "nodes whose update install always fails, a,b")
@@ -100,7 +104,7 @@ func defineFlags(fs *flag.FlagSet, s *Settings) *rawFlags {
 	r.logFormat = fs.String("log-format", "text", "text | json (one object per line)")
 	fs.StringVar(&s.StatsFile, "stats-file", "", "when the fleet stops (SIGTERM), write each node's installs, reboots and their reasons, containerd swaps and rollbacks there as JSON")
 	r.profile = fs.String("host-profile", ProfileKind, "the node image the machines are built as (profiles/<name>.yaml): kind | aks | eks | onprem | onprem-wsus | rke2")
-	r.faults = fs.String("host-faults", "", "faults the hosts play, F,F@node+node,... ("+joinFaults(knownFaults)+"); without @ on every node")
+	r.faults = fs.String("host-faults", "", faultsUsage())
 	return &r
 }
 
@@ -150,7 +154,7 @@ func (r *rawFlags) machines(s *Settings) []error {
 	for _, d := range []struct {
 		flag string
 		v    time.Duration
-	}{{"--apply-time", s.ApplyTime}, {"--reboot-time", s.RebootTime}, {"--hns-sync-time", s.HNSSync}} {
+	}{{"--apply-time", s.ApplyTime}, {"--reboot-time", s.RebootTime}, {"--hns-sync-time", s.HNSSync}, {"--transient-retry-after", s.TransientRetryAfter}} {
 		if d.v < 0 {
 			bad("%s must not be negative, got %s", d.flag, d.v)
 		}

@@ -199,7 +199,7 @@ func TestAWSUSNodeWithGermanTitlesInstallsItsCumulativeUpdate(t *testing.T) {
 }
 
 // A source that does not answer: preflight names each Windows Update host,
-// and a search fails the install with what Windows says.
+// and a search ends the install with the HRESULT Windows gives.
 func TestAnUnreachableSourceFailsPreflightAndTheSearch(t *testing.T) {
 	o := aks(fakewin.Catalogue{})
 	o.Unreachable = "a proxy in the way"
@@ -213,7 +213,12 @@ func TestAnUnreachableSourceFailsPreflightAndTheSearch(t *testing.T) {
 		t.Fatal(err)
 	}
 	obs := until(t, h, "the servicing task ends", func(o host.Observed) bool { return o.UpdateTask != nil && o.UpdateTask.Phase == host.UpdateDone })
-	if !strings.Contains(obs.UpdateTask.Error, "0x80072EE2") {
-		t.Errorf("servicing %+v, error %q; want the search's 0x80072EE2", obs.UpdateTask.Result, obs.UpdateTask.Error)
+	// The search's HRESULT is the result, judged as an install's would be
+	// (ERROR_INTERNET_TIMEOUT: transient, tried again within the attempts).
+	if r := obs.UpdateTask.Result; uint32(r.ExitCode) != 0x80072EE2 || !strings.Contains(r.Detail, "Windows Update search") || obs.UpdateTask.Error != "" {
+		t.Errorf("servicing %+v, error %q; want the search's 0x80072EE2 as its result", r, obs.UpdateTask.Error)
+	}
+	if got := decide.ClassifyUpdate(obs.UpdateTask.Result.ExitCode); got != decide.Transient {
+		t.Errorf("0x80072EE2 classified %v, want Transient", got)
 	}
 }

@@ -39,6 +39,15 @@ type Catalogue struct {
 	Unapproved bool
 	// SearchTime is how long a search takes to answer.
 	SearchTime time.Duration
+	// Busy: the first install fails with WU_E_OPERATIONINPROGRESS
+	// (0x80240009: Automatic Updates was installing something).
+	Busy bool
+	// Unavailable: the first download fails with
+	// WU_E_PT_HTTP_STATUS_SERVICE_UNAVAIL (0x80244022: WSUS answered 503).
+	Unavailable bool
+	// DownloadReset: the first download fails with
+	// ERROR_INTERNET_CONNECTION_ABORTED (0x80072EFE: a proxy reset it).
+	DownloadReset bool
 }
 
 // wuState is the Windows Update Agent's: the update the running servicing
@@ -46,6 +55,8 @@ type Catalogue struct {
 type wuState struct {
 	asked        host.Build
 	ssuInstalled bool
+	// downloads and installs made, for the faults of the first.
+	downloads, installs int
 }
 
 // Titles and KBs of what the catalogue offers; the KBs are the same every
@@ -54,6 +65,17 @@ const (
 	ssuKB = "5050001"
 	cuKB  = "5050002"
 )
+
+// wuError is a failed Windows Update Agent call as go-ole returns it: an
+// error carrying the HRESULT (Code), as the real session's errors do.
+type wuError struct {
+	call string
+	code uint32
+	why  string
+}
+
+func (e wuError) Error() string { return fmt.Sprintf("%s: 0x%08X (%s)", e.call, e.code, e.why) }
+func (e wuError) Code() uintptr { return uintptr(e.code) }
 
 // openWindowsUpdate is a Windows Update Agent session.
 func (m *Machine) openWindowsUpdate() (windows.WindowsUpdate, func(), error) {
@@ -74,13 +96,13 @@ func (s *wuSession) Search(string) ([]decide.WUUpdate, error) {
 	m.searches++
 	m.mu.Unlock()
 	if err := m.wait(m.o.Catalogue.SearchTime); err != nil {
-		return nil, fmt.Errorf("IUpdateSearcher.Search: 0x80240007 (WU_E_NOT_INITIALIZED: the machine rebooted)")
+		return nil, wuError{"IUpdateSearcher.Search", 0x80240007, "WU_E_NOT_INITIALIZED: the machine rebooted"}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.unreach != "" {
 		// WU_E_PT_WINHTTP_NAME_NOT_RESOLVED's kin: the search itself fails.
-		return nil, fmt.Errorf("IUpdateSearcher.Search: 0x80072EE2 (%s)", m.unreach)
+		return nil, wuError{"IUpdateSearcher.Search", 0x80072EE2, m.unreach}
 	}
 	month := time.Now().UTC().Format("2006-01")
 	rel := releaseName(m.buildLocked().Build)
@@ -126,8 +148,21 @@ func (s *wuSession) Download(i int) (int, int32, error) {
 	if err := s.m.wait(s.m.o.Catalogue.InstallTime / 2); err != nil {
 		return decide.WUAborted, 0, nil
 	}
+	m := s.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.wu.downloads++
+	switch c := m.o.Catalogue; {
+	case c.Unavailable && m.wu.downloads == 1:
+		return decide.WUFailed, hr(0x80244022), nil
+	case c.DownloadReset && m.wu.downloads == 1:
+		return decide.WUFailed, hr(0x80072EFE), nil
+	}
 	return decide.WUSucceeded, 0, nil
 }
+
+// hr is an HRESULT as the Windows Update Agent's HResult property holds it.
+func hr(code uint32) int32 { return int32(code) }
 
 // Install takes the other half and stages what it installed for the next
 // boot.
@@ -137,6 +172,13 @@ func (s *wuSession) Install(i int) (int, int32, bool, error) {
 	}
 	if i < 0 || i >= len(s.offered) {
 		return 0, 0, false, fmt.Errorf("no update %d", i)
+	}
+	s.m.mu.Lock()
+	s.m.wu.installs++
+	busy := s.m.o.Catalogue.Busy && s.m.wu.installs == 1
+	s.m.mu.Unlock()
+	if busy {
+		return decide.WUFailed, hr(0x80240009), false, nil
 	}
 	if s.offered[i].Exclusive {
 		s.m.mu.Lock()

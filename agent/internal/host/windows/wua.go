@@ -2,6 +2,7 @@ package windows
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -37,6 +38,11 @@ const wuSearch = "IsInstalled=0 and IsHidden=0 and Type='Software'"
 // it in place), and folds their results into one servicing exit code.
 func installFromWindowsUpdate(ctx context.Context, wu WindowsUpdate, req host.UpdateRequest) (host.UpdateResult, error) {
 	offered, err := wu.Search(wuSearch)
+	if code, ok := hresultOf(err); ok {
+		// Judged by its code like an install's result: a busy or
+		// unavailable source is tried again within the attempts.
+		return host.UpdateResult{ExitCode: int(code), Detail: "the Windows Update search (" + err.Error() + ")"}, nil
+	}
 	if err != nil {
 		return host.UpdateResult{}, fmt.Errorf("searching Windows Update (does the node reach Windows Update or its WSUS server?): %w", err)
 	}
@@ -94,4 +100,15 @@ func orNone(list []string) string {
 		return "nothing"
 	}
 	return strings.Join(list, "; ")
+}
+
+// hresultOf is the failure HRESULT a Windows Update Agent call's error
+// carries (go-ole's OleError, which the COM calls wrap), if any.
+func hresultOf(err error) (uint32, bool) {
+	var coded interface{ Code() uintptr }
+	if !errors.As(err, &coded) {
+		return 0, false
+	}
+	code := uint32(coded.Code())
+	return code, code&0x80000000 != 0
 }
