@@ -138,23 +138,9 @@ func TestAServicingTaskThatNeverStartsFailsTheNode(t *testing.T) {
 // whose conditions forbid it (the schema's default): the agent's servicing
 // task is defined to start anyway, and installs.
 func TestTheServicingTaskStartsOnBatteryPower(t *testing.T) {
-	rebooted := make(chan string, 1)
 	o := behindHost()
 	o.OnBattery = true
-	o.OnReboot = func(reason string) { rebooted <- reason }
-	machine := newMachine(o)
-	h := newHarness(t, machine, requestedR1(), revisionConfigMap(revisionR1()))
-	opts := h.options()
-	opts.TaskStartGrace = 2 * time.Second
-	h.start(opts)
-	select {
-	case reason := <-rebooted:
-		if reason != decide.ReasonInstallAsked {
-			t.Errorf("rebooted for %q, want the install's reboot", reason)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("no reboot; node says %s: %q", h.value(keyApplyStatus), h.value(keyApplyMessage))
-	}
+	machine := installUntilReboot(t, o, func(opts *Options) { opts.TaskStartGrace = 2 * time.Second })
 	if m := machine.Machine(); m.Installs != 1 {
 		t.Errorf("machine %+v, want one install", m)
 	}
@@ -164,25 +150,14 @@ func TestTheServicingTaskStartsOnBatteryPower(t *testing.T) {
 // next install: each costs an attempt and a wait that doubles, and the
 // third attempt installs; the node is never failed for either.
 func TestTransientWindowsUpdateFailuresAreWaitedOutWithinTheAttempts(t *testing.T) {
-	rebooted := make(chan string, 1)
 	o := behindHost()
 	o.Busy, o.Unavailable = true, true
-	o.OnReboot = func(reason string) { rebooted <- reason }
-	machine := newMachine(o)
-	h := newHarness(t, machine, requestedR1(), revisionConfigMap(revisionR1()))
-	opts := h.options()
-	opts.MaxAttempts = 3
-	opts.TransientRetryAfter = 100 * time.Millisecond
-	opts.HNSInterval = 20 * time.Millisecond // the wait's next look
-	h.start(opts)
-	select {
-	case reason := <-rebooted:
-		if reason != decide.ReasonInstallAsked {
-			t.Errorf("rebooted for %q, want the install's reboot", reason)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("no reboot; node says %s: %q", h.value(keyApplyStatus), h.value(keyApplyMessage))
-	}
+	var h *harness
+	machine := installUntilReboot(t, o, func(opts *Options) {
+		opts.MaxAttempts = 3
+		opts.TransientRetryAfter = 100 * time.Millisecond
+		opts.HNSInterval = 20 * time.Millisecond // the wait's next look
+	}, &h)
 	if m := machine.Machine(); m.Installs != 3 {
 		t.Errorf("machine %+v, want three installs (two transient failures, then the update)", m)
 	}
@@ -196,4 +171,31 @@ func TestTransientWindowsUpdateFailuresAreWaitedOutWithinTheAttempts(t *testing.
 		!strings.Contains(waits[1], "0x80240009") || !strings.Contains(waits[1], "trying again 200ms") {
 		t.Errorf("waits reported %q, want 0x80244022 after 100ms, then 0x80240009 after 200ms", waits)
 	}
+}
+
+// installUntilReboot runs the agent on a machine of o, r1 requested, with
+// the options tune sets, until the machine reboots for the install (it
+// fails the test if it does not, or for another reason); h, when given,
+// receives the harness.
+func installUntilReboot(t *testing.T, o machineOptions, tune func(*Options), h ...**harness) *testMachine {
+	t.Helper()
+	rebooted := make(chan string, 1)
+	o.OnReboot = func(reason string) { rebooted <- reason }
+	machine := newMachine(o)
+	hs := newHarness(t, machine, requestedR1(), revisionConfigMap(revisionR1()))
+	for _, p := range h {
+		*p = hs
+	}
+	opts := hs.options()
+	tune(&opts)
+	hs.start(opts)
+	select {
+	case reason := <-rebooted:
+		if reason != decide.ReasonInstallAsked {
+			t.Errorf("rebooted for %q, want the install's reboot", reason)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no reboot; node says %s: %q", hs.value(keyApplyStatus), hs.value(keyApplyMessage))
+	}
+	return machine
 }
