@@ -41,11 +41,24 @@ func (s Source) String() string {
 	return s.Path
 }
 
-// Fetch stages src as dest, whose sha256 must be want. A dest already there
-// with the right digest is used as it is (staged once, re-verified on every
-// restart); one with another digest is replaced. Nothing is left at dest
-// unless it matches.
-func Fetch(ctx context.Context, client *http.Client, src Source, dest, want string) error {
+// The most each kind of file may hold: a download that grows past it (a
+// wrong URL serving something else, a hostile server that never ends) is
+// stopped there rather than filling the system drive the install needs.
+const (
+	// MaxPackage: an update package (.msu, .cab); Windows Server 2025's
+	// checkpoint cumulative updates are several GB.
+	MaxPackage = 16 << 30
+	// MaxRuntimeArchive: a containerd release archive (tens of MB).
+	MaxRuntimeArchive = 512 << 20
+	// MaxSumFile: a .sha256sum file (one line).
+	MaxSumFile = 64 << 10
+)
+
+// Fetch stages src as dest, whose sha256 must be want, reading at most max
+// bytes. A dest already there with the right digest is used as it is
+// (staged once, re-verified on every restart); one with another digest is
+// replaced. Nothing is left at dest unless it matches.
+func Fetch(ctx context.Context, client *http.Client, src Source, dest, want string, max int64) error {
 	got, err := Digest(dest)
 	switch {
 	case err == nil && got == want:
@@ -62,7 +75,7 @@ func Fetch(ctx context.Context, client *http.Client, src Source, dest, want stri
 	}
 	defer os.Remove(tmp.Name())
 	h := sha256.New()
-	copyErr := copyFrom(ctx, client, src, io.MultiWriter(tmp, h))
+	copyErr := copyFrom(ctx, client, src, io.MultiWriter(tmp, h), max)
 	closeErr := tmp.Close()
 	if copyErr != nil {
 		return fmt.Errorf("%s: %w", src, copyErr)
@@ -76,28 +89,27 @@ func Fetch(ctx context.Context, client *http.Client, src Source, dest, want stri
 	return os.Rename(tmp.Name(), dest)
 }
 
-func copyFrom(ctx context.Context, client *http.Client, src Source, w io.Writer) error {
+func copyFrom(ctx context.Context, client *http.Client, src Source, w io.Writer, max int64) error {
+	var r io.ReadCloser
+	var err error
 	if src.URL == "" {
-		f, err := os.Open(src.Path)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		_, err = io.Copy(w, f)
-		return err
+		r, err = os.Open(src.Path)
+	} else {
+		r, err = Get(ctx, client, src.URL, max)
 	}
-	body, err := Get(ctx, client, src.URL)
 	if err != nil {
 		return err
 	}
-	defer body.Close()
-	_, err = io.Copy(w, body)
+	defer r.Close()
+	_, err = io.Copy(w, capped(r, max))
 	return err
 }
 
-// Get opens an https URL's body; anything but 200 is an error naming the
-// status.
-func Get(ctx context.Context, client *http.Client, url string) (io.ReadCloser, error) {
+// Get opens an https URL's body, of at most max bytes; anything but 200 is
+// an error naming the status, and so is a redirect off https (the digest
+// would still catch a changed file, but the request, and what it tells an
+// observer, would have left TLS).
+func Get(ctx context.Context, client *http.Client, url string, max int64) (io.ReadCloser, error) {
 	if !strings.HasPrefix(url, "https://") {
 		return nil, fmt.Errorf("%s is not an https URL", url)
 	}
@@ -105,7 +117,17 @@ func Get(ctx context.Context, client *http.Client, url string) (io.ReadCloser, e
 	if err != nil {
 		return nil, err
 	}
-	resp, err := client.Do(req)
+	c := *client
+	c.CheckRedirect = func(next *http.Request, via []*http.Request) error {
+		switch {
+		case next.URL.Scheme != "https":
+			return fmt.Errorf("redirected to %s: downloads stay on https", next.URL.Redacted())
+		case len(via) >= 10:
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	}
+	resp, err := c.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("downloading (does the node reach this host, directly or through its proxy?): %w", err)
 	}
@@ -113,8 +135,40 @@ func Get(ctx context.Context, client *http.Client, url string) (io.ReadCloser, e
 		resp.Body.Close()
 		return nil, fmt.Errorf("downloading: HTTP %s", resp.Status)
 	}
-	return resp.Body, nil
+	if resp.ContentLength > max {
+		resp.Body.Close()
+		return nil, fmt.Errorf("downloading: the server announces %d bytes, more than the %d this file may hold", resp.ContentLength, max)
+	}
+	return struct {
+		io.Reader
+		io.Closer
+	}{capped(resp.Body, max), resp.Body}, nil
 }
+
+// capped reads r to its end, failing once it holds more than max bytes.
+func capped(r io.Reader, max int64) io.Reader { return &capReader{r: r, left: max} }
+
+type capReader struct {
+	r    io.Reader
+	left int64
+}
+
+func (c *capReader) Read(p []byte) (int, error) {
+	if c.left < 0 {
+		return 0, errTooLarge
+	}
+	if int64(len(p)) > c.left+1 {
+		p = p[:c.left+1]
+	}
+	n, err := c.r.Read(p)
+	c.left -= int64(n)
+	if c.left < 0 {
+		return n, errTooLarge
+	}
+	return n, err
+}
+
+var errTooLarge = errors.New("more bytes than this file may hold: stopped")
 
 // Digest is a file's sha256 in lowercase hex.
 func Digest(path string) (string, error) {

@@ -41,19 +41,19 @@ func TestFetchFromURL(t *testing.T) {
 	dest := filepath.Join(t.TempDir(), "r1", "01", "kb.msu")
 	ctx := context.Background()
 
-	if err := Fetch(ctx, srv.Client(), Source{URL: srv.URL + "/kb.msu"}, dest, sum(pkg)); err != nil {
+	if err := Fetch(ctx, srv.Client(), Source{URL: srv.URL + "/kb.msu"}, dest, sum(pkg), MaxPackage); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(dest); !bytes.Equal(b, pkg) {
 		t.Fatalf("staged %q, want the package", b)
 	}
 	// Staged once: a restart re-verifies the file and downloads nothing.
-	if err := Fetch(ctx, srv.Client(), Source{URL: srv.URL + "/kb.msu"}, dest, sum(pkg)); err != nil || hits.Load() != 1 {
+	if err := Fetch(ctx, srv.Client(), Source{URL: srv.URL + "/kb.msu"}, dest, sum(pkg), MaxPackage); err != nil || hits.Load() != 1 {
 		t.Errorf("second fetch: %v after %d downloads, want no second download", err, hits.Load())
 	}
 	// A staged file that changed since is replaced, not installed.
 	os.WriteFile(dest, []byte("truncat"), 0o600)
-	if err := Fetch(ctx, srv.Client(), Source{URL: srv.URL + "/kb.msu"}, dest, sum(pkg)); err != nil || hits.Load() != 2 {
+	if err := Fetch(ctx, srv.Client(), Source{URL: srv.URL + "/kb.msu"}, dest, sum(pkg), MaxPackage); err != nil || hits.Load() != 2 {
 		t.Errorf("corrupted staged file: %v after %d downloads, want it downloaded again", err, hits.Load())
 	}
 	if b, _ := os.ReadFile(dest); !bytes.Equal(b, pkg) {
@@ -66,7 +66,7 @@ func TestFetchRefusesAWrongDigest(t *testing.T) {
 	dir := t.TempDir()
 	dest := filepath.Join(dir, "kb.msu")
 	want := sum([]byte("the cumulative update"))
-	err := Fetch(context.Background(), srv.Client(), Source{URL: srv.URL + "/kb.msu"}, dest, want)
+	err := Fetch(context.Background(), srv.Client(), Source{URL: srv.URL + "/kb.msu"}, dest, want, MaxPackage)
 	var mm *MismatchError
 	if !errors.As(err, &mm) || mm.Want != want || mm.Got != sum([]byte("something else")) || !strings.Contains(err.Error(), "/kb.msu") {
 		t.Fatalf("err = %v, want a mismatch naming the package, expected and actual digest", err)
@@ -81,10 +81,10 @@ func TestFetchFromHostPath(t *testing.T) {
 	src := filepath.Join(dir, "ssu.cab")
 	os.WriteFile(src, []byte("ssu"), 0o600)
 	dest := filepath.Join(dir, "staged", "ssu.cab")
-	if err := Fetch(context.Background(), nil, Source{Path: src}, dest, sum([]byte("ssu"))); err != nil {
+	if err := Fetch(context.Background(), nil, Source{Path: src}, dest, sum([]byte("ssu")), MaxPackage); err != nil {
 		t.Fatal(err)
 	}
-	err := Fetch(context.Background(), nil, Source{Path: src}, filepath.Join(dir, "staged", "x.cab"), sum([]byte("other")))
+	err := Fetch(context.Background(), nil, Source{Path: src}, filepath.Join(dir, "staged", "x.cab"), sum([]byte("other")), MaxPackage)
 	var mm *MismatchError
 	if !errors.As(err, &mm) {
 		t.Errorf("wrong digest of a host file: %v, want a mismatch", err)
@@ -93,9 +93,68 @@ func TestFetchFromHostPath(t *testing.T) {
 
 func TestFetchHTTPError(t *testing.T) {
 	srv, _ := server(t, nil)
-	err := Fetch(context.Background(), srv.Client(), Source{URL: srv.URL + "/missing.msu"}, filepath.Join(t.TempDir(), "m.msu"), sum(nil))
+	err := Fetch(context.Background(), srv.Client(), Source{URL: srv.URL + "/missing.msu"}, filepath.Join(t.TempDir(), "m.msu"), sum(nil), MaxPackage)
 	if err == nil || !strings.Contains(err.Error(), "404") {
 		t.Errorf("err = %v, want the HTTP status", err)
+	}
+}
+
+// A download past its cap is stopped, whether the server announces its
+// length or streams without one; nothing is left at dest.
+func TestFetchStopsAtTheCap(t *testing.T) {
+	body := bytes.Repeat([]byte("x"), 4096)
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/streamed.msu" {
+			w.Header().Set("Transfer-Encoding", "chunked")
+			w.(http.Flusher).Flush()
+		}
+		w.Write(body)
+	}))
+	t.Cleanup(srv.Close)
+	for _, path := range []string{"/announced.msu", "/streamed.msu"} {
+		dest := filepath.Join(t.TempDir(), "kb.msu")
+		err := Fetch(context.Background(), srv.Client(), Source{URL: srv.URL + path}, dest, sum(body), 1000)
+		if err == nil || !strings.Contains(err.Error(), "1000") && !errors.Is(err, errTooLarge) {
+			t.Errorf("%s: %v, want the download stopped at its cap", path, err)
+		}
+		if _, serr := os.Stat(dest); serr == nil {
+			t.Errorf("%s: a file was left at dest", path)
+		}
+		if err := Fetch(context.Background(), srv.Client(), Source{URL: srv.URL + path}, dest, sum(body), 4096); err != nil {
+			t.Errorf("%s at its cap exactly: %v", path, err)
+		}
+	}
+	// A file on a share is capped too.
+	src := filepath.Join(t.TempDir(), "big.cab")
+	os.WriteFile(src, body, 0o600)
+	if err := Fetch(context.Background(), nil, Source{Path: src}, filepath.Join(t.TempDir(), "b.cab"), sum(body), 100); !errors.Is(err, errTooLarge) {
+		t.Errorf("a path past the cap: %v, want errTooLarge", err)
+	}
+}
+
+// A redirect from https to http is refused (https to https is followed).
+func TestDownloadsStayOnHTTPS(t *testing.T) {
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("pkg")) }))
+	t.Cleanup(plain.Close)
+	var tlsURL string
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/to-http":
+			http.Redirect(w, r, plain.URL+"/kb.msu", http.StatusFound)
+		case "/to-https":
+			http.Redirect(w, r, tlsURL+"/kb.msu", http.StatusFound)
+		default:
+			w.Write([]byte("pkg"))
+		}
+	}))
+	t.Cleanup(srv.Close)
+	tlsURL = srv.URL
+	err := Fetch(context.Background(), srv.Client(), Source{URL: srv.URL + "/to-http"}, filepath.Join(t.TempDir(), "a.msu"), sum([]byte("pkg")), MaxPackage)
+	if err == nil || !strings.Contains(err.Error(), "downloads stay on https") {
+		t.Errorf("redirect to http: %v, want it refused", err)
+	}
+	if err := Fetch(context.Background(), srv.Client(), Source{URL: srv.URL + "/to-https"}, filepath.Join(t.TempDir(), "b.msu"), sum([]byte("pkg")), MaxPackage); err != nil {
+		t.Errorf("redirect to https: %v", err)
 	}
 }
 

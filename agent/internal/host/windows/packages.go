@@ -42,7 +42,7 @@ func (s servicing) install(ctx context.Context, req host.UpdateRequest, running 
 	for _, step := range plan {
 		for _, p := range step.Packages {
 			dest := filepath.Join(root, step.Dir, p.FileName())
-			if err := stage.Fetch(ctx, s.client, stage.Source{URL: p.URL, Path: p.Path}, dest, p.SHA256); err != nil {
+			if err := stage.Fetch(ctx, s.client, stage.Source{URL: p.URL, Path: p.Path}, dest, p.SHA256, stage.MaxPackage); err != nil {
 				return host.UpdateResult{}, fmt.Errorf("staging %s into %s: %w", p.Name(), root, err)
 			}
 		}

@@ -66,7 +66,7 @@ func (u runtimeUpgrader) start(ctx context.Context, req host.RuntimeRequest) err
 		return err
 	}
 	archive := filepath.Join(work, path.Base(archiveURL))
-	if err := stage.Fetch(ctx, u.client, stage.Source{URL: archiveURL}, archive, digest); err != nil {
+	if err := stage.Fetch(ctx, u.client, stage.Source{URL: archiveURL}, archive, digest, stage.MaxRuntimeArchive); err != nil {
 		return fmt.Errorf("staging containerd %s: %w", req.Version, err)
 	}
 	newDir := filepath.Join(work, "new")
@@ -113,7 +113,7 @@ func (u runtimeUpgrader) archiveOf(ctx context.Context, req host.RuntimeRequest)
 		return req.Archive.URL, req.Archive.SHA256, nil
 	}
 	archive, sumURL := stage.OfficialContainerdFrom(u.releases, req.Version)
-	body, err := stage.Get(ctx, u.client, sumURL)
+	body, err := stage.Get(ctx, u.client, sumURL, stage.MaxSumFile)
 	if err != nil {
 		return "", "", fmt.Errorf("reading %s (nodes that cannot reach it need the pool's runtimeArchive): %w", sumURL, err)
 	}
