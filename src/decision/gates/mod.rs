@@ -49,10 +49,11 @@ pub enum Failure {
     Unreachable(String),
     /// No authority the gate trusts signs the server's certificate.
     Untrusted(String),
-    /// Not a success, and not a Prometheus API error either.
+    /// Not a success, and not a Prometheus API error either. Its body is
+    /// never shown: a gate's URL may reach any service the operator can,
+    /// and status is read by whoever reads the pool.
     HttpStatus {
         code: u16,
-        body: String,
     },
     /// Prometheus answered with `"status": "error"`.
     Prometheus {
@@ -164,8 +165,7 @@ impl fmt::Display for Failure {
         match self {
             Failure::Timeout(d) => write!(f, "query failed: timeout after {}", humantime(*d)),
             Failure::Unreachable(e) | Failure::Untrusted(e) => write!(f, "query failed: {e}"),
-            Failure::HttpStatus { code, body } if body.is_empty() => write!(f, "query failed: HTTP {code}"),
-            Failure::HttpStatus { code, body } => write!(f, "query failed: HTTP {code}: {body}"),
+            Failure::HttpStatus { code } => write!(f, "query failed: HTTP {code}"),
             Failure::Prometheus { error_type, error } => write!(f, "query failed: Prometheus says {error_type}: {error}"),
             Failure::BadResponse(e) => write!(f, "query failed: not a Prometheus API answer: {e}"),
             Failure::NotAVector(t) => write!(f, "query failed: it returns a {t}, not series; write an instant vector query"),
@@ -265,7 +265,7 @@ mod tests {
             (Seen::Pods(names(&["ns/a"])), "1 pod match: ns/a"),
             (Seen::Failed(Failure::Timeout(Duration::from_secs(5))), "query failed: timeout after 5s"),
             (Seen::Failed(Failure::Timeout(Duration::from_millis(250))), "query failed: timeout after 250ms"),
-            (Seen::Failed(Failure::HttpStatus { code: 503, body: String::new() }), "query failed: HTTP 503"),
+            (Seen::Failed(Failure::HttpStatus { code: 503 }), "query failed: HTTP 503"),
             (
                 Seen::Failed(Failure::Prometheus { error_type: "bad_data".into(), error: "parse error".into() }),
                 "query failed: Prometheus says bad_data: parse error",

@@ -154,17 +154,17 @@ struct Envelope {
 }
 
 /// The `data` of a successful answer, or why there is none. Prometheus sends
-/// its errors as JSON with 4xx/5xx; anything else that is not a 2xx is the
-/// status and the start of the body (a proxy's error page, say).
+/// its errors as JSON with 4xx/5xx, whose `error` is shown; of anything else
+/// only the status, or where it stops parsing, is: never the body itself
+/// (an internal service's page, reflected into the pool's status).
 fn envelope(status: u16, body: &[u8]) -> Result<serde_json::Value, Failure> {
-    let text = String::from_utf8_lossy(body);
     let parsed: Result<Envelope, _> = serde_json::from_slice(body);
     match parsed {
-        Ok(e) if e.status == "error" => Err(Failure::Prometheus { error_type: e.error_type, error: snippet(&e.error) }),
+        Ok(e) if e.status == "error" => Err(Failure::Prometheus { error_type: snippet(&e.error_type), error: snippet(&e.error) }),
         Ok(e) if e.status == "success" && (200..300).contains(&status) => Ok(e.data),
-        _ if !(200..300).contains(&status) => Err(Failure::HttpStatus { code: status, body: snippet(&text) }),
-        Ok(e) => Err(Failure::BadResponse(format!("status {:?}", e.status))),
-        Err(e) => Err(Failure::BadResponse(format!("{e}: {}", snippet(&text)))),
+        _ if !(200..300).contains(&status) => Err(Failure::HttpStatus { code: status }),
+        Ok(e) => Err(Failure::BadResponse(format!("status {:?}", snippet(&e.status)))),
+        Err(e) => Err(Failure::BadResponse(e.to_string())),
     }
 }
 
@@ -239,12 +239,10 @@ struct AlertStatus {
 /// and inhibited ones; their state ("suppressed") is checked as well, so a
 /// proxy that drops the query string cannot count them.
 fn alertmanager_active(status: u16, body: &[u8], filter: &AlertFilter) -> Result<Seen, Failure> {
-    let text = String::from_utf8_lossy(body);
     if !(200..300).contains(&status) {
-        return Err(Failure::HttpStatus { code: status, body: snippet(&text) });
+        return Err(Failure::HttpStatus { code: status });
     }
-    let alerts: Vec<GettableAlert> =
-        serde_json::from_slice(body).map_err(|e| Failure::BadResponse(format!("alertmanager alerts: {e}: {}", snippet(&text))))?;
+    let alerts: Vec<GettableAlert> = serde_json::from_slice(body).map_err(|e| Failure::BadResponse(format!("alertmanager alerts: {e}")))?;
     Ok(seen_alerts(alerts.iter().filter(|a| a.status.state == "active").map(|a| &a.labels), filter))
 }
 
@@ -306,7 +304,7 @@ mod tests {
                 r#"{"status":"error","errorType":"unavailable","error":"starting"}"#,
                 Seen::Failed(Failure::Prometheus { error_type: "unavailable".into(), error: "starting".into() }),
             ),
-            (502, "<html>Bad Gateway</html>", Seen::Failed(Failure::HttpStatus { code: 502, body: "<html>Bad Gateway</html>".into() })),
+            (502, "<html>Bad Gateway</html>", Seen::Failed(Failure::HttpStatus { code: 502 })),
             // A 2xx answer that is not Prometheus's envelope is not trusted to mean "no series".
             (
                 200,
@@ -321,7 +319,7 @@ mod tests {
     }
 
     #[test]
-    fn garbage_closes_the_gate_and_says_what_came() {
+    fn garbage_closes_the_gate_and_never_shows_the_body() {
         let q = Ask::Query("up".into());
         for body in
             ["", "not json", "<html>login</html>", "[1,2]", r#"{"status":"success","data":{"resultType":"vector","result":{"a":1}}}"#]
@@ -331,9 +329,16 @@ mod tests {
                 other => panic!("{body:?} read as {other:?}"),
             }
         }
-        // The garbage itself is in the message, cut short.
-        let Seen::Failed(f) = q.read(200, "<html>login</html>".as_bytes()) else { panic!() };
-        assert!(f.to_string().contains("<html>login</html>"), "{f}");
+        // What an internal service answered is never reflected into status:
+        // where parsing stopped, or the status, but not the body.
+        for (status, body) in
+            [(200, "<html>secret-token: hunter2</html>"), (502, "<html>secret-token: hunter2</html>"), (403, "secret-token: hunter2")]
+        {
+            let Seen::Failed(f) = q.read(status, body.as_bytes()) else { panic!() };
+            assert!(!f.to_string().contains("hunter2") && !f.to_string().contains("html"), "{status}: {f}");
+            let Seen::Failed(f) = alerts(".*").read(status, body.as_bytes()) else { panic!() };
+            assert!(!f.to_string().contains("hunter2"), "alertmanager {status}: {f}");
+        }
     }
 
     #[test]
@@ -426,6 +431,6 @@ mod tests {
             Seen::Failed(Failure::BadResponse(m)) => assert!(m.starts_with("alertmanager alerts: "), "{m}"),
             other => panic!("Prometheus's answer is not Alertmanager's: {other:?}"),
         }
-        assert_eq!(am.read(503, b"not ready"), Seen::Failed(Failure::HttpStatus { code: 503, body: "not ready".into() }));
+        assert_eq!(am.read(503, b"not ready"), Seen::Failed(Failure::HttpStatus { code: 503 }));
     }
 }
