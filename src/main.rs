@@ -94,6 +94,11 @@ struct RunArgs {
     /// (comma-separated); empty allows none: the official containerd release only.
     #[arg(long, value_delimiter = ',')]
     allowed_runtime_archives: Vec<String>,
+    /// Shares (\\server.dns.name\share, matched up to a `\`) a pool's update
+    /// packages may be read from (comma-separated); empty allows none: every
+    /// node's SYSTEM account authenticates to the server of such a path.
+    #[arg(long, value_delimiter = ',', value_parser = share_prefix)]
+    allowed_package_shares: Vec<String>,
     /// CSI Proxy's HostProcess image repository (a mirror in an air-gapped
     /// cluster); the tag is the pool's storage.csiProxy.version.
     #[arg(long, default_value = winpool::csi_proxy::DEFAULT_REPOSITORY)]
@@ -152,6 +157,18 @@ async fn client(identity: &str) -> anyhow::Result<kube::Client> {
     kube::Client::try_from(config).context("building the Kubernetes client")
 }
 
+/// An allowed package share, refused at start unless it names its server by
+/// a DNS name (Kerberos; an IP address or a bare name falls back to NTLM).
+fn share_prefix(s: &str) -> Result<String, String> {
+    if s.is_empty() || winpool::decision::round::agent::share_prefix_valid(s) {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            r"{s:?} is not \\server.dns.name\share: name the server by its DNS name (not an IP address or a bare host name) and the share"
+        ))
+    }
+}
+
 fn controller_settings(args: &RunArgs) -> Settings {
     let nonempty = |v: &[String]| v.iter().filter(|s| !s.is_empty()).cloned().collect();
     Settings {
@@ -172,6 +189,7 @@ fn controller_settings(args: &RunArgs) -> Settings {
         pool_selector: args.pool_selector.clone(),
         allowed_agent_images: nonempty(&args.allowed_agent_images),
         allowed_runtime_archives: nonempty(&args.allowed_runtime_archives),
+        allowed_package_shares: nonempty(&args.allowed_package_shares),
         csi_proxy_repository: args.csi_proxy_repository.clone(),
         secret_namespace: args.secret_namespace.clone(),
     }

@@ -41,6 +41,39 @@ pub fn runtime_archive_allowed(archive: Option<&crate::api::RuntimeArchive>, all
     allowed.iter().any(|p| archive.url.strip_prefix(p.as_str()).is_some_and(|rest| p.ends_with('/') || rest.starts_with('/')))
 }
 
+/// A package on a share (`\\server\share\…`) makes every node's SYSTEM
+/// account authenticate to that server, at preflight and at install: a
+/// pool naming any server would hand it every node's machine credentials
+/// (NTLM, which a relay can use). The operator takes only paths under a
+/// share the cluster admin allowed (by DNS name: Kerberos, not NTLM), none
+/// when none is, matched case-insensitively up to a `\`, with no `..` and
+/// no `/` in them. A drive path (`D:\…`) is the node's own.
+pub fn package_path_allowed(path: &str, allowed: &[String]) -> bool {
+    if !path.starts_with(r"\\") {
+        return true;
+    }
+    if path.contains('/') || path.split('\\').any(|c| c == "..") {
+        return false;
+    }
+    let path = path.to_ascii_lowercase();
+    allowed.iter().any(|p| {
+        let p = p.to_ascii_lowercase();
+        path.strip_prefix(p.as_str()).is_some_and(|rest| p.ends_with('\\') || rest.starts_with('\\'))
+    })
+}
+
+/// Whether an allowed share names its server by a DNS name (a dot, not an
+/// IPv4 address) and a share: `\\files.corp.example\updates`.
+pub fn share_prefix_valid(prefix: &str) -> bool {
+    let Some(rest) = prefix.strip_prefix(r"\\") else { return false };
+    let mut parts = rest.split('\\');
+    let server = parts.next().unwrap_or_default();
+    let share = parts.next().unwrap_or_default();
+    let labels_ok = server.split('.').all(|l| !l.is_empty() && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'));
+    let ipv4 = server.split('.').all(|l| l.chars().all(|c| c.is_ascii_digit()));
+    server.contains('.') && labels_ok && !ipv4 && !share.is_empty() && !prefix.contains('/') && !prefix.split('\\').any(|c| c == "..")
+}
+
 /// What reaches SYSTEM on the pool's nodes that the cluster admin did not
 /// allow: the reason and the message of the pool's refusal; None: all is allowed.
 pub fn system_inputs_refused(pool: &WindowsNodePool, settings: &Settings) -> Option<(&'static str, String)> {
@@ -67,6 +100,23 @@ pub fn system_inputs_refused(pool: &WindowsNodePool, settings: &Settings) -> Opt
                 "spec.runtime.archive.url {:?} is not under the operator's allowed runtime archive URLs ({allowed}); \
                  a SYSTEM task would run what it holds, so nothing is rolled until it is",
                 archive.map(|a| a.url.as_str()).unwrap_or_default()
+            ),
+        ));
+    }
+    let packages = pool.spec.os.updates.as_ref().map(|u| u.packages.as_slice()).unwrap_or_default();
+    if let Some(path) =
+        packages.iter().filter_map(|p| p.path.as_deref()).find(|p| !package_path_allowed(p, &settings.allowed_package_shares))
+    {
+        let allowed = if settings.allowed_package_shares.is_empty() {
+            "none are: set the operator's --allowed-package-shares (chart agent.allowedPackageShares)".to_string()
+        } else {
+            settings.allowed_package_shares.join(", ")
+        };
+        return Some((
+            "PackageShareNotAllowed",
+            format!(
+                "spec.os.updates.packages path {path:?} is not under the operator's allowed package shares ({allowed}); \
+                 every node's SYSTEM account would authenticate to its server, so nothing is rolled until it is"
             ),
         ));
     }
@@ -319,5 +369,60 @@ mod tests {
         let mut settings = Settings::example("");
         settings.allowed_runtime_archives = allowed;
         assert_eq!(system_inputs_refused(&pool, &settings), None);
+    }
+
+    fn pool_with_package_path(path: &str) -> WindowsNodePool {
+        let sha = "b".repeat(64);
+        let spec = serde_yaml::from_str(&format!(
+            "nodeSelector: {{}}\nos: {{version: ltsc2022, patchLevel: 10.0.20348.2762, updates: {{source: Packages, packages: [{{path: '{path}', sha256: '{sha}'}}]}}}}"
+        ))
+        .unwrap();
+        WindowsNodePool::new("p", spec)
+    }
+
+    #[test]
+    fn package_shares_are_refused_unless_allowed_by_dns_name_up_to_a_backslash() {
+        let allowed = vec![r"\\files.corp.example\updates".to_string()];
+        let cases = [
+            (r"\\files.corp.example\updates\2026-12\kb5050002.msu", true),
+            (r"\\FILES.corp.example\Updates\kb5050002.msu", true),
+            (r"\\files.corp.example\updates-evil\kb5050002.msu", false),
+            (r"\\files.corp.example.evil\updates\kb5050002.msu", false),
+            (r"\\files.corp.example\updates\..\admin$\kb.msu", false),
+            (r"\\files.corp.example\updates\x/..\kb.msu", false),
+            (r"\\10.1.2.3\updates\kb5050002.msu", false),
+            (r"\\?\UNC\files.corp.example\updates\kb.msu", false),
+            (r"D:\updates\kb5050002.msu", true),
+        ];
+        for (path, want) in cases {
+            assert_eq!(package_path_allowed(path, &allowed), want, "{path}");
+        }
+        assert!(!package_path_allowed(r"\\files.corp.example\updates\kb.msu", &[]), "no allow-list: no share");
+        let pool = pool_with_package_path(r"\\attacker.example\s\kb.msu");
+        let (reason, msg) = system_inputs_refused(&pool, &Settings::example("")).expect("refused with no allow-list");
+        assert_eq!(reason, "PackageShareNotAllowed");
+        assert!(msg.contains("attacker.example") && msg.contains("--allowed-package-shares"), "{msg}");
+        let mut settings = Settings::example("");
+        settings.allowed_package_shares = allowed;
+        assert!(system_inputs_refused(&pool, &settings).is_some());
+        assert_eq!(system_inputs_refused(&pool_with_package_path(r"\\files.corp.example\updates\kb.msu"), &settings), None);
+        assert_eq!(system_inputs_refused(&pool_with_package_path(r"D:\updates\kb.msu"), &Settings::example("")), None);
+    }
+
+    #[test]
+    fn an_allowed_share_names_its_server_by_dns_name() {
+        for (prefix, want) in [
+            (r"\\files.corp.example\updates", true),
+            (r"\\files.corp.example\updates\2026", true),
+            (r"\\files\updates", false),
+            (r"\\10.1.2.3\updates", false),
+            (r"\\files.corp.example", false),
+            (r"\\files.corp.example\", false),
+            (r"https://files.corp.example/updates", false),
+            (r"\\files..example\updates", false),
+            (r"\\files.corp.example\updates\..\c$", false),
+        ] {
+            assert_eq!(share_prefix_valid(prefix), want, "{prefix}");
+        }
     }
 }

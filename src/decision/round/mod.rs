@@ -407,6 +407,9 @@ pub struct Settings {
     pub allowed_agent_images: Vec<String>,
     /// URL prefixes a pool's spec.runtime.archive may use; empty allows none.
     pub allowed_runtime_archives: Vec<String>,
+    /// Share prefixes (`\\server.dns.name\share`) a pool's update packages
+    /// may be read from; empty allows none (drive paths are always allowed).
+    pub allowed_package_shares: Vec<String>,
     /// CSI Proxy's HostProcess image repository (tagged with the pool's version).
     pub csi_proxy_repository: String,
     /// The operator's own namespace: the only one whose Secrets (health gate credentials) it reads.
@@ -423,6 +426,7 @@ impl Settings {
             pool_selector: None,
             allowed_agent_images: Vec::new(),
             allowed_runtime_archives: Vec::new(),
+            allowed_package_shares: Vec::new(),
             csi_proxy_repository: crate::csi_proxy::DEFAULT_REPOSITORY.into(),
             secret_namespace: "winpool-system".into(),
         }
