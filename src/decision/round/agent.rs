@@ -89,11 +89,7 @@ pub fn system_inputs_refused(pool: &WindowsNodePool, settings: &Settings) -> Opt
     }
     let archive = pool.spec.runtime.archive.as_ref();
     if !runtime_archive_allowed(archive, &settings.allowed_runtime_archives) {
-        let allowed = if settings.allowed_runtime_archives.is_empty() {
-            "none are: set the operator's --allowed-runtime-archives (chart agent.allowedRuntimeArchives)".to_string()
-        } else {
-            settings.allowed_runtime_archives.join(", ")
-        };
+        let allowed = allowed_list(&settings.allowed_runtime_archives, "--allowed-runtime-archives (chart agent.allowedRuntimeArchives)");
         return Some((
             "RuntimeArchiveNotAllowed",
             format!(
@@ -104,14 +100,9 @@ pub fn system_inputs_refused(pool: &WindowsNodePool, settings: &Settings) -> Opt
         ));
     }
     let packages = pool.spec.os.updates.as_ref().map(|u| u.packages.as_slice()).unwrap_or_default();
-    if let Some(path) =
-        packages.iter().filter_map(|p| p.path.as_deref()).find(|p| !package_path_allowed(p, &settings.allowed_package_shares))
-    {
-        let allowed = if settings.allowed_package_shares.is_empty() {
-            "none are: set the operator's --allowed-package-shares (chart agent.allowedPackageShares)".to_string()
-        } else {
-            settings.allowed_package_shares.join(", ")
-        };
+    let shares = &settings.allowed_package_shares;
+    if let Some(path) = packages.iter().filter_map(|p| p.path.as_deref()).find(|p| !package_path_allowed(p, shares)) {
+        let allowed = allowed_list(shares, "--allowed-package-shares (chart agent.allowedPackageShares)");
         return Some((
             "PackageShareNotAllowed",
             format!(
@@ -121,6 +112,11 @@ pub fn system_inputs_refused(pool: &WindowsNodePool, settings: &Settings) -> Opt
         ));
     }
     None
+}
+
+/// An allow-list as a refusal names it; empty, which flag sets it.
+fn allowed_list(allowed: &[String], flag: &str) -> String {
+    if allowed.is_empty() { format!("none are: set the operator's {flag}") } else { allowed.join(", ") }
 }
 
 fn prefix_admits(prefix: &str, image: &str) -> bool {
