@@ -240,7 +240,8 @@ async fn reconcile(pool: Arc<WindowsNodePool>, ctx: Arc<Context>) -> Result<Acti
     if let Some(wait) = wait {
         tokio::time::sleep(wait).await;
     }
-    ctx.memory.lock().expect("memory lock").entry(pool.name_any()).or_default().last_reconcile = Some(ctx.now());
+    let name = pool.name_any();
+    ctx.memory.lock().expect("memory lock").entry(name.clone()).or_default().last_reconcile = Some(ctx.now());
     let started = std::time::Instant::now();
     let api: Api<WindowsNodePool> = Api::all(ctx.client.clone());
     let res = finalizer(&api, FINALIZER, pool, |event| async {
@@ -252,6 +253,7 @@ async fn reconcile(pool: Arc<WindowsNodePool>, ctx: Arc<Context>) -> Result<Acti
     .await
     .map_err(|e| Error::Finalizer(Box::new(e)));
     ctx.metrics.reconcile_duration.observe(started.elapsed().as_secs_f64());
+    ctx.metrics.reconciled(&name);
     res
 }
 

@@ -28,6 +28,9 @@ pub struct Metrics {
     /// What keeps the caches from syncing that a person must fix (a CRD
     /// not installed, with the command that installs it); `/readyz` says it.
     pub not_ready_because: std::sync::Mutex<Vec<String>>,
+    /// Pools with nodes in flight, and when a reconcile of each last ended
+    /// (on the monotonic clock): `/healthz` fails when one is wedged.
+    in_flight: std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>,
     node_update_duration: HistogramVec,
     build_info: IntGaugeVec,
     pool: PoolGauges,
@@ -70,6 +73,12 @@ struct HnsGauges {
 
 /// The `reason` label values of `winpool_pool_rollout_paused`.
 const PAUSE_REASONS: [&str; 3] = ["spec", "annotation", "failures"];
+
+/// How long a pool with nodes in flight may go without a reconcile ending
+/// before `/healthz` fails: such a pool is reconciled at least every 5 s
+/// while it works (or its reconcile errors and is retried as often), so
+/// this is a reconcile that hangs, never one that is slow.
+pub const WEDGED_AFTER: std::time::Duration = std::time::Duration::from_secs(10 * 60);
 
 /// Per-node HNS series are exported only for nodes that are not ready, and at most this many per pool.
 pub const MAX_NODE_SERIES_PER_POOL: usize = 50;
@@ -231,6 +240,7 @@ impl Metrics {
             leader: register(&r, IntGauge::new("winpool_leader", "1 when this replica holds the leader lease and may write.")),
             caches_synced: register(&r, IntGauge::new("winpool_caches_synced", "1 once the node and DaemonSet caches have synced.")),
             not_ready_because: std::sync::Mutex::new(Vec::new()),
+            in_flight: Default::default(),
             node_update_duration: register(&r, HistogramVec::new(node_update, &["pool"])),
             build_info: gauge_vec(&r, "winpool_build_info", "Always 1; the version label says which winpool runs.", &["version"]),
             pool: PoolGauges::register(&r),
@@ -268,6 +278,14 @@ impl Metrics {
         self.pool.nodes_desired.with_label_values(&[pool]).set(plan.counts.total as i64);
         self.pool.nodes_updated.with_label_values(&[pool]).set(plan.counts.updated as i64);
         self.pool.rollout_in_progress.with_label_values(&[pool]).set((plan.counts.updating > 0) as i64);
+        {
+            let mut in_flight = self.in_flight.lock().expect("in-flight lock");
+            if plan.counts.updating > 0 {
+                in_flight.entry(pool.to_string()).or_insert_with(std::time::Instant::now);
+            } else {
+                in_flight.remove(pool);
+            }
+        }
         let reason = match plan.hold {
             Some(Hold::PausedBySpec) => Some("spec"),
             Some(Hold::PausedByAnnotation) => Some("annotation"),
@@ -329,8 +347,33 @@ impl Metrics {
         series.insert(pool.to_string(), shown);
     }
 
+    /// A reconcile of `pool` ended, well or not: the operator is not wedged on it.
+    pub fn reconciled(&self, pool: &str) {
+        if let Some(last) = self.in_flight.lock().expect("in-flight lock").get_mut(pool) {
+            *last = std::time::Instant::now();
+        }
+    }
+
+    /// The pools with nodes in flight that no reconcile has reached for
+    /// WEDGED_AFTER, with how long: a leader stuck there would strand their
+    /// nodes cordoned, and a restart (the liveness probe) is the way out.
+    fn wedged(&self, now: std::time::Instant) -> Vec<(String, std::time::Duration)> {
+        if self.leader.get() != 1 {
+            return Vec::new();
+        }
+        let in_flight = self.in_flight.lock().expect("in-flight lock");
+        let mut out: Vec<_> = in_flight
+            .iter()
+            .map(|(pool, last)| (pool.clone(), now.saturating_duration_since(*last)))
+            .filter(|(_, since)| *since > WEDGED_AFTER)
+            .collect();
+        out.sort();
+        out
+    }
+
     /// A deleted pool's series go away instead of freezing at their last value.
     pub fn forget_pool(&self, pool: &str) {
+        self.in_flight.lock().expect("in-flight lock").remove(pool);
         for s in NodeState::ALL {
             let _ = self.pool.nodes.remove_label_values(&[pool, s.as_str()]);
         }
@@ -377,7 +420,15 @@ impl Metrics {
 fn respond(path: &str, metrics: &Metrics) -> (StatusCode, &'static str, String) {
     match path {
         "/metrics" => (StatusCode::OK, "text/plain; version=0.0.4", metrics.render()),
-        "/healthz" => (StatusCode::OK, "text/plain", "ok\n".into()),
+        "/healthz" => match metrics.wedged(std::time::Instant::now()).as_slice() {
+            [] => (StatusCode::OK, "text/plain", "ok\n".into()),
+            wedged => {
+                let body = wedged.iter().fold(String::new(), |body, (pool, since)| {
+                    body + &format!("pool {pool} has nodes in flight and no reconcile of it has ended for {}s\n", since.as_secs())
+                });
+                (StatusCode::SERVICE_UNAVAILABLE, "text/plain", body)
+            }
+        },
         // A standby is a warm replica ready to take over: ready, reporting winpool_leader 0.
         "/readyz" if metrics.leader.get() == 0 => (StatusCode::OK, "text/plain", "ok (standby)\n".into()),
         "/readyz" if metrics.caches_synced.get() == 1 => (StatusCode::OK, "text/plain", "ok\n".into()),
@@ -462,6 +513,26 @@ mod tests {
         m.caches_synced.set(1);
         assert_eq!(get(port, "/readyz?verbose").await.0, 200);
         assert_eq!(get(port, "/nope").await.0, 404);
+    }
+
+    #[test]
+    fn healthz_fails_while_a_pool_with_nodes_in_flight_goes_unreconciled() {
+        let m = Metrics::new();
+        let long_ago = std::time::Instant::now().checked_sub(WEDGED_AFTER + std::time::Duration::from_secs(5)).expect("a monotonic past");
+        m.in_flight.lock().unwrap().insert("win22".into(), long_ago);
+        assert_eq!(respond("/healthz", &m).0, StatusCode::OK, "a standby reconciles nothing: never wedged");
+        m.leader.set(1);
+        let (code, _, body) = respond("/healthz", &m);
+        assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(body.contains("pool win22 has nodes in flight") && body.contains("has ended for 60"), "{body}");
+        m.reconciled("win22");
+        assert_eq!(respond("/healthz", &m).0, StatusCode::OK, "a reconcile that ended, well or not, is not wedged");
+        m.in_flight.lock().unwrap().insert("win22".into(), long_ago);
+        m.forget_pool("win22");
+        assert_eq!(respond("/healthz", &m).0, StatusCode::OK, "a deleted pool is not waited for");
+        // A pool with nothing in flight may rest for ever.
+        m.reconciled("idle");
+        assert_eq!(respond("/healthz", &m).0, StatusCode::OK);
     }
 
     #[test]
