@@ -360,7 +360,8 @@ agent_identity_renders() {
   for want in "ServiceAccount winpool-agent" "ClusterRole $FULLNAME-agent" "ClusterRoleBinding $FULLNAME-agent" \
     "Role $FULLNAME-agent" "RoleBinding $FULLNAME-agent" "Role $FULLNAME-agent-events" "RoleBinding $FULLNAME-agent-events" \
     "ValidatingAdmissionPolicy $FULLNAME-agent-own-report" "ValidatingAdmissionPolicyBinding $FULLNAME-agent-own-report" \
-    "ValidatingAdmissionPolicy $FULLNAME-agent-own-events" "ValidatingAdmissionPolicyBinding $FULLNAME-agent-own-events"; do
+    "ValidatingAdmissionPolicy $FULLNAME-agent-own-events" "ValidatingAdmissionPolicyBinding $FULLNAME-agent-own-events" \
+    "ValidatingAdmissionPolicy $FULLNAME-pool-operator-pause-only" "ValidatingAdmissionPolicyBinding $FULLNAME-pool-operator-pause-only"; do
     if awk -v kind="${want%% *}" -v name="${want#* }" '
       /^---/ { k = ""; n = "" }
       /^kind: / { k = $2 }
@@ -477,7 +478,7 @@ policy_status_written() {
 }
 policy_type_checks() {
   local POLICY rc=0 warnings
-  for POLICY in "$FULLNAME-agent-own-report" "$FULLNAME-agent-own-events"; do
+  for POLICY in "$FULLNAME-agent-own-report" "$FULLNAME-agent-own-events" "$FULLNAME-pool-operator-pause-only"; do
     wait_for 60 policy_status_written || { echo "$POLICY: the policy's status was never written"; rc=1; continue; }
     warnings="$(kubectl_ get "validatingadmissionpolicy/$POLICY" -o jsonpath='{.status.typeChecking.expressionWarnings}')"
     echo "$POLICY: type-checking warnings: ${warnings:-none}"
@@ -485,7 +486,7 @@ policy_type_checks() {
   done
   return $rc
 }
-check "agent admission policies type-check without warnings" policy_type_checks
+check "admission policies type-check without warnings" policy_type_checks
 agent_ns_privileged() {
   local v
   v="$(kubectl_ get namespace "$AGENT_NS" -o jsonpath='{.metadata.labels.pod-security\.kubernetes\.io/enforce}')"
@@ -644,7 +645,8 @@ check "agent Events Role in default is gone" gone "role/$FULLNAME-agent-events" 
 check "agent ClusterRole and admission policy are gone" \
   gone "the agent's cluster-scoped objects" get "clusterrole/$FULLNAME-agent" "clusterrolebinding/$FULLNAME-agent" \
   "validatingadmissionpolicy/$FULLNAME-agent-own-report" "validatingadmissionpolicybinding/$FULLNAME-agent-own-report" \
-  "validatingadmissionpolicy/$FULLNAME-agent-own-events" "validatingadmissionpolicybinding/$FULLNAME-agent-own-events"
+  "validatingadmissionpolicy/$FULLNAME-agent-own-events" "validatingadmissionpolicybinding/$FULLNAME-agent-own-events" \
+  "validatingadmissionpolicy/$FULLNAME-pool-operator-pause-only" "validatingadmissionpolicybinding/$FULLNAME-pool-operator-pause-only"
 check "FlowSchemas and the agents' priority level are gone" \
   gone "the FlowSchemas" get "flowschema/$FULLNAME-agents" "flowschema/$FULLNAME-leader-election" "prioritylevelconfiguration/$FULLNAME-agents"
 check "agent namespace is gone" gone "namespace/$AGENT_NS" get namespace "$AGENT_NS"

@@ -291,6 +291,41 @@ async fn the_plugin_pauses_resumes_plans_the_operators_first_wave_reports_states
     as_platform(&["plan", &pool]);
     assert!(as_platform(&["pause", &pool]).contains("paused"));
     assert!(as_platform(&["resume", &pool]).contains("resumed"));
+    // Pause and resume only: the role's patch is held to the pause annotation
+    // (the chart's admission policy), never the spec that says what runs as SYSTEM.
+    let platform_client = kube::Client::try_from(
+        kube::Config::from_custom_kubeconfig(kube::config::Kubeconfig::read_from(platform).unwrap(), &Default::default()).await.unwrap(),
+    )
+    .unwrap();
+    let platform_pools: Api<WindowsNodePool> = Api::all(platform_client);
+    // The API server loads a new policy within moments: a harmless change
+    // (a label, taken off again if it lands) shows when it holds.
+    let admin_pools: Api<WindowsNodePool> = Api::all(t.client.clone());
+    wait_for("the pause-only policy to hold the pool operator", WAIT, || async {
+        let probe = kube::api::Patch::Merge(json!({"metadata": {"labels": {"winpool-probe": "1"}}}));
+        match platform_pools.patch(&pool, &Default::default(), &probe).await {
+            Err(e) => Some(e),
+            Ok(_) => {
+                let undo = kube::api::Patch::Merge(json!({"metadata": {"labels": {"winpool-probe": null}}}));
+                admin_pools.patch(&pool, &Default::default(), &undo).await.expect("the probe taken off");
+                None
+            }
+        }
+    })
+    .await;
+    for change in [
+        json!({"spec": {"rollout": {"paused": true}}}),
+        json!({"spec": {"agent": {"image": "evil.example/agent:1"}}}),
+        json!({"metadata": {"annotations": {"winpool.dev/paused": "true", "other": "x"}}}),
+        json!({"metadata": {"labels": {"team": "x"}}}),
+    ] {
+        let denied = platform_pools.patch(&pool, &Default::default(), &kube::api::Patch::Merge(&change)).await.expect_err("held");
+        assert!(matches!(&denied, kube::Error::Api(s) if s.code == 403 && s.message.contains("winpool.dev/paused")), "{change}: {denied}");
+    }
+    let pause = kube::api::Patch::Merge(json!({"metadata": {"annotations": {"winpool.dev/paused": "true"}}}));
+    platform_pools.patch(&pool, &Default::default(), &pause).await.expect("the pool operator may pause");
+    let resume = kube::api::Patch::Merge(json!({"metadata": {"annotations": {"winpool.dev/paused": null}}}));
+    platform_pools.patch(&pool, &Default::default(), &resume).await.expect("the pool operator may resume");
     // A pause in the spec is its owner's (a GitOps controller's) to lift, not the plugin's.
     let rollout = json!({"maxUnavailable": 2, "maxFailedNodes": 3});
     let mut paused_rollout = rollout.clone();

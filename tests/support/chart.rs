@@ -48,6 +48,16 @@ pub fn remove_chart_rbac(release: &str) {
         .arg(kubeconfig())
         .args(["delete", "clusterrole", &format!("{fullname}-view"), &format!("{fullname}-pool-operator"), "--ignore-not-found"])
         .output();
+    let _ = Command::new(tool("kubectl"))
+        .arg("--kubeconfig")
+        .arg(kubeconfig())
+        .args([
+            "delete",
+            "validatingadmissionpolicy,validatingadmissionpolicybinding",
+            &format!("{fullname}-pool-operator-pause-only"),
+            "--ignore-not-found",
+        ])
+        .output();
 }
 
 /// A bound token (1 h) of the ServiceAccount `sa` in the test's namespace.
