@@ -82,9 +82,10 @@ pub struct ApplyReport {
     #[schemars(length(max = 64))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<String>,
-    /// The servicing task was alive then (RFC 3339, moved every 5 minutes
-    /// while it installs): the operator does not time out a node whose task
-    /// still beats (the agent's own 3-hour cap bounds it).
+    /// The servicing task was alive then (RFC 3339: its start, moved at most
+    /// every 5 minutes while it installs, its end): the operator does not
+    /// time out a node whose task still beats, and times what follows the
+    /// install from the last beat (the agent's own 3-hour cap bounds it).
     #[schemars(length(max = 64))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub heartbeat: Option<String>,

@@ -244,8 +244,9 @@ async fn eks_nodes_roll_out_on_hostile_hosts() {
 /// node, Windows Update busy at an install and WSUS answering 503 to a
 /// download (both on one node: two transient failures, then the third
 /// attempt), a proxy resetting a download, CBS asking for one more reboot
-/// after the target. All twenty Updated, none Failed, each within the
-/// attempts and with every reboot named.
+/// after the target, an install longer than the pool's nodeTimeout (its
+/// task beats). All twenty Updated, none Failed, each within the attempts
+/// and with every reboot named.
 #[tokio::test]
 async fn a_pilot_of_ten_aks_and_ten_wsus_nodes_survives_its_first_week() {
     let ((mut aks, aks_stats, aks_pool), (mut wsus, wsus_stats, wsus_pool)) =
@@ -289,16 +290,18 @@ async fn pilot_pool(name: &str, profile: &str) -> (TestSpace, PathBuf, String) {
         |prefix| {
             let n = |i: &[usize]| i.iter().map(|i| format!("{prefix}{i}")).collect::<Vec<_>>().join("+");
             let faults = format!(
-                "--host-faults=read-errors,agent-restart,on-battery,wu-busy@{},wsus-503@{},download-reset@{},pending-after-target@{}",
+                "--host-faults=read-errors,agent-restart,on-battery,wu-busy@{},wsus-503@{},download-reset@{},pending-after-target@{},slow-servicing@{}",
                 n(&[1, 5]),
                 n(&[2, 5]),
                 n(&[3]),
-                n(&[4, 8])
+                n(&[4, 8]),
+                n(&[6])
             );
             let fixed = ["--apply-time=0.5s", "--reboot-time=0.5s", "--transient-retry-after=0.3s"];
             fixed.iter().map(|a| a.to_string()).chain([format!("--host-profile={profile}"), faults]).collect()
         },
-        json!({"runtime": {"name": "containerd"}, "rollout": {"maxUnavailable": 2, "maxFailedNodes": 1, "nodeTimeout": "3m", "drain": {"timeout": "1m"}}}),
+        // Shorter than slow-servicing's 75 s install.
+        json!({"runtime": {"name": "containerd"}, "rollout": {"maxUnavailable": 2, "maxFailedNodes": 1, "nodeTimeout": "60s", "drain": {"timeout": "1m"}}}),
     )
     .await
 }

@@ -216,7 +216,32 @@ func Next(in Input) Step {
 	if !continuing(in) {
 		d.state = host.State{Revision: in.Revision, StartedAt: in.StartedAt}
 	}
-	return d.next()
+	return keepBeat(in, d.next())
+}
+
+// keepBeat carries the servicing task's last beat into the reports of this
+// revision that follow it (a failed read, the reboot, the success the
+// operator then verifies): the operator counts nodeTimeout for those steps
+// from that beat, so an install that outlasted nodeTimeout is not timed out
+// the moment it ends.
+func keepBeat(in Input, step Step) Step {
+	r := &step.Report
+	if r.AppliedRevision != in.Revision || r.Heartbeat != "" {
+		return step
+	}
+	if in.Reported.AppliedRevision == in.Revision {
+		r.Heartbeat = in.Reported.Heartbeat
+	}
+	// The task's own last beat, its end, when it is of this revision and
+	// later: it costs no write of its own (it rides the report that says
+	// what the end brought).
+	if u := in.Observed.UpdateTask; u != nil && u.Revision == in.Revision && !u.Heartbeat.IsZero() {
+		end := u.Heartbeat.UTC().Truncate(time.Second)
+		if prev, err := time.Parse(time.RFC3339, r.Heartbeat); err != nil || end.After(prev) {
+			r.Heartbeat = end.Format(time.RFC3339)
+		}
+	}
+	return step
 }
 
 // Requested: the Node asks the agent for work. It asks nothing without a
@@ -479,6 +504,8 @@ func (d decision) unreadable() Step {
 	if in.ObserveFailingFor < d.readGrace() {
 		// No running duration in the words: every look would rewrite them.
 		msg := fmt.Sprintf("cannot read the host (%s); trying again (the node fails after %s of this)", in.ObserveError, d.readGrace())
+		// The beat last reported stands (keepBeat): a failed read says
+		// nothing of the servicing task.
 		return Step{Action: Wait, Report: d.report(names.StatusApplying, msg), State: d.state}
 	}
 	return d.fail(fmt.Sprintf("cannot read the host for %s: %s; see %s", d.readGrace(), in.ObserveError, AgentLog))

@@ -231,7 +231,7 @@ func (d decision) runningTask(u *host.UpdateTask, target host.Build, ours bool, 
 	msg := d.installMessage(target)
 	var beat string
 	if ours && !u.Heartbeat.IsZero() {
-		beat = u.Heartbeat.UTC().Truncate(HeartbeatReportEvery).Format(time.RFC3339)
+		beat = d.reportedBeat(u.Heartbeat)
 	}
 	if !ours {
 		// A second servicing run on top of a running one fails with
@@ -242,6 +242,17 @@ func (d decision) runningTask(u *host.UpdateTask, target host.Build, ours bool, 
 	report := d.report(names.StatusApplying, msg)
 	report.Heartbeat = beat
 	return Step{Action: Wait, Report: report, State: d.state}
+}
+
+// reportedBeat is the beat the report carries: the task's, to the second,
+// once HeartbeatReportEvery has passed since the one reported (one report
+// write per node in flight per interval, not one per beat); else that one.
+func (d decision) reportedBeat(beat time.Time) string {
+	prev, err := time.Parse(time.RFC3339, d.in.Reported.Heartbeat)
+	if err == nil && d.in.Reported.AppliedRevision == d.in.Revision && beat.Sub(prev) < HeartbeatReportEvery && !beat.Before(prev) {
+		return d.in.Reported.Heartbeat
+	}
+	return beat.UTC().Truncate(time.Second).Format(time.RFC3339)
 }
 
 // ServicingTaskProgram is the program the servicing task runs, under the

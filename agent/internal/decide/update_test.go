@@ -296,8 +296,9 @@ func TestAPendingRebootAfterTheTargetIsMadeBeforeSuccess(t *testing.T) {
 	}
 }
 
-// A running task's heartbeat reaches the report, moved only every
-// HeartbeatReportEvery (one write per node per interval, not per minute).
+// A running task's heartbeat reaches the report, to the second, moved only
+// once HeartbeatReportEvery has passed since the beat reported (one write per
+// node per interval, not per minute).
 func TestARunningTasksHeartbeatIsReportedEveryFiveMinutes(t *testing.T) {
 	in := request()
 	install := Next(in)
@@ -307,19 +308,66 @@ func TestARunningTasksHeartbeatIsReportedEveryFiveMinutes(t *testing.T) {
 	i.Now = time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 	task.Started, task.MarksStart, task.TaskStarted = i.Now.Add(-40*time.Minute), true, i.Now.Add(-39*time.Minute)
 	for _, c := range []struct {
-		beat time.Time
-		want string
+		beat     time.Time
+		reported string
+		want     string
 	}{
-		{time.Time{}, ""},
-		{time.Date(2026, 12, 2, 9, 58, 30, 0, time.UTC), "2026-12-02T09:55:00Z"},
-		{time.Date(2026, 12, 2, 9, 59, 59, 0, time.UTC), "2026-12-02T09:55:00Z"},
-		{time.Date(2026, 12, 2, 10, 0, 1, 0, time.UTC), "2026-12-02T10:00:00Z"},
+		{time.Time{}, "", ""},
+		{time.Date(2026, 12, 2, 9, 58, 30, 0, time.UTC), "", "2026-12-02T09:58:30Z"},
+		{time.Date(2026, 12, 2, 9, 59, 30, 0, time.UTC), "2026-12-02T09:58:30Z", "2026-12-02T09:58:30Z"},
+		{time.Date(2026, 12, 2, 10, 3, 29, 0, time.UTC), "2026-12-02T09:58:30Z", "2026-12-02T09:58:30Z"},
+		{time.Date(2026, 12, 2, 10, 3, 30, 0, time.UTC), "2026-12-02T09:58:30Z", "2026-12-02T10:03:30Z"},
+		// A reported beat of another revision is no measure.
+		{time.Date(2026, 12, 2, 9, 59, 30, 0, time.UTC), "other", "2026-12-02T09:59:30Z"},
 	} {
 		task.Heartbeat = c.beat
+		i.Reported.Heartbeat = c.reported
+		i.Reported.AppliedRevision = i.Revision
+		if c.reported == "other" {
+			i.Reported.AppliedRevision, i.Reported.Heartbeat = "r0", "2026-12-02T09:58:30Z"
+		}
 		i.Observed.UpdateTask = &task
 		step := Next(i)
 		if step.Action != Wait || step.Report.Heartbeat != c.want {
 			t.Errorf("beat %v: %v, heartbeat %q; want Wait, %q", c.beat, step.Action, step.Report.Heartbeat, c.want)
 		}
+	}
+}
+
+// A host read that fails while the servicing task runs keeps the beat the
+// report carried: it says nothing of the task, and a report without the
+// beat would have the operator time out an install that runs.
+func TestAFailedReadKeepsTheReportedHeartbeat(t *testing.T) {
+	in := applying(request(), names.StatusApplying, host.State{Revision: "r1", Attempts: 1})
+	in.Reported.Heartbeat = "2026-12-02T09:55:00Z"
+	in.Observed = host.Observed{}
+	in.ObserveError, in.ObserveFailingFor = "reading HKLM\\...\\CurrentBuildNumber: Insufficient system resources", 10*time.Second
+	step := Next(in)
+	if step.Action != Wait || step.Report.Heartbeat != "2026-12-02T09:55:00Z" || !strings.Contains(step.Report.Message, "cannot read the host") {
+		t.Errorf("%v, report %+v; want Wait keeping the heartbeat", step.Action, step.Report)
+	}
+	// A report about another revision carries no beat of this one.
+	in.Reported.AppliedRevision = "r0"
+	if step := Next(in); step.Report.Heartbeat != "" {
+		t.Errorf("heartbeat %q carried over from revision r0", step.Report.Heartbeat)
+	}
+}
+
+// The report that says what the install brought carries the task's end as
+// its beat: the operator times the checks that follow from it, not from the
+// start of an install that outlasted nodeTimeout. It costs no write of its own.
+func TestTheSuccessCarriesTheTasksEndAsItsBeat(t *testing.T) {
+	end := time.Date(2026, 12, 2, 10, 7, 12, 500, time.UTC)
+	in := applying(patched(), names.StatusApplying, host.State{Revision: "r1", Attempts: 1, Reboots: 1, RebootedAfter: 1})
+	in.Reported.Heartbeat = "2026-12-02T10:01:00Z"
+	in.Observed.UpdateTask = &host.UpdateTask{Revision: "r1", Attempt: 1, Phase: host.UpdateDone, Heartbeat: end, Result: host.UpdateResult{ExitCode: 3010}}
+	step := Next(in)
+	if step.Report.Status != names.StatusSucceeded || step.Report.Heartbeat != "2026-12-02T10:07:12Z" {
+		t.Errorf("report %+v; want Succeeded with the task's end as its beat", step.Report)
+	}
+	// A task of another revision lends no beat.
+	in.Observed.UpdateTask.Revision = "r0"
+	if step := Next(in); step.Report.Heartbeat != "2026-12-02T10:01:00Z" {
+		t.Errorf("heartbeat %q; want the reported one, not r0's task's", step.Report.Heartbeat)
 	}
 }

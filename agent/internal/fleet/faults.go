@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -84,6 +85,10 @@ const (
 	// FaultDownloadReset: the first download is reset by a proxy
 	// (ERROR_INTERNET_CONNECTION_ABORTED): tried again.
 	FaultDownloadReset Fault = "download-reset"
+	// FaultSlowServicing: the install takes slowServicingTime (a Windows
+	// Server 2019 cumulative update: scan, a 1.5 GB download, the CBS
+	// install), longer than the tests' nodeTimeout; its task beats meanwhile.
+	FaultSlowServicing Fault = "slow-servicing"
 	// FaultLocalized: Windows Update's titles come back in German (a WSUS
 	// or a session in another language); nothing may be chosen by them.
 	FaultLocalized Fault = "localized"
@@ -112,6 +117,7 @@ var faultHelp = map[Fault]string{
 	FaultWUBusy:             "the first install fails with 0x80240009 (another operation in progress)",
 	FaultWSUS503:            "the first download fails with 0x80244022 (WSUS answered 503)",
 	FaultDownloadReset:      "the first download is reset by a proxy (0x80072EFE)",
+	FaultSlowServicing:      "the install takes 75s, longer than the tests' nodeTimeout (its task beats)",
 	FaultLocalized:          "Windows Update's titles come back in German",
 	FaultPendingAfterTarget: "the boot that lands the update leaves CBS RebootPending set",
 }
@@ -127,7 +133,10 @@ func faultsUsage() string {
 }
 
 // knownFaults are the faults --host-faults accepts.
-var knownFaults = []Fault{FaultHNSChurn, FaultReadErrors, FaultPendingRenames, FaultOvershoot, FaultUndershoot, FaultRebootUnknown, FaultAgentRestart, FaultSSUFirst, FaultRuntimeCrashloop, FaultSlowAPI, FaultSourceUnreachable, FaultTaskNotStarted, FaultOnBattery, FaultWSUSUnapproved, FaultWUBusy, FaultWSUS503, FaultDownloadReset, FaultLocalized, FaultPendingAfterTarget}
+var knownFaults = []Fault{FaultHNSChurn, FaultReadErrors, FaultPendingRenames, FaultOvershoot, FaultUndershoot, FaultRebootUnknown, FaultAgentRestart, FaultSSUFirst, FaultRuntimeCrashloop, FaultSlowAPI, FaultSourceUnreachable, FaultTaskNotStarted, FaultOnBattery, FaultWSUSUnapproved, FaultWUBusy, FaultWSUS503, FaultDownloadReset, FaultSlowServicing, FaultLocalized, FaultPendingAfterTarget}
+
+// slowServicingTime is how long FaultSlowServicing's install takes.
+const slowServicingTime = 75 * time.Second
 
 // How far FaultOvershoot and FaultUndershoot miss the revision asked for.
 const (
@@ -175,6 +184,9 @@ func (f Faults) shape(node string, o *fakewin.Options) {
 	o.Catalogue.Busy = f.On(FaultWUBusy, node)
 	o.Catalogue.Unavailable = f.On(FaultWSUS503, node)
 	o.Catalogue.DownloadReset = f.On(FaultDownloadReset, node)
+	if f.On(FaultSlowServicing, node) {
+		o.Catalogue.InstallTime = slowServicingTime
+	}
 	if f.On(FaultLocalized, node) {
 		o.Catalogue.Localized = true
 	}

@@ -53,9 +53,10 @@ type Apply struct {
 	// StartedAt is the operator's start (winpool.dev/started-at) this result
 	// answers: the operator never reads it as the answer to a later one.
 	StartedAt string `json:"startedAt,omitempty"`
-	// Heartbeat: the servicing task was alive then (RFC 3339, every
-	// decide.HeartbeatReportEvery while it installs); the operator does not
-	// time out a node whose task beats.
+	// Heartbeat: the servicing task was alive then (RFC 3339: its start,
+	// moved at most every decide.HeartbeatReportEvery while it installs,
+	// its end); the operator does not time out a node whose task beats, and
+	// times what follows the install from the last beat.
 	Heartbeat string `json:"heartbeat,omitempty"`
 }
 

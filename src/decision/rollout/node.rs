@@ -132,15 +132,26 @@ const HEARTBEAT_CAP: std::time::Duration = std::time::Duration::from_secs(3 * 36
 /// rather than trusted: it must never wait forever. A node whose servicing
 /// task still beats is installing (a Windows Server 2019 cumulative update
 /// outlasts any fixed timeout): it is not timed out, for at most
-/// HEARTBEAT_CAP past nodeTimeout.
+/// HEARTBEAT_CAP past nodeTimeout, and what follows the install has
+/// nodeTimeout from its last beat.
 fn timed_out(s: &RoundSettings<'_>, n: &NodeView, state: NodeState) -> Option<String> {
     let started = n.started_at.or(n.state_since);
-    let beating = state == NodeState::Applying
+    let within_cap = matches!(state, NodeState::Applying | NodeState::Verifying)
         && started.is_some()
-        && s.since(started) <= s.node_timeout + HEARTBEAT_CAP
-        // Either way of the leader's clock: a host's may be ahead.
+        && s.since(started) <= s.node_timeout + HEARTBEAT_CAP;
+    // Either way of the leader's clock: a host's may be ahead.
+    let beating = state == NodeState::Applying
+        && within_cap
         && n.apply_heartbeat.is_some_and(|beat| s.now.duration_since(beat).abs() <= HEARTBEAT_FRESH);
-    (state.in_flight() && !beating && (started.is_none() || s.since(started) > s.node_timeout)).then(|| {
+    // The steps after a beating install (the reboot, the checks) have
+    // nodeTimeout from its last beat: an install that outlasted nodeTimeout
+    // would otherwise be timed out the moment it ends. A beat from the
+    // future moves nothing.
+    let from = match (started, n.apply_heartbeat.filter(|beat| *beat <= s.now)) {
+        (Some(st), Some(beat)) if within_cap => Some(st.max(beat)),
+        _ => started,
+    };
+    (state.in_flight() && !beating && (from.is_none() || s.since(from) > s.node_timeout)).then(|| {
         format!(
             "node did not finish {} within nodeTimeout {}; {}",
             state.as_str().to_lowercase(),

@@ -745,8 +745,10 @@ fn a_timed_out_node_says_what_it_was_waiting_for() {
 
 /// A node whose servicing task still beats is installing (a Windows Server
 /// 2019 cumulative update outlasts any fixed nodeTimeout): it is not timed
-/// out. Two missed beats, a beat of another start, or a node past Applying
-/// time out as before.
+/// out, and what follows the install (the reboot, the checks) has
+/// nodeTimeout from its last beat. No beat, a last beat older than
+/// nodeTimeout, a beat from the future, or a start past the agent's cap time
+/// out as before.
 #[test]
 fn a_node_whose_servicing_task_beats_is_not_timed_out() {
     let spec = spec_with("rollout: {nodeTimeout: 30m}");
@@ -758,10 +760,22 @@ fn a_node_whose_servicing_task_beats_is_not_timed_out() {
         apply_heartbeat: beat,
         ..in_state("n", NodeState::Applying, &rev)
     };
-    let plan = run(&spec, &[installing(ago(4 * 60))]);
-    assert!(plan.failed.is_empty(), "a beating task timed out: {:?}", plan.failed);
     for (what, node) in [
-        ("a beat 20 minutes old", installing(ago(20 * 60))),
+        ("a beat 4 minutes old", installing(ago(4 * 60))),
+        ("the install ended 20 minutes ago, within nodeTimeout of its last beat", installing(ago(20 * 60))),
+    ] {
+        let plan = run(&spec, &[node]);
+        assert!(plan.failed.is_empty(), "{what}: timed out: {:?}", plan.failed);
+    }
+    // Verifying after it (the agent said Succeeded, HNS is not there yet): from the last beat too.
+    let verifying = NodeView { apply_status: Some("Succeeded".into()), ..in_state("n", NodeState::Verifying, &rev) };
+    let verifying = NodeView { started_at: ago(90 * 60), applied_revision: Some(rev.clone()), apply_heartbeat: ago(20 * 60), ..verifying };
+    let plan = run(&spec, std::slice::from_ref(&verifying));
+    assert!(plan.failed.is_empty(), "verifying within nodeTimeout of the last beat: timed out: {:?}", plan.failed);
+    let plan = run(&spec, &[NodeView { apply_heartbeat: ago(31 * 60), ..verifying }]);
+    assert_eq!(plan.failed.first().map(|f| f.reason.as_str()), Some("Timeout"), "verifying past nodeTimeout of the last beat");
+    for (what, node) in [
+        ("a last beat older than nodeTimeout", installing(ago(31 * 60))),
         ("no beat", installing(None)),
         ("a beat an hour ahead", installing(ago(-3600))),
         // A host that beats for ever holds its node no longer than the agent's own cap allows.

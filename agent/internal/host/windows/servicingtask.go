@@ -284,6 +284,10 @@ func runServicing(ctx context.Context, planFile string, install installer) (host
 	// agent would take an install that runs for one that never started.
 	started := *cur
 	started.TaskStarted = time.Now().UTC()
+	// The first beat: alive from the start, not from a minute in (a node
+	// whose nodeTimeout runs out within that minute would be failed while
+	// its install runs).
+	started.Heartbeat = started.TaskStarted
 	if err := writeResultPatiently(ctx, p.ResultFile, started, markWriteTries, time.Second); err != nil {
 		return host.UpdateTask{}, fmt.Errorf("nothing installed: marking %s started: %w", p.ResultFile, err)
 	}
@@ -298,6 +302,9 @@ func runServicing(ctx context.Context, planFile string, install installer) (host
 	} else {
 		r.Result = res
 	}
+	// The last beat is the end: what follows the install (the reboot, the
+	// checks) is timed from it.
+	r.Heartbeat = time.Now().UTC()
 	if err := writeResultPatiently(ctx, p.ResultFile, r, resultWriteTries, time.Second); err != nil {
 		return r, fmt.Errorf("servicing ended but its result could not be written to %s: %w", p.ResultFile, err)
 	}

@@ -340,6 +340,8 @@ func TestRunServicing(t *testing.T) {
 			calls++
 			if cur, _ := readUpdateResult(resultFile); cur == nil || cur.Phase != host.UpdateRunning || cur.TaskStarted.IsZero() {
 				t.Errorf("%s: installing before the result says the task started: %+v", tc.name, cur)
+			} else if !cur.Heartbeat.Equal(cur.TaskStarted) {
+				t.Errorf("%s: the start mark beats %v, want its own time %v (the first beat is the start)", tc.name, cur.Heartbeat, cur.TaskStarted)
 			}
 			if !reflect.DeepEqual(req, wantReq) || p.StateDir != s.stateDir || p.Proxy["HTTPS_PROXY"] != "http://proxy:3128" {
 				t.Errorf("%s: installing %+v from %+v, want %+v", tc.name, req, p, wantReq)
@@ -371,8 +373,12 @@ func TestRunServicing(t *testing.T) {
 		if calls > 0 && r.TaskStarted.IsZero() {
 			t.Errorf("%s: installed without marking the task started", tc.name)
 		}
+		// The last beat is the end, after the start mark.
+		if calls > 0 && !r.Heartbeat.After(r.TaskStarted) {
+			t.Errorf("%s: the result's beat %v is not its end (started %v)", tc.name, r.Heartbeat, r.TaskStarted)
+		}
 		r.Error, tc.result.Error, tc.result.ResultFile = "", "", resultFile
-		r.TaskStarted, tc.result.MarksStart = time.Time{}, true
+		r.TaskStarted, r.Heartbeat, tc.result.MarksStart = time.Time{}, time.Time{}, true
 		if !reflect.DeepEqual(*r, tc.result) {
 			t.Errorf("%s: result %+v, want %+v", tc.name, *r, tc.result)
 		}
