@@ -77,6 +77,10 @@ pub const ANN_DRAIN_BLOCKED_SINCE: &str = "winpool.dev/drain-blocked-since";
 /// label (value "true"): a pool's author names the Secret and the URL, so
 /// no other Secret of the operator's namespace can be sent anywhere.
 pub const LABEL_GATE_CREDENTIALS: &str = "winpool.dev/health-gate-credentials";
+/// On a health gate's credentials Secret: the URL prefixes (comma-separated,
+/// matched up to a `/`) its credentials may be sent to. A gate naming the
+/// Secret with another URL is refused without sending them.
+pub const ANN_GATE_ALLOWED_URLS: &str = "winpool.dev/allowed-urls";
 
 pub const TAINT_HNS_NOT_READY: &str = "winpool.dev/hns-not-ready";
 pub const NODE_CONDITION_HNS_READY: &str = "WindowsHNSReady";

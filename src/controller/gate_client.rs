@@ -83,7 +83,7 @@ async fn ask_prometheus(ctx: &Context, g: &PrometheusGate, api: GateApi) -> Seen
     };
     let authorization = match &g.auth {
         None => None,
-        Some(a) => match authorization(ctx, a).await {
+        Some(a) => match authorization(ctx, a, &g.url).await {
             Ok(h) => Some(h),
             Err(f) => return Seen::Failed(f),
         },
@@ -184,10 +184,33 @@ fn causes(e: &dyn std::error::Error) -> String {
 }
 
 /// The Authorization header from the gate's Secret.
-async fn authorization(ctx: &Context, auth: &PrometheusAuth) -> Result<HeaderValue, Failure> {
+async fn authorization(ctx: &Context, auth: &PrometheusAuth, url: &str) -> Result<HeaderValue, Failure> {
     let secret = gate_secret(ctx, &auth.secret_name, Failure::Auth).await?;
-    authorization_header(&secret, auth.type_)
+    url_allowed_by(&secret, url)
+        .and_then(|()| authorization_header(&secret, auth.type_))
         .map_err(|e| Failure::Auth(format!("Secret {}/{}: {e}", ctx.settings.secret_namespace, auth.secret_name)))
+}
+
+/// Whether the Secret lets its credentials go to `url`: anywhere when it
+/// names no URLs (annotation winpool.dev/allowed-urls), else only under one
+/// of them, matched up to a `/` (`https://prom.corp` admits
+/// `https://prom.corp/api/…`, never `https://prom.corp.evil/…`). Whoever
+/// writes pools may name any Secret labelled for gates; this is how the
+/// Secret's owner keeps its token for the servers it is meant for. Pure.
+pub(super) fn url_allowed_by(secret: &Secret, url: &str) -> Result<(), String> {
+    let Some(allowed) = secret.metadata.annotations.as_ref().and_then(|a| a.get(names::ANN_GATE_ALLOWED_URLS)) else {
+        return Ok(());
+    };
+    let prefixes: Vec<&str> = allowed.split(',').map(str::trim).filter(|p| !p.is_empty()).collect();
+    let under = |p: &&str| url.strip_prefix(*p).is_some_and(|rest| p.ends_with('/') || rest.is_empty() || rest.starts_with(['/', '?']));
+    if prefixes.iter().any(under) {
+        return Ok(());
+    }
+    Err(format!(
+        "allows its credentials only to {} ({}), not to {url}: nothing was sent",
+        prefixes.join(", "),
+        names::ANN_GATE_ALLOWED_URLS
+    ))
 }
 
 /// The authorities a gate with `tls` trusts, from its Secret.
@@ -322,6 +345,31 @@ mod tests {
         assert_eq!(refused, "is not labelled winpool.dev/health-gate-credentials=true; winpool uses only Secrets meant for health gates");
         unlabelled.metadata.labels = Some([(names::LABEL_GATE_CREDENTIALS.to_string(), "false".to_string())].into());
         assert!(authorization_header(&unlabelled, PrometheusAuthType::Bearer).is_err());
+    }
+
+    #[test]
+    fn a_secret_may_name_the_urls_its_credentials_go_to() {
+        let mut s = secret(&[("token", "t")]);
+        assert_eq!(url_allowed_by(&s, "https://evil.example/"), Ok(()), "no annotation: anywhere");
+        s.metadata.annotations =
+            Some([(names::ANN_GATE_ALLOWED_URLS.to_string(), "https://prom.corp, https://thanos.corp/query/".to_string())].into());
+        for (url, ok) in [
+            ("https://prom.corp", true),
+            ("https://prom.corp/", true),
+            ("https://prom.corp/prometheus", true),
+            ("https://thanos.corp/query/api", true),
+            ("https://prom.corp.evil", false),
+            ("https://prom.corp:8443/", false),
+            ("https://prom.corpx/", false),
+            ("https://thanos.corp/queryx", false),
+            ("https://evil.example/?u=https://prom.corp", false),
+        ] {
+            let got = url_allowed_by(&s, url);
+            assert_eq!(got.is_ok(), ok, "{url}: {got:?}");
+            if let Err(e) = got {
+                assert!(e.contains("nothing was sent") && e.contains(url), "{e}");
+            }
+        }
     }
 
     /// A server on loopback that answers every connection with `answer`, or never when None.
