@@ -494,6 +494,8 @@ agent_ns_privileged() {
   [[ "$v" == privileged ]]
 }
 check "agent namespace exists, enforce=privileged" agent_ns_privileged
+check "a ResourceQuota admits system-node-critical pods in the agent namespace" \
+  exists -n "$AGENT_NS" get "resourcequota/$FULLNAME-node-critical"
 # The upgraded Deployment's pods are admitted under enforce=restricted; they
 # stay Pending (no node runs them here), so the rolling update stops at its
 # first surge pod: one pod of the newest ReplicaSet proves admission.
