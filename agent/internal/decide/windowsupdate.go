@@ -123,9 +123,12 @@ func SelectWindowsUpdates(offered []WUUpdate) []int {
 
 // englishOSCumulative: an English title of the OS's cumulative update
 // ("2024-10 Cumulative Update for Microsoft server operating system version
-// 21H2 for x64-based Systems (KB5044281)"), not .NET Framework's.
+// 21H2 for x64-based Systems (KB5044281)") or, in a Windows Server 2025
+// hotpatch month, of its hotpatch ("2025-02 Security Hotpatch Update for
+// Windows Server 2025 for x64-based Systems (KB5052006)", a fraction of the
+// size of .NET's cumulative update of that month), not .NET Framework's.
 func englishOSCumulative(title string) bool {
-	return strings.Contains(title, "Cumulative Update") && !strings.Contains(title, ".NET")
+	return (strings.Contains(title, "Cumulative Update") || strings.Contains(title, "Hotpatch")) && !strings.Contains(title, ".NET")
 }
 
 func isOSUpdate(u WUUpdate) bool {

@@ -66,6 +66,11 @@ func TestSelectWindowsUpdates(t *testing.T) {
 				WUClassSecurityUpdates, "5044091", 900*mb),
 			offer(lcuEN, WUClassSecurityUpdates, "5044281", 420*mb),
 		}, []int{1}},
+		{"a Windows Server 2025 hotpatch month: the hotpatch, not .NET's larger cumulative update", []WUUpdate{
+			offer("2025-02 Cumulative Update for .NET Framework 3.5 and 4.8.1 for Microsoft server operating system version 24H2 for x64 (KB5050188)",
+				WUClassSecurityUpdates, "5050188", 70*mb),
+			offer("2025-02 Security Hotpatch Update for Windows Server 2025 for x64-based Systems (KB5052006)", WUClassSecurityUpdates, "5052006", 25*mb),
+		}, []int{1}},
 		{"German titles: the cumulative update is still found", []WUUpdate{
 			offer("Kumulatives Update für Microsoft server operating system, Version 21H2 für x64-basierte Systeme (KB5044281)",
 				WUClassSecurityUpdates, "5044281", 420*mb),
