@@ -54,7 +54,13 @@ k() { "$KUBECTL" "$@"; }
 
 log "step 4/6: CRD, simulated fleet (16 nodes) and a PDB-protected workload"
 k apply -f crds/windowsnodepools.winpool.dev.yaml -f crds/windowsnodereports.winpool.dev.yaml >/dev/null
-k wait --for=condition=Established crd/windowsnodepools.winpool.dev crd/windowsnodereports.winpool.dev --timeout=60s >/dev/null
+# Polled: kubectl wait --for=condition fails at once, rather than waiting, on
+# a CRD read before the API server wrote any condition into it.
+established() { [[ "$(k get "crd/$1" -o jsonpath='{.status.conditions[?(@.type=="Established")].status}' 2>/dev/null)" == True ]]; }
+for crd in windowsnodepools.winpool.dev windowsnodereports.winpool.dev; do
+  for _ in $(seq 300); do established "$crd" && break; sleep 0.2; done
+  established "$crd" || die "CRD $crd is not Established after 60s"
+done
 stop_bg
 start_bg() { # name, program, args...
   local name="$1"; shift

@@ -259,10 +259,25 @@ class Bench:
         if not self.a.keep:
             subprocess.run([self.a.cluster_script, "down"], check=True, stdout=subprocess.DEVNULL)
 
+    def wait_established(self, crd, timeout=60.0):
+        """Polls until the CRD is Established. `kubectl wait --for=condition`
+        fails at once, rather than waiting, on a CRD read before the API
+        server wrote any condition into it (".status.conditions accessor
+        error: <nil>"), which a fresh control plane does one time in many."""
+        deadline = time.monotonic() + timeout
+        path = '{.status.conditions[?(@.type=="Established")].status}'
+        while True:
+            got = self.kubectl("get", f"crd/{crd}", "-o", f"jsonpath={path}", check=False)
+            if got.strip() == "True":
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"CRD {crd} not Established within {timeout:.0f}s")
+            time.sleep(0.2)
+
     def install_crd_and_identity(self):
         for crd in ("windowsnodepools.winpool.dev", "windowsnodereports.winpool.dev"):
             self.kubectl("apply", "-f", os.path.join(self.repo, "crds", f"{crd}.yaml"))
-            self.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")
+            self.wait_established(crd)
         # The operator runs as the chart's ServiceAccount with the chart's RBAC,
         # exactly as installed; only the identity objects are applied (no Deployment).
         self.kubectl("create", "namespace", SA_NAMESPACE, check=False)
