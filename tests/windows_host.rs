@@ -469,7 +469,7 @@ async fn nodes_whose_wsus_does_not_offer_the_update_are_never_cordoned_and_the_r
     two_of_six_blocked_in_preflight(
         "wsus-unapproved",
         "onprem-wsus",
-        &["Windows Update offers nothing the install would take", "approve the cumulative update that reaches 10.0.20348.2762"],
+        &["nothing the install would take (the search before the drain)", "approve the cumulative update that reaches 10.0.20348.2762"],
     )
     .await;
 }

@@ -281,7 +281,7 @@ func printOffer(w io.Writer, o *host.UpdateOffer) {
 	case o.Err != "":
 		fmt.Fprintf(w, "  FAILED  the Windows Update search: %s\n", o.Err)
 	case o.Refusal != "":
-		fmt.Fprintf(w, "  FAILED  Windows Update offers nothing the install would take: %s\n", o.Refusal)
+		fmt.Fprintf(w, "  FAILED  nothing the install would take: %s\n", o.Refusal)
 	case o.Searching:
 		fmt.Fprintln(w, "  ?       the Windows Update search has not answered")
 	default:

@@ -81,10 +81,10 @@ func TestPrintPreflight(t *testing.T) {
 			}, preflightBlocked},
 		{"WSUS offers no cumulative update", config.Revision{PatchLevel: "10.0.20348.2762"}, behind,
 			&host.PreflightFindings{SystemDrive: "C:", FreeBytes: 42 << 30, Sources: []host.SourceCheck{{Name: "WSUS http://wsus.corp:8530"}},
-				Offer: &host.UpdateOffer{Refusal: "no servicing stack or cumulative update for this host is offered (offered: KB890830)"}}, "",
+				Offer: &host.UpdateOffer{Refusal: "Windows Update offers no servicing stack or cumulative update for this host (offered: KB890830)"}}, "",
 			[]string{
 				"  ok      WSUS http://wsus.corp:8530",
-				"  FAILED  Windows Update offers nothing the install would take: no servicing stack or cumulative update for this host is offered (offered: KB890830)",
+				"  FAILED  nothing the install would take: Windows Update offers no servicing stack or cumulative update for this host (offered: KB890830)",
 			}, preflightBlocked},
 		{"Windows Update offers the cumulative update", config.Revision{PatchLevel: "10.0.20348.2762"}, behind,
 			&host.PreflightFindings{SystemDrive: "C:", FreeBytes: 42 << 30, Sources: []host.SourceCheck{{Name: "WSUS http://wsus.corp:8530"}},

@@ -81,7 +81,7 @@ func TestAnUpdateTheSourceDoesNotOfferBlocksThePreflight(t *testing.T) {
 	eventually(t, "a preflight", func() bool { return h.value(keyPreflightRevision) == "r1" })
 
 	got := h.value(keyPreflight)
-	for _, want := range []string{"Blocked: ", "no servicing stack or cumulative update for this host is offered", "KB890830", "approve the cumulative update that reaches 10.0.20348.2762"} {
+	for _, want := range []string{"Blocked: ", "Windows Update offers no servicing stack or cumulative update for this host", "KB890830", "approve the cumulative update that reaches 10.0.20348.2762"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("preflight %q does not say %q", got, want)
 		}

@@ -126,7 +126,7 @@ func updateBlocks(f *host.PreflightFindings) []string {
 		case o.Err != "":
 			blocks = append(blocks, "the Windows Update search failed: "+o.Err)
 		case o.Refusal != "":
-			blocks = append(blocks, "Windows Update offers nothing the install would take: "+o.Refusal)
+			blocks = append(blocks, "nothing the install would take (the search before the drain): "+o.Refusal)
 		}
 	}
 	if f.FreeBytes >= 0 && f.FreeBytes < MinFreeBytes {

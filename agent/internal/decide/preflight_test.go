@@ -58,7 +58,7 @@ func TestPreflight(t *testing.T) {
 			findings: offered(room, host.UpdateOffer{Takes: []string{"KB5050002: 2026-12 Cumulative Update"}}), note: "KB5050002: 2026-12 Cumulative Update"},
 		{name: "nothing the install takes is offered", cfg: cfg, obs: behind,
 			findings: offered(room, host.UpdateOffer{Refusal: "Windows Update offers none of KB5050009, which the pool pins"}),
-			blocked:  []string{"Windows Update offers nothing the install would take: Windows Update offers none of KB5050009"}},
+			blocked:  []string{"nothing the install would take (the search before the drain): Windows Update offers none of KB5050009"}},
 		{name: "the search failed", cfg: cfg, obs: behind,
 			findings: offered(room, host.UpdateOffer{Err: "searching: IUpdateSearcher.Search: 0x8024401C"}),
 			blocked:  []string{"the Windows Update search failed: searching: IUpdateSearcher.Search: 0x8024401C"}},

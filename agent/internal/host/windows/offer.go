@@ -40,8 +40,9 @@ type offerRun struct {
 	offer   host.UpdateOffer
 }
 
-// offer is the revision's offer, waiting up to offerWait for a search that
-// runs.
+// offer is the revision's offer; the ask that starts the search waits up to
+// offerWait for it, later asks while it runs do not (the agent's loop is not
+// held every recheck).
 func (o *offerSearches) offer(m Machine, req host.UpdateRequest, now time.Time) host.UpdateOffer {
 	offer, ended := o.ask(m, req, now)
 	if ended == nil {
@@ -57,8 +58,9 @@ func (o *offerSearches) offer(m Machine, req host.UpdateRequest, now time.Time) 
 
 // ask is the revision's offer: the answer of its search, or Searching
 // while it runs (started on the first ask, on a goroutine of its own: the
-// Windows Update Agent's Search has no deadline) with the channel its end
-// closes. A failed search is made again on the next ask after it.
+// Windows Update Agent's Search has no deadline), with the channel its end
+// closes to the ask that started it. A failed search is made again on the
+// next ask after it.
 func (o *offerSearches) ask(m Machine, req host.UpdateRequest, now time.Time) (host.UpdateOffer, <-chan struct{}) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -75,7 +77,7 @@ func (o *offerSearches) ask(m Machine, req host.UpdateRequest, now time.Time) (h
 	case ok && now.Sub(r.started) > offerSearchTimeout:
 		return host.UpdateOffer{Err: fmt.Sprintf("the Windows Update search has not answered in %s (started %s)", offerSearchTimeout, r.started.UTC().Format(time.RFC3339))}, nil
 	case ok:
-		return host.UpdateOffer{Searching: true}, r.ended
+		return host.UpdateOffer{Searching: true}, nil
 	}
 	for rev := range o.runs { // one revision is pending at a time
 		delete(o.runs, rev)
@@ -103,29 +105,21 @@ func searchOffer(m Machine, req host.UpdateRequest) host.UpdateOffer {
 	if err != nil {
 		return host.UpdateOffer{Err: "searching: " + err.Error()}
 	}
-	var chosen []int
-	if len(req.KBs) > 0 {
-		if chosen, err = decide.SelectPinnedUpdates(offered, req.KBs); err != nil {
-			return host.UpdateOffer{Refusal: err.Error()}
-		}
-	} else if chosen = decide.SelectWindowsUpdates(offered); len(chosen) == 0 {
-		var titles []string
-		for _, u := range offered {
-			titles = append(titles, u.Title)
-		}
-		return host.UpdateOffer{Refusal: fmt.Sprintf("no servicing stack or cumulative update for this host is offered (offered: %s); "+
-			"with WSUS, approve the cumulative update that reaches %s for this node's group, or pin it by KB ID (os.updates.kbs)", orNone(titles), req.Target)}
+	chosen, err := chooseUpdates(offered, req)
+	if err != nil {
+		return host.UpdateOffer{Refusal: err.Error()}
 	}
 	var offer host.UpdateOffer
 	for _, i := range chosen {
-		offer.Takes = append(offer.Takes, "KB"+strings.TrimPrefix(strings.ToUpper(firstOr(offered[i].KBs, "?")), "KB")+": "+offered[i].Title)
+		offer.Takes = append(offer.Takes, kbOf(offered[i])+": "+offered[i].Title)
 	}
 	return offer
 }
 
-func firstOr(list []string, or string) string {
-	if len(list) == 0 {
-		return or
+// kbOf is the update's first KB ID as a person writes it (KB5050002).
+func kbOf(u decide.WUUpdate) string {
+	if len(u.KBs) == 0 {
+		return "KB?"
 	}
-	return list[0]
+	return "KB" + strings.TrimPrefix(strings.ToUpper(u.KBs[0]), "KB")
 }

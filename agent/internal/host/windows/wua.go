@@ -46,18 +46,9 @@ func installFromWindowsUpdate(ctx context.Context, wu WindowsUpdate, req host.Up
 	if err != nil {
 		return host.UpdateResult{}, fmt.Errorf("searching Windows Update (does the node reach Windows Update or its WSUS server?): %w", err)
 	}
-	var chosen []int
-	if len(req.KBs) > 0 {
-		if chosen, err = decide.SelectPinnedUpdates(offered, req.KBs); err != nil {
-			return host.UpdateResult{}, err
-		}
-	} else if chosen = decide.SelectWindowsUpdates(offered); len(chosen) == 0 {
-		var titles []string
-		for _, u := range offered {
-			titles = append(titles, u.Title)
-		}
-		return host.UpdateResult{}, fmt.Errorf("Windows Update offers no servicing stack or cumulative update for this host (offered: %s); "+
-			"with WSUS, approve the cumulative update that reaches %s for this node's group, or pin it by KB ID (os.updates.kbs)", orNone(titles), req.Target)
+	chosen, err := chooseUpdates(offered, req)
+	if err != nil {
+		return host.UpdateResult{}, err
 	}
 	var exits []decide.StepExit
 	for _, i := range chosen {
@@ -76,6 +67,25 @@ func installFromWindowsUpdate(ctx context.Context, wu WindowsUpdate, req host.Up
 	res := decide.CombineServicing(exits, len(chosen))
 	res.Detail = "Windows Update: " + res.Detail
 	return res, nil
+}
+
+// chooseUpdates is what the install takes from what is offered: the KBs
+// the revision pins, or the servicing stack and cumulative updates
+// decide.SelectWindowsUpdates picks; an error says why nothing, naming what
+// is offered. Preflight asks it too (offer.go), so the two never disagree.
+func chooseUpdates(offered []decide.WUUpdate, req host.UpdateRequest) ([]int, error) {
+	if len(req.KBs) > 0 {
+		return decide.SelectPinnedUpdates(offered, req.KBs)
+	}
+	if chosen := decide.SelectWindowsUpdates(offered); len(chosen) > 0 {
+		return chosen, nil
+	}
+	var titles []string
+	for _, u := range offered {
+		titles = append(titles, u.Title)
+	}
+	return nil, fmt.Errorf("Windows Update offers no servicing stack or cumulative update for this host (offered: %s); "+
+		"with WSUS, approve the cumulative update that reaches %s for this node's group, or pin it by KB ID (os.updates.kbs)", orNone(titles), req.Target)
 }
 
 // installOne downloads and installs one update, and returns the result as a
