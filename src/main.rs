@@ -103,6 +103,12 @@ struct RunArgs {
     /// cluster); the tag is the pool's storage.csiProxy.version.
     #[arg(long, default_value = winpool::csi_proxy::DEFAULT_REPOSITORY)]
     csi_proxy_repository: String,
+    /// The pause image each pool's pod-network DaemonSet runs: one pod on
+    /// the pod network per node, so a CNI that creates its HNS network only
+    /// for a pod sandbox (Azure CNI after AKS's boot-time HNS clean-up) does
+    /// so on a drained node too. Empty: no such DaemonSet.
+    #[arg(long, default_value = winpool::pod_network::DEFAULT_IMAGE)]
+    pod_network_image: String,
     /// The only namespace whose Secrets winpool reads: health gate credentials
     /// (default: this pod's namespace, else "default").
     #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
@@ -191,6 +197,7 @@ fn controller_settings(args: &RunArgs) -> Settings {
         allowed_runtime_archives: nonempty(&args.allowed_runtime_archives),
         allowed_package_shares: nonempty(&args.allowed_package_shares),
         csi_proxy_repository: args.csi_proxy_repository.clone(),
+        pod_network_image: Some(args.pod_network_image.clone()).filter(|s| !s.is_empty()),
         secret_namespace: args.secret_namespace.clone(),
     }
 }

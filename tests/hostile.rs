@@ -206,9 +206,10 @@ async fn a_pool_name_at_the_63_character_limit_rolls_and_a_longer_one_is_refused
         assert_eq!(n.labels().get(names::LABEL_POOL), Some(&pool), "the 63-character name is a valid label value");
     }
     let ds = Api::<DaemonSet>::namespaced(t.client.clone(), &t.agent_namespace()).list(&ListParams::default()).await.unwrap().items;
-    assert_eq!(ds.len(), 1);
-    assert_eq!(ds[0].name_any(), format!("winpool-{pool}"));
-    assert_eq!(ds[0].labels().get(names::LABEL_POOL), Some(&pool));
+    let mut ds_names: Vec<String> = ds.iter().map(|d| d.name_any()).collect();
+    ds_names.sort();
+    assert_eq!(ds_names, [format!("winpool-{pool}"), format!("winpool-{pool}-pod-network")], "the agent's and the pod network's");
+    assert!(ds.iter().all(|d| d.labels().get(names::LABEL_POOL) == Some(&pool)));
     let cm = Api::<ConfigMap>::namespaced(t.client.clone(), &t.agent_namespace()).get(&format!("winpool-{pool}-{rev}")).await;
     assert!(cm.is_ok(), "the revision ConfigMap of a 63-character pool: {cm:?}");
     final_invariants(&t, &pool).await;
@@ -610,9 +611,8 @@ async fn a_daemonset_deleted_by_hand_mid_rollout_is_recreated_and_the_rollout_fi
     })
     .await;
     let ds_api: Api<DaemonSet> = Api::namespaced(t.client.clone(), &t.agent_namespace());
-    let ds = ds_api.list(&ListParams::default()).await.unwrap().items;
-    assert_eq!(ds.len(), 1);
-    let (name, uid) = (ds[0].name_any(), ds[0].uid());
+    let ds = ds_api.get(&format!("winpool-{pool}")).await.expect("the pool's agent DaemonSet");
+    let (name, uid) = (ds.name_any(), ds.uid());
     ds_api.delete(&name, &DeleteParams::background()).await.unwrap();
     let deleted_at = Instant::now();
     wait_for("the DaemonSet to be recreated", Duration::from_secs(60), || async {

@@ -289,8 +289,10 @@ async fn pilot_pool(name: &str, profile: &str) -> (TestSpace, PathBuf, String) {
         name,
         |prefix| {
             let n = |i: &[usize]| i.iter().map(|i| format!("{prefix}{i}")).collect::<Vec<_>>().join("+");
+            // AKS's image removes its HNS network at every boot.
+            let hns_reset = if profile == "aks" { "aks-hns-reset," } else { "" };
             let faults = format!(
-                "--host-faults=read-errors,agent-restart,on-battery,wu-busy@{},wsus-503@{},download-reset@{},pending-after-target@{},slow-servicing@{}",
+                "--host-faults={hns_reset}read-errors,agent-restart,on-battery,wu-busy@{},wsus-503@{},download-reset@{},pending-after-target@{},slow-servicing@{}",
                 n(&[1, 5]),
                 n(&[2, 5]),
                 n(&[3]),

@@ -3,8 +3,10 @@
 //!
 //! - [`daemonset`]: the pool's agent DaemonSet.
 //! - [`csi_proxy`]: CSI Proxy's HostProcess DaemonSet per version.
+//! - [`pod_network`]: a pod on the pod network per node (AKS's HNS network after a boot).
 //! - [`configmap`]: a revision's immutable ConfigMap.
 
 pub mod configmap;
 pub mod csi_proxy;
 pub mod daemonset;
+pub mod pod_network;

@@ -44,8 +44,14 @@ pub(super) async fn write_daemonset(pool: &WindowsNodePool, ctx: &Context, w: &A
         warn!(pool = %pool.name_any(), daemonset = %ds_name, "{msg}");
         let ev = Event {
             type_: EventType::Warning,
-            reason: if crate::csi_proxy::is_csi_proxy(&w.daemonset) { "CSIProxyDaemonSetReverted" } else { "AgentDaemonSetReverted" }
-                .into(),
+            reason: if crate::csi_proxy::is_csi_proxy(&w.daemonset) {
+                "CSIProxyDaemonSetReverted"
+            } else if crate::pod_network::is_pod_network(&w.daemonset) {
+                "PodNetworkDaemonSetReverted"
+            } else {
+                "AgentDaemonSetReverted"
+            }
+            .into(),
             note: Some(msg),
             action: "Apply".into(),
             secondary: None,

@@ -99,7 +99,8 @@ async fn run_round(pool: &WindowsNodePool, ctx: &Context, memory: PoolMemory) ->
 /// Proxy DaemonSet, before any node is labelled for it; HNS condition and
 /// taint before the node patches (a node whose taint could not be written
 /// waits a round); the node patches; the evictions; and last the CSI Proxy
-/// DaemonSets and ConfigMaps no node needs any more. When the replica stops,
+/// DaemonSets and ConfigMaps no node needs any more (and a pod-network
+/// DaemonSet turned off). When the replica stops,
 /// the rest is left unwritten, as a crash there would leave it; every prefix
 /// of this order is one the next round can continue from. Returns what the
 /// writes did and the first error.
@@ -128,6 +129,9 @@ async fn execute_into<'r>(
     }
     if let Some(agent) = &round.agent {
         write_daemonset(pool, ctx, agent).await?;
+    }
+    if let Some(pod_network) = &round.pod_network.write {
+        write_daemonset(pool, ctx, pod_network).await?;
     }
     write_configmaps(pool, ctx, &round.configmaps).await?;
     for csi in &round.csi_proxy.write {
@@ -160,6 +164,10 @@ async fn execute_into<'r>(
     for ds in &round.csi_proxy.delete {
         delete_daemonset(ctx, ds).await?;
         info!(pool = %name, daemonset = %ds, "deleted CSI Proxy DaemonSet: no node's revision asks for its version");
+    }
+    if let Some(ds) = &round.pod_network.delete {
+        delete_daemonset(ctx, ds).await?;
+        info!(pool = %name, daemonset = %ds, "deleted the pod-network DaemonSet: the operator runs without one");
     }
     for (cm, rev) in &round.stale_configmaps {
         delete_configmap(ctx, cm).await?;

@@ -408,6 +408,7 @@ fn calls(reqs: &[Recorded]) -> Vec<String> {
 }
 
 const DS: &str = "/apis/apps/v1/namespaces/winpool-agents/daemonsets/winpool-win22";
+const POD_NETWORK_DS: &str = "/apis/apps/v1/namespaces/winpool-agents/daemonsets/winpool-win22-pod-network";
 const CMS: &str = "/api/v1/namespaces/winpool-agents/configmaps";
 const STATUS: &str = "/apis/winpool.dev/v1alpha1/windowsnodepools/win22/status";
 const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/default/events";
@@ -441,8 +442,9 @@ async fn the_first_round_runs_the_agent_and_writes_the_revision_before_any_node_
     let got = calls(&reqs);
 
     assert_eq!(got[0], format!("APPLY {DS}"), "the agent DaemonSet first: {got:#?}");
-    assert_eq!(got[1], format!("POST {CMS}"), "then the revision's ConfigMap: {got:#?}");
-    let cm = &reqs[1].body;
+    assert_eq!(got[1], format!("APPLY {POD_NETWORK_DS}"), "then the pod-network DaemonSet: {got:#?}");
+    assert_eq!(got[2], format!("POST {CMS}"), "then the revision's ConfigMap: {got:#?}");
+    let cm = &reqs[2].body;
     let rev = cm["metadata"]["labels"][names::LABEL_REVISION].as_str().expect("the ConfigMap names its revision").to_string();
     assert_eq!(cm["metadata"]["name"], json!(format!("winpool-win22-{rev}")));
     assert_eq!(cm["immutable"], json!(true), "a revision's configuration never changes");

@@ -445,13 +445,23 @@ func (d decision) network(want string) (Step, bool) {
 		// Waiting does not make an ambiguous choice clear.
 		return d.fail(fmt.Sprintf("the pool asks for CNI mode %s, but the agent cannot tell kube-proxy's HNS network: %s", want, d.in.Observed.CNIProblem)), false
 	}
-	if have == "" && d.in.NetworkMissingFor < d.networkGrace() {
-		msg := fmt.Sprintf("waiting for the HNS network (the pool asks for %s): none exists yet; the CNI creates it once its pod runs", want)
-		return Step{Action: Wait, Report: d.report(names.StatusApplying, msg), State: d.state}, false
-	}
-	if have == "" && d.in.Observed.CNIReadError != "" {
+	if have == "" && d.in.Observed.CNIReadError != "" && d.in.NetworkMissingFor >= d.networkGrace() {
 		return d.fail(fmt.Sprintf("the pool asks for CNI mode %s, but HNS could not be read for %s: %s; is the hns service running?",
 			want, d.networkGrace(), d.in.Observed.CNIReadError)), false
+	}
+	if have == "" {
+		// A missing network is waited for, never a failure by itself: some
+		// CNIs create it only when a pod sandbox is set up (Azure CNI after
+		// AKS's boot-time HNS clean-up), which on a drained node only the
+		// pool's pod-network DaemonSet does. The operator's nodeTimeout
+		// bounds the wait.
+		msg := fmt.Sprintf("waiting for the HNS network (the pool asks for %s): none exists yet; the CNI creates it once its pod runs", want)
+		if d.in.NetworkMissingFor >= d.networkGrace() {
+			msg = fmt.Sprintf("no HNS network for %s (the pool asks for %s): the CNI creates it when a pod sandbox is set up on the node; "+
+				"is the pod of DaemonSet %s running here (kubectl -n %s get pods -l %s -o wide)? Get-HnsNetwork lists what HNS has",
+				d.networkGrace(), want, PodNetworkDaemonSet(d.in.Pool), d.in.Namespace, names.LabelPodNetworkApp)
+		}
+		return Step{Action: Wait, Report: d.report(names.StatusApplying, msg), State: d.state}, false
 	}
 	return d.fail(fmt.Sprintf("HNS network is %s, the pool asks for %s: switching the CNI mode in place is not something the agent does; "+
 		"change spec.networking.cniMode or reimage the node with the other CNI", orMissing(have), want)), false
@@ -483,6 +493,10 @@ func (d decision) csiProxy(want string) (Step, bool) {
 		"(kubectl -n %s get pods -l %s -o wide), or, with storage.csiProxy.deploy HostService, the node's CSI Proxy service (Get-Service csi-proxy, csiproxy)",
 		want, d.networkGrace(), orNone(have), CSIProxyDaemonSet(d.in.Pool, want), d.in.Namespace, names.LabelCSIProxyApp)), false
 }
+
+// PodNetworkDaemonSet is the operator's name for the DaemonSet that runs
+// one pod on the pod network on each of a pool's nodes (src/pod_network.rs).
+func PodNetworkDaemonSet(pool string) string { return "winpool-" + pool + "-pod-network" }
 
 // CSIProxyDaemonSet is the operator's name for the DaemonSet that runs CSI
 // Proxy `version` on a pool's nodes (src/csi_proxy.rs daemonset_name).

@@ -482,15 +482,16 @@ func TestNext(t *testing.T) {
 			want: want{action: Wait, status: names.StatusApplying, state: fresh, message: []string{"waiting for the HNS network"}},
 		},
 		{
-			name: "no HNS network past the grace: missing",
+			name: "no HNS network past the grace: still a wait (AKS: a pod sandbox creates it), naming the pod-network DaemonSet",
 			in: func() Input {
 				in := patched()
+				in.Pool = "aks1"
 				in.Observed.CNIMode = ""
-				in.NetworkMissingFor = DefaultNetworkGrace
+				in.NetworkMissingFor = 3 * DefaultNetworkGrace
 				return in
 			},
-			want: want{action: Report, status: names.StatusFailed, state: fresh,
-				message: []string{"HNS network is missing, the pool asks for overlay"}},
+			want: want{action: Wait, status: names.StatusApplying, state: fresh,
+				message: []string{"no HNS network for 5m0s (the pool asks for overlay)", "DaemonSet winpool-aks1-pod-network", "winpool-pod-network"}},
 		},
 		{
 			name: "CSI Proxy missing: wait for winpool's DaemonSet to start it (the agent installs nothing)",

@@ -96,6 +96,11 @@ const (
 	// RebootPending set (a two-phase update): the agent reboots once more
 	// before the node is Updated, rather than Windows later, in service.
 	FaultPendingAfterTarget Fault = "pending-after-target"
+	// FaultAKSHNSReset: every boot removes kube-proxy's HNS network (AKS's
+	// boot-time HNS clean-up); Azure CNI creates it again only when a pod
+	// sandbox is set up on the node, so a drained node whose remaining pods
+	// are all on the host network has none, and HNS programs nothing.
+	FaultAKSHNSReset Fault = "aks-hns-reset"
 )
 
 // faultHelp says in a line what each fault plays (--help).
@@ -120,6 +125,7 @@ var faultHelp = map[Fault]string{
 	FaultSlowServicing:      "the install takes 75s, longer than the tests' nodeTimeout (its task beats)",
 	FaultLocalized:          "Windows Update's titles come back in German",
 	FaultPendingAfterTarget: "the boot that lands the update leaves CBS RebootPending set",
+	FaultAKSHNSReset:        "every boot removes the HNS network; a pod sandbox set up on the node brings it back",
 }
 
 // faultsUsage is --host-faults' help: the form, then a line per fault.
@@ -133,7 +139,7 @@ func faultsUsage() string {
 }
 
 // knownFaults are the faults --host-faults accepts.
-var knownFaults = []Fault{FaultHNSChurn, FaultReadErrors, FaultPendingRenames, FaultOvershoot, FaultUndershoot, FaultRebootUnknown, FaultAgentRestart, FaultSSUFirst, FaultRuntimeCrashloop, FaultSlowAPI, FaultSourceUnreachable, FaultTaskNotStarted, FaultOnBattery, FaultWSUSUnapproved, FaultWUBusy, FaultWSUS503, FaultDownloadReset, FaultSlowServicing, FaultLocalized, FaultPendingAfterTarget}
+var knownFaults = []Fault{FaultHNSChurn, FaultReadErrors, FaultPendingRenames, FaultOvershoot, FaultUndershoot, FaultRebootUnknown, FaultAgentRestart, FaultSSUFirst, FaultRuntimeCrashloop, FaultSlowAPI, FaultSourceUnreachable, FaultTaskNotStarted, FaultOnBattery, FaultWSUSUnapproved, FaultWUBusy, FaultWSUS503, FaultDownloadReset, FaultSlowServicing, FaultLocalized, FaultPendingAfterTarget, FaultAKSHNSReset}
 
 // slowServicingTime is how long FaultSlowServicing's install takes.
 const slowServicingTime = 75 * time.Second
@@ -193,6 +199,7 @@ func (f Faults) shape(node string, o *fakewin.Options) {
 	if f.On(FaultPendingAfterTarget, node) {
 		o.Catalogue.TwoPhase = true
 	}
+	o.NetworkResetAtBoot = f.On(FaultAKSHNSReset, node)
 }
 
 // Faults are the faults a fleet plays and on which nodes.

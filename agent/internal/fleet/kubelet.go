@@ -119,6 +119,26 @@ func (k *kubelet) podsReady(ctx context.Context, node string) error {
 	return nil
 }
 
+// podNetworked names a Running pod on the node that is not on the host
+// network (its sandbox goes through the CNI), or "" if there is none.
+func (k *kubelet) podNetworked(ctx context.Context, node string) (string, error) {
+	var pods *corev1.PodList
+	err := retry(ctx, func(ctx context.Context) error {
+		var err error
+		pods, err = k.client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node, ResourceVersion: "0"})
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	for _, p := range pods.Items {
+		if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil && !p.Spec.HostNetwork {
+			return p.Namespace + "/" + p.Name, nil
+		}
+	}
+	return "", nil
+}
+
 func podReady(p *corev1.Pod) bool {
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady {

@@ -44,11 +44,17 @@ type simNode struct {
 	// reported is the nodeInfo the kubelet last wrote.
 	reported nodeInfo
 	// bootedAt starts HNS's catch-up; zero: up since long ago, caught up.
-	bootedAt  time.Time
-	rebooting bool
-	reporting bool
-	pod       *agentPod
-	run       *agentRun
+	bootedAt time.Time
+	// networkAt is when a pod sandbox brought back the HNS network a boot
+	// removed (FaultAKSHNSReset): HNS's catch-up starts then, not at the boot.
+	networkAt time.Time
+	// lookingForSandbox: a list of the node's pods is under way.
+	lookingForSandbox bool
+	lookedAt          time.Time
+	rebooting         bool
+	reporting         bool
+	pod               *agentPod
+	run               *agentRun
 	// restarts counts the agent restarts FaultAgentRestart made.
 	restarts int
 }
@@ -362,6 +368,45 @@ func (n *simNode) bootedUp(what string) {
 	if err := n.f.kubelet.podsReady(ctx, n.name); err != nil && ctx.Err() == nil {
 		n.log.Warn("cannot set the node's pods Ready", "err", err)
 	}
+	n.setUpSandboxes()
+}
+
+// sandboxLookEvery is how often the kubelet of a node without its HNS
+// network looks for a pod whose sandbox would bring it back.
+const sandboxLookEvery = 2 * time.Second
+
+// setUpSandboxes is the kubelet starting the sandboxes of the node's pods
+// that are not on the host network, after a boot or as they arrive: the
+// CNI's ADD creates the HNS network a boot removed. Without such a pod
+// nothing does, and HNS stays empty. Only nodes missing their network look
+// (a list of their pods), at most every sandboxLookEvery.
+func (n *simNode) setUpSandboxes() {
+	if !n.f.s.Faults.On(FaultAKSHNSReset, n.name) || n.host.Stats().NetworkUp {
+		return
+	}
+	n.mu.Lock()
+	if n.rebooting || n.lookingForSandbox || time.Since(n.lookedAt) < sandboxLookEvery {
+		n.mu.Unlock()
+		return
+	}
+	n.lookingForSandbox, n.lookedAt = true, time.Now()
+	n.mu.Unlock()
+	go func() {
+		found, err := n.f.kubelet.podNetworked(n.ctx, n.name)
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		n.lookingForSandbox = false
+		switch {
+		case err != nil:
+			if n.ctx.Err() == nil {
+				n.log.Warn("cannot list the node's pods", "err", err)
+			}
+		case found != "" && !n.rebooting:
+			n.host.SandboxStarted()
+			n.networkAt = time.Now()
+			n.log.Info("HNS network created by a pod sandbox", "pod", found)
+		}
+	}()
 }
 
 // hns is what the node's HNS holds now: nothing right after a boot, then a
@@ -371,6 +416,9 @@ func (n *simNode) hns() (host.HNSCounts, error) {
 	full := n.f.model.Counts(n.name, m.CNIMode == "overlay")
 	n.mu.Lock()
 	since := time.Since(n.bootedAt)
+	if n.networkAt.After(n.bootedAt) {
+		since = time.Since(n.networkAt)
+	}
 	n.mu.Unlock()
 	return catchUp(full, since, n.f.s.CatchUp(m.Build)), nil
 }
@@ -391,6 +439,7 @@ func catchUp(full host.HNSCounts, since, total time.Duration) host.HNSCounts {
 // Called every second for every node: it writes only on a change, and never
 // waits for the API.
 func (n *simNode) reportChanges() {
+	n.setUpSandboxes()
 	ctx := n.ctx
 	n.mu.Lock()
 	defer n.mu.Unlock()

@@ -45,6 +45,9 @@ const (
 	// (src/csi_proxy.rs); LabelCSIProxyVersion names the version a pod runs.
 	LabelCSIProxyApp     = "app.kubernetes.io/name=winpool-csi-proxy"
 	LabelCSIProxyVersion = "winpool.dev/csi-proxy-version"
+	// LabelPodNetworkApp selects the pods of winpool's pod-network
+	// DaemonSets (src/pod_network.rs).
+	LabelPodNetworkApp = "app.kubernetes.io/name=winpool-pod-network"
 
 	// FieldManager names the agent's writes in managedFields.
 	FieldManager = "winpool-agent"

@@ -89,6 +89,12 @@ pub fn verify_health(n: &NodeView) -> Result<(), String> {
     if !n.ready {
         return Err("node is not Ready".into());
     }
+    if n.hns == HnsReadiness::NotReady && n.cni_mode.is_none() {
+        // AKS's boot removes Azure CNI's network; only a pod sandbox brings it back.
+        return Err("the agent finds no HNS network for kube-proxy: the CNI creates it when a pod sandbox is set up on the node \
+                    (is the pod of the pool's pod-network DaemonSet running there?)"
+            .into());
+    }
     if n.hns == HnsReadiness::NotReady {
         return Err("HNS has not programmed the cluster's Services yet".into());
     }

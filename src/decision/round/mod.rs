@@ -18,6 +18,7 @@ use self::agent::{AgentWrite, ConfigMapWrites, agent_write, configmap_writes, ho
 use self::csi_proxy::{CsiProxyWrites, csi_proxy_writes};
 use self::hns_node::{HnsNode, HnsWrites, hns_readiness, hns_writes_for, within_catch_up_grace};
 use self::memory::{GatesSeen, NODE_EVENT_INTERVAL, PoolMemory, StatusWrite, signed};
+use self::pod_network::{PodNetworkWrites, pod_network_writes};
 use self::release::{release_body, release_patch};
 use crate::api::{WindowsNodePool, WindowsNodePoolStatus, names};
 use crate::daemonset::AgentSettings;
@@ -68,6 +69,8 @@ pub(crate) struct Round {
     pub configmaps: ConfigMapWrites,
     /// Written with the ConfigMaps; deleted with the stale ConfigMaps, last.
     pub csi_proxy: CsiProxyWrites,
+    /// Written with the agent; deleted last.
+    pub pod_network: PodNetworkWrites,
     pub status: WindowsNodePoolStatus,
     pub status_write: StatusWrite,
     /// Each with the message its condition carries, for the log line.
@@ -266,6 +269,7 @@ pub(crate) fn decide_round(
         ),
         configmaps: configmap_writes(pool, &settings.agent_namespace, &plan, &seen.cms_of_pool, &seen.ds_of_pool, now),
         csi_proxy: csi_proxy_writes(pool, settings, &plan, &seen.cms_of_pool, &seen.ds_of_pool),
+        pod_network: pod_network_writes(pool, settings, &seen.ds_of_pool),
         hns_writes: hns_writes(&hns_nodes, &views, &plan, spec.hns.taint_when_not_ready, now),
         hns_not_ready: hns_nodes.iter().filter(|h| h.readiness == HnsReadiness::NotReady).map(|h| h.node.name.clone()).collect(),
         hns_utilization: seen.hns_limits.utilization(seen.hns_totals),
@@ -412,6 +416,8 @@ pub struct Settings {
     pub allowed_package_shares: Vec<String>,
     /// CSI Proxy's HostProcess image repository (tagged with the pool's version).
     pub csi_proxy_repository: String,
+    /// The pause image of the pools' pod-network DaemonSets; None: none runs.
+    pub pod_network_image: Option<String>,
     /// The operator's own namespace: the only one whose Secrets (health gate credentials) it reads.
     pub secret_namespace: String,
 }
@@ -428,6 +434,7 @@ impl Settings {
             allowed_runtime_archives: Vec::new(),
             allowed_package_shares: Vec::new(),
             csi_proxy_repository: crate::csi_proxy::DEFAULT_REPOSITORY.into(),
+            pod_network_image: Some(crate::pod_network::DEFAULT_IMAGE.into()),
             secret_namespace: "winpool-system".into(),
         }
     }
@@ -791,4 +798,5 @@ pub mod agent;
 pub mod csi_proxy;
 pub mod hns_node;
 pub mod memory;
+pub mod pod_network;
 pub mod release;

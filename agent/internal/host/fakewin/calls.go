@@ -253,7 +253,11 @@ func (p programs) dism(ctx context.Context, args []string) (windows.Output, erro
 type hcn struct{ m *Machine }
 
 func (h hcn) counts() (host.HNSCounts, error) {
-	if h.m.o.HNS == nil {
+	h.m.mu.Lock()
+	gone := h.m.netGone
+	h.m.mu.Unlock()
+	// Without its network kube-proxy programs nothing.
+	if h.m.o.HNS == nil || gone {
 		return host.HNSCounts{}, nil
 	}
 	c, err := h.m.o.HNS()
@@ -272,7 +276,10 @@ func (h hcn) last() (host.HNSCounts, error) {
 
 func (h hcn) Networks() ([]hns.Network, error) {
 	nets := []hns.Network{{ID: "ext-0", Name: "ext", Type: "L2Bridge"}}
-	if h.m.o.Network.Name != "" {
+	h.m.mu.Lock()
+	gone := h.m.netGone
+	h.m.mu.Unlock()
+	if h.m.o.Network.Name != "" && !gone {
 		n := h.m.o.Network
 		n.ID = "net-0"
 		nets = append(nets, n)

@@ -82,6 +82,10 @@ type Options struct {
 	// Network is kube-proxy's HNS network (its name and hcn type); a zero
 	// Network: none.
 	Network hns.Network
+	// NetworkResetAtBoot: every boot removes the Network (AKS's boot-time
+	// HNS clean-up); the CNI creates it again when a pod sandbox is set up
+	// on the node (SandboxStarted), never on its own.
+	NetworkResetAtBoot bool
 	// HNS is what HNS holds now (the fleet's model of kube-proxy); nil:
 	// nothing. An error is HNS not answering.
 	HNS func() (host.HNSCounts, error)
@@ -134,8 +138,11 @@ type Machine struct {
 	services map[string]*service
 	// staged is the build the next boot lands on (a cumulative update's
 	// pending operations); nil: none.
-	staged  *host.Build
-	booted  time.Time
+	staged *host.Build
+	booted time.Time
+	// netGone: the boot removed the Network and no pod sandbox has been
+	// set up since (Options.NetworkResetAtBoot).
+	netGone bool
 	builds  int // reads of the build
 	unreach string
 	wu      wuState
@@ -200,6 +207,8 @@ func New(o Options) (*Machine, error) {
 		return nil, err
 	}
 	m.Boot()
+	// The machine stands for a node that has run its pods since that boot.
+	m.netGone = false
 	if o.RebootPending {
 		m.keys[strings.ToLower(cbsRebootPending)] = true
 	}
@@ -346,9 +355,19 @@ func (m *Machine) Boot() host.Build {
 		s.answers = 0
 	}
 	m.tasks = map[string]*taskRun{}
+	m.netGone = m.o.NetworkResetAtBoot && m.o.Network.Name != ""
 	m.booted = time.Now()
 	m.bootContainerd = m.containerdVersion()
 	return m.buildLocked()
+}
+
+// SandboxStarted is the kubelet setting up the sandbox of a pod that is not
+// on the host network: the CNI's ADD creates kube-proxy's network if the
+// boot removed it (Azure CNI does; nothing else on the node would).
+func (m *Machine) SandboxStarted() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.netGone = false
 }
 
 // SetSourceUnreachable makes the update sources answer again ("") or stop
@@ -372,6 +391,8 @@ type Stats struct {
 	RebootReasons []string
 	// CNIMode is kube-proxy's network's type as the machine has it.
 	CNIMode string
+	// NetworkUp: kube-proxy's network exists (a boot may have removed it).
+	NetworkUp bool
 	// Searches: Windows Update searches made (each a scan on the source).
 	Searches int
 }
@@ -382,7 +403,8 @@ func (m *Machine) Stats() Stats {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return Stats{Build: m.buildLocked(), Containerd: m.containerdVersion(), Installs: m.installs, RuntimeSwaps: m.swaps, Rollbacks: m.rollback,
-		Reboots: len(m.reboots), RebootReasons: append([]string(nil), m.reboots...), CNIMode: hns.Mode(m.o.Network), Searches: m.searches}
+		Reboots: len(m.reboots), RebootReasons: append([]string(nil), m.reboots...), CNIMode: hns.Mode(m.o.Network), Searches: m.searches,
+		NetworkUp: m.o.Network.Name != "" && !m.netGone}
 }
 
 // containerdVersion is the version the installed containerd.exe prints.

@@ -222,3 +222,33 @@ func TestAnUnreachableSourceFailsPreflightAndTheSearch(t *testing.T) {
 		t.Errorf("0x80072EE2 classified %v, want Transient", got)
 	}
 }
+
+// An AKS node's boot removes kube-proxy's network; the agent sees none,
+// and HNS holds nothing, until a pod sandbox is set up on the node.
+func TestABootRemovesTheAKSNetworkUntilAPodSandboxIsSetUp(t *testing.T) {
+	o := aks(fakewin.Catalogue{})
+	o.NetworkResetAtBoot = true
+	m, h := boot(t, o)
+	if obs, lbs := observe(t, h), lbs(t, h); obs.CNIMode != "l2bridge" || lbs != 40 {
+		t.Fatalf("before any reboot: CNI mode %q, %d load balancers; want l2bridge, 40", obs.CNIMode, lbs)
+	}
+	m.Boot()
+	until(t, h, "the boot removes the network", func(o host.Observed) bool { return o.CNIMode == "" && o.CNIProblem == "" })
+	if lbs := lbs(t, h); lbs != 0 {
+		t.Fatalf("after the boot: %d load balancers; want nothing programmed without the network", lbs)
+	}
+	m.SandboxStarted()
+	until(t, h, "a pod sandbox brings the network back", func(o host.Observed) bool { return o.CNIMode == "l2bridge" })
+	if lbs := lbs(t, h); lbs != 40 {
+		t.Fatalf("after a pod sandbox: %d load balancers; want 40", lbs)
+	}
+}
+
+func lbs(t *testing.T, h *windows.Host) int {
+	t.Helper()
+	c, err := h.HNS(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.LoadBalancers
+}
