@@ -101,6 +101,11 @@ const (
 	// sandbox is set up on the node, so a drained node whose remaining pods
 	// are all on the host network has none, and HNS programs nothing.
 	FaultAKSHNSReset Fault = "aks-hns-reset"
+	// FaultServiceDeps: a service the agent knows nothing of depends on
+	// containerd (a vendor's log or monitoring agent registered with
+	// DependOnService=containerd): the SCM refuses to stop containerd while
+	// it runs, so a containerd swap stops it first and starts it last.
+	FaultServiceDeps Fault = "service-deps"
 )
 
 // faultHelp says in a line what each fault plays (--help).
@@ -126,6 +131,7 @@ var faultHelp = map[Fault]string{
 	FaultLocalized:          "Windows Update's titles come back in German",
 	FaultPendingAfterTarget: "the boot that lands the update leaves CBS RebootPending set",
 	FaultAKSHNSReset:        "every boot removes the HNS network; a pod sandbox set up on the node brings it back",
+	FaultServiceDeps:        "a third-party service (" + thirdPartyService + ") depends on containerd",
 }
 
 // faultsUsage is --host-faults' help: the form, then a line per fault.
@@ -139,7 +145,7 @@ func faultsUsage() string {
 }
 
 // knownFaults are the faults --host-faults accepts.
-var knownFaults = []Fault{FaultHNSChurn, FaultReadErrors, FaultPendingRenames, FaultOvershoot, FaultUndershoot, FaultRebootUnknown, FaultAgentRestart, FaultSSUFirst, FaultRuntimeCrashloop, FaultSlowAPI, FaultSourceUnreachable, FaultTaskNotStarted, FaultOnBattery, FaultWSUSUnapproved, FaultWUBusy, FaultWSUS503, FaultDownloadReset, FaultSlowServicing, FaultLocalized, FaultPendingAfterTarget, FaultAKSHNSReset}
+var knownFaults = []Fault{FaultHNSChurn, FaultReadErrors, FaultPendingRenames, FaultOvershoot, FaultUndershoot, FaultRebootUnknown, FaultAgentRestart, FaultSSUFirst, FaultRuntimeCrashloop, FaultSlowAPI, FaultSourceUnreachable, FaultTaskNotStarted, FaultOnBattery, FaultWSUSUnapproved, FaultWUBusy, FaultWSUS503, FaultDownloadReset, FaultSlowServicing, FaultLocalized, FaultPendingAfterTarget, FaultAKSHNSReset, FaultServiceDeps}
 
 // slowServicingTime is how long FaultSlowServicing's install takes.
 const slowServicingTime = 75 * time.Second
@@ -200,7 +206,13 @@ func (f Faults) shape(node string, o *fakewin.Options) {
 		o.Catalogue.TwoPhase = true
 	}
 	o.NetworkResetAtBoot = f.On(FaultAKSHNSReset, node)
+	if f.On(FaultServiceDeps, node) {
+		o.Services = append(o.Services, fakewin.Service{Name: thirdPartyService, Program: `Program Files\LogAgent\log-agent.exe`, DependsOn: []string{"containerd"}})
+	}
 }
+
+// thirdPartyService is FaultServiceDeps' service.
+const thirdPartyService = "LogAgent"
 
 // Faults are the faults a fleet plays and on which nodes.
 type Faults struct {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"winpool.dev/agent/internal/host"
 	"winpool.dev/agent/internal/host/fakewin"
@@ -47,7 +48,7 @@ func TestHostFaults(t *testing.T) {
 
 func TestBadHostFaults(t *testing.T) {
 	for _, tc := range []struct{ flag, want string }{
-		{"hns-chrun", `--host-faults: unknown fault "hns-chrun" (known: hns-churn, read-errors, pending-renames, overshoot, undershoot, reboot-unknown, agent-restart, ssu-first, runtime-crashloop, slow-api, source-unreachable, task-not-started, on-battery, wsus-unapproved, wu-busy, wsus-503, download-reset, slow-servicing, localized, pending-after-target, aks-hns-reset)`},
+		{"hns-chrun", `--host-faults: unknown fault "hns-chrun" (known: hns-churn, read-errors, pending-renames, overshoot, undershoot, reboot-unknown, agent-restart, ssu-first, runtime-crashloop, slow-api, source-unreachable, task-not-started, on-battery, wsus-unapproved, wu-busy, wsus-503, download-reset, slow-servicing, localized, pending-after-target, aks-hns-reset, service-deps)`},
 		{"hns-churn@Win_3", `--host-faults: hns-churn@Win_3: "Win_3" is not a node name`},
 		{"hns-churn@", `--host-faults: hns-churn@: "" is not a node name`},
 	} {
@@ -150,5 +151,53 @@ func TestEveryFaultIsDescribed(t *testing.T) {
 	}
 	if len(faultHelp) != len(knownFaults) {
 		t.Errorf("%d descriptions for %d faults", len(faultHelp), len(knownFaults))
+	}
+}
+
+// A containerd swap on a node where a service the agent knows nothing of
+// depends on containerd: the SCM refuses to stop containerd while that
+// service runs, so the swap stops it first and starts it again after.
+func TestAContainerdSwapStopsAThirdPartyDependentAndStartsItAgain(t *testing.T) {
+	s, err := ParseSettings([]string{"--host-profile", "onprem", "--host-faults", "service-deps"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := fakewin.Options{Build: host.Build{Major: 10, Build: 20348, UBR: 2762}, Containerd: "1.7.20"}
+	s.Profile.shape(&o, "overlay")
+	s.Faults.shape("n1", &o)
+	m, err := fakewin.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	h, err := windows.NewOn(m.OS(), windows.Options{SwapProof: windows.SwapProof{StartWithin: 2 * time.Second, SettleFor: 200 * time.Millisecond, CheckEvery: 20 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := h.UpgradeContainerd(ctx, host.RuntimeRequest{Revision: "r1", Attempt: 1, Version: "1.7.22", From: "1.7.20"}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		obs, err := h.Observe(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u := obs.RuntimeUpgrade; u != nil && u.Phase != host.RuntimeScheduled && u.Phase != host.RuntimeRunning {
+			if u.Phase != host.RuntimeSucceeded || obs.ContainerdVersion != "1.7.22" {
+				t.Fatalf("upgrade %+v, containerd %q; want Succeeded, 1.7.22", u, obs.ContainerdVersion)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the upgrade task did not end within 10s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, svc := range []string{"containerd", "kubelet", "kube-proxy", thirdPartyService} {
+		if !m.Running(svc) {
+			t.Errorf("%s does not run after the swap", svc)
+		}
 	}
 }
