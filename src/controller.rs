@@ -261,8 +261,16 @@ async fn cleanup(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error>
     let name = pool.name_any();
     let nodes = ctx.windows_nodes();
     let none = Membership::default();
-    for (p, body) in round::releases(round::labelled_non_members(&name, &nodes, &none), "pool deleted: node released") {
+    let labelled: Vec<_> = round::labelled_non_members(&name, &nodes, &none)
+        .map(|n| (n.clone(), ctx.reports.get(&ObjectRef::new(&n.name).within(&ctx.settings.agent_namespace))))
+        .collect();
+    let leaving = round::leaving(&labelled);
+    for (p, body) in round::releases(leaving.free, "pool deleted: node released") {
         patch_node_with(ctx, &name, &p, body).await?;
+    }
+    // The pool's agents stay until every host they serve has a result.
+    if let Some((node, status)) = leaving.held.into_iter().next() {
+        return Err(Error::ReleaseHeld { node, status });
     }
     for d in ctx.daemonsets.state().iter().filter(|d| d.labels().get(names::LABEL_POOL) == Some(&name)) {
         delete_daemonset(ctx, &d.name_any()).await?;

@@ -23,13 +23,17 @@ pub enum Error {
     Delete { resource: &'static str, name: String, source: kube::Error },
     #[error("ensuring agent namespace {name}: {source}")]
     AgentNamespace { name: String, source: kube::Error },
+    #[error(
+        "node {node} leaves the pool while its agent reports {status}: released (and the pool's agents deleted) once the agent reports a result"
+    )]
+    ReleaseHeld { node: String, status: &'static str },
     #[error("finalizer: {0}")]
     Finalizer(#[source] Box<finalizer::Error<Error>>),
 }
 
 impl Error {
     /// Every value [`Error::metric_label`] can take, so each series exists (at 0) from the start.
-    pub const METRIC_LABELS: [&'static str; 9] = [
+    pub const METRIC_LABELS: [&'static str; 10] = [
         "list_pods",
         "patch_node",
         "write_status",
@@ -38,6 +42,7 @@ impl Error {
         "mark_configmap",
         "delete",
         "agent_namespace",
+        "release_held",
         "finalizer",
     ];
 
@@ -52,6 +57,7 @@ impl Error {
             Error::MarkConfigMap { .. } => "mark_configmap",
             Error::Delete { .. } => "delete",
             Error::AgentNamespace { .. } => "agent_namespace",
+            Error::ReleaseHeld { .. } => "release_held",
             // Every reconcile runs inside kube's finalizer helper: the step that
             // failed is the inner error's, and "finalizer" only the helper's own.
             Error::Finalizer(f) => match f.as_ref() {
@@ -81,10 +87,13 @@ mod tests {
             Error::MarkConfigMap { name: "winpool-p-def".into(), source: api(403) },
             Error::Delete { resource: "daemonsets", name: "old".into(), source: api(500) },
             Error::AgentNamespace { name: "winpool-agents".into(), source: api(403) },
+            Error::ReleaseHeld { node: "n2".into(), status: "Applying" },
         ];
         let labels: Vec<&str> = errors.iter().map(Error::metric_label).collect();
-        assert_eq!(labels, Error::METRIC_LABELS[..8]);
-        for (e, object) in errors.iter().zip(["n0", "n1", "p", "winpool-p", "winpool-p-abc", "winpool-p-def", "old", "winpool-agents"]) {
+        assert_eq!(labels, Error::METRIC_LABELS[..9]);
+        for (e, object) in
+            errors.iter().zip(["n0", "n1", "p", "winpool-p", "winpool-p-abc", "winpool-p-def", "old", "winpool-agents", "n2"])
+        {
             assert!(e.to_string().contains(object), "{e}");
         }
     }

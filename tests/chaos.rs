@@ -41,6 +41,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::json;
 use support::{TEST_LABEL, TestSpace, install_crd, repo_root, wait_for};
 use winpool::api::WindowsNodePool;
+use winpool::report::WindowsNodeReport;
 
 const CLUSTER: &str = "chaos";
 const PORT_BASE: &str = "26490";
@@ -332,8 +333,10 @@ async fn sample(t: &TestSpace, pool: &str, at: Duration) -> Option<(Sample, Wind
     // Nodes first, then ConfigMaps: the operator writes a ConfigMap before it labels a node for it.
     let nodes = tokio::time::timeout(timeout, list_nodes(t)).await.ok()?.ok()?;
     let cms = tokio::time::timeout(timeout, cms.list(&ListParams::default())).await.ok()?.ok()?.items;
+    let reports: Api<WindowsNodeReport> = Api::namespaced(t.client.clone(), &t.agent_namespace());
+    let reports = tokio::time::timeout(timeout, reports.list(&ListParams::default())).await.ok()?.ok()?.items;
     let p = tokio::time::timeout(timeout, pools.get(pool)).await.ok()?.ok()?;
-    Some((Sample::from_cluster(at, &p, &nodes, &cms), p, nodes))
+    Some((Sample::from_cluster(at, &p, &nodes, &cms, &reports), p, nodes))
 }
 
 /// `TestSpace::nodes` without the panic: the API server may be away.

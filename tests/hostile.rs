@@ -20,6 +20,7 @@ use serde::Deserialize;
 use serde_json::json;
 use support::{TEST_LABEL, TestSpace, install_crd, pool_manifest, wait_for, wait_nodes_ready};
 use winpool::api::{WindowsNodePool, names};
+use winpool::report::WindowsNodeReport;
 
 const WAIT: Duration = Duration::from_secs(180);
 const PATCH: &str = "10.0.20348.2762";
@@ -50,8 +51,10 @@ async fn final_invariants(t: &TestSpace, pool: &str) {
     let p = Api::<WindowsNodePool>::all(t.client.clone()).get(pool).await.expect("pool");
     let cms = Api::<ConfigMap>::namespaced(t.client.clone(), &t.agent_namespace()).list(&ListParams::default()).await.expect("cms").items;
     let nodes: Vec<Node> = t.nodes().await.into_iter().filter(|n| n.labels().get(names::LABEL_POOL) == Some(&pool.to_string())).collect();
+    let reports =
+        Api::<WindowsNodeReport>::namespaced(t.client.clone(), &t.agent_namespace()).list(&ListParams::default()).await.expect("reports");
     let mut c = invariants::Checker::new();
-    c.finish(&invariants::Sample::from_cluster(Duration::ZERO, &p, &nodes, &cms));
+    c.finish(&invariants::Sample::from_cluster(Duration::ZERO, &p, &nodes, &cms, &reports.items));
     c.assert_clean();
 }
 
@@ -966,5 +969,67 @@ async fn a_runtime_archive_outside_the_allowed_prefixes_is_refused_and_no_node_i
             n.name_any()
         );
     }
+    t.cleanup().await;
+}
+
+/// A selector edit that drops a node while its host installs (the agent
+/// reports Applying, then Rebooting): the node stays the pool's, cordoned,
+/// with its agent, until the agent reports a result; only then is it given
+/// back. Released mid-install it would take workloads with a half-staged
+/// update, and its agent would be gone before the reboot.
+#[tokio::test]
+async fn a_node_dropped_from_the_pool_mid_install_is_given_back_only_after_its_result() {
+    let client = support::client().await;
+    install_crd(&client).await;
+    let mut t = TestSpace::new("hostile-leave").await;
+    t.start_sim(2, &["--apply-time=6s", "--reboot-time=2s"]);
+    wait_nodes_ready(&t, 2).await;
+    let pool = format!("{}-pool", t.id);
+    try_apply_pool(&t, &pool_manifest(&t, &pool, PATCH, json!({"maxUnavailable": 1}))).await.unwrap();
+    t.start_operator(&[]);
+
+    let installing =
+        |r: Option<&winpool::report::AgentReport>| r.and_then(|r| r.apply_status.clone()).filter(|s| s == "Applying" || s == "Rebooting");
+    let node = wait_for("a node whose agent reports Applying", WAIT, || async {
+        t.reports().await.into_iter().find(|(_, r)| r.apply_status.as_deref() == Some("Applying")).map(|(n, _)| n)
+    })
+    .await;
+    let pools: Api<WindowsNodePool> = Api::all(t.client.clone());
+    let exclude = json!({"spec": {"nodeSelector": {"matchExpressions": [
+        {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": [node]}
+    ]}}});
+    pools.patch(&pool, &PatchParams::default(), &Patch::Merge(&exclude)).await.unwrap();
+
+    let nodes: Api<Node> = Api::all(t.client.clone());
+    let held_while = std::sync::Mutex::new(Vec::new());
+    let released = wait_for("the dropped node given back", WAIT, || async {
+        let n = nodes.get(&node).await.ok()?;
+        let reports = t.reports().await;
+        let report = reports.get(&node);
+        let member = n.labels().get(names::LABEL_POOL) == Some(&pool);
+        let cordoned = n.spec.as_ref().and_then(|s| s.unschedulable) == Some(true);
+        if let Some(status) = installing(report) {
+            assert!(member && cordoned, "{node} given back while its agent reports {status}");
+            held_while.lock().unwrap().push(status);
+            return None;
+        }
+        (!member).then_some((n, report.and_then(|r| r.apply_status.clone())))
+    })
+    .await;
+    let held_while = held_while.into_inner().unwrap();
+    assert!(!held_while.is_empty(), "the selector change landed while the host installed");
+    let (n, result) = released;
+    assert_eq!(result.as_deref(), Some("Succeeded"), "given back after its result");
+    assert_ne!(n.spec.as_ref().and_then(|s| s.unschedulable), Some(true), "and uncordoned");
+    assert!(!n.annotations().contains_key(names::ANN_CORDONED_BY_WINPOOL));
+    eprintln!(
+        "[{}] {node} held through {} looks ({:?} … {:?}), then given back",
+        t.id,
+        held_while.len(),
+        held_while.first(),
+        held_while.last()
+    );
+    support::wait_pool_done(&t, &pool, 1, WAIT).await;
+    operator_log_checked(&t);
     t.cleanup().await;
 }

@@ -124,6 +124,9 @@ async fn execute_into<'r>(
         }
         patch_node_with(ctx, &name, p, body.clone()).await?;
     }
+    for (node, status) in &round.held_leaving {
+        info!(pool = %name, node = %node, agent = %status, "node no longer selected while its host may still be installing: released once its agent reports a result");
+    }
     if ctx.stopping() {
         return Ok(());
     }
@@ -188,7 +191,9 @@ async fn observe(pool: &WindowsNodePool, ctx: &Context) -> Result<Observed, Erro
         .filter(|n| member_set.contains(n.name.as_str()))
         .map(|n| (n.clone(), ctx.reports.get(&ObjectRef::new(&n.name).within(&ctx.settings.agent_namespace))))
         .collect();
-    let deselected = round::labelled_non_members(&name, &nodes, &membership).cloned().collect();
+    let deselected = round::labelled_non_members(&name, &nodes, &membership)
+        .map(|n| (n.clone(), ctx.reports.get(&ObjectRef::new(&n.name).within(&ctx.settings.agent_namespace))))
+        .collect();
     let limits = Limits::for_pool(&pool.spec.hns, pool.spec.os.version);
     let (totals, over_limit) = {
         let t = ctx.hns.lock().expect("hns lock");

@@ -202,8 +202,8 @@ mod tamper;
 mod types;
 mod verify;
 
-pub use patch::{NodePatch, held_cordoned};
-use patch::{ask_agent_anew, fail, release_cordon};
+pub use patch::{NodePatch, held_cordoned, may_be_installing};
+use patch::{ask_agent_anew, fail, fail_kept_cordoned, release_cordon};
 pub use round::{HEALTH_GATE_INTERVAL, gate_timeout, health_gate_interval, node_timeout};
 pub use start::{out_of_service, start_order};
 pub use tamper::Tampering;

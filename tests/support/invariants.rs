@@ -31,6 +31,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
 use winpool::api::{NodeCounts, WindowsNodePool, conditions, names};
+use winpool::report::WindowsNodeReport;
 
 /// How long a violation between two objects must persist before it counts.
 ///
@@ -57,11 +58,20 @@ pub struct NodeSample {
     /// `winpool.dev/cordoned: "true"`.
     pub cordoned_by_winpool: bool,
     pub unschedulable: bool,
+    /// The node's agent reports Applying or Rebooting for the start in
+    /// flight (its WindowsNodeReport): the host may still be installing.
+    pub agent_installing: bool,
 }
 
 impl NodeSample {
-    pub fn from_node(n: &Node) -> Self {
+    pub fn from_node(n: &Node, reports: &[WindowsNodeReport]) -> Self {
         let ann = |k: &str| n.annotations().get(k).cloned();
+        let (target, started) = (ann(names::ANN_TARGET_REVISION), ann(names::ANN_STARTED_AT));
+        let agent_installing = reports.iter().filter(|r| r.name_any() == n.name_any()).filter_map(|r| r.spec.apply.as_ref()).any(|a| {
+            matches!(a.status.as_str(), "Applying" | "Rebooting")
+                && Some(&a.revision) == target.as_ref()
+                && (a.started_at.is_none() || a.started_at == started)
+        });
         NodeSample {
             name: n.name_any(),
             pool_label: n.labels().get(names::LABEL_POOL).cloned(),
@@ -72,7 +82,13 @@ impl NodeSample {
             drained_revision: ann(names::ANN_DRAINED_REVISION),
             cordoned_by_winpool: ann(names::ANN_CORDONED_BY_WINPOOL).as_deref() == Some("true"),
             unschedulable: n.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false),
+            agent_installing,
         }
+    }
+
+    /// Failed, and kept cordoned by winpool because its host may still be installing.
+    pub fn held_mid_install(&self) -> bool {
+        self.state.as_deref() == Some("Failed") && self.agent_installing
     }
 
     pub fn in_flight(&self) -> bool {
@@ -144,7 +160,13 @@ pub struct Sample {
 }
 
 impl Sample {
-    pub fn from_cluster(at: Duration, pool: &WindowsNodePool, nodes: &[Node], configmaps: &[ConfigMap]) -> Self {
+    pub fn from_cluster(
+        at: Duration,
+        pool: &WindowsNodePool,
+        nodes: &[Node],
+        configmaps: &[ConfigMap],
+        reports: &[WindowsNodeReport],
+    ) -> Self {
         let name = pool.name_any();
         let config_revisions = configmaps
             .iter()
@@ -152,7 +174,12 @@ impl Sample {
             .filter(|d| d.labels().get(names::LABEL_POOL) == Some(&name))
             .filter_map(|d| d.labels().get(names::LABEL_REVISION).cloned())
             .collect();
-        Sample { at, pool: PoolSample::from_pool(pool), nodes: nodes.iter().map(NodeSample::from_node).collect(), config_revisions }
+        Sample {
+            at,
+            pool: PoolSample::from_pool(pool),
+            nodes: nodes.iter().map(|n| NodeSample::from_node(n, reports)).collect(),
+            config_revisions,
+        }
     }
 }
 
@@ -214,10 +241,12 @@ fn allowed_unavailable(max: &IntOrString, pool: usize) -> usize {
 
 /// Nodes cordoned by winpool although their own rollout is not in flight:
 /// the cordon and the state are written in one patch, so this is never a race.
+/// A Failed node whose agent still reports an install in flight is held, not
+/// stranded: back in service it would run half-patched.
 pub fn stranded_cordons(nodes: &[NodeSample]) -> Vec<(String, String)> {
     nodes
         .iter()
-        .filter(|n| n.winpool_cordoned() && !n.in_flight())
+        .filter(|n| n.winpool_cordoned() && !n.in_flight() && !n.held_mid_install())
         .map(|n| (n.name.clone(), format!("{} is cordoned by winpool but its state is {}", n.name, n.state_str())))
         .collect()
 }
@@ -230,7 +259,7 @@ pub fn cordoned_while_settled(nodes: &[NodeSample], pool: &PoolSample) -> Vec<(S
     let why = if pool.ready { "done" } else { "paused" };
     nodes
         .iter()
-        .filter(|n| n.winpool_cordoned())
+        .filter(|n| n.winpool_cordoned() && !n.held_mid_install())
         .map(|n| (n.name.clone(), format!("{} is still cordoned by winpool although the rollout is {why} ({})", n.name, n.state_str())))
         .collect()
 }
@@ -404,7 +433,7 @@ impl Checker {
     pub fn finish(&mut self, s: &Sample) {
         self.observe(s);
         let at = s.at;
-        for n in s.nodes.iter().filter(|n| n.winpool_cordoned() || n.cordoned_by_winpool) {
+        for n in s.nodes.iter().filter(|n| (n.winpool_cordoned() || n.cordoned_by_winpool) && !n.held_mid_install()) {
             let msg = format!("{} is still marked cordoned by winpool after the rollout ({})", n.name, n.state_str());
             self.record(at, Kind::StrandedCordon, format!("final/{}", n.name), msg);
         }
@@ -465,6 +494,7 @@ mod tests {
             drained_revision: None,
             cordoned_by_winpool: in_flight,
             unschedulable: in_flight,
+            agent_installing: false,
         }
     }
 
@@ -618,6 +648,18 @@ mod tests {
         }
         assert_eq!(c.kinds(), BTreeSet::from([Kind::StrandedCordon]), "{}", c.report());
         assert!(c.violations[0].message.contains("paused"), "{}", c.report());
+
+        // Failed and kept cordoned while its agent reports an install in flight:
+        // held, not stranded; once the agent reports a result, stranded.
+        let mut held = node("e", "Failed", "r1");
+        (held.cordoned_by_winpool, held.unschedulable, held.agent_installing) = (true, true, true);
+        let mut c = Checker::new();
+        c.finish(&sample(0, vec![held.clone()], mu.clone(), &["r1"]));
+        c.assert_clean();
+        held.agent_installing = false;
+        let mut c = Checker::new();
+        c.observe(&sample(0, vec![held], mu.clone(), &["r1"]));
+        assert_eq!(c.kinds(), BTreeSet::from([Kind::StrandedCordon]), "{}", c.report());
     }
 
     #[test]

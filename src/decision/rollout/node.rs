@@ -3,7 +3,7 @@
 use super::round::{Decided, RoundSettings};
 use super::{
     DrainBlock, DrainMode, FailureReason, HnsReadiness, NodePatch, NodeState, NodeView, Recorded, ask_agent_anew, current_state, fail,
-    release_cordon, verify_config, verify_health, verify_rebooted, waiting_for,
+    fail_kept_cordoned, may_be_installing, release_cordon, verify_config, verify_health, verify_rebooted, waiting_for,
 };
 use crate::api::names;
 
@@ -49,8 +49,17 @@ pub(super) fn step<'n>(s: &RoundSettings<'_>, r: &mut Decided<'n>, n: &'n NodeVi
         r.patches.push(p);
         return;
     }
-    if let Some(msg) = timed_out(s, n, state) {
-        fail(&mut p, n, s.now, FailureReason::Timeout, &msg);
+    if let Some(mut msg) = timed_out(s, n, state) {
+        match may_be_installing(n) {
+            Some(status) => {
+                msg = format!(
+                    "{msg}; kept cordoned: its agent reports {status}, so the host may still be installing; \
+                     winpool lifts the cordon when the agent reports a final result"
+                );
+                fail_kept_cordoned(&mut p, s.now, FailureReason::Timeout, &msg);
+            }
+            None => fail(&mut p, n, s.now, FailureReason::Timeout, &msg),
+        }
         p.reason = msg;
         r.states.insert(&n.name, NodeState::Failed);
         r.patches.push(p);
@@ -92,7 +101,18 @@ pub(super) fn step<'n>(s: &RoundSettings<'_>, r: &mut Decided<'n>, n: &'n NodeVi
             }
             state
         }
-        NodeState::Failed => state,
+        NodeState::Failed => {
+            // Kept cordoned when it timed out mid-install: the cordon goes once
+            // its agent reports a final result (or none for this start).
+            if n.cordoned_by_winpool && n.unschedulable && may_be_installing(n).is_none() {
+                release_cordon(&mut p, n);
+                p.reason = format!(
+                    "its agent reports {} after the timeout: winpool's cordon lifted",
+                    n.apply_status.as_deref().unwrap_or("no install in flight")
+                );
+            }
+            state
+        }
     };
     r.states.insert(&n.name, state);
     if !p.labels.is_empty() || !p.annotations.is_empty() || p.unschedulable.is_some() {

@@ -62,6 +62,33 @@ pub fn held_cordoned(view: &NodeView, patch: Option<&NodePatch>) -> bool {
 }
 
 pub(super) fn fail(p: &mut NodePatch, n: &NodeView, now: Timestamp, reason: FailureReason, message: &str) {
+    mark_failed(p, now, reason, message);
+    // Never strand a node cordoned: a failed node goes back to service, the
+    // failure is reported on the pool and the node waits for a person.
+    release_cordon(p, n);
+}
+
+/// A node that runs out of time while its host may still be installing is
+/// Failed but stays cordoned: back in service it would take workloads with a
+/// half-staged update, and its agent would then refuse the reboot. The cordon
+/// is lifted in the Failed state once the agent reports a final result
+/// ([`may_be_installing`]).
+pub(super) fn fail_kept_cordoned(p: &mut NodePatch, now: Timestamp, reason: FailureReason, message: &str) {
+    mark_failed(p, now, reason, message);
+}
+
+/// Whether the node's host may still be installing: its agent's last word on
+/// the start in flight is Applying or Rebooting. Returns that word.
+pub fn may_be_installing(n: &NodeView) -> Option<&'static str> {
+    let status = match n.apply_status.as_deref()? {
+        names::APPLY_APPLYING => names::APPLY_APPLYING,
+        names::APPLY_REBOOTING => names::APPLY_REBOOTING,
+        _ => return None,
+    };
+    (n.applied_revision.is_some() && n.applied_revision == n.target_revision).then_some(status)
+}
+
+fn mark_failed(p: &mut NodePatch, now: Timestamp, reason: FailureReason, message: &str) {
     let message = clipped(message);
     p.state(NodeState::Failed, now)
         .ann(names::ANN_FAILURE_REASON, Some(reason.as_str()))
@@ -71,9 +98,6 @@ pub(super) fn fail(p: &mut NodePatch, n: &NodeView, now: Timestamp, reason: Fail
         // retry waits for its agent to judge it again.
         .ann(names::ANN_PREFLIGHT, None)
         .ann(names::ANN_PREFLIGHT_REVISION, None);
-    // Never strand a node cordoned: a failed node goes back to service, the
-    // failure is reported on the pool and the node waits for a person.
-    release_cordon(p, n);
 }
 
 /// The agent's report is about the configuration it last applied; a node that

@@ -27,11 +27,13 @@ pub(super) fn hold(s: &RoundSettings<'_>, r: &Decided<'_>) -> Option<Hold> {
     gates::first_closed(s.gates).map(|g| Hold::HealthGateClosed { gate: g.gate.clone(), seen: g.seen.clone() })
 }
 
-/// Nodes out of service anyway (NotReady, or cordoned by someone else) count
+/// Nodes out of service anyway (NotReady, cordoned by someone else, or Failed
+/// and kept cordoned by winpool while its host may still install) count
 /// against maxUnavailable like nodes in flight, and are rolled first: rolling
 /// them costs no extra capacity.
 pub fn out_of_service(n: &NodeView) -> bool {
-    !n.ready || (n.unschedulable && !n.cordoned_by_winpool)
+    let failed = n.state.state() == Some(NodeState::Failed);
+    !n.ready || (n.unschedulable && (!n.cordoned_by_winpool || failed))
 }
 
 /// Nodes out of service that are not in flight this round.

@@ -786,6 +786,52 @@ fn a_node_whose_servicing_task_beats_is_not_timed_out() {
     }
 }
 
+/// A node that runs out of nodeTimeout while its agent still reports Applying
+/// or Rebooting (the task stopped beating: an agent restarted mid-install, a
+/// host cut off from the API server) may still be installing: it is Failed
+/// but stays cordoned, saying so, and counts against maxUnavailable. The
+/// cordon is lifted once the agent reports a final result. A node whose
+/// agent reported a result, or nothing for this start, is released at once.
+#[test]
+fn a_node_timed_out_mid_install_stays_cordoned_until_its_agent_reports_a_result() {
+    let spec = spec_with("rollout: {nodeTimeout: 30m, maxUnavailable: 1, maxFailedNodes: 3}");
+    let rev = revision_of(&spec);
+    let stuck = |status: &str| NodeView {
+        started_at: ago(31 * 60),
+        applied_revision: Some(rev.clone()),
+        apply_status: Some(status.into()),
+        apply_heartbeat: ago(40 * 60),
+        ..in_state("a", NodeState::Applying, &rev)
+    };
+    for status in ["Applying", "Rebooting"] {
+        let plan = run(&spec, &[stuck(status), fresh("b")]);
+        let p = patch(&plan, "a").expect("the timeout is written");
+        assert_eq!((p.to, p.unschedulable), (NodeState::Failed, None), "{status}: Failed, cordon kept");
+        assert!(!p.annotations.contains_key(names::ANN_CORDONED_BY_WINPOOL), "{status}: still winpool's cordon");
+        assert!(plan.failed[0].message.contains(&format!("kept cordoned: its agent reports {status}")), "{}", plan.failed[0].message);
+        let held = land(&stuck(status), Some(p));
+        assert!(held.unschedulable && held.cordoned_by_winpool);
+        // Its slot stays taken: b does not start while a is out of service.
+        let next = run(&spec, &[held.clone(), fresh("b")]);
+        assert!(patch(&next, "b").is_none_or(|p| p.to == NodeState::Pending), "{status}: b started beside a held node");
+        assert!(
+            patch(&next, "a").is_none_or(|p| p.unschedulable.is_none()),
+            "{status}: the cordon holds while the agent reports {status}: {:?}",
+            patch(&next, "a")
+        );
+        for result in ["Failed", "Succeeded"] {
+            let reported = NodeView { apply_status: Some(result.into()), ..held.clone() };
+            let next = run(&spec, &[reported]);
+            let p = patch(&next, "a").expect("the cordon is lifted");
+            assert_eq!((p.to, p.unschedulable), (NodeState::Failed, Some(false)), "{status} then {result}");
+        }
+    }
+    let reported = run(&spec, &[stuck("Failed")]);
+    assert_eq!(patch(&reported, "a").and_then(|p| p.unschedulable), Some(false), "a reported failure is released at once");
+    let no_report = run(&spec, &[NodeView { applied_revision: None, apply_status: None, ..stuck("Applying") }]);
+    assert_eq!(patch(&no_report, "a").and_then(|p| p.unschedulable), Some(false), "no install in flight: released at once");
+}
+
 /// The agent stays on the node and acts on whatever report the Node carries: a
 /// node that re-enters Applying for the revision it failed must lose that
 /// report, or the agent would never try again and the operator would read the

@@ -31,7 +31,7 @@ use crate::node_view::node_view;
 use crate::report::{AgentReport, WindowsNodeReport};
 use crate::rollout::{
     HnsReadiness, Hold, NodePatch, NodeState, NodeView, Plan, PoolInput, could_start, decide, health_gate_interval, held_cordoned,
-    node_timeout,
+    may_be_installing, node_timeout,
 };
 use crate::status::{PoolTransition, build_status, transition_events};
 
@@ -39,8 +39,9 @@ use crate::status::{PoolTransition, build_status, transition_events};
 pub(crate) struct Observed {
     /// The pool's members, each with its agent's report object, if it wrote one.
     pub members: Vec<(Arc<NodeRecord>, Option<Arc<WindowsNodeReport>>)>,
-    /// Nodes labelled for the pool that it no longer selects.
-    pub deselected: Vec<Arc<NodeRecord>>,
+    /// Nodes labelled for the pool that it no longer selects, each with its
+    /// agent's report object, if it wrote one.
+    pub deselected: Vec<(Arc<NodeRecord>, Option<Arc<WindowsNodeReport>>)>,
     pub membership: Membership,
     /// The pods of every Draining member.
     pub pods_by_node: BTreeMap<String, Vec<PodOnNode>>,
@@ -63,6 +64,9 @@ pub(crate) struct Observed {
 pub(crate) struct Round {
     /// Deselected nodes given back, before anything else is written.
     pub releases: Vec<(NodePatch, serde_json::Value)>,
+    /// Deselected nodes kept (label, cordon, agent) while their host may
+    /// still be installing: (node, what its agent reports).
+    pub held_leaving: Vec<(String, &'static str)>,
     pub plan: Plan,
     /// Written before any node is labelled for the revisions they carry.
     pub agent: Option<AgentWrite>,
@@ -123,6 +127,28 @@ pub(crate) fn labelled_non_members<'n>(
 ) -> impl Iterator<Item = &'n Arc<NodeRecord>> {
     let members: BTreeSet<&str> = membership.members.iter().map(String::as_str).collect();
     nodes.iter().filter(|n| n.label(names::LABEL_POOL) == Some(pool)).filter(move |n| !members.contains(n.name.as_str()))
+}
+
+/// Nodes leaving the pool, split: those free to go, and those whose host may
+/// still be installing (in flight, its agent reporting Applying or
+/// Rebooting). Released mid-install, a node would go back into service with a
+/// half-staged update, and its agent, no longer the pool's, would stop
+/// answering for it; so it stays the pool's until its agent reports a result.
+pub(crate) struct Leaving<'n> {
+    pub free: Vec<&'n Arc<NodeRecord>>,
+    pub held: Vec<(String, &'static str)>,
+}
+
+pub(crate) fn leaving(nodes: &[(Arc<NodeRecord>, Option<Arc<WindowsNodeReport>>)]) -> Leaving<'_> {
+    let mut out = Leaving { free: Vec::new(), held: Vec::new() };
+    for (n, report) in nodes {
+        let view = node_view(n, &AgentReport::of(n, report.as_deref()), HnsReadiness::Unknown);
+        match may_be_installing(&view).filter(|_| view.state.in_flight()) {
+            Some(status) => out.held.push((n.name.clone(), status)),
+            None => out.free.push(n),
+        }
+    }
+    out
 }
 
 /// Each node given back, with its release and the merge patch body that does it.
@@ -251,6 +277,7 @@ pub(crate) fn decide_round(
     let name = pool.name_any();
     let spec = &pool.spec;
     let (views, hns_nodes) = judge(pool, seen, &mut memory, now);
+    let leaving = leaving(&seen.deselected);
     if seen.gates_asked {
         memory.gates = Some(GatesSeen { at: now, generation: pool.metadata.generation, results: seen.gates.clone() });
     }
@@ -262,7 +289,8 @@ pub(crate) fn decide_round(
     let capacity = hns::capacity(seen.hns_totals, &seen.hns_limits, spec.hns.warn_percent, seen.hns_over_limit.clone());
     let status = build_status(spec, &plan, &seen.membership, Some(capacity), pool.status.as_ref(), pool.metadata.generation, now);
     let round = Round {
-        releases: releases(&seen.deselected, "no longer selected by the pool: node released"),
+        releases: releases(leaving.free, "no longer selected by the pool: node released"),
+        held_leaving: leaving.held,
         agent: hold_agent_roll(
             agent_write(pool, settings, &seen.ds_of_pool),
             plan.by_state.get(&NodeState::Applying).copied().unwrap_or(0),
@@ -488,6 +516,43 @@ mod tests {
 
     fn patch(node: &str, from: NodeState, to: NodeState) -> NodePatch {
         NodePatch { node: node.into(), from, to, ..Default::default() }
+    }
+
+    /// A node that leaves the pool mid-install (a selector edit, a second
+    /// pool, the pool deleted) stays the pool's while its agent reports
+    /// Applying or Rebooting for the start in flight; then it goes.
+    #[test]
+    fn a_node_leaving_mid_install_is_held_until_its_agent_reports_a_result() {
+        let leaving_node = |state: &str| {
+            member(
+                "a",
+                &[(names::ANN_STATE, state), (names::ANN_TARGET_REVISION, "r1"), (names::ANN_STARTED_AT, "2026-11-29T12:00:00Z")],
+                None,
+            )
+        };
+        let report = |status: &str, revision: &str| {
+            let spec: crate::report::WindowsNodeReportSpec = serde_json::from_value(serde_json::json!({
+                "apply": {"revision": revision, "status": status, "startedAt": "2026-11-29T12:00:00Z"}
+            }))
+            .unwrap();
+            Some(Arc::new(WindowsNodeReport::new("a", spec)))
+        };
+        let held = |state: &str, r: Option<Arc<WindowsNodeReport>>| {
+            let nodes = [(leaving_node(state), r)];
+            let out = leaving(&nodes);
+            (out.held.iter().map(|(n, s)| format!("{n} {s}")).collect::<Vec<_>>(), out.free.len())
+        };
+        assert_eq!(held("Applying", report("Applying", "r1")), (vec!["a Applying".to_string()], 0));
+        assert_eq!(held("Applying", report("Rebooting", "r1")), (vec!["a Rebooting".to_string()], 0));
+        for (what, state, r) in [
+            ("a result", "Applying", report("Failed", "r1")),
+            ("verifying", "Verifying", report("Succeeded", "r1")),
+            ("an earlier revision's install", "Applying", report("Applying", "r0")),
+            ("no report", "Applying", None),
+            ("not in flight", "Updated", report("Applying", "r1")),
+        ] {
+            assert_eq!(held(state, r), (Vec::<String>::new(), 1), "{what}: free to go");
+        }
     }
 
     #[test]
