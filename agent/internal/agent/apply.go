@@ -113,7 +113,8 @@ func (a *agent) input(ctx context.Context, node *corev1.Node) (decide.Input, boo
 	}
 	// Nothing is read from the host for a request the operator does not let
 	// the agent act on (a failed read would be reported on a node in service).
-	if !decide.Requested(in.Revision, in.Reported) || !decide.MayTouch(in.NodeState, in.StartedAt, in.Standalone) {
+	finishing := decide.Finishing(in.NodeState, in.StartedAt, in.Revision, in.Reported)
+	if !decide.Requested(in.Revision, in.Reported) || !(finishing || decide.MayTouch(in.NodeState, in.StartedAt, in.Standalone)) {
 		return in, false
 	}
 	if err := a.observe(ctx); err != nil {

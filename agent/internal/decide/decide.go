@@ -209,6 +209,9 @@ type Step struct {
 
 // Next decides the next step.
 func Next(in Input) Step {
+	if Requested(in.Revision, in.Reported) && Finishing(in.NodeState, in.StartedAt, in.Revision, in.Reported) {
+		return decision{in: in, state: in.State}.afterTimeout()
+	}
 	if !Requested(in.Revision, in.Reported) || !MayTouch(in.NodeState, in.StartedAt, in.Standalone) {
 		return Step{Action: Idle, State: in.State}
 	}
@@ -276,6 +279,39 @@ func MayTouch(nodeState, startedAt string, standalone bool) bool {
 		return standalone && startedAt == ""
 	}
 	return false
+}
+
+// Finishing: the operator failed the node (its nodeTimeout) while this
+// agent's report says an install of the start it names is in flight. The
+// operator keeps such a node cordoned until the report is final, so the
+// agent still reads its tasks and reports how the install ended; it starts
+// nothing, swaps nothing and reboots nothing on a Failed node.
+func Finishing(nodeState, startedAt, revision string, reported NodeReport) bool {
+	inProgress := reported.Status == names.StatusApplying || reported.Status == names.StatusRebooting
+	return nodeState == names.StateFailed && startedAt != "" && inProgress && reported.AppliedRevision == revision
+}
+
+// afterTimeout: on a Failed node, wait for the tasks of this start to end,
+// then give the final result the operator waits for.
+func (d decision) afterTimeout() Step {
+	in := d.in
+	const why = "the operator failed this node at its nodeTimeout while its install ran"
+	if t := in.Observed.UpdateTask; t != nil && t.Revision == in.Revision && t.Phase == host.UpdateRunning && (t.StartedAt == "" || t.StartedAt == in.StartedAt) {
+		msg := fmt.Sprintf("%s; the servicing task still runs (started %s): the node stays cordoned until it ends", why, t.Started.UTC().Format(time.RFC3339))
+		return Step{Action: Wait, Report: d.report(in.Reported.Status, msg), State: d.state}
+	}
+	if u := in.Observed.RuntimeUpgrade; u != nil && u.Revision == in.Revision && (u.Phase == host.RuntimeScheduled || u.Phase == host.RuntimeRunning) {
+		msg := fmt.Sprintf("%s; the containerd %s upgrade task still runs: the node stays cordoned until it ends", why, u.Version)
+		return Step{Action: Wait, Report: d.report(in.Reported.Status, msg), State: d.state}
+	}
+	msg := fmt.Sprintf("%s; it has ended (build %s, containerd %s)", why, in.Observed.Build, orNone(in.Observed.ContainerdVersion))
+	if t := in.Observed.UpdateTask; t != nil && t.Revision == in.Revision && t.Phase == host.UpdateDone {
+		msg += fmt.Sprintf(", the servicing task with exit code %d", t.Result.ExitCode)
+	}
+	if reasons := RebootReasons(in.Observed.Reboot); len(reasons) > 0 {
+		msg += fmt.Sprintf("; Windows asks for a reboot to finish it (%s): kubectl winpool retry rolls the node again, drained", strings.Join(reasons, ", "))
+	}
+	return d.fail(msg + "; see " + AgentLog)
 }
 
 // IsFinal: after this status the agent does nothing more for the revision

@@ -166,7 +166,7 @@ func TestNext(t *testing.T) {
 				message: []string{"attempt 2 of 3"}},
 		},
 		{
-			name: "the operator failed the node (nodeTimeout) while it installed: a reboot the install asks for waits",
+			name: "the operator failed the node (nodeTimeout) while it installed: no reboot; the agent reports how the install ended",
 			in: func() Input {
 				in := applying(request(), names.StatusApplying, host.State{Revision: "r1", Attempts: 1})
 				in.NodeState, in.StartedAt = "Failed", "10:00"
@@ -174,7 +174,8 @@ func TestNext(t *testing.T) {
 				in.Observed.UpdateTask = &host.UpdateTask{Revision: "r1", Attempt: 1, Phase: host.UpdateDone, Result: host.UpdateResult{ExitCode: ExitRebootRequired}}
 				return in
 			},
-			want: want{action: Idle, state: host.State{Revision: "r1", Attempts: 1}},
+			want: want{action: Report, status: names.StatusFailed, state: host.State{Revision: "r1", Attempts: 1},
+				message: []string{"asks for a reboot to finish it"}},
 		},
 		{
 			name: "a retry's start drains the node before it clears the report: nothing is installed meanwhile",
@@ -656,5 +657,44 @@ func TestOnlyARecordedStartIsActedOn(t *testing.T) {
 				t.Errorf("a node the agent may not touch got a report: %+v", got.Report)
 			}
 		})
+	}
+}
+
+// A node the operator failed at its nodeTimeout while this agent reported an
+// install in flight stays cordoned until the agent's report is final: the
+// agent waits for its own tasks, then reports how the install ended. It
+// acts on nothing (no install, swap or reboot) on a Failed node.
+func TestAFailedNodeMidInstallGetsItsFinalReportAndNothingElse(t *testing.T) {
+	failedMidInstall := func(status names.ApplyStatus, task *host.UpdateTask) Input {
+		in := applying(request(), status, host.State{Revision: "r1", StartedAt: "s1", Attempts: 1})
+		in.NodeState, in.StartedAt = names.StateFailed, "s1"
+		in.Observed.UpdateTask = task
+		return in
+	}
+	running := &host.UpdateTask{Revision: "r1", StartedAt: "s1", Phase: host.UpdateRunning}
+	done := &host.UpdateTask{Revision: "r1", StartedAt: "s1", Phase: host.UpdateDone, Result: host.UpdateResult{ExitCode: ExitRebootRequired}}
+	st := host.State{Revision: "r1", StartedAt: "s1", Attempts: 1}
+
+	check(t, Next(failedMidInstall(names.StatusApplying, running)), want{action: Wait, status: names.StatusApplying, state: st,
+		message: []string{"failed this node at its nodeTimeout", "the servicing task still runs"}})
+	in := failedMidInstall(names.StatusApplying, done)
+	in.Observed.Reboot.CBSRebootPending = true
+	check(t, Next(in), want{action: Report, status: names.StatusFailed, state: st,
+		message: []string{"it has ended", "exit code 3010", "asks for a reboot", "kubectl winpool retry"}})
+	check(t, Next(failedMidInstall(names.StatusRebooting, nil)), want{action: Report, status: names.StatusFailed, state: st,
+		message: []string{"it has ended (build 10.0.20348.2700"}})
+
+	for name, in := range map[string]Input{
+		"a final report": failedMidInstall(names.StatusFailed, done),
+		"an install of another revision": func() Input {
+			in := failedMidInstall(names.StatusApplying, running)
+			in.Reported.AppliedRevision = "r0"
+			return in
+		}(),
+		"no start recorded": func() Input { in := failedMidInstall(names.StatusApplying, running); in.StartedAt = ""; return in }(),
+	} {
+		if got := Next(in); got.Action != Idle {
+			t.Errorf("%s: %v (report %+v), want Idle", name, got.Action, got.Report)
+		}
 	}
 }

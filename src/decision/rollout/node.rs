@@ -103,8 +103,10 @@ pub(super) fn step<'n>(s: &RoundSettings<'_>, r: &mut Decided<'n>, n: &'n NodeVi
         }
         NodeState::Failed => {
             // Kept cordoned when it timed out mid-install: the cordon goes once
-            // its agent reports a final result (or none for this start).
-            if n.cordoned_by_winpool && n.unschedulable && may_be_installing(n).is_none() {
+            // its agent reports a final result (or none for this start). One a
+            // person lifted meanwhile is theirs: winpool forgets it was its own,
+            // so it never lifts a cordon they set later.
+            if n.cordoned_by_winpool && (!n.unschedulable || may_be_installing(n).is_none()) {
                 release_cordon(&mut p, n);
                 p.reason = format!(
                     "its agent reports {} after the timeout: winpool's cordon lifted",

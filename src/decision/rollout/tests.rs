@@ -826,6 +826,11 @@ fn a_node_timed_out_mid_install_stays_cordoned_until_its_agent_reports_a_result(
             assert_eq!((p.to, p.unschedulable), (NodeState::Failed, Some(false)), "{status} then {result}");
         }
     }
+    // Uncordoned by a person while it installs: winpool forgets the cordon was its own.
+    let held = land(&stuck("Applying"), patch(&run(&spec, &[stuck("Applying")]), "a"));
+    let by_hand = run(&spec, &[NodeView { unschedulable: false, ..held }]);
+    let p = patch(&by_hand, "a").expect("the mark goes");
+    assert_eq!(p.annotations.get(names::ANN_CORDONED_BY_WINPOOL), Some(&None));
     let reported = run(&spec, &[stuck("Failed")]);
     assert_eq!(patch(&reported, "a").and_then(|p| p.unschedulable), Some(false), "a reported failure is released at once");
     let no_report = run(&spec, &[NodeView { applied_revision: None, apply_status: None, ..stuck("Applying") }]);
