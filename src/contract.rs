@@ -106,6 +106,55 @@ storage: {csiProxy: {enabled: true, version: v1.1.3}}
     golden("internal/config/testdata/rust-revision.json", &(json + "\n"));
 }
 
+/// Every name, state and status both sides use, and what the name functions
+/// make of one example, written by the operator's own code into one file the
+/// agent's Go tests compare, value by value, with its constants and
+/// functions (`agent/internal/decide/contract_test.go`): a rename on either
+/// side fails one of the two.
+#[test]
+fn the_contract_file_is_what_the_operator_says() {
+    use crate::api::NodeState;
+    let app = |name: &str| format!("{}={name}", crate::daemonset::LABEL_APP);
+    let contract = json!({
+        "labels": {
+            "pool": names::LABEL_POOL,
+            "revision": names::LABEL_REVISION,
+            "target": names::LABEL_TARGET,
+            "csiProxyVersion": crate::csi_proxy::LABEL_VERSION,
+            "csiProxyApp": app(crate::csi_proxy::APP_CSI_PROXY),
+            "podNetworkApp": app(crate::pod_network::APP_POD_NETWORK),
+        },
+        "annotations": {
+            "state": names::ANN_STATE,
+            "stateSince": names::ANN_STATE_SINCE,
+            "startedAt": names::ANN_STARTED_AT,
+            "appliedRevision": names::ANN_APPLIED_REVISION,
+            "applyStatus": names::ANN_APPLY_STATUS,
+            "applyMessage": names::ANN_APPLY_MESSAGE,
+        },
+        // The states on which the agent may touch its host, or finishes a report.
+        "nodeStates": {
+            "applying": NodeState::Applying.as_str(),
+            "verifying": NodeState::Verifying.as_str(),
+            "failed": NodeState::Failed.as_str(),
+        },
+        "applyStatuses": {
+            "applying": names::APPLY_APPLYING,
+            "rebooting": names::APPLY_REBOOTING,
+            "succeeded": names::APPLY_SUCCEEDED,
+            "failed": names::APPLY_FAILED,
+        },
+        "configMapKey": CONFIG_KEY,
+        "nameExamples": {
+            "configMap(win22, 5d8f2c1a9b)": crate::configmap::configmap_name("win22", "5d8f2c1a9b"),
+            "csiProxyDaemonSet(win22, 1.1.3)": crate::csi_proxy::daemonset_name("win22", "1.1.3"),
+            "csiProxyDaemonSet(win22, v1.2.0+build.1)": crate::csi_proxy::daemonset_name("win22", "v1.2.0+build.1"),
+            "podNetworkDaemonSet(win22)": crate::pod_network::daemonset_name("win22"),
+        },
+    });
+    golden("internal/names/testdata/contract.json", &(serde_json::to_string_pretty(&contract).unwrap() + "\n"));
+}
+
 /// The names the agent reads off the Node (and adopts from a 0.2.0 agent's
 /// annotations) are the operator's, and every winpool name the agent knows is one.
 #[test]
