@@ -123,7 +123,7 @@ pub struct Context {
     memory: Mutex<HashMap<String, PoolMemory>>,
     /// The HTTP client of the Prometheus health gates (its connections are reused).
     gate_http: gate_client::HttpClient,
-    /// The round's clock; tests move it on.
+    /// The round's clock: the API server's (tests move it on).
     clock: clock::Clock,
     /// Set when the replica stops (SIGTERM, or the lease lost). A round stops
     /// before its next write: at 5,000 nodes a round's writes can take half a
@@ -325,6 +325,7 @@ pub async fn run(
         Context::new(client, settings, (node_store, report_store, ds_store, cm_store, pool_store), metrics.clone(), tracker, recent)
             .with_lease(lease),
     );
+    clock::spawn_keeper(ctx.client.clone(), ctx.clone());
     watch::report_synced(stores, metrics);
     let stopped = {
         let ctx = ctx.clone();

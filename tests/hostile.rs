@@ -772,6 +772,7 @@ fn a_garbage_started_at_does_not_disable_node_timeout() {
             gates: &[],
             paused_by_annotation: false,
             average_node_update: None,
+            clock_skew: None,
         },
         std::slice::from_ref(&view),
         now,

@@ -223,6 +223,7 @@ async fn observe(pool: &WindowsNodePool, ctx: &Context) -> Result<Observed, Erro
         hns_limits: limits,
         gates: Vec::new(),
         gates_asked: false,
+        clock_skew: ctx.clock.skew_past(crate::rollout::MAX_CLOCK_SKEW),
     })
 }
 

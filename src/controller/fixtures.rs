@@ -434,6 +434,25 @@ async fn a_round_after_the_leader_lease_ran_out_writes_nothing() {
     assert!(writes.len() >= 4, "the same round while leading writes: {writes:#?}");
 }
 
+/// An operator whose clock is ten minutes off the API server's (learnt from
+/// its Date header) cordons no node, and says why in the pool's status.
+#[tokio::test]
+async fn a_round_on_a_clock_far_off_the_api_servers_starts_no_node_and_says_why() {
+    let nodes = vec![windows_node("win-a", "win22"), windows_node("win-b", "win22")];
+    let mut f = Fixture::new(pool(1), nodes);
+    let now = jiff::Timestamp::now();
+    let server = (now + jiff::SignedDuration::from_mins(10)).strftime("%a, %d %b %Y %H:%M:%S GMT").to_string();
+    f.ctx.clock.learn(now, now, &server).expect("a Date header");
+    let reqs = f.round().await;
+    let starts: Vec<&Recorded> =
+        reqs.iter().filter(|r| r.path.starts_with("/api/v1/nodes/") && state(&r.after) == Some("Draining")).collect();
+    assert!(starts.is_empty(), "a node started on a skewed clock: {:#?}", calls(&reqs));
+    let status = reqs.iter().rev().find(|r| r.path == STATUS).expect("the status is written");
+    let progressing = status.body["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Progressing").cloned().unwrap();
+    assert_eq!(progressing["reason"], json!("ClockSkewed"), "{progressing}");
+    assert!(progressing["message"].as_str().unwrap().contains("behind the API server's"), "{progressing}");
+}
+
 #[tokio::test]
 async fn the_first_round_runs_the_agent_and_writes_the_revision_before_any_node_moves_and_the_status_last() {
     let nodes = vec![windows_node("win-a", "win22"), windows_node("win-b", "win22"), windows_node("win-c", "win22")];

@@ -363,6 +363,11 @@ fn progressing_condition(plan: &Plan) -> (Condition, Course) {
                 if awaited > 0 { format!(", {awaited} of them awaiting their agent's preflight of revision {rev}") } else { String::new() };
             stopped(Progress::HealthGateClosed, format!("gate \"{gate}\": {seen}; {} nodes pending{preflight}", c.pending), Course::Moving)
         }
+        (Some(Hold::ClockSkew { by }), false, true) => stopped(
+            Progress::ClockSkewed,
+            format!("{}; {} nodes pending", crate::rollout::clock_skew_message(*by), c.pending),
+            Course::Stalled,
+        ),
         (_, false, false) if c.failed > 0 => {
             let message = format!("no node left to update; {} nodes failed: {}", c.failed, failed_names(plan));
             stopped(Progress::NodesFailed, message, Course::Stalled)
@@ -623,6 +628,7 @@ mod tests {
                 gates: &[],
                 average_node_update: None,
                 paused_by_annotation: false,
+                clock_skew: None,
             },
             &cleared(spec, nodes),
             now,
@@ -693,6 +699,7 @@ mod tests {
                     gates: &gates,
                     average_node_update: None,
                     paused_by_annotation: false,
+                    clock_skew: None,
                 },
                 &cleared(&spec, &[node("a"), node("b")]),
                 now,
@@ -869,6 +876,7 @@ mod tests {
             gates: &[],
             average_node_update: None,
             paused_by_annotation: true,
+            clock_skew: None,
         };
         let plan = decide(&input, &cleared(&s, &nodes), now);
         let st = build_status(&s, &plan, &Membership::default(), None, None, Some(3), now);

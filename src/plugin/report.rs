@@ -367,6 +367,7 @@ pub fn plan_report(pool: &WindowsNodePool, m: &Members, now: Timestamp) -> PlanR
         target_marked_at: None,
         gates: &[],
         paused_by_annotation: pool.paused_by_annotation(),
+        clock_skew: None,
     };
     let preview = rollout::preview(&input, &m.views, now);
     let limit = preview.unavailable.max_unavailable;

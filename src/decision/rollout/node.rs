@@ -157,6 +157,10 @@ const HEARTBEAT_CAP: std::time::Duration = std::time::Duration::from_secs(3 * 36
 /// HEARTBEAT_CAP past nodeTimeout, and what follows the install has
 /// nodeTimeout from its last beat.
 fn timed_out(s: &RoundSettings<'_>, n: &NodeView, state: NodeState) -> Option<String> {
+    // A clock that cannot be trusted times nothing out (the hold says why).
+    if s.clock_skew.is_some() {
+        return None;
+    }
     let started = n.started_at.or(n.state_since);
     let within_cap = matches!(state, NodeState::Applying | NodeState::Verifying)
         && started.is_some()

@@ -70,6 +70,8 @@ pub(super) struct RoundSettings<'a> {
     /// When the agents were told of the target (its ConfigMap marked).
     pub target_marked_at: Option<Timestamp>,
     pub paused_by_annotation: bool,
+    /// Past MAX_CLOCK_SKEW: nothing starts, nothing times out.
+    pub clock_skew: Option<jiff::SignedDuration>,
 }
 
 impl<'a> RoundSettings<'a> {
@@ -95,6 +97,7 @@ impl<'a> RoundSettings<'a> {
             health_gate_interval: health_gate_interval(spec),
             target_marked_at: pool.target_marked_at,
             paused_by_annotation: pool.paused_by_annotation,
+            clock_skew: pool.clock_skew,
         }
     }
 

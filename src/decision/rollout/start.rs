@@ -9,6 +9,9 @@ use crate::gates::{self, Seen};
 pub(super) fn hold(s: &RoundSettings<'_>, r: &Decided<'_>) -> Option<Hold> {
     let failed = r.count(|st| st == NodeState::Failed);
     let max_failed = s.spec.rollout.max_failed_nodes;
+    if let Some(by) = s.clock_skew {
+        return Some(Hold::ClockSkew { by });
+    }
     if s.spec.rollout.paused {
         return Some(Hold::PausedBySpec);
     }

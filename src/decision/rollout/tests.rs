@@ -66,6 +66,7 @@ fn run(spec: &WindowsNodePoolSpec, nodes: &[NodeView]) -> Plan {
             gates: &[],
             average_node_update: None,
             paused_by_annotation: false,
+            clock_skew: None,
         },
         &cleared(spec, nodes),
         now(),
@@ -84,6 +85,7 @@ fn input<'a>(spec: &'a WindowsNodePoolSpec, existing: &'a BTreeSet<String>) -> P
         gates: &[],
         average_node_update: None,
         paused_by_annotation: false,
+        clock_skew: None,
     }
 }
 
@@ -837,6 +839,27 @@ fn a_node_timed_out_mid_install_stays_cordoned_until_its_agent_reports_a_result(
     assert_eq!(patch(&no_report, "a").and_then(|p| p.unschedulable), Some(false), "no install in flight: released at once");
 }
 
+/// An operator whose clock is far off the API server's starts no node and
+/// times none out (a node past nodeTimeout by this clock may not be), and
+/// says why; within the bound nothing changes.
+#[test]
+fn a_clock_far_off_the_api_servers_starts_nothing_and_times_nothing_out() {
+    let spec = spec_with("rollout: {nodeTimeout: 30m, maxUnavailable: 2, maxFailedNodes: 3}");
+    let rev = revision_of(&spec);
+    let late = NodeView { started_at: ago(31 * 60), ..in_state("a", NodeState::Applying, &rev) };
+    let nodes = [late, fresh("b")];
+    let existing = BTreeSet::new();
+    let skewed = jiff::SignedDuration::from_mins(-7);
+    let plan = decide(&PoolInput { clock_skew: Some(skewed), ..input(&spec, &existing) }, &nodes, now());
+    assert_eq!(plan.hold, Some(Hold::ClockSkew { by: skewed }));
+    assert!(plan.failed.is_empty() && patch(&plan, "a").is_none(), "timed out on an untrusted clock: {:?}", plan.patches);
+    assert!(patch(&plan, "b").is_none_or(|p| p.to == NodeState::Pending), "started on an untrusted clock");
+    assert!(Hold::ClockSkew { by: skewed }.to_string().contains("420s ahead of the API server's"));
+    let trusted = run(&spec, &nodes);
+    assert_eq!(trusted.failed.len(), 1, "the same round on a trusted clock times a out");
+    assert_eq!(transition(&trusted, "b"), Some((NodeState::Pending, NodeState::Draining)));
+}
+
 /// The agent stays on the node and acts on whatever report the Node carries: a
 /// node that re-enters Applying for the revision it failed must lose that
 /// report, or the agent would never try again and the operator would read the
@@ -1117,6 +1140,7 @@ fn run_gated(spec: &WindowsNodePoolSpec, nodes: &[NodeView], gates: &[crate::gat
             gates,
             average_node_update: None,
             paused_by_annotation: false,
+            clock_skew: None,
         },
         &cleared(spec, nodes),
         now(),
@@ -1287,6 +1311,7 @@ fn the_estimate_is_the_waves_left_at_the_pools_pace() {
             target_marked_at: None,
             gates: &[],
             paused_by_annotation: false,
+            clock_skew: None,
         };
         decide(&input, &cleared(spec, &nodes), now())
     };
@@ -1342,6 +1367,7 @@ fn other_holds_come_before_the_gates_and_gates_are_asked_for_only_when_a_node_co
                 gates: &closed,
                 average_node_update: None,
                 paused_by_annotation: false,
+                clock_skew: None,
             },
             &cleared(spec, nodes),
             now(),
@@ -1466,6 +1492,7 @@ fn an_agent_silent_for_a_whole_node_timeout_after_the_mark_is_reported_as_blocke
             gates: &[],
             average_node_update: None,
             paused_by_annotation: false,
+            clock_skew: None,
         };
         decide(&input, &nodes, now())
     };

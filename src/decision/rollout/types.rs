@@ -203,6 +203,10 @@ pub enum Hold {
         gate: String,
         seen: Seen,
     },
+    /// The operator's clock is this far off the API server's (past MAX_CLOCK_SKEW).
+    ClockSkew {
+        by: jiff::SignedDuration,
+    },
 }
 
 /// What holds the rollout, said for a person (`kubectl winpool plan`).
@@ -216,6 +220,7 @@ impl std::fmt::Display for Hold {
             Hold::NoWindowAhead => write!(f, "no maintenance window opens within 400 days outside rollout.notAllowedDates"),
             Hold::BadWindow(e) => write!(f, "the maintenance windows are invalid: {e}"),
             Hold::HealthGateClosed { gate, seen } => write!(f, "health gate {gate:?} is closed: {seen}"),
+            Hold::ClockSkew { by } => write!(f, "{}", clock_skew_message(*by)),
         }
     }
 }
@@ -317,7 +322,26 @@ pub struct PoolInput<'a> {
     /// The pool carries `winpool.dev/paused: "true"` (`kubectl winpool pause`):
     /// a pause GitOps does not revert, since it is not in the spec.
     pub paused_by_annotation: bool,
+    /// How far the operator's clock is off the API server's, when that is
+    /// past [`MAX_CLOCK_SKEW`]: no node starts and none times out.
+    pub clock_skew: Option<jiff::SignedDuration>,
 }
+
+/// What a clock skew past the bound holds, said for a person.
+pub fn clock_skew_message(by: jiff::SignedDuration) -> String {
+    let (secs, side) = if by.is_negative() { (-by.as_secs(), "ahead of") } else { (by.as_secs(), "behind") };
+    format!(
+        "the operator's clock is {secs}s {side} the API server's (its Date header), more than {}s: \
+         no node starts and none times out until the clocks agree (check NTP on the operator's node)",
+        MAX_CLOCK_SKEW.as_secs()
+    )
+}
+
+/// How far the operator's clock may be off the API server's. winpool judges
+/// times by the API server's clock (the `Date` of its answers), but a clock
+/// this far off means time on this host cannot be trusted from one moment to
+/// the next (NTP broken, a VM resumed): nothing is started or timed out on it.
+pub const MAX_CLOCK_SKEW: jiff::SignedDuration = jiff::SignedDuration::from_mins(2);
 
 impl<'a> PoolInput<'a> {
     /// A pool as its spec alone says: no gates asked, no history, no target marked yet.
@@ -330,6 +354,7 @@ impl<'a> PoolInput<'a> {
             gates: &[],
             target_marked_at: None,
             paused_by_annotation: false,
+            clock_skew: None,
         }
     }
 }

@@ -59,6 +59,8 @@ pub(crate) struct Observed {
     pub gates: Vec<GateResult>,
     /// They were asked this round (not what they saw a moment ago).
     pub gates_asked: bool,
+    /// How far the operator's clock is off the API server's, when past the bound.
+    pub clock_skew: Option<jiff::SignedDuration>,
 }
 
 pub(crate) struct Round {
@@ -232,6 +234,7 @@ fn input<'a>(
         average_node_update,
         target_marked_at: target_marked_at(&seen.cms_of_pool, &crate::revision::revision_of(&pool.spec)),
         paused_by_annotation: pool.paused_by_annotation(),
+        clock_skew: seen.clock_skew,
     }
 }
 
@@ -581,6 +584,7 @@ mod tests {
                 gates: &gates,
                 average_node_update: None,
                 paused_by_annotation: false,
+                clock_skew: None,
             };
             problems(&pool, &decide(&input, std::slice::from_ref(&node), Timestamp::UNIX_EPOCH), &Membership::default())
         };
@@ -738,6 +742,7 @@ mod tests {
             hns_limits: Limits::for_pool(&pool.spec.hns, pool.spec.os.version),
             gates: Vec::new(),
             gates_asked: false,
+            clock_skew: None,
         }
     }
 

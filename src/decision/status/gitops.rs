@@ -50,6 +50,7 @@ fn plan(spec: &WindowsNodePoolSpec, nodes: &[NodeView], paused_by_annotation: bo
         gates: &[],
         average_node_update: None,
         paused_by_annotation,
+        clock_skew: None,
     };
     decide(&input, &cleared(spec, nodes), now())
 }

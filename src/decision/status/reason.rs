@@ -43,6 +43,8 @@ reasons! {
         NoMaintenanceWindowAhead,
         InvalidMaintenanceWindow,
         HealthGateClosed,
+        /// The operator's clock is too far off the API server's.
+        ClockSkewed,
         /// Nothing left to update, and nodes failed.
         NodesFailed,
         RolloutComplete,
