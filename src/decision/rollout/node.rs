@@ -49,18 +49,8 @@ pub(super) fn step<'n>(s: &RoundSettings<'_>, r: &mut Decided<'n>, n: &'n NodeVi
         r.patches.push(p);
         return;
     }
-    if let Some(mut msg) = timed_out(s, n, state) {
-        match may_be_installing(n) {
-            Some(status) => {
-                msg = format!(
-                    "{msg}; kept cordoned: its agent reports {status}, so the host may still be installing; \
-                     winpool lifts the cordon when the agent reports a final result"
-                );
-                fail_kept_cordoned(&mut p, s.now, FailureReason::Timeout, &msg);
-            }
-            None => fail(&mut p, n, s.now, FailureReason::Timeout, &msg),
-        }
-        p.reason = msg;
+    if let Some(msg) = timed_out(s, n, state) {
+        time_out(s, &mut p, n, msg);
         r.states.insert(&n.name, NodeState::Failed);
         r.patches.push(p);
         return;
@@ -101,26 +91,44 @@ pub(super) fn step<'n>(s: &RoundSettings<'_>, r: &mut Decided<'n>, n: &'n NodeVi
             }
             state
         }
-        NodeState::Failed => {
-            // Kept cordoned when it timed out mid-install: the cordon goes once
-            // its agent reports a final result (or none for this start). One a
-            // person lifted meanwhile is theirs: winpool forgets it was its own,
-            // so it never lifts a cordon they set later.
-            if n.cordoned_by_winpool && (!n.unschedulable || may_be_installing(n).is_none()) {
-                release_cordon(&mut p, n);
-                p.reason = format!(
-                    "its agent reports {} after the timeout: winpool's cordon lifted",
-                    n.apply_status.as_deref().unwrap_or("no install in flight")
-                );
-            }
-            state
-        }
+        NodeState::Failed => failed(&mut p, n),
     };
     r.states.insert(&n.name, state);
     if !p.labels.is_empty() || !p.annotations.is_empty() || p.unschedulable.is_some() {
         p.to = state;
         r.patches.push(p);
     }
+}
+
+/// Fail a node that ran out of nodeTimeout. One whose host may still be
+/// installing keeps winpool's cordon, and says so.
+fn time_out(s: &RoundSettings<'_>, p: &mut NodePatch, n: &NodeView, mut msg: String) {
+    match may_be_installing(n) {
+        Some(status) => {
+            msg = format!(
+                "{msg}; kept cordoned: its agent reports {status}, so the host may still be installing; \
+                 winpool lifts the cordon when the agent reports a final result"
+            );
+            fail_kept_cordoned(p, s.now, FailureReason::Timeout, &msg);
+        }
+        None => fail(p, n, s.now, FailureReason::Timeout, &msg),
+    }
+    p.reason = msg;
+}
+
+/// A Failed node kept cordoned when it timed out mid-install: the cordon
+/// goes once its agent reports a final result (or none for this start). One
+/// a person lifted meanwhile is theirs: winpool forgets it was its own, so it
+/// never lifts a cordon they set later.
+fn failed(p: &mut NodePatch, n: &NodeView) -> NodeState {
+    if n.cordoned_by_winpool && (!n.unschedulable || may_be_installing(n).is_none()) {
+        release_cordon(p, n);
+        p.reason = format!(
+            "its agent reports {} after the timeout: winpool's cordon lifted",
+            n.apply_status.as_deref().unwrap_or("no install in flight")
+        );
+    }
+    NodeState::Failed
 }
 
 /// A node in flight for an older revision (the spec changed mid-rollout) goes
