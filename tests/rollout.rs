@@ -119,7 +119,11 @@ async fn a_pool_rolls_every_node_to_the_target_and_again_on_a_new_patch_level() 
 
     let ds_api: Api<DaemonSet> = Api::namespaced(t.client.clone(), &t.agent_namespace());
     let ds: Vec<String> = ds_api.list(&ListParams::default()).await.unwrap().items.iter().map(|d| d.name_any()).collect();
-    assert_eq!(ds, vec![format!("winpool-{pool}")], "one agent DaemonSet per pool");
+    assert_eq!(
+        ds,
+        vec![format!("winpool-{pool}"), format!("winpool-{pool}-pod-network")],
+        "one agent and one pod-network DaemonSet per pool"
+    );
     let cm_api: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.agent_namespace());
     let ours = ListParams::default().labels("app.kubernetes.io/managed-by=winpool");
     let cms = || async { cm_api.list(&ours).await.unwrap().items.iter().map(|c| c.name_any()).collect::<BTreeSet<String>>() };
@@ -128,7 +132,7 @@ async fn a_pool_rolls_every_node_to_the_target_and_again_on_a_new_patch_level() 
     let pods_api: Api<Pod> = Api::namespaced(t.client.clone(), &t.agent_namespace());
     let agent_pods = || async {
         pods_api
-            .list(&ListParams::default())
+            .list(&ListParams::default().labels("app.kubernetes.io/name=winpool-agent"))
             .await
             .unwrap()
             .items
@@ -484,7 +488,8 @@ async fn csi_proxy_runs_from_a_daemonset_of_each_nodes_revision_and_moves_with_t
     let want: BTreeMap<String, String> = t.nodes().await.iter().map(|n| (n.name_any(), image("v1.1.3"))).collect();
     wait_for("v1.1.3 on every node and the v1.1.2 DaemonSet gone", WAIT, || async {
         let ds: BTreeSet<String> = ds_api.list(&ListParams::default()).await.ok()?.items.iter().map(|d| d.name_any()).collect();
-        let want_ds = BTreeSet::from([format!("winpool-{pool}"), format!("winpool-{pool}-csi-proxy-v1-1-3")]);
+        let want_ds =
+            BTreeSet::from([format!("winpool-{pool}"), format!("winpool-{pool}-pod-network"), format!("winpool-{pool}-csi-proxy-v1-1-3")]);
         (csi_pods().await == want && ds == want_ds).then_some(())
     })
     .await;
