@@ -50,6 +50,7 @@ struct PoolGauges {
     preflight_awaited: IntGaugeVec,
     health_gate_closed: IntGaugeVec,
     behind_patch_level: IntGaugeVec,
+    held_nodes: IntGaugeVec,
     last_reconcile: IntGaugeVec,
     /// Always 1; its labels say what the pool asks for.
     info: IntGaugeVec,
@@ -150,6 +151,12 @@ impl PoolGauges {
                 r,
                 "winpool_pool_nodes_behind_patch_level",
                 "Nodes whose kubelet-reported build is below the pool's patchLevel.",
+                pool,
+            ),
+            held_nodes: gauge_vec(
+                r,
+                "winpool_pool_nodes_held",
+                "Pending nodes labelled winpool.dev/hold=true, which winpool never starts.",
                 pool,
             ),
             last_reconcile: gauge_vec(
@@ -298,6 +305,7 @@ impl Metrics {
         let gate_closed = matches!(plan.hold, Some(Hold::HealthGateClosed { .. }));
         self.pool.health_gate_closed.with_label_values(&[pool]).set(gate_closed as i64);
         self.pool.behind_patch_level.with_label_values(&[pool]).set(plan.behind_patch_level as i64);
+        self.pool.held_nodes.with_label_values(&[pool]).set(plan.held.len() as i64);
         self.pool.window_open.with_label_values(&[pool]).set(plan.window_open as i64);
         self.pool.drain_blocked.with_label_values(&[pool]).set(plan.blocked.len() as i64);
         self.pool.preflight_blocked.with_label_values(&[pool]).set(plan.preflight_blocked().count() as i64);
@@ -387,6 +395,7 @@ impl Metrics {
             &self.pool.preflight_awaited,
             &self.pool.health_gate_closed,
             &self.pool.behind_patch_level,
+            &self.pool.held_nodes,
             &self.pool.last_reconcile,
         ] {
             let _ = g.remove_label_values(&[pool]);

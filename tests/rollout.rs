@@ -775,3 +775,38 @@ async fn drain_options_decide_which_pods_leave_and_how() {
     pods.patch("lingers", &PatchParams::default(), &Patch::Merge(&json!({"metadata": {"finalizers": null}}))).await.unwrap();
     t.cleanup().await;
 }
+
+/// A node a person labels winpool.dev/hold=true is never started while the
+/// rest of the pool rolls, and the pool says why it waits; once the label
+/// goes, the node rolls too.
+#[tokio::test]
+async fn a_node_held_by_its_label_is_never_started_until_the_label_goes() {
+    let client = support::client().await;
+    install_crd(&client).await;
+    let mut t = TestSpace::new("rollout-hold").await;
+    t.start_sim(3, &["--apply-time=0.5s", "--reboot-time=0.5s"]);
+    wait_nodes_ready(&t, 3).await;
+    let held = format!("{}1", t.node_prefix());
+    let nodes_api: Api<Node> = Api::all(t.client.clone());
+    let hold = |on: bool| json!({"metadata": {"labels": {names::LABEL_HOLD: on.then_some("true")}}});
+    nodes_api.patch(&held, &PatchParams::default(), &Patch::Merge(hold(true))).await.unwrap();
+    let pool = format!("{}-pool", t.id);
+    apply_pool(&t, &pool_manifest(&t, &pool, "10.0.20348.2762", json!({"maxUnavailable": 2}))).await;
+    t.start_operator(&[]);
+
+    let pools: Api<WindowsNodePool> = Api::all(t.client.clone());
+    let msg = wait_for("the others updated and the pool saying it waits for the held node", WAIT, || async {
+        let st = pools.get(&pool).await.ok()?.status?;
+        let c = st.conditions.iter().find(|c| c.type_ == "Progressing" && c.reason == "NodesHeld")?;
+        (st.nodes.updated == 2).then(|| c.message.clone())
+    })
+    .await;
+    assert!(msg.contains(&held), "{msg}");
+    let n = nodes_api.get(&held).await.unwrap();
+    assert!(!n.annotations().contains_key(names::ANN_STARTED_AT), "the held node was never started");
+    assert_ne!(n.spec.as_ref().and_then(|s| s.unschedulable), Some(true), "nor cordoned");
+
+    nodes_api.patch(&held, &PatchParams::default(), &Patch::Merge(hold(false))).await.unwrap();
+    wait_rolled_out(&t, &pool, 3, 2).await;
+    t.cleanup().await;
+}

@@ -8,6 +8,9 @@ pub const LABEL_OS: &str = "kubernetes.io/os";
 pub const LABEL_WINDOWS_BUILD: &str = "node.kubernetes.io/windows-build";
 pub const LABEL_POOL: &str = "winpool.dev/pool";
 pub const LABEL_REVISION: &str = "winpool.dev/revision";
+/// A person's "not this node now": a Pending node labelled `winpool.dev/hold=true`
+/// is never started; a node in flight finishes.
+pub const LABEL_HOLD: &str = "winpool.dev/hold";
 /// The state annotation mirrored as a label on failed nodes only
 /// (`kubectl get nodes -l winpool.dev/state=Failed`): see `NodeState::label`.
 pub const LABEL_STATE: &str = "winpool.dev/state";

@@ -81,6 +81,12 @@ pub struct RolloutSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"), length(max = 32))]
     pub health_gate_interval: Option<String>,
+    /// What happens to winpool's cordon when a node fails: Uncordon (the
+    /// default: back into service on whatever it runs, the failure on the
+    /// pool) or KeepCordoned (out of service until a person retries or
+    /// uncordons it; it counts against maxUnavailable meanwhile).
+    #[serde(default)]
+    pub on_node_failure: OnNodeFailure,
 }
 
 fn default_max_unavailable() -> IntOrString {
@@ -110,8 +116,16 @@ impl Default for RolloutSpec {
             not_allowed_dates: Vec::new(),
             health_gates: Vec::new(),
             health_gate_interval: None,
+            on_node_failure: OnNodeFailure::default(),
         }
     }
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, JsonSchema)]
+pub enum OnNodeFailure {
+    #[default]
+    Uncordon,
+    KeepCordoned,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]

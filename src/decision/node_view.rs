@@ -57,6 +57,7 @@ pub fn node_view(node: &NodeRecord, report: &AgentReport, hns: HnsReadiness) -> 
         drain_held: None,
         drain_blocked_by: owned(names::ANN_DRAIN_BLOCKED_BY),
         drain_blocked_since: ts(names::ANN_DRAIN_BLOCKED_SINCE),
+        held_by_label: node.label(names::LABEL_HOLD) == Some("true"),
         hns_reported: report.hns_load_balancers.is_some() && report.hns_endpoints.is_some(),
         hns_load_balancers: report.hns_load_balancers.clone().filter(|_| hns_current),
         hns_endpoints: report.hns_endpoints.clone().filter(|_| hns_current),

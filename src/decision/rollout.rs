@@ -177,6 +177,7 @@ fn decide_with(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp, despite
         runtime_refused: r.runtime_refused,
         preflight_held: r.preflight_held,
         tampered: r.tampered,
+        held: r.held,
     }
 }
 

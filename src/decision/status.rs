@@ -304,6 +304,12 @@ fn pending_condition(plan: &Plan) -> (Condition, Course) {
         None if !plan.blocked.is_empty() => {
             stopped(Progress::DrainBlocked, format!("{} pending; {}", c.pending, blocked_note(plan)), Course::Moving)
         }
+        None if !plan.held.is_empty() && plan.held.len() as i32 >= c.pending => {
+            let names: Vec<&str> = plan.held.iter().map(String::as_str).take(10).collect();
+            let message =
+                format!("{} pending, every one held by the node label {}=true: {}", c.pending, names::LABEL_HOLD, names.join(", "));
+            stopped(Progress::NodesHeld, message, Course::Held)
+        }
         None if !plan.runtime_refused.is_empty() && plan.runtime_refused.len() as i32 >= c.pending => {
             stopped(Progress::RuntimeUpgradeRefused, format!("{} pending; {}", c.pending, runtime_refused_note(plan)), Course::Stalled)
         }

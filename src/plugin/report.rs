@@ -131,6 +131,9 @@ pub struct PlanReport {
     /// cordoned until it passes; node and the agent's reasons.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub preflight_blocked: Vec<(String, String)>,
+    /// Pending nodes a person holds (`winpool.dev/hold=true`): never started.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held: Vec<String>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -375,7 +378,8 @@ pub fn plan_report(pool: &WindowsNodePool, m: &Members, now: Timestamp) -> PlanR
     let in_state = |want: NodeState| states.iter().filter(move |(_, s)| *s == want).map(|(v, _)| *v);
 
     let blocked: std::collections::BTreeMap<&String, &String> = preview.preflight_blocked().collect();
-    let refused = |v: &&NodeView| preview.runtime_refused.contains_key(&v.name) || blocked.contains_key(&v.name);
+    let refused =
+        |v: &&NodeView| preview.runtime_refused.contains_key(&v.name) || blocked.contains_key(&v.name) || preview.held.contains(&v.name);
     let order: Vec<String> =
         rollout::start_order(in_state(NodeState::Pending).filter(|v| !refused(v))).into_iter().map(|v| v.name.clone()).collect();
     let starting: BTreeSet<&str> =
@@ -408,6 +412,7 @@ pub fn plan_report(pool: &WindowsNodePool, m: &Members, now: Timestamp) -> PlanR
         order,
         runtime_refused: preview.runtime_refused.iter().map(|(n, why)| (n.clone(), why.clone())).collect(),
         preflight_blocked: blocked.iter().map(|(n, why)| (n.to_string(), why.to_string())).collect(),
+        held: preview.held.iter().cloned().collect(),
     }
 }
 

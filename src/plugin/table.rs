@@ -161,7 +161,10 @@ pub fn plan(r: &PlanReport) -> String {
     for (node, why) in &r.preflight_blocked {
         out.push_str(&format!("Blocked by its agent's preflight: {node}: {why}\n"));
     }
-    if !r.runtime_refused.is_empty() || !r.preflight_blocked.is_empty() {
+    if !r.held.is_empty() {
+        out.push_str(&format!("Never started while labelled {}=true: {}\n", crate::api::names::LABEL_HOLD, r.held.join(", ")));
+    }
+    if !r.runtime_refused.is_empty() || !r.preflight_blocked.is_empty() || !r.held.is_empty() {
         out.push('\n');
     }
     if r.waves.is_empty() {
@@ -295,6 +298,7 @@ No Windows node matches the pool's nodeSelector.
             waves: vec![vec!["b".into()], vec!["c".into(), "d".into()]],
             runtime_refused: vec![("e".into(), "runs containerd 1.7.20+azure, the pool asks 1.7.22, and …".into())],
             preflight_blocked: vec![],
+            held: vec!["h".into()],
         };
         let want = "\
 Pool:            win22
@@ -310,6 +314,7 @@ IN FLIGHT   STATE      WAITING FOR
 a           Applying   the agent
 
 Never started:   e runs containerd 1.7.20+azure, the pool asks 1.7.22, and …
+Never started while labelled winpool.dev/hold=true: h
 
 WAVE   NODE
 1      b

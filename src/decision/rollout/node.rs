@@ -5,7 +5,7 @@ use super::{
     DrainBlock, DrainMode, FailureReason, HnsReadiness, NodePatch, NodeState, NodeView, Recorded, ask_agent_anew, current_state, fail,
     fail_kept_cordoned, may_be_installing, release_cordon, verify_config, verify_health, verify_rebooted, waiting_for,
 };
-use crate::api::names;
+use crate::api::{OnNodeFailure, names};
 
 /// Problems with what the node says about itself, and the revision it still
 /// carries (its ConfigMap must stay while it does).
@@ -51,6 +51,7 @@ pub(super) fn step<'n>(s: &RoundSettings<'_>, r: &mut Decided<'n>, n: &'n NodeVi
     }
     if let Some(msg) = timed_out(s, n, state) {
         time_out(s, &mut p, n, msg);
+        keep_cordoned_if_asked(s, &mut p);
         r.states.insert(&n.name, NodeState::Failed);
         r.patches.push(p);
         return;
@@ -80,6 +81,9 @@ pub(super) fn step<'n>(s: &RoundSettings<'_>, r: &mut Decided<'n>, n: &'n NodeVi
         NodeState::Applying | NodeState::Verifying => applying(s, r, &mut p, n, state),
         NodeState::Updated => updated(s, &mut p, n),
         NodeState::Pending => {
+            if n.held_by_label {
+                r.held.insert(n.name.clone());
+            }
             if let Some(why) = super::runtime::refusal(s.spec, n) {
                 r.runtime_refused.insert(n.name.clone(), why);
             } else if let Some(held) = super::preflight::held(s, n) {
@@ -91,12 +95,23 @@ pub(super) fn step<'n>(s: &RoundSettings<'_>, r: &mut Decided<'n>, n: &'n NodeVi
             }
             state
         }
-        NodeState::Failed => failed(&mut p, n),
+        NodeState::Failed => failed(s, &mut p, n),
     };
+    keep_cordoned_if_asked(s, &mut p);
     r.states.insert(&n.name, state);
     if !p.labels.is_empty() || !p.annotations.is_empty() || p.unschedulable.is_some() {
         p.to = state;
         r.patches.push(p);
+    }
+}
+
+/// `rollout.onNodeFailure: KeepCordoned`: a node this patch fails keeps
+/// winpool's cordon (and the mark that it is winpool's, so a retry's start
+/// and a person's uncordon both find it as it is).
+fn keep_cordoned_if_asked(s: &RoundSettings<'_>, p: &mut NodePatch) {
+    if s.spec.rollout.on_node_failure == OnNodeFailure::KeepCordoned && p.to == NodeState::Failed && p.unschedulable == Some(false) {
+        p.unschedulable = None;
+        p.annotations.remove(names::ANN_CORDONED_BY_WINPOOL);
     }
 }
 
@@ -120,7 +135,10 @@ fn time_out(s: &RoundSettings<'_>, p: &mut NodePatch, n: &NodeView, mut msg: Str
 /// goes once its agent reports a final result (or none for this start). One
 /// a person lifted meanwhile is theirs: winpool forgets it was its own, so it
 /// never lifts a cordon they set later.
-fn failed(p: &mut NodePatch, n: &NodeView) -> NodeState {
+fn failed(s: &RoundSettings<'_>, p: &mut NodePatch, n: &NodeView) -> NodeState {
+    if s.spec.rollout.on_node_failure == OnNodeFailure::KeepCordoned && n.unschedulable {
+        return NodeState::Failed;
+    }
     if n.cordoned_by_winpool && (!n.unschedulable || may_be_installing(n).is_none()) {
         release_cordon(p, n);
         p.reason = format!(

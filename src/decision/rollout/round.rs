@@ -134,6 +134,8 @@ pub(super) struct Decided<'n> {
     pub preflight_held: BTreeMap<String, super::preflight::PreflightHeld>,
     /// Members whose revision label winpool did not set (see `tamper`).
     pub tampered: BTreeMap<String, super::Tampering>,
+    /// Pending nodes labelled `winpool.dev/hold=true`.
+    pub held: BTreeSet<String>,
 }
 
 impl<'n> Decided<'n> {
@@ -149,6 +151,7 @@ impl<'n> Decided<'n> {
             runtime_refused: BTreeMap::new(),
             preflight_held: BTreeMap::new(),
             tampered: BTreeMap::new(),
+            held: BTreeSet::new(),
         }
     }
 

@@ -30,13 +30,13 @@ pub(super) fn hold(s: &RoundSettings<'_>, r: &Decided<'_>) -> Option<Hold> {
     gates::first_closed(s.gates).map(|g| Hold::HealthGateClosed { gate: g.gate.clone(), seen: g.seen.clone() })
 }
 
-/// Nodes out of service anyway (NotReady, cordoned by someone else, or Failed
-/// and kept cordoned by winpool while its host may still install) count
-/// against maxUnavailable like nodes in flight, and are rolled first: rolling
-/// them costs no extra capacity.
+/// Nodes out of service anyway (NotReady, cordoned by someone else, or kept
+/// cordoned by winpool while not in flight: Failed mid-install or with
+/// onNodeFailure KeepCordoned, and such a node retried) count against
+/// maxUnavailable like nodes in flight, and are rolled first: rolling them
+/// costs no extra capacity.
 pub fn out_of_service(n: &NodeView) -> bool {
-    let failed = n.state.state() == Some(NodeState::Failed);
-    !n.ready || (n.unschedulable && (!n.cordoned_by_winpool || failed))
+    !n.ready || (n.unschedulable && (!n.cordoned_by_winpool || !n.state.in_flight()))
 }
 
 /// Nodes out of service that are not in flight this round.
@@ -89,7 +89,8 @@ pub(super) fn start_nodes<'n>(s: &RoundSettings<'_>, r: &mut Decided<'n>, sorted
             .copied()
             .filter(|n| r.states.get(n.name.as_str()) == Some(&NodeState::Pending))
             .filter(|n| r.blocked.get(&n.name).is_none_or(|(_, retry)| retry.is_none()))
-            .filter(|n| !r.runtime_refused.contains_key(&n.name) && !r.preflight_held.contains_key(&n.name)),
+            .filter(|n| !r.runtime_refused.contains_key(&n.name) && !r.preflight_held.contains_key(&n.name))
+            .filter(|n| !r.held.contains(&n.name)),
     );
     let (mut started, mut gated) = (0, Vec::new());
     for n in candidates {

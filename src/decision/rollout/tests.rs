@@ -860,6 +860,51 @@ fn a_clock_far_off_the_api_servers_starts_nothing_and_times_nothing_out() {
     assert_eq!(transition(&trusted, "b"), Some((NodeState::Pending, NodeState::Draining)));
 }
 
+/// A node a person labels winpool.dev/hold=true is never started; the others
+/// go on; a held node already in flight finishes; when every pending node is
+/// held the pool says so.
+#[test]
+fn a_held_node_is_never_started_and_a_node_in_flight_finishes() {
+    let spec = spec_with("rollout: {maxUnavailable: 2}");
+    let rev = revision_of(&spec);
+    let held = |n: NodeView| NodeView { held_by_label: true, ..n };
+    let plan = run(&spec, &[held(fresh("a")), fresh("b"), fresh("c")]);
+    assert_eq!(started(&plan), ["b", "c"], "a is held, b and c take the slots");
+    assert!(plan.held.contains("a"));
+    let in_flight = held(applied(in_state("d", NodeState::Verifying, &rev), &rev));
+    let plan = run(&spec, &[held(fresh("a")), in_flight]);
+    assert_eq!(transition(&plan, "d"), Some((NodeState::Verifying, NodeState::Updated)), "a held node in flight finishes");
+    assert!(started(&plan).is_empty());
+    let status = crate::status::build_status(&spec, &plan, &Default::default(), None, None, None, now());
+    let progressing = status.conditions.iter().find(|c| c.type_ == "Progressing").unwrap();
+    assert_eq!(progressing.reason, "NodesHeld", "{}", progressing.message);
+    assert!(progressing.message.contains("winpool.dev/hold=true: a"), "{}", progressing.message);
+}
+
+/// With onNodeFailure KeepCordoned a failing node keeps winpool's cordon (and
+/// counts against maxUnavailable); by default it goes back into service.
+#[test]
+fn on_node_failure_keep_cordoned_keeps_the_cordon_and_the_slot() {
+    for (setting, cordon_lifted) in [("", true), ("onNodeFailure: KeepCordoned", false)] {
+        let spec = spec_with(&format!("rollout: {{maxUnavailable: 1, maxFailedNodes: 3, {setting}}}"));
+        let rev = revision_of(&spec);
+        let failing = NodeView {
+            applied_revision: Some(rev.clone()),
+            apply_status: Some("Failed".into()),
+            apply_message: Some("DISM exit code 0x800f0922".into()),
+            ..in_state("a", NodeState::Applying, &rev)
+        };
+        let plan = run(&spec, &[failing.clone(), fresh("b")]);
+        let p = patch(&plan, "a").expect("the failure is written");
+        assert_eq!(p.to, NodeState::Failed, "{setting}");
+        assert_eq!(p.unschedulable == Some(false), cordon_lifted, "{setting}: {p:?}");
+        let after = land(&failing, Some(p));
+        let next = run(&spec, &[after, fresh("b")]);
+        assert_eq!(started(&next).is_empty(), !cordon_lifted, "{setting}: b starts only once a is back in service");
+        assert!(patch(&next, "a").is_none_or(|p| p.unschedulable.is_none()), "{setting}: the Failed state keeps what it has");
+    }
+}
+
 /// The agent stays on the node and acts on whatever report the Node carries: a
 /// node that re-enters Applying for the revision it failed must lose that
 /// report, or the agent would never try again and the operator would read the

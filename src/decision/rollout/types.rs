@@ -65,6 +65,8 @@ pub enum HnsReadiness {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct NodeView {
     pub name: String,
+    /// Labelled `winpool.dev/hold=true`: never started while it is.
+    pub held_by_label: bool,
     pub pool_label: Option<String>,
     pub revision_label: Option<String>,
     /// The `winpool.dev/state` label, which mirrors the annotation.
@@ -287,6 +289,8 @@ pub struct Plan {
     /// Members whose revision label winpool did not set; put back by this
     /// plan's patches.
     pub tampered: BTreeMap<String, Tampering>,
+    /// Pending nodes a person holds (`winpool.dev/hold=true`): never started.
+    pub held: BTreeSet<String>,
 }
 
 impl Plan {

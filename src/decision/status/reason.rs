@@ -45,6 +45,8 @@ reasons! {
         HealthGateClosed,
         /// The operator's clock is too far off the API server's.
         ClockSkewed,
+        /// Every pending node is labelled winpool.dev/hold=true.
+        NodesHeld,
         /// Nothing left to update, and nodes failed.
         NodesFailed,
         RolloutComplete,
