@@ -76,6 +76,7 @@ pub use crate::error::Error;
 
 mod agent;
 mod apply;
+mod claim;
 mod clock;
 mod crds;
 mod events;
@@ -244,6 +245,11 @@ async fn reconcile(pool: Arc<WindowsNodePool>, ctx: Arc<Context>) -> Result<Acti
     ctx.memory.lock().expect("memory lock").entry(name.clone()).or_default().last_reconcile = Some(ctx.now());
     let started = std::time::Instant::now();
     let api: Api<WindowsNodePool> = Api::all(ctx.client.clone());
+    // Before the finalizer helper: another install's pool gets no write at all,
+    // not even its finalizer, nor its cleanup.
+    if let Some(leave) = claim::settle(&pool, &ctx).await? {
+        return Ok(leave);
+    }
     let res = finalizer(&api, FINALIZER, pool, |event| async {
         match event {
             Finalizer::Apply(p) => apply::apply(&p, &ctx).await,

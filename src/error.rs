@@ -27,13 +27,15 @@ pub enum Error {
         "node {node} leaves the pool while its agent reports {status}: released (and the pool's agents deleted) once the agent reports a result"
     )]
     ReleaseHeld { node: String, status: &'static str },
+    #[error("claiming pool {pool} for this install: {source}")]
+    ClaimPool { pool: String, source: kube::Error },
     #[error("finalizer: {0}")]
     Finalizer(#[source] Box<finalizer::Error<Error>>),
 }
 
 impl Error {
     /// Every value [`Error::metric_label`] can take, so each series exists (at 0) from the start.
-    pub const METRIC_LABELS: [&'static str; 10] = [
+    pub const METRIC_LABELS: [&'static str; 11] = [
         "list_pods",
         "patch_node",
         "write_status",
@@ -43,6 +45,7 @@ impl Error {
         "delete",
         "agent_namespace",
         "release_held",
+        "claim_pool",
         "finalizer",
     ];
 
@@ -58,6 +61,7 @@ impl Error {
             Error::Delete { .. } => "delete",
             Error::AgentNamespace { .. } => "agent_namespace",
             Error::ReleaseHeld { .. } => "release_held",
+            Error::ClaimPool { .. } => "claim_pool",
             // Every reconcile runs inside kube's finalizer helper: the step that
             // failed is the inner error's, and "finalizer" only the helper's own.
             Error::Finalizer(f) => match f.as_ref() {

@@ -109,6 +109,12 @@ struct RunArgs {
     /// so on a drained node too. Empty: no such DaemonSet.
     #[arg(long, default_value = winpool::pod_network::DEFAULT_IMAGE)]
     pod_network_image: String,
+    /// This install's name, written into each pool it rolls (annotation
+    /// winpool.dev/claimed-by); a pool another install claimed is left
+    /// alone. Empty: claim nothing (one install per cluster). The chart
+    /// sets <release namespace>/<fullname>.
+    #[arg(long, default_value = "")]
+    install_id: String,
     /// The only namespace whose Secrets winpool reads: health gate credentials
     /// (default: this pod's namespace, else "default").
     #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
@@ -199,6 +205,7 @@ fn controller_settings(args: &RunArgs) -> Settings {
         csi_proxy_repository: args.csi_proxy_repository.clone(),
         pod_network_image: Some(args.pod_network_image.clone()).filter(|s| !s.is_empty()),
         secret_namespace: args.secret_namespace.clone(),
+        install_id: args.install_id.clone(),
     }
 }
 

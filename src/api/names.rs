@@ -57,6 +57,9 @@ pub const ANN_HNS_AWAITING: &str = "winpool.dev/hns-awaiting-report";
 /// On a pool: "true" pauses it like spec.rollout.paused, outside the spec
 /// that GitOps owns (`kubectl winpool pause` writes it).
 pub const ANN_PAUSED: &str = "winpool.dev/paused";
+/// The install of winpool that rolls this pool (`--install-id`, the chart's
+/// `<namespace>/<fullname>`); other installs leave the pool alone.
+pub const ANN_CLAIMED_BY: &str = "winpool.dev/claimed-by";
 pub const ANN_STATE: &str = "winpool.dev/state";
 pub const ANN_STATE_SINCE: &str = "winpool.dev/state-since";
 /// When this node's rollout to its target revision began; nodeTimeout counts from here.

@@ -188,6 +188,21 @@ impl Cluster {
                 let after = serde_json::to_value(&*pool).unwrap();
                 (200, after.clone(), before, after)
             }
+            // A merge patch of the pool's metadata (its claim), guarded by its resourceVersion.
+            ("PATCH", ["apis", "winpool.dev", "v1alpha1", "windowsnodepools", _]) => {
+                let pool = self.pool.as_mut().expect("the pool exists");
+                let before = serde_json::to_value(&*pool).unwrap();
+                let guard = body["metadata"]["resourceVersion"].as_str();
+                if guard.is_some() && guard != pool.metadata.resource_version.as_deref() {
+                    return (409, status_body(409, "Conflict", "the object has been modified"), before, Value::Null);
+                }
+                let annotations = pool.metadata.annotations.get_or_insert_with(Default::default);
+                for (k, v) in body["metadata"]["annotations"].as_object().into_iter().flatten() {
+                    annotations.insert(k.clone(), v.as_str().unwrap_or_default().to_string());
+                }
+                let after = serde_json::to_value(&*pool).unwrap();
+                (200, after.clone(), before, after)
+            }
             ("POST", ["apis", "events.k8s.io", "v1", "namespaces", _, "events"]) => (201, body.clone(), Value::Null, body.clone()),
             // kube's recorder bumps the count of a series it has seen.
             ("PATCH", ["apis", "events.k8s.io", "v1", "namespaces", _, "events", _]) => (200, body.clone(), Value::Null, body.clone()),

@@ -21,7 +21,7 @@ use kube::runtime::watcher;
 use serde_json::{Value, json};
 
 use super::fake_api::{Cluster, Recorded};
-use super::{Context, Settings, apply};
+use super::{Context, Settings, apply, claim};
 use crate::api::{WindowsNodePool, names};
 use crate::hns::HnsTracker;
 use crate::metrics::Metrics;
@@ -411,6 +411,7 @@ const DS: &str = "/apis/apps/v1/namespaces/winpool-agents/daemonsets/winpool-win
 const POD_NETWORK_DS: &str = "/apis/apps/v1/namespaces/winpool-agents/daemonsets/winpool-win22-pod-network";
 const CMS: &str = "/api/v1/namespaces/winpool-agents/configmaps";
 const STATUS: &str = "/apis/winpool.dev/v1alpha1/windowsnodepools/win22/status";
+const POOL: &str = "/apis/winpool.dev/v1alpha1/windowsnodepools/win22";
 const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/default/events";
 
 fn node_path(n: &str) -> String {
@@ -432,6 +433,37 @@ async fn a_round_after_the_leader_lease_ran_out_writes_nothing() {
     let mut leading = Fixture::new(pool(1), nodes());
     let writes: Vec<String> = calls(&leading.round().await).into_iter().filter(|c| !c.starts_with("GET")).collect();
     assert!(writes.len() >= 4, "the same round while leading writes: {writes:#?}");
+}
+
+/// With an install id, a pool nobody claimed is claimed first (one patch,
+/// guarded by the resourceVersion it was read at); a pool another install
+/// claimed gets no request at all, and the claim is said once.
+#[tokio::test]
+async fn an_install_claims_an_unclaimed_pool_and_leaves_another_installs_pool_alone() {
+    let nodes = || vec![windows_node("win-a", "win22")];
+    let mut f = Fixture::new(pool(1), nodes());
+    f.ctx.settings.install_id = "ops/winpool".into();
+    f.sync();
+    let p = f.cluster.lock().unwrap().pool.clone().unwrap();
+    assert_eq!(claim::settle(&p, &f.ctx).await.expect("claimed"), None, "then the round goes on");
+    let reqs = std::mem::take(&mut *f.log.lock().unwrap());
+    assert_eq!(calls(&reqs), [format!("PATCH {POOL}")], "one claim, nothing else");
+    assert_eq!(reqs[0].body["metadata"]["annotations"][names::ANN_CLAIMED_BY], json!("ops/winpool"));
+    assert_eq!(reqs[0].body["metadata"]["resourceVersion"], json!(p.metadata.resource_version), "guarded");
+
+    let mut theirs = pool(1);
+    theirs.metadata.annotations = Some([(names::ANN_CLAIMED_BY.to_string(), "team-b/winpool".to_string())].into());
+    let mut f = Fixture::new(theirs, nodes());
+    f.ctx.settings.install_id = "ops/winpool".into();
+    f.sync();
+    let p = f.cluster.lock().unwrap().pool.clone().unwrap();
+    for _ in 0..2 {
+        assert!(claim::settle(&p, &f.ctx).await.expect("left alone").is_some(), "this reconcile ends here");
+    }
+    let reqs = std::mem::take(&mut *f.log.lock().unwrap());
+    let writes: Vec<String> = calls(&reqs).into_iter().filter(|c| !c.contains("/events")).collect();
+    assert!(writes.is_empty(), "another install's pool gets no request: {writes:#?}");
+    assert_eq!(reqs.iter().filter(|r| r.path.contains("/events")).count(), 1, "said once: {:#?}", calls(&reqs));
 }
 
 /// An operator whose clock is ten minutes off the API server's (learnt from

@@ -94,6 +94,11 @@ fn since(now: Timestamp, then: Timestamp) -> Duration {
 }
 
 impl PoolMemory {
+    /// Remember that the pool is claimed by `by`; true the first time (say it once).
+    pub fn note_claimed_by(&mut self, by: &str) -> bool {
+        self.announced.insert(format!("claimed-by/{by}"))
+    }
+
     /// How long the next reconcile should wait to keep `gap` after the last one's start.
     pub fn reconcile_wait(&self, gap: Duration, now: Timestamp) -> Option<Duration> {
         gap.checked_sub(since(now, self.last_reconcile?))

@@ -451,6 +451,8 @@ pub struct Settings {
     pub pod_network_image: Option<String>,
     /// The operator's own namespace: the only one whose Secrets (health gate credentials) it reads.
     pub secret_namespace: String,
+    /// This install's name in a pool's `winpool.dev/claimed-by` ("": claims nothing).
+    pub install_id: String,
 }
 
 #[cfg(test)]
@@ -467,6 +469,7 @@ impl Settings {
             csi_proxy_repository: crate::csi_proxy::DEFAULT_REPOSITORY.into(),
             pod_network_image: Some(crate::pod_network::DEFAULT_IMAGE.into()),
             secret_namespace: "winpool-system".into(),
+            install_id: String::new(),
         }
     }
 }
