@@ -29,9 +29,21 @@ pub async fn pods_on_node(client: &Client, node: &str, rules: &DrainRules) -> ku
     Ok(listed.items.into_iter().filter_map(PodOnNode::from_listed).collect())
 }
 
-/// One round of draining: evict (or delete) every pod that must go. Errors on
-/// single pods are logged and retried next round; none aborts the round.
-/// Returns the first budget that refused an eviction, if one did.
+/// What one round of draining a node did.
+#[derive(Debug, Default)]
+pub struct DrainRound {
+    /// The first budget that refused an eviction, if one did.
+    pub refused_by: Option<String>,
+    /// Each eviction asked (`namespace/name`), and whether a budget refused it.
+    pub asked: Vec<(String, bool)>,
+    /// Pods not asked this round: a budget refused them a moment ago.
+    pub waited: usize,
+}
+
+/// One round of draining: evict (or delete) every pod that must go, but for
+/// those whose refused eviction is not due again (`waiting`, as the round
+/// decided). Errors on single pods are logged and retried next round; none
+/// aborts the round.
 pub async fn drain_round(
     client: &Client,
     pool: &str,
@@ -39,8 +51,9 @@ pub async fn drain_round(
     pods: &[PodOnNode],
     mode: DrainMode,
     rules: &DrainRules,
-) -> Option<String> {
-    let mut refused = None;
+    waiting: &std::collections::BTreeSet<String>,
+) -> DrainRound {
+    let mut out = DrainRound::default();
     // Whole seconds, as the API takes them; a sub-second period is 1 s, not "now".
     let delete = DeleteParams {
         grace_period_seconds: rules.grace_period.map(|d| u32::try_from(d.as_secs().max(1)).unwrap_or(u32::MAX)),
@@ -51,23 +64,32 @@ pub async fn drain_round(
             continue;
         }
         let (name, ns) = (pod.name.as_str(), pod.namespace.as_str());
+        let key = format!("{ns}/{name}");
+        if waiting.contains(&key) {
+            out.waited += 1;
+            continue;
+        }
         let api: Api<Pod> = Api::namespaced(client.clone(), ns);
         let res = match mode {
             DrainMode::Evict => evict(&api, pod, &delete).await,
             DrainMode::Delete => api.delete(name, &delete).await.map(|_| ()),
         };
         match res {
-            Ok(()) => info!(pool, node, pod = %format!("{ns}/{name}"), ?mode, "evicted pod"),
+            Ok(()) => {
+                info!(pool, node, pod = %key, ?mode, "evicted pod");
+                out.asked.push((key, false));
+            }
             Err(kube::Error::Api(s)) if s.code == 429 => {
                 let budget = refusing_budget(&s, ns);
-                debug!(pool, node, pod = %format!("{ns}/{name}"), budget = ?budget, "eviction refused; retrying next round");
-                refused = refused.or(budget);
+                debug!(pool, node, pod = %key, budget = ?budget, "eviction refused; asked again after a backoff");
+                out.refused_by = out.refused_by.or(budget);
+                out.asked.push((key, true));
             }
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(e) => warn!(pool, node, pod = %format!("{ns}/{name}"), error = %e, "eviction failed; retrying next round"),
+            Err(kube::Error::Api(s)) if s.code == 404 => out.asked.push((key, false)),
+            Err(e) => warn!(pool, node, pod = %key, error = %e, "eviction failed; retrying next round"),
         }
     }
-    refused
+    out
 }
 
 /// An eviction with its delete options. kube's `Api::evict` (kube-core 5)

@@ -160,7 +160,7 @@ async fn execute_into<'r>(
     if ctx.stopping() {
         return Ok(());
     }
-    outcome.drained = execute_drains(ctx, pool, round, seen).await;
+    (outcome.drained, outcome.evictions) = execute_drains(ctx, pool, round, seen).await;
     if ctx.stopping() {
         return Ok(());
     }
@@ -283,14 +283,27 @@ async fn hns_one(ctx: &Context, pool: &str, w: &HnsWrites, message: &str) -> (St
 
 /// This round's evictions (or deletions past drain.timeout), a few nodes at a
 /// time. Returns, per node drained, the budget that refused its evictions, if any.
-async fn execute_drains(ctx: &Context, pool: &WindowsNodePool, round: &Round, seen: &Observed) -> Vec<(String, Option<String>)> {
+async fn execute_drains(ctx: &Context, pool: &WindowsNodePool, round: &Round, seen: &Observed) -> Drained {
     let name = pool.name_any();
     let rules = DrainRules::of(&pool.spec.rollout.drain);
     let todo: Vec<(&String, DrainMode, &Vec<PodOnNode>)> =
         round.plan.drain.iter().filter_map(|(node, mode)| Some((node, *mode, seen.pods_by_node.get(node)?))).collect();
-    let drained = few_at_a_time(todo, |(node, mode, pods)| drain_one(ctx, &name, node, pods, mode, &rules)).await;
-    drained.into_iter().flatten().map(|(node, budget)| (node.clone(), budget)).collect()
+    let waiting = &round.evictions_waiting;
+    let drained = few_at_a_time(todo, |(node, mode, pods)| drain_one(ctx, &name, node, pods, mode, &rules, waiting)).await;
+    let (mut nodes, mut evictions) = (Vec::new(), Vec::new());
+    for (node, r) in drained.into_iter().flatten() {
+        // A node whose refused pods all wait their backoff says nothing new
+        // about its budgets: what blocked it still does.
+        if r.refused_by.is_some() || r.waited == 0 {
+            nodes.push((node.clone(), r.refused_by));
+        }
+        evictions.extend(r.asked);
+    }
+    (nodes, evictions)
 }
+
+/// Per node drained, the budget that refused it; each eviction asked, and whether refused.
+type Drained = (Vec<(String, Option<String>)>, Vec<(String, bool)>);
 
 async fn drain_one<'n>(
     ctx: &Context,
@@ -299,12 +312,13 @@ async fn drain_one<'n>(
     pods: &[PodOnNode],
     mode: DrainMode,
     rules: &DrainRules,
-) -> Option<(&'n String, Option<String>)> {
+    waiting: &BTreeSet<String>,
+) -> Option<(&'n String, drain::DrainRound)> {
     // A drain round not run says nothing about the node's budgets.
     if ctx.stopping() {
         return None;
     }
-    Some((node, drain::drain_round(&ctx.client, pool, node, pods, mode, rules).await))
+    Some((node, drain::drain_round(&ctx.client, pool, node, pods, mode, rules, waiting).await))
 }
 
 /// The batches of node starts and completions that are due ([`PoolMemory::settle`]).

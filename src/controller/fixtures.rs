@@ -760,6 +760,31 @@ fn revisions_in(ds: &Value) -> Vec<String> {
     terms[0]["matchExpressions"][0]["values"].as_array().into_iter().flatten().filter_map(|v| v.as_str().map(str::to_string)).collect()
 }
 
+/// A refused eviction is asked again only after a backoff (5 s, as kubectl
+/// drain waits, then doubling): the reconciles a draining pool's changes set
+/// off in between ask nothing of the API server for that pod.
+#[tokio::test]
+async fn a_refused_eviction_is_asked_again_only_after_its_backoff() {
+    let mut p = pool(1);
+    p.spec.rollout.drain.put_back_after = "0s".into();
+    let mut f = Fixture::new(p, vec![windows_node("win-a", "win22")]);
+    f.round().await; // joins and starts win-a
+    assert_eq!(state(&f.node("win-a")), Some("Draining"));
+    f.add_pod("win-a", "checkout-1");
+    f.cluster.lock().unwrap().budgets.insert("checkout-1".into(), "checkout".into());
+    let evictions = |reqs: Vec<Recorded>| calls(&reqs).iter().filter(|c| c.ends_with("/eviction")).count();
+    assert_eq!(evictions(f.round().await), 1, "asked, and refused");
+    assert_eq!(evictions(f.round().await), 0, "a round a moment later does not ask again");
+    f.ctx.clock.advance(std::time::Duration::from_secs(5));
+    assert_eq!(evictions(f.round().await), 1, "5 s later it asks again, and is refused again");
+    f.ctx.clock.advance(std::time::Duration::from_secs(5));
+    assert_eq!(evictions(f.round().await), 0, "the second wait is 10 s");
+    f.cluster.lock().unwrap().budgets.clear();
+    f.ctx.clock.advance(std::time::Duration::from_secs(5));
+    assert_eq!(evictions(f.round().await), 1, "then asked, and evicted");
+    assert!(f.cluster.lock().unwrap().pods.is_empty(), "the pod is gone");
+}
+
 #[tokio::test]
 async fn a_node_a_budget_blocks_is_put_back_before_its_slot_goes_to_the_next_node() {
     let mut p = pool(1);

@@ -38,7 +38,24 @@ pub(crate) struct PoolMemory {
     pub hns_behind: BTreeMap<String, Timestamp>,
     /// What the pool's health gates last saw.
     pub gates: Option<GatesSeen>,
+    /// Pods whose eviction a PodDisruptionBudget refused, by `namespace/name`:
+    /// not asked again before `next` (every reconcile a Draining pool's
+    /// changes trigger would otherwise ask within milliseconds).
+    pub eviction_backoff: BTreeMap<String, EvictionBackoff>,
 }
+
+/// A refused eviction's wait: 5 s after the first refusal (as kubectl drain
+/// waits), doubling with each further one, at most a minute.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct EvictionBackoff {
+    pub next: Timestamp,
+    pub refusals: u32,
+}
+
+const EVICTION_BACKOFF_FIRST: Duration = Duration::from_secs(5);
+const EVICTION_BACKOFF_MAX: Duration = Duration::from_secs(60);
+/// A refusal older than this is forgotten (the pod went, or its drain ended).
+const EVICTION_BACKOFF_FORGET: Duration = Duration::from_secs(600);
 
 /// A status write of this replica: the next round may run before the pool's
 /// watch shows it, and would then announce its transitions again.
@@ -84,6 +101,8 @@ pub(crate) struct Outcome<'r> {
     pub landed: Vec<&'r NodePatch>,
     /// Per node drained this round: the budget that refused its evictions, if any.
     pub drained: Vec<(String, Option<String>)>,
+    /// Each eviction asked this round (`namespace/name`), and whether a budget refused it.
+    pub evictions: Vec<(String, bool)>,
 }
 
 /// A batch of node transitions due to be announced: (revision, transitions).
@@ -158,6 +177,16 @@ impl PoolMemory {
         }
     }
 
+    /// Pods whose refused eviction is not due again yet.
+    pub fn evictions_waiting(&self, now: Timestamp) -> BTreeSet<String> {
+        self.eviction_backoff.iter().filter(|(_, b)| b.next > now).map(|(p, _)| p.clone()).collect()
+    }
+
+    /// When the first refused eviction still waiting is due again.
+    pub fn next_eviction_due(&self, now: Timestamp) -> Option<Duration> {
+        self.eviction_backoff.values().filter(|b| b.next > now).map(|b| since(b.next, now)).min()
+    }
+
     /// What the gates saw, if it still stands for this generation.
     pub fn fresh_gates(&self, generation: Option<i64>, interval: Duration, now: Timestamp) -> Option<Vec<GateResult>> {
         let g = self.gates.as_ref()?;
@@ -205,6 +234,17 @@ impl PoolMemory {
             b.since = None;
         }
         self.average_node_update = fold_average(self.average_node_update.or(seeded_average), outcome.landed.iter().filter_map(|p| p.took));
+        for (pod, refused) in &outcome.evictions {
+            if *refused {
+                let b = self.eviction_backoff.entry(pod.clone()).or_insert(EvictionBackoff { next: now, refusals: 0 });
+                b.refusals += 1;
+                let wait = EVICTION_BACKOFF_FIRST.saturating_mul(1 << (b.refusals - 1).min(4)).min(EVICTION_BACKOFF_MAX);
+                b.next = now + signed(wait);
+            } else {
+                self.eviction_backoff.remove(pod);
+            }
+        }
+        self.eviction_backoff.retain(|_, b| since(now, b.next) < EVICTION_BACKOFF_FORGET);
         for (node, budget) in &outcome.drained {
             match budget {
                 Some(budget) => {

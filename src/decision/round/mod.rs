@@ -77,6 +77,11 @@ pub(crate) struct Round {
     pub csi_proxy: CsiProxyWrites,
     /// Written with the agent; deleted last.
     pub pod_network: PodNetworkWrites,
+    /// Pods (`namespace/name`) a drain does not ask to evict this round: a
+    /// budget refused them a moment ago ([`PoolMemory::evictions_waiting`]).
+    pub evictions_waiting: BTreeSet<String>,
+    /// When the first of them is due again.
+    pub eviction_due_in: Option<Duration>,
     pub status: WindowsNodePoolStatus,
     pub status_write: StatusWrite,
     /// Each with the message its condition carries, for the log line.
@@ -301,6 +306,8 @@ pub(crate) fn decide_round(
         configmaps: configmap_writes(pool, &settings.agent_namespace, &plan, &seen.cms_of_pool, &seen.ds_of_pool, now),
         csi_proxy: csi_proxy_writes(pool, settings, &plan, &seen.cms_of_pool, &seen.ds_of_pool),
         pod_network: pod_network_writes(pool, settings, &seen.ds_of_pool),
+        evictions_waiting: memory.evictions_waiting(now),
+        eviction_due_in: memory.next_eviction_due(now),
         hns_writes: hns_writes(&hns_nodes, &views, &plan, spec.hns.taint_when_not_ready, now),
         hns_not_ready: hns_nodes.iter().filter(|h| h.readiness == HnsReadiness::NotReady).map(|h| h.node.name.clone()).collect(),
         hns_utilization: seen.hns_limits.utilization(seen.hns_totals),
@@ -323,6 +330,9 @@ pub(crate) fn requeue_after(round: &Round, memory: &PoolMemory) -> Duration {
     }
     if let StatusWrite::Defer(wait) = round.status_write {
         requeue = requeue.min(wait.max(Duration::from_millis(100)));
+    }
+    if let Some(due) = round.eviction_due_in {
+        requeue = requeue.min(due.max(Duration::from_millis(100)));
     }
     requeue
 }
