@@ -15,16 +15,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetSpec, DaemonSetUpdateStrategy};
+use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetUpdateStrategy};
 use k8s_openapi::api::core::v1::{
-    Affinity, Container, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, PodSpec, PodTemplateSpec,
-    ResourceRequirements,
+    Affinity, Container, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, PodSpec, ResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
 use crate::api::{CsiProxyDeploy, WindowsNodePool, names};
-use crate::daemonset::{LABEL_APP, LABEL_MANAGED_BY, host_process_pod, owner_reference, with_spec_hash};
+use crate::daemonset::{LABEL_APP, host_process_pod, pool_daemonset};
 
 /// `app.kubernetes.io/name` of the CSI Proxy DaemonSets and their pods (the
 /// agent finds the pod on its node by it).
@@ -79,8 +77,6 @@ fn daemonset(pool: &WindowsNodePool, namespace: &str, repository: &str, version:
         (LABEL_VERSION.to_string(), version.to_string()),
     ]
     .into();
-    let mut labels = selector_labels.clone();
-    labels.insert(LABEL_MANAGED_BY.into(), "winpool".into());
     let node_selector: BTreeMap<String, String> =
         [(names::LABEL_OS.to_string(), "windows".to_string()), (names::LABEL_POOL.to_string(), pool_name.clone())].into();
     let on_revisions = NodeSelectorRequirement {
@@ -113,33 +109,16 @@ fn daemonset(pool: &WindowsNodePool, namespace: &str, repository: &str, version:
         }),
         ..Default::default()
     };
-    let ds = DaemonSet {
-        metadata: ObjectMeta {
-            name: Some(daemonset_name(&pool_name, version)),
-            namespace: Some(namespace.into()),
-            labels: Some(labels.clone()),
-            owner_references: Some(vec![owner_reference(pool)]),
-            ..Default::default()
-        },
-        spec: Some(DaemonSetSpec {
-            selector: LabelSelector { match_labels: Some(selector_labels), match_expressions: None },
-            // Within one version the DaemonSet changes only with the repository;
-            // the version itself changes with the node's revision, on a drained node.
-            update_strategy: Some(DaemonSetUpdateStrategy { type_: Some("RollingUpdate".into()), rolling_update: None }),
-            template: PodTemplateSpec {
-                metadata: Some(ObjectMeta { labels: Some(labels), ..Default::default() }),
-                spec: Some(PodSpec {
-                    affinity: Some(affinity),
-                    // CSI Proxy talks to the kubelet and the disks, never to the API server.
-                    automount_service_account_token: Some(false),
-                    ..host_process_pod(node_selector, container)
-                }),
-            },
-            ..Default::default()
-        }),
-        status: None,
+    // Within one version the DaemonSet changes only with the repository; the
+    // version itself changes with the node's revision, on a drained node.
+    let strategy = DaemonSetUpdateStrategy { type_: Some("RollingUpdate".into()), rolling_update: None };
+    let pod = PodSpec {
+        affinity: Some(affinity),
+        // CSI Proxy talks to the kubelet and the disks, never to the API server.
+        automount_service_account_token: Some(false),
+        ..host_process_pod(node_selector, container)
     };
-    with_spec_hash(ds)
+    pool_daemonset(pool, namespace, daemonset_name(&pool_name, version), selector_labels, Some(strategy), pod)
 }
 
 #[cfg(test)]

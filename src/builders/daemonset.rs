@@ -224,8 +224,6 @@ pub fn agent_daemonset(pool: &WindowsNodePool, namespace: &str, agent: &AgentSet
     let pool_name = pool.metadata.name.clone().unwrap_or_default();
     let selector_labels: BTreeMap<String, String> =
         [(LABEL_APP.to_string(), APP_AGENT.to_string()), (names::LABEL_POOL.to_string(), pool_name.clone())].into();
-    let mut labels = selector_labels.clone();
-    labels.insert(LABEL_MANAGED_BY.into(), "winpool".into());
     let options = &agent.pod;
     let mut node_selector = options.node_selector.clone();
     node_selector.extend([(names::LABEL_OS.to_string(), "windows".to_string()), (names::LABEL_POOL.to_string(), pool_name.clone())]);
@@ -247,11 +245,40 @@ pub fn agent_daemonset(pool: &WindowsNodePool, namespace: &str, agent: &AgentSet
         ..Default::default()
     };
     let pod = host_process_pod(node_selector, container);
-    let pull_secrets: Vec<LocalObjectReference> =
-        options.image_pull_secrets.iter().map(|name| LocalObjectReference { name: name.clone() }).collect();
+    // A new agent replaces the old one node by node; the state it needs
+    // (revision, attempts) is on the host and the Node, so an agent replaced
+    // mid-apply carries on where the old one stopped.
+    let strategy = DaemonSetUpdateStrategy {
+        type_: Some("RollingUpdate".into()),
+        rolling_update: Some(RollingUpdateDaemonSet { max_unavailable: Some(IntOrString::String("10%".into())), max_surge: None }),
+    };
+    let pod = PodSpec {
+        service_account_name: Some(AGENT_SERVICE_ACCOUNT.into()),
+        termination_grace_period_seconds: Some(30),
+        image_pull_secrets: pull_secrets(options),
+        priority_class_name: options.priority_class_name.clone().or(pod.priority_class_name.clone()),
+        ..pod
+    };
+    pool_daemonset(pool, namespace, daemonset_name(&pool_name), selector_labels, Some(strategy), pod)
+}
+
+/// One of the pool's DaemonSets in the agents' namespace (the agent's, CSI
+/// Proxy's, the pod network's): its pods labelled with `selector_labels`
+/// and winpool's managed-by, owned by the pool, with the hash drift is
+/// judged by.
+pub fn pool_daemonset(
+    pool: &WindowsNodePool,
+    namespace: &str,
+    name: String,
+    selector_labels: BTreeMap<String, String>,
+    update_strategy: Option<DaemonSetUpdateStrategy>,
+    pod: PodSpec,
+) -> DaemonSet {
+    let mut labels = selector_labels.clone();
+    labels.insert(LABEL_MANAGED_BY.into(), "winpool".into());
     let ds = DaemonSet {
         metadata: ObjectMeta {
-            name: Some(daemonset_name(&pool_name)),
+            name: Some(name),
             namespace: Some(namespace.into()),
             labels: Some(labels.clone()),
             owner_references: Some(vec![owner_reference(pool)]),
@@ -259,28 +286,20 @@ pub fn agent_daemonset(pool: &WindowsNodePool, namespace: &str, agent: &AgentSet
         },
         spec: Some(DaemonSetSpec {
             selector: LabelSelector { match_labels: Some(selector_labels), match_expressions: None },
-            // A new agent replaces the old one node by node; the state it needs
-            // (revision, attempts) is on the host and the Node, so an agent
-            // replaced mid-apply carries on where the old one stopped.
-            update_strategy: Some(DaemonSetUpdateStrategy {
-                type_: Some("RollingUpdate".into()),
-                rolling_update: Some(RollingUpdateDaemonSet { max_unavailable: Some(IntOrString::String("10%".into())), max_surge: None }),
-            }),
-            template: PodTemplateSpec {
-                metadata: Some(ObjectMeta { labels: Some(labels), ..Default::default() }),
-                spec: Some(PodSpec {
-                    service_account_name: Some(AGENT_SERVICE_ACCOUNT.into()),
-                    termination_grace_period_seconds: Some(30),
-                    image_pull_secrets: (!pull_secrets.is_empty()).then_some(pull_secrets),
-                    priority_class_name: options.priority_class_name.clone().or(pod.priority_class_name.clone()),
-                    ..pod
-                }),
-            },
+            update_strategy,
+            template: PodTemplateSpec { metadata: Some(ObjectMeta { labels: Some(labels), ..Default::default() }), spec: Some(pod) },
             ..Default::default()
         }),
         status: None,
     };
     with_spec_hash(ds)
+}
+
+/// The admin's pull secrets, as a pod names them (none: unset).
+pub fn pull_secrets(options: &AgentPodOptions) -> Option<Vec<LocalObjectReference>> {
+    let secrets: Vec<LocalObjectReference> =
+        options.image_pull_secrets.iter().map(|name| LocalObjectReference { name: name.clone() }).collect();
+    (!secrets.is_empty()).then_some(secrets)
 }
 
 /// A pod of winpool's on the Windows host itself: a HostProcess container as

@@ -17,16 +17,12 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetSpec};
-use k8s_openapi::api::core::v1::{
-    Container, LocalObjectReference, PodSecurityContext, PodSpec, PodTemplateSpec, ResourceRequirements, Toleration,
-    WindowsSecurityContextOptions,
-};
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Container, PodSecurityContext, PodSpec, ResourceRequirements, Toleration, WindowsSecurityContextOptions};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
 use crate::api::{WindowsNodePool, names};
-use crate::daemonset::{AgentPodOptions, LABEL_APP, LABEL_MANAGED_BY, owner_reference, with_spec_hash};
+use crate::daemonset::{AgentPodOptions, LABEL_APP, pool_daemonset, pull_secrets};
 
 /// `app.kubernetes.io/name` of the pod-network DaemonSets and their pods.
 pub const APP_POD_NETWORK: &str = "winpool-pod-network";
@@ -50,8 +46,6 @@ pub fn pod_network_daemonset(pool: &WindowsNodePool, namespace: &str, image: &st
     let pool_name = pool.metadata.name.clone().unwrap_or_default();
     let selector_labels: BTreeMap<String, String> =
         [(LABEL_APP.to_string(), APP_POD_NETWORK.to_string()), (names::LABEL_POOL.to_string(), pool_name.clone())].into();
-    let mut labels = selector_labels.clone();
-    labels.insert(LABEL_MANAGED_BY.into(), "winpool".into());
     let mut node_selector = options.node_selector.clone();
     node_selector.extend([(names::LABEL_OS.to_string(), "windows".to_string()), (names::LABEL_POOL.to_string(), pool_name.clone())]);
     let container = Container {
@@ -65,46 +59,24 @@ pub fn pod_network_daemonset(pool: &WindowsNodePool, namespace: &str, image: &st
         }),
         ..Default::default()
     };
-    let pull_secrets: Vec<LocalObjectReference> =
-        options.image_pull_secrets.iter().map(|name| LocalObjectReference { name: name.clone() }).collect();
-    let ds = DaemonSet {
-        metadata: ObjectMeta {
-            name: Some(daemonset_name(&pool_name)),
-            namespace: Some(namespace.into()),
-            labels: Some(labels.clone()),
-            owner_references: Some(vec![owner_reference(pool)]),
-            ..Default::default()
-        },
-        spec: Some(DaemonSetSpec {
-            selector: LabelSelector { match_labels: Some(selector_labels), match_expressions: None },
-            template: PodTemplateSpec {
-                metadata: Some(ObjectMeta { labels: Some(labels), ..Default::default() }),
-                spec: Some(PodSpec {
-                    // Not on the host network: the default, left unset as
-                    // the API server returns it (so no drift).
-                    automount_service_account_token: Some(false),
-                    enable_service_links: Some(false),
-                    node_selector: Some(node_selector),
-                    priority_class_name: Some(options.priority_class_name.clone().unwrap_or_else(|| "system-node-critical".into())),
-                    security_context: Some(PodSecurityContext {
-                        windows_options: Some(WindowsSecurityContextOptions {
-                            run_as_user_name: Some("ContainerUser".into()),
-                            ..Default::default()
-                        }),
-                        ..Default::default()
-                    }),
-                    tolerations: Some(vec![Toleration { operator: Some("Exists".into()), ..Default::default() }]),
-                    termination_grace_period_seconds: Some(1),
-                    image_pull_secrets: (!pull_secrets.is_empty()).then_some(pull_secrets),
-                    containers: vec![container],
-                    ..Default::default()
-                }),
-            },
+    let pod = PodSpec {
+        // Not on the host network: the default, left unset as the API server
+        // returns it (so no drift).
+        automount_service_account_token: Some(false),
+        enable_service_links: Some(false),
+        node_selector: Some(node_selector),
+        priority_class_name: Some(options.priority_class_name.clone().unwrap_or_else(|| "system-node-critical".into())),
+        security_context: Some(PodSecurityContext {
+            windows_options: Some(WindowsSecurityContextOptions { run_as_user_name: Some("ContainerUser".into()), ..Default::default() }),
             ..Default::default()
         }),
-        status: None,
+        tolerations: Some(vec![Toleration { operator: Some("Exists".into()), ..Default::default() }]),
+        termination_grace_period_seconds: Some(1),
+        image_pull_secrets: pull_secrets(options),
+        containers: vec![container],
+        ..Default::default()
     };
-    with_spec_hash(ds)
+    pool_daemonset(pool, namespace, daemonset_name(&pool_name), selector_labels, None, pod)
 }
 
 #[cfg(test)]

@@ -85,12 +85,7 @@ func (k *kubelet) patch(ctx context.Context, node string, pt types.PatchType, bo
 // NotReady, and only the kubelet sets them Ready again (kwok's pod stages
 // handle pending pods only).
 func (k *kubelet) podsReady(ctx context.Context, node string) error {
-	var pods *corev1.PodList
-	err := retry(ctx, func(ctx context.Context) error {
-		var err error
-		pods, err = k.client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node, ResourceVersion: "0"})
-		return err
-	})
+	pods, err := k.podsOn(ctx, node)
 	if err != nil {
 		return err
 	}
@@ -119,15 +114,21 @@ func (k *kubelet) podsReady(ctx context.Context, node string) error {
 	return nil
 }
 
-// podNetworked names a Running pod on the node that is not on the host
-// network (its sandbox goes through the CNI), or "" if there is none.
-func (k *kubelet) podNetworked(ctx context.Context, node string) (string, error) {
+// podsOn lists the pods bound to node, from the API server's cache.
+func (k *kubelet) podsOn(ctx context.Context, node string) (*corev1.PodList, error) {
 	var pods *corev1.PodList
 	err := retry(ctx, func(ctx context.Context) error {
 		var err error
 		pods, err = k.client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node, ResourceVersion: "0"})
 		return err
 	})
+	return pods, err
+}
+
+// podNetworked names a Running pod on the node that is not on the host
+// network (its sandbox goes through the CNI), or "" if there is none.
+func (k *kubelet) podNetworked(ctx context.Context, node string) (string, error) {
+	pods, err := k.podsOn(ctx, node)
 	if err != nil {
 		return "", err
 	}
