@@ -110,6 +110,8 @@ pub struct Context {
     pub daemonsets: Store<DaemonSet>,
     pub configmaps: Store<ConfigMap>,
     pub pools: Store<WindowsNodePool>,
+    /// Whether the caches above have listed once.
+    synced: watch::CachesSynced,
     pub recorder: Recorder,
     /// Who publishes Events (the recorder's, for the Events written without it).
     pub reporter: Reporter,
@@ -147,7 +149,9 @@ impl Context {
         recent: Arc<RecentWrites>,
     ) -> Self {
         let reporter = Reporter { controller: "winpool".into(), instance: std::env::var("POD_NAME").ok() };
+        let synced = watch::caches_synced((nodes.clone(), reports.clone(), daemonsets.clone(), configmaps.clone()), metrics.clone());
         Context {
+            synced,
             recorder: Recorder::new(client.clone(), reporter.clone()),
             client,
             settings,
@@ -188,10 +192,7 @@ impl Context {
 
     /// Every cache a round reads has listed once.
     async fn caches_ready(&self) {
-        let _ = self.nodes.wait_until_ready().await;
-        let _ = self.reports.wait_until_ready().await;
-        let _ = self.daemonsets.wait_until_ready().await;
-        let _ = self.configmaps.wait_until_ready().await;
+        self.synced.wait().await;
     }
 
     /// No write may go out: the replica is stopping, or its leader lease
@@ -325,14 +326,12 @@ pub async fn run(
     let controller = Controller::new(pools_api, watch::pools(&settings)).trigger_backoff(watch_backoff());
     let pool_store = controller.store();
     let mapper_pools = pool_store.clone();
-    let stores = (node_store.clone(), report_store.clone(), ds_store.clone(), cm_store.clone());
     let mapper_nodes = node_store.clone();
     let ctx = Arc::new(
         Context::new(client, settings, (node_store, report_store, ds_store, cm_store, pool_store), metrics.clone(), tracker, recent)
             .with_lease(lease),
     );
     clock::spawn_keeper(ctx.client.clone(), ctx.clone());
-    watch::report_synced(stores, metrics);
     let stopped = {
         let ctx = ctx.clone();
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();

@@ -256,19 +256,39 @@ pub(super) fn pools_of_node(pools: &Store<WindowsNodePool>, node: &Node) -> Vec<
     names.into_iter().map(|p| ObjectRef::<WindowsNodePool>::new(&p)).collect()
 }
 
-/// Mark the caches synced (a reconcile waits for it) once all three have listed.
-pub(super) fn report_synced(
+/// Whether every cache a round reads has listed once, heard by any number of
+/// waiters. kube's `Store::wait_until_ready` wakes only the task that polled it
+/// last (its `DelayedInit` polls a oneshot receiver, which keeps one waker):
+/// with two pools reconciling at start-up, all but one waited for ever, and
+/// /readyz with them. So one task waits on the stores, the only one that
+/// ever does, and everyone else waits on this.
+#[derive(Clone)]
+pub(crate) struct CachesSynced(tokio::sync::watch::Receiver<bool>);
+
+impl CachesSynced {
+    pub async fn wait(&self) {
+        let mut synced = self.0.clone();
+        // An error is the task gone with the runtime: nothing left to wait for.
+        let _ = synced.wait_for(|s| *s).await;
+    }
+}
+
+/// Wait on the caches once, then tell every waiter and mark the replica ready.
+pub(super) fn caches_synced(
     (nodes, reports, daemonsets, configmaps): (Store<NodeRecord>, Store<WindowsNodeReport>, Store<DaemonSet>, Store<ConfigMap>),
     metrics: Arc<Metrics>,
-) {
+) -> CachesSynced {
+    let (tx, rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
         let _ = nodes.wait_until_ready().await;
         let _ = reports.wait_until_ready().await;
         let _ = daemonsets.wait_until_ready().await;
         let _ = configmaps.wait_until_ready().await;
         metrics.caches_synced.set(1);
+        let _ = tx.send(true);
         info!("node, report, DaemonSet and ConfigMap caches synced");
     });
+    CachesSynced(rx)
 }
 
 #[cfg(test)]
@@ -277,6 +297,37 @@ mod tests {
     use http::{Request, Response};
     use kube::client::Body;
     use serde_json::json;
+
+    #[tokio::test]
+    async fn every_waiter_hears_that_the_caches_synced_not_only_the_last_one_to_ask() {
+        let (nodes, mut w_nodes) = reflector::store::<NodeRecord>();
+        let (reports, mut w_reports) = reflector::store::<WindowsNodeReport>();
+        let (daemonsets, mut w_daemonsets) = reflector::store::<DaemonSet>();
+        let (configmaps, mut w_configmaps) = reflector::store::<ConfigMap>();
+        let metrics = Metrics::new();
+        let synced = caches_synced((nodes, reports, daemonsets, configmaps), metrics.clone());
+        // Two pools' first reconciles and one more, all asking before any cache has listed.
+        let waiters: Vec<_> = (0..3)
+            .map(|_| {
+                let s = synced.clone();
+                tokio::spawn(async move { s.wait().await })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(metrics.caches_synced.get(), 0, "not ready before the caches list");
+        w_nodes.apply_watcher_event(&watcher::Event::Init);
+        w_nodes.apply_watcher_event(&watcher::Event::InitDone);
+        w_reports.apply_watcher_event(&watcher::Event::Init);
+        w_reports.apply_watcher_event(&watcher::Event::InitDone);
+        w_daemonsets.apply_watcher_event(&watcher::Event::Init);
+        w_daemonsets.apply_watcher_event(&watcher::Event::InitDone);
+        w_configmaps.apply_watcher_event(&watcher::Event::Init);
+        w_configmaps.apply_watcher_event(&watcher::Event::InitDone);
+        for (i, w) in waiters.into_iter().enumerate() {
+            tokio::time::timeout(Duration::from_secs(5), w).await.unwrap_or_else(|_| panic!("waiter {i} never woke")).unwrap();
+        }
+        assert_eq!(metrics.caches_synced.get(), 1, "and /readyz says ready");
+    }
 
     fn node(name: &str) -> serde_json::Value {
         json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "resourceVersion": "5"}})
