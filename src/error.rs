@@ -29,13 +29,15 @@ pub enum Error {
     ReleaseHeld { node: String, status: &'static str },
     #[error("claiming pool {pool} for this install: {source}")]
     ClaimPool { pool: String, source: kube::Error },
+    #[error("pausing pool {pool} for a bad update: {source}")]
+    PausePool { pool: String, source: kube::Error },
     #[error("finalizer: {0}")]
     Finalizer(#[source] Box<finalizer::Error<Error>>),
 }
 
 impl Error {
     /// Every value [`Error::metric_label`] can take, so each series exists (at 0) from the start.
-    pub const METRIC_LABELS: [&'static str; 11] = [
+    pub const METRIC_LABELS: [&'static str; 12] = [
         "list_pods",
         "patch_node",
         "write_status",
@@ -46,6 +48,7 @@ impl Error {
         "agent_namespace",
         "release_held",
         "claim_pool",
+        "pause_pool",
         "finalizer",
     ];
 
@@ -62,6 +65,7 @@ impl Error {
             Error::AgentNamespace { .. } => "agent_namespace",
             Error::ReleaseHeld { .. } => "release_held",
             Error::ClaimPool { .. } => "claim_pool",
+            Error::PausePool { .. } => "pause_pool",
             // Every reconcile runs inside kube's finalizer helper: the step that
             // failed is the inner error's, and "finalizer" only the helper's own.
             Error::Finalizer(f) => match f.as_ref() {

@@ -115,6 +115,12 @@ struct RunArgs {
     /// sets <release namespace>/<fullname>.
     #[arg(long, default_value = "")]
     install_id: String,
+    /// Nodes that must fail one update (a patch level) with one result
+    /// code, counted across pools, before every pool targeting that update
+    /// pauses itself (winpool.dev/paused; kubectl winpool resume lifts it).
+    /// 0: never.
+    #[arg(long, default_value_t = winpool::decision::breaker::DEFAULT_THRESHOLD)]
+    bad_update_threshold: u32,
     /// The only namespace whose Secrets winpool reads: health gate credentials
     /// (default: this pod's namespace, else "default").
     #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
@@ -206,6 +212,7 @@ fn controller_settings(args: &RunArgs) -> Settings {
         pod_network_image: Some(args.pod_network_image.clone()).filter(|s| !s.is_empty()),
         secret_namespace: args.secret_namespace.clone(),
         install_id: args.install_id.clone(),
+        bad_update_threshold: args.bad_update_threshold,
     }
 }
 

@@ -73,7 +73,7 @@ struct HnsGauges {
 }
 
 /// The `reason` label values of `winpool_pool_rollout_paused`.
-const PAUSE_REASONS: [&str; 3] = ["spec", "annotation", "failures"];
+const PAUSE_REASONS: [&str; 4] = ["spec", "annotation", "failures", "bad_update"];
 
 /// How long a pool with nodes in flight may go without a reconcile ending
 /// before `/healthz` fails: such a pool is reconciled at least every 5 s
@@ -297,6 +297,7 @@ impl Metrics {
             Some(Hold::PausedBySpec) => Some("spec"),
             Some(Hold::PausedByAnnotation) => Some("annotation"),
             Some(Hold::FailureLimit { .. }) => Some("failures"),
+            Some(Hold::BadUpdate(_)) => Some("bad_update"),
             _ => None,
         };
         for r in PAUSE_REASONS {

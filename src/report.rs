@@ -89,6 +89,12 @@ pub struct ApplyReport {
     #[schemars(length(max = 64))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub heartbeat: Option<String>,
+    /// The HRESULT the update's install failed with (`0x800F0922`), on a
+    /// Failed result only: the operator counts one code on one update
+    /// across pools to stop a bad update everywhere.
+    #[schemars(regex(pattern = r"^0x[0-9A-F]{8}$"))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result_code: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]

@@ -773,6 +773,7 @@ fn a_garbage_started_at_does_not_disable_node_timeout() {
             paused_by_annotation: false,
             average_node_update: None,
             clock_skew: None,
+            bad_update: None,
         },
         std::slice::from_ref(&view),
         now,

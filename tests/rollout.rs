@@ -810,3 +810,73 @@ async fn a_node_held_by_its_label_is_never_started_until_the_label_goes() {
     wait_rolled_out(&t, &pool, 3, 2).await;
     t.cleanup().await;
 }
+
+/// One update failing with one code on nodes of two pools pauses both before
+/// they touch more than the breaker's threshold plus the nodes in flight; a
+/// person's resume of one pool stands while the same failures stay.
+#[tokio::test]
+async fn an_update_that_fails_everywhere_pauses_every_pool_targeting_it() {
+    const LCU: &str = "10.0.20348.2762";
+    let client = support::client().await;
+    install_crd(&client).await;
+    let mut t = TestSpace::new("rollout-bad-update").await;
+    t.start_sim(10, &["--apply-time=0.5s", "--reboot-time=0.5s", "--host-faults=bad-update"]);
+    wait_nodes_ready(&t, 10).await;
+    let pools = [format!("{}-a", t.id), format!("{}-b", t.id)];
+    for (i, pool) in pools.iter().enumerate() {
+        // Five nodes each; each pool would tolerate all five failing on its own.
+        let mut m = pool_manifest(&t, pool, LCU, json!({"maxUnavailable": 2, "maxFailedNodes": 5}));
+        let hosts: Vec<String> = (i * 5..i * 5 + 5).map(|n| format!("{}{n}", t.node_prefix())).collect();
+        m["spec"]["nodeSelector"]["matchExpressions"] = json!([{"key": "kubernetes.io/hostname", "operator": "In", "values": hosts}]);
+        apply_pool(&t, &m).await;
+    }
+    t.start_operator(&["--bad-update-threshold=2"]);
+
+    let api: Api<WindowsNodePool> = Api::all(t.client.clone());
+    let key = format!("{LCU}/0x800F0922");
+    for pool in &pools {
+        wait_for(&format!("{pool} to pause itself for the bad update"), WAIT, || async {
+            let p = api.get(pool).await.ok()?;
+            let paused = p.annotations().get(names::ANN_PAUSED).map(String::as_str) == Some("true");
+            let recorded = p.annotations().get(names::ANN_BAD_UPDATE) == Some(&key);
+            let st = p.status?;
+            let c = st.conditions.iter().find(|c| c.type_ == winpool::api::conditions::PAUSED && c.status == "True")?;
+            (paused && recorded && c.reason == "BadUpdate" && c.message.contains("0x800F0922")).then_some(())
+        })
+        .await;
+    }
+    // Nodes in flight at the pause finish (and fail); then count what was touched.
+    let nodes_api: Api<Node> = Api::all(t.client.clone());
+    let touched = |nodes: &[Node], pool: Option<&str>| {
+        nodes
+            .iter()
+            .filter(|n| pool.is_none_or(|p| n.labels().get(names::LABEL_POOL).map(String::as_str) == Some(p)))
+            .filter(|n| n.annotations().contains_key(names::ANN_STARTED_AT))
+            .count()
+    };
+    let nodes = wait_for("the nodes in flight at the pause to fail", WAIT, || async {
+        let nodes = nodes_api.list(&ListParams::default().labels(&format!("{}={}", support::TEST_LABEL, t.id))).await.ok()?.items;
+        let failed = nodes.iter().filter(|n| n.annotations().get(names::ANN_STATE).map(String::as_str) == Some("Failed")).count();
+        (failed == touched(&nodes, None)).then_some(nodes)
+    })
+    .await;
+    let (threshold, in_flight) = (2, 2 + 2);
+    eprintln!("touched before both pools paused: {} of 10 nodes", touched(&nodes, None));
+    assert!(touched(&nodes, None) <= threshold + in_flight, "touched {} of 10", touched(&nodes, None));
+    let a_before = touched(&nodes, Some(&pools[0]));
+    assert!(a_before < 5, "pool a has nodes left to start");
+
+    // A person resumes pool a: it starts nodes again, and the same failures do not pause it again.
+    api.patch(&pools[0], &PatchParams::default(), &Patch::Merge(&json!({"metadata": {"annotations": {names::ANN_PAUSED: null}}})))
+        .await
+        .unwrap();
+    let a = wait_for("pool a to fail one more node after its resume", WAIT, || async {
+        let p = api.get(&pools[0]).await.ok()?;
+        (p.status.as_ref()?.nodes.failed as usize > a_before).then_some(p)
+    })
+    .await;
+    assert_eq!(a.annotations().get(names::ANN_PAUSED), None, "the resume stands");
+    let b = api.get(&pools[1]).await.unwrap();
+    assert_eq!(b.annotations().get(names::ANN_PAUSED).map(String::as_str), Some("true"), "pool b stays paused");
+    t.cleanup().await;
+}

@@ -60,6 +60,10 @@ pub const ANN_PAUSED: &str = "winpool.dev/paused";
 /// The install of winpool that rolls this pool (`--install-id`, the chart's
 /// `<namespace>/<fullname>`); other installs leave the pool alone.
 pub const ANN_CLAIMED_BY: &str = "winpool.dev/claimed-by";
+/// On a pool: the bad-update trips (`<patch level>/<result code>`,
+/// comma-separated) that paused it; a resume after them stands
+/// (`decision::breaker`).
+pub const ANN_BAD_UPDATE: &str = "winpool.dev/bad-update";
 pub const ANN_STATE: &str = "winpool.dev/state";
 pub const ANN_STATE_SINCE: &str = "winpool.dev/state-since";
 /// When this node's rollout to its target revision began; nodeTimeout counts from here.

@@ -28,6 +28,7 @@ use crate::drain::{self, DrainRules, PodOnNode};
 use crate::hns::Limits;
 use crate::membership::members_of;
 use crate::migration::legacy_revision;
+use crate::node_record::NodeRecord;
 use crate::rollout::{DrainMode, NodeState};
 use crate::status::node_batch_events;
 
@@ -118,6 +119,12 @@ async fn execute_into<'r>(
     outcome: &mut Outcome<'r>,
 ) -> Result<(), Error> {
     let name = pool.name_any();
+    if let Some(pause) = &round.pause {
+        if ctx.stopping() {
+            return Ok(());
+        }
+        pause_for_bad_update(pool, ctx, pause).await?;
+    }
     for (p, body) in &round.releases {
         if ctx.stopping() {
             return Ok(());
@@ -224,7 +231,32 @@ async fn observe(pool: &WindowsNodePool, ctx: &Context) -> Result<Observed, Erro
         gates: Vec::new(),
         gates_asked: false,
         clock_skew: ctx.clock.skew_past(crate::rollout::MAX_CLOCK_SKEW),
+        bad_updates: bad_updates(ctx, &nodes),
     })
+}
+
+/// The updates failing with one code on enough nodes, across every pool's
+/// nodes in the cache; only nodes in flight or Failed are looked up further.
+fn bad_updates(ctx: &Context, nodes: &[Arc<NodeRecord>]) -> Vec<crate::decision::breaker::BadUpdate> {
+    use crate::decision::breaker;
+    let threshold = ctx.settings.bad_update_threshold;
+    if threshold == 0 {
+        return Vec::new();
+    }
+    let ns = &ctx.settings.agent_namespace;
+    let failed: Vec<_> = nodes
+        .iter()
+        .filter(|n| n.annotation(names::ANN_STATE).and_then(NodeState::parse).is_some_and(|s| s == NodeState::Failed || s.in_flight()))
+        .filter_map(|n| {
+            let report = ctx.reports.get(&ObjectRef::new(&n.name).within(ns));
+            let cm = match (n.label(names::LABEL_POOL), n.label(names::LABEL_REVISION)) {
+                (Some(pool), Some(rev)) => ctx.configmaps.get(&ObjectRef::new(&crate::configmap::configmap_name(pool, rev)).within(ns)),
+                _ => None,
+            };
+            breaker::failed_install(n, report.as_deref(), cm.as_deref())
+        })
+        .collect();
+    breaker::tripped(&failed, threshold)
 }
 
 /// The pods of every Draining node, a few lists at a time: a wave of a hundred
@@ -319,6 +351,23 @@ async fn drain_one<'n>(
         return None;
     }
     Some((node, drain::drain_round(&ctx.client, pool, node, pods, mode, rules, waiting).await))
+}
+
+/// Pause the pool for a bad update (the annotation a resume removes) and say
+/// so, naming the update, the code and the nodes.
+async fn pause_for_bad_update(pool: &WindowsNodePool, ctx: &Context, pause: &round::BreakerPause) -> Result<(), Error> {
+    let name = pool.name_any();
+    api_status(ctx)
+        .patch(&name, &crate::api::patch_params(), &Patch::Merge(&pause.patch()))
+        .await
+        .map_err(|source| Error::PausePool { pool: name.clone(), source })?;
+    ctx.metrics.api_request("patch", "windowsnodepools", "ok");
+    let msg = pause.trip.message();
+    warn!(pool = %name, update = %pause.trip.update, code = %pause.trip.code, "{msg}");
+    let ev =
+        Event { type_: EventType::Warning, reason: "BadUpdateStopped".into(), note: Some(msg), action: "Pause".into(), secondary: None };
+    ctx.publish(pool, ev).await;
+    Ok(())
 }
 
 /// The batches of node starts and completions that are due ([`PoolMemory::settle`]).

@@ -11,12 +11,32 @@ use super::Context;
 use crate::api::WindowsNodePool;
 use crate::rollout::{NodePatch, NodeState};
 
+/// The most an Event's note may hold: the API server refuses a longer one
+/// (422, "can have at most 1024 characters", counted in bytes), and the
+/// Event is lost. A failure message naming several nodes reaches it.
+const NOTE_LIMIT: usize = 1024;
+
+/// The note cut to [`NOTE_LIMIT`] bytes at a character boundary, saying it was.
+fn bounded(mut ev: Event) -> Event {
+    if let Some(note) = ev.note.as_mut().filter(|n| n.len() > NOTE_LIMIT) {
+        const MORE: &str = " …";
+        let mut end = NOTE_LIMIT - MORE.len();
+        while !note.is_char_boundary(end) {
+            end -= 1;
+        }
+        note.truncate(end);
+        note.push_str(MORE);
+    }
+    ev
+}
+
 impl Context {
     /// Publish an Event that is never folded into an earlier one: kube's recorder
     /// keys a series on (reason, regarding, related), not the note, so a second
     /// batch Event would only bump the first one's count and keep its note. It
     /// also keeps nothing in memory.
     pub(super) async fn publish_fresh(&self, pool: &WindowsNodePool, ev: Event) {
+        let ev = bounded(ev);
         let now = Timestamp::now();
         let name = pool.name_any();
         let event = k8s_openapi::api::events::v1::Event {
@@ -47,7 +67,7 @@ impl Context {
     }
 
     pub(super) async fn publish(&self, pool: &WindowsNodePool, ev: Event) {
-        if let Err(e) = self.recorder.publish(&ev, &pool.object_ref(&())).await {
+        if let Err(e) = self.recorder.publish(&bounded(ev), &pool.object_ref(&())).await {
             warn!(pool = %pool.name_any(), error = %e, "could not publish event");
         }
     }
@@ -75,7 +95,27 @@ pub(super) async fn node_event(ctx: &Context, pool: &WindowsNodePool, p: &NodePa
         secondary: Some(node_ref(&p.node)),
     };
     ctx.publish(pool, ev()).await;
-    if let Err(e) = ctx.recorder.publish(&ev(), &node_ref(&p.node)).await {
+    if let Err(e) = ctx.recorder.publish(&bounded(ev()), &node_ref(&p.node)).await {
         warn!(node = %p.node, error = %e, "could not publish event");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn note(n: &str) -> Event {
+        Event { type_: EventType::Warning, reason: "R".into(), note: Some(n.into()), action: "A".into(), secondary: None }
+    }
+
+    #[test]
+    fn a_note_past_the_api_servers_limit_is_cut_at_a_character_and_says_so() {
+        let short = "5 failed nodes: a, b";
+        assert_eq!(bounded(note(short)).note.as_deref(), Some(short), "a note within the limit is kept whole");
+        let long = "é".repeat(700); // 1,400 bytes, two per character
+        let cut = bounded(note(&long)).note.unwrap();
+        assert!(cut.len() <= NOTE_LIMIT, "{} bytes", cut.len());
+        assert!(cut.ends_with(" …") && cut.starts_with("éé"), "{cut}");
+        assert_eq!(bounded(note(&"x".repeat(NOTE_LIMIT))).note.unwrap().len(), NOTE_LIMIT, "exactly the limit is kept whole");
     }
 }

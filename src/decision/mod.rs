@@ -7,12 +7,14 @@
 //! - [`drain`]: which pods a drain must evict and what holds them.
 //! - [`gates`]: what a health gate's answer means.
 //! - [`membership`]: which nodes a pool selects.
+//! - [`breaker`]: one update failing with one code on enough nodes pauses every pool targeting it.
 //! - [`claim`]: which install of winpool a pool belongs to.
 //! - [`node_view`]: a Node and its agent's report read into the view the rollout decides on.
 //! - [`window`]: maintenance windows and not-allowed dates.
 //! - [`round`]: one reconcile of a pool decided whole: what it observed, the plan, the writes and their order, what it remembers.
 //! - [`revision`]: the node-level configuration a spec asks for, and its hash.
 
+pub mod breaker;
 pub mod claim;
 pub mod drain;
 pub mod gates;

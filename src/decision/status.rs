@@ -342,6 +342,11 @@ fn progressing_condition(plan: &Plan) -> (Condition, Course) {
         (Some(Hold::PausedByAnnotation), false, true) => {
             stopped(Progress::Paused, format!("paused by the annotation {}; {} nodes pending", names::ANN_PAUSED, c.pending), Course::Held)
         }
+        (Some(Hold::BadUpdate(b)), false, true) => stopped(
+            Progress::Paused,
+            format!("paused by the bad-update breaker; {} nodes pending: {}", c.pending, b.message()),
+            Course::Held,
+        ),
         (Some(Hold::FailureLimit { failed, limit }), false, true) => {
             let message = format!("{failed} failed nodes reached maxFailedNodes {limit}; {} nodes pending", c.pending);
             stopped(Progress::FailureLimitReached, message, Course::Stalled)
@@ -411,6 +416,7 @@ fn paused_condition(plan: &Plan) -> Condition {
             "PausedByAnnotation",
             format!("the pool carries {}: \"true\" (kubectl winpool pause)", names::ANN_PAUSED),
         ),
+        Some(Hold::BadUpdate(b)) => cond(conditions::PAUSED, true, "BadUpdate", b.message()),
         Some(Hold::FailureLimit { failed, limit }) => cond(
             conditions::PAUSED,
             true,
@@ -635,6 +641,7 @@ mod tests {
                 average_node_update: None,
                 paused_by_annotation: false,
                 clock_skew: None,
+                bad_update: None,
             },
             &cleared(spec, nodes),
             now,
@@ -706,6 +713,7 @@ mod tests {
                     average_node_update: None,
                     paused_by_annotation: false,
                     clock_skew: None,
+                    bad_update: None,
                 },
                 &cleared(&spec, &[node("a"), node("b")]),
                 now,
@@ -883,6 +891,7 @@ mod tests {
             average_node_update: None,
             paused_by_annotation: true,
             clock_skew: None,
+            bad_update: None,
         };
         let plan = decide(&input, &cleared(&s, &nodes), now);
         let st = build_status(&s, &plan, &Membership::default(), None, None, Some(3), now);

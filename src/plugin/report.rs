@@ -370,6 +370,8 @@ pub fn plan_report(pool: &WindowsNodePool, m: &Members, now: Timestamp) -> PlanR
         target_marked_at: None,
         gates: &[],
         paused_by_annotation: pool.paused_by_annotation(),
+        // The breaker counts the whole cluster's nodes, which a plan of one pool does not read.
+        bad_update: None,
         clock_skew: None,
     };
     let preview = rollout::preview(&input, &m.views, now);

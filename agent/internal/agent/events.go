@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"time"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -55,7 +56,7 @@ func (a *agent) statusEvent(ctx context.Context, node *corev1.Node, before, r de
 			APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID,
 		},
 		Reason:              reason,
-		Message:             "revision " + r.AppliedRevision + ": " + oneLine(r.Message),
+		Message:             eventNote("revision " + r.AppliedRevision + ": " + oneLine(r.Message)),
 		Type:                typ,
 		Source:              corev1.EventSource{Component: "winpool-agent", Host: node.Name},
 		FirstTimestamp:      now,
@@ -69,4 +70,23 @@ func (a *agent) statusEvent(ctx context.Context, node *corev1.Node, before, r de
 	if _, err := a.o.Client.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, ev, metav1.CreateOptions{FieldManager: names.FieldManager}); err != nil && ctx.Err() == nil {
 		a.log.Warn("cannot record an Event on the Node", "reason", reason, "err", err)
 	}
+}
+
+// eventNoteLimit is the most an Event's message may hold: the API server
+// refuses a longer one ("can have at most 1024 characters", in bytes) and
+// the Event is lost, while a report's message may hold 2048.
+const eventNoteLimit = 1024
+
+// eventNote cuts msg to eventNoteLimit bytes at a character boundary,
+// saying it was cut.
+func eventNote(msg string) string {
+	if len(msg) <= eventNoteLimit {
+		return msg
+	}
+	const more = " …"
+	end := eventNoteLimit - len(more)
+	for end > 0 && !utf8.RuneStart(msg[end]) {
+		end--
+	}
+	return msg[:end] + more
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"winpool.dev/agent/internal/decide"
 	"winpool.dev/agent/internal/host"
@@ -198,4 +199,17 @@ func installUntilReboot(t *testing.T, o machineOptions, tune func(*Options), h .
 		t.Fatalf("no reboot; node says %s: %q", hs.value(keyApplyStatus), hs.value(keyApplyMessage))
 	}
 	return machine
+}
+
+// A message past the API server's limit would lose the Event: it is cut,
+// at a character, and says so.
+func TestAnEventMessagePastTheLimitIsCutAtACharacter(t *testing.T) {
+	if got := eventNote("short"); got != "short" {
+		t.Errorf("short: %q", got)
+	}
+	long := strings.Repeat("é", 700) // 1,400 bytes
+	got := eventNote(long)
+	if len(got) > eventNoteLimit || !utf8.ValidString(got) || !strings.HasSuffix(got, " …") {
+		t.Errorf("cut to %d bytes, valid %v: %q", len(got), utf8.ValidString(got), got[len(got)-10:])
+	}
 }

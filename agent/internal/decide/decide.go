@@ -70,6 +70,11 @@ type NodeReport struct {
 	// Heartbeat: the servicing task was alive at this time (RFC 3339,
 	// moved at most every HeartbeatReportEvery); "" when no task runs.
 	Heartbeat string
+	// ResultCode is the HRESULT the update's install failed with
+	// ("0x800F0922"), on a Failed report the servicing result decided: the
+	// operator counts the same code on the same target across pools to stop
+	// a bad update everywhere (its bad-update breaker).
+	ResultCode string
 }
 
 // HeartbeatReportEvery is how often a running servicing task's heartbeat
@@ -573,6 +578,17 @@ func (d decision) succeed() Step {
 func (d decision) fail(msg string) Step {
 	return Step{Action: Report, Report: d.report(names.StatusFailed, msg), State: d.state}
 }
+
+// failInstall fails the node on the update's own result: the report names
+// the code for the operator's count of bad updates.
+func (d decision) failInstall(code uint32, msg string) Step {
+	step := d.fail(msg)
+	step.Report.ResultCode = ResultCode(code)
+	return step
+}
+
+// ResultCode is how a report writes an HRESULT.
+func ResultCode(code uint32) string { return fmt.Sprintf("0x%08X", code) }
 
 func (d decision) report(s names.ApplyStatus, msg string) NodeReport {
 	return NodeReport{AppliedRevision: d.in.Revision, Status: s, Message: msg}

@@ -188,7 +188,7 @@ func (d decision) updateTask(target host.Build) (Step, bool) {
 	case Transient:
 		wait := d.transientWait(d.state.Attempts)
 		if d.state.Attempts >= d.maxAttempts() {
-			return d.fail(fmt.Sprintf("Windows Update could not install the update to %s in %d attempts; the last said 0x%08X (%s): "+
+			return d.failInstall(code, fmt.Sprintf("Windows Update could not install the update to %s in %d attempts; the last said 0x%08X (%s): "+
 				"look at the update source and %s", target, d.state.Attempts, code, transientCodes[code], servicingLogs)), true
 		}
 		if d.in.Now.Sub(u.Started) < wait && !u.Started.IsZero() && !d.in.Now.IsZero() {
@@ -200,16 +200,16 @@ func (d decision) updateTask(target host.Build) (Step, bool) {
 	case ServicingStackRequired:
 		// Never retried as is: the same package fails the same way until the
 		// servicing stack update it needs is installed before it.
-		return d.fail(fmt.Sprintf("the update needs a newer servicing stack first (0x%08X, CBS_E_NEW_SERVICING_STACK_REQUIRED) installing %s on build %s: "+
+		return d.failInstall(code, fmt.Sprintf("the update needs a newer servicing stack first (0x%08X, CBS_E_NEW_SERVICING_STACK_REQUIRED) installing %s on build %s: "+
 			"list the servicing stack update (SSU) that it requires before it in spec.os.updates, or approve that SSU in WSUS; %s",
 			code, u.Result.Detail, d.in.Observed.Build, servicingLogs)), true
 	case NotApplicable:
 		// Never a reboot: nothing was staged, and rebooting would only loop.
-		return d.fail(fmt.Sprintf("update not applicable to this host (0x%08X): %s does not apply to build %s (target %s); "+
+		return d.failInstall(code, fmt.Sprintf("update not applicable to this host (0x%08X): %s does not apply to build %s (target %s); "+
 			"the package is for another Windows release, or this host needs a newer servicing stack update first; %s",
 			code, u.Result.Detail, d.in.Observed.Build, target, servicingLogs)), true
 	}
-	return d.fail(fmt.Sprintf("servicing exited 0x%08X (%d) installing %s; %s", code, code, u.Result.Detail, servicingLogs)), true
+	return d.failInstall(code, fmt.Sprintf("servicing exited 0x%08X (%d) installing %s; %s", code, code, u.Result.Detail, servicingLogs)), true
 }
 
 // runningTask waits for a servicing task that runs, or fails the node when

@@ -102,6 +102,27 @@ func TestServicingTaskResult(t *testing.T) {
 	}
 }
 
+// A node failed by its update's own result names the HRESULT in a field of
+// its report, which the operator counts across pools; a failure that is not
+// the update's (its task could not run) names none.
+func TestAFailedInstallReportsItsResultCode(t *testing.T) {
+	in := applying(request(), names.StatusApplying, host.State{Revision: "r1", Attempts: 1})
+	install := Next(in)
+	for code, want := range map[int]string{0x800F0922: "0x800F0922", 0x800F081E: "0x800F081E", 5: "0x00000005"} {
+		if got := Next(installed(in, install, code)).Report.ResultCode; got != want {
+			t.Errorf("exit %#x: resultCode %q, want %q", code, got, want)
+		}
+	}
+	if got := Next(installed(in, install, 3010)).Report.ResultCode; got != "" {
+		t.Errorf("a reboot asked for: resultCode %q, want none", got)
+	}
+	noTask := installed(in, install, 0)
+	noTask.Observed.UpdateTask.Error = "kb5044281.msu: sha256 mismatch"
+	if s := Next(noTask); s.Report.Status != names.StatusFailed || s.Report.ResultCode != "" {
+		t.Errorf("a task that could not run: %s %q, want Failed without a code", s.Report.Status, s.Report.ResultCode)
+	}
+}
+
 // ExitInstallFailedForTest is a servicing failure (0x800F0922).
 const ExitInstallFailedForTest = 0x800F0922
 

@@ -106,7 +106,16 @@ const (
 	// DependOnService=containerd): the SCM refuses to stop containerd while
 	// it runs, so a containerd swap stops it first and starts it last.
 	FaultServiceDeps Fault = "service-deps"
+	// FaultBadUpdate: every install of the update asked for fails with
+	// one result code (badUpdateCode, CBS_E_INSTALLERS_FAILED: a cumulative
+	// update whose installer breaks on this image, as a bad month does on
+	// every node it reaches): the operator's breaker stops every pool
+	// targeting it.
+	FaultBadUpdate Fault = "bad-update"
 )
+
+// badUpdateCode is the HRESULT FaultBadUpdate's installs fail with.
+const badUpdateCode = 0x800F0922
 
 // faultHelp says in a line what each fault plays (--help).
 var faultHelp = map[Fault]string{
@@ -132,6 +141,7 @@ var faultHelp = map[Fault]string{
 	FaultPendingAfterTarget: "the boot that lands the update leaves CBS RebootPending set",
 	FaultAKSHNSReset:        "every boot removes the HNS network; a pod sandbox set up on the node brings it back",
 	FaultServiceDeps:        "a third-party service (" + thirdPartyService + ") depends on containerd",
+	FaultBadUpdate:          "every install of the update asked for fails with 0x800F0922",
 }
 
 // faultsUsage is --host-faults' help: the form, then a line per fault.
@@ -145,7 +155,7 @@ func faultsUsage() string {
 }
 
 // knownFaults are the faults --host-faults accepts.
-var knownFaults = []Fault{FaultHNSChurn, FaultReadErrors, FaultPendingRenames, FaultOvershoot, FaultUndershoot, FaultRebootUnknown, FaultAgentRestart, FaultSSUFirst, FaultRuntimeCrashloop, FaultSlowAPI, FaultSourceUnreachable, FaultTaskNotStarted, FaultOnBattery, FaultWSUSUnapproved, FaultWUBusy, FaultWSUS503, FaultDownloadReset, FaultSlowServicing, FaultLocalized, FaultPendingAfterTarget, FaultAKSHNSReset, FaultServiceDeps}
+var knownFaults = []Fault{FaultHNSChurn, FaultReadErrors, FaultPendingRenames, FaultOvershoot, FaultUndershoot, FaultRebootUnknown, FaultAgentRestart, FaultSSUFirst, FaultRuntimeCrashloop, FaultSlowAPI, FaultSourceUnreachable, FaultTaskNotStarted, FaultOnBattery, FaultWSUSUnapproved, FaultWUBusy, FaultWSUS503, FaultDownloadReset, FaultSlowServicing, FaultLocalized, FaultPendingAfterTarget, FaultAKSHNSReset, FaultServiceDeps, FaultBadUpdate}
 
 // slowServicingTime is how long FaultSlowServicing's install takes.
 const slowServicingTime = 75 * time.Second
@@ -206,6 +216,9 @@ func (f Faults) shape(node string, o *fakewin.Options) {
 		o.Catalogue.TwoPhase = true
 	}
 	o.NetworkResetAtBoot = f.On(FaultAKSHNSReset, node)
+	if f.On(FaultBadUpdate, node) {
+		o.Catalogue.Fails = func(host.Build) uint32 { return badUpdateCode }
+	}
 	if f.On(FaultServiceDeps, node) {
 		o.Services = append(o.Services, fakewin.Service{Name: thirdPartyService, Program: `Program Files\LogAgent\log-agent.exe`, DependsOn: []string{"containerd"}})
 	}

@@ -58,6 +58,9 @@ type Apply struct {
 	// its end); the operator does not time out a node whose task beats, and
 	// times what follows the install from the last beat.
 	Heartbeat string `json:"heartbeat,omitempty"`
+	// ResultCode: the HRESULT the update's install failed with
+	// ("0x800F0922"), on a Failed result only.
+	ResultCode string `json:"resultCode,omitempty"`
 }
 
 // Observed is what the agent sees on the host.

@@ -70,6 +70,7 @@ pub(super) struct RoundSettings<'a> {
     /// When the agents were told of the target (its ConfigMap marked).
     pub target_marked_at: Option<Timestamp>,
     pub paused_by_annotation: bool,
+    pub bad_update: Option<&'a crate::decision::breaker::BadUpdate>,
     /// Past MAX_CLOCK_SKEW: nothing starts, nothing times out.
     pub clock_skew: Option<jiff::SignedDuration>,
 }
@@ -97,6 +98,7 @@ impl<'a> RoundSettings<'a> {
             health_gate_interval: health_gate_interval(spec),
             target_marked_at: pool.target_marked_at,
             paused_by_annotation: pool.paused_by_annotation,
+            bad_update: pool.bad_update,
             clock_skew: pool.clock_skew,
         }
     }

@@ -15,6 +15,10 @@ pub(super) fn hold(s: &RoundSettings<'_>, r: &Decided<'_>) -> Option<Hold> {
     if s.spec.rollout.paused {
         return Some(Hold::PausedBySpec);
     }
+    // Before the annotation: the breaker's pause says which update and code.
+    if let Some(b) = &s.bad_update {
+        return Some(Hold::BadUpdate((*b).clone()));
+    }
     if s.paused_by_annotation {
         return Some(Hold::PausedByAnnotation);
     }

@@ -67,6 +67,7 @@ fn run(spec: &WindowsNodePoolSpec, nodes: &[NodeView]) -> Plan {
             average_node_update: None,
             paused_by_annotation: false,
             clock_skew: None,
+            bad_update: None,
         },
         &cleared(spec, nodes),
         now(),
@@ -86,6 +87,7 @@ fn input<'a>(spec: &'a WindowsNodePoolSpec, existing: &'a BTreeSet<String>) -> P
         average_node_update: None,
         paused_by_annotation: false,
         clock_skew: None,
+        bad_update: None,
     }
 }
 
@@ -1186,6 +1188,7 @@ fn run_gated(spec: &WindowsNodePoolSpec, nodes: &[NodeView], gates: &[crate::gat
             average_node_update: None,
             paused_by_annotation: false,
             clock_skew: None,
+            bad_update: None,
         },
         &cleared(spec, nodes),
         now(),
@@ -1357,6 +1360,7 @@ fn the_estimate_is_the_waves_left_at_the_pools_pace() {
             gates: &[],
             paused_by_annotation: false,
             clock_skew: None,
+            bad_update: None,
         };
         decide(&input, &cleared(spec, &nodes), now())
     };
@@ -1413,6 +1417,7 @@ fn other_holds_come_before_the_gates_and_gates_are_asked_for_only_when_a_node_co
                 average_node_update: None,
                 paused_by_annotation: false,
                 clock_skew: None,
+                bad_update: None,
             },
             &cleared(spec, nodes),
             now(),
@@ -1538,6 +1543,7 @@ fn an_agent_silent_for_a_whole_node_timeout_after_the_mark_is_reported_as_blocke
             average_node_update: None,
             paused_by_annotation: false,
             clock_skew: None,
+            bad_update: None,
         };
         decide(&input, &nodes, now())
     };

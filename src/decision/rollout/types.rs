@@ -209,6 +209,9 @@ pub enum Hold {
     ClockSkew {
         by: jiff::SignedDuration,
     },
+    /// The pool's target failed with one code on enough nodes across pools
+    /// (`decision::breaker`): paused by the annotation, saying why.
+    BadUpdate(crate::decision::breaker::BadUpdate),
 }
 
 /// What holds the rollout, said for a person (`kubectl winpool plan`).
@@ -223,6 +226,7 @@ impl std::fmt::Display for Hold {
             Hold::BadWindow(e) => write!(f, "the maintenance windows are invalid: {e}"),
             Hold::HealthGateClosed { gate, seen } => write!(f, "health gate {gate:?} is closed: {seen}"),
             Hold::ClockSkew { by } => write!(f, "{}", clock_skew_message(*by)),
+            Hold::BadUpdate(b) => write!(f, "paused by the bad-update breaker: {}", b.message()),
         }
     }
 }
@@ -329,6 +333,8 @@ pub struct PoolInput<'a> {
     /// How far the operator's clock is off the API server's, when that is
     /// past [`MAX_CLOCK_SKEW`]: no node starts and none times out.
     pub clock_skew: Option<jiff::SignedDuration>,
+    /// The bad-update trip that pauses the pool, if any ([`crate::decision::breaker::Breaker::holding`]).
+    pub bad_update: Option<&'a crate::decision::breaker::BadUpdate>,
 }
 
 /// What a clock skew past the bound holds, said for a person.
@@ -359,6 +365,7 @@ impl<'a> PoolInput<'a> {
             target_marked_at: None,
             paused_by_annotation: false,
             clock_skew: None,
+            bad_update: None,
         }
     }
 }

@@ -22,6 +22,7 @@ use self::pod_network::{PodNetworkWrites, pod_network_writes};
 use self::release::{release_body, release_patch};
 use crate::api::{WindowsNodePool, WindowsNodePoolStatus, names};
 use crate::daemonset::AgentSettings;
+use crate::decision::breaker::{self, BadUpdate, Breaker};
 use crate::decision::drain::{self, DrainRules, PodOnNode};
 use crate::gates::GateResult;
 use crate::hns::{self, Limits};
@@ -61,9 +62,14 @@ pub(crate) struct Observed {
     pub gates_asked: bool,
     /// How far the operator's clock is off the API server's, when past the bound.
     pub clock_skew: Option<jiff::SignedDuration>,
+    /// Updates failing with one code on enough nodes across pools ([`breaker::tripped`]).
+    pub bad_updates: Vec<BadUpdate>,
 }
 
 pub(crate) struct Round {
+    /// The bad-update breaker pausing the pool, first of all: the
+    /// annotations to write and what to tell.
+    pub pause: Option<BreakerPause>,
     /// Deselected nodes given back, before anything else is written.
     pub releases: Vec<(NodePatch, serde_json::Value)>,
     /// Deselected nodes kept (label, cordon, agent) while their host may
@@ -230,6 +236,7 @@ fn input<'a>(
     seen: &'a Observed,
     gates: &'a [GateResult],
     average_node_update: Option<Duration>,
+    bad_update: Option<&'a BadUpdate>,
 ) -> PoolInput<'a> {
     PoolInput {
         name,
@@ -240,6 +247,7 @@ fn input<'a>(
         target_marked_at: target_marked_at(&seen.cms_of_pool, &crate::revision::revision_of(&pool.spec)),
         paused_by_annotation: pool.paused_by_annotation(),
         clock_skew: seen.clock_skew,
+        bad_update,
     }
 }
 
@@ -263,7 +271,8 @@ pub(crate) fn gate_look(pool: &WindowsNodePool, seen: &Observed, memory: &PoolMe
     }
     let (views, _) = judge(pool, seen, &mut memory.clone(), now);
     let name = pool.name_any();
-    if !could_start(&input(pool, &name, seen, &[], None), &views, now) {
+    let breaker = breaker_of(pool, seen);
+    if !could_start(&input(pool, &name, seen, &[], None, breaker.holding()), &views, now) {
         return GateLook::NotNeeded;
     }
     match memory.fresh_gates(pool.metadata.generation, health_gate_interval(&pool.spec), now) {
@@ -293,10 +302,15 @@ pub(crate) fn decide_round(
     let average = memory
         .average_node_update
         .or_else(|| pool.status.as_ref()?.average_node_update_seconds.map(|s| Duration::from_secs(s.max(0) as u64)));
-    let plan = decide(&input(pool, &name, seen, gates, average), &views, now);
+    let breaker = breaker_of(pool, seen);
+    let plan = decide(&input(pool, &name, seen, gates, average, breaker.holding()), &views, now);
     let capacity = hns::capacity(seen.hns_totals, &seen.hns_limits, spec.hns.warn_percent, seen.hns_over_limit.clone());
     let status = build_status(spec, &plan, &seen.membership, Some(capacity), pool.status.as_ref(), pool.metadata.generation, now);
     let round = Round {
+        pause: match breaker {
+            Breaker::Pause { trip, record } => Some(BreakerPause { trip, record }),
+            _ => None,
+        },
         releases: releases(leaving.free, "no longer selected by the pool: node released"),
         held_leaving: leaving.held,
         agent: hold_agent_roll(
@@ -319,6 +333,26 @@ pub(crate) fn decide_round(
         plan,
     };
     (round, memory)
+}
+
+/// What the bad-update breaker does to this pool.
+fn breaker_of(pool: &WindowsNodePool, seen: &Observed) -> Breaker {
+    let recorded = pool.annotations().get(names::ANN_BAD_UPDATE).map(String::as_str);
+    breaker::for_pool(&seen.bad_updates, &pool.spec.os.patch_level, recorded, pool.paused_by_annotation())
+}
+
+/// The breaker's pause of one pool ([`Breaker::Pause`]).
+pub(crate) struct BreakerPause {
+    pub trip: BadUpdate,
+    /// `winpool.dev/bad-update`: every trip of the pool's target.
+    pub record: String,
+}
+
+impl BreakerPause {
+    /// The merge patch that pauses the pool and records why.
+    pub fn patch(&self) -> serde_json::Value {
+        serde_json::json!({ "metadata": { "annotations": { names::ANN_PAUSED: "true", names::ANN_BAD_UPDATE: self.record } } })
+    }
 }
 
 /// When to look at the pool again: when the plan says, when a deferred
@@ -463,6 +497,9 @@ pub struct Settings {
     pub secret_namespace: String,
     /// This install's name in a pool's `winpool.dev/claimed-by` ("": claims nothing).
     pub install_id: String,
+    /// Nodes failing one update with one code, across pools, before every
+    /// pool targeting it pauses (0: never).
+    pub bad_update_threshold: u32,
 }
 
 #[cfg(test)]
@@ -480,6 +517,7 @@ impl Settings {
             pod_network_image: Some(crate::pod_network::DEFAULT_IMAGE.into()),
             secret_namespace: "winpool-system".into(),
             install_id: String::new(),
+            bad_update_threshold: crate::decision::breaker::DEFAULT_THRESHOLD,
         }
     }
 }
@@ -598,6 +636,7 @@ mod tests {
                 average_node_update: None,
                 paused_by_annotation: false,
                 clock_skew: None,
+                bad_update: None,
             };
             problems(&pool, &decide(&input, std::slice::from_ref(&node), Timestamp::UNIX_EPOCH), &Membership::default())
         };
@@ -756,6 +795,7 @@ mod tests {
             gates: Vec::new(),
             gates_asked: false,
             clock_skew: None,
+            bad_updates: Vec::new(),
         }
     }
 

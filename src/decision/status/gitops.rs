@@ -51,6 +51,7 @@ fn plan(spec: &WindowsNodePoolSpec, nodes: &[NodeView], paused_by_annotation: bo
         average_node_update: None,
         paused_by_annotation,
         clock_skew: None,
+        bad_update: None,
     };
     decide(&input, &cleared(spec, nodes), now())
 }
