@@ -283,7 +283,23 @@ images_render() {
   app="$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$CHART/Chart.yaml")"
   template --show-only templates/deployment.yaml >"$WORK/tag.yaml" || return 1
   grep -q "image: \"ghcr.io/winpool/winpool:$app\"" "$WORK/tag.yaml" || { echo "default operator image is not ghcr.io/winpool/winpool:$app"; rc=1; }
-  grep -q -- "--agent-image=ghcr.io/winpool/agent:$app\$" "$WORK/tag.yaml" || { echo "default agent image is not ghcr.io/winpool/agent:$app"; rc=1; }
+  # A released chart names the agent (SYSTEM on every node) by the digest
+  # hack/release.sh built it with; the chart's source by its appVersion tag.
+  local pinned
+  pinned="$(sed -n 's/^    digest: "\(sha256:[0-9a-f]\{64\}\)"$/\1/p' "$CHART/values.yaml")"
+  # Released beside its agent image: pinned, to that image's manifest.
+  local agent_archive
+  agent_archive="$(dirname "${PACKAGE:-/nonexistent/x}")/winpool-agent-$app.oci.tar"
+  if [[ -f "$agent_archive" ]]; then
+    local built
+    built="$(python3 -c 'import json,sys,tarfile; print(json.load(tarfile.open(sys.argv[1]).extractfile("index.json"))["manifests"][0]["digest"])' "$agent_archive")"
+    [[ "$pinned" == "$built" ]] || { echo "the released chart pins the agent to '$pinned', not to the image built with it ($built)"; rc=1; }
+  fi
+  if [[ -n "$pinned" ]]; then
+    grep -q -- "--agent-image=ghcr.io/winpool/agent@$pinned\$" "$WORK/tag.yaml" || { echo "default agent image is not ghcr.io/winpool/agent@$pinned"; rc=1; }
+  else
+    grep -q -- "--agent-image=ghcr.io/winpool/agent:$app\$" "$WORK/tag.yaml" || { echo "default agent image is not ghcr.io/winpool/agent:$app"; rc=1; }
+  fi
   template --show-only templates/deployment.yaml --set image.digest="$DIGEST" --set image.tag=9.9.9 \
     --set agent.image.digest="$DIGEST" --set agent.image.registry=registry.example:5000 >"$WORK/digest.yaml" || return 1
   grep -n 'image: \|--agent-image' "$WORK/digest.yaml"
@@ -291,7 +307,7 @@ images_render() {
   grep -q -- "--agent-image=registry.example:5000/winpool/agent@$DIGEST\$" "$WORK/digest.yaml" || { echo "the agent digest is not used"; rc=1; }
   return "$rc"
 }
-check "images: appVersion tag by default, the digest wins when set" images_render
+check "images: appVersion tag by default (a released chart: the agent's digest), the digest wins when set" images_render
 extras_render() {
   template --show-only templates/deployment.yaml --set 'extraArgs[0]=--agent-max-attempts=5' \
     --set 'extraEnv[0].name=HTTPS_PROXY' --set 'extraEnv[0].value=http://proxy:3128' --set commonLabels.team=windows \

@@ -140,7 +140,14 @@ for l in "${agent_labels[@]}"; do label_args+=(-label "$l"); done
 log "agent image: $AGENT_IMAGE (windows/amd64) $(sed -n 's/^manifest *//p' "$WORK/agent-image.txt")"
 
 # ---- 3. the chart ----------------------------------------------------------------
-"$HELM" package charts/winpool --version "$VERSION" --app-version "$VERSION" -d "$WORK" >/dev/null
+# The agent runs as SYSTEM on every node: the released chart names it by the
+# digest of the image built above (the publish job pushes it with that
+# digest and checks so), not by a tag that could be moved.
+AGENT_DIGEST="$(sed -n 's/^manifest *\(sha256:[0-9a-f]\{64\}\).*/\1/p' "$WORK/agent-image.txt")"
+[[ -n "$AGENT_DIGEST" ]] || die "no agent image digest in $WORK/agent-image.txt"
+cp -r charts/winpool "$WORK/chart-src"
+python3 "$HACK_DIR/pin_agent_digest.py" "$WORK/chart-src/values.yaml" "$AGENT_DIGEST"
+"$HELM" package "$WORK/chart-src" --version "$VERSION" --app-version "$VERSION" -d "$WORK" >/dev/null
 # helm stamps every file with the time of packaging; the same files in the
 # same order with the commit's time make the package reproducible.
 mkdir -p "$WORK/chart"
@@ -148,7 +155,7 @@ tar -xzmf "$WORK/winpool-$VERSION.tgz" -C "$WORK/chart"
 tar -tzf "$WORK/winpool-$VERSION.tgz" >"$WORK/chart.list"
 tar --owner=0 --group=0 --numeric-owner --mtime="@$EPOCH" --format=ustar --no-recursion \
   -C "$WORK/chart" -T "$WORK/chart.list" -cf - | gzip -9n >"$DIST/winpool-$VERSION.tgz"
-log "chart: winpool-$VERSION.tgz"
+log "chart: winpool-$VERSION.tgz (agent image $AGENT_DIGEST)"
 
 # ---- 4. the kubectl plugin -----------------------------------------------------
 package_plugin() { # OS_ARCH BINARY
