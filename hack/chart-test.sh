@@ -360,6 +360,16 @@ no_ha_without_leader() {
   grep -q 'replicaCount' "$WORK/err"
 }
 check "leaderElection.enabled=false with 2 replicas is refused" no_ha_without_leader
+# hnsAdmission: its policy reads the pools as parameters, and the API server
+# accepts both objects as rendered (Warn by default, Deny when asked).
+hns_admission_renders() {
+  template --show-only templates/hns-admission-policy.yaml --set hnsAdmission.enabled=true --set hnsAdmission.action=Deny \
+    --set 'hnsAdmission.poolSelector.matchLabels.tier=prod' >"$WORK/hns-admission.yaml" || return 1
+  grep -q 'kind: WindowsNodePool' "$WORK/hns-admission.yaml" && grep -q 'validationActions: \[Deny\]' "$WORK/hns-admission.yaml" \
+    && grep -q 'tier: prod' "$WORK/hns-admission.yaml" || return 1
+  kubectl_ apply --dry-run=server -f "$WORK/hns-admission.yaml"
+}
+check "hnsAdmission renders a policy over the pools that the API server accepts" hns_admission_renders
 # Health gate credentials: a Role in the release namespace, narrowed to the
 # listed Secrets when rbac.healthGateSecrets names them.
 gate_secrets_narrowed() {

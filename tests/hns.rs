@@ -188,3 +188,97 @@ async fn capacity_readiness_taint_and_gating_follow_the_clusters_services() {
     .await;
     t.cleanup().await;
 }
+
+/// `kubectl apply` of a Service, as a person runs it: whether it passed, and
+/// what kubectl printed (admission warnings come on stderr).
+fn kubectl_apply(t: &TestSpace, manifest: &serde_json::Value, dry_run: bool) -> (bool, String) {
+    let file = std::env::temp_dir().join(format!("{}-{}.json", t.id, manifest["metadata"]["name"].as_str().unwrap()));
+    std::fs::write(&file, manifest.to_string()).unwrap();
+    let mut cmd = std::process::Command::new(support::tool("kubectl"));
+    cmd.arg("--kubeconfig").arg(support::kubeconfig()).args(["apply", "-n", &t.namespace, "-f"]).arg(&file);
+    if dry_run {
+        cmd.arg("--dry-run=server");
+    }
+    let out = cmd.output().unwrap();
+    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
+
+/// The chart's HNS admission policy (hnsAdmission) for this test's namespace, applied.
+fn apply_hns_admission(t: &TestSpace, release: &str, action: &str) {
+    let rendered = support::chart::render_chart(
+        t,
+        release,
+        &[
+            "hnsAdmission.enabled=true".into(),
+            format!("hnsAdmission.action={action}"),
+            format!("hnsAdmission.namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name={}", t.namespace),
+            format!("hnsAdmission.poolSelector.matchLabels.{TEST_LABEL}={}", t.id),
+        ],
+    );
+    // Only this template's objects: the rest of the chart is not this test's.
+    let ours: Vec<&str> = rendered.split("\n---").filter(|d| d.contains("Source: winpool/templates/hns-admission-policy.yaml")).collect();
+    let file = std::env::temp_dir().join(format!("{release}-hns-admission.yaml"));
+    std::fs::write(&file, ours.join("\n---\n")).unwrap();
+    support::chart::run(
+        std::process::Command::new(support::tool("kubectl"))
+            .arg("--kubeconfig")
+            .arg(support::kubeconfig())
+            .args(["apply", "-f"])
+            .arg(&file),
+    );
+}
+
+fn service(name: &str, headless: bool) -> serde_json::Value {
+    let mut spec = json!({"ports": [{"port": 80}]});
+    if headless {
+        spec["clusterIP"] = json!("None");
+    }
+    json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name}, "spec": spec})
+}
+
+/// A Service over a pool's room for HNS load balancers (its status.hns, as
+/// the operator keeps it) draws a warning at `kubectl apply` naming the pool
+/// and the numbers (Warn), or is refused (Deny); a headless Service, which
+/// adds none, passes.
+#[tokio::test]
+async fn a_service_past_a_pools_hns_headroom_is_warned_of_or_refused_at_apply() {
+    let client = support::client().await;
+    install_crd(&client).await;
+    let mut t = TestSpace::new("hns-admission").await;
+    let release = format!("{}-r", t.id);
+    let pool = format!("{}-pool", t.id);
+    // A limit of one load balancer: the cluster's Services (the kubernetes
+    // Service at least) already fill it, whatever other tests add meanwhile.
+    let mut m = support::pool_manifest(&t, &pool, "10.0.20348.2762", json!({}));
+    m["spec"]["hns"] = json!({"maxLoadBalancers": 1});
+    support::apply_pool(&t, &m).await;
+    apply_hns_admission(&t, &release, "Warn");
+    t.start_operator(&[]);
+    let pools: Api<WindowsNodePool> = Api::all(t.client.clone());
+    let hns = wait_for("the pool to count its HNS load", WAIT, || async { pools.get(&pool).await.ok()?.status?.hns }).await;
+    assert!(hns.limit_load_balancers == 1 && hns.expected_load_balancers >= 1, "{hns:?}");
+
+    // A policy takes effect a moment after it is created: probed with server-side dry runs.
+    wait_for("the policy to warn", WAIT, || async {
+        kubectl_apply(&t, &service("probe", false), true).1.contains("Warning").then_some(())
+    })
+    .await;
+    let (ok, said) = kubectl_apply(&t, &service("web", false), false);
+    assert!(ok, "Warn lets it through: {said}");
+    assert!(said.contains("adds 1 HNS load balancers") && said.contains(&format!("pool {pool} has room for 0 more")), "{said}");
+    let (ok, said) = kubectl_apply(&t, &service("headless", true), false);
+    assert!(ok && !said.contains("Warning"), "a headless Service adds no load balancer: {said}");
+
+    apply_hns_admission(&t, &release, "Deny");
+    wait_for("the policy to refuse", WAIT, || async { (!kubectl_apply(&t, &service("probe", false), true).0).then_some(()) }).await;
+    let (ok, said) = kubectl_apply(&t, &service("api", false), false);
+    assert!(!ok && said.contains(&format!("pool {pool} has room for 0 more")) && said.contains("of its 1 in use"), "{said}");
+    assert!(Api::<Service>::namespaced(t.client.clone(), &t.namespace).get_opt("api").await.unwrap().is_none(), "not created");
+
+    let _ = std::process::Command::new(support::tool("kubectl"))
+        .arg("--kubeconfig")
+        .arg(support::kubeconfig())
+        .args(["delete", "validatingadmissionpolicy,validatingadmissionpolicybinding", &format!("{release}-winpool-hns-headroom")])
+        .output();
+    t.cleanup().await;
+}
