@@ -357,6 +357,17 @@ pub fn window_report(pool: &WindowsNodePool, now: Timestamp) -> Option<WindowRep
     }
 }
 
+/// A pause the operator's bad-update breaker wrote, as the operator says it
+/// (the pool's Paused condition): the plan reads one pool, not the
+/// cluster's failed installs the breaker counted.
+fn breaker_hold(pool: &WindowsNodePool, hold: &rollout::Hold) -> Option<String> {
+    if *hold != rollout::Hold::PausedByAnnotation {
+        return None;
+    }
+    let paused = pool.status.as_ref()?.conditions.iter().find(|c| c.type_ == crate::api::conditions::PAUSED)?;
+    (paused.status == "True" && paused.reason == "BadUpdate").then(|| format!("paused by the bad-update breaker: {}", paused.message))
+}
+
 pub fn plan_report(pool: &WindowsNodePool, m: &Members, now: Timestamp) -> PlanReport {
     let name = pool.name_any();
     let rev = revision_of(&pool.spec);
@@ -391,7 +402,7 @@ pub fn plan_report(pool: &WindowsNodePool, m: &Members, now: Timestamp) -> PlanR
         revision: rev,
         max_unavailable: limit,
         out_of_service: preview.unavailable.out_of_service,
-        hold: preview.hold.as_ref().map(ToString::to_string),
+        hold: preview.hold.as_ref().map(|h| breaker_hold(pool, h).unwrap_or_else(|| h.to_string())),
         window: window_report(pool, now),
         in_flight: states
             .iter()
@@ -532,6 +543,23 @@ mod tests {
         assert!(r.in_flight[0].waiting_for.as_deref().is_some_and(|w| w.contains("agent")), "{:?}", r.in_flight[0]);
         assert_eq!(r.waves, [vec!["n1"], vec!["n2", "n3"]]);
         assert_eq!(r.waves[0], first_wave_of_decide(&p, &views));
+    }
+
+    #[test]
+    fn a_pool_the_bad_update_breaker_paused_says_so_in_its_plan() {
+        let mut p = pool("a", SPEC);
+        p.metadata.annotations = Some([(names::ANN_PAUSED.to_string(), "true".to_string())].into());
+        let views: Vec<NodeView> = ["n1", "n2"].into_iter().map(pending).collect();
+        assert_eq!(
+            plan_report(&p, &members_of_views(views.clone()), now()).hold.as_deref(),
+            Some("paused by the annotation winpool.dev/paused (kubectl winpool resume)")
+        );
+        let said = "the update to 10.0.20348.2762 failed with 0x800F0922 on 3 nodes across pools (a/n0, b/m0, b/m1)";
+        let paused = serde_json::json!({"conditions": [{"type": "Paused", "status": "True", "reason": "BadUpdate", "message": said,
+            "lastTransitionTime": "2026-12-04T10:00:00Z"}]});
+        p.status = Some(serde_json::from_value(paused).unwrap());
+        let r = plan_report(&p, &members_of_views(views), now());
+        assert_eq!(r.hold, Some(format!("paused by the bad-update breaker: {said}")));
     }
 
     #[test]
