@@ -12,6 +12,11 @@ use super::*;
     "fieldPath": ".maxUnavailable",
     "reason": "FieldValueInvalid"
 }, {
+    "rule": "!has(self.maxUnavailablePerZone) || (type(self.maxUnavailablePerZone) == int ? self.maxUnavailablePerZone >= 1 : self.maxUnavailablePerZone.matches('^(100|[1-9][0-9]?)%$'))",
+    "message": "rollout.maxUnavailablePerZone must be a positive number of nodes (e.g. 1) or a percentage from 1% to 100% of a zone's nodes (e.g. \"34%\")",
+    "fieldPath": ".maxUnavailablePerZone",
+    "reason": "FieldValueInvalid"
+}, {
     "rule": "!(has(self.maintenanceWindow) && has(self.maintenanceWindows))",
     "message": "rollout.maintenanceWindow and rollout.maintenanceWindows cannot both be set: move the single window into the maintenanceWindows list",
     "fieldPath": ".maintenanceWindow",
@@ -36,6 +41,18 @@ pub struct RolloutSpec {
     /// Nodes that may be between Pending and Updated at once: a number or a percent of the pool (default 1).
     #[serde(default = "default_max_unavailable")]
     pub max_unavailable: IntOrString,
+    /// Nodes of one topology domain (the value of the Node label topologyKey,
+    /// default a zone) that may be between Pending and Updated at once: a
+    /// number, or a percent of that domain's nodes in the pool. Unset: only
+    /// maxUnavailable bounds the rollout. Nodes without the label form one
+    /// domain of their own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_unavailable_per_zone: Option<IntOrString>,
+    /// The Node label that names a node's domain for maxUnavailablePerZone
+    /// (default topology.kubernetes.io/zone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 317))]
+    pub topology_key: Option<String>,
     /// Start no new node while true; nodes already in flight finish (default false).
     #[serde(default)]
     pub paused: bool,
@@ -89,6 +106,9 @@ pub struct RolloutSpec {
     pub on_node_failure: OnNodeFailure,
 }
 
+/// The Node label maxUnavailablePerZone groups by when topologyKey is unset.
+pub const DEFAULT_TOPOLOGY_KEY: &str = "topology.kubernetes.io/zone";
+
 fn default_max_unavailable() -> IntOrString {
     IntOrString::Int(1)
 }
@@ -106,6 +126,8 @@ impl Default for RolloutSpec {
     fn default() -> Self {
         Self {
             max_unavailable: default_max_unavailable(),
+            max_unavailable_per_zone: None,
+            topology_key: None,
             paused: false,
             max_failed_nodes: default_max_failed_nodes(),
             node_timeout: default_node_timeout(),

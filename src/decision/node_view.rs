@@ -13,6 +13,14 @@ use crate::report::{AgentReport, ReportSource};
 use crate::rollout::{HnsReadiness, NodeView, Recorded};
 
 /// The view of `node` with its agent's `report` (see [`AgentReport::of`]).
+/// The node's domain for `rollout.maxUnavailablePerZone`: the value of the
+/// pool's topologyKey label (default a zone), when the pool bounds by zone.
+pub fn zone_of(node: &NodeRecord, rollout: &crate::api::RolloutSpec) -> Option<String> {
+    rollout.max_unavailable_per_zone.as_ref()?;
+    let key = rollout.topology_key.as_deref().unwrap_or(crate::api::DEFAULT_TOPOLOGY_KEY);
+    node.label(key).map(str::to_string)
+}
+
 pub fn node_view(node: &NodeRecord, report: &AgentReport, hns: HnsReadiness) -> NodeView {
     let ann = |k: &str| node.annotation(k);
     let owned = |k: &str| ann(k).map(str::to_string);
@@ -58,6 +66,7 @@ pub fn node_view(node: &NodeRecord, report: &AgentReport, hns: HnsReadiness) -> 
         drain_blocked_by: owned(names::ANN_DRAIN_BLOCKED_BY),
         drain_blocked_since: ts(names::ANN_DRAIN_BLOCKED_SINCE),
         held_by_label: node.label(names::LABEL_HOLD) == Some("true"),
+        zone: None,
         hns_reported: report.hns_load_balancers.is_some() && report.hns_endpoints.is_some(),
         hns_load_balancers: report.hns_load_balancers.clone().filter(|_| hns_current),
         hns_endpoints: report.hns_endpoints.clone().filter(|_| hns_current),
@@ -74,6 +83,19 @@ pub fn node_view(node: &NodeRecord, report: &AgentReport, hns: HnsReadiness) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_nodes_zone_is_its_topology_label_when_the_pool_bounds_by_zone() {
+        let node: k8s_openapi::api::core::v1::Node = serde_json::from_value(serde_json::json!({"metadata": {"name": "n",
+            "labels": {"topology.kubernetes.io/zone": "eastus-1", "rack": "r7"}}}))
+        .unwrap();
+        let record = NodeRecord::from(&node);
+        let rollout = |y: &str| -> crate::api::RolloutSpec { serde_yaml::from_str(y).unwrap() };
+        assert_eq!(zone_of(&record, &rollout("{}")), None, "no per-zone bound: no zone");
+        assert_eq!(zone_of(&record, &rollout("{maxUnavailablePerZone: 1}")).as_deref(), Some("eastus-1"));
+        assert_eq!(zone_of(&record, &rollout("{maxUnavailablePerZone: 1, topologyKey: rack}")).as_deref(), Some("r7"));
+        assert_eq!(zone_of(&record, &rollout("{maxUnavailablePerZone: 1, topologyKey: row}")), None);
+    }
     use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, NodeSystemInfo};
 
     #[test]

@@ -192,7 +192,11 @@ pub fn members(pool: &WindowsNodePool, pools: &[WindowsNodePool], nodes: &[Node]
     picked.sort_by_key(|n| n.name_any());
     let conflicts = (!m.conflicts.is_empty()).then(|| m.conflicts.message(pool.spec.os.version.as_str()));
     let provider_managed = (!m.managed.is_empty()).then(|| m.managed.message(m.members.len()));
-    Members { views: picked.iter().map(|n| view(n, report_of(n, reports))).collect(), nodes: picked, conflicts, provider_managed }
+    let views = picked
+        .iter()
+        .map(|n| NodeView { zone: crate::node_view::zone_of(&NodeRecord::from(n), &pool.spec.rollout), ..view(n, report_of(n, reports)) })
+        .collect();
+    Members { views, nodes: picked, conflicts, provider_managed }
 }
 
 /// A node's view with the HNS readiness the operator last judged (its

@@ -96,6 +96,7 @@ pub(super) fn start_nodes<'n>(s: &RoundSettings<'_>, r: &mut Decided<'n>, sorted
             .filter(|n| !r.runtime_refused.contains_key(&n.name) && !r.preflight_held.contains_key(&n.name))
             .filter(|n| !r.held.contains(&n.name)),
     );
+    let mut zones = s.spec.rollout.max_unavailable_per_zone.as_ref().map(|per| ZoneBudget::new(per, r, sorted));
     let (mut started, mut gated) = (0, Vec::new());
     for n in candidates {
         let idle_down = out_of_service(n);
@@ -106,6 +107,10 @@ pub(super) fn start_nodes<'n>(s: &RoundSettings<'_>, r: &mut Decided<'n>, sorted
             if !idle_down {
                 break;
             }
+            continue;
+        }
+        // A node that is already down costs its zone nothing more either.
+        if !idle_down && zones.as_ref().is_some_and(|z| !z.has_room(n)) {
             continue;
         }
         if let Some(g) = gates::holding_node(s.gates, &n.name) {
@@ -128,6 +133,9 @@ pub(super) fn start_nodes<'n>(s: &RoundSettings<'_>, r: &mut Decided<'n>, sorted
         r.patches.push(p);
         in_flight += 1;
         started += 1;
+        if let (false, Some(z)) = (idle_down, zones.as_mut()) {
+            z.take(n);
+        }
         if idle_down {
             unavailable_idle -= 1;
         }
@@ -136,6 +144,40 @@ pub(super) fn start_nodes<'n>(s: &RoundSettings<'_>, r: &mut Decided<'n>, sorted
         return None;
     }
     gate_hold(&gated)
+}
+
+/// `rollout.maxUnavailablePerZone`: per domain (a node's `zone`; nodes
+/// without one form their own), the nodes it may have out at once and those
+/// it has (in flight, or out of service while idle).
+struct ZoneBudget<'n> {
+    limit: std::collections::HashMap<&'n str, usize>,
+    used: std::collections::HashMap<&'n str, usize>,
+}
+
+impl<'n> ZoneBudget<'n> {
+    fn new(per_zone: &k8s_openapi::apimachinery::pkg::util::intstr::IntOrString, r: &Decided<'_>, sorted: &[&'n NodeView]) -> Self {
+        let zone = |n: &'n NodeView| n.zone.as_deref().unwrap_or_default();
+        let mut size = std::collections::HashMap::<&str, usize>::new();
+        let mut used = std::collections::HashMap::new();
+        for n in sorted {
+            *size.entry(zone(n)).or_default() += 1;
+            let state = r.states.get(n.name.as_str());
+            if state.is_some_and(|st| st.in_flight()) || (state.is_some_and(|st| !st.in_flight()) && out_of_service(n)) {
+                *used.entry(zone(n)).or_default() += 1;
+            }
+        }
+        let limit = size.into_iter().map(|(z, total)| (z, max_unavailable(per_zone, total))).collect();
+        ZoneBudget { limit, used }
+    }
+
+    fn has_room(&self, n: &NodeView) -> bool {
+        let z = n.zone.as_deref().unwrap_or_default();
+        self.used.get(z).copied().unwrap_or(0) < self.limit.get(z).copied().unwrap_or(1)
+    }
+
+    fn take(&mut self, n: &'n NodeView) {
+        *self.used.entry(n.zone.as_deref().unwrap_or_default()).or_default() += 1;
+    }
 }
 
 /// The hold of the first node-scope gate that kept every startable node

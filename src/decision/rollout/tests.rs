@@ -126,6 +126,39 @@ fn starts_at_most_max_unavailable_nodes_in_name_order() {
 }
 
 #[test]
+fn max_unavailable_per_zone_spreads_a_wave_across_zones() {
+    let zoned = |name: &str, zone: Option<&str>| NodeView { zone: zone.map(Into::into), ..fresh(name) };
+    let started =
+        |plan: &Plan| -> Vec<String> { plan.patches.iter().filter(|p| p.to == NodeState::Draining).map(|p| p.node.clone()).collect() };
+    // Six nodes, two per zone; maxUnavailable alone would take a, b, c and d (zones 1 and 2).
+    let nodes = vec![
+        zoned("a", Some("z1")),
+        zoned("b", Some("z1")),
+        zoned("c", Some("z2")),
+        zoned("d", Some("z2")),
+        zoned("e", Some("z3")),
+        zoned("f", None),
+    ];
+    let spec = spec_with("rollout: {maxUnavailable: 4, maxUnavailablePerZone: 1}");
+    assert_eq!(started(&run(&spec, &nodes)), ["a", "c", "e", "f"], "one per zone; unlabelled nodes are a zone of their own");
+    assert_eq!(started(&run(&spec_with("rollout: {maxUnavailable: 4}"), &nodes)), ["a", "b", "c", "d"], "unset: no zone bound");
+    // A node in flight, or down, fills its zone's slot.
+    let rev = revision_of(&spec);
+    let busy = vec![
+        NodeView { zone: Some("z1".into()), ..in_state("a", NodeState::Applying, &rev) },
+        zoned("b", Some("z1")),
+        zoned("c", Some("z2")),
+    ];
+    assert_eq!(started(&run(&spec, &busy)), ["c"]);
+    let down = vec![NodeView { ready: false, ..zoned("a", Some("z1")) }, zoned("b", Some("z1")), zoned("c", Some("z2"))];
+    assert_eq!(started(&run(&spec, &down)), ["a", "c"], "the down node is rolled first and costs its zone nothing more");
+    // A percent of each zone's nodes, never below one.
+    let pct = spec_with("rollout: {maxUnavailable: 10, maxUnavailablePerZone: '50%'}");
+    let four: Vec<_> = ["a", "b", "c", "d"].iter().map(|n| zoned(n, Some("z1"))).collect();
+    assert_eq!(started(&run(&pct, &four)), ["a", "b"]);
+}
+
+#[test]
 fn in_flight_nodes_use_up_the_budget() {
     let spec = spec_with("rollout: {maxUnavailable: 2}");
     let rev = revision_of(&spec);

@@ -67,6 +67,9 @@ pub struct NodeView {
     pub name: String,
     /// Labelled `winpool.dev/hold=true`: never started while it is.
     pub held_by_label: bool,
+    /// Its domain for `rollout.maxUnavailablePerZone` (the value of the
+    /// pool's topologyKey label); None without the label.
+    pub zone: Option<String>,
     pub pool_label: Option<String>,
     pub revision_label: Option<String>,
     /// The `winpool.dev/state` label, which mirrors the annotation.

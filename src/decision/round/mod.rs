@@ -207,6 +207,7 @@ fn judge<'s>(pool: &WindowsNodePool, seen: &'s Observed, memory: &mut PoolMemory
     let mut hns_nodes = Vec::with_capacity(seen.members.len());
     for (n, report) in &seen.members {
         let mut v = node_view(n, &AgentReport::of(n, report.as_deref()), HnsReadiness::Unknown);
+        v.zone = crate::node_view::zone_of(n, &pool.spec.rollout);
         let (mut readiness, mut reason, mut message) = hns_readiness(n, &v, seen.hns_totals, &pool.spec.hns, grace, now);
         let state = v.state.state();
         let in_flight = v.state.in_flight();
