@@ -880,3 +880,33 @@ async fn an_update_that_fails_everywhere_pauses_every_pool_targeting_it() {
     assert_eq!(b.annotations().get(names::ANN_PAUSED).map(String::as_str), Some("true"), "pool b stays paused");
     t.cleanup().await;
 }
+
+/// `maxUnavailablePerZone: 1` over three zones of two nodes: the pool rolls
+/// with `maxUnavailable: 4`, but never has two nodes of one zone out at once
+/// (every node write replayed from the audit log).
+#[tokio::test]
+async fn max_unavailable_per_zone_keeps_one_node_per_zone_out() {
+    let client = support::client().await;
+    install_crd(&client).await;
+    let mut t = TestSpace::new("rollout-zones").await;
+    t.start_sim(6, &["--apply-time=1s", "--reboot-time=0.5s"]);
+    wait_nodes_ready(&t, 6).await;
+    let nodes_api: Api<Node> = Api::all(t.client.clone());
+    let zone_of = |i: usize| format!("z{}", i / 2);
+    for i in 0..6 {
+        let label = json!({"metadata": {"labels": {"topology.kubernetes.io/zone": zone_of(i)}}});
+        nodes_api.patch(&format!("{}{i}", t.node_prefix()), &PatchParams::default(), &Patch::Merge(label)).await.unwrap();
+    }
+    let pool = format!("{}-pool", t.id);
+    apply_pool(&t, &pool_manifest(&t, &pool, "10.0.20348.2762", json!({"maxUnavailable": 4, "maxUnavailablePerZone": 1}))).await;
+    t.start_operator(&[]);
+    wait_rolled_out(&t, &pool, 6, 4).await;
+
+    let requests = audit::requests(&audit::audit_log(), &t.node_prefix());
+    for z in 0..3 {
+        let zone: Vec<String> = (2 * z..2 * z + 2).map(|i| format!("{}{i}", t.node_prefix())).collect();
+        let of_zone: Vec<_> = requests.iter().filter(|r| zone.contains(&r.name)).cloned().collect();
+        assert_eq!(audit::max_in_flight(&of_zone), 1, "zone z{z}: one node out at a time");
+    }
+    t.cleanup().await;
+}
