@@ -160,6 +160,12 @@ notes_stand_alone() {
 }
 check "helm package holds the chart and renders as the directory does" package_complete
 check "NOTES.txt points at nothing outside the chart" notes_stand_alone
+# The first pool the NOTES teach is the safe path: paused, its plan, then resume.
+notes_teach_a_paused_pilot() {
+  grep -q 'winpool.dev/paused: "true"' "$CHART/templates/NOTES.txt" && grep -q 'kubectl winpool plan' "$CHART/templates/NOTES.txt" \
+    && grep -q 'kubectl winpool resume' "$CHART/templates/NOTES.txt"
+}
+check "NOTES.txt teaches a paused pilot, its plan, then resume" notes_teach_a_paused_pilot
 
 # ---- 2. lint -----------------------------------------------------------------
 check "helm lint --strict (defaults)" helm_ lint --strict "$CHART"
