@@ -437,3 +437,29 @@ fn applying_for(body: &serde_json::Value) -> Option<&str> {
     };
     (spec["apply"]["status"] == "Applying").then(|| spec["apply"]["startedAt"].as_str()).flatten()
 }
+
+/// `kubectl winpool version`: the plugin's own version always; the operators
+/// and agents the caller may see, and for one who may see nothing, that it
+/// may not, without failing.
+#[tokio::test]
+async fn version_says_the_client_and_what_the_caller_may_see_of_the_operators_and_agents() {
+    let client = support::client().await;
+    install_crd(&client).await;
+    let t = TestSpace::new("plugin-version").await;
+    let client_line = format!("client:    kubectl-winpool {}\n", env!("CARGO_PKG_VERSION"));
+    let admin = ok(&["version"]);
+    assert!(admin.starts_with(&client_line), "{admin}");
+    assert!(admin.contains("\noperator:  ") && !admin.contains("not visible"), "{admin}");
+    let json: serde_json::Value = serde_json::from_str(&ok(&["version", "-o", "json"])).unwrap();
+    assert_eq!(json["client"], env!("CARGO_PKG_VERSION"));
+    assert!(json["agents"].is_object() && json["agents"].get("notVisible").is_none(), "{json}");
+
+    let nobody = unprivileged_kubeconfig(&t).await;
+    let hidden = ok(&["version", "--kubeconfig", nobody.to_str().unwrap()]);
+    assert!(hidden.starts_with(&client_line), "{hidden}");
+    assert!(
+        hidden.contains("operator:  not visible: permission denied") && hidden.contains("agents:    not visible: permission denied"),
+        "{hidden}"
+    );
+    t.cleanup().await;
+}

@@ -80,6 +80,11 @@ pub enum Command {
     Resume { pool: String },
     /// Roll a Failed node again: it becomes Pending and starts when a slot is free.
     Retry { node: String },
+    /// The plugin's version, the winpool operators you can see and the agents' versions on the nodes.
+    Version {
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
     /// Print a shell completion script: bash, zsh, fish or powershell (for the `kubectl-winpool` command).
     Completion { shell: clap_complete::Shell },
 }
@@ -149,8 +154,47 @@ pub async fn run(cli: Cli) -> Result<String, PluginError> {
         Command::Pause { pool } => set_paused(&client, &pool, true).await,
         Command::Resume { pool } => set_paused(&client, &pool, false).await,
         Command::Retry { node } => retry_node(&client, &node).await,
+        Command::Version { output } => {
+            let r = read_versions(&client).await;
+            render(&r, output, || vec![format!("kubectl-winpool/{}", r.client)], |_| super::version::table(&r))
+        }
         Command::Completion { .. } => unreachable!("answered before connecting"),
     }
+}
+
+/// What `version` reads: every winpool operator Deployment and agent report
+/// the caller may list; what it may not is said, not an error.
+async fn read_versions(client: &Client) -> super::version::VersionReport {
+    use super::version::{Operator, VersionReport, agents_by_version};
+    use k8s_openapi::api::apps::v1::Deployment;
+    let deployments: Api<Deployment> = Api::all(client.clone());
+    let operators = deployments
+        .list(&ListParams::default().labels("app.kubernetes.io/name=winpool,app.kubernetes.io/part-of=winpool"))
+        .await
+        .map(|l| {
+            l.items
+                .iter()
+                .map(|d| Operator {
+                    deployment: format!(
+                        "{}/{}",
+                        d.metadata.namespace.as_deref().unwrap_or_default(),
+                        d.metadata.name.as_deref().unwrap_or_default()
+                    ),
+                    version: d.metadata.labels.as_ref().and_then(|l| l.get("app.kubernetes.io/version")).cloned(),
+                    image: d.spec.as_ref().and_then(|s| s.template.spec.as_ref()?.containers.first()?.image.clone()),
+                    ready: d.status.as_ref().and_then(|s| s.ready_replicas).unwrap_or(0),
+                    replicas: d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1),
+                })
+                .collect()
+        })
+        .map_err(|e| PluginError::from_kube(e, "deployments", "").to_string());
+    let reports: Api<WindowsNodeReport> = Api::all(client.clone());
+    let agents = reports
+        .list(&ListParams::default())
+        .await
+        .map(|l| agents_by_version(l.items.iter().map(|r| r.spec.agent_version.as_deref())))
+        .map_err(|e| PluginError::from_kube(e, "windowsnodereports", "").to_string());
+    VersionReport { client: env!("CARGO_PKG_VERSION").to_string(), operators, agents }
 }
 
 /// The completion script of `kubectl-winpool` for `shell`.

@@ -6,7 +6,8 @@
 //!
 //! Pure parts, unit-tested: [`age`] (kubectl's ages), [`report`] (the status
 //! and plan reports, their stable JSON/YAML shape), [`retry`] (when a node may
-//! be retried), [`table`] (the text output). [`cli`] is the thin shell that
+//! be retried), [`table`] (the text output), [`version`] (what runs where).
+//! [`cli`] is the thin shell that
 //! reads the cluster, calls them and writes.
 
 pub mod age;
@@ -14,6 +15,7 @@ pub mod cli;
 pub mod report;
 pub mod retry;
 pub mod table;
+pub mod version;
 
 /// The field manager of every write the plugin makes.
 pub const FIELD_MANAGER: &str = "kubectl-winpool";
