@@ -366,6 +366,12 @@ no_ha_without_leader() {
   grep -q 'replicaCount' "$WORK/err"
 }
 check "leaderElection.enabled=false with 2 replicas is refused" no_ha_without_leader
+# The operator's PodDisruptionBudget: maxUnavailable by default, minAvailable when set.
+pdb_min_available() {
+  template --show-only templates/poddisruptionbudget.yaml --set podDisruptionBudget.minAvailable=1 >"$WORK/pdb.yaml" || return 1
+  grep -q '^  minAvailable: 1$' "$WORK/pdb.yaml" && ! grep -q 'maxUnavailable' "$WORK/pdb.yaml"
+}
+check "PodDisruptionBudget takes minAvailable instead of maxUnavailable when set" pdb_min_available
 # hnsAdmission: its policy reads the pools as parameters, and the API server
 # accepts both objects as rendered (Warn by default, Deny when asked).
 hns_admission_renders() {

@@ -168,6 +168,20 @@ impl LeaseValidity {
     }
 }
 
+/// Settings a Lease can be held with: at least two renewals fit in the
+/// renew deadline, so one slow renewal does not cost the lead.
+pub fn check(s: &LeaseSettings) -> Result<(), String> {
+    if s.renew_every * 2 > renew_deadline(s) {
+        return Err(format!(
+            "--lease-renew-every {:?} is too slow for --lease-duration {:?}: two renewals must fit in the renew deadline ({:?}, two thirds of the duration)",
+            s.renew_every,
+            s.lease_duration,
+            renew_deadline(s)
+        ));
+    }
+    Ok(())
+}
+
 /// How long after a renewal was sent this replica still counts as leading.
 pub fn renew_deadline(s: &LeaseSettings) -> Duration {
     s.lease_duration * 2 / 3
@@ -402,6 +416,15 @@ mod tests {
         assert_eq!(methods, ["GET", "PUT", "GET", "PUT"], "the conflict is read again");
         assert_eq!(seen[3].1["metadata"]["resourceVersion"], "2", "the second write carries the fresh resourceVersion");
         assert!(seen[3].1["spec"]["holderIdentity"].is_null(), "released: {}", seen[3].1);
+    }
+
+    #[test]
+    fn a_lease_renewed_too_slowly_for_its_duration_is_refused() {
+        assert_eq!(check(&short()), Ok(()), "15s and 2s: client-go's pace");
+        let slow = LeaseSettings { renew_every: Duration::from_secs(6), ..short() };
+        assert!(check(&slow).unwrap_err().contains("two renewals must fit in the renew deadline (10s"));
+        let long = LeaseSettings { lease_duration: Duration::from_secs(60), renew_every: Duration::from_secs(10), ..short() };
+        assert_eq!(check(&long), Ok(()), "a longer lease for an API server far away");
     }
 
     fn short() -> LeaseSettings {

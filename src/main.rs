@@ -54,6 +54,15 @@ struct RunArgs {
     /// Namespace of the Lease (default: this pod's namespace, else "default").
     #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
     lease_namespace: String,
+    /// How long a Lease holds without renewal: a standby takes over this long
+    /// after the leader is gone; the leader stops writing two thirds of it
+    /// after its last renewal was sent (client-go's 15s and 10s).
+    #[arg(long, default_value = "15s", value_parser = parse_positive)]
+    lease_duration: Duration,
+    /// How often the leader renews its Lease: well under two thirds of
+    /// --lease-duration, so a slow renewal or two do not cost the lead.
+    #[arg(long, default_value = "2s", value_parser = parse_positive)]
+    lease_renew_every: Duration,
     /// Namespace of the agent DaemonSets; it is labelled pod-security enforce=privileged and holds nothing else.
     #[arg(long, default_value = "winpool-agents")]
     agent_namespace: String,
@@ -130,6 +139,10 @@ struct RunArgs {
 /// A flag's value parsed from JSON (clap would take a bare Vec or map as repeated flags).
 #[derive(Clone)]
 struct Json<T>(T);
+
+fn parse_positive(s: &str) -> Result<Duration, String> {
+    parse_interval(s).map(|_| winpool::rollout::parse_duration(s).expect("parsed above"))
+}
 
 fn parse_interval(s: &str) -> Result<String, String> {
     match winpool::rollout::parse_duration(s) {
@@ -218,6 +231,15 @@ fn controller_settings(args: &RunArgs) -> Settings {
 
 async fn run(args: RunArgs) -> anyhow::Result<()> {
     let identity = std::env::var("POD_NAME").unwrap_or_else(|_| format!("{}-{}", hostname(), std::process::id()));
+    let lease_settings = LeaseSettings {
+        name: args.lease_name.clone(),
+        namespace: args.lease_namespace.clone(),
+        identity: identity.clone(),
+        lease_duration: args.lease_duration,
+        renew_every: args.lease_renew_every,
+    };
+    // Refused before anything connects: bad flags, not a cluster problem.
+    lease::check(&lease_settings).map_err(|e| anyhow::anyhow!(e))?;
     let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let client = client(&identity).await?;
     let m = Metrics::new();
@@ -232,13 +254,6 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         let _ = rx.wait_for(|s| *s).await;
     };
 
-    let lease_settings = LeaseSettings {
-        name: args.lease_name,
-        namespace: args.lease_namespace,
-        identity,
-        lease_duration: Duration::from_secs(15),
-        renew_every: Duration::from_secs(2),
-    };
     let mut leadership = None;
     if args.leader_elect {
         tokio::select! {
