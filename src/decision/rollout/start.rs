@@ -161,8 +161,7 @@ impl<'n> ZoneBudget<'n> {
         let mut used = std::collections::HashMap::new();
         for n in sorted {
             *size.entry(zone(n)).or_default() += 1;
-            let state = r.states.get(n.name.as_str());
-            if state.is_some_and(|st| st.in_flight()) || (state.is_some_and(|st| !st.in_flight()) && out_of_service(n)) {
+            if r.states.get(n.name.as_str()).is_some_and(|st| st.in_flight() || out_of_service(n)) {
                 *used.entry(zone(n)).or_default() += 1;
             }
         }
