@@ -323,9 +323,11 @@ pub async fn run(
     spawn_hns_watches(&client, tracker.clone());
     let hns_changed = watch::hns_changes(tracker.clone());
     let pools_api: Api<WindowsNodePool> = Api::all(client.clone());
-    let controller = Controller::new(pools_api, watch::pools(&settings)).trigger_backoff(watch_backoff());
+    let controller = Controller::new(pools_api.clone(), watch::pools(&settings)).trigger_backoff(watch_backoff());
     let pool_store = controller.store();
     let mapper_pools = pool_store.clone();
+    let ring_pools = pool_store.clone();
+    let pools_config = watch::pools(&settings);
     let mapper_nodes = node_store.clone();
     let ctx = Arc::new(
         Context::new(client, settings, (node_store, report_store, ds_store, cm_store, pool_store), metrics.clone(), tracker, recent)
@@ -348,6 +350,7 @@ pub async fn run(
     info!("winpool controller starting");
     controller
         .watches_stream(nodes, move |node: Node| watch::pools_of_node(&mapper_pools, &node))
+        .watches(pools_api, pools_config, move |pool: WindowsNodePool| watch::followers_of(&ring_pools, &pool))
         // Not owns_stream: an owner reference from a namespaced DaemonSet to the
         // cluster-scoped pool maps to a namespaced ObjectRef, which the
         // controller would treat as a second object and reconcile concurrently.

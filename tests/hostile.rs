@@ -774,6 +774,7 @@ fn a_garbage_started_at_does_not_disable_node_timeout() {
             average_node_update: None,
             clock_skew: None,
             bad_update: None,
+            ring: None,
         },
         std::slice::from_ref(&view),
         now,

@@ -910,3 +910,88 @@ async fn max_unavailable_per_zone_keeps_one_node_per_zone_out() {
     }
     t.cleanup().await;
 }
+
+/// Rings (rollout.follows): the second pool starts only once every node of
+/// the first ran the revision for the soak time, records what it promoted,
+/// and is stopped by the first pool's failures.
+#[tokio::test]
+async fn a_ring_starts_only_what_soaked_in_the_pool_it_follows_and_stops_when_that_pool_degrades() {
+    let client = support::client().await;
+    install_crd(&client).await;
+    let mut t = TestSpace::new("rollout-rings").await;
+    t.start_sim(4, &["--apply-time=1s", "--reboot-time=0.5s"]);
+    wait_nodes_ready(&t, 4).await;
+    let nodes_api: Api<Node> = Api::all(t.client.clone());
+    let prefix = t.node_prefix();
+    let node = |i: usize| format!("{prefix}{i}");
+    let ring_of = |i: usize| if i < 2 { "canary" } else { "prod" };
+    for i in 0..4 {
+        let label = json!({"metadata": {"labels": {"ring": ring_of(i)}}});
+        nodes_api.patch(&node(i), &PatchParams::default(), &Patch::Merge(label)).await.unwrap();
+    }
+    let (canary, prod) = (format!("{}-canary", t.id), format!("{}-prod", t.id));
+    let manifest = |t: &TestSpace, name: &str, ring: &str, patch: &str, rollout: serde_json::Value| {
+        let mut m = pool_manifest(t, name, patch, rollout);
+        m["spec"]["nodeSelector"]["matchLabels"]["ring"] = json!(ring);
+        m
+    };
+    let soak = Duration::from_secs(15);
+    let follows = json!({"follows": {"pool": canary, "soakTime": "15s"}});
+    apply_pool(&t, &manifest(&t, &canary, "canary", "10.0.20348.2762", json!({}))).await;
+    apply_pool(&t, &manifest(&t, &prod, "prod", "10.0.20348.2762", follows.clone())).await;
+    t.start_operator(&[]);
+
+    let pools: Api<WindowsNodePool> = Api::all(t.client.clone());
+    let progressing = |pool: String| {
+        let pools = pools.clone();
+        async move {
+            let st = pools.get(&pool).await.ok()?.status?;
+            st.conditions.into_iter().find(|c| c.type_ == "Progressing")
+        }
+    };
+    // While the canary rolls and soaks, the ring says why it waits.
+    let held = wait_for("the ring to wait for its canary", WAIT, || async {
+        progressing(prod.clone()).await.filter(|c| c.reason == "AwaitingFollowedPool").map(|c| c.message)
+    })
+    .await;
+    assert!(held.contains(&canary), "{held}");
+    support::wait_pool_done(&t, &canary, 2, WAIT).await;
+    let p = support::wait_pool_done(&t, &prod, 2, WAIT).await;
+    let st = p.status.unwrap();
+    assert_eq!(st.promoted_revision, st.revision, "the ring records what it promoted");
+
+    // Replayed from the API server's record: when the canary's nodes were
+    // recorded Updated (their state-since, to the second), and when the API
+    // server took the ring's first start.
+    let requests = audit::requests(&audit::audit_log(), &t.node_prefix());
+    let state_writes = |to: &str, nodes: &[String]| {
+        requests
+            .iter()
+            .filter(|r| nodes.contains(&r.name) && r.verb == "patch" && r.code == 200)
+            .filter(|r| r.body["metadata"]["annotations"]["winpool.dev/state"] == to)
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let since = |r: &audit::Request| r.body["metadata"]["annotations"]["winpool.dev/state-since"].as_str()?.parse::<jiff::Timestamp>().ok();
+    let canary_done = state_writes("Updated", &[node(0), node(1)]).iter().filter_map(since).max().expect("canary nodes Updated");
+    let prod_first = state_writes("Draining", &[node(2), node(3)]).iter().filter_map(|r| r.at).min().expect("ring nodes started");
+    let waited = prod_first.duration_since(canary_done);
+    assert!(waited.as_secs_f64() >= soak.as_secs_f64(), "the ring's first start came {waited:?} after its canary's last update");
+
+    // The canary fails the next patch level on one node: the ring never starts it, and says why.
+    let fail = json!({"metadata": {"labels": {"winpool.dev/sim-fail": "true"}}});
+    nodes_api.patch(&node(1), &PatchParams::default(), &Patch::Merge(fail)).await.unwrap();
+    apply_pool(&t, &manifest(&t, &canary, "canary", "10.0.20348.2800", json!({}))).await;
+    apply_pool(&t, &manifest(&t, &prod, "prod", "10.0.20348.2800", follows)).await;
+    let held = wait_for("the ring to stop for its degraded canary", WAIT, || async {
+        progressing(prod.clone()).await.filter(|c| c.reason == "AwaitingFollowedPool" && c.message.contains("Degraded")).map(|c| c.message)
+    })
+    .await;
+    assert!(held.contains(&node(1)), "names the canary's failed node: {held}");
+    let next = pools.get(&prod).await.unwrap().status.unwrap().revision.unwrap();
+    let requests = audit::requests(&audit::audit_log(), &t.node_prefix());
+    let ring_starts: Vec<_> =
+        audit::drains_per_node(&requests).into_keys().filter(|(n, rev)| *rev == next && n != &node(0) && n != &node(1)).collect();
+    assert!(ring_starts.is_empty(), "the ring started {ring_starts:?}");
+    t.cleanup().await;
+}

@@ -104,6 +104,29 @@ pub struct RolloutSpec {
     /// uncordons it; it counts against maxUnavailable meanwhile).
     #[serde(default)]
     pub on_node_failure: OnNodeFailure,
+    /// A ring: this pool starts a revision only once the pool it follows runs
+    /// that same revision on every node and has soaked (soakTime), and starts
+    /// nothing while that pool is Degraded. Nodes in flight finish.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub follows: Option<Follows>,
+}
+
+/// The pool a ring follows, and how long its rollout must have stood.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Follows {
+    /// The name of the WindowsNodePool this one follows (its canary ring).
+    #[schemars(length(min = 1, max = 253), regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"))]
+    pub pool: String,
+    /// How long every node of that pool must have run the revision before
+    /// this pool starts it, a Go duration (default 24h).
+    #[serde(default = "default_follows_soak_time")]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"), length(max = 32))]
+    pub soak_time: String,
+}
+
+fn default_follows_soak_time() -> String {
+    "24h".into()
 }
 
 /// The Node label maxUnavailablePerZone groups by when topologyKey is unset.
@@ -139,6 +162,7 @@ impl Default for RolloutSpec {
             health_gates: Vec::new(),
             health_gate_interval: None,
             on_node_failure: OnNodeFailure::default(),
+            follows: None,
         }
     }
 }

@@ -20,6 +20,11 @@ pub struct WindowsNodePoolStatus {
     /// window) is announced with `RolloutStarted` when it first progresses.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_revision: Option<String>,
+    /// For a pool that follows another (rollout.follows): the last revision
+    /// that pool had soaked when this one was let start it. A revision once
+    /// promoted rolls on when the pool followed moves to the next one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub promoted_revision: Option<String>,
     /// How many of the pool's nodes are in each phase of the rollout.
     #[serde(default)]
     pub nodes: NodeCounts,

@@ -21,9 +21,10 @@ use super::gate_client;
 use super::hns_node::{HnsWrites, HnsWritten, write_hns};
 use super::memory::{DueBatch, Outcome, PoolMemory, StatusWrite};
 use super::nodes::{patch_node_with, write_nodes};
-use super::round::{self, GateLook, Observed, Round};
+use super::round::{self, GateLook, Observed, RingObserved, Round};
 use super::{Context, Error, api_status, few_at_a_time};
 use crate::api::{FIELD_MANAGER, WindowsNodePool, names};
+use crate::decision::ring::FollowedMember;
 use crate::drain::{self, DrainRules, PodOnNode};
 use crate::hns::Limits;
 use crate::membership::members_of;
@@ -232,7 +233,24 @@ async fn observe(pool: &WindowsNodePool, ctx: &Context) -> Result<Observed, Erro
         gates_asked: false,
         clock_skew: ctx.clock.skew_past(crate::rollout::MAX_CLOCK_SKEW),
         bad_updates: bad_updates(ctx, &nodes),
+        ring: ring_seen(ctx, pool, &nodes),
     })
+}
+
+/// For a pool that follows another: that pool, the nodes labelled for it,
+/// and who follows whom (a circle of rings holds every pool in it).
+fn ring_seen(ctx: &Context, pool: &WindowsNodePool, nodes: &[Arc<NodeRecord>]) -> RingObserved {
+    let Some(f) = &pool.spec.rollout.follows else {
+        return RingObserved::default();
+    };
+    let pools = ctx.pools.state();
+    let follows = pools.iter().filter_map(|p| Some((p.name_any(), p.spec.rollout.follows.as_ref()?.pool.clone()))).collect();
+    let followed = pools.into_iter().find(|p| p.name_any() == f.pool && p.metadata.deletion_timestamp.is_none());
+    let followed_members = match followed {
+        Some(_) => nodes.iter().filter(|n| n.label(names::LABEL_POOL) == Some(f.pool.as_str())).map(|n| FollowedMember::of(n)).collect(),
+        None => Vec::new(),
+    };
+    RingObserved { followed, followed_members, follows }
 }
 
 /// The updates failing with one code on enough nodes, across every pool's

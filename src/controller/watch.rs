@@ -247,6 +247,14 @@ pub(super) fn hns_changes(tracker: Arc<Mutex<HnsTracker>>) -> UnboundedReceiver<
     rx
 }
 
+/// A pool's change concerns every pool that follows it (rollout.follows):
+/// its status and its nodes are their gate.
+pub(super) fn followers_of(pools: &Store<WindowsNodePool>, pool: &WindowsNodePool) -> Vec<ObjectRef<WindowsNodePool>> {
+    let name = pool.name_any();
+    let follows = |p: &WindowsNodePool| p.spec.rollout.follows.as_ref().is_some_and(|f| f.pool == name);
+    pools.state().iter().filter(|p| follows(p)).map(|p| ObjectRef::from_obj(p.as_ref())).collect()
+}
+
 /// A node event concerns the pool whose label it carries and every pool that selects it.
 pub(super) fn pools_of_node(pools: &Store<WindowsNodePool>, node: &Node) -> Vec<ObjectRef<WindowsNodePool>> {
     let mut names: std::collections::BTreeSet<String> = node.labels().get(names::LABEL_POOL).cloned().into_iter().collect();

@@ -8,6 +8,7 @@
 //! - [`gates`]: what a health gate's answer means.
 //! - [`membership`]: which nodes a pool selects.
 //! - [`breaker`]: one update failing with one code on enough nodes pauses every pool targeting it.
+//! - [`ring`]: a pool that follows another starts only what soaked there.
 //! - [`claim`]: which install of winpool a pool belongs to.
 //! - [`node_view`]: a Node and its agent's report read into the view the rollout decides on.
 //! - [`window`]: maintenance windows and not-allowed dates.
@@ -22,6 +23,7 @@ pub mod hns;
 pub mod membership;
 pub mod node_view;
 pub mod revision;
+pub mod ring;
 pub mod rollout;
 pub mod round;
 pub mod status;

@@ -178,6 +178,7 @@ fn decide_with(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp, despite
         preflight_held: r.preflight_held,
         tampered: r.tampered,
         held: r.held,
+        promoted: s.spec.rollout.follows.is_some() && s.ring.is_none(),
     }
 }
 

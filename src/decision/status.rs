@@ -126,6 +126,11 @@ pub fn build_status(
         observed_generation: generation,
         revision: Some(plan.revision.clone()),
         started_revision: if progressing { Some(plan.revision.clone()) } else { previous.and_then(|p| p.started_revision.clone()) },
+        promoted_revision: match spec.rollout.follows {
+            None => None,
+            Some(_) if plan.promoted => Some(plan.revision.clone()),
+            Some(_) => previous.and_then(|p| p.promoted_revision.clone()),
+        },
         nodes: plan.counts.clone(),
         hns: hns_status,
         conditions: merge_conditions(previous.map(|p| p.conditions.as_slice()).unwrap_or(&[]), next, generation, now),
@@ -223,6 +228,9 @@ fn ready_condition(plan: &Plan, course: Course) -> Condition {
         cond(conditions::READY, false, Readiness::NoNodes.as_str(), "no Windows node matches the pool's nodeSelector".into())
     } else if c.updated == c.total {
         cond(conditions::READY, true, Readiness::RolloutComplete.as_str(), format!("all {} nodes run revision {rev}", c.total))
+    } else if let (Course::AwaitingWindow, 0, Some(Hold::Ring(r))) = (course, c.failed, &plan.hold) {
+        let message = format!("{} of {} nodes run revision {rev}; the others wait: {r}", c.updated, c.total);
+        cond(conditions::READY, true, Readiness::WaitingForFollowedPool.as_str(), message)
     } else if course == Course::AwaitingWindow && c.failed == 0 {
         let opens = plan.window.and_then(|w| w.known_start()).map(|t| format!(" at {t}")).unwrap_or_default();
         let message =
@@ -374,6 +382,11 @@ fn progressing_condition(plan: &Plan) -> (Condition, Course) {
                 if awaited > 0 { format!(", {awaited} of them awaiting their agent's preflight of revision {rev}") } else { String::new() };
             stopped(Progress::HealthGateClosed, format!("gate \"{gate}\": {seen}; {} nodes pending{preflight}", c.pending), Course::Moving)
         }
+        (Some(Hold::Ring(r)), false, true) => stopped(
+            Progress::AwaitingFollowedPool,
+            format!("{} nodes pending; {r}", c.pending),
+            if r.needs_a_person() { Course::Stalled } else { Course::AwaitingWindow },
+        ),
         (Some(Hold::ClockSkew { by }), false, true) => stopped(
             Progress::ClockSkewed,
             format!("{}; {} nodes pending", crate::rollout::clock_skew_message(*by), c.pending),
@@ -642,6 +655,7 @@ mod tests {
                 paused_by_annotation: false,
                 clock_skew: None,
                 bad_update: None,
+                ring: None,
             },
             &cleared(spec, nodes),
             now,
@@ -663,6 +677,42 @@ mod tests {
 
     fn node(name: &str) -> NodeView {
         NodeView { name: name.into(), ready: true, pool_label: Some("p".into()), ..Default::default() }
+    }
+
+    fn ring_status(spec: &WindowsNodePoolSpec, ring: Option<&crate::decision::ring::RingHold>, now: Timestamp) -> WindowsNodePoolStatus {
+        let existing = BTreeSet::new();
+        let input = PoolInput { ring, ..PoolInput::of_spec("p", spec, &existing) };
+        let plan = decide(&input, &cleared(spec, &[node("a"), node("b")]), now);
+        build_status(spec, &plan, &Membership::default(), None, None, Some(3), now)
+    }
+
+    /// A ring waiting for its soak is as its spec wants it (Ready, not
+    /// Reconciling), a ring whose canary failed needs a person (Stalled), and
+    /// the revision the ring let start is recorded as promoted.
+    #[test]
+    fn a_ring_waiting_on_the_pool_it_follows_says_so_and_records_what_it_promoted() {
+        use crate::decision::ring::RingHold;
+        let now: Timestamp = "2026-12-04T12:00:00Z".parse().unwrap();
+        let spec = spec("rollout: {follows: {pool: canary}}");
+        let until = now + jiff::SignedDuration::from_hours(2);
+        let soaking = ring_status(&spec, Some(&RingHold::Soaking { pool: "canary".into(), until }), now);
+        let p = get(&soaking, conditions::PROGRESSING);
+        assert_eq!(p.reason, "AwaitingFollowedPool");
+        assert!(p.message.contains("canary") && p.message.contains(&until.to_string()), "{}", p.message);
+        assert_eq!((get(&soaking, "Ready").status.as_str(), get(&soaking, "Ready").reason.as_str()), ("True", "WaitingForFollowedPool"));
+        assert_eq!(get(&soaking, "Reconciling").status, "False");
+        assert_eq!(get(&soaking, "Stalled").status, "False");
+        assert_eq!(soaking.promoted_revision, None);
+        assert!(soaking.updating_nodes.is_empty(), "no node started");
+
+        let degraded = ring_status(&spec, Some(&RingHold::Degraded { pool: "canary".into(), message: "1 nodes failed".into() }), now);
+        assert_eq!(get(&degraded, "Stalled").status, "True");
+        assert_eq!(get(&degraded, "Ready").status, "False");
+
+        let open = ring_status(&spec, None, now);
+        assert_eq!(open.promoted_revision, open.revision);
+        assert_eq!(open.nodes.updating, 1, "one node started");
+        assert_eq!(ring_status(&self::spec(""), None, now).promoted_revision, None, "a pool that follows none promotes nothing");
     }
 
     /// The label is put back in the round that finds it; the condition tells
@@ -714,6 +764,7 @@ mod tests {
                     paused_by_annotation: false,
                     clock_skew: None,
                     bad_update: None,
+                    ring: None,
                 },
                 &cleared(&spec, &[node("a"), node("b")]),
                 now,
@@ -892,6 +943,7 @@ mod tests {
             paused_by_annotation: true,
             clock_skew: None,
             bad_update: None,
+            ring: None,
         };
         let plan = decide(&input, &cleared(&s, &nodes), now);
         let st = build_status(&s, &plan, &Membership::default(), None, None, Some(3), now);

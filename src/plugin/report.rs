@@ -372,6 +372,15 @@ fn breaker_hold(pool: &WindowsNodePool, hold: &rollout::Hold) -> Option<String> 
     (paused.status == "True" && paused.reason == "BadUpdate").then(|| format!("paused by the bad-update breaker: {}", paused.message))
 }
 
+/// What the pool it follows holds, as the operator says it (the pool's
+/// Progressing condition): the plan reads one pool, not the one it follows.
+fn ring_hold(pool: &WindowsNodePool) -> Option<String> {
+    pool.spec.rollout.follows.as_ref()?;
+    let progressing = pool.status.as_ref()?.conditions.iter().find(|c| c.type_ == crate::api::conditions::PROGRESSING)?;
+    (crate::status::Progress::parse(&progressing.reason) == Some(crate::status::Progress::AwaitingFollowedPool))
+        .then(|| progressing.message.clone())
+}
+
 pub fn plan_report(pool: &WindowsNodePool, m: &Members, now: Timestamp) -> PlanReport {
     let name = pool.name_any();
     let rev = revision_of(&pool.spec);
@@ -388,6 +397,8 @@ pub fn plan_report(pool: &WindowsNodePool, m: &Members, now: Timestamp) -> PlanR
         // The breaker counts the whole cluster's nodes, which a plan of one pool does not read.
         bad_update: None,
         clock_skew: None,
+        // The same: the operator's word on the ring stands in for it (ring_hold).
+        ring: None,
     };
     let preview = rollout::preview(&input, &m.views, now);
     let limit = preview.unavailable.max_unavailable;
@@ -406,7 +417,7 @@ pub fn plan_report(pool: &WindowsNodePool, m: &Members, now: Timestamp) -> PlanR
         revision: rev,
         max_unavailable: limit,
         out_of_service: preview.unavailable.out_of_service,
-        hold: preview.hold.as_ref().map(|h| breaker_hold(pool, h).unwrap_or_else(|| h.to_string())),
+        hold: preview.hold.as_ref().map(|h| breaker_hold(pool, h).unwrap_or_else(|| h.to_string())).or_else(|| ring_hold(pool)),
         window: window_report(pool, now),
         in_flight: states
             .iter()

@@ -71,6 +71,7 @@ pub(super) struct RoundSettings<'a> {
     pub target_marked_at: Option<Timestamp>,
     pub paused_by_annotation: bool,
     pub bad_update: Option<&'a crate::decision::breaker::BadUpdate>,
+    pub ring: Option<&'a crate::decision::ring::RingHold>,
     /// Past MAX_CLOCK_SKEW: nothing starts, nothing times out.
     pub clock_skew: Option<jiff::SignedDuration>,
 }
@@ -99,6 +100,7 @@ impl<'a> RoundSettings<'a> {
             target_marked_at: pool.target_marked_at,
             paused_by_annotation: pool.paused_by_annotation,
             bad_update: pool.bad_update,
+            ring: pool.ring,
             clock_skew: pool.clock_skew,
         }
     }

@@ -25,6 +25,9 @@ pub(super) fn hold(s: &RoundSettings<'_>, r: &Decided<'_>) -> Option<Hold> {
     if max_failed > 0 && failed >= max_failed as usize {
         return Some(Hold::FailureLimit { failed, limit: max_failed });
     }
+    if let Some(r) = s.ring {
+        return Some(Hold::Ring(r.clone()));
+    }
     match (&s.schedule, s.window) {
         _ if s.window_open() => {}
         (Err(e), _) => return Some(Hold::BadWindow(e.to_string())),

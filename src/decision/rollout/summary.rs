@@ -92,6 +92,7 @@ pub(super) fn requeue_after(s: &RoundSettings<'_>, counts: &NodeCounts, hold: Op
         None if counts.pending > 0 && soaking.is_some() => until(soaking.map_or(now, |k| k.first_ends)),
         Some(Hold::OutsideWindow { opens }) if counts.pending > 0 => until(*opens),
         Some(Hold::HealthGateClosed { .. }) if counts.pending > 0 => s.health_gate_interval,
+        Some(Hold::Ring(r)) if counts.pending > 0 => r.due().map_or(IDLE_REQUEUE, until),
         _ => s.window.as_ref().map_or(IDLE_REQUEUE, |w| until(w.end)),
     }
 }

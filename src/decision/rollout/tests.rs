@@ -68,6 +68,7 @@ fn run(spec: &WindowsNodePoolSpec, nodes: &[NodeView]) -> Plan {
             paused_by_annotation: false,
             clock_skew: None,
             bad_update: None,
+            ring: None,
         },
         &cleared(spec, nodes),
         now(),
@@ -88,6 +89,7 @@ fn input<'a>(spec: &'a WindowsNodePoolSpec, existing: &'a BTreeSet<String>) -> P
         paused_by_annotation: false,
         clock_skew: None,
         bad_update: None,
+        ring: None,
     }
 }
 
@@ -1222,6 +1224,7 @@ fn run_gated(spec: &WindowsNodePoolSpec, nodes: &[NodeView], gates: &[crate::gat
             paused_by_annotation: false,
             clock_skew: None,
             bad_update: None,
+            ring: None,
         },
         &cleared(spec, nodes),
         now(),
@@ -1394,6 +1397,7 @@ fn the_estimate_is_the_waves_left_at_the_pools_pace() {
             paused_by_annotation: false,
             clock_skew: None,
             bad_update: None,
+            ring: None,
         };
         decide(&input, &cleared(spec, &nodes), now())
     };
@@ -1451,6 +1455,7 @@ fn other_holds_come_before_the_gates_and_gates_are_asked_for_only_when_a_node_co
                 paused_by_annotation: false,
                 clock_skew: None,
                 bad_update: None,
+                ring: None,
             },
             &cleared(spec, nodes),
             now(),
@@ -1577,6 +1582,7 @@ fn an_agent_silent_for_a_whole_node_timeout_after_the_mark_is_reported_as_blocke
             paused_by_annotation: false,
             clock_skew: None,
             bad_update: None,
+            ring: None,
         };
         decide(&input, &nodes, now())
     };

@@ -215,6 +215,8 @@ pub enum Hold {
     /// The pool's target failed with one code on enough nodes across pools
     /// (`decision::breaker`): paused by the annotation, saying why.
     BadUpdate(crate::decision::breaker::BadUpdate),
+    /// The pool it follows (`rollout.follows`) has not soaked this revision, or is Degraded.
+    Ring(crate::decision::ring::RingHold),
 }
 
 /// What holds the rollout, said for a person (`kubectl winpool plan`).
@@ -230,6 +232,7 @@ impl std::fmt::Display for Hold {
             Hold::HealthGateClosed { gate, seen } => write!(f, "health gate {gate:?} is closed: {seen}"),
             Hold::ClockSkew { by } => write!(f, "{}", clock_skew_message(*by)),
             Hold::BadUpdate(b) => write!(f, "paused by the bad-update breaker: {}", b.message()),
+            Hold::Ring(r) => write!(f, "{r}"),
         }
     }
 }
@@ -298,6 +301,9 @@ pub struct Plan {
     pub tampered: BTreeMap<String, Tampering>,
     /// Pending nodes a person holds (`winpool.dev/hold=true`): never started.
     pub held: BTreeSet<String>,
+    /// The pool follows another, and that one has soaked the revision: the
+    /// pool's status records it as promoted.
+    pub promoted: bool,
 }
 
 impl Plan {
@@ -338,6 +344,8 @@ pub struct PoolInput<'a> {
     pub clock_skew: Option<jiff::SignedDuration>,
     /// The bad-update trip that pauses the pool, if any ([`crate::decision::breaker::Breaker::holding`]).
     pub bad_update: Option<&'a crate::decision::breaker::BadUpdate>,
+    /// What holds the pool's starts for the ring it follows ([`crate::decision::ring::hold`]).
+    pub ring: Option<&'a crate::decision::ring::RingHold>,
 }
 
 /// What a clock skew past the bound holds, said for a person.
@@ -369,6 +377,7 @@ impl<'a> PoolInput<'a> {
             paused_by_annotation: false,
             clock_skew: None,
             bad_update: None,
+            ring: None,
         }
     }
 }

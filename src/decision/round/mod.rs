@@ -24,6 +24,7 @@ use crate::api::{WindowsNodePool, WindowsNodePoolStatus, names};
 use crate::daemonset::AgentSettings;
 use crate::decision::breaker::{self, BadUpdate, Breaker};
 use crate::decision::drain::{self, DrainRules, PodOnNode};
+use crate::decision::ring::{self, Followed, FollowedMember, RingHold, RingSeen};
 use crate::gates::GateResult;
 use crate::hns::{self, Limits};
 use crate::membership::Membership;
@@ -64,6 +65,35 @@ pub(crate) struct Observed {
     pub clock_skew: Option<jiff::SignedDuration>,
     /// Updates failing with one code on enough nodes across pools ([`breaker::tripped`]).
     pub bad_updates: Vec<BadUpdate>,
+    /// For a pool that follows another: that pool and its nodes.
+    pub ring: RingObserved,
+}
+
+/// What a pool that follows another observed of it.
+#[derive(Default)]
+pub(crate) struct RingObserved {
+    /// The pool this one follows (rollout.follows), if it exists.
+    pub followed: Option<Arc<WindowsNodePool>>,
+    /// The nodes labelled for the pool followed.
+    pub followed_members: Vec<FollowedMember>,
+    /// pool → the pool it follows, for every pool that follows one.
+    pub follows: BTreeMap<String, String>,
+}
+
+impl RingObserved {
+    /// What the ring gate reads ([`ring::hold`]).
+    pub fn seen(&self) -> RingSeen<'_> {
+        RingSeen {
+            followed: self.followed.as_deref().map(|p| Followed {
+                name: p.metadata.name.as_deref().unwrap_or_default(),
+                spec: &p.spec,
+                generation: p.metadata.generation,
+                status: p.status.as_ref(),
+            }),
+            members: self.followed_members.clone(),
+            follows: self.follows.clone(),
+        }
+    }
 }
 
 pub(crate) struct Round {
@@ -238,6 +268,7 @@ fn input<'a>(
     gates: &'a [GateResult],
     average_node_update: Option<Duration>,
     bad_update: Option<&'a BadUpdate>,
+    ring: Option<&'a RingHold>,
 ) -> PoolInput<'a> {
     PoolInput {
         name,
@@ -249,7 +280,14 @@ fn input<'a>(
         paused_by_annotation: pool.paused_by_annotation(),
         clock_skew: seen.clock_skew,
         bad_update,
+        ring,
     }
+}
+
+/// What holds the pool's starts for the ring it follows, this round.
+fn ring_of(pool: &WindowsNodePool, seen: &Observed, now: Timestamp) -> Option<RingHold> {
+    let promoted = pool.status.as_ref().and_then(|s| s.promoted_revision.as_deref());
+    ring::hold(&pool.name_any(), &pool.spec, &crate::revision::revision_of(&pool.spec), promoted, &seen.ring.seen(), now)
 }
 
 /// What the round's health gates are.
@@ -273,7 +311,8 @@ pub(crate) fn gate_look(pool: &WindowsNodePool, seen: &Observed, memory: &PoolMe
     let (views, _) = judge(pool, seen, &mut memory.clone(), now);
     let name = pool.name_any();
     let breaker = breaker_of(pool, seen);
-    if !could_start(&input(pool, &name, seen, &[], None, breaker.holding()), &views, now) {
+    let ring = ring_of(pool, seen, now);
+    if !could_start(&input(pool, &name, seen, &[], None, breaker.holding(), ring.as_ref()), &views, now) {
         return GateLook::NotNeeded;
     }
     match memory.fresh_gates(pool.metadata.generation, health_gate_interval(&pool.spec), now) {
@@ -304,7 +343,8 @@ pub(crate) fn decide_round(
         .average_node_update
         .or_else(|| pool.status.as_ref()?.average_node_update_seconds.map(|s| Duration::from_secs(s.max(0) as u64)));
     let breaker = breaker_of(pool, seen);
-    let plan = decide(&input(pool, &name, seen, gates, average, breaker.holding()), &views, now);
+    let ring = ring_of(pool, seen, now);
+    let plan = decide(&input(pool, &name, seen, gates, average, breaker.holding(), ring.as_ref()), &views, now);
     let capacity = hns::capacity(seen.hns_totals, &seen.hns_limits, spec.hns.warn_percent, seen.hns_over_limit.clone());
     let status = build_status(spec, &plan, &seen.membership, Some(capacity), pool.status.as_ref(), pool.metadata.generation, now);
     let round = Round {
@@ -638,6 +678,7 @@ mod tests {
                 paused_by_annotation: false,
                 clock_skew: None,
                 bad_update: None,
+                ring: None,
             };
             problems(&pool, &decide(&input, std::slice::from_ref(&node), Timestamp::UNIX_EPOCH), &Membership::default())
         };
@@ -797,6 +838,7 @@ mod tests {
             gates_asked: false,
             clock_skew: None,
             bad_updates: Vec::new(),
+            ring: Default::default(),
         }
     }
 

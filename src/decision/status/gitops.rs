@@ -52,6 +52,7 @@ fn plan(spec: &WindowsNodePoolSpec, nodes: &[NodeView], paused_by_annotation: bo
         paused_by_annotation,
         clock_skew: None,
         bad_update: None,
+        ring: None,
     };
     decide(&input, &cleared(spec, nodes), now())
 }

@@ -47,6 +47,8 @@ reasons! {
         ClockSkewed,
         /// Every pending node is labelled winpool.dev/hold=true.
         NodesHeld,
+        /// rollout.follows: the pool followed has not soaked the revision, or is Degraded.
+        AwaitingFollowedPool,
         /// Nothing left to update, and nodes failed.
         NodesFailed,
         RolloutComplete,
@@ -61,6 +63,8 @@ reasons! {
         RolloutComplete,
         /// Nothing failed; the nodes left start when the maintenance window opens.
         WaitingForMaintenanceWindow,
+        /// Nothing failed; the nodes left start once the pool followed has soaked the revision.
+        WaitingForFollowedPool,
         RolloutIncomplete,
     }
 }
