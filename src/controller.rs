@@ -137,6 +137,10 @@ pub struct Context {
     stopping: Arc<AtomicBool>,
     /// Until when this replica leads (with leader election).
     lease: Option<crate::lease::LeaseValidity>,
+    /// With --max-nodes-in-flight, one pool at a time counts the other pools'
+    /// nodes in flight and writes its starts: two pools deciding together
+    /// would each see the room the other is about to take.
+    starts: tokio::sync::Mutex<()>,
 }
 
 impl Context {
@@ -169,6 +173,7 @@ impl Context {
             clock: clock::Clock::default(),
             stopping: Arc::new(AtomicBool::new(false)),
             lease: None,
+            starts: tokio::sync::Mutex::new(()),
         }
     }
 

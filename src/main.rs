@@ -130,6 +130,11 @@ struct RunArgs {
     /// 0: never.
     #[arg(long, default_value_t = winpool::decision::breaker::DEFAULT_THRESHOLD)]
     bad_update_threshold: u32,
+    /// Nodes that may be between Pending and Updated at once across every
+    /// pool of this install, on top of each pool's maxUnavailable (three pools
+    /// at maxUnavailable 2 would otherwise take six). 0: no such bound.
+    #[arg(long, default_value_t = 0)]
+    max_nodes_in_flight: u32,
     /// The only namespace whose Secrets winpool reads: health gate credentials
     /// (default: this pod's namespace, else "default").
     #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
@@ -226,6 +231,7 @@ fn controller_settings(args: &RunArgs) -> Settings {
         secret_namespace: args.secret_namespace.clone(),
         install_id: args.install_id.clone(),
         bad_update_threshold: args.bad_update_threshold,
+        max_nodes_in_flight: args.max_nodes_in_flight,
     }
 }
 

@@ -775,6 +775,7 @@ fn a_garbage_started_at_does_not_disable_node_timeout() {
             clock_skew: None,
             bad_update: None,
             ring: None,
+            cluster: None,
         },
         std::slice::from_ref(&view),
         now,

@@ -995,3 +995,34 @@ async fn a_ring_starts_only_what_soaked_in_the_pool_it_follows_and_stops_when_th
     assert!(ring_starts.is_empty(), "the ring started {ring_starts:?}");
     t.cleanup().await;
 }
+
+/// --max-nodes-in-flight bounds every pool's nodes in flight together: three
+/// pools at maxUnavailable 2 would take six nodes at once, the bound three.
+#[tokio::test]
+async fn the_operators_bound_on_nodes_in_flight_holds_across_pools() {
+    let client = support::client().await;
+    install_crd(&client).await;
+    let mut t = TestSpace::new("rollout-cluster-bound").await;
+    t.start_sim(6, &["--apply-time=2s", "--reboot-time=0.5s"]);
+    wait_nodes_ready(&t, 6).await;
+    let nodes_api: Api<Node> = Api::all(t.client.clone());
+    let prefix = t.node_prefix();
+    for i in 0..6 {
+        let label = json!({"metadata": {"labels": {"part": format!("p{}", i / 2)}}});
+        nodes_api.patch(&format!("{prefix}{i}"), &PatchParams::default(), &Patch::Merge(label)).await.unwrap();
+    }
+    let pools: Vec<String> = (0..3).map(|i| format!("{}-p{i}", t.id)).collect();
+    for (i, pool) in pools.iter().enumerate() {
+        let mut m = pool_manifest(&t, pool, "10.0.20348.2762", json!({"maxUnavailable": 2}));
+        m["spec"]["nodeSelector"]["matchLabels"]["part"] = json!(format!("p{i}"));
+        apply_pool(&t, &m).await;
+    }
+    t.start_operator(&["--max-nodes-in-flight=3"]);
+    for pool in &pools {
+        support::wait_pool_done(&t, pool, 2, WAIT).await;
+    }
+    // Every write, replayed from the API server's audit log, across the pools.
+    let in_flight = audit::max_in_flight(&audit::requests(&audit::audit_log(), &prefix));
+    assert!(in_flight <= 3, "at most 3 nodes in flight across the pools, the audit log shows {in_flight}");
+    t.cleanup().await;
+}

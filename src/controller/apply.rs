@@ -30,7 +30,7 @@ use crate::hns::Limits;
 use crate::membership::members_of;
 use crate::migration::legacy_revision;
 use crate::node_record::NodeRecord;
-use crate::rollout::{DrainMode, NodeState};
+use crate::rollout::{ClusterInFlight, DrainMode, NodeState};
 use crate::status::node_batch_events;
 
 pub(super) async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error> {
@@ -65,6 +65,11 @@ async fn run_round(pool: &WindowsNodePool, ctx: &Context, memory: PoolMemory) ->
         let r = refuse_system_inputs(pool, ctx, &mut memory, reason, msg, now).await;
         return (r, memory);
     }
+    // Held from the count of other pools' nodes in flight until this round's starts landed.
+    let starts = match ctx.settings.max_nodes_in_flight {
+        0 => None,
+        _ => Some(ctx.starts.lock().await),
+    };
     let mut seen = match observe(pool, ctx).await {
         Ok(seen) => seen,
         Err(e) => return (Err(e), memory),
@@ -78,7 +83,7 @@ async fn run_round(pool: &WindowsNodePool, ctx: &Context, memory: PoolMemory) ->
     for (node, why) in &round.plan.waiting {
         debug!(pool = %name, node = %node, "waiting: {why}");
     }
-    let (outcome, written) = execute(pool, ctx, &seen, &round).await;
+    let (outcome, written) = execute(pool, ctx, &seen, &round, starts).await;
     let due = memory.settle(&round.plan.revision, round.plan.counts.updating as usize, round.plan.average_node_update, &outcome, now);
     // The patches that landed are announced even when another failed: they happened.
     announce_node_batches(ctx, pool, due).await;
@@ -106,9 +111,15 @@ async fn run_round(pool: &WindowsNodePool, ctx: &Context, memory: PoolMemory) ->
 /// the rest is left unwritten, as a crash there would leave it; every prefix
 /// of this order is one the next round can continue from. Returns what the
 /// writes did and the first error.
-async fn execute<'r>(pool: &WindowsNodePool, ctx: &Context, seen: &Observed, round: &'r Round) -> (Outcome<'r>, Result<(), Error>) {
+async fn execute<'r>(
+    pool: &WindowsNodePool,
+    ctx: &Context,
+    seen: &Observed,
+    round: &'r Round,
+    starts: Option<tokio::sync::MutexGuard<'_, ()>>,
+) -> (Outcome<'r>, Result<(), Error>) {
     let mut outcome = Outcome::default();
-    let written = execute_into(pool, ctx, seen, round, &mut outcome).await;
+    let written = execute_into(pool, ctx, seen, round, &mut outcome, starts).await;
     (outcome, written)
 }
 
@@ -118,6 +129,7 @@ async fn execute_into<'r>(
     seen: &Observed,
     round: &'r Round,
     outcome: &mut Outcome<'r>,
+    starts: Option<tokio::sync::MutexGuard<'_, ()>>,
 ) -> Result<(), Error> {
     let name = pool.name_any();
     if let Some(pause) = &round.pause {
@@ -164,6 +176,8 @@ async fn execute_into<'r>(
     }
     let (landed, written) = write_nodes(ctx, pool, &name, writes.then, &hns.guards).await;
     outcome.landed.extend(landed);
+    // The starts are in the responses the next pool's count reads (ctx.recent).
+    drop(starts);
     written?;
     if ctx.stopping() {
         return Ok(());
@@ -234,7 +248,22 @@ async fn observe(pool: &WindowsNodePool, ctx: &Context) -> Result<Observed, Erro
         clock_skew: ctx.clock.skew_past(crate::rollout::MAX_CLOCK_SKEW),
         bad_updates: bad_updates(ctx, &nodes),
         ring: ring_seen(ctx, pool, &nodes),
+        cluster: cluster_in_flight(ctx, &name, &nodes),
     })
+}
+
+/// With --max-nodes-in-flight: the nodes of this install's other pools in
+/// flight now (our own writes included, taken from their responses).
+fn cluster_in_flight(ctx: &Context, pool: &str, nodes: &[Arc<NodeRecord>]) -> Option<ClusterInFlight> {
+    let limit = ctx.settings.max_nodes_in_flight as usize;
+    if limit == 0 {
+        return None;
+    }
+    let ours: BTreeSet<String> = ctx.pools.state().iter().map(|p| p.name_any()).collect();
+    let in_flight = |n: &NodeRecord| n.annotation(names::ANN_STATE).and_then(NodeState::parse).is_some_and(|s| s.in_flight());
+    let other_pool = |n: &NodeRecord| n.label(names::LABEL_POOL).is_some_and(|p| p != pool && ours.contains(p));
+    let elsewhere = nodes.iter().filter(|n| other_pool(n) && in_flight(n)).count();
+    Some(ClusterInFlight { limit, elsewhere })
 }
 
 /// For a pool that follows another: that pool, the nodes labelled for it,

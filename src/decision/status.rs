@@ -387,6 +387,11 @@ fn progressing_condition(plan: &Plan) -> (Condition, Course) {
             format!("{} nodes pending; {r}", c.pending),
             if r.needs_a_person() { Course::Stalled } else { Course::AwaitingWindow },
         ),
+        (Some(Hold::ClusterLimit(limit)), false, true) => stopped(
+            Progress::ClusterLimitReached,
+            format!("{} nodes pending; {}", c.pending, crate::rollout::cluster_limit_message(*limit)),
+            Course::Moving,
+        ),
         (Some(Hold::ClockSkew { by }), false, true) => stopped(
             Progress::ClockSkewed,
             format!("{}; {} nodes pending", crate::rollout::clock_skew_message(*by), c.pending),
@@ -656,6 +661,7 @@ mod tests {
                 clock_skew: None,
                 bad_update: None,
                 ring: None,
+                cluster: None,
             },
             &cleared(spec, nodes),
             now,
@@ -765,6 +771,7 @@ mod tests {
                     clock_skew: None,
                     bad_update: None,
                     ring: None,
+                    cluster: None,
                 },
                 &cleared(&spec, &[node("a"), node("b")]),
                 now,
@@ -944,6 +951,7 @@ mod tests {
             clock_skew: None,
             bad_update: None,
             ring: None,
+            cluster: None,
         };
         let plan = decide(&input, &cleared(&s, &nodes), now);
         let st = build_status(&s, &plan, &Membership::default(), None, None, Some(3), now);

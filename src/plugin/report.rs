@@ -399,6 +399,8 @@ pub fn plan_report(pool: &WindowsNodePool, m: &Members, now: Timestamp) -> PlanR
         clock_skew: None,
         // The same: the operator's word on the ring stands in for it (ring_hold).
         ring: None,
+        // Other pools' nodes in flight are the operator's to count.
+        cluster: None,
     };
     let preview = rollout::preview(&input, &m.views, now);
     let limit = preview.unavailable.max_unavailable;

@@ -72,6 +72,7 @@ pub(super) struct RoundSettings<'a> {
     pub paused_by_annotation: bool,
     pub bad_update: Option<&'a crate::decision::breaker::BadUpdate>,
     pub ring: Option<&'a crate::decision::ring::RingHold>,
+    pub cluster: Option<super::ClusterInFlight>,
     /// Past MAX_CLOCK_SKEW: nothing starts, nothing times out.
     pub clock_skew: Option<jiff::SignedDuration>,
 }
@@ -101,6 +102,7 @@ impl<'a> RoundSettings<'a> {
             paused_by_annotation: pool.paused_by_annotation,
             bad_update: pool.bad_update,
             ring: pool.ring,
+            cluster: pool.cluster,
             clock_skew: pool.clock_skew,
         }
     }

@@ -100,8 +100,13 @@ pub(super) fn start_nodes<'n>(s: &RoundSettings<'_>, r: &mut Decided<'n>, sorted
             .filter(|n| !r.held.contains(&n.name)),
     );
     let mut zones = s.spec.rollout.max_unavailable_per_zone.as_ref().map(|per| ZoneBudget::new(per, r, sorted));
+    // Every start counts against the install's bound, a node already down too.
+    let mut cluster_room = s.cluster.map(|c| c.limit.saturating_sub(c.elsewhere + in_flight - soaking));
     let (mut started, mut gated) = (0, Vec::new());
     for n in candidates {
+        if cluster_room == Some(0) {
+            break;
+        }
         let idle_down = out_of_service(n);
         // Starting a node that is already down adds no unavailability, but
         // in-flight work stays bounded by the limit either way.
@@ -136,6 +141,7 @@ pub(super) fn start_nodes<'n>(s: &RoundSettings<'_>, r: &mut Decided<'n>, sorted
         r.patches.push(p);
         in_flight += 1;
         started += 1;
+        cluster_room = cluster_room.map(|room| room - 1);
         if let (false, Some(z)) = (idle_down, zones.as_mut()) {
             z.take(n);
         }
@@ -146,7 +152,10 @@ pub(super) fn start_nodes<'n>(s: &RoundSettings<'_>, r: &mut Decided<'n>, sorted
     if started > 0 {
         return None;
     }
-    gate_hold(&gated)
+    match (s.cluster, cluster_room) {
+        (Some(c), Some(0)) if gated.is_empty() => Some(Hold::ClusterLimit(c)),
+        _ => gate_hold(&gated),
+    }
 }
 
 /// `rollout.maxUnavailablePerZone`: per domain (a node's `zone`; nodes

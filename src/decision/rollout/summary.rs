@@ -93,6 +93,9 @@ pub(super) fn requeue_after(s: &RoundSettings<'_>, counts: &NodeCounts, hold: Op
         Some(Hold::OutsideWindow { opens }) if counts.pending > 0 => until(*opens),
         Some(Hold::HealthGateClosed { .. }) if counts.pending > 0 => s.health_gate_interval,
         Some(Hold::Ring(r)) if counts.pending > 0 => r.due().map_or(IDLE_REQUEUE, until),
+        // Other pools' nodes finishing are no event of this pool: look again
+        // as often as a pool with nodes in flight does.
+        Some(Hold::ClusterLimit(_)) if counts.pending > 0 => IN_FLIGHT_REQUEUE,
         _ => s.window.as_ref().map_or(IDLE_REQUEUE, |w| until(w.end)),
     }
 }

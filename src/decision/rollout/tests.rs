@@ -69,6 +69,7 @@ fn run(spec: &WindowsNodePoolSpec, nodes: &[NodeView]) -> Plan {
             clock_skew: None,
             bad_update: None,
             ring: None,
+            cluster: None,
         },
         &cleared(spec, nodes),
         now(),
@@ -90,6 +91,7 @@ fn input<'a>(spec: &'a WindowsNodePoolSpec, existing: &'a BTreeSet<String>) -> P
         clock_skew: None,
         bad_update: None,
         ring: None,
+        cluster: None,
     }
 }
 
@@ -158,6 +160,29 @@ fn max_unavailable_per_zone_spreads_a_wave_across_zones() {
     let pct = spec_with("rollout: {maxUnavailable: 10, maxUnavailablePerZone: '50%'}");
     let four: Vec<_> = ["a", "b", "c", "d"].iter().map(|n| zoned(n, Some("z1"))).collect();
     assert_eq!(started(&run(&pct, &four)), ["a", "b"]);
+}
+
+/// --max-nodes-in-flight: other pools' nodes in flight and this pool's own
+/// fill one bound; a pool with no room left starts nothing and says why.
+#[test]
+fn the_install_wide_bound_counts_every_pools_nodes_in_flight() {
+    let spec = spec_with("rollout: {maxUnavailable: 3}");
+    let rev = revision_of(&spec);
+    let existing = BTreeSet::new();
+    let with = |limit: usize, elsewhere: usize, nodes: &[NodeView]| {
+        let input = PoolInput { cluster: Some(ClusterInFlight { limit, elsewhere }), ..input(&spec, &existing) };
+        decide(&input, &cleared(&spec, nodes), now())
+    };
+    let started = |plan: &Plan| plan.patches.iter().filter(|p| p.to == NodeState::Draining).count();
+    let four: Vec<_> = ["a", "b", "c", "d"].iter().map(|n| fresh(n)).collect();
+    assert_eq!(started(&with(4, 2, &four)), 2, "two of four taken by other pools");
+    assert_eq!(started(&with(10, 0, &four)), 3, "maxUnavailable still bounds the pool");
+    let own = [in_state("a", NodeState::Applying, &rev), fresh("b"), fresh("c")];
+    assert_eq!(started(&with(3, 1, &own)), 1, "this pool's own in flight count too");
+    let full = with(3, 3, &four);
+    assert_eq!(started(&full), 0);
+    assert_eq!(full.hold, Some(Hold::ClusterLimit(ClusterInFlight { limit: 3, elsewhere: 3 })));
+    assert_eq!(with(3, 5, &four).hold, Some(Hold::ClusterLimit(ClusterInFlight { limit: 3, elsewhere: 5 })), "over it already");
 }
 
 #[test]
@@ -1225,6 +1250,7 @@ fn run_gated(spec: &WindowsNodePoolSpec, nodes: &[NodeView], gates: &[crate::gat
             clock_skew: None,
             bad_update: None,
             ring: None,
+            cluster: None,
         },
         &cleared(spec, nodes),
         now(),
@@ -1398,6 +1424,7 @@ fn the_estimate_is_the_waves_left_at_the_pools_pace() {
             clock_skew: None,
             bad_update: None,
             ring: None,
+            cluster: None,
         };
         decide(&input, &cleared(spec, &nodes), now())
     };
@@ -1456,6 +1483,7 @@ fn other_holds_come_before_the_gates_and_gates_are_asked_for_only_when_a_node_co
                 clock_skew: None,
                 bad_update: None,
                 ring: None,
+                cluster: None,
             },
             &cleared(spec, nodes),
             now(),
@@ -1583,6 +1611,7 @@ fn an_agent_silent_for_a_whole_node_timeout_after_the_mark_is_reported_as_blocke
             clock_skew: None,
             bad_update: None,
             ring: None,
+            cluster: None,
         };
         decide(&input, &nodes, now())
     };

@@ -217,6 +217,8 @@ pub enum Hold {
     BadUpdate(crate::decision::breaker::BadUpdate),
     /// The pool it follows (`rollout.follows`) has not soaked this revision, or is Degraded.
     Ring(crate::decision::ring::RingHold),
+    /// Nodes of this install's pools fill --max-nodes-in-flight.
+    ClusterLimit(ClusterInFlight),
 }
 
 /// What holds the rollout, said for a person (`kubectl winpool plan`).
@@ -233,6 +235,7 @@ impl std::fmt::Display for Hold {
             Hold::ClockSkew { by } => write!(f, "{}", clock_skew_message(*by)),
             Hold::BadUpdate(b) => write!(f, "paused by the bad-update breaker: {}", b.message()),
             Hold::Ring(r) => write!(f, "{r}"),
+            Hold::ClusterLimit(c) => write!(f, "{}", cluster_limit_message(*c)),
         }
     }
 }
@@ -346,6 +349,25 @@ pub struct PoolInput<'a> {
     pub bad_update: Option<&'a crate::decision::breaker::BadUpdate>,
     /// What holds the pool's starts for the ring it follows ([`crate::decision::ring::hold`]).
     pub ring: Option<&'a crate::decision::ring::RingHold>,
+    /// The operator's --max-nodes-in-flight, with what other pools hold of it.
+    pub cluster: Option<ClusterInFlight>,
+}
+
+/// The install-wide bound on nodes in flight (--max-nodes-in-flight) and the
+/// nodes of other pools in flight now: three pools at maxUnavailable 2 must
+/// not take six nodes of a cluster that can spare four.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClusterInFlight {
+    pub limit: usize,
+    pub elsewhere: usize,
+}
+
+/// What the install-wide bound holds, said for a person.
+pub fn cluster_limit_message(c: ClusterInFlight) -> String {
+    format!(
+        "{} nodes of other pools are in flight; the operator's --max-nodes-in-flight {} allows no more across its pools",
+        c.elsewhere, c.limit
+    )
 }
 
 /// What a clock skew past the bound holds, said for a person.
@@ -378,6 +400,7 @@ impl<'a> PoolInput<'a> {
             clock_skew: None,
             bad_update: None,
             ring: None,
+            cluster: None,
         }
     }
 }

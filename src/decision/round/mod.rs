@@ -32,8 +32,8 @@ use crate::node_record::NodeRecord;
 use crate::node_view::node_view;
 use crate::report::{AgentReport, WindowsNodeReport};
 use crate::rollout::{
-    HnsReadiness, Hold, NodePatch, NodeState, NodeView, Plan, PoolInput, could_start, decide, health_gate_interval, held_cordoned,
-    may_be_installing, node_timeout,
+    ClusterInFlight, HnsReadiness, Hold, NodePatch, NodeState, NodeView, Plan, PoolInput, could_start, decide, health_gate_interval,
+    held_cordoned, may_be_installing, node_timeout,
 };
 use crate::status::{PoolTransition, build_status, transition_events};
 
@@ -67,6 +67,9 @@ pub(crate) struct Observed {
     pub bad_updates: Vec<BadUpdate>,
     /// For a pool that follows another: that pool and its nodes.
     pub ring: RingObserved,
+    /// The install's bound on nodes in flight across its pools, and how many
+    /// other pools' nodes are in flight now.
+    pub cluster: Option<ClusterInFlight>,
 }
 
 /// What a pool that follows another observed of it.
@@ -281,6 +284,7 @@ fn input<'a>(
         clock_skew: seen.clock_skew,
         bad_update,
         ring,
+        cluster: seen.cluster,
     }
 }
 
@@ -541,6 +545,9 @@ pub struct Settings {
     /// Nodes failing one update with one code, across pools, before every
     /// pool targeting it pauses (0: never).
     pub bad_update_threshold: u32,
+    /// Nodes that may be in flight at once across every pool of this
+    /// install (0: only each pool's maxUnavailable bounds it).
+    pub max_nodes_in_flight: u32,
 }
 
 #[cfg(test)]
@@ -559,6 +566,7 @@ impl Settings {
             secret_namespace: "winpool-system".into(),
             install_id: String::new(),
             bad_update_threshold: crate::decision::breaker::DEFAULT_THRESHOLD,
+            max_nodes_in_flight: 0,
         }
     }
 }
@@ -679,6 +687,7 @@ mod tests {
                 clock_skew: None,
                 bad_update: None,
                 ring: None,
+                cluster: None,
             };
             problems(&pool, &decide(&input, std::slice::from_ref(&node), Timestamp::UNIX_EPOCH), &Membership::default())
         };
@@ -839,6 +848,7 @@ mod tests {
             clock_skew: None,
             bad_updates: Vec::new(),
             ring: Default::default(),
+            cluster: None,
         }
     }
 

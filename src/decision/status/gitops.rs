@@ -53,6 +53,7 @@ fn plan(spec: &WindowsNodePoolSpec, nodes: &[NodeView], paused_by_annotation: bo
         clock_skew: None,
         bad_update: None,
         ring: None,
+        cluster: None,
     };
     decide(&input, &cleared(spec, nodes), now())
 }

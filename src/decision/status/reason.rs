@@ -49,6 +49,8 @@ reasons! {
         NodesHeld,
         /// rollout.follows: the pool followed has not soaked the revision, or is Degraded.
         AwaitingFollowedPool,
+        /// Nodes of the install's pools fill the operator's --max-nodes-in-flight.
+        ClusterLimitReached,
         /// Nothing left to update, and nodes failed.
         NodesFailed,
         RolloutComplete,
