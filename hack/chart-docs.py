@@ -224,10 +224,23 @@ def readme(values, entries):
     return template.replace("{{ VALUES_TABLE }}", table)
 
 
+def undescribed(entries):
+    """Keys without a description: every key a person may set needs one,
+    except the entries of a map or of a well-known type ($ref), which the
+    comment on the map itself describes."""
+    typed = {tuple(p) for p, _, extra in entries if "$ref" in extra or isinstance(extra.get("additionalProperties"), dict)}
+    inside = lambda p: any(tuple(p[:i]) in typed for i in range(1, len(p)))
+    return [".".join(p) for p, desc, _ in entries if not desc and not inside(p)]
+
+
 def main():
     text = (CHART / "values.yaml").read_text()
     values = yaml.safe_load(text)
     entries = parse(text)
+    missing = undescribed(entries)
+    if missing:
+        print(f"values.yaml keys without a description (the comment above the key): {', '.join(missing)}", file=sys.stderr)
+        sys.exit(1)
     outputs = {
         CHART / "values.schema.json": json.dumps(schema(values, entries), indent=2) + "\n",
         CHART / "README.md": readme(values, entries),
