@@ -463,3 +463,52 @@ async fn version_says_the_client_and_what_the_caller_may_see_of_the_operators_an
     );
     t.cleanup().await;
 }
+
+/// `status -w` prints the view again as the rollout moves, from watches: the
+/// first view has every node pending, a later one every node updated.
+#[tokio::test]
+async fn status_watch_prints_the_pool_again_as_its_nodes_move() {
+    let client = support::client().await;
+    install_crd(&client).await;
+    let mut t = TestSpace::new("plugin-watch").await;
+    t.start_sim(2, &["--apply-time=1s", "--reboot-time=0.5s"]);
+    wait_nodes_ready(&t, 2).await;
+    let pool = format!("{}-pool", t.id);
+    apply_pool(&t, &pool_manifest(&t, &pool, "10.0.20348.2762", json!({"paused": true}))).await;
+    t.start_operator(&[]);
+    wait_settled(&t, &pool, "Paused").await;
+
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-winpool"))
+        .args(["status", &pool, "-w", "-o", "json"])
+        .env("KUBECONFIG", support::kubeconfig())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("kubectl-winpool runs");
+    let stdout = child.stdout.take().unwrap();
+    // Each view is one JSON document, handed over as it is printed.
+    let (tx, views) = std::sync::mpsc::channel::<StatusReport>();
+    std::thread::spawn(move || {
+        for view in serde_json::Deserializer::from_reader(stdout).into_iter::<StatusReport>() {
+            if tx.send(view.expect("a status view")).is_err() {
+                return;
+            }
+        }
+    });
+    let next = || views.recv_timeout(WAIT).expect("a view within the wait");
+    let first = next();
+    assert!(first.nodes.len() == 2 && first.nodes.iter().all(|n| n.state == "Pending"), "the first view, paused: {:?}", first.nodes);
+    let resume = json!({"spec": {"rollout": {"paused": false}}});
+    Api::<WindowsNodePool>::all(t.client.clone()).patch(&pool, &PatchParams::default(), &Patch::Merge(resume)).await.unwrap();
+    let mut seen = BTreeSet::new();
+    loop {
+        let view = next();
+        seen.extend(view.nodes.iter().map(|n| n.state.clone()));
+        if view.nodes.iter().all(|n| n.state == "Updated") {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(seen.len() >= 2, "the nodes' way to Updated was printed as they moved: {seen:?}");
+    t.cleanup().await;
+}

@@ -59,6 +59,9 @@ pub enum Command {
     List {
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
+        /// After the first view, print it again each time it changes, until interrupted.
+        #[arg(short, long)]
+        watch: bool,
     },
     /// Per-node table of a pool: state, since, revision, patch level, HNS readiness, message.
     Status {
@@ -66,6 +69,9 @@ pub enum Command {
         /// -o name: the pool's nodes as node/<name>.
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
+        /// After the first view, print it again each time it changes, until interrupted.
+        #[arg(short, long)]
+        watch: bool,
     },
     /// Dry run: the order nodes would go in, the waves, the maintenance window and what holds the rollout now.
     Plan {
@@ -73,6 +79,9 @@ pub enum Command {
         /// -o name: the pending nodes in the order they start, as node/<name>.
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
+        /// After the first view, print it again each time it changes, until interrupted.
+        #[arg(short, long)]
+        watch: bool,
     },
     /// Start no new node (annotation winpool.dev/paused: "true", which GitOps leaves alone); nodes in flight finish.
     Pause { pool: String },
@@ -132,24 +141,18 @@ pub async fn run(cli: Cli) -> Result<String, PluginError> {
     let client = client(&cli).await?;
     let now = Timestamp::now();
     match cli.command {
-        Command::List { output } => {
+        Command::List { output, .. } => {
             let pools: Api<WindowsNodePool> = Api::all(client.clone());
             let all = pools.list(&ListParams::default()).await.map_err(|e| PluginError::from_kube(e, "pools", ""))?.items;
-            let rows = report::list_report(&all);
-            let names = || rows.iter().map(|r| format!("windowsnodepool.winpool.dev/{}", r.name)).collect();
-            render(&rows, output, names, |wide| table::pools(&rows, wide))
+            render_list(&all, output)
         }
-        Command::Status { pool, output } => {
+        Command::Status { pool, output, .. } => {
             let (p, m) = read_pool(&client, &pool).await?;
-            let r = report::status_report(&p, &m);
-            let names = || r.nodes.iter().map(|n| format!("node/{}", n.name)).collect();
-            render(&r, output, names, |_| table::status(&r, now))
+            render_status(&p, &m, output, now)
         }
-        Command::Plan { pool, output } => {
+        Command::Plan { pool, output, .. } => {
             let (p, m) = read_pool(&client, &pool).await?;
-            let r = report::plan_report(&p, &m, now);
-            let names = || r.order.iter().map(|n| format!("node/{n}")).collect();
-            render(&r, output, names, |_| table::plan(&r))
+            render_plan(&p, &m, output, now)
         }
         Command::Pause { pool } => set_paused(&client, &pool, true).await,
         Command::Resume { pool } => set_paused(&client, &pool, false).await,
@@ -160,6 +163,60 @@ pub async fn run(cli: Cli) -> Result<String, PluginError> {
         }
         Command::Completion { .. } => unreachable!("answered before connecting"),
     }
+}
+
+fn render_list(all: &[WindowsNodePool], output: Output) -> Result<String, PluginError> {
+    let rows = report::list_report(all);
+    let names = || rows.iter().map(|r| format!("windowsnodepool.winpool.dev/{}", r.name)).collect();
+    render(&rows, output, names, |wide| table::pools(&rows, wide))
+}
+
+fn render_status(p: &WindowsNodePool, m: &Members, output: Output, now: Timestamp) -> Result<String, PluginError> {
+    let r = report::status_report(p, m);
+    let names = || r.nodes.iter().map(|n| format!("node/{}", n.name)).collect();
+    render(&r, output, names, |_| table::status(&r, now))
+}
+
+fn render_plan(p: &WindowsNodePool, m: &Members, output: Output, now: Timestamp) -> Result<String, PluginError> {
+    let r = report::plan_report(p, m, now);
+    let names = || r.order.iter().map(|n| format!("node/{n}")).collect();
+    render(&r, output, names, |_| table::plan(&r))
+}
+
+impl Cli {
+    /// `list`, `status` or `plan` with `--watch`.
+    pub fn watches(&self) -> bool {
+        matches!(self.command, Command::List { watch: true, .. } | Command::Status { watch: true, .. } | Command::Plan { watch: true, .. })
+    }
+}
+
+/// `--watch`: the view from caches of pools, Windows nodes and reports, printed
+/// again each time it changes ([`super::watch`]), until interrupted.
+pub async fn run_watch(cli: Cli, print: impl FnMut(&str)) -> Result<(), PluginError> {
+    let client = client(&cli).await?;
+    if let Command::Status { pool, .. } | Command::Plan { pool, .. } = &cli.command {
+        // A pool that does not exist is refused as without --watch, not watched for.
+        Api::<WindowsNodePool>::all(client.clone()).get(pool).await.map_err(|e| PluginError::from_kube(e, "pool", pool))?;
+    }
+    let (caches, changes) = super::watch::start(&client).await?;
+    let view = || -> Result<String, PluginError> {
+        let (pools, now) = (caches.pools(), Timestamp::now());
+        let pool = |name: &str| {
+            let p = pools.iter().find(|p| p.metadata.name.as_deref() == Some(name)).cloned();
+            let p = p.ok_or_else(|| PluginError::Output(format!("pool {name} was deleted")))?;
+            let m = report::members(&p, &pools, &caches.nodes(), &caches.reports());
+            Ok::<_, PluginError>((p, m))
+        };
+        let (view, output) = match &cli.command {
+            Command::List { output, .. } => (render_list(&pools, *output), output),
+            Command::Status { pool: name, output, .. } => (pool(name).and_then(|(p, m)| render_status(&p, &m, *output, now)), output),
+            Command::Plan { pool: name, output, .. } => (pool(name).and_then(|(p, m)| render_plan(&p, &m, *output, now)), output),
+            _ => unreachable!("only list, status and plan watch"),
+        };
+        // One YAML document per view, as kubectl get -w -o yaml prints them.
+        view.map(|v| if *output == Output::Yaml { format!("---\n{v}") } else { v })
+    };
+    super::watch::follow(changes, view, print).await
 }
 
 /// What `version` reads: every winpool operator Deployment and agent report

@@ -16,6 +16,7 @@ pub mod report;
 pub mod retry;
 pub mod table;
 pub mod version;
+pub mod watch;
 
 /// The field manager of every write the plugin makes.
 pub const FIELD_MANAGER: &str = "kubectl-winpool";
