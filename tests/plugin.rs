@@ -467,7 +467,7 @@ async fn version_says_the_client_and_what_the_caller_may_see_of_the_operators_an
 /// `status -w` prints the view again as the rollout moves, from watches: the
 /// first view has every node pending, a later one every node updated.
 #[tokio::test]
-async fn status_watch_prints_the_pool_again_as_its_nodes_move() {
+async fn status_watch_prints_the_pool_again_as_its_nodes_move_and_a_bundle_archives_it() {
     let client = support::client().await;
     install_crd(&client).await;
     let mut t = TestSpace::new("plugin-watch").await;
@@ -510,5 +510,30 @@ async fn status_watch_prints_the_pool_again_as_its_nodes_move() {
     let _ = child.kill();
     let _ = child.wait();
     assert!(seen.len() >= 2, "the nodes' way to Updated was printed as they moved: {seen:?}");
+
+    // The support archive of the same pool: what a bug report needs, read back.
+    let file = std::env::temp_dir().join(format!("{}.tar.gz", t.id));
+    let said = ok(&["bundle", &pool, "-f", file.to_str().unwrap()]);
+    assert!(said.contains("wrote"), "{said}");
+    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(std::fs::File::open(&file).unwrap()));
+    let mut files = std::collections::BTreeMap::new();
+    for entry in archive.entries().unwrap() {
+        let mut entry = entry.unwrap();
+        let name = entry.path().unwrap().file_name().unwrap().to_string_lossy().into_owned();
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut entry, &mut text).unwrap();
+        files.insert(name, text);
+    }
+    let _ = std::fs::remove_file(&file);
+    let bundled: WindowsNodePool = serde_yaml::from_str(files["pool.yaml"].trim_start_matches("---\n")).unwrap();
+    assert_eq!(bundled.metadata.name.as_deref(), Some(pool.as_str()));
+    for i in 0..2 {
+        let node = format!("{}{i}", t.node_prefix());
+        assert!(files["nodes.yaml"].contains(&format!("name: {node}")), "node {node} in nodes.yaml");
+        assert!(files["reports.yaml"].contains(&format!("name: {node}")), "its report in reports.yaml");
+    }
+    assert!(files["events.yaml"].contains("reason: RolloutComplete"), "the pool's Events");
+    assert!(files["status.txt"].contains("Updated") && files["plan.json"].contains(&pool));
+    assert!(files["errors.txt"].contains("operator logs"), "no operator pod here (it runs as a process), and the bundle says so");
     t.cleanup().await;
 }

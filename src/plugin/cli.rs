@@ -94,6 +94,14 @@ pub enum Command {
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
+    /// Write a support archive of a pool for a bug report (.tar.gz): the pool, its nodes and
+    /// reports, status, plan, Events, the operators' log tails and versions; never Secrets.
+    Bundle {
+        pool: String,
+        /// Where to write it (default: winpool-bundle-<pool>-<time>.tar.gz here).
+        #[arg(short, long, value_name = "PATH")]
+        file: Option<PathBuf>,
+    },
     /// Print a shell completion script: bash, zsh, fish or powershell (for the `kubectl-winpool` command).
     Completion { shell: clap_complete::Shell },
 }
@@ -157,6 +165,7 @@ pub async fn run(cli: Cli) -> Result<String, PluginError> {
         Command::Pause { pool } => set_paused(&client, &pool, true).await,
         Command::Resume { pool } => set_paused(&client, &pool, false).await,
         Command::Retry { node } => retry_node(&client, &node).await,
+        Command::Bundle { pool, file } => write_bundle(&client, &pool, file, now).await,
         Command::Version { output } => {
             let r = read_versions(&client).await;
             render(&r, output, || vec![format!("kubectl-winpool/{}", r.client)], |_| super::version::table(&r))
@@ -217,6 +226,93 @@ pub async fn run_watch(cli: Cli, print: impl FnMut(&str)) -> Result<(), PluginEr
         view.map(|v| if *output == Output::Yaml { format!("---\n{v}") } else { v })
     };
     super::watch::follow(changes, view, print).await
+}
+
+/// The lines of the operators' logs a bundle keeps, per pod.
+const BUNDLE_LOG_LINES: i64 = 2000;
+
+/// `bundle`: read what a bug report needs ([`super::bundle`]) and write the archive.
+async fn write_bundle(client: &Client, name: &str, file: Option<PathBuf>, now: Timestamp) -> Result<String, PluginError> {
+    use super::bundle::{Bundle, file_safe};
+    let (p, m) = read_pool(client, name).await?;
+    let mut b = Bundle::default();
+    b.add_yaml("pool.yaml", std::slice::from_ref(&p));
+    for (file, text) in [("status", render_status(&p, &m, Output::Table, now)), ("plan", render_plan(&p, &m, Output::Table, now))] {
+        b.add(&format!("{file}.txt"), text?);
+    }
+    b.add("status.json", render_status(&p, &m, Output::Json, now)?);
+    b.add("plan.json", render_plan(&p, &m, Output::Json, now)?);
+    let members: std::collections::BTreeSet<String> = m.views.iter().map(|v| v.name.clone()).collect();
+    let nodes: Api<Node> = Api::all(client.clone());
+    let windows = ListParams::default().labels(&format!("{}=windows", names::LABEL_OS));
+    match nodes.list(&windows).await {
+        Ok(l) => b.add_yaml(
+            "nodes.yaml",
+            &l.items.into_iter().filter(|n| members.contains(n.metadata.name.as_deref().unwrap_or(""))).collect::<Vec<_>>(),
+        ),
+        Err(e) => b.problem("nodes", e),
+    }
+    let reports = agent_reports(client)
+        .await
+        .map(|r| r.into_iter().filter(|r| members.contains(r.metadata.name.as_deref().unwrap_or(""))).collect::<Vec<_>>());
+    match reports {
+        Ok(r) => b.add_yaml("reports.yaml", &r),
+        Err(e) => b.problem("windowsnodereports", e),
+    }
+    bundle_events(client, name, &members, &mut b).await;
+    bundle_operator_logs(client, &mut b).await;
+    b.add("version.txt", super::version::table(&read_versions(client).await));
+    let path =
+        file.unwrap_or_else(|| PathBuf::from(format!("winpool-bundle-{}-{}.tar.gz", file_safe(name), now.strftime("%Y%m%dT%H%M%SZ"))));
+    let root = format!("winpool-bundle-{}", file_safe(name));
+    let bytes = b.archive(&root, now.as_second().max(0) as u64).map_err(|e| PluginError::Output(e.to_string()))?;
+    std::fs::write(&path, bytes).map_err(|e| PluginError::Output(format!("writing {}: {e}", path.display())))?;
+    let missing = match b.problems().len() {
+        0 => String::new(),
+        n => format!("; {n} could not be read (errors.txt names them)"),
+    };
+    Ok(format!("wrote {} ({} files{missing})\n", path.display(), b.file_names().count()))
+}
+
+/// The Events about the pool and its nodes, from every namespace the caller may list.
+async fn bundle_events(client: &Client, pool: &str, members: &std::collections::BTreeSet<String>, b: &mut super::bundle::Bundle) {
+    use k8s_openapi::api::core::v1::Event;
+    let events: Api<Event> = Api::all(client.clone());
+    let of_pool = ListParams::default().fields(&format!("involvedObject.kind=WindowsNodePool,involvedObject.name={pool}"));
+    let of_nodes = ListParams::default().fields("involvedObject.kind=Node");
+    let mut found = Vec::new();
+    for (what, params) in [("pool Events", of_pool), ("node Events", of_nodes)] {
+        match events.list(&params).await {
+            Ok(l) => found.extend(l.items.into_iter().filter(|e| {
+                let name = e.involved_object.name.as_deref().unwrap_or("");
+                name == pool || members.contains(name)
+            })),
+            Err(e) => b.problem(what, e),
+        }
+    }
+    found.sort_by_key(|e| e.last_timestamp.as_ref().or(e.first_timestamp.as_ref()).map(|t| t.0));
+    b.add_yaml("events.yaml", &found);
+}
+
+/// The last lines of every winpool operator pod's log (the chart's pods).
+async fn bundle_operator_logs(client: &Client, b: &mut super::bundle::Bundle) {
+    use k8s_openapi::api::core::v1::Pod;
+    let pods: Api<Pod> = Api::all(client.clone());
+    let operators = match pods.list(&ListParams::default().labels("app.kubernetes.io/name=winpool")).await {
+        Ok(l) => l.items,
+        Err(e) => return b.problem("operator pods", e),
+    };
+    if operators.is_empty() {
+        b.problem("operator logs", "no pod labelled app.kubernetes.io/name=winpool is visible");
+    }
+    for pod in operators {
+        let (ns, name) = (pod.metadata.namespace.clone().unwrap_or_default(), pod.metadata.name.clone().unwrap_or_default());
+        let params = kube::api::LogParams { tail_lines: Some(BUNDLE_LOG_LINES), ..Default::default() };
+        match Api::<Pod>::namespaced(client.clone(), &ns).logs(&name, &params).await {
+            Ok(log) => b.add(&format!("operator-{}-{}.log", super::bundle::file_safe(&ns), super::bundle::file_safe(&name)), log),
+            Err(e) => b.problem(&format!("log of {ns}/{name}"), e),
+        }
+    }
 }
 
 /// What `version` reads: every winpool operator Deployment and agent report

@@ -11,6 +11,7 @@
 //! reads the cluster, calls them and writes.
 
 pub mod age;
+pub mod bundle;
 pub mod cli;
 pub mod report;
 pub mod retry;
