@@ -65,11 +65,6 @@ async fn run_round(pool: &WindowsNodePool, ctx: &Context, memory: PoolMemory) ->
         let r = refuse_system_inputs(pool, ctx, &mut memory, reason, msg, now).await;
         return (r, memory);
     }
-    // Held from the count of other pools' nodes in flight until this round's starts landed.
-    let starts = match ctx.settings.max_nodes_in_flight {
-        0 => None,
-        _ => Some(ctx.starts.lock().await),
-    };
     let mut seen = match observe(pool, ctx).await {
         Ok(seen) => seen,
         Err(e) => return (Err(e), memory),
@@ -79,6 +74,16 @@ async fn run_round(pool: &WindowsNodePool, ctx: &Context, memory: PoolMemory) ->
         GateLook::Fresh(results) => seen.gates = results,
         GateLook::Ask => (seen.gates, seen.gates_asked) = (gate_client::evaluate(ctx, pool).await, true),
     }
+    // Held from the count of other pools' nodes in flight until this round's
+    // starts landed; taken after the gates, whose answers may take seconds.
+    let starts = match ctx.settings.max_nodes_in_flight {
+        0 => None,
+        _ => {
+            let held = ctx.starts.lock().await;
+            seen.cluster = cluster_in_flight(ctx, &name, &ctx.windows_nodes());
+            Some(held)
+        }
+    };
     let (round, mut memory) = round::decide_round(pool, &ctx.settings, &seen, memory, now);
     for (node, why) in &round.plan.waiting {
         debug!(pool = %name, node = %node, "waiting: {why}");
