@@ -467,7 +467,7 @@ async fn version_says_the_client_and_what_the_caller_may_see_of_the_operators_an
 /// `status -w` prints the view again as the rollout moves, from watches: the
 /// first view has every node pending, a later one every node updated.
 #[tokio::test]
-async fn status_watch_prints_the_pool_again_as_its_nodes_move_and_a_bundle_archives_it() {
+async fn status_watch_prints_the_pool_again_as_its_nodes_move_a_bundle_archives_it_and_kubectl_completes_its_name() {
     let client = support::client().await;
     install_crd(&client).await;
     let mut t = TestSpace::new("plugin-watch").await;
@@ -535,5 +535,25 @@ async fn status_watch_prints_the_pool_again_as_its_nodes_move_and_a_bundle_archi
     assert!(files["events.yaml"].contains("reason: RolloutComplete"), "the pool's Events");
     assert!(files["status.txt"].contains("Updated") && files["plan.json"].contains(&pool));
     assert!(files["errors.txt"].contains("operator logs"), "no operator pod here (it runs as a process), and the bundle says so");
+
+    // kubectl completes `kubectl winpool status <TAB>` by running kubectl_complete-winpool
+    // (a link to the plugin) found on PATH: the pool's name comes back, and only it.
+    let bin = std::env::temp_dir().join(format!("{}-bin", t.id));
+    std::fs::create_dir_all(&bin).unwrap();
+    // kubectl finds the plugin by its name, then its completion by the other.
+    for name in ["kubectl-winpool", "kubectl_complete-winpool"] {
+        let _ = std::fs::remove_file(bin.join(name));
+        std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_kubectl-winpool"), bin.join(name)).unwrap();
+    }
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let out = Command::new(support::tool("kubectl"))
+        .args(["__complete", "winpool", "status", &t.id])
+        .env("PATH", path)
+        .env("KUBECONFIG", support::kubeconfig())
+        .output()
+        .expect("kubectl runs");
+    let _ = std::fs::remove_dir_all(&bin);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(said.lines().collect::<Vec<_>>(), [pool.as_str(), ":4"], "kubectl's completion of the pool name");
     t.cleanup().await;
 }

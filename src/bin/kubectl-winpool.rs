@@ -4,11 +4,19 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use winpool::plugin::cli::{Cli, run, run_watch};
+use winpool::plugin::cli::{Cli, complete, run, run_watch};
 use winpool::plugin::terminal_safe;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
+    // Called as kubectl_complete-winpool (a link to this binary), kubectl asks
+    // for the completions of `kubectl winpool <words>`.
+    let mut args = std::env::args();
+    let called = args.next().unwrap_or_default();
+    if std::path::Path::new(&called).file_name().is_some_and(|n| n.to_string_lossy().starts_with("kubectl_complete-winpool")) {
+        print!("{}", terminal_safe(&complete(args.collect()).await));
+        return ExitCode::SUCCESS;
+    }
     let cli = Cli::parse();
     let done = if cli.watches() {
         run_watch(cli, |view| {

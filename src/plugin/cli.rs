@@ -228,6 +228,44 @@ pub async fn run_watch(cli: Cli, print: impl FnMut(&str)) -> Result<(), PluginEr
     super::watch::follow(changes, view, print).await
 }
 
+/// `kubectl_complete-winpool <words>`: the candidates for the last word
+/// ([`super::complete`]). The cluster is asked with the kubeconfig and
+/// context typed so far; any failure completes nothing rather than print an error.
+pub async fn complete(words: Vec<String>) -> String {
+    use super::complete::{Wanted, answer, matching, wanted};
+    let candidates = match wanted(&words) {
+        Wanted::These(c) => c,
+        Wanted::Pools(prefix) => {
+            let names = async {
+                let pools: Api<WindowsNodePool> = Api::all(completion_client(&words).await?);
+                let list = pools.list(&ListParams::default()).await.ok()?;
+                Some(list.items.into_iter().filter_map(|p| p.metadata.name).collect::<Vec<_>>())
+            };
+            matching(names.await.unwrap_or_default(), &prefix)
+        }
+        Wanted::FailedNodes(prefix) => {
+            let names = async {
+                let nodes: Api<Node> = Api::all(completion_client(&words).await?);
+                let failed = ListParams::default().labels(&format!("{}=Failed", names::LABEL_STATE));
+                let list = nodes.list(&failed).await.ok()?;
+                Some(list.items.into_iter().filter_map(|n| n.metadata.name).collect::<Vec<_>>())
+            };
+            matching(names.await.unwrap_or_default(), &prefix)
+        }
+    };
+    answer(&candidates)
+}
+
+/// The client of the global flags among the words typed (--kubeconfig, --context, ...).
+async fn completion_client(words: &[String]) -> Option<Client> {
+    let typed = words.iter().take(words.len().saturating_sub(1)).cloned();
+    // The subcommand's own words may not parse yet; the global flags before it do.
+    let commands = <Cli as clap::CommandFactory>::command();
+    let globals: Vec<String> = typed.take_while(|w| commands.find_subcommand(w).is_none()).collect();
+    let cli = Cli::try_parse_from(std::iter::once("kubectl-winpool".to_string()).chain(globals).chain(["version".into()])).ok()?;
+    client(&cli).await.ok()
+}
+
 /// The lines of the operators' logs a bundle keeps, per pod.
 const BUNDLE_LOG_LINES: i64 = 2000;
 

@@ -13,6 +13,7 @@
 pub mod age;
 pub mod bundle;
 pub mod cli;
+pub mod complete;
 pub mod report;
 pub mod retry;
 pub mod table;
