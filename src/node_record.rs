@@ -39,6 +39,8 @@ pub struct NodeRecord {
     pub kernel_version: String,
     pub runtime_version: String,
     pub boot_id: String,
+    /// When the Node object was created (the node joined the cluster).
+    pub created: Option<jiff::Timestamp>,
 }
 
 impl NodeRecord {
@@ -91,6 +93,7 @@ impl From<&Node> for NodeRecord {
             kernel_version: info.map(|i| i.kernel_version.clone()).unwrap_or_default(),
             runtime_version: info.map(|i| i.container_runtime_version.clone()).unwrap_or_default(),
             boot_id: info.map(|i| i.boot_id.clone()).unwrap_or_default(),
+            created: meta.creation_timestamp.as_ref().map(|t| t.0),
         }
     }
 }

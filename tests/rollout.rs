@@ -1026,3 +1026,102 @@ async fn the_operators_bound_on_nodes_in_flight_holds_across_pools() {
     assert!(in_flight <= 3, "at most 3 nodes in flight across the pools, the audit log shows {in_flight}");
     t.cleanup().await;
 }
+
+/// A node that joins a pool below its patch level is patched before any pod
+/// lands on it: one registered with the taint winpool.dev/unpatched keeps it
+/// until winpool has updated it, one that joined without it gets it, and
+/// neither is bound a pod while tainted (replayed from the audit log).
+#[tokio::test]
+async fn a_scale_out_node_is_patched_before_any_pod_lands_on_it() {
+    let client = support::client().await;
+    install_crd(&client).await;
+    let mut t = TestSpace::new("rollout-scale-out").await;
+    t.start_sim(2, &["--apply-time=1s", "--reboot-time=0.5s"]);
+    wait_nodes_ready(&t, 2).await;
+    let pool = format!("{}-pool", t.id);
+    apply_pool(&t, &pool_manifest(&t, &pool, "10.0.20348.2762", json!({"maxUnavailable": 1}))).await;
+    t.start_operator(&[]);
+    support::wait_pool_done(&t, &pool, 2, WAIT).await;
+
+    // Two nodes join below the patch level: one as a node image registers with the taint, one
+    // without. Both are held (winpool.dev/hold) while a workload is scheduled, so they stay
+    // Pending, unpatched, for as long as the scheduler looks for room.
+    let nodes_api: Api<Node> = Api::all(t.client.clone());
+    let (registered, bare) = (format!("{}new-0", t.node_prefix()), format!("{}new-1", t.node_prefix()));
+    let held = |name: &str| {
+        let mut node = support::windows_node(&t, name, "10.0.20348.2700", "1.7.20");
+        node.metadata.labels.get_or_insert_default().insert(names::LABEL_HOLD.into(), "true".into());
+        node
+    };
+    let mut node = held(&registered);
+    node.spec = Some(serde_json::from_value(json!({"taints": [{"key": names::TAINT_UNPATCHED, "effect": "NoSchedule"}]})).unwrap());
+    nodes_api.create(&Default::default(), &node).await.unwrap();
+    nodes_api.create(&Default::default(), &held(&bare)).await.unwrap();
+    // winpool taints the one that came without (a node image should register with it:
+    // until winpool's first look, the scheduler may place pods on it).
+    wait_for(&format!("{bare} to be tainted"), WAIT, || async {
+        let node = nodes_api.get(&bare).await.ok()?;
+        node.spec?.taints?.iter().any(|t| t.key == names::TAINT_UNPATCHED).then_some(())
+    })
+    .await;
+    // Ready, and the node lifecycle controller's not-ready taint gone: winpool's is the only one left.
+    wait_for("the new nodes to be Ready with only winpool's taint", WAIT, || async {
+        for n in [&registered, &bare] {
+            let node = nodes_api.get(n).await.ok()?;
+            let ready = node.status.as_ref()?.conditions.as_ref()?.iter().any(|c| c.type_ == "Ready" && c.status == "True");
+            let taints = node.spec.and_then(|s| s.taints).unwrap_or_default();
+            (ready && taints.iter().all(|t| t.key == names::TAINT_UNPATCHED)).then_some(())?;
+        }
+        Some(())
+    })
+    .await;
+    // Pods that would spread onto the new nodes were they free of the taint.
+    support::protected_workload(&t, 6, 0).await;
+    let pods: Api<Pod> = Api::namespaced(t.client.clone(), &t.namespace);
+    let placed = wait_for("every pod to be scheduled", WAIT, || async {
+        let list = pods.list(&ListParams::default().labels("app=web")).await.ok()?.items;
+        let on: Vec<String> = list.iter().filter_map(|p| p.spec.as_ref()?.node_name.clone()).collect();
+        (on.len() == 6).then_some(on)
+    })
+    .await;
+    assert!(!placed.contains(&registered) && !placed.contains(&bare), "no pod on an unpatched node: {placed:?}");
+    for n in [&registered, &bare] {
+        nodes_api
+            .patch(n, &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {names::LABEL_HOLD: null}}})))
+            .await
+            .unwrap();
+    }
+    support::wait_pool_done(&t, &pool, 4, WAIT).await;
+    for n in [&registered, &bare] {
+        let node = nodes_api.get(n).await.unwrap();
+        let taints = node.spec.and_then(|s| s.taints).unwrap_or_default();
+        assert!(!taints.iter().any(|t| t.key == names::TAINT_UNPATCHED), "{n}: untainted once Updated");
+    }
+
+    let log = audit::audit_log();
+    let node_patches = audit::requests(&log, &t.node_prefix());
+    let taint_writes = |node: &str, present: bool| -> Vec<jiff::Timestamp> {
+        node_patches
+            .iter()
+            .filter(|r| r.name == node && r.verb == "patch" && r.code == 200 && r.user_agent.starts_with("winpool/"))
+            .filter(|r| {
+                let body = r.body.to_string();
+                body.contains(names::TAINT_UNPATCHED) && (body.contains("\"remove\"") != present)
+            })
+            .filter_map(|r| r.at)
+            .collect()
+    };
+    assert!(!taint_writes(&bare, true).is_empty(), "winpool tainted the node that joined without the taint");
+    let bindings: Vec<(String, jiff::Timestamp)> = audit::requests(&log, "web-")
+        .into_iter()
+        .filter(|r| r.namespace == t.namespace && r.resource == "pods" && r.subresource == "binding" && r.code == 201)
+        .filter_map(|r| Some((r.body["target"]["name"].as_str()?.to_string(), r.at?)))
+        .collect();
+    assert!(!bindings.is_empty(), "the workload was scheduled");
+    for n in [&registered, &bare] {
+        let untainted = *taint_writes(n, false).iter().max().expect("winpool removed the taint");
+        let early: Vec<_> = bindings.iter().filter(|(to, at)| to == n && *at < untainted).collect();
+        assert!(early.is_empty(), "{n}: pods bound before it was patched: {early:?}");
+    }
+    t.cleanup().await;
+}

@@ -92,6 +92,10 @@ pub const LABEL_GATE_CREDENTIALS: &str = "winpool.dev/health-gate-credentials";
 /// Secret with another URL is refused without sending them.
 pub const ANN_GATE_ALLOWED_URLS: &str = "winpool.dev/allowed-urls";
 
+/// On a node that joined a pool below its patch level: no pod lands on it
+/// until winpool has updated it (node images may register with it,
+/// `docs/clusters.md`); winpool removes it when the node is Updated.
+pub const TAINT_UNPATCHED: &str = "winpool.dev/unpatched";
 pub const TAINT_HNS_NOT_READY: &str = "winpool.dev/hns-not-ready";
 pub const NODE_CONDITION_HNS_READY: &str = "WindowsHNSReady";
 

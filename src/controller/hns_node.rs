@@ -8,7 +8,7 @@ use tracing::{debug, info};
 
 use super::{Context, Error};
 use crate::api::names;
-pub(crate) use crate::decision::round::hns_node::{HnsWrites, json_patch};
+pub(crate) use crate::decision::round::hns_node::{HnsWrites, TaintChange, json_patch};
 
 /// What [`write_hns`] did to one node.
 pub(super) enum HnsWritten {
@@ -32,6 +32,17 @@ fn guarded(patch: &Patch<serde_json::Value>, rv: &str) -> Patch<serde_json::Valu
             Patch::Json(json_patch::Patch(all))
         }
         other => unreachable!("HNS taint writes are merge or JSON patches: {other:?}"),
+    }
+}
+
+/// What a taint write did, said for the log.
+fn taint_news(change: &TaintChange) -> &'static str {
+    let has = |list: &[&str], key: &str| list.contains(&key);
+    match (has(&change.added, names::TAINT_UNPATCHED), has(&change.removed, names::TAINT_UNPATCHED)) {
+        (true, _) => "tainted: joined below the pool's patch level",
+        (_, true) => "untainted: updated to the pool's patch level",
+        _ if has(&change.added, names::TAINT_HNS_NOT_READY) => "tainted: HNS not ready",
+        _ => "untainted: HNS ready",
     }
 }
 
@@ -65,8 +76,7 @@ pub(super) async fn write_hns(ctx: &Context, pool: &str, w: &HnsWrites, message:
             Err(e) => return Err(Error::PatchNode { node: name.clone(), source: e }),
         }
     }
-    if let Some((added, patch)) = &w.taint {
-        let added = *added;
+    if let Some((change, patch)) = &w.taint {
         let patch = match &guard {
             Some(rv) => guarded(patch, rv),
             None => patch.clone(),
@@ -74,7 +84,7 @@ pub(super) async fn write_hns(ctx: &Context, pool: &str, w: &HnsWrites, message:
         match api.patch(&name, &crate::api::patch_params(), &patch).await {
             Ok(n) => {
                 ctx.metrics.api_request("patch", "nodes", "ok");
-                info!(pool, node = %name, taint = names::TAINT_HNS_NOT_READY, added, "{}", if added { "tainted: HNS not ready" } else { "untainted: HNS ready" });
+                info!(pool, node = %name, added = ?change.added, removed = ?change.removed, "{}", taint_news(change));
                 if guard.is_some() {
                     guard = n.metadata.resource_version.clone();
                 }

@@ -36,6 +36,8 @@ pub fn node_view(node: &NodeRecord, report: &AgentReport, hns: HnsReadiness) -> 
     let hns_current = report.hns_boot_id.as_deref().is_none_or(|b| b == node.boot_id);
     NodeView {
         name: node.name.clone(),
+        unpatched_taint: node.taints.iter().any(|t| t.key == names::TAINT_UNPATCHED && t.effect == "NoSchedule"),
+        created: node.created,
         pool_label: node.label(names::LABEL_POOL).map(str::to_string),
         revision_label: node.label(names::LABEL_REVISION).map(str::to_string),
         state_label: node.label(names::LABEL_STATE).map(str::to_string),

@@ -193,6 +193,7 @@ pub fn fold_average(average: Option<Duration>, samples: impl IntoIterator<Item =
     })
 }
 
+mod new_node;
 mod node;
 mod patch;
 pub mod preflight;
@@ -204,6 +205,7 @@ mod tamper;
 mod types;
 mod verify;
 
+pub use new_node::unpatched_taint;
 pub use patch::{NodePatch, held_cordoned, may_be_installing};
 use patch::{ask_agent_anew, fail, fail_kept_cordoned, release_cordon};
 pub use round::{HEALTH_GATE_INTERVAL, gate_timeout, health_gate_interval, node_timeout};

@@ -43,7 +43,7 @@ pub(super) fn hold(s: &RoundSettings<'_>, r: &Decided<'_>) -> Option<Hold> {
 /// maxUnavailable like nodes in flight, and are rolled first: rolling them
 /// costs no extra capacity.
 pub fn out_of_service(n: &NodeView) -> bool {
-    !n.ready || (n.unschedulable && (!n.cordoned_by_winpool || !n.state.in_flight()))
+    !n.ready || ((n.unschedulable || n.unpatched_taint) && (!n.cordoned_by_winpool || !n.state.in_flight()))
 }
 
 /// Nodes out of service that are not in flight this round.

@@ -65,6 +65,10 @@ pub enum HnsReadiness {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct NodeView {
     pub name: String,
+    /// It carries winpool's `winpool.dev/unpatched` taint ([`super::unpatched_taint`]).
+    pub unpatched_taint: bool,
+    /// When its Node was created.
+    pub created: Option<Timestamp>,
     /// Labelled `winpool.dev/hold=true`: never started while it is.
     pub held_by_label: bool,
     /// Its domain for `rollout.maxUnavailablePerZone` (the value of the

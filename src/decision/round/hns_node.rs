@@ -3,6 +3,7 @@
 //! `controller::hns_node`, writes them).
 
 use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Taint;
 use kube::api::Patch;
 use serde_json::json;
 
@@ -70,7 +71,13 @@ pub(crate) fn hns_readiness(
 /// taint in step with its readiness; `None` when both already are (most nodes,
 /// most rounds), so a round costs no future and no request for them.
 /// `held_cordoned`: see [`crate::rollout::held_cordoned`].
-pub(crate) fn hns_writes_for(h: &HnsNode<'_>, held_cordoned: bool, taint_when_not_ready: bool, now: Timestamp) -> Option<HnsWrites> {
+pub(crate) fn hns_writes_for(
+    h: &HnsNode<'_>,
+    held_cordoned: bool,
+    taint_when_not_ready: bool,
+    unpatched: Option<bool>,
+    now: Timestamp,
+) -> Option<HnsWrites> {
     let previous = h.node.hns_condition.as_ref();
     let cond = hns::node_condition(h.readiness, h.reason, &h.message, previous, now);
     // No condition already says "unknown": a node whose agent never reported costs no write.
@@ -85,34 +92,69 @@ pub(crate) fn hns_writes_for(h: &HnsNode<'_>, held_cordoned: bool, taint_when_no
     // the same reason is not rewritten for each (the message says what it was when it fell behind).
     let same = previous.is_some_and(|p| p.status == cond.status && p.reason == cond.reason);
     let condition = (!same && !pointless && !unobserved).then_some(cond);
-    let taints = h.node.taints.as_slice();
-    let wanted = hns::taint_wanted(h.readiness, taint_when_not_ready, held_cordoned);
-    let taint = wanted.and_then(|w| hns::taints_update(taints, w)).and_then(|new| {
-        let added = new.len() > taints.len();
-        // JSON patch ops touch only our taint, so the node lifecycle controller's
-        // taints are never overwritten by a stale copy; only an empty list is
-        // written whole, guarded by its resourceVersion.
-        let patch = match (added, taints.iter().position(|t| t.key == names::TAINT_HNS_NOT_READY)) {
-            (true, _) if taints.is_empty() => {
-                Patch::Merge(json!({ "metadata": { "resourceVersion": h.node.resource_version }, "spec": { "taints": new } }))
-            }
-            (true, _) => Patch::Json(json_patch(json!([{ "op": "add", "path": "/spec/taints/-", "value": hns::hns_taint() }]))),
-            (false, Some(i)) => Patch::Json(json_patch(json!([
-                { "op": "test", "path": format!("/spec/taints/{i}/key"), "value": names::TAINT_HNS_NOT_READY },
-                { "op": "remove", "path": format!("/spec/taints/{i}") },
-            ]))),
-            (false, None) => return None,
-        };
-        Some((added, patch))
-    });
+    let wanted = [
+        (names::TAINT_HNS_NOT_READY, hns::taint_wanted(h.readiness, taint_when_not_ready, held_cordoned)),
+        (names::TAINT_UNPATCHED, unpatched),
+    ];
+    let taint = taints_patch(&h.node.taints, h.node.resource_version.as_deref(), &wanted);
     (condition.is_some() || taint.is_some()).then(|| HnsWrites { node: h.node.name.clone(), condition, taint, unless_changed_since: None })
+}
+
+/// winpool's NoSchedule taints (`key`, wanted or not; `None`: as it is), as one
+/// patch of the node's taints: the keys added and removed, and the patch.
+/// JSON patch ops touch only winpool's taints, so the node lifecycle
+/// controller's are never overwritten by a stale copy; only an empty list is
+/// written whole, guarded by its resourceVersion. Removals go from the last
+/// index down, each behind a test of its key, so the indices hold.
+fn taints_patch(
+    taints: &[Taint],
+    rv: Option<&str>,
+    wanted: &[(&'static str, Option<bool>)],
+) -> Option<(TaintChange, Patch<serde_json::Value>)> {
+    fn ours(key: &str) -> impl Fn(&Taint) -> bool + '_ {
+        move |t| t.key == key && t.effect == "NoSchedule"
+    }
+    let mut change = TaintChange::default();
+    for (key, want) in wanted {
+        match (want, taints.iter().any(ours(key))) {
+            (Some(true), false) => change.added.push(key),
+            (Some(false), true) => change.removed.push(key),
+            _ => {}
+        }
+    }
+    if change.added.is_empty() && change.removed.is_empty() {
+        return None;
+    }
+    let taint = |key: &str| Taint { key: key.into(), effect: "NoSchedule".into(), value: None, time_added: None };
+    if taints.is_empty() {
+        let all: Vec<Taint> = change.added.iter().map(|k| taint(k)).collect();
+        return Some((change, Patch::Merge(json!({ "metadata": { "resourceVersion": rv }, "spec": { "taints": all } }))));
+    }
+    let mut ops = Vec::new();
+    let mut gone: Vec<(usize, &str)> = change.removed.iter().filter_map(|k| Some((taints.iter().position(ours(k))?, *k))).collect();
+    gone.sort_by_key(|g| std::cmp::Reverse(g.0));
+    for (i, key) in gone {
+        ops.push(json!({ "op": "test", "path": format!("/spec/taints/{i}/key"), "value": key }));
+        ops.push(json!({ "op": "remove", "path": format!("/spec/taints/{i}") }));
+    }
+    for key in &change.added {
+        ops.push(json!({ "op": "add", "path": "/spec/taints/-", "value": taint(key) }));
+    }
+    Some((change, Patch::Json(json_patch(serde_json::Value::Array(ops)))))
+}
+
+/// Which of winpool's taints a write adds and removes (for the log).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct TaintChange {
+    pub(crate) added: Vec<&'static str>,
+    pub(crate) removed: Vec<&'static str>,
 }
 
 pub(crate) struct HnsWrites {
     pub(crate) node: String,
     pub(crate) condition: Option<k8s_openapi::api::core::v1::NodeCondition>,
-    /// Whether the taint is added, and the patch that does it.
-    pub(crate) taint: Option<(bool, Patch<serde_json::Value>)>,
+    /// Which of winpool's taints are added and removed, and the patch that does it.
+    pub(crate) taint: Option<(TaintChange, Patch<serde_json::Value>)>,
     /// The resourceVersion the node's start this round is guarded by: these
     /// writes land only on it, and pass on the version they leave.
     pub(crate) unless_changed_since: Option<String>,
@@ -147,14 +189,14 @@ mod tests {
         let now: Timestamp = "2026-12-01T12:00:00Z".parse().unwrap();
         let node = node_with("True", hns::reasons::CAUGHT_UP);
         let awaited = judged(&node, hns::reasons::AWAITING_REPORT, "the node restarted and its agent has not reported");
-        assert!(hns_writes_for(&awaited, true, true, now).is_none(), "winpool dropped the counts itself: nothing observed, no write");
-        let uncordoned = hns_writes_for(&awaited, false, true, now).expect("uncordoned (hns.readyTimeout): the wait is written");
+        assert!(hns_writes_for(&awaited, true, true, None, now).is_none(), "winpool dropped the counts itself: nothing observed, no write");
+        let uncordoned = hns_writes_for(&awaited, false, true, None, now).expect("uncordoned (hns.readyTimeout): the wait is written");
         assert_eq!(uncordoned.condition.map(|c| c.status), Some("False".into()));
         assert!(uncordoned.taint.is_some(), "and tainted, since pods may land on it now");
 
         // What the agent reports once back is an observation: written while held, too.
         let behind = HnsNode { reason: hns::reasons::CATCHING_UP, message: "HNS is catching up: 3 of 812".into(), ..awaited };
-        let w = hns_writes_for(&behind, true, true, now).expect("a report that HNS is behind is written");
+        let w = hns_writes_for(&behind, true, true, None, now).expect("a report that HNS is behind is written");
         assert_eq!(w.condition.map(|c| (c.status, c.reason)), Some(("False".into(), Some(hns::reasons::CATCHING_UP.into()))));
         assert!(w.taint.is_none(), "held cordoned: no taint");
     }
@@ -185,7 +227,38 @@ mod tests {
         let now: Timestamp = "2026-12-02T12:00:00Z".parse().unwrap();
         let n = node_with("False", hns::reasons::CATCHING_UP);
         let behind = judged(&n, hns::reasons::CATCHING_UP, "HNS is catching up: 7 of 9");
-        let w = hns_writes_for(&behind, false, false, now);
+        let w = hns_writes_for(&behind, false, false, None, now);
         assert!(w.is_none_or(|w| w.condition.is_none()), "the same status and reason: no condition write");
+    }
+
+    /// Both of winpool's taints in one patch: the lifecycle controller's taint
+    /// is never rewritten, a removal tests the key at its index first, and an
+    /// empty list is written whole behind the node's resourceVersion.
+    #[test]
+    fn winpool_s_two_taints_change_in_one_patch_that_touches_no_other_taint() {
+        let t = |key: &str| Taint { key: key.into(), effect: "NoSchedule".into(), value: None, time_added: None };
+        let others = vec![t("node.kubernetes.io/unreachable"), t(names::TAINT_UNPATCHED), t("dedicated")];
+        let wanted = [(names::TAINT_HNS_NOT_READY, Some(true)), (names::TAINT_UNPATCHED, Some(false))];
+        let (change, patch) = taints_patch(&others, Some("7"), &wanted).unwrap();
+        assert_eq!((change.added, change.removed), (vec![names::TAINT_HNS_NOT_READY], vec![names::TAINT_UNPATCHED]));
+        let Patch::Json(ops) = patch else { panic!("a JSON patch") };
+        assert_eq!(
+            serde_json::to_value(ops).unwrap(),
+            json!([
+                { "op": "test", "path": "/spec/taints/1/key", "value": names::TAINT_UNPATCHED },
+                { "op": "remove", "path": "/spec/taints/1" },
+                { "op": "add", "path": "/spec/taints/-", "value": { "key": names::TAINT_HNS_NOT_READY, "effect": "NoSchedule" } },
+            ])
+        );
+        let (_, patch) = taints_patch(&[], Some("7"), &[(names::TAINT_UNPATCHED, Some(true))]).unwrap();
+        let Patch::Merge(body) = patch else { panic!("a merge patch") };
+        assert_eq!(
+            body,
+            json!({ "metadata": { "resourceVersion": "7" }, "spec": { "taints": [{ "key": names::TAINT_UNPATCHED, "effect": "NoSchedule" }] } })
+        );
+        assert!(
+            taints_patch(&others, Some("7"), &[(names::TAINT_UNPATCHED, Some(true)), (names::TAINT_HNS_NOT_READY, None)]).is_none(),
+            "as it is"
+        );
     }
 }

@@ -33,7 +33,7 @@ use crate::node_view::node_view;
 use crate::report::{AgentReport, WindowsNodeReport};
 use crate::rollout::{
     ClusterInFlight, HnsReadiness, Hold, NodePatch, NodeState, NodeView, Plan, PoolInput, could_start, decide, health_gate_interval,
-    held_cordoned, may_be_installing, node_timeout,
+    held_cordoned, may_be_installing, node_timeout, unpatched_taint,
 };
 use crate::status::{PoolTransition, build_status, transition_events};
 
@@ -367,7 +367,7 @@ pub(crate) fn decide_round(
         pod_network: pod_network_writes(pool, settings, &seen.ds_of_pool),
         evictions_waiting: memory.evictions_waiting(now),
         eviction_due_in: memory.next_eviction_due(now),
-        hns_writes: hns_writes(&hns_nodes, &views, &plan, spec.hns.taint_when_not_ready, now),
+        hns_writes: hns_writes(&hns_nodes, &views, &plan, pool, now),
         hns_not_ready: hns_nodes.iter().filter(|h| h.readiness == HnsReadiness::NotReady).map(|h| h.node.name.clone()).collect(),
         hns_utilization: seen.hns_limits.utilization(seen.hns_totals),
         stale_configmaps: stale_configmaps(&seen.cms_of_pool, &plan),
@@ -423,9 +423,12 @@ fn hns_writes(
     hns_nodes: &[HnsNode<'_>],
     views: &[NodeView],
     plan: &Plan,
-    taint_when_not_ready: bool,
+    pool: &WindowsNodePool,
     now: Timestamp,
 ) -> Vec<(HnsWrites, String)> {
+    let taint_when_not_ready = pool.spec.hns.taint_when_not_ready;
+    let target: Option<crate::versions::WindowsBuild> = pool.spec.os.patch_level.parse().ok();
+    let pool_created = pool.metadata.creation_timestamp.as_ref().map(|t| t.0);
     let patch_of: HashMap<&str, &NodePatch> = plan.patches.iter().map(|p| (p.node.as_str(), p)).collect();
     hns_nodes
         .iter()
@@ -433,7 +436,9 @@ fn hns_writes(
         .filter_map(|(h, v)| {
             let patch = patch_of.get(v.name.as_str()).copied();
             let held = held_cordoned(v, patch);
-            let mut w = hns_writes_for(h, held, taint_when_not_ready, now)?;
+            let state = patch.map(|p| p.to).or_else(|| v.state.state()).unwrap_or(NodeState::Pending);
+            let unpatched = unpatched_taint(v, state, target.as_ref(), pool_created);
+            let mut w = hns_writes_for(h, held, taint_when_not_ready, unpatched, now)?;
             // They land before the node's guarded start and move its resourceVersion:
             // guarded by the same version, they hand the start the one they leave.
             w.unless_changed_since = patch.and_then(|p| p.unless_changed_since.clone());

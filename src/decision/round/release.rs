@@ -55,12 +55,39 @@ pub(crate) fn release_patch(n: &NodeRecord, why: &str) -> NodePatch {
     p
 }
 
-/// The release patch plus the HNS taint removed, as one JSON merge patch body.
+/// The release patch plus winpool's taints removed (HNS, and unpatched: a
+/// node the pool lets go must not stay out of service for a pool that no
+/// longer rolls it), as one JSON merge patch body.
 pub(crate) fn release_body(n: &NodeRecord, p: &NodePatch) -> serde_json::Value {
     let mut body = node_patch_body(p);
-    if let Some(new) = hns::taints_update(&n.taints, false) {
+    let unpatched = |t: &k8s_openapi::api::core::v1::Taint| t.key == names::TAINT_UNPATCHED && t.effect == "NoSchedule";
+    let without_hns = hns::taints_update(&n.taints, false);
+    let kept = without_hns.as_deref().unwrap_or(&n.taints);
+    if without_hns.is_some() || kept.iter().any(unpatched) {
+        let new: Vec<_> = kept.iter().filter(|t| !unpatched(t)).cloned().collect();
         body["spec"]["taints"] = json!(new);
         body["metadata"]["resourceVersion"] = json!(n.resource_version);
     }
     body
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{Node, Taint};
+
+    /// A released node keeps every taint but winpool's own.
+    #[test]
+    fn a_released_node_loses_winpool_s_taints_and_keeps_the_others() {
+        let t = |key: &str| Taint { key: key.into(), effect: "NoSchedule".into(), value: None, time_added: None };
+        let node: Node = serde_json::from_value(json!({
+            "metadata": {"name": "win-0", "resourceVersion": "9"},
+            "spec": {"taints": [t("dedicated"), t(names::TAINT_UNPATCHED), t(names::TAINT_HNS_NOT_READY)]},
+        }))
+        .unwrap();
+        let record = NodeRecord::from(&node);
+        let body = release_body(&record, &release_patch(&record, "released"));
+        assert_eq!(body["spec"]["taints"], json!([{"key": "dedicated", "effect": "NoSchedule"}]));
+        assert_eq!(body["metadata"]["resourceVersion"], "9", "the whole list, behind the version it was read at");
+    }
 }
