@@ -367,7 +367,7 @@ pub(crate) fn decide_round(
         pod_network: pod_network_writes(pool, settings, &seen.ds_of_pool),
         evictions_waiting: memory.evictions_waiting(now),
         eviction_due_in: memory.next_eviction_due(now),
-        hns_writes: hns_writes(&hns_nodes, &views, &plan, pool, now),
+        hns_writes: hns_writes(&hns_nodes, &views, &plan, pool, &seen.cms_of_pool, now),
         hns_not_ready: hns_nodes.iter().filter(|h| h.readiness == HnsReadiness::NotReady).map(|h| h.node.name.clone()).collect(),
         hns_utilization: seen.hns_limits.utilization(seen.hns_totals),
         stale_configmaps: stale_configmaps(&seen.cms_of_pool, &plan),
@@ -424,11 +424,12 @@ fn hns_writes(
     views: &[NodeView],
     plan: &Plan,
     pool: &WindowsNodePool,
+    cms_of_pool: &[Arc<ConfigMap>],
     now: Timestamp,
 ) -> Vec<(HnsWrites, String)> {
     let taint_when_not_ready = pool.spec.hns.taint_when_not_ready;
     let target: Option<crate::versions::WindowsBuild> = pool.spec.os.patch_level.parse().ok();
-    let pool_created = pool.metadata.creation_timestamp.as_ref().map(|t| t.0);
+    let target_since = target_marked_at(cms_of_pool, &plan.revision);
     let patch_of: HashMap<&str, &NodePatch> = plan.patches.iter().map(|p| (p.node.as_str(), p)).collect();
     hns_nodes
         .iter()
@@ -437,7 +438,7 @@ fn hns_writes(
             let patch = patch_of.get(v.name.as_str()).copied();
             let held = held_cordoned(v, patch);
             let state = patch.map(|p| p.to).or_else(|| v.state.state()).unwrap_or(NodeState::Pending);
-            let unpatched = unpatched_taint(v, state, target.as_ref(), pool_created);
+            let unpatched = unpatched_taint(v, state, target.as_ref(), target_since);
             let mut w = hns_writes_for(h, held, taint_when_not_ready, unpatched, now)?;
             // They land before the node's guarded start and move its resourceVersion:
             // guarded by the same version, they hand the start the one they leave.
