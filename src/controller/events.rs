@@ -59,7 +59,8 @@ impl Context {
             }),
             ..Default::default()
         };
-        // Like the recorder: a cluster-scoped object's Events go to "default".
+        // Like the recorder: the API server takes an Event about a cluster-scoped
+        // object only in "default" or "kube-system" (see role-events.yaml).
         let api: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(self.client.clone(), "default");
         if let Err(e) = api.create(&crate::api::post_params(), &event).await {
             warn!(pool = %name, error = %e, "could not publish event");
