@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use kube::api::Api;
 use kube::runtime::controller::{Action, Controller};
@@ -110,6 +111,8 @@ pub struct Context {
     pub daemonsets: Store<DaemonSet>,
     pub configmaps: Store<ConfigMap>,
     pub pools: Store<WindowsNodePool>,
+    /// winpool's hook Jobs in --hooks-namespace (None without one).
+    pub hook_jobs: Option<Store<Job>>,
     /// Whether the caches above have listed once.
     synced: watch::CachesSynced,
     pub recorder: Recorder,
@@ -164,6 +167,7 @@ impl Context {
             daemonsets,
             configmaps,
             pools,
+            hook_jobs: None,
             reporter,
             metrics,
             recent,
@@ -209,6 +213,11 @@ impl Context {
 
     fn with_lease(mut self, lease: Option<crate::lease::LeaseValidity>) -> Self {
         self.lease = lease;
+        self
+    }
+
+    fn with_hook_jobs(mut self, jobs: Option<Store<Job>>) -> Self {
+        self.hook_jobs = jobs;
         self
     }
 
@@ -327,6 +336,7 @@ pub async fn run(
     let tracker = Arc::new(Mutex::new(HnsTracker::new()));
     spawn_hns_watches(&client, tracker.clone());
     let hns_changed = watch::hns_changes(tracker.clone());
+    let (hook_store, hook_jobs) = watch::hook_jobs(&client, settings.hooks_namespace.as_deref());
     let pools_api: Api<WindowsNodePool> = Api::all(client.clone());
     let controller = Controller::new(pools_api.clone(), watch::pools(&settings)).trigger_backoff(watch_backoff());
     let pool_store = controller.store();
@@ -336,7 +346,8 @@ pub async fn run(
     let mapper_nodes = node_store.clone();
     let ctx = Arc::new(
         Context::new(client, settings, (node_store, report_store, ds_store, cm_store, pool_store), metrics.clone(), tracker, recent)
-            .with_lease(lease),
+            .with_lease(lease)
+            .with_hook_jobs(hook_store),
     );
     clock::spawn_keeper(ctx.client.clone(), ctx.clone());
     let stopped = {
@@ -366,6 +377,7 @@ pub async fn run(
         .watches_stream(configmaps, |cm: ConfigMap| {
             cm.labels().get(names::LABEL_POOL).map(|p| ObjectRef::<WindowsNodePool>::new(p)).into_iter()
         })
+        .watches_stream(hook_jobs, |job: Job| job.labels().get(names::LABEL_POOL).map(|p| ObjectRef::<WindowsNodePool>::new(p)).into_iter())
         .reconcile_all_on(hns_changed)
         .graceful_shutdown_on(stopped)
         .run(reconcile, error_policy, ctx)

@@ -21,5 +21,5 @@ pub mod report;
 pub mod versions;
 
 // The layers keep their short paths (`crate::rollout`, `winpool::hns`, ...).
-pub use builders::{configmap, csi_proxy, daemonset, pod_network};
+pub use builders::{configmap, csi_proxy, daemonset, hook_job, pod_network};
 pub use decision::{gates, hns, membership, node_view, revision, rollout, status, window};

@@ -135,6 +135,11 @@ struct RunArgs {
     /// at maxUnavailable 2 would otherwise take six). 0: no such bound.
     #[arg(long, default_value_t = 0)]
     max_nodes_in_flight: u32,
+    /// The namespace where pools' rollout.hooks Jobs run (their
+    /// ServiceAccounts are that namespace's). Unset: a pool with hooks fails
+    /// the node that reaches one, saying so.
+    #[arg(long)]
+    hooks_namespace: Option<String>,
     /// The only namespace whose Secrets winpool reads: health gate credentials
     /// (default: this pod's namespace, else "default").
     #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
@@ -232,6 +237,7 @@ fn controller_settings(args: &RunArgs) -> Settings {
         install_id: args.install_id.clone(),
         bad_update_threshold: args.bad_update_threshold,
         max_nodes_in_flight: args.max_nodes_in_flight,
+        hooks_namespace: args.hooks_namespace.clone().filter(|ns| !ns.is_empty()),
     }
 }
 

@@ -776,6 +776,7 @@ fn a_garbage_started_at_does_not_disable_node_timeout() {
             bad_update: None,
             ring: None,
             cluster: None,
+            hooks_namespace: None,
         },
         std::slice::from_ref(&view),
         now,

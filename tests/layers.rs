@@ -47,6 +47,7 @@ const ABOVE_API: &[(&str, &str)] = &[
     ("crate::daemonset", "the builders"),
     ("crate::configmap", "the builders"),
     ("crate::csi_proxy", "the builders"),
+    ("crate::hook_job", "the builders"),
     ("crate::controller", "the shell"),
 ];
 

@@ -1125,3 +1125,112 @@ async fn a_scale_out_node_is_patched_before_any_pod_lands_on_it() {
     }
     t.cleanup().await;
 }
+
+/// `rollout.hooks` on the real API server: the Job controller runs the hook
+/// Jobs, kwok completes their pods on a Linux node. A pre-drain hook whose
+/// Job fails (its pod lands nowhere and the deadline stops it) holds its
+/// node, uncordoned and never drained; once the hook can run, each node's
+/// pre-drain Job completes before the node is drained and its post-update
+/// Job completes before it is uncordoned as Updated.
+#[tokio::test]
+async fn a_failing_pre_drain_hook_holds_its_node_and_a_passing_one_runs_before_its_drain() {
+    use k8s_openapi::api::batch::v1::Job;
+    let client = support::client().await;
+    install_crd(&client).await;
+    let mut t = TestSpace::new("rollout-hooks").await;
+    t.start_sim(2, &["--apply-time=1s", "--reboot-time=0.5s"]);
+    wait_nodes_ready(&t, 2).await;
+    // A Linux node of this test (cleaned up with it) where the hooks' pods run.
+    let nodes_api: Api<Node> = Api::all(t.client.clone());
+    let runner = format!("{}hooks", t.node_prefix());
+    let mut node = support::windows_node(&t, &runner, "6.1.0", "1.7.22");
+    let labels = node.metadata.labels.get_or_insert_default();
+    labels.insert("kubernetes.io/os".into(), "linux".into());
+    labels.insert("winpool-test/hooks".into(), t.id.clone());
+    labels.remove("node.kubernetes.io/windows-build");
+    nodes_api.create(&Default::default(), &node).await.unwrap();
+
+    let hook = |runs_on: &str, timeout: &str| {
+        json!({"image": "registry.k8s.io/pause:3.10", "timeout": timeout, "onFailure": "Hold",
+               "nodeSelector": {"winpool-test/hooks": runs_on}})
+    };
+    let pool = format!("{}-pool", t.id);
+    let manifest = |pre: serde_json::Value| {
+        pool_manifest(
+            &t,
+            &pool,
+            "10.0.20348.2762",
+            json!({"maxUnavailable": 1, "hooks": {"preDrain": pre, "postUpdate": hook(&t.id, "2m")}}),
+        )
+    };
+    let (failing, fixed) = (manifest(hook("nowhere", "3s")), manifest(hook(&t.id, "2m")));
+    apply_pool(&t, &failing).await;
+    let hooks_ns = format!("--hooks-namespace={}", t.namespace);
+    t.start_operator(&[&hooks_ns]);
+
+    // Each node in turn: its pre-drain Job fails at its deadline, the node is held.
+    let members: Vec<String> = (0..2).map(|i| format!("{}{i}", t.node_prefix())).collect();
+    let held = wait_for("both nodes held by their failed pre-drain hook", WAIT, || async {
+        let mut held = Vec::new();
+        for n in &members {
+            let node = nodes_api.get(n).await.ok()?;
+            (node.labels().get(names::LABEL_HOLD).map(String::as_str) == Some("true")).then_some(())?;
+            held.push(node);
+        }
+        Some(held)
+    })
+    .await;
+    for node in &held {
+        let ann = node.annotations();
+        assert_eq!(ann.get(names::ANN_STATE).map(String::as_str), Some("Pending"), "{}", node.name_any());
+        assert!(!node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false), "{}: uncordoned", node.name_any());
+        assert!(ann.get(names::ANN_DRAINED_REVISION).is_none(), "{}: never drained", node.name_any());
+        let why = ann.get(names::ANN_HOLD_REASON).cloned().unwrap_or_default();
+        assert!(why.contains("DeadlineExceeded") && why.contains("logs job/winpool-pre-drain-"), "{why}");
+    }
+
+    // The hook fixed and the holds lifted: the rollout goes through both hooks on every node.
+    apply_pool(&t, &fixed).await;
+    for n in &members {
+        nodes_api
+            .patch(n, &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {names::LABEL_HOLD: null}}})))
+            .await
+            .unwrap();
+    }
+    support::wait_pool_done(&t, &pool, 2, WAIT).await;
+
+    let jobs: Vec<Job> = Api::<Job>::namespaced(t.client.clone(), &t.namespace).list(&ListParams::default()).await.unwrap().items;
+    let log = audit::audit_log();
+    let node_patches = audit::requests(&log, &t.node_prefix());
+    // When winpool first wrote `state` to this value on the node, after `after`.
+    let wrote_state = |node: &str, state: &str, after: jiff::Timestamp| -> Option<jiff::Timestamp> {
+        node_patches
+            .iter()
+            .filter(|r| r.name == node && r.verb == "patch" && r.code == 200 && r.user_agent.starts_with("winpool/"))
+            .filter(|r| {
+                r.body.pointer(&format!("/metadata/annotations/{}", names::ANN_STATE.replace('/', "~1"))).and_then(|v| v.as_str())
+                    == Some(state)
+            })
+            .filter_map(|r| r.at)
+            .find(|at| *at > after)
+    };
+    for n in &members {
+        let done = |kind: &str| -> jiff::Timestamp {
+            let job = jobs
+                .iter()
+                .filter(|j| j.labels().get(names::LABEL_HOOK).map(String::as_str) == Some(kind))
+                .filter(|j| j.annotations().get(names::ANN_HOOK_NODE) == Some(n))
+                .find(|j| j.status.as_ref().and_then(|s| s.succeeded) == Some(1))
+                .unwrap_or_else(|| panic!("{n}: no succeeded {kind} Job"));
+            let env = job.spec.as_ref().unwrap().template.spec.as_ref().unwrap().containers[0].env.clone().unwrap_or_default();
+            assert!(env.iter().any(|e| e.name == "WINPOOL_NODE" && e.value.as_deref() == Some(n.as_str())), "{n}: its name passed in");
+            job.status.as_ref().and_then(|s| s.completion_time.as_ref()).map(|t| t.0).expect("completed")
+        };
+        let (pre, post) = (done("pre-drain"), done("post-update"));
+        let applying = wrote_state(n, "Applying", jiff::Timestamp::UNIX_EPOCH).expect("drained into Applying");
+        assert!(pre < applying, "{n}: pre-drain hook done at {pre}, drained by {applying}");
+        let updated = wrote_state(n, "Updated", post - jiff::SignedDuration::from_secs(1));
+        assert!(updated.is_some_and(|u| u >= post), "{n}: Updated ({updated:?}) only after its post-update hook ({post})");
+        assert!(post > applying, "{n}: the post-update hook ran after the update");
+    }
+}

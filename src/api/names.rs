@@ -11,6 +11,12 @@ pub const LABEL_REVISION: &str = "winpool.dev/revision";
 /// A person's "not this node now": a Pending node labelled `winpool.dev/hold=true`
 /// is never started; a node in flight finishes.
 pub const LABEL_HOLD: &str = "winpool.dev/hold";
+/// Why winpool itself held a node (a failed hook with `onFailure: Hold`).
+pub const ANN_HOLD_REASON: &str = "winpool.dev/hold-reason";
+/// On a hook Job: which hook (`pre-drain`, `post-update`).
+pub const LABEL_HOOK: &str = "winpool.dev/hook";
+/// On a hook Job: the node it runs for (an annotation: names outgrow label values).
+pub const ANN_HOOK_NODE: &str = "winpool.dev/node";
 /// The state annotation mirrored as a label on failed nodes only
 /// (`kubectl get nodes -l winpool.dev/state=Failed`): see `NodeState::label`.
 pub const LABEL_STATE: &str = "winpool.dev/state";

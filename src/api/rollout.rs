@@ -3,6 +3,7 @@
 
 #[allow(unused_imports)]
 use super::*;
+use std::collections::BTreeMap;
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -109,6 +110,93 @@ pub struct RolloutSpec {
     /// nothing while that pool is Degraded. Nodes in flight finish.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub follows: Option<Follows>,
+    /// Jobs run for each node: one before its drain (preDrain) and one once
+    /// it is updated and verified, before it is uncordoned (postUpdate). They
+    /// run in the operator's hooks namespace (the chart's hooks.namespace),
+    /// with the node's name in WINPOOL_NODE.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hooks: Option<Hooks>,
+}
+
+/// The hooks of `rollout.hooks`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Hooks {
+    /// Run once the node is cordoned, before any of its pods is evicted
+    /// (stepping down a database primary, detaching storage).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pre_drain: Option<Hook>,
+    /// Run once the node runs the target and passed its checks, while it is
+    /// still cordoned (a Job may tolerate the cordon to run on the node);
+    /// the node is uncordoned and counted Updated after it succeeds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub post_update: Option<Hook>,
+}
+
+/// One hook: the container a Job runs, how long it may take, and what its failure does.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Hook {
+    /// The container image the Job runs.
+    #[schemars(length(min = 1, max = 512))]
+    pub image: String,
+    /// The container's command (its image's entrypoint if empty).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub command: Vec<String>,
+    /// The command's arguments.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub args: Vec<String>,
+    /// More environment for the container (WINPOOL_NODE, WINPOOL_POOL and
+    /// WINPOOL_HOOK are always set).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    pub env: Vec<HookEnv>,
+    /// A ServiceAccount of the hooks namespace the Job's pod runs as (default: that namespace's default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub service_account_name: Option<String>,
+    /// Node labels the Job's pod must land on (default kubernetes.io/os: linux).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_selector: Option<BTreeMap<String, String>>,
+    /// How long the Job may run, a Go duration (default 10m); it counts in
+    /// rollout.nodeTimeout. Past it the Job is stopped and the hook failed.
+    #[serde(default = "default_hook_timeout")]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"), length(max = 32))]
+    pub timeout: String,
+    /// What a failed hook does to its node: Fail (the default: the node is
+    /// Failed and counts against maxFailedNodes, so a broken hook stops the
+    /// rollout) or Hold (the node is labelled winpool.dev/hold=true; before
+    /// the drain it goes back to Pending uncordoned, after the update it
+    /// stays cordoned as a person's; remove the label to let it go on).
+    #[serde(default)]
+    pub on_failure: HookFailure,
+}
+
+/// An environment variable of a hook's container.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HookEnv {
+    /// The variable's name.
+    #[schemars(length(min = 1, max = 128), regex(pattern = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"))]
+    pub name: String,
+    /// Its value.
+    #[serde(default)]
+    #[schemars(length(max = 4096))]
+    pub value: String,
+}
+
+/// What a failed hook does to its node.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, JsonSchema)]
+pub enum HookFailure {
+    #[default]
+    Fail,
+    Hold,
+}
+
+fn default_hook_timeout() -> String {
+    "10m".into()
 }
 
 /// The pool a ring follows, and how long its rollout must have stood.
@@ -163,6 +251,7 @@ impl Default for RolloutSpec {
             health_gate_interval: None,
             on_node_failure: OnNodeFailure::default(),
             follows: None,
+            hooks: None,
         }
     }
 }

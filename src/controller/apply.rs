@@ -187,10 +187,19 @@ async fn execute_into<'r>(
     if ctx.stopping() {
         return Ok(());
     }
+    create_hook_jobs(ctx, pool, round).await?;
+    if ctx.stopping() {
+        return Ok(());
+    }
     (outcome.drained, outcome.evictions) = execute_drains(ctx, pool, round, seen).await;
     if ctx.stopping() {
         return Ok(());
     }
+    delete_unused(ctx, &name, round).await
+}
+
+/// The round's last writes: agent objects no node's revision needs any more.
+async fn delete_unused(ctx: &Context, name: &str, round: &Round) -> Result<(), Error> {
     for ds in &round.csi_proxy.delete {
         delete_daemonset(ctx, ds).await?;
         info!(pool = %name, daemonset = %ds, "deleted CSI Proxy DaemonSet: no node's revision asks for its version");
@@ -202,6 +211,32 @@ async fn execute_into<'r>(
     for (cm, rev) in &round.stale_configmaps {
         delete_configmap(ctx, cm).await?;
         info!(pool = %name, configmap = %cm, revision = %rev, "deleted revision ConfigMap: no node carries its revision");
+    }
+    Ok(())
+}
+
+/// The round's hook Jobs (`rollout.hooks`). One already there (the cache
+/// had not shown it) is the same Job: its name is the start's.
+async fn create_hook_jobs(ctx: &Context, pool: &WindowsNodePool, round: &Round) -> Result<(), Error> {
+    let Some(ns) = &ctx.settings.hooks_namespace else {
+        return Ok(());
+    };
+    let api: kube::Api<k8s_openapi::api::batch::v1::Job> = kube::Api::namespaced(ctx.client.clone(), ns);
+    for start in &round.plan.hooks {
+        let Some(hook) = start.kind.of(&pool.spec) else { continue };
+        let job = crate::hook_job::hook_job(pool, hook, start, ns);
+        let name = job.name_any();
+        match api.create(&crate::api::post_params(), &job).await {
+            Ok(_) => {
+                ctx.metrics.api_request("create", "jobs", "ok");
+                info!(pool = %pool.name_any(), node = %start.node, job = %name, hook = start.kind.field(), "created hook Job");
+            }
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(source) => {
+                ctx.metrics.api_request("create", "jobs", "error");
+                return Err(Error::CreateHookJob { name, node: start.node.clone(), source });
+            }
+        }
     }
     Ok(())
 }
@@ -237,6 +272,7 @@ async fn observe(pool: &WindowsNodePool, ctx: &Context) -> Result<Observed, Erro
         .filter_map(|c| c.labels().get(names::LABEL_REVISION).cloned())
         .chain(ds_of_pool.iter().filter_map(|d| legacy_revision(d).map(str::to_string)))
         .collect();
+    let hook_runs = hook_runs(ctx, &name, &members);
     Ok(Observed {
         members,
         deselected,
@@ -254,7 +290,32 @@ async fn observe(pool: &WindowsNodePool, ctx: &Context) -> Result<Observed, Erro
         bad_updates: bad_updates(ctx, &nodes),
         ring: ring_seen(ctx, pool, &nodes),
         cluster: cluster_in_flight(ctx, &name, &nodes),
+        hooks_namespace: ctx.settings.hooks_namespace.clone(),
+        hook_runs,
     })
+}
+
+/// The pool's hook Jobs for each member's current start (its
+/// `winpool.dev/started-at`): a Job of an earlier start is history.
+fn hook_runs(
+    ctx: &Context,
+    pool: &str,
+    members: &[(Arc<NodeRecord>, Option<Arc<crate::report::WindowsNodeReport>>)],
+) -> BTreeMap<String, Vec<crate::rollout::hooks::HookRun>> {
+    let mut runs: BTreeMap<String, Vec<_>> = BTreeMap::new();
+    let Some(jobs) = &ctx.hook_jobs else {
+        return runs;
+    };
+    let started: BTreeMap<&str, jiff::Timestamp> =
+        members.iter().filter_map(|(n, _)| Some((n.name.as_str(), n.annotation(names::ANN_STARTED_AT)?.parse().ok()?))).collect();
+    for job in jobs.state().iter().filter(|j| j.labels().get(names::LABEL_POOL).map(String::as_str) == Some(pool)) {
+        if let Some((node, at, run)) = crate::hook_job::run_of(job)
+            && started.get(node.as_str()) == Some(&at)
+        {
+            runs.entry(node).or_default().push(run);
+        }
+    }
+    runs
 }
 
 /// With --max-nodes-in-flight: the nodes of this install's other pools in

@@ -7,6 +7,7 @@ use futures::channel::mpsc::UnboundedReceiver;
 use futures::stream::BoxStream;
 use futures::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::core::v1::{Node, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -184,6 +185,27 @@ pub(super) fn agent_daemonsets(
         .reflect(writer)
         .touched_objects();
     (store, stream)
+}
+
+/// winpool's hook Jobs (`rollout.hooks`) in --hooks-namespace; without one, no cache and no events.
+pub(super) fn hook_jobs(client: &Client, ns: Option<&str>) -> (Option<Store<Job>>, BoxStream<'static, Result<Job, watcher::Error>>) {
+    let Some(ns) = ns else {
+        return (None, futures::stream::pending().boxed());
+    };
+    let api: Api<Job> = Api::namespaced(client.clone(), ns);
+    let (store, writer) = reflector::store();
+    let stream = watcher(api, watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}=winpool")).any_semantic())
+        .backoff(watch_backoff())
+        .modify(|j: &mut Job| {
+            j.metadata.managed_fields = None;
+            // The pod template is ours and not read back.
+            if let Some(spec) = j.spec.as_mut() {
+                spec.template = Default::default();
+            }
+        })
+        .reflect(writer)
+        .touched_objects();
+    (Some(store), stream.boxed())
 }
 
 /// The agents' reports in the agents' namespace, without their managedFields.

@@ -65,6 +65,7 @@ pub fn node_view(node: &NodeRecord, report: &AgentReport, hns: HnsReadiness) -> 
         pods_to_evict: 0,
         drain_block: None,
         drain_held: None,
+        hook_runs: Vec::new(),
         drain_blocked_by: owned(names::ANN_DRAIN_BLOCKED_BY),
         drain_blocked_since: ts(names::ANN_DRAIN_BLOCKED_SINCE),
         held_by_label: node.label(names::LABEL_HOLD) == Some("true"),

@@ -157,6 +157,7 @@ fn decide_with(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp, despite
         revision: s.rev,
         patches: r.patches,
         drain: r.drain,
+        hooks: r.hooks,
         config_revisions: r.config_revisions,
         counts,
         by_state,
@@ -193,6 +194,7 @@ pub fn fold_average(average: Option<Duration>, samples: impl IntoIterator<Item =
     })
 }
 
+pub mod hooks;
 mod new_node;
 mod node;
 mod patch;

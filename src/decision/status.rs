@@ -662,6 +662,7 @@ mod tests {
                 bad_update: None,
                 ring: None,
                 cluster: None,
+                hooks_namespace: None,
             },
             &cleared(spec, nodes),
             now,
@@ -772,6 +773,7 @@ mod tests {
                     bad_update: None,
                     ring: None,
                     cluster: None,
+                    hooks_namespace: None,
                 },
                 &cleared(&spec, &[node("a"), node("b")]),
                 now,
@@ -952,6 +954,7 @@ mod tests {
             bad_update: None,
             ring: None,
             cluster: None,
+            hooks_namespace: None,
         };
         let plan = decide(&input, &cleared(&s, &nodes), now);
         let st = build_status(&s, &plan, &Membership::default(), None, None, Some(3), now);

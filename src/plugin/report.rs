@@ -401,6 +401,8 @@ pub fn plan_report(pool: &WindowsNodePool, m: &Members, now: Timestamp) -> PlanR
         ring: None,
         // Other pools' nodes in flight are the operator's to count.
         cluster: None,
+        // Hook Jobs are the operator's to read: a plan shows a node awaiting its hook.
+        hooks_namespace: Some("(the operator's hooks namespace)"),
     };
     let preview = rollout::preview(&input, &m.views, now);
     let limit = preview.unavailable.max_unavailable;

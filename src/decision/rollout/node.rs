@@ -1,5 +1,6 @@
 //! The step of one member node this round, by the state it is in.
 
+use super::hooks::{self, Gate, HookKind};
 use super::round::{Decided, RoundSettings};
 use super::{
     DrainBlock, DrainMode, FailureReason, HnsReadiness, NodePatch, NodeState, NodeView, Recorded, ask_agent_anew, current_state, fail,
@@ -214,6 +215,11 @@ fn timed_out(s: &RoundSettings<'_>, n: &NodeView, state: NodeState) -> Option<St
 }
 
 fn draining(s: &RoundSettings<'_>, r: &mut Decided<'_>, p: &mut NodePatch, n: &NodeView) -> NodeState {
+    // The pre-drain hook runs first, pods or none; its time is not the drain's.
+    let hook_done = match hooks::gate(s, r, p, n, HookKind::PreDrain, NodeState::Draining) {
+        Gate::Open(at) => at,
+        Gate::Shut(state) => return state,
+    };
     if n.pods_to_evict == 0 {
         p.label(names::LABEL_REVISION, Some(&s.rev)).ann(names::ANN_DRAINED_REVISION, Some(&s.rev)).state(NodeState::Applying, s.now);
         p.ann(names::ANN_DRAIN_BLOCKED_BY, None).ann(names::ANN_DRAIN_BLOCKED_SINCE, None);
@@ -226,6 +232,7 @@ fn draining(s: &RoundSettings<'_>, r: &mut Decided<'_>, p: &mut NodePatch, n: &N
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     };
+    let drain_started = drain_started.max(hook_done);
     if s.since(drain_started) <= s.drain_timeout {
         if let Some(block) = n.drain_block.as_ref().filter(|b| !s.put_back_after.is_zero() && s.since(Some(b.since)) >= s.put_back_after) {
             put_back(s, p, n, block);
@@ -276,6 +283,13 @@ fn applying(s: &RoundSettings<'_>, r: &mut Decided<'_>, p: &mut NodePatch, n: &N
         }
         (true, Some(names::APPLY_SUCCEEDED)) => match verified(s, r, n, state) {
             Ok(()) => {
+                // Back on the target and checked, still cordoned: the post-update hook's turn.
+                if let Gate::Shut(after) = hooks::gate(s, r, p, n, HookKind::PostUpdate, NodeState::Verifying) {
+                    if after == NodeState::Verifying && state == NodeState::Applying {
+                        p.state(NodeState::Verifying, s.now);
+                    }
+                    return after;
+                }
                 release_cordon(p, n);
                 p.state(NodeState::Updated, s.now)
                     .ann(names::ANN_TARGET_REVISION, None)

@@ -75,6 +75,7 @@ pub(super) struct RoundSettings<'a> {
     pub cluster: Option<super::ClusterInFlight>,
     /// Past MAX_CLOCK_SKEW: nothing starts, nothing times out.
     pub clock_skew: Option<jiff::SignedDuration>,
+    pub hooks_namespace: Option<&'a str>,
 }
 
 impl<'a> RoundSettings<'a> {
@@ -104,6 +105,7 @@ impl<'a> RoundSettings<'a> {
             ring: pool.ring,
             cluster: pool.cluster,
             clock_skew: pool.clock_skew,
+            hooks_namespace: pool.hooks_namespace,
         }
     }
 
@@ -142,6 +144,8 @@ pub(super) struct Decided<'n> {
     pub tampered: BTreeMap<String, super::Tampering>,
     /// Pending nodes labelled `winpool.dev/hold=true`.
     pub held: BTreeSet<String>,
+    /// Hook Jobs to create.
+    pub hooks: Vec<super::hooks::HookStart>,
 }
 
 impl<'n> Decided<'n> {
@@ -158,6 +162,7 @@ impl<'n> Decided<'n> {
             preflight_held: BTreeMap::new(),
             tampered: BTreeMap::new(),
             held: BTreeSet::new(),
+            hooks: Vec::new(),
         }
     }
 

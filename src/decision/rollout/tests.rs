@@ -70,6 +70,7 @@ fn run(spec: &WindowsNodePoolSpec, nodes: &[NodeView]) -> Plan {
             bad_update: None,
             ring: None,
             cluster: None,
+            hooks_namespace: None,
         },
         &cleared(spec, nodes),
         now(),
@@ -92,6 +93,7 @@ fn input<'a>(spec: &'a WindowsNodePoolSpec, existing: &'a BTreeSet<String>) -> P
         bad_update: None,
         ring: None,
         cluster: None,
+        hooks_namespace: None,
     }
 }
 
@@ -1251,6 +1253,7 @@ fn run_gated(spec: &WindowsNodePoolSpec, nodes: &[NodeView], gates: &[crate::gat
             bad_update: None,
             ring: None,
             cluster: None,
+            hooks_namespace: None,
         },
         &cleared(spec, nodes),
         now(),
@@ -1425,6 +1428,7 @@ fn the_estimate_is_the_waves_left_at_the_pools_pace() {
             bad_update: None,
             ring: None,
             cluster: None,
+            hooks_namespace: None,
         };
         decide(&input, &cleared(spec, &nodes), now())
     };
@@ -1484,6 +1488,7 @@ fn other_holds_come_before_the_gates_and_gates_are_asked_for_only_when_a_node_co
                 bad_update: None,
                 ring: None,
                 cluster: None,
+                hooks_namespace: None,
             },
             &cleared(spec, nodes),
             now(),
@@ -1612,6 +1617,7 @@ fn an_agent_silent_for_a_whole_node_timeout_after_the_mark_is_reported_as_blocke
             bad_update: None,
             ring: None,
             cluster: None,
+            hooks_namespace: None,
         };
         decide(&input, &nodes, now())
     };
@@ -1681,4 +1687,108 @@ fn a_huge_agent_message_is_clipped_where_it_is_copied() {
     let status = plan.failed_nodes_status();
     assert!(status[0].message.chars().count() < MAX_COPIED_MESSAGE + 40);
     assert_eq!(clipped("short"), "short");
+}
+
+mod hooks {
+    use super::*;
+    use crate::rollout::hooks::{HookKind, HookOutcome, HookRun, HookStart};
+
+    const HOOKS: &str = "rollout: {hooks: {preDrain: {image: tools:1, timeout: 5m, onFailure: Hold}, postUpdate: {image: tools:1}}}";
+
+    fn run_with(spec: &WindowsNodePoolSpec, nodes: &[NodeView], hooks_namespace: Option<&str>) -> Plan {
+        let existing = BTreeSet::new();
+        decide(&PoolInput { hooks_namespace, ..input(spec, &existing) }, &cleared(spec, nodes), now())
+    }
+
+    fn ran(mut n: NodeView, kind: HookKind, created_ago: i64, outcome: HookOutcome) -> NodeView {
+        n.hook_runs.push(HookRun { kind, job: format!("winpool-{}-1", kind.as_str()), created: ago(created_ago), outcome });
+        n
+    }
+
+    fn draining(pods: usize) -> NodeView {
+        let spec = spec_with(HOOKS);
+        let mut n = in_state("n", NodeState::Draining, &revision_of(&spec));
+        n.pods_to_evict = pods;
+        n
+    }
+
+    #[test]
+    fn a_pre_drain_hook_runs_before_any_eviction_and_its_time_is_not_the_drains() {
+        let spec = spec_with(HOOKS);
+        let ns = Some("hooks");
+        // No Job yet: the plan creates one for this start and evicts nothing.
+        let plan = run_with(&spec, &[draining(3)], ns);
+        assert_eq!(plan.hooks, vec![HookStart { node: "n".into(), kind: HookKind::PreDrain, started_at: ago(10).unwrap() }]);
+        assert!(plan.drain.is_empty(), "nothing evicted before the hook ran");
+        // Running, even with no pods to evict: the node waits.
+        let plan = run_with(&spec, &[ran(draining(0), HookKind::PreDrain, 5, HookOutcome::Running)], ns);
+        assert!(plan.hooks.is_empty() && plan.drain.is_empty() && transition(&plan, "n").is_none(), "{:?}", plan.waiting);
+        // Succeeded: the drain goes on, and drain.timeout counts from the hook's end.
+        let mut long = ran(draining(3), HookKind::PreDrain, 900, HookOutcome::Succeeded(ago(5)));
+        long.state_since = ago(900); // past drain.timeout (10m) since the start, not since the hook
+        let plan = run_with(&spec, &[long], ns);
+        assert_eq!(plan.drain, vec![("n".to_string(), DrainMode::Evict)]);
+        let plan = run_with(&spec, &[ran(draining(0), HookKind::PreDrain, 60, HookOutcome::Succeeded(ago(5)))], ns);
+        assert_eq!(transition(&plan, "n"), Some((NodeState::Draining, NodeState::Applying)));
+    }
+
+    #[test]
+    fn a_failed_pre_drain_hook_holds_its_node_uncordoned_or_fails_it_as_the_pool_says() {
+        let ns = Some("hooks");
+        let failed = HookOutcome::Failed("DeadlineExceeded: Job was active longer than specified deadline".into());
+        let plan = run_with(&spec_with(HOOKS), &[ran(draining(3), HookKind::PreDrain, 400, failed.clone())], ns);
+        let p = patch(&plan, "n").unwrap();
+        assert_eq!((p.from, p.to), (NodeState::Draining, NodeState::Pending));
+        assert_eq!(p.labels.get(names::LABEL_HOLD), Some(&Some("true".to_string())));
+        assert!(p.annotations[names::ANN_HOLD_REASON].as_deref().unwrap().contains("kubectl -n hooks logs job/winpool-pre-drain-1"));
+        assert_eq!(p.unschedulable, Some(false), "uncordoned: it was never drained");
+        assert!(plan.drain.is_empty());
+        // Running past its timeout (the Job controller did not stop it) is a failure too.
+        let plan = run_with(&spec_with(HOOKS), &[ran(draining(3), HookKind::PreDrain, 400, HookOutcome::Running)], ns);
+        assert_eq!(transition(&plan, "n"), Some((NodeState::Draining, NodeState::Pending)));
+
+        let fail = spec_with("rollout: {hooks: {preDrain: {image: tools:1}}}");
+        let mut n = in_state("n", NodeState::Draining, &revision_of(&fail));
+        n.pods_to_evict = 3;
+        let plan = run_with(&fail, &[ran(n.clone(), HookKind::PreDrain, 60, failed)], ns);
+        let p = patch(&plan, "n").unwrap();
+        assert_eq!((p.to, p.annotations[names::ANN_FAILURE_REASON].as_deref()), (NodeState::Failed, Some("HookFailed")));
+        // Without a hooks namespace no hook can run: the node fails, saying so.
+        let plan = run_with(&fail, &[n], None);
+        let p = patch(&plan, "n").unwrap();
+        assert_eq!(p.to, NodeState::Failed);
+        assert!(p.reason.contains("--hooks-namespace"), "{}", p.reason);
+    }
+
+    #[test]
+    fn a_post_update_hook_runs_once_the_node_is_verified_and_before_its_uncordon() {
+        let spec = spec_with(HOOKS);
+        let rev = revision_of(&spec);
+        let ns = Some("hooks");
+        let verified = || applied(in_state("n", NodeState::Verifying, &rev), &rev);
+        let plan = run_with(&spec, &[verified()], ns);
+        assert_eq!(plan.hooks.iter().map(|h| h.kind).collect::<Vec<_>>(), [HookKind::PostUpdate]);
+        assert!(transition(&plan, "n").is_none(), "still Verifying and cordoned");
+        // Straight from Applying: Verifying while its hook runs.
+        let plan = run_with(&spec, &[applied(in_state("n", NodeState::Applying, &rev), &rev)], ns);
+        assert_eq!(transition(&plan, "n"), Some((NodeState::Applying, NodeState::Verifying)));
+        assert_eq!(patch(&plan, "n").unwrap().unschedulable, None);
+        let plan = run_with(&spec, &[ran(verified(), HookKind::PostUpdate, 30, HookOutcome::Succeeded(ago(1)))], ns);
+        let p = patch(&plan, "n").unwrap();
+        assert_eq!((p.to, p.unschedulable), (NodeState::Updated, Some(false)));
+        // Hold: Updated, but the cordon stays, now a person's to lift.
+        let hold = spec_with("rollout: {hooks: {postUpdate: {image: tools:1, onFailure: Hold}}}");
+        let rev = revision_of(&hold);
+        let n = ran(
+            applied(in_state("n", NodeState::Verifying, &rev), &rev),
+            HookKind::PostUpdate,
+            30,
+            HookOutcome::Failed("BackoffLimitExceeded".into()),
+        );
+        let plan = run_with(&hold, &[n], ns);
+        let p = patch(&plan, "n").unwrap();
+        assert_eq!((p.to, p.unschedulable), (NodeState::Updated, None));
+        assert_eq!(p.annotations.get(names::ANN_CORDONED_BY_WINPOOL), Some(&None), "the cordon is no longer winpool's");
+        assert_eq!(p.labels.get(names::LABEL_HOLD), Some(&Some("true".to_string())));
+    }
 }

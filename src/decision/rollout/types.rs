@@ -110,6 +110,8 @@ pub struct NodeView {
     /// The first pod the drain's rules keep on the node and why (no
     /// controller without force, emptyDir data): what its DrainTimeout names.
     pub drain_held: Option<String>,
+    /// Its hook Jobs for its current start (`rollout.hooks`), as found.
+    pub hook_runs: Vec<super::hooks::HookRun>,
     /// Put back for a PodDisruptionBudget (`winpool.dev/drain-blocked-by`/`-since`).
     pub drain_blocked_by: Option<String>,
     pub drain_blocked_since: Option<Timestamp>,
@@ -266,6 +268,8 @@ pub struct Plan {
     pub revision: String,
     pub patches: Vec<NodePatch>,
     pub drain: Vec<(String, DrainMode)>,
+    /// Hook Jobs to create, once this round's node writes landed.
+    pub hooks: Vec<super::hooks::HookStart>,
     /// Revisions whose ConfigMap must exist (the target, and any still carried by a node).
     pub config_revisions: BTreeSet<String>,
     pub counts: NodeCounts,
@@ -355,6 +359,8 @@ pub struct PoolInput<'a> {
     pub ring: Option<&'a crate::decision::ring::RingHold>,
     /// The operator's --max-nodes-in-flight, with what other pools hold of it.
     pub cluster: Option<ClusterInFlight>,
+    /// The operator's --hooks-namespace, where `rollout.hooks` Jobs run; None: hooks cannot run.
+    pub hooks_namespace: Option<&'a str>,
 }
 
 /// The install-wide bound on nodes in flight (--max-nodes-in-flight) and the
@@ -405,6 +411,7 @@ impl<'a> PoolInput<'a> {
             bad_update: None,
             ring: None,
             cluster: None,
+            hooks_namespace: None,
         }
     }
 }
@@ -418,6 +425,8 @@ pub enum FailureReason {
     DrainTimeout,
     /// Its agent reported that the install failed.
     ApplyFailed,
+    /// A `rollout.hooks` Job failed or ran past its timeout.
+    HookFailed,
 }
 
 impl FailureReason {
@@ -426,6 +435,7 @@ impl FailureReason {
             FailureReason::Timeout => "Timeout",
             FailureReason::DrainTimeout => "DrainTimeout",
             FailureReason::ApplyFailed => "ApplyFailed",
+            FailureReason::HookFailed => "HookFailed",
         }
     }
 }

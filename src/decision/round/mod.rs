@@ -70,6 +70,10 @@ pub(crate) struct Observed {
     /// The install's bound on nodes in flight across its pools, and how many
     /// other pools' nodes are in flight now.
     pub cluster: Option<ClusterInFlight>,
+    /// The operator's --hooks-namespace (where hook Jobs run), if set.
+    pub hooks_namespace: Option<String>,
+    /// Members' hook Jobs for their current start, by node.
+    pub hook_runs: BTreeMap<String, Vec<crate::rollout::hooks::HookRun>>,
 }
 
 /// What a pool that follows another observed of it.
@@ -257,6 +261,7 @@ fn judge<'s>(pool: &WindowsNodePool, seen: &'s Observed, memory: &mut PoolMemory
             v.pods_to_evict = drain::remaining(pods, &rules, now);
             v.drain_held = drain::first_held(pods, &rules);
         }
+        v.hook_runs = seen.hook_runs.get(&v.name).cloned().unwrap_or_default();
         hns_nodes.push(HnsNode { node: n, readiness, reason, message });
         views.push(v);
     }
@@ -285,6 +290,7 @@ fn input<'a>(
         bad_update,
         ring,
         cluster: seen.cluster,
+        hooks_namespace: seen.hooks_namespace.as_deref(),
     }
 }
 
@@ -554,6 +560,8 @@ pub struct Settings {
     /// Nodes that may be in flight at once across every pool of this
     /// install (0: only each pool's maxUnavailable bounds it).
     pub max_nodes_in_flight: u32,
+    /// Where `rollout.hooks` Jobs run (None: a pool's hooks fail its nodes, saying so).
+    pub hooks_namespace: Option<String>,
 }
 
 #[cfg(test)]
@@ -573,6 +581,7 @@ impl Settings {
             install_id: String::new(),
             bad_update_threshold: crate::decision::breaker::DEFAULT_THRESHOLD,
             max_nodes_in_flight: 0,
+            hooks_namespace: None,
         }
     }
 }
@@ -694,6 +703,7 @@ mod tests {
                 bad_update: None,
                 ring: None,
                 cluster: None,
+                hooks_namespace: None,
             };
             problems(&pool, &decide(&input, std::slice::from_ref(&node), Timestamp::UNIX_EPOCH), &Membership::default())
         };
@@ -855,6 +865,8 @@ mod tests {
             bad_updates: Vec::new(),
             ring: Default::default(),
             cluster: None,
+            hooks_namespace: None,
+            hook_runs: BTreeMap::new(),
         }
     }
 

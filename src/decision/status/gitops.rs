@@ -54,6 +54,7 @@ fn plan(spec: &WindowsNodePoolSpec, nodes: &[NodeView], paused_by_annotation: bo
         bad_update: None,
         ring: None,
         cluster: None,
+        hooks_namespace: None,
     };
     decide(&input, &cleared(spec, nodes), now())
 }
