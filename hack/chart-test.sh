@@ -36,6 +36,7 @@ PACKAGE="${1:-}"
 RELEASE="${WINPOOL_CHART_TEST_RELEASE:-winpool-chart-test}"
 NS="${WINPOOL_CHART_TEST_NAMESPACE:-winpool-system-chart-test}"
 AGENT_NS="${WINPOOL_CHART_TEST_AGENT_NAMESPACE:-winpool-agents-chart-test}"
+HOOKS_NS="${WINPOOL_CHART_TEST_HOOKS_NAMESPACE:-winpool-hooks-chart-test}"
 FULLNAME="$RELEASE" # the release name contains "winpool", so it is the chart's full name
 SA="system:serviceaccount:$NS:$FULLNAME"
 AGENT_SA="system:serviceaccount:$AGENT_NS:winpool-agent"
@@ -467,7 +468,8 @@ adopt_crd() {
     kubectl_ label --overwrite "$CRD" app.kubernetes.io/managed-by=Helm
 }
 check "adopt the CRD into the release (chart README)" adopt_crd
-check "helm upgrade to this chart" helm_ upgrade "$RELEASE" "$CHART" --namespace "$NS" --set agentNamespace="$AGENT_NS" --timeout 120s
+check "helm upgrade to this chart" helm_ upgrade "$RELEASE" "$CHART" --namespace "$NS" --set agentNamespace="$AGENT_NS" \
+  --set hooks.namespace="$HOOKS_NS" --timeout 120s
 crd_upgraded() {
   local cols chart policy
   cols="$(printer_columns)"
@@ -625,7 +627,19 @@ yes watch  windowsnodereports.winpool.dev       $AGENT_NS
 no  patch  windowsnodereports.winpool.dev       $AGENT_NS
 no  delete windowsnodereports.winpool.dev       $AGENT_NS
 no  list   windowsnodereports.winpool.dev       *
+yes create jobs.batch                           $HOOKS_NS
+yes watch  jobs.batch                           $HOOKS_NS
+no  delete jobs.batch                           $HOOKS_NS
+no  create jobs.batch                           $NS
+no  create pods                                 $HOOKS_NS
 EOF
+hooks_namespace_restricted() {
+  local level
+  level="$(kubectl_ get namespace "$HOOKS_NS" -o jsonpath='{.metadata.labels.pod-security\.kubernetes\.io/enforce}')"
+  echo "hooks namespace $HOOKS_NS enforces: ${level:-nothing}"
+  [[ "$level" == restricted ]]
+}
+check "the hooks namespace enforces the restricted Pod Security profile" hooks_namespace_restricted
 # The agent reads Nodes and writes none. RBAC lets it write any report in
 # its namespace; the admission policy narrows that to its own node's.
 check "agent ServiceAccount can do what the agent needs and no more" can_i_table "$AGENT_SA" <<EOF
@@ -690,6 +704,7 @@ check "agent ClusterRole and admission policy are gone" \
 check "FlowSchemas and the agents' priority level are gone" \
   gone "the FlowSchemas" get "flowschema/$FULLNAME-agents" "flowschema/$FULLNAME-leader-election" "prioritylevelconfiguration/$FULLNAME-agents"
 check "agent namespace is gone" gone "namespace/$AGENT_NS" get namespace "$AGENT_NS"
+check "hooks namespace is gone" gone "namespace/$HOOKS_NS" get namespace "$HOOKS_NS"
 check "the CRD is kept (crds.keep)" exists get "$CRD"
 
 echo
