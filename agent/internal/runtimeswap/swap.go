@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -113,9 +114,12 @@ func (s *swap) do(ctx context.Context) error {
 	return s.prove(ctx)
 }
 
-// migrateConfig rewrites config.toml for a major version jump (containerd
-// 2.x refuses 1.x options such as default_runtime), keeping the original in
-// BackupDir for the rollback.
+// migrateConfig rewrites config.toml for a major version jump when the
+// new containerd could not read it: a version 1 file (no `version`, or
+// `version = 1`), which containerd 2.x no longer takes. A version 2 file is
+// left as it is: containerd 2.x migrates it in memory at every start, and a
+// file an admin or the node image wrote stays theirs (AKS and EKS images
+// write version 2). The original is kept in BackupDir for the rollback.
 func (s *swap) migrateConfig(ctx context.Context) error {
 	if !majorJump(s.p.From, s.p.Version) {
 		return nil
@@ -127,6 +131,9 @@ func (s *swap) migrateConfig(ctx context.Context) error {
 	}
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", cfg, err)
+	}
+	if configVersion(old) >= 2 {
+		return nil
 	}
 	out, err := s.m.MigrateConfig(ctx, filepath.Join(s.p.InstallDir, "containerd.exe"), cfg)
 	if err != nil {
@@ -140,6 +147,26 @@ func (s *swap) migrateConfig(ctx context.Context) error {
 		return fmt.Errorf("writing the migrated %s: %w", cfg, err)
 	}
 	return nil
+}
+
+// configVersion is a containerd config file's top-level `version` (before
+// its first table); 1 when it has none, as containerd reads it.
+func configVersion(toml []byte) int {
+	for _, line := range strings.Split(string(toml), "\n") {
+		line = strings.TrimSpace(line)
+		if strings.HasPrefix(line, "[") {
+			break
+		}
+		key, value, ok := strings.Cut(line, "=")
+		if !ok || strings.TrimSpace(key) != "version" {
+			continue
+		}
+		value, _, _ = strings.Cut(value, "#")
+		if v, err := strconv.Atoi(strings.TrimSpace(value)); err == nil {
+			return v
+		}
+	}
+	return 1
 }
 
 // majorJump: from and to are versions with different major numbers.

@@ -309,3 +309,24 @@ func TestAMajorJumpMigratesTheConfigAndARollbackRestoresIt(t *testing.T) {
 		t.Errorf("1.7.20 -> 1.7.22: phase %s, migrations %v; want Succeeded and none", r.Phase, m.migrations)
 	}
 }
+
+// A version 2 config (what AKS and EKS images write) is read by containerd
+// 2.x as it is, migrated in memory: a major jump leaves the file alone.
+func TestAMajorJumpLeavesAVersion2ConfigAsItIs(t *testing.T) {
+	const v2 = "containerd github.com/containerd/containerd/v2 v2.0.1 88c3d9bc"
+	const version2 = "version = 2 # the node image's\n\n" + config
+	p, m := node(t)
+	p.Version = "2.0.1"
+	os.WriteFile(filepath.Join(p.NewDir, "containerd.exe"), []byte(v2), 0o700)
+	os.WriteFile(p.ConfigFile(), []byte(version2), 0o600)
+	r := Run(context.Background(), p, m)
+	got, _ := os.ReadFile(p.ConfigFile())
+	if r.Phase != host.RuntimeSucceeded || len(m.migrations) != 0 || string(got) != version2 {
+		t.Errorf("phase %s (%s), migrations %v, config %q: want Succeeded, no migration, the file as it was", r.Phase, r.Message, m.migrations, got)
+	}
+	for toml, want := range map[string]int{config: 1, version2: 2, "version=3\n": 3, "[x]\nversion = 2\n": 1, "version = 1\n" + config: 1} {
+		if got := configVersion([]byte(toml)); got != want {
+			t.Errorf("configVersion(%q) = %d, want %d", toml, got, want)
+		}
+	}
+}

@@ -99,7 +99,7 @@ pub(super) fn gate(s: &RoundSettings<'_>, r: &mut Decided<'_>, p: &mut NodePatch
         (Some(_), None) => match n.started_at {
             Some(started_at) => {
                 r.hooks.push(HookStart { node: n.name.clone(), kind, started_at });
-                r.wait(&n.name, format!("creating its {} hook Job", kind.field()));
+                r.wait(&n.name, format!("waiting for its {} hook Job", kind.field()));
                 return Gate::Shut(state);
             }
             // Not started by winpool (a hand-edited state): no key for a Job.
@@ -119,7 +119,7 @@ pub(super) fn gate(s: &RoundSettings<'_>, r: &mut Decided<'_>, p: &mut NodePatch
         },
     };
     let msg = match (s.hooks_namespace, n.hook_runs.iter().find(|h| h.kind == kind)) {
-        (Some(ns), Some(run)) => format!("{failure}; its log: kubectl -n {ns} logs job/{}", run.job),
+        (Some(ns), Some(run)) => format!("{failure}; see kubectl -n {ns} logs job/{0} (and describe job/{0} for pods it could not create)", run.job),
         _ => failure,
     };
     let state = failed(s, p, n, kind, hook.on_failure, &msg);
