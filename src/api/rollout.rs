@@ -157,6 +157,12 @@ pub struct Hook {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253))]
     pub service_account_name: Option<String>,
+    /// The user the container runs as: the pod runs as non-root (the hooks
+    /// namespace enforces the restricted profile), so an image whose user is
+    /// root needs one here (e.g. 65534).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub run_as_user: Option<i64>,
     /// Node labels the Job's pod must land on (default kubernetes.io/os: linux).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_selector: Option<BTreeMap<String, String>>,

@@ -73,6 +73,7 @@ pub fn hook_job(pool: &WindowsNodePool, hook: &Hook, start: &HookStart, namespac
                     node_selector: Some(node_selector),
                     security_context: Some(PodSecurityContext {
                         run_as_non_root: Some(true),
+                        run_as_user: hook.run_as_user,
                         seccomp_profile: Some(SeccompProfile { type_: "RuntimeDefault".into(), ..Default::default() }),
                         ..Default::default()
                     }),
@@ -132,8 +133,10 @@ mod tests {
     }
 
     fn hook() -> Hook {
-        serde_json::from_value(serde_json::json!({"image": "registry.example/db-tools:1", "command": ["/stepdown"], "timeout": "90s"}))
-            .unwrap()
+        serde_json::from_value(
+            serde_json::json!({"image": "registry.example/db-tools:1", "command": ["/stepdown"], "timeout": "90s", "runAsUser": 65534}),
+        )
+        .unwrap()
     }
 
     fn start(node: &str) -> HookStart {
@@ -156,6 +159,8 @@ mod tests {
         let env = pod.containers[0].env.as_ref().unwrap();
         assert!(env.iter().any(|e| e.name == "WINPOOL_NODE" && e.value.as_deref() == Some(node.as_str())));
         assert_eq!(pod.containers[0].security_context.as_ref().unwrap().allow_privilege_escalation, Some(false));
+        let runs_as = pod.security_context.as_ref().unwrap();
+        assert_eq!((runs_as.run_as_non_root, runs_as.run_as_user), (Some(true), Some(65534)), "non-root, as the hook says");
         assert_eq!(job.metadata.owner_references.as_ref().unwrap()[0].uid, "uid-1", "deleted with its pool");
 
         let (n, at, run) = run_of(&job).expect("a hook Job reads back");

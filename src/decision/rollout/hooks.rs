@@ -119,7 +119,9 @@ pub(super) fn gate(s: &RoundSettings<'_>, r: &mut Decided<'_>, p: &mut NodePatch
         },
     };
     let msg = match (s.hooks_namespace, n.hook_runs.iter().find(|h| h.kind == kind)) {
-        (Some(ns), Some(run)) => format!("{failure}; see kubectl -n {ns} logs job/{0} (and describe job/{0} for pods it could not create)", run.job),
+        (Some(ns), Some(run)) => {
+            format!("{failure}; see kubectl -n {ns} logs job/{0} (and describe job/{0} for pods it could not create)", run.job)
+        }
         _ => failure,
     };
     let state = failed(s, p, n, kind, hook.on_failure, &msg);
