@@ -1,7 +1,7 @@
 //! Chaos soak (issue 10): a rollout over ~50 simulated nodes on its own control
 //! plane while, at seeded random moments, the operator is SIGKILLed and
 //! restarted, the kube-apiserver is killed and restarted, a node is deleted
-//! mid-drain, a node joins the pool, the agent pod of a node that is applying
+//! mid-drain and another mid-apply, a node joins the pool, the agent pod of a node that is applying
 //! is deleted (its agent stops mid-apply; the DaemonSet's new pod carries on),
 //! evictions are refused (429) for a while,
 //! the rollout is paused and resumed, and the pool's patch level changes
@@ -164,6 +164,10 @@ enum Chaos {
     RestartApiserver,
     /// Delete a node whose state is Draining (waits until there is one).
     DeleteDrainingNode,
+    /// Delete a node whose state is Applying (waits until there is one): a
+    /// cloud's scale-in, or a person, removes it mid-install; the rollout
+    /// goes on without it.
+    DeleteApplyingNode,
     /// A new node matching the pool's selector joins.
     AddNode,
     /// Delete the agent pod of a node whose state is Applying (waits until there is one):
@@ -203,6 +207,7 @@ fn size(long: bool) -> Size {
     let refuse = |r: &mut SmallRng| Chaos::RefuseEvictions { for_ms: r.random_range(8000..20000) };
     let api = |_: &mut SmallRng| Chaos::RestartApiserver;
     let del = |_: &mut SmallRng| Chaos::DeleteDrainingNode;
+    let del_applying = |_: &mut SmallRng| Chaos::DeleteApplyingNode;
     let add = |_: &mut SmallRng| Chaos::AddNode;
     let agent = |_: &mut SmallRng| Chaos::KillAgent;
     let change = |_: &mut SmallRng| Chaos::ChangePatchLevel;
@@ -212,7 +217,7 @@ fn size(long: bool) -> Size {
             nodes: 200,
             max_unavailable: IntOrString::String("10%".into()),
             replicas: 30,
-            events: vec![(kill, 6), (api, 3), (del, 3), (add, 3), (agent, 4), (refuse, 3), (change, 2), (pause, 2)],
+            events: vec![(kill, 6), (api, 3), (del, 3), (del_applying, 2), (add, 3), (agent, 4), (refuse, 3), (change, 2), (pause, 2)],
             horizon: Duration::from_secs(300),
             budget: Duration::from_secs(45 * 60),
         }
@@ -221,7 +226,7 @@ fn size(long: bool) -> Size {
             nodes: 50,
             max_unavailable: IntOrString::Int(5),
             replicas: 10,
-            events: vec![(kill, 2), (api, 1), (del, 1), (add, 1), (agent, 2), (refuse, 1), (change, 1), (pause, 1)],
+            events: vec![(kill, 2), (api, 1), (del, 1), (del_applying, 1), (add, 1), (agent, 2), (refuse, 1), (change, 1), (pause, 1)],
             horizon: Duration::from_secs(60),
             budget: Duration::from_secs(12 * 60),
         }
@@ -699,10 +704,11 @@ async fn a_rollout_converges_through_chaos_with_every_invariant_held() {
                     api_back_at = Some(Instant::now());
                     Some(format!("kube-apiserver SIGKILLed and restarted; API away {:.1}s", away.as_secs_f64()))
                 }
-                Chaos::DeleteDrainingNode => match &sampled {
+                Chaos::DeleteDrainingNode | Chaos::DeleteApplyingNode => match &sampled {
                     Some((s, _, _)) => {
+                        let state = if what == Chaos::DeleteDrainingNode { "Draining" } else { "Applying" };
                         let draining: Vec<&str> =
-                            s.nodes.iter().filter(|n| n.state.as_deref() == Some("Draining")).map(|n| n.name.as_str()).collect();
+                            s.nodes.iter().filter(|n| n.state.as_deref() == Some(state)).map(|n| n.name.as_str()).collect();
                         if draining.is_empty() {
                             None
                         } else {
@@ -710,7 +716,7 @@ async fn a_rollout_converges_through_chaos_with_every_invariant_held() {
                             match nodes_api.delete(&victim, &DeleteParams::default()).await {
                                 Ok(_) => {
                                     deleted.insert(victim.clone());
-                                    Some(format!("deleted {victim} while it was Draining ({} draining)", draining.len()))
+                                    Some(format!("deleted {victim} while it was {state} ({} {})", draining.len(), state.to_lowercase()))
                                 }
                                 Err(e) => {
                                     eprintln!("[chaos] deleting {victim}: {e}; retrying");
@@ -912,7 +918,8 @@ async fn a_rollout_converges_through_chaos_with_every_invariant_held() {
         .map(|(_, m)| match m {
             m if m.starts_with("SIGKILLed") => "operator killed",
             m if m.starts_with("kube-apiserver") => "apiserver restarted",
-            m if m.starts_with("deleted") => "node deleted mid-drain",
+            m if m.starts_with("deleted") && m.contains("Draining") => "node deleted mid-drain",
+            m if m.starts_with("deleted") => "node deleted mid-apply",
             m if m.starts_with("added") => "node added",
             m if m.starts_with("PDB minAvailable") => "evictions refused",
             m if m.starts_with("PDB relaxed") => "evictions allowed",
@@ -922,7 +929,7 @@ async fn a_rollout_converges_through_chaos_with_every_invariant_held() {
             _ => "other",
         })
         .collect();
-    assert_eq!(kinds.len(), 9, "seed {seed}: every kind of chaos happened: {kinds:?}");
+    assert_eq!(kinds.len(), 10, "seed {seed}: every kind of chaos happened: {kinds:?}");
     // An operator that lost its lease while the API was away was restarted (as the
     // Deployment would) and reported above; any other exit already failed the test.
     checker.assert_clean();

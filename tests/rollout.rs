@@ -1234,3 +1234,60 @@ async fn a_failing_pre_drain_hook_holds_its_node_and_a_passing_one_runs_before_i
         assert!(post > applying, "{n}: the post-update hook ran after the update");
     }
 }
+
+/// Under --max-nodes-in-flight, a pool held by the bound gets the next free
+/// slot: the pool that rolls, whose finished node wakes it at once, does not
+/// take the slot back while another waits (replayed from the audit log).
+#[tokio::test]
+async fn under_the_bound_across_pools_the_longest_waiting_pool_gets_the_next_slot() {
+    let client = support::client().await;
+    install_crd(&client).await;
+    let mut t = TestSpace::new("rollout-bound-turns").await;
+    t.start_sim(6, &["--apply-time=2s", "--reboot-time=0.5s"]);
+    wait_nodes_ready(&t, 6).await;
+    let nodes_api: Api<Node> = Api::all(t.client.clone());
+    let prefix = t.node_prefix();
+    // Pool a: four nodes; pool b: two.
+    for i in 0..6 {
+        let label = json!({"metadata": {"labels": {"part": if i < 4 { "a" } else { "b" }}}});
+        nodes_api.patch(&format!("{prefix}{i}"), &PatchParams::default(), &Patch::Merge(label)).await.unwrap();
+    }
+    let manifest = |part: &str| {
+        let mut m = pool_manifest(&t, &format!("{}-{part}", t.id), "10.0.20348.2762", json!({"maxUnavailable": 2}));
+        m["spec"]["nodeSelector"]["matchLabels"]["part"] = json!(part);
+        m
+    };
+    let (a, b) = (manifest("a"), manifest("b"));
+    apply_pool(&t, &a).await;
+    t.start_operator(&["--max-nodes-in-flight=2"]);
+    // Pool a fills the bound; then pool b comes and waits for a slot.
+    wait_for("pool a to fill the bound", WAIT, || async {
+        let nodes = nodes_api.list(&ListParams::default().labels(&format!("{},part=a", t.selector()))).await.ok()?.items;
+        let in_flight =
+            nodes.iter().filter(|n| n.annotations().get(names::ANN_STATE).is_some_and(|s| s == "Draining" || s == "Applying")).count();
+        (in_flight == 2).then_some(())
+    })
+    .await;
+    apply_pool(&t, &b).await;
+    for part in ["a", "b"] {
+        support::wait_pool_done(&t, &format!("{}-{part}", t.id), if part == "a" { 4 } else { 2 }, WAIT).await;
+    }
+
+    // The starts in the order the API server took them, by pool.
+    let parts: BTreeMap<String, &str> = (0..6).map(|i| (format!("{prefix}{i}"), if i < 4 { "a" } else { "b" })).collect();
+    let mut starts: Vec<(jiff::Timestamp, &str)> = audit::requests(&audit::audit_log(), &prefix)
+        .iter()
+        .filter(|r| r.verb == "patch" && r.code == 200 && r.user_agent.starts_with("winpool/"))
+        .filter(|r| {
+            r.body["metadata"]["annotations"][names::ANN_STATE] == "Draining"
+                && r.body["metadata"]["annotations"][names::ANN_STARTED_AT].is_string()
+        })
+        .filter_map(|r| Some((r.at?, *parts.get(&r.name)?)))
+        .collect();
+    starts.sort();
+    let order: Vec<&str> = starts.iter().map(|(_, p)| *p).collect();
+    assert_eq!(&order[..3], ["a", "a", "b"], "the slot pool a's first node freed went to pool b, which waited: {order:?}");
+    let in_flight = audit::max_in_flight(&audit::requests(&audit::audit_log(), &prefix));
+    assert!(in_flight <= 2, "at most 2 nodes in flight across the pools, the audit log shows {in_flight}");
+    t.cleanup().await;
+}

@@ -329,7 +329,10 @@ fn cluster_in_flight(ctx: &Context, pool: &str, nodes: &[Arc<NodeRecord>]) -> Op
     let in_flight = |n: &NodeRecord| n.annotation(names::ANN_STATE).and_then(NodeState::parse).is_some_and(|s| s.in_flight());
     let other_pool = |n: &NodeRecord| n.label(names::LABEL_POOL).is_some_and(|p| p != pool && ours.contains(p));
     let elsewhere = nodes.iter().filter(|n| other_pool(n) && in_flight(n)).count();
-    Some(ClusterInFlight { limit, elsewhere })
+    let pools = ctx.pools.state();
+    let progressing = pools.iter().map(|p| (p.name_any(), crate::rollout::cluster::progressing(p.status.as_ref()))).collect::<Vec<_>>();
+    let waiting_ahead = crate::rollout::cluster::waiting_ahead(pool, &progressing);
+    Some(ClusterInFlight { limit, elsewhere, waiting_ahead })
 }
 
 /// For a pool that follows another: that pool, the nodes labelled for it,

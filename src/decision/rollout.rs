@@ -194,6 +194,7 @@ pub fn fold_average(average: Option<Duration>, samples: impl IntoIterator<Item =
     })
 }
 
+pub mod cluster;
 pub mod hooks;
 mod new_node;
 mod node;

@@ -101,10 +101,14 @@ pub(super) fn start_nodes<'n>(s: &RoundSettings<'_>, r: &mut Decided<'n>, sorted
     );
     let mut zones = s.spec.rollout.max_unavailable_per_zone.as_ref().map(|per| ZoneBudget::new(per, r, sorted));
     // Every start counts against the install's bound, a node already down too.
-    let mut cluster_room = s.cluster.map(|c| c.limit.saturating_sub(c.elsewhere + in_flight - soaking));
-    let (mut started, mut gated) = (0, Vec::new());
+    // Pools that have waited longer for a slot keep one each: a pool whose
+    // node just finished reconciles at once and would otherwise take the
+    // slot back before they look again.
+    let mut cluster_room = s.cluster.map(|c| c.limit.saturating_sub(c.elsewhere + c.waiting_ahead + in_flight - soaking));
+    let (mut started, mut gated, mut cluster_full) = (0, Vec::new(), false);
     for n in candidates {
         if cluster_room == Some(0) {
+            cluster_full = true;
             break;
         }
         let idle_down = out_of_service(n);
@@ -152,8 +156,10 @@ pub(super) fn start_nodes<'n>(s: &RoundSettings<'_>, r: &mut Decided<'n>, sorted
     if started > 0 {
         return None;
     }
-    match (s.cluster, cluster_room) {
-        (Some(c), Some(0)) if gated.is_empty() => Some(Hold::ClusterLimit(c)),
+    // Only a node the bound kept from starting makes the pool wait for a
+    // slot: a pool waiting says so, and keeps a slot from pools after it.
+    match s.cluster {
+        Some(c) if cluster_full && gated.is_empty() => Some(Hold::ClusterLimit(c)),
         _ => gate_hold(&gated),
     }
 }

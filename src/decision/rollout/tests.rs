@@ -171,10 +171,11 @@ fn the_install_wide_bound_counts_every_pools_nodes_in_flight() {
     let spec = spec_with("rollout: {maxUnavailable: 3}");
     let rev = revision_of(&spec);
     let existing = BTreeSet::new();
-    let with = |limit: usize, elsewhere: usize, nodes: &[NodeView]| {
-        let input = PoolInput { cluster: Some(ClusterInFlight { limit, elsewhere }), ..input(&spec, &existing) };
+    let with_ahead = |limit: usize, elsewhere: usize, waiting_ahead: usize, nodes: &[NodeView]| {
+        let input = PoolInput { cluster: Some(ClusterInFlight { limit, elsewhere, waiting_ahead }), ..input(&spec, &existing) };
         decide(&input, &cleared(&spec, nodes), now())
     };
+    let with = |limit: usize, elsewhere: usize, nodes: &[NodeView]| with_ahead(limit, elsewhere, 0, nodes);
     let started = |plan: &Plan| plan.patches.iter().filter(|p| p.to == NodeState::Draining).count();
     let four: Vec<_> = ["a", "b", "c", "d"].iter().map(|n| fresh(n)).collect();
     assert_eq!(started(&with(4, 2, &four)), 2, "two of four taken by other pools");
@@ -183,8 +184,15 @@ fn the_install_wide_bound_counts_every_pools_nodes_in_flight() {
     assert_eq!(started(&with(3, 1, &own)), 1, "this pool's own in flight count too");
     let full = with(3, 3, &four);
     assert_eq!(started(&full), 0);
-    assert_eq!(full.hold, Some(Hold::ClusterLimit(ClusterInFlight { limit: 3, elsewhere: 3 })));
-    assert_eq!(with(3, 5, &four).hold, Some(Hold::ClusterLimit(ClusterInFlight { limit: 3, elsewhere: 5 })), "over it already");
+    assert_eq!(full.hold, Some(Hold::ClusterLimit(ClusterInFlight { limit: 3, elsewhere: 3, waiting_ahead: 0 })));
+    let over = ClusterInFlight { limit: 3, elsewhere: 5, waiting_ahead: 0 };
+    assert_eq!(with(3, 5, &four).hold, Some(Hold::ClusterLimit(over)), "over it already");
+    // Pools that waited longer keep a slot each: the one that rolls does not take them back.
+    assert_eq!(started(&with_ahead(3, 1, 1, &own)), 0, "the free slot is the waiting pool's");
+    assert_eq!(started(&with_ahead(4, 0, 2, &four)), 2, "two of four kept for two waiting pools");
+    // Waiting for a slot is said only when the bound kept a node from starting.
+    let held = [NodeView { held_by_label: true, ..fresh("a") }];
+    assert_ne!(with(3, 3, &held).hold.map(|h| matches!(h, Hold::ClusterLimit(_))), Some(true), "nothing it could start");
 }
 
 #[test]

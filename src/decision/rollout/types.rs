@@ -366,16 +366,23 @@ pub struct PoolInput<'a> {
 /// The install-wide bound on nodes in flight (--max-nodes-in-flight) and the
 /// nodes of other pools in flight now: three pools at maxUnavailable 2 must
 /// not take six nodes of a cluster that can spare four.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ClusterInFlight {
     pub limit: usize,
     pub elsewhere: usize,
+    /// Pools of the install held by the bound since before this one
+    /// ([`super::cluster::waiting_ahead`]): each keeps a slot for itself.
+    pub waiting_ahead: usize,
 }
 
 /// What the install-wide bound holds, said for a person.
 pub fn cluster_limit_message(c: ClusterInFlight) -> String {
+    let ahead = match c.waiting_ahead {
+        0 => String::new(),
+        n => format!(" and {n} pools have waited longer for a slot"),
+    };
     format!(
-        "{} nodes of other pools are in flight; the operator's --max-nodes-in-flight {} allows no more across its pools",
+        "{} nodes of other pools are in flight{ahead}; the operator's --max-nodes-in-flight {} allows no more across its pools",
         c.elsewhere, c.limit
     )
 }
