@@ -918,6 +918,7 @@ async fn a_rollout_converges_through_chaos_with_every_invariant_held() {
         .map(|(_, m)| match m {
             m if m.starts_with("SIGKILLed") => "operator killed",
             m if m.starts_with("kube-apiserver") => "apiserver restarted",
+            m if m.starts_with("deleted agent pod") => "agent pod deleted",
             m if m.starts_with("deleted") && m.contains("Draining") => "node deleted mid-drain",
             m if m.starts_with("deleted") => "node deleted mid-apply",
             m if m.starts_with("added") => "node added",
@@ -929,7 +930,7 @@ async fn a_rollout_converges_through_chaos_with_every_invariant_held() {
             _ => "other",
         })
         .collect();
-    assert_eq!(kinds.len(), 10, "seed {seed}: every kind of chaos happened: {kinds:?}");
+    assert_eq!(kinds.len(), 11, "seed {seed}: every kind of chaos happened: {kinds:?}");
     // An operator that lost its lease while the API was away was restarted (as the
     // Deployment would) and reported above; any other exit already failed the test.
     checker.assert_clean();
