@@ -13,9 +13,12 @@ use jiff::Timestamp;
 use crate::api::{WindowsNodePoolStatus, conditions};
 use crate::status::Progress;
 
-/// Since when a pool waits for a slot: its Progressing condition is False
-/// with reason ClusterLimitReached (set only while the bound kept one of its
-/// nodes from starting).
+/// Whether a pool waits for a slot, and the time that orders it among the
+/// waiting: its Progressing condition is False with reason
+/// ClusterLimitReached (set only while the bound kept one of its nodes from
+/// starting); the time is when Progressing turned False, which a change of
+/// reason alone keeps (a pool resumed from a pause counts from the pause:
+/// it has stood still the longest).
 pub fn progressing(status: Option<&WindowsNodePoolStatus>) -> Option<Timestamp> {
     let c = status?.conditions.iter().find(|c| c.type_ == conditions::PROGRESSING)?;
     (c.status == "False" && Progress::parse(&c.reason) == Some(Progress::ClusterLimitReached)).then_some(c.last_transition_time.0)
