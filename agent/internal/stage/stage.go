@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"io/fs"
 	"net/http"
@@ -75,7 +76,7 @@ func Fetch(ctx context.Context, client *http.Client, src Source, dest, want stri
 	}
 	defer os.Remove(tmp.Name())
 	h := sha256.New()
-	copyErr := copyFrom(ctx, client, src, io.MultiWriter(tmp, h), max)
+	copyErr := copyFrom(ctx, client, src, tmp, h, max)
 	closeErr := tmp.Close()
 	if copyErr != nil {
 		return fmt.Errorf("%s: %w", src, copyErr)
@@ -89,19 +90,61 @@ func Fetch(ctx context.Context, client *http.Client, src Source, dest, want stri
 	return os.Rename(tmp.Name(), dest)
 }
 
-func copyFrom(ctx context.Context, client *http.Client, src Source, w io.Writer, max int64) error {
-	var r io.ReadCloser
-	var err error
+// ResumeAttempts is how many times a download cut mid-body (a proxy
+// resetting a 1.5 GB transfer, a WAN blip) is picked up where it stopped,
+// with a Range request, before it fails: starting over would download the
+// whole file again each time, and a flaky link might never finish it.
+const ResumeAttempts = 5
+
+// copyFrom writes src into f (and h). A download cut mid-body goes on from
+// the bytes already written when the server answers the Range request with
+// that range of the same file (If-Range: its ETag or Last-Modified); one
+// that sends the whole file again, or another file, starts over. The digest
+// Fetch checks at the end holds either way.
+func copyFrom(ctx context.Context, client *http.Client, src Source, f *os.File, h hash.Hash, max int64) error {
 	if src.URL == "" {
-		r, err = os.Open(src.Path)
-	} else {
-		r, err = Get(ctx, client, src.URL, max)
-	}
-	if err != nil {
+		r, err := os.Open(src.Path)
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		_, err = io.Copy(io.MultiWriter(f, h), capped(r, max))
 		return err
 	}
-	defer r.Close()
-	_, err = io.Copy(w, capped(r, max))
+	var written int64
+	var validator string
+	for attempt := 0; ; attempt++ {
+		body, resumed, v, err := open(ctx, client, src.URL, max, written, validator)
+		if err != nil {
+			return err
+		}
+		if !resumed && written > 0 {
+			if err := restart(f, h); err != nil {
+				body.Close()
+				return err
+			}
+			written = 0
+		}
+		validator = v
+		n, err := io.Copy(io.MultiWriter(f, h), capped(body, max-written))
+		body.Close()
+		written += n
+		if err == nil || errors.Is(err, errTooLarge) || ctx.Err() != nil || attempt >= ResumeAttempts {
+			if err != nil && attempt > 0 {
+				err = fmt.Errorf("%w (after %d resumed attempts, %d bytes in)", err, attempt, written)
+			}
+			return err
+		}
+	}
+}
+
+// restart empties a partly written download to start it over.
+func restart(f *os.File, h hash.Hash) error {
+	h.Reset()
+	if err := f.Truncate(0); err != nil {
+		return err
+	}
+	_, err := f.Seek(0, io.SeekStart)
 	return err
 }
 
@@ -110,12 +153,25 @@ func copyFrom(ctx context.Context, client *http.Client, src Source, w io.Writer,
 // would still catch a changed file, but the request, and what it tells an
 // observer, would have left TLS).
 func Get(ctx context.Context, client *http.Client, url string, max int64) (io.ReadCloser, error) {
+	body, _, _, err := open(ctx, client, url, max, 0, "")
+	return body, err
+}
+
+// open is Get from byte offset on: with offset > 0 it asks for the rest
+// (Range), only if the file is still the one validator names (If-Range),
+// and says whether the answer is that rest (206 from offset) or the whole
+// file (200). It returns the file's validator for a later resume.
+func open(ctx context.Context, client *http.Client, url string, max, offset int64, validator string) (io.ReadCloser, bool, string, error) {
 	if !strings.HasPrefix(url, "https://") {
-		return nil, fmt.Errorf("%s is not an https URL", url)
+		return nil, false, "", fmt.Errorf("%s is not an https URL", url)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return nil, err
+		return nil, false, "", err
+	}
+	if offset > 0 && validator != "" {
+		req.Header.Set("Range", fmt.Sprintf("bytes=%d-", offset))
+		req.Header.Set("If-Range", validator)
 	}
 	c := *client
 	c.CheckRedirect = func(next *http.Request, via []*http.Request) error {
@@ -129,20 +185,26 @@ func Get(ctx context.Context, client *http.Client, url string, max int64) (io.Re
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("downloading (does the node reach this host, directly or through its proxy?): %w", err)
+		return nil, false, "", fmt.Errorf("downloading (does the node reach this host, directly or through its proxy?): %w", err)
 	}
-	if resp.StatusCode != http.StatusOK {
+	resumed := resp.StatusCode == http.StatusPartialContent && strings.HasPrefix(resp.Header.Get("Content-Range"), fmt.Sprintf("bytes %d-", offset))
+	if resp.StatusCode != http.StatusOK && !resumed {
 		resp.Body.Close()
-		return nil, fmt.Errorf("downloading: HTTP %s", resp.Status)
+		return nil, false, "", fmt.Errorf("downloading: HTTP %s", resp.Status)
 	}
-	if resp.ContentLength > max {
+	if resp.ContentLength > max-offset && resumed || resp.ContentLength > max {
 		resp.Body.Close()
-		return nil, fmt.Errorf("downloading: the server announces %d bytes, more than the %d this file may hold", resp.ContentLength, max)
+		return nil, false, "", fmt.Errorf("downloading: the server announces %d bytes, more than the %d this file may hold", resp.ContentLength, max)
+	}
+	// A weak ETag cannot validate a range (RFC 9110): Last-Modified then.
+	v := resp.Header.Get("ETag")
+	if v == "" || strings.HasPrefix(v, "W/") {
+		v = resp.Header.Get("Last-Modified")
 	}
 	return struct {
 		io.Reader
 		io.Closer
-	}{capped(resp.Body, max), resp.Body}, nil
+	}{capped(resp.Body, max), resp.Body}, resumed, v, nil
 }
 
 // capped reads r to its end, failing once it holds more than max bytes.

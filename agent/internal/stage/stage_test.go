@@ -8,14 +8,17 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 func sum(b []byte) string { h := sha256.Sum256(b); return hex.EncodeToString(h[:]) }
@@ -229,5 +232,94 @@ func TestOfficialContainerd(t *testing.T) {
 	a, s := OfficialContainerd("v1.7.22")
 	if a != "https://github.com/containerd/containerd/releases/download/v1.7.22/containerd-1.7.22-windows-amd64.tar.gz" || s != a+".sha256sum" {
 		t.Errorf("= %s, %s", a, s)
+	}
+}
+
+// cutting is a file server (Range and If-Range as net/http serves them)
+// whose first `cuts` answers stop after half of what they promised, the
+// connection reset (a proxy giving up on a long transfer). It records each
+// request's Range header and how many bytes it sent.
+type cutting struct {
+	file    []byte
+	etag    string
+	cuts    int
+	ranges  []string
+	served  int64
+	ignores bool // answers every request with the whole file (no Range support)
+}
+
+func (c *cutting) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	c.ranges = append(c.ranges, r.Header.Get("Range"))
+	if c.ignores {
+		r.Header.Del("Range")
+	}
+	w.Header().Set("ETag", c.etag)
+	if len(c.ranges) > c.cuts {
+		cw := &counting{ResponseWriter: w, n: &c.served}
+		http.ServeContent(cw, r, "kb.msu", time.Time{}, bytes.NewReader(c.file))
+		return
+	}
+	start := 0
+	if rg := r.Header.Get("Range"); rg != "" {
+		fmt.Sscanf(rg, "bytes=%d-", &start)
+		w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", start, len(c.file)-1, len(c.file)))
+		w.Header().Set("Content-Length", strconv.Itoa(len(c.file)-start))
+		w.WriteHeader(http.StatusPartialContent)
+	} else {
+		w.Header().Set("Content-Length", strconv.Itoa(len(c.file)))
+	}
+	half := start + (len(c.file)-start)/2
+	w.Write(c.file[start:half])
+	c.served += int64(half - start)
+	w.(http.Flusher).Flush()
+	panic(http.ErrAbortHandler) // the connection is reset mid-body
+}
+
+type counting struct {
+	http.ResponseWriter
+	n *int64
+}
+
+func (c *counting) Write(b []byte) (int, error) {
+	*c.n += int64(len(b))
+	return c.ResponseWriter.Write(b)
+}
+
+// A download reset mid-body goes on from where it stopped (Range, If-Range
+// the file's ETag), each time, within ResumeAttempts: what was downloaded is
+// not downloaded again.
+func TestADownloadCutMidBodyResumesWhereItStopped(t *testing.T) {
+	file := bytes.Repeat([]byte("cumulative update "), 4096) // 72 KiB
+	c := &cutting{file: file, etag: `"v1"`, cuts: 2}
+	srv := httptest.NewTLSServer(c)
+	t.Cleanup(srv.Close)
+	dest := filepath.Join(t.TempDir(), "kb.msu")
+	if err := Fetch(context.Background(), srv.Client(), Source{URL: srv.URL + "/kb.msu"}, dest, sum(file), MaxPackage); err != nil {
+		t.Fatal(err)
+	}
+	half, quarter := len(file)/2, len(file)/2+len(file)/4
+	want := []string{"", fmt.Sprintf("bytes=%d-", half), fmt.Sprintf("bytes=%d-", quarter)}
+	if fmt.Sprint(c.ranges) != fmt.Sprint(want) {
+		t.Errorf("requests asked %q, want %q", c.ranges, want)
+	}
+	if c.served != int64(len(file)) {
+		t.Errorf("served %d bytes for a %d-byte file: some were downloaded twice", c.served, len(file))
+	}
+
+	// A server without Range support sends the whole file again: it starts over, and still lands.
+	c = &cutting{file: file, etag: `"v1"`, cuts: 1, ignores: true}
+	srv2 := httptest.NewTLSServer(c)
+	t.Cleanup(srv2.Close)
+	dest = filepath.Join(t.TempDir(), "kb.msu")
+	if err := Fetch(context.Background(), srv2.Client(), Source{URL: srv2.URL + "/kb.msu"}, dest, sum(file), MaxPackage); err != nil {
+		t.Fatalf("whole file again: %v", err)
+	}
+	// Cut more often than ResumeAttempts allows: it fails, saying how far it got.
+	c = &cutting{file: file, etag: `"v1"`, cuts: ResumeAttempts + 1}
+	srv3 := httptest.NewTLSServer(c)
+	t.Cleanup(srv3.Close)
+	err := Fetch(context.Background(), srv3.Client(), Source{URL: srv3.URL + "/kb.msu"}, filepath.Join(t.TempDir(), "kb.msu"), sum(file), MaxPackage)
+	if err == nil || !strings.Contains(err.Error(), "resumed attempts") {
+		t.Errorf("cut %d times: %v, want a failure naming the resumed attempts", ResumeAttempts+1, err)
 	}
 }
