@@ -527,13 +527,13 @@ policy_type_checks() {
   return $rc
 }
 check "admission policies type-check without warnings" policy_type_checks
-agent_ns_privileged() {
+ns_enforces() { # NAMESPACE LEVEL: the namespace exists and enforces that Pod Security level
   local v
-  v="$(kubectl_ get namespace "$AGENT_NS" -o jsonpath='{.metadata.labels.pod-security\.kubernetes\.io/enforce}')"
-  echo "namespace $AGENT_NS: pod-security.kubernetes.io/enforce=$v"
-  [[ "$v" == privileged ]]
+  v="$(kubectl_ get namespace "$1" -o jsonpath='{.metadata.labels.pod-security\.kubernetes\.io/enforce}')"
+  echo "namespace $1: pod-security.kubernetes.io/enforce=${v:-nothing}"
+  [[ "$v" == "$2" ]]
 }
-check "agent namespace exists, enforce=privileged" agent_ns_privileged
+check "agent namespace exists, enforce=privileged" ns_enforces "$AGENT_NS" privileged
 check "a ResourceQuota admits system-node-critical pods in the agent namespace" \
   exists -n "$AGENT_NS" get "resourcequota/$FULLNAME-node-critical"
 # The upgraded Deployment's pods are admitted under enforce=restricted; they
@@ -633,13 +633,7 @@ no  delete jobs.batch                           $HOOKS_NS
 no  create jobs.batch                           $NS
 no  create pods                                 $HOOKS_NS
 EOF
-hooks_namespace_restricted() {
-  local level
-  level="$(kubectl_ get namespace "$HOOKS_NS" -o jsonpath='{.metadata.labels.pod-security\.kubernetes\.io/enforce}')"
-  echo "hooks namespace $HOOKS_NS enforces: ${level:-nothing}"
-  [[ "$level" == restricted ]]
-}
-check "the hooks namespace enforces the restricted Pod Security profile" hooks_namespace_restricted
+check "the hooks namespace enforces the restricted Pod Security profile" ns_enforces "$HOOKS_NS" restricted
 # The agent reads Nodes and writes none. RBAC lets it write any report in
 # its namespace; the admission policy narrows that to its own node's.
 check "agent ServiceAccount can do what the agent needs and no more" can_i_table "$AGENT_SA" <<EOF

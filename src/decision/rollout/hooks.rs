@@ -92,7 +92,7 @@ pub(super) fn gate(s: &RoundSettings<'_>, r: &mut Decided<'_>, p: &mut NodePatch
     let Some(hook) = kind.of(s.spec) else {
         return Gate::Open(None);
     };
-    let failure = match (s.hooks_namespace, n.hook_runs.iter().find(|h| h.kind == kind)) {
+    let msg = match (s.hooks_namespace, n.hook_runs.iter().find(|h| h.kind == kind)) {
         (None, _) => {
             format!("rollout.hooks.{} cannot run: the operator runs without --hooks-namespace (the chart's hooks.namespace)", kind.field())
         }
@@ -105,24 +105,25 @@ pub(super) fn gate(s: &RoundSettings<'_>, r: &mut Decided<'_>, p: &mut NodePatch
             // Not started by winpool (a hand-edited state): no key for a Job.
             None => format!("rollout.hooks.{}: the node has no {} to run its hook for", kind.field(), names::ANN_STARTED_AT),
         },
-        (Some(_), Some(run)) => match &run.outcome {
-            HookOutcome::Succeeded(at) => return Gate::Open(*at),
-            HookOutcome::Running => {
-                let timeout = super::parse_duration(&hook.timeout).unwrap_or_default();
-                if s.since(run.created) <= timeout + JOB_CONTROLLER_GRACE {
-                    r.wait(&n.name, format!("its {} hook Job {} is running", kind.field(), run.job));
-                    return Gate::Shut(state);
-                }
-                format!("its {} hook Job {} ran past its timeout {}", kind.field(), run.job, hook.timeout)
-            }
-            HookOutcome::Failed(why) => format!("its {} hook Job {} failed: {why}", kind.field(), run.job),
-        },
-    };
-    let msg = match (s.hooks_namespace, n.hook_runs.iter().find(|h| h.kind == kind)) {
         (Some(ns), Some(run)) => {
-            format!("{failure}; see kubectl -n {ns} logs job/{0} (and describe job/{0} for pods it could not create)", run.job)
+            let what = match &run.outcome {
+                HookOutcome::Succeeded(at) => return Gate::Open(*at),
+                HookOutcome::Running => {
+                    let timeout = super::parse_duration(&hook.timeout).unwrap_or_default();
+                    if s.since(run.created) <= timeout + JOB_CONTROLLER_GRACE {
+                        r.wait(&n.name, format!("its {} hook Job {} is running", kind.field(), run.job));
+                        return Gate::Shut(state);
+                    }
+                    format!("ran past its timeout {}", hook.timeout)
+                }
+                HookOutcome::Failed(why) => format!("failed: {why}"),
+            };
+            format!(
+                "its {} hook Job {1} {what}; see kubectl -n {ns} logs job/{1} (and describe job/{1} for pods it could not create)",
+                kind.field(),
+                run.job
+            )
         }
-        _ => failure,
     };
     let state = failed(s, p, n, kind, hook.on_failure, &msg);
     if state == NodeState::Pending {
