@@ -12,7 +12,7 @@ use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort
 use kube::ResourceExt;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::json;
-use support::{TEST_LABEL, TestSpace, install_crd, wait_for};
+use support::{TEST_LABEL, TestSpace, audit, install_crd, wait_for};
 use winpool::api::{WindowsNodePool, names};
 
 const WAIT: Duration = Duration::from_secs(180);
@@ -280,5 +280,69 @@ async fn a_service_past_a_pools_hns_headroom_is_warned_of_or_refused_at_apply() 
         .arg(support::kubeconfig())
         .args(["delete", "validatingadmissionpolicy,validatingadmissionpolicybinding", &format!("{release}-winpool-hns-headroom")])
         .output();
+    t.cleanup().await;
+}
+
+/// rollout.hnsPacing on the real control plane. A burst of 20 EndpointSlice
+/// changes to a one-port Service (each replaces its load balancer and moves
+/// two remote endpoints: 600 + 2 × 24 ms on Windows Server 2019, the
+/// published pace) puts about 13 s of programming in front of every WS2019
+/// node's HNS. A pool of such nodes with a 4 s budget, unpaused right after
+/// the burst, says it waits for HNS and starts its first node no earlier than
+/// 20 × 648 ms − 4 s = 8.96 s after the burst began (the API server's record
+/// of the start), then rolls out.
+#[tokio::test]
+async fn a_rollout_waits_until_the_nodes_hns_can_program_a_burst_of_changes() {
+    let client = support::client().await;
+    install_crd(&client).await;
+    let mut t = TestSpace::new("hns-pacing").await;
+    service_with_endpoints(&t, "burst", &["10.78.0.1"]).await;
+    t.start_sim(2, &["--os=ltsc2019", "--build=10.0.17763.6293", "--apply-time=0.5s", "--reboot-time=0.5s", "--hns=auto"]);
+    support::wait_nodes_ready(&t, 2).await;
+    let pool = format!("{}-pool", t.id);
+    let mut body = support::pool_manifest(&t, &pool, "10.0.17763.6414", json!({"hnsPacing": {"budget": "4s"}, "paused": true}));
+    body["spec"]["os"]["version"] = json!("ltsc2019");
+    support::apply_pool(&t, &body).await;
+    t.start_operator(&[]);
+    let pools: Api<WindowsNodePool> = Api::all(t.client.clone());
+    // The operator's watches hold the Service: what changes from now on is a change.
+    wait_for("the pool's status to count the Service", WAIT, || async {
+        (pools.get(&pool).await.ok()?.status?.hns?.expected_load_balancers >= 1).then_some(())
+    })
+    .await;
+
+    let slices: Api<EndpointSlice> = Api::namespaced(t.client.clone(), &t.namespace);
+    let began = jiff::Timestamp::now();
+    for i in 0..20 {
+        let endpoints = json!([{"addresses": [format!("10.78.1.{}", i + 1)], "conditions": {"ready": true}}]);
+        slices.patch("burst-1", &PatchParams::default(), &Patch::Merge(json!({"endpoints": endpoints}))).await.unwrap();
+    }
+    body["spec"]["rollout"]["paused"] = json!(false);
+    support::apply_pool(&t, &body).await;
+
+    wait_for("Progressing to say the rollout waits for HNS", WAIT, || async {
+        let c = pools.get(&pool).await.ok()?.status?.conditions.into_iter().find(|c| c.type_ == "Progressing")?;
+        (c.reason == "WaitingForHNS").then_some(())
+    })
+    .await;
+    wait_for("every node Updated", WAIT, || async {
+        let st = pools.get(&pool).await.ok()?.status?;
+        assert_eq!(st.nodes.failed, 0, "{:?}", st.failed_nodes);
+        (st.nodes.updated == 2).then_some(())
+    })
+    .await;
+
+    let first_start = audit::requests(&audit::audit_log(), &t.node_prefix())
+        .into_iter()
+        .filter(|r| r.resource == "nodes" && r.verb == "patch" && r.code == 200 && r.user_agent.starts_with("winpool/"))
+        .filter(|r| r.body["metadata"]["annotations"][names::ANN_STARTED_AT].is_string())
+        .filter_map(|r| r.at)
+        .min()
+        .expect("the API server recorded the nodes' starts");
+    let waited = first_start.duration_since(began);
+    assert!(
+        waited >= jiff::SignedDuration::from_millis(8_960),
+        "the first node started {waited:#} after the burst began; the backlog allowed none before 8.96s"
+    );
     t.cleanup().await;
 }

@@ -777,6 +777,7 @@ fn a_garbage_started_at_does_not_disable_node_timeout() {
             ring: None,
             cluster: None,
             hooks_namespace: None,
+            hns_backlog: std::time::Duration::ZERO,
         },
         std::slice::from_ref(&view),
         now,

@@ -116,6 +116,38 @@ pub struct RolloutSpec {
     /// with the node's name in WINPOOL_NODE.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hooks: Option<Hooks>,
+    /// Pace the rollout by how fast Windows programs its network: no node
+    /// starts, and no pod of a draining node is evicted, while the estimated
+    /// HNS programming backlog of the pool's nodes (every Service and
+    /// EndpointSlice change costs each Windows node's kube-proxy time, at its
+    /// release's published pace) is over the budget. On by default.
+    #[serde(default)]
+    pub hns_pacing: HnsPacing,
+}
+
+/// `rollout.hnsPacing`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HnsPacing {
+    /// Default true.
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// The programming latency a rollout may cause: how far behind the
+    /// cluster's Services a Windows node's HNS may fall, a Go duration
+    /// (default 30s).
+    #[serde(default = "default_hns_pacing_budget")]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"), length(max = 32))]
+    pub budget: String,
+}
+
+impl Default for HnsPacing {
+    fn default() -> Self {
+        HnsPacing { enabled: true, budget: default_hns_pacing_budget() }
+    }
+}
+
+fn default_hns_pacing_budget() -> String {
+    "30s".into()
 }
 
 /// The hooks of `rollout.hooks`.
@@ -258,6 +290,7 @@ impl Default for RolloutSpec {
             on_node_failure: OnNodeFailure::default(),
             follows: None,
             hooks: None,
+            hns_pacing: HnsPacing::default(),
         }
     }
 }

@@ -257,9 +257,9 @@ async fn observe(pool: &WindowsNodePool, ctx: &Context) -> Result<Observed, Erro
         .map(|n| (n.clone(), ctx.reports.get(&ObjectRef::new(&n.name).within(&ctx.settings.agent_namespace))))
         .collect();
     let limits = Limits::for_pool(&pool.spec.hns, pool.spec.os.version);
-    let (totals, over_limit) = {
+    let (totals, over_limit, hns_backlog) = {
         let t = ctx.hns.lock().expect("hns lock");
-        (t.totals(), t.services_over(limits.backends_per_service))
+        (t.totals(), t.services_over(limits.backends_per_service), t.backlog(pool.spec.os.version, jiff::Timestamp::now()))
     };
     let rules = DrainRules::of(&pool.spec.rollout.drain);
     let pods_by_node = pods_on_draining(ctx, round::draining(&members), &rules).await?;
@@ -283,6 +283,7 @@ async fn observe(pool: &WindowsNodePool, ctx: &Context) -> Result<Observed, Erro
         existing_revisions,
         hns_totals: totals,
         hns_over_limit: over_limit,
+        hns_backlog,
         hns_limits: limits,
         gates: Vec::new(),
         gates_asked: false,

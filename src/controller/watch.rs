@@ -124,7 +124,11 @@ pub fn spawn_hns_watches(client: &Client, tracker: Arc<Mutex<HnsTracker>>) {
         let mut s = std::pin::pin!(big_collection(services, watcher::Config::default()).backoff(watch_backoff()));
         while let Some(ev) = s.next().await {
             match ev {
-                Ok(ev) => t.lock().expect("hns lock").service_event(&ev),
+                Ok(ev) => {
+                    let mut t = t.lock().expect("hns lock");
+                    t.service_event(&ev);
+                    t.charge(jiff::Timestamp::now());
+                }
                 Err(e) => warn!(error = %e, "Service watch error; retrying"),
             }
         }
@@ -134,7 +138,11 @@ pub fn spawn_hns_watches(client: &Client, tracker: Arc<Mutex<HnsTracker>>) {
         let mut s = std::pin::pin!(big_collection(slices, watcher::Config::default()).backoff(watch_backoff()));
         while let Some(ev) = s.next().await {
             match ev {
-                Ok(ev) => tracker.lock().expect("hns lock").slice_event(&ev),
+                Ok(ev) => {
+                    let mut t = tracker.lock().expect("hns lock");
+                    t.slice_event(&ev);
+                    t.charge(jiff::Timestamp::now());
+                }
                 Err(e) => warn!(error = %e, "EndpointSlice watch error; retrying"),
             }
         }

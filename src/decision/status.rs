@@ -392,6 +392,9 @@ fn progressing_condition(plan: &Plan) -> (Condition, Course) {
             format!("{} nodes pending; {}", c.pending, crate::rollout::cluster_limit_message(*limit)),
             Course::Moving,
         ),
+        (Some(Hold::HnsBacklog(w)), false, true) => {
+            stopped(Progress::WaitingForHNS, format!("{} nodes pending; {}", c.pending, w.message()), Course::Moving)
+        }
         (Some(Hold::ClockSkew { by }), false, true) => stopped(
             Progress::ClockSkewed,
             format!("{}; {} nodes pending", crate::rollout::clock_skew_message(*by), c.pending),
@@ -663,6 +666,7 @@ mod tests {
                 ring: None,
                 cluster: None,
                 hooks_namespace: None,
+                hns_backlog: std::time::Duration::ZERO,
             },
             &cleared(spec, nodes),
             now,
@@ -774,6 +778,7 @@ mod tests {
                     ring: None,
                     cluster: None,
                     hooks_namespace: None,
+                    hns_backlog: std::time::Duration::ZERO,
                 },
                 &cleared(&spec, &[node("a"), node("b")]),
                 now,
@@ -955,6 +960,7 @@ mod tests {
             ring: None,
             cluster: None,
             hooks_namespace: None,
+            hns_backlog: std::time::Duration::ZERO,
         };
         let plan = decide(&input, &cleared(&s, &nodes), now);
         let st = build_status(&s, &plan, &Membership::default(), None, None, Some(3), now);

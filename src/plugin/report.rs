@@ -372,13 +372,18 @@ fn breaker_hold(pool: &WindowsNodePool, hold: &rollout::Hold) -> Option<String> 
     (paused.status == "True" && paused.reason == "BadUpdate").then(|| format!("paused by the bad-update breaker: {}", paused.message))
 }
 
-/// What the pool it follows holds, as the operator says it (the pool's
-/// Progressing condition): the plan reads one pool, not the one it follows.
-fn ring_hold(pool: &WindowsNodePool) -> Option<String> {
-    pool.spec.rollout.follows.as_ref()?;
+/// What only the operator sees holds the pool, as it says it (the pool's
+/// Progressing condition): the pool it follows (the plan reads one pool, not
+/// that one), and its nodes' HNS backlog (estimated from the Service and
+/// EndpointSlice watches the operator keeps).
+fn operator_hold(pool: &WindowsNodePool) -> Option<String> {
+    use crate::status::Progress;
     let progressing = pool.status.as_ref()?.conditions.iter().find(|c| c.type_ == crate::api::conditions::PROGRESSING)?;
-    (crate::status::Progress::parse(&progressing.reason) == Some(crate::status::Progress::AwaitingFollowedPool))
-        .then(|| progressing.message.clone())
+    match Progress::parse(&progressing.reason)? {
+        Progress::AwaitingFollowedPool if pool.spec.rollout.follows.is_some() => Some(progressing.message.clone()),
+        Progress::WaitingForHNS => Some(progressing.message.clone()),
+        _ => None,
+    }
 }
 
 pub fn plan_report(pool: &WindowsNodePool, m: &Members, now: Timestamp) -> PlanReport {
@@ -397,12 +402,14 @@ pub fn plan_report(pool: &WindowsNodePool, m: &Members, now: Timestamp) -> PlanR
         // The breaker counts the whole cluster's nodes, which a plan of one pool does not read.
         bad_update: None,
         clock_skew: None,
-        // The same: the operator's word on the ring stands in for it (ring_hold).
+        // The same: the operator's word on the ring stands in for it (operator_hold).
         ring: None,
         // Other pools' nodes in flight are the operator's to count.
         cluster: None,
         // Hook Jobs are the operator's to read: a plan shows a node awaiting its hook.
         hooks_namespace: Some("(the operator's hooks namespace)"),
+        // The operator's estimate (operator_hold).
+        hns_backlog: std::time::Duration::ZERO,
     };
     let preview = rollout::preview(&input, &m.views, now);
     let limit = preview.unavailable.max_unavailable;
@@ -421,7 +428,7 @@ pub fn plan_report(pool: &WindowsNodePool, m: &Members, now: Timestamp) -> PlanR
         revision: rev,
         max_unavailable: limit,
         out_of_service: preview.unavailable.out_of_service,
-        hold: preview.hold.as_ref().map(|h| breaker_hold(pool, h).unwrap_or_else(|| h.to_string())).or_else(|| ring_hold(pool)),
+        hold: preview.hold.as_ref().map(|h| breaker_hold(pool, h).unwrap_or_else(|| h.to_string())).or_else(|| operator_hold(pool)),
         window: window_report(pool, now),
         in_flight: states
             .iter()

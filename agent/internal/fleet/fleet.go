@@ -33,11 +33,14 @@ type Fleet struct {
 	ctx   context.Context
 	admin kubernetes.Interface
 	// reports are the agents' reports, read with the fleet's own rights.
-	reports  report.Client
-	clients  *agentClients
-	kubelet  *kubelet
-	model    *hnsmodel.Model
-	failures *failures
+	reports report.Client
+	clients *agentClients
+	kubelet *kubelet
+	model   *hnsmodel.Model
+	// programming is each node's kube-proxy working through the model's
+	// changes at its release's pace.
+	programming *hnsmodel.Programming
+	failures    *failures
 	// dir holds the machines' C: folders (and the kubelets' kubeconfig).
 	dir string
 	// nodes are the nodes the fleet plays: those it created or found at
@@ -112,10 +115,12 @@ func Run(ctx context.Context, s Settings, admin *rest.Config, log *slog.Logger) 
 	}
 	f := &Fleet{
 		s: &s, log: log, ctx: ctx, admin: client, reports: report.NewClient(dyn, s.AgentNamespace),
-		kubelet:  &kubelet{client: client},
-		failures: newFailures(&s),
-		runAgent: agent.Run,
+		kubelet:     &kubelet{client: client},
+		failures:    newFailures(&s),
+		programming: hnsmodel.NewProgramming(s.HNSCostScale, nil),
+		runAgent:    agent.Run,
 	}
+	f.model = hnsmodel.New(func(node string) bool { return f.nodes.get(node) != nil })
 	machines, err := f.ensureNodes(ctx)
 	if err != nil || s.CreateOnly {
 		return err
@@ -139,7 +144,6 @@ func Run(ctx context.Context, s Settings, admin *rest.Config, log *slog.Logger) 
 		}
 		f.nodes.add(n)
 	}
-	f.model = hnsmodel.New(func(node string) bool { return f.nodes.get(node) != nil })
 	if s.HNS == HNSAuto {
 		f.retrack = newRetracker(f.model)
 		go f.retrack.run(ctx)
@@ -147,6 +151,9 @@ func Run(ctx context.Context, s Settings, admin *rest.Config, log *slog.Logger) 
 	if err := f.watchCluster(ctx); err != nil {
 		return err
 	}
+	// What the cluster held at start is programmed already; what changes
+	// from now on is queued on every node.
+	f.model.OnWork(f.programming.Program)
 	for name, m := range machines {
 		if m.rebooting {
 			// The previous fleet stopped while this node rebooted.
@@ -180,8 +187,13 @@ func (f *Fleet) shutDown() error {
 		f.log.Warn("agents still running after 10s; exiting anyway", "running", f.running.Load())
 	}
 	if f.s.StatsFile != "" {
-		if err := writeStats(f.s.StatsFile, f.stats()); err != nil {
+		if err := writeJSON(f.s.StatsFile, f.stats()); err != nil {
 			return fmt.Errorf("--stats-file: %w", err)
+		}
+	}
+	if f.s.LatencyFile != "" {
+		if err := writeJSON(f.s.LatencyFile, latencyOf(f.programming.Fleet())); err != nil {
+			return fmt.Errorf("--latency-file: %w", err)
 		}
 	}
 	return nil

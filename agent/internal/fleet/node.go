@@ -16,6 +16,7 @@ import (
 
 	"winpool.dev/agent/internal/agent"
 	"winpool.dev/agent/internal/decide"
+	"winpool.dev/agent/internal/fleet/hnsmodel"
 	"winpool.dev/agent/internal/host"
 	"winpool.dev/agent/internal/host/fakewin"
 	"winpool.dev/agent/internal/host/windows"
@@ -136,6 +137,11 @@ func newSimNode(f *Fleet, name string, m machine) (*simNode, error) {
 		return nil, err
 	}
 	n.host, n.agentHost = machine, agentHost
+	if !m.rebooting {
+		n.mu.Lock()
+		n.programmingUpLocked()
+		n.mu.Unlock()
+	}
 	return n, nil
 }
 
@@ -319,6 +325,7 @@ func (n *simNode) reboot(reason string) {
 	}
 	n.f.rebooting.Add(1)
 	defer n.f.rebooting.Add(-1)
+	n.f.programming.Down(n.name)
 	n.log.Info("node rebooting", "reason", reason)
 	down := readyCondition(false, ShuttingDown)
 	if n.f.s.Faults.On(FaultRebootUnknown, n.name) {
@@ -360,6 +367,7 @@ func (n *simNode) bootedUp(what string) {
 	n.reported = info
 	n.bootedAt = time.Now()
 	n.rebooting = false
+	n.programmingUpLocked()
 	if n.pod != nil && n.run == nil {
 		n.startLocked()
 	}
@@ -404,23 +412,53 @@ func (n *simNode) setUpSandboxes() {
 		case found != "" && !n.rebooting:
 			n.host.SandboxStarted()
 			n.networkAt = time.Now()
+			n.programmingUpLocked()
 			n.log.Info("HNS network created by a pod sandbox", "pod", found)
 		}
 	}()
 }
 
 // hns is what the node's HNS holds now: nothing right after a boot, then a
-// linear catch-up to what kube-proxy programs, over the release's catch-up time.
+// linear catch-up to what kube-proxy programs, over the release's catch-up
+// time plus what programming all of it costs.
 func (n *simNode) hns() (host.HNSCounts, error) {
 	m := n.host.Stats()
 	full := n.f.model.Counts(n.name, m.CNIMode == "overlay")
 	n.mu.Lock()
-	since := time.Since(n.bootedAt)
-	if n.networkAt.After(n.bootedAt) {
-		since = time.Since(n.networkAt)
-	}
+	since := time.Since(n.syncStartLocked())
 	n.mu.Unlock()
-	return catchUp(full, since, n.f.s.CatchUp(m.Build)), nil
+	return catchUp(full, since, n.fullSync(m.Build, full)), nil
+}
+
+// syncStartLocked is when kube-proxy's full sync began: the boot, or the pod
+// sandbox that brought the HNS network back after it.
+func (n *simNode) syncStartLocked() time.Time {
+	if n.networkAt.After(n.bootedAt) {
+		return n.networkAt
+	}
+	return n.bootedAt
+}
+
+// fullSync is how long HNS takes to hold full after a boot on this build.
+func (n *simNode) fullSync(b host.Build, full host.HNSCounts) time.Duration {
+	work := hnsmodel.Work{LoadBalancers: full.LoadBalancers, RemoteEndpoints: full.RemoteEndpoints}
+	return n.f.s.CatchUp(b) + n.f.programming.Cost(Rates(b), work)
+}
+
+// programmingUpLocked has the node's kube-proxy program changes from now on,
+// behind its full sync, unless it has no HNS network to program (a boot
+// removed it and no pod sandbox brought it back).
+func (n *simNode) programmingUpLocked() {
+	m := n.host.Stats()
+	if !m.NetworkUp {
+		n.f.programming.Down(n.name)
+		return
+	}
+	busyUntil := time.Time{}
+	if start := n.syncStartLocked(); !start.IsZero() {
+		busyUntil = start.Add(n.fullSync(m.Build, n.f.model.Counts(n.name, m.CNIMode == "overlay")))
+	}
+	n.f.programming.Up(n.name, Rates(m.Build), busyUntil)
 }
 
 func catchUp(full host.HNSCounts, since, total time.Duration) host.HNSCounts {

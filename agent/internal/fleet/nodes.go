@@ -167,6 +167,7 @@ func (f *Fleet) forget(n *simNode, why string) {
 		return
 	}
 	n.stop()
+	f.programming.Forget(n.name)
 	f.retrack.add(n.name)
 	n.log.Info("node forgotten: "+why, "uid", n.uid)
 }

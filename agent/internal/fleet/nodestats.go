@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
+
+	"winpool.dev/agent/internal/fleet/hnsmodel"
 )
 
 // NodeStats is what one simulated machine went through while the fleet ran
@@ -22,6 +25,32 @@ type NodeStats struct {
 	Rollbacks     int      `json:"rollbacks"`
 	// AgentRestarts: the agent restarts the agent-restart fault made.
 	AgentRestarts int `json:"agentRestarts"`
+	// Programming: how long after each Service or EndpointSlice change this
+	// node's HNS held it (while the node was up).
+	Programming hnsmodel.Summary `json:"programming"`
+}
+
+// Latency is the fleet's network-programming latency as --latency-file
+// writes it: the summary, and the histogram's non-empty buckets.
+type Latency struct {
+	hnsmodel.Summary
+	Buckets []LatencyBucket `json:"buckets"`
+}
+
+// LatencyBucket: Count latencies were at most LeMs (and above the bucket before).
+type LatencyBucket struct {
+	LeMs  float64 `json:"leMs"`
+	Count int64   `json:"count"`
+}
+
+func latencyOf(h hnsmodel.Histogram) Latency {
+	l := Latency{Summary: h.Summary(), Buckets: []LatencyBucket{}}
+	for i, n := range h.Buckets {
+		if n > 0 {
+			l.Buckets = append(l.Buckets, LatencyBucket{LeMs: float64(hnsmodel.BucketBound(i)) / float64(time.Millisecond), Count: n})
+		}
+	}
+	return l
 }
 
 // stats are the fleet's nodes' statistics, by node name.
@@ -32,20 +61,21 @@ func (f *Fleet) stats() []NodeStats {
 		n.mu.Lock()
 		restarts := n.restarts
 		n.mu.Unlock()
+		programming := f.programming.Node(n.name)
 		out = append(out, NodeStats{
 			Node: n.name, Build: m.Build.String(), Installs: m.Installs, Reboots: m.Reboots,
 			RebootReasons: append([]string{}, m.RebootReasons...), RuntimeSwaps: m.RuntimeSwaps, Rollbacks: m.Rollbacks,
-			AgentRestarts: restarts,
+			AgentRestarts: restarts, Programming: programming.Summary(),
 		})
 	}
 	slices.SortFunc(out, func(a, b NodeStats) int { return strings.Compare(a.Node, b.Node) })
 	return out
 }
 
-// writeStats writes the statistics to path as a JSON list, whole or not at
-// all (a reader never sees half a file).
-func writeStats(path string, stats []NodeStats) error {
-	data, err := json.MarshalIndent(stats, "", "  ")
+// writeJSON writes v to path as JSON, whole or not at all (a reader never
+// sees half a file).
+func writeJSON(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"winpool.dev/agent/internal/fleet/hnsmodel"
 	"winpool.dev/agent/internal/host"
 )
 
@@ -64,6 +65,12 @@ type Settings struct {
 	Faults Faults
 	// StatsFile: where the nodes' statistics go when the fleet stops ("": nowhere).
 	StatsFile string
+	// HNSCostScale multiplies what each change costs a node's HNS to program
+	// (hnsmodel.Rates); 0 makes programming free.
+	HNSCostScale float64
+	// LatencyFile: where the fleet's network-programming latency histogram
+	// goes when it stops ("": nowhere).
+	LatencyFile string
 }
 
 // Releases are the Windows Server versions a pool can run, by build number.
@@ -102,6 +109,8 @@ func defineFlags(fs *flag.FlagSet, s *Settings) *rawFlags {
 	fs.DurationVar(&s.HNSSync, "hns-sync-time", 2*time.Second, "how long HNS takes to catch up after a boot (ltsc2019: three times that)")
 	fs.DurationVar(&s.HNSInterval, "hns-interval", time.Second, "how often each agent reads HNS (a real agent: every 15s, WINPOOL_HNS_INTERVAL; the default converges tests fast)")
 	r.logFormat = fs.String("log-format", "text", "text | json (one object per line)")
+	fs.Float64Var(&s.HNSCostScale, "hns-cost-scale", 1, "multiplies the time each Service or EndpointSlice change takes a node's HNS to program (the per-release rates of kubernetes/kubernetes#109124); 0: free")
+	fs.StringVar(&s.LatencyFile, "latency-file", "", "when the fleet stops (SIGTERM), write its network-programming latency (from each change to each node's HNS holding it) there as JSON: a summary and the histogram")
 	fs.StringVar(&s.StatsFile, "stats-file", "", "when the fleet stops (SIGTERM), write each node's installs, reboots and their reasons, containerd swaps and rollbacks there as JSON")
 	r.profile = fs.String("host-profile", ProfileKind, "the node image the machines are built as (profiles/<name>.yaml): kind | aks | eks | onprem | onprem-wsus | rke2")
 	r.faults = fs.String("host-faults", "", faultsUsage())
@@ -158,6 +167,9 @@ func (r *rawFlags) machines(s *Settings) []error {
 		if d.v < 0 {
 			bad("%s must not be negative, got %s", d.flag, d.v)
 		}
+	}
+	if s.HNSCostScale < 0 {
+		bad("--hns-cost-scale must not be negative, got %g", s.HNSCostScale)
 	}
 	switch *r.hns {
 	case "auto":
@@ -278,6 +290,15 @@ func parseCounts(s string) (host.HNSCounts, error) {
 
 // NodeName is the name of the fleet's i-th node.
 func (s *Settings) NodeName(i int) string { return s.NamePrefix + strconv.Itoa(i) }
+
+// Rates is what each HNS operation costs this release (2025 as 2022: no
+// figure of its own is published).
+func Rates(b host.Build) hnsmodel.Rates {
+	if b.Build == Releases["ltsc2019"] {
+		return hnsmodel.RatesLTSC2019
+	}
+	return hnsmodel.RatesLTSC2022
+}
 
 // CatchUp is how long this release's HNS takes to hold everything after a
 // boot: kubernetes/kubernetes#109124 measured Windows Server 2019 far slower

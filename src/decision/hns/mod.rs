@@ -100,11 +100,13 @@ pub mod reasons {
 
 mod capacity;
 mod limits;
+mod pacing;
 mod readiness;
 mod tracker;
 
 pub use capacity::*;
 pub use limits::*;
+pub use pacing::*;
 pub use readiness::*;
 pub use tracker::*;
 

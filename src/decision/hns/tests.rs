@@ -791,3 +791,62 @@ fn only_not_ready_taints_and_the_taint_list_changes_minimally() {
     assert_eq!(hns_taint().key, "winpool.dev/hns-not-ready");
     assert_eq!(hns_taint().effect, "NoSchedule");
 }
+
+// ---- the programming backlog ----
+
+fn synced() -> HnsTracker {
+    let mut t = HnsTracker::new();
+    t.service_event(&watcher::Event::InitDone);
+    t.slice_event(&watcher::Event::InitDone);
+    t
+}
+
+/// What a change costs each node is what winkernel redoes: every load
+/// balancer of a Service whose endpoints changed (a NodePort Service has
+/// two), and each remote endpoint that appeared or went. The same slice
+/// written again, or a change before both lists are in, costs nothing.
+#[test]
+fn a_change_costs_the_load_balancers_it_replaces_and_the_endpoints_it_moves() {
+    let mut early = HnsTracker::new();
+    early.apply_service(&service("ns", "web", &Svc { type_: "NodePort", ..cip() }));
+    early.apply_slice(&slice_ready("ns", "web-1", "web", &all_ready(&["10.1.0.1"])));
+    assert_eq!(early.take_work(), Work::default(), "what a node holds before the lists are in is no change");
+
+    let mut t = synced();
+    t.apply_service(&service("ns", "web", &Svc { type_: "NodePort", ..cip() }));
+    assert_eq!(t.take_work(), Work::default(), "no endpoint, no load balancer");
+    t.apply_slice(&slice_ready("ns", "web-1", "web", &all_ready(&["10.1.0.1", "10.1.0.2"])));
+    assert_eq!(t.take_work(), Work { load_balancers: 2, remote_endpoints: 2 });
+    t.apply_slice(&slice_ready("ns", "web-1", "web", &all_ready(&["10.1.0.1", "10.1.0.2"])));
+    assert_eq!(t.take_work(), Work::default(), "the same slice again");
+    // A pod moved: one address out, one in; both load balancers replaced.
+    t.apply_slice(&slice_ready("ns", "web-1", "web", &all_ready(&["10.1.0.1", "10.1.0.3"])));
+    assert_eq!(t.take_work(), Work { load_balancers: 2, remote_endpoints: 2 });
+    t.delete_service("ns", "web");
+    assert_eq!(t.take_work(), Work { load_balancers: 2, remote_endpoints: 2 });
+}
+
+/// The backlog worked out by hand at the published rates (ltsc2019: 600 ms a
+/// load balancer, 24 ms a remote endpoint; ltsc2022: 27 ms and 1.2 ms): a
+/// change waits for the ones before it, and the queue drains with time.
+#[test]
+fn the_backlog_queues_each_change_behind_the_last_at_each_releases_pace() {
+    let t0 = Timestamp::UNIX_EPOCH;
+    let at = |ms: i64| t0 + SignedDuration::from_millis(ms);
+    let mut b = Backlog::default();
+    b.charge(Work { load_balancers: 10, remote_endpoints: 5 }, t0); // 2019: 6.12 s; 2022: 0.276 s
+    b.charge(Work { load_balancers: 10, remote_endpoints: 0 }, at(1000)); // 2019: behind it; 2022: idle again
+    assert_eq!(b.of(OsVersion::Ltsc2019, at(1000)), std::time::Duration::from_millis(6120 - 1000 + 6000));
+    assert_eq!(b.of(OsVersion::Ltsc2022, at(1000)), std::time::Duration::from_millis(270));
+    assert_eq!(b.of(OsVersion::Ltsc2025, at(1000)), b.of(OsVersion::Ltsc2022, at(1000)), "2025 as 2022");
+    assert_eq!(b.of(OsVersion::Ltsc2019, at(12_120)), std::time::Duration::ZERO, "drained by then");
+    b.charge(Work::default(), at(20_000));
+    assert_eq!(b.of(OsVersion::Ltsc2019, at(20_000)), std::time::Duration::ZERO, "nothing to program costs nothing");
+
+    // Through the tracker: what the watches applied, charged when heard.
+    let mut t = synced();
+    t.apply_service(&service("ns", "web", &cip()));
+    t.apply_slice(&slice_ready("ns", "web-1", "web", &all_ready(&["10.1.0.1"])));
+    t.charge(t0);
+    assert_eq!(t.backlog(OsVersion::Ltsc2019, t0), std::time::Duration::from_millis(624));
+}

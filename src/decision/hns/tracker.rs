@@ -291,16 +291,33 @@ struct SliceEntry {
     seen: u64,
 }
 
-type Addresses = HashMap<IpAddr, u32>;
+/// Counted addresses, with what moving them cost kube-proxy since the
+/// tracker last took its work ([`HnsTracker::take_work`]).
+#[derive(Debug, Default)]
+struct Addresses {
+    /// Counted address -> how many (slice, address) pairs hold it.
+    refs: HashMap<IpAddr, u32>,
+    /// Addresses added to or removed from a programmed Service.
+    moves: u64,
+    /// Remote endpoints created or deleted (an address counted for the first time, or no longer).
+    endpoints: u64,
+}
 
 fn add_address(addresses: &mut Addresses, ip: IpAddr) {
-    *addresses.entry(ip).or_insert(0) += 1;
+    addresses.moves += 1;
+    let n = addresses.refs.entry(ip).or_insert(0);
+    if *n == 0 {
+        addresses.endpoints += 1;
+    }
+    *n += 1;
 }
 
 fn remove_address(addresses: &mut Addresses, ip: IpAddr) {
-    if let Entry::Occupied(mut e) = addresses.entry(ip) {
+    addresses.moves += 1;
+    if let Entry::Occupied(mut e) = addresses.refs.entry(ip) {
         if *e.get() <= 1 {
             e.remove();
+            addresses.endpoints += 1;
         } else {
             *e.get_mut() -= 1;
         }
@@ -328,7 +345,6 @@ fn remove_address(addresses: &mut Addresses, ip: IpAddr) {
 pub struct HnsTracker {
     services: HashMap<Arc<str>, ServiceEntry>,
     slices: HashMap<Arc<str>, SliceEntry>,
-    /// Counted address -> how many (slice, address) pairs hold it.
     addresses: Addresses,
     /// (backends, service) for programmed Services with at least one backend.
     pub(super) by_backends: BTreeSet<(i64, Arc<str>)>,
@@ -339,11 +355,34 @@ pub struct HnsTracker {
     /// too low and a node would look caught up when it is not.
     services_listed: bool,
     slices_listed: bool,
+    /// What the changes applied since the last [`Self::take_work`] cost every node.
+    work: Work,
+    /// Each release's estimated programming queue, fed by [`Self::charge`].
+    backlog: Backlog,
 }
 
 impl HnsTracker {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// What the changes applied since the last call cost each Windows node's
+    /// kube-proxy (nothing before both first lists are in: what a node holds
+    /// already is no change).
+    pub fn take_work(&mut self) -> Work {
+        let work = std::mem::take(&mut self.work);
+        if self.synced() { work } else { Work::default() }
+    }
+
+    /// Queues the work of the events applied since the last call, heard at `now`.
+    pub fn charge(&mut self, now: Timestamp) {
+        let work = self.take_work();
+        self.backlog.charge(work, now);
+    }
+
+    /// How long a Windows node of `os` needs from `now` to program the changes charged so far.
+    pub fn backlog(&self, os: OsVersion, now: Timestamp) -> std::time::Duration {
+        self.backlog.of(os, now)
     }
 
     /// Both watches have delivered their first complete list.
@@ -353,7 +392,7 @@ impl HnsTracker {
 
     /// Expected (load-balancer policies, remote endpoints) on every node. O(1).
     pub fn totals(&self) -> (i64, i64) {
-        (self.load_balancers, self.addresses.len() as i64)
+        (self.load_balancers, self.addresses.refs.len() as i64)
     }
 
     pub fn apply_service(&mut self, svc: &Service) {
@@ -561,10 +600,10 @@ impl HnsTracker {
         TrackerStats {
             services: self.services.len(),
             slices: self.slices.len(),
-            addresses: self.addresses.len(),
+            addresses: self.addresses.refs.len(),
             approx_bytes: table(self.services.capacity(), size_of::<(Arc<str>, ServiceEntry)>())
                 + table(self.slices.capacity(), size_of::<(Arc<str>, SliceEntry)>())
-                + table(self.addresses.capacity(), size_of::<(IpAddr, u32)>())
+                + table(self.addresses.refs.capacity(), size_of::<(IpAddr, u32)>())
                 + self.by_backends.len() * (size_of::<(i64, Arc<str>)>() + 8)
                 + keys
                 + lists,
@@ -581,12 +620,19 @@ impl HnsTracker {
 
     /// Change one Service entry and carry the effect to the totals and the backend index.
     fn update_service(&mut self, key: &Arc<str>, f: impl FnOnce(&mut ServiceEntry, &HashMap<Arc<str>, SliceEntry>, &mut Addresses)) {
-        let Self { services, slices, addresses, by_backends, load_balancers, .. } = self;
+        let Self { services, slices, addresses, by_backends, load_balancers, work, .. } = self;
         let entry = services.entry(key.clone()).or_default();
         let (lbs_before, backends_before) = entry.derived();
+        let (moves, endpoints) = (addresses.moves, addresses.endpoints);
         f(entry, slices, addresses);
         let (lbs_after, backends_after) = entry.derived();
         *load_balancers += lbs_after - lbs_before;
+        // winkernel replaces every load balancer of a Service whose endpoints
+        // changed, and creates or deletes the remote endpoints that appeared or went.
+        if addresses.moves != moves || lbs_before != lbs_after {
+            work.load_balancers += lbs_before.max(lbs_after) as u64;
+            work.remote_endpoints += addresses.endpoints - endpoints;
+        }
         if backends_before != backends_after {
             if backends_before > 0 {
                 by_backends.remove(&(backends_before, key.clone()));

@@ -245,6 +245,12 @@ fn draining(s: &RoundSettings<'_>, r: &mut Decided<'_>, p: &mut NodePatch, n: &N
         if let Some(budget) = n.drain_block.as_ref().map(|b| &b.budget).or(n.drain_blocked_by.as_ref()) {
             r.blocked.insert(n.name.clone(), (budget.clone(), None));
         }
+        // Each eviction is a change every Windows node programs: none while
+        // they are behind. drain.timeout keeps counting.
+        if let Some(w) = s.hns_wait {
+            r.wait(&n.name, format!("{} pods to evict; {}", n.pods_to_evict, w.message()));
+            return NodeState::Draining;
+        }
         r.drain.push((n.name.clone(), DrainMode::Evict));
         let blocked = match (&n.drain_held, &n.drain_block) {
             (Some(held), _) => format!(" ({held})"),

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
-use super::{DrainMode, NodePatch, NodeState, PoolInput, parse_duration};
+use super::{DrainMode, HnsWait, NodePatch, NodeState, PoolInput, parse_duration};
 use crate::api::WindowsNodePoolSpec;
 use crate::gates::GateResult;
 use crate::revision::revision_of;
@@ -25,6 +25,15 @@ const DEFAULT_PUT_BACK_AFTER: Duration = Duration::from_secs(60);
 pub const HEALTH_GATE_INTERVAL: Duration = Duration::from_secs(30);
 
 const DEFAULT_GATE_TIMEOUT: Duration = Duration::from_secs(5);
+const DEFAULT_HNS_PACING_BUDGET: Duration = Duration::from_secs(30);
+
+/// rollout.hnsPacing: whether the pool's nodes' estimated programming
+/// backlog holds the rollout this round.
+pub fn hns_wait(spec: &WindowsNodePoolSpec, backlog: Duration) -> Option<HnsWait> {
+    let pacing = &spec.rollout.hns_pacing;
+    let budget = parse_duration(&pacing.budget).unwrap_or(DEFAULT_HNS_PACING_BUDGET);
+    (pacing.enabled && backlog > budget).then_some(HnsWait { backlog, budget })
+}
 
 /// A Prometheus health gate's request timeout (the controller waits that long).
 pub fn gate_timeout(g: &crate::api::PrometheusGate) -> Duration {
@@ -76,6 +85,8 @@ pub(super) struct RoundSettings<'a> {
     /// Past MAX_CLOCK_SKEW: nothing starts, nothing times out.
     pub clock_skew: Option<jiff::SignedDuration>,
     pub hooks_namespace: Option<&'a str>,
+    /// rollout.hnsPacing: the backlog is over the budget (no start, no eviction).
+    pub hns_wait: Option<HnsWait>,
 }
 
 impl<'a> RoundSettings<'a> {
@@ -106,6 +117,7 @@ impl<'a> RoundSettings<'a> {
             cluster: pool.cluster,
             clock_skew: pool.clock_skew,
             hooks_namespace: pool.hooks_namespace,
+            hns_wait: hns_wait(spec, pool.hns_backlog),
         }
     }
 

@@ -34,7 +34,10 @@ pub(super) fn hold(s: &RoundSettings<'_>, r: &Decided<'_>) -> Option<Hold> {
         (_, None) => return Some(Hold::NoWindowAhead),
         (_, Some(w)) => return Some(Hold::OutsideWindow { opens: w.start }),
     }
-    gates::first_closed(s.gates).map(|g| Hold::HealthGateClosed { gate: g.gate.clone(), seen: g.seen.clone() })
+    if let Some(g) = gates::first_closed(s.gates) {
+        return Some(Hold::HealthGateClosed { gate: g.gate.clone(), seen: g.seen.clone() });
+    }
+    s.hns_wait.map(Hold::HnsBacklog)
 }
 
 /// Nodes out of service anyway (NotReady, cordoned by someone else, or kept

@@ -96,6 +96,8 @@ pub(super) fn requeue_after(s: &RoundSettings<'_>, counts: &NodeCounts, hold: Op
         // Other pools' nodes finishing are no event of this pool: look again
         // as often as a pool with nodes in flight does.
         Some(Hold::ClusterLimit(_)) if counts.pending > 0 => IN_FLIGHT_REQUEUE,
+        // Changes that add to the backlog are events of the HNS watches too.
+        Some(Hold::HnsBacklog(w)) if counts.pending > 0 => w.clears_in().clamp(Duration::from_secs(1), IN_FLIGHT_REQUEUE),
         _ => s.window.as_ref().map_or(IDLE_REQUEUE, |w| until(w.end)),
     }
 }

@@ -71,6 +71,7 @@ fn run(spec: &WindowsNodePoolSpec, nodes: &[NodeView]) -> Plan {
             ring: None,
             cluster: None,
             hooks_namespace: None,
+            hns_backlog: std::time::Duration::ZERO,
         },
         &cleared(spec, nodes),
         now(),
@@ -94,6 +95,7 @@ fn input<'a>(spec: &'a WindowsNodePoolSpec, existing: &'a BTreeSet<String>) -> P
         ring: None,
         cluster: None,
         hooks_namespace: None,
+        hns_backlog: std::time::Duration::ZERO,
     }
 }
 
@@ -1262,6 +1264,7 @@ fn run_gated(spec: &WindowsNodePoolSpec, nodes: &[NodeView], gates: &[crate::gat
             ring: None,
             cluster: None,
             hooks_namespace: None,
+            hns_backlog: std::time::Duration::ZERO,
         },
         &cleared(spec, nodes),
         now(),
@@ -1437,6 +1440,7 @@ fn the_estimate_is_the_waves_left_at_the_pools_pace() {
             ring: None,
             cluster: None,
             hooks_namespace: None,
+            hns_backlog: std::time::Duration::ZERO,
         };
         decide(&input, &cleared(spec, &nodes), now())
     };
@@ -1497,6 +1501,7 @@ fn other_holds_come_before_the_gates_and_gates_are_asked_for_only_when_a_node_co
                 ring: None,
                 cluster: None,
                 hooks_namespace: None,
+                hns_backlog: std::time::Duration::ZERO,
             },
             &cleared(spec, nodes),
             now(),
@@ -1626,6 +1631,7 @@ fn an_agent_silent_for_a_whole_node_timeout_after_the_mark_is_reported_as_blocke
             ring: None,
             cluster: None,
             hooks_namespace: None,
+            hns_backlog: std::time::Duration::ZERO,
         };
         decide(&input, &nodes, now())
     };
@@ -1799,4 +1805,41 @@ mod hooks {
         assert_eq!(p.annotations.get(names::ANN_CORDONED_BY_WINPOOL), Some(&None), "the cordon is no longer winpool's");
         assert_eq!(p.labels.get(names::LABEL_HOLD), Some(&Some("true".to_string())));
     }
+}
+
+/// rollout.hnsPacing: while the pool's nodes' estimated HNS backlog is over
+/// the budget, no node starts and no draining node's pods are evicted; at or
+/// under it, or with pacing off, the rollout goes on. Waiting says so, and
+/// looks again about when the backlog will be back within the budget.
+#[test]
+fn an_hns_backlog_over_the_budget_holds_starts_and_evictions() {
+    let spec = spec_with("rollout: {maxUnavailable: 2, hnsPacing: {budget: 10s}}");
+    let rev = revision_of(&spec);
+    let existing = BTreeSet::new();
+    let mut draining = in_state("a", NodeState::Draining, &rev);
+    draining.pods_to_evict = 3;
+    let nodes = [draining, fresh("b"), fresh("c")];
+    let with = |spec: &WindowsNodePoolSpec, secs: u64| {
+        let input = PoolInput { hns_backlog: Duration::from_secs(secs), ..input(spec, &existing) };
+        decide(&input, &cleared(spec, &nodes), now())
+    };
+    let started = |plan: &Plan| plan.patches.iter().filter(|p| p.to == NodeState::Draining).count();
+
+    let behind = with(&spec, 25);
+    assert_eq!(started(&behind), 0, "no start while 25s behind, budget 10s");
+    assert!(behind.drain.is_empty(), "no eviction either: {:?}", behind.drain);
+    assert_eq!(behind.hold, Some(Hold::HnsBacklog(HnsWait { backlog: Duration::from_secs(25), budget: Duration::from_secs(10) })));
+    assert!(behind.waiting["a"].contains("25s"), "{}", behind.waiting["a"]);
+
+    let within = with(&spec, 10);
+    assert_eq!(started(&within), 1, "at the budget: the free slot starts");
+    assert_eq!(within.drain, vec![("a".to_string(), DrainMode::Evict)]);
+    assert_eq!(within.hold, None);
+
+    let off = spec_with("rollout: {maxUnavailable: 2, hnsPacing: {enabled: false, budget: 10s}}");
+    assert_eq!(started(&with(&off, 600)), 1, "pacing off: the backlog holds nothing");
+
+    let default = spec_with("rollout: {maxUnavailable: 2}");
+    assert_eq!(started(&with(&default, 30)), 1, "the default budget is 30s");
+    assert_eq!(started(&with(&default, 31)), 0, "and pacing is on by default");
 }

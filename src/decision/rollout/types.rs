@@ -225,6 +225,8 @@ pub enum Hold {
     Ring(crate::decision::ring::RingHold),
     /// Nodes of this install's pools fill --max-nodes-in-flight.
     ClusterLimit(ClusterInFlight),
+    /// The pool's nodes' HNS has more to program than rollout.hnsPacing allows.
+    HnsBacklog(HnsWait),
 }
 
 /// What holds the rollout, said for a person (`kubectl winpool plan`).
@@ -242,6 +244,7 @@ impl std::fmt::Display for Hold {
             Hold::BadUpdate(b) => write!(f, "paused by the bad-update breaker: {}", b.message()),
             Hold::Ring(r) => write!(f, "{r}"),
             Hold::ClusterLimit(c) => write!(f, "{}", cluster_limit_message(*c)),
+            Hold::HnsBacklog(w) => write!(f, "{}", w.message()),
         }
     }
 }
@@ -361,6 +364,33 @@ pub struct PoolInput<'a> {
     pub cluster: Option<ClusterInFlight>,
     /// The operator's --hooks-namespace, where `rollout.hooks` Jobs run; None: hooks cannot run.
     pub hooks_namespace: Option<&'a str>,
+    /// How long a node of the pool's release needs to program the Service
+    /// and EndpointSlice changes heard so far (`rollout.hnsPacing` waits while it is over budget).
+    pub hns_backlog: Duration,
+}
+
+/// `rollout.hnsPacing` holding the rollout: the estimated programming
+/// backlog of the pool's nodes, and the budget it is over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HnsWait {
+    pub backlog: Duration,
+    pub budget: Duration,
+}
+
+impl HnsWait {
+    /// What it holds, said for a person.
+    pub fn message(&self) -> String {
+        format!(
+            "each Windows node's HNS has an estimated {}s of Service and EndpointSlice changes to program, over rollout.hnsPacing.budget {}s",
+            self.backlog.as_secs(),
+            self.budget.as_secs()
+        )
+    }
+
+    /// When the backlog will be back within the budget, if nothing more changes.
+    pub fn clears_in(&self) -> Duration {
+        self.backlog.saturating_sub(self.budget)
+    }
 }
 
 /// The install-wide bound on nodes in flight (--max-nodes-in-flight) and the
@@ -419,6 +449,7 @@ impl<'a> PoolInput<'a> {
             ring: None,
             cluster: None,
             hooks_namespace: None,
+            hns_backlog: Duration::ZERO,
         }
     }
 }

@@ -56,6 +56,9 @@ pub(crate) struct Observed {
     pub hns_totals: (i64, i64),
     /// Services with more backends than a node's HNS takes, and how many.
     pub hns_over_limit: (Vec<String>, usize),
+    /// How long a node of the pool's release needs to program the Service
+    /// and EndpointSlice changes heard so far ([`hns::Backlog`]).
+    pub hns_backlog: Duration,
     pub hns_limits: Limits,
     /// The health gates as the round looks at them ([`gate_look`]); empty: not looked at.
     pub gates: Vec<GateResult>,
@@ -291,6 +294,7 @@ fn input<'a>(
         ring,
         cluster: seen.cluster,
         hooks_namespace: seen.hooks_namespace.as_deref(),
+        hns_backlog: seen.hns_backlog,
     }
 }
 
@@ -704,6 +708,7 @@ mod tests {
                 ring: None,
                 cluster: None,
                 hooks_namespace: None,
+                hns_backlog: Duration::ZERO,
             };
             problems(&pool, &decide(&input, std::slice::from_ref(&node), Timestamp::UNIX_EPOCH), &Membership::default())
         };
@@ -858,6 +863,7 @@ mod tests {
             existing_revisions: BTreeSet::new(),
             hns_totals,
             hns_over_limit: (Vec::new(), 0),
+            hns_backlog: Duration::ZERO,
             hns_limits: Limits::for_pool(&pool.spec.hns, pool.spec.os.version),
             gates: Vec::new(),
             gates_asked: false,

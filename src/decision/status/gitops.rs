@@ -55,6 +55,7 @@ fn plan(spec: &WindowsNodePoolSpec, nodes: &[NodeView], paused_by_annotation: bo
         ring: None,
         cluster: None,
         hooks_namespace: None,
+        hns_backlog: std::time::Duration::ZERO,
     };
     decide(&input, &cleared(spec, nodes), now())
 }

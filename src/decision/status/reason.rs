@@ -51,6 +51,8 @@ reasons! {
         AwaitingFollowedPool,
         /// Nodes of the install's pools fill the operator's --max-nodes-in-flight.
         ClusterLimitReached,
+        /// rollout.hnsPacing: the nodes' HNS is further behind than the budget.
+        WaitingForHNS,
         /// Nothing left to update, and nodes failed.
         NodesFailed,
         RolloutComplete,

@@ -38,6 +38,11 @@ type Model struct {
 	nodes      map[string]*nodeDelta
 	// deltaNodes lists, per IP, the nodes whose references to it differ.
 	deltaNodes map[string]map[string]struct{}
+
+	// work is what the change being applied costs winkernel on every node;
+	// onWork hears it once the change is in (nil: nobody listens yet).
+	work   Work
+	onWork func(Work)
 }
 
 // contribution is what one Service adds to the totals.
@@ -98,9 +103,29 @@ func (m *Model) Counts(node string, overlay bool) host.HNSCounts {
 	return c
 }
 
-func (m *Model) SetService(s *v1.Service) {
+// OnWork has f hear, from now on, what each change costs every node's HNS.
+// Set once the first list is in: the state the fleet starts in is programmed
+// already, not a change.
+func (m *Model) OnWork(f func(Work)) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.onWork = f
+}
+
+// charge unlocks the model after a change and tells onWork what it cost,
+// outside the lock (the listener reads node state of its own).
+func (m *Model) charge() {
+	w, f := m.work, m.onWork
+	m.work = Work{}
+	m.mu.Unlock()
+	if f != nil && !w.Zero() {
+		f(w)
+	}
+}
+
+func (m *Model) SetService(s *v1.Service) {
+	m.mu.Lock()
+	defer m.charge()
 	key := s.Namespace + "/" + s.Name
 	if svc := serviceFrom(s); svc != nil {
 		m.services[key] = svc
@@ -112,7 +137,7 @@ func (m *Model) SetService(s *v1.Service) {
 
 func (m *Model) DeleteService(namespace, name string) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
+	defer m.charge()
 	key := namespace + "/" + name
 	delete(m.services, key)
 	m.recompute(key)
@@ -120,7 +145,7 @@ func (m *Model) DeleteService(namespace, name string) {
 
 func (m *Model) SetSlice(s *discovery.EndpointSlice) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
+	defer m.charge()
 	key := s.Namespace + "/" + s.Name
 	old := m.dropSlice(key)
 	if sl := sliceFrom(s); sl != nil {
@@ -141,7 +166,7 @@ func (m *Model) SetSlice(s *discovery.EndpointSlice) {
 
 func (m *Model) DeleteSlice(namespace, name string) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
+	defer m.charge()
 	if svc := m.dropSlice(namespace + "/" + name); svc != "" {
 		m.recompute(svc)
 	}
@@ -179,6 +204,8 @@ func (m *Model) Retrack(nodes ...string) {
 	for svc := range services {
 		m.recompute(svc)
 	}
+	// Which nodes the fleet plays changes nothing kube-proxy programs.
+	m.work = Work{}
 }
 
 // dropSlice forgets a slice and returns the Service it belonged to ("" if none).
@@ -198,12 +225,14 @@ func (m *Model) dropSlice(key string) string {
 // recompute replaces a Service's contribution with one computed from what the
 // model now knows of it.
 func (m *Model) recompute(svcKey string) {
-	if old := m.applied[svcKey]; old != nil {
+	old := m.applied[svcKey]
+	if old != nil {
 		m.apply(old, -1)
 		delete(m.applied, svcKey)
 	}
 	svc := m.services[svcKey]
 	if svc == nil {
+		m.work = m.work.add(old, nil)
 		return
 	}
 	c := &contribution{clusterIPs: svc.clusterIPs}
@@ -230,6 +259,7 @@ func (m *Model) recompute(svcKey string) {
 	}
 	m.applied[svcKey] = c
 	m.apply(c, +1)
+	m.work = m.work.add(old, c)
 }
 
 // endpointsOf is the service port's entry of kube-proxy's endpoints map: the
