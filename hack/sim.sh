@@ -11,9 +11,9 @@
 #               [--apply-time D] [--reboot-time D]
 #               [--fail-rate F] [--seed N] [--fail-nodes a,b]
 #               [--agent-namespace NS] [--no-create | --create-only]
-#               [--hns auto|off|LB,EP] [--hns-sync-time D]
+#               [--hns auto|off|LB,EP] [--hns-sync-time D] [--hns-cost-scale X]
 #               [--host-profile kind|aks|eks|onprem|onprem-wsus]
-#               [--host-faults F[@node+node],...] [--stats-file PATH]
+#               [--host-faults F[@node+node],...] [--stats-file PATH] [--latency-file PATH]
 #               [--log-format text|json]
 #   hack/sim.sh --build-only      build the fleet now (demos, CI) and print its path
 #

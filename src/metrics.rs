@@ -68,8 +68,17 @@ struct HnsGauges {
     warn_ratio: GaugeVec,
     not_ready: IntGaugeVec,
     node_ready: IntGaugeVec,
+    backlog: GaugeVec,
+    pacing_budget: GaugeVec,
     /// Nodes with a winpool_node_hns_ready series, per pool, so recovered ones are removed.
     series: std::sync::Mutex<std::collections::HashMap<String, Vec<String>>>,
+}
+
+/// The pool's estimated HNS programming backlog, and its pacing budget (None: pacing off).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HnsPacingSeen {
+    pub backlog: std::time::Duration,
+    pub budget: Option<std::time::Duration>,
 }
 
 /// The `reason` label values of `winpool_pool_rollout_paused`.
@@ -212,6 +221,18 @@ impl HnsGauges {
                 pool,
             ),
             not_ready: gauge_vec(r, "winpool_pool_nodes_hns_not_ready", "Nodes of the pool whose HNS has not caught up.", pool),
+            backlog: float_gauge_vec(
+                r,
+                "winpool_pool_hns_programming_backlog_seconds",
+                "Estimated time a node of the pool's release needs to program the Service and EndpointSlice changes heard so far.",
+                pool,
+            ),
+            pacing_budget: float_gauge_vec(
+                r,
+                "winpool_pool_hns_pacing_budget_seconds",
+                "rollout.hnsPacing.budget: the backlog over which the rollout waits (absent with pacing off).",
+                pool,
+            ),
             node_ready: gauge_vec(
                 r,
                 "winpool_node_hns_ready",
@@ -356,6 +377,17 @@ impl Metrics {
         series.insert(pool.to_string(), shown);
     }
 
+    /// The pool's estimated HNS programming backlog, and its pacing budget.
+    pub fn observe_hns_pacing(&self, pool: &str, pacing: HnsPacingSeen) {
+        self.hns.backlog.with_label_values(&[pool]).set(pacing.backlog.as_secs_f64());
+        match pacing.budget {
+            Some(b) => self.hns.pacing_budget.with_label_values(&[pool]).set(b.as_secs_f64()),
+            None => {
+                let _ = self.hns.pacing_budget.remove_label_values(&[pool]);
+            }
+        }
+    }
+
     /// A reconcile of `pool` ended, well or not: the operator is not wedged on it.
     pub fn reconciled(&self, pool: &str) {
         if let Some(last) = self.in_flight.lock().expect("in-flight lock").get_mut(pool) {
@@ -411,7 +443,7 @@ impl Metrics {
         for g in [&self.hns.expected_lb, &self.hns.limit_lb, &self.hns.expected_ep, &self.hns.limit_ep, &self.hns.not_ready] {
             let _ = g.remove_label_values(&[pool]);
         }
-        for g in [&self.hns.utilization, &self.hns.warn_ratio] {
+        for g in [&self.hns.utilization, &self.hns.warn_ratio, &self.hns.backlog, &self.hns.pacing_budget] {
             let _ = g.remove_label_values(&[pool]);
         }
         for n in self.hns.series.lock().expect("series lock").remove(pool).into_iter().flatten() {

@@ -525,6 +525,8 @@ async fn record(
     ctx.metrics.observe_pool_info(&name, pool.spec.os.version.as_str(), &pool.spec.os.patch_level, &round.plan.revision);
     let hns = &pool.spec.hns;
     ctx.metrics.observe_hns(&name, seen.hns_totals, &seen.hns_limits, round.hns_utilization, hns.warn_percent, &round.hns_not_ready);
+    let pacing = crate::metrics::HnsPacingSeen { backlog: seen.hns_backlog, budget: crate::rollout::hns_pacing_budget(&pool.spec) };
+    ctx.metrics.observe_hns_pacing(&name, pacing);
     let requeue = round::requeue_after(&round, memory);
     // The transitions are announced once the status that holds them is written:
     // a failed write leaves both to the next round, which announces them once.

@@ -192,7 +192,7 @@ func (f *Fleet) shutDown() error {
 		}
 	}
 	if f.s.LatencyFile != "" {
-		if err := writeJSON(f.s.LatencyFile, latencyOf(f.programming.Fleet())); err != nil {
+		if err := writeJSON(f.s.LatencyFile, latencyOf(f.programming.Final())); err != nil {
 			return fmt.Errorf("--latency-file: %w", err)
 		}
 	}

@@ -64,34 +64,88 @@ impl ProgrammingRates {
 /// The estimated programming queue of each release's nodes.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Backlog {
-    /// When a node of each release (`OsVersion::ALL` order) will have
-    /// programmed every change charged so far.
-    busy_until: [Option<Timestamp>; 3],
+    /// One per release, in `OsVersion::ALL` order.
+    queues: [SyncQueue; 3],
 }
 
-fn index(os: OsVersion) -> usize {
-    OsVersion::ALL.iter().position(|o| *o == os).unwrap_or(0)
+/// kube-proxy's syncs on a node of one release, as winkernel runs them: a
+/// sync takes every Service changed since the last one began and replaces
+/// what each needs once, however often it changed meanwhile; changes heard
+/// during it wait for the next.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct SyncQueue {
+    /// When the sync under way ends.
+    sync_end: Option<Timestamp>,
+    /// The Services changed since it began, and what each will take.
+    pending: HashMap<Arc<str>, Work>,
+    /// When the first of them was heard.
+    first_pending: Option<Timestamp>,
+}
+
+impl SyncQueue {
+    /// When the next sync begins: when the one under way ends, or at the
+    /// first pending change if kube-proxy was idle then.
+    fn next_start(&self) -> Option<Timestamp> {
+        let first = self.first_pending?;
+        Some(self.sync_end.map_or(first, |end| end.max(first)))
+    }
+
+    fn pending_cost(&self, rates: &ProgrammingRates) -> Duration {
+        self.pending.values().fold(Duration::ZERO, |sum, w| sum.saturating_add(rates.cost(*w)))
+    }
+
+    /// Runs the sync that has begun by `now`, if one has.
+    fn advance(&mut self, rates: &ProgrammingRates, now: Timestamp) {
+        if let Some(start) = self.next_start().filter(|s| *s <= now) {
+            self.sync_end = Some(later_by(start, self.pending_cost(rates)));
+            self.pending.clear();
+            self.first_pending = None;
+        }
+    }
+
+    fn charge(&mut self, rates: &ProgrammingRates, service: &Arc<str>, work: Work, now: Timestamp) {
+        self.advance(rates, now);
+        let w = self.pending.entry(service.clone()).or_default();
+        // One replacement of the Service's load balancers, however many changes.
+        *w = Work {
+            load_balancers: w.load_balancers.max(work.load_balancers),
+            remote_endpoints: w.remote_endpoints + work.remote_endpoints,
+        };
+        self.first_pending.get_or_insert(now);
+        self.advance(rates, now);
+    }
+
+    /// How long from `now` until what was heard so far is programmed.
+    fn left(&self, rates: &ProgrammingRates, now: Timestamp) -> Duration {
+        let end = match self.next_start() {
+            Some(start) => later_by(start, self.pending_cost(rates)),
+            None => match self.sync_end {
+                Some(end) => end,
+                None => return Duration::ZERO,
+            },
+        };
+        if end > now { now.duration_until(end).unsigned_abs() } else { Duration::ZERO }
+    }
+}
+
+fn later_by(t: Timestamp, d: Duration) -> Timestamp {
+    SignedDuration::try_from(d).ok().and_then(|d| t.checked_add(d).ok()).unwrap_or(Timestamp::MAX)
 }
 
 impl Backlog {
-    /// Queues `work`, heard at `now`, behind what each release's nodes are still programming.
-    pub fn charge(&mut self, work: Work, now: Timestamp) {
+    /// Queues a change of `service`, heard at `now`, on each release's nodes.
+    pub fn charge(&mut self, service: &Arc<str>, work: Work, now: Timestamp) {
         if work.is_empty() {
             return;
         }
-        for os in OsVersion::ALL {
-            let slot = &mut self.busy_until[index(os)];
-            let start = slot.filter(|t| *t > now).unwrap_or(now);
-            let cost = SignedDuration::try_from(ProgrammingRates::default_for(os).cost(work)).unwrap_or(SignedDuration::MAX);
-            *slot = Some(start.checked_add(cost).unwrap_or(Timestamp::MAX));
+        for (os, q) in OsVersion::ALL.iter().zip(self.queues.iter_mut()) {
+            q.charge(&ProgrammingRates::default_for(*os), service, work, now);
         }
     }
 
     /// How long a node of `os` needs, from `now`, to program what it heard so far.
     pub fn of(&self, os: OsVersion, now: Timestamp) -> Duration {
-        match self.busy_until[index(os)] {
-            Some(t) if t > now => now.duration_until(t).unsigned_abs(),
-            _ => Duration::ZERO,
-        }
+        let i = OsVersion::ALL.iter().position(|o| *o == os).unwrap_or(0);
+        self.queues[i].left(&ProgrammingRates::default_for(os), now)
     }
 }

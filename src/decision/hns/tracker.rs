@@ -355,8 +355,8 @@ pub struct HnsTracker {
     /// too low and a node would look caught up when it is not.
     services_listed: bool,
     slices_listed: bool,
-    /// What the changes applied since the last [`Self::take_work`] cost every node.
-    work: Work,
+    /// What the changes applied since the last [`Self::take_work`] cost every node, by Service.
+    work: HashMap<Arc<str>, Work>,
     /// Each release's estimated programming queue, fed by [`Self::charge`].
     backlog: Backlog,
 }
@@ -369,15 +369,16 @@ impl HnsTracker {
     /// What the changes applied since the last call cost each Windows node's
     /// kube-proxy (nothing before both first lists are in: what a node holds
     /// already is no change).
-    pub fn take_work(&mut self) -> Work {
+    pub fn take_work(&mut self) -> Vec<(Arc<str>, Work)> {
         let work = std::mem::take(&mut self.work);
-        if self.synced() { work } else { Work::default() }
+        if self.synced() { work.into_iter().filter(|(_, w)| !w.is_empty()).collect() } else { Vec::new() }
     }
 
     /// Queues the work of the events applied since the last call, heard at `now`.
     pub fn charge(&mut self, now: Timestamp) {
-        let work = self.take_work();
-        self.backlog.charge(work, now);
+        for (service, work) in self.take_work() {
+            self.backlog.charge(&service, work, now);
+        }
     }
 
     /// How long a Windows node of `os` needs from `now` to program the changes charged so far.
@@ -630,8 +631,9 @@ impl HnsTracker {
         // winkernel replaces every load balancer of a Service whose endpoints
         // changed, and creates or deletes the remote endpoints that appeared or went.
         if addresses.moves != moves || lbs_before != lbs_after {
-            work.load_balancers += lbs_before.max(lbs_after) as u64;
-            work.remote_endpoints += addresses.endpoints - endpoints;
+            let w = work.entry(key.clone()).or_default();
+            w.load_balancers = w.load_balancers.max(lbs_before.max(lbs_after) as u64);
+            w.remote_endpoints += addresses.endpoints - endpoints;
         }
         if backends_before != backends_after {
             if backends_before > 0 {

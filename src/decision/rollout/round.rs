@@ -30,9 +30,14 @@ const DEFAULT_HNS_PACING_BUDGET: Duration = Duration::from_secs(30);
 /// rollout.hnsPacing: whether the pool's nodes' estimated programming
 /// backlog holds the rollout this round.
 pub fn hns_wait(spec: &WindowsNodePoolSpec, backlog: Duration) -> Option<HnsWait> {
+    let budget = hns_pacing_budget(spec)?;
+    (backlog > budget).then_some(HnsWait { backlog, budget })
+}
+
+/// rollout.hnsPacing's budget; None with pacing off.
+pub fn hns_pacing_budget(spec: &WindowsNodePoolSpec) -> Option<Duration> {
     let pacing = &spec.rollout.hns_pacing;
-    let budget = parse_duration(&pacing.budget).unwrap_or(DEFAULT_HNS_PACING_BUDGET);
-    (pacing.enabled && backlog > budget).then_some(HnsWait { backlog, budget })
+    pacing.enabled.then(|| parse_duration(&pacing.budget).unwrap_or(DEFAULT_HNS_PACING_BUDGET))
 }
 
 /// A Prometheus health gate's request timeout (the controller waits that long).

@@ -39,10 +39,10 @@ type Model struct {
 	// deltaNodes lists, per IP, the nodes whose references to it differ.
 	deltaNodes map[string]map[string]struct{}
 
-	// work is what the change being applied costs winkernel on every node;
-	// onWork hears it once the change is in (nil: nobody listens yet).
-	work   Work
-	onWork func(Work)
+	// work is what the change being applied costs winkernel on every node,
+	// by Service; onWork hears it once the change is in (nil: nobody listens yet).
+	work   map[string]Work
+	onWork func(service string, w Work)
 }
 
 // contribution is what one Service adds to the totals.
@@ -106,7 +106,7 @@ func (m *Model) Counts(node string, overlay bool) host.HNSCounts {
 // OnWork has f hear, from now on, what each change costs every node's HNS.
 // Set once the first list is in: the state the fleet starts in is programmed
 // already, not a change.
-func (m *Model) OnWork(f func(Work)) {
+func (m *Model) OnWork(f func(service string, w Work)) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.onWork = f
@@ -115,11 +115,16 @@ func (m *Model) OnWork(f func(Work)) {
 // charge unlocks the model after a change and tells onWork what it cost,
 // outside the lock (the listener reads node state of its own).
 func (m *Model) charge() {
-	w, f := m.work, m.onWork
-	m.work = Work{}
+	work, f := m.work, m.onWork
+	m.work = nil
 	m.mu.Unlock()
-	if f != nil && !w.Zero() {
-		f(w)
+	if f == nil {
+		return
+	}
+	for svc, w := range work {
+		if !w.Zero() {
+			f(svc, w)
+		}
 	}
 }
 
@@ -205,7 +210,7 @@ func (m *Model) Retrack(nodes ...string) {
 		m.recompute(svc)
 	}
 	// Which nodes the fleet plays changes nothing kube-proxy programs.
-	m.work = Work{}
+	m.work = nil
 }
 
 // dropSlice forgets a slice and returns the Service it belonged to ("" if none).
@@ -232,7 +237,7 @@ func (m *Model) recompute(svcKey string) {
 	}
 	svc := m.services[svcKey]
 	if svc == nil {
-		m.work = m.work.add(old, nil)
+		m.addWork(svcKey, old, nil)
 		return
 	}
 	c := &contribution{clusterIPs: svc.clusterIPs}
@@ -259,7 +264,14 @@ func (m *Model) recompute(svcKey string) {
 	}
 	m.applied[svcKey] = c
 	m.apply(c, +1)
-	m.work = m.work.add(old, c)
+	m.addWork(svcKey, old, c)
+}
+
+func (m *Model) addWork(svcKey string, old, new *contribution) {
+	if m.work == nil {
+		m.work = map[string]Work{}
+	}
+	m.work[svcKey] = m.work[svcKey].add(old, new)
 }
 
 // endpointsOf is the service port's entry of kube-proxy's endpoints map: the

@@ -5,15 +5,17 @@ import (
 	"time"
 )
 
-// Programming is each node's kube-proxy programming its HNS one change after
-// another: a change waits for the ones before it, then takes what its work
-// costs at the node's release's rates. What it records is the
-// network-programming latency: from the change (the fleet's watch hearing it)
-// to the node's HNS reflecting it, per node and over the fleet.
+// Programming is each node's kube-proxy programming its HNS as winkernel
+// does: in syncs. A sync takes every Service changed since the last one began
+// and replaces what each needs once, however often it changed meanwhile; it
+// takes what that work costs at the node's release's rates; changes arriving
+// during it wait for the next. What it records is the network-programming
+// latency: from a change (the fleet's watch hearing it) to the end of the
+// sync that programmed it, per node and over the fleet.
 //
-// A node is either up (programming) or down (rebooting: kube-proxy is not
-// running, and the full sync after the boot, the node's own catch-up, picks
-// the changes up; they are not counted as this node's latencies).
+// A node is up (programming) or down (rebooting: kube-proxy is not running,
+// and the full sync after the boot, the node's own catch-up, picks the
+// changes up; they are not counted as this node's latencies).
 type Programming struct {
 	now   func() time.Time
 	scale float64
@@ -26,10 +28,20 @@ type Programming struct {
 type nodeProgramming struct {
 	rates Rates
 	up    bool
-	// busyUntil is when the node's HNS will have programmed every change it
-	// heard of so far.
-	busyUntil time.Time
-	latency   Histogram
+	// syncEnd is when the sync under way ends (zero or past: none is).
+	syncEnd time.Time
+	// pending are the Services changed since that sync began, by key;
+	// firstPending is when the first of them was heard.
+	pending      map[string]*pendingChange
+	firstPending time.Time
+	latency      Histogram
+}
+
+// pendingChange is a Service's changes waiting for the next sync: the work
+// it will take, and when each change was heard.
+type pendingChange struct {
+	work    Work
+	arrived []time.Time
 }
 
 // NewProgramming: scale multiplies every cost (the fleet's --hns-cost-scale).
@@ -50,15 +62,17 @@ func (p *Programming) Up(node string, rates Rates, busyUntil time.Time) {
 		n = &nodeProgramming{}
 		p.nodes[node] = n
 	}
-	n.rates, n.up, n.busyUntil = rates, true, busyUntil
+	n.rates, n.up, n.syncEnd, n.pending = rates, true, busyUntil, nil
 }
 
-// Down says node is rebooting; its latencies so far stay.
+// Down says node is rebooting: what it had not programmed goes with
+// kube-proxy (the full sync after the boot holds it); its latencies so far stay.
 func (p *Programming) Down(node string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if n := p.nodes[node]; n != nil {
-		n.up = false
+		p.advance(n, p.now())
+		n.up, n.pending = false, nil
 	}
 }
 
@@ -73,8 +87,8 @@ func (p *Programming) Forget(node string) {
 // Cost is what w takes a node of these rates, scaled as this fleet scales.
 func (p *Programming) Cost(r Rates, w Work) time.Duration { return r.Cost(w, p.scale) }
 
-// Program queues w on every node that is up.
-func (p *Programming) Program(w Work) {
+// Program has every node that is up hear service's change w.
+func (p *Programming) Program(service string, w Work) {
 	now := p.now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -82,38 +96,87 @@ func (p *Programming) Program(w Work) {
 		if !n.up {
 			continue
 		}
-		n.busyUntil = later(n.busyUntil, now).Add(n.rates.Cost(w, p.scale))
-		latency := n.busyUntil.Sub(now)
-		n.latency.Observe(latency)
-		p.fleet.Observe(latency)
+		p.advance(n, now)
+		if n.pending == nil {
+			n.pending, n.firstPending = map[string]*pendingChange{}, now
+		}
+		c := n.pending[service]
+		if c == nil {
+			c = &pendingChange{}
+			n.pending[service] = c
+		}
+		// One replacement of the Service's load balancers, whatever the count of changes.
+		c.work = Work{LoadBalancers: max(c.work.LoadBalancers, w.LoadBalancers), RemoteEndpoints: c.work.RemoteEndpoints + w.RemoteEndpoints}
+		c.arrived = append(c.arrived, now)
+		p.advance(n, now)
 	}
 }
 
-// Backlog is how long node's HNS needs to program what it heard of so far.
+// advance runs n's syncs that have begun by now: the next one begins when
+// the last ends, or at its first change if kube-proxy was idle.
+func (p *Programming) advance(n *nodeProgramming, now time.Time) {
+	for len(n.pending) > 0 {
+		start := later(n.syncEnd, n.firstPending)
+		if start.After(now) {
+			return
+		}
+		var cost time.Duration
+		for _, c := range n.pending {
+			cost += n.rates.Cost(c.work, p.scale)
+		}
+		n.syncEnd = start.Add(cost)
+		for _, c := range n.pending {
+			for _, at := range c.arrived {
+				n.latency.Observe(n.syncEnd.Sub(at))
+				p.fleet.Observe(n.syncEnd.Sub(at))
+			}
+		}
+		n.pending = nil
+	}
+}
+
+// Backlog is how long node's HNS needs to program what it heard so far.
 func (p *Programming) Backlog(node string) time.Duration {
+	now := p.now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	n := p.nodes[node]
 	if n == nil || !n.up {
 		return 0
 	}
-	return max(n.busyUntil.Sub(p.now()), 0)
+	p.advance(n, now)
+	left := max(n.syncEnd.Sub(now), 0)
+	for _, c := range n.pending {
+		left += n.rates.Cost(c.work, p.scale)
+	}
+	return left
 }
 
-// Node is node's latencies (zero for a node never up).
+// Node is node's latencies (zero for a node never up), its syncs begun by now counted.
 func (p *Programming) Node(node string) Histogram {
+	now := p.now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if n := p.nodes[node]; n != nil {
+		p.advance(n, now)
 		return n.latency
 	}
 	return Histogram{}
 }
 
-// Fleet is every node's latencies together.
-func (p *Programming) Fleet() Histogram {
+// Fleet is every node's latencies together, each node's syncs begun by now counted.
+func (p *Programming) Fleet() Histogram { return p.fleetAt(p.now()) }
+
+// Final is Fleet once nothing more will change: every change heard counted,
+// those still waiting for a sync included.
+func (p *Programming) Final() Histogram { return p.fleetAt(time.Unix(1<<40, 0)) }
+
+func (p *Programming) fleetAt(now time.Time) Histogram {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	for _, n := range p.nodes {
+		p.advance(n, now)
+	}
 	return p.fleet
 }
 
