@@ -48,6 +48,7 @@ AGENT_NS = "winpool-agents"
 AGENT_USER = f"system:serviceaccount:{AGENT_NS}:winpool-agent"
 BENCH_LABEL = "winpool-bench"
 OS_BUILD = "10.0.20348"
+RELEASE_BUILDS = {"ltsc2019": "10.0.17763", "ltsc2022": OS_BUILD}
 START_REVISION = 2700
 WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
 # The simulated hosts' HNS always holds more than the cluster needs (no
@@ -309,16 +310,16 @@ class Bench:
 
     # -- fleet ----------------------------------------------------------------
 
-    def fleet_args(self, fleet, n):
+    def fleet_args(self, fleet, n, release="ltsc2022"):
         """The fleet's nodes <fleet>-0 … <fleet>-<n-1>, machines at the benchmark's starting build."""
-        return [f"--nodes={n}", f"--name-prefix={fleet}-", f"--labels={BENCH_LABEL}={fleet}", "--os=ltsc2022",
-                f"--build={OS_BUILD}.{START_REVISION}", "--log-format=json"]
+        return [f"--nodes={n}", f"--name-prefix={fleet}-", f"--labels={BENCH_LABEL}={fleet}", f"--os={release}",
+                f"--build={RELEASE_BUILDS[release]}.{START_REVISION}", "--log-format=json"]
 
-    def create_nodes(self, fleet, n):
+    def create_nodes(self, fleet, n, release="ltsc2022"):
         """`hack/sim.sh --create-only`: creates those of the fleet's n nodes that are missing."""
         t = time.time()
         name = f"create-{fleet}"
-        p, _, _ = self.spawn(name, ["--create-only", *self.fleet_args(fleet, n)], self.kubeconfig, program=self.a.sim_script)
+        p, _, _ = self.spawn(name, ["--create-only", *self.fleet_args(fleet, n, release)], self.kubeconfig, program=self.a.sim_script)
         p.wait(self.a.timeout)
         if p.returncode != 0:
             self.check_alive(name)
@@ -339,7 +340,7 @@ class Bench:
                 raise RuntimeError(f"only {ready} of {n} nodes of fleet {fleet} Ready after {timeout}s")
             time.sleep(3)
 
-    def start_sim(self, fleet, n, hns=HNS_FIXED, extra=()):
+    def start_sim(self, fleet, n, hns=HNS_FIXED, extra=(), release="ltsc2022"):
         """The fleet playing its n nodes, each node's agent running while the node's agent pod does; their HNS
         holds fixed counts, or with hns="auto" follows the cluster's Services (the fleet's model of kube-proxy).
         Returns once the fleet runs (its informers synced)."""
@@ -349,7 +350,7 @@ class Bench:
         self.spawn(
             name,
             ["--no-create", f"--agent-namespace={AGENT_NS}", f"--apply-time={self.a.apply_seconds}s",
-             f"--reboot-time={self.a.reboot_seconds}s", f"--hns={hns}", *extra, *self.fleet_args(fleet, n)],
+             f"--reboot-time={self.a.reboot_seconds}s", f"--hns={hns}", *extra, *self.fleet_args(fleet, n, release)],
             self.kubeconfig, program=self.a.sim_script,
         )
         self.wait_for_log(path, '"fleet running"', 300, name, offset)
@@ -909,6 +910,110 @@ class Bench:
         self.cleanup_fleet(fleet, pool)
         self.cluster_down("churn")
 
+    def phase_hns(self):
+        """Rollouts paced by HNS (issue 46): per release, --hns-nodes simulated nodes, --hns-services Services with
+        --hns-pods-per-node pods per node behind them (Deployments; kwok runs the pods, the EndpointSlice controller
+        writes their slices), rolled with maxUnavailable 10% with rollout.hnsPacing off, then on. Measured: the
+        fleet's network-programming latency (from each Service or EndpointSlice change to each node's HNS holding
+        it, at the release's published pace: --latency-file) and the rollout's makespan."""
+        self.cluster_up("hns")
+        n, services = self.a.hns_nodes, self.a.hns_services
+        for release in self.a.hns_releases.split(","):
+            fleet = f"h{release[-4:]}"
+            log(f"[hns {release}] creating {n} simulated nodes")
+            self.create_nodes(fleet, n, release)
+            self.wait_nodes_ready(fleet, n)
+            self.create_workload(fleet, services, n * self.a.hns_pods_per_node)
+            name = f"operator-{fleet}"
+            self.start_operator(name)
+            self.wait_for_log(self.procs[name][1], "caches synced", 120, name)
+            pool = f"bench-{fleet}"
+            # The pool's first rollout starts its agents; not measured.
+            self.hns_rollout(release, fleet, n, pool, pacing=False, measured=False)
+            for pacing in (False, True):
+                self.hns_rollout(release, fleet, n, pool, pacing=pacing, measured=True)
+            self.stop(name)
+            self.kubectl("delete", "namespace", f"bench-hns-{fleet}", "--wait=false", check=False)
+            self.cleanup_fleet(fleet, pool)
+        self.cluster_down("hns")
+
+    def create_workload(self, fleet, services, pods):
+        """`services` Services, each over a Deployment; `pods` pods in all, spread evenly, on the fleet's nodes.
+        Returns once every pod is ready and in its Service's EndpointSlice."""
+        ns = f"bench-hns-{fleet}"
+        t = time.time()
+        self.kube.create("/api/v1/namespaces", {"metadata": {"name": ns}})
+        svc_items, deploy_items = [], []
+        for s in range(services):
+            replicas = pods // services + (1 if s < pods % services else 0)
+            labels = {"app": f"s{s}"}
+            svc_items.append((f"/api/v1/namespaces/{ns}/services", {"metadata": {"name": f"s{s}"}, "spec": {
+                "selector": labels, "ports": [{"name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP"}]}}))
+            deploy_items.append((f"/apis/apps/v1/namespaces/{ns}/deployments", {"metadata": {"name": f"s{s}"}, "spec": {
+                "replicas": replicas, "selector": {"matchLabels": labels},
+                "template": {"metadata": {"labels": labels}, "spec": {
+                    "nodeSelector": {BENCH_LABEL: fleet}, "tolerations": [{"operator": "Exists"}],
+                    "terminationGracePeriodSeconds": 0,
+                    "containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10", "ports": [{"containerPort": 8080}]}]}}}}))
+        create_many(self.kube, svc_items)
+        create_many(self.kube, deploy_items)
+        deadline = time.time() + self.a.timeout
+        while True:
+            slices = self.kube.list_all(f"/apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices")
+            ready = sum(1 for sl in slices for e in (sl.get("endpoints") or []) if (e.get("conditions") or {}).get("ready"))
+            if ready >= pods:
+                break
+            if time.time() > deadline:
+                raise RuntimeError(f"only {ready} of {pods} pods ready behind their Services after {self.a.timeout}s")
+            time.sleep(5)
+        took = time.time() - t
+        self.results["setup"][f"hns_{fleet}_workload_s"] = round(took, 1)
+        log(f"[hns] {services} Services, {pods} pods ready behind them in {took:.0f}s")
+
+    def hns_rollout(self, release, fleet, n, pool, pacing, measured):
+        """One rollout of the pool to the next patch level, with a fleet of its own (whose latency file is this
+        run's alone) reading HNS as often as real agents do."""
+        latency_path = os.path.join(self.state, f"latency-{fleet}-{'paced' if pacing else 'unpaced'}.json")
+        if os.path.exists(latency_path):
+            os.remove(latency_path)
+        self.start_sim(fleet, n, hns="auto", release=release,
+                       extra=[f"--hns-interval={CHURN_HNS_INTERVAL}", f"--latency-file={latency_path}"])
+        patch = f"{RELEASE_BUILDS[release]}.{START_REVISION + 50 + 10 * self.next_seq()}"
+        path = f"/apis/winpool.dev/v1alpha1/windowsnodepools/{pool}"
+        spec = {"os": {"version": release, "patchLevel": patch},
+                "rollout": {"maxUnavailable": self.a.max_unavailable, "nodeTimeout": "60m", "drain": {"timeout": "60m"},
+                            "hnsPacing": {"enabled": pacing}}}
+        log(f"[hns {release}] {'measured' if measured else 'first'} rollout, pacing {'on' if pacing else 'off'}: pool {pool} -> {patch}")
+        t0 = time.time()
+        try:
+            self.kube.get(path)
+            self.kube.merge_patch(path, {"spec": spec})
+        except Exception:
+            body = self.pool(pool, fleet, patch)
+            body["spec"].update(spec)
+            body["spec"]["hns"] = {"maxLoadBalancers": 20000, "maxEndpoints": 100000}
+            self.kube.create("/apis/winpool.dev/v1alpha1/windowsnodepools", body)
+        t_done, _ = self.wait_pool_done(pool, n, [f"operator-{fleet}", f"sim-{fleet}"], self.a.timeout)
+        makespan = t_done - t0
+        time.sleep(5)  # the last evicted pods' replacements are programmed too
+        self.stop(f"sim-{fleet}")
+        if not measured:
+            return
+        with open(latency_path) as f:
+            latency = json.load(f)
+        rec = {"release": release, "nodes": n, "services": self.a.hns_services, "pods_per_node": self.a.hns_pods_per_node,
+               "max_unavailable": self.a.max_unavailable, "pacing": pacing, "makespan_s": round(makespan, 1),
+               "latency": {k: latency[k] for k in ("changes", "meanMs", "p50Ms", "p99Ms", "maxMs")}}
+        self.results.setdefault("hns", []).append(rec)
+        self.save()
+        lat = rec["latency"]
+        log(f"[hns {release}]   pacing {'on' if pacing else 'off'}: makespan {makespan:.0f}s; programming latency over "
+            f"{lat['changes']} node-changes p50 {lat['p50Ms'] / 1000:.1f}s p99 {lat['p99Ms'] / 1000:.1f}s max {lat['maxMs'] / 1000:.1f}s")
+
+    def next_seq(self):
+        self.patch_seq += 1
+        return self.patch_seq
+
     def phase_footprint(self):
         self.cluster_up("footprint")
         self.create_services(self.a.services, self.a.endpoints)
@@ -1055,6 +1160,10 @@ def main():
     ap.add_argument("--churn-nodes", type=int, help="the churn phase's pool size")
     ap.add_argument("--churn-seconds", type=float, help="how long the churn phase changes endpoints")
     ap.add_argument("--whole", choices=["yes", "no"], help="one whole rollout at the largest footprint size")
+    ap.add_argument("--hns-nodes", type=int, help="the hns phase's pool size, per release")
+    ap.add_argument("--hns-services", type=int, help="the hns phase's Services")
+    ap.add_argument("--hns-pods-per-node", type=int, help="the hns phase's pods per node behind the Services")
+    ap.add_argument("--hns-releases", help="the hns phase's Windows Server releases, e.g. ltsc2019,ltsc2022")
     ap.add_argument("--out")
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--report-only", action="store_true")
@@ -1063,11 +1172,14 @@ def main():
     # Sizes and timings per mode; flags override.
     modes = {
         "full": dict(runs=3, warmup=1, rollout_sizes=[100, 1000], footprint_sizes=[1000, 5000], services=10000, endpoints=50000,
-                     apply_seconds=5.0, reboot_seconds=0.0, max_unavailable="10%", timeout=3600, stall=600, fraction=0.2, whole=True, churn_nodes=1000, churn_seconds=600),
+                     apply_seconds=5.0, reboot_seconds=0.0, max_unavailable="10%", timeout=3600, stall=600, fraction=0.2, whole=True, churn_nodes=1000, churn_seconds=600,
+                     hns_nodes=300, hns_services=2000, hns_pods_per_node=30, hns_releases="ltsc2019,ltsc2022"),
         "quick": dict(runs=1, warmup=0, rollout_sizes=[100, 1000], footprint_sizes=[1000, 5000], services=10000, endpoints=50000,
-                      apply_seconds=5.0, reboot_seconds=0.0, max_unavailable="10%", timeout=3600, stall=600, fraction=0.2, whole=False, churn_nodes=1000, churn_seconds=600),
+                      apply_seconds=5.0, reboot_seconds=0.0, max_unavailable="10%", timeout=3600, stall=600, fraction=0.2, whole=False, churn_nodes=1000, churn_seconds=600,
+                     hns_nodes=300, hns_services=2000, hns_pods_per_node=30, hns_releases="ltsc2019,ltsc2022"),
         "smoke": dict(runs=1, warmup=0, rollout_sizes=[20], footprint_sizes=[20], services=20, endpoints=100,
-                      apply_seconds=1.0, reboot_seconds=0.0, max_unavailable="25%", timeout=300, stall=60, fraction=1.0, whole=False, churn_nodes=20, churn_seconds=20),
+                      apply_seconds=1.0, reboot_seconds=0.0, max_unavailable="25%", timeout=300, stall=60, fraction=1.0, whole=False, churn_nodes=20, churn_seconds=20,
+                      hns_nodes=20, hns_services=20, hns_pods_per_node=2, hns_releases="ltsc2022"),
     }
     for k, v in modes[a.mode].items():
         cli = getattr(a, k, None)

@@ -9,6 +9,9 @@ from collections import defaultdict
 
 # Issue 14's targets: a 1,000-node rollout, a whole 5,000-node rollout with
 # 10,000 Services, winpool's writes per node updated, peak RSS at 5,000 nodes.
+# The hns phase (issue 46): programming latency with pacing, and what pacing may cost the rollout.
+TARGET_HNS_P99_S = 30
+TARGET_HNS_MAKESPAN = 1.2
 TARGET_ROLLOUT_RATIO = 1.10
 TARGET_WHOLE_RATIO = 1.5
 TARGET_WRITES = 4.0
@@ -115,6 +118,33 @@ def fleet_row(n, rs):
             f"{spread([r['sim_cpu_s'] for r in rs], 1, ' s')} / {spread([r.get('sim_hwm_mib') for r in rs], 0, ' MiB')}", "—", "info")
 
 
+def hns_rows(results, rows, verdicts):
+    """The hns phase (issue 46): per release, the fleet's network-programming latency and the makespan of one
+    rollout with rollout.hnsPacing off and one with it on."""
+    by_release = {}
+    for r in results.get("hns", []):
+        by_release.setdefault(r["release"], {})["on" if r["pacing"] else "off"] = r
+    for release, pair in sorted(by_release.items()):
+        off, on = pair.get("off"), pair.get("on")
+        if not off or not on:
+            continue
+        size = f"{on['nodes']:,} nodes, {on['services']:,} Services, {on['pods_per_node']} pods/node, maxUnavailable {on['max_unavailable']}"
+
+        def lat(r):
+            x = r["latency"]
+            return f"{x['p50Ms'] / 1000:.1f} / {x['p99Ms'] / 1000:.1f} / {x['maxMs'] / 1000:.1f} s"
+
+        ok = on["latency"]["p99Ms"] <= TARGET_HNS_P99_S * 1000
+        verdicts[f"hns {release}"] = ok
+        rows.append((f"HNS programming latency p50 / p99 / max ({release} pace, the fleet's measure), rollout.hnsPacing off → on",
+                     size, f"{lat(off)} → {lat(on)}", f"p99 ≤ {TARGET_HNS_P99_S} s with pacing", verdict(ok)))
+        ratio = on["makespan_s"] / off["makespan_s"] if off["makespan_s"] else 0
+        ok = ratio <= TARGET_HNS_MAKESPAN
+        verdicts[f"hns {release} makespan"] = ok
+        rows.append((f"  · rollout makespan ({release}), pacing off → on", size,
+                     f"{off['makespan_s']:.0f} s → {on['makespan_s']:.0f} s (×{ratio:.2f})", f"≤ ×{TARGET_HNS_MAKESPAN}", verdict(ok)))
+
+
 def verdict(ok):
     return "**met**" if ok else "**missed**"
 
@@ -219,6 +249,7 @@ def build(results):
                 rows.append((f"agents' report writes (WindowsNodeReport create + patch) per node updated{where}",
                              f"{n:,} nodes", spread(report_writes), f"≤ {TARGET_REPORT_WRITES:.0f}", verdict(ok)))
     verdicts["writes"] = wp_ok
+    hns_rows(results, rows, verdicts)
     for c in results.get("churn", []):
         node_w = sum(v for a in (c["audit"], c["agent_audit"]) for k, v in a["writes"].items() if is_node_write(k))
         reports = sum(v for k, v in c["agent_audit"]["writes"].items() if is_report_write(k))

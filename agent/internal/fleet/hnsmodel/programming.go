@@ -15,7 +15,11 @@ import (
 //
 // A node is up (programming) or down (rebooting: kube-proxy is not running,
 // and the full sync after the boot, the node's own catch-up, picks the
-// changes up; they are not counted as this node's latencies).
+// changes up). Changes heard while a node is down or still in the full sync
+// after its boot cost it time but are not counted as its latencies: such a
+// node serves no traffic (its cordon or the hns-not-ready taint keeps pods
+// off), and its catch-up is what winpool's HNS readiness measures. The
+// latency is the data plane's as the nodes serving pods see it.
 type Programming struct {
 	now   func() time.Time
 	scale float64
@@ -30,6 +34,8 @@ type nodeProgramming struct {
 	up    bool
 	// syncEnd is when the sync under way ends (zero or past: none is).
 	syncEnd time.Time
+	// bootSyncUntil is when the full sync after the node's boot ends.
+	bootSyncUntil time.Time
 	// pending are the Services changed since that sync began, by key;
 	// firstPending is when the first of them was heard.
 	pending      map[string]*pendingChange
@@ -62,7 +68,7 @@ func (p *Programming) Up(node string, rates Rates, busyUntil time.Time) {
 		n = &nodeProgramming{}
 		p.nodes[node] = n
 	}
-	n.rates, n.up, n.syncEnd, n.pending = rates, true, busyUntil, nil
+	n.rates, n.up, n.syncEnd, n.bootSyncUntil, n.pending = rates, true, busyUntil, busyUntil, nil
 }
 
 // Down says node is rebooting: what it had not programmed goes with
@@ -107,7 +113,9 @@ func (p *Programming) Program(service string, w Work) {
 		}
 		// One replacement of the Service's load balancers, whatever the count of changes.
 		c.work = Work{LoadBalancers: max(c.work.LoadBalancers, w.LoadBalancers), RemoteEndpoints: c.work.RemoteEndpoints + w.RemoteEndpoints}
-		c.arrived = append(c.arrived, now)
+		if !now.Before(n.bootSyncUntil) {
+			c.arrived = append(c.arrived, now)
+		}
 		p.advance(n, now)
 	}
 }
