@@ -70,6 +70,7 @@ struct HnsGauges {
     node_ready: IntGaugeVec,
     backlog: GaugeVec,
     pacing_budget: GaugeVec,
+    drifted: IntGaugeVec,
     /// Nodes with a winpool_node_hns_ready series, per pool, so recovered ones are removed.
     series: std::sync::Mutex<std::collections::HashMap<String, Vec<String>>>,
 }
@@ -227,6 +228,12 @@ impl HnsGauges {
                 "Estimated time a node of the pool's release needs to program the Service and EndpointSlice changes heard so far.",
                 pool,
             ),
+            drifted: gauge_vec(
+                r,
+                "winpool_pool_nodes_hns_drifted",
+                "Nodes of the pool whose HNS lost what it held in this boot (WindowsHNSReady reason Collapsed or Drifted).",
+                pool,
+            ),
             pacing_budget: float_gauge_vec(
                 r,
                 "winpool_pool_hns_pacing_budget_seconds",
@@ -377,6 +384,11 @@ impl Metrics {
         series.insert(pool.to_string(), shown);
     }
 
+    /// The pool's nodes whose HNS lost what it held.
+    pub fn observe_hns_drift(&self, pool: &str, drifted: usize) {
+        self.hns.drifted.with_label_values(&[pool]).set(drifted as i64);
+    }
+
     /// The pool's estimated HNS programming backlog, and its pacing budget.
     pub fn observe_hns_pacing(&self, pool: &str, pacing: HnsPacingSeen) {
         self.hns.backlog.with_label_values(&[pool]).set(pacing.backlog.as_secs_f64());
@@ -440,7 +452,9 @@ impl Metrics {
             let _ = self.pool.info.remove_label_values(&[pool, &old[0], &old[1], &old[2]]);
         }
         let _ = self.node_update_duration.remove_label_values(&[pool]);
-        for g in [&self.hns.expected_lb, &self.hns.limit_lb, &self.hns.expected_ep, &self.hns.limit_ep, &self.hns.not_ready] {
+        for g in
+            [&self.hns.expected_lb, &self.hns.limit_lb, &self.hns.expected_ep, &self.hns.limit_ep, &self.hns.not_ready, &self.hns.drifted]
+        {
             let _ = g.remove_label_values(&[pool]);
         }
         for g in [&self.hns.utilization, &self.hns.warn_ratio, &self.hns.backlog, &self.hns.pacing_budget] {

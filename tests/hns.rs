@@ -350,3 +350,86 @@ async fn a_rollout_waits_until_the_nodes_hns_can_program_a_burst_of_changes() {
     );
     t.cleanup().await;
 }
+
+/// The HNS of 3 nodes of 12 collapses (`hns-collapse`: its load balancers
+/// drop to 3 of the 12 or more the cluster needs while the node runs,
+/// kubernetes#110849) 15 s after it
+/// caught up. Each of the 3 turns WindowsHNSReady=False with reason
+/// Collapsed within 60 s of the collapse (the fleet's record of when it
+/// struck against the condition's transition), is tainted, and has a Warning
+/// Event naming it; none of the other 9 is ever said to have collapsed or
+/// drifted, and they stay ready.
+#[tokio::test]
+async fn a_collapsed_hns_is_named_tainted_and_announced_within_a_minute_on_those_nodes_only() {
+    let client = support::client().await;
+    install_crd(&client).await;
+    let mut t = TestSpace::new("hns-collapse").await;
+    for i in 0..12 {
+        service_with_endpoints(&t, &format!("web-{i}"), &[&format!("10.79.{i}.1")]).await;
+    }
+    let prefix = t.node_prefix();
+    let collapsing: Vec<String> = [2, 5, 9].iter().map(|i| format!("{prefix}{i}")).collect();
+    let stats = t.log_path("stats").with_extension("json");
+    t.start_sim(
+        12,
+        &[
+            "--hns=auto",
+            "--hns-fault-after=15s",
+            &format!("--host-faults=hns-collapse@{}", collapsing.join("+")),
+            &format!("--stats-file={}", stats.display()),
+        ],
+    );
+    support::wait_nodes_ready(&t, 12).await;
+    let pool = format!("{}-pool", t.id);
+    let body = support::pool_manifest(&t, &pool, "10.0.20348.2762", json!({"paused": true}));
+    support::apply_pool(&t, &body).await;
+    t.start_operator(&[]);
+
+    let nodes: Api<Node> = Api::all(t.client.clone());
+    let transitions = wait_for("the 3 nodes' HNS said Collapsed and tainted", WAIT, || async {
+        let mut at = Vec::new();
+        for name in &collapsing {
+            let n = nodes.get(name).await.ok()?;
+            let c = n.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == names::NODE_CONDITION_HNS_READY)?.clone();
+            if c.status != "False" || c.reason.as_deref() != Some("Collapsed") || !has_hns_taint(&n) {
+                return None;
+            }
+            at.push((name.clone(), c.last_transition_time?.0));
+        }
+        Some(at)
+    })
+    .await;
+    for n in t.nodes().await.iter().filter(|n| !collapsing.contains(&n.name_any())) {
+        assert_eq!(hns_condition(n).as_deref(), Some("True"), "{} never collapsed", n.name_any());
+        assert!(!has_hns_taint(n), "{} is not tainted", n.name_any());
+    }
+    let said = wait_for("a Warning Event for each collapsed node", WAIT, || async {
+        let said: BTreeSet<String> = support::pool_events(&t, &pool)
+            .await
+            .iter()
+            .filter(|e| matches!(e.reason.as_deref(), Some("HNSCollapsed" | "HNSDrifted")))
+            .filter_map(|e| e.related.as_ref()?.name.clone())
+            .collect();
+        (said.len() >= collapsing.len()).then_some(said)
+    })
+    .await;
+    assert_eq!(said, collapsing.iter().cloned().collect::<BTreeSet<_>>(), "a Warning Event for each collapsed node, and for no other");
+
+    assert!(t.terminate("sim").is_some_and(|s| s.success()), "the fleet stops cleanly on SIGTERM");
+    let machines: Vec<serde_json::Value> = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    for (node, condition_at) in transitions {
+        let m = machines.iter().find(|m| m["node"] == node.as_str()).unwrap_or_else(|| panic!("{node} in {machines:?}"));
+        let struck: jiff::Timestamp = m["hnsFaultAt"].as_str().unwrap_or_else(|| panic!("{node}: {m}")).parse().unwrap();
+        // The condition's time has whole seconds: a second's slack below.
+        let took = condition_at.duration_since(struck);
+        eprintln!("[{}] {node}: collapse seen {took:#} after it struck", t.id);
+        assert!(
+            took > jiff::SignedDuration::from_secs(-1) && took <= jiff::SignedDuration::from_secs(60),
+            "{node}: said {took:#} after the collapse"
+        );
+    }
+    for m in machines.iter().filter(|m| !collapsing.contains(&m["node"].as_str().unwrap_or_default().to_string())) {
+        assert!(m["hnsFaultAt"].is_null(), "no fault on {m}");
+    }
+    t.cleanup().await;
+}

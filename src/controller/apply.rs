@@ -527,7 +527,8 @@ async fn record(
     ctx.metrics.observe_hns(&name, seen.hns_totals, &seen.hns_limits, round.hns_utilization, hns.warn_percent, &round.hns_not_ready);
     let pacing = crate::metrics::HnsPacingSeen { backlog: seen.hns_backlog, budget: crate::rollout::hns_pacing_budget(&pool.spec) };
     ctx.metrics.observe_hns_pacing(&name, pacing);
-    let requeue = round::requeue_after(&round, memory);
+    ctx.metrics.observe_hns_drift(&name, round.hns_drifted);
+    let requeue = round::requeue_after(&round, memory, now);
     // The transitions are announced once the status that holds them is written:
     // a failed write leaves both to the next round, which announces them once.
     if round.status_write == StatusWrite::Write {

@@ -142,6 +142,9 @@ var faultHelp = map[Fault]string{
 	FaultAKSHNSReset:        "every boot removes the HNS network; a pod sandbox set up on the node brings it back",
 	FaultServiceDeps:        "a third-party service (" + thirdPartyService + ") depends on containerd",
 	FaultBadUpdate:          "every install of the update asked for fails with 0x800F0922",
+	FaultHNSCollapse:        "--hns-fault-after HNS caught up, its load balancers and endpoints drop to 3 until a reboot",
+	FaultHNSRestart:         "--hns-fault-after HNS caught up, HNS restarts and kube-proxy programs it again over a full sync",
+	FaultLBDeleted:          "--hns-fault-after HNS caught up, a tenth of its load balancers are deleted and never recreated until a reboot",
 }
 
 // faultsUsage is --host-faults' help: the form, then a line per fault.
@@ -155,7 +158,7 @@ func faultsUsage() string {
 }
 
 // knownFaults are the faults --host-faults accepts.
-var knownFaults = []Fault{FaultHNSChurn, FaultReadErrors, FaultPendingRenames, FaultOvershoot, FaultUndershoot, FaultRebootUnknown, FaultAgentRestart, FaultSSUFirst, FaultRuntimeCrashloop, FaultSlowAPI, FaultSourceUnreachable, FaultTaskNotStarted, FaultOnBattery, FaultWSUSUnapproved, FaultWUBusy, FaultWSUS503, FaultDownloadReset, FaultSlowServicing, FaultLocalized, FaultPendingAfterTarget, FaultAKSHNSReset, FaultServiceDeps, FaultBadUpdate}
+var knownFaults = []Fault{FaultHNSChurn, FaultReadErrors, FaultPendingRenames, FaultOvershoot, FaultUndershoot, FaultRebootUnknown, FaultAgentRestart, FaultSSUFirst, FaultRuntimeCrashloop, FaultSlowAPI, FaultSourceUnreachable, FaultTaskNotStarted, FaultOnBattery, FaultWSUSUnapproved, FaultWUBusy, FaultWSUS503, FaultDownloadReset, FaultSlowServicing, FaultLocalized, FaultPendingAfterTarget, FaultAKSHNSReset, FaultServiceDeps, FaultBadUpdate, FaultHNSCollapse, FaultHNSRestart, FaultLBDeleted}
 
 // slowServicingTime is how long FaultSlowServicing's install takes.
 const slowServicingTime = 75 * time.Second

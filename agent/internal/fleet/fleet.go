@@ -59,6 +59,9 @@ type Fleet struct {
 	// runAgent is agent.Run (tests watch it instead).
 	runAgent func(context.Context, agent.Options) error
 
+	// started is when the fleet began playing its nodes.
+	started time.Time
+
 	agents    sync.WaitGroup
 	running   atomic.Int64
 	rebooting atomic.Int64
@@ -121,6 +124,7 @@ func Run(ctx context.Context, s Settings, admin *rest.Config, log *slog.Logger) 
 		runAgent:    agent.Run,
 	}
 	f.model = hnsmodel.New(func(node string) bool { return f.nodes.get(node) != nil })
+	f.started = time.Now()
 	machines, err := f.ensureNodes(ctx)
 	if err != nil || s.CreateOnly {
 		return err

@@ -58,6 +58,8 @@ type simNode struct {
 	run               *agentRun
 	// restarts counts the agent restarts FaultAgentRestart made.
 	restarts int
+	// hnsFaultAt is when its HNS fault (hnsdrift.go) struck; zero: not yet.
+	hnsFaultAt time.Time
 }
 
 // agentPod is the Running agent pod on the node and its token.
@@ -425,9 +427,13 @@ func (n *simNode) hns() (host.HNSCounts, error) {
 	m := n.host.Stats()
 	full := n.f.model.Counts(n.name, m.CNIMode == "overlay")
 	n.mu.Lock()
-	since := time.Since(n.syncStartLocked())
+	start := n.syncStartLocked()
 	n.mu.Unlock()
-	return catchUp(full, since, n.fullSync(m.Build, full)), nil
+	sync := n.fullSync(m.Build, full)
+	if since := time.Since(start); since < sync {
+		return catchUp(full, since, sync), nil
+	}
+	return n.drifted(full, start.Add(sync), sync), nil
 }
 
 // syncStartLocked is when kube-proxy's full sync began: the boot, or the pod

@@ -105,7 +105,7 @@ func testFleet(t *testing.T, args ...string) (*Fleet, *kfake.Clientset, *journal
 	f := &Fleet{
 		s: s, log: slog.New(slog.NewTextHandler(io.Discard, nil)), ctx: ctx, admin: cs,
 		kubelet: &kubelet{client: cs}, failures: newFailures(s), clients: &agentClients{host: "https://unused"},
-		model: hnsmodel.New(nil), programming: hnsmodel.NewProgramming(1, nil), dir: t.TempDir(),
+		model: hnsmodel.New(nil), programming: hnsmodel.NewProgramming(1, nil), dir: t.TempDir(), started: time.Now(),
 		runAgent: func(ctx context.Context, o agent.Options) error {
 			j.add("agent start %s", o.NodeName)
 			<-ctx.Done()

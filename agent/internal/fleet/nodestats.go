@@ -28,6 +28,8 @@ type NodeStats struct {
 	// Programming: how long after each Service or EndpointSlice change this
 	// node's HNS held it (while the node was up).
 	Programming hnsmodel.Summary `json:"programming"`
+	// HNSFaultAt: when its HNS fault (hns-collapse, hns-restart, lb-deleted) struck.
+	HNSFaultAt *time.Time `json:"hnsFaultAt,omitempty"`
 }
 
 // Latency is the fleet's network-programming latency as --latency-file
@@ -60,12 +62,17 @@ func (f *Fleet) stats() []NodeStats {
 		m := n.host.Stats()
 		n.mu.Lock()
 		restarts := n.restarts
+		var faultAt *time.Time
+		if !n.hnsFaultAt.IsZero() {
+			at := n.hnsFaultAt
+			faultAt = &at
+		}
 		n.mu.Unlock()
 		programming := f.programming.Node(n.name)
 		out = append(out, NodeStats{
 			Node: n.name, Build: m.Build.String(), Installs: m.Installs, Reboots: m.Reboots,
 			RebootReasons: append([]string{}, m.RebootReasons...), RuntimeSwaps: m.RuntimeSwaps, Rollbacks: m.Rollbacks,
-			AgentRestarts: restarts, Programming: programming.Summary(),
+			AgentRestarts: restarts, Programming: programming.Summary(), HNSFaultAt: faultAt,
 		})
 	}
 	slices.SortFunc(out, func(a, b NodeStats) int { return strings.Compare(a.Node, b.Node) })

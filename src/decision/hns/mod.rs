@@ -90,6 +90,12 @@ pub mod reasons {
     pub const CAUGHT_UP: &str = "CaughtUp";
     /// `WindowsHNSReady=False`: the reported counts are below the expected ones.
     pub const CATCHING_UP: &str = "CatchingUp";
+    /// `WindowsHNSReady=False`: HNS held what it should in this boot and now holds almost
+    /// nothing (its load balancers collapsed, or HNS restarted and kube-proxy programs it anew).
+    pub const COLLAPSED: &str = "Collapsed";
+    /// `WindowsHNSReady=False`: HNS held what it should in this boot and has stayed behind
+    /// longer than a moving count explains (load balancers deleted out of band, never recreated).
+    pub const DRIFTED: &str = "Drifted";
     /// `WindowsHNSReady=False`: the node restarted and its agent has not reported since (within the grace period).
     pub const AWAITING_REPORT: &str = "AwaitingReport";
     /// `WindowsHNSReady=Unknown`: no counts on the node.

@@ -44,6 +44,57 @@ pub(crate) fn within_catch_up_grace(
     readiness == HnsReadiness::NotReady && was_ready && !in_flight && now.duration_since(behind_since) < CATCH_UP_GRACE
 }
 
+/// A collapse: a node caught up earlier in this boot whose HNS now holds at
+/// most a quarter of the load balancers the cluster needs (at least
+/// [`COLLAPSE_MIN_LOAD_BALANCERS`] of them: a handful missing is no collapse).
+/// kubernetes#110849 saw 577 fall to 1 and take days to come back; an HNS
+/// restart looks the same until kube-proxy has programmed it again. The
+/// message says what was seen, the numbers included.
+pub(crate) fn collapse(v: &crate::rollout::NodeView, totals: (i64, i64)) -> Option<String> {
+    let lb: i64 = v.hns_load_balancers.as_deref()?.trim().parse().ok()?;
+    (totals.0 >= COLLAPSE_MIN_LOAD_BALANCERS && lb.saturating_mul(4) <= totals.0).then(|| {
+        format!(
+            "HNS collapsed: it holds {lb} of the {} load balancers the cluster's Services need, after holding them in this boot (load balancers collapsed, or HNS restarted and kube-proxy is programming it anew); {DRIFT_ADVICE}",
+            totals.0
+        )
+    })
+}
+
+/// The message of a node whose HNS stayed behind what it held in this boot.
+pub(crate) fn drift_message(v: &crate::rollout::NodeView, totals: (i64, i64)) -> String {
+    let count = |c: &Option<String>| c.as_deref().unwrap_or("?").trim().to_string();
+    format!(
+        "HNS lost what it held in this boot and has not programmed it again: {} of {} load balancers and {} of {} endpoints (load balancers deleted out of band, kubernetes#135802); {DRIFT_ADVICE}",
+        count(&v.hns_load_balancers),
+        totals.0,
+        count(&v.hns_endpoints),
+        totals.1
+    )
+}
+
+/// Below this many expected load balancers, no count is called a collapse.
+pub(crate) const COLLAPSE_MIN_LOAD_BALANCERS: i64 = 10;
+
+/// What to do about HNS that lost what it held, said in the condition's message.
+pub(crate) const DRIFT_ADVICE: &str = "kube-proxy recreates nothing it believes programmed: restart kube-proxy on the node, or drain and reboot it (docs/alerts.md#windowsnodehnsnotready)";
+
+/// A node whose condition already names a drift keeps naming it while it stays behind (the reason
+/// does not fall back to CatchingUp, which would be a write for nothing).
+pub(crate) fn drift_standing(previous: Option<&k8s_openapi::api::core::v1::NodeCondition>, behind: bool) -> bool {
+    behind
+        && previous
+            .is_some_and(|c| c.status == "False" && matches!(c.reason.as_deref(), Some(hns::reasons::COLLAPSED | hns::reasons::DRIFTED)))
+}
+
+/// Drifted, or Collapsed if that is what the condition said already (a collapsed HNS climbing back
+/// is still the collapse until it has caught up).
+pub(crate) fn drift_reason(previous: Option<&k8s_openapi::api::core::v1::NodeCondition>) -> &'static str {
+    match previous.and_then(|c| c.reason.as_deref()) {
+        Some(hns::reasons::COLLAPSED) => hns::reasons::COLLAPSED,
+        _ => hns::reasons::DRIFTED,
+    }
+}
+
 pub(crate) fn hns_readiness(
     n: &NodeRecord,
     v: &crate::rollout::NodeView,

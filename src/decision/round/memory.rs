@@ -36,6 +36,10 @@ pub(crate) struct PoolMemory {
     /// Members whose HNS was caught up and is now behind: since when this
     /// replica has seen them behind (`hns_node::CATCH_UP_GRACE`).
     pub hns_behind: BTreeMap<String, Timestamp>,
+    /// Members this replica has seen caught up on HNS: the boot (the Node's
+    /// bootID) they were caught up in. Falling behind in that same boot is
+    /// drift; after a reboot it is a catch-up.
+    pub hns_caught_up_in: BTreeMap<String, String>,
     /// What the pool's health gates last saw.
     pub gates: Option<GatesSeen>,
     /// Pods whose eviction a PodDisruptionBudget refused, by `namespace/name`:
@@ -160,9 +164,20 @@ impl PoolMemory {
         within(*self.hns_behind.entry(node.to_string()).or_insert(now))
     }
 
+    /// Whether a member behind on HNS was caught up earlier in this same boot
+    /// (what it held, it lost); remembers the boot a member is caught up in.
+    pub fn hns_lost_in_boot(&mut self, node: &str, boot_id: &str, caught_up: bool) -> bool {
+        if caught_up {
+            self.hns_caught_up_in.insert(node.to_string(), boot_id.to_string());
+            return false;
+        }
+        !boot_id.is_empty() && self.hns_caught_up_in.get(node).is_some_and(|b| b == boot_id)
+    }
+
     /// Forget what is kept of nodes that left the pool.
     pub fn keep_members(&mut self, members: &BTreeSet<&str>) {
         self.hns_behind.retain(|n, _| members.contains(n.as_str()));
+        self.hns_caught_up_in.retain(|n, _| members.contains(n.as_str()));
         self.drain_blocks.retain(|n, _| members.contains(n.as_str()));
     }
 

@@ -134,6 +134,8 @@ pub(crate) struct Round {
     pub hns_writes: Vec<(HnsWrites, String)>,
     /// Members whose HNS is not ready (for metrics).
     pub hns_not_ready: Vec<String>,
+    /// Members whose HNS lost what it held in this boot (Collapsed or Drifted).
+    pub hns_drifted: usize,
     pub hns_utilization: f64,
     /// Revision ConfigMaps no node carries any more: (name, revision).
     pub stale_configmaps: Vec<(String, String)>,
@@ -253,10 +255,18 @@ fn judge<'s>(pool: &WindowsNodePool, seen: &'s Observed, memory: &mut PoolMemory
         let in_flight = v.state.in_flight();
         let previous = n.hns_condition.as_ref();
         let behind = readiness == HnsReadiness::NotReady;
-        if memory.hns_grace(&n.name, behind, |since| within_catch_up_grace(previous, in_flight, readiness, since, now), now) {
+        let lost = memory.hns_lost_in_boot(&n.name, &n.boot_id, readiness == HnsReadiness::Ready) && behind && !in_flight;
+        let collapsed = lost.then(|| hns_node::collapse(&v, seen.hns_totals)).flatten();
+        if let Some(m) = collapsed {
+            // Nothing a moving count explains: no grace.
+            (reason, message) = (hns::reasons::COLLAPSED, m);
+        } else if memory.hns_grace(&n.name, behind, |since| within_catch_up_grace(previous, in_flight, readiness, since, now), now) {
             // Still within its grace: judged as its condition says, so nothing is written.
             let kept = previous.and_then(|c| c.message.clone()).unwrap_or_default();
             (readiness, reason, message) = (HnsReadiness::Ready, hns::reasons::CAUGHT_UP, kept);
+        } else if lost || hns_node::drift_standing(previous, behind) {
+            reason = hns_node::drift_reason(previous);
+            message = hns_node::drift_message(&v, seen.hns_totals);
         }
         v.hns = readiness;
         v.drain_block = memory.drain_block(&v.name, state == Some(NodeState::Draining));
@@ -379,9 +389,10 @@ pub(crate) fn decide_round(
         eviction_due_in: memory.next_eviction_due(now),
         hns_writes: hns_writes(&hns_nodes, &views, &plan, pool, &seen.cms_of_pool, now),
         hns_not_ready: hns_nodes.iter().filter(|h| h.readiness == HnsReadiness::NotReady).map(|h| h.node.name.clone()).collect(),
+        hns_drifted: hns_nodes.iter().filter(|h| matches!(h.reason, hns::reasons::COLLAPSED | hns::reasons::DRIFTED)).count(),
         hns_utilization: seen.hns_limits.utilization(seen.hns_totals),
         stale_configmaps: stale_configmaps(&seen.cms_of_pool, &plan),
-        announce: memory.standing_news(problems(pool, &plan, &seen.membership)),
+        announce: memory.standing_news(problems(pool, &plan, &seen.membership, &hns_nodes)),
         transitions: transition_events(pool.status.as_ref(), &status),
         status_write: memory.status_write(pool.status.as_ref(), &status, now),
         status,
@@ -412,8 +423,14 @@ impl BreakerPause {
 
 /// When to look at the pool again: when the plan says, when a deferred
 /// status write may go out, and while node transitions wait to be announced.
-pub(crate) fn requeue_after(round: &Round, memory: &PoolMemory) -> Duration {
+pub(crate) fn requeue_after(round: &Round, memory: &PoolMemory, now: Timestamp) -> Duration {
     let mut requeue = round.plan.requeue_after;
+    // A member behind on HNS is judged again when its grace ends: nothing
+    // else may happen then (a node whose HNS lost load balancers reports
+    // the same counts from then on).
+    if let Some(ends) = memory.hns_behind.values().map(|since| *since + hns_node::CATCH_UP_GRACE).min() {
+        requeue = requeue.min(Duration::try_from(now.duration_until(ends)).unwrap_or_default().max(Duration::from_millis(100)));
+    }
     if memory.batch_waiting() {
         requeue = requeue.min(NODE_EVENT_INTERVAL);
     }
@@ -468,8 +485,21 @@ fn stale_configmaps(cms_of_pool: &[Arc<ConfigMap>], plan: &Plan) -> Vec<(String,
 
 /// Node values the plan ignored, the health gate that holds the rollout, and
 /// nodes the pool selects but leaves alone.
-fn problems(pool: &WindowsNodePool, plan: &Plan, membership: &Membership) -> Vec<(String, Event)> {
+fn problems(pool: &WindowsNodePool, plan: &Plan, membership: &Membership, hns_nodes: &[HnsNode<'_>]) -> Vec<(String, Event)> {
     let mut problems = Vec::new();
+    // Keyed by the node and what was seen: a collapse that turns into a
+    // standing drift is said once more; one that recovers and comes back, again.
+    for h in hns_nodes.iter().filter(|h| matches!(h.reason, hns::reasons::COLLAPSED | hns::reasons::DRIFTED)) {
+        let node = &h.node.name;
+        let ev = Event {
+            type_: EventType::Warning,
+            reason: format!("HNS{}", h.reason),
+            note: Some(format!("{node}: {}", h.message)),
+            action: "Observe".into(),
+            secondary: Some(node_ref(node)),
+        };
+        problems.push((format!("hns:{node}:{}:{}", h.reason, h.node.boot_id), ev));
+    }
     for (node, msg) in &plan.warnings {
         let ev = Event {
             type_: EventType::Warning,
@@ -710,7 +740,7 @@ mod tests {
                 hooks_namespace: None,
                 hns_backlog: Duration::ZERO,
             };
-            problems(&pool, &decide(&input, std::slice::from_ref(&node), Timestamp::UNIX_EPOCH), &Membership::default())
+            problems(&pool, &decide(&input, std::slice::from_ref(&node), Timestamp::UNIX_EPOCH), &Membership::default(), &[])
         };
         let firing = |names: &[&str]| Seen::Alerts { total: names.len(), names: names.iter().map(|s| s.to_string()).collect() };
         let one = problems_with(firing(&["A"]));
@@ -901,6 +931,7 @@ mod tests {
         assert_eq!(memory.hns_behind.get("a"), Some(&at(0)), "remembered since when");
         let (round, memory) = decide_round(&pool, &settings, &seen, memory, at(59));
         assert!(writes(&round).is_empty(), "still within its grace");
+        assert_eq!(requeue_after(&round, &memory, at(59)), std::time::Duration::from_secs(1), "judged again when the grace ends");
         let (round, _) = decide_round(&pool, &settings, &seen, memory.clone(), at(60));
         assert_eq!(writes(&round), [("a".to_string(), Some("False".to_string()))], "behind for the whole grace: NotReady");
         assert_eq!(round.hns_not_ready, ["a"]);
@@ -910,6 +941,72 @@ mod tests {
         let caught_up = observed(vec![member("a", &counts("100"), Some(("True", hns::reasons::CAUGHT_UP)))], (100, 100));
         let (_, memory) = decide_round(&pool, &settings, &caught_up, memory, at(61));
         assert!(memory.hns_behind.is_empty(), "caught up: forgotten");
+    }
+
+    /// HNS a member held in this boot and lost is drift, named as such: a
+    /// collapse to a tenth or less at once (no grace: nothing a moving count
+    /// explains), tainted, with an Event; a smaller loss after the grace, as
+    /// Drifted. The same counts after a reboot, or seen by a replica that
+    /// never saw the node caught up, are a catch-up, as before.
+    #[test]
+    fn hns_lost_in_the_same_boot_is_a_collapse_at_once_or_a_drift_after_the_grace() {
+        use k8s_openapi::api::core::v1::{NodeCondition, NodeStatus, NodeSystemInfo};
+        let (pool, settings) = (pool(), settings());
+        let node = |lb: &str, boot: &str| {
+            let mut n = k8s_openapi::api::core::v1::Node {
+                metadata: ObjectMeta {
+                    name: Some("a".into()),
+                    resource_version: Some("1".into()),
+                    labels: Some([(names::LABEL_POOL.to_string(), "p".to_string())].into()),
+                    annotations: Some(
+                        [(names::ANN_HNS_LOAD_BALANCERS, lb), (names::ANN_HNS_ENDPOINTS, "100")]
+                            .iter()
+                            .map(|(k, v)| (k.to_string(), v.to_string()))
+                            .collect(),
+                    ),
+                    ..Default::default()
+                },
+                ..Default::default()
+            };
+            let conditions = vec![
+                NodeCondition { type_: "Ready".into(), status: "True".into(), ..Default::default() },
+                NodeCondition {
+                    type_: names::NODE_CONDITION_HNS_READY.into(),
+                    status: "True".into(),
+                    reason: Some(hns::reasons::CAUGHT_UP.into()),
+                    message: Some("as it was".into()),
+                    ..Default::default()
+                },
+            ];
+            let info = NodeSystemInfo { boot_id: boot.into(), ..Default::default() };
+            n.status = Some(NodeStatus { conditions: Some(conditions), node_info: Some(info), ..Default::default() });
+            observed(vec![Arc::new(NodeRecord::from(&n))], (100, 100))
+        };
+        let said = |r: &Round| {
+            r.hns_writes
+                .iter()
+                .filter_map(|(w, _)| w.condition.as_ref().map(|c| (c.status.clone(), c.reason.clone().unwrap_or_default())))
+                .collect::<Vec<_>>()
+        };
+        let events = |r: &Round| r.announce.iter().map(|e| e.reason.clone()).collect::<Vec<_>>();
+        let (_, held) = decide_round(&pool, &settings, &node("100", "b1"), PoolMemory::default(), at(0));
+
+        let (round, _) = decide_round(&pool, &settings, &node("3", "b1"), held.clone(), at(1));
+        assert_eq!(said(&round), [("False".to_string(), "Collapsed".to_string())], "3 of 100 in the boot it held 100: at once");
+        assert_eq!(round.hns_not_ready, ["a"]);
+        assert_eq!(events(&round), ["HNSCollapsed"]);
+        assert!(round.hns_writes[0].0.condition.as_ref().unwrap().message.as_ref().unwrap().contains("3 of the 100"));
+
+        let (round, _) = decide_round(&pool, &settings, &node("3", "b2"), held.clone(), at(1));
+        assert!(said(&round).is_empty(), "after a reboot: a catch-up, with its grace");
+        let (round, _) = decide_round(&pool, &settings, &node("3", "b1"), PoolMemory::default(), at(1));
+        assert!(said(&round).is_empty(), "a replica that never saw it caught up: a catch-up");
+
+        let (round, memory) = decide_round(&pool, &settings, &node("90", "b1"), held.clone(), at(1));
+        assert!(said(&round).is_empty(), "10 lost: maybe a moving count, the grace first");
+        let (round, _) = decide_round(&pool, &settings, &node("90", "b1"), memory, at(61));
+        assert_eq!(said(&round), [("False".to_string(), "Drifted".to_string())], "still 10 short after the grace");
+        assert_eq!(events(&round), ["HNSDrifted"]);
     }
 
     /// The budget that refused a node's drain is in its view while it is
@@ -967,7 +1064,7 @@ mod tests {
         let (moved, memory) = decide_round(&pool, &settings, &three, memory, at(1));
         assert!(crate::status::only_progress_changed(pool.status.as_ref().unwrap(), &moved.status), "a node joined: counts only");
         assert_eq!(moved.status_write, StatusWrite::Defer(std::time::Duration::from_secs(1)));
-        assert_eq!(requeue_after(&moved, &memory), std::time::Duration::from_secs(1), "and the round looks again then");
+        assert_eq!(requeue_after(&moved, &memory, at(1)), std::time::Duration::from_secs(1), "and the round looks again then");
         let (later, _) = decide_round(&pool, &settings, &three, memory, at(2));
         assert_eq!(later.status_write, StatusWrite::Write, "the interval has passed");
     }
