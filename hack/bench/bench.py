@@ -952,7 +952,7 @@ class Bench:
             deploy_items.append((f"/apis/apps/v1/namespaces/{ns}/deployments", {"metadata": {"name": f"s{s}"}, "spec": {
                 "replicas": replicas, "selector": {"matchLabels": labels},
                 "template": {"metadata": {"labels": labels}, "spec": {
-                    "nodeSelector": {BENCH_LABEL: fleet}, "tolerations": [{"operator": "Exists"}],
+                    "nodeSelector": {BENCH_LABEL: fleet},
                     "terminationGracePeriodSeconds": 0,
                     "containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10", "ports": [{"containerPort": 8080}]}]}}}}))
         create_many(self.kube, svc_items)
