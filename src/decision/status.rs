@@ -726,6 +726,25 @@ mod tests {
         assert_eq!(ring_status(&self::spec(""), None, now).promoted_revision, None, "a pool that follows none promotes nothing");
     }
 
+    /// A rollout waiting for HNS moves on by itself: Progressing False with
+    /// reason WaitingForHNS and the estimate against the budget, Reconciling
+    /// (a GitOps wait keeps waiting), never Stalled.
+    #[test]
+    fn a_rollout_waiting_for_hns_says_how_far_behind_and_is_not_stalled() {
+        let now: Timestamp = "2026-12-04T12:00:00Z".parse().unwrap();
+        let spec = spec("rollout: {hnsPacing: {budget: 30s}}");
+        let existing = BTreeSet::new();
+        let input = PoolInput { hns_backlog: std::time::Duration::from_secs(95), ..PoolInput::of_spec("p", &spec, &existing) };
+        let plan = decide(&input, &cleared(&spec, &[node("a"), node("b")]), now);
+        let st = build_status(&spec, &plan, &Membership::default(), None, None, Some(3), now);
+        let p = get(&st, conditions::PROGRESSING);
+        assert_eq!((p.status.as_str(), p.reason.as_str()), ("False", "WaitingForHNS"));
+        assert!(p.message.contains("95s") && p.message.contains("budget 30s"), "{}", p.message);
+        assert_eq!(get(&st, "Stalled").status, "False");
+        assert_eq!(get(&st, "Reconciling").status, "True");
+        assert_eq!(st.nodes.updating, 0, "no node started");
+    }
+
     /// The label is put back in the round that finds it; the condition tells
     /// of it for TAMPER_CONDITION_HOLD after it turned True, then clears.
     #[test]

@@ -526,6 +526,30 @@ mod tests {
         assert_eq!(r.waves[0], first_wave_of_decide(&p, &views), "the first wave is what the operator starts");
     }
 
+    /// The HNS backlog is the operator's estimate: the plan says what the
+    /// operator's Progressing says of it, and nothing when it says otherwise.
+    #[test]
+    fn the_plan_shows_the_operators_word_on_waiting_for_hns() {
+        let mut p = pool("a", SPEC);
+        let waiting = "2 nodes pending; each Windows node's HNS has an estimated 95s of Service and EndpointSlice changes to program, over rollout.hnsPacing.budget 30s";
+        let progressing = |reason: &str| crate::api::WindowsNodePoolStatus {
+            conditions: vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+                type_: crate::api::conditions::PROGRESSING.into(),
+                status: "False".into(),
+                reason: reason.into(),
+                message: waiting.into(),
+                last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now()),
+                observed_generation: None,
+            }],
+            ..Default::default()
+        };
+        let views: Vec<NodeView> = ["n1", "n2"].into_iter().map(pending).collect();
+        p.status = Some(progressing("WaitingForHNS"));
+        assert_eq!(plan_report(&p, &members_of_views(views.clone()), now()).hold.as_deref(), Some(waiting));
+        p.status = Some(progressing("NodesUpdating"));
+        assert_eq!(plan_report(&p, &members_of_views(views), now()).hold, None);
+    }
+
     fn in_flight(p: &WindowsNodePool, name: &str) -> NodeView {
         let rev = revision_of(&p.spec);
         let mut busy = pending(name);
