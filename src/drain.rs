@@ -40,19 +40,21 @@ pub struct DrainRound {
     pub waited: usize,
 }
 
-/// One round of draining: evict (or delete) every pod that must go, but for
-/// those whose refused eviction is not due again (`waiting`, as the round
-/// decided). Errors on single pods are logged and retried next round; none
-/// aborts the round.
-pub async fn drain_round(
-    client: &Client,
-    pool: &str,
-    node: &str,
-    pods: &[PodOnNode],
-    mode: DrainMode,
-    rules: &DrainRules,
-    waiting: &std::collections::BTreeSet<String>,
-) -> DrainRound {
+/// What a round asks of one node's drain, as the plan decided it.
+pub struct Ask<'w> {
+    pub mode: DrainMode,
+    /// At most this many pods asked to leave this round (rollout.hnsPacing); None: every one.
+    pub cap: Option<usize>,
+    /// Pods whose refused eviction is not due again.
+    pub waiting: &'w std::collections::BTreeSet<String>,
+}
+
+/// One round of draining: evict (or delete) every pod that must go, up to
+/// the round's cap, but for those whose refused eviction is not due again.
+/// Errors on single pods are logged and retried next round; none aborts the
+/// round.
+pub async fn drain_round(client: &Client, pool: &str, node: &str, pods: &[PodOnNode], rules: &DrainRules, ask: Ask<'_>) -> DrainRound {
+    let Ask { mode, cap, waiting } = ask;
     let mut out = DrainRound::default();
     // Whole seconds, as the API takes them; a sub-second period is 1 s, not "now".
     let delete = DeleteParams {
@@ -68,6 +70,9 @@ pub async fn drain_round(
         if waiting.contains(&key) {
             out.waited += 1;
             continue;
+        }
+        if cap.is_some_and(|cap| out.asked.len() >= cap) {
+            break;
         }
         let api: Api<Pod> = Api::namespaced(client.clone(), ns);
         let res = match mode {

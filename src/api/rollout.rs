@@ -120,7 +120,9 @@ pub struct RolloutSpec {
     /// starts, and no pod of a draining node is evicted, while the estimated
     /// HNS programming backlog of the pool's nodes (every Service and
     /// EndpointSlice change costs each Windows node's kube-proxy time, at its
-    /// release's published pace) is over the budget. On by default.
+    /// release's published pace) is over the budget, and a round evicts no
+    /// more pods than the room left takes (each costs two load-balancer
+    /// replacements). On by default.
     #[serde(default)]
     pub hns_pacing: HnsPacing,
 }

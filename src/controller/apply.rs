@@ -259,7 +259,7 @@ async fn observe(pool: &WindowsNodePool, ctx: &Context) -> Result<Observed, Erro
     let limits = Limits::for_pool(&pool.spec.hns, pool.spec.os.version);
     let (totals, over_limit, hns_backlog) = {
         let t = ctx.hns.lock().expect("hns lock");
-        (t.totals(), t.services_over(limits.backends_per_service), t.backlog(pool.spec.os.version, jiff::Timestamp::now()))
+        (t.totals(), t.services_over(limits.backends_per_service), t.backlog(pool.spec.os.version, ctx.now()))
     };
     let rules = DrainRules::of(&pool.spec.rollout.drain);
     let pods_by_node = pods_on_draining(ctx, round::draining(&members), &rules).await?;
@@ -435,10 +435,14 @@ async fn hns_one(ctx: &Context, pool: &str, w: &HnsWrites, message: &str) -> (St
 async fn execute_drains(ctx: &Context, pool: &WindowsNodePool, round: &Round, seen: &Observed) -> Drained {
     let name = pool.name_any();
     let rules = DrainRules::of(&pool.spec.rollout.drain);
-    let todo: Vec<(&String, DrainMode, &Vec<PodOnNode>)> =
-        round.plan.drain.iter().filter_map(|(node, mode)| Some((node, *mode, seen.pods_by_node.get(node)?))).collect();
+    let todo: Vec<(&String, DrainMode, &Vec<PodOnNode>, Option<usize>)> = round
+        .plan
+        .drain
+        .iter()
+        .filter_map(|(node, mode)| Some((node, *mode, seen.pods_by_node.get(node)?, round.plan.eviction_caps.get(node).copied())))
+        .collect();
     let waiting = &round.evictions_waiting;
-    let drained = few_at_a_time(todo, |(node, mode, pods)| drain_one(ctx, &name, node, pods, mode, &rules, waiting)).await;
+    let drained = few_at_a_time(todo, |(node, mode, pods, cap)| drain_one(ctx, &name, node, pods, (mode, cap), &rules, waiting)).await;
     let (mut nodes, mut evictions) = (Vec::new(), Vec::new());
     for (node, r) in drained.into_iter().flatten() {
         // A node whose refused pods all wait their backoff says nothing new
@@ -459,7 +463,7 @@ async fn drain_one<'n>(
     pool: &str,
     node: &'n String,
     pods: &[PodOnNode],
-    mode: DrainMode,
+    (mode, cap): (DrainMode, Option<usize>),
     rules: &DrainRules,
     waiting: &BTreeSet<String>,
 ) -> Option<(&'n String, drain::DrainRound)> {
@@ -467,7 +471,8 @@ async fn drain_one<'n>(
     if ctx.stopping() {
         return None;
     }
-    Some((node, drain::drain_round(&ctx.client, pool, node, pods, mode, rules, waiting).await))
+    let ask = drain::Ask { mode, cap, waiting };
+    Some((node, drain::drain_round(&ctx.client, pool, node, pods, rules, ask).await))
 }
 
 /// Pause the pool for a bad update (the annotation a resume removes) and say

@@ -785,6 +785,25 @@ async fn a_refused_eviction_is_asked_again_only_after_its_backoff() {
     assert!(f.cluster.lock().unwrap().pods.is_empty(), "the pod is gone");
 }
 
+/// rollout.hnsPacing bounds a round's evictions by the room its budget
+/// leaves (a 100 ms budget on Windows Server 2022, 54 ms an eviction: one):
+/// the shell asks exactly that many, the rest in later rounds.
+#[tokio::test]
+async fn a_round_asks_only_the_evictions_hns_pacing_leaves_room_for() {
+    let mut p = pool(1);
+    p.spec.rollout.hns_pacing.budget = "100ms".into();
+    let mut f = Fixture::new(p, vec![windows_node("win-a", "win22")]);
+    f.round().await; // joins and starts win-a
+    assert_eq!(state(&f.node("win-a")), Some("Draining"));
+    for pod in ["web-1", "web-2", "web-3"] {
+        f.add_pod("win-a", pod);
+    }
+    let evictions = |reqs: Vec<Recorded>| calls(&reqs).iter().filter(|c| c.ends_with("/eviction")).count();
+    assert_eq!(evictions(f.round().await), 1, "room for one");
+    assert_eq!(evictions(f.round().await), 1, "and one more the next round");
+    assert_eq!(f.cluster.lock().unwrap().pods.len(), 1, "one left");
+}
+
 #[tokio::test]
 async fn a_node_a_budget_blocks_is_put_back_before_its_slot_goes_to_the_next_node() {
     let mut p = pool(1);

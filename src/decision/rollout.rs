@@ -108,7 +108,7 @@ pub fn preview(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> Plan
 
 fn decide_with(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp, despite_hold: bool) -> Plan {
     let s = round::RoundSettings::new(pool, now);
-    let mut r = round::Decided::new(&s.rev);
+    let mut r = round::Decided::new(&s.rev, s.eviction_room);
     // A revision label winpool did not set goes back in this round's patch,
     // and the round decides from the label as it will be.
     let mut tampered = BTreeMap::new();
@@ -157,6 +157,7 @@ fn decide_with(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp, despite
         revision: s.rev,
         patches: r.patches,
         drain: r.drain,
+        eviction_caps: r.eviction_caps,
         hooks: r.hooks,
         config_revisions: r.config_revisions,
         counts,

@@ -251,6 +251,18 @@ fn draining(s: &RoundSettings<'_>, r: &mut Decided<'_>, p: &mut NodePatch, n: &N
             r.wait(&n.name, format!("{} pods to evict; {}", n.pods_to_evict, w.message()));
             return NodeState::Draining;
         }
+        if let Some(room) = r.eviction_room {
+            if room == 0 {
+                r.wait(
+                    &n.name,
+                    format!("{} pods to evict; this round's evictions went to the nodes before it (rollout.hnsPacing)", n.pods_to_evict),
+                );
+                return NodeState::Draining;
+            }
+            let allot = room.min(n.pods_to_evict);
+            r.eviction_room = Some(room - allot);
+            r.eviction_caps.insert(n.name.clone(), allot);
+        }
         r.drain.push((n.name.clone(), DrainMode::Evict));
         let blocked = match (&n.drain_held, &n.drain_block) {
             (Some(held), _) => format!(" ({held})"),

@@ -34,6 +34,17 @@ pub fn hns_wait(spec: &WindowsNodePoolSpec, backlog: Duration) -> Option<HnsWait
     (backlog > budget).then_some(HnsWait { backlog, budget })
 }
 
+/// rollout.hnsPacing: how many pods this round may evict, so that the
+/// changes they cause keep the pool's nodes within the budget. Each eviction
+/// changes its Service's EndpointSlice twice (the pod leaves, its
+/// replacement arrives), and each change replaces at least one load
+/// balancer: two at the release's pace. None with pacing off.
+pub fn hns_eviction_room(spec: &WindowsNodePoolSpec, backlog: Duration) -> Option<usize> {
+    let budget = hns_pacing_budget(spec)?;
+    let per_eviction = 2 * crate::hns::ProgrammingRates::default_for(spec.os.version).per_load_balancer.as_millis().max(1);
+    Some(usize::try_from(budget.saturating_sub(backlog).as_millis() / per_eviction).unwrap_or(usize::MAX))
+}
+
 /// rollout.hnsPacing's budget; None with pacing off.
 pub fn hns_pacing_budget(spec: &WindowsNodePoolSpec) -> Option<Duration> {
     let pacing = &spec.rollout.hns_pacing;
@@ -92,6 +103,8 @@ pub(super) struct RoundSettings<'a> {
     pub hooks_namespace: Option<&'a str>,
     /// rollout.hnsPacing: the backlog is over the budget (no start, no eviction).
     pub hns_wait: Option<HnsWait>,
+    /// rollout.hnsPacing: the pods this round may evict ([`hns_eviction_room`]).
+    pub eviction_room: Option<usize>,
 }
 
 impl<'a> RoundSettings<'a> {
@@ -123,6 +136,7 @@ impl<'a> RoundSettings<'a> {
             clock_skew: pool.clock_skew,
             hooks_namespace: pool.hooks_namespace,
             hns_wait: hns_wait(spec, pool.hns_backlog),
+            eviction_room: hns_eviction_room(spec, pool.hns_backlog),
         }
     }
 
@@ -163,10 +177,14 @@ pub(super) struct Decided<'n> {
     pub held: BTreeSet<String>,
     /// Hook Jobs to create.
     pub hooks: Vec<super::hooks::HookStart>,
+    /// The evictions this round may still ask for (rollout.hnsPacing); None: no bound.
+    pub eviction_room: Option<usize>,
+    /// Draining nodes whose evictions this round are bounded, and to how many.
+    pub eviction_caps: BTreeMap<String, usize>,
 }
 
 impl<'n> Decided<'n> {
-    pub fn new(rev: &str) -> Self {
+    pub fn new(rev: &str, eviction_room: Option<usize>) -> Self {
         Decided {
             patches: Vec::new(),
             drain: Vec::new(),
@@ -180,6 +198,8 @@ impl<'n> Decided<'n> {
             tampered: BTreeMap::new(),
             held: BTreeSet::new(),
             hooks: Vec::new(),
+            eviction_room,
+            eviction_caps: BTreeMap::new(),
         }
     }
 

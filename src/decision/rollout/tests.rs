@@ -1831,8 +1831,8 @@ fn an_hns_backlog_over_the_budget_holds_starts_and_evictions() {
     assert_eq!(behind.hold, Some(Hold::HnsBacklog(HnsWait { backlog: Duration::from_secs(25), budget: Duration::from_secs(10) })));
     assert!(behind.waiting["a"].contains("25s"), "{}", behind.waiting["a"]);
 
-    let within = with(&spec, 10);
-    assert_eq!(started(&within), 1, "at the budget: the free slot starts");
+    let within = with(&spec, 9);
+    assert_eq!(started(&within), 1, "within the budget: the free slot starts");
     assert_eq!(within.drain, vec![("a".to_string(), DrainMode::Evict)]);
     assert_eq!(within.hold, None);
 
@@ -1842,4 +1842,43 @@ fn an_hns_backlog_over_the_budget_holds_starts_and_evictions() {
     let default = spec_with("rollout: {maxUnavailable: 2}");
     assert_eq!(started(&with(&default, 30)), 1, "the default budget is 30s");
     assert_eq!(started(&with(&default, 31)), 0, "and pacing is on by default");
+}
+
+/// Within the budget, rollout.hnsPacing bounds the evictions of a round by
+/// the room left: each eviction is two load-balancer replacements at the
+/// release's pace (1.2 s on Windows Server 2019), handed out in node order.
+#[test]
+fn the_evictions_of_a_round_are_bounded_by_the_hns_room_left() {
+    let ltsc2019 = |rollout: &str| {
+        let mut spec = spec_with(rollout);
+        (spec.os.version, spec.os.patch_level) = (crate::api::OsVersion::Ltsc2019, "10.0.17763.6414".into());
+        spec
+    };
+    let spec = ltsc2019("rollout: {maxUnavailable: 3, hnsPacing: {budget: 30s}}");
+    let rev = revision_of(&spec);
+    let existing = BTreeSet::new();
+    let draining = |name: &str| {
+        let mut n = in_state(name, NodeState::Draining, &rev);
+        n.pods_to_evict = 3;
+        n
+    };
+    let nodes = [draining("a"), draining("b"), draining("c")];
+    let with = |secs: f64| {
+        let input = PoolInput { hns_backlog: Duration::from_secs_f64(secs), ..input(&spec, &existing) };
+        decide(&input, &cleared(&spec, &nodes), now())
+    };
+    // 6 s of room: 5 evictions of 1.2 s.
+    let plan = with(24.0);
+    assert_eq!(plan.drain.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), ["a", "b"]);
+    assert_eq!(plan.eviction_caps, BTreeMap::from([("a".to_string(), 3), ("b".to_string(), 2)]));
+    assert!(plan.waiting["c"].contains("hnsPacing"), "{}", plan.waiting["c"]);
+    // Less than one eviction's room: none this round.
+    let plan = with(29.5);
+    assert!(plan.drain.is_empty(), "{:?}", plan.drain);
+    // Pacing off: every pod of every node, no cap.
+    let off = ltsc2019("rollout: {maxUnavailable: 3, hnsPacing: {enabled: false}}");
+    let input = PoolInput { hns_backlog: Duration::from_secs(29), ..input(&off, &existing) };
+    let plan = decide(&input, &cleared(&off, &nodes), now());
+    assert_eq!(plan.drain.len(), 3);
+    assert!(plan.eviction_caps.is_empty());
 }

@@ -271,6 +271,9 @@ pub struct Plan {
     pub revision: String,
     pub patches: Vec<NodePatch>,
     pub drain: Vec<(String, DrainMode)>,
+    /// Draining nodes of `drain` whose evictions this round are bounded
+    /// (rollout.hnsPacing), and to how many; the others are not.
+    pub eviction_caps: BTreeMap<String, usize>,
     /// Hook Jobs to create, once this round's node writes landed.
     pub hooks: Vec<super::hooks::HookStart>,
     /// Revisions whose ConfigMap must exist (the target, and any still carried by a node).
