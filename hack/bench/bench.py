@@ -928,7 +928,8 @@ class Bench:
             self.start_operator(name)
             self.wait_for_log(self.procs[name][1], "caches synced", 120, name)
             pool = f"bench-{fleet}"
-            # The pool's first rollout starts its agents; not measured.
+            # The pool's first rollout starts its agents; not measured. Its target is the build the nodes run,
+            # so no node installs or reboots: its nodes are drained and back in service at once.
             self.hns_rollout(release, fleet, n, pool, pacing=False, measured=False)
             for pacing in (False, True):
                 self.hns_rollout(release, fleet, n, pool, pacing=pacing, measured=True)
@@ -978,7 +979,8 @@ class Bench:
             os.remove(latency_path)
         self.start_sim(fleet, n, hns="auto", release=release,
                        extra=[f"--hns-interval={CHURN_HNS_INTERVAL}", f"--latency-file={latency_path}"])
-        patch = f"{RELEASE_BUILDS[release]}.{START_REVISION + 50 + 10 * self.next_seq()}"
+        rev = START_REVISION + 50 + 10 * self.next_seq() if measured else START_REVISION
+        patch = f"{RELEASE_BUILDS[release]}.{rev}"
         path = f"/apis/winpool.dev/v1alpha1/windowsnodepools/{pool}"
         spec = {"os": {"version": release, "patchLevel": patch},
                 "rollout": {"maxUnavailable": self.a.max_unavailable, "nodeTimeout": "60m", "drain": {"timeout": "60m"},
