@@ -428,7 +428,8 @@ pub(crate) fn requeue_after(round: &Round, memory: &PoolMemory, now: Timestamp) 
     // A member behind on HNS is judged again when its grace ends: nothing
     // else may happen then (a node whose HNS lost load balancers reports
     // the same counts from then on).
-    if let Some(ends) = memory.hns_behind.values().map(|since| *since + hns_node::CATCH_UP_GRACE).min() {
+    // Graces already over are judged: no hurry for them.
+    if let Some(ends) = memory.hns_behind.values().map(|since| *since + hns_node::CATCH_UP_GRACE).filter(|ends| *ends > now).min() {
         requeue = requeue.min(Duration::try_from(now.duration_until(ends)).unwrap_or_default().max(Duration::from_millis(100)));
     }
     if memory.batch_waiting() {
@@ -932,6 +933,7 @@ mod tests {
         let (round, memory) = decide_round(&pool, &settings, &seen, memory, at(59));
         assert!(writes(&round).is_empty(), "still within its grace");
         assert_eq!(requeue_after(&round, &memory, at(59)), std::time::Duration::from_secs(1), "judged again when the grace ends");
+        assert_eq!(requeue_after(&round, &memory, at(61)), round.plan.requeue_after, "and no sooner than the plan once it has ended");
         let (round, _) = decide_round(&pool, &settings, &seen, memory.clone(), at(60));
         assert_eq!(writes(&round), [("a".to_string(), Some("False".to_string()))], "behind for the whole grace: NotReady");
         assert_eq!(round.hns_not_ready, ["a"]);
