@@ -58,9 +58,11 @@ var expected = map[string]expectation{
 	"failed-within-budget":   {kstatus: status.InProgressStatus, argo: "Progressing", argoMessageOf: "Reconciling"},
 	"finished-with-failures": {kstatus: status.FailedStatus, argo: "Degraded", argoMessageOf: "Stalled"},
 	"health-gate-closed":     {kstatus: status.InProgressStatus, argo: "Progressing", argoMessageOf: "Reconciling"},
-	"preflight-blocked":      {kstatus: status.FailedStatus, argo: "Degraded", argoMessageOf: "Stalled"},
-	"invalid-window":         {kstatus: status.FailedStatus, argo: "Degraded", argoMessageOf: "Stalled"},
-	"no-nodes":               {kstatus: status.InProgressStatus, argo: "Progressing", argoMessageOf: "Ready"},
+	// rollout.hnsPacing: the nodes' HNS is behind; the rollout goes on by itself.
+	"waiting-for-hns":   {kstatus: status.InProgressStatus, argo: "Progressing", argoMessageOf: "Reconciling"},
+	"preflight-blocked": {kstatus: status.FailedStatus, argo: "Degraded", argoMessageOf: "Stalled"},
+	"invalid-window":    {kstatus: status.FailedStatus, argo: "Degraded", argoMessageOf: "Stalled"},
+	"no-nodes":          {kstatus: status.InProgressStatus, argo: "Progressing", argoMessageOf: "Ready"},
 	"generation-not-observed": {kstatus: status.InProgressStatus, argo: "Progressing",
 		argoMessage: "Waiting for winpool to observe generation 4"},
 	// kstatus' own rule: an object without any condition it knows is Current

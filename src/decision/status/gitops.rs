@@ -107,6 +107,10 @@ fn fixtures() -> Vec<(&'static str, Value)> {
         seen: crate::gates::Seen::Alerts { total: 1, names: vec!["KubeNodeNotReady".into()] },
     });
     let at_limit = Some(Hold::FailureLimit { failed: 2, limit: 2 });
+    let hns_behind = Some(Hold::HnsBacklog(crate::rollout::HnsWait {
+        backlog: std::time::Duration::from_secs(95),
+        budget: std::time::Duration::from_secs(30),
+    }));
 
     let mut by_annotation = pool("paused-by-annotation", plain.clone(), Some(&plan(&plain, &members(2), true)));
     by_annotation["metadata"]["annotations"] = json!({names::ANN_PAUSED: "true"});
@@ -126,6 +130,7 @@ fn fixtures() -> Vec<(&'static str, Value)> {
         ("failed-within-budget", pool("failed-within-budget", plain.clone(), Some(&outcome(&plain, counts(4, 1, 1, 1, 1), 1, None)))),
         ("finished-with-failures", pool("finished-with-failures", plain.clone(), Some(&outcome(&plain, counts(3, 2, 0, 0, 1), 1, None)))),
         ("health-gate-closed", pool("health-gate-closed", plain.clone(), Some(&outcome(&plain, counts(3, 0, 0, 3, 0), 0, gate_closed)))),
+        ("waiting-for-hns", pool("waiting-for-hns", plain.clone(), Some(&outcome(&plain, counts(3, 0, 0, 3, 0), 0, hns_behind)))),
         (
             "preflight-blocked",
             pool("preflight-blocked", plain.clone(), Some(&plan(&plain, &[refusing("win-0"), refusing("win-1")], false))),
