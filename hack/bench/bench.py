@@ -1162,6 +1162,7 @@ def main():
     ap.add_argument("--churn-nodes", type=int, help="the churn phase's pool size")
     ap.add_argument("--churn-seconds", type=float, help="how long the churn phase changes endpoints")
     ap.add_argument("--whole", choices=["yes", "no"], help="one whole rollout at the largest footprint size")
+    ap.add_argument("--max-unavailable", help="the pools' rollout.maxUnavailable (default 10%%)")
     ap.add_argument("--hns-nodes", type=int, help="the hns phase's pool size, per release")
     ap.add_argument("--hns-services", type=int, help="the hns phase's Services")
     ap.add_argument("--hns-pods-per-node", type=int, help="the hns phase's pods per node behind the Services")
