@@ -778,6 +778,7 @@ fn a_garbage_started_at_does_not_disable_node_timeout() {
             cluster: None,
             hooks_namespace: None,
             hns_backlog: std::time::Duration::ZERO,
+            evictions_unheard: 0,
         },
         std::slice::from_ref(&view),
         now,

@@ -667,6 +667,7 @@ mod tests {
                 cluster: None,
                 hooks_namespace: None,
                 hns_backlog: std::time::Duration::ZERO,
+                evictions_unheard: 0,
             },
             &cleared(spec, nodes),
             now,
@@ -798,6 +799,7 @@ mod tests {
                     cluster: None,
                     hooks_namespace: None,
                     hns_backlog: std::time::Duration::ZERO,
+                    evictions_unheard: 0,
                 },
                 &cleared(&spec, &[node("a"), node("b")]),
                 now,
@@ -980,6 +982,7 @@ mod tests {
             cluster: None,
             hooks_namespace: None,
             hns_backlog: std::time::Duration::ZERO,
+            evictions_unheard: 0,
         };
         let plan = decide(&input, &cleared(&s, &nodes), now);
         let st = build_status(&s, &plan, &Membership::default(), None, None, Some(3), now);

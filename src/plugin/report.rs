@@ -410,6 +410,7 @@ pub fn plan_report(pool: &WindowsNodePool, m: &Members, now: Timestamp) -> PlanR
         hooks_namespace: Some("(the operator's hooks namespace)"),
         // The operator's estimate (operator_hold).
         hns_backlog: std::time::Duration::ZERO,
+        evictions_unheard: 0,
     };
     let preview = rollout::preview(&input, &m.views, now);
     let limit = preview.unavailable.max_unavailable;

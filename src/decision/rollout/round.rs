@@ -39,10 +39,11 @@ pub fn hns_wait(spec: &WindowsNodePoolSpec, backlog: Duration) -> Option<HnsWait
 /// changes its Service's EndpointSlice twice (the pod leaves, its
 /// replacement arrives), and each change replaces at least one load
 /// balancer: two at the release's pace. None with pacing off.
-pub fn hns_eviction_room(spec: &WindowsNodePoolSpec, backlog: Duration) -> Option<usize> {
+pub fn hns_eviction_room(spec: &WindowsNodePoolSpec, backlog: Duration, unheard: usize) -> Option<usize> {
     let budget = hns_pacing_budget(spec)?;
     let per_eviction = 2 * crate::hns::ProgrammingRates::default_for(spec.os.version).per_load_balancer.as_millis().max(1);
-    Some(usize::try_from(budget.saturating_sub(backlog).as_millis() / per_eviction).unwrap_or(usize::MAX))
+    let room = usize::try_from(budget.saturating_sub(backlog).as_millis() / per_eviction).unwrap_or(usize::MAX);
+    Some(room.saturating_sub(unheard))
 }
 
 /// rollout.hnsPacing's budget; None with pacing off.
@@ -136,7 +137,7 @@ impl<'a> RoundSettings<'a> {
             clock_skew: pool.clock_skew,
             hooks_namespace: pool.hooks_namespace,
             hns_wait: hns_wait(spec, pool.hns_backlog),
-            eviction_room: hns_eviction_room(spec, pool.hns_backlog),
+            eviction_room: hns_eviction_room(spec, pool.hns_backlog, pool.evictions_unheard),
         }
     }
 

@@ -72,6 +72,7 @@ fn run(spec: &WindowsNodePoolSpec, nodes: &[NodeView]) -> Plan {
             cluster: None,
             hooks_namespace: None,
             hns_backlog: std::time::Duration::ZERO,
+            evictions_unheard: 0,
         },
         &cleared(spec, nodes),
         now(),
@@ -96,6 +97,7 @@ fn input<'a>(spec: &'a WindowsNodePoolSpec, existing: &'a BTreeSet<String>) -> P
         cluster: None,
         hooks_namespace: None,
         hns_backlog: std::time::Duration::ZERO,
+        evictions_unheard: 0,
     }
 }
 
@@ -1265,6 +1267,7 @@ fn run_gated(spec: &WindowsNodePoolSpec, nodes: &[NodeView], gates: &[crate::gat
             cluster: None,
             hooks_namespace: None,
             hns_backlog: std::time::Duration::ZERO,
+            evictions_unheard: 0,
         },
         &cleared(spec, nodes),
         now(),
@@ -1441,6 +1444,7 @@ fn the_estimate_is_the_waves_left_at_the_pools_pace() {
             cluster: None,
             hooks_namespace: None,
             hns_backlog: std::time::Duration::ZERO,
+            evictions_unheard: 0,
         };
         decide(&input, &cleared(spec, &nodes), now())
     };
@@ -1502,6 +1506,7 @@ fn other_holds_come_before_the_gates_and_gates_are_asked_for_only_when_a_node_co
                 cluster: None,
                 hooks_namespace: None,
                 hns_backlog: std::time::Duration::ZERO,
+                evictions_unheard: 0,
             },
             &cleared(spec, nodes),
             now(),
@@ -1632,6 +1637,7 @@ fn an_agent_silent_for_a_whole_node_timeout_after_the_mark_is_reported_as_blocke
             cluster: None,
             hooks_namespace: None,
             hns_backlog: std::time::Duration::ZERO,
+            evictions_unheard: 0,
         };
         decide(&input, &nodes, now())
     };
@@ -1872,6 +1878,10 @@ fn the_evictions_of_a_round_are_bounded_by_the_hns_room_left() {
     assert_eq!(plan.drain.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), ["a", "b"]);
     assert_eq!(plan.eviction_caps, BTreeMap::from([("a".to_string(), 3), ("b".to_string(), 2)]));
     assert!(plan.waiting["c"].contains("hnsPacing"), "{}", plan.waiting["c"]);
+    // Three evictions a moment ago whose slice changes are not heard yet take room too.
+    let input3 = PoolInput { hns_backlog: Duration::from_secs(24), evictions_unheard: 3, ..input(&spec, &existing) };
+    let plan = decide(&input3, &cleared(&spec, &nodes), now());
+    assert_eq!(plan.eviction_caps, BTreeMap::from([("a".to_string(), 2)]));
     // Less than one eviction's room: none this round.
     let plan = with(29.5);
     assert!(plan.drain.is_empty(), "{:?}", plan.drain);

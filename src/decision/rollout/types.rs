@@ -370,6 +370,9 @@ pub struct PoolInput<'a> {
     /// How long a node of the pool's release needs to program the Service
     /// and EndpointSlice changes heard so far (`rollout.hnsPacing` waits while it is over budget).
     pub hns_backlog: Duration,
+    /// Evictions of this pool that went through a moment ago, whose
+    /// EndpointSlice changes the backlog may not hold yet: they take room too.
+    pub evictions_unheard: usize,
 }
 
 /// `rollout.hnsPacing` holding the rollout: the estimated programming
@@ -453,6 +456,7 @@ impl<'a> PoolInput<'a> {
             cluster: None,
             hooks_namespace: None,
             hns_backlog: Duration::ZERO,
+            evictions_unheard: 0,
         }
     }
 }

@@ -46,6 +46,23 @@ pub(crate) struct PoolMemory {
     /// not asked again before `next` (every reconcile a Draining pool's
     /// changes trigger would otherwise ask within milliseconds).
     pub eviction_backoff: BTreeMap<String, EvictionBackoff>,
+    /// When this replica's evictions went through, for EVICTION_UNHEARD: the
+    /// EndpointSlice changes they cause reach the HNS estimate seconds later
+    /// (the EndpointSlice controller writes them at its own pace).
+    pub evicted_at: Vec<Timestamp>,
+}
+
+/// How long an eviction that went through counts against rollout.hnsPacing's
+/// room before the changes it causes are heard: the 50%-wave benchmark saw
+/// 36 evictions asked in 4 s against a room of 25 while the first ones'
+/// slice changes were still on their way.
+pub(crate) const EVICTION_UNHEARD: Duration = Duration::from_secs(10);
+
+impl PoolMemory {
+    /// Evictions that went through less than EVICTION_UNHEARD ago.
+    pub fn evictions_unheard(&self, now: Timestamp) -> usize {
+        self.evicted_at.iter().filter(|at| since(now, **at) < EVICTION_UNHEARD).count()
+    }
 }
 
 /// A refused eviction's wait: 5 s after the first refusal (as kubectl drain
@@ -249,6 +266,8 @@ impl PoolMemory {
             b.since = None;
         }
         self.average_node_update = fold_average(self.average_node_update.or(seeded_average), outcome.landed.iter().filter_map(|p| p.took));
+        self.evicted_at.retain(|at| since(now, *at) < EVICTION_UNHEARD);
+        self.evicted_at.extend(outcome.evictions.iter().filter(|(_, refused)| !refused).map(|_| now));
         for (pod, refused) in &outcome.evictions {
             if *refused {
                 let b = self.eviction_backoff.entry(pod.clone()).or_insert(EvictionBackoff { next: now, refusals: 0 });
@@ -294,6 +313,24 @@ pub(crate) fn signed(d: Duration) -> SignedDuration {
 
 #[cfg(test)]
 mod tests {
+
+    /// Evictions that went through count as unheard for EVICTION_UNHEARD,
+    /// refused ones never.
+    #[test]
+    fn evictions_that_went_through_are_unheard_for_a_while() {
+        let t0: Timestamp = "2026-12-05T01:00:00Z".parse().unwrap();
+        let at = |s: i64| t0 + jiff::SignedDuration::from_secs(s);
+        let mut m = PoolMemory::default();
+        let evictions = vec![("apps/a".to_string(), false), ("apps/b".to_string(), false), ("apps/c".to_string(), true)];
+        let outcome = Outcome { evictions, ..Outcome::default() };
+        m.settle("r", 1, None, &outcome, at(0));
+        assert_eq!(m.evictions_unheard(at(0)), 2, "the refused one caused no change");
+        assert_eq!(m.evictions_unheard(at(9)), 2);
+        assert_eq!(m.evictions_unheard(at(10)), 0, "heard by now");
+        m.settle("r", 1, None, &Outcome::default(), at(11));
+        assert!(m.evicted_at.is_empty(), "and forgotten");
+    }
+
     use kube::runtime::events::EventType;
 
     use super::*;

@@ -305,6 +305,8 @@ fn input<'a>(
         cluster: seen.cluster,
         hooks_namespace: seen.hooks_namespace.as_deref(),
         hns_backlog: seen.hns_backlog,
+        // Read from the memory by decide_round.
+        evictions_unheard: 0,
     }
 }
 
@@ -368,7 +370,11 @@ pub(crate) fn decide_round(
         .or_else(|| pool.status.as_ref()?.average_node_update_seconds.map(|s| Duration::from_secs(s.max(0) as u64)));
     let breaker = breaker_of(pool, seen);
     let ring = ring_of(pool, seen, now);
-    let plan = decide(&input(pool, &name, seen, gates, average, breaker.holding(), ring.as_ref()), &views, now);
+    let pool_input = PoolInput {
+        evictions_unheard: memory.evictions_unheard(now),
+        ..input(pool, &name, seen, gates, average, breaker.holding(), ring.as_ref())
+    };
+    let plan = decide(&pool_input, &views, now);
     let capacity = hns::capacity(seen.hns_totals, &seen.hns_limits, spec.hns.warn_percent, seen.hns_over_limit.clone());
     let status = build_status(spec, &plan, &seen.membership, Some(capacity), pool.status.as_ref(), pool.metadata.generation, now);
     let round = Round {
@@ -740,6 +746,7 @@ mod tests {
                 cluster: None,
                 hooks_namespace: None,
                 hns_backlog: Duration::ZERO,
+                evictions_unheard: 0,
             };
             problems(&pool, &decide(&input, std::slice::from_ref(&node), Timestamp::UNIX_EPOCH), &Membership::default(), &[])
         };

@@ -56,6 +56,7 @@ fn plan(spec: &WindowsNodePoolSpec, nodes: &[NodeView], paused_by_annotation: bo
         cluster: None,
         hooks_namespace: None,
         hns_backlog: std::time::Duration::ZERO,
+        evictions_unheard: 0,
     };
     decide(&input, &cleared(spec, nodes), now())
 }
