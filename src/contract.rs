@@ -131,7 +131,10 @@ fn the_contract_file_is_what_the_operator_says() {
             "appliedRevision": names::ANN_APPLIED_REVISION,
             "applyStatus": names::ANN_APPLY_STATUS,
             "applyMessage": names::ANN_APPLY_MESSAGE,
+            "hnsRepair": names::ANN_HNS_REPAIR,
         },
+        // What the agent answers an HNS repair with (its report's hnsRepair.result).
+        "hnsRepairResults": crate::report::HnsRepairResult::ALL.map(|r| r.as_str()),
         // The states on which the agent may touch its host, or finishes a report.
         "nodeStates": {
             "applying": NodeState::Applying.as_str(),

@@ -16,6 +16,7 @@ use prometheus::{
 use tokio::net::TcpListener;
 use tracing::{info, warn};
 
+use crate::decision::round::hns_repair::RepairState;
 use crate::rollout::{Hold, NodeState, Plan};
 
 pub struct Metrics {
@@ -71,6 +72,7 @@ struct HnsGauges {
     backlog: GaugeVec,
     pacing_budget: GaugeVec,
     drifted: IntGaugeVec,
+    repairs: IntGaugeVec,
     /// Nodes with a winpool_node_hns_ready series, per pool, so recovered ones are removed.
     series: std::sync::Mutex<std::collections::HashMap<String, Vec<String>>>,
 }
@@ -234,6 +236,12 @@ impl HnsGauges {
                 "Nodes of the pool whose HNS lost what it held in this boot (WindowsHNSReady reason Collapsed or Drifted).",
                 pool,
             ),
+            repairs: gauge_vec(
+                r,
+                "winpool_pool_nodes_hns_repair",
+                "Nodes of the pool by where the kube-proxy restart winpool asked in their current boot stands (hns.repair): Asked, Restarted, Failed, Unsupported.",
+                &["pool", "state"],
+            ),
             pacing_budget: float_gauge_vec(
                 r,
                 "winpool_pool_hns_pacing_budget_seconds",
@@ -389,6 +397,13 @@ impl Metrics {
         self.hns.drifted.with_label_values(&[pool]).set(drifted as i64);
     }
 
+    /// The pool's members by where their kube-proxy restart stands in their current boot.
+    pub(crate) fn observe_hns_repairs(&self, pool: &str, states: &std::collections::BTreeMap<RepairState, usize>) {
+        for s in RepairState::ALL {
+            self.hns.repairs.with_label_values(&[pool, s.as_str()]).set(states.get(&s).copied().unwrap_or(0) as i64);
+        }
+    }
+
     /// The pool's estimated HNS programming backlog, and its pacing budget.
     pub fn observe_hns_pacing(&self, pool: &str, pacing: HnsPacingSeen) {
         self.hns.backlog.with_label_values(&[pool]).set(pacing.backlog.as_secs_f64());
@@ -459,6 +474,9 @@ impl Metrics {
         }
         for g in [&self.hns.utilization, &self.hns.warn_ratio, &self.hns.backlog, &self.hns.pacing_budget] {
             let _ = g.remove_label_values(&[pool]);
+        }
+        for s in RepairState::ALL {
+            let _ = self.hns.repairs.remove_label_values(&[pool, s.as_str()]);
         }
         for n in self.hns.series.lock().expect("series lock").remove(pool).into_iter().flatten() {
             let _ = self.hns.node_ready.remove_label_values(&[pool, &n]);

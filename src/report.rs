@@ -62,6 +62,54 @@ pub struct WindowsNodeReportSpec {
     /// The agent's read-only checks of its host for its pool's target revision.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preflight: Option<PreflightReport>,
+    /// The agent's last restart of kube-proxy, asked by winpool (`hns.repair`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hns_repair: Option<HnsRepairReport>,
+}
+
+/// A restart of kube-proxy the agent made because winpool asked it
+/// (`winpool.dev/hns-repair`), at most one per boot.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HnsRepairReport {
+    /// The Node's `status.nodeInfo.bootID` the restart was asked for and made in.
+    #[schemars(length(max = 64))]
+    #[serde(rename = "bootID")]
+    pub boot_id: String,
+    /// When the agent restarted it.
+    pub at: Time,
+    /// The Windows service restarted (`kubeproxy` on AKS, `kube-proxy` elsewhere).
+    #[schemars(length(max = 64))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service: Option<String>,
+    pub result: HnsRepairResult,
+    /// What the agent did, or why it could not.
+    #[schemars(length(max = 2048))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// How the agent's restart of kube-proxy went.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, JsonSchema)]
+pub enum HnsRepairResult {
+    /// kube-proxy's service stopped and runs again: it programs every Service anew.
+    Restarted,
+    /// It did not; the message names the service and the error.
+    Failed,
+    /// kube-proxy is no Windows service of its own on the host (a pod, rke2).
+    Unsupported,
+}
+
+impl HnsRepairResult {
+    pub const ALL: [HnsRepairResult; 3] = [HnsRepairResult::Restarted, HnsRepairResult::Failed, HnsRepairResult::Unsupported];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HnsRepairResult::Restarted => "Restarted",
+            HnsRepairResult::Failed => "Failed",
+            HnsRepairResult::Unsupported => "Unsupported",
+        }
+    }
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]

@@ -361,29 +361,7 @@ async fn a_rollout_waits_until_the_nodes_hns_can_program_a_burst_of_changes() {
 /// drifted, and they stay ready.
 #[tokio::test]
 async fn a_collapsed_hns_is_named_tainted_and_announced_within_a_minute_on_those_nodes_only() {
-    let client = support::client().await;
-    install_crd(&client).await;
-    let mut t = TestSpace::new("hns-collapse").await;
-    for i in 0..12 {
-        service_with_endpoints(&t, &format!("web-{i}"), &[&format!("10.79.{i}.1")]).await;
-    }
-    let prefix = t.node_prefix();
-    let collapsing: Vec<String> = [2, 5, 9].iter().map(|i| format!("{prefix}{i}")).collect();
-    let stats = t.log_path("stats").with_extension("json");
-    t.start_sim(
-        12,
-        &[
-            "--hns=auto",
-            "--hns-fault-after=15s",
-            &format!("--host-faults=hns-collapse@{}", collapsing.join("+")),
-            &format!("--stats-file={}", stats.display()),
-        ],
-    );
-    support::wait_nodes_ready(&t, 12).await;
-    let pool = format!("{}-pool", t.id);
-    let body = support::pool_manifest(&t, &pool, "10.0.20348.2762", json!({"paused": true}));
-    support::apply_pool(&t, &body).await;
-    t.start_operator(&[]);
+    let (mut t, collapsing, stats, pool) = collapsing_fleet("hns-collapse", 79, 12, &[2, 5, 9], &[], json!({})).await;
 
     let nodes: Api<Node> = Api::all(t.client.clone());
     let transitions = wait_for("the 3 nodes' HNS said Collapsed and tainted", WAIT, || async {
@@ -430,6 +408,108 @@ async fn a_collapsed_hns_is_named_tainted_and_announced_within_a_minute_on_those
     }
     for m in machines.iter().filter(|m| !collapsing.contains(&m["node"].as_str().unwrap_or_default().to_string())) {
         assert!(m["hnsFaultAt"].is_null(), "no fault on {m}");
+    }
+    t.cleanup().await;
+}
+
+/// A fleet of `nodes` whose HNS programs 12 one-endpoint Services (10.<octet>.i.1), the nodes
+/// `collapsing` (indices) collapsing 15 s after they caught up, a paused pool of them with
+/// `hns` as its spec.hns, and the operator: the space, the collapsing nodes' names, the
+/// fleet's stats file and the pool's name.
+async fn collapsing_fleet(
+    name: &str,
+    octet: u8,
+    nodes: usize,
+    collapsing: &[usize],
+    sim_args: &[&str],
+    hns: serde_json::Value,
+) -> (TestSpace, Vec<String>, std::path::PathBuf, String) {
+    let client = support::client().await;
+    install_crd(&client).await;
+    let mut t = TestSpace::new(name).await;
+    for i in 0..12 {
+        service_with_endpoints(&t, &format!("web-{i}"), &[&format!("10.{octet}.{i}.1")]).await;
+    }
+    let prefix = t.node_prefix();
+    let collapsing: Vec<String> = collapsing.iter().map(|i| format!("{prefix}{i}")).collect();
+    let stats = t.log_path("stats").with_extension("json");
+    let faults = format!("--host-faults=hns-collapse@{}", collapsing.join("+"));
+    let stats_file = format!("--stats-file={}", stats.display());
+    let mut args = vec!["--hns=auto", "--hns-fault-after=15s", &faults, &stats_file];
+    args.extend_from_slice(sim_args);
+    t.start_sim(nodes, &args);
+    support::wait_nodes_ready(&t, nodes).await;
+    let pool = format!("{}-pool", t.id);
+    let mut body = support::pool_manifest(&t, &pool, "10.0.20348.2762", json!({"paused": true}));
+    body["spec"]["hns"] = hns;
+    support::apply_pool(&t, &body).await;
+    t.start_operator(&[]);
+    (t, collapsing, stats, pool)
+}
+
+/// With `hns.repair` on, 3 of 20 nodes whose HNS collapses are each asked to
+/// restart kube-proxy in their current boot (the annotation names the boot),
+/// their agents restart its Windows service (the fleet's machine records it)
+/// and report it, and each is back to `WindowsHNSReady=True` and untainted;
+/// none of the other 17 is asked, restarted, tainted or said not ready.
+#[tokio::test]
+async fn a_collapsed_hns_is_repaired_by_a_kube_proxy_restart_when_the_pool_asks_for_it() {
+    // onprem: kube-proxy is a Windows service of its own (kind's runs in a pod).
+    let (mut t, collapsing, stats, pool) =
+        collapsing_fleet("hns-repair", 81, 20, &[3, 8, 14], &["--host-profile=onprem"], json!({"repair": {"enabled": true}})).await;
+
+    let nodes: Api<Node> = Api::all(t.client.clone());
+    let reports: Api<winpool::report::WindowsNodeReport> = Api::namespaced(t.client.clone(), &t.agent_namespace());
+    let ready_at = wait_for("the 3 nodes asked, restarted, ready and untainted again", WAIT, || async {
+        let mut at = std::collections::BTreeMap::new();
+        for name in &collapsing {
+            let n = nodes.get(name).await.ok()?;
+            let boot = n.status.as_ref()?.node_info.as_ref()?.boot_id.clone();
+            let repair = reports.get(name).await.ok()?.spec.hns_repair?;
+            let asked = n.annotations().get(names::ANN_HNS_REPAIR) == Some(&boot);
+            let restarted = repair.boot_id == boot && repair.result == winpool::report::HnsRepairResult::Restarted;
+            if !asked || !restarted || hns_condition(&n).as_deref() != Some("True") || has_hns_taint(&n) {
+                return None;
+            }
+            let c = n.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == names::NODE_CONDITION_HNS_READY)?.clone();
+            at.insert(name.clone(), c.last_transition_time?.0);
+        }
+        Some(at)
+    })
+    .await;
+    for n in t.nodes().await.iter().filter(|n| !collapsing.contains(&n.name_any())) {
+        assert_eq!(hns_condition(n).as_deref(), Some("True"), "{} never collapsed", n.name_any());
+        assert!(!has_hns_taint(n), "{} is not tainted", n.name_any());
+        assert!(!n.annotations().contains_key(names::ANN_HNS_REPAIR), "{} is not asked", n.name_any());
+    }
+    let asked: BTreeSet<String> = support::pool_events(&t, &pool)
+        .await
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("HNSRepairAsked"))
+        .filter_map(|e| e.related.as_ref()?.name.clone())
+        .collect();
+    assert_eq!(asked, collapsing.iter().cloned().collect::<BTreeSet<_>>(), "an Event for each ask, and no other");
+
+    assert!(t.terminate("sim").is_some_and(|s| s.success()), "the fleet stops cleanly on SIGTERM");
+    let machines: Vec<serde_json::Value> = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    for m in &machines {
+        let node = m["node"].as_str().unwrap_or_default().to_string();
+        let (struck, restarted) = (&m["hnsFaultAt"], &m["kubeProxyRestartedAt"]);
+        if collapsing.contains(&node) {
+            let struck: jiff::Timestamp = struck.as_str().unwrap_or_else(|| panic!("{m}")).parse().unwrap();
+            let restarted: jiff::Timestamp = restarted.as_str().unwrap_or_else(|| panic!("{m}")).parse().unwrap();
+            let ready = ready_at[&node];
+            eprintln!(
+                "[{}] {node}: kube-proxy restarted {:#} after the collapse, ready again {:#} after the restart",
+                t.id,
+                restarted.duration_since(struck),
+                ready.duration_since(restarted)
+            );
+            assert!(ready > struck, "{node}: ready again after the collapse");
+            assert!(restarted > struck, "{node}: restarted after the collapse");
+        } else {
+            assert!(struck.is_null() && restarted.is_null(), "nothing struck or restarted on {m}");
+        }
     }
     t.cleanup().await;
 }

@@ -430,6 +430,36 @@ pub struct HnsSpec {
     #[serde(default = "default_hns_ready_timeout")]
     #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"), length(max = 32))]
     pub ready_timeout: String,
+    /// Restart kube-proxy on a node whose HNS lost what it held in this boot (opt-in).
+    #[serde(default)]
+    pub repair: HnsRepairSpec,
+}
+
+/// What winpool does about a member whose HNS collapsed or drifted (WindowsHNSReady
+/// reason `Collapsed` or `Drifted`): kube-proxy recreates nothing it believes
+/// programmed, and a restart of kube-proxy programs every Service anew.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HnsRepairSpec {
+    /// Ask the node's agent to restart kube-proxy's Windows service, once per boot (default false).
+    #[serde(default)]
+    pub enabled: bool,
+    /// The most restarts winpool asks in the pool within an hour (default 3): an HNS fault
+    /// that strikes many nodes at once is Windows' to fix, not kube-proxy's, and every
+    /// restarted kube-proxy lists every Service and EndpointSlice again.
+    #[serde(default = "default_repairs_per_hour")]
+    #[schemars(range(min = 1, max = 100))]
+    pub max_per_hour: i32,
+}
+
+fn default_repairs_per_hour() -> i32 {
+    3
+}
+
+impl Default for HnsRepairSpec {
+    fn default() -> Self {
+        Self { enabled: false, max_per_hour: default_repairs_per_hour() }
+    }
 }
 
 fn default_tolerance() -> i32 {
@@ -456,6 +486,7 @@ impl Default for HnsSpec {
             taint_when_not_ready: true,
             tolerance_percent: default_tolerance(),
             ready_timeout: default_hns_ready_timeout(),
+            repair: HnsRepairSpec::default(),
         }
     }
 }

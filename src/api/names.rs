@@ -57,6 +57,12 @@ pub const ANN_HNS_ENDPOINTS: &str = "winpool.dev/hns-endpoints";
 /// Set by winpool when it dropped a node's pre-update HNS counts: until the
 /// agent reports again, missing counts mean "not caught up", not "unknown".
 pub const ANN_HNS_AWAITING: &str = "winpool.dev/hns-awaiting-report";
+/// On a member whose HNS lost what it held in this boot, with the pool's
+/// `hns.repair` on: the Node's bootID winpool asked its agent to restart
+/// kube-proxy in (once per boot; an ask for another boot is no ask).
+pub const ANN_HNS_REPAIR: &str = "winpool.dev/hns-repair";
+/// When winpool asked it (RFC 3339): the pool's `hns.repair.maxPerHour` counts these.
+pub const ANN_HNS_REPAIR_ASKED_AT: &str = "winpool.dev/hns-repair-asked-at";
 
 /// Per-node rollout state written by the operator, so a restarted operator
 /// resumes exactly where it was (SPEC §2).

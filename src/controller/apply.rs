@@ -18,7 +18,7 @@ use tracing::{debug, info, warn};
 
 use super::agent::{delete_configmap, delete_daemonset, refuse_system_inputs, system_inputs_refused, write_configmaps, write_daemonset};
 use super::gate_client;
-use super::hns_node::{HnsWrites, HnsWritten, write_hns};
+use super::hns_node::{HnsWrites, HnsWritten, ask_hns_repairs, write_hns};
 use super::memory::{DueBatch, Outcome, PoolMemory, StatusWrite};
 use super::nodes::{patch_node_with, write_nodes};
 use super::round::{self, GateLook, Observed, RingObserved, Round};
@@ -169,6 +169,10 @@ async fn execute_into<'r>(
         return Ok(());
     }
     let hns = execute_hns_writes(ctx, &name, round).await?;
+    if ctx.stopping() {
+        return Ok(());
+    }
+    ask_hns_repairs(ctx, pool, &round.hns_repairs.asks).await?;
     if ctx.stopping() {
         return Ok(());
     }
@@ -533,6 +537,7 @@ async fn record(
     let pacing = crate::metrics::HnsPacingSeen { backlog: seen.hns_backlog, budget: crate::rollout::hns_pacing_budget(&pool.spec) };
     ctx.metrics.observe_hns_pacing(&name, pacing);
     ctx.metrics.observe_hns_drift(&name, round.hns_drifted);
+    ctx.metrics.observe_hns_repairs(&name, &round.hns_repairs.states);
     let requeue = round::requeue_after(&round, memory, now);
     // The transitions are announced once the status that holds them is written:
     // a failed write leaves both to the next round, which announces them once.

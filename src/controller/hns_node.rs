@@ -2,13 +2,15 @@
 //! condition and the hns-not-ready taint.
 
 use k8s_openapi::api::core::v1::Node;
+use kube::ResourceExt;
 use kube::api::{Api, Patch};
 use serde_json::json;
 use tracing::{debug, info};
 
 use super::{Context, Error};
-use crate::api::names;
+use crate::api::{WindowsNodePool, names};
 pub(crate) use crate::decision::round::hns_node::{HnsWrites, TaintChange, json_patch};
+use crate::decision::round::hns_repair::RepairAsk;
 
 /// What [`write_hns`] did to one node.
 pub(super) enum HnsWritten {
@@ -100,4 +102,26 @@ pub(super) async fn write_hns(ctx: &Context, pool: &str, w: &HnsWrites, message:
         }
     }
     Ok(HnsWritten::Done { guard })
+}
+
+/// Ask each member's agent to restart kube-proxy in its current boot (the
+/// round's [`RepairAsk`]s), and announce each ask that landed.
+pub(super) async fn ask_hns_repairs(ctx: &Context, pool: &WindowsNodePool, asks: &[RepairAsk]) -> Result<(), Error> {
+    let api: Api<Node> = Api::all(ctx.client.clone());
+    for ask in asks {
+        match api.patch(&ask.node, &crate::api::patch_params(), &Patch::Merge(&ask.body)).await {
+            Ok(n) => {
+                ctx.metrics.api_request("patch", "nodes", "ok");
+                info!(pool = %pool.name_any(), node = %ask.node, "asked the node's agent to restart kube-proxy: its HNS lost what it held in this boot");
+                ctx.recent.wrote(n);
+                ctx.publish_fresh(pool, ask.event()).await;
+            }
+            Err(kube::Error::Api(s)) if s.code == 404 => ctx.metrics.api_request("patch", "nodes", "not_found"),
+            Err(e) => {
+                ctx.metrics.api_request("patch", "nodes", "error");
+                return Err(Error::PatchNode { node: ask.node.clone(), source: e });
+            }
+        }
+    }
+    Ok(())
 }

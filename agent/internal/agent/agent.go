@@ -115,6 +115,9 @@ type agent struct {
 	// hnsBoot is the Node's bootID when hns was read ("" before the Node
 	// was seen).
 	hnsBoot string
+	// hnsRepair is the restart of kube-proxy made in this agent's life (the
+	// report keeps earlier ones); nil: none.
+	hnsRepair *report.HNSRepair
 
 	// csiPod is the CSI Proxy version winpool's CSI Proxy pod runs on this
 	// node ("" none), read while a revision asks for one; csiWrong* is since
@@ -222,6 +225,7 @@ func (a *agent) loop(ctx context.Context) error {
 			<-ctx.Done()
 			return nil
 		}
+		a.repairHNSIfAsked(ctx, node)
 		a.preflight(ctx, node)
 		if err := a.syncObservations(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, errNodeGone) {
 			a.log.Error("cannot report observations", "err", err)

@@ -46,6 +46,14 @@ func (a *agent) statusEvent(ctx context.Context, node *corev1.Node, before, r de
 	default:
 		return
 	}
+	a.nodeEvent(ctx, node, typ, reason, "revision "+r.AppliedRevision+": "+oneLine(r.Message))
+}
+
+// nodeEvent records one Event on the Node, once: a failure is logged.
+func (a *agent) nodeEvent(ctx context.Context, node *corev1.Node, typ, reason, message string) {
+	if !a.o.Events {
+		return
+	}
 	now := metav1.NewTime(time.Now())
 	ev := &corev1.Event{
 		// A Node's Events live in "default", where the kubelet's are: the API
@@ -56,7 +64,7 @@ func (a *agent) statusEvent(ctx context.Context, node *corev1.Node, before, r de
 			APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID,
 		},
 		Reason:              reason,
-		Message:             eventNote("revision " + r.AppliedRevision + ": " + oneLine(r.Message)),
+		Message:             eventNote(message),
 		Type:                typ,
 		Source:              corev1.EventSource{Component: "winpool-agent", Host: node.Name},
 		FirstTimestamp:      now,

@@ -58,6 +58,8 @@ type machineOptions struct {
 	Busy, Unavailable, DownloadReset bool
 	SourceUnreachable                string
 	FreeBytes                        int64
+	// KubeProxy: kube-proxy runs as a host service of this name ("": in a pod).
+	KubeProxy string
 }
 
 // testMachine is the machine and the agent's host on it.
@@ -95,6 +97,9 @@ func newMachine(o machineOptions) *testMachine {
 		OnReboot: o.OnReboot, ReadFails: o.ObserveError, RebootPending: o.RebootPending,
 		RuntimeCrashLoops: o.RuntimeCrashLoops, TasksNeverRun: o.TasksNeverRun, OnBattery: o.OnBattery,
 		Unreachable: o.SourceUnreachable, FreeBytes: o.FreeBytes,
+	}
+	if o.KubeProxy != "" {
+		fo.Services = append(fo.Services, fakewin.Service{Name: o.KubeProxy, Program: `k\kube-proxy.exe`, DependsOn: []string{"kubelet"}})
 	}
 	if o.CSIProxyVersion != "" {
 		fo.Services = append(fo.Services, fakewin.Service{Name: "csiproxy", Program: `etc\kubernetes\node\bin\csi-proxy.exe`,

@@ -120,6 +120,9 @@ func (a *agent) observed(spec report.Spec) report.Spec {
 	if p := a.preflightReport(); p != nil {
 		spec.Preflight = p
 	}
+	if a.hnsRepair != nil {
+		spec.HNSRepair = a.hnsRepair
+	}
 	if a.hnsKnown {
 		spec.HNS = &report.HNS{LoadBalancers: int64(a.hns.LoadBalancers), Endpoints: int64(a.hns.RemoteEndpoints), BootID: a.hnsBoot}
 	}

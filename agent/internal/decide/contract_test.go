@@ -3,9 +3,11 @@ package decide
 import (
 	"encoding/json"
 	"os"
+	"slices"
 	"testing"
 
 	"winpool.dev/agent/internal/names"
+	"winpool.dev/agent/internal/report"
 )
 
 // contract is ../names/testdata/contract.json, which the operator's own code
@@ -18,6 +20,8 @@ type contract struct {
 	ApplyStatuses map[string]string `json:"applyStatuses"`
 	ConfigMapKey  string            `json:"configMapKey"`
 	NameExamples  map[string]string `json:"nameExamples"`
+	// HNSRepairResults: what the report's hnsRepair.result may say.
+	HNSRepairResults []string `json:"hnsRepairResults"`
 }
 
 // The agent's constants and name functions agree with the operator's, value
@@ -39,6 +43,7 @@ func TestTheAgentKeepsTheOperatorsContract(t *testing.T) {
 		"annotations": {
 			"state": names.AnnState, "stateSince": names.AnnStateSince, "startedAt": names.AnnStartedAt,
 			"appliedRevision": names.AnnAppliedRevision, "applyStatus": names.AnnApplyStatus, "applyMessage": names.AnnApplyMessage,
+			"hnsRepair": names.AnnHNSRepair,
 		},
 		"nodeStates": {"applying": names.StateApplying, "verifying": names.StateVerifying, "failed": names.StateFailed},
 		"applyStatuses": {
@@ -73,6 +78,10 @@ func TestTheAgentKeepsTheOperatorsContract(t *testing.T) {
 				t.Errorf("%s.%s: the agent has it, the contract does not", group, key)
 			}
 		}
+	}
+	results := []string{string(report.RepairRestarted), string(report.RepairFailed), string(report.RepairUnsupported)}
+	if !slices.Equal(results, c.HNSRepairResults) {
+		t.Errorf("hnsRepairResults: the agent writes %q, the operator reads %q", results, c.HNSRepairResults)
 	}
 	if names.ConfigMapKey != c.ConfigMapKey {
 		t.Errorf("configMapKey: the agent has %q, the operator %q", names.ConfigMapKey, c.ConfigMapKey)

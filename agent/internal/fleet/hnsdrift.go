@@ -38,9 +38,11 @@ func (n *simNode) hnsDrift() Fault {
 }
 
 // drifted is full as the node's HNS holds it once its fault struck: it
-// strikes at the first read past its time, and a boot after that ends it.
-// caughtUpAt is when the node's HNS held full in this boot.
-func (n *simNode) drifted(full host.HNSCounts, caughtUpAt time.Time, fullSync time.Duration) host.HNSCounts {
+// strikes at the first read past its time, and a boot after that ends it, as
+// does a restart of kube-proxy (kubeProxyStarted), from which HNS climbs back
+// to full over a full sync. caughtUpAt is when the node's HNS held full in
+// this boot.
+func (n *simNode) drifted(full host.HNSCounts, caughtUpAt time.Time, fullSync time.Duration, kubeProxyStarted time.Time) host.HNSCounts {
 	fault := n.hnsDrift()
 	if fault == "" {
 		return full
@@ -58,15 +60,23 @@ func (n *simNode) drifted(full host.HNSCounts, caughtUpAt time.Time, fullSync ti
 	if n.bootedAt.After(n.hnsFaultAt) {
 		return full
 	}
+	var held host.HNSCounts
 	switch fault {
 	case FaultHNSCollapse:
-		return host.HNSCounts{LoadBalancers: min(full.LoadBalancers, collapsedTo), RemoteEndpoints: min(full.RemoteEndpoints, collapsedTo)}
+		held = host.HNSCounts{LoadBalancers: min(full.LoadBalancers, collapsedTo), RemoteEndpoints: min(full.RemoteEndpoints, collapsedTo)}
 	case FaultHNSRestart:
-		return catchUp(full, now.Sub(n.hnsFaultAt), fullSync)
+		held = catchUp(full, now.Sub(n.hnsFaultAt), fullSync)
 	default:
 		lost := max(1, full.LoadBalancers/10)
-		return host.HNSCounts{LoadBalancers: max(0, full.LoadBalancers-lost), RemoteEndpoints: full.RemoteEndpoints}
+		held = host.HNSCounts{LoadBalancers: max(0, full.LoadBalancers-lost), RemoteEndpoints: full.RemoteEndpoints}
 	}
+	if !kubeProxyStarted.After(n.hnsFaultAt) {
+		return held
+	}
+	// A restarted kube-proxy programs every Service again, keeping what HNS
+	// still holds and recreating what it lost.
+	back := catchUp(full, now.Sub(kubeProxyStarted), fullSync)
+	return host.HNSCounts{LoadBalancers: max(held.LoadBalancers, back.LoadBalancers), RemoteEndpoints: max(held.RemoteEndpoints, back.RemoteEndpoints)}
 }
 
 func later(a, b time.Time) time.Time {

@@ -73,3 +73,37 @@ func TestHNSFaultsStrikeOnceCaughtUpAndLastUntilABoot(t *testing.T) {
 		t.Errorf("before --hns-fault-after: got %+v, want %+v", got, full)
 	}
 }
+
+// A restart of kube-proxy's service (what the agent does when the operator
+// asks for hns.repair) ends the fault: HNS climbs back to full over a full
+// sync. A node without a kube-proxy service (the kind image) keeps it.
+func TestAKubeProxyRestartRecoversADriftedHNS(t *testing.T) {
+	full := host.HNSCounts{LoadBalancers: 20, RemoteEndpoints: 40}
+	f, _, _ := testFleet(t, "--host-profile", "onprem", "--host-faults", "hns-collapse", "--hns-fault-after", "0s",
+		"--hns-sync-time", "1ms", "--hns-cost-scale", "0")
+	n := f.nodes.get("win-0")
+	services(f.model, 20)
+	if got, _ := n.hns(); got == full {
+		t.Fatalf("the collapse struck: got %+v", got)
+	}
+	sys := n.host.OS().System
+	if err := sys.StopService("kube-proxy"); err != nil {
+		t.Fatal(err)
+	}
+	if err := sys.StartService("kube-proxy"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := n.hns(); got.LoadBalancers >= full.LoadBalancers {
+		t.Errorf("at once after kube-proxy's restart, before its full sync: got %+v", got)
+	}
+	m := n.host.Stats()
+	time.Sleep(n.fullSync(m.Build, full) + 20*time.Millisecond)
+	if got, _ := n.hns(); got != full {
+		t.Errorf("after kube-proxy's restart: got %+v, want %+v", got, full)
+	}
+	n.mu.Lock()
+	if n.hnsFaultAt.IsZero() {
+		t.Error("the fault is still on record")
+	}
+	n.mu.Unlock()
+}

@@ -433,7 +433,7 @@ func (n *simNode) hns() (host.HNSCounts, error) {
 	if since := time.Since(start); since < sync {
 		return catchUp(full, since, sync), nil
 	}
-	return n.drifted(full, start.Add(sync), sync), nil
+	return n.drifted(full, start.Add(sync), sync, m.KubeProxyStarted), nil
 }
 
 // syncStartLocked is when kube-proxy's full sync began: the boot, or the pod

@@ -30,6 +30,9 @@ type NodeStats struct {
 	Programming hnsmodel.Summary `json:"programming"`
 	// HNSFaultAt: when its HNS fault (hns-collapse, hns-restart, lb-deleted) struck.
 	HNSFaultAt *time.Time `json:"hnsFaultAt,omitempty"`
+	// KubeProxyRestartedAt: when kube-proxy's service was last restarted
+	// (by the agent, asked by the operator's hns.repair).
+	KubeProxyRestartedAt *time.Time `json:"kubeProxyRestartedAt,omitempty"`
 }
 
 // Latency is the fleet's network-programming latency as --latency-file
@@ -74,6 +77,10 @@ func (f *Fleet) stats() []NodeStats {
 			RebootReasons: append([]string{}, m.RebootReasons...), RuntimeSwaps: m.RuntimeSwaps, Rollbacks: m.Rollbacks,
 			AgentRestarts: restarts, Programming: programming.Summary(), HNSFaultAt: faultAt,
 		})
+		if !m.KubeProxyStarted.IsZero() {
+			at := m.KubeProxyStarted
+			out[len(out)-1].KubeProxyRestartedAt = &at
+		}
 	}
 	slices.SortFunc(out, func(a, b NodeStats) int { return strings.Compare(a.Node, b.Node) })
 	return out

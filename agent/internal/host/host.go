@@ -8,6 +8,7 @@ package host
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -338,6 +339,11 @@ type State struct {
 	RuntimeUpgrades int `json:"runtimeUpgrades,omitempty"`
 }
 
+// ErrNoKubeProxyService: kube-proxy is no Windows service of its own on the
+// host (it runs in a pod, or inside rke2's service, whose restart would stop
+// the kubelet and containerd too).
+var ErrNoKubeProxyService = errors.New("kube-proxy is not a Windows service on this host (kubeproxy, kube-proxy): it may run in a pod or inside another service; restart it there")
+
 // Host is everything the agent does to or reads from the machine.
 type Host interface {
 	Observe(ctx context.Context) (Observed, error)
@@ -356,6 +362,10 @@ type Host interface {
 	// Preflight checks, without changing anything, what installing req
 	// would need of the host: its sources answer, room on the system drive.
 	Preflight(ctx context.Context, req UpdateRequest) PreflightFindings
+	// RestartKubeProxy stops and starts the host's kube-proxy service, waiting
+	// for each, and returns the service's name; ErrNoKubeProxyService when
+	// kube-proxy is not a service of its own on this host.
+	RestartKubeProxy(ctx context.Context) (string, error)
 	LoadState() (State, error)
 	SaveState(State) error
 }

@@ -36,6 +36,12 @@ const (
 	StateFailed    = "Failed"
 	StateVerifying = "Verifying"
 
+	// AnnHNSRepair is written by the operator on a member whose HNS lost what
+	// it held in this boot, with the pool's hns.repair on: the Node's bootID
+	// the agent is asked to restart kube-proxy in, once (src/api/names.rs
+	// ANN_HNS_REPAIR). An ask for another boot is no ask.
+	AnnHNSRepair = "winpool.dev/hns-repair"
+
 	// ConfigMapKey is the key of a revision ConfigMap
 	// (winpool-<pool>-<revision> in the agents' namespace) holding the JSON
 	// revision configuration.

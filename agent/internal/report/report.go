@@ -43,6 +43,30 @@ type Spec struct {
 	Observed     *Observed  `json:"observed,omitempty"`
 	HNS          *HNS       `json:"hns,omitempty"`
 	Preflight    *Preflight `json:"preflight,omitempty"`
+	HNSRepair    *HNSRepair `json:"hnsRepair,omitempty"`
+}
+
+// RepairResult is how the agent's restart of kube-proxy went.
+type RepairResult string
+
+const (
+	// RepairRestarted: kube-proxy's service stopped and runs again.
+	RepairRestarted RepairResult = "Restarted"
+	// RepairFailed: it did not (Message names the service and the error).
+	RepairFailed RepairResult = "Failed"
+	// RepairUnsupported: kube-proxy is no service of its own on the host.
+	RepairUnsupported RepairResult = "Unsupported"
+)
+
+// HNSRepair is the agent's restart of kube-proxy the operator asked for
+// (names.AnnHNSRepair), at most one per boot.
+type HNSRepair struct {
+	// BootID is the boot the restart was asked for and made in.
+	BootID  string       `json:"bootID"`
+	At      metav1.Time  `json:"at"`
+	Service string       `json:"service,omitempty"`
+	Result  RepairResult `json:"result"`
+	Message string       `json:"message,omitempty"`
 }
 
 // Apply is the result of the agent's last apply.

@@ -76,7 +76,7 @@ pub(crate) fn drift_message(v: &crate::rollout::NodeView, totals: (i64, i64)) ->
 pub(crate) const COLLAPSE_MIN_LOAD_BALANCERS: i64 = 10;
 
 /// What to do about HNS that lost what it held, said in the condition's message.
-pub(crate) const DRIFT_ADVICE: &str = "kube-proxy recreates nothing it believes programmed: restart kube-proxy on the node, or drain and reboot it (docs/alerts.md#windowsnodehnsnotready)";
+pub(crate) const DRIFT_ADVICE: &str = "kube-proxy recreates nothing it believes programmed: restart kube-proxy on the node (the pool's hns.repair has its agent do it), or drain and reboot it (docs/alerts.md#windowsnodepoolhnsdrifted)";
 
 /// A node whose condition already names a drift keeps naming it while it stays behind (the reason
 /// does not fall back to CatchingUp, which would be a write for nothing).

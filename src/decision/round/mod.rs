@@ -136,6 +136,9 @@ pub(crate) struct Round {
     pub hns_not_ready: Vec<String>,
     /// Members whose HNS lost what it held in this boot (Collapsed or Drifted).
     pub hns_drifted: usize,
+    /// kube-proxy restarts asked this round (after the HNS writes, before the
+    /// node writes), and where the members' repairs stand.
+    pub hns_repairs: hns_repair::Repairs,
     pub hns_utilization: f64,
     /// Revision ConfigMaps no node carries any more: (name, revision).
     pub stale_configmaps: Vec<(String, String)>,
@@ -375,6 +378,9 @@ pub(crate) fn decide_round(
         ..input(pool, &name, seen, gates, average, breaker.holding(), ring.as_ref())
     };
     let plan = decide(&pool_input, &views, now);
+    let mut repairs = hns_repair::repairs(&spec.hns.repair, &seen.members, &hns_nodes, now);
+    let mut problems = problems(pool, &plan, &seen.membership, &hns_nodes);
+    problems.append(&mut repairs.problems);
     let capacity = hns::capacity(seen.hns_totals, &seen.hns_limits, spec.hns.warn_percent, seen.hns_over_limit.clone());
     let status = build_status(spec, &plan, &seen.membership, Some(capacity), pool.status.as_ref(), pool.metadata.generation, now);
     let round = Round {
@@ -396,9 +402,10 @@ pub(crate) fn decide_round(
         hns_writes: hns_writes(&hns_nodes, &views, &plan, pool, &seen.cms_of_pool, now),
         hns_not_ready: hns_nodes.iter().filter(|h| h.readiness == HnsReadiness::NotReady).map(|h| h.node.name.clone()).collect(),
         hns_drifted: hns_nodes.iter().filter(|h| matches!(h.reason, hns::reasons::COLLAPSED | hns::reasons::DRIFTED)).count(),
+        hns_repairs: repairs,
         hns_utilization: seen.hns_limits.utilization(seen.hns_totals),
         stale_configmaps: stale_configmaps(&seen.cms_of_pool, &plan),
-        announce: memory.standing_news(problems(pool, &plan, &seen.membership, &hns_nodes)),
+        announce: memory.standing_news(problems),
         transitions: transition_events(pool.status.as_ref(), &status),
         status_write: memory.status_write(pool.status.as_ref(), &status, now),
         status,
@@ -1103,6 +1110,7 @@ mod tests {
 pub mod agent;
 pub mod csi_proxy;
 pub mod hns_node;
+pub mod hns_repair;
 pub mod memory;
 pub mod pod_network;
 pub mod release;

@@ -154,14 +154,17 @@ type Machine struct {
 	// defs are the registered tasks, by name.
 	defs map[string]taskDefinition
 	// results are the tasks' Last Run Results, by name.
-	results  map[string]uint32
-	reboots  []string
-	hnsNow   host.HNSCounts
-	hnsErr   error
-	installs int
-	searches int
-	swaps    int
-	rollback int
+	results map[string]uint32
+	reboots []string
+	// kubeProxyStarted: when kube-proxy's service was last started other
+	// than by a boot (zero: never).
+	kubeProxyStarted time.Time
+	hnsNow           host.HNSCounts
+	hnsErr           error
+	installs         int
+	searches         int
+	swaps            int
+	rollback         int
 	// bootContainerd is the containerd version the machine booted with.
 	bootContainerd string
 	bootCtx        context.Context
@@ -395,6 +398,9 @@ type Stats struct {
 	NetworkUp bool
 	// Searches: Windows Update searches made (each a scan on the source).
 	Searches int
+	// KubeProxyStarted: when kube-proxy's service was last started other
+	// than by a boot (a restart programs every Service again); zero: never.
+	KubeProxyStarted time.Time
 }
 
 // Stats reads the machine's state as the simulation sees it (never a read
@@ -404,7 +410,7 @@ func (m *Machine) Stats() Stats {
 	defer m.mu.Unlock()
 	return Stats{Build: m.buildLocked(), Containerd: m.containerdVersion(), Installs: m.installs, RuntimeSwaps: m.swaps, Rollbacks: m.rollback,
 		Reboots: len(m.reboots), RebootReasons: append([]string(nil), m.reboots...), CNIMode: hns.Mode(m.o.Network), Searches: m.searches,
-		NetworkUp: m.o.Network.Name != "" && !m.netGone}
+		NetworkUp: m.o.Network.Name != "" && !m.netGone, KubeProxyStarted: m.kubeProxyStarted}
 }
 
 // containerdVersion is the version the installed containerd.exe prints.

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"path"
 	"slices"
 	"strings"
+	"time"
 
 	"winpool.dev/agent/internal/host/windows"
 )
@@ -71,6 +73,9 @@ func (s system) StartService(name string) error {
 		return windows.ErrServiceRunning
 	}
 	s.startLocked(svc)
+	if strings.EqualFold(path.Base(strings.ReplaceAll(svc.Program, `\`, "/")), "kube-proxy.exe") {
+		s.m.kubeProxyStarted = time.Now()
+	}
 	return nil
 }
 
