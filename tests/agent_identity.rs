@@ -368,3 +368,41 @@ async fn an_agent_may_write_only_its_own_nodes_report_and_no_node() {
     drop(identity);
     t.cleanup().await;
 }
+
+/// On nodes whose machine environment (which a HostProcess container inherits)
+/// sets KUBECONFIG to the kubelet's credentials, as the EKS AMI does, and
+/// HTTPS_PROXY to a proxy that refuses (the fleet's `host-env`), the agent's
+/// reports still land, each written as the agent's own ServiceAccount (the
+/// API server's audit log): it neither acts as the kubelet nor goes through
+/// the proxy.
+#[tokio::test]
+async fn an_agent_reports_as_itself_whatever_the_machine_environment_says() {
+    let client = support::client().await;
+    install_crd(&client).await;
+    let mut t = TestSpace::new("host-env").await;
+    let prefix = t.node_prefix();
+    let leaky: Vec<String> = [0, 1].iter().map(|i| format!("{prefix}{i}")).collect();
+    t.start_sim(3, &["--host-profile=eks", &format!("--host-faults=host-env@{}", leaky.join("+"))]);
+    support::wait_nodes_ready(&t, 3).await;
+    // The fleet runs an agent where the operator's DaemonSet puts one.
+    let pool = format!("{}-pool", t.id);
+    support::apply_pool(&t, &support::pool_manifest(&t, &pool, "10.0.20348.2762", json!({"paused": true}))).await;
+    t.start_operator(&[]);
+    wait_for("every node's report", WAIT, || async {
+        let reports = t.reports().await;
+        leaky.iter().all(|n| reports.get(n).is_some_and(|r| r.agent_version.is_some())).then_some(())
+    })
+    .await;
+    let agent = format!("system:serviceaccount:{}:winpool-agent", t.agent_namespace());
+    for node in &leaky {
+        let writes: Vec<_> = support::audit::requests(&support::audit::audit_log(), node)
+            .into_iter()
+            .filter(|r| r.resource == "windowsnodereports" && support::audit::is_write(r))
+            .collect();
+        assert!(writes.iter().any(|r| r.code < 300), "{node}: its report was written ({writes:?})");
+        for w in &writes {
+            assert_eq!(w.user, agent, "{node}: its report written as the agent's ServiceAccount");
+        }
+    }
+    t.cleanup().await;
+}

@@ -19,6 +19,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"winpool.dev/agent/internal/agent"
+	"winpool.dev/agent/internal/apiserver"
 	"winpool.dev/agent/internal/host"
 	winhost "winpool.dev/agent/internal/host/windows"
 	"winpool.dev/agent/internal/logs"
@@ -113,7 +114,7 @@ type settings struct {
 	standalone      bool
 }
 
-func readSettings(getenv env) (settings, error) {
+func readSettings(getenv func(string) string) (settings, error) {
 	s := settings{node: getenv("NODE_NAME"), namespace: getenv("POD_NAMESPACE")}
 	if s.node == "" {
 		return s, fmt.Errorf("NODE_NAME is not set (the DaemonSet sets it from spec.nodeName)")
@@ -140,11 +141,14 @@ func readSettings(getenv env) (settings, error) {
 
 // run is the agent with its settings and host.
 func run(log *slog.Logger, s settings, h host.Host) error {
-	cfg, err := restConfig(os.Getenv)
+	cfg, err := apiserver.Config(os.Getenv, apiserver.ServiceAccountDir)
 	if err != nil {
 		return err
 	}
 	cfg.UserAgent = "winpool-agent/" + version
+	for _, v := range apiserver.Ignored(os.Getenv) {
+		log.Info("ignoring a machine environment variable for the agent's API client: it talks to the API server as itself, directly", "variable", v)
+	}
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io/fs"
 	"net"
+	"os"
 	"strings"
 	"testing"
 	"unicode/utf16"
@@ -14,6 +15,15 @@ import (
 	"winpool.dev/agent/internal/decide"
 	"winpool.dev/agent/internal/host"
 )
+
+// kubeletKubeconfigText is a kubelet's kubeconfig as AKS writes it.
+var kubeletKubeconfigText = func() string {
+	b, err := os.ReadFile("../../internal/apiserver/testdata/aks-kubelet.kubeconfig")
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}()
 
 func mustBuild(s string) host.Build {
 	b, err := host.ParseBuild(s)

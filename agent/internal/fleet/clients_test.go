@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -37,7 +38,7 @@ func TestTheServiceRouteIsDownAfterABootButTheKubeletsEndpointIsNot(t *testing.T
 		{"no kubelet kubeconfig, Service up", "", true, false},
 	} {
 		c := &agentClients{host: srv.URL, base: srv.Client().Transport, kubeletKubeconfig: tc.kubeconfig}
-		client, err := c.forToken("win-0", token, func() bool { return tc.serviceUp })
+		client, err := c.forToken(agentIdentity{node: "win-0", token: token, saDir: t.TempDir(), serviceUp: func() bool { return tc.serviceUp }})
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
@@ -45,5 +46,36 @@ func TestTheServiceRouteIsDownAfterABootButTheKubeletsEndpointIsNot(t *testing.T
 		if refused := err != nil && strings.Contains(err.Error(), "no HNS load balancer for the kubernetes Service"); refused != tc.refused || (err != nil && !refused) {
 			t.Errorf("%s: err %v, want refused %v", tc.name, err, tc.refused)
 		}
+	}
+}
+
+// An agent on a machine whose environment names the kubelet's kubeconfig and
+// a proxy (host-env) still talks to the API server as its pod, directly: the
+// fleet builds its client with the agent's own choice (apiserver.Config) and
+// sends what that chose.
+func TestAnAgentIgnoresTheMachinesKubeconfigAndProxy(t *testing.T) {
+	var seen []string
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen = append(seen, r.Header.Get("Authorization"))
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"kind":"Node","apiVersion":"v1","metadata":{"name":"win-0"}}`)
+	}))
+	defer srv.Close()
+	kubelet := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := writeKubeconfig(kubelet, srv.URL, hostEnvToken); err != nil {
+		t.Fatal(err)
+	}
+	machine := map[string]string{"KUBECONFIG": kubelet, "HTTPS_PROXY": hostEnvProxy, "HTTP_PROXY": hostEnvProxy}
+	c := &agentClients{host: srv.URL, base: srv.Client().Transport}
+	client, err := c.forToken(agentIdentity{node: "win-0", token: func() string { return "pod-token" }, saDir: t.TempDir(),
+		serviceUp: func() bool { return true }, machineEnv: func(k string) string { return machine[k] }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.CoreV1().Nodes().Get(context.Background(), "win-0", metav1.GetOptions{}); err != nil {
+		t.Fatalf("the agent's request: %v", err)
+	}
+	if len(seen) != 1 || seen[0] != "Bearer pod-token" {
+		t.Errorf("the API server saw %q, want the pod's token alone", seen)
 	}
 }

@@ -112,7 +112,21 @@ const (
 	// every node it reaches): the operator's breaker stops every pool
 	// targeting it.
 	FaultBadUpdate Fault = "bad-update"
+	// FaultHostEnv: the machine's environment, which a HostProcess container
+	// inherits, sets KUBECONFIG to the kubelet's credentials (as the EKS AMI
+	// does machine-wide) and HTTPS_PROXY/HTTP_PROXY to a proxy that refuses
+	// (hostEnvProxy): an agent whose API client followed either would act as
+	// the kubelet or reach nothing.
+	FaultHostEnv Fault = "host-env"
 )
+
+// hostEnvProxy is FaultHostEnv's proxy: the discard port, which refuses.
+const hostEnvProxy = "http://127.0.0.1:9"
+
+// hostEnvToken is the kubelet's credential in FaultHostEnv's KUBECONFIG: no
+// identity the API server knows, so a request that carries it is refused
+// (401) and the audit log says so.
+const hostEnvToken = "kubelet-credential-from-the-machine-environment"
 
 // badUpdateCode is the HRESULT FaultBadUpdate's installs fail with.
 const badUpdateCode = 0x800F0922
@@ -145,6 +159,7 @@ var faultHelp = map[Fault]string{
 	FaultHNSCollapse:        "--hns-fault-after HNS caught up, its load balancers and endpoints drop to 3 until a reboot",
 	FaultHNSRestart:         "--hns-fault-after HNS caught up, HNS restarts and kube-proxy programs it again over a full sync",
 	FaultLBDeleted:          "--hns-fault-after HNS caught up, a tenth of its load balancers are deleted and never recreated until a reboot",
+	FaultHostEnv:            "the machine environment sets KUBECONFIG to the kubelet's credentials and HTTPS_PROXY to a proxy that refuses",
 }
 
 // faultsUsage is --host-faults' help: the form, then a line per fault.
@@ -158,7 +173,7 @@ func faultsUsage() string {
 }
 
 // knownFaults are the faults --host-faults accepts.
-var knownFaults = []Fault{FaultHNSChurn, FaultReadErrors, FaultPendingRenames, FaultOvershoot, FaultUndershoot, FaultRebootUnknown, FaultAgentRestart, FaultSSUFirst, FaultRuntimeCrashloop, FaultSlowAPI, FaultSourceUnreachable, FaultTaskNotStarted, FaultOnBattery, FaultWSUSUnapproved, FaultWUBusy, FaultWSUS503, FaultDownloadReset, FaultSlowServicing, FaultLocalized, FaultPendingAfterTarget, FaultAKSHNSReset, FaultServiceDeps, FaultBadUpdate, FaultHNSCollapse, FaultHNSRestart, FaultLBDeleted}
+var knownFaults = []Fault{FaultHNSChurn, FaultReadErrors, FaultPendingRenames, FaultOvershoot, FaultUndershoot, FaultRebootUnknown, FaultAgentRestart, FaultSSUFirst, FaultRuntimeCrashloop, FaultSlowAPI, FaultSourceUnreachable, FaultTaskNotStarted, FaultOnBattery, FaultWSUSUnapproved, FaultWUBusy, FaultWSUS503, FaultDownloadReset, FaultSlowServicing, FaultLocalized, FaultPendingAfterTarget, FaultAKSHNSReset, FaultServiceDeps, FaultBadUpdate, FaultHNSCollapse, FaultHNSRestart, FaultLBDeleted, FaultHostEnv}
 
 // slowServicingTime is how long FaultSlowServicing's install takes.
 const slowServicingTime = 75 * time.Second

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -117,6 +118,13 @@ func newSimNode(f *Fleet, name string, m machine) (*simNode, error) {
 	}
 	f.s.Profile.shape(&opts, m.cni)
 	f.s.Faults.shape(name, &opts)
+	if f.s.Faults.On(FaultHostEnv, name) {
+		kubeconfig := filepath.Join(root, "ProgramData", "kubernetes", "kubeconfig")
+		if err := writeKubeconfig(kubeconfig, f.clients.host, hostEnvToken); err != nil {
+			return nil, err
+		}
+		opts.Environment = map[string]string{"KUBECONFIG": kubeconfig, "HTTPS_PROXY": hostEnvProxy, "HTTP_PROXY": hostEnvProxy}
+	}
 	if f.s.Faults.On(FaultAgentRestart, name) {
 		opts.OnTaskStarted = func(task string) {
 			if task != decide.ServicingTaskName {
@@ -236,7 +244,8 @@ func (n *simNode) runAgent(ctx context.Context, pod *agentPod) {
 	if err := pod.token.Wait(ctx); err != nil {
 		return
 	}
-	cfg, err := n.f.clients.configFor(n.name, pod.token.Token, n.serviceUp)
+	cfg, err := n.f.clients.configFor(agentIdentity{node: n.name, token: pod.token.Token, serviceUp: n.serviceUp,
+		saDir: n.host.Path(`var\run\secrets\kubernetes.io\serviceaccount`), machineEnv: n.host.OS().Box.Getenv})
 	if err != nil {
 		n.log.Error("cannot build the agent's client", "err", err)
 		return

@@ -71,7 +71,7 @@ func TestAgentClientsUseTheCurrentToken(t *testing.T) {
 	if n := failures.Load(); n != 1 {
 		t.Errorf("%d failed token requests reported, want 1", n)
 	}
-	client, err := (&agentClients{host: srv.URL, base: http.DefaultTransport}).forToken("win-0", tok.Token, nil)
+	client, err := (&agentClients{host: srv.URL, base: http.DefaultTransport}).forToken(agentIdentity{node: "win-0", token: tok.Token, saDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

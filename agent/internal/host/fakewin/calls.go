@@ -328,6 +328,11 @@ func (b box) Getenv(k string) string {
 	case "systemdrive":
 		return "C:"
 	}
+	for name, v := range b.m.o.Environment {
+		if strings.EqualFold(name, k) {
+			return v
+		}
+	}
 	return ""
 }
 

@@ -122,6 +122,9 @@ type Options struct {
 	// OnTaskStarted is called, on its own goroutine, when Task Scheduler
 	// starts a task (its name).
 	OnTaskStarted func(name string)
+	// Environment is the machine's environment variables (names are
+	// case-insensitive, as on Windows), besides the folders it always has.
+	Environment map[string]string
 }
 
 // Machine is a simulated Windows machine. Safe for concurrent use.

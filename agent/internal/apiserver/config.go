@@ -1,4 +1,4 @@
-package main
+package apiserver
 
 import (
 	"fmt"
@@ -9,17 +9,12 @@ import (
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-
-	"winpool.dev/agent/internal/apiserver"
 )
 
-// serviceAccountDir is where the kubelet mounts the pod's token and CA.
-const serviceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
+// ServiceAccountDir is where the kubelet mounts the pod's token and CA.
+const ServiceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
 
-// env is the part of the environment restConfig reads (os.Getenv in main).
-type env func(string) string
-
-// restConfig is the pod's own identity: its ServiceAccount token (a file
+// Config is the pod's own identity: its ServiceAccount token (a file
 // client-go re-reads as the kubelet rotates it) and the cluster CA, with the
 // API server apiserver.Choose picks (the kubelet's endpoint before the
 // kubernetes Service); WINPOOL_KUBECONFIG names a kubeconfig instead, for an
@@ -33,30 +28,31 @@ type env func(string) string
 //
 // A HostProcess container on containerd before 1.7 sees its volumes under
 // %CONTAINER_SANDBOX_MOUNT_POINT% rather than at their paths; the token is
-// looked for there too.
-func restConfig(getenv env) (*rest.Config, error) {
+// looked for there too. getenv is the process's environment (os.Getenv), saDir
+// where the token is mounted (ServiceAccountDir).
+func Config(getenv func(string) string, saDir string) (*rest.Config, error) {
 	if path := getenv("WINPOOL_KUBECONFIG"); path != "" {
 		cfg, err := clientcmd.BuildConfigFromFlags("", path)
 		if err != nil {
 			return nil, err
 		}
 		if s := getenv("WINPOOL_API_SERVER"); s != "" {
-			cfg.Host = apiserver.URL(s)
+			cfg.Host = URL(s)
 		}
 		cfg.Proxy = noProxy
 		return cfg, nil
 	}
-	dir := serviceAccountDir
+	dir := saDir
 	if _, err := os.Stat(filepath.Join(dir, "token")); err != nil {
 		if root := getenv("CONTAINER_SANDBOX_MOUNT_POINT"); root != "" {
-			dir = filepath.Join(root, filepath.FromSlash(serviceAccountDir))
+			dir = filepath.Join(root, filepath.FromSlash(saDir))
 		}
 	}
 	token, ca := filepath.Join(dir, "token"), filepath.Join(dir, "ca.crt")
 	if _, err := os.Stat(token); err != nil {
 		return nil, fmt.Errorf("no ServiceAccount token at %s (is automountServiceAccountToken off?): %w", token, err)
 	}
-	ep, err := apiserver.Choose(getenv, os.ReadFile)
+	ep, err := Choose(getenv, os.ReadFile)
 	if err != nil {
 		return nil, err
 	}
@@ -66,6 +62,18 @@ func restConfig(getenv env) (*rest.Config, error) {
 		TLSClientConfig: rest.TLSClientConfig{CAFile: ca, ServerName: ep.ServerName},
 		Proxy:           noProxy,
 	}, nil
+}
+
+// Ignored names the variables of getenv that Config does not follow although
+// a client built the usual way would (KUBECONFIG, the proxies), for the log.
+func Ignored(getenv func(string) string) []string {
+	var out []string
+	for _, v := range []string{"KUBECONFIG", "HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"} {
+		if getenv(v) != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // noProxy sends every API request straight to the API server.

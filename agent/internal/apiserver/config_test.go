@@ -1,4 +1,4 @@
-package main
+package apiserver
 
 import (
 	"net/http"
@@ -8,34 +8,23 @@ import (
 	"testing"
 
 	"k8s.io/client-go/rest"
-	"winpool.dev/agent/internal/apiserver"
 )
 
-// A kubelet's kubeconfig as AKS writes it: the agent takes its server, and
-// nothing else (the client certificate stays the kubelet's).
-const kubeletKubeconfigText = `apiVersion: v1
-kind: Config
-clusters:
-- name: localcluster
-  cluster:
-    certificate-authority: C:\k\ca.crt
-    server: https://10.240.0.4:6443
-users:
-- name: client
-  user:
-    client-certificate: C:\k\client.crt
-    client-key: C:\k\client.key
-contexts:
-- name: localclustercontext
-  context: {cluster: localcluster, user: client}
-current-context: localclustercontext
-`
+// kubeletKubeconfigText is a kubelet's kubeconfig as AKS writes it: the agent
+// takes its server, and nothing else (the client certificate stays the kubelet's).
+var kubeletKubeconfigText = func() string {
+	b, err := os.ReadFile("testdata/aks-kubelet.kubeconfig")
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}()
 
 func TestRestConfig(t *testing.T) {
 	sandbox := t.TempDir()
 	kubeletKubeconfig := filepath.Join(sandbox, "config")
 	os.WriteFile(kubeletKubeconfig, []byte(kubeletKubeconfigText), 0o600)
-	sa := filepath.Join(sandbox, filepath.FromSlash(serviceAccountDir))
+	sa := filepath.Join(sandbox, filepath.FromSlash(ServiceAccountDir))
 	os.MkdirAll(sa, 0o700)
 	os.WriteFile(filepath.Join(sa, "token"), []byte("t"), 0o600)
 	// The machine's environment, inherited by the HostProcess container: EKS
@@ -60,7 +49,7 @@ func TestRestConfig(t *testing.T) {
 			if tc.kubelet {
 				e["WINPOOL_KUBELET_KUBECONFIG"] = kubeletKubeconfig
 			}
-			cfg, err := restConfig(func(k string) string { return e[k] })
+			cfg, err := Config(func(k string) string { return e[k] }, ServiceAccountDir)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -78,7 +67,7 @@ func TestRestConfig(t *testing.T) {
 			assertNoProxy(t, cfg)
 		})
 	}
-	if _, err := restConfig(func(k string) string {
+	if _, err := Config(func(k string) string {
 		switch k {
 		case "CONTAINER_SANDBOX_MOUNT_POINT":
 			return sandbox
@@ -86,7 +75,7 @@ func TestRestConfig(t *testing.T) {
 			return "none"
 		}
 		return ""
-	}); err == nil {
+	}, ServiceAccountDir); err == nil {
 		t.Error("no API server address at all: want an error")
 	}
 }
@@ -114,11 +103,11 @@ func TestKubeletServer(t *testing.T) {
 		{[]string{"garbage", "no-context", "http"}, "", ""},
 		{nil, "", ""},
 	} {
-		if got, name := apiserver.KubeletServer(read, tc.paths); got != tc.want || name != tc.serverName {
+		if got, name := KubeletServer(read, tc.paths); got != tc.want || name != tc.serverName {
 			t.Errorf("kubeletServer(%v) = %q %q, want %q %q", tc.paths, got, name, tc.want, tc.serverName)
 		}
 	}
-	if got := apiserver.KubeletKubeconfigs(func(string) string { return "none" }); len(got) != 0 {
+	if got := KubeletKubeconfigs(func(string) string { return "none" }); len(got) != 0 {
 		t.Errorf("WINPOOL_KUBELET_KUBECONFIG=none looks at %v", got)
 	}
 }
@@ -143,9 +132,9 @@ func TestAKubeconfigOnlyByItsOwnName(t *testing.T) {
 	kc := filepath.Join(dir, "agent.kubeconfig")
 	os.WriteFile(kc, []byte("apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: https://10.9.9.9:6443, insecure-skip-tls-verify: true}\n"+
 		"users:\n- name: u\n  user: {token: t}\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\ncurrent-context: x\n"), 0o600)
-	cfg, err := restConfig(func(k string) string {
+	cfg, err := Config(func(k string) string {
 		return map[string]string{"WINPOOL_KUBECONFIG": kc, "WINPOOL_API_SERVER": "api.example.com:6443"}[k]
-	})
+	}, ServiceAccountDir)
 	if err != nil {
 		t.Fatal(err)
 	}
