@@ -476,16 +476,45 @@ async fn nodes_whose_wsus_does_not_offer_the_update_are_never_cordoned_and_the_r
     .await;
 }
 
+/// A pool asking `networking.kubeProxy.enableDSR` on six nodes whose
+/// kube-proxy runs with it (the fleet's `--kube-proxy-dsr`) but on two
+/// (`no-dsr`): those two are blocked before their cordon, saying that none
+/// of their load balancers has Direct Server Return and that winpool does not
+/// set kube-proxy's flags; the four others roll out.
+#[tokio::test]
+async fn nodes_whose_kube_proxy_runs_without_dsr_are_never_cordoned_for_a_pool_that_asks_for_it() {
+    two_of_six_blocked_with(
+        "no-dsr",
+        "kind",
+        &["--kube-proxy-dsr", "--hns=40,80"],
+        json!({"networking": {"kubeProxy": {"enableDSR": true}}}),
+        &["none of the 40 HNS load balancers has Direct Server Return", "--enable-dsr=true"],
+    )
+    .await;
+}
+
 /// Six nodes of `profile`, `fault` on two of them (with `read-errors` on
 /// all): those two are blocked by their agents' preflight, the reason
 /// saying each of `says`, never started nor cordoned, nothing installed;
 /// the other four are Updated.
 async fn two_of_six_blocked_in_preflight(fault: &str, profile: &str, says: &[&str]) {
+    two_of_six_blocked_with(fault, profile, &[], json!({}), says).await;
+}
+
+/// [`two_of_six_blocked_in_preflight`] with more fleet flags and more of the pool's spec.
+async fn two_of_six_blocked_with(fault: &str, profile: &str, fleet_args: &[&str], spec: serde_json::Value, says: &[&str]) {
     let blocked = |prefix: &str| [format!("{prefix}1"), format!("{prefix}4")];
-    let (mut t, stats, pool) = rolling_on(6, fault, |prefix| {
-        let faults = format!("--host-faults=read-errors,{fault}@{}", blocked(prefix).join("+"));
-        vec!["--apply-time=0.3s".into(), "--reboot-time=0.3s".into(), format!("--host-profile={profile}"), faults]
-    })
+    let (mut t, stats, pool) = rolling_with(
+        6,
+        fault,
+        |prefix| {
+            let faults = format!("--host-faults=read-errors,{fault}@{}", blocked(prefix).join("+"));
+            let mut args = vec!["--apply-time=0.3s".into(), "--reboot-time=0.3s".into(), format!("--host-profile={profile}"), faults];
+            args.extend(fleet_args.iter().map(|a| a.to_string()));
+            args
+        },
+        spec,
+    )
     .await;
     let blocked = blocked(&t.node_prefix());
     let pools: Api<WindowsNodePool> = Api::all(t.client.clone());

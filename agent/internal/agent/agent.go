@@ -338,6 +338,15 @@ func (a *agent) observe(ctx context.Context) error {
 	return nil
 }
 
+// hnsNow is what HNS held at the last read; nil when never read.
+func (a *agent) hnsNow() *host.HNSCounts {
+	if !a.hnsKnown {
+		return nil
+	}
+	c := a.hns
+	return &c
+}
+
 // readHNS refreshes the HNS counts, and which boot of the Node they are of;
 // a failure keeps the last ones and is logged once.
 func (a *agent) readHNS(ctx context.Context) {

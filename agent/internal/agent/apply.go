@@ -122,6 +122,7 @@ func (a *agent) input(ctx context.Context, node *corev1.Node) (decide.Input, boo
 	} else {
 		in.Observed = a.obs
 	}
+	in.HNS = a.hnsNow()
 	if !a.cniMissingSince.IsZero() {
 		in.NetworkMissingFor = time.Since(a.cniMissingSince)
 	}

@@ -120,7 +120,7 @@ func failedSince(node *corev1.Node, t time.Time) bool {
 }
 
 func (a *agent) judge(ctx context.Context, revision string, cfg decide.RevisionConfig) decide.PreflightResult {
-	in := decide.PreflightInput{Config: cfg.Config, Observed: a.obs}
+	in := decide.PreflightInput{Config: cfg.Config, Observed: a.obs, HNS: a.hnsNow()}
 	if req, needed, err := decide.PreflightUpdate(revision, cfg.Config, a.obs); err == nil && needed {
 		f := a.o.Host.Preflight(ctx, req)
 		in.Findings = &f

@@ -168,6 +168,8 @@ type Input struct {
 	ReadGrace time.Duration
 	// NetworkMissingFor is how long the agent has observed no HNS network.
 	NetworkMissingFor time.Duration
+	// HNS: what HNS holds now; nil: not read.
+	HNS *host.HNSCounts
 	// CSIProxyWrongFor is how long the agent has observed CSI Proxy not at
 	// the version this revision asks for (waited for like the HNS network).
 	CSIProxyWrongFor time.Duration
@@ -364,6 +366,10 @@ func (d decision) next() Step {
 		return d.fail(fmt.Sprintf("revision %s: ConfigMap %s: patchLevel: %v", in.Revision, cm, err))
 	}
 
+	// Before anything is installed: nothing the agent does gives kube-proxy DSR.
+	if why := dsrMissing(cfg.EnableDSR, d.in.HNS); why != "" {
+		return d.fail(why)
+	}
 	if step, ok := d.patch(target); !ok {
 		return step
 	}

@@ -22,6 +22,8 @@ type PreflightInput struct {
 	Config   config.Revision
 	Observed host.Observed
 	Findings *host.PreflightFindings
+	// HNS: what HNS holds now; nil: not read.
+	HNS *host.HNSCounts
 }
 
 // PreflightResult is the verdict: Ready when nothing blocks.
@@ -98,6 +100,9 @@ func Preflight(in PreflightInput) PreflightResult {
 	}
 	if want, have := cfg.CNIMode, obs.CNIMode; want != "" && have != "" && have != want {
 		r.Blocked = append(r.Blocked, fmt.Sprintf("HNS network is %s, the pool asks for %s: the agent does not switch a CNI in place", have, want))
+	}
+	if why := dsrMissing(cfg.EnableDSR, in.HNS); why != "" {
+		r.Blocked = append(r.Blocked, why)
 	}
 	if s := obs.RuntimeService; s.Wrapper != host.WrapperNone {
 		r.Notes = append(r.Notes, "containerd runs as "+s.Describe())

@@ -118,6 +118,10 @@ const (
 	// (hostEnvProxy): an agent whose API client followed either would act as
 	// the kubelet or reach nothing.
 	FaultHostEnv Fault = "host-env"
+	// FaultNoDSR: the node's kube-proxy runs without --enable-dsr although
+	// the fleet's run with it (--kube-proxy-dsr): an image whose flags differ
+	// from what the pool says (networking.kubeProxy.enableDSR).
+	FaultNoDSR Fault = "no-dsr"
 )
 
 // hostEnvProxy is FaultHostEnv's proxy: the discard port, which refuses.
@@ -160,6 +164,7 @@ var faultHelp = map[Fault]string{
 	FaultHNSRestart:         "--hns-fault-after HNS caught up, HNS restarts and kube-proxy programs it again over a full sync",
 	FaultLBDeleted:          "--hns-fault-after HNS caught up, a tenth of its load balancers are deleted and never recreated until a reboot",
 	FaultHostEnv:            "the machine environment sets KUBECONFIG to the kubelet's credentials and HTTPS_PROXY to a proxy that refuses",
+	FaultNoDSR:              "kube-proxy runs without --enable-dsr (with --kube-proxy-dsr: on this node only)",
 }
 
 // faultsUsage is --host-faults' help: the form, then a line per fault.
@@ -173,7 +178,7 @@ func faultsUsage() string {
 }
 
 // knownFaults are the faults --host-faults accepts.
-var knownFaults = []Fault{FaultHNSChurn, FaultReadErrors, FaultPendingRenames, FaultOvershoot, FaultUndershoot, FaultRebootUnknown, FaultAgentRestart, FaultSSUFirst, FaultRuntimeCrashloop, FaultSlowAPI, FaultSourceUnreachable, FaultTaskNotStarted, FaultOnBattery, FaultWSUSUnapproved, FaultWUBusy, FaultWSUS503, FaultDownloadReset, FaultSlowServicing, FaultLocalized, FaultPendingAfterTarget, FaultAKSHNSReset, FaultServiceDeps, FaultBadUpdate, FaultHNSCollapse, FaultHNSRestart, FaultLBDeleted, FaultHostEnv}
+var knownFaults = []Fault{FaultHNSChurn, FaultReadErrors, FaultPendingRenames, FaultOvershoot, FaultUndershoot, FaultRebootUnknown, FaultAgentRestart, FaultSSUFirst, FaultRuntimeCrashloop, FaultSlowAPI, FaultSourceUnreachable, FaultTaskNotStarted, FaultOnBattery, FaultWSUSUnapproved, FaultWUBusy, FaultWSUS503, FaultDownloadReset, FaultSlowServicing, FaultLocalized, FaultPendingAfterTarget, FaultAKSHNSReset, FaultServiceDeps, FaultBadUpdate, FaultHNSCollapse, FaultHNSRestart, FaultLBDeleted, FaultHostEnv, FaultNoDSR}
 
 // slowServicingTime is how long FaultSlowServicing's install takes.
 const slowServicingTime = 75 * time.Second

@@ -116,6 +116,9 @@ func newSimNode(f *Fleet, name string, m machine) (*simNode, error) {
 	if f.s.Faults.On(FaultHNSChurn, name) && f.s.HNS != HNSOff {
 		opts.HNS = churning(opts.HNS)
 	}
+	if f.s.KubeProxyDSR && opts.HNS != nil && !f.s.Faults.On(FaultNoDSR, name) {
+		opts.HNS = withDSR(opts.HNS)
+	}
 	f.s.Profile.shape(&opts, m.cni)
 	f.s.Faults.shape(name, &opts)
 	if f.s.Faults.On(FaultHostEnv, name) {
@@ -474,6 +477,15 @@ func (n *simNode) programmingUpLocked() {
 		busyUntil = start.Add(n.fullSync(m.Build, n.f.model.Counts(n.name, m.CNIMode == "overlay")))
 	}
 	n.f.programming.Up(n.name, Rates(m.Build), busyUntil)
+}
+
+// withDSR: every load balancer counts has Direct Server Return.
+func withDSR(counts func() (host.HNSCounts, error)) func() (host.HNSCounts, error) {
+	return func() (host.HNSCounts, error) {
+		c, err := counts()
+		c.DSRLoadBalancers = c.LoadBalancers
+		return c, err
+	}
 }
 
 func catchUp(full host.HNSCounts, since, total time.Duration) host.HNSCounts {

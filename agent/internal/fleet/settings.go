@@ -71,6 +71,9 @@ type Settings struct {
 	// HNSCostScale multiplies what each change costs a node's HNS to program
 	// (hnsmodel.Rates); 0 makes programming free.
 	HNSCostScale float64
+	// KubeProxyDSR: the nodes' kube-proxy runs with --enable-dsr, so every
+	// HNS load balancer it programs has Direct Server Return.
+	KubeProxyDSR bool
 	// LatencyFile: where the fleet's network-programming latency histogram
 	// goes when it stops ("": nowhere).
 	LatencyFile string
@@ -113,6 +116,7 @@ func defineFlags(fs *flag.FlagSet, s *Settings) *rawFlags {
 	fs.DurationVar(&s.HNSInterval, "hns-interval", time.Second, "how often each agent reads HNS (a real agent: every 15s, WINPOOL_HNS_INTERVAL; the default converges tests fast)")
 	r.logFormat = fs.String("log-format", "text", "text | json (one object per line)")
 	fs.DurationVar(&s.HNSFaultAfter, "hns-fault-after", 20*time.Second, "how long after a node's HNS caught up (or the fleet started) the HNS faults hns-collapse, hns-restart and lb-deleted strike")
+	fs.BoolVar(&s.KubeProxyDSR, "kube-proxy-dsr", false, "the nodes' kube-proxy runs with --enable-dsr: its HNS load balancers have Direct Server Return")
 	fs.Float64Var(&s.HNSCostScale, "hns-cost-scale", 1, "multiplies the time each Service or EndpointSlice change takes a node's HNS to program (the per-release rates of kubernetes/kubernetes#109124); 0: free")
 	fs.StringVar(&s.LatencyFile, "latency-file", "", "when the fleet stops (SIGTERM), write its network-programming latency (from each change to each node's HNS holding it) there as JSON: a summary and the histogram")
 	fs.StringVar(&s.StatsFile, "stats-file", "", "when the fleet stops (SIGTERM), write each node's installs, reboots and their reasons, containerd swaps and rollbacks there as JSON")

@@ -5,12 +5,15 @@ package hns
 type Fake struct {
 	Nets          []Network
 	LBs           int
+	DSRLBs        int
 	EndpointsByID map[string][]Endpoint
 	Err           error
 }
 
 func (f *Fake) Networks() ([]Network, error) { return f.Nets, f.Err }
-func (f *Fake) LoadBalancers() (int, error)  { return f.LBs, f.Err }
+func (f *Fake) LoadBalancers() (LoadBalancers, error) {
+	return LoadBalancers{All: f.LBs, DSR: f.DSRLBs}, f.Err
+}
 func (f *Fake) Endpoints(id string) ([]Endpoint, error) {
 	return f.EndpointsByID[id], f.Err
 }

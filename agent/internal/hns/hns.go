@@ -22,6 +22,11 @@ type Network struct {
 	Type string
 }
 
+// LoadBalancers counts HNS load balancers: all of them, and those with
+// Direct Server Return (hcn.LoadBalancerFlagsDSR), which kube-proxy winkernel
+// programs for every ClusterIP when it runs with --enable-dsr.
+type LoadBalancers struct{ All, DSR int }
+
 // Endpoint is an HNS endpoint; Remote is hcn.EndpointFlagsRemoteEndpoint,
 // set on the endpoints kube-proxy creates for pods on other nodes.
 type Endpoint struct{ Remote bool }
@@ -30,7 +35,7 @@ type Endpoint struct{ Remote bool }
 type API interface {
 	Networks() ([]Network, error)
 	// LoadBalancers counts the host's HNS load balancers (hcn.ListLoadBalancers).
-	LoadBalancers() (int, error)
+	LoadBalancers() (LoadBalancers, error)
 	// Endpoints lists the endpoints of one network (hcn.ListEndpointsOfNetwork).
 	Endpoints(networkID string) ([]Endpoint, error)
 }
@@ -149,7 +154,7 @@ func (s *Snapshot) count(api API) {
 		s.CountErr = fmt.Errorf("listing HNS load balancers: %w", err)
 		return
 	}
-	s.Counts.LoadBalancers = lbs
+	s.Counts.LoadBalancers, s.Counts.DSRLoadBalancers = lbs.All, lbs.DSR
 	if !s.Found {
 		return
 	}

@@ -53,20 +53,21 @@ func TestSelect(t *testing.T) {
 
 func TestCount(t *testing.T) {
 	f := &Fake{
-		Nets: []Network{{ID: "e", Name: "ext", Type: "L2Bridge"}, {ID: "v", Name: "vxlan0", Type: "Overlay"}},
-		LBs:  42,
+		Nets:   []Network{{ID: "e", Name: "ext", Type: "L2Bridge"}, {ID: "v", Name: "vxlan0", Type: "Overlay"}},
+		LBs:    42,
+		DSRLBs: 40,
 		EndpointsByID: map[string][]Endpoint{
 			"v": {{Remote: true}, {Remote: false}, {Remote: true}, {Remote: true}},
 			"e": {{Remote: true}, {Remote: true}},
 		},
 	}
 	got, err := Count(f, "")
-	if want := (host.HNSCounts{LoadBalancers: 42, RemoteEndpoints: 3}); err != nil || got != want {
-		t.Errorf("Count = %+v, %v; want %+v (remote endpoints of vxlan0 only, local ones not counted)", got, err, want)
+	if want := (host.HNSCounts{LoadBalancers: 42, RemoteEndpoints: 3, DSRLoadBalancers: 40}); err != nil || got != want {
+		t.Errorf("Count = %+v, %v; want %+v (remote endpoints of vxlan0 only, local ones not counted; DSR ones among the load balancers)", got, err, want)
 	}
 
 	f.Nets = f.Nets[:1]
-	if got, err := Count(f, ""); err != nil || got != (host.HNSCounts{LoadBalancers: 42}) {
+	if got, err := Count(f, ""); err != nil || got != (host.HNSCounts{LoadBalancers: 42, DSRLoadBalancers: 40}) {
 		t.Errorf("no kube-proxy network: Count = %+v, %v; want the load balancers and no endpoints", got, err)
 	}
 
@@ -83,7 +84,10 @@ type counting struct {
 }
 
 func (c *counting) Networks() ([]Network, error) { c.networks++; return c.API.Networks() }
-func (c *counting) LoadBalancers() (int, error)  { c.lbs++; return c.API.LoadBalancers() }
+func (c *counting) LoadBalancers() (LoadBalancers, error) {
+	c.lbs++
+	return c.API.LoadBalancers()
+}
 func (c *counting) Endpoints(id string) ([]Endpoint, error) {
 	c.endpoints++
 	return c.API.Endpoints(id)
@@ -103,9 +107,9 @@ func (f failing) Networks() ([]Network, error) {
 	}
 	return f.Fake.Networks()
 }
-func (f failing) LoadBalancers() (int, error) {
+func (f failing) LoadBalancers() (LoadBalancers, error) {
 	if f.lbs != nil {
-		return 0, f.lbs
+		return LoadBalancers{}, f.lbs
 	}
 	return f.Fake.LoadBalancers()
 }

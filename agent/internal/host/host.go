@@ -310,6 +310,9 @@ type SourceCheck struct {
 type HNSCounts struct {
 	LoadBalancers   int
 	RemoteEndpoints int
+	// DSRLoadBalancers: those of LoadBalancers with Direct Server Return
+	// (kube-proxy winkernel runs with --enable-dsr).
+	DSRLoadBalancers int
 }
 
 // UpdateResult is what servicing (DISM / wusa / Windows Update) returned.

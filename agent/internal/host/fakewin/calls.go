@@ -287,9 +287,9 @@ func (h hcn) Networks() ([]hns.Network, error) {
 	return nets, nil
 }
 
-func (h hcn) LoadBalancers() (int, error) {
+func (h hcn) LoadBalancers() (hns.LoadBalancers, error) {
 	c, err := h.counts()
-	return c.LoadBalancers, err
+	return hns.LoadBalancers{All: c.LoadBalancers, DSR: c.DSRLoadBalancers}, err
 }
 
 func (h hcn) Endpoints(id string) ([]hns.Endpoint, error) {

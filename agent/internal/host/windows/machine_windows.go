@@ -159,9 +159,15 @@ func (hcnAPI) Networks() ([]hns.Network, error) {
 	return out, nil
 }
 
-func (hcnAPI) LoadBalancers() (int, error) {
+func (hcnAPI) LoadBalancers() (hns.LoadBalancers, error) {
 	lbs, err := hcn.ListLoadBalancers()
-	return len(lbs), err
+	out := hns.LoadBalancers{All: len(lbs)}
+	for _, lb := range lbs {
+		if lb.Flags&hcn.LoadBalancerFlagsDSR != 0 {
+			out.DSR++
+		}
+	}
+	return out, err
 }
 
 func (hcnAPI) Endpoints(networkID string) ([]hns.Endpoint, error) {
