@@ -8,7 +8,10 @@
 //! mid-rollout. The invariant checker (tests/support/invariants.rs) samples the
 //! cluster every 500ms throughout; the rollout must converge with no violation,
 //! and the operator must keep deciding while nodes are in flight (liveness,
-//! read from its metrics).
+//! read from its metrics). At the end the API server's audit log is replayed:
+//! maxUnavailable over every node write it completed (a start and a finish
+//! between two samples count too), no node drained twice for one revision,
+//! and no Node write by an agent's identity.
 //!
 //! The test runs its own cluster (`WINPOOL_CLUSTER=chaos`, ports from 26490) so
 //! restarting its API server disturbs no other test, and always tears it down.
@@ -877,6 +880,13 @@ async fn a_rollout_converges_through_chaos_with_every_invariant_held() {
     checker.finish(&last);
     let audit = support::audit::requests(&ChaosCluster::cluster_dir().join("logs/audit.log"), &t.node_prefix());
     checker.check_drains(start.elapsed(), &support::audit::drains_per_node(&audit));
+    let peak = support::audit::in_flight_peak(&audit);
+    let added = done.iter().filter(|(_, m)| m.starts_with("added")).count();
+    checker.check_in_flight_replayed(start.elapsed(), &peak, &size.max_unavailable, size.nodes + added);
+    eprintln!("  audit replay: at most {} nodes in flight ({})", peak.0, peak.1.join(", "));
+    let agent = format!("system:serviceaccount:{}:winpool-agent", t.agent_namespace());
+    let agent_node_writes = support::audit::node_writes_by(&ChaosCluster::cluster_dir().join("logs/audit.log"), &agent);
+    checker.check_agent_node_writes(start.elapsed(), &agent_node_writes);
 
     eprintln!(
         "\n==== chaos seed {seed}: converged at revision {final_rev} in {:.0}s after the rollout started ====",

@@ -103,22 +103,42 @@ pub fn drains_per_node(requests: &[Request]) -> BTreeMap<(String, String), usize
 /// once, replayed from its successful node patches in the order the API
 /// server completed them.
 pub fn max_in_flight(requests: &[Request]) -> usize {
+    in_flight_peak(requests).0
+}
+
+/// [`max_in_flight`], and the nodes in flight when the peak was first
+/// reached, with when. A deleted Node leaves the flight (its name may come
+/// back as a new Node).
+pub fn in_flight_peak(requests: &[Request]) -> (usize, Vec<String>, Option<jiff::Timestamp>) {
     let mut in_flight = std::collections::BTreeSet::new();
-    let mut max = 0;
-    for r in requests.iter().filter(|r| r.resource == "nodes" && r.verb == "patch" && r.code == 200 && r.user_agent.starts_with("winpool/"))
-    {
-        match r.body["metadata"]["annotations"]["winpool.dev/state"].as_str() {
-            Some("Draining" | "Applying" | "Verifying") => {
-                in_flight.insert(r.name.clone());
-            }
-            Some(_) => {
+    let mut peak: (usize, Vec<String>, Option<jiff::Timestamp>) = (0, Vec::new(), None);
+    for r in requests.iter().filter(|r| r.resource == "nodes" && r.subresource.is_empty() && (200..300).contains(&r.code)) {
+        match r.verb.as_str() {
+            "delete" => {
                 in_flight.remove(&r.name);
             }
-            None => {}
+            "patch" if r.user_agent.starts_with("winpool/") => match r.body["metadata"]["annotations"]["winpool.dev/state"].as_str() {
+                Some("Draining" | "Applying" | "Verifying") => {
+                    in_flight.insert(r.name.clone());
+                }
+                Some(_) => {
+                    in_flight.remove(&r.name);
+                }
+                None => {}
+            },
+            _ => {}
         }
-        max = max.max(in_flight.len());
+        if in_flight.len() > peak.0 {
+            peak = (in_flight.len(), in_flight.iter().cloned().collect(), r.at);
+        }
     }
-    max
+    peak
+}
+
+/// Every Node write (patch, update, status, create, delete) an identity made:
+/// what the agent's must never have.
+pub fn node_writes_by(audit: &Path, user: &str) -> Vec<Request> {
+    requests_by(audit, user).into_iter().filter(|r| r.resource == "nodes" && is_write(r)).collect()
 }
 
 /// Eviction requests for pod `namespace/pod` that a PodDisruptionBudget refused (429).

@@ -190,6 +190,8 @@ pub enum Kind {
     StrandedCordon,
     MissingConfigMap,
     StatusMismatch,
+    /// A Node written by an agent's identity (it has no right to any).
+    AgentWroteNode,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -452,6 +454,33 @@ impl Checker {
     pub fn check_drains(&mut self, at: Duration, drains: &BTreeMap<(String, String), usize>) {
         for msg in drained_twice(drains) {
             self.record(at, Kind::DrainedTwice, format!("audit/{msg}"), msg);
+        }
+    }
+
+    /// maxUnavailable replayed from every node write the API server completed
+    /// (`audit::in_flight_peak`), not sampled: a start and a finish between two
+    /// samples still count. `pool_size` resolves a percentage (the pool's
+    /// largest size: nodes come and go in the soak).
+    pub fn check_in_flight_replayed(
+        &mut self,
+        at: Duration,
+        peak: &(usize, Vec<String>, Option<jiff::Timestamp>),
+        max_unavailable: &IntOrString,
+        pool_size: usize,
+    ) {
+        let limit = allowed_unavailable(max_unavailable, pool_size);
+        if peak.0 > limit {
+            let when = peak.2.map(|t| t.to_string()).unwrap_or_default();
+            let msg = format!("audit: {} nodes in flight at {when} ({}), maxUnavailable allows {limit}", peak.0, peak.1.join(", "));
+            self.record(at, Kind::TooManyUnavailable, "audit/in-flight".into(), msg);
+        }
+    }
+
+    /// Node writes by the agents' identity, from the audit log: there must be none.
+    pub fn check_agent_node_writes(&mut self, at: Duration, writes: &[crate::support::audit::Request]) {
+        for w in writes {
+            let msg = format!("audit: {} {} {}/{} by {} ({})", w.verb, w.resource, w.subresource, w.name, w.user, w.code);
+            self.record(at, Kind::AgentWroteNode, format!("audit/{}/{}", w.verb, w.name), msg);
         }
     }
 
@@ -738,5 +767,45 @@ mod tests {
             "{}",
             c.report()
         );
+    }
+
+    fn write(verb: &str, node: &str, state: Option<&str>, user_agent: &str) -> crate::support::audit::Request {
+        crate::support::audit::Request {
+            verb: verb.into(),
+            resource: "nodes".into(),
+            subresource: String::new(),
+            namespace: String::new(),
+            name: node.into(),
+            user: "someone".into(),
+            user_agent: user_agent.into(),
+            code: 200,
+            body: serde_json::json!({ "metadata": { "annotations": { "winpool.dev/state": state } } }),
+            at: None,
+        }
+    }
+
+    /// Replayed from the audit log: a node deleted mid-flight leaves the flight (its name
+    /// starting again is a new node), another tool's patch moves nothing, and a peak over
+    /// maxUnavailable is a violation.
+    #[test]
+    fn in_flight_replayed_from_the_audit_log() {
+        use crate::support::audit::in_flight_peak;
+        let w = |verb, node, state| write(verb, node, state, "winpool/0.9");
+        let log = vec![
+            w("patch", "a", Some("Draining")),
+            w("patch", "b", Some("Draining")),
+            w("delete", "a", None),
+            w("patch", "c", Some("Draining")),
+            write("patch", "d", Some("Applying"), "kubectl/v1.36"),
+            w("patch", "b", Some("Updated")),
+            w("patch", "a", Some("Draining")),
+        ];
+        let peak = in_flight_peak(&log);
+        assert_eq!((peak.0, peak.1.clone()), (2, vec!["a".to_string(), "b".to_string()]));
+        let mut c = Checker::default();
+        c.check_in_flight_replayed(Duration::ZERO, &peak, &IntOrString::Int(2), 3);
+        assert!(c.violations.is_empty(), "{}", c.report());
+        c.check_in_flight_replayed(Duration::ZERO, &peak, &IntOrString::Int(1), 3);
+        assert_eq!(c.kinds(), BTreeSet::from([Kind::TooManyUnavailable]));
     }
 }
