@@ -476,6 +476,36 @@ async fn nodes_whose_wsus_does_not_offer_the_update_are_never_cordoned_and_the_r
     .await;
 }
 
+/// Two of six nodes behind a firewall that lets the Windows Update service
+/// hosts through and drops where its payloads come from: the search would
+/// work and the download, after the drain, would not. Their preflight names
+/// the payload host; they are never cordoned, and the other four roll out.
+#[tokio::test]
+async fn nodes_that_reach_windows_update_but_not_its_payloads_are_never_cordoned() {
+    two_of_six_blocked_in_preflight(
+        "payload-blocked",
+        "kind",
+        &["update source Windows Update payloads (download.windowsupdate.com) cannot be reached", "a firewall drops it"],
+    )
+    .await;
+}
+
+/// Two of six nodes whose WinHTTP proxy asks for authentication, which the
+/// Windows Update client (SYSTEM) never gives: their preflight says so for
+/// each host it asked a tunnel to; never cordoned, the other four roll out.
+#[tokio::test]
+async fn nodes_whose_proxy_wants_credentials_are_never_cordoned() {
+    two_of_six_blocked_in_preflight(
+        "proxy-auth",
+        "kind",
+        &[
+            "Windows Update payloads (download.windowsupdate.com) via WinHTTP proxy proxy.corp.example:3128",
+            "the proxy asks for authentication (HTTP 407), which the Windows Update client (SYSTEM) never gives",
+        ],
+    )
+    .await;
+}
+
 /// A pool asking `networking.kubeProxy.enableDSR` on six nodes whose
 /// kube-proxy runs with it (the fleet's `--kube-proxy-dsr`) but on two
 /// (`no-dsr`): those two are blocked before their cordon, saying that none

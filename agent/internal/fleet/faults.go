@@ -122,6 +122,21 @@ const (
 	// the fleet's run with it (--kube-proxy-dsr): an image whose flags differ
 	// from what the pool says (networking.kubeProxy.enableDSR).
 	FaultNoDSR Fault = "no-dsr"
+	// FaultPayloadBlocked: a firewall lets the Windows Update service hosts
+	// through and drops its payloads' (payloadHost): the search works, the
+	// download after the drain would not.
+	FaultPayloadBlocked Fault = "payload-blocked"
+	// FaultProxyAuth: the machine's WinHTTP proxy (fleetProxy) asks for
+	// authentication (407), which the Windows Update client, as SYSTEM,
+	// does not give.
+	FaultProxyAuth Fault = "proxy-auth"
+)
+
+// payloadHost is where Windows Update's payloads come from (the agent's
+// preflight checks it); fleetProxy the WinHTTP proxy of FaultProxyAuth.
+const (
+	payloadHost = "download.windowsupdate.com"
+	fleetProxy  = "proxy.corp.example:3128"
 )
 
 // hostEnvProxy is FaultHostEnv's proxy: the discard port, which refuses.
@@ -165,6 +180,8 @@ var faultHelp = map[Fault]string{
 	FaultLBDeleted:          "--hns-fault-after HNS caught up, a tenth of its load balancers are deleted and never recreated until a reboot",
 	FaultHostEnv:            "the machine environment sets KUBECONFIG to the kubelet's credentials and HTTPS_PROXY to a proxy that refuses",
 	FaultNoDSR:              "kube-proxy runs without --enable-dsr (with --kube-proxy-dsr: on this node only)",
+	FaultPayloadBlocked:     "a firewall lets the Windows Update service hosts through and drops " + payloadHost,
+	FaultProxyAuth:          "the WinHTTP proxy " + fleetProxy + " asks for authentication (407)",
 }
 
 // faultsUsage is --host-faults' help: the form, then a line per fault.
@@ -178,7 +195,7 @@ func faultsUsage() string {
 }
 
 // knownFaults are the faults --host-faults accepts.
-var knownFaults = []Fault{FaultHNSChurn, FaultReadErrors, FaultPendingRenames, FaultOvershoot, FaultUndershoot, FaultRebootUnknown, FaultAgentRestart, FaultSSUFirst, FaultRuntimeCrashloop, FaultSlowAPI, FaultSourceUnreachable, FaultTaskNotStarted, FaultOnBattery, FaultWSUSUnapproved, FaultWUBusy, FaultWSUS503, FaultDownloadReset, FaultSlowServicing, FaultLocalized, FaultPendingAfterTarget, FaultAKSHNSReset, FaultServiceDeps, FaultBadUpdate, FaultHNSCollapse, FaultHNSRestart, FaultLBDeleted, FaultHostEnv, FaultNoDSR}
+var knownFaults = []Fault{FaultHNSChurn, FaultReadErrors, FaultPendingRenames, FaultOvershoot, FaultUndershoot, FaultRebootUnknown, FaultAgentRestart, FaultSSUFirst, FaultRuntimeCrashloop, FaultSlowAPI, FaultSourceUnreachable, FaultTaskNotStarted, FaultOnBattery, FaultWSUSUnapproved, FaultWUBusy, FaultWSUS503, FaultDownloadReset, FaultSlowServicing, FaultLocalized, FaultPendingAfterTarget, FaultAKSHNSReset, FaultServiceDeps, FaultBadUpdate, FaultHNSCollapse, FaultHNSRestart, FaultLBDeleted, FaultHostEnv, FaultNoDSR, FaultPayloadBlocked, FaultProxyAuth}
 
 // slowServicingTime is how long FaultSlowServicing's install takes.
 const slowServicingTime = 75 * time.Second
@@ -210,6 +227,13 @@ func (f Faults) shape(node string, o *fakewin.Options) {
 	}
 	if f.On(FaultSourceUnreachable, node) {
 		o.Unreachable = "simulated: source-unreachable"
+	}
+	if f.On(FaultPayloadBlocked, node) {
+		o.Firewalled = append(o.Firewalled, payloadHost)
+	}
+	if f.On(FaultProxyAuth, node) {
+		o.WinHTTPProxy = fleetProxy
+		o.ProxyAnswer = func(string) int { return 407 }
 	}
 	if f.On(FaultRuntimeCrashloop, node) {
 		o.RuntimeCrashLoops = true

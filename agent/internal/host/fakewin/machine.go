@@ -122,6 +122,14 @@ type Options struct {
 	// OnTaskStarted is called, on its own goroutine, when Task Scheduler
 	// starts a task (its name).
 	OnTaskStarted func(name string)
+	// Firewalled are hosts the machine's network drops (a firewall whose
+	// allow-list misses them).
+	Firewalled []string
+	// WinHTTPProxy is the machine's WinHTTP proxy (host:port; "": none), and
+	// ProxyAnswer the status it answers a CONNECT to a host:port with (nil:
+	// 200, a tunnel).
+	WinHTTPProxy string
+	ProxyAnswer  func(target string) int
 	// Environment is the machine's environment variables (names are
 	// case-insensitive, as on Windows), besides the folders it always has.
 	Environment map[string]string

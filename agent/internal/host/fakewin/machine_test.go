@@ -198,16 +198,17 @@ func TestAWSUSNodeWithGermanTitlesInstallsItsCumulativeUpdate(t *testing.T) {
 	}
 }
 
-// A source that does not answer: preflight names each Windows Update host,
-// and a search ends the install with the HRESULT Windows gives.
+// A source that does not answer: preflight names each Windows Update host
+// and where its payloads come from, and a search ends the install with the
+// HRESULT Windows gives.
 func TestAnUnreachableSourceFailsPreflightAndTheSearch(t *testing.T) {
 	o := aks(fakewin.Catalogue{})
 	o.Unreachable = "a proxy in the way"
 	_, h := boot(t, o)
 	req := host.UpdateRequest{Revision: "r1", Attempt: 1, Target: target}
 	f := h.Preflight(context.Background(), req)
-	if len(f.Sources) != 2 || f.Sources[0].Err == "" || f.Sources[1].Err == "" {
-		t.Errorf("preflight %+v, want both Windows Update hosts unreachable", f.Sources)
+	if len(f.Sources) != 3 || f.Sources[0].Err == "" || f.Sources[1].Err == "" || f.Sources[2].Err == "" {
+		t.Errorf("preflight %+v, want both Windows Update hosts and its payloads' unreachable", f.Sources)
 	}
 	if err := h.StartUpdate(context.Background(), req); err != nil {
 		t.Fatal(err)
@@ -251,4 +252,28 @@ func lbs(t *testing.T, h *windows.Host) int {
 		t.Fatal(err)
 	}
 	return c.LoadBalancers
+}
+
+// A firewall that drops Windows Update's payloads alone, and a WinHTTP proxy
+// that asks for authentication: each named by preflight, where the service
+// hosts' checks alone passed.
+func TestPayloadsFirewalledAndAProxyThatWantsCredentialsFailPreflight(t *testing.T) {
+	req := host.UpdateRequest{Revision: "r1", Attempt: 1, Target: target}
+	o := aks(fakewin.Catalogue{})
+	o.Firewalled = []string{"download.windowsupdate.com"}
+	_, h := boot(t, o)
+	f := h.Preflight(context.Background(), req)
+	if len(f.Sources) != 3 || f.Sources[0].Err != "" || f.Sources[1].Err != "" || !strings.Contains(f.Sources[2].Err, "a firewall drops it") {
+		t.Errorf("firewalled payloads: preflight %+v", f.Sources)
+	}
+
+	o = aks(fakewin.Catalogue{})
+	o.WinHTTPProxy, o.ProxyAnswer = "proxy.corp:3128", func(string) int { return 407 }
+	_, h = boot(t, o)
+	f = h.Preflight(context.Background(), req)
+	for _, s := range f.Sources {
+		if !strings.Contains(s.Name, "via WinHTTP proxy proxy.corp:3128") || !strings.Contains(s.Err, "HTTP 407") {
+			t.Errorf("a proxy that wants credentials: %+v", s)
+		}
+	}
 }

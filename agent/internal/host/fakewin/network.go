@@ -2,6 +2,7 @@ package fakewin
 
 import (
 	"archive/tar"
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"context"
@@ -13,6 +14,7 @@ import (
 	"net/http"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 
 	"winpool.dev/agent/internal/host/windows"
@@ -30,15 +32,35 @@ func (n network) Dial(ctx context.Context, _, addr string) (net.Conn, error) {
 	if why != "" {
 		return nil, fmt.Errorf("dial tcp %s: %w (%s)", addr, errUnreachable, why)
 	}
+	if h, _, err := net.SplitHostPort(addr); err == nil && slices.Contains(n.m.o.Firewalled, h) {
+		return nil, fmt.Errorf("dial tcp %s: %w (a firewall drops it)", addr, errUnreachable)
+	}
 	a, b := net.Pipe()
 	go func() { <-ctx.Done(); b.Close() }()
+	if addr == n.m.o.WinHTTPProxy {
+		go n.proxy(b)
+	}
 	return a, nil
+}
+
+// proxy answers one CONNECT as the machine's WinHTTP proxy does.
+func (n network) proxy(c net.Conn) {
+	defer c.Close()
+	req, err := http.ReadRequest(bufio.NewReader(c))
+	if err != nil {
+		return
+	}
+	status := http.StatusOK
+	if n.m.o.ProxyAnswer != nil {
+		status = n.m.o.ProxyAnswer(req.Host)
+	}
+	fmt.Fprintf(c, "HTTP/1.1 %d %s\r\nContent-Length: 0\r\n\r\n", status, http.StatusText(status))
 }
 
 func (n network) HTTP() *http.Client { return &http.Client{Transport: web{n.m}} }
 
 func (n network) WinHTTPProxy() (windows.WinHTTPProxyConfig, error) {
-	return windows.WinHTTPProxyConfig{}, nil
+	return windows.WinHTTPProxyConfig{Proxy: n.m.o.WinHTTPProxy}, nil
 }
 
 func (n network) DialPipe(ctx context.Context, pipe string) (net.Conn, error) {

@@ -1,6 +1,7 @@
 package windows
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -48,9 +49,15 @@ const (
 // endpoints", Windows Update) name those two domains as what connects a
 // device to Windows Update; the two host names are the ones clients are
 // seen to use there. The payloads then come from
-// *.dl.delivery.mp.microsoft.com and *.windowsupdate.com, which are not
-// dialled.
+// *.dl.delivery.mp.microsoft.com and *.windowsupdate.com:
+// windowsUpdatePayloadHost stands for them, since an allow-list that lets
+// the service through and not the content passes a check of the service
+// alone and fails the download after the drain.
 var windowsUpdateHosts = []string{"slscr.update.microsoft.com", "fe3cr.delivery.mp.microsoft.com"}
+
+// windowsUpdatePayloadHost is where Windows Update's content comes from,
+// checked on 443 (plain-HTTP downloads on 80 are not).
+const windowsUpdatePayloadHost = "download.windowsupdate.com"
 
 // wuPolicy is the node's Windows Update policy as read from the registry.
 type wuPolicy struct {
@@ -197,6 +204,10 @@ const (
 	probePath
 	// probeDial: a TCP connection to host:port opens.
 	probeDial
+	// probeTunnel: the proxy Via opens a tunnel to host:port (HTTP CONNECT),
+	// as WinHTTP asks it for an https source: proves what the proxy lets
+	// through, not only that it answers.
+	probeTunnel
 )
 
 // sourceProbe is one update source and how to check it.
@@ -206,6 +217,8 @@ type sourceProbe struct {
 	Kind probeKind
 	// Target is the URL, the path, or the host:port to dial.
 	Target string
+	// Via is the proxy (host:port) a probeTunnel asks.
+	Via string
 	// Err, when set, is why the source cannot be reached without trying
 	// (a policy that names no server); nothing is probed.
 	Err string
@@ -241,7 +254,10 @@ func sourceProbes(req host.UpdateRequest, policy wuPolicy, policyErr error, prox
 		switch p := proxy.proxyFor(scheme, h); {
 		case proxyErr != nil:
 			name += fmt.Sprintf(" (WinHTTP proxy unreadable: %v; dialled directly)", proxyErr)
+		case p != "" && scheme == "https":
+			return sourceProbe{Name: name + " via WinHTTP proxy " + p, Kind: probeTunnel, Target: addr, Via: p}
 		case p != "":
+			// Plain HTTP goes to the proxy as a request of its own, not a tunnel.
 			return sourceProbe{Name: name + " via WinHTTP proxy " + p, Kind: probeDial, Target: p}
 		}
 		return sourceProbe{Name: name, Kind: probeDial, Target: addr}
@@ -260,7 +276,8 @@ func sourceProbes(req host.UpdateRequest, policy wuPolicy, policyErr error, prox
 	for _, h := range windowsUpdateHosts {
 		probes = append(probes, through("Windows Update ("+h+")", "https", net.JoinHostPort(h, "443")))
 	}
-	return probes
+	payloads := "Windows Update payloads (" + windowsUpdatePayloadHost + ")"
+	return append(probes, through(payloads, "https", net.JoinHostPort(windowsUpdatePayloadHost, "443")))
 }
 
 // headRefused: any answer to HEAD but a 2xx is asked again with a one-byte
@@ -347,6 +364,43 @@ func checkDial(ctx context.Context, dial func(ctx context.Context, network, addr
 	}
 	c.Close()
 	return ""
+}
+
+// checkTunnel asks the proxy at via for a tunnel to addr (HTTP CONNECT) and
+// closes it: 2xx is a tunnel; 407 a proxy that wants credentials the Windows
+// Update client, running as SYSTEM, does not give; anything else the proxy
+// refusing that host.
+func checkTunnel(ctx context.Context, dial func(ctx context.Context, network, addr string) (net.Conn, error), via, addr string, timeout time.Duration) string {
+	c, err := dial(ctx, "tcp", via)
+	if err != nil {
+		return "the proxy: " + describeErr(err, timeout)
+	}
+	defer c.Close()
+	if d, ok := ctx.Deadline(); ok {
+		_ = c.SetDeadline(d)
+	}
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	if _, err := fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", addr, addr); err != nil {
+		return "the proxy: " + describeErr(err, timeout)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: http.MethodConnect})
+	if err != nil {
+		var ne net.Error
+		if ctx.Err() != nil || errors.As(err, &ne) && ne.Timeout() {
+			return fmt.Sprintf("the proxy did not answer CONNECT %s within %s", addr, timeout)
+		}
+		return fmt.Sprintf("the proxy's answer to CONNECT %s: %v", addr, err)
+	}
+	resp.Body.Close()
+	switch {
+	case resp.StatusCode >= 200 && resp.StatusCode < 300:
+		return ""
+	case resp.StatusCode == http.StatusProxyAuthRequired:
+		// Said once per source: short, the hosts to exempt are in docs/agent.md.
+		return "the proxy asks for authentication (HTTP 407), which the Windows Update client (SYSTEM) never gives: exempt the Windows Update hosts from it"
+	}
+	return fmt.Sprintf("the proxy refused a tunnel to %s (HTTP %s): allow it for the nodes", addr, resp.Status)
 }
 
 // describeErr is an error without what the source's name already says
@@ -480,6 +534,8 @@ func (c preflightChecks) probe(ctx context.Context, p sourceProbe, timeout time.
 		return checkURL(ctx, c.client, p.Target, timeout)
 	case probeDial:
 		return checkDial(ctx, c.dial, p.Target, timeout)
+	case probeTunnel:
+		return checkTunnel(ctx, c.dial, p.Via, p.Target, timeout)
 	}
 	done := make(chan string, 1)
 	go func() { done <- checkPath(c.stat, p.Target) }()

@@ -1,8 +1,10 @@
 package windows
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"io"
 	"io/fs"
 	"net"
 	"net/http"
@@ -27,13 +29,17 @@ func windowsUpdateRequest() host.UpdateRequest {
 // TestSourceProbes: which sources a request has, in install order, what
 // each is called and where its check goes.
 func TestSourceProbes(t *testing.T) {
+	// Windows Update: its two service hosts and where its payloads come
+	// from, each dialled, or through the proxy a tunnel asked of it.
 	wu := func(via string) []sourceProbe {
 		var out []sourceProbe
-		for _, h := range windowsUpdateHosts {
-			p := sourceProbe{Name: "Windows Update (" + h + ")", Kind: probeDial, Target: h + ":443"}
+		for _, name := range []string{"Windows Update (slscr.update.microsoft.com)", "Windows Update (fe3cr.delivery.mp.microsoft.com)",
+			"Windows Update payloads (download.windowsupdate.com)"} {
+			h := name[strings.Index(name, "(")+1 : len(name)-1]
+			p := sourceProbe{Name: name, Kind: probeDial, Target: h + ":443"}
 			if via != "" {
 				p.Name += " via WinHTTP proxy " + via
-				p.Target = via
+				p.Kind, p.Via = probeTunnel, via
 			}
 			out = append(out, p)
 		}
@@ -381,6 +387,7 @@ func TestPreflightRun(t *testing.T) {
 		{"Windows Update dropped by a firewall", windowsUpdateRequest(), wuPolicy{}, 20 << 30, nil, host.PreflightFindings{SystemDrive: "C:", FreeBytes: 20 << 30, Sources: []host.SourceCheck{
 			{Name: "Windows Update (slscr.update.microsoft.com)", Err: "no answer within 300ms (dial tcp: context deadline exceeded)"},
 			{Name: "Windows Update (fe3cr.delivery.mp.microsoft.com)", Err: "no answer within 300ms (dial tcp: context deadline exceeded)"},
+			{Name: "Windows Update payloads (download.windowsupdate.com)", Err: "no answer within 300ms (dial tcp: context deadline exceeded)"},
 		}}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -397,5 +404,59 @@ func TestPreflightRun(t *testing.T) {
 				t.Errorf("the policy was read %d times, want %d", n, tc.reads)
 			}
 		})
+	}
+}
+
+// A proxy asked for a tunnel (HTTP CONNECT): one that opens it passes, one
+// that wants credentials says so (the Windows Update client, as SYSTEM, gives
+// none), one that refuses the host names it, one that never answers is
+// timed out.
+func TestCheckTunnel(t *testing.T) {
+	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listener.Close()
+	answers := map[string]string{
+		"open.example:443":    "HTTP/1.1 200 Connection established\r\n\r\n",
+		"auth.example:443":    "HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: NTLM\r\nContent-Length: 0\r\n\r\n",
+		"blocked.example:443": "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n",
+	}
+	go func() {
+		for {
+			c, err := listener.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				req, err := http.ReadRequest(bufio.NewReader(c))
+				if err != nil || req.Method != http.MethodConnect {
+					return
+				}
+				if a, ok := answers[req.Host]; ok {
+					io.WriteString(c, a)
+					return
+				}
+				time.Sleep(time.Second) // a proxy that never answers
+			}()
+		}
+	}()
+	dial := (&net.Dialer{}).DialContext
+	for _, tc := range []struct{ addr, want string }{
+		{"open.example:443", ""},
+		{"auth.example:443", "the proxy asks for authentication (HTTP 407), which the Windows Update client (SYSTEM) never gives"},
+		{"blocked.example:443", "the proxy refused a tunnel to blocked.example:443 (HTTP 403 Forbidden)"},
+		{"silent.example:443", "the proxy did not answer CONNECT silent.example:443 within 200ms"},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		got := checkTunnel(ctx, dial, listener.Addr().String(), tc.addr, 200*time.Millisecond)
+		cancel()
+		if (tc.want == "") != (got == "") || !strings.HasPrefix(got, tc.want) {
+			t.Errorf("%s: %q, want %q", tc.addr, got, tc.want)
+		}
+	}
+	if got := checkTunnel(context.Background(), dial, "127.0.0.1:1", "open.example:443", time.Second); !strings.HasPrefix(got, "the proxy: dial tcp") {
+		t.Errorf("a proxy that refuses connections: %q", got)
 	}
 }
