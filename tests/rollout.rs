@@ -36,7 +36,8 @@ async fn a_pool_rolls_every_node_to_the_target_and_again_on_a_new_patch_level() 
     let client = support::client().await;
     install_crd(&client).await;
     let mut t = TestSpace::new("rollout-basic").await;
-    t.start_sim(6, &["--apply-time=1s", "--reboot-time=0.5s"]);
+    // Every node's containerd download is cut mid-body once (a proxy resetting it): resumed, it swaps.
+    t.start_sim(6, &["--apply-time=1s", "--reboot-time=0.5s", "--host-faults=download-cut"]);
     wait_nodes_ready(&t, 6).await;
     support::protected_workload(&t, 3, 2).await;
     // An administrator cordoned this node before the rollout: it must stay cordoned after.

@@ -140,11 +140,30 @@ pub struct HnsPacing {
     #[serde(default = "default_hns_pacing_budget")]
     #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"), length(max = 32))]
     pub budget: String,
+    /// How long this pool's nodes take to program HNS, where measured to differ
+    /// from winpool's per-release default (docs/OPERATIONS.md "Rollouts paced by
+    /// HNS"); each unset rate is the release's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rates: Option<HnsRates>,
+}
+
+/// `rollout.hnsPacing.rates`: Go durations per unit of work.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HnsRates {
+    /// Replacing one load balancer (default 600ms on ltsc2019, 27ms on ltsc2022 and ltsc2025).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"), length(max = 32))]
+    pub per_load_balancer: Option<String>,
+    /// Adding or removing one remote endpoint (default 24ms on ltsc2019, 1.2ms on ltsc2022 and ltsc2025).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"), length(max = 32))]
+    pub per_remote_endpoint: Option<String>,
 }
 
 impl Default for HnsPacing {
     fn default() -> Self {
-        HnsPacing { enabled: true, budget: default_hns_pacing_budget() }
+        HnsPacing { enabled: true, budget: default_hns_pacing_budget(), rates: None }
     }
 }
 

@@ -262,8 +262,9 @@ async fn observe(pool: &WindowsNodePool, ctx: &Context) -> Result<Observed, Erro
         .collect();
     let limits = Limits::for_pool(&pool.spec.hns, pool.spec.os.version);
     let (totals, over_limit, hns_backlog) = {
-        let t = ctx.hns.lock().expect("hns lock");
-        (t.totals(), t.services_over(limits.backends_per_service), t.backlog(pool.spec.os.version, ctx.now()))
+        let mut t = ctx.hns.lock().expect("hns lock");
+        let backlog = t.backlog_at(pool.spec.os.version, crate::rollout::hns_rates(&pool.spec), ctx.now());
+        (t.totals(), t.services_over(limits.backends_per_service), backlog)
     };
     let rules = DrainRules::of(&pool.spec.rollout.drain);
     let pods_by_node = pods_on_draining(ctx, round::draining(&members), &rules).await?;

@@ -130,6 +130,11 @@ const (
 	// authentication (407), which the Windows Update client, as SYSTEM,
 	// does not give.
 	FaultProxyAuth Fault = "proxy-auth"
+	// FaultDownloadCut: the first download of each file the machine fetches
+	// over HTTP (containerd's release archive) is cut mid-body, as a proxy
+	// resetting a long transfer does: the agent resumes it with a Range
+	// request.
+	FaultDownloadCut Fault = "download-cut"
 )
 
 // payloadHost is where Windows Update's payloads come from (the agent's
@@ -182,6 +187,7 @@ var faultHelp = map[Fault]string{
 	FaultNoDSR:              "kube-proxy runs without --enable-dsr (with --kube-proxy-dsr: on this node only)",
 	FaultPayloadBlocked:     "a firewall lets the Windows Update service hosts through and drops " + payloadHost,
 	FaultProxyAuth:          "the WinHTTP proxy " + fleetProxy + " asks for authentication (407)",
+	FaultDownloadCut:        "the first download of each file over HTTP (containerd's archive) is cut mid-body",
 }
 
 // faultsUsage is --host-faults' help: the form, then a line per fault.
@@ -195,7 +201,7 @@ func faultsUsage() string {
 }
 
 // knownFaults are the faults --host-faults accepts.
-var knownFaults = []Fault{FaultHNSChurn, FaultReadErrors, FaultPendingRenames, FaultOvershoot, FaultUndershoot, FaultRebootUnknown, FaultAgentRestart, FaultSSUFirst, FaultRuntimeCrashloop, FaultSlowAPI, FaultSourceUnreachable, FaultTaskNotStarted, FaultOnBattery, FaultWSUSUnapproved, FaultWUBusy, FaultWSUS503, FaultDownloadReset, FaultSlowServicing, FaultLocalized, FaultPendingAfterTarget, FaultAKSHNSReset, FaultServiceDeps, FaultBadUpdate, FaultHNSCollapse, FaultHNSRestart, FaultLBDeleted, FaultHostEnv, FaultNoDSR, FaultPayloadBlocked, FaultProxyAuth}
+var knownFaults = []Fault{FaultHNSChurn, FaultReadErrors, FaultPendingRenames, FaultOvershoot, FaultUndershoot, FaultRebootUnknown, FaultAgentRestart, FaultSSUFirst, FaultRuntimeCrashloop, FaultSlowAPI, FaultSourceUnreachable, FaultTaskNotStarted, FaultOnBattery, FaultWSUSUnapproved, FaultWUBusy, FaultWSUS503, FaultDownloadReset, FaultSlowServicing, FaultLocalized, FaultPendingAfterTarget, FaultAKSHNSReset, FaultServiceDeps, FaultBadUpdate, FaultHNSCollapse, FaultHNSRestart, FaultLBDeleted, FaultHostEnv, FaultNoDSR, FaultPayloadBlocked, FaultProxyAuth, FaultDownloadCut}
 
 // slowServicingTime is how long FaultSlowServicing's install takes.
 const slowServicingTime = 75 * time.Second
@@ -230,6 +236,9 @@ func (f Faults) shape(node string, o *fakewin.Options) {
 	}
 	if f.On(FaultPayloadBlocked, node) {
 		o.Firewalled = append(o.Firewalled, payloadHost)
+	}
+	if f.On(FaultDownloadCut, node) {
+		o.CutDownloads = 1
 	}
 	if f.On(FaultProxyAuth, node) {
 		o.WinHTTPProxy = fleetProxy

@@ -104,21 +104,7 @@ func newSimNode(f *Fleet, name string, m machine) (*simNode, error) {
 		Catalogue:  fakewin.Catalogue{InstallTime: f.s.ApplyTime, Fails: f.failures.failsOn(name)},
 		OnReboot:   n.reboot,
 	}
-	switch f.s.HNS {
-	case HNSAuto:
-		opts.HNS = n.hns
-	case HNSFixed:
-		fixed := f.s.HNSFixed
-		opts.HNS = func() (host.HNSCounts, error) { return fixed, nil }
-	case HNSOff:
-		opts.HNS = func() (host.HNSCounts, error) { return host.HNSCounts{}, errHNSOff }
-	}
-	if f.s.Faults.On(FaultHNSChurn, name) && f.s.HNS != HNSOff {
-		opts.HNS = churning(opts.HNS)
-	}
-	if f.s.KubeProxyDSR && opts.HNS != nil && !f.s.Faults.On(FaultNoDSR, name) {
-		opts.HNS = withDSR(opts.HNS)
-	}
+	opts.HNS = n.hnsCounts()
 	f.s.Profile.shape(&opts, m.cni)
 	f.s.Faults.shape(name, &opts)
 	if f.s.Faults.On(FaultHostEnv, name) {
@@ -156,6 +142,29 @@ func newSimNode(f *Fleet, name string, m machine) (*simNode, error) {
 		n.mu.Unlock()
 	}
 	return n, nil
+}
+
+// hnsCounts is how the machine's HNS counts are read (--hns), with the
+// node's HNS faults and its kube-proxy's DSR.
+func (n *simNode) hnsCounts() func() (host.HNSCounts, error) {
+	s := n.f.s
+	var counts func() (host.HNSCounts, error)
+	switch s.HNS {
+	case HNSAuto:
+		counts = n.hns
+	case HNSFixed:
+		fixed := s.HNSFixed
+		counts = func() (host.HNSCounts, error) { return fixed, nil }
+	case HNSOff:
+		return func() (host.HNSCounts, error) { return host.HNSCounts{}, errHNSOff }
+	}
+	if s.Faults.On(FaultHNSChurn, n.name) {
+		counts = churning(counts)
+	}
+	if s.KubeProxyDSR && counts != nil && !s.Faults.On(FaultNoDSR, n.name) {
+		counts = withDSR(counts)
+	}
+	return counts
 }
 
 // The simulated swap's proof is the real one, shortened: a fleet of

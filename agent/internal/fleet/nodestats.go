@@ -33,6 +33,10 @@ type NodeStats struct {
 	// KubeProxyRestartedAt: when kube-proxy's service was last restarted
 	// (by the agent, asked by the operator's hns.repair).
 	KubeProxyRestartedAt *time.Time `json:"kubeProxyRestartedAt,omitempty"`
+	// DownloadsCut and DownloadsResumed: downloads cut mid-body (download-cut)
+	// and Range requests answered with the rest of a file.
+	DownloadsCut     int `json:"downloadsCut,omitempty"`
+	DownloadsResumed int `json:"downloadsResumed,omitempty"`
 }
 
 // Latency is the fleet's network-programming latency as --latency-file
@@ -76,6 +80,7 @@ func (f *Fleet) stats() []NodeStats {
 			Node: n.name, Build: m.Build.String(), Installs: m.Installs, Reboots: m.Reboots,
 			RebootReasons: append([]string{}, m.RebootReasons...), RuntimeSwaps: m.RuntimeSwaps, Rollbacks: m.Rollbacks,
 			AgentRestarts: restarts, Programming: programming.Summary(), HNSFaultAt: faultAt,
+			DownloadsCut: m.DownloadsCut, DownloadsResumed: m.DownloadsResumed,
 		})
 		if !m.KubeProxyStarted.IsZero() {
 			at := m.KubeProxyStarted

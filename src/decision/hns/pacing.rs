@@ -37,7 +37,7 @@ impl Work {
 /// assumed no slower than ltsc2022. The simulated fleet charges the same
 /// published rates (`agent/internal/fleet/hnsmodel/cost.go`), from its own
 /// code: the estimate here is checked against it, not derived from it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ProgrammingRates {
     pub per_load_balancer: Duration,
     pub per_remote_endpoint: Duration,
@@ -61,12 +61,19 @@ impl ProgrammingRates {
     }
 }
 
-/// The estimated programming queue of each release's nodes.
+/// The estimated programming queue of nodes at each pace: each release's
+/// default, and each pace a pool sets (`rollout.hnsPacing.rates`).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Backlog {
     /// One per release, in `OsVersion::ALL` order.
     queues: [SyncQueue; 3],
+    /// Paces pools set, each queue kept from when a pool first asked for it,
+    /// and dropped once no pool asked for an hour (`Backlog::at_rates`).
+    set: HashMap<ProgrammingRates, (SyncQueue, Timestamp)>,
 }
+
+/// How long a pace no pool asks for is kept.
+const UNASKED: SignedDuration = SignedDuration::from_hours(1);
 
 /// kube-proxy's syncs on a node of one release, as winkernel runs them: a
 /// sync takes every Service changed since the last one began and replaces
@@ -141,6 +148,22 @@ impl Backlog {
         for (os, q) in OsVersion::ALL.iter().zip(self.queues.iter_mut()) {
             q.charge(&ProgrammingRates::default_for(*os), service, work, now);
         }
+        self.set.retain(|_, (_, asked)| now.duration_since(*asked) < UNASKED);
+        for (rates, (q, _)) in &mut self.set {
+            q.charge(rates, service, work, now);
+        }
+    }
+
+    /// How long a node programming at `rates` needs, from `now`, to program
+    /// what it heard so far. A pace no pool asked for before starts its queue
+    /// now: the changes heard before are not in it.
+    pub fn at_rates(&mut self, os: OsVersion, rates: ProgrammingRates, now: Timestamp) -> Duration {
+        if rates == ProgrammingRates::default_for(os) {
+            return self.of(os, now);
+        }
+        let (q, asked) = self.set.entry(rates).or_insert_with(|| (SyncQueue::default(), now));
+        *asked = now;
+        q.left(&rates, now)
     }
 
     /// How long a node of `os` needs, from `now`, to program what it heard so far.

@@ -864,3 +864,32 @@ fn the_backlog_queues_changes_in_syncs_at_each_releases_pace() {
     t.charge(t0);
     assert_eq!(t.backlog(OsVersion::Ltsc2019, t0), Duration::from_millis(624));
 }
+
+/// A pace a pool sets (`rollout.hnsPacing.rates`) has a queue of its own,
+/// kept from when a pool first asked for it (what was heard before is not in
+/// it) and dropped once no pool asked for an hour; the release's default pace
+/// asked that way is the release's queue.
+#[test]
+fn a_pool_s_own_pace_queues_from_when_it_is_first_asked() {
+    use std::time::Duration;
+    let t0 = Timestamp::UNIX_EPOCH;
+    let at = |ms: i64| t0 + SignedDuration::from_millis(ms);
+    let a: Arc<str> = "ns/a".into();
+    let w = Work { load_balancers: 10, remote_endpoints: 5 };
+    let slow = ProgrammingRates { per_load_balancer: Duration::from_millis(1200), per_remote_endpoint: Duration::from_millis(48) };
+    let mut q = Backlog::default();
+    q.charge(&a, w, t0);
+    assert_eq!(q.at_rates(OsVersion::Ltsc2019, slow, at(0)), Duration::ZERO, "heard before the pace was asked: not in its queue");
+    q.charge(&a, w, at(10_000));
+    // Twice the release's pace: 12.24 s where the release's queue has 6.12 s.
+    assert_eq!(q.at_rates(OsVersion::Ltsc2019, slow, at(10_000)), Duration::from_millis(12_240));
+    assert_eq!(q.of(OsVersion::Ltsc2019, at(10_000)), Duration::from_millis(6_120));
+    assert_eq!(
+        q.at_rates(OsVersion::Ltsc2019, ProgrammingRates::default_for(OsVersion::Ltsc2019), at(10_000)),
+        q.of(OsVersion::Ltsc2019, at(10_000)),
+        "the release's own pace is the release's queue"
+    );
+    // Not asked for two hours: dropped at the next change, and started anew when asked again.
+    q.charge(&a, w, at(2 * 3600 * 1000 + 10_000));
+    assert_eq!(q.at_rates(OsVersion::Ltsc2019, slow, at(2 * 3600 * 1000 + 10_000)), Duration::ZERO);
+}

@@ -386,6 +386,11 @@ impl HnsTracker {
         self.backlog.of(os, now)
     }
 
+    /// [`Self::backlog`] for nodes that program at `rates` (a pool's `rollout.hnsPacing.rates`).
+    pub fn backlog_at(&mut self, os: OsVersion, rates: super::ProgrammingRates, now: Timestamp) -> std::time::Duration {
+        self.backlog.at_rates(os, rates, now)
+    }
+
     /// Both watches have delivered their first complete list.
     pub fn synced(&self) -> bool {
         self.services_listed && self.slices_listed

@@ -41,9 +41,21 @@ pub fn hns_wait(spec: &WindowsNodePoolSpec, backlog: Duration) -> Option<HnsWait
 /// balancer: two at the release's pace. None with pacing off.
 pub fn hns_eviction_room(spec: &WindowsNodePoolSpec, backlog: Duration, unheard: usize) -> Option<usize> {
     let budget = hns_pacing_budget(spec)?;
-    let per_eviction = 2 * crate::hns::ProgrammingRates::default_for(spec.os.version).per_load_balancer.as_millis().max(1);
+    let per_eviction = 2 * hns_rates(spec).per_load_balancer.as_millis().max(1);
     let room = usize::try_from(budget.saturating_sub(backlog).as_millis() / per_eviction).unwrap_or(usize::MAX);
     Some(room.saturating_sub(unheard))
+}
+
+/// How fast the pool's nodes program HNS: its release's default, each rate
+/// the pool sets (`rollout.hnsPacing.rates`) instead.
+pub fn hns_rates(spec: &WindowsNodePoolSpec) -> crate::hns::ProgrammingRates {
+    let default = crate::hns::ProgrammingRates::default_for(spec.os.version);
+    let Some(r) = &spec.rollout.hns_pacing.rates else { return default };
+    let rate = |set: &Option<String>, default: Duration| set.as_deref().and_then(parse_duration).unwrap_or(default);
+    crate::hns::ProgrammingRates {
+        per_load_balancer: rate(&r.per_load_balancer, default.per_load_balancer),
+        per_remote_endpoint: rate(&r.per_remote_endpoint, default.per_remote_endpoint),
+    }
 }
 
 /// rollout.hnsPacing's budget; None with pacing off.

@@ -1885,6 +1885,21 @@ fn the_evictions_of_a_round_are_bounded_by_the_hns_room_left() {
     // Less than one eviction's room: none this round.
     let plan = with(29.5);
     assert!(plan.drain.is_empty(), "{:?}", plan.drain);
+    // The pool's own pace (rollout.hnsPacing.rates): 300 ms a load balancer, 600 ms an eviction: 10 in 6 s.
+    let fast = ltsc2019("rollout: {maxUnavailable: 3, hnsPacing: {budget: 30s, rates: {perLoadBalancer: 300ms}}}");
+    assert_eq!(crate::rollout::hns_rates(&fast).per_remote_endpoint, Duration::from_millis(24), "an unset rate is the release's");
+    let rev = revision_of(&fast);
+    let fast_nodes: Vec<NodeView> = ["a", "b", "c"]
+        .iter()
+        .map(|name| {
+            let mut n = in_state(name, NodeState::Draining, &rev);
+            n.pods_to_evict = 3;
+            n
+        })
+        .collect();
+    let fast_input = PoolInput { hns_backlog: Duration::from_secs(24), ..input(&fast, &existing) };
+    let plan = decide(&fast_input, &cleared(&fast, &fast_nodes), now());
+    assert_eq!(plan.eviction_caps, BTreeMap::from([("a".to_string(), 3), ("b".to_string(), 3), ("c".to_string(), 3)]));
     // Pacing off: every pod of every node, no cap.
     let off = ltsc2019("rollout: {maxUnavailable: 3, hnsPacing: {enabled: false}}");
     let input = PoolInput { hns_backlog: Duration::from_secs(29), ..input(&off, &existing) };

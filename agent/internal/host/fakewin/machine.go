@@ -122,6 +122,11 @@ type Options struct {
 	// OnTaskStarted is called, on its own goroutine, when Task Scheduler
 	// starts a task (its name).
 	OnTaskStarted func(name string)
+	// CutDownloads: the first this many downloads of each file the machine's
+	// network serves (containerd's release archive) are cut mid-body, as a
+	// proxy resetting a long transfer does; a Range request for the rest of
+	// the same file (If-Range: its ETag) is answered with it.
+	CutDownloads int
 	// Firewalled are hosts the machine's network drops (a firewall whose
 	// allow-list misses them).
 	Firewalled []string
@@ -170,12 +175,15 @@ type Machine struct {
 	// kubeProxyStarted: when kube-proxy's service was last started other
 	// than by a boot (zero: never).
 	kubeProxyStarted time.Time
-	hnsNow           host.HNSCounts
-	hnsErr           error
-	installs         int
-	searches         int
-	swaps            int
-	rollback         int
+	// cuts: downloads cut, by path; resumed: Range requests answered.
+	cuts     map[string]int
+	resumed  int
+	hnsNow   host.HNSCounts
+	hnsErr   error
+	installs int
+	searches int
+	swaps    int
+	rollback int
 	// bootContainerd is the containerd version the machine booted with.
 	bootContainerd string
 	bootCtx        context.Context
@@ -412,6 +420,9 @@ type Stats struct {
 	// KubeProxyStarted: when kube-proxy's service was last started other
 	// than by a boot (a restart programs every Service again); zero: never.
 	KubeProxyStarted time.Time
+	// DownloadsCut: downloads the network cut mid-body (CutDownloads);
+	// DownloadsResumed: Range requests it answered with the rest of a file.
+	DownloadsCut, DownloadsResumed int
 }
 
 // Stats reads the machine's state as the simulation sees it (never a read
@@ -421,7 +432,8 @@ func (m *Machine) Stats() Stats {
 	defer m.mu.Unlock()
 	return Stats{Build: m.buildLocked(), Containerd: m.containerdVersion(), Installs: m.installs, RuntimeSwaps: m.swaps, Rollbacks: m.rollback,
 		Reboots: len(m.reboots), RebootReasons: append([]string(nil), m.reboots...), CNIMode: hns.Mode(m.o.Network), Searches: m.searches,
-		NetworkUp: m.o.Network.Name != "" && !m.netGone, KubeProxyStarted: m.kubeProxyStarted}
+		NetworkUp: m.o.Network.Name != "" && !m.netGone, KubeProxyStarted: m.kubeProxyStarted,
+		DownloadsCut: sum(m.cuts), DownloadsResumed: m.resumed}
 }
 
 // containerdVersion is the version the installed containerd.exe prints.

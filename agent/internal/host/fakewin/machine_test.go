@@ -130,12 +130,7 @@ func TestAnUpdateRunsThroughTheServicingTaskAndTheReboot(t *testing.T) {
 // kubelet while it runs, so the task stops it first and starts it last.
 func TestAContainerdUpgradeSwapsTheBinariesAndProvesThem(t *testing.T) {
 	m, h := boot(t, aks(fakewin.Catalogue{}))
-	if err := h.UpgradeContainerd(context.Background(), host.RuntimeRequest{Revision: "r1", Attempt: 1, Version: "1.7.22", From: "1.7.20"}); err != nil {
-		t.Fatal(err)
-	}
-	obs := until(t, h, "the upgrade task ends", func(o host.Observed) bool {
-		return o.RuntimeUpgrade != nil && o.RuntimeUpgrade.Phase != host.RuntimeScheduled && o.RuntimeUpgrade.Phase != host.RuntimeRunning
-	})
+	obs := upgradeTo1722(t, h)
 	if obs.RuntimeUpgrade.Phase != host.RuntimeSucceeded || obs.ContainerdVersion != "1.7.22" {
 		t.Errorf("upgrade %+v, containerd %q; want Succeeded and 1.7.22", obs.RuntimeUpgrade, obs.ContainerdVersion)
 	}
@@ -154,12 +149,7 @@ func TestACrashLoopingContainerdIsRolledBack(t *testing.T) {
 	o := aks(fakewin.Catalogue{})
 	o.RuntimeCrashLoops = true
 	m, h := boot(t, o)
-	if err := h.UpgradeContainerd(context.Background(), host.RuntimeRequest{Revision: "r1", Attempt: 1, Version: "1.7.22", From: "1.7.20"}); err != nil {
-		t.Fatal(err)
-	}
-	obs := until(t, h, "the upgrade task ends", func(o host.Observed) bool {
-		return o.RuntimeUpgrade != nil && o.RuntimeUpgrade.Phase != host.RuntimeScheduled && o.RuntimeUpgrade.Phase != host.RuntimeRunning
-	})
+	obs := upgradeTo1722(t, h)
 	if obs.RuntimeUpgrade.Phase != host.RuntimeRolledBack || obs.ContainerdVersion != "1.7.20" {
 		t.Errorf("upgrade %+v, containerd %q; want RolledBack and 1.7.20", obs.RuntimeUpgrade, obs.ContainerdVersion)
 	}
@@ -276,4 +266,32 @@ func TestPayloadsFirewalledAndAProxyThatWantsCredentialsFailPreflight(t *testing
 			t.Errorf("a proxy that wants credentials: %+v", s)
 		}
 	}
+}
+
+// A containerd release download cut mid-body (a proxy resetting the
+// transfer) is picked up where it stopped: one Range request for the rest,
+// the archive's digest holds, the upgrade succeeds.
+func TestACutDownloadIsResumedFromWhereItStopped(t *testing.T) {
+	o := aks(fakewin.Catalogue{})
+	o.CutDownloads = 1
+	m, h := boot(t, o)
+	obs := upgradeTo1722(t, h)
+	if obs.RuntimeUpgrade.Phase != host.RuntimeSucceeded || obs.ContainerdVersion != "1.7.22" {
+		t.Errorf("upgrade %+v, containerd %q; want Succeeded and 1.7.22", obs.RuntimeUpgrade, obs.ContainerdVersion)
+	}
+	if s := m.Stats(); s.DownloadsCut != 1 || s.DownloadsResumed != 1 {
+		t.Errorf("cut %d, resumed %d: want the one cut download resumed once", s.DownloadsCut, s.DownloadsResumed)
+	}
+}
+
+// upgradeTo1722 has the host upgrade containerd 1.7.20 to 1.7.22 and waits
+// for the upgrade task's end.
+func upgradeTo1722(t *testing.T, h *windows.Host) host.Observed {
+	t.Helper()
+	if err := h.UpgradeContainerd(context.Background(), host.RuntimeRequest{Revision: "r1", Attempt: 1, Version: "1.7.22", From: "1.7.20"}); err != nil {
+		t.Fatal(err)
+	}
+	return until(t, h, "the upgrade task ends", func(o host.Observed) bool {
+		return o.RuntimeUpgrade != nil && o.RuntimeUpgrade.Phase != host.RuntimeScheduled && o.RuntimeUpgrade.Phase != host.RuntimeRunning
+	})
 }

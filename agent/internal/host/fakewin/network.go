@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -86,13 +87,50 @@ func (w web) RoundTrip(r *http.Request) (*http.Response, error) {
 	if g := releaseFile.FindStringSubmatch(p); r.URL.Host == "github.com" && g != nil && g[1] == g[2] {
 		archive := containerdArchive(g[1])
 		if g[3] == "" {
-			return answer(r, http.StatusOK, archive), nil
+			return w.download(r, p, archive), nil
 		}
 		sum := sha256.Sum256(archive)
 		return answer(r, http.StatusOK, []byte(hex.EncodeToString(sum[:])+"  "+path.Base(strings.TrimSuffix(p, ".sha256sum"))+"\n")), nil
 	}
 	return answer(r, http.StatusNotFound, []byte("Not Found")), nil
 }
+
+// download answers a GET of a file: the rest of it for a Range request
+// naming its ETag (If-Range), else all of it, cut mid-body the first
+// CutDownloads times.
+func (w web) download(r *http.Request, file string, body []byte) *http.Response {
+	sum := sha256.Sum256(body)
+	etag := `"` + hex.EncodeToString(sum[:8]) + `"`
+	var from int64
+	if _, err := fmt.Sscanf(r.Header.Get("Range"), "bytes=%d-", &from); err == nil && r.Header.Get("If-Range") == etag && from > 0 && from < int64(len(body)) {
+		w.m.mu.Lock()
+		w.m.resumed++
+		w.m.mu.Unlock()
+		resp := answer(r, http.StatusPartialContent, body[from:])
+		resp.Header.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", from, len(body)-1, len(body)))
+		resp.Header.Set("ETag", etag)
+		return resp
+	}
+	resp := answer(r, http.StatusOK, body)
+	resp.Header.Set("ETag", etag)
+	w.m.mu.Lock()
+	defer w.m.mu.Unlock()
+	if w.m.cuts == nil {
+		w.m.cuts = map[string]int{}
+	}
+	if w.m.cuts[file] < w.m.o.CutDownloads {
+		w.m.cuts[file]++
+		resp.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body[:len(body)/2]), errReader{errConnectionReset}))
+	}
+	return resp
+}
+
+// errConnectionReset is what a transfer cut by a proxy ends with.
+var errConnectionReset = errors.New("read tcp: wsarecv: An existing connection was forcibly closed by the remote host.")
+
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 
 // kubelet is its healthz: "ok" while the kubelet service runs.
 func (w web) kubelet(r *http.Request) (*http.Response, error) {
@@ -128,4 +166,12 @@ func containerdArchive(v string) []byte {
 	_ = tw.Close()
 	_ = gz.Close()
 	return buf.Bytes()
+}
+
+func sum(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
 }
