@@ -68,9 +68,13 @@ func Config(getenv func(string) string, saDir string) (*rest.Config, error) {
 // a client built the usual way would (KUBECONFIG, the proxies), for the log.
 func Ignored(getenv func(string) string) []string {
 	var out []string
-	for _, v := range []string{"KUBECONFIG", "HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"} {
-		if getenv(v) != "" {
-			out = append(out, v)
+	for _, names := range [][]string{{"KUBECONFIG"}, {"HTTPS_PROXY", "https_proxy"}, {"HTTP_PROXY", "http_proxy"}} {
+		// Windows' environment ignores case: both spellings are one variable there.
+		for _, v := range names {
+			if getenv(v) != "" {
+				out = append(out, v)
+				break
+			}
 		}
 	}
 	return out

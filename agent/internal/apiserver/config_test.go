@@ -143,3 +143,16 @@ func TestAKubeconfigOnlyByItsOwnName(t *testing.T) {
 	}
 	assertNoProxy(t, cfg)
 }
+
+// The variables the agent's API client does not follow are named once each,
+// whichever spelling the environment has.
+func TestIgnoredNamesEachVariableOnce(t *testing.T) {
+	env := map[string]string{"KUBECONFIG": `C:\ProgramData\kubernetes\kubeconfig`, "HTTPS_PROXY": "http://p:3128", "https_proxy": "http://p:3128", "http_proxy": "http://p:3128"}
+	got := Ignored(func(k string) string { return env[k] })
+	if want := []string{"KUBECONFIG", "HTTPS_PROXY", "http_proxy"}; strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("Ignored = %q, want %q", got, want)
+	}
+	if got := Ignored(func(string) string { return "" }); len(got) != 0 {
+		t.Errorf("nothing set: %q", got)
+	}
+}
