@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"net/http"
@@ -55,8 +56,8 @@ const (
 // alone and fails the download after the drain.
 var windowsUpdateHosts = []string{"slscr.update.microsoft.com", "fe3cr.delivery.mp.microsoft.com"}
 
-// windowsUpdatePayloadHost is where Windows Update's content comes from,
-// checked on 443 (plain-HTTP downloads on 80 are not).
+// windowsUpdatePayloadHost is where Windows Update's content comes from:
+// over plain HTTP (80) mostly, over HTTPS (443) too, so either passes.
 const windowsUpdatePayloadHost = "download.windowsupdate.com"
 
 // wuPolicy is the node's Windows Update policy as read from the registry.
@@ -208,6 +209,10 @@ const (
 	// as WinHTTP asks it for an https source: proves what the proxy lets
 	// through, not only that it answers.
 	probeTunnel
+	// probePayload: a host Windows Update downloads from answers on 80 or
+	// 443, directly, or through the proxy Via (a tunnel to 443, or a plain
+	// HTTP request for port 80).
+	probePayload
 )
 
 // sourceProbe is one update source and how to check it.
@@ -276,8 +281,14 @@ func sourceProbes(req host.UpdateRequest, policy wuPolicy, policyErr error, prox
 	for _, h := range windowsUpdateHosts {
 		probes = append(probes, through("Windows Update ("+h+")", "https", net.JoinHostPort(h, "443")))
 	}
-	payloads := "Windows Update payloads (" + windowsUpdatePayloadHost + ")"
-	return append(probes, through(payloads, "https", net.JoinHostPort(windowsUpdatePayloadHost, "443")))
+	payloads := through("Windows Update payloads ("+windowsUpdatePayloadHost+")", "http", net.JoinHostPort(windowsUpdatePayloadHost, "80"))
+	if payloads.Err == "" {
+		payloads.Kind, payloads.Target = probePayload, windowsUpdatePayloadHost
+		if payloads.Via == "" && strings.Contains(payloads.Name, " via WinHTTP proxy ") {
+			payloads.Via = proxy.proxyFor("http", windowsUpdatePayloadHost)
+		}
+	}
+	return append(probes, payloads)
 }
 
 // headRefused: any answer to HEAD but a 2xx is asked again with a one-byte
@@ -366,14 +377,34 @@ func checkDial(ctx context.Context, dial func(ctx context.Context, network, addr
 	return ""
 }
 
+// proxyAuthRequired is what a 407 means for the Windows Update client. Said
+// once per source: short, the hosts to exempt are in docs/agent.md.
+const proxyAuthRequired = "the proxy asks for authentication (HTTP 407), which the Windows Update client (SYSTEM) never gives: exempt the Windows Update hosts from it"
+
 // checkTunnel asks the proxy at via for a tunnel to addr (HTTP CONNECT) and
 // closes it: 2xx is a tunnel; 407 a proxy that wants credentials the Windows
 // Update client, running as SYSTEM, does not give; anything else the proxy
 // refusing that host.
 func checkTunnel(ctx context.Context, dial func(ctx context.Context, network, addr string) (net.Conn, error), via, addr string, timeout time.Duration) string {
+	request := fmt.Sprintf("CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", addr, addr)
+	status, failed := askProxy(ctx, dial, via, http.MethodConnect, request, "CONNECT "+addr, timeout)
+	switch {
+	case failed != "":
+		return failed
+	case status >= 200 && status < 300:
+		return ""
+	case status == http.StatusProxyAuthRequired:
+		return proxyAuthRequired
+	}
+	return fmt.Sprintf("the proxy refused a tunnel to %s (HTTP %d %s): allow it for the nodes", addr, status, http.StatusText(status))
+}
+
+// askProxy sends request (what, in messages) to the proxy at via and reads
+// the status of its answer; failed says why there is none.
+func askProxy(ctx context.Context, dial func(ctx context.Context, network, addr string) (net.Conn, error), via, method, request, what string, timeout time.Duration) (status int, failed string) {
 	c, err := dial(ctx, "tcp", via)
 	if err != nil {
-		return "the proxy: " + describeErr(err, timeout)
+		return 0, "the proxy: " + describeErr(err, timeout)
 	}
 	defer c.Close()
 	if d, ok := ctx.Deadline(); ok {
@@ -381,26 +412,71 @@ func checkTunnel(ctx context.Context, dial func(ctx context.Context, network, ad
 	}
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
-	if _, err := fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", addr, addr); err != nil {
-		return "the proxy: " + describeErr(err, timeout)
+	if _, err := io.WriteString(c, request); err != nil {
+		return 0, "the proxy: " + describeErr(err, timeout)
 	}
-	resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: http.MethodConnect})
+	resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: method})
 	if err != nil {
 		var ne net.Error
 		if ctx.Err() != nil || errors.As(err, &ne) && ne.Timeout() {
-			return fmt.Sprintf("the proxy did not answer CONNECT %s within %s", addr, timeout)
+			return 0, fmt.Sprintf("the proxy did not answer %s within %s", what, timeout)
 		}
-		return fmt.Sprintf("the proxy's answer to CONNECT %s: %v", addr, err)
+		return 0, fmt.Sprintf("the proxy's answer to %s: %v", what, err)
 	}
 	resp.Body.Close()
-	switch {
-	case resp.StatusCode >= 200 && resp.StatusCode < 300:
-		return ""
-	case resp.StatusCode == http.StatusProxyAuthRequired:
-		// Said once per source: short, the hosts to exempt are in docs/agent.md.
-		return "the proxy asks for authentication (HTTP 407), which the Windows Update client (SYSTEM) never gives: exempt the Windows Update hosts from it"
+	return resp.StatusCode, ""
+}
+
+// checkPayload checks that Windows Update's downloads from host can flow:
+// directly, host answers on 80 or 443; through the proxy via, it opens a
+// tunnel to host:443 or answers a plain HTTP request for host (any status
+// but 407: whether the proxy or the host answered cannot be told apart). Both
+// ways are tried at once; a 407 or both failing blocks, saying each.
+func checkPayload(ctx context.Context, dial func(ctx context.Context, network, addr string) (net.Conn, error), via, host string, timeout time.Duration) string {
+	tries := []func() string{
+		func() string { return checkDial(ctx, dial, net.JoinHostPort(host, "80"), timeout) },
+		func() string { return checkDial(ctx, dial, net.JoinHostPort(host, "443"), timeout) },
 	}
-	return fmt.Sprintf("the proxy refused a tunnel to %s (HTTP %s): allow it for the nodes", addr, resp.Status)
+	what := []string{"port 80", "port 443"}
+	if via != "" {
+		tries = []func() string{
+			func() string { return checkTunnel(ctx, dial, via, net.JoinHostPort(host, "443"), timeout) },
+			func() string { return checkThrough(ctx, dial, via, host, timeout) },
+		}
+		what = []string{"a tunnel to port 443", "plain HTTP"}
+	}
+	results := make([]chan string, len(tries))
+	for i, try := range tries {
+		results[i] = make(chan string, 1)
+		go func() { results[i] <- try() }()
+	}
+	var failed []string
+	for i, r := range results {
+		msg := <-r
+		if msg == "" {
+			return ""
+		}
+		if strings.Contains(msg, "HTTP 407") {
+			return msg
+		}
+		failed = append(failed, what[i]+": "+msg)
+	}
+	return "neither way answers (" + strings.Join(failed, "; ") + ")"
+}
+
+// checkThrough sends a plain HTTP request for host to the proxy at via, as
+// WinHTTP sends an http:// download through it: 407 is a proxy that wants
+// credentials; any other answer reached something.
+func checkThrough(ctx context.Context, dial func(ctx context.Context, network, addr string) (net.Conn, error), via, host string, timeout time.Duration) string {
+	request := fmt.Sprintf("HEAD http://%s/ HTTP/1.1\r\nHost: %s\r\n\r\n", host, host)
+	status, failed := askProxy(ctx, dial, via, http.MethodHead, request, "a request for http://"+host+"/", timeout)
+	switch {
+	case failed != "":
+		return failed
+	case status == http.StatusProxyAuthRequired:
+		return proxyAuthRequired
+	}
+	return ""
 }
 
 // describeErr is an error without what the source's name already says
@@ -536,6 +612,8 @@ func (c preflightChecks) probe(ctx context.Context, p sourceProbe, timeout time.
 		return checkDial(ctx, c.dial, p.Target, timeout)
 	case probeTunnel:
 		return checkTunnel(ctx, c.dial, p.Via, p.Target, timeout)
+	case probePayload:
+		return checkPayload(ctx, c.dial, p.Via, p.Target, timeout)
 	}
 	done := make(chan string, 1)
 	go func() { done <- checkPath(c.stat, p.Target) }()

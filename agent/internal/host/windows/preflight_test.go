@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"net"
@@ -40,6 +41,9 @@ func TestSourceProbes(t *testing.T) {
 			if via != "" {
 				p.Name += " via WinHTTP proxy " + via
 				p.Kind, p.Via = probeTunnel, via
+			}
+			if h == windowsUpdatePayloadHost {
+				p.Kind, p.Target = probePayload, h
 			}
 			out = append(out, p)
 		}
@@ -387,7 +391,7 @@ func TestPreflightRun(t *testing.T) {
 		{"Windows Update dropped by a firewall", windowsUpdateRequest(), wuPolicy{}, 20 << 30, nil, host.PreflightFindings{SystemDrive: "C:", FreeBytes: 20 << 30, Sources: []host.SourceCheck{
 			{Name: "Windows Update (slscr.update.microsoft.com)", Err: "no answer within 300ms (dial tcp: context deadline exceeded)"},
 			{Name: "Windows Update (fe3cr.delivery.mp.microsoft.com)", Err: "no answer within 300ms (dial tcp: context deadline exceeded)"},
-			{Name: "Windows Update payloads (download.windowsupdate.com)", Err: "no answer within 300ms (dial tcp: context deadline exceeded)"},
+			{Name: "Windows Update payloads (download.windowsupdate.com)", Err: "neither way answers (port 80: no answer within 300ms (dial tcp: context deadline exceeded); port 443: no answer within 300ms (dial tcp: context deadline exceeded))"},
 		}}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -412,16 +416,108 @@ func TestPreflightRun(t *testing.T) {
 // none), one that refuses the host names it, one that never answers is
 // timed out.
 func TestCheckTunnel(t *testing.T) {
-	listener, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer listener.Close()
 	answers := map[string]string{
 		"open.example:443":    "HTTP/1.1 200 Connection established\r\n\r\n",
 		"auth.example:443":    "HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: NTLM\r\nContent-Length: 0\r\n\r\n",
 		"blocked.example:443": "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n",
 	}
+	proxy := fakeProxy(t, func(req *http.Request) string {
+		if req.Method != http.MethodConnect {
+			return ""
+		}
+		return answers[req.Host] // none: a proxy that never answers
+	})
+	dial := (&net.Dialer{}).DialContext
+	for _, tc := range []struct{ addr, want string }{
+		{"open.example:443", ""},
+		{"auth.example:443", "the proxy asks for authentication (HTTP 407), which the Windows Update client (SYSTEM) never gives"},
+		{"blocked.example:443", "the proxy refused a tunnel to blocked.example:443 (HTTP 403 Forbidden)"},
+		{"silent.example:443", "the proxy did not answer CONNECT silent.example:443 within 200ms"},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		got := checkTunnel(ctx, dial, proxy, tc.addr, 200*time.Millisecond)
+		cancel()
+		if (tc.want == "") != (got == "") || !strings.HasPrefix(got, tc.want) {
+			t.Errorf("%s: %q, want %q", tc.addr, got, tc.want)
+		}
+	}
+	if got := checkTunnel(context.Background(), dial, "127.0.0.1:1", "open.example:443", time.Second); !strings.HasPrefix(got, "the proxy: dial tcp") {
+		t.Errorf("a proxy that refuses connections: %q", got)
+	}
+}
+
+// Windows Update's payloads may flow over 80 or 443, directly or through the
+// proxy (a tunnel, or a plain HTTP request): any way passes; a 407 blocks,
+// and so does every way failing, each said.
+func TestCheckPayload(t *testing.T) {
+	refused := func(addr string) error {
+		return &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connect: connection refused " + addr)}
+	}
+	// The proxy: answers CONNECT with connectStatus and a plain request with plainStatus.
+	var connectStatus, plainStatus atomic.Int32
+	proxy := fakeProxy(t, func(req *http.Request) string {
+		status := plainStatus.Load()
+		if req.Method == http.MethodConnect {
+			status = connectStatus.Load()
+		}
+		return fmt.Sprintf("HTTP/1.1 %d %s\r\nContent-Length: 0\r\n\r\n", status, http.StatusText(int(status)))
+	})
+	open := map[string]bool{}
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if addr == proxy {
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		}
+		if open[addr] {
+			a, b := net.Pipe()
+			b.Close()
+			return a, nil
+		}
+		return nil, refused(addr)
+	}
+	check := func(via string) string {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		return checkPayload(ctx, dial, via, "dl.example", time.Second)
+	}
+	open["dl.example:443"] = true
+	if got := check(""); got != "" {
+		t.Errorf("443 open, 80 refused: %q", got)
+	}
+	open = map[string]bool{"dl.example:80": true}
+	if got := check(""); got != "" {
+		t.Errorf("80 open, 443 refused: %q", got)
+	}
+	open = map[string]bool{}
+	if got := check(""); !strings.Contains(got, "port 80: dial tcp") || !strings.Contains(got, "port 443: dial tcp") {
+		t.Errorf("both refused: %q", got)
+	}
+	for _, tc := range []struct {
+		connect, plain int32
+		want           string
+	}{
+		{200, 403, ""},
+		{403, 200, ""},
+		{403, 403, ""}, // a 403 to a plain request may be the host's: passes
+		{407, 200, "HTTP 407"},
+		{403, 407, "HTTP 407"},
+	} {
+		connectStatus.Store(tc.connect)
+		plainStatus.Store(tc.plain)
+		if got := check(proxy); (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("CONNECT %d, plain %d: %q, want %q", tc.connect, tc.plain, got, tc.want)
+		}
+	}
+}
+
+// fakeProxy listens on loopback and answers each request with what answer
+// says ("": nothing, for a second); its address.
+func fakeProxy(t *testing.T, answer func(*http.Request) string) string {
+	t.Helper()
+	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { listener.Close() })
 	go func() {
 		for {
 			c, err := listener.Accept()
@@ -431,32 +527,16 @@ func TestCheckTunnel(t *testing.T) {
 			go func() {
 				defer c.Close()
 				req, err := http.ReadRequest(bufio.NewReader(c))
-				if err != nil || req.Method != http.MethodConnect {
+				if err != nil {
 					return
 				}
-				if a, ok := answers[req.Host]; ok {
+				if a := answer(req); a != "" {
 					io.WriteString(c, a)
 					return
 				}
-				time.Sleep(time.Second) // a proxy that never answers
+				time.Sleep(time.Second)
 			}()
 		}
 	}()
-	dial := (&net.Dialer{}).DialContext
-	for _, tc := range []struct{ addr, want string }{
-		{"open.example:443", ""},
-		{"auth.example:443", "the proxy asks for authentication (HTTP 407), which the Windows Update client (SYSTEM) never gives"},
-		{"blocked.example:443", "the proxy refused a tunnel to blocked.example:443 (HTTP 403 Forbidden)"},
-		{"silent.example:443", "the proxy did not answer CONNECT silent.example:443 within 200ms"},
-	} {
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		got := checkTunnel(ctx, dial, listener.Addr().String(), tc.addr, 200*time.Millisecond)
-		cancel()
-		if (tc.want == "") != (got == "") || !strings.HasPrefix(got, tc.want) {
-			t.Errorf("%s: %q, want %q", tc.addr, got, tc.want)
-		}
-	}
-	if got := checkTunnel(context.Background(), dial, "127.0.0.1:1", "open.example:443", time.Second); !strings.HasPrefix(got, "the proxy: dial tcp") {
-		t.Errorf("a proxy that refuses connections: %q", got)
-	}
+	return listener.Addr().String()
 }
