@@ -887,6 +887,16 @@ async fn a_rollout_converges_through_chaos_with_every_invariant_held() {
     let agent = format!("system:serviceaccount:{}:winpool-agent", t.agent_namespace());
     let agent_node_writes = support::audit::node_writes_by(&ChaosCluster::cluster_dir().join("logs/audit.log"), &agent);
     checker.check_agent_node_writes(start.elapsed(), &agent_node_writes);
+    let log = support::audit::requests_of_test(&ChaosCluster::cluster_dir().join("logs/audit.log"), &t.node_prefix(), &t.namespace);
+    let (uncordons, mid_install) = support::audit::uncordons_mid_install(&log);
+    checker.check_replayed(start.elapsed(), invariants::Kind::UncordonedMidInstall, &mid_install);
+    let (evictions, off_drain) = support::audit::evictions_off_drain(&log);
+    checker.check_replayed(start.elapsed(), invariants::Kind::EvictedOffDrain, &off_drain);
+    eprintln!(
+        "  audit replay: {uncordons} uncordons ({} while an agent installed), {evictions} evictions ({} from a node not Draining)",
+        mid_install.len(),
+        off_drain.len()
+    );
 
     eprintln!(
         "\n==== chaos seed {seed}: converged at revision {final_rev} in {:.0}s after the rollout started ====",
@@ -944,6 +954,7 @@ async fn a_rollout_converges_through_chaos_with_every_invariant_held() {
     // An operator that lost its lease while the API was away was restarted (as the
     // Deployment would) and reported above; any other exit already failed the test.
     checker.assert_clean();
+    assert!(evictions > 0, "seed {seed}: the replay judged no eviction: the audit log places none of the drained pods");
     assert!(
         stalls.is_empty(),
         "seed {seed}: the operator stopped reconciling with nodes in flight:\n{}",

@@ -1025,6 +1025,10 @@ async fn a_node_dropped_from_the_pool_mid_install_is_given_back_only_after_its_r
     .await;
     let held_while = held_while.into_inner().unwrap();
     assert!(!held_while.is_empty(), "the selector change landed while the host installed");
+    // Between two looks too: the API server's record of every uncordon.
+    let log = support::audit::requests_of_test(&support::audit::audit_log(), &t.node_prefix(), &t.namespace);
+    let (uncordons, mid_install) = support::audit::uncordons_mid_install(&log);
+    assert!(uncordons >= 1 && mid_install.is_empty(), "{uncordons} uncordons replayed: {mid_install:?}");
     let (n, result) = released;
     assert_eq!(result.as_deref(), Some("Succeeded"), "given back after its result");
     assert_ne!(n.spec.as_ref().and_then(|s| s.unschedulable), Some(true), "and uncordoned");

@@ -35,19 +35,28 @@ pub struct Request {
 
 /// Every completed request on objects whose name starts with `name_prefix`.
 pub fn requests(audit: &Path, name_prefix: &str) -> Vec<Request> {
-    completed(audit, name_prefix).filter(|r| r.name.starts_with(name_prefix)).collect()
+    completed(audit, &[name_prefix]).filter(|r| r.name.starts_with(name_prefix)).collect()
+}
+
+/// Every completed request on a test's nodes and reports (named with
+/// `name_prefix`) and on its pods (in `namespace`), in the order the API
+/// server completed them: what the replays below read.
+pub fn requests_of_test(audit: &Path, name_prefix: &str, namespace: &str) -> Vec<Request> {
+    let in_ns = format!("\"namespace\":\"{namespace}\"");
+    completed(audit, &[name_prefix, &in_ns]).filter(|r| r.name.starts_with(name_prefix) || r.namespace == namespace).collect()
 }
 
 /// Every completed request `user` made (`system:serviceaccount:<ns>:<name>`).
 pub fn requests_by(audit: &Path, user: &str) -> Vec<Request> {
-    completed(audit, user).filter(|r| r.user == user).collect()
+    completed(audit, &[user]).filter(|r| r.user == user).collect()
 }
 
-/// The completed requests of the log lines that mention `needle` (a cheap
-/// filter before parsing: the log holds the whole suite's requests).
-fn completed(audit: &Path, needle: &str) -> impl Iterator<Item = Request> {
+/// The completed requests of the log lines that mention one of `needles` (a
+/// cheap filter before parsing: the log holds the whole suite's requests).
+fn completed(audit: &Path, needles: &[&str]) -> impl Iterator<Item = Request> {
     let text = std::fs::read_to_string(audit).unwrap_or_else(|e| panic!("reading {}: {e}", audit.display()));
-    let lines: Vec<Value> = text.lines().filter(|l| l.contains(needle)).filter_map(|l| serde_json::from_str::<Value>(l).ok()).collect();
+    let lines: Vec<Value> =
+        text.lines().filter(|l| needles.iter().any(|n| l.contains(n))).filter_map(|l| serde_json::from_str::<Value>(l).ok()).collect();
     lines.into_iter().filter(|e| e["stage"] == "ResponseComplete").map(|e| {
         let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
         Request {
@@ -147,4 +156,145 @@ pub fn refused_evictions(audit: &Path, namespace: &str, pod: &str) -> usize {
         .iter()
         .filter(|r| r.subresource == "eviction" && r.namespace == namespace && r.name == pod && r.code == 429)
         .count()
+}
+
+/// What the replays know of one node at a point of the log: winpool's last
+/// word on it (state, start, target) and its agent's last report.
+#[derive(Debug, Default)]
+struct NodeAt {
+    state: Option<String>,
+    started_at: Option<String>,
+    target: Option<String>,
+    /// The report's `spec.apply`: status, revision, startedAt.
+    apply: Option<(String, String, Option<String>)>,
+    /// Deleted (its name may come back as a new Node).
+    deleted: bool,
+}
+
+impl NodeAt {
+    /// The agent reports Applying or Rebooting for the start in flight (as
+    /// the operator reads a report: same target, same start when it names one).
+    fn installing(&self) -> Option<&str> {
+        let (status, revision, started_at) = self.apply.as_ref()?;
+        let this_start = Some(revision) == self.target.as_ref() && (started_at.is_none() || started_at == &self.started_at);
+        (matches!(status.as_str(), "Applying" | "Rebooting") && this_start).then_some(status.as_str())
+    }
+}
+
+/// The log replayed in completion order: each node's record moved by
+/// winpool's node patches, its agent's report writes and its deletion, and
+/// each pod's node learnt from its binding (or its create, for a pod placed
+/// by name). `judge` sees every request, refused ones too, with the state
+/// just before it; only requests that succeeded move the state.
+fn replay(requests: &[Request], mut judge: impl FnMut(&Request, &BTreeMap<String, NodeAt>, &BTreeMap<(String, String), String>)) {
+    let mut nodes: BTreeMap<String, NodeAt> = BTreeMap::new();
+    let mut pods: BTreeMap<(String, String), String> = BTreeMap::new();
+    for r in requests {
+        judge(r, &nodes, &pods);
+        if !(200..300).contains(&r.code) {
+            continue;
+        }
+        match (r.resource.as_str(), r.subresource.as_str(), r.verb.as_str()) {
+            ("nodes", "", "delete") => {
+                nodes.insert(r.name.clone(), NodeAt { deleted: true, ..NodeAt::default() });
+            }
+            ("nodes", "", "patch") if r.user_agent.starts_with("winpool/") => {
+                let n = nodes.entry(r.name.clone()).or_default();
+                if n.deleted {
+                    *n = NodeAt::default();
+                }
+                let ann = &r.body["metadata"]["annotations"];
+                for (key, field) in [
+                    ("winpool.dev/state", &mut n.state),
+                    ("winpool.dev/started-at", &mut n.started_at),
+                    ("winpool.dev/target-revision", &mut n.target),
+                ] {
+                    if let Some(v) = ann.get(key) {
+                        *field = v.as_str().map(str::to_string);
+                    }
+                }
+            }
+            ("windowsnodereports", "", "create" | "patch") => {
+                if let Some(apply) = report_apply(&r.body) {
+                    nodes.entry(r.name.clone()).or_default().apply = apply;
+                }
+            }
+            ("pods", "binding", "create") => {
+                if let Some(node) = r.body["target"]["name"].as_str() {
+                    pods.insert((r.namespace.clone(), r.name.clone()), node.to_string());
+                }
+            }
+            ("pods", "", "create") => {
+                if let Some(node) = r.body["spec"]["nodeName"].as_str() {
+                    pods.insert((r.namespace.clone(), r.name.clone()), node.to_string());
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The `spec.apply` a report write carries: a create's object, or the agent's
+/// JSON patch replacing `/spec`. `Some(None)`: the write clears it.
+fn report_apply(body: &Value) -> Option<Option<(String, String, Option<String>)>> {
+    let spec = match body {
+        Value::Array(ops) => ops.iter().find(|op| op["path"] == "/spec").map(|op| &op["value"])?,
+        _ => body.get("spec")?,
+    };
+    let a = &spec["apply"];
+    let s = |k: &str| a[k].as_str().map(str::to_string);
+    Some(s("status").map(|status| (status, s("revision").unwrap_or_default(), s("startedAt"))))
+}
+
+/// winpool's uncordons of a node whose agent reported, last, that it is
+/// installing or rebooting for the start in flight: the node would take
+/// workloads with a half-staged update. Returns how many uncordons were
+/// judged, and each violation.
+pub fn uncordons_mid_install(requests: &[Request]) -> (usize, Vec<String>) {
+    let (mut judged, mut bad) = (0, Vec::new());
+    replay(requests, |r, nodes, _| {
+        let uncordon = r.resource == "nodes"
+            && r.verb == "patch"
+            && r.user_agent.starts_with("winpool/")
+            && (200..300).contains(&r.code)
+            && r.body["spec"]["unschedulable"] == false;
+        if !uncordon {
+            return;
+        }
+        judged += 1;
+        if let Some(status) = nodes.get(&r.name).and_then(NodeAt::installing) {
+            bad.push(format!("{} uncordoned at {:?} while its agent reports {status}", r.name, r.at.map(|t| t.to_string())));
+        }
+    });
+    (judged, bad)
+}
+
+/// winpool's evictions (asked, whatever the answer) of a pod whose node was
+/// not Draining by winpool's last patch when the API server took the request.
+/// A pod whose node was deleted, or whose placement the log does not show, is
+/// not judged. Returns how many evictions were judged, and each violation.
+pub fn evictions_off_drain(requests: &[Request]) -> (usize, Vec<String>) {
+    let (mut judged, mut bad) = (0, Vec::new());
+    replay(requests, |r, nodes, pods| {
+        if r.subresource != "eviction" || r.verb != "create" || !r.user_agent.starts_with("winpool/") {
+            return;
+        }
+        let Some(node) = pods.get(&(r.namespace.clone(), r.name.clone())) else { return };
+        let state = match nodes.get(node) {
+            Some(at) if at.deleted => return,
+            Some(at) => at.state.as_deref(),
+            None => None,
+        };
+        judged += 1;
+        if state != Some("Draining") {
+            let state = state.unwrap_or("<no state>");
+            bad.push(format!(
+                "pod {}/{} evicted from {node} while it was {state} ({:?})",
+                r.namespace,
+                r.name,
+                r.at.map(|t| t.to_string())
+            ));
+        }
+    });
+    (judged, bad)
 }

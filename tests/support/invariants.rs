@@ -192,6 +192,10 @@ pub enum Kind {
     StatusMismatch,
     /// A Node written by an agent's identity (it has no right to any).
     AgentWroteNode,
+    /// winpool uncordoned a node whose agent reported it installing or rebooting.
+    UncordonedMidInstall,
+    /// winpool evicted a pod from a node it had not put in Draining.
+    EvictedOffDrain,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -481,6 +485,15 @@ impl Checker {
         for w in writes {
             let msg = format!("audit: {} {} {}/{} by {} ({})", w.verb, w.resource, w.subresource, w.name, w.user, w.code);
             self.record(at, Kind::AgentWroteNode, format!("audit/{}/{}", w.verb, w.name), msg);
+        }
+    }
+
+    /// Uncordons and evictions replayed from the audit log
+    /// (`audit::uncordons_mid_install`, `audit::evictions_off_drain`): each
+    /// violation found, recorded.
+    pub fn check_replayed(&mut self, at: Duration, kind: Kind, violations: &[String]) {
+        for msg in violations {
+            self.record(at, kind, format!("audit/{msg}"), format!("audit: {msg}"));
         }
     }
 
@@ -807,5 +820,132 @@ mod tests {
         assert!(c.violations.is_empty(), "{}", c.report());
         c.check_in_flight_replayed(Duration::ZERO, &peak, &IntOrString::Int(1), 3);
         assert_eq!(c.kinds(), BTreeSet::from([Kind::TooManyUnavailable]));
+    }
+    #[allow(clippy::too_many_arguments)]
+    fn req(
+        resource: &str,
+        sub: &str,
+        verb: &str,
+        ns: &str,
+        name: &str,
+        ua: &str,
+        code: u16,
+        body: serde_json::Value,
+    ) -> crate::support::audit::Request {
+        crate::support::audit::Request {
+            verb: verb.into(),
+            resource: resource.into(),
+            subresource: sub.into(),
+            namespace: ns.into(),
+            name: name.into(),
+            user: "someone".into(),
+            user_agent: ua.into(),
+            code,
+            body,
+            at: None,
+        }
+    }
+
+    fn node_patch(node: &str, body: serde_json::Value) -> crate::support::audit::Request {
+        req("nodes", "", "patch", "", node, "winpool/0.9", 200, body)
+    }
+
+    fn start(node: &str, started_at: &str) -> crate::support::audit::Request {
+        let ann =
+            serde_json::json!({"winpool.dev/state": "Draining", "winpool.dev/started-at": started_at, "winpool.dev/target-revision": "r1"});
+        node_patch(node, serde_json::json!({"metadata": {"annotations": ann}, "spec": {"unschedulable": true}}))
+    }
+
+    fn to_state(node: &str, state: &str, uncordon: bool) -> crate::support::audit::Request {
+        let mut body = serde_json::json!({"metadata": {"annotations": {"winpool.dev/state": state}}});
+        if uncordon {
+            body["spec"] = serde_json::json!({"unschedulable": false});
+        }
+        node_patch(node, body)
+    }
+
+    /// The agent's write as it makes it: a create, then JSON patches replacing /spec.
+    fn report(node: &str, status: &str, started_at: &str, create: bool) -> crate::support::audit::Request {
+        let spec = serde_json::json!({"apply": {"revision": "r1", "status": status, "startedAt": started_at}});
+        if create {
+            req("windowsnodereports", "", "create", "agents", node, "winpool-agent/0.9", 201, serde_json::json!({"spec": spec}))
+        } else {
+            let ops = serde_json::json!([{"op": "replace", "path": "/spec", "value": spec}]);
+            req("windowsnodereports", "", "patch", "agents", node, "winpool-agent/0.9", 200, ops)
+        }
+    }
+
+    /// Replayed: an uncordon after the agent's result passes; one while the
+    /// agent reports Rebooting for the start in flight is caught; a report of
+    /// an earlier start does not count, nor does a refused patch.
+    #[test]
+    fn an_uncordon_while_the_agent_installs_is_caught_in_the_audit_log() {
+        use crate::support::audit::uncordons_mid_install;
+        let good = vec![
+            start("a", "t1"),
+            report("a", "Applying", "t1", true),
+            to_state("a", "Applying", false),
+            report("a", "Rebooting", "t1", false),
+            report("a", "Succeeded", "t1", false),
+            to_state("a", "Updated", true),
+        ];
+        assert_eq!(uncordons_mid_install(&good), (1, vec![]));
+        let mut bad = good.clone();
+        bad.insert(4, to_state("a", "Failed", true));
+        let (judged, found) = uncordons_mid_install(&bad);
+        assert_eq!((judged, found.len()), (2, 1), "{found:?}");
+        assert!(found[0].contains("a uncordoned") && found[0].contains("Rebooting"), "{found:?}");
+        let mut refused = bad.clone();
+        refused[4].code = 409;
+        assert_eq!(uncordons_mid_install(&refused).1, Vec::<String>::new(), "a refused patch uncordoned nothing");
+        // The agent's Applying answers start t1; the node was started again since (t2).
+        let stale = vec![start("b", "t1"), report("b", "Applying", "t1", true), start("b", "t2"), to_state("b", "Failed", true)];
+        assert_eq!(uncordons_mid_install(&stale), (1, vec![]));
+        let mut c = Checker::default();
+        c.check_replayed(Duration::ZERO, Kind::UncordonedMidInstall, &found);
+        assert_eq!(c.kinds(), BTreeSet::from([Kind::UncordonedMidInstall]));
+    }
+
+    /// Replayed: evictions from a Draining node pass, refused ones included;
+    /// one from a node that moved on, or that winpool never started, is
+    /// caught, whether the pod was bound by the scheduler or placed by name;
+    /// a pod of a deleted node is not judged.
+    #[test]
+    fn an_eviction_from_a_node_not_draining_is_caught_in_the_audit_log() {
+        use crate::support::audit::evictions_off_drain;
+        let bind = |pod: &str, node: &str| {
+            req("pods", "binding", "create", "ns", pod, "kube-scheduler/v1", 201, serde_json::json!({"target": {"name": node}}))
+        };
+        let placed = |pod: &str, node: &str| {
+            req("pods", "", "create", "ns", pod, "kubectl/v1", 201, serde_json::json!({"spec": {"nodeName": node}}))
+        };
+        let evict = |pod: &str, code: u16| req("pods", "eviction", "create", "ns", pod, "winpool/0.9", code, serde_json::json!({}));
+        let good = vec![
+            bind("p1", "a"),
+            placed("p2", "a"),
+            start("a", "t1"),
+            evict("p1", 429),
+            evict("p1", 201),
+            evict("p2", 201),
+            to_state("a", "Applying", false),
+        ];
+        assert_eq!(evictions_off_drain(&good), (3, vec![]));
+        let mut late = good.clone();
+        late.push(evict("p2", 201));
+        let (judged, found) = evictions_off_drain(&late);
+        assert_eq!((judged, found.len()), (4, 1), "{found:?}");
+        assert!(found[0].contains("ns/p2 evicted from a while it was Applying"), "{found:?}");
+        let never = vec![placed("p3", "b"), evict("p3", 201)];
+        assert_eq!(evictions_off_drain(&never).1.len(), 1, "b was never started");
+        let gone = vec![
+            bind("p4", "c"),
+            start("c", "t1"),
+            req("nodes", "", "delete", "", "c", "kubectl/v1", 200, serde_json::json!({})),
+            evict("p4", 404),
+        ];
+        assert_eq!(evictions_off_drain(&gone), (0, vec![]));
+        let mut c = Checker::default();
+        c.check_replayed(Duration::ZERO, Kind::EvictedOffDrain, &found);
+        assert_eq!(c.kinds(), BTreeSet::from([Kind::EvictedOffDrain]));
     }
 }
