@@ -75,7 +75,7 @@ fn the_report_the_go_agent_writes_reads_whole() {
 
 #[test]
 fn the_revision_config_golden_is_what_the_operator_writes() {
-    let spec: WindowsNodePoolSpec = serde_yaml::from_str(
+    let spec: WindowsNodePoolSpec = serde_saphyr::from_str(
         r#"
 nodeSelector: {}
 os:

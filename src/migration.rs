@@ -115,7 +115,7 @@ mod tests {
 
     #[test]
     fn an_earlier_per_revision_daemonset_yields_the_configuration_it_ran() {
-        let spec: WindowsNodePoolSpec = serde_yaml::from_str(
+        let spec: WindowsNodePoolSpec = serde_saphyr::from_str(
             "nodeSelector: {}\nos: {version: ltsc2022, patchLevel: 10.0.20348.2762}\nruntime: {version: 1.7.22}\nnetworking: {cniMode: l2bridge, kubeProxy: {enableDSR: true}}\nstorage: {csiProxy: {enabled: true, version: v1.1.3}}",
         )
         .unwrap();

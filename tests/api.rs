@@ -39,7 +39,7 @@ async fn every_invalid_example_is_refused_with_its_message() {
     for (path, text) in invalid {
         assert!(text.starts_with("# invalid: "), "{} says what is wrong with it", path.display());
         let want = expectation(&text);
-        let obj: DynamicObject = serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let obj: DynamicObject = serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let name = obj.metadata.name.clone().unwrap();
         match api.patch(&name, &strict(true), &Patch::Apply(&obj)).await {
             Ok(_) => failures.push(format!("{}: accepted, expected refusal with {want:?}", path.display())),
@@ -78,7 +78,7 @@ async fn a_pool_name_too_long_for_a_label_is_refused() {
     install_crd(&client).await;
     let api = pools_api(&client);
     let text = std::fs::read_to_string(examples_dir().join("minimal.yaml")).unwrap();
-    let mut obj: DynamicObject = serde_yaml::from_str(&text).unwrap();
+    let mut obj: DynamicObject = serde_saphyr::from_str(&text).unwrap();
     let long = "n".repeat(64);
     obj.metadata.name = Some(long.clone());
     let err = api.patch(&long, &strict(true), &Patch::Apply(&obj)).await.expect_err("64-character name refused");
@@ -95,7 +95,7 @@ async fn every_valid_example_is_accepted_defaulted_and_listed_with_columns() {
     assert!(valid.len() >= 4, "a minimal pool and one per OS version");
     let mut names = Vec::new();
     for (path, text) in &valid {
-        let obj: DynamicObject = serde_yaml::from_str(text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let obj: DynamicObject = serde_saphyr::from_str(text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let name = obj.metadata.name.clone().unwrap();
         api.patch(&name, &strict(false), &Patch::Apply(&obj)).await.unwrap_or_else(|e| panic!("{} must be accepted: {e}", path.display()));
         names.push(name);

@@ -319,22 +319,22 @@ async fn an_https_gate_trusts_a_ca_bundle_the_chart_mounts_at_ssl_cert_file() {
 
 /// The operator container's mount of the `corp-ca` volume and its `SSL_CERT_FILE`.
 fn ca_bundle_mount(rendered: &str) -> (String, String) {
-    use serde::Deserialize;
-    let deployment = serde_yaml::Deserializer::from_str(rendered)
-        .filter_map(|doc| serde_yaml::Value::deserialize(doc).ok())
+    let deployment = serde_saphyr::from_multiple::<serde_json::Value>(rendered)
+        .expect("the chart renders YAML")
+        .into_iter()
         .find(|doc| doc["kind"].as_str() == Some("Deployment"))
         .expect("the chart renders the operator Deployment");
     let pod = &deployment["spec"]["template"]["spec"];
-    let volumes = pod["volumes"].as_sequence().expect("the chart renders extraVolumes");
+    let volumes = pod["volumes"].as_array().expect("the chart renders extraVolumes");
     assert!(volumes.iter().any(|v| v["name"].as_str() == Some("corp-ca") && v["configMap"]["name"].as_str() == Some("corp-ca")));
     let container = &pod["containers"][0];
     let mount = container["volumeMounts"]
-        .as_sequence()
+        .as_array()
         .expect("the chart renders extraVolumeMounts")
         .iter()
         .find(|m| m["name"].as_str() == Some("corp-ca"));
-    let env = container["env"].as_sequence().expect("env").iter().find(|e| e["name"].as_str() == Some("SSL_CERT_FILE"));
-    let text = |v: Option<&serde_yaml::Value>, key: &str| v.and_then(|v| v[key].as_str()).map(String::from).expect(key);
+    let env = container["env"].as_array().expect("env").iter().find(|e| e["name"].as_str() == Some("SSL_CERT_FILE"));
+    let text = |v: Option<&serde_json::Value>, key: &str| v.and_then(|v| v[key].as_str()).map(String::from).expect(key);
     (text(mount, "mountPath"), text(env, "value"))
 }
 

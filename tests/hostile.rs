@@ -16,7 +16,6 @@ use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use k8s_openapi::api::events::v1::Event;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use serde::Deserialize;
 use serde_json::json;
 use support::{TEST_LABEL, TestSpace, install_crd, pool_manifest, wait_for, wait_nodes_ready};
 use winpool::api::{WindowsNodePool, names};
@@ -526,12 +525,13 @@ async fn the_charts_agent_settings_reach_the_agent_daemonset_and_a_hand_edit_of_
 /// The `--agent-*` flags of the operator Deployment the chart renders (those
 /// about the agents' pods; the namespace and image are the test's).
 fn agent_flags(rendered: &str) -> Vec<String> {
-    let deployment = serde_yaml::Deserializer::from_str(rendered)
-        .filter_map(|doc| serde_yaml::Value::deserialize(doc).ok())
+    let deployment = serde_saphyr::from_multiple::<serde_json::Value>(rendered)
+        .expect("the chart renders YAML")
+        .into_iter()
         .find(|doc| doc["kind"].as_str() == Some("Deployment"))
         .expect("the chart renders the operator Deployment");
     deployment["spec"]["template"]["spec"]["containers"][0]["args"]
-        .as_sequence()
+        .as_array()
         .expect("args")
         .iter()
         .filter_map(|a| a.as_str())
@@ -735,7 +735,7 @@ async fn a_refused_eviction_does_not_stall_the_rest_of_the_pool() {
 fn a_garbage_started_at_does_not_disable_node_timeout() {
     use winpool::rollout::{NodeState, NodeView, PoolInput, decide};
     let spec: winpool::api::WindowsNodePoolSpec =
-        serde_yaml::from_str("nodeSelector: {}\nos: {version: ltsc2022, patchLevel: 10.0.20348.2762}\nrollout: {nodeTimeout: 30m}")
+        serde_saphyr::from_str("nodeSelector: {}\nos: {version: ltsc2022, patchLevel: 10.0.20348.2762}\nrollout: {nodeTimeout: 30m}")
             .unwrap();
     let rev = winpool::revision::revision_of(&spec);
     let now: jiff::Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();

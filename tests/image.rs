@@ -92,15 +92,15 @@ impl Drop for ImageOperator {
 /// The operator container's args and environment (NAME=value) in the chart's
 /// Deployment, with the downward-API fields a pod would get.
 fn deployment_command(rendered: &str, namespace: &str) -> (Vec<String>, Vec<String>) {
-    use serde::Deserialize;
-    let deployment = serde_yaml::Deserializer::from_str(rendered)
-        .map(|doc| serde_yaml::Value::deserialize(doc).expect("chart renders YAML"))
+    let deployment = serde_saphyr::from_multiple::<serde_json::Value>(rendered)
+        .expect("chart renders YAML")
+        .into_iter()
         .find(|doc| doc["kind"] == "Deployment")
         .expect("the chart renders a Deployment");
     let container = &deployment["spec"]["template"]["spec"]["containers"][0];
-    let args = container["args"].as_sequence().expect("args").iter().map(|a| a.as_str().expect("string arg").to_string()).collect();
+    let args = container["args"].as_array().expect("args").iter().map(|a| a.as_str().expect("string arg").to_string()).collect();
     let env = container["env"]
-        .as_sequence()
+        .as_array()
         .expect("env")
         .iter()
         .map(|e| {

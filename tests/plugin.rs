@@ -75,7 +75,7 @@ fn status(pool: &str) -> StatusReport {
 
 fn plan(pool: &str) -> PlanReport {
     let r: PlanReport = serde_json::from_str(&ok(&["plan", pool, "-o", "json"])).expect("plan -o json parses");
-    let yaml: PlanReport = serde_yaml::from_str(&ok(&["plan", pool, "-o", "yaml"])).expect("plan -o yaml parses");
+    let yaml: PlanReport = serde_saphyr::from_str(&ok(&["plan", pool, "-o", "yaml"])).expect("plan -o yaml parses");
     assert_eq!(yaml.waves, r.waves, "yaml and json say the same");
     r
 }
@@ -525,7 +525,7 @@ async fn status_watch_prints_the_pool_again_as_its_nodes_move_a_bundle_archives_
         files.insert(name, text);
     }
     let _ = std::fs::remove_file(&file);
-    let bundled: WindowsNodePool = serde_yaml::from_str(files["pool.yaml"].trim_start_matches("---\n")).unwrap();
+    let bundled: WindowsNodePool = serde_saphyr::from_str(files["pool.yaml"].trim_start_matches("---\n")).unwrap();
     assert_eq!(bundled.metadata.name.as_deref(), Some(pool.as_str()));
     for i in 0..2 {
         let node = format!("{}{i}", t.node_prefix());

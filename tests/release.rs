@@ -13,7 +13,7 @@ const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 fn chart_field(name: &str) -> String {
     let chart = std::fs::read_to_string(repo_root().join("charts/winpool/Chart.yaml")).expect("Chart.yaml");
-    let value: serde_yaml::Value = serde_yaml::from_str(&chart).expect("Chart.yaml is YAML");
+    let value: serde_json::Value = serde_saphyr::from_str(&chart).expect("Chart.yaml is YAML");
     value[name].as_str().unwrap_or_else(|| panic!("Chart.yaml has no {name}")).to_string()
 }
 
@@ -27,9 +27,9 @@ fn the_chart_is_released_with_the_crate_version() {
 #[test]
 fn the_artifact_hub_images_are_the_crate_version() {
     let chart = std::fs::read_to_string(repo_root().join("charts/winpool/Chart.yaml")).expect("Chart.yaml");
-    let value: serde_yaml::Value = serde_yaml::from_str(&chart).expect("Chart.yaml is YAML");
+    let value: serde_json::Value = serde_saphyr::from_str(&chart).expect("Chart.yaml is YAML");
     let images = value["annotations"]["artifacthub.io/images"].as_str().expect("artifacthub.io/images");
-    let images: Vec<serde_yaml::Value> = serde_yaml::from_str(images).expect("a YAML list");
+    let images: Vec<serde_json::Value> = serde_saphyr::from_str(images).expect("a YAML list");
     assert_eq!(images.len(), 2, "the operator and the agent");
     for image in images {
         let reference = image["image"].as_str().expect("image");

@@ -103,7 +103,8 @@ mod tests {
 
     fn pool(extra: &str) -> WindowsNodePool {
         let spec: WindowsNodePoolSpec =
-            serde_yaml::from_str(&format!("nodeSelector: {{}}\nos: {{version: ltsc2022, patchLevel: 10.0.20348.2762}}\n{extra}")).unwrap();
+            serde_saphyr::from_str(&format!("nodeSelector: {{}}\nos: {{version: ltsc2022, patchLevel: 10.0.20348.2762}}\n{extra}"))
+                .unwrap();
         let mut p = WindowsNodePool::new("win22", spec);
         p.metadata.uid = Some("uid-1".into());
         p
@@ -142,7 +143,7 @@ mod tests {
             "runtime: {{version: 1.7.22, upgrade: InPlace, archive: {{url: 'https://m.example/containerd-1.7.22-windows-amd64.tar.gz', sha256: {sha}}}}}"
         ));
         let mut spec = p.spec.clone();
-        spec.os = serde_yaml::from_str(&format!(
+        spec.os = serde_saphyr::from_str(&format!(
             "{{version: ltsc2022, patchLevel: 10.0.20348.2762, updates: {{source: Packages, packages: [{{url: 'https://m.example/kb.msu', sha256: {sha}}}, {{path: 'C:\\u\\kb.cab', sha256: {sha}}}]}}}}"
         ))
         .unwrap();

@@ -127,7 +127,7 @@ mod tests {
     use crate::api::WindowsNodePoolSpec;
 
     fn pool(deploy: &str) -> WindowsNodePool {
-        let spec: WindowsNodePoolSpec = serde_yaml::from_str(&format!(
+        let spec: WindowsNodePoolSpec = serde_saphyr::from_str(&format!(
             "nodeSelector: {{}}\nos: {{version: ltsc2022, patchLevel: 10.0.20348.2762}}\nstorage: {{csiProxy: {{enabled: true, version: v1.1.3, deploy: {deploy}}}}}"
         ))
         .unwrap();

@@ -418,7 +418,8 @@ mod tests {
 
     fn pool(name: &str, extra: &str) -> WindowsNodePool {
         let spec: WindowsNodePoolSpec =
-            serde_yaml::from_str(&format!("nodeSelector: {{}}\nos: {{version: ltsc2022, patchLevel: 10.0.20348.2762}}\n{extra}")).unwrap();
+            serde_saphyr::from_str(&format!("nodeSelector: {{}}\nos: {{version: ltsc2022, patchLevel: 10.0.20348.2762}}\n{extra}"))
+                .unwrap();
         let mut p = WindowsNodePool::new(name, spec);
         p.metadata.uid = Some("uid-1".into());
         p

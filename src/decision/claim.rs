@@ -37,7 +37,7 @@ mod tests {
     use super::*;
 
     fn pool(claimed_by: Option<&str>, deleting: bool) -> WindowsNodePool {
-        let spec = serde_yaml::from_str("nodeSelector: {}\nos: {version: ltsc2022, patchLevel: 10.0.20348.2762}").unwrap();
+        let spec = serde_saphyr::from_str("nodeSelector: {}\nos: {version: ltsc2022, patchLevel: 10.0.20348.2762}").unwrap();
         let mut p = WindowsNodePool::new("p", spec);
         p.metadata.annotations = claimed_by.map(|by| [(names::ANN_CLAIMED_BY.to_string(), by.to_string())].into());
         if deleting {

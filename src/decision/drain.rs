@@ -344,7 +344,7 @@ mod tests {
 
     #[test]
     fn the_rules_come_from_the_spec_and_the_selector_goes_to_the_list_request() {
-        let spec: DrainSpec = serde_yaml::from_str(
+        let spec: DrainSpec = serde_saphyr::from_str(
             "{force: true, gracePeriod: 45s, skipWaitForDeleteTimeout: 5m, podSelector: {matchLabels: {tier: web}, matchExpressions: [{key: pinned, operator: DoesNotExist}]}}",
         )
         .unwrap();
@@ -354,7 +354,7 @@ mod tests {
         assert!(r.force && r.delete_empty_dir_data);
         assert_eq!(r.pod_selector.as_deref(), Some("tier=web,!pinned"));
         // An empty selector is no selector.
-        assert_eq!(DrainRules::of(&serde_yaml::from_str("{podSelector: {}}").unwrap()).pod_selector, None);
+        assert_eq!(DrainRules::of(&serde_saphyr::from_str("{podSelector: {}}").unwrap()).pod_selector, None);
     }
 
     /// Fields an API server may leave out or send as null decode as empty,

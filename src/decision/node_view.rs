@@ -93,7 +93,7 @@ mod tests {
             "labels": {"topology.kubernetes.io/zone": "eastus-1", "rack": "r7"}}}))
         .unwrap();
         let record = NodeRecord::from(&node);
-        let rollout = |y: &str| -> crate::api::RolloutSpec { serde_yaml::from_str(y).unwrap() };
+        let rollout = |y: &str| -> crate::api::RolloutSpec { serde_saphyr::from_str(y).unwrap() };
         assert_eq!(zone_of(&record, &rollout("{}")), None, "no per-zone bound: no zone");
         assert_eq!(zone_of(&record, &rollout("{maxUnavailablePerZone: 1}")).as_deref(), Some("eastus-1"));
         assert_eq!(zone_of(&record, &rollout("{maxUnavailablePerZone: 1, topologyKey: rack}")).as_deref(), Some("r7"));

@@ -110,7 +110,7 @@ mod tests {
     use super::*;
 
     fn spec(yaml: &str) -> WindowsNodePoolSpec {
-        serde_yaml::from_str(yaml).unwrap()
+        serde_saphyr::from_str(yaml).unwrap()
     }
 
     const MINIMAL: &str = "

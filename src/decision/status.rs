@@ -647,7 +647,7 @@ mod tests {
     use std::collections::{BTreeMap, BTreeSet};
 
     fn spec(extra: &str) -> WindowsNodePoolSpec {
-        serde_yaml::from_str(&format!("nodeSelector: {{}}\nos: {{version: ltsc2022, patchLevel: 10.0.20348.2762}}\n{extra}")).unwrap()
+        serde_saphyr::from_str(&format!("nodeSelector: {{}}\nos: {{version: ltsc2022, patchLevel: 10.0.20348.2762}}\n{extra}")).unwrap()
     }
 
     fn plan_for(spec: &WindowsNodePoolSpec, nodes: &[NodeView], now: Timestamp) -> Plan {

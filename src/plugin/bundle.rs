@@ -27,7 +27,7 @@ impl Bundle {
         for item in items {
             let mut item = item.clone();
             item.meta_mut().managed_fields = None;
-            match serde_yaml::to_string(&item) {
+            match serde_saphyr::to_string(&item) {
                 Ok(doc) => out.push_str(&format!("---\n{doc}")),
                 Err(e) => self.problem(name, e),
             }

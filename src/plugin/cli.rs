@@ -407,7 +407,7 @@ fn render<T: serde::Serialize>(
         Output::Wide => Ok(table(true)),
         Output::Name => Ok(names().iter().map(|n| format!("{n}\n")).collect()),
         Output::Json => serde_json::to_string_pretty(r).map(|s| s + "\n").map_err(|e| PluginError::Output(e.to_string())),
-        Output::Yaml => serde_yaml::to_string(r).map_err(|e| PluginError::Output(e.to_string())),
+        Output::Yaml => serde_saphyr::to_string(r).map_err(|e| PluginError::Output(e.to_string())),
     }
 }
 

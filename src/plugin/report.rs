@@ -480,7 +480,7 @@ mod tests {
         "nodeSelector: {matchLabels: {pool: a}}\nos: {version: ltsc2022, patchLevel: 10.0.20348.2762}\nrollout: {maxUnavailable: 2}";
 
     fn pool(name: &str, spec: &str) -> WindowsNodePool {
-        let spec: WindowsNodePoolSpec = serde_yaml::from_str(spec).unwrap();
+        let spec: WindowsNodePoolSpec = serde_saphyr::from_str(spec).unwrap();
         WindowsNodePool::new(name, spec)
     }
 

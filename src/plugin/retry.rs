@@ -64,7 +64,7 @@ mod tests {
 
     fn pool() -> WindowsNodePool {
         let spec: WindowsNodePoolSpec =
-            serde_yaml::from_str("nodeSelector: {}\nos: {version: ltsc2022, patchLevel: 10.0.20348.2762}").unwrap();
+            serde_saphyr::from_str("nodeSelector: {}\nos: {version: ltsc2022, patchLevel: 10.0.20348.2762}").unwrap();
         WindowsNodePool::new("p", spec)
     }
 

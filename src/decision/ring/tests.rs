@@ -9,7 +9,7 @@ fn now() -> Timestamp {
 }
 
 fn spec(patch: &str, extra: &str) -> WindowsNodePoolSpec {
-    serde_yaml::from_str(&format!("nodeSelector: {{}}\nos: {{version: ltsc2022, patchLevel: {patch}}}\n{extra}")).unwrap()
+    serde_saphyr::from_str(&format!("nodeSelector: {{}}\nos: {{version: ltsc2022, patchLevel: {patch}}}\n{extra}")).unwrap()
 }
 
 fn follower(patch: &str) -> WindowsNodePoolSpec {

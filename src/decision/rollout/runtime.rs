@@ -61,7 +61,7 @@ mod tests {
 
     fn spec(version: &str, upgrade: &str) -> WindowsNodePoolSpec {
         let upgrade = if upgrade.is_empty() { String::new() } else { format!(", upgrade: {upgrade}") };
-        serde_yaml::from_str(&format!(
+        serde_saphyr::from_str(&format!(
             "nodeSelector: {{}}\nos: {{version: ltsc2022, patchLevel: 10.0.20348.2762}}\nruntime: {{version: \"{version}\"{upgrade}}}"
         ))
         .unwrap()
@@ -113,7 +113,7 @@ mod tests {
     #[test]
     fn an_unmanaged_or_unknown_runtime_is_never_refused() {
         let unmanaged: WindowsNodePoolSpec =
-            serde_yaml::from_str("nodeSelector: {}\nos: {version: ltsc2022, patchLevel: 10.0.20348.2762}").unwrap();
+            serde_saphyr::from_str("nodeSelector: {}\nos: {version: ltsc2022, patchLevel: 10.0.20348.2762}").unwrap();
         assert_eq!(refusal(&unmanaged, &node("1.7.20+azure", Some("containerd (nssm)"))), None);
         let unknown = NodeView { runtime_version: None, ..node("", Some("containerd (nssm)")) };
         assert_eq!(refusal(&spec("1.7.22", "VerifyOnly"), &unknown), None);

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 const POOL: &str = "p";
 
 fn spec_with(extra: &str) -> WindowsNodePoolSpec {
-    serde_yaml::from_str(&format!(
+    serde_saphyr::from_str(&format!(
         "nodeSelector: {{matchLabels: {{pool: p}}}}\nos: {{version: ltsc2022, patchLevel: 10.0.20348.2762}}\nruntime: {{version: 1.7.22}}\n{extra}"
     ))
     .unwrap()

@@ -295,7 +295,7 @@ mod tests {
 
     #[test]
     fn a_refused_image_stops_ready_and_progressing_and_keeps_the_rest_of_the_status() {
-        let spec: WindowsNodePoolSpec = serde_yaml::from_str(
+        let spec: WindowsNodePoolSpec = serde_saphyr::from_str(
             "nodeSelector: {}\nos: {version: ltsc2022, patchLevel: 10.0.20348.2762}\nagent: {image: evil.example.com/agent:1}",
         )
         .unwrap();
@@ -334,7 +334,7 @@ mod tests {
 
     fn pool_with_archive(url: &str) -> WindowsNodePool {
         let sha = "0".repeat(64);
-        let spec: WindowsNodePoolSpec = serde_yaml::from_str(&format!(
+        let spec: WindowsNodePoolSpec = serde_saphyr::from_str(&format!(
             "nodeSelector: {{}}\nos: {{version: ltsc2022, patchLevel: 10.0.20348.2762}}\nruntime: {{version: 1.7.22, archive: {{url: '{url}', sha256: '{sha}'}}}}"
         ))
         .unwrap();
@@ -369,7 +369,7 @@ mod tests {
 
     fn pool_with_package_path(path: &str) -> WindowsNodePool {
         let sha = "b".repeat(64);
-        let spec = serde_yaml::from_str(&format!(
+        let spec = serde_saphyr::from_str(&format!(
             "nodeSelector: {{}}\nos: {{version: ltsc2022, patchLevel: 10.0.20348.2762, updates: {{source: Packages, packages: [{{path: '{path}', sha256: '{sha}'}}]}}}}"
         ))
         .unwrap();

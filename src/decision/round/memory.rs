@@ -374,7 +374,7 @@ mod tests {
         let mut m = PoolMemory::default();
         let mut pool = WindowsNodePool::new(
             "p",
-            serde_yaml::from_str("nodeSelector: {}\nos: {version: ltsc2022, patchLevel: 10.0.20348.2762}").unwrap(),
+            serde_saphyr::from_str("nodeSelector: {}\nos: {version: ltsc2022, patchLevel: 10.0.20348.2762}").unwrap(),
         );
         pool.metadata.resource_version = Some("5".into());
         assert!(m.as_last_written(&pool).is_none());

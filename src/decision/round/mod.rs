@@ -654,7 +654,7 @@ mod tests {
 
     fn pool() -> WindowsNodePool {
         let spec: WindowsNodePoolSpec =
-            serde_yaml::from_str("nodeSelector: {}\nos: {version: ltsc2022, patchLevel: 10.0.20348.2762}\nruntime: {version: 1.7.22}")
+            serde_saphyr::from_str("nodeSelector: {}\nos: {version: ltsc2022, patchLevel: 10.0.20348.2762}\nruntime: {version: 1.7.22}")
                 .unwrap();
         let mut p = WindowsNodePool::new("p", spec);
         p.metadata.uid = Some("uid-1".into());

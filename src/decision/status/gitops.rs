@@ -25,7 +25,7 @@ fn now() -> Timestamp {
 }
 
 fn spec(extra: &str) -> WindowsNodePoolSpec {
-    serde_yaml::from_str(&format!(
+    serde_saphyr::from_str(&format!(
         "nodeSelector: {{matchLabels: {{pool: win}}}}\nos: {{version: ltsc2022, patchLevel: 10.0.20348.2762}}\n{extra}"
     ))
     .unwrap()
