@@ -24,6 +24,40 @@ fn agent_of(t: &TestSpace, what: &str) -> String {
     format!("-{})", t.pid(what).expect("replica running"))
 }
 
+/// Two replicas electing a leader on the test's own Lease (`winpool-<id>` in
+/// its namespace): (leader, standby, leader's port, standby's port).
+async fn two_replicas(t: &mut TestSpace) -> (&'static str, &'static str, u16, u16) {
+    let lease = format!("--lease-name=winpool-{}", t.id);
+    let lease_ns = format!("--lease-namespace={}", t.namespace);
+    let pa = t.start_operator_named("operator-a", &["--leader-elect=true", &lease, &lease_ns]);
+    let pb = t.start_operator_named("operator-b", &["--leader-elect=true", &lease, &lease_ns]);
+    wait_for("exactly one leader", WAIT, || async {
+        match (is_leader(pa).await?, is_leader(pb).await?) {
+            (true, false) => Some(("operator-a", "operator-b", pa, pb)),
+            (false, true) => Some(("operator-b", "operator-a", pb, pa)),
+            _ => None,
+        }
+    })
+    .await
+}
+
+/// The test's pool, every node to a new patch level, `max_unavailable` at a time.
+async fn roll(t: &TestSpace, max_unavailable: i32) -> (String, Api<WindowsNodePool>) {
+    let pool = format!("{}-pool", t.id);
+    let body = json!({
+        "apiVersion": "winpool.dev/v1alpha1", "kind": "WindowsNodePool",
+        "metadata": {"name": pool, "labels": {TEST_LABEL: t.id}},
+        "spec": {
+            "nodeSelector": {"matchLabels": {TEST_LABEL: t.id}},
+            "os": {"version": "ltsc2022", "patchLevel": "10.0.20348.2762"},
+            "rollout": {"maxUnavailable": max_unavailable, "nodeTimeout": "3m"},
+        }
+    });
+    let pools: Api<WindowsNodePool> = Api::all(t.client.clone());
+    pools.patch(&pool, &PatchParams::apply("winpool-tests").force(), &Patch::Apply(&body)).await.unwrap();
+    (pool, pools)
+}
+
 #[tokio::test]
 async fn only_the_leader_writes_and_a_standby_takes_over_after_sigkill() {
     let client = support::client().await;
@@ -32,31 +66,8 @@ async fn only_the_leader_writes_and_a_standby_takes_over_after_sigkill() {
     t.start_sim(5, &["--apply-time=2s"]);
     support::wait_nodes_ready(&t, 5).await;
 
-    let lease = format!("--lease-name=winpool-{}", t.id);
-    let lease_ns = format!("--lease-namespace={}", t.namespace);
-    let pa = t.start_operator_named("operator-a", &["--leader-elect=true", &lease, &lease_ns]);
-    let pb = t.start_operator_named("operator-b", &["--leader-elect=true", &lease, &lease_ns]);
-    let (leader, standby, leader_port, standby_port) = wait_for("exactly one leader", WAIT, || async {
-        match (is_leader(pa).await?, is_leader(pb).await?) {
-            (true, false) => Some(("operator-a", "operator-b", pa, pb)),
-            (false, true) => Some(("operator-b", "operator-a", pb, pa)),
-            _ => None,
-        }
-    })
-    .await;
-
-    let pool = format!("{}-pool", t.id);
-    let body = json!({
-        "apiVersion": "winpool.dev/v1alpha1", "kind": "WindowsNodePool",
-        "metadata": {"name": pool, "labels": {TEST_LABEL: t.id}},
-        "spec": {
-            "nodeSelector": {"matchLabels": {TEST_LABEL: t.id}},
-            "os": {"version": "ltsc2022", "patchLevel": "10.0.20348.2762"},
-            "rollout": {"maxUnavailable": 1, "nodeTimeout": "3m"},
-        }
-    });
-    let pools: Api<WindowsNodePool> = Api::all(t.client.clone());
-    pools.patch(&pool, &PatchParams::apply("winpool-tests").force(), &Patch::Apply(&body)).await.unwrap();
+    let (leader, standby, leader_port, standby_port) = two_replicas(&mut t).await;
+    let (pool, pools) = roll(&t, 1).await;
 
     // Mid-rollout: some node updated, others not yet.
     wait_for("the rollout to be under way", WAIT, || async {
@@ -92,5 +103,55 @@ async fn only_the_leader_writes_and_a_standby_takes_over_after_sigkill() {
     let starts = audit::starts_per_node(&audit::requests(&audit::audit_log(), &t.node_prefix()));
     assert_eq!(starts.len(), 5, "every node started: {starts:?}");
     assert!(starts.values().all(|c| *c == 1), "no node started (drained) twice across the two leaders: {starts:?}");
+    t.cleanup().await;
+}
+
+/// The leader frozen (SIGSTOP) past its lease, as a VM paused or a process
+/// starved: the standby takes over. Resumed (SIGCONT), the old leader finds
+/// its renew deadline passed on its monotonic clock and steps down; the API
+/// server's audit log shows no write it sent after the standby took the
+/// Lease, and the rollout finishes with no node started twice.
+#[tokio::test]
+async fn a_frozen_leader_that_resumes_writes_nothing_after_the_standby_took_over() {
+    let client = support::client().await;
+    install_crd(&client).await;
+    let mut t = TestSpace::new("leader-freeze").await;
+    t.start_sim(5, &["--apply-time=2s"]);
+    support::wait_nodes_ready(&t, 5).await;
+    let (leader, _, _, standby_port) = two_replicas(&mut t).await;
+    let (pool, pools) = roll(&t, 2).await;
+    wait_for("the rollout to be under way", WAIT, || async {
+        let st = pools.get(&pool).await.ok()?.status?;
+        (st.nodes.updating >= 1 && st.nodes.updated < 5).then_some(())
+    })
+    .await;
+
+    let pid = t.pid(leader).expect("the leader runs") as libc::pid_t;
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    wait_for("the standby to take the lease", WAIT, || async { is_leader(standby_port).await.filter(|l| *l) }).await;
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    let resumed = Instant::now();
+    let stepped_down = loop {
+        if let Some(status) = t.exit_status(leader) {
+            break status;
+        }
+        assert!(resumed.elapsed() < WAIT, "the resumed leader never stepped down");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    assert_eq!(stepped_down.code(), Some(75), "it exits as having lost the lease: {stepped_down:?}");
+
+    support::wait_pool_done(&t, &pool, 5, WAIT).await;
+    let lease = format!("winpool-{}", t.id);
+    let (judged, without) = audit::writes_without_the_lease(&audit::requests_by_replicas(&audit::audit_log()), &t.namespace, &lease);
+    assert!(judged > 0 && without.is_empty(), "{judged} writes judged; without the lease: {without:#?}");
+    let starts = audit::starts_per_node(&audit::requests(&audit::audit_log(), &t.node_prefix()));
+    assert!(starts.len() == 5 && starts.values().all(|c| *c == 1), "each node started once across the two leaders: {starts:?}");
+    eprintln!(
+        "[{}] frozen leader resumed and stepped down in {:?}; {judged} writes replayed, none without the lease",
+        t.id,
+        resumed.elapsed()
+    );
     t.cleanup().await;
 }

@@ -31,6 +31,8 @@ pub struct Request {
     pub body: Value,
     /// When the API server completed it (stageTimestamp).
     pub at: Option<jiff::Timestamp>,
+    /// When the API server received it (requestReceivedTimestamp).
+    pub received: Option<jiff::Timestamp>,
 }
 
 /// Every completed request on objects whose name starts with `name_prefix`.
@@ -44,6 +46,18 @@ pub fn requests(audit: &Path, name_prefix: &str) -> Vec<Request> {
 pub fn requests_of_test(audit: &Path, name_prefix: &str, namespace: &str) -> Vec<Request> {
     let in_ns = format!("\"namespace\":\"{namespace}\"");
     completed(audit, &[name_prefix, &in_ns]).filter(|r| r.name.starts_with(name_prefix) || r.namespace == namespace).collect()
+}
+
+/// Every completed request an operator replica made (User-Agent
+/// `winpool/<version> (<identity>)`), whichever test's.
+pub fn requests_by_replicas(audit: &Path) -> Vec<Request> {
+    completed(audit, &["\"userAgent\":\"winpool/"]).filter(|r| replica(r).is_some()).collect()
+}
+
+/// The operator replica that made a request: the identity in its User-Agent.
+fn replica(r: &Request) -> Option<&str> {
+    let (_, id) = r.user_agent.strip_prefix("winpool/")?.split_once(" (")?;
+    id.strip_suffix(')')
 }
 
 /// Every completed request `user` made (`system:serviceaccount:<ns>:<name>`).
@@ -70,6 +84,7 @@ fn completed(audit: &Path, needles: &[&str]) -> impl Iterator<Item = Request> {
             code: e["responseStatus"]["code"].as_u64().unwrap_or_default() as u16,
             body: e["requestObject"].clone(),
             at: e["stageTimestamp"].as_str().and_then(|t| t.parse().ok()),
+            received: e["requestReceivedTimestamp"].as_str().and_then(|t| t.parse().ok()),
         }
     })
 }
@@ -296,5 +311,53 @@ pub fn evictions_off_drain(requests: &[Request]) -> (usize, Vec<String>) {
             ));
         }
     });
+    (judged, bad)
+}
+
+/// Writes by a replica that did not hold the Lease `namespace/lease` when the
+/// API server received them: a standby's, or a deposed leader's after
+/// another replica took the Lease (a frozen leader resumed, a partitioned one
+/// healed). The holder is the last replica whose write of the Lease
+/// succeeded; a write received before the holder took it is its
+/// predecessor's, whenever it completed. Only replicas that held this Lease
+/// at some point are judged (other tests' operators share the log). Returns
+/// how many writes were judged, and each violation.
+pub fn writes_without_the_lease(requests: &[Request], namespace: &str, lease: &str) -> (usize, Vec<String>) {
+    let is_lease = |r: &Request| r.resource == "leases" && r.namespace == namespace && r.name == lease;
+    let took = |r: &Request| is_lease(r) && is_write(r) && (200..300).contains(&r.code);
+    let electors: std::collections::BTreeSet<&str> = requests.iter().filter(|r| took(r)).filter_map(replica).collect();
+    let (mut judged, mut bad) = (0, Vec::new());
+    let mut holder: Option<(&str, Option<jiff::Timestamp>)> = None;
+    for r in requests {
+        let Some(id) = replica(r).filter(|id| electors.contains(id)) else { continue };
+        if took(r) {
+            if holder.is_none_or(|(h, _)| h != id) {
+                holder = Some((id, r.at));
+            }
+            continue;
+        }
+        if is_lease(r) || !is_write(r) {
+            continue;
+        }
+        judged += 1;
+        let after_the_take = |since: Option<jiff::Timestamp>| match (r.received, since) {
+            (Some(received), Some(since)) => received >= since,
+            _ => true,
+        };
+        match holder {
+            Some((h, _)) if h == id => {}
+            Some((_, since)) if !after_the_take(since) => {}
+            other => bad.push(format!(
+                "{id} {} {} {}/{} ({}) received at {:?} while {} held the lease",
+                r.verb,
+                r.resource,
+                r.namespace,
+                r.name,
+                r.code,
+                r.received.map(|t| t.to_string()),
+                other.map_or("no one", |(h, _)| h)
+            )),
+        }
+    }
     (judged, bad)
 }

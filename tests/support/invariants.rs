@@ -794,6 +794,7 @@ mod tests {
             code: 200,
             body: serde_json::json!({ "metadata": { "annotations": { "winpool.dev/state": state } } }),
             at: None,
+            received: None,
         }
     }
 
@@ -843,6 +844,7 @@ mod tests {
             code,
             body,
             at: None,
+            received: None,
         }
     }
 
@@ -947,5 +949,40 @@ mod tests {
         let mut c = Checker::default();
         c.check_replayed(Duration::ZERO, Kind::EvictedOffDrain, &found);
         assert_eq!(c.kinds(), BTreeSet::from([Kind::EvictedOffDrain]));
+    }
+    /// Replayed: the leader's writes pass, and so does a write it sent before
+    /// the standby took the lease but that completed after; a write the
+    /// deposed leader sent after the take is caught, and so is a standby's
+    /// write before it ever held the lease. Other replicas are not judged.
+    #[test]
+    fn a_write_by_a_replica_without_the_lease_is_caught_in_the_audit_log() {
+        use crate::support::audit::writes_without_the_lease;
+        let t = |s: u64| Some(jiff::Timestamp::from_second(1_800_000_000 + s as i64).unwrap());
+        let by = |who: &str, resource: &str, name: &str, verb: &str, received: u64, done: u64| {
+            let mut r = req(resource, "", verb, "ns", name, &format!("winpool/0.2.0 ({who})"), 200, serde_json::json!({}));
+            (r.received, r.at) = (t(received), t(done));
+            r
+        };
+        let lease = |who: &str, at: u64| by(who, "leases", "winpool-leader", "update", at, at);
+        let good = vec![
+            lease("a", 0),
+            by("a", "nodes", "n1", "patch", 1, 1),
+            lease("a", 5),
+            by("b", "leases", "winpool-leader", "get", 6, 6),
+            lease("b", 21),
+            by("a", "nodes", "n2", "patch", 19, 22),
+            by("b", "nodes", "n2", "patch", 23, 23),
+            by("c", "nodes", "n3", "patch", 24, 24),
+        ];
+        assert_eq!(writes_without_the_lease(&good, "ns", "winpool-leader"), (3, vec![]));
+        let mut resumed = good.clone();
+        resumed.push(by("a", "nodes", "n4", "patch", 30, 30));
+        let (judged, found) = writes_without_the_lease(&resumed, "ns", "winpool-leader");
+        assert_eq!((judged, found.len()), (4, 1), "{found:?}");
+        assert!(found[0].starts_with("a patch nodes") && found[0].contains("while b held the lease"), "{found:?}");
+        let mut eager = good.clone();
+        eager.insert(2, by("b", "nodes", "n5", "patch", 2, 2));
+        let (_, found) = writes_without_the_lease(&eager, "ns", "winpool-leader");
+        assert_eq!(found.len(), 1, "the standby wrote while a held the lease: {found:?}");
     }
 }
