@@ -11,9 +11,10 @@
 //! clock, never by a request's answer: each renewal gets only the time left
 //! until [`LeaseValidity`] ends (client-go's RenewDeadline), so a connection
 //! that hangs instead of failing cannot keep a deposed leader renewing, and
-//! the controller asks [`LeaseValidity::valid`] before every write, so a
-//! leader frozen past its lease (SIGSTOP, a paused VM) writes nothing when
-//! it wakes.
+//! the controller asks [`LeaseValidity::valid`] before every write, and the
+//! client's connections ask it again before each byte they write
+//! ([`crate::write_fence`]), so a leader frozen past its lease (SIGSTOP, a
+//! paused VM) writes nothing when it wakes, not even a request it had begun.
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -156,6 +157,12 @@ impl LeaseValidity {
     #[cfg(test)]
     pub(crate) fn expired() -> Self {
         LeaseValidity(Arc::new(Mutex::new(Instant::now())))
+    }
+
+    /// A validity that lasts until `until`.
+    #[cfg(test)]
+    pub(crate) fn until_instant(until: Instant) -> Self {
+        LeaseValidity(Arc::new(Mutex::new(until)))
     }
 
     pub fn until(&self) -> Instant {

@@ -19,6 +19,7 @@ pub mod plugin;
 pub mod provider;
 pub mod report;
 pub mod versions;
+pub mod write_fence;
 
 // The layers keep their short paths (`crate::rollout`, `winpool::hns`, ...).
 pub use builders::{configmap, csi_proxy, daemonset, hook_job, pod_network};

@@ -12,6 +12,7 @@ use winpool::controller::{self, Settings};
 use winpool::daemonset::{self, AgentPodOptions, AgentSettings};
 use winpool::lease::{self, LeaseSettings};
 use winpool::metrics::{self, Metrics};
+use winpool::write_fence::WriteFence;
 
 #[derive(Parser)]
 #[command(name = "winpool", version, about = "Rolls Windows node pools to a declared configuration and reports HNS readiness")]
@@ -182,8 +183,9 @@ async fn shutdown_signal(mut term: tokio::signal::unix::Signal) {
     info!("shutdown signal received");
 }
 
-/// The Kubernetes client of this replica, which names it in its user agent.
-async fn client(identity: &str) -> anyhow::Result<kube::Client> {
+/// The Kubernetes client of this replica, which names it in its user agent
+/// and writes nothing once `fence`, armed when it leads, says its lease ran out.
+async fn client(identity: &str, fence: WriteFence) -> anyhow::Result<kube::Client> {
     let mut config =
         kube::Config::infer().await.context("reading the Kubernetes client configuration (KUBECONFIG, ~/.kube/config or in-cluster)")?;
     // A 429 from the Eviction API means "a PodDisruptionBudget says not now": the next
@@ -195,7 +197,7 @@ async fn client(identity: &str) -> anyhow::Result<kube::Client> {
         hyper::header::USER_AGENT,
         hyper::header::HeaderValue::from_str(&user_agent).context("the replica's identity is not a valid header value")?,
     ));
-    kube::Client::try_from(config).context("building the Kubernetes client")
+    winpool::write_fence::client(config, fence).context("building the Kubernetes client")
 }
 
 /// An allowed package share, refused at start unless it names its server by
@@ -253,7 +255,8 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     // Refused before anything connects: bad flags, not a cluster problem.
     lease::check(&lease_settings).map_err(|e| anyhow::anyhow!(e))?;
     let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).context("installing the SIGTERM handler")?;
-    let client = client(&identity).await?;
+    let fence = WriteFence::default();
+    let client = client(&identity, fence.clone()).await?;
     let m = Metrics::new();
     let admin = tokio::spawn(metrics::serve(args.metrics_addr, m.clone()));
     let settings = controller_settings(&args);
@@ -275,6 +278,9 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     let leading = leadership.as_ref().map(|l| l.leading.clone());
     let validity = leadership.as_ref().map(|l| l.validity.clone());
+    if let Some(v) = &validity {
+        fence.arm(v.clone());
+    }
     m.leader.set(1);
     let shutdown = {
         let stop_rx = stop_rx.clone();

@@ -133,9 +133,9 @@ async fn a_frozen_leader_that_resumes_writes_nothing_after_the_standby_took_over
     // SAFETY: as above.
     unsafe { libc::kill(pid, libc::SIGCONT) };
     let resumed = Instant::now();
-    let stepped_down = loop {
+    let (stepped_down, step_down_took) = loop {
         if let Some(status) = t.exit_status(leader) {
-            break status;
+            break (status, resumed.elapsed());
         }
         assert!(resumed.elapsed() < WAIT, "the resumed leader never stepped down");
         tokio::time::sleep(Duration::from_millis(250)).await;
@@ -148,10 +148,6 @@ async fn a_frozen_leader_that_resumes_writes_nothing_after_the_standby_took_over
     assert!(judged > 0 && without.is_empty(), "{judged} writes judged; without the lease: {without:#?}");
     let starts = audit::starts_per_node(&audit::requests(&audit::audit_log(), &t.node_prefix()));
     assert!(starts.len() == 5 && starts.values().all(|c| *c == 1), "each node started once across the two leaders: {starts:?}");
-    eprintln!(
-        "[{}] frozen leader resumed and stepped down in {:?}; {judged} writes replayed, none without the lease",
-        t.id,
-        resumed.elapsed()
-    );
+    eprintln!("[{}] frozen leader resumed and stepped down in {step_down_took:?}; {judged} writes replayed, none without the lease", t.id);
     t.cleanup().await;
 }
