@@ -184,8 +184,8 @@ async fn shutdown_signal(mut term: tokio::signal::unix::Signal) {
 }
 
 /// The Kubernetes client of this replica, which names it in its user agent
-/// and writes nothing once `fence`, armed when it leads, says its lease ran out.
-async fn client(identity: &str, fence: WriteFence) -> anyhow::Result<kube::Client> {
+/// and writes nothing once its fence, armed when it leads, says its lease ran out.
+async fn client(identity: &str) -> anyhow::Result<(kube::Client, WriteFence)> {
     let mut config =
         kube::Config::infer().await.context("reading the Kubernetes client configuration (KUBECONFIG, ~/.kube/config or in-cluster)")?;
     // A 429 from the Eviction API means "a PodDisruptionBudget says not now": the next
@@ -197,7 +197,9 @@ async fn client(identity: &str, fence: WriteFence) -> anyhow::Result<kube::Clien
         hyper::header::USER_AGENT,
         hyper::header::HeaderValue::from_str(&user_agent).context("the replica's identity is not a valid header value")?,
     ));
-    winpool::write_fence::client(config, fence).context("building the Kubernetes client")
+    let fence = WriteFence::default();
+    let client = winpool::write_fence::client(config, fence.clone()).context("building the Kubernetes client")?;
+    Ok((client, fence))
 }
 
 /// An allowed package share, refused at start unless it names its server by
@@ -255,8 +257,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     // Refused before anything connects: bad flags, not a cluster problem.
     lease::check(&lease_settings).map_err(|e| anyhow::anyhow!(e))?;
     let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).context("installing the SIGTERM handler")?;
-    let fence = WriteFence::default();
-    let client = client(&identity, fence.clone()).await?;
+    let (client, fence) = client(&identity).await?;
     let m = Metrics::new();
     let admin = tokio::spawn(metrics::serve(args.metrics_addr, m.clone()));
     let settings = controller_settings(&args);
@@ -278,20 +279,16 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     let leading = leadership.as_ref().map(|l| l.leading.clone());
     let validity = leadership.as_ref().map(|l| l.validity.clone());
-    if let Some(v) = &validity {
-        fence.arm(v.clone());
-    }
+    validity.iter().for_each(|v| fence.arm(v.clone()));
     m.leader.set(1);
-    let shutdown = {
-        let stop_rx = stop_rx.clone();
-        async move {
-            match leading {
-                Some(mut l) => tokio::select! {
-                    _ = stopped(stop_rx) => {},
-                    _ = l.wait_for(|leading| !*leading) => {},
-                },
-                None => stopped(stop_rx).await,
-            }
+    // A lost lease ends the process at once, as client-go's OnStoppedLeading
+    // does: a round waiting on a connection that hangs (a partition) is not
+    // waited for, and the write fence refuses whatever it would still send.
+    let lost = async move {
+        let Some(mut l) = leading else { return std::future::pending().await };
+        if l.wait_for(|leading| !*leading).await.is_err() {
+            // The renewal was stopped for a release: not lost.
+            std::future::pending::<()>().await;
         }
     };
     // The controller stops at its next write once told to; one still waiting
@@ -305,12 +302,13 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         }
     };
     let res = tokio::select! {
-        r = controller::run(client.clone(), settings, m.clone(), shutdown, validity) => r.context("running the controller"),
+        r = controller::run(client.clone(), settings, m.clone(), stopped(stop_rx.clone()), validity) => r.context("running the controller"),
         r = admin => Err(anyhow::anyhow!("admin server on {} stopped: {:?}", args.metrics_addr, r)),
         _ = forced => {
             warn!(grace = ?SHUTDOWN_GRACE, "the controller had not stopped this long after the shutdown signal; exiting without it");
             Ok(())
         }
+        _ = lost => Ok(()),
     };
     m.leader.set(0);
     if let Some(l) = leadership {

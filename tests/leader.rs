@@ -1,13 +1,17 @@
-//! Two operator replicas: only the Lease holder writes; SIGKILL it mid-rollout
-//! and the standby takes over within the lease duration and finishes the job.
+//! Two operator replicas: only the Lease holder writes. Killed, frozen or
+//! partitioned from the API server mid-rollout, the leader is replaced by the
+//! standby, which finishes the job; the API server's audit log shows no write
+//! by a replica that did not hold the Lease, and no node started twice.
 
 mod support;
 
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::coordination::v1::Lease;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
+use support::partition::Partition;
 use support::{TEST_LABEL, TestSpace, audit, http_get, install_crd, wait_for};
 use winpool::api::{WindowsNodePool, names};
 
@@ -41,6 +45,15 @@ async fn two_replicas(t: &mut TestSpace) -> (&'static str, &'static str, u16, u1
     .await
 }
 
+/// A test space of 5 simulated nodes, Ready, whose installs take 2 s.
+async fn five_nodes(name: &str) -> TestSpace {
+    install_crd(&support::client().await).await;
+    let mut t = TestSpace::new(name).await;
+    t.start_sim(5, &["--apply-time=2s"]);
+    support::wait_nodes_ready(&t, 5).await;
+    t
+}
+
 /// The test's pool, every node to a new patch level, `max_unavailable` at a time.
 async fn roll(t: &TestSpace, max_unavailable: i32) -> (String, Api<WindowsNodePool>) {
     let pool = format!("{}-pool", t.id);
@@ -60,11 +73,7 @@ async fn roll(t: &TestSpace, max_unavailable: i32) -> (String, Api<WindowsNodePo
 
 #[tokio::test]
 async fn only_the_leader_writes_and_a_standby_takes_over_after_sigkill() {
-    let client = support::client().await;
-    install_crd(&client).await;
-    let mut t = TestSpace::new("leader").await;
-    t.start_sim(5, &["--apply-time=2s"]);
-    support::wait_nodes_ready(&t, 5).await;
+    let mut t = five_nodes("leader").await;
 
     let (leader, standby, leader_port, standby_port) = two_replicas(&mut t).await;
     let (pool, pools) = roll(&t, 1).await;
@@ -113,11 +122,7 @@ async fn only_the_leader_writes_and_a_standby_takes_over_after_sigkill() {
 /// Lease, and the rollout finishes with no node started twice.
 #[tokio::test]
 async fn a_frozen_leader_that_resumes_writes_nothing_after_the_standby_took_over() {
-    let client = support::client().await;
-    install_crd(&client).await;
-    let mut t = TestSpace::new("leader-freeze").await;
-    t.start_sim(5, &["--apply-time=2s"]);
-    support::wait_nodes_ready(&t, 5).await;
+    let mut t = five_nodes("leader-freeze").await;
     let (leader, _, _, standby_port) = two_replicas(&mut t).await;
     let (pool, pools) = roll(&t, 2).await;
     wait_for("the rollout to be under way", WAIT, || async {
@@ -149,5 +154,60 @@ async fn a_frozen_leader_that_resumes_writes_nothing_after_the_standby_took_over
     let starts = audit::starts_per_node(&audit::requests(&audit::audit_log(), &t.node_prefix()));
     assert!(starts.len() == 5 && starts.values().all(|c| *c == 1), "each node started once across the two leaders: {starts:?}");
     eprintln!("[{}] frozen leader resumed and stepped down in {step_down_took:?}; {judged} writes replayed, none without the lease", t.id);
+    t.cleanup().await;
+}
+
+/// The leader cut off from the API server mid-rollout by a partition that
+/// black-holes (bytes dropped both ways, connections held open, never
+/// reset): its renewals hang, each is cut off at what is left of the renew
+/// deadline, and it exits as having lost the lease before the standby could
+/// take it. Healed after the standby took over, the network would carry
+/// whatever the old leader still sent: the audit log shows nothing, and the
+/// rollout finishes with no node started twice.
+#[tokio::test]
+async fn a_leader_partitioned_from_the_api_server_steps_down_before_the_standby_takes_over() {
+    let mut t = five_nodes("leader-cut").await;
+    let partition = Partition::to_api_server_of(&support::kubeconfig()).await;
+    let via_proxy = partition.kubeconfig(&support::kubeconfig(), &t.id);
+    let lease = format!("winpool-{}", t.id);
+    let election = [format!("--lease-name={lease}"), format!("--lease-namespace={}", t.namespace), "--leader-elect=true".into()];
+    let election: Vec<&str> = election.iter().map(String::as_str).collect();
+    let cut_off_port = t.start_operator_as("operator-a", &election, &via_proxy);
+    wait_for("the replica behind the partition to lead", WAIT, || async { is_leader(cut_off_port).await.filter(|l| *l) }).await;
+    let standby_port = t.start_operator_named("operator-b", &election);
+    let (pool, pools) = roll(&t, 2).await;
+    wait_for("the rollout to be under way", WAIT, || async {
+        let st = pools.get(&pool).await.ok()?.status?;
+        (st.nodes.updating >= 1 && st.nodes.updated < 5).then_some(())
+    })
+    .await;
+
+    partition.cut();
+    let cut_at = Instant::now();
+    let (status, exited_at) = loop {
+        if let Some(status) = t.exit_status("operator-a") {
+            break (status, jiff::Timestamp::now());
+        }
+        assert!(cut_at.elapsed() < WAIT, "the partitioned leader never stepped down");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let step_down_took = cut_at.elapsed();
+    assert_eq!(status.code(), Some(75), "it exits as having lost the lease: {status:?}");
+    wait_for("the standby to take the lease", WAIT, || async { is_leader(standby_port).await.filter(|l| *l) }).await;
+    partition.heal();
+    let leases: Api<Lease> = Api::namespaced(t.client.clone(), &t.namespace);
+    let taken_at = leases.get(&lease).await.unwrap().spec.and_then(|s| s.acquire_time).expect("the standby's acquireTime").0;
+    assert!(exited_at < taken_at, "the cut-off leader was gone ({exited_at}) before the standby took the lease ({taken_at})");
+
+    support::wait_pool_done(&t, &pool, 5, WAIT).await;
+    let (judged, without) = audit::writes_without_the_lease(&audit::requests_by_replicas(&audit::audit_log()), &t.namespace, &lease);
+    assert!(judged > 0 && without.is_empty(), "{judged} writes judged; without the lease: {without:#?}");
+    let starts = audit::starts_per_node(&audit::requests(&audit::audit_log(), &t.node_prefix()));
+    assert!(starts.len() == 5 && starts.values().all(|c| *c == 1), "each node started once across the two leaders: {starts:?}");
+    eprintln!(
+        "[{}] partitioned leader stepped down {step_down_took:?} after the cut, {:?} before the standby took over; {judged} writes replayed",
+        t.id,
+        (taken_at - exited_at)
+    );
     t.cleanup().await;
 }

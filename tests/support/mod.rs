@@ -10,6 +10,7 @@ pub mod alertmanager;
 pub mod audit;
 pub mod chart;
 pub mod http;
+pub mod partition;
 pub mod prometheus;
 
 use std::collections::BTreeMap;
