@@ -1,6 +1,9 @@
 //! Chaos soak (issue 10): a rollout over ~50 simulated nodes on its own control
-//! plane while, at seeded random moments, the operator is SIGKILLed and
-//! restarted, the kube-apiserver is killed and restarted, a node is deleted
+//! plane, driven by two operator replicas electing a leader, while, at seeded
+//! random moments, the leader is SIGKILLed (a new replica starts), frozen
+//! (SIGSTOP) past its lease, or partitioned from the API server (its own TCP
+//! proxy black-holes it) until the standby leads, the kube-apiserver is killed
+//! and restarted, a node is deleted
 //! mid-drain and another mid-apply, a node joins the pool, the agent pod of a node that is applying
 //! is deleted (its agent stops mid-apply; the DaemonSet's new pod carries on),
 //! evictions are refused (429) for a while,
@@ -11,7 +14,9 @@
 //! read from its metrics). At the end the API server's audit log is replayed:
 //! maxUnavailable over every node write it completed (a start and a finish
 //! between two samples count too), no node drained twice for one revision,
-//! and no Node write by an agent's identity.
+//! no Node write by an agent's identity, no uncordon while an agent installs,
+//! no eviction off a Draining node, and no write by a replica while another
+//! held the Lease.
 //!
 //! The test runs its own cluster (`WINPOOL_CLUSTER=chaos`, ports from 26490) so
 //! restarting its API server disturbs no other test, and always tears it down.
@@ -21,8 +26,8 @@
 //!   WINPOOL_CHAOS_FULL_RESTART=1   restart the API server with `hack/cluster.sh up`,
 //!                                  which restarts kwok too (see `restart_apiserver`)
 //!
-//! A process that exits by itself (today: `winpool sim` when its watch loses the
-//! API server) is restarted, as the kubelet would, and listed at the end.
+//! A replica that exits with 75 (it lost the lease) is replaced, as the
+//! Deployment would, and listed at the end; any other exit fails the soak.
 
 #[path = "support/invariants.rs"]
 mod invariants;
@@ -33,7 +38,8 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use invariants::{Checker, Sample};
+use invariants::{Checker, Kind, Sample};
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -42,6 +48,7 @@ use kube::api::{Api, DeleteParams, EvictParams, ListParams, Patch, PatchParams, 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
+use support::partition::Partition;
 use support::{TEST_LABEL, TestSpace, install_crd, repo_root, wait_for};
 use winpool::api::WindowsNodePool;
 use winpool::report::WindowsNodeReport;
@@ -160,10 +167,14 @@ impl Drop for ChaosCluster {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Chaos {
-    /// SIGKILL the operator; a new one starts after `pause`.
+    /// SIGKILL the leading replica; a new one starts after `pause`.
     KillOperator {
         pause_ms: u64,
     },
+    /// SIGSTOP the leader past its lease; SIGCONT once the standby leads.
+    FreezeLeader,
+    /// Black-hole the leader's connections to the API server; heal once the standby leads.
+    PartitionLeader,
     RestartApiserver,
     /// Delete a node whose state is Draining (waits until there is one).
     DeleteDrainingNode,
@@ -215,12 +226,26 @@ fn size(long: bool) -> Size {
     let agent = |_: &mut SmallRng| Chaos::KillAgent;
     let change = |_: &mut SmallRng| Chaos::ChangePatchLevel;
     let pause = |r: &mut SmallRng| Chaos::Pause { for_ms: r.random_range(8000..20000) };
+    let freeze = |_: &mut SmallRng| Chaos::FreezeLeader;
+    let cut = |_: &mut SmallRng| Chaos::PartitionLeader;
     if long {
         Size {
             nodes: 200,
             max_unavailable: IntOrString::String("10%".into()),
             replicas: 30,
-            events: vec![(kill, 6), (api, 3), (del, 3), (del_applying, 2), (add, 3), (agent, 4), (refuse, 3), (change, 2), (pause, 2)],
+            events: vec![
+                (kill, 6),
+                (api, 3),
+                (del, 3),
+                (del_applying, 2),
+                (add, 3),
+                (agent, 4),
+                (refuse, 3),
+                (change, 2),
+                (pause, 2),
+                (freeze, 2),
+                (cut, 2),
+            ],
             horizon: Duration::from_secs(300),
             budget: Duration::from_secs(45 * 60),
         }
@@ -229,7 +254,19 @@ fn size(long: bool) -> Size {
             nodes: 50,
             max_unavailable: IntOrString::Int(5),
             replicas: 10,
-            events: vec![(kill, 2), (api, 1), (del, 1), (del_applying, 1), (add, 1), (agent, 2), (refuse, 1), (change, 1), (pause, 1)],
+            events: vec![
+                (kill, 2),
+                (api, 1),
+                (del, 1),
+                (del_applying, 1),
+                (add, 1),
+                (agent, 2),
+                (refuse, 1),
+                (change, 1),
+                (pause, 1),
+                (freeze, 1),
+                (cut, 1),
+            ],
             horizon: Duration::from_secs(60),
             budget: Duration::from_secs(12 * 60),
         }
@@ -475,27 +512,63 @@ fn tail(path: &std::path::Path, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
-/// The children of the soak: which operator and sim incarnation is current.
-struct Fleet {
-    operator: usize,
-    /// Metrics port of the current operator, and when it started.
+/// One operator replica of the soak. Each reaches the API server through a
+/// partition of its own, so the leader, whichever it is, can be cut off.
+struct Replica {
+    name: String,
     port: u16,
-    operator_since: Instant,
+    partition: Partition,
+}
+
+/// The children of the soak: two operator replicas electing a leader on the
+/// test's Lease, and the current sim incarnation.
+struct Fleet {
+    started: usize,
+    replicas: Vec<Replica>,
+    /// The replica last seen leading, and since when: its silence counts from then.
+    leader: Option<(String, Instant)>,
     sim: usize,
     operator_names: Vec<String>,
     sim_names: Vec<String>,
     kubeconfig: PathBuf,
+    lease: String,
     seed: u64,
     nodes: usize,
 }
 
 impl Fleet {
-    fn start_operator(&mut self, t: &mut TestSpace) {
-        self.operator += 1;
-        let name = format!("operator-{}", self.operator);
-        self.port = t.start_operator_as(&name, &[], &self.kubeconfig);
-        self.operator_since = Instant::now();
+    async fn start_operator(&mut self, t: &mut TestSpace) {
+        self.started += 1;
+        let name = format!("operator-{}", self.started);
+        let partition = Partition::to_api_server_of(&self.kubeconfig).await;
+        let kubeconfig = partition.kubeconfig(&self.kubeconfig, &format!("{}-{name}", t.id));
+        let election = [format!("--lease-name={}", self.lease), format!("--lease-namespace={}", t.namespace), "--leader-elect=true".into()];
+        let election: Vec<&str> = election.iter().map(String::as_str).collect();
+        let port = t.start_operator_as(&name, &election, &kubeconfig);
+        self.replicas.push(Replica { name: name.clone(), port, partition });
         self.operator_names.push(name);
+    }
+
+    /// The live replica the Lease names as its holder (its identity ends in
+    /// its pid), and its metrics port; None between leaders or while the API
+    /// server is away. The Lease, not a replica's own word: a deposed leader
+    /// may still believe it leads.
+    async fn find_leader(&mut self, t: &TestSpace) -> Option<(String, u16)> {
+        let leases: Api<Lease> = Api::namespaced(t.client.clone(), &t.namespace);
+        let holder = leases.get_opt(&self.lease).await.ok()??.spec?.holder_identity?;
+        let r = self.replicas.iter().find(|r| t.pid(&r.name).is_some_and(|pid| holder.ends_with(&format!("-{pid}"))))?;
+        if self.leader.as_ref().is_none_or(|(l, _)| *l != r.name) {
+            self.leader = Some((r.name.clone(), Instant::now()));
+        }
+        Some((r.name.clone(), r.port))
+    }
+
+    /// A replica that exited (75, having lost the lease) is replaced, as the Deployment would.
+    fn forget(&mut self, name: &str) {
+        self.replicas.retain(|r| r.name != name);
+        if self.leader.as_ref().is_some_and(|(l, _)| l == name) {
+            self.leader = None;
+        }
     }
 
     fn start_sim(&mut self, t: &mut TestSpace) {
@@ -511,13 +584,80 @@ impl Fleet {
         self.sim_names.push(name);
     }
 
-    fn operator(&self) -> String {
-        format!("operator-{}", self.operator)
-    }
-
     fn sim(&self) -> String {
         format!("sim-{}", self.sim)
     }
+}
+
+/// How long a leader stays frozen or cut off at most: past the 15 s lease,
+/// the standby has taken over.
+const LEADER_LOST_FOR: Duration = Duration::from_secs(60);
+
+/// Waits until a replica other than `old` holds the Lease.
+async fn another_leads(t: &TestSpace, fleet: &mut Fleet, old: &str) -> Option<String> {
+    let since = Instant::now();
+    while since.elapsed() < LEADER_LOST_FOR {
+        if let Some((l, _)) = fleet.find_leader(t).await.filter(|(l, _)| l != old) {
+            return Some(l);
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    None
+}
+
+/// How long a deposed leader may run on once the standby holds the Lease:
+/// frozen, it exits at its first look at its clock; cut off, it was gone
+/// before the standby could take over.
+const DEPOSED_EXIT: Duration = Duration::from_secs(10);
+
+/// The replica `old`, deposed, exits by itself (75: the main loop replaces
+/// it); one that stays is a violation, killed and replaced here so the soak
+/// goes on to its end, where the violation fails it.
+async fn deposed_leader_exits(t: &mut TestSpace, fleet: &mut Fleet, old: &str) -> Option<String> {
+    let since = Instant::now();
+    while since.elapsed() < DEPOSED_EXIT {
+        if t.is_running(old) != Some(true) {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    t.stop(old);
+    fleet.forget(old);
+    fleet.start_operator(t).await;
+    Some(format!("{old} still ran {DEPOSED_EXIT:?} after another replica took the Lease"))
+}
+
+/// SIGSTOP the leader until the standby has taken the lease, then SIGCONT:
+/// it must step down (exit 75) and write nothing meanwhile.
+async fn freeze_leader(t: &mut TestSpace, fleet: &mut Fleet, checker: &mut Checker, at: Duration) -> Option<String> {
+    let (leader, _) = fleet.find_leader(t).await?;
+    let pid = t.pid(&leader)? as libc::pid_t;
+    let frozen = Instant::now();
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    let next = another_leads(t, fleet, &leader).await;
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    let next = next.unwrap_or_else(|| panic!("no replica took over from the frozen {leader} in {LEADER_LOST_FOR:?}"));
+    checker.check_seen(at, Kind::DeposedLeaderStayed, deposed_leader_exits(t, fleet, &leader).await);
+    Some(format!("froze leader {leader} (SIGSTOP) until {next} took the lease {:.1}s later, then SIGCONT", frozen.elapsed().as_secs_f64()))
+}
+
+/// Black-hole the leader's connections until the standby has taken the lease, then heal.
+async fn partition_leader(t: &mut TestSpace, fleet: &mut Fleet, checker: &mut Checker, at: Duration) -> Option<String> {
+    let (leader, _) = fleet.find_leader(t).await?;
+    let cut = Instant::now();
+    fleet.replicas.iter().find(|r| r.name == leader)?.partition.cut();
+    let next = another_leads(t, fleet, &leader).await;
+    if let Some(r) = fleet.replicas.iter().find(|r| r.name == leader) {
+        r.partition.heal();
+    }
+    let next = next.unwrap_or_else(|| panic!("no replica took over from the partitioned {leader} in {LEADER_LOST_FOR:?}"));
+    checker.check_seen(at, Kind::DeposedLeaderStayed, deposed_leader_exits(t, fleet, &leader).await);
+    Some(format!(
+        "partitioned leader {leader} from the API server until {next} took the lease {:.1}s later, then healed",
+        cut.elapsed().as_secs_f64()
+    ))
 }
 
 #[tokio::test]
@@ -546,13 +686,14 @@ async fn a_rollout_converges_through_chaos_with_every_invariant_held() {
     install_crd(&client).await;
     let mut t = TestSpace::with_client("chaos", client).await;
     let mut fleet = Fleet {
-        operator: 0,
-        port: 0,
-        operator_since: Instant::now(),
+        started: 0,
+        replicas: Vec::new(),
+        leader: None,
         sim: 0,
         operator_names: Vec::new(),
         sim_names: Vec::new(),
         kubeconfig: cluster.kubeconfig.clone(),
+        lease: format!("winpool-{}", t.id),
         seed,
         nodes: size.nodes,
     };
@@ -568,7 +709,8 @@ async fn a_rollout_converges_through_chaos_with_every_invariant_held() {
     let mut patch_revision = FIRST_PATCH_REVISION;
     let mut paused = false;
     apply_pool(&t, &pool_manifest(&t, &pool, patch_revision, &size.max_unavailable, paused)).await.expect("pool applies");
-    fleet.start_operator(&mut t);
+    fleet.start_operator(&mut t).await;
+    fleet.start_operator(&mut t).await;
     eprintln!("[{}] set up in {:.0}s; rollout starts", t.id, setup.elapsed().as_secs_f64());
 
     let start = Instant::now();
@@ -576,7 +718,7 @@ async fn a_rollout_converges_through_chaos_with_every_invariant_held() {
     let mut done: Vec<(Duration, String)> = Vec::new();
     let mut deleted: BTreeSet<String> = BTreeSet::new();
     let mut added: Vec<String> = Vec::new();
-    let mut unexpected_exits: Vec<String> = Vec::new();
+    let mut lease_exits: Vec<String> = Vec::new();
     let mut last_progress = Duration::ZERO;
     let mut first_converged: Option<Duration> = None;
     let mut api_back_at: Option<Instant> = None;
@@ -623,14 +765,15 @@ async fn a_rollout_converges_through_chaos_with_every_invariant_held() {
 
         // Liveness: while nodes are in flight the pool's reconcile must keep running.
         let settled_in = |since: Instant| since.elapsed() > RESUME;
-        if let Some((s, _, _)) = &sampled
+        let leading = fleet.find_leader(&t).await;
+        if let (Some((s, _, _)), Some((leader, port)), Some((_, leading_since))) = (&sampled, &leading, fleet.leader.clone())
             && s.nodes.iter().any(|n| n.in_flight())
-            && settled_in(fleet.operator_since)
+            && settled_in(leading_since)
             && api_back_at.is_none_or(settled_in)
         {
-            // No decision yet counts from when this operator started.
-            let started_unix = unix_now() - fleet.operator_since.elapsed().as_secs() as i64;
-            let last = last_reconcile(fleet.port, &pool).await.unwrap_or(started_unix);
+            // No decision yet counts from when this replica was first seen leading.
+            let started_unix = unix_now() - leading_since.elapsed().as_secs() as i64;
+            let last = last_reconcile(*port, &pool).await.unwrap_or(started_unix);
             let gap = Duration::from_secs(unix_now().saturating_sub(last).max(0) as u64);
             if gap > longest_gap {
                 longest_gap = gap;
@@ -643,20 +786,14 @@ async fn a_rollout_converges_through_chaos_with_every_invariant_held() {
                     .filter(|n| n.in_flight())
                     .map(|n| format!("{} ({})", n.name, n.state.as_deref().unwrap_or("")))
                     .collect();
-                let key = format!("{}@{last}", fleet.operator());
+                let key = format!("{leader}@{last}");
                 if !stalls.contains_key(&key) {
-                    eprintln!(
-                        "[chaos {:>6.1}s] {} has not decided for {}s with nodes in flight",
-                        now.as_secs_f64(),
-                        fleet.operator(),
-                        gap.as_secs()
-                    );
+                    eprintln!("[chaos {:>6.1}s] {leader} has not decided for {}s with nodes in flight", now.as_secs_f64(), gap.as_secs());
                 }
                 stalls.insert(
                     key,
                     format!(
-                        "{}: no decision for pool {pool} for {}s (until t={:.0}s) while {} nodes were in flight: {}",
-                        fleet.operator(),
+                        "{leader}: no decision for pool {pool} for {}s (until t={:.0}s) while {} nodes were in flight: {}",
                         gap.as_secs(),
                         now.as_secs_f64(),
                         in_flight.len(),
@@ -666,25 +803,25 @@ async fn a_rollout_converges_through_chaos_with_every_invariant_held() {
             }
         }
 
-        // The children. The operator may exit by itself for one reason only: it
-        // lost the leader lease while the API was away (exit status 75, by
-        // design; the Deployment restarts it as a follower, and so does this
-        // test). Any other exit of the operator or the fleet fails the test.
-        for (what, alive) in [("operator", t.is_running(&fleet.operator())), ("sim", t.is_running(&fleet.sim()))] {
-            if alive == Some(false) {
-                let name = if what == "operator" { fleet.operator() } else { fleet.sim() };
-                let status = t.exit_status(&name);
-                let msg = format!(
-                    "{name} exited by itself ({status:?}) at {:.1}s; last lines:\n{}",
-                    now.as_secs_f64(),
-                    tail(&t.log_path(&name), 8)
-                );
-                eprintln!("[chaos] {msg}");
-                assert!(what == "operator" && status.and_then(|s| s.code()) == Some(EXIT_LOST_LEASE), "seed {seed}: {msg}");
-                unexpected_exits.push(msg);
-                t.stop(&name);
-                fleet.start_operator(&mut t);
+        // The children. An operator replica may exit by itself for one reason
+        // only: it lost the leader lease (exit status 75, by design: frozen,
+        // partitioned, or the API away; the Deployment restarts it as a
+        // follower, and so does this test). Any other exit fails the test.
+        let children: Vec<String> = fleet.replicas.iter().map(|r| r.name.clone()).chain([fleet.sim()]).collect();
+        for name in children {
+            if t.is_running(&name) != Some(false) {
+                continue;
             }
+            let status = t.exit_status(&name);
+            let msg =
+                format!("{name} exited by itself ({status:?}) at {:.1}s; last lines:\n{}", now.as_secs_f64(), tail(&t.log_path(&name), 8));
+            eprintln!("[chaos] {msg}");
+            let lost_lease = name.starts_with("operator-") && status.and_then(|s| s.code()) == Some(EXIT_LOST_LEASE);
+            assert!(lost_lease, "seed {seed}: {msg}");
+            lease_exits.push(msg);
+            t.stop(&name);
+            fleet.forget(&name);
+            fleet.start_operator(&mut t).await;
         }
 
         // Due events, in order; one that cannot happen yet stays due.
@@ -695,13 +832,18 @@ async fn a_rollout_converges_through_chaos_with_every_invariant_held() {
                 break;
             }
             let outcome: Option<String> = match what {
-                Chaos::KillOperator { pause_ms } => {
-                    let old = fleet.operator();
-                    t.stop(&old);
-                    tokio::time::sleep(Duration::from_millis(pause_ms)).await;
-                    fleet.start_operator(&mut t);
-                    Some(format!("SIGKILLed {old}, started {} after {pause_ms}ms", fleet.operator()))
-                }
+                Chaos::KillOperator { pause_ms } => match fleet.find_leader(&t).await {
+                    Some((old, _)) => {
+                        t.stop(&old);
+                        fleet.forget(&old);
+                        tokio::time::sleep(Duration::from_millis(pause_ms)).await;
+                        fleet.start_operator(&mut t).await;
+                        Some(format!("SIGKILLed leader {old}, started operator-{} after {pause_ms}ms", fleet.started))
+                    }
+                    None => None,
+                },
+                Chaos::FreezeLeader => freeze_leader(&mut t, &mut fleet, &mut checker, now).await,
+                Chaos::PartitionLeader => partition_leader(&mut t, &mut fleet, &mut checker, now).await,
                 Chaos::RestartApiserver => {
                     let away = tokio::task::spawn_blocking(ChaosCluster::restart_apiserver).await.expect("restart task");
                     api_back_at = Some(Instant::now());
@@ -892,6 +1034,10 @@ async fn a_rollout_converges_through_chaos_with_every_invariant_held() {
     checker.check_replayed(start.elapsed(), invariants::Kind::UncordonedMidInstall, &mid_install);
     let (evictions, off_drain) = support::audit::evictions_off_drain(&log);
     checker.check_replayed(start.elapsed(), invariants::Kind::EvictedOffDrain, &off_drain);
+    let by_replicas = support::audit::requests_by_replicas(&ChaosCluster::cluster_dir().join("logs/audit.log"));
+    let (replica_writes, without_lease) = support::audit::writes_without_the_lease(&by_replicas, &t.namespace, &fleet.lease);
+    checker.check_replayed(start.elapsed(), invariants::Kind::WroteWithoutLease, &without_lease);
+    eprintln!("  audit replay: {replica_writes} writes by operator replicas, {} without the lease", without_lease.len());
     eprintln!(
         "  audit replay: {uncordons} uncordons ({} while an agent installed), {evictions} evictions ({} from a node not Draining)",
         mid_install.len(),
@@ -905,9 +1051,9 @@ async fn a_rollout_converges_through_chaos_with_every_invariant_held() {
     for (at, msg) in &done {
         eprintln!("  {:>6.1}s  {msg}", at.as_secs_f64());
     }
-    eprintln!("  operator incarnations: {}, sim incarnations: {}", fleet.operator, fleet.sim);
-    for m in &unexpected_exits {
-        eprintln!("  UNEXPECTED EXIT: {m}");
+    eprintln!("  operator replicas started: {}, sim incarnations: {}", fleet.started, fleet.sim);
+    for m in &lease_exits {
+        eprintln!("  lost the lease: {m}");
     }
     eprintln!(
         "  longest gap between two decisions with nodes in flight: {}s (seen at t={:.0}s)",
@@ -936,7 +1082,9 @@ async fn a_rollout_converges_through_chaos_with_every_invariant_held() {
     let kinds: BTreeSet<&str> = done
         .iter()
         .map(|(_, m)| match m {
-            m if m.starts_with("SIGKILLed") => "operator killed",
+            m if m.starts_with("SIGKILLed") => "leader killed",
+            m if m.starts_with("froze leader") => "leader frozen",
+            m if m.starts_with("partitioned leader") => "leader partitioned",
             m if m.starts_with("kube-apiserver") => "apiserver restarted",
             m if m.starts_with("deleted agent pod") => "agent pod deleted",
             m if m.starts_with("deleted") && m.contains("Draining") => "node deleted mid-drain",
@@ -950,7 +1098,7 @@ async fn a_rollout_converges_through_chaos_with_every_invariant_held() {
             _ => "other",
         })
         .collect();
-    assert_eq!(kinds.len(), 11, "seed {seed}: every kind of chaos happened: {kinds:?}");
+    assert_eq!(kinds.len(), 13, "seed {seed}: every kind of chaos happened: {kinds:?}");
     // An operator that lost its lease while the API was away was restarted (as the
     // Deployment would) and reported above; any other exit already failed the test.
     checker.assert_clean();

@@ -12,16 +12,10 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 use support::partition::Partition;
-use support::{TEST_LABEL, TestSpace, audit, http_get, install_crd, wait_for};
+use support::{TEST_LABEL, TestSpace, audit, install_crd, is_leader, wait_for};
 use winpool::api::{WindowsNodePool, names};
 
 const WAIT: Duration = Duration::from_secs(240);
-
-async fn is_leader(port: u16) -> Option<bool> {
-    let (_, body) = http_get(port, "/metrics").await?;
-    let line = body.lines().find(|l| l.starts_with("winpool_leader "))?;
-    Some(line.trim_end().ends_with(" 1"))
-}
 
 /// The replica's own mark in the User-Agent of its requests: `winpool/<v> (<host>-<pid>)`.
 fn agent_of(t: &TestSpace, what: &str) -> String {

@@ -196,6 +196,10 @@ pub enum Kind {
     UncordonedMidInstall,
     /// winpool evicted a pod from a node it had not put in Draining.
     EvictedOffDrain,
+    /// An operator replica wrote while another held the leader Lease.
+    WroteWithoutLease,
+    /// A replica deposed (frozen, cut off) still ran after the standby took the Lease.
+    DeposedLeaderStayed,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -494,6 +498,13 @@ impl Checker {
     pub fn check_replayed(&mut self, at: Duration, kind: Kind, violations: &[String]) {
         for msg in violations {
             self.record(at, kind, format!("audit/{msg}"), format!("audit: {msg}"));
+        }
+    }
+
+    /// A violation the soak saw happen, outside the samples and the audit log.
+    pub fn check_seen(&mut self, at: Duration, kind: Kind, violation: Option<String>) {
+        if let Some(msg) = violation {
+            self.record(at, kind, msg.clone(), msg);
         }
     }
 

@@ -336,6 +336,13 @@ pub fn read_yaml_files(dir: &Path) -> Vec<(PathBuf, String)> {
     v
 }
 
+/// Whether the operator replica serving metrics on `port` leads (None: no answer).
+pub async fn is_leader(port: u16) -> Option<bool> {
+    let (_, body) = http_get(port, "/metrics").await?;
+    let line = body.lines().find(|l| l.starts_with("winpool_leader "))?;
+    Some(line.trim_end().ends_with(" 1"))
+}
+
 /// GET a path of a server on loopback (the operator's admin server).
 pub async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
     http::get_local(port, path).await
