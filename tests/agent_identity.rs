@@ -148,6 +148,95 @@ impl Drop for Identity {
     }
 }
 
+/// RBAC: no Node write of any kind, its own included; no report deleted.
+async fn assert_no_node_write_nor_report_delete(t: &TestSpace, agent: &kube::Client, a: &str) {
+    let admin_nodes: Api<Node> = Api::all(t.client.clone());
+    let reports: Api<WindowsNodeReport> = Api::namespaced(agent.clone(), &t.agent_namespace());
+    let nodes: Api<Node> = Api::all(agent.clone());
+    let annotate = json!({"metadata": {"annotations": {"winpool.dev/apply-status": "Applying"}}});
+    let r = nodes.patch(a, &PatchParams::default(), &Patch::Merge(&annotate)).await;
+    assert!(forbidden(&r), "the agent may not write its own Node: {r:?}");
+    let r = nodes.patch_status(a, &PatchParams::default(), &Patch::Merge(&json!({"status": {"phase": "x"}}))).await;
+    assert!(forbidden(&r), "nor its status: {r:?}");
+    let forged = format!("{}c", t.node_prefix());
+    let body = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": forged}});
+    let apply = nodes.patch(&forged, &PatchParams::apply("winpool-agent"), &Patch::Apply(&body)).await;
+    assert!(forbidden(&apply), "the agent cannot create a node by apply: {apply:?}");
+    let delete = nodes.delete(a, &DeleteParams::default()).await;
+    assert!(forbidden(&delete), "the agent cannot delete its node: {delete:?}");
+    let delete = reports.delete(a, &DeleteParams::default()).await;
+    assert!(forbidden(&delete), "the agent cannot delete its report: {delete:?}");
+    let node = admin_nodes.get(a).await.unwrap();
+    assert_eq!(
+        node.metadata.annotations.unwrap_or_default().get("winpool.dev/state").map(String::as_str),
+        Some("Pending"),
+        "the Node is untouched"
+    );
+}
+
+/// Events: only about its own Node (the second policy; RBAC allows any).
+async fn agent_events_only_about_its_own_node(agent: &kube::Client, agent_ns: &str, a: &str, b: &str) {
+    let events_policy = format!("winpool-{agent_ns}-agent-own-events");
+    let by_events_policy = format!("ValidatingAdmissionPolicy '{events_policy}'");
+    // A Node's Events live in "default" (the API server refuses them elsewhere).
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(agent.clone(), "default");
+    let event_about = |node: &str, n: usize| k8s_openapi::api::core::v1::Event {
+        metadata: ObjectMeta { name: Some(format!("{node}.agent-test-{n}")), ..Default::default() },
+        involved_object: k8s_openapi::api::core::v1::ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Node".into()),
+            name: Some(node.into()),
+            ..Default::default()
+        },
+        reason: Some("ApplyFailed".into()),
+        message: Some("test".into()),
+        type_: Some("Warning".into()),
+        // As the agent writes them (agent/internal/agent/events.go): a reporting
+        // controller lets a namespaced Event be about a cluster-scoped Node.
+        reporting_component: Some("winpool.dev/agent".into()),
+        reporting_instance: Some(format!("winpool-agent-{node}")),
+        count: Some(1),
+        first_timestamp: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now())),
+        last_timestamp: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now())),
+        ..Default::default()
+    };
+    let mut n = 0;
+    let refusal = wait_for("the events policy to refuse an Event about another node", WAIT, || {
+        n += 1;
+        let ev = event_about(b, n);
+        let events = events.clone();
+        let by = by_events_policy.clone();
+        async move {
+            match events.create(&PostParams::default(), &ev).await {
+                Err(kube::Error::Api(s)) if s.code == 403 && s.message.contains(&by) => Some(s.message),
+                _ => None,
+            }
+        }
+    })
+    .await;
+    assert!(refusal.contains(&format!("this token is bound to a pod on node {a}, the Event is about Node {b}")), "{refusal}");
+    events.create(&PostParams::default(), &event_about(a, 0)).await.expect("the agent records an Event about its own node");
+    let new_events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(agent.clone(), "default");
+    let regarding_b = k8s_openapi::api::events::v1::Event {
+        metadata: ObjectMeta { name: Some(format!("{b}.agent-test-new")), ..Default::default() },
+        regarding: Some(k8s_openapi::api::core::v1::ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Node".into()),
+            name: Some(b.to_string()),
+            ..Default::default()
+        }),
+        reason: Some("ApplyFailed".into()),
+        action: Some("Apply".into()),
+        reporting_controller: Some("winpool.dev/agent".into()),
+        reporting_instance: Some("test".into()),
+        event_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(jiff::Timestamp::now())),
+        type_: Some("Warning".into()),
+        ..Default::default()
+    };
+    let r = new_events.create(&PostParams::default(), &regarding_b).await;
+    assert!(forbidden(&r), "nor through events.k8s.io about another node: {r:?}");
+}
+
 #[tokio::test]
 async fn an_agent_may_write_only_its_own_nodes_report_and_no_node() {
     let client = support::client().await;
@@ -250,27 +339,7 @@ async fn an_agent_may_write_only_its_own_nodes_report_and_no_node() {
     let r = reports.patch(&a, &PatchParams::default(), &Patch::Merge(&disown)).await;
     assert!(forbidden(&r), "the agent may not disown its report: {r:?}");
 
-    // RBAC: no Node write of any kind, its own included; no report deleted.
-    let nodes: Api<Node> = Api::all(agent.clone());
-    let annotate = json!({"metadata": {"annotations": {"winpool.dev/apply-status": "Applying"}}});
-    let r = nodes.patch(&a, &PatchParams::default(), &Patch::Merge(&annotate)).await;
-    assert!(forbidden(&r), "the agent may not write its own Node: {r:?}");
-    let r = nodes.patch_status(&a, &PatchParams::default(), &Patch::Merge(&json!({"status": {"phase": "x"}}))).await;
-    assert!(forbidden(&r), "nor its status: {r:?}");
-    let forged = format!("{}c", t.node_prefix());
-    let body = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": forged}});
-    let apply = nodes.patch(&forged, &PatchParams::apply("winpool-agent"), &Patch::Apply(&body)).await;
-    assert!(forbidden(&apply), "the agent cannot create a node by apply: {apply:?}");
-    let delete = nodes.delete(&a, &DeleteParams::default()).await;
-    assert!(forbidden(&delete), "the agent cannot delete its node: {delete:?}");
-    let delete = reports.delete(&a, &DeleteParams::default()).await;
-    assert!(forbidden(&delete), "the agent cannot delete its report: {delete:?}");
-    let node = admin_nodes.get(&a).await.unwrap();
-    assert_eq!(
-        node.metadata.annotations.unwrap_or_default().get("winpool.dev/state").map(String::as_str),
-        Some("Pending"),
-        "the Node is untouched"
-    );
+    assert_no_node_write_nor_report_delete(&t, &agent, &a).await;
 
     // A token of the same ServiceAccount that is not bound to a pod names no
     // node, so it cannot write even its own node's report.
@@ -285,66 +354,7 @@ async fn an_agent_may_write_only_its_own_nodes_report_and_no_node() {
     )
     .await;
 
-    // Events: only about its own Node (the second policy; RBAC allows any).
-    let events_policy = format!("winpool-{agent_ns}-agent-own-events");
-    let by_events_policy = format!("ValidatingAdmissionPolicy '{events_policy}'");
-    // A Node's Events live in "default" (the API server refuses them elsewhere).
-    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(agent.clone(), "default");
-    let event_about = |node: &str, n: usize| k8s_openapi::api::core::v1::Event {
-        metadata: ObjectMeta { name: Some(format!("{node}.agent-test-{n}")), ..Default::default() },
-        involved_object: k8s_openapi::api::core::v1::ObjectReference {
-            api_version: Some("v1".into()),
-            kind: Some("Node".into()),
-            name: Some(node.into()),
-            ..Default::default()
-        },
-        reason: Some("ApplyFailed".into()),
-        message: Some("test".into()),
-        type_: Some("Warning".into()),
-        // As the agent writes them (agent/internal/agent/events.go): a reporting
-        // controller lets a namespaced Event be about a cluster-scoped Node.
-        reporting_component: Some("winpool.dev/agent".into()),
-        reporting_instance: Some(format!("winpool-agent-{node}")),
-        count: Some(1),
-        first_timestamp: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now())),
-        last_timestamp: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now())),
-        ..Default::default()
-    };
-    let mut n = 0;
-    let refusal = wait_for("the events policy to refuse an Event about another node", WAIT, || {
-        n += 1;
-        let ev = event_about(&b, n);
-        let events = events.clone();
-        let by = by_events_policy.clone();
-        async move {
-            match events.create(&PostParams::default(), &ev).await {
-                Err(kube::Error::Api(s)) if s.code == 403 && s.message.contains(&by) => Some(s.message),
-                _ => None,
-            }
-        }
-    })
-    .await;
-    assert!(refusal.contains(&format!("this token is bound to a pod on node {a}, the Event is about Node {b}")), "{refusal}");
-    events.create(&PostParams::default(), &event_about(&a, 0)).await.expect("the agent records an Event about its own node");
-    let new_events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(agent.clone(), "default");
-    let regarding_b = k8s_openapi::api::events::v1::Event {
-        metadata: ObjectMeta { name: Some(format!("{b}.agent-test-new")), ..Default::default() },
-        regarding: Some(k8s_openapi::api::core::v1::ObjectReference {
-            api_version: Some("v1".into()),
-            kind: Some("Node".into()),
-            name: Some(b.clone()),
-            ..Default::default()
-        }),
-        reason: Some("ApplyFailed".into()),
-        action: Some("Apply".into()),
-        reporting_controller: Some("winpool.dev/agent".into()),
-        reporting_instance: Some("test".into()),
-        event_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(jiff::Timestamp::now())),
-        type_: Some("Warning".into()),
-        ..Default::default()
-    };
-    let r = new_events.create(&PostParams::default(), &regarding_b).await;
-    assert!(forbidden(&r), "nor through events.k8s.io about another node: {r:?}");
+    agent_events_only_about_its_own_node(&agent, &agent_ns, &a, &b).await;
 
     // A Node deleted takes its report with it.
     admin_nodes.delete(&a, &DeleteParams::default()).await.expect("delete node a");

@@ -660,427 +660,508 @@ async fn partition_leader(t: &mut TestSpace, fleet: &mut Fleet, checker: &mut Ch
     ))
 }
 
-#[tokio::test]
-async fn a_rollout_converges_through_chaos_with_every_invariant_held() {
-    let long = std::env::var("WINPOOL_CHAOS_LONG").is_ok_and(|v| !v.is_empty() && v != "0");
-    let seed: u64 = match std::env::var("WINPOOL_CHAOS_SEED") {
-        Ok(s) => s.trim().parse().unwrap_or_else(|_| panic!("WINPOOL_CHAOS_SEED={s:?} is not a u64")),
-        Err(_) => rand::random::<u32>() as u64,
-    };
-    let size = size(long);
-    let mut rng = SmallRng::seed_from_u64(seed);
-    let mut plan = schedule(&mut rng, &size);
-    eprintln!(
-        "chaos seed {seed} ({} nodes, maxUnavailable {:?}; replay with WINPOOL_CHAOS_SEED={seed}{})",
-        size.nodes,
-        size.max_unavailable,
-        if long { " WINPOOL_CHAOS_LONG=1" } else { "" }
-    );
-    for (at, what) in &plan {
-        eprintln!("  planned at {:>5.1}s: {what:?}", at.as_secs_f64());
+/// A node sample, the pool, and the Nodes, as `sample` returns them.
+type Sampled = Option<(Sample, WindowsNodePool, Vec<Node>)>;
+
+/// How the rollout moved, from samples: how long a spec change went
+/// unobserved, and how long nodes sat in flight with none of them changing
+/// state (each bounded by PROGRESS).
+#[derive(Default)]
+struct Progress {
+    unobserved_since: Option<Duration>,
+    longest_unobserved: (Duration, Duration),
+    frozen: (Vec<(String, Option<String>)>, Duration),
+    longest_freeze: (Duration, Duration),
+    last_printed: Duration,
+}
+
+impl Progress {
+    fn observe(&mut self, s: &Sample, p: &WindowsNodePool, now: Duration) {
+        let observed = p.status.as_ref().and_then(|st| st.observed_generation) == p.metadata.generation;
+        let since = if observed { None } else { Some(*self.unobserved_since.get_or_insert(now)) };
+        self.unobserved_since = since;
+        if let Some(since) = since
+            && now - since > self.longest_unobserved.0
+        {
+            self.longest_unobserved = (now - since, now);
+        }
+        let fingerprint: Vec<(String, Option<String>)> = s.nodes.iter().map(|n| (n.name.clone(), n.state.clone())).collect();
+        if fingerprint != self.frozen.0 || !s.nodes.iter().any(|n| n.in_flight()) {
+            self.frozen = (fingerprint, now);
+        } else if now - self.frozen.1 > self.longest_freeze.0 {
+            self.longest_freeze = (now - self.frozen.1, now);
+        }
+    }
+}
+
+/// Whether the leader keeps deciding while nodes are in flight (from its metrics).
+#[derive(Default)]
+struct Liveness {
+    longest_gap: Duration,
+    longest_gap_at: Duration,
+    stalls: BTreeMap<String, String>,
+}
+
+/// The soak's state: the cluster's children, the plan of events, what the
+/// events changed, and what the checks saw.
+struct Soak {
+    t: TestSpace,
+    fleet: Fleet,
+    size: Size,
+    seed: u64,
+    rng: SmallRng,
+    plan: Vec<(Duration, Chaos)>,
+    pool: String,
+    patch_revision: u32,
+    paused: bool,
+    start: Instant,
+    checker: Checker,
+    done: Vec<(Duration, String)>,
+    deleted: BTreeSet<String>,
+    added: Vec<String>,
+    lease_exits: Vec<String>,
+    api_back_at: Option<Instant>,
+    progress: Progress,
+    liveness: Liveness,
+}
+
+impl Soak {
+    /// The plan drawn from `seed`, the fleet Ready, the workload and the pool in place, two replicas started.
+    async fn set_up(cluster: &ChaosCluster, long: bool, seed: u64) -> Soak {
+        let size = size(long);
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let plan = schedule(&mut rng, &size);
+        eprintln!(
+            "chaos seed {seed} ({} nodes, maxUnavailable {:?}; replay with WINPOOL_CHAOS_SEED={seed}{})",
+            size.nodes,
+            size.max_unavailable,
+            if long { " WINPOOL_CHAOS_LONG=1" } else { "" }
+        );
+        for (at, what) in &plan {
+            eprintln!("  planned at {:>5.1}s: {what:?}", at.as_secs_f64());
+        }
+        let setup = Instant::now();
+        let client = support::client_for(&cluster.kubeconfig).await;
+        install_crd(&client).await;
+        let mut t = TestSpace::with_client("chaos", client).await;
+        let mut fleet = Fleet {
+            started: 0,
+            replicas: Vec::new(),
+            leader: None,
+            sim: 0,
+            operator_names: Vec::new(),
+            sim_names: Vec::new(),
+            kubeconfig: cluster.kubeconfig.clone(),
+            lease: format!("winpool-{}", t.id),
+            seed,
+            nodes: size.nodes,
+        };
+        fleet.start_sim(&mut t);
+        wait_for(&format!("{} simulated nodes Ready", size.nodes), Duration::from_secs(180), || async {
+            let n = list_nodes(&t).await.ok()?;
+            (n.len() == size.nodes && n.iter().all(support::node_ready)).then_some(())
+        })
+        .await;
+        support::protected_workload(&t, size.replicas, normal_min_available(size.replicas)).await;
+        let pool = format!("{}-pool", t.id);
+        apply_pool(&t, &pool_manifest(&t, &pool, FIRST_PATCH_REVISION, &size.max_unavailable, false)).await.expect("pool applies");
+        fleet.start_operator(&mut t).await;
+        fleet.start_operator(&mut t).await;
+        eprintln!("[{}] set up in {:.0}s; rollout starts", t.id, setup.elapsed().as_secs_f64());
+        Soak {
+            t,
+            fleet,
+            size,
+            seed,
+            rng,
+            plan,
+            pool,
+            patch_revision: FIRST_PATCH_REVISION,
+            paused: false,
+            start: Instant::now(),
+            checker: Checker::new(),
+            done: Vec::new(),
+            deleted: BTreeSet::new(),
+            added: Vec::new(),
+            lease_exits: Vec::new(),
+            api_back_at: None,
+            progress: Progress::default(),
+            liveness: Liveness::default(),
+        }
     }
 
-    let setup = Instant::now();
-    let cluster = ChaosCluster::up();
-    let client = support::client_for(&cluster.kubeconfig).await;
-    install_crd(&client).await;
-    let mut t = TestSpace::with_client("chaos", client).await;
-    let mut fleet = Fleet {
-        started: 0,
-        replicas: Vec::new(),
-        leader: None,
-        sim: 0,
-        operator_names: Vec::new(),
-        sim_names: Vec::new(),
-        kubeconfig: cluster.kubeconfig.clone(),
-        lease: format!("winpool-{}", t.id),
-        seed,
-        nodes: size.nodes,
-    };
-    fleet.start_sim(&mut t);
-    wait_for(&format!("{} simulated nodes Ready", size.nodes), Duration::from_secs(180), || async {
-        let n = list_nodes(&t).await.ok()?;
-        (n.len() == size.nodes && n.iter().all(support::node_ready)).then_some(())
-    })
-    .await;
-    support::protected_workload(&t, size.replicas, normal_min_available(size.replicas)).await;
-
-    let pool = format!("{}-pool", t.id);
-    let mut patch_revision = FIRST_PATCH_REVISION;
-    let mut paused = false;
-    apply_pool(&t, &pool_manifest(&t, &pool, patch_revision, &size.max_unavailable, paused)).await.expect("pool applies");
-    fleet.start_operator(&mut t).await;
-    fleet.start_operator(&mut t).await;
-    eprintln!("[{}] set up in {:.0}s; rollout starts", t.id, setup.elapsed().as_secs_f64());
-
-    let start = Instant::now();
-    let mut checker = Checker::new();
-    let mut done: Vec<(Duration, String)> = Vec::new();
-    let mut deleted: BTreeSet<String> = BTreeSet::new();
-    let mut added: Vec<String> = Vec::new();
-    let mut lease_exits: Vec<String> = Vec::new();
-    let mut last_progress = Duration::ZERO;
-    let mut first_converged: Option<Duration> = None;
-    let mut api_back_at: Option<Instant> = None;
-    let mut longest_gap = Duration::ZERO;
-    let mut longest_gap_at = Duration::ZERO;
-    let mut stalls: BTreeMap<String, String> = BTreeMap::new();
-    // Progress: how long a spec change went unobserved, and how long nodes sat in flight
-    // with none of them changing state (measured from samples; bounded by PROGRESS).
-    let mut unobserved_since: Option<Duration> = None;
-    let mut longest_unobserved = (Duration::ZERO, Duration::ZERO);
-    let mut frozen: (Vec<(String, Option<String>)>, Duration) = (Vec::new(), Duration::ZERO);
-    let mut longest_freeze = (Duration::ZERO, Duration::ZERO);
-    let nodes_api: Api<Node> = Api::all(t.client.clone());
-
-    let final_rev = loop {
-        let now = start.elapsed();
-        assert!(
-            now < size.budget,
-            "seed {seed}: no convergence within {:?}; events done: {done:?}; pending: {plan:?}\n{}",
-            size.budget,
-            checker.report()
-        );
-        let sampled = sample(&t, &pool, now).await;
-        if let Some((s, _, _)) = &sampled {
-            checker.observe(s);
-        }
-
-        if let Some((s, p, _)) = &sampled {
-            let observed = p.status.as_ref().and_then(|st| st.observed_generation) == p.metadata.generation;
-            let since = if observed { None } else { Some(*unobserved_since.get_or_insert(now)) };
-            unobserved_since = since;
-            if let Some(since) = since
-                && now - since > longest_unobserved.0
-            {
-                longest_unobserved = (now - since, now);
+    /// Samples, checks and runs due events until the rollout converged with
+    /// every event done; returns the revision it converged at.
+    async fn run(&mut self) -> String {
+        loop {
+            let now = self.start.elapsed();
+            assert!(
+                now < self.size.budget,
+                "seed {}: no convergence within {:?}; events done: {:?}; pending: {:?}\n{}",
+                self.seed,
+                self.size.budget,
+                self.done,
+                self.plan,
+                self.checker.report()
+            );
+            let sampled = sample(&self.t, &self.pool, now).await;
+            if let Some((s, p, _)) = &sampled {
+                self.checker.observe(s);
+                self.progress.observe(s, p, now);
             }
-            let fingerprint: Vec<(String, Option<String>)> = s.nodes.iter().map(|n| (n.name.clone(), n.state.clone())).collect();
-            if fingerprint != frozen.0 || !s.nodes.iter().any(|n| n.in_flight()) {
-                frozen = (fingerprint, now);
-            } else if now - frozen.1 > longest_freeze.0 {
-                longest_freeze = (now - frozen.1, now);
+            self.check_liveness(&sampled, now).await;
+            self.replace_exited(now).await;
+            self.run_due_events(&sampled, now).await;
+            if let Some(rev) = self.converged(&sampled, now) {
+                return rev;
             }
+            tokio::time::sleep(SAMPLE_EVERY).await;
         }
+    }
 
-        // Liveness: while nodes are in flight the pool's reconcile must keep running.
+    /// Liveness: while nodes are in flight the leader's reconcile must keep running.
+    async fn check_liveness(&mut self, sampled: &Sampled, now: Duration) {
         let settled_in = |since: Instant| since.elapsed() > RESUME;
-        let leading = fleet.find_leader(&t).await;
-        if let (Some((s, _, _)), Some((leader, port)), Some((_, leading_since))) = (&sampled, &leading, fleet.leader.clone())
-            && s.nodes.iter().any(|n| n.in_flight())
-            && settled_in(leading_since)
-            && api_back_at.is_none_or(settled_in)
-        {
-            // No decision yet counts from when this replica was first seen leading.
-            let started_unix = unix_now() - leading_since.elapsed().as_secs() as i64;
-            let last = last_reconcile(*port, &pool).await.unwrap_or(started_unix);
-            let gap = Duration::from_secs(unix_now().saturating_sub(last).max(0) as u64);
-            if gap > longest_gap {
-                longest_gap = gap;
-                longest_gap_at = now;
-            }
-            if gap > STALL {
-                let in_flight: Vec<String> = s
-                    .nodes
-                    .iter()
-                    .filter(|n| n.in_flight())
-                    .map(|n| format!("{} ({})", n.name, n.state.as_deref().unwrap_or("")))
-                    .collect();
-                let key = format!("{leader}@{last}");
-                if !stalls.contains_key(&key) {
-                    eprintln!("[chaos {:>6.1}s] {leader} has not decided for {}s with nodes in flight", now.as_secs_f64(), gap.as_secs());
-                }
-                stalls.insert(
-                    key,
-                    format!(
-                        "{leader}: no decision for pool {pool} for {}s (until t={:.0}s) while {} nodes were in flight: {}",
-                        gap.as_secs(),
-                        now.as_secs_f64(),
-                        in_flight.len(),
-                        in_flight.join(", ")
-                    ),
-                );
-            }
+        let leading = self.fleet.find_leader(&self.t).await;
+        let (Some((s, _, _)), Some((leader, port)), Some((_, leading_since))) = (sampled, &leading, self.fleet.leader.clone()) else {
+            return;
+        };
+        if !s.nodes.iter().any(|n| n.in_flight()) || !settled_in(leading_since) || !self.api_back_at.is_none_or(settled_in) {
+            return;
         }
+        // No decision yet counts from when this replica was first seen leading.
+        let started_unix = unix_now() - leading_since.elapsed().as_secs() as i64;
+        let last = last_reconcile(*port, &self.pool).await.unwrap_or(started_unix);
+        let gap = Duration::from_secs(unix_now().saturating_sub(last).max(0) as u64);
+        let l = &mut self.liveness;
+        if gap > l.longest_gap {
+            (l.longest_gap, l.longest_gap_at) = (gap, now);
+        }
+        if gap <= STALL {
+            return;
+        }
+        let in_flight: Vec<String> =
+            s.nodes.iter().filter(|n| n.in_flight()).map(|n| format!("{} ({})", n.name, n.state.as_deref().unwrap_or(""))).collect();
+        let key = format!("{leader}@{last}");
+        if !l.stalls.contains_key(&key) {
+            eprintln!("[chaos {:>6.1}s] {leader} has not decided for {}s with nodes in flight", now.as_secs_f64(), gap.as_secs());
+        }
+        let stall = format!(
+            "{leader}: no decision for pool {} for {}s (until t={:.0}s) while {} nodes were in flight: {}",
+            self.pool,
+            gap.as_secs(),
+            now.as_secs_f64(),
+            in_flight.len(),
+            in_flight.join(", ")
+        );
+        l.stalls.insert(key, stall);
+    }
 
-        // The children. An operator replica may exit by itself for one reason
-        // only: it lost the leader lease (exit status 75, by design: frozen,
-        // partitioned, or the API away; the Deployment restarts it as a
-        // follower, and so does this test). Any other exit fails the test.
-        let children: Vec<String> = fleet.replicas.iter().map(|r| r.name.clone()).chain([fleet.sim()]).collect();
+    /// The children. An operator replica may exit by itself for one reason
+    /// only: it lost the leader lease (exit status 75, by design: frozen,
+    /// partitioned, or the API away; the Deployment restarts it as a
+    /// follower, and so does this test). Any other exit fails the test.
+    async fn replace_exited(&mut self, now: Duration) {
+        let children: Vec<String> = self.fleet.replicas.iter().map(|r| r.name.clone()).chain([self.fleet.sim()]).collect();
         for name in children {
-            if t.is_running(&name) != Some(false) {
+            if self.t.is_running(&name) != Some(false) {
                 continue;
             }
-            let status = t.exit_status(&name);
-            let msg =
-                format!("{name} exited by itself ({status:?}) at {:.1}s; last lines:\n{}", now.as_secs_f64(), tail(&t.log_path(&name), 8));
+            let status = self.t.exit_status(&name);
+            let msg = format!(
+                "{name} exited by itself ({status:?}) at {:.1}s; last lines:\n{}",
+                now.as_secs_f64(),
+                tail(&self.t.log_path(&name), 8)
+            );
             eprintln!("[chaos] {msg}");
             let lost_lease = name.starts_with("operator-") && status.and_then(|s| s.code()) == Some(EXIT_LOST_LEASE);
-            assert!(lost_lease, "seed {seed}: {msg}");
-            lease_exits.push(msg);
-            t.stop(&name);
-            fleet.forget(&name);
-            fleet.start_operator(&mut t).await;
+            assert!(lost_lease, "seed {}: {msg}", self.seed);
+            self.lease_exits.push(msg);
+            self.t.stop(&name);
+            self.fleet.forget(&name);
+            self.fleet.start_operator(&mut self.t).await;
         }
+    }
 
-        // Due events, in order; one that cannot happen yet stays due.
+    /// Due events, in order; one that cannot happen yet stays due.
+    async fn run_due_events(&mut self, sampled: &Sampled, now: Duration) {
         let mut i = 0;
-        while i < plan.len() {
-            let (at, what) = plan[i];
+        while i < self.plan.len() {
+            let (at, what) = self.plan[i];
             if at > now {
                 break;
             }
-            let outcome: Option<String> = match what {
-                Chaos::KillOperator { pause_ms } => match fleet.find_leader(&t).await {
-                    Some((old, _)) => {
-                        t.stop(&old);
-                        fleet.forget(&old);
-                        tokio::time::sleep(Duration::from_millis(pause_ms)).await;
-                        fleet.start_operator(&mut t).await;
-                        Some(format!("SIGKILLed leader {old}, started operator-{} after {pause_ms}ms", fleet.started))
-                    }
-                    None => None,
-                },
-                Chaos::FreezeLeader => freeze_leader(&mut t, &mut fleet, &mut checker, now).await,
-                Chaos::PartitionLeader => partition_leader(&mut t, &mut fleet, &mut checker, now).await,
-                Chaos::RestartApiserver => {
-                    let away = tokio::task::spawn_blocking(ChaosCluster::restart_apiserver).await.expect("restart task");
-                    api_back_at = Some(Instant::now());
-                    Some(format!("kube-apiserver SIGKILLed and restarted; API away {:.1}s", away.as_secs_f64()))
-                }
-                Chaos::DeleteDrainingNode | Chaos::DeleteApplyingNode => match &sampled {
-                    Some((s, _, _)) => {
-                        let state = if what == Chaos::DeleteDrainingNode { "Draining" } else { "Applying" };
-                        let draining: Vec<&str> =
-                            s.nodes.iter().filter(|n| n.state.as_deref() == Some(state)).map(|n| n.name.as_str()).collect();
-                        if draining.is_empty() {
-                            None
-                        } else {
-                            let victim = draining[rng.random_range(0..draining.len())].to_string();
-                            match nodes_api.delete(&victim, &DeleteParams::default()).await {
-                                Ok(_) => {
-                                    deleted.insert(victim.clone());
-                                    Some(format!("deleted {victim} while it was {state} ({} {})", draining.len(), state.to_lowercase()))
-                                }
-                                Err(e) => {
-                                    eprintln!("[chaos] deleting {victim}: {e}; retrying");
-                                    None
-                                }
-                            }
-                        }
-                    }
-                    None => None,
-                },
-                Chaos::KillAgent => match &sampled {
-                    Some((s, _, _)) => {
-                        let applying: Vec<&str> =
-                            s.nodes.iter().filter(|n| n.state.as_deref() == Some("Applying")).map(|n| n.name.as_str()).collect();
-                        if applying.is_empty() {
-                            None
-                        } else {
-                            let victim = applying[rng.random_range(0..applying.len())].to_string();
-                            kill_agent_pod(&t, &victim).await
-                        }
-                    }
-                    None => None,
-                },
-                Chaos::AddNode => {
-                    let name = format!("{}extra-{}", t.node_prefix(), added.len());
-                    let node = support::windows_node(&t, &name, "10.0.20348.2700", "1.7.20");
-                    match nodes_api.create(&PostParams::default(), &node).await {
-                        Ok(_) => {
-                            added.push(name.clone());
-                            Some(format!("added node {name}"))
-                        }
-                        Err(kube::Error::Api(e)) if e.code == 409 => {
-                            added.push(name.clone());
-                            Some(format!("added node {name} (it existed: an earlier create got through)"))
-                        }
-                        Err(e) => {
-                            eprintln!("[chaos] adding {name}: {e}; retrying");
-                            None
-                        }
-                    }
-                }
-                // Only worth it while a drain is under way: wait for one.
-                Chaos::RefuseEvictions { .. }
-                    if !sampled.as_ref().is_some_and(|(s, _, _)| s.nodes.iter().any(|n| n.state.as_deref() == Some("Draining"))) =>
-                {
-                    None
-                }
-                Chaos::RefuseEvictions { for_ms } => match set_pdb_min_available(&t, size.replicas).await {
-                    Ok(()) => {
-                        let proof = evictions_refused(&t).await;
-                        assert!(proof.is_ok(), "seed {seed}: the PDB did not refuse evictions: {proof:?}");
-                        plan.push((now + Duration::from_millis(for_ms), Chaos::AllowEvictions));
-                        let draining = sampled
-                            .as_ref()
-                            .map_or(0, |(s, _, _)| s.nodes.iter().filter(|n| n.state.as_deref() == Some("Draining")).count());
-                        Some(format!("PDB minAvailable={} (evictions get 429) for {for_ms}ms; {draining} nodes draining", size.replicas))
-                    }
-                    Err(e) => {
-                        eprintln!("[chaos] tightening the PDB: {e}; retrying");
-                        None
-                    }
-                },
-                Chaos::AllowEvictions => match set_pdb_min_available(&t, normal_min_available(size.replicas)).await {
-                    Ok(()) => {
-                        let draining = sampled
-                            .as_ref()
-                            .map_or(0, |(s, _, _)| s.nodes.iter().filter(|n| n.state.as_deref() == Some("Draining")).count());
-                        Some(format!("PDB relaxed to minAvailable={}; {draining} nodes were draining", normal_min_available(size.replicas)))
-                    }
-                    Err(_) => None,
-                },
-                Chaos::ChangePatchLevel => {
-                    let next = patch_revision + 38;
-                    match apply_pool(&t, &pool_manifest(&t, &pool, next, &size.max_unavailable, paused)).await {
-                        Ok(()) => {
-                            patch_revision = next;
-                            let st = sampled.as_ref().map(|(_, p, _)| p.status.clone().unwrap_or_default().nodes);
-                            Some(format!("patchLevel -> {} (status was {st:?})", patch_level(next)))
-                        }
-                        Err(e) => {
-                            eprintln!("[chaos] changing the patch level: {e}; retrying");
-                            None
-                        }
-                    }
-                }
-                Chaos::Pause { for_ms } => {
-                    match apply_pool(&t, &pool_manifest(&t, &pool, patch_revision, &size.max_unavailable, true)).await {
-                        Ok(()) => {
-                            paused = true;
-                            plan.push((now + Duration::from_millis(for_ms), Chaos::Resume));
-                            Some(format!("rollout paused for {for_ms}ms"))
-                        }
-                        Err(_) => None,
-                    }
-                }
-                Chaos::Resume => match apply_pool(&t, &pool_manifest(&t, &pool, patch_revision, &size.max_unavailable, false)).await {
-                    Ok(()) => {
-                        paused = false;
-                        let st = sampled.as_ref().map(|(_, p, _)| p.status.clone().unwrap_or_default().nodes);
-                        Some(format!("rollout resumed (status was {st:?})"))
-                    }
-                    Err(_) => None,
-                },
-            };
-            match outcome {
+            match self.happen(what, sampled, now).await {
                 Some(msg) => {
-                    let when = start.elapsed();
+                    let when = self.start.elapsed();
                     eprintln!("[chaos {:>6.1}s] {msg}", when.as_secs_f64());
-                    done.push((when, msg));
-                    plan.remove(i);
-                    plan.sort();
+                    self.done.push((when, msg));
+                    self.plan.remove(i);
+                    self.plan.sort();
                     i = 0;
                 }
                 None => i += 1,
             }
         }
+    }
 
-        let expected = size.nodes + added.len() - deleted.len();
-        if let Some((s, p, _)) = &sampled {
-            match converged(s, p, expected) {
-                Ok(rev) if plan.is_empty() => break rev,
-                Ok(_) => {
-                    first_converged.get_or_insert(now);
-                    // Deleting a draining node, killing an applying agent and refusing evictions need
-                    // an update under way. When the rollout finished before they could happen, start
-                    // another by changing the spec again.
-                    let needs_drain = |w: &Chaos| matches!(w, Chaos::DeleteDrainingNode | Chaos::KillAgent | Chaos::RefuseEvictions { .. });
-                    if plan.iter().all(|(at, w)| *at <= now && needs_drain(w)) {
-                        eprintln!("[chaos] converged with {} drain-time events due: changing the patch level again", plan.len());
-                        plan.push((now, Chaos::ChangePatchLevel));
-                        plan.sort();
-                    }
+    /// Makes `what` happen; None when it cannot yet (retried next sample).
+    async fn happen(&mut self, what: Chaos, sampled: &Sampled, now: Duration) -> Option<String> {
+        let draining = || sampled.as_ref().map_or(0, |(s, _, _)| s.nodes.iter().filter(|n| n.state.as_deref() == Some("Draining")).count());
+        match what {
+            Chaos::KillOperator { pause_ms } => {
+                let (old, _) = self.fleet.find_leader(&self.t).await?;
+                self.t.stop(&old);
+                self.fleet.forget(&old);
+                tokio::time::sleep(Duration::from_millis(pause_ms)).await;
+                self.fleet.start_operator(&mut self.t).await;
+                Some(format!("SIGKILLed leader {old}, started operator-{} after {pause_ms}ms", self.fleet.started))
+            }
+            Chaos::FreezeLeader => freeze_leader(&mut self.t, &mut self.fleet, &mut self.checker, now).await,
+            Chaos::PartitionLeader => partition_leader(&mut self.t, &mut self.fleet, &mut self.checker, now).await,
+            Chaos::RestartApiserver => {
+                let away = tokio::task::spawn_blocking(ChaosCluster::restart_apiserver).await.expect("restart task");
+                self.api_back_at = Some(Instant::now());
+                Some(format!("kube-apiserver SIGKILLed and restarted; API away {:.1}s", away.as_secs_f64()))
+            }
+            Chaos::DeleteDrainingNode => self.delete_a_node_in(sampled, "Draining").await,
+            Chaos::DeleteApplyingNode => self.delete_a_node_in(sampled, "Applying").await,
+            Chaos::KillAgent => {
+                let (s, _, _) = sampled.as_ref()?;
+                let applying: Vec<&str> =
+                    s.nodes.iter().filter(|n| n.state.as_deref() == Some("Applying")).map(|n| n.name.as_str()).collect();
+                if applying.is_empty() {
+                    return None;
                 }
-                Err(why) => {
-                    if now.saturating_sub(last_progress) >= Duration::from_secs(10) {
-                        last_progress = now;
-                        let c = p.status.clone().unwrap_or_default().nodes;
-                        eprintln!(
-                            "[progress {:>6.1}s] {}/{} updated, {} updating, {} pending, {} failed; {} events left; waiting: {why}",
-                            now.as_secs_f64(),
-                            c.updated,
-                            c.total,
-                            c.updating,
-                            c.pending,
-                            c.failed,
-                            plan.len()
-                        );
-                    }
+                let victim = applying[self.rng.random_range(0..applying.len())].to_string();
+                kill_agent_pod(&self.t, &victim).await
+            }
+            Chaos::AddNode => self.add_node().await,
+            // Only worth it while a drain is under way: wait for one.
+            Chaos::RefuseEvictions { .. } if draining() == 0 => None,
+            Chaos::RefuseEvictions { for_ms } => match set_pdb_min_available(&self.t, self.size.replicas).await {
+                Ok(()) => {
+                    let proof = evictions_refused(&self.t).await;
+                    assert!(proof.is_ok(), "seed {}: the PDB did not refuse evictions: {proof:?}", self.seed);
+                    self.plan.push((now + Duration::from_millis(for_ms), Chaos::AllowEvictions));
+                    Some(format!(
+                        "PDB minAvailable={} (evictions get 429) for {for_ms}ms; {} nodes draining",
+                        self.size.replicas,
+                        draining()
+                    ))
                 }
+                Err(e) => {
+                    eprintln!("[chaos] tightening the PDB: {e}; retrying");
+                    None
+                }
+            },
+            Chaos::AllowEvictions => {
+                let min = normal_min_available(self.size.replicas);
+                set_pdb_min_available(&self.t, min).await.ok()?;
+                Some(format!("PDB relaxed to minAvailable={min}; {} nodes were draining", draining()))
+            }
+            Chaos::ChangePatchLevel => {
+                let next = self.patch_revision + 38;
+                if let Err(e) =
+                    apply_pool(&self.t, &pool_manifest(&self.t, &self.pool, next, &self.size.max_unavailable, self.paused)).await
+                {
+                    eprintln!("[chaos] changing the patch level: {e}; retrying");
+                    return None;
+                }
+                self.patch_revision = next;
+                let st = sampled.as_ref().map(|(_, p, _)| p.status.clone().unwrap_or_default().nodes);
+                Some(format!("patchLevel -> {} (status was {st:?})", patch_level(next)))
+            }
+            Chaos::Pause { for_ms } => {
+                apply_pool(&self.t, &pool_manifest(&self.t, &self.pool, self.patch_revision, &self.size.max_unavailable, true))
+                    .await
+                    .ok()?;
+                self.paused = true;
+                self.plan.push((now + Duration::from_millis(for_ms), Chaos::Resume));
+                Some(format!("rollout paused for {for_ms}ms"))
+            }
+            Chaos::Resume => {
+                apply_pool(&self.t, &pool_manifest(&self.t, &self.pool, self.patch_revision, &self.size.max_unavailable, false))
+                    .await
+                    .ok()?;
+                self.paused = false;
+                let st = sampled.as_ref().map(|(_, p, _)| p.status.clone().unwrap_or_default().nodes);
+                Some(format!("rollout resumed (status was {st:?})"))
             }
         }
-        tokio::time::sleep(SAMPLE_EVERY).await;
-    };
-    let elapsed = start.elapsed();
+    }
 
-    // The end: everything that needed a grace mid-rollout must hold exactly now.
-    let (last, _, _) = sample(&t, &pool, start.elapsed()).await.expect("final sample");
-    checker.finish(&last);
-    let audit = support::audit::requests(&ChaosCluster::cluster_dir().join("logs/audit.log"), &t.node_prefix());
-    checker.check_drains(start.elapsed(), &support::audit::drains_per_node(&audit));
-    let peak = support::audit::in_flight_peak(&audit);
-    let added = done.iter().filter(|(_, m)| m.starts_with("added")).count();
-    checker.check_in_flight_replayed(start.elapsed(), &peak, &size.max_unavailable, size.nodes + added);
-    eprintln!("  audit replay: at most {} nodes in flight ({})", peak.0, peak.1.join(", "));
-    let agent = format!("system:serviceaccount:{}:winpool-agent", t.agent_namespace());
-    let agent_node_writes = support::audit::node_writes_by(&ChaosCluster::cluster_dir().join("logs/audit.log"), &agent);
-    checker.check_agent_node_writes(start.elapsed(), &agent_node_writes);
-    let log = support::audit::requests_of_test(&ChaosCluster::cluster_dir().join("logs/audit.log"), &t.node_prefix(), &t.namespace);
-    let (uncordons, mid_install) = support::audit::uncordons_mid_install(&log);
-    checker.check_replayed(start.elapsed(), invariants::Kind::UncordonedMidInstall, &mid_install);
-    let (evictions, off_drain) = support::audit::evictions_off_drain(&log);
-    checker.check_replayed(start.elapsed(), invariants::Kind::EvictedOffDrain, &off_drain);
-    let by_replicas = support::audit::requests_by_replicas(&ChaosCluster::cluster_dir().join("logs/audit.log"));
-    let (replica_writes, without_lease) = support::audit::writes_without_the_lease(&by_replicas, &t.namespace, &fleet.lease);
-    checker.check_replayed(start.elapsed(), invariants::Kind::WroteWithoutLease, &without_lease);
-    eprintln!("  audit replay: {replica_writes} writes by operator replicas, {} without the lease", without_lease.len());
-    eprintln!(
-        "  audit replay: {uncordons} uncordons ({} while an agent installed), {evictions} evictions ({} from a node not Draining)",
-        mid_install.len(),
-        off_drain.len()
-    );
+    /// Deletes a node whose state is `state` (waits until there is one).
+    async fn delete_a_node_in(&mut self, sampled: &Sampled, state: &str) -> Option<String> {
+        let (s, _, _) = sampled.as_ref()?;
+        let matching: Vec<&str> = s.nodes.iter().filter(|n| n.state.as_deref() == Some(state)).map(|n| n.name.as_str()).collect();
+        if matching.is_empty() {
+            return None;
+        }
+        let victim = matching[self.rng.random_range(0..matching.len())].to_string();
+        match Api::<Node>::all(self.t.client.clone()).delete(&victim, &DeleteParams::default()).await {
+            Ok(_) => {
+                self.deleted.insert(victim.clone());
+                Some(format!("deleted {victim} while it was {state} ({} {})", matching.len(), state.to_lowercase()))
+            }
+            Err(e) => {
+                eprintln!("[chaos] deleting {victim}: {e}; retrying");
+                None
+            }
+        }
+    }
 
-    eprintln!(
-        "\n==== chaos seed {seed}: converged at revision {final_rev} in {:.0}s after the rollout started ====",
-        elapsed.as_secs_f64()
-    );
-    for (at, msg) in &done {
-        eprintln!("  {:>6.1}s  {msg}", at.as_secs_f64());
+    /// A new node matching the pool's selector joins.
+    async fn add_node(&mut self) -> Option<String> {
+        let name = format!("{}extra-{}", self.t.node_prefix(), self.added.len());
+        let node = support::windows_node(&self.t, &name, "10.0.20348.2700", "1.7.20");
+        let msg = match Api::<Node>::all(self.t.client.clone()).create(&PostParams::default(), &node).await {
+            Ok(_) => format!("added node {name}"),
+            Err(kube::Error::Api(e)) if e.code == 409 => format!("added node {name} (it existed: an earlier create got through)"),
+            Err(e) => {
+                eprintln!("[chaos] adding {name}: {e}; retrying");
+                return None;
+            }
+        };
+        self.added.push(name);
+        Some(msg)
     }
-    eprintln!("  operator replicas started: {}, sim incarnations: {}", fleet.started, fleet.sim);
-    for m in &lease_exits {
-        eprintln!("  lost the lease: {m}");
-    }
-    eprintln!(
-        "  longest gap between two decisions with nodes in flight: {}s (seen at t={:.0}s)",
-        longest_gap.as_secs(),
-        longest_gap_at.as_secs_f64()
-    );
-    eprintln!(
-        "  longest a spec change went unobserved: {}s (until t={:.0}s); longest with nodes in flight and none changing state: {}s (until t={:.0}s)",
-        longest_unobserved.0.as_secs(),
-        longest_unobserved.1.as_secs_f64(),
-        longest_freeze.0.as_secs(),
-        longest_freeze.1.as_secs_f64()
-    );
-    eprintln!("  {}", eviction_retries(&ChaosCluster::cluster_dir().join("logs/audit.log")));
-    for m in stalls.values() {
-        eprintln!("  STALL: {m}");
-    }
-    eprintln!("  {}", checker.report());
 
-    for name in &fleet.operator_names {
-        assert!(!read(&t.log_path(name)).contains("panicked"), "seed {seed}: {name} panicked:\n{}", tail(&t.log_path(name), 30));
+    /// The revision, once the rollout converged with no event left. Converged
+    /// with only drain-time events due (deleting a draining node, killing an
+    /// applying agent, refusing evictions need an update under way), it
+    /// starts another update by changing the spec again.
+    fn converged(&mut self, sampled: &Sampled, now: Duration) -> Option<String> {
+        let (s, p, _) = sampled.as_ref()?;
+        let expected = self.size.nodes + self.added.len() - self.deleted.len();
+        match converged(s, p, expected) {
+            Ok(rev) if self.plan.is_empty() => return Some(rev),
+            Ok(_) => {
+                let needs_drain = |w: &Chaos| matches!(w, Chaos::DeleteDrainingNode | Chaos::KillAgent | Chaos::RefuseEvictions { .. });
+                if self.plan.iter().all(|(at, w)| *at <= now && needs_drain(w)) {
+                    eprintln!("[chaos] converged with {} drain-time events due: changing the patch level again", self.plan.len());
+                    self.plan.push((now, Chaos::ChangePatchLevel));
+                    self.plan.sort();
+                }
+            }
+            Err(why) if now.saturating_sub(self.progress.last_printed) >= Duration::from_secs(10) => {
+                self.progress.last_printed = now;
+                let c = p.status.clone().unwrap_or_default().nodes;
+                eprintln!(
+                    "[progress {:>6.1}s] {}/{} updated, {} updating, {} pending, {} failed; {} events left; waiting: {why}",
+                    now.as_secs_f64(),
+                    c.updated,
+                    c.total,
+                    c.updating,
+                    c.pending,
+                    c.failed,
+                    self.plan.len()
+                );
+            }
+            Err(_) => {}
+        }
+        None
     }
-    for name in &fleet.sim_names {
-        assert!(!read(&t.log_path(name)).contains("panicked"), "seed {seed}: {name} panicked");
+
+    /// The end: what needed a grace mid-rollout holds exactly now, and the
+    /// API server's audit log is replayed. Returns the evictions judged.
+    async fn replay(&mut self) -> usize {
+        let at = self.start.elapsed();
+        let (last, _, _) = sample(&self.t, &self.pool, at).await.expect("final sample");
+        self.checker.finish(&last);
+        let log_path = ChaosCluster::cluster_dir().join("logs/audit.log");
+        let audit = support::audit::requests(&log_path, &self.t.node_prefix());
+        self.checker.check_drains(at, &support::audit::drains_per_node(&audit));
+        let peak = support::audit::in_flight_peak(&audit);
+        self.checker.check_in_flight_replayed(at, &peak, &self.size.max_unavailable, self.size.nodes + self.added.len());
+        eprintln!("  audit replay: at most {} nodes in flight ({})", peak.0, peak.1.join(", "));
+        let agent = format!("system:serviceaccount:{}:winpool-agent", self.t.agent_namespace());
+        self.checker.check_agent_node_writes(at, &support::audit::node_writes_by(&log_path, &agent));
+        let log = support::audit::requests_of_test(&log_path, &self.t.node_prefix(), &self.t.namespace);
+        let (uncordons, mid_install) = support::audit::uncordons_mid_install(&log);
+        self.checker.check_replayed(at, Kind::UncordonedMidInstall, &mid_install);
+        let (evictions, off_drain) = support::audit::evictions_off_drain(&log);
+        self.checker.check_replayed(at, Kind::EvictedOffDrain, &off_drain);
+        let by_replicas = support::audit::requests_by_replicas(&log_path);
+        let (replica_writes, without_lease) = support::audit::writes_without_the_lease(&by_replicas, &self.t.namespace, &self.fleet.lease);
+        self.checker.check_replayed(at, Kind::WroteWithoutLease, &without_lease);
+        eprintln!("  audit replay: {replica_writes} writes by operator replicas, {} without the lease", without_lease.len());
+        eprintln!(
+            "  audit replay: {uncordons} uncordons ({} while an agent installed), {evictions} evictions ({} from a node not Draining)",
+            mid_install.len(),
+            off_drain.len()
+        );
+        evictions
     }
-    let kinds: BTreeSet<&str> = done
-        .iter()
+
+    fn print_report(&self, final_rev: &str, elapsed: Duration) {
+        let seed = self.seed;
+        eprintln!(
+            "\n==== chaos seed {seed}: converged at revision {final_rev} in {:.0}s after the rollout started ====",
+            elapsed.as_secs_f64()
+        );
+        for (at, msg) in &self.done {
+            eprintln!("  {:>6.1}s  {msg}", at.as_secs_f64());
+        }
+        eprintln!("  operator replicas started: {}, sim incarnations: {}", self.fleet.started, self.fleet.sim);
+        for m in &self.lease_exits {
+            eprintln!("  lost the lease: {m}");
+        }
+        let (l, p) = (&self.liveness, &self.progress);
+        eprintln!(
+            "  longest gap between two decisions with nodes in flight: {}s (seen at t={:.0}s)",
+            l.longest_gap.as_secs(),
+            l.longest_gap_at.as_secs_f64()
+        );
+        eprintln!(
+            "  longest a spec change went unobserved: {}s (until t={:.0}s); longest with nodes in flight and none changing state: {}s (until t={:.0}s)",
+            p.longest_unobserved.0.as_secs(),
+            p.longest_unobserved.1.as_secs_f64(),
+            p.longest_freeze.0.as_secs(),
+            p.longest_freeze.1.as_secs_f64()
+        );
+        eprintln!("  {}", eviction_retries(&ChaosCluster::cluster_dir().join("logs/audit.log")));
+        for m in l.stalls.values() {
+            eprintln!("  STALL: {m}");
+        }
+        eprintln!("  {}", self.checker.report());
+    }
+
+    /// Nothing panicked, every kind of event happened, every invariant held,
+    /// and the rollout never stood still past its bounds.
+    fn assert_clean(&self, evictions: usize) {
+        let seed = self.seed;
+        for name in &self.fleet.operator_names {
+            assert!(
+                !read(&self.t.log_path(name)).contains("panicked"),
+                "seed {seed}: {name} panicked:\n{}",
+                tail(&self.t.log_path(name), 30)
+            );
+        }
+        for name in &self.fleet.sim_names {
+            assert!(!read(&self.t.log_path(name)).contains("panicked"), "seed {seed}: {name} panicked");
+        }
+        let kinds = kinds_of(&self.done);
+        assert_eq!(kinds.len(), 13, "seed {seed}: every kind of chaos happened: {kinds:?}");
+        self.checker.assert_clean();
+        assert!(evictions > 0, "seed {seed}: the replay judged no eviction: the audit log places none of the drained pods");
+        let stalls = &self.liveness.stalls;
+        assert!(
+            stalls.is_empty(),
+            "seed {seed}: the operator stopped reconciling with nodes in flight:\n{}",
+            stalls.values().cloned().collect::<Vec<_>>().join("\n")
+        );
+        let p = &self.progress;
+        for (what, (d, at)) in [("a spec change went unobserved", p.longest_unobserved), ("nodes in flight stood still", p.longest_freeze)]
+        {
+            assert!(d <= PROGRESS, "seed {seed}: {what} for {}s (until t={:.0}s), more than {PROGRESS:?}", d.as_secs(), at.as_secs_f64());
+        }
+    }
+}
+
+/// The kinds of event that happened, by their messages.
+fn kinds_of(done: &[(Duration, String)]) -> BTreeSet<&'static str> {
+    done.iter()
         .map(|(_, m)| match m {
             m if m.starts_with("SIGKILLed") => "leader killed",
             m if m.starts_with("froze leader") => "leader frozen",
@@ -1097,20 +1178,23 @@ async fn a_rollout_converges_through_chaos_with_every_invariant_held() {
             m if m.starts_with("rollout resumed") => "resumed",
             _ => "other",
         })
-        .collect();
-    assert_eq!(kinds.len(), 13, "seed {seed}: every kind of chaos happened: {kinds:?}");
-    // An operator that lost its lease while the API was away was restarted (as the
-    // Deployment would) and reported above; any other exit already failed the test.
-    checker.assert_clean();
-    assert!(evictions > 0, "seed {seed}: the replay judged no eviction: the audit log places none of the drained pods");
-    assert!(
-        stalls.is_empty(),
-        "seed {seed}: the operator stopped reconciling with nodes in flight:\n{}",
-        stalls.values().cloned().collect::<Vec<_>>().join("\n")
-    );
-    for (what, (d, at)) in [("a spec change went unobserved", longest_unobserved), ("nodes in flight stood still", longest_freeze)] {
-        assert!(d <= PROGRESS, "seed {seed}: {what} for {}s (until t={:.0}s), more than {PROGRESS:?}", d.as_secs(), at.as_secs_f64());
-    }
-    drop(t);
+        .collect()
+}
+
+#[tokio::test]
+async fn a_rollout_converges_through_chaos_with_every_invariant_held() {
+    let long = std::env::var("WINPOOL_CHAOS_LONG").is_ok_and(|v| !v.is_empty() && v != "0");
+    let seed: u64 = match std::env::var("WINPOOL_CHAOS_SEED") {
+        Ok(s) => s.trim().parse().unwrap_or_else(|_| panic!("WINPOOL_CHAOS_SEED={s:?} is not a u64")),
+        Err(_) => rand::random::<u32>() as u64,
+    };
+    let cluster = ChaosCluster::up();
+    let mut soak = Soak::set_up(&cluster, long, seed).await;
+    let final_rev = soak.run().await;
+    let elapsed = soak.start.elapsed();
+    let evictions = soak.replay().await;
+    soak.print_report(&final_rev, elapsed);
+    soak.assert_clean(evictions);
+    drop(soak);
     drop(cluster);
 }

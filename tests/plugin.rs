@@ -138,6 +138,102 @@ fn completion_scripts_name_every_command() {
     assert!(refused(&["completion", "cmd"]).contains("invalid value 'cmd'"));
 }
 
+/// Refusals: plain messages, non-zero exit, nothing written; without
+/// permission, the API server's refusal said plainly (--kubeconfig honoured).
+async fn assert_refusals_are_plain(t: &TestSpace, pool: &str, updated: &str, bad: &str) {
+    let err = refused(&["retry", updated]);
+    assert!(err.contains(&format!("node {} is Updated in pool {pool}, not Failed", updated)), "{err}");
+    assert!(refused(&["retry", "no-such-node"]).contains("node \"no-such-node\" not found"));
+    assert!(refused(&["status", "no-such-pool"]).contains("pool \"no-such-pool\" not found"));
+    assert!(refused(&["pause", "no-such-pool"]).contains("pool \"no-such-pool\" not found"));
+    let starts = audit::starts_per_node(&audit::requests(&audit::audit_log(), &t.node_prefix()));
+    assert_eq!(starts.get(updated), Some(&1), "a refused retry starts nothing");
+
+    // Without permission: the API server's refusal, said plainly (--kubeconfig is honoured).
+    let nobody = unprivileged_kubeconfig(t).await;
+    let nobody = nobody.to_str().unwrap();
+    for args in [vec!["status", pool], vec!["pause", pool], vec!["retry", bad]] {
+        let mut args = args.clone();
+        args.extend(["--kubeconfig", nobody]);
+        let err = refused(&args);
+        assert!(err.starts_with("error: permission denied: ") && err.contains("cannot get resource"), "{args:?}: {err}");
+    }
+}
+
+/// The chart's user roles. Its pool-operator role runs every command; the
+/// built-in view role reads pools (the chart's view role is aggregated into
+/// it) and may change none. Returns the chart release and the pool
+/// operator's kubeconfig.
+async fn the_chart_roles_hold(t: &TestSpace, pool: &str) -> (String, std::path::PathBuf) {
+    let release = format!("{}-rel", t.id);
+    support::chart::install_chart_rbac(t, &release);
+    let platform_path = kubeconfig_bound_to(t, "platform", Some(&format!("{release}-winpool-pool-operator"))).await;
+    let platform = platform_path.to_str().unwrap();
+    let viewer = kubeconfig_bound_to(t, "viewer", Some("view")).await;
+    let as_platform = |args: &[&str]| ok(&[args, &["--kubeconfig", platform]].concat());
+    assert_eq!(serde_json::from_str::<StatusReport>(&as_platform(&["status", pool, "-o", "json"])).unwrap().nodes.len(), 4);
+    as_platform(&["plan", pool]);
+    assert!(as_platform(&["pause", pool]).contains("paused"));
+    assert!(as_platform(&["resume", pool]).contains("resumed"));
+    // Pause and resume only: the role's patch is held to the pause annotation
+    // (the chart's admission policy), never the spec that says what runs as SYSTEM.
+    let platform_client = kube::Client::try_from(
+        kube::Config::from_custom_kubeconfig(kube::config::Kubeconfig::read_from(platform).unwrap(), &Default::default()).await.unwrap(),
+    )
+    .unwrap();
+    let platform_pools: Api<WindowsNodePool> = Api::all(platform_client);
+    // The API server loads a new policy within moments: a harmless change
+    // (a label, taken off again if it lands) shows when it holds.
+    let admin_pools: Api<WindowsNodePool> = Api::all(t.client.clone());
+    wait_for("the pause-only policy to hold the pool operator", WAIT, || async {
+        let probe = kube::api::Patch::Merge(json!({"metadata": {"labels": {"winpool-probe": "1"}}}));
+        match platform_pools.patch(pool, &Default::default(), &probe).await {
+            Err(e) => Some(e),
+            Ok(_) => {
+                let undo = kube::api::Patch::Merge(json!({"metadata": {"labels": {"winpool-probe": null}}}));
+                admin_pools.patch(pool, &Default::default(), &undo).await.expect("the probe taken off");
+                None
+            }
+        }
+    })
+    .await;
+    for change in [
+        json!({"spec": {"rollout": {"paused": true}}}),
+        json!({"spec": {"agent": {"image": "evil.example/agent:1"}}}),
+        json!({"metadata": {"annotations": {"winpool.dev/paused": "true", "other": "x"}}}),
+        json!({"metadata": {"labels": {"team": "x"}}}),
+    ] {
+        let denied = platform_pools.patch(pool, &Default::default(), &kube::api::Patch::Merge(&change)).await.expect_err("held");
+        assert!(matches!(&denied, kube::Error::Api(s) if s.code == 403 && s.message.contains("winpool.dev/paused")), "{change}: {denied}");
+    }
+    let pause = kube::api::Patch::Merge(json!({"metadata": {"annotations": {"winpool.dev/paused": "true"}}}));
+    platform_pools.patch(pool, &Default::default(), &pause).await.expect("the pool operator may pause");
+    let resume = kube::api::Patch::Merge(json!({"metadata": {"annotations": {"winpool.dev/paused": null}}}));
+    platform_pools.patch(pool, &Default::default(), &resume).await.expect("the pool operator may resume");
+    // A pause in the spec is its owner's (a GitOps controller's) to lift, not the plugin's.
+    let rollout = json!({"maxUnavailable": 2, "maxFailedNodes": 3});
+    let mut paused_rollout = rollout.clone();
+    paused_rollout["paused"] = json!(true);
+    apply_pool(t, &pool_manifest(t, pool, "10.0.20348.2762", paused_rollout)).await;
+    assert!(ok(&["pause", pool]).contains("already paused (spec.rollout.paused)"));
+    assert!(refused(&["resume", pool]).contains("paused by its spec (spec.rollout.paused: true)"));
+    apply_pool(t, &pool_manifest(t, pool, "10.0.20348.2762", rollout)).await;
+    let viewer_client = kube::Client::try_from(
+        kube::Config::from_custom_kubeconfig(kube::config::Kubeconfig::read_from(&viewer).unwrap(), &Default::default()).await.unwrap(),
+    )
+    .unwrap();
+    let viewer_pools: Api<WindowsNodePool> = Api::all(viewer_client);
+    // The aggregation controller adds the chart's rules to view shortly after the role exists.
+    wait_for("view to read WindowsNodePools", WAIT, || async { viewer_pools.get(pool).await.ok() }).await;
+    let pause = kube::api::Patch::Merge(json!({"spec": {"rollout": {"paused": true}}}));
+    let denied = viewer_pools.patch(pool, &Default::default(), &pause).await.expect_err("view may not pause a pool");
+    assert!(matches!(&denied, kube::Error::Api(s) if s.code == 403), "{denied}");
+    let err = refused(&["status", pool, "--kubeconfig", viewer.to_str().unwrap()]);
+    assert!(err.starts_with("error: permission denied: ") && err.contains("nodes"), "view does not read nodes: {err}");
+
+    (release, platform_path)
+}
+
 #[tokio::test]
 async fn the_plugin_pauses_resumes_plans_the_operators_first_wave_reports_states_and_retries_a_failed_node() {
     let client = support::client().await;
@@ -259,93 +355,10 @@ async fn the_plugin_pauses_resumes_plans_the_operators_first_wave_reports_states
     assert!(failed.message.as_deref().is_some_and(|m| m.starts_with("ApplyFailed: ")), "{failed:?}");
     assert_eq!(plan(&pool).failed.iter().map(|f| f.name.as_str()).collect::<Vec<_>>(), [bad.as_str()]);
 
-    // Refusals: plain messages, non-zero exit, nothing written.
-    let err = refused(&["retry", &node(0)]);
-    assert!(err.contains(&format!("node {} is Updated in pool {pool}, not Failed", node(0))), "{err}");
-    assert!(refused(&["retry", "no-such-node"]).contains("node \"no-such-node\" not found"));
-    assert!(refused(&["status", "no-such-pool"]).contains("pool \"no-such-pool\" not found"));
-    assert!(refused(&["pause", "no-such-pool"]).contains("pool \"no-such-pool\" not found"));
-    let starts = audit::starts_per_node(&audit::requests(&audit::audit_log(), &t.node_prefix()));
-    assert_eq!(starts.get(&node(0)), Some(&1), "a refused retry starts nothing");
-
-    // Without permission: the API server's refusal, said plainly (--kubeconfig is honoured).
-    let nobody = unprivileged_kubeconfig(&t).await;
-    let nobody = nobody.to_str().unwrap();
-    for args in [vec!["status", &pool], vec!["pause", &pool], vec!["retry", &bad]] {
-        let mut args = args.clone();
-        args.extend(["--kubeconfig", nobody]);
-        let err = refused(&args);
-        assert!(err.starts_with("error: permission denied: ") && err.contains("cannot get resource"), "{args:?}: {err}");
-    }
-
-    // The chart's user roles. Its pool-operator role runs every command; the
-    // built-in view role reads pools (the chart's view role is aggregated into
-    // it) and may change none. The retry below is the pool operator's.
-    let release = format!("{}-rel", t.id);
-    support::chart::install_chart_rbac(&t, &release);
-    let platform = kubeconfig_bound_to(&t, "platform", Some(&format!("{release}-winpool-pool-operator"))).await;
+    assert_refusals_are_plain(&t, &pool, &node(0), &bad).await;
+    let (release, platform) = the_chart_roles_hold(&t, &pool).await;
     let platform = platform.to_str().unwrap();
-    let viewer = kubeconfig_bound_to(&t, "viewer", Some("view")).await;
     let as_platform = |args: &[&str]| ok(&[args, &["--kubeconfig", platform]].concat());
-    assert_eq!(serde_json::from_str::<StatusReport>(&as_platform(&["status", &pool, "-o", "json"])).unwrap().nodes.len(), 4);
-    as_platform(&["plan", &pool]);
-    assert!(as_platform(&["pause", &pool]).contains("paused"));
-    assert!(as_platform(&["resume", &pool]).contains("resumed"));
-    // Pause and resume only: the role's patch is held to the pause annotation
-    // (the chart's admission policy), never the spec that says what runs as SYSTEM.
-    let platform_client = kube::Client::try_from(
-        kube::Config::from_custom_kubeconfig(kube::config::Kubeconfig::read_from(platform).unwrap(), &Default::default()).await.unwrap(),
-    )
-    .unwrap();
-    let platform_pools: Api<WindowsNodePool> = Api::all(platform_client);
-    // The API server loads a new policy within moments: a harmless change
-    // (a label, taken off again if it lands) shows when it holds.
-    let admin_pools: Api<WindowsNodePool> = Api::all(t.client.clone());
-    wait_for("the pause-only policy to hold the pool operator", WAIT, || async {
-        let probe = kube::api::Patch::Merge(json!({"metadata": {"labels": {"winpool-probe": "1"}}}));
-        match platform_pools.patch(&pool, &Default::default(), &probe).await {
-            Err(e) => Some(e),
-            Ok(_) => {
-                let undo = kube::api::Patch::Merge(json!({"metadata": {"labels": {"winpool-probe": null}}}));
-                admin_pools.patch(&pool, &Default::default(), &undo).await.expect("the probe taken off");
-                None
-            }
-        }
-    })
-    .await;
-    for change in [
-        json!({"spec": {"rollout": {"paused": true}}}),
-        json!({"spec": {"agent": {"image": "evil.example/agent:1"}}}),
-        json!({"metadata": {"annotations": {"winpool.dev/paused": "true", "other": "x"}}}),
-        json!({"metadata": {"labels": {"team": "x"}}}),
-    ] {
-        let denied = platform_pools.patch(&pool, &Default::default(), &kube::api::Patch::Merge(&change)).await.expect_err("held");
-        assert!(matches!(&denied, kube::Error::Api(s) if s.code == 403 && s.message.contains("winpool.dev/paused")), "{change}: {denied}");
-    }
-    let pause = kube::api::Patch::Merge(json!({"metadata": {"annotations": {"winpool.dev/paused": "true"}}}));
-    platform_pools.patch(&pool, &Default::default(), &pause).await.expect("the pool operator may pause");
-    let resume = kube::api::Patch::Merge(json!({"metadata": {"annotations": {"winpool.dev/paused": null}}}));
-    platform_pools.patch(&pool, &Default::default(), &resume).await.expect("the pool operator may resume");
-    // A pause in the spec is its owner's (a GitOps controller's) to lift, not the plugin's.
-    let rollout = json!({"maxUnavailable": 2, "maxFailedNodes": 3});
-    let mut paused_rollout = rollout.clone();
-    paused_rollout["paused"] = json!(true);
-    apply_pool(&t, &pool_manifest(&t, &pool, "10.0.20348.2762", paused_rollout)).await;
-    assert!(ok(&["pause", &pool]).contains("already paused (spec.rollout.paused)"));
-    assert!(refused(&["resume", &pool]).contains("paused by its spec (spec.rollout.paused: true)"));
-    apply_pool(&t, &pool_manifest(&t, &pool, "10.0.20348.2762", rollout)).await;
-    let viewer_client = kube::Client::try_from(
-        kube::Config::from_custom_kubeconfig(kube::config::Kubeconfig::read_from(&viewer).unwrap(), &Default::default()).await.unwrap(),
-    )
-    .unwrap();
-    let viewer_pools: Api<WindowsNodePool> = Api::all(viewer_client);
-    // The aggregation controller adds the chart's rules to view shortly after the role exists.
-    wait_for("view to read WindowsNodePools", WAIT, || async { viewer_pools.get(&pool).await.ok() }).await;
-    let pause = kube::api::Patch::Merge(json!({"spec": {"rollout": {"paused": true}}}));
-    let denied = viewer_pools.patch(&pool, &Default::default(), &pause).await.expect_err("view may not pause a pool");
-    assert!(matches!(&denied, kube::Error::Api(s) if s.code == 403), "{denied}");
-    let err = refused(&["status", &pool, "--kubeconfig", viewer.to_str().unwrap()]);
-    assert!(err.starts_with("error: permission denied: ") && err.contains("nodes"), "view does not read nodes: {err}");
 
     // The retry: the failed node is Pending again and rolls again (and fails again: the fleet always fails it).
     assert!(as_platform(&["retry", &bad]).contains("will be retried"));

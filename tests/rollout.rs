@@ -31,35 +31,10 @@ async fn wait_rolled_out(t: &TestSpace, pool: &str, total: i32, max_unavailable:
     p
 }
 
-#[tokio::test]
-async fn a_pool_rolls_every_node_to_the_target_and_again_on_a_new_patch_level() {
-    let client = support::client().await;
-    install_crd(&client).await;
-    let mut t = TestSpace::new("rollout-basic").await;
-    // Every node's containerd download is cut mid-body once (a proxy resetting it): resumed, it swaps.
-    t.start_sim(6, &["--apply-time=1s", "--reboot-time=0.5s", "--host-faults=download-cut"]);
-    wait_nodes_ready(&t, 6).await;
-    support::protected_workload(&t, 3, 2).await;
-    // An administrator cordoned this node before the rollout: it must stay cordoned after.
-    let admin_cordoned = format!("{}5", t.node_prefix());
-    let nodes_api: Api<Node> = Api::all(t.client.clone());
-    nodes_api.patch(&admin_cordoned, &PatchParams::default(), &Patch::Merge(json!({"spec": {"unschedulable": true}}))).await.unwrap();
-
-    let pool = format!("{}-pool", t.id);
-    apply_pool(&t, &pool_manifest(&t, &pool, "10.0.20348.2762", json!({}))).await;
-    let metrics = t.start_operator(&[]);
-
-    let p = wait_rolled_out(&t, &pool, 6, 2).await;
-    let rev = p.status.as_ref().unwrap().revision.clone().unwrap();
-    // Every node's update was timed, and none is left labelled with a state.
-    let updates = support::metric(metrics, &format!("winpool_node_update_duration_seconds_count{{pool=\"{pool}\"}}")).await;
-    assert_eq!(updates, Some(6.0), "one update duration per node");
-    let labelled = nodes_api.list(&ListParams::default().labels(&format!("{},{}", names::LABEL_STATE, t.selector()))).await.unwrap();
-    assert!(
-        labelled.items.is_empty(),
-        "Updated nodes carry no state label: {:?}",
-        labelled.items.iter().map(|n| n.name_any()).collect::<Vec<_>>()
-    );
+/// Every node at `rev`, labelled with its pool, Updated and schedulable, but
+/// the one an administrator cordoned, which is rolled and stays cordoned.
+async fn assert_every_node_rolled(t: &TestSpace, pool: &str, rev: &str, admin_cordoned: &str) {
+    let (pool, rev) = (pool.to_string(), rev.to_string());
     for n in t.nodes().await {
         let name = n.name_any();
         if name == admin_cordoned {
@@ -76,7 +51,12 @@ async fn a_pool_rolls_every_node_to_the_target_and_again_on_a_new_patch_level() 
         assert_eq!(info.kernel_version, "10.0.20348.2762");
         assert_eq!(info.container_runtime_version, "containerd://1.7.22");
     }
-    // The rollout announced itself where `kubectl describe wnp` shows it.
+}
+
+/// The rollout announced itself where `kubectl describe wnp` shows it: once
+/// started and once complete, and each node once in NodesStarted and NodesUpdated.
+async fn assert_the_rollout_announced_itself(t: &TestSpace, pool: &str, rev: &str) {
+    let pool = pool.to_string();
     let events: Api<k8s_openapi::api::events::v1::Event> = Api::all(t.client.clone());
     let reasons: BTreeSet<String> = wait_for("RolloutStarted and RolloutComplete events", WAIT, || async {
         let list = events.list(&ListParams::default()).await.ok()?;
@@ -117,6 +97,39 @@ async fn a_pool_rolls_every_node_to_the_target_and_again_on_a_new_patch_level() 
         }
         assert!(notes.iter().all(|note| note.contains(&format!("revision {rev}"))), "{notes:?}");
     }
+}
+
+#[tokio::test]
+async fn a_pool_rolls_every_node_to_the_target_and_again_on_a_new_patch_level() {
+    let client = support::client().await;
+    install_crd(&client).await;
+    let mut t = TestSpace::new("rollout-basic").await;
+    // Every node's containerd download is cut mid-body once (a proxy resetting it): resumed, it swaps.
+    t.start_sim(6, &["--apply-time=1s", "--reboot-time=0.5s", "--host-faults=download-cut"]);
+    wait_nodes_ready(&t, 6).await;
+    support::protected_workload(&t, 3, 2).await;
+    // An administrator cordoned this node before the rollout: it must stay cordoned after.
+    let admin_cordoned = format!("{}5", t.node_prefix());
+    let nodes_api: Api<Node> = Api::all(t.client.clone());
+    nodes_api.patch(&admin_cordoned, &PatchParams::default(), &Patch::Merge(json!({"spec": {"unschedulable": true}}))).await.unwrap();
+
+    let pool = format!("{}-pool", t.id);
+    apply_pool(&t, &pool_manifest(&t, &pool, "10.0.20348.2762", json!({}))).await;
+    let metrics = t.start_operator(&[]);
+
+    let p = wait_rolled_out(&t, &pool, 6, 2).await;
+    let rev = p.status.as_ref().unwrap().revision.clone().unwrap();
+    // Every node's update was timed, and none is left labelled with a state.
+    let updates = support::metric(metrics, &format!("winpool_node_update_duration_seconds_count{{pool=\"{pool}\"}}")).await;
+    assert_eq!(updates, Some(6.0), "one update duration per node");
+    let labelled = nodes_api.list(&ListParams::default().labels(&format!("{},{}", names::LABEL_STATE, t.selector()))).await.unwrap();
+    assert!(
+        labelled.items.is_empty(),
+        "Updated nodes carry no state label: {:?}",
+        labelled.items.iter().map(|n| n.name_any()).collect::<Vec<_>>()
+    );
+    assert_every_node_rolled(&t, &pool, &rev, &admin_cordoned).await;
+    assert_the_rollout_announced_itself(&t, &pool, &rev).await;
 
     let ds_api: Api<DaemonSet> = Api::namespaced(t.client.clone(), &t.agent_namespace());
     let ds: Vec<String> = ds_api.list(&ListParams::default()).await.unwrap().items.iter().map(|d| d.name_any()).collect();

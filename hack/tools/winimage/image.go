@@ -184,12 +184,17 @@ func buildImage(o buildOptions, layerTar []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return layoutTar(o, idxJSON, [][]byte{cfgJSON, manJSON, layerGz})
+}
 
+// layoutTar is the OCI image layout as a tar: oci-layout, index.json and
+// each blob under blobs/sha256/, directories first, every time the epoch.
+func layoutTar(o buildOptions, idxJSON []byte, blobs [][]byte) ([]byte, error) {
 	files := map[string][]byte{
 		"oci-layout": []byte(`{"imageLayoutVersion":"1.0.0"}`),
 		"index.json": idxJSON,
 	}
-	for _, blob := range [][]byte{cfgJSON, manJSON, layerGz} {
+	for _, blob := range blobs {
 		files["blobs/sha256/"+strings.TrimPrefix(sha256Digest(blob), "sha256:")] = blob
 	}
 	names := []string{"blobs", "blobs/sha256"}

@@ -33,108 +33,139 @@ func verify(archive []byte, want buildOptions) (summary string, err error) {
 	if string(meta["oci-layout"]) != `{"imageLayoutVersion":"1.0.0"}` {
 		return "", fmt.Errorf("oci-layout is %q", meta["oci-layout"])
 	}
-
-	if err := noOSVersion(meta["index.json"], "manifests", "platform"); err != nil {
+	md, err := verifyIndex(meta["index.json"], want)
+	if err != nil {
 		return "", fmt.Errorf("index.json: %w", err)
+	}
+	man, cfgJSON, layerGz, err := verifyManifest(blobs, md)
+	if err != nil {
+		return "", err
+	}
+	cfg, err := verifyConfig(cfgJSON, man, want)
+	if err != nil {
+		return "", err
+	}
+	if err := verifyLayerBlob(layerGz, cfg, want); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("manifest %s (%d bytes)\nconfig   %s (%d bytes)\nlayer    %s (%d bytes, diff_id %s)\n",
+		md.Digest, md.Size, man.Config.Digest, man.Config.Size, man.Layers[0].Digest, man.Layers[0].Size, cfg.RootFS.DiffIDs[0]), nil
+}
+
+// verifyIndex checks index.json: one windows/amd64 manifest, named want.ref when set.
+func verifyIndex(indexJSON []byte, want buildOptions) (descriptor, error) {
+	if err := noOSVersion(indexJSON, "manifests", "platform"); err != nil {
+		return descriptor{}, err
 	}
 	var idx index
-	if err := strictJSON(meta["index.json"], &idx); err != nil {
-		return "", fmt.Errorf("index.json: %w", err)
+	if err := strictJSON(indexJSON, &idx); err != nil {
+		return descriptor{}, err
 	}
 	if idx.SchemaVersion != 2 || idx.MediaType != mediaTypeIndex {
-		return "", fmt.Errorf("index.json: schemaVersion %d, mediaType %q", idx.SchemaVersion, idx.MediaType)
+		return descriptor{}, fmt.Errorf("schemaVersion %d, mediaType %q", idx.SchemaVersion, idx.MediaType)
 	}
 	if len(idx.Manifests) != 1 {
-		return "", fmt.Errorf("index.json: %d manifests, want 1", len(idx.Manifests))
+		return descriptor{}, fmt.Errorf("%d manifests, want 1", len(idx.Manifests))
 	}
 	md := idx.Manifests[0]
 	if md.MediaType != mediaTypeManifest {
-		return "", fmt.Errorf("index.json: manifest mediaType %q", md.MediaType)
+		return descriptor{}, fmt.Errorf("manifest mediaType %q", md.MediaType)
 	}
 	if md.Platform == nil || *md.Platform != (platform{Architecture: "amd64", OS: "windows"}) {
-		return "", fmt.Errorf("index.json: platform %+v, want windows/amd64", md.Platform)
+		return descriptor{}, fmt.Errorf("platform %+v, want windows/amd64", md.Platform)
 	}
 	if want.ref != "" {
 		tag, _ := tagOf(want.ref)
 		if md.Annotations[annotationContainerdName] != want.ref || md.Annotations[annotationRefName] != tag {
-			return "", fmt.Errorf("index.json: annotations %v, want %s=%s and %s=%s",
+			return descriptor{}, fmt.Errorf("annotations %v, want %s=%s and %s=%s",
 				md.Annotations, annotationContainerdName, want.ref, annotationRefName, tag)
 		}
 	}
+	return md, nil
+}
+
+// verifyManifest reads the manifest md names and returns it with its config
+// and its one gzip layer; the layout holds those three blobs and no other.
+func verifyManifest(blobs map[string][]byte, md descriptor) (man manifest, cfgJSON, layerGz []byte, err error) {
 	manJSON, err := blob(blobs, md)
 	if err != nil {
-		return "", fmt.Errorf("index.json -> manifest: %w", err)
+		return man, nil, nil, fmt.Errorf("index.json -> manifest: %w", err)
 	}
-
-	var man manifest
 	if err := strictJSON(manJSON, &man); err != nil {
-		return "", fmt.Errorf("manifest: %w", err)
+		return man, nil, nil, fmt.Errorf("manifest: %w", err)
 	}
 	if man.SchemaVersion != 2 || man.MediaType != mediaTypeManifest {
-		return "", fmt.Errorf("manifest: schemaVersion %d, mediaType %q", man.SchemaVersion, man.MediaType)
+		return man, nil, nil, fmt.Errorf("manifest: schemaVersion %d, mediaType %q", man.SchemaVersion, man.MediaType)
 	}
 	if man.Config.MediaType != mediaTypeConfig {
-		return "", fmt.Errorf("manifest: config mediaType %q", man.Config.MediaType)
+		return man, nil, nil, fmt.Errorf("manifest: config mediaType %q", man.Config.MediaType)
 	}
 	if len(man.Layers) != 1 || man.Layers[0].MediaType != mediaTypeLayerGz {
-		return "", fmt.Errorf("manifest: layers %+v, want one %s", man.Layers, mediaTypeLayerGz)
+		return man, nil, nil, fmt.Errorf("manifest: layers %+v, want one %s", man.Layers, mediaTypeLayerGz)
 	}
-	cfgJSON, err := blob(blobs, man.Config)
-	if err != nil {
-		return "", fmt.Errorf("manifest -> config: %w", err)
+	if cfgJSON, err = blob(blobs, man.Config); err != nil {
+		return man, nil, nil, fmt.Errorf("manifest -> config: %w", err)
 	}
-	layerGz, err := blob(blobs, man.Layers[0])
-	if err != nil {
-		return "", fmt.Errorf("manifest -> layer: %w", err)
+	if layerGz, err = blob(blobs, man.Layers[0]); err != nil {
+		return man, nil, nil, fmt.Errorf("manifest -> layer: %w", err)
 	}
 	if len(blobs) != 3 {
-		return "", fmt.Errorf("%d blobs, want 3 (manifest, config, layer)", len(blobs))
+		return man, nil, nil, fmt.Errorf("%d blobs, want 3 (manifest, config, layer)", len(blobs))
 	}
+	return man, cfgJSON, layerGz, nil
+}
 
-	if err := noOSVersion(cfgJSON); err != nil {
-		return "", fmt.Errorf("config: %w", err)
-	}
+// verifyConfig checks the image config: windows/amd64, one diff_id, and
+// want's entrypoint and labels (also the manifest's annotations) when set.
+func verifyConfig(cfgJSON []byte, man manifest, want buildOptions) (imageConfig, error) {
 	var cfg imageConfig
+	if err := noOSVersion(cfgJSON); err != nil {
+		return cfg, fmt.Errorf("config: %w", err)
+	}
 	if err := strictJSON(cfgJSON, &cfg); err != nil {
-		return "", fmt.Errorf("config: %w", err)
+		return cfg, fmt.Errorf("config: %w", err)
 	}
 	if cfg.OS != "windows" || cfg.Architecture != "amd64" {
-		return "", fmt.Errorf("config: platform %s/%s, want windows/amd64", cfg.OS, cfg.Architecture)
+		return cfg, fmt.Errorf("config: platform %s/%s, want windows/amd64", cfg.OS, cfg.Architecture)
 	}
 	if want.exeName != "" && !reflect.DeepEqual(cfg.Config.Entrypoint, []string{want.exeName}) {
-		return "", fmt.Errorf("config: Entrypoint %q, want [%q]", cfg.Config.Entrypoint, want.exeName)
+		return cfg, fmt.Errorf("config: Entrypoint %q, want [%q]", cfg.Config.Entrypoint, want.exeName)
 	}
 	if want.labels != nil && !reflect.DeepEqual(cfg.Config.Labels, want.labels) {
-		return "", fmt.Errorf("config: Labels %v, want %v", cfg.Config.Labels, want.labels)
+		return cfg, fmt.Errorf("config: Labels %v, want %v", cfg.Config.Labels, want.labels)
 	}
 	if want.labels != nil && !reflect.DeepEqual(man.Annotations, want.labels) {
-		return "", fmt.Errorf("manifest: annotations %v, want %v", man.Annotations, want.labels)
+		return cfg, fmt.Errorf("manifest: annotations %v, want %v", man.Annotations, want.labels)
 	}
 	if cfg.RootFS.Type != "layers" || len(cfg.RootFS.DiffIDs) != 1 {
-		return "", fmt.Errorf("config: rootfs %+v, want one diff_id", cfg.RootFS)
+		return cfg, fmt.Errorf("config: rootfs %+v, want one diff_id", cfg.RootFS)
 	}
+	return cfg, nil
+}
 
+// verifyLayerBlob unpacks the gzip layer, matches it to the config's
+// diff_id and checks its files (verifyLayer).
+func verifyLayerBlob(layerGz []byte, cfg imageConfig, want buildOptions) error {
 	if !bytes.HasPrefix(layerGz, []byte{0x1f, 0x8b}) {
-		return "", errors.New("layer: not gzip")
+		return errors.New("layer: not gzip")
 	}
 	zr, err := gzip.NewReader(bytes.NewReader(layerGz))
 	if err != nil {
-		return "", fmt.Errorf("layer: %w", err)
+		return fmt.Errorf("layer: %w", err)
 	}
 	layerTar, err := io.ReadAll(zr)
 	if err != nil {
-		return "", fmt.Errorf("layer: %w", err)
+		return fmt.Errorf("layer: %w", err)
 	}
 	// containerd refuses a layer whose uncompressed digest is not the
 	// config's diff_id ("wrong diff id calculated on extraction").
 	if got := sha256Digest(layerTar); got != cfg.RootFS.DiffIDs[0] {
-		return "", fmt.Errorf("config: diff_id %s, the layer's uncompressed digest is %s", cfg.RootFS.DiffIDs[0], got)
+		return fmt.Errorf("config: diff_id %s, the layer's uncompressed digest is %s", cfg.RootFS.DiffIDs[0], got)
 	}
 	if err := verifyLayer(layerTar, want); err != nil {
-		return "", fmt.Errorf("layer: %w", err)
+		return fmt.Errorf("layer: %w", err)
 	}
-	return fmt.Sprintf("manifest %s (%d bytes)\nconfig   %s (%d bytes)\nlayer    %s (%d bytes, diff_id %s)\n",
-		md.Digest, md.Size, man.Config.Digest, man.Config.Size, man.Layers[0].Digest, man.Layers[0].Size, cfg.RootFS.DiffIDs[0]), nil
+	return nil
 }
 
 // readLayout returns the archive's blobs by digest (each checked against
@@ -249,44 +280,9 @@ func verifyLayer(layerTar []byte, want buildOptions) error {
 		if err != nil {
 			return err
 		}
-		name := strings.TrimSuffix(h.Name, "/")
-		if name == "" || strings.HasPrefix(name, "/") || strings.Contains(name, "\\") || strings.Contains(name, ":") ||
-			path.Clean(name) != name || strings.HasPrefix(name, "../") {
-			return fmt.Errorf("entry %q: not a clean relative path", h.Name)
-		}
-		if name == "Hives" || strings.HasPrefix(name, "Hives/") {
-			return fmt.Errorf("entry %s: a base layer has no Hives/ (the import derives it from Files/Windows/System32/config)", name)
-		}
-		if name != "Files" && !strings.HasPrefix(name, "Files/") {
-			return fmt.Errorf("entry %s: not under Files/ (Windows imports only Files/ and UtilityVM/ of a base layer)", name)
-		}
-		if strings.HasPrefix(path.Base(name), ".wh.") {
-			return fmt.Errorf("entry %s: a whiteout; a base layer cannot have one", name)
-		}
-		if seen[name] {
-			return fmt.Errorf("entry %s: twice (the import creates each entry with FILE_CREATE)", name)
-		}
-		seen[name] = true
-		if !seenDirs[path.Dir(name)] {
-			return fmt.Errorf("entry %s: comes before its directory %s (the import does not create parents)", name, path.Dir(name))
-		}
-		if h.Format != tar.FormatPAX {
-			return fmt.Errorf("entry %s: %v header, want PAX", name, h.Format)
-		}
-		attr, err := strconv.ParseUint(h.PAXRecords[paxFileAttr], 10, 32)
+		name, attr, err := checkEntry(h, seen, seenDirs)
 		if err != nil {
-			return fmt.Errorf("entry %s: %s %q: %v", name, paxFileAttr, h.PAXRecords[paxFileAttr], err)
-		}
-		if _, err := strconv.ParseInt(h.PAXRecords[paxCreationTime], 10, 64); err != nil {
-			return fmt.Errorf("entry %s: %s %q: %v", name, paxCreationTime, h.PAXRecords[paxCreationTime], err)
-		}
-		if !h.AccessTime.Equal(h.ModTime) || !h.ChangeTime.Equal(h.ModTime) {
-			return fmt.Errorf("entry %s: atime %v, ctime %v, mtime %v differ", name, h.AccessTime, h.ChangeTime, h.ModTime)
-		}
-		if name != "Files" {
-			if err := checkSecurityDescriptor(h.PAXRecords[paxRawSD]); err != nil {
-				return fmt.Errorf("entry %s: %s: %w", name, paxRawSD, err)
-			}
+			return err
 		}
 		switch h.Typeflag {
 		case tar.TypeDir:
@@ -307,7 +303,58 @@ func verifyLayer(layerTar []byte, want buildOptions) error {
 			return fmt.Errorf("entry %s: type %q; only directories and regular files", name, h.Typeflag)
 		}
 	}
+	return checkFiles(files, want)
+}
 
+// checkEntry checks one entry's header as the base-layer import reads it
+// (a clean path under Files/, once, after its directory, PAX records with
+// attributes, times and a security descriptor); it returns the entry's
+// name and FILE_ATTRIBUTE bits.
+func checkEntry(h *tar.Header, seen, seenDirs map[string]bool) (string, uint64, error) {
+	name := strings.TrimSuffix(h.Name, "/")
+	if name == "" || strings.HasPrefix(name, "/") || strings.Contains(name, "\\") || strings.Contains(name, ":") ||
+		path.Clean(name) != name || strings.HasPrefix(name, "../") {
+		return "", 0, fmt.Errorf("entry %q: not a clean relative path", h.Name)
+	}
+	if name == "Hives" || strings.HasPrefix(name, "Hives/") {
+		return "", 0, fmt.Errorf("entry %s: a base layer has no Hives/ (the import derives it from Files/Windows/System32/config)", name)
+	}
+	if name != "Files" && !strings.HasPrefix(name, "Files/") {
+		return "", 0, fmt.Errorf("entry %s: not under Files/ (Windows imports only Files/ and UtilityVM/ of a base layer)", name)
+	}
+	if strings.HasPrefix(path.Base(name), ".wh.") {
+		return "", 0, fmt.Errorf("entry %s: a whiteout; a base layer cannot have one", name)
+	}
+	if seen[name] {
+		return "", 0, fmt.Errorf("entry %s: twice (the import creates each entry with FILE_CREATE)", name)
+	}
+	seen[name] = true
+	if !seenDirs[path.Dir(name)] {
+		return "", 0, fmt.Errorf("entry %s: comes before its directory %s (the import does not create parents)", name, path.Dir(name))
+	}
+	if h.Format != tar.FormatPAX {
+		return "", 0, fmt.Errorf("entry %s: %v header, want PAX", name, h.Format)
+	}
+	attr, err := strconv.ParseUint(h.PAXRecords[paxFileAttr], 10, 32)
+	if err != nil {
+		return "", 0, fmt.Errorf("entry %s: %s %q: %v", name, paxFileAttr, h.PAXRecords[paxFileAttr], err)
+	}
+	if _, err := strconv.ParseInt(h.PAXRecords[paxCreationTime], 10, 64); err != nil {
+		return "", 0, fmt.Errorf("entry %s: %s %q: %v", name, paxCreationTime, h.PAXRecords[paxCreationTime], err)
+	}
+	if !h.AccessTime.Equal(h.ModTime) || !h.ChangeTime.Equal(h.ModTime) {
+		return "", 0, fmt.Errorf("entry %s: atime %v, ctime %v, mtime %v differ", name, h.AccessTime, h.ChangeTime, h.ModTime)
+	}
+	if name != "Files" {
+		if err := checkSecurityDescriptor(h.PAXRecords[paxRawSD]); err != nil {
+			return "", 0, fmt.Errorf("entry %s: %s: %w", name, paxRawSD, err)
+		}
+	}
+	return name, attr, nil
+}
+
+// checkFiles wants the five registry hives and the entrypoint (want.exe when set).
+func checkFiles(files map[string][]byte, want buildOptions) error {
 	for _, hv := range wantHives {
 		name := "Files/Windows/System32/config/" + hv
 		data, ok := files[name]
