@@ -109,12 +109,18 @@ pub fn starts_per_node(requests: &[Request]) -> BTreeMap<String, usize> {
 /// Successful node patches that started a drain (a start: `started-at` set,
 /// the state Draining), per (node, revision the start targets). One per pair
 /// is right; two are the same node cordoned and drained twice for one
-/// revision. Read from the API server's record, so a rewording of the
-/// operator's logs cannot hide it.
+/// revision. A put-back (back to Pending, `drain-blocked-by` naming the
+/// budget that held the drain past putBackAfter) makes the next start the
+/// retry it promises: the node's count starts again. Read from the API
+/// server's record, so a rewording of the operator's logs cannot hide it.
 pub fn drains_per_node(requests: &[Request]) -> BTreeMap<(String, String), usize> {
-    let mut out = BTreeMap::new();
+    let mut out: BTreeMap<(String, String), usize> = BTreeMap::new();
     for r in requests.iter().filter(|r| r.resource == "nodes" && r.subresource.is_empty() && r.verb == "patch" && r.code == 200) {
         let a = &r.body["metadata"]["annotations"];
+        if a["winpool.dev/state"] == "Pending" && a["winpool.dev/drain-blocked-by"].is_string() {
+            out.retain(|(node, _), _| *node != r.name);
+            continue;
+        }
         if a["winpool.dev/started-at"].is_string() && a["winpool.dev/state"] == "Draining" {
             let rev = a["winpool.dev/target-revision"].as_str().unwrap_or("?").to_string();
             *out.entry((r.name.clone(), rev)).or_default() += 1;

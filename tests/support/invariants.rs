@@ -61,6 +61,9 @@ pub struct NodeSample {
     /// The node's agent reports Applying or Rebooting for the start in
     /// flight (its WindowsNodeReport): the host may still be installing.
     pub agent_installing: bool,
+    /// `winpool.dev/drain-blocked-by`: a PodDisruptionBudget held its drain
+    /// past putBackAfter and winpool put it back to start again later.
+    pub drain_blocked_by: Option<String>,
 }
 
 impl NodeSample {
@@ -83,6 +86,7 @@ impl NodeSample {
             cordoned_by_winpool: ann(names::ANN_CORDONED_BY_WINPOOL).as_deref() == Some("true"),
             unschedulable: n.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false),
             agent_installing,
+            drain_blocked_by: ann(names::ANN_DRAIN_BLOCKED_BY),
         }
     }
 
@@ -396,6 +400,12 @@ impl Checker {
             self.record(at, Kind::TooManyUnavailable, msg.clone(), msg);
         }
 
+        // Put back (Pending, a budget named): its next start is the retry
+        // drain.putBackAfter promises, not a second drain. The retry waits
+        // putBackAfter, so a sample always sees the node put back.
+        for n in s.nodes.iter().filter(|n| n.state.as_deref() == Some("Pending") && n.drain_blocked_by.is_some()) {
+            self.drains.retain(|(node, _), _| *node != n.name);
+        }
         for n in s.nodes.iter().filter(|n| n.state.as_deref() == Some("Draining")) {
             let (Some(rev), Some(started)) = (&n.target_revision, &n.started_at) else { continue };
             let key = (n.name.clone(), rev.clone());
@@ -548,6 +558,7 @@ mod tests {
             cordoned_by_winpool: in_flight,
             unschedulable: in_flight,
             agent_installing: false,
+            drain_blocked_by: None,
         }
     }
 
@@ -635,8 +646,17 @@ mod tests {
         // The same node cordoned and drained again for the same revision: a new started-at.
         let mut again = first.clone();
         again.started_at = Some("2026-11-29T12:03:00Z".into());
-        c.observe(&sample(1000, vec![again], mu.clone(), &["r1"]));
+        c.observe(&sample(1000, vec![again.clone()], mu.clone(), &["r1"]));
         assert_eq!(c.kinds(), BTreeSet::from([Kind::DrainedTwice]), "{}", c.report());
+
+        // Put back by a budget in between (Pending, the budget named): the second start is the retry.
+        let mut c = Checker::new();
+        c.observe(&sample(0, vec![first.clone()], mu.clone(), &["r1"]));
+        let mut put_back = node("a", "Pending", "r1");
+        put_back.drain_blocked_by = Some("ns/web".into());
+        c.observe(&sample(500, vec![put_back], mu.clone(), &["r1"]));
+        c.observe(&sample(60_500, vec![again], mu.clone(), &["r1"]));
+        c.assert_clean();
 
         // Draining for a revision its drained-revision already names.
         let mut c = Checker::new();
@@ -886,6 +906,20 @@ mod tests {
             let ops = serde_json::json!([{"op": "replace", "path": "/spec", "value": spec}]);
             req("windowsnodereports", "", "patch", "agents", node, "winpool-agent/0.9", 200, ops)
         }
+    }
+
+    /// Replayed: a node started twice for one revision is counted twice,
+    /// unless a put-back (Pending, the blocking budget named) came between.
+    #[test]
+    fn a_second_drain_is_counted_unless_a_put_back_came_between() {
+        use crate::support::audit::drains_per_node;
+        let key = ("a".to_string(), "r1".to_string());
+        let twice = vec![start("a", "t1"), to_state("a", "Pending", true), start("a", "t2")];
+        assert_eq!(drains_per_node(&twice).get(&key), Some(&2));
+        let mut put_back = to_state("a", "Pending", true);
+        put_back.body["metadata"]["annotations"]["winpool.dev/drain-blocked-by"] = serde_json::json!("ns/web");
+        let retried = vec![start("a", "t1"), put_back, start("a", "t2")];
+        assert_eq!(drains_per_node(&retried).get(&key), Some(&1));
     }
 
     /// Replayed: an uncordon after the agent's result passes; one while the
