@@ -891,6 +891,8 @@ impl Soak {
             if at > now {
                 break;
             }
+            // A leader event needs a standby: one deposed by the event before is replaced first.
+            self.replace_exited(now).await;
             match self.happen(what, sampled, now).await {
                 Some(msg) => {
                     let when = self.start.elapsed();
