@@ -349,19 +349,11 @@ pub async fn run(
             .with_lease(lease)
             .with_hook_jobs(hook_store),
     );
-    clock::spawn_keeper(ctx.client.clone(), ctx.clone());
-    let stopped = {
-        let ctx = ctx.clone();
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(async move {
-            shutdown.await;
-            ctx.stop_writing();
-            let _ = tx.send(());
-        });
-        async move {
-            let _ = rx.await;
-        }
-    };
+    let mut clock_learnt = clock::spawn_keeper(ctx.client.clone(), ctx.clone());
+    let mut stopped = Box::pin(stop_writing_on(shutdown, ctx.clone()));
+    if !clock::learnt_unless_stopped(&mut clock_learnt, &mut stopped).await {
+        return Ok(());
+    }
 
     info!("winpool controller starting");
     controller
@@ -394,6 +386,23 @@ pub async fn run(
         .await;
     info!("winpool controller stopped");
     Ok(())
+}
+
+/// Resolves once `shutdown` did; from then on `ctx` writes nothing, even
+/// before the controller's own graceful shutdown reaches a round in flight.
+fn stop_writing_on(
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ctx: Arc<Context>,
+) -> impl std::future::Future<Output = ()> + Send + 'static {
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        shutdown.await;
+        ctx.stop_writing();
+        let _ = tx.send(());
+    });
+    async move {
+        let _ = rx.await;
+    }
 }
 
 #[cfg(test)]

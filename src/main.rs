@@ -286,10 +286,10 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     // waited for, and the write fence refuses whatever it would still send.
     let lost = async move {
         let Some(mut l) = leading else { return std::future::pending().await };
-        if l.wait_for(|leading| !*leading).await.is_err() {
-            // The renewal was stopped for a release: not lost.
-            std::future::pending::<()>().await;
-        }
+        // An error is the renewal task gone without a word (a release stops
+        // it only after this select): nothing renews the lease any more, so
+        // it is as good as lost.
+        let _ = l.wait_for(|leading| !*leading).await;
     };
     // The controller stops at its next write once told to; one still waiting
     // on an API server that does not answer (caches never synced, a CRD
@@ -312,7 +312,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     m.leader.set(0);
     if let Some(l) = leadership {
-        if !*l.leading.borrow() {
+        if !*l.leading.borrow() || l.leading.has_changed().is_err() {
             error!("lost the leader lease; exiting so no two replicas write");
             std::process::exit(EXIT_LOST_LEASE);
         }

@@ -23,6 +23,8 @@
 //!
 //!   WINPOOL_CHAOS_SEED=<u64>       replay a run (the seed is printed at the start)
 //!   WINPOOL_CHAOS_LONG=1           200 nodes, maxUnavailable 10%, more of every event
+//!   WINPOOL_CHAOS_FLOW_CONTROL=0   install the chart without its FlowSchemas (to see the
+//!                                  throttle take the leader's Lease without them)
 //!   WINPOOL_CHAOS_FULL_RESTART=1   restart the API server with `hack/cluster.sh up`,
 //!                                  which restarts kwok too (see `restart_apiserver`)
 //!
@@ -31,6 +33,8 @@
 
 #[path = "support/invariants.rs"]
 mod invariants;
+#[path = "support/skewed_clock.rs"]
+mod skewed_clock;
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -41,6 +45,7 @@ use std::time::{Duration, Instant};
 use invariants::{Checker, Kind, Sample};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
+use k8s_openapi::api::flowcontrol::v1::{FlowSchema, PriorityLevelConfiguration};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
@@ -175,6 +180,29 @@ enum Chaos {
     FreezeLeader,
     /// Black-hole the leader's connections to the API server; heal once the standby leads.
     PartitionLeader,
+    /// The standby is replaced by a replica whose wall clock is CLOCK_AHEAD
+    /// ahead, and the leader is killed, so it leads for this long: it must
+    /// start nothing and time nothing out, and say so on the pool.
+    SkewedLeader {
+        for_ms: u64,
+    },
+    /// Internal: the end of SkewedLeader (a true-clocked replica takes over).
+    TrueLeader,
+    /// A slow node whose agent is installing, and two others, are labelled
+    /// into a second pool (another patch level, maxUnavailable 1), which the
+    /// pool still selects too for a while: two pools select them.
+    SecondPool,
+    /// Internal: the pool's selector is narrowed to leave them to the second pool.
+    NarrowSelector,
+    /// API Priority and Fairness throttles the writes of the operator's
+    /// ServiceAccount for this long (a level with no seats of its own,
+    /// refusing with 429 what it cannot run), its Lease's excepted by the
+    /// chart's leader-election FlowSchema: the leader must keep its Lease.
+    ThrottleOperator {
+        for_ms: u64,
+    },
+    /// Internal: the end of ThrottleOperator.
+    Unthrottle,
     RestartApiserver,
     /// Delete a node whose state is Draining (waits until there is one).
     DeleteDrainingNode,
@@ -228,6 +256,9 @@ fn size(long: bool) -> Size {
     let pause = |r: &mut SmallRng| Chaos::Pause { for_ms: r.random_range(8000..20000) };
     let freeze = |_: &mut SmallRng| Chaos::FreezeLeader;
     let cut = |_: &mut SmallRng| Chaos::PartitionLeader;
+    let skew = |r: &mut SmallRng| Chaos::SkewedLeader { for_ms: r.random_range(10000..20000) };
+    let second = |_: &mut SmallRng| Chaos::SecondPool;
+    let throttle = |r: &mut SmallRng| Chaos::ThrottleOperator { for_ms: r.random_range(20000..30000) };
     if long {
         Size {
             nodes: 200,
@@ -245,6 +276,9 @@ fn size(long: bool) -> Size {
                 (pause, 2),
                 (freeze, 2),
                 (cut, 2),
+                (skew, 2),
+                (second, 1),
+                (throttle, 2),
             ],
             horizon: Duration::from_secs(300),
             budget: Duration::from_secs(45 * 60),
@@ -266,6 +300,9 @@ fn size(long: bool) -> Size {
                 (pause, 1),
                 (freeze, 1),
                 (cut, 1),
+                (skew, 1),
+                (second, 1),
+                (throttle, 1),
             ],
             horizon: Duration::from_secs(60),
             budget: Duration::from_secs(12 * 60),
@@ -289,13 +326,56 @@ fn patch_level(revision: u32) -> String {
     format!("10.0.20348.{revision}")
 }
 
-fn pool_manifest(t: &TestSpace, name: &str, patch_revision: u32, max_unavailable: &IntOrString, paused: bool) -> serde_json::Value {
+/// The label the soak puts on the nodes it moves to a second pool.
+const GROUP_LABEL: &str = "chaos.winpool.dev/group";
+
+/// Which of the test's nodes a pool selects.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Selects {
+    All,
+    AllButGroup,
+    Group,
+}
+
+impl Selects {
+    fn selector(self, t: &TestSpace) -> serde_json::Value {
+        match self {
+            Selects::All => json!({"matchLabels": {TEST_LABEL: t.id}}),
+            Selects::AllButGroup => json!({
+                "matchLabels": {TEST_LABEL: t.id},
+                "matchExpressions": [{"key": GROUP_LABEL, "operator": "NotIn", "values": ["b"]}],
+            }),
+            Selects::Group => json!({"matchLabels": {TEST_LABEL: t.id, GROUP_LABEL: "b"}}),
+        }
+    }
+
+    /// Whether the pool's sample holds `n`: the main pool's stops holding
+    /// the group once it is labelled (while both pools select it, the
+    /// second pool's checks judge it).
+    fn holds(self, n: &Node) -> bool {
+        let grouped = n.labels().get(GROUP_LABEL).is_some_and(|g| g == "b");
+        match self {
+            Selects::All => true,
+            Selects::AllButGroup => !grouped,
+            Selects::Group => grouped,
+        }
+    }
+}
+
+fn pool_manifest(
+    t: &TestSpace,
+    name: &str,
+    selects: Selects,
+    patch_revision: u32,
+    max_unavailable: &IntOrString,
+    paused: bool,
+) -> serde_json::Value {
     json!({
         "apiVersion": "winpool.dev/v1alpha1",
         "kind": "WindowsNodePool",
         "metadata": {"name": name, "labels": {TEST_LABEL: t.id}},
         "spec": {
-            "nodeSelector": {"matchLabels": {TEST_LABEL: t.id}},
+            "nodeSelector": selects.selector(t),
             "os": {"version": "ltsc2022", "patchLevel": patch_level(patch_revision)},
             "runtime": {"name": "containerd", "version": "1.7.22"},
             "rollout": {
@@ -371,12 +451,13 @@ async fn kill_agent_pod(t: &TestSpace, node: &str) -> Option<String> {
 }
 
 /// One look at the cluster, or None while the API is away.
-async fn sample(t: &TestSpace, pool: &str, at: Duration) -> Option<(Sample, WindowsNodePool, Vec<Node>)> {
+async fn sample(t: &TestSpace, pool: &str, selects: Selects, at: Duration) -> Option<(Sample, WindowsNodePool, Vec<Node>)> {
     let timeout = Duration::from_secs(5);
     let pools: Api<WindowsNodePool> = Api::all(t.client.clone());
     let cms: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.agent_namespace());
     // Nodes first, then ConfigMaps: the operator writes a ConfigMap before it labels a node for it.
-    let nodes = tokio::time::timeout(timeout, list_nodes(t)).await.ok()?.ok()?;
+    let mut nodes = tokio::time::timeout(timeout, list_nodes(t)).await.ok()?.ok()?;
+    nodes.retain(|n| selects.holds(n));
     let cms = tokio::time::timeout(timeout, cms.list(&ListParams::default())).await.ok()?.ok()?.items;
     let reports: Api<WindowsNodeReport> = Api::namespaced(t.client.clone(), &t.agent_namespace());
     let reports = tokio::time::timeout(timeout, reports.list(&ListParams::default())).await.ok()?.ok()?.items;
@@ -531,6 +612,8 @@ struct Fleet {
     operator_names: Vec<String>,
     sim_names: Vec<String>,
     kubeconfig: PathBuf,
+    /// The chart's ServiceAccount for the operator (its RBAC, its FlowSchemas), with a bound token.
+    operator_kubeconfig: PathBuf,
     lease: String,
     seed: u64,
     nodes: usize,
@@ -538,13 +621,17 @@ struct Fleet {
 
 impl Fleet {
     async fn start_operator(&mut self, t: &mut TestSpace) {
+        self.start_operator_with(t, &[]).await;
+    }
+
+    async fn start_operator_with(&mut self, t: &mut TestSpace, env: &[(String, String)]) {
         self.started += 1;
         let name = format!("operator-{}", self.started);
-        let partition = Partition::to_api_server_of(&self.kubeconfig).await;
-        let kubeconfig = partition.kubeconfig(&self.kubeconfig, &format!("{}-{name}", t.id));
+        let partition = Partition::to_api_server_of(&self.operator_kubeconfig).await;
+        let kubeconfig = partition.kubeconfig(&self.operator_kubeconfig, &format!("{}-{name}", t.id));
         let election = [format!("--lease-name={}", self.lease), format!("--lease-namespace={}", t.namespace), "--leader-elect=true".into()];
         let election: Vec<&str> = election.iter().map(String::as_str).collect();
-        let port = t.start_operator_as(&name, &election, &kubeconfig);
+        let port = t.start_operator_with_env(&name, &election, &kubeconfig, env);
         self.replicas.push(Replica { name: name.clone(), port, partition });
         self.operator_names.push(name);
     }
@@ -575,7 +662,8 @@ impl Fleet {
         self.sim += 1;
         let name = format!("sim-{}", self.sim);
         let seed = format!("--seed={}", self.seed);
-        let mut args = vec!["--apply-time=1s", "--reboot-time=0.5s", seed.as_str()];
+        let slow = format!("--host-faults=slow-servicing@{}", slow_nodes(&t.node_prefix()).join("+"));
+        let mut args = vec!["--apply-time=1s", "--reboot-time=0.5s", seed.as_str(), slow.as_str()];
         // Only the first creates the fleet: a restarted sim must not bring back deleted nodes.
         if self.sim > 1 {
             args.push("--no-create");
@@ -587,6 +675,13 @@ impl Fleet {
     fn sim(&self) -> String {
         format!("sim-{}", self.sim)
     }
+}
+
+/// The nodes whose install takes 75 s (the fleet's slow-servicing fault: a
+/// Windows Server 2019 cumulative update), so that a node can be moved to a
+/// second pool while its agent is surely installing.
+fn slow_nodes(prefix: &str) -> Vec<String> {
+    [3, 17, 29, 44].iter().map(|i| format!("{prefix}{i}")).collect()
 }
 
 /// How long a leader stays frozen or cut off at most: past the 15 s lease,
@@ -660,6 +755,94 @@ async fn partition_leader(t: &mut TestSpace, fleet: &mut Fleet, checker: &mut Ch
     ))
 }
 
+/// How far ahead a skewed replica's wall clock runs: past MAX_CLOCK_SKEW
+/// (2 min), and past the pool's nodeTimeout (15 min), so a replica that
+/// trusted its clock would time out every node in flight.
+const CLOCK_AHEAD: Duration = Duration::from_secs(20 * 60);
+/// How long a skewed leader may leave a pool with nodes pending and none in
+/// flight without saying, in its Progressing condition, that its clock holds it.
+const SAY_SKEW_WITHIN: Duration = Duration::from_secs(30);
+
+/// The second pool, once the soak made it: the nodes moved to it, when, and its own checks.
+struct SecondPool {
+    name: String,
+    group: BTreeSet<String>,
+    /// When the group was labelled (this host's clock, which the API server's audit log shares).
+    moved_at: jiff::Timestamp,
+    checker: Checker,
+    /// When the soak last said what the second pool waits for.
+    last_printed: Option<Instant>,
+}
+
+/// How many of the second pool's nodes may be out of service at once.
+const SECOND_MAX_UNAVAILABLE: IntOrString = IntOrString::Int(1);
+
+/// A throttle of the operator's writes, while it lasts.
+struct Throttle {
+    leader: String,
+    /// When it began (this host's clock, which the audit log shares), and the lease exits seen by then.
+    at: jiff::Timestamp,
+    since: Instant,
+    exits: usize,
+    /// When the audit log was last read for a refusal (the throttle lasts until it has refused one).
+    looked: Option<Instant>,
+}
+
+/// How long after an API server restart the operator's watches may still be
+/// blind (see PROGRESS): a throttle then would refuse nothing.
+const WATCHES_BACK: Duration = Duration::from_secs(60);
+/// A throttle that has refused none of the operator's writes goes on, up to this long.
+const THROTTLE_AT_MOST: Duration = Duration::from_secs(90);
+
+/// The FlowSchema and PriorityLevelConfiguration (one name) that throttle
+/// `user`'s writes: a level with no seats of its own that borrows none,
+/// rejecting what it cannot run (the API server still runs about one request
+/// of it at a time: in a run, 17 of 116 node patches were refused). Precedence
+/// 7500: after the chart's leader-election schema (7000), which keeps the
+/// Lease's requests out.
+fn throttle_objects(name: &str, sa_namespace: &str, sa: &str) -> (PriorityLevelConfiguration, FlowSchema) {
+    let level = json!({
+        "apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "PriorityLevelConfiguration",
+        "metadata": {"name": name},
+        "spec": {"type": "Limited", "limited": {
+            "nominalConcurrencyShares": 0, "lendablePercent": 0, "borrowingLimitPercent": 0,
+            "limitResponse": {"type": "Reject"},
+        }},
+    });
+    let schema = json!({
+        "apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema",
+        "metadata": {"name": name},
+        "spec": {
+            "priorityLevelConfiguration": {"name": name},
+            "matchingPrecedence": 7500,
+            "distinguisherMethod": {"type": "ByUser"},
+            "rules": [{
+                "subjects": [{"kind": "ServiceAccount", "serviceAccount": {"name": sa, "namespace": sa_namespace}}],
+                "resourceRules": [{
+                    "verbs": ["create", "update", "patch", "delete"], "apiGroups": ["*"], "resources": ["*"],
+                    "clusterScope": true, "namespaces": ["*"],
+                }],
+            }],
+        },
+    });
+    (serde_json::from_value(level).expect("a PriorityLevelConfiguration"), serde_json::from_value(schema).expect("a FlowSchema"))
+}
+
+/// The replica leading with a skewed clock, while it leads.
+struct Skewed {
+    name: String,
+    since: Instant,
+    /// Since when the pool has had nodes pending, none in flight, and no ClockSkewed reason.
+    silent_since: Option<Instant>,
+    said: bool,
+}
+
+/// The Lease's holder identity (`<host>-<pid>`), as the audit log's User-Agents carry it.
+async fn lease_holder(t: &TestSpace, lease: &str) -> Option<String> {
+    let leases: Api<Lease> = Api::namespaced(t.client.clone(), &t.namespace);
+    leases.get_opt(lease).await.ok()??.spec?.holder_identity
+}
+
 /// A node sample, the pool, and the Nodes, as `sample` returns them.
 type Sampled = Option<(Sample, WindowsNodePool, Vec<Node>)>;
 
@@ -723,6 +906,16 @@ struct Soak {
     api_back_at: Option<Instant>,
     progress: Progress,
     liveness: Liveness,
+    skewed: Option<Skewed>,
+    /// The Lease identities of every replica that led with a skewed clock.
+    skewed_identities: Vec<String>,
+    /// What the main pool selects, and whose nodes its sample holds.
+    main_selects: Selects,
+    samples_group: bool,
+    second: Option<SecondPool>,
+    throttled: Option<Throttle>,
+    /// The operator's requests APF refused while throttled (429), over all throttles.
+    throttle_refusals: usize,
 }
 
 impl Soak {
@@ -744,6 +937,13 @@ impl Soak {
         let client = support::client_for(&cluster.kubeconfig).await;
         install_crd(&client).await;
         let mut t = TestSpace::with_client("chaos", client).await;
+        let lease = format!("winpool-{}", t.id);
+        // The operator goes through the doors the chart gives it: its RBAC, and
+        // its FlowSchemas (WINPOOL_CHAOS_FLOW_CONTROL=0 leaves them out).
+        let flow_control = std::env::var("WINPOOL_CHAOS_FLOW_CONTROL").map_or(true, |v| v != "0");
+        let sets = [format!("leaderElection.leaseName={lease}"), format!("flowControl.create={flow_control}")];
+        support::chart::install_chart_on(&cluster.kubeconfig, &t, &t.id, &sets);
+        let operator_kubeconfig = support::chart::service_account_kubeconfig_on(&cluster.kubeconfig, &t, &format!("{}-winpool", t.id));
         let mut fleet = Fleet {
             started: 0,
             replicas: Vec::new(),
@@ -752,7 +952,8 @@ impl Soak {
             operator_names: Vec::new(),
             sim_names: Vec::new(),
             kubeconfig: cluster.kubeconfig.clone(),
-            lease: format!("winpool-{}", t.id),
+            operator_kubeconfig,
+            lease,
             seed,
             nodes: size.nodes,
         };
@@ -764,7 +965,9 @@ impl Soak {
         .await;
         support::protected_workload(&t, size.replicas, normal_min_available(size.replicas)).await;
         let pool = format!("{}-pool", t.id);
-        apply_pool(&t, &pool_manifest(&t, &pool, FIRST_PATCH_REVISION, &size.max_unavailable, false)).await.expect("pool applies");
+        apply_pool(&t, &pool_manifest(&t, &pool, Selects::All, FIRST_PATCH_REVISION, &size.max_unavailable, false))
+            .await
+            .expect("pool applies");
         fleet.start_operator(&mut t).await;
         fleet.start_operator(&mut t).await;
         eprintln!("[{}] set up in {:.0}s; rollout starts", t.id, setup.elapsed().as_secs_f64());
@@ -787,33 +990,38 @@ impl Soak {
             api_back_at: None,
             progress: Progress::default(),
             liveness: Liveness::default(),
+            skewed: None,
+            skewed_identities: Vec::new(),
+            main_selects: Selects::All,
+            samples_group: false,
+            second: None,
+            throttled: None,
+            throttle_refusals: 0,
         }
     }
 
     /// Samples, checks and runs due events until the rollout converged with
     /// every event done; returns the revision it converged at.
-    async fn run(&mut self) -> String {
+    /// Err: no convergence within the budget (the audit log is replayed all the same).
+    async fn run(&mut self) -> Result<String, String> {
         loop {
             let now = self.start.elapsed();
-            assert!(
-                now < self.size.budget,
-                "seed {}: no convergence within {:?}; events done: {:?}; pending: {:?}\n{}",
-                self.seed,
-                self.size.budget,
-                self.done,
-                self.plan,
-                self.checker.report()
-            );
-            let sampled = sample(&self.t, &self.pool, now).await;
+            if now >= self.size.budget {
+                let (budget, done, plan) = (self.size.budget, &self.done, &self.plan);
+                return Err(format!("seed {}: no convergence within {budget:?}; events done: {done:?}; pending: {plan:?}", self.seed));
+            }
+            let sampled = sample(&self.t, &self.pool, self.main_sample(), now).await;
             if let Some((s, p, _)) = &sampled {
                 self.checker.observe(s);
                 self.progress.observe(s, p, now);
             }
+            let second = self.sample_second(now).await;
             self.check_liveness(&sampled, now).await;
+            self.watch_skewed(&sampled, now);
             self.replace_exited(now).await;
             self.run_due_events(&sampled, now).await;
-            if let Some(rev) = self.converged(&sampled, now) {
-                return rev;
+            if let Some(rev) = self.converged(&sampled, now).filter(|_| self.second_converged(&second)) {
+                return Ok(rev);
             }
             tokio::time::sleep(SAMPLE_EVERY).await;
         }
@@ -910,7 +1118,19 @@ impl Soak {
     /// Makes `what` happen; None when it cannot yet (retried next sample).
     async fn happen(&mut self, what: Chaos, sampled: &Sampled, now: Duration) -> Option<String> {
         let draining = || sampled.as_ref().map_or(0, |(s, _, _)| s.nodes.iter().filter(|n| n.state.as_deref() == Some("Draining")).count());
+        let in_flight = || sampled.as_ref().is_some_and(|(s, _, _)| s.nodes.iter().any(|n| n.in_flight()));
         match what {
+            // The leader must be the same before and after a throttle: nothing else moves it meanwhile.
+            Chaos::KillOperator { .. }
+            | Chaos::FreezeLeader
+            | Chaos::PartitionLeader
+            | Chaos::SkewedLeader { .. }
+            | Chaos::TrueLeader
+            | Chaos::RestartApiserver
+                if self.throttled.is_some() =>
+            {
+                None
+            }
             Chaos::KillOperator { pause_ms } => {
                 let (old, _) = self.fleet.find_leader(&self.t).await?;
                 self.t.stop(&old);
@@ -921,6 +1141,19 @@ impl Soak {
             }
             Chaos::FreezeLeader => freeze_leader(&mut self.t, &mut self.fleet, &mut self.checker, now).await,
             Chaos::PartitionLeader => partition_leader(&mut self.t, &mut self.fleet, &mut self.checker, now).await,
+            Chaos::SkewedLeader { for_ms } => self.skew_leader(for_ms, now).await,
+            Chaos::TrueLeader => self.true_leader(now),
+            // Only worth it while the operator has writes to make: nodes in
+            // flight, and its watches not blind from an API server restart.
+            Chaos::ThrottleOperator { .. }
+                if self.skewed.is_some() || !in_flight() || self.api_back_at.is_some_and(|t| t.elapsed() < WATCHES_BACK) =>
+            {
+                None
+            }
+            Chaos::ThrottleOperator { for_ms } => self.throttle(for_ms, now).await,
+            Chaos::Unthrottle => self.unthrottle(now).await,
+            Chaos::SecondPool => self.second_pool(sampled, now).await,
+            Chaos::NarrowSelector => self.narrow_selector(sampled).await,
             Chaos::RestartApiserver => {
                 let away = tokio::task::spawn_blocking(ChaosCluster::restart_apiserver).await.expect("restart task");
                 self.api_back_at = Some(Instant::now());
@@ -964,9 +1197,7 @@ impl Soak {
             }
             Chaos::ChangePatchLevel => {
                 let next = self.patch_revision + 38;
-                if let Err(e) =
-                    apply_pool(&self.t, &pool_manifest(&self.t, &self.pool, next, &self.size.max_unavailable, self.paused)).await
-                {
+                if let Err(e) = self.apply_main(next, self.paused).await {
                     eprintln!("[chaos] changing the patch level: {e}; retrying");
                     return None;
                 }
@@ -975,22 +1206,274 @@ impl Soak {
                 Some(format!("patchLevel -> {} (status was {st:?})", patch_level(next)))
             }
             Chaos::Pause { for_ms } => {
-                apply_pool(&self.t, &pool_manifest(&self.t, &self.pool, self.patch_revision, &self.size.max_unavailable, true))
-                    .await
-                    .ok()?;
+                self.apply_main(self.patch_revision, true).await.ok()?;
                 self.paused = true;
                 self.plan.push((now + Duration::from_millis(for_ms), Chaos::Resume));
                 Some(format!("rollout paused for {for_ms}ms"))
             }
             Chaos::Resume => {
-                apply_pool(&self.t, &pool_manifest(&self.t, &self.pool, self.patch_revision, &self.size.max_unavailable, false))
-                    .await
-                    .ok()?;
+                self.apply_main(self.patch_revision, false).await.ok()?;
                 self.paused = false;
                 let st = sampled.as_ref().map(|(_, p, _)| p.status.clone().unwrap_or_default().nodes);
                 Some(format!("rollout resumed (status was {st:?})"))
             }
         }
+    }
+
+    /// Replace the standby with a replica whose clock runs CLOCK_AHEAD ahead,
+    /// then SIGKILL the leader: the skewed replica, alone, takes the Lease.
+    /// A true-clocked standby starts once it leads, to take over at the end.
+    async fn skew_leader(&mut self, for_ms: u64, now: Duration) -> Option<String> {
+        let (old, _) = self.fleet.find_leader(&self.t).await?;
+        let standbys: Vec<String> = self.fleet.replicas.iter().map(|r| r.name.clone()).filter(|n| *n != old).collect();
+        for s in &standbys {
+            self.t.stop(s);
+            self.fleet.forget(s);
+        }
+        self.fleet.start_operator_with(&mut self.t, &skewed_clock::env(CLOCK_AHEAD.as_secs() as i64)).await;
+        let name = format!("operator-{}", self.fleet.started);
+        let took = Instant::now();
+        self.t.stop(&old);
+        self.fleet.forget(&old);
+        let next = another_leads(&self.t, &mut self.fleet, &old).await;
+        assert_eq!(next.as_deref(), Some(name.as_str()), "seed {}: the skewed replica, alone, did not take the Lease", self.seed);
+        let identity = lease_holder(&self.t, &self.fleet.lease).await?;
+        self.skewed_identities.push(identity);
+        self.fleet.start_operator(&mut self.t).await;
+        self.skewed = Some(Skewed { name: name.clone(), since: Instant::now(), silent_since: None, said: false });
+        self.plan.push((now + Duration::from_millis(for_ms), Chaos::TrueLeader));
+        Some(format!(
+            "skewed clock: {name}, {}s ahead, leads {:.1}s after {old} was SIGKILLed (standbys {standbys:?} stopped first)",
+            CLOCK_AHEAD.as_secs(),
+            took.elapsed().as_secs_f64()
+        ))
+    }
+
+    /// While a skewed replica leads: once nodes are pending and none is in
+    /// flight, the pool must say within SAY_SKEW_WITHIN that the clock holds it.
+    fn watch_skewed(&mut self, sampled: &Sampled, now: Duration) {
+        let (Some(sk), Some((s, p, _))) = (self.skewed.as_mut(), sampled) else { return };
+        let progressing = p.status.as_ref().and_then(|st| st.conditions.iter().find(|c| c.type_ == "Progressing"));
+        if progressing.is_some_and(|c| c.reason == "ClockSkewed") {
+            sk.said = true;
+            sk.silent_since = None;
+            return;
+        }
+        let pending = p.status.as_ref().is_some_and(|st| st.nodes.pending > 0);
+        if !pending || s.nodes.iter().any(|n| n.in_flight()) {
+            sk.silent_since = None;
+            return;
+        }
+        let since = *sk.silent_since.get_or_insert_with(Instant::now);
+        if since.elapsed() > SAY_SKEW_WITHIN {
+            let msg = format!(
+                "{} led with a clock {}s ahead; nodes pending, none in flight for {:.0}s, and the pool's Progressing says {:?}",
+                sk.name,
+                CLOCK_AHEAD.as_secs(),
+                since.elapsed().as_secs_f64(),
+                progressing.map(|c| (&c.reason, &c.message))
+            );
+            sk.silent_since = None;
+            self.checker.check_seen(now, Kind::SkewUnsaid, Some(msg));
+        }
+    }
+
+    /// SIGKILL the skewed leader; the true-clocked standby takes over.
+    fn true_leader(&mut self, _now: Duration) -> Option<String> {
+        let sk = self.skewed.take()?;
+        self.t.stop(&sk.name);
+        self.fleet.forget(&sk.name);
+        Some(format!(
+            "true clock again: SIGKILLed the skewed {} after it led {:.1}s (the pool said ClockSkewed: {})",
+            sk.name,
+            sk.since.elapsed().as_secs_f64(),
+            sk.said
+        ))
+    }
+
+    /// Whose nodes the main pool's sample holds: all, until a group is labelled for the second pool.
+    fn main_sample(&self) -> Selects {
+        if self.samples_group { Selects::AllButGroup } else { Selects::All }
+    }
+
+    async fn apply_main(&self, patch_revision: u32, paused: bool) -> kube::Result<()> {
+        let m = pool_manifest(&self.t, &self.pool, self.main_selects, patch_revision, &self.size.max_unavailable, paused);
+        apply_pool(&self.t, &m).await
+    }
+
+    /// The second pool's sample, judged by its own checker.
+    async fn sample_second(&mut self, now: Duration) -> Sampled {
+        let name = self.second.as_ref()?.name.clone();
+        let sampled = sample(&self.t, &name, Selects::Group, now).await;
+        if let (Some(sp), Some((s, _, _))) = (self.second.as_mut(), &sampled) {
+            sp.checker.observe(s);
+        }
+        sampled
+    }
+
+    /// Whether the second pool, if there is one, rolled all its nodes to its own revision.
+    fn second_converged(&mut self, sampled: &Sampled) -> bool {
+        let Some(sp) = &mut self.second else { return true };
+        let Some((s, p, _)) = sampled else { return false };
+        match converged(s, p, sp.group.len()) {
+            Ok(_) => true,
+            Err(why) => {
+                if sp.last_printed.is_none_or(|t| t.elapsed() >= Duration::from_secs(10)) {
+                    sp.last_printed = Some(Instant::now());
+                    eprintln!("[second pool] waiting: {why}");
+                }
+                false
+            }
+        }
+    }
+
+    /// Label a slow node whose agent is installing, and two others, into a
+    /// second pool that rolls another patch level; the main pool still
+    /// selects them until NarrowSelector, five seconds on. The install
+    /// outlasts both: the main pool must hold the node until its agent
+    /// reports a result, and only then give it up.
+    async fn second_pool(&mut self, sampled: &Sampled, now: Duration) -> Option<String> {
+        let (s, _, _) = sampled.as_ref()?;
+        let slow = slow_nodes(&self.t.node_prefix());
+        let applying: Vec<&str> = s
+            .nodes
+            .iter()
+            .filter(|n| n.state.as_deref() == Some("Applying") && n.agent_installing && slow.contains(&n.name))
+            .map(|n| n.name.as_str())
+            .collect();
+        if applying.is_empty() {
+            return None;
+        }
+        let first = applying[self.rng.random_range(0..applying.len())].to_string();
+        let mut group = BTreeSet::from([first.clone()]);
+        while group.len() < 3.min(s.nodes.len()) {
+            group.insert(s.nodes[self.rng.random_range(0..s.nodes.len())].name.clone());
+        }
+        let moved_at = jiff::Timestamp::now();
+        let nodes: Api<Node> = Api::all(self.t.client.clone());
+        for n in &group {
+            // Labels only: a node half-labelled by a failed try is labelled again, or stays in the main pool.
+            if let Err(e) =
+                nodes.patch(n, &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {GROUP_LABEL: "b"}}}))).await
+            {
+                eprintln!("[chaos] labelling {n} into the second pool: {e}; retrying");
+                return None;
+            }
+        }
+        self.samples_group = true;
+        let name = format!("{}-second", self.pool);
+        let revision = self.patch_revision + 19;
+        let m = pool_manifest(&self.t, &name, Selects::Group, revision, &SECOND_MAX_UNAVAILABLE, false);
+        while let Err(e) = apply_pool(&self.t, &m).await {
+            eprintln!("[chaos] creating the second pool: {e}; retrying");
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        self.second = Some(SecondPool { name: name.clone(), group: group.clone(), moved_at, checker: Checker::new(), last_printed: None });
+        self.plan.push((now + Duration::from_secs(5), Chaos::NarrowSelector));
+        Some(format!(
+            "second pool {name} (patchLevel {}) selects {group:?}, {first} of them installing; {} selects them too",
+            patch_level(revision),
+            self.pool
+        ))
+    }
+
+    /// The main pool's selector leaves the group to the second pool.
+    async fn narrow_selector(&mut self, sampled: &Sampled) -> Option<String> {
+        let group = &self.second.as_ref()?.group;
+        self.main_selects = Selects::AllButGroup;
+        if let Err(e) = self.apply_main(self.patch_revision, self.paused).await {
+            eprintln!("[chaos] narrowing the selector: {e}; retrying");
+            self.main_selects = Selects::All;
+            return None;
+        }
+        let in_flight = sampled.as_ref().map(|(s, _, _)| s.nodes.iter().filter(|n| n.in_flight()).count());
+        Some(format!("selector of {} narrowed: {group:?} left it for the second pool ({in_flight:?} of its nodes in flight)", self.pool))
+    }
+
+    /// The operator's ServiceAccount (namespace, name), as the chart names it.
+    fn operator_account(&self) -> (String, String) {
+        (self.t.namespace.clone(), format!("{}-winpool", self.t.id))
+    }
+
+    /// Every write of the operator's ServiceAccount refused by APF, its
+    /// Lease's excepted (the chart's leader-election FlowSchema).
+    async fn throttle(&mut self, for_ms: u64, now: Duration) -> Option<String> {
+        let (leader, _) = self.fleet.find_leader(&self.t).await?;
+        let (ns, sa) = self.operator_account();
+        let (level, schema) = throttle_objects(&format!("{}-throttle", self.t.id), &ns, &sa);
+        let at = jiff::Timestamp::now();
+        let levels: Api<PriorityLevelConfiguration> = Api::all(self.t.client.clone());
+        let schemas: Api<FlowSchema> = Api::all(self.t.client.clone());
+        let created = async {
+            levels.create(&PostParams::default(), &level).await?;
+            schemas.create(&PostParams::default(), &schema).await
+        };
+        if let Err(e) = created.await {
+            eprintln!("[chaos] throttling the operator: {e}; retrying");
+            let _ = levels.delete(&level.name_any(), &DeleteParams::default()).await;
+            return None;
+        }
+        self.throttled = Some(Throttle { leader: leader.clone(), at, since: Instant::now(), exits: self.lease_exits.len(), looked: None });
+        self.plan.push((now + Duration::from_millis(for_ms), Chaos::Unthrottle));
+        Some(format!(
+            "throttled the operator's writes (APF: a level with no seats of its own, 429 for what it cannot run) for {for_ms}ms; leader {leader}"
+        ))
+    }
+
+    /// The operator's requests APF refused since the throttle began (an
+    /// eviction's 429 is a PodDisruptionBudget's, not counted).
+    fn refused_since(&self, at: jiff::Timestamp) -> usize {
+        let (ns, sa) = self.operator_account();
+        let user = format!("system:serviceaccount:{ns}:{sa}");
+        let log = ChaosCluster::cluster_dir().join("logs/audit.log");
+        let by_apf = |r: &&support::audit::Request| r.code == 429 && r.subresource != "eviction" && r.received.is_some_and(|t| t >= at);
+        support::audit::requests_by(&log, &user).iter().filter(by_apf).count()
+    }
+
+    /// Lift the throttle once it has refused a write (or THROTTLE_AT_MOST
+    /// passed): the leader then must be the one from before, never having lost its Lease.
+    async fn unthrottle(&mut self, now: Duration) -> Option<String> {
+        let th = self.throttled.as_ref()?;
+        if th.since.elapsed() < THROTTLE_AT_MOST {
+            if th.looked.is_some_and(|l| l.elapsed() < Duration::from_secs(3)) {
+                return None;
+            }
+            let at = th.at;
+            let refused = self.refused_since(at);
+            self.throttled.as_mut()?.looked = Some(Instant::now());
+            if refused == 0 {
+                return None;
+            }
+        }
+        let name = format!("{}-throttle", self.t.id);
+        let schemas: Api<FlowSchema> = Api::all(self.t.client.clone());
+        let levels: Api<PriorityLevelConfiguration> = Api::all(self.t.client.clone());
+        for e in [schemas.delete(&name, &DeleteParams::default()).await.err(), levels.delete(&name, &DeleteParams::default()).await.err()] {
+            match e {
+                None => {}
+                Some(kube::Error::Api(s)) if s.code == 404 => {}
+                Some(e) => {
+                    eprintln!("[chaos] lifting the throttle: {e}; retrying");
+                    return None;
+                }
+            }
+        }
+        let th = self.throttled.take()?;
+        let leader = self.fleet.find_leader(&self.t).await.map(|(l, _)| l);
+        let exits = self.lease_exits.len() - th.exits;
+        let lost = leader.as_deref() != Some(th.leader.as_str()) || exits > 0;
+        let refused = self.refused_since(th.at);
+        self.throttle_refusals += refused;
+        let lasted = th.since.elapsed().as_secs_f64();
+        self.checker.check_seen(
+            now,
+            Kind::LeaseLostUnderThrottle,
+            lost.then(|| format!("{} led when the operator's writes were throttled; {lasted:.0}s later {leader:?} leads, {exits} replicas having lost the lease", th.leader)),
+        );
+        Some(format!(
+            "unthrottled after {lasted:.1}s: {refused} of the operator's requests refused 429; leader {leader:?}, was {}",
+            th.leader
+        ))
     }
 
     /// Deletes a node whose state is `state` (waits until there is one).
@@ -1035,11 +1518,14 @@ impl Soak {
     /// starts another update by changing the spec again.
     fn converged(&mut self, sampled: &Sampled, now: Duration) -> Option<String> {
         let (s, p, _) = sampled.as_ref()?;
-        let expected = self.size.nodes + self.added.len() - self.deleted.len();
+        let moved = self.second.as_ref().map_or(0, |sp| sp.group.len());
+        let expected = self.size.nodes + self.added.len() - self.deleted.len() - moved;
         match converged(s, p, expected) {
             Ok(rev) if self.plan.is_empty() => return Some(rev),
             Ok(_) => {
-                let needs_drain = |w: &Chaos| matches!(w, Chaos::DeleteDrainingNode | Chaos::KillAgent | Chaos::RefuseEvictions { .. });
+                let needs_drain = |w: &Chaos| {
+                    matches!(w, Chaos::DeleteDrainingNode | Chaos::KillAgent | Chaos::RefuseEvictions { .. } | Chaos::SecondPool)
+                };
                 if self.plan.iter().all(|(at, w)| *at <= now && needs_drain(w)) {
                     eprintln!("[chaos] converged with {} drain-time events due: changing the patch level again", self.plan.len());
                     self.plan.push((now, Chaos::ChangePatchLevel));
@@ -1069,11 +1555,20 @@ impl Soak {
     /// API server's audit log is replayed. Returns the evictions judged.
     async fn replay(&mut self) -> usize {
         let at = self.start.elapsed();
-        let (last, _, _) = sample(&self.t, &self.pool, at).await.expect("final sample");
+        let (last, _, _) = sample(&self.t, &self.pool, self.main_sample(), at).await.expect("final sample");
         self.checker.finish(&last);
         let log_path = ChaosCluster::cluster_dir().join("logs/audit.log");
-        let audit = support::audit::requests(&log_path, &self.t.node_prefix());
+        let mut audit = support::audit::requests(&log_path, &self.t.node_prefix());
         self.checker.check_drains(at, &support::audit::drains_per_node(&audit));
+        if let Some(sp) = self.second.as_mut() {
+            let (second_audit, main_audit) = support::audit::split_at_move(&audit, &sp.group, sp.moved_at);
+            audit = main_audit;
+            let (last, _, _) = sample(&self.t, &sp.name, Selects::Group, at).await.expect("final sample of the second pool");
+            sp.checker.finish(&last);
+            let peak = support::audit::in_flight_peak(&second_audit);
+            sp.checker.check_in_flight_replayed(at, &peak, &SECOND_MAX_UNAVAILABLE, sp.group.len());
+            eprintln!("  audit replay: at most {} nodes of the second pool in flight ({})", peak.0, peak.1.join(", "));
+        }
         let peak = support::audit::in_flight_peak(&audit);
         self.checker.check_in_flight_replayed(at, &peak, &self.size.max_unavailable, self.size.nodes + self.added.len());
         eprintln!("  audit replay: at most {} nodes in flight ({})", peak.0, peak.1.join(", "));
@@ -1082,11 +1577,16 @@ impl Soak {
         let log = support::audit::requests_of_test(&log_path, &self.t.node_prefix(), &self.t.namespace);
         let (uncordons, mid_install) = support::audit::uncordons_mid_install(&log);
         self.checker.check_replayed(at, Kind::UncordonedMidInstall, &mid_install);
+        let (applied, undrained) = support::audit::applied_undrained(&log);
+        self.checker.check_replayed(at, Kind::AppliedUndrained, &undrained);
+        eprintln!("  audit replay: {applied} nodes set Applying, {} with no drain of their own", undrained.len());
         let (evictions, off_drain) = support::audit::evictions_off_drain(&log);
         self.checker.check_replayed(at, Kind::EvictedOffDrain, &off_drain);
         let by_replicas = support::audit::requests_by_replicas(&log_path);
         let (replica_writes, without_lease) = support::audit::writes_without_the_lease(&by_replicas, &self.t.namespace, &self.fleet.lease);
         self.checker.check_replayed(at, Kind::WroteWithoutLease, &without_lease);
+        let on_skew = support::audit::starts_and_failures_by(&by_replicas, &self.skewed_identities);
+        self.checker.check_replayed(at, Kind::ActedOnSkewedClock, &on_skew);
         eprintln!("  audit replay: {replica_writes} writes by operator replicas, {} without the lease", without_lease.len());
         eprintln!(
             "  audit replay: {uncordons} uncordons ({} while an agent installed), {evictions} evictions ({} from a node not Draining)",
@@ -1144,9 +1644,10 @@ impl Soak {
             assert!(!read(&self.t.log_path(name)).contains("panicked"), "seed {seed}: {name} panicked");
         }
         let kinds = kinds_of(&self.done);
-        assert_eq!(kinds.len(), 13, "seed {seed}: every kind of chaos happened: {kinds:?}");
+        assert_eq!(kinds.len(), 19, "seed {seed}: every kind of chaos happened: {kinds:?}");
         self.checker.assert_clean();
         assert!(evictions > 0, "seed {seed}: the replay judged no eviction: the audit log places none of the drained pods");
+        assert!(self.throttle_refusals > 0, "seed {seed}: the throttle refused none of the operator's writes: it tested nothing");
         let stalls = &self.liveness.stalls;
         assert!(
             stalls.is_empty(),
@@ -1161,24 +1662,35 @@ impl Soak {
     }
 }
 
+/// The kind of each event, by how its message starts (the first prefix that fits).
+const KINDS: &[(&str, &str)] = &[
+    ("SIGKILLed", "leader killed"),
+    ("froze leader", "leader frozen"),
+    ("partitioned leader", "leader partitioned"),
+    ("skewed clock", "leader's clock skewed"),
+    ("true clock", "leader's clock true"),
+    ("second pool", "second pool"),
+    ("selector of", "selector narrowed"),
+    ("throttled", "operator throttled"),
+    ("unthrottled", "operator unthrottled"),
+    ("kube-apiserver", "apiserver restarted"),
+    ("deleted agent pod", "agent pod deleted"),
+    ("added", "node added"),
+    ("PDB minAvailable", "evictions refused"),
+    ("PDB relaxed", "evictions allowed"),
+    ("patchLevel", "patch level changed"),
+    ("rollout paused", "paused"),
+    ("rollout resumed", "resumed"),
+    ("deleted", "node deleted"),
+];
+
 /// The kinds of event that happened, by their messages.
 fn kinds_of(done: &[(Duration, String)]) -> BTreeSet<&'static str> {
     done.iter()
-        .map(|(_, m)| match m {
-            m if m.starts_with("SIGKILLed") => "leader killed",
-            m if m.starts_with("froze leader") => "leader frozen",
-            m if m.starts_with("partitioned leader") => "leader partitioned",
-            m if m.starts_with("kube-apiserver") => "apiserver restarted",
-            m if m.starts_with("deleted agent pod") => "agent pod deleted",
-            m if m.starts_with("deleted") && m.contains("Draining") => "node deleted mid-drain",
-            m if m.starts_with("deleted") => "node deleted mid-apply",
-            m if m.starts_with("added") => "node added",
-            m if m.starts_with("PDB minAvailable") => "evictions refused",
-            m if m.starts_with("PDB relaxed") => "evictions allowed",
-            m if m.starts_with("patchLevel") => "patch level changed",
-            m if m.starts_with("rollout paused") => "paused",
-            m if m.starts_with("rollout resumed") => "resumed",
-            _ => "other",
+        .map(|(_, m)| match KINDS.iter().find(|(prefix, _)| m.starts_with(prefix)).map_or("other", |(_, kind)| *kind) {
+            "node deleted" if m.contains("Draining") => "node deleted mid-drain",
+            "node deleted" => "node deleted mid-apply",
+            kind => kind,
         })
         .collect()
 }
@@ -1192,10 +1704,13 @@ async fn a_rollout_converges_through_chaos_with_every_invariant_held() {
     };
     let cluster = ChaosCluster::up();
     let mut soak = Soak::set_up(&cluster, long, seed).await;
-    let final_rev = soak.run().await;
+    let converged = soak.run().await;
     let elapsed = soak.start.elapsed();
     let evictions = soak.replay().await;
-    soak.print_report(&final_rev, elapsed);
+    soak.print_report(converged.as_deref().unwrap_or("<none: not converged>"), elapsed);
+    if let Err(why) = converged {
+        panic!("{why}\n{}", soak.checker.report());
+    }
     soak.assert_clean(evictions);
     drop(soak);
     drop(cluster);

@@ -61,10 +61,16 @@ fn offset_of(sent: Timestamp, answered: Timestamp, date: &str) -> Result<SignedD
 /// How often the offset is learnt again.
 const RELEARN_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 
+/// Until the offset is first learnt, it is asked again this often.
+const FIRST_ASK_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Learn the API server's time now and every minute, from the `Date` of a
 /// `GET /version` (one cheap request a minute); a failed request keeps the
-/// offset last learnt.
-pub(super) fn spawn_keeper(client: kube::Client, ctx: std::sync::Arc<super::Context>) {
+/// offset last learnt. The receiver turns true once the offset was learnt
+/// once: no round may run before, since an offset never learnt reads as
+/// none, and a host clock twenty minutes ahead would time out every node.
+pub(super) fn spawn_keeper(client: kube::Client, ctx: std::sync::Arc<super::Context>) -> tokio::sync::watch::Receiver<bool> {
+    let (learnt, first) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
         loop {
             if ctx.stopping() {
@@ -72,17 +78,36 @@ pub(super) fn spawn_keeper(client: kube::Client, ctx: std::sync::Arc<super::Cont
             }
             match ask_date(&client).await {
                 Ok((sent, answered, date)) => match ctx.clock.learn(sent, answered, &date) {
-                    Ok(offset) if offset.abs() > crate::rollout::MAX_CLOCK_SKEW => {
-                        tracing::warn!(offset_ms = offset.as_millis() as i64, "{}", crate::rollout::clock_skew_message(offset))
+                    Ok(offset) => {
+                        learnt.send_replace(true);
+                        if offset.abs() > crate::rollout::MAX_CLOCK_SKEW {
+                            tracing::warn!(offset_ms = offset.as_millis() as i64, "{}", crate::rollout::clock_skew_message(offset))
+                        } else {
+                            tracing::debug!(offset_ms = offset.as_millis() as i64, "API server clock")
+                        }
                     }
-                    Ok(offset) => tracing::debug!(offset_ms = offset.as_millis() as i64, "API server clock"),
                     Err(e) => tracing::warn!(error = %e, "cannot read the API server's time"),
                 },
                 Err(e) => tracing::debug!(error = %e, "cannot ask the API server's time; keeping the offset"),
             }
-            tokio::time::sleep(RELEARN_EVERY).await;
+            tokio::time::sleep(if *learnt.borrow() { RELEARN_EVERY } else { FIRST_ASK_EVERY }).await;
         }
     });
+    first
+}
+
+/// Waits until the offset was first learnt (true), or until `stopped` (false).
+pub(super) async fn learnt_unless_stopped(
+    learnt: &mut tokio::sync::watch::Receiver<bool>,
+    stopped: &mut (impl std::future::Future<Output = ()> + Unpin),
+) -> bool {
+    tokio::select! {
+        _ = learnt.wait_for(|learnt| *learnt) => true,
+        _ = stopped => {
+            tracing::info!("winpool controller stopped before it learnt the API server's time");
+            false
+        }
+    }
 }
 
 async fn ask_date(client: &kube::Client) -> Result<(Timestamp, Timestamp, String), String> {

@@ -1041,6 +1041,54 @@ async fn a_start_whose_answer_was_lost_is_not_made_again_from_a_cache_that_misse
     assert!(caught_up.iter().all(|r| r.path != node_path("win-a") || state(&r.before) == Some("Draining")), "{:#?}", calls(&caught_up));
 }
 
+/// A node given back behind this round's cache (another pool's release, a
+/// replica that led before) is not moved on from what the cache still shows:
+/// the new revision's retarget of a node the cache has Applying is refused,
+/// nothing lands, and the caught-up round sees the node as it is.
+#[tokio::test]
+async fn a_step_decided_from_a_node_that_changed_since_lands_nowhere_and_is_decided_again() {
+    let mut f = Fixture::new(pool(1), vec![windows_node("win-a", "win22")]);
+    for _ in 0..4 {
+        f.round().await;
+        if state(&f.node("win-a")) == Some("Applying") {
+            break;
+        }
+    }
+    assert_eq!(state(&f.node("win-a")), Some("Applying"), "{}", f.node("win-a"));
+    let mut next = pool(1);
+    next.spec.os.patch_level = "10.0.20348.2800".into();
+    f.set_pool(next);
+    f.on_node("win-a", |n| {
+        for a in [
+            names::ANN_STATE,
+            names::ANN_STARTED_AT,
+            names::ANN_TARGET_REVISION,
+            names::ANN_DRAINED_REVISION,
+            names::ANN_CORDONED_BY_WINPOOL,
+        ] {
+            n["metadata"]["annotations"].as_object_mut().unwrap().remove(a);
+        }
+        for l in [names::LABEL_POOL, names::LABEL_REVISION] {
+            n["metadata"]["labels"].as_object_mut().unwrap().remove(l);
+        }
+        n["spec"]["unschedulable"] = json!(false);
+    });
+
+    let stale = f.round_before_the_watch_catches_up().await;
+    let writes: Vec<&Recorded> = stale.iter().filter(|r| r.path == node_path("win-a")).collect();
+    assert!(!writes.is_empty(), "the round moves win-a on from its cache: {:#?}", calls(&stale));
+    assert!(writes.iter().all(|w| w.after.is_null()), "and is refused: win-a changed since: {:#?}", writes);
+    assert_eq!(state(&f.node("win-a")), None, "nothing landed on the node given back");
+
+    let caught_up = f.round().await;
+    let start = caught_up.iter().find(|r| r.path == node_path("win-a") && state(&r.after) == Some("Draining"));
+    assert!(
+        start.is_some_and(|s| s.body["spec"]["unschedulable"] == json!(true)),
+        "it starts anew, with a cordon: {:#?}",
+        calls(&caught_up)
+    );
+}
+
 /// Rounds, with win-a's and win-b's agents applying, until both are Updated.
 async fn roll_out_both(f: &mut Fixture) {
     for _ in 0..40 {

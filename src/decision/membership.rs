@@ -2,9 +2,11 @@
 //!
 //! A node belongs to a pool when the pool's nodeSelector matches it and it is
 //! a Windows node. A node two pools select is touched by neither (both report
-//! it); a node whose windows-build label is another release than the pool's is
-//! reported and left alone. Rolling such a node would fight another pool or
-//! install the wrong OS's updates.
+//! it); a node another pool still holds (its `winpool.dev/pool` label names
+//! that pool, which gives it back only once its agent reported a result) is
+//! left alone until given back; a node whose windows-build label is another
+//! release than the pool's is reported and left alone. Rolling such a node
+//! would fight another pool or install the wrong OS's updates.
 
 use std::collections::BTreeMap;
 
@@ -84,6 +86,13 @@ pub fn members_of<'a, L: LabelLookup + ?Sized + 'a>(
             out.conflicts.multiple_pools.push((name.to_string(), others));
             continue;
         }
+        // Its state, cordon and agent are that pool's until it gives the node
+        // back: judged here, the node's in-flight state would be taken for
+        // this pool's own, and moved on without a drain of its own.
+        if let Some(holder) = labels.label(names::LABEL_POOL).filter(|p| *p != pool && pools.iter().any(|o| o.name == *p)) {
+            out.conflicts.held_elsewhere.push((name.to_string(), holder.to_string()));
+            continue;
+        }
         if let Some(build) = labels.label(names::LABEL_WINDOWS_BUILD) {
             let release = build.parse::<WindowsBuild>().ok().and_then(|b| OsVersion::from_build(b.build));
             if release != Some(me.os) {
@@ -130,9 +139,13 @@ mod tests {
             ("win19", labels(&[win22[0], ("node.kubernetes.io/windows-build", "10.0.17763"), ("pool", "a")])),
             ("garbage-build", labels(&[win22[0], ("node.kubernetes.io/windows-build", "banana"), ("pool", "a")])),
             ("other", labels(&[win22[0], win22[1], ("pool", "z")])),
+            ("moving", labels(&[win22[0], win22[1], ("pool", "a"), (names::LABEL_POOL, "b")])),
+            ("stale-label", labels(&[win22[0], win22[1], ("pool", "a"), (names::LABEL_POOL, "deleted-long-ago")])),
+            ("ours", labels(&[win22[0], win22[1], ("pool", "a"), (names::LABEL_POOL, "a")])),
         ];
         let m = members_of("a", &pools, nodes.iter().map(|(n, l)| (*n, l)));
-        assert_eq!(m.members, vec!["no-build-label", "plain"]);
+        assert_eq!(m.members, vec!["no-build-label", "ours", "plain", "stale-label"]);
+        assert_eq!(m.conflicts.held_elsewhere, vec![("moving".to_string(), "b".to_string())], "b still holds it");
         assert_eq!(m.conflicts.multiple_pools, vec![("both".to_string(), vec!["b".to_string()])]);
         assert_eq!(
             m.conflicts.wrong_os,

@@ -21,11 +21,14 @@ pub struct Conflicts {
     pub multiple_pools: Vec<(String, Vec<String>)>,
     /// Node -> its windows-build label, which is not the pool's OS version.
     pub wrong_os: Vec<(String, String)>,
+    /// Node -> the pool it is leaving, which still holds it (labelled as
+    /// its own) until its agent reports a result and it is given back.
+    pub held_elsewhere: Vec<(String, String)>,
 }
 
 impl Conflicts {
     pub fn is_empty(&self) -> bool {
-        self.multiple_pools.is_empty() && self.wrong_os.is_empty()
+        self.multiple_pools.is_empty() && self.wrong_os.is_empty() && self.held_elsewhere.is_empty()
     }
 
     pub fn message(&self, pool_os: &str) -> String {
@@ -50,6 +53,13 @@ impl Conflicts {
                 "{} nodes run another Windows release than {pool_os} and are left alone: {}",
                 self.wrong_os.len(),
                 list(self.wrong_os.iter().map(|(n, b)| format!("{n} ({b})")).collect())
+            ));
+        }
+        if !self.held_elsewhere.is_empty() {
+            parts.push(format!(
+                "{} nodes are still held by the pool they leave, until it gives them back, and are left alone: {}",
+                self.held_elsewhere.len(),
+                list(self.held_elsewhere.iter().map(|(n, p)| format!("{n} (by {p})")).collect())
             ));
         }
         parts.join("; ")
@@ -1091,8 +1101,10 @@ mod tests {
         let c = Conflicts {
             multiple_pools: (0..12).map(|i| (format!("n{i}"), vec!["other".into()])).collect(),
             wrong_os: vec![("w".into(), "10.0.17763".into())],
+            held_elsewhere: vec![("h".into(), "old".into())],
         };
         let m = c.message("ltsc2022");
+        assert!(m.contains("1 nodes are still held by the pool they leave") && m.contains("h (by old)"), "{m}");
         assert!(m.contains("12 nodes are selected by more than one pool"), "{m}");
         assert!(m.contains("n0 (also other)") && m.contains("and 2 more"), "{m}");
         assert!(m.contains("w (10.0.17763)"), "{m}");

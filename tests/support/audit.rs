@@ -3,7 +3,7 @@
 //! from the operator's own code or log text: a second drain, a write by a
 //! standby, are seen as the requests they are.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -290,6 +290,49 @@ pub fn uncordons_mid_install(requests: &[Request]) -> (usize, Vec<String>) {
     (judged, bad)
 }
 
+/// winpool's patches that set a node Applying (its agent may then install
+/// and reboot) when the node was not cordoned and drained by winpool since
+/// it was last uncordoned, given back, or created: an install with the
+/// workloads still on it. A retarget of a node already Applying (a new
+/// revision mid-install) keeps its drain. Returns how many such patches
+/// were judged, and each violation.
+pub fn applied_undrained(requests: &[Request]) -> (usize, Vec<String>) {
+    let mut drained: BTreeSet<String> = BTreeSet::new();
+    let (mut judged, mut bad) = (0, Vec::new());
+    let patches = requests.iter().filter(|r| r.resource == "nodes" && r.subresource.is_empty() && (200..300).contains(&r.code));
+    for r in patches {
+        if r.verb == "delete" || r.verb == "create" {
+            drained.remove(&r.name);
+            continue;
+        }
+        if r.verb != "patch" {
+            continue;
+        }
+        let (spec, a) = (&r.body["spec"], &r.body["metadata"]["annotations"]);
+        // Uncordoned (by anyone), or given back (its state removed).
+        if spec["unschedulable"] == false || a.get("winpool.dev/state").is_some_and(Value::is_null) {
+            drained.remove(&r.name);
+        }
+        if !r.user_agent.starts_with("winpool/") {
+            continue;
+        }
+        if a["winpool.dev/state"] == "Draining" {
+            drained.insert(r.name.clone());
+        }
+        if a["winpool.dev/state"] == "Applying" {
+            judged += 1;
+            if !drained.contains(&r.name) {
+                bad.push(format!(
+                    "{} set Applying at {:?} with no cordon and drain of its own since it was last given back or uncordoned",
+                    r.name,
+                    r.received.map(|t| t.to_string())
+                ));
+            }
+        }
+    }
+    (judged, bad)
+}
+
 /// winpool's evictions (asked, whatever the answer) of a pod whose node was
 /// not Draining by winpool's last patch when the API server took the request.
 /// A pod whose node was deleted, or whose placement the log does not show, is
@@ -318,6 +361,67 @@ pub fn evictions_off_drain(requests: &[Request]) -> (usize, Vec<String>) {
         }
     });
     (judged, bad)
+}
+
+/// The requests on `moved` nodes received from `at` on (for the pool they
+/// moved to), and the others (for the pool they left), where each moved node
+/// leaves at `at`, as if deleted: its later writes are the other pool's.
+pub fn split_at_move(requests: &[Request], moved: &BTreeSet<String>, at: jiff::Timestamp) -> (Vec<Request>, Vec<Request>) {
+    let after = |r: &Request| moved.contains(&r.name) && r.received.is_some_and(|t| t >= at);
+    let to: Vec<Request> = requests.iter().filter(|r| after(r)).cloned().collect();
+    let mut from: Vec<Request> = Vec::new();
+    let mut left = false;
+    for r in requests.iter().filter(|r| !after(r)) {
+        if !left && r.at.is_some_and(|t| t >= at) {
+            left = true;
+            from.extend(moved.iter().map(|n| left_the_pool(n, at)));
+        }
+        from.push(r.clone());
+    }
+    if !left {
+        from.extend(moved.iter().map(|n| left_the_pool(n, at)));
+    }
+    (to, from)
+}
+
+/// A node's leaving, written as the delete [`in_flight_peak`] takes it for.
+fn left_the_pool(node: &str, at: jiff::Timestamp) -> Request {
+    Request {
+        verb: "delete".into(),
+        resource: "nodes".into(),
+        subresource: String::new(),
+        namespace: String::new(),
+        name: node.into(),
+        user: String::new(),
+        user_agent: String::new(),
+        code: 200,
+        body: Value::Null,
+        at: Some(at),
+        received: Some(at),
+    }
+}
+
+/// Node patches by the replicas `identities` (each `<host>-<pid>`, as their
+/// User-Agent says) that started a node (set `started-at`) or failed one (set
+/// the state Failed): what a replica whose clock is past the skew bound must
+/// never do, since its node timeouts and windows would be judged wrongly.
+pub fn starts_and_failures_by(requests: &[Request], identities: &[String]) -> Vec<String> {
+    let by = |r: &Request| replica(r).is_some_and(|id| identities.iter().any(|i| i == id));
+    requests
+        .iter()
+        .filter(|r| by(r) && r.resource == "nodes" && r.subresource.is_empty() && r.verb == "patch" && (200..300).contains(&r.code))
+        .filter_map(|r| {
+            let a = &r.body["metadata"]["annotations"];
+            let what = if a["winpool.dev/started-at"].is_string() {
+                "started"
+            } else if a["winpool.dev/state"] == "Failed" {
+                "failed"
+            } else {
+                return None;
+            };
+            Some(format!("{} {what} {} at {:?}", replica(r).unwrap_or("?"), r.name, r.received.map(|t| t.to_string())))
+        })
+        .collect()
 }
 
 /// Writes by a replica that did not hold the Lease `namespace/lease` when the

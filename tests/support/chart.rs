@@ -13,8 +13,11 @@ pub fn run(cmd: &mut Command) -> String {
 }
 
 fn kubectl(args: &[&str]) -> String {
-    let admin = kubeconfig();
-    run(Command::new(tool("kubectl")).arg("--kubeconfig").arg(&admin).args(args))
+    kubectl_on(&kubeconfig(), args)
+}
+
+fn kubectl_on(admin: &Path, args: &[&str]) -> String {
+    run(Command::new(tool("kubectl")).arg("--kubeconfig").arg(admin).args(args))
 }
 
 /// `helm template` of the chart for this test's namespaces, with `sets` (key=value).
@@ -30,9 +33,14 @@ pub fn render_chart(t: &TestSpace, release: &str, sets: &[String]) -> String {
 /// Render the chart for this test's namespaces and apply it with the admin
 /// kubeconfig. Its cluster-scoped objects outlive the test: `remove_chart_rbac`.
 pub fn install_chart_rbac(t: &TestSpace, release: &str) {
+    install_chart_on(&kubeconfig(), t, release, &[]);
+}
+
+/// The chart rendered with `sets` and applied on the cluster `admin` administers.
+pub fn install_chart_on(admin: &Path, t: &TestSpace, release: &str, sets: &[String]) {
     let file = std::env::temp_dir().join(format!("{release}-chart.yaml"));
-    std::fs::write(&file, render_chart(t, release, &[])).unwrap();
-    kubectl(&["apply", "-f", file.to_str().unwrap()]);
+    std::fs::write(&file, render_chart(t, release, sets)).unwrap();
+    kubectl_on(admin, &["apply", "-f", file.to_str().unwrap()]);
 }
 
 /// The ClusterRoles (the operator's and the user roles) and the ClusterRoleBinding `install_chart_rbac` made.
@@ -62,28 +70,40 @@ pub fn remove_chart_rbac(release: &str) {
 
 /// A bound token (1 h) of the ServiceAccount `sa` in the test's namespace.
 pub fn service_account_token(t: &TestSpace, sa: &str) -> String {
-    kubectl(&["create", "token", sa, "-n", &t.namespace, "--duration=1h"]).trim().to_string()
+    token_on(&kubeconfig(), t, sa)
+}
+
+fn token_on(admin: &Path, t: &TestSpace, sa: &str) -> String {
+    kubectl_on(admin, &["create", "token", sa, "-n", &t.namespace, "--duration=1h"]).trim().to_string()
 }
 
 /// The admin kubeconfig's server URL and CA file.
 pub fn server_and_ca() -> (String, PathBuf) {
-    let server = kubectl(&["config", "view", "--minify", "-o", "jsonpath={.clusters[0].cluster.server}"]);
-    let ca = kubectl(&["config", "view", "--minify", "--raw", "-o", "jsonpath={.clusters[0].cluster.certificate-authority}"]);
+    server_and_ca_on(&kubeconfig())
+}
+
+fn server_and_ca_on(admin: &Path) -> (String, PathBuf) {
+    let server = kubectl_on(admin, &["config", "view", "--minify", "-o", "jsonpath={.clusters[0].cluster.server}"]);
+    let ca = kubectl_on(admin, &["config", "view", "--minify", "--raw", "-o", "jsonpath={.clusters[0].cluster.certificate-authority}"]);
     (server.trim().to_string(), PathBuf::from(ca.trim()))
 }
 
 /// A kubeconfig that authenticates as the ServiceAccount with a bound token.
 pub fn service_account_kubeconfig(t: &TestSpace, sa: &str) -> PathBuf {
-    let token = service_account_token(t, sa);
-    let (server, ca) = server_and_ca();
-    let kc = serde_json::json!({
-        "apiVersion": "v1", "kind": "Config", "current-context": "sa",
-        "clusters": [{"name": "local", "cluster": {"server": server, "certificate-authority": ca}}],
-        "users": [{"name": "sa", "user": {"token": token}}],
-        "contexts": [{"name": "sa", "context": {"cluster": "local", "user": "sa"}}],
-    });
+    service_account_kubeconfig_on(&kubeconfig(), t, sa)
+}
+
+/// [`service_account_kubeconfig`] on the cluster `admin` administers.
+pub fn service_account_kubeconfig_on(admin: &Path, t: &TestSpace, sa: &str) -> PathBuf {
+    let token = token_on(admin, t, sa);
+    let (server, ca) = server_and_ca_on(admin);
+    // YAML, one key a line, as kubectl writes it (tests/support/partition.rs reads its server line).
+    let kc = format!(
+        "apiVersion: v1\nkind: Config\ncurrent-context: sa\nclusters:\n- name: local\n  cluster:\n    server: {server}\n    certificate-authority: {}\nusers:\n- name: sa\n  user:\n    token: {token}\ncontexts:\n- name: sa\n  context:\n    cluster: local\n    user: sa\n",
+        ca.display()
+    );
     let path = std::env::temp_dir().join(format!("{}-{sa}.kubeconfig", t.id));
-    std::fs::write(&path, serde_json::to_string(&kc).unwrap()).unwrap();
+    std::fs::write(&path, kc).unwrap();
     path
 }
 

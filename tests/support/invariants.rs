@@ -204,6 +204,14 @@ pub enum Kind {
     WroteWithoutLease,
     /// A replica deposed (frozen, cut off) still ran after the standby took the Lease.
     DeposedLeaderStayed,
+    /// A replica leading with its clock skewed past the bound started a node or failed one.
+    ActedOnSkewedClock,
+    /// A replica leading with a skewed clock held the rollout without saying why.
+    SkewUnsaid,
+    /// The leader lost its Lease while API Priority and Fairness refused the operator's other writes.
+    LeaseLostUnderThrottle,
+    /// winpool set a node Applying that it had not cordoned and drained since it was last uncordoned or given back.
+    AppliedUndrained,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -1029,5 +1037,81 @@ mod tests {
         eager.insert(2, by("b", "nodes", "n5", "patch", 2, 2));
         let (_, found) = writes_without_the_lease(&eager, "ns", "winpool-leader");
         assert_eq!(found.len(), 1, "the standby wrote while a held the lease: {found:?}");
+    }
+
+    /// A skewed replica's start and its failing a node are caught; its other
+    /// node writes (a finish, a verify) and a true-clocked replica's start are not.
+    #[test]
+    fn a_start_or_a_failure_by_a_skewed_replica_is_caught_in_the_audit_log() {
+        use crate::support::audit::starts_and_failures_by;
+        let patch = |who: &str, ann: serde_json::Value| {
+            req(
+                "nodes",
+                "",
+                "patch",
+                "",
+                "n1",
+                &format!("winpool/0.2.0 ({who})"),
+                200,
+                serde_json::json!({"metadata": {"annotations": ann}}),
+            )
+        };
+        let log = vec![
+            patch("true-1", serde_json::json!({"winpool.dev/started-at": "x", "winpool.dev/state": "Draining"})),
+            patch("skewed-2", serde_json::json!({"winpool.dev/state": "Updated"})),
+            patch("skewed-2", serde_json::json!({"winpool.dev/state": "Verifying"})),
+        ];
+        let skewed = vec!["skewed-2".to_string()];
+        assert_eq!(starts_and_failures_by(&log, &skewed), Vec::<String>::new());
+        let mut bad = log.clone();
+        bad.push(patch("skewed-2", serde_json::json!({"winpool.dev/started-at": "y", "winpool.dev/state": "Draining"})));
+        bad.push(patch("skewed-2", serde_json::json!({"winpool.dev/state": "Failed"})));
+        let found = starts_and_failures_by(&bad, &skewed);
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert!(found[0].contains("started n1") && found[1].contains("failed n1"), "{found:?}");
+    }
+
+    /// Nodes moved to a second pool leave the first's flight when they move
+    /// (their later writes are the second pool's), so neither pool's replay
+    /// counts the other's nodes.
+    #[test]
+    fn nodes_moved_to_another_pool_are_replayed_in_the_pool_they_are_in() {
+        use crate::support::audit::{in_flight_peak, split_at_move};
+        let t = |s: i64| Some(jiff::Timestamp::from_second(1_800_000_000 + s).unwrap());
+        let at = |mut r: crate::support::audit::Request, s: i64| {
+            (r.received, r.at) = (t(s), t(s));
+            r
+        };
+        let w = |node, state, s| at(write("patch", node, Some(state), "winpool/0.9"), s);
+        let log =
+            vec![w("a", "Draining", 1), w("m", "Applying", 2), w("b", "Draining", 10), w("m", "Draining", 11), w("c", "Draining", 12)];
+        let (to, from) = split_at_move(&log, &BTreeSet::from(["m".to_string()]), t(5).unwrap());
+        assert_eq!(in_flight_peak(&log).0, 4, "one replay of both pools counts m in both");
+        assert_eq!(in_flight_peak(&from).0, 3, "m left the first pool at 5: a, b, c");
+        assert_eq!(in_flight_peak(&to).0, 1, "m alone in the second");
+        assert_eq!(to.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(), ["m"]);
+    }
+
+    /// A node set Applying after its own drain passes, and so does a new
+    /// revision mid-install; one set Applying after it was given back
+    /// (another pool's stale view of it), or after an uncordon, is caught.
+    #[test]
+    fn a_node_set_applying_without_a_drain_of_its_own_is_caught_in_the_audit_log() {
+        use crate::support::audit::applied_undrained;
+        let w = |node, state: Option<&str>| write("patch", node, state, "winpool/0.9");
+        let good = vec![w("a", Some("Draining")), w("a", Some("Applying")), w("a", Some("Applying")), w("a", Some("Verifying"))];
+        assert_eq!(applied_undrained(&good), (2, vec![]));
+        let mut released = vec![w("b", Some("Draining")), w("b", Some("Applying")), w("b", None)];
+        released[2].body["metadata"]["annotations"]["winpool.dev/state"] = serde_json::Value::Null;
+        released.push(w("b", Some("Applying")));
+        let (judged, found) = applied_undrained(&released);
+        assert_eq!((judged, found.len()), (2, 1), "{found:?}");
+        assert!(found[0].starts_with("b set Applying"), "{found:?}");
+        let mut uncordoned = vec![w("c", Some("Draining"))];
+        let mut u = write("patch", "c", Some("Draining"), "kubectl/1.36");
+        u.body = serde_json::json!({"spec": {"unschedulable": false}});
+        uncordoned.push(u);
+        uncordoned.push(w("c", Some("Applying")));
+        assert_eq!(applied_undrained(&uncordoned).1.len(), 1, "a person uncordoned it mid-drain");
     }
 }

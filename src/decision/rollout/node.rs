@@ -30,6 +30,8 @@ pub(super) fn check<'n>(s: &RoundSettings<'_>, r: &mut Decided<'n>, n: &'n NodeV
 pub(super) fn step<'n>(s: &RoundSettings<'_>, r: &mut Decided<'n>, n: &'n NodeView) {
     let state = current_state(n, &s.rev, s.spec);
     let mut p = NodePatch::new(&n.name, state, state, "");
+    // Lands only on the Node decided from: one changed since (given back, moved on) is decided anew.
+    p.unless_changed_since = n.resource_version.clone();
     // The pool label places the pool's agent on the node. It goes on as soon as
     // the node is a member, not when its turn comes: the agent then starts (and
     // reports what HNS holds) long before the node is asked to apply, instead of
