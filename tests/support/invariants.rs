@@ -861,6 +861,28 @@ mod tests {
         c.check_in_flight_replayed(Duration::ZERO, &peak, &IntOrString::Int(1), 3);
         assert_eq!(c.kinds(), BTreeSet::from([Kind::TooManyUnavailable]));
     }
+
+    /// A write answered 504 (the API server stopped waiting for etcd, which
+    /// may still commit it) is replayed as landed; one refused (409, 429)
+    /// is not. Seen: a node's finish answered 504 across an API server
+    /// restart, the node idle after, and a replay that kept it in flight.
+    #[test]
+    fn a_write_answered_504_is_replayed_as_landed() {
+        use crate::support::audit::in_flight_peak;
+        let w = |node, state, code| {
+            let mut r = write("patch", node, Some(state), "winpool/0.9");
+            r.code = code;
+            r
+        };
+        let log = vec![
+            w("a", "Draining", 200),
+            w("a", "Updated", 504),
+            w("b", "Draining", 200),
+            w("c", "Draining", 409),
+            w("d", "Draining", 429),
+        ];
+        assert_eq!(in_flight_peak(&log).0, 1, "a finished (504), b alone in flight; c and d were refused");
+    }
     #[allow(clippy::too_many_arguments)]
     fn req(
         resource: &str,
