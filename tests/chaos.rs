@@ -1158,6 +1158,8 @@ impl Soak {
             {
                 None
             }
+            // One skewed leader at a time: its TrueLeader ends it.
+            Chaos::SkewedLeader { .. } if self.skewed.is_some() => None,
             Chaos::KillOperator { pause_ms } => {
                 let (old, _) = self.fleet.find_leader(&self.t).await?;
                 self.t.stop(&old);
@@ -1169,7 +1171,7 @@ impl Soak {
             Chaos::FreezeLeader => freeze_leader(&mut self.t, &mut self.fleet, &mut self.checker, now).await,
             Chaos::PartitionLeader => partition_leader(&mut self.t, &mut self.fleet, &mut self.checker, now).await,
             Chaos::SkewedLeader { for_ms } => self.skew_leader(for_ms, now).await,
-            Chaos::TrueLeader => self.true_leader(now),
+            Chaos::TrueLeader => self.true_leader().await,
             // Only worth it while the operator has writes to make: nodes in
             // flight, and its watches not blind from an API server restart.
             Chaos::ThrottleOperator { .. }
@@ -1306,14 +1308,18 @@ impl Soak {
     }
 
     /// SIGKILL the skewed leader; the true-clocked standby takes over.
-    fn true_leader(&mut self, _now: Duration) -> Option<String> {
+    /// A true-clocked replica takes its place, so the next leader event finds a standby
+    /// (in a long soak, a freeze found none and no one could take over).
+    async fn true_leader(&mut self) -> Option<String> {
         let sk = self.skewed.take()?;
         self.t.stop(&sk.name);
         self.fleet.forget(&sk.name);
+        self.fleet.start_operator(&mut self.t).await;
         Some(format!(
-            "true clock again: SIGKILLed the skewed {} after it led {:.1}s (the pool said ClockSkewed: {})",
+            "true clock again: SIGKILLed the skewed {} after {:.1}s, started operator-{} (the pool said ClockSkewed: {})",
             sk.name,
             sk.since.elapsed().as_secs_f64(),
+            self.fleet.started,
             sk.said
         ))
     }
