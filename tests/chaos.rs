@@ -6,7 +6,8 @@
 //! and restarted, a node is deleted
 //! mid-drain and another mid-apply, a node joins the pool, the agent pod of a node that is applying
 //! is deleted (its agent stops mid-apply; the DaemonSet's new pod carries on),
-//! evictions are refused (429) for a while,
+//! evictions are refused (429) for a while, one node's first install fails
+//! (it is retried as an admin would, with the JSON patch `kubectl winpool retry` sends),
 //! the rollout is paused and resumed, and the pool's patch level changes
 //! mid-rollout. The invariant checker (tests/support/invariants.rs) samples the
 //! cluster every 500ms throughout; the rollout must converge with no violation,
@@ -15,8 +16,9 @@
 //! maxUnavailable over every node write it completed (a start and a finish
 //! between two samples count too), no node drained twice for one revision,
 //! no Node write by an agent's identity, no uncordon while an agent installs,
-//! no eviction off a Draining node, and no write by a replica while another
-//! held the Lease.
+//! no eviction off a Draining node, no node set Applying without a drain of its
+//! own since it was last uncordoned (a retried node included), and no write by
+//! a replica while another held the Lease.
 //!
 //! The test runs its own cluster (`WINPOOL_CLUSTER=chaos`, ports from 26490) so
 //! restarting its API server disturbs no other test, and always tears it down.
@@ -669,7 +671,8 @@ impl Fleet {
         self.sim += 1;
         let name = format!("sim-{}", self.sim);
         let seed = format!("--seed={}", self.seed);
-        let slow = format!("--host-faults=slow-servicing@{}", slow_nodes(&t.node_prefix()).join("+"));
+        let prefix = t.node_prefix();
+        let slow = format!("--host-faults=slow-servicing@{},install-fails-once@{prefix}{FAILS_ONCE}", slow_nodes(&prefix).join("+"));
         let mut args = vec!["--apply-time=1s", "--reboot-time=0.5s", seed.as_str(), slow.as_str()];
         // Only the first creates the fleet: a restarted sim must not bring back deleted nodes.
         if self.sim > 1 {
@@ -690,6 +693,15 @@ impl Fleet {
 fn slow_nodes(prefix: &str) -> Vec<String> {
     [3, 17, 29, 44].iter().map(|i| format!("{prefix}{i}")).collect()
 }
+
+/// The node whose first install fails (the fleet's install-fails-once): the
+/// soak retries it as an admin does, and its retry must drain it again, as it
+/// was uncordoned when it failed. One: the pool tolerates one failed node
+/// (maxFailedNodes 1) before it pauses itself.
+const FAILS_ONCE: usize = 8;
+
+/// How long a Failed node stays Failed before the soak retries it.
+const RETRY_AFTER: Duration = Duration::from_secs(3);
 
 /// How long a leader stays frozen or cut off at most: past the 15 s lease,
 /// the standby has taken over.
@@ -800,7 +812,14 @@ struct Throttle {
 /// How many clients share the throttled level with the operator: the level
 /// runs about one request at a time, so a lone operator writing one node at
 /// a time was seen refused nothing in 90 s.
-const FLOOD_CLIENTS: usize = 4;
+const FLOOD_CLIENTS: usize = 6;
+
+/// The size of each flood write's data. Four clients of empty writes left
+/// the level's one seat free often enough for a Lease renewal sharing it
+/// (the chart's FlowSchemas left out) to get through every time: a write
+/// the API server takes milliseconds to decode, check and answer keeps the
+/// seat busy, and a renewal finds it free only by chance.
+const FLOOD_BYTES: usize = 512 * 1024;
 
 /// Keep the operator's flow busy as another client of the same
 /// ServiceAccount would: dry-run writes (they pass APF like any write and
@@ -808,7 +827,9 @@ const FLOOD_CLIENTS: usize = 4;
 async fn flood(client: kube::Client, namespace: String) {
     let cms: Api<ConfigMap> = Api::namespaced(client, &namespace);
     let dry = PostParams { dry_run: true, ..Default::default() };
-    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"generateName": "chaos-flood-"}})).expect("a ConfigMap");
+    let data = "x".repeat(FLOOD_BYTES);
+    let cm: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"generateName": "chaos-flood-"}, "data": {"flood": data}})).expect("a ConfigMap");
     loop {
         let _ = cms.create(&dry, &cm).await;
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -943,6 +964,10 @@ struct Soak {
     throttled: Option<Throttle>,
     /// The operator's requests APF refused while throttled (429), over all throttles.
     throttle_refusals: usize,
+    /// Failed nodes, since when the soak has seen them Failed.
+    failed_since: BTreeMap<String, Duration>,
+    /// The nodes the soak retried, in order.
+    retried: Vec<String>,
 }
 
 impl Soak {
@@ -1024,6 +1049,8 @@ impl Soak {
             second: None,
             throttled: None,
             throttle_refusals: 0,
+            failed_since: BTreeMap::new(),
+            retried: Vec::new(),
         }
     }
 
@@ -1047,6 +1074,7 @@ impl Soak {
             self.watch_skewed(&sampled, now);
             self.replace_exited(now).await;
             self.run_due_events(&sampled, now).await;
+            self.retry_failed(&[&sampled, &second], now).await;
             if let Some(rev) = self.converged(&sampled, now).filter(|_| self.second_converged(&second)) {
                 return Ok(rev);
             }
@@ -1342,6 +1370,36 @@ impl Soak {
             sp.checker.observe(s);
         }
         sampled
+    }
+
+    /// The admin's part: a node the operator failed is retried as
+    /// `kubectl winpool retry` does (a JSON patch that tests the state is
+    /// still Failed and removes it), once it has been Failed for RETRY_AFTER.
+    async fn retry_failed(&mut self, sampled: &[&Sampled], now: Duration) {
+        let failed: BTreeSet<&str> = sampled
+            .iter()
+            .filter_map(|s| s.as_ref())
+            .flat_map(|(s, _, _)| s.nodes.iter().filter(|n| n.state.as_deref() == Some("Failed")).map(|n| n.name.as_str()))
+            .collect();
+        self.failed_since.retain(|n, _| failed.contains(n.as_str()));
+        for name in failed {
+            let since = *self.failed_since.entry(name.to_string()).or_insert(now);
+            if now.saturating_sub(since) < RETRY_AFTER {
+                continue;
+            }
+            let ann = format!("/metadata/annotations/{}", winpool::api::names::ANN_STATE.replace('/', "~1"));
+            let ops = json!([{"op": "test", "path": ann, "value": "Failed"}, {"op": "remove", "path": ann}]);
+            let patch = Patch::Json::<()>(serde_json::from_value(ops).expect("a JSON patch"));
+            match Api::<Node>::all(self.t.client.clone()).patch(name, &PatchParams::default(), &patch).await {
+                Ok(_) => {
+                    eprintln!("[chaos {:>6.1}s] retried Failed node {name}", now.as_secs_f64());
+                    self.retried.push(name.to_string());
+                }
+                // Moved by the operator meanwhile (the test op failed), gone, or the API server away: looked at again next sample.
+                Err(e) => eprintln!("[chaos] retrying {name}: {e}"),
+            }
+            self.failed_since.remove(name);
+        }
     }
 
     /// Whether the second pool, if there is one, rolled all its nodes to its own revision.
@@ -1648,6 +1706,7 @@ impl Soak {
             eprintln!("  {:>6.1}s  {msg}", at.as_secs_f64());
         }
         eprintln!("  operator replicas started: {}, sim incarnations: {}", self.fleet.started, self.fleet.sim);
+        eprintln!("  Failed nodes retried: {:?}", self.retried);
         for m in &self.lease_exits {
             eprintln!("  lost the lease: {m}");
         }
@@ -1690,6 +1749,11 @@ impl Soak {
         self.checker.assert_clean();
         assert!(evictions > 0, "seed {seed}: the replay judged no eviction: the audit log places none of the drained pods");
         assert!(self.throttle_refusals > 0, "seed {seed}: the throttle refused none of the operator's writes: it tested nothing");
+        let fails_once = format!("{}{FAILS_ONCE}", self.t.node_prefix());
+        assert!(
+            !self.retried.is_empty() || self.deleted.contains(&fails_once),
+            "seed {seed}: {fails_once} (install-fails-once) was never Failed and retried: the retry's drain was not tested"
+        );
         let stalls = &self.liveness.stalls;
         assert!(
             stalls.is_empty(),

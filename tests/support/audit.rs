@@ -122,7 +122,9 @@ pub fn starts_per_node(requests: &[Request]) -> BTreeMap<String, usize> {
 /// is right; two are the same node cordoned and drained twice for one
 /// revision. A put-back (back to Pending, `drain-blocked-by` naming the
 /// budget that held the drain past putBackAfter) makes the next start the
-/// retry it promises: the node's count starts again. Read from the API
+/// retry it promises: the node's count starts again. So does a failure: only
+/// a person's retry (`kubectl winpool retry`) starts a Failed node again for
+/// its revision, and one uncordoned since must be drained again. Read from the API
 /// server's record, so a rewording of the operator's logs cannot hide it.
 pub fn drains_per_node(requests: &[Request]) -> BTreeMap<(String, String), usize> {
     let mut out: BTreeMap<(String, String), usize> = BTreeMap::new();
@@ -130,7 +132,7 @@ pub fn drains_per_node(requests: &[Request]) -> BTreeMap<(String, String), usize
         requests.iter().filter(|r| r.resource == "nodes" && r.subresource.is_empty() && r.verb == "patch" && (200..300).contains(&r.code))
     {
         let a = &r.body["metadata"]["annotations"];
-        if a["winpool.dev/state"] == "Pending" && a["winpool.dev/drain-blocked-by"].is_string() {
+        if (a["winpool.dev/state"] == "Pending" && a["winpool.dev/drain-blocked-by"].is_string()) || a["winpool.dev/state"] == "Failed" {
             out.retain(|(node, _), _| *node != r.name);
             continue;
         }

@@ -410,8 +410,13 @@ impl Checker {
 
         // Put back (Pending, a budget named): its next start is the retry
         // drain.putBackAfter promises, not a second drain. The retry waits
-        // putBackAfter, so a sample always sees the node put back.
-        for n in s.nodes.iter().filter(|n| n.state.as_deref() == Some("Pending") && n.drain_blocked_by.is_some()) {
+        // putBackAfter, so a sample always sees the node put back. So is a
+        // Failed node's: only a person's retry starts it again (the soak's
+        // waits RETRY_AFTER, so a sample sees it Failed).
+        let retried_later = |n: &&NodeSample| {
+            (n.state.as_deref() == Some("Pending") && n.drain_blocked_by.is_some()) || n.state.as_deref() == Some("Failed")
+        };
+        for n in s.nodes.iter().filter(retried_later) {
             self.drains.retain(|(node, _), _| *node != n.name);
         }
         for n in s.nodes.iter().filter(|n| n.state.as_deref() == Some("Draining")) {
@@ -663,7 +668,14 @@ mod tests {
         let mut put_back = node("a", "Pending", "r1");
         put_back.drain_blocked_by = Some("ns/web".into());
         c.observe(&sample(500, vec![put_back], mu.clone(), &["r1"]));
-        c.observe(&sample(60_500, vec![again], mu.clone(), &["r1"]));
+        c.observe(&sample(60_500, vec![again.clone()], mu.clone(), &["r1"]));
+        c.assert_clean();
+
+        // Failed in between: the second start is a person's retry.
+        let mut c = Checker::new();
+        c.observe(&sample(0, vec![first.clone()], mu.clone(), &["r1"]));
+        c.observe(&sample(500, vec![node("a", "Failed", "r1")], mu.clone(), &["r1"]));
+        c.observe(&sample(4_000, vec![again], mu.clone(), &["r1"]));
         c.assert_clean();
 
         // Draining for a revision its drained-revision already names.
@@ -939,9 +951,10 @@ mod tests {
     }
 
     /// Replayed: a node started twice for one revision is counted twice,
-    /// unless a put-back (Pending, the blocking budget named) came between.
+    /// unless a put-back (Pending, the blocking budget named) or a failure
+    /// (then a person's retry) came between.
     #[test]
-    fn a_second_drain_is_counted_unless_a_put_back_came_between() {
+    fn a_second_drain_is_counted_unless_a_put_back_or_a_failure_came_between() {
         use crate::support::audit::drains_per_node;
         let key = ("a".to_string(), "r1".to_string());
         let twice = vec![start("a", "t1"), to_state("a", "Pending", true), start("a", "t2")];
@@ -950,6 +963,8 @@ mod tests {
         put_back.body["metadata"]["annotations"]["winpool.dev/drain-blocked-by"] = serde_json::json!("ns/web");
         let retried = vec![start("a", "t1"), put_back, start("a", "t2")];
         assert_eq!(drains_per_node(&retried).get(&key), Some(&1));
+        let failed = vec![start("a", "t1"), to_state("a", "Failed", true), start("a", "t2")];
+        assert_eq!(drains_per_node(&failed).get(&key), Some(&1));
     }
 
     /// Replayed: an uncordon after the agent's result passes; one while the

@@ -112,6 +112,11 @@ const (
 	// every node it reaches): the operator's breaker stops every pool
 	// targeting it.
 	FaultBadUpdate Fault = "bad-update"
+	// FaultInstallFailsOnce: the first install of an update fails with
+	// badUpdateCode and every later one succeeds (a component store
+	// corruption that DISM /RestoreHealth fixed, a full disk cleaned): the
+	// node fails, and an admin's retry lands it.
+	FaultInstallFailsOnce Fault = "install-fails-once"
 	// FaultHostEnv: the machine's environment, which a HostProcess container
 	// inherits, sets KUBECONFIG to the kubelet's credentials (as the EKS AMI
 	// does machine-wide) and HTTPS_PROXY/HTTP_PROXY to a proxy that refuses
@@ -180,6 +185,7 @@ var faultHelp = map[Fault]string{
 	FaultAKSHNSReset:        "every boot removes the HNS network; a pod sandbox set up on the node brings it back",
 	FaultServiceDeps:        "a third-party service (" + thirdPartyService + ") depends on containerd",
 	FaultBadUpdate:          "every install of the update asked for fails with 0x800F0922",
+	FaultInstallFailsOnce:   "the first install fails with 0x800F0922; a retry succeeds",
 	FaultHNSCollapse:        "--hns-fault-after HNS caught up, its load balancers and endpoints drop to 3 until a reboot",
 	FaultHNSRestart:         "--hns-fault-after HNS caught up, HNS restarts and kube-proxy programs it again over a full sync",
 	FaultLBDeleted:          "--hns-fault-after HNS caught up, a tenth of its load balancers are deleted and never recreated until a reboot",
@@ -201,7 +207,7 @@ func faultsUsage() string {
 }
 
 // knownFaults are the faults --host-faults accepts.
-var knownFaults = []Fault{FaultHNSChurn, FaultReadErrors, FaultPendingRenames, FaultOvershoot, FaultUndershoot, FaultRebootUnknown, FaultAgentRestart, FaultSSUFirst, FaultRuntimeCrashloop, FaultSlowAPI, FaultSourceUnreachable, FaultTaskNotStarted, FaultOnBattery, FaultWSUSUnapproved, FaultWUBusy, FaultWSUS503, FaultDownloadReset, FaultSlowServicing, FaultLocalized, FaultPendingAfterTarget, FaultAKSHNSReset, FaultServiceDeps, FaultBadUpdate, FaultHNSCollapse, FaultHNSRestart, FaultLBDeleted, FaultHostEnv, FaultNoDSR, FaultPayloadBlocked, FaultProxyAuth, FaultDownloadCut}
+var knownFaults = []Fault{FaultHNSChurn, FaultReadErrors, FaultPendingRenames, FaultOvershoot, FaultUndershoot, FaultRebootUnknown, FaultAgentRestart, FaultSSUFirst, FaultRuntimeCrashloop, FaultSlowAPI, FaultSourceUnreachable, FaultTaskNotStarted, FaultOnBattery, FaultWSUSUnapproved, FaultWUBusy, FaultWSUS503, FaultDownloadReset, FaultSlowServicing, FaultLocalized, FaultPendingAfterTarget, FaultAKSHNSReset, FaultServiceDeps, FaultBadUpdate, FaultInstallFailsOnce, FaultHNSCollapse, FaultHNSRestart, FaultLBDeleted, FaultHostEnv, FaultNoDSR, FaultPayloadBlocked, FaultProxyAuth, FaultDownloadCut}
 
 // slowServicingTime is how long FaultSlowServicing's install takes.
 const slowServicingTime = 75 * time.Second
@@ -274,9 +280,24 @@ func (f Faults) shape(node string, o *fakewin.Options) {
 	o.NetworkResetAtBoot = f.On(FaultAKSHNSReset, node)
 	if f.On(FaultBadUpdate, node) {
 		o.Catalogue.Fails = func(host.Build) uint32 { return badUpdateCode }
+	} else if f.On(FaultInstallFailsOnce, node) {
+		o.Catalogue.Fails = failsOnce()
 	}
 	if f.On(FaultServiceDeps, node) {
 		o.Services = append(o.Services, fakewin.Service{Name: thirdPartyService, Program: `Program Files\LogAgent\log-agent.exe`, DependsOn: []string{"containerd"}})
+	}
+}
+
+// failsOnce is FaultInstallFailsOnce's install result: the machine calls it
+// under its own lock, once per install.
+func failsOnce() func(host.Build) uint32 {
+	failed := false
+	return func(host.Build) uint32 {
+		if failed {
+			return 0
+		}
+		failed = true
+		return badUpdateCode
 	}
 }
 

@@ -48,13 +48,36 @@ func TestHostFaults(t *testing.T) {
 
 func TestBadHostFaults(t *testing.T) {
 	for _, tc := range []struct{ flag, want string }{
-		{"hns-chrun", `--host-faults: unknown fault "hns-chrun" (known: hns-churn, read-errors, pending-renames, overshoot, undershoot, reboot-unknown, agent-restart, ssu-first, runtime-crashloop, slow-api, source-unreachable, task-not-started, on-battery, wsus-unapproved, wu-busy, wsus-503, download-reset, slow-servicing, localized, pending-after-target, aks-hns-reset, service-deps, bad-update, hns-collapse, hns-restart, lb-deleted, host-env, no-dsr, payload-blocked, proxy-auth, download-cut)`},
+		{"hns-chrun", `--host-faults: unknown fault "hns-chrun" (known: hns-churn, read-errors, pending-renames, overshoot, undershoot, reboot-unknown, agent-restart, ssu-first, runtime-crashloop, slow-api, source-unreachable, task-not-started, on-battery, wsus-unapproved, wu-busy, wsus-503, download-reset, slow-servicing, localized, pending-after-target, aks-hns-reset, service-deps, bad-update, install-fails-once, hns-collapse, hns-restart, lb-deleted, host-env, no-dsr, payload-blocked, proxy-auth, download-cut)`},
 		{"hns-churn@Win_3", `--host-faults: hns-churn@Win_3: "Win_3" is not a node name`},
 		{"hns-churn@", `--host-faults: hns-churn@: "" is not a node name`},
 	} {
 		_, err := ParseSettings([]string{"--host-faults", tc.flag}, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: got %v, want %q", tc.flag, err, tc.want)
+		}
+	}
+}
+
+// Under install-fails-once a node's first install fails with a code and
+// its second (the retry) lands; a node without the fault installs at once.
+func TestInstallFailsOnceFailsTheFirstInstallOnly(t *testing.T) {
+	s, err := ParseSettings([]string{"--host-faults", "install-fails-once@win-1"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var faulted, healthy fakewin.Options
+	s.Faults.shape("win-1", &faulted)
+	s.Faults.shape("win-2", &healthy)
+	if healthy.Catalogue.Fails != nil {
+		t.Fatal("win-2 fails its installs without the fault")
+	}
+	if got := faulted.Catalogue.Fails(host.Build{}); got != badUpdateCode {
+		t.Fatalf("first install: %#x, want %#x", got, badUpdateCode)
+	}
+	for i := range 2 {
+		if got := faulted.Catalogue.Fails(host.Build{}); got != 0 {
+			t.Fatalf("install %d after the first: %#x, want success", i+2, got)
 		}
 	}
 }

@@ -240,7 +240,10 @@ fn start(s: &RoundSettings<'_>, p: &mut NodePatch, n: &NodeView) -> NodeState {
         p.unschedulable = Some(true);
         p.ann(names::ANN_CORDONED_BY_WINPOOL, Some("true"));
     }
-    let already_drained = n.drained_revision.as_deref() == Some(rev);
+    // Drained for this revision and kept under winpool's cordon since: no
+    // pod can have landed. One uncordoned since (a failure that lifted the
+    // cordon, a person) or cordoned by someone else is drained again.
+    let already_drained = n.drained_revision.as_deref() == Some(rev) && n.unschedulable && n.cordoned_by_winpool;
     if at_target {
         p.label(names::LABEL_REVISION, Some(rev)).state(NodeState::Applying, now);
         // A report of success for this revision is the confirmation already;
@@ -253,6 +256,10 @@ fn start(s: &RoundSettings<'_>, p: &mut NodePatch, n: &NodeView) -> NodeState {
         p.reason = format!("already at the target configuration; agent revision {rev} confirms it (no cordon, no drain)");
         NodeState::Applying
     } else if s.spec.rollout.drain.enabled && !already_drained {
+        // A drain of this revision before the node was uncordoned is void.
+        if n.drained_revision.is_some() {
+            p.ann(names::ANN_DRAINED_REVISION, None);
+        }
         p.state(NodeState::Draining, now);
         p.reason = format!("cordoned; draining for revision {rev}");
         NodeState::Draining

@@ -441,8 +441,31 @@ fn drain_disabled_or_already_drained_skips_straight_to_applying() {
     let spec = spec_with("");
     let mut n = fresh("n");
     n.drained_revision = Some(revision_of(&spec));
+    n.unschedulable = true;
+    n.cordoned_by_winpool = true;
     let plan = run(&spec, &[n]);
     assert_eq!(patch(&plan, "n").unwrap().to, NodeState::Applying, "never drained twice for one revision");
+}
+
+/// A node that failed after its drain and was uncordoned (onNodeFailure
+/// Uncordon, or by hand) has taken workloads since: its retry (the state
+/// annotation removed by hand) drains again, though its drained-revision is
+/// the target's.
+#[test]
+fn a_retried_node_uncordoned_since_its_drain_is_drained_again() {
+    let spec = spec_with("rollout: {maxUnavailable: 2}");
+    let rev = revision_of(&spec);
+    let failed = NodeView { drained_revision: Some(rev.clone()), target_revision: Some(rev.clone()), started_at: ago(3600), ..fresh("f") };
+    // Cordoned by someone else: not the cordon winpool drained under.
+    let recordoned = NodeView { name: "r".into(), unschedulable: true, ..failed.clone() };
+    let plan = run(&spec, &[failed, recordoned]);
+    for name in ["f", "r"] {
+        let p = patch(&plan, name).unwrap();
+        assert_eq!(p.to, NodeState::Draining, "{name}: workloads may have landed since the drain");
+        assert!(!p.labels.contains_key(names::LABEL_REVISION), "{name}: the agent waits for the drain");
+        assert_eq!(p.annotations.get(names::ANN_DRAINED_REVISION), Some(&None), "{name}: the earlier drain is void");
+    }
+    assert_eq!(patch(&plan, "f").unwrap().unschedulable, Some(true));
 }
 
 #[test]
