@@ -194,6 +194,15 @@ pub fn renew_deadline(s: &LeaseSettings) -> Duration {
     s.lease_duration * 2 / 3
 }
 
+/// How long bytes this replica wrote may wait unacknowledged before their
+/// connection is aborted (TCP_USER_TIMEOUT): a write handed to the kernel
+/// before the renew deadline then arrives, or never does, before a standby
+/// can take the Lease, a full duration after the renewal it saw. Three
+/// quarters of that gap leave room for the retransmission timer's steps.
+pub fn delivery_bound(s: &LeaseSettings) -> Duration {
+    (s.lease_duration - renew_deadline(s)) * 3 / 4
+}
+
 /// This replica's leadership: `leading` is true until it is lost; the
 /// renewal runs in the background until [`release`] stops it.
 pub struct Leadership {
@@ -432,6 +441,17 @@ mod tests {
         assert!(check(&slow).unwrap_err().contains("two renewals must fit in the renew deadline (10s"));
         let long = LeaseSettings { lease_duration: Duration::from_secs(60), renew_every: Duration::from_secs(10), ..short() };
         assert_eq!(check(&long), Ok(()), "a longer lease for an API server far away");
+    }
+
+    /// A write handed to the kernel at the last instant of validity is
+    /// delivered or aborted before a standby can hold the Lease.
+    #[test]
+    fn what_the_leader_wrote_in_time_lands_before_a_standby_can_lead() {
+        for s in [short(), LeaseSettings { lease_duration: Duration::from_secs(60), ..short() }] {
+            let last_byte_lands_by = renew_deadline(&s) + delivery_bound(&s);
+            assert!(last_byte_lands_by < s.lease_duration, "{last_byte_lands_by:?} is not before {:?}", s.lease_duration);
+        }
+        assert_eq!(delivery_bound(&short()), Duration::from_millis(3750));
     }
 
     fn short() -> LeaseSettings {

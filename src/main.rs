@@ -185,7 +185,7 @@ async fn shutdown_signal(mut term: tokio::signal::unix::Signal) {
 
 /// The Kubernetes client of this replica, which names it in its user agent
 /// and writes nothing once its fence, armed when it leads, says its lease ran out.
-async fn client(identity: &str) -> anyhow::Result<(kube::Client, WriteFence)> {
+async fn client(identity: &str, unacked_for: Option<Duration>) -> anyhow::Result<(kube::Client, WriteFence)> {
     let mut config =
         kube::Config::infer().await.context("reading the Kubernetes client configuration (KUBECONFIG, ~/.kube/config or in-cluster)")?;
     // A 429 from the Eviction API means "a PodDisruptionBudget says not now": the next
@@ -198,7 +198,7 @@ async fn client(identity: &str) -> anyhow::Result<(kube::Client, WriteFence)> {
         hyper::header::HeaderValue::from_str(&user_agent).context("the replica's identity is not a valid header value")?,
     ));
     let fence = WriteFence::default();
-    let client = winpool::write_fence::client(config, fence.clone()).context("building the Kubernetes client")?;
+    let client = winpool::write_fence::client(config, fence.clone(), unacked_for).context("building the Kubernetes client")?;
     Ok((client, fence))
 }
 
@@ -257,7 +257,8 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     // Refused before anything connects: bad flags, not a cluster problem.
     lease::check(&lease_settings).map_err(|e| anyhow::anyhow!(e))?;
     let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).context("installing the SIGTERM handler")?;
-    let (client, fence) = client(&identity).await?;
+    // Only a replica that may lead has writes to keep from landing late.
+    let (client, fence) = client(&identity, args.leader_elect.then(|| lease::delivery_bound(&lease_settings))).await?;
     let m = Metrics::new();
     let admin = tokio::spawn(metrics::serve(args.metrics_addr, m.clone()));
     let settings = controller_settings(&args);

@@ -12,6 +12,13 @@
 //! handed to the kernel before the freeze, which the API server receives long
 //! before a standby could take the lease, go out.
 //!
+//! Bytes already handed to the kernel are the kernel's to deliver: across a
+//! network partition it retransmits them until the partition heals, which may
+//! be after a standby took over. Every connection therefore carries
+//! `TCP_USER_TIMEOUT` ([`crate::lease::delivery_bound`]): data unacknowledged
+//! that long aborts the connection, so what the leader wrote while its lease
+//! was valid arrives, or never does, before a standby can hold it.
+//!
 //! The fence is open until this replica leads ([`WriteFence::arm`]); a
 //! follower and a replica run without leader election are never fenced.
 
@@ -120,13 +127,20 @@ impl tower::Service<Uri> for FencedConnector {
     }
 }
 
-/// kube's own client stack (TLS, timeouts, auth, extra headers, base URI; no
-/// retries, which `config.default_retry` turns off for us anyway) over the
-/// fenced connector.
-pub fn client(config: Config, fence: WriteFence) -> Result<Client, kube::Error> {
+/// The TCP connector: `unacked_for` bounds how long the kernel keeps
+/// retransmitting what was written (TCP_USER_TIMEOUT; None: the kernel's ~15 min).
+fn tcp(unacked_for: Option<std::time::Duration>) -> HttpConnector {
     let mut http = HttpConnector::new();
     http.enforce_http(false);
-    let tls = config.rustls_https_connector_with_connector(FencedConnector { inner: http, fence })?;
+    http.set_tcp_user_timeout(unacked_for);
+    http
+}
+
+/// kube's own client stack (TLS, timeouts, auth, extra headers, base URI; no
+/// retries, which `config.default_retry` turns off for us anyway) over the
+/// fenced connector. `unacked_for`: see the module's note.
+pub fn client(config: Config, fence: WriteFence, unacked_for: Option<std::time::Duration>) -> Result<Client, kube::Error> {
+    let tls = config.rustls_https_connector_with_connector(FencedConnector { inner: tcp(unacked_for), fence })?;
     let mut connector = hyper_timeout::TimeoutConnector::new(tls);
     connector.set_connect_timeout(config.connect_timeout);
     connector.set_read_timeout(config.read_timeout);
@@ -162,7 +176,7 @@ mod tests {
             let _ = conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok").await;
             got
         });
-        let client = client(Config::new(url), fence).unwrap();
+        let client = client(Config::new(url), fence, None).unwrap();
         let answer = client.request_text(http::Request::get("/version").body(Vec::new()).unwrap()).await;
         drop(client);
         (answer, server.await.unwrap())
@@ -182,6 +196,19 @@ mod tests {
         let (answer, received) = what_the_server_receives(fence).await;
         assert_eq!(answer.unwrap(), "ok");
         assert!(received.starts_with(b"GET /version"));
+    }
+
+    /// Every connection the client opens gives up on data the API server has
+    /// not acknowledged within the bound, rather than the kernel's 15 minutes.
+    #[tokio::test]
+    async fn a_connection_bounds_how_long_its_bytes_may_wait_for_the_server() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let uri: Uri = format!("http://{}", listener.local_addr().unwrap()).parse().unwrap();
+        let bound = std::time::Duration::from_millis(3750);
+        let mut connector = FencedConnector { inner: tcp(Some(bound)), fence: WriteFence::default() };
+        let conn = tower::Service::call(&mut connector, uri).await.unwrap();
+        let set = socket2::SockRef::from(conn.inner.inner()).tcp_user_timeout().unwrap();
+        assert_eq!(set, Some(bound));
     }
 
     /// A request that passed the controller's check before the freeze and is

@@ -812,28 +812,63 @@ struct Throttle {
 /// How many clients share the throttled level with the operator: the level
 /// runs about one request at a time, so a lone operator writing one node at
 /// a time was seen refused nothing in 90 s.
-const FLOOD_CLIENTS: usize = 6;
+const FLOOD_CLIENTS: usize = 4;
 
-/// The size of each flood write's data. Four clients of empty writes left
-/// the level's one seat free often enough for a Lease renewal sharing it
-/// (the chart's FlowSchemas left out) to get through every time: a write
-/// the API server takes milliseconds to decode, check and answer keeps the
-/// seat busy, and a renewal finds it free only by chance.
-const FLOOD_BYTES: usize = 512 * 1024;
+/// How long a flood client waits between sending two bytes of its body, and
+/// after a refusal before it asks again.
+const TRICKLE_EVERY: Duration = Duration::from_millis(100);
 
 /// Keep the operator's flow busy as another client of the same
-/// ServiceAccount would: dry-run writes (they pass APF like any write and
-/// change nothing), one after another, until aborted.
-async fn flood(client: kube::Client, namespace: String) {
-    let cms: Api<ConfigMap> = Api::namespaced(client, &namespace);
-    let dry = PostParams { dry_run: true, ..Default::default() };
-    let data = "x".repeat(FLOOD_BYTES);
-    let cm: ConfigMap =
-        serde_json::from_value(json!({"metadata": {"generateName": "chaos-flood-"}, "data": {"flood": data}})).expect("a ConfigMap");
+/// ServiceAccount would, without costing the API server anything: a
+/// dry-run ConfigMap create (it passes APF like any write and changes
+/// nothing) whose body goes out a byte every TRICKLE_EVERY, so a request
+/// admitted holds the level's seat for seconds while the server waits for
+/// its body; refused (429), it asks again. Writes that were quick to run
+/// (four clients of empty creates) left the seat free often enough for a
+/// Lease renewal sharing it to get through every time; big ones (512 KiB)
+/// kept it busy but starved this host's two cores, which cost a leader its
+/// Lease whatever its FlowSchema.
+async fn flood(server: String, tls: std::sync::Arc<rustls::ClientConfig>, token: String, namespace: String) {
+    use futures::StreamExt;
+    use http_body_util::StreamBody;
+    use hyper::body::Frame;
+    let https = hyper_rustls::HttpsConnectorBuilder::new().with_tls_config((*tls).clone()).https_only().enable_http1().build();
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build(https);
+    let body: &'static [u8] = br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"generateName":"chaos-flood-"}}"#;
+    let url = format!("{server}/api/v1/namespaces/{namespace}/configmaps?dryRun=All");
     loop {
-        let _ = cms.create(&dry, &cm).await;
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        let bytes = futures::stream::iter(body.iter().copied()).then(|b| async move {
+            tokio::time::sleep(TRICKLE_EVERY).await;
+            Ok::<_, std::convert::Infallible>(Frame::data(bytes::Bytes::from(vec![b])))
+        });
+        let req = hyper::Request::post(&url)
+            .header(hyper::header::AUTHORIZATION, format!("Bearer {token}"))
+            .header(hyper::header::CONTENT_TYPE, "application/json")
+            .header(hyper::header::CONTENT_LENGTH, body.len())
+            .body(StreamBody::new(bytes.boxed()))
+            .expect("a request");
+        if !client.request(req).await.is_ok_and(|res| res.status().is_success()) {
+            tokio::time::sleep(TRICKLE_EVERY).await;
+        }
     }
+}
+
+/// What the flood needs of a kubeconfig the soak wrote: the server, a TLS
+/// configuration that trusts its CA, and the token.
+fn flood_credentials(kubeconfig: &std::path::Path) -> (String, std::sync::Arc<rustls::ClientConfig>, String) {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let text = read(kubeconfig);
+    let value = |key: &str| {
+        let line = text.lines().find_map(|l| l.trim().strip_prefix(key)).unwrap_or_else(|| panic!("{key} in {}", kubeconfig.display()));
+        line.trim().to_string()
+    };
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_file_iter(value("certificate-authority:")).expect("the cluster's CA") {
+        roots.add(c.expect("the cluster's CA PEM")).expect("the cluster's CA");
+    }
+    let tls = rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth();
+    (value("server:"), std::sync::Arc::new(tls), value("token:"))
 }
 
 /// How long after an API server restart the operator's watches may still be
@@ -1504,8 +1539,9 @@ impl Soak {
             let _ = levels.delete(&level.name_any(), &DeleteParams::default()).await;
             return None;
         }
-        let client = support::client_for(&self.fleet.operator_kubeconfig).await;
-        let flood = (0..FLOOD_CLIENTS).map(|_| tokio::spawn(flood(client.clone(), self.t.agent_namespace()))).collect();
+        let (server, tls, token) = flood_credentials(&self.fleet.operator_kubeconfig);
+        let flood =
+            (0..FLOOD_CLIENTS).map(|_| tokio::spawn(flood(server.clone(), tls.clone(), token.clone(), self.t.agent_namespace()))).collect();
         self.throttled =
             Some(Throttle { leader: leader.clone(), at, since: Instant::now(), exits: self.lease_exits.len(), looked: None, flood });
         self.plan.push((now + Duration::from_millis(for_ms), Chaos::Unthrottle));
@@ -1556,6 +1592,9 @@ impl Soak {
         }
         let th = self.throttled.take()?;
         th.flood.iter().for_each(|f| f.abort());
+        // A replica that exited by now (the leader, its Lease lost at the
+        // throttle's end) is counted before the exits are compared.
+        self.replace_exited(now).await;
         let leader = self.fleet.find_leader(&self.t).await.map(|(l, _)| l);
         let exits = self.lease_exits.len() - th.exits;
         let lost = leader.as_deref() != Some(th.leader.as_str()) || exits > 0;

@@ -62,9 +62,16 @@ pub struct RolloutSpec {
     #[schemars(range(min = 0))]
     pub max_failed_nodes: i32,
     /// Drain + apply + verify budget per node, a Go duration (default 30m).
+    /// A node whose servicing task beats is held by `timeouts` instead.
     #[serde(default = "default_node_timeout")]
     #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"), length(max = 32))]
     pub node_timeout: String,
+    /// Budgets by phase for a node whose servicing task beats (the agent's
+    /// install reports progress): the install, then the reboot back to Ready
+    /// and verified. Each defaults by `os.version`, Windows Server 2019's
+    /// longest. The drain's budget is `drain.timeout`.
+    #[serde(default, skip_serializing_if = "PhaseTimeouts::is_unset")]
+    pub timeouts: PhaseTimeouts,
     /// How a node is drained before its update.
     #[serde(default)]
     pub drain: DrainSpec,
@@ -301,6 +308,7 @@ impl Default for RolloutSpec {
             paused: false,
             max_failed_nodes: default_max_failed_nodes(),
             node_timeout: default_node_timeout(),
+            timeouts: PhaseTimeouts::default(),
             drain: DrainSpec::default(),
             soak_time: default_soak_time(),
             maintenance_window: None,
@@ -313,6 +321,33 @@ impl Default for RolloutSpec {
             hooks: None,
             hns_pacing: HnsPacing::default(),
         }
+    }
+}
+
+/// `rollout.timeouts`: Go durations; unset, each is its OS release's default.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PhaseTimeouts {
+    /// From the node's start, while its servicing task beats (default:
+    /// ltsc2019 3h, ltsc2022 2h, ltsc2025 90m): past it the node fails, kept
+    /// cordoned while its agent may still be installing. A task that stops
+    /// beating (12 minutes without a beat) has rebootToReady from its last
+    /// beat, as an install that ended does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"), length(max = 32))]
+    pub install: Option<String>,
+    /// From the install's last beat to the node Ready on the target and
+    /// verified: the boot that lands a cumulative update ("Working on
+    /// updates"), the kubelet, HNS (default: ltsc2019 45m, ltsc2022 30m,
+    /// ltsc2025 20m).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"), length(max = 32))]
+    pub reboot_to_ready: Option<String>,
+}
+
+impl PhaseTimeouts {
+    pub fn is_unset(&self) -> bool {
+        self.install.is_none() && self.reboot_to_ready.is_none()
     }
 }
 

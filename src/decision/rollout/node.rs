@@ -172,48 +172,55 @@ fn retarget(s: &RoundSettings<'_>, p: &mut NodePatch, state: NodeState) -> NodeS
 /// agent) is gone.
 const HEARTBEAT_FRESH: jiff::SignedDuration = jiff::SignedDuration::from_mins(12);
 
-/// How far past nodeTimeout a beating task may hold its node: the agent's own
-/// cap on a servicing task (agent/internal/decide DefaultUpdateTaskTimeout).
-/// The beat is the node's word; a compromised host that beats for ever must
-/// not hold a maxUnavailable slot for ever.
-const HEARTBEAT_CAP: std::time::Duration = std::time::Duration::from_secs(3 * 3600);
-
-/// Why a node in flight has run out of nodeTimeout, if it has. One without a
+/// Why a node in flight has run out of its budget, if it has. One without a
 /// readable start time (a hand-edited or garbage annotation) is timed out
 /// rather than trusted: it must never wait forever. A node whose servicing
-/// task still beats is installing (a Windows Server 2019 cumulative update
-/// outlasts any fixed timeout): it is not timed out, for at most
-/// HEARTBEAT_CAP past nodeTimeout, and what follows the install has
-/// nodeTimeout from its last beat.
+/// task beats is installing (a Windows Server 2019 cumulative update
+/// outlasts any fixed timeout): nodeTimeout does not fail it, for at most
+/// `timeouts.install` from its start (the beat is the node's word; a
+/// compromised host that beats for ever must not hold a maxUnavailable slot
+/// for ever), and what follows the install (the boot that lands it, the
+/// checks) has `timeouts.rebootToReady` from its last beat, never less than
+/// nodeTimeout from the start.
 fn timed_out(s: &RoundSettings<'_>, n: &NodeView, state: NodeState) -> Option<String> {
     // A clock that cannot be trusted times nothing out (the hold says why).
-    if s.clock_skew.is_some() {
+    if s.clock_skew.is_some() || !state.in_flight() {
         return None;
     }
     let started = n.started_at.or(n.state_since);
-    let within_cap = matches!(state, NodeState::Applying | NodeState::Verifying)
-        && started.is_some()
-        && s.since(started) <= s.node_timeout + HEARTBEAT_CAP;
+    let Some(start) = started else { return Some(over_budget(s, n, state, "nodeTimeout", &s.spec.rollout.node_timeout)) };
+    let install = jiff::SignedDuration::try_from(s.phases.install).unwrap_or(jiff::SignedDuration::MAX);
     // Either way of the leader's clock: a host's may be ahead.
-    let beating = state == NodeState::Applying
-        && within_cap
-        && n.apply_heartbeat.is_some_and(|beat| s.now.duration_since(beat).abs() <= HEARTBEAT_FRESH);
-    // The steps after a beating install (the reboot, the checks) have
-    // nodeTimeout from its last beat: an install that outlasted nodeTimeout
-    // would otherwise be timed out the moment it ends. A beat from the
-    // future moves nothing.
-    let from = match (started, n.apply_heartbeat.filter(|beat| *beat <= s.now)) {
-        (Some(st), Some(beat)) if within_cap => Some(st.max(beat)),
-        _ => started,
-    };
-    (state.in_flight() && !beating && (from.is_none() || s.since(from) > s.node_timeout)).then(|| {
-        format!(
-            "node did not finish {} within nodeTimeout {}; {}",
-            state.as_str().to_lowercase(),
-            s.spec.rollout.node_timeout,
-            waiting_for(s.spec, n, &s.rev, state)
-        )
-    })
+    let beat_fresh = n.apply_heartbeat.is_some_and(|beat| s.now.duration_since(beat).abs() <= HEARTBEAT_FRESH);
+    if state == NodeState::Applying && beat_fresh {
+        return (s.now.duration_since(start) > install).then(|| over_budget(s, n, state, "timeouts.install", &shown(s.phases.install)));
+    }
+    if s.since(started) <= s.node_timeout {
+        return None;
+    }
+    // After a beating install, the reboot and the checks have their own
+    // budget from its last beat: an install that outlasted nodeTimeout would
+    // otherwise be timed out the moment it ends. A beat from the future, or
+    // past the install's budget, moves nothing.
+    let counted = |beat: &jiff::Timestamp| *beat <= s.now && beat.duration_since(start) <= install;
+    let after_install = matches!(state, NodeState::Applying | NodeState::Verifying);
+    match n.apply_heartbeat.filter(|beat| after_install && counted(beat)) {
+        Some(beat) if s.since(Some(start.max(beat))) <= s.phases.reboot_to_ready => None,
+        Some(_) => {
+            Some(over_budget(s, n, state, "timeouts.rebootToReady (from its install's last beat)", &shown(s.phases.reboot_to_ready)))
+        }
+        None => Some(over_budget(s, n, state, "nodeTimeout", &s.spec.rollout.node_timeout)),
+    }
+}
+
+/// The failure message of a node past `budget`, and what it waited for.
+fn over_budget(s: &RoundSettings<'_>, n: &NodeView, state: NodeState, budget: &str, value: &str) -> String {
+    format!("node did not finish {} within {budget} {value}; {}", state.as_str().to_lowercase(), waiting_for(s.spec, n, &s.rev, state))
+}
+
+/// A budget as a person reads it ("2h", "45m").
+fn shown(d: std::time::Duration) -> String {
+    jiff::SignedDuration::try_from(d).map(|d| format!("{d:#}")).unwrap_or_else(|_| format!("{d:?}"))
 }
 
 fn draining(s: &RoundSettings<'_>, r: &mut Decided<'_>, p: &mut NodePatch, n: &NodeView) -> NodeState {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 
 use super::{DrainMode, HnsWait, NodePatch, NodeState, PoolInput, parse_duration};
-use crate::api::WindowsNodePoolSpec;
+use crate::api::{OsVersion, WindowsNodePoolSpec};
 use crate::gates::GateResult;
 use crate::revision::revision_of;
 use crate::versions::WindowsBuild;
@@ -75,6 +75,40 @@ pub fn node_timeout(spec: &WindowsNodePoolSpec) -> Duration {
     parse_duration(&spec.rollout.node_timeout).unwrap_or(DEFAULT_NODE_TIMEOUT)
 }
 
+/// rollout.timeouts, resolved: what a node whose servicing task beats gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PhaseBudgets {
+    /// From the start, while the install beats.
+    pub install: Duration,
+    /// From the install's last beat to Ready and verified.
+    pub reboot_to_ready: Duration,
+}
+
+impl PhaseBudgets {
+    /// An OS release's budgets. A cumulative update on Windows Server 2019 is
+    /// one ~1.5 GB package whose CBS install takes up to an hour or more and
+    /// whose boot ("Working on updates") runs long; 2022's are smaller, and
+    /// 2025's checkpoint updates smaller still. The install never exceeds the
+    /// agent's own cap on a servicing task (3h, agent/internal/decide
+    /// DefaultUpdateTaskTimeout): past it the agent reports a failure first.
+    pub fn default_for(os: OsVersion) -> Self {
+        let (install, reboot) = match os {
+            OsVersion::Ltsc2019 => (3 * 3600, 45 * 60),
+            OsVersion::Ltsc2022 => (2 * 3600, 30 * 60),
+            OsVersion::Ltsc2025 => (90 * 60, 20 * 60),
+        };
+        PhaseBudgets { install: Duration::from_secs(install), reboot_to_ready: Duration::from_secs(reboot) }
+    }
+}
+
+/// spec.rollout.timeouts: each set one, else the OS release's default.
+pub fn phase_budgets(spec: &WindowsNodePoolSpec) -> PhaseBudgets {
+    let default = PhaseBudgets::default_for(spec.os.version);
+    let t = &spec.rollout.timeouts;
+    let or = |set: &Option<String>, default: Duration| set.as_deref().and_then(parse_duration).unwrap_or(default);
+    PhaseBudgets { install: or(&t.install, default.install), reboot_to_ready: or(&t.reboot_to_ready, default.reboot_to_ready) }
+}
+
 /// spec.rollout.healthGateInterval as a duration; the shell reuses what a
 /// closed gate saw for that long too.
 pub fn health_gate_interval(spec: &WindowsNodePoolSpec) -> Duration {
@@ -90,6 +124,8 @@ pub(super) struct RoundSettings<'a> {
     pub rev: String,
     pub now: Timestamp,
     pub node_timeout: Duration,
+    /// rollout.timeouts, for a node whose servicing task beats.
+    pub phases: PhaseBudgets,
     pub drain_timeout: Duration,
     pub hns_ready_timeout: Duration,
     /// spec.rollout.soakTime (0: an Updated node is available at once).
@@ -132,6 +168,7 @@ impl<'a> RoundSettings<'a> {
             rev: revision_of(spec),
             now,
             node_timeout: node_timeout(spec),
+            phases: phase_budgets(spec),
             drain_timeout: parse_duration(&spec.rollout.drain.timeout).unwrap_or(DEFAULT_DRAIN_TIMEOUT),
             hns_ready_timeout: parse_duration(&spec.hns.ready_timeout).unwrap_or(DEFAULT_HNS_READY_TIMEOUT),
             soak_time: parse_duration(&spec.rollout.soak_time).unwrap_or_default(),

@@ -847,9 +847,9 @@ fn a_timed_out_node_says_what_it_was_waiting_for() {
 /// A node whose servicing task still beats is installing (a Windows Server
 /// 2019 cumulative update outlasts any fixed nodeTimeout): it is not timed
 /// out, and what follows the install (the reboot, the checks) has
-/// nodeTimeout from its last beat. No beat, a last beat older than
-/// nodeTimeout, a beat from the future, or a start past the agent's cap time
-/// out as before.
+/// timeouts.rebootToReady from its last beat (ltsc2022: 30m). No beat, a
+/// last beat older than that, a beat from the future, or a start past
+/// timeouts.install (ltsc2022: 2h) time out as before.
 #[test]
 fn a_node_whose_servicing_task_beats_is_not_timed_out() {
     let spec = spec_with("rollout: {nodeTimeout: 30m}");
@@ -885,6 +885,49 @@ fn a_node_whose_servicing_task_beats_is_not_timed_out() {
         let plan = run(&spec, &[node]);
         assert_eq!(plan.failed.first().map(|f| f.reason.as_str()), Some("Timeout"), "{what}");
     }
+}
+
+/// The budgets by phase: each OS release's defaults, Windows Server 2019's
+/// longest; a pool's own; and what each holds off. A node past the reboot
+/// budget still has nodeTimeout from its start, and a failure names the
+/// budget it ran out of.
+#[test]
+fn phase_budgets_default_by_release_and_a_pool_may_set_its_own() {
+    use crate::api::OsVersion;
+    use round::{PhaseBudgets, phase_budgets};
+    let mins = |m: u64| std::time::Duration::from_secs(m * 60);
+    let budgets = |os| {
+        let b = PhaseBudgets::default_for(os);
+        (b.install, b.reboot_to_ready)
+    };
+    assert_eq!(budgets(OsVersion::Ltsc2019), (mins(180), mins(45)));
+    assert_eq!(budgets(OsVersion::Ltsc2022), (mins(120), mins(30)));
+    assert_eq!(budgets(OsVersion::Ltsc2025), (mins(90), mins(20)));
+    let spec = spec_with("rollout: {nodeTimeout: 30m, timeouts: {install: 150m, rebootToReady: 50m}}");
+    assert_eq!(phase_budgets(&spec), PhaseBudgets { install: mins(150), reboot_to_ready: mins(50) });
+    let one = spec_with("rollout: {timeouts: {rebootToReady: 1h}}");
+    assert_eq!(phase_budgets(&one), PhaseBudgets { install: mins(120), reboot_to_ready: mins(60) }, "the other keeps its default");
+
+    let rev = revision_of(&spec);
+    let installing = |started: i64, beat: i64| NodeView {
+        started_at: ago(started * 60),
+        applied_revision: Some(rev.clone()),
+        apply_status: Some("Applying".into()),
+        apply_heartbeat: ago(beat * 60),
+        ..in_state("n", NodeState::Applying, &rev)
+    };
+    let failed = |spec: &WindowsNodePoolSpec, node: NodeView| run(spec, &[node]).failed.first().map(|f| f.message.clone());
+    // Beating 140 minutes in: past ltsc2022's 2h, within the pool's 150m.
+    assert_eq!(failed(&spec, installing(140, 2)), None);
+    let past = failed(&spec, installing(155, 2)).expect("past timeouts.install");
+    assert!(past.contains("within timeouts.install 2h 30m"), "{past}");
+    // Rebooting 45 minutes after the last beat: within the pool's 50m, past ltsc2022's 30m.
+    assert_eq!(failed(&spec, installing(100, 45)), None);
+    // (The budgets are not the node's configuration: the revision is the same.)
+    let late = failed(&spec_with("rollout: {nodeTimeout: 30m}"), installing(100, 45)).expect("past ltsc2022's rebootToReady");
+    assert!(late.contains("timeouts.rebootToReady (from its install's last beat) 30m"), "{late}");
+    // A long nodeTimeout is never cut short by the reboot's budget.
+    assert_eq!(failed(&spec_with("rollout: {nodeTimeout: 2h}"), installing(100, 45)), None, "within nodeTimeout from the start");
 }
 
 /// A node that runs out of nodeTimeout while its agent still reports Applying
