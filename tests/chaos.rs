@@ -1107,7 +1107,7 @@ impl Soak {
             let second = self.sample_second(now).await;
             self.check_liveness(&sampled, now).await;
             self.watch_skewed(&sampled, now);
-            self.replace_exited(now).await;
+            self.replace_exited().await;
             self.run_due_events(&sampled, now).await;
             self.retry_failed(&[&sampled, &second], now).await;
             if let Some(rev) = self.converged(&sampled, now).filter(|_| self.second_converged(&second)) {
@@ -1158,8 +1158,9 @@ impl Soak {
     /// The children. An operator replica may exit by itself for one reason
     /// only: it lost the leader lease (exit status 75, by design: frozen,
     /// partitioned, or the API away; the Deployment restarts it as a
-    /// follower, and so does this test). Any other exit fails the test.
-    async fn replace_exited(&mut self, now: Duration) {
+    /// follower, and so does this test). Any other exit fails the test. The
+    /// time said is when the exit was found, which a long event may delay.
+    async fn replace_exited(&mut self) {
         let children: Vec<String> = self.fleet.replicas.iter().map(|r| r.name.clone()).chain([self.fleet.sim()]).collect();
         for name in children {
             if self.t.is_running(&name) != Some(false) {
@@ -1167,8 +1168,8 @@ impl Soak {
             }
             let status = self.t.exit_status(&name);
             let msg = format!(
-                "{name} exited by itself ({status:?}) at {:.1}s; last lines:\n{}",
-                now.as_secs_f64(),
+                "{name} found exited ({status:?}) at {:.1}s; last lines:\n{}",
+                self.start.elapsed().as_secs_f64(),
                 tail(&self.t.log_path(&name), 8)
             );
             eprintln!("[chaos] {msg}");
@@ -1190,7 +1191,7 @@ impl Soak {
                 break;
             }
             // A leader event needs a standby: one deposed by the event before is replaced first.
-            self.replace_exited(now).await;
+            self.replace_exited().await;
             match self.happen(what, sampled, now).await {
                 Some(msg) => {
                     let when = self.start.elapsed();
@@ -1594,7 +1595,7 @@ impl Soak {
         th.flood.iter().for_each(|f| f.abort());
         // A replica that exited by now (the leader, its Lease lost at the
         // throttle's end) is counted before the exits are compared.
-        self.replace_exited(now).await;
+        self.replace_exited().await;
         let leader = self.fleet.find_leader(&self.t).await.map(|(l, _)| l);
         let exits = self.lease_exits.len() - th.exits;
         let lost = leader.as_deref() != Some(th.leader.as_str()) || exits > 0;

@@ -244,10 +244,10 @@ async fn garbage_or_missing_kernel_and_runtime_versions_are_repaired_by_the_roll
     assert_eq!(info(&nodes_api.get(&n(0)).await.unwrap()).kernel_version, "banana", "kwok keeps what we wrote");
 
     let pool = format!("{}-pool", t.id);
-    // A short nodeTimeout, so the second half ends in seconds.
-    try_apply_pool(&t, &pool_manifest(&t, &pool, PATCH, json!({"maxUnavailable": 2, "nodeTimeout": "40s", "maxFailedNodes": 5})))
-        .await
-        .unwrap();
+    // Short budgets, so the second half ends in seconds: its agent's task beats
+    // when node 0 is taken back in, so rebootToReady bounds it, not nodeTimeout.
+    let rollout = json!({"maxUnavailable": 2, "nodeTimeout": "40s", "timeouts": {"rebootToReady": "40s"}, "maxFailedNodes": 5});
+    try_apply_pool(&t, &pool_manifest(&t, &pool, PATCH, rollout)).await.unwrap();
     t.start_operator(&[]);
     // Garbage before the update: the nodes are simply behind; the agent's update repairs what the kubelet reports.
     let p = wait_converged(&t, &pool, 4).await;
@@ -263,7 +263,7 @@ async fn garbage_or_missing_kernel_and_runtime_versions_are_repaired_by_the_roll
 
     // Garbage after the update: node 0's kubelet no longer proves the patch level. winpool must
     // not call it Updated; it takes it back in, and since nothing repairs the report, the node
-    // fails at nodeTimeout and goes back to service, reported on the pool.
+    // fails at its timeout and goes back to service, reported on the pool.
     node_info(&t, &n(0), json!({"kernelVersion": "10.0.abc"})).await;
     let api: Api<WindowsNodePool> = Api::all(t.client.clone());
     let p = wait_for("node 0 to be failed and reported", WAIT, || async {

@@ -37,7 +37,7 @@ pub struct Request {
 
 /// Every completed request on objects whose name starts with `name_prefix`.
 pub fn requests(audit: &Path, name_prefix: &str) -> Vec<Request> {
-    completed(audit, &[name_prefix]).filter(|r| r.name.starts_with(name_prefix)).collect()
+    settled(completed(audit, &[name_prefix]).filter(|r| r.name.starts_with(name_prefix)).collect())
 }
 
 /// Every completed request on a test's nodes and reports (named with
@@ -45,7 +45,42 @@ pub fn requests(audit: &Path, name_prefix: &str) -> Vec<Request> {
 /// server completed them: what the replays below read.
 pub fn requests_of_test(audit: &Path, name_prefix: &str, namespace: &str) -> Vec<Request> {
     let in_ns = format!("\"namespace\":\"{namespace}\"");
-    completed(audit, &[name_prefix, &in_ns]).filter(|r| r.name.starts_with(name_prefix) || r.namespace == namespace).collect()
+    settled(completed(audit, &[name_prefix, &in_ns]).filter(|r| r.name.starts_with(name_prefix) || r.namespace == namespace).collect())
+}
+
+/// `requests` with each of winpool's node patches answered 504 settled by
+/// what the operator did next. Every node patch winpool makes carries the
+/// resourceVersion it was decided from, so its next successful patch of that
+/// node with a state was decided from what the node really was: a start
+/// there means the node was not in flight, so a start answered 504 before it
+/// did not land and a finish (out of flight) answered 504 before it did; any
+/// other next step means the reverse. A landed one reads as 200, one that did
+/// not as 0; one with no such next patch stays 504 (it may have landed).
+/// Seen: a leader SIGKILLed with four starts on the wire, answered 504 (its
+/// context canceled) and never applied; the next leader started four other
+/// nodes, and a replay that took the four as landed counted 8 in flight of 5.
+pub fn settled(mut requests: Vec<Request>) -> Vec<Request> {
+    let state = |r: &Request| r.body["metadata"]["annotations"]["winpool.dev/state"].as_str().map(str::to_string);
+    let is_start = |r: &Request| r.body["metadata"]["annotations"]["winpool.dev/started-at"].is_string();
+    let node_patch =
+        |r: &Request| r.resource == "nodes" && r.subresource.is_empty() && r.verb == "patch" && r.user_agent.starts_with("winpool/");
+    for i in 0..requests.len() {
+        let r = &requests[i];
+        let Some(to) = state(r).filter(|_| r.code == 504 && node_patch(r)) else { continue };
+        let next = requests[i + 1..].iter().filter(|n| n.resource == "nodes" && n.subresource.is_empty() && n.name == r.name).find(|n| {
+            matches!(n.verb.as_str(), "delete" | "create") || (node_patch(n) && (200..300).contains(&n.code) && state(n).is_some())
+        });
+        let Some(next) = next.filter(|n| n.verb == "patch") else { continue };
+        let landed = if is_start(r) {
+            !is_start(next)
+        } else if !matches!(to.as_str(), "Draining" | "Applying" | "Verifying") {
+            is_start(next)
+        } else {
+            continue;
+        };
+        requests[i].code = if landed { 200 } else { 0 };
+    }
+    requests
 }
 
 /// Every completed request an operator replica made (User-Agent

@@ -895,6 +895,40 @@ mod tests {
         ];
         assert_eq!(in_flight_peak(&log).0, 1, "a finished (504), b alone in flight; c and d were refused");
     }
+
+    /// A 504 is settled by the operator's next decision on the node: a start
+    /// answered 504 then started again did not land; one followed by its next
+    /// step did; a finish answered 504 then started again landed, one
+    /// followed by a step in flight did not. Seen (seed 14): a leader
+    /// SIGKILLed with starts on the wire, the next leader starting others.
+    #[test]
+    fn a_write_answered_504_is_settled_by_what_the_operator_did_next() {
+        use crate::support::audit::{in_flight_peak, settled};
+        let w = |node, state, code, start: bool| {
+            let mut r = write("patch", node, Some(state), "winpool/0.9");
+            r.code = code;
+            if start {
+                r.body["metadata"]["annotations"]["winpool.dev/started-at"] = serde_json::json!("t");
+            }
+            r
+        };
+        let log = settled(vec![
+            w("lost", "Draining", 504, true),
+            w("kept", "Draining", 504, true),
+            w("done", "Draining", 200, true),
+            w("done", "Updated", 504, false),
+            w("stuck", "Draining", 200, true),
+            w("stuck", "Pending", 504, false),
+            w("kept", "Applying", 200, false),
+            w("lost", "Draining", 200, true),
+            w("done", "Draining", 200, true),
+            w("stuck", "Applying", 200, false),
+            w("alone", "Updated", 504, false),
+        ]);
+        let codes: Vec<u16> = log.iter().map(|r| r.code).collect();
+        assert_eq!(codes, [0, 200, 200, 200, 200, 0, 200, 200, 200, 200, 504]);
+        assert_eq!(in_flight_peak(&log).0, 4, "lost's first start never landed: lost, kept, done, stuck at most");
+    }
     #[allow(clippy::too_many_arguments)]
     fn req(
         resource: &str,
