@@ -826,8 +826,8 @@ const TRICKLE_EVERY: Duration = Duration::from_millis(100);
 /// its body; refused (429), it asks again. Writes that were quick to run
 /// (four clients of empty creates) left the seat free often enough for a
 /// Lease renewal sharing it to get through every time; big ones (512 KiB)
-/// kept it busy but starved this host's two cores, which cost a leader its
-/// Lease whatever its FlowSchema.
+/// kept it busy by loading this host's two cores, so a lost Lease could not
+/// be told from a starved one.
 async fn flood(server: String, tls: std::sync::Arc<rustls::ClientConfig>, token: String, namespace: String) {
     use futures::StreamExt;
     use http_body_util::StreamBody;
@@ -1408,33 +1408,34 @@ impl Soak {
         sampled
     }
 
-    /// The admin's part: a node the operator failed is retried as
-    /// `kubectl winpool retry` does (a JSON patch that tests the state is
-    /// still Failed and removes it), once it has been Failed for RETRY_AFTER.
+    /// The admin's part: a node the operator failed is retried with the JSON
+    /// patch `kubectl winpool retry` sends (it tests the state is still
+    /// Failed and removes it), once it has been Failed for RETRY_AFTER.
     async fn retry_failed(&mut self, sampled: &[&Sampled], now: Duration) {
-        let failed: BTreeSet<&str> = sampled
+        let failed: BTreeMap<String, &Node> = sampled
             .iter()
             .filter_map(|s| s.as_ref())
-            .flat_map(|(s, _, _)| s.nodes.iter().filter(|n| n.state.as_deref() == Some("Failed")).map(|n| n.name.as_str()))
+            .flat_map(|(_, _, nodes)| nodes.iter())
+            .filter(|n| n.annotations().get(winpool::api::names::ANN_STATE).map(String::as_str) == Some("Failed"))
+            .map(|n| (n.name_any(), n))
             .collect();
-        self.failed_since.retain(|n, _| failed.contains(n.as_str()));
-        for name in failed {
-            let since = *self.failed_since.entry(name.to_string()).or_insert(now);
+        self.failed_since.retain(|n, _| failed.contains_key(n));
+        for (name, node) in failed {
+            let since = *self.failed_since.entry(name.clone()).or_insert(now);
             if now.saturating_sub(since) < RETRY_AFTER {
                 continue;
             }
-            let ann = format!("/metadata/annotations/{}", winpool::api::names::ANN_STATE.replace('/', "~1"));
-            let ops = json!([{"op": "test", "path": ann, "value": "Failed"}, {"op": "remove", "path": ann}]);
+            let ops = winpool::plugin::retry::patch(&winpool::plugin::report::view(node, None));
             let patch = Patch::Json::<()>(serde_json::from_value(ops).expect("a JSON patch"));
-            match Api::<Node>::all(self.t.client.clone()).patch(name, &PatchParams::default(), &patch).await {
+            match Api::<Node>::all(self.t.client.clone()).patch(&name, &PatchParams::default(), &patch).await {
                 Ok(_) => {
                     eprintln!("[chaos {:>6.1}s] retried Failed node {name}", now.as_secs_f64());
-                    self.retried.push(name.to_string());
+                    self.retried.push(name.clone());
                 }
                 // Moved by the operator meanwhile (the test op failed), gone, or the API server away: looked at again next sample.
                 Err(e) => eprintln!("[chaos] retrying {name}: {e}"),
             }
-            self.failed_since.remove(name);
+            self.failed_since.remove(&name);
         }
     }
 

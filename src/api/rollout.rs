@@ -329,10 +329,10 @@ impl Default for RolloutSpec {
 #[serde(rename_all = "camelCase")]
 pub struct PhaseTimeouts {
     /// From the node's start, while its servicing task beats (default:
-    /// ltsc2019 3h, ltsc2022 2h, ltsc2025 90m): past it the node fails, kept
-    /// cordoned while its agent may still be installing. A task that stops
-    /// beating (12 minutes without a beat) has rebootToReady from its last
-    /// beat, as an install that ended does.
+    /// ltsc2019 3h, ltsc2022 2h, ltsc2025 90m; never less than nodeTimeout):
+    /// past it the node fails, kept cordoned while its agent may still be
+    /// installing. A task that stops beating (12 minutes without a beat)
+    /// has rebootToReady from its last beat, as an install that ended does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"), length(max = 32))]
     pub install: Option<String>,

@@ -180,8 +180,8 @@ const HEARTBEAT_FRESH: jiff::SignedDuration = jiff::SignedDuration::from_mins(12
 /// `timeouts.install` from its start (the beat is the node's word; a
 /// compromised host that beats for ever must not hold a maxUnavailable slot
 /// for ever), and what follows the install (the boot that lands it, the
-/// checks) has `timeouts.rebootToReady` from its last beat, never less than
-/// nodeTimeout from the start.
+/// checks) has `timeouts.rebootToReady` from its last beat. No budget ends
+/// before nodeTimeout from the start: a pool that set a long one keeps it.
 fn timed_out(s: &RoundSettings<'_>, n: &NodeView, state: NodeState) -> Option<String> {
     // A clock that cannot be trusted times nothing out (the hold says why).
     if s.clock_skew.is_some() || !state.in_flight() {
@@ -189,14 +189,14 @@ fn timed_out(s: &RoundSettings<'_>, n: &NodeView, state: NodeState) -> Option<St
     }
     let started = n.started_at.or(n.state_since);
     let Some(start) = started else { return Some(over_budget(s, n, state, "nodeTimeout", &s.spec.rollout.node_timeout)) };
-    let install = jiff::SignedDuration::try_from(s.phases.install).unwrap_or(jiff::SignedDuration::MAX);
+    if s.since(started) <= s.node_timeout {
+        return None;
+    }
+    let install = jiff::SignedDuration::try_from(s.phases.install.max(s.node_timeout)).unwrap_or(jiff::SignedDuration::MAX);
     // Either way of the leader's clock: a host's may be ahead.
     let beat_fresh = n.apply_heartbeat.is_some_and(|beat| s.now.duration_since(beat).abs() <= HEARTBEAT_FRESH);
     if state == NodeState::Applying && beat_fresh {
         return (s.now.duration_since(start) > install).then(|| over_budget(s, n, state, "timeouts.install", &shown(s.phases.install)));
-    }
-    if s.since(started) <= s.node_timeout {
-        return None;
     }
     // After a beating install, the reboot and the checks have their own
     // budget from its last beat: an install that outlasted nodeTimeout would

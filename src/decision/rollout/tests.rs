@@ -926,8 +926,11 @@ fn phase_budgets_default_by_release_and_a_pool_may_set_its_own() {
     // (The budgets are not the node's configuration: the revision is the same.)
     let late = failed(&spec_with("rollout: {nodeTimeout: 30m}"), installing(100, 45)).expect("past ltsc2022's rebootToReady");
     assert!(late.contains("timeouts.rebootToReady (from its install's last beat) 30m"), "{late}");
-    // A long nodeTimeout is never cut short by the reboot's budget.
+    // A long nodeTimeout is never cut short by the reboot's budget, nor a beating install by its own.
     assert_eq!(failed(&spec_with("rollout: {nodeTimeout: 2h}"), installing(100, 45)), None, "within nodeTimeout from the start");
+    let long = spec_with("rollout: {nodeTimeout: 4h}");
+    assert_eq!(failed(&long, installing(150, 2)), None, "beating 150 minutes in, past ltsc2022's 2h, within nodeTimeout 4h");
+    assert_eq!(failed(&long, installing(250, 20)), None, "past nodeTimeout, 20 minutes after an install that beat until 230 minutes");
 }
 
 /// A node that runs out of nodeTimeout while its agent still reports Applying
