@@ -80,6 +80,12 @@ pub const ANN_STATE: &str = "winpool.dev/state";
 pub const ANN_STATE_SINCE: &str = "winpool.dev/state-since";
 /// When this node's rollout to its target revision began; nodeTimeout counts from here.
 pub const ANN_STARTED_AT: &str = "winpool.dev/started-at";
+/// Set with started-at: how long this start lets the node's servicing task
+/// run (rollout.timeouts.install, never below nodeTimeout), as a Go duration,
+/// so the agent cuts its own task at the pool's budget rather than at a fixed
+/// one. It bounds only the agent on that node; the operator times the node
+/// out by its own reading of the spec.
+pub const ANN_INSTALL_BUDGET: &str = "winpool.dev/install-budget";
 /// The revision the node is being moved to while Draining (the label moves at Applying).
 pub const ANN_TARGET_REVISION: &str = "winpool.dev/target-revision";
 /// Present only when winpool itself cordoned the node: winpool never

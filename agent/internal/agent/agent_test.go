@@ -102,6 +102,24 @@ func TestFullApplyAcrossReboot(t *testing.T) {
 	h.assertOnlyAgentWrites()
 }
 
+// The operator's start gives the pool's install budget (a WS2019 pool with
+// timeouts.install 5h): the agent cuts its servicing task there, not at its
+// own 3h, and Task Scheduler's limit follows (twice the budget).
+func TestTheServicingTaskRunsUnderTheStartsBudget(t *testing.T) {
+	machine := newMachine(behindHost())
+	node := requestedR1()
+	node.Annotations[names.AnnInstallBudget] = "18000s"
+	h := newHarness(t, machine, node, revisionConfigMap(revisionR1()))
+	h.start(h.options())
+	eventually(t, "the servicing task is registered", func() bool { return machine.m.TaskLimit(decide.ServicingTaskName) != "" })
+	if got := machine.Updates(); len(got) != 1 || got[0].Limit != 5*time.Hour {
+		t.Errorf("the install asked for %+v, want one request limited to 5h", got)
+	}
+	if got := machine.m.TaskLimit(decide.ServicingTaskName); got != "PT10H" {
+		t.Errorf("Task Scheduler's ExecutionTimeLimit = %q, want PT10H", got)
+	}
+}
+
 func TestRestartOnAppliedNodeWritesOnlyChangedObservations(t *testing.T) {
 	applied := map[string]string{
 		keyAppliedRevision:  "r1",

@@ -121,6 +121,9 @@ const (
 	// on Windows Server 2019 can take an hour; one still running after this
 	// never started or hangs.
 	DefaultUpdateTaskTimeout = 3 * time.Hour
+	// MaxUpdateTaskTimeout is the longest budget a start may give a
+	// servicing task: Task Scheduler's own default limit.
+	MaxUpdateTaskTimeout = 72 * time.Hour
 	// DefaultTaskStartGrace is how long a servicing task that was run may
 	// take to mark that its program started: Task Scheduler starts a task
 	// within seconds, and a program that was blocked (antivirus, App
@@ -182,7 +185,8 @@ type Input struct {
 	// the node fails; below or equal to 0 means DefaultRuntimeTaskTimeout.
 	RuntimeTaskTimeout time.Duration
 	// UpdateTaskTimeout: how long a servicing task may run before the node
-	// fails; below or equal to 0 means DefaultUpdateTaskTimeout.
+	// fails (the start's InstallBudget); below or equal to 0 means
+	// DefaultUpdateTaskTimeout.
 	UpdateTaskTimeout time.Duration
 	// TaskStartGrace: how long a servicing task may take to mark its start;
 	// below or equal to 0 means DefaultTaskStartGrace.
@@ -424,7 +428,8 @@ func (d decision) patch(target host.Build) (Step, bool) {
 // updateRequest is what the current attempt installs.
 func (d decision) updateRequest(target host.Build) host.UpdateRequest {
 	upd := d.in.Config.Config
-	req := host.UpdateRequest{Revision: d.in.Revision, Attempt: d.state.Attempts, StartedAt: d.state.StartedAt, Target: target, Source: upd.UpdateSource()}
+	req := host.UpdateRequest{Revision: d.in.Revision, Attempt: d.state.Attempts, StartedAt: d.state.StartedAt, Target: target, Source: upd.UpdateSource(),
+		Limit: d.updateTaskTimeout()}
 	if upd.Updates != nil {
 		req.Packages, req.KBs = upd.Updates.Packages, upd.Updates.KBs
 	}
@@ -623,6 +628,17 @@ func (d decision) taskStartGrace() time.Duration {
 		return DefaultTaskStartGrace
 	}
 	return d.in.TaskStartGrace
+}
+
+// InstallBudget reads the operator's winpool.dev/install-budget: 0 (the
+// default cap) when absent, unreadable, not positive or past
+// MaxUpdateTaskTimeout, so a bad value never leaves a task unbounded.
+func InstallBudget(annotation string) time.Duration {
+	d, err := time.ParseDuration(annotation)
+	if err != nil || d <= 0 || d > MaxUpdateTaskTimeout {
+		return 0
+	}
+	return d
 }
 
 func (d decision) updateTaskTimeout() time.Duration {

@@ -146,6 +146,22 @@ func TestServicingTaskIsWaitedForAndReadOnce(t *testing.T) {
 	check(t, Next(hung), want{action: Report, status: names.StatusFailed, state: install.State,
 		message: []string{`servicing task (\winpool\servicing)`, "still running after 3h0m0s", "Task Scheduler"}})
 
+	// A pool whose timeouts.install is 5h: the same task is waited for, and
+	// cut at the pool's budget, not at the agent's default.
+	budget := hung
+	budget.UpdateTaskTimeout = InstallBudget("5h0m0s")
+	check(t, Next(budget), want{action: Wait, status: names.StatusApplying, state: install.State, message: []string{install.Report.Message}})
+	budget.Observed.UpdateTask.Started = running.Now.Add(-5*time.Hour - time.Minute)
+	check(t, Next(budget), want{action: Report, status: names.StatusFailed, state: install.State, message: []string{"still running after 5h0m0s"}})
+	if got := Next(in); got.Update.Limit != DefaultUpdateTaskTimeout {
+		t.Errorf("an install with no budget from the start asks Task Scheduler for %s, want the default %s", got.Update.Limit, DefaultUpdateTaskTimeout)
+	}
+	in5 := in
+	in5.UpdateTaskTimeout = 5 * time.Hour
+	if got := Next(in5); got.Action != InstallUpdate || got.Update.Limit != 5*time.Hour {
+		t.Errorf("an install under a 5h budget: %s with limit %s, want InstallUpdate with 5h", got.Action, got.Update.Limit)
+	}
+
 	// A task of an earlier request (the operator retried the node): wait for it, start nothing.
 	earlier := running
 	earlier.Reported, earlier.State = NodeReport{}, host.State{}
@@ -390,5 +406,19 @@ func TestTheSuccessCarriesTheTasksEndAsItsBeat(t *testing.T) {
 	in.Observed.UpdateTask.Revision = "r0"
 	if step := Next(in); step.Report.Heartbeat != "2026-12-02T10:01:00Z" {
 		t.Errorf("heartbeat %q; want the reported one, not r0's task's", step.Report.Heartbeat)
+	}
+}
+
+// Only a positive budget no longer than Task Scheduler's own default is
+// taken from the Node: anything else leaves the agent's default cap, so a
+// bad annotation never leaves a task unbounded.
+func TestInstallBudgetReadsOnlyABoundedDuration(t *testing.T) {
+	for in, want := range map[string]time.Duration{
+		"14400s": 4 * time.Hour, "90m0s": 90 * time.Minute, "72h": 72 * time.Hour,
+		"": 0, "4 hours": 0, "-1h": 0, "0s": 0, "73h": 0, "9999999h": 0,
+	} {
+		if got := InstallBudget(in); got != want {
+			t.Errorf("InstallBudget(%q) = %s, want %s", in, got, want)
+		}
 	}
 }

@@ -251,6 +251,10 @@ type UpdateRequest struct {
 	// KBs pin what config.SourceWindowsUpdate installs, in install order
 	// (none: the servicing stack and newest cumulative update offered).
 	KBs []string
+	// Limit is how long the agent lets the task run before it fails the
+	// node (0: decide.DefaultUpdateTaskTimeout); Task Scheduler's limit
+	// follows it.
+	Limit time.Duration
 }
 
 // RuntimeRequest is what UpgradeContainerd installs.

@@ -24,6 +24,11 @@ const (
 	// answer to the attempt it names, so a report decided for an earlier
 	// attempt can never land on a later one (src/api/names.rs ANN_STARTED_AT).
 	AnnStartedAt = "winpool.dev/started-at"
+	// AnnInstallBudget is written by the operator with AnnStartedAt: how long
+	// that start lets the servicing task run (the pool's
+	// rollout.timeouts.install, never below nodeTimeout), as a Go duration
+	// (src/api/names.rs ANN_INSTALL_BUDGET).
+	AnnInstallBudget = "winpool.dev/install-budget"
 
 	// AnnState is the operator's state of the node's update (Draining,
 	// Applying, Verifying, Updated, Failed), only read by the agent: it

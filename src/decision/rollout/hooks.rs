@@ -143,7 +143,8 @@ fn failed(s: &RoundSettings<'_>, p: &mut NodePatch, n: &NodeView, kind: HookKind
         return NodeState::Failed;
     }
     p.label(names::LABEL_HOLD, Some("true")).ann(names::ANN_HOLD_REASON, Some(msg));
-    p.ann(names::ANN_STARTED_AT, None).ann(names::ANN_TARGET_REVISION, None).ann(names::ANN_BOOT_ID, None);
+    p.ann(names::ANN_STARTED_AT, None).ann(names::ANN_INSTALL_BUDGET, None);
+    p.ann(names::ANN_TARGET_REVISION, None).ann(names::ANN_BOOT_ID, None);
     match kind {
         HookKind::PreDrain => {
             p.state(NodeState::Pending, s.now);

@@ -192,7 +192,7 @@ fn timed_out(s: &RoundSettings<'_>, n: &NodeView, state: NodeState) -> Option<St
     if s.since(started) <= s.node_timeout {
         return None;
     }
-    let install = jiff::SignedDuration::try_from(s.phases.install.max(s.node_timeout)).unwrap_or(jiff::SignedDuration::MAX);
+    let install = jiff::SignedDuration::try_from(s.install_budget()).unwrap_or(jiff::SignedDuration::MAX);
     // Either way of the leader's clock: a host's may be ahead.
     let beat_fresh = n.apply_heartbeat.is_some_and(|beat| s.now.duration_since(beat).abs() <= HEARTBEAT_FRESH);
     if state == NodeState::Applying && beat_fresh {
@@ -323,7 +323,8 @@ fn applying(s: &RoundSettings<'_>, r: &mut Decided<'_>, p: &mut NodePatch, n: &N
                     .ann(names::ANN_BOOT_ID, None)
                     .ann(names::ANN_FAILURE_REASON, None)
                     .ann(names::ANN_FAILURE_MESSAGE, None)
-                    .ann(names::ANN_STARTED_AT, None);
+                    .ann(names::ANN_STARTED_AT, None)
+                    .ann(names::ANN_INSTALL_BUDGET, None);
                 p.took = n.started_at.map(|t| s.since(Some(t)));
                 p.reason = format!("verified at revision {}", s.rev);
                 NodeState::Updated
@@ -383,6 +384,7 @@ fn put_back(s: &RoundSettings<'_>, p: &mut NodePatch, n: &NodeView, block: &Drai
         .ann(names::ANN_DRAIN_BLOCKED_BY, Some(&block.budget))
         .ann(names::ANN_DRAIN_BLOCKED_SINCE, Some(&since))
         .ann(names::ANN_STARTED_AT, None)
+        .ann(names::ANN_INSTALL_BUDGET, None)
         .ann(names::ANN_TARGET_REVISION, None)
         .ann(names::ANN_BOOT_ID, None);
     release_cordon(p, n);

@@ -88,9 +88,8 @@ impl PhaseBudgets {
     /// An OS release's budgets. A cumulative update on Windows Server 2019 is
     /// one ~1.5 GB package whose CBS install takes up to an hour or more and
     /// whose boot ("Working on updates") runs long; 2022's are smaller, and
-    /// 2025's checkpoint updates smaller still. The install never exceeds the
-    /// agent's own cap on a servicing task (3h, agent/internal/decide
-    /// DefaultUpdateTaskTimeout): past it the agent reports a failure first.
+    /// 2025's checkpoint updates smaller still. The agent caps its servicing
+    /// task at the same budget (the start's ANN_INSTALL_BUDGET).
     pub fn default_for(os: OsVersion) -> Self {
         let (install, reboot) = match os {
             OsVersion::Ltsc2019 => (3 * 3600, 45 * 60),
@@ -202,6 +201,12 @@ impl<'a> RoundSettings<'a> {
     /// Time elapsed since `t`; an unknown time counts as just now.
     pub fn since(&self, t: Option<Timestamp>) -> Duration {
         t.map(|t| self.now.duration_since(t).unsigned_abs()).unwrap_or_default()
+    }
+
+    /// How long a start lets a beating install run: rollout.timeouts.install,
+    /// never below nodeTimeout (a long nodeTimeout is kept).
+    pub fn install_budget(&self) -> Duration {
+        self.phases.install.max(self.node_timeout)
     }
 }
 

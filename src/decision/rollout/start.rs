@@ -218,6 +218,7 @@ fn start(s: &RoundSettings<'_>, p: &mut NodePatch, n: &NodeView) -> NodeState {
     p.unless_changed_since = n.resource_version.clone();
     p.ann(names::ANN_TARGET_REVISION, Some(rev))
         .ann(names::ANN_STARTED_AT, Some(&now.to_string()))
+        .ann(names::ANN_INSTALL_BUDGET, Some(&format!("{}s", s.install_budget().as_secs())))
         .ann(names::ANN_FAILURE_REASON, None)
         .ann(names::ANN_FAILURE_MESSAGE, None);
     // A retry soon after being put back for a budget carries on its drain

@@ -844,6 +844,30 @@ fn a_timed_out_node_says_what_it_was_waiting_for() {
     }
 }
 
+/// A start tells the node's agent the install budget the operator times it
+/// by, so the agent cuts its servicing task there and not at a fixed 3h
+/// (which would fail a WS2019 pool that allows 5h first); the budget goes
+/// with the start when the node is done.
+#[test]
+fn a_start_gives_the_agent_the_install_budget() {
+    let budget = |p: &NodePatch| p.annotations.get(names::ANN_INSTALL_BUDGET).cloned();
+    for (rollout, want) in [
+        ("rollout: {nodeTimeout: 30m}", "7200s"),
+        ("rollout: {nodeTimeout: 4h}", "14400s"),
+        ("rollout: {timeouts: {install: 5h}}", "18000s"),
+    ] {
+        let plan = run(&spec_with(rollout), &[fresh("a")]);
+        let start = plan.patches.iter().find(|p| p.node == "a").expect("a start");
+        assert_eq!(budget(start), Some(Some(want.to_string())), "{rollout}");
+    }
+    let spec = spec_with("");
+    let rev = revision_of(&spec);
+    let done = applied(NodeView { kernel_version: Some("10.0.20348.2762".into()), ..in_state("a", NodeState::Verifying, &rev) }, &rev);
+    let plan = run(&spec, &[done]);
+    let patch = plan.patches.iter().find(|p| p.node == "a").expect("a patch");
+    assert_eq!((patch.to, budget(patch)), (NodeState::Updated, Some(None)), "{patch:?}");
+}
+
 /// A node whose servicing task still beats is installing (a Windows Server
 /// 2019 cumulative update outlasts any fixed nodeTimeout): it is not timed
 /// out, and what follows the install (the reboot, the checks) has

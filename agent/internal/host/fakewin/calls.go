@@ -364,3 +364,11 @@ func (b box) ProductVersion(path string) string {
 }
 
 var errUnreachable = errors.New("connect: connection timed out")
+
+// TaskLimit is the ExecutionTimeLimit of the task registered as name ("":
+// none registered): when Task Scheduler would end it.
+func (m *Machine) TaskLimit(name string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.defs[name].Settings.ExecutionTimeLimit
+}

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"sort"
+	"time"
 
 	"winpool.dev/agent/internal/runtimeswap"
 	"winpool.dev/agent/internal/stage"
@@ -97,14 +98,14 @@ func copyHashed(src, dest string) (string, error) {
 // has been hashed again (rehash nil: stage.Digest). Both tasks call it
 // before they write the result the agent waits on, so a file changed under
 // them never leaves the agent waiting for a task that does not start.
-func (d fileDigests) plan(planFile string, plan any, exe, subcommand, task string, rehash func(string) (string, error)) (string, error) {
+func (d fileDigests) plan(planFile string, plan any, exe, subcommand, task string, agentCap time.Duration, rehash func(string) (string, error)) (string, error) {
 	if err := runtimeswap.WriteJSON(planFile, plan); err != nil {
 		return "", err
 	}
 	if err := d.add(planFile); err != nil {
 		return "", err
 	}
-	definition, err := taskDefinition(exe, subcommand, planFile)
+	definition, err := taskDefinition(exe, subcommand, planFile, agentCap)
 	if err != nil {
 		return "", err
 	}

@@ -95,7 +95,7 @@ func (u runtimeUpgrader) start(ctx context.Context, req host.RuntimeRequest) err
 		ResultFile: u.resultFile(), Services: swapServices, Started: u.now().UTC(), From: req.From,
 		StartWithin: u.proof.StartWithin, SettleFor: u.proof.SettleFor, CheckEvery: u.proof.CheckEvery,
 	}
-	definition, err := written.plan(filepath.Join(work, "plan.json"), plan, exe, ContainerdSwapCommand, "the containerd upgrade task", u.rehash)
+	definition, err := written.plan(filepath.Join(work, "plan.json"), plan, exe, ContainerdSwapCommand, "the containerd upgrade task", 0, u.rehash)
 	if err != nil {
 		return err
 	}

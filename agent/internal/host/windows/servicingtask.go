@@ -205,7 +205,7 @@ func (s servicingStarter) start(ctx context.Context, req host.UpdateRequest) err
 		Revision: req.Revision, Attempt: req.Attempt, Target: req.Target.String(), Source: req.Source, Packages: req.Packages, KBs: req.KBs, StartedAt: req.StartedAt,
 		StateDir: s.stateDir, ResultFile: resultFile, Proxy: s.proxy(), Started: s.now().UTC(),
 	}
-	definition, err := written.plan(filepath.Join(dir, servicingPlanName), plan, exe, ServicingCommand, servicingTask, s.rehash)
+	definition, err := written.plan(filepath.Join(dir, servicingPlanName), plan, exe, ServicingCommand, servicingTask, req.Limit, s.rehash)
 	if err != nil {
 		return err
 	}

@@ -18,13 +18,24 @@ const (
 	ServicingCommand = "servicing"
 )
 
-// taskLimits is Task Scheduler's ExecutionTimeLimit for each task: twice the
-// agent's own cap, so Task Scheduler ends only a task the agent has long
-// given up on (the default, 72 hours, would leave a hung task holding the
-// node's servicing for three days).
+// taskLimits is each task's default cap in the agent. Task Scheduler's
+// ExecutionTimeLimit is twice the cap in effect, so Task Scheduler ends only
+// a task the agent has long given up on (the default, 72 hours, would leave
+// a hung task holding the node's servicing for three days).
 var taskLimits = map[string]time.Duration{
-	ServicingCommand:      2 * decide.DefaultUpdateTaskTimeout,
-	ContainerdSwapCommand: 2 * decide.DefaultRuntimeTaskTimeout,
+	ServicingCommand:      decide.DefaultUpdateTaskTimeout,
+	ContainerdSwapCommand: decide.DefaultRuntimeTaskTimeout,
+}
+
+// executionLimit is Task Scheduler's limit for a task the agent caps at
+// agentCap (0: the task's default). Never under two minutes: PT0M would
+// mean no limit at all.
+func executionLimit(subcommand string, agentCap time.Duration) (time.Duration, bool) {
+	def, ok := taskLimits[subcommand]
+	if agentCap <= 0 {
+		agentCap = def
+	}
+	return max(2*agentCap, 2*time.Minute), ok
 }
 
 // taskDefinition is the Task Scheduler XML (schema 1.2, Windows Server 2008
@@ -34,7 +45,7 @@ var taskLimits = map[string]time.Duration{
 //   - DisallowStartIfOnBatteries and StopIfGoingOnBatteries off: a UPS that
 //     reports battery power would keep the task from starting, or stop it
 //     mid-install (DISM mid-transaction);
-//   - ExecutionTimeLimit from taskLimits, not 72 hours;
+//   - ExecutionTimeLimit from executionLimit, not 72 hours;
 //   - Priority 4 (normal): the default 7 runs DISM and the download at
 //     below-normal CPU and I/O priority;
 //   - MultipleInstancesPolicy IgnoreNew: a second Run while one runs is a
@@ -42,8 +53,8 @@ var taskLimits = map[string]time.Duration{
 //
 // The program and its arguments are separate elements, so no command-line
 // length limit applies (schtasks' /TR takes 261 characters).
-func taskDefinition(exe, subcommand, plan string) (string, error) {
-	limit, ok := taskLimits[subcommand]
+func taskDefinition(exe, subcommand, plan string, agentCap time.Duration) (string, error) {
+	limit, ok := executionLimit(subcommand, agentCap)
 	if !ok {
 		return "", fmt.Errorf("no scheduled task runs %q", subcommand)
 	}

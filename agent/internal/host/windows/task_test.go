@@ -48,15 +48,20 @@ func TestTaskDefinition(t *testing.T) {
 	long := `C:\` + strings.Repeat("x", 300)
 	for _, tc := range []struct {
 		name, exe, subcommand, plan string
+		agentCap                    time.Duration
 		limit                       string
 	}{
-		{"the containerd swap", `C:\ProgramData\winpool\runtime\5f1c9a2e01-1\winpool-agent.exe`, ContainerdSwapCommand, `C:\ProgramData\winpool\runtime\5f1c9a2e01-1\plan.json`, "PT30M"},
-		{"servicing", `C:\ProgramData\winpool\servicing\winpool-agent.exe`, ServicingCommand, `C:\ProgramData\winpool\servicing\plan.json`, "PT6H"},
-		{"paths with spaces and markup", `D:\Program Data & Co\<winpool>\winpool-agent.exe`, ServicingCommand, `D:\Program Data & Co\<winpool>\plan.json`, "PT6H"},
+		{"the containerd swap", `C:\ProgramData\winpool\runtime\5f1c9a2e01-1\winpool-agent.exe`, ContainerdSwapCommand, `C:\ProgramData\winpool\runtime\5f1c9a2e01-1\plan.json`, 0, "PT30M"},
+		{"servicing", `C:\ProgramData\winpool\servicing\winpool-agent.exe`, ServicingCommand, `C:\ProgramData\winpool\servicing\plan.json`, 0, "PT6H"},
+		// A pool's timeouts.install of 4h: Task Scheduler ends the task at twice that.
+		{"servicing under a pool's budget", `C:\ProgramData\winpool\servicing\winpool-agent.exe`, ServicingCommand, `C:\ProgramData\winpool\servicing\plan.json`, 4 * time.Hour, "PT8H"},
+		// PT0M would be no limit at all.
+		{"a budget of seconds", `C:\ProgramData\winpool\servicing\winpool-agent.exe`, ServicingCommand, `C:\ProgramData\winpool\servicing\plan.json`, 20 * time.Second, "PT2M"},
+		{"paths with spaces and markup", `D:\Program Data & Co\<winpool>\winpool-agent.exe`, ServicingCommand, `D:\Program Data & Co\<winpool>\plan.json`, 0, "PT6H"},
 		// schtasks /TR took 261 characters; an Exec action has no such limit.
-		{"a long state folder", long + `\winpool-agent.exe`, ContainerdSwapCommand, long + `\plan.json`, "PT30M"},
+		{"a long state folder", long + `\winpool-agent.exe`, ContainerdSwapCommand, long + `\plan.json`, 0, "PT30M"},
 	} {
-		def, err := taskDefinition(tc.exe, tc.subcommand, tc.plan)
+		def, err := taskDefinition(tc.exe, tc.subcommand, tc.plan, tc.agentCap)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
@@ -79,7 +84,7 @@ func TestTaskDefinition(t *testing.T) {
 			t.Errorf("%s: limit %q, priority %v, instances %q; want %s, 4, IgnoreNew", tc.name, s.ExecutionTimeLimit, s.Priority, s.MultipleInstancesPolicy, tc.limit)
 		}
 	}
-	if _, err := taskDefinition(`C:\a.exe`, "format-c", `C:\plan.json`); err == nil {
+	if _, err := taskDefinition(`C:\a.exe`, "format-c", `C:\plan.json`, 0); err == nil {
 		t.Error("a task for an unknown subcommand was defined")
 	}
 }

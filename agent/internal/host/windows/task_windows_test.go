@@ -19,7 +19,7 @@ func TestTheRealTaskSchedulerRunsTheAgentsDefinition(t *testing.T) {
 	// where.exe stands for the agent: it exits 1 (or 2) at once on the
 	// arguments a servicing task gets.
 	where := filepath.Join(os.Getenv("SystemRoot"), "System32", "where.exe")
-	def, err := taskDefinition(where, ServicingCommand, filepath.Join(t.TempDir(), "plan.json"))
+	def, err := taskDefinition(where, ServicingCommand, filepath.Join(t.TempDir(), "plan.json"), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
