@@ -53,6 +53,10 @@ const (
 	// while its service (an NSSM wrapper) still says Running; the upgrade
 	// task sees it within its settle time and puts the old one back.
 	FaultRuntimeCrashloop Fault = "runtime-crashloop"
+	// FaultContainerdConfigV1: the node's containerd config.toml is a
+	// version 1 file (no version line, short plugin names: a node set up
+	// with containerd 1.2 or older), which a jump to containerd 2.x migrates.
+	FaultContainerdConfigV1 Fault = "containerd-config-v1"
 	// FaultSlowAPI: the kubernetes Service's ClusterIP does not answer for
 	// a long while after each boot (kube-proxy has not programmed its HNS
 	// load balancer yet: minutes on Windows Server 2019 with thousands of
@@ -157,6 +161,9 @@ const hostEnvProxy = "http://127.0.0.1:9"
 // (401) and the audit log says so.
 const hostEnvToken = "kubelet-credential-from-the-machine-environment"
 
+// containerdConfigV1 is FaultContainerdConfigV1's config.toml.
+const containerdConfigV1 = "[plugins.cri]\n  sandbox_image = \"mcr.microsoft.com/oss/kubernetes/pause:3.6\"\n"
+
 // badUpdateCode is the HRESULT FaultBadUpdate's installs fail with.
 const badUpdateCode = 0x800F0922
 
@@ -171,6 +178,7 @@ var faultHelp = map[Fault]string{
 	FaultAgentRestart:       "the agent's pod restarts in the middle of every install",
 	FaultSSUFirst:           "the first install brings only a servicing stack update",
 	FaultRuntimeCrashloop:   "a new containerd answers once, then crash-loops",
+	FaultContainerdConfigV1: "containerd's config.toml is a version 1 file",
 	FaultSlowAPI:            "the kubernetes Service's ClusterIP is down for minutes after each boot",
 	FaultSourceUnreachable:  "no update source answers",
 	FaultTaskNotStarted:     "Task Scheduler accepts runs and the task's program never starts",
@@ -207,7 +215,7 @@ func faultsUsage() string {
 }
 
 // knownFaults are the faults --host-faults accepts.
-var knownFaults = []Fault{FaultHNSChurn, FaultReadErrors, FaultPendingRenames, FaultOvershoot, FaultUndershoot, FaultRebootUnknown, FaultAgentRestart, FaultSSUFirst, FaultRuntimeCrashloop, FaultSlowAPI, FaultSourceUnreachable, FaultTaskNotStarted, FaultOnBattery, FaultWSUSUnapproved, FaultWUBusy, FaultWSUS503, FaultDownloadReset, FaultSlowServicing, FaultLocalized, FaultPendingAfterTarget, FaultAKSHNSReset, FaultServiceDeps, FaultBadUpdate, FaultInstallFailsOnce, FaultHNSCollapse, FaultHNSRestart, FaultLBDeleted, FaultHostEnv, FaultNoDSR, FaultPayloadBlocked, FaultProxyAuth, FaultDownloadCut}
+var knownFaults = []Fault{FaultHNSChurn, FaultReadErrors, FaultPendingRenames, FaultOvershoot, FaultUndershoot, FaultRebootUnknown, FaultAgentRestart, FaultSSUFirst, FaultRuntimeCrashloop, FaultContainerdConfigV1, FaultSlowAPI, FaultSourceUnreachable, FaultTaskNotStarted, FaultOnBattery, FaultWSUSUnapproved, FaultWUBusy, FaultWSUS503, FaultDownloadReset, FaultSlowServicing, FaultLocalized, FaultPendingAfterTarget, FaultAKSHNSReset, FaultServiceDeps, FaultBadUpdate, FaultInstallFailsOnce, FaultHNSCollapse, FaultHNSRestart, FaultLBDeleted, FaultHostEnv, FaultNoDSR, FaultPayloadBlocked, FaultProxyAuth, FaultDownloadCut}
 
 // slowServicingTime is how long FaultSlowServicing's install takes.
 const slowServicingTime = 75 * time.Second
@@ -252,6 +260,9 @@ func (f Faults) shape(node string, o *fakewin.Options) {
 	}
 	if f.On(FaultRuntimeCrashloop, node) {
 		o.RuntimeCrashLoops = true
+	}
+	if f.On(FaultContainerdConfigV1, node) {
+		o.ContainerdConfig = containerdConfigV1
 	}
 	if f.On(FaultSSUFirst, node) {
 		o.Catalogue.SSUFirst = true

@@ -48,7 +48,7 @@ func TestHostFaults(t *testing.T) {
 
 func TestBadHostFaults(t *testing.T) {
 	for _, tc := range []struct{ flag, want string }{
-		{"hns-chrun", `--host-faults: unknown fault "hns-chrun" (known: hns-churn, read-errors, pending-renames, overshoot, undershoot, reboot-unknown, agent-restart, ssu-first, runtime-crashloop, slow-api, source-unreachable, task-not-started, on-battery, wsus-unapproved, wu-busy, wsus-503, download-reset, slow-servicing, localized, pending-after-target, aks-hns-reset, service-deps, bad-update, install-fails-once, hns-collapse, hns-restart, lb-deleted, host-env, no-dsr, payload-blocked, proxy-auth, download-cut)`},
+		{"hns-chrun", `--host-faults: unknown fault "hns-chrun" (known: hns-churn, read-errors, pending-renames, overshoot, undershoot, reboot-unknown, agent-restart, ssu-first, runtime-crashloop, containerd-config-v1, slow-api, source-unreachable, task-not-started, on-battery, wsus-unapproved, wu-busy, wsus-503, download-reset, slow-servicing, localized, pending-after-target, aks-hns-reset, service-deps, bad-update, install-fails-once, hns-collapse, hns-restart, lb-deleted, host-env, no-dsr, payload-blocked, proxy-auth, download-cut)`},
 		{"hns-churn@Win_3", `--host-faults: hns-churn@Win_3: "Win_3" is not a node name`},
 		{"hns-churn@", `--host-faults: hns-churn@: "" is not a node name`},
 	} {
@@ -61,14 +61,21 @@ func TestBadHostFaults(t *testing.T) {
 
 // Under install-fails-once a node's first install fails with a code and
 // its second (the retry) lands; a node without the fault installs at once.
-func TestInstallFailsOnceFailsTheFirstInstallOnly(t *testing.T) {
-	s, err := ParseSettings([]string{"--host-faults", "install-fails-once@win-1"}, io.Discard)
+// shapedBy is the machine options of win-1, which plays fault, and of
+// win-2, which does not.
+func shapedBy(t *testing.T, fault Fault) (faulted, healthy fakewin.Options) {
+	t.Helper()
+	s, err := ParseSettings([]string{"--host-faults", string(fault) + "@win-1"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var faulted, healthy fakewin.Options
 	s.Faults.shape("win-1", &faulted)
 	s.Faults.shape("win-2", &healthy)
+	return faulted, healthy
+}
+
+func TestInstallFailsOnceFailsTheFirstInstallOnly(t *testing.T) {
+	faulted, healthy := shapedBy(t, FaultInstallFailsOnce)
 	if healthy.Catalogue.Fails != nil {
 		t.Fatal("win-2 fails its installs without the fault")
 	}
@@ -79,6 +86,16 @@ func TestInstallFailsOnceFailsTheFirstInstallOnly(t *testing.T) {
 		if got := faulted.Catalogue.Fails(host.Build{}); got != 0 {
 			t.Fatalf("install %d after the first: %#x, want success", i+2, got)
 		}
+	}
+}
+
+// containerd-config-v1 lays down a config with no version line on its node
+// only (a machine booted from these options: fakewin's
+// TestAMajorContainerdJumpMigratesOnlyAVersion1Config).
+func TestContainerdConfigV1IsAVersion1File(t *testing.T) {
+	faulted, healthy := shapedBy(t, FaultContainerdConfigV1)
+	if healthy.ContainerdConfig != "" || faulted.ContainerdConfig == "" || strings.Contains(faulted.ContainerdConfig, "version") {
+		t.Fatalf("win-1's config %q, win-2's %q; want a file with no version line on win-1 only", faulted.ContainerdConfig, healthy.ContainerdConfig)
 	}
 }
 

@@ -191,7 +191,10 @@ func (p programs) Run(ctx context.Context, exe string, args ...string) (windows.
 }
 
 // containerd is the installed containerd.exe: its file holds the line its
-// --version prints; config migrate prints the config it was given.
+// --version prints. `config migrate` exists from 2.0 (containerd#9223): it
+// prints the config it was given at version 3 (containerd 2.x migrates
+// versions 1 and 2 the same way in memory at every start); 1.x has no such
+// command.
 func (p programs) containerd(exe string, args []string) (windows.Output, error) {
 	b, err := os.ReadFile(exe)
 	if err != nil {
@@ -205,7 +208,10 @@ func (p programs) containerd(exe string, args []string) (windows.Output, error) 
 		if err != nil {
 			return windows.Output{Stderr: []byte(err.Error()), ExitCode: 1}, nil
 		}
-		return windows.Output{Stdout: []byte(strings.Replace(string(cfg), "version = 2", "version = 3", 1))}, nil
+		if !strings.Contains(string(b), " v2.") {
+			return windows.Output{Stderr: []byte("containerd: No help topic for 'migrate'"), ExitCode: 1}, nil
+		}
+		return windows.Output{Stdout: []byte(migratedConfig(string(cfg)))}, nil
 	}
 	return windows.Output{Stderr: []byte("containerd: unexpected arguments " + strings.Join(args, " ")), ExitCode: 1}, nil
 }
@@ -371,4 +377,17 @@ func (m *Machine) TaskLimit(name string) string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.defs[name].Settings.ExecutionTimeLimit
+}
+
+// migratedConfig is a containerd config at version 3: its top-level
+// version line replaced (or added, for a version 1 file, which has none).
+func migratedConfig(cfg string) string {
+	var body []string
+	for _, line := range strings.Split(cfg, "\n") {
+		if k, _, ok := strings.Cut(line, "="); ok && strings.TrimSpace(k) == "version" {
+			continue
+		}
+		body = append(body, line)
+	}
+	return "version = 3\n" + strings.TrimLeft(strings.Join(body, "\n"), "\n")
 }

@@ -10,6 +10,7 @@
 package fakewin
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -74,6 +75,10 @@ type Options struct {
 	Build host.Build
 	// Containerd is the version of the containerd.exe installed.
 	Containerd string
+	// ContainerdConfig is the config.toml the image lays down beside it
+	// ("": "version = 2", as AKS, EKS and containerd 1.x's `config default`
+	// write it).
+	ContainerdConfig string
 	// Services the image installs; the containerd service's Program is
 	// where Containerd is installed. Every service runs at boot.
 	Services []Service
@@ -244,7 +249,7 @@ func (m *Machine) layDown() error {
 		body := "program " + s.Name
 		if strings.EqualFold(s.Name, "containerd") {
 			body = containerdLine(m.o.Containerd)
-			if err := writeFile(filepath.Join(filepath.Dir(m.Path(s.Program)), "config.toml"), "version = 2\n"); err != nil {
+			if err := writeFile(m.containerdConfig(s.Program), cmp.Or(m.o.ContainerdConfig, "version = 2\n")); err != nil {
 				return err
 			}
 		}
@@ -420,6 +425,9 @@ type Stats struct {
 	// KubeProxyStarted: when kube-proxy's service was last started other
 	// than by a boot (a restart programs every Service again); zero: never.
 	KubeProxyStarted time.Time
+	// ContainerdConfig: config.toml beside the containerd service's
+	// program, as it is now.
+	ContainerdConfig string
 	// DownloadsCut: downloads the network cut mid-body (CutDownloads);
 	// DownloadsResumed: Range requests it answered with the rest of a file.
 	DownloadsCut, DownloadsResumed int
@@ -433,7 +441,21 @@ func (m *Machine) Stats() Stats {
 	return Stats{Build: m.buildLocked(), Containerd: m.containerdVersion(), Installs: m.installs, RuntimeSwaps: m.swaps, Rollbacks: m.rollback,
 		Reboots: len(m.reboots), RebootReasons: append([]string(nil), m.reboots...), CNIMode: hns.Mode(m.o.Network), Searches: m.searches,
 		NetworkUp: m.o.Network.Name != "" && !m.netGone, KubeProxyStarted: m.kubeProxyStarted,
-		DownloadsCut: sum(m.cuts), DownloadsResumed: m.resumed}
+		DownloadsCut: sum(m.cuts), DownloadsResumed: m.resumed, ContainerdConfig: m.containerdConfigText()}
+}
+
+// containerdConfig is the config.toml beside the containerd program.
+func (m *Machine) containerdConfig(program string) string {
+	return filepath.Join(filepath.Dir(m.Path(program)), "config.toml")
+}
+
+func (m *Machine) containerdConfigText() string {
+	s, program := m.runtime()
+	if s == nil {
+		return ""
+	}
+	b, _ := os.ReadFile(m.containerdConfig(program))
+	return string(b)
 }
 
 // containerdVersion is the version the installed containerd.exe prints.

@@ -158,6 +158,41 @@ func TestACrashLoopingContainerdIsRolledBack(t *testing.T) {
 	until(t, h, "the task's end counted", func(host.Observed) bool { return m.Stats().Rollbacks == 1 })
 }
 
+// A major jump (1.7 to 2.0) in place, over the real swap task: a version 2
+// config.toml, as AKS, EKS and containerd 1.x write it, is the admin's and
+// containerd 2.x migrates it in memory: it stays byte for byte. A version 1
+// file (a node set up years ago) is migrated by the new containerd's
+// `config migrate`, its original kept; a rollback puts the original back.
+func TestAMajorContainerdJumpMigratesOnlyAVersion1Config(t *testing.T) {
+	const v2 = "version = 2\n\n[plugins.\"io.containerd.grpc.v1.cri\"]\n  sandbox_image = \"mcr.microsoft.com/oss/kubernetes/pause:3.9\"\n"
+	const v1 = "[plugins.cri]\n  sandbox_image = \"mcr.microsoft.com/oss/kubernetes/pause:3.6\"\n"
+	jump := func(t *testing.T, config string, crashLoops bool) (fakewin.Stats, host.Observed) {
+		o := aks(fakewin.Catalogue{})
+		o.ContainerdConfig, o.RuntimeCrashLoops = config, crashLoops
+		m, h := boot(t, o)
+		if err := h.UpgradeContainerd(context.Background(), host.RuntimeRequest{Revision: "r1", Attempt: 1, Version: "2.0.4", From: "1.7.20"}); err != nil {
+			t.Fatal(err)
+		}
+		obs := until(t, h, "the upgrade task ends", func(o host.Observed) bool {
+			return o.RuntimeUpgrade != nil && o.RuntimeUpgrade.Phase != host.RuntimeScheduled && o.RuntimeUpgrade.Phase != host.RuntimeRunning
+		})
+		return m.Stats(), obs
+	}
+	s, obs := jump(t, v2, false)
+	if obs.RuntimeUpgrade.Phase != host.RuntimeSucceeded || s.Containerd != "2.0.4" || s.ContainerdConfig != v2 {
+		t.Errorf("version 2: upgrade %+v, containerd %q, config %q; want Succeeded, 2.0.4 and the config as it was", obs.RuntimeUpgrade, s.Containerd, s.ContainerdConfig)
+	}
+	s, obs = jump(t, v1, false)
+	want := "version = 3\n" + v1
+	if obs.RuntimeUpgrade.Phase != host.RuntimeSucceeded || s.Containerd != "2.0.4" || s.ContainerdConfig != want {
+		t.Errorf("version 1: upgrade %+v, containerd %q, config %q; want Succeeded, 2.0.4 and %q", obs.RuntimeUpgrade, s.Containerd, s.ContainerdConfig, want)
+	}
+	s, obs = jump(t, v1, true)
+	if obs.RuntimeUpgrade.Phase != host.RuntimeRolledBack || s.Containerd != "1.7.20" || s.ContainerdConfig != v1 {
+		t.Errorf("version 1, rolled back: upgrade %+v, containerd %q, config %q; want RolledBack, 1.7.20 and the original config", obs.RuntimeUpgrade, s.Containerd, s.ContainerdConfig)
+	}
+}
+
 // A node behind WSUS whose update titles come back in German: preflight
 // dials the WSUS server its policy names, and servicing still picks the
 // cumulative update (by classification and size, never by an English title).
