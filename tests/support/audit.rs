@@ -324,11 +324,8 @@ fn report_apply(body: &Value) -> Option<Option<(String, String, Option<String>)>
 pub fn uncordons_mid_install(requests: &[Request]) -> (usize, Vec<String>) {
     let (mut judged, mut bad) = (0, Vec::new());
     replay(requests, |r, nodes, _| {
-        let uncordon = r.resource == "nodes"
-            && r.verb == "patch"
-            && r.user_agent.starts_with("winpool/")
-            && may_have_landed(r)
-            && r.body["spec"]["unschedulable"] == false;
+        let uncordon =
+            r.resource == "nodes" && r.verb == "patch" && r.user_agent.starts_with("winpool/") && may_have_landed(r) && uncordons(&r.body);
         if !uncordon {
             return;
         }
@@ -338,6 +335,13 @@ pub fn uncordons_mid_install(requests: &[Request]) -> (usize, Vec<String>) {
         }
     });
     (judged, bad)
+}
+
+/// A node patch that uncordons: `unschedulable: false` (a merge patch, as
+/// winpool sends), or the field removed (`null`: the strategic merge patch
+/// `kubectl uncordon` sends, since the field is omitted when false).
+pub fn uncordons(body: &Value) -> bool {
+    matches!(body["spec"].get("unschedulable"), Some(Value::Bool(false) | Value::Null))
 }
 
 /// winpool's patches that set a node Applying (its agent may then install
@@ -358,9 +362,9 @@ pub fn applied_undrained(requests: &[Request]) -> (usize, Vec<String>) {
         if r.verb != "patch" {
             continue;
         }
-        let (spec, a) = (&r.body["spec"], &r.body["metadata"]["annotations"]);
+        let a = &r.body["metadata"]["annotations"];
         // Uncordoned (by anyone), or given back (its state removed).
-        if spec["unschedulable"] == false || a.get("winpool.dev/state").is_some_and(Value::is_null) {
+        if uncordons(&r.body) || a.get("winpool.dev/state").is_some_and(Value::is_null) {
             drained.remove(&r.name);
         }
         if !r.user_agent.starts_with("winpool/") {

@@ -1001,6 +1001,27 @@ mod tests {
         assert_eq!(drains_per_node(&failed).get(&key), Some(&1));
     }
 
+    /// Replayed: a node set Applying after its own cordon and drain passes;
+    /// one uncordoned between (by `kubectl uncordon`, whose patch removes
+    /// the field, or by a merge patch to false) is caught.
+    #[test]
+    fn an_applying_node_uncordoned_since_its_drain_is_caught() {
+        use crate::support::audit::applied_undrained;
+        let applying = || to_state("a", "Applying", false);
+        let kubectl = |unschedulable: serde_json::Value| {
+            let body = serde_json::json!({"spec": {"unschedulable": unschedulable}});
+            req("nodes", "", "patch", "", "a", "kubectl/v1.34.1", 200, body)
+        };
+        let (judged, bad) = applied_undrained(&[start("a", "t1"), applying()]);
+        assert_eq!((judged, bad.len()), (1, 0), "{bad:?}");
+        for uncordon in [serde_json::Value::Null, serde_json::json!(false)] {
+            let (judged, bad) = applied_undrained(&[start("a", "t1"), kubectl(uncordon.clone()), applying()]);
+            assert_eq!((judged, bad.len()), (1, 1), "uncordoned with {uncordon}: {bad:?}");
+        }
+        let (_, bad) = applied_undrained(&[start("a", "t1"), kubectl(serde_json::json!(true)), applying()]);
+        assert!(bad.is_empty(), "a cordon is no uncordon: {bad:?}");
+    }
+
     /// Replayed: an uncordon after the agent's result passes; one while the
     /// agent reports Rebooting for the start in flight is caught; a report of
     /// an earlier start does not count, nor does a refused patch.
