@@ -454,9 +454,25 @@ async fn collapsing_fleet(
 /// none of the other 17 is asked, restarted, tainted or said not ready.
 #[tokio::test]
 async fn a_collapsed_hns_is_repaired_by_a_kube_proxy_restart_when_the_pool_asks_for_it() {
-    // onprem: kube-proxy is a Windows service of its own (kind's runs in a pod).
+    // onprem: kube-proxy is a Windows service of its own.
+    collapsed_hns_repaired("hns-repair", 81, 20, &[3, 8, 14], "onprem").await;
+}
+
+/// The same where kube-proxy runs in a HostProcess pod (kind's nodes, built
+/// by sig-windows-tools): the agents end its process, the kubelet starts the
+/// container again, and the 2 collapsed nodes of 8 are ready again.
+#[tokio::test]
+async fn a_collapsed_hns_is_repaired_where_kube_proxy_runs_in_a_pod() {
+    collapsed_hns_repaired("hns-repair-pod", 82, 8, &[2, 5], "kind").await;
+}
+
+/// A fleet of `nodes` of `profile` whose `collapsing` collapse, a pool with
+/// `hns.repair` on: each collapsed node asked once, restarted, ready again;
+/// no other asked, restarted or tainted.
+async fn collapsed_hns_repaired(name: &str, octet: u8, nodes: usize, collapsing: &[usize], profile: &str) {
+    let profile = format!("--host-profile={profile}");
     let (mut t, collapsing, stats, pool) =
-        collapsing_fleet("hns-repair", 81, 20, &[3, 8, 14], &["--host-profile=onprem"], json!({"repair": {"enabled": true}})).await;
+        collapsing_fleet(name, octet, nodes, collapsing, &[&profile], json!({"repair": {"enabled": true}})).await;
 
     let nodes: Api<Node> = Api::all(t.client.clone());
     let reports: Api<winpool::report::WindowsNodeReport> = Api::namespaced(t.client.clone(), &t.agent_namespace());

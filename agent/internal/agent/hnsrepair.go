@@ -52,10 +52,10 @@ func (a *agent) repairHNSIfAsked(ctx context.Context, node *corev1.Node) {
 		r.Result, r.Message = report.RepairUnsupported, err.Error()
 	case err != nil:
 		r.Result = report.RepairFailed
-		r.Message = oneLine(fmt.Sprintf("restarting kube-proxy's service %s: %v; its log is where the service writes it (C:\\k\\kubeproxy.err.log on AKS, C:\\ProgramData\\kubernetes\\logs on EKS)", service, err))
+		r.Message = oneLine(fmt.Sprintf("restarting kube-proxy (%s): %v; its log is where the service writes it (C:\\k\\kubeproxy.err.log on AKS, C:\\ProgramData\\kubernetes\\logs on EKS), or the pod's (kubectl -n kube-system logs)", service, err))
 	default:
 		r.Result = report.RepairRestarted
-		r.Message = "restarted kube-proxy's service " + service + ": it programs every Service into HNS again"
+		r.Message = "restarted kube-proxy (" + service + "): it programs every Service into HNS again"
 	}
 	a.hnsRepair = r
 	a.log.Info("kube-proxy restart asked by the operator", "result", string(r.Result), "service", service, "err", err)

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,8 +79,28 @@ func TestKubeProxyIsRestartedOncePerBootTheOperatorAsksFor(t *testing.T) {
 	second.stop(t)
 }
 
-// A host where kube-proxy is no service of its own reports the ask
-// Unsupported, with a Warning, and stops nothing.
+// Where kube-proxy runs in a HostProcess pod, the ask ends its process; the
+// kubelet starts the container again and the restart is reported, once.
+func TestKubeProxyInAPodIsRestartedByEndingItsProcess(t *testing.T) {
+	o := compliantHost()
+	o.KubeProxyPod = true
+	machine := newMachine(o)
+	h := newHarness(t, machine, askedToRepair("boot-1", "boot-1"), revisionConfigMap(revisionR1()))
+	opts := h.options()
+	opts.Events = true
+	h.start(opts)
+	eventually(t, "the ask answered", func() bool { r := h.storedReport(); return r != nil && r.Spec.HNSRepair != nil })
+	r := h.storedReport().Spec.HNSRepair
+	if r.Result != report.RepairRestarted || !strings.Contains(r.Service, "kube-proxy.exe in its pod") || machine.Machine().KubeProxyStarted.IsZero() {
+		t.Errorf("reported %+v, kube-proxy started at %v; want Restarted in its pod", r, machine.Machine().KubeProxyStarted)
+	}
+	if ev := h.events(); !slices.Contains(ev, ReasonKubeProxyRestarted+" Normal") {
+		t.Errorf("events %q", ev)
+	}
+}
+
+// A host where kube-proxy is no service of its own nor a pod's reports the
+// ask Unsupported, with a Warning, and stops nothing.
 func TestARepairWithoutAKubeProxyServiceIsUnsupported(t *testing.T) {
 	machine := newMachine(compliantHost())
 	h := newHarness(t, machine, askedToRepair("boot-1", "boot-1"), revisionConfigMap(revisionR1()))

@@ -58,8 +58,10 @@ type machineOptions struct {
 	Busy, Unavailable, DownloadReset bool
 	SourceUnreachable                string
 	FreeBytes                        int64
-	// KubeProxy: kube-proxy runs as a host service of this name ("": in a pod).
-	KubeProxy string
+	// KubeProxy: kube-proxy runs as a host service of this name; else, with
+	// KubeProxyPod, in a HostProcess pod; else nowhere the agent can see.
+	KubeProxy    string
+	KubeProxyPod bool
 }
 
 // testMachine is the machine and the agent's host on it.
@@ -97,6 +99,7 @@ func newMachine(o machineOptions) *testMachine {
 		OnReboot: o.OnReboot, ReadFails: o.ObserveError, RebootPending: o.RebootPending,
 		RuntimeCrashLoops: o.RuntimeCrashLoops, TasksNeverRun: o.TasksNeverRun, OnBattery: o.OnBattery,
 		Unreachable: o.SourceUnreachable, FreeBytes: o.FreeBytes,
+		KubeProxyInPod: o.KubeProxyPod, KubeProxyPodRestart: 50 * time.Millisecond,
 	}
 	if o.KubeProxy != "" {
 		fo.Services = append(fo.Services, fakewin.Service{Name: o.KubeProxy, Program: `k\kube-proxy.exe`, DependsOn: []string{"kubelet"}})

@@ -126,8 +126,12 @@ func TestHostProfiles(t *testing.T) {
 		// cni: the image's CNI's network mode, with --cni overlay.
 		cni string
 		err string
+		// kubeProxyPod: a HostProcess DaemonSet runs kube-proxy (kind's
+		// sig-windows-tools nodes); the others run it as a service, or
+		// rke2 as its child.
+		kubeProxyPod bool
 	}{
-		{args: nil, runtime: host.Service{Name: "containerd"}},
+		{args: nil, runtime: host.Service{Name: "containerd"}, kubeProxyPod: true},
 		{args: []string{"--host-profile", "aks"}, suffix: "+azure", runtime: host.Service{Name: "containerd", Wrapper: host.WrapperNSSM}, csiService: "csi-proxy", cni: "l2bridge"},
 		{args: []string{"--host-profile", "aks", "--containerd", "1.7.20+azure2"}, suffix: "+azure2", runtime: host.Service{Name: "containerd", Wrapper: host.WrapperNSSM}, csiService: "csi-proxy", cni: "l2bridge"},
 		{args: []string{"--host-profile", "onprem"}, runtime: host.Service{Name: "containerd"}, csiService: "csiproxy"},
@@ -151,6 +155,9 @@ func TestHostProfiles(t *testing.T) {
 		// What the agent's own host reads on a machine of the profile.
 		o := fakewin.Options{Build: host.Build{Major: 10, Build: 20348, UBR: 2762}, Containerd: "1.7.20"}
 		s.Profile.shape(&o, "overlay")
+		if o.KubeProxyInPod != tc.kubeProxyPod {
+			t.Errorf("%v: kube-proxy in a pod %v, want %v", tc.args, o.KubeProxyInPod, tc.kubeProxyPod)
+		}
 		m, err := fakewin.New(o)
 		if err != nil {
 			t.Fatal(err)

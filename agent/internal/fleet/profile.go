@@ -97,10 +97,23 @@ func (p Profile) containerdSuffix(given string) (string, error) {
 // shape builds the image on a machine: its services, registry and update
 // source's language, and kube-proxy's network for cni ("overlay",
 // "l2bridge"; "": none yet).
+// runsKubeProxy: the image runs kube-proxy itself, as a service or a
+// service's child; otherwise a HostProcess DaemonSet runs it in a pod
+// (sig-windows-tools' kube-proxy, as kind's nodes have it).
+func (p Profile) runsKubeProxy() bool {
+	for _, s := range p.Services {
+		if _, child := s.Children["kube-proxy"]; child || strings.EqualFold(s.Name, "kube-proxy") || strings.EqualFold(s.Name, "kubeproxy") {
+			return true
+		}
+	}
+	return false
+}
+
 func (p Profile) shape(o *fakewin.Options, cni string) {
 	o.Services = append([]fakewin.Service(nil), p.Services...)
 	o.Registry = append([]fakewin.Value(nil), p.Registry...)
 	o.Catalogue.Localized = p.LocalizedTitles
+	o.KubeProxyInPod = !p.runsKubeProxy()
 	if cni == "" {
 		return
 	}

@@ -346,10 +346,11 @@ type State struct {
 	RuntimeUpgrades int `json:"runtimeUpgrades,omitempty"`
 }
 
-// ErrNoKubeProxyService: kube-proxy is no Windows service of its own on the
-// host (it runs in a pod, or inside rke2's service, whose restart would stop
-// the kubelet and containerd too).
-var ErrNoKubeProxyService = errors.New("kube-proxy is not a Windows service on this host (kubeproxy, kube-proxy): it may run in a pod or inside another service; restart it there")
+// ErrNoKubeProxyService: kube-proxy is neither a Windows service of its own
+// on the host nor a pod's process the kubelet starts again: it runs inside
+// another service (rke2's, whose restart would stop the kubelet and
+// containerd too), or not at all.
+var ErrNoKubeProxyService = errors.New("kube-proxy is not a Windows service on this host (kubeproxy, kube-proxy) nor a pod's process: restart it where it runs")
 
 // Host is everything the agent does to or reads from the machine.
 type Host interface {

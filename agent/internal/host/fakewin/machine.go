@@ -91,6 +91,13 @@ type Options struct {
 	// HNS clean-up); the CNI creates it again when a pod sandbox is set up
 	// on the node (SandboxStarted), never on its own.
 	NetworkResetAtBoot bool
+	// KubeProxyInPod: kube-proxy runs in a HostProcess pod
+	// (sig-windows-tools' and Calico's DaemonSets): kube-proxy.exe under
+	// the script its container runs, under containerd's shim
+	// (processes.go). Ended, it is started again after KubeProxyPodRestart
+	// (0: a second), as the kubelet restarts an exited container.
+	KubeProxyInPod      bool
+	KubeProxyPodRestart time.Duration
 	// HNS is what HNS holds now (the fleet's model of kube-proxy); nil:
 	// nothing. An error is HNS not answering.
 	HNS func() (host.HNSCounts, error)
@@ -177,9 +184,15 @@ type Machine struct {
 	// results are the tasks' Last Run Results, by name.
 	results map[string]uint32
 	reboots []string
-	// kubeProxyStarted: when kube-proxy's service was last started other
-	// than by a boot (zero: never).
+	// kubeProxyStarted: when kube-proxy (its service, or its pod's
+	// process) was last started other than by a boot (zero: never).
 	kubeProxyStarted time.Time
+	// pids: the PIDs of the processes that run, by what they are
+	// (processes.go); nextPID hands them out; podProxyDown: the pod's
+	// kube-proxy was ended and is not started again yet.
+	pids         map[string]uint32
+	nextPID      uint32
+	podProxyDown bool
 	// cuts: downloads cut, by path; resumed: Range requests answered.
 	cuts     map[string]int
 	resumed  int
@@ -207,7 +220,7 @@ type service struct {
 // New builds the machine and boots it.
 func New(o Options) (*Machine, error) {
 	m := &Machine{o: o, root: o.Root, unreach: o.Unreachable, strs: map[string]string{}, ints: map[string]uint64{}, multi: map[string][]string{},
-		keys: map[string]bool{}, services: map[string]*service{}, tasks: map[string]*taskRun{}, defs: map[string]taskDefinition{}, results: map[string]uint32{}}
+		keys: map[string]bool{}, services: map[string]*service{}, tasks: map[string]*taskRun{}, defs: map[string]taskDefinition{}, results: map[string]uint32{}, pids: map[string]uint32{}, nextPID: 1000}
 	if m.root == "" {
 		dir, err := os.MkdirTemp("", "winpool-machine-")
 		if err != nil {
@@ -382,6 +395,7 @@ func (m *Machine) Boot() host.Build {
 		s.answers = 0
 	}
 	m.tasks = map[string]*taskRun{}
+	m.pids, m.podProxyDown = map[string]uint32{}, false
 	m.netGone = m.o.NetworkResetAtBoot && m.o.Network.Name != ""
 	m.booted = time.Now()
 	m.bootContainerd = m.containerdVersion()
@@ -478,7 +492,7 @@ func (m *Machine) containerdVersion() string {
 // OS is the machine under the seam.
 func (m *Machine) OS() windows.Machine {
 	return windows.Machine{System: system{m}, Tasks: tasks{m}, Programs: programs{m}, HCN: hcn{m},
-		WindowsUpdate: m.openWindowsUpdate, Net: network{m}, Box: box{m}}
+		WindowsUpdate: m.openWindowsUpdate, Net: network{m}, Box: box{m}, Processes: processes{m}}
 }
 
 // readJSON reads a file the agent wrote for a task (its plan).

@@ -2,6 +2,7 @@ package fakewin_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -329,4 +330,71 @@ func upgradeTo1722(t *testing.T, h *windows.Host) host.Observed {
 	return until(t, h, "the upgrade task ends", func(o host.Observed) bool {
 		return o.RuntimeUpgrade != nil && o.RuntimeUpgrade.Phase != host.RuntimeScheduled && o.RuntimeUpgrade.Phase != host.RuntimeRunning
 	})
+}
+
+// The process table: kube-proxy in a HostProcess pod runs under its
+// container's script under containerd's shim; ended, it is gone until the
+// kubelet starts it again under a new PID, which counts as a kube-proxy
+// start; only it can be ended. A service restarted runs under a new PID.
+func TestTheProcessTableEndsAPodsKubeProxyAndTheKubeletStartsItAgain(t *testing.T) {
+	o := aks(fakewin.Catalogue{})
+	o.Services = o.Services[:2] // containerd and the kubelet: kube-proxy in a pod
+	o.KubeProxyInPod, o.KubeProxyPodRestart = true, 20*time.Millisecond
+	m, _ := boot(t, o)
+	procs := m.OS().Processes
+	find := func(image string) (windows.Process, []string) {
+		list, err := procs.List()
+		if err != nil {
+			t.Fatal(err)
+		}
+		byPID := map[uint32]windows.Process{}
+		for _, p := range list {
+			byPID[p.PID] = p
+		}
+		for _, p := range list {
+			if p.Image == image {
+				var chain []string
+				for q, ok := byPID[p.ParentPID]; ok && len(chain) < 8; q, ok = byPID[q.ParentPID] {
+					chain = append(chain, q.Image)
+				}
+				return p, chain
+			}
+		}
+		return windows.Process{}, nil
+	}
+	proxy, chain := find("kube-proxy.exe")
+	want := []string{"powershell.exe", "containerd-shim-runhcs-v1.exe", "containerd.exe", "nssm.exe", "services.exe", "System"}
+	if proxy.PID == 0 || !slices.Equal(chain, want) {
+		t.Fatalf("kube-proxy.exe %+v under %q, want under %q", proxy, chain, want)
+	}
+	kubelet, _ := find("kubelet.exe")
+	if err := procs.Terminate(kubelet.PID); err == nil {
+		t.Error("the kubelet's process was ended")
+	}
+	if err := procs.Terminate(proxy.PID); err != nil {
+		t.Fatal(err)
+	}
+	if gone, _ := find("kube-proxy.exe"); gone.PID != 0 {
+		t.Errorf("kube-proxy.exe %+v still runs", gone)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for back, _ := find("kube-proxy.exe"); back.PID == 0 || m.Stats().KubeProxyStarted.IsZero(); back, _ = find("kube-proxy.exe") {
+		if time.Now().After(deadline) {
+			t.Fatal("kube-proxy.exe was not started again")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if back, _ := find("kube-proxy.exe"); back.PID == proxy.PID {
+		t.Errorf("started again under its old PID %d", back.PID)
+	}
+	sys := m.OS().System
+	if err := sys.StopService("kubelet"); err != nil {
+		t.Fatal(err)
+	}
+	if err := sys.StartService("kubelet"); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := find("kubelet.exe"); again.PID == 0 || again.PID == kubelet.PID {
+		t.Errorf("the restarted kubelet runs as %+v, before as pid %d", again, kubelet.PID)
+	}
 }

@@ -110,6 +110,7 @@ func (s system) StopService(name string) error {
 		}
 	}
 	svc.running = false
+	s.m.forgetServiceLocked(strings.ToLower(svc.Name))
 	return nil
 }
 

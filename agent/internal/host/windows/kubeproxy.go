@@ -4,16 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-
-	"winpool.dev/agent/internal/host"
 )
 
 // kubeProxyServices are the names node images install kube-proxy under as a
 // Windows service of its own: AKS's "kubeproxy" (NSSM, AgentBaker's
 // windowscsehelper), sig-windows-tools' and EKS's "kube-proxy" (EKS wraps it in
 // its service host). rke2 runs kube-proxy inside its rke2 service, and the
-// HostProcess DaemonSets of sig-windows-tools and Calico in a pod: neither is
-// restarted here.
+// HostProcess DaemonSets of sig-windows-tools and Calico in a pod: the pod's
+// is restarted by ending its process (kubeproxy_pod.go), rke2's not at all.
 var kubeProxyServices = []string{"kubeproxy", "kube-proxy"}
 
 // RestartKubeProxy stops kube-proxy's service and starts it again: on start,
@@ -36,5 +34,5 @@ func (h *Host) RestartKubeProxy(ctx context.Context) (string, error) {
 		}
 		return name, startService(ctx, sys, name)
 	}
-	return "", host.ErrNoKubeProxyService
+	return h.restartKubeProxyPod(ctx)
 }

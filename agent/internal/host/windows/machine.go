@@ -30,6 +30,25 @@ type Machine struct {
 	Net Net
 	// Box: the clock, the process, the disk.
 	Box Box
+	// Processes: the host's process table.
+	Processes Processes
+}
+
+// Process is one entry of the process table (PROCESSENTRY32).
+type Process struct {
+	PID, ParentPID uint32
+	// Image is the program's file name (kube-proxy.exe).
+	Image string
+}
+
+// Processes is the host's process table, as far as the agent uses it.
+type Processes interface {
+	// List is a snapshot of the processes that run
+	// (CreateToolhelp32Snapshot, Process32First/Next).
+	List() ([]Process, error)
+	// Terminate ends process pid (OpenProcess with PROCESS_TERMINATE,
+	// TerminateProcess with exit code 1).
+	Terminate(pid uint32) error
 }
 
 // TaskScheduler is Task Scheduler, as far as the agent uses it.

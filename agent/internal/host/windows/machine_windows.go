@@ -4,6 +4,7 @@ package windows
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"net"
@@ -32,7 +33,7 @@ func windowsMachine() Machine {
 			}
 			return s, s.Close, nil
 		},
-		Net: winNet{}, Box: winBox{}}
+		Net: winNet{}, Box: winBox{}, Processes: winProcesses{}}
 }
 
 // New returns the Windows node the agent runs on (NewOn).
@@ -180,4 +181,37 @@ func (hcnAPI) Endpoints(networkID string) ([]hns.Endpoint, error) {
 		out = append(out, hns.Endpoint{Remote: ep.Flags&hcn.EndpointFlagsRemoteEndpoint != 0})
 	}
 	return out, nil
+}
+
+// winProcesses is the process table through Toolhelp.
+type winProcesses struct{}
+
+func (winProcesses) List() ([]Process, error) {
+	snap, err := windows.CreateToolhelp32Snapshot(windows.TH32CS_SNAPPROCESS, 0)
+	if err != nil {
+		return nil, fmt.Errorf("CreateToolhelp32Snapshot: %w", err)
+	}
+	defer windows.CloseHandle(snap)
+	var e windows.ProcessEntry32
+	e.Size = uint32(unsafe.Sizeof(e))
+	var out []Process
+	for err = windows.Process32First(snap, &e); err == nil; err = windows.Process32Next(snap, &e) {
+		out = append(out, Process{PID: e.ProcessID, ParentPID: e.ParentProcessID, Image: windows.UTF16ToString(e.ExeFile[:])})
+	}
+	if !errors.Is(err, windows.ERROR_NO_MORE_FILES) {
+		return nil, fmt.Errorf("Process32Next: %w", err)
+	}
+	return out, nil
+}
+
+func (winProcesses) Terminate(pid uint32) error {
+	h, err := windows.OpenProcess(windows.PROCESS_TERMINATE, false, pid)
+	if err != nil {
+		return fmt.Errorf("OpenProcess(%d): %w", pid, err)
+	}
+	defer windows.CloseHandle(h)
+	if err := windows.TerminateProcess(h, 1); err != nil {
+		return fmt.Errorf("TerminateProcess(%d): %w", pid, err)
+	}
+	return nil
 }
