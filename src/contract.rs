@@ -44,7 +44,7 @@ fn full_report() -> Value {
             "apply": {"revision": "5d8f2c1a9b", "status": "Rebooting", "message": "rebooting to finish the update to 10.0.20348.2762 (reboot 1 of at most 6)",
                       "startedAt": "2026-12-02T10:40:00Z", "heartbeat": "2026-12-02T11:05:00Z"},
             "observed": {"cniMode": "overlay", "csiProxyVersion": "1.1.3", "runtimeService": "containerd (nssm)", "csiProxyHost": "csi-proxy (nssm)"},
-            "hns": {"loadBalancers": 1200, "endpoints": 4800, "bootID": "0b5e7a52-3c2f-4a8f-9d1e-5f6a7b8c9d0e"},
+            "hns": {"loadBalancers": 1200, "endpoints": 4800, "bootID": "0b5e7a52-3c2f-4a8f-9d1e-5f6a7b8c9d0e", "observedAt": "2026-12-02T10:02:00Z"},
             "preflight": {"revision": "7a1b2c3d4e", "verdict": "Blocked", "reasons": ["4.2 GiB free on C:, the update needs 10 GiB"],
                           "notes": ["a reboot is pending (Component Based Servicing)"], "since": "2026-12-02T10:00:00Z"}
         }
@@ -69,6 +69,7 @@ fn the_report_the_go_agent_writes_reads_whole() {
     assert_eq!(serde_json::to_value(&report).unwrap(), written, "the Rust types keep every field the agent writes");
     let view = crate::report::AgentReport::from_object(&report);
     assert_eq!(view.apply_status.as_deref(), Some("Succeeded"));
+    assert!(report.spec.hns.as_ref().is_some_and(|h| h.observed_at.is_some()), "when the agent read its HNS counts reaches the operator");
     assert!(view.hns_boot_id.is_some() && view.preflight.is_some() && view.answers_start.is_some() && view.cni_mode.is_some());
     assert!(view.heartbeat.is_some(), "the servicing task's heartbeat reaches the operator");
 }

@@ -33,6 +33,7 @@ pub struct Metrics {
     /// (on the monotonic clock): `/healthz` fails when one is wedged.
     in_flight: std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>,
     node_update_duration: HistogramVec,
+    hns_loss_detection: HistogramVec,
     build_info: IntGaugeVec,
     pool: PoolGauges,
     hns: HnsGauges,
@@ -272,6 +273,12 @@ impl Metrics {
             "Time from a node's start (drain) to Updated, per pool, for nodes updated by a rollout.",
         )
         .buckets(vec![10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1200.0, 1800.0, 2700.0, 3600.0, 5400.0, 7200.0, 10800.0]);
+        // The agent reads HNS every 15 s; a collapse is said in the round its report lands, a drift after a minute's grace.
+        let hns_loss = HistogramOpts::new(
+            "winpool_hns_loss_detection_seconds",
+            "Time from an agent's first read of HNS counts showing a loss to winpool's WindowsHNSReady saying it (Collapsed or Drifted), per pool and reason.",
+        )
+        .buckets(vec![1.0, 2.5, 5.0, 10.0, 15.0, 30.0, 45.0, 60.0, 90.0, 120.0, 180.0, 300.0, 600.0]);
         let requests = Opts::new("winpool_kube_api_requests_total", "Kubernetes API requests winpool made, by verb, resource and outcome.");
         let m = Metrics {
             reconcile_duration: register(&r, Histogram::with_opts(duration.buckets(buckets))),
@@ -285,6 +292,7 @@ impl Metrics {
             not_ready_because: std::sync::Mutex::new(Vec::new()),
             in_flight: Default::default(),
             node_update_duration: register(&r, HistogramVec::new(node_update, &["pool"])),
+            hns_loss_detection: register(&r, HistogramVec::new(hns_loss, &["pool", "reason"])),
             build_info: gauge_vec(&r, "winpool_build_info", "Always 1; the version label says which winpool runs.", &["version"]),
             pool: PoolGauges::register(&r),
             hns: HnsGauges::register(&r),
@@ -314,6 +322,9 @@ impl Metrics {
         // series that first appears with a count of 1 is invisible to rate(),
         // and a pool with no update yet would have no panel at all.
         self.node_update_duration.with_label_values(&[pool]);
+        for reason in [crate::hns::reasons::COLLAPSED, crate::hns::reasons::DRIFTED] {
+            self.hns_loss_detection.with_label_values(&[pool, reason]);
+        }
         for s in NodeState::ALL {
             let n = plan.by_state.get(&s).copied().unwrap_or(0) as i64;
             self.pool.nodes.with_label_values(&[pool, s.as_str()]).set(n);
@@ -392,6 +403,12 @@ impl Metrics {
         series.insert(pool.to_string(), shown);
     }
 
+    /// A node whose WindowsHNSReady now says that HNS lost what it held
+    /// (`reason`), `after` the agent read the counts that show it.
+    pub fn observe_hns_loss_detected(&self, pool: &str, reason: &str, after: std::time::Duration) {
+        self.hns_loss_detection.with_label_values(&[pool, reason]).observe(after.as_secs_f64());
+    }
+
     /// The pool's nodes whose HNS lost what it held.
     pub fn observe_hns_drift(&self, pool: &str, drifted: usize) {
         self.hns.drifted.with_label_values(&[pool]).set(drifted as i64);
@@ -467,6 +484,9 @@ impl Metrics {
             let _ = self.pool.info.remove_label_values(&[pool, &old[0], &old[1], &old[2]]);
         }
         let _ = self.node_update_duration.remove_label_values(&[pool]);
+        for reason in [crate::hns::reasons::COLLAPSED, crate::hns::reasons::DRIFTED] {
+            let _ = self.hns_loss_detection.remove_label_values(&[pool, reason]);
+        }
         for g in
             [&self.hns.expected_lb, &self.hns.limit_lb, &self.hns.expected_ep, &self.hns.limit_ep, &self.hns.not_ready, &self.hns.drifted]
         {

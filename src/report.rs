@@ -203,6 +203,11 @@ pub struct HnsCounts {
     #[schemars(length(max = 64))]
     #[serde(default, rename = "bootID", skip_serializing_if = "Option::is_none")]
     pub boot_id: Option<String>,
+    /// When the agent first read these counts (in this boot): how long the
+    /// operator took to say that HNS lost what it held is measured from it
+    /// (`winpool_hns_loss_detection_seconds`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_at: Option<Time>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]

@@ -361,7 +361,7 @@ async fn a_rollout_waits_until_the_nodes_hns_can_program_a_burst_of_changes() {
 /// drifted, and they stay ready.
 #[tokio::test]
 async fn a_collapsed_hns_is_named_tainted_and_announced_within_a_minute_on_those_nodes_only() {
-    let (mut t, collapsing, stats, pool) = collapsing_fleet("hns-collapse", 79, 12, &[2, 5, 9], &[], json!({})).await;
+    let (mut t, collapsing, stats, pool, metrics) = collapsing_fleet("hns-collapse", 79, 12, &[2, 5, 9], &[], json!({})).await;
 
     let nodes: Api<Node> = Api::all(t.client.clone());
     let transitions = wait_for("the 3 nodes' HNS said Collapsed and tainted", WAIT, || async {
@@ -392,6 +392,12 @@ async fn a_collapsed_hns_is_named_tainted_and_announced_within_a_minute_on_those
     })
     .await;
     assert_eq!(said, collapsing.iter().cloned().collect::<BTreeSet<_>>(), "a Warning Event for each collapsed node, and for no other");
+    // Timed from each agent's first read of the collapsed counts: once per node, each within the minute.
+    let series = |s: &str| format!("winpool_hns_loss_detection_seconds_{s}{{pool=\"{pool}\",reason=\"Collapsed\"}}");
+    let (count, sum) = (support::metric(metrics, &series("count")).await, support::metric(metrics, &series("sum")).await);
+    eprintln!("[{}] loss detection: {count:?} nodes, {sum:?} s in all", t.id);
+    assert_eq!(count, Some(3.0), "one detection per collapsed node");
+    assert!(sum.is_some_and(|s| (0.0..=180.0).contains(&s)), "detections within a minute each: {sum:?} s in all");
 
     assert!(t.terminate("sim").is_some_and(|s| s.success()), "the fleet stops cleanly on SIGTERM");
     let machines: Vec<serde_json::Value> = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
@@ -415,7 +421,7 @@ async fn a_collapsed_hns_is_named_tainted_and_announced_within_a_minute_on_those
 /// A fleet of `nodes` whose HNS programs 12 one-endpoint Services (10.<octet>.i.1), the nodes
 /// `collapsing` (indices) collapsing 15 s after they caught up, a paused pool of them with
 /// `hns` as its spec.hns, and the operator: the space, the collapsing nodes' names, the
-/// fleet's stats file and the pool's name.
+/// fleet's stats file, the pool's name and the operator's metrics port.
 async fn collapsing_fleet(
     name: &str,
     octet: u8,
@@ -423,7 +429,7 @@ async fn collapsing_fleet(
     collapsing: &[usize],
     sim_args: &[&str],
     hns: serde_json::Value,
-) -> (TestSpace, Vec<String>, std::path::PathBuf, String) {
+) -> (TestSpace, Vec<String>, std::path::PathBuf, String, u16) {
     let client = support::client().await;
     install_crd(&client).await;
     let mut t = TestSpace::new(name).await;
@@ -443,8 +449,8 @@ async fn collapsing_fleet(
     let mut body = support::pool_manifest(&t, &pool, "10.0.20348.2762", json!({"paused": true}));
     body["spec"]["hns"] = hns;
     support::apply_pool(&t, &body).await;
-    t.start_operator(&[]);
-    (t, collapsing, stats, pool)
+    let metrics = t.start_operator(&[]);
+    (t, collapsing, stats, pool, metrics)
 }
 
 /// With `hns.repair` on, 3 of 20 nodes whose HNS collapses are each asked to
@@ -471,7 +477,7 @@ async fn a_collapsed_hns_is_repaired_where_kube_proxy_runs_in_a_pod() {
 /// no other asked, restarted or tainted.
 async fn collapsed_hns_repaired(name: &str, octet: u8, nodes: usize, collapsing: &[usize], profile: &str) {
     let profile = format!("--host-profile={profile}");
-    let (mut t, collapsing, stats, pool) =
+    let (mut t, collapsing, stats, pool, _) =
         collapsing_fleet(name, octet, nodes, collapsing, &[&profile], json!({"repair": {"enabled": true}})).await;
 
     let nodes: Api<Node> = Api::all(t.client.clone());

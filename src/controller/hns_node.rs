@@ -63,6 +63,9 @@ pub(super) async fn write_hns(ctx: &Context, pool: &str, w: &HnsWrites, message:
             Ok(n) => {
                 ctx.metrics.api_request("patch", "nodes/status", "ok");
                 info!(pool, node = %name, status = %status, reason = %reason, "{} {message}", names::NODE_CONDITION_HNS_READY);
+                if let Some((lost, after)) = w.loss_detected {
+                    ctx.metrics.observe_hns_loss_detected(pool, lost, after);
+                }
                 if guard.is_some() {
                     guard = n.metadata.resource_version.clone();
                 }

@@ -113,8 +113,9 @@ type agent struct {
 	hnsKnown bool
 	hnsErr   string
 	// hnsBoot is the Node's bootID when hns was read ("" before the Node
-	// was seen).
-	hnsBoot string
+	// was seen); hnsSince: when these counts were first read in that boot.
+	hnsBoot  string
+	hnsSince time.Time
 	// hnsRepair is the restart of kube-proxy made in this agent's life (the
 	// report keeps earlier ones); nil: none.
 	hnsRepair *report.HNSRepair
@@ -186,6 +187,7 @@ func (a *agent) loop(ctx context.Context) error {
 	a.observe(ctx)
 	a.readHNS(ctx)
 	a.loadReport(ctx)
+	a.keepCountsTime()
 	a.waitForTargets(ctx)
 	ticker := time.NewTicker(a.o.HNSInterval)
 	defer ticker.Stop()
@@ -363,5 +365,24 @@ func (a *agent) readHNS(ctx context.Context) {
 		return
 	}
 	a.hnsErr = ""
+	if !a.hnsKnown || c != a.hns || boot != a.hnsBoot {
+		a.hnsSince = time.Now()
+	}
 	a.hns, a.hnsKnown, a.hnsBoot = c, true, boot
+	a.keepCountsTime()
+}
+
+// keepCountsTime: counts the report already holds were first read when it
+// says (an agent restarted since, or the Node's boot learnt after the
+// first read), or at an unknown time (zero) if it says none (an older agent
+// wrote it), so reading them again rewrites nothing.
+func (a *agent) keepCountsTime() {
+	r := a.rep.spec.HNS
+	if !a.hnsKnown || r == nil || r.BootID != a.hnsBoot || r.LoadBalancers != int64(a.hns.LoadBalancers) || r.Endpoints != int64(a.hns.RemoteEndpoints) {
+		return
+	}
+	a.hnsSince = time.Time{}
+	if r.ObservedAt != nil {
+		a.hnsSince = r.ObservedAt.Time
+	}
 }

@@ -18,6 +18,7 @@ import (
 	"winpool.dev/agent/internal/decide"
 	"winpool.dev/agent/internal/host"
 	"winpool.dev/agent/internal/names"
+	"winpool.dev/agent/internal/report"
 )
 
 func TestFullApplyAcrossReboot(t *testing.T) {
@@ -117,6 +118,28 @@ func TestTheServicingTaskRunsUnderTheStartsBudget(t *testing.T) {
 	}
 	if got := machine.m.TaskLimit(decide.ServicingTaskName); got != "PT10H" {
 		t.Errorf("Task Scheduler's ExecutionTimeLimit = %q, want PT10H", got)
+	}
+}
+
+// A restarted agent that reads the counts its report holds keeps the time
+// they were first read: nothing to write, and the operator's timing stands.
+func TestARestartedAgentKeepsWhenItFirstReadItsCounts(t *testing.T) {
+	o := compliantHost()
+	o.HNS = func() host.HNSCounts { return host.HNSCounts{LoadBalancers: 40, RemoteEndpoints: 12} }
+	h := newHarness(t, newMachine(o), updatedR1(), revisionConfigMap(revisionR1()))
+	// What the agent wrote before its restart, an hour ago.
+	read := metav1.NewTime(time.Now().Add(-time.Hour).Truncate(time.Second))
+	spec := specOf(map[string]string{keyAppliedRevision: "r1", keyApplyStatus: "Succeeded", keyAgentVersion: testVersion})
+	spec.HNS = &report.HNS{LoadBalancers: 40, Endpoints: 12, ObservedAt: &read}
+	h.seedReportSpec(spec)
+	opts := h.options()
+	opts.HNSInterval = 10 * time.Millisecond // ticks keep the passes coming
+	h.start(opts)
+	h.waitPasses(3)
+	for i, s := range h.reportWrites() {
+		if s.HNS == nil || s.HNS.ObservedAt == nil || !s.HNS.ObservedAt.Equal(&read) {
+			t.Errorf("write %d carries HNS %+v, want the counts first read at %v", i, s.HNS, read)
+		}
 	}
 }
 
@@ -299,10 +322,15 @@ func TestHNSCountsAreWrittenOnlyWhenTheyChange(t *testing.T) {
 		t.Errorf("unchanged HNS counts written again: %d/%d writes", lb, ep)
 	}
 
+	before := time.Now().Truncate(time.Second)
 	lbs.Store(12)
 	eventually(t, "hns-load-balancers 12", func() bool { return h.value(keyHNSLoadBalancers) == "12" })
 	if lb, ep := hnsWrites(); lb != 2 || ep != 1 {
 		t.Errorf("after one count moved: %d load-balancer and %d endpoint writes, want 2 and 1", lb, ep)
+	}
+	// When the moved counts were first read, for the operator to time its verdict from.
+	if at := h.storedReport().Spec.HNS.ObservedAt; at == nil || at.Time.Before(before) || at.Time.After(time.Now()) {
+		t.Errorf("observedAt %v, want the time of the read that saw 12 (after %v)", at, before)
 	}
 	h.assertOnlyAgentWrites()
 }

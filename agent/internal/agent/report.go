@@ -125,6 +125,9 @@ func (a *agent) observed(spec report.Spec) report.Spec {
 	}
 	if a.hnsKnown {
 		spec.HNS = &report.HNS{LoadBalancers: int64(a.hns.LoadBalancers), Endpoints: int64(a.hns.RemoteEndpoints), BootID: a.hnsBoot}
+		if !a.hnsSince.IsZero() {
+			spec.HNS.ObservedAt = &metav1.Time{Time: a.hnsSince}
+		}
 	}
 	return spec
 }

@@ -102,6 +102,9 @@ type HNS struct {
 	LoadBalancers int64  `json:"loadBalancers"`
 	Endpoints     int64  `json:"endpoints"`
 	BootID        string `json:"bootID,omitempty"`
+	// ObservedAt is when the agent first read these counts in this boot
+	// (the operator times how soon it says a loss from it).
+	ObservedAt *metav1.Time `json:"observedAt,omitempty"`
 }
 
 // Verdict values of Preflight.

@@ -39,7 +39,7 @@ func TestTheOperatorsReportReadsWhole(t *testing.T) {
 		t.Fatalf("the operator's report does not read: %v", err)
 	}
 	if r.Spec.Apply == nil || r.Spec.Apply.Status != names.StatusRebooting || r.Spec.Apply.StartedAt == "" || r.Spec.Apply.Heartbeat == "" ||
-		r.Spec.HNS == nil || r.Spec.HNS.BootID == "" || r.Spec.Preflight == nil || r.Spec.Preflight.Verdict != VerdictBlocked ||
+		r.Spec.HNS == nil || r.Spec.HNS.BootID == "" || r.Spec.HNS.ObservedAt == nil || r.Spec.Preflight == nil || r.Spec.Preflight.Verdict != VerdictBlocked ||
 		r.Spec.Observed == nil || r.Spec.Observed.CSIProxyHost == "" || len(r.OwnerReferences) != 1 {
 		t.Errorf("fields lost: %+v", r)
 	}
@@ -67,7 +67,7 @@ func TestTheGoldenIsWhatTheAgentWrites(t *testing.T) {
 				Message:   "revision 5d8f2c1a9b applied: build 10.0.20348.2762, containerd 1.7.22, cni overlay, csi-proxy 1.1.3",
 				StartedAt: "2026-12-02T10:40:00Z", Heartbeat: "2026-12-02T11:05:00Z"},
 			Observed:  &Observed{CNIMode: "overlay", CSIProxyVersion: "1.1.3", RuntimeService: "containerd"},
-			HNS:       &HNS{LoadBalancers: 1200, Endpoints: 4800, BootID: "0b5e7a52-3c2f-4a8f-9d1e-5f6a7b8c9d0e"},
+			HNS:       &HNS{LoadBalancers: 1200, Endpoints: 4800, BootID: "0b5e7a52-3c2f-4a8f-9d1e-5f6a7b8c9d0e", ObservedAt: &since},
 			Preflight: &Preflight{Revision: "5d8f2c1a9b", Verdict: VerdictReady, Notes: []string{"a reboot is pending (Component Based Servicing)"}, Since: &since},
 		},
 	}

@@ -21,6 +21,14 @@ pub(crate) struct HnsNode<'a> {
     pub(crate) readiness: HnsReadiness,
     pub(crate) reason: &'static str,
     pub(crate) message: String,
+    /// When the agent first read the counts it reports, in the node's
+    /// current boot (the report's `hns.observedAt`).
+    pub(crate) counts_seen_at: Option<Timestamp>,
+}
+
+/// Whether a condition reason says HNS lost what it held in this boot.
+fn is_loss(reason: Option<&str>) -> bool {
+    matches!(reason, Some(hns::reasons::COLLAPSED | hns::reasons::DRIFTED))
 }
 
 /// How long a node whose HNS was caught up may fall behind before it is NotReady (and tainted).
@@ -81,9 +89,7 @@ pub(crate) const DRIFT_ADVICE: &str = "kube-proxy recreates nothing it believes 
 /// A node whose condition already names a drift keeps naming it while it stays behind (the reason
 /// does not fall back to CatchingUp, which would be a write for nothing).
 pub(crate) fn drift_standing(previous: Option<&k8s_openapi::api::core::v1::NodeCondition>, behind: bool) -> bool {
-    behind
-        && previous
-            .is_some_and(|c| c.status == "False" && matches!(c.reason.as_deref(), Some(hns::reasons::COLLAPSED | hns::reasons::DRIFTED)))
+    behind && previous.is_some_and(|c| c.status == "False" && is_loss(c.reason.as_deref()))
 }
 
 /// Drifted, or Collapsed if that is what the condition said already (a collapsed HNS climbing back
@@ -148,7 +154,17 @@ pub(crate) fn hns_writes_for(
         (names::TAINT_UNPATCHED, unpatched),
     ];
     let taint = taints_patch(&h.node.taints, h.node.resource_version.as_deref(), &wanted);
-    (condition.is_some() || taint.is_some()).then(|| HnsWrites { node: h.node.name.clone(), condition, taint, unless_changed_since: None })
+    // A loss said now for the first time: how long after the agent read the counts that show it.
+    let loss_detected = (condition.is_some() && is_loss(Some(h.reason)) && !is_loss(previous.and_then(|p| p.reason.as_deref())))
+        .then(|| h.counts_seen_at.map(|at| (h.reason, now.duration_since(at).unsigned_abs())))
+        .flatten();
+    (condition.is_some() || taint.is_some()).then(|| HnsWrites {
+        node: h.node.name.clone(),
+        condition,
+        taint,
+        unless_changed_since: None,
+        loss_detected,
+    })
 }
 
 /// winpool's NoSchedule taints (`key`, wanted or not; `None`: as it is), as one
@@ -209,6 +225,10 @@ pub(crate) struct HnsWrites {
     /// The resourceVersion the node's start this round is guarded by: these
     /// writes land only on it, and pass on the version they leave.
     pub(crate) unless_changed_since: Option<String>,
+    /// The condition says for the first time that HNS lost what it held
+    /// (`Collapsed` or `Drifted`): that reason, and how long after the
+    /// agent read the counts that show it (`winpool_hns_loss_detection_seconds`).
+    pub(crate) loss_detected: Option<(&'static str, std::time::Duration)>,
 }
 
 #[cfg(test)]
@@ -232,7 +252,7 @@ mod tests {
 
     /// `node` judged NotReady, for `reason`.
     fn judged<'a>(node: &'a NodeRecord, reason: &'static str, message: &str) -> HnsNode<'a> {
-        HnsNode { node, readiness: HnsReadiness::NotReady, reason, message: message.into() }
+        HnsNode { node, readiness: HnsReadiness::NotReady, reason, message: message.into(), counts_seen_at: None }
     }
 
     #[test]
@@ -250,6 +270,30 @@ mod tests {
         let w = hns_writes_for(&behind, true, true, None, now).expect("a report that HNS is behind is written");
         assert_eq!(w.condition.map(|c| (c.status, c.reason)), Some(("False".into(), Some(hns::reasons::CATCHING_UP.into()))));
         assert!(w.taint.is_none(), "held cordoned: no taint");
+    }
+
+    /// The first condition that says HNS lost what it held carries how long after the agent
+    /// read the counts that show it; one that said so already, one for another reason, or
+    /// counts with no time of reading carry none.
+    #[test]
+    fn a_loss_said_for_the_first_time_is_timed_from_the_agents_reading() {
+        let now: Timestamp = "2026-12-05T12:00:00Z".parse().unwrap();
+        let read = Some(now - jiff::SignedDuration::from_secs(12));
+        let ready = node_with("True", hns::reasons::CAUGHT_UP);
+        let detected = |node: &NodeRecord, reason: &'static str, seen: Option<Timestamp>| {
+            let h = HnsNode { counts_seen_at: seen, ..judged(node, reason, "HNS collapsed: it holds 3 of 40") };
+            hns_writes_for(&h, false, true, None, now).and_then(|w| w.loss_detected)
+        };
+        let twelve = std::time::Duration::from_secs(12);
+        assert_eq!(detected(&ready, hns::reasons::COLLAPSED, read), Some((hns::reasons::COLLAPSED, twelve)));
+        assert_eq!(detected(&ready, hns::reasons::DRIFTED, read), Some((hns::reasons::DRIFTED, twelve)));
+        let behind = node_with("False", hns::reasons::CATCHING_UP);
+        assert_eq!(detected(&behind, hns::reasons::DRIFTED, read), Some((hns::reasons::DRIFTED, twelve)), "behind before, lost now");
+        let said = node_with("False", hns::reasons::COLLAPSED);
+        assert_eq!(detected(&said, hns::reasons::COLLAPSED, read), None, "said already");
+        assert_eq!(detected(&said, hns::reasons::DRIFTED, read), None, "a collapse climbing back is the same loss");
+        assert_eq!(detected(&ready, hns::reasons::CATCHING_UP, read), None, "no loss");
+        assert_eq!(detected(&ready, hns::reasons::COLLAPSED, None), None, "no time of reading");
     }
 
     /// A node that was caught up and falls behind a moving count is given CATCH_UP_GRACE before it

@@ -198,7 +198,7 @@ mod tests {
 
     fn judged<'a>(n: &'a NodeRecord, reason: &'static str) -> HnsNode<'a> {
         let readiness = if reason == hns::reasons::CAUGHT_UP { HnsReadiness::Ready } else { HnsReadiness::NotReady };
-        HnsNode { node: n, readiness, reason, message: String::new() }
+        HnsNode { node: n, readiness, reason, message: String::new(), counts_seen_at: None }
     }
 
     fn asked(r: &Repairs) -> Vec<(&str, &str)> {

@@ -278,7 +278,12 @@ fn judge<'s>(pool: &WindowsNodePool, seen: &'s Observed, memory: &mut PoolMemory
             v.drain_held = drain::first_held(pods, &rules);
         }
         v.hook_runs = seen.hook_runs.get(&v.name).cloned().unwrap_or_default();
-        hns_nodes.push(HnsNode { node: n, readiness, reason, message });
+        let counts_seen_at = report
+            .as_deref()
+            .and_then(|r| r.spec.hns.as_ref())
+            .filter(|h| h.boot_id.as_deref() == Some(n.boot_id.as_str()))
+            .and_then(|h| Some(h.observed_at.as_ref()?.0));
+        hns_nodes.push(HnsNode { node: n, readiness, reason, message, counts_seen_at });
         views.push(v);
     }
     memory.keep_members(&seen.membership.members.iter().map(String::as_str).collect());
