@@ -30,11 +30,13 @@ pub fn post_params() -> kube::api::PostParams {
     kube::api::PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() }
 }
 
+mod event_reason;
 pub mod names;
 mod rollout;
 mod states;
 mod status;
 
+pub use event_reason::EventReason;
 pub use rollout::*;
 pub use states::*;
 pub use status::*;

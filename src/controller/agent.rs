@@ -1,6 +1,7 @@
 //! The pool's agent: which images may run, its DaemonSet and revision
 //! ConfigMaps in the agents' namespace.
 
+use crate::api::EventReason;
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -45,12 +46,13 @@ pub(super) async fn write_daemonset(pool: &WindowsNodePool, ctx: &Context, w: &A
         let ev = Event {
             type_: EventType::Warning,
             reason: if crate::csi_proxy::is_csi_proxy(&w.daemonset) {
-                "CSIProxyDaemonSetReverted"
+                EventReason::CsiProxyDaemonSetReverted
             } else if crate::pod_network::is_pod_network(&w.daemonset) {
-                "PodNetworkDaemonSetReverted"
+                EventReason::PodNetworkDaemonSetReverted
             } else {
-                "AgentDaemonSetReverted"
+                EventReason::AgentDaemonSetReverted
             }
+            .as_str()
             .into(),
             note: Some(msg),
             action: "Apply".into(),
@@ -154,14 +156,13 @@ pub(super) async fn refuse_system_inputs(
     pool: &WindowsNodePool,
     ctx: &Context,
     memory: &mut PoolMemory,
-    reason: &str,
+    reason: EventReason,
     msg: String,
     now: Timestamp,
 ) -> Result<Action, Error> {
     let name = pool.name_any();
-    let status = refusal(pool, reason, &msg, now);
-    let ev =
-        Event { type_: EventType::Warning, reason: reason.into(), note: Some(msg.clone()), action: "Validate".into(), secondary: None };
+    let status = refusal(pool, reason.as_str(), &msg, now);
+    let ev = reason.warning(msg.clone(), "Validate");
     for ev in memory.standing_news(vec![(msg.clone(), ev)]) {
         ctx.publish_fresh(pool, ev).await;
     }

@@ -2,6 +2,7 @@
 //! decision is [`round::decide_round`], pure; everything here reads the
 //! cluster or carries out what the round decided, in the order it says.
 
+use crate::api::EventReason;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -491,8 +492,7 @@ async fn pause_for_bad_update(pool: &WindowsNodePool, ctx: &Context, pause: &rou
     ctx.metrics.api_request("patch", "windowsnodepools", "ok");
     let msg = pause.trip.message();
     warn!(pool = %name, update = %pause.trip.update, code = %pause.trip.code, "{msg}");
-    let ev =
-        Event { type_: EventType::Warning, reason: "BadUpdateStopped".into(), note: Some(msg), action: "Pause".into(), secondary: None };
+    let ev = EventReason::BadUpdateStopped.warning(msg, "Pause");
     ctx.publish(pool, ev).await;
     Ok(())
 }
@@ -504,7 +504,13 @@ async fn announce_node_batches(ctx: &Context, pool: &WindowsNodePool, due: Vec<D
         for (reason, note) in node_batch_events(&transitions, &revision) {
             ctx.publish_fresh(
                 pool,
-                Event { type_: EventType::Normal, reason: reason.into(), note: Some(note), action: "Rollout".into(), secondary: None },
+                Event {
+                    type_: EventType::Normal,
+                    reason: reason.as_str().into(),
+                    note: Some(note),
+                    action: "Rollout".into(),
+                    secondary: None,
+                },
             )
             .await;
         }
@@ -548,9 +554,9 @@ async fn record(
         debug!(pool = %name, counts = ?round.status.nodes, "status updated");
     }
     for (transition, note) in round.transitions {
-        info!(pool = %name, reason = transition.reason(), "{note}");
+        info!(pool = %name, reason = transition.reason().as_str(), "{note}");
         let type_ = if transition.is_warning() { EventType::Warning } else { EventType::Normal };
-        let ev = Event { type_, reason: transition.reason().into(), note: Some(note), action: "Rollout".into(), secondary: None };
+        let ev = Event { type_, reason: transition.reason().as_str().into(), note: Some(note), action: "Rollout".into(), secondary: None };
         ctx.publish(pool, ev).await;
     }
     Ok(Action::requeue(requeue))

@@ -1,11 +1,11 @@
 //! The claim of a pool by this install (`decision::claim`), written.
 
+use crate::api::EventReason;
 use std::time::Duration;
 
 use kube::ResourceExt;
 use kube::api::{Api, Patch};
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event, EventType};
 use tracing::warn;
 
 use super::{Context, Error};
@@ -48,14 +48,7 @@ pub(super) async fn settle(pool: &WindowsNodePool, ctx: &Context) -> Result<Opti
                     names::ANN_CLAIMED_BY
                 );
                 warn!(pool = %name, claimed_by = %by, "{msg}");
-                let ev = Event {
-                    type_: EventType::Warning,
-                    reason: "PoolClaimedByAnotherInstall".into(),
-                    note: Some(msg),
-                    action: "Reconcile".into(),
-                    secondary: None,
-                };
-                ctx.publish(pool, ev).await;
+                ctx.publish(pool, EventReason::PoolClaimedByAnotherInstall.warning(msg, "Reconcile")).await;
             }
             Ok(Some(Action::requeue(THEIRS_AGAIN)))
         }

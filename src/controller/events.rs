@@ -1,5 +1,6 @@
 //! Events: fresh ones never folded into a series, a node's failure on the pool and the Node.
 
+use crate::api::EventReason;
 use crate::decision::round::node_ref;
 use jiff::Timestamp;
 use kube::api::{Api, ObjectMeta};
@@ -81,8 +82,8 @@ impl Context {
 /// completions are announced per round ([`crate::status::node_batch_events`]).
 pub(super) async fn node_event(ctx: &Context, pool: &WindowsNodePool, p: &NodePatch) {
     let (reason, action) = match (p.from, p.to) {
-        (from, NodeState::Failed) if from != NodeState::Failed => ("NodeFailed", "Rollout"),
-        (NodeState::Draining, NodeState::Pending) => ("DrainBlocked", "Drain"),
+        (from, NodeState::Failed) if from != NodeState::Failed => (EventReason::NodeFailed, "Rollout"),
+        (NodeState::Draining, NodeState::Pending) => (EventReason::DrainBlocked, "Drain"),
         _ => return,
     };
     // The node is the Event's related object: the recorder folds Events with the same
@@ -90,7 +91,7 @@ pub(super) async fn node_event(ctx: &Context, pool: &WindowsNodePool, p: &NodePa
     // node's Event would be counted under the first node's note.
     let ev = || Event {
         type_: EventType::Warning,
-        reason: reason.into(),
+        reason: reason.as_str().into(),
         note: Some(format!("{}: {}", p.node, p.reason)),
         action: action.into(),
         secondary: Some(node_ref(&p.node)),

@@ -3,6 +3,7 @@
 //! Conditions follow metav1.Condition rules: lastTransitionTime changes only
 //! when the status flips, so `kubectl wait` and alerting see real transitions.
 
+use crate::api::EventReason;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
@@ -518,13 +519,13 @@ pub enum PoolTransition {
 }
 
 impl PoolTransition {
-    pub fn reason(self) -> &'static str {
+    pub fn reason(self) -> EventReason {
         match self {
-            PoolTransition::RolloutStarted => "RolloutStarted",
-            PoolTransition::RolloutComplete => "RolloutComplete",
-            PoolTransition::RolloutPaused => "RolloutPaused",
-            PoolTransition::RolloutResumed => "RolloutResumed",
-            PoolTransition::HnsCapacity => "HNSCapacity",
+            PoolTransition::RolloutStarted => EventReason::RolloutStarted,
+            PoolTransition::RolloutComplete => EventReason::RolloutComplete,
+            PoolTransition::RolloutPaused => EventReason::RolloutPaused,
+            PoolTransition::RolloutResumed => EventReason::RolloutResumed,
+            PoolTransition::HnsCapacity => EventReason::HnsCapacity,
         }
     }
 
@@ -606,7 +607,7 @@ const EVENT_NOTE_MAX: usize = 1024;
 /// stay one Event per node (on the pool and on the Node): each needs a look.
 /// `written` are the transitions that landed this round, in any order; returns
 /// (reason, note) for `NodesStarted` and `NodesUpdated`.
-pub fn node_batch_events(written: &[(&str, NodeState, NodeState)], revision: &str) -> Vec<(&'static str, String)> {
+pub fn node_batch_events(written: &[(&str, NodeState, NodeState)], revision: &str) -> Vec<(EventReason, String)> {
     let mut started: Vec<&str> =
         written.iter().filter(|(_, from, to)| *from == NodeState::Pending && to.in_flight()).map(|w| w.0).collect();
     let mut updated: Vec<&str> =
@@ -615,10 +616,13 @@ pub fn node_batch_events(written: &[(&str, NodeState, NodeState)], revision: &st
     updated.sort_unstable();
     let mut out = Vec::new();
     if !started.is_empty() {
-        out.push(("NodesStarted", names_note(&format!("started updating {} to revision {revision}", count(started.len())), &started)));
+        out.push((
+            EventReason::NodesStarted,
+            names_note(&format!("started updating {} to revision {revision}", count(started.len())), &started),
+        ));
     }
     if !updated.is_empty() {
-        out.push(("NodesUpdated", names_note(&format!("{} updated to revision {revision}", count(updated.len())), &updated)));
+        out.push((EventReason::NodesUpdated, names_note(&format!("{} updated to revision {revision}", count(updated.len())), &updated)));
     }
     out
 }
@@ -1019,12 +1023,12 @@ mod tests {
         let now: Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();
         let s = spec("");
         let first = status_for(&s, &[node("a")], None, now);
-        let ev: Vec<String> = transition_events(None, &first).into_iter().map(|(r, _)| r.reason().to_string()).collect();
+        let ev: Vec<String> = transition_events(None, &first).into_iter().map(|(r, _)| r.reason().as_str().to_string()).collect();
         assert_eq!(ev, ["RolloutStarted"]);
         let again = status_for(&s, &[node("a")], Some(&first), now);
         assert!(transition_events(Some(&first), &again).is_empty(), "no flip, no event");
         let paused = status_for(&spec("rollout: {paused: true}"), &[node("a")], Some(&again), now);
-        let ev: Vec<String> = transition_events(Some(&again), &paused).into_iter().map(|(r, _)| r.reason().to_string()).collect();
+        let ev: Vec<String> = transition_events(Some(&again), &paused).into_iter().map(|(r, _)| r.reason().as_str().to_string()).collect();
         assert!(ev.contains(&"RolloutPaused".to_string()), "{ev:?}");
     }
 
@@ -1037,7 +1041,7 @@ mod tests {
         let waiting = status_for(&saturdays, &[node("a")], None, now);
         assert_eq!(get(&waiting, "Ready").reason, "WaitingForMaintenanceWindow");
         let reasons = |prev: Option<&WindowsNodePoolStatus>, next: &WindowsNodePoolStatus| -> Vec<String> {
-            transition_events(prev, next).into_iter().map(|(r, _)| r.reason().to_string()).collect()
+            transition_events(prev, next).into_iter().map(|(r, _)| r.reason().as_str().to_string()).collect()
         };
         assert!(!reasons(None, &waiting).contains(&"RolloutComplete".to_string()), "waiting is not complete");
         let mut done = waiting.clone();
@@ -1064,12 +1068,13 @@ mod tests {
         let waiting = with_progressing(&started, "False", "NodesNotReady");
         let goes_on = status_for(&s, &[node("a")], Some(&waiting), now);
         assert_eq!(get(&goes_on, "Progressing").status, "True");
-        let ev: Vec<String> = transition_events(Some(&waiting), &goes_on).into_iter().map(|(r, _)| r.reason().to_string()).collect();
+        let ev: Vec<String> =
+            transition_events(Some(&waiting), &goes_on).into_iter().map(|(r, _)| r.reason().as_str().to_string()).collect();
         assert!(!ev.contains(&"RolloutStarted".to_string()), "the same rollout goes on: {ev:?}");
 
         // The same pool after a finished rollout (nodes joined, a new revision): a new one.
         let done = with_progressing(&goes_on, "False", "RolloutComplete");
-        let ev: Vec<String> = transition_events(Some(&done), &goes_on).into_iter().map(|(r, _)| r.reason().to_string()).collect();
+        let ev: Vec<String> = transition_events(Some(&done), &goes_on).into_iter().map(|(r, _)| r.reason().as_str().to_string()).collect();
         assert_eq!(ev, ["RolloutStarted"]);
     }
 
@@ -1077,7 +1082,7 @@ mod tests {
     fn a_revision_held_from_the_start_is_announced_when_it_first_progresses() {
         let now: Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();
         let events = |prev: Option<&WindowsNodePoolStatus>, next: &WindowsNodePoolStatus| -> Vec<String> {
-            transition_events(prev, next).into_iter().map(|(r, _)| r.reason().to_string()).collect()
+            transition_events(prev, next).into_iter().map(|(r, _)| r.reason().as_str().to_string()).collect()
         };
         // The pool's new patch level arrives paused (or outside its window): nothing rolls yet.
         let held = status_for(&spec("rollout: {paused: true}"), &[node("a"), node("b")], None, now);
@@ -1125,8 +1130,8 @@ mod tests {
         assert_eq!(
             ev,
             vec![
-                ("NodesStarted", "started updating 2 nodes to revision abc: n1, n2".to_string()),
-                ("NodesUpdated", "1 node updated to revision abc: n9".to_string()),
+                (EventReason::NodesStarted, "started updating 2 nodes to revision abc: n1, n2".to_string()),
+                (EventReason::NodesUpdated, "1 node updated to revision abc: n9".to_string()),
             ],
             "a move within the update, a failure (its own Event) and a reset are not announced here"
         );

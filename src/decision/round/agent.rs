@@ -2,6 +2,7 @@
 //! needs a write, and which revision ConfigMaps must be created (the shell,
 //! `controller::agent`, writes them).
 
+use crate::api::EventReason;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -76,10 +77,10 @@ pub fn share_prefix_valid(prefix: &str) -> bool {
 
 /// What reaches SYSTEM on the pool's nodes that the cluster admin did not
 /// allow: the reason and the message of the pool's refusal; None: all is allowed.
-pub fn system_inputs_refused(pool: &WindowsNodePool, settings: &Settings) -> Option<(&'static str, String)> {
+pub fn system_inputs_refused(pool: &WindowsNodePool, settings: &Settings) -> Option<(EventReason, String)> {
     if !agent_image_allowed(&pool.spec.agent.image, &settings.allowed_agent_images) {
         return Some((
-            "AgentImageNotAllowed",
+            EventReason::AgentImageNotAllowed,
             format!(
                 "spec.agent.image {:?} is not in the operator's allowed agent images ({}); nothing is rolled until it is",
                 pool.spec.agent.image,
@@ -91,7 +92,7 @@ pub fn system_inputs_refused(pool: &WindowsNodePool, settings: &Settings) -> Opt
     if !runtime_archive_allowed(archive, &settings.allowed_runtime_archives) {
         let allowed = allowed_list(&settings.allowed_runtime_archives, "--allowed-runtime-archives (chart agent.allowedRuntimeArchives)");
         return Some((
-            "RuntimeArchiveNotAllowed",
+            EventReason::RuntimeArchiveNotAllowed,
             format!(
                 "spec.runtime.archive.url {:?} is not under the operator's allowed runtime archive URLs ({allowed}); \
                  a SYSTEM task would run what it holds, so nothing is rolled until it is",
@@ -104,7 +105,7 @@ pub fn system_inputs_refused(pool: &WindowsNodePool, settings: &Settings) -> Opt
     if let Some(path) = packages.iter().filter_map(|p| p.path.as_deref()).find(|p| !package_path_allowed(p, shares)) {
         let allowed = allowed_list(shares, "--allowed-package-shares (chart agent.allowedPackageShares)");
         return Some((
-            "PackageShareNotAllowed",
+            EventReason::PackageShareNotAllowed,
             format!(
                 "spec.os.updates.packages path {path:?} is not under the operator's allowed package shares ({allowed}); \
                  every node's SYSTEM account would authenticate to its server, so nothing is rolled until it is"
@@ -318,7 +319,7 @@ mod tests {
         settings.allowed_agent_images = vec!["registry.corp/".to_string()];
         let (reason, msg) = system_inputs_refused(&pool, &settings).expect("refused");
         assert!(msg.contains("evil.example.com/agent:1") && msg.contains("registry.corp/"), "{msg}");
-        let status = refusal(&pool, reason, &msg, now);
+        let status = refusal(&pool, reason.as_str(), &msg, now);
         for (t, want) in [
             (conditions::READY, "False"),
             (conditions::PROGRESSING, "False"),
@@ -360,7 +361,7 @@ mod tests {
         assert!(runtime_archive_allowed(None, &[]));
         let pool = pool_with_archive("https://mirror.corp/containerd/containerd-1.7.22-windows-amd64.tar.gz");
         let (reason, msg) = system_inputs_refused(&pool, &Settings::example("")).expect("refused with no allow-list");
-        assert_eq!(reason, "RuntimeArchiveNotAllowed");
+        assert_eq!(reason, EventReason::RuntimeArchiveNotAllowed);
         assert!(msg.contains("https://mirror.corp/containerd/") && msg.contains("--allowed-runtime-archives"), "{msg}");
         let mut settings = Settings::example("");
         settings.allowed_runtime_archives = allowed;
@@ -396,7 +397,7 @@ mod tests {
         assert!(!package_path_allowed(r"\\files.corp.example\updates\kb.msu", &[]), "no allow-list: no share");
         let pool = pool_with_package_path(r"\\attacker.example\s\kb.msu");
         let (reason, msg) = system_inputs_refused(&pool, &Settings::example("")).expect("refused with no allow-list");
-        assert_eq!(reason, "PackageShareNotAllowed");
+        assert_eq!(reason, EventReason::PackageShareNotAllowed);
         assert!(msg.contains("attacker.example") && msg.contains("--allowed-package-shares"), "{msg}");
         let mut settings = Settings::example("");
         settings.allowed_package_shares = allowed;

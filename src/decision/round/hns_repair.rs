@@ -16,7 +16,7 @@ use serde_json::json;
 
 use super::hns_node::HnsNode;
 use super::node_ref;
-use crate::api::{HnsRepairSpec, names};
+use crate::api::{EventReason, HnsRepairSpec, names};
 use crate::hns;
 use crate::node_record::NodeRecord;
 use crate::report::{HnsRepairResult, WindowsNodeReport};
@@ -39,7 +39,7 @@ impl RepairAsk {
     pub fn event(&self) -> Event {
         Event {
             type_: EventType::Normal,
-            reason: "HNSRepairAsked".into(),
+            reason: EventReason::HnsRepairAsked.as_str().into(),
             note: Some(self.note.clone()),
             action: "Repair".into(),
             secondary: Some(node_ref(&self.node)),
@@ -111,7 +111,7 @@ pub(crate) fn repairs(
         if let RepairState::Answered(result @ (HnsRepairResult::Failed | HnsRepairResult::Unsupported)) = state {
             let ev = Event {
                 type_: EventType::Warning,
-                reason: "HNSRepairFailed".into(),
+                reason: EventReason::HnsRepairFailed.as_str().into(),
                 note: Some(format!("{}: kube-proxy was not restarted ({}): {}", n.name, result.as_str(), message.unwrap_or_default())),
                 action: "Repair".into(),
                 secondary: Some(node_ref(&n.name)),

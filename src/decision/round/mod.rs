@@ -4,6 +4,7 @@
 //! writes, the revision ConfigMaps no longer needed and the
 //! Events. The shell in `apply` executes it and decides nothing itself.
 
+use crate::api::EventReason;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
@@ -512,7 +513,7 @@ fn problems(pool: &WindowsNodePool, plan: &Plan, membership: &Membership, hns_no
         let node = &h.node.name;
         let ev = Event {
             type_: EventType::Warning,
-            reason: format!("HNS{}", h.reason),
+            reason: if h.reason == hns::reasons::COLLAPSED { EventReason::HnsCollapsed } else { EventReason::HnsDrifted }.as_str().into(),
             note: Some(format!("{node}: {}", h.message)),
             action: "Observe".into(),
             secondary: Some(node_ref(node)),
@@ -522,7 +523,7 @@ fn problems(pool: &WindowsNodePool, plan: &Plan, membership: &Membership, hns_no
     for (node, msg) in &plan.warnings {
         let ev = Event {
             type_: EventType::Warning,
-            reason: "NodeIgnoredValue".into(),
+            reason: EventReason::NodeIgnoredValue.as_str().into(),
             note: Some(format!("{node}: {msg}")),
             action: "Observe".into(),
             secondary: Some(node_ref(node)),
@@ -535,7 +536,7 @@ fn problems(pool: &WindowsNodePool, plan: &Plan, membership: &Membership, hns_no
         let restored = t.restored.as_deref().map_or_else(|| "removed".to_string(), |r| format!("put back to {r:?}"));
         let ev = Event {
             type_: EventType::Warning,
-            reason: "RevisionLabelRestored".into(),
+            reason: EventReason::RevisionLabelRestored.as_str().into(),
             note: Some(format!(
                 "{node}: {} {:?} was not set by winpool; {restored}. Its agent acts only on a start winpool recorded: the host was not touched",
                 names::LABEL_REVISION,
@@ -551,7 +552,7 @@ fn problems(pool: &WindowsNodePool, plan: &Plan, membership: &Membership, hns_no
     for (node, why) in plan.preflight_blocked() {
         let ev = Event {
             type_: EventType::Warning,
-            reason: "PreflightBlocked".into(),
+            reason: EventReason::PreflightBlocked.as_str().into(),
             note: Some(format!("{node} is not started for revision {}: its agent's preflight found {why}", plan.revision)),
             action: "Preflight".into(),
             secondary: Some(node_ref(node)),
@@ -564,7 +565,7 @@ fn problems(pool: &WindowsNodePool, plan: &Plan, membership: &Membership, hns_no
         // that could not be read and then sees firing alerts is news.
         let ev = Event {
             type_: EventType::Warning,
-            reason: "HealthGateClosed".into(),
+            reason: EventReason::HealthGateClosed.as_str().into(),
             note: Some(format!("no new node starts: gate \"{gate}\": {seen}")),
             action: "Rollout".into(),
             secondary: None,
@@ -575,7 +576,7 @@ fn problems(pool: &WindowsNodePool, plan: &Plan, membership: &Membership, hns_no
         let msg = membership.conflicts.message(pool.spec.os.version.as_str());
         let ev = Event {
             type_: EventType::Warning,
-            reason: "NodesLeftAlone".into(),
+            reason: EventReason::NodesLeftAlone.as_str().into(),
             note: Some(msg.clone()),
             action: "Select".into(),
             secondary: None,
