@@ -92,11 +92,13 @@ pub struct HnsRepairReport {
 /// How the agent's restart of kube-proxy went.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, JsonSchema)]
 pub enum HnsRepairResult {
-    /// kube-proxy's service stopped and runs again: it programs every Service anew.
+    /// kube-proxy's service stopped and runs again, or its pod's process
+    /// ended and the kubelet started it again: it programs every Service anew.
     Restarted,
-    /// It did not; the message names the service and the error.
+    /// It did not; the message names the service or process and the error.
     Failed,
-    /// kube-proxy is no Windows service of its own on the host (a pod, rke2).
+    /// kube-proxy is neither a Windows service of its own nor a pod's
+    /// process on the host (rke2 runs it as its child).
     Unsupported,
 }
 

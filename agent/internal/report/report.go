@@ -50,11 +50,14 @@ type Spec struct {
 type RepairResult string
 
 const (
-	// RepairRestarted: kube-proxy's service stopped and runs again.
+	// RepairRestarted: kube-proxy's service stopped and runs again, or its
+	// pod's process ended and the kubelet started it again.
 	RepairRestarted RepairResult = "Restarted"
-	// RepairFailed: it did not (Message names the service and the error).
+	// RepairFailed: it did not (Message names the service or process and
+	// the error).
 	RepairFailed RepairResult = "Failed"
-	// RepairUnsupported: kube-proxy is no service of its own on the host.
+	// RepairUnsupported: kube-proxy is neither a service of its own nor a
+	// pod's process on the host (rke2 runs it as its child).
 	RepairUnsupported RepairResult = "Unsupported"
 )
 
