@@ -128,8 +128,8 @@ pub fn parse_resources(s: &str) -> Result<ResourceRequirements, String> {
     let r: ResourceRequirements = parse_strict(&given.to_string()).map_err(|e| format!("not a JSON ResourceRequirements object ({e})"))?;
     for (kind, list) in [("requests", &r.requests), ("limits", &r.limits)] {
         for (name, q) in list.iter().flatten() {
-            kube_quantity::ParsedQuantity::try_from(q.clone())
-                .map_err(|_| format!("{kind}.{name}: {:?} is not a Kubernetes quantity such as 100m or 128Mi", q.0))?;
+            super::quantity::Quantity::parse(&q.0)
+                .ok_or_else(|| format!("{kind}.{name}: {:?} is not a Kubernetes quantity such as 100m or 128Mi", q.0))?;
         }
     }
     Ok(r)
@@ -398,7 +398,7 @@ fn contains(live: &serde_json::Value, wanted: &serde_json::Value, quantities: bo
 }
 
 fn same_quantity(a: &str, b: &str) -> bool {
-    let parse = |s: &str| kube_quantity::ParsedQuantity::try_from(Quantity(s.to_string())).ok();
+    let parse = super::quantity::Quantity::parse;
     matches!((parse(a), parse(b)), (Some(x), Some(y)) if x == y)
 }
 

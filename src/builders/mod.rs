@@ -12,3 +12,4 @@ pub mod csi_proxy;
 pub mod daemonset;
 pub mod hook_job;
 pub mod pod_network;
+pub mod quantity;
