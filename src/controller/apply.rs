@@ -66,14 +66,18 @@ async fn run_round(pool: &WindowsNodePool, ctx: &Context, memory: PoolMemory) ->
         let r = refuse_system_inputs(pool, ctx, &mut memory, reason, msg, now).await;
         return (r, memory);
     }
-    let mut seen = match observe(pool, ctx).await {
+    let seen = match observe(pool, ctx).await {
         Ok(seen) => seen,
         Err(e) => return (Err(e), memory),
     };
-    match round::gate_look(pool, &seen, &memory, now) {
+    let mut memory = memory;
+    // Once a round: the gates' look and the decision read the same judgement.
+    let judged = round::judge(pool, &seen, &mut memory, now);
+    let mut asked = round::Asked { cluster: seen.cluster, ..Default::default() };
+    match round::gate_look(pool, &seen, &judged, &memory, now) {
         GateLook::NotNeeded => {}
-        GateLook::Fresh(results) => seen.gates = results,
-        GateLook::Ask => (seen.gates, seen.gates_asked) = (gate_client::evaluate(ctx, pool).await, true),
+        GateLook::Fresh(results) => asked.gates = results,
+        GateLook::Ask => (asked.gates, asked.gates_asked) = (gate_client::evaluate(ctx, pool).await, true),
     }
     // Held from the count of other pools' nodes in flight until this round's
     // starts landed; taken after the gates, whose answers may take seconds.
@@ -81,11 +85,11 @@ async fn run_round(pool: &WindowsNodePool, ctx: &Context, memory: PoolMemory) ->
         0 => None,
         _ => {
             let held = ctx.starts.lock().await;
-            seen.cluster = cluster_in_flight(ctx, &name, &ctx.windows_nodes());
+            asked.cluster = cluster_in_flight(ctx, &name, &ctx.windows_nodes());
             Some(held)
         }
     };
-    let (round, mut memory) = round::decide_round(pool, &ctx.settings, &seen, memory, now);
+    let (round, mut memory) = round::decide_judged(pool, &ctx.settings, &seen, judged, asked, memory, now);
     for (node, why) in &round.plan.waiting {
         debug!(pool = %name, node = %node, "waiting: {why}");
     }
@@ -291,8 +295,6 @@ async fn observe(pool: &WindowsNodePool, ctx: &Context) -> Result<Observed, Erro
         hns_over_limit: over_limit,
         hns_backlog,
         hns_limits: limits,
-        gates: Vec::new(),
-        gates_asked: false,
         clock_skew: ctx.clock.skew_past(crate::rollout::MAX_CLOCK_SKEW),
         bad_updates: bad_updates(ctx, &nodes),
         ring: ring_seen(ctx, pool, &nodes),

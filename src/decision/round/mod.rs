@@ -61,10 +61,6 @@ pub(crate) struct Observed {
     /// and EndpointSlice changes heard so far ([`hns::Backlog`]).
     pub hns_backlog: Duration,
     pub hns_limits: Limits,
-    /// The health gates as the round looks at them ([`gate_look`]); empty: not looked at.
-    pub gates: Vec<GateResult>,
-    /// They were asked this round (not what they saw a moment ago).
-    pub gates_asked: bool,
     /// How far the operator's clock is off the API server's, when past the bound.
     pub clock_skew: Option<jiff::SignedDuration>,
     /// Updates failing with one code on enough nodes across pools ([`breaker::tripped`]).
@@ -78,6 +74,25 @@ pub(crate) struct Observed {
     pub hooks_namespace: Option<String>,
     /// Members' hook Jobs for their current start, by node.
     pub hook_runs: BTreeMap<String, Vec<crate::rollout::hooks::HookRun>>,
+}
+
+/// What the round learnt once its members were judged: the health gates,
+/// and the other pools' nodes in flight (read last, under the lock that
+/// holds them until this round's starts land).
+#[derive(Default)]
+pub(crate) struct Asked {
+    /// The health gates as the round looks at them ([`gate_look`]); empty: not looked at.
+    pub gates: Vec<GateResult>,
+    /// They were asked this round (not what they saw a moment ago).
+    pub gates_asked: bool,
+    pub cluster: Option<ClusterInFlight>,
+}
+
+/// The members judged, once a round: their views, and their HNS as the
+/// Nodes should show it.
+pub(crate) struct Judged<'s> {
+    pub views: Vec<NodeView>,
+    pub hns_nodes: Vec<HnsNode<'s>>,
 }
 
 /// What a pool that follows another observed of it.
@@ -246,7 +261,7 @@ fn target_marked_at(cms_of_pool: &[Arc<ConfigMap>], rev: &str) -> Option<Timesta
 /// from when the memory first saw it behind), the pods its drain must still
 /// remove, and the budget refusing its drain (forgotten once it is not
 /// Draining). The memory forgets what it kept of nodes that left the pool.
-fn judge<'s>(pool: &WindowsNodePool, seen: &'s Observed, memory: &mut PoolMemory, now: Timestamp) -> (Vec<NodeView>, Vec<HnsNode<'s>>) {
+pub(crate) fn judge<'s>(pool: &WindowsNodePool, seen: &'s Observed, memory: &mut PoolMemory, now: Timestamp) -> Judged<'s> {
     let grace = signed(node_timeout(&pool.spec));
     let rules = DrainRules::of(&pool.spec.rollout.drain);
     let mut views = Vec::with_capacity(seen.members.len());
@@ -288,30 +303,31 @@ fn judge<'s>(pool: &WindowsNodePool, seen: &'s Observed, memory: &mut PoolMemory
         views.push(v);
     }
     memory.keep_members(&seen.membership.members.iter().map(String::as_str).collect());
-    (views, hns_nodes)
+    Judged { views, hns_nodes }
 }
 
-fn input<'a>(
-    pool: &'a WindowsNodePool,
-    name: &'a str,
-    seen: &'a Observed,
+/// The pool's settings the rollout decides by, and what holds it this round.
+struct Holds<'a> {
     gates: &'a [GateResult],
+    cluster: Option<ClusterInFlight>,
     average_node_update: Option<Duration>,
     bad_update: Option<&'a BadUpdate>,
     ring: Option<&'a RingHold>,
-) -> PoolInput<'a> {
+}
+
+fn input<'a>(pool: &'a WindowsNodePool, name: &'a str, rev: &str, seen: &'a Observed, holds: Holds<'a>) -> PoolInput<'a> {
     PoolInput {
         name,
         spec: &pool.spec,
         existing_revisions: &seen.existing_revisions,
-        gates,
-        average_node_update,
-        target_marked_at: target_marked_at(&seen.cms_of_pool, &crate::revision::revision_of(&pool.spec)),
+        gates: holds.gates,
+        average_node_update: holds.average_node_update,
+        target_marked_at: target_marked_at(&seen.cms_of_pool, rev),
         paused_by_annotation: pool.paused_by_annotation(),
         clock_skew: seen.clock_skew,
-        bad_update,
-        ring,
-        cluster: seen.cluster,
+        bad_update: holds.bad_update,
+        ring: holds.ring,
+        cluster: holds.cluster,
         hooks_namespace: seen.hooks_namespace.as_deref(),
         hns_backlog: seen.hns_backlog,
         // Read from the memory by decide_round.
@@ -320,9 +336,9 @@ fn input<'a>(
 }
 
 /// What holds the pool's starts for the ring it follows, this round.
-fn ring_of(pool: &WindowsNodePool, seen: &Observed, now: Timestamp) -> Option<RingHold> {
+fn ring_of(pool: &WindowsNodePool, rev: &str, seen: &Observed, now: Timestamp) -> Option<RingHold> {
     let promoted = pool.status.as_ref().and_then(|s| s.promoted_revision.as_deref());
-    ring::hold(&pool.name_any(), &pool.spec, &crate::revision::revision_of(&pool.spec), promoted, &seen.ring.seen(), now)
+    ring::hold(&pool.name_any(), &pool.spec, rev, promoted, &seen.ring.seen(), now)
 }
 
 /// What the round's health gates are.
@@ -339,15 +355,16 @@ pub(crate) enum GateLook {
 /// Whether the round looks at the pool's health gates, and how: only when a
 /// node would start if none held it, and asked anew only when what they last
 /// saw no longer stands ([`crate::gates::still_fresh`]; a spec change always asks anew).
-pub(crate) fn gate_look(pool: &WindowsNodePool, seen: &Observed, memory: &PoolMemory, now: Timestamp) -> GateLook {
+pub(crate) fn gate_look(pool: &WindowsNodePool, seen: &Observed, judged: &Judged<'_>, memory: &PoolMemory, now: Timestamp) -> GateLook {
     if pool.spec.rollout.health_gates.is_empty() {
         return GateLook::NotNeeded;
     }
-    let (views, _) = judge(pool, seen, &mut memory.clone(), now);
     let name = pool.name_any();
+    let rev = crate::revision::revision_of(&pool.spec);
     let breaker = breaker_of(pool, seen);
-    let ring = ring_of(pool, seen, now);
-    if !could_start(&input(pool, &name, seen, &[], None, breaker.holding(), ring.as_ref()), &views, now) {
+    let ring = ring_of(pool, &rev, seen, now);
+    let holds = Holds { gates: &[], cluster: seen.cluster, average_node_update: None, bad_update: breaker.holding(), ring: ring.as_ref() };
+    if !could_start(&input(pool, &name, &rev, seen, holds), &judged.views, now) {
         return GateLook::NotNeeded;
     }
     match memory.fresh_gates(pool.metadata.generation, health_gate_interval(&pool.spec), now) {
@@ -359,6 +376,7 @@ pub(crate) fn gate_look(pool: &WindowsNodePool, seen: &Observed, memory: &PoolMe
 /// The whole decision of one reconcile, and what the pool's memory is once
 /// it is carried out as planned (what the writes do is taken in by
 /// [`PoolMemory::settle`]).
+#[cfg(test)]
 pub(crate) fn decide_round(
     pool: &WindowsNodePool,
     settings: &Settings,
@@ -366,23 +384,42 @@ pub(crate) fn decide_round(
     mut memory: PoolMemory,
     now: Timestamp,
 ) -> (Round, PoolMemory) {
+    let judged = judge(pool, seen, &mut memory, now);
+    decide_judged(pool, settings, seen, judged, Asked { cluster: seen.cluster, ..Asked::default() }, memory, now)
+}
+
+/// [`decide_round`] on members [`judge`]d once for the round (the gates'
+/// look read them too).
+pub(crate) fn decide_judged(
+    pool: &WindowsNodePool,
+    settings: &Settings,
+    seen: &Observed,
+    judged: Judged<'_>,
+    asked: Asked,
+    mut memory: PoolMemory,
+    now: Timestamp,
+) -> (Round, PoolMemory) {
     let name = pool.name_any();
     let spec = &pool.spec;
-    let (views, hns_nodes) = judge(pool, seen, &mut memory, now);
+    let rev = crate::revision::revision_of(spec);
+    let Judged { views, hns_nodes } = judged;
     let leaving = leaving(&seen.deselected);
-    if seen.gates_asked {
-        memory.gates = Some(GatesSeen { at: now, generation: pool.metadata.generation, results: seen.gates.clone() });
+    if asked.gates_asked {
+        memory.gates = Some(GatesSeen { at: now, generation: pool.metadata.generation, results: asked.gates.clone() });
     }
-    let gates = &seen.gates;
     let average = memory
         .average_node_update
         .or_else(|| pool.status.as_ref()?.average_node_update_seconds.map(|s| Duration::from_secs(s.max(0) as u64)));
     let breaker = breaker_of(pool, seen);
-    let ring = ring_of(pool, seen, now);
-    let pool_input = PoolInput {
-        evictions_unheard: memory.evictions_unheard(now),
-        ..input(pool, &name, seen, gates, average, breaker.holding(), ring.as_ref())
+    let ring = ring_of(pool, &rev, seen, now);
+    let holds = Holds {
+        gates: &asked.gates,
+        cluster: asked.cluster,
+        average_node_update: average,
+        bad_update: breaker.holding(),
+        ring: ring.as_ref(),
     };
+    let pool_input = PoolInput { evictions_unheard: memory.evictions_unheard(now), ..input(pool, &name, &rev, seen, holds) };
     let plan = decide(&pool_input, &views, now);
     let mut repairs = hns_repair::repairs(&spec.hns.repair, &seen.members, &hns_nodes, now);
     let mut problems = problems(pool, &plan, &seen.membership, &hns_nodes);
@@ -916,8 +953,6 @@ mod tests {
             hns_over_limit: (Vec::new(), 0),
             hns_backlog: Duration::ZERO,
             hns_limits: Limits::for_pool(&pool.spec.hns, pool.spec.os.version),
-            gates: Vec::new(),
-            gates_asked: false,
             clock_skew: None,
             bad_updates: Vec::new(),
             ring: Default::default(),
