@@ -175,9 +175,8 @@ var swapProof = windows.SwapProof{StartWithin: 2 * time.Second, SettleFor: 300 *
 // its log and reports no counts.
 var errHNSOff = errors.New("HNS is not simulated in this fleet (--hns off)")
 
-// podRunning is the node's agent pod (name, uid) Running; podGone: that pod
-// stopped running, was deleted or replaced. The agent follows its pod: a new
-// pod is a new agent with a new token.
+// podRunning is the node's agent pod (name, uid) Running (noPod: none is).
+// The agent follows its pod: a new pod is a new agent with a new token.
 func (n *simNode) podRunning(name string, uid types.UID) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -191,12 +190,11 @@ func (n *simNode) podRunning(name string, uid types.UID) {
 	}
 }
 
-func (n *simNode) podGone(uid types.UID) {
+// noPod: the node has no agent pod that runs.
+func (n *simNode) noPod() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.pod != nil && n.pod.uid == uid {
-		n.dropPodLocked()
-	}
+	n.dropPodLocked()
 }
 
 // restartAgent is the agent's containers restarting in the same pod (same

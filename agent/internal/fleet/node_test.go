@@ -158,8 +158,7 @@ func TestAgentsFollowTheirPods(t *testing.T) {
 	n.mu.Unlock()
 	n.podRunning("agent-b", "uid-b") // the DaemonSet replaced the pod
 	eventually(t, "the agent to restart", func() bool { return j.count("agent start") == 2 })
-	n.podGone("uid-a") // the old pod's deletion, seen late: not the current pod
-	n.podGone("uid-b")
+	n.noPod() // no pod runs any more
 	eventually(t, "the agent to stop", func() bool { return j.count("agent stop") == 2 })
 	want := []string{
 		"token for winpool-agents/winpool-agent token Pod agent-a uid=uid-a 3600s",

@@ -142,12 +142,7 @@ func (f *Fleet) adopt(node *corev1.Node) {
 	n.log.Info("node adopted", "uid", m.uid, "build", m.build.String(),
 		"runtime", runtimeVersion(m.containerd, m.suffix), "bootID", m.bootID, "rebooting", m.rebooting)
 	if f.pods != nil {
-		pods, _ := f.pods.ByIndex(podNodeIndex, node.Name)
-		for _, obj := range pods {
-			if p, ok := obj.(*corev1.Pod); ok {
-				f.podChangedLocked(p)
-			}
-		}
+		f.syncAgentLocked(node.Name)
 	}
 	f.podMu.Unlock()
 	f.retrack.add(node.Name)

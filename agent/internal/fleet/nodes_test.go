@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
@@ -185,4 +186,56 @@ func TestAReplacedNodeIsANewMachine(t *testing.T) {
 	if f.nodes.get("win-0") != n {
 		t.Error("the old node's deletion forgot the new one")
 	}
+}
+
+// Two agent pods on one node (the DaemonSet controller created a second
+// after two deletions in a row, and an API server restart): the node runs
+// the agent of the oldest, which the controller keeps, whichever it sees
+// first, and deleting the newer one stops nothing. The chaos soak (seed 12,
+// 1 run in 6) saw the node follow the newer pod, stop its agent when the
+// controller deleted it, and stand Applying with no agent until nodeTimeout.
+func TestANodeRunsTheAgentOfItsOldestPod(t *testing.T) {
+	f, cs, j := testFleet(t)
+	ctx := context.Background()
+	if err := f.watchAgentPods(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	pods := cs.CoreV1().Pods("winpool-agents")
+	at := func(p *corev1.Pod, sec int) *corev1.Pod {
+		p.CreationTimestamp = metav1.NewTime(time.Date(2026, 12, 5, 17, 37, sec, 0, time.UTC))
+		return p
+	}
+	kept := at(runningAgentPod("agent-kept", "win-0", "uid-kept"), 43)
+	extra := at(runningAgentPod("agent-extra", "win-0", "uid-extra"), 44)
+	if _, err := pods.Create(ctx, kept, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the kept pod's agent to start", func() bool { return j.count("agent start win-0") == 1 })
+	if _, err := pods.Create(ctx, extra, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the extra pod seen", func() bool { _, ok, _ := f.pods.GetByKey("winpool-agents/agent-extra"); return ok })
+	if err := pods.Delete(ctx, "agent-extra", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the extra pod's deletion seen", func() bool { _, ok, _ := f.pods.GetByKey("winpool-agents/agent-extra"); return !ok })
+	n := f.nodes.get("win-0")
+	n.mu.Lock()
+	following := n.pod
+	n.mu.Unlock()
+	if following == nil || following.uid != "uid-kept" || j.count("agent start win-0") != 1 || j.count("agent stop win-0") != 0 {
+		t.Fatalf("following %+v after the extra pod came and went; journal %v", following, j.all())
+	}
+	// The kept pod deleted while a newer one runs: the newer one's agent runs.
+	if _, err := pods.Create(ctx, at(runningAgentPod("agent-newer", "win-0", "uid-newer"), 50), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := pods.Delete(ctx, "agent-kept", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the newer pod's agent to start", func() bool { return j.count("agent start win-0") == 2 })
+	if err := pods.Delete(ctx, "agent-newer", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "no pod, no agent", func() bool { return j.count("agent stop win-0") == 2 })
 }

@@ -87,28 +87,54 @@ func podNode(obj any) ([]string, error) {
 func (f *Fleet) podChanged(p *corev1.Pod) {
 	f.podMu.Lock()
 	defer f.podMu.Unlock()
-	f.podChangedLocked(p)
-}
-
-func (f *Fleet) podChangedLocked(p *corev1.Pod) {
-	n := f.nodes.get(p.Spec.NodeName)
-	if n == nil {
-		return
-	}
-	// A pod being deleted has its containers stopped by the kubelet.
-	if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
-		n.podRunning(p.Name, p.UID)
-	} else {
-		n.podGone(p.UID)
-	}
+	f.syncAgentLocked(p.Spec.NodeName)
 }
 
 func (f *Fleet) podDeleted(p *corev1.Pod) {
 	f.podMu.Lock()
 	defer f.podMu.Unlock()
-	if n := f.nodes.get(p.Spec.NodeName); n != nil {
-		n.podGone(p.UID)
+	f.syncAgentLocked(p.Spec.NodeName)
+}
+
+// syncAgentLocked runs node's agent for the oldest of its agent pods that
+// runs and is not being deleted (a pod being deleted has its containers
+// stopped by the kubelet), or none. The DaemonSet controller can create a
+// second pod on a node (two deletions in a row, the API server restarted
+// between its create and its watch), and keeps the oldest once it sees
+// both: following the newest, the simulated node stopped its agent when
+// that one was deleted, and never started it for the pod kept (the chaos
+// soak's node whose agent pods were deleted twice, then stood Applying
+// until nodeTimeout). The informer's store already holds the change.
+func (f *Fleet) syncAgentLocked(node string) {
+	n := f.nodes.get(node)
+	if n == nil {
+		return
 	}
+	var keep *corev1.Pod
+	objs, _ := f.pods.ByIndex(podNodeIndex, node)
+	for _, obj := range objs {
+		p, ok := obj.(*corev1.Pod)
+		if !ok || p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
+			continue
+		}
+		if keep == nil || olderPod(p, keep) {
+			keep = p
+		}
+	}
+	if keep == nil {
+		n.noPod()
+		return
+	}
+	n.podRunning(keep.Name, keep.UID)
+}
+
+// olderPod: a was created before b (by name when in the same second, as
+// the DaemonSet controller breaks the tie).
+func olderPod(a, b *corev1.Pod) bool {
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		return a.CreationTimestamp.Before(&b.CreationTimestamp)
+	}
+	return a.Name < b.Name
 }
 
 // handler adapts typed set/delete functions to an informer, including
