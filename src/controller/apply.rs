@@ -287,6 +287,7 @@ async fn observe(pool: &WindowsNodePool, ctx: &Context) -> Result<Observed, Erro
         members,
         deselected,
         membership,
+        rules,
         pods_by_node,
         ds_of_pool,
         cms_of_pool,
@@ -442,7 +443,7 @@ async fn hns_one(ctx: &Context, pool: &str, w: &HnsWrites, message: &str) -> (St
 /// time. Returns, per node drained, the budget that refused its evictions, if any.
 async fn execute_drains(ctx: &Context, pool: &WindowsNodePool, round: &Round, seen: &Observed) -> Drained {
     let name = pool.name_any();
-    let rules = DrainRules::of(&pool.spec.rollout.drain);
+    let rules = &seen.rules;
     let todo: Vec<(&String, DrainMode, &Vec<PodOnNode>, Option<usize>)> = round
         .plan
         .drain
@@ -450,7 +451,7 @@ async fn execute_drains(ctx: &Context, pool: &WindowsNodePool, round: &Round, se
         .filter_map(|(node, mode)| Some((node, *mode, seen.pods_by_node.get(node)?, round.plan.eviction_caps.get(node).copied())))
         .collect();
     let waiting = &round.evictions_waiting;
-    let drained = few_at_a_time(todo, |(node, mode, pods, cap)| drain_one(ctx, &name, node, pods, (mode, cap), &rules, waiting)).await;
+    let drained = few_at_a_time(todo, |(node, mode, pods, cap)| drain_one(ctx, &name, node, pods, (mode, cap), rules, waiting)).await;
     let (mut nodes, mut evictions) = (Vec::new(), Vec::new());
     for (node, r) in drained.into_iter().flatten() {
         // A node whose refused pods all wait their backoff says nothing new

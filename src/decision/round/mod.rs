@@ -46,6 +46,9 @@ pub(crate) struct Observed {
     /// agent's report object, if it wrote one.
     pub deselected: Vec<(Arc<NodeRecord>, Option<Arc<WindowsNodeReport>>)>,
     pub membership: Membership,
+    /// The pool's drain rules, parsed once a round: the pods below were
+    /// listed by them, and the judgement and the evictions read them too.
+    pub rules: DrainRules,
     /// The pods of every Draining member.
     pub pods_by_node: BTreeMap<String, Vec<PodOnNode>>,
     pub ds_of_pool: Vec<Arc<DaemonSet>>,
@@ -263,7 +266,7 @@ fn target_marked_at(cms_of_pool: &[Arc<ConfigMap>], rev: &str) -> Option<Timesta
 /// Draining). The memory forgets what it kept of nodes that left the pool.
 pub(crate) fn judge<'s>(pool: &WindowsNodePool, seen: &'s Observed, memory: &mut PoolMemory, now: Timestamp) -> Judged<'s> {
     let grace = signed(node_timeout(&pool.spec));
-    let rules = DrainRules::of(&pool.spec.rollout.drain);
+    let rules = &seen.rules;
     let mut views = Vec::with_capacity(seen.members.len());
     let mut hns_nodes = Vec::with_capacity(seen.members.len());
     for (n, report) in &seen.members {
@@ -290,8 +293,8 @@ pub(crate) fn judge<'s>(pool: &WindowsNodePool, seen: &'s Observed, memory: &mut
         v.hns = readiness;
         v.drain_block = memory.drain_block(&v.name, state == Some(NodeState::Draining));
         if let Some(pods) = seen.pods_by_node.get(&v.name) {
-            v.pods_to_evict = drain::remaining(pods, &rules, now);
-            v.drain_held = drain::first_held(pods, &rules);
+            v.pods_to_evict = drain::remaining(pods, rules, now);
+            v.drain_held = drain::first_held(pods, rules);
         }
         v.hook_runs = seen.hook_runs.get(&v.name).cloned().unwrap_or_default();
         let counts_seen_at = report
@@ -945,6 +948,7 @@ mod tests {
             membership: Membership { members: members.iter().map(|n| n.name.clone()).collect(), ..Default::default() },
             members: members.into_iter().map(|n| (n, None)).collect(),
             deselected: Vec::new(),
+            rules: DrainRules::of(&pool.spec.rollout.drain),
             pods_by_node: BTreeMap::new(),
             ds_of_pool: Vec::new(),
             cms_of_pool: Vec::new(),
