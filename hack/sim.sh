@@ -8,7 +8,7 @@
 #   hack/sim.sh [--nodes N] [--name-prefix P] [--labels k=v,...]
 #               [--os ltsc2019|ltsc2022|ltsc2025] [--build 10.0.B.R]
 #               [--containerd V[+vendor]] [--cni overlay|l2bridge]
-#               [--apply-time D] [--reboot-time D]
+#               [--apply-time D] [--download-time D] [--reboot-time D]
 #               [--fail-rate F] [--seed N] [--fail-nodes a,b]
 #               [--agent-namespace NS] [--no-create | --create-only]
 #               [--hns auto|off|LB,EP] [--hns-sync-time D] [--hns-cost-scale X]

@@ -75,6 +75,8 @@ impl AgentReport {
             hns_endpoints: owned(names::ANN_HNS_ENDPOINTS),
             hns_boot_id: None,
             preflight: Preflight::parse(node.annotation(names::ANN_PREFLIGHT), node.annotation(names::ANN_PREFLIGHT_REVISION)),
+            // An agent of 0.2.0 never staged; its pool waits for the new agent.
+            staging: None,
         }
     }
 }

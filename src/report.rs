@@ -38,6 +38,7 @@ use crate::rollout::Preflight;
     printcolumn(name = "Revision", type_ = "string", json_path = ".spec.apply.revision"),
     printcolumn(name = "Status", type_ = "string", json_path = ".spec.apply.status"),
     printcolumn(name = "Preflight", type_ = "string", json_path = ".spec.preflight.verdict"),
+    printcolumn(name = "Staging", type_ = "string", json_path = ".spec.staging.status", priority = "1"),
     printcolumn(name = "LB", type_ = "integer", json_path = ".spec.hns.loadBalancers", description = "HNS load balancers"),
     printcolumn(name = "Endpoints", type_ = "integer", json_path = ".spec.hns.endpoints", description = "HNS remote endpoints"),
     printcolumn(name = "Agent", type_ = "string", json_path = ".spec.agentVersion"),
@@ -65,6 +66,56 @@ pub struct WindowsNodeReportSpec {
     /// The agent's last restart of kube-proxy, asked by winpool (`hns.repair`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hns_repair: Option<HnsRepairReport>,
+    /// The agent's download of its pool's target revision's update while the
+    /// node serves (`rollout.staging`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub staging: Option<StagingReport>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StagingReport {
+    /// The revision whose update is downloaded.
+    #[schemars(length(max = 63))]
+    pub revision: String,
+    /// Staging: the download runs; Staged: what the install takes is on the
+    /// node; Failed: the download failed (the agent tries again).
+    pub status: StagingStatusValue,
+    /// What the install will take, in its order (none: no OS update is needed).
+    #[schemars(length(max = 32))]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub items: Vec<StagedItem>,
+    /// Why it failed, naming the update, its code and where to look (Failed only).
+    #[schemars(length(max = 2048))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// When the agent reached this status for this revision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<Time>,
+}
+
+/// One update or package on the node, ready to install.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StagedItem {
+    /// `KB5050002: <title>` for Windows Update, the file name for a package.
+    #[schemars(length(max = 2048))]
+    pub name: String,
+    /// Its size as its source gives it.
+    #[schemars(range(min = 0))]
+    pub bytes: i64,
+    /// A package's sha256 as verified on the node (Windows Update verifies its
+    /// own content's signatures).
+    #[schemars(length(max = 64))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum StagingStatusValue {
+    Staging,
+    Staged,
+    Failed,
 }
 
 /// A restart of kube-proxy the agent made because winpool asked it
@@ -273,6 +324,7 @@ pub struct AgentReport {
     /// The boot the HNS counts were read in (reports of 0.2.0: none).
     pub hns_boot_id: Option<String>,
     pub preflight: Option<Preflight>,
+    pub staging: Option<crate::rollout::Staging>,
 }
 
 impl AgentReport {
@@ -306,6 +358,7 @@ impl AgentReport {
                     PreflightVerdictValue::Blocked => crate::rollout::PreflightVerdict::Blocked(p.reasons.join("; ")),
                 },
             }),
+            staging: s.staging.as_ref().filter(|st| !st.revision.is_empty()).map(staging_of),
         }
     }
 
@@ -316,6 +369,18 @@ impl AgentReport {
             None => AgentReport::from_annotations(node),
         }
     }
+}
+
+fn staging_of(s: &StagingReport) -> crate::rollout::Staging {
+    use crate::rollout::StagingState;
+    let state = match s.status {
+        StagingStatusValue::Staging => StagingState::Running,
+        StagingStatusValue::Staged => StagingState::Staged,
+        StagingStatusValue::Failed => {
+            StagingState::Failed(s.message.clone().filter(|m| !m.is_empty()).unwrap_or_else(|| "the agent gave no reason".into()))
+        }
+    };
+    crate::rollout::Staging { revision: s.revision.clone(), state }
 }
 
 /// The report cache keeps what a decision reads: who wrote which fields

@@ -16,6 +16,7 @@ use serde::Deserialize;
 use serde_json::json;
 use support::{TestSpace, apply_pool, install_crd, pool_manifest, wait_for, wait_nodes_ready};
 use winpool::api::{WindowsNodePool, names};
+use winpool::report::{StagingStatusValue, WindowsNodeReport};
 
 const WAIT: Duration = Duration::from_secs(240);
 
@@ -35,6 +36,8 @@ struct MachineStats {
     agent_restarts: usize,
     runtime_swaps: usize,
     rollbacks: usize,
+    update_downloads: usize,
+    background_downloads: usize,
 }
 
 fn read_stats(path: &Path) -> Vec<MachineStats> {
@@ -123,6 +126,38 @@ async fn a_pool_rolls_out_on_hostile_hosts_installing_once_and_naming_every_rebo
         assert_eq!(m.build, "10.0.20348.2767", "{m:?}");
     }
     t.cleanup().await;
+}
+
+/// Staging, a pool's default: each node's cumulative update is downloaded at
+/// background priority while the node still serves, the operator cordons a
+/// node only once its agent reports the update Staged, and the install after
+/// the drain downloads nothing. With `staging: Disabled` the install
+/// downloads it, after the drain.
+#[tokio::test]
+async fn a_staged_update_is_downloaded_before_the_drain_and_never_after() {
+    let fleet = |_: &str| ["--apply-time=0.5s", "--download-time=2s", "--reboot-time=0.5s"].map(String::from).to_vec();
+    let (mut staged, staged_stats, staged_pool) = rolling_on(3, "staged", fleet).await;
+    let (mut plain, plain_stats, plain_pool) =
+        rolling_with(3, "unstaged", fleet, json!({"rollout": {"maxFailedNodes": 1, "staging": "Disabled"}})).await;
+    all_updated(&staged, &staged_pool, 3).await;
+    all_updated(&plain, &plain_pool, 3).await;
+
+    let reports: Api<WindowsNodeReport> = Api::namespaced(staged.client.clone(), &staged.agent_namespace());
+    for r in reports.list(&Default::default()).await.unwrap() {
+        let s = r.spec.staging.as_ref().unwrap_or_else(|| panic!("{}: no staging in {:?}", r.name_any(), r.spec));
+        assert_eq!(s.status, StagingStatusValue::Staged, "{}: {s:?}", r.name_any());
+        assert!(s.items.iter().any(|i| i.name.starts_with("KB5050002: ") && i.bytes > 0), "{}: staged {:?}", r.name_any(), s.items);
+    }
+    for (t, stats, background) in [(&mut staged, staged_stats, 1), (&mut plain, plain_stats, 0)] {
+        assert!(t.terminate("sim").is_some_and(|s| s.success()), "the fleet stops cleanly on SIGTERM");
+        let machines = read_stats(&stats);
+        assert_eq!(machines.len(), 3, "{machines:?}");
+        for m in &machines {
+            assert_eq!((m.update_downloads, m.background_downloads, m.installs), (1, background, 1), "{}: {m:?}", m.node);
+        }
+    }
+    staged.cleanup().await;
+    plain.cleanup().await;
 }
 
 /// An update that always lands below the patch level: the node ends Failed,
@@ -246,22 +281,27 @@ async fn eks_nodes_roll_out_on_hostile_hosts() {
 /// attempt), a proxy resetting a download, CBS asking for one more reboot
 /// after the target, an install longer than the pool's nodeTimeout (its
 /// task beats). All twenty Updated, none Failed, each within the attempts
-/// and with every reboot named.
+/// and with every reboot named. The AKS pool stages (the default): its
+/// failed downloads are met, and tried again, before the drain; the WSUS
+/// pool does not (`staging: Disabled`): its installs meet them.
 #[tokio::test]
 async fn a_pilot_of_ten_aks_and_ten_wsus_nodes_survives_its_first_week() {
     let ((mut aks, aks_stats, aks_pool), (mut wsus, wsus_stats, wsus_pool)) =
-        tokio::join!(pilot_pool("pilot-aks", "aks"), pilot_pool("pilot-wsus", "onprem-wsus"));
+        tokio::join!(pilot_pool("pilot-aks", "aks", "Enabled"), pilot_pool("pilot-wsus", "onprem-wsus", "Disabled"));
     tokio::join!(all_updated(&aks, &aks_pool, 10), all_updated(&wsus, &wsus_pool, 10));
-    for (t, stats) in [(&mut aks, aks_stats), (&mut wsus, wsus_stats)] {
+    for (t, stats, staged) in [(&mut aks, aks_stats, true), (&mut wsus, wsus_stats, false)] {
         assert!(t.terminate("sim").is_some_and(|s| s.success()), "the fleet stops cleanly on SIGTERM");
         let machines = read_stats(&stats);
         assert_eq!(machines.len(), 10, "{machines:?}");
         for m in &machines {
             let node = m.node.trim_start_matches(&t.node_prefix());
-            // Node 5 meets two transient failures, nodes 1, 2, 3 one each.
+            // Node 5 meets two transient failures, nodes 1, 2, 3 one each;
+            // staged, the download's (2, 3 and one of 5's) are the staging's.
             let installs = match node {
+                "5" if staged => 2,
                 "5" => 3,
-                "1" | "2" | "3" => 2,
+                "1" => 2,
+                "2" | "3" if !staged => 2,
                 _ => 1,
             };
             // Nodes 4 and 8 reboot once more for CBS.
@@ -283,7 +323,7 @@ async fn a_pilot_of_ten_aks_and_ten_wsus_nodes_survives_its_first_week() {
 }
 
 /// A pilot pool of ten nodes of `profile` with the first week's faults.
-async fn pilot_pool(name: &str, profile: &str) -> (TestSpace, PathBuf, String) {
+async fn pilot_pool(name: &str, profile: &str, staging: &str) -> (TestSpace, PathBuf, String) {
     rolling_with(
         10,
         name,
@@ -303,7 +343,8 @@ async fn pilot_pool(name: &str, profile: &str) -> (TestSpace, PathBuf, String) {
             fixed.iter().map(|a| a.to_string()).chain([format!("--host-profile={profile}"), faults]).collect()
         },
         // Shorter than slow-servicing's 75 s install.
-        json!({"runtime": {"name": "containerd"}, "rollout": {"maxUnavailable": 2, "maxFailedNodes": 1, "nodeTimeout": "60s", "drain": {"timeout": "1m"}}}),
+        json!({"runtime": {"name": "containerd"},
+            "rollout": {"maxUnavailable": 2, "maxFailedNodes": 1, "nodeTimeout": "60s", "drain": {"timeout": "1m"}, "staging": staging}}),
     )
     .await
 }

@@ -122,6 +122,12 @@ def writes_per_node(audit, n):
     return sum(v for k, v in audit["writes"].items() if "pods/eviction" not in k and " leases" not in k) / n
 
 
+def percentile(xs, q):
+    """The nearest-rank q-quantile of xs (0 when empty)."""
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, max(0, math.ceil(q * len(xs)) - 1))] if xs else 0.0
+
+
 def median(xs):
     xs = [x for x in xs if x is not None]
     return statistics.median(xs) if xs else None
@@ -381,13 +387,16 @@ class Bench:
             },
         }
 
-    def set_pool(self, name, fleet, patch):
+    def set_pool(self, name, fleet, patch, rollout=None):
+        """The pool at `patch`, with `rollout` merged into its rollout."""
         path = f"/apis/winpool.dev/v1alpha1/windowsnodepools/{name}"
         try:
             self.kube.get(path)
-            self.kube.merge_patch(path, {"spec": {"os": {"patchLevel": patch}}})
+            self.kube.merge_patch(path, {"spec": {"os": {"patchLevel": patch}, "rollout": rollout or {}}})
         except Exception:
-            self.kube.create("/apis/winpool.dev/v1alpha1/windowsnodepools", self.pool(name, fleet, patch))
+            p = self.pool(name, fleet, patch)
+            p["spec"]["rollout"].update(rollout or {})
+            self.kube.create("/apis/winpool.dev/v1alpha1/windowsnodepools", p)
 
     def wait_pool_done(self, name, n, watch_procs, timeout, target=None):
         """Until status reports `target` (default all n) nodes updated for the current generation. Returns (t_done, timeline)."""
@@ -910,6 +919,39 @@ class Bench:
         self.cleanup_fleet(fleet, pool)
         self.cluster_down("churn")
 
+    def phase_staging(self):
+        """Downloads before the drain (issue 47): --staging-nodes simulated nodes whose update's download takes as long
+        as its install (--download-time = --apply-time), rolled once with rollout.staging Disabled and once Enabled.
+        Measured: each node's time out of service, cordon (Draining) → uncordon (Updated), from the operator's log."""
+        self.cluster_up("staging")
+        n, fleet, pool = self.a.staging_nodes, "stg", "bench-stg"
+        self.create_nodes(fleet, n)
+        self.wait_nodes_ready(fleet, n)
+        self.start_sim(fleet, n, extra=(f"--download-time={self.a.apply_seconds}s",))
+        name = f"operator-{fleet}"
+        self.start_operator(name)
+        op_log = self.procs[name][1]
+        self.wait_for_log(op_log, "caches synced", 120, name)
+        for mode in ("Disabled", "Enabled"):
+            op_off = os.path.getsize(op_log)
+            patch = self.next_patch()
+            log(f"[staging] rollout.staging {mode}: pool {pool} -> {patch}")
+            t0 = time.time()
+            self.set_pool(pool, fleet, patch, rollout={"staging": mode})
+            t_done, _ = self.wait_pool_done(pool, n, [name, f"sim-{fleet}"], self.a.timeout)
+            nodes, _, _ = self.phases(self.operator_log(op_log, op_off), [], t0)
+            out = sorted(ts["Updated"] - ts["Draining"] for ts in nodes.values() if "Draining" in ts and "Updated" in ts)
+            rec = {"mode": mode, "nodes": n, "max_unavailable": self.a.max_unavailable, "apply_s": self.a.apply_seconds,
+                   "download_s": self.a.apply_seconds, "reboot_s": self.a.reboot_seconds, "makespan_s": round(t_done - t0, 1),
+                   "out_of_service_s": [round(x, 2) for x in out]}
+            self.results.setdefault("staging", []).append(rec)
+            self.save()
+            log(f"[staging]   {mode}: {len(out)} nodes, out of service median {median(out):.1f}s, "
+                f"p95 {percentile(out, 0.95):.1f}s; makespan {rec['makespan_s']}s")
+        self.stop(name)
+        self.cleanup_fleet(fleet, pool)
+        self.cluster_down("staging")
+
     def phase_hns(self):
         """Rollouts paced by HNS (issue 46): per release, --hns-nodes simulated nodes, --hns-services Services with
         --hns-pods-per-node pods per node behind them (Deployments; kwok runs the pods, the EndpointSlice controller
@@ -1163,6 +1205,7 @@ def main():
     ap.add_argument("--churn-seconds", type=float, help="how long the churn phase changes endpoints")
     ap.add_argument("--whole", choices=["yes", "no"], help="one whole rollout at the largest footprint size")
     ap.add_argument("--max-unavailable", help="the pools' rollout.maxUnavailable (default 10%%)")
+    ap.add_argument("--staging-nodes", type=int, help="the staging phase's pool size")
     ap.add_argument("--hns-nodes", type=int, help="the hns phase's pool size, per release")
     ap.add_argument("--hns-services", type=int, help="the hns phase's Services")
     ap.add_argument("--hns-pods-per-node", type=int, help="the hns phase's pods per node behind the Services")
@@ -1176,13 +1219,13 @@ def main():
     modes = {
         "full": dict(runs=3, warmup=1, rollout_sizes=[100, 1000], footprint_sizes=[1000, 5000], services=10000, endpoints=50000,
                      apply_seconds=5.0, reboot_seconds=0.0, max_unavailable="10%", timeout=3600, stall=600, fraction=0.2, whole=True, churn_nodes=1000, churn_seconds=600,
-                     hns_nodes=300, hns_services=2000, hns_pods_per_node=30, hns_releases="ltsc2019,ltsc2022"),
+                     hns_nodes=300, hns_services=2000, hns_pods_per_node=30, hns_releases="ltsc2019,ltsc2022", staging_nodes=40),
         "quick": dict(runs=1, warmup=0, rollout_sizes=[100, 1000], footprint_sizes=[1000, 5000], services=10000, endpoints=50000,
                       apply_seconds=5.0, reboot_seconds=0.0, max_unavailable="10%", timeout=3600, stall=600, fraction=0.2, whole=False, churn_nodes=1000, churn_seconds=600,
-                     hns_nodes=300, hns_services=2000, hns_pods_per_node=30, hns_releases="ltsc2019,ltsc2022"),
+                     hns_nodes=300, hns_services=2000, hns_pods_per_node=30, hns_releases="ltsc2019,ltsc2022", staging_nodes=40),
         "smoke": dict(runs=1, warmup=0, rollout_sizes=[20], footprint_sizes=[20], services=20, endpoints=100,
                       apply_seconds=1.0, reboot_seconds=0.0, max_unavailable="25%", timeout=300, stall=60, fraction=1.0, whole=False, churn_nodes=20, churn_seconds=20,
-                      hns_nodes=20, hns_services=20, hns_pods_per_node=2, hns_releases="ltsc2022"),
+                      hns_nodes=20, hns_services=20, hns_pods_per_node=2, hns_releases="ltsc2022", staging_nodes=8),
     }
     for k, v in modes[a.mode].items():
         cli = getattr(a, k, None)

@@ -145,6 +145,28 @@ def hns_rows(results, rows, verdicts):
                      f"{off['makespan_s']:.0f} s → {on['makespan_s']:.0f} s (×{ratio:.2f})", f"≤ ×{TARGET_HNS_MAKESPAN}", verdict(ok)))
 
 
+def staging_rows(results, rows, verdicts):
+    """The staging phase (issue 47): each node's time out of service (cordon → uncordon), median and p95, with
+    rollout.staging Disabled and Enabled, on a fleet whose download takes as long as its install."""
+    by_mode = {r["mode"]: r for r in results.get("staging", [])}
+    off, on = by_mode.get("Disabled"), by_mode.get("Enabled")
+    if not off or not on:
+        return
+
+    def q(r, p):
+        xs = sorted(r["out_of_service_s"])
+        return xs[min(len(xs) - 1, max(0, math.ceil(p * len(xs)) - 1))] if xs else 0.0
+
+    size = (f"{on['nodes']:,} nodes, maxUnavailable {on['max_unavailable']}, download {on['download_s']:g} s, "
+            f"install {on['apply_s']:g} s, reboot {on['reboot_s']:g} s")
+    # Staged, the download is off the critical path: most of it should leave the time out of service.
+    ok = q(on, 0.5) <= q(off, 0.5) - 0.8 * on["download_s"]
+    verdicts["staging"] = ok
+    rows.append(("Time out of service per node (cordon → uncordon), median / p95, rollout.staging Disabled → Enabled", size,
+                 f"{q(off, 0.5):.1f} / {q(off, 0.95):.1f} s → {q(on, 0.5):.1f} / {q(on, 0.95):.1f} s",
+                 "median less by ≥ 0.8 × the download", verdict(ok)))
+
+
 def verdict(ok):
     return "**met**" if ok else "**missed**"
 
@@ -250,6 +272,7 @@ def build(results):
                              f"{n:,} nodes", spread(report_writes), f"≤ {TARGET_REPORT_WRITES:.0f}", verdict(ok)))
     verdicts["writes"] = wp_ok
     hns_rows(results, rows, verdicts)
+    staging_rows(results, rows, verdicts)
     for c in results.get("churn", []):
         node_w = sum(v for a in (c["audit"], c["agent_audit"]) for k, v in a["writes"].items() if is_node_write(k))
         reports = sum(v for k, v in c["agent_audit"]["writes"].items() if is_report_write(k))

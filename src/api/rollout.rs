@@ -132,6 +132,22 @@ pub struct RolloutSpec {
     /// replacements). On by default.
     #[serde(default)]
     pub hns_pacing: HnsPacing,
+    /// Download each node's update while it still serves, once its preflight
+    /// passed (Windows Update at its background priority, or the packages
+    /// fetched and verified), and start only nodes whose download is done, so
+    /// a node is out of service for the install and the reboot alone:
+    /// Enabled (the default) or Disabled (the install downloads, after the
+    /// drain: for nodes on a metered link).
+    #[serde(default)]
+    pub staging: StagingMode,
+}
+
+/// `rollout.staging`.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, JsonSchema, strum::Display, strum::EnumString)]
+pub enum StagingMode {
+    #[default]
+    Enabled,
+    Disabled,
 }
 
 /// `rollout.hnsPacing`.
@@ -320,6 +336,7 @@ impl Default for RolloutSpec {
             follows: None,
             hooks: None,
             hns_pacing: HnsPacing::default(),
+            staging: StagingMode::default(),
         }
     }
 }

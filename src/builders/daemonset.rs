@@ -20,7 +20,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use sha2::{Digest, Sha256};
 
-use crate::api::{WindowsNodePool, names};
+use crate::api::{StagingMode, WindowsNodePool, names};
 
 pub const LABEL_APP: &str = "app.kubernetes.io/name";
 pub const APP_AGENT: &str = "winpool-agent";
@@ -75,7 +75,10 @@ const ENV_POOL: &str = "WINPOOL_POOL";
 const ENV_HNS_INTERVAL: &str = "WINPOOL_HNS_INTERVAL";
 const ENV_MAX_ATTEMPTS: &str = "WINPOOL_MAX_ATTEMPTS";
 const ENV_API_SERVER: &str = "WINPOOL_API_SERVER";
-const OWN_ENV: &[&str] = &[ENV_NODE_NAME, ENV_POD_NAMESPACE, ENV_POOL, ENV_HNS_INTERVAL, ENV_MAX_ATTEMPTS, ENV_API_SERVER];
+/// `rollout.staging`, set only when Disabled (the agent stages by default):
+/// the DaemonSets of pools that stage stay as they were before it existed.
+const ENV_STAGING: &str = "WINPOOL_STAGING";
+const OWN_ENV: &[&str] = &[ENV_NODE_NAME, ENV_POD_NAMESPACE, ENV_POOL, ENV_HNS_INTERVAL, ENV_MAX_ATTEMPTS, ENV_API_SERVER, ENV_STAGING];
 
 /// The agent's resources unless the cluster admin sets them: a small Go
 /// process that sleeps between HNS reads, with room for an install's output.
@@ -236,6 +239,9 @@ pub fn agent_daemonset(pool: &WindowsNodePool, namespace: &str, agent: &AgentSet
         env(ENV_MAX_ATTEMPTS, agent.max_attempts.to_string()),
     ];
     env_vars.extend(options.api_server.iter().map(|s| env(ENV_API_SERVER, s.clone())));
+    if pool.spec.rollout.staging == StagingMode::Disabled {
+        env_vars.push(env(ENV_STAGING, StagingMode::Disabled.to_string()));
+    }
     env_vars.extend(options.extra_env.iter().cloned());
     let container = Container {
         name: "agent".into(),
@@ -521,6 +527,17 @@ mod tests {
     }
 
     #[test]
+    fn a_pool_that_does_not_stage_tells_its_agents_and_one_that_does_is_left_as_it_was() {
+        let staging = |extra: &str| -> Vec<String> {
+            let ds = agent_daemonset(&pool("w", extra), "ns", &settings());
+            let env = ds.spec.unwrap().template.spec.unwrap().containers[0].env.clone().unwrap();
+            env.iter().filter(|e| e.name == "WINPOOL_STAGING").map(|e| e.value.clone().unwrap()).collect()
+        };
+        assert_eq!(staging("rollout: {staging: Disabled}"), ["Disabled"]);
+        assert!(staging("").is_empty() && staging("rollout: {staging: Enabled}").is_empty());
+    }
+
+    #[test]
     fn what_the_admin_sets_reaches_the_agent_pods_after_winpools_own() {
         let ds = agent_daemonset(&pool("w", ""), "ns", &AgentSettings { pod: admin_options(), ..settings() });
         let pod = ds.spec.unwrap().template.spec.unwrap();
@@ -534,7 +551,7 @@ mod tests {
         );
         let c = &pod.containers[0];
         let env: Vec<(&str, Option<&str>)> = c.env.iter().flatten().map(|e| (e.name.as_str(), e.value.as_deref())).collect();
-        assert_eq!(&env[..5].iter().map(|e| e.0).collect::<Vec<_>>(), OWN_ENV.split_last().unwrap().1, "winpool's own first");
+        assert_eq!(&env[..5].iter().map(|e| e.0).collect::<Vec<_>>(), &OWN_ENV[..5], "winpool's own first");
         assert_eq!(&env[5..7], &[("WINPOOL_API_SERVER", Some("https://10.1.2.3:6443")), ("HTTPS_PROXY", Some("http://proxy:3128"))]);
         assert_eq!(env[7].0, "HOST_IP");
         let requests = c.resources.as_ref().unwrap().requests.as_ref().unwrap();

@@ -70,6 +70,7 @@ impl Fixture {
                     "hns": {"loadBalancers": 0, "endpoints": 0, "bootID": "boot-1"}}),
                 );
                 r["spec"]["preflight"] = json!({"revision": rev, "verdict": "Ready"});
+                r["spec"]["staging"] = json!({"revision": rev, "status": "Staged"});
                 cluster.bump(&mut r);
                 cluster.reports.insert(name.clone(), r);
             }
@@ -136,6 +137,7 @@ impl Fixture {
                 let mut r = c.reports.remove(&name).unwrap_or_else(|| report(&name, json!({})));
                 if r["spec"]["preflight"]["revision"] != json!(rev) {
                     r["spec"]["preflight"] = json!({"revision": rev, "verdict": "Ready"});
+                    r["spec"]["staging"] = json!({"revision": rev, "status": "Staged"});
                     c.bump(&mut r);
                 }
                 c.reports.insert(name, r);

@@ -79,6 +79,7 @@ pub fn node_view(node: &NodeRecord, report: &AgentReport, hns: HnsReadiness) -> 
         csi_proxy_host: report.csi_proxy_host.clone().filter(|v| !v.is_empty()),
         csi_proxy_host_label: node.label(names::LABEL_CSI_PROXY_HOST).map(str::to_string),
         preflight: report.preflight.clone(),
+        staging: report.staging.clone(),
         agent_version: report.agent_version.clone(),
     }
 }

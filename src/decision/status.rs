@@ -335,18 +335,30 @@ fn pending_condition(plan: &Plan) -> (Condition, Course) {
         // Every pending node waits for its agent: blocked ones stop the
         // rollout until someone acts; awaited ones are on their way.
         None if (plan.runtime_refused.len() + plan.preflight_held.len()) as i32 >= c.pending => {
-            let awaited = plan.preflight_awaited();
+            let (awaited, staging) = (plan.preflight_awaited(), plan.staging());
             let blocked = and_note(preflight_note(plan));
-            if awaited > 0 {
+            if awaited + staging > 0 {
                 moving(
                     Progress::AwaitingPreflight,
-                    format!("{} pending; waiting for {awaited} agents' preflight of revision {rev}{blocked}", c.pending),
+                    format!("{} pending; waiting for {}{blocked}", c.pending, awaited_note(awaited, staging, rev)),
                 )
             } else {
                 stopped(Progress::PreflightBlocked, format!("{} pending{blocked}", c.pending), Course::Stalled)
             }
         }
         None => stopped(Progress::NodesNotReady, out_of_service_note(plan), Course::Moving),
+    }
+}
+
+/// What the pending nodes their agents hold wait for: a preflight, the
+/// download before the drain.
+fn awaited_note(awaited: usize, staging: usize, rev: &str) -> String {
+    let preflight = format!("{awaited} agents' preflight of revision {rev}");
+    let download = format!("{staging} agents' download of its update (rollout.staging)");
+    match (awaited, staging) {
+        (_, 0) => preflight,
+        (0, _) => download,
+        _ => format!("{preflight} and {download}"),
     }
 }
 
@@ -388,9 +400,12 @@ fn progressing_condition(plan: &Plan) -> (Condition, Course) {
             // Pending nodes whose agent has not judged the revision wait for
             // it, whatever the gate says (a node-scope gate holds only the
             // nodes it saw).
-            let awaited = plan.preflight_awaited();
-            let preflight =
-                if awaited > 0 { format!(", {awaited} of them awaiting their agent's preflight of revision {rev}") } else { String::new() };
+            let (awaited, staging) = (plan.preflight_awaited(), plan.staging());
+            let preflight = match (awaited, staging) {
+                (0, 0) => String::new(),
+                (a, 0) => format!(", {a} of them awaiting their agent's preflight of revision {rev}"),
+                (a, s) => format!(", {} of them waiting for {}", a + s, awaited_note(a, s, rev)),
+            };
             stopped(Progress::HealthGateClosed, format!("gate \"{gate}\": {seen}; {} nodes pending{preflight}", c.pending), Course::Moving)
         }
         (Some(Hold::Ring(r)), false, true) => stopped(

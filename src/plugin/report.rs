@@ -490,7 +490,9 @@ mod tests {
 
     fn pending(name: &str) -> NodeView {
         // Its agent's preflight of the pool's revision passed.
-        let preflight = rollout::Preflight { revision: revision_of(&pool("a", SPEC).spec), verdict: rollout::PreflightVerdict::Ready };
+        let rev = revision_of(&pool("a", SPEC).spec);
+        let preflight = rollout::Preflight { revision: rev.clone(), verdict: rollout::PreflightVerdict::Ready };
+        let staging = rollout::Staging { revision: rev, state: rollout::StagingState::Staged };
         NodeView {
             name: name.into(),
             pool_label: Some("a".into()),
@@ -498,6 +500,7 @@ mod tests {
             kernel_version: Some("10.0.20348.2700".into()),
             cni_mode: Some("overlay".into()),
             preflight: Some(preflight),
+            staging: Some(staging),
             ..Default::default()
         }
     }

@@ -112,6 +112,7 @@ type settings struct {
 	hnsInterval     time.Duration
 	maxAttempts     int
 	standalone      bool
+	stage           bool
 }
 
 func readSettings(getenv func(string) string) (settings, error) {
@@ -127,6 +128,9 @@ func readSettings(getenv func(string) string) (settings, error) {
 		return s, err
 	}
 	if s.maxAttempts, err = envInt("WINPOOL_MAX_ATTEMPTS", agent.DefaultMaxAttempts); err != nil {
+		return s, err
+	}
+	if s.stage, err = agent.ParseStaging(getenv(agent.StagingEnv)); err != nil {
 		return s, err
 	}
 	switch v := getenv("WINPOOL_STANDALONE"); v {
@@ -170,6 +174,7 @@ func run(log *slog.Logger, s settings, h host.Host) error {
 		HNSInterval: s.hnsInterval,
 		MaxAttempts: s.maxAttempts,
 		Standalone:  s.standalone,
+		Stage:       s.stage,
 		Version:     version,
 		Log:         log,
 		Events:      true,

@@ -52,6 +52,10 @@ type Options struct {
 	// acted on when the node carries no operator state (decide.MayTouch).
 	// Off in every DaemonSet the operator writes.
 	Standalone bool
+	// Stage: download a pending revision's update once its preflight
+	// passed, before the operator's start (WINPOOL_STAGING, on unless a
+	// pool sets rollout.staging: Disabled).
+	Stage bool
 	// Events: record a Kubernetes Event on the Node when the agent starts
 	// applying, reboots, fails or succeeds (needs create on events in
 	// Namespace).
@@ -137,6 +141,11 @@ type agent struct {
 	// Windows Update search, searchNext when it is asked again.
 	searching  string
 	searchNext time.Time
+
+	// staging is the download of the cleared revision (staging.go);
+	// stageDue fires when it is asked again.
+	staging  stagingState
+	stageDue <-chan time.Time
 }
 
 func run(ctx context.Context, o Options, t tuning) error {
@@ -210,6 +219,8 @@ func (a *agent) loop(ctx context.Context) error {
 			tick = true
 		case <-a.preflightDue:
 			a.preflightDue = nil
+		case <-a.stageDue:
+			a.stageDue = nil
 		}
 		a.refreshView()
 		node := a.view.current()
@@ -229,6 +240,7 @@ func (a *agent) loop(ctx context.Context) error {
 		}
 		a.repairHNSIfAsked(ctx, node)
 		a.preflight(ctx, node)
+		a.stage(ctx, node)
 		if err := a.syncObservations(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, errNodeGone) {
 			a.log.Error("cannot report observations", "err", err)
 		}

@@ -53,6 +53,8 @@ type machineOptions struct {
 	// how long its searches take.
 	Unapproved bool
 	SearchTime time.Duration
+	// DownloadTime: how long downloading the update takes.
+	DownloadTime time.Duration
 	// Busy, Unavailable, DownloadReset: the first install or download
 	// fails transiently (0x80240009, 0x80244022, 0x80072EFE).
 	Busy, Unavailable, DownloadReset bool
@@ -117,7 +119,7 @@ func newMachine(o machineOptions) *testMachine {
 	if o.HNS != nil {
 		fo.HNS = func() (host.HNSCounts, error) { return o.HNS(), nil }
 	}
-	fo.Catalogue.Unapproved, fo.Catalogue.SearchTime = o.Unapproved, o.SearchTime
+	fo.Catalogue.Unapproved, fo.Catalogue.SearchTime, fo.Catalogue.DownloadTime = o.Unapproved, o.SearchTime, o.DownloadTime
 	fo.Catalogue.Busy, fo.Catalogue.Unavailable, fo.Catalogue.DownloadReset = o.Busy, o.Unavailable, o.DownloadReset
 	if o.InstallExitCode != nil {
 		fo.Catalogue.Fails = func(t host.Build) uint32 {

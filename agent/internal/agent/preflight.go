@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"winpool.dev/agent/internal/decide"
+	"winpool.dev/agent/internal/host"
 	"winpool.dev/agent/internal/names"
 	"winpool.dev/agent/internal/report"
 )
@@ -41,6 +42,9 @@ type preflightVerdict struct {
 	value    string
 	at       time.Time
 	since    time.Time
+	// update is what the install will take (nil: no OS update is needed,
+	// or the verdict was read back from a report); staging downloads it.
+	update *host.UpdateRequest
 }
 
 // preflight judges the pool's target revision on this host unless the agent
@@ -71,9 +75,10 @@ func (a *agent) preflight(ctx context.Context, node *corev1.Node) {
 	}
 	cfg := readRevisionConfig(t.data, pool, t.revision)
 	var result decide.PreflightResult
+	var update *host.UpdateRequest
 	switch cfg.Status {
 	case decide.ConfigFound:
-		result = a.judge(ctx, t.revision, cfg)
+		result, update = a.judge(ctx, t.revision, cfg)
 	default:
 		result.Blocked = []string{"revision ConfigMap " + names.ConfigMapName(pool, t.revision) + " is unreadable: " + cfg.Problem}
 	}
@@ -91,7 +96,7 @@ func (a *agent) preflight(ctx context.Context, node *corev1.Node) {
 		a.log.Info("preflight", "revision", t.revision, "result", v)
 		a.pre.since = now
 	}
-	a.pre = preflightVerdict{revision: t.revision, result: result, value: v, at: now, since: a.pre.since}
+	a.pre = preflightVerdict{revision: t.revision, result: result, value: v, at: now, since: a.pre.since, update: update}
 }
 
 // heldBack: the judgement of rev waits for its moment. Only a target that
@@ -119,13 +124,16 @@ func failedSince(node *corev1.Node, t time.Time) bool {
 	return err == nil && since.After(t)
 }
 
-func (a *agent) judge(ctx context.Context, revision string, cfg decide.RevisionConfig) decide.PreflightResult {
+// judge is the verdict on revision, and the OS update it needs (nil: none).
+func (a *agent) judge(ctx context.Context, revision string, cfg decide.RevisionConfig) (decide.PreflightResult, *host.UpdateRequest) {
 	in := decide.PreflightInput{Config: cfg.Config, Observed: a.obs, HNS: a.hnsNow()}
+	var update *host.UpdateRequest
 	if req, needed, err := decide.PreflightUpdate(revision, cfg.Config, a.obs); err == nil && needed {
 		f := a.o.Host.Preflight(ctx, req)
 		in.Findings = &f
+		update = &req
 	}
-	return decide.Preflight(in)
+	return decide.Preflight(in), update
 }
 
 // resumePreflight takes the verdict of the report a run of the agent before

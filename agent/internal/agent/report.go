@@ -123,6 +123,9 @@ func (a *agent) observed(spec report.Spec) report.Spec {
 	if a.hnsRepair != nil {
 		spec.HNSRepair = a.hnsRepair
 	}
+	if s := a.stagingReport(); s != nil {
+		spec.Staging = s
+	}
 	if a.hnsKnown {
 		spec.HNS = &report.HNS{LoadBalancers: int64(a.hns.LoadBalancers), Endpoints: int64(a.hns.RemoteEndpoints), BootID: a.hnsBoot}
 		if !a.hnsSince.IsZero() {

@@ -5,6 +5,9 @@ package decide
 const (
 	CBSLog  = `C:\Windows\Logs\CBS\CBS.log`
 	DISMLog = `C:\Windows\Logs\DISM\dism.log`
+	// WindowsUpdateLog: Windows Update's log is ETW traces since Windows
+	// Server 2016, read with the cmdlet.
+	WindowsUpdateLog = `Get-WindowsUpdateLog (C:\Windows\Logs\WindowsUpdate\*.etl)`
 	// AgentLog is the agent's own rotated log file on the host.
 	AgentLog = `C:\ProgramData\winpool\logs\winpool-agent.log`
 	// RuntimeResultFile is where the containerd upgrade task writes how it went.

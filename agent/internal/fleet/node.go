@@ -68,6 +68,9 @@ type agentPod struct {
 	name  string
 	uid   types.UID
 	token *podToken
+	// env: the agent container's variables with a literal value, as the
+	// operator's DaemonSet set them.
+	env map[string]string
 }
 
 // agentRun is one agent.Run of the node's agent.
@@ -101,7 +104,7 @@ func newSimNode(f *Fleet, name string, m machine) (*simNode, error) {
 		Root:       root,
 		Build:      m.build,
 		Containerd: m.containerd,
-		Catalogue:  fakewin.Catalogue{InstallTime: f.s.ApplyTime, Fails: f.failures.failsOn(name)},
+		Catalogue:  fakewin.Catalogue{InstallTime: f.s.ApplyTime, DownloadTime: f.s.DownloadTime, Fails: f.failures.failsOn(name)},
 		OnReboot:   n.reboot,
 	}
 	opts.HNS = n.hnsCounts()
@@ -177,14 +180,14 @@ var errHNSOff = errors.New("HNS is not simulated in this fleet (--hns off)")
 
 // podRunning is the node's agent pod (name, uid) Running (noPod: none is).
 // The agent follows its pod: a new pod is a new agent with a new token.
-func (n *simNode) podRunning(name string, uid types.UID) {
+func (n *simNode) podRunning(name string, uid types.UID, env map[string]string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.pod != nil && n.pod.uid == uid {
 		return
 	}
 	n.dropPodLocked()
-	n.pod = &agentPod{name: name, uid: uid, token: newPodToken(n.ctx, n.f.admin, n.f.s.AgentNamespace, name, uid, n.f.tokenFailed)}
+	n.pod = &agentPod{name: name, uid: uid, env: env, token: newPodToken(n.ctx, n.f.admin, n.f.s.AgentNamespace, name, uid, n.f.tokenFailed)}
 	if !n.rebooting {
 		n.startLocked()
 	}
@@ -270,6 +273,12 @@ func (n *simNode) runAgent(ctx context.Context, pod *agentPod) {
 		n.log.Error("cannot build the agent's report client", "err", err)
 		return
 	}
+	stage, err := agent.ParseStaging(pod.env[agent.StagingEnv])
+	if err != nil {
+		// As the agent's main refuses to start.
+		n.log.Error("the agent cannot start", "pod", pod.name, "err", err)
+		return
+	}
 	n.f.running.Add(1)
 	defer n.f.running.Add(-1)
 	n.log.Info("agent started", "pod", pod.name, "uid", pod.uid)
@@ -281,6 +290,7 @@ func (n *simNode) runAgent(ctx context.Context, pod *agentPod) {
 		Host:        n.agentHost,
 		HNSInterval: n.hnsInterval(),
 		MaxAttempts: 3,
+		Stage:       stage,
 		// 0: the agent's own; tests that play transient faults shorten it.
 		TransientRetryAfter: n.f.s.TransientRetryAfter,
 		Version:             "sim",

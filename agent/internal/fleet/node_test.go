@@ -145,18 +145,18 @@ func ready(n *corev1.Node) corev1.NodeCondition {
 func TestAgentsFollowTheirPods(t *testing.T) {
 	f, _, j := testFleet(t)
 	n := f.nodes.get("win-0")
-	n.podRunning("agent-a", "uid-a")
+	n.podRunning("agent-a", "uid-a", nil)
 	eventually(t, "the agent to start", func() bool { return j.count("agent start") == 1 })
 	n.mu.Lock()
 	token, run := n.pod.token, n.run
 	n.mu.Unlock()
-	n.podRunning("agent-a", "uid-a") // a status update of the same pod
+	n.podRunning("agent-a", "uid-a", nil) // a status update of the same pod
 	n.mu.Lock()
 	if n.pod.token != token || n.run != run {
 		t.Error("an update of the running pod restarted its agent")
 	}
 	n.mu.Unlock()
-	n.podRunning("agent-b", "uid-b") // the DaemonSet replaced the pod
+	n.podRunning("agent-b", "uid-b", nil) // the DaemonSet replaced the pod
 	eventually(t, "the agent to restart", func() bool { return j.count("agent start") == 2 })
 	n.noPod() // no pod runs any more
 	eventually(t, "the agent to stop", func() bool { return j.count("agent stop") == 2 })
@@ -199,7 +199,7 @@ func TestRebootIsPlayedLikeAKubelet(t *testing.T) {
 		t.Fatal(err)
 	}
 	bootBefore := getNode(t, cs).Status.NodeInfo.BootID
-	n.podRunning("agent-a", "uid-a")
+	n.podRunning("agent-a", "uid-a", nil)
 	eventually(t, "the agent to start", func() bool { return j.count("agent start") == 1 })
 
 	target := host.Build{Major: 10, Build: 20348, UBR: 2762}

@@ -136,7 +136,7 @@ func TestNodesAddedAndDeletedWhileRunning(t *testing.T) {
 	// Its pod, replaced by the DaemonSet before the deletion reached it,
 	// starts nothing.
 	f.podChanged(runningAgentPod("agent-x0b", "win-extra-0", "uid-x0b"))
-	n.podRunning("agent-x0b", "uid-x0b")
+	n.podRunning("agent-x0b", "uid-x0b", nil)
 	if got := j.count("agent start win-extra-0"); got != 1 {
 		t.Errorf("a forgotten node's agent started again (%d starts)", got)
 	}
@@ -169,7 +169,7 @@ func TestAReplacedNodeIsANewMachine(t *testing.T) {
 	f, _, j := testFleet(t)
 	old := f.nodes.get("win-0")
 	old.uid = "uid-a"
-	old.podRunning("agent-a", "pod-a")
+	old.podRunning("agent-a", "pod-a", nil)
 	eventually(t, "the agent to start", func() bool { return j.count("agent start win-0") == 1 })
 
 	f.nodeChanged(windowsNode(f.s, "win-0", "uid-a")) // an update of the same node

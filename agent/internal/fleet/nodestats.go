@@ -37,6 +37,11 @@ type NodeStats struct {
 	// and Range requests answered with the rest of a file.
 	DownloadsCut     int `json:"downloadsCut,omitempty"`
 	DownloadsResumed int `json:"downloadsResumed,omitempty"`
+	// UpdateDownloads: Windows Update downloads made (an update staged
+	// before the drain is not downloaded again); BackgroundDownloads: those
+	// made at background priority, while the node served (staging).
+	UpdateDownloads     int `json:"updateDownloads"`
+	BackgroundDownloads int `json:"backgroundDownloads"`
 }
 
 // Latency is the fleet's network-programming latency as --latency-file
@@ -81,6 +86,7 @@ func (f *Fleet) stats() []NodeStats {
 			RebootReasons: append([]string{}, m.RebootReasons...), RuntimeSwaps: m.RuntimeSwaps, Rollbacks: m.Rollbacks,
 			AgentRestarts: restarts, Programming: programming.Summary(), HNSFaultAt: faultAt,
 			DownloadsCut: m.DownloadsCut, DownloadsResumed: m.DownloadsResumed,
+			UpdateDownloads: m.UpdateDownloads, BackgroundDownloads: m.BackgroundDownloads,
 		})
 		if !m.KubeProxyStarted.IsZero() {
 			at := m.KubeProxyStarted

@@ -42,7 +42,10 @@ type Settings struct {
 	ContainerdSuffix string
 	CNIMode          string
 	ApplyTime        time.Duration
-	RebootTime       time.Duration
+	// DownloadTime: how long downloading the update takes (0: half of
+	// ApplyTime, within it); with it, ApplyTime is the install alone.
+	DownloadTime time.Duration
+	RebootTime   time.Duration
 	// TransientRetryAfter is the agents' wait after a first transient
 	// Windows Update failure (0: theirs).
 	TransientRetryAfter time.Duration
@@ -103,6 +106,7 @@ func defineFlags(fs *flag.FlagSet, s *Settings) *rawFlags {
 	r.containerd = fs.String("containerd", "1.7.20", "the machines' starting containerd version; vendor metadata (1.7.20+azure) allowed")
 	fs.StringVar(&s.CNIMode, "cni", "overlay", "the machines' HNS network: overlay | l2bridge")
 	fs.DurationVar(&s.ApplyTime, "apply-time", 5*time.Second, "how long installing an update takes")
+	fs.DurationVar(&s.DownloadTime, "download-time", 0, "how long downloading the update takes; --apply-time is then the install alone (0: half of --apply-time, within it)")
 	fs.DurationVar(&s.RebootTime, "reboot-time", time.Second, "how long a reboot keeps the node NotReady")
 	fs.DurationVar(&s.TransientRetryAfter, "transient-retry-after", 0, "the agents' wait after a first transient Windows Update failure (0: the agent's 5m)")
 	fs.Float64Var(&s.FailRate, "fail-rate", 0, "probability that a node's update install fails (seeded by --seed)")
@@ -171,7 +175,7 @@ func (r *rawFlags) machines(s *Settings) []error {
 	for _, d := range []struct {
 		flag string
 		v    time.Duration
-	}{{"--apply-time", s.ApplyTime}, {"--reboot-time", s.RebootTime}, {"--hns-sync-time", s.HNSSync}, {"--transient-retry-after", s.TransientRetryAfter}} {
+	}{{"--apply-time", s.ApplyTime}, {"--download-time", s.DownloadTime}, {"--reboot-time", s.RebootTime}, {"--hns-sync-time", s.HNSSync}, {"--transient-retry-after", s.TransientRetryAfter}} {
 		if d.v < 0 {
 			bad("%s must not be negative, got %s", d.flag, d.v)
 		}

@@ -125,7 +125,22 @@ func (f *Fleet) syncAgentLocked(node string) {
 		n.noPod()
 		return
 	}
-	n.podRunning(keep.Name, keep.UID)
+	n.podRunning(keep.Name, keep.UID, literalEnv(keep))
+}
+
+// literalEnv is the pod's first container's variables that have a value of
+// their own (not taken from a field or a Secret).
+func literalEnv(p *corev1.Pod) map[string]string {
+	env := map[string]string{}
+	if len(p.Spec.Containers) == 0 {
+		return env
+	}
+	for _, e := range p.Spec.Containers[0].Env {
+		if e.ValueFrom == nil {
+			env[e.Name] = e.Value
+		}
+	}
+	return env
 }
 
 // olderPod: a was created before b (by name when in the same second, as

@@ -302,6 +302,39 @@ type UpdateOffer struct {
 	Refusal string
 }
 
+// StagePhase is where the staging of a revision's update is.
+type StagePhase string
+
+const (
+	// StageRunning: the download runs.
+	StageRunning StagePhase = "Staging"
+	// StageDone: everything the install will take is on the node.
+	StageDone StagePhase = "Staged"
+	// StageFailed: the download failed (Err says how); it is tried again.
+	StageFailed StagePhase = "Failed"
+)
+
+// Staging is a revision's update as downloaded before the node's drain.
+type Staging struct {
+	Revision string
+	Phase    StagePhase
+	// Items are what the install will take, in its order.
+	Items []StagedItem
+	// Err says why staging failed, naming the update and its code.
+	Err string
+}
+
+// StagedItem is one update or package on the node, ready to install.
+type StagedItem struct {
+	// Name: "KB5050002: <title>" for Windows Update, the file name for a
+	// package.
+	Name  string
+	Bytes int64
+	// SHA256 of a package as verified on disk; "" for Windows Update's
+	// content, which its agent verifies by its own signatures.
+	SHA256 string
+}
+
 // SourceCheck is one update source as the host reached it.
 type SourceCheck struct {
 	// Name: the URL, path or server, as a person would look it up.
@@ -370,6 +403,11 @@ type Host interface {
 	// Preflight checks, without changing anything, what installing req
 	// would need of the host: its sources answer, room on the system drive.
 	Preflight(ctx context.Context, req UpdateRequest) PreflightFindings
+	// Stage downloads what installing req will take, while the node still
+	// serves (at Windows Update's background priority), and returns at once:
+	// the first ask starts it, later asks read how far it is. An ask for
+	// another revision stops the one before.
+	Stage(ctx context.Context, req UpdateRequest) Staging
 	// RestartKubeProxy stops and starts the host's kube-proxy service, waiting
 	// for each, and returns the service's name; ErrNoKubeProxyService when
 	// kube-proxy is not a service of its own on this host.

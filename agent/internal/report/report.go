@@ -44,6 +44,42 @@ type Spec struct {
 	HNS          *HNS       `json:"hns,omitempty"`
 	Preflight    *Preflight `json:"preflight,omitempty"`
 	HNSRepair    *HNSRepair `json:"hnsRepair,omitempty"`
+	Staging      *Staging   `json:"staging,omitempty"`
+}
+
+// StagingStatus values: the download of the pending revision's update
+// before the drain.
+type StagingStatus string
+
+const (
+	StagingRunning StagingStatus = "Staging"
+	// StagingStaged: what the install takes is on the node; the operator
+	// starts only a staged node (rollout.staging: Enabled).
+	StagingStaged StagingStatus = "Staged"
+	StagingFailed StagingStatus = "Failed"
+)
+
+// Staging is the agent's download of its pool's target revision's update
+// while the node serves.
+type Staging struct {
+	Revision string        `json:"revision"`
+	Status   StagingStatus `json:"status"`
+	// Items: what the install will take, in its order (none: the revision
+	// needs no OS update).
+	Items []StagedItem `json:"items,omitempty"`
+	// Message: why it failed, naming the update, its code and the log.
+	Message string `json:"message,omitempty"`
+	// Since: when it reached this status for this revision.
+	Since *metav1.Time `json:"since,omitempty"`
+}
+
+// StagedItem is one update or package on the node.
+type StagedItem struct {
+	// Name: "KB5050002: <title>", or a package's file name.
+	Name  string `json:"name"`
+	Bytes int64  `json:"bytes"`
+	// SHA256 of a package as verified on disk.
+	SHA256 string `json:"sha256,omitempty"`
 }
 
 // RepairResult is how the agent's restart of kube-proxy went.

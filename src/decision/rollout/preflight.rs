@@ -7,7 +7,8 @@
 //! fail after its drain is never cordoned.
 
 use super::round::RoundSettings;
-use super::{NodeView, Preflight, PreflightVerdict, verify_config};
+use super::{NodeView, Preflight, PreflightVerdict, Staging, StagingState, verify_config};
+use crate::api::StagingMode;
 
 /// Why a Pending node is not started.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,17 +18,22 @@ pub enum PreflightHeld {
     Awaited,
     /// Its agent found the host cannot take the revision: the reasons.
     Blocked(String),
+    /// Its agent cleared it and is downloading the update, which the pool
+    /// asks to be on the node before its drain (`rollout.staging`).
+    Staging,
 }
 
 /// `None` when the node may be started: its preflight passed for this
-/// revision, or it already runs the target configuration (it is not
-/// cordoned then, so there is nothing to check before).
+/// revision (and, where the pool stages, its update is on the node), or it
+/// already runs the target configuration (it is not cordoned then, so there
+/// is nothing to check before).
 pub(super) fn held(s: &RoundSettings<'_>, n: &NodeView) -> Option<PreflightHeld> {
     if verify_config(s.spec, n).is_ok() {
         return None;
     }
     match &n.preflight {
         Some(Preflight { revision, verdict }) if *revision == s.rev => match verdict {
+            PreflightVerdict::Ready if s.spec.rollout.staging == StagingMode::Enabled => staging_held(s, n),
             PreflightVerdict::Ready => None,
             PreflightVerdict::Blocked(why) => Some(PreflightHeld::Blocked(why.clone())),
         },
@@ -38,6 +44,36 @@ pub(super) fn held(s: &RoundSettings<'_>, n: &NodeView) -> Option<PreflightHeld>
             Some(PreflightHeld::Blocked(unanswered(s, n)))
         }
         _ => Some(PreflightHeld::Awaited),
+    }
+}
+
+/// A cleared node of a pool that stages: held until its agent says the
+/// update is on the node. A failed download holds it, named (the agent
+/// tries again): the drain would only meet the same failure.
+fn staging_held(s: &RoundSettings<'_>, n: &NodeView) -> Option<PreflightHeld> {
+    if !n.reports_in_object {
+        // An agent of 0.2.0 (it reports in annotations) cannot stage; the
+        // roll of its DaemonSet replaces it.
+        return None;
+    }
+    match &n.staging {
+        Some(Staging { revision, state }) if *revision == s.rev => match state {
+            StagingState::Staged => None,
+            StagingState::Running => Some(PreflightHeld::Staging),
+            StagingState::Failed(why) => {
+                Some(PreflightHeld::Blocked(format!("the download of its update before the drain failed (rollout.staging): {why}")))
+            }
+        },
+        // The agent stages as soon as it cleared the node; one that does not
+        // within a whole nodeTimeout of the mark predates staging or was
+        // set up without it.
+        _ if s.target_marked_at.is_some_and(|at| at < s.now && s.since(Some(at)) > s.node_timeout) => {
+            Some(PreflightHeld::Blocked(format!(
+                "its agent cleared revision {} but has not staged its update: is the agent older than rollout.staging, or its DaemonSet not rolled yet? (rollout.staging: Disabled starts nodes without it)",
+                s.rev
+            )))
+        }
+        _ => Some(PreflightHeld::Staging),
     }
 }
 
@@ -52,9 +88,19 @@ fn unanswered(s: &RoundSettings<'_>, n: &NodeView) -> String {
 }
 
 /// The nodes as their agents leave them once the preflight of the spec's
-/// revision passed (a node with a preflight of its own keeps it).
+/// revision passed and its update is staged (a node with a preflight or a
+/// staging of its own keeps it).
 #[cfg(test)]
 pub(crate) fn cleared(spec: &crate::api::WindowsNodePoolSpec, nodes: &[NodeView]) -> Vec<NodeView> {
-    let ready = Preflight { revision: crate::revision::revision_of(spec), verdict: PreflightVerdict::Ready };
-    nodes.iter().map(|n| NodeView { preflight: n.preflight.clone().or_else(|| Some(ready.clone())), ..n.clone() }).collect()
+    let rev = crate::revision::revision_of(spec);
+    let ready = Preflight { revision: rev.clone(), verdict: PreflightVerdict::Ready };
+    let staged = Staging { revision: rev, state: StagingState::Staged };
+    nodes
+        .iter()
+        .map(|n| NodeView {
+            preflight: n.preflight.clone().or_else(|| Some(ready.clone())),
+            staging: n.staging.clone().or_else(|| Some(staged.clone())),
+            ..n.clone()
+        })
+        .collect()
 }

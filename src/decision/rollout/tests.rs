@@ -1709,6 +1709,44 @@ fn a_node_is_cordoned_only_once_its_agents_preflight_passed_for_the_revision() {
 }
 
 #[test]
+fn a_pool_that_stages_starts_only_nodes_whose_update_is_on_the_node() {
+    let started = |extra: &str| {
+        let spec = spec_with(&format!("rollout: {{maxUnavailable: 10{extra}}}"));
+        let rev = revision_of(&spec);
+        let ready = Some(Preflight { revision: rev.clone(), verdict: PreflightVerdict::Ready });
+        let staging = |rev: &str, state: StagingState| Some(Staging { revision: rev.into(), state });
+        let cleared = |name: &str| NodeView { preflight: ready.clone(), reports_in_object: true, ..fresh(name) };
+        let nodes = [
+            NodeView { staging: staging(&rev, StagingState::Staged), ..cleared("staged") },
+            NodeView { staging: staging(&rev, StagingState::Running), ..cleared("downloading") },
+            NodeView {
+                staging: staging(&rev, StagingState::Failed("downloading KB5050002: HRESULT 0x80244022".into())),
+                ..cleared("failed")
+            },
+            NodeView { staging: None, ..cleared("not-yet") },
+            NodeView { staging: staging("0123456789", StagingState::Staged), ..cleared("old-revision") },
+            // An agent of 0.2.0 (annotations) cannot stage: its roll replaces it.
+            NodeView { staging: None, reports_in_object: false, ..cleared("annotations") },
+        ];
+        let existing = BTreeSet::new();
+        let plan = decide(&input(&spec, &existing), &nodes, now());
+        let started: Vec<String> = plan.patches.iter().filter(|p| p.unschedulable == Some(true)).map(|p| p.node.clone()).collect();
+        let staging = plan.staging();
+        (started, plan.preflight_held, staging)
+    };
+    let (on, held, staging) = started("");
+    assert_eq!(on, ["annotations", "staged"], "only the staged node (and the agent that cannot stage) is cordoned");
+    assert_eq!(staging, 3, "downloading, not-yet and old-revision wait for their download");
+    assert!(
+        matches!(&held["failed"], PreflightHeld::Blocked(why) if why.contains("rollout.staging") && why.contains("0x80244022")),
+        "a failed download holds its node, naming it: {held:?}"
+    );
+    let (off, held, _) = started(", staging: Disabled");
+    assert_eq!(off.len(), 6, "without staging every cleared node may start: {off:?}");
+    assert!(held.is_empty(), "{held:?}");
+}
+
+#[test]
 fn an_agent_silent_for_a_whole_node_timeout_after_the_mark_is_reported_as_blocked() {
     let spec = spec_with("rollout: {maxUnavailable: 10, nodeTimeout: 15m}");
     let rev = revision_of(&spec);

@@ -132,6 +132,8 @@ pub struct NodeView {
     pub csi_proxy_host_label: Option<String>,
     /// The agent's last preflight, and the revision it judged.
     pub preflight: Option<Preflight>,
+    /// The agent's download of the update before the drain, and its revision.
+    pub staging: Option<Staging>,
     /// `winpool.dev/agent-version`: an agent has reported on this node.
     pub agent_version: Option<String>,
 }
@@ -162,6 +164,24 @@ impl Preflight {
         };
         Some(Preflight { revision: revision.to_string(), verdict })
     }
+}
+
+/// The agent's download of a revision's update while the node serves
+/// (`rollout.staging`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Staging {
+    pub revision: String,
+    pub state: StagingState,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StagingState {
+    /// The download runs.
+    Running,
+    /// What the install takes is on the node.
+    Staged,
+    /// The download failed: the agent's message (it tries again).
+    Failed(String),
 }
 
 /// A Draining node whose evictions a PodDisruptionBudget refuses, as the
@@ -328,13 +348,19 @@ impl Plan {
     pub fn preflight_blocked(&self) -> impl Iterator<Item = (&String, &String)> {
         self.preflight_held.iter().filter_map(|(n, h)| match h {
             preflight::PreflightHeld::Blocked(why) => Some((n, why)),
-            preflight::PreflightHeld::Awaited => None,
+            preflight::PreflightHeld::Awaited | preflight::PreflightHeld::Staging => None,
         })
     }
 
     /// How many nodes still await their agent's verdict on the revision.
     pub fn preflight_awaited(&self) -> usize {
         self.preflight_held.values().filter(|h| **h == preflight::PreflightHeld::Awaited).count()
+    }
+
+    /// Pending nodes cleared by their agent, whose update it is downloading
+    /// before the drain (`rollout.staging`).
+    pub fn staging(&self) -> usize {
+        self.preflight_held.values().filter(|h| **h == preflight::PreflightHeld::Staging).count()
     }
 }
 

@@ -445,6 +445,10 @@ type Stats struct {
 	// DownloadsCut: downloads the network cut mid-body (CutDownloads);
 	// DownloadsResumed: Range requests it answered with the rest of a file.
 	DownloadsCut, DownloadsResumed int
+	// UpdateDownloads: Windows Update downloads made (an update whose
+	// content was on the machine is not downloaded again);
+	// BackgroundDownloads: those at background priority (staging).
+	UpdateDownloads, BackgroundDownloads int
 }
 
 // Stats reads the machine's state as the simulation sees it (never a read
@@ -455,7 +459,8 @@ func (m *Machine) Stats() Stats {
 	return Stats{Build: m.buildLocked(), Containerd: m.containerdVersion(), Installs: m.installs, RuntimeSwaps: m.swaps, Rollbacks: m.rollback,
 		Reboots: len(m.reboots), RebootReasons: append([]string(nil), m.reboots...), CNIMode: hns.Mode(m.o.Network), Searches: m.searches,
 		NetworkUp: m.o.Network.Name != "" && !m.netGone, KubeProxyStarted: m.kubeProxyStarted,
-		DownloadsCut: sum(m.cuts), DownloadsResumed: m.resumed, ContainerdConfig: m.containerdConfigText()}
+		DownloadsCut: sum(m.cuts), DownloadsResumed: m.resumed, ContainerdConfig: m.containerdConfigText(),
+		UpdateDownloads: m.wu.downloads, BackgroundDownloads: m.wu.background}
 }
 
 // containerdConfig is the config.toml beside the containerd program.

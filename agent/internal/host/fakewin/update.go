@@ -14,8 +14,13 @@ import (
 // Catalogue is what the machine's update source (Windows Update, or the
 // WSUS its policy names) offers it, and how the install goes.
 type Catalogue struct {
-	// InstallTime is how long the download and the install take together.
+	// InstallTime is how long the download and the install take together,
+	// or, with DownloadTime, the install alone.
 	InstallTime time.Duration
+	// DownloadTime is how long downloading the update takes (0: half the
+	// InstallTime). An update downloaded before (staged) is not downloaded
+	// again until its copy vanishes (Machine.ClearDownloads).
+	DownloadTime time.Duration
 	// Lands is the build an install of the update asked for stages for the
 	// next boot (nil: that build): the source can offer a newer cumulative
 	// update, or only an older one.
@@ -55,8 +60,35 @@ type Catalogue struct {
 type wuState struct {
 	asked        host.Build
 	ssuInstalled bool
-	// downloads and installs made, for the faults of the first.
-	downloads, installs int
+	// downloads and installs made, for the faults of the first;
+	// background: the downloads made at background priority.
+	downloads, installs, background int
+	// downloaded: the updates (by title) whose content is on the machine.
+	downloaded map[string]bool
+}
+
+// ClearDownloads removes every downloaded update's content, as a disk
+// cleanup of SoftwareDistribution\Download does: the install downloads it
+// again.
+func (m *Machine) ClearDownloads() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.wu.downloaded = nil
+}
+
+// downloadTime and installTime split the catalogue's times.
+func (c Catalogue) downloadTime() time.Duration {
+	if c.DownloadTime > 0 {
+		return c.DownloadTime
+	}
+	return c.InstallTime / 2
+}
+
+func (c Catalogue) installTime() time.Duration {
+	if c.DownloadTime > 0 {
+		return c.InstallTime
+	}
+	return c.InstallTime - c.InstallTime/2
 }
 
 // Titles and KBs of what the catalogue offers; the KBs are the same every
@@ -143,21 +175,38 @@ func releaseName(build int) string {
 	return fmt.Sprint(build)
 }
 
-// Download takes half the install time.
-func (s *wuSession) Download(i int) (int, int32, error) {
-	if err := s.m.wait(s.m.o.Catalogue.InstallTime / 2); err != nil {
+// Download takes the download time, unless the update's content is on the
+// machine already.
+func (s *wuSession) Download(i int, background bool) (int, int32, error) {
+	if i < 0 || i >= len(s.offered) {
+		return 0, 0, fmt.Errorf("no update %d", i)
+	}
+	m, title := s.m, s.offered[i].Title
+	m.mu.Lock()
+	have := m.wu.downloaded[title]
+	m.mu.Unlock()
+	if have {
+		return decide.WUSucceeded, 0, nil
+	}
+	if err := m.wait(m.o.Catalogue.downloadTime()); err != nil {
 		return decide.WUAborted, 0, nil
 	}
-	m := s.m
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.wu.downloads++
+	if background {
+		m.wu.background++
+	}
 	switch c := m.o.Catalogue; {
 	case c.Unavailable && m.wu.downloads == 1:
 		return decide.WUFailed, hr(0x80244022), nil
 	case c.DownloadReset && m.wu.downloads == 1:
 		return decide.WUFailed, hr(0x80072EFE), nil
 	}
+	if m.wu.downloaded == nil {
+		m.wu.downloaded = map[string]bool{}
+	}
+	m.wu.downloaded[title] = true
 	return decide.WUSucceeded, 0, nil
 }
 
@@ -167,7 +216,7 @@ func hr(code uint32) int32 { return int32(code) }
 // Install takes the other half and stages what it installed for the next
 // boot.
 func (s *wuSession) Install(i int) (int, int32, bool, error) {
-	if err := s.m.wait(s.m.o.Catalogue.InstallTime - s.m.o.Catalogue.InstallTime/2); err != nil {
+	if err := s.m.wait(s.m.o.Catalogue.installTime()); err != nil {
 		return decide.WUAborted, 0, false, nil
 	}
 	if i < 0 || i >= len(s.offered) {
@@ -191,6 +240,11 @@ func (s *wuSession) Install(i int) (int, int32, bool, error) {
 	if err != nil || code != 3010 {
 		return decide.WUFailed, int32(uint32(code)), false, err
 	}
+	// Installed, it is offered no more; next month's update (the same
+	// title here, where the month is the clock's) is a new download.
+	s.m.mu.Lock()
+	delete(s.m.wu.downloaded, s.offered[i].Title)
+	s.m.mu.Unlock()
 	return decide.WUSucceeded, 0, true, nil
 }
 

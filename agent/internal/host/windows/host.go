@@ -31,6 +31,8 @@ type Host struct {
 	hns *hns.Reader
 	// offers are preflight's Windows Update searches (offer.go).
 	offers offerSearches
+	// stagings is the download before the drain (stagehost.go).
+	stagings stagings
 }
 
 var _ host.Host = (*Host)(nil)

@@ -31,22 +31,11 @@ type servicing struct {
 // runs DISM once per step of decide.ServicingPlan in the revision's order,
 // stopping at the first failure, and folds the exit codes into one result.
 func (s servicing) install(ctx context.Context, req host.UpdateRequest, running host.Build) (host.UpdateResult, error) {
-	if err := removeOtherRevisions(s.dir, req.Revision); err != nil {
-		return host.UpdateResult{}, fmt.Errorf("removing earlier revisions' packages from %s: %w", s.dir, err)
+	plan, _, err := s.stage(ctx, req, running)
+	if err != nil {
+		return host.UpdateResult{}, err
 	}
 	root := filepath.Join(s.dir, req.Revision)
-	plan := decide.ServicingPlan(req.Packages, running)
-	if len(plan) == 0 {
-		return host.UpdateResult{}, fmt.Errorf("the revision's update source is Packages but it lists none")
-	}
-	for _, step := range plan {
-		for _, p := range step.Packages {
-			dest := filepath.Join(root, step.Dir, p.FileName())
-			if err := stage.Fetch(ctx, s.client, stage.Source{URL: p.URL, Path: p.Path}, dest, p.SHA256, stage.MaxPackage); err != nil {
-				return host.UpdateResult{}, fmt.Errorf("staging %s into %s: %w", p.Name(), root, err)
-			}
-		}
-	}
 	var exits []decide.StepExit
 	for _, step := range plan {
 		target := filepath.Join(root, step.Dir)
@@ -67,6 +56,36 @@ func (s servicing) install(ctx context.Context, req host.UpdateRequest, running 
 		}
 	}
 	return decide.CombineServicing(exits, len(plan)), nil
+}
+
+// stage fetches every package of the plan into the revision's folder and
+// checks its sha256 (one staged before the drain and still matching is
+// not fetched again; a changed one is replaced), after deleting other
+// revisions' folders; it returns the plan and what is staged.
+func (s servicing) stage(ctx context.Context, req host.UpdateRequest, running host.Build) ([]decide.ServicingStep, []host.StagedItem, error) {
+	if err := removeOtherRevisions(s.dir, req.Revision); err != nil {
+		return nil, nil, fmt.Errorf("removing earlier revisions' packages from %s: %w", s.dir, err)
+	}
+	root := filepath.Join(s.dir, req.Revision)
+	plan := decide.ServicingPlan(req.Packages, running)
+	if len(plan) == 0 {
+		return nil, nil, fmt.Errorf("the revision's update source is Packages but it lists none")
+	}
+	var items []host.StagedItem
+	for _, step := range plan {
+		for _, p := range step.Packages {
+			dest := filepath.Join(root, step.Dir, p.FileName())
+			if err := stage.Fetch(ctx, s.client, stage.Source{URL: p.URL, Path: p.Path}, dest, p.SHA256, stage.MaxPackage); err != nil {
+				return nil, nil, fmt.Errorf("staging %s into %s: %w", p.Name(), root, err)
+			}
+			var size int64
+			if fi, err := os.Stat(dest); err == nil {
+				size = fi.Size()
+			}
+			items = append(items, host.StagedItem{Name: p.FileName(), Bytes: size, SHA256: p.SHA256})
+		}
+	}
+	return plan, items, nil
 }
 
 // removeOtherRevisions deletes the staged folders of revisions other than

@@ -19,8 +19,11 @@ type WindowsUpdate interface {
 	// the selection reads them, indexed for Download and Install.
 	Search(criteria string) ([]decide.WUUpdate, error)
 	// Download is IUpdateDownloader.Download of update i alone (its EULA
-	// accepted): the OperationResultCode and HResult.
-	Download(i int) (resultCode int, hresult int32, err error)
+	// accepted): the OperationResultCode and HResult. background sets the
+	// downloader's Priority to dpLow (BITS then takes only bandwidth nothing
+	// else uses: staging, while the node serves); else dpNormal. An update
+	// already downloaded returns at once.
+	Download(i int, background bool) (resultCode int, hresult int32, err error)
 	// Install is IUpdateInstaller.Install of update i alone: the
 	// OperationResultCode, HResult and RebootRequired.
 	Install(i int) (resultCode int, hresult int32, rebootRequired bool, err error)
@@ -91,7 +94,7 @@ func chooseUpdates(offered []decide.WUUpdate, req host.UpdateRequest) ([]int, er
 // installOne downloads and installs one update, and returns the result as a
 // servicing exit code.
 func installOne(wu WindowsUpdate, i int) (int, error) {
-	rc, hr, err := wu.Download(i)
+	rc, hr, err := wu.Download(i, false)
 	if err != nil {
 		return 0, fmt.Errorf("downloading: %w", err)
 	}

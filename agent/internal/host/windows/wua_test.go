@@ -28,8 +28,12 @@ func (f *fakeWU) Search(criteria string) ([]decide.WUUpdate, error) {
 	return f.offered, f.searchErr
 }
 
-func (f *fakeWU) Download(i int) (int, int32, error) {
-	f.calls = append(f.calls, "download "+f.offered[i].KBs[0])
+func (f *fakeWU) Download(i int, background bool) (int, int32, error) {
+	if background {
+		f.calls = append(f.calls, "background download "+f.offered[i].KBs[0])
+	} else {
+		f.calls = append(f.calls, "download "+f.offered[i].KBs[0])
+	}
 	if r, ok := f.download[i]; ok {
 		return r[0], int32(uint32(r[1])), nil
 	}

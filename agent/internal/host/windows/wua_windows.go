@@ -82,7 +82,13 @@ func (s *wuaSession) Search(criteria string) ([]decide.WUUpdate, error) {
 	return offered, nil
 }
 
-func (s *wuaSession) Download(i int) (int, int32, error) {
+// DownloadPriority's values (dpLow, dpNormal).
+const (
+	dpLow    = 1
+	dpNormal = 2
+)
+
+func (s *wuaSession) Download(i int, background bool) (int, int32, error) {
 	w := &s.wu
 	item := s.items[i]
 	if !w.bool(item, "EulaAccepted") {
@@ -90,6 +96,11 @@ func (s *wuaSession) Download(i int) (int, int32, error) {
 	}
 	downloader := w.call(s.session, "CreateUpdateDownloader")
 	w.put(downloader, "Updates", s.collection(item))
+	priority := int32(dpNormal) // a DownloadPriority is a VT_I4
+	if background {
+		priority = dpLow
+	}
+	w.put(downloader, "Priority", priority)
 	dl := w.call(downloader, "Download")
 	rc, hr := w.int(dl, "ResultCode"), w.int(dl, "HResult")
 	return rc, int32(hr), w.err
