@@ -145,6 +145,7 @@ fn the_contract_file_is_what_the_operator_says() {
         "applyStatuses": {
             "applying": names::APPLY_APPLYING,
             "rebooting": names::APPLY_REBOOTING,
+            "rebootRequired": names::APPLY_REBOOT_REQUIRED,
             "succeeded": names::APPLY_SUCCEEDED,
             "failed": names::APPLY_FAILED,
         },
@@ -183,7 +184,8 @@ fn the_agents_names_are_the_operators() {
     ] {
         assert!(quoted.contains(&name), "the agent does not know {name} (agent/internal/names/names.go)");
     }
-    for status in [names::APPLY_APPLYING, names::APPLY_REBOOTING, names::APPLY_SUCCEEDED, names::APPLY_FAILED] {
+    for status in [names::APPLY_APPLYING, names::APPLY_REBOOTING, names::APPLY_REBOOT_REQUIRED, names::APPLY_SUCCEEDED, names::APPLY_FAILED]
+    {
         assert!(quoted.contains(&status), "the agent does not write apply status {status}");
     }
 }

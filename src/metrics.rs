@@ -33,6 +33,7 @@ pub struct Metrics {
     /// (on the monotonic clock): `/healthz` fails when one is wedged.
     in_flight: std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>,
     node_update_duration: HistogramVec,
+    nodes_hotpatched: IntCounterVec,
     hns_loss_detection: HistogramVec,
     build_info: IntGaugeVec,
     pool: PoolGauges,
@@ -292,6 +293,16 @@ impl Metrics {
             not_ready_because: std::sync::Mutex::new(Vec::new()),
             in_flight: Default::default(),
             node_update_duration: register(&r, HistogramVec::new(node_update, &["pool"])),
+            nodes_hotpatched: register(
+                &r,
+                IntCounterVec::new(
+                    Opts::new(
+                        "winpool_nodes_hotpatched_total",
+                        "Nodes a rollout updated in service with a hotpatch (no cordon, drain or reboot), per pool.",
+                    ),
+                    &["pool"],
+                ),
+            ),
             hns_loss_detection: register(&r, HistogramVec::new(hns_loss, &["pool", "reason"])),
             build_info: gauge_vec(&r, "winpool_build_info", "Always 1; the version label says which winpool runs.", &["version"]),
             pool: PoolGauges::register(&r),
@@ -312,8 +323,13 @@ impl Metrics {
 
     /// Nodes whose Updated write landed this round.
     pub fn observe_updates<'p>(&self, pool: &str, landed: impl IntoIterator<Item = &'p crate::rollout::NodePatch>) {
-        for took in landed.into_iter().filter_map(|p| p.took) {
-            self.node_update_duration.with_label_values(&[pool]).observe(took.as_secs_f64());
+        for p in landed {
+            if let Some(took) = p.took {
+                self.node_update_duration.with_label_values(&[pool]).observe(took.as_secs_f64());
+            }
+            if p.hotpatched {
+                self.nodes_hotpatched.with_label_values(&[pool]).inc();
+            }
         }
     }
 
@@ -322,6 +338,7 @@ impl Metrics {
         // series that first appears with a count of 1 is invisible to rate(),
         // and a pool with no update yet would have no panel at all.
         self.node_update_duration.with_label_values(&[pool]);
+        self.nodes_hotpatched.with_label_values(&[pool]);
         for reason in [crate::hns::reasons::COLLAPSED, crate::hns::reasons::DRIFTED] {
             self.hns_loss_detection.with_label_values(&[pool, reason]);
         }
@@ -484,6 +501,7 @@ impl Metrics {
             let _ = self.pool.info.remove_label_values(&[pool, &old[0], &old[1], &old[2]]);
         }
         let _ = self.node_update_duration.remove_label_values(&[pool]);
+        let _ = self.nodes_hotpatched.remove_label_values(&[pool]);
         for reason in [crate::hns::reasons::COLLAPSED, crate::hns::reasons::DRIFTED] {
             let _ = self.hns_loss_detection.remove_label_values(&[pool, reason]);
         }

@@ -85,6 +85,10 @@ pub struct StagingReport {
     #[schemars(length(max = 32))]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub items: Vec<StagedItem>,
+    /// What is staged installs without a reboot (a hotpatch): a pool with
+    /// `rollout.hotpatch: Enabled` installs it without cordon or drain.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reboot_free: bool,
     /// Why it failed, naming the update, its code and where to look (Failed only).
     #[schemars(length(max = 2048))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -109,6 +113,9 @@ pub struct StagedItem {
     #[schemars(length(max = 64))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sha256: Option<String>,
+    /// It installs without a reboot, as Windows Update describes it (a hotpatch).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reboot_free: bool,
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
@@ -202,6 +209,9 @@ pub struct ApplyReport {
 pub enum ApplyStatus {
     Applying,
     Rebooting,
+    /// Installed; Windows asks for a reboot and the node is in service (a
+    /// hotpatch start): the agent waits for winpool to drain it.
+    RebootRequired,
     Succeeded,
     Failed,
 }
@@ -211,6 +221,7 @@ impl ApplyStatus {
         match self {
             ApplyStatus::Applying => names::APPLY_APPLYING,
             ApplyStatus::Rebooting => names::APPLY_REBOOTING,
+            ApplyStatus::RebootRequired => names::APPLY_REBOOT_REQUIRED,
             ApplyStatus::Succeeded => names::APPLY_SUCCEEDED,
             ApplyStatus::Failed => names::APPLY_FAILED,
         }
@@ -380,7 +391,7 @@ fn staging_of(s: &StagingReport) -> crate::rollout::Staging {
             StagingState::Failed(s.message.clone().filter(|m| !m.is_empty()).unwrap_or_else(|| "the agent gave no reason".into()))
         }
     };
-    crate::rollout::Staging { revision: s.revision.clone(), state }
+    crate::rollout::Staging { revision: s.revision.clone(), state, reboot_free: s.reboot_free }
 }
 
 /// The report cache keeps what a decision reads: who wrote which fields

@@ -38,6 +38,7 @@ struct MachineStats {
     rollbacks: usize,
     update_downloads: usize,
     background_downloads: usize,
+    hotpatches: usize,
 }
 
 fn read_stats(path: &Path) -> Vec<MachineStats> {
@@ -158,6 +159,57 @@ async fn a_staged_update_is_downloaded_before_the_drain_and_never_after() {
     }
     staged.cleanup().await;
     plain.cleanup().await;
+}
+
+/// Windows Server 2025 nodes enrolled in hotpatching, in a pool that takes
+/// hotpatches: the first month is a quarterly baseline (every node drained
+/// and rebooted), the second a hotpatch, installed on three nodes without
+/// cordon, drain or reboot; on the fourth it asks for a reboot after all, and
+/// that node alone is cordoned, drained and rebooted. Judged from the audit
+/// log (winpool's cordons) and the machines (reboots, hotpatches).
+#[tokio::test]
+async fn a_hotpatch_pool_updates_in_service_and_drains_only_for_a_reboot() {
+    let spec = |patch: &str| {
+        json!({"os": {"version": "ltsc2025", "patchLevel": patch},
+            "rollout": {"maxUnavailable": 4, "maxFailedNodes": 1, "nodeTimeout": "3m", "drain": {"timeout": "1m"}, "hotpatch": "Enabled"}})
+    };
+    let (mut t, stats, pool) = rolling_with(
+        4,
+        "hotpatch",
+        |prefix| {
+            ["--os=ltsc2025", "--build=10.0.26100.2000", "--hotpatch=enrolled", "--apply-time=0.5s", "--reboot-time=0.5s"]
+                .map(String::from)
+                .into_iter()
+                .chain([format!("--host-faults=hotpatch-reboots@{prefix}3")])
+                .collect()
+        },
+        spec("10.0.26100.2100"),
+    )
+    .await;
+    support::wait_pool_done(&t, &pool, 4, WAIT).await;
+    let month_two = jiff::Timestamp::now();
+    let mut manifest = pool_manifest(&t, &pool, "10.0.26100.2200", json!({}));
+    for (k, v) in spec("10.0.26100.2200").as_object().unwrap() {
+        manifest["spec"][k] = v.clone();
+    }
+    apply_pool(&t, &manifest).await;
+    support::wait_pool_done(&t, &pool, 4, WAIT).await;
+
+    let prefix = t.node_prefix();
+    let mut cordoned: Vec<String> = support::audit::requests(&support::audit::audit_log(), &prefix)
+        .into_iter()
+        .filter(|r| r.resource == "nodes" && r.at.is_some_and(|at| at > month_two) && r.body["spec"]["unschedulable"] == json!(true))
+        .map(|r| r.name.trim_start_matches(&prefix).to_string())
+        .collect();
+    cordoned.dedup();
+    assert_eq!(cordoned, ["3"], "in the hotpatch month only the node whose hotpatch asked for a reboot is cordoned");
+    assert!(t.terminate("sim").is_some_and(|s| s.success()), "the fleet stops cleanly on SIGTERM");
+    for m in read_stats(&stats) {
+        let want = if m.node.ends_with('3') { (2, 0) } else { (1, 1) };
+        assert_eq!((m.reboots, m.hotpatches), want, "{}: a baseline's reboot, then a hotpatch (or its reboot): {m:?}", m.node);
+        assert_eq!(m.build, "10.0.26100.2200", "{m:?}");
+    }
+    t.cleanup().await;
 }
 
 /// An update that always lands below the patch level: the node ends Failed,

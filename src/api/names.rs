@@ -86,6 +86,10 @@ pub const ANN_STARTED_AT: &str = "winpool.dev/started-at";
 /// one. It bounds only the agent on that node; the operator times the node
 /// out by its own reading of the spec.
 pub const ANN_INSTALL_BUDGET: &str = "winpool.dev/install-budget";
+/// On a node started without cordon or drain because its update is a
+/// hotpatch (`rollout.hotpatch: Enabled`): removed with `started-at`, and
+/// when the hotpatch asks for a reboot after all and the node is drained.
+pub const ANN_HOTPATCH: &str = "winpool.dev/hotpatch";
 /// The revision the node is being moved to while Draining (the label moves at Applying).
 pub const ANN_TARGET_REVISION: &str = "winpool.dev/target-revision";
 /// Present only when winpool itself cordoned the node: winpool never
@@ -121,5 +125,8 @@ pub const NODE_CONDITION_HNS_READY: &str = "WindowsHNSReady";
 pub const ANN_BOOT_ID: &str = "winpool.dev/boot-id";
 pub const APPLY_APPLYING: &str = "Applying";
 pub const APPLY_REBOOTING: &str = "Rebooting";
+/// The update is installed and Windows asks for a reboot, on a node started
+/// in service (a hotpatch): the agent waits for winpool's drain.
+pub const APPLY_REBOOT_REQUIRED: &str = "RebootRequired";
 pub const APPLY_SUCCEEDED: &str = "Succeeded";
 pub const APPLY_FAILED: &str = "Failed";

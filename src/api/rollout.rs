@@ -140,6 +140,24 @@ pub struct RolloutSpec {
     /// drain: for nodes on a metered link).
     #[serde(default)]
     pub staging: StagingMode,
+    /// Install a hotpatch without cordon, drain or reboot: Windows Server 2025
+    /// (and 2022 Azure Edition) nodes enrolled in hotpatching are offered, in
+    /// the months between quarterly baselines, a security update that applies
+    /// in memory. Enabled: a node whose staged update is such a hotpatch (and
+    /// that lacks nothing else of the revision) is updated in service; if its
+    /// install asks for a reboot after all, winpool drains it first. Baseline
+    /// months take the normal path. Disabled (the default): every update is
+    /// drained. Needs `staging: Enabled` (the staging says which it is).
+    #[serde(default)]
+    pub hotpatch: HotpatchMode,
+}
+
+/// `rollout.hotpatch`.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, JsonSchema, strum::Display, strum::EnumString)]
+pub enum HotpatchMode {
+    Enabled,
+    #[default]
+    Disabled,
 }
 
 /// `rollout.staging`.
@@ -337,6 +355,7 @@ impl Default for RolloutSpec {
             hooks: None,
             hns_pacing: HnsPacing::default(),
             staging: StagingMode::default(),
+            hotpatch: HotpatchMode::default(),
         }
     }
 }

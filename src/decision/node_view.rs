@@ -47,6 +47,7 @@ pub fn node_view(node: &NodeRecord, report: &AgentReport, hns: HnsReadiness) -> 
         target_revision: owned(names::ANN_TARGET_REVISION),
         drained_revision: owned(names::ANN_DRAINED_REVISION),
         cordoned_by_winpool: ann(names::ANN_CORDONED_BY_WINPOOL) == Some("true"),
+        hotpatch: ann(names::ANN_HOTPATCH) == Some("true"),
         unschedulable: node.unschedulable,
         ready: node.ready,
         kernel_version: nonempty(&node.kernel_version),

@@ -492,7 +492,7 @@ mod tests {
         // Its agent's preflight of the pool's revision passed.
         let rev = revision_of(&pool("a", SPEC).spec);
         let preflight = rollout::Preflight { revision: rev.clone(), verdict: rollout::PreflightVerdict::Ready };
-        let staging = rollout::Staging { revision: rev, state: rollout::StagingState::Staged };
+        let staging = rollout::Staging { revision: rev, state: rollout::StagingState::Staged, reboot_free: false };
         NodeView {
             name: name.into(),
             pool_label: Some("a".into()),

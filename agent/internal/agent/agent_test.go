@@ -370,6 +370,7 @@ func TestOperatorRetryStartsOver(t *testing.T) {
 	machine := newMachine(o)
 	node := requestedR1()
 	node.Annotations = map[string]string{names.AnnStartedAt: "2026-12-02T10:00:00Z", names.AnnState: names.StateApplying}
+	node.Spec.Unschedulable = true // cordoned by the operator's start
 	h := newHarness(t, machine, node, revisionConfigMap(revisionR1()))
 	h.start(h.options())
 	h.waitStatus(names.StatusFailed)
@@ -407,6 +408,7 @@ func TestAReportForAnEarlierAttemptNeverLandsOnARetry(t *testing.T) {
 	machine := newMachine(o)
 	node := requestedR1()
 	node.Annotations = map[string]string{names.AnnStartedAt: first, names.AnnState: names.StateApplying}
+	node.Spec.Unschedulable = true // cordoned by the operator's start
 	h := newHarness(t, machine, node, revisionConfigMap(revisionR1()))
 	h.start(h.options())
 	eventually(t, "the first install to run", func() bool { return installs.Load() == 1 })
@@ -484,6 +486,7 @@ func TestAReportThatLandsAfterARetryAnswersItsOwnStart(t *testing.T) {
 	machine := newMachine(o)
 	node := requestedR1()
 	node.Annotations = map[string]string{names.AnnStartedAt: first, names.AnnState: names.StateApplying}
+	node.Spec.Unschedulable = true // cordoned by the operator's start
 	h := newHarness(t, machine, node, revisionConfigMap(revisionR1()))
 	h.onReportWrite(func() {
 		h.operatorEdit(func(n *corev1.Node) { n.Annotations[names.AnnStartedAt] = retry })
@@ -518,6 +521,7 @@ func TestNothingIsInstalledOnANodeTheOperatorFailedMeanwhile(t *testing.T) {
 	machine := newMachine(behindHost())
 	node := requestedR1()
 	node.Annotations = map[string]string{names.AnnStartedAt: "2026-12-02T10:00:00Z", names.AnnState: names.StateApplying}
+	node.Spec.Unschedulable = true // cordoned by the operator's start
 	h := newHarness(t, machine, node, revisionConfigMap(revisionR1()))
 	h.onReportWrite(func() {
 		h.operatorEdit(func(n *corev1.Node) { n.Annotations[names.AnnState] = names.StateFailed })
@@ -789,6 +793,7 @@ func TestAHandSetRevisionLabelIsNotAStart(t *testing.T) {
 	}
 	h.operatorEdit(func(n *corev1.Node) {
 		n.Annotations = map[string]string{names.AnnState: names.StateApplying, names.AnnStartedAt: testStart}
+		n.Spec.Unschedulable = true // cordoned by the operator's start
 	})
 	h.waitStatus(names.StatusApplying)
 	r.stop(t)

@@ -103,6 +103,7 @@ func (a *agent) input(ctx context.Context, node *corev1.Node) (decide.Input, boo
 		StartedAt:    node.Annotations[names.AnnStartedAt],
 		NodeState:    node.Annotations[names.AnnState],
 		Standalone:   a.o.Standalone,
+		InService:    !node.Spec.Unschedulable,
 		Reported:     a.lastReport(node),
 		MaxAttempts:  a.o.MaxAttempts,
 		NetworkGrace: a.o.NetworkGrace,

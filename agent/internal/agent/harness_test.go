@@ -78,11 +78,13 @@ func testNodeObject(labels, annotations map[string]string) *corev1.Node {
 	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode, Labels: labels, Annotations: annotations}}
 }
 
-// requestedR1 is a node the operator started for r1: drained, labelled,
+// requestedR1 is a node the operator started for r1: cordoned, drained, labelled,
 // Applying, with the start it recorded.
 func requestedR1() *corev1.Node {
-	return testNodeObject(map[string]string{names.LabelPool: testPool, names.LabelRevision: "r1", "kubernetes.io/os": "windows"},
+	n := testNodeObject(map[string]string{names.LabelPool: testPool, names.LabelRevision: "r1", "kubernetes.io/os": "windows"},
 		map[string]string{names.AnnState: names.StateApplying, names.AnnStartedAt: testStart})
+	n.Spec.Unschedulable = true
+	return n
 }
 
 // updatedR1 is a node the operator rolled to r1 and put back in service.

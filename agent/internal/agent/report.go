@@ -73,7 +73,7 @@ func (a *agent) adoptAnnotations(node *corev1.Node) {
 	status := names.ApplyStatus(node.Annotations[names.AnnApplyStatus])
 	rev := node.Annotations[names.AnnAppliedRevision]
 	switch status {
-	case names.StatusApplying, names.StatusRebooting, names.StatusSucceeded, names.StatusFailed:
+	case names.StatusApplying, names.StatusRebooting, names.StatusRebootRequired, names.StatusSucceeded, names.StatusFailed:
 	default:
 		// Nothing, or nothing an agent wrote: not a result.
 		return

@@ -115,7 +115,7 @@ func (a *agent) stagingReport() *report.Staging {
 	if s.Revision == "" {
 		return nil
 	}
-	out := &report.Staging{Revision: s.Revision, Since: &metav1.Time{Time: a.staging.since.UTC().Truncate(time.Second)}}
+	out := &report.Staging{Revision: s.Revision, Since: &metav1.Time{Time: a.staging.since.UTC().Truncate(time.Second)}, RebootFree: s.RebootFree()}
 	switch s.Phase {
 	case host.StageRunning:
 		out.Status = report.StagingRunning
@@ -128,7 +128,7 @@ func (a *agent) stagingReport() *report.Staging {
 		if i == maxListed {
 			break
 		}
-		out.Items = append(out.Items, report.StagedItem{Name: oneLine(it.Name), Bytes: it.Bytes, SHA256: it.SHA256})
+		out.Items = append(out.Items, report.StagedItem{Name: oneLine(it.Name), Bytes: it.Bytes, SHA256: it.SHA256, RebootFree: it.RebootFree})
 	}
 	return out
 }

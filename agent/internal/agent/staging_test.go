@@ -32,6 +32,7 @@ func (h *harness) startR1() {
 	h.operatorEdit(func(n *corev1.Node) {
 		n.Labels[names.LabelRevision] = "r1"
 		n.Annotations = map[string]string{names.AnnState: names.StateApplying, names.AnnStartedAt: testStart}
+		n.Spec.Unschedulable = true // cordoned by the operator's start
 	})
 }
 

@@ -48,7 +48,8 @@ func TestTheAgentKeepsTheOperatorsContract(t *testing.T) {
 		"nodeStates": {"applying": names.StateApplying, "verifying": names.StateVerifying, "failed": names.StateFailed},
 		"applyStatuses": {
 			"applying": string(names.StatusApplying), "rebooting": string(names.StatusRebooting),
-			"succeeded": string(names.StatusSucceeded), "failed": string(names.StatusFailed),
+			"rebootRequired": string(names.StatusRebootRequired),
+			"succeeded":      string(names.StatusSucceeded), "failed": string(names.StatusFailed),
 		},
 		"nameExamples": {
 			"configMap(win22, 5d8f2c1a9b)":             names.ConfigMapName("win22", "5d8f2c1a9b"),

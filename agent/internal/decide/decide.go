@@ -150,8 +150,12 @@ type Input struct {
 	NodeState string
 	// Standalone: the agent runs without the operator (see MayTouch).
 	Standalone bool
-	Config     RevisionConfig
-	Observed   host.Observed
+	// InService: the Node is not cordoned (the operator started it without
+	// a drain: a hotpatch). The agent never reboots a node in service: it
+	// reports RebootRequired and waits for the operator's drain.
+	InService bool
+	Config    RevisionConfig
+	Observed  host.Observed
 	// State is what the agent last saved on the host.
 	State host.State
 	// MaxAttempts caps update installs and containerd upgrades per
@@ -298,7 +302,7 @@ func MayTouch(nodeState, startedAt string, standalone bool) bool {
 // agent still reads its tasks and reports how the install ended; it starts
 // nothing, swaps nothing and reboots nothing on a Failed node.
 func Finishing(nodeState, startedAt, revision string, reported NodeReport) bool {
-	inProgress := reported.Status == names.StatusApplying || reported.Status == names.StatusRebooting
+	inProgress := InProgress(reported.Status)
 	return nodeState == names.StateFailed && startedAt != "" && inProgress && reported.AppliedRevision == revision
 }
 
@@ -338,7 +342,7 @@ func IsFinal(s names.ApplyStatus) bool {
 // servicing task, of the start it retries. (Counters saved by an agent that
 // did not record the start carry on.)
 func continuing(in Input) bool {
-	inProgress := in.Reported.Status == names.StatusApplying || in.Reported.Status == names.StatusRebooting
+	inProgress := InProgress(in.Reported.Status)
 	sameStart := in.State.StartedAt == in.StartedAt || in.State.StartedAt == ""
 	return inProgress && in.Reported.AppliedRevision == in.Revision && in.State.Revision == in.Revision && sameStart
 }
@@ -443,9 +447,28 @@ func (d decision) installMessage(target host.Build) string {
 		target, sourceOf(d.updateRequest(target)), d.state.Attempts, d.maxAttempts(), d.in.Observed.Build)
 }
 
+// inService: the operator runs this node and has not cordoned it.
+func (d decision) inService() bool { return d.in.InService && !d.in.Standalone }
+
+// awaitDrain is the report that asks the operator to drain a node in
+// service before the reboot reason asks for.
+func (d decision) awaitDrain(target host.Build, reason string) Step {
+	msg := fmt.Sprintf("the update to %s is installed and Windows asks for a reboot (%s); the node is in service: waiting for the operator to drain it", target, reason)
+	return Step{Action: Wait, Report: d.report(names.StatusRebootRequired, msg), State: d.state, Target: target}
+}
+
+// InProgress: a report of an update not yet ended.
+func InProgress(s names.ApplyStatus) bool {
+	return s == names.StatusApplying || s == names.StatusRebooting || s == names.StatusRebootRequired
+}
+
 // reboot is the step that reboots the node for reason (RebootReasons, or
-// ReasonInstallAsked), within the cap on reboots per revision.
+// ReasonInstallAsked), within the cap on reboots per revision; on a node in
+// service, the report that asks the operator to drain it first.
 func (d decision) reboot(target host.Build, reason string) Step {
+	if d.inService() {
+		return d.awaitDrain(target, reason)
+	}
 	if d.state.Reboots >= d.maxReboots() {
 		return d.fail(fmt.Sprintf("a reboot is still pending after %d reboots (host at %s, target %s): Windows keeps asking for one (%s); %s",
 			d.state.Reboots, d.in.Observed.Build, target, reason, servicingLogs))

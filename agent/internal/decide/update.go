@@ -165,8 +165,11 @@ func (d decision) updateTask(target host.Build) (Step, bool) {
 		return d.fail(fmt.Sprintf("cannot run servicing to install the update to %s: %s; see %s", target, u.Error, where)), true
 	}
 	code := uint32(u.Result.ExitCode)
-	switch ClassifyUpdate(u.Result.ExitCode) {
-	case RebootRequired:
+	switch class := ClassifyUpdate(u.Result.ExitCode); {
+	case (class == RebootRequired || class == RebootFirst) && d.inService():
+		// Not marked acted on: the reboot follows the operator's drain.
+		return d.awaitDrain(target, ReasonInstallAsked), true
+	case class == RebootRequired:
 		d.state.RebootedAfter = u.Attempt
 		step := d.reboot(target, ReasonInstallAsked)
 		// The install's report already says a reboot follows when the
@@ -178,14 +181,14 @@ func (d decision) updateTask(target host.Build) (Step, bool) {
 			step.Report = d.in.Reported
 		}
 		return step, true
-	case Installed, AlreadyInstalled:
+	case class == Installed || class == AlreadyInstalled:
 		return Step{}, false
-	case RebootFirst:
+	case class == RebootFirst:
 		// Not the update's failure: Windows finishes (or rolls back) what is
 		// pending at boot, and the next attempt installs, within the caps.
 		d.state.RebootedAfter = u.Attempt
 		return d.reboot(target, ReasonInstallAsked), true
-	case Transient:
+	case class == Transient:
 		wait := d.transientWait(d.state.Attempts)
 		if d.state.Attempts >= d.maxAttempts() {
 			return d.failInstall(code, fmt.Sprintf("Windows Update could not install the update to %s in %d attempts; the last said 0x%08X (%s): "+
@@ -197,13 +200,13 @@ func (d decision) updateTask(target host.Build) (Step, bool) {
 			return Step{Action: Wait, Report: d.report(names.StatusApplying, msg), State: d.state}, true
 		}
 		return Step{}, false
-	case ServicingStackRequired:
+	case class == ServicingStackRequired:
 		// Never retried as is: the same package fails the same way until the
 		// servicing stack update it needs is installed before it.
 		return d.failInstall(code, fmt.Sprintf("the update needs a newer servicing stack first (0x%08X, CBS_E_NEW_SERVICING_STACK_REQUIRED) installing %s on build %s: "+
 			"list the servicing stack update (SSU) that it requires before it in spec.os.updates, or approve that SSU in WSUS; %s",
 			code, u.Result.Detail, d.in.Observed.Build, servicingLogs)), true
-	case NotApplicable:
+	case class == NotApplicable:
 		// Never a reboot: nothing was staged, and rebooting would only loop.
 		return d.failInstall(code, fmt.Sprintf("update not applicable to this host (0x%08X): %s does not apply to build %s (target %s); "+
 			"the package is for another Windows release, or this host needs a newer servicing stack update first; %s",

@@ -422,3 +422,22 @@ func TestInstallBudgetReadsOnlyABoundedDuration(t *testing.T) {
 		}
 	}
 }
+
+// A node the operator started in service (a hotpatch: not cordoned) whose
+// install asks for a reboot after all is not rebooted: the agent reports
+// RebootRequired and waits; once the operator cordoned and drained it, the
+// same start goes on to the reboot, its attempt kept.
+func TestANodeInServiceIsNeverRebootedItAsksForTheDrain(t *testing.T) {
+	in := request()
+	in.Standalone, in.NodeState, in.StartedAt, in.InService = false, names.StateApplying, "2026-12-02T10:00:00Z", true
+	install := Next(in)
+	after := installed(in, install, 3010)
+	after.Observed.UpdateTask.StartedAt = in.StartedAt
+	wait := Next(after)
+	check(t, wait, want{action: Wait, status: names.StatusRebootRequired,
+		state: host.State{Revision: "r1", StartedAt: in.StartedAt, Attempts: 1}, message: []string{"in service", "drain"}})
+	after.Reported, after.State = wait.Report, wait.State
+	after.InService = false
+	check(t, Next(after), want{action: Reboot, status: names.StatusRebooting,
+		state: host.State{Revision: "r1", StartedAt: in.StartedAt, Attempts: 1, Reboots: 1, RebootedAfter: 1}, message: []string{ReasonInstallAsked}})
+}

@@ -34,6 +34,11 @@ type WUUpdate struct {
 	Size int64
 	// Published is IUpdate.LastDeploymentChangeTime.
 	Published time.Time
+	// RebootFree: IUpdate.InstallationBehavior.RebootBehavior is
+	// irbNeverReboots, as Windows Update describes a hotpatch (Windows
+	// Server 2025 enrolled in hotpatching, in a month that is not a
+	// baseline): it installs without a reboot.
+	RebootFree bool
 }
 
 // IUpdate.Type values (UpdateType).

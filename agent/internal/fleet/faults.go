@@ -144,6 +144,9 @@ const (
 	// resetting a long transfer does: the agent resumes it with a Range
 	// request.
 	FaultDownloadCut Fault = "download-cut"
+	// FaultHotpatchReboots: a hotpatch's install asks for a reboot after
+	// all (with --hotpatch enrolled): the agent waits, the node is drained.
+	FaultHotpatchReboots Fault = "hotpatch-reboots"
 )
 
 // payloadHost is where Windows Update's payloads come from (the agent's
@@ -202,6 +205,7 @@ var faultHelp = map[Fault]string{
 	FaultPayloadBlocked:     "a firewall lets the Windows Update service hosts through and drops " + payloadHost,
 	FaultProxyAuth:          "the WinHTTP proxy " + fleetProxy + " asks for authentication (407)",
 	FaultDownloadCut:        "the first download of each file over HTTP (containerd's archive) is cut mid-body",
+	FaultHotpatchReboots:    "a hotpatch's install asks for a reboot after all (with --hotpatch enrolled)",
 }
 
 // faultsUsage is --host-faults' help: the form, then a line per fault.
@@ -215,7 +219,7 @@ func faultsUsage() string {
 }
 
 // knownFaults are the faults --host-faults accepts.
-var knownFaults = []Fault{FaultHNSChurn, FaultReadErrors, FaultPendingRenames, FaultOvershoot, FaultUndershoot, FaultRebootUnknown, FaultAgentRestart, FaultSSUFirst, FaultRuntimeCrashloop, FaultContainerdConfigV1, FaultSlowAPI, FaultSourceUnreachable, FaultTaskNotStarted, FaultOnBattery, FaultWSUSUnapproved, FaultWUBusy, FaultWSUS503, FaultDownloadReset, FaultSlowServicing, FaultLocalized, FaultPendingAfterTarget, FaultAKSHNSReset, FaultServiceDeps, FaultBadUpdate, FaultInstallFailsOnce, FaultHNSCollapse, FaultHNSRestart, FaultLBDeleted, FaultHostEnv, FaultNoDSR, FaultPayloadBlocked, FaultProxyAuth, FaultDownloadCut}
+var knownFaults = []Fault{FaultHNSChurn, FaultReadErrors, FaultPendingRenames, FaultOvershoot, FaultUndershoot, FaultRebootUnknown, FaultAgentRestart, FaultSSUFirst, FaultRuntimeCrashloop, FaultContainerdConfigV1, FaultSlowAPI, FaultSourceUnreachable, FaultTaskNotStarted, FaultOnBattery, FaultWSUSUnapproved, FaultWUBusy, FaultWSUS503, FaultDownloadReset, FaultSlowServicing, FaultLocalized, FaultPendingAfterTarget, FaultAKSHNSReset, FaultServiceDeps, FaultBadUpdate, FaultInstallFailsOnce, FaultHNSCollapse, FaultHNSRestart, FaultLBDeleted, FaultHostEnv, FaultNoDSR, FaultPayloadBlocked, FaultProxyAuth, FaultDownloadCut, FaultHotpatchReboots}
 
 // slowServicingTime is how long FaultSlowServicing's install takes.
 const slowServicingTime = 75 * time.Second
@@ -279,6 +283,7 @@ func (f Faults) shape(node string, o *fakewin.Options) {
 	o.Catalogue.Busy = f.On(FaultWUBusy, node)
 	o.Catalogue.Unavailable = f.On(FaultWSUS503, node)
 	o.Catalogue.DownloadReset = f.On(FaultDownloadReset, node)
+	o.Catalogue.HotpatchReboots = f.On(FaultHotpatchReboots, node)
 	if f.On(FaultSlowServicing, node) {
 		o.Catalogue.InstallTime = slowServicingTime
 	}

@@ -48,7 +48,7 @@ func TestHostFaults(t *testing.T) {
 
 func TestBadHostFaults(t *testing.T) {
 	for _, tc := range []struct{ flag, want string }{
-		{"hns-chrun", `--host-faults: unknown fault "hns-chrun" (known: hns-churn, read-errors, pending-renames, overshoot, undershoot, reboot-unknown, agent-restart, ssu-first, runtime-crashloop, containerd-config-v1, slow-api, source-unreachable, task-not-started, on-battery, wsus-unapproved, wu-busy, wsus-503, download-reset, slow-servicing, localized, pending-after-target, aks-hns-reset, service-deps, bad-update, install-fails-once, hns-collapse, hns-restart, lb-deleted, host-env, no-dsr, payload-blocked, proxy-auth, download-cut)`},
+		{"hns-chrun", `--host-faults: unknown fault "hns-chrun" (known: hns-churn, read-errors, pending-renames, overshoot, undershoot, reboot-unknown, agent-restart, ssu-first, runtime-crashloop, containerd-config-v1, slow-api, source-unreachable, task-not-started, on-battery, wsus-unapproved, wu-busy, wsus-503, download-reset, slow-servicing, localized, pending-after-target, aks-hns-reset, service-deps, bad-update, install-fails-once, hns-collapse, hns-restart, lb-deleted, host-env, no-dsr, payload-blocked, proxy-auth, download-cut, hotpatch-reboots)`},
 		{"hns-churn@Win_3", `--host-faults: hns-churn@Win_3: "Win_3" is not a node name`},
 		{"hns-churn@", `--host-faults: hns-churn@: "" is not a node name`},
 	} {

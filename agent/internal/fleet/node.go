@@ -104,7 +104,7 @@ func newSimNode(f *Fleet, name string, m machine) (*simNode, error) {
 		Root:       root,
 		Build:      m.build,
 		Containerd: m.containerd,
-		Catalogue:  fakewin.Catalogue{InstallTime: f.s.ApplyTime, DownloadTime: f.s.DownloadTime, Fails: f.failures.failsOn(name)},
+		Catalogue:  fakewin.Catalogue{InstallTime: f.s.ApplyTime, DownloadTime: f.s.DownloadTime, Hotpatch: f.s.Hotpatch, Fails: f.failures.failsOn(name)},
 		OnReboot:   n.reboot,
 	}
 	opts.HNS = n.hnsCounts()

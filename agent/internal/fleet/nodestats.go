@@ -42,6 +42,8 @@ type NodeStats struct {
 	// made at background priority, while the node served (staging).
 	UpdateDownloads     int `json:"updateDownloads"`
 	BackgroundDownloads int `json:"backgroundDownloads"`
+	// Hotpatches: updates landed in memory, without a reboot.
+	Hotpatches int `json:"hotpatches"`
 }
 
 // Latency is the fleet's network-programming latency as --latency-file
@@ -86,7 +88,7 @@ func (f *Fleet) stats() []NodeStats {
 			RebootReasons: append([]string{}, m.RebootReasons...), RuntimeSwaps: m.RuntimeSwaps, Rollbacks: m.Rollbacks,
 			AgentRestarts: restarts, Programming: programming.Summary(), HNSFaultAt: faultAt,
 			DownloadsCut: m.DownloadsCut, DownloadsResumed: m.DownloadsResumed,
-			UpdateDownloads: m.UpdateDownloads, BackgroundDownloads: m.BackgroundDownloads,
+			UpdateDownloads: m.UpdateDownloads, BackgroundDownloads: m.BackgroundDownloads, Hotpatches: m.Hotpatches,
 		})
 		if !m.KubeProxyStarted.IsZero() {
 			at := m.KubeProxyStarted

@@ -45,7 +45,11 @@ type Settings struct {
 	// DownloadTime: how long downloading the update takes (0: half of
 	// ApplyTime, within it); with it, ApplyTime is the install alone.
 	DownloadTime time.Duration
-	RebootTime   time.Duration
+	// Hotpatch: the machines are enrolled in hotpatching (--hotpatch
+	// enrolled): their first update and every third after it are baselines,
+	// the others hotpatches that need no reboot.
+	Hotpatch   bool
+	RebootTime time.Duration
 	// TransientRetryAfter is the agents' wait after a first transient
 	// Windows Update failure (0: theirs).
 	TransientRetryAfter time.Duration
@@ -92,7 +96,7 @@ var ErrHelp = flag.ErrHelp
 type rawFlags struct {
 	labels                                       repeated
 	build, containerd, failNodes, hns, logFormat *string
-	profile, faults                              *string
+	profile, faults, hotpatch                    *string
 	noCreate                                     *bool
 }
 
@@ -106,6 +110,7 @@ func defineFlags(fs *flag.FlagSet, s *Settings) *rawFlags {
 	r.containerd = fs.String("containerd", "1.7.20", "the machines' starting containerd version; vendor metadata (1.7.20+azure) allowed")
 	fs.StringVar(&s.CNIMode, "cni", "overlay", "the machines' HNS network: overlay | l2bridge")
 	fs.DurationVar(&s.ApplyTime, "apply-time", 5*time.Second, "how long installing an update takes")
+	r.hotpatch = fs.String("hotpatch", "", "enrolled: the machines are enrolled in hotpatching (Windows Server 2025): of their updates the first and every third after it are baselines (a reboot), the others hotpatches (none)")
 	fs.DurationVar(&s.DownloadTime, "download-time", 0, "how long downloading the update takes; --apply-time is then the install alone (0: half of --apply-time, within it)")
 	fs.DurationVar(&s.RebootTime, "reboot-time", time.Second, "how long a reboot keeps the node NotReady")
 	fs.DurationVar(&s.TransientRetryAfter, "transient-retry-after", 0, "the agents' wait after a first transient Windows Update failure (0: the agent's 5m)")
@@ -196,6 +201,13 @@ func (r *rawFlags) machines(s *Settings) []error {
 	}
 	if s.Faults, err = parseFaults(*r.faults); err != nil {
 		bad("--host-faults: %v", err)
+	}
+	switch *r.hotpatch {
+	case "":
+	case "enrolled":
+		s.Hotpatch = true
+	default:
+		bad("--hotpatch must be enrolled (or not given), got %q", *r.hotpatch)
 	}
 	return errs
 }

@@ -333,6 +333,23 @@ type StagedItem struct {
 	// SHA256 of a package as verified on disk; "" for Windows Update's
 	// content, which its agent verifies by its own signatures.
 	SHA256 string
+	// RebootFree: Windows Update says it installs without a reboot (a
+	// hotpatch); never for a package.
+	RebootFree bool
+}
+
+// RebootFree: what is staged installs without a reboot (every item a
+// hotpatch).
+func (s Staging) RebootFree() bool {
+	if len(s.Items) == 0 {
+		return false
+	}
+	for _, it := range s.Items {
+		if !it.RebootFree {
+			return false
+		}
+	}
+	return true
 }
 
 // SourceCheck is one update source as the host reached it.

@@ -71,8 +71,12 @@ type ApplyStatus string
 const (
 	StatusApplying  ApplyStatus = "Applying"
 	StatusRebooting ApplyStatus = "Rebooting"
-	StatusSucceeded ApplyStatus = "Succeeded"
-	StatusFailed    ApplyStatus = "Failed"
+	// StatusRebootRequired: the update is installed and Windows asks for a
+	// reboot, but the node is in service (a hotpatch start, not cordoned):
+	// the agent waits for the operator to drain it, then reboots.
+	StatusRebootRequired ApplyStatus = "RebootRequired"
+	StatusSucceeded      ApplyStatus = "Succeeded"
+	StatusFailed         ApplyStatus = "Failed"
 )
 
 // ConfigMapName is the revision ConfigMap the operator writes before it moves

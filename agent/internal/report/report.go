@@ -67,6 +67,9 @@ type Staging struct {
 	// Items: what the install will take, in its order (none: the revision
 	// needs no OS update).
 	Items []StagedItem `json:"items,omitempty"`
+	// RebootFree: what is staged installs without a reboot (a hotpatch);
+	// a pool with rollout.hotpatch: Enabled installs it without a drain.
+	RebootFree bool `json:"rebootFree,omitempty"`
 	// Message: why it failed, naming the update, its code and the log.
 	Message string `json:"message,omitempty"`
 	// Since: when it reached this status for this revision.
@@ -80,6 +83,8 @@ type StagedItem struct {
 	Bytes int64  `json:"bytes"`
 	// SHA256 of a package as verified on disk.
 	SHA256 string `json:"sha256,omitempty"`
+	// RebootFree: it installs without a reboot (a hotpatch).
+	RebootFree bool `json:"rebootFree,omitempty"`
 }
 
 // RepairResult is how the agent's restart of kube-proxy went.

@@ -145,6 +145,9 @@ fn failed(s: &RoundSettings<'_>, p: &mut NodePatch, n: &NodeView, kind: HookKind
     p.label(names::LABEL_HOLD, Some("true")).ann(names::ANN_HOLD_REASON, Some(msg));
     p.ann(names::ANN_STARTED_AT, None).ann(names::ANN_INSTALL_BUDGET, None);
     p.ann(names::ANN_TARGET_REVISION, None).ann(names::ANN_BOOT_ID, None);
+    if n.hotpatch {
+        p.ann(names::ANN_HOTPATCH, None);
+    }
     match kind {
         HookKind::PreDrain => {
             p.state(NodeState::Pending, s.now);

@@ -47,7 +47,7 @@ pub(super) fn step<'n>(s: &RoundSettings<'_>, r: &mut Decided<'n>, n: &'n NodeVi
     }
     // These two end the node's round with a write whatever else holds.
     if state.in_flight() && n.target_revision.as_deref() != Some(s.rev.as_str()) {
-        let state = retarget(s, &mut p, state);
+        let state = retarget(s, &mut p, n, state);
         r.states.insert(&n.name, state);
         r.patches.push(p);
         return;
@@ -154,10 +154,16 @@ fn failed(s: &RoundSettings<'_>, p: &mut NodePatch, n: &NodeView) -> NodeState {
 
 /// A node in flight for an older revision (the spec changed mid-rollout) goes
 /// on towards the new one. Returns its state after the patch.
-fn retarget(s: &RoundSettings<'_>, p: &mut NodePatch, state: NodeState) -> NodeState {
+fn retarget(s: &RoundSettings<'_>, p: &mut NodePatch, n: &NodeView, state: NodeState) -> NodeState {
     p.ann(names::ANN_TARGET_REVISION, Some(&s.rev));
     p.reason = format!("spec changed mid-rollout: retargeting to revision {}", s.rev);
     if !matches!(state, NodeState::Applying | NodeState::Verifying) {
+        return state;
+    }
+    if n.hotpatch && !n.unschedulable {
+        // In service for a hotpatch: the new revision is drained for.
+        let state = drain_before_reboot(s, p, n);
+        p.reason = format!("spec changed mid-hotpatch: cordoned; draining for revision {}", s.rev);
         return state;
     }
     // Already drained and cordoned: go straight to applying the new revision.
@@ -298,10 +304,25 @@ fn draining(s: &RoundSettings<'_>, r: &mut Decided<'_>, p: &mut NodePatch, n: &N
     NodeState::Failed
 }
 
+/// A node started in service (a hotpatch) whose install asks for a reboot
+/// after all: its agent waits, and the node is cordoned and drained like any
+/// start (the pre-drain hook first), then rebooted from the boot it is in.
+fn drain_before_reboot(s: &RoundSettings<'_>, p: &mut NodePatch, n: &NodeView) -> NodeState {
+    p.unschedulable = Some(true);
+    p.ann(names::ANN_CORDONED_BY_WINPOOL, Some("true")).ann(names::ANN_HOTPATCH, None).ann(names::ANN_DRAINED_REVISION, None);
+    if let Some(boot) = n.boot_id.as_deref() {
+        p.ann(names::ANN_BOOT_ID, Some(boot));
+    }
+    p.state(NodeState::Draining, s.now);
+    p.reason = format!("the update of revision {} asks for a reboot after all: cordoned; draining before it", s.rev);
+    NodeState::Draining
+}
+
 /// Applying and Verifying: the agent's report, then the checks that prove it.
 fn applying(s: &RoundSettings<'_>, r: &mut Decided<'_>, p: &mut NodePatch, n: &NodeView, state: NodeState) -> NodeState {
     let reported = n.applied_revision.as_deref() == Some(s.rev.as_str());
     match (reported, n.apply_status.as_deref()) {
+        (true, Some(names::APPLY_REBOOT_REQUIRED)) if !n.unschedulable => drain_before_reboot(s, p, n),
         (true, Some(names::APPLY_FAILED)) => {
             let msg = n.apply_message.clone().unwrap_or_else(|| "the agent reported a failure".into());
             fail(p, n, s.now, FailureReason::ApplyFailed, &msg);
@@ -327,6 +348,11 @@ fn applying(s: &RoundSettings<'_>, r: &mut Decided<'_>, p: &mut NodePatch, n: &N
                     .ann(names::ANN_INSTALL_BUDGET, None);
                 p.took = n.started_at.map(|t| s.since(Some(t)));
                 p.reason = format!("verified at revision {}", s.rev);
+                if n.hotpatch {
+                    p.ann(names::ANN_HOTPATCH, None);
+                    p.hotpatched = true;
+                    p.reason += " (hotpatched in service: no cordon, no drain, no reboot)";
+                }
                 NodeState::Updated
             }
             Err(why) => {
@@ -387,6 +413,9 @@ fn put_back(s: &RoundSettings<'_>, p: &mut NodePatch, n: &NodeView, block: &Drai
         .ann(names::ANN_INSTALL_BUDGET, None)
         .ann(names::ANN_TARGET_REVISION, None)
         .ann(names::ANN_BOOT_ID, None);
+    if n.hotpatch {
+        p.ann(names::ANN_HOTPATCH, None);
+    }
     release_cordon(p, n);
     p.reason = format!(
         "put back: PodDisruptionBudget {} refused its evictions for {}; tried again after that long",

@@ -24,6 +24,9 @@ pub struct NodePatch {
     /// A node this patch marks Updated after a rollout: how long it took from
     /// its start (winpool_node_update_duration_seconds, the estimate in status).
     pub took: Option<Duration>,
+    /// The Updated node was hotpatched: updated in service, never cordoned,
+    /// drained or rebooted (winpool_nodes_hotpatched_total).
+    pub hotpatched: bool,
     /// Land only on the Node as it was decided from (its resourceVersion). A start
     /// carries it: if the start's answer is lost (an API server restart) and the
     /// cache still shows the node idle, the next round's start is refused with a
@@ -83,6 +86,7 @@ pub fn may_be_installing(n: &NodeView) -> Option<&'static str> {
     let status = match n.apply_status.as_deref()? {
         names::APPLY_APPLYING => names::APPLY_APPLYING,
         names::APPLY_REBOOTING => names::APPLY_REBOOTING,
+        names::APPLY_REBOOT_REQUIRED => names::APPLY_REBOOT_REQUIRED,
         _ => return None,
     };
     (n.applied_revision.is_some() && n.applied_revision == n.target_revision).then_some(status)

@@ -57,7 +57,7 @@ fn staging_held(s: &RoundSettings<'_>, n: &NodeView) -> Option<PreflightHeld> {
         return None;
     }
     match &n.staging {
-        Some(Staging { revision, state }) if *revision == s.rev => match state {
+        Some(Staging { revision, state, .. }) if *revision == s.rev => match state {
             StagingState::Staged => None,
             StagingState::Running => Some(PreflightHeld::Staging),
             StagingState::Failed(why) => {
@@ -94,7 +94,7 @@ fn unanswered(s: &RoundSettings<'_>, n: &NodeView) -> String {
 pub(crate) fn cleared(spec: &crate::api::WindowsNodePoolSpec, nodes: &[NodeView]) -> Vec<NodeView> {
     let rev = crate::revision::revision_of(spec);
     let ready = Preflight { revision: rev.clone(), verdict: PreflightVerdict::Ready };
-    let staged = Staging { revision: rev, state: StagingState::Staged };
+    let staged = Staging { revision: rev, state: StagingState::Staged, reboot_free: false };
     nodes
         .iter()
         .map(|n| NodeView {

@@ -1,8 +1,8 @@
 //! Whether the rollout may start nodes this round, and which it starts.
 
 use super::round::{Decided, RoundSettings};
-use super::{Hold, NodePatch, NodeState, NodeView, Soak, ask_agent_anew, kernel_satisfies, max_unavailable, verify_config};
-use crate::api::names;
+use super::{Hold, NodePatch, NodeState, NodeView, Soak, StagingState, ask_agent_anew, kernel_satisfies, max_unavailable, verify_config};
+use crate::api::{HotpatchMode, StagingMode, names};
 use crate::gates::{self, Seen};
 
 /// Why no node may start this round, if something holds the rollout.
@@ -209,6 +209,20 @@ fn gate_hold(gated: &[(&str, &gates::GateResult)]) -> Option<Hold> {
     Some(Hold::HealthGateClosed { gate: first.gate.clone(), seen: Seen::PodsOnNodes(held.map(|(k, v)| (k.clone(), v.clone())).collect()) })
 }
 
+/// Whether the node's update may be installed in service: the pool takes
+/// hotpatches, the agent staged this revision's update and Windows Update
+/// says it needs no reboot, and the OS patch is all the node lacks (a new
+/// containerd, CNI or CSI Proxy is drained for as always).
+fn hotpatch_start(s: &RoundSettings<'_>, n: &NodeView) -> bool {
+    let rollout = &s.spec.rollout;
+    if rollout.hotpatch != HotpatchMode::Enabled || rollout.staging != StagingMode::Enabled {
+        return false;
+    }
+    let staged = n.staging.as_ref().is_some_and(|st| st.revision == s.rev && st.state == StagingState::Staged && st.reboot_free);
+    let patched = NodeView { kernel_version: Some(s.spec.os.patch_level.clone()), ..n.clone() };
+    staged && verify_config(s.spec, &patched).is_ok()
+}
+
 /// The patch that starts one node's update; returns the state it enters.
 fn start(s: &RoundSettings<'_>, p: &mut NodePatch, n: &NodeView) -> NodeState {
     let (rev, now) = (s.rev.as_str(), s.now);
@@ -231,13 +245,22 @@ fn start(s: &RoundSettings<'_>, p: &mut NodePatch, n: &NodeView) -> NodeState {
     // from the right image, or a revision that changed nothing this node lacks):
     // the agent only has to confirm, so the node keeps serving — no cordon, no drain.
     let at_target = verify_config(s.spec, n).is_ok();
+    // A hotpatch installs in memory: the node keeps serving, and no reboot
+    // is waited for (should it ask for one after all, its agent waits and
+    // the node is drained then: node.rs).
+    let hotpatch = !at_target && hotpatch_start(s, n);
+    if hotpatch {
+        p.ann(names::ANN_HOTPATCH, Some("true"));
+    } else if n.hotpatch {
+        p.ann(names::ANN_HOTPATCH, None);
+    }
     // An update below the patch level ends in a reboot: remember the boot it
     // started from, so that only a new bootID counts as having rebooted.
     let below_patch_level = !kernel_satisfies(n, s.target_build.as_ref());
-    if let (true, Some(boot)) = (below_patch_level && !at_target, n.boot_id.as_deref()) {
+    if let (true, Some(boot)) = (below_patch_level && !at_target && !hotpatch, n.boot_id.as_deref()) {
         p.ann(names::ANN_BOOT_ID, Some(boot));
     }
-    if !n.unschedulable && !at_target {
+    if !n.unschedulable && !at_target && !hotpatch {
         p.unschedulable = Some(true);
         p.ann(names::ANN_CORDONED_BY_WINPOOL, Some("true"));
     }
@@ -255,6 +278,11 @@ fn start(s: &RoundSettings<'_>, p: &mut NodePatch, n: &NodeView) -> NodeState {
             ask_agent_anew(p);
         }
         p.reason = format!("already at the target configuration; agent revision {rev} confirms it (no cordon, no drain)");
+        NodeState::Applying
+    } else if hotpatch {
+        p.label(names::LABEL_REVISION, Some(rev)).state(NodeState::Applying, now);
+        ask_agent_anew(p);
+        p.reason = format!("hotpatch: agent revision {rev} installs it in service (no cordon, no drain, no reboot)");
         NodeState::Applying
     } else if s.spec.rollout.drain.enabled && !already_drained {
         // A drain of this revision before the node was uncordoned is void.

@@ -1714,7 +1714,7 @@ fn a_pool_that_stages_starts_only_nodes_whose_update_is_on_the_node() {
         let spec = spec_with(&format!("rollout: {{maxUnavailable: 10{extra}}}"));
         let rev = revision_of(&spec);
         let ready = Some(Preflight { revision: rev.clone(), verdict: PreflightVerdict::Ready });
-        let staging = |rev: &str, state: StagingState| Some(Staging { revision: rev.into(), state });
+        let staging = |rev: &str, state: StagingState| Some(Staging { revision: rev.into(), state, reboot_free: false });
         let cleared = |name: &str| NodeView { preflight: ready.clone(), reports_in_object: true, ..fresh(name) };
         let nodes = [
             NodeView { staging: staging(&rev, StagingState::Staged), ..cleared("staged") },
@@ -1744,6 +1744,83 @@ fn a_pool_that_stages_starts_only_nodes_whose_update_is_on_the_node() {
     let (off, held, _) = started(", staging: Disabled");
     assert_eq!(off.len(), 6, "without staging every cleared node may start: {off:?}");
     assert!(held.is_empty(), "{held:?}");
+}
+
+/// A node whose staged update is a hotpatch, and that lacks nothing else,
+/// is started in service where the pool takes hotpatches; a baseline month's
+/// update, a node that also needs a new containerd, or a pool that does not
+/// take hotpatches is cordoned and drained.
+#[test]
+fn a_hotpatch_is_installed_in_service_and_anything_else_is_drained() {
+    let started = |hotpatch: &str| {
+        let spec = spec_with(&format!("rollout: {{maxUnavailable: 10, hotpatch: {hotpatch}}}"));
+        let rev = revision_of(&spec);
+        let staged = |reboot_free: bool| Some(Staging { revision: rev.clone(), state: StagingState::Staged, reboot_free });
+        let node = |name: &str, reboot_free: bool, runtime: &str| NodeView {
+            staging: staged(reboot_free),
+            reports_in_object: true,
+            boot_id: Some("boot-1".into()),
+            runtime_version: Some(format!("containerd://{runtime}")),
+            ..fresh(name)
+        };
+        let nodes = [node("hotpatch", true, "1.7.22"), node("baseline", false, "1.7.22"), node("needs-runtime", true, "1.7.20")];
+        let plan = run(&spec, &nodes);
+        nodes
+            .iter()
+            .map(|n| {
+                let p = patch(&plan, &n.name).unwrap();
+                let ann = |k: &str| p.annotations.get(k).cloned().flatten();
+                (n.name.clone(), p.to, p.unschedulable, ann(names::ANN_HOTPATCH), ann(names::ANN_BOOT_ID))
+            })
+            .collect::<Vec<_>>()
+    };
+    let drained = |name: &str| (name.to_string(), NodeState::Draining, Some(true), None, Some("boot-1".to_string()));
+    assert_eq!(
+        started("Enabled"),
+        [
+            ("hotpatch".to_string(), NodeState::Applying, None, Some("true".to_string()), None),
+            drained("baseline"),
+            drained("needs-runtime")
+        ],
+        "only the hotpatch goes in service, with no boot to leave"
+    );
+    assert_eq!(started("Disabled"), [drained("hotpatch"), drained("baseline"), drained("needs-runtime")]);
+}
+
+/// A hotpatch whose install asks for a reboot after all: the agent waits
+/// (RebootRequired), and the node is cordoned and drained from the boot it
+/// is in, its hotpatch mark gone; once cordoned it is left to reboot.
+#[test]
+fn a_hotpatch_that_asks_for_a_reboot_is_drained_first() {
+    let spec = spec_with("rollout: {hotpatch: Enabled}");
+    let rev = revision_of(&spec);
+    let asking = NodeView {
+        unschedulable: false,
+        cordoned_by_winpool: false,
+        hotpatch: true,
+        boot_id: Some("boot-1".into()),
+        applied_revision: Some(rev.clone()),
+        apply_status: Some(names::APPLY_REBOOT_REQUIRED.into()),
+        revision_label: Some(rev.clone()),
+        ..in_state("n", NodeState::Applying, &rev)
+    };
+    let plan = run(&spec, std::slice::from_ref(&asking));
+    let p = patch(&plan, "n").expect("a patch");
+    assert_eq!((p.from, p.to, p.unschedulable), (NodeState::Applying, NodeState::Draining, Some(true)));
+    assert_eq!(p.annotations.get(names::ANN_CORDONED_BY_WINPOOL), Some(&Some("true".to_string())));
+    assert_eq!(p.annotations.get(names::ANN_HOTPATCH), Some(&None));
+    assert_eq!(p.annotations.get(names::ANN_BOOT_ID), Some(&Some("boot-1".to_string())));
+
+    let cordoned = NodeView { unschedulable: true, cordoned_by_winpool: true, hotpatch: false, ..asking.clone() };
+    let plan = run(&spec, &[cordoned]);
+    assert!(patch(&plan, "n").is_none_or(|p| p.to == NodeState::Applying && p.unschedulable.is_none()), "{plan:?}");
+
+    // One that needed no reboot: Updated in service, counted as hotpatched.
+    let hotpatched = NodeView { boot_id_at_start: None, ..applied(asking, &rev) };
+    let plan = run(&spec, &[hotpatched]);
+    let p = patch(&plan, "n").expect("a patch");
+    assert_eq!((p.to, p.unschedulable, p.hotpatched), (NodeState::Updated, None, true));
+    assert_eq!(p.annotations.get(names::ANN_HOTPATCH), Some(&None));
 }
 
 #[test]

@@ -85,6 +85,8 @@ pub struct NodeView {
     pub target_revision: Option<String>,
     pub drained_revision: Option<String>,
     pub cordoned_by_winpool: bool,
+    /// `winpool.dev/hotpatch`: started in service for a hotpatch.
+    pub hotpatch: bool,
     pub unschedulable: bool,
     pub ready: bool,
     pub kernel_version: Option<String>,
@@ -172,6 +174,8 @@ impl Preflight {
 pub struct Staging {
     pub revision: String,
     pub state: StagingState,
+    /// What is staged installs without a reboot (a hotpatch).
+    pub reboot_free: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

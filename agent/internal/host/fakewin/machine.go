@@ -200,8 +200,10 @@ type Machine struct {
 	hnsErr   error
 	installs int
 	searches int
-	swaps    int
-	rollback int
+	// hotpatched: hotpatches landed in memory (no reboot).
+	hotpatched int
+	swaps      int
+	rollback   int
 	// bootContainerd is the containerd version the machine booted with.
 	bootContainerd string
 	bootCtx        context.Context
@@ -449,6 +451,8 @@ type Stats struct {
 	// content was on the machine is not downloaded again);
 	// BackgroundDownloads: those at background priority (staging).
 	UpdateDownloads, BackgroundDownloads int
+	// Hotpatches: updates landed in memory, without a reboot.
+	Hotpatches int
 }
 
 // Stats reads the machine's state as the simulation sees it (never a read
@@ -460,7 +464,7 @@ func (m *Machine) Stats() Stats {
 		Reboots: len(m.reboots), RebootReasons: append([]string(nil), m.reboots...), CNIMode: hns.Mode(m.o.Network), Searches: m.searches,
 		NetworkUp: m.o.Network.Name != "" && !m.netGone, KubeProxyStarted: m.kubeProxyStarted,
 		DownloadsCut: sum(m.cuts), DownloadsResumed: m.resumed, ContainerdConfig: m.containerdConfigText(),
-		UpdateDownloads: m.wu.downloads, BackgroundDownloads: m.wu.background}
+		UpdateDownloads: m.wu.downloads, BackgroundDownloads: m.wu.background, Hotpatches: m.hotpatched}
 }
 
 // containerdConfig is the config.toml beside the containerd program.

@@ -53,6 +53,13 @@ type Catalogue struct {
 	// DownloadReset: the first download fails with
 	// ERROR_INTERNET_CONNECTION_ABORTED (0x80072EFE: a proxy reset it).
 	DownloadReset bool
+	// Hotpatch: the machine is enrolled in hotpatching (Windows Server
+	// 2025). Each update it installs is a month: the first and every third
+	// after it are quarterly baselines (a cumulative update, a reboot), the
+	// others hotpatches, which land in memory without one.
+	Hotpatch bool
+	// HotpatchReboots: a hotpatch's install asks for a reboot after all.
+	HotpatchReboots bool
 }
 
 // wuState is the Windows Update Agent's: the update the running servicing
@@ -65,7 +72,12 @@ type wuState struct {
 	downloads, installs, background int
 	// downloaded: the updates (by title) whose content is on the machine.
 	downloaded map[string]bool
+	// landed: OS updates installed (the months gone by, for Hotpatch).
+	landed int
 }
+
+// hotpatchMonth: the machine is enrolled and this month is not a baseline.
+func (m *Machine) hotpatchMonthLocked() bool { return m.o.Catalogue.Hotpatch && m.wu.landed%3 != 0 }
 
 // ClearDownloads removes every downloaded update's content, as a disk
 // cleanup of SoftwareDistribution\Download does: the install downloads it
@@ -94,8 +106,9 @@ func (c Catalogue) installTime() time.Duration {
 // Titles and KBs of what the catalogue offers; the KBs are the same every
 // month here, which the selection never looks at.
 const (
-	ssuKB = "5050001"
-	cuKB  = "5050002"
+	ssuKB      = "5050001"
+	cuKB       = "5050002"
+	hotpatchKB = "5052006"
 )
 
 // wuError is a failed Windows Update Agent call as go-ole returns it: an
@@ -151,6 +164,11 @@ func (s *wuSession) Search(string) ([]decide.WUUpdate, error) {
 			CategoryIDs: []string{decide.WUClassDefinitionUpdates}, Size: 120 << 20},
 	}
 	if m.o.Catalogue.Unapproved {
+		return s.offered, nil
+	}
+	if m.hotpatchMonthLocked() {
+		s.offered = append(s.offered, decide.WUUpdate{Title: month + " Security Hotpatch Update for " + release + " (KB" + hotpatchKB + ")", KBs: []string{hotpatchKB},
+			Type: decide.WUTypeSoftware, CategoryIDs: []string{decide.WUClassSecurityUpdates}, Size: 25 << 20, Published: time.Now(), RebootFree: true})
 		return s.offered, nil
 	}
 	if m.o.Catalogue.SSUFirst && !m.wu.ssuInstalled {
@@ -236,6 +254,9 @@ func (s *wuSession) Install(i int) (int, int32, bool, error) {
 		s.m.keys[strings.ToLower(wuRebootRequired)] = true
 		return decide.WUSucceeded, 0, true, nil
 	}
+	if s.offered[i].RebootFree {
+		return s.m.hotpatch()
+	}
 	code, err := s.m.install(context.Background(), true)
 	if err != nil || code != 3010 {
 		return decide.WUFailed, int32(uint32(code)), false, err
@@ -246,6 +267,33 @@ func (s *wuSession) Install(i int) (int, int32, bool, error) {
 	delete(s.m.wu.downloaded, s.offered[i].Title)
 	s.m.mu.Unlock()
 	return decide.WUSucceeded, 0, true, nil
+}
+
+// hotpatch lands the update asked for in memory: the build moves now, no
+// reboot is asked (unless HotpatchReboots: then it is staged like a
+// cumulative update).
+func (m *Machine) hotpatch() (int, int32, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	asked := m.wu.asked
+	if f := m.o.Catalogue.Fails; f != nil {
+		if hr := f(asked); hr != 0 {
+			return decide.WUFailed, int32(hr), false, nil
+		}
+	}
+	lands := asked
+	if f := m.o.Catalogue.Lands; f != nil {
+		lands = f(asked)
+	}
+	m.wu.landed++
+	if m.o.Catalogue.HotpatchReboots {
+		m.staged = &lands
+		m.keys[strings.ToLower(cbsRebootPending)] = true
+		return decide.WUSucceeded, 0, true, nil
+	}
+	m.setBuild(lands)
+	m.hotpatched++
+	return decide.WUSucceeded, 0, false, nil
 }
 
 // wait is time passing on the machine; a boot ends it.
@@ -283,6 +331,7 @@ func (m *Machine) install(ctx context.Context, waited bool) (int, error) {
 		lands = f(asked)
 	}
 	m.staged = &lands
+	m.wu.landed++
 	m.keys[strings.ToLower(cbsRebootPending)] = true
 	return 3010, nil
 }

@@ -113,7 +113,7 @@ func (h *Host) stageWindowsUpdate(ctx context.Context, req host.UpdateRequest) (
 	var items []host.StagedItem
 	var total int64
 	for _, i := range chosen {
-		items = append(items, host.StagedItem{Name: kbOf(offered[i]) + ": " + offered[i].Title, Bytes: offered[i].Size})
+		items = append(items, host.StagedItem{Name: kbOf(offered[i]) + ": " + offered[i].Title, Bytes: offered[i].Size, RebootFree: offered[i].RebootFree})
 		total += offered[i].Size
 	}
 	drive := systemDrive(h.m.Box.Getenv)

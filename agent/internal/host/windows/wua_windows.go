@@ -142,9 +142,15 @@ func (w *wuCalls) describe(item *ole.IDispatch) decide.WUUpdate {
 	for j := 0; j < w.int(kbs, "Count") && w.err == nil; j++ {
 		u.KBs = append(u.KBs, w.strItem(kbs, j))
 	}
-	u.Exclusive = w.int(w.get(item, "InstallationBehavior"), "Impact") == iiRequiresExclusiveHandling
+	behavior := w.get(item, "InstallationBehavior")
+	u.Exclusive = w.int(behavior, "Impact") == iiRequiresExclusiveHandling
+	u.RebootFree = w.int(behavior, "RebootBehavior") == irbNeverReboots
 	return u
 }
+
+// irbNeverReboots is InstallationRebootBehavior's value for an update that
+// never needs a reboot.
+const irbNeverReboots = 0
 
 // iiRequiresExclusiveHandling is InstallationImpact's value for an update
 // that cannot be installed in the same call as any other.
