@@ -48,7 +48,7 @@ AGENT_NS = "winpool-agents"
 AGENT_USER = f"system:serviceaccount:{AGENT_NS}:winpool-agent"
 BENCH_LABEL = "winpool-bench"
 OS_BUILD = "10.0.20348"
-RELEASE_BUILDS = {"ltsc2019": "10.0.17763", "ltsc2022": OS_BUILD}
+RELEASE_BUILDS = {"ltsc2019": "10.0.17763", "ltsc2022": OS_BUILD, "ltsc2025": "10.0.26100"}
 START_REVISION = 2700
 WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
 # The simulated hosts' HNS always holds more than the cluster needs (no
@@ -952,6 +952,57 @@ class Bench:
         self.cleanup_fleet(fleet, pool)
         self.cluster_down("staging")
 
+    def phase_hotpatch(self):
+        """A simulated year on a Windows Server 2025 pool enrolled in hotpatching (issue 47): --hotpatch-nodes nodes
+        with --hotpatch-pods-per-node pods on them, 12 monthly patch levels (the fleet's months 1, 4, 7 and 10 are
+        quarterly baselines, the others hotpatches: --hotpatch enrolled), rolled with rollout.hotpatch Disabled on one
+        fleet and Enabled on another, maxUnavailable 50%. Measured: winpool's evictions (the audit log) and the
+        machines' reboots and hotpatches (the fleet's --stats-file), per node and year."""
+        self.cluster_up("hotpatch")
+        n, release = self.a.hotpatch_nodes, "ltsc2025"
+        for mode in ("Disabled", "Enabled"):
+            fleet, pool = f"hp{mode[0].lower()}", f"bench-hp{mode[0].lower()}"
+            self.create_nodes(fleet, n, release)
+            self.wait_nodes_ready(fleet, n)
+            self.create_workload(fleet, max(1, n // 2), n * self.a.hotpatch_pods_per_node)
+            stats = os.path.join(self.state, f"stats-{fleet}.json")
+            if os.path.exists(stats):
+                os.remove(stats)
+            self.start_sim(fleet, n, release=release, extra=["--hotpatch=enrolled", f"--stats-file={stats}"])
+            name = f"operator-{fleet}"
+            self.start_operator(name)
+            self.wait_for_log(self.procs[name][1], "caches synced", 120, name)
+            a0, t0 = self.audit_size(), time.time()
+            path = "/apis/winpool.dev/v1alpha1/windowsnodepools"
+            for month in range(1, 13):
+                patch = f"{RELEASE_BUILDS[release]}.{START_REVISION + 10 * month}"
+                spec = {"os": {"version": release, "patchLevel": patch},
+                        "rollout": {"maxUnavailable": "50%", "nodeTimeout": "30m", "hotpatch": mode}}
+                if month == 1:
+                    body = self.pool(pool, fleet, patch)
+                    body["spec"].update(spec)
+                    self.kube.create(path, body)
+                else:
+                    self.kube.merge_patch(f"{path}/{pool}", {"spec": spec})
+                self.wait_pool_done(pool, n, [name, f"sim-{fleet}"], self.a.timeout)
+                log(f"[hotpatch {mode}] month {month}: {patch} on every node")
+            time.sleep(3)
+            evictions = self.audit_counts(a0, self.audit_size())["writes"].get("create pods/eviction", 0)
+            self.stop(f"sim-{fleet}")
+            with open(stats) as f:
+                machines = json.load(f)
+            rec = {"mode": mode, "nodes": n, "pods_per_node": self.a.hotpatch_pods_per_node, "months": 12,
+                   "makespan_s": round(time.time() - t0, 1), "evictions": evictions,
+                   "reboots": sum(m["reboots"] for m in machines), "hotpatches": sum(m.get("hotpatches", 0) for m in machines)}
+            self.results.setdefault("hotpatch", []).append(rec)
+            self.save()
+            log(f"[hotpatch {mode}] a year: {evictions / n:.1f} evictions and {rec['reboots'] / n:.1f} reboots per node, "
+                f"{rec['hotpatches'] / n:.1f} hotpatches per node; {rec['makespan_s']}s")
+            self.stop(name)
+            self.kubectl("delete", "namespace", f"bench-hns-{fleet}", "--wait=false", check=False)
+            self.cleanup_fleet(fleet, pool)
+        self.cluster_down("hotpatch")
+
     def phase_hns(self):
         """Rollouts paced by HNS (issue 46): per release, --hns-nodes simulated nodes, --hns-services Services with
         --hns-pods-per-node pods per node behind them (Deployments; kwok runs the pods, the EndpointSlice controller
@@ -1206,6 +1257,8 @@ def main():
     ap.add_argument("--whole", choices=["yes", "no"], help="one whole rollout at the largest footprint size")
     ap.add_argument("--max-unavailable", help="the pools' rollout.maxUnavailable (default 10%%)")
     ap.add_argument("--staging-nodes", type=int, help="the staging phase's pool size")
+    ap.add_argument("--hotpatch-nodes", type=int, help="the hotpatch phase's pool size")
+    ap.add_argument("--hotpatch-pods-per-node", type=int, help="the hotpatch phase's pods per node")
     ap.add_argument("--hns-nodes", type=int, help="the hns phase's pool size, per release")
     ap.add_argument("--hns-services", type=int, help="the hns phase's Services")
     ap.add_argument("--hns-pods-per-node", type=int, help="the hns phase's pods per node behind the Services")
@@ -1219,13 +1272,13 @@ def main():
     modes = {
         "full": dict(runs=3, warmup=1, rollout_sizes=[100, 1000], footprint_sizes=[1000, 5000], services=10000, endpoints=50000,
                      apply_seconds=5.0, reboot_seconds=0.0, max_unavailable="10%", timeout=3600, stall=600, fraction=0.2, whole=True, churn_nodes=1000, churn_seconds=600,
-                     hns_nodes=300, hns_services=2000, hns_pods_per_node=30, hns_releases="ltsc2019,ltsc2022", staging_nodes=40),
+                     hns_nodes=300, hns_services=2000, hns_pods_per_node=30, hns_releases="ltsc2019,ltsc2022", staging_nodes=40, hotpatch_nodes=10, hotpatch_pods_per_node=5),
         "quick": dict(runs=1, warmup=0, rollout_sizes=[100, 1000], footprint_sizes=[1000, 5000], services=10000, endpoints=50000,
                       apply_seconds=5.0, reboot_seconds=0.0, max_unavailable="10%", timeout=3600, stall=600, fraction=0.2, whole=False, churn_nodes=1000, churn_seconds=600,
-                     hns_nodes=300, hns_services=2000, hns_pods_per_node=30, hns_releases="ltsc2019,ltsc2022", staging_nodes=40),
+                     hns_nodes=300, hns_services=2000, hns_pods_per_node=30, hns_releases="ltsc2019,ltsc2022", staging_nodes=40, hotpatch_nodes=10, hotpatch_pods_per_node=5),
         "smoke": dict(runs=1, warmup=0, rollout_sizes=[20], footprint_sizes=[20], services=20, endpoints=100,
                       apply_seconds=1.0, reboot_seconds=0.0, max_unavailable="25%", timeout=300, stall=60, fraction=1.0, whole=False, churn_nodes=20, churn_seconds=20,
-                      hns_nodes=20, hns_services=20, hns_pods_per_node=2, hns_releases="ltsc2022", staging_nodes=8),
+                      hns_nodes=20, hns_services=20, hns_pods_per_node=2, hns_releases="ltsc2022", staging_nodes=8, hotpatch_nodes=4, hotpatch_pods_per_node=2),
     }
     for k, v in modes[a.mode].items():
         cli = getattr(a, k, None)

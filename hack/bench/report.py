@@ -167,6 +167,23 @@ def staging_rows(results, rows, verdicts):
                  "median less by ≥ 0.8 × the download", verdict(ok)))
 
 
+def hotpatch_rows(results, rows, verdicts):
+    """The hotpatch phase (issue 47): a simulated year, evictions and reboots per node with rollout.hotpatch
+    Disabled and Enabled."""
+    by_mode = {r["mode"]: r for r in results.get("hotpatch", [])}
+    off, on = by_mode.get("Disabled"), by_mode.get("Enabled")
+    if not off or not on:
+        return
+    n = on["nodes"]
+    size = f"{n:,} nodes (Windows Server 2025, enrolled), {on['pods_per_node']} pods/node, 12 months, 4 baselines"
+    # Only the baselines (4 of 12) drain and reboot.
+    ok = on["reboots"] <= off["reboots"] * 4 / 12 + 0.5 * n
+    verdicts["hotpatch"] = ok
+    rows.append(("A year of monthly updates per node: reboots / evictions, rollout.hotpatch Disabled → Enabled", size,
+                 f"{off['reboots'] / n:.1f} / {off['evictions'] / n:.1f} → {on['reboots'] / n:.1f} / {on['evictions'] / n:.1f}",
+                 "reboots only in the 4 baseline months", verdict(ok)))
+
+
 def verdict(ok):
     return "**met**" if ok else "**missed**"
 
@@ -273,6 +290,7 @@ def build(results):
     verdicts["writes"] = wp_ok
     hns_rows(results, rows, verdicts)
     staging_rows(results, rows, verdicts)
+    hotpatch_rows(results, rows, verdicts)
     for c in results.get("churn", []):
         node_w = sum(v for a in (c["audit"], c["agent_audit"]) for k, v in a["writes"].items() if is_node_write(k))
         reports = sum(v for k, v in c["agent_audit"]["writes"].items() if is_report_write(k))

@@ -50,6 +50,7 @@ func (a *agent) loadReport(ctx context.Context) {
 	if r, ok := a.reports.first(ctx); ok && r != nil {
 		a.rep = reportState{spec: r.Spec, exists: true, uid: r.UID, adopted: true}
 		a.resumePreflight(r.Spec.Preflight)
+		a.resumeStaging(r.Spec.Staging)
 	}
 }
 

@@ -109,6 +109,25 @@ func (a *agent) transientRetry() time.Duration {
 	return decide.TransientRetryAfter
 }
 
+// resumeStaging takes a Staged revision from the report a run of the agent
+// before this one wrote (after a reboot, a pod restart): its download is not
+// searched for and checked again (a search is a scan on WSUS). Should its
+// content be gone since, the install downloads it. Anything else is staged
+// anew.
+func (a *agent) resumeStaging(s *report.Staging) {
+	if s == nil || s.Status != report.StagingStaged || s.Revision == "" {
+		return
+	}
+	st := host.Staging{Revision: s.Revision, Phase: host.StageDone}
+	for _, it := range s.Items {
+		st.Items = append(st.Items, host.StagedItem{Name: it.Name, Bytes: it.Bytes, SHA256: it.SHA256, RebootFree: it.RebootFree})
+	}
+	a.staging = stagingState{s: st, since: time.Now()}
+	if s.Since != nil {
+		a.staging.since = s.Since.Time
+	}
+}
+
 // stagingReport is the report's staging (nil before the first).
 func (a *agent) stagingReport() *report.Staging {
 	s := a.staging.s

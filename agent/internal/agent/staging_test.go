@@ -136,3 +136,27 @@ func TestParseStagingTakesEnabledDisabledOrNothing(t *testing.T) {
 		t.Errorf("ParseStaging(false) = %v, want an error naming %s", err, StagingEnv)
 	}
 }
+
+// A restarted agent takes the Staged revision from its report: nothing is
+// searched or downloaded again, and no write says Staging in between.
+func TestAStagedRevisionOutlivesTheAgentsRestart(t *testing.T) {
+	machine := stagingMachine()
+	h := newHarness(t, machine, idleNode(), targetConfigMap(revisionR1()))
+	h.seedReportSpec(report.Spec{AgentVersion: testVersion, Staging: &report.Staging{Revision: "r1", Status: report.StagingStaged,
+		Items: []report.StagedItem{{Name: "KB5050002: 2026-12 Cumulative Update", Bytes: 1200 << 20}}}})
+	o := h.options()
+	o.Stage = true
+	h.start(o)
+	eventually(t, "a preflight", func() bool { return h.value(keyPreflightRevision) == "r1" })
+	for _, w := range h.reportWrites() {
+		if w.Staging != nil && w.Staging.Status != report.StagingStaged {
+			t.Errorf("a write of staging %+v after the restart", w.Staging)
+		}
+	}
+	if s := h.staging(); s == nil || s.Status != report.StagingStaged || len(s.Items) != 1 {
+		t.Errorf("staging %+v, want the Staged revision kept", s)
+	}
+	if m := machine.Machine(); m.UpdateDownloads != 0 {
+		t.Errorf("%d downloads after the restart, want none", m.UpdateDownloads)
+	}
+}
