@@ -213,7 +213,7 @@ pub use new_node::unpatched_taint;
 pub use patch::{NodePatch, held_cordoned, may_be_installing};
 use patch::{ask_agent_anew, fail, fail_kept_cordoned, release_cordon};
 pub use round::{HEALTH_GATE_INTERVAL, gate_timeout, health_gate_interval, hns_pacing_budget, hns_rates, node_timeout};
-pub use start::{out_of_service, start_order};
+pub use start::{hotpatchable, out_of_service, start_order};
 pub use tamper::Tampering;
 pub use types::*;
 use verify::{kernel_satisfies, waiting_for};

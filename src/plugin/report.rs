@@ -134,6 +134,10 @@ pub struct PlanReport {
     /// Pending nodes a person holds (`winpool.dev/hold=true`): never started.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub held: Vec<String>,
+    /// Pending nodes whose staged update is a hotpatch the pool installs in
+    /// service (`rollout.hotpatch`): no cordon, no drain, no reboot.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hotpatch: Vec<String>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -424,6 +428,7 @@ pub fn plan_report(pool: &WindowsNodePool, m: &Members, now: Timestamp) -> PlanR
         rollout::start_order(in_state(NodeState::Pending).filter(|v| !refused(v))).into_iter().map(|v| v.name.clone()).collect();
     let starting: BTreeSet<&str> =
         preview.patches.iter().filter(|p| p.from == NodeState::Pending && p.to != NodeState::Pending).map(|p| p.node.as_str()).collect();
+    let hotpatch = in_state(NodeState::Pending).filter(|v| rollout::hotpatchable(&pool.spec, &rev, v)).map(|v| v.name.clone()).collect();
     PlanReport {
         pool: name.clone(),
         revision: rev,
@@ -453,6 +458,7 @@ pub fn plan_report(pool: &WindowsNodePool, m: &Members, now: Timestamp) -> PlanR
         runtime_refused: preview.runtime_refused.iter().map(|(n, why)| (n.clone(), why.clone())).collect(),
         preflight_blocked: blocked.iter().map(|(n, why)| (n.to_string(), why.to_string())).collect(),
         held: preview.held.iter().cloned().collect(),
+        hotpatch,
     }
 }
 

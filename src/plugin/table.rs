@@ -174,10 +174,11 @@ pub fn plan(r: &PlanReport) -> String {
     let mut rows = Vec::new();
     for (i, wave) in r.waves.iter().enumerate() {
         for n in wave {
-            rows.push(vec![(i + 1).to_string(), n.clone()]);
+            let how = if r.hotpatch.contains(n) { "hotpatch (in service)" } else { "drained" };
+            rows.push(vec![(i + 1).to_string(), n.clone(), how.to_string()]);
         }
     }
-    out.push_str(&columns(&["WAVE", "NODE"], &rows));
+    out.push_str(&columns(&["WAVE", "NODE", "UPDATE"], &rows));
     out
 }
 
@@ -299,6 +300,7 @@ No Windows node matches the pool's nodeSelector.
             runtime_refused: vec![("e".into(), "runs containerd 1.7.20+azure, the pool asks 1.7.22, and …".into())],
             preflight_blocked: vec![],
             held: vec!["h".into()],
+            hotpatch: vec!["c".into()],
         };
         let want = "\
 Pool:            win22
@@ -316,10 +318,10 @@ a           Applying   the agent
 Never started:   e runs containerd 1.7.20+azure, the pool asks 1.7.22, and …
 Never started while labelled winpool.dev/hold=true: h
 
-WAVE   NODE
-1      b
-2      c
-2      d
+WAVE   NODE   UPDATE
+1      b      drained
+2      c      hotpatch (in service)
+2      d      drained
 ";
         assert_eq!(plan(&r), want);
     }

@@ -209,18 +209,22 @@ fn gate_hold(gated: &[(&str, &gates::GateResult)]) -> Option<Hold> {
     Some(Hold::HealthGateClosed { gate: first.gate.clone(), seen: Seen::PodsOnNodes(held.map(|(k, v)| (k.clone(), v.clone())).collect()) })
 }
 
-/// Whether the node's update may be installed in service: the pool takes
-/// hotpatches, the agent staged this revision's update and Windows Update
-/// says it needs no reboot, and the OS patch is all the node lacks (a new
-/// containerd, CNI or CSI Proxy is drained for as always).
 fn hotpatch_start(s: &RoundSettings<'_>, n: &NodeView) -> bool {
-    let rollout = &s.spec.rollout;
+    hotpatchable(s.spec, &s.rev, n)
+}
+
+/// Whether the node's update of revision `rev` may be installed in service:
+/// the pool takes hotpatches, the agent staged this revision's update and
+/// Windows Update says it needs no reboot, and the OS patch is all the node
+/// lacks (a new containerd, CNI or CSI Proxy is drained for as always).
+pub fn hotpatchable(spec: &crate::api::WindowsNodePoolSpec, rev: &str, n: &NodeView) -> bool {
+    let rollout = &spec.rollout;
     if rollout.hotpatch != HotpatchMode::Enabled || rollout.staging != StagingMode::Enabled {
         return false;
     }
-    let staged = n.staging.as_ref().is_some_and(|st| st.revision == s.rev && st.state == StagingState::Staged && st.reboot_free);
-    let patched = NodeView { kernel_version: Some(s.spec.os.patch_level.clone()), ..n.clone() };
-    staged && verify_config(s.spec, &patched).is_ok()
+    let staged = n.staging.as_ref().is_some_and(|st| st.revision == rev && st.state == StagingState::Staged && st.reboot_free);
+    let patched = NodeView { kernel_version: Some(spec.os.patch_level.clone()), ..n.clone() };
+    staged && verify_config(spec, &patched).is_ok()
 }
 
 /// The patch that starts one node's update; returns the state it enters.
