@@ -58,8 +58,9 @@ pub struct NodeSample {
     /// `winpool.dev/cordoned: "true"`.
     pub cordoned_by_winpool: bool,
     pub unschedulable: bool,
-    /// The node's agent reports Applying or Rebooting for the start in
-    /// flight (its WindowsNodeReport): the host may still be installing.
+    /// The node's agent reports Applying, Rebooting or RebootRequired for the
+    /// start in flight (its WindowsNodeReport): the host may still be
+    /// installing, or holds an update that waits for its reboot.
     pub agent_installing: bool,
     /// `winpool.dev/drain-blocked-by`: a PodDisruptionBudget held its drain
     /// past putBackAfter and winpool put it back to start again later.
@@ -71,7 +72,7 @@ impl NodeSample {
         let ann = |k: &str| n.annotations().get(k).cloned();
         let (target, started) = (ann(names::ANN_TARGET_REVISION), ann(names::ANN_STARTED_AT));
         let agent_installing = reports.iter().filter(|r| r.name_any() == n.name_any()).filter_map(|r| r.spec.apply.as_ref()).any(|a| {
-            matches!(a.status.as_str(), "Applying" | "Rebooting")
+            matches!(a.status.as_str(), "Applying" | "Rebooting" | "RebootRequired")
                 && Some(&a.revision) == target.as_ref()
                 && (a.started_at.is_none() || a.started_at == started)
         });

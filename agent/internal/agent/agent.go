@@ -146,6 +146,8 @@ type agent struct {
 	// stageDue fires when it is asked again.
 	staging  stagingState
 	stageDue <-chan time.Time
+	// stageDone is closed when the running staging ends.
+	stageDone <-chan struct{}
 }
 
 func run(ctx context.Context, o Options, t tuning) error {
@@ -221,6 +223,8 @@ func (a *agent) loop(ctx context.Context) error {
 			a.preflightDue = nil
 		case <-a.stageDue:
 			a.stageDue = nil
+		case <-a.stageDone:
+			a.stageDone = nil
 		}
 		a.refreshView()
 		node := a.view.current()

@@ -84,7 +84,10 @@ func (a *agent) tookStaging(s host.Staging, now time.Time) {
 	}
 	switch s.Phase {
 	case host.StageRunning:
-		a.stageDue = time.After(a.t.recheck)
+		a.stageDone = s.Done
+		if s.Done == nil {
+			a.stageDue = time.After(a.t.recheck)
+		}
 	case host.StageFailed:
 		if changed {
 			cur.failures++

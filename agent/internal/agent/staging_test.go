@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -159,4 +160,17 @@ func TestAStagedRevisionOutlivesTheAgentsRestart(t *testing.T) {
 	if m := machine.Machine(); m.UpdateDownloads != 0 {
 		t.Errorf("%d downloads after the restart, want none", m.UpdateDownloads)
 	}
+}
+
+// The end of a download is reported when it ends, not at the agent's next
+// recheck (an hour here): a pool waits for every node's Staged.
+func TestTheEndOfADownloadIsReportedWhenItEnds(t *testing.T) {
+	h := newHarness(t, stagingMachine(), idleNode(), targetConfigMap(revisionR1()))
+	o := h.options()
+	o.Stage = true
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, o, tuning{retryInitial: 2 * time.Millisecond, retryMax: 20 * time.Millisecond, recheck: time.Hour}) }()
+	t.Cleanup(func() { cancel(); <-done })
+	h.waitStaging(report.StagingStaged)
 }

@@ -322,6 +322,9 @@ type Staging struct {
 	Items []StagedItem
 	// Err says why staging failed, naming the update and its code.
 	Err string
+	// Done is closed when a running staging ends (nil otherwise): the
+	// agent then asks again at once rather than at its next recheck.
+	Done <-chan struct{} `json:"-"`
 }
 
 // StagedItem is one update or package on the node, ready to install.

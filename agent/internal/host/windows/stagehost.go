@@ -35,6 +35,7 @@ type stagings struct {
 type stageRun struct {
 	rev    string
 	cancel context.CancelFunc
+	done   chan struct{}
 	result host.Staging
 	// told: the failure was returned to an ask (the next one starts over).
 	told bool
@@ -58,7 +59,8 @@ func (h *Host) Stage(_ context.Context, req host.UpdateRequest) host.Staging {
 	}
 	// Not the ask's context: the download outlives the agent's tick.
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &stageRun{rev: req.Revision, cancel: cancel, result: host.Staging{Revision: req.Revision, Phase: host.StageRunning}}
+	done := make(chan struct{})
+	r := &stageRun{rev: req.Revision, cancel: cancel, done: done, result: host.Staging{Revision: req.Revision, Phase: host.StageRunning, Done: done}}
 	s.cur = r
 	go func() {
 		res := h.stage(ctx, req)
@@ -68,6 +70,7 @@ func (h *Host) Stage(_ context.Context, req host.UpdateRequest) host.Staging {
 			r.result = res
 		}
 		cancel()
+		close(done)
 	}()
 	return r.result
 }
