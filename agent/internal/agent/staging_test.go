@@ -170,7 +170,9 @@ func TestTheEndOfADownloadIsReportedWhenItEnds(t *testing.T) {
 	o.Stage = true
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, o, tuning{retryInitial: 2 * time.Millisecond, retryMax: 20 * time.Millisecond, recheck: time.Hour}) }()
+	go func() {
+		done <- run(ctx, o, tuning{retryInitial: 2 * time.Millisecond, retryMax: 20 * time.Millisecond, recheck: time.Hour})
+	}()
 	t.Cleanup(func() { cancel(); <-done })
 	h.waitStaging(report.StagingStaged)
 }
