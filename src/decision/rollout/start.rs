@@ -259,9 +259,12 @@ fn start(s: &RoundSettings<'_>, p: &mut NodePatch, n: &NodeView) -> NodeState {
         p.ann(names::ANN_HOTPATCH, None);
     }
     // An update below the patch level ends in a reboot: remember the boot it
-    // started from, so that only a new bootID counts as having rebooted.
+    // started from, so that only a new bootID counts as having rebooted. Not
+    // for one Windows Update says needs none (a hotpatch on an enrolled node,
+    // drained or not): no reboot would come to wait for.
     let below_patch_level = !kernel_satisfies(n, s.target_build.as_ref());
-    if let (true, Some(boot)) = (below_patch_level && !at_target && !hotpatch, n.boot_id.as_deref()) {
+    let reboot_free = n.staging.as_ref().is_some_and(|st| st.revision == s.rev && st.state == StagingState::Staged && st.reboot_free);
+    if let (true, Some(boot)) = (below_patch_level && !at_target && !reboot_free, n.boot_id.as_deref()) {
         p.ann(names::ANN_BOOT_ID, Some(boot));
     }
     if !n.unschedulable && !at_target && !hotpatch {
