@@ -67,6 +67,7 @@ impl AgentReport {
             apply_message: owned(names::ANN_APPLY_MESSAGE),
             answers_start: None,
             heartbeat: None,
+            no_reboot: false,
             cni_mode: owned(names::ANN_CNI_MODE),
             csi_proxy_version: owned(names::ANN_CSI_PROXY_VERSION),
             runtime_service: owned(names::ANN_RUNTIME_SERVICE),

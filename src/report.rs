@@ -190,6 +190,10 @@ pub struct ApplyReport {
     #[schemars(length(max = 64))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<String>,
+    /// Succeeded after an install Windows asked no reboot for (a hotpatch):
+    /// no new boot is waited for.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_reboot: bool,
     /// The servicing task was alive then (RFC 3339: its start, moved at most
     /// every 5 minutes while it installs, its end): the operator does not
     /// time out a node whose task still beats, and times what follows the
@@ -326,6 +330,8 @@ pub struct AgentReport {
     pub answers_start: Option<String>,
     /// When the servicing task last beat, as the agent reported it.
     pub heartbeat: Option<String>,
+    /// Its success followed an install that needed no reboot.
+    pub no_reboot: bool,
     pub cni_mode: Option<String>,
     pub csi_proxy_version: Option<String>,
     pub runtime_service: Option<String>,
@@ -352,6 +358,7 @@ impl AgentReport {
             apply_message: apply.and_then(|a| a.message.clone()),
             answers_start: apply.and_then(|a| a.started_at.clone()),
             heartbeat: apply.and_then(|a| a.heartbeat.clone()),
+            no_reboot: apply.is_some_and(|a| a.no_reboot),
             cni_mode: observed.cni_mode,
             csi_proxy_version: observed.csi_proxy_version,
             runtime_service: observed.runtime_service,

@@ -107,7 +107,15 @@ fn report(name: &str, owners: Vec<OwnerReference>, status: ApplyStatus) -> Windo
         name,
         WindowsNodeReportSpec {
             agent_version: Some("test".into()),
-            apply: Some(ApplyReport { revision: "r1".into(), status, message: None, started_at: None, heartbeat: None, result_code: None }),
+            apply: Some(ApplyReport {
+                revision: "r1".into(),
+                status,
+                message: None,
+                started_at: None,
+                heartbeat: None,
+                result_code: None,
+                no_reboot: false,
+            }),
             ..Default::default()
         },
     );

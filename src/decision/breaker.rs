@@ -224,6 +224,7 @@ mod tests {
             started_at: Some(started.into()),
             heartbeat: None,
             result_code: code.map(Into::into),
+            no_reboot: false,
         };
         WindowsNodeReport::new("a-1", WindowsNodeReportSpec { apply: Some(apply), ..Default::default() })
     }

@@ -58,6 +58,7 @@ pub fn node_view(node: &NodeRecord, report: &AgentReport, hns: HnsReadiness) -> 
         apply_status: apply(&report.apply_status),
         apply_message: apply(&report.apply_message),
         apply_heartbeat: apply(&report.heartbeat).and_then(|v| v.parse::<Timestamp>().ok()),
+        apply_no_reboot: current_start && report.no_reboot,
         csi_proxy_version: report.csi_proxy_version.clone(),
         cni_mode: report.cni_mode.clone(),
         failure_reason: owned(names::ANN_FAILURE_REASON),

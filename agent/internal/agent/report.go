@@ -99,7 +99,8 @@ func (a *agent) lastReport(node *corev1.Node) decide.NodeReport {
 	if s := node.Annotations[names.AnnStartedAt]; s != "" && s != ap.StartedAt {
 		return decide.NodeReport{}
 	}
-	return decide.NodeReport{AppliedRevision: ap.Revision, Status: ap.Status, Message: ap.Message, Heartbeat: ap.Heartbeat, ResultCode: ap.ResultCode}
+	return decide.NodeReport{AppliedRevision: ap.Revision, Status: ap.Status, Message: ap.Message, Heartbeat: ap.Heartbeat, ResultCode: ap.ResultCode,
+		NoReboot: ap.NoReboot}
 }
 
 // observed is spec with what the agent observes now. A value the agent
@@ -150,7 +151,7 @@ func (a *agent) report(ctx context.Context, attempt opStart, r decide.NodeReport
 	before := a.lastReport(node)
 	want := a.observed(a.rep.spec)
 	want.Apply = &report.Apply{Revision: r.AppliedRevision, Status: r.Status, Message: oneLine(r.Message), StartedAt: attempt.startedAt,
-		Heartbeat: r.Heartbeat, ResultCode: r.ResultCode}
+		Heartbeat: r.Heartbeat, ResultCode: r.ResultCode, NoReboot: r.NoReboot}
 	if err := a.write(ctx, want); err != nil {
 		return err
 	}

@@ -75,6 +75,9 @@ type NodeReport struct {
 	// operator counts the same code on the same target across pools to stop
 	// a bad update everywhere (its bad-update breaker).
 	ResultCode string
+	// NoReboot: Succeeded after installing the update with no reboot, as
+	// Windows asked none (a hotpatch): the operator waits for no new boot.
+	NoReboot bool
 }
 
 // HeartbeatReportEvery is how often a running servicing task's heartbeat
@@ -606,7 +609,9 @@ func (d decision) succeed() Step {
 	if d.in.Config.Config.CSIProxyVersion != nil {
 		msg += ", csi-proxy " + obs.CSIProxyVersion
 	}
-	return Step{Action: Report, Report: d.report(names.StatusSucceeded, msg), State: d.state}
+	r := d.report(names.StatusSucceeded, msg)
+	r.NoReboot = d.state.Attempts > 0 && d.state.Reboots == 0
+	return Step{Action: Report, Report: r, State: d.state}
 }
 
 func (d decision) fail(msg string) Step {

@@ -441,3 +441,22 @@ func TestANodeInServiceIsNeverRebootedItAsksForTheDrain(t *testing.T) {
 	check(t, Next(after), want{action: Reboot, status: names.StatusRebooting,
 		state: host.State{Revision: "r1", StartedAt: in.StartedAt, Attempts: 1, Reboots: 1, RebootedAfter: 1}, message: []string{ReasonInstallAsked}})
 }
+
+// The success of an install that needed no reboot (a hotpatch) says so: the
+// operator then waits for no new boot. One after a reboot, or with nothing
+// installed, does not.
+func TestASuccessWithoutARebootSaysSo(t *testing.T) {
+	for _, c := range []struct {
+		state host.State
+		want  bool
+	}{
+		{host.State{Revision: "r1", Attempts: 1}, true},
+		{host.State{Revision: "r1", Attempts: 1, Reboots: 1, RebootedAfter: 1}, false},
+		{host.State{Revision: "r1"}, false},
+	} {
+		got := Next(applying(patched(), names.StatusApplying, c.state))
+		if got.Report.Status != names.StatusSucceeded || got.Report.NoReboot != c.want {
+			t.Errorf("state %+v: %s, NoReboot %v; want Succeeded, NoReboot %v", c.state, got.Report.Status, got.Report.NoReboot, c.want)
+		}
+	}
+}

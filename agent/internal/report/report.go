@@ -129,6 +129,9 @@ type Apply struct {
 	// ResultCode: the HRESULT the update's install failed with
 	// ("0x800F0922"), on a Failed result only.
 	ResultCode string `json:"resultCode,omitempty"`
+	// NoReboot: Succeeded after an install Windows asked no reboot for (a
+	// hotpatch); the operator then waits for no new boot.
+	NoReboot bool `json:"noReboot,omitempty"`
 }
 
 // Observed is what the agent sees on the host.

@@ -1775,7 +1775,8 @@ fn a_hotpatch_is_installed_in_service_and_anything_else_is_drained() {
             .collect::<Vec<_>>()
     };
     // Drained; a reboot is waited for only where Windows Update says the update needs one.
-    let drained = |name: &str, boot: Option<&str>| (name.to_string(), NodeState::Draining, Some(true), None::<String>, boot.map(String::from));
+    let drained =
+        |name: &str, boot: Option<&str>| (name.to_string(), NodeState::Draining, Some(true), None::<String>, boot.map(String::from));
     assert_eq!(
         started("Enabled"),
         [
@@ -1786,6 +1787,25 @@ fn a_hotpatch_is_installed_in_service_and_anything_else_is_drained() {
         "only the hotpatch goes in service, with no boot to leave"
     );
     assert_eq!(started("Disabled"), [drained("hotpatch", None), drained("baseline", Some("boot-1")), drained("needs-runtime", None)]);
+}
+
+/// A node drained for an update that waited for a new boot: its agent's
+/// word that Windows asked none (a hotpatch the pool could not know of,
+/// staging off) stands in for it; without that word the boot is waited for.
+#[test]
+fn an_install_that_needed_no_reboot_is_not_waited_for() {
+    let spec = spec_with("rollout: {staging: Disabled}");
+    let rev = revision_of(&spec);
+    let done = NodeView {
+        boot_id: Some("boot-1".into()),
+        boot_id_at_start: Some("boot-1".into()),
+        hns: HnsReadiness::Ready,
+        ..applied(in_state("n", NodeState::Verifying, &rev), &rev)
+    };
+    let plan = run(&spec, std::slice::from_ref(&done));
+    assert!(patch(&plan, "n").is_none_or(|p| p.to != NodeState::Updated), "updated without a reboot: {plan:?}");
+    let plan = run(&spec, &[NodeView { apply_no_reboot: true, ..done }]);
+    assert_eq!(transition(&plan, "n"), Some((NodeState::Verifying, NodeState::Updated)));
 }
 
 /// A hotpatch whose install asks for a reboot after all: the agent waits

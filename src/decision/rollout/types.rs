@@ -100,6 +100,8 @@ pub struct NodeView {
     pub apply_message: Option<String>,
     /// When the node's servicing task last beat (this start's report only).
     pub apply_heartbeat: Option<Timestamp>,
+    /// This start's success followed an install that needed no reboot.
+    pub apply_no_reboot: bool,
     pub csi_proxy_version: Option<String>,
     pub cni_mode: Option<String>,
     pub failure_reason: Option<String>,

@@ -76,10 +76,14 @@ pub(super) fn waiting_for(spec: &WindowsNodePoolSpec, n: &NodeView, rev: &str, s
 }
 
 /// An update that needed a reboot is done only once the node has rebooted,
-/// which the kubelet proves with a new bootID; a report alone does not.
+/// which the kubelet proves with a new bootID; a report alone does not,
+/// unless it says Windows asked no reboot of the install (a hotpatch on an
+/// enrolled node the pool does not know as one: its staging was off).
 pub fn verify_rebooted(n: &NodeView) -> Result<(), String> {
     match (&n.boot_id_at_start, &n.boot_id) {
-        (Some(before), Some(now)) if before == now => Err(format!("the node has not rebooted since the update started (bootID {now})")),
+        (Some(before), Some(now)) if before == now && !n.apply_no_reboot => {
+            Err(format!("the node has not rebooted since the update started (bootID {now})"))
+        }
         _ => Ok(()),
     }
 }
