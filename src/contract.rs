@@ -135,7 +135,7 @@ fn the_contract_file_is_what_the_operator_says() {
             "hnsRepair": names::ANN_HNS_REPAIR,
         },
         // What the agent answers an HNS repair with (its report's hnsRepair.result).
-        "hnsRepairResults": crate::report::HnsRepairResult::ALL.map(|r| r.as_str()),
+        "hnsRepairResults": crate::report::HnsRepairResult::ALL.iter().map(|r| r.as_str()).collect::<Vec<_>>(),
         // The states on which the agent may touch its host, or finishes a report.
         "nodeStates": {
             "applying": NodeState::Applying.as_str(),

@@ -342,7 +342,7 @@ impl Metrics {
         for reason in [crate::hns::reasons::COLLAPSED, crate::hns::reasons::DRIFTED] {
             self.hns_loss_detection.with_label_values(&[pool, reason]);
         }
-        for s in NodeState::ALL {
+        for &s in NodeState::ALL {
             let n = plan.by_state.get(&s).copied().unwrap_or(0) as i64;
             self.pool.nodes.with_label_values(&[pool, s.as_str()]).set(n);
         }
@@ -433,7 +433,7 @@ impl Metrics {
 
     /// The pool's members by where their kube-proxy restart stands in their current boot.
     pub(crate) fn observe_hns_repairs(&self, pool: &str, states: &std::collections::BTreeMap<RepairState, usize>) {
-        for s in RepairState::ALL {
+        for s in RepairState::all() {
             self.hns.repairs.with_label_values(&[pool, s.as_str()]).set(states.get(&s).copied().unwrap_or(0) as i64);
         }
     }
@@ -476,7 +476,7 @@ impl Metrics {
     /// A deleted pool's series go away instead of freezing at their last value.
     pub fn forget_pool(&self, pool: &str) {
         self.in_flight.lock().expect("in-flight lock").remove(pool);
-        for s in NodeState::ALL {
+        for &s in NodeState::ALL {
             let _ = self.pool.nodes.remove_label_values(&[pool, s.as_str()]);
         }
         for g in [
@@ -513,7 +513,7 @@ impl Metrics {
         for g in [&self.hns.utilization, &self.hns.warn_ratio, &self.hns.backlog, &self.hns.pacing_budget] {
             let _ = g.remove_label_values(&[pool]);
         }
-        for s in RepairState::ALL {
+        for s in RepairState::all() {
             let _ = self.hns.repairs.remove_label_values(&[pool, s.as_str()]);
         }
         for n in self.hns.series.lock().expect("series lock").remove(pool).into_iter().flatten() {

@@ -148,7 +148,9 @@ pub struct HnsRepairReport {
 }
 
 /// How the agent's restart of kube-proxy went.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, JsonSchema)]
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, JsonSchema, strum::IntoStaticStr, strum::VariantArray,
+)]
 pub enum HnsRepairResult {
     /// kube-proxy's service stopped and runs again, or its pod's process
     /// ended and the kubelet started it again: it programs every Service anew.
@@ -161,14 +163,10 @@ pub enum HnsRepairResult {
 }
 
 impl HnsRepairResult {
-    pub const ALL: [HnsRepairResult; 3] = [HnsRepairResult::Restarted, HnsRepairResult::Failed, HnsRepairResult::Unsupported];
+    pub const ALL: &'static [HnsRepairResult] = <HnsRepairResult as strum::VariantArray>::VARIANTS;
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            HnsRepairResult::Restarted => "Restarted",
-            HnsRepairResult::Failed => "Failed",
-            HnsRepairResult::Unsupported => "Unsupported",
-        }
+        self.into()
     }
 }
 

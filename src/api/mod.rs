@@ -42,8 +42,9 @@ pub use states::*;
 pub use status::*;
 
 /// Windows Server LTSC release of the nodes in a pool.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema, strum::IntoStaticStr, strum::VariantArray)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum OsVersion {
     /// Windows Server 2019, build 17763.
     Ltsc2019,
@@ -54,7 +55,7 @@ pub enum OsVersion {
 }
 
 impl OsVersion {
-    pub const ALL: [OsVersion; 3] = [OsVersion::Ltsc2019, OsVersion::Ltsc2022, OsVersion::Ltsc2025];
+    pub const ALL: &'static [OsVersion] = <OsVersion as strum::VariantArray>::VARIANTS;
 
     /// The OS build number every node of this release reports (`10.0.<build>`).
     pub fn build(self) -> u32 {
@@ -66,15 +67,11 @@ impl OsVersion {
     }
 
     pub fn from_build(build: u32) -> Option<Self> {
-        Self::ALL.into_iter().find(|v| v.build() == build)
+        Self::ALL.iter().copied().find(|v| v.build() == build)
     }
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            OsVersion::Ltsc2019 => "ltsc2019",
-            OsVersion::Ltsc2022 => "ltsc2022",
-            OsVersion::Ltsc2025 => "ltsc2025",
-        }
+        self.into()
     }
 }
 

@@ -4,9 +4,26 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use strum::{EnumString, IntoStaticStr, VariantArray};
 
 /// Where a node is in its update (`winpool.dev/state`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Default,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    IntoStaticStr,
+    EnumString,
+    VariantArray,
+)]
 pub enum NodeState {
     #[default]
     Pending,
@@ -18,18 +35,11 @@ pub enum NodeState {
 }
 
 impl NodeState {
-    pub const ALL: [NodeState; 6] =
-        [NodeState::Pending, NodeState::Draining, NodeState::Applying, NodeState::Verifying, NodeState::Updated, NodeState::Failed];
+    /// Every state, in the order of an update.
+    pub const ALL: &'static [NodeState] = NodeState::VARIANTS;
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            NodeState::Pending => "Pending",
-            NodeState::Draining => "Draining",
-            NodeState::Applying => "Applying",
-            NodeState::Verifying => "Verifying",
-            NodeState::Updated => "Updated",
-            NodeState::Failed => "Failed",
-        }
+        self.into()
     }
 
     /// The `winpool.dev/state` label value for a recorded state: Failed only.
@@ -44,7 +54,7 @@ impl NodeState {
     }
 
     pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|st| st.as_str() == s)
+        s.parse().ok()
     }
 
     /// Between Pending and Updated: counts against maxUnavailable.
@@ -63,6 +73,7 @@ pub enum CapacityState {
 }
 
 impl CapacityState {
+    /// Const: the `HNSCapacity` reasons are constants made from it.
     pub const fn as_str(self) -> &'static str {
         match self {
             CapacityState::WithinLimits => "WithinLimits",

@@ -633,7 +633,7 @@ fn a_node_past_draining_is_never_drained_again() {
     // this revision (drained-revision says so), it is not drained again.
     let spec = spec_with("rollout: {maxUnavailable: 10}");
     let rev = revision_of(&spec);
-    for st in NodeState::ALL {
+    for &st in NodeState::ALL {
         let mut n = in_state("n", st, &rev);
         n.drained_revision = Some(rev.clone());
         let a = run(&spec, std::slice::from_ref(&n));

@@ -57,12 +57,10 @@ pub(crate) enum RepairState {
 }
 
 impl RepairState {
-    pub const ALL: [RepairState; 4] = [
-        RepairState::Asked,
-        RepairState::Answered(HnsRepairResult::Restarted),
-        RepairState::Answered(HnsRepairResult::Failed),
-        RepairState::Answered(HnsRepairResult::Unsupported),
-    ];
+    /// Asked, then each answer.
+    pub fn all() -> impl Iterator<Item = RepairState> {
+        std::iter::once(RepairState::Asked).chain(HnsRepairResult::ALL.iter().map(|&r| RepairState::Answered(r)))
+    }
 
     pub fn as_str(self) -> &'static str {
         match self {
