@@ -39,6 +39,7 @@ struct MachineStats {
     update_downloads: usize,
     background_downloads: usize,
     hotpatches: usize,
+    undos: usize,
 }
 
 fn read_stats(path: &Path) -> Vec<MachineStats> {
@@ -208,6 +209,54 @@ async fn a_hotpatch_pool_updates_in_service_and_drains_only_for_a_reboot() {
         let want = if m.node.ends_with('3') { (2, 0) } else { (1, 1) };
         assert_eq!((m.reboots, m.hotpatches), want, "{}: a baseline's reboot, then a hotpatch (or its reboot): {m:?}", m.node);
         assert_eq!(m.build, "10.0.26100.2200", "{m:?}");
+    }
+    t.cleanup().await;
+}
+
+/// `rollout.undo: Enabled`: a node that a Node-scope gate holds while it
+/// soaks after its update is cordoned and drained again, its agent takes the
+/// cumulative update off (DISM /Remove-Package in the servicing task) and
+/// reboots it onto the build below, and the node ends Failed UpdateUndone,
+/// uncordoned; the other node, healthy, stays Updated on the new build.
+#[tokio::test]
+async fn a_node_unhealthy_in_its_soak_has_its_update_taken_off() {
+    let (mut t, stats, pool) = rolling_with(
+        2,
+        "undo",
+        |_| ["--apply-time=0.3s", "--reboot-time=0.3s"].map(String::from).to_vec(),
+        json!({"os": {"version": "ltsc2022", "patchLevel": "10.0.20348.2762"},
+            "rollout": {"maxUnavailable": 2, "maxFailedNodes": 2, "soakTime": "1h", "undo": "Enabled", "healthGateInterval": "1s",
+                "healthGates": [{"name": "checkout-health", "pods": {"selector": {"matchLabels": {"app": "checkout-crashing"}}, "scope": "Node"}}]}}),
+    )
+    .await;
+    all_updated(&t, &pool, 2).await;
+    let sick = format!("{}0", t.node_prefix());
+    support::pod_on_node(&t, &sick, "checkout-crashing").await;
+
+    let nodes: Api<Node> = Api::all(t.client.clone());
+    let (reason, message, unschedulable) = wait_for("the node's update to be taken off", WAIT, || async {
+        let n = nodes.get(&sick).await.ok()?;
+        let a = n.annotations();
+        (a.get(names::ANN_STATE)? == "Failed").then(|| {
+            let unschedulable = n.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false);
+            (
+                a.get(names::ANN_FAILURE_REASON).cloned().unwrap_or_default(),
+                a.get(names::ANN_FAILURE_MESSAGE).cloned().unwrap_or_default(),
+                unschedulable,
+            )
+        })
+    })
+    .await;
+    assert_eq!(reason, "UpdateUndone", "{message}");
+    assert!(
+        message.contains("checkout-health") && message.contains("took the cumulative update of build 10.0.20348.2762 off"),
+        "{message}"
+    );
+    assert!(!unschedulable, "an undone node goes back into service on the build below");
+    assert!(t.terminate("sim").is_some_and(|s| s.success()), "the fleet stops cleanly on SIGTERM");
+    for m in read_stats(&stats) {
+        let want = if m.node == sick { (1, 2, "10.0.20348.2700") } else { (0, 1, "10.0.20348.2762") };
+        assert_eq!((m.undos, m.reboots, m.build.as_str()), want, "{m:?}");
     }
     t.cleanup().await;
 }

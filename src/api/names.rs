@@ -90,6 +90,11 @@ pub const ANN_INSTALL_BUDGET: &str = "winpool.dev/install-budget";
 /// hotpatch (`rollout.hotpatch: Enabled`): removed with `started-at`, and
 /// when the hotpatch asks for a reboot after all and the node is drained.
 pub const ANN_HOTPATCH: &str = "winpool.dev/hotpatch";
+/// On a node started again to take its cumulative update off (`rollout.undo:
+/// Enabled`), with started-at: the health gate that held it in its soak. Its
+/// agent removes the update instead of installing one; any other start, a
+/// retarget and a give-back remove it.
+pub const ANN_UNDO: &str = "winpool.dev/undo";
 /// The revision the node is being moved to while Draining (the label moves at Applying).
 pub const ANN_TARGET_REVISION: &str = "winpool.dev/target-revision";
 /// Present only when winpool itself cordoned the node: winpool never

@@ -150,6 +150,23 @@ pub struct RolloutSpec {
     /// drained. Needs `staging: Enabled` (the staging says which it is).
     #[serde(default)]
     pub hotpatch: HotpatchMode,
+    /// Take a bad cumulative update off a node: Enabled, a node that a
+    /// health gate of scope Node holds while it soaks after its update
+    /// (within soakTime of Updated) is cordoned and drained again, its agent
+    /// removes the cumulative update it runs (never a servicing stack update)
+    /// and reboots it, and the node is Failed with reason UpdateUndone; the
+    /// bad-update breaker counts it. Disabled (the default): such a node only
+    /// holds the rollout. Needs a soakTime and a Node-scope gate.
+    #[serde(default)]
+    pub undo: UndoMode,
+}
+
+/// `rollout.undo`.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, JsonSchema, strum::Display, strum::EnumString)]
+pub enum UndoMode {
+    Enabled,
+    #[default]
+    Disabled,
 }
 
 /// `rollout.hotpatch`.
@@ -356,6 +373,7 @@ impl Default for RolloutSpec {
             hns_pacing: HnsPacing::default(),
             staging: StagingMode::default(),
             hotpatch: HotpatchMode::default(),
+            undo: UndoMode::default(),
         }
     }
 }

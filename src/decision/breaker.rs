@@ -23,13 +23,18 @@ use crate::api::names;
 use crate::builders::configmap::CONFIG_KEY;
 use crate::node_record::NodeRecord;
 use crate::report::{ApplyStatus, WindowsNodeReport};
-use crate::rollout::NodeState;
+use crate::rollout::{FailureReason, NodeState};
 
 /// The default of `--bad-update-threshold`: nodes failing one update with
 /// one code before every pool targeting it pauses. Three, not one or two: a
 /// node's own trouble (a full disk, a corrupt component store) fails it with
 /// a code of its own, and two nodes sharing one by chance pause nobody.
 pub const DEFAULT_THRESHOLD: u32 = 3;
+
+/// The code an update taken off a node counts with (`rollout.undo`): its
+/// install worked, the node's health after it did not. Nodes undone for one
+/// update trip the breaker like nodes failing it with one HRESULT.
+pub const UNDONE: &str = "UpdateUndone";
 
 /// A node's failed install, as the breaker counts it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,9 +87,17 @@ pub fn failed_install(node: &NodeRecord, report: Option<&WindowsNodeReport>, con
         return None;
     }
     let (pool, revision) = (node.label(names::LABEL_POOL)?, node.label(names::LABEL_REVISION)?);
+    let undone = |code: &str| FailedInstall { pool: pool.into(), node: node.name.clone(), update: String::new(), code: code.into() };
+    if state == NodeState::Failed && node.annotation(names::ANN_FAILURE_REASON) == Some(FailureReason::UpdateUndone.as_str()) {
+        return Some(FailedInstall { update: patch_level(configmap?)?, ..undone(UNDONE) });
+    }
     let apply = report?.spec.apply.as_ref()?;
-    let code = apply.result_code.as_deref()?;
     let same_start = apply.started_at.as_deref() == node.annotation(names::ANN_STARTED_AT);
+    // Counted as soon as its agent says the update is off, as a failure is.
+    if node.annotation(names::ANN_UNDO).is_some() && apply.status == ApplyStatus::Succeeded && apply.revision == revision && same_start {
+        return Some(FailedInstall { update: patch_level(configmap?)?, ..undone(UNDONE) });
+    }
+    let code = apply.result_code.as_deref()?;
     if apply.status != ApplyStatus::Failed || apply.revision != revision || !same_start || !is_result_code(code) {
         return None;
     }
@@ -229,11 +242,16 @@ mod tests {
         WindowsNodeReport::new("a-1", WindowsNodeReportSpec { apply: Some(apply), ..Default::default() })
     }
 
+    /// Revision r1's ConfigMap, asking for LCU.
+    fn revision_configmap() -> ConfigMap {
+        serde_json::from_value(serde_json::json!({"metadata": {"name": "winpool-a-r1"},
+            "data": {"config.json": format!("{{\"revision\": \"r1\", \"patchLevel\": \"{LCU}\"}}")}}))
+        .unwrap()
+    }
+
     #[test]
     fn only_a_node_the_operator_started_whose_agent_names_a_code_for_that_start_counts() {
-        let cm: ConfigMap = serde_json::from_value(serde_json::json!({"metadata": {"name": "winpool-a-r1"},
-            "data": {"config.json": format!("{{\"revision\": \"r1\", \"patchLevel\": \"{LCU}\"}}")}}))
-        .unwrap();
+        let cm = revision_configmap();
         let t = "2026-12-04T10:00:00Z";
         let counted = failed_install(&node("Failed", t), Some(&report(ApplyStatus::Failed, Some(CODE), t)), Some(&cm));
         assert_eq!(counted, Some(failure("a", "a-1", LCU, CODE)));
@@ -249,5 +267,33 @@ mod tests {
             assert_eq!(failed_install(&n, Some(&r), Some(&cm)), None, "{why}");
         }
         assert_eq!(failed_install(&node("Failed", t), Some(&report(ApplyStatus::Failed, Some(CODE), t)), None), None, "no ConfigMap");
+    }
+
+    /// A node whose update was taken off (rollout.undo) counts for that
+    /// update with the code UpdateUndone: once its agent says so for the
+    /// undo's start, and once the operator has failed it.
+    #[test]
+    fn a_node_whose_update_was_taken_off_counts_for_that_update() {
+        let cm = revision_configmap();
+        let t = "2026-12-04T10:00:00Z";
+        let with = |state: &str, key: &str, value: &str| {
+            let n: k8s_openapi::api::core::v1::Node = serde_json::from_value(serde_json::json!({"metadata": {"name": "a-1",
+                "labels": {"winpool.dev/pool": "a", "winpool.dev/revision": "r1"},
+                "annotations": {"winpool.dev/state": state, "winpool.dev/started-at": t, key: value}}}))
+            .unwrap();
+            NodeRecord::from(&n)
+        };
+        let undoing = with("Applying", names::ANN_UNDO, "win-pods");
+        let said = failed_install(&undoing, Some(&report(ApplyStatus::Succeeded, None, t)), Some(&cm));
+        assert_eq!(said, Some(failure("a", "a-1", LCU, UNDONE)));
+        let failed = with("Failed", names::ANN_FAILURE_REASON, "UpdateUndone");
+        assert_eq!(failed_install(&failed, None, Some(&cm)), said, "the operator's record, the report gone");
+        assert_eq!(
+            failed_install(&node("Applying", t), Some(&report(ApplyStatus::Succeeded, None, t)), Some(&cm)),
+            None,
+            "an install that worked"
+        );
+        let earlier = failed_install(&undoing, Some(&report(ApplyStatus::Succeeded, None, "2026-12-04T09:00:00Z")), Some(&cm));
+        assert_eq!(earlier, None, "the update's own success, before the undo's start");
     }
 }

@@ -48,6 +48,7 @@ pub fn node_view(node: &NodeRecord, report: &AgentReport, hns: HnsReadiness) -> 
         drained_revision: owned(names::ANN_DRAINED_REVISION),
         cordoned_by_winpool: ann(names::ANN_CORDONED_BY_WINPOOL) == Some("true"),
         hotpatch: ann(names::ANN_HOTPATCH) == Some("true"),
+        undo: owned(names::ANN_UNDO),
         unschedulable: node.unschedulable,
         ready: node.ready,
         kernel_version: nonempty(&node.kernel_version),

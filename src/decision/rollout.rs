@@ -93,6 +93,17 @@ pub fn could_start(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> 
     decide(&open, nodes, now).patches.iter().any(|p| p.from == NodeState::Pending && p.to.in_flight())
 }
 
+/// Whether the gates could take an update off this round: the pool undoes
+/// bad updates (`rollout.undo`) and a member soaks after its update. The
+/// controller then asks the gates even when no node would start.
+pub fn could_undo(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> bool {
+    if pool.spec.rollout.undo != crate::api::UndoMode::Enabled {
+        return false;
+    }
+    let s = round::RoundSettings::new(pool, now);
+    !s.soak_time.is_zero() && nodes.iter().any(|n| node::in_soak(&s, n))
+}
+
 /// One round of the rollout: each member's next step, then new starts unless
 /// something holds the rollout, then what it all adds up to.
 pub fn decide(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> Plan {

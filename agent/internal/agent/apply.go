@@ -113,6 +113,7 @@ func (a *agent) input(ctx context.Context, node *corev1.Node) (decide.Input, boo
 		TransientRetryAfter: a.o.TransientRetryAfter,
 		// The pool's install budget, as the operator's start gave it.
 		UpdateTaskTimeout: decide.InstallBudget(node.Annotations[names.AnnInstallBudget]),
+		Undo:              node.Annotations[names.AnnUndo],
 	}
 	// Nothing is read from the host for a request the operator does not let
 	// the agent act on (a failed read would be reported on a node in service).

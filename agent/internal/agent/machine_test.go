@@ -64,6 +64,10 @@ type machineOptions struct {
 	// KubeProxyPod, in a HostProcess pod; else nowhere the agent can see.
 	KubeProxy    string
 	KubeProxyPod bool
+	// EarlierRollups: cumulative updates installed before Build's.
+	EarlierRollups []host.Build
+	// Permanent: no cumulative update can be removed (/ResetBase).
+	Permanent bool
 }
 
 // testMachine is the machine and the agent's host on it.
@@ -93,7 +97,7 @@ func TestMain(m *testing.M) {
 
 func newMachine(o machineOptions) *testMachine {
 	fo := fakewin.Options{
-		Build: o.Build, Containerd: o.Containerd,
+		Build: o.Build, Containerd: o.Containerd, EarlierRollups: o.EarlierRollups,
 		Services: []fakewin.Service{
 			{Name: "containerd", Program: `Program Files\containerd\bin\containerd.exe`},
 			{Name: "kubelet", Program: `k\kubelet.exe`, DependsOn: []string{"containerd"}},
@@ -121,6 +125,7 @@ func newMachine(o machineOptions) *testMachine {
 	}
 	fo.Catalogue.Unapproved, fo.Catalogue.SearchTime, fo.Catalogue.DownloadTime = o.Unapproved, o.SearchTime, o.DownloadTime
 	fo.Catalogue.Busy, fo.Catalogue.Unavailable, fo.Catalogue.DownloadReset = o.Busy, o.Unavailable, o.DownloadReset
+	fo.Catalogue.Permanent = o.Permanent
 	if o.InstallExitCode != nil {
 		fo.Catalogue.Fails = func(t host.Build) uint32 {
 			if code := o.InstallExitCode(t); code != exitRebootRequired {

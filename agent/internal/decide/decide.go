@@ -202,6 +202,10 @@ type Input struct {
 	// doubled for each attempt after it; below or equal to 0 means
 	// TransientRetryAfter.
 	TransientRetryAfter time.Duration
+	// Undo is the operator's winpool.dev/undo on the Node: this start takes
+	// the cumulative update the node runs off (the health gate it names held
+	// the node in its soak); "" installs.
+	Undo string
 }
 
 // Step is the decision: one action, the report to write before it, and the
@@ -236,6 +240,9 @@ func Next(in Input) Step {
 	d := decision{in: in, state: in.State}
 	if !continuing(in) {
 		d.state = host.State{Revision: in.Revision, StartedAt: in.StartedAt}
+	}
+	if in.Undo != "" {
+		return keepBeat(in, d.undo())
 	}
 	return keepBeat(in, d.next())
 }

@@ -44,6 +44,8 @@ type NodeStats struct {
 	BackgroundDownloads int `json:"backgroundDownloads"`
 	// Hotpatches: updates landed in memory, without a reboot.
 	Hotpatches int `json:"hotpatches"`
+	// Undos: cumulative updates taken off (DISM /Remove-Package).
+	Undos int `json:"undos"`
 }
 
 // Latency is the fleet's network-programming latency as --latency-file
@@ -89,6 +91,7 @@ func (f *Fleet) stats() []NodeStats {
 			AgentRestarts: restarts, Programming: programming.Summary(), HNSFaultAt: faultAt,
 			DownloadsCut: m.DownloadsCut, DownloadsResumed: m.DownloadsResumed,
 			UpdateDownloads: m.UpdateDownloads, BackgroundDownloads: m.BackgroundDownloads, Hotpatches: m.Hotpatches,
+			Undos: m.Undos,
 		})
 		if !m.KubeProxyStarted.IsZero() {
 			at := m.KubeProxyStarted

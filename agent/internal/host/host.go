@@ -109,10 +109,12 @@ type UpdateTask struct {
 	// Attempt is State.Attempts when the install was started; with Revision
 	// and StartedAt it ties the result to one attempt of one operator start
 	// (a retry counts its attempts from 1 again).
-	Attempt   int         `json:"attempt"`
-	StartedAt string      `json:"startedAt,omitempty"`
-	Target    string      `json:"target"`
-	Phase     UpdatePhase `json:"phase"`
+	Attempt   int    `json:"attempt"`
+	StartedAt string `json:"startedAt,omitempty"`
+	Target    string `json:"target"`
+	// Undo: the task takes the cumulative update of build Target off.
+	Undo  bool        `json:"undo,omitempty"`
+	Phase UpdatePhase `json:"phase"`
 	// Result is servicing's answer once Done.
 	Result UpdateResult `json:"result"`
 	// Error: servicing could not be run at all (e.g. a package's digest is
@@ -255,6 +257,9 @@ type UpdateRequest struct {
 	// node (0: decide.DefaultUpdateTaskTimeout); Task Scheduler's limit
 	// follows it.
 	Limit time.Duration
+	// Undo: instead of installing, take off the cumulative update of build
+	// Target, the build the node runs (never a servicing stack update).
+	Undo bool
 }
 
 // RuntimeRequest is what UpgradeContainerd installs.
@@ -397,6 +402,9 @@ type State struct {
 	RebootedAfter int `json:"rebootedAfter,omitempty"`
 	// RuntimeUpgrades: containerd installs started for Revision.
 	RuntimeUpgrades int `json:"runtimeUpgrades,omitempty"`
+	// UndoOf is the build whose cumulative update an undo (Input.Undo)
+	// takes off: the node is back below it once the removal's reboot is done.
+	UndoOf string `json:"undoOf,omitempty"`
 }
 
 // ErrNoKubeProxyService: kube-proxy is neither a Windows service of its own

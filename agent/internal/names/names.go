@@ -29,6 +29,12 @@ const (
 	// rollout.timeouts.install, never below nodeTimeout), as a Go duration
 	// (src/api/names.rs ANN_INSTALL_BUDGET).
 	AnnInstallBudget = "winpool.dev/install-budget"
+	// AnnUndo is written by the operator with AnnStartedAt when it starts a
+	// node again to take its cumulative update off (rollout.undo: a health
+	// gate held the node in its soak after the update); its value names the
+	// gate. The agent then removes the update instead of installing one
+	// (src/api/names.rs ANN_UNDO).
+	AnnUndo = "winpool.dev/undo"
 
 	// AnnState is the operator's state of the node's update (Draining,
 	// Applying, Verifying, Updated, Failed), only read by the agent: it

@@ -6,7 +6,8 @@ use super::{
     DrainBlock, DrainMode, FailureReason, HnsReadiness, NodePatch, NodeState, NodeView, Recorded, ask_agent_anew, current_state, fail,
     fail_kept_cordoned, may_be_installing, release_cordon, verify_config, verify_health, verify_rebooted, waiting_for,
 };
-use crate::api::{OnNodeFailure, names};
+use crate::api::{OnNodeFailure, UndoMode, names};
+use crate::gates::{self, Seen};
 
 /// Problems with what the node says about itself, and the revision it still
 /// carries (its ConfigMap must stay while it does).
@@ -82,7 +83,7 @@ pub(super) fn step<'n>(s: &RoundSettings<'_>, r: &mut Decided<'n>, n: &'n NodeVi
     let state = match state {
         NodeState::Draining => draining(s, r, &mut p, n),
         NodeState::Applying | NodeState::Verifying => applying(s, r, &mut p, n, state),
-        NodeState::Updated => updated(s, &mut p, n),
+        NodeState::Updated => updated(s, r, &mut p, n),
         NodeState::Pending => {
             if n.held_by_label {
                 r.held.insert(n.name.clone());
@@ -157,6 +158,8 @@ fn failed(s: &RoundSettings<'_>, p: &mut NodePatch, n: &NodeView) -> NodeState {
 fn retarget(s: &RoundSettings<'_>, p: &mut NodePatch, n: &NodeView, state: NodeState) -> NodeState {
     p.ann(names::ANN_TARGET_REVISION, Some(&s.rev));
     p.reason = format!("spec changed mid-rollout: retargeting to revision {}", s.rev);
+    // The revision changed under the undo: the node goes on to the new one.
+    super::patch::not_an_undo(p, n);
     if !matches!(state, NodeState::Applying | NodeState::Verifying) {
         return state;
     }
@@ -320,6 +323,9 @@ fn drain_before_reboot(s: &RoundSettings<'_>, p: &mut NodePatch, n: &NodeView) -
 
 /// Applying and Verifying: the agent's report, then the checks that prove it.
 fn applying(s: &RoundSettings<'_>, r: &mut Decided<'_>, p: &mut NodePatch, n: &NodeView, state: NodeState) -> NodeState {
+    if let Some(gate) = n.undo.as_deref() {
+        return undoing(s, r, p, n, state, gate);
+    }
     let reported = n.applied_revision.as_deref() == Some(s.rev.as_str());
     match (reported, n.apply_status.as_deref()) {
         (true, Some(names::APPLY_REBOOT_REQUIRED)) if !n.unschedulable => drain_before_reboot(s, p, n),
@@ -388,18 +394,98 @@ fn verified(s: &RoundSettings<'_>, r: &mut Decided<'_>, n: &NodeView, state: Nod
     Err(why)
 }
 
-fn updated(s: &RoundSettings<'_>, p: &mut NodePatch, n: &NodeView) -> NodeState {
+fn updated(s: &RoundSettings<'_>, r: &mut Decided<'_>, p: &mut NodePatch, n: &NodeView) -> NodeState {
     if n.state != NodeState::Updated.into() {
         // Found already at target (a new node built from the right image, or
         // a restart between two writes): record it without rolling it.
         p.state(NodeState::Updated, s.now);
         p.reason = format!("already at revision {}", s.rev);
+    } else if let Some(gate) = undo_due(s, n) {
+        return start_undo(s, r, p, n, gate);
     }
     if n.cordoned_by_winpool {
         release_cordon(p, n);
         p.reason = "uncordoned: rollout of this node is complete".into();
     }
     NodeState::Updated
+}
+
+/// The Node-scope health gate that holds `n` while it soaks after its
+/// update, when the pool takes a bad update off (`rollout.undo`). A node
+/// found at the target (never updated by winpool) soaks too: its agent then
+/// finds no update of its own to remove, and says so.
+fn undo_due<'g>(s: &RoundSettings<'g>, n: &NodeView) -> Option<&'g gates::GateResult> {
+    if s.spec.rollout.undo != UndoMode::Enabled || s.soak_time.is_zero() || !in_soak(s, n) {
+        return None;
+    }
+    gates::holding_node(s.gates, &n.name)
+}
+
+/// Updated less than soakTime ago.
+pub(super) fn in_soak(s: &RoundSettings<'_>, n: &NodeView) -> bool {
+    let soak = jiff::SignedDuration::try_from(s.soak_time).unwrap_or(jiff::SignedDuration::MAX);
+    n.state == NodeState::Updated.into() && n.state_since.and_then(|t| t.checked_add(soak).ok()).is_some_and(|end| end > s.now)
+}
+
+/// Start the node again, to take its update off: cordoned and drained like
+/// any start (the pre-drain hook first), whatever maxUnavailable says (it
+/// soaks, so it already counts against it), then its agent removes the
+/// cumulative update and reboots; the node ends Failed (`undoing`).
+fn start_undo(s: &RoundSettings<'_>, r: &mut Decided<'_>, p: &mut NodePatch, n: &NodeView, gate: &gates::GateResult) -> NodeState {
+    let now = s.now.to_string();
+    p.ann(names::ANN_TARGET_REVISION, Some(&s.rev))
+        .ann(names::ANN_STARTED_AT, Some(&now))
+        .ann(names::ANN_INSTALL_BUDGET, Some(&format!("{}s", s.install_budget().as_secs())))
+        .ann(names::ANN_UNDO, Some(&gate.gate))
+        .ann(names::ANN_DRAINED_REVISION, None);
+    if !n.unschedulable {
+        p.unschedulable = Some(true);
+        p.ann(names::ANN_CORDONED_BY_WINPOOL, Some("true"));
+    }
+    let pods = match &gate.seen {
+        Seen::PodsOnNodes(on) => on.get(&n.name).map(|pods| pods.join(", ")).unwrap_or_default(),
+        _ => String::new(),
+    };
+    let why = format!("health gate {} holds it in its soak after revision {} ({pods})", gate.gate, s.rev);
+    r.warn(&n.name, format!("{why}: taking the cumulative update off (rollout.undo)"));
+    if s.spec.rollout.drain.enabled {
+        p.state(NodeState::Draining, s.now);
+        p.reason = format!("{why}: cordoned; draining to take the update off");
+        return NodeState::Draining;
+    }
+    p.state(NodeState::Applying, s.now);
+    ask_agent_anew(p);
+    p.reason = format!("{why}: cordoned; the agent takes the update off (no drain)");
+    NodeState::Applying
+}
+
+/// A node started to take its update off: Failed once its agent has, with
+/// what it removed (the breaker counts it), or with why it could not.
+fn undoing(s: &RoundSettings<'_>, r: &mut Decided<'_>, p: &mut NodePatch, n: &NodeView, state: NodeState, gate: &str) -> NodeState {
+    let reported = n.applied_revision.as_deref() == Some(s.rev.as_str());
+    let said = n.apply_message.as_deref().unwrap_or("no message");
+    let (reason, msg) = match (reported, n.apply_status.as_deref()) {
+        (true, Some(names::APPLY_SUCCEEDED)) => (
+            FailureReason::UpdateUndone,
+            format!(
+                "health gate {gate} held the node in its soak after revision {}; its agent took the update off: {said}. \
+                 kubectl winpool retry installs it again",
+                s.rev
+            ),
+        ),
+        (true, Some(names::APPLY_FAILED)) => (
+            FailureReason::UndoFailed,
+            format!("health gate {gate} held the node in its soak after revision {}; taking the update off failed: {said}", s.rev),
+        ),
+        _ => {
+            r.wait(&n.name, format!("waiting for the agent to take the update of revision {} off (health gate {gate})", s.rev));
+            return state;
+        }
+    };
+    fail(p, n, s.now, reason, &msg);
+    p.ann(names::ANN_UNDO, None);
+    p.reason = super::clipped(&msg);
+    NodeState::Failed
 }
 
 /// Give the slot of a node whose drain a budget blocks to another node: back

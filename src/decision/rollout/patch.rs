@@ -111,6 +111,14 @@ pub(super) fn ask_agent_anew(p: &mut NodePatch) {
     p.ann(names::ANN_APPLIED_REVISION, None).ann(names::ANN_APPLY_STATUS, None).ann(names::ANN_APPLY_MESSAGE, None);
 }
 
+/// Only the undo's own start takes an update off: any other start, and a
+/// retarget, installs.
+pub(super) fn not_an_undo(p: &mut NodePatch, n: &NodeView) {
+    if n.undo.is_some() {
+        p.ann(names::ANN_UNDO, None);
+    }
+}
+
 pub(super) fn release_cordon(p: &mut NodePatch, n: &NodeView) {
     if n.cordoned_by_winpool {
         p.unschedulable = Some(false);

@@ -239,6 +239,7 @@ fn start(s: &RoundSettings<'_>, p: &mut NodePatch, n: &NodeView) -> NodeState {
         .ann(names::ANN_INSTALL_BUDGET, Some(&format!("{}s", s.install_budget().as_secs())))
         .ann(names::ANN_FAILURE_REASON, None)
         .ann(names::ANN_FAILURE_MESSAGE, None);
+    super::patch::not_an_undo(p, n);
     // A retry soon after being put back for a budget carries on its drain
     // (drain.timeout counts from the first refusal); after a long wait
     // (paused, a new revision) it starts afresh.

@@ -87,7 +87,10 @@ pub(super) fn until(t: Timestamp, now: Timestamp) -> Duration {
 pub(super) fn requeue_after(s: &RoundSettings<'_>, counts: &NodeCounts, hold: Option<&Hold>, soaking: Option<&Soak>) -> Duration {
     let now = s.now;
     let until = |t: Timestamp| until(t, now);
-    match hold {
+    // A node that soaks may be found unhealthy and its update taken off:
+    // its gates are looked at as often as closed ones are.
+    let undo_watch = (s.spec.rollout.undo == crate::api::UndoMode::Enabled && soaking.is_some()).then_some(s.health_gate_interval);
+    let after = match hold {
         _ if counts.updating > 0 => IN_FLIGHT_REQUEUE,
         None if counts.pending > 0 && soaking.is_some() => until(soaking.map_or(now, |k| k.first_ends)),
         Some(Hold::OutsideWindow { opens }) if counts.pending > 0 => until(*opens),
@@ -99,7 +102,8 @@ pub(super) fn requeue_after(s: &RoundSettings<'_>, counts: &NodeCounts, hold: Op
         // Changes that add to the backlog are events of the HNS watches too.
         Some(Hold::HnsBacklog(w)) if counts.pending > 0 => w.clears_in().clamp(Duration::from_secs(1), IN_FLIGHT_REQUEUE),
         _ => s.window.as_ref().map_or(IDLE_REQUEUE, |w| until(w.end)),
-    }
+    };
+    undo_watch.map_or(after, |every| after.min(every))
 }
 
 /// The in-flight nodes once this round lands, with since when they are in

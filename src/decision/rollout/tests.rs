@@ -2136,3 +2136,65 @@ fn the_evictions_of_a_round_are_bounded_by_the_hns_room_left() {
     assert_eq!(plan.drain.len(), 3);
     assert!(plan.eviction_caps.is_empty());
 }
+
+/// `rollout.undo: Enabled`: a node a Node-scope gate holds while it soaks
+/// after its update is started again, cordoned and drained, to take the
+/// update off; once its agent has, it is Failed UpdateUndone (a failed
+/// removal: UndoFailed). Past its soak, or with undo Disabled, the gate only
+/// holds starts.
+#[test]
+fn a_node_unhealthy_in_its_soak_has_its_update_taken_off_and_is_failed() {
+    let spec = spec_with("rollout: {undo: Enabled, soakTime: 1h}");
+    let rev = revision_of(&spec);
+    let soaking = NodeView {
+        unschedulable: false,
+        cordoned_by_winpool: false,
+        started_at: None,
+        state_since: ago(600),
+        ..applied(in_state("n", NodeState::Updated, &rev), &rev)
+    };
+    let holding = [gate("win-pods", on_nodes(&[("n", "shop/checkout-7")]))];
+    let plan = run_gated(&spec, std::slice::from_ref(&soaking), &holding);
+    let p = patch(&plan, "n").expect("a patch");
+    assert_eq!((p.from, p.to, p.unschedulable), (NodeState::Updated, NodeState::Draining, Some(true)));
+    assert_eq!(p.annotations.get(names::ANN_UNDO), Some(&Some("win-pods".to_string())));
+    assert_eq!(p.annotations.get(names::ANN_CORDONED_BY_WINPOOL), Some(&Some("true".to_string())));
+    assert_eq!(p.annotations.get(names::ANN_STARTED_AT), Some(&Some(now().to_string())));
+    assert_eq!(plan.requeue_after, IN_FLIGHT_REQUEUE);
+
+    // Not without undo, not past the soak, not for another node's pods.
+    let off = spec_with("rollout: {soakTime: 1h}");
+    assert!(patch(&run_gated(&off, std::slice::from_ref(&soaking), &holding), "n").is_none());
+    let soaked = NodeView { state_since: ago(3601), ..soaking.clone() };
+    assert!(patch(&run_gated(&spec, &[soaked], &holding), "n").is_none());
+    let elsewhere = [gate("win-pods", on_nodes(&[("m", "shop/checkout-7")]))];
+    assert!(patch(&run_gated(&spec, std::slice::from_ref(&soaking), &elsewhere), "n").is_none());
+    // While it soaks the gates are looked at every healthGateInterval.
+    let plan = run_gated(&spec, std::slice::from_ref(&soaking), &[]);
+    assert_eq!(plan.requeue_after, Duration::from_secs(30));
+
+    // Drained, the agent takes it off and says so: Failed, uncordoned, counted.
+    let undoing = NodeView { undo: Some("win-pods".into()), started_at: ago(300), ..in_state("n", NodeState::Applying, &rev) };
+    let plan = run(&spec, std::slice::from_ref(&undoing));
+    assert!(patch(&plan, "n").is_none(), "waits for the agent: {plan:?}");
+    let undone = NodeView { apply_message: Some("removed Package_for_RollupFix 20348.2762".into()), ..applied(undoing.clone(), &rev) };
+    let plan = run(&spec, &[undone]);
+    let p = patch(&plan, "n").expect("a patch");
+    assert_eq!((p.to, p.unschedulable), (NodeState::Failed, Some(false)));
+    assert_eq!(p.annotations.get(names::ANN_FAILURE_REASON), Some(&Some("UpdateUndone".to_string())));
+    assert_eq!(p.annotations.get(names::ANN_UNDO), Some(&None));
+    let failed = NodeView { apply_status: Some("Failed".into()), ..applied(undoing, &rev) };
+    let p = run(&spec, &[failed]).patches.into_iter().find(|p| p.node == "n").expect("a patch");
+    assert_eq!(p.annotations.get(names::ANN_FAILURE_REASON), Some(&Some("UndoFailed".to_string())));
+}
+
+/// Any other start of a node that was undone installs: the mark goes.
+#[test]
+fn a_retried_undone_node_is_started_to_install_not_to_undo() {
+    let spec = spec_with("rollout: {undo: Enabled, soakTime: 1h}");
+    let node = NodeView { undo: Some("win-pods".into()), ..fresh("n") };
+    let plan = run(&spec, &[node]);
+    let p = patch(&plan, "n").expect("a start");
+    assert_eq!(p.to, NodeState::Draining);
+    assert_eq!(p.annotations.get(names::ANN_UNDO), Some(&None));
+}

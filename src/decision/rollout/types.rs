@@ -87,6 +87,8 @@ pub struct NodeView {
     pub cordoned_by_winpool: bool,
     /// `winpool.dev/hotpatch`: started in service for a hotpatch.
     pub hotpatch: bool,
+    /// `winpool.dev/undo`: started again to take its update off; the gate that held it.
+    pub undo: Option<String>,
     pub unschedulable: bool,
     pub ready: bool,
     pub kernel_version: Option<String>,
@@ -504,6 +506,11 @@ pub enum FailureReason {
     ApplyFailed,
     /// A `rollout.hooks` Job failed or ran past its timeout.
     HookFailed,
+    /// A Node-scope health gate held it in its soak, and its agent took the
+    /// cumulative update off (`rollout.undo`).
+    UpdateUndone,
+    /// Taking the update off such a node failed.
+    UndoFailed,
 }
 
 impl FailureReason {
@@ -513,6 +520,8 @@ impl FailureReason {
             FailureReason::DrainTimeout => "DrainTimeout",
             FailureReason::ApplyFailed => "ApplyFailed",
             FailureReason::HookFailed => "HookFailed",
+            FailureReason::UpdateUndone => "UpdateUndone",
+            FailureReason::UndoFailed => "UndoFailed",
         }
     }
 }

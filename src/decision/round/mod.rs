@@ -367,7 +367,8 @@ pub(crate) fn gate_look(pool: &WindowsNodePool, seen: &Observed, judged: &Judged
     let breaker = breaker_of(pool, seen);
     let ring = ring_of(pool, &rev, seen, now);
     let holds = Holds { gates: &[], cluster: seen.cluster, average_node_update: None, bad_update: breaker.holding(), ring: ring.as_ref() };
-    if !could_start(&input(pool, &name, &rev, seen, holds), &judged.views, now) {
+    let pool_input = input(pool, &name, &rev, seen, holds);
+    if !could_start(&pool_input, &judged.views, now) && !crate::rollout::could_undo(&pool_input, &judged.views, now) {
         return GateLook::NotNeeded;
     }
     match memory.fresh_gates(pool.metadata.generation, health_gate_interval(&pool.spec), now) {

@@ -42,6 +42,7 @@ pub(crate) fn release_patch(n: &NodeRecord, why: &str) -> NodePatch {
         names::ANN_STARTED_AT,
         names::ANN_INSTALL_BUDGET,
         names::ANN_HOTPATCH,
+        names::ANN_UNDO,
         names::ANN_TARGET_REVISION,
         names::ANN_DRAINED_REVISION,
         names::ANN_FAILURE_REASON,

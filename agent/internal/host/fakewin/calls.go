@@ -246,6 +246,14 @@ func (p programs) shutdown(args []string) (windows.Output, error) {
 // dism /Add-Package installs a package: the update the plan asked for is
 // staged for the next boot, exit 3010 (or the catalogue's failure).
 func (p programs) dism(ctx context.Context, args []string) (windows.Output, error) {
+	for _, a := range args {
+		switch {
+		case strings.EqualFold(a, "/Get-Packages"):
+			return windows.Output{Stdout: []byte(p.m.packageTable())}, nil
+		case strings.HasPrefix(strings.ToLower(a), "/packagename:"):
+			return windows.Output{ExitCode: p.m.removePackage(a[len("/PackageName:"):])}, nil
+		}
+	}
 	code, err := p.m.install(ctx, false)
 	if err != nil {
 		return windows.Output{}, err

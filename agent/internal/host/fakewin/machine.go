@@ -73,6 +73,11 @@ type Options struct {
 	// by Close.
 	Root  string
 	Build host.Build
+	// EarlierRollups: the cumulative updates installed before the one of
+	// Build, oldest first, whose packages the component store keeps
+	// (superseded): the build a removal of Build's goes back to. None: Build
+	// is the image's own.
+	EarlierRollups []host.Build
 	// Containerd is the version of the containerd.exe installed.
 	Containerd string
 	// ContainerdConfig is the config.toml the image lays down beside it
@@ -202,8 +207,13 @@ type Machine struct {
 	searches int
 	// hotpatched: hotpatches landed in memory (no reboot).
 	hotpatched int
-	swaps      int
-	rollback   int
+	// rollups: the cumulative update packages in the component store,
+	// oldest first, the last one the build's (packages.go); undos: the
+	// removals of one.
+	rollups  []host.Build
+	undos    int
+	swaps    int
+	rollback int
 	// bootContainerd is the containerd version the machine booted with.
 	bootContainerd string
 	bootCtx        context.Context
@@ -378,6 +388,7 @@ func (m *Machine) Boot() host.Build {
 	m.bootCtx, m.bootEnd = context.WithCancel(context.Background())
 	secondPhase := false
 	if m.staged != nil {
+		m.landRollupLocked(*m.staged)
 		m.setBuild(*m.staged)
 		m.staged = nil
 		secondPhase = m.o.Catalogue.TwoPhase
@@ -453,6 +464,8 @@ type Stats struct {
 	UpdateDownloads, BackgroundDownloads int
 	// Hotpatches: updates landed in memory, without a reboot.
 	Hotpatches int
+	// Undos: cumulative updates taken off (DISM /Remove-Package).
+	Undos int
 }
 
 // Stats reads the machine's state as the simulation sees it (never a read
@@ -464,7 +477,7 @@ func (m *Machine) Stats() Stats {
 		Reboots: len(m.reboots), RebootReasons: append([]string(nil), m.reboots...), CNIMode: hns.Mode(m.o.Network), Searches: m.searches,
 		NetworkUp: m.o.Network.Name != "" && !m.netGone, KubeProxyStarted: m.kubeProxyStarted,
 		DownloadsCut: sum(m.cuts), DownloadsResumed: m.resumed, ContainerdConfig: m.containerdConfigText(),
-		UpdateDownloads: m.wu.downloads, BackgroundDownloads: m.wu.background, Hotpatches: m.hotpatched}
+		UpdateDownloads: m.wu.downloads, BackgroundDownloads: m.wu.background, Hotpatches: m.hotpatched, Undos: m.undos}
 }
 
 // containerdConfig is the config.toml beside the containerd program.

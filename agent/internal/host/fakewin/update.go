@@ -60,6 +60,10 @@ type Catalogue struct {
 	Hotpatch bool
 	// HotpatchReboots: a hotpatch's install asks for a reboot after all.
 	HotpatchReboots bool
+	// Permanent: no cumulative update can be taken off (the component
+	// store was cleaned with /ResetBase): DISM /Remove-Package fails
+	// CBS_E_CANNOT_UNINSTALL.
+	Permanent bool
 }
 
 // wuState is the Windows Update Agent's: the update the running servicing

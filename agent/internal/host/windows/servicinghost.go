@@ -64,6 +64,9 @@ func installUpdate(ctx context.Context, m Machine, p servicingPlan, req host.Upd
 			return host.UpdateResult{}, fmt.Errorf("setting %s from the plan: %w", k, err)
 		}
 	}
+	if req.Undo {
+		return removeCumulative(ctx, dismRunner{m}, req.Target)
+	}
 	switch req.Source {
 	case config.SourcePackages:
 		running, err := readBuild(m.System)

@@ -77,6 +77,9 @@ type servicingPlan struct {
 	Proxy map[string]string `json:"proxy,omitempty"`
 	// Started is when the agent started the task; the result keeps it.
 	Started time.Time `json:"started"`
+	// Undo: take the cumulative update of build Target off instead
+	// (host.UpdateRequest.Undo).
+	Undo bool `json:"undo,omitempty"`
 }
 
 // request is the host.UpdateRequest the plan was made from.
@@ -85,7 +88,8 @@ func (p servicingPlan) request() (host.UpdateRequest, error) {
 	if err != nil {
 		return host.UpdateRequest{}, err
 	}
-	return host.UpdateRequest{Revision: p.Revision, Attempt: p.Attempt, Target: target, Source: p.Source, Packages: p.Packages, KBs: p.KBs, StartedAt: p.StartedAt}, nil
+	return host.UpdateRequest{Revision: p.Revision, Attempt: p.Attempt, Target: target, Source: p.Source, Packages: p.Packages, KBs: p.KBs, StartedAt: p.StartedAt,
+		Undo: p.Undo}, nil
 }
 
 // knownSource: the sources the task can install from ("" is Windows Update,
@@ -203,14 +207,14 @@ func (s servicingStarter) start(ctx context.Context, req host.UpdateRequest) err
 	written[exe] = sum
 	plan := servicingPlan{
 		Revision: req.Revision, Attempt: req.Attempt, Target: req.Target.String(), Source: req.Source, Packages: req.Packages, KBs: req.KBs, StartedAt: req.StartedAt,
-		StateDir: s.stateDir, ResultFile: resultFile, Proxy: s.proxy(), Started: s.now().UTC(),
+		StateDir: s.stateDir, ResultFile: resultFile, Proxy: s.proxy(), Started: s.now().UTC(), Undo: req.Undo,
 	}
 	definition, err := written.plan(filepath.Join(dir, servicingPlanName), plan, exe, ServicingCommand, servicingTask, req.Limit, s.rehash)
 	if err != nil {
 		return err
 	}
 	running := host.UpdateTask{Revision: req.Revision, Attempt: req.Attempt, StartedAt: req.StartedAt, Target: plan.Target, Phase: host.UpdateRunning,
-		Started: plan.Started, MarksStart: true}
+		Started: plan.Started, MarksStart: true, Undo: req.Undo}
 	if s.uptime != nil {
 		running.StartedUptime = s.uptime()
 	}
@@ -292,7 +296,7 @@ func runServicing(ctx context.Context, planFile string, install installer) (host
 		return host.UpdateTask{}, fmt.Errorf("nothing installed: marking %s started: %w", p.ResultFile, err)
 	}
 	r := host.UpdateTask{Revision: p.Revision, Attempt: p.Attempt, StartedAt: p.StartedAt, Target: p.Target, Phase: host.UpdateDone, Started: p.Started,
-		MarksStart: true, TaskStarted: started.TaskStarted}
+		MarksStart: true, TaskStarted: started.TaskStarted, Undo: p.Undo}
 	stopBeating := heartbeat(p.ResultFile, started, heartbeatEvery)
 	res, err := installGuarded(ctx, p, req, install)
 	// No heartbeat may land after (and so over) the final result.
