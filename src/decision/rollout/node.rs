@@ -123,6 +123,14 @@ fn keep_cordoned_if_asked(s: &RoundSettings<'_>, p: &mut NodePatch) {
 /// installing keeps winpool's cordon, and says so.
 fn time_out(s: &RoundSettings<'_>, p: &mut NodePatch, n: &NodeView, mut msg: String) {
     match may_be_installing(n) {
+        // In service (a hotpatch): there is no cordon to keep, and its agent
+        // never reboots it uncordoned.
+        Some(status) if !n.unschedulable => {
+            msg = format!(
+                "{msg}; its agent reports {status}, so the host may still be installing, in service (it is never rebooted uncordoned)"
+            );
+            fail_kept_cordoned(p, s.now, FailureReason::Timeout, &msg);
+        }
         Some(status) => {
             msg = format!(
                 "{msg}; kept cordoned: its agent reports {status}, so the host may still be installing; \

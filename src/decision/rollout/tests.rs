@@ -980,6 +980,12 @@ fn a_node_timed_out_mid_install_stays_cordoned_until_its_agent_reports_a_result(
         assert_eq!((p.to, p.unschedulable), (NodeState::Failed, None), "{status}: Failed, cordon kept");
         assert!(!p.annotations.contains_key(names::ANN_CORDONED_BY_WINPOOL), "{status}: still winpool's cordon");
         assert!(plan.failed[0].message.contains(&format!("kept cordoned: its agent reports {status}")), "{}", plan.failed[0].message);
+        // A hotpatch in service has no cordon to keep, and its message says none.
+        let in_service = NodeView { unschedulable: false, cordoned_by_winpool: false, hotpatch: true, ..stuck(status) };
+        let plan = run(&spec, &[in_service]);
+        let msg = &plan.failed[0].message;
+        assert!(!msg.contains("kept cordoned") && msg.contains("in service"), "{status}: {msg}");
+        assert_eq!(patch(&plan, "a").map(|p| p.unschedulable), Some(None), "{status}: nobody cordons it");
         let held = land(&stuck(status), Some(p));
         assert!(held.unschedulable && held.cordoned_by_winpool);
         // Its slot stays taken: b does not start while a is out of service.

@@ -54,6 +54,14 @@ func (h *Host) Stage(_ context.Context, req host.UpdateRequest) host.Staging {
 			return r.result
 		}
 	}
+	// Never beside a servicing task that still runs (an install the
+	// operator timed out, put back or gave up on, a removal): staging
+	// packages deletes other revisions' folders, one of which it may be
+	// installing from, and a Windows Update download would contend with its
+	// install. Asked again at the agent's next look.
+	if t, err := h.servicingResult(); err == nil && t != nil && t.Phase == host.UpdateRunning {
+		return host.Staging{Revision: req.Revision, Phase: host.StageRunning}
+	}
 	if s.cur != nil {
 		s.cur.cancel()
 	}
