@@ -140,6 +140,14 @@ pub struct RolloutSpec {
     /// drain: for nodes on a metered link).
     #[serde(default)]
     pub staging: StagingMode,
+    /// How fast a node downloads its update packages while it serves, in
+    /// bytes a second (`50Mi`: 50 MiB/s; default 20Mi, about 168 Mbit/s, a
+    /// 1.2 GB cumulative update in a minute). Windows Update's downloads are
+    /// paced by BITS instead: its background priority takes only bandwidth
+    /// nothing else uses. The install, after the drain, is not paced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[1-9][0-9]{0,5}(Ki|Mi|Gi)?$"))]
+    pub staging_bandwidth: Option<String>,
     /// Install a hotpatch without cordon, drain or reboot: Windows Server 2025
     /// (and 2022 Azure Edition) nodes enrolled in hotpatching are offered, in
     /// the months between quarterly baselines, a security update that applies
@@ -372,6 +380,7 @@ impl Default for RolloutSpec {
             hooks: None,
             hns_pacing: HnsPacing::default(),
             staging: StagingMode::default(),
+            staging_bandwidth: None,
             hotpatch: HotpatchMode::default(),
             undo: UndoMode::default(),
         }

@@ -78,7 +78,22 @@ const ENV_API_SERVER: &str = "WINPOOL_API_SERVER";
 /// `rollout.staging`, set only when Disabled (the agent stages by default):
 /// the DaemonSets of pools that stage stay as they were before it existed.
 const ENV_STAGING: &str = "WINPOOL_STAGING";
-const OWN_ENV: &[&str] = &[ENV_NODE_NAME, ENV_POD_NAMESPACE, ENV_POOL, ENV_HNS_INTERVAL, ENV_MAX_ATTEMPTS, ENV_API_SERVER, ENV_STAGING];
+/// `rollout.stagingBandwidth` in bytes a second, set only when the pool sets
+/// it (the agent's default is the field's).
+const ENV_STAGING_BANDWIDTH: &str = "WINPOOL_STAGING_BANDWIDTH";
+const OWN_ENV: &[&str] =
+    &[ENV_NODE_NAME, ENV_POD_NAMESPACE, ENV_POOL, ENV_HNS_INTERVAL, ENV_MAX_ATTEMPTS, ENV_API_SERVER, ENV_STAGING, ENV_STAGING_BANDWIDTH];
+
+/// `20Mi` as bytes (the CRD holds the field to `<digits><Ki|Mi|Gi>`).
+fn bytes_of(bandwidth: &str) -> Option<u64> {
+    let (digits, shift) = match bandwidth.len().checked_sub(2).map(|i| bandwidth.split_at(i)) {
+        Some((d, "Ki")) => (d, 10),
+        Some((d, "Mi")) => (d, 20),
+        Some((d, "Gi")) => (d, 30),
+        _ => (bandwidth, 0),
+    };
+    digits.parse::<u64>().ok().filter(|n| *n > 0)?.checked_mul(1 << shift)
+}
 
 /// The agent's resources unless the cluster admin sets them: a small Go
 /// process that sleeps between HNS reads, with room for an install's output.
@@ -241,6 +256,9 @@ pub fn agent_daemonset(pool: &WindowsNodePool, namespace: &str, agent: &AgentSet
     env_vars.extend(options.api_server.iter().map(|s| env(ENV_API_SERVER, s.clone())));
     if pool.spec.rollout.staging == StagingMode::Disabled {
         env_vars.push(env(ENV_STAGING, StagingMode::Disabled.to_string()));
+    }
+    if let Some(bytes) = pool.spec.rollout.staging_bandwidth.as_deref().and_then(bytes_of) {
+        env_vars.push(env(ENV_STAGING_BANDWIDTH, bytes.to_string()));
     }
     env_vars.extend(options.extra_env.iter().cloned());
     let container = Container {
@@ -526,15 +544,27 @@ mod tests {
         }
     }
 
+    /// The values of the agent's variable `name` for a pool with `extra`.
+    fn agent_env(extra: &str, name: &str) -> Vec<String> {
+        let ds = agent_daemonset(&pool("w", extra), "ns", &settings());
+        let env = ds.spec.unwrap().template.spec.unwrap().containers[0].env.clone().unwrap();
+        env.iter().filter(|e| e.name == name).map(|e| e.value.clone().unwrap()).collect()
+    }
+
     #[test]
     fn a_pool_that_does_not_stage_tells_its_agents_and_one_that_does_is_left_as_it_was() {
-        let staging = |extra: &str| -> Vec<String> {
-            let ds = agent_daemonset(&pool("w", extra), "ns", &settings());
-            let env = ds.spec.unwrap().template.spec.unwrap().containers[0].env.clone().unwrap();
-            env.iter().filter(|e| e.name == "WINPOOL_STAGING").map(|e| e.value.clone().unwrap()).collect()
-        };
+        let staging = |extra: &str| agent_env(extra, "WINPOOL_STAGING");
         assert_eq!(staging("rollout: {staging: Disabled}"), ["Disabled"]);
         assert!(staging("").is_empty() && staging("rollout: {staging: Enabled}").is_empty());
+    }
+
+    #[test]
+    fn a_pool_that_paces_its_staging_tells_its_agents_in_bytes_a_second() {
+        let bandwidth = |extra: &str| agent_env(extra, "WINPOOL_STAGING_BANDWIDTH");
+        assert_eq!(bandwidth("rollout: {stagingBandwidth: 50Mi}"), ["52428800"]);
+        assert_eq!(bandwidth("rollout: {stagingBandwidth: 512Ki}"), ["524288"]);
+        assert_eq!(bandwidth("rollout: {stagingBandwidth: \"1000000\"}"), ["1000000"]);
+        assert!(bandwidth("").is_empty(), "unset: the agent's default, and the DaemonSet as it was");
     }
 
     #[test]

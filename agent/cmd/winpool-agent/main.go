@@ -113,6 +113,7 @@ type settings struct {
 	maxAttempts     int
 	standalone      bool
 	stage           bool
+	stageBandwidth  int64
 }
 
 func readSettings(getenv func(string) string) (settings, error) {
@@ -131,6 +132,9 @@ func readSettings(getenv func(string) string) (settings, error) {
 		return s, err
 	}
 	if s.stage, err = agent.ParseStaging(getenv(agent.StagingEnv)); err != nil {
+		return s, err
+	}
+	if s.stageBandwidth, err = agent.ParseStagingBandwidth(getenv(agent.StagingBandwidthEnv)); err != nil {
 		return s, err
 	}
 	switch v := getenv("WINPOOL_STANDALONE"); v {
@@ -166,18 +170,19 @@ func run(log *slog.Logger, s settings, h host.Host) error {
 	defer stop()
 	log.Info("winpool-agent starting", "version", version, "node", s.node, "namespace", s.namespace, "apiServer", cfg.Host)
 	return agent.Run(ctx, agent.Options{
-		NodeName:    s.node,
-		Namespace:   s.namespace,
-		Client:      client,
-		Reports:     report.NewClient(dyn, s.namespace),
-		Host:        h,
-		HNSInterval: s.hnsInterval,
-		MaxAttempts: s.maxAttempts,
-		Standalone:  s.standalone,
-		Stage:       s.stage,
-		Version:     version,
-		Log:         log,
-		Events:      true,
+		NodeName:       s.node,
+		Namespace:      s.namespace,
+		Client:         client,
+		Reports:        report.NewClient(dyn, s.namespace),
+		Host:           h,
+		HNSInterval:    s.hnsInterval,
+		MaxAttempts:    s.maxAttempts,
+		Standalone:     s.standalone,
+		Stage:          s.stage,
+		StageBandwidth: s.stageBandwidth,
+		Version:        version,
+		Log:            log,
+		Events:         true,
 	})
 }
 

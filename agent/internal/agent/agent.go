@@ -56,6 +56,9 @@ type Options struct {
 	// passed, before the operator's start (WINPOOL_STAGING, on unless a
 	// pool sets rollout.staging: Disabled).
 	Stage bool
+	// StageBandwidth paces staging's package downloads, bytes a second (0:
+	// none); WINPOOL_STAGING_BANDWIDTH, or DefaultStagingBandwidth.
+	StageBandwidth int64
 	// Events: record a Kubernetes Event on the Node when the agent starts
 	// applying, reboots, fails or succeeds (needs create on events in
 	// Namespace).

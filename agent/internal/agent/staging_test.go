@@ -136,6 +136,16 @@ func TestParseStagingTakesEnabledDisabledOrNothing(t *testing.T) {
 	if _, err := ParseStaging("false"); err == nil || !strings.Contains(err.Error(), StagingEnv) {
 		t.Errorf("ParseStaging(false) = %v, want an error naming %s", err, StagingEnv)
 	}
+	for v, want := range map[string]int64{"": DefaultStagingBandwidth, "1048576": 1 << 20} {
+		if got, err := ParseStagingBandwidth(v); err != nil || got != want {
+			t.Errorf("ParseStagingBandwidth(%q) = %v, %v; want %v", v, got, err, want)
+		}
+	}
+	for _, v := range []string{"0", "-1", "20Mi", "fast"} {
+		if _, err := ParseStagingBandwidth(v); err == nil || !strings.Contains(err.Error(), StagingBandwidthEnv) {
+			t.Errorf("ParseStagingBandwidth(%q) = %v, want an error naming %s", v, err, StagingBandwidthEnv)
+		}
+	}
 }
 
 // A restarted agent takes the Staged revision from its report: nothing is

@@ -274,7 +274,8 @@ func (n *simNode) runAgent(ctx context.Context, pod *agentPod) {
 		return
 	}
 	stage, err := agent.ParseStaging(pod.env[agent.StagingEnv])
-	if err != nil {
+	bandwidth, berr := agent.ParseStagingBandwidth(pod.env[agent.StagingBandwidthEnv])
+	if err = errors.Join(err, berr); err != nil {
 		// As the agent's main refuses to start.
 		n.log.Error("the agent cannot start", "pod", pod.name, "err", err)
 		return
@@ -283,14 +284,15 @@ func (n *simNode) runAgent(ctx context.Context, pod *agentPod) {
 	defer n.f.running.Add(-1)
 	n.log.Info("agent started", "pod", pod.name, "uid", pod.uid)
 	err = n.f.runAgent(ctx, agent.Options{
-		NodeName:    n.name,
-		Namespace:   n.f.s.AgentNamespace,
-		Client:      client,
-		Reports:     report.NewClient(dyn, n.f.s.AgentNamespace),
-		Host:        n.agentHost,
-		HNSInterval: n.hnsInterval(),
-		MaxAttempts: 3,
-		Stage:       stage,
+		NodeName:       n.name,
+		Namespace:      n.f.s.AgentNamespace,
+		Client:         client,
+		Reports:        report.NewClient(dyn, n.f.s.AgentNamespace),
+		Host:           n.agentHost,
+		HNSInterval:    n.hnsInterval(),
+		MaxAttempts:    3,
+		Stage:          stage,
+		StageBandwidth: bandwidth,
 		// 0: the agent's own; tests that play transient faults shorten it.
 		TransientRetryAfter: n.f.s.TransientRetryAfter,
 		Version:             "sim",

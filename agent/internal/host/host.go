@@ -260,6 +260,9 @@ type UpdateRequest struct {
 	// Undo: instead of installing, take off the cumulative update of build
 	// Target, the build the node runs (never a servicing stack update).
 	Undo bool
+	// Bandwidth bounds a staging's package downloads, in bytes a second (0:
+	// none; the install, after the drain, takes what the link gives).
+	Bandwidth int64
 }
 
 // RuntimeRequest is what UpgradeContainerd installs.

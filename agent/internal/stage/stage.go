@@ -18,6 +18,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"golang.org/x/time/rate"
 )
 
 // MismatchError is a file whose digest is not the one expected.
@@ -60,6 +62,13 @@ const (
 // (staged once, re-verified on every restart); one with another digest is
 // replaced. Nothing is left at dest unless it matches.
 func Fetch(ctx context.Context, client *http.Client, src Source, dest, want string, max int64) error {
+	return FetchPaced(ctx, client, src, dest, want, max, 0)
+}
+
+// FetchPaced is Fetch reading at most perSecond bytes a second (0: as fast
+// as the source gives them): a node that downloads while it serves leaves
+// its workloads the rest of its link.
+func FetchPaced(ctx context.Context, client *http.Client, src Source, dest, want string, max, perSecond int64) error {
 	got, err := Digest(dest)
 	switch {
 	case err == nil && got == want:
@@ -76,7 +85,7 @@ func Fetch(ctx context.Context, client *http.Client, src Source, dest, want stri
 	}
 	defer os.Remove(tmp.Name())
 	h := sha256.New()
-	copyErr := copyFrom(ctx, client, src, tmp, h, max)
+	copyErr := copyFrom(ctx, client, src, paced(ctx, tmp, perSecond), h, max)
 	closeErr := tmp.Close()
 	if copyErr != nil {
 		return fmt.Errorf("%s: %w", src, copyErr)
@@ -101,7 +110,7 @@ const ResumeAttempts = 5
 // that range of the same file (If-Range: its ETag or Last-Modified); one
 // that sends the whole file again, or another file, starts over. The digest
 // Fetch checks at the end holds either way.
-func copyFrom(ctx context.Context, client *http.Client, src Source, f *os.File, h hash.Hash, max int64) error {
+func copyFrom(ctx context.Context, client *http.Client, src Source, f pacedFile, h hash.Hash, max int64) error {
 	if src.URL == "" {
 		r, err := os.Open(src.Path)
 		if err != nil {
@@ -119,7 +128,7 @@ func copyFrom(ctx context.Context, client *http.Client, src Source, f *os.File, 
 			return err
 		}
 		if !resumed && written > 0 {
-			if err := restart(f, h); err != nil {
+			if err := restart(f.File, h); err != nil {
 				body.Close()
 				return err
 			}
@@ -136,6 +145,45 @@ func copyFrom(ctx context.Context, client *http.Client, src Source, f *os.File, 
 			return err
 		}
 	}
+}
+
+// pacedFile is the file a download writes into: each write waits for its
+// bytes under the pace (nil limit: none), so the reads that feed it slow
+// down and TCP's window tells the source to send less.
+type pacedFile struct {
+	*os.File
+	ctx   context.Context
+	limit *rate.Limiter
+}
+
+// pacedBurst is the most a paced download writes at once.
+const pacedBurst = 256 << 10
+
+func paced(ctx context.Context, f *os.File, perSecond int64) pacedFile {
+	if perSecond <= 0 {
+		return pacedFile{File: f}
+	}
+	return pacedFile{File: f, ctx: ctx, limit: rate.NewLimiter(rate.Limit(perSecond), int(min(perSecond, pacedBurst)))}
+}
+
+func (p pacedFile) Write(b []byte) (int, error) {
+	if p.limit == nil {
+		return p.File.Write(b)
+	}
+	written := 0
+	for len(b) > 0 {
+		n := min(len(b), p.limit.Burst())
+		if err := p.limit.WaitN(p.ctx, n); err != nil {
+			return written, err
+		}
+		m, err := p.File.Write(b[:n])
+		written += m
+		if err != nil {
+			return written, err
+		}
+		b = b[n:]
+	}
+	return written, nil
 }
 
 // restart empties a partly written download to start it over.

@@ -323,3 +323,28 @@ func TestADownloadCutMidBodyResumesWhereItStopped(t *testing.T) {
 		t.Errorf("cut %d times: %v, want a failure naming the resumed attempts", ResumeAttempts+1, err)
 	}
 }
+
+// A paced fetch takes no more than its pace: 1 MiB at 512 KiB/s cannot
+// land in under 1.5 s (its first 256 KiB may come at once), from a URL or a
+// share; the file is whole and checked as any fetch's.
+func TestAPacedFetchTakesNoMoreThanItsPace(t *testing.T) {
+	pkg := bytes.Repeat([]byte("kb5050002 "), 1<<20/10+1)[:1<<20]
+	srv, _ := server(t, map[string][]byte{"/kb.msu": pkg})
+	share := filepath.Join(t.TempDir(), "kb.msu")
+	if err := os.WriteFile(share, pkg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, src := range []Source{{URL: srv.URL + "/kb.msu"}, {Path: share}} {
+		dest := filepath.Join(t.TempDir(), "kb.msu")
+		began := time.Now()
+		if err := FetchPaced(context.Background(), srv.Client(), src, dest, sum(pkg), MaxPackage, 512<<10); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(began); took < 1500*time.Millisecond {
+			t.Errorf("%s: 1 MiB at 512 KiB/s took %s", src, took)
+		}
+		if b, _ := os.ReadFile(dest); !bytes.Equal(b, pkg) {
+			t.Errorf("%s: the staged file is not the package", src)
+		}
+	}
+}

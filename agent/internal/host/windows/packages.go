@@ -24,6 +24,8 @@ type servicing struct {
 	// dism runs DISM /Online /Add-Package /PackagePath:<path> /NoRestart and
 	// returns its exit code; err only when it could not run at all.
 	dism func(ctx context.Context, packagePath string) (int, error)
+	// bandwidth paces the fetches, bytes a second (0: none).
+	bandwidth int64
 }
 
 // install stages every package and checks its sha256 before any is
@@ -75,7 +77,7 @@ func (s servicing) stage(ctx context.Context, req host.UpdateRequest, running ho
 	for _, step := range plan {
 		for _, p := range step.Packages {
 			dest := filepath.Join(root, step.Dir, p.FileName())
-			if err := stage.Fetch(ctx, s.client, stage.Source{URL: p.URL, Path: p.Path}, dest, p.SHA256, stage.MaxPackage); err != nil {
+			if err := stage.FetchPaced(ctx, s.client, stage.Source{URL: p.URL, Path: p.Path}, dest, p.SHA256, stage.MaxPackage, s.bandwidth); err != nil {
 				return nil, nil, fmt.Errorf("staging %s into %s: %w", p.Name(), root, err)
 			}
 			var size int64

@@ -91,7 +91,7 @@ func (h *Host) stage(ctx context.Context, req host.UpdateRequest) host.Staging {
 	case config.SourcePackages:
 		var running host.Build
 		if running, err = readBuild(h.m.System); err == nil {
-			s := servicing{dir: filepath.Join(h.o.StateDir, "updates"), client: h.m.Net.HTTP()}
+			s := servicing{dir: filepath.Join(h.o.StateDir, "updates"), client: h.m.Net.HTTP(), bandwidth: req.Bandwidth}
 			_, out.Items, err = s.stage(ctx, req, running)
 		}
 	case config.SourceWindowsUpdate, "":
