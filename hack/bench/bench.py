@@ -1098,12 +1098,17 @@ class Bench:
             latency = json.load(f)
         rec = {"release": release, "nodes": n, "services": self.a.hns_services, "pods_per_node": self.a.hns_pods_per_node,
                "max_unavailable": self.a.max_unavailable, "pacing": pacing, "makespan_s": round(makespan, 1),
-               "latency": {k: latency[k] for k in ("changes", "meanMs", "p50Ms", "p99Ms", "maxMs")}}
+               "latency": {k: latency[k] for k in ("changes", "meanMs", "p50Ms", "p99Ms", "maxMs")},
+               # The part programmed in the first two syncs after a node's catch-up from its boot.
+               "after_catch_up": latency.get("afterCatchUp")}
         self.results.setdefault("hns", []).append(rec)
         self.save()
         lat = rec["latency"]
         log(f"[hns {release}]   pacing {'on' if pacing else 'off'}: makespan {makespan:.0f}s; programming latency over "
             f"{lat['changes']} node-changes p50 {lat['p50Ms'] / 1000:.1f}s p99 {lat['p99Ms'] / 1000:.1f}s max {lat['maxMs'] / 1000:.1f}s")
+        if after := rec["after_catch_up"]:
+            log(f"[hns {release}]   of them in the two syncs after a node's catch-up from its boot: {after['changes']}, "
+                f"p50 {after['p50Ms'] / 1000:.1f}s p99 {after['p99Ms'] / 1000:.1f}s")
 
     def next_seq(self):
         self.patch_seq += 1

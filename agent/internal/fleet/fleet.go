@@ -196,7 +196,11 @@ func (f *Fleet) shutDown() error {
 		}
 	}
 	if f.s.LatencyFile != "" {
-		if err := writeJSON(f.s.LatencyFile, latencyOf(f.programming.Final())); err != nil {
+		l := latencyOf(f.programming.Final())
+		h := f.programming.FinalAfterCatchUp()
+		after := h.Summary()
+		l.AfterCatchUp = &after
+		if err := writeJSON(f.s.LatencyFile, l); err != nil {
 			return fmt.Errorf("--latency-file: %w", err)
 		}
 	}

@@ -53,6 +53,9 @@ type NodeStats struct {
 type Latency struct {
 	hnsmodel.Summary
 	Buckets []LatencyBucket `json:"buckets"`
+	// AfterCatchUp: the part programmed in the first two syncs after a
+	// node's catch-up from its boot.
+	AfterCatchUp *hnsmodel.Summary `json:"afterCatchUp,omitempty"`
 }
 
 // LatencyBucket: Count latencies were at most LeMs (and above the bucket before).

@@ -27,6 +27,10 @@ type Programming struct {
 	mu    sync.Mutex
 	nodes map[string]*nodeProgramming
 	fleet Histogram
+	// afterCatchUp: the latencies of the first two syncs after a node's
+	// full sync after its boot, which the changes it heard while catching
+	// up make long (part of fleet, told apart to say where the tail is).
+	afterCatchUp Histogram
 }
 
 type nodeProgramming struct {
@@ -41,6 +45,8 @@ type nodeProgramming struct {
 	pending      map[string]*pendingChange
 	firstPending time.Time
 	latency      Histogram
+	// syncs since the node came up.
+	syncs int
 }
 
 // pendingChange is a Service's changes waiting for the next sync: the work
@@ -68,7 +74,7 @@ func (p *Programming) Up(node string, rates Rates, busyUntil time.Time) {
 		n = &nodeProgramming{}
 		p.nodes[node] = n
 	}
-	n.rates, n.up, n.syncEnd, n.bootSyncUntil, n.pending = rates, true, busyUntil, busyUntil, nil
+	n.rates, n.up, n.syncEnd, n.bootSyncUntil, n.pending, n.syncs = rates, true, busyUntil, busyUntil, nil, 0
 }
 
 // Down says node is rebooting: what it had not programmed goes with
@@ -133,10 +139,15 @@ func (p *Programming) advance(n *nodeProgramming, now time.Time) {
 			cost += n.rates.Cost(c.work, p.scale)
 		}
 		n.syncEnd = start.Add(cost)
+		behindCatchUp := !n.bootSyncUntil.IsZero() && n.syncs < 2
+		n.syncs++
 		for _, c := range n.pending {
 			for _, at := range c.arrived {
 				n.latency.Observe(n.syncEnd.Sub(at))
 				p.fleet.Observe(n.syncEnd.Sub(at))
+				if behindCatchUp {
+					p.afterCatchUp.Observe(n.syncEnd.Sub(at))
+				}
 			}
 		}
 		n.pending = nil
@@ -178,6 +189,15 @@ func (p *Programming) Fleet() Histogram { return p.fleetAt(p.now()) }
 // Final is Fleet once nothing more will change: every change heard counted,
 // those still waiting for a sync included.
 func (p *Programming) Final() Histogram { return p.fleetAt(time.Unix(1<<40, 0)) }
+
+// FinalAfterCatchUp is the part of Final programmed in the first two syncs
+// after a node's catch-up from its boot.
+func (p *Programming) FinalAfterCatchUp() Histogram {
+	p.fleetAt(time.Unix(1<<40, 0))
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.afterCatchUp
+}
 
 func (p *Programming) fleetAt(now time.Time) Histogram {
 	p.mu.Lock()

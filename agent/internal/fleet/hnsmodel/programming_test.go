@@ -157,3 +157,30 @@ func TestAChangeCostsWhatWinkernelRedoes(t *testing.T) {
 		}
 	}
 }
+
+// The first two syncs after a node's catch-up from its boot are told apart
+// (FinalAfterCatchUp): a change heard just after it waits for the batch of
+// what the node heard while catching up. Worked by hand on WS2019 rates:
+// the boot's full sync ends at t=5; Services a and b (1 LB each) change at
+// t=1 (not counted: the node served nothing then); c changes at t=5.5 and
+// waits for the batch a+b (5 → 6.2), then its own sync (6.2 → 6.8): 1.3 s.
+// d at t=20 is a later sync, in the fleet's latencies only.
+func TestTheSyncsBehindACatchUpAreToldApart(t *testing.T) {
+	c := &clock{t: time.Unix(1_000_000, 0)}
+	p := NewProgramming(1, c.now)
+	p.Up("n", RatesLTSC2019, c.t.Add(5*time.Second))
+	c.after(time.Second)
+	p.Program("a", Work{LoadBalancers: 1})
+	p.Program("b", Work{LoadBalancers: 1})
+	c.after(4500 * time.Millisecond)
+	p.Program("c", Work{LoadBalancers: 1})
+	c.after(14500 * time.Millisecond)
+	p.Program("d", Work{LoadBalancers: 1})
+	after, all := p.FinalAfterCatchUp(), p.Final()
+	if s := after.Summary(); s.Changes != 1 || !within10(time.Duration(s.MaxMs*float64(time.Millisecond)), ms(1300)) {
+		t.Errorf("behind the catch-up: %+v, want c alone at 1.3s", s)
+	}
+	if s := all.Summary(); s.Changes != 2 {
+		t.Errorf("fleet: %+v, want c and d", s)
+	}
+}
