@@ -184,9 +184,12 @@ impl TestSpace {
         let log_path = self.log_path(what);
         std::fs::create_dir_all(log_path.parent().expect("log dir")).ok();
         let log = std::fs::File::create(&log_path).expect("log file");
+        let tmp = self.temp_dir();
+        std::fs::create_dir_all(&tmp).ok();
         let child = Command::new(program)
             .args(args)
             .env("KUBECONFIG", kubeconfig)
+            .env("TMPDIR", &tmp)
             .env("RUST_LOG", std::env::var("WINPOOL_TEST_LOG").unwrap_or_else(|_| "info,kube=warn".into()))
             .envs(env.iter().map(|(k, v)| (k, v)))
             .stdout(log.try_clone().expect("log fd"))
@@ -234,6 +237,12 @@ impl TestSpace {
         self.start_sim_as("sim", nodes, extra, &kubeconfig());
     }
 
+    /// The children's TMPDIR (the fleet's machines live there): removed with
+    /// the test, since a child killed with SIGKILL never removes its own.
+    fn temp_dir(&self) -> PathBuf {
+        std::env::temp_dir().join(format!("winpool-test-{}", self.id))
+    }
+
     pub fn log_path(&self, what: &str) -> PathBuf {
         repo_root().join("target-test-logs").join(format!("{}-{what}.log", self.id))
     }
@@ -279,6 +288,7 @@ impl TestSpace {
             let _ = c.wait();
         }
         self.children.clear();
+        let _ = std::fs::remove_dir_all(self.temp_dir());
         let nodes: Api<Node> = Api::all(self.client.clone());
         let _ =
             nodes.delete_collection(&DeleteParams::default(), &ListParams::default().labels(&format!("{TEST_LABEL}={}", self.id))).await;
@@ -297,6 +307,7 @@ impl Drop for TestSpace {
             let _ = c.kill();
             let _ = c.wait();
         }
+        let _ = std::fs::remove_dir_all(self.temp_dir());
         // A failed test's own output is all CI keeps: the end of each
         // component's log says why, where the log file is gone with the clone.
         if std::thread::panicking() {

@@ -257,6 +257,12 @@ func TestInPlaceChangesAreReported(t *testing.T) {
 		n.reportChanges()
 		return getNode(t, cs).Status.NodeInfo.ContainerRuntimeVersion == "containerd://1.7.22+azure"
 	})
+	// The task goes on proving the runtime, then writes its result: the test
+	// ends after it, or the write lands in a removed temporary folder.
+	eventually(t, "the swap task's end", func() bool {
+		obs, err := n.agentHost.Observe(context.Background())
+		return err == nil && obs.RuntimeUpgrade != nil && obs.RuntimeUpgrade.Phase == host.RuntimeSucceeded
+	})
 }
 
 func TestHNSCatchesUpAfterABoot(t *testing.T) {
