@@ -66,10 +66,17 @@ async fn run_round(pool: &WindowsNodePool, ctx: &Context, memory: PoolMemory) ->
         let r = refuse_system_inputs(pool, ctx, &mut memory, reason, msg, now).await;
         return (r, memory);
     }
-    let seen = match observe(pool, ctx).await {
+    let mut seen = match observe(pool, ctx).await {
         Ok(seen) => seen,
         Err(e) => return (Err(e), memory),
     };
+    // Members that rebooted lately program, right after their catch-up, all
+    // that changed while they were away: the pool waits for the slowest.
+    let boots = memory.recent_boots(crate::hns::CHANGES_KEPT, now);
+    if !boots.is_empty() {
+        let mut t = ctx.hns.lock().expect("hns lock");
+        seen.hns_backlog = t.backlog_with_boots(pool.spec.os.version, crate::rollout::hns_rates(&pool.spec), &boots, now);
+    }
     let mut memory = memory;
     // Once a round: the gates' look and the decision read the same judgement.
     let judged = round::judge(pool, &seen, &mut memory, now);

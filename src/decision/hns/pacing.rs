@@ -70,7 +70,17 @@ pub struct Backlog {
     /// Paces pools set, each queue kept from when a pool first asked for it,
     /// and dropped once no pool asked for an hour (`Backlog::at_rates`).
     set: HashMap<ProgrammingRates, (SyncQueue, Timestamp)>,
+    /// The changes of the last [`CHANGES_KEPT`], oldest first: what a node
+    /// that rebooted heard while it caught up ([`Backlog::after_boot`]).
+    changes: std::collections::VecDeque<(Timestamp, Arc<str>, Work)>,
 }
+
+/// How long changes are kept for a rebooted node's queue: a WS2019 node's
+/// full sync of 2,000 Services takes 20 minutes.
+pub const CHANGES_KEPT: SignedDuration = SignedDuration::from_mins(30);
+
+/// The most changes kept (a bound on memory under churn; the oldest go).
+const MAX_CHANGES_KEPT: usize = 200_000;
 
 /// How long a pace no pool asks for is kept.
 const UNASKED: SignedDuration = SignedDuration::from_hours(1);
@@ -145,6 +155,12 @@ impl Backlog {
         if work.is_empty() {
             return;
         }
+        while self.changes.front().is_some_and(|(at, _, _)| now.duration_since(*at) > CHANGES_KEPT)
+            || self.changes.len() >= MAX_CHANGES_KEPT
+        {
+            self.changes.pop_front();
+        }
+        self.changes.push_back((now, service.clone(), work));
         for (os, q) in OsVersion::ALL.iter().zip(self.queues.iter_mut()) {
             q.charge(&ProgrammingRates::default_for(*os), service, work, now);
         }
@@ -164,6 +180,27 @@ impl Backlog {
         let (q, asked) = self.set.entry(rates).or_insert_with(|| (SyncQueue::default(), now));
         *asked = now;
         q.left(&rates, now)
+    }
+
+    /// How long a change heard `now` waits on a node that came up at `booted`,
+    /// once that node serves: its kube-proxy's full sync after the boot takes
+    /// `full_sync` (not counted: the node serves nothing until it is over, and
+    /// HNS readiness waits for it), the changes heard meanwhile are its first
+    /// sync after it (each Service once, however often it changed), and later
+    /// ones queue as on any node. The steady-state queue knows no such node:
+    /// right after its catch-up it is the slowest of the pool. None when the
+    /// changes kept do not reach back to `booted` (steady state by then).
+    pub fn after_boot(&self, rates: &ProgrammingRates, booted: Timestamp, full_sync: Duration, now: Timestamp) -> Option<Duration> {
+        if self.changes.front().is_some_and(|(first, _, _)| *first > booted) && now.duration_since(booted) > CHANGES_KEPT {
+            return None;
+        }
+        let mut q = SyncQueue { sync_end: Some(later_by(booted, full_sync)), ..SyncQueue::default() };
+        for (at, service, work) in self.changes.iter().filter(|(at, _, _)| *at >= booted && *at <= now) {
+            q.charge(rates, service, *work, *at);
+        }
+        q.advance(rates, now);
+        let full_sync_left = later_by(booted, full_sync).duration_since(now).max(SignedDuration::ZERO).unsigned_abs();
+        Some(q.left(rates, now).saturating_sub(full_sync_left))
     }
 
     /// How long a node of `os` needs, from `now`, to program what it heard so far.

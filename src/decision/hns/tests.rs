@@ -893,3 +893,32 @@ fn a_pool_s_own_pace_queues_from_when_it_is_first_asked() {
     q.charge(&a, w, at(2 * 3600 * 1000 + 10_000));
     assert_eq!(q.at_rates(OsVersion::Ltsc2019, slow, at(2 * 3600 * 1000 + 10_000)), Duration::ZERO);
 }
+
+/// A node that rebooted programs, right after its full sync, everything it
+/// heard change meanwhile as one sync: worked by hand at WS2019's pace (600
+/// ms a load balancer), the same case as the fleet's
+/// `TestTheSyncsBehindACatchUpAreToldApart`. Booted at 0 with a 5 s full
+/// sync; Services a and b change at 1 s; c at 5.5 s. At 5.5 s the node
+/// programs a+b (5 → 6.2) and c after (→ 6.8): 1.3 s left, where a node in
+/// steady state, which programmed a and b at 1 s, has c's 0.6 s.
+#[test]
+fn a_rebooted_node_programs_what_changed_while_it_caught_up_in_one_sync() {
+    use std::time::Duration;
+    let rates = ProgrammingRates::default_for(OsVersion::Ltsc2019);
+    let t0 = ts("2026-12-05T12:00:00Z");
+    let at = |ms: i64| t0 + SignedDuration::from_millis(ms);
+    let lb = Work { load_balancers: 1, remote_endpoints: 0 };
+    let mut b = Backlog::default();
+    b.charge(&Arc::from("a"), lb, at(1000));
+    b.charge(&Arc::from("b"), lb, at(1000));
+    b.charge(&Arc::from("a"), lb, at(1000));
+    b.charge(&Arc::from("c"), lb, at(5500));
+    let full = Duration::from_secs(5);
+    assert_eq!(b.after_boot(&rates, t0, full, at(5500)), Some(Duration::from_millis(1300)));
+    assert_eq!(b.of(OsVersion::Ltsc2019, at(5500)), Duration::from_millis(600));
+    // Still in its full sync at 3 s: a change then waits for a and b once
+    // the node serves (the rest of the full sync is not counted).
+    assert_eq!(b.after_boot(&rates, t0, full, at(3000)), Some(Duration::from_millis(1200)));
+    // A boot older than the changes kept is steady state.
+    assert_eq!(b.after_boot(&rates, t0 - SignedDuration::from_hours(1), full, at(5500)), None);
+}

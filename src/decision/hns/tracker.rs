@@ -361,6 +361,12 @@ pub struct HnsTracker {
     backlog: Backlog,
 }
 
+/// Boots closer than this are one for the queue (a wave reboots together).
+const BOOTS_APART: SignedDuration = SignedDuration::from_secs(5);
+
+/// The most boots replayed a round.
+const MAX_BOOTS: usize = 16;
+
 impl HnsTracker {
     pub fn new() -> Self {
         Self::default()
@@ -389,6 +395,27 @@ impl HnsTracker {
     /// [`Self::backlog`] for nodes that program at `rates` (a pool's `rollout.hnsPacing.rates`).
     pub fn backlog_at(&mut self, os: OsVersion, rates: super::ProgrammingRates, now: Timestamp) -> std::time::Duration {
         self.backlog.at_rates(os, rates, now)
+    }
+
+    /// The longest of [`Self::backlog_at`] and the queues of nodes that came
+    /// up at `boots` (each a full sync of what the cluster holds now, then
+    /// what changed meanwhile as one sync: `Backlog::after_boot`).
+    pub fn backlog_with_boots(
+        &mut self,
+        os: OsVersion,
+        rates: super::ProgrammingRates,
+        boots: &[Timestamp],
+        now: Timestamp,
+    ) -> std::time::Duration {
+        let steady = self.backlog.at_rates(os, rates, now);
+        let (lb, ep) = self.totals();
+        let full_sync = rates.cost(Work { load_balancers: lb.max(0) as u64, remote_endpoints: ep.max(0) as u64 });
+        let mut distinct: Vec<Timestamp> = boots.to_vec();
+        distinct.sort_unstable();
+        distinct.dedup_by(|a, b| a.duration_since(*b) < BOOTS_APART);
+        // The latest boots carry the longest queues: a bound on the work per round.
+        let latest = &distinct[distinct.len().saturating_sub(MAX_BOOTS)..];
+        latest.iter().filter_map(|b| self.backlog.after_boot(&rates, *b, full_sync, now)).fold(steady, std::time::Duration::max)
     }
 
     /// Both watches have delivered their first complete list.

@@ -40,6 +40,10 @@ pub(crate) struct PoolMemory {
     /// bootID) they were caught up in. Falling behind in that same boot is
     /// drift; after a reboot it is a catch-up.
     pub hns_caught_up_in: BTreeMap<String, String>,
+    /// Members' boots: the bootID this replica last saw each in, and when it
+    /// first saw that boot — None for the boot a member was in when this
+    /// replica first saw it (it began before; when is not known).
+    pub booted: BTreeMap<String, (String, Option<Timestamp>)>,
     /// What the pool's health gates last saw.
     pub gates: Option<GatesSeen>,
     /// Pods whose eviction a PodDisruptionBudget refused, by `namespace/name`:
@@ -191,8 +195,25 @@ impl PoolMemory {
         !boot_id.is_empty() && self.hns_caught_up_in.get(node).is_some_and(|b| b == boot_id)
     }
 
+    /// Remembers the boot `node` is in, and when a new one was first seen.
+    pub fn saw_boot(&mut self, node: &str, boot_id: &str, now: Timestamp) {
+        if boot_id.is_empty() || self.booted.get(node).is_some_and(|(b, _)| b == boot_id) {
+            return;
+        }
+        let at = self.booted.contains_key(node).then_some(now);
+        self.booted.insert(node.to_string(), (boot_id.to_string(), at));
+    }
+
+    /// When the members' boots this replica saw begin did, within `within`
+    /// of `now`: the nodes still catching up on what changed while they
+    /// rebooted (`hns::Backlog::after_boot`).
+    pub fn recent_boots(&self, within: SignedDuration, now: Timestamp) -> Vec<Timestamp> {
+        self.booted.values().filter_map(|(_, at)| *at).filter(|at| now.duration_since(*at) <= within).collect()
+    }
+
     /// Forget what is kept of nodes that left the pool.
     pub fn keep_members(&mut self, members: &BTreeSet<&str>) {
+        self.booted.retain(|n, _| members.contains(n.as_str()));
         self.hns_behind.retain(|n, _| members.contains(n.as_str()));
         self.hns_caught_up_in.retain(|n, _| members.contains(n.as_str()));
         self.drain_blocks.retain(|n, _| members.contains(n.as_str()));
@@ -313,6 +334,25 @@ pub(crate) fn signed(d: Duration) -> SignedDuration {
 
 #[cfg(test)]
 mod tests {
+
+    /// A boot is timed from when this replica saw it begin; the boot a node
+    /// was in when the replica first saw it began at an unknown time, and
+    /// counts for nothing (else every restart of the operator would look
+    /// like the whole pool just rebooted).
+    #[test]
+    fn only_a_boot_seen_beginning_is_timed() {
+        let t0: Timestamp = "2026-12-05T01:00:00Z".parse().unwrap();
+        let at = |s: i64| t0 + jiff::SignedDuration::from_secs(s);
+        let mut m = PoolMemory::default();
+        m.saw_boot("a", "b-1", at(0));
+        assert!(m.recent_boots(jiff::SignedDuration::from_mins(30), at(1)).is_empty());
+        m.saw_boot("a", "b-2", at(10));
+        m.saw_boot("a", "b-2", at(20));
+        assert_eq!(m.recent_boots(jiff::SignedDuration::from_mins(30), at(30)), [at(10)]);
+        assert!(m.recent_boots(jiff::SignedDuration::from_mins(30), at(10 + 1801)).is_empty(), "past the window");
+        m.keep_members(&BTreeSet::new());
+        assert!(m.booted.is_empty(), "a node that left is forgotten");
+    }
 
     /// Evictions that went through count as unheard for EVICTION_UNHEARD,
     /// refused ones never.

@@ -278,6 +278,7 @@ pub(crate) fn judge<'s>(pool: &WindowsNodePool, seen: &'s Observed, memory: &mut
         let previous = n.hns_condition.as_ref();
         let behind = readiness == HnsReadiness::NotReady;
         let lost = memory.hns_lost_in_boot(&n.name, &n.boot_id, readiness == HnsReadiness::Ready) && behind && !in_flight;
+        memory.saw_boot(&n.name, &n.boot_id, now);
         let collapsed = lost.then(|| hns_node::collapse(&v, seen.hns_totals)).flatten();
         if let Some(m) = collapsed {
             // Nothing a moving count explains: no grace.
