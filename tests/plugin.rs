@@ -308,6 +308,17 @@ async fn the_plugin_pauses_resumes_plans_the_operators_first_wave_reports_states
     assert_eq!(s.provider_managed.as_deref(), Some(managed.message.as_str()));
     assert!(table.contains(&format!("Managed:      {}", managed.message)), "{table}");
 
+    // The plan's waves are what starts once every hold lifts, and each node
+    // must first have its update downloaded (rollout.staging), in whatever
+    // order the agents finish: the plan is read, and the pool resumed, once
+    // every node's is.
+    wait_for("every node's update staged", WAIT, || async {
+        let reports = t.reports().await;
+        let staged =
+            |r: &winpool::report::AgentReport| r.staging.as_ref().is_some_and(|s| s.state == winpool::rollout::StagingState::Staged);
+        (reports.len() == 4 && reports.values().all(staged)).then_some(())
+    })
+    .await;
     let first = plan(&pool);
     assert_eq!(first.hold.as_deref(), Some("paused by the annotation winpool.dev/paused (kubectl winpool resume)"));
     assert_eq!(s.paused_by.as_deref(), Some(names::ANN_PAUSED));
