@@ -308,7 +308,7 @@ async fn the_plugin_pauses_resumes_plans_the_operators_first_wave_reports_states
     assert_eq!(s.provider_managed.as_deref(), Some(managed.message.as_str()));
     assert!(table.contains(&format!("Managed:      {}", managed.message)), "{table}");
 
-    wait_all_staged(&t, 4).await;
+    support::wait_all_staged(&t, 4).await;
     let first = plan(&pool);
     assert_eq!(first.hold.as_deref(), Some("paused by the annotation winpool.dev/paused (kubectl winpool resume)"));
     assert_eq!(s.paused_by.as_deref(), Some(names::ANN_PAUSED));
@@ -572,16 +572,3 @@ async fn status_watch_prints_the_pool_again_as_its_nodes_move_a_bundle_archives_
     t.cleanup().await;
 }
 
-/// The plan's waves are what starts once every hold lifts, and each node must
-/// first have its update downloaded (rollout.staging), in whatever order the
-/// agents finish: a test reads the plan, and resumes the pool, once every
-/// node's is.
-async fn wait_all_staged(t: &TestSpace, nodes: usize) {
-    wait_for("every node's update staged", WAIT, || async {
-        let reports = t.reports().await;
-        let staged =
-            |r: &winpool::report::AgentReport| r.staging.as_ref().is_some_and(|s| s.state == winpool::rollout::StagingState::Staged);
-        (reports.len() == nodes && reports.values().all(staged)).then_some(())
-    })
-    .await;
-}

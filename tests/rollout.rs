@@ -218,9 +218,9 @@ async fn a_failing_node_pauses_the_rollout_and_is_never_left_cordoned() {
     t.start_sim(3, &["--apply-time=1s", &format!("--fail-nodes={bad}")]);
     wait_nodes_ready(&t, 3).await;
     let pool = format!("{}-pool", t.id);
-    // Paused until every agent has judged the revision: the nodes then start in
-    // the pool's order (the failing node first), not in the order their agents'
-    // first reports happened to arrive.
+    // Paused until every agent has judged the revision and staged its update:
+    // the nodes then start in the pool's order (the failing node first), not
+    // in the order their agents' downloads happened to finish.
     apply_pool(&t, &pool_manifest(&t, &pool, "10.0.20348.2762", json!({"maxUnavailable": 1, "maxFailedNodes": 1, "paused": true}))).await;
     t.start_operator(&[]);
     let api: Api<WindowsNodePool> = Api::all(t.client.clone());
@@ -230,6 +230,7 @@ async fn a_failing_node_pauses_the_rollout_and_is_never_left_cordoned() {
         (reports.len() == 3 && reports.values().all(|r| r.preflight.as_ref().is_some_and(|p| p.revision == rev))).then_some(())
     })
     .await;
+    support::wait_all_staged(&t, 3).await;
     apply_pool(&t, &pool_manifest(&t, &pool, "10.0.20348.2762", json!({"maxUnavailable": 1, "maxFailedNodes": 1}))).await;
 
     let p = wait_for("the pool to report the failed node and pause", WAIT, || async {

@@ -479,6 +479,21 @@ pub async fn wait_nodes_ready(t: &TestSpace, n: usize) {
     .await;
 }
 
+/// Wait until the agents of all `nodes` nodes have staged an update
+/// (`rollout.staging`, on by default). Only staged nodes start, in whatever
+/// order their agents finish downloading: a test that depends on the order
+/// in which nodes start (the pool's order) resumes its paused pool, or reads
+/// its plan, once every node's update is staged.
+pub async fn wait_all_staged(t: &TestSpace, nodes: usize) {
+    wait_for("every node's update staged", Duration::from_secs(180), || async {
+        let reports = t.reports().await;
+        let staged =
+            |r: &winpool::report::AgentReport| r.staging.as_ref().is_some_and(|s| s.state == winpool::rollout::StagingState::Staged);
+        (reports.len() == nodes && reports.values().all(staged)).then_some(())
+    })
+    .await;
+}
+
 /// A Windows Server 2022 node in this test's label space that kwok keeps
 /// Ready, for tests that drive a node by hand (no agent runs on it).
 pub fn windows_node(t: &TestSpace, name: &str, kernel: &str, containerd: &str) -> k8s_openapi::api::core::v1::Node {
