@@ -110,7 +110,10 @@ mod tests {
         let v = &crd.spec.versions[0];
         assert!(v.subresources.as_ref().and_then(|s| s.status.as_ref()).is_some());
         let cols: Vec<&str> = v.additional_printer_columns.iter().flatten().map(|c| c.name.as_str()).collect();
-        assert_eq!(cols, ["Ready", "OS", "Patch", "Runtime", "CNI", "Nodes", "Updated", "Failed", "HNS", "Paused", "Reason", "Age"]);
+        assert_eq!(
+            cols,
+            ["Ready", "OS", "Patch", "Resolved", "Runtime", "CNI", "Nodes", "Updated", "Failed", "HNS", "Paused", "Reason", "Age"]
+        );
         let yaml = crd_yaml();
         assert!(!yaml.contains("x-kubernetes-preserve-unknown-fields"), "unknown fields must be refused, not kept");
         // `kubectl explain` shows what our fields mean, not Go's type documentation.

@@ -70,6 +70,35 @@ pub struct WindowsNodeReportSpec {
     /// node serves (`rollout.staging`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub staging: Option<StagingReport>,
+    /// For a pool whose patch level follows its update source
+    /// (`os.patchPolicy`): the newest OS cumulative update the source offers
+    /// this node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offer: Option<OfferReport>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OfferReport {
+    /// The update's KB ID (KB5050002); absent when nothing newer than the
+    /// running build is offered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^KB[0-9]{1,8}$"))]
+    pub kb: Option<String>,
+    /// Its title.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 2048))]
+    pub title: Option<String>,
+    /// When the source published (WSUS: approved) it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub published: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    /// When the search this answers ended.
+    pub searched_at: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+    /// The last search failed (Windows Update's words); the fields above
+    /// are the search before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 2048))]
+    pub error: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]

@@ -571,4 +571,3 @@ async fn status_watch_prints_the_pool_again_as_its_nodes_move_a_bundle_archives_
     assert_eq!(said.lines().collect::<Vec<_>>(), [pool.as_str(), ":4"], "kubectl's completion of the pool name");
     t.cleanup().await;
 }
-

@@ -13,7 +13,7 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::json;
 use support::{TestSpace, apply_pool, audit, install_crd, pool_manifest, wait_for, wait_nodes_ready};
-use winpool::api::{WindowsNodePool, names};
+use winpool::api::{WindowsNodePool, conditions, names};
 
 const WAIT: Duration = Duration::from_secs(180);
 
@@ -1319,5 +1319,55 @@ async fn under_the_bound_across_pools_the_longest_waiting_pool_gets_the_next_slo
     assert!(before_b.len() <= 3, "pool b, waiting from {waiting_since}, started only after pool a's {} starts: {order:?}", before_b.len());
     let in_flight = audit::max_in_flight(&audit::requests(&audit::audit_log(), &prefix));
     assert!(in_flight <= 2, "at most 2 nodes in flight across the pools, the audit log shows {in_flight}");
+    t.cleanup().await;
+}
+
+/// `os.patchPolicy`: a pool whose patch level follows its update source
+/// rolls to the cumulative update the nodes' (simulated) WSUS approves, with
+/// no person bumping `os.patchLevel`, records the build it lands on, and
+/// rolls again when WSUS approves the next month's. The resolution is the
+/// agents' own search, the build the Nodes' kernelVersion.
+#[tokio::test]
+async fn a_pool_following_its_update_source_rolls_to_what_wsus_approves() {
+    let client = support::client().await;
+    install_crd(&client).await;
+    let mut t = TestSpace::new("patch-policy").await;
+    let approval = t.temp_dir().join("wsus-approved");
+    std::fs::create_dir_all(t.temp_dir()).unwrap();
+    let days_ago = |days: i64| jiff::Timestamp::now() - jiff::SignedDuration::from_hours(24 * days);
+    std::fs::write(&approval, format!("10.0.20348.2762 {}", days_ago(30))).unwrap();
+    t.start_sim(3, &["--apply-time=1s", &format!("--wsus-approved-file={}", approval.display())]);
+    wait_nodes_ready(&t, 3).await;
+    let pool = format!("{}-pool", t.id);
+    let mut body = pool_manifest(&t, &pool, "10.0.20348.2700", json!({"maxUnavailable": 3}));
+    body["spec"]["os"]["patchPolicy"] = json!({"source": "UpdateSource", "checkInterval": "10s"});
+    apply_pool(&t, &body).await;
+    t.start_operator(&[]);
+    let api: Api<WindowsNodePool> = Api::all(t.client.clone());
+    let rolled_to = |kb: &'static str, build: &'static str| {
+        let (api, pool, t) = (api.clone(), pool.clone(), &t);
+        async move {
+            wait_for(&format!("the pool resolved to {kb} and every node updated to {build}"), WAIT, || async {
+                let st = api.get(&pool).await.ok()?.status?;
+                let resolved = st.resolved_patch.as_ref()?;
+                let kernels: Vec<String> =
+                    t.nodes().await.iter().filter_map(|n| Some(n.status.as_ref()?.node_info.as_ref()?.kernel_version.clone())).collect();
+                (resolved.kb == kb
+                    && resolved.build.as_deref() == Some(build)
+                    && st.nodes.updated == 3
+                    && kernels.iter().all(|k| k == build))
+                .then_some(st)
+            })
+            .await
+        }
+    };
+    let st = rolled_to("KB5002762", "10.0.20348.2762").await;
+    let condition = st.conditions.iter().find(|c| c.type_ == conditions::PATCH_RESOLVED).expect("a PatchResolved condition");
+    assert_eq!((condition.status.as_str(), condition.reason.as_str()), ("True", "Resolved"), "{}", condition.message);
+
+    // Next month: WSUS approves the next update; nobody edits the pool.
+    std::fs::write(&approval, format!("10.0.20348.2800 {}", days_ago(2))).unwrap();
+    rolled_to("KB5002800", "10.0.20348.2800").await;
+    assert_eq!(api.get(&pool).await.unwrap().spec.os.patch_level, "10.0.20348.2700", "the spec is the person's: untouched");
     t.cleanup().await;
 }

@@ -95,6 +95,12 @@ impl std::fmt::Display for OsVersion {
     printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
     printcolumn(name = "OS", type_ = "string", json_path = ".spec.os.version"),
     printcolumn(name = "Patch", type_ = "string", json_path = ".spec.os.patchLevel", description = "Target minimum OS build.revision"),
+    printcolumn(
+        name = "Resolved",
+        type_ = "string",
+        json_path = ".status.resolvedPatch.kb",
+        description = "With os.patchPolicy: the cumulative update the nodes are offered"
+    ),
     printcolumn(name = "Runtime", type_ = "string", json_path = ".spec.runtime.version", priority = "1"),
     printcolumn(name = "CNI", type_ = "string", json_path = ".spec.networking.cniMode", priority = "1"),
     printcolumn(name = "Nodes", type_ = "integer", json_path = ".status.nodes.total"),
@@ -149,6 +155,11 @@ pub struct WindowsNodePoolSpec {
     "messageExpression": "'os.patchLevel ' + self.patchLevel + ' is not a build of ' + self.version + ': ' + self.version + ' patch levels look like 10.0.' + {'ltsc2019': '17763', 'ltsc2022': '20348', 'ltsc2025': '26100'}[self.version] + '.<revision>'",
     "fieldPath": ".patchLevel",
     "reason": "FieldValueInvalid"
+}, {
+    "rule": "!has(self.patchPolicy) || !has(self.updates) || (self.updates.source == 'WindowsUpdate' && (!has(self.updates.kbs) || size(self.updates.kbs) == 0))",
+    "message": "os.patchPolicy follows what Windows Update or WSUS offers: it cannot be set with os.updates.source Packages or a KB pin (os.updates.kbs)",
+    "fieldPath": ".patchPolicy",
+    "reason": "FieldValueInvalid"
 }]))]
 pub struct OsSpec {
     /// ltsc2019 (build 17763), ltsc2022 (build 20348) or ltsc2025 (build 26100).
@@ -160,6 +171,49 @@ pub struct OsSpec {
     /// Update or WSUS, as the node is configured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub updates: Option<OsUpdates>,
+    /// Makes the patch level follow the update source: the pool rolls to the
+    /// newest cumulative update its nodes' Windows Update or WSUS offers them
+    /// (with WSUS, what its administrator approved), patchLevel staying the
+    /// floor. status.resolvedPatch says what it resolved, condition
+    /// PatchResolved why it moved or not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub patch_policy: Option<PatchPolicy>,
+}
+
+/// `os.patchPolicy`: where a pool's patch level comes from when it follows
+/// its update source.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PatchPolicy {
+    /// UpdateSource: the newest OS cumulative update the nodes' update
+    /// source offers them, as each node's agent finds it with the install's
+    /// own search. Every node offered one must be offered the same.
+    pub source: PatchSource,
+    /// Not before the update has been published this long (its
+    /// LastDeploymentChangeTime; with WSUS, when it was approved), a Go
+    /// duration, e.g. 168h for a week after Patch Tuesday (default 0s).
+    #[serde(default = "default_min_age")]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"), length(max = 32))]
+    pub min_age: String,
+    /// How often each node's agent searches its update source, a Go duration
+    /// of at least 1m (default 6h): a search costs the source a scan.
+    #[serde(default = "default_check_interval")]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"), length(max = 32))]
+    pub check_interval: String,
+}
+
+fn default_min_age() -> String {
+    "0s".into()
+}
+
+fn default_check_interval() -> String {
+    "6h".into()
+}
+
+/// Where `os.patchPolicy` resolves a patch level from.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum PatchSource {
+    UpdateSource,
 }
 
 impl WindowsNodePool {

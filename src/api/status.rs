@@ -63,6 +63,36 @@ pub struct WindowsNodePoolStatus {
     /// Failed nodes, first 20 by name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failed_nodes: Vec<FailedNode>,
+    /// With os.patchPolicy: the cumulative update the nodes' update source
+    /// offers, and the patch level the pool rolls to for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolved_patch: Option<ResolvedPatch>,
+}
+
+/// What `os.patchPolicy` resolved the pool's patch level to.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResolvedPatch {
+    /// The update's KB ID, e.g. KB5050002.
+    #[schemars(length(max = 16))]
+    pub kb: String,
+    /// Its title, as Windows Update gives it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 512))]
+    pub title: Option<String>,
+    /// When the source published (WSUS: approved) it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub published: Option<Time>,
+    /// The patch level the pool rolls to for it: one revision above the
+    /// newest build the update was offered to (Windows Update names no
+    /// build before an update is installed), or os.patchLevel if higher.
+    pub patch_level: String,
+    /// The build the nodes updated for it run: the update's own build, once a
+    /// node runs it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<String>,
+    /// When winpool resolved it.
+    pub resolved_at: Time,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, JsonSchema)]
@@ -163,4 +193,8 @@ pub mod conditions {
     /// A member's `winpool.dev/revision` label was set by someone else than
     /// winpool (and put back); True for an hour after it is found.
     pub const REVISION_LABEL_TAMPERED: &str = "RevisionLabelTampered";
+    /// With os.patchPolicy: whether the pool's patch level follows what its
+    /// nodes are offered (False: the offers disagree, the newest is too
+    /// young, or the nodes updated for it run different builds).
+    pub const PATCH_RESOLVED: &str = "PatchResolved";
 }

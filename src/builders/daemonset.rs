@@ -81,8 +81,20 @@ const ENV_STAGING: &str = "WINPOOL_STAGING";
 /// `rollout.stagingBandwidth` in bytes a second, set only when the pool sets
 /// it (the agent's default is the field's).
 const ENV_STAGING_BANDWIDTH: &str = "WINPOOL_STAGING_BANDWIDTH";
-const OWN_ENV: &[&str] =
-    &[ENV_NODE_NAME, ENV_POD_NAMESPACE, ENV_POOL, ENV_HNS_INTERVAL, ENV_MAX_ATTEMPTS, ENV_API_SERVER, ENV_STAGING, ENV_STAGING_BANDWIDTH];
+/// Set only for a pool with os.patchPolicy: the agent then searches its
+/// update source this often (agent.PatchCheckEnv).
+const ENV_PATCH_CHECK_INTERVAL: &str = "WINPOOL_PATCH_CHECK_INTERVAL";
+const OWN_ENV: &[&str] = &[
+    ENV_NODE_NAME,
+    ENV_POD_NAMESPACE,
+    ENV_POOL,
+    ENV_HNS_INTERVAL,
+    ENV_MAX_ATTEMPTS,
+    ENV_API_SERVER,
+    ENV_STAGING,
+    ENV_STAGING_BANDWIDTH,
+    ENV_PATCH_CHECK_INTERVAL,
+];
 
 /// `20Mi` as bytes (the CRD holds the field to `<digits><Ki|Mi|Gi>`).
 fn bytes_of(bandwidth: &str) -> Option<u64> {
@@ -259,6 +271,9 @@ pub fn agent_daemonset(pool: &WindowsNodePool, namespace: &str, agent: &AgentSet
     }
     if let Some(bytes) = pool.spec.rollout.staging_bandwidth.as_deref().and_then(bytes_of) {
         env_vars.push(env(ENV_STAGING_BANDWIDTH, bytes.to_string()));
+    }
+    if let Some(policy) = &pool.spec.os.patch_policy {
+        env_vars.push(env(ENV_PATCH_CHECK_INTERVAL, policy.check_interval.clone()));
     }
     env_vars.extend(options.extra_env.iter().cloned());
     let container = Container {

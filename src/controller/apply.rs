@@ -70,6 +70,10 @@ async fn run_round(pool: &WindowsNodePool, ctx: &Context, memory: PoolMemory) ->
         Ok(seen) => seen,
         Err(e) => return (Err(e), memory),
     };
+    // os.patchPolicy: the round decides by the patch level the members' offers resolve to.
+    seen.patch = round::patch_resolution(pool, &seen, now);
+    let effective = crate::decision::patch_policy::effective_pool(pool, seen.patch.as_ref());
+    let pool = effective.as_ref();
     // Members that rebooted lately program, right after their catch-up, all
     // that changed while they were away: the pool waits for the slowest.
     let boots = memory.recent_boots(crate::hns::CHANGES_KEPT, now);
@@ -309,6 +313,7 @@ async fn observe(pool: &WindowsNodePool, ctx: &Context) -> Result<Observed, Erro
         cluster: cluster_in_flight(ctx, &name, &nodes),
         hooks_namespace: ctx.settings.hooks_namespace.clone(),
         hook_runs,
+        patch: None,
     })
 }
 

@@ -22,6 +22,7 @@ pub mod gates;
 pub mod hns;
 pub mod membership;
 pub mod node_view;
+pub mod patch_policy;
 pub mod revision;
 pub mod ring;
 pub mod rollout;

@@ -153,7 +153,25 @@ pub fn build_status(
         average_node_update_seconds: plan.average_node_update.map(|d| d.as_secs() as i64),
         estimated_completion_time: estimate(plan, previous),
         failed_nodes: plan.failed_nodes_status(),
+        // Written by with_patch from the round's resolution; kept until then.
+        resolved_patch: spec.os.patch_policy.as_ref().and(previous.and_then(|p| p.resolved_patch.clone())),
     }
+}
+
+/// `status.resolvedPatch` and the `PatchResolved` condition of the round's
+/// `os.patchPolicy` resolution.
+pub fn with_patch(
+    status: &mut WindowsNodePoolStatus,
+    r: &crate::decision::patch_policy::PatchResolution,
+    previous: Option<&WindowsNodePoolStatus>,
+    generation: Option<i64>,
+    now: Timestamp,
+) {
+    status.resolved_patch = r.patch.clone();
+    let c = crate::decision::patch_policy::condition(r);
+    let merged = merge_conditions(previous.map(|p| p.conditions.as_slice()).unwrap_or(&[]), vec![c], generation, now);
+    status.conditions.retain(|c| c.type_ != conditions::PATCH_RESOLVED);
+    status.conditions.extend(merged);
 }
 
 /// The plan's estimate, unless the counts are as last written: the estimate

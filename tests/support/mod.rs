@@ -239,7 +239,7 @@ impl TestSpace {
 
     /// The children's TMPDIR (the fleet's machines live there): removed with
     /// the test, since a child killed with SIGKILL never removes its own.
-    fn temp_dir(&self) -> PathBuf {
+    pub fn temp_dir(&self) -> PathBuf {
         std::env::temp_dir().join(format!("winpool-test-{}", self.id))
     }
 

@@ -114,6 +114,7 @@ type settings struct {
 	standalone      bool
 	stage           bool
 	stageBandwidth  int64
+	patchCheck      time.Duration
 }
 
 func readSettings(getenv func(string) string) (settings, error) {
@@ -135,6 +136,9 @@ func readSettings(getenv func(string) string) (settings, error) {
 		return s, err
 	}
 	if s.stageBandwidth, err = agent.ParseStagingBandwidth(getenv(agent.StagingBandwidthEnv)); err != nil {
+		return s, err
+	}
+	if s.patchCheck, err = agent.ParsePatchCheck(getenv(agent.PatchCheckEnv)); err != nil {
 		return s, err
 	}
 	switch v := getenv("WINPOOL_STANDALONE"); v {
@@ -170,19 +174,20 @@ func run(log *slog.Logger, s settings, h host.Host) error {
 	defer stop()
 	log.Info("winpool-agent starting", "version", version, "node", s.node, "namespace", s.namespace, "apiServer", cfg.Host)
 	return agent.Run(ctx, agent.Options{
-		NodeName:       s.node,
-		Namespace:      s.namespace,
-		Client:         client,
-		Reports:        report.NewClient(dyn, s.namespace),
-		Host:           h,
-		HNSInterval:    s.hnsInterval,
-		MaxAttempts:    s.maxAttempts,
-		Standalone:     s.standalone,
-		Stage:          s.stage,
-		StageBandwidth: s.stageBandwidth,
-		Version:        version,
-		Log:            log,
-		Events:         true,
+		NodeName:        s.node,
+		Namespace:       s.namespace,
+		Client:          client,
+		Reports:         report.NewClient(dyn, s.namespace),
+		Host:            h,
+		HNSInterval:     s.hnsInterval,
+		MaxAttempts:     s.maxAttempts,
+		Standalone:      s.standalone,
+		Stage:           s.stage,
+		StageBandwidth:  s.stageBandwidth,
+		PatchCheckEvery: s.patchCheck,
+		Version:         version,
+		Log:             log,
+		Events:          true,
 	})
 }
 

@@ -59,6 +59,10 @@ type Options struct {
 	// StageBandwidth paces staging's package downloads, bytes a second (0:
 	// none); WINPOOL_STAGING_BANDWIDTH, or DefaultStagingBandwidth.
 	StageBandwidth int64
+	// PatchCheckEvery: how often to search the update source for the newest
+	// cumulative update, for a pool whose patch level follows it
+	// (PatchCheckEnv; 0: never).
+	PatchCheckEvery time.Duration
 	// Events: record a Kubernetes Event on the Node when the agent starts
 	// applying, reboots, fails or succeeds (needs create on events in
 	// Namespace).
@@ -151,6 +155,10 @@ type agent struct {
 	stageDue <-chan time.Time
 	// stageDone is closed when the running staging ends.
 	stageDone <-chan struct{}
+
+	// offer is the newest cumulative update the update source offers, for
+	// a pool whose patch level follows it (offer.go).
+	offer *report.Offer
 }
 
 func run(ctx context.Context, o Options, t tuning) error {
@@ -248,6 +256,7 @@ func (a *agent) loop(ctx context.Context) error {
 		a.repairHNSIfAsked(ctx, node)
 		a.preflight(ctx, node)
 		a.stage(ctx, node)
+		a.checkOffer(ctx, node)
 		if err := a.syncObservations(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, errNodeGone) {
 			a.log.Error("cannot report observations", "err", err)
 		}

@@ -51,6 +51,7 @@ func (a *agent) loadReport(ctx context.Context) {
 		a.rep = reportState{spec: r.Spec, exists: true, uid: r.UID, adopted: true}
 		a.resumePreflight(r.Spec.Preflight)
 		a.resumeStaging(r.Spec.Staging)
+		a.offer = r.Spec.Offer
 	}
 }
 
@@ -128,6 +129,7 @@ func (a *agent) observed(spec report.Spec) report.Spec {
 	if s := a.stagingReport(); s != nil {
 		spec.Staging = s
 	}
+	spec.Offer = a.offer
 	if a.hnsKnown {
 		spec.HNS = &report.HNS{LoadBalancers: int64(a.hns.LoadBalancers), Endpoints: int64(a.hns.RemoteEndpoints), BootID: a.hnsBoot}
 		if !a.hnsSince.IsZero() {

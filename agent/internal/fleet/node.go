@@ -104,8 +104,9 @@ func newSimNode(f *Fleet, name string, m machine) (*simNode, error) {
 		Root:       root,
 		Build:      m.build,
 		Containerd: m.containerd,
-		Catalogue:  fakewin.Catalogue{InstallTime: f.s.ApplyTime, DownloadTime: f.s.DownloadTime, Hotpatch: f.s.Hotpatch, Fails: f.failures.failsOn(name)},
-		OnReboot:   n.reboot,
+		Catalogue: fakewin.Catalogue{InstallTime: f.s.ApplyTime, DownloadTime: f.s.DownloadTime, Hotpatch: f.s.Hotpatch, Fails: f.failures.failsOn(name),
+			Approved: wsusApproval(f.s.WSUSApproved)},
+		OnReboot: n.reboot,
 	}
 	opts.HNS = n.hnsCounts()
 	f.s.Profile.shape(&opts, m.cni)
@@ -275,7 +276,8 @@ func (n *simNode) runAgent(ctx context.Context, pod *agentPod) {
 	}
 	stage, err := agent.ParseStaging(pod.env[agent.StagingEnv])
 	bandwidth, berr := agent.ParseStagingBandwidth(pod.env[agent.StagingBandwidthEnv])
-	if err = errors.Join(err, berr); err != nil {
+	patchCheck, perr := agent.ParsePatchCheck(pod.env[agent.PatchCheckEnv])
+	if err = errors.Join(err, berr, perr); err != nil {
 		// As the agent's main refuses to start.
 		n.log.Error("the agent cannot start", "pod", pod.name, "err", err)
 		return
@@ -284,15 +286,16 @@ func (n *simNode) runAgent(ctx context.Context, pod *agentPod) {
 	defer n.f.running.Add(-1)
 	n.log.Info("agent started", "pod", pod.name, "uid", pod.uid)
 	err = n.f.runAgent(ctx, agent.Options{
-		NodeName:       n.name,
-		Namespace:      n.f.s.AgentNamespace,
-		Client:         client,
-		Reports:        report.NewClient(dyn, n.f.s.AgentNamespace),
-		Host:           n.agentHost,
-		HNSInterval:    n.hnsInterval(),
-		MaxAttempts:    3,
-		Stage:          stage,
-		StageBandwidth: bandwidth,
+		NodeName:        n.name,
+		Namespace:       n.f.s.AgentNamespace,
+		Client:          client,
+		Reports:         report.NewClient(dyn, n.f.s.AgentNamespace),
+		Host:            n.agentHost,
+		HNSInterval:     n.hnsInterval(),
+		MaxAttempts:     3,
+		Stage:           stage,
+		StageBandwidth:  bandwidth,
+		PatchCheckEvery: patchCheck,
 		// 0: the agent's own; tests that play transient faults shorten it.
 		TransientRetryAfter: n.f.s.TransientRetryAfter,
 		Version:             "sim",

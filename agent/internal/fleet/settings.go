@@ -48,8 +48,14 @@ type Settings struct {
 	// Hotpatch: the machines are enrolled in hotpatching (--hotpatch
 	// enrolled): their first update and every third after it are baselines,
 	// the others hotpatches that need no reboot.
-	Hotpatch   bool
-	RebootTime time.Duration
+	Hotpatch bool
+	// WSUSApproved names a file holding the build whose cumulative update a
+	// simulated WSUS approves, and when it was published
+	// ("10.0.20348.2762 2026-12-08T18:00:00Z"); read at every search and
+	// install, so a test moves the approval by rewriting it. "": no WSUS
+	// (the update a servicing task asks for is offered).
+	WSUSApproved string
+	RebootTime   time.Duration
 	// TransientRetryAfter is the agents' wait after a first transient
 	// Windows Update failure (0: theirs).
 	TransientRetryAfter time.Duration
@@ -113,6 +119,7 @@ func defineFlags(fs *flag.FlagSet, s *Settings) *rawFlags {
 	r.hotpatch = fs.String("hotpatch", "", "enrolled: the machines are enrolled in hotpatching (Windows Server 2025): of their updates the first and every third after it are baselines (a reboot), the others hotpatches (none)")
 	fs.DurationVar(&s.DownloadTime, "download-time", 0, "how long downloading the update takes; --apply-time is then the install alone (0: half of --apply-time, within it)")
 	fs.DurationVar(&s.RebootTime, "reboot-time", time.Second, "how long a reboot keeps the node NotReady")
+	fs.StringVar(&s.WSUSApproved, "wsus-approved-file", "", "a file naming the build whose cumulative update a simulated WSUS approves and its publication time (\"10.0.20348.2762 2026-12-08T18:00:00Z\"), read at every search: machines below it are offered it alone and land on it")
 	fs.DurationVar(&s.TransientRetryAfter, "transient-retry-after", 0, "the agents' wait after a first transient Windows Update failure (0: the agent's 5m)")
 	fs.Float64Var(&s.FailRate, "fail-rate", 0, "probability that a node's update install fails (seeded by --seed)")
 	fs.Uint64Var(&s.Seed, "seed", 1, "seed of --fail-rate")

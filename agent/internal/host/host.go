@@ -310,6 +310,22 @@ type UpdateOffer struct {
 	Refusal string
 }
 
+// NewestOffer is the newest OS cumulative update the host's update source
+// offers it (Windows Update, or WSUS where a policy names one: there, what
+// its administrator approved for the node's group), for a pool whose patch
+// level follows its update source (os.patchPolicy).
+type NewestOffer struct {
+	// KB ("KB5050002"), Title and Published (IUpdate.LastDeploymentChangeTime)
+	// of the update; KB "": nothing newer than the running build is offered.
+	KB, Title string
+	Published time.Time
+	// SearchedAt is when the search that found it ended (zero: none has yet).
+	SearchedAt time.Time
+	// Err: the last search failed (Windows Update's words and HRESULT); the
+	// fields above keep the search before it.
+	Err string
+}
+
 // StagePhase is where the staging of a revision's update is.
 type StagePhase string
 
@@ -439,6 +455,10 @@ type Host interface {
 	// the first ask starts it, later asks read how far it is. An ask for
 	// another revision stops the one before.
 	Stage(ctx context.Context, req UpdateRequest) Staging
+	// NewestOffer is what the last search for the newest OS cumulative update
+	// found, and starts another (on a goroutine: a search has no deadline)
+	// when that one is older than every. Read-only: nothing is downloaded.
+	NewestOffer(ctx context.Context, every time.Duration) NewestOffer
 	// RestartKubeProxy stops and starts the host's kube-proxy service, waiting
 	// for each, and returns the service's name; ErrNoKubeProxyService when
 	// kube-proxy is not a service of its own on this host.

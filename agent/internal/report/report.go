@@ -45,6 +45,7 @@ type Spec struct {
 	Preflight    *Preflight `json:"preflight,omitempty"`
 	HNSRepair    *HNSRepair `json:"hnsRepair,omitempty"`
 	Staging      *Staging   `json:"staging,omitempty"`
+	Offer        *Offer     `json:"offer,omitempty"`
 }
 
 // StagingStatus values: the download of the pending revision's update
@@ -152,6 +153,21 @@ type HNS struct {
 	// ObservedAt is when the agent first read these counts in this boot
 	// (the operator times how soon it says a loss from it).
 	ObservedAt *metav1.Time `json:"observedAt,omitempty"`
+}
+
+// Offer is the newest OS cumulative update the node's update source offers
+// it, for a pool whose patch level follows it (os.patchPolicy); the
+// operator resolves the pool's patch level from its members' offers.
+type Offer struct {
+	// KB is the update's KB ID ("KB5050002"); "" when nothing newer than the
+	// running build is offered.
+	KB        string       `json:"kb,omitempty"`
+	Title     string       `json:"title,omitempty"`
+	Published *metav1.Time `json:"published,omitempty"`
+	// SearchedAt is when the search this answers ended.
+	SearchedAt metav1.Time `json:"searchedAt"`
+	// Error: the last search failed; the fields above are the one before.
+	Error string `json:"error,omitempty"`
 }
 
 // Verdict values of Preflight.

@@ -25,6 +25,7 @@ use crate::api::{WindowsNodePool, WindowsNodePoolStatus, names};
 use crate::daemonset::AgentSettings;
 use crate::decision::breaker::{self, BadUpdate, Breaker};
 use crate::decision::drain::{self, DrainRules, PodOnNode};
+use crate::decision::patch_policy::{self, MemberPatch, PatchResolution};
 use crate::decision::ring::{self, Followed, FollowedMember, RingHold, RingSeen};
 use crate::gates::GateResult;
 use crate::hns::{self, Limits};
@@ -77,6 +78,35 @@ pub(crate) struct Observed {
     pub hooks_namespace: Option<String>,
     /// Members' hook Jobs for their current start, by node.
     pub hook_runs: BTreeMap<String, Vec<crate::rollout::hooks::HookRun>>,
+    /// With os.patchPolicy: the patch level resolved from the members'
+    /// offers ([`patch_resolution`]); the round decides by the pool it makes.
+    pub patch: Option<PatchResolution>,
+}
+
+/// `os.patchPolicy`'s resolution this round, from the members' offers and
+/// the resolution the status holds. Members updated for the revision that
+/// resolution makes show the build it lands on.
+pub(crate) fn patch_resolution(pool: &WindowsNodePool, seen: &Observed, now: Timestamp) -> Option<PatchResolution> {
+    let policy = pool.spec.os.patch_policy.as_ref()?;
+    let previous = pool.status.as_ref().and_then(|s| s.resolved_patch.as_ref());
+    let rev = crate::revision::revision_of(&patch_policy::effective_spec(&pool.spec, previous));
+    let members: Vec<MemberPatch<'_>> = seen
+        .members
+        .iter()
+        .map(|(n, report)| {
+            let agent = AgentReport::of(n, report.as_deref());
+            let updated = n.label(names::LABEL_REVISION) == Some(rev.as_str())
+                && agent.applied_revision.as_deref() == Some(rev.as_str())
+                && agent.apply_status.as_deref() == Some(names::APPLY_SUCCEEDED);
+            MemberPatch {
+                node: &n.name,
+                offer: report.as_deref().and_then(|r| r.spec.offer.as_ref()),
+                kernel: n.kernel_version.parse().ok(),
+                updated,
+            }
+        })
+        .collect();
+    Some(patch_policy::resolve(policy, previous, &members, now))
 }
 
 /// What the round learnt once its members were judged: the health gates,
@@ -165,6 +195,8 @@ pub(crate) struct Round {
     pub announce: Vec<Event>,
     /// Condition flips and the like, announced once the status is written.
     pub transitions: Vec<(PoolTransition, String)>,
+    /// When an update os.patchPolicy.minAge holds becomes eligible.
+    pub patch_eligible_in: Option<Duration>,
 }
 
 /// The node writes in two phases: every write that finishes or moves a node
@@ -430,7 +462,10 @@ pub(crate) fn decide_judged(
     let mut problems = problems(pool, &plan, &seen.membership, &hns_nodes);
     problems.append(&mut repairs.problems);
     let capacity = hns::capacity(seen.hns_totals, &seen.hns_limits, spec.hns.warn_percent, seen.hns_over_limit.clone());
-    let status = build_status(spec, &plan, &seen.membership, Some(capacity), pool.status.as_ref(), pool.metadata.generation, now);
+    let mut status = build_status(spec, &plan, &seen.membership, Some(capacity), pool.status.as_ref(), pool.metadata.generation, now);
+    if let Some(r) = &seen.patch {
+        crate::status::with_patch(&mut status, r, pool.status.as_ref(), pool.metadata.generation, now);
+    }
     let round = Round {
         pause: match breaker {
             Breaker::Pause { trip, record } => Some(BreakerPause { trip, record }),
@@ -455,6 +490,7 @@ pub(crate) fn decide_judged(
         stale_configmaps: stale_configmaps(&seen.cms_of_pool, &plan),
         announce: memory.standing_news(problems),
         transitions: transition_events(pool.status.as_ref(), &status),
+        patch_eligible_in: seen.patch.as_ref().and_then(|r| r.eligible_in),
         status_write: memory.status_write(pool.status.as_ref(), &status, now),
         status,
         plan,
@@ -498,6 +534,9 @@ pub(crate) fn requeue_after(round: &Round, memory: &PoolMemory, now: Timestamp) 
     }
     if let StatusWrite::Defer(wait) = round.status_write {
         requeue = requeue.min(wait.max(Duration::from_millis(100)));
+    }
+    if let Some(due) = round.patch_eligible_in {
+        requeue = requeue.min(due.max(Duration::from_secs(1)));
     }
     if let Some(due) = round.eviction_due_in {
         requeue = requeue.min(due.max(Duration::from_millis(100)));
@@ -965,6 +1004,7 @@ mod tests {
             cluster: None,
             hooks_namespace: None,
             hook_runs: BTreeMap::new(),
+            patch: None,
         }
     }
 

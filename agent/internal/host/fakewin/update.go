@@ -64,7 +64,27 @@ type Catalogue struct {
 	// store was cleaned with /ResetBase): DISM /Remove-Package fails
 	// CBS_E_CANNOT_UNINSTALL.
 	Permanent bool
+	// Approved, when set and it names a build, is a WSUS whose
+	// administrator approved that build's cumulative update (published at
+	// the time it gives): a machine below it is offered that update alone
+	// (its own KB), one at or above it nothing, whatever a servicing task
+	// asks; its install lands that build. Asked at every search and
+	// install, so the approval can move while the machine runs.
+	Approved func() (host.Build, time.Time, bool)
 }
+
+// approvedLocked is the WSUS approval in force, if any.
+func (m *Machine) approvedLocked() (host.Build, time.Time, bool) {
+	if m.o.Catalogue.Approved == nil {
+		return host.Build{}, time.Time{}, false
+	}
+	return m.o.Catalogue.Approved()
+}
+
+// ApprovedKB is the KB ID of the cumulative update that brings a machine to
+// build b, as the simulated WSUS names it: one per month (per revision of
+// the build), as Microsoft's are.
+func ApprovedKB(b host.Build) string { return fmt.Sprintf("50%05d", b.UBR) }
 
 // wuState is the Windows Update Agent's: the update the running servicing
 // task was asked for, and whether the servicing stack update went in.
@@ -168,6 +188,15 @@ func (s *wuSession) Search(string) ([]decide.WUUpdate, error) {
 			CategoryIDs: []string{decide.WUClassDefinitionUpdates}, Size: 120 << 20},
 	}
 	if m.o.Catalogue.Unapproved {
+		return s.offered, nil
+	}
+	if b, published, ok := m.approvedLocked(); ok {
+		if m.buildLocked().AtLeast(b) {
+			return s.offered, nil
+		}
+		kb := ApprovedKB(b)
+		s.offered = append(s.offered, decide.WUUpdate{Title: published.UTC().Format("2006-01") + cu + release + " (KB" + kb + ")", KBs: []string{kb},
+			Type: decide.WUTypeSoftware, CategoryIDs: []string{decide.WUClassSecurityUpdates}, Size: 1200 << 20, Published: published})
 		return s.offered, nil
 	}
 	if m.hotpatchMonthLocked() {
@@ -285,10 +314,7 @@ func (m *Machine) hotpatch() (int, int32, bool, error) {
 			return decide.WUFailed, int32(hr), false, nil
 		}
 	}
-	lands := asked
-	if f := m.o.Catalogue.Lands; f != nil {
-		lands = f(asked)
-	}
+	lands := m.landsLocked(asked)
 	m.wu.landed++
 	if m.o.Catalogue.HotpatchReboots {
 		m.staged = &lands
@@ -298,6 +324,18 @@ func (m *Machine) hotpatch() (int, int32, bool, error) {
 	m.setBuild(lands)
 	m.hotpatched++
 	return decide.WUSucceeded, 0, false, nil
+}
+
+// landsLocked is the build an install of the update asked for stages: what
+// WSUS approved when it approves one, else the catalogue's.
+func (m *Machine) landsLocked(asked host.Build) host.Build {
+	if b, _, ok := m.approvedLocked(); ok {
+		return b
+	}
+	if f := m.o.Catalogue.Lands; f != nil {
+		return f(asked)
+	}
+	return asked
 }
 
 // wait is time passing on the machine; a boot ends it.
@@ -330,10 +368,7 @@ func (m *Machine) install(ctx context.Context, waited bool) (int, error) {
 			return int(hr), nil
 		}
 	}
-	lands := asked
-	if f := m.o.Catalogue.Lands; f != nil {
-		lands = f(asked)
-	}
+	lands := m.landsLocked(asked)
 	m.staged = &lands
 	m.wu.landed++
 	m.keys[strings.ToLower(cbsRebootPending)] = true

@@ -33,6 +33,8 @@ type Host struct {
 	offers offerSearches
 	// stagings is the download before the drain (stagehost.go).
 	stagings stagings
+	// newest is the search for the newest cumulative update (newest.go).
+	newest newestSearch
 }
 
 var _ host.Host = (*Host)(nil)
