@@ -72,7 +72,7 @@ async fn run_round(pool: &WindowsNodePool, ctx: &Context, memory: PoolMemory) ->
     };
     // os.patchPolicy: the round decides by the patch level the members' offers resolve to.
     seen.patch = round::patch_resolution(pool, &seen, now);
-    let effective = crate::decision::patch_policy::effective_pool(pool, seen.patch.as_ref());
+    let effective = crate::decision::patch_policy::effective_pool(pool, seen.patch.as_ref().and_then(|r| r.patch.as_ref()));
     let pool = effective.as_ref();
     // Members that rebooted lately program, right after their catch-up, all
     // that changed while they were away: the pool waits for the slowest.

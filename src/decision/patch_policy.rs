@@ -191,11 +191,17 @@ pub fn effective_spec<'s>(spec: &'s WindowsNodePoolSpec, patch: Option<&Resolved
 }
 
 /// The pool as the round decides by it ([`effective_spec`]).
-pub fn effective_pool<'p>(pool: &'p WindowsNodePool, resolution: Option<&PatchResolution>) -> Cow<'p, WindowsNodePool> {
-    match effective_spec(&pool.spec, resolution.and_then(|r| r.patch.as_ref())) {
+pub fn effective_pool<'p>(pool: &'p WindowsNodePool, patch: Option<&ResolvedPatch>) -> Cow<'p, WindowsNodePool> {
+    match effective_spec(&pool.spec, patch) {
         Cow::Borrowed(_) => Cow::Borrowed(pool),
         Cow::Owned(spec) => Cow::Owned(WindowsNodePool { spec, ..pool.clone() }),
     }
+}
+
+/// The pool as its last round decided by it: with the resolution its status
+/// holds (what `kubectl winpool` reads, which resolves nothing itself).
+pub fn as_resolved(pool: &WindowsNodePool) -> Cow<'_, WindowsNodePool> {
+    effective_pool(pool, pool.status.as_ref().and_then(|s| s.resolved_patch.as_ref()))
 }
 
 /// The `PatchResolved` condition of a resolution.

@@ -253,6 +253,8 @@ fn pause_source(pool: &WindowsNodePool) -> Option<String> {
 }
 
 pub fn status_report(pool: &WindowsNodePool, m: &Members) -> StatusReport {
+    let resolved = crate::decision::patch_policy::as_resolved(pool);
+    let pool = resolved.as_ref();
     let rev = revision_of(&pool.spec);
     let status = pool.status.clone().unwrap_or_default();
     let progressing = status.conditions.iter().find(|c| c.type_ == conditions::PROGRESSING).map(|c| ConditionSummary {
@@ -391,6 +393,8 @@ fn operator_hold(pool: &WindowsNodePool) -> Option<String> {
 }
 
 pub fn plan_report(pool: &WindowsNodePool, m: &Members, now: Timestamp) -> PlanReport {
+    let resolved = crate::decision::patch_policy::as_resolved(pool);
+    let pool = resolved.as_ref();
     let name = pool.name_any();
     let rev = revision_of(&pool.spec);
     let existing = BTreeSet::new();

@@ -26,6 +26,7 @@ pub fn refusal(view: &NodeView, pool: Option<&WindowsNodePool>) -> Option<String
             names::LABEL_POOL
         ));
     };
+    let pool = crate::decision::patch_policy::as_resolved(pool);
     match current_state(view, &revision_of(&pool.spec), &pool.spec) {
         NodeState::Failed => None,
         state => Some(format!("node {node} is {} in pool {pool_name}, not Failed: only a Failed node can be retried", state.as_str())),

@@ -107,3 +107,32 @@ fn the_effective_patch_level_never_goes_below_the_pools_own() {
     spec.os.patch_policy = None;
     assert!(matches!(effective_spec(&spec, Some(&p)), Cow::Borrowed(_)), "no policy: the spec as written");
 }
+
+#[test]
+fn kubectl_winpool_reads_the_pool_at_the_patch_level_its_status_resolved() {
+    let spec: WindowsNodePoolSpec = serde_json::from_value(serde_json::json!({
+        "nodeSelector": {"matchLabels": {"a": "b"}},
+        "os": {"version": "ltsc2022", "patchLevel": "10.0.20348.2700", "patchPolicy": {"source": "UpdateSource"}},
+    }))
+    .unwrap();
+    let mut pool = WindowsNodePool::new("p", spec);
+    assert_eq!(as_resolved(&pool).spec.os.patch_level, "10.0.20348.2700", "nothing resolved yet: the floor");
+    pool.status = Some(crate::api::WindowsNodePoolStatus {
+        resolved_patch: Some(ResolvedPatch {
+            kb: "KB5050002".into(),
+            title: None,
+            published: None,
+            patch_level: "10.0.20348.2763".into(),
+            build: None,
+            resolved_at: Time(now()),
+        }),
+        ..Default::default()
+    });
+    let resolved = as_resolved(&pool);
+    assert_eq!(resolved.spec.os.patch_level, "10.0.20348.2763");
+    assert_ne!(
+        crate::revision::revision_of(&resolved.spec),
+        crate::revision::revision_of(&pool.spec),
+        "the revision the operator rolls to"
+    );
+}
