@@ -127,11 +127,14 @@ async fn every_valid_example_is_accepted_defaulted_and_listed_with_columns() {
         String::from_utf8_lossy(&out.stdout).to_string()
     };
     let header = |table: &str| table.lines().next().unwrap_or("").split_whitespace().map(str::to_string).collect::<Vec<_>>();
-    assert_eq!(header(&get(false)), ["NAME", "READY", "OS", "PATCH", "NODES", "UPDATED", "FAILED", "HNS", "PAUSED", "REASON", "AGE"]);
+    assert_eq!(
+        header(&get(false)),
+        ["NAME", "READY", "OS", "PATCH", "RESOLVED", "NODES", "UPDATED", "FAILED", "HNS", "PAUSED", "REASON", "AGE"]
+    );
     let wide = get(true);
     assert_eq!(
         header(&wide),
-        ["NAME", "READY", "OS", "PATCH", "RUNTIME", "CNI", "NODES", "UPDATED", "FAILED", "HNS", "PAUSED", "REASON", "AGE"]
+        ["NAME", "READY", "OS", "PATCH", "RESOLVED", "RUNTIME", "CNI", "NODES", "UPDATED", "FAILED", "HNS", "PAUSED", "REASON", "AGE"]
     );
     let row = wide.lines().find(|l| l.starts_with("win19-legacy")).expect("win19-legacy listed");
     // Cells by the header's column offsets: a pool without status has empty ones.
