@@ -89,13 +89,18 @@ pub(crate) struct Observed {
 pub(crate) fn patch_resolution(pool: &WindowsNodePool, seen: &Observed, now: Timestamp) -> Option<PatchResolution> {
     let policy = pool.spec.os.patch_policy.as_ref()?;
     let previous = pool.status.as_ref().and_then(|s| s.resolved_patch.as_ref());
-    let rev = crate::revision::revision_of(&patch_policy::effective_spec(&pool.spec, previous));
+    let effective = patch_policy::effective_spec(&pool.spec, previous);
+    // A floor above the resolution rolls the nodes to the floor: what they
+    // run then says nothing of the update's own build.
+    let by_resolution = matches!(effective, std::borrow::Cow::Owned(_));
+    let rev = crate::revision::revision_of(&effective);
     let members: Vec<MemberPatch<'_>> = seen
         .members
         .iter()
         .map(|(n, report)| {
             let agent = AgentReport::of(n, report.as_deref());
-            let updated = n.label(names::LABEL_REVISION) == Some(rev.as_str())
+            let updated = by_resolution
+                && n.label(names::LABEL_REVISION) == Some(rev.as_str())
                 && agent.applied_revision.as_deref() == Some(rev.as_str())
                 && agent.apply_status.as_deref() == Some(names::APPLY_SUCCEEDED);
             MemberPatch {
