@@ -71,7 +71,7 @@ pub fn resolve(policy: &PatchPolicy, previous: Option<&ResolvedPatch>, members: 
     kbs.sort_unstable();
     kbs.dedup();
     let kb = match kbs.as_slice() {
-        [] => return learned(previous, members, now),
+        [] => return learned(previous, members),
         [one] => *one,
         _ => {
             let by_kb = kbs
@@ -92,7 +92,7 @@ pub fn resolve(policy: &PatchPolicy, previous: Option<&ResolvedPatch>, members: 
         }
     };
     if previous.is_some_and(|p| p.kb == kb) {
-        return learned(previous, members, now);
+        return learned(previous, members);
     }
     let first = offered.iter().find(|(_, _, k)| *k == kb).map(|(_, o, _)| *o).expect("a member offered it");
     let min_age = crate::rollout::parse_duration(&policy.min_age).unwrap_or_default();
@@ -132,7 +132,7 @@ pub fn resolve(policy: &PatchPolicy, previous: Option<&ResolvedPatch>, members: 
 }
 
 /// The standing resolution, with the build its updated nodes run.
-fn learned(previous: Option<&ResolvedPatch>, members: &[MemberPatch<'_>], _now: Timestamp) -> PatchResolution {
+fn learned(previous: Option<&ResolvedPatch>, members: &[MemberPatch<'_>]) -> PatchResolution {
     let Some(p) = previous else {
         return PatchResolution {
             patch: None,

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"winpool.dev/agent/internal/decide"
 	"winpool.dev/agent/internal/names"
 	"winpool.dev/agent/internal/report"
 )
@@ -37,10 +38,15 @@ func ParsePatchCheck(v string) (time.Duration, error) {
 // (PatchCheckEnv), the newest cumulative update the source offers this
 // node, as the host's last search found it; the report carries it (written
 // only when it changed: a search every interval costs a write only when its
-// answer, or its time, moved). A node in no pool drops it.
+// answer, or its time, moved). A node in no pool drops it. While the node
+// is being worked on no search starts: the install has Windows Update to
+// itself, and the last answer stands.
 func (a *agent) checkOffer(ctx context.Context, node *corev1.Node) {
 	if a.o.PatchCheckEvery <= 0 || node.Labels[names.LabelPool] == "" {
 		a.offer = nil
+		return
+	}
+	if decide.MayTouch(node.Annotations[names.AnnState], node.Annotations[names.AnnStartedAt], a.o.Standalone) {
 		return
 	}
 	found := a.o.Host.NewestOffer(ctx, a.o.PatchCheckEvery)
