@@ -2,7 +2,7 @@
 # The simulated Windows fleet: kwok nodes that look like Windows Server nodes,
 # each running the real winpool agent (agent/) against a simulated machine,
 # authenticated as the agent pod on that node, while the fleet plays the
-# machine, the kubelet and kube-proxy's HNS. Builds agent/cmd/winpool-fleet
+# machine, the kubelet and kube-proxy's HNS. Builds agent/fleet/cmd/winpool-fleet
 # when agent/ changed, then runs it with the arguments given:
 #
 #   hack/sim.sh [--nodes N] [--name-prefix P] [--labels k=v,...]
@@ -34,7 +34,8 @@ fleet_binary() {
     cd "$REPO_ROOT/agent"
     {
       go version
-      # The image profiles are embedded (internal/fleet/profiles/*.yaml).
+      # The image profiles are embedded (fleet/profiles/*.yaml); the fleet's
+      # module (agent/fleet) builds the agent's packages, so both count.
       find . -type f \( -name '*.go' ! -name '*_test.go' -o -name go.mod -o -name go.sum -o -name '*.yaml' \) -print0 |
         LC_ALL=C sort -z | xargs -0 sha256sum
     } | sha256sum | cut -c1-16
@@ -45,8 +46,8 @@ fleet_binary() {
     (
       flock 9
       if [[ ! -x "$bin" ]]; then
-        log "building the simulated fleet (agent/cmd/winpool-fleet)"
-        (cd "$REPO_ROOT/agent" && go build -trimpath -o "$bin.tmp" ./cmd/winpool-fleet)
+        log "building the simulated fleet (agent/fleet/cmd/winpool-fleet)"
+        (cd "$REPO_ROOT/agent/fleet" && go build -trimpath -o "$bin.tmp" ./cmd/winpool-fleet)
         mv "$bin.tmp" "$bin"
         # Older builds are dead weight.
         find "$TOOLS_BIN" -maxdepth 1 -name 'winpool-fleet-*' ! -name "winpool-fleet-$hash" ! -name '*.lock' -delete

@@ -1,5 +1,5 @@
 //! The `winpool` binary: `run` (the operator), `crd` (print the CRD). The
-//! simulated fleet is the agent's own code (agent/cmd/winpool-fleet, `hack/sim.sh`).
+//! simulated fleet is the agent's own code (agent/fleet, `hack/sim.sh`).
 
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -15,7 +15,10 @@ import (
 // again. This keeps it so: the fleet links the real host and the simulated
 // machine, and nothing but windows.Host implements host.Host's servicing.
 func TestTheFleetRunsTheRealWindowsHost(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", "winpool.dev/agent/cmd/winpool-fleet").Output()
+	// The fleet is a module of its own (agent/fleet), beside the agent's.
+	list := exec.Command("go", "list", "-deps", "./cmd/winpool-fleet")
+	list.Dir = filepath.Join("..", "..", "fleet")
+	out, err := list.Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}

@@ -35,7 +35,7 @@ impl Work {
 /// the remote endpoints (2,000 × 600 ms + 5,000 × 24 ms = 22 min; 2,000 ×
 /// 27 ms + 5,000 × 1.2 ms = 1 min). ltsc2025 has no published figure and is
 /// assumed no slower than ltsc2022. The simulated fleet charges the same
-/// published rates (`agent/internal/fleet/hnsmodel/cost.go`), from its own
+/// published rates (`agent/fleet/hnsmodel/cost.go`), from its own
 /// code: the estimate here is checked against it, not derived from it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ProgrammingRates {

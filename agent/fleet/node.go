@@ -15,9 +15,9 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"winpool.dev/agent/fleet/hnsmodel"
 	"winpool.dev/agent/internal/agent"
 	"winpool.dev/agent/internal/decide"
-	"winpool.dev/agent/internal/fleet/hnsmodel"
 	"winpool.dev/agent/internal/host"
 	"winpool.dev/agent/internal/host/fakewin"
 	"winpool.dev/agent/internal/host/windows"

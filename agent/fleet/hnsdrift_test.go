@@ -9,7 +9,7 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"winpool.dev/agent/internal/fleet/hnsmodel"
+	"winpool.dev/agent/fleet/hnsmodel"
 	"winpool.dev/agent/internal/host"
 )
 

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"winpool.dev/agent/internal/fleet/hnsmodel"
+	"winpool.dev/agent/fleet/hnsmodel"
 )
 
 // NodeStats is what one simulated machine went through while the fleet ran

@@ -21,8 +21,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"winpool.dev/agent/fleet/hnsmodel"
 	"winpool.dev/agent/internal/agent"
-	"winpool.dev/agent/internal/fleet/hnsmodel"
 	"winpool.dev/agent/internal/report"
 )
 

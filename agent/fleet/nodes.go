@@ -10,7 +10,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
-	"winpool.dev/agent/internal/fleet/hnsmodel"
+	"winpool.dev/agent/fleet/hnsmodel"
 )
 
 // LabelWindows selects the Windows nodes (the fleet's among them).

@@ -20,8 +20,8 @@ import (
 	kfake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"winpool.dev/agent/fleet/hnsmodel"
 	"winpool.dev/agent/internal/agent"
-	"winpool.dev/agent/internal/fleet/hnsmodel"
 	"winpool.dev/agent/internal/host"
 )
 

@@ -15,7 +15,7 @@ import (
 
 	"k8s.io/klog/v2"
 
-	"winpool.dev/agent/internal/fleet"
+	"winpool.dev/agent/fleet"
 )
 
 func main() {

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"winpool.dev/agent/internal/fleet/hnsmodel"
+	"winpool.dev/agent/fleet/hnsmodel"
 	"winpool.dev/agent/internal/host"
 )
 

@@ -12,7 +12,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"winpool.dev/agent/internal/fleet/hnsmodel"
+	"winpool.dev/agent/fleet/hnsmodel"
 	"winpool.dev/agent/internal/host"
 )
 
