@@ -31,7 +31,7 @@ use tracing::{debug, error, info, warn};
 
 use crate::api::{WindowsNodePool, names};
 use crate::hns::HnsTracker;
-use crate::membership::{Membership, PoolSelector};
+use crate::membership::{Membership, MembershipIndex};
 use crate::metrics::Metrics;
 use crate::node_record::NodeRecord;
 use crate::report::WindowsNodeReport;
@@ -111,6 +111,8 @@ pub struct Context {
     pub daemonsets: Store<DaemonSet>,
     pub configmaps: Store<ConfigMap>,
     pub pools: Store<WindowsNodePool>,
+    /// Which pools select which nodes, fed by the node cache's writer.
+    membership: Arc<Mutex<MembershipIndex>>,
     /// winpool's hook Jobs in --hooks-namespace (None without one).
     pub hook_jobs: Option<Store<Job>>,
     /// Whether the caches above have listed once.
@@ -154,6 +156,7 @@ impl Context {
         metrics: Arc<Metrics>,
         hns: Arc<Mutex<HnsTracker>>,
         recent: Arc<RecentWrites>,
+        membership: Arc<Mutex<MembershipIndex>>,
     ) -> Self {
         let reporter = Reporter { controller: "winpool".into(), instance: std::env::var("POD_NAME").ok() };
         let synced = watch::caches_synced((nodes.clone(), reports.clone(), daemonsets.clone(), configmaps.clone()), metrics.clone());
@@ -167,6 +170,7 @@ impl Context {
             daemonsets,
             configmaps,
             pools,
+            membership,
             hook_jobs: None,
             reporter,
             metrics,
@@ -226,13 +230,13 @@ impl Context {
         self.recent.freshest(|| self.nodes.state())
     }
 
-    fn pool_selectors(&self) -> Vec<PoolSelector> {
-        self.pools
-            .state()
-            .iter()
-            .filter(|p| p.metadata.deletion_timestamp.is_none())
-            .map(|p| PoolSelector::new(&p.name_any(), p.spec.os.version, &p.spec.node_selector))
-            .collect()
+    /// The pool's members among `nodes` (the round's freshest copies), by
+    /// the index's selection.
+    fn members_of(&self, pool: &str, nodes: &[Arc<NodeRecord>]) -> Membership {
+        let by_name: HashMap<&str, &NodeRecord> = nodes.iter().map(|n| (n.name.as_str(), n.as_ref())).collect();
+        let mut index = self.membership.lock().expect("membership lock");
+        watch::sync_membership(&mut index, &self.pools, &self.nodes);
+        index.members_of(pool, |n| by_name.get(n).copied())
     }
 }
 
@@ -329,7 +333,8 @@ pub async fn run(
     ensure_agent_namespace(&client, &settings.agent_namespace).await?;
 
     let recent = Arc::new(RecentWrites::default());
-    let (node_store, nodes) = watch::windows_nodes(&client, recent.clone());
+    let membership = Arc::new(Mutex::new(MembershipIndex::default()));
+    let (node_store, nodes) = watch::windows_nodes(&client, recent.clone(), membership.clone());
     let (ds_store, daemonsets) = watch::agent_daemonsets(&client, &settings.agent_namespace);
     let (cm_store, configmaps) = watch::revision_configmaps(&client, &settings.agent_namespace);
     let (report_store, reports) = watch::agent_reports(&client, &settings.agent_namespace);
@@ -344,10 +349,19 @@ pub async fn run(
     let ring_pools = pool_store.clone();
     let pools_config = watch::pools(&settings);
     let mapper_nodes = node_store.clone();
+    let (node_mapper_nodes, node_mapper_index) = (node_store.clone(), membership.clone());
     let ctx = Arc::new(
-        Context::new(client, settings, (node_store, report_store, ds_store, cm_store, pool_store), metrics.clone(), tracker, recent)
-            .with_lease(lease)
-            .with_hook_jobs(hook_store),
+        Context::new(
+            client,
+            settings,
+            (node_store, report_store, ds_store, cm_store, pool_store),
+            metrics.clone(),
+            tracker,
+            recent,
+            membership,
+        )
+        .with_lease(lease)
+        .with_hook_jobs(hook_store),
     );
     let mut clock_learnt = clock::spawn_keeper(ctx.client.clone(), ctx.clone());
     let mut stopped = Box::pin(stop_writing_on(shutdown, ctx.clone()));
@@ -357,7 +371,7 @@ pub async fn run(
 
     info!("winpool controller starting");
     controller
-        .watches_stream(nodes, move |node: Node| watch::pools_of_node(&mapper_pools, &node))
+        .watches_stream(nodes, move |node: Node| watch::pools_of_node(&node_mapper_index, &mapper_pools, &node_mapper_nodes, &node))
         .watches(pools_api, pools_config, move |pool: WindowsNodePool| watch::followers_of(&ring_pools, &pool))
         // Not owns_stream: an owner reference from a namespaced DaemonSet to the
         // cluster-scoped pool maps to a namespaced ObjectRef, which the

@@ -28,7 +28,6 @@ use crate::api::{FIELD_MANAGER, WindowsNodePool, names};
 use crate::decision::ring::FollowedMember;
 use crate::drain::{self, DrainRules, PodOnNode};
 use crate::hns::Limits;
-use crate::membership::members_of;
 use crate::migration::legacy_revision;
 use crate::node_record::NodeRecord;
 use crate::rollout::{ClusterInFlight, DrainMode, NodeState};
@@ -266,7 +265,7 @@ async fn create_hook_jobs(ctx: &Context, pool: &WindowsNodePool, round: &Round) 
 async fn observe(pool: &WindowsNodePool, ctx: &Context) -> Result<Observed, Error> {
     let name = pool.name_any();
     let nodes = ctx.windows_nodes();
-    let membership = members_of(&name, &ctx.pool_selectors(), nodes.iter().map(|n| (n.name.as_str(), n.as_ref())));
+    let membership = ctx.members_of(&name, &nodes);
     let member_set: BTreeSet<&str> = membership.members.iter().map(String::as_str).collect();
     let members: Vec<_> = nodes
         .iter()

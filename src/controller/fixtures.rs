@@ -21,9 +21,11 @@ use kube::runtime::watcher;
 use serde_json::{Value, json};
 
 use super::fake_api::{Cluster, Recorded};
+use super::watch::NodeCacheWriter;
 use super::{Context, Settings, apply, claim};
 use crate::api::{WindowsNodePool, names};
 use crate::hns::HnsTracker;
+use crate::membership::MembershipIndex;
 use crate::metrics::Metrics;
 use crate::node_record::NodeRecord;
 use crate::report::WindowsNodeReport;
@@ -33,7 +35,7 @@ struct Fixture {
     cluster: Arc<Mutex<Cluster>>,
     log: Arc<Mutex<Vec<Recorded>>>,
     ctx: Context,
-    nodes: Writer<NodeRecord>,
+    nodes: NodeCacheWriter,
     reports: Writer<WindowsNodeReport>,
     daemonsets: Writer<DaemonSet>,
     configmaps: Writer<ConfigMap>,
@@ -98,7 +100,9 @@ impl Fixture {
             }
         });
         let client = Client::new(service, "default");
-        let (node_store, nodes) = reflector::store();
+        let (node_store, node_writer) = reflector::store();
+        let membership = Arc::new(Mutex::new(MembershipIndex::default()));
+        let nodes = NodeCacheWriter { store: node_writer, membership: membership.clone() };
         let (report_store, reports) = reflector::store();
         let (ds_store, daemonsets) = reflector::store();
         let (cm_store, configmaps) = reflector::store();
@@ -116,6 +120,7 @@ impl Fixture {
             metrics,
             Arc::new(Mutex::new(tracker)),
             Default::default(),
+            membership,
         );
         Fixture { cluster, log, ctx, nodes, reports, daemonsets, configmaps, pools }
     }
@@ -167,17 +172,20 @@ impl Fixture {
             K: kube::runtime::reflector::Lookup + Clone + 'static,
             K::DynamicType: Default + Eq + std::hash::Hash + Clone,
         {
-            w.apply_watcher_event(&watcher::Event::Init);
+            relist_into(|ev| w.apply_watcher_event(ev), objects);
+        }
+        fn relist_into<K>(mut apply: impl FnMut(&watcher::Event<K>), objects: impl Iterator<Item = K>) {
+            apply(&watcher::Event::Init);
             for o in objects {
-                w.apply_watcher_event(&watcher::Event::InitApply(o));
+                apply(&watcher::Event::InitApply(o));
             }
-            w.apply_watcher_event(&watcher::Event::InitDone);
+            apply(&watcher::Event::InitDone);
         }
         let c = self.cluster.lock().unwrap();
         fn parse<K: serde::de::DeserializeOwned>(v: &Value) -> K {
             serde_json::from_value(v.clone()).expect("a stored object")
         }
-        relist(&mut self.nodes, c.nodes.values().map(|v| NodeRecord::from(&parse::<Node>(v))));
+        relist_into(|ev| self.nodes.apply_watcher_event(ev), c.nodes.values().map(|v| NodeRecord::from(&parse::<Node>(v))));
         relist(&mut self.reports, c.reports.values().map(parse));
         relist(&mut self.daemonsets, c.daemonsets.values().map(parse));
         relist(&mut self.configmaps, c.configmaps.values().map(parse));

@@ -24,7 +24,7 @@ use super::recent::RecentWrites;
 use crate::api::{WindowsNodePool, names};
 use crate::daemonset::LABEL_MANAGED_BY;
 use crate::hns::HnsTracker;
-use crate::membership::{PoolSelector, pools_selecting};
+use crate::membership::{MembershipIndex, PoolEntry, PoolSelector};
 use crate::metrics::Metrics;
 use crate::node_record::{NodeRecord, record_event};
 use crate::report::WindowsNodeReport;
@@ -164,13 +164,15 @@ pub(super) fn pools(settings: &Settings) -> watcher::Config {
 pub(super) fn windows_nodes(
     client: &Client,
     recent: Arc<RecentWrites>,
+    membership: Arc<Mutex<MembershipIndex>>,
 ) -> (Store<NodeRecord>, impl Stream<Item = Result<Node, watcher::Error>> + Send + 'static) {
     let api: Api<Node> = Api::all(client.clone());
-    let (store, mut writer) = reflector::store::<NodeRecord>();
+    let (store, writer) = reflector::store::<NodeRecord>();
+    let mut cache = NodeCacheWriter { store: writer, membership };
     let stream = big_collection(api, watcher::Config::default().labels(&format!("{}=windows", names::LABEL_OS)))
         .backoff(watch_backoff())
         .inspect_ok(move |ev| {
-            writer.apply_watcher_event(&record_event(ev));
+            cache.apply_watcher_event(&record_event(ev));
             recent.delivered(ev);
         })
         .touched_objects()
@@ -178,6 +180,35 @@ pub(super) fn windows_nodes(
         // decision reads, not by kubelet heartbeats rewriting condition timestamps.
         .predicate_filter(|n: &Node| node_relevance(n), Default::default());
     (store, stream)
+}
+
+/// The node cache and the membership index, fed the same events in the same
+/// order (the cache first: a pool synced in between reads the newer node,
+/// and the index's own event for it then changes nothing).
+pub(super) struct NodeCacheWriter {
+    pub store: reflector::store::Writer<NodeRecord>,
+    pub membership: Arc<Mutex<MembershipIndex>>,
+}
+
+impl NodeCacheWriter {
+    pub fn apply_watcher_event(&mut self, ev: &watcher::Event<NodeRecord>) {
+        self.store.apply_watcher_event(ev);
+        self.membership.lock().expect("membership lock").node_event(ev);
+    }
+}
+
+/// Bring the membership index up to the pools this replica reconciles, none
+/// being deleted; a new or changed pool is matched against the node cache.
+pub(super) fn sync_membership(index: &mut MembershipIndex, pools: &Store<WindowsNodePool>, nodes: &Store<NodeRecord>) {
+    let pools = pools.state();
+    let live: Vec<&Arc<WindowsNodePool>> = pools.iter().filter(|p| p.metadata.deletion_timestamp.is_none()).collect();
+    let parse: Vec<_> = live.iter().map(|p| move || PoolSelector::new(&p.name_any(), p.spec.os.version, &p.spec.node_selector)).collect();
+    let entries = live.iter().zip(&parse).map(|(p, parse)| PoolEntry {
+        name: p.metadata.name.as_deref().unwrap_or_default(),
+        generation: p.metadata.generation,
+        selector: parse,
+    });
+    index.sync_pools(entries, || nodes.state());
 }
 
 /// winpool's agent DaemonSets in the agents' namespace.
@@ -285,12 +316,19 @@ pub(super) fn followers_of(pools: &Store<WindowsNodePool>, pool: &WindowsNodePoo
     pools.state().iter().filter(|p| follows(p)).map(|p| ObjectRef::from_obj(p.as_ref())).collect()
 }
 
-/// A node event concerns the pool whose label it carries and every pool that selects it.
-pub(super) fn pools_of_node(pools: &Store<WindowsNodePool>, node: &Node) -> Vec<ObjectRef<WindowsNodePool>> {
+/// A node event concerns the pool whose label it carries and every pool that
+/// selects it, by the labels it carries (a deleted node's too), matched
+/// against the index's parsed selectors.
+pub(super) fn pools_of_node(
+    membership: &Mutex<MembershipIndex>,
+    pools: &Store<WindowsNodePool>,
+    nodes: &Store<NodeRecord>,
+    node: &Node,
+) -> Vec<ObjectRef<WindowsNodePool>> {
     let mut names: std::collections::BTreeSet<String> = node.labels().get(names::LABEL_POOL).cloned().into_iter().collect();
-    let selectors: Vec<PoolSelector> =
-        pools.state().iter().map(|p| PoolSelector::new(&p.name_any(), p.spec.os.version, &p.spec.node_selector)).collect();
-    names.extend(pools_selecting(&selectors, node.labels()).map(str::to_string));
+    let mut index = membership.lock().expect("membership lock");
+    sync_membership(&mut index, pools, nodes);
+    names.extend(index.pools_matching(node.labels()));
     names.into_iter().map(|p| ObjectRef::<WindowsNodePool>::new(&p)).collect()
 }
 
@@ -465,13 +503,19 @@ mod tests {
         ours.metadata.name = Some("win-a".into());
         ours.metadata.resource_version = Some("5".into());
         recent.wrote(ours);
-        let (store, stream) = windows_nodes(&Client::new(service, "default"), recent.clone());
+        // A pool known before the watch starts, selecting every Windows node:
+        // the watch's node must reach the membership index too.
+        let membership = Arc::new(Mutex::new(MembershipIndex::default()));
+        let every = || PoolSelector::new("p", crate::api::OsVersion::Ltsc2022, &Default::default());
+        membership.lock().unwrap().sync_pools([PoolEntry { name: "p", generation: Some(1), selector: &every }], Vec::new);
+        let (store, stream) = windows_nodes(&Client::new(service, "default"), recent.clone(), membership.clone());
         tokio::spawn(stream.for_each(|_| async {}));
         tokio::time::timeout(Duration::from_secs(10), store.wait_until_ready()).await.expect("the cache syncs").unwrap();
         let cached = store.state();
         assert_eq!(cached.len(), 1);
         assert_eq!((cached[0].name.as_str(), cached[0].annotation("winpool.dev/state")), ("win-a", Some("Cordoned")));
         assert_eq!(cached[0].annotation("other"), None);
+        assert_eq!(membership.lock().unwrap().pools_selecting("win-a").collect::<Vec<_>>(), ["p"]);
         // The relist's node reached the store at InitDone; the first round retires our copy.
         recent.freshest(|| store.state());
         assert_eq!(recent.len(), 0);

@@ -18,6 +18,9 @@ use crate::provider::ManagedNodes;
 use crate::status::Conflicts;
 use crate::versions::WindowsBuild;
 
+mod index;
+pub use index::{MembershipIndex, PoolEntry};
+
 /// A node's labels, however they are held: the cache keeps compact records
 /// ([`crate::node_record::NodeRecord`]), a watch event carries a Node's map.
 pub trait LabelLookup {
@@ -30,6 +33,7 @@ impl LabelLookup for BTreeMap<String, String> {
     }
 }
 
+#[derive(Debug, PartialEq)]
 pub struct PoolSelector {
     pub name: String,
     pub os: OsVersion,
@@ -82,29 +86,43 @@ pub fn members_of<'a, L: LabelLookup + ?Sized + 'a>(
             continue;
         }
         let others: Vec<String> = pools.iter().filter(|p| p.name != pool && p.selects(labels)).map(|p| p.name.clone()).collect();
-        if !others.is_empty() {
-            out.conflicts.multiple_pools.push((name.to_string(), others));
-            continue;
-        }
-        // Its state, cordon and agent are that pool's until it gives the node
-        // back: judged here, the node's in-flight state would be taken for
-        // this pool's own, and moved on without a drain of its own.
-        if let Some(holder) = labels.label(names::LABEL_POOL).filter(|p| *p != pool && pools.iter().any(|o| o.name == *p)) {
-            out.conflicts.held_elsewhere.push((name.to_string(), holder.to_string()));
-            continue;
-        }
-        if let Some(build) = labels.label(names::LABEL_WINDOWS_BUILD) {
-            let release = build.parse::<WindowsBuild>().ok().and_then(|b| OsVersion::from_build(b.build));
-            if release != Some(me.os) {
-                out.conflicts.wrong_os.push((name.to_string(), build.to_string()));
-                continue;
-            }
-        }
-        out.managed.count(labels);
-        out.members.push(name.to_string());
+        judge(me, name, labels, others, |p| pools.iter().any(|o| o.name == p), &mut out);
     }
     out.members.sort();
     out
+}
+
+/// A node `me` selects, judged into `out`: a member, or the conflict that
+/// keeps it out. `others` are the other pools that select it; `is_pool`
+/// says whether a name is a pool this replica reconciles.
+fn judge(
+    me: &PoolSelector,
+    name: &str,
+    labels: &(impl LabelLookup + ?Sized),
+    others: Vec<String>,
+    is_pool: impl Fn(&str) -> bool,
+    out: &mut Membership,
+) {
+    if !others.is_empty() {
+        out.conflicts.multiple_pools.push((name.to_string(), others));
+        return;
+    }
+    // Its state, cordon and agent are that pool's until it gives the node
+    // back: judged here, the node's in-flight state would be taken for
+    // this pool's own, and moved on without a drain of its own.
+    if let Some(holder) = labels.label(names::LABEL_POOL).filter(|p| *p != me.name && is_pool(p)) {
+        out.conflicts.held_elsewhere.push((name.to_string(), holder.to_string()));
+        return;
+    }
+    if let Some(build) = labels.label(names::LABEL_WINDOWS_BUILD) {
+        let release = build.parse::<WindowsBuild>().ok().and_then(|b| OsVersion::from_build(b.build));
+        if release != Some(me.os) {
+            out.conflicts.wrong_os.push((name.to_string(), build.to_string()));
+            return;
+        }
+    }
+    out.managed.count(labels);
+    out.members.push(name.to_string());
 }
 
 /// The pools whose selector matches a node: which reconciles a node event triggers.
