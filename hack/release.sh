@@ -117,14 +117,9 @@ for platform in "${!operator_archives[@]}"; do
 done
 
 # ---- 2. the agent image (windows/amd64, no Docker, no base image pull) ----------
-# hack/agent-image.sh cross-builds winpool-agent.exe as the Dockerfile build
-# ships it; its own build context directory would be shared with a concurrent
-# hack/test.sh, so it gets one of ours.
-WINPOOL_AGENT_CONTEXT="$WORK/agent" VERSION="$VERSION" "$HACK_DIR/agent-image.sh" "$AGENT_IMAGE" 2>"$WORK/agent-build.log" \
-  || { cat "$WORK/agent-build.log" >&2; die "building winpool-agent.exe failed"; }
-(cd "$HACK_DIR/tools/winimage" && go build -trimpath -o "$WORK/winimage" .)
-# As hack/image.sh labels and annotates the operator image. No -env: the
-# agent must see the host's PATH (agent/Dockerfile says why).
+# hack/agent-image.sh, the one recipe of the agent's image (hack/test.sh builds
+# it too): the exe cross-built, the image written by hack/tools/winimage.
+# Labelled as hack/image.sh labels and annotates the operator image.
 agent_labels=(
   "org.opencontainers.image.title=winpool-agent"
   "org.opencontainers.image.description=winpool node agent (Windows HostProcess container)"
@@ -134,9 +129,11 @@ agent_labels=(
   "org.opencontainers.image.licenses=Apache-2.0"
 )
 label_args=()
-for l in "${agent_labels[@]}"; do label_args+=(-label "$l"); done
-"$WORK/winimage" build -exe "$WORK/agent/winpool-agent.exe" -ref "$AGENT_IMAGE" -epoch "$EPOCH" \
-  "${label_args[@]}" -out "$DIST/winpool-agent-$VERSION.oci.tar" >"$WORK/agent-image.txt"
+for l in "${agent_labels[@]}"; do label_args+=(--label "$l"); done
+mkdir -p "$WORK/agent"
+VERSION="$VERSION" "$HACK_DIR/agent-image.sh" "$AGENT_IMAGE" --oci "$DIST/winpool-agent-$VERSION.oci.tar" \
+  --exe-out "$WORK/agent/winpool-agent.exe" "${label_args[@]}" >"$WORK/agent-image.txt" 2>"$WORK/agent-build.log" \
+  || { cat "$WORK/agent-build.log" >&2; die "building the agent image failed"; }
 log "agent image: $AGENT_IMAGE (windows/amd64) $(sed -n 's/^manifest *//p' "$WORK/agent-image.txt")"
 
 # ---- 3. the chart ----------------------------------------------------------------

@@ -47,9 +47,8 @@ step "agent: gofmt, go vet, go test (linux) and GOOS=windows build + vet; action
 # Windows host; here it is only linted. actionlint exits non-zero on any
 # finding (and runs shellcheck on bash run: blocks when shellcheck is on PATH).
 "$(tool_path actionlint)" .github/workflows/*.yml
-# The agent image's build context (winpool-agent.exe + Dockerfile) for
-# BuildKit; the release builds the Windows image without it
-# (hack/tools/winimage, the release step below).
+# The agent's Windows image, by the release's one recipe (the exe
+# cross-built, hack/tools/winimage writes and verifies the OCI archive).
 "$HACK_DIR/agent-image.sh" "ghcr.io/winpool/agent:$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n1)"
 
 # The release's builders that need neither cargo nor buildah: the agent's

@@ -2,8 +2,9 @@
 // without pulling a base image: an OCI image layout archive (what
 // `buildah push oci-archive:` and `docker buildx --output type=oci` write)
 // holding one Windows base layer with winpool-agent.exe and the registry
-// hives a base layer needs, for windows/amd64, the entrypoint set as
-// agent/Dockerfile sets it. The output depends only on its inputs: entries
+// hives a base layer needs, for windows/amd64, with the agent as its
+// entrypoint and no PATH of its own (hack/agent-image.sh, the one recipe of
+// the agent's image, says why). The output depends only on its inputs: entries
 // sorted, every time the given epoch, gzip without name or time.
 //
 //	winimage build -exe winpool-agent.exe -ref ghcr.io/winpool/agent:0.2.0 \
