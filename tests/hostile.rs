@@ -767,6 +767,7 @@ fn a_garbage_started_at_does_not_disable_node_timeout() {
         &PoolInput {
             name: "p",
             spec: &spec,
+            rev: &rev,
             existing_revisions: &existing,
             target_marked_at: None,
             gates: &[],

@@ -102,7 +102,15 @@ impl NodeConfig {
 }
 
 pub fn revision_of(spec: &WindowsNodePoolSpec) -> String {
+    #[cfg(test)]
+    COMPUTED.with(|c| c.set(c.get() + 1));
     NodeConfig::from_spec(spec).revision()
+}
+
+#[cfg(test)]
+thread_local! {
+    /// The revisions this thread computed: a round's tests count them.
+    pub static COMPUTED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 #[cfg(test)]

@@ -703,6 +703,7 @@ mod tests {
             &PoolInput {
                 name: "p",
                 spec,
+                rev: crate::rollout::test_revision(spec),
                 existing_revisions: &existing,
                 target_marked_at: None,
                 gates: &[],
@@ -835,6 +836,7 @@ mod tests {
                 &PoolInput {
                     name: "p",
                     spec: &spec,
+                    rev: crate::rollout::test_revision(&spec),
                     existing_revisions: &existing,
                     target_marked_at: None,
                     gates: &gates,
@@ -1018,6 +1020,7 @@ mod tests {
         let input = PoolInput {
             name: "p",
             spec: &s,
+            rev: crate::rollout::test_revision(&s),
             existing_revisions: &existing,
             target_marked_at: None,
             gates: &[],

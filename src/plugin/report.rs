@@ -402,6 +402,7 @@ pub fn plan_report(pool: &WindowsNodePool, m: &Members, now: Timestamp) -> PlanR
     let input = PoolInput {
         name: &name,
         spec: &pool.spec,
+        rev: &rev,
         existing_revisions: &existing,
         average_node_update: average,
         target_marked_at: None,

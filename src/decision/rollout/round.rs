@@ -10,7 +10,6 @@ use jiff::Timestamp;
 use super::{DrainMode, HnsWait, NodePatch, NodeState, PoolInput, parse_duration};
 use crate::api::{OsVersion, WindowsNodePoolSpec};
 use crate::gates::GateResult;
-use crate::revision::revision_of;
 use crate::versions::WindowsBuild;
 use crate::window::{Schedule, Span, WindowError};
 
@@ -164,7 +163,7 @@ impl<'a> RoundSettings<'a> {
             pool: pool.name,
             spec,
             existing_revisions: pool.existing_revisions,
-            rev: revision_of(spec),
+            rev: pool.rev.to_string(),
             now,
             node_timeout: node_timeout(spec),
             phases: phase_budgets(spec),

@@ -61,6 +61,7 @@ fn run(spec: &WindowsNodePoolSpec, nodes: &[NodeView]) -> Plan {
         &PoolInput {
             name: POOL,
             spec,
+            rev: crate::rollout::test_revision(spec),
             existing_revisions: &existing,
             target_marked_at: None,
             gates: &[],
@@ -86,6 +87,7 @@ fn input<'a>(spec: &'a WindowsNodePoolSpec, existing: &'a BTreeSet<String>) -> P
     PoolInput {
         name: POOL,
         spec,
+        rev: crate::rollout::test_revision(spec),
         existing_revisions: existing,
         target_marked_at: None,
         gates: &[],
@@ -1355,6 +1357,7 @@ fn run_gated(spec: &WindowsNodePoolSpec, nodes: &[NodeView], gates: &[crate::gat
         &PoolInput {
             name: POOL,
             spec,
+            rev: crate::rollout::test_revision(spec),
             existing_revisions: &existing,
             target_marked_at: None,
             gates,
@@ -1532,6 +1535,7 @@ fn the_estimate_is_the_waves_left_at_the_pools_pace() {
         let input = PoolInput {
             name: POOL,
             spec,
+            rev: crate::rollout::test_revision(spec),
             existing_revisions: &existing,
             average_node_update: avg.map(Duration::from_secs),
             target_marked_at: None,
@@ -1594,6 +1598,7 @@ fn other_holds_come_before_the_gates_and_gates_are_asked_for_only_when_a_node_co
             &PoolInput {
                 name: POOL,
                 spec,
+                rev: crate::rollout::test_revision(spec),
                 existing_revisions: &existing,
                 target_marked_at: None,
                 gates: &closed,
@@ -1861,6 +1866,7 @@ fn an_agent_silent_for_a_whole_node_timeout_after_the_mark_is_reported_as_blocke
         let input = PoolInput {
             name: POOL,
             spec: &spec,
+            rev: crate::rollout::test_revision(&spec),
             existing_revisions: &existing,
             target_marked_at: Some(now() - jiff::SignedDuration::from_mins(mins)),
             gates: &[],

@@ -377,6 +377,9 @@ impl Plan {
 pub struct PoolInput<'a> {
     pub name: &'a str,
     pub spec: &'a WindowsNodePoolSpec,
+    /// The spec's revision ([`crate::revision::revision_of`]), computed once
+    /// a round by whoever builds the input: every step reads it here.
+    pub rev: &'a str,
     /// Revisions whose ConfigMap exists now (a hand-set revision label without one is bogus).
     pub existing_revisions: &'a BTreeSet<String>,
     /// How long the pool's nodes have been taking to update (the estimate's pace).
@@ -473,12 +476,20 @@ pub fn clock_skew_message(by: jiff::SignedDuration) -> String {
 /// the next (NTP broken, a VM resumed): nothing is started or timed out on it.
 pub const MAX_CLOCK_SKEW: jiff::SignedDuration = jiff::SignedDuration::from_mins(2);
 
+/// A spec's revision for a test's input, kept for the test's life.
+#[cfg(test)]
+pub fn test_revision(spec: &WindowsNodePoolSpec) -> &'static str {
+    Box::leak(crate::revision::revision_of(spec).into_boxed_str())
+}
+
+#[cfg(test)]
 impl<'a> PoolInput<'a> {
     /// A pool as its spec alone says: no gates asked, no history, no target marked yet.
     pub fn of_spec(name: &'a str, spec: &'a WindowsNodePoolSpec, existing_revisions: &'a BTreeSet<String>) -> Self {
         PoolInput {
             name,
             spec,
+            rev: test_revision(spec),
             existing_revisions,
             average_node_update: None,
             gates: &[],

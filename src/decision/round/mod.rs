@@ -129,6 +129,9 @@ pub(crate) struct Asked {
 /// The members judged, once a round: their views, and their HNS as the
 /// Nodes should show it.
 pub(crate) struct Judged<'s> {
+    /// The spec's revision, computed here once a round; the gates' look and
+    /// the decision read it.
+    pub rev: String,
     pub views: Vec<NodeView>,
     pub hns_nodes: Vec<HnsNode<'s>>,
 }
@@ -344,7 +347,7 @@ pub(crate) fn judge<'s>(pool: &WindowsNodePool, seen: &'s Observed, memory: &mut
         views.push(v);
     }
     memory.keep_members(&seen.membership.members.iter().map(String::as_str).collect());
-    Judged { views, hns_nodes }
+    Judged { rev: crate::revision::revision_of(&pool.spec), views, hns_nodes }
 }
 
 /// The pool's settings the rollout decides by, and what holds it this round.
@@ -356,10 +359,11 @@ struct Holds<'a> {
     ring: Option<&'a RingHold>,
 }
 
-fn input<'a>(pool: &'a WindowsNodePool, name: &'a str, rev: &str, seen: &'a Observed, holds: Holds<'a>) -> PoolInput<'a> {
+fn input<'a>(pool: &'a WindowsNodePool, name: &'a str, rev: &'a str, seen: &'a Observed, holds: Holds<'a>) -> PoolInput<'a> {
     PoolInput {
         name,
         spec: &pool.spec,
+        rev,
         existing_revisions: &seen.existing_revisions,
         gates: holds.gates,
         average_node_update: holds.average_node_update,
@@ -401,11 +405,11 @@ pub(crate) fn gate_look(pool: &WindowsNodePool, seen: &Observed, judged: &Judged
         return GateLook::NotNeeded;
     }
     let name = pool.name_any();
-    let rev = crate::revision::revision_of(&pool.spec);
+    let rev = judged.rev.as_str();
     let breaker = breaker_of(pool, seen);
-    let ring = ring_of(pool, &rev, seen, now);
+    let ring = ring_of(pool, rev, seen, now);
     let holds = Holds { gates: &[], cluster: seen.cluster, average_node_update: None, bad_update: breaker.holding(), ring: ring.as_ref() };
-    let pool_input = input(pool, &name, &rev, seen, holds);
+    let pool_input = input(pool, &name, rev, seen, holds);
     if !could_start(&pool_input, &judged.views, now) && !crate::rollout::could_undo(&pool_input, &judged.views, now) {
         return GateLook::NotNeeded;
     }
@@ -443,8 +447,7 @@ pub(crate) fn decide_judged(
 ) -> (Round, PoolMemory) {
     let name = pool.name_any();
     let spec = &pool.spec;
-    let rev = crate::revision::revision_of(spec);
-    let Judged { views, hns_nodes } = judged;
+    let Judged { rev, views, hns_nodes } = judged;
     let leaving = leaving(&seen.deselected);
     if asked.gates_asked {
         memory.gates = Some(GatesSeen { at: now, generation: pool.metadata.generation, results: asked.gates.clone() });
@@ -834,6 +837,7 @@ mod tests {
             let input = PoolInput {
                 name: "p",
                 spec: &pool.spec,
+                rev: crate::rollout::test_revision(&pool.spec),
                 existing_revisions: &existing,
                 target_marked_at: None,
                 gates: &gates,
@@ -985,6 +989,33 @@ mod tests {
         }
         n.status = Some(NodeStatus { conditions: Some(conditions), ..Default::default() });
         Arc::new(NodeRecord::from(&n))
+    }
+
+    /// A round with health gates, followed as the shell runs it (judge, the
+    /// gates' look, the decision), computes the spec's revision once (it was
+    /// five times: the look's input and its could-start and could-undo
+    /// settings, the decision's input and its settings).
+    #[test]
+    fn a_round_with_gates_computes_the_revision_once() {
+        let mut pool = pool();
+        pool.spec.rollout.health_gates = serde_json::from_value(serde_json::json!([
+            {"name": "no-alerts", "prometheus": {"url": "http://prometheus:9090", "query": "ALERTS", "timeout": "5s"}}
+        ]))
+        .unwrap();
+        pool.spec.rollout.staging = crate::api::StagingMode::Disabled;
+        // Undo on, with a soak: the gates' look also asks whether an undo could be due.
+        (pool.spec.rollout.undo, pool.spec.rollout.soak_time) = (crate::api::UndoMode::Enabled, "10m".into());
+        let rev = crate::revision::revision_of(&pool.spec);
+        let cleared = [(names::ANN_PREFLIGHT, names::PREFLIGHT_READY), (names::ANN_PREFLIGHT_REVISION, rev.as_str())];
+        let seen = observed(vec![member("a", &cleared, None), member("b", &cleared, None)], (0, 0));
+        let (mut memory, now) = (PoolMemory::default(), at(0));
+        crate::revision::COMPUTED.with(|c| c.set(0));
+        let judged = judge(&pool, &seen, &mut memory, now);
+        let look = gate_look(&pool, &seen, &judged, &memory, now);
+        assert_eq!(look, GateLook::Ask, "a node would start: the gates are asked");
+        let (round, _) = decide_judged(&pool, &settings(), &seen, judged, Asked::default(), memory, now);
+        assert!(!round.plan.revision.is_empty());
+        assert_eq!(crate::revision::COMPUTED.with(|c| c.get()), 1);
     }
 
     /// What a round reads, on plain values: these members, nothing else in the cluster.

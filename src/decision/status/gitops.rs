@@ -45,6 +45,7 @@ fn plan(spec: &WindowsNodePoolSpec, nodes: &[NodeView], paused_by_annotation: bo
     let input = PoolInput {
         name: "win",
         spec,
+        rev: crate::rollout::test_revision(spec),
         existing_revisions: &existing,
         target_marked_at: None,
         gates: &[],
