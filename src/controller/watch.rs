@@ -184,7 +184,8 @@ pub(super) fn windows_nodes(
 
 /// The node cache and the membership index, fed the same events in the same
 /// order (the cache first: a pool synced in between reads the newer node,
-/// and the index's own event for it then changes nothing).
+/// and the index's own event for it then changes nothing; a relist's end
+/// hands the index the cache's new contents).
 pub(super) struct NodeCacheWriter {
     pub store: reflector::store::Writer<NodeRecord>,
     pub membership: Arc<Mutex<MembershipIndex>>,
@@ -193,7 +194,8 @@ pub(super) struct NodeCacheWriter {
 impl NodeCacheWriter {
     pub fn apply_watcher_event(&mut self, ev: &watcher::Event<NodeRecord>) {
         self.store.apply_watcher_event(ev);
-        self.membership.lock().expect("membership lock").node_event(ev);
+        let cache = self.store.as_reader();
+        self.membership.lock().expect("membership lock").node_event(ev, || cache.state());
     }
 }
 

@@ -45,41 +45,34 @@ pub struct MembershipIndex {
     /// Node -> the pools whose selector matches it; a node no pool selects
     /// is not kept (a pool added later is matched against the node cache).
     nodes: BTreeMap<String, BTreeSet<String>>,
-    /// The nodes of a relist under way: the node cache replaces its
-    /// contents at the relist's end, and so does the index.
-    relist: Option<BTreeMap<String, BTreeSet<String>>>,
 }
 
 impl MembershipIndex {
-    /// One Node watch event, as the node cache applies it.
-    pub fn node_event(&mut self, ev: &watcher::Event<NodeRecord>) {
+    /// One Node watch event, as the node cache applies it, after the cache.
+    /// A relist replaces what the index holds at its end, as the cache
+    /// does: `listed` is then the cache's whole new contents, matched
+    /// against the pools known by then (one may have come mid-relist, when
+    /// the cache still held the old list). Until then the old view stands.
+    pub fn node_event<N>(&mut self, ev: &watcher::Event<NodeRecord>, listed: impl FnOnce() -> N)
+    where
+        N: IntoIterator<Item = std::sync::Arc<NodeRecord>>,
+    {
         match ev {
             watcher::Event::Apply(n) => {
                 let selected = self.pools_matching(n);
                 self.set_node(&n.name, selected);
             }
             watcher::Event::Delete(n) => self.set_node(&n.name, BTreeSet::new()),
-            watcher::Event::Init => self.relist = Some(BTreeMap::new()),
-            watcher::Event::InitApply(n) => {
-                let selected = self.pools_matching(n);
-                let listed = self.relist.get_or_insert_default();
-                if !selected.is_empty() {
-                    listed.insert(n.name.clone(), selected);
-                }
-            }
+            watcher::Event::Init | watcher::Event::InitApply(_) => {}
             watcher::Event::InitDone => {
-                let listed = self.relist.take().unwrap_or_default();
+                self.nodes.clear();
                 for pool in self.pools.values_mut() {
                     pool.nodes.clear();
                 }
-                for (node, pools) in &listed {
-                    for p in pools {
-                        if let Some(pool) = self.pools.get_mut(p) {
-                            pool.nodes.insert(node.clone());
-                        }
-                    }
+                for n in listed() {
+                    let selected = self.pools_matching(n.as_ref());
+                    self.set_node(&n.name, selected);
                 }
-                self.nodes = listed;
             }
         }
     }
