@@ -625,6 +625,7 @@ yes watch  endpointslices.discovery.k8s.io      *
 no  create services                             $NS
 yes watch  windowsnodereports.winpool.dev       $AGENT_NS
 no  patch  windowsnodereports.winpool.dev       $AGENT_NS
+no  patch  windowsnodereports.winpool.dev#status $AGENT_NS
 no  delete windowsnodereports.winpool.dev       $AGENT_NS
 no  list   windowsnodereports.winpool.dev       *
 yes create jobs.batch                           $HOOKS_NS
@@ -670,9 +671,12 @@ yes get    windowsnodereports.winpool.dev       $AGENT_NS
 yes watch  windowsnodereports.winpool.dev       $AGENT_NS
 yes create windowsnodereports.winpool.dev       $AGENT_NS
 yes patch  windowsnodereports.winpool.dev       $AGENT_NS
+yes patch  windowsnodereports.winpool.dev#status $AGENT_NS
+no  update windowsnodereports.winpool.dev#status $AGENT_NS
 no  update windowsnodereports.winpool.dev       $AGENT_NS
 no  delete windowsnodereports.winpool.dev       $AGENT_NS
 no  create windowsnodereports.winpool.dev       default
+no  patch  windowsnodereports.winpool.dev#status default
 EOF
 
 # ---- 6. uninstall ------------------------------------------------------------

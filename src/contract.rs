@@ -39,7 +39,8 @@ fn full_report() -> Value {
         "kind": "WindowsNodeReport",
         "metadata": {"name": "win-0", "namespace": "winpool-agents",
             "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": "win-0", "uid": "8c7d1f0e-0000-4000-8000-000000000001"}]},
-        "spec": {
+        "spec": {},
+        "status": {
             "agentVersion": "v0.3.0",
             "apply": {"revision": "5d8f2c1a9b", "status": "Rebooting", "message": "rebooting to finish the update to 10.0.20348.2762 (reboot 1 of at most 6)",
                       "startedAt": "2026-12-02T10:40:00Z", "heartbeat": "2026-12-02T11:05:00Z"},
@@ -69,7 +70,10 @@ fn the_report_the_go_agent_writes_reads_whole() {
     assert_eq!(serde_json::to_value(&report).unwrap(), written, "the Rust types keep every field the agent writes");
     let view = crate::report::AgentReport::from_object(&report);
     assert_eq!(view.apply_status.as_deref(), Some("Succeeded"));
-    assert!(report.spec.hns.as_ref().is_some_and(|h| h.observed_at.is_some()), "when the agent read its HNS counts reaches the operator");
+    assert!(
+        report.observations().hns.as_ref().is_some_and(|h| h.observed_at.is_some()),
+        "when the agent read its HNS counts reaches the operator"
+    );
     assert!(view.hns_boot_id.is_some() && view.preflight.is_some() && view.answers_start.is_some() && view.cni_mode.is_some());
     assert!(view.heartbeat.is_some(), "the servicing task's heartbeat reaches the operator");
 }

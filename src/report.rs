@@ -24,8 +24,9 @@ use crate::api::names;
 use crate::node_record::NodeRecord;
 use crate::rollout::Preflight;
 
-/// What a node's agent reports: the result of its last apply and what it
-/// observes on the host. Every field is the agent's; winpool only reads.
+/// The report's spec: empty, since a report is all observation (`status`).
+/// A report an agent of 0.2 wrote holds its observations here: they are
+/// read until the node's new agent writes its status, which clears them.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "winpool.dev",
@@ -35,18 +36,28 @@ use crate::rollout::Preflight;
     plural = "windowsnodereports",
     shortname = "wnr",
     namespaced,
-    printcolumn(name = "Revision", type_ = "string", json_path = ".spec.apply.revision"),
-    printcolumn(name = "Status", type_ = "string", json_path = ".spec.apply.status"),
-    printcolumn(name = "Preflight", type_ = "string", json_path = ".spec.preflight.verdict"),
-    printcolumn(name = "Staging", type_ = "string", json_path = ".spec.staging.status", priority = "1"),
-    printcolumn(name = "LB", type_ = "integer", json_path = ".spec.hns.loadBalancers", description = "HNS load balancers"),
-    printcolumn(name = "Endpoints", type_ = "integer", json_path = ".spec.hns.endpoints", description = "HNS remote endpoints"),
-    printcolumn(name = "Agent", type_ = "string", json_path = ".spec.agentVersion"),
-    printcolumn(name = "Message", type_ = "string", json_path = ".spec.apply.message", priority = "1"),
+    status = "WindowsNodeReportStatus",
+    category = "winpool",
+    printcolumn(name = "Revision", type_ = "string", json_path = ".status.apply.revision"),
+    printcolumn(name = "Status", type_ = "string", json_path = ".status.apply.status"),
+    printcolumn(name = "Preflight", type_ = "string", json_path = ".status.preflight.verdict"),
+    printcolumn(name = "Staging", type_ = "string", json_path = ".status.staging.status", priority = "1"),
+    printcolumn(name = "LB", type_ = "integer", json_path = ".status.hns.loadBalancers", description = "HNS load balancers"),
+    printcolumn(name = "Endpoints", type_ = "integer", json_path = ".status.hns.endpoints", description = "HNS remote endpoints"),
+    printcolumn(name = "Agent", type_ = "string", json_path = ".status.agentVersion"),
+    printcolumn(name = "Message", type_ = "string", json_path = ".status.apply.message", priority = "1"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
-#[serde(rename_all = "camelCase")]
 pub struct WindowsNodeReportSpec {
+    #[serde(flatten)]
+    pub legacy: WindowsNodeReportStatus,
+}
+
+/// What a node's agent reports: the result of its last apply and what it
+/// observes on the host. Every field is the agent's; winpool only reads.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WindowsNodeReportStatus {
     /// The version of the agent that writes this report.
     #[schemars(length(max = 64))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -371,9 +382,22 @@ pub struct AgentReport {
     pub staging: Option<crate::rollout::Staging>,
 }
 
+impl WindowsNodeReport {
+    /// A report as its agent writes it: an empty spec, the observations in its status.
+    pub fn reported(name: &str, status: WindowsNodeReportStatus) -> Self {
+        WindowsNodeReport { status: Some(status), ..WindowsNodeReport::new(name, WindowsNodeReportSpec::default()) }
+    }
+
+    /// What the agent reports: its status, or, until the node's new agent
+    /// wrote one, what an agent of 0.2 wrote in the spec.
+    pub fn observations(&self) -> &WindowsNodeReportStatus {
+        self.status.as_ref().filter(|s| **s != WindowsNodeReportStatus::default()).unwrap_or(&self.spec.legacy)
+    }
+}
+
 impl AgentReport {
     pub fn from_object(r: &WindowsNodeReport) -> Self {
-        let s = &r.spec;
+        let s = r.observations();
         let apply = s.apply.as_ref();
         let observed = s.observed.clone().unwrap_or_default();
         let hns = s.hns.as_ref();
@@ -446,7 +470,8 @@ mod tests {
         let object: WindowsNodeReport = serde_json::from_value(json!({
             "apiVersion": "winpool.dev/v1alpha1", "kind": "WindowsNodeReport",
             "metadata": {"name": "win-1", "namespace": "winpool-agents"},
-            "spec": {
+            "spec": {},
+            "status": {
                 "agentVersion": "0.3.0",
                 "apply": {"revision": "r1", "status": "Succeeded", "message": "build 10.0.20348.2762", "startedAt": "2026-12-02T10:00:00Z"},
                 "observed": {"cniMode": "overlay", "csiProxyVersion": "1.1.3", "runtimeService": "containerd (nssm)"},
@@ -483,6 +508,26 @@ mod tests {
         assert_eq!(unversioned(from_object), unversioned(from_annotations));
     }
 
+    /// A report an agent of 0.2 wrote holds its observations in the spec:
+    /// read there until the node's new agent writes its status, which wins.
+    #[test]
+    fn a_report_of_an_older_agent_is_read_from_its_spec_until_its_status_is_written() {
+        let old: WindowsNodeReport = serde_json::from_value(json!({
+            "apiVersion": "winpool.dev/v1alpha1", "kind": "WindowsNodeReport",
+            "metadata": {"name": "win-1", "namespace": "winpool-agents"},
+            "spec": {"agentVersion": "0.2.0", "apply": {"revision": "r1", "status": "Succeeded"}}
+        }))
+        .unwrap();
+        assert_eq!(AgentReport::from_object(&old).apply_status.as_deref(), Some("Succeeded"));
+        assert_eq!(old.observations().agent_version.as_deref(), Some("0.2.0"));
+        let mut upgraded = old.clone();
+        upgraded.status =
+            Some(serde_json::from_value(json!({"agentVersion": "0.3.0", "apply": {"revision": "r2", "status": "Applying"}})).unwrap());
+        assert_eq!(AgentReport::from_object(&upgraded).applied_revision.as_deref(), Some("r2"), "the status wins over the old spec");
+        let created = WindowsNodeReport { status: Some(Default::default()), ..old };
+        assert_eq!(AgentReport::from_object(&created).applied_revision.as_deref(), Some("r1"), "an empty status is none");
+    }
+
     #[test]
     fn a_node_without_a_report_has_none() {
         let r = AgentReport::of(&NodeRecord::from(&Node::default()), None);
@@ -491,7 +536,7 @@ mod tests {
 
     #[test]
     fn a_status_no_agent_writes_is_no_report() {
-        let bad = serde_json::from_value::<WindowsNodeReportSpec>(json!({"apply": {"revision": "r1", "status": "Exploded"}}));
+        let bad = serde_json::from_value::<WindowsNodeReportStatus>(json!({"apply": {"revision": "r1", "status": "Exploded"}}));
         assert!(bad.is_err(), "an unknown status is no report: {bad:?}");
     }
 }

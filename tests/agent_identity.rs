@@ -19,7 +19,7 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::json;
 use support::{TestSpace, client_with_token, install_agent_identity, install_crd, kubeconfig, remove_agent_identity, wait_for};
-use winpool::report::{ApplyReport, ApplyStatus, WindowsNodeReport, WindowsNodeReportSpec};
+use winpool::report::{ApplyReport, ApplyStatus, WindowsNodeReport, WindowsNodeReportStatus};
 
 const WAIT: Duration = Duration::from_secs(60);
 const NODE_NAME_CLAIM: &str = "authentication.kubernetes.io/node-name";
@@ -103,9 +103,9 @@ fn owner(node: &Node) -> OwnerReference {
 
 /// The report named `name`, as an agent writes it, owned by `owners`.
 fn report(name: &str, owners: Vec<OwnerReference>, status: ApplyStatus) -> WindowsNodeReport {
-    let mut r = WindowsNodeReport::new(
+    let mut r = WindowsNodeReport::reported(
         name,
-        WindowsNodeReportSpec {
+        WindowsNodeReportStatus {
             agent_version: Some("test".into()),
             apply: Some(ApplyReport {
                 revision: "r1".into(),
@@ -121,6 +121,46 @@ fn report(name: &str, owners: Vec<OwnerReference>, status: ApplyStatus) -> Windo
     );
     r.metadata.owner_references = Some(owners);
     r
+}
+
+/// What the agent is for: its own report, created and then its status
+/// written (the API server keeps no status from a create); and not another
+/// node's report's status: RBAC lets the agent write the status subresource,
+/// and the policy (`by_policy`) holds it to its own node there too.
+async fn own_status_only(
+    (reports, admin_reports): (&Api<WindowsNodeReport>, &Api<WindowsNodeReport>),
+    (node_a, node_b): (&Node, &Node),
+    by_policy: &str,
+) {
+    let name = |n: &Node| n.metadata.name.clone().unwrap_or_default();
+    let (a, b) = (name(node_a), name(node_b));
+    reports
+        .create(&PostParams::default(), &report(&a, vec![owner(node_a)], ApplyStatus::Applying))
+        .await
+        .expect("the agent creates its own report");
+    let patched = reports
+        .patch_status(&a, &PatchParams::default(), &status_write("Succeeded"))
+        .await
+        .expect("the agent writes its own report's status");
+    assert_eq!(patched.status.and_then(|s| s.apply).map(|a| a.status), Some(ApplyStatus::Succeeded));
+    admin_reports
+        .create(&PostParams::default(), &report(&b, vec![owner(node_b)], ApplyStatus::Applying))
+        .await
+        .expect("an admin creates b's report");
+    let r = reports.patch_status(&b, &PatchParams::default(), &status_write("Failed")).await;
+    assert!(
+        matches!(&r, Err(kube::Error::Api(s)) if s.code == 403 && s.message.contains(by_policy)),
+        "the agent may not write another node's report status: {r:?}"
+    );
+    admin_reports.delete(&b, &DeleteParams::default()).await.expect("b's report deleted");
+}
+
+/// The agent's write of its report's status, as it sends it: a JSON patch
+/// of the status subresource setting `/status`.
+fn status_write(apply_status: &str) -> Patch<()> {
+    let ops =
+        json!([{"op": "add", "path": "/status", "value": {"agentVersion": "test", "apply": {"revision": "r1", "status": apply_status}}}]);
+    Patch::Json(serde_json::from_value(ops).unwrap())
 }
 
 /// The create must be refused by the policy (403, the policy named) with a
@@ -330,18 +370,7 @@ async fn an_agent_may_write_only_its_own_nodes_report_and_no_node() {
     }
     assert!(admin_reports.get_opt(&b).await.unwrap().is_none(), "no report of {b} was written");
 
-    // What the agent is for: its own report, created and then replaced.
-    reports
-        .create(&PostParams::default(), &report(&a, vec![owner(node_a)], ApplyStatus::Applying))
-        .await
-        .expect("the agent creates its own report");
-    let replace =
-        json!([{"op": "replace", "path": "/spec", "value": {"agentVersion": "test", "apply": {"revision": "r1", "status": "Succeeded"}}}]);
-    let patched = reports
-        .patch(&a, &PatchParams::default(), &Patch::Json::<()>(serde_json::from_value(replace).unwrap()))
-        .await
-        .expect("the agent replaces its own report");
-    assert_eq!(patched.spec.apply.map(|a| a.status), Some(ApplyStatus::Succeeded));
+    own_status_only((&reports, &admin_reports), (node_a, node_b), &by_policy).await;
     // Nor can it take the owner reference away afterwards.
     let disown = json!({"metadata": {"ownerReferences": null}});
     let r = reports.patch(&a, &PatchParams::default(), &Patch::Merge(&disown)).await;

@@ -487,7 +487,7 @@ async fn collapsed_hns_repaired(name: &str, octet: u8, nodes: usize, collapsing:
         for name in &collapsing {
             let n = nodes.get(name).await.ok()?;
             let boot = n.status.as_ref()?.node_info.as_ref()?.boot_id.clone();
-            let repair = reports.get(name).await.ok()?.spec.hns_repair?;
+            let repair = reports.get(name).await.ok()?.status?.hns_repair?;
             let asked = n.annotations().get(names::ANN_HNS_REPAIR) == Some(&boot);
             let restarted = repair.boot_id == boot && repair.result == winpool::report::HnsRepairResult::Restarted;
             if !asked || !restarted || hns_condition(&n).as_deref() != Some("True") || has_hns_taint(&n) {

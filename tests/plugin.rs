@@ -441,15 +441,12 @@ async fn a_retry_rolls_the_node_again_every_time_while_its_agent_writes_in_a_tig
     t.cleanup().await;
 }
 
-/// The start an agent's report write says it is applying for, in either of
-/// its forms (the create of the whole report, or a JSON patch that replaces
-/// its spec).
+/// The start an agent's report write says it is applying for: its JSON
+/// patch of the status subresource that sets `/status` (a create carries
+/// no status the API server keeps).
 fn applying_for(body: &serde_json::Value) -> Option<&str> {
-    let spec = match body.as_array() {
-        Some(ops) => &ops.iter().find(|op| op["op"] == "replace" && op["path"] == "/spec")?["value"],
-        None => &body["spec"],
-    };
-    (spec["apply"]["status"] == "Applying").then(|| spec["apply"]["startedAt"].as_str()).flatten()
+    let status = &body.as_array()?.iter().find(|op| op["op"] == "add" && op["path"] == "/status")?["value"];
+    (status["apply"]["status"] == "Applying").then(|| status["apply"]["startedAt"].as_str()).flatten()
 }
 
 /// `kubectl winpool version`: the plugin's own version always; the operators

@@ -146,7 +146,8 @@ async fn a_staged_update_is_downloaded_before_the_drain_and_never_after() {
 
     let reports: Api<WindowsNodeReport> = Api::namespaced(staged.client.clone(), &staged.agent_namespace());
     for r in reports.list(&Default::default()).await.unwrap() {
-        let s = r.spec.staging.as_ref().unwrap_or_else(|| panic!("{}: no staging in {:?}", r.name_any(), r.spec));
+        let s =
+            r.status.as_ref().and_then(|s| s.staging.as_ref()).unwrap_or_else(|| panic!("{}: no staging in {:?}", r.name_any(), r.status));
         assert_eq!(s.status, StagingStatusValue::Staged, "{}: {s:?}", r.name_any());
         assert!(s.items.iter().any(|i| i.name.starts_with("KB5050002: ") && i.bytes > 0), "{}: staged {:?}", r.name_any(), s.items);
     }

@@ -209,8 +209,8 @@ func (f *Fleet) reportedCNIs(ctx context.Context) map[string]string {
 		return out
 	}
 	for _, r := range rs {
-		if r.Spec.Observed != nil {
-			out[r.Name] = r.Spec.Observed.CNIMode
+		if o := r.Observations().Observed; o != nil {
+			out[r.Name] = o.CNIMode
 		}
 	}
 	return out
@@ -222,8 +222,8 @@ func (f *Fleet) reportedCNI(node string) string {
 		return ""
 	}
 	r, err := f.reports.Get(f.ctx, node)
-	if err != nil || r.Spec.Observed == nil {
+	if err != nil || r.Observations().Observed == nil {
 		return ""
 	}
-	return r.Spec.Observed.CNIMode
+	return r.Observations().Observed.CNIMode
 }

@@ -71,8 +71,8 @@ impl Fixture {
                     json!({"agentVersion": "0.3.0", "observed": {"cniMode": "overlay"},
                     "hns": {"loadBalancers": 0, "endpoints": 0, "bootID": "boot-1"}}),
                 );
-                r["spec"]["preflight"] = json!({"revision": rev, "verdict": "Ready"});
-                r["spec"]["staging"] = json!({"revision": rev, "status": "Staged"});
+                r["status"]["preflight"] = json!({"revision": rev, "verdict": "Ready"});
+                r["status"]["staging"] = json!({"revision": rev, "status": "Staged"});
                 cluster.bump(&mut r);
                 cluster.reports.insert(name.clone(), r);
             }
@@ -140,9 +140,9 @@ impl Fixture {
         if !c.annotation_agents {
             for name in names {
                 let mut r = c.reports.remove(&name).unwrap_or_else(|| report(&name, json!({})));
-                if r["spec"]["preflight"]["revision"] != json!(rev) {
-                    r["spec"]["preflight"] = json!({"revision": rev, "verdict": "Ready"});
-                    r["spec"]["staging"] = json!({"revision": rev, "status": "Staged"});
+                if r["status"]["preflight"]["revision"] != json!(rev) {
+                    r["status"]["preflight"] = json!({"revision": rev, "verdict": "Ready"});
+                    r["status"]["staging"] = json!({"revision": rev, "status": "Staged"});
                     c.bump(&mut r);
                 }
                 c.reports.insert(name, r);
@@ -256,7 +256,7 @@ impl Fixture {
                 !n["metadata"]["annotations"][names::ANN_APPLIED_REVISION].is_null()
             } else {
                 let r = self.cluster.lock().unwrap().reports.get(&name).cloned().unwrap_or_default();
-                r["spec"]["apply"]["revision"] == json!(rev) && (started.is_null() || r["spec"]["apply"]["startedAt"] == started)
+                r["status"]["apply"]["revision"] == json!(rev) && (started.is_null() || r["status"]["apply"]["startedAt"] == started)
             };
             if answered {
                 if n["status"]["conditions"][0]["status"] == json!("False") {
@@ -268,11 +268,11 @@ impl Fixture {
             if !annotation_agents {
                 let mut c = self.cluster.lock().unwrap();
                 let mut r = c.reports.remove(&name).unwrap_or_else(|| report(&name, json!({})));
-                r["spec"]["apply"] =
+                r["status"]["apply"] =
                     json!({"revision": rev, "status": "Succeeded", "message": "installed KB5044281; rebooted", "startedAt": started});
-                r["spec"]["hns"] = json!({"loadBalancers": 0, "endpoints": 0, "bootID": "boot-2"});
+                r["status"]["hns"] = json!({"loadBalancers": 0, "endpoints": 0, "bootID": "boot-2"});
                 if let Some(v) = &csi {
-                    r["spec"]["observed"]["csiProxyVersion"] = json!(v);
+                    r["status"]["observed"]["csiProxyVersion"] = json!(v);
                 }
                 c.bump(&mut r);
                 c.reports.insert(name.clone(), r);
@@ -373,11 +373,11 @@ fn pool_with(max_unavailable: i32, more: &str) -> WindowsNodePool {
 }
 
 /// A node's WindowsNodeReport, as its agent creates it.
-fn report(node: &str, spec: Value) -> Value {
+fn report(node: &str, status: Value) -> Value {
     json!({"apiVersion": "winpool.dev/v1alpha1", "kind": "WindowsNodeReport",
         "metadata": {"name": node, "namespace": "winpool-agents",
             "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": node, "uid": format!("uid-{node}")}]},
-        "spec": spec})
+        "spec": {}, "status": status})
 }
 
 /// What an agent of 0.2.0 writes on its Node when its preflight of `rev` passed.
@@ -759,7 +759,7 @@ async fn csi_proxy_runs_per_revision_from_its_own_daemonset_and_the_old_version_
     assert!(!c.daemonsets.contains_key("winpool-win22-csi-proxy-v1-1-2"), "no node needs v1.1.2 any more: {got:#?} {got_settled:#?}");
     assert!(c.daemonsets.contains_key("winpool-win22-csi-proxy-v1-1-3"));
     for n in ["win-a", "win-b"] {
-        assert_eq!(c.reports[n]["spec"]["observed"]["csiProxyVersion"], json!("1.1.3"), "{n} runs the new CSI Proxy");
+        assert_eq!(c.reports[n]["status"]["observed"]["csiProxyVersion"], json!("1.1.3"), "{n} runs the new CSI Proxy");
     }
 }
 
@@ -925,8 +925,8 @@ async fn counts_of_the_boot_before_a_reboot_are_awaited_anew_without_a_node_writ
     let set_report = |f: &Fixture, boot: &str| {
         let mut c = f.cluster.lock().unwrap();
         let mut r = c.reports.remove("win-a").unwrap();
-        r["spec"]["apply"] = json!({"revision": rev, "status": "Succeeded", "startedAt": started});
-        r["spec"]["hns"]["bootID"] = json!(boot);
+        r["status"]["apply"] = json!({"revision": rev, "status": "Succeeded", "startedAt": started});
+        r["status"]["hns"]["bootID"] = json!(boot);
         c.bump(&mut r);
         c.reports.insert("win-a".into(), r);
     };

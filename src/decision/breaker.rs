@@ -91,7 +91,7 @@ pub fn failed_install(node: &NodeRecord, report: Option<&WindowsNodeReport>, con
     if state == NodeState::Failed && node.annotation(names::ANN_FAILURE_REASON) == Some(FailureReason::UpdateUndone.as_str()) {
         return Some(FailedInstall { update: patch_level(configmap?)?, ..undone(UNDONE) });
     }
-    let apply = report?.spec.apply.as_ref()?;
+    let apply = report?.observations().apply.as_ref()?;
     let same_start = apply.started_at.as_deref() == node.annotation(names::ANN_STARTED_AT);
     // Counted as soon as its agent says the update is off, as a failure is.
     if node.annotation(names::ANN_UNDO).is_some() && apply.status == ApplyStatus::Succeeded && apply.revision == revision && same_start {
@@ -176,7 +176,7 @@ pub fn for_pool(trips: &[BadUpdate], target: &str, recorded: Option<&str>, pause
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{ApplyReport, WindowsNodeReportSpec};
+    use crate::report::{ApplyReport, WindowsNodeReportStatus};
 
     fn failure(pool: &str, node: &str, update: &str, code: &str) -> FailedInstall {
         FailedInstall { pool: pool.into(), node: node.into(), update: update.into(), code: code.into() }
@@ -239,7 +239,7 @@ mod tests {
             result_code: code.map(Into::into),
             no_reboot: false,
         };
-        WindowsNodeReport::new("a-1", WindowsNodeReportSpec { apply: Some(apply), ..Default::default() })
+        WindowsNodeReport::reported("a-1", WindowsNodeReportStatus { apply: Some(apply), ..Default::default() })
     }
 
     /// Revision r1's ConfigMap, asking for LCU.

@@ -383,7 +383,7 @@ async fn read_versions(client: &Client) -> super::version::VersionReport {
     let agents = reports
         .list(&ListParams::default())
         .await
-        .map(|l| agents_by_version(l.items.iter().map(|r| r.spec.agent_version.as_deref())))
+        .map(|l| agents_by_version(l.items.iter().map(|r| r.observations().agent_version.as_deref())))
         .map_err(|e| PluginError::from_kube(e, "windowsnodereports", "").to_string());
     VersionReport { client: env!("CARGO_PKG_VERSION").to_string(), operators, agents }
 }

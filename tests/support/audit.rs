@@ -236,7 +236,7 @@ struct NodeAt {
     state: Option<String>,
     started_at: Option<String>,
     target: Option<String>,
-    /// The report's `spec.apply`: status, revision, startedAt.
+    /// The report's `status.apply`: status, revision, startedAt.
     apply: Option<(String, String, Option<String>)>,
     /// Deleted (its name may come back as a new Node).
     deleted: bool,
@@ -285,9 +285,17 @@ fn replay(requests: &[Request], mut judge: impl FnMut(&Request, &BTreeMap<String
                     }
                 }
             }
-            ("windowsnodereports", "", "create" | "patch") => {
-                if let Some(apply) = report_apply(&r.body) {
+            ("windowsnodereports", "status", "patch") => {
+                if let Some(apply) = report_apply(&r.body, "status") {
                     nodes.entry(r.name.clone()).or_default().apply = apply;
+                }
+            }
+            // An agent before 0.3 wrote its observations in the spec; a newer
+            // one's spec writes (the create, the clearing of an old spec)
+            // carry none, and say nothing of its status.
+            ("windowsnodereports", "", "create" | "patch") => {
+                if let Some(Some(apply)) = report_apply(&r.body, "spec") {
+                    nodes.entry(r.name.clone()).or_default().apply = Some(apply);
                 }
             }
             ("pods", "binding", "create") => {
@@ -305,14 +313,16 @@ fn replay(requests: &[Request], mut judge: impl FnMut(&Request, &BTreeMap<String
     }
 }
 
-/// The `spec.apply` a report write carries: a create's object, or the agent's
-/// JSON patch replacing `/spec`. `Some(None)`: the write clears it.
-fn report_apply(body: &Value) -> Option<Option<(String, String, Option<String>)>> {
-    let spec = match body {
-        Value::Array(ops) => ops.iter().find(|op| op["path"] == "/spec").map(|op| &op["value"])?,
-        _ => body.get("spec")?,
+/// The `apply` a report write carries in `part` (`status`, or an old agent's
+/// `spec`): a create's object, or the agent's JSON patch setting `/<part>`.
+/// `Some(None)`: the write clears it.
+fn report_apply(body: &Value, part: &str) -> Option<Option<(String, String, Option<String>)>> {
+    let path = format!("/{part}");
+    let written = match body {
+        Value::Array(ops) => ops.iter().find(|op| op["path"] == path.as_str()).map(|op| &op["value"])?,
+        _ => body.get(part)?,
     };
-    let a = &spec["apply"];
+    let a = &written["apply"];
     let s = |k: &str| a[k].as_str().map(str::to_string);
     Some(s("status").map(|status| (status, s("revision").unwrap_or_default(), s("startedAt"))))
 }

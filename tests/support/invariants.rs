@@ -71,11 +71,12 @@ impl NodeSample {
     pub fn from_node(n: &Node, reports: &[WindowsNodeReport]) -> Self {
         let ann = |k: &str| n.annotations().get(k).cloned();
         let (target, started) = (ann(names::ANN_TARGET_REVISION), ann(names::ANN_STARTED_AT));
-        let agent_installing = reports.iter().filter(|r| r.name_any() == n.name_any()).filter_map(|r| r.spec.apply.as_ref()).any(|a| {
-            matches!(a.status.as_str(), "Applying" | "Rebooting" | "RebootRequired")
-                && Some(&a.revision) == target.as_ref()
-                && (a.started_at.is_none() || a.started_at == started)
-        });
+        let agent_installing =
+            reports.iter().filter(|r| r.name_any() == n.name_any()).filter_map(|r| r.observations().apply.as_ref()).any(|a| {
+                matches!(a.status.as_str(), "Applying" | "Rebooting" | "RebootRequired")
+                    && Some(&a.revision) == target.as_ref()
+                    && (a.started_at.is_none() || a.started_at == started)
+            });
         NodeSample {
             name: n.name_any(),
             pool_label: n.labels().get(names::LABEL_POOL).cloned(),

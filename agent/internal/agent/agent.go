@@ -405,7 +405,7 @@ func (a *agent) readHNS(ctx context.Context) {
 // first read), or at an unknown time (zero) if it says none (an older agent
 // wrote it), so reading them again rewrites nothing.
 func (a *agent) keepCountsTime() {
-	r := a.rep.spec.HNS
+	r := a.rep.status.HNS
 	if !a.hnsKnown || r == nil || r.BootID != a.hnsBoot || r.LoadBalancers != int64(a.hns.LoadBalancers) || r.Endpoints != int64(a.hns.RemoteEndpoints) {
 		return
 	}

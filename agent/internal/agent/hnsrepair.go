@@ -35,7 +35,7 @@ func (a *agent) repairHNSIfAsked(ctx context.Context, node *corev1.Node) {
 	if boot == "" || node.Annotations[names.AnnHNSRepair] != boot || node.Labels[names.LabelPool] == "" {
 		return
 	}
-	if r := a.rep.spec.HNSRepair; r != nil && r.BootID == boot {
+	if r := a.rep.status.HNSRepair; r != nil && r.BootID == boot {
 		return
 	}
 	if a.hnsRepair != nil && a.hnsRepair.BootID == boot {

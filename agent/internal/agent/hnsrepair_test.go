@@ -37,7 +37,7 @@ func TestKubeProxyIsRestartedOncePerBootTheOperatorAsksFor(t *testing.T) {
 	restarted := func() time.Time { return machine.Machine().KubeProxyStarted }
 	repair := func() *report.HNSRepair {
 		if r := h.storedReport(); r != nil {
-			return r.Spec.HNSRepair
+			return r.Status.HNSRepair
 		}
 		return nil
 	}
@@ -89,8 +89,8 @@ func TestKubeProxyInAPodIsRestartedByEndingItsProcess(t *testing.T) {
 	opts := h.options()
 	opts.Events = true
 	h.start(opts)
-	eventually(t, "the ask answered", func() bool { r := h.storedReport(); return r != nil && r.Spec.HNSRepair != nil })
-	r := h.storedReport().Spec.HNSRepair
+	eventually(t, "the ask answered", func() bool { r := h.storedReport(); return r != nil && r.Status.HNSRepair != nil })
+	r := h.storedReport().Status.HNSRepair
 	if r.Result != report.RepairRestarted || !strings.Contains(r.Service, "kube-proxy.exe in its pod") || machine.Machine().KubeProxyStarted.IsZero() {
 		t.Errorf("reported %+v, kube-proxy started at %v; want Restarted in its pod", r, machine.Machine().KubeProxyStarted)
 	}
@@ -107,8 +107,8 @@ func TestARepairWithoutAKubeProxyServiceIsUnsupported(t *testing.T) {
 	opts := h.options()
 	opts.Events = true
 	h.start(opts)
-	eventually(t, "the ask answered", func() bool { r := h.storedReport(); return r != nil && r.Spec.HNSRepair != nil })
-	if r := h.storedReport().Spec.HNSRepair; r.Result != report.RepairUnsupported || r.Message == "" {
+	eventually(t, "the ask answered", func() bool { r := h.storedReport(); return r != nil && r.Status.HNSRepair != nil })
+	if r := h.storedReport().Status.HNSRepair; r.Result != report.RepairUnsupported || r.Message == "" {
 		t.Errorf("reported %+v", r)
 	}
 	if ev := h.events(); !slices.Contains(ev, ReasonKubeProxyRestartFailed+" Warning") {

@@ -106,8 +106,8 @@ func TestThePreflightWaitsForTheWindowsUpdateSearch(t *testing.T) {
 	}
 	eventually(t, "a preflight", func() bool { return h.value(keyPreflightRevision) == "r1" })
 	r := h.storedReport()
-	if got := h.value(keyPreflight); got != "Ready" || r.Spec.Preflight == nil || !strings.Contains(strings.Join(r.Spec.Preflight.Notes, "\n"), "KB5050002") {
-		t.Errorf("preflight %q, notes %v; want Ready naming KB5050002", got, r.Spec.Preflight)
+	if got := h.value(keyPreflight); got != "Ready" || r.Status.Preflight == nil || !strings.Contains(strings.Join(r.Status.Preflight.Notes, "\n"), "KB5050002") {
+		t.Errorf("preflight %q, notes %v; want Ready naming KB5050002", got, r.Status.Preflight)
 	}
 	if n := machine.m.Stats().Searches; n != 1 {
 		t.Errorf("%d Windows Update searches, want 1 for the revision", n)
@@ -194,7 +194,7 @@ func TestANodeTheOperatorFailedIsJudgedAgainAtOnce(t *testing.T) {
 func TestARestartedAgentKeepsAnUnchangedVerdict(t *testing.T) {
 	h := newHarness(t, newMachine(behindHost()), idleNode(), targetConfigMap(revisionR1()))
 	reachedAt := metav1.NewTime(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
-	h.seedReportSpec(report.Spec{AgentVersion: testVersion, Preflight: &report.Preflight{Revision: "r1", Verdict: report.VerdictReady, Since: &reachedAt}})
+	h.seedReportSpec(report.Status{AgentVersion: testVersion, Preflight: &report.Preflight{Revision: "r1", Verdict: report.VerdictReady, Since: &reachedAt}})
 	// Ticks keep the passes coming.
 	opts := h.options()
 	opts.HNSInterval = 10 * time.Millisecond

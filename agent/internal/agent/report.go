@@ -33,11 +33,17 @@ const maxMessage = 1024
 // agent is its only writer, so it is read once, at start, and then known
 // from the answers to its own writes.
 type reportState struct {
-	spec report.Spec
+	status report.Status
 	// exists: the object is on the API (false: the next write creates it);
 	// uid is its UID.
 	exists bool
 	uid    types.UID
+	// statusWritten: status is the object's status (false: a new report, or
+	// one an agent before 0.3 wrote, whose observations are in its spec).
+	statusWritten bool
+	// oldSpec: the object's spec holds such an agent's observations, which
+	// the first status write clears.
+	oldSpec bool
 	// adopted: an apply result of a 0.2.0 agent, read from the Node's
 	// annotations, has been taken into spec (once).
 	adopted bool
@@ -48,10 +54,12 @@ type reportState struct {
 // lasts: a report written over the one the API holds would lose its result.
 func (a *agent) loadReport(ctx context.Context) {
 	if r, ok := a.reports.first(ctx); ok && r != nil {
-		a.rep = reportState{spec: r.Spec, exists: true, uid: r.UID, adopted: true}
-		a.resumePreflight(r.Spec.Preflight)
-		a.resumeStaging(r.Spec.Staging)
-		a.offer = r.Spec.Offer
+		obs := r.Observations()
+		a.rep = reportState{status: obs, exists: true, uid: r.UID, adopted: true,
+			statusWritten: r.Status != (report.Status{}), oldSpec: r.Spec != (report.Status{})}
+		a.resumePreflight(obs.Preflight)
+		a.resumeStaging(obs.Staging)
+		a.offer = obs.Offer
 	}
 }
 
@@ -83,7 +91,7 @@ func (a *agent) adoptAnnotations(node *corev1.Node) {
 	if rev == "" {
 		return
 	}
-	a.rep.spec.Apply = &report.Apply{
+	a.rep.status.Apply = &report.Apply{
 		Revision: rev, Status: status, Message: node.Annotations[names.AnnApplyMessage],
 		StartedAt: node.Annotations[names.AnnStartedAt],
 	}
@@ -93,7 +101,7 @@ func (a *agent) adoptAnnotations(node *corev1.Node) {
 // when the operator has started the node since the result was written (a
 // new revision, or a retry of the same one).
 func (a *agent) lastReport(node *corev1.Node) decide.NodeReport {
-	ap := a.rep.spec.Apply
+	ap := a.rep.status.Apply
 	if ap == nil {
 		return decide.NodeReport{}
 	}
@@ -104,9 +112,9 @@ func (a *agent) lastReport(node *corev1.Node) decide.NodeReport {
 		NoReboot: ap.NoReboot}
 }
 
-// observed is spec with what the agent observes now. A value the agent
-// could not read yet keeps what the report has.
-func (a *agent) observed(spec report.Spec) report.Spec {
+// observed is the status with what the agent observes now. A value the
+// agent could not read yet keeps what the report has.
+func (a *agent) observed(spec report.Status) report.Status {
 	spec.AgentVersion = a.o.Version
 	if a.obsKnown {
 		o := report.Observed{
@@ -151,7 +159,7 @@ func (a *agent) report(ctx context.Context, attempt opStart, r decide.NodeReport
 		return permanent(errStaleReport)
 	}
 	before := a.lastReport(node)
-	want := a.observed(a.rep.spec)
+	want := a.observed(a.rep.status)
 	want.Apply = &report.Apply{Revision: r.AppliedRevision, Status: r.Status, Message: oneLine(r.Message), StartedAt: attempt.startedAt,
 		Heartbeat: r.Heartbeat, ResultCode: r.ResultCode, NoReboot: r.NoReboot}
 	if err := a.write(ctx, want); err != nil {
@@ -163,15 +171,16 @@ func (a *agent) report(ctx context.Context, attempt opStart, r decide.NodeReport
 
 // syncObservations writes the observations when they changed.
 func (a *agent) syncObservations(ctx context.Context) error {
-	return a.write(ctx, a.observed(a.rep.spec))
+	return a.write(ctx, a.observed(a.rep.status))
 }
 
-// write makes the report say want: nothing when it already does, else one
-// request (a create for the first report, owned by the Node so it goes with
-// it). It retries until the write lands, the Node is gone (errNodeGone) or
-// ctx ends.
-func (a *agent) write(ctx context.Context, want report.Spec) error {
-	if a.rep.exists && sameSpec(a.rep.spec, want) {
+// write makes the report's status say want: nothing when it already does,
+// else one request to the status subresource (the first report is created
+// first, owned by the Node so it goes with it, and an agent's before 0.3
+// has its spec cleared after). It retries until the writes land, the Node
+// is gone (errNodeGone) or ctx ends.
+func (a *agent) write(ctx context.Context, want report.Status) error {
+	if a.rep.exists && a.rep.statusWritten && !a.rep.oldSpec && sameStatus(a.rep.status, want) {
 		return nil
 	}
 	return a.retry(ctx, "write report", func(ctx context.Context) error {
@@ -180,7 +189,7 @@ func (a *agent) write(ctx context.Context, want report.Spec) error {
 			return permanent(errNodeGone)
 		}
 		if !a.rep.exists {
-			r, err := a.o.Reports.Create(ctx, a.newReport(node, want))
+			r, err := a.o.Reports.Create(ctx, a.newReport(node))
 			switch {
 			case apierrors.IsAlreadyExists(err):
 				// Written meanwhile (a deletion seen late, or recreated by an
@@ -191,26 +200,36 @@ func (a *agent) write(ctx context.Context, want report.Spec) error {
 					return gerr
 				}
 				if want.Apply == nil {
-					want.Apply = got.Spec.Apply
+					want.Apply = got.Observations().Apply
 				}
 				a.rep.exists, a.rep.uid = true, got.UID
+				a.rep.statusWritten, a.rep.oldSpec = got.Status != (report.Status{}), got.Spec != (report.Status{})
 				return err
 			case err != nil:
 				return err
 			}
-			a.rep = reportState{spec: r.Spec, exists: true, uid: r.UID, adopted: true}
-			return nil
+			a.rep.exists, a.rep.uid, a.rep.adopted, a.rep.statusWritten, a.rep.oldSpec = true, r.UID, true, false, false
 		}
-		r, err := a.o.Reports.ReplaceSpec(ctx, a.o.NodeName, want)
-		switch {
-		case apierrors.IsNotFound(err):
-			// Deleted by someone: written whole again.
-			a.rep.exists = false
-			return err
-		case err != nil:
-			return err
+		if !a.rep.statusWritten || !sameStatus(a.rep.status, want) {
+			r, err := a.o.Reports.ReplaceStatus(ctx, a.o.NodeName, want)
+			switch {
+			case apierrors.IsNotFound(err):
+				// Deleted by someone: written whole again.
+				a.rep.exists = false
+				return err
+			case err != nil:
+				return err
+			}
+			a.rep.status, a.rep.uid, a.rep.statusWritten = r.Status, r.UID, true
 		}
-		a.rep.spec, a.rep.uid = r.Spec, r.UID
+		if a.rep.oldSpec {
+			// Read once, at start: what the status now says, the spec must
+			// not say otherwise to a person reading the object.
+			if _, err := a.o.Reports.ClearSpec(ctx, a.o.NodeName); err != nil && !apierrors.IsNotFound(err) {
+				return err
+			}
+			a.rep.oldSpec = false
+		}
 		return nil
 	})
 }
@@ -237,7 +256,7 @@ func (a *agent) confirmStart(ctx context.Context, attempt opStart) error {
 
 // newReport is the first report of this node: named after it and owned by
 // it, so the garbage collector deletes it with the Node.
-func (a *agent) newReport(node *corev1.Node, spec report.Spec) *report.Report {
+func (a *agent) newReport(node *corev1.Node) *report.Report {
 	return &report.Report{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      node.Name,
@@ -246,12 +265,11 @@ func (a *agent) newReport(node *corev1.Node, spec report.Spec) *report.Report {
 				APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID,
 			}},
 		},
-		Spec: spec,
 	}
 }
 
-// sameSpec compares as the API stores them (times in whole seconds).
-func sameSpec(x, y report.Spec) bool {
+// sameStatus compares as the API stores them (times in whole seconds).
+func sameStatus(x, y report.Status) bool {
 	a, err1 := json.Marshal(x)
 	b, err2 := json.Marshal(y)
 	return err1 == nil && err2 == nil && string(a) == string(b)

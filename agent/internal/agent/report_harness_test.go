@@ -39,12 +39,21 @@ const (
 )
 
 func newReportClient() *dynamicfake.FakeDynamicClient {
-	return dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+	c := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{report.Resource: "WindowsNodeReportList"})
+	// As the API server does for a resource with a status subresource: a
+	// create keeps no status (the agent must write it through /status).
+	c.PrependReactor("create", report.Resource.Resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if u, ok := a.(k8stesting.CreateAction).GetObject().(*unstructured.Unstructured); ok {
+			unstructured.RemoveNestedField(u.Object, "status")
+		}
+		return false, nil, nil
+	})
+	return c
 }
 
-// values is a report spec as flat strings ("" fields absent).
-func values(s report.Spec) map[string]string {
+// values is a report status as flat strings ("" fields absent).
+func values(s report.Status) map[string]string {
 	out := map[string]string{}
 	set := func(k, v string) {
 		if v != "" {
@@ -82,8 +91,8 @@ func values(s report.Spec) map[string]string {
 
 // specOf is the report whose values are v (the inverse of values, for the
 // fields a test seeds).
-func specOf(v map[string]string) report.Spec {
-	var s report.Spec
+func specOf(v map[string]string) report.Status {
+	var s report.Status
 	s.AgentVersion = v[keyAgentVersion]
 	if v[keyApplyStatus] != "" {
 		s.Apply = &report.Apply{Revision: v[keyAppliedRevision], Status: names.ApplyStatus(v[keyApplyStatus]), Message: v[keyApplyMessage], StartedAt: v[keyApplyStartedAt]}
@@ -107,10 +116,23 @@ func (h *harness) seedReport(v map[string]string) {
 	h.seeded = v
 }
 
-// seedReportSpec stores spec as the report an earlier run of the agent wrote.
-func (h *harness) seedReportSpec(spec report.Spec) {
+// seedReportSpec stores status as the report an earlier run of the agent wrote.
+func (h *harness) seedReportSpec(status report.Status) {
 	h.t.Helper()
-	r := &report.Report{Spec: spec}
+	h.seedReportObject(&report.Report{Status: status})
+	h.seeded = values(status)
+}
+
+// seedOldReport stores the report an agent before 0.3 wrote: its
+// observations in the spec, no status.
+func (h *harness) seedOldReport(v map[string]string) {
+	h.t.Helper()
+	h.seedReportObject(&report.Report{Spec: specOf(v)})
+	h.seeded = v
+}
+
+func (h *harness) seedReportObject(r *report.Report) {
+	h.t.Helper()
 	r.Name, r.Namespace = testNode, testNamespace
 	r.APIVersion, r.Kind = report.Resource.GroupVersion().String(), report.Kind
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(r)
@@ -120,7 +142,6 @@ func (h *harness) seedReportSpec(spec report.Spec) {
 	if err := h.dyn.Tracker().Create(report.Resource, &unstructured.Unstructured{Object: obj}, testNamespace); err != nil {
 		h.t.Fatal(err)
 	}
-	h.seeded = values(spec)
 }
 
 // storedReport is the agent's report as the API holds it (nil: none).
@@ -140,7 +161,7 @@ func (h *harness) storedReport() *report.Report {
 // reported is the stored report's values (empty: none).
 func (h *harness) reported() map[string]string {
 	if r := h.storedReport(); r != nil {
-		return values(r.Spec)
+		return values(r.Status)
 	}
 	return map[string]string{}
 }
@@ -155,10 +176,10 @@ func (h *harness) deleteReport() {
 	}
 }
 
-// reportWrites are the specs of the agent's report writes, in order.
-func (h *harness) reportWrites() []report.Spec {
+// reportWrites are the statuses the agent's report writes set, in order.
+func (h *harness) reportWrites() []report.Status {
 	h.t.Helper()
-	var out []report.Spec
+	var out []report.Status
 	for _, a := range h.dyn.Actions() {
 		if s, ok := writtenSpec(h, a); ok {
 			out = append(out, s)
@@ -167,26 +188,30 @@ func (h *harness) reportWrites() []report.Spec {
 	return out
 }
 
-func writtenSpec(h *harness, a k8stesting.Action) (report.Spec, bool) {
-	switch a := a.(type) {
-	case k8stesting.CreateActionImpl:
-		var r report.Report
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(a.GetObject().(*unstructured.Unstructured).Object, &r); err != nil {
-			h.t.Fatal(err)
-		}
-		return r.Spec, true
-	case k8stesting.PatchActionImpl:
-		var ops []struct {
-			Op    string      `json:"op"`
-			Path  string      `json:"path"`
-			Value report.Spec `json:"value"`
-		}
-		if err := json.Unmarshal(a.GetPatch(), &ops); err != nil || len(ops) != 1 || ops[0].Op != "replace" || ops[0].Path != "/spec" {
-			h.t.Fatalf("the report patch %s is not one replace of /spec (%v)", a.GetPatch(), err)
-		}
-		return ops[0].Value, true
+// writtenSpec is the status a report write sets: a patch of the status
+// subresource. A create sets none (the API server keeps no status from it),
+// nor does the clearing of an old agent's spec.
+func writtenSpec(h *harness, a k8stesting.Action) (report.Status, bool) {
+	p, ok := a.(k8stesting.PatchActionImpl)
+	if !ok {
+		return report.Status{}, false
 	}
-	return report.Spec{}, false
+	var ops []struct {
+		Op    string        `json:"op"`
+		Path  string        `json:"path"`
+		Value report.Status `json:"value"`
+	}
+	if err := json.Unmarshal(p.GetPatch(), &ops); err != nil || len(ops) != 1 {
+		h.t.Fatalf("the report patch %s is not one operation (%v)", p.GetPatch(), err)
+	}
+	switch {
+	case p.GetSubresource() == "status" && ops[0].Op == "add" && ops[0].Path == "/status":
+		return ops[0].Value, true
+	case p.GetSubresource() == "" && ops[0].Op == "replace" && ops[0].Path == "/spec" && ops[0].Value == (report.Status{}):
+		return report.Status{}, false
+	}
+	h.t.Fatalf("the report patch %s (subresource %q) is neither a status write nor an old spec cleared", p.GetPatch(), p.GetSubresource())
+	return report.Status{}, false
 }
 
 // reportChanges are the changes each report write made, as values (nil:
@@ -247,7 +272,7 @@ func (h *harness) watchApplyStatus() func() []string {
 				var r report.Report
 				if runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &r) == nil {
 					mu.Lock()
-					seen = append(seen, values(r.Spec)[keyApplyStatus])
+					seen = append(seen, values(r.Status)[keyApplyStatus])
 					mu.Unlock()
 				}
 			}

@@ -19,7 +19,7 @@ func (h *harness) staging() *report.Staging {
 	if r == nil {
 		return nil
 	}
-	return r.Spec.Staging
+	return r.Status.Staging
 }
 
 func (h *harness) waitStaging(status report.StagingStatus) *report.Staging {
@@ -153,7 +153,7 @@ func TestParseStagingTakesEnabledDisabledOrNothing(t *testing.T) {
 func TestAStagedRevisionOutlivesTheAgentsRestart(t *testing.T) {
 	machine := stagingMachine()
 	h := newHarness(t, machine, idleNode(), targetConfigMap(revisionR1()))
-	h.seedReportSpec(report.Spec{AgentVersion: testVersion, Staging: &report.Staging{Revision: "r1", Status: report.StagingStaged,
+	h.seedReportSpec(report.Status{AgentVersion: testVersion, Staging: &report.Staging{Revision: "r1", Status: report.StagingStaged,
 		Items: []report.StagedItem{{Name: "KB5050002: 2026-12 Cumulative Update", Bytes: 1200 << 20}}}})
 	o := h.options()
 	o.Stage = true

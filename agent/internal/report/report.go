@@ -33,11 +33,26 @@ const Kind = "WindowsNodeReport"
 type Report struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
-	Spec              Spec `json:"spec"`
+	// Spec is empty: a report is all observation. An agent before 0.3
+	// wrote its observations here; the agent reads them once, on upgrade,
+	// and clears them.
+	Spec Status `json:"spec"`
+	// Status is what the agent reports, written through the status
+	// subresource (a create keeps none of it).
+	Status Status `json:"status,omitempty"`
 }
 
-// Spec is what the agent reports; every field is the agent's own.
-type Spec struct {
+// Observations are what the agent reported: the status, or what an agent
+// before 0.3 wrote in the spec while no status is written.
+func (r *Report) Observations() Status {
+	if r.Status != (Status{}) {
+		return r.Status
+	}
+	return r.Spec
+}
+
+// Status is what the agent reports; every field is the agent's own.
+type Status struct {
 	AgentVersion string     `json:"agentVersion,omitempty"`
 	Apply        *Apply     `json:"apply,omitempty"`
 	Observed     *Observed  `json:"observed,omitempty"`
@@ -192,10 +207,13 @@ type Client interface {
 	List(ctx context.Context) ([]Report, error)
 	// ListWatch lists and watches the report named name alone.
 	ListWatch(name string) cache.ListerWatcher
+	// Create writes a new report; the API server keeps no status from it.
 	Create(ctx context.Context, r *Report) (*Report, error)
-	// ReplaceSpec makes the report's spec exactly spec, in one request that
-	// touches nothing else of the object.
-	ReplaceSpec(ctx context.Context, name string, spec Spec) (*Report, error)
+	// ReplaceStatus makes the report's status exactly status, in one
+	// request to the status subresource.
+	ReplaceStatus(ctx context.Context, name string, status Status) (*Report, error)
+	// ClearSpec empties the spec an agent before 0.3 wrote its observations in.
+	ClearSpec(ctx context.Context, name string) (*Report, error)
 }
 
 // NewClient is a Client over the dynamic client.
@@ -259,12 +277,21 @@ func (c *client) Create(ctx context.Context, r *Report) (*Report, error) {
 	return FromUnstructured(u)
 }
 
-func (c *client) ReplaceSpec(ctx context.Context, name string, spec Spec) (*Report, error) {
-	body, err := json.Marshal([]map[string]any{{"op": "replace", "path": "/spec", "value": spec}})
+func (c *client) ReplaceStatus(ctx context.Context, name string, status Status) (*Report, error) {
+	// "add" sets a member whether or not it is there: a new report has no status yet.
+	return c.patch(ctx, name, []map[string]any{{"op": "add", "path": "/status", "value": status}}, "status")
+}
+
+func (c *client) ClearSpec(ctx context.Context, name string) (*Report, error) {
+	return c.patch(ctx, name, []map[string]any{{"op": "replace", "path": "/spec", "value": Status{}}})
+}
+
+func (c *client) patch(ctx context.Context, name string, ops []map[string]any, subresource ...string) (*Report, error) {
+	body, err := json.Marshal(ops)
 	if err != nil {
 		return nil, err
 	}
-	u, err := c.api.Patch(ctx, name, types.JSONPatchType, body, metav1.PatchOptions{FieldManager: names.FieldManager})
+	u, err := c.api.Patch(ctx, name, types.JSONPatchType, body, metav1.PatchOptions{FieldManager: names.FieldManager}, subresource...)
 	if err != nil {
 		return nil, err
 	}

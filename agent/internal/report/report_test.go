@@ -38,13 +38,14 @@ func TestTheOperatorsReportReadsWhole(t *testing.T) {
 	if err := json.Unmarshal(data, &r); err != nil {
 		t.Fatalf("the operator's report does not read: %v", err)
 	}
-	if r.Spec.Apply == nil || r.Spec.Apply.Status != names.StatusRebooting || r.Spec.Apply.StartedAt == "" || r.Spec.Apply.Heartbeat == "" ||
-		r.Spec.HNS == nil || r.Spec.HNS.BootID == "" || r.Spec.HNS.ObservedAt == nil || r.Spec.Preflight == nil || r.Spec.Preflight.Verdict != VerdictBlocked ||
-		r.Spec.Observed == nil || r.Spec.Observed.CSIProxyHost == "" || len(r.OwnerReferences) != 1 {
+	s := r.Status
+	if s.Apply == nil || s.Apply.Status != names.StatusRebooting || s.Apply.StartedAt == "" || s.Apply.Heartbeat == "" ||
+		s.HNS == nil || s.HNS.BootID == "" || s.HNS.ObservedAt == nil || s.Preflight == nil || s.Preflight.Verdict != VerdictBlocked ||
+		s.Observed == nil || s.Observed.CSIProxyHost == "" || len(r.OwnerReferences) != 1 {
 		t.Errorf("fields lost: %+v", r)
 	}
 	// A field the operator defines and the agent drops would be lost at its
-	// next write (it replaces the whole spec).
+	// next write (it replaces the whole status).
 	again, err := json.Marshal(r)
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +62,7 @@ func TestTheGoldenIsWhatTheAgentWrites(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "win-0", Namespace: "winpool-agents", OwnerReferences: []metav1.OwnerReference{{
 			APIVersion: "v1", Kind: "Node", Name: "win-0", UID: "8c7d1f0e-0000-4000-8000-000000000001",
 		}}},
-		Spec: Spec{
+		Status: Status{
 			AgentVersion: "v0.3.0",
 			Apply: &Apply{Revision: "5d8f2c1a9b", Status: names.StatusSucceeded,
 				Message:   "revision 5d8f2c1a9b applied: build 10.0.20348.2762, containerd 1.7.22, cni overlay, csi-proxy 1.1.3",

@@ -47,7 +47,7 @@ func reportSchema(t *testing.T) *validate.SchemaValidator {
 // everyField is a report with every field the agent writes, as it writes them.
 func everyField() *Report {
 	at := metav1.NewTime(time.Date(2026, 12, 8, 18, 0, 0, 0, time.UTC))
-	r := &Report{Spec: Spec{
+	r := &Report{Status: Status{
 		AgentVersion: "0.2.0",
 		Apply: &Apply{Revision: "d1fd1f1399", Status: names.StatusFailed, Message: "servicing exited 0x800F0922", StartedAt: at.Format(time.RFC3339),
 			Heartbeat: at.Format(time.RFC3339), ResultCode: "0x800F0922", NoReboot: true},
@@ -86,10 +86,16 @@ func TestTheReportsTheAgentWritesFitTheCRDsSchema(t *testing.T) {
 		t.Fatalf("a report the agent writes is refused: %s", strings.Join(problems, "; "))
 	}
 	for name, breaks := range map[string]func(*Report){
-		"an apply status the operator does not know":  func(r *Report) { r.Spec.Apply.Status = "Sleeping" },
-		"a staging status the operator does not know": func(r *Report) { r.Spec.Staging.Status = "Downloading" },
-		"an offer's KB that is not one":               func(r *Report) { r.Spec.Offer.KB = "KB?" },
-		"a repair result the operator does not know":  func(r *Report) { r.Spec.HNSRepair.Result = "Rebooted" },
+		"an apply status the operator does not know":  func(r *Report) { r.Status.Apply.Status = "Sleeping" },
+		"a staging status the operator does not know": func(r *Report) { r.Status.Staging.Status = "Downloading" },
+		"an offer's KB that is not one":               func(r *Report) { r.Status.Offer.KB = "KB?" },
+		"a repair result the operator does not know":  func(r *Report) { r.Status.HNSRepair.Result = "Rebooted" },
+		// The status is where the agent writes; a value it does not know is
+		// refused there as in an old agent's spec.
+		"an apply status the operator does not know, in an old spec": func(r *Report) {
+			r.Spec, r.Status = r.Status, Status{}
+			r.Spec.Apply.Status = "Sleeping"
+		},
 	} {
 		r := everyField()
 		breaks(r)

@@ -85,7 +85,7 @@ fn state_of(n: &NodeRecord, report: Option<&WindowsNodeReport>) -> Option<(Repai
     if n.boot_id.is_empty() {
         return None;
     }
-    let answer = report.and_then(|r| r.spec.hns_repair.as_ref()).filter(|r| r.boot_id == n.boot_id);
+    let answer = report.and_then(|r| r.observations().hns_repair.as_ref()).filter(|r| r.boot_id == n.boot_id);
     match answer {
         Some(a) => Some((RepairState::Answered(a.result), a.message.clone())),
         None => (n.annotation(names::ANN_HNS_REPAIR) == Some(n.boot_id.as_str())).then_some((RepairState::Asked, None)),
@@ -158,7 +158,7 @@ pub(crate) fn repairs(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{HnsRepairReport, WindowsNodeReportSpec};
+    use crate::report::{HnsRepairReport, WindowsNodeReportStatus};
     use crate::rollout::HnsReadiness;
     use k8s_openapi::api::core::v1::Node;
 
@@ -181,7 +181,7 @@ mod tests {
     }
 
     fn answered(boot: &str, result: HnsRepairResult) -> Option<Arc<WindowsNodeReport>> {
-        let spec = WindowsNodeReportSpec {
+        let spec = WindowsNodeReportStatus {
             hns_repair: Some(HnsRepairReport {
                 boot_id: boot.into(),
                 at: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now()),
@@ -191,7 +191,7 @@ mod tests {
             }),
             ..Default::default()
         };
-        Some(Arc::new(WindowsNodeReport::new("x", spec)))
+        Some(Arc::new(WindowsNodeReport::reported("x", spec)))
     }
 
     fn judged<'a>(n: &'a NodeRecord, reason: &'static str) -> HnsNode<'a> {

@@ -105,7 +105,7 @@ pub(crate) fn patch_resolution(pool: &WindowsNodePool, seen: &Observed, now: Tim
                 && agent.apply_status.as_deref() == Some(names::APPLY_SUCCEEDED);
             MemberPatch {
                 node: &n.name,
-                offer: report.as_deref().and_then(|r| r.spec.offer.as_ref()),
+                offer: report.as_deref().and_then(|r| r.observations().offer.as_ref()),
                 kernel: n.kernel_version.parse().ok(),
                 updated,
             }
@@ -340,7 +340,7 @@ pub(crate) fn judge<'s>(pool: &WindowsNodePool, seen: &'s Observed, memory: &mut
         v.hook_runs = seen.hook_runs.get(&v.name).cloned().unwrap_or_default();
         let counts_seen_at = report
             .as_deref()
-            .and_then(|r| r.spec.hns.as_ref())
+            .and_then(|r| r.observations().hns.as_ref())
             .filter(|h| h.boot_id.as_deref() == Some(n.boot_id.as_str()))
             .and_then(|h| Some(h.observed_at.as_ref()?.0));
         hns_nodes.push(HnsNode { node: n, readiness, reason, message, counts_seen_at });
@@ -792,11 +792,11 @@ mod tests {
             )
         };
         let report = |status: &str, revision: &str| {
-            let spec: crate::report::WindowsNodeReportSpec = serde_json::from_value(serde_json::json!({
+            let observed: crate::report::WindowsNodeReportStatus = serde_json::from_value(serde_json::json!({
                 "apply": {"revision": revision, "status": status, "startedAt": "2026-11-29T12:00:00Z"}
             }))
             .unwrap();
-            Some(Arc::new(WindowsNodeReport::new("a", spec)))
+            Some(Arc::new(WindowsNodeReport::reported("a", observed)))
         };
         let held = |state: &str, r: Option<Arc<WindowsNodeReport>>| {
             let nodes = [(leaving_node(state), r)];
