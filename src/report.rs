@@ -25,7 +25,7 @@ use crate::node_record::NodeRecord;
 use crate::rollout::Preflight;
 
 /// The report's spec: empty, since a report is all observation (`status`).
-/// A report an agent of 0.2 wrote holds its observations here: they are
+/// A report an earlier agent wrote holds its observations here: they are
 /// read until the node's new agent writes its status, which clears them.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
@@ -389,7 +389,7 @@ impl WindowsNodeReport {
     }
 
     /// What the agent reports: its status, or, until the node's new agent
-    /// wrote one, what an agent of 0.2 wrote in the spec.
+    /// wrote one, what an earlier agent wrote in the spec.
     pub fn observations(&self) -> &WindowsNodeReportStatus {
         self.status.as_ref().filter(|s| **s != WindowsNodeReportStatus::default()).unwrap_or(&self.spec.legacy)
     }
@@ -508,7 +508,7 @@ mod tests {
         assert_eq!(unversioned(from_object), unversioned(from_annotations));
     }
 
-    /// A report an agent of 0.2 wrote holds its observations in the spec:
+    /// A report an earlier agent wrote holds its observations in the spec:
     /// read there until the node's new agent writes its status, which wins.
     #[test]
     fn a_report_of_an_older_agent_is_read_from_its_spec_until_its_status_is_written() {

@@ -290,7 +290,7 @@ fn replay(requests: &[Request], mut judge: impl FnMut(&Request, &BTreeMap<String
                     nodes.entry(r.name.clone()).or_default().apply = apply;
                 }
             }
-            // An agent before 0.3 wrote its observations in the spec; a newer
+            // An earlier agent wrote its observations in the spec; a newer
             // one's spec writes (the create, the clearing of an old spec)
             // carry none, and say nothing of its status.
             ("windowsnodereports", "", "create" | "patch") => {

@@ -210,7 +210,7 @@ func TestRestartOnAppliedNodeWritesOnlyChangedObservations(t *testing.T) {
 	}
 }
 
-// An agent before 0.3 wrote its observations in the report's spec. The new
+// An earlier agent wrote its observations in the report's spec. The new
 // agent takes them as its own (an applied node is not applied again), writes
 // them to the status in one request, and clears the spec in one more, once.
 func TestAnOldAgentsReportMovesToTheStatusOnce(t *testing.T) {

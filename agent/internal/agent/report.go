@@ -39,7 +39,7 @@ type reportState struct {
 	exists bool
 	uid    types.UID
 	// statusWritten: status is the object's status (false: a new report, or
-	// one an agent before 0.3 wrote, whose observations are in its spec).
+	// one an earlier agent wrote, whose observations are in its spec).
 	statusWritten bool
 	// oldSpec: the object's spec holds such an agent's observations, which
 	// the first status write clears.
@@ -176,7 +176,7 @@ func (a *agent) syncObservations(ctx context.Context) error {
 
 // write makes the report's status say want: nothing when it already does,
 // else one request to the status subresource (the first report is created
-// first, owned by the Node so it goes with it, and an agent's before 0.3
+// first, owned by the Node so it goes with it, and an earlier agent's
 // has its spec cleared after). It retries until the writes land, the Node
 // is gone (errNodeGone) or ctx ends.
 func (a *agent) write(ctx context.Context, want report.Status) error {

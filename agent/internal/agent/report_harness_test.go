@@ -123,7 +123,7 @@ func (h *harness) seedReportSpec(status report.Status) {
 	h.seeded = values(status)
 }
 
-// seedOldReport stores the report an agent before 0.3 wrote: its
+// seedOldReport stores the report an earlier agent wrote: its
 // observations in the spec, no status.
 func (h *harness) seedOldReport(v map[string]string) {
 	h.t.Helper()

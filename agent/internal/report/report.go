@@ -33,7 +33,7 @@ const Kind = "WindowsNodeReport"
 type Report struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
-	// Spec is empty: a report is all observation. An agent before 0.3
+	// Spec is empty: a report is all observation. An earlier agent
 	// wrote its observations here; the agent reads them once, on upgrade,
 	// and clears them.
 	Spec Status `json:"spec"`
@@ -42,8 +42,8 @@ type Report struct {
 	Status Status `json:"status,omitempty"`
 }
 
-// Observations are what the agent reported: the status, or what an agent
-// before 0.3 wrote in the spec while no status is written.
+// Observations are what the agent reported: the status, or what an earlier
+// agent wrote in the spec while no status is written.
 func (r *Report) Observations() Status {
 	if r.Status != (Status{}) {
 		return r.Status
@@ -212,7 +212,7 @@ type Client interface {
 	// ReplaceStatus makes the report's status exactly status, in one
 	// request to the status subresource.
 	ReplaceStatus(ctx context.Context, name string, status Status) (*Report, error)
-	// ClearSpec empties the spec an agent before 0.3 wrote its observations in.
+	// ClearSpec empties the spec an earlier agent wrote its observations in.
 	ClearSpec(ctx context.Context, name string) (*Report, error)
 }
 
