@@ -107,8 +107,9 @@ else
   buildah push --quiet "$image" "oci-archive:$DIST/winpool-operator-$VERSION.oci.tar:$image" >/dev/null
   # Read back what was written: the platform, the entrypoint and the
   # non-root user the chart's Pod Security settings rely on.
-  python3 "$HACK_DIR/oci_check.py" "$DIST/winpool-operator-$VERSION.oci.tar" --platform "${host_platform/_//}" \
-    --entrypoint /winpool --user 65532:65532 --file /winpool >/dev/null
+  # (hack/tools/winimage check: the repository's one OCI reading-back.)
+  (cd "$HACK_DIR/tools/winimage" && go run -trimpath . check -platform "${host_platform/_//}" \
+    -entrypoint /winpool -user 65532:65532 -file /winpool "$DIST/winpool-operator-$VERSION.oci.tar") >/dev/null
   log "operator image: $image ($host_platform)"
 fi
 for platform in "${!operator_archives[@]}"; do

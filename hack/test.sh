@@ -52,7 +52,8 @@ step "agent: gofmt, go vet, go test (linux) and GOOS=windows build + vet; action
 "$HACK_DIR/agent-image.sh" "ghcr.io/winpool/agent:$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n1)"
 
 # The release's builders that need neither cargo nor buildah: the agent's
-# Windows image (hack/tools/winimage: its layout checks, and the broken
+# Windows image and the reading-back of every image the release writes
+# (hack/tools/winimage: its layout checks, check, and the broken
 # layouts they refuse), hack/tools/wincheck (it imports the image on Windows,
 # .github/workflows/windows.yml; here it is only cross-vetted), the SBOM
 # generator, and hack/release.sh itself without its cargo and buildah steps.

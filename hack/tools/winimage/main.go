@@ -10,6 +10,11 @@
 //	winimage build -exe winpool-agent.exe -ref ghcr.io/winpool/agent:0.2.0 \
 //	  [-label k=v]... [-env K=V]... [-epoch SECONDS] -out agent.oci.tar
 //	winimage verify [-exe winpool-agent.exe] [-ref REF] [-label k=v]... agent.oci.tar
+//	winimage check -platform OS/ARCH -entrypoint PATH [-user U] [-file PATH]... image.oci.tar
+//
+// check is the release's reading back of any image it writes (the
+// operator's Linux images): the one OCI verification of the repository,
+// verify its stricter form for the agent's Windows image.
 //
 // build verifies what it wrote before it renames it into place. -epoch
 // defaults to $SOURCE_DATE_EPOCH. Import it on a Windows node with
@@ -52,15 +57,17 @@ func (k keyValues) toMap() map[string]string {
 
 func main() {
 	if len(os.Args) < 2 {
-		fail(fmt.Errorf("usage: winimage build|verify [flags]"))
+		fail(fmt.Errorf("usage: winimage build|verify|check [flags]"))
 	}
 	switch os.Args[1] {
 	case "build":
 		fail(build(os.Args[2:]))
 	case "verify":
 		fail(verifyCmd(os.Args[2:]))
+	case "check":
+		fail(checkCmd(os.Args[2:]))
 	default:
-		fail(fmt.Errorf("unknown command %q (build or verify)", os.Args[1]))
+		fail(fmt.Errorf("unknown command %q (build, verify or check)", os.Args[1]))
 	}
 }
 
