@@ -14,6 +14,11 @@
 //!   annotations are read as its report ([`AgentReport::from_annotations`]);
 //!   the HNS counts among them are dropped when the node starts Applying
 //!   (`rollout::summary`), since no new agent rewrites them.
+//! - **Reports in the spec, removed in 0.4.0**: agents built before 0.3.0
+//!   (never published) wrote their observations in the report's spec, now
+//!   in its status. Until a node's new agent has written the status, the
+//!   spec is read ([`crate::report::WindowsNodeReport::observations`]); the
+//!   agent then clears it (`agent/internal/agent/report.go`).
 
 use std::collections::BTreeMap;
 
