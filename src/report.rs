@@ -431,11 +431,15 @@ impl AgentReport {
         }
     }
 
-    /// The node's report: its object when its agent wrote one, else its annotations.
+    /// The node's report: its object when its agent wrote one, else its
+    /// annotations. An object that says nothing yet is none: the agent
+    /// creates its report, then writes the status, and a round between the
+    /// two would otherwise take an updated node for one that never applied
+    /// anything, and start it again.
     pub fn of(node: &NodeRecord, object: Option<&WindowsNodeReport>) -> Self {
         match object {
-            Some(r) => AgentReport::from_object(r),
-            None => AgentReport::from_annotations(node),
+            Some(r) if *r.observations() != WindowsNodeReportStatus::default() => AgentReport::from_object(r),
+            _ => AgentReport::from_annotations(node),
         }
     }
 }
@@ -526,6 +530,23 @@ mod tests {
         assert_eq!(AgentReport::from_object(&upgraded).applied_revision.as_deref(), Some("r2"), "the status wins over the old spec");
         let created = WindowsNodeReport { status: Some(Default::default()), ..old };
         assert_eq!(AgentReport::from_object(&created).applied_revision.as_deref(), Some("r1"), "an empty status is none");
+    }
+
+    /// Between the agent's create of its report and its first status write,
+    /// the report says nothing: the node's annotations (an agent of 0.2.0's
+    /// result) still speak for it.
+    #[test]
+    fn a_report_created_but_not_yet_written_is_no_report() {
+        let mut node = Node::default();
+        node.metadata.annotations = Some(
+            [("winpool.dev/applied-revision", "r1"), ("winpool.dev/apply-status", "Succeeded")]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        );
+        let created = WindowsNodeReport::new("win-1", WindowsNodeReportSpec::default());
+        let r = AgentReport::of(&NodeRecord::from(&node), Some(&created));
+        assert_eq!((r.source, r.apply_status.as_deref()), (ReportSource::Annotations, Some("Succeeded")));
     }
 
     #[test]
