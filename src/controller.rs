@@ -1,16 +1,19 @@
 //! `winpool run`: the reconcile shell around the pure decision.
 //!
 //! A round of a live pool (`apply`) is observe (reflector caches of Windows
-//! Nodes, agent DaemonSets, revision ConfigMaps and pools, plus a pod list for
-//! nodes being drained) → decide (`round::decide_round`: [`crate::rollout::decide`],
+//! Nodes, the agents' reports, agent DaemonSets, revision ConfigMaps and
+//! pools, the membership index, plus a pod list for nodes being drained) →
+//! decide (`round::judge` once, the health gates' look, then
+//! `round::decide_judged`: [`crate::rollout::decide`],
 //! [`crate::status::build_status`], the HNS writes, the order of the node
 //! writes, the ConfigMaps to delete, the Events; pure) → execute (one merge
 //! patch per node that changes, server-side apply of the DaemonSet and status
 //! with one field manager, ConfigMaps created once, the Eviction API) → record
-//! (Events, metrics, status). Nothing is remembered between reconciles that is
-//! not on the cluster, except a short-lived copy of nodes just patched, so a
-//! reconcile that runs before the watch delivers our own write does not act
-//! twice.
+//! (Events, metrics, status). Between reconciles the replica keeps only what
+//! it can lose: each pool's memory (`round::memory`; a restart costs an early
+//! status write or an announcement again), a short-lived copy of nodes just
+//! patched (so a reconcile that runs before the watch delivers our own write
+//! does not act twice), and the membership index (rebuilt by the next list).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
