@@ -1,6 +1,8 @@
 //! One reconcile of a live pool: observe → decide → execute → record. The
-//! decision is [`round::decide_round`], pure; everything here reads the
-//! cluster or carries out what the round decided, in the order it says.
+//! decision is pure: [`round::judge`] the members once, [`round::gate_look`]
+//! (whether the health gates are asked), [`round::decide_judged`]; everything
+//! here reads the cluster, asks the gates, or carries out what the round
+//! decided, in the order it says.
 
 use crate::api::EventReason;
 use std::collections::{BTreeMap, BTreeSet};
