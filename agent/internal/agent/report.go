@@ -202,7 +202,7 @@ func (a *agent) write(ctx context.Context, want report.Status) error {
 				if want.Apply == nil {
 					want.Apply = got.Observations().Apply
 				}
-				a.rep.exists, a.rep.uid = true, got.UID
+				a.rep.exists, a.rep.uid, a.rep.status = true, got.UID, got.Status
 				a.rep.statusWritten, a.rep.oldSpec = got.Status != (report.Status{}), got.Spec != (report.Status{})
 				return err
 			case err != nil:
