@@ -93,7 +93,10 @@ impl MembershipIndex {
                 continue;
             }
             let selector = (p.selector)();
-            if known.is_some_and(|k| k.selector == selector) {
+            // Another spec change (a patch level): the same selection, now
+            // known at this generation, so it is not parsed again.
+            if let Some(k) = self.pools.get_mut(p.name).filter(|k| k.selector == selector) {
+                k.generation = p.generation;
                 continue;
             }
             changed.push((p.generation, selector));

@@ -176,6 +176,11 @@ fn a_pool_is_matched_again_only_when_its_spec_changed() {
     sync_counting(&mut index, 2, "s");
     assert_eq!(parsed.get(), 2);
     assert_eq!(members(&index, "p", &cache).members, ["y"]);
+    // Another spec change keeps the selector: parsed once at its generation, then no more.
+    sync_counting(&mut index, 3, "s");
+    sync_counting(&mut index, 3, "s");
+    assert_eq!(parsed.get(), 3, "a generation whose selector did not change is remembered");
+    assert_eq!(members(&index, "p", &cache).members, ["y"]);
     assert!(selecting(&index, "x").is_empty(), "x left with the old selector");
     index.sync_pools(std::iter::empty(), Vec::new);
     assert!(selecting(&index, "y").is_empty(), "a pool no longer reconciled selects nothing");
