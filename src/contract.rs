@@ -68,8 +68,8 @@ fn the_report_the_go_agent_writes_reads_whole() {
     let report: WindowsNodeReport = serde_json::from_value(written.clone()).expect("the agent's report is a WindowsNodeReport");
     // A field the Go agent writes and Rust drops would be lost silently.
     assert_eq!(serde_json::to_value(&report).unwrap(), written, "the Rust types keep every field the agent writes");
-    let view = crate::report::AgentReport::from_object(&report);
-    assert_eq!(view.apply_status.as_deref(), Some("Succeeded"));
+    let view = crate::decision::agent_report::AgentReport::from_object(&report);
+    assert_eq!(view.apply_status, Some(crate::decision::agent_report::Reported::Known(crate::report::ApplyStatus::Succeeded)));
     assert!(
         report.observations().hns.as_ref().is_some_and(|h| h.observed_at.is_some()),
         "when the agent read its HNS counts reaches the operator"

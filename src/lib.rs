@@ -17,10 +17,10 @@ pub mod migration;
 pub mod node_record;
 pub mod plugin;
 pub mod provider;
-pub mod report;
 pub mod versions;
 pub mod write_fence;
 
 // The layers keep their short paths (`crate::rollout`, `winpool::hns`, ...).
+pub use api::report;
 pub use builders::{configmap, csi_proxy, daemonset, hook_job, pod_network};
 pub use decision::{gates, hns, membership, node_view, revision, rollout, status, window};

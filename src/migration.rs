@@ -25,8 +25,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::apps::v1::DaemonSet;
 
 use crate::api::{OsVersion, names};
+use crate::decision::agent_report::{AgentReport, ReportSource, Reported};
 use crate::node_record::NodeRecord;
-use crate::report::{AgentReport, ReportSource};
 use crate::revision::NodeConfig;
 use crate::rollout::Preflight;
 
@@ -68,7 +68,7 @@ impl AgentReport {
             source,
             agent_version: owned(names::ANN_AGENT_VERSION),
             applied_revision: owned(names::ANN_APPLIED_REVISION),
-            apply_status: owned(names::ANN_APPLY_STATUS),
+            apply_status: node.annotation(names::ANN_APPLY_STATUS).map(Reported::parse),
             apply_message: owned(names::ANN_APPLY_MESSAGE),
             answers_start: None,
             heartbeat: None,
@@ -77,8 +77,8 @@ impl AgentReport {
             csi_proxy_version: owned(names::ANN_CSI_PROXY_VERSION),
             runtime_service: owned(names::ANN_RUNTIME_SERVICE),
             csi_proxy_host: owned(names::ANN_CSI_PROXY_HOST),
-            hns_load_balancers: owned(names::ANN_HNS_LOAD_BALANCERS),
-            hns_endpoints: owned(names::ANN_HNS_ENDPOINTS),
+            hns_load_balancers: node.annotation(names::ANN_HNS_LOAD_BALANCERS).map(Reported::count),
+            hns_endpoints: node.annotation(names::ANN_HNS_ENDPOINTS).map(Reported::count),
             hns_boot_id: None,
             preflight: Preflight::parse(node.annotation(names::ANN_PREFLIGHT), node.annotation(names::ANN_PREFLIGHT_REVISION)),
             // An agent of 0.2.0 never staged; its pool waits for the new agent.

@@ -14,6 +14,7 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::json;
 use support::{TEST_LABEL, TestSpace, audit, install_crd, wait_for};
 use winpool::api::{WindowsNodePool, names};
+use winpool::decision::agent_report::Reported;
 
 const WAIT: Duration = Duration::from_secs(180);
 
@@ -181,7 +182,7 @@ async fn capacity_readiness_taint_and_gating_follow_the_clusters_services() {
             .iter()
             .all(|n| {
                 let reported = reports.get(&n.name_any()).and_then(|r| r.hns_load_balancers.clone());
-                reported == Some(lb.to_string()) && hns_condition(n).as_deref() == Some("True")
+                reported == Some(Reported::Known(lb as i64)) && hns_condition(n).as_deref() == Some("True")
             })
             .then_some(())
     })

@@ -19,7 +19,8 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use support::{TEST_LABEL, TestSpace, install_crd, pool_manifest, wait_for, wait_nodes_ready};
 use winpool::api::{WindowsNodePool, names};
-use winpool::report::WindowsNodeReport;
+use winpool::decision::agent_report::Reported;
+use winpool::report::{ApplyStatus, WindowsNodeReport};
 
 const WAIT: Duration = Duration::from_secs(180);
 const PATCH: &str = "10.0.20348.2762";
@@ -372,8 +373,8 @@ async fn garbage_agent_annotations_are_never_trusted_and_end_in_a_reported_failu
     assert!(is_true(&p, "Degraded"));
     let reports = t.reports().await;
     for i in 0..3 {
-        let status = reports.get(&n(i)).and_then(|r| r.apply_status.as_deref());
-        assert_eq!(status, Some("Succeeded"), "the real agent's report took the place of the garbage");
+        let status = reports.get(&n(i)).and_then(|r| r.apply_status.clone());
+        assert_eq!(status, Some(Reported::Known(ApplyStatus::Succeeded)), "the real agent's report took the place of the garbage");
     }
     // The hand-edited state was reported, not trusted.
     let ev = wait_for("an Event about the unknown state value", WAIT, || async {
@@ -758,7 +759,7 @@ fn a_garbage_started_at_does_not_disable_node_timeout() {
     );
     node.spec = Some(k8s_openapi::api::core::v1::NodeSpec { unschedulable: Some(true), ..Default::default() });
     let record = winpool::node_record::NodeRecord::from(&node);
-    let report = winpool::report::AgentReport::of(&record, None);
+    let report = winpool::decision::agent_report::AgentReport::of(&record, None);
     let view: NodeView = winpool::node_view::node_view(&record, &report, winpool::rollout::HnsReadiness::Unknown);
     let existing = [rev.clone()].into();
     // Five hours in Applying, the agent silent: the garbage started-at counts as
@@ -996,10 +997,11 @@ async fn a_node_dropped_from_the_pool_mid_install_is_given_back_only_after_its_r
     try_apply_pool(&t, &pool_manifest(&t, &pool, PATCH, json!({"maxUnavailable": 1}))).await.unwrap();
     t.start_operator(&[]);
 
-    let installing =
-        |r: Option<&winpool::report::AgentReport>| r.and_then(|r| r.apply_status.clone()).filter(|s| s == "Applying" || s == "Rebooting");
+    let installing = |r: Option<&winpool::decision::agent_report::AgentReport>| {
+        r.and_then(|r| r.apply_status.as_ref()?.known()).filter(|s| matches!(s, ApplyStatus::Applying | ApplyStatus::Rebooting))
+    };
     let node = wait_for("a node whose agent reports Applying", WAIT, || async {
-        t.reports().await.into_iter().find(|(_, r)| r.apply_status.as_deref() == Some("Applying")).map(|(n, _)| n)
+        t.reports().await.into_iter().find(|(_, r)| r.apply_status == Some(Reported::Known(ApplyStatus::Applying))).map(|(n, _)| n)
     })
     .await;
     let pools: Api<WindowsNodePool> = Api::all(t.client.clone());
@@ -1031,7 +1033,7 @@ async fn a_node_dropped_from_the_pool_mid_install_is_given_back_only_after_its_r
     let (uncordons, mid_install) = support::audit::uncordons_mid_install(&log);
     assert!(uncordons >= 1 && mid_install.is_empty(), "{uncordons} uncordons replayed: {mid_install:?}");
     let (n, result) = released;
-    assert_eq!(result.as_deref(), Some("Succeeded"), "given back after its result");
+    assert_eq!(result, Some(Reported::Known(ApplyStatus::Succeeded)), "given back after its result");
     assert_ne!(n.spec.as_ref().and_then(|s| s.unschedulable), Some(true), "and uncordoned");
     assert!(!n.annotations().contains_key(names::ANN_CORDONED_BY_WINPOOL));
     eprintln!(

@@ -14,6 +14,8 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::json;
 use support::{TestSpace, apply_pool, audit, install_crd, pool_manifest, wait_for, wait_nodes_ready};
 use winpool::api::{WindowsNodePool, conditions, names};
+use winpool::decision::agent_report::Reported;
+use winpool::report::ApplyStatus;
 
 const WAIT: Duration = Duration::from_secs(180);
 
@@ -700,9 +702,9 @@ async fn an_upgrade_from_agents_that_reported_in_annotations_rolls_no_node_again
     wait_for("every node's new agent to report Succeeded for the revision, and the pool all updated", WAIT, || async {
         let reports = t.reports().await;
         let carried = reports.len() == 3
-            && reports
-                .values()
-                .all(|r| r.apply_status.as_deref() == Some("Succeeded") && r.applied_revision.as_deref() == Some(rev.as_str()));
+            && reports.values().all(|r| {
+                r.apply_status == Some(Reported::Known(ApplyStatus::Succeeded)) && r.applied_revision.as_deref() == Some(rev.as_str())
+            });
         let st = pools.get(&pool).await.ok()?.status?;
         (carried && st.nodes.updated == 3).then_some(())
     })

@@ -15,6 +15,7 @@
 //! - [`round`]: one reconcile of a pool decided whole: what it observed, the plan, the writes and their order, what it remembers.
 //! - [`revision`]: the node-level configuration a spec asks for, and its hash.
 
+pub mod agent_report;
 pub mod breaker;
 pub mod claim;
 pub mod drain;

@@ -8,8 +8,8 @@
 use jiff::Timestamp;
 
 use crate::api::names;
+use crate::decision::agent_report::{AgentReport, ReportSource};
 use crate::node_record::NodeRecord;
-use crate::report::{AgentReport, ReportSource};
 use crate::rollout::{HnsReadiness, NodeView, Recorded};
 
 /// The view of `node` with its agent's `report` (see [`AgentReport::of`]).
@@ -56,7 +56,7 @@ pub fn node_view(node: &NodeRecord, report: &AgentReport, hns: HnsReadiness) -> 
         boot_id: nonempty(&node.boot_id),
         boot_id_at_start: owned(names::ANN_BOOT_ID),
         applied_revision: apply(&report.applied_revision),
-        apply_status: apply(&report.apply_status),
+        apply_status: report.apply_status.clone().filter(|_| current_start),
         apply_message: apply(&report.apply_message),
         apply_heartbeat: apply(&report.heartbeat).and_then(|v| v.parse::<Timestamp>().ok()),
         apply_no_reboot: current_start && report.no_reboot,
@@ -146,7 +146,7 @@ mod tests {
         assert!(v.cordoned_by_winpool && v.unschedulable && v.ready);
         assert_eq!(v.kernel_version.as_deref(), Some("10.0.20348.2762"));
         assert_eq!(v.runtime_version.as_deref(), Some("containerd://1.7.22"));
-        assert_eq!(v.apply_status.as_deref(), Some("Succeeded"));
+        assert_eq!(v.apply(), Some(crate::report::ApplyStatus::Succeeded));
     }
 
     #[test]

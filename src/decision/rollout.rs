@@ -24,7 +24,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use crate::api::{WindowsNodePoolSpec, names};
+use crate::api::WindowsNodePoolSpec;
 #[cfg(test)]
 use crate::revision::revision_of;
 
@@ -64,7 +64,7 @@ pub fn current_state(n: &NodeView, rev: &str, spec: &WindowsNodePoolSpec) -> Nod
             // Not in flight: Updated only if the node really runs this revision.
             let at_target = n.revision_label.as_deref() == Some(rev)
                 && n.applied_revision.as_deref() == Some(rev)
-                && n.apply_status.as_deref() == Some(names::APPLY_SUCCEEDED)
+                && n.apply() == Some(ApplyStatus::Succeeded)
                 && verify_config(spec, n).is_ok();
             if at_target { NodeState::Updated } else { NodeState::Pending }
         }
@@ -220,6 +220,7 @@ mod tamper;
 mod types;
 mod verify;
 
+use crate::report::ApplyStatus;
 pub use new_node::unpatched_taint;
 pub use patch::{NodePatch, held_cordoned, may_be_installing};
 use patch::{ask_agent_anew, fail, fail_kept_cordoned, release_cordon};

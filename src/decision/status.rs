@@ -895,7 +895,7 @@ mod tests {
             revision_label: Some(rev.clone()),
             target_revision: Some(rev.clone()),
             applied_revision: Some(rev.clone()),
-            apply_status: Some("Succeeded".into()),
+            apply_status: Some(crate::decision::agent_report::Reported::Known(crate::report::ApplyStatus::Succeeded)),
             kernel_version: Some("10.0.20348.2762".into()),
             cni_mode: Some("overlay".into()),
             ..node("a")
@@ -918,7 +918,7 @@ mod tests {
             state_since: Some(now - jiff::SignedDuration::from_mins(10)),
             revision_label: Some(rev.clone()),
             applied_revision: Some(rev.clone()),
-            apply_status: Some("Succeeded".into()),
+            apply_status: Some(crate::decision::agent_report::Reported::Known(crate::report::ApplyStatus::Succeeded)),
             kernel_version: Some("10.0.20348.2762".into()),
             cni_mode: Some("overlay".into()),
             ..node(name)

@@ -16,10 +16,11 @@ use kube::ResourceExt;
 use serde::{Deserialize, Serialize};
 
 use crate::api::{NodeCounts, WindowsNodePool, conditions, names};
+use crate::decision::agent_report::AgentReport;
 use crate::membership::{PoolSelector, members_of};
 use crate::node_record::NodeRecord;
 use crate::node_view::node_view;
-use crate::report::{AgentReport, WindowsNodeReport};
+use crate::report::WindowsNodeReport;
 use crate::revision::revision_of;
 use crate::rollout::{self, HnsReadiness, NodeState, NodeView, PoolInput};
 use crate::versions::WindowsBuild;
@@ -586,7 +587,7 @@ mod tests {
         down.state_since = Some(now());
         down.revision_label = Some(rev.clone());
         down.applied_revision = Some(rev);
-        down.apply_status = Some("Succeeded".into());
+        down.apply_status = Some(crate::decision::agent_report::Reported::Known(crate::report::ApplyStatus::Succeeded));
         down.kernel_version = Some("10.0.20348.2762".into());
         let mut views = vec![down];
         views.extend(["n1", "n2", "n3"].into_iter().map(pending));
@@ -654,7 +655,7 @@ mod tests {
         done.kernel_version = Some("10.0.20348.2762".into());
         done.revision_label = Some(rev.clone());
         done.applied_revision = Some(rev.clone());
-        done.apply_status = Some("Succeeded".into());
+        done.apply_status = Some(crate::decision::agent_report::Reported::Known(crate::report::ApplyStatus::Succeeded));
         done.state = crate::rollout::NodeState::Updated.into();
         let mut bad = pending("bad");
         bad.state = crate::rollout::NodeState::Failed.into();

@@ -274,10 +274,10 @@ impl TestSpace {
     }
 
     /// What each node's agent reports (its WindowsNodeReport), by node.
-    pub async fn reports(&self) -> std::collections::BTreeMap<String, winpool::report::AgentReport> {
+    pub async fn reports(&self) -> std::collections::BTreeMap<String, winpool::decision::agent_report::AgentReport> {
         let api: Api<winpool::report::WindowsNodeReport> = Api::namespaced(self.client.clone(), &self.agent_namespace());
         let list = api.list(&ListParams::default()).await.expect("list reports").items;
-        list.iter().map(|r| (kube::ResourceExt::name_any(r), winpool::report::AgentReport::from_object(r))).collect()
+        list.iter().map(|r| (kube::ResourceExt::name_any(r), winpool::decision::agent_report::AgentReport::from_object(r))).collect()
     }
 
     /// Delete everything the test made. Leftovers would only cost memory: the
@@ -487,8 +487,9 @@ pub async fn wait_nodes_ready(t: &TestSpace, n: usize) {
 pub async fn wait_all_staged(t: &TestSpace, nodes: usize) {
     wait_for("every node's update staged", Duration::from_secs(180), || async {
         let reports = t.reports().await;
-        let staged =
-            |r: &winpool::report::AgentReport| r.staging.as_ref().is_some_and(|s| s.state == winpool::rollout::StagingState::Staged);
+        let staged = |r: &winpool::decision::agent_report::AgentReport| {
+            r.staging.as_ref().is_some_and(|s| s.state == winpool::rollout::StagingState::Staged)
+        };
         (reports.len() == nodes && reports.values().all(staged)).then_some(())
     })
     .await;

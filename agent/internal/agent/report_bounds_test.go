@@ -7,7 +7,7 @@ import (
 )
 
 // What the agent writes into its report fits the report CRD's bounds
-// (src/report.rs: apply.message and each preflight line at most 2048
+// (src/api/report.rs: apply.message and each preflight line at most 2048
 // characters, at most 32 preflight lines): a write past them is refused whole
 // and the operator would never see the report.
 func TestReportLinesFitTheCRDsBounds(t *testing.T) {

@@ -3,7 +3,7 @@
 // where the agent reports its apply result and what it observes on the host.
 // The agent writes no Node: every Node write reaches every Node watcher of
 // the cluster, a report only winpool. The shape is defined by the Rust types
-// (src/report.rs); the golden files in testdata/ keep both sides to it.
+// (src/api/report.rs); the golden files in testdata/ keep both sides to it.
 package report
 
 import (

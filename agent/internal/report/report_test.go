@@ -12,7 +12,7 @@ import (
 	"winpool.dev/agent/internal/names"
 )
 
-// The operator defines the report (src/report.rs); src/contract.rs writes
+// The operator defines the report (src/api/report.rs); src/contract.rs writes
 // testdata/rust-report.json from its types and reads testdata/go-report.json,
 // which this package writes. WINPOOL_UPDATE_GOLDEN=1 rewrites the Go side's.
 

@@ -18,7 +18,7 @@ import (
 )
 
 // reportSchema is the report CRD's schema as the operator generates it
-// (crds/, from src/report.rs): what the API server holds every write to.
+// (crds/, from src/api/report.rs): what the API server holds every write to.
 func reportSchema(t *testing.T) *validate.SchemaValidator {
 	t.Helper()
 	raw, err := os.ReadFile("../../../crds/windowsnodereports.winpool.dev.yaml")

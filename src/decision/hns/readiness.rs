@@ -3,6 +3,7 @@
 
 #[allow(unused_imports)]
 use super::*;
+use crate::decision::agent_report::Reported;
 
 /// The controller knows the counts on a node are gone or stale because the
 /// node restarted (e.g. it removed the `winpool.dev/hns-*` annotations when
@@ -13,15 +14,6 @@ use super::*;
 pub struct AwaitingReport {
     pub since: Timestamp,
     pub grace: SignedDuration,
-}
-
-/// A non-negative decimal count (surrounding whitespace allowed), or None.
-fn parse_count(value: &str) -> Option<i64> {
-    let v = value.trim();
-    if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    v.parse::<i64>().ok()
 }
 
 /// `value` quoted for a message, cut to [`MAX_QUOTED`] characters.
@@ -38,9 +30,9 @@ fn ready_at(expected: i64, tolerance: u8) -> i64 {
     ((need + 99) / 100) as i64
 }
 
-/// HNS readiness of one node from its agent's annotations
-/// (`winpool.dev/hns-load-balancers`, `winpool.dev/hns-endpoints`, raw values)
-/// against the expected counts ([`HnsTracker::totals`]). Returns the readiness,
+/// HNS readiness of one node from the counts its agent reports (an agent of
+/// 0.2.0 in `winpool.dev/hns-load-balancers` and `winpool.dev/hns-endpoints`,
+/// which may hold anything) against the expected counts ([`HnsTracker::totals`]). Returns the readiness,
 /// a reason from [`reasons`] and a message.
 ///
 /// - **Ready** (`CaughtUp`) when both counts are at least
@@ -59,8 +51,8 @@ fn ready_at(expected: i64, tolerance: u8) -> i64 {
 /// is never tainted, so never blocked forever), and the rollout does not wait
 /// on it (`rollout` gates only on `HnsReadiness::NotReady`).
 pub fn node_readiness(
-    reported_lb: Option<&str>,
-    reported_ep: Option<&str>,
+    reported_lb: Option<&Reported<i64>>,
+    reported_ep: Option<&Reported<i64>>,
     expected: (i64, i64),
     tolerance_percent: u8,
     awaiting: Option<AwaitingReport>,
@@ -69,8 +61,13 @@ pub fn node_readiness(
     let tolerance = tolerance_percent.min(100);
     let fields = [(names::ANN_HNS_LOAD_BALANCERS, reported_lb), (names::ANN_HNS_ENDPOINTS, reported_ep)];
 
-    let invalid: Vec<String> =
-        fields.iter().filter_map(|(ann, v)| v.filter(|v| parse_count(v).is_none()).map(|v| format!("{ann} is {}", quote(v)))).collect();
+    let invalid: Vec<String> = fields
+        .iter()
+        .filter_map(|(ann, v)| match v {
+            Some(Reported::Unknown(raw)) => Some(format!("{ann} is {}", quote(raw))),
+            _ => None,
+        })
+        .collect();
     if !invalid.is_empty() {
         return (
             HnsReadiness::Unknown,
@@ -82,7 +79,7 @@ pub fn node_readiness(
         );
     }
 
-    let (Some(lb), Some(ep)) = (reported_lb.and_then(parse_count), reported_ep.and_then(parse_count)) else {
+    let (Some(lb), Some(ep)) = (reported_lb.and_then(Reported::known), reported_ep.and_then(Reported::known)) else {
         let missing: Vec<&str> = fields.iter().filter(|(_, v)| v.is_none()).map(|(ann, _)| *ann).collect();
         return not_reported(&missing.join(" and "), awaiting, now);
     };

@@ -1,6 +1,19 @@
 use super::*;
 use std::collections::BTreeMap;
 
+/// Readiness from counts as an agent of 0.2.0 wrote them: text, parsed as the report view parses it.
+fn node_readiness(
+    lb: Option<&str>,
+    ep: Option<&str>,
+    expected: (i64, i64),
+    tolerance: u8,
+    awaiting: Option<AwaitingReport>,
+    now: Timestamp,
+) -> (HnsReadiness, &'static str, String) {
+    let count = |v: Option<&str>| v.map(crate::decision::agent_report::Reported::count);
+    super::node_readiness(count(lb).as_ref(), count(ep).as_ref(), expected, tolerance, awaiting, now)
+}
+
 // ---- builders ----
 
 #[derive(Default, Clone)]

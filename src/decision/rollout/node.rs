@@ -8,6 +8,7 @@ use super::{
 };
 use crate::api::{OnNodeFailure, UndoMode, names};
 use crate::gates::{self, Seen};
+use crate::report::ApplyStatus;
 
 /// Problems with what the node says about itself, and the revision it still
 /// carries (its ConfigMap must stay while it does).
@@ -155,7 +156,7 @@ fn failed(s: &RoundSettings<'_>, p: &mut NodePatch, n: &NodeView) -> NodeState {
         release_cordon(p, n);
         p.reason = format!(
             "its agent reports {} after the timeout: winpool's cordon lifted",
-            n.apply_status.as_deref().unwrap_or("no install in flight")
+            n.apply_status.as_ref().map_or_else(|| "no install in flight".to_string(), ToString::to_string)
         );
     }
     NodeState::Failed
@@ -335,15 +336,15 @@ fn applying(s: &RoundSettings<'_>, r: &mut Decided<'_>, p: &mut NodePatch, n: &N
         return undoing(s, r, p, n, state, gate);
     }
     let reported = n.applied_revision.as_deref() == Some(s.rev.as_str());
-    match (reported, n.apply_status.as_deref()) {
-        (true, Some(names::APPLY_REBOOT_REQUIRED)) if !n.unschedulable => drain_before_reboot(s, p, n),
-        (true, Some(names::APPLY_FAILED)) => {
+    match (reported, n.apply()) {
+        (true, Some(ApplyStatus::RebootRequired)) if !n.unschedulable => drain_before_reboot(s, p, n),
+        (true, Some(ApplyStatus::Failed)) => {
             let msg = n.apply_message.clone().unwrap_or_else(|| "the agent reported a failure".into());
             fail(p, n, s.now, FailureReason::ApplyFailed, &msg);
             p.reason = format!("agent failed: {}", super::clipped(&msg));
             NodeState::Failed
         }
-        (true, Some(names::APPLY_SUCCEEDED)) => match verified(s, r, n, state) {
+        (true, Some(ApplyStatus::Succeeded)) => match verified(s, r, n, state) {
             Ok(()) => {
                 // Back on the target and checked, still cordoned: the post-update hook's turn.
                 if let Gate::Shut(after) = hooks::gate(s, r, p, n, HookKind::PostUpdate, NodeState::Verifying) {
@@ -472,8 +473,8 @@ fn start_undo(s: &RoundSettings<'_>, r: &mut Decided<'_>, p: &mut NodePatch, n: 
 fn undoing(s: &RoundSettings<'_>, r: &mut Decided<'_>, p: &mut NodePatch, n: &NodeView, state: NodeState, gate: &str) -> NodeState {
     let reported = n.applied_revision.as_deref() == Some(s.rev.as_str());
     let said = n.apply_message.as_deref().unwrap_or("no message");
-    let (reason, msg) = match (reported, n.apply_status.as_deref()) {
-        (true, Some(names::APPLY_SUCCEEDED)) => (
+    let (reason, msg) = match (reported, n.apply()) {
+        (true, Some(ApplyStatus::Succeeded)) => (
             FailureReason::UpdateUndone,
             format!(
                 "health gate {gate} held the node in its soak after revision {}; its agent took the update off: {said}. \
@@ -481,7 +482,7 @@ fn undoing(s: &RoundSettings<'_>, r: &mut Decided<'_>, p: &mut NodePatch, n: &No
                 s.rev
             ),
         ),
-        (true, Some(names::APPLY_FAILED)) => (
+        (true, Some(ApplyStatus::Failed)) => (
             FailureReason::UndoFailed,
             format!("health gate {gate} held the node in its soak after revision {}; taking the update off failed: {said}", s.rev),
         ),

@@ -9,6 +9,7 @@ use jiff::Timestamp;
 
 use super::{FailureReason, NodeState, NodeView, clipped};
 use crate::api::names;
+use crate::report::ApplyStatus;
 
 /// A change to one Node. `None` values delete the key.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -82,13 +83,8 @@ pub(super) fn fail_kept_cordoned(p: &mut NodePatch, now: Timestamp, reason: Fail
 
 /// Whether the node's host may still be installing: its agent's last word on
 /// the start in flight is Applying or Rebooting. Returns that word.
-pub fn may_be_installing(n: &NodeView) -> Option<&'static str> {
-    let status = match n.apply_status.as_deref()? {
-        names::APPLY_APPLYING => names::APPLY_APPLYING,
-        names::APPLY_REBOOTING => names::APPLY_REBOOTING,
-        names::APPLY_REBOOT_REQUIRED => names::APPLY_REBOOT_REQUIRED,
-        _ => return None,
-    };
+pub fn may_be_installing(n: &NodeView) -> Option<ApplyStatus> {
+    let status = n.apply().filter(|s| matches!(s, ApplyStatus::Applying | ApplyStatus::Rebooting | ApplyStatus::RebootRequired))?;
     (n.applied_revision.is_some() && n.applied_revision == n.target_revision).then_some(status)
 }
 

@@ -4,6 +4,7 @@ use super::round::{Decided, RoundSettings};
 use super::{Hold, NodePatch, NodeState, NodeView, Soak, StagingState, ask_agent_anew, kernel_satisfies, max_unavailable, verify_config};
 use crate::api::{HotpatchMode, StagingMode, names};
 use crate::gates::{self, Seen};
+use crate::report::ApplyStatus;
 
 /// Why no node may start this round, if something holds the rollout.
 pub(super) fn hold(s: &RoundSettings<'_>, r: &Decided<'_>) -> Option<Hold> {
@@ -281,7 +282,7 @@ fn start(s: &RoundSettings<'_>, p: &mut NodePatch, n: &NodeView) -> NodeState {
         // A report of success for this revision is the confirmation already;
         // any other (a retried failure, from an HNS or CSI Proxy wait) would
         // fail the node again at once: the agent is asked anew.
-        let confirmed = n.applied_revision.as_deref() == Some(rev) && n.apply_status.as_deref() == Some(names::APPLY_SUCCEEDED);
+        let confirmed = n.applied_revision.as_deref() == Some(rev) && n.apply() == Some(ApplyStatus::Succeeded);
         if !confirmed {
             ask_agent_anew(p);
         }

@@ -5,7 +5,7 @@
 //! each one is put back and reported.
 
 use super::{NodeState, NodeView};
-use crate::api::names;
+use crate::report::ApplyStatus;
 
 /// A member's revision label winpool did not set: what was found, and the
 /// label winpool last set, which goes back on (`None`: no label).
@@ -27,7 +27,7 @@ pub(super) fn tampering(n: &NodeView) -> Option<Tampering> {
     let found = n.revision_label.as_deref()?;
     let state = n.state.state();
     let target = n.target_revision.as_deref();
-    let finished = matches!(n.apply_status.as_deref(), Some(names::APPLY_SUCCEEDED | names::APPLY_FAILED));
+    let finished = matches!(n.apply(), Some(ApplyStatus::Succeeded | ApplyStatus::Failed));
     let applied = n.applied_revision.as_deref().filter(|_| finished);
     let (ours, restored) = match state {
         Some(NodeState::Draining) => return None,
@@ -41,6 +41,7 @@ pub(super) fn tampering(n: &NodeView) -> Option<Tampering> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::decision::agent_report::Reported;
 
     fn node(state: Option<NodeState>, label: &str, target: Option<&str>, applied: Option<&str>) -> NodeView {
         NodeView {
@@ -49,7 +50,7 @@ mod tests {
             state: state.map(Into::into).unwrap_or_default(),
             target_revision: target.map(Into::into),
             applied_revision: applied.map(Into::into),
-            apply_status: applied.map(|_| names::APPLY_SUCCEEDED.into()),
+            apply_status: applied.map(|_| Reported::Known(ApplyStatus::Succeeded)),
             ..Default::default()
         }
     }
@@ -91,7 +92,7 @@ mod tests {
         // Draining keeps the label of the revision it ran, whatever it is.
         assert_eq!(tampering(&node(Some(NodeState::Draining), "r0", Some("r2"), Some("r1"))), None);
         // An agent that acted on the label by itself (older than 0.3) does not make it winpool's.
-        let acting = NodeView { apply_status: Some(names::APPLY_APPLYING.into()), ..node(None, "r2", None, Some("r2")) };
+        let acting = NodeView { apply_status: Some(Reported::Known(ApplyStatus::Applying)), ..node(None, "r2", None, Some("r2")) };
         assert_eq!(restored(tampering(&acting)), Some(None));
         // No label at all is not a label someone set.
         assert_eq!(tampering(&NodeView { revision_label: None, ..node(None, "x", None, None) }), None);

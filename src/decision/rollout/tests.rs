@@ -1,5 +1,7 @@
 use super::*;
 use crate::api::WindowsNodePoolSpec;
+use crate::api::names;
+use crate::decision::agent_report::Reported;
 use std::collections::BTreeSet;
 
 const POOL: &str = "p";
@@ -48,7 +50,7 @@ fn in_state(name: &str, state: NodeState, rev: &str) -> NodeView {
 fn applied(mut n: NodeView, rev: &str) -> NodeView {
     n.revision_label = Some(rev.into());
     n.applied_revision = Some(rev.into());
-    n.apply_status = Some("Succeeded".into());
+    n.apply_status = Some(Reported::Known(ApplyStatus::Succeeded));
     n.kernel_version = Some("10.0.20348.2762".into());
     n.runtime_version = Some("containerd://1.7.22".into());
     n.cni_mode = Some("overlay".into());
@@ -392,7 +394,7 @@ fn failures_are_recorded_and_uncordon_the_node() {
     let rev = revision_of(&spec);
 
     let mut agent_failed = applied(in_state("a", NodeState::Applying, &rev), &rev);
-    agent_failed.apply_status = Some("Failed".into());
+    agent_failed.apply_status = Some(Reported::Known(ApplyStatus::Failed));
     agent_failed.apply_message = Some("KB5044281 install returned 0x80070005".into());
 
     let mut timed_out = in_state("b", NodeState::Applying, &rev);
@@ -553,7 +555,6 @@ fn land(n: &NodeView, p: Option<&NodePatch>) -> NodeView {
         (names::ANN_TARGET_REVISION, &mut n.target_revision),
         (names::ANN_DRAINED_REVISION, &mut n.drained_revision),
         (names::ANN_APPLIED_REVISION, &mut n.applied_revision),
-        (names::ANN_APPLY_STATUS, &mut n.apply_status),
         (names::ANN_APPLY_MESSAGE, &mut n.apply_message),
         (names::ANN_BOOT_ID, &mut n.boot_id_at_start),
         (names::ANN_FAILURE_REASON, &mut n.failure_reason),
@@ -562,6 +563,9 @@ fn land(n: &NodeView, p: Option<&NodePatch>) -> NodeView {
         if let Some(v) = text(k) {
             *field = v;
         }
+    }
+    if let Some(v) = text(names::ANN_APPLY_STATUS) {
+        n.apply_status = v.as_deref().map(Reported::parse);
     }
     if let Some(v) = text(names::ANN_STATE_SINCE) {
         n.state_since = time(v);
@@ -776,7 +780,7 @@ fn a_node_already_at_the_target_is_confirmed_without_cordon_or_drain() {
     // Failed report would fail it again at once, so the agent is asked anew.
     let mut retried = applied(fresh("r"), &rev);
     retried.revision_label = Some(rev.clone());
-    retried.apply_status = Some("Failed".into());
+    retried.apply_status = Some(Reported::Known(ApplyStatus::Failed));
     let p = patch(&run(&spec, &[retried]), "r").unwrap().clone();
     assert_eq!(p.to, NodeState::Applying);
     assert_eq!(p.unschedulable, None, "still not cordoned");
@@ -883,7 +887,7 @@ fn a_node_whose_servicing_task_beats_is_not_timed_out() {
     let installing = |beat: Option<Timestamp>| NodeView {
         started_at: ago(90 * 60),
         applied_revision: Some(rev.clone()),
-        apply_status: Some("Applying".into()),
+        apply_status: Some(Reported::Known(ApplyStatus::Applying)),
         apply_heartbeat: beat,
         ..in_state("n", NodeState::Applying, &rev)
     };
@@ -895,7 +899,7 @@ fn a_node_whose_servicing_task_beats_is_not_timed_out() {
         assert!(plan.failed.is_empty(), "{what}: timed out: {:?}", plan.failed);
     }
     // Verifying after it (the agent said Succeeded, HNS is not there yet): from the last beat too.
-    let verifying = NodeView { apply_status: Some("Succeeded".into()), ..in_state("n", NodeState::Verifying, &rev) };
+    let verifying = NodeView { apply_status: Some(Reported::Known(ApplyStatus::Succeeded)), ..in_state("n", NodeState::Verifying, &rev) };
     let verifying = NodeView { started_at: ago(90 * 60), applied_revision: Some(rev.clone()), apply_heartbeat: ago(20 * 60), ..verifying };
     let plan = run(&spec, std::slice::from_ref(&verifying));
     assert!(plan.failed.is_empty(), "verifying within nodeTimeout of the last beat: timed out: {:?}", plan.failed);
@@ -938,7 +942,7 @@ fn phase_budgets_default_by_release_and_a_pool_may_set_its_own() {
     let installing = |started: i64, beat: i64| NodeView {
         started_at: ago(started * 60),
         applied_revision: Some(rev.clone()),
-        apply_status: Some("Applying".into()),
+        apply_status: Some(Reported::Known(ApplyStatus::Applying)),
         apply_heartbeat: ago(beat * 60),
         ..in_state("n", NodeState::Applying, &rev)
     };
@@ -972,7 +976,7 @@ fn a_node_timed_out_mid_install_stays_cordoned_until_its_agent_reports_a_result(
     let stuck = |status: &str| NodeView {
         started_at: ago(31 * 60),
         applied_revision: Some(rev.clone()),
-        apply_status: Some(status.into()),
+        apply_status: Some(Reported::parse(status)),
         apply_heartbeat: ago(40 * 60),
         ..in_state("a", NodeState::Applying, &rev)
     };
@@ -999,7 +1003,7 @@ fn a_node_timed_out_mid_install_stays_cordoned_until_its_agent_reports_a_result(
             patch(&next, "a")
         );
         for result in ["Failed", "Succeeded"] {
-            let reported = NodeView { apply_status: Some(result.into()), ..held.clone() };
+            let reported = NodeView { apply_status: Some(Reported::parse(result)), ..held.clone() };
             let next = run(&spec, &[reported]);
             let p = patch(&next, "a").expect("the cordon is lifted");
             assert_eq!((p.to, p.unschedulable), (NodeState::Failed, Some(false)), "{status} then {result}");
@@ -1067,7 +1071,7 @@ fn on_node_failure_keep_cordoned_keeps_the_cordon_and_the_slot() {
         let rev = revision_of(&spec);
         let failing = NodeView {
             applied_revision: Some(rev.clone()),
-            apply_status: Some("Failed".into()),
+            apply_status: Some(Reported::Known(ApplyStatus::Failed)),
             apply_message: Some("DISM exit code 0x800f0922".into()),
             ..in_state("a", NodeState::Applying, &rev)
         };
@@ -1094,7 +1098,7 @@ fn a_node_entering_applying_asks_the_agent_anew() {
     let mut retried = fresh("a");
     retried.revision_label = Some(rev.clone());
     retried.applied_revision = Some(rev.clone());
-    retried.apply_status = Some("Failed".into());
+    retried.apply_status = Some(Reported::Known(ApplyStatus::Failed));
     retried.apply_message = Some("servicing exited 0x800F0922".into());
     let plan = run(&spec, &[retried]);
     let p = patch(&plan, "a").expect("started");
@@ -1174,7 +1178,7 @@ mod multi_round {
             }
             2 => {
                 n.applied_revision = Some(rev.into());
-                n.apply_status = Some("Failed".into());
+                n.apply_status = Some(Reported::Known(ApplyStatus::Failed));
                 n.apply_message = Some("DISM exit code 0x800f0922".into());
             }
             _ => {}
@@ -1200,7 +1204,7 @@ mod multi_round {
             for behaviour in rounds {
                 let reported_failure: Vec<String> = nodes
                     .iter()
-                    .filter(|n| n.applied_revision.as_deref() == Some(rev.as_str()) && n.apply_status.as_deref() == Some("Failed"))
+                    .filter(|n| n.applied_revision.as_deref() == Some(rev.as_str()) && n.apply() == Some(ApplyStatus::Failed))
                     .map(|n| n.name.clone())
                     .collect();
                 let plan = run(&spec, &nodes);
@@ -1306,7 +1310,7 @@ fn the_state_label_marks_failed_nodes_and_follows_a_hand_retry() {
     // A failure labels it Failed.
     let mut failing = in_state("a", NodeState::Applying, &rev);
     failing.applied_revision = Some(rev.clone());
-    failing.apply_status = Some("Failed".into());
+    failing.apply_status = Some(Reported::Known(ApplyStatus::Failed));
     assert_eq!(label(&run(&spec, &[failing]), "a"), Some(Some("Failed".into())));
     // The annotation removed by hand to retry: the stale label goes in the same round (maxFailedNodes 0 so it may start at once).
     let retry_spec = spec_with("rollout: {maxFailedNodes: 0, paused: true}");
@@ -1832,7 +1836,7 @@ fn a_hotpatch_that_asks_for_a_reboot_is_drained_first() {
         hotpatch: true,
         boot_id: Some("boot-1".into()),
         applied_revision: Some(rev.clone()),
-        apply_status: Some(names::APPLY_REBOOT_REQUIRED.into()),
+        apply_status: Some(Reported::Known(ApplyStatus::RebootRequired)),
         revision_label: Some(rev.clone()),
         ..in_state("n", NodeState::Applying, &rev)
     };
@@ -1939,7 +1943,7 @@ fn a_huge_agent_message_is_clipped_where_it_is_copied() {
     let rev = revision_of(&spec);
     let mut failing = in_state("a", NodeState::Applying, &rev);
     failing.applied_revision = Some(rev.clone());
-    failing.apply_status = Some("Failed".into());
+    failing.apply_status = Some(Reported::Known(ApplyStatus::Failed));
     failing.apply_message = Some("é".repeat(1_000_000));
     let plan = run(&spec, &[failing]);
     let written = patch(&plan, "a").and_then(|p| p.annotations.get(names::ANN_FAILURE_MESSAGE).cloned().flatten()).unwrap();
@@ -2195,7 +2199,7 @@ fn a_node_unhealthy_in_its_soak_has_its_update_taken_off_and_is_failed() {
     assert_eq!((p.to, p.unschedulable), (NodeState::Failed, Some(false)));
     assert_eq!(p.annotations.get(names::ANN_FAILURE_REASON), Some(&Some("UpdateUndone".to_string())));
     assert_eq!(p.annotations.get(names::ANN_UNDO), Some(&None));
-    let failed = NodeView { apply_status: Some("Failed".into()), ..applied(undoing, &rev) };
+    let failed = NodeView { apply_status: Some(Reported::Known(ApplyStatus::Failed)), ..applied(undoing, &rev) };
     let p = run(&spec, &[failed]).patches.into_iter().find(|p| p.node == "n").expect("a patch");
     assert_eq!(p.annotations.get(names::ANN_FAILURE_REASON), Some(&Some("UndoFailed".to_string())));
 }

@@ -10,7 +10,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::{MAX_LISTED_FAILED, NodePatch, NodeState, Tampering, clipped, preflight};
 use crate::api::{DrainBlockedNode, FailedNode, NodeCounts, PreflightBlockedNode, UpdatingNode, WindowsNodePoolSpec, names};
+use crate::decision::agent_report::Reported;
 use crate::gates::{GateResult, Seen};
+use crate::report::ApplyStatus;
 use crate::window::Span;
 
 /// The `winpool.dev/state` a Node records, parsed once where the Node is read.
@@ -98,7 +100,7 @@ pub struct NodeView {
     /// The bootID when the node started an update that needs a reboot (`winpool.dev/boot-id`).
     pub boot_id_at_start: Option<String>,
     pub applied_revision: Option<String>,
-    pub apply_status: Option<String>,
+    pub apply_status: Option<Reported<ApplyStatus>>,
     pub apply_message: Option<String>,
     /// When the node's servicing task last beat (this start's report only).
     pub apply_heartbeat: Option<Timestamp>,
@@ -123,9 +125,9 @@ pub struct NodeView {
     pub drain_blocked_since: Option<Timestamp>,
     /// The agent reports HNS counts on this node (both counts present, of any boot).
     pub hns_reported: bool,
-    /// The agent's HNS counts, raw, when they were read in the node's current boot.
-    pub hns_load_balancers: Option<String>,
-    pub hns_endpoints: Option<String>,
+    /// The agent's HNS counts, when they were read in the node's current boot.
+    pub hns_load_balancers: Option<Reported<i64>>,
+    pub hns_endpoints: Option<Reported<i64>>,
     /// The agent writes a `WindowsNodeReport` (an agent of 0.2.0 wrote annotations).
     pub reports_in_object: bool,
     /// The resourceVersion the view was read at: a start is guarded by it.
@@ -142,6 +144,13 @@ pub struct NodeView {
     pub staging: Option<Staging>,
     /// `winpool.dev/agent-version`: an agent has reported on this node.
     pub agent_version: Option<String>,
+}
+
+impl NodeView {
+    /// The agent's last word on this start's install, when it is one the agent writes.
+    pub fn apply(&self) -> Option<ApplyStatus> {
+        self.apply_status.as_ref().and_then(Reported::known)
+    }
 }
 
 /// The agent's verdict on whether a revision can be applied to its host,

@@ -2,7 +2,8 @@
 //! what a node in flight is still waiting for.
 
 use super::{HnsReadiness, NodeState, NodeView};
-use crate::api::{CniMode, WindowsNodePoolSpec, names};
+use crate::api::{CniMode, WindowsNodePoolSpec};
+use crate::report::ApplyStatus;
 use crate::versions::{RuntimeVersion, Version, WindowsBuild};
 
 /// Whether the kubelet and the agent report the pool's configuration on the node.
@@ -58,15 +59,15 @@ pub fn verify_config(spec: &WindowsNodePoolSpec, n: &NodeView) -> Result<(), Str
 pub(super) fn waiting_for(spec: &WindowsNodePoolSpec, n: &NodeView, rev: &str, state: NodeState) -> String {
     match state {
         NodeState::Draining => format!("waiting for {} pods to be evicted", n.pods_to_evict),
-        NodeState::Applying | NodeState::Verifying => match (n.applied_revision.as_deref(), n.apply_status.as_deref()) {
-            (Some(r), Some(names::APPLY_SUCCEEDED)) if r == rev => {
+        NodeState::Applying | NodeState::Verifying => match (n.applied_revision.as_deref(), n.apply()) {
+            (Some(r), Some(ApplyStatus::Succeeded)) if r == rev => {
                 match verify_config(spec, n).and_then(|()| verify_rebooted(n)).and_then(|()| verify_health(n)) {
                     Err(why) => format!("waiting for: {why}"),
                     Ok(()) => "every check passed at the deadline".into(),
                 }
             }
             (Some(r), _) if r != rev => format!("waiting for the agent to report revision {rev}; it last reported {r}"),
-            (Some(_), Some(status @ (names::APPLY_APPLYING | names::APPLY_REBOOTING))) => {
+            (Some(_), Some(status @ (ApplyStatus::Applying | ApplyStatus::Rebooting))) => {
                 format!("waiting for the agent, which reports {status}: {}", n.apply_message.as_deref().unwrap_or("no message"))
             }
             _ => format!("waiting for the agent to report revision {rev}; it has not reported (is its DaemonSet pod running?)"),

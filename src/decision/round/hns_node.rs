@@ -59,7 +59,7 @@ pub(crate) fn within_catch_up_grace(
 /// restart looks the same until kube-proxy has programmed it again. The
 /// message says what was seen, the numbers included.
 pub(crate) fn collapse(v: &crate::rollout::NodeView, totals: (i64, i64)) -> Option<String> {
-    let lb: i64 = v.hns_load_balancers.as_deref()?.trim().parse().ok()?;
+    let lb = v.hns_load_balancers.as_ref()?.known()?;
     (totals.0 >= COLLAPSE_MIN_LOAD_BALANCERS && lb.saturating_mul(4) <= totals.0).then(|| {
         format!(
             "HNS collapsed: it holds {lb} of the {} load balancers the cluster's Services need, after holding them in this boot (load balancers collapsed, or HNS restarted and kube-proxy is programming it anew); {DRIFT_ADVICE}",
@@ -70,7 +70,9 @@ pub(crate) fn collapse(v: &crate::rollout::NodeView, totals: (i64, i64)) -> Opti
 
 /// The message of a node whose HNS stayed behind what it held in this boot.
 pub(crate) fn drift_message(v: &crate::rollout::NodeView, totals: (i64, i64)) -> String {
-    let count = |c: &Option<String>| c.as_deref().unwrap_or("?").trim().to_string();
+    let count = |c: &Option<crate::decision::agent_report::Reported<i64>>| {
+        c.as_ref().map_or_else(|| "?".into(), |c| c.to_string().trim().to_string())
+    };
     format!(
         "HNS lost what it held in this boot and has not programmed it again: {} of {} load balancers and {} of {} endpoints (load balancers deleted out of band, kubernetes#135802); {DRIFT_ADVICE}",
         count(&v.hns_load_balancers),
@@ -121,7 +123,7 @@ pub(crate) fn hns_readiness(
         _ => None,
     };
     let tolerance = spec.tolerance_percent.clamp(0, 100) as u8;
-    hns::node_readiness(v.hns_load_balancers.as_deref(), v.hns_endpoints.as_deref(), totals, tolerance, awaiting, now)
+    hns::node_readiness(v.hns_load_balancers.as_ref(), v.hns_endpoints.as_ref(), totals, tolerance, awaiting, now)
 }
 
 /// The writes that bring one node's WindowsHNSReady condition and hns-not-ready

@@ -23,6 +23,8 @@ use self::pod_network::{PodNetworkWrites, pod_network_writes};
 use self::release::{release_body, release_patch};
 use crate::api::{WindowsNodePool, WindowsNodePoolStatus, names};
 use crate::daemonset::AgentSettings;
+use crate::decision::agent_report::AgentReport;
+use crate::decision::agent_report::Reported;
 use crate::decision::breaker::{self, BadUpdate, Breaker};
 use crate::decision::drain::{self, DrainRules, PodOnNode};
 use crate::decision::patch_policy::{self, MemberPatch, PatchResolution};
@@ -32,7 +34,8 @@ use crate::hns::{self, Limits};
 use crate::membership::Membership;
 use crate::node_record::NodeRecord;
 use crate::node_view::node_view;
-use crate::report::{AgentReport, WindowsNodeReport};
+use crate::report::ApplyStatus;
+use crate::report::WindowsNodeReport;
 use crate::rollout::{
     ClusterInFlight, HnsReadiness, Hold, NodePatch, NodeState, NodeView, Plan, PoolInput, could_start, decide, health_gate_interval,
     held_cordoned, may_be_installing, node_timeout, unpatched_taint,
@@ -102,7 +105,7 @@ pub(crate) fn patch_resolution(pool: &WindowsNodePool, seen: &Observed, now: Tim
             let updated = by_resolution
                 && n.label(names::LABEL_REVISION) == Some(rev.as_str())
                 && agent.applied_revision.as_deref() == Some(rev.as_str())
-                && agent.apply_status.as_deref() == Some(names::APPLY_SUCCEEDED);
+                && agent.apply_status == Some(Reported::Known(ApplyStatus::Succeeded));
             MemberPatch {
                 node: &n.name,
                 offer: report.as_deref().and_then(|r| r.observations().offer.as_ref()),
@@ -171,7 +174,7 @@ pub(crate) struct Round {
     pub releases: Vec<(NodePatch, serde_json::Value)>,
     /// Deselected nodes kept (label, cordon, agent) while their host may
     /// still be installing: (node, what its agent reports).
-    pub held_leaving: Vec<(String, &'static str)>,
+    pub held_leaving: Vec<(String, ApplyStatus)>,
     pub plan: Plan,
     /// Written before any node is labelled for the revisions they carry.
     pub agent: Option<AgentWrite>,
@@ -253,7 +256,7 @@ pub(crate) fn labelled_non_members<'n>(
 /// answering for it; so it stays the pool's until its agent reports a result.
 pub(crate) struct Leaving<'n> {
     pub free: Vec<&'n Arc<NodeRecord>>,
-    pub held: Vec<(String, &'static str)>,
+    pub held: Vec<(String, ApplyStatus)>,
 }
 
 pub(crate) fn leaving(nodes: &[(Arc<NodeRecord>, Option<Arc<WindowsNodeReport>>)]) -> Leaving<'_> {

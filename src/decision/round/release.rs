@@ -4,10 +4,10 @@
 use serde_json::json;
 
 use crate::api::names;
+use crate::decision::agent_report::AgentReport;
 use crate::hns;
 use crate::node_record::NodeRecord;
 use crate::node_view::node_view;
-use crate::report::AgentReport;
 use crate::rollout::{HnsReadiness, NodePatch};
 
 /// The JSON merge patch body of a plan's node patch.

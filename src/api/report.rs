@@ -7,10 +7,7 @@
 //! Every Node write goes to every Node watcher in the cluster; a report goes
 //! to winpool alone. The agent writes no Node at all.
 //!
-//! [`AgentReport`] is the report as a decision reads it, from the object or,
-//! for an agent of 0.2.0 that still writes annotations, from the Node: an
-//! upgrade reads the annotations until the node's new agent has written its
-//! report (it adopts the annotations' apply result into it).
+//! How a decision reads a report is `decision::agent_report`.
 
 // The kube derive's printcolumn(...) entries repeat `type_ = ...`, which clippy mistakes for duplicated attributes.
 #![allow(clippy::duplicated_attributes)]
@@ -21,8 +18,6 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::api::names;
-use crate::node_record::NodeRecord;
-use crate::rollout::Preflight;
 
 /// The report's spec: empty, since a report is all observation (`status`).
 /// A report an earlier agent wrote holds its observations here: they are
@@ -247,7 +242,9 @@ pub struct ApplyReport {
     pub result_code: Option<String>,
 }
 
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+/// The agent's last word on an install. Its strings are the names of
+/// `names::APPLY_*`, which the agent's contract compares by value.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, strum::EnumString, strum::EnumIter)]
 pub enum ApplyStatus {
     Applying,
     Rebooting,
@@ -267,6 +264,12 @@ impl ApplyStatus {
             ApplyStatus::Succeeded => names::APPLY_SUCCEEDED,
             ApplyStatus::Failed => names::APPLY_FAILED,
         }
+    }
+}
+
+impl std::fmt::Display for ApplyStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -343,45 +346,6 @@ pub enum PreflightVerdictValue {
     Blocked,
 }
 
-/// Where a node's [`AgentReport`] was read.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum ReportSource {
-    /// Nothing: no agent has reported on the node.
-    #[default]
-    None,
-    /// The node's `WindowsNodeReport`.
-    Object,
-    /// The Node's annotations, written by an agent of 0.2.0.
-    Annotations,
-}
-
-/// A node's agent report as a decision reads it: raw values, so a value that
-/// does not parse is reported, not dropped.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct AgentReport {
-    pub source: ReportSource,
-    pub agent_version: Option<String>,
-    pub applied_revision: Option<String>,
-    pub apply_status: Option<String>,
-    pub apply_message: Option<String>,
-    /// The start the apply result answers (reports of 0.2.0: none).
-    pub answers_start: Option<String>,
-    /// When the servicing task last beat, as the agent reported it.
-    pub heartbeat: Option<String>,
-    /// Its success followed an install that needed no reboot.
-    pub no_reboot: bool,
-    pub cni_mode: Option<String>,
-    pub csi_proxy_version: Option<String>,
-    pub runtime_service: Option<String>,
-    pub csi_proxy_host: Option<String>,
-    pub hns_load_balancers: Option<String>,
-    pub hns_endpoints: Option<String>,
-    /// The boot the HNS counts were read in (reports of 0.2.0: none).
-    pub hns_boot_id: Option<String>,
-    pub preflight: Option<Preflight>,
-    pub staging: Option<crate::rollout::Staging>,
-}
-
 impl WindowsNodeReport {
     /// A report as its agent writes it: an empty spec, the observations in its status.
     pub fn reported(name: &str, status: WindowsNodeReportStatus) -> Self {
@@ -395,67 +359,6 @@ impl WindowsNodeReport {
     }
 }
 
-impl AgentReport {
-    pub fn from_object(r: &WindowsNodeReport) -> Self {
-        let s = r.observations();
-        let apply = s.apply.as_ref();
-        let observed = s.observed.clone().unwrap_or_default();
-        let hns = s.hns.as_ref();
-        AgentReport {
-            source: ReportSource::Object,
-            agent_version: s.agent_version.clone(),
-            applied_revision: apply.map(|a| a.revision.clone()),
-            apply_status: apply.map(|a| a.status.as_str().to_string()),
-            apply_message: apply.and_then(|a| a.message.clone()),
-            answers_start: apply.and_then(|a| a.started_at.clone()),
-            heartbeat: apply.and_then(|a| a.heartbeat.clone()),
-            no_reboot: apply.is_some_and(|a| a.no_reboot),
-            cni_mode: observed.cni_mode,
-            csi_proxy_version: observed.csi_proxy_version,
-            runtime_service: observed.runtime_service,
-            csi_proxy_host: observed.csi_proxy_host,
-            hns_load_balancers: hns.map(|h| h.load_balancers.to_string()),
-            hns_endpoints: hns.map(|h| h.endpoints.to_string()),
-            hns_boot_id: hns.and_then(|h| h.boot_id.clone()),
-            preflight: s.preflight.as_ref().filter(|p| !p.revision.is_empty()).map(|p| Preflight {
-                revision: p.revision.clone(),
-                verdict: match p.verdict {
-                    PreflightVerdictValue::Ready => crate::rollout::PreflightVerdict::Ready,
-                    PreflightVerdictValue::Blocked if p.reasons.is_empty() => {
-                        crate::rollout::PreflightVerdict::Blocked("the agent gave no reason".into())
-                    }
-                    PreflightVerdictValue::Blocked => crate::rollout::PreflightVerdict::Blocked(p.reasons.join("; ")),
-                },
-            }),
-            staging: s.staging.as_ref().filter(|st| !st.revision.is_empty()).map(staging_of),
-        }
-    }
-
-    /// The node's report: its object when its agent wrote one, else its
-    /// annotations. An object that says nothing yet is none: the agent
-    /// creates its report, then writes the status, and a round between the
-    /// two would otherwise take an updated node for one that never applied
-    /// anything, and start it again.
-    pub fn of(node: &NodeRecord, object: Option<&WindowsNodeReport>) -> Self {
-        match object {
-            Some(r) if *r.observations() != WindowsNodeReportStatus::default() => AgentReport::from_object(r),
-            _ => AgentReport::from_annotations(node),
-        }
-    }
-}
-
-fn staging_of(s: &StagingReport) -> crate::rollout::Staging {
-    use crate::rollout::StagingState;
-    let state = match s.status {
-        StagingStatusValue::Staging => StagingState::Running,
-        StagingStatusValue::Staged => StagingState::Staged,
-        StagingStatusValue::Failed => {
-            StagingState::Failed(s.message.clone().filter(|m| !m.is_empty()).unwrap_or_else(|| "the agent gave no reason".into()))
-        }
-    };
-    crate::rollout::Staging { revision: s.revision.clone(), state, reboot_free: s.reboot_free }
-}
-
 /// The report cache keeps what a decision reads: who wrote which fields
 /// (managedFields) is not.
 pub fn trim(r: &mut WindowsNodeReport) {
@@ -466,93 +369,17 @@ pub fn trim(r: &mut WindowsNodeReport) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::Node;
     use serde_json::json;
 
+    /// Every status reads back from the string it writes: the parse an
+    /// annotation of a 0.2.0 agent goes through is the name the report's schema holds.
     #[test]
-    fn a_report_object_reads_like_the_annotations_it_replaces() {
-        let object: WindowsNodeReport = serde_json::from_value(json!({
-            "apiVersion": "winpool.dev/v1alpha1", "kind": "WindowsNodeReport",
-            "metadata": {"name": "win-1", "namespace": "winpool-agents"},
-            "spec": {},
-            "status": {
-                "agentVersion": "0.3.0",
-                "apply": {"revision": "r1", "status": "Succeeded", "message": "build 10.0.20348.2762", "startedAt": "2026-12-02T10:00:00Z"},
-                "observed": {"cniMode": "overlay", "csiProxyVersion": "1.1.3", "runtimeService": "containerd (nssm)"},
-                "hns": {"loadBalancers": 12, "endpoints": 40, "bootID": "b-2"},
-                "preflight": {"revision": "r2", "verdict": "Blocked", "reasons": ["4 GiB free on C:", "no update source"]}
-            }
-        }))
-        .unwrap();
-        let mut node = Node::default();
-        node.metadata.annotations = Some(
-            [
-                ("winpool.dev/agent-version", "0.3.0"),
-                ("winpool.dev/applied-revision", "r1"),
-                ("winpool.dev/apply-status", "Succeeded"),
-                ("winpool.dev/apply-message", "build 10.0.20348.2762"),
-                ("winpool.dev/cni-mode", "overlay"),
-                ("winpool.dev/csi-proxy-version", "1.1.3"),
-                ("winpool.dev/runtime-service", "containerd (nssm)"),
-                ("winpool.dev/hns-load-balancers", "12"),
-                ("winpool.dev/hns-endpoints", "40"),
-                ("winpool.dev/preflight", "Blocked: 4 GiB free on C:; no update source"),
-                ("winpool.dev/preflight-revision", "r2"),
-            ]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-        );
-        let from_object = AgentReport::from_object(&object);
-        let from_annotations = AgentReport::from_annotations(&NodeRecord::from(&node));
-        assert_eq!((from_object.source, from_annotations.source), (ReportSource::Object, ReportSource::Annotations));
-        assert_eq!(from_object.answers_start.as_deref(), Some("2026-12-02T10:00:00Z"));
-        assert_eq!(from_object.hns_boot_id.as_deref(), Some("b-2"));
-        let unversioned = |r: AgentReport| AgentReport { source: ReportSource::None, answers_start: None, hns_boot_id: None, ..r };
-        assert_eq!(unversioned(from_object), unversioned(from_annotations));
-    }
-
-    /// A report an earlier agent wrote holds its observations in the spec:
-    /// read there until the node's new agent writes its status, which wins.
-    #[test]
-    fn a_report_of_an_older_agent_is_read_from_its_spec_until_its_status_is_written() {
-        let old: WindowsNodeReport = serde_json::from_value(json!({
-            "apiVersion": "winpool.dev/v1alpha1", "kind": "WindowsNodeReport",
-            "metadata": {"name": "win-1", "namespace": "winpool-agents"},
-            "spec": {"agentVersion": "0.2.0", "apply": {"revision": "r1", "status": "Succeeded"}}
-        }))
-        .unwrap();
-        assert_eq!(AgentReport::from_object(&old).apply_status.as_deref(), Some("Succeeded"));
-        assert_eq!(old.observations().agent_version.as_deref(), Some("0.2.0"));
-        let mut upgraded = old.clone();
-        upgraded.status =
-            Some(serde_json::from_value(json!({"agentVersion": "0.3.0", "apply": {"revision": "r2", "status": "Applying"}})).unwrap());
-        assert_eq!(AgentReport::from_object(&upgraded).applied_revision.as_deref(), Some("r2"), "the status wins over the old spec");
-        let created = WindowsNodeReport { status: Some(Default::default()), ..old };
-        assert_eq!(AgentReport::from_object(&created).applied_revision.as_deref(), Some("r1"), "an empty status is none");
-    }
-
-    /// Between the agent's create of its report and its first status write,
-    /// the report says nothing: the node's annotations (an agent of 0.2.0's
-    /// result) still speak for it.
-    #[test]
-    fn a_report_created_but_not_yet_written_is_no_report() {
-        let mut node = Node::default();
-        node.metadata.annotations = Some(
-            [("winpool.dev/applied-revision", "r1"), ("winpool.dev/apply-status", "Succeeded")]
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        );
-        let created = WindowsNodeReport::new("win-1", WindowsNodeReportSpec::default());
-        let r = AgentReport::of(&NodeRecord::from(&node), Some(&created));
-        assert_eq!((r.source, r.apply_status.as_deref()), (ReportSource::Annotations, Some("Succeeded")));
-    }
-
-    #[test]
-    fn a_node_without_a_report_has_none() {
-        let r = AgentReport::of(&NodeRecord::from(&Node::default()), None);
-        assert_eq!(r, AgentReport::default());
+    fn every_apply_status_reads_back_from_its_name() {
+        use strum::IntoEnumIterator;
+        for status in ApplyStatus::iter() {
+            assert_eq!(status.as_str().parse::<ApplyStatus>(), Ok(status));
+            assert_eq!(serde_json::to_value(status).unwrap(), json!(status.as_str()));
+        }
     }
 
     #[test]
