@@ -769,6 +769,7 @@ fn a_garbage_started_at_does_not_disable_node_timeout() {
             name: "p",
             spec: &spec,
             rev: &rev,
+            rules: &winpool::rollout::PoolRules::of(&spec),
             existing_revisions: &existing,
             target_marked_at: None,
             gates: &[],

@@ -101,7 +101,7 @@ pub fn could_undo(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> b
         return false;
     }
     let s = round::RoundSettings::new(pool, now);
-    !s.soak_time.is_zero() && nodes.iter().any(|n| node::in_soak(&s, n))
+    !s.rules.soak_time.is_zero() && nodes.iter().any(|n| node::in_soak(&s, n))
 }
 
 /// One round of the rollout: each member's next step, then new starts unless
@@ -153,7 +153,7 @@ fn decide_with(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp, despite
     let by_state = summary::by_state(&r);
     let counts = summary::counts(&by_state, nodes.len());
     let failed = summary::failed(&s, &r, &sorted);
-    let behind_patch_level = nodes.iter().filter(|n| !kernel_satisfies(n, s.target_build.as_ref())).count();
+    let behind_patch_level = nodes.iter().filter(|n| !kernel_satisfies(n, s.rules.target_build.as_ref())).count();
     let window_open = s.window_open();
     let in_flight = summary::in_flight(&s, &r, &sorted);
     let unavailable = Unavailable {
@@ -213,6 +213,7 @@ mod node;
 mod patch;
 pub mod preflight;
 mod round;
+mod rules;
 pub mod runtime;
 mod start;
 mod summary;
@@ -224,7 +225,10 @@ use crate::report::ApplyStatus;
 pub use new_node::unpatched_taint;
 pub use patch::{NodePatch, held_cordoned, may_be_installing};
 use patch::{ask_agent_anew, fail, fail_kept_cordoned, release_cordon};
-pub use round::{HEALTH_GATE_INTERVAL, gate_timeout, health_gate_interval, hns_pacing_budget, hns_rates, node_timeout};
+pub use round::{HEALTH_GATE_INTERVAL, gate_timeout, health_gate_interval, hns_pacing_budget, hns_rates, node_timeout, phase_budgets};
+pub use rules::PoolRules;
+#[cfg(test)]
+pub use rules::{PARSED, test_rules};
 pub use start::{hotpatchable, out_of_service, start_order};
 pub use tamper::Tampering;
 pub use types::*;

@@ -398,12 +398,14 @@ pub fn plan_report(pool: &WindowsNodePool, m: &Members, now: Timestamp) -> PlanR
     let pool = resolved.as_ref();
     let name = pool.name_any();
     let rev = revision_of(&pool.spec);
+    let rules = crate::rollout::PoolRules::of(&pool.spec);
     let existing = BTreeSet::new();
     let average = pool.status.as_ref().and_then(|s| s.average_node_update_seconds).map(|s| std::time::Duration::from_secs(s.max(0) as u64));
     let input = PoolInput {
         name: &name,
         spec: &pool.spec,
         rev: &rev,
+        rules: &rules,
         existing_revisions: &existing,
         average_node_update: average,
         target_marked_at: None,

@@ -207,14 +207,15 @@ fn timed_out(s: &RoundSettings<'_>, n: &NodeView, state: NodeState) -> Option<St
     }
     let started = n.started_at.or(n.state_since);
     let Some(start) = started else { return Some(over_budget(s, n, state, "nodeTimeout", &s.spec.rollout.node_timeout)) };
-    if s.since(started) <= s.node_timeout {
+    if s.since(started) <= s.rules.node_timeout {
         return None;
     }
     let install = jiff::SignedDuration::try_from(s.install_budget()).unwrap_or(jiff::SignedDuration::MAX);
     // Either way of the leader's clock: a host's may be ahead.
     let beat_fresh = n.apply_heartbeat.is_some_and(|beat| s.now.duration_since(beat).abs() <= HEARTBEAT_FRESH);
     if state == NodeState::Applying && beat_fresh {
-        return (s.now.duration_since(start) > install).then(|| over_budget(s, n, state, "timeouts.install", &shown(s.phases.install)));
+        return (s.now.duration_since(start) > install)
+            .then(|| over_budget(s, n, state, "timeouts.install", &shown(s.rules.phases.install)));
     }
     // After a beating install, the reboot and the checks have their own
     // budget from its last beat: an install that outlasted nodeTimeout would
@@ -223,9 +224,9 @@ fn timed_out(s: &RoundSettings<'_>, n: &NodeView, state: NodeState) -> Option<St
     let counted = |beat: &jiff::Timestamp| *beat <= s.now && beat.duration_since(start) <= install;
     let after_install = matches!(state, NodeState::Applying | NodeState::Verifying);
     match n.apply_heartbeat.filter(|beat| after_install && counted(beat)) {
-        Some(beat) if s.since(Some(start.max(beat))) <= s.phases.reboot_to_ready => None,
+        Some(beat) if s.since(Some(start.max(beat))) <= s.rules.phases.reboot_to_ready => None,
         Some(_) => {
-            Some(over_budget(s, n, state, "timeouts.rebootToReady (from its install's last beat)", &shown(s.phases.reboot_to_ready)))
+            Some(over_budget(s, n, state, "timeouts.rebootToReady (from its install's last beat)", &shown(s.rules.phases.reboot_to_ready)))
         }
         None => Some(over_budget(s, n, state, "nodeTimeout", &s.spec.rollout.node_timeout)),
     }
@@ -260,8 +261,10 @@ fn draining(s: &RoundSettings<'_>, r: &mut Decided<'_>, p: &mut NodePatch, n: &N
         (a, b) => a.or(b),
     };
     let drain_started = drain_started.max(hook_done);
-    if s.since(drain_started) <= s.drain_timeout {
-        if let Some(block) = n.drain_block.as_ref().filter(|b| !s.put_back_after.is_zero() && s.since(Some(b.since)) >= s.put_back_after) {
+    if s.since(drain_started) <= s.rules.drain_timeout {
+        if let Some(block) =
+            n.drain_block.as_ref().filter(|b| !s.rules.put_back_after.is_zero() && s.since(Some(b.since)) >= s.rules.put_back_after)
+        {
             put_back(s, p, n, block);
             r.blocked.insert(n.name.clone(), (block.budget.clone(), retry_after(s, s.now)));
             return NodeState::Pending;
@@ -396,7 +399,7 @@ fn verified(s: &RoundSettings<'_>, r: &mut Decided<'_>, n: &NodeView, state: Nod
         Err(why) => why,
     };
     let hns_only = verify_config(s.spec, n).is_ok() && verify_rebooted(n).is_ok() && n.ready && n.hns == HnsReadiness::NotReady;
-    if hns_only && state == NodeState::Verifying && s.since(n.state_since) > s.hns_ready_timeout {
+    if hns_only && state == NodeState::Verifying && s.since(n.state_since) > s.rules.hns_ready_timeout {
         r.warn(&n.name, format!("HNS not ready after hns.readyTimeout {}; marked Updated anyway", s.spec.hns.ready_timeout));
         return Ok(());
     }
@@ -424,7 +427,7 @@ fn updated(s: &RoundSettings<'_>, r: &mut Decided<'_>, p: &mut NodePatch, n: &No
 /// found at the target (never updated by winpool) soaks too: its agent then
 /// finds no update of its own to remove, and says so.
 fn undo_due<'g>(s: &RoundSettings<'g>, n: &NodeView) -> Option<&'g gates::GateResult> {
-    if s.spec.rollout.undo != UndoMode::Enabled || s.soak_time.is_zero() || !in_soak(s, n) {
+    if s.spec.rollout.undo != UndoMode::Enabled || s.rules.soak_time.is_zero() || !in_soak(s, n) {
         return None;
     }
     gates::holding_node(s.gates, &n.name)
@@ -432,7 +435,7 @@ fn undo_due<'g>(s: &RoundSettings<'g>, n: &NodeView) -> Option<&'g gates::GateRe
 
 /// Updated less than soakTime ago.
 pub(super) fn in_soak(s: &RoundSettings<'_>, n: &NodeView) -> bool {
-    let soak = jiff::SignedDuration::try_from(s.soak_time).unwrap_or(jiff::SignedDuration::MAX);
+    let soak = jiff::SignedDuration::try_from(s.rules.soak_time).unwrap_or(jiff::SignedDuration::MAX);
     n.state == NodeState::Updated.into() && n.state_since.and_then(|t| t.checked_add(soak).ok()).is_some_and(|end| end > s.now)
 }
 
@@ -520,6 +523,6 @@ fn put_back(s: &RoundSettings<'_>, p: &mut NodePatch, n: &NodeView, block: &Drai
 
 /// When a node put back at `put_back` may start again; `None` once it may.
 fn retry_after(s: &RoundSettings<'_>, put_back: jiff::Timestamp) -> Option<jiff::Timestamp> {
-    let at = put_back.checked_add(jiff::SignedDuration::try_from(s.put_back_after).ok()?).ok()?;
+    let at = put_back.checked_add(jiff::SignedDuration::try_from(s.rules.put_back_after).ok()?).ok()?;
     (at > s.now).then_some(at)
 }

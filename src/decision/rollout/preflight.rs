@@ -40,7 +40,7 @@ pub(super) fn held(s: &RoundSettings<'_>, n: &NodeView) -> Option<PreflightHeld>
         // An agent answers within seconds of the mark; one silent for a whole
         // nodeTimeout is not running, cannot read its host, or predates
         // preflight. Said as a block, so the pool lists it and says why.
-        _ if s.target_marked_at.is_some_and(|at| at < s.now && s.since(Some(at)) > s.node_timeout) => {
+        _ if s.target_marked_at.is_some_and(|at| at < s.now && s.since(Some(at)) > s.rules.node_timeout) => {
             Some(PreflightHeld::Blocked(unanswered(s, n)))
         }
         _ => Some(PreflightHeld::Awaited),
@@ -67,7 +67,7 @@ fn staging_held(s: &RoundSettings<'_>, n: &NodeView) -> Option<PreflightHeld> {
         // The agent stages as soon as it cleared the node; one that does not
         // within a whole nodeTimeout of the mark predates staging or was
         // set up without it.
-        _ if s.target_marked_at.is_some_and(|at| at < s.now && s.since(Some(at)) > s.node_timeout) => {
+        _ if s.target_marked_at.is_some_and(|at| at < s.now && s.since(Some(at)) > s.rules.node_timeout) => {
             Some(PreflightHeld::Blocked(format!(
                 "its agent cleared revision {} but has not staged its update: is the agent older than rollout.staging, or its DaemonSet not rolled yet? (rollout.staging: Disabled starts nodes without it)",
                 s.rev
@@ -83,7 +83,7 @@ fn unanswered(s: &RoundSettings<'_>, n: &NodeView) -> String {
         Some(v) => format!("its agent ({v}) runs but has not judged it: too old for preflight, or it cannot read the host (see its log)"),
         None => "no agent has reported on this node: is the agent pod running on it?".to_string(),
     };
-    let timeout = jiff::SignedDuration::try_from(s.node_timeout).map(|d| format!("{d:#}")).unwrap_or_default();
+    let timeout = jiff::SignedDuration::try_from(s.rules.node_timeout).map(|d| format!("{d:#}")).unwrap_or_default();
     format!("no preflight of revision {} within {timeout} (rollout.nodeTimeout): {agent}", s.rev)
 }
 

@@ -1,4 +1,4 @@
-//! One round of the decision: its settings, read from the spec once, and what
+//! One round of the decision: its settings (the spec parsed in `rules`), and what
 //! it has decided so far. The per-node steps in `node`, the starts in `start`
 //! and the summary in `summary` all write into the same [`Decided`].
 
@@ -7,18 +7,17 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
-use super::{DrainMode, HnsWait, NodePatch, NodeState, PoolInput, parse_duration};
+use super::{DrainMode, HnsWait, NodePatch, NodeState, PoolInput, PoolRules, parse_duration};
 use crate::api::{OsVersion, WindowsNodePoolSpec};
 use crate::gates::GateResult;
-use crate::versions::WindowsBuild;
-use crate::window::{Schedule, Span, WindowError};
+use crate::window::Span;
 
 /// Used when a duration in the spec does not parse (the CRD validates them,
 /// but a pool written before a pattern tightened must still be rolled).
 const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_secs(1800);
-const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(600);
-const DEFAULT_HNS_READY_TIMEOUT: Duration = Duration::from_secs(900);
-const DEFAULT_PUT_BACK_AFTER: Duration = Duration::from_secs(60);
+pub(super) const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(600);
+pub(super) const DEFAULT_HNS_READY_TIMEOUT: Duration = Duration::from_secs(900);
+pub(super) const DEFAULT_PUT_BACK_AFTER: Duration = Duration::from_secs(60);
 /// How often a closed health gate is looked at again (rollout.healthGateInterval):
 /// nothing the controller watches says when an alert clears or a pod goes.
 pub const HEALTH_GATE_INTERVAL: Duration = Duration::from_secs(30);
@@ -28,8 +27,8 @@ const DEFAULT_HNS_PACING_BUDGET: Duration = Duration::from_secs(30);
 
 /// rollout.hnsPacing: whether the pool's nodes' estimated programming
 /// backlog holds the rollout this round.
-pub fn hns_wait(spec: &WindowsNodePoolSpec, backlog: Duration) -> Option<HnsWait> {
-    let budget = hns_pacing_budget(spec)?;
+fn hns_wait(rules: &PoolRules, backlog: Duration) -> Option<HnsWait> {
+    let budget = rules.hns_pacing_budget?;
     (backlog > budget).then_some(HnsWait { backlog, budget })
 }
 
@@ -38,9 +37,9 @@ pub fn hns_wait(spec: &WindowsNodePoolSpec, backlog: Duration) -> Option<HnsWait
 /// changes its Service's EndpointSlice twice (the pod leaves, its
 /// replacement arrives), and each change replaces at least one load
 /// balancer: two at the release's pace. None with pacing off.
-pub fn hns_eviction_room(spec: &WindowsNodePoolSpec, backlog: Duration, unheard: usize) -> Option<usize> {
-    let budget = hns_pacing_budget(spec)?;
-    let per_eviction = 2 * hns_rates(spec).per_load_balancer.as_millis().max(1);
+fn hns_eviction_room(rules: &PoolRules, backlog: Duration, unheard: usize) -> Option<usize> {
+    let budget = rules.hns_pacing_budget?;
+    let per_eviction = 2 * rules.hns_rates.per_load_balancer.as_millis().max(1);
     let room = usize::try_from(budget.saturating_sub(backlog).as_millis() / per_eviction).unwrap_or(usize::MAX);
     Some(room.saturating_sub(unheard))
 }
@@ -117,28 +116,16 @@ pub fn health_gate_interval(spec: &WindowsNodePoolSpec) -> Duration {
 pub(super) struct RoundSettings<'a> {
     pub pool: &'a str,
     pub spec: &'a WindowsNodePoolSpec,
+    /// The spec parsed, once a round ([`PoolRules`]).
+    pub rules: &'a PoolRules,
     pub existing_revisions: &'a BTreeSet<String>,
     /// The target revision.
     pub rev: String,
     pub now: Timestamp,
-    pub node_timeout: Duration,
-    /// rollout.timeouts, for a node whose servicing task beats.
-    pub phases: PhaseBudgets,
-    pub drain_timeout: Duration,
-    pub hns_ready_timeout: Duration,
-    /// spec.rollout.soakTime (0: an Updated node is available at once).
-    pub soak_time: Duration,
-    /// spec.rollout.drain.putBackAfter (0: a blocked node keeps its slot).
-    pub put_back_after: Duration,
-    /// spec.os.patchLevel; `None` if it does not parse.
-    pub target_build: Option<WindowsBuild>,
-    /// The maintenance windows and not-allowed dates; `Ok(None)`: none, always open.
-    pub schedule: Result<Option<Schedule>, WindowError>,
-    /// The window open now or next, from `schedule`.
+    /// The window open now or next, from the rules' schedule.
     pub window: Option<Span>,
     /// The health gates as evaluated this round (empty: not evaluated, nothing holds).
     pub gates: &'a [GateResult],
-    pub health_gate_interval: Duration,
     /// When the agents were told of the target (its ConfigMap marked).
     pub target_marked_at: Option<Timestamp>,
     pub paused_by_annotation: bool,
@@ -156,26 +143,17 @@ pub(super) struct RoundSettings<'a> {
 
 impl<'a> RoundSettings<'a> {
     pub fn new(pool: &PoolInput<'a>, now: Timestamp) -> Self {
-        let spec = pool.spec;
-        let schedule = Schedule::parse(&spec.rollout);
-        let window = schedule.as_ref().ok().and_then(|s| s.as_ref()?.at(now));
+        let (spec, rules) = (pool.spec, pool.rules);
+        let window = rules.schedule.as_ref().ok().and_then(|s| s.as_ref()?.at(now));
         RoundSettings {
             pool: pool.name,
             spec,
+            rules,
             existing_revisions: pool.existing_revisions,
             rev: pool.rev.to_string(),
             now,
-            node_timeout: node_timeout(spec),
-            phases: phase_budgets(spec),
-            drain_timeout: parse_duration(&spec.rollout.drain.timeout).unwrap_or(DEFAULT_DRAIN_TIMEOUT),
-            hns_ready_timeout: parse_duration(&spec.hns.ready_timeout).unwrap_or(DEFAULT_HNS_READY_TIMEOUT),
-            soak_time: parse_duration(&spec.rollout.soak_time).unwrap_or_default(),
-            put_back_after: parse_duration(&spec.rollout.drain.put_back_after).unwrap_or(DEFAULT_PUT_BACK_AFTER),
-            target_build: spec.os.patch_level.parse().ok(),
-            schedule,
             window,
             gates: pool.gates,
-            health_gate_interval: health_gate_interval(spec),
             target_marked_at: pool.target_marked_at,
             paused_by_annotation: pool.paused_by_annotation,
             bad_update: pool.bad_update,
@@ -183,14 +161,14 @@ impl<'a> RoundSettings<'a> {
             cluster: pool.cluster,
             clock_skew: pool.clock_skew,
             hooks_namespace: pool.hooks_namespace,
-            hns_wait: hns_wait(spec, pool.hns_backlog),
-            eviction_room: hns_eviction_room(spec, pool.hns_backlog, pool.evictions_unheard),
+            hns_wait: hns_wait(rules, pool.hns_backlog),
+            eviction_room: hns_eviction_room(rules, pool.hns_backlog, pool.evictions_unheard),
         }
     }
 
     /// Whether the windows let nodes start now (a schedule that does not parse does not).
     pub fn window_open(&self) -> bool {
-        match &self.schedule {
+        match &self.rules.schedule {
             Ok(None) => true,
             Ok(Some(_)) => self.window.is_some_and(|w| w.is_open(self.now)),
             Err(_) => false,
@@ -205,7 +183,7 @@ impl<'a> RoundSettings<'a> {
     /// How long a start lets a beating install run: rollout.timeouts.install,
     /// never below nodeTimeout (a long nodeTimeout is kept).
     pub fn install_budget(&self) -> Duration {
-        self.phases.install.max(self.node_timeout)
+        self.rules.phases.install.max(self.rules.node_timeout)
     }
 }
 

@@ -29,7 +29,7 @@ pub(super) fn hold(s: &RoundSettings<'_>, r: &Decided<'_>) -> Option<Hold> {
     if let Some(r) = s.ring {
         return Some(Hold::Ring(r.clone()));
     }
-    match (&s.schedule, s.window) {
+    match (&s.rules.schedule, s.window) {
         _ if s.window_open() => {}
         (Err(e), _) => return Some(Hold::BadWindow(e.to_string())),
         (_, None) => return Some(Hold::NoWindowAhead),
@@ -69,10 +69,10 @@ pub fn start_order<'n>(pending: impl IntoIterator<Item = &'n NodeView>) -> Vec<&
 /// until then they count against maxUnavailable. A NotReady one is out of
 /// service and counts anyway.
 pub(super) fn soaking(s: &RoundSettings<'_>, r: &Decided<'_>, sorted: &[&NodeView]) -> Option<Soak> {
-    if s.soak_time.is_zero() {
+    if s.rules.soak_time.is_zero() {
         return None;
     }
-    let soak = jiff::SignedDuration::try_from(s.soak_time).ok()?;
+    let soak = jiff::SignedDuration::try_from(s.rules.soak_time).ok()?;
     let ends: Vec<jiff::Timestamp> = sorted
         .iter()
         .filter(|n| n.ready && r.states.get(n.name.as_str()) == Some(&NodeState::Updated))
@@ -244,7 +244,7 @@ fn start(s: &RoundSettings<'_>, p: &mut NodePatch, n: &NodeView) -> NodeState {
     // A retry soon after being put back for a budget carries on its drain
     // (drain.timeout counts from the first refusal); after a long wait
     // (paused, a new revision) it starts afresh.
-    if n.drain_blocked_by.is_some() && s.since(n.state_since) > s.drain_timeout {
+    if n.drain_blocked_by.is_some() && s.since(n.state_since) > s.rules.drain_timeout {
         p.ann(names::ANN_DRAIN_BLOCKED_BY, None).ann(names::ANN_DRAIN_BLOCKED_SINCE, None);
     }
     // The kubelet and agent already report the target configuration (a node built
@@ -264,7 +264,7 @@ fn start(s: &RoundSettings<'_>, p: &mut NodePatch, n: &NodeView) -> NodeState {
     // started from, so that only a new bootID counts as having rebooted. Not
     // for one Windows Update says needs none (a hotpatch on an enrolled node,
     // drained or not): no reboot would come to wait for.
-    let below_patch_level = !kernel_satisfies(n, s.target_build.as_ref());
+    let below_patch_level = !kernel_satisfies(n, s.rules.target_build.as_ref());
     let reboot_free = n.staging.as_ref().is_some_and(|st| st.revision == s.rev && st.state == StagingState::Staged && st.reboot_free);
     if let (true, Some(boot)) = (below_patch_level && !at_target && !reboot_free, n.boot_id.as_deref()) {
         p.ann(names::ANN_BOOT_ID, Some(boot));

@@ -389,6 +389,8 @@ pub struct PoolInput<'a> {
     /// The spec's revision ([`crate::revision::revision_of`]), computed once
     /// a round by whoever builds the input: every step reads it here.
     pub rev: &'a str,
+    /// The spec parsed, once a round as the revision: every step reads it here.
+    pub rules: &'a super::PoolRules,
     /// Revisions whose ConfigMap exists now (a hand-set revision label without one is bogus).
     pub existing_revisions: &'a BTreeSet<String>,
     /// How long the pool's nodes have been taking to update (the estimate's pace).
@@ -499,6 +501,7 @@ impl<'a> PoolInput<'a> {
             name,
             spec,
             rev: test_revision(spec),
+            rules: super::test_rules(spec),
             existing_revisions,
             average_node_update: None,
             gates: &[],

@@ -37,8 +37,8 @@ use crate::node_view::node_view;
 use crate::report::ApplyStatus;
 use crate::report::WindowsNodeReport;
 use crate::rollout::{
-    ClusterInFlight, HnsReadiness, Hold, NodePatch, NodeState, NodeView, Plan, PoolInput, could_start, decide, health_gate_interval,
-    held_cordoned, may_be_installing, node_timeout, unpatched_taint,
+    ClusterInFlight, HnsReadiness, Hold, NodePatch, NodeState, NodeView, Plan, PoolInput, PoolRules, could_start, decide, held_cordoned,
+    may_be_installing, unpatched_taint,
 };
 use crate::status::{PoolTransition, build_status, transition_events};
 
@@ -135,6 +135,8 @@ pub(crate) struct Judged<'s> {
     /// The spec's revision, computed here once a round; the gates' look and
     /// the decision read it.
     pub rev: String,
+    /// The spec parsed, as often: durations, target build, schedule.
+    pub rules: PoolRules,
     pub views: Vec<NodeView>,
     pub hns_nodes: Vec<HnsNode<'s>>,
 }
@@ -308,7 +310,8 @@ fn target_marked_at(cms_of_pool: &[Arc<ConfigMap>], rev: &str) -> Option<Timesta
 /// remove, and the budget refusing its drain (forgotten once it is not
 /// Draining). The memory forgets what it kept of nodes that left the pool.
 pub(crate) fn judge<'s>(pool: &WindowsNodePool, seen: &'s Observed, memory: &mut PoolMemory, now: Timestamp) -> Judged<'s> {
-    let grace = signed(node_timeout(&pool.spec));
+    let pool_rules = PoolRules::of(&pool.spec);
+    let grace = signed(pool_rules.node_timeout);
     let rules = &seen.rules;
     let mut views = Vec::with_capacity(seen.members.len());
     let mut hns_nodes = Vec::with_capacity(seen.members.len());
@@ -350,7 +353,7 @@ pub(crate) fn judge<'s>(pool: &WindowsNodePool, seen: &'s Observed, memory: &mut
         views.push(v);
     }
     memory.keep_members(&seen.membership.members.iter().map(String::as_str).collect());
-    Judged { rev: crate::revision::revision_of(&pool.spec), views, hns_nodes }
+    Judged { rev: crate::revision::revision_of(&pool.spec), rules: pool_rules, views, hns_nodes }
 }
 
 /// The pool's settings the rollout decides by, and what holds it this round.
@@ -362,11 +365,19 @@ struct Holds<'a> {
     ring: Option<&'a RingHold>,
 }
 
-fn input<'a>(pool: &'a WindowsNodePool, name: &'a str, rev: &'a str, seen: &'a Observed, holds: Holds<'a>) -> PoolInput<'a> {
+fn input<'a>(
+    pool: &'a WindowsNodePool,
+    name: &'a str,
+    judged: (&'a str, &'a PoolRules),
+    seen: &'a Observed,
+    holds: Holds<'a>,
+) -> PoolInput<'a> {
+    let (rev, rules) = judged;
     PoolInput {
         name,
         spec: &pool.spec,
         rev,
+        rules,
         existing_revisions: &seen.existing_revisions,
         gates: holds.gates,
         average_node_update: holds.average_node_update,
@@ -412,11 +423,11 @@ pub(crate) fn gate_look(pool: &WindowsNodePool, seen: &Observed, judged: &Judged
     let breaker = breaker_of(pool, seen);
     let ring = ring_of(pool, rev, seen, now);
     let holds = Holds { gates: &[], cluster: seen.cluster, average_node_update: None, bad_update: breaker.holding(), ring: ring.as_ref() };
-    let pool_input = input(pool, &name, rev, seen, holds);
+    let pool_input = input(pool, &name, (rev, &judged.rules), seen, holds);
     if !could_start(&pool_input, &judged.views, now) && !crate::rollout::could_undo(&pool_input, &judged.views, now) {
         return GateLook::NotNeeded;
     }
-    match memory.fresh_gates(pool.metadata.generation, health_gate_interval(&pool.spec), now) {
+    match memory.fresh_gates(pool.metadata.generation, judged.rules.health_gate_interval, now) {
         Some(results) => GateLook::Fresh(results),
         None => GateLook::Ask,
     }
@@ -450,7 +461,7 @@ pub(crate) fn decide_judged(
 ) -> (Round, PoolMemory) {
     let name = pool.name_any();
     let spec = &pool.spec;
-    let Judged { rev, views, hns_nodes } = judged;
+    let Judged { rev, rules, views, hns_nodes } = judged;
     let leaving = leaving(&seen.deselected);
     if asked.gates_asked {
         memory.gates = Some(GatesSeen { at: now, generation: pool.metadata.generation, results: asked.gates.clone() });
@@ -467,7 +478,7 @@ pub(crate) fn decide_judged(
         bad_update: breaker.holding(),
         ring: ring.as_ref(),
     };
-    let pool_input = PoolInput { evictions_unheard: memory.evictions_unheard(now), ..input(pool, &name, &rev, seen, holds) };
+    let pool_input = PoolInput { evictions_unheard: memory.evictions_unheard(now), ..input(pool, &name, (&rev, &rules), seen, holds) };
     let plan = decide(&pool_input, &views, now);
     let mut repairs = hns_repair::repairs(&spec.hns.repair, &seen.members, &hns_nodes, now);
     let mut problems = problems(pool, &plan, &seen.membership, &hns_nodes);
@@ -841,6 +852,7 @@ mod tests {
                 name: "p",
                 spec: &pool.spec,
                 rev: crate::rollout::test_revision(&pool.spec),
+                rules: crate::rollout::test_rules(&pool.spec),
                 existing_revisions: &existing,
                 target_marked_at: None,
                 gates: &gates,
@@ -997,9 +1009,10 @@ mod tests {
     /// A round with health gates, followed as the shell runs it (judge, the
     /// gates' look, the decision), computes the spec's revision once (it was
     /// five times: the look's input and its could-start and could-undo
-    /// settings, the decision's input and its settings).
+    /// settings, the decision's input and its settings), and parses its
+    /// durations and schedule once (they were parsed by each settings: 2 or 3).
     #[test]
-    fn a_round_with_gates_computes_the_revision_once() {
+    fn a_round_with_gates_computes_the_revision_and_parses_the_spec_once() {
         let mut pool = pool();
         pool.spec.rollout.health_gates = serde_json::from_value(serde_json::json!([
             {"name": "no-alerts", "prometheus": {"url": "http://prometheus:9090", "query": "ALERTS", "timeout": "5s"}}
@@ -1013,12 +1026,14 @@ mod tests {
         let seen = observed(vec![member("a", &cleared, None), member("b", &cleared, None)], (0, 0));
         let (mut memory, now) = (PoolMemory::default(), at(0));
         crate::revision::COMPUTED.with(|c| c.set(0));
+        crate::rollout::PARSED.with(|c| c.set(0));
         let judged = judge(&pool, &seen, &mut memory, now);
         let look = gate_look(&pool, &seen, &judged, &memory, now);
         assert_eq!(look, GateLook::Ask, "a node would start: the gates are asked");
         let (round, _) = decide_judged(&pool, &settings(), &seen, judged, Asked::default(), memory, now);
         assert!(!round.plan.revision.is_empty());
         assert_eq!(crate::revision::COMPUTED.with(|c| c.get()), 1);
+        assert_eq!(crate::rollout::PARSED.with(|c| c.get()), 1, "durations and schedule parsed once");
     }
 
     /// What a round reads, on plain values: these members, nothing else in the cluster.

@@ -46,6 +46,7 @@ fn plan(spec: &WindowsNodePoolSpec, nodes: &[NodeView], paused_by_annotation: bo
         name: "win",
         spec,
         rev: crate::rollout::test_revision(spec),
+        rules: crate::rollout::test_rules(spec),
         existing_revisions: &existing,
         target_marked_at: None,
         gates: &[],
