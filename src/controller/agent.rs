@@ -2,24 +2,19 @@
 //! ConfigMaps in the agents' namespace.
 
 use crate::api::EventReason;
-use std::time::Duration;
 
-use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
-use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
 use kube::{Client, Resource, ResourceExt};
-use serde_json::json;
 use tracing::{info, warn};
 
-use super::{Context, Error, api_status};
+use super::{Context, Error};
 use crate::api::{FIELD_MANAGER, WindowsNodePool, names};
 use crate::daemonset::{AgentDrift, LABEL_MANAGED_BY};
-use crate::decision::round::agent::{AgentWrite, ConfigMapWrites, refusal};
-pub use crate::decision::round::agent::{agent_image_allowed, system_inputs_refused};
-use crate::decision::round::memory::PoolMemory;
+pub use crate::decision::round::agent::agent_image_allowed;
+use crate::decision::round::agent::{AgentWrite, ConfigMapWrites};
 
 /// Write one of the pool's DaemonSets as decided; a hand edit put back is reported.
 pub(super) async fn write_daemonset(pool: &WindowsNodePool, ctx: &Context, w: &AgentWrite) -> Result<(), Error> {
@@ -148,31 +143,4 @@ pub async fn ensure_agent_namespace(client: &Client, ns: &str) -> Result<(), Err
         Err(source) => return Err(failed(source)),
     }
     Ok(())
-}
-
-/// Roll nothing for a pool that would run on SYSTEM what the admin did not
-/// allow (an agent image, a runtime archive); say so once.
-pub(super) async fn refuse_system_inputs(
-    pool: &WindowsNodePool,
-    ctx: &Context,
-    memory: &mut PoolMemory,
-    reason: EventReason,
-    msg: String,
-    now: Timestamp,
-) -> Result<Action, Error> {
-    let name = pool.name_any();
-    let status = refusal(pool, reason.as_str(), &msg, now);
-    let ev = reason.warning(msg.clone(), "Validate");
-    for ev in memory.standing_news(vec![(msg.clone(), ev)]) {
-        ctx.publish_fresh(pool, ev).await;
-    }
-    if pool.status.as_ref() != Some(&status) {
-        warn!(pool = %name, "{msg}");
-        let body = json!({ "apiVersion": "winpool.dev/v1alpha1", "kind": "WindowsNodePool", "status": status });
-        api_status(ctx)
-            .patch_status(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&body))
-            .await
-            .map_err(|source| Error::WriteStatus { pool: name.clone(), source })?;
-    }
-    Ok(Action::requeue(Duration::from_secs(300)))
 }

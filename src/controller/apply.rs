@@ -19,7 +19,7 @@ use kube::runtime::reflector::ObjectRef;
 use serde_json::json;
 use tracing::{debug, info, warn};
 
-use super::agent::{delete_configmap, delete_daemonset, refuse_system_inputs, system_inputs_refused, write_configmaps, write_daemonset};
+use super::agent::{delete_configmap, delete_daemonset, write_configmaps, write_daemonset};
 use super::gate_client;
 use super::hns_node::{HnsWrites, HnsWritten, ask_hns_repairs, write_hns};
 use super::memory::{DueBatch, Outcome, PoolMemory, StatusWrite};
@@ -62,9 +62,9 @@ async fn run_round(pool: &WindowsNodePool, ctx: &Context, memory: PoolMemory) ->
     let now = ctx.now();
     let fresher = memory.as_last_written(pool);
     let pool = fresher.as_ref().unwrap_or(pool);
-    if let Some((reason, msg)) = system_inputs_refused(pool, &ctx.settings) {
-        let mut memory = memory;
-        let r = refuse_system_inputs(pool, ctx, &mut memory, reason, msg, now).await;
+    let mut memory = memory;
+    if let Some(refused) = round::refused_round(pool, &ctx.settings, &mut memory, now) {
+        let r = record_status(pool, ctx, refused, &mut memory).await;
         return (r, memory);
     }
     let mut seen = match observe(pool, ctx).await {
@@ -82,7 +82,6 @@ async fn run_round(pool: &WindowsNodePool, ctx: &Context, memory: PoolMemory) ->
         let mut t = ctx.hns.lock().expect("hns lock");
         seen.hns_backlog = t.backlog_with_boots(pool.spec.os.version, crate::rollout::hns_rates(&pool.spec), &boots, now);
     }
-    let mut memory = memory;
     // Once a round: the gates' look and the decision read the same judgement.
     let judged = round::judge(pool, &seen, &mut memory, now);
     let mut asked = round::Asked { cluster: seen.cluster, ..Default::default() };
@@ -535,22 +534,13 @@ async fn announce_node_batches(ctx: &Context, pool: &WindowsNodePool, due: Vec<D
 
 /// Tell what the round did: standing problems, metrics, the status (when the
 /// round says so) and then its transitions. Returns when to look again.
-async fn record(
-    pool: &WindowsNodePool,
-    ctx: &Context,
-    seen: &Observed,
-    mut round: Round,
-    memory: &mut PoolMemory,
-) -> Result<Action, Error> {
+async fn record(pool: &WindowsNodePool, ctx: &Context, seen: &Observed, round: Round, memory: &mut PoolMemory) -> Result<Action, Error> {
     let name = pool.name_any();
     for (node, msg) in &round.plan.warnings {
         warn!(pool = %name, node = %node, "{msg}");
     }
     if !seen.membership.conflicts.is_empty() {
         warn!(pool = %name, "{}", seen.membership.conflicts.message(pool.spec.os.version.as_str()));
-    }
-    for ev in std::mem::take(&mut round.announce) {
-        ctx.publish_fresh(pool, ev).await;
     }
     let now = ctx.now();
     ctx.metrics.observe_pool(&name, &round.plan, now);
@@ -561,6 +551,18 @@ async fn record(
     ctx.metrics.observe_hns_pacing(&name, pacing);
     ctx.metrics.observe_hns_drift(&name, round.hns_drifted);
     ctx.metrics.observe_hns_repairs(&name, &round.hns_repairs.states);
+    record_status(pool, ctx, round, memory).await
+}
+
+/// The part of recording every round shares, a refused pool's too: the
+/// standing problems announced, the status written (and remembered), then
+/// the transitions it holds announced.
+async fn record_status(pool: &WindowsNodePool, ctx: &Context, mut round: Round, memory: &mut PoolMemory) -> Result<Action, Error> {
+    let name = pool.name_any();
+    for ev in std::mem::take(&mut round.announce) {
+        ctx.publish_fresh(pool, ev).await;
+    }
+    let now = ctx.now();
     let requeue = round::requeue_after(&round, memory, now);
     // The transitions are announced once the status that holds them is written:
     // a failed write leaves both to the next round, which announces them once.

@@ -495,6 +495,24 @@ async fn a_round_on_a_clock_far_off_the_api_servers_starts_no_node_and_says_why(
     assert!(progressing["message"].as_str().unwrap().contains("behind the API server's"), "{progressing}");
 }
 
+/// A pool naming an agent image the operator does not allow: its round
+/// writes nothing but its status (Stalled, saying why) and one Event, through
+/// the same record as every round, and the next round, with nothing changed,
+/// makes no request at all.
+#[tokio::test]
+async fn a_pool_whose_agent_image_is_refused_writes_only_its_status_and_one_event() {
+    let nodes = vec![windows_node("win-a", "win22")];
+    let mut f = Fixture::new(pool_with(1, "agent: {image: evil.example/agent:1}"), nodes);
+    f.ctx.settings.allowed_agent_images = vec!["ghcr.io/winpool/".into()];
+    let reqs = f.round().await;
+    assert_eq!(calls(&reqs), [format!("POST {EVENTS}"), format!("APPLY {STATUS}")], "{:#?}", calls(&reqs));
+    assert_eq!(reqs[0].body["reason"], json!("AgentImageNotAllowed"));
+    let stalled = reqs[1].body["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Stalled").cloned().unwrap();
+    assert_eq!((&stalled["status"], &stalled["reason"]), (&json!("True"), &json!("AgentImageNotAllowed")), "{stalled}");
+    assert!(stalled["message"].as_str().unwrap().contains("evil.example/agent:1"), "{stalled}");
+    assert_eq!(calls(&f.round().await), Vec::<String>::new(), "nothing changed: no request");
+}
+
 #[tokio::test]
 async fn the_first_round_runs_the_agent_and_writes_the_revision_before_any_node_moves_and_the_status_last() {
     let nodes = vec![windows_node("win-a", "win22"), windows_node("win-b", "win22"), windows_node("win-c", "win22")];

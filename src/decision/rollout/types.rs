@@ -303,7 +303,7 @@ pub struct Soak {
     pub first_ends: Timestamp,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Plan {
     pub revision: String,
     pub patches: Vec<NodePatch>,

@@ -109,9 +109,10 @@ pub(crate) struct GatesSeen {
 }
 
 /// What the round does with the pool's status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) enum StatusWrite {
     /// The status already says it.
+    #[default]
     Unchanged,
     Write,
     /// Only the progress moved and it was written a moment ago: the next

@@ -168,6 +168,7 @@ impl RingObserved {
     }
 }
 
+#[derive(Default)]
 pub(crate) struct Round {
     /// The bad-update breaker pausing the pool, first of all: the
     /// annotations to write and what to tell.
@@ -431,6 +432,28 @@ pub(crate) fn gate_look(pool: &WindowsNodePool, seen: &Observed, judged: &Judged
         Some(results) => GateLook::Fresh(results),
         None => GateLook::Ask,
     }
+}
+
+/// How soon a refused pool is looked at again when nothing changes: the
+/// operator's allow-lists change only with its flags (a restart).
+const REFUSED_REQUEUE: Duration = Duration::from_secs(300);
+
+/// The round of a pool whose SYSTEM inputs the operator refuses (an agent
+/// image, a runtime archive or a package share it does not allow): nothing
+/// is observed and nothing rolled; only its status is written, through the
+/// same throttle and record as every round's, saying why (Stalled), and the
+/// problem is announced once. None for a pool it takes.
+pub(crate) fn refused_round(pool: &WindowsNodePool, settings: &Settings, memory: &mut PoolMemory, now: Timestamp) -> Option<Round> {
+    let (reason, msg) = agent::system_inputs_refused(pool, settings)?;
+    let status = agent::refusal(pool, reason.as_str(), &msg, now);
+    let announce = memory.standing_news(vec![(msg.clone(), reason.warning(msg, "Validate"))]);
+    Some(Round {
+        status_write: memory.status_write(pool.status.as_ref(), &status, now),
+        status,
+        announce,
+        plan: Plan { requeue_after: REFUSED_REQUEUE, ..Plan::default() },
+        ..Round::default()
+    })
 }
 
 /// The whole decision of one reconcile, and what the pool's memory is once
