@@ -17,6 +17,8 @@ pub mod migration;
 pub mod node_record;
 pub mod plugin;
 pub mod provider;
+#[cfg(test)]
+mod test_builders;
 pub mod versions;
 pub mod write_fence;
 

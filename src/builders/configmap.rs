@@ -99,15 +99,9 @@ pub fn revision_configmap(pool: &WindowsNodePool, rev: &str, cfg: &NodeConfig, n
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::WindowsNodePoolSpec;
 
     fn pool(extra: &str) -> WindowsNodePool {
-        let spec: WindowsNodePoolSpec =
-            serde_saphyr::from_str(&format!("nodeSelector: {{}}\nos: {{version: ltsc2022, patchLevel: 10.0.20348.2762}}\n{extra}"))
-                .unwrap();
-        let mut p = WindowsNodePool::new("win22", spec);
-        p.metadata.uid = Some("uid-1".into());
-        p
+        crate::test_builders::pool("win22").with(extra).build()
     }
 
     /// The agent parses exactly these keys (agent/internal/config): a renamed

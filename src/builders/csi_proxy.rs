@@ -124,16 +124,11 @@ fn daemonset(pool: &WindowsNodePool, namespace: &str, repository: &str, version:
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::WindowsNodePoolSpec;
 
     fn pool(deploy: &str) -> WindowsNodePool {
-        let spec: WindowsNodePoolSpec = serde_saphyr::from_str(&format!(
-            "nodeSelector: {{}}\nos: {{version: ltsc2022, patchLevel: 10.0.20348.2762}}\nstorage: {{csiProxy: {{enabled: true, version: v1.1.3, deploy: {deploy}}}}}"
-        ))
-        .unwrap();
-        let mut p = WindowsNodePool::new("win22", spec);
-        p.metadata.uid = Some("uid".into());
-        p
+        crate::test_builders::pool("win22")
+            .with(&format!("storage: {{csiProxy: {{enabled: true, version: v1.1.3, deploy: {deploy}}}}}"))
+            .build()
     }
 
     fn revs(list: &[(&str, Option<&str>)]) -> BTreeMap<String, Option<String>> {

@@ -453,15 +453,9 @@ fn is_empty(v: &serde_json::Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::WindowsNodePoolSpec;
 
     fn pool(name: &str, extra: &str) -> WindowsNodePool {
-        let spec: WindowsNodePoolSpec =
-            serde_saphyr::from_str(&format!("nodeSelector: {{}}\nos: {{version: ltsc2022, patchLevel: 10.0.20348.2762}}\n{extra}"))
-                .unwrap();
-        let mut p = WindowsNodePool::new(name, spec);
-        p.metadata.uid = Some("uid-1".into());
-        p
+        crate::test_builders::pool(name).with(extra).build()
     }
 
     fn settings() -> AgentSettings {

@@ -125,11 +125,7 @@ mod tests {
     use k8s_openapi::api::batch::v1::{JobCondition, JobStatus};
 
     fn pool() -> WindowsNodePool {
-        let spec: crate::api::WindowsNodePoolSpec =
-            serde_saphyr::from_str("nodeSelector: {}\nos: {version: ltsc2022, patchLevel: 10.0.20348.2762}").unwrap();
-        let mut p = WindowsNodePool::new("win", spec);
-        p.metadata.uid = Some("uid-1".into());
-        p
+        crate::test_builders::pool("win").build()
     }
 
     fn hook() -> Hook {

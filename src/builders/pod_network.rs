@@ -84,11 +84,7 @@ mod tests {
     use super::*;
 
     fn pool() -> WindowsNodePool {
-        let spec: crate::api::WindowsNodePoolSpec =
-            serde_saphyr::from_str("nodeSelector: {}\nos: {version: ltsc2022, patchLevel: 10.0.20348.2762}").unwrap();
-        let mut p = WindowsNodePool::new("aks1", spec);
-        p.metadata.uid = Some("uid-1".into());
-        p
+        crate::test_builders::pool("aks1").build()
     }
 
     #[test]

@@ -358,18 +358,15 @@ fn pool(max_unavailable: i32) -> WindowsNodePool {
 }
 
 fn pool_with(max_unavailable: i32, more: &str) -> WindowsNodePool {
-    let spec = serde_saphyr::from_str(&format!(
-        "nodeSelector: {{matchLabels: {{pool: win22}}}}\n\
-         os: {{version: ltsc2022, patchLevel: 10.0.20348.2762}}\n\
-         runtime: {{version: 1.7.22, upgrade: InPlace}}\n\
-         rollout: {{maxUnavailable: {max_unavailable}}}\n{more}"
-    ))
-    .unwrap();
-    let mut p = WindowsNodePool::new("win22", spec);
-    p.metadata.uid = Some("uid-win22".into());
-    p.metadata.generation = Some(1);
-    p.metadata.finalizers = Some(vec![super::FINALIZER.into()]);
-    p
+    crate::test_builders::pool("win22")
+        .selecting("pool", "win22")
+        .with("runtime: {version: 1.7.22, upgrade: InPlace}")
+        .max_unavailable(max_unavailable)
+        .with(more)
+        .uid(Some("uid-win22"))
+        .generation(1)
+        .finalizer(super::FINALIZER)
+        .build()
 }
 
 /// A node's WindowsNodeReport, as its agent creates it.

@@ -37,13 +37,12 @@ mod tests {
     use super::*;
 
     fn pool(claimed_by: Option<&str>, deleting: bool) -> WindowsNodePool {
-        let spec = serde_saphyr::from_str("nodeSelector: {}\nos: {version: ltsc2022, patchLevel: 10.0.20348.2762}").unwrap();
-        let mut p = WindowsNodePool::new("p", spec);
-        p.metadata.annotations = claimed_by.map(|by| [(names::ANN_CLAIMED_BY.to_string(), by.to_string())].into());
-        if deleting {
-            p.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH));
-        }
-        p
+        let pool = crate::test_builders::pool("p").uid(None);
+        let pool = match claimed_by {
+            Some(by) => pool.annotation(names::ANN_CLAIMED_BY, by),
+            None => pool,
+        };
+        if deleting { pool.deleting() } else { pool }.build()
     }
 
     #[test]

@@ -694,7 +694,7 @@ mod tests {
     use std::collections::{BTreeMap, BTreeSet};
 
     fn spec(extra: &str) -> WindowsNodePoolSpec {
-        serde_saphyr::from_str(&format!("nodeSelector: {{}}\nos: {{version: ltsc2022, patchLevel: 10.0.20348.2762}}\n{extra}")).unwrap()
+        crate::test_builders::spec(extra)
     }
 
     fn plan_for(spec: &WindowsNodePoolSpec, nodes: &[NodeView], now: Timestamp) -> Plan {

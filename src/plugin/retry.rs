@@ -61,12 +61,9 @@ pub fn patch(view: &NodeView) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::WindowsNodePoolSpec;
 
     fn pool() -> WindowsNodePool {
-        let spec: WindowsNodePoolSpec =
-            serde_saphyr::from_str("nodeSelector: {}\nos: {version: ltsc2022, patchLevel: 10.0.20348.2762}").unwrap();
-        WindowsNodePool::new("p", spec)
+        crate::test_builders::pool("p").uid(None).build()
     }
 
     fn failed_node(pool: &WindowsNodePool) -> NodeView {

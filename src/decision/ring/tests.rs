@@ -9,7 +9,7 @@ fn now() -> Timestamp {
 }
 
 fn spec(patch: &str, extra: &str) -> WindowsNodePoolSpec {
-    serde_saphyr::from_str(&format!("nodeSelector: {{}}\nos: {{version: ltsc2022, patchLevel: {patch}}}\n{extra}")).unwrap()
+    crate::test_builders::pool("p").patch_level(patch).with(extra).spec()
 }
 
 fn follower(patch: &str) -> WindowsNodePoolSpec {

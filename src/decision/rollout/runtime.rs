@@ -60,11 +60,8 @@ mod tests {
     use super::*;
 
     fn spec(version: &str, upgrade: &str) -> WindowsNodePoolSpec {
-        let upgrade = if upgrade.is_empty() { String::new() } else { format!(", upgrade: {upgrade}") };
-        serde_saphyr::from_str(&format!(
-            "nodeSelector: {{}}\nos: {{version: ltsc2022, patchLevel: 10.0.20348.2762}}\nruntime: {{version: \"{version}\"{upgrade}}}"
-        ))
-        .unwrap()
+        let pool = crate::test_builders::pool("p").runtime(version);
+        if upgrade.is_empty() { pool.spec() } else { pool.with(&format!("runtime: {{upgrade: {upgrade}}}")).spec() }
     }
 
     fn node(runtime: &str, service: Option<&str>) -> NodeView {

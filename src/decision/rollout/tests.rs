@@ -7,10 +7,7 @@ use std::collections::BTreeSet;
 const POOL: &str = "p";
 
 fn spec_with(extra: &str) -> WindowsNodePoolSpec {
-    serde_saphyr::from_str(&format!(
-        "nodeSelector: {{matchLabels: {{pool: p}}}}\nos: {{version: ltsc2022, patchLevel: 10.0.20348.2762}}\nruntime: {{version: 1.7.22}}\n{extra}"
-    ))
-    .unwrap()
+    crate::test_builders::pool("p").selecting("pool", "p").runtime("1.7.22").with(extra).spec()
 }
 
 fn now() -> Timestamp {

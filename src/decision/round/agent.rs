@@ -335,11 +335,10 @@ mod tests {
 
     fn pool_with_archive(url: &str) -> WindowsNodePool {
         let sha = "0".repeat(64);
-        let spec: WindowsNodePoolSpec = serde_saphyr::from_str(&format!(
-            "nodeSelector: {{}}\nos: {{version: ltsc2022, patchLevel: 10.0.20348.2762}}\nruntime: {{version: 1.7.22, archive: {{url: '{url}', sha256: '{sha}'}}}}"
-        ))
-        .unwrap();
-        WindowsNodePool::new("p", spec)
+        crate::test_builders::pool("p")
+            .uid(None)
+            .with(&format!("runtime: {{version: 1.7.22, archive: {{url: '{url}', sha256: '{sha}'}}}}"))
+            .build()
     }
 
     #[test]
@@ -370,11 +369,10 @@ mod tests {
 
     fn pool_with_package_path(path: &str) -> WindowsNodePool {
         let sha = "b".repeat(64);
-        let spec = serde_saphyr::from_str(&format!(
-            "nodeSelector: {{}}\nos: {{version: ltsc2022, patchLevel: 10.0.20348.2762, updates: {{source: Packages, packages: [{{path: '{path}', sha256: '{sha}'}}]}}}}"
-        ))
-        .unwrap();
-        WindowsNodePool::new("p", spec)
+        crate::test_builders::pool("p")
+            .uid(None)
+            .with(&format!("os: {{updates: {{source: Packages, packages: [{{path: '{path}', sha256: '{sha}'}}]}}}}"))
+            .build()
     }
 
     #[test]

@@ -781,16 +781,10 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     use super::*;
-    use crate::api::WindowsNodePoolSpec;
     use crate::daemonset::{AgentDrift, agent_daemonset};
 
     fn pool() -> WindowsNodePool {
-        let spec: WindowsNodePoolSpec =
-            serde_saphyr::from_str("nodeSelector: {}\nos: {version: ltsc2022, patchLevel: 10.0.20348.2762}\nruntime: {version: 1.7.22}")
-                .unwrap();
-        let mut p = WindowsNodePool::new("p", spec);
-        p.metadata.uid = Some("uid-1".into());
-        p
+        crate::test_builders::pool("p").runtime("1.7.22").build()
     }
 
     fn settings() -> Settings {

@@ -32,14 +32,9 @@ pub(crate) fn pod_network_writes(pool: &WindowsNodePool, settings: &Settings, ds
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::WindowsNodePoolSpec;
 
     fn pool() -> WindowsNodePool {
-        let spec: WindowsNodePoolSpec =
-            serde_saphyr::from_str("nodeSelector: {}\nos: {version: ltsc2022, patchLevel: 10.0.20348.2762}").unwrap();
-        let mut p = WindowsNodePool::new("aks1", spec);
-        p.metadata.uid = Some("uid-1".into());
-        p
+        crate::test_builders::pool("aks1").build()
     }
 
     #[test]

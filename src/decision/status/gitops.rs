@@ -25,10 +25,7 @@ fn now() -> Timestamp {
 }
 
 fn spec(extra: &str) -> WindowsNodePoolSpec {
-    serde_saphyr::from_str(&format!(
-        "nodeSelector: {{matchLabels: {{pool: win}}}}\nos: {{version: ltsc2022, patchLevel: 10.0.20348.2762}}\n{extra}"
-    ))
-    .unwrap()
+    crate::test_builders::pool("win").selecting("pool", "win").with(extra).spec()
 }
 
 fn member(name: &str) -> NodeView {
