@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -389,6 +390,50 @@ func TestADeletedReportIsWrittenAgain(t *testing.T) {
 	eventually(t, "the report written again", func() bool { return h.storedReport() != nil })
 	if got := h.reported(); !maps.Equal(got, want) {
 		t.Errorf("report written again = %v\nwant %v", got, want)
+	}
+	if m := machine.Machine(); m.Installs != 0 || m.Reboots != 0 {
+		t.Errorf("the host was worked on again: %+v", m)
+	}
+	h.assertOnlyAgentWrites()
+}
+
+// A report deleted and created again by someone else before the agent's own
+// create (a deletion its watch shows late, or a person's kubectl apply of an
+// old copy): the create finds it there, and the agent writes its status over
+// what that one says, its apply result kept.
+func TestAReportCreatedMeanwhileIsWrittenOverWithTheAgentsStatus(t *testing.T) {
+	machine := newMachine(compliantHost())
+	h := newHarness(t, machine, requestedR1(), revisionConfigMap(revisionR1()))
+	var armed, recreated atomic.Bool
+	h.dyn.PrependReactor("create", "windowsnodereports", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if armed.Load() && recreated.CompareAndSwap(false, true) {
+			stale := &report.Report{Status: report.Status{AgentVersion: "0.0.1",
+				Apply: &report.Apply{Revision: "r0", Status: names.StatusFailed, Message: "a copy from last month"}}}
+			stale.Name, stale.Namespace = testNode, testNamespace
+			stale.APIVersion, stale.Kind = report.Resource.GroupVersion().String(), report.Kind
+			obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(stale)
+			if err == nil {
+				err = h.dyn.Tracker().Create(report.Resource, &unstructured.Unstructured{Object: obj}, testNamespace)
+			}
+			if err != nil {
+				t.Errorf("creating the stale copy: %v", err)
+			}
+		}
+		return false, nil, nil
+	})
+	h.start(h.options())
+	want := h.waitStatus(names.StatusSucceeded)
+	armed.Store(true)
+	h.deleteReport()
+	eventually(t, "the agent's status over the copy", func() bool { return recreated.Load() && maps.Equal(h.reported(), want) })
+	gets := 0
+	for _, a := range h.dyn.Actions() {
+		if a.GetVerb() == "get" && a.GetResource() == report.Resource {
+			gets++
+		}
+	}
+	if gets == 0 {
+		t.Error("the create found no report there: the path under test did not run")
 	}
 	if m := machine.Machine(); m.Installs != 0 || m.Reboots != 0 {
 		t.Errorf("the host was worked on again: %+v", m)
