@@ -101,7 +101,7 @@ pub fn could_undo(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> b
         return false;
     }
     let s = round::RoundSettings::new(pool, now);
-    !s.rules.soak_time.is_zero() && nodes.iter().any(|n| node::in_soak(&s, n))
+    node::may_undo(&s) && nodes.iter().any(|n| node::in_soak(&s, n))
 }
 
 /// One round of the rollout: each member's next step, then new starts unless

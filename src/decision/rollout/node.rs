@@ -427,10 +427,21 @@ fn updated(s: &RoundSettings<'_>, r: &mut Decided<'_>, p: &mut NodePatch, n: &No
 /// found at the target (never updated by winpool) soaks too: its agent then
 /// finds no update of its own to remove, and says so.
 fn undo_due<'g>(s: &RoundSettings<'g>, n: &NodeView) -> Option<&'g gates::GateResult> {
-    if s.spec.rollout.undo != UndoMode::Enabled || s.rules.soak_time.is_zero() || !in_soak(s, n) {
+    if !may_undo(s) || !in_soak(s, n) {
         return None;
     }
     gates::holding_node(s.gates, &n.name)
+}
+
+/// Whether an undo may start this round. A person's pause (`rollout.paused`,
+/// `kubectl winpool pause`) and a clock that cannot be trusted hold it as
+/// they hold any start: an undo cordons, drains and reboots. The bad-update
+/// breaker's pause does not (it paused for such an update), nor do the
+/// maintenance windows: they bound when an update goes on, and the node is
+/// broken now.
+pub(super) fn may_undo(s: &RoundSettings<'_>) -> bool {
+    let paused_by_a_person = s.spec.rollout.paused || (s.paused_by_annotation && s.bad_update.is_none());
+    s.spec.rollout.undo == UndoMode::Enabled && !s.rules.soak_time.is_zero() && s.clock_skew.is_none() && !paused_by_a_person
 }
 
 /// Updated less than soakTime ago.

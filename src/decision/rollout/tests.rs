@@ -2207,6 +2207,42 @@ fn a_node_unhealthy_in_its_soak_has_its_update_taken_off_and_is_failed() {
     assert_eq!(p.annotations.get(names::ANN_FAILURE_REASON), Some(&Some("UndoFailed".to_string())));
 }
 
+/// A person's pause and a skewed clock hold an undo as they hold any start
+/// (the gates are not asked for it either); the bad-update breaker's pause
+/// and a closed maintenance window do not: the node is broken now.
+#[test]
+fn an_undo_waits_for_a_persons_pause_and_a_trusted_clock_not_for_the_breaker_or_the_windows() {
+    let spec = spec_with("rollout: {undo: Enabled, soakTime: 1h}");
+    let rev = revision_of(&spec);
+    let soaking = NodeView {
+        unschedulable: false,
+        cordoned_by_winpool: false,
+        state_since: ago(600),
+        ..applied(in_state("n", NodeState::Updated, &rev), &rev)
+    };
+    let nodes = std::slice::from_ref(&soaking);
+    let holding = [gate("win-pods", on_nodes(&[("n", "shop/checkout-7")]))];
+    let existing = BTreeSet::new();
+    let undone = |input: PoolInput<'_>| {
+        let input = PoolInput { gates: &holding, ..input };
+        let to = patch(&decide(&input, nodes, now()), "n").map(|p| p.to);
+        (to == Some(NodeState::Draining), could_undo(&input, nodes, now()))
+    };
+    let base = || PoolInput::of_spec(POOL, &spec, &existing);
+    assert_eq!(undone(base()), (true, true), "nothing holds it");
+    let paused = spec_with("rollout: {undo: Enabled, soakTime: 1h, paused: true}");
+    assert_eq!(undone(PoolInput::of_spec(POOL, &paused, &existing)), (false, false), "rollout.paused");
+    assert_eq!(undone(PoolInput { paused_by_annotation: true, ..base() }), (false, false), "kubectl winpool pause");
+    assert_eq!(undone(PoolInput { clock_skew: Some(jiff::SignedDuration::from_mins(5)), ..base() }), (false, false), "a skewed clock");
+    let trip = crate::decision::breaker::BadUpdate { update: "KB5044281".into(), code: "0x800F0922".into(), nodes: vec![] };
+    let by_breaker = PoolInput { paused_by_annotation: true, bad_update: Some(&trip), ..base() };
+    assert_eq!(undone(by_breaker), (true, true), "the breaker's pause");
+    let windowed = spec_with("rollout: {undo: Enabled, soakTime: 1h, maintenanceWindows: [{days: [Sat], start: '02:00', end: '03:00'}]}");
+    let closed = PoolInput::of_spec(POOL, &windowed, &existing);
+    assert!(!decide(&closed, &[fresh("m")], now()).window_open, "the window is closed now");
+    assert_eq!(undone(closed), (true, true), "outside the maintenance window");
+}
+
 /// Any other start of a node that was undone installs: the mark goes.
 #[test]
 fn a_retried_undone_node_is_started_to_install_not_to_undo() {
