@@ -83,6 +83,7 @@ mod apply;
 mod claim;
 mod clock;
 mod crds;
+pub mod drain;
 mod events;
 #[cfg(test)]
 mod fake_api;
@@ -90,9 +91,12 @@ mod fake_api;
 mod fixtures;
 mod gate_client;
 mod hns_node;
+pub mod lease;
+pub mod metrics;
 mod nodes;
 mod recent;
 mod watch;
+pub mod write_fence;
 
 use crate::decision::round::memory::{self, PoolMemory};
 use crate::decision::round::{self};

@@ -9,20 +9,14 @@ mod contract;
 pub mod controller;
 pub mod crd;
 pub mod decision;
-pub mod drain;
 pub mod error;
-pub mod lease;
-pub mod metrics;
 pub mod migration;
-pub mod node_record;
 pub mod plugin;
-pub mod provider;
 #[cfg(test)]
 mod test_builders;
-pub mod versions;
-pub mod write_fence;
 
 // The layers keep their short paths (`crate::rollout`, `winpool::hns`, ...).
-pub use api::report;
+pub use api::{node_record, report};
 pub use builders::{configmap, csi_proxy, daemonset, hook_job, pod_network};
-pub use decision::{gates, hns, membership, node_view, revision, rollout, status, window};
+pub use controller::{drain, lease, metrics, write_fence};
+pub use decision::{gates, hns, membership, node_view, provider, revision, rollout, status, versions, window};

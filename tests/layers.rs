@@ -117,6 +117,44 @@ fn the_api_types_depend_on_no_layer_above_them() {
     assert!(v.is_empty(), "src/api/ holds the schema; the layers import it, never the reverse:\n{}", v.join("\n"));
 }
 
+/// What may sit at the root of `src/`, outside the layers' folders, and why.
+/// A new module belongs in the folder of its layer; this list says so when
+/// one lands beside them.
+const ROOT: &[(&str, &str)] = &[
+    ("api", "the schema: the CRDs' types, the names on Nodes, the Node record"),
+    ("decision", "the pure decision"),
+    ("builders", "the objects winpool writes"),
+    ("controller", "the shell"),
+    ("plugin", "the kubectl plugin"),
+    ("bin", "the plugin's entry point"),
+    ("lib.rs", "the crate"),
+    ("main.rs", "the operator's entry point"),
+    ("error.rs", "the reconcile's error enum, a metric label"),
+    ("controller.rs", "the shell's module: the reconcile, its context and the controller's run"),
+    ("crd.rs", "the CLI's CRD generation"),
+    ("migration.rs", "what upgrades read, each part with the release that removes it"),
+    ("contract.rs", "tests only: the Rust-Go contract file"),
+    ("test_builders.rs", "tests only: the unit tests' typed builders"),
+];
+
+#[test]
+fn the_root_of_src_holds_the_layers_folders_and_only_the_modules_listed() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut stray = Vec::new();
+    for entry in std::fs::read_dir(&src).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        if !ROOT.iter().any(|(listed, _)| *listed == name) {
+            stray.push(name);
+        }
+    }
+    stray.sort();
+    assert!(
+        stray.is_empty(),
+        "src/ holds {stray:?} beside the layers: move each into the folder of its layer (api/, decision/, builders/, controller/), \
+         or list it in tests/layers.rs with the reason it stands apart"
+    );
+}
+
 /// The scan itself: a planted import is found, in code and not in a comment.
 #[test]
 fn the_scan_finds_a_planted_import_and_ignores_comments() {

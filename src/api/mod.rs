@@ -32,6 +32,7 @@ pub fn post_params() -> kube::api::PostParams {
 
 mod event_reason;
 pub mod names;
+pub mod node_record;
 pub mod report;
 mod rollout;
 mod states;

@@ -33,6 +33,12 @@ impl LabelLookup for BTreeMap<String, String> {
     }
 }
 
+impl LabelLookup for crate::node_record::NodeRecord {
+    fn label(&self, key: &str) -> Option<&str> {
+        crate::node_record::NodeRecord::label(self, key)
+    }
+}
+
 #[derive(Debug, PartialEq)]
 pub struct PoolSelector {
     pub name: String,

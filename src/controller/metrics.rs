@@ -679,8 +679,8 @@ mod tests {
                 .collect()
         }
         let registered = names(include_str!("metrics.rs"), "\"winpool_");
-        let documented = names(include_str!("../docs/METRICS.md"), "| `winpool_");
+        let documented = names(include_str!("../../docs/METRICS.md"), "| `winpool_");
         assert!(registered.len() > 20, "{registered:?}");
-        assert_eq!(registered, documented, "src/metrics.rs and docs/METRICS.md disagree");
+        assert_eq!(registered, documented, "src/controller/metrics.rs and docs/METRICS.md disagree");
     }
 }

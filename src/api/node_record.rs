@@ -17,7 +17,6 @@ use kube::runtime::reflector::Lookup;
 use kube::runtime::watcher;
 
 use crate::api::names;
-use crate::membership::LabelLookup;
 
 /// A string held once for every node that carries it.
 type Shared = Arc<str>;
@@ -66,12 +65,6 @@ pub fn revision(resource_version: Option<&str>) -> u64 {
 
 fn find<'a>(pairs: &'a [(Shared, Shared)], key: &str) -> Option<&'a str> {
     pairs.binary_search_by(|(k, _)| k.as_ref().cmp(key)).ok().map(|i| pairs[i].1.as_ref())
-}
-
-impl LabelLookup for NodeRecord {
-    fn label(&self, key: &str) -> Option<&str> {
-        NodeRecord::label(self, key)
-    }
 }
 
 impl From<&Node> for NodeRecord {
