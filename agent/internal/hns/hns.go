@@ -1,6 +1,7 @@
 // Package hns finds kube-proxy's HNS network and counts what kube-proxy
 // (winkernel) has programmed into HNS, through a small API that the Windows
-// host implements with hcsshim's hcn and the tests with a fake, the way
+// host implements with hnslib's hcn (github.com/Microsoft/hnslib, the
+// package Kubernetes moved to from hcsshim) and the tests with a fake, the way
 // kube-proxy's winkernel keeps hcn behind its HostNetworkService interface.
 package hns
 

@@ -10,8 +10,8 @@
 // ociwclayer.ImportLayerFromTar (containerd plugins/diff/windows); an image's
 // first layer has no parents, so hcsshim writes it with its base layer
 // writer and then runs ProcessBaseLayer, which reads the registry hives. This
-// calls the same function with the hcsshim version the agent builds with,
-// so a layer that hack/tools/winimage's checks accept but Windows refuses
+// calls the same function (hcsshim, pinned in this tool's go.mod; the agent
+// itself links only hnslib, for hcn), so a layer that hack/tools/winimage's checks accept but Windows refuses
 // fails here.
 package main
 

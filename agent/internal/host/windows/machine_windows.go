@@ -14,7 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/Microsoft/go-winio"
-	"github.com/Microsoft/hcsshim/hcn"
+	"github.com/Microsoft/hnslib/hcn"
 	ole "github.com/go-ole/go-ole"
 	"golang.org/x/sys/windows"
 
