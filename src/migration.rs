@@ -73,7 +73,7 @@ impl AgentReport {
             answers_start: None,
             heartbeat: None,
             no_reboot: false,
-            cni_mode: owned(names::ANN_CNI_MODE),
+            cni_mode: node.annotation(names::ANN_CNI_MODE).map(Reported::parse),
             csi_proxy_version: owned(names::ANN_CSI_PROXY_VERSION),
             runtime_service: owned(names::ANN_RUNTIME_SERVICE),
             csi_proxy_host: owned(names::ANN_CSI_PROXY_HOST),

@@ -358,8 +358,9 @@ impl Default for RuntimeSpec {
     }
 }
 
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, Default, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, Default, JsonSchema, strum::EnumString, strum::Display)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum CniMode {
     /// VXLAN overlay (flannel's vxlan, Calico VXLAN).
     #[default]

@@ -9,6 +9,7 @@
 
 use std::fmt;
 
+use crate::api::CniMode;
 use crate::api::report::{
     ApplyStatus, PreflightVerdictValue, StagingReport, StagingStatusValue, WindowsNodeReport, WindowsNodeReportStatus,
 };
@@ -31,7 +32,7 @@ impl<T: Copy> Reported<T> {
     }
 }
 
-impl Reported<ApplyStatus> {
+impl<T: std::str::FromStr> Reported<T> {
     pub fn parse(raw: &str) -> Self {
         raw.parse().map_or_else(|_| Reported::Unknown(raw.to_string()), Reported::Known)
     }
@@ -84,7 +85,7 @@ pub struct AgentReport {
     pub heartbeat: Option<String>,
     /// Its success followed an install that needed no reboot.
     pub no_reboot: bool,
-    pub cni_mode: Option<String>,
+    pub cni_mode: Option<Reported<CniMode>>,
     pub csi_proxy_version: Option<String>,
     pub runtime_service: Option<String>,
     pub csi_proxy_host: Option<String>,
@@ -111,7 +112,7 @@ impl AgentReport {
             answers_start: apply.and_then(|a| a.started_at.clone()),
             heartbeat: apply.and_then(|a| a.heartbeat.clone()),
             no_reboot: apply.is_some_and(|a| a.no_reboot),
-            cni_mode: observed.cni_mode,
+            cni_mode: observed.cni_mode.as_deref().map(Reported::parse),
             csi_proxy_version: observed.csi_proxy_version,
             runtime_service: observed.runtime_service,
             csi_proxy_host: observed.csi_proxy_host,
@@ -256,15 +257,25 @@ mod tests {
     fn an_annotation_that_does_not_parse_reads_as_unknown_with_its_text() {
         let mut node = Node::default();
         node.metadata.annotations = Some(
-            [("winpool.dev/apply-status", "Exploded"), ("winpool.dev/hns-load-balancers", "-1"), ("winpool.dev/hns-endpoints", " 40 ")]
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
+            [
+                ("winpool.dev/apply-status", "Exploded"),
+                ("winpool.dev/hns-load-balancers", "-1"),
+                ("winpool.dev/hns-endpoints", " 40 "),
+                ("winpool.dev/cni-mode", "nat"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
         );
         let r = AgentReport::of(&NodeRecord::from(&node), None);
         assert_eq!(r.apply_status, Some(Reported::Unknown("Exploded".into())));
         assert_eq!(r.hns_load_balancers, Some(Reported::Unknown("-1".into())));
         assert_eq!(r.hns_endpoints, Some(Reported::Known(40)));
+        assert_eq!(r.cni_mode, Some(Reported::Unknown("nat".into())));
+        for mode in [CniMode::Overlay, CniMode::L2bridge] {
+            assert_eq!(Reported::parse(mode.as_str()), Reported::Known(mode));
+            assert_eq!((mode.to_string(), serde_json::to_value(mode).unwrap()), (mode.as_str().to_string(), json!(mode.as_str())));
+        }
         for raw in ["", "1e3", "+4", "99999999999999999999"] {
             assert_eq!(Reported::count(raw), Reported::Unknown(raw.into()), "{raw:?}");
         }

@@ -899,7 +899,7 @@ mod tests {
             applied_revision: Some(rev.clone()),
             apply_status: Some(crate::decision::agent_report::Reported::Known(crate::report::ApplyStatus::Succeeded)),
             kernel_version: Some("10.0.20348.2762".into()),
-            cni_mode: Some("overlay".into()),
+            cni_mode: Some(crate::decision::agent_report::Reported::parse("overlay")),
             ..node("a")
         };
         let s = status_for(&spec, &[soaking, node("b")], None, now);
@@ -922,7 +922,7 @@ mod tests {
             applied_revision: Some(rev.clone()),
             apply_status: Some(crate::decision::agent_report::Reported::Known(crate::report::ApplyStatus::Succeeded)),
             kernel_version: Some("10.0.20348.2762".into()),
-            cni_mode: Some("overlay".into()),
+            cni_mode: Some(crate::decision::agent_report::Reported::parse("overlay")),
             ..node(name)
         };
         // Ready, but cordoned by someone else (an admin's maintenance).

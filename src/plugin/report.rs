@@ -512,7 +512,7 @@ mod tests {
             pool_label: Some("a".into()),
             ready: true,
             kernel_version: Some("10.0.20348.2700".into()),
-            cni_mode: Some("overlay".into()),
+            cni_mode: Some(crate::decision::agent_report::Reported::parse("overlay")),
             preflight: Some(preflight),
             staging: Some(staging),
             ..Default::default()

@@ -50,7 +50,7 @@ fn applied(mut n: NodeView, rev: &str) -> NodeView {
     n.apply_status = Some(Reported::Known(ApplyStatus::Succeeded));
     n.kernel_version = Some("10.0.20348.2762".into());
     n.runtime_version = Some("containerd://1.7.22".into());
-    n.cni_mode = Some("overlay".into());
+    n.cni_mode = Some(crate::decision::agent_report::Reported::parse("overlay"));
     n
 }
 
@@ -362,7 +362,7 @@ fn verification_waits_for_every_reported_fact() {
         ("runtime is", |n| n.runtime_version = Some("containerd://1.7.20".into())),
         ("runtime version", |n| n.runtime_version = Some("garbage".into())),
         ("csi-proxy", |n| n.csi_proxy_version = Some("v1.1.2".into())),
-        ("CNI mode", |n| n.cni_mode = Some("l2bridge".into())),
+        ("CNI mode", |n| n.cni_mode = Some(crate::decision::agent_report::Reported::parse("l2bridge"))),
         ("not Ready", |n| n.ready = false),
         ("HNS", |n| n.hns = HnsReadiness::NotReady),
     ];
@@ -379,7 +379,7 @@ fn verification_waits_for_every_reported_fact() {
     let any = spec_with("storage: {csiProxy: {enabled: true, version: v1.1.3}}\nhns: {taintWhenNotReady: true}");
     assert_eq!(revision_of(&any), rev, "requiring the mode the nodes run changes no revision");
     let mut n = good();
-    n.cni_mode = Some("l2bridge".into());
+    n.cni_mode = Some(crate::decision::agent_report::Reported::parse("l2bridge"));
     assert_eq!(transition(&run(&any, &[n]), "n"), Some((NodeState::Verifying, NodeState::Updated)));
     // HNS that never reported does not block the rollout.
     let mut n = good();

@@ -107,7 +107,7 @@ pub struct NodeView {
     /// This start's success followed an install that needed no reboot.
     pub apply_no_reboot: bool,
     pub csi_proxy_version: Option<String>,
-    pub cni_mode: Option<String>,
+    pub cni_mode: Option<Reported<crate::api::CniMode>>,
     pub failure_reason: Option<String>,
     pub failure_message: Option<String>,
     pub hns: HnsReadiness,

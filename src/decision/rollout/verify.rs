@@ -2,7 +2,8 @@
 //! what a node in flight is still waiting for.
 
 use super::{HnsReadiness, NodeState, NodeView};
-use crate::api::{CniMode, WindowsNodePoolSpec};
+use crate::api::WindowsNodePoolSpec;
+use crate::decision::agent_report::Reported;
 use crate::report::ApplyStatus;
 use crate::versions::{RuntimeVersion, Version, WindowsBuild};
 
@@ -46,10 +47,11 @@ pub fn verify_config(spec: &WindowsNodePoolSpec, n: &NodeView) -> Result<(), Str
             return Err(format!("agent reports csi-proxy {:?}, want {want}", n.csi_proxy_version.as_deref().unwrap_or("")));
         }
     }
-    if let Some(cni) = spec.networking.cni_mode.map(CniMode::as_str)
-        && n.cni_mode.as_deref() != Some(cni)
+    if let Some(cni) = spec.networking.cni_mode
+        && n.cni_mode != Some(Reported::Known(cni))
     {
-        return Err(format!("agent reports CNI mode {:?}, want {cni}", n.cni_mode.as_deref().unwrap_or("")));
+        let reported = n.cni_mode.as_ref().map(ToString::to_string).unwrap_or_default();
+        return Err(format!("agent reports CNI mode {reported:?}, want {}", cni.as_str()));
     }
     Ok(())
 }
