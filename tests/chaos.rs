@@ -1425,7 +1425,7 @@ impl Soak {
             if now.saturating_sub(since) < RETRY_AFTER {
                 continue;
             }
-            let ops = winpool::plugin::retry::patch(&winpool::plugin::report::view(node, None));
+            let ops = winpool::plugin::retry::patch(&winpool::plugin::output::view(node, None));
             let patch = Patch::Json::<()>(serde_json::from_value(ops).expect("a JSON patch"));
             match Api::<Node>::all(self.t.client.clone()).patch(&name, &PatchParams::default(), &patch).await {
                 Ok(_) => {

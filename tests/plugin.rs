@@ -16,7 +16,7 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 use support::{TestSpace, apply_pool, audit, install_crd, pool_manifest, wait_for, wait_nodes_ready};
 use winpool::api::{WindowsNodePool, conditions, names};
-use winpool::plugin::report::{PlanReport, PoolRow, StatusReport};
+use winpool::plugin::output::{PlanReport, PoolRow, StatusReport};
 
 const WAIT: Duration = Duration::from_secs(180);
 

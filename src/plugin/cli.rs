@@ -1,5 +1,5 @@
 //! The command line of `kubectl winpool` and the requests each command makes;
-//! what it shows comes from [`super::report`], what it refuses from [`super::retry`].
+//! what it shows comes from [`super::output`], what it refuses from [`super::retry`].
 
 use std::path::PathBuf;
 
@@ -11,7 +11,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use serde_json::json;
 
-use super::report::{self, Members};
+use super::output::{self, Members};
 use super::{FIELD_MANAGER, PluginError, retry, table};
 use crate::api::{WindowsNodePool, names};
 use crate::report::WindowsNodeReport;
@@ -175,19 +175,19 @@ pub async fn run(cli: Cli) -> Result<String, PluginError> {
 }
 
 fn render_list(all: &[WindowsNodePool], output: Output) -> Result<String, PluginError> {
-    let rows = report::list_report(all);
+    let rows = output::list_report(all);
     let names = || rows.iter().map(|r| format!("windowsnodepool.winpool.dev/{}", r.name)).collect();
     render(&rows, output, names, |wide| table::pools(&rows, wide))
 }
 
 fn render_status(p: &WindowsNodePool, m: &Members, output: Output, now: Timestamp) -> Result<String, PluginError> {
-    let r = report::status_report(p, m);
+    let r = output::status_report(p, m);
     let names = || r.nodes.iter().map(|n| format!("node/{}", n.name)).collect();
     render(&r, output, names, |_| table::status(&r, now))
 }
 
 fn render_plan(p: &WindowsNodePool, m: &Members, output: Output, now: Timestamp) -> Result<String, PluginError> {
-    let r = report::plan_report(p, m, now);
+    let r = output::plan_report(p, m, now);
     let names = || r.order.iter().map(|n| format!("node/{n}")).collect();
     render(&r, output, names, |_| table::plan(&r))
 }
@@ -213,7 +213,7 @@ pub async fn run_watch(cli: Cli, print: impl FnMut(&str)) -> Result<(), PluginEr
         let pool = |name: &str| {
             let p = pools.iter().find(|p| p.metadata.name.as_deref() == Some(name)).cloned();
             let p = p.ok_or_else(|| PluginError::Output(format!("pool {name} was deleted")))?;
-            let m = report::members(&p, &pools, &caches.nodes(), &caches.reports());
+            let m = output::members(&p, &pools, &caches.nodes(), &caches.reports());
             Ok::<_, PluginError>((p, m))
         };
         let (view, output) = match &cli.command {
@@ -420,7 +420,7 @@ async fn read_pool(client: &Client, name: &str) -> Result<(WindowsNodePool, Memb
     let windows = ListParams::default().labels(&format!("{}=windows", names::LABEL_OS));
     let nodes = nodes.list(&windows).await.map_err(|e| PluginError::from_kube(e, "nodes", ""))?.items;
     let reports = agent_reports(client).await?;
-    let m = report::members(&pool, &all, &nodes, &reports);
+    let m = output::members(&pool, &all, &nodes, &reports);
     Ok((pool, m))
 }
 
@@ -476,7 +476,7 @@ async fn retry_node(client: &Client, name: &str) -> Result<String, PluginError> 
     let nodes: Api<Node> = Api::all(client.clone());
     let node = nodes.get(name).await.map_err(|e| PluginError::from_kube(e, "node", name))?;
     let reports = agent_reports(client).await?;
-    let view = report::view(&node, report::report_of(&node, &reports));
+    let view = output::view(&node, output::report_of(&node, &reports));
     let pool = match view.pool_label.as_deref() {
         Some(p) => Api::<WindowsNodePool>::all(client.clone()).get_opt(p).await.map_err(|e| PluginError::from_kube(e, "pool", p))?,
         None => None,

@@ -4,8 +4,8 @@
 //! its own field manager ([`FIELD_MANAGER`]) so `managedFields` say who paused
 //! a pool or retried a node.
 //!
-//! Pure parts, unit-tested: [`age`] (kubectl's ages), [`report`] (the status
-//! and plan reports, their stable JSON/YAML shape), [`retry`] (when a node may
+//! Pure parts, unit-tested: [`age`] (kubectl's ages), [`output`] (what status
+//! and plan print, in their stable JSON/YAML shape), [`retry`] (when a node may
 //! be retried), [`table`] (the text output), [`version`] (what runs where).
 //! [`cli`] is the thin shell that
 //! reads the cluster, calls them and writes.
@@ -14,7 +14,7 @@ pub mod age;
 pub mod bundle;
 pub mod cli;
 pub mod complete;
-pub mod report;
+pub mod output;
 pub mod retry;
 pub mod table;
 pub mod version;

@@ -5,7 +5,7 @@
 use jiff::Timestamp;
 
 use super::age;
-use super::report::{PlanReport, PoolRow, StatusReport};
+use super::output::{PlanReport, PoolRow, StatusReport};
 
 const NONE: &str = "<none>";
 
@@ -186,7 +186,7 @@ pub fn plan(r: &PlanReport) -> String {
 mod tests {
     use super::*;
     use crate::api::NodeCounts;
-    use crate::plugin::report::{ConditionSummary, FailedNodeReport, InFlightNode, NodeRow, WindowReport};
+    use crate::plugin::output::{ConditionSummary, FailedNodeReport, InFlightNode, NodeRow, WindowReport};
 
     fn now() -> Timestamp {
         "2026-12-01T12:00:00Z".parse().unwrap()
