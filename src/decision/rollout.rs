@@ -9,7 +9,8 @@
 //! exactly the same plan.
 //!
 //! [`decide`] reads as the algorithm; each step lives with its concern:
-//! `round` (the settings read once, the decisions so far), `node` (one
+//! `rules` (the spec parsed once a round), `round` (the round's settings
+//! over them, the decisions so far), `node` (one
 //! member's step by its state), `start` (the hold, the starts up to
 //! maxUnavailable), `summary` (stale HNS reports, counts, failures, requeue),
 //! `verify` (the checks a node must pass) and `tamper` (revision labels
