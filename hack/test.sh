@@ -26,6 +26,11 @@ cargo run -q -- crd --report | diff -u crds/windowsnodereports.winpool.dev.yaml 
 step "cargo clippy"
 cargo clippy --all-targets -- -D warnings
 
+# Doc comments are the CRDs' descriptions and the plugin's help too; a broken
+# link or an unescaped tag in the others is a comment nobody can follow.
+step "cargo doc"
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet
+
 # The node agent (Go): the same code runs on Windows nodes and, over a
 # simulated Windows machine (fakewin), in the simulated fleet the integration
 # tests below use.

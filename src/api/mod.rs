@@ -8,6 +8,9 @@
 
 // The kube derive's printcolumn(...) entries repeat `type_ = ...`, which clippy mistakes for duplicated attributes.
 #![allow(clippy::duplicated_attributes)]
+// The fields' doc comments are the CRD's descriptions, which `kubectl explain`
+// prints as they are: `containerd-<version>-…` and a bare URL are meant for it.
+#![allow(rustdoc::invalid_html_tags, rustdoc::bare_urls)]
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;

@@ -560,6 +560,10 @@ async fn record(pool: &WindowsNodePool, ctx: &Context, seen: &Observed, round: R
 async fn record_status(pool: &WindowsNodePool, ctx: &Context, mut round: Round, memory: &mut PoolMemory) -> Result<Action, Error> {
     let name = pool.name_any();
     for ev in std::mem::take(&mut round.announce) {
+        // Said once, as the Event is: the log holds what an Event's TTL loses.
+        if ev.type_ == EventType::Warning {
+            warn!(pool = %name, reason = %ev.reason, "{}", ev.note.as_deref().unwrap_or_default());
+        }
         ctx.publish_fresh(pool, ev).await;
     }
     let now = ctx.now();

@@ -229,8 +229,8 @@ impl PodOnNode {
 }
 
 /// The budget (namespace/name) named by an eviction's 429, if a budget
-/// refused it: the API server adds a `DisruptionBudget` cause, "The disruption
-/// budget <name> needs 2 healthy pods and has 2 currently". A 429 without one
+/// refused it: the API server adds a `DisruptionBudget` cause, `The disruption
+/// budget <name> needs 2 healthy pods and has 2 currently`. A 429 without one
 /// is the API server's own throttling, not a budget.
 pub fn refusing_budget(status: &kube::core::Status, namespace: &str) -> Option<String> {
     let causes = &status.details.as_ref()?.causes;

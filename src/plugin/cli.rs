@@ -1,6 +1,10 @@
 //! The command line of `kubectl winpool` and the requests each command makes;
 //! what it shows comes from [`super::output`], what it refuses from [`super::retry`].
 
+// The commands' doc comments are their `--help` text, where `node/<name>` is
+// what a person types, not an HTML tag.
+#![allow(rustdoc::invalid_html_tags)]
+
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};

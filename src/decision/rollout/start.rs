@@ -57,7 +57,7 @@ pub(super) fn idle_out_of_service(r: &Decided<'_>, sorted: &[&NodeView]) -> usiz
 
 /// The order in which Pending nodes start: nodes put back for a
 /// PodDisruptionBudget last (the rest of the wave first), the ones out of
-/// service first, then by name. [`start_nodes`] starts them in this order,
+/// service first, then by name. `start_nodes` starts them in this order,
 /// and `kubectl winpool plan` shows it, so the two cannot disagree.
 pub fn start_order<'n>(pending: impl IntoIterator<Item = &'n NodeView>) -> Vec<&'n NodeView> {
     let mut order: Vec<&'n NodeView> = pending.into_iter().collect();
