@@ -1221,7 +1221,8 @@ def go_version():
 
 
 def versions(repo, binary):
-    v = {}
+    # cargo's layout names the profile: a debug binary measured by hand (WINPOOL_BENCH_BIN) must not read as release.
+    v = {"profile": "debug" if f"{os.sep}debug{os.sep}" in os.path.abspath(binary) else "release"}
     if os.environ.get("WINPOOL_BENCH_REV"):
         # The binary was built elsewhere (WINPOOL_BENCH_BIN) from this revision.
         v["winpool"] = os.environ["WINPOOL_BENCH_REV"]

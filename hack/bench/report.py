@@ -524,7 +524,7 @@ def write(results, out_path):
     head = (
         f"Machine: {m['nproc']} CPUs ({m['cpu']}), {m['memory_gib']} GiB memory, Linux {m['kernel']}. "
         f"Kubernetes {v.get('kubernetes', '?')} (local control plane: etcd, kube-apiserver, kube-controller-manager, "
-        f"kube-scheduler, kwok as processes on the same machine), winpool {v['winpool']} (release build), {v['rustc']}"
+        f"kube-scheduler, kwok as processes on the same machine), winpool {v['winpool']} ({v.get('profile', 'release')} build), {v['rustc']}"
         f"{'; agents built with ' + v['go'] if v.get('go') else ''}. "
         f"Run {results.get('started_utc') or time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {cfg['runs']} measured run(s) per size"
         f"{' after one warm-up rollout' if cfg['warmup'] else ''}.\n"
