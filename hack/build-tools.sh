@@ -94,8 +94,15 @@ case "$want" in
     build_installable actionlint github.com/rhysd/actionlint/cmd/actionlint "$ACTIONLINT_VERSION"
     build_kubernetes
     ;;
+  # The demo needs the control plane only: no Helm, linters or Prometheus.
+  demo)
+    build_etcd
+    build_installable kwok sigs.k8s.io/kwok/cmd/kwok "$KWOK_VERSION"
+    build_installable kwokctl sigs.k8s.io/kwok/cmd/kwokctl "$KWOK_VERSION"
+    build_kubernetes
+    ;;
   # The release workflow packages the chart and needs nothing else built.
   helm) build_installable helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION" ;;
-  *) die "usage: $0 [all|helm]" ;;
+  *) die "usage: $0 [all|demo|helm]" ;;
 esac
 log "tools ready in $TOOLS_BIN"

@@ -38,21 +38,35 @@ if [[ "${1:-}" == "down" ]]; then
   exit 0
 fi
 
-log "step 1/6: tools (cold: ~15-25 min of Go builds; warm: instant)"
-"$HACK_DIR/build-tools.sh"
-log "step 2/6: winpool, its kubectl plugin and the simulated fleet (cold: a few minutes of cargo and go build)"
+# Each step says how long it took, and the end sums them up, so a slow fresh
+# machine shows where its time went.
+demo_start=$(date +%s)
+step_start=$demo_start
+step_name=""
+timings=()
+step() {
+  local now; now=$(date +%s)
+  [[ -z "$step_name" ]] || timings+=("$(printf '%5ss  %s' $((now - step_start)) "$step_name")")
+  step_start=$now
+  step_name="$1"
+  [[ -z "$step_name" ]] || log "step $step_name"
+}
+
+step "1/6: tools (cold: ~15 min of Go builds; warm: instant)"
+"$HACK_DIR/build-tools.sh" demo
+step "2/6: winpool, its kubectl plugin and the simulated fleet (cold: a few minutes of cargo and go build)"
 cargo build --bin winpool --bin kubectl-winpool
 # Built now, so the fleets below start at once instead of racing the wait for their nodes.
 "$HACK_DIR/sim.sh" --build-only >/dev/null
 PLUGIN_DIR="$CARGO_TARGET_DIR/debug"
-log "step 3/6: local control plane '$WINPOOL_CLUSTER'"
+step "3/6: local control plane '$WINPOOL_CLUSTER'"
 "$HACK_DIR/cluster.sh" up
 KUBECONFIG="$("$HACK_DIR/cluster.sh" kubeconfig)"
 export KUBECONFIG
 KUBECTL="$(tool_path kubectl)"
 k() { "$KUBECTL" "$@"; }
 
-log "step 4/6: CRD, simulated fleet (16 nodes) and a PDB-protected workload"
+step "4/6: CRD, simulated fleet (16 nodes) and a PDB-protected workload"
 k apply -f crds/windowsnodepools.winpool.dev.yaml -f crds/windowsnodereports.winpool.dev.yaml >/dev/null
 # Polled: kubectl wait --for=condition fails at once, rather than waiting, on
 # a CRD read before the API server wrote any condition into it.
@@ -71,7 +85,10 @@ start_bg() { # name, program, args...
 # its RBAC, and the admission policy that keeps each agent to its own Node.
 "$HACK_DIR/agent-identity.sh" winpool-agents >/dev/null
 # Every simulated node runs the real agent code (agent/) on a fake Windows host.
-start_bg sim-web "$HACK_DIR/sim.sh" --nodes 6 --name-prefix win22-web- --labels pool=win22-web --os ltsc2022 --build 10.0.20348.2700 --containerd 1.7.20+azure --apply-time 4s
+# win22-web asks for DSR (networking.kubeProxy.enableDSR), so its nodes run
+# kube-proxy with --enable-dsr, as AKS's Windows nodes do; without it the
+# agents' preflight holds the pool (PreflightBlocked), as it should.
+start_bg sim-web "$HACK_DIR/sim.sh" --nodes 6 --name-prefix win22-web- --labels pool=win22-web --os ltsc2022 --build 10.0.20348.2700 --containerd 1.7.20+azure --kube-proxy-dsr --apply-time 4s
 start_bg sim-batch "$HACK_DIR/sim.sh" --nodes 6 --name-prefix win22-batch- --labels pool=win22-batch --os ltsc2022 --build 10.0.20348.2700 --containerd 1.7.20 --apply-time 4s
 start_bg sim-legacy "$HACK_DIR/sim.sh" --nodes 4 --name-prefix win19-legacy- --labels pool=win19-legacy --os ltsc2019 --build 10.0.17763.6293 --containerd 1.7.20 --cni l2bridge --apply-time 6s
 # Waits for all 16 (a fleet that exits is reported at once, with its log).
@@ -88,9 +105,9 @@ done
 log "  $ready Windows nodes Ready"
 k apply -f examples/demo/workload.yaml >/dev/null
 
-log "step 5/6: operator (metrics on http://127.0.0.1:$METRICS_PORT/metrics)"
+step "5/6: operator (metrics on http://127.0.0.1:$METRICS_PORT/metrics)"
 start_bg operator "$WINPOOL" run --metrics-addr "127.0.0.1:$METRICS_PORT" --lease-namespace default
-log "step 6/6: applying three pools with a new patch level; watching the rollout"
+step "6/6: applying three pools with a new patch level; watching the rollout"
 k apply -f examples/demo/pools.yaml >/dev/null
 
 show() {
@@ -116,7 +133,9 @@ while :; do
   fi
   sleep 3
 done
-log "all three pools rolled out"
+step ""
+log "all three pools rolled out in $(($(date +%s) - demo_start))s:"
+printf '%s\n' "${timings[@]}" >&2
 cat <<EOM
 
 Try next:

@@ -10,6 +10,8 @@
 #   hack/image.sh --print    print the image reference the build would tag
 #
 # Environment: WINPOOL_IMAGE_REPOSITORY (default ghcr.io/winpool/winpool),
+# WINPOOL_IMAGE_PROFILE (cargo profile, default release; the suite uses
+# image-test, a lighter build of the same static binary),
 # BUILDAH_STORAGE_DRIVER (default vfs: works as root without fuse-overlayfs).
 # Needs root for buildah (installs Debian's buildah with apt-get if missing).
 set -euo pipefail
@@ -40,15 +42,16 @@ REVISION="$(git rev-parse HEAD 2>/dev/null || echo unknown)"
 EPOCH="$(git log -1 --format=%ct 2>/dev/null || echo 0)"
 [[ -z "$(git status --porcelain 2>/dev/null)" ]] || REVISION="$REVISION-dirty"
 
+PROFILE="${WINPOOL_IMAGE_PROFILE:-release}"
 start=$(date +%s)
-log "building the static release binary ($TARGET)"
+log "building the static binary ($TARGET, profile $PROFILE)"
 # --target keeps crt-static off the build scripts and proc macros, which must
 # stay dynamic. Workspace paths are relative already; the remap keeps the
 # registry path out of panic messages (and the flags equal across clones, so
 # a fresh clone reuses the cached dependencies).
 RUSTFLAGS="-C target-feature=+crt-static --remap-path-prefix=${CARGO_HOME:-$HOME/.cargo}=/cargo" \
-  cargo build --release --locked --target "$TARGET" --bin winpool
-BIN="$CARGO_TARGET_DIR/$TARGET/release/winpool"
+  cargo build --profile "$PROFILE" --locked --target "$TARGET" --bin winpool
+BIN="$CARGO_TARGET_DIR/$TARGET/$PROFILE/winpool"
 if ldd "$BIN" 2>&1 | grep -q '=>'; then
   die "$BIN is dynamically linked: $(ldd "$BIN" 2>&1 | tr '\n' ' ')"
 fi

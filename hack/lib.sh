@@ -21,7 +21,24 @@ prune_target_dirs() {
   done
   return 0
 }
-prune_target_dirs
+# A new checkout (CI's clean clone) starts from a copy of the newest other
+# checkout's folder, so it compiles winpool alone, not its dependencies again.
+# winpool's own units are dropped from the copy: cargo judges them by file
+# times, and another checkout's newer build would pass for this one's.
+seed_target_dir() {
+  [[ -e "$WINPOOL_TARGET_DIR/.checkout" ]] && return 0
+  local from
+  from="$(ls -td "$WINPOOL_CACHE"/target/*/ 2>/dev/null | grep -vxF "$WINPOOL_TARGET_DIR/" | head -n1)"
+  [[ -n "$from" ]] || return 0
+  log "new checkout: its build folder starts as a copy of ${from%/}"
+  mkdir -p "$WINPOOL_TARGET_DIR"
+  cp -a --reflink=auto "$from." "$WINPOOL_TARGET_DIR/"
+  find "$WINPOOL_TARGET_DIR" -maxdepth 4 -type d -path '*/.fingerprint/winpool-*' -prune -exec rm -rf {} +
+}
+mkdir -p "$WINPOOL_CACHE/target"
+# Seeded before the gone checkouts' folders are pruned: the last clean clone's
+# folder is often the newest.
+{ flock 9; seed_target_dir; prune_target_dirs; } 9>"$WINPOOL_CACHE/target/.lock"
 mkdir -p "$WINPOOL_TARGET_DIR" && printf '%s\n' "$REPO_ROOT" >"$WINPOOL_TARGET_DIR/.checkout"
 # Builds must never reach for a toolchain other than the machine's own Go.
 export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"

@@ -8,8 +8,21 @@ source "$(dirname "$0")/lib.sh"
 cd "$REPO_ROOT"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$WINPOOL_TARGET_DIR}"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+# Each step's time goes to the log and to target-test-logs/steps.tsv (CI keeps
+# it as an artifact), so a slower suite shows which step grew.
+STEPS="$REPO_ROOT/target-test-logs/steps.tsv"
+mkdir -p "$(dirname "$STEPS")"
+printf 'seconds\tstep\n' >"$STEPS"
 start=$(date +%s)
-step() { log "== $* ($(($(date +%s) - start))s)"; }
+step_start=$start
+step_name=""
+step() {
+  local now; now=$(date +%s)
+  [[ -z "$step_name" ]] || printf '%s\t%s\n' $((now - step_start)) "$step_name" >>"$STEPS"
+  step_start=$now
+  step_name="$*"
+  log "== $* ($((now - start))s)"
+}
 
 step "tools"
 "$HACK_DIR/build-tools.sh"
@@ -91,7 +104,7 @@ step "gitops: Argo CD health check (gopher-lua) and kstatus"
 # The operator image a cluster pulls (static binary, empty base); the
 # integration tests run it once (tests/image.rs), so build it before them.
 step "operator image (hack/image.sh)"
-WINPOOL_IMAGE="$("$HACK_DIR/image.sh" | tail -n1)"
+WINPOOL_IMAGE="$(WINPOOL_IMAGE_PROFILE=image-test "$HACK_DIR/image.sh" | tail -n1)"
 export WINPOOL_IMAGE
 
 step "local control plane"
@@ -122,4 +135,13 @@ if [[ -x "$HACK_DIR/chart-test.sh" ]]; then
   "$HACK_DIR/chart-test.sh" "dist/winpool-$VERSION.tgz"
 fi
 if [[ -x "$HACK_DIR/bench.sh" ]]; then step "benchmark smoke run (20 nodes; keeps hack/bench.sh from rotting, times nothing)"; "$HACK_DIR/bench.sh" --smoke --phases rollout,footprint,hns; fi
+
+# The README's first command, as a new user runs it: it fails unless every
+# pool it applies rolls out. Its cluster ("demo") has ports of its own.
+step "the demo (hack/demo.sh, then down)"
+demo_ok=0
+WINPOOL_DEMO_TIMEOUT="${WINPOOL_DEMO_TIMEOUT:-300}" "$HACK_DIR/demo.sh" && demo_ok=1
+"$HACK_DIR/demo.sh" down
+[[ $demo_ok == 1 ]] || die "the demo failed; its logs: ${WINPOOL_STATE:-$REPO_ROOT/.state}/demo/"
 step "all tests passed"
+column -t -s $'\t' "$STEPS" >&2 || cat "$STEPS" >&2
