@@ -125,7 +125,9 @@ show() {
 deadline=$(( $(date +%s) + ${WINPOOL_DEMO_TIMEOUT:-600} ))
 while :; do
   show
-  done_pools=$(k get wnp -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' | grep -c True || true)
+  # Done when each pool is Ready with every one of its fleet's nodes Updated.
+  done_pools=$(k get wnp -o jsonpath='{range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status}/{.status.nodes.updated}/{.status.nodes.total}{"\n"}{end}' \
+    | grep -cxE 'win22-web=True/6/6|win22-batch=True/6/6|win19-legacy=True/4/4' || true)
   [[ "$done_pools" -eq 3 ]] && break
   if [[ $(date +%s) -gt $deadline ]]; then
     log "the rollout did not finish in time; operator log: $STATE/operator.log"
