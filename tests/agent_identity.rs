@@ -7,7 +7,7 @@
 //! A Node deleted takes its report with it (the garbage collector, through the
 //! owner reference).
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! The API server itself refuses bad WindowsNodePools with a message a person
 //! understands, accepts every valid example, and `kubectl get wnp` shows the columns.
 
-mod support;
+use crate::support;
 
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, ValidationDirective};
 use kube::core::{ApiResource, GroupVersionKind};

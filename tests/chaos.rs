@@ -33,11 +33,9 @@
 //! A replica that exits with 75 (it lost the lease) is replaced, as the
 //! Deployment would, and listed at the end; any other exit fails the soak.
 
-#[path = "support/invariants.rs"]
-mod invariants;
-#[path = "support/skewed_clock.rs"]
-mod skewed_clock;
-mod support;
+use crate::support;
+use crate::support::invariants;
+use crate::support::skewed_clock;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;

@@ -1,7 +1,7 @@
 //! The foundation works end to end: simulated Windows nodes on the real control
 //! plane run a DaemonSet's pods, and stay Ready.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

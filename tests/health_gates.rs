@@ -8,7 +8,7 @@
 //! the gate and what it saw; once it opens the rollout proceeds and completes.
 //! An https gate trusts exactly the authority its Secret names.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

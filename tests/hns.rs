@@ -2,7 +2,7 @@
 //! from the cluster's Services and EndpointSlices, the Node condition and
 //! taint while a rebooted node's HNS catches up, and rollout gating on it.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

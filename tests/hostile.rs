@@ -4,9 +4,8 @@
 //! says clearly why not). Runs on the shared local control plane like
 //! tests/rollout.rs; each test has its own nodes, namespaces and operator.
 
-#[path = "support/invariants.rs"]
-mod invariants;
-mod support;
+use crate::support;
+use crate::support::invariants;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

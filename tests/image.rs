@@ -9,7 +9,7 @@
 //! The image is `WINPOOL_IMAGE` (hack/test.sh builds it once and sets it), or
 //! built here by hack/image.sh.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -3,7 +3,7 @@
 //! standby, which finishes the job; the API server's audit log shows no write
 //! by a replica that did not hold the Lease, and no node started twice.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

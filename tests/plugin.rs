@@ -4,7 +4,7 @@
 //! what it does against the API server's audit log (which node patches
 //! started which node), never against log text.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 use std::process::{Command, Output};

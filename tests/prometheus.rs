@@ -5,7 +5,7 @@
 //! no alert rule (nor rule unit test) uses a winpool_* metric that the
 //! operator's /metrics page does not export.
 
-mod support;
+use crate::support;
 
 use std::process::Command;
 use std::time::{Duration, Instant};

@@ -2,7 +2,7 @@
 //! rollout works with exactly those permissions, and taking one rule away
 //! fails loudly with a forbidden error that names the resource.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! The rollout engine against the real control plane: the operator binary, the
 //! simulated fleet and agent, real DaemonSets, scheduling, evictions and PDBs.
 
-mod support;
+use crate::support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;

@@ -6,7 +6,7 @@
 //! waiting for the leader lease, or (without leader election) for its first
 //! request, when SIGTERM comes.
 
-mod support;
+use crate::support;
 
 use std::io::Read;
 use std::process::{Child, Command, ExitStatus, Stdio};

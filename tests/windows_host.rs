@@ -4,7 +4,7 @@
 //! status, the Nodes) and from the machines themselves (the fleet's
 //! `--stats-file`, written when it stops), never from logs.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

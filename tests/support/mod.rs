@@ -10,8 +10,10 @@ pub mod alertmanager;
 pub mod audit;
 pub mod chart;
 pub mod http;
+pub mod invariants;
 pub mod partition;
 pub mod prometheus;
+pub mod skewed_clock;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
