@@ -110,6 +110,27 @@ fn merge(base: &mut Value, over: Value) {
     }
 }
 
+/// A page of the repository (docs/...), for the tests that check a list it
+/// restates against the code that list is about.
+pub fn doc(path: &str) -> String {
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(path);
+    std::fs::read_to_string(file).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// The cells of each row of the Markdown table whose header row starts with
+/// `header` in `page`.
+pub fn doc_table(page: &str, header: &str) -> Vec<Vec<String>> {
+    let at = page.find(header).unwrap_or_else(|| panic!("{header:?} is not in the page"));
+    // The header row and the separator, then the rows.
+    let rows = page[at..].lines().take_while(|l| l.starts_with('|')).skip(2);
+    rows.map(|row| row.split('|').skip(1).map(|c| c.trim().to_string()).collect()).collect()
+}
+
+/// The names a table cell gives in backquotes: `Name` or `A`, `B`.
+pub fn quoted(cell: &str) -> std::collections::BTreeSet<String> {
+    cell.split('`').skip(1).step_by(2).map(str::to_string).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

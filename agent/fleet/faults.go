@@ -16,138 +16,87 @@ import (
 // Fault is one way a simulated host is less kind than the default fake
 // (--host-faults): each models a behaviour of real Windows nodes, so the
 // agent and the operator can be seen failing on it before it is fixed, and
-// the suite keeps them fixed.
+// the suite keeps them fixed. What each plays is its line in faults.
 type Fault string
 
 const (
-	// FaultHNSChurn: the node's HNS counts move on every read (a cluster
-	// whose Services' endpoints change all the time) and the agent reads them
-	// every hnsChurnInterval, so it writes its report in a tight loop, racing
-	// every other writer of the Node (the operator, kubectl winpool retry).
-	FaultHNSChurn Fault = "hns-churn"
-	// FaultReadErrors: one read of the host in three fails for a moment (a
-	// slow `containerd --version` under TiWorker's load, an SCM or registry
-	// call refused).
-	FaultReadErrors Fault = "read-errors"
-	// FaultPendingRenames: PendingFileRenameOperations holds an entry that
-	// is put back at every boot (Defender, an installer's leftovers).
-	FaultPendingRenames Fault = "pending-renames"
-	// FaultOvershoot: an update lands on a later revision than the one asked
-	// for (the source offered a newer cumulative update).
-	FaultOvershoot Fault = "overshoot"
-	// FaultUndershoot: an update lands below the revision asked for, every
-	// time (the source only has an older one).
-	FaultUndershoot Fault = "undershoot"
-	// FaultRebootUnknown: a reboot shows as Ready=Unknown (the kubelet went
-	// down before it could post NotReady), not Ready=False.
-	FaultRebootUnknown Fault = "reboot-unknown"
-	// FaultAgentRestart: the agent's pod restarts in the middle of every
-	// update install (its own DaemonSet rolling, a kubelet restart, an OOM
-	// kill): a new agent process meets the install the old one started.
-	FaultAgentRestart Fault = "agent-restart"
-	// FaultSSUFirst: the first install of a node brings only a servicing
-	// stack update, which needs its own reboot; the build moves with the
-	// second.
-	FaultSSUFirst Fault = "ssu-first"
-	// FaultRuntimeCrashloop: a new containerd answers, then crash-loops
-	// while its service (an NSSM wrapper) still says Running; the upgrade
-	// task sees it within its settle time and puts the old one back.
-	FaultRuntimeCrashloop Fault = "runtime-crashloop"
-	// FaultContainerdConfigV1: the node's containerd config.toml is a
-	// version 1 file (no version line, short plugin names: a node set up
-	// with containerd 1.2 or older), which a jump to containerd 2.x migrates.
+	FaultHNSChurn           Fault = "hns-churn"
+	FaultReadErrors         Fault = "read-errors"
+	FaultPendingRenames     Fault = "pending-renames"
+	FaultOvershoot          Fault = "overshoot"
+	FaultUndershoot         Fault = "undershoot"
+	FaultRebootUnknown      Fault = "reboot-unknown"
+	FaultAgentRestart       Fault = "agent-restart"
+	FaultSSUFirst           Fault = "ssu-first"
+	FaultRuntimeCrashloop   Fault = "runtime-crashloop"
 	FaultContainerdConfigV1 Fault = "containerd-config-v1"
-	// FaultSlowAPI: the kubernetes Service's ClusterIP does not answer for
-	// a long while after each boot (kube-proxy has not programmed its HNS
-	// load balancer yet: minutes on Windows Server 2019 with thousands of
-	// Services); the API server's own address, the kubelet's, does.
-	FaultSlowAPI Fault = "slow-api"
-	// FaultSourceUnreachable: no update source answers the machine (a
-	// proxy or firewall in the way, WSUS down): the agent's preflight
-	// blocks the node before it is cordoned.
-	FaultSourceUnreachable Fault = "source-unreachable"
-	// FaultTaskNotStarted: Task Scheduler accepts every run of the agent's
-	// tasks and their program never starts (antivirus or App Control
-	// blocking it): the agent fails the node within its task-start grace,
-	// naming Task Scheduler's last result.
-	FaultTaskNotStarted Fault = "task-not-started"
-	// FaultOnBattery: a UPS reports battery power, so Task Scheduler starts
-	// no task whose conditions forbid it (the schema's default, and
-	// schtasks /Create's); the agent's tasks are defined to start anyway.
-	FaultOnBattery Fault = "on-battery"
-	// FaultWSUSUnapproved: the update source offers no servicing stack or
-	// cumulative update (WSUS has not approved this month's for the node's
-	// group): the agent's preflight search blocks the node before its
-	// cordon.
-	FaultWSUSUnapproved Fault = "wsus-unapproved"
-	// FaultWUBusy: the first install fails with WU_E_OPERATIONINPROGRESS
-	// (Automatic Updates was installing something): tried again.
-	FaultWUBusy Fault = "wu-busy"
-	// FaultWSUS503: the first download fails with WSUS's 503
-	// (WU_E_PT_HTTP_STATUS_SERVICE_UNAVAIL): tried again.
-	FaultWSUS503 Fault = "wsus-503"
-	// FaultDownloadReset: the first download is reset by a proxy
-	// (ERROR_INTERNET_CONNECTION_ABORTED): tried again.
-	FaultDownloadReset Fault = "download-reset"
-	// FaultSlowServicing: the install takes slowServicingTime (a Windows
-	// Server 2019 cumulative update: scan, a 1.5 GB download, the CBS
-	// install), longer than the tests' nodeTimeout; its task beats meanwhile.
-	FaultSlowServicing Fault = "slow-servicing"
-	// FaultLocalized: Windows Update's titles come back in German (a WSUS
-	// or a session in another language); nothing may be chosen by them.
-	FaultLocalized Fault = "localized"
-	// FaultPendingAfterTarget: the boot that lands the update leaves CBS
-	// RebootPending set (a two-phase update): the agent reboots once more
-	// before the node is Updated, rather than Windows later, in service.
+	FaultSlowAPI            Fault = "slow-api"
+	FaultSourceUnreachable  Fault = "source-unreachable"
+	FaultTaskNotStarted     Fault = "task-not-started"
+	FaultOnBattery          Fault = "on-battery"
+	FaultWSUSUnapproved     Fault = "wsus-unapproved"
+	FaultWUBusy             Fault = "wu-busy"
+	FaultWSUS503            Fault = "wsus-503"
+	FaultDownloadReset      Fault = "download-reset"
+	FaultSlowServicing      Fault = "slow-servicing"
+	FaultLocalized          Fault = "localized"
 	FaultPendingAfterTarget Fault = "pending-after-target"
-	// FaultAKSHNSReset: every boot removes kube-proxy's HNS network (AKS's
-	// boot-time HNS clean-up); Azure CNI creates it again only when a pod
-	// sandbox is set up on the node, so a drained node whose remaining pods
-	// are all on the host network has none, and HNS programs nothing.
-	FaultAKSHNSReset Fault = "aks-hns-reset"
-	// FaultServiceDeps: a service the agent knows nothing of depends on
-	// containerd (a vendor's log or monitoring agent registered with
-	// DependOnService=containerd): the SCM refuses to stop containerd while
-	// it runs, so a containerd swap stops it first and starts it last.
-	FaultServiceDeps Fault = "service-deps"
-	// FaultBadUpdate: every install of the update asked for fails with
-	// one result code (badUpdateCode, CBS_E_INSTALLERS_FAILED: a cumulative
-	// update whose installer breaks on this image, as a bad month does on
-	// every node it reaches): the operator's breaker stops every pool
-	// targeting it.
-	FaultBadUpdate Fault = "bad-update"
-	// FaultInstallFailsOnce: the first install of an update fails with
-	// badUpdateCode and every later one succeeds (a component store
-	// corruption that DISM /RestoreHealth fixed, a full disk cleaned): the
-	// node fails, and an admin's retry lands it.
-	FaultInstallFailsOnce Fault = "install-fails-once"
-	// FaultHostEnv: the machine's environment, which a HostProcess container
-	// inherits, sets KUBECONFIG to the kubelet's credentials (as the EKS AMI
-	// does machine-wide) and HTTPS_PROXY/HTTP_PROXY to a proxy that refuses
-	// (hostEnvProxy): an agent whose API client followed either would act as
-	// the kubelet or reach nothing.
-	FaultHostEnv Fault = "host-env"
-	// FaultNoDSR: the node's kube-proxy runs without --enable-dsr although
-	// the fleet's run with it (--kube-proxy-dsr): an image whose flags differ
-	// from what the pool says (networking.kubeProxy.enableDSR).
-	FaultNoDSR Fault = "no-dsr"
-	// FaultPayloadBlocked: a firewall lets the Windows Update service hosts
-	// through and drops its payloads' (payloadHost): the search works, the
-	// download after the drain would not.
-	FaultPayloadBlocked Fault = "payload-blocked"
-	// FaultProxyAuth: the machine's WinHTTP proxy (fleetProxy) asks for
-	// authentication (407), which the Windows Update client, as SYSTEM,
-	// does not give.
-	FaultProxyAuth Fault = "proxy-auth"
-	// FaultDownloadCut: the first download of each file the machine fetches
-	// over HTTP (containerd's release archive) is cut mid-body, as a proxy
-	// resetting a long transfer does: the agent resumes it with a Range
-	// request.
-	FaultDownloadCut Fault = "download-cut"
-	// FaultHotpatchReboots: a hotpatch's install asks for a reboot after
-	// all (with --hotpatch enrolled): the agent waits, the node is drained.
-	FaultHotpatchReboots Fault = "hotpatch-reboots"
+	FaultAKSHNSReset        Fault = "aks-hns-reset"
+	FaultServiceDeps        Fault = "service-deps"
+	FaultBadUpdate          Fault = "bad-update"
+	FaultInstallFailsOnce   Fault = "install-fails-once"
+	FaultHostEnv            Fault = "host-env"
+	FaultNoDSR              Fault = "no-dsr"
+	FaultPayloadBlocked     Fault = "payload-blocked"
+	FaultProxyAuth          Fault = "proxy-auth"
+	FaultDownloadCut        Fault = "download-cut"
+	FaultHotpatchReboots    Fault = "hotpatch-reboots"
 )
+
+// faults is every fault --host-faults accepts, with what the host does: the
+// one list the flag's help, its unknown-fault error and the order of
+// Faults.String come from, and the second column of docs/agent.md's fault
+// table (TestTheAgentDocsTableEveryFault; backquotes aside). No backquote
+// here: the flag package reads one in a usage line as its value's name.
+var faults = []struct {
+	Fault
+	does string
+}{
+	{FaultHNSChurn, "the HNS counts move on every read (read every 50 ms)"},
+	{FaultReadErrors, "one read of the host in three fails for a moment"},
+	{FaultPendingRenames, "a PendingFileRenameOperations entry put back at every boot (Defender, an installer's leftovers)"},
+	{FaultOvershoot, "an update lands 5 revisions past the one asked for (the source offered a newer cumulative update)"},
+	{FaultUndershoot, "an update lands one revision short, every time (the source only has an older one)"},
+	{FaultRebootUnknown, "a reboot shows as Ready=Unknown (the kubelet went down before it could post NotReady), not False"},
+	{FaultAgentRestart, "the agent's pod restarts in the middle of every install"},
+	{FaultSSUFirst, "the first install brings only a servicing stack update, which needs its own reboot"},
+	{FaultRuntimeCrashloop, "a new containerd answers, then crash-loops while its service says Running"},
+	{FaultContainerdConfigV1, "containerd's config.toml is a version 1 file (no version, short plugin names)"},
+	{FaultSlowAPI, "the kubernetes Service's ClusterIP does not answer for 10 minutes after each boot (kube-proxy has not programmed its HNS load balancer)"},
+	{FaultSourceUnreachable, "no update source answers (dial and search fail)"},
+	{FaultTaskNotStarted, "Task Scheduler accepts each run of the agent's tasks and their program never starts (antivirus, App Control)"},
+	{FaultOnBattery, "a UPS reports battery power: Task Scheduler starts no task whose conditions forbid it (the schema's default)"},
+	{FaultWSUSUnapproved, "the source offers no servicing stack or cumulative update (WSUS has not approved the month's for the node's group)"},
+	{FaultWUBusy, "the first install fails with 0x80240009 (WU_E_OPERATIONINPROGRESS: Automatic Updates was installing something)"},
+	{FaultWSUS503, "the first download fails with 0x80244022 (WSUS answered 503)"},
+	{FaultDownloadReset, "the first download is reset by a proxy (0x80072EFE)"},
+	{FaultSlowServicing, "the install takes 75 s, longer than the pool's nodeTimeout in the tests (60 s)"},
+	{FaultLocalized, "Windows Update's titles come back in German"},
+	{FaultPendingAfterTarget, "the boot that lands the update leaves CBS RebootPending set (a two-phase update)"},
+	{FaultAKSHNSReset, "every boot removes kube-proxy's HNS network (AKS's boot-time clean-up); Azure CNI creates it again only when a pod sandbox is set up on the node"},
+	{FaultServiceDeps, "a vendor's service (" + thirdPartyService + ") depends on containerd (DependOnService): the SCM refuses to stop containerd while it runs"},
+	{FaultBadUpdate, "every install of the update asked for fails with 0x800F0922 (CBS_E_INSTALLERS_FAILED: a bad month, on every node it reaches)"},
+	{FaultInstallFailsOnce, "the first install of an update fails with 0x800F0922 and every later one succeeds (a component store repaired, a full disk cleaned)"},
+	{FaultHNSCollapse, "--hns-fault-after HNS caught up, its load balancers and remote endpoints drop to 3 until a reboot (kubernetes/kubernetes#110849)"},
+	{FaultHNSRestart, "--hns-fault-after HNS caught up, HNS restarts: everything is deleted and kube-proxy programs it again over a full sync"},
+	{FaultLBDeleted, "--hns-fault-after HNS caught up, a tenth of its load balancers are deleted out of band and never recreated until a reboot (kubernetes/kubernetes#135802)"},
+	{FaultHostEnv, "the machine's environment (a HostProcess container inherits it) sets KUBECONFIG to the kubelet's credentials, as the EKS AMI does machine-wide, and HTTPS_PROXY/HTTP_PROXY to a proxy that refuses"},
+	{FaultNoDSR, "kube-proxy runs without --enable-dsr while the fleet's others run with it (--kube-proxy-dsr): none of its HNS load balancers has Direct Server Return"},
+	{FaultPayloadBlocked, "a firewall lets the Windows Update service hosts through and drops " + payloadHost},
+	{FaultProxyAuth, "the machine's WinHTTP proxy (" + fleetProxy + ") asks for authentication (407)"},
+	{FaultDownloadCut, "the first download of each file over HTTP (containerd's release archive) is cut mid-body, as a proxy resetting a long transfer"},
+	{FaultHotpatchReboots, "with --hotpatch enrolled: a hotpatch's install asks for a reboot after all"},
+}
 
 // payloadHost is where Windows Update's payloads come from (the agent's
 // preflight checks it); fleetProxy the WinHTTP proxy of FaultProxyAuth.
@@ -170,56 +119,25 @@ const containerdConfigV1 = "[plugins.cri]\n  sandbox_image = \"mcr.microsoft.com
 // badUpdateCode is the HRESULT FaultBadUpdate's installs fail with.
 const badUpdateCode = 0x800F0922
 
-// faultHelp says in a line what each fault plays (--help).
-var faultHelp = map[Fault]string{
-	FaultHNSChurn:           "HNS counts move on every read",
-	FaultReadErrors:         "one host read in three fails for a moment",
-	FaultPendingRenames:     "a PendingFileRenameOperations entry put back at every boot",
-	FaultOvershoot:          "an update lands past the revision asked for",
-	FaultUndershoot:         "an update lands one revision short, every time",
-	FaultRebootUnknown:      "a reboot shows as Ready=Unknown",
-	FaultAgentRestart:       "the agent's pod restarts in the middle of every install",
-	FaultSSUFirst:           "the first install brings only a servicing stack update",
-	FaultRuntimeCrashloop:   "a new containerd answers once, then crash-loops",
-	FaultContainerdConfigV1: "containerd's config.toml is a version 1 file",
-	FaultSlowAPI:            "the kubernetes Service's ClusterIP is down for minutes after each boot",
-	FaultSourceUnreachable:  "no update source answers",
-	FaultTaskNotStarted:     "Task Scheduler accepts runs and the task's program never starts",
-	FaultOnBattery:          "a UPS reports battery power (tasks that forbid it do not start)",
-	FaultWSUSUnapproved:     "WSUS offers no servicing stack or cumulative update",
-	FaultWUBusy:             "the first install fails with 0x80240009 (another operation in progress)",
-	FaultWSUS503:            "the first download fails with 0x80244022 (WSUS answered 503)",
-	FaultDownloadReset:      "the first download is reset by a proxy (0x80072EFE)",
-	FaultSlowServicing:      "the install takes 75s, longer than the tests' nodeTimeout (its task beats)",
-	FaultLocalized:          "Windows Update's titles come back in German",
-	FaultPendingAfterTarget: "the boot that lands the update leaves CBS RebootPending set",
-	FaultAKSHNSReset:        "every boot removes the HNS network; a pod sandbox set up on the node brings it back",
-	FaultServiceDeps:        "a third-party service (" + thirdPartyService + ") depends on containerd",
-	FaultBadUpdate:          "every install of the update asked for fails with 0x800F0922",
-	FaultInstallFailsOnce:   "the first install fails with 0x800F0922; a retry succeeds",
-	FaultHNSCollapse:        "--hns-fault-after HNS caught up, its load balancers and endpoints drop to 3 until a reboot",
-	FaultHNSRestart:         "--hns-fault-after HNS caught up, HNS restarts and kube-proxy programs it again over a full sync",
-	FaultLBDeleted:          "--hns-fault-after HNS caught up, a tenth of its load balancers are deleted and never recreated until a reboot",
-	FaultHostEnv:            "the machine environment sets KUBECONFIG to the kubelet's credentials and HTTPS_PROXY to a proxy that refuses",
-	FaultNoDSR:              "kube-proxy runs without --enable-dsr (with --kube-proxy-dsr: on this node only)",
-	FaultPayloadBlocked:     "a firewall lets the Windows Update service hosts through and drops " + payloadHost,
-	FaultProxyAuth:          "the WinHTTP proxy " + fleetProxy + " asks for authentication (407)",
-	FaultDownloadCut:        "the first download of each file over HTTP (containerd's archive) is cut mid-body",
-	FaultHotpatchReboots:    "a hotpatch's install asks for a reboot after all (with --hotpatch enrolled)",
-}
-
 // faultsUsage is --host-faults' help: the form, then a line per fault.
 func faultsUsage() string {
 	var b strings.Builder
 	b.WriteString("faults the hosts play, F,F@node+node,...; without @ on every node:")
-	for _, f := range knownFaults {
-		fmt.Fprintf(&b, "\n  %-20s %s", f, faultHelp[f])
+	for _, f := range faults {
+		fmt.Fprintf(&b, "\n  %-20s %s", f.Fault, f.does)
 	}
 	return b.String()
 }
 
-// knownFaults are the faults --host-faults accepts.
-var knownFaults = []Fault{FaultHNSChurn, FaultReadErrors, FaultPendingRenames, FaultOvershoot, FaultUndershoot, FaultRebootUnknown, FaultAgentRestart, FaultSSUFirst, FaultRuntimeCrashloop, FaultContainerdConfigV1, FaultSlowAPI, FaultSourceUnreachable, FaultTaskNotStarted, FaultOnBattery, FaultWSUSUnapproved, FaultWUBusy, FaultWSUS503, FaultDownloadReset, FaultSlowServicing, FaultLocalized, FaultPendingAfterTarget, FaultAKSHNSReset, FaultServiceDeps, FaultBadUpdate, FaultInstallFailsOnce, FaultHNSCollapse, FaultHNSRestart, FaultLBDeleted, FaultHostEnv, FaultNoDSR, FaultPayloadBlocked, FaultProxyAuth, FaultDownloadCut, FaultHotpatchReboots}
+// known: the fault is one --host-faults accepts.
+func known(fault Fault) bool {
+	for _, f := range faults {
+		if f.Fault == fault {
+			return true
+		}
+	}
+	return false
+}
 
 // slowServicingTime is how long FaultSlowServicing's install takes.
 const slowServicingTime = 75 * time.Second
@@ -335,12 +253,12 @@ func (f Faults) On(fault Fault, node string) bool {
 // String is the flag's form, faults in a stable order.
 func (f Faults) String() string {
 	var parts []string
-	for _, k := range knownFaults {
-		nodes, ok := f.on[k]
+	for _, k := range faults {
+		nodes, ok := f.on[k.Fault]
 		if !ok {
 			continue
 		}
-		part := string(k)
+		part := string(k.Fault)
 		if len(nodes) > 0 {
 			names := make([]string, 0, len(nodes))
 			for n := range nodes {
@@ -365,8 +283,8 @@ func parseFaults(s string) (Faults, error) {
 		}
 		name, nodes, limited := strings.Cut(item, "@")
 		fault := Fault(name)
-		if !slices.Contains(knownFaults, fault) {
-			return Faults{}, fmt.Errorf("unknown fault %q (known: %s)", name, joinFaults(knownFaults))
+		if !known(fault) {
+			return Faults{}, fmt.Errorf("unknown fault %q (known: %s)", name, knownNames())
 		}
 		set, seen := f.on[fault]
 		if !limited {
@@ -390,10 +308,11 @@ func parseFaults(s string) (Faults, error) {
 	return f, nil
 }
 
-func joinFaults(fs []Fault) string {
-	s := make([]string, len(fs))
-	for i, f := range fs {
-		s[i] = string(f)
+// knownNames is the faults' names, as the unknown-fault error lists them.
+func knownNames() string {
+	s := make([]string, len(faults))
+	for i, f := range faults {
+		s[i] = string(f.Fault)
 	}
 	return strings.Join(s, ", ")
 }

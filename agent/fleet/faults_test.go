@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"io"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -48,7 +49,7 @@ func TestHostFaults(t *testing.T) {
 
 func TestBadHostFaults(t *testing.T) {
 	for _, tc := range []struct{ flag, want string }{
-		{"hns-chrun", `--host-faults: unknown fault "hns-chrun" (known: hns-churn, read-errors, pending-renames, overshoot, undershoot, reboot-unknown, agent-restart, ssu-first, runtime-crashloop, containerd-config-v1, slow-api, source-unreachable, task-not-started, on-battery, wsus-unapproved, wu-busy, wsus-503, download-reset, slow-servicing, localized, pending-after-target, aks-hns-reset, service-deps, bad-update, install-fails-once, hns-collapse, hns-restart, lb-deleted, host-env, no-dsr, payload-blocked, proxy-auth, download-cut, hotpatch-reboots)`},
+		{"hns-chrun", `--host-faults: unknown fault "hns-chrun" (known: ` + knownNames() + ")"},
 		{"hns-churn@Win_3", `--host-faults: hns-churn@Win_3: "Win_3" is not a node name`},
 		{"hns-churn@", `--host-faults: hns-churn@: "" is not a node name`},
 	} {
@@ -190,14 +191,37 @@ func TestHostProfiles(t *testing.T) {
 	}
 }
 
-func TestEveryFaultIsDescribed(t *testing.T) {
-	for _, f := range knownFaults {
-		if faultHelp[f] == "" {
-			t.Errorf("fault %s has no line in --help", f)
-		}
+// docs/agent.md's fault table has a row per fault and no other, whose
+// second column is the fault's --help line (backquotes aside): a fault added
+// without its row, or a row kept for a fault gone, fails here.
+func TestTheAgentDocsTableEveryFault(t *testing.T) {
+	page, err := os.ReadFile("../../docs/agent.md")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if len(faultHelp) != len(knownFaults) {
-		t.Errorf("%d descriptions for %d faults", len(faultHelp), len(knownFaults))
+	_, table, found := strings.Cut(string(page), "\n| fault | what the host does |")
+	if !found {
+		t.Fatal("docs/agent.md has no fault table")
+	}
+	rows := map[Fault]string{}
+	// The header's rest and the separator, then the rows.
+	for _, row := range strings.Split(table, "\n")[2:] {
+		cells := strings.Split(row, "|")
+		if len(cells) < 3 {
+			break
+		}
+		rows[Fault(strings.Trim(cells[1], " `"))] = strings.ReplaceAll(strings.TrimSpace(cells[2]), "`", "")
+	}
+	for _, f := range faults {
+		if does, ok := rows[f.Fault]; !ok {
+			t.Errorf("docs/agent.md's fault table has no row for %s", f.Fault)
+		} else if does != f.does {
+			t.Errorf("docs/agent.md says %s: %q; its --help says %q", f.Fault, does, f.does)
+		}
+		delete(rows, f.Fault)
+	}
+	for f := range rows {
+		t.Errorf("docs/agent.md's fault table lists %s, which is no fault", f)
 	}
 }
 

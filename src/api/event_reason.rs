@@ -62,21 +62,9 @@ impl EventReason {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_builders::{doc as read, doc_table, quoted};
     use std::collections::BTreeSet;
     use strum::IntoEnumIterator;
-
-    /// The names in the first column of the table that follows `heading` in
-    /// a page: `Name` or `A`, `B` in backticks.
-    fn listed(page: &str, heading: &str) -> BTreeSet<String> {
-        let at = page.find(heading).unwrap_or_else(|| panic!("{heading:?} is not in the page"));
-        // The heading row and the separator, then the rows.
-        let rows = page[at..].lines().take_while(|l| l.starts_with('|')).skip(2);
-        rows.flat_map(|row| {
-            let first = row.split('|').nth(1).unwrap_or_default().to_string();
-            first.split('`').skip(1).step_by(2).map(str::to_string).collect::<Vec<_>>()
-        })
-        .collect()
-    }
 
     /// The agent's Event reasons: its `Reason...` constants.
     fn agents() -> BTreeSet<String> {
@@ -128,12 +116,10 @@ mod tests {
             "the agent's reasons are read: {agent:?}"
         );
         recorded.extend(agent);
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-        let read = |p: &str| std::fs::read_to_string(root.join(p)).unwrap_or_else(|e| panic!("{p}: {e}"));
         for (page, heading) in
             [("docs/OPERATIONS.md", "| Reason | Type | On | When |"), ("docs/notifications.md", "| Reason | On | Type | Forwarded | Why |")]
         {
-            let doc = listed(&read(page), heading);
+            let doc: BTreeSet<String> = doc_table(&read(page), heading).iter().flat_map(|row| quoted(&row[0])).collect();
             assert_eq!(doc, recorded, "{page}'s Events table and the reasons recorded differ");
         }
         let (said, routed) = forwarded(&read("docs/notifications.md"), &read("docs/notifications/event-exporter.yaml"));

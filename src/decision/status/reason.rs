@@ -76,6 +76,10 @@ reasons! {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::EventReason;
+    use crate::test_builders::{doc, doc_table, quoted};
+    use std::collections::BTreeSet;
+    use strum::IntoEnumIterator;
 
     #[test]
     fn a_reason_reads_back_as_itself_and_an_unknown_one_as_none() {
@@ -84,5 +88,38 @@ mod tests {
         }
         assert_eq!(Readiness::parse("WaitingForMaintenanceWindow"), Some(Readiness::WaitingForMaintenanceWindow));
         assert_eq!(Progress::parse("AgentImageNotAllowed"), None);
+    }
+
+    /// `reasons` and those of a refused pool (round::agent's
+    /// system_inputs_refused), which Ready, Progressing and Stalled carry
+    /// instead: the Events named `...NotAllowed`.
+    fn with_refusals(reasons: impl Iterator<Item = &'static str>) -> BTreeSet<String> {
+        let refusals = EventReason::iter().map(EventReason::as_str).filter(|r| r.ends_with("NotAllowed"));
+        reasons.chain(refusals).map(str::to_string).collect()
+    }
+
+    fn same(listed: BTreeSet<String>, code: &BTreeSet<String>, what: &str) {
+        let (lacks, extra): (Vec<_>, Vec<_>) = (code.difference(&listed).collect(), listed.difference(code).collect());
+        assert!(lacks.is_empty() && extra.is_empty(), "{what} lacks {lacks:?} and lists {extra:?}, which no condition carries");
+    }
+
+    /// The pages that list Ready's and Progressing's reasons list each, and
+    /// no other; docs/gitops.md puts each of Progressing's reasons in a row
+    /// (Reconciling, Stalled or neither), as Reconciling and Stalled carry it.
+    #[test]
+    fn the_docs_list_every_ready_and_progressing_reason_and_no_other() {
+        let progress = with_refusals(Progress::ALL.iter().map(|r| r.as_str()));
+        let ready = with_refusals(Readiness::ALL.iter().map(|r| r.as_str()));
+        let ops = doc("docs/OPERATIONS.md");
+        let progressing = doc_table(&ops, "| Status | Reason | Means | Waits for |").iter().flat_map(|r| quoted(&r[1])).collect();
+        same(progressing, &progress, "docs/OPERATIONS.md's Progressing table");
+        let row = |table: &[Vec<String>], first: &str, column: usize| {
+            table.iter().find(|r| r[0] == first).map(|r| quoted(&r[column])).unwrap_or_else(|| panic!("no row {first}"))
+        };
+        same(row(&doc_table(&ops, "| Condition | Reasons |"), "`Ready`", 1), &ready, "docs/OPERATIONS.md's Ready row");
+        let gitops = doc_table(&doc("docs/gitops.md"), "| Condition | True when | Reasons |");
+        same(row(&gitops, "`Ready`", 2), &ready, "docs/gitops.md's Ready row");
+        let placed = ["`Reconciling`", "`Stalled`", "neither"].iter().flat_map(|first| row(&gitops, first, 2)).collect();
+        same(placed, &progress, "docs/gitops.md's Reconciling, Stalled and neither rows");
     }
 }
