@@ -6,6 +6,9 @@ REPO_ROOT="$(cd "$HACK_DIR/.." && pwd)"
 source "$HACK_DIR/versions.env"
 WINPOOL_CACHE="${WINPOOL_CACHE:-$HOME/.cache/winpool}"
 TOOLS_BIN="$WINPOOL_CACHE/bin"
+log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
 # Cargo's build folder, one per checkout (outside it, so a fresh clone of the
 # same path builds warm): cargo judges a test binary fresh by timestamps, so
 # two clones sharing one folder ran the other clone's newer-looking binary of
@@ -43,8 +46,6 @@ mkdir -p "$WINPOOL_TARGET_DIR" && printf '%s\n' "$REPO_ROOT" >"$WINPOOL_TARGET_D
 # Builds must never reach for a toolchain other than the machine's own Go.
 export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
 
-log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-die() { log "error: $*"; exit 1; }
 
 # tool_path NAME -> the cached binary for NAME at its pinned version.
 tool_path() {
