@@ -39,7 +39,9 @@ import urllib.request
 from collections import Counter, defaultdict
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import report  # noqa: E402
 from kube import Kube, create_many  # noqa: E402
+from report import percentile, writes  # noqa: E402
 
 RELEASE = "winpool"
 SA_NAMESPACE = "winpool-system"
@@ -116,17 +118,6 @@ def machine_busy():
         v = [int(x) for x in f.readline().split()[1:]]
     # user nice system idle iowait irq softirq steal
     return (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / CLK_TCK
-
-
-def writes_per_node(audit, n):
-    """Writes per node beyond evictions and Lease renewals, as the report counts them."""
-    return sum(v for k, v in audit["writes"].items() if "pods/eviction" not in k and " leases" not in k) / n
-
-
-def percentile(xs, q):
-    """The nearest-rank q-quantile of xs (0 when empty)."""
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, max(0, math.ceil(q * len(xs)) - 1))] if xs else 0.0
 
 
 def median(xs):
@@ -766,7 +757,7 @@ class Bench:
             timeline=[(round(t - t0, 2), u) for t, u in timeline],
         )
         log(f"[rollout {n}]   {actual:.1f}s (ideal {rec['ideal_s']}s, x{rec['ratio']}), "
-            f"writes/node: winpool {writes_per_node(audit, n):.2f}, agents {writes_per_node(agent_audit, n):.2f}; "
+            f"writes/node: winpool {writes(audit) / n:.2f}, agents {writes(agent_audit) / n:.2f}; "
             f"fleet CPU {rec['sim_cpu_s']}s, VmHWM {rec['sim_hwm_mib']} MiB; profile {rec['profile']}")
 
     def profile_apiserver(self, label):
@@ -1181,7 +1172,7 @@ class Bench:
         )
         log(f"[footprint {n}]   {actual:.1f}s, start-up {rec['startup_s']}s (caches synced {rec['synced_s']}s), "
             f"CPU {cpu:.1f}s, peak RSS {rec['operator_hwm_mib']} MiB, apiserver CPU {rec['cp_cpu_s']['kube-apiserver']}s; "
-            f"writes per node updated: winpool {writes_per_node(audit, target):.2f}, agents {writes_per_node(agent_audit, target):.2f}; "
+            f"writes per node updated: winpool {writes(audit) / target:.2f}, agents {writes(agent_audit) / target:.2f}; "
             f"fleet CPU {rec['sim_cpu_s']}s, VmHWM {rec['sim_hwm_mib']} MiB")
 
 
@@ -1276,8 +1267,6 @@ def main():
             setattr(a, k, [int(x) for x in str(cli).split(",") if x])
         elif k == "whole":
             a.whole = cli == "yes"
-    import report  # noqa: PLC0415
-
     def interrupted(signum, _frame):
         raise KeyboardInterrupt(f"signal {signum}")
 
