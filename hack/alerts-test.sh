@@ -67,13 +67,16 @@ total=${#alerts[@]}
 [[ $total -gt 0 ]] || { echo "no alert rules found in $RULES" >&2; exit 1; }
 
 summary() { echo "$1 passed, $2 failed"; }
-# A label or annotation (severity, runbook_url) of alert $1 in the rules file.
-rule_field() {
-  awk -v a="$1" -v f="$2" '
+# The lines of alert $1's rule in the rules file, after its `- alert:` line.
+rule() {
+  awk -v a="$1" '
     $0 ~ "^[[:space:]]*-[[:space:]]*alert:[[:space:]]*" a "[[:space:]]*$" { inside = 1; next }
     /^[[:space:]]*-[[:space:]]*alert:/ { inside = 0 }
-    inside && $1 == f ":" { print $2; exit }' "$RULES"
+    inside' "$RULES"
 }
+# A label or annotation (severity, runbook_url) of alert $1.
+# (No `exit` after a pipe: the writer would die of SIGPIPE, and pipefail with it.)
+rule_field() { rule "$1" | awk -v f="$2" '$1 == f ":" && !found { print $2; found = 1 }'; }
 # A comma-separated list of receivers in a canonical order.
 receivers() { tr ',' '\n' <<<"$1" | sed '/^$/d' | sort | paste -sd, -; }
 
@@ -128,11 +131,7 @@ if [[ -n "$METRICS_FILE" ]]; then
   exported="$(printf '%s\n' "$exported" | sed -E 'p; s/$/_bucket/p; s/_bucket$/_sum/p; s/_sum$/_count/' | sort -u)"
   for a in "${alerts[@]}"; do
     # The metric names used in this alert's expression.
-    used="$(awk -v a="$a" '
-      $0 ~ "^[[:space:]]*-[[:space:]]*alert:[[:space:]]*" a "[[:space:]]*$" { inside = 1; next }
-      /^[[:space:]]*-[[:space:]]*alert:/ { inside = 0 }
-      inside && /^[[:space:]]*(labels|annotations):/ { inside = 0 }
-      inside' "$RULES" | grep -oE 'winpool_[a-zA-Z0-9_]+' | sort -u || true)"
+    used="$(rule "$a" | awk '/^[[:space:]]*(labels|annotations):/ { done = 1 } !done' | grep -oE 'winpool_[a-zA-Z0-9_]+' | sort -u || true)"
     for m in $used; do
       if ! grep -qxF "$m" <<<"$exported"; then
         echo "FAIL $a: uses $m, which the operator does not export ($METRICS_FILE)" >&2

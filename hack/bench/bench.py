@@ -39,7 +39,9 @@ import urllib.request
 from collections import Counter, defaultdict
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import report  # noqa: E402
 from kube import Kube, create_many  # noqa: E402
+from report import percentile, writes  # noqa: E402
 
 RELEASE = "winpool"
 SA_NAMESPACE = "winpool-system"
@@ -66,6 +68,7 @@ APISERVER_PPROF_S = 40
 # How long the control plane is watched at rest before a measured rollout (its floor).
 REST_S = 20
 CP_COMPONENTS = ["kube-apiserver", "etcd", "kube-controller-manager", "kube-scheduler", "kwok-controller"]
+POOLS = "/apis/winpool.dev/v1alpha1/windowsnodepools"
 
 
 def log(msg):
@@ -115,17 +118,6 @@ def machine_busy():
         v = [int(x) for x in f.readline().split()[1:]]
     # user nice system idle iowait irq softirq steal
     return (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / CLK_TCK
-
-
-def writes_per_node(audit, n):
-    """Writes per node beyond evictions and Lease renewals, as the report counts them."""
-    return sum(v for k, v in audit["writes"].items() if "pods/eviction" not in k and " leases" not in k) / n
-
-
-def percentile(xs, q):
-    """The nearest-rank q-quantile of xs (0 when empty)."""
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, max(0, math.ceil(q * len(xs)) - 1))] if xs else 0.0
 
 
 def median(xs):
@@ -361,20 +353,26 @@ class Bench:
         )
         self.wait_for_log(path, '"fleet running"', 300, name, offset)
 
-    def start_operator(self, name):
+    def start_operator(self, name, synced=True):
+        """Starts the operator; with `synced`, returns once its caches are synced."""
         args = ["run", f"--metrics-addr=127.0.0.1:{self.metrics_port}", f"--lease-namespace={SA_NAMESPACE}",
                 f"--agent-namespace={AGENT_NS}", "--log-format=json"]
         # Experiments only (e.g. MALLOC_ARENA_MAX=2): extra environment for the operator, K=V,K=V.
         extra = dict(kv.split("=", 1) for kv in os.environ.get("WINPOOL_BENCH_OPERATOR_ENV", "").split(",") if "=" in kv)
-        return self.spawn(name, args, self.sa_kubeconfig, extra_env=extra)
+        started = self.spawn(name, args, self.sa_kubeconfig, extra_env=extra)
+        if synced:
+            self.wait_for_log(started[1], "caches synced", 120, name)
+        return started
 
     # -- pool -----------------------------------------------------------------
 
-    def next_patch(self):
+    def next_patch(self, build=OS_BUILD):
+        """The next patch level above the fleets' starting build."""
         self.patch_seq += 1
-        return f"{OS_BUILD}.{START_REVISION + 50 + 10 * self.patch_seq}"
+        return f"{build}.{START_REVISION + 50 + 10 * self.patch_seq}"
 
     def pool(self, name, fleet, patch):
+        """A new pool of the fleet's nodes at `patch`."""
         return {
             "apiVersion": "winpool.dev/v1alpha1", "kind": "WindowsNodePool",
             "metadata": {"name": name},
@@ -387,21 +385,22 @@ class Bench:
             },
         }
 
-    def set_pool(self, name, fleet, patch, rollout=None):
-        """The pool at `patch`, with `rollout` merged into its rollout."""
-        path = f"/apis/winpool.dev/v1alpha1/windowsnodepools/{name}"
+    def set_pool(self, name, fleet, patch, rollout=None, os_version=None):
+        """The pool at `patch` (and `os_version`), with `rollout` merged into its rollout: merge-patched, or
+        created from pool() when there is none."""
+        spec = {"os": {"patchLevel": patch, **({"version": os_version} if os_version else {})}, "rollout": rollout or {}}
         try:
-            self.kube.get(path)
-            self.kube.merge_patch(path, {"spec": {"os": {"patchLevel": patch}, "rollout": rollout or {}}})
+            self.kube.get(f"{POOLS}/{name}")
+            self.kube.merge_patch(f"{POOLS}/{name}", {"spec": spec})
         except Exception:
             p = self.pool(name, fleet, patch)
-            p["spec"]["rollout"].update(rollout or {})
-            self.kube.create("/apis/winpool.dev/v1alpha1/windowsnodepools", p)
+            p["spec"]["os"].update(spec["os"])
+            p["spec"]["rollout"].update(spec["rollout"])
+            self.kube.create(POOLS, p)
 
     def wait_pool_done(self, name, n, watch_procs, timeout, target=None):
         """Until status reports `target` (default all n) nodes updated for the current generation. Returns (t_done, timeline)."""
         target = n if target is None else target
-        path = "/apis/winpool.dev/v1alpha1/windowsnodepools"
         deadline = time.time() + timeout
         timeline = []
         last = None
@@ -427,12 +426,12 @@ class Bench:
                 self.check_alive(w)
             if time.time() - progress[0] > self.a.stall:
                 raise RuntimeError(f"pool {name}: no progress for {self.a.stall}s; nodes not updated: {self.stuck_nodes(name)}")
-            obj = self.kube.get(f"{path}/{name}")
+            obj = self.kube.get(f"{POOLS}/{name}")
             if done(obj):
                 return time.time(), timeline
             rv = obj["metadata"]["resourceVersion"]
             try:
-                for ev in self.kube.watch(path, rv, timeout=20, fieldSelector=f"metadata.name={name}"):
+                for ev in self.kube.watch(POOLS, rv, timeout=20, fieldSelector=f"metadata.name={name}"):
                     if ev.get("type") in ("ADDED", "MODIFIED") and done(ev["object"]):
                         return time.time(), timeline
                     if time.time() > deadline:
@@ -454,8 +453,11 @@ class Bench:
     # -- measurements --------------------------------------------------------
 
     def cp_cpu(self):
-        out = {c: proc_cpu(p) for c, p in self.cp_pids.items()}
-        return out
+        return {c: proc_cpu(p) for c, p in self.cp_pids.items()}
+
+    def cp_cpu_since(self, cp0):
+        """Each control-plane component's CPU seconds since the cp_cpu() reading cp0."""
+        return {c: round((now or 0) - (cp0[c] or 0), 2) for c, now in self.cp_cpu().items()}
 
     def scrape(self):
         try:
@@ -665,6 +667,10 @@ class Bench:
         with open(self.results_path, "w") as f:
             json.dump(self.results, f, indent=1)
 
+    def runs(self):
+        """The warm-up runs (not in the medians), then the measured ones: (kind, index)."""
+        return [("first", None)] * self.a.warmup + [("measured", i) for i in range(self.a.runs)]
+
     def max_unavailable(self, n):
         v = str(self.a.max_unavailable)
         return max(1, n * int(v.rstrip("%")) // 100) if v.endswith("%") else max(1, int(v))
@@ -683,11 +689,9 @@ class Bench:
             log(f"[rollout {n}] {n} nodes Ready ({created:.0f}s to create)")
             self.start_sim(fleet, n)
             a0 = self.audit_size()
-            p, op_log, t_start = self.start_operator(f"operator-{fleet}")
-            self.wait_for_log(op_log, "caches synced", 120, f"operator-{fleet}")
+            p, _, t_start = self.start_operator(f"operator-{fleet}")
             pool = f"bench-{fleet}"
-            runs = [("first", None)] * self.a.warmup + [("measured", i) for i in range(self.a.runs)]
-            for kind, i in runs:
+            for kind, i in self.runs():
                 self.one_rollout(n, fleet, pool, kind, i, p)
             time.sleep(2)
             # Lists in the first STARTUP_S of the operator's life are its initial sync (and a retry if a
@@ -734,10 +738,9 @@ class Bench:
         audit = self.audit_counts(a0, a1)
         agent_audit = self.audit_counts(a0, a1, user=AGENT_USER)
         nodes, _, _ = self.phases(self.operator_log(op_log, op_off), self.fleet_log(sim_log, sim_off), t0)
-        cp1 = self.cp_cpu()
         op_cpu = proc_cpu(p.pid) - cpu0
         sim_cpu = (proc_cpu(sim_proc.pid) or 0) - (sim0 or 0)
-        cp_cpu = {c: round((cp1[c] or 0) - (cp0[c] or 0), 2) for c in cp1}
+        cp_cpu = self.cp_cpu_since(cp0)
         busy = machine_busy() - busy0
         rec = self.run_record(
             phase="rollout", kind=kind, nodes=n, run=i, patch=patch,
@@ -754,7 +757,7 @@ class Bench:
             timeline=[(round(t - t0, 2), u) for t, u in timeline],
         )
         log(f"[rollout {n}]   {actual:.1f}s (ideal {rec['ideal_s']}s, x{rec['ratio']}), "
-            f"writes/node: winpool {writes_per_node(audit, n):.2f}, agents {writes_per_node(agent_audit, n):.2f}; "
+            f"writes/node: winpool {writes(audit) / n:.2f}, agents {writes(agent_audit) / n:.2f}; "
             f"fleet CPU {rec['sim_cpu_s']}s, VmHWM {rec['sim_hwm_mib']} MiB; profile {rec['profile']}")
 
     def profile_apiserver(self, label):
@@ -794,7 +797,7 @@ class Bench:
     def cleanup_fleet(self, fleet, pool):
         """The next size starts from a clean slate: no pool, no agent DaemonSets or revision ConfigMaps, no nodes
         of this fleet."""
-        path = f"/apis/winpool.dev/v1alpha1/windowsnodepools/{pool}"
+        path = f"{POOLS}/{pool}"
         try:
             self.kube.merge_patch(path, {"metadata": {"finalizers": None}})
             self.kube.request("DELETE", path, ok=(200, 202, 404))
@@ -861,8 +864,7 @@ class Bench:
         # The agents read HNS as often as a real agent does (agent.DefaultHNSInterval), not every second as in tests.
         self.start_sim(fleet, n, hns="auto", extra=[f"--hns-interval={CHURN_HNS_INTERVAL}"])
         name = f"operator-{fleet}"
-        p, op_log, _ = self.start_operator(name)
-        self.wait_for_log(op_log, "caches synced", 120, name)
+        p, _, _ = self.start_operator(name)
         pool = f"bench-{fleet}"
         self.set_pool(pool, fleet, self.next_patch())
         self.wait_pool_done(pool, n, [name, f"sim-{fleet}"], self.a.timeout)
@@ -895,7 +897,7 @@ class Bench:
             time.sleep(max(0.0, t0 + k - time.time()))
         time.sleep(10)  # the last change's reports and rounds belong to the run
         a1 = self.audit_size()
-        cp1 = self.cp_cpu()
+        cp_cpu = self.cp_cpu_since(cp0)
         nodes = self.kube.list_all("/api/v1/nodes", labelSelector=f"{BENCH_LABEL}={fleet}")
 
         def hns_ready(node):
@@ -904,7 +906,7 @@ class Bench:
         rec = {
             "nodes": n, "seconds": round(time.time() - t0, 1), "changes": k,
             "audit": self.audit_counts(a0, a1), "agent_audit": self.audit_counts(a0, a1, user=AGENT_USER),
-            "cp_cpu_s": {c: round((cp1[c] or 0) - (cp0[c] or 0), 2) for c in cp1},
+            "cp_cpu_s": cp_cpu,
             "operator_cpu_s": round(proc_cpu(p.pid) - op0, 2), "sim_cpu_s": round((proc_cpu(sim_proc.pid) or 0) - (sim0 or 0), 2),
             "hns_ready_at_end": sum(1 for nd in nodes if hns_ready(nd)), "agent_hns_interval": CHURN_HNS_INTERVAL,
         }
@@ -929,9 +931,7 @@ class Bench:
         self.wait_nodes_ready(fleet, n)
         self.start_sim(fleet, n, extra=(f"--download-time={self.a.apply_seconds}s",))
         name = f"operator-{fleet}"
-        self.start_operator(name)
-        op_log = self.procs[name][1]
-        self.wait_for_log(op_log, "caches synced", 120, name)
+        _, op_log, _ = self.start_operator(name)
         for mode in ("Disabled", "Enabled"):
             op_off = os.path.getsize(op_log)
             patch = self.next_patch()
@@ -971,19 +971,11 @@ class Bench:
             self.start_sim(fleet, n, release=release, extra=["--hotpatch=enrolled", f"--stats-file={stats}"])
             name = f"operator-{fleet}"
             self.start_operator(name)
-            self.wait_for_log(self.procs[name][1], "caches synced", 120, name)
             a0, t0 = self.audit_size(), time.time()
-            path = "/apis/winpool.dev/v1alpha1/windowsnodepools"
             for month in range(1, 13):
                 patch = f"{RELEASE_BUILDS[release]}.{START_REVISION + 10 * month}"
-                spec = {"os": {"version": release, "patchLevel": patch},
-                        "rollout": {"maxUnavailable": "50%", "nodeTimeout": "30m", "hotpatch": mode}}
-                if month == 1:
-                    body = self.pool(pool, fleet, patch)
-                    body["spec"].update(spec)
-                    self.kube.create(path, body)
-                else:
-                    self.kube.merge_patch(f"{path}/{pool}", {"spec": spec})
+                self.set_pool(pool, fleet, patch, os_version=release,
+                              rollout={"maxUnavailable": "50%", "nodeTimeout": "30m", "hotpatch": mode})
                 self.wait_pool_done(pool, n, [name, f"sim-{fleet}"], self.a.timeout)
                 log(f"[hotpatch {mode}] month {month}: {patch} on every node")
             time.sleep(3)
@@ -1019,7 +1011,6 @@ class Bench:
             self.create_workload(fleet, services, n * self.a.hns_pods_per_node)
             name = f"operator-{fleet}"
             self.start_operator(name)
-            self.wait_for_log(self.procs[name][1], "caches synced", 120, name)
             pool = f"bench-{fleet}"
             # The pool's first rollout starts its agents; not measured. Its target is the build the nodes run,
             # so no node installs or reboots: its nodes are drained and back in service at once.
@@ -1072,22 +1063,13 @@ class Bench:
             os.remove(latency_path)
         self.start_sim(fleet, n, hns="auto", release=release,
                        extra=[f"--hns-interval={CHURN_HNS_INTERVAL}", f"--latency-file={latency_path}"])
-        rev = START_REVISION + 50 + 10 * self.next_seq() if measured else START_REVISION
-        patch = f"{RELEASE_BUILDS[release]}.{rev}"
-        path = f"/apis/winpool.dev/v1alpha1/windowsnodepools/{pool}"
-        spec = {"os": {"version": release, "patchLevel": patch},
-                "rollout": {"maxUnavailable": self.a.max_unavailable, "nodeTimeout": "60m", "drain": {"timeout": "60m"},
-                            "hnsPacing": {"enabled": pacing}}}
+        build = RELEASE_BUILDS[release]
+        patch = self.next_patch(build) if measured else f"{build}.{START_REVISION}"
+        rollout = {"maxUnavailable": self.a.max_unavailable, "nodeTimeout": "60m", "drain": {"timeout": "60m"},
+                   "hnsPacing": {"enabled": pacing}}
         log(f"[hns {release}] {'measured' if measured else 'first'} rollout, pacing {'on' if pacing else 'off'}: pool {pool} -> {patch}")
         t0 = time.time()
-        try:
-            self.kube.get(path)
-            self.kube.merge_patch(path, {"spec": spec})
-        except Exception:
-            body = self.pool(pool, fleet, patch)
-            body["spec"].update(spec)
-            body["spec"]["hns"] = {"maxLoadBalancers": 20000, "maxEndpoints": 100000}
-            self.kube.create("/apis/winpool.dev/v1alpha1/windowsnodepools", body)
+        self.set_pool(pool, fleet, patch, rollout=rollout, os_version=release)
         t_done, _ = self.wait_pool_done(pool, n, [f"operator-{fleet}", f"sim-{fleet}"], self.a.timeout)
         makespan = t_done - t0
         time.sleep(5)  # the last evicted pods' replacements are programmed too
@@ -1110,10 +1092,6 @@ class Bench:
             log(f"[hns {release}]   of them in the two syncs after a node's catch-up from its boot: {after['changes']}, "
                 f"p50 {after['p50Ms'] / 1000:.1f}s p99 {after['p99Ms'] / 1000:.1f}s")
 
-    def next_seq(self):
-        self.patch_seq += 1
-        return self.patch_seq
-
     def phase_footprint(self):
         self.cluster_up("footprint")
         self.create_services(self.a.services, self.a.endpoints)
@@ -1129,8 +1107,7 @@ class Bench:
             # A fleet plays the nodes it found at its start: more nodes take a new one (the agents start again).
             self.stop(f"sim-{fleet}")
             self.start_sim(fleet, n)
-            runs = [("first", None)] * self.a.warmup + [("measured", i) for i in range(self.a.runs)]
-            for kind, i in runs:
+            for kind, i in self.runs():
                 self.one_footprint(n, fleet, pool, kind, i, self.a.fraction)
         if self.a.whole:
             # One whole rollout at the largest size: what a full rollout costs there (one run; it is long).
@@ -1152,7 +1129,7 @@ class Bench:
         a0 = self.audit_size()
         cp0, sim0 = self.cp_cpu(), proc_cpu(sim_proc.pid)
         busy0 = machine_busy()
-        p, op_log, t0 = self.start_operator(name)
+        p, op_log, t0 = self.start_operator(name, synced=False)
         op_off = 0 if not os.path.exists(op_log) else os.path.getsize(op_log)
         sampler = Sampler({"winpool": p.pid, "kube-apiserver": self.cp_pids["kube-apiserver"], "etcd": self.cp_pids["etcd"]})
         sampler.start()
@@ -1162,10 +1139,9 @@ class Bench:
             sampler.stop()
         cpu = proc_cpu(p.pid)
         _, hwm = proc_mem(p.pid)
-        cp1, sim1 = self.cp_cpu(), proc_cpu(sim_proc.pid)
+        cp_cpu, sim1 = self.cp_cpu_since(cp0), proc_cpu(sim_proc.pid)
         _, sim_hwm = proc_mem(sim_proc.pid)
         busy = machine_busy() - busy0
-        cp_cpu = {c: round((cp1[c] or 0) - (cp0[c] or 0), 2) for c in cp1}
         m = self.scrape()
         time.sleep(2)
         self.stop(name)
@@ -1196,7 +1172,7 @@ class Bench:
         )
         log(f"[footprint {n}]   {actual:.1f}s, start-up {rec['startup_s']}s (caches synced {rec['synced_s']}s), "
             f"CPU {cpu:.1f}s, peak RSS {rec['operator_hwm_mib']} MiB, apiserver CPU {rec['cp_cpu_s']['kube-apiserver']}s; "
-            f"writes per node updated: winpool {writes_per_node(audit, target):.2f}, agents {writes_per_node(agent_audit, target):.2f}; "
+            f"writes per node updated: winpool {writes(audit) / target:.2f}, agents {writes(agent_audit) / target:.2f}; "
             f"fleet CPU {rec['sim_cpu_s']}s, VmHWM {rec['sim_hwm_mib']} MiB")
 
 
@@ -1223,19 +1199,17 @@ def go_version():
 def versions(repo, binary):
     # cargo's layout names the profile: a debug binary measured by hand (WINPOOL_BENCH_BIN) must not read as release.
     v = {"profile": "debug" if f"{os.sep}debug{os.sep}" in os.path.abspath(binary) else "release"}
+    v["rustc"] = subprocess.run(["rustc", "--version"], capture_output=True, text=True).stdout.strip()
+    v["go"] = go_version()
     if os.environ.get("WINPOOL_BENCH_REV"):
         # The binary was built elsewhere (WINPOOL_BENCH_BIN) from this revision.
         v["winpool"] = os.environ["WINPOOL_BENCH_REV"]
-        v["rustc"] = subprocess.run(["rustc", "--version"], capture_output=True, text=True).stdout.strip()
-        v["go"] = go_version()
         return v
     sha = subprocess.run(["git", "-C", repo, "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True).stdout.strip()
     # The fleet runs the agent built from this tree (hack/sim.sh), so its changes count too.
     dirty = subprocess.run(["git", "-C", repo, "status", "--porcelain", "--", "src", "Cargo.toml", "Cargo.lock", "agent"],
                            capture_output=True, text=True).stdout.strip()
     v["winpool"] = sha + ("+uncommitted src/agent changes" if dirty else "")
-    v["rustc"] = subprocess.run(["rustc", "--version"], capture_output=True, text=True).stdout.strip()
-    v["go"] = go_version()
     v["winpool_binary"] = subprocess.run([binary, "--version"], capture_output=True, text=True).stdout.strip()
     return v
 
@@ -1279,13 +1253,12 @@ def main():
         "full": dict(runs=3, warmup=1, rollout_sizes=[100, 1000], footprint_sizes=[1000, 5000], services=10000, endpoints=50000,
                      apply_seconds=5.0, reboot_seconds=0.0, max_unavailable="10%", timeout=3600, stall=600, fraction=0.2, whole=True, churn_nodes=1000, churn_seconds=600,
                      hns_nodes=300, hns_services=2000, hns_pods_per_node=30, hns_releases="ltsc2019,ltsc2022", staging_nodes=40, hotpatch_nodes=10, hotpatch_pods_per_node=5),
-        "quick": dict(runs=1, warmup=0, rollout_sizes=[100, 1000], footprint_sizes=[1000, 5000], services=10000, endpoints=50000,
-                      apply_seconds=5.0, reboot_seconds=0.0, max_unavailable="10%", timeout=3600, stall=600, fraction=0.2, whole=False, churn_nodes=1000, churn_seconds=600,
-                     hns_nodes=300, hns_services=2000, hns_pods_per_node=30, hns_releases="ltsc2019,ltsc2022", staging_nodes=40, hotpatch_nodes=10, hotpatch_pods_per_node=5),
         "smoke": dict(runs=1, warmup=0, rollout_sizes=[20], footprint_sizes=[20], services=20, endpoints=100,
                       apply_seconds=1.0, reboot_seconds=0.0, max_unavailable="25%", timeout=300, stall=60, fraction=1.0, whole=False, churn_nodes=20, churn_seconds=20,
                       hns_nodes=20, hns_services=20, hns_pods_per_node=2, hns_releases="ltsc2022", staging_nodes=8, hotpatch_nodes=4, hotpatch_pods_per_node=2),
     }
+    # quick is full with one run, no warm-up and no whole rollout.
+    modes["quick"] = dict(modes["full"], runs=1, warmup=0, whole=False)
     for k, v in modes[a.mode].items():
         cli = getattr(a, k, None)
         if cli is None:
@@ -1294,8 +1267,6 @@ def main():
             setattr(a, k, [int(x) for x in str(cli).split(",") if x])
         elif k == "whole":
             a.whole = cli == "yes"
-    import report  # noqa: PLC0415
-
     def interrupted(signum, _frame):
         raise KeyboardInterrupt(f"signal {signum}")
 

@@ -51,14 +51,23 @@ def spread(values, digits=2, unit=""):
     return s
 
 
+def writes(audit):
+    """An audit count's writes beyond evictions and Lease renewals (bench.py logs them per node too)."""
+    return sum(v for k, v in audit["writes"].items() if "pods/eviction" not in k and " leases" not in k)
+
+
 def writes_per_node(rec, audit="audit"):
-    """Writes per node of the run's `audit` ("audit": winpool's; "agent_audit": the agents'), beyond evictions
-    and Lease renewals; None for results from before the agents were counted."""
+    """writes() per node of the run's `audit` ("audit": winpool's; "agent_audit": the agents'); None for results
+    from before the agents were counted."""
     if audit not in rec:
         return None
-    w = rec[audit]["writes"]
-    total = sum(v for k, v in w.items() if "pods/eviction" not in k and " leases" not in k)
-    return round(total / rec["nodes"], 2)
+    return round(writes(rec[audit]) / rec["nodes"], 2)
+
+
+def percentile(xs, q):
+    """The nearest-rank q-quantile of xs (0 when empty)."""
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, max(0, math.ceil(q * len(xs)) - 1))] if xs else 0.0
 
 
 def kind_per_node(rec, pred):
@@ -155,8 +164,7 @@ def staging_rows(results, rows, verdicts):
         return
 
     def q(r, p):
-        xs = sorted(r["out_of_service_s"])
-        return xs[min(len(xs) - 1, max(0, math.ceil(p * len(xs)) - 1))] if xs else 0.0
+        return percentile(r["out_of_service_s"], p)
 
     size = (f"{on['nodes']:,} nodes, maxUnavailable {on['max_unavailable']}, download {on['download_s']:g} s, "
             f"install {on['apply_s']:g} s, reboot {on['reboot_s']:g} s")

@@ -122,54 +122,49 @@ func TestEveryFixtureHasAnExpectation(t *testing.T) {
 	}
 }
 
-func TestKstatus(t *testing.T) {
+// eachPool runs judge as a subtest for every fixture with an expectation
+// (TestEveryFixtureHasAnExpectation reports the others).
+func eachPool(t *testing.T, judge func(t *testing.T, pool *unstructured.Unstructured, want expectation)) {
 	pools := loadPools(t)
 	for _, name := range slices.Sorted(maps.Keys(pools)) {
-		pool := pools[name]
-		want, ok := expected[name]
-		if !ok {
-			continue // TestEveryFixtureHasAnExpectation reports it
+		if want, ok := expected[name]; ok {
+			t.Run(name, func(t *testing.T) { judge(t, pools[name], want) })
 		}
-		t.Run(name, func(t *testing.T) {
-			res, err := status.Compute(pool)
-			if err != nil {
-				t.Fatalf("status.Compute: %v", err)
-			}
-			if res.Status != want.kstatus {
-				t.Errorf("kstatus: got %s (%q), want %s", res.Status, res.Message, want.kstatus)
-			}
-		})
 	}
+}
+
+func TestKstatus(t *testing.T) {
+	eachPool(t, func(t *testing.T, pool *unstructured.Unstructured, want expectation) {
+		res, err := status.Compute(pool)
+		if err != nil {
+			t.Fatalf("status.Compute: %v", err)
+		}
+		if res.Status != want.kstatus {
+			t.Errorf("kstatus: got %s (%q), want %s", res.Status, res.Message, want.kstatus)
+		}
+	})
 }
 
 func TestArgoCDHealth(t *testing.T) {
 	script := readFile(t, healthLua)
-	pools := loadPools(t)
-	for _, name := range slices.Sorted(maps.Keys(pools)) {
-		pool := pools[name]
-		want, ok := expected[name]
-		if !ok {
-			continue
+	eachPool(t, func(t *testing.T, pool *unstructured.Unstructured, want expectation) {
+		wantMessage := want.argoMessage
+		if want.argoMessageOf != "" {
+			wantMessage = conditionMessage(t, pool, want.argoMessageOf)
 		}
-		t.Run(name, func(t *testing.T) {
-			wantMessage := want.argoMessage
-			if want.argoMessageOf != "" {
-				wantMessage = conditionMessage(t, pool, want.argoMessageOf)
+		// Argo CD opens every library only when argocd-cm sets
+		// resource.customizations.useOpenLibs.winpool.dev_WindowsNodePool;
+		// the check must not depend on it either way.
+		for _, openLibs := range []bool{false, true} {
+			got, err := argoHealth(script, pool, openLibs)
+			if err != nil {
+				t.Fatalf("useOpenLibs=%v: %v", openLibs, err)
 			}
-			// Argo CD opens every library only when argocd-cm sets
-			// resource.customizations.useOpenLibs.winpool.dev_WindowsNodePool;
-			// the check must not depend on it either way.
-			for _, openLibs := range []bool{false, true} {
-				got, err := argoHealth(script, pool, openLibs)
-				if err != nil {
-					t.Fatalf("useOpenLibs=%v: %v", openLibs, err)
-				}
-				if got.Status != want.argo || got.Message != wantMessage {
-					t.Errorf("useOpenLibs=%v: got %s %q, want %s %q", openLibs, got.Status, got.Message, want.argo, wantMessage)
-				}
+			if got.Status != want.argo || got.Message != wantMessage {
+				t.Errorf("useOpenLibs=%v: got %s %q, want %s %q", openLibs, got.Status, got.Message, want.argo, wantMessage)
 			}
-		})
-	}
+		}
+	})
 }
 
 // The harness must be no kinder than Argo CD, or a check that passes here

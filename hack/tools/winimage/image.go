@@ -124,6 +124,19 @@ func tagOf(ref string) (string, error) {
 	return ref[i+1:], nil
 }
 
+// buildArchive is the whole build: o's layer, then the image around it.
+func buildArchive(o buildOptions) ([]byte, error) {
+	entries, err := layerEntries(o.exeName, o.exe)
+	if err != nil {
+		return nil, err
+	}
+	layerTar, err := writeLayer(entries, o.epoch)
+	if err != nil {
+		return nil, err
+	}
+	return buildImage(o, layerTar)
+}
+
 // buildImage writes the OCI image layout archive around an uncompressed
 // layer tar.
 func buildImage(o buildOptions, layerTar []byte) ([]byte, error) {

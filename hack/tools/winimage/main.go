@@ -107,15 +107,7 @@ func build(args []string) error {
 		env:     env,
 		epoch:   time.Unix(secs, 0).UTC(),
 	}
-	entries, err := layerEntries(o.exeName, o.exe)
-	if err != nil {
-		return err
-	}
-	layerTar, err := writeLayer(entries, o.epoch)
-	if err != nil {
-		return err
-	}
-	archive, err := buildImage(o, layerTar)
+	archive, err := buildArchive(o)
 	if err != nil {
 		return err
 	}

@@ -39,15 +39,7 @@ func testOptions() buildOptions {
 
 func buildTest(t *testing.T, o buildOptions) []byte {
 	t.Helper()
-	entries, err := layerEntries(o.exeName, o.exe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	layer, err := writeLayer(entries, o.epoch)
-	if err != nil {
-		t.Fatal(err)
-	}
-	archive, err := buildImage(o, layer)
+	archive, err := buildArchive(o)
 	if err != nil {
 		t.Fatal(err)
 	}
