@@ -20,7 +20,7 @@ use crate::rollout::preflight::cleared;
 use crate::rollout::{FailedInfo, Hold, NodeState, NodeView, Plan, PoolInput, Preflight, PreflightVerdict, decide};
 
 /// Sunday noon: a Saturday window is closed.
-fn now() -> Timestamp {
+pub(super) fn now() -> Timestamp {
     "2026-11-29T12:00:00Z".parse().unwrap()
 }
 
@@ -63,7 +63,7 @@ fn plan(spec: &WindowsNodePoolSpec, nodes: &[NodeView], paused_by_annotation: bo
 /// A round whose outcome needs nodes in states a unit of views cannot
 /// reach in one decision (updated, failed): the decision for pending nodes
 /// with the counts, failures and hold of that outcome.
-fn outcome(spec: &WindowsNodePoolSpec, counts: NodeCounts, failed: usize, hold: Option<Hold>) -> Plan {
+pub(super) fn outcome(spec: &WindowsNodePoolSpec, counts: NodeCounts, failed: usize, hold: Option<Hold>) -> Plan {
     let mut p = plan(spec, &members(counts.total as usize), false);
     p.by_state = [(NodeState::Draining, counts.updating as usize)].into();
     p.counts = counts;
@@ -79,7 +79,7 @@ fn outcome(spec: &WindowsNodePoolSpec, counts: NodeCounts, failed: usize, hold: 
     p
 }
 
-fn counts(total: i32, updated: i32, updating: i32, pending: i32, failed: i32) -> NodeCounts {
+pub(super) fn counts(total: i32, updated: i32, updating: i32, pending: i32, failed: i32) -> NodeCounts {
     NodeCounts { total, updated, updating, pending, failed }
 }
 
@@ -96,7 +96,7 @@ fn pool(name: &str, spec: WindowsNodePoolSpec, plan: Option<&Plan>) -> Value {
     read
 }
 
-fn fixtures() -> Vec<(&'static str, Value)> {
+pub(super) fn fixtures() -> Vec<(&'static str, Value)> {
     let plain = spec("rollout: {maxUnavailable: 1, maxFailedNodes: 2}");
     let saturdays = spec("rollout: {maintenanceWindows: [{days: [Sat], start: '02:00', end: '06:00'}]}");
     let paused = spec("rollout: {paused: true}");
