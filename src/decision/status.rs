@@ -758,29 +758,7 @@ mod tests {
     }
 
     fn plan_for(spec: &WindowsNodePoolSpec, nodes: &[NodeView], now: Timestamp) -> Plan {
-        let existing = BTreeSet::new();
-        decide(
-            &PoolInput {
-                name: "p",
-                spec,
-                rev: crate::rollout::test_revision(spec),
-                rules: crate::rollout::test_rules(spec),
-                existing_revisions: &existing,
-                target_marked_at: None,
-                gates: &[],
-                average_node_update: None,
-                paused_by_annotation: false,
-                clock_skew: None,
-                bad_update: None,
-                ring: None,
-                cluster: None,
-                hooks_namespace: None,
-                hns_backlog: std::time::Duration::ZERO,
-                evictions_unheard: 0,
-            },
-            &cleared(spec, nodes),
-            now,
-        )
+        decide(&PoolInput::of_spec("p", spec, &BTreeSet::new()), &cleared(spec, nodes), now)
     }
 
     fn status_for(
@@ -893,28 +871,8 @@ mod tests {
         ];
         for (seen, want) in cases {
             let gates = [GateResult { gate: "no-critical-alerts".into(), seen }];
-            let plan = decide(
-                &PoolInput {
-                    name: "p",
-                    spec: &spec,
-                    rev: crate::rollout::test_revision(&spec),
-                    rules: crate::rollout::test_rules(&spec),
-                    existing_revisions: &existing,
-                    target_marked_at: None,
-                    gates: &gates,
-                    average_node_update: None,
-                    paused_by_annotation: false,
-                    clock_skew: None,
-                    bad_update: None,
-                    ring: None,
-                    cluster: None,
-                    hooks_namespace: None,
-                    hns_backlog: std::time::Duration::ZERO,
-                    evictions_unheard: 0,
-                },
-                &cleared(&spec, &[node("a"), node("b")]),
-                now,
-            );
+            let input = PoolInput { gates: &gates, ..PoolInput::of_spec("p", &spec, &existing) };
+            let plan = decide(&input, &cleared(&spec, &[node("a"), node("b")]), now);
             let s = build_status(&spec, &plan, &Membership::default(), None, None, Some(3), now);
             let c = get(&s, conditions::PROGRESSING);
             assert_eq!((c.status.as_str(), c.reason.as_str(), c.message.as_str()), ("False", "HealthGateClosed", want));
@@ -1079,24 +1037,7 @@ mod tests {
         let s = spec("");
         let existing = BTreeSet::new();
         let nodes = [node("a"), node("b")];
-        let input = PoolInput {
-            name: "p",
-            spec: &s,
-            rev: crate::rollout::test_revision(&s),
-            rules: crate::rollout::test_rules(&s),
-            existing_revisions: &existing,
-            target_marked_at: None,
-            gates: &[],
-            average_node_update: None,
-            paused_by_annotation: true,
-            clock_skew: None,
-            bad_update: None,
-            ring: None,
-            cluster: None,
-            hooks_namespace: None,
-            hns_backlog: std::time::Duration::ZERO,
-            evictions_unheard: 0,
-        };
+        let input = PoolInput { paused_by_annotation: true, ..PoolInput::of_spec("p", &s, &existing) };
         let plan = decide(&input, &cleared(&s, &nodes), now);
         let st = build_status(&s, &plan, &Membership::default(), None, None, Some(3), now);
         let (progressing, paused) = (get(&st, "Progressing"), get(&st, "Paused"));

@@ -39,24 +39,7 @@ fn members(n: usize) -> Vec<NodeView> {
 /// The operator's round for these nodes, as it decides it.
 fn plan(spec: &WindowsNodePoolSpec, nodes: &[NodeView], paused_by_annotation: bool) -> Plan {
     let existing = BTreeSet::new();
-    let input = PoolInput {
-        name: "win",
-        spec,
-        rev: crate::rollout::test_revision(spec),
-        rules: crate::rollout::test_rules(spec),
-        existing_revisions: &existing,
-        target_marked_at: None,
-        gates: &[],
-        average_node_update: None,
-        paused_by_annotation,
-        clock_skew: None,
-        bad_update: None,
-        ring: None,
-        cluster: None,
-        hooks_namespace: None,
-        hns_backlog: std::time::Duration::ZERO,
-        evictions_unheard: 0,
-    };
+    let input = PoolInput { paused_by_annotation, ..PoolInput::of_spec("win", spec, &existing) };
     decide(&input, &cleared(spec, nodes), now())
 }
 
