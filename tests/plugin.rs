@@ -314,6 +314,7 @@ async fn the_plugin_pauses_resumes_plans_the_operators_first_wave_reports_states
     assert_eq!(s.paused_by.as_deref(), Some(names::ANN_PAUSED));
     assert_eq!(first.order, (0..4).map(node).collect::<Vec<_>>());
     assert_eq!(first.waves, [vec![node(0), node(1)], vec![node(2), node(3)]]);
+    assert_eq!(first.pending as i32, s.counts.pending, "plan and status count the same pending nodes");
 
     // Resumed: the operator starts exactly the plan's first wave.
     assert!(ok(&["resume", &pool]).contains("resumed"));
@@ -340,6 +341,7 @@ async fn the_plugin_pauses_resumes_plans_the_operators_first_wave_reports_states
     let second = plan(&pool);
     assert_eq!(second.updated, first.waves[0]);
     assert_eq!(second.waves, [vec![node(2), node(3)]]);
+    assert_eq!(second.pending as i32, counts.pending);
 
     // Resumed again: the rest rolls; the fleet fails the last node.
     ok(&["resume", &pool]);

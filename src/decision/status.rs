@@ -32,6 +32,24 @@ impl Conflicts {
         self.multiple_pools.is_empty() && self.wrong_os.is_empty() && self.held_elsewhere.is_empty()
     }
 
+    /// Only nodes still held by the pool they leave: they come once it gives
+    /// them back, without anyone acting.
+    fn clear_on_their_own(&self) -> bool {
+        self.multiple_pools.is_empty() && self.wrong_os.is_empty()
+    }
+
+    /// Why a pool with no node of its own has none, by count: the nodes are
+    /// named once, in NodeConflicts.
+    fn none_is_own(&self) -> String {
+        let counted = [
+            (self.multiple_pools.len(), "selected by another pool too"),
+            (self.wrong_os.len(), "running another Windows release"),
+            (self.held_elsewhere.len(), "still held by the pool they leave"),
+        ];
+        let why: Vec<String> = counted.iter().filter(|(n, _)| *n > 0).map(|(n, what)| format!("{n} {what}")).collect();
+        format!("none of the nodes the pool selects is its own: {} (condition NodeConflicts names them)", why.join(", "))
+    }
+
     pub fn message(&self, pool_os: &str) -> String {
         let mut parts = Vec::new();
         let list = |v: Vec<String>| {
@@ -108,13 +126,13 @@ pub fn build_status(
     generation: Option<i64>,
     now: Timestamp,
 ) -> WindowsNodePoolStatus {
-    let (progressing, course) = progressing_condition(plan);
+    let (progressing, course) = progressing_condition(plan, &membership.conflicts);
     let mut next = vec![
-        ready_condition(plan, course),
+        ready_condition(plan, course, &membership.conflicts),
         reconciling_condition(&progressing, course),
         stalled_condition(&progressing, course),
         progressing,
-        degraded_condition(spec, plan),
+        degraded_condition(spec, plan, course),
         paused_condition(plan),
         conflict_condition(spec, &membership.conflicts),
         managed_condition(&membership.managed, membership.members.len()),
@@ -214,9 +232,14 @@ fn preflight_note(plan: &Plan) -> String {
     format!("{count} {nodes} blocked by their agent's preflight, never cordoned: {first}: {why}{also}")
 }
 
-/// The failed nodes with why, a few by name.
-fn failed_names(plan: &Plan) -> String {
-    node_list(plan.failed.iter().map(|f| format!("{} ({}: {})", f.node, f.reason, f.message)))
+/// "2 nodes failed (a, b; why: status.failedNodes)": a failure's message
+/// can run to hundreds of characters, and is said once, in status.failedNodes.
+fn failures(plan: &Plan) -> String {
+    format!(
+        "{} failed ({}; why: status.failedNodes, kubectl winpool status)",
+        count(plan.failed.len()),
+        node_list(plan.failed.iter().map(|f| f.node.clone()))
+    )
 }
 
 /// Why nothing starts when nothing holds the rollout: the pending nodes
@@ -251,10 +274,12 @@ enum Course {
     Done,
 }
 
-fn ready_condition(plan: &Plan, course: Course) -> Condition {
+fn ready_condition(plan: &Plan, course: Course, conflicts: &Conflicts) -> Condition {
     let (c, rev) = (&plan.counts, &plan.revision);
-    if c.total == 0 {
-        cond(conditions::READY, false, Readiness::NoNodes.as_str(), "no Windows node matches the pool's nodeSelector".into())
+    if c.total == 0 && conflicts.is_empty() {
+        cond(conditions::READY, false, Readiness::NoNodes.as_str(), NO_NODES.into())
+    } else if c.total == 0 {
+        cond(conditions::READY, false, Readiness::NodesConflict.as_str(), conflicts.none_is_own())
     } else if c.updated == c.total {
         cond(conditions::READY, true, Readiness::RolloutComplete.as_str(), format!("all {} nodes run revision {rev}", c.total))
     } else if let (Course::AwaitingWindow, 0, Some(Hold::Ring(r))) = (course, c.failed, &plan.hold) {
@@ -327,9 +352,52 @@ fn updating_condition(plan: &Plan) -> (Condition, Course) {
     )
 }
 
+const NO_NODES: &str = "no Windows node matches the pool's nodeSelector";
+
+/// Why no pending node starts though a slot may be free: each one is
+/// labelled winpool.dev/hold=true, needs a containerd the pool may not
+/// replace, or waits for its agent (its preflight, its download). The
+/// Progressing condition says it, and `kubectl winpool plan` shows it as what
+/// holds the rollout: one verdict for both.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Standstill {
+    pub reason: Progress,
+    /// The pending nodes by what each waits for.
+    pub message: String,
+    course: Course,
+}
+
+/// The standstill of a decision whose `pending` nodes are all held, refused
+/// or awaiting their agent; `None` while one of them may start.
+pub fn standstill(plan: &Plan, pending: usize) -> Option<Standstill> {
+    let stuck: BTreeSet<&String> = plan.held.iter().chain(plan.runtime_refused.keys()).chain(plan.preflight_held.keys()).collect();
+    if stuck.is_empty() || stuck.len() < pending {
+        return None;
+    }
+    let (awaited, staging, blocked) = (plan.preflight_awaited(), plan.staging(), plan.preflight_blocked().count());
+    // Nodes on their way first: the rest is looked at when they arrive.
+    let (reason, course) = if awaited + staging > 0 {
+        (Progress::AwaitingPreflight, Course::Moving)
+    } else if blocked > 0 {
+        (Progress::PreflightBlocked, Course::Stalled)
+    } else if !plan.runtime_refused.is_empty() {
+        (Progress::RuntimeUpgradeRefused, Course::Stalled)
+    } else {
+        (Progress::NodesHeld, Course::Held)
+    };
+    let held = (!plan.held.is_empty()).then(|| {
+        let names: Vec<&str> = plan.held.iter().map(String::as_str).take(10).collect();
+        format!("{} held by the node label {}=true: {}", plan.held.len(), names::LABEL_HOLD, names.join(", "))
+    });
+    let waiting = (awaited + staging > 0).then(|| format!("waiting for {}", awaited_note(awaited, staging, &plan.revision)));
+    let notes = [held, Some(runtime_refused_note(plan)), waiting, Some(preflight_note(plan))];
+    let message = notes.into_iter().flatten().filter(|n| !n.is_empty()).collect::<Vec<_>>().join("; ");
+    Some(Standstill { reason, message, course })
+}
+
 /// Nodes are pending, none in flight, and nothing holds the rollout: why none starts.
 fn pending_condition(plan: &Plan) -> (Condition, Course) {
-    let (c, rev) = (&plan.counts, &plan.revision);
+    let c = &plan.counts;
     match plan.soaking {
         Some(k) => moving(
             Progress::Soaking,
@@ -341,30 +409,13 @@ fn pending_condition(plan: &Plan) -> (Condition, Course) {
         None if !plan.blocked.is_empty() => {
             stopped(Progress::DrainBlocked, format!("{} pending; {}", c.pending, blocked_note(plan)), Course::Moving)
         }
-        None if !plan.held.is_empty() && plan.held.len() as i32 >= c.pending => {
-            let names: Vec<&str> = plan.held.iter().map(String::as_str).take(10).collect();
-            let message =
-                format!("{} pending, every one held by the node label {}=true: {}", c.pending, names::LABEL_HOLD, names.join(", "));
-            stopped(Progress::NodesHeld, message, Course::Held)
-        }
-        None if !plan.runtime_refused.is_empty() && plan.runtime_refused.len() as i32 >= c.pending => {
-            stopped(Progress::RuntimeUpgradeRefused, format!("{} pending; {}", c.pending, runtime_refused_note(plan)), Course::Stalled)
-        }
-        // Every pending node waits for its agent: blocked ones stop the
-        // rollout until someone acts; awaited ones are on their way.
-        None if (plan.runtime_refused.len() + plan.preflight_held.len()) as i32 >= c.pending => {
-            let (awaited, staging) = (plan.preflight_awaited(), plan.staging());
-            let blocked = and_note(preflight_note(plan));
-            if awaited + staging > 0 {
-                moving(
-                    Progress::AwaitingPreflight,
-                    format!("{} pending; waiting for {}{blocked}", c.pending, awaited_note(awaited, staging, rev)),
-                )
-            } else {
-                stopped(Progress::PreflightBlocked, format!("{} pending{blocked}", c.pending), Course::Stalled)
+        None => match standstill(plan, c.pending.max(0) as usize) {
+            Some(s) => {
+                let message = format!("{} pending; {}", c.pending, s.message);
+                (cond(conditions::PROGRESSING, s.course == Course::Moving, s.reason.as_str(), message), s.course)
             }
-        }
-        None => stopped(Progress::NodesNotReady, out_of_service_note(plan), Course::Moving),
+            None => stopped(Progress::NodesNotReady, out_of_service_note(plan), Course::Moving),
+        },
     }
 }
 
@@ -380,8 +431,15 @@ fn awaited_note(awaited: usize, staging: usize, rev: &str) -> String {
     }
 }
 
-fn progressing_condition(plan: &Plan) -> (Condition, Course) {
+fn progressing_condition(plan: &Plan, conflicts: &Conflicts) -> (Condition, Course) {
     let (c, rev) = (&plan.counts, &plan.revision);
+    if c.total == 0 && conflicts.is_empty() {
+        return stopped(Progress::NoNodes, NO_NODES.into(), Course::Done);
+    }
+    if c.total == 0 {
+        let course = if conflicts.clear_on_their_own() { Course::Moving } else { Course::Stalled };
+        return stopped(Progress::NodesConflict, conflicts.none_is_own(), course);
+    }
     match (&plan.hold, c.updating > 0, c.pending > 0) {
         (_, true, _) => updating_condition(plan),
         (None, false, true) => pending_condition(plan),
@@ -445,31 +503,33 @@ fn progressing_condition(plan: &Plan) -> (Condition, Course) {
             Course::Stalled,
         ),
         (_, false, false) if c.failed > 0 => {
-            let message = format!("no node left to update; {} nodes failed: {}", c.failed, failed_names(plan));
+            let message = format!("no node left to update; {}", failures(plan));
             stopped(Progress::NodesFailed, message, Course::Stalled)
         }
         (_, false, false) => stopped(Progress::RolloutComplete, format!("revision {rev} rolled out"), Course::Done),
     }
 }
 
-fn degraded_condition(spec: &WindowsNodePoolSpec, plan: &Plan) -> Condition {
+/// What the failures mean for the rollout follows its course, as Progressing,
+/// Reconciling and Stalled say it: "goes on" only while it does.
+fn degraded_condition(spec: &WindowsNodePoolSpec, plan: &Plan, course: Course) -> Condition {
     let c = &plan.counts;
     if c.failed == 0 {
         return cond(conditions::DEGRADED, false, "NoFailures", "no node failed".into());
     }
-    let paused = matches!(plan.hold, Some(Hold::FailureLimit { .. }));
-    let verb = if paused { "the rollout paused itself" } else { "the rollout goes on" };
-    cond(
-        conditions::DEGRADED,
-        true,
-        "NodesFailed",
-        format!(
-            "{} nodes failed, {verb} (maxFailedNodes {}): {}. Fix the node, then retry it: kubectl winpool retry <node> (or remove its winpool.dev/state annotation)",
-            c.failed,
-            spec.rollout.max_failed_nodes,
-            failed_names(plan)
-        ),
-    )
+    let limit = spec.rollout.max_failed_nodes;
+    let rollout = match (&plan.hold, course) {
+        _ if c.pending == 0 && c.updating == 0 => "no node is left to update".to_string(),
+        (Some(Hold::FailureLimit { .. }), _) => format!("the rollout paused itself at maxFailedNodes {limit}"),
+        (_, Course::Moving) if limit == 0 => "the rollout goes on (maxFailedNodes 0: failures never pause it)".to_string(),
+        (_, Course::Moving) => format!("the rollout goes on until maxFailedNodes {limit}"),
+        _ => "the rollout waits, as Progressing says".to_string(),
+    };
+    let message = format!(
+        "{}; {rollout}. Fix the node, then retry it: kubectl winpool retry <node> (or remove its winpool.dev/state annotation)",
+        failures(plan)
+    );
+    cond(conditions::DEGRADED, true, "NodesFailed", message)
 }
 
 fn paused_condition(plan: &Plan) -> Condition {
@@ -482,12 +542,9 @@ fn paused_condition(plan: &Plan) -> Condition {
             format!("the pool carries {}: \"true\" (kubectl winpool pause)", names::ANN_PAUSED),
         ),
         Some(Hold::BadUpdate(b)) => cond(conditions::PAUSED, true, "BadUpdate", b.message()),
-        Some(Hold::FailureLimit { failed, limit }) => cond(
-            conditions::PAUSED,
-            true,
-            "FailureLimitReached",
-            format!("{failed} failed nodes reached maxFailedNodes {limit}: {}", failed_names(plan)),
-        ),
+        Some(Hold::FailureLimit { limit, .. }) => {
+            cond(conditions::PAUSED, true, "FailureLimitReached", format!("maxFailedNodes {limit} reached: {}", failures(plan)))
+        }
         _ => cond(conditions::PAUSED, false, "NotPaused", "the rollout is not paused".into()),
     }
 }
@@ -580,7 +637,10 @@ pub fn transition_events(previous: Option<&WindowsNodePoolStatus>, next: &Window
     let previous_progress =
         previous.and_then(|p| p.conditions.iter().find(|c| c.type_ == conditions::PROGRESSING)).map(|c| Progress::parse(&c.reason));
     let new_rollout = previous.is_none_or(|p| p.started_revision != next.revision)
-        || matches!(previous_progress, None | Some(Some(Progress::RolloutComplete | Progress::NodesFailed)));
+        || matches!(
+            previous_progress,
+            None | Some(Some(Progress::RolloutComplete | Progress::NodesFailed | Progress::NoNodes | Progress::NodesConflict))
+        );
     // Ready is also True for a pool whose remaining nodes wait for their
     // window; the rollout is complete only when Ready says so by its reason.
     let complete = |s: Option<&WindowsNodePoolStatus>| {
@@ -698,29 +758,7 @@ mod tests {
     }
 
     fn plan_for(spec: &WindowsNodePoolSpec, nodes: &[NodeView], now: Timestamp) -> Plan {
-        let existing = BTreeSet::new();
-        decide(
-            &PoolInput {
-                name: "p",
-                spec,
-                rev: crate::rollout::test_revision(spec),
-                rules: crate::rollout::test_rules(spec),
-                existing_revisions: &existing,
-                target_marked_at: None,
-                gates: &[],
-                average_node_update: None,
-                paused_by_annotation: false,
-                clock_skew: None,
-                bad_update: None,
-                ring: None,
-                cluster: None,
-                hooks_namespace: None,
-                hns_backlog: std::time::Duration::ZERO,
-                evictions_unheard: 0,
-            },
-            &cleared(spec, nodes),
-            now,
-        )
+        decide(&PoolInput::of_spec("p", spec, &BTreeSet::new()), &cleared(spec, nodes), now)
     }
 
     fn status_for(
@@ -833,28 +871,8 @@ mod tests {
         ];
         for (seen, want) in cases {
             let gates = [GateResult { gate: "no-critical-alerts".into(), seen }];
-            let plan = decide(
-                &PoolInput {
-                    name: "p",
-                    spec: &spec,
-                    rev: crate::rollout::test_revision(&spec),
-                    rules: crate::rollout::test_rules(&spec),
-                    existing_revisions: &existing,
-                    target_marked_at: None,
-                    gates: &gates,
-                    average_node_update: None,
-                    paused_by_annotation: false,
-                    clock_skew: None,
-                    bad_update: None,
-                    ring: None,
-                    cluster: None,
-                    hooks_namespace: None,
-                    hns_backlog: std::time::Duration::ZERO,
-                    evictions_unheard: 0,
-                },
-                &cleared(&spec, &[node("a"), node("b")]),
-                now,
-            );
+            let input = PoolInput { gates: &gates, ..PoolInput::of_spec("p", &spec, &existing) };
+            let plan = decide(&input, &cleared(&spec, &[node("a"), node("b")]), now);
             let s = build_status(&spec, &plan, &Membership::default(), None, None, Some(3), now);
             let c = get(&s, conditions::PROGRESSING);
             assert_eq!((c.status.as_str(), c.reason.as_str(), c.message.as_str()), ("False", "HealthGateClosed", want));
@@ -1019,24 +1037,7 @@ mod tests {
         let s = spec("");
         let existing = BTreeSet::new();
         let nodes = [node("a"), node("b")];
-        let input = PoolInput {
-            name: "p",
-            spec: &s,
-            rev: crate::rollout::test_revision(&s),
-            rules: crate::rollout::test_rules(&s),
-            existing_revisions: &existing,
-            target_marked_at: None,
-            gates: &[],
-            average_node_update: None,
-            paused_by_annotation: true,
-            clock_skew: None,
-            bad_update: None,
-            ring: None,
-            cluster: None,
-            hooks_namespace: None,
-            hns_backlog: std::time::Duration::ZERO,
-            evictions_unheard: 0,
-        };
+        let input = PoolInput { paused_by_annotation: true, ..PoolInput::of_spec("p", &s, &existing) };
         let plan = decide(&input, &cleared(&s, &nodes), now);
         let st = build_status(&s, &plan, &Membership::default(), None, None, Some(3), now);
         let (progressing, paused) = (get(&st, "Progressing"), get(&st, "Paused"));
@@ -1242,16 +1243,18 @@ mod tests {
         assert_eq!(get(&none, conditions::PROVIDER_MANAGED).status, "False");
     }
 
+    /// A node whose agent's preflight blocks `spec`'s revision for `why`.
+    fn blocked(spec: &WindowsNodePoolSpec, name: &str, why: &str) -> NodeView {
+        use crate::rollout::{Preflight, PreflightVerdict};
+        let revision = crate::revision::revision_of(spec);
+        NodeView { preflight: Some(Preflight { revision, verdict: PreflightVerdict::Blocked(why.into()) }), ..node(name) }
+    }
+
     #[test]
     fn nodes_held_by_preflight_say_whether_the_rollout_waits_or_is_blocked() {
-        use crate::rollout::{Preflight, PreflightVerdict};
         let now: Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();
         let spec = spec("rollout: {maxUnavailable: 1}");
-        let rev = crate::revision::revision_of(&spec);
-        let blocked = |name: &str| NodeView {
-            preflight: Some(Preflight { revision: rev.clone(), verdict: PreflightVerdict::Blocked("C: has 3.0 GiB free".into()) }),
-            ..node(name)
-        };
+        let blocked = |name: &str| blocked(&spec, name, "C: has 3.0 GiB free");
         let s = status_for(&spec, &[blocked("a"), blocked("b")], None, now);
         let c = get(&s, conditions::PROGRESSING);
         assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", "PreflightBlocked"));
@@ -1267,5 +1270,137 @@ mod tests {
         let s = build_status(&spec, &plan, &Membership::default(), None, None, Some(3), now);
         let c = get(&s, conditions::PROGRESSING);
         assert_eq!((c.status.as_str(), c.reason.as_str()), ("True", "AwaitingPreflight"), "b's agent has yet to answer: {}", c.message);
+
+        // One held by its label, the other blocked: none starts, and no capacity is awaited.
+        let s = status_for(&spec, &[NodeView { held_by_label: true, ..node("a") }, blocked("b")], None, now);
+        let c = get(&s, conditions::PROGRESSING);
+        assert_eq!((c.reason.as_str(), get(&s, "Stalled").status.as_str()), ("PreflightBlocked", "True"), "{}", c.message);
+        assert!(
+            c.message.contains("1 held by the node label winpool.dev/hold=true: a") && c.message.contains("b: C: has"),
+            "{}",
+            c.message
+        );
+    }
+
+    /// `outcome`, its failures as long as an agent's: hundreds of characters.
+    fn failed_outcome(spec: &WindowsNodePoolSpec, c: crate::api::NodeCounts, hold: Option<Hold>) -> Plan {
+        let long = |i| crate::rollout::FailedInfo {
+            node: format!("win-{i}"),
+            reason: "ApplyFailed".into(),
+            message: format!("win-{i}: install exited with 0x80070643; {}", "CBS.log says the package failed. ".repeat(14)),
+            since: None,
+        };
+        Plan { failed: (0..c.failed).map(long).collect(), ..gitops::outcome(spec, c.clone(), c.failed as usize, hold) }
+    }
+
+    fn status_of(spec: &WindowsNodePoolSpec, plan: &Plan, conflicts: Conflicts) -> WindowsNodePoolStatus {
+        build_status(spec, plan, &Membership { conflicts, ..Default::default() }, None, None, Some(3), gitops::now())
+    }
+
+    /// Six nodes the pool selects, each selected by another pool too.
+    fn elsewhere() -> Conflicts {
+        Conflicts { multiple_pools: (0..6).map(|i| (format!("w-{i}"), vec!["win22-web".into()])).collect(), ..Default::default() }
+    }
+
+    /// What one condition says that another denies, in `st`.
+    fn contradictions(st: &WindowsNodePoolStatus) -> Vec<String> {
+        let c = |t: &str| st.conditions.iter().find(|c| c.type_ == t);
+        let is = |t: &str| c(t).is_some_and(|c| c.status == "True");
+        let reason = |t: &str| c(t).map_or("", |c| c.reason.as_str());
+        let complete = |t: &str| reason(t) == "RolloutComplete";
+        let mut found: Vec<String> = [
+            (is("Reconciling") && is("Stalled"), "Reconciling and Stalled"),
+            (is("Ready") && (is("Stalled") || is("Degraded")), "Ready and Stalled or Degraded"),
+            (complete("Ready") != complete("Progressing"), "RolloutComplete in only one of Ready and Progressing"),
+            (reason("Ready") == "NoNodes" && is("NodeConflicts"), "no node matches, NodeConflicts names some"),
+            (c("Degraded").is_some_and(|d| d.message.contains("goes on")) && !is("Reconciling"), "goes on, not Reconciling"),
+            (reason("Paused") == "FailureLimitReached" && !is("Stalled"), "paused at maxFailedNodes, not Stalled"),
+        ]
+        .into_iter()
+        .filter(|(contradicts, _)| *contradicts)
+        .map(|(_, what)| what.to_string())
+        .collect();
+        for f in &st.failed_nodes {
+            let times = st.conditions.iter().filter(|c| c.message.contains(&f.message)).count();
+            if times > 0 {
+                found.push(format!("{}'s failure said again in {times} conditions", f.name));
+            }
+        }
+        found
+    }
+
+    /// Every state the GitOps fixtures stand for, and the ones a demo found:
+    /// no condition says what another denies.
+    #[test]
+    fn no_two_conditions_contradict_each_other() {
+        let (never, two) = (spec("rollout: {maxFailedNodes: 0}"), spec("rollout: {maxFailedNodes: 2}"));
+        let limit = || Some(Hold::FailureLimit { failed: 2, limit: 2 });
+        let none = Conflicts::default;
+        let mut states: Vec<(String, WindowsNodePoolStatus)> = gitops::fixtures()
+            .into_iter()
+            .filter_map(|(name, pool)| Some((name.to_string(), serde_json::from_value(pool.get("status")?.clone()).ok()?)))
+            .collect();
+        states.extend(
+            [
+                ("all nodes another pool's", status_of(&never, &plan_for(&never, &[], gitops::now()), elsewhere())),
+                ("0 tolerated, failed, none left", status_of(&never, &failed_outcome(&never, gitops::counts(2, 0, 0, 0, 2), None), none())),
+                (
+                    "0 tolerated, failed, more to do",
+                    status_of(&never, &failed_outcome(&never, gitops::counts(4, 0, 1, 1, 2), None), none()),
+                ),
+                ("limit reached, none left", status_of(&two, &failed_outcome(&two, gitops::counts(3, 1, 0, 0, 2), limit()), none())),
+                ("limit reached", status_of(&two, &failed_outcome(&two, gitops::counts(4, 0, 0, 2, 2), limit()), none())),
+            ]
+            .map(|(name, st)| (name.to_string(), st)),
+        );
+        let found: Vec<(&str, Vec<String>)> =
+            states.iter().map(|(name, st)| (name.as_str(), contradictions(st))).filter(|(_, c)| !c.is_empty()).collect();
+        assert_eq!(found, [], "{} states", states.len());
+    }
+
+    /// A pool with no node of its own says why in Ready and in its REASON
+    /// (Progressing): none matches, or every one it selects is left alone.
+    #[test]
+    fn a_pool_without_nodes_of_its_own_says_why_and_is_not_complete() {
+        let s = spec("");
+        let plan = plan_for(&s, &[], gitops::now());
+        let said = |conflicts| {
+            let st = status_of(&s, &plan, conflicts);
+            let m = get(&st, "Ready").message.clone();
+            [get(&st, "Ready"), get(&st, "Progressing"), get(&st, "Stalled")].map(|c| c.reason.clone()).join(" ") + ": " + &m
+        };
+        assert_eq!(said(Conflicts::default()), "NoNodes NoNodes NotStalled: no Windows node matches the pool's nodeSelector");
+        let all_elsewhere = said(elsewhere());
+        assert!(
+            all_elsewhere.starts_with("NodesConflict NodesConflict NodesConflict: ")
+                && all_elsewhere.contains("6 selected by another pool")
+        );
+        let leaving = Conflicts { held_elsewhere: vec![("w-0".into(), "old".into())], ..Default::default() };
+        assert!(said(leaving).contains(" NotStalled: "), "a node the pool it leaves still holds comes by itself");
+    }
+
+    /// maxFailedNodes 0 never pauses: with nothing left to update, Degraded
+    /// says so, as Stalled does, not that the rollout goes on.
+    #[test]
+    fn degraded_says_the_rollout_goes_on_only_while_it_does() {
+        let s = spec("rollout: {maxFailedNodes: 0}");
+        let degraded = |c| get(&status_of(&s, &failed_outcome(&s, c, None), Conflicts::default()), "Degraded").message.clone();
+        let done = degraded(gitops::counts(2, 0, 0, 0, 2));
+        assert!(done.contains("no node is left to update") && !done.contains("goes on"), "{done}");
+        assert!(degraded(gitops::counts(4, 0, 1, 1, 2)).contains("goes on (maxFailedNodes 0: failures never pause it)"));
+    }
+
+    /// A failure's message is said once, in status.failedNodes; the
+    /// conditions name the nodes and point there.
+    #[test]
+    fn a_failure_is_said_once_in_failed_nodes() {
+        let s = spec("rollout: {maxFailedNodes: 2}");
+        let plan = failed_outcome(&s, gitops::counts(3, 1, 0, 0, 2), Some(Hold::FailureLimit { failed: 2, limit: 2 }));
+        let st = status_of(&s, &plan, Conflicts::default());
+        assert_eq!(st.failed_nodes[0].message, plan.failed[0].message);
+        for t in ["Degraded", "Stalled", "Progressing", "Paused"] {
+            let m = &get(&st, t).message;
+            assert!(!m.contains(&plan.failed[0].message) && m.contains("win-0, win-1") && m.len() < 300, "{t}: {m}");
+        }
     }
 }

@@ -108,9 +108,15 @@ pub struct PlanReport {
     /// not in flight: they count against maxUnavailable.
     #[serde(default)]
     pub out_of_service: usize,
-    /// What holds the rollout now (no new node starts), if anything.
+    /// What holds the rollout now (no new node starts), if anything: a
+    /// pause, a window, or pending nodes that are all held, refused or
+    /// blocked, as the operator's Progressing condition says it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hold: Option<String>,
+    /// Pending nodes, as status.nodes.pending counts them: the ones in
+    /// `order` and the ones held, refused or blocked.
+    #[serde(default)]
+    pub pending: usize,
     /// The maintenance window, when the pool has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<WindowReport>,
@@ -437,12 +443,21 @@ pub fn plan_report(pool: &WindowsNodePool, m: &Members, now: Timestamp) -> PlanR
     let starting: BTreeSet<&str> =
         preview.patches.iter().filter(|p| p.from == NodeState::Pending && p.to != NodeState::Pending).map(|p| p.node.as_str()).collect();
     let hotpatch = in_state(NodeState::Pending).filter(|v| rollout::hotpatchable(&pool.spec, &rev, v)).map(|v| v.name.clone()).collect();
+    let pending = in_state(NodeState::Pending).count();
+    // Every pending node held, refused or blocked: what Progressing says of it.
+    let standstill = crate::status::standstill(&preview, pending).map(|s| format!("{}: {}", s.reason.as_str(), s.message));
     PlanReport {
         pool: name.clone(),
         revision: rev,
         max_unavailable: limit,
         out_of_service: preview.unavailable.out_of_service,
-        hold: preview.hold.as_ref().map(|h| breaker_hold(pool, h).unwrap_or_else(|| h.to_string())).or_else(|| operator_hold(pool)),
+        hold: preview
+            .hold
+            .as_ref()
+            .map(|h| breaker_hold(pool, h).unwrap_or_else(|| h.to_string()))
+            .or_else(|| operator_hold(pool))
+            .or(standstill),
+        pending,
         window: window_report(pool, now),
         in_flight: states
             .iter()
@@ -566,6 +581,31 @@ mod tests {
         assert_eq!(plan_report(&p, &members_of_views(views.clone()), now()).hold.as_deref(), Some(waiting));
         p.status = Some(progressing("NodesUpdating"));
         assert_eq!(plan_report(&p, &members_of_views(views), now()).hold, None);
+    }
+
+    /// Every pending node blocked by its agent: the plan counts them pending
+    /// and says what stops them as the operator's Progressing does.
+    #[test]
+    fn the_plan_and_the_status_agree_on_pending_nodes_their_agents_block() {
+        let p = pool("a", SPEC);
+        let blocked = |name: &str| NodeView {
+            preflight: Some(rollout::Preflight {
+                revision: revision_of(&p.spec),
+                verdict: rollout::PreflightVerdict::Blocked("networking.kubeProxy.enableDSR: kube-proxy runs without DSR".into()),
+            }),
+            ..pending(name)
+        };
+        let views: Vec<NodeView> = ["n1", "n2"].into_iter().map(blocked).collect();
+        let r = plan_report(&p, &members_of_views(views.clone()), now());
+        let existing = BTreeSet::new();
+        let decided = rollout::decide(&PoolInput::of_spec("a", &p.spec, &existing), &views, now());
+        let status = crate::status::build_status(&p.spec, &decided, &Default::default(), None, None, None, now());
+        let progressing = status.conditions.iter().find(|c| c.type_ == conditions::PROGRESSING).unwrap();
+        assert_eq!(r.pending as i32, status.nodes.pending);
+        let (pending, why) = progressing.message.split_once("; ").unwrap();
+        assert_eq!((r.hold, pending), (Some(format!("{}: {why}", progressing.reason)), "2 pending"));
+        let text = crate::plugin::table::plan(&plan_report(&p, &members_of_views(views), now()));
+        assert!(!text.contains("No node is pending") && text.contains("2 pending, none of them can start"), "{text}");
     }
 
     fn in_flight(p: &WindowsNodePool, name: &str) -> NodeView {

@@ -168,7 +168,10 @@ pub fn plan(r: &PlanReport) -> String {
         out.push('\n');
     }
     if r.waves.is_empty() {
-        out.push_str("No node is pending.\n");
+        out.push_str(&match r.pending {
+            0 => "No node is pending.\n".to_string(),
+            n => format!("{n} pending, none of them can start: see Held.\n"),
+        });
         return out;
     }
     let mut rows = Vec::new();
@@ -291,6 +294,7 @@ No Windows node matches the pool's nodeSelector.
             max_unavailable: 2,
             out_of_service: 1,
             hold: Some("rollout.paused is true".into()),
+            pending: 5,
             window: Some(WindowReport { open: false, opens: Some("2026-12-05T02:00:00Z".into()), closes: None, error: None }),
             in_flight: vec![InFlightNode { name: "a".into(), state: "Applying".into(), waiting_for: Some("the agent".into()) }],
             updated: vec!["u".into()],

@@ -20,7 +20,7 @@ use crate::rollout::preflight::cleared;
 use crate::rollout::{FailedInfo, Hold, NodeState, NodeView, Plan, PoolInput, Preflight, PreflightVerdict, decide};
 
 /// Sunday noon: a Saturday window is closed.
-fn now() -> Timestamp {
+pub(super) fn now() -> Timestamp {
     "2026-11-29T12:00:00Z".parse().unwrap()
 }
 
@@ -39,31 +39,14 @@ fn members(n: usize) -> Vec<NodeView> {
 /// The operator's round for these nodes, as it decides it.
 fn plan(spec: &WindowsNodePoolSpec, nodes: &[NodeView], paused_by_annotation: bool) -> Plan {
     let existing = BTreeSet::new();
-    let input = PoolInput {
-        name: "win",
-        spec,
-        rev: crate::rollout::test_revision(spec),
-        rules: crate::rollout::test_rules(spec),
-        existing_revisions: &existing,
-        target_marked_at: None,
-        gates: &[],
-        average_node_update: None,
-        paused_by_annotation,
-        clock_skew: None,
-        bad_update: None,
-        ring: None,
-        cluster: None,
-        hooks_namespace: None,
-        hns_backlog: std::time::Duration::ZERO,
-        evictions_unheard: 0,
-    };
+    let input = PoolInput { paused_by_annotation, ..PoolInput::of_spec("win", spec, &existing) };
     decide(&input, &cleared(spec, nodes), now())
 }
 
 /// A round whose outcome needs nodes in states a unit of views cannot
 /// reach in one decision (updated, failed): the decision for pending nodes
 /// with the counts, failures and hold of that outcome.
-fn outcome(spec: &WindowsNodePoolSpec, counts: NodeCounts, failed: usize, hold: Option<Hold>) -> Plan {
+pub(super) fn outcome(spec: &WindowsNodePoolSpec, counts: NodeCounts, failed: usize, hold: Option<Hold>) -> Plan {
     let mut p = plan(spec, &members(counts.total as usize), false);
     p.by_state = [(NodeState::Draining, counts.updating as usize)].into();
     p.counts = counts;
@@ -79,7 +62,7 @@ fn outcome(spec: &WindowsNodePoolSpec, counts: NodeCounts, failed: usize, hold: 
     p
 }
 
-fn counts(total: i32, updated: i32, updating: i32, pending: i32, failed: i32) -> NodeCounts {
+pub(super) fn counts(total: i32, updated: i32, updating: i32, pending: i32, failed: i32) -> NodeCounts {
     NodeCounts { total, updated, updating, pending, failed }
 }
 
@@ -96,7 +79,7 @@ fn pool(name: &str, spec: WindowsNodePoolSpec, plan: Option<&Plan>) -> Value {
     read
 }
 
-fn fixtures() -> Vec<(&'static str, Value)> {
+pub(super) fn fixtures() -> Vec<(&'static str, Value)> {
     let plain = spec("rollout: {maxUnavailable: 1, maxFailedNodes: 2}");
     let saturdays = spec("rollout: {maintenanceWindows: [{days: [Sat], start: '02:00', end: '06:00'}]}");
     let paused = spec("rollout: {paused: true}");

@@ -55,6 +55,12 @@ reasons! {
         WaitingForHNS,
         /// Nothing left to update, and nodes failed.
         NodesFailed,
+        /// The pool selects no Windows node.
+        NoNodes,
+        /// Every node the pool selects is left alone: it belongs to another
+        /// pool too, runs another Windows release, or is still held by the
+        /// pool it leaves (condition NodeConflicts names them).
+        NodesConflict,
         RolloutComplete,
     }
 }
@@ -63,6 +69,8 @@ reasons! {
     /// Ready's reason.
     Readiness {
         NoNodes,
+        /// The pool selects nodes, but none is its own (condition NodeConflicts).
+        NodesConflict,
         /// Every node runs the target revision.
         RolloutComplete,
         /// Nothing failed; the nodes left start when the maintenance window opens.
