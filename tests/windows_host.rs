@@ -389,7 +389,7 @@ async fn eks_nodes_roll_out_on_hostile_hosts() {
 #[tokio::test]
 async fn a_pilot_of_ten_aks_and_ten_wsus_nodes_survives_its_first_week() {
     let ((mut aks, aks_stats, aks_pool), (mut wsus, wsus_stats, wsus_pool)) =
-        tokio::join!(pilot_pool("pilot-aks", "aks", "Enabled"), pilot_pool("pilot-wsus", "onprem-wsus", "Disabled"));
+        tokio::join!(pilot_pool("pilot-aks", "aks", true), pilot_pool("pilot-wsus", "onprem-wsus", false));
     tokio::join!(all_updated(&aks, &aks_pool, 10), all_updated(&wsus, &wsus_pool, 10));
     for (t, stats, staged) in [(&mut aks, aks_stats, true), (&mut wsus, wsus_stats, false)] {
         assert!(t.terminate("sim").is_some_and(|s| s.success()), "the fleet stops cleanly on SIGTERM");
@@ -425,7 +425,7 @@ async fn a_pilot_of_ten_aks_and_ten_wsus_nodes_survives_its_first_week() {
 }
 
 /// A pilot pool of ten nodes of `profile` with the first week's faults.
-async fn pilot_pool(name: &str, profile: &str, staging: &str) -> (TestSpace, PathBuf, String) {
+async fn pilot_pool(name: &str, profile: &str, staging: bool) -> (TestSpace, PathBuf, String) {
     rolling_with(
         10,
         name,
