@@ -124,7 +124,11 @@ async fn a_firing_alert_holds_the_rollout_until_it_clears() {
     // First a gate that cannot reach its Prometheus (a port nobody listens
     // on): it is closed and says why.
     let nobody = support::free_port();
-    let gate = |prometheus: serde_json::Value| json!({"maxUnavailable": 2, "healthGateInterval": "1s", "healthGates": [{"name": "no-test-alerts", "prometheus": prometheus}]});
+    let gate = |mut g: serde_json::Value| {
+        g["name"] = "no-test-alerts".into();
+        g["kind"] = "Prometheus".into();
+        json!({"maxUnavailable": 2, "healthGateInterval": "1s", "healthGates": [g]})
+    };
     let alerts = |url: String| json!({"url": url, "alerts": {"name": "WinpoolTest.*"}, "timeout": "2s"});
     apply_rollout(&t, &pool, gate(alerts(format!("http://127.0.0.1:{nobody}")))).await;
     // The Secret with the credentials lives in the operator's namespace (here the test's).
@@ -232,7 +236,11 @@ async fn an_https_gate_trusts_the_authority_in_its_secret() {
     t.start_sim(2, &["--apply-time=1s", "--reboot-time=0.5s"]);
     wait_nodes_ready(&t, 2).await;
     let pool = format!("{}-pool", t.id);
-    let gate = |prometheus: serde_json::Value| json!({"maxUnavailable": 2, "healthGateInterval": "1s", "healthGates": [{"name": "no-test-alerts", "prometheus": prometheus}]});
+    let gate = |mut g: serde_json::Value| {
+        g["name"] = "no-test-alerts".into();
+        g["kind"] = "Prometheus".into();
+        json!({"maxUnavailable": 2, "healthGateInterval": "1s", "healthGates": [g]})
+    };
     let url = format!("https://127.0.0.1:{}", prom.port);
     let alerts = json!({"url": url, "alerts": {"name": "WinpoolTest.*"}, "timeout": "2s"});
     apply_rollout(&t, &pool, gate(alerts.clone())).await;
@@ -241,7 +249,7 @@ async fn an_https_gate_trusts_the_authority_in_its_secret() {
     t.start_operator(&[&format!("--secret-namespace={}", t.namespace)]);
     let (_, msg) = wait_progressing(&t, &pool, "the untrusted gate to hold the rollout", |reason, _| reason == "HealthGateClosed").await;
     assert!(msg.starts_with("gate \"no-test-alerts\": query failed: ") && msg.contains("UnknownIssuer"), "{msg}");
-    assert!(msg.contains("prometheus.tls.caSecretName"), "it says what to set: {msg}");
+    assert!(msg.contains("the gate's tls.caSecretName"), "it says what to set: {msg}");
 
     let mut trusting = alerts;
     trusting["tls"] = json!({"caSecretName": "prometheus-ca"});
@@ -307,7 +315,7 @@ async fn an_https_gate_trusts_a_ca_bundle_the_chart_mounts_at_ssl_cert_file() {
     let pool = format!("{}-pool", t.id);
     let url = format!("https://127.0.0.1:{}", prom.port);
     let rollout = json!({"maxUnavailable": 2, "healthGateInterval": "1s", "healthGates": [{"name": "no-test-alerts",
-        "prometheus": {"url": url, "alerts": {"name": "WinpoolTest.*"}, "timeout": "2s"}}]});
+        "kind": "Prometheus", "url": url, "alerts": {"name": "WinpoolTest.*"}, "timeout": "2s"}]});
     apply_rollout(&t, &pool, rollout).await;
     let env = [("SSL_CERT_FILE".to_string(), mount.join(in_mount).display().to_string())];
     t.start_operator_with_env("operator", &[], &support::kubeconfig(), &env);
@@ -350,9 +358,9 @@ async fn a_node_running_a_matching_pod_is_not_started_until_the_pod_is_gone() {
     let pods: Api<Pod> = Api::namespaced(t.client.clone(), &t.namespace);
 
     let pool = format!("{}-pool", t.id);
-    let rollout = json!({"maxUnavailable": 2, "healthGateInterval": "1s", "healthGates": [{"name": "no-backups", "pods": {
+    let rollout = json!({"maxUnavailable": 2, "healthGateInterval": "1s", "healthGates": [{"name": "no-backups", "kind": "Pods",
         "selector": {"matchLabels": {"app": "backup"}}, "namespaces": [t.namespace], "scope": "Node"
-    }}]});
+    }]});
     apply_pool(&t, &pool_manifest(&t, &pool, "10.0.20348.2762", rollout)).await;
     let admin = t.start_operator(&[]);
 
@@ -398,8 +406,8 @@ async fn an_alertmanager_gate_holds_while_matching_alerts_are_active_and_opens_w
     wait_nodes_ready(&t, 2).await;
     let pool = format!("{}-pool", t.id);
     let rollout = json!({"maxUnavailable": 2, "healthGateInterval": "1s", "healthGates": [{"name": "no-test-alerts",
-        "alertmanager": {"url": am.url(), "timeout": "2s", "alerts": {"name": "WinpoolTest.*",
-            "matchers": [{"label": "severity", "op": "Matches", "value": "critical|warning"}]}}}]});
+        "kind": "Alertmanager", "url": am.url(), "timeout": "2s", "alerts": {"name": "WinpoolTest.*",
+            "matchers": [{"label": "severity", "op": "Matches", "value": "critical|warning"}]}}]});
     apply_rollout(&t, &pool, rollout).await;
     t.start_operator(&[]);
     // Once both agents have judged the revision: until then the message also

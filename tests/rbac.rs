@@ -129,10 +129,10 @@ async fn gate_credentials_are_read_only_from_the_operators_own_namespace() {
     }
     let name = format!("{}-pool", t.id);
     let mut body = pool(&t, &name, "10.0.20348.2762");
-    body["spec"]["rollout"]["healthGates"] = json!([{"name": "prom", "prometheus": {
+    body["spec"]["rollout"]["healthGates"] = json!([{"name": "prom", "kind": "Prometheus",
         "url": format!("https://127.0.0.1:{}", support::free_port()), "query": "up == 0",
         "auth": {"type": "Bearer", "secretName": "prometheus-token"}
-    }}]);
+    }]);
     // Its agent (played here) found its host ready for the pool's revision.
     let spec: winpool::api::WindowsNodePoolSpec = serde_json::from_value(body["spec"].clone()).unwrap();
     let preflight = json!({"metadata": {"annotations": {

@@ -133,14 +133,14 @@ async fn a_pool_rolls_out_on_hostile_hosts_installing_once_and_naming_every_rebo
 /// Staging, a pool's default: each node's cumulative update is downloaded at
 /// background priority while the node still serves, the operator cordons a
 /// node only once its agent reports the update Staged, and the install after
-/// the drain downloads nothing. With `staging: Disabled` the install
+/// the drain downloads nothing. With `staging: false` the install
 /// downloads it, after the drain.
 #[tokio::test]
 async fn a_staged_update_is_downloaded_before_the_drain_and_never_after() {
     let fleet = |_: &str| ["--apply-time=0.5s", "--download-time=2s", "--reboot-time=0.5s"].map(String::from).to_vec();
     let (mut staged, staged_stats, staged_pool) = rolling_on(3, "staged", fleet).await;
     let (mut plain, plain_stats, plain_pool) =
-        rolling_with(3, "unstaged", fleet, json!({"rollout": {"maxFailedNodes": 1, "staging": "Disabled"}})).await;
+        rolling_with(3, "unstaged", fleet, json!({"rollout": {"maxFailedNodes": 1, "staging": false}})).await;
     all_updated(&staged, &staged_pool, 3).await;
     all_updated(&plain, &plain_pool, 3).await;
 
@@ -173,7 +173,7 @@ async fn a_staged_update_is_downloaded_before_the_drain_and_never_after() {
 async fn a_hotpatch_pool_updates_in_service_and_drains_only_for_a_reboot() {
     let spec = |patch: &str| {
         json!({"os": {"version": "ltsc2025", "patchLevel": patch},
-            "rollout": {"maxUnavailable": 4, "maxFailedNodes": 1, "nodeTimeout": "3m", "drain": {"timeout": "1m"}, "hotpatch": "Enabled"}})
+            "rollout": {"maxUnavailable": 4, "maxFailedNodes": 1, "nodeTimeout": "3m", "drain": {"timeout": "1m"}, "hotpatch": true}})
     };
     let (mut t, stats, pool) = rolling_with(
         4,
@@ -214,7 +214,7 @@ async fn a_hotpatch_pool_updates_in_service_and_drains_only_for_a_reboot() {
     t.cleanup().await;
 }
 
-/// `rollout.undo: Enabled`: a node that a Node-scope gate holds while it
+/// `rollout.undo: true`: a node that a Node-scope gate holds while it
 /// soaks after its update is cordoned and drained again, its agent takes the
 /// cumulative update off (DISM /Remove-Package in the servicing task) and
 /// reboots it onto the build below, and the node ends Failed UpdateUndone,
@@ -226,8 +226,8 @@ async fn a_node_unhealthy_in_its_soak_has_its_update_taken_off() {
         "undo",
         |_| ["--apply-time=0.3s", "--reboot-time=0.3s"].map(String::from).to_vec(),
         json!({"os": {"version": "ltsc2022", "patchLevel": "10.0.20348.2762"},
-            "rollout": {"maxUnavailable": 2, "maxFailedNodes": 2, "soakTime": "1h", "undo": "Enabled", "healthGateInterval": "1s",
-                "healthGates": [{"name": "checkout-health", "pods": {"selector": {"matchLabels": {"app": "checkout-crashing"}}, "scope": "Node"}}]}}),
+            "rollout": {"maxUnavailable": 2, "maxFailedNodes": 2, "soakTime": "1h", "undo": true, "healthGateInterval": "1s",
+                "healthGates": [{"name": "checkout-health", "kind": "Pods", "selector": {"matchLabels": {"app": "checkout-crashing"}}, "scope": "Node"}]}}),
     )
     .await;
     all_updated(&t, &pool, 2).await;
@@ -385,11 +385,11 @@ async fn eks_nodes_roll_out_on_hostile_hosts() {
 /// task beats). All twenty Updated, none Failed, each within the attempts
 /// and with every reboot named. The AKS pool stages (the default): its
 /// failed downloads are met, and tried again, before the drain; the WSUS
-/// pool does not (`staging: Disabled`): its installs meet them.
+/// pool does not (`staging: false`): its installs meet them.
 #[tokio::test]
 async fn a_pilot_of_ten_aks_and_ten_wsus_nodes_survives_its_first_week() {
     let ((mut aks, aks_stats, aks_pool), (mut wsus, wsus_stats, wsus_pool)) =
-        tokio::join!(pilot_pool("pilot-aks", "aks", "Enabled"), pilot_pool("pilot-wsus", "onprem-wsus", "Disabled"));
+        tokio::join!(pilot_pool("pilot-aks", "aks", true), pilot_pool("pilot-wsus", "onprem-wsus", false));
     tokio::join!(all_updated(&aks, &aks_pool, 10), all_updated(&wsus, &wsus_pool, 10));
     for (t, stats, staged) in [(&mut aks, aks_stats, true), (&mut wsus, wsus_stats, false)] {
         assert!(t.terminate("sim").is_some_and(|s| s.success()), "the fleet stops cleanly on SIGTERM");
@@ -425,7 +425,7 @@ async fn a_pilot_of_ten_aks_and_ten_wsus_nodes_survives_its_first_week() {
 }
 
 /// A pilot pool of ten nodes of `profile` with the first week's faults.
-async fn pilot_pool(name: &str, profile: &str, staging: &str) -> (TestSpace, PathBuf, String) {
+async fn pilot_pool(name: &str, profile: &str, staging: bool) -> (TestSpace, PathBuf, String) {
     rolling_with(
         10,
         name,

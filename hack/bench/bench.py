@@ -937,7 +937,7 @@ class Bench:
             patch = self.next_patch()
             log(f"[staging] rollout.staging {mode}: pool {pool} -> {patch}")
             t0 = time.time()
-            self.set_pool(pool, fleet, patch, rollout={"staging": mode})
+            self.set_pool(pool, fleet, patch, rollout={"staging": mode == "Enabled"})
             t_done, _ = self.wait_pool_done(pool, n, [name, f"sim-{fleet}"], self.a.timeout)
             nodes, _, _ = self.phases(self.operator_log(op_log, op_off), [], t0)
             out = sorted(ts["Updated"] - ts["Draining"] for ts in nodes.values() if "Draining" in ts and "Updated" in ts)
@@ -975,7 +975,7 @@ class Bench:
             for month in range(1, 13):
                 patch = f"{RELEASE_BUILDS[release]}.{START_REVISION + 10 * month}"
                 self.set_pool(pool, fleet, patch, os_version=release,
-                              rollout={"maxUnavailable": "50%", "nodeTimeout": "30m", "hotpatch": mode})
+                              rollout={"maxUnavailable": "50%", "nodeTimeout": "30m", "hotpatch": mode == "Enabled"})
                 self.wait_pool_done(pool, n, [name, f"sim-{fleet}"], self.a.timeout)
                 log(f"[hotpatch {mode}] month {month}: {patch} on every node")
             time.sleep(3)

@@ -87,7 +87,7 @@ pub const ANN_STARTED_AT: &str = "winpool.dev/started-at";
 /// out by its own reading of the spec.
 pub const ANN_INSTALL_BUDGET: &str = "winpool.dev/install-budget";
 /// On a node started without cordon or drain because its update is a
-/// hotpatch (`rollout.hotpatch: Enabled`): removed with `started-at`, and
+/// hotpatch (`rollout.hotpatch: true`): removed with `started-at`, and
 /// when the hotpatch asks for a reboot after all and the node is drained.
 pub const ANN_HOTPATCH: &str = "winpool.dev/hotpatch";
 /// On a node started again to take its cumulative update off (`rollout.undo:

@@ -18,11 +18,6 @@ use std::collections::BTreeMap;
     "fieldPath": ".maxUnavailablePerZone",
     "reason": "FieldValueInvalid"
 }, {
-    "rule": "!(has(self.maintenanceWindow) && has(self.maintenanceWindows))",
-    "message": "rollout.maintenanceWindow and rollout.maintenanceWindows cannot both be set: move the single window into the maintenanceWindows list",
-    "fieldPath": ".maintenanceWindow",
-    "reason": "FieldValueForbidden"
-}, {
     "rule": "duration(self.nodeTimeout) > duration('0s')",
     "message": "rollout.nodeTimeout must be a positive duration such as 30m or 1h30m",
     "fieldPath": ".nodeTimeout",
@@ -82,10 +77,6 @@ pub struct RolloutSpec {
     #[serde(default = "default_soak_time")]
     #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"), length(max = 32))]
     pub soak_time: String,
-    /// The older single-window form of maintenanceWindows (kept so existing
-    /// pools stay valid); not together with maintenanceWindows.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub maintenance_window: Option<MaintenanceWindow>,
     /// When set, no new node starts outside these windows (any of them open is
     /// enough); nodes already in flight finish.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -135,11 +126,11 @@ pub struct RolloutSpec {
     /// Download each node's update while it still serves, once its preflight
     /// passed (Windows Update at its background priority, or the packages
     /// fetched and verified), and start only nodes whose download is done, so
-    /// a node is out of service for the install and the reboot alone:
-    /// Enabled (the default) or Disabled (the install downloads, after the
-    /// drain: for nodes on a metered link).
-    #[serde(default)]
-    pub staging: StagingMode,
+    /// a node is out of service for the install and the reboot alone
+    /// (default true; false: the install downloads, after the drain, for
+    /// nodes on a metered link).
+    #[serde(default = "default_true")]
+    pub staging: bool,
     /// How fast a node downloads its update packages while it serves, in
     /// bytes a second (`50Mi`: 50 MiB/s; default 20Mi, about 168 Mbit/s, a
     /// 1.2 GB cumulative update in a minute). Windows Update's downloads are
@@ -151,46 +142,22 @@ pub struct RolloutSpec {
     /// Install a hotpatch without cordon, drain or reboot: Windows Server 2025
     /// (and 2022 Azure Edition) nodes enrolled in hotpatching are offered, in
     /// the months between quarterly baselines, a security update that applies
-    /// in memory. Enabled: a node whose staged update is such a hotpatch (and
+    /// in memory. True: a node whose staged update is such a hotpatch (and
     /// that lacks nothing else of the revision) is updated in service; if its
     /// install asks for a reboot after all, winpool drains it first. Baseline
-    /// months take the normal path. Disabled (the default): every update is
-    /// drained. Needs `staging: Enabled` (the staging says which it is).
+    /// months take the normal path. False (the default): every update is
+    /// drained. Needs `staging: true` (the staging says which it is).
     #[serde(default)]
-    pub hotpatch: HotpatchMode,
-    /// Take a bad cumulative update off a node: Enabled, a node that a
+    pub hotpatch: bool,
+    /// Take a bad cumulative update off a node: true, a node that a
     /// health gate of scope Node holds while it soaks after its update
     /// (within soakTime of Updated) is cordoned and drained again, its agent
     /// removes the cumulative update it runs (never a servicing stack update)
     /// and reboots it, and the node is Failed with reason UpdateUndone; the
-    /// bad-update breaker counts it. Disabled (the default): such a node only
+    /// bad-update breaker counts it. False (the default): such a node only
     /// holds the rollout. Needs a soakTime and a Node-scope gate.
     #[serde(default)]
-    pub undo: UndoMode,
-}
-
-/// `rollout.undo`.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, JsonSchema, strum::Display, strum::EnumString)]
-pub enum UndoMode {
-    Enabled,
-    #[default]
-    Disabled,
-}
-
-/// `rollout.hotpatch`.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, JsonSchema, strum::Display, strum::EnumString)]
-pub enum HotpatchMode {
-    Enabled,
-    #[default]
-    Disabled,
-}
-
-/// `rollout.staging`.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, JsonSchema, strum::Display, strum::EnumString)]
-pub enum StagingMode {
-    #[default]
-    Enabled,
-    Disabled,
+    pub undo: bool,
 }
 
 /// `rollout.hnsPacing`.
@@ -370,7 +337,6 @@ impl Default for RolloutSpec {
             timeouts: PhaseTimeouts::default(),
             drain: DrainSpec::default(),
             soak_time: default_soak_time(),
-            maintenance_window: None,
             maintenance_windows: Vec::new(),
             not_allowed_dates: Vec::new(),
             health_gates: Vec::new(),
@@ -379,10 +345,10 @@ impl Default for RolloutSpec {
             follows: None,
             hooks: None,
             hns_pacing: HnsPacing::default(),
-            staging: StagingMode::default(),
+            staging: true,
             staging_bandwidth: None,
-            hotpatch: HotpatchMode::default(),
-            undo: UndoMode::default(),
+            hotpatch: false,
+            undo: false,
         }
     }
 }
@@ -514,103 +480,107 @@ impl Default for DrainSpec {
     }
 }
 
-/// One health gate: exactly one of `prometheus`, `alertmanager` or `pods`.
+/// One health gate, of one kind: Prometheus (a query or its firing alerts),
+/// Alertmanager (its active alerts) or Pods (pods matching a selector).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-validations" = [{
-    "rule": "[has(self.prometheus), has(self.alertmanager), has(self.pods)].filter(x, x).size() == 1",
-    "message": "a health gate has exactly one of prometheus, alertmanager or pods",
+    "rule": "self.kind == 'Pods' ? has(self.selector) && ![has(self.url), has(self.query), has(self.alerts), has(self.timeout), has(self.auth), has(self.tls)].exists(x, x) : has(self.url) && ![has(self.selector), has(self.namespaces), has(self.scope)].exists(x, x)",
+    "messageExpression": "self.kind == 'Pods' ? 'a Pods health gate has a selector, and no url, query, alerts, timeout, auth or tls' : 'a ' + self.kind + ' health gate has a url, and no selector, namespaces or scope'",
     "reason": "FieldValueInvalid"
 }, {
-    "rule": "!has(self.alertmanager) || (has(self.alertmanager.alerts) && !has(self.alertmanager.query))",
-    "message": "an alertmanager health gate names alerts, not a query (Alertmanager has no PromQL)",
-    "fieldPath": ".alertmanager",
+    "rule": "self.kind != 'Prometheus' || has(self.query) != has(self.alerts)",
+    "message": "a Prometheus health gate has exactly one of query or alerts",
+    "reason": "FieldValueInvalid"
+}, {
+    "rule": "self.kind != 'Alertmanager' || (has(self.alerts) && !has(self.query))",
+    "message": "an Alertmanager health gate names alerts, not a query (Alertmanager has no PromQL)",
+    "reason": "FieldValueInvalid"
+}, {
+    "rule": "!has(self.timeout) || (duration(self.timeout) > duration('0s') && duration(self.timeout) <= duration('1m'))",
+    "message": "a health gate's timeout must be a positive duration of at most 1m, such as 5s (a reconcile waits for it)",
+    "fieldPath": ".timeout",
+    "reason": "FieldValueInvalid"
+}, {
+    "rule": "!has(self.tls) || (has(self.url) && self.url.startsWith('https://'))",
+    "message": "a health gate's tls is for an https url; an http url has no certificate to verify",
+    "fieldPath": ".tls",
+    "reason": "FieldValueInvalid"
+}, {
+    "rule": "!has(self.auth) || (has(self.url) && self.url.startsWith('https://'))",
+    "message": "a health gate's auth sends credentials: the url must be https (over http anyone on the path reads them)",
+    "fieldPath": ".auth",
+    "reason": "FieldValueInvalid"
+}, {
+    "rule": "!has(self.url) || !self.url.matches('^https?://[^/]*@')",
+    "message": "credentials in the url are refused (they would land in status and logs): use the gate's auth with a Secret",
+    "fieldPath": ".url",
     "reason": "FieldValueInvalid"
 }]))]
 pub struct HealthGate {
     /// Names the gate in the pool's condition and Events, e.g. no-critical-alerts.
     #[schemars(regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"), length(min = 1, max = 63))]
     pub name: String,
-    /// Closed while a Prometheus query returns any series, or matching alerts fire.
+    /// Prometheus: closed while `query` returns any series, or `alerts` fire.
+    /// Alertmanager: closed while `alerts` are active in its API v2; silenced
+    /// and inhibited alerts do not count, so a silence opens the gate as it
+    /// quiets the pager. Pods: closed while pods matching `selector` exist.
+    pub kind: GateKind,
+    /// Prometheus and Alertmanager: the API's base URL, e.g.
+    /// http://prometheus.monitoring:9090 (http or https).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub prometheus: Option<PrometheusGate>,
-    /// Closed while matching alerts are active in Alertmanager (API v2):
-    /// silenced and inhibited alerts do not count, so a silence opens the
-    /// gate as it quiets the pager. `url`, `alerts`, `timeout`, `auth` and
-    /// `tls` as for prometheus; no `query`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub alertmanager: Option<PrometheusGate>,
-    /// Closed while pods matching a selector exist (on the cluster, or on the node).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pods: Option<PodsGate>,
-}
-
-/// A gate read from the Prometheus HTTP API: exactly one of `query` or `alerts`.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-#[schemars(extend("x-kubernetes-validations" = [{
-    "rule": "has(self.query) != has(self.alerts)",
-    "message": "a prometheus health gate has exactly one of query or alerts",
-    "reason": "FieldValueInvalid"
-}, {
-    "rule": "duration(self.timeout) > duration('0s') && duration(self.timeout) <= duration('1m')",
-    "message": "prometheus.timeout must be a positive duration of at most 1m, such as 5s (a reconcile waits for it)",
-    "fieldPath": ".timeout",
-    "reason": "FieldValueInvalid"
-}, {
-    "rule": "!has(self.tls) || self.url.startsWith('https://')",
-    "message": "prometheus.tls is for an https url; an http url has no certificate to verify",
-    "fieldPath": ".tls",
-    "reason": "FieldValueInvalid"
-}, {
-    "rule": "!has(self.auth) || self.url.startsWith('https://')",
-    "message": "prometheus.auth sends credentials: the url must be https (over http anyone on the path reads them)",
-    "fieldPath": ".auth",
-    "reason": "FieldValueInvalid"
-}, {
-    "rule": "!self.url.matches('^https?://[^/]*@')",
-    "message": "credentials in the url are refused (they would land in status and logs): use prometheus.auth with a Secret",
-    "fieldPath": ".url",
-    "reason": "FieldValueInvalid"
-}]))]
-pub struct PrometheusGate {
-    /// Base URL of the Prometheus HTTP API, e.g. http://prometheus.monitoring:9090 (http or https).
     #[schemars(regex(pattern = r"^https?://[^\s/?#]+(/[^\s?#]*)?$"), length(max = 2048))]
-    pub url: String,
-    /// A PromQL instant query (/api/v1/query): any series it returns closes the gate.
+    pub url: Option<String>,
+    /// Prometheus: a PromQL instant query (/api/v1/query); any series it returns closes the gate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 4096))]
     pub query: Option<String>,
-    /// Firing alerts (/api/v1/alerts) whose name matches close the gate.
+    /// Prometheus and Alertmanager: firing alerts whose name matches close the gate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub alerts: Option<AlertMatch>,
-    /// How long one request may take, a Go duration (default 5s); a gate
-    /// whose request times out is closed.
-    #[serde(default = "default_gate_timeout")]
+    /// Prometheus and Alertmanager: how long one request may take, a Go
+    /// duration (default 5s); a gate whose request times out is closed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"), length(max = 32))]
-    pub timeout: String,
-    /// Credentials from a Secret in the operator's namespace.
+    pub timeout: Option<String>,
+    /// Prometheus and Alertmanager: credentials from a Secret in the operator's namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub auth: Option<PrometheusAuth>,
-    /// Whom an https url's server certificate must be signed by. Without it the
-    /// gate trusts the system roots the operator finds (its image holds none).
+    pub auth: Option<GateAuth>,
+    /// Prometheus and Alertmanager: whom an https url's server certificate must
+    /// be signed by. Without it the gate trusts the system roots the operator
+    /// finds (its image holds none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tls: Option<PrometheusTls>,
+    pub tls: Option<GateTls>,
+    /// Pods: pods (not Succeeded or Failed) matching this selector close the gate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<LabelSelector>,
+    /// Pods: only pods in these namespaces (default: every namespace).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    pub namespaces: Vec<String>,
+    /// Pods: Cluster (default), such a pod anywhere holds the rollout; Node,
+    /// a node such a pod runs on is not started, other nodes are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<GateScope>,
+}
+
+/// What a health gate reads.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, strum::Display)]
+pub enum GateKind {
+    Prometheus,
+    Alertmanager,
+    Pods,
 }
 
 /// The certificate authorities an https gate trusts, and no others.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct PrometheusTls {
+pub struct GateTls {
     /// A Secret in the operator's own namespace, labelled
     /// winpool.dev/health-gate-credentials=true, whose key ca.crt holds the
     /// PEM certificates of those authorities, and need hold nothing else.
     #[schemars(regex(pattern = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"), length(max = 253))]
     pub ca_secret_name: String,
-}
-
-fn default_gate_timeout() -> String {
-    "5s".into()
 }
 
 /// Which firing alerts close the gate.
@@ -658,10 +628,10 @@ pub enum MatchOp {
 /// Basic (Secret keys `username`, `password`) or Bearer (key `token`) auth.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct PrometheusAuth {
+pub struct GateAuth {
     /// Basic or Bearer.
     #[serde(rename = "type")]
-    pub type_: PrometheusAuthType,
+    pub type_: GateAuthType,
     /// A Secret in the operator's own namespace (winpool reads no other Secret),
     /// labelled winpool.dev/health-gate-credentials=true.
     #[schemars(regex(pattern = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"), length(max = 253))]
@@ -669,25 +639,9 @@ pub struct PrometheusAuth {
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
-pub enum PrometheusAuthType {
+pub enum GateAuthType {
     Basic,
     Bearer,
-}
-
-/// A gate closed by pods matching a selector.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct PodsGate {
-    /// Pods (not Succeeded or Failed) matching this selector close the gate.
-    pub selector: LabelSelector,
-    /// Only pods in these namespaces (default: every namespace).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 32))]
-    pub namespaces: Vec<String>,
-    /// Cluster (default): such a pod anywhere holds the rollout. Node: a node
-    /// such a pod runs on is not started; other nodes are.
-    #[serde(default)]
-    pub scope: GateScope,
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, JsonSchema)]

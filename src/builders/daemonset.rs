@@ -20,7 +20,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use sha2::{Digest, Sha256};
 
-use crate::api::{StagingMode, WindowsNodePool, names};
+use crate::api::{WindowsNodePool, names};
 
 pub const LABEL_APP: &str = "app.kubernetes.io/name";
 pub const APP_AGENT: &str = "winpool-agent";
@@ -75,7 +75,7 @@ const ENV_POOL: &str = "WINPOOL_POOL";
 const ENV_HNS_INTERVAL: &str = "WINPOOL_HNS_INTERVAL";
 const ENV_MAX_ATTEMPTS: &str = "WINPOOL_MAX_ATTEMPTS";
 const ENV_API_SERVER: &str = "WINPOOL_API_SERVER";
-/// `rollout.staging`, set only when Disabled (the agent stages by default):
+/// `rollout.staging`, set (to Disabled) only when false (the agent stages by default):
 /// the DaemonSets of pools that stage stay as they were before it existed.
 const ENV_STAGING: &str = "WINPOOL_STAGING";
 /// `rollout.stagingBandwidth` in bytes a second, set only when the pool sets
@@ -266,8 +266,8 @@ pub fn agent_daemonset(pool: &WindowsNodePool, namespace: &str, agent: &AgentSet
         env(ENV_MAX_ATTEMPTS, agent.max_attempts.to_string()),
     ];
     env_vars.extend(options.api_server.iter().map(|s| env(ENV_API_SERVER, s.clone())));
-    if pool.spec.rollout.staging == StagingMode::Disabled {
-        env_vars.push(env(ENV_STAGING, StagingMode::Disabled.to_string()));
+    if !pool.spec.rollout.staging {
+        env_vars.push(env(ENV_STAGING, "Disabled"));
     }
     if let Some(bytes) = pool.spec.rollout.staging_bandwidth.as_deref().and_then(bytes_of) {
         env_vars.push(env(ENV_STAGING_BANDWIDTH, bytes.to_string()));
@@ -563,8 +563,8 @@ mod tests {
     #[test]
     fn a_pool_that_does_not_stage_tells_its_agents_and_one_that_does_is_left_as_it_was() {
         let staging = |extra: &str| agent_env(extra, "WINPOOL_STAGING");
-        assert_eq!(staging("rollout: {staging: Disabled}"), ["Disabled"]);
-        assert!(staging("").is_empty() && staging("rollout: {staging: Enabled}").is_empty());
+        assert_eq!(staging("rollout: {staging: false}"), ["Disabled"]);
+        assert!(staging("").is_empty() && staging("rollout: {staging: true}").is_empty());
     }
 
     #[test]

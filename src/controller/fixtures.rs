@@ -663,7 +663,7 @@ async fn a_draining_node_is_listed_then_evicted_and_moves_on_in_one_write_once_e
 async fn a_pod_gate_is_listed_only_when_a_node_could_start_and_its_pod_holds_the_start() {
     let mut pool = pool(1);
     pool.spec.rollout.health_gates =
-        vec![serde_saphyr::from_str("{name: no-backups, pods: {selector: {matchLabels: {app: backup}}}}").expect("a gate")];
+        vec![serde_saphyr::from_str("{name: no-backups, kind: Pods, selector: {matchLabels: {app: backup}}}").expect("a gate")];
     pool.spec.rollout.health_gate_interval = Some("200ms".into());
     let mut f = Fixture::new(pool, vec![windows_node("win-a", "win22"), windows_node("win-b", "win22")]);
     f.add_pod("elsewhere", "backup-1");

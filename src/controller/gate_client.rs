@@ -19,9 +19,9 @@ use kube::api::{Api, ListParams};
 use tracing::debug;
 
 use super::Context;
-use crate::api::{HealthGate, PodsGate, PrometheusAuth, PrometheusAuthType, PrometheusGate, PrometheusTls, WindowsNodePool, names};
+use crate::api::{GateAuth, GateAuthType, GateKind, GateTls, HealthGate, WindowsNodePool, names};
 use crate::gates::pods::{self, FoundPod};
-use crate::gates::prometheus::{self, Ask, GateApi};
+use crate::gates::prometheus::{self, Ask};
 use crate::gates::{Failure, GateResult, Seen};
 use crate::rollout::gate_timeout;
 
@@ -64,11 +64,9 @@ pub(super) async fn evaluate(ctx: &Context, pool: &WindowsNodePool) -> Vec<GateR
 }
 
 async fn evaluate_one(ctx: &Context, g: &HealthGate) -> Seen {
-    let seen = match (&g.prometheus, &g.alertmanager, &g.pods) {
-        (Some(p), _, _) => ask_prometheus(ctx, p, GateApi::Prometheus).await,
-        (None, Some(a), _) => ask_prometheus(ctx, a, GateApi::Alertmanager).await,
-        (None, None, Some(p)) => list_pods(ctx, p).await,
-        (None, None, None) => Seen::Failed(Failure::InvalidSpec("the gate has neither prometheus, alertmanager nor pods".into())),
+    let seen = match g.kind {
+        GateKind::Prometheus | GateKind::Alertmanager => ask_http(ctx, g).await,
+        GateKind::Pods => list_pods(ctx, g).await,
     };
     debug!(gate = %g.name, "health gate: {seen}");
     seen
@@ -76,14 +74,15 @@ async fn evaluate_one(ctx: &Context, g: &HealthGate) -> Seen {
 
 /// A gate read over HTTP from Prometheus or Alertmanager: the same url,
 /// credentials, authorities and timeout, another API.
-async fn ask_prometheus(ctx: &Context, g: &PrometheusGate, api: GateApi) -> Seen {
-    let ask = match Ask::of(g, api) {
-        Ok(a) => a,
-        Err(f) => return Seen::Failed(f),
+async fn ask_http(ctx: &Context, g: &HealthGate) -> Seen {
+    let (ask, url) = match (Ask::of(g), &g.url) {
+        (Ok(a), Some(url)) => (a, url),
+        (Err(f), _) => return Seen::Failed(f),
+        (Ok(_), None) => return Seen::Failed(Failure::InvalidSpec(format!("a {} gate needs a url", g.kind))),
     };
     let authorization = match &g.auth {
         None => None,
-        Some(a) => match authorization(ctx, a, &g.url).await {
+        Some(a) => match authorization(ctx, a, url).await {
             Ok(h) => Some(h),
             Err(f) => return Seen::Failed(f),
         },
@@ -101,7 +100,7 @@ async fn ask_prometheus(ctx: &Context, g: &PrometheusGate, api: GateApi) -> Seen
             Err(f) => return Seen::Failed(f),
         },
     };
-    match get(client, &prometheus::url(&g.url, &ask), authorization, gate_timeout(g)).await {
+    match get(client, &prometheus::url(url, &ask), authorization, gate_timeout(g)).await {
         Ok((status, body)) => ask.read(status, &body),
         Err(f) => Seen::Failed(untrusted_says_what_to_do(f, g.tls.is_some())),
     }
@@ -111,10 +110,10 @@ async fn ask_prometheus(ctx: &Context, g: &PrometheusGate, api: GateApi) -> Seen
 pub(super) fn untrusted_says_what_to_do(f: Failure, has_tls: bool) -> Failure {
     match f {
         Failure::Untrusted(m) => Failure::Untrusted(if has_tls {
-            format!("{m}; no authority in prometheus.tls.caSecretName signs the server's certificate")
+            format!("{m}; no authority in the gate's tls.caSecretName signs the server's certificate")
         } else {
             format!(
-                "{m}; no authority the operator trusts signs the server's certificate: name the one that does in prometheus.tls.caSecretName"
+                "{m}; no authority the operator trusts signs the server's certificate: name the one that does in the gate's tls.caSecretName"
             )
         }),
         f => f,
@@ -151,7 +150,7 @@ pub(super) async fn get(
     if let Some(a) = authorization {
         req = req.header(AUTHORIZATION, a);
     }
-    let req = req.body(Full::new(Bytes::new())).map_err(|e| Failure::InvalidSpec(format!("prometheus.url {url:?}: {e}")))?;
+    let req = req.body(Full::new(Bytes::new())).map_err(|e| Failure::InvalidSpec(format!("url {url:?}: {e}")))?;
     let fetch = async {
         let resp = client.request(req).await.map_err(|e| {
             let msg = format!("{url}: {}", causes(&e));
@@ -184,7 +183,7 @@ fn causes(e: &dyn std::error::Error) -> String {
 }
 
 /// The Authorization header from the gate's Secret.
-async fn authorization(ctx: &Context, auth: &PrometheusAuth, url: &str) -> Result<HeaderValue, Failure> {
+async fn authorization(ctx: &Context, auth: &GateAuth, url: &str) -> Result<HeaderValue, Failure> {
     let secret = gate_secret(ctx, &auth.secret_name, Failure::Auth).await?;
     url_allowed_by(&secret, url)
         .and_then(|()| authorization_header(&secret, auth.type_))
@@ -214,7 +213,7 @@ pub(super) fn url_allowed_by(secret: &Secret, url: &str) -> Result<(), String> {
 }
 
 /// The authorities a gate with `tls` trusts, from its Secret.
-async fn trusted(ctx: &Context, tls: &PrometheusTls) -> Result<rustls::RootCertStore, Failure> {
+async fn trusted(ctx: &Context, tls: &GateTls) -> Result<rustls::RootCertStore, Failure> {
     let secret = gate_secret(ctx, &tls.ca_secret_name, Failure::Trust).await?;
     trusted_roots(&secret).map_err(|e| Failure::Trust(format!("Secret {}/{}: {e}", ctx.settings.secret_namespace, tls.ca_secret_name)))
 }
@@ -260,7 +259,7 @@ pub(super) fn trusted_roots(secret: &Secret) -> Result<rustls::RootCertStore, St
 /// Basic from the keys `username` and `password` (a kubernetes.io/basic-auth
 /// Secret), Bearer from `token`, from a Secret labelled for health gates only.
 /// Pure.
-pub(super) fn authorization_header(secret: &Secret, type_: PrometheusAuthType) -> Result<HeaderValue, String> {
+pub(super) fn authorization_header(secret: &Secret, type_: GateAuthType) -> Result<HeaderValue, String> {
     labelled_for_gates(secret)?;
     let key = |k: &str| -> Result<String, String> {
         let v = secret.data.as_ref().and_then(|d| d.get(k)).ok_or_else(|| format!("has no key {k:?}"))?;
@@ -269,11 +268,11 @@ pub(super) fn authorization_header(secret: &Secret, type_: PrometheusAuthType) -
         Ok(s.trim_end_matches(['\n', '\r']).to_string())
     };
     let value = match type_ {
-        PrometheusAuthType::Basic => {
+        GateAuthType::Basic => {
             let creds = format!("{}:{}", key("username")?, key("password")?);
             format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(creds))
         }
-        PrometheusAuthType::Bearer => format!("Bearer {}", key("token")?),
+        GateAuthType::Bearer => format!("Bearer {}", key("token")?),
     };
     let mut h = HeaderValue::from_str(&value).map_err(|_| "holds characters a header cannot carry".to_string())?;
     h.set_sensitive(true);
@@ -281,7 +280,7 @@ pub(super) fn authorization_header(secret: &Secret, type_: PrometheusAuthType) -
 }
 
 /// The pods matching the gate (not finished), in its namespaces or all.
-async fn list_pods(ctx: &Context, g: &PodsGate) -> Seen {
+async fn list_pods(ctx: &Context, g: &HealthGate) -> Seen {
     let labels = match pods::label_selector(g) {
         Ok(l) => l,
         Err(f) => return Seen::Failed(f),
@@ -305,7 +304,7 @@ async fn list_pods(ctx: &Context, g: &PodsGate) -> Seen {
             node: p.spec.and_then(|s| s.node_name),
         }));
     }
-    pods::seen(g.scope, &found)
+    pods::seen(g.scope.unwrap_or_default(), &found)
 }
 
 #[cfg(test)]
@@ -330,21 +329,21 @@ mod tests {
     #[test]
     fn credentials_come_from_the_secret_keys_of_their_type() {
         let basic = secret(&[("username", "prom"), ("password", "s3cret")]);
-        assert_eq!(authorization_header(&basic, PrometheusAuthType::Basic).unwrap(), "Basic cHJvbTpzM2NyZXQ=");
+        assert_eq!(authorization_header(&basic, GateAuthType::Basic).unwrap(), "Basic cHJvbTpzM2NyZXQ=");
         let bearer = secret(&[("token", "abc.def\n")]);
-        assert_eq!(authorization_header(&bearer, PrometheusAuthType::Bearer).unwrap(), "Bearer abc.def", "the file's newline goes");
-        assert!(authorization_header(&bearer, PrometheusAuthType::Bearer).unwrap().is_sensitive(), "kept out of debug output");
-        assert_eq!(authorization_header(&bearer, PrometheusAuthType::Basic).unwrap_err(), "has no key \"username\"");
-        assert_eq!(authorization_header(&basic, PrometheusAuthType::Bearer).unwrap_err(), "has no key \"token\"");
+        assert_eq!(authorization_header(&bearer, GateAuthType::Bearer).unwrap(), "Bearer abc.def", "the file's newline goes");
+        assert!(authorization_header(&bearer, GateAuthType::Bearer).unwrap().is_sensitive(), "kept out of debug output");
+        assert_eq!(authorization_header(&bearer, GateAuthType::Basic).unwrap_err(), "has no key \"username\"");
+        assert_eq!(authorization_header(&basic, GateAuthType::Bearer).unwrap_err(), "has no key \"token\"");
         let bad = secret(&[("token", "a\u{7}b")]);
-        assert!(authorization_header(&bad, PrometheusAuthType::Bearer).is_err());
+        assert!(authorization_header(&bad, GateAuthType::Bearer).is_err());
         // Any other Secret of the namespace stays where it is, whatever its keys.
         let mut unlabelled = bearer.clone();
         unlabelled.metadata.labels = None;
-        let refused = authorization_header(&unlabelled, PrometheusAuthType::Bearer).unwrap_err();
+        let refused = authorization_header(&unlabelled, GateAuthType::Bearer).unwrap_err();
         assert_eq!(refused, "is not labelled winpool.dev/health-gate-credentials=true; winpool uses only Secrets meant for health gates");
         unlabelled.metadata.labels = Some([(names::LABEL_GATE_CREDENTIALS.to_string(), "false".to_string())].into());
-        assert!(authorization_header(&unlabelled, PrometheusAuthType::Bearer).is_err());
+        assert!(authorization_header(&unlabelled, GateAuthType::Bearer).is_err());
     }
 
     #[test]
@@ -494,7 +493,7 @@ mod tests {
         assert!(without_tls.contains("invalid peer certificate: UnknownIssuer"), "{without_tls}");
         assert!(
             without_tls.ends_with(
-                "no authority the operator trusts signs the server's certificate: name the one that does in prometheus.tls.caSecretName"
+                "no authority the operator trusts signs the server's certificate: name the one that does in the gate's tls.caSecretName"
             ),
             "{without_tls}"
         );
@@ -503,7 +502,7 @@ mod tests {
         let another = trusting(trusted_roots(&ca_secret(&self::pki().ca_pem)).unwrap());
         let wrong_ca = untrusted(get(&another, &url, None, timeout).await.unwrap_err(), true);
         assert!(wrong_ca.contains("invalid peer certificate: BadSignature"), "{wrong_ca}");
-        assert!(wrong_ca.ends_with("no authority in prometheus.tls.caSecretName signs the server's certificate"), "{wrong_ca}");
+        assert!(wrong_ca.ends_with("no authority in the gate's tls.caSecretName signs the server's certificate"), "{wrong_ca}");
 
         // A plain http server: the gate's client does not even connect.
         let body = r#"{"status":"success","data":{"alerts":[]}}"#;

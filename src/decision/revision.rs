@@ -191,7 +191,7 @@ agent: {image: ''}
         }
         let keeps_revision = [
             "rollout: {maxUnavailable: 3, paused: true, maxFailedNodes: 5, nodeTimeout: 1h}",
-            "rollout: {maintenanceWindow: {start: '02:00', end: '06:00'}}",
+            "rollout: {maintenanceWindows: [{start: '02:00', end: '06:00'}]}",
             "hns: {maxLoadBalancers: 10, warnPercent: 50, taintWhenNotReady: false}",
             "storage: {csiProxy: {enabled: false, version: v1.1.3}}",
             "agent: {image: example.com/winpool-agent:2}",

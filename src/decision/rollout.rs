@@ -98,7 +98,7 @@ pub fn could_start(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> 
 /// bad updates (`rollout.undo`) and a member soaks after its update. The
 /// controller then asks the gates even when no node would start.
 pub fn could_undo(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> bool {
-    if pool.spec.rollout.undo != crate::api::UndoMode::Enabled {
+    if !pool.spec.rollout.undo {
         return false;
     }
     let s = round::RoundSettings::new(pool, now);

@@ -197,8 +197,7 @@ pub struct Schedule {
 impl Schedule {
     /// `None` when the rollout has neither windows nor not-allowed dates: it is always open.
     pub fn parse(r: &RolloutSpec) -> Result<Option<Self>, WindowError> {
-        let windows: Vec<Window> =
-            r.maintenance_window.iter().chain(&r.maintenance_windows).map(Window::parse).collect::<Result<_, _>>()?;
+        let windows: Vec<Window> = r.maintenance_windows.iter().map(Window::parse).collect::<Result<_, _>>()?;
         let blackouts: Vec<Span> = r.not_allowed_dates.iter().map(blackout).collect::<Result<_, _>>()?;
         Ok((!windows.is_empty() || !blackouts.is_empty()).then_some(Schedule { windows, blackouts }))
     }
@@ -513,6 +512,11 @@ mod tests {
     }
 
     #[test]
+    fn a_rollout_without_windows_or_dates_has_no_schedule() {
+        assert!(Schedule::parse(&RolloutSpec::default()).unwrap().is_none());
+    }
+
+    #[test]
     fn a_window_that_never_opens_within_the_horizon_is_none() {
         // The only window falls inside a freeze of more than a year.
         let s = schedule(
@@ -520,14 +524,6 @@ mod tests {
             vec![dates("2026-12-01", "2028-12-31", "UTC")],
         );
         assert_eq!(s.at(ts("2026-12-01T00:00:00Z")), None);
-    }
-
-    #[test]
-    fn the_single_window_form_still_counts() {
-        let r = RolloutSpec { maintenance_window: Some(weekly(&[Weekday::Sat], "02:00", "06:00", "UTC")), ..RolloutSpec::default() };
-        let s = Schedule::parse(&r).unwrap().unwrap();
-        assert!(is_open(&s, "2026-11-28T03:00:00Z"));
-        assert!(Schedule::parse(&RolloutSpec::default()).unwrap().is_none());
     }
 
     #[test]

@@ -715,7 +715,7 @@ mod tests {
     fn the_window_says_when_it_opens() {
         let p = pool(
             "a",
-            "nodeSelector: {}\nos: {version: ltsc2022, patchLevel: 10.0.20348.2762}\nrollout: {maintenanceWindow: {days: [Sat], start: '02:00', end: '06:00'}}",
+            "nodeSelector: {}\nos: {version: ltsc2022, patchLevel: 10.0.20348.2762}\nrollout: {maintenanceWindows: [{days: [Sat], start: '02:00', end: '06:00'}]}",
         );
         // 2026-12-01 is a Tuesday.
         let w = window_report(&p, now()).unwrap();

@@ -54,7 +54,7 @@ type Options struct {
 	Standalone bool
 	// Stage: download a pending revision's update once its preflight
 	// passed, before the operator's start (WINPOOL_STAGING, on unless a
-	// pool sets rollout.staging: Disabled).
+	// pool sets rollout.staging: false).
 	Stage bool
 	// StageBandwidth paces staging's package downloads, bytes a second (0:
 	// none); WINPOOL_STAGING_BANDWIDTH, or DefaultStagingBandwidth.

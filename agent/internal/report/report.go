@@ -70,7 +70,7 @@ type StagingStatus string
 const (
 	StagingRunning StagingStatus = "Staging"
 	// StagingStaged: what the install takes is on the node; the operator
-	// starts only a staged node (rollout.staging: Enabled).
+	// starts only a staged node (rollout.staging: true).
 	StagingStaged StagingStatus = "Staged"
 	StagingFailed StagingStatus = "Failed"
 )
@@ -84,7 +84,7 @@ type Staging struct {
 	// needs no OS update).
 	Items []StagedItem `json:"items,omitempty"`
 	// RebootFree: what is staged installs without a reboot (a hotpatch);
-	// a pool with rollout.hotpatch: Enabled installs it without a drain.
+	// a pool with rollout.hotpatch: true installs it without a drain.
 	RebootFree bool `json:"rebootFree,omitempty"`
 	// Message: why it failed, naming the update, its code and the log.
 	Message string `json:"message,omitempty"`

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use super::{Failure, Seen};
-use crate::api::{GateScope, PodsGate};
+use crate::api::{GateScope, HealthGate};
 
 /// Pods that have finished hold nothing (kured's blocking-pod check skips them too).
 pub const FIELD_SELECTOR: &str = "status.phase!=Succeeded,status.phase!=Failed";
@@ -18,12 +18,13 @@ pub struct FoundPod {
 }
 
 /// The gate's label selector as a list request's `labelSelector`.
-pub fn label_selector(gate: &PodsGate) -> Result<String, Failure> {
+pub fn label_selector(gate: &HealthGate) -> Result<String, Failure> {
+    let selector = gate.selector.clone().unwrap_or_default();
     let s: kube::core::Selector =
-        gate.selector.clone().try_into().map_err(|e| Failure::InvalidSpec(format!("pods.selector is not a valid selector: {e}")))?;
+        selector.try_into().map_err(|e| Failure::InvalidSpec(format!("the gate's selector is not a valid selector: {e}")))?;
     if s.selects_all() {
-        // The CRD cannot tell an empty selector from a missing one; a gate on every pod is a mistake.
-        return Err(Failure::InvalidSpec("pods.selector selects every pod; name the pods that must hold the rollout".into()));
+        // `selector: {}` passes the CRD; a gate on every pod is a mistake.
+        return Err(Failure::InvalidSpec("the gate's selector selects every pod; name the pods that must hold the rollout".into()));
     }
     Ok(s.to_string())
 }
@@ -60,8 +61,8 @@ mod tests {
         FoundPod { namespace: ns.into(), name: name.into(), node: node.map(str::to_string) }
     }
 
-    fn gate(selector: LabelSelector) -> PodsGate {
-        PodsGate { selector, namespaces: vec![], scope: GateScope::Cluster }
+    fn gate(selector: LabelSelector) -> HealthGate {
+        serde_json::from_value(serde_json::json!({"name": "g", "kind": "Pods", "selector": selector})).unwrap()
     }
 
     #[test]

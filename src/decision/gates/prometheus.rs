@@ -9,14 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Deserialize;
 
 use super::{Failure, SHOWN, Seen, snippet};
-use crate::api::{AlertMatch, LabelMatcher, MatchOp, PrometheusGate};
-
-/// Which API a gate reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GateApi {
-    Prometheus,
-    Alertmanager,
-}
+use crate::api::{AlertMatch, GateKind, HealthGate, LabelMatcher, MatchOp};
 
 /// What a gate asks: an instant query, the firing alerts Prometheus
 /// evaluates, or the active alerts in Alertmanager (not silenced, not
@@ -84,13 +77,14 @@ impl AlertFilter {
 }
 
 impl Ask {
-    /// The question of a gate on `api`.
-    pub fn of(gate: &PrometheusGate, api: GateApi) -> Result<Self, Failure> {
-        match (api, &gate.query, &gate.alerts) {
-            (GateApi::Prometheus, Some(q), _) => Ok(Ask::Query(q.clone())),
-            (GateApi::Prometheus, None, Some(a)) => AlertFilter::of(a).map(Ask::Alerts),
-            (GateApi::Alertmanager, None, Some(a)) => AlertFilter::of(a).map(Ask::AlertmanagerAlerts),
-            (GateApi::Alertmanager, Some(_), _) => Err(Failure::InvalidSpec("an alertmanager gate names alerts, not a query".into())),
+    /// The question of a Prometheus or Alertmanager gate.
+    pub fn of(gate: &HealthGate) -> Result<Self, Failure> {
+        match (gate.kind, &gate.query, &gate.alerts) {
+            (GateKind::Pods, ..) => Err(Failure::InvalidSpec("a Pods gate asks no HTTP API".into())),
+            (GateKind::Prometheus, Some(q), _) => Ok(Ask::Query(q.clone())),
+            (GateKind::Prometheus, None, Some(a)) => AlertFilter::of(a).map(Ask::Alerts),
+            (GateKind::Alertmanager, None, Some(a)) => AlertFilter::of(a).map(Ask::AlertmanagerAlerts),
+            (GateKind::Alertmanager, Some(_), _) => Err(Failure::InvalidSpec("an Alertmanager gate names alerts, not a query".into())),
             (_, None, None) => Err(Failure::InvalidSpec("the gate has neither query nor alerts".into())),
         }
     }
@@ -251,19 +245,24 @@ mod tests {
     use super::*;
     use crate::api::AlertMatch;
 
-    fn gate(query: Option<&str>, alerts: Option<&str>) -> PrometheusGate {
-        PrometheusGate {
-            url: "http://prometheus:9090".into(),
+    fn gate(kind: GateKind, query: Option<&str>, alerts: Option<&str>) -> HealthGate {
+        HealthGate {
+            name: "g".into(),
+            kind,
+            url: Some("http://prometheus:9090".into()),
             query: query.map(str::to_string),
             alerts: alerts.map(|a| AlertMatch { name: a.into(), matchers: vec![] }),
-            timeout: "5s".into(),
+            timeout: None,
             auth: None,
             tls: None,
+            selector: None,
+            namespaces: vec![],
+            scope: None,
         }
     }
 
     fn alerts(pattern: &str) -> Ask {
-        Ask::of(&gate(None, Some(pattern)), GateApi::Prometheus).expect("a valid pattern")
+        Ask::of(&gate(GateKind::Prometheus, None, Some(pattern))).expect("a valid pattern")
     }
 
     const QUERY: &str = r#"{"status":"success","data":{"resultType":"vector","result":[
@@ -362,7 +361,7 @@ mod tests {
 
     #[test]
     fn a_pattern_that_does_not_compile_is_a_failure_of_the_gate() {
-        match Ask::of(&gate(None, Some("Kube(Node")), GateApi::Prometheus) {
+        match Ask::of(&gate(GateKind::Prometheus, None, Some("Kube(Node"))) {
             Err(Failure::InvalidSpec(msg)) => assert!(msg.contains("Kube(Node"), "{msg}"),
             other => panic!("{other:?}"),
         }
@@ -370,23 +369,24 @@ mod tests {
 
     #[test]
     fn requests_go_below_the_base_url_with_the_query_encoded() {
-        let q = Ask::of(&gate(Some("sum(up{job=\"a b\"}) > 0"), None), GateApi::Prometheus).unwrap();
+        let q = Ask::of(&gate(GateKind::Prometheus, Some("sum(up{job=\"a b\"}) > 0"), None)).unwrap();
         assert_eq!(url("http://p:9090/", &q), "http://p:9090/api/v1/query?query=sum%28up%7Bjob%3D%22a%20b%22%7D%29%20%3E%200");
         assert_eq!(url("https://mon.corp/prometheus", &alerts("X")), "https://mon.corp/prometheus/api/v1/alerts");
         assert_eq!(encode("a+b&c=é"), "a%2Bb%26c%3D%C3%A9");
-        let am = Ask::of(&gate(None, Some("X")), GateApi::Alertmanager).unwrap();
+        let am = Ask::of(&gate(GateKind::Alertmanager, None, Some("X"))).unwrap();
         assert_eq!(
             url("http://alertmanager:9093", &am),
             "http://alertmanager:9093/api/v2/alerts?active=true&silenced=false&inhibited=false"
         );
-        assert!(matches!(Ask::of(&gate(Some("up"), None), GateApi::Alertmanager), Err(Failure::InvalidSpec(_))));
+        assert!(matches!(Ask::of(&gate(GateKind::Alertmanager, Some("up"), None)), Err(Failure::InvalidSpec(_))));
+        assert!(matches!(Ask::of(&gate(GateKind::Pods, None, Some("X"))), Err(Failure::InvalidSpec(_))));
     }
 
-    fn matching(pattern: &str, matchers: &[(&str, MatchOp, &str)], api: GateApi) -> Ask {
-        let mut g = gate(None, Some(pattern));
+    fn matching(pattern: &str, matchers: &[(&str, MatchOp, &str)], kind: GateKind) -> Ask {
+        let mut g = gate(kind, None, Some(pattern));
         g.alerts.as_mut().unwrap().matchers =
             matchers.iter().map(|(l, op, v)| LabelMatcher { label: l.to_string(), op: *op, value: v.to_string() }).collect();
-        Ask::of(&g, api).expect("valid matchers")
+        Ask::of(&g).expect("valid matchers")
     }
 
     #[test]
@@ -400,18 +400,18 @@ mod tests {
             other => panic!("{other:?}"),
         };
         use MatchOp::*;
-        assert_eq!(total(matching(".*", &[], GateApi::Prometheus)), 3);
-        assert_eq!(total(matching(".*", &[("severity", Equal, "critical")], GateApi::Prometheus)), 1);
-        assert_eq!(total(matching(".*", &[("severity", NotEqual, "critical")], GateApi::Prometheus)), 2, "a missing label is empty");
-        assert_eq!(total(matching(".*", &[("namespace", NotMatches, "dev-.*")], GateApi::Prometheus)), 2);
-        assert_eq!(total(matching(".*", &[("namespace", Matches, "dev")], GateApi::Prometheus)), 0, "anchored: dev is not dev-7");
+        assert_eq!(total(matching(".*", &[], GateKind::Prometheus)), 3);
+        assert_eq!(total(matching(".*", &[("severity", Equal, "critical")], GateKind::Prometheus)), 1);
+        assert_eq!(total(matching(".*", &[("severity", NotEqual, "critical")], GateKind::Prometheus)), 2, "a missing label is empty");
+        assert_eq!(total(matching(".*", &[("namespace", NotMatches, "dev-.*")], GateKind::Prometheus)), 2);
+        assert_eq!(total(matching(".*", &[("namespace", Matches, "dev")], GateKind::Prometheus)), 0, "anchored: dev is not dev-7");
         assert_eq!(
-            total(matching("KubeNode.*", &[("severity", Matches, "critical|warning"), ("namespace", Equal, "prod")], GateApi::Prometheus)),
+            total(matching("KubeNode.*", &[("severity", Matches, "critical|warning"), ("namespace", Equal, "prod")], GateKind::Prometheus)),
             1
         );
-        let mut g = gate(None, Some(".*"));
+        let mut g = gate(GateKind::Prometheus, None, Some(".*"));
         g.alerts.as_mut().unwrap().matchers = vec![LabelMatcher { label: "severity".into(), op: Matches, value: "crit(".into() }];
-        assert!(matches!(Ask::of(&g, GateApi::Prometheus), Err(Failure::InvalidSpec(m)) if m.contains("alerts.matchers severity")));
+        assert!(matches!(Ask::of(&g), Err(Failure::InvalidSpec(m)) if m.contains("alerts.matchers severity")));
     }
 
     /// Alertmanager's list: only active alerts count, not the ones a silence
@@ -424,9 +424,9 @@ mod tests {
             {"labels":{"alertname":"KubeNodeNotReady","severity":"critical","node":"b"},"status":{"state":"suppressed","silencedBy":["s-1"],"inhibitedBy":[]}},
             {"labels":{"alertname":"KubeNodeNotReady","node":"c"},"status":{"state":"unprocessed","silencedBy":[],"inhibitedBy":[]}},
             {"labels":{"alertname":"Watchdog"},"status":{"state":"active"}}]"#;
-        let am = matching("KubeNode.*", &[("severity", MatchOp::Equal, "critical")], GateApi::Alertmanager);
+        let am = matching("KubeNode.*", &[("severity", MatchOp::Equal, "critical")], GateKind::Alertmanager);
         assert_eq!(am.read(200, LISTED.as_bytes()), Seen::Alerts { total: 1, names: vec!["KubeNodeNotReady".into()] });
-        assert_eq!(matching("Nothing", &[], GateApi::Alertmanager).read(200, b"[]"), Seen::Alerts { total: 0, names: vec![] });
+        assert_eq!(matching("Nothing", &[], GateKind::Alertmanager).read(200, b"[]"), Seen::Alerts { total: 0, names: vec![] });
         match am.read(200, br#"{"status":"success","data":{"alerts":[]}}"#) {
             Seen::Failed(Failure::BadResponse(m)) => assert!(m.starts_with("alertmanager alerts: "), "{m}"),
             other => panic!("Prometheus's answer is not Alertmanager's: {other:?}"),

@@ -6,7 +6,7 @@ use super::{
     DrainBlock, DrainMode, FailureReason, HnsReadiness, NodePatch, NodeState, NodeView, Recorded, ask_agent_anew, current_state, fail,
     fail_kept_cordoned, may_be_installing, release_cordon, verify_config, verify_health, verify_rebooted, waiting_for,
 };
-use crate::api::{OnNodeFailure, UndoMode, names};
+use crate::api::{OnNodeFailure, names};
 use crate::gates::{self, Seen};
 use crate::report::ApplyStatus;
 
@@ -441,7 +441,7 @@ fn undo_due<'g>(s: &RoundSettings<'g>, n: &NodeView) -> Option<&'g gates::GateRe
 /// broken now.
 pub(super) fn may_undo(s: &RoundSettings<'_>) -> bool {
     let paused_by_a_person = s.spec.rollout.paused || (s.paused_by_annotation && s.bad_update.is_none());
-    s.spec.rollout.undo == UndoMode::Enabled && !s.rules.soak_time.is_zero() && s.clock_skew.is_none() && !paused_by_a_person
+    s.spec.rollout.undo && !s.rules.soak_time.is_zero() && s.clock_skew.is_none() && !paused_by_a_person
 }
 
 /// Updated less than soakTime ago.

@@ -8,7 +8,6 @@
 
 use super::round::RoundSettings;
 use super::{NodeView, Preflight, PreflightVerdict, Staging, StagingState, verify_config};
-use crate::api::StagingMode;
 
 /// Why a Pending node is not started.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,7 +32,7 @@ pub(super) fn held(s: &RoundSettings<'_>, n: &NodeView) -> Option<PreflightHeld>
     }
     match &n.preflight {
         Some(Preflight { revision, verdict }) if *revision == s.rev => match verdict {
-            PreflightVerdict::Ready if s.spec.rollout.staging == StagingMode::Enabled => staging_held(s, n),
+            PreflightVerdict::Ready if s.spec.rollout.staging => staging_held(s, n),
             PreflightVerdict::Ready => None,
             PreflightVerdict::Blocked(why) => Some(PreflightHeld::Blocked(why.clone())),
         },
@@ -69,7 +68,7 @@ fn staging_held(s: &RoundSettings<'_>, n: &NodeView) -> Option<PreflightHeld> {
         // set up without it.
         _ if s.target_marked_at.is_some_and(|at| at < s.now && s.since(Some(at)) > s.rules.node_timeout) => {
             Some(PreflightHeld::Blocked(format!(
-                "its agent cleared revision {} but has not staged its update: is the agent older than rollout.staging, or its DaemonSet not rolled yet? (rollout.staging: Disabled starts nodes without it)",
+                "its agent cleared revision {} but has not staged its update: is the agent older than rollout.staging, or its DaemonSet not rolled yet? (rollout.staging: false starts nodes without it)",
                 s.rev
             )))
         }

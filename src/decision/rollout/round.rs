@@ -62,9 +62,9 @@ pub fn hns_pacing_budget(spec: &WindowsNodePoolSpec) -> Option<Duration> {
     pacing.enabled.then(|| parse_duration(&pacing.budget).unwrap_or(DEFAULT_HNS_PACING_BUDGET))
 }
 
-/// A Prometheus health gate's request timeout (the controller waits that long).
-pub fn gate_timeout(g: &crate::api::PrometheusGate) -> Duration {
-    parse_duration(&g.timeout).filter(|d| !d.is_zero()).unwrap_or(DEFAULT_GATE_TIMEOUT)
+/// A Prometheus or Alertmanager health gate's request timeout (the controller waits that long).
+pub fn gate_timeout(g: &crate::api::HealthGate) -> Duration {
+    g.timeout.as_deref().and_then(parse_duration).filter(|d| !d.is_zero()).unwrap_or(DEFAULT_GATE_TIMEOUT)
 }
 
 /// spec.rollout.nodeTimeout as a duration. The controller bounds the wait for a

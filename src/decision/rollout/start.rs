@@ -2,7 +2,7 @@
 
 use super::round::{Decided, RoundSettings};
 use super::{Hold, NodePatch, NodeState, NodeView, Soak, StagingState, ask_agent_anew, kernel_satisfies, max_unavailable, verify_config};
-use crate::api::{HotpatchMode, StagingMode, names};
+use crate::api::names;
 use crate::gates::{self, Seen};
 use crate::report::ApplyStatus;
 
@@ -220,7 +220,7 @@ fn hotpatch_start(s: &RoundSettings<'_>, n: &NodeView) -> bool {
 /// lacks (a new containerd, CNI or CSI Proxy is drained for as always).
 pub fn hotpatchable(spec: &crate::api::WindowsNodePoolSpec, rev: &str, n: &NodeView) -> bool {
     let rollout = &spec.rollout;
-    if rollout.hotpatch != HotpatchMode::Enabled || rollout.staging != StagingMode::Enabled {
+    if !rollout.hotpatch || !rollout.staging {
         return false;
     }
     let staged = n.staging.as_ref().is_some_and(|st| st.revision == rev && st.state == StagingState::Staged && st.reboot_free);

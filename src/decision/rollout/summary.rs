@@ -89,7 +89,7 @@ pub(super) fn requeue_after(s: &RoundSettings<'_>, counts: &NodeCounts, hold: Op
     let until = |t: Timestamp| until(t, now);
     // A node that soaks may be found unhealthy and its update taken off:
     // its gates are looked at as often as closed ones are.
-    let undo_watch = (s.spec.rollout.undo == crate::api::UndoMode::Enabled && soaking.is_some()).then_some(s.rules.health_gate_interval);
+    let undo_watch = (s.spec.rollout.undo && soaking.is_some()).then_some(s.rules.health_gate_interval);
     let after = match hold {
         _ if counts.updating > 0 => IN_FLIGHT_REQUEUE,
         None if counts.pending > 0 && soaking.is_some() => until(soaking.map_or(now, |k| k.first_ends)),

@@ -220,7 +220,7 @@ fn holds_stop_new_nodes_but_not_nodes_in_flight() {
         ("rollout: {maxFailedNodes: 1}", 1, |h| matches!(h, Hold::FailureLimit { failed: 1, limit: 1 })),
         // 2026-11-29 is a Sunday; the window is Saturdays only.
         (
-            "rollout: {maintenanceWindow: {days: [Sat], start: '02:00', end: '06:00'}}",
+            "rollout: {maintenanceWindows: [{days: [Sat], start: '02:00', end: '06:00'}]}",
             0,
             |h| matches!(h, Hold::OutsideWindow { opens } if opens.to_string() == "2026-12-05T02:00:00Z"),
         ),
@@ -1758,7 +1758,7 @@ fn a_pool_that_stages_starts_only_nodes_whose_update_is_on_the_node() {
         matches!(&held["failed"], PreflightHeld::Blocked(why) if why.contains("rollout.staging") && why.contains("0x80244022")),
         "a failed download holds its node, naming it: {held:?}"
     );
-    let (off, held, _) = started(", staging: Disabled");
+    let (off, held, _) = started(", staging: false");
     assert_eq!(off.len(), 6, "without staging every cleared node may start: {off:?}");
     assert!(held.is_empty(), "{held:?}");
 }
@@ -1795,7 +1795,7 @@ fn a_hotpatch_is_installed_in_service_and_anything_else_is_drained() {
     let drained =
         |name: &str, boot: Option<&str>| (name.to_string(), NodeState::Draining, Some(true), None::<String>, boot.map(String::from));
     assert_eq!(
-        started("Enabled"),
+        started("true"),
         [
             ("hotpatch".to_string(), NodeState::Applying, None, Some("true".to_string()), None),
             drained("baseline", Some("boot-1")),
@@ -1803,7 +1803,7 @@ fn a_hotpatch_is_installed_in_service_and_anything_else_is_drained() {
         ],
         "only the hotpatch goes in service, with no boot to leave"
     );
-    assert_eq!(started("Disabled"), [drained("hotpatch", None), drained("baseline", Some("boot-1")), drained("needs-runtime", None)]);
+    assert_eq!(started("false"), [drained("hotpatch", None), drained("baseline", Some("boot-1")), drained("needs-runtime", None)]);
 }
 
 /// A node drained for an update that waited for a new boot: its agent's
@@ -1811,7 +1811,7 @@ fn a_hotpatch_is_installed_in_service_and_anything_else_is_drained() {
 /// staging off) stands in for it; without that word the boot is waited for.
 #[test]
 fn an_install_that_needed_no_reboot_is_not_waited_for() {
-    let spec = spec_with("rollout: {staging: Disabled}");
+    let spec = spec_with("rollout: {staging: false}");
     let rev = revision_of(&spec);
     let done = NodeView {
         boot_id: Some("boot-1".into()),
@@ -1830,7 +1830,7 @@ fn an_install_that_needed_no_reboot_is_not_waited_for() {
 /// is in, its hotpatch mark gone; once cordoned it is left to reboot.
 #[test]
 fn a_hotpatch_that_asks_for_a_reboot_is_drained_first() {
-    let spec = spec_with("rollout: {hotpatch: Enabled}");
+    let spec = spec_with("rollout: {hotpatch: true}");
     let rev = revision_of(&spec);
     let asking = NodeView {
         unschedulable: false,
@@ -2156,14 +2156,14 @@ fn the_evictions_of_a_round_are_bounded_by_the_hns_room_left() {
     assert!(plan.eviction_caps.is_empty());
 }
 
-/// `rollout.undo: Enabled`: a node a Node-scope gate holds while it soaks
+/// `rollout.undo: true`: a node a Node-scope gate holds while it soaks
 /// after its update is started again, cordoned and drained, to take the
 /// update off; once its agent has, it is Failed UpdateUndone (a failed
-/// removal: UndoFailed). Past its soak, or with undo Disabled, the gate only
+/// removal: UndoFailed). Past its soak, or with undo false, the gate only
 /// holds starts.
 #[test]
 fn a_node_unhealthy_in_its_soak_has_its_update_taken_off_and_is_failed() {
-    let spec = spec_with("rollout: {undo: Enabled, soakTime: 1h}");
+    let spec = spec_with("rollout: {undo: true, soakTime: 1h}");
     let rev = revision_of(&spec);
     let soaking = NodeView {
         unschedulable: false,
@@ -2212,7 +2212,7 @@ fn a_node_unhealthy_in_its_soak_has_its_update_taken_off_and_is_failed() {
 /// and a closed maintenance window do not: the node is broken now.
 #[test]
 fn an_undo_waits_for_a_persons_pause_and_a_trusted_clock_not_for_the_breaker_or_the_windows() {
-    let spec = spec_with("rollout: {undo: Enabled, soakTime: 1h}");
+    let spec = spec_with("rollout: {undo: true, soakTime: 1h}");
     let rev = revision_of(&spec);
     let soaking = NodeView {
         unschedulable: false,
@@ -2230,14 +2230,14 @@ fn an_undo_waits_for_a_persons_pause_and_a_trusted_clock_not_for_the_breaker_or_
     };
     let base = || PoolInput::of_spec(POOL, &spec, &existing);
     assert_eq!(undone(base()), (true, true), "nothing holds it");
-    let paused = spec_with("rollout: {undo: Enabled, soakTime: 1h, paused: true}");
+    let paused = spec_with("rollout: {undo: true, soakTime: 1h, paused: true}");
     assert_eq!(undone(PoolInput::of_spec(POOL, &paused, &existing)), (false, false), "rollout.paused");
     assert_eq!(undone(PoolInput { paused_by_annotation: true, ..base() }), (false, false), "kubectl winpool pause");
     assert_eq!(undone(PoolInput { clock_skew: Some(jiff::SignedDuration::from_mins(5)), ..base() }), (false, false), "a skewed clock");
     let trip = crate::decision::breaker::BadUpdate { update: "KB5044281".into(), code: "0x800F0922".into(), nodes: vec![] };
     let by_breaker = PoolInput { paused_by_annotation: true, bad_update: Some(&trip), ..base() };
     assert_eq!(undone(by_breaker), (true, true), "the breaker's pause");
-    let windowed = spec_with("rollout: {undo: Enabled, soakTime: 1h, maintenanceWindows: [{days: [Sat], start: '02:00', end: '03:00'}]}");
+    let windowed = spec_with("rollout: {undo: true, soakTime: 1h, maintenanceWindows: [{days: [Sat], start: '02:00', end: '03:00'}]}");
     let closed = PoolInput::of_spec(POOL, &windowed, &existing);
     assert!(!decide(&closed, &[fresh("m")], now()).window_open, "the window is closed now");
     assert_eq!(undone(closed), (true, true), "outside the maintenance window");
@@ -2246,7 +2246,7 @@ fn an_undo_waits_for_a_persons_pause_and_a_trusted_clock_not_for_the_breaker_or_
 /// Any other start of a node that was undone installs: the mark goes.
 #[test]
 fn a_retried_undone_node_is_started_to_install_not_to_undo() {
-    let spec = spec_with("rollout: {undo: Enabled, soakTime: 1h}");
+    let spec = spec_with("rollout: {undo: true, soakTime: 1h}");
     let node = NodeView { undo: Some("win-pods".into()), ..fresh("n") };
     let plan = run(&spec, &[node]);
     let p = patch(&plan, "n").expect("a start");

@@ -1032,12 +1032,12 @@ mod tests {
     fn a_round_with_gates_computes_the_revision_and_parses_the_spec_once() {
         let mut pool = pool();
         pool.spec.rollout.health_gates = serde_json::from_value(serde_json::json!([
-            {"name": "no-alerts", "prometheus": {"url": "http://prometheus:9090", "query": "ALERTS", "timeout": "5s"}}
+            {"name": "no-alerts", "kind": "Prometheus", "url": "http://prometheus:9090", "query": "ALERTS", "timeout": "5s"}
         ]))
         .unwrap();
-        pool.spec.rollout.staging = crate::api::StagingMode::Disabled;
+        pool.spec.rollout.staging = false;
         // Undo on, with a soak: the gates' look also asks whether an undo could be due.
-        (pool.spec.rollout.undo, pool.spec.rollout.soak_time) = (crate::api::UndoMode::Enabled, "10m".into());
+        (pool.spec.rollout.undo, pool.spec.rollout.soak_time) = (true, "10m".into());
         let rev = crate::revision::revision_of(&pool.spec);
         let cleared = [(names::ANN_PREFLIGHT, names::PREFLIGHT_READY), (names::ANN_PREFLIGHT_REVISION, rev.as_str())];
         let seen = observed(vec![member("a", &cleared, None), member("b", &cleared, None)], (0, 0));
