@@ -8,6 +8,8 @@
 #      --dry-run=server) in a namespace that enforces Pod Security "restricted";
 #      ServiceMonitor and PrometheusRule (no CRDs locally) only have to render,
 #      with their values (digests, job, runbooks, disabled alerts) applied
+#   3b. with global.image.registry every image is the mirror's, and
+#      docs/air-gapped.md lists every image the chart runs
 #   4. values.schema.json rejects wrong types and unknown keys, naming the key
 #   5. the previous chart release is installed and upgraded to this chart: the
 #      CRD is updated by `helm upgrade`; the operator's and the agent's
@@ -419,6 +421,65 @@ agent_identity_renders() {
   return "$rc"
 }
 check "agent identity renders with createAgentNamespace=false" agent_identity_renders
+
+# ---- air-gapped: one registry for every image, as docs/air-gapped.md lists -----
+# images FILE: every image the rendered chart's containers run or have the
+# operator run (their --*-image and --*-repository flags), one a line.
+images() {
+  python3 - "$1" <<'PY'
+import re, sys, yaml
+def containers(node):
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from v if k in ("containers", "initContainers") and isinstance(v, list) else containers(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from containers(v)
+refs = set()
+for c in (c for d in yaml.safe_load_all(open(sys.argv[1])) for c in containers(d)):
+    refs.add(c["image"])
+    refs.update(m[1] for m in (re.fullmatch(r"--[a-z-]+-(?:image|repository)=(.+)", a) for a in c.get("args", [])) if m)
+print("\n".join(sorted(refs)))
+PY
+}
+# The images by default, as docs/air-gapped.md writes them: the chart's
+# appVersion as <version>, the agent by tag (the release pins its digest).
+default_images() {
+  local version
+  version="$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$CHART/Chart.yaml")"
+  template "${ALL_OPTIONAL[@]}" --set agent.image.digest= >"$WORK/default-images.yaml" || return 1
+  images "$WORK/default-images.yaml" | sed "s/:$version\$/:<version>/"
+}
+every_image_mirrored() {
+  local want got rc=0
+  want="$(default_images | wc -l)"
+  template "${ALL_OPTIONAL[@]}" --set global.image.registry=mirror.example --set 'global.imagePullSecrets[0].name=mirror' \
+    --set 'agent.imagePullSecrets[0].name=agents' >"$WORK/mirrored.yaml" || return 1
+  images "$WORK/mirrored.yaml" | tee "$WORK/mirrored.list"
+  got="$(grep -c '^mirror\.example/' "$WORK/mirrored.list")"
+  [[ "$got" == "$want" && "$(wc -l <"$WORK/mirrored.list")" == "$want" ]] \
+    || { echo "$got of $(wc -l <"$WORK/mirrored.list") images start with mirror.example/; the chart runs $want"; rc=1; }
+  python3 - "$WORK/mirrored.yaml" <<'PY' || rc=1
+import sys, yaml
+dep = next(d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "Deployment")
+pod = dep["spec"]["template"]["spec"]
+bad = []
+if pod.get("imagePullSecrets") != [{"name": "mirror"}]:
+    bad.append(f"operator pods' imagePullSecrets {pod.get('imagePullSecrets')!r} != [mirror]")
+if "--agent-image-pull-secrets=mirror,agents" not in pod["containers"][0]["args"]:
+    bad.append("the operator is not given --agent-image-pull-secrets=mirror,agents")
+print("\n".join(bad))
+sys.exit(1 if bad else 0)
+PY
+  return "$rc"
+}
+check "global.image.registry prefixes every image, global.imagePullSecrets reach every pull" every_image_mirrored
+air_gapped_page_lists_every_image() {
+  default_images >"$WORK/images.chart" || return 1
+  sed -n '/^## Images to mirror/,/^## /{s/^| `\([^`]*\)` |.*/\1/p}' docs/air-gapped.md | sort >"$WORK/images.page"
+  diff -u --label docs/air-gapped.md --label "the chart" "$WORK/images.page" "$WORK/images.chart"
+}
+check "docs/air-gapped.md lists every image the chart runs, and no other" air_gapped_page_lists_every_image
 
 # ---- 4. values.schema.json ---------------------------------------------------
 schema_rejects() { # WHAT-THE-ERROR-NAMES SET...
