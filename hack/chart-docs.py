@@ -48,6 +48,10 @@ RUN_AS = {
     "appArmorProfile": {"type": "object"},
 }
 DEFS = {
+    "imagePullSecrets": {
+        "type": "array",
+        "items": {"type": "object", "additionalProperties": False, "properties": {"name": {"type": "string", "minLength": 1}}, "required": ["name"]},
+    },
     "resources": {
         "type": "object",
         "additionalProperties": False,

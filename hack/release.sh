@@ -143,7 +143,8 @@ log "agent image: $AGENT_IMAGE (windows/amd64) $(sed -n 's/^manifest *//p' "$WOR
 # digest and checks so), not by a tag that could be moved.
 AGENT_DIGEST="$(sed -n 's/^manifest *\(sha256:[0-9a-f]\{64\}\).*/\1/p' "$WORK/agent-image.txt")"
 [[ -n "$AGENT_DIGEST" ]] || die "no agent image digest in $WORK/agent-image.txt"
-cp -r charts/winpool "$WORK/chart-src"
+# -L: the chart's files/crds is a link to crds/, which the package holds as files.
+cp -rL charts/winpool "$WORK/chart-src"
 python3 "$HACK_DIR/pin_agent_digest.py" "$WORK/chart-src/values.yaml" "$AGENT_DIGEST"
 "$HELM" package "$WORK/chart-src" --version "$VERSION" --app-version "$VERSION" -d "$WORK" >/dev/null
 # helm stamps every file with the time of packaging; the same files in the

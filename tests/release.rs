@@ -63,3 +63,20 @@ fn the_chart_and_readme_agree_on_the_oldest_kubernetes() {
         );
     }
 }
+
+/// The chart always passes the CSI Proxy and pause images (so that
+/// global.image.registry can move them to a mirror): its defaults are the
+/// operator's own.
+#[test]
+fn the_chart_runs_the_operators_default_images() {
+    let values = std::fs::read_to_string(repo_root().join("charts/winpool/values.yaml")).expect("values.yaml");
+    let values: serde_json::Value = serde_saphyr::from_str(&values).expect("values.yaml is YAML");
+    let name = |image: &serde_json::Value| format!("{}/{}", image["registry"].as_str().unwrap(), image["repository"].as_str().unwrap());
+    assert_eq!(name(&values["csiProxy"]["image"]), winpool::builders::csi_proxy::DEFAULT_REPOSITORY, "csiProxy.image");
+    let pause = &values["podNetwork"]["image"];
+    assert_eq!(
+        format!("{}:{}", name(pause), pause["tag"].as_str().unwrap()),
+        winpool::builders::pod_network::DEFAULT_IMAGE,
+        "podNetwork.image"
+    );
+}

@@ -50,13 +50,21 @@ app.kubernetes.io/part-of: winpool
 {{- end }}
 
 {{/*
-An image reference from {registry, repository, tag, digest}: the digest wins
-over the tag, an empty tag is the chart's appVersion. Call with
+An image's name from {registry, repository}: global.image.registry, the
+air-gapped mirror, replaces the image's own registry. Call with
 (dict "image" .Values.image "context" $).
 */}}
+{{- define "winpool.imageName" -}}
+{{- $registry := dig "image" "registry" "" .context.Values.global | default .image.registry }}
+{{- if $registry }}{{ printf "%s/%s" $registry .image.repository }}{{ else }}{{ .image.repository }}{{ end }}
+{{- end }}
+
+{{/*
+An image reference from {registry, repository, tag, digest}: the digest wins
+over the tag, an empty tag is the chart's appVersion. Called as imageName.
+*/}}
 {{- define "winpool.imageRef" -}}
-{{- $name := .image.repository }}
-{{- with .image.registry }}{{ $name = printf "%s/%s" . $name }}{{ end }}
+{{- $name := include "winpool.imageName" . }}
 {{- if .image.digest }}
 {{- printf "%s@%s" $name .image.digest }}
 {{- else }}
@@ -64,12 +72,9 @@ over the tag, an empty tag is the chart's appVersion. Call with
 {{- end }}
 {{- end }}
 
-{{- define "winpool.image" -}}
-{{- include "winpool.imageRef" (dict "image" .Values.image "context" .) }}
-{{- end }}
-
-{{- define "winpool.agentImage" -}}
-{{- include "winpool.imageRef" (dict "image" .Values.agent.image "context" .) }}
+{{/* Pull secrets: global.imagePullSecrets, then those of one image's pods. */}}
+{{- define "winpool.pullSecrets" -}}
+{{- toJson (concat (dig "imagePullSecrets" list .context.Values.global) .secrets) }}
 {{- end }}
 
 {{/* Refuse combinations the schema cannot express. */}}
