@@ -1,8 +1,8 @@
-//! One reconcile of a live pool: observe → decide → execute → record. The
-//! decision is pure: [`round::judge`] the members once, [`round::gate_look`]
-//! (whether the health gates are asked), [`round::decide_judged`]; everything
-//! here reads the cluster, asks the gates, or carries out what the round
-//! decided, in the order it says.
+//! One reconcile of a live pool: observe → prepare → ask → decide → execute →
+//! record. Prepare and decide are pure ([`round::prepare`], [`round::judge`],
+//! [`round::gate_look`], [`round::decide_judged`]); everything here reads the
+//! cluster, asks the gates, or carries out what the round decided, in the
+//! order it says.
 
 use crate::api::EventReason;
 use std::collections::{BTreeMap, BTreeSet};
@@ -56,7 +56,7 @@ pub(super) async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Actio
     result
 }
 
-/// observe → decide → execute → record, with the pool's memory in and out.
+/// observe → prepare → ask → decide → execute → record, with the pool's memory in and out.
 async fn run_round(pool: &WindowsNodePool, ctx: &Context, memory: PoolMemory) -> (Result<Action, Error>, PoolMemory) {
     let name = pool.name_any();
     let now = ctx.now();
@@ -67,39 +67,16 @@ async fn run_round(pool: &WindowsNodePool, ctx: &Context, memory: PoolMemory) ->
         let r = record_status(pool, ctx, refused, &mut memory).await;
         return (r, memory);
     }
-    let mut seen = match observe(pool, ctx).await {
+    let boots = memory.recent_boots(crate::hns::CHANGES_KEPT, now);
+    let mut seen = match observe(pool, ctx, &boots, now).await {
         Ok(seen) => seen,
         Err(e) => return (Err(e), memory),
     };
-    // os.patchPolicy: the round decides by the patch level the members' offers resolve to.
-    seen.patch = round::patch_resolution(pool, &seen, now);
-    let effective = crate::decision::patch_policy::effective_pool(pool, seen.patch.as_ref().and_then(|r| r.patch.as_ref()));
-    let pool = effective.as_ref();
-    // Members that rebooted lately program, right after their catch-up, all
-    // that changed while they were away: the pool waits for the slowest.
-    let boots = memory.recent_boots(crate::hns::CHANGES_KEPT, now);
-    if !boots.is_empty() {
-        let mut t = ctx.hns.lock().expect("hns lock");
-        seen.hns_backlog = t.backlog_with_boots(pool.spec.os.version, crate::rollout::hns_rates(&pool.spec), &boots, now);
-    }
+    let pool = round::prepare(pool, &mut seen, now);
+    let pool = pool.as_ref();
     // Once a round: the gates' look and the decision read the same judgement.
     let judged = round::judge(pool, &seen, &mut memory, now);
-    let mut asked = round::Asked { cluster: seen.cluster, ..Default::default() };
-    match round::gate_look(pool, &seen, &judged, &memory, now) {
-        GateLook::NotNeeded => {}
-        GateLook::Fresh(results) => asked.gates = results,
-        GateLook::Ask => (asked.gates, asked.gates_asked) = (gate_client::evaluate(ctx, pool).await, true),
-    }
-    // Held from the count of other pools' nodes in flight until this round's
-    // starts landed; taken after the gates, whose answers may take seconds.
-    let starts = match ctx.settings.max_nodes_in_flight {
-        0 => None,
-        _ => {
-            let held = ctx.starts.lock().await;
-            asked.cluster = cluster_in_flight(ctx, &name, &ctx.windows_nodes());
-            Some(held)
-        }
-    };
+    let (asked, starts) = ask(ctx, pool, &seen, &judged, &memory, now).await;
     let (round, mut memory) = round::decide_judged(pool, &ctx.settings, &seen, judged, asked, memory, now);
     for (node, why) in &round.plan.waiting {
         debug!(pool = %name, node = %node, "waiting: {why}");
@@ -119,6 +96,36 @@ async fn run_round(pool: &WindowsNodePool, ctx: &Context, memory: PoolMemory) ->
     }
     let r = record(pool, ctx, &seen, round, &mut memory).await;
     (r, memory)
+}
+
+/// What the decision needs from outside the pool's caches: the health gates'
+/// answers (when `round::gate_look` says to ask them) and, under
+/// `--max-nodes-in-flight`, the other pools' nodes in flight, counted while
+/// holding the starts lock that stays held until this round's starts landed.
+/// It is taken after the gates, whose answers may take seconds.
+async fn ask<'c>(
+    ctx: &'c Context,
+    pool: &WindowsNodePool,
+    seen: &Observed,
+    judged: &round::Judged<'_>,
+    memory: &PoolMemory,
+    now: jiff::Timestamp,
+) -> (round::Asked, Option<tokio::sync::MutexGuard<'c, ()>>) {
+    let mut asked = round::Asked { cluster: seen.cluster, ..Default::default() };
+    match round::gate_look(pool, seen, judged, memory, now) {
+        GateLook::NotNeeded => {}
+        GateLook::Fresh(results) => asked.gates = results,
+        GateLook::Ask => (asked.gates, asked.gates_asked) = (gate_client::evaluate(ctx, pool).await, true),
+    }
+    let starts = match ctx.settings.max_nodes_in_flight {
+        0 => None,
+        _ => {
+            let held = ctx.starts.lock().await;
+            asked.cluster = cluster_in_flight(ctx, &pool.name_any(), &ctx.windows_nodes());
+            Some(held)
+        }
+    };
+    (asked, starts)
 }
 
 /// Carry out the round's writes in the order they must land: deselected nodes
@@ -263,7 +270,10 @@ async fn create_hook_jobs(ctx: &Context, pool: &WindowsNodePool, round: &Round) 
 
 /// Read what the round decides on: the pool's members and its agent objects
 /// from the caches, and the pods of its Draining members from the API server.
-async fn observe(pool: &WindowsNodePool, ctx: &Context) -> Result<Observed, Error> {
+/// Everything the round reads from the caches and the cluster. `boots` are the
+/// members' recent reboots (the pool's memory): each rebooted node's queue
+/// programs all that changed while it was away, so the HNS backlog counts them.
+async fn observe(pool: &WindowsNodePool, ctx: &Context, boots: &[jiff::Timestamp], now: jiff::Timestamp) -> Result<Observed, Error> {
     let name = pool.name_any();
     let nodes = ctx.windows_nodes();
     let membership = ctx.members_of(&name, &nodes);
@@ -279,7 +289,11 @@ async fn observe(pool: &WindowsNodePool, ctx: &Context) -> Result<Observed, Erro
     let limits = Limits::for_pool(&pool.spec.hns, pool.spec.os.version);
     let (totals, over_limit, hns_backlog) = {
         let mut t = ctx.hns.lock().expect("hns lock");
-        let backlog = t.backlog_at(pool.spec.os.version, crate::rollout::hns_rates(&pool.spec), ctx.now());
+        let rates = crate::rollout::hns_rates(&pool.spec);
+        let backlog = match boots {
+            [] => t.backlog_at(pool.spec.os.version, rates, now),
+            _ => t.backlog_with_boots(pool.spec.os.version, rates, boots, now),
+        };
         (t.totals(), t.services_over(limits.backends_per_service), backlog)
     };
     let rules = DrainRules::of(&pool.spec.rollout.drain);

@@ -305,6 +305,14 @@ fn target_marked_at(cms_of_pool: &[Arc<ConfigMap>], rev: &str) -> Option<Timesta
         .find_map(|c| c.annotations().get(names::ANN_TARGET_SINCE)?.parse().ok())
 }
 
+/// The round's pure preparation of what it observed: the patch level the
+/// members' offers resolve to (`os.patchPolicy`, into `seen.patch`), and the
+/// pool as the round decides by it (that level in place of the spec's floor).
+pub(crate) fn prepare<'p>(pool: &'p WindowsNodePool, seen: &mut Observed, now: Timestamp) -> std::borrow::Cow<'p, WindowsNodePool> {
+    seen.patch = patch_resolution(pool, seen, now);
+    crate::decision::patch_policy::effective_pool(pool, seen.patch.as_ref().and_then(|r| r.patch.as_ref()))
+}
+
 /// The members as the decision sees them: each view with its HNS judged (a
 /// member that was caught up and fell behind keeps CATCH_UP_GRACE, counted
 /// from when the memory first saw it behind), the pods its drain must still
