@@ -152,7 +152,7 @@ func TestTheServicingTaskStartsOnBatteryPower(t *testing.T) {
 // third attempt installs; the node is never failed for either.
 func TestTransientWindowsUpdateFailuresAreWaitedOutWithinTheAttempts(t *testing.T) {
 	o := behindHost()
-	o.Busy, o.Unavailable = true, true
+	o.Catalogue.Busy, o.Catalogue.Unavailable = true, true
 	var h *harness
 	machine := installUntilReboot(t, o, func(opts *Options) {
 		opts.MaxAttempts = 3

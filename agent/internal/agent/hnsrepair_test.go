@@ -83,7 +83,7 @@ func TestKubeProxyIsRestartedOncePerBootTheOperatorAsksFor(t *testing.T) {
 // kubelet starts the container again and the restart is reported, once.
 func TestKubeProxyInAPodIsRestartedByEndingItsProcess(t *testing.T) {
 	o := compliantHost()
-	o.KubeProxyPod = true
+	o.KubeProxyInPod = true
 	machine := newMachine(o)
 	h := newHarness(t, machine, askedToRepair("boot-1", "boot-1"), revisionConfigMap(revisionR1()))
 	opts := h.options()

@@ -53,7 +53,7 @@ func TestThePreflightOfThePoolsTargetRidesTheAgentsFirstReport(t *testing.T) {
 
 func TestAnUnreachableUpdateSourceBlocksThePreflightAndSaysWhich(t *testing.T) {
 	o := behindHost()
-	o.SourceUnreachable = "dial tcp 10.1.2.3:8530: i/o timeout"
+	o.Unreachable = "dial tcp 10.1.2.3:8530: i/o timeout"
 	fh := newMachine(o)
 	h := newHarness(t, fh, idleNode(), targetConfigMap(revisionR1()))
 	h.start(h.options())
@@ -74,7 +74,7 @@ func TestAnUnreachableUpdateSourceBlocksThePreflightAndSaysWhich(t *testing.T) {
 // cordons it.
 func TestAnUpdateTheSourceDoesNotOfferBlocksThePreflight(t *testing.T) {
 	o := behindHost()
-	o.Unapproved = true
+	o.Catalogue.Unapproved = true
 	fh := newMachine(o)
 	h := newHarness(t, fh, idleNode(), targetConfigMap(revisionR1()))
 	h.start(h.options())
@@ -96,7 +96,7 @@ func TestAnUpdateTheSourceDoesNotOfferBlocksThePreflight(t *testing.T) {
 // install will take; one search for the revision, however often it looks.
 func TestThePreflightWaitsForTheWindowsUpdateSearch(t *testing.T) {
 	o := behindHost()
-	o.SearchTime = 3 * time.Second
+	o.Catalogue.SearchTime = 3 * time.Second
 	machine := newMachine(o)
 	h := newHarness(t, machine, idleNode(), targetConfigMap(revisionR1()))
 	h.start(h.options())
