@@ -24,6 +24,7 @@ import (
 	"winpool.dev/agent/fleet/hnsmodel"
 	"winpool.dev/agent/internal/agent"
 	"winpool.dev/agent/internal/report"
+	"winpool.dev/agent/internal/runtimeswap"
 )
 
 // Fleet is one running simulated fleet.
@@ -191,7 +192,7 @@ func (f *Fleet) shutDown() error {
 		f.log.Warn("agents still running after 10s; exiting anyway", "running", f.running.Load())
 	}
 	if f.s.StatsFile != "" {
-		if err := writeJSON(f.s.StatsFile, f.stats()); err != nil {
+		if err := runtimeswap.WriteJSON(f.s.StatsFile, f.stats()); err != nil {
 			return fmt.Errorf("--stats-file: %w", err)
 		}
 	}
@@ -200,7 +201,7 @@ func (f *Fleet) shutDown() error {
 		h := f.programming.FinalAfterCatchUp()
 		after := h.Summary()
 		l.AfterCatchUp = &after
-		if err := writeJSON(f.s.LatencyFile, l); err != nil {
+		if err := runtimeswap.WriteJSON(f.s.LatencyFile, l); err != nil {
 			return fmt.Errorf("--latency-file: %w", err)
 		}
 	}

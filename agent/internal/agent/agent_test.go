@@ -523,7 +523,7 @@ func TestAReportForAnEarlierAttemptNeverLandsOnARetry(t *testing.T) {
 func TestFailedHostReadsAreWaitedOut(t *testing.T) {
 	o := behindHost()
 	o.OnReboot = func(string) {}
-	o.ObserveError = func(n int) error {
+	o.ReadFails = func(n int) error {
 		if n%3 == 2 {
 			return errors.New("containerd --version: context deadline exceeded")
 		}

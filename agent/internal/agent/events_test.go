@@ -48,29 +48,27 @@ func eventsUntilTheReboot(t *testing.T, pending bool, want []string) {
 	h.assertOnlyAgentWrites()
 }
 
+// A failure has its Warning Event; no Event is recorded unless asked.
 func TestEventOnFailure(t *testing.T) {
-	o := behindHost()
-	o.InstallExitCode = func(host.Build) int { return exitInstallFailed }
-	h := newHarness(t, newMachine(o), requestedR1(), revisionConfigMap(revisionR1()))
-	opts := h.options()
-	opts.Events = true
-	h.start(opts)
-	h.waitStatus(names.StatusFailed)
-	eventually(t, "the failure's Event", func() bool { return len(h.events()) == 2 })
-	if got, want := h.events(), []string{ReasonApplyStarted + " Normal", ReasonApplyFailed + " Warning"}; !reflect.DeepEqual(got, want) {
-		t.Errorf("events %v, want %v", got, want)
-	}
-	h.assertOnlyAgentWrites()
-}
-
-func TestNoEventsUnlessAsked(t *testing.T) {
-	o := behindHost()
-	o.InstallExitCode = func(host.Build) int { return exitInstallFailed }
-	h := newHarness(t, newMachine(o), requestedR1(), revisionConfigMap(revisionR1()))
-	h.start(h.options())
-	h.waitStatus(names.StatusFailed)
-	if got := h.events(); len(got) != 0 {
-		t.Errorf("events %v with Events off", got)
+	for _, c := range []struct {
+		events bool
+		want   []string
+	}{
+		{true, []string{ReasonApplyStarted + " Normal", ReasonApplyFailed + " Warning"}},
+		{false, nil},
+	} {
+		o := behindHost()
+		o.InstallExitCode = func(host.Build) int { return exitInstallFailed }
+		h := newHarness(t, newMachine(o), requestedR1(), revisionConfigMap(revisionR1()))
+		opts := h.options()
+		opts.Events = c.events
+		h.start(opts)
+		h.waitStatus(names.StatusFailed)
+		eventually(t, "the failure's Events", func() bool { return len(h.events()) == len(c.want) })
+		if got := h.events(); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("Events %v: events %v, want %v", c.events, got, c.want)
+		}
+		h.assertOnlyAgentWrites()
 	}
 }
 
@@ -152,7 +150,7 @@ func TestTheServicingTaskStartsOnBatteryPower(t *testing.T) {
 // third attempt installs; the node is never failed for either.
 func TestTransientWindowsUpdateFailuresAreWaitedOutWithinTheAttempts(t *testing.T) {
 	o := behindHost()
-	o.Busy, o.Unavailable = true, true
+	o.Catalogue.Busy, o.Catalogue.Unavailable = true, true
 	var h *harness
 	machine := installUntilReboot(t, o, func(opts *Options) {
 		opts.MaxAttempts = 3

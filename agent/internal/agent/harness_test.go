@@ -22,6 +22,7 @@ import (
 
 	"winpool.dev/agent/internal/config"
 	"winpool.dev/agent/internal/host"
+	"winpool.dev/agent/internal/host/fakewin"
 	"winpool.dev/agent/internal/names"
 	"winpool.dev/agent/internal/report"
 )
@@ -97,10 +98,9 @@ func updatedR1() *corev1.Node {
 // containerd and no CSI Proxy.
 func behindHost() machineOptions {
 	return machineOptions{
-		Build:      mustBuild("10.0.20348.2700"),
-		Containerd: "1.7.20",
-		CNIMode:    "overlay",
-		HNS:        func() host.HNSCounts { return host.HNSCounts{LoadBalancers: 10, RemoteEndpoints: 20} },
+		Options: fakewin.Options{Build: mustBuild("10.0.20348.2700"), Containerd: "1.7.20"},
+		CNIMode: "overlay",
+		HNS:     func() host.HNSCounts { return host.HNSCounts{LoadBalancers: 10, RemoteEndpoints: 20} },
 	}
 }
 

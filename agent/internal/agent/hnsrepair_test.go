@@ -80,41 +80,36 @@ func TestKubeProxyIsRestartedOncePerBootTheOperatorAsksFor(t *testing.T) {
 }
 
 // Where kube-proxy runs in a HostProcess pod, the ask ends its process; the
-// kubelet starts the container again and the restart is reported, once.
-func TestKubeProxyInAPodIsRestartedByEndingItsProcess(t *testing.T) {
-	o := compliantHost()
-	o.KubeProxyPod = true
-	machine := newMachine(o)
-	h := newHarness(t, machine, askedToRepair("boot-1", "boot-1"), revisionConfigMap(revisionR1()))
-	opts := h.options()
-	opts.Events = true
-	h.start(opts)
-	eventually(t, "the ask answered", func() bool { r := h.storedReport(); return r != nil && r.Status.HNSRepair != nil })
-	r := h.storedReport().Status.HNSRepair
-	if r.Result != report.RepairRestarted || !strings.Contains(r.Service, "kube-proxy.exe in its pod") || machine.Machine().KubeProxyStarted.IsZero() {
-		t.Errorf("reported %+v, kube-proxy started at %v; want Restarted in its pod", r, machine.Machine().KubeProxyStarted)
-	}
-	if ev := h.events(); !slices.Contains(ev, ReasonKubeProxyRestarted+" Normal") {
-		t.Errorf("events %q", ev)
-	}
-}
-
-// A host where kube-proxy is no service of its own nor a pod's reports the
-// ask Unsupported, with a Warning, and stops nothing.
-func TestARepairWithoutAKubeProxyServiceIsUnsupported(t *testing.T) {
-	machine := newMachine(compliantHost())
-	h := newHarness(t, machine, askedToRepair("boot-1", "boot-1"), revisionConfigMap(revisionR1()))
-	opts := h.options()
-	opts.Events = true
-	h.start(opts)
-	eventually(t, "the ask answered", func() bool { r := h.storedReport(); return r != nil && r.Status.HNSRepair != nil })
-	if r := h.storedReport().Status.HNSRepair; r.Result != report.RepairUnsupported || r.Message == "" {
-		t.Errorf("reported %+v", r)
-	}
-	if ev := h.events(); !slices.Contains(ev, ReasonKubeProxyRestartFailed+" Warning") {
-		t.Errorf("events %q", ev)
-	}
-	if !machine.m.Running("kubelet") || !machine.m.Running("containerd") {
-		t.Error("nothing else is stopped")
+// kubelet starts the container again and the restart is reported, once. A
+// host where kube-proxy is no service of its own nor a pod's reports the ask
+// Unsupported, with a Warning, and stops nothing.
+func TestKubeProxyInAPodIsRestartedAndElsewhereUnsupported(t *testing.T) {
+	for _, c := range []struct {
+		inPod   bool
+		result  report.RepairResult
+		service string
+		event   string
+	}{
+		{true, report.RepairRestarted, "kube-proxy.exe in its pod", ReasonKubeProxyRestarted + " Normal"},
+		{false, report.RepairUnsupported, "", ReasonKubeProxyRestartFailed + " Warning"},
+	} {
+		o := compliantHost()
+		o.KubeProxyInPod = c.inPod
+		machine := newMachine(o)
+		h := newHarness(t, machine, askedToRepair("boot-1", "boot-1"), revisionConfigMap(revisionR1()))
+		opts := h.options()
+		opts.Events = true
+		h.start(opts)
+		eventually(t, "the ask answered", func() bool { r := h.storedReport(); return r != nil && r.Status.HNSRepair != nil })
+		r := h.storedReport().Status.HNSRepair
+		if r.Result != c.result || (!c.inPod && r.Message == "") || !strings.Contains(r.Service, c.service) || machine.Machine().KubeProxyStarted.IsZero() == c.inPod {
+			t.Errorf("in a pod %v: reported %+v, kube-proxy started at %v; want %s", c.inPod, r, machine.Machine().KubeProxyStarted, c.result)
+		}
+		if ev := h.events(); !slices.Contains(ev, c.event) {
+			t.Errorf("in a pod %v: events %q", c.inPod, ev)
+		}
+		if !machine.m.Running("kubelet") || !machine.m.Running("containerd") {
+			t.Errorf("in a pod %v: something else was stopped", c.inPod)
+		}
 	}
 }

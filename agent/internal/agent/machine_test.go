@@ -24,50 +24,22 @@ const (
 	exitInstallFailed  = 0x800F0922
 )
 
-// machineOptions is what a test changes of the machine.
+// machineOptions is what a test changes of the machine: fakewin's options,
+// and these, which newMachine turns into them.
 type machineOptions struct {
-	Build      host.Build
-	Containerd string
+	fakewin.Options
 	// CNIMode: the type of flannel's network ("overlay", "l2bridge"; "": none).
 	CNIMode string
 	// CSIProxyVersion: CSI Proxy runs as the host service "csiproxy", its
 	// program of that version ("": none).
 	CSIProxyVersion string
 	HNS             func() host.HNSCounts
-	// OnReboot: the machine goes down; the test boots it (CompleteReboot).
-	OnReboot func(reason string)
 	// InstallExitCode: what the install of target fails with (a HRESULT),
 	// or exitRebootRequired: it installs.
 	InstallExitCode func(target host.Build) int
-	// ObserveError fails the n-th read of the build.
-	ObserveError func(n int) error
-	// RebootPending: CBS RebootPending at first boot.
-	RebootPending bool
-	// RuntimeCrashLoops: a new containerd crash-loops (the task rolls it back).
-	RuntimeCrashLoops bool
-	// TasksNeverRun: Task Scheduler accepts a run and the task never starts.
-	TasksNeverRun bool
-	// OnBattery: a UPS reports battery power.
-	OnBattery bool
-	// Unapproved: the update source offers no OS update; SearchTime is
-	// how long its searches take.
-	Unapproved bool
-	SearchTime time.Duration
-	// DownloadTime: how long downloading the update takes.
-	DownloadTime time.Duration
-	// Busy, Unavailable, DownloadReset: the first install or download
-	// fails transiently (0x80240009, 0x80244022, 0x80072EFE).
-	Busy, Unavailable, DownloadReset bool
-	SourceUnreachable                string
-	FreeBytes                        int64
 	// KubeProxy: kube-proxy runs as a host service of this name; else, with
-	// KubeProxyPod, in a HostProcess pod; else nowhere the agent can see.
-	KubeProxy    string
-	KubeProxyPod bool
-	// EarlierRollups: cumulative updates installed before Build's.
-	EarlierRollups []host.Build
-	// Permanent: no cumulative update can be removed (/ResetBase).
-	Permanent bool
+	// KubeProxyInPod, in a HostProcess pod; else nowhere the agent can see.
+	KubeProxy string
 }
 
 // testMachine is the machine and the agent's host on it.
@@ -96,17 +68,12 @@ func TestMain(m *testing.M) {
 }
 
 func newMachine(o machineOptions) *testMachine {
-	fo := fakewin.Options{
-		Build: o.Build, Containerd: o.Containerd, EarlierRollups: o.EarlierRollups,
-		Services: []fakewin.Service{
-			{Name: "containerd", Program: `Program Files\containerd\bin\containerd.exe`},
-			{Name: "kubelet", Program: `k\kubelet.exe`, DependsOn: []string{"containerd"}},
-		},
-		OnReboot: o.OnReboot, ReadFails: o.ObserveError, RebootPending: o.RebootPending,
-		RuntimeCrashLoops: o.RuntimeCrashLoops, TasksNeverRun: o.TasksNeverRun, OnBattery: o.OnBattery,
-		Unreachable: o.SourceUnreachable, FreeBytes: o.FreeBytes,
-		KubeProxyInPod: o.KubeProxyPod, KubeProxyPodRestart: 50 * time.Millisecond,
+	fo := o.Options
+	fo.Services = []fakewin.Service{
+		{Name: "containerd", Program: `Program Files\containerd\bin\containerd.exe`},
+		{Name: "kubelet", Program: `k\kubelet.exe`, DependsOn: []string{"containerd"}},
 	}
+	fo.KubeProxyPodRestart = 50 * time.Millisecond
 	if o.KubeProxy != "" {
 		fo.Services = append(fo.Services, fakewin.Service{Name: o.KubeProxy, Program: `k\kube-proxy.exe`, DependsOn: []string{"kubelet"}})
 	}
@@ -123,9 +90,6 @@ func newMachine(o machineOptions) *testMachine {
 	if o.HNS != nil {
 		fo.HNS = func() (host.HNSCounts, error) { return o.HNS(), nil }
 	}
-	fo.Catalogue.Unapproved, fo.Catalogue.SearchTime, fo.Catalogue.DownloadTime = o.Unapproved, o.SearchTime, o.DownloadTime
-	fo.Catalogue.Busy, fo.Catalogue.Unavailable, fo.Catalogue.DownloadReset = o.Busy, o.Unavailable, o.DownloadReset
-	fo.Catalogue.Permanent = o.Permanent
 	if o.InstallExitCode != nil {
 		fo.Catalogue.Fails = func(t host.Build) uint32 {
 			if code := o.InstallExitCode(t); code != exitRebootRequired {

@@ -51,43 +51,41 @@ func TestThePreflightOfThePoolsTargetRidesTheAgentsFirstReport(t *testing.T) {
 	h.assertOnlyAgentWrites()
 }
 
-func TestAnUnreachableUpdateSourceBlocksThePreflightAndSaysWhich(t *testing.T) {
-	o := behindHost()
-	o.SourceUnreachable = "dial tcp 10.1.2.3:8530: i/o timeout"
-	fh := newMachine(o)
-	h := newHarness(t, fh, idleNode(), targetConfigMap(revisionR1()))
-	h.start(h.options())
-	eventually(t, "a preflight", func() bool { return h.value(keyPreflightRevision) == "r1" })
-
-	got := h.value(keyPreflight)
-	if !strings.HasPrefix(got, "Blocked: ") || !strings.Contains(got, "Windows Update") || !strings.Contains(got, "i/o timeout") {
-		t.Errorf("preflight %q, want Blocked naming the source and the error", got)
-	}
-	if m := fh.Machine(); m.Installs != 0 || m.Reboots != 0 {
-		t.Errorf("a preflight changed the host: %d installs, %d reboots", m.Installs, m.Reboots)
-	}
-}
-
-// A WSUS that has not approved this month's cumulative update for the node:
-// the preflight's search finds nothing the install would take, and the node
-// is blocked, saying what is offered and what to approve, before anyone
-// cordons it.
-func TestAnUpdateTheSourceDoesNotOfferBlocksThePreflight(t *testing.T) {
-	o := behindHost()
-	o.Unapproved = true
-	fh := newMachine(o)
-	h := newHarness(t, fh, idleNode(), targetConfigMap(revisionR1()))
-	h.start(h.options())
-	eventually(t, "a preflight", func() bool { return h.value(keyPreflightRevision) == "r1" })
-
-	got := h.value(keyPreflight)
-	for _, want := range []string{"Blocked: ", "Windows Update offers no servicing stack or cumulative update for this host", "KB890830", "approve the cumulative update that reaches 10.0.20348.2762"} {
-		if !strings.Contains(got, want) {
-			t.Errorf("preflight %q does not say %q", got, want)
-		}
-	}
-	if m := fh.Machine(); m.Installs != 0 || m.Reboots != 0 {
-		t.Errorf("a preflight changed the host: %d installs, %d reboots", m.Installs, m.Reboots)
+// An update source the node cannot reach, or a WSUS that has not approved
+// this month's cumulative update for the node (the preflight's search finds
+// nothing the install would take), blocks the node, saying which source and
+// why, or what is offered and what to approve, before anyone cordons it.
+func TestAnUpdateSourceThatCannotServeTheUpdateBlocksThePreflight(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		machine func(o *machineOptions)
+		says    []string
+	}{
+		{"unreachable", func(o *machineOptions) { o.Unreachable = "dial tcp 10.1.2.3:8530: i/o timeout" },
+			[]string{"Windows Update", "i/o timeout"}},
+		{"not offered", func(o *machineOptions) { o.Catalogue.Unapproved = true },
+			[]string{"Windows Update offers no servicing stack or cumulative update for this host", "KB890830", "approve the cumulative update that reaches 10.0.20348.2762"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			o := behindHost()
+			c.machine(&o)
+			fh := newMachine(o)
+			h := newHarness(t, fh, idleNode(), targetConfigMap(revisionR1()))
+			h.start(h.options())
+			eventually(t, "a preflight", func() bool { return h.value(keyPreflightRevision) == "r1" })
+			got := h.value(keyPreflight)
+			if !strings.HasPrefix(got, "Blocked: ") {
+				t.Errorf("preflight %q, want Blocked", got)
+			}
+			for _, want := range c.says {
+				if !strings.Contains(got, want) {
+					t.Errorf("preflight %q does not say %q", got, want)
+				}
+			}
+			if m := fh.Machine(); m.Installs != 0 || m.Reboots != 0 {
+				t.Errorf("a preflight changed the host: %d installs, %d reboots", m.Installs, m.Reboots)
+			}
+		})
 	}
 }
 
@@ -96,7 +94,7 @@ func TestAnUpdateTheSourceDoesNotOfferBlocksThePreflight(t *testing.T) {
 // install will take; one search for the revision, however often it looks.
 func TestThePreflightWaitsForTheWindowsUpdateSearch(t *testing.T) {
 	o := behindHost()
-	o.SearchTime = 3 * time.Second
+	o.Catalogue.SearchTime = 3 * time.Second
 	machine := newMachine(o)
 	h := newHarness(t, machine, idleNode(), targetConfigMap(revisionR1()))
 	h.start(h.options())

@@ -49,7 +49,7 @@ func startStaging(t *testing.T, machine *testMachine, transientRetry time.Durati
 
 func stagingMachine() *testMachine {
 	o := behindHost()
-	o.DownloadTime = 100 * time.Millisecond
+	o.Catalogue.DownloadTime = 100 * time.Millisecond
 	return newMachine(o)
 }
 
@@ -112,7 +112,7 @@ func TestWithoutStagingTheInstallDownloads(t *testing.T) {
 // and then Staged.
 func TestAFailedStagingSaysWhyAndIsTriedAgain(t *testing.T) {
 	o := behindHost()
-	o.Unavailable = true
+	o.Catalogue.Unavailable = true
 	machine := newMachine(o)
 	h := startStaging(t, machine, 300*time.Millisecond)
 	failed := h.waitStaging(report.StagingFailed)

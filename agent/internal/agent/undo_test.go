@@ -62,7 +62,7 @@ func TestAnUndoTakesTheCumulativeUpdateOffAndRebootsOntoTheBuildBelow(t *testing
 func TestAnUpdateThatCannotBeTakenOffFailsNamingTheCodeAndTheLog(t *testing.T) {
 	o := compliantHost()
 	o.EarlierRollups = []host.Build{mustBuild("10.0.20348.2700")}
-	o.Permanent = true
+	o.Catalogue.Permanent = true
 	machine := newMachine(o)
 	h := newHarness(t, machine, undoingR1(), revisionConfigMap(revisionR1()))
 	h.start(h.options())

@@ -1,10 +1,6 @@
 package decide
 
-import (
-	"strings"
-
-	"winpool.dev/agent/internal/host"
-)
+import "winpool.dev/agent/internal/host"
 
 // Why the agent reboots a node. Each names, in the node's report and the
 // fleet's statistics, a signal an install can clear.
@@ -33,16 +29,4 @@ func RebootReasons(s host.RebootSignals) []string {
 		why = append(why, ReasonWU)
 	}
 	return why
-}
-
-// FileRenamesPending: PendingFileRenameOperations holds something. A list
-// holding only empty strings is nothing: some installers leave the value
-// behind emptied.
-func FileRenamesPending(s host.RebootSignals) bool {
-	for _, r := range s.FileRenames {
-		if strings.TrimSpace(r) != "" {
-			return true
-		}
-	}
-	return false
 }

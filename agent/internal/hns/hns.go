@@ -187,14 +187,6 @@ func (s Snapshot) CNI() (mode, problem, readErr string) {
 	return "", "", ""
 }
 
-// Count counts as kube-proxy winkernel programs them: every HNS load
-// balancer on the host, and the remote endpoints of kube-proxy's network
-// (none while there is no such network). One Read.
-func Count(api API, configured string) (host.HNSCounts, error) {
-	s := Read(api, configured)
-	return s.Counts, s.CountErr
-}
-
 // Reader is how the host reads HNS once per agent tick: the agent observes
 // the host (kube-proxy's network, Network) and then counts (Counts) back to
 // back, and may observe again while it decides. One listing of the networks

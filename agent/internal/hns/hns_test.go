@@ -61,18 +61,25 @@ func TestCount(t *testing.T) {
 			"e": {{Remote: true}, {Remote: true}},
 		},
 	}
-	got, err := Count(f, "")
+	// Read counts as kube-proxy winkernel programs them: every HNS load
+	// balancer on the host, and the remote endpoints of kube-proxy's network
+	// (none while there is no such network).
+	count := func() (host.HNSCounts, error) {
+		s := Read(f, "")
+		return s.Counts, s.CountErr
+	}
+	got, err := count()
 	if want := (host.HNSCounts{LoadBalancers: 42, RemoteEndpoints: 3, DSRLoadBalancers: 40}); err != nil || got != want {
-		t.Errorf("Count = %+v, %v; want %+v (remote endpoints of vxlan0 only, local ones not counted; DSR ones among the load balancers)", got, err, want)
+		t.Errorf("counts = %+v, %v; want %+v (remote endpoints of vxlan0 only, local ones not counted; DSR ones among the load balancers)", got, err, want)
 	}
 
 	f.Nets = f.Nets[:1]
-	if got, err := Count(f, ""); err != nil || got != (host.HNSCounts{LoadBalancers: 42, DSRLoadBalancers: 40}) {
-		t.Errorf("no kube-proxy network: Count = %+v, %v; want the load balancers and no endpoints", got, err)
+	if got, err := count(); err != nil || got != (host.HNSCounts{LoadBalancers: 42, DSRLoadBalancers: 40}) {
+		t.Errorf("no kube-proxy network: counts = %+v, %v; want the load balancers and no endpoints", got, err)
 	}
 
 	f.Err = errors.New("HNS is not running")
-	if _, err := Count(f, ""); err == nil || !strings.Contains(err.Error(), "HNS is not running") {
+	if _, err := count(); err == nil || !strings.Contains(err.Error(), "HNS is not running") {
 		t.Errorf("HNS down: err = %v, want it passed on", err)
 	}
 }

@@ -88,8 +88,9 @@ func ReadPlan(path string) (Plan, error) {
 	return p, nil
 }
 
-// WriteJSON writes v to path through a temporary file and a rename, so a
-// reader sees the old content or the new one, never half of one.
+// WriteJSON writes v to path through a temporary file, synced, and a rename,
+// so a reader, or the next boot after a crash or a power cut, sees the old
+// content or the new one, never half of one.
 func WriteJSON(path string, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
@@ -104,6 +105,10 @@ func WriteJSON(path string, v any) error {
 	}
 	defer os.Remove(tmp.Name())
 	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
 		tmp.Close()
 		return err
 	}

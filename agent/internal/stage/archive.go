@@ -68,14 +68,10 @@ func ExtractContainerd(archive, dir string) ([]string, error) {
 // ContainerdReleases is where containerd publishes its releases.
 const ContainerdReleases = "https://github.com/containerd/containerd/releases/download"
 
-// OfficialContainerd is the release archive of containerd version v and its
-// published sha256sum, as containerd's GitHub releases name them.
-func OfficialContainerd(v string) (archive, sha256sum string) {
-	return OfficialContainerdFrom(ContainerdReleases, v)
-}
-
-// OfficialContainerdFrom is OfficialContainerd from another release host
-// laid out the same way (a mirror, a test server).
+// OfficialContainerdFrom is the release archive of containerd version v and
+// its published sha256sum, as containerd's GitHub releases (releases:
+// ContainerdReleases, or a mirror or test server laid out the same way)
+// name them.
 func OfficialContainerdFrom(releases, v string) (archive, sha256sum string) {
 	v = strings.TrimPrefix(v, "v")
 	archive = fmt.Sprintf("%s/v%s/containerd-%s-windows-amd64.tar.gz", strings.TrimSuffix(releases, "/"), v, v)

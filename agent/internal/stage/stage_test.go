@@ -229,7 +229,7 @@ func TestExtractContainerd(t *testing.T) {
 }
 
 func TestOfficialContainerd(t *testing.T) {
-	a, s := OfficialContainerd("v1.7.22")
+	a, s := OfficialContainerdFrom(ContainerdReleases, "v1.7.22")
 	if a != "https://github.com/containerd/containerd/releases/download/v1.7.22/containerd-1.7.22-windows-amd64.tar.gz" || s != a+".sha256sum" {
 		t.Errorf("= %s, %s", a, s)
 	}

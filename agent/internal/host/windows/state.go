@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"winpool.dev/agent/internal/host"
+	"winpool.dev/agent/internal/runtimeswap"
 )
 
 // stateFile keeps host.State in one JSON file. A save writes a temporary file
@@ -40,30 +41,4 @@ func (s stateFile) load() (host.State, error) {
 	return st, nil
 }
 
-func (s stateFile) save(st host.State) error {
-	data, err := json.Marshal(st)
-	if err != nil {
-		return err
-	}
-	dir := filepath.Dir(s.path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(dir, filepath.Base(s.path)+".*.tmp")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // after the rename there is nothing left to remove
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), s.path)
-}
+func (s stateFile) save(st host.State) error { return runtimeswap.WriteJSON(s.path, st) }
