@@ -9,7 +9,7 @@
 //! exactly the same plan.
 //!
 //! [`decide`] reads as the algorithm; each step lives with its concern:
-//! `rules` (the spec parsed once a round), `round` (the round's settings
+//! `rules` (the spec parsed once a round), `settings` (the round's settings
 //! over them, the decisions so far), `node` (one
 //! member's step by its state), `start` (the hold, the starts up to
 //! maxUnavailable), `summary` (stale HNS reports, counts, failures, requeue),
@@ -101,7 +101,7 @@ pub fn could_undo(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> b
     if !pool.spec.rollout.undo {
         return false;
     }
-    let s = round::RoundSettings::new(pool, now);
+    let s = settings::RoundSettings::new(pool, now);
     node::may_undo(&s) && nodes.iter().any(|n| node::in_soak(&s, n))
 }
 
@@ -119,8 +119,8 @@ pub fn preview(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp) -> Plan
 }
 
 fn decide_with(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp, despite_hold: bool) -> Plan {
-    let s = round::RoundSettings::new(pool, now);
-    let mut r = round::Decided::new(&s.rev, s.eviction_room);
+    let s = settings::RoundSettings::new(pool, now);
+    let mut r = settings::Decided::new(&s.rev, s.eviction_room);
     // A revision label winpool did not set goes back in this round's patch,
     // and the round decides from the label as it will be.
     let mut tampered = BTreeMap::new();
@@ -213,7 +213,7 @@ mod new_node;
 mod node;
 mod patch;
 pub mod preflight;
-mod round;
+mod settings;
 mod rules;
 pub mod runtime;
 mod start;
@@ -226,7 +226,7 @@ use crate::report::ApplyStatus;
 pub use new_node::unpatched_taint;
 pub use patch::{NodePatch, held_cordoned, may_be_installing};
 use patch::{ask_agent_anew, fail, fail_kept_cordoned, release_cordon};
-pub use round::{HEALTH_GATE_INTERVAL, gate_timeout, health_gate_interval, hns_pacing_budget, hns_rates, node_timeout, phase_budgets};
+pub use settings::{HEALTH_GATE_INTERVAL, gate_timeout, health_gate_interval, hns_pacing_budget, hns_rates, node_timeout, phase_budgets};
 pub use rules::PoolRules;
 #[cfg(test)]
 pub use rules::{PARSED, test_rules};

@@ -5,7 +5,7 @@
 
 use jiff::Timestamp;
 
-use super::round::{Decided, RoundSettings};
+use super::settings::{Decided, RoundSettings};
 use super::{FailureReason, NodePatch, NodeState, NodeView, fail, release_cordon};
 use crate::api::{Hook, HookFailure, names};
 

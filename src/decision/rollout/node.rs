@@ -1,7 +1,7 @@
 //! The step of one member node this round, by the state it is in.
 
 use super::hooks::{self, Gate, HookKind};
-use super::round::{Decided, RoundSettings};
+use super::settings::{Decided, RoundSettings};
 use super::{
     DrainBlock, DrainMode, FailureReason, HnsReadiness, NodePatch, NodeState, NodeView, Recorded, ask_agent_anew, current_state, fail,
     fail_kept_cordoned, may_be_installing, release_cordon, verify_config, verify_health, verify_rebooted, waiting_for,

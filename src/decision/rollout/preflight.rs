@@ -6,7 +6,7 @@
 //! same release, a runtime and CNI it may keep or give): a node that would
 //! fail after its drain is never cordoned.
 
-use super::round::RoundSettings;
+use super::settings::RoundSettings;
 use super::{NodeView, Preflight, PreflightVerdict, Staging, StagingState, verify_config};
 
 /// Why a Pending node is not started.

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use super::round::{DEFAULT_DRAIN_TIMEOUT, DEFAULT_HNS_READY_TIMEOUT, DEFAULT_PUT_BACK_AFTER, PhaseBudgets};
+use super::settings::{DEFAULT_DRAIN_TIMEOUT, DEFAULT_HNS_READY_TIMEOUT, DEFAULT_PUT_BACK_AFTER, PhaseBudgets};
 use super::{health_gate_interval, hns_pacing_budget, hns_rates, node_timeout, parse_duration, phase_budgets};
 use crate::api::WindowsNodePoolSpec;
 use crate::hns::ProgrammingRates;

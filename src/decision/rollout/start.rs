@@ -1,6 +1,6 @@
 //! Whether the rollout may start nodes this round, and which it starts.
 
-use super::round::{Decided, RoundSettings};
+use super::settings::{Decided, RoundSettings};
 use super::{Hold, NodePatch, NodeState, NodeView, Soak, StagingState, ask_agent_anew, kernel_satisfies, max_unavailable, verify_config};
 use crate::api::names;
 use crate::gates::{self, Seen};

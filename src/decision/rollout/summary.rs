@@ -7,7 +7,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 
 use super::max_unavailable;
-use super::round::{Decided, RoundSettings};
+use super::settings::{Decided, RoundSettings};
 use super::{FailedInfo, Hold, IDLE_REQUEUE, IN_FLIGHT_REQUEUE, NodeState, NodeView, Soak, verify_config};
 use crate::api::{NodeCounts, names};
 

@@ -923,7 +923,7 @@ fn a_node_whose_servicing_task_beats_is_not_timed_out() {
 #[test]
 fn phase_budgets_default_by_release_and_a_pool_may_set_its_own() {
     use crate::api::OsVersion;
-    use round::{PhaseBudgets, phase_budgets};
+    use settings::{PhaseBudgets, phase_budgets};
     let mins = |m: u64| std::time::Duration::from_secs(m * 60);
     let budgets = |os| {
         let b = PhaseBudgets::default_for(os);
