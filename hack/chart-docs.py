@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Generates charts/winpool/values.schema.json and charts/winpool/README.md
-from charts/winpool/values.yaml, the one source of the chart's values.
+"""Generates charts/winpool/README.md and values.schema.json from
+charts/winpool/values.yaml, the one source of the chart's values. The schema
+is a build output (git-ignored): hack/release.sh writes it into the package.
 
 values.yaml conventions:
   - the comment lines right above a key are its description;
@@ -9,8 +10,9 @@ values.yaml conventions:
   - the type is otherwise the default's; a mapping with keys of its own is an
     object with exactly those properties (additionalProperties false).
 
-  hack/chart-docs.py          write both files
-  hack/chart-docs.py --check  exit 1 if either is stale (hack/chart-test.sh)
+  hack/chart-docs.py                write both into charts/winpool
+  hack/chart-docs.py --check        exit 1 if README.md is stale (hack/chart-test.sh)
+  hack/chart-docs.py --schema DIR   write only DIR/values.schema.json (hack/release.sh)
 """
 import json
 import re
@@ -245,11 +247,15 @@ def main():
     if missing:
         print(f"values.yaml keys without a description (the comment above the key): {', '.join(missing)}", file=sys.stderr)
         sys.exit(1)
-    outputs = {
-        CHART / "values.schema.json": json.dumps(schema(values, entries), indent=2) + "\n",
-        CHART / "README.md": readme(values, entries),
-    }
-    check = "--check" in sys.argv[1:]
+    args = sys.argv[1:]
+    schema_text = json.dumps(schema(values, entries), indent=2) + "\n"
+    if args[:1] == ["--schema"]:
+        (Path(args[1]) / "values.schema.json").write_text(schema_text)
+        return
+    check = "--check" in args
+    outputs = {CHART / "README.md": readme(values, entries)}
+    if not check:
+        outputs[CHART / "values.schema.json"] = schema_text
     stale = []
     for path, content in outputs.items():
         if check:
