@@ -135,14 +135,8 @@ async fn gate_credentials_are_read_only_from_the_operators_own_namespace() {
     }}]);
     // Its agent (played here) found its host ready for the pool's revision.
     let spec: winpool::api::WindowsNodePoolSpec = serde_json::from_value(body["spec"].clone()).unwrap();
-    let preflight = json!({"metadata": {"annotations": {
-        winpool::api::names::ANN_PREFLIGHT: winpool::api::names::PREFLIGHT_READY,
-        winpool::api::names::ANN_PREFLIGHT_REVISION: winpool::revision::revision_of(&spec),
-    }}});
-    Api::<Node>::all(t.client.clone())
-        .patch(&node.metadata.name.clone().unwrap(), &PatchParams::default(), &Patch::Merge(preflight))
-        .await
-        .unwrap();
+    let preflight = json!({"preflight": {"revision": winpool::revision::revision_of(&spec), "verdict": "Ready"}});
+    t.write_report(&node.metadata.name.clone().unwrap(), preflight).await.expect("the agent's report");
     let pools: Api<WindowsNodePool> = Api::all(t.client.clone());
     pools.patch(&name, &PatchParams::apply("winpool-tests").force(), &Patch::Apply(body)).await.unwrap();
     let gate_message = |want: &'static str| {
