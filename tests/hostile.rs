@@ -331,10 +331,11 @@ async fn garbage_agent_reports_are_never_trusted_and_end_in_a_reported_failure()
     let mut preflighted = false;
     let deadline = Instant::now() + WAIT;
     let p = loop {
-        // Its preflight of the pool's revision passes (else it is never started).
+        // Its preflight of the pool's revision passes and its update is on the node (else it is never started).
         if !preflighted && let Some(rev) = api.get(&pool).await.ok().and_then(|p| p.status?.revision) {
             for node in [&m0, &m1] {
-                t.write_report(node, json!({"preflight": {"revision": rev, "verdict": "Ready"}})).await.expect("a preflight");
+                let ready = json!({"preflight": {"revision": rev, "verdict": "Ready"}, "staging": {"revision": rev, "status": "Staged"}});
+                t.write_report(node, ready).await.expect("a preflight");
             }
             preflighted = true;
         }

@@ -8,9 +8,7 @@
 use std::fmt;
 
 use crate::api::CniMode;
-use crate::api::report::{
-    ApplyStatus, PreflightVerdictValue, StagingReport, StagingStatusValue, WindowsNodeReport, WindowsNodeReportStatus,
-};
+use crate::api::report::{ApplyStatus, PreflightVerdictValue, StagingReport, StagingStatusValue, WindowsNodeReport};
 use crate::rollout::Preflight;
 
 /// A value an agent reported: known, or the text of one that does not parse.
@@ -104,14 +102,10 @@ impl AgentReport {
         }
     }
 
-    /// The node's report, none when its agent has written none. An object
-    /// that says nothing yet is none too: the agent creates its report, then
-    /// writes the status.
+    /// The node's report, none when its agent has written none (an object
+    /// created and not yet written reads as none: its status is empty).
     pub fn of(object: Option<&WindowsNodeReport>) -> Self {
-        match object {
-            Some(r) if *r.observations() != WindowsNodeReportStatus::default() => AgentReport::from_object(r),
-            _ => AgentReport::default(),
-        }
+        object.map_or_else(AgentReport::default, AgentReport::from_object)
     }
 }
 
