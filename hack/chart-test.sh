@@ -733,7 +733,7 @@ no  patch  windowsnodepools.winpool.dev         -
 yes get    windowsnodereports.winpool.dev       $AGENT_NS
 yes watch  windowsnodereports.winpool.dev       $AGENT_NS
 yes create windowsnodereports.winpool.dev       $AGENT_NS
-yes patch  windowsnodereports.winpool.dev       $AGENT_NS
+no  patch  windowsnodereports.winpool.dev       $AGENT_NS
 yes patch  windowsnodereports.winpool.dev#status $AGENT_NS
 no  update windowsnodereports.winpool.dev#status $AGENT_NS
 no  update windowsnodereports.winpool.dev       $AGENT_NS

@@ -133,9 +133,6 @@ fn the_contract_file_is_what_the_operator_says() {
             "state": names::ANN_STATE,
             "stateSince": names::ANN_STATE_SINCE,
             "startedAt": names::ANN_STARTED_AT,
-            "appliedRevision": names::ANN_APPLIED_REVISION,
-            "applyStatus": names::ANN_APPLY_STATUS,
-            "applyMessage": names::ANN_APPLY_MESSAGE,
             "hnsRepair": names::ANN_HNS_REPAIR,
         },
         // What the agent answers an HNS repair with (its report's hnsRepair.result).
@@ -164,15 +161,19 @@ fn the_contract_file_is_what_the_operator_says() {
     golden("internal/names/testdata/contract.json", &(serde_json::to_string_pretty(&contract).unwrap() + "\n"));
 }
 
-/// The names the agent reads off the Node (and adopts from a 0.2.0 agent's
-/// annotations) are the operator's, and every winpool name the agent knows is one.
+/// The names the agent reads off the Node are the operator's, and every
+/// winpool name the agent knows is one.
 #[test]
 fn the_agents_names_are_the_operators() {
     let go = std::fs::read_to_string(agent_file("internal/names/names.go")).expect("names.go");
     let quoted: Vec<&str> = go.split('"').skip(1).step_by(2).collect();
-    let rust = include_str!("api/names.rs");
+    // The CSI Proxy DaemonSets' version label is their builder's.
+    let rust = [include_str!("api/names.rs"), include_str!("builders/csi_proxy.rs")].concat();
     for name in quoted.iter().filter(|s| s.starts_with("winpool.dev/")) {
-        assert!(rust.contains(&format!("= \"{name}\";")), "names.go has {name}, which src/api/names.rs does not define");
+        assert!(
+            rust.contains(&format!("= \"{name}\";")),
+            "names.go has {name}, which src/api/names.rs (or the CSI Proxy builder) does not define"
+        );
     }
     for name in [
         names::LABEL_POOL,
@@ -181,9 +182,6 @@ fn the_agents_names_are_the_operators() {
         names::ANN_STATE,
         names::ANN_STATE_SINCE,
         names::ANN_STARTED_AT,
-        names::ANN_APPLIED_REVISION,
-        names::ANN_APPLY_STATUS,
-        names::ANN_APPLY_MESSAGE,
         crate::configmap::CONFIG_KEY,
     ] {
         assert!(quoted.contains(&name), "the agent does not know {name} (agent/internal/names/names.go)");

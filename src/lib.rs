@@ -10,7 +10,6 @@ pub mod controller;
 pub mod crd;
 pub mod decision;
 pub mod error;
-pub mod migration;
 pub mod plugin;
 #[cfg(test)]
 mod test_builders;

@@ -14,7 +14,6 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::json;
 use support::{TEST_LABEL, TestSpace, audit, install_crd, wait_for};
 use winpool::api::{WindowsNodePool, names};
-use winpool::decision::agent_report::Reported;
 
 const WAIT: Duration = Duration::from_secs(180);
 
@@ -181,8 +180,8 @@ async fn capacity_readiness_taint_and_gating_follow_the_clusters_services() {
         nodes
             .iter()
             .all(|n| {
-                let reported = reports.get(&n.name_any()).and_then(|r| r.hns_load_balancers.clone());
-                reported == Some(Reported::Known(lb as i64)) && hns_condition(n).as_deref() == Some("True")
+                let reported = reports.get(&n.name_any()).and_then(|r| r.hns_load_balancers);
+                reported == Some(lb as i64) && hns_condition(n).as_deref() == Some("True")
             })
             .then_some(())
     })

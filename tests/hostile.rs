@@ -289,7 +289,7 @@ async fn garbage_or_missing_kernel_and_runtime_versions_are_repaired_by_the_roll
 }
 
 #[tokio::test]
-async fn garbage_agent_annotations_are_never_trusted_and_end_in_a_reported_failure() {
+async fn garbage_agent_reports_are_never_trusted_and_end_in_a_reported_failure() {
     let client = support::client().await;
     install_crd(&client).await;
     let mut t = TestSpace::new("hostile-agent").await;
@@ -301,17 +301,16 @@ async fn garbage_agent_annotations_are_never_trusted_and_end_in_a_reported_failu
     wait_nodes_ready(&t, 5).await;
     let prefix = t.node_prefix();
     let n = |i: usize| format!("{prefix}{i}");
-    // Leftovers of a broken agent and a hand-edited state, before the pool exists.
+    // Leftovers of a broken agent (winpool-looking annotations winpool does
+    // not read: an agent reports in its WindowsNodeReport) and a hand-edited
+    // state, before the pool exists.
     annotate(
         &t,
         &n(0),
         json!({
-            names::ANN_APPLY_STATUS: "Exploded",
-            names::ANN_APPLIED_REVISION: "garbage\u{1f4a5}",
-            names::ANN_CSI_PROXY_VERSION: "vX",
-            names::ANN_CNI_MODE: "carrier-pigeon",
-            names::ANN_HNS_LOAD_BALANCERS: "lots",
-            names::ANN_HNS_ENDPOINTS: "-1",
+            "winpool.dev/apply-status": "Exploded",
+            "winpool.dev/applied-revision": "garbage\u{1f4a5}",
+            "winpool.dev/hns-load-balancers": "lots",
         }),
     )
     .await;
@@ -322,33 +321,36 @@ async fn garbage_agent_annotations_are_never_trusted_and_end_in_a_reported_failu
     try_apply_pool(&t, &body).await.unwrap();
     t.start_operator(&[]);
 
-    // The broken agent: on m0 it reports the right revision with a status that means nothing;
-    // on m1 "Succeeded" for a revision that does not exist.
+    // The broken agent: on m0 it tries to report the right revision with a status that means
+    // nothing (the API server refuses it: the report's schema); on m1 "Succeeded" for a revision
+    // that does not exist.
     let api: Api<WindowsNodePool> = Api::all(t.client.clone());
     let nodes_api: Api<Node> = Api::all(t.client.clone());
     let mut played = [false, false];
     let mut preflighted = false;
     let deadline = Instant::now() + WAIT;
     let p = loop {
-        // Its preflight of the pool's revision passes (else it is never started).
+        // Its preflight of the pool's revision passes and its update is on the node (else it is never started).
         if !preflighted && let Some(rev) = api.get(&pool).await.ok().and_then(|p| p.status?.revision) {
             for node in [&m0, &m1] {
-                annotate(&t, node, json!({names::ANN_PREFLIGHT: names::PREFLIGHT_READY, names::ANN_PREFLIGHT_REVISION: rev})).await;
+                let ready = json!({"preflight": {"revision": rev, "verdict": "Ready"}, "staging": {"revision": rev, "status": "Staged"}});
+                t.write_report(node, ready).await.expect("a preflight");
             }
             preflighted = true;
         }
-        let broken = [
-            (&m0, json!({names::ANN_APPLY_STATUS: "Exploded"})),
-            (&m1, json!({names::ANN_APPLY_STATUS: "Succeeded", names::ANN_APPLIED_REVISION: "garbage"})),
-        ];
-        for (i, (node, anns)) in broken.into_iter().enumerate() {
+        for (i, node) in [&m0, &m1].into_iter().enumerate() {
             let Ok(nd) = nodes_api.get(node).await else { continue };
             if !played[i] && ann(&nd, names::ANN_STATE).as_deref() == Some("Applying") {
-                let mut a = anns;
-                if a.get(names::ANN_APPLIED_REVISION).is_none() {
-                    a[names::ANN_APPLIED_REVISION] = json!(nd.labels().get(names::LABEL_REVISION).cloned().unwrap_or_default());
+                let started_at = ann(&nd, names::ANN_STARTED_AT);
+                let label = nd.labels().get(names::LABEL_REVISION).cloned().unwrap_or_default();
+                if i == 0 {
+                    let apply = json!({"apply": {"revision": label, "status": "Exploded", "startedAt": started_at}});
+                    let r = t.write_report(node, apply).await;
+                    assert!(matches!(&r, Err(kube::Error::Api(e)) if e.code == 422), "a status no agent writes is refused: {r:?}");
+                } else {
+                    let apply = json!({"apply": {"revision": "garbage", "status": "Succeeded", "startedAt": started_at}});
+                    t.write_report(node, apply).await.expect("a success for no revision of the pool");
                 }
-                annotate(&t, node, a).await;
                 played[i] = true;
             }
         }
@@ -758,7 +760,7 @@ fn a_garbage_started_at_does_not_disable_node_timeout() {
     );
     node.spec = Some(k8s_openapi::api::core::v1::NodeSpec { unschedulable: Some(true), ..Default::default() });
     let record = winpool::node_record::NodeRecord::from(&node);
-    let report = winpool::decision::agent_report::AgentReport::of(&record, None);
+    let report = winpool::decision::agent_report::AgentReport::of(None);
     let view: NodeView = winpool::node_view::node_view(&record, &report, winpool::rollout::HnsReadiness::Unknown);
     let existing = [rev.clone()].into();
     // Five hours in Applying, the agent silent: the garbage started-at counts as

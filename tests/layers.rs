@@ -132,7 +132,6 @@ const ROOT: &[(&str, &str)] = &[
     ("error.rs", "the reconcile's error enum, a metric label"),
     ("controller.rs", "the shell's module: the reconcile, its context and the controller's run"),
     ("crd.rs", "the CLI's CRD generation"),
-    ("migration.rs", "what upgrades read, each part with the release that removes it"),
     ("contract.rs", "tests only: the Rust-Go contract file"),
     ("test_builders.rs", "tests only: the unit tests' typed builders"),
 ];

@@ -133,16 +133,11 @@ async fn gate_credentials_are_read_only_from_the_operators_own_namespace() {
         "url": format!("https://127.0.0.1:{}", support::free_port()), "query": "up == 0",
         "auth": {"type": "Bearer", "secretName": "prometheus-token"}
     }]);
-    // Its agent (played here) found its host ready for the pool's revision.
+    // Its agent (played here) found its host ready for the pool's revision, and its update on the node.
     let spec: winpool::api::WindowsNodePoolSpec = serde_json::from_value(body["spec"].clone()).unwrap();
-    let preflight = json!({"metadata": {"annotations": {
-        winpool::api::names::ANN_PREFLIGHT: winpool::api::names::PREFLIGHT_READY,
-        winpool::api::names::ANN_PREFLIGHT_REVISION: winpool::revision::revision_of(&spec),
-    }}});
-    Api::<Node>::all(t.client.clone())
-        .patch(&node.metadata.name.clone().unwrap(), &PatchParams::default(), &Patch::Merge(preflight))
-        .await
-        .unwrap();
+    let rev = winpool::revision::revision_of(&spec);
+    let preflight = json!({"preflight": {"revision": rev, "verdict": "Ready"}, "staging": {"revision": rev, "status": "Staged"}});
+    t.write_report(&node.metadata.name.clone().unwrap(), preflight).await.expect("the agent's report");
     let pools: Api<WindowsNodePool> = Api::all(t.client.clone());
     pools.patch(&name, &PatchParams::apply("winpool-tests").force(), &Patch::Apply(body)).await.unwrap();
     let gate_message = |want: &'static str| {

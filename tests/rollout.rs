@@ -14,8 +14,6 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::json;
 use support::{TestSpace, apply_pool, audit, install_crd, pool_manifest, wait_for, wait_nodes_ready};
 use winpool::api::{WindowsNodePool, conditions, names};
-use winpool::decision::agent_report::Reported;
-use winpool::report::ApplyStatus;
 
 const WAIT: Duration = Duration::from_secs(180);
 
@@ -663,118 +661,6 @@ async fn maintenance_windows_and_not_allowed_dates_decide_when_nodes_start() {
     assert!(opens >= after_freeze, "the next window opens after the freeze ({after_freeze}): {opens}");
     assert_eq!(support::metric(metrics, &window_open).await, Some(0.0));
     t.cleanup().await;
-}
-
-/// An upgrade from agents that reported in Node annotations: every node
-/// already runs the pool's revision (winpool's state Updated, the old agent's
-/// Succeeded on the Node). The new operator reads those annotations until the
-/// node's new agent has written its report, and the new agent carries the old
-/// result into it: no node is started or cordoned again, and each report says
-/// Succeeded for the revision.
-#[tokio::test]
-async fn an_upgrade_from_agents_that_reported_in_annotations_rolls_no_node_again() {
-    let client = support::client().await;
-    install_crd(&client).await;
-    let mut t = TestSpace::new("upgrade-reports").await;
-    t.start_sim(3, &["--build=10.0.20348.2762", "--containerd=1.7.22"]);
-    wait_nodes_ready(&t, 3).await;
-    let pool = format!("{}-pool", t.id);
-    let body = pool_manifest(&t, &pool, "10.0.20348.2762", json!({}));
-    let spec: winpool::api::WindowsNodePoolSpec = serde_json::from_value(body["spec"].clone()).unwrap();
-    let rev = winpool::revision::revision_of(&spec);
-    let nodes: Api<Node> = Api::all(t.client.clone());
-    for n in t.nodes().await {
-        let before = json!({"metadata": {
-            "labels": {names::LABEL_POOL: pool, names::LABEL_REVISION: rev},
-            "annotations": {
-                names::ANN_STATE: "Updated", names::ANN_STATE_SINCE: "2026-11-10T09:00:00Z",
-                names::ANN_APPLIED_REVISION: rev, names::ANN_APPLY_STATUS: "Succeeded",
-                names::ANN_APPLY_MESSAGE: format!("revision {rev} applied"),
-                names::ANN_AGENT_VERSION: "0.2.0", names::ANN_CNI_MODE: "overlay",
-            }
-        }});
-        nodes.patch(&n.name_any(), &PatchParams::default(), &Patch::Merge(&before)).await.expect("the old release's node state");
-    }
-    apply_pool(&t, &body).await;
-    t.start_operator(&[]);
-
-    let pools: Api<WindowsNodePool> = Api::all(t.client.clone());
-    wait_for("every node's new agent to report Succeeded for the revision, and the pool all updated", WAIT, || async {
-        let reports = t.reports().await;
-        let carried = reports.len() == 3
-            && reports.values().all(|r| {
-                r.apply_status == Some(Reported::Known(ApplyStatus::Succeeded)) && r.applied_revision.as_deref() == Some(rev.as_str())
-            });
-        let st = pools.get(&pool).await.ok()?.status?;
-        (carried && st.nodes.updated == 3).then_some(())
-    })
-    .await;
-    let starts = audit::starts_per_node(&audit::requests(&audit::audit_log(), &t.node_prefix()));
-    assert!(starts.is_empty(), "no node is started again: {starts:?}");
-    for n in t.nodes().await {
-        assert!(!n.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false), "{} never cordoned", n.name_any());
-    }
-    t.cleanup().await;
-}
-
-/// Agents built before the report's move wrote their observations in its
-/// spec. The operator reads them there, so an updated pool stays updated; each
-/// node's new agent takes its report as its own, writes it to the status and
-/// clears the spec; no node is started again.
-#[tokio::test]
-async fn an_upgrade_from_agents_that_reported_in_the_spec_rolls_no_node_again() {
-    let client = support::client().await;
-    install_crd(&client).await;
-    let mut t = TestSpace::new("upgrade-spec").await;
-    t.start_sim(2, &["--build=10.0.20348.2762", "--containerd=1.7.22"]);
-    wait_nodes_ready(&t, 2).await;
-    let pool = format!("{}-pool", t.id);
-    let body = pool_manifest(&t, &pool, "10.0.20348.2762", json!({}));
-    let spec: winpool::api::WindowsNodePoolSpec = serde_json::from_value(body["spec"].clone()).unwrap();
-    let rev = winpool::revision::revision_of(&spec);
-    let reports = seed_spec_reports(&t, &pool, &rev).await;
-    apply_pool(&t, &body).await;
-    t.start_operator(&[]);
-
-    let pools: Api<WindowsNodePool> = Api::all(t.client.clone());
-    wait_for("every new agent to move its report to the status, and the pool all updated", WAIT, || async {
-        let moved = reports.list(&ListParams::default()).await.ok()?.items.iter().all(|r| {
-            let status = r.status.as_ref().and_then(|s| s.apply.as_ref());
-            r.spec == Default::default() && status.is_some_and(|a| a.revision == rev && a.status == winpool::report::ApplyStatus::Succeeded)
-        });
-        let st = pools.get(&pool).await.ok()?.status?;
-        (moved && st.nodes.updated == 2).then_some(())
-    })
-    .await;
-    let starts = audit::starts_per_node(&audit::requests(&audit::audit_log(), &t.node_prefix()));
-    assert!(starts.is_empty(), "no node is started again: {starts:?}");
-    t.cleanup().await;
-}
-
-/// Each node updated to `rev` in `pool`, and the report an agent that wrote
-/// its observations in the spec left: Succeeded for `rev`.
-async fn seed_spec_reports(t: &TestSpace, pool: &str, rev: &str) -> Api<winpool::report::WindowsNodeReport> {
-    use k8s_openapi::api::core::v1::Namespace;
-    let namespaces: Api<Namespace> = Api::all(t.client.clone());
-    let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": t.agent_namespace()}});
-    let _ = namespaces.create(&Default::default(), &serde_json::from_value(ns).unwrap()).await;
-    let reports: Api<winpool::report::WindowsNodeReport> = Api::namespaced(t.client.clone(), &t.agent_namespace());
-    let nodes: Api<Node> = Api::all(t.client.clone());
-    for n in t.nodes().await {
-        let state = json!({"metadata": {
-            "labels": {names::LABEL_POOL: pool, names::LABEL_REVISION: rev},
-            "annotations": {names::ANN_STATE: "Updated", names::ANN_STATE_SINCE: "2026-11-10T09:00:00Z"}
-        }});
-        nodes.patch(&n.name_any(), &PatchParams::default(), &Patch::Merge(&state)).await.expect("the node's state");
-        let old = json!({
-            "apiVersion": "winpool.dev/v1alpha1", "kind": "WindowsNodeReport",
-            "metadata": {"name": n.name_any(), "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": n.name_any(), "uid": n.uid()}]},
-            "spec": {"agentVersion": "0.2.0", "apply": {"revision": rev, "status": "Succeeded", "message": format!("revision {rev} applied")},
-                     "observed": {"cniMode": "overlay"}}
-        });
-        reports.create(&Default::default(), &serde_json::from_value(old).unwrap()).await.expect("the older agent's report");
-    }
-    reports
 }
 
 /// The drain settings SUC's and kubectl's users rely on, on the real API

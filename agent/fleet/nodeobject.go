@@ -209,7 +209,7 @@ func (f *Fleet) reportedCNIs(ctx context.Context) map[string]string {
 		return out
 	}
 	for _, r := range rs {
-		if o := r.Observations().Observed; o != nil {
+		if o := r.Status.Observed; o != nil {
 			out[r.Name] = o.CNIMode
 		}
 	}
@@ -222,8 +222,8 @@ func (f *Fleet) reportedCNI(node string) string {
 		return ""
 	}
 	r, err := f.reports.Get(f.ctx, node)
-	if err != nil || r.Observations().Observed == nil {
+	if err != nil || r.Status.Observed == nil {
 		return ""
 	}
-	return r.Observations().Observed.CNIMode
+	return r.Status.Observed.CNIMode
 }

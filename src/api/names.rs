@@ -21,42 +21,17 @@ pub const ANN_HOOK_NODE: &str = "winpool.dev/node";
 /// (`kubectl get nodes -l winpool.dev/state=Failed`): see `NodeState::label`.
 pub const LABEL_STATE: &str = "winpool.dev/state";
 
-pub const ANN_APPLIED_REVISION: &str = "winpool.dev/applied-revision";
-pub const ANN_APPLY_STATUS: &str = "winpool.dev/apply-status";
-pub const ANN_APPLY_MESSAGE: &str = "winpool.dev/apply-message";
-pub const ANN_CSI_PROXY_VERSION: &str = "winpool.dev/csi-proxy-version";
-pub const ANN_CNI_MODE: &str = "winpool.dev/cni-mode";
-/// The agent's report of how containerd's service is installed:
-/// `containerd`, `containerd (nssm)` under a service wrapper, or
-/// `rke2 (parent)` when another service runs containerd as its child.
-pub const ANN_RUNTIME_SERVICE: &str = "winpool.dev/runtime-service";
-/// The agent's report of a CSI Proxy the node image runs as a host
-/// service whose pipes answer: `csi-proxy (nssm)` (AKS), `csiproxy`.
-pub const ANN_CSI_PROXY_HOST: &str = "winpool.dev/csi-proxy-host";
-/// winpool's mirror of that report as a label, which the CSI Proxy
+/// winpool's mirror of the agent's report of a CSI Proxy the node image
+/// runs as a host service (`observed.csiProxyHost`) as a label, which the CSI Proxy
 /// DaemonSets' node affinity excludes: a second CSI Proxy on the same
 /// pipes would crash-loop.
 pub const LABEL_CSI_PROXY_HOST: &str = "winpool.dev/csi-proxy-host";
-/// The agent's read-only checks of its host for the revision
-/// `ANN_PREFLIGHT_REVISION` names (its pool's target, before the node is
-/// started): `Ready`, or `Blocked: ` and the reasons. A node is cordoned
-/// only once its preflight passed for the revision it is started with.
-pub const ANN_PREFLIGHT: &str = "winpool.dev/preflight";
-pub const ANN_AGENT_VERSION: &str = "winpool.dev/agent-version";
-pub const ANN_PREFLIGHT_REVISION: &str = "winpool.dev/preflight-revision";
-pub const PREFLIGHT_READY: &str = "Ready";
-pub const PREFLIGHT_BLOCKED: &str = "Blocked: ";
 /// Marks (`true`) the revision ConfigMap of a pool's target revision: the
 /// agents watch it to preflight a revision before their node is started.
 pub const LABEL_TARGET: &str = "winpool.dev/target";
 /// When the operator put that mark on (RFC 3339): an agent that has not
 /// answered a whole nodeTimeout later is reported, not waited for.
 pub const ANN_TARGET_SINCE: &str = "winpool.dev/target-since";
-pub const ANN_HNS_LOAD_BALANCERS: &str = "winpool.dev/hns-load-balancers";
-pub const ANN_HNS_ENDPOINTS: &str = "winpool.dev/hns-endpoints";
-/// Set by winpool when it dropped a node's pre-update HNS counts: until the
-/// agent reports again, missing counts mean "not caught up", not "unknown".
-pub const ANN_HNS_AWAITING: &str = "winpool.dev/hns-awaiting-report";
 /// On a member whose HNS lost what it held in this boot, with the pool's
 /// `hns.repair` on: the Node's bootID winpool asked its agent to restart
 /// kube-proxy in (once per boot; an ask for another boot is no ask).

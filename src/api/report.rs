@@ -20,8 +20,6 @@ use serde::{Deserialize, Serialize};
 use crate::api::names;
 
 /// The report's spec: empty, since a report is all observation (`status`).
-/// A report an earlier agent wrote holds its observations here: they are
-/// read until the node's new agent writes its status, which clears them.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "winpool.dev",
@@ -43,10 +41,7 @@ use crate::api::names;
     printcolumn(name = "Message", type_ = "string", json_path = ".status.apply.message", priority = "1"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
-pub struct WindowsNodeReportSpec {
-    #[serde(flatten)]
-    pub legacy: WindowsNodeReportStatus,
-}
+pub struct WindowsNodeReportSpec {}
 
 /// What a node's agent reports: the result of its last apply and what it
 /// observes on the host. Every field is the agent's; winpool only reads.
@@ -121,7 +116,7 @@ pub struct StagingReport {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub items: Vec<StagedItem>,
     /// What is staged installs without a reboot (a hotpatch): a pool with
-    /// `rollout.hotpatch: Enabled` installs it without cordon or drain.
+    /// `rollout.hotpatch: true` installs it without cordon or drain.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub reboot_free: bool,
     /// Why it failed, naming the update, its code and where to look (Failed only).
@@ -352,10 +347,20 @@ impl WindowsNodeReport {
         WindowsNodeReport { status: Some(status), ..WindowsNodeReport::new(name, WindowsNodeReportSpec::default()) }
     }
 
-    /// What the agent reports: its status, or, until the node's new agent
-    /// wrote one, what an earlier agent wrote in the spec.
+    /// What the agent reports: its status, empty until the agent's first
+    /// status write (it creates the report, then writes the status).
     pub fn observations(&self) -> &WindowsNodeReportStatus {
-        self.status.as_ref().filter(|s| **s != WindowsNodeReportStatus::default()).unwrap_or(&self.spec.legacy)
+        const NOTHING: &WindowsNodeReportStatus = &WindowsNodeReportStatus {
+            agent_version: None,
+            apply: None,
+            observed: None,
+            hns: None,
+            preflight: None,
+            hns_repair: None,
+            staging: None,
+            offer: None,
+        };
+        self.status.as_ref().unwrap_or(NOTHING)
     }
 }
 
@@ -371,8 +376,8 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    /// Every status reads back from the string it writes: the parse an
-    /// annotation of a 0.2.0 agent goes through is the name the report's schema holds.
+    /// Every status reads back from the string it writes, which is the name
+    /// the report's schema holds.
     #[test]
     fn every_apply_status_reads_back_from_its_name() {
         use strum::IntoEnumIterator;

@@ -77,8 +77,7 @@ pub fn labels(pool: &str, rev: &str) -> BTreeMap<String, String> {
     .into()
 }
 
-/// The ConfigMap of `rev` from a configuration (the pool's current one, or one
-/// recovered from a DaemonSet of the earlier per-revision layout).
+/// The ConfigMap of `rev` from its configuration.
 pub fn revision_configmap(pool: &WindowsNodePool, rev: &str, cfg: &NodeConfig, namespace: &str) -> ConfigMap {
     let pool_name = pool.metadata.name.clone().unwrap_or_default();
     let json = serde_json::to_string_pretty(&RevisionConfig::new(&pool_name, rev, cfg)).expect("a revision config serializes");

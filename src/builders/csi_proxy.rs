@@ -161,7 +161,6 @@ mod tests {
         assert_eq!(spec.host_network, Some(true), "HostProcess pods run on the host network");
         assert_eq!(spec.node_selector.as_ref().unwrap().get(names::LABEL_POOL).map(String::as_str), Some("win22"));
         assert!(is_csi_proxy(&ds[0]));
-        assert!(ds[0].metadata.labels.as_ref().unwrap().get(names::LABEL_REVISION).is_none(), "never taken for a per-revision agent");
     }
 
     #[test]

@@ -86,10 +86,6 @@ pub(super) async fn write_configmaps(pool: &WindowsNodePool, ctx: &Context, w: &
             Err(source) => return Err(Error::MarkConfigMap { name: name.clone(), source }),
         }
     }
-    for ds in &w.delete_legacy {
-        delete_daemonset(ctx, ds).await?;
-        info!(pool = %pool.name_any(), daemonset = %ds, "deleted per-revision agent DaemonSet of the earlier layout");
-    }
     Ok(())
 }
 

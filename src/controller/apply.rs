@@ -30,7 +30,6 @@ use crate::api::{FIELD_MANAGER, WindowsNodePool, names};
 use crate::decision::ring::FollowedMember;
 use crate::drain::{self, DrainRules, PodOnNode};
 use crate::hns::Limits;
-use crate::migration::legacy_revision;
 use crate::node_record::NodeRecord;
 use crate::rollout::{ClusterInFlight, DrainMode, NodeState};
 use crate::status::node_batch_events;
@@ -302,11 +301,7 @@ async fn observe(pool: &WindowsNodePool, ctx: &Context, boots: &[jiff::Timestamp
         ctx.daemonsets.state().into_iter().filter(|d| d.labels().get(names::LABEL_POOL) == Some(&name)).collect();
     let cms_of_pool: Vec<Arc<ConfigMap>> =
         ctx.configmaps.state().into_iter().filter(|c| c.labels().get(names::LABEL_POOL) == Some(&name)).collect();
-    let existing_revisions: BTreeSet<String> = cms_of_pool
-        .iter()
-        .filter_map(|c| c.labels().get(names::LABEL_REVISION).cloned())
-        .chain(ds_of_pool.iter().filter_map(|d| legacy_revision(d).map(str::to_string)))
-        .collect();
+    let existing_revisions: BTreeSet<String> = cms_of_pool.iter().filter_map(|c| c.labels().get(names::LABEL_REVISION).cloned()).collect();
     let hook_runs = hook_runs(ctx, &name, &members);
     Ok(Observed {
         members,

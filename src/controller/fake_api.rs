@@ -49,9 +49,6 @@ pub(super) struct Cluster {
     pub(super) nodes: BTreeMap<String, Value>,
     /// The agents' WindowsNodeReports, by node.
     pub(super) reports: BTreeMap<String, Value>,
-    /// The agents report as 0.2.0's did, in Node annotations (the operator
-    /// reads those until a report exists).
-    pub(super) annotation_agents: bool,
     pub(super) daemonsets: BTreeMap<String, Value>,
     pub(super) configmaps: BTreeMap<String, Value>,
     pub(super) pods: BTreeMap<String, Value>,

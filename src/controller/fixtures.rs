@@ -43,39 +43,23 @@ struct Fixture {
 }
 
 impl Fixture {
-    /// Agents that report in their WindowsNodeReports.
+    /// The pool and its nodes, each with an agent that has reported.
     fn new(pool: WindowsNodePool, nodes: Vec<Node>) -> Self {
-        Self::with_agents(pool, nodes, false)
-    }
-
-    /// Agents of 0.2.0, that report in Node annotations.
-    fn with_annotation_agents(pool: WindowsNodePool, nodes: Vec<Node>) -> Self {
-        Self::with_agents(pool, nodes, true)
-    }
-
-    fn with_agents(pool: WindowsNodePool, nodes: Vec<Node>, annotation_agents: bool) -> Self {
-        let mut cluster = Cluster { annotation_agents, ..Default::default() };
+        let mut cluster = Cluster::default();
         let rev = crate::revision::revision_of(&pool.spec);
         for n in nodes {
             let name = n.metadata.name.clone().unwrap();
             let mut v = serde_json::to_value(&n).unwrap();
-            if annotation_agents {
-                // Their agents have cleared the pool's revision already.
-                preflight_passed(&mut v, &rev);
-            } else {
-                // What a running agent reports before the node's turn, in its report.
-                let a = v["metadata"]["annotations"].as_object_mut().unwrap();
-                a.retain(|k, _| !k.starts_with("winpool.dev/"));
-                let mut r = report(
-                    &name,
-                    json!({"agentVersion": "0.3.0", "observed": {"cniMode": "overlay"},
-                    "hns": {"loadBalancers": 0, "endpoints": 0, "bootID": "boot-1"}}),
-                );
-                r["status"]["preflight"] = json!({"revision": rev, "verdict": "Ready"});
-                r["status"]["staging"] = json!({"revision": rev, "status": "Staged"});
-                cluster.bump(&mut r);
-                cluster.reports.insert(name.clone(), r);
-            }
+            // What a running agent reports before the node's turn.
+            let mut r = report(
+                &name,
+                json!({"agentVersion": "0.3.0", "observed": {"cniMode": "overlay"},
+                "hns": {"loadBalancers": 0, "endpoints": 0, "bootID": "boot-1"}}),
+            );
+            r["status"]["preflight"] = json!({"revision": rev, "verdict": "Ready"});
+            r["status"]["staging"] = json!({"revision": rev, "status": "Staged"});
+            cluster.bump(&mut r);
+            cluster.reports.insert(name.clone(), r);
             cluster.bump(&mut v);
             cluster.nodes.insert(name, v);
         }
@@ -137,25 +121,14 @@ impl Fixture {
             .collect();
         let [rev] = targets.as_slice() else { return };
         let names: Vec<String> = c.nodes.keys().cloned().collect();
-        if !c.annotation_agents {
-            for name in names {
-                let mut r = c.reports.remove(&name).unwrap_or_else(|| report(&name, json!({})));
-                if r["status"]["preflight"]["revision"] != json!(rev) {
-                    r["status"]["preflight"] = json!({"revision": rev, "verdict": "Ready"});
-                    r["status"]["staging"] = json!({"revision": rev, "status": "Staged"});
-                    c.bump(&mut r);
-                }
-                c.reports.insert(name, r);
-            }
-            return;
-        }
         for name in names {
-            let mut n = c.nodes.remove(&name).unwrap();
-            if n["metadata"]["annotations"][names::ANN_PREFLIGHT_REVISION] != json!(rev) {
-                preflight_passed(&mut n, rev);
-                c.bump(&mut n);
+            let mut r = c.reports.remove(&name).unwrap_or_else(|| report(&name, json!({})));
+            if r["status"]["preflight"]["revision"] != json!(rev) {
+                r["status"]["preflight"] = json!({"revision": rev, "verdict": "Ready"});
+                r["status"]["staging"] = json!({"revision": rev, "status": "Staged"});
+                c.bump(&mut r);
             }
-            c.nodes.insert(name, n);
+            c.reports.insert(name, r);
         }
     }
 
@@ -248,16 +221,12 @@ impl Fixture {
     /// kubelet has not posted Ready yet; it does by the next call.
     fn agents_apply(&self) {
         let nodes: Vec<(String, Value)> = self.cluster.lock().unwrap().nodes.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-        let annotation_agents = self.cluster.lock().unwrap().annotation_agents;
         for (name, n) in nodes {
             let Some(rev) = n["metadata"]["labels"][names::LABEL_REVISION].as_str().map(str::to_string) else { continue };
             let started = n["metadata"]["annotations"][names::ANN_STARTED_AT].clone();
-            let answered = if annotation_agents {
-                !n["metadata"]["annotations"][names::ANN_APPLIED_REVISION].is_null()
-            } else {
-                let r = self.cluster.lock().unwrap().reports.get(&name).cloned().unwrap_or_default();
-                r["status"]["apply"]["revision"] == json!(rev) && (started.is_null() || r["status"]["apply"]["startedAt"] == started)
-            };
+            let r = self.cluster.lock().unwrap().reports.get(&name).cloned().unwrap_or_default();
+            let answered =
+                r["status"]["apply"]["revision"] == json!(rev) && (started.is_null() || r["status"]["apply"]["startedAt"] == started);
             if answered {
                 if n["status"]["conditions"][0]["status"] == json!("False") {
                     self.on_node(&name, |n| n["status"]["conditions"][0]["status"] = json!("True"));
@@ -265,7 +234,7 @@ impl Fixture {
                 continue;
             }
             let csi = self.csi_proxy_running_for(&rev);
-            if !annotation_agents {
+            {
                 let mut c = self.cluster.lock().unwrap();
                 let mut r = c.reports.remove(&name).unwrap_or_else(|| report(&name, json!({})));
                 r["status"]["apply"] =
@@ -278,17 +247,6 @@ impl Fixture {
                 c.reports.insert(name.clone(), r);
             }
             self.on_node(&name, |n| {
-                if annotation_agents {
-                    let a = &mut n["metadata"]["annotations"];
-                    a[names::ANN_APPLIED_REVISION] = json!(rev);
-                    a[names::ANN_APPLY_STATUS] = json!(names::APPLY_SUCCEEDED);
-                    a[names::ANN_APPLY_MESSAGE] = json!("installed KB5044281; rebooted");
-                    a[names::ANN_HNS_LOAD_BALANCERS] = json!("0");
-                    a[names::ANN_HNS_ENDPOINTS] = json!("0");
-                    if let Some(v) = &csi {
-                        a[names::ANN_CSI_PROXY_VERSION] = json!(v);
-                    }
-                }
                 let info = &mut n["status"]["nodeInfo"];
                 info["kernelVersion"] = json!("10.0.20348.2762");
                 info["containerRuntimeVersion"] = json!("containerd://1.7.22+azure");
@@ -377,22 +335,13 @@ fn report(node: &str, status: Value) -> Value {
         "spec": {}, "status": status})
 }
 
-/// What an agent of 0.2.0 writes on its Node when its preflight of `rev` passed.
-fn preflight_passed(node: &mut Value, rev: &str) {
-    let a = &mut node["metadata"]["annotations"];
-    a[names::ANN_PREFLIGHT] = json!(names::PREFLIGHT_READY);
-    a[names::ANN_PREFLIGHT_REVISION] = json!(rev);
-}
-
 fn windows_node(name: &str, selector_label: &str) -> Node {
     serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Node",
         "metadata": { "name": name, "labels": {
             "kubernetes.io/os": "windows", "kubernetes.io/arch": "amd64", "kubernetes.io/hostname": name,
             "node.kubernetes.io/windows-build": "10.0.20348", "pool": selector_label },
-            // What a running agent reports before the node's turn: what it observes.
-            "annotations": { "winpool.dev/agent-version": "0.2.0", "winpool.dev/cni-mode": "overlay",
-                "winpool.dev/hns-load-balancers": "0", "winpool.dev/hns-endpoints": "0" } },
+            "annotations": {} },
         "spec": {},
         "status": {
             "conditions": [{ "type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status" }],
@@ -653,10 +602,6 @@ async fn a_draining_node_is_listed_then_evicted_and_moves_on_in_one_write_once_e
     assert_eq!(state(&moves[0].after), Some("Applying"));
     let rev = f.cluster.lock().unwrap().pool.as_ref().unwrap().status.as_ref().unwrap().revision.clone();
     assert_eq!(body["metadata"]["labels"][names::LABEL_REVISION], json!(rev), "the label move is the request to the agent");
-    for ann in [names::ANN_APPLIED_REVISION, names::ANN_APPLY_STATUS, names::ANN_APPLY_MESSAGE] {
-        assert_eq!(body["metadata"]["annotations"][ann], Value::Null, "{ann} is cleared in the same write");
-        assert!(body["metadata"]["annotations"].as_object().unwrap().contains_key(ann), "{ann} is removed, not left out");
-    }
 }
 
 #[tokio::test]
@@ -866,37 +811,10 @@ async fn a_node_a_budget_blocks_is_put_back_before_its_slot_goes_to_the_next_nod
     assert!(blocked.body["note"].as_str().unwrap().contains("apps/checkout"), "{}", blocked.body);
 }
 
-#[tokio::test]
-async fn a_node_awaiting_its_agents_report_behind_winpools_cordon_costs_no_condition_write() {
-    let mut f = Fixture::with_annotation_agents(pool(1), vec![windows_node("win-a", "win22")]);
-    let status = format!("{}/status", node_path("win-a"));
-    let mut all = Vec::new();
-    for _ in 0..6 {
-        all.extend(f.round().await);
-        if state(&f.node("win-a")) == Some("Applying") {
-            break;
-        }
-    }
-    assert_eq!(state(&f.node("win-a")), Some("Applying"), "{:#?}", calls(&all));
-    let cond = |n: &Value| {
-        n["status"]["conditions"].as_array().and_then(|c| c.iter().find(|c| c["type"] == names::NODE_CONDITION_HNS_READY)).cloned()
-    };
-    let before = cond(&f.node("win-a")).expect("the node had its HNS condition before its turn");
-    assert_eq!(before["status"], json!("True"));
-    // The agent is rebooting the node: no report yet, the counts are gone (winpool dropped them).
-    f.on_node("win-a", |n| n["status"]["conditions"][0]["status"] = json!("False"));
-    for _ in 0..3 {
-        let reqs = f.round().await;
-        assert!(!reqs.iter().any(|r| r.path == status), "no condition write while nothing was observed: {:#?}", calls(&reqs));
-    }
-    assert_eq!(cond(&f.node("win-a")), Some(before), "the condition says what it said before the update");
-    assert!(f.node("win-a")["metadata"]["annotations"][names::ANN_HNS_LOAD_BALANCERS].is_null());
-}
-
 /// An agent's report names the boot its HNS counts were read in: once the
 /// node has rebooted, the counts of the boot before are no counts (HNS starts
 /// empty), so the node awaits its agent, and nothing on the Node is written
-/// for it (0.2.0's counts in annotations had to be dropped by a Node write).
+/// for it.
 #[tokio::test]
 async fn counts_of_the_boot_before_a_reboot_are_awaited_anew_without_a_node_write() {
     let mut f = Fixture::new(pool(1), vec![windows_node("win-a", "win22")]);
@@ -909,12 +827,6 @@ async fn counts_of_the_boot_before_a_reboot_are_awaited_anew_without_a_node_writ
         }
     }
     assert_eq!(state(&f.node("win-a")), Some("Applying"), "{:#?}", calls(&all));
-    let agent_keys = [names::ANN_HNS_LOAD_BALANCERS, names::ANN_HNS_ENDPOINTS, names::ANN_HNS_AWAITING];
-    for r in all.iter().filter(|r| r.path == node_path("win-a")) {
-        for k in agent_keys {
-            assert!(r.body["metadata"]["annotations"].get(k).is_none(), "a start writes no HNS key: {}", r.body);
-        }
-    }
     let cond = |n: &Value| {
         n["status"]["conditions"].as_array().and_then(|c| c.iter().find(|c| c["type"] == names::NODE_CONDITION_HNS_READY)).cloned()
     };
@@ -965,22 +877,23 @@ async fn counts_of_the_boot_before_a_reboot_are_awaited_anew_without_a_node_writ
 
 #[tokio::test]
 async fn a_condition_written_is_not_written_again_before_the_watch_delivers_it() {
-    let mut f = Fixture::with_annotation_agents(pool(1), vec![windows_node("win-a", "win22")]);
+    let mut f = Fixture::new(pool(1), vec![windows_node("win-a", "win22")]);
     for _ in 0..20 {
         f.round().await;
         f.agents_apply();
     }
     assert_eq!(state(&f.node("win-a")), Some("Updated"));
-    // The agent reports counts winpool cannot read: only the node's condition changes.
-    f.on_node("win-a", |n| n["metadata"]["annotations"][names::ANN_HNS_LOAD_BALANCERS] = json!("many"));
+    // The agent's report no longer holds HNS counts: only the node's condition changes.
+    {
+        let mut c = f.cluster.lock().unwrap();
+        let mut r = c.reports.remove("win-a").unwrap();
+        r["status"].as_object_mut().unwrap().remove("hns");
+        c.bump(&mut r);
+        c.reports.insert("win-a".into(), r);
+    }
     let status = format!("{}/status", node_path("win-a"));
     let first = f.round().await;
-    assert_eq!(
-        first.iter().filter(|r| r.path == status).count(),
-        1,
-        "an unreadable report: its condition is written: {:#?}",
-        calls(&first)
-    );
+    assert_eq!(first.iter().filter(|r| r.path == status).count(), 1, "counts gone: its condition is written: {:#?}", calls(&first));
     assert!(!first.iter().any(|r| r.path == node_path("win-a")), "and nothing else of the node: {:#?}", calls(&first));
     let again = f.round_before_the_watch_catches_up().await;
     assert!(!again.iter().any(|r| r.path == status), "the same condition again: {:#?}", calls(&again));

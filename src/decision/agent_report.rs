@@ -1,19 +1,14 @@
-//! A node's agent report as a decision reads it: from its `WindowsNodeReport`
-//! or, for an agent of 0.2.0 that still writes annotations, from the Node (an
-//! upgrade reads the annotations until the node's new agent has written its
-//! report; it adopts the annotations' apply result into it). Pure.
+//! A node's agent report as a decision reads it, from its `WindowsNodeReport`.
+//! Pure.
 //!
-//! Typed as the report's schema types it. Only an annotation can hold a value
-//! the schema would refuse; it reads as [`Reported::Unknown`] with its text,
-//! which the condition that says so quotes.
+//! Typed as the report's schema types it. The schema leaves the observed CNI
+//! mode free text; a mode winpool does not know reads as
+//! [`Reported::Unknown`] with its text, which the condition that says so quotes.
 
 use std::fmt;
 
 use crate::api::CniMode;
-use crate::api::report::{
-    ApplyStatus, PreflightVerdictValue, StagingReport, StagingStatusValue, WindowsNodeReport, WindowsNodeReportStatus,
-};
-use crate::node_record::NodeRecord;
+use crate::api::report::{ApplyStatus, PreflightVerdictValue, StagingReport, StagingStatusValue, WindowsNodeReport};
 use crate::rollout::Preflight;
 
 /// A value an agent reported: known, or the text of one that does not parse.
@@ -38,18 +33,6 @@ impl<T: std::str::FromStr> Reported<T> {
     }
 }
 
-impl Reported<i64> {
-    /// A count as HNS gives it: digits only (no sign, no exponent), surrounding blanks ignored.
-    pub fn count(raw: &str) -> Self {
-        let v = raw.trim();
-        let digits = !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit());
-        match v.parse::<i64>() {
-            Ok(n) if digits => Reported::Known(n),
-            _ => Reported::Unknown(raw.to_string()),
-        }
-    }
-}
-
 impl<T: fmt::Display> fmt::Display for Reported<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -59,27 +42,14 @@ impl<T: fmt::Display> fmt::Display for Reported<T> {
     }
 }
 
-/// Where a node's [`AgentReport`] was read.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum ReportSource {
-    /// Nothing: no agent has reported on the node.
-    #[default]
-    None,
-    /// The node's `WindowsNodeReport`.
-    Object,
-    /// The Node's annotations, written by an agent of 0.2.0.
-    Annotations,
-}
-
 /// A node's agent report as a decision reads it.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct AgentReport {
-    pub source: ReportSource,
     pub agent_version: Option<String>,
     pub applied_revision: Option<String>,
     pub apply_status: Option<Reported<ApplyStatus>>,
     pub apply_message: Option<String>,
-    /// The start the apply result answers (reports of 0.2.0: none).
+    /// The start the apply result answers.
     pub answers_start: Option<String>,
     /// When the servicing task last beat, as the agent reported it.
     pub heartbeat: Option<String>,
@@ -89,9 +59,9 @@ pub struct AgentReport {
     pub csi_proxy_version: Option<String>,
     pub runtime_service: Option<String>,
     pub csi_proxy_host: Option<String>,
-    pub hns_load_balancers: Option<Reported<i64>>,
-    pub hns_endpoints: Option<Reported<i64>>,
-    /// The boot the HNS counts were read in (reports of 0.2.0: none).
+    pub hns_load_balancers: Option<i64>,
+    pub hns_endpoints: Option<i64>,
+    /// The boot the HNS counts were read in.
     pub hns_boot_id: Option<String>,
     pub preflight: Option<Preflight>,
     pub staging: Option<crate::rollout::Staging>,
@@ -104,7 +74,6 @@ impl AgentReport {
         let observed = s.observed.clone().unwrap_or_default();
         let hns = s.hns.as_ref();
         AgentReport {
-            source: ReportSource::Object,
             agent_version: s.agent_version.clone(),
             applied_revision: apply.map(|a| a.revision.clone()),
             apply_status: apply.map(|a| Reported::Known(a.status)),
@@ -116,8 +85,8 @@ impl AgentReport {
             csi_proxy_version: observed.csi_proxy_version,
             runtime_service: observed.runtime_service,
             csi_proxy_host: observed.csi_proxy_host,
-            hns_load_balancers: hns.map(|h| Reported::Known(h.load_balancers)),
-            hns_endpoints: hns.map(|h| Reported::Known(h.endpoints)),
+            hns_load_balancers: hns.map(|h| h.load_balancers),
+            hns_endpoints: hns.map(|h| h.endpoints),
             hns_boot_id: hns.and_then(|h| h.boot_id.clone()),
             preflight: s.preflight.as_ref().filter(|p| !p.revision.is_empty()).map(|p| Preflight {
                 revision: p.revision.clone(),
@@ -133,16 +102,10 @@ impl AgentReport {
         }
     }
 
-    /// The node's report: its object when its agent wrote one, else its
-    /// annotations. An object that says nothing yet is none: the agent
-    /// creates its report, then writes the status, and a round between the
-    /// two would otherwise take an updated node for one that never applied
-    /// anything, and start it again.
-    pub fn of(node: &NodeRecord, object: Option<&WindowsNodeReport>) -> Self {
-        match object {
-            Some(r) if *r.observations() != WindowsNodeReportStatus::default() => AgentReport::from_object(r),
-            _ => AgentReport::from_annotations(node),
-        }
+    /// The node's report, none when its agent has written none (an object
+    /// created and not yet written reads as none: its status is empty).
+    pub fn of(object: Option<&WindowsNodeReport>) -> Self {
+        object.map_or_else(AgentReport::default, AgentReport::from_object)
     }
 }
 
@@ -162,11 +125,10 @@ fn staging_of(s: &StagingReport) -> crate::rollout::Staging {
 mod tests {
     use super::*;
     use crate::api::report::WindowsNodeReportSpec;
-    use k8s_openapi::api::core::v1::Node;
     use serde_json::json;
 
     #[test]
-    fn a_report_object_reads_like_the_annotations_it_replaces() {
+    fn a_report_object_reads_as_its_agent_wrote_it() {
         let object: WindowsNodeReport = serde_json::from_value(json!({
             "apiVersion": "winpool.dev/v1alpha1", "kind": "WindowsNodeReport",
             "metadata": {"name": "win-1", "namespace": "winpool-agents"},
@@ -180,104 +142,47 @@ mod tests {
             }
         }))
         .unwrap();
-        let mut node = Node::default();
-        node.metadata.annotations = Some(
-            [
-                ("winpool.dev/agent-version", "0.3.0"),
-                ("winpool.dev/applied-revision", "r1"),
-                ("winpool.dev/apply-status", "Succeeded"),
-                ("winpool.dev/apply-message", "build 10.0.20348.2762"),
-                ("winpool.dev/cni-mode", "overlay"),
-                ("winpool.dev/csi-proxy-version", "1.1.3"),
-                ("winpool.dev/runtime-service", "containerd (nssm)"),
-                ("winpool.dev/hns-load-balancers", "12"),
-                ("winpool.dev/hns-endpoints", "40"),
-                ("winpool.dev/preflight", "Blocked: 4 GiB free on C:; no update source"),
-                ("winpool.dev/preflight-revision", "r2"),
-            ]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-        );
-        let from_object = AgentReport::from_object(&object);
-        let from_annotations = AgentReport::from_annotations(&NodeRecord::from(&node));
-        assert_eq!((from_object.source, from_annotations.source), (ReportSource::Object, ReportSource::Annotations));
-        assert_eq!(from_object.answers_start.as_deref(), Some("2026-12-02T10:00:00Z"));
-        assert_eq!(from_object.hns_boot_id.as_deref(), Some("b-2"));
-        let unversioned = |r: AgentReport| AgentReport { source: ReportSource::None, answers_start: None, hns_boot_id: None, ..r };
-        assert_eq!(unversioned(from_object), unversioned(from_annotations));
-    }
-
-    /// A report an earlier agent wrote holds its observations in the spec:
-    /// read there until the node's new agent writes its status, which wins.
-    #[test]
-    fn a_report_of_an_older_agent_is_read_from_its_spec_until_its_status_is_written() {
-        let old: WindowsNodeReport = serde_json::from_value(json!({
-            "apiVersion": "winpool.dev/v1alpha1", "kind": "WindowsNodeReport",
-            "metadata": {"name": "win-1", "namespace": "winpool-agents"},
-            "spec": {"agentVersion": "0.2.0", "apply": {"revision": "r1", "status": "Succeeded"}}
-        }))
-        .unwrap();
-        assert_eq!(AgentReport::from_object(&old).apply_status, Some(Reported::Known(ApplyStatus::Succeeded)));
-        assert_eq!(old.observations().agent_version.as_deref(), Some("0.2.0"));
-        let mut upgraded = old.clone();
-        upgraded.status =
-            Some(serde_json::from_value(json!({"agentVersion": "0.3.0", "apply": {"revision": "r2", "status": "Applying"}})).unwrap());
-        assert_eq!(AgentReport::from_object(&upgraded).applied_revision.as_deref(), Some("r2"), "the status wins over the old spec");
-        let created = WindowsNodeReport { status: Some(Default::default()), ..old };
-        assert_eq!(AgentReport::from_object(&created).applied_revision.as_deref(), Some("r1"), "an empty status is none");
+        let want = AgentReport {
+            agent_version: Some("0.3.0".into()),
+            applied_revision: Some("r1".into()),
+            apply_status: Some(Reported::Known(ApplyStatus::Succeeded)),
+            apply_message: Some("build 10.0.20348.2762".into()),
+            answers_start: Some("2026-12-02T10:00:00Z".into()),
+            cni_mode: Some(Reported::Known(CniMode::Overlay)),
+            csi_proxy_version: Some("1.1.3".into()),
+            runtime_service: Some("containerd (nssm)".into()),
+            hns_load_balancers: Some(12),
+            hns_endpoints: Some(40),
+            hns_boot_id: Some("b-2".into()),
+            preflight: Some(Preflight {
+                revision: "r2".into(),
+                verdict: crate::rollout::PreflightVerdict::Blocked("4 GiB free on C:; no update source".into()),
+            }),
+            ..Default::default()
+        };
+        assert_eq!(AgentReport::of(Some(&object)), want);
     }
 
     /// Between the agent's create of its report and its first status write,
-    /// the report says nothing: the node's annotations (an agent of 0.2.0's
-    /// result) still speak for it.
+    /// the report says nothing: no report.
     #[test]
     fn a_report_created_but_not_yet_written_is_no_report() {
-        let mut node = Node::default();
-        node.metadata.annotations = Some(
-            [("winpool.dev/applied-revision", "r1"), ("winpool.dev/apply-status", "Succeeded")]
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        );
         let created = WindowsNodeReport::new("win-1", WindowsNodeReportSpec::default());
-        let r = AgentReport::of(&NodeRecord::from(&node), Some(&created));
-        assert_eq!((r.source, r.apply_status), (ReportSource::Annotations, Some(Reported::Known(ApplyStatus::Succeeded))));
+        assert_eq!(AgentReport::of(Some(&created)), AgentReport::default());
+        assert_eq!(AgentReport::of(None), AgentReport::default());
     }
 
+    /// The schema leaves the observed CNI mode free text: one winpool does
+    /// not know is kept, with its text, as unknown, so the decision says
+    /// what it read.
     #[test]
-    fn a_node_without_a_report_has_none() {
-        let r = AgentReport::of(&NodeRecord::from(&Node::default()), None);
-        assert_eq!(r, AgentReport::default());
-    }
-
-    /// A 0.2.0 agent's annotation the schema would refuse is kept, with its
-    /// text, as unknown: the decision says what it read.
-    #[test]
-    fn an_annotation_that_does_not_parse_reads_as_unknown_with_its_text() {
-        let mut node = Node::default();
-        node.metadata.annotations = Some(
-            [
-                ("winpool.dev/apply-status", "Exploded"),
-                ("winpool.dev/hns-load-balancers", "-1"),
-                ("winpool.dev/hns-endpoints", " 40 "),
-                ("winpool.dev/cni-mode", "nat"),
-            ]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-        );
-        let r = AgentReport::of(&NodeRecord::from(&node), None);
-        assert_eq!(r.apply_status, Some(Reported::Unknown("Exploded".into())));
-        assert_eq!(r.hns_load_balancers, Some(Reported::Unknown("-1".into())));
-        assert_eq!(r.hns_endpoints, Some(Reported::Known(40)));
+    fn a_cni_mode_winpool_does_not_know_reads_as_unknown_with_its_text() {
+        let status = serde_json::from_value(json!({"observed": {"cniMode": "nat"}})).unwrap();
+        let r = AgentReport::of(Some(&WindowsNodeReport::reported("win-1", status)));
         assert_eq!(r.cni_mode, Some(Reported::Unknown("nat".into())));
         for mode in [CniMode::Overlay, CniMode::L2bridge] {
             assert_eq!(Reported::parse(mode.as_str()), Reported::Known(mode));
             assert_eq!((mode.to_string(), serde_json::to_value(mode).unwrap()), (mode.as_str().to_string(), json!(mode.as_str())));
-        }
-        for raw in ["", "1e3", "+4", "99999999999999999999"] {
-            assert_eq!(Reported::count(raw), Reported::Unknown(raw.into()), "{raw:?}");
         }
     }
 }

@@ -8,7 +8,7 @@
 use jiff::Timestamp;
 
 use crate::api::names;
-use crate::decision::agent_report::{AgentReport, ReportSource};
+use crate::decision::agent_report::AgentReport;
 use crate::node_record::NodeRecord;
 use crate::rollout::{HnsReadiness, NodeView, Recorded};
 
@@ -74,9 +74,8 @@ pub fn node_view(node: &NodeRecord, report: &AgentReport, hns: HnsReadiness) -> 
         held_by_label: node.label(names::LABEL_HOLD) == Some("true"),
         zone: None,
         hns_reported: report.hns_load_balancers.is_some() && report.hns_endpoints.is_some(),
-        hns_load_balancers: report.hns_load_balancers.clone().filter(|_| hns_current),
-        hns_endpoints: report.hns_endpoints.clone().filter(|_| hns_current),
-        reports_in_object: report.source == ReportSource::Object,
+        hns_load_balancers: report.hns_load_balancers.filter(|_| hns_current),
+        hns_endpoints: report.hns_endpoints.filter(|_| hns_current),
         resource_version: node.resource_version.clone(),
         runtime_service: report.runtime_service.clone(),
         csi_proxy_host: report.csi_proxy_host.clone().filter(|v| !v.is_empty()),
@@ -117,8 +116,6 @@ mod tests {
                 ("winpool.dev/state-since", "2026-11-29T12:00:00Z"),
                 ("winpool.dev/started-at", "garbage"),
                 ("winpool.dev/cordoned", "true"),
-                ("winpool.dev/applied-revision", "r1"),
-                ("winpool.dev/apply-status", "Succeeded"),
                 ("unrelated", "x"),
             ]
             .into_iter()
@@ -136,7 +133,13 @@ mod tests {
             ..Default::default()
         });
         let record = NodeRecord::from(&n);
-        let v = node_view(&record, &AgentReport::of(&record, None), HnsReadiness::Ready);
+        let report = AgentReport {
+            applied_revision: Some("r1".into()),
+            apply_status: Some(crate::decision::agent_report::Reported::Known(crate::report::ApplyStatus::Succeeded)),
+            answers_start: Some("garbage".into()),
+            ..Default::default()
+        };
+        let v = node_view(&record, &report, HnsReadiness::Ready);
         assert_eq!(v.name, "win-1");
         assert_eq!(v.pool_label.as_deref(), Some("p"));
         assert_eq!(v.revision_label.as_deref(), Some("r1"));
@@ -147,6 +150,10 @@ mod tests {
         assert_eq!(v.kernel_version.as_deref(), Some("10.0.20348.2762"));
         assert_eq!(v.runtime_version.as_deref(), Some("containerd://1.7.22"));
         assert_eq!(v.apply(), Some(crate::report::ApplyStatus::Succeeded));
+        // The node was started again since the result: it answers no start the Node names.
+        let earlier = AgentReport { answers_start: Some("2026-11-29T11:00:00Z".into()), ..report };
+        let v = node_view(&record, &earlier, HnsReadiness::Ready);
+        assert_eq!((v.apply(), v.applied_revision), (None, None), "a result for an earlier start is no result for this one");
     }
 
     #[test]

@@ -73,9 +73,8 @@ pub fn current_state(n: &NodeView, rev: &str, spec: &WindowsNodePoolSpec) -> Nod
 }
 
 /// The most of an agent's words winpool copies into a Node annotation or the
-/// pool's status: the report CRD bounds its lines at 2048 characters, but an
-/// agent of 0.2.0 wrote annotations without a bound, and one megabyte-long
-/// message copied on would make every status write of the pool fail.
+/// pool's status (the report CRD bounds a message at 2048 characters; the
+/// status repeats one per failed node).
 pub const MAX_COPIED_MESSAGE: usize = 1024;
 
 /// `text` cut to [`MAX_COPIED_MESSAGE`] characters, saying so.
@@ -149,7 +148,6 @@ fn decide_with(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp, despite
         let gated = start::start_nodes(&s, &mut r, &sorted, soaking.map_or(0, |k| k.nodes));
         hold = hold.or(gated);
     }
-    summary::drop_stale_hns_reports(&s, &mut r, &sorted);
 
     let by_state = summary::by_state(&r);
     let counts = summary::counts(&by_state, nodes.len());
@@ -213,9 +211,9 @@ mod new_node;
 mod node;
 mod patch;
 pub mod preflight;
-mod settings;
 mod rules;
 pub mod runtime;
+mod settings;
 mod start;
 mod summary;
 mod tamper;
@@ -225,11 +223,11 @@ mod verify;
 use crate::report::ApplyStatus;
 pub use new_node::unpatched_taint;
 pub use patch::{NodePatch, held_cordoned, may_be_installing};
-use patch::{ask_agent_anew, fail, fail_kept_cordoned, release_cordon};
-pub use settings::{HEALTH_GATE_INTERVAL, gate_timeout, health_gate_interval, hns_pacing_budget, hns_rates, node_timeout, phase_budgets};
+use patch::{fail, fail_kept_cordoned, release_cordon};
 pub use rules::PoolRules;
 #[cfg(test)]
 pub use rules::{PARSED, test_rules};
+pub use settings::{HEALTH_GATE_INTERVAL, gate_timeout, health_gate_interval, hns_pacing_budget, hns_rates, node_timeout, phase_budgets};
 pub use start::{hotpatchable, out_of_service, start_order};
 pub use tamper::Tampering;
 pub use types::*;

@@ -219,7 +219,7 @@ pub fn view(node: &Node, report: Option<&WindowsNodeReport>) -> NodeView {
         _ => HnsReadiness::Unknown,
     };
     let record = NodeRecord::from(node);
-    node_view(&record, &AgentReport::of(&record, report), hns)
+    node_view(&record, &AgentReport::of(report), hns)
 }
 
 /// The report of `node`'s agent: the one named after it.
@@ -773,7 +773,6 @@ mod tests {
                     ("winpool.dev/state", "Applying"),
                     ("winpool.dev/state-since", "2026-12-01T11:58:00Z"),
                     ("winpool.dev/target-revision", &rev),
-                    ("winpool.dev/apply-message", "installing KB5044281"),
                 ],
                 "10.0.20348.2700",
                 Some("True"),
@@ -793,7 +792,10 @@ mod tests {
             node("w-both", &[win[0], win[1], ("team", "x")], &[], "10.0.20348.2762", None),
             node("linux", &[("kubernetes.io/os", "linux"), ("pool", "a")], &[], "", None),
         ];
-        let m = members(&a, &[a.clone(), b], &nodes, &[]);
+        // Its agent's word on the install, from its report.
+        let apply = serde_json::json!({"apply": {"revision": rev, "status": "Applying", "message": "installing KB5044281"}});
+        let report = crate::report::WindowsNodeReport::reported("w-applying", serde_json::from_value(apply).unwrap());
+        let m = members(&a, &[a.clone(), b], &nodes, &[report]);
         let r = status_report(&a, &m);
         assert_eq!(r.revision, rev);
         assert!(r.conflicts.as_deref().is_some_and(|c| c.contains("w-both (also b)")), "{:?}", r.conflicts);

@@ -286,16 +286,8 @@ fn replay(requests: &[Request], mut judge: impl FnMut(&Request, &BTreeMap<String
                 }
             }
             ("windowsnodereports", "status", "patch") => {
-                if let Some(apply) = report_apply(&r.body, "status") {
+                if let Some(apply) = report_apply(&r.body) {
                     nodes.entry(r.name.clone()).or_default().apply = apply;
-                }
-            }
-            // An earlier agent wrote its observations in the spec; a newer
-            // one's spec writes (the create, the clearing of an old spec)
-            // carry none, and say nothing of its status.
-            ("windowsnodereports", "", "create" | "patch") => {
-                if let Some(Some(apply)) = report_apply(&r.body, "spec") {
-                    nodes.entry(r.name.clone()).or_default().apply = Some(apply);
                 }
             }
             ("pods", "binding", "create") => {
@@ -313,14 +305,13 @@ fn replay(requests: &[Request], mut judge: impl FnMut(&Request, &BTreeMap<String
     }
 }
 
-/// The `apply` a report write carries in `part` (`status`, or an old agent's
-/// `spec`): a create's object, or the agent's JSON patch setting `/<part>`.
-/// `Some(None)`: the write clears it.
-fn report_apply(body: &Value, part: &str) -> Option<Option<(String, String, Option<String>)>> {
-    let path = format!("/{part}");
+/// The `apply` a write of a report's status carries: the agent's JSON patch
+/// setting `/status`, or a merge patch's `status`. `Some(None)`: the write
+/// clears it.
+fn report_apply(body: &Value) -> Option<Option<(String, String, Option<String>)>> {
     let written = match body {
-        Value::Array(ops) => ops.iter().find(|op| op["path"] == path.as_str()).map(|op| &op["value"])?,
-        _ => body.get(part)?,
+        Value::Array(ops) => ops.iter().find(|op| op["path"] == "/status").map(|op| &op["value"])?,
+        _ => body.get("status")?,
     };
     let a = &written["apply"];
     let s = |k: &str| a[k].as_str().map(str::to_string);

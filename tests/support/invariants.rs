@@ -975,15 +975,11 @@ mod tests {
         node_patch(node, body)
     }
 
-    /// The agent's write as it makes it: a create, then JSON patches replacing /spec.
-    fn report(node: &str, status: &str, started_at: &str, create: bool) -> crate::support::audit::Request {
-        let spec = serde_json::json!({"apply": {"revision": "r1", "status": status, "startedAt": started_at}});
-        if create {
-            req("windowsnodereports", "", "create", "agents", node, "winpool-agent/0.9", 201, serde_json::json!({"spec": spec}))
-        } else {
-            let ops = serde_json::json!([{"op": "replace", "path": "/spec", "value": spec}]);
-            req("windowsnodereports", "", "patch", "agents", node, "winpool-agent/0.9", 200, ops)
-        }
+    /// The agent's write of its report's status as it makes it: a JSON patch of the status subresource.
+    fn report(node: &str, status: &str, started_at: &str) -> crate::support::audit::Request {
+        let value = serde_json::json!({"apply": {"revision": "r1", "status": status, "startedAt": started_at}});
+        let ops = serde_json::json!([{"op": "add", "path": "/status", "value": value}]);
+        req("windowsnodereports", "status", "patch", "agents", node, "winpool-agent/0.9", 200, ops)
     }
 
     /// Replayed: a node started twice for one revision is counted twice,
@@ -1032,10 +1028,10 @@ mod tests {
         use crate::support::audit::uncordons_mid_install;
         let good = vec![
             start("a", "t1"),
-            report("a", "Applying", "t1", true),
+            report("a", "Applying", "t1"),
             to_state("a", "Applying", false),
-            report("a", "Rebooting", "t1", false),
-            report("a", "Succeeded", "t1", false),
+            report("a", "Rebooting", "t1"),
+            report("a", "Succeeded", "t1"),
             to_state("a", "Updated", true),
         ];
         assert_eq!(uncordons_mid_install(&good), (1, vec![]));
@@ -1048,7 +1044,7 @@ mod tests {
         refused[4].code = 409;
         assert_eq!(uncordons_mid_install(&refused).1, Vec::<String>::new(), "a refused patch uncordoned nothing");
         // The agent's Applying answers start t1; the node was started again since (t2).
-        let stale = vec![start("b", "t1"), report("b", "Applying", "t1", true), start("b", "t2"), to_state("b", "Failed", true)];
+        let stale = vec![start("b", "t1"), report("b", "Applying", "t1"), start("b", "t2"), to_state("b", "Failed", true)];
         assert_eq!(uncordons_mid_install(&stale), (1, vec![]));
         let mut c = Checker::default();
         c.check_replayed(Duration::ZERO, Kind::UncordonedMidInstall, &found);

@@ -282,6 +282,25 @@ impl TestSpace {
         list.iter().map(|r| (kube::ResourceExt::name_any(r), winpool::decision::agent_report::AgentReport::from_object(r))).collect()
     }
 
+    /// Plays `node`'s agent: its report (created when missing, in the agent
+    /// namespace, made when missing) takes `status` as a merge patch of its
+    /// status. An error is the API server's answer (a value the schema refuses).
+    pub async fn write_report(&self, node: &str, status: serde_json::Value) -> Result<(), kube::Error> {
+        let ns = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.agent_namespace()}});
+        let _ = Api::<Namespace>::all(self.client.clone()).create(&PostParams::default(), &serde_json::from_value(ns).unwrap()).await;
+        let api: Api<winpool::report::WindowsNodeReport> = Api::namespaced(self.client.clone(), &self.agent_namespace());
+        if api.get_opt(node).await?.is_none() {
+            let new = winpool::report::WindowsNodeReport::new(node, Default::default());
+            match api.create(&PostParams::default(), &new).await {
+                Err(kube::Error::Api(e)) if e.code == 409 => {}
+                r => {
+                    r?;
+                }
+            }
+        }
+        api.patch_status(node, &PatchParams::default(), &Patch::Merge(serde_json::json!({"status": status}))).await.map(|_| ())
+    }
+
     /// Delete everything the test made. Leftovers would only cost memory: the
     /// cluster is torn down at the end of the suite.
     pub async fn cleanup(mut self) {

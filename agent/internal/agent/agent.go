@@ -242,7 +242,6 @@ func (a *agent) loop(ctx context.Context) error {
 		if node == nil {
 			continue
 		}
-		a.adoptAnnotations(node)
 		if node.Status.NodeInfo.BootID != a.hnsBoot {
 			// Counts of another boot say nothing of this one: read them anew,
 			// before a report this pass writes carries them.
@@ -402,8 +401,8 @@ func (a *agent) readHNS(ctx context.Context) {
 
 // keepCountsTime: counts the report already holds were first read when it
 // says (an agent restarted since, or the Node's boot learnt after the
-// first read), or at an unknown time (zero) if it says none (an older agent
-// wrote it), so reading them again rewrites nothing.
+// first read), or at an unknown time (zero) if it says none, so reading
+// them again rewrites nothing.
 func (a *agent) keepCountsTime() {
 	r := a.rep.status.HNS
 	if !a.hnsKnown || r == nil || r.BootID != a.hnsBoot || r.LoadBalancers != int64(a.hns.LoadBalancers) || r.Endpoints != int64(a.hns.RemoteEndpoints) {

@@ -211,48 +211,6 @@ func TestRestartOnAppliedNodeWritesOnlyChangedObservations(t *testing.T) {
 	}
 }
 
-// An earlier agent wrote its observations in the report's spec. The new
-// agent takes them as its own (an applied node is not applied again), writes
-// them to the status in one request, and clears the spec in one more, once.
-func TestAnOldAgentsReportMovesToTheStatusOnce(t *testing.T) {
-	applied := map[string]string{
-		keyAppliedRevision: "r1", keyApplyStatus: "Succeeded", keyApplyMessage: "revision r1 applied", keyAgentVersion: testVersion,
-		keyCNIMode: "overlay", keyCSIProxyVersion: "1.1.3", keyRuntimeService: "containerd", keyCSIProxyHost: "csiproxy",
-		keyHNSLoadBalancers: "10", keyHNSEndpoints: "20",
-	}
-	machine := newMachine(compliantHost())
-	h := newHarness(t, machine, updatedR1(), revisionConfigMap(revisionR1()))
-	h.seedOldReport(applied)
-	r := h.start(h.options())
-	h.waitPasses(1)
-	r.stop(t)
-
-	stored := h.storedReport()
-	if stored.Spec != (report.Status{}) {
-		t.Errorf("the old spec stays: %+v", stored.Spec)
-	}
-	if got := values(stored.Status); got[keyApplyStatus] != "Succeeded" || got[keyAppliedRevision] != "r1" || got[keyHNSEndpoints] != "20" {
-		t.Errorf("the status %v does not hold the old report's result and observations", got)
-	}
-	var statusWrites, specClears int
-	for _, a := range h.dyn.Actions() {
-		if p, ok := a.(k8stesting.PatchActionImpl); ok {
-			if p.GetSubresource() == "status" {
-				statusWrites++
-			} else {
-				specClears++
-			}
-		}
-	}
-	if statusWrites != 1 || specClears != 1 {
-		t.Errorf("%d status writes and %d spec clears, want 1 and 1", statusWrites, specClears)
-	}
-	if m := machine.Machine(); m.Installs != 0 || m.Reboots != 0 {
-		t.Errorf("an applied node's host was worked on: %+v", m)
-	}
-	h.assertOnlyAgentWrites()
-}
-
 func TestFailuresAreReported(t *testing.T) {
 	cases := []struct {
 		name    string

@@ -38,15 +38,9 @@ type reportState struct {
 	// uid is its UID.
 	exists bool
 	uid    types.UID
-	// statusWritten: status is the object's status (false: a new report, or
-	// one an earlier agent wrote, whose observations are in its spec).
+	// statusWritten: status is the object's status (false: a new report,
+	// created and not yet written).
 	statusWritten bool
-	// oldSpec: the object's spec holds such an agent's observations, which
-	// the first status write clears.
-	oldSpec bool
-	// adopted: an apply result of a 0.2.0 agent, read from the Node's
-	// annotations, has been taken into spec (once).
-	adopted bool
 }
 
 // loadReport takes the agent's report from the first list of its watch
@@ -54,12 +48,10 @@ type reportState struct {
 // lasts: a report written over the one the API holds would lose its result.
 func (a *agent) loadReport(ctx context.Context) {
 	if r, ok := a.reports.first(ctx); ok && r != nil {
-		obs := r.Observations()
-		a.rep = reportState{status: obs, exists: true, uid: r.UID, adopted: true,
-			statusWritten: r.Status != (report.Status{}), oldSpec: r.Spec != (report.Status{})}
-		a.resumePreflight(obs.Preflight)
-		a.resumeStaging(obs.Staging)
-		a.offer = obs.Offer
+		a.rep = reportState{status: r.Status, exists: true, uid: r.UID, statusWritten: r.Status != (report.Status{})}
+		a.resumePreflight(r.Status.Preflight)
+		a.resumeStaging(r.Status.Staging)
+		a.offer = r.Status.Offer
 	}
 }
 
@@ -68,32 +60,6 @@ func (a *agent) loadReport(ctx context.Context) {
 func (a *agent) reportDeleted(uid types.UID) {
 	if uid == a.rep.uid {
 		a.rep.exists = false
-	}
-}
-
-// adoptAnnotations takes the apply result an agent of 0.2.0 wrote on the
-// Node into a report not yet written, so an upgrade re-applies nothing: the
-// result answers the start the Node names (0.2.0's operator cleared it at
-// every start).
-func (a *agent) adoptAnnotations(node *corev1.Node) {
-	if a.rep.adopted || a.rep.exists {
-		return
-	}
-	a.rep.adopted = true
-	status := names.ApplyStatus(node.Annotations[names.AnnApplyStatus])
-	rev := node.Annotations[names.AnnAppliedRevision]
-	switch status {
-	case names.StatusApplying, names.StatusRebooting, names.StatusRebootRequired, names.StatusSucceeded, names.StatusFailed:
-	default:
-		// Nothing, or nothing an agent wrote: not a result.
-		return
-	}
-	if rev == "" {
-		return
-	}
-	a.rep.status.Apply = &report.Apply{
-		Revision: rev, Status: status, Message: node.Annotations[names.AnnApplyMessage],
-		StartedAt: node.Annotations[names.AnnStartedAt],
 	}
 }
 
@@ -176,11 +142,10 @@ func (a *agent) syncObservations(ctx context.Context) error {
 
 // write makes the report's status say want: nothing when it already does,
 // else one request to the status subresource (the first report is created
-// first, owned by the Node so it goes with it, and an earlier agent's
-// has its spec cleared after). It retries until the writes land, the Node
+// first, owned by the Node so it goes with it). It retries until the writes land, the Node
 // is gone (errNodeGone) or ctx ends.
 func (a *agent) write(ctx context.Context, want report.Status) error {
-	if a.rep.exists && a.rep.statusWritten && !a.rep.oldSpec && sameStatus(a.rep.status, want) {
+	if a.rep.exists && a.rep.statusWritten && sameStatus(a.rep.status, want) {
 		return nil
 	}
 	return a.retry(ctx, "write report", func(ctx context.Context) error {
@@ -200,15 +165,15 @@ func (a *agent) write(ctx context.Context, want report.Status) error {
 					return gerr
 				}
 				if want.Apply == nil {
-					want.Apply = got.Observations().Apply
+					want.Apply = got.Status.Apply
 				}
 				a.rep.exists, a.rep.uid, a.rep.status = true, got.UID, got.Status
-				a.rep.statusWritten, a.rep.oldSpec = got.Status != (report.Status{}), got.Spec != (report.Status{})
+				a.rep.statusWritten = got.Status != (report.Status{})
 				return err
 			case err != nil:
 				return err
 			}
-			a.rep.exists, a.rep.uid, a.rep.adopted, a.rep.statusWritten, a.rep.oldSpec = true, r.UID, true, false, false
+			a.rep.exists, a.rep.uid, a.rep.statusWritten = true, r.UID, false
 		}
 		if !a.rep.statusWritten || !sameStatus(a.rep.status, want) {
 			r, err := a.o.Reports.ReplaceStatus(ctx, a.o.NodeName, want)
@@ -221,14 +186,6 @@ func (a *agent) write(ctx context.Context, want report.Status) error {
 				return err
 			}
 			a.rep.status, a.rep.uid, a.rep.statusWritten = r.Status, r.UID, true
-		}
-		if a.rep.oldSpec {
-			// Read once, at start: what the status now says, the spec must
-			// not say otherwise to a person reading the object.
-			if _, err := a.o.Reports.ClearSpec(ctx, a.o.NodeName); err != nil && !apierrors.IsNotFound(err) {
-				return err
-			}
-			a.rep.oldSpec = false
 		}
 		return nil
 	})

@@ -123,14 +123,6 @@ func (h *harness) seedReportSpec(status report.Status) {
 	h.seeded = values(status)
 }
 
-// seedOldReport stores the report an earlier agent wrote: its
-// observations in the spec, no status.
-func (h *harness) seedOldReport(v map[string]string) {
-	h.t.Helper()
-	h.seedReportObject(&report.Report{Spec: specOf(v)})
-	h.seeded = v
-}
-
 func (h *harness) seedReportObject(r *report.Report) {
 	h.t.Helper()
 	r.Name, r.Namespace = testNode, testNamespace
@@ -189,8 +181,7 @@ func (h *harness) reportWrites() []report.Status {
 }
 
 // writtenSpec is the status a report write sets: a patch of the status
-// subresource. A create sets none (the API server keeps no status from it),
-// nor does the clearing of an old agent's spec.
+// subresource. A create sets none (the API server keeps no status from it).
 func writtenSpec(h *harness, a k8stesting.Action) (report.Status, bool) {
 	p, ok := a.(k8stesting.PatchActionImpl)
 	if !ok {
@@ -204,14 +195,10 @@ func writtenSpec(h *harness, a k8stesting.Action) (report.Status, bool) {
 	if err := json.Unmarshal(p.GetPatch(), &ops); err != nil || len(ops) != 1 {
 		h.t.Fatalf("the report patch %s is not one operation (%v)", p.GetPatch(), err)
 	}
-	switch {
-	case p.GetSubresource() == "status" && ops[0].Op == "add" && ops[0].Path == "/status":
-		return ops[0].Value, true
-	case p.GetSubresource() == "" && ops[0].Op == "replace" && ops[0].Path == "/spec" && ops[0].Value == (report.Status{}):
-		return report.Status{}, false
+	if p.GetSubresource() != "status" || ops[0].Op != "add" || ops[0].Path != "/status" {
+		h.t.Fatalf("the report patch %s (subresource %q) is not a status write", p.GetPatch(), p.GetSubresource())
 	}
-	h.t.Fatalf("the report patch %s (subresource %q) is neither a status write nor an old spec cleared", p.GetPatch(), p.GetSubresource())
-	return report.Status{}, false
+	return ops[0].Value, true
 }
 
 // reportChanges are the changes each report write made, as values (nil:

@@ -42,7 +42,6 @@ func TestTheAgentKeepsTheOperatorsContract(t *testing.T) {
 		},
 		"annotations": {
 			"state": names.AnnState, "stateSince": names.AnnStateSince, "startedAt": names.AnnStartedAt,
-			"appliedRevision": names.AnnAppliedRevision, "applyStatus": names.AnnApplyStatus, "applyMessage": names.AnnApplyMessage,
 			"hnsRepair": names.AnnHNSRepair,
 		},
 		"nodeStates": {"applying": names.StateApplying, "verifying": names.StateVerifying, "failed": names.StateFailed},

@@ -61,8 +61,8 @@ func (a Action) String() string {
 	return fmt.Sprintf("Action(%d)", int(a))
 }
 
-// NodeReport is the agent's report on its Node: the annotations
-// applied-revision, apply-status and apply-message.
+// NodeReport is the agent's apply result for the Node's current start: its
+// WindowsNodeReport's apply (revision, status, message).
 type NodeReport struct {
 	AppliedRevision string
 	Status          names.ApplyStatus
@@ -274,7 +274,8 @@ func keepBeat(in Input, step Step) Step {
 
 // Requested: the Node asks the agent for work. It asks nothing without a
 // revision label, nor once the agent's final report for that revision is on
-// it (the operator asks again by clearing apply-status).
+// it (the operator asks again with a new start, winpool.dev/started-at, which
+// an earlier result does not answer).
 func Requested(revision string, reported NodeReport) bool {
 	if revision == "" {
 		return false

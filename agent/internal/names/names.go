@@ -7,13 +7,6 @@ const (
 	LabelPool     = "winpool.dev/pool"
 	LabelRevision = "winpool.dev/revision"
 
-	// Written by an agent of 0.2.0 on its Node, which agents now report in
-	// their WindowsNodeReport (package report): read once, to adopt the
-	// apply result of a node upgraded from 0.2.0.
-	AnnAppliedRevision = "winpool.dev/applied-revision"
-	AnnApplyStatus     = "winpool.dev/apply-status"
-	AnnApplyMessage    = "winpool.dev/apply-message"
-
 	// LabelTarget marks the revision ConfigMap of a pool's target revision
 	// (value "true"; the operator moves it when the spec changes): what the
 	// agents preflight before any node of theirs is started.
@@ -70,8 +63,8 @@ const (
 	FieldManager = "winpool-agent"
 )
 
-// ApplyStatus is the value of winpool.dev/apply-status. The annotation
-// winpool.dev/applied-revision names the revision the status is about.
+// ApplyStatus is the status of the agent's last apply (its report's
+// apply.status); apply.revision names the revision it is about.
 type ApplyStatus string
 
 const (

@@ -33,22 +33,11 @@ const Kind = "WindowsNodeReport"
 type Report struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
-	// Spec is empty: a report is all observation. An earlier agent
-	// wrote its observations here; the agent reads them once, on upgrade,
-	// and clears them.
-	Spec Status `json:"spec"`
+	// Spec is empty: a report is all observation (the CRD requires one).
+	Spec struct{} `json:"spec"`
 	// Status is what the agent reports, written through the status
 	// subresource (a create keeps none of it).
 	Status Status `json:"status,omitempty"`
-}
-
-// Observations are what the agent reported: the status, or what an earlier
-// agent wrote in the spec while no status is written.
-func (r *Report) Observations() Status {
-	if r.Status != (Status{}) {
-		return r.Status
-	}
-	return r.Spec
 }
 
 // Status is what the agent reports; every field is the agent's own.
@@ -212,8 +201,6 @@ type Client interface {
 	// ReplaceStatus makes the report's status exactly status, in one
 	// request to the status subresource.
 	ReplaceStatus(ctx context.Context, name string, status Status) (*Report, error)
-	// ClearSpec empties the spec an earlier agent wrote its observations in.
-	ClearSpec(ctx context.Context, name string) (*Report, error)
 }
 
 // NewClient is a Client over the dynamic client.
@@ -280,10 +267,6 @@ func (c *client) Create(ctx context.Context, r *Report) (*Report, error) {
 func (c *client) ReplaceStatus(ctx context.Context, name string, status Status) (*Report, error) {
 	// "add" sets a member whether or not it is there: a new report has no status yet.
 	return c.patch(ctx, name, []map[string]any{{"op": "add", "path": "/status", "value": status}}, "status")
-}
-
-func (c *client) ClearSpec(ctx context.Context, name string) (*Report, error) {
-	return c.patch(ctx, name, []map[string]any{{"op": "replace", "path": "/spec", "value": Status{}}})
 }
 
 func (c *client) patch(ctx context.Context, name string, ops []map[string]any, subresource ...string) (*Report, error) {

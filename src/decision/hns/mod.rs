@@ -74,8 +74,6 @@ pub const MAX_LISTED_SERVICES: usize = 20;
 const MAX_SERVICES_IN_MESSAGE: usize = 5;
 /// Suggested tolerance for [`node_readiness`]: a node is Ready at 95% of the expected counts.
 pub const DEFAULT_TOLERANCE_PERCENT: u8 = 5;
-/// Longest annotation value quoted in a message.
-const MAX_QUOTED: usize = 32;
 
 /// Condition reasons written by this module.
 pub mod reasons {
@@ -100,8 +98,6 @@ pub mod reasons {
     pub const AWAITING_REPORT: &str = "AwaitingReport";
     /// `WindowsHNSReady=Unknown`: no counts on the node.
     pub const NOT_REPORTED: &str = "NotReported";
-    /// `WindowsHNSReady=Unknown`: the counts on the node are not non-negative integers.
-    pub const INVALID_REPORT: &str = "InvalidReport";
 }
 
 mod capacity;

@@ -3,11 +3,10 @@
 
 #[allow(unused_imports)]
 use super::*;
-use crate::decision::agent_report::Reported;
 
 /// The controller knows the counts on a node are gone or stale because the
-/// node restarted (e.g. it removed the `winpool.dev/hns-*` annotations when
-/// the rollout rebooted the node, at `since`): until `grace` has passed, a
+/// node restarted (its report's counts are of an earlier boot; the rollout
+/// rebooted the node at `since`): until `grace` has passed, a
 /// node without counts is NotReady (HNS starts empty after a reboot), after
 /// that Unknown, so a node whose agent never reports is not held forever.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,24 +15,16 @@ pub struct AwaitingReport {
     pub grace: SignedDuration,
 }
 
-/// `value` quoted for a message, cut to [`MAX_QUOTED`] characters.
-fn quote(value: &str) -> String {
-    match value.char_indices().nth(MAX_QUOTED) {
-        Some((i, _)) => format!("{:?}...", &value[..i]),
-        None => format!("{value:?}"),
-    }
-}
-
 /// The smallest count that is within `tolerance` percent below `expected`.
 fn ready_at(expected: i64, tolerance: u8) -> i64 {
     let need = i128::from(expected.max(0)) * i128::from(100 - tolerance);
     ((need + 99) / 100) as i64
 }
 
-/// HNS readiness of one node from the counts its agent reports (an agent of
-/// 0.2.0 in `winpool.dev/hns-load-balancers` and `winpool.dev/hns-endpoints`,
-/// which may hold anything) against the expected counts ([`HnsTracker::totals`]). Returns the readiness,
-/// a reason from [`reasons`] and a message.
+/// HNS readiness of one node from the counts its agent reports (its report's
+/// `hns.loadBalancers` and `hns.endpoints`) against the expected counts
+/// ([`HnsTracker::totals`]). Returns the readiness, a reason from [`reasons`]
+/// and a message.
 ///
 /// - **Ready** (`CaughtUp`) when both counts are at least
 ///   `expected × (1 − tolerance_percent/100)` (rounded up; tolerance is clamped
@@ -43,44 +34,24 @@ fn ready_at(expected: i64, tolerance: u8) -> i64 {
 ///   (`AwaitingReport`) when counts are missing while `awaiting` is in its grace
 ///   period.
 /// - **Unknown** (`NotReported`) when a count is missing otherwise (the agent
-///   never reported, or not within the grace period), and (`InvalidReport`)
-///   when a value is not a non-negative integer; garbage never panics.
+///   never reported, or not within the grace period).
 ///
 /// How Unknown is handled: the node gets `WindowsHNSReady=Unknown` with this
 /// message, [`taint_wanted`] is false for it (a node whose agent never reports
 /// is never tainted, so never blocked forever), and the rollout does not wait
 /// on it (`rollout` gates only on `HnsReadiness::NotReady`).
 pub fn node_readiness(
-    reported_lb: Option<&Reported<i64>>,
-    reported_ep: Option<&Reported<i64>>,
+    reported_lb: Option<i64>,
+    reported_ep: Option<i64>,
     expected: (i64, i64),
     tolerance_percent: u8,
     awaiting: Option<AwaitingReport>,
     now: Timestamp,
 ) -> (HnsReadiness, &'static str, String) {
     let tolerance = tolerance_percent.min(100);
-    let fields = [(names::ANN_HNS_LOAD_BALANCERS, reported_lb), (names::ANN_HNS_ENDPOINTS, reported_ep)];
-
-    let invalid: Vec<String> = fields
-        .iter()
-        .filter_map(|(ann, v)| match v {
-            Some(Reported::Unknown(raw)) => Some(format!("{ann} is {}", quote(raw))),
-            _ => None,
-        })
-        .collect();
-    if !invalid.is_empty() {
-        return (
-            HnsReadiness::Unknown,
-            reasons::INVALID_REPORT,
-            format!(
-                "the agent's HNS counts are not non-negative integers ({}); HNS readiness is unknown, so the node is not tainted and the rollout does not wait for it",
-                invalid.join(", ")
-            ),
-        );
-    }
-
-    let (Some(lb), Some(ep)) = (reported_lb.and_then(Reported::known), reported_ep.and_then(Reported::known)) else {
-        let missing: Vec<&str> = fields.iter().filter(|(_, v)| v.is_none()).map(|(ann, _)| *ann).collect();
+    let (Some(lb), Some(ep)) = (reported_lb, reported_ep) else {
+        let fields = [("hns.loadBalancers", reported_lb), ("hns.endpoints", reported_ep)];
+        let missing: Vec<&str> = fields.iter().filter(|(_, v)| v.is_none()).map(|(field, _)| *field).collect();
         return not_reported(&missing.join(" and "), awaiting, now);
     };
 

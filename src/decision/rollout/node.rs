@@ -3,8 +3,8 @@
 use super::hooks::{self, Gate, HookKind};
 use super::settings::{Decided, RoundSettings};
 use super::{
-    DrainBlock, DrainMode, FailureReason, HnsReadiness, NodePatch, NodeState, NodeView, Recorded, ask_agent_anew, current_state, fail,
-    fail_kept_cordoned, may_be_installing, release_cordon, verify_config, verify_health, verify_rebooted, waiting_for,
+    DrainBlock, DrainMode, FailureReason, HnsReadiness, NodePatch, NodeState, NodeView, Recorded, current_state, fail, fail_kept_cordoned,
+    may_be_installing, release_cordon, verify_config, verify_health, verify_rebooted, waiting_for,
 };
 use crate::api::{OnNodeFailure, names};
 use crate::gates::{self, Seen};
@@ -180,7 +180,6 @@ fn retarget(s: &RoundSettings<'_>, p: &mut NodePatch, n: &NodeView, state: NodeS
     }
     // Already drained and cordoned: go straight to applying the new revision.
     p.label(names::LABEL_REVISION, Some(&s.rev)).state(NodeState::Applying, s.now);
-    ask_agent_anew(p);
     p.ann(names::ANN_DRAINED_REVISION, Some(&s.rev));
     NodeState::Applying
 }
@@ -251,7 +250,6 @@ fn draining(s: &RoundSettings<'_>, r: &mut Decided<'_>, p: &mut NodePatch, n: &N
     if n.pods_to_evict == 0 {
         p.label(names::LABEL_REVISION, Some(&s.rev)).ann(names::ANN_DRAINED_REVISION, Some(&s.rev)).state(NodeState::Applying, s.now);
         p.ann(names::ANN_DRAIN_BLOCKED_BY, None).ann(names::ANN_DRAIN_BLOCKED_SINCE, None);
-        ask_agent_anew(p);
         p.reason = format!("drained; agent revision {} scheduled", s.rev);
         return NodeState::Applying;
     }
@@ -477,7 +475,6 @@ fn start_undo(s: &RoundSettings<'_>, r: &mut Decided<'_>, p: &mut NodePatch, n: 
         return NodeState::Draining;
     }
     p.state(NodeState::Applying, s.now);
-    ask_agent_anew(p);
     p.reason = format!("{why}: cordoned; the agent takes the update off (no drain)");
     NodeState::Applying
 }

@@ -93,18 +93,7 @@ fn mark_failed(p: &mut NodePatch, now: Timestamp, reason: FailureReason, message
     p.state(NodeState::Failed, now)
         .ann(names::ANN_FAILURE_REASON, Some(reason.as_str()))
         .ann(names::ANN_FAILURE_MESSAGE, Some(&message))
-        .ann(names::ANN_BOOT_ID, None)
-        // Whatever the preflight said before, the host has failed since: a
-        // retry waits for its agent to judge it again.
-        .ann(names::ANN_PREFLIGHT, None)
-        .ann(names::ANN_PREFLIGHT_REVISION, None);
-}
-
-/// The agent's report is about the configuration it last applied; a node that
-/// (re)enters Applying must be applied anew, even for the same revision (a
-/// retry after a failure). The agent starts when the report is gone.
-pub(super) fn ask_agent_anew(p: &mut NodePatch) {
-    p.ann(names::ANN_APPLIED_REVISION, None).ann(names::ANN_APPLY_STATUS, None).ann(names::ANN_APPLY_MESSAGE, None);
+        .ann(names::ANN_BOOT_ID, None);
 }
 
 /// Only the undo's own start takes an update off: any other start, and a

@@ -50,11 +50,6 @@ pub(super) fn held(s: &RoundSettings<'_>, n: &NodeView) -> Option<PreflightHeld>
 /// update is on the node. A failed download holds it, named (the agent
 /// tries again): the drain would only meet the same failure.
 fn staging_held(s: &RoundSettings<'_>, n: &NodeView) -> Option<PreflightHeld> {
-    if !n.reports_in_object {
-        // An agent of 0.2.0 (it reports in annotations) cannot stage; the
-        // roll of its DaemonSet replaces it.
-        return None;
-    }
     match &n.staging {
         Some(Staging { revision, state, .. }) if *revision == s.rev => match state {
             StagingState::Staged => None,

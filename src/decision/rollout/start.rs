@@ -1,10 +1,9 @@
 //! Whether the rollout may start nodes this round, and which it starts.
 
 use super::settings::{Decided, RoundSettings};
-use super::{Hold, NodePatch, NodeState, NodeView, Soak, StagingState, ask_agent_anew, kernel_satisfies, max_unavailable, verify_config};
+use super::{Hold, NodePatch, NodeState, NodeView, Soak, StagingState, kernel_satisfies, max_unavailable, verify_config};
 use crate::api::names;
 use crate::gates::{self, Seen};
-use crate::report::ApplyStatus;
 
 /// Why no node may start this round, if something holds the rollout.
 pub(super) fn hold(s: &RoundSettings<'_>, r: &Decided<'_>) -> Option<Hold> {
@@ -279,18 +278,10 @@ fn start(s: &RoundSettings<'_>, p: &mut NodePatch, n: &NodeView) -> NodeState {
     let already_drained = n.drained_revision.as_deref() == Some(rev) && n.unschedulable && n.cordoned_by_winpool;
     if at_target {
         p.label(names::LABEL_REVISION, Some(rev)).state(NodeState::Applying, now);
-        // A report of success for this revision is the confirmation already;
-        // any other (a retried failure, from an HNS or CSI Proxy wait) would
-        // fail the node again at once: the agent is asked anew.
-        let confirmed = n.applied_revision.as_deref() == Some(rev) && n.apply() == Some(ApplyStatus::Succeeded);
-        if !confirmed {
-            ask_agent_anew(p);
-        }
         p.reason = format!("already at the target configuration; agent revision {rev} confirms it (no cordon, no drain)");
         NodeState::Applying
     } else if hotpatch {
         p.label(names::LABEL_REVISION, Some(rev)).state(NodeState::Applying, now);
-        ask_agent_anew(p);
         p.reason = format!("hotpatch: agent revision {rev} installs it in service (no cordon, no drain, no reboot)");
         NodeState::Applying
     } else if s.spec.rollout.drain.enabled && !already_drained {
@@ -303,7 +294,6 @@ fn start(s: &RoundSettings<'_>, p: &mut NodePatch, n: &NodeView) -> NodeState {
         NodeState::Draining
     } else {
         p.label(names::LABEL_REVISION, Some(rev)).state(NodeState::Applying, now);
-        ask_agent_anew(p);
         p.reason = format!("cordoned; agent revision {rev} scheduled (no drain)");
         NodeState::Applying
     }

@@ -1,5 +1,5 @@
-//! What the round's decisions add up to: the HNS report cleanup on the
-//! patches, the counts, the failed list and when to look again.
+//! What the round's decisions add up to: the counts, the failed list and
+//! when to look again.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -8,30 +8,8 @@ use jiff::Timestamp;
 
 use super::max_unavailable;
 use super::settings::{Decided, RoundSettings};
-use super::{FailedInfo, Hold, IDLE_REQUEUE, IN_FLIGHT_REQUEUE, NodeState, NodeView, Soak, verify_config};
+use super::{FailedInfo, Hold, IDLE_REQUEUE, IN_FLIGHT_REQUEUE, NodeState, NodeView, Soak};
 use crate::api::{NodeCounts, names};
-
-/// The HNS counts an agent reported before the update describe the old boot:
-/// HNS starts from nothing after the reboot, so they must not make the node look
-/// ready. A report object says which boot its counts are of, and needs nothing
-/// here; annotations of a 0.2.0 agent do not, so they are dropped when the node
-/// starts applying, and the node is marked as awaiting a fresh report. An agent
-/// that never reported is not waited for.
-pub(super) fn drop_stale_hns_reports(s: &RoundSettings<'_>, r: &mut Decided<'_>, sorted: &[&NodeView]) {
-    for p in r.patches.iter_mut() {
-        // `sorted` is by name: a lookup per patch, not a scan of the pool.
-        let Ok(i) = sorted.binary_search_by(|n| n.name.as_str().cmp(p.node.as_str())) else { continue };
-        let n = sorted[i];
-        // A node confirmed "already at target" does not reboot: its counts stay valid.
-        let legacy = n.hns_reported && !n.reports_in_object;
-        if p.to == NodeState::Applying && p.from != NodeState::Applying && legacy && verify_config(s.spec, n).is_err() {
-            p.ann(names::ANN_HNS_LOAD_BALANCERS, None).ann(names::ANN_HNS_ENDPOINTS, None).ann(names::ANN_HNS_AWAITING, Some("true"));
-        }
-        if matches!(p.to, NodeState::Updated | NodeState::Failed) && p.from != p.to {
-            p.ann(names::ANN_HNS_AWAITING, None);
-        }
-    }
-}
 
 /// Nodes per state, every state present.
 pub(super) fn by_state(r: &Decided<'_>) -> BTreeMap<NodeState, usize> {

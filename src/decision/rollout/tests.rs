@@ -553,8 +553,6 @@ fn land(n: &NodeView, p: Option<&NodePatch>) -> NodeView {
     for (k, field) in [
         (names::ANN_TARGET_REVISION, &mut n.target_revision),
         (names::ANN_DRAINED_REVISION, &mut n.drained_revision),
-        (names::ANN_APPLIED_REVISION, &mut n.applied_revision),
-        (names::ANN_APPLY_MESSAGE, &mut n.apply_message),
         (names::ANN_BOOT_ID, &mut n.boot_id_at_start),
         (names::ANN_FAILURE_REASON, &mut n.failure_reason),
         (names::ANN_FAILURE_MESSAGE, &mut n.failure_message),
@@ -563,13 +561,16 @@ fn land(n: &NodeView, p: Option<&NodePatch>) -> NodeView {
             *field = v;
         }
     }
-    if let Some(v) = text(names::ANN_APPLY_STATUS) {
-        n.apply_status = v.as_deref().map(Reported::parse);
-    }
     if let Some(v) = text(names::ANN_STATE_SINCE) {
         n.state_since = time(v);
     }
     if let Some(v) = text(names::ANN_STARTED_AT) {
+        // A new start: the agent's last result answers an earlier one, and
+        // the view reads none (node_view) until the agent answers this one.
+        // A node at rest names no start, and its last result stands.
+        if v.is_some() {
+            (n.applied_revision, n.apply_status, n.apply_message) = (None, None, None);
+        }
         n.started_at = time(v);
     }
     if let Some(v) = text(names::ANN_CORDONED_BY_WINPOOL) {
@@ -742,24 +743,6 @@ fn hns_holds_verifying_only_until_its_timeout_and_applying_clears_stale_counts()
     let plan = run(&spec, &[n]);
     assert_eq!(transition(&plan, "n"), Some((NodeState::Verifying, NodeState::Updated)));
     assert!(plan.warnings.iter().any(|(_, m)| m.contains("readyTimeout")), "reported: {:?}", plan.warnings);
-
-    let mut d = in_state("d", NodeState::Draining, &rev);
-    d.pods_to_evict = 0;
-    d.hns_reported = true;
-    let p = patch(&run(&spec, std::slice::from_ref(&d)), "d").unwrap().clone();
-    assert_eq!(p.to, NodeState::Applying);
-    assert_eq!(p.annotations.get(names::ANN_HNS_LOAD_BALANCERS), Some(&None), "pre-reboot counts are dropped");
-    assert_eq!(p.annotations.get(names::ANN_HNS_AWAITING), Some(&Some("true".into())), "and a fresh report awaited");
-    // A report object says which boot its counts are of: the Node is not written for them.
-    let mut o = d.clone();
-    o.reports_in_object = true;
-    let p = patch(&run(&spec, &[o]), "d").unwrap().clone();
-    assert_eq!(p.to, NodeState::Applying);
-    assert!(!p.annotations.contains_key(names::ANN_HNS_LOAD_BALANCERS) && !p.annotations.contains_key(names::ANN_HNS_AWAITING));
-    // An agent that never reported HNS counts is not awaited.
-    d.hns_reported = false;
-    let p = patch(&run(&spec, &[d]), "d").unwrap().clone();
-    assert!(!p.annotations.contains_key(names::ANN_HNS_AWAITING));
 }
 
 #[test]
@@ -775,20 +758,15 @@ fn a_node_already_at_the_target_is_confirmed_without_cordon_or_drain() {
     assert_eq!(p.labels.get(names::LABEL_REVISION), Some(&Some(rev.clone())));
     assert!(!p.annotations.contains_key(names::ANN_CORDONED_BY_WINPOOL));
 
-    // Retried after a failure at the target (an HNS or CSI Proxy wait): the old
-    // Failed report would fail it again at once, so the agent is asked anew.
+    // Retried after a failure at the target (an HNS or CSI Proxy wait): the
+    // start names a new attempt, which the old Failed result does not answer.
     let mut retried = applied(fresh("r"), &rev);
     retried.revision_label = Some(rev.clone());
     retried.apply_status = Some(Reported::Known(ApplyStatus::Failed));
     let p = patch(&run(&spec, &[retried]), "r").unwrap().clone();
     assert_eq!(p.to, NodeState::Applying);
     assert_eq!(p.unschedulable, None, "still not cordoned");
-    assert_eq!(p.annotations.get(names::ANN_APPLY_STATUS), Some(&None), "the failed report is cleared");
-    // A success for this revision already confirms it: nothing to clear.
-    let mut confirmed = applied(fresh("c"), &rev);
-    confirmed.revision_label = None;
-    let p = patch(&run(&spec, &[confirmed]), "c").unwrap().clone();
-    assert!(!p.annotations.contains_key(names::ANN_APPLY_STATUS), "{p:?}");
+    assert!(matches!(p.annotations.get(names::ANN_STARTED_AT), Some(Some(_))), "a new start: {p:?}");
 }
 
 #[test]
@@ -1085,10 +1063,10 @@ fn on_node_failure_keep_cordoned_keeps_the_cordon_and_the_slot() {
     }
 }
 
-/// The agent stays on the node and acts on whatever report the Node carries: a
-/// node that re-enters Applying for the revision it failed must lose that
-/// report, or the agent would never try again and the operator would read the
-/// old failure as a new one.
+/// A node that re-enters Applying for the revision it failed is started
+/// anew: the start names a new attempt (`winpool.dev/started-at`), which the
+/// old failure does not answer, so the agent tries again and the operator
+/// does not read the old failure as a new one.
 #[test]
 fn a_node_entering_applying_asks_the_agent_anew() {
     let spec = spec_with("rollout: {drain: {enabled: false}}");
@@ -1099,19 +1077,14 @@ fn a_node_entering_applying_asks_the_agent_anew() {
     retried.applied_revision = Some(rev.clone());
     retried.apply_status = Some(Reported::Known(ApplyStatus::Failed));
     retried.apply_message = Some("servicing exited 0x800F0922".into());
-    let plan = run(&spec, &[retried]);
+    retried.started_at = ago(3600);
+    let plan = run(&spec, std::slice::from_ref(&retried));
     let p = patch(&plan, "a").expect("started");
     assert_eq!(p.to, NodeState::Applying);
-    for k in [names::ANN_APPLIED_REVISION, names::ANN_APPLY_STATUS, names::ANN_APPLY_MESSAGE] {
-        assert_eq!(p.annotations.get(k), Some(&None), "{k} must be removed when the node enters Applying");
-    }
-
-    // After a drain, too.
-    let drained = NodeView { pods_to_evict: 0, ..in_state("b", NodeState::Draining, &rev) };
-    let plan = run(&spec_with(""), &[NodeView { target_revision: Some(revision_of(&spec_with(""))), ..drained }]);
-    let p = patch(&plan, "b").expect("moved");
-    assert_eq!(p.to, NodeState::Applying);
-    assert_eq!(p.annotations.get(names::ANN_APPLY_STATUS), Some(&None));
+    let started = p.annotations.get(names::ANN_STARTED_AT).cloned().flatten().expect("a new start");
+    assert_ne!(started.parse::<Timestamp>().ok(), retried.started_at, "a new attempt, not the failed one");
+    let after = land(&retried, Some(p));
+    assert_eq!((after.apply(), after.applied_revision), (None, None), "the old failure answers no start now");
 }
 
 /// "Rebooted" is a new bootID from the kubelet, never assumed from a report.
@@ -1693,7 +1666,8 @@ fn a_csi_proxy_host_service_is_labelled_once_and_satisfies_the_pool() {
 
 #[test]
 fn a_node_is_cordoned_only_once_its_agents_preflight_passed_for_the_revision() {
-    let spec = spec_with("rollout: {maxUnavailable: 10}");
+    // Staging off: what holds a node here is its preflight alone.
+    let spec = spec_with("rollout: {maxUnavailable: 10, staging: false}");
     let rev = revision_of(&spec);
     let verdict = |rev: &str, v: PreflightVerdict| Some(Preflight { revision: rev.into(), verdict: v });
     let nodes = [
@@ -1732,7 +1706,7 @@ fn a_pool_that_stages_starts_only_nodes_whose_update_is_on_the_node() {
         let rev = revision_of(&spec);
         let ready = Some(Preflight { revision: rev.clone(), verdict: PreflightVerdict::Ready });
         let staging = |rev: &str, state: StagingState| Some(Staging { revision: rev.into(), state, reboot_free: false });
-        let cleared = |name: &str| NodeView { preflight: ready.clone(), reports_in_object: true, ..fresh(name) };
+        let cleared = |name: &str| NodeView { preflight: ready.clone(), ..fresh(name) };
         let nodes = [
             NodeView { staging: staging(&rev, StagingState::Staged), ..cleared("staged") },
             NodeView { staging: staging(&rev, StagingState::Running), ..cleared("downloading") },
@@ -1742,8 +1716,6 @@ fn a_pool_that_stages_starts_only_nodes_whose_update_is_on_the_node() {
             },
             NodeView { staging: None, ..cleared("not-yet") },
             NodeView { staging: staging("0123456789", StagingState::Staged), ..cleared("old-revision") },
-            // An agent of 0.2.0 (annotations) cannot stage: its roll replaces it.
-            NodeView { staging: None, reports_in_object: false, ..cleared("annotations") },
         ];
         let existing = BTreeSet::new();
         let plan = decide(&input(&spec, &existing), &nodes, now());
@@ -1752,14 +1724,14 @@ fn a_pool_that_stages_starts_only_nodes_whose_update_is_on_the_node() {
         (started, plan.preflight_held, staging)
     };
     let (on, held, staging) = started("");
-    assert_eq!(on, ["annotations", "staged"], "only the staged node (and the agent that cannot stage) is cordoned");
+    assert_eq!(on, ["staged"], "only the staged node is cordoned");
     assert_eq!(staging, 3, "downloading, not-yet and old-revision wait for their download");
     assert!(
         matches!(&held["failed"], PreflightHeld::Blocked(why) if why.contains("rollout.staging") && why.contains("0x80244022")),
         "a failed download holds its node, naming it: {held:?}"
     );
     let (off, held, _) = started(", staging: false");
-    assert_eq!(off.len(), 6, "without staging every cleared node may start: {off:?}");
+    assert_eq!(off.len(), 5, "without staging every cleared node may start: {off:?}");
     assert!(held.is_empty(), "{held:?}");
 }
 
@@ -1775,7 +1747,6 @@ fn a_hotpatch_is_installed_in_service_and_anything_else_is_drained() {
         let staged = |reboot_free: bool| Some(Staging { revision: rev.clone(), state: StagingState::Staged, reboot_free });
         let node = |name: &str, reboot_free: bool, runtime: &str| NodeView {
             staging: staged(reboot_free),
-            reports_in_object: true,
             boot_id: Some("boot-1".into()),
             runtime_version: Some(format!("containerd://{runtime}")),
             ..fresh(name)
@@ -1938,8 +1909,7 @@ fn a_revision_label_winpool_did_not_set_is_put_back_and_starts_nothing() {
     assert_eq!(plan.counts.updated, 1, "d is Updated; b is not at the target, whatever its label said");
 }
 
-/// An agent's failure message of any length (an agent of 0.2.0 wrote
-/// annotations without a bound) reaches the Node and the status clipped.
+/// An agent's long failure message reaches the Node and the status clipped.
 #[test]
 fn a_huge_agent_message_is_clipped_where_it_is_copied() {
     let spec = spec_with("");

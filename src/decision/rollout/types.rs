@@ -126,10 +126,8 @@ pub struct NodeView {
     /// The agent reports HNS counts on this node (both counts present, of any boot).
     pub hns_reported: bool,
     /// The agent's HNS counts, when they were read in the node's current boot.
-    pub hns_load_balancers: Option<Reported<i64>>,
-    pub hns_endpoints: Option<Reported<i64>>,
-    /// The agent writes a `WindowsNodeReport` (an agent of 0.2.0 wrote annotations).
-    pub reports_in_object: bool,
+    pub hns_load_balancers: Option<i64>,
+    pub hns_endpoints: Option<i64>,
     /// The resourceVersion the view was read at: a start is guarded by it.
     pub resource_version: Option<String>,
     /// How containerd's service is installed, as the agent reports it (`containerd (nssm)`).
@@ -166,19 +164,6 @@ pub enum PreflightVerdict {
     Ready,
     /// The agent's reasons, as it wrote them.
     Blocked(String),
-}
-
-impl Preflight {
-    /// Reads the two annotations; an unknown verdict is a block that says so.
-    pub fn parse(value: Option<&str>, revision: Option<&str>) -> Option<Preflight> {
-        let (value, revision) = (value?, revision.filter(|r| !r.is_empty())?);
-        let verdict = match value.strip_prefix(names::PREFLIGHT_BLOCKED) {
-            _ if value == names::PREFLIGHT_READY => PreflightVerdict::Ready,
-            Some(why) => PreflightVerdict::Blocked(why.to_string()),
-            None => PreflightVerdict::Blocked(format!("the agent's preflight says {value:?}, neither Ready nor Blocked")),
-        };
-        Some(Preflight { revision: revision.to_string(), verdict })
-    }
 }
 
 /// The agent's download of a revision's update while the node serves

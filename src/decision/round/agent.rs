@@ -3,7 +3,6 @@
 //! `controller::agent`, writes them).
 
 use crate::api::EventReason;
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use jiff::Timestamp;
@@ -16,7 +15,6 @@ use super::Settings;
 use crate::api::{WindowsNodePool, names};
 use crate::configmap::revision_configmap;
 use crate::daemonset::{AgentDrift, agent_daemonset, drift};
-use crate::migration::{legacy_config, legacy_revision};
 use crate::revision::NodeConfig;
 use crate::rollout::Plan;
 
@@ -187,41 +185,24 @@ pub(crate) struct ConfigMapWrites {
     pub(crate) mark: Vec<(String, bool)>,
     /// When the marks are put on (`winpool.dev/target-since`), RFC 3339.
     pub(crate) marked_at: String,
-    pub(crate) delete_legacy: Vec<String>,
 }
 
-/// The ConfigMap of every revision the plan needs that has none: the target's
-/// from the spec, an earlier revision's from the per-revision DaemonSet that
-/// still describes it. Per-revision DaemonSets of the earlier layout go once
-/// the pool's own DaemonSet is written and their configuration is safe in a
-/// ConfigMap: their nodes keep their configuration and are not drained. The deletions count on the creations
-/// having landed: the shell stops at the first one that fails.
+/// The target revision's ConfigMap when the plan needs it and it has none
+/// (its configuration is the spec's), and the target marks to move.
 pub(crate) fn configmap_writes(
     pool: &WindowsNodePool,
     ns: &str,
     plan: &Plan,
     cms_of_pool: &[Arc<ConfigMap>],
-    ds_of_pool: &[Arc<DaemonSet>],
     now: Timestamp,
 ) -> ConfigMapWrites {
-    let mut have: BTreeSet<String> = cms_of_pool.iter().filter_map(|c| c.labels().get(names::LABEL_REVISION).cloned()).collect();
-    let target = NodeConfig::from_spec(&pool.spec);
-    let missing: Vec<&String> = plan.config_revisions.iter().filter(|r| !have.contains(*r)).collect();
     let mut writes = ConfigMapWrites { marked_at: now.to_string(), ..Default::default() };
-    for rev in missing {
-        let cfg = if *rev == plan.revision {
-            Some(target.clone())
-        } else {
-            ds_of_pool.iter().filter(|d| legacy_revision(d) == Some(rev.as_str())).find_map(|d| legacy_config(d))
-        };
-        let Some(cfg) = cfg else { continue };
-        let mut cm = revision_configmap(pool, rev, &cfg, ns);
-        if *rev == plan.revision {
-            cm.labels_mut().insert(names::LABEL_TARGET.into(), "true".into());
-            cm.annotations_mut().insert(names::ANN_TARGET_SINCE.into(), writes.marked_at.clone());
-        }
-        writes.create.push((rev.clone(), cm));
-        have.insert(rev.clone());
+    let has_configmap = cms_of_pool.iter().any(|c| c.labels().get(names::LABEL_REVISION) == Some(&plan.revision));
+    if plan.config_revisions.contains(&plan.revision) && !has_configmap {
+        let mut cm = revision_configmap(pool, &plan.revision, &NodeConfig::from_spec(&pool.spec), ns);
+        cm.labels_mut().insert(names::LABEL_TARGET.into(), "true".into());
+        cm.annotations_mut().insert(names::ANN_TARGET_SINCE.into(), writes.marked_at.clone());
+        writes.create.push((plan.revision.clone(), cm));
     }
     // The agents preflight the revision whose ConfigMap carries the mark.
     let mut marks: Vec<(String, bool)> = cms_of_pool
@@ -234,12 +215,6 @@ pub(crate) fn configmap_writes(
         .collect();
     marks.sort_by_key(|(name, on)| (*on, name.clone()));
     writes.mark = marks;
-    // An earlier-layout DaemonSet goes only once nothing needs its configuration
-    // or that configuration is in a ConfigMap (one whose environment could not be
-    // read stays, and its nodes keep their agent).
-    let replaced = |rev: &str| have.contains(rev) || !plan.config_revisions.contains(rev);
-    let legacy = ds_of_pool.iter().filter(|d| d.metadata.deletion_timestamp.is_none());
-    writes.delete_legacy = legacy.filter(|d| legacy_revision(d).is_some_and(replaced)).map(|d| d.name_any()).collect();
     writes
 }
 

@@ -59,7 +59,7 @@ pub(crate) fn within_catch_up_grace(
 /// restart looks the same until kube-proxy has programmed it again. The
 /// message says what was seen, the numbers included.
 pub(crate) fn collapse(v: &crate::rollout::NodeView, totals: (i64, i64)) -> Option<String> {
-    let lb = v.hns_load_balancers.as_ref()?.known()?;
+    let lb = v.hns_load_balancers?;
     (totals.0 >= COLLAPSE_MIN_LOAD_BALANCERS && lb.saturating_mul(4) <= totals.0).then(|| {
         format!(
             "HNS collapsed: it holds {lb} of the {} load balancers the cluster's Services need, after holding them in this boot (load balancers collapsed, or HNS restarted and kube-proxy is programming it anew); {DRIFT_ADVICE}",
@@ -70,14 +70,12 @@ pub(crate) fn collapse(v: &crate::rollout::NodeView, totals: (i64, i64)) -> Opti
 
 /// The message of a node whose HNS stayed behind what it held in this boot.
 pub(crate) fn drift_message(v: &crate::rollout::NodeView, totals: (i64, i64)) -> String {
-    let count = |c: &Option<crate::decision::agent_report::Reported<i64>>| {
-        c.as_ref().map_or_else(|| "?".into(), |c| c.to_string().trim().to_string())
-    };
+    let count = |c: Option<i64>| c.map_or_else(|| "?".into(), |c| c.to_string());
     format!(
         "HNS lost what it held in this boot and has not programmed it again: {} of {} load balancers and {} of {} endpoints (load balancers deleted out of band, kubernetes#135802); {DRIFT_ADVICE}",
-        count(&v.hns_load_balancers),
+        count(v.hns_load_balancers),
         totals.0,
-        count(&v.hns_endpoints),
+        count(v.hns_endpoints),
         totals.1
     )
 }
@@ -104,7 +102,6 @@ pub(crate) fn drift_reason(previous: Option<&k8s_openapi::api::core::v1::NodeCon
 }
 
 pub(crate) fn hns_readiness(
-    n: &NodeRecord,
     v: &crate::rollout::NodeView,
     totals: (i64, i64),
     spec: &crate::api::HnsSpec,
@@ -113,17 +110,14 @@ pub(crate) fn hns_readiness(
 ) -> (HnsReadiness, &'static str, String) {
     // Right after the update the agent has not reported yet: within nodeTimeout, missing counts mean "not yet".
     // Only a node whose agent reported counts before the update is awaited (counts of the boot
-    // before, or dropped by winpool for a 0.2.0 agent); an agent that never reported leaves the
-    // node Unknown, never tainted and never gating.
+    // before); an agent that never reported leaves the node Unknown, never tainted and never gating.
     let stale = v.hns_reported && v.hns_load_balancers.is_none();
     let awaiting = match v.state.state() {
-        Some(NodeState::Applying | NodeState::Verifying) if stale || n.annotation(names::ANN_HNS_AWAITING) == Some("true") => {
-            Some(AwaitingReport { since: v.started_at.unwrap_or(now), grace })
-        }
+        Some(NodeState::Applying | NodeState::Verifying) if stale => Some(AwaitingReport { since: v.started_at.unwrap_or(now), grace }),
         _ => None,
     };
     let tolerance = spec.tolerance_percent.clamp(0, 100) as u8;
-    hns::node_readiness(v.hns_load_balancers.as_ref(), v.hns_endpoints.as_ref(), totals, tolerance, awaiting, now)
+    hns::node_readiness(v.hns_load_balancers, v.hns_endpoints, totals, tolerance, awaiting, now)
 }
 
 /// The writes that bring one node's WindowsHNSReady condition and hns-not-ready

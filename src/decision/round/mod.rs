@@ -57,8 +57,7 @@ pub(crate) struct Observed {
     pub pods_by_node: BTreeMap<String, Vec<PodOnNode>>,
     pub ds_of_pool: Vec<Arc<DaemonSet>>,
     pub cms_of_pool: Vec<Arc<ConfigMap>>,
-    /// Revisions known to the cluster: their ConfigMaps, and the per-revision
-    /// DaemonSets of the earlier layout, whose configuration moves into ConfigMaps.
+    /// Revisions known to the cluster: those with a ConfigMap.
     pub existing_revisions: BTreeSet<String>,
     /// Cluster-wide expected HNS load balancers and endpoints.
     pub hns_totals: (i64, i64),
@@ -101,7 +100,7 @@ pub(crate) fn patch_resolution(pool: &WindowsNodePool, seen: &Observed, now: Tim
         .members
         .iter()
         .map(|(n, report)| {
-            let agent = AgentReport::of(n, report.as_deref());
+            let agent = AgentReport::of(report.as_deref());
             let updated = by_resolution
                 && n.label(names::LABEL_REVISION) == Some(rev.as_str())
                 && agent.applied_revision.as_deref() == Some(rev.as_str())
@@ -265,7 +264,7 @@ pub(crate) struct Leaving<'n> {
 pub(crate) fn leaving(nodes: &[(Arc<NodeRecord>, Option<Arc<WindowsNodeReport>>)]) -> Leaving<'_> {
     let mut out = Leaving { free: Vec::new(), held: Vec::new() };
     for (n, report) in nodes {
-        let view = node_view(n, &AgentReport::of(n, report.as_deref()), HnsReadiness::Unknown);
+        let view = node_view(n, &AgentReport::of(report.as_deref()), HnsReadiness::Unknown);
         match may_be_installing(&view).filter(|_| view.state.in_flight()) {
             Some(status) => out.held.push((n.name.clone(), status)),
             None => out.free.push(n),
@@ -325,9 +324,9 @@ pub(crate) fn judge<'s>(pool: &WindowsNodePool, seen: &'s Observed, memory: &mut
     let mut views = Vec::with_capacity(seen.members.len());
     let mut hns_nodes = Vec::with_capacity(seen.members.len());
     for (n, report) in &seen.members {
-        let mut v = node_view(n, &AgentReport::of(n, report.as_deref()), HnsReadiness::Unknown);
+        let mut v = node_view(n, &AgentReport::of(report.as_deref()), HnsReadiness::Unknown);
         v.zone = crate::node_view::zone_of(n, &pool.spec.rollout);
-        let (mut readiness, mut reason, mut message) = hns_readiness(n, &v, seen.hns_totals, &pool.spec.hns, grace, now);
+        let (mut readiness, mut reason, mut message) = hns_readiness(&v, seen.hns_totals, &pool.spec.hns, grace, now);
         let state = v.state.state();
         let in_flight = v.state.in_flight();
         let previous = n.hns_condition.as_ref();
@@ -530,7 +529,7 @@ pub(crate) fn decide_judged(
             agent_write(pool, settings, &seen.ds_of_pool),
             plan.by_state.get(&NodeState::Applying).copied().unwrap_or(0),
         ),
-        configmaps: configmap_writes(pool, &settings.agent_namespace, &plan, &seen.cms_of_pool, &seen.ds_of_pool, now),
+        configmaps: configmap_writes(pool, &settings.agent_namespace, &plan, &seen.cms_of_pool, now),
         csi_proxy: csi_proxy_writes(pool, settings, &plan, &seen.cms_of_pool, &seen.ds_of_pool),
         pod_network: pod_network_writes(pool, settings, &seen.ds_of_pool),
         evictions_waiting: memory.evictions_waiting(now),
@@ -961,11 +960,11 @@ mod tests {
         let (pool, settings) = (pool(), settings());
         let existing = BTreeSet::new();
         let plan = decide(&PoolInput::of_spec("p", &pool.spec, &existing), &[], Timestamp::UNIX_EPOCH);
-        let writes = configmap_writes(&pool, &settings.agent_namespace, &plan, &[], &[], Timestamp::UNIX_EPOCH);
+        let writes = configmap_writes(&pool, &settings.agent_namespace, &plan, &[], Timestamp::UNIX_EPOCH);
         assert_eq!(writes.create.iter().map(|(r, _)| r.as_str()).collect::<Vec<_>>(), [plan.revision.as_str()]);
         let cm = Arc::new(writes.create[0].1.clone());
-        let again = configmap_writes(&pool, &settings.agent_namespace, &plan, std::slice::from_ref(&cm), &[], Timestamp::UNIX_EPOCH);
-        assert!(again.create.is_empty() && again.delete_legacy.is_empty());
+        let again = configmap_writes(&pool, &settings.agent_namespace, &plan, std::slice::from_ref(&cm), Timestamp::UNIX_EPOCH);
+        assert!(again.create.is_empty());
         assert!(stale_configmaps(&[cm], &plan).is_empty(), "the target's ConfigMap is not stale");
     }
 
@@ -978,7 +977,7 @@ mod tests {
             decide(&input, &[], Timestamp::UNIX_EPOCH)
         };
         let plan = plan_of(&pool);
-        let first = configmap_writes(&pool, &settings.agent_namespace, &plan, &[], &[], Timestamp::UNIX_EPOCH);
+        let first = configmap_writes(&pool, &settings.agent_namespace, &plan, &[], Timestamp::UNIX_EPOCH);
         let old = Arc::new(first.create[0].1.clone());
         assert_eq!(old.labels().get(names::LABEL_TARGET).map(String::as_str), Some("true"), "created with the mark");
         assert!(first.mark.is_empty());
@@ -988,7 +987,7 @@ mod tests {
         let mut newer = pool.clone();
         newer.spec.os.patch_level = "10.0.20348.2800".into();
         let plan = plan_of(&newer);
-        let w = configmap_writes(&newer, &settings.agent_namespace, &plan, std::slice::from_ref(&old), &[], Timestamp::UNIX_EPOCH);
+        let w = configmap_writes(&newer, &settings.agent_namespace, &plan, std::slice::from_ref(&old), Timestamp::UNIX_EPOCH);
         assert_eq!(w.create[0].1.labels().get(names::LABEL_TARGET).map(String::as_str), Some("true"), "the new target's is marked");
         assert_eq!(w.mark, [(old.name_any(), false)], "the old target's mark comes off");
 
@@ -1000,7 +999,7 @@ mod tests {
         };
         let newer_cm = Arc::new(w.create[0].1.clone());
         let back =
-            configmap_writes(&pool, &settings.agent_namespace, &plan_of(&pool), &[unmarked, newer_cm.clone()], &[], Timestamp::UNIX_EPOCH);
+            configmap_writes(&pool, &settings.agent_namespace, &plan_of(&pool), &[unmarked, newer_cm.clone()], Timestamp::UNIX_EPOCH);
         assert!(back.create.is_empty());
         assert_eq!(back.mark, [(newer_cm.name_any(), false), (old.name_any(), true)], "off the newer first, then on the old");
     }
@@ -1047,8 +1046,9 @@ mod tests {
         // Undo on, with a soak: the gates' look also asks whether an undo could be due.
         (pool.spec.rollout.undo, pool.spec.rollout.soak_time) = (true, "10m".into());
         let rev = crate::revision::revision_of(&pool.spec);
-        let cleared = [(names::ANN_PREFLIGHT, names::PREFLIGHT_READY), (names::ANN_PREFLIGHT_REVISION, rev.as_str())];
-        let seen = observed(vec![member("a", &cleared, None), member("b", &cleared, None)], (0, 0));
+        let cleared =
+            |name: &str| (member(name, &[], None), reported(name, serde_json::json!({"preflight": {"revision": rev, "verdict": "Ready"}})));
+        let seen = observed_with(vec![cleared("a"), cleared("b")], (0, 0));
         let (mut memory, now) = (PoolMemory::default(), at(0));
         crate::revision::COMPUTED.with(|c| c.set(0));
         crate::rollout::PARSED.with(|c| c.set(0));
@@ -1063,10 +1063,15 @@ mod tests {
 
     /// What a round reads, on plain values: these members, nothing else in the cluster.
     fn observed(members: Vec<Arc<NodeRecord>>, hns_totals: (i64, i64)) -> Observed {
+        observed_with(members.into_iter().map(|n| (n, None)).collect(), hns_totals)
+    }
+
+    /// The members with their agents' reports.
+    fn observed_with(members: Vec<(Arc<NodeRecord>, Option<Arc<WindowsNodeReport>>)>, hns_totals: (i64, i64)) -> Observed {
         let pool = pool();
         Observed {
-            membership: Membership { members: members.iter().map(|n| n.name.clone()).collect(), ..Default::default() },
-            members: members.into_iter().map(|n| (n, None)).collect(),
+            membership: Membership { members: members.iter().map(|(n, _)| n.name.clone()).collect(), ..Default::default() },
+            members,
             deselected: Vec::new(),
             rules: DrainRules::of(&pool.spec.rollout.drain),
             pods_by_node: BTreeMap::new(),
@@ -1087,6 +1092,11 @@ mod tests {
         }
     }
 
+    /// A report whose status is `status`, as its agent wrote it.
+    fn reported(name: &str, status: serde_json::Value) -> Option<Arc<WindowsNodeReport>> {
+        Some(Arc::new(WindowsNodeReport::reported(name, serde_json::from_value(status).unwrap())))
+    }
+
     fn at(secs: i64) -> Timestamp {
         "2026-12-03T12:00:00Z".parse::<Timestamp>().unwrap() + jiff::SignedDuration::from_secs(secs)
     }
@@ -1098,11 +1108,11 @@ mod tests {
     #[test]
     fn a_round_gives_a_member_falling_behind_its_grace_from_the_memory() {
         let (pool, settings) = (pool(), settings());
-        fn counts(lb: &str) -> Vec<(&'static str, &str)> {
-            vec![(names::ANN_HNS_LOAD_BALANCERS, lb), (names::ANN_HNS_ENDPOINTS, "100")]
-        }
-        let behind = member("a", &counts("10"), Some(("True", hns::reasons::CAUGHT_UP)));
-        let seen = observed(vec![behind], (100, 100));
+        let with_counts = |lb: i64| {
+            let a = member("a", &[], Some(("True", hns::reasons::CAUGHT_UP)));
+            observed_with(vec![(a, reported("a", serde_json::json!({"hns": {"loadBalancers": lb, "endpoints": 100}})))], (100, 100))
+        };
+        let seen = with_counts(10);
         let writes = |r: &Round| {
             r.hns_writes.iter().map(|(w, _)| (w.node.clone(), w.condition.as_ref().map(|c| c.status.clone()))).collect::<Vec<_>>()
         };
@@ -1120,7 +1130,7 @@ mod tests {
         let (round, memory) = decide_round(&pool, &settings, &seen, PoolMemory::default(), at(60));
         assert!(writes(&round).is_empty(), "a memory that never saw it behind starts its grace now");
 
-        let caught_up = observed(vec![member("a", &counts("100"), Some(("True", hns::reasons::CAUGHT_UP)))], (100, 100));
+        let caught_up = with_counts(100);
         let (_, memory) = decide_round(&pool, &settings, &caught_up, memory, at(61));
         assert!(memory.hns_behind.is_empty(), "caught up: forgotten");
     }
@@ -1134,18 +1144,12 @@ mod tests {
     fn hns_lost_in_the_same_boot_is_a_collapse_at_once_or_a_drift_after_the_grace() {
         use k8s_openapi::api::core::v1::{NodeCondition, NodeStatus, NodeSystemInfo};
         let (pool, settings) = (pool(), settings());
-        let node = |lb: &str, boot: &str| {
+        let node = |lb: i64, boot: &str| {
             let mut n = k8s_openapi::api::core::v1::Node {
                 metadata: ObjectMeta {
                     name: Some("a".into()),
                     resource_version: Some("1".into()),
                     labels: Some([(names::LABEL_POOL.to_string(), "p".to_string())].into()),
-                    annotations: Some(
-                        [(names::ANN_HNS_LOAD_BALANCERS, lb), (names::ANN_HNS_ENDPOINTS, "100")]
-                            .iter()
-                            .map(|(k, v)| (k.to_string(), v.to_string()))
-                            .collect(),
-                    ),
                     ..Default::default()
                 },
                 ..Default::default()
@@ -1162,7 +1166,9 @@ mod tests {
             ];
             let info = NodeSystemInfo { boot_id: boot.into(), ..Default::default() };
             n.status = Some(NodeStatus { conditions: Some(conditions), node_info: Some(info), ..Default::default() });
-            observed(vec![Arc::new(NodeRecord::from(&n))], (100, 100))
+            // The counts name no boot: the node's memory of what it held in this boot says which.
+            let report = reported("a", serde_json::json!({"hns": {"loadBalancers": lb, "endpoints": 100}}));
+            observed_with(vec![(Arc::new(NodeRecord::from(&n)), report)], (100, 100))
         };
         let said = |r: &Round| {
             r.hns_writes
@@ -1171,22 +1177,22 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         let events = |r: &Round| r.announce.iter().map(|e| e.reason.clone()).collect::<Vec<_>>();
-        let (_, held) = decide_round(&pool, &settings, &node("100", "b1"), PoolMemory::default(), at(0));
+        let (_, held) = decide_round(&pool, &settings, &node(100, "b1"), PoolMemory::default(), at(0));
 
-        let (round, _) = decide_round(&pool, &settings, &node("3", "b1"), held.clone(), at(1));
+        let (round, _) = decide_round(&pool, &settings, &node(3, "b1"), held.clone(), at(1));
         assert_eq!(said(&round), [("False".to_string(), "Collapsed".to_string())], "3 of 100 in the boot it held 100: at once");
         assert_eq!(round.hns_not_ready, ["a"]);
         assert_eq!(events(&round), ["HNSCollapsed"]);
         assert!(round.hns_writes[0].0.condition.as_ref().unwrap().message.as_ref().unwrap().contains("3 of the 100"));
 
-        let (round, _) = decide_round(&pool, &settings, &node("3", "b2"), held.clone(), at(1));
+        let (round, _) = decide_round(&pool, &settings, &node(3, "b2"), held.clone(), at(1));
         assert!(said(&round).is_empty(), "after a reboot: a catch-up, with its grace");
-        let (round, _) = decide_round(&pool, &settings, &node("3", "b1"), PoolMemory::default(), at(1));
+        let (round, _) = decide_round(&pool, &settings, &node(3, "b1"), PoolMemory::default(), at(1));
         assert!(said(&round).is_empty(), "a replica that never saw it caught up: a catch-up");
 
-        let (round, memory) = decide_round(&pool, &settings, &node("90", "b1"), held.clone(), at(1));
+        let (round, memory) = decide_round(&pool, &settings, &node(90, "b1"), held.clone(), at(1));
         assert!(said(&round).is_empty(), "10 lost: maybe a moving count, the grace first");
-        let (round, _) = decide_round(&pool, &settings, &node("90", "b1"), memory, at(61));
+        let (round, _) = decide_round(&pool, &settings, &node(90, "b1"), memory, at(61));
         assert_eq!(said(&round), [("False".to_string(), "Drifted".to_string())], "still 10 short after the grace");
         assert_eq!(events(&round), ["HNSDrifted"]);
     }

@@ -48,7 +48,6 @@ pub(crate) fn release_patch(n: &NodeRecord, why: &str) -> NodePatch {
         names::ANN_FAILURE_REASON,
         names::ANN_FAILURE_MESSAGE,
         names::ANN_CORDONED_BY_WINPOOL,
-        names::ANN_HNS_AWAITING,
         names::ANN_HNS_REPAIR,
         names::ANN_HNS_REPAIR_ASKED_AT,
     ] {
