@@ -11,10 +11,10 @@ use std::path::PathBuf;
 
 use serde_json::{Value, json};
 
+use crate::api::report::WindowsNodeReport;
 use crate::api::{WindowsNodePool, WindowsNodePoolSpec, names};
-use crate::configmap::{CONFIG_KEY, revision_configmap};
-use crate::report::WindowsNodeReport;
-use crate::revision::{NodeConfig, revision_of};
+use crate::builders::configmap::{CONFIG_KEY, revision_configmap};
+use crate::decision::revision::{NodeConfig, revision_of};
 
 fn agent_file(path: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("agent").join(path)
@@ -69,7 +69,7 @@ fn the_report_the_go_agent_writes_reads_whole() {
     // A field the Go agent writes and Rust drops would be lost silently.
     assert_eq!(serde_json::to_value(&report).unwrap(), written, "the Rust types keep every field the agent writes");
     let view = crate::decision::agent_report::AgentReport::from_object(&report);
-    assert_eq!(view.apply_status, Some(crate::decision::agent_report::Reported::Known(crate::report::ApplyStatus::Succeeded)));
+    assert_eq!(view.apply_status, Some(crate::decision::agent_report::Reported::Known(crate::api::report::ApplyStatus::Succeeded)));
     assert!(
         report.observations().hns.as_ref().is_some_and(|h| h.observed_at.is_some()),
         "when the agent read its HNS counts reaches the operator"
@@ -119,15 +119,15 @@ storage: {csiProxy: {enabled: true, version: v1.1.3}}
 #[test]
 fn the_contract_file_is_what_the_operator_says() {
     use crate::api::NodeState;
-    let app = |name: &str| format!("{}={name}", crate::daemonset::LABEL_APP);
+    let app = |name: &str| format!("{}={name}", crate::builders::daemonset::LABEL_APP);
     let contract = json!({
         "labels": {
             "pool": names::LABEL_POOL,
             "revision": names::LABEL_REVISION,
             "target": names::LABEL_TARGET,
-            "csiProxyVersion": crate::csi_proxy::LABEL_VERSION,
-            "csiProxyApp": app(crate::csi_proxy::APP_CSI_PROXY),
-            "podNetworkApp": app(crate::pod_network::APP_POD_NETWORK),
+            "csiProxyVersion": crate::builders::csi_proxy::LABEL_VERSION,
+            "csiProxyApp": app(crate::builders::csi_proxy::APP_CSI_PROXY),
+            "podNetworkApp": app(crate::builders::pod_network::APP_POD_NETWORK),
         },
         "annotations": {
             "state": names::ANN_STATE,
@@ -136,7 +136,7 @@ fn the_contract_file_is_what_the_operator_says() {
             "hnsRepair": names::ANN_HNS_REPAIR,
         },
         // What the agent answers an HNS repair with (its report's hnsRepair.result).
-        "hnsRepairResults": crate::report::HnsRepairResult::ALL.iter().map(|r| r.as_str()).collect::<Vec<_>>(),
+        "hnsRepairResults": crate::api::report::HnsRepairResult::ALL.iter().map(|r| r.as_str()).collect::<Vec<_>>(),
         // The states on which the agent may touch its host, or finishes a report.
         "nodeStates": {
             "applying": NodeState::Applying.as_str(),
@@ -152,10 +152,10 @@ fn the_contract_file_is_what_the_operator_says() {
         },
         "configMapKey": CONFIG_KEY,
         "nameExamples": {
-            "configMap(win22, 5d8f2c1a9b)": crate::configmap::configmap_name("win22", "5d8f2c1a9b"),
-            "csiProxyDaemonSet(win22, 1.1.3)": crate::csi_proxy::daemonset_name("win22", "1.1.3"),
-            "csiProxyDaemonSet(win22, v1.2.0+build.1)": crate::csi_proxy::daemonset_name("win22", "v1.2.0+build.1"),
-            "podNetworkDaemonSet(win22)": crate::pod_network::daemonset_name("win22"),
+            "configMap(win22, 5d8f2c1a9b)": crate::builders::configmap::configmap_name("win22", "5d8f2c1a9b"),
+            "csiProxyDaemonSet(win22, 1.1.3)": crate::builders::csi_proxy::daemonset_name("win22", "1.1.3"),
+            "csiProxyDaemonSet(win22, v1.2.0+build.1)": crate::builders::csi_proxy::daemonset_name("win22", "v1.2.0+build.1"),
+            "podNetworkDaemonSet(win22)": crate::builders::pod_network::daemonset_name("win22"),
         },
     });
     golden("internal/names/testdata/contract.json", &(serde_json::to_string_pretty(&contract).unwrap() + "\n"));
@@ -182,7 +182,7 @@ fn the_agents_names_are_the_operators() {
         names::ANN_STATE,
         names::ANN_STATE_SINCE,
         names::ANN_STARTED_AT,
-        crate::configmap::CONFIG_KEY,
+        crate::builders::configmap::CONFIG_KEY,
     ] {
         assert!(quoted.contains(&name), "the agent does not know {name} (agent/internal/names/names.go)");
     }

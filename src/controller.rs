@@ -4,8 +4,8 @@
 //! Nodes, the agents' reports, agent DaemonSets, revision ConfigMaps and
 //! pools, the membership index, plus a pod list for nodes being drained) →
 //! decide (`round::judge` once, the health gates' look, then
-//! `round::decide_judged`: [`crate::rollout::decide`],
-//! [`crate::status::build_status`], the HNS writes, the order of the node
+//! `round::decide_judged`: [`crate::decision::rollout::decide`],
+//! [`crate::decision::status::build_status`], the HNS writes, the order of the node
 //! writes, the ConfigMaps to delete, the Events; pure) → execute (one merge
 //! patch per node that changes, server-side apply of the DaemonSet and status
 //! with one field manager, ConfigMaps created once, the Eviction API) → record
@@ -32,12 +32,12 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
 use tracing::{debug, error, info, warn};
 
+use crate::api::node_record::NodeRecord;
+use crate::api::report::WindowsNodeReport;
 use crate::api::{WindowsNodePool, names};
-use crate::hns::HnsTracker;
-use crate::membership::{Membership, MembershipIndex};
-use crate::metrics::Metrics;
-use crate::node_record::NodeRecord;
-use crate::report::WindowsNodeReport;
+use crate::controller::metrics::Metrics;
+use crate::decision::hns::HnsTracker;
+use crate::decision::membership::{Membership, MembershipIndex};
 
 /// The reflector caches a round reads.
 type Caches = (Store<NodeRecord>, Store<WindowsNodeReport>, Store<DaemonSet>, Store<ConfigMap>, Store<WindowsNodePool>);
@@ -148,7 +148,7 @@ pub struct Context {
     /// leader's first round decides it again.
     stopping: Arc<AtomicBool>,
     /// Until when this replica leads (with leader election).
-    lease: Option<crate::lease::LeaseValidity>,
+    lease: Option<crate::controller::lease::LeaseValidity>,
     /// With --max-nodes-in-flight, one pool at a time counts the other pools'
     /// nodes in flight and writes its starts: two pools deciding together
     /// would each see the room the other is about to take.
@@ -222,7 +222,7 @@ impl Context {
         self.stopping.load(Ordering::Relaxed) || self.lease.as_ref().is_some_and(|l| !l.valid())
     }
 
-    fn with_lease(mut self, lease: Option<crate::lease::LeaseValidity>) -> Self {
+    fn with_lease(mut self, lease: Option<crate::controller::lease::LeaseValidity>) -> Self {
         self.lease = lease;
         self
     }
@@ -334,7 +334,7 @@ pub async fn run(
     settings: Settings,
     metrics: Arc<Metrics>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
-    lease: Option<crate::lease::LeaseValidity>,
+    lease: Option<crate::controller::lease::LeaseValidity>,
 ) -> Result<(), Error> {
     crds::spawn_check(client.clone(), metrics.clone());
     ensure_agent_namespace(&client, &settings.agent_namespace).await?;

@@ -4,7 +4,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{CustomR
 use kube::CustomResourceExt;
 
 use crate::api::WindowsNodePool;
-use crate::report::WindowsNodeReport;
+use crate::api::report::WindowsNodeReport;
 
 pub const CRD_FILE: &str = "crds/windowsnodepools.winpool.dev.yaml";
 pub const REPORT_CRD_FILE: &str = "crds/windowsnodereports.winpool.dev.yaml";

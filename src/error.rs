@@ -28,7 +28,7 @@ pub enum Error {
     #[error(
         "node {node} leaves the pool while its agent reports {status}: released (and the pool's agents deleted) once the agent reports a result"
     )]
-    ReleaseHeld { node: String, status: crate::report::ApplyStatus },
+    ReleaseHeld { node: String, status: crate::api::report::ApplyStatus },
     #[error("claiming pool {pool} for this install: {source}")]
     ClaimPool { pool: String, source: kube::Error },
     #[error("pausing pool {pool} for a bad update: {source}")]
@@ -100,7 +100,7 @@ mod tests {
             Error::MarkConfigMap { name: "winpool-p-def".into(), source: api(403) },
             Error::Delete { resource: "daemonsets", name: "old".into(), source: api(500) },
             Error::AgentNamespace { name: "winpool-agents".into(), source: api(403) },
-            Error::ReleaseHeld { node: "n2".into(), status: crate::report::ApplyStatus::Applying },
+            Error::ReleaseHeld { node: "n2".into(), status: crate::api::report::ApplyStatus::Applying },
         ];
         let labels: Vec<&str> = errors.iter().map(Error::metric_label).collect();
         assert_eq!(labels, Error::METRIC_LABELS[..10]);

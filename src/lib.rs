@@ -13,9 +13,3 @@ pub mod error;
 pub mod plugin;
 #[cfg(test)]
 mod test_builders;
-
-// The layers keep their short paths (`crate::rollout`, `winpool::hns`, ...).
-pub use api::{node_record, report};
-pub use builders::{configmap, csi_proxy, daemonset, hook_job, pod_network};
-pub use controller::{drain, lease, metrics, write_fence};
-pub use decision::{gates, hns, membership, node_view, provider, revision, rollout, status, versions, window};

@@ -8,11 +8,11 @@ use anyhow::Context as _;
 use clap::{ArgAction, Parser, Subcommand, ValueEnum};
 use tracing::{error, info, warn};
 
+use winpool::builders::daemonset::{self, AgentPodOptions, AgentSettings};
+use winpool::controller::lease::{self, LeaseSettings};
+use winpool::controller::metrics::{self, Metrics};
+use winpool::controller::write_fence::WriteFence;
 use winpool::controller::{self, Settings};
-use winpool::daemonset::{self, AgentPodOptions, AgentSettings};
-use winpool::lease::{self, LeaseSettings};
-use winpool::metrics::{self, Metrics};
-use winpool::write_fence::WriteFence;
 
 #[derive(Parser)]
 #[command(name = "winpool", version, about = "Rolls Windows node pools to a declared configuration and reports HNS readiness")]
@@ -111,13 +111,13 @@ struct RunArgs {
     allowed_package_shares: Vec<String>,
     /// CSI Proxy's HostProcess image repository (a mirror in an air-gapped
     /// cluster); the tag is the pool's storage.csiProxy.version.
-    #[arg(long, default_value = winpool::csi_proxy::DEFAULT_REPOSITORY)]
+    #[arg(long, default_value = winpool::builders::csi_proxy::DEFAULT_REPOSITORY)]
     csi_proxy_repository: String,
     /// The pause image each pool's pod-network DaemonSet runs: one pod on
     /// the pod network per node, so a CNI that creates its HNS network only
     /// for a pod sandbox (Azure CNI after AKS's boot-time HNS clean-up) does
     /// so on a drained node too. Empty: no such DaemonSet.
-    #[arg(long, default_value = winpool::pod_network::DEFAULT_IMAGE)]
+    #[arg(long, default_value = winpool::builders::pod_network::DEFAULT_IMAGE)]
     pod_network_image: String,
     /// This install's name, written into each pool it rolls (annotation
     /// winpool.dev/claimed-by); a pool another install claimed is left
@@ -152,11 +152,11 @@ struct RunArgs {
 struct Json<T>(T);
 
 fn parse_positive(s: &str) -> Result<Duration, String> {
-    parse_interval(s).map(|_| winpool::rollout::parse_duration(s).expect("parsed above"))
+    parse_interval(s).map(|_| winpool::decision::rollout::parse_duration(s).expect("parsed above"))
 }
 
 fn parse_interval(s: &str) -> Result<String, String> {
-    match winpool::rollout::parse_duration(s) {
+    match winpool::decision::rollout::parse_duration(s) {
         Some(d) if !d.is_zero() => Ok(s.to_string()),
         _ => Err(format!("{s:?} is not a positive duration such as 15s or 1m")),
     }
@@ -198,7 +198,7 @@ async fn client(identity: &str, unacked_for: Option<Duration>) -> anyhow::Result
         hyper::header::HeaderValue::from_str(&user_agent).context("the replica's identity is not a valid header value")?,
     ));
     let fence = WriteFence::default();
-    let client = winpool::write_fence::client(config, fence.clone(), unacked_for).context("building the Kubernetes client")?;
+    let client = winpool::controller::write_fence::client(config, fence.clone(), unacked_for).context("building the Kubernetes client")?;
     Ok((client, fence))
 }
 

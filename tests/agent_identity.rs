@@ -19,7 +19,7 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::json;
 use support::{TestSpace, client_with_token, install_agent_identity, install_crd, kubeconfig, remove_agent_identity, wait_for};
-use winpool::report::{ApplyReport, ApplyStatus, WindowsNodeReport, WindowsNodeReportStatus};
+use winpool::api::report::{ApplyReport, ApplyStatus, WindowsNodeReport, WindowsNodeReportStatus};
 
 const WAIT: Duration = Duration::from_secs(60);
 const NODE_NAME_CLAIM: &str = "authentication.kubernetes.io/node-name";

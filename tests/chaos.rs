@@ -56,7 +56,7 @@ use serde_json::json;
 use support::partition::Partition;
 use support::{TEST_LABEL, TestSpace, install_crd, repo_root, wait_for};
 use winpool::api::WindowsNodePool;
-use winpool::report::WindowsNodeReport;
+use winpool::api::report::WindowsNodeReport;
 
 const CLUSTER: &str = "chaos";
 const PORT_BASE: &str = "26490";
@@ -559,7 +559,7 @@ const RESUME: Duration = Duration::from_secs(10);
 /// The sample holds the nodes the pool selects, by the test's own reading of its selector.
 fn converged(s: &Sample, pool: &WindowsNodePool) -> Result<String, String> {
     let expected_nodes = s.nodes.len();
-    let rev = winpool::revision::revision_of(&pool.spec);
+    let rev = winpool::decision::revision::revision_of(&pool.spec);
     let st = pool.status.clone().unwrap_or_default();
     if pool.metadata.generation != st.observed_generation {
         return Err(format!("status is for generation {:?}, spec is {:?}", st.observed_generation, pool.metadata.generation));

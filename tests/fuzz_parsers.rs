@@ -3,11 +3,14 @@
 
 use proptest::prelude::*;
 use winpool::api::{AbsoluteMonthly, DateRange, MaintenanceWindow, RelativeMonthly, RolloutSpec, WeekIndex, Weekday};
-use winpool::rollout::parse_duration;
-use winpool::versions::{RuntimeVersion, Version, WindowsBuild};
-use winpool::window::Schedule;
+use winpool::decision::rollout::parse_duration;
+use winpool::decision::versions::{RuntimeVersion, Version, WindowsBuild};
+use winpool::decision::window::Schedule;
 
-fn schedule(windows: Vec<MaintenanceWindow>, not_allowed_dates: Vec<DateRange>) -> Result<Option<Schedule>, winpool::window::WindowError> {
+fn schedule(
+    windows: Vec<MaintenanceWindow>,
+    not_allowed_dates: Vec<DateRange>,
+) -> Result<Option<Schedule>, winpool::decision::window::WindowError> {
     Schedule::parse(&RolloutSpec { maintenance_windows: windows, not_allowed_dates, ..RolloutSpec::default() })
 }
 

@@ -88,8 +88,9 @@ async fn capacity_readiness_taint_and_gating_follow_the_clusters_services() {
     let st = wait_for("HNSCapacity Exceeded naming the service", WAIT, || async {
         let st = pools.get(&pool).await.ok()?.status?;
         let hns = st.hns.clone()?;
-        (hns.state == winpool::hns::CapacityState::Exceeded && hns.services_over_backend_limit.iter().any(|s| s.ends_with("/web")))
-            .then_some(st)
+        (hns.state == winpool::decision::hns::CapacityState::Exceeded
+            && hns.services_over_backend_limit.iter().any(|s| s.ends_with("/web")))
+        .then_some(st)
     })
     .await;
     let hns = st.hns.unwrap();
@@ -481,7 +482,7 @@ async fn collapsed_hns_repaired(name: &str, octet: u8, nodes: usize, collapsing:
         collapsing_fleet(name, octet, nodes, collapsing, &[&profile], json!({"repair": {"enabled": true}})).await;
 
     let nodes: Api<Node> = Api::all(t.client.clone());
-    let reports: Api<winpool::report::WindowsNodeReport> = Api::namespaced(t.client.clone(), &t.agent_namespace());
+    let reports: Api<winpool::api::report::WindowsNodeReport> = Api::namespaced(t.client.clone(), &t.agent_namespace());
     let ready_at = wait_for("the 3 nodes asked, restarted, ready and untainted again", WAIT, || async {
         let mut at = std::collections::BTreeMap::new();
         for name in &collapsing {
@@ -489,7 +490,7 @@ async fn collapsed_hns_repaired(name: &str, octet: u8, nodes: usize, collapsing:
             let boot = n.status.as_ref()?.node_info.as_ref()?.boot_id.clone();
             let repair = reports.get(name).await.ok()?.status?.hns_repair?;
             let asked = n.annotations().get(names::ANN_HNS_REPAIR) == Some(&boot);
-            let restarted = repair.boot_id == boot && repair.result == winpool::report::HnsRepairResult::Restarted;
+            let restarted = repair.boot_id == boot && repair.result == winpool::api::report::HnsRepairResult::Restarted;
             if !asked || !restarted || hns_condition(&n).as_deref() != Some("True") || has_hns_taint(&n) {
                 return None;
             }

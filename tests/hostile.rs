@@ -17,9 +17,9 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use support::{TEST_LABEL, TestSpace, install_crd, pool_manifest, wait_for, wait_nodes_ready};
+use winpool::api::report::{ApplyStatus, WindowsNodeReport};
 use winpool::api::{WindowsNodePool, names};
 use winpool::decision::agent_report::Reported;
-use winpool::report::{ApplyStatus, WindowsNodeReport};
 
 const WAIT: Duration = Duration::from_secs(180);
 const PATCH: &str = "10.0.20348.2762";
@@ -735,11 +735,11 @@ async fn a_refused_eviction_does_not_stall_the_rest_of_the_pool() {
 /// decision directly.
 #[test]
 fn a_garbage_started_at_does_not_disable_node_timeout() {
-    use winpool::rollout::{NodeState, NodeView, PoolInput, decide};
+    use winpool::decision::rollout::{NodeState, NodeView, PoolInput, decide};
     let spec: winpool::api::WindowsNodePoolSpec =
         serde_saphyr::from_str("nodeSelector: {}\nos: {version: ltsc2022, patchLevel: 10.0.20348.2762}\nrollout: {nodeTimeout: 30m}")
             .unwrap();
-    let rev = winpool::revision::revision_of(&spec);
+    let rev = winpool::decision::revision::revision_of(&spec);
     let now: jiff::Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();
     let long_ago = now - jiff::SignedDuration::from_hours(5);
     let mut node = Node::default();
@@ -759,9 +759,9 @@ fn a_garbage_started_at_does_not_disable_node_timeout() {
         .collect(),
     );
     node.spec = Some(k8s_openapi::api::core::v1::NodeSpec { unschedulable: Some(true), ..Default::default() });
-    let record = winpool::node_record::NodeRecord::from(&node);
+    let record = winpool::api::node_record::NodeRecord::from(&node);
     let report = winpool::decision::agent_report::AgentReport::of(None);
-    let view: NodeView = winpool::node_view::node_view(&record, &report, winpool::rollout::HnsReadiness::Unknown);
+    let view: NodeView = winpool::decision::node_view::node_view(&record, &report, winpool::decision::rollout::HnsReadiness::Unknown);
     let existing = [rev.clone()].into();
     // Five hours in Applying, the agent silent: the garbage started-at counts as
     // absent, the time in the state stands in, and this very round fails the node.
@@ -770,7 +770,7 @@ fn a_garbage_started_at_does_not_disable_node_timeout() {
             name: "p",
             spec: &spec,
             rev: &rev,
-            rules: &winpool::rollout::PoolRules::of(&spec),
+            rules: &winpool::decision::rollout::PoolRules::of(&spec),
             existing_revisions: &existing,
             target_marked_at: None,
             gates: &[],

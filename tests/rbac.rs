@@ -135,7 +135,7 @@ async fn gate_credentials_are_read_only_from_the_operators_own_namespace() {
     }]);
     // Its agent (played here) found its host ready for the pool's revision, and its update on the node.
     let spec: winpool::api::WindowsNodePoolSpec = serde_json::from_value(body["spec"].clone()).unwrap();
-    let rev = winpool::revision::revision_of(&spec);
+    let rev = winpool::decision::revision::revision_of(&spec);
     let preflight = json!({"preflight": {"revision": rev, "verdict": "Ready"}, "staging": {"revision": rev, "status": "Staged"}});
     t.write_report(&node.metadata.name.clone().unwrap(), preflight).await.expect("the agent's report");
     let pools: Api<WindowsNodePool> = Api::all(t.client.clone());

@@ -15,8 +15,8 @@ use kube::api::Api;
 use serde::Deserialize;
 use serde_json::json;
 use support::{TestSpace, apply_pool, install_crd, pool_manifest, wait_for, wait_nodes_ready};
+use winpool::api::report::{StagingStatusValue, WindowsNodeReport};
 use winpool::api::{WindowsNodePool, names};
-use winpool::report::{StagingStatusValue, WindowsNodeReport};
 
 const WAIT: Duration = Duration::from_secs(240);
 

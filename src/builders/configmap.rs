@@ -13,8 +13,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
 
 use crate::api::{CniMode, WindowsNodePool, names};
-use crate::daemonset::{APP_AGENT, LABEL_APP, LABEL_MANAGED_BY, owner_reference};
-use crate::revision::NodeConfig;
+use crate::builders::daemonset::{APP_AGENT, LABEL_APP, LABEL_MANAGED_BY, owner_reference};
+use crate::decision::revision::NodeConfig;
 
 /// The key the agent reads (agent/internal/names.ConfigMapKey).
 pub const CONFIG_KEY: &str = "config.json";

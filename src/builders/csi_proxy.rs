@@ -22,7 +22,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use crate::api::{CsiProxyDeploy, WindowsNodePool, names};
-use crate::daemonset::{LABEL_APP, host_process_pod, pool_daemonset};
+use crate::builders::daemonset::{LABEL_APP, host_process_pod, pool_daemonset};
 
 /// `app.kubernetes.io/name` of the CSI Proxy DaemonSets and their pods (the
 /// agent finds the pod on its node by it).

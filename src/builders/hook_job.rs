@@ -18,8 +18,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 
 use crate::api::{Hook, WindowsNodePool, names};
-use crate::daemonset::{LABEL_MANAGED_BY, owner_reference};
-use crate::rollout::hooks::{HookKind, HookOutcome, HookRun, HookStart};
+use crate::builders::daemonset::{LABEL_MANAGED_BY, owner_reference};
+use crate::decision::rollout::hooks::{HookKind, HookOutcome, HookRun, HookStart};
 
 /// How long a finished hook Job (and its pod's log) is kept.
 const KEEP_FINISHED: i32 = 24 * 3600;
@@ -47,7 +47,7 @@ pub fn hook_job(pool: &WindowsNodePool, hook: &Hook, start: &HookStart, namespac
         .map(|(k, v)| EnvVar { name: k.into(), value: Some(v.into()), value_from: None })
         .chain(hook.env.iter().map(|e| EnvVar { name: e.name.clone(), value: Some(e.value.clone()), value_from: None }))
         .collect();
-    let timeout = crate::rollout::parse_duration(&hook.timeout).map_or(600, |d| d.as_secs().max(1));
+    let timeout = crate::decision::rollout::parse_duration(&hook.timeout).map_or(600, |d| d.as_secs().max(1));
     let node_selector = hook.node_selector.clone().unwrap_or_else(|| BTreeMap::from([(names::LABEL_OS.into(), "linux".into())]));
     Job {
         metadata: ObjectMeta {

@@ -22,7 +22,7 @@ use k8s_openapi::api::core::v1::{Container, PodSecurityContext, PodSpec, Resourc
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use crate::api::{WindowsNodePool, names};
-use crate::daemonset::{AgentPodOptions, LABEL_APP, pool_daemonset, pull_secrets};
+use crate::builders::daemonset::{AgentPodOptions, LABEL_APP, pool_daemonset, pull_secrets};
 
 /// `app.kubernetes.io/name` of the pod-network DaemonSets and their pods.
 pub const APP_POD_NETWORK: &str = "winpool-pod-network";

@@ -12,7 +12,7 @@ use tracing::{info, warn};
 
 use super::{Context, Error};
 use crate::api::{FIELD_MANAGER, WindowsNodePool, names};
-use crate::daemonset::{AgentDrift, LABEL_MANAGED_BY};
+use crate::builders::daemonset::{AgentDrift, LABEL_MANAGED_BY};
 pub use crate::decision::round::agent::agent_image_allowed;
 use crate::decision::round::agent::{AgentWrite, ConfigMapWrites};
 
@@ -40,9 +40,9 @@ pub(super) async fn write_daemonset(pool: &WindowsNodePool, ctx: &Context, w: &A
         warn!(pool = %pool.name_any(), daemonset = %ds_name, "{msg}");
         let ev = Event {
             type_: EventType::Warning,
-            reason: if crate::csi_proxy::is_csi_proxy(&w.daemonset) {
+            reason: if crate::builders::csi_proxy::is_csi_proxy(&w.daemonset) {
                 EventReason::CsiProxyDaemonSetReverted
-            } else if crate::pod_network::is_pod_network(&w.daemonset) {
+            } else if crate::builders::pod_network::is_pod_network(&w.daemonset) {
                 EventReason::PodNetworkDaemonSetReverted
             } else {
                 EventReason::AgentDaemonSetReverted

@@ -26,13 +26,13 @@ use super::memory::{DueBatch, Outcome, PoolMemory, StatusWrite};
 use super::nodes::{patch_node_with, write_nodes};
 use super::round::{self, GateLook, Observed, RingObserved, Round};
 use super::{Context, Error, api_status, few_at_a_time};
+use crate::api::node_record::NodeRecord;
 use crate::api::{FIELD_MANAGER, WindowsNodePool, names};
+use crate::controller::drain::{self, DrainRules, PodOnNode};
+use crate::decision::hns::Limits;
 use crate::decision::ring::FollowedMember;
-use crate::drain::{self, DrainRules, PodOnNode};
-use crate::hns::Limits;
-use crate::node_record::NodeRecord;
-use crate::rollout::{ClusterInFlight, DrainMode, NodeState};
-use crate::status::node_batch_events;
+use crate::decision::rollout::{ClusterInFlight, DrainMode, NodeState};
+use crate::decision::status::node_batch_events;
 
 pub(super) async fn apply(pool: &WindowsNodePool, ctx: &Context) -> Result<Action, Error> {
     let name = pool.name_any();
@@ -66,7 +66,7 @@ async fn run_round(pool: &WindowsNodePool, ctx: &Context, memory: PoolMemory) ->
         let r = record_status(pool, ctx, refused, &mut memory).await;
         return (r, memory);
     }
-    let boots = memory.recent_boots(crate::hns::CHANGES_KEPT, now);
+    let boots = memory.recent_boots(crate::decision::hns::CHANGES_KEPT, now);
     let mut seen = match observe(pool, ctx, &boots, now).await {
         Ok(seen) => seen,
         Err(e) => return (Err(e), memory),
@@ -250,7 +250,7 @@ async fn create_hook_jobs(ctx: &Context, pool: &WindowsNodePool, round: &Round) 
     let api: kube::Api<k8s_openapi::api::batch::v1::Job> = kube::Api::namespaced(ctx.client.clone(), ns);
     for start in &round.plan.hooks {
         let Some(hook) = start.kind.of(&pool.spec) else { continue };
-        let job = crate::hook_job::hook_job(pool, hook, start, ns);
+        let job = crate::builders::hook_job::hook_job(pool, hook, start, ns);
         let name = job.name_any();
         match api.create(&crate::api::post_params(), &job).await {
             Ok(_) => {
@@ -288,7 +288,7 @@ async fn observe(pool: &WindowsNodePool, ctx: &Context, boots: &[jiff::Timestamp
     let limits = Limits::for_pool(&pool.spec.hns, pool.spec.os.version);
     let (totals, over_limit, hns_backlog) = {
         let mut t = ctx.hns.lock().expect("hns lock");
-        let rates = crate::rollout::hns_rates(&pool.spec);
+        let rates = crate::decision::rollout::hns_rates(&pool.spec);
         let backlog = match boots {
             [] => t.backlog_at(pool.spec.os.version, rates, now),
             _ => t.backlog_with_boots(pool.spec.os.version, rates, boots, now),
@@ -316,7 +316,7 @@ async fn observe(pool: &WindowsNodePool, ctx: &Context, boots: &[jiff::Timestamp
         hns_over_limit: over_limit,
         hns_backlog,
         hns_limits: limits,
-        clock_skew: ctx.clock.skew_past(crate::rollout::MAX_CLOCK_SKEW),
+        clock_skew: ctx.clock.skew_past(crate::decision::rollout::MAX_CLOCK_SKEW),
         bad_updates: bad_updates(ctx, &nodes),
         ring: ring_seen(ctx, pool, &nodes),
         cluster: cluster_in_flight(ctx, &name, &nodes),
@@ -331,8 +331,8 @@ async fn observe(pool: &WindowsNodePool, ctx: &Context, boots: &[jiff::Timestamp
 fn hook_runs(
     ctx: &Context,
     pool: &str,
-    members: &[(Arc<NodeRecord>, Option<Arc<crate::report::WindowsNodeReport>>)],
-) -> BTreeMap<String, Vec<crate::rollout::hooks::HookRun>> {
+    members: &[(Arc<NodeRecord>, Option<Arc<crate::api::report::WindowsNodeReport>>)],
+) -> BTreeMap<String, Vec<crate::decision::rollout::hooks::HookRun>> {
     let mut runs: BTreeMap<String, Vec<_>> = BTreeMap::new();
     let Some(jobs) = &ctx.hook_jobs else {
         return runs;
@@ -340,7 +340,7 @@ fn hook_runs(
     let started: BTreeMap<&str, jiff::Timestamp> =
         members.iter().filter_map(|(n, _)| Some((n.name.as_str(), n.annotation(names::ANN_STARTED_AT)?.parse().ok()?))).collect();
     for job in jobs.state().iter().filter(|j| j.labels().get(names::LABEL_POOL).map(String::as_str) == Some(pool)) {
-        if let Some((node, at, run)) = crate::hook_job::run_of(job)
+        if let Some((node, at, run)) = crate::builders::hook_job::run_of(job)
             && started.get(node.as_str()) == Some(&at)
         {
             runs.entry(node).or_default().push(run);
@@ -361,8 +361,9 @@ fn cluster_in_flight(ctx: &Context, pool: &str, nodes: &[Arc<NodeRecord>]) -> Op
     let other_pool = |n: &NodeRecord| n.label(names::LABEL_POOL).is_some_and(|p| p != pool && ours.contains(p));
     let elsewhere = nodes.iter().filter(|n| other_pool(n) && in_flight(n)).count();
     let pools = ctx.pools.state();
-    let progressing = pools.iter().map(|p| (p.name_any(), crate::rollout::cluster::progressing(p.status.as_ref()))).collect::<Vec<_>>();
-    let waiting_ahead = crate::rollout::cluster::waiting_ahead(pool, &progressing);
+    let progressing =
+        pools.iter().map(|p| (p.name_any(), crate::decision::rollout::cluster::progressing(p.status.as_ref()))).collect::<Vec<_>>();
+    let waiting_ahead = crate::decision::rollout::cluster::waiting_ahead(pool, &progressing);
     Some(ClusterInFlight { limit, elsewhere, waiting_ahead })
 }
 
@@ -397,7 +398,9 @@ fn bad_updates(ctx: &Context, nodes: &[Arc<NodeRecord>]) -> Vec<crate::decision:
         .filter_map(|n| {
             let report = ctx.reports.get(&ObjectRef::new(&n.name).within(ns));
             let cm = match (n.label(names::LABEL_POOL), n.label(names::LABEL_REVISION)) {
-                (Some(pool), Some(rev)) => ctx.configmaps.get(&ObjectRef::new(&crate::configmap::configmap_name(pool, rev)).within(ns)),
+                (Some(pool), Some(rev)) => {
+                    ctx.configmaps.get(&ObjectRef::new(&crate::builders::configmap::configmap_name(pool, rev)).within(ns))
+                }
                 _ => None,
             };
             breaker::failed_install(n, report.as_deref(), cm.as_deref())
@@ -556,7 +559,10 @@ async fn record(pool: &WindowsNodePool, ctx: &Context, seen: &Observed, round: R
     ctx.metrics.observe_pool_info(&name, pool.spec.os.version.as_str(), &pool.spec.os.patch_level, &round.plan.revision);
     let hns = &pool.spec.hns;
     ctx.metrics.observe_hns(&name, seen.hns_totals, &seen.hns_limits, round.hns_utilization, hns.warn_percent, &round.hns_not_ready);
-    let pacing = crate::metrics::HnsPacingSeen { backlog: seen.hns_backlog, budget: crate::rollout::hns_pacing_budget(&pool.spec) };
+    let pacing = crate::controller::metrics::HnsPacingSeen {
+        backlog: seen.hns_backlog,
+        budget: crate::decision::rollout::hns_pacing_budget(&pool.spec),
+    };
     ctx.metrics.observe_hns_pacing(&name, pacing);
     ctx.metrics.observe_hns_drift(&name, round.hns_drifted);
     ctx.metrics.observe_hns_repairs(&name, &round.hns_repairs.states);
@@ -601,5 +607,5 @@ async fn write_status(ctx: &Context, name: &str, status: &crate::api::WindowsNod
         .await
         .map_err(|source| Error::WriteStatus { pool: name.to_string(), source })?;
     ctx.metrics.api_request("apply", "windowsnodepools/status", "ok");
-    Ok(crate::node_record::revision(written.metadata.resource_version.as_deref()))
+    Ok(crate::api::node_record::revision(written.metadata.resource_version.as_deref()))
 }

@@ -80,8 +80,12 @@ pub(super) fn spawn_keeper(client: kube::Client, ctx: std::sync::Arc<super::Cont
                 Ok((sent, answered, date)) => match ctx.clock.learn(sent, answered, &date) {
                     Ok(offset) => {
                         learnt.send_replace(true);
-                        if offset.abs() > crate::rollout::MAX_CLOCK_SKEW {
-                            tracing::warn!(offset_ms = offset.as_millis() as i64, "{}", crate::rollout::clock_skew_message(offset))
+                        if offset.abs() > crate::decision::rollout::MAX_CLOCK_SKEW {
+                            tracing::warn!(
+                                offset_ms = offset.as_millis() as i64,
+                                "{}",
+                                crate::decision::rollout::clock_skew_message(offset)
+                            )
                         } else {
                             tracing::debug!(offset_ms = offset.as_millis() as i64, "API server clock")
                         }

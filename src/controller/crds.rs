@@ -10,7 +10,7 @@ use std::time::Duration;
 use kube::Client;
 use tracing::{error, info};
 
-use crate::metrics::Metrics;
+use crate::controller::metrics::Metrics;
 
 /// The CRDs of group winpool.dev/v1alpha1 the operator watches: (plural, file in `crds/`).
 const NEEDED: [(&str, &str); 2] =

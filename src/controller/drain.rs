@@ -12,7 +12,7 @@ use tracing::{debug, info, warn};
 
 use crate::decision::drain::wire;
 pub use crate::decision::drain::*;
-use crate::rollout::DrainMode;
+use crate::decision::rollout::DrainMode;
 
 /// The pods bound to `node` that the drain's podSelector matches (the API
 /// server filters). Decoded straight into [`PodOnNode`]: what the list

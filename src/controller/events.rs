@@ -10,7 +10,7 @@ use tracing::warn;
 
 use super::Context;
 use crate::api::WindowsNodePool;
-use crate::rollout::{NodePatch, NodeState};
+use crate::decision::rollout::{NodePatch, NodeState};
 
 /// The most an Event's note may hold: the API server refuses a longer one
 /// (422, "can have at most 1024 characters", counted in bytes), and the
@@ -79,7 +79,7 @@ impl Context {
 /// failure needs a look. So does a node put back because a
 /// PodDisruptionBudget refused its evictions (a person may have to loosen
 /// the budget; the rollout tries the node again later). Starts and
-/// completions are announced per round ([`crate::status::node_batch_events`]).
+/// completions are announced per round ([`crate::decision::status::node_batch_events`]).
 pub(super) async fn node_event(ctx: &Context, pool: &WindowsNodePool, p: &NodePatch) {
     let (reason, action) = match (p.from, p.to) {
         (from, NodeState::Failed) if from != NodeState::Failed => (EventReason::NodeFailed, "Rollout"),

@@ -23,12 +23,12 @@ use serde_json::{Value, json};
 use super::fake_api::{Cluster, Recorded};
 use super::watch::NodeCacheWriter;
 use super::{Context, Settings, apply, claim};
+use crate::api::node_record::NodeRecord;
+use crate::api::report::WindowsNodeReport;
 use crate::api::{WindowsNodePool, names};
-use crate::hns::HnsTracker;
-use crate::membership::MembershipIndex;
-use crate::metrics::Metrics;
-use crate::node_record::NodeRecord;
-use crate::report::WindowsNodeReport;
+use crate::controller::metrics::Metrics;
+use crate::decision::hns::HnsTracker;
+use crate::decision::membership::MembershipIndex;
 
 /// The operator's context on a recorded API, and the stores a watch would fill.
 struct Fixture {
@@ -46,7 +46,7 @@ impl Fixture {
     /// The pool and its nodes, each with an agent that has reported.
     fn new(pool: WindowsNodePool, nodes: Vec<Node>) -> Self {
         let mut cluster = Cluster::default();
-        let rev = crate::revision::revision_of(&pool.spec);
+        let rev = crate::decision::revision::revision_of(&pool.spec);
         for n in nodes {
             let name = n.metadata.name.clone().unwrap();
             let mut v = serde_json::to_value(&n).unwrap();
@@ -198,7 +198,7 @@ impl Fixture {
     /// As if the pool's last status write were long past: the throttle on
     /// progress-only writes (`PROGRESS_WRITE_INTERVAL`) would let any write through.
     fn status_throttle_expired(&self) {
-        self.ctx.clock.advance(crate::status::PROGRESS_WRITE_INTERVAL);
+        self.ctx.clock.advance(crate::decision::status::PROGRESS_WRITE_INTERVAL);
     }
 
     fn node(&self, name: &str) -> Value {
@@ -381,7 +381,7 @@ fn node_path(n: &str) -> String {
 async fn a_round_after_the_leader_lease_ran_out_writes_nothing() {
     let nodes = || vec![windows_node("win-a", "win22"), windows_node("win-b", "win22")];
     let mut expired = Fixture::new(pool(1), nodes());
-    expired.ctx.lease = Some(crate::lease::LeaseValidity::expired());
+    expired.ctx.lease = Some(crate::controller::lease::LeaseValidity::expired());
     let reqs = expired.round().await;
     let writes: Vec<String> = calls(&reqs).into_iter().filter(|c| !c.starts_with("GET")).collect();
     assert!(writes.is_empty(), "a deposed leader wrote: {writes:#?}");
@@ -557,7 +557,7 @@ async fn every_node_write_is_a_transition_and_a_settled_pool_costs_no_request() 
         for r in &hns {
             assert_ne!(cond(&r.before), cond(&r.after), "{n}: a nodes/status write that changes nothing: {:?}", r.body);
             // The counts winpool drops at Applying are not an observation: held cordoned, no write says so.
-            assert_ne!(cond(&r.after).map(|c| c.1), Some(json!(crate::hns::reasons::AWAITING_REPORT)), "{n}: {:?}", r.body);
+            assert_ne!(cond(&r.after).map(|c| c.1), Some(json!(crate::decision::hns::reasons::AWAITING_REPORT)), "{n}: {:?}", r.body);
         }
     }
 

@@ -1,5 +1,5 @@
 //! Health gates, the shell: each gate of a pool evaluated into plain data
-//! ([`crate::gates::GateResult`]) for the decision. A gate asks the
+//! ([`crate::decision::gates::GateResult`]) for the decision. A gate asks the
 //! Prometheus HTTP API (over the hyper/rustls stack kube already brings) or
 //! lists pods. Whatever goes wrong is what the gate saw: a failed gate is
 //! closed, never an error of the reconcile.
@@ -20,10 +20,10 @@ use tracing::debug;
 
 use super::Context;
 use crate::api::{GateAuth, GateAuthType, GateKind, GateTls, HealthGate, WindowsNodePool, names};
-use crate::gates::pods::{self, FoundPod};
-use crate::gates::prometheus::{self, Ask};
-use crate::gates::{Failure, GateResult, Seen};
-use crate::rollout::gate_timeout;
+use crate::decision::gates::pods::{self, FoundPod};
+use crate::decision::gates::prometheus::{self, Ask};
+use crate::decision::gates::{Failure, GateResult, Seen};
+use crate::decision::rollout::gate_timeout;
 
 pub(super) type HttpClient = HyperClient<HttpsConnector<HttpConnector>, Full<Bytes>>;
 
@@ -481,8 +481,9 @@ mod tests {
 
         let ours = trusting(trusted_roots(&ca_secret(&pki.ca_pem)).unwrap());
         let (status, bytes) = get(&ours, &url, None, timeout).await.unwrap();
-        let ask =
-            Ask::Alerts(crate::gates::prometheus::AlertFilter::of(&crate::api::AlertMatch { name: "A".into(), matchers: vec![] }).unwrap());
+        let ask = Ask::Alerts(
+            crate::decision::gates::prometheus::AlertFilter::of(&crate::api::AlertMatch { name: "A".into(), matchers: vec![] }).unwrap(),
+        );
         assert_eq!(ask.read(status, &bytes), Seen::Alerts { total: 1, names: vec!["A".into()] }, "signed by the Secret's authority");
 
         let untrusted = |f: Failure, has_tls: bool| match untrusted_says_what_to_do(f, has_tls) {
@@ -538,8 +539,9 @@ mod tests {
             Box::leak(format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len()).into_boxed_str());
         let ok = server(Some(answer)).await;
         let (status, bytes) = get(&client, &format!("http://127.0.0.1:{ok}/api/v1/alerts"), None, timeout).await.unwrap();
-        let ask =
-            Ask::Alerts(crate::gates::prometheus::AlertFilter::of(&crate::api::AlertMatch { name: "A".into(), matchers: vec![] }).unwrap());
+        let ask = Ask::Alerts(
+            crate::decision::gates::prometheus::AlertFilter::of(&crate::api::AlertMatch { name: "A".into(), matchers: vec![] }).unwrap(),
+        );
         assert_eq!(ask.read(status, &bytes), Seen::Alerts { total: 1, names: vec!["A".into()] });
     }
 }

@@ -13,7 +13,7 @@
 //! that hangs instead of failing cannot keep a deposed leader renewing, and
 //! the controller asks [`LeaseValidity::valid`] before every write, and the
 //! client's connections ask it again before each byte they write
-//! ([`crate::write_fence`]), so a leader frozen past its lease (SIGSTOP, a
+//! ([`crate::controller::write_fence`]), so a leader frozen past its lease (SIGSTOP, a
 //! paused VM) writes nothing when it wakes, not even a request it had begun.
 
 use std::future::Future;

@@ -16,8 +16,8 @@ use prometheus::{
 use tokio::net::TcpListener;
 use tracing::{info, warn};
 
+use crate::decision::rollout::{Hold, NodeState, Plan};
 use crate::decision::round::hns_repair::RepairState;
-use crate::rollout::{Hold, NodeState, Plan};
 
 pub struct Metrics {
     pub registry: Registry,
@@ -322,7 +322,7 @@ impl Metrics {
     }
 
     /// Nodes whose Updated write landed this round.
-    pub fn observe_updates<'p>(&self, pool: &str, landed: impl IntoIterator<Item = &'p crate::rollout::NodePatch>) {
+    pub fn observe_updates<'p>(&self, pool: &str, landed: impl IntoIterator<Item = &'p crate::decision::rollout::NodePatch>) {
         for p in landed {
             if let Some(took) = p.took {
                 self.node_update_duration.with_label_values(&[pool]).observe(took.as_secs_f64());
@@ -339,7 +339,7 @@ impl Metrics {
         // and a pool with no update yet would have no panel at all.
         self.node_update_duration.with_label_values(&[pool]);
         self.nodes_hotpatched.with_label_values(&[pool]);
-        for reason in [crate::hns::reasons::COLLAPSED, crate::hns::reasons::DRIFTED] {
+        for reason in [crate::decision::hns::reasons::COLLAPSED, crate::decision::hns::reasons::DRIFTED] {
             self.hns_loss_detection.with_label_values(&[pool, reason]);
         }
         for &s in NodeState::ALL {
@@ -395,7 +395,7 @@ impl Metrics {
         &self,
         pool: &str,
         totals: (i64, i64),
-        limits: &crate::hns::Limits,
+        limits: &crate::decision::hns::Limits,
         utilization: f64,
         warn_percent: i32,
         not_ready: &[String],
@@ -502,7 +502,7 @@ impl Metrics {
         }
         let _ = self.node_update_duration.remove_label_values(&[pool]);
         let _ = self.nodes_hotpatched.remove_label_values(&[pool]);
-        for reason in [crate::hns::reasons::COLLAPSED, crate::hns::reasons::DRIFTED] {
+        for reason in [crate::decision::hns::reasons::COLLAPSED, crate::decision::hns::reasons::DRIFTED] {
             let _ = self.hns_loss_detection.remove_label_values(&[pool, reason]);
         }
         for g in

@@ -10,8 +10,8 @@ use tracing::{info, warn};
 use super::events::node_event;
 use super::{Context, Error, few_at_a_time};
 use crate::api::WindowsNodePool;
+use crate::decision::rollout::NodePatch;
 use crate::decision::round::release::node_patch_body;
-use crate::rollout::NodePatch;
 
 /// `Ok(true)` when the patch landed; `Ok(false)` when the node is gone or, for a
 /// guarded patch, moved since it was decided from (the next round decides again).

@@ -17,7 +17,7 @@ use kube::ResourceExt;
 use kube::runtime::watcher;
 use tracing::debug;
 
-use crate::node_record::{NodeRecord, revision};
+use crate::api::node_record::{NodeRecord, revision};
 
 #[derive(Default)]
 pub struct RecentWrites(Mutex<HashMap<String, Arc<NodeRecord>>>);

@@ -21,13 +21,13 @@ use tracing::{info, warn};
 
 use super::Settings;
 use super::recent::RecentWrites;
+use crate::api::node_record::{NodeRecord, record_event};
+use crate::api::report::WindowsNodeReport;
 use crate::api::{WindowsNodePool, names};
-use crate::daemonset::LABEL_MANAGED_BY;
-use crate::hns::HnsTracker;
-use crate::membership::{MembershipIndex, PoolEntry, PoolSelector};
-use crate::metrics::Metrics;
-use crate::node_record::{NodeRecord, record_event};
-use crate::report::WindowsNodeReport;
+use crate::builders::daemonset::LABEL_MANAGED_BY;
+use crate::controller::metrics::Metrics;
+use crate::decision::hns::HnsTracker;
+use crate::decision::membership::{MembershipIndex, PoolEntry, PoolSelector};
 
 /// A hash of what a decision reads from a Node.
 pub(super) fn node_relevance(n: &Node) -> Option<u64> {
@@ -258,7 +258,7 @@ pub(super) fn agent_reports(
     let (store, writer) = reflector::store();
     let stream = big_collection(api, watcher::Config::default())
         .backoff(watch_backoff())
-        .modify(crate::report::trim)
+        .modify(crate::api::report::trim)
         .reflect(writer)
         .touched_objects();
     (store, stream)

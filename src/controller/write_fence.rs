@@ -15,7 +15,7 @@
 //! Bytes already handed to the kernel are the kernel's to deliver: across a
 //! network partition it retransmits them until the partition heals, which may
 //! be after a standby took over. Every connection therefore carries
-//! `TCP_USER_TIMEOUT` ([`crate::lease::delivery_bound`]): data unacknowledged
+//! `TCP_USER_TIMEOUT` ([`crate::controller::lease::delivery_bound`]): data unacknowledged
 //! that long aborts the connection, so what the leader wrote while its lease
 //! was valid arrives, or never does, before a standby can hold it.
 //!
@@ -35,7 +35,7 @@ use kube::client::ConfigExt;
 use kube::{Client, Config};
 use tower::{BoxError, ServiceBuilder};
 
-use crate::lease::LeaseValidity;
+use crate::controller::lease::LeaseValidity;
 
 /// Shared by every connection of one client; armed once, when the replica leads.
 #[derive(Debug, Clone, Default)]

@@ -9,7 +9,7 @@ use std::fmt;
 
 use crate::api::CniMode;
 use crate::api::report::{ApplyStatus, PreflightVerdictValue, StagingReport, StagingStatusValue, WindowsNodeReport};
-use crate::rollout::Preflight;
+use crate::decision::rollout::Preflight;
 
 /// A value an agent reported: known, or the text of one that does not parse.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,7 +64,7 @@ pub struct AgentReport {
     /// The boot the HNS counts were read in.
     pub hns_boot_id: Option<String>,
     pub preflight: Option<Preflight>,
-    pub staging: Option<crate::rollout::Staging>,
+    pub staging: Option<crate::decision::rollout::Staging>,
 }
 
 impl AgentReport {
@@ -91,11 +91,11 @@ impl AgentReport {
             preflight: s.preflight.as_ref().filter(|p| !p.revision.is_empty()).map(|p| Preflight {
                 revision: p.revision.clone(),
                 verdict: match p.verdict {
-                    PreflightVerdictValue::Ready => crate::rollout::PreflightVerdict::Ready,
+                    PreflightVerdictValue::Ready => crate::decision::rollout::PreflightVerdict::Ready,
                     PreflightVerdictValue::Blocked if p.reasons.is_empty() => {
-                        crate::rollout::PreflightVerdict::Blocked("the agent gave no reason".into())
+                        crate::decision::rollout::PreflightVerdict::Blocked("the agent gave no reason".into())
                     }
-                    PreflightVerdictValue::Blocked => crate::rollout::PreflightVerdict::Blocked(p.reasons.join("; ")),
+                    PreflightVerdictValue::Blocked => crate::decision::rollout::PreflightVerdict::Blocked(p.reasons.join("; ")),
                 },
             }),
             staging: s.staging.as_ref().filter(|st| !st.revision.is_empty()).map(staging_of),
@@ -109,8 +109,8 @@ impl AgentReport {
     }
 }
 
-fn staging_of(s: &StagingReport) -> crate::rollout::Staging {
-    use crate::rollout::StagingState;
+fn staging_of(s: &StagingReport) -> crate::decision::rollout::Staging {
+    use crate::decision::rollout::StagingState;
     let state = match s.status {
         StagingStatusValue::Staging => StagingState::Running,
         StagingStatusValue::Staged => StagingState::Staged,
@@ -118,7 +118,7 @@ fn staging_of(s: &StagingReport) -> crate::rollout::Staging {
             StagingState::Failed(s.message.clone().filter(|m| !m.is_empty()).unwrap_or_else(|| "the agent gave no reason".into()))
         }
     };
-    crate::rollout::Staging { revision: s.revision.clone(), state, reboot_free: s.reboot_free }
+    crate::decision::rollout::Staging { revision: s.revision.clone(), state, reboot_free: s.reboot_free }
 }
 
 #[cfg(test)]
@@ -156,7 +156,7 @@ mod tests {
             hns_boot_id: Some("b-2".into()),
             preflight: Some(Preflight {
                 revision: "r2".into(),
-                verdict: crate::rollout::PreflightVerdict::Blocked("4 GiB free on C:; no update source".into()),
+                verdict: crate::decision::rollout::PreflightVerdict::Blocked("4 GiB free on C:; no update source".into()),
             }),
             ..Default::default()
         };

@@ -20,10 +20,10 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::ConfigMap;
 
 use crate::api::names;
+use crate::api::node_record::NodeRecord;
+use crate::api::report::{ApplyStatus, WindowsNodeReport};
 use crate::builders::configmap::CONFIG_KEY;
-use crate::node_record::NodeRecord;
-use crate::report::{ApplyStatus, WindowsNodeReport};
-use crate::rollout::{FailureReason, NodeState};
+use crate::decision::rollout::{FailureReason, NodeState};
 
 /// The default of `--bad-update-threshold`: nodes failing one update with
 /// one code before every pool targeting it pauses. Three, not one or two: a
@@ -176,7 +176,7 @@ pub fn for_pool(trips: &[BadUpdate], target: &str, recorded: Option<&str>, pause
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{ApplyReport, WindowsNodeReportStatus};
+    use crate::api::report::{ApplyReport, WindowsNodeReportStatus};
 
     fn failure(pool: &str, node: &str, update: &str, code: &str) -> FailedInstall {
         FailedInstall { pool: pool.into(), node: node.into(), update: update.into(), code: code.into() }

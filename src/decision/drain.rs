@@ -1,5 +1,5 @@
 //! Draining a node, the pure half: which pods must go and what holds them
-//! (`crate::drain` lists and evicts them).
+//! (`crate::controller::drain` lists and evicts them).
 //!
 //! Like `kubectl drain`: DaemonSet pods and mirror pods stay (they would be
 //! recreated or cannot be evicted), finished pods do not count, pods with
@@ -21,7 +21,7 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 
 use crate::api::DrainSpec;
-use crate::rollout::parse_duration;
+use crate::decision::rollout::parse_duration;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PodDisposition {

@@ -14,15 +14,15 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::core::{Expression, Selector};
 
 use crate::api::{OsVersion, names};
-use crate::provider::ManagedNodes;
-use crate::status::Conflicts;
-use crate::versions::WindowsBuild;
+use crate::decision::provider::ManagedNodes;
+use crate::decision::status::Conflicts;
+use crate::decision::versions::WindowsBuild;
 
 mod index;
 pub use index::{MembershipIndex, PoolEntry};
 
 /// A node's labels, however they are held: the cache keeps compact records
-/// ([`crate::node_record::NodeRecord`]), a watch event carries a Node's map.
+/// ([`crate::api::node_record::NodeRecord`]), a watch event carries a Node's map.
 pub trait LabelLookup {
     fn label(&self, key: &str) -> Option<&str>;
 }
@@ -33,9 +33,9 @@ impl LabelLookup for BTreeMap<String, String> {
     }
 }
 
-impl LabelLookup for crate::node_record::NodeRecord {
+impl LabelLookup for crate::api::node_record::NodeRecord {
     fn label(&self, key: &str) -> Option<&str> {
-        crate::node_record::NodeRecord::label(self, key)
+        crate::api::node_record::NodeRecord::label(self, key)
     }
 }
 

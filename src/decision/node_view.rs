@@ -8,9 +8,9 @@
 use jiff::Timestamp;
 
 use crate::api::names;
+use crate::api::node_record::NodeRecord;
 use crate::decision::agent_report::AgentReport;
-use crate::node_record::NodeRecord;
-use crate::rollout::{HnsReadiness, NodeView, Recorded};
+use crate::decision::rollout::{HnsReadiness, NodeView, Recorded};
 
 /// The view of `node` with its agent's `report` (see [`AgentReport::of`]).
 /// The node's domain for `rollout.maxUnavailablePerZone`: the value of the
@@ -135,7 +135,7 @@ mod tests {
         let record = NodeRecord::from(&n);
         let report = AgentReport {
             applied_revision: Some("r1".into()),
-            apply_status: Some(crate::decision::agent_report::Reported::Known(crate::report::ApplyStatus::Succeeded)),
+            apply_status: Some(crate::decision::agent_report::Reported::Known(crate::api::report::ApplyStatus::Succeeded)),
             answers_start: Some("garbage".into()),
             ..Default::default()
         };
@@ -143,13 +143,13 @@ mod tests {
         assert_eq!(v.name, "win-1");
         assert_eq!(v.pool_label.as_deref(), Some("p"));
         assert_eq!(v.revision_label.as_deref(), Some("r1"));
-        assert_eq!(v.state, Recorded::State(crate::rollout::NodeState::Applying));
+        assert_eq!(v.state, Recorded::State(crate::decision::rollout::NodeState::Applying));
         assert_eq!(v.state_since, Some("2026-11-29T12:00:00Z".parse().unwrap()));
         assert_eq!(v.started_at, None, "garbage timestamps read as absent");
         assert!(v.cordoned_by_winpool && v.unschedulable && v.ready);
         assert_eq!(v.kernel_version.as_deref(), Some("10.0.20348.2762"));
         assert_eq!(v.runtime_version.as_deref(), Some("containerd://1.7.22"));
-        assert_eq!(v.apply(), Some(crate::report::ApplyStatus::Succeeded));
+        assert_eq!(v.apply(), Some(crate::api::report::ApplyStatus::Succeeded));
         // The node was started again since the result: it answers no start the Node names.
         let earlier = AgentReport { answers_start: Some("2026-11-29T11:00:00Z".into()), ..report };
         let v = node_view(&record, &earlier, HnsReadiness::Ready);

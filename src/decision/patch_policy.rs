@@ -17,9 +17,9 @@ use std::time::Duration;
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
+use crate::api::report::OfferReport;
 use crate::api::{PatchPolicy, ResolvedPatch, WindowsNodePool, WindowsNodePoolSpec, conditions};
-use crate::report::OfferReport;
-use crate::versions::WindowsBuild;
+use crate::decision::versions::WindowsBuild;
 
 /// Why the pool's patch level is or is not what its nodes are offered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr)]
@@ -95,7 +95,7 @@ pub fn resolve(policy: &PatchPolicy, previous: Option<&ResolvedPatch>, members: 
         return learned(previous, members);
     }
     let first = offered.iter().find(|(_, _, k)| *k == kb).map(|(_, o, _)| *o).expect("a member offered it");
-    let min_age = crate::rollout::parse_duration(&policy.min_age).unwrap_or_default();
+    let min_age = crate::decision::rollout::parse_duration(&policy.min_age).unwrap_or_default();
     // minAge 0s takes the update whatever its date says (a WSUS whose clock
     // runs ahead of the cluster's would otherwise hold it).
     if let Some(published) = first.published.as_ref().map(|t| t.0).filter(|_| !min_age.is_zero()) {

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::membership::LabelLookup;
+use crate::decision::membership::LabelLookup;
 
 /// A provider that manages its nodes' image, told by a label its nodes carry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

@@ -14,9 +14,9 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
+use crate::api::node_record::NodeRecord;
 use crate::api::{NodeState, WindowsNodePoolSpec, WindowsNodePoolStatus, conditions, names};
 use crate::decision::revision::{NodeConfig, revision_of};
-use crate::node_record::NodeRecord;
 
 /// The pool a ring follows, as the caches hold it.
 #[derive(Debug, Clone, Copy)]
@@ -127,7 +127,7 @@ impl std::fmt::Display for RingHold {
 /// refuses, as the default).
 pub fn soak_time(spec: &WindowsNodePoolSpec) -> Option<Duration> {
     let f = spec.rollout.follows.as_ref()?;
-    Some(crate::rollout::parse_duration(&f.soak_time).unwrap_or(DEFAULT_SOAK_TIME))
+    Some(crate::decision::rollout::parse_duration(&f.soak_time).unwrap_or(DEFAULT_SOAK_TIME))
 }
 
 pub const DEFAULT_SOAK_TIME: Duration = Duration::from_secs(24 * 3600);

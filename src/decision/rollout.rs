@@ -27,7 +27,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::api::WindowsNodePoolSpec;
 #[cfg(test)]
-use crate::revision::revision_of;
+use crate::decision::revision::revision_of;
 
 /// How many failed nodes the status lists by name; the count is always exact.
 pub const MAX_LISTED_FAILED: usize = 20;
@@ -220,7 +220,7 @@ mod tamper;
 mod types;
 mod verify;
 
-use crate::report::ApplyStatus;
+use crate::api::report::ApplyStatus;
 pub use new_node::unpatched_taint;
 pub use patch::{NodePatch, held_cordoned, may_be_installing};
 use patch::{fail, fail_kept_cordoned, release_cordon};

@@ -11,9 +11,9 @@ use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use crate::api::{HnsStatus, WindowsNodePoolSpec, WindowsNodePoolStatus, conditions, names};
-use crate::membership::Membership;
-use crate::provider::ManagedNodes;
-use crate::rollout::{Hold, NodeState, Plan};
+use crate::decision::membership::Membership;
+use crate::decision::provider::ManagedNodes;
+use crate::decision::rollout::{Hold, NodeState, Plan};
 
 /// Membership problems found while selecting the pool's nodes.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -491,7 +491,7 @@ fn progressing_condition(plan: &Plan, conflicts: &Conflicts) -> (Condition, Cour
         ),
         (Some(Hold::ClusterLimit(limit)), false, true) => stopped(
             Progress::ClusterLimitReached,
-            format!("{} nodes pending; {}", c.pending, crate::rollout::cluster_limit_message(*limit)),
+            format!("{} nodes pending; {}", c.pending, crate::decision::rollout::cluster_limit_message(*limit)),
             Course::Moving,
         ),
         (Some(Hold::HnsBacklog(w)), false, true) => {
@@ -499,7 +499,7 @@ fn progressing_condition(plan: &Plan, conflicts: &Conflicts) -> (Condition, Cour
         }
         (Some(Hold::ClockSkew { by }), false, true) => stopped(
             Progress::ClockSkewed,
-            format!("{}; {} nodes pending", crate::rollout::clock_skew_message(*by), c.pending),
+            format!("{}; {} nodes pending", crate::decision::rollout::clock_skew_message(*by), c.pending),
             Course::Stalled,
         ),
         (_, false, false) if c.failed > 0 => {
@@ -660,7 +660,9 @@ pub fn transition_events(previous: Option<&WindowsNodePoolStatus>, next: &Window
             (conditions::PROGRESSING, "True") if new_rollout => PoolTransition::RolloutStarted,
             (conditions::PAUSED, "True") => PoolTransition::RolloutPaused,
             (conditions::PAUSED, "False") if was(conditions::PAUSED).is_some() => PoolTransition::RolloutResumed,
-            (conditions::HNS_CAPACITY, _) if c.reason != crate::hns::CapacityState::WithinLimits.as_str() => PoolTransition::HnsCapacity,
+            (conditions::HNS_CAPACITY, _) if c.reason != crate::decision::hns::CapacityState::WithinLimits.as_str() => {
+                PoolTransition::HnsCapacity
+            }
             _ => continue,
         };
         out.push((reason, c.message.clone()));
@@ -749,8 +751,8 @@ pub use reason::{Progress, Readiness};
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rollout::preflight::cleared;
-    use crate::rollout::{NodeView, PoolInput, decide};
+    use crate::decision::rollout::preflight::cleared;
+    use crate::decision::rollout::{NodeView, PoolInput, decide};
     use std::collections::{BTreeMap, BTreeSet};
 
     fn spec(extra: &str) -> WindowsNodePoolSpec {
@@ -855,7 +857,7 @@ mod tests {
 
     #[test]
     fn a_closed_health_gate_is_named_in_the_progressing_condition_with_what_it_saw() {
-        use crate::gates::{Failure, GateResult, Seen};
+        use crate::decision::gates::{Failure, GateResult, Seen};
         let now: Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();
         let spec = spec("rollout: {maxUnavailable: 1}");
         let existing = BTreeSet::new();
@@ -882,7 +884,7 @@ mod tests {
 
     #[test]
     fn a_node_scope_gate_s_message_counts_the_pending_nodes_that_await_their_agent_not_the_gate() {
-        use crate::gates::{GateResult, Seen};
+        use crate::decision::gates::{GateResult, Seen};
         let now: Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();
         let spec = spec("rollout: {maxUnavailable: 2}");
         let existing = BTreeSet::new();
@@ -894,7 +896,7 @@ mod tests {
         let plan = decide(&PoolInput { gates: &gates, ..PoolInput::of_spec("p", &spec, &existing) }, &nodes, now);
         let s = build_status(&spec, &plan, &Membership::default(), None, None, Some(3), now);
         let c = get(&s, conditions::PROGRESSING);
-        let rev = crate::revision::revision_of(&spec);
+        let rev = crate::decision::revision::revision_of(&spec);
         assert_eq!(
             (c.reason.as_str(), c.message.as_str()),
             (
@@ -908,14 +910,14 @@ mod tests {
     fn a_rollout_held_by_soaking_nodes_is_progressing_and_says_when_the_next_starts() {
         let now: Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();
         let spec = spec("rollout: {maxUnavailable: 1, soakTime: 5m}");
-        let rev = crate::revision::revision_of(&spec);
+        let rev = crate::decision::revision::revision_of(&spec);
         let soaking = NodeView {
-            state: crate::rollout::NodeState::Updated.into(),
+            state: crate::decision::rollout::NodeState::Updated.into(),
             state_since: Some(now - jiff::SignedDuration::from_secs(60)),
             revision_label: Some(rev.clone()),
             target_revision: Some(rev.clone()),
             applied_revision: Some(rev.clone()),
-            apply_status: Some(crate::decision::agent_report::Reported::Known(crate::report::ApplyStatus::Succeeded)),
+            apply_status: Some(crate::decision::agent_report::Reported::Known(crate::api::report::ApplyStatus::Succeeded)),
             kernel_version: Some("10.0.20348.2762".into()),
             cni_mode: Some(crate::decision::agent_report::Reported::parse("overlay")),
             ..node("a")
@@ -930,15 +932,15 @@ mod tests {
     fn nodes_down_that_use_up_max_unavailable_are_counted_in_the_progressing_condition_not_the_pending_ones() {
         let now: Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();
         let spec = spec("rollout: {maxUnavailable: 2}");
-        let rev = crate::revision::revision_of(&spec);
+        let rev = crate::decision::revision::revision_of(&spec);
         // Updated a while ago, and then their kubelets stopped posting status.
         let down = |name: &str| NodeView {
             ready: false,
-            state: crate::rollout::NodeState::Updated.into(),
+            state: crate::decision::rollout::NodeState::Updated.into(),
             state_since: Some(now - jiff::SignedDuration::from_mins(10)),
             revision_label: Some(rev.clone()),
             applied_revision: Some(rev.clone()),
-            apply_status: Some(crate::decision::agent_report::Reported::Known(crate::report::ApplyStatus::Succeeded)),
+            apply_status: Some(crate::decision::agent_report::Reported::Known(crate::api::report::ApplyStatus::Succeeded)),
             kernel_version: Some("10.0.20348.2762".into()),
             cni_mode: Some(crate::decision::agent_report::Reported::parse("overlay")),
             ..node(name)
@@ -977,7 +979,7 @@ mod tests {
         assert!(c.message.contains("opens at 2026-12-05T02:00:00Z and closes at 2026-12-05T06:00:00Z"), "{}", c.message);
         let existing = BTreeSet::new();
         let plan = decide(&PoolInput::of_spec("p", &spec, &existing), &cleared(&spec, &[node("a")]), now);
-        assert_eq!(plan.requeue_after, crate::rollout::IDLE_REQUEUE, "the window is days away: the idle requeue comes first");
+        assert_eq!(plan.requeue_after, crate::decision::rollout::IDLE_REQUEUE, "the window is days away: the idle requeue comes first");
         let plan =
             decide(&PoolInput::of_spec("p", &spec, &existing), &cleared(&spec, &[node("a")]), "2026-12-05T01:59:00Z".parse().unwrap());
         assert_eq!(plan.requeue_after, std::time::Duration::from_secs(60), "looks again when the window opens");
@@ -1245,8 +1247,8 @@ mod tests {
 
     /// A node whose agent's preflight blocks `spec`'s revision for `why`.
     fn blocked(spec: &WindowsNodePoolSpec, name: &str, why: &str) -> NodeView {
-        use crate::rollout::{Preflight, PreflightVerdict};
-        let revision = crate::revision::revision_of(spec);
+        use crate::decision::rollout::{Preflight, PreflightVerdict};
+        let revision = crate::decision::revision::revision_of(spec);
         NodeView { preflight: Some(Preflight { revision, verdict: PreflightVerdict::Blocked(why.into()) }), ..node(name) }
     }
 
@@ -1284,7 +1286,7 @@ mod tests {
 
     /// `outcome`, its failures as long as an agent's: hundreds of characters.
     fn failed_outcome(spec: &WindowsNodePoolSpec, c: crate::api::NodeCounts, hold: Option<Hold>) -> Plan {
-        let long = |i| crate::rollout::FailedInfo {
+        let long = |i| crate::decision::rollout::FailedInfo {
             node: format!("win-{i}"),
             reason: "ApplyFailed".into(),
             message: format!("win-{i}: install exited with 0x80070643; {}", "CBS.log says the package failed. ".repeat(14)),

@@ -17,8 +17,8 @@ use serde_json::json;
 
 use super::output::{self, Members};
 use super::{FIELD_MANAGER, PluginError, retry, table};
+use crate::api::report::WindowsNodeReport;
 use crate::api::{WindowsNodePool, names};
-use crate::report::WindowsNodeReport;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -54,7 +54,7 @@ fn parse_request_timeout(s: &str) -> Result<std::time::Duration, String> {
     if let Ok(secs) = s.parse::<u64>() {
         return Ok(std::time::Duration::from_secs(secs));
     }
-    crate::rollout::parse_duration(s).ok_or_else(|| format!("{s:?} is not a duration such as 30s, 1m or 0"))
+    crate::decision::rollout::parse_duration(s).ok_or_else(|| format!("{s:?} is not a duration such as 30s, 1m or 0"))
 }
 
 #[derive(Subcommand, Debug)]

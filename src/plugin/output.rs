@@ -15,16 +15,16 @@ use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
 use serde::{Deserialize, Serialize};
 
+use crate::api::node_record::NodeRecord;
+use crate::api::report::WindowsNodeReport;
 use crate::api::{NodeCounts, WindowsNodePool, conditions, names};
 use crate::decision::agent_report::AgentReport;
-use crate::membership::{PoolSelector, members_of};
-use crate::node_record::NodeRecord;
-use crate::node_view::node_view;
-use crate::report::WindowsNodeReport;
-use crate::revision::revision_of;
-use crate::rollout::{self, HnsReadiness, NodeState, NodeView, PoolInput};
-use crate::versions::WindowsBuild;
-use crate::window::Schedule;
+use crate::decision::membership::{PoolSelector, members_of};
+use crate::decision::node_view::node_view;
+use crate::decision::revision::revision_of;
+use crate::decision::rollout::{self, HnsReadiness, NodeState, NodeView, PoolInput};
+use crate::decision::versions::WindowsBuild;
+use crate::decision::window::Schedule;
 
 /// `kubectl winpool status <pool> -o json|yaml`.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -205,7 +205,10 @@ pub fn members(pool: &WindowsNodePool, pools: &[WindowsNodePool], nodes: &[Node]
     let provider_managed = (!m.managed.is_empty()).then(|| m.managed.message(m.members.len()));
     let views = picked
         .iter()
-        .map(|n| NodeView { zone: crate::node_view::zone_of(&NodeRecord::from(n), &pool.spec.rollout), ..view(n, report_of(n, reports)) })
+        .map(|n| NodeView {
+            zone: crate::decision::node_view::zone_of(&NodeRecord::from(n), &pool.spec.rollout),
+            ..view(n, report_of(n, reports))
+        })
         .collect();
     Members { views, nodes: picked, conflicts, provider_managed }
 }
@@ -390,7 +393,7 @@ fn breaker_hold(pool: &WindowsNodePool, hold: &rollout::Hold) -> Option<String> 
 /// that one), and its nodes' HNS backlog (estimated from the Service and
 /// EndpointSlice watches the operator keeps).
 fn operator_hold(pool: &WindowsNodePool) -> Option<String> {
-    use crate::status::Progress;
+    use crate::decision::status::Progress;
     let progressing = pool.status.as_ref()?.conditions.iter().find(|c| c.type_ == crate::api::conditions::PROGRESSING)?;
     match Progress::parse(&progressing.reason)? {
         Progress::AwaitingFollowedPool if pool.spec.rollout.follows.is_some() => Some(progressing.message.clone()),
@@ -404,7 +407,7 @@ pub fn plan_report(pool: &WindowsNodePool, m: &Members, now: Timestamp) -> PlanR
     let pool = resolved.as_ref();
     let name = pool.name_any();
     let rev = revision_of(&pool.spec);
-    let rules = crate::rollout::PoolRules::of(&pool.spec);
+    let rules = crate::decision::rollout::PoolRules::of(&pool.spec);
     let existing = BTreeSet::new();
     let average = pool.status.as_ref().and_then(|s| s.average_node_update_seconds).map(|s| std::time::Duration::from_secs(s.max(0) as u64));
     let input = PoolInput {
@@ -445,7 +448,7 @@ pub fn plan_report(pool: &WindowsNodePool, m: &Members, now: Timestamp) -> PlanR
     let hotpatch = in_state(NodeState::Pending).filter(|v| rollout::hotpatchable(&pool.spec, &rev, v)).map(|v| v.name.clone()).collect();
     let pending = in_state(NodeState::Pending).count();
     // Every pending node held, refused or blocked: what Progressing says of it.
-    let standstill = crate::status::standstill(&preview, pending).map(|s| format!("{}: {}", s.reason.as_str(), s.message));
+    let standstill = crate::decision::status::standstill(&preview, pending).map(|s| format!("{}: {}", s.reason.as_str(), s.message));
     PlanReport {
         pool: name.clone(),
         revision: rev,
@@ -599,7 +602,7 @@ mod tests {
         let r = plan_report(&p, &members_of_views(views.clone()), now());
         let existing = BTreeSet::new();
         let decided = rollout::decide(&PoolInput::of_spec("a", &p.spec, &existing), &views, now());
-        let status = crate::status::build_status(&p.spec, &decided, &Default::default(), None, None, None, now());
+        let status = crate::decision::status::build_status(&p.spec, &decided, &Default::default(), None, None, None, now());
         let progressing = status.conditions.iter().find(|c| c.type_ == conditions::PROGRESSING).unwrap();
         assert_eq!(r.pending as i32, status.nodes.pending);
         let (pending, why) = progressing.message.split_once("; ").unwrap();
@@ -611,7 +614,7 @@ mod tests {
     fn in_flight(p: &WindowsNodePool, name: &str) -> NodeView {
         let rev = revision_of(&p.spec);
         let mut busy = pending(name);
-        busy.state = crate::rollout::NodeState::Applying.into();
+        busy.state = crate::decision::rollout::NodeState::Applying.into();
         busy.state_since = Some(now());
         busy.started_at = Some(now());
         busy.target_revision = Some(rev.clone());
@@ -625,11 +628,11 @@ mod tests {
         let rev = revision_of(&p.spec);
         let mut down = pending("n0");
         down.ready = false;
-        down.state = crate::rollout::NodeState::Updated.into();
+        down.state = crate::decision::rollout::NodeState::Updated.into();
         down.state_since = Some(now());
         down.revision_label = Some(rev.clone());
         down.applied_revision = Some(rev);
-        down.apply_status = Some(crate::decision::agent_report::Reported::Known(crate::report::ApplyStatus::Succeeded));
+        down.apply_status = Some(crate::decision::agent_report::Reported::Known(crate::api::report::ApplyStatus::Succeeded));
         down.kernel_version = Some("10.0.20348.2762".into());
         let mut views = vec![down];
         views.extend(["n1", "n2", "n3"].into_iter().map(pending));
@@ -697,10 +700,10 @@ mod tests {
         done.kernel_version = Some("10.0.20348.2762".into());
         done.revision_label = Some(rev.clone());
         done.applied_revision = Some(rev.clone());
-        done.apply_status = Some(crate::decision::agent_report::Reported::Known(crate::report::ApplyStatus::Succeeded));
-        done.state = crate::rollout::NodeState::Updated.into();
+        done.apply_status = Some(crate::decision::agent_report::Reported::Known(crate::api::report::ApplyStatus::Succeeded));
+        done.state = crate::decision::rollout::NodeState::Updated.into();
         let mut bad = pending("bad");
-        bad.state = crate::rollout::NodeState::Failed.into();
+        bad.state = crate::decision::rollout::NodeState::Failed.into();
         bad.target_revision = Some(rev.clone());
         bad.failure_reason = Some("ApplyFailed".into());
         bad.failure_message = Some("0x800f0922".into());
@@ -794,7 +797,7 @@ mod tests {
         ];
         // Its agent's word on the install, from its report.
         let apply = serde_json::json!({"apply": {"revision": rev, "status": "Applying", "message": "installing KB5044281"}});
-        let report = crate::report::WindowsNodeReport::reported("w-applying", serde_json::from_value(apply).unwrap());
+        let report = crate::api::report::WindowsNodeReport::reported("w-applying", serde_json::from_value(apply).unwrap());
         let m = members(&a, &[a.clone(), b], &nodes, &[report]);
         let r = status_report(&a, &m);
         assert_eq!(r.revision, rev);

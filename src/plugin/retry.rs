@@ -10,8 +10,8 @@
 use serde_json::{Value, json};
 
 use crate::api::{WindowsNodePool, names};
-use crate::revision::revision_of;
-use crate::rollout::{NodeState, NodeView, current_state};
+use crate::decision::revision::revision_of;
+use crate::decision::rollout::{NodeState, NodeView, current_state};
 
 /// Why `node` may not be retried, if it may not. `pool` is the pool its
 /// `winpool.dev/pool` label names, if that pool exists.
@@ -70,7 +70,7 @@ mod tests {
         NodeView {
             name: "win-1".into(),
             pool_label: Some("p".into()),
-            state: crate::rollout::NodeState::Failed.into(),
+            state: crate::decision::rollout::NodeState::Failed.into(),
             state_since: Some("2026-12-01T10:00:00Z".parse().unwrap()),
             state_label: Some("Failed".into()),
             target_revision: Some(revision_of(&pool.spec)),
@@ -90,7 +90,7 @@ mod tests {
         let p = pool();
         for state in ["Applying", "Updated", "Pending"] {
             let mut v = failed_node(&p);
-            v.state = crate::rollout::Recorded::parse(Some(state));
+            v.state = crate::decision::rollout::Recorded::parse(Some(state));
             let msg = refusal(&v, Some(&p)).expect("refused");
             // An Updated annotation without the revision on the node is Pending for the operator.
             let shown = if state == "Applying" { "Applying" } else { "Pending" };

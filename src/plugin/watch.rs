@@ -18,8 +18,8 @@ use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 
 use super::PluginError;
+use crate::api::report::WindowsNodeReport;
 use crate::api::{WindowsNodePool, names};
-use crate::report::WindowsNodeReport;
 
 /// How long a burst of events settles before the view is rendered again.
 pub const SETTLE: Duration = Duration::from_secs(1);

@@ -30,8 +30,8 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
+use winpool::api::report::WindowsNodeReport;
 use winpool::api::{NodeCounts, WindowsNodePool, conditions, names};
-use winpool::report::WindowsNodeReport;
 
 /// How long a violation between two objects must persist before it counts.
 ///

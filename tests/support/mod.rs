@@ -277,7 +277,7 @@ impl TestSpace {
 
     /// What each node's agent reports (its WindowsNodeReport), by node.
     pub async fn reports(&self) -> std::collections::BTreeMap<String, winpool::decision::agent_report::AgentReport> {
-        let api: Api<winpool::report::WindowsNodeReport> = Api::namespaced(self.client.clone(), &self.agent_namespace());
+        let api: Api<winpool::api::report::WindowsNodeReport> = Api::namespaced(self.client.clone(), &self.agent_namespace());
         let list = api.list(&ListParams::default()).await.expect("list reports").items;
         list.iter().map(|r| (kube::ResourceExt::name_any(r), winpool::decision::agent_report::AgentReport::from_object(r))).collect()
     }
@@ -288,9 +288,9 @@ impl TestSpace {
     pub async fn write_report(&self, node: &str, status: serde_json::Value) -> Result<(), kube::Error> {
         let ns = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.agent_namespace()}});
         let _ = Api::<Namespace>::all(self.client.clone()).create(&PostParams::default(), &serde_json::from_value(ns).unwrap()).await;
-        let api: Api<winpool::report::WindowsNodeReport> = Api::namespaced(self.client.clone(), &self.agent_namespace());
+        let api: Api<winpool::api::report::WindowsNodeReport> = Api::namespaced(self.client.clone(), &self.agent_namespace());
         if api.get_opt(node).await?.is_none() {
-            let new = winpool::report::WindowsNodeReport::new(node, Default::default());
+            let new = winpool::api::report::WindowsNodeReport::new(node, Default::default());
             match api.create(&PostParams::default(), &new).await {
                 Err(kube::Error::Api(e)) if e.code == 409 => {}
                 r => {
@@ -509,7 +509,7 @@ pub async fn wait_all_staged(t: &TestSpace, nodes: usize) {
     wait_for("every node's update staged", Duration::from_secs(180), || async {
         let reports = t.reports().await;
         let staged = |r: &winpool::decision::agent_report::AgentReport| {
-            r.staging.as_ref().is_some_and(|s| s.state == winpool::rollout::StagingState::Staged)
+            r.staging.as_ref().is_some_and(|s| s.state == winpool::decision::rollout::StagingState::Staged)
         };
         (reports.len() == nodes && reports.values().all(staged)).then_some(())
     })

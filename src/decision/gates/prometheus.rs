@@ -355,7 +355,7 @@ mod tests {
             assert_eq!(alerts(pattern).read(200, ALERTS.as_bytes()), want, "{pattern}");
         }
         let none = r#"{"status":"success","data":{"alerts":[]}}"#;
-        assert!(!crate::gates::GateResult { gate: "g".into(), seen: alerts(".*").read(200, none.as_bytes()) }.closes_pool());
+        assert!(!crate::decision::gates::GateResult { gate: "g".into(), seen: alerts(".*").read(200, none.as_bytes()) }.closes_pool());
         assert!(matches!(alerts(".*").read(200, br#"{"status":"success","data":{}}"#), Seen::Failed(Failure::BadResponse(_))));
     }
 

@@ -64,7 +64,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time
 use kube::runtime::watcher;
 
 use crate::api::{HnsSpec, HnsStatus, OsVersion, conditions, names};
-use crate::rollout::HnsReadiness;
+use crate::decision::rollout::HnsReadiness;
 
 /// Label on an EndpointSlice naming its Service (set by the EndpointSlice controller).
 pub const LABEL_SERVICE_NAME: &str = "kubernetes.io/service-name";

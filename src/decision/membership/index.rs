@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use kube::runtime::watcher;
 
 use super::{LabelLookup, Membership, PoolSelector, judge};
-use crate::node_record::NodeRecord;
+use crate::api::node_record::NodeRecord;
 
 /// A pool as the index knows it: its selector and what it selects.
 struct Indexed {

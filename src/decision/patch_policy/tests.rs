@@ -1,5 +1,5 @@
 use super::*;
-use crate::report::OfferReport;
+use crate::api::report::OfferReport;
 
 fn now() -> Timestamp {
     "2026-12-20T12:00:00Z".parse().unwrap()
@@ -131,8 +131,8 @@ fn kubectl_winpool_reads_the_pool_at_the_patch_level_its_status_resolved() {
     let resolved = as_resolved(&pool);
     assert_eq!(resolved.spec.os.patch_level, "10.0.20348.2763");
     assert_ne!(
-        crate::revision::revision_of(&resolved.spec),
-        crate::revision::revision_of(&pool.spec),
+        crate::decision::revision::revision_of(&resolved.spec),
+        crate::decision::revision::revision_of(&pool.spec),
         "the revision the operator rolls to"
     );
 }

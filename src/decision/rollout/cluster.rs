@@ -11,7 +11,7 @@
 use jiff::Timestamp;
 
 use crate::api::{WindowsNodePoolStatus, conditions};
-use crate::status::Progress;
+use crate::decision::status::Progress;
 
 /// Whether a pool waits for a slot, and the time that orders it among the
 /// waiting: its Progressing condition is False with reason

@@ -14,7 +14,7 @@
 use jiff::Timestamp;
 
 use super::{NodeState, NodeView, kernel_satisfies};
-use crate::versions::WindowsBuild;
+use crate::decision::versions::WindowsBuild;
 
 /// Whether `n`, in `state` once this round lands, should carry the taint:
 /// `Some(true)` to add it, `Some(false)` to remove it, `None` to leave the

@@ -6,9 +6,9 @@ use super::{
     DrainBlock, DrainMode, FailureReason, HnsReadiness, NodePatch, NodeState, NodeView, Recorded, current_state, fail, fail_kept_cordoned,
     may_be_installing, release_cordon, verify_config, verify_health, verify_rebooted, waiting_for,
 };
+use crate::api::report::ApplyStatus;
 use crate::api::{OnNodeFailure, names};
-use crate::gates::{self, Seen};
-use crate::report::ApplyStatus;
+use crate::decision::gates::{self, Seen};
 
 /// Problems with what the node says about itself, and the revision it still
 /// carries (its ConfigMap must stay while it does).

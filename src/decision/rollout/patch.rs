@@ -9,7 +9,7 @@ use jiff::Timestamp;
 
 use super::{FailureReason, NodeState, NodeView, clipped};
 use crate::api::names;
-use crate::report::ApplyStatus;
+use crate::api::report::ApplyStatus;
 
 /// A change to one Node. `None` values delete the key.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -86,7 +86,7 @@ fn unanswered(s: &RoundSettings<'_>, n: &NodeView) -> String {
 /// staging of its own keeps it).
 #[cfg(test)]
 pub(crate) fn cleared(spec: &crate::api::WindowsNodePoolSpec, nodes: &[NodeView]) -> Vec<NodeView> {
-    let rev = crate::revision::revision_of(spec);
+    let rev = crate::decision::revision::revision_of(spec);
     let ready = Preflight { revision: rev.clone(), verdict: PreflightVerdict::Ready };
     let staged = Staging { revision: rev, state: StagingState::Staged, reboot_free: false };
     nodes

@@ -8,9 +8,9 @@ use std::time::Duration;
 use super::settings::{DEFAULT_DRAIN_TIMEOUT, DEFAULT_HNS_READY_TIMEOUT, DEFAULT_PUT_BACK_AFTER, PhaseBudgets};
 use super::{health_gate_interval, hns_pacing_budget, hns_rates, node_timeout, parse_duration, phase_budgets};
 use crate::api::WindowsNodePoolSpec;
-use crate::hns::ProgrammingRates;
-use crate::versions::WindowsBuild;
-use crate::window::{Schedule, WindowError};
+use crate::decision::hns::ProgrammingRates;
+use crate::decision::versions::WindowsBuild;
+use crate::decision::window::{Schedule, WindowError};
 
 #[derive(Debug, Clone)]
 pub struct PoolRules {

@@ -10,7 +10,7 @@
 
 use super::NodeView;
 use crate::api::{RuntimeUpgrade, WindowsNodePoolSpec};
-use crate::versions::{RuntimeVersion, Version};
+use crate::decision::versions::{RuntimeVersion, Version};
 
 /// Why this node may not be given the pool's containerd; `None` when it may,
 /// or needs none, or its runtime is unknown (its agent decides then).

@@ -9,8 +9,8 @@ use jiff::Timestamp;
 
 use super::{DrainMode, HnsWait, NodePatch, NodeState, PoolInput, PoolRules, parse_duration};
 use crate::api::{OsVersion, WindowsNodePoolSpec};
-use crate::gates::GateResult;
-use crate::window::Span;
+use crate::decision::gates::GateResult;
+use crate::decision::window::Span;
 
 /// Used when a duration in the spec does not parse (the CRD validates them,
 /// but a pool written before a pattern tightened must still be rolled).
@@ -46,11 +46,11 @@ fn hns_eviction_room(rules: &PoolRules, backlog: Duration, unheard: usize) -> Op
 
 /// How fast the pool's nodes program HNS: its release's default, each rate
 /// the pool sets (`rollout.hnsPacing.rates`) instead.
-pub fn hns_rates(spec: &WindowsNodePoolSpec) -> crate::hns::ProgrammingRates {
-    let default = crate::hns::ProgrammingRates::default_for(spec.os.version);
+pub fn hns_rates(spec: &WindowsNodePoolSpec) -> crate::decision::hns::ProgrammingRates {
+    let default = crate::decision::hns::ProgrammingRates::default_for(spec.os.version);
     let Some(r) = &spec.rollout.hns_pacing.rates else { return default };
     let rate = |set: &Option<String>, default: Duration| set.as_deref().and_then(parse_duration).unwrap_or(default);
-    crate::hns::ProgrammingRates {
+    crate::decision::hns::ProgrammingRates {
         per_load_balancer: rate(&r.per_load_balancer, default.per_load_balancer),
         per_remote_endpoint: rate(&r.per_remote_endpoint, default.per_remote_endpoint),
     }

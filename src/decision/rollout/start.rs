@@ -3,7 +3,7 @@
 use super::settings::{Decided, RoundSettings};
 use super::{Hold, NodePatch, NodeState, NodeView, Soak, StagingState, kernel_satisfies, max_unavailable, verify_config};
 use crate::api::names;
-use crate::gates::{self, Seen};
+use crate::decision::gates::{self, Seen};
 
 /// Why no node may start this round, if something holds the rollout.
 pub(super) fn hold(s: &RoundSettings<'_>, r: &Decided<'_>) -> Option<Hold> {

@@ -5,7 +5,7 @@
 //! each one is put back and reported.
 
 use super::{NodeState, NodeView};
-use crate::report::ApplyStatus;
+use crate::api::report::ApplyStatus;
 
 /// A member's revision label winpool did not set: what was found, and the
 /// label winpool last set, which goes back on (`None`: no label).

@@ -60,8 +60,8 @@ fn run(spec: &WindowsNodePoolSpec, nodes: &[NodeView]) -> Plan {
         &PoolInput {
             name: POOL,
             spec,
-            rev: crate::rollout::test_revision(spec),
-            rules: crate::rollout::test_rules(spec),
+            rev: crate::decision::rollout::test_revision(spec),
+            rules: crate::decision::rollout::test_rules(spec),
             existing_revisions: &existing,
             target_marked_at: None,
             gates: &[],
@@ -87,8 +87,8 @@ fn input<'a>(spec: &'a WindowsNodePoolSpec, existing: &'a BTreeSet<String>) -> P
     PoolInput {
         name: POOL,
         spec,
-        rev: crate::rollout::test_revision(spec),
-        rules: crate::rollout::test_rules(spec),
+        rev: crate::decision::rollout::test_revision(spec),
+        rules: crate::decision::rollout::test_rules(spec),
         existing_revisions: existing,
         target_marked_at: None,
         gates: &[],
@@ -491,7 +491,7 @@ fn updated_nodes_of_an_older_revision_become_pending_and_failed_ones_retry() {
     let spec = spec_with("");
     let old = "0123456789";
     let mut updated_old = applied(fresh("a"), old);
-    updated_old.state = crate::rollout::NodeState::Updated.into();
+    updated_old.state = crate::decision::rollout::NodeState::Updated.into();
     updated_old.kernel_version = Some("10.0.20348.2700".into()); // the older revision's patch level
     let mut failed_old = in_state("b", NodeState::Failed, old);
     failed_old.cordoned_by_winpool = false;
@@ -606,7 +606,7 @@ fn nodes_out_of_service_count_against_the_budget_and_are_rolled_first() {
 
     // An admin's cordon on an Updated node uses the whole budget of 1: nothing starts.
     let mut admin = applied(fresh("b-admin"), &rev);
-    admin.state = crate::rollout::NodeState::Updated.into();
+    admin.state = crate::decision::rollout::NodeState::Updated.into();
     admin.unschedulable = true;
     let plan = run(&spec, &[fresh("a"), admin.clone()]);
     assert_eq!(transition(&plan, "a"), None, "the admin-cordoned node already uses the budget");
@@ -614,7 +614,7 @@ fn nodes_out_of_service_count_against_the_budget_and_are_rolled_first() {
     // With room for two, the healthy node starts too.
     let spec2 = spec_with("rollout: {maxUnavailable: 2}");
     let mut admin2 = applied(fresh("b-admin"), &revision_of(&spec2));
-    admin2.state = crate::rollout::NodeState::Updated.into();
+    admin2.state = crate::decision::rollout::NodeState::Updated.into();
     admin2.unschedulable = true;
     let plan = run(&spec2, &[fresh("a"), admin2]);
     assert_eq!(transition(&plan, "a"), Some((NodeState::Pending, NodeState::Draining)));
@@ -653,7 +653,7 @@ fn a_node_past_draining_is_never_drained_again() {
 fn garbage_on_nodes_is_reported_not_trusted() {
     let spec = spec_with("");
     let mut n = fresh("n");
-    n.state = crate::rollout::Recorded::Unknown("Exploded".into());
+    n.state = crate::decision::rollout::Recorded::Unknown("Exploded".into());
     n.revision_label = Some("bogus".into());
     n.kernel_version = Some("not-a-version".into());
     let plan = run(&spec, &[n]);
@@ -673,7 +673,7 @@ fn revision_configmaps_are_kept_for_the_target_and_every_revision_still_on_a_nod
     let rev = revision_of(&spec);
     let existing: BTreeSet<String> = ["aaaaaaaaaa".to_string(), "bbbbbbbbbb".to_string()].into();
     let mut old = applied(fresh("a"), "aaaaaaaaaa");
-    old.state = crate::rollout::NodeState::Updated.into();
+    old.state = crate::decision::rollout::NodeState::Updated.into();
     let plan = decide(&input(&spec, &existing), &[old], now());
     assert_eq!(plan.config_revisions, BTreeSet::from([rev, "aaaaaaaaaa".to_string()]));
 }
@@ -707,7 +707,7 @@ fn requeue_is_short_while_nodes_are_in_flight() {
     let rev = revision_of(&spec);
     assert_eq!(run(&spec, &[in_state("a", NodeState::Applying, &rev)]).requeue_after, IN_FLIGHT_REQUEUE);
     let mut done = applied(fresh("a"), &rev);
-    done.state = crate::rollout::NodeState::Updated.into();
+    done.state = crate::decision::rollout::NodeState::Updated.into();
     assert_eq!(run(&spec, &[done]).requeue_after, IDLE_REQUEUE);
 }
 
@@ -751,7 +751,7 @@ fn a_node_already_at_the_target_is_confirmed_without_cordon_or_drain() {
     let rev = revision_of(&spec);
     // The node runs everything the new revision asks for, but carries an older revision label.
     let mut n = applied(fresh("n"), "0123456789");
-    n.state = crate::rollout::NodeState::Updated.into();
+    n.state = crate::decision::rollout::NodeState::Updated.into();
     let p = patch(&run(&spec, &[n.clone()]), "n").unwrap().clone();
     assert_eq!((p.from, p.to), (NodeState::Pending, NodeState::Applying));
     assert_eq!(p.unschedulable, None, "not cordoned");
@@ -790,7 +790,11 @@ fn a_node_is_held_cordoned_while_its_update_is_in_flight_and_not_once_the_plan_u
         ("applying, cordoned by winpool", in_state("n", NodeState::Applying, &rev), true),
         ("cordoned by an admin, not winpool", NodeView { cordoned_by_winpool: false, ..in_state("n", NodeState::Applying, &rev) }, false),
         ("winpool's mark but an admin uncordoned it", NodeView { unschedulable: false, ..in_state("n", NodeState::Applying, &rev) }, false),
-        ("updated", NodeView { state: crate::rollout::NodeState::Updated.into(), ..in_state("n", NodeState::Applying, &rev) }, false),
+        (
+            "updated",
+            NodeView { state: crate::decision::rollout::NodeState::Updated.into(), ..in_state("n", NodeState::Applying, &rev) },
+            false,
+        ),
         ("never touched", fresh("n"), false),
     ];
     for (what, view, want) in cases {
@@ -1033,7 +1037,7 @@ fn a_held_node_is_never_started_and_a_node_in_flight_finishes() {
     let plan = run(&spec, &[held(fresh("a")), in_flight]);
     assert_eq!(transition(&plan, "d"), Some((NodeState::Verifying, NodeState::Updated)), "a held node in flight finishes");
     assert!(started(&plan).is_empty());
-    let status = crate::status::build_status(&spec, &plan, &Default::default(), None, None, None, now());
+    let status = crate::decision::status::build_status(&spec, &plan, &Default::default(), None, None, None, now());
     let progressing = status.conditions.iter().find(|c| c.type_ == "Progressing").unwrap();
     assert_eq!(progressing.reason, "NodesHeld", "{}", progressing.message);
     assert!(progressing.message.contains("winpool.dev/hold=true: a"), "{}", progressing.message);
@@ -1327,14 +1331,14 @@ fn a_node_a_budget_blocks_is_put_back_and_its_slot_goes_to_the_next_node() {
     assert_eq!(plan.requeue_after, IN_FLIGHT_REQUEUE);
 }
 
-fn run_gated(spec: &WindowsNodePoolSpec, nodes: &[NodeView], gates: &[crate::gates::GateResult]) -> Plan {
+fn run_gated(spec: &WindowsNodePoolSpec, nodes: &[NodeView], gates: &[crate::decision::gates::GateResult]) -> Plan {
     let existing = BTreeSet::new();
     decide(
         &PoolInput {
             name: POOL,
             spec,
-            rev: crate::rollout::test_revision(spec),
-            rules: crate::rollout::test_rules(spec),
+            rev: crate::decision::rollout::test_revision(spec),
+            rules: crate::decision::rollout::test_rules(spec),
             existing_revisions: &existing,
             target_marked_at: None,
             gates,
@@ -1353,16 +1357,16 @@ fn run_gated(spec: &WindowsNodePoolSpec, nodes: &[NodeView], gates: &[crate::gat
     )
 }
 
-fn gate(name: &str, seen: crate::gates::Seen) -> crate::gates::GateResult {
-    crate::gates::GateResult { gate: name.into(), seen }
+fn gate(name: &str, seen: crate::decision::gates::Seen) -> crate::decision::gates::GateResult {
+    crate::decision::gates::GateResult { gate: name.into(), seen }
 }
 
-fn on_nodes(nodes: &[(&str, &str)]) -> crate::gates::Seen {
+fn on_nodes(nodes: &[(&str, &str)]) -> crate::decision::gates::Seen {
     let mut on: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (node, pod) in nodes {
         on.entry(node.to_string()).or_default().push(pod.to_string());
     }
-    crate::gates::Seen::PodsOnNodes(on)
+    crate::decision::gates::Seen::PodsOnNodes(on)
 }
 
 fn started(plan: &Plan) -> Vec<&str> {
@@ -1371,7 +1375,7 @@ fn started(plan: &Plan) -> Vec<&str> {
 
 #[test]
 fn a_closed_health_gate_starts_no_node_and_nodes_in_flight_finish() {
-    use crate::gates::{Failure, Seen};
+    use crate::decision::gates::{Failure, Seen};
     let spec = spec_with("rollout: {maxUnavailable: 3}");
     let rev = revision_of(&spec);
     let mut draining = in_state("a", NodeState::Draining, &rev);
@@ -1380,7 +1384,7 @@ fn a_closed_health_gate_starts_no_node_and_nodes_in_flight_finish() {
     let alerts = Seen::Alerts { total: 2, names: vec!["KubeNodeNotReady".into()] };
     let down = Seen::Failed(Failure::Timeout(Duration::from_secs(5)));
     // (gates, the gate named in the hold or None, the nodes started)
-    let cases: Vec<(Vec<crate::gates::GateResult>, Option<&str>, Vec<&str>)> = vec![
+    let cases: Vec<(Vec<crate::decision::gates::GateResult>, Option<&str>, Vec<&str>)> = vec![
         (vec![], None, vec!["b", "c"]),
         (vec![gate("alerts", Seen::Alerts { total: 0, names: vec![] })], None, vec!["b", "c"]),
         (vec![gate("alerts", alerts.clone())], Some("alerts"), vec![]),
@@ -1427,12 +1431,12 @@ fn a_node_scope_pod_gate_holds_only_the_nodes_its_pods_run_on() {
         plan.hold,
         Some(Hold::HealthGateClosed { gate: "backup".into(), seen: on_nodes(&[("a", "ns/x"), ("b", "ns/y"), ("c", "ns/z")]) })
     );
-    assert_eq!(plan.requeue_after, crate::rollout::HEALTH_GATE_INTERVAL, "looked at again, the pods go without an event");
+    assert_eq!(plan.requeue_after, crate::decision::rollout::HEALTH_GATE_INTERVAL, "looked at again, the pods go without an event");
 }
 
 #[test]
 fn a_closed_gate_is_looked_at_again_after_the_health_gate_interval() {
-    use crate::gates::Seen;
+    use crate::decision::gates::Seen;
     let closed = [gate("pods", Seen::Pods(vec!["ns/p".into()]))];
     let cases = [
         ("", Duration::from_secs(30)),
@@ -1457,7 +1461,7 @@ fn a_node_put_back_waits_then_goes_last_and_drain_timeout_counts_from_its_first_
     let spec = spec_with("rollout: {maxUnavailable: 1, drain: {putBackAfter: 1m, timeout: 10m}}");
     let rev = revision_of(&spec);
     let put_back = |name: &str, secs_ago: i64| NodeView {
-        state: crate::rollout::NodeState::Pending.into(),
+        state: crate::decision::rollout::NodeState::Pending.into(),
         state_since: ago(secs_ago),
         drain_blocked_by: Some("shop/checkout".into()),
         drain_blocked_since: ago(secs_ago + 60),
@@ -1512,8 +1516,8 @@ fn the_estimate_is_the_waves_left_at_the_pools_pace() {
         let input = PoolInput {
             name: POOL,
             spec,
-            rev: crate::rollout::test_revision(spec),
-            rules: crate::rollout::test_rules(spec),
+            rev: crate::decision::rollout::test_revision(spec),
+            rules: crate::decision::rollout::test_rules(spec),
             existing_revisions: &existing,
             average_node_update: avg.map(Duration::from_secs),
             target_marked_at: None,
@@ -1565,19 +1569,19 @@ fn a_retried_node_counts_as_blocked_until_its_drain_goes_through() {
 
 #[test]
 fn other_holds_come_before_the_gates_and_gates_are_asked_for_only_when_a_node_could_start() {
-    use crate::gates::Seen;
+    use crate::decision::gates::Seen;
     let closed = [gate("pods", Seen::Pods(vec!["ns/p".into()]))];
     let paused = spec_with("rollout: {paused: true}");
     assert_eq!(run_gated(&paused, &[fresh("a")], &closed).hold, Some(Hold::PausedBySpec));
 
     let existing = BTreeSet::new();
     let could = |spec: &WindowsNodePoolSpec, nodes: &[NodeView]| {
-        crate::rollout::could_start(
+        crate::decision::rollout::could_start(
             &PoolInput {
                 name: POOL,
                 spec,
-                rev: crate::rollout::test_revision(spec),
-                rules: crate::rollout::test_rules(spec),
+                rev: crate::decision::rollout::test_revision(spec),
+                rules: crate::decision::rollout::test_rules(spec),
                 existing_revisions: &existing,
                 target_marked_at: None,
                 gates: &closed,
@@ -1843,8 +1847,8 @@ fn an_agent_silent_for_a_whole_node_timeout_after_the_mark_is_reported_as_blocke
         let input = PoolInput {
             name: POOL,
             spec: &spec,
-            rev: crate::rollout::test_revision(&spec),
-            rules: crate::rollout::test_rules(&spec),
+            rev: crate::decision::rollout::test_revision(&spec),
+            rules: crate::decision::rollout::test_rules(&spec),
             existing_revisions: &existing,
             target_marked_at: Some(now() - jiff::SignedDuration::from_mins(mins)),
             gates: &[],
@@ -1929,7 +1933,7 @@ fn a_huge_agent_message_is_clipped_where_it_is_copied() {
 
 mod hooks {
     use super::*;
-    use crate::rollout::hooks::{HookKind, HookOutcome, HookRun, HookStart};
+    use crate::decision::rollout::hooks::{HookKind, HookOutcome, HookRun, HookStart};
 
     const HOOKS: &str = "rollout: {hooks: {preDrain: {image: tools:1, timeout: 5m, onFailure: Hold}, postUpdate: {image: tools:1}}}";
 
@@ -2105,7 +2109,7 @@ fn the_evictions_of_a_round_are_bounded_by_the_hns_room_left() {
     assert!(plan.drain.is_empty(), "{:?}", plan.drain);
     // The pool's own pace (rollout.hnsPacing.rates): 300 ms a load balancer, 600 ms an eviction: 10 in 6 s.
     let fast = ltsc2019("rollout: {maxUnavailable: 3, hnsPacing: {budget: 30s, rates: {perLoadBalancer: 300ms}}}");
-    assert_eq!(crate::rollout::hns_rates(&fast).per_remote_endpoint, Duration::from_millis(24), "an unset rate is the release's");
+    assert_eq!(crate::decision::rollout::hns_rates(&fast).per_remote_endpoint, Duration::from_millis(24), "an unset rate is the release's");
     let rev = revision_of(&fast);
     let fast_nodes: Vec<NodeView> = ["a", "b", "c"]
         .iter()

@@ -9,11 +9,11 @@ use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::{MAX_LISTED_FAILED, NodePatch, NodeState, Tampering, clipped, preflight};
+use crate::api::report::ApplyStatus;
 use crate::api::{DrainBlockedNode, FailedNode, NodeCounts, PreflightBlockedNode, UpdatingNode, WindowsNodePoolSpec, names};
 use crate::decision::agent_report::Reported;
-use crate::gates::{GateResult, Seen};
-use crate::report::ApplyStatus;
-use crate::window::Span;
+use crate::decision::gates::{GateResult, Seen};
+use crate::decision::window::Span;
 
 /// The `winpool.dev/state` a Node records, parsed once where the Node is read.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -371,7 +371,7 @@ impl Plan {
 pub struct PoolInput<'a> {
     pub name: &'a str,
     pub spec: &'a WindowsNodePoolSpec,
-    /// The spec's revision ([`crate::revision::revision_of`]), computed once
+    /// The spec's revision ([`crate::decision::revision::revision_of`]), computed once
     /// a round by whoever builds the input: every step reads it here.
     pub rev: &'a str,
     /// The spec parsed, once a round as the revision: every step reads it here.
@@ -475,7 +475,7 @@ pub const MAX_CLOCK_SKEW: jiff::SignedDuration = jiff::SignedDuration::from_mins
 /// A spec's revision for a test's input, kept for the test's life.
 #[cfg(test)]
 pub fn test_revision(spec: &WindowsNodePoolSpec) -> &'static str {
-    Box::leak(crate::revision::revision_of(spec).into_boxed_str())
+    Box::leak(crate::decision::revision::revision_of(spec).into_boxed_str())
 }
 
 #[cfg(test)]

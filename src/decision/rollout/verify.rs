@@ -3,9 +3,9 @@
 
 use super::{HnsReadiness, NodeState, NodeView};
 use crate::api::WindowsNodePoolSpec;
+use crate::api::report::ApplyStatus;
 use crate::decision::agent_report::Reported;
-use crate::report::ApplyStatus;
-use crate::versions::{RuntimeVersion, Version, WindowsBuild};
+use crate::decision::versions::{RuntimeVersion, Version, WindowsBuild};
 
 /// Whether the kubelet and the agent report the pool's configuration on the node.
 pub fn verify_config(spec: &WindowsNodePoolSpec, n: &NodeView) -> Result<(), String> {

@@ -13,10 +13,10 @@ use kube::ResourceExt;
 
 use super::Settings;
 use crate::api::{WindowsNodePool, names};
-use crate::configmap::revision_configmap;
-use crate::daemonset::{AgentDrift, agent_daemonset, drift};
-use crate::revision::NodeConfig;
-use crate::rollout::Plan;
+use crate::builders::configmap::revision_configmap;
+use crate::builders::daemonset::{AgentDrift, agent_daemonset, drift};
+use crate::decision::revision::NodeConfig;
+use crate::decision::rollout::Plan;
 
 /// Whoever can create a pool can run an image as SYSTEM on its nodes: the
 /// operator only runs agent images the cluster admin allowed. A prefix
@@ -235,7 +235,7 @@ pub(crate) fn refusal(pool: &WindowsNodePool, reason: &str, msg: &str, now: Time
     let conds = types.iter().map(|t| refused(t)).collect();
     let mut status = pool.status.clone().unwrap_or_default();
     let mut rest: Vec<_> = status.conditions.iter().filter(|c| !types.contains(&c.type_.as_str())).cloned().collect();
-    let mut merged = crate::status::merge_conditions(&status.conditions, conds, pool.metadata.generation, now);
+    let mut merged = crate::decision::status::merge_conditions(&status.conditions, conds, pool.metadata.generation, now);
     merged.append(&mut rest);
     status.conditions = merged;
     status.observed_generation = pool.metadata.generation;

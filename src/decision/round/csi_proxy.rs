@@ -1,5 +1,5 @@
 //! The pool's CSI Proxy DaemonSets as a round decides them (pure): which to
-//! write, which to delete. The DaemonSets themselves: [`crate::csi_proxy`].
+//! write, which to delete. The DaemonSets themselves: [`crate::builders::csi_proxy`].
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -11,10 +11,10 @@ use kube::ResourceExt;
 use super::Settings;
 use super::agent::{AgentWrite, daemonset_write};
 use crate::api::{WindowsNodePool, names};
-use crate::configmap::CONFIG_KEY;
-use crate::csi_proxy::{daemonsets, is_csi_proxy};
-use crate::revision::NodeConfig;
-use crate::rollout::Plan;
+use crate::builders::configmap::CONFIG_KEY;
+use crate::builders::csi_proxy::{daemonsets, is_csi_proxy};
+use crate::decision::revision::NodeConfig;
+use crate::decision::rollout::Plan;
 
 #[derive(Default)]
 pub(crate) struct CsiProxyWrites {

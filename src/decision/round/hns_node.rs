@@ -8,9 +8,9 @@ use kube::api::Patch;
 use serde_json::json;
 
 use crate::api::names;
-use crate::hns::{self, AwaitingReport};
-use crate::node_record::NodeRecord;
-use crate::rollout::{HnsReadiness, NodeState};
+use crate::api::node_record::NodeRecord;
+use crate::decision::hns::{self, AwaitingReport};
+use crate::decision::rollout::{HnsReadiness, NodeState};
 
 pub(crate) fn json_patch(v: serde_json::Value) -> json_patch::Patch {
     serde_json::from_value(v).expect("a well-formed JSON patch")
@@ -58,7 +58,7 @@ pub(crate) fn within_catch_up_grace(
 /// kubernetes#110849 saw 577 fall to 1 and take days to come back; an HNS
 /// restart looks the same until kube-proxy has programmed it again. The
 /// message says what was seen, the numbers included.
-pub(crate) fn collapse(v: &crate::rollout::NodeView, totals: (i64, i64)) -> Option<String> {
+pub(crate) fn collapse(v: &crate::decision::rollout::NodeView, totals: (i64, i64)) -> Option<String> {
     let lb = v.hns_load_balancers?;
     (totals.0 >= COLLAPSE_MIN_LOAD_BALANCERS && lb.saturating_mul(4) <= totals.0).then(|| {
         format!(
@@ -69,7 +69,7 @@ pub(crate) fn collapse(v: &crate::rollout::NodeView, totals: (i64, i64)) -> Opti
 }
 
 /// The message of a node whose HNS stayed behind what it held in this boot.
-pub(crate) fn drift_message(v: &crate::rollout::NodeView, totals: (i64, i64)) -> String {
+pub(crate) fn drift_message(v: &crate::decision::rollout::NodeView, totals: (i64, i64)) -> String {
     let count = |c: Option<i64>| c.map_or_else(|| "?".into(), |c| c.to_string());
     format!(
         "HNS lost what it held in this boot and has not programmed it again: {} of {} load balancers and {} of {} endpoints (load balancers deleted out of band, kubernetes#135802); {DRIFT_ADVICE}",
@@ -102,7 +102,7 @@ pub(crate) fn drift_reason(previous: Option<&k8s_openapi::api::core::v1::NodeCon
 }
 
 pub(crate) fn hns_readiness(
-    v: &crate::rollout::NodeView,
+    v: &crate::decision::rollout::NodeView,
     totals: (i64, i64),
     spec: &crate::api::HnsSpec,
     grace: jiff::SignedDuration,
@@ -123,7 +123,7 @@ pub(crate) fn hns_readiness(
 /// The writes that bring one node's WindowsHNSReady condition and hns-not-ready
 /// taint in step with its readiness; `None` when both already are (most nodes,
 /// most rounds), so a round costs no future and no request for them.
-/// `held_cordoned`: see [`crate::rollout::held_cordoned`].
+/// `held_cordoned`: see [`crate::decision::rollout::held_cordoned`].
 pub(crate) fn hns_writes_for(
     h: &HnsNode<'_>,
     held_cordoned: bool,

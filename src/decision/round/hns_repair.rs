@@ -16,10 +16,10 @@ use serde_json::json;
 
 use super::hns_node::HnsNode;
 use super::node_ref;
+use crate::api::node_record::NodeRecord;
+use crate::api::report::{HnsRepairResult, WindowsNodeReport};
 use crate::api::{EventReason, HnsRepairSpec, names};
-use crate::hns;
-use crate::node_record::NodeRecord;
-use crate::report::{HnsRepairResult, WindowsNodeReport};
+use crate::decision::hns;
 
 /// The window `hns.repair.maxPerHour` counts asks in.
 const BUDGET_WINDOW: SignedDuration = SignedDuration::from_hours(1);
@@ -158,8 +158,8 @@ pub(crate) fn repairs(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{HnsRepairReport, WindowsNodeReportStatus};
-    use crate::rollout::HnsReadiness;
+    use crate::api::report::{HnsRepairReport, WindowsNodeReportStatus};
+    use crate::decision::rollout::HnsReadiness;
     use k8s_openapi::api::core::v1::Node;
 
     const NOW: &str = "2026-12-05T12:00:00Z";

@@ -12,9 +12,9 @@ use jiff::{SignedDuration, Timestamp};
 use kube::runtime::events::Event;
 
 use crate::api::{WindowsNodePool, WindowsNodePoolStatus};
-use crate::gates::{GateResult, still_fresh};
-use crate::rollout::{DrainBlock, NodePatch, NodeState, fold_average};
-use crate::status::{PROGRESS_WRITE_INTERVAL, only_progress_changed};
+use crate::decision::gates::{GateResult, still_fresh};
+use crate::decision::rollout::{DrainBlock, NodePatch, NodeState, fold_average};
+use crate::decision::status::{PROGRESS_WRITE_INTERVAL, only_progress_changed};
 
 /// How long node starts and completions gather before they are announced.
 pub(crate) const NODE_EVENT_INTERVAL: Duration = Duration::from_secs(5);
@@ -153,7 +153,7 @@ impl PoolMemory {
     /// shown that write yet.
     pub fn as_last_written(&self, pool: &WindowsNodePool) -> Option<WindowsNodePool> {
         let w = self.status_written.as_ref()?;
-        (w.resource_version > crate::node_record::revision(pool.metadata.resource_version.as_deref()))
+        (w.resource_version > crate::api::node_record::revision(pool.metadata.resource_version.as_deref()))
             .then(|| WindowsNodePool { status: Some(w.status.clone()), ..pool.clone() })
     }
 
@@ -504,7 +504,7 @@ mod tests {
 
     #[test]
     fn gates_are_asked_again_after_their_interval_or_a_spec_change() {
-        use crate::gates::Seen;
+        use crate::decision::gates::Seen;
         let mut m = PoolMemory::default();
         let closed = vec![GateResult { gate: "alerts".into(), seen: Seen::Alerts { total: 1, names: vec!["A".into()] } }];
         assert!(m.fresh_gates(Some(1), Duration::from_secs(30), at(0)).is_none(), "never asked");

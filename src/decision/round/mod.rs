@@ -21,26 +21,26 @@ use self::hns_node::{HnsNode, HnsWrites, hns_readiness, hns_writes_for, within_c
 use self::memory::{GatesSeen, NODE_EVENT_INTERVAL, PoolMemory, StatusWrite, signed};
 use self::pod_network::{PodNetworkWrites, pod_network_writes};
 use self::release::{release_body, release_patch};
+use crate::api::node_record::NodeRecord;
+use crate::api::report::ApplyStatus;
+use crate::api::report::WindowsNodeReport;
 use crate::api::{WindowsNodePool, WindowsNodePoolStatus, names};
-use crate::daemonset::AgentSettings;
+use crate::builders::daemonset::AgentSettings;
 use crate::decision::agent_report::AgentReport;
 use crate::decision::agent_report::Reported;
 use crate::decision::breaker::{self, BadUpdate, Breaker};
 use crate::decision::drain::{self, DrainRules, PodOnNode};
+use crate::decision::gates::GateResult;
+use crate::decision::hns::{self, Limits};
+use crate::decision::membership::Membership;
+use crate::decision::node_view::node_view;
 use crate::decision::patch_policy::{self, MemberPatch, PatchResolution};
 use crate::decision::ring::{self, Followed, FollowedMember, RingHold, RingSeen};
-use crate::gates::GateResult;
-use crate::hns::{self, Limits};
-use crate::membership::Membership;
-use crate::node_record::NodeRecord;
-use crate::node_view::node_view;
-use crate::report::ApplyStatus;
-use crate::report::WindowsNodeReport;
-use crate::rollout::{
+use crate::decision::rollout::{
     ClusterInFlight, HnsReadiness, Hold, NodePatch, NodeState, NodeView, Plan, PoolInput, PoolRules, could_start, decide, held_cordoned,
     may_be_installing, unpatched_taint,
 };
-use crate::status::{PoolTransition, build_status, transition_events};
+use crate::decision::status::{PoolTransition, build_status, transition_events};
 
 /// What one reconcile read: the cluster as the decision sees it, owned.
 pub(crate) struct Observed {
@@ -79,7 +79,7 @@ pub(crate) struct Observed {
     /// The operator's --hooks-namespace (where hook Jobs run), if set.
     pub hooks_namespace: Option<String>,
     /// Members' hook Jobs for their current start, by node.
-    pub hook_runs: BTreeMap<String, Vec<crate::rollout::hooks::HookRun>>,
+    pub hook_runs: BTreeMap<String, Vec<crate::decision::rollout::hooks::HookRun>>,
     /// With os.patchPolicy: the patch level resolved from the members'
     /// offers ([`patch_resolution`]); the round decides by the pool it makes.
     pub patch: Option<PatchResolution>,
@@ -95,7 +95,7 @@ pub(crate) fn patch_resolution(pool: &WindowsNodePool, seen: &Observed, now: Tim
     // A floor above the resolution rolls the nodes to the floor: what they
     // run then says nothing of the update's own build.
     let by_resolution = matches!(effective, std::borrow::Cow::Owned(_));
-    let rev = crate::revision::revision_of(&effective);
+    let rev = crate::decision::revision::revision_of(&effective);
     let members: Vec<MemberPatch<'_>> = seen
         .members
         .iter()
@@ -325,7 +325,7 @@ pub(crate) fn judge<'s>(pool: &WindowsNodePool, seen: &'s Observed, memory: &mut
     let mut hns_nodes = Vec::with_capacity(seen.members.len());
     for (n, report) in &seen.members {
         let mut v = node_view(n, &AgentReport::of(report.as_deref()), HnsReadiness::Unknown);
-        v.zone = crate::node_view::zone_of(n, &pool.spec.rollout);
+        v.zone = crate::decision::node_view::zone_of(n, &pool.spec.rollout);
         let (mut readiness, mut reason, mut message) = hns_readiness(&v, seen.hns_totals, &pool.spec.hns, grace, now);
         let state = v.state.state();
         let in_flight = v.state.in_flight();
@@ -361,7 +361,7 @@ pub(crate) fn judge<'s>(pool: &WindowsNodePool, seen: &'s Observed, memory: &mut
         views.push(v);
     }
     memory.keep_members(&seen.membership.members.iter().map(String::as_str).collect());
-    Judged { rev: crate::revision::revision_of(&pool.spec), rules: pool_rules, views, hns_nodes }
+    Judged { rev: crate::decision::revision::revision_of(&pool.spec), rules: pool_rules, views, hns_nodes }
 }
 
 /// The pool's settings the rollout decides by, and what holds it this round.
@@ -421,7 +421,7 @@ pub(crate) enum GateLook {
 
 /// Whether the round looks at the pool's health gates, and how: only when a
 /// node would start if none held it, and asked anew only when what they last
-/// saw no longer stands ([`crate::gates::still_fresh`]; a spec change always asks anew).
+/// saw no longer stands ([`crate::decision::gates::still_fresh`]; a spec change always asks anew).
 pub(crate) fn gate_look(pool: &WindowsNodePool, seen: &Observed, judged: &Judged<'_>, memory: &PoolMemory, now: Timestamp) -> GateLook {
     if pool.spec.rollout.health_gates.is_empty() {
         return GateLook::NotNeeded;
@@ -432,7 +432,7 @@ pub(crate) fn gate_look(pool: &WindowsNodePool, seen: &Observed, judged: &Judged
     let ring = ring_of(pool, rev, seen, now);
     let holds = Holds { gates: &[], cluster: seen.cluster, average_node_update: None, bad_update: breaker.holding(), ring: ring.as_ref() };
     let pool_input = input(pool, &name, (rev, &judged.rules), seen, holds);
-    if !could_start(&pool_input, &judged.views, now) && !crate::rollout::could_undo(&pool_input, &judged.views, now) {
+    if !could_start(&pool_input, &judged.views, now) && !crate::decision::rollout::could_undo(&pool_input, &judged.views, now) {
         return GateLook::NotNeeded;
     }
     match memory.fresh_gates(pool.metadata.generation, judged.rules.health_gate_interval, now) {
@@ -516,7 +516,7 @@ pub(crate) fn decide_judged(
     let capacity = hns::capacity(seen.hns_totals, &seen.hns_limits, spec.hns.warn_percent, seen.hns_over_limit.clone());
     let mut status = build_status(spec, &plan, &seen.membership, Some(capacity), pool.status.as_ref(), pool.metadata.generation, now);
     if let Some(r) = &seen.patch {
-        crate::status::with_patch(&mut status, r, pool.status.as_ref(), pool.metadata.generation, now);
+        crate::decision::status::with_patch(&mut status, r, pool.status.as_ref(), pool.metadata.generation, now);
     }
     let round = Round {
         pause: match breaker {
@@ -608,7 +608,7 @@ fn hns_writes(
     now: Timestamp,
 ) -> Vec<(HnsWrites, String)> {
     let taint_when_not_ready = pool.spec.hns.taint_when_not_ready;
-    let target: Option<crate::versions::WindowsBuild> = pool.spec.os.patch_level.parse().ok();
+    let target: Option<crate::decision::versions::WindowsBuild> = pool.spec.os.patch_level.parse().ok();
     let target_since = target_marked_at(cms_of_pool, &plan.revision);
     let patch_of: HashMap<&str, &NodePatch> = plan.patches.iter().map(|p| (p.node.as_str(), p)).collect();
     hns_nodes
@@ -762,8 +762,8 @@ impl Settings {
             allowed_agent_images: Vec::new(),
             allowed_runtime_archives: Vec::new(),
             allowed_package_shares: Vec::new(),
-            csi_proxy_repository: crate::csi_proxy::DEFAULT_REPOSITORY.into(),
-            pod_network_image: Some(crate::pod_network::DEFAULT_IMAGE.into()),
+            csi_proxy_repository: crate::builders::csi_proxy::DEFAULT_REPOSITORY.into(),
+            pod_network_image: Some(crate::builders::pod_network::DEFAULT_IMAGE.into()),
             secret_namespace: "winpool-system".into(),
             install_id: String::new(),
             bad_update_threshold: crate::decision::breaker::DEFAULT_THRESHOLD,
@@ -788,7 +788,7 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     use super::*;
-    use crate::daemonset::{AgentDrift, agent_daemonset};
+    use crate::builders::daemonset::{AgentDrift, agent_daemonset};
 
     fn pool() -> WindowsNodePool {
         crate::test_builders::pool("p").runtime("1.7.22").build()
@@ -830,7 +830,7 @@ mod tests {
             )
         };
         let report = |status: &str, revision: &str| {
-            let observed: crate::report::WindowsNodeReportStatus = serde_json::from_value(serde_json::json!({
+            let observed: crate::api::report::WindowsNodeReportStatus = serde_json::from_value(serde_json::json!({
                 "apply": {"revision": revision, "status": status, "startedAt": "2026-11-29T12:00:00Z"}
             }))
             .unwrap();
@@ -867,7 +867,7 @@ mod tests {
 
     #[test]
     fn a_closed_gate_is_a_standing_problem_announced_again_only_when_what_it_sees_changes_kind() {
-        use crate::gates::{Failure, Seen};
+        use crate::decision::gates::{Failure, Seen};
         let (pool, existing) = (pool(), BTreeSet::new());
         let node = NodeView { name: "a".into(), ready: true, ..Default::default() };
         let problems_with = |seen: Seen| {
@@ -875,8 +875,8 @@ mod tests {
             let input = PoolInput {
                 name: "p",
                 spec: &pool.spec,
-                rev: crate::rollout::test_revision(&pool.spec),
-                rules: crate::rollout::test_rules(&pool.spec),
+                rev: crate::decision::rollout::test_revision(&pool.spec),
+                rules: crate::decision::rollout::test_rules(&pool.spec),
                 existing_revisions: &existing,
                 target_marked_at: None,
                 gates: &gates,
@@ -947,7 +947,7 @@ mod tests {
     fn an_agent_roll_waits_while_a_node_is_applying_but_a_missing_or_edited_daemonset_does_not() {
         let (pool, settings) = (pool(), settings());
         let mut old = agent_daemonset(&pool, &settings.agent_namespace, &settings.agent);
-        old.metadata.annotations.as_mut().unwrap().insert(crate::daemonset::ANN_SPEC_HASH.into(), "an older agent".into());
+        old.metadata.annotations.as_mut().unwrap().insert(crate::builders::daemonset::ANN_SPEC_HASH.into(), "an older agent".into());
         let outdated = || agent_write(&pool, &settings, &[Arc::new(old.clone())]);
         assert_eq!(outdated().map(|w| w.drift), Some(AgentDrift::Outdated));
         assert!(hold_agent_roll(outdated(), 1).is_none(), "held while a node is Applying");
@@ -1045,20 +1045,20 @@ mod tests {
         pool.spec.rollout.staging = false;
         // Undo on, with a soak: the gates' look also asks whether an undo could be due.
         (pool.spec.rollout.undo, pool.spec.rollout.soak_time) = (true, "10m".into());
-        let rev = crate::revision::revision_of(&pool.spec);
+        let rev = crate::decision::revision::revision_of(&pool.spec);
         let cleared =
             |name: &str| (member(name, &[], None), reported(name, serde_json::json!({"preflight": {"revision": rev, "verdict": "Ready"}})));
         let seen = observed_with(vec![cleared("a"), cleared("b")], (0, 0));
         let (mut memory, now) = (PoolMemory::default(), at(0));
-        crate::revision::COMPUTED.with(|c| c.set(0));
-        crate::rollout::PARSED.with(|c| c.set(0));
+        crate::decision::revision::COMPUTED.with(|c| c.set(0));
+        crate::decision::rollout::PARSED.with(|c| c.set(0));
         let judged = judge(&pool, &seen, &mut memory, now);
         let look = gate_look(&pool, &seen, &judged, &memory, now);
         assert_eq!(look, GateLook::Ask, "a node would start: the gates are asked");
         let (round, _) = decide_judged(&pool, &settings(), &seen, judged, Asked::default(), memory, now);
         assert!(!round.plan.revision.is_empty());
-        assert_eq!(crate::revision::COMPUTED.with(|c| c.get()), 1);
-        assert_eq!(crate::rollout::PARSED.with(|c| c.get()), 1, "durations and schedule parsed once");
+        assert_eq!(crate::decision::revision::COMPUTED.with(|c| c.get()), 1);
+        assert_eq!(crate::decision::rollout::PARSED.with(|c| c.get()), 1, "durations and schedule parsed once");
     }
 
     /// What a round reads, on plain values: these members, nothing else in the cluster.
@@ -1203,9 +1203,9 @@ mod tests {
     fn a_round_forgets_a_drain_block_once_the_node_is_not_draining() {
         let (pool, settings) = (pool(), settings());
         let mut memory = PoolMemory::default();
-        memory.drain_blocks.insert("a".into(), crate::rollout::DrainBlock { budget: "shop/checkout".into(), since: at(0) });
-        memory.drain_blocks.insert("gone".into(), crate::rollout::DrainBlock { budget: "shop/checkout".into(), since: at(0) });
-        let rev = crate::revision::revision_of(&pool.spec);
+        memory.drain_blocks.insert("a".into(), crate::decision::rollout::DrainBlock { budget: "shop/checkout".into(), since: at(0) });
+        memory.drain_blocks.insert("gone".into(), crate::decision::rollout::DrainBlock { budget: "shop/checkout".into(), since: at(0) });
+        let rev = crate::decision::revision::revision_of(&pool.spec);
         let draining = member(
             "a",
             &[(names::ANN_STATE, "Draining"), (names::ANN_STATE_SINCE, "2026-12-03T12:00:00Z"), (names::ANN_TARGET_REVISION, &rev)],
@@ -1250,7 +1250,7 @@ mod tests {
         assert_eq!(same.status_write, StatusWrite::Unchanged, "nothing moved");
         let three = observed(vec![member("a", &[], None), member("b", &[], None), member("c", &[], None)], (0, 0));
         let (moved, memory) = decide_round(&pool, &settings, &three, memory, at(1));
-        assert!(crate::status::only_progress_changed(pool.status.as_ref().unwrap(), &moved.status), "a node joined: counts only");
+        assert!(crate::decision::status::only_progress_changed(pool.status.as_ref().unwrap(), &moved.status), "a node joined: counts only");
         assert_eq!(moved.status_write, StatusWrite::Defer(std::time::Duration::from_secs(1)));
         assert_eq!(requeue_after(&moved, &memory, at(1)), std::time::Duration::from_secs(1), "and the round looks again then");
         let (later, _) = decide_round(&pool, &settings, &three, memory, at(2));

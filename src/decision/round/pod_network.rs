@@ -1,6 +1,6 @@
 //! The pool's pod-network DaemonSet as a round decides it (pure): written
 //! when missing or changed, deleted when the operator runs without one. The
-//! DaemonSet itself: [`crate::pod_network`].
+//! DaemonSet itself: [`crate::builders::pod_network`].
 
 use std::sync::Arc;
 
@@ -10,7 +10,7 @@ use kube::ResourceExt;
 use super::Settings;
 use super::agent::{AgentWrite, daemonset_write};
 use crate::api::WindowsNodePool;
-use crate::pod_network::{is_pod_network, pod_network_daemonset};
+use crate::builders::pod_network::{is_pod_network, pod_network_daemonset};
 
 #[derive(Default)]
 pub(crate) struct PodNetworkWrites {

@@ -4,11 +4,11 @@
 use serde_json::json;
 
 use crate::api::names;
+use crate::api::node_record::NodeRecord;
 use crate::decision::agent_report::AgentReport;
-use crate::hns;
-use crate::node_record::NodeRecord;
-use crate::node_view::node_view;
-use crate::rollout::{HnsReadiness, NodePatch};
+use crate::decision::hns;
+use crate::decision::node_view::node_view;
+use crate::decision::rollout::{HnsReadiness, NodePatch};
 
 /// The JSON merge patch body of a plan's node patch.
 pub(crate) fn node_patch_body(p: &NodePatch) -> serde_json::Value {

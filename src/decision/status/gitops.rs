@@ -15,9 +15,9 @@ use serde_json::{Value, json};
 
 use super::build_status;
 use crate::api::{NodeCounts, WindowsNodePool, WindowsNodePoolSpec, names};
-use crate::membership::Membership;
-use crate::rollout::preflight::cleared;
-use crate::rollout::{FailedInfo, Hold, NodeState, NodeView, Plan, PoolInput, Preflight, PreflightVerdict, decide};
+use crate::decision::membership::Membership;
+use crate::decision::rollout::preflight::cleared;
+use crate::decision::rollout::{FailedInfo, Hold, NodeState, NodeView, Plan, PoolInput, Preflight, PreflightVerdict, decide};
 
 /// Sunday noon: a Saturday window is closed.
 pub(super) fn now() -> Timestamp {
@@ -84,17 +84,17 @@ pub(super) fn fixtures() -> Vec<(&'static str, Value)> {
     let saturdays = spec("rollout: {maintenanceWindows: [{days: [Sat], start: '02:00', end: '06:00'}]}");
     let paused = spec("rollout: {paused: true}");
     let bad_window = spec("rollout: {maintenanceWindows: [{start: '02:00', end: '06:00', timeZone: Nowhere/Land}]}");
-    let rev = crate::revision::revision_of(&plain);
+    let rev = crate::decision::revision::revision_of(&plain);
     let refusing = |name: &str| NodeView {
         preflight: Some(Preflight { revision: rev.clone(), verdict: PreflightVerdict::Blocked("C: has 3.0 GiB free".into()) }),
         ..member(name)
     };
     let gate_closed = Some(Hold::HealthGateClosed {
         gate: "no-critical-alerts".into(),
-        seen: crate::gates::Seen::Alerts { total: 1, names: vec!["KubeNodeNotReady".into()] },
+        seen: crate::decision::gates::Seen::Alerts { total: 1, names: vec!["KubeNodeNotReady".into()] },
     });
     let at_limit = Some(Hold::FailureLimit { failed: 2, limit: 2 });
-    let hns_behind = Some(Hold::HnsBacklog(crate::rollout::HnsWait {
+    let hns_behind = Some(Hold::HnsBacklog(crate::decision::rollout::HnsWait {
         backlog: std::time::Duration::from_secs(95),
         budget: std::time::Duration::from_secs(30),
     }));

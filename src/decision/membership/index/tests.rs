@@ -6,7 +6,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
 use super::*;
 use crate::api::{OsVersion, names};
-use crate::membership::members_of;
+use crate::decision::membership::members_of;
 
 const WIN22: [(&str, &str); 2] = [("kubernetes.io/os", "windows"), ("node.kubernetes.io/windows-build", "10.0.20348")];
 
