@@ -56,52 +56,14 @@ fn applied(mut n: NodeView, rev: &str) -> NodeView {
 
 fn run(spec: &WindowsNodePoolSpec, nodes: &[NodeView]) -> Plan {
     let existing = BTreeSet::new();
-    decide(
-        &PoolInput {
-            name: POOL,
-            spec,
-            rev: crate::rollout::test_revision(spec),
-            rules: crate::rollout::test_rules(spec),
-            existing_revisions: &existing,
-            target_marked_at: None,
-            gates: &[],
-            average_node_update: None,
-            paused_by_annotation: false,
-            clock_skew: None,
-            bad_update: None,
-            ring: None,
-            cluster: None,
-            hooks_namespace: None,
-            hns_backlog: std::time::Duration::ZERO,
-            evictions_unheard: 0,
-        },
-        &cleared(spec, nodes),
-        now(),
-    )
+    decide(&input(spec, &existing), &cleared(spec, nodes), now())
 }
 
 use super::preflight::{PreflightHeld, cleared};
 
 /// The decision's pool input with no gates, no pace and no target mark yet.
 fn input<'a>(spec: &'a WindowsNodePoolSpec, existing: &'a BTreeSet<String>) -> PoolInput<'a> {
-    PoolInput {
-        name: POOL,
-        spec,
-        rev: crate::rollout::test_revision(spec),
-        rules: crate::rollout::test_rules(spec),
-        existing_revisions: existing,
-        target_marked_at: None,
-        gates: &[],
-        average_node_update: None,
-        paused_by_annotation: false,
-        clock_skew: None,
-        bad_update: None,
-        ring: None,
-        cluster: None,
-        hooks_namespace: None,
-        hns_backlog: std::time::Duration::ZERO,
-        evictions_unheard: 0,
-    }
+    PoolInput::of_spec(POOL, spec, existing)
 }
 
 fn patch<'a>(plan: &'a Plan, node: &str) -> Option<&'a NodePatch> {
@@ -1356,28 +1318,7 @@ fn a_node_a_budget_blocks_is_put_back_and_its_slot_goes_to_the_next_node() {
 
 fn run_gated(spec: &WindowsNodePoolSpec, nodes: &[NodeView], gates: &[crate::gates::GateResult]) -> Plan {
     let existing = BTreeSet::new();
-    decide(
-        &PoolInput {
-            name: POOL,
-            spec,
-            rev: crate::rollout::test_revision(spec),
-            rules: crate::rollout::test_rules(spec),
-            existing_revisions: &existing,
-            target_marked_at: None,
-            gates,
-            average_node_update: None,
-            paused_by_annotation: false,
-            clock_skew: None,
-            bad_update: None,
-            ring: None,
-            cluster: None,
-            hooks_namespace: None,
-            hns_backlog: std::time::Duration::ZERO,
-            evictions_unheard: 0,
-        },
-        &cleared(spec, nodes),
-        now(),
-    )
+    decide(&PoolInput { gates, ..input(spec, &existing) }, &cleared(spec, nodes), now())
 }
 
 fn gate(name: &str, seen: crate::gates::Seen) -> crate::gates::GateResult {
@@ -1536,24 +1477,7 @@ fn the_estimate_is_the_waves_left_at_the_pools_pace() {
         applied(in_state("e", NodeState::Updated, &rev), &rev),
     ];
     let with = |avg: Option<u64>, spec: &WindowsNodePoolSpec| {
-        let input = PoolInput {
-            name: POOL,
-            spec,
-            rev: crate::rollout::test_revision(spec),
-            rules: crate::rollout::test_rules(spec),
-            existing_revisions: &existing,
-            average_node_update: avg.map(Duration::from_secs),
-            target_marked_at: None,
-            gates: &[],
-            paused_by_annotation: false,
-            clock_skew: None,
-            bad_update: None,
-            ring: None,
-            cluster: None,
-            hooks_namespace: None,
-            hns_backlog: std::time::Duration::ZERO,
-            evictions_unheard: 0,
-        };
+        let input = PoolInput { average_node_update: avg.map(Duration::from_secs), ..input(spec, &existing) };
         decide(&input, &cleared(spec, &nodes), now())
     };
     // 4 nodes left (a in flight, b c d), 2 at a time: 2 waves of 10 minutes.
@@ -1599,28 +1523,7 @@ fn other_holds_come_before_the_gates_and_gates_are_asked_for_only_when_a_node_co
 
     let existing = BTreeSet::new();
     let could = |spec: &WindowsNodePoolSpec, nodes: &[NodeView]| {
-        crate::rollout::could_start(
-            &PoolInput {
-                name: POOL,
-                spec,
-                rev: crate::rollout::test_revision(spec),
-                rules: crate::rollout::test_rules(spec),
-                existing_revisions: &existing,
-                target_marked_at: None,
-                gates: &closed,
-                average_node_update: None,
-                paused_by_annotation: false,
-                clock_skew: None,
-                bad_update: None,
-                ring: None,
-                cluster: None,
-                hooks_namespace: None,
-                hns_backlog: std::time::Duration::ZERO,
-                evictions_unheard: 0,
-            },
-            &cleared(spec, nodes),
-            now(),
-        )
+        crate::rollout::could_start(&PoolInput { gates: &closed, ..input(spec, &existing) }, &cleared(spec, nodes), now())
     };
     let spec = spec_with("rollout: {maxUnavailable: 1}");
     let rev = revision_of(&spec);
@@ -1869,24 +1772,7 @@ fn an_agent_silent_for_a_whole_node_timeout_after_the_mark_is_reported_as_blocke
         [NodeView { agent_version: Some("0.1.0".into()), ..fresh("old-agent") }, NodeView { agent_version: None, ..fresh("no-agent") }];
     let existing = BTreeSet::new();
     let at = |mins: i64| {
-        let input = PoolInput {
-            name: POOL,
-            spec: &spec,
-            rev: crate::rollout::test_revision(&spec),
-            rules: crate::rollout::test_rules(&spec),
-            existing_revisions: &existing,
-            target_marked_at: Some(now() - jiff::SignedDuration::from_mins(mins)),
-            gates: &[],
-            average_node_update: None,
-            paused_by_annotation: false,
-            clock_skew: None,
-            bad_update: None,
-            ring: None,
-            cluster: None,
-            hooks_namespace: None,
-            hns_backlog: std::time::Duration::ZERO,
-            evictions_unheard: 0,
-        };
+        let input = PoolInput { target_marked_at: Some(now() - jiff::SignedDuration::from_mins(mins)), ..input(&spec, &existing) };
         decide(&input, &nodes, now())
     };
     let soon = at(14);
@@ -2228,17 +2114,17 @@ fn an_undo_waits_for_a_persons_pause_and_a_trusted_clock_not_for_the_breaker_or_
         let to = patch(&decide(&input, nodes, now()), "n").map(|p| p.to);
         (to == Some(NodeState::Draining), could_undo(&input, nodes, now()))
     };
-    let base = || PoolInput::of_spec(POOL, &spec, &existing);
+    let base = || input(&spec, &existing);
     assert_eq!(undone(base()), (true, true), "nothing holds it");
     let paused = spec_with("rollout: {undo: true, soakTime: 1h, paused: true}");
-    assert_eq!(undone(PoolInput::of_spec(POOL, &paused, &existing)), (false, false), "rollout.paused");
+    assert_eq!(undone(input(&paused, &existing)), (false, false), "rollout.paused");
     assert_eq!(undone(PoolInput { paused_by_annotation: true, ..base() }), (false, false), "kubectl winpool pause");
     assert_eq!(undone(PoolInput { clock_skew: Some(jiff::SignedDuration::from_mins(5)), ..base() }), (false, false), "a skewed clock");
     let trip = crate::decision::breaker::BadUpdate { update: "KB5044281".into(), code: "0x800F0922".into(), nodes: vec![] };
     let by_breaker = PoolInput { paused_by_annotation: true, bad_update: Some(&trip), ..base() };
     assert_eq!(undone(by_breaker), (true, true), "the breaker's pause");
     let windowed = spec_with("rollout: {undo: true, soakTime: 1h, maintenanceWindows: [{days: [Sat], start: '02:00', end: '03:00'}]}");
-    let closed = PoolInput::of_spec(POOL, &windowed, &existing);
+    let closed = input(&windowed, &existing);
     assert!(!decide(&closed, &[fresh("m")], now()).window_open, "the window is closed now");
     assert_eq!(undone(closed), (true, true), "outside the maintenance window");
 }
