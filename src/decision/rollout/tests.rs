@@ -66,6 +66,11 @@ fn input<'a>(spec: &'a WindowsNodePoolSpec, existing: &'a BTreeSet<String>) -> P
     PoolInput::of_spec(POOL, spec, existing)
 }
 
+/// Draining for `rev`, `pods` pods still to evict.
+fn draining(name: &str, rev: &str, pods: usize) -> NodeView {
+    NodeView { pods_to_evict: pods, ..in_state(name, NodeState::Draining, rev) }
+}
+
 fn patch<'a>(plan: &'a Plan, node: &str) -> Option<&'a NodePatch> {
     plan.patches.iter().find(|p| p.node == node)
 }
@@ -212,8 +217,7 @@ fn holds_stop_new_nodes_but_not_nodes_in_flight() {
     for (extra, failed, is_hold) in cases {
         let spec = spec_with(extra);
         let rev = revision_of(&spec);
-        let mut draining = in_state("a", NodeState::Draining, &rev);
-        draining.pods_to_evict = 1;
+        let draining = draining("a", &rev, 1);
         let mut nodes = vec![draining, fresh("z")];
         for i in 0..*failed {
             let mut f = in_state(&format!("f{i}"), NodeState::Failed, &rev);
@@ -236,8 +240,7 @@ fn holds_stop_new_nodes_but_not_nodes_in_flight() {
 fn the_pause_annotation_holds_new_nodes_but_not_nodes_in_flight() {
     let spec = spec_with("rollout: {maxUnavailable: 2}");
     let rev = revision_of(&spec);
-    let mut draining = in_state("a", NodeState::Draining, &rev);
-    draining.pods_to_evict = 1;
+    let draining = draining("a", &rev, 1);
     let nodes = vec![draining, fresh("z")];
     let existing = BTreeSet::new();
     let paused = |spec: &WindowsNodePoolSpec, by_annotation: bool| {
@@ -269,8 +272,7 @@ fn a_node_walks_the_state_machine() {
     let rev = revision_of(&spec);
 
     // Draining with pods left: evict, stay.
-    let mut d = in_state("n", NodeState::Draining, &rev);
-    d.pods_to_evict = 3;
+    let mut d = draining("n", &rev, 3);
     let plan = run(&spec, &[d.clone()]);
     assert_eq!(plan.drain, vec![("n".to_string(), DrainMode::Evict)]);
     assert_eq!(transition(&plan, "n"), None);
@@ -361,8 +363,7 @@ fn failures_are_recorded_and_uncordon_the_node() {
     let mut timed_out = in_state("b", NodeState::Applying, &rev);
     timed_out.started_at = ago(31 * 60);
 
-    let mut drain_stuck = in_state("c", NodeState::Draining, &rev);
-    drain_stuck.pods_to_evict = 2;
+    let mut drain_stuck = draining("c", &rev, 2);
     drain_stuck.state_since = ago(11 * 60);
 
     let mut someone_elses_cordon = in_state("d", NodeState::Applying, &rev);
@@ -386,8 +387,7 @@ fn failures_are_recorded_and_uncordon_the_node() {
 fn drain_delete_after_timeout_deletes_instead_of_failing() {
     let spec = spec_with("rollout: {drain: {timeout: 1m, deleteAfterTimeout: true}}");
     let rev = revision_of(&spec);
-    let mut n = in_state("n", NodeState::Draining, &rev);
-    n.pods_to_evict = 1;
+    let mut n = draining("n", &rev, 1);
     n.state_since = ago(120);
     let plan = run(&spec, &[n]);
     assert_eq!(plan.drain, vec![("n".to_string(), DrainMode::Delete)]);
@@ -474,7 +474,7 @@ fn a_restarted_operator_continues_from_the_nodes_without_repeating_a_step() {
     let nodes = vec![
         applied(in_state("a", NodeState::Verifying, &rev), &rev),
         in_state("b", NodeState::Applying, &rev),
-        NodeView { pods_to_evict: 0, ..in_state("c", NodeState::Draining, &rev) },
+        draining("c", &rev, 0),
         // Started in round one; their pods are still leaving in round two.
         NodeView { pods_to_evict: 2, ..fresh("d") },
         NodeView { pods_to_evict: 2, ..fresh("e") },
@@ -705,8 +705,7 @@ fn hns_holds_verifying_only_until_its_timeout_and_applying_clears_stale_counts()
     assert_eq!(transition(&plan, "n"), Some((NodeState::Verifying, NodeState::Updated)));
     assert!(plan.warnings.iter().any(|(_, m)| m.contains("readyTimeout")), "reported: {:?}", plan.warnings);
 
-    let mut d = in_state("d", NodeState::Draining, &rev);
-    d.pods_to_evict = 0;
+    let mut d = draining("d", &rev, 0);
     d.hns_reported = true;
     let p = patch(&run(&spec, std::slice::from_ref(&d)), "d").unwrap().clone();
     assert_eq!(p.to, NodeState::Applying);
@@ -1069,7 +1068,7 @@ fn a_node_entering_applying_asks_the_agent_anew() {
     }
 
     // After a drain, too.
-    let drained = NodeView { pods_to_evict: 0, ..in_state("b", NodeState::Draining, &rev) };
+    let drained = draining("b", &rev, 0);
     let plan = run(&spec_with(""), &[NodeView { target_revision: Some(revision_of(&spec_with(""))), ..drained }]);
     let p = patch(&plan, "b").expect("moved");
     assert_eq!(p.to, NodeState::Applying);
@@ -1288,8 +1287,7 @@ fn the_state_label_marks_failed_nodes_and_follows_a_hand_retry() {
 }
 
 fn blocked(name: &str, rev: &str, refused_for: i64) -> NodeView {
-    let mut n = in_state(name, NodeState::Draining, rev);
-    n.pods_to_evict = 1;
+    let mut n = draining(name, rev, 1);
     n.drain_block = Some(DrainBlock { budget: "shop/checkout".into(), since: ago(refused_for).unwrap() });
     n
 }
@@ -1342,8 +1340,7 @@ fn a_closed_health_gate_starts_no_node_and_nodes_in_flight_finish() {
     use crate::gates::{Failure, Seen};
     let spec = spec_with("rollout: {maxUnavailable: 3}");
     let rev = revision_of(&spec);
-    let mut draining = in_state("a", NodeState::Draining, &rev);
-    draining.pods_to_evict = 1;
+    let draining = draining("a", &rev, 1);
     let nodes = [draining, fresh("b"), fresh("c")];
     let alerts = Seen::Alerts { total: 2, names: vec!["KubeNodeNotReady".into()] };
     let down = Seen::Failed(Failure::Timeout(Duration::from_secs(5)));
@@ -1503,8 +1500,7 @@ fn in_flight_nodes_are_listed_with_since_when() {
 fn a_retried_node_counts_as_blocked_until_its_drain_goes_through() {
     let spec = spec_with("rollout: {maxUnavailable: 1, drain: {putBackAfter: 1m}}");
     let rev = revision_of(&spec);
-    let mut retry = in_state("a", NodeState::Draining, &rev);
-    retry.pods_to_evict = 1;
+    let mut retry = draining("a", &rev, 1);
     retry.drain_blocked_by = Some("shop/checkout".into());
     retry.drain_blocked_since = ago(120);
     assert_eq!(run(&spec, std::slice::from_ref(&retry)).blocked["a"], ("shop/checkout".to_string(), None));
@@ -1859,11 +1855,9 @@ mod hooks {
         n
     }
 
-    fn draining(pods: usize) -> NodeView {
-        let spec = spec_with(HOOKS);
-        let mut n = in_state("n", NodeState::Draining, &revision_of(&spec));
-        n.pods_to_evict = pods;
-        n
+    /// Node n draining for the hooks' revision, `pods` pods still to evict.
+    fn hooked(pods: usize) -> NodeView {
+        draining("n", &revision_of(&spec_with(HOOKS)), pods)
     }
 
     #[test]
@@ -1871,18 +1865,18 @@ mod hooks {
         let spec = spec_with(HOOKS);
         let ns = Some("hooks");
         // No Job yet: the plan creates one for this start and evicts nothing.
-        let plan = run_with(&spec, &[draining(3)], ns);
+        let plan = run_with(&spec, &[hooked(3)], ns);
         assert_eq!(plan.hooks, vec![HookStart { node: "n".into(), kind: HookKind::PreDrain, started_at: ago(10).unwrap() }]);
         assert!(plan.drain.is_empty(), "nothing evicted before the hook ran");
         // Running, even with no pods to evict: the node waits.
-        let plan = run_with(&spec, &[ran(draining(0), HookKind::PreDrain, 5, HookOutcome::Running)], ns);
+        let plan = run_with(&spec, &[ran(hooked(0), HookKind::PreDrain, 5, HookOutcome::Running)], ns);
         assert!(plan.hooks.is_empty() && plan.drain.is_empty() && transition(&plan, "n").is_none(), "{:?}", plan.waiting);
         // Succeeded: the drain goes on, and drain.timeout counts from the hook's end.
-        let mut long = ran(draining(3), HookKind::PreDrain, 900, HookOutcome::Succeeded(ago(5)));
+        let mut long = ran(hooked(3), HookKind::PreDrain, 900, HookOutcome::Succeeded(ago(5)));
         long.state_since = ago(900); // past drain.timeout (10m) since the start, not since the hook
         let plan = run_with(&spec, &[long], ns);
         assert_eq!(plan.drain, vec![("n".to_string(), DrainMode::Evict)]);
-        let plan = run_with(&spec, &[ran(draining(0), HookKind::PreDrain, 60, HookOutcome::Succeeded(ago(5)))], ns);
+        let plan = run_with(&spec, &[ran(hooked(0), HookKind::PreDrain, 60, HookOutcome::Succeeded(ago(5)))], ns);
         assert_eq!(transition(&plan, "n"), Some((NodeState::Draining, NodeState::Applying)));
     }
 
@@ -1890,7 +1884,7 @@ mod hooks {
     fn a_failed_pre_drain_hook_holds_its_node_uncordoned_or_fails_it_as_the_pool_says() {
         let ns = Some("hooks");
         let failed = HookOutcome::Failed("DeadlineExceeded: Job was active longer than specified deadline".into());
-        let plan = run_with(&spec_with(HOOKS), &[ran(draining(3), HookKind::PreDrain, 400, failed.clone())], ns);
+        let plan = run_with(&spec_with(HOOKS), &[ran(hooked(3), HookKind::PreDrain, 400, failed.clone())], ns);
         let p = patch(&plan, "n").unwrap();
         assert_eq!((p.from, p.to), (NodeState::Draining, NodeState::Pending));
         assert_eq!(p.labels.get(names::LABEL_HOLD), Some(&Some("true".to_string())));
@@ -1898,12 +1892,11 @@ mod hooks {
         assert_eq!(p.unschedulable, Some(false), "uncordoned: it was never drained");
         assert!(plan.drain.is_empty());
         // Running past its timeout (the Job controller did not stop it) is a failure too.
-        let plan = run_with(&spec_with(HOOKS), &[ran(draining(3), HookKind::PreDrain, 400, HookOutcome::Running)], ns);
+        let plan = run_with(&spec_with(HOOKS), &[ran(hooked(3), HookKind::PreDrain, 400, HookOutcome::Running)], ns);
         assert_eq!(transition(&plan, "n"), Some((NodeState::Draining, NodeState::Pending)));
 
         let fail = spec_with("rollout: {hooks: {preDrain: {image: tools:1}}}");
-        let mut n = in_state("n", NodeState::Draining, &revision_of(&fail));
-        n.pods_to_evict = 3;
+        let n = draining("n", &revision_of(&fail), 3);
         let plan = run_with(&fail, &[ran(n.clone(), HookKind::PreDrain, 60, failed)], ns);
         let p = patch(&plan, "n").unwrap();
         assert_eq!((p.to, p.annotations[names::ANN_FAILURE_REASON].as_deref()), (NodeState::Failed, Some("HookFailed")));
@@ -1956,8 +1949,7 @@ fn an_hns_backlog_over_the_budget_holds_starts_and_evictions() {
     let spec = spec_with("rollout: {maxUnavailable: 2, hnsPacing: {budget: 10s}}");
     let rev = revision_of(&spec);
     let existing = BTreeSet::new();
-    let mut draining = in_state("a", NodeState::Draining, &rev);
-    draining.pods_to_evict = 3;
+    let draining = draining("a", &rev, 3);
     let nodes = [draining, fresh("b"), fresh("c")];
     let with = |spec: &WindowsNodePoolSpec, secs: u64| {
         let input = PoolInput { hns_backlog: Duration::from_secs(secs), ..input(spec, &existing) };
@@ -1997,12 +1989,7 @@ fn the_evictions_of_a_round_are_bounded_by_the_hns_room_left() {
     let spec = ltsc2019("rollout: {maxUnavailable: 3, hnsPacing: {budget: 30s}}");
     let rev = revision_of(&spec);
     let existing = BTreeSet::new();
-    let draining = |name: &str| {
-        let mut n = in_state(name, NodeState::Draining, &rev);
-        n.pods_to_evict = 3;
-        n
-    };
-    let nodes = [draining("a"), draining("b"), draining("c")];
+    let nodes = [draining("a", &rev, 3), draining("b", &rev, 3), draining("c", &rev, 3)];
     let with = |secs: f64| {
         let input = PoolInput { hns_backlog: Duration::from_secs_f64(secs), ..input(&spec, &existing) };
         decide(&input, &cleared(&spec, &nodes), now())
@@ -2023,14 +2010,7 @@ fn the_evictions_of_a_round_are_bounded_by_the_hns_room_left() {
     let fast = ltsc2019("rollout: {maxUnavailable: 3, hnsPacing: {budget: 30s, rates: {perLoadBalancer: 300ms}}}");
     assert_eq!(crate::rollout::hns_rates(&fast).per_remote_endpoint, Duration::from_millis(24), "an unset rate is the release's");
     let rev = revision_of(&fast);
-    let fast_nodes: Vec<NodeView> = ["a", "b", "c"]
-        .iter()
-        .map(|name| {
-            let mut n = in_state(name, NodeState::Draining, &rev);
-            n.pods_to_evict = 3;
-            n
-        })
-        .collect();
+    let fast_nodes = [draining("a", &rev, 3), draining("b", &rev, 3), draining("c", &rev, 3)];
     let fast_input = PoolInput { hns_backlog: Duration::from_secs(24), ..input(&fast, &existing) };
     let plan = decide(&fast_input, &cleared(&fast, &fast_nodes), now());
     assert_eq!(plan.eviction_caps, BTreeMap::from([("a".to_string(), 3), ("b".to_string(), 3), ("c".to_string(), 3)]));
