@@ -304,6 +304,28 @@ impl Fixture {
         self.cluster.lock().unwrap().pods.remove(name);
     }
 
+    /// Rounds, at most `max`, until each of `nodes` is in state `want`, its
+    /// agent applying between rounds where `agents` says so; their requests.
+    async fn rounds_until(&mut self, max: usize, agents: bool, nodes: &[impl AsRef<str>], want: &str) -> Vec<Recorded> {
+        let mut all = Vec::new();
+        for _ in 0..max {
+            all.extend(self.round().await);
+            if agents {
+                self.agents_apply();
+            }
+            if nodes.iter().all(|n| state(&self.node(n.as_ref())) == Some(want)) {
+                break;
+            }
+        }
+        all
+    }
+
+    /// win-a's NodeHnsReady condition.
+    fn hns_condition(&self) -> Option<Value> {
+        let n = self.node("win-a");
+        n["status"]["conditions"].as_array().and_then(|c| c.iter().find(|c| c["type"] == names::NODE_CONDITION_HNS_READY)).cloned()
+    }
+
     fn progressing_reason(&self) -> Option<String> {
         let c = self.cluster.lock().unwrap();
         let status = c.pool.as_ref()?.status.as_ref()?;
@@ -513,16 +535,7 @@ async fn the_first_round_runs_the_agent_and_writes_the_revision_before_any_node_
 async fn every_node_write_is_a_transition_and_a_settled_pool_costs_no_request() {
     let nodes = vec![windows_node("win-a", "win22"), windows_node("win-b", "win22")];
     let mut f = Fixture::new(pool(1), nodes);
-    let mut all = Vec::new();
-    for _ in 0..40 {
-        let reqs = f.round().await;
-        all.extend(reqs);
-        f.agents_apply();
-        let done = ["win-a", "win-b"].iter().all(|n| state(&f.node(n)) == Some("Updated"));
-        if done {
-            break;
-        }
-    }
+    let all = f.rounds_until(40, true, &["win-a", "win-b"], "Updated").await;
     for n in ["win-a", "win-b"] {
         let node = f.node(n);
         assert_eq!(state(&node), Some("Updated"), "{n} finished: {node:#}");
@@ -819,13 +832,7 @@ async fn a_node_a_budget_blocks_is_put_back_before_its_slot_goes_to_the_next_nod
 async fn counts_of_the_boot_before_a_reboot_are_awaited_anew_without_a_node_write() {
     let mut f = Fixture::new(pool(1), vec![windows_node("win-a", "win22")]);
     let status = format!("{}/status", node_path("win-a"));
-    let mut all = Vec::new();
-    for _ in 0..6 {
-        all.extend(f.round().await);
-        if state(&f.node("win-a")) == Some("Applying") {
-            break;
-        }
-    }
+    let all = f.rounds_until(6, false, &["win-a"], "Applying").await;
     assert_eq!(state(&f.node("win-a")), Some("Applying"), "{:#?}", calls(&all));
     let cond = |n: &Value| {
         n["status"]["conditions"].as_array().and_then(|c| c.iter().find(|c| c["type"] == names::NODE_CONDITION_HNS_READY)).cloned()
@@ -844,7 +851,7 @@ async fn counts_of_the_boot_before_a_reboot_are_awaited_anew_without_a_node_writ
             calls(&reqs)
         );
     }
-    assert_eq!(cond(&f.node("win-a")), Some(before), "the condition says what it said before the update");
+    assert_eq!(f.hns_condition(), Some(before), "the condition says what it said before the update");
     // The node is back at the target build and its agent reports success, but
     // still with the counts it read before the reboot: not verified.
     let started = f.node("win-a")["metadata"]["annotations"][names::ANN_STARTED_AT].clone();
@@ -928,13 +935,7 @@ async fn a_replica_told_to_stop_mid_round_sends_no_further_write_and_the_next_le
 
     // The next leader: a replica that is not stopping.
     f.ctx.stopping.store(false, Ordering::Relaxed);
-    let mut later = Vec::new();
-    for _ in 0..4 {
-        later.extend(f.round().await);
-        if names.iter().all(|n| state(&f.node(n)) == Some("Draining")) {
-            break;
-        }
-    }
+    let later = f.rounds_until(4, false, &names, "Draining").await;
     assert!(names.iter().all(|n| state(&f.node(n)) == Some("Draining")), "the next leader starts every node: {:#?}", calls(&later));
     let unversioned = |v: &Value| {
         let mut v = v.clone();
@@ -986,12 +987,7 @@ async fn a_start_whose_answer_was_lost_is_not_made_again_from_a_cache_that_misse
 #[tokio::test]
 async fn a_step_decided_from_a_node_that_changed_since_lands_nowhere_and_is_decided_again() {
     let mut f = Fixture::new(pool(1), vec![windows_node("win-a", "win22")]);
-    for _ in 0..4 {
-        f.round().await;
-        if state(&f.node("win-a")) == Some("Applying") {
-            break;
-        }
-    }
+    f.rounds_until(4, false, &["win-a"], "Applying").await;
     assert_eq!(state(&f.node("win-a")), Some("Applying"), "{}", f.node("win-a"));
     let mut next = pool(1);
     next.spec.os.patch_level = "10.0.20348.2800".into();
@@ -1029,13 +1025,7 @@ async fn a_step_decided_from_a_node_that_changed_since_lands_nowhere_and_is_deci
 
 /// Rounds, with win-a's and win-b's agents applying, until both are Updated.
 async fn roll_out_both(f: &mut Fixture) {
-    for _ in 0..40 {
-        f.round().await;
-        f.agents_apply();
-        if ["win-a", "win-b"].iter().all(|n| state(&f.node(n)) == Some("Updated")) {
-            break;
-        }
-    }
+    f.rounds_until(40, true, &["win-a", "win-b"], "Updated").await;
     assert!(["win-a", "win-b"].iter().all(|n| state(&f.node(n)) == Some("Updated")), "the first rollout finished");
 }
 

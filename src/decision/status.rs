@@ -750,6 +750,7 @@ pub use reason::{Progress, Readiness};
 
 #[cfg(test)]
 mod tests {
+    use super::gitops::now;
     use super::*;
     use crate::decision::rollout::preflight::cleared;
     use crate::decision::rollout::{NodeView, PoolInput, decide};
@@ -772,6 +773,15 @@ mod tests {
         build_status(spec, &plan_for(spec, nodes, now), &Membership::default(), None, prev, Some(3), now)
     }
 
+    /// The status of one round of `input` over `nodes` (their preflights as given).
+    fn round_status(input: &PoolInput, nodes: &[NodeView], now: Timestamp) -> WindowsNodePoolStatus {
+        build_status(input.spec, &decide(input, nodes, now), &Membership::default(), None, None, Some(3), now)
+    }
+
+    fn event_reasons(prev: Option<&WindowsNodePoolStatus>, next: &WindowsNodePoolStatus) -> Vec<String> {
+        transition_events(prev, next).into_iter().map(|(r, _)| r.reason().as_str().to_string()).collect()
+    }
+
     fn get<'a>(s: &'a WindowsNodePoolStatus, t: &str) -> &'a Condition {
         s.conditions.iter().find(|c| c.type_ == t).unwrap()
     }
@@ -780,11 +790,23 @@ mod tests {
         NodeView { name: name.into(), ready: true, pool_label: Some("p".into()), ..Default::default() }
     }
 
+    /// A node updated to `rev` `ago` before now, as its agent and kubelet report it.
+    fn updated(name: &str, rev: &str, ago: jiff::SignedDuration) -> NodeView {
+        NodeView {
+            state: crate::decision::rollout::NodeState::Updated.into(),
+            state_since: Some(now() - ago),
+            revision_label: Some(rev.into()),
+            applied_revision: Some(rev.into()),
+            apply_status: Some(crate::decision::agent_report::Reported::Known(crate::api::report::ApplyStatus::Succeeded)),
+            kernel_version: Some("10.0.20348.2762".into()),
+            cni_mode: Some(crate::decision::agent_report::Reported::parse("overlay")),
+            ..node(name)
+        }
+    }
+
     fn ring_status(spec: &WindowsNodePoolSpec, ring: Option<&crate::decision::ring::RingHold>, now: Timestamp) -> WindowsNodePoolStatus {
         let existing = BTreeSet::new();
-        let input = PoolInput { ring, ..PoolInput::of_spec("p", spec, &existing) };
-        let plan = decide(&input, &cleared(spec, &[node("a"), node("b")]), now);
-        build_status(spec, &plan, &Membership::default(), None, None, Some(3), now)
+        round_status(&PoolInput { ring, ..PoolInput::of_spec("p", spec, &existing) }, &cleared(spec, &[node("a"), node("b")]), now)
     }
 
     /// A ring waiting for its soak is as its spec wants it (Ready, not
@@ -825,8 +847,7 @@ mod tests {
         let spec = spec("rollout: {hnsPacing: {budget: 30s}}");
         let existing = BTreeSet::new();
         let input = PoolInput { hns_backlog: std::time::Duration::from_secs(95), ..PoolInput::of_spec("p", &spec, &existing) };
-        let plan = decide(&input, &cleared(&spec, &[node("a"), node("b")]), now);
-        let st = build_status(&spec, &plan, &Membership::default(), None, None, Some(3), now);
+        let st = round_status(&input, &cleared(&spec, &[node("a"), node("b")]), now);
         let p = get(&st, conditions::PROGRESSING);
         assert_eq!((p.status.as_str(), p.reason.as_str()), ("False", "WaitingForHNS"));
         assert!(p.message.contains("95s") && p.message.contains("budget 30s"), "{}", p.message);
@@ -858,7 +879,6 @@ mod tests {
     #[test]
     fn a_closed_health_gate_is_named_in_the_progressing_condition_with_what_it_saw() {
         use crate::decision::gates::{Failure, GateResult, Seen};
-        let now: Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();
         let spec = spec("rollout: {maxUnavailable: 1}");
         let existing = BTreeSet::new();
         let cases = [
@@ -874,8 +894,7 @@ mod tests {
         for (seen, want) in cases {
             let gates = [GateResult { gate: "no-critical-alerts".into(), seen }];
             let input = PoolInput { gates: &gates, ..PoolInput::of_spec("p", &spec, &existing) };
-            let plan = decide(&input, &cleared(&spec, &[node("a"), node("b")]), now);
-            let s = build_status(&spec, &plan, &Membership::default(), None, None, Some(3), now);
+            let s = round_status(&input, &cleared(&spec, &[node("a"), node("b")]), now());
             let c = get(&s, conditions::PROGRESSING);
             assert_eq!((c.status.as_str(), c.reason.as_str(), c.message.as_str()), ("False", "HealthGateClosed", want));
             assert_eq!(get(&s, conditions::PAUSED).status, "False", "a closed gate is no pause: it opens by itself");
@@ -885,7 +904,6 @@ mod tests {
     #[test]
     fn a_node_scope_gate_s_message_counts_the_pending_nodes_that_await_their_agent_not_the_gate() {
         use crate::decision::gates::{GateResult, Seen};
-        let now: Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();
         let spec = spec("rollout: {maxUnavailable: 2}");
         let existing = BTreeSet::new();
         let on = BTreeMap::from([("a".to_string(), vec!["ns/backup".to_string()])]);
@@ -893,8 +911,7 @@ mod tests {
         // a's agent cleared the revision and a pod holds it; b's agent has yet to answer.
         let mut nodes = cleared(&spec, &[node("a")]);
         nodes.push(node("b"));
-        let plan = decide(&PoolInput { gates: &gates, ..PoolInput::of_spec("p", &spec, &existing) }, &nodes, now);
-        let s = build_status(&spec, &plan, &Membership::default(), None, None, Some(3), now);
+        let s = round_status(&PoolInput { gates: &gates, ..PoolInput::of_spec("p", &spec, &existing) }, &nodes, now());
         let c = get(&s, conditions::PROGRESSING);
         let rev = crate::decision::revision::revision_of(&spec);
         assert_eq!(
@@ -908,21 +925,10 @@ mod tests {
 
     #[test]
     fn a_rollout_held_by_soaking_nodes_is_progressing_and_says_when_the_next_starts() {
-        let now: Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();
         let spec = spec("rollout: {maxUnavailable: 1, soakTime: 5m}");
         let rev = crate::decision::revision::revision_of(&spec);
-        let soaking = NodeView {
-            state: crate::decision::rollout::NodeState::Updated.into(),
-            state_since: Some(now - jiff::SignedDuration::from_secs(60)),
-            revision_label: Some(rev.clone()),
-            target_revision: Some(rev.clone()),
-            applied_revision: Some(rev.clone()),
-            apply_status: Some(crate::decision::agent_report::Reported::Known(crate::api::report::ApplyStatus::Succeeded)),
-            kernel_version: Some("10.0.20348.2762".into()),
-            cni_mode: Some(crate::decision::agent_report::Reported::parse("overlay")),
-            ..node("a")
-        };
-        let s = status_for(&spec, &[soaking, node("b")], None, now);
+        let soaking = NodeView { target_revision: Some(rev.clone()), ..updated("a", &rev, jiff::SignedDuration::from_secs(60)) };
+        let s = status_for(&spec, &[soaking, node("b")], None, now());
         let c = get(&s, conditions::PROGRESSING);
         assert_eq!((c.status.as_str(), c.reason.as_str()), ("True", "Soaking"), "{}", c.message);
         assert!(c.message.contains("2026-11-29T12:04:00Z"), "says when the next node starts: {}", c.message);
@@ -930,25 +936,14 @@ mod tests {
 
     #[test]
     fn nodes_down_that_use_up_max_unavailable_are_counted_in_the_progressing_condition_not_the_pending_ones() {
-        let now: Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();
         let spec = spec("rollout: {maxUnavailable: 2}");
         let rev = crate::decision::revision::revision_of(&spec);
         // Updated a while ago, and then their kubelets stopped posting status.
-        let down = |name: &str| NodeView {
-            ready: false,
-            state: crate::decision::rollout::NodeState::Updated.into(),
-            state_since: Some(now - jiff::SignedDuration::from_mins(10)),
-            revision_label: Some(rev.clone()),
-            applied_revision: Some(rev.clone()),
-            apply_status: Some(crate::decision::agent_report::Reported::Known(crate::api::report::ApplyStatus::Succeeded)),
-            kernel_version: Some("10.0.20348.2762".into()),
-            cni_mode: Some(crate::decision::agent_report::Reported::parse("overlay")),
-            ..node(name)
-        };
+        let down = |name: &str| NodeView { ready: false, ..updated(name, &rev, jiff::SignedDuration::from_mins(10)) };
         // Ready, but cordoned by someone else (an admin's maintenance).
         let cordoned = NodeView { ready: true, unschedulable: true, ..down("c") };
         let nodes = [down("a"), down("b"), cordoned, node("d"), node("e")];
-        let s = status_for(&spec, &nodes, None, now);
+        let s = status_for(&spec, &nodes, None, now());
         let c = get(&s, conditions::PROGRESSING);
         assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", "NodesNotReady"), "{}", c.message);
         assert_eq!(
@@ -961,12 +956,11 @@ mod tests {
     #[test]
     fn a_pool_outside_its_windows_names_the_next_one_and_looks_again_when_it_opens() {
         // Sunday noon; windows: Saturdays 02:00-06:00 UTC and a week after Patch Tuesday in Berlin.
-        let now: Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();
         let spec = spec(
             "rollout: {maintenanceWindows: [{days: [Sat], start: '02:00', end: '06:00'}, \
              {relativeMonthly: {weekIndex: Second, dayOfWeek: Tue, offsetDays: 7}, start: '22:00', end: '04:00', timeZone: Europe/Berlin}]}",
         );
-        let s = status_for(&spec, &[node("a")], None, now);
+        let s = status_for(&spec, &[node("a")], None, now());
         assert_eq!(
             (
                 s.next_window_start.as_ref().map(|t| t.0.to_string()).as_deref(),
@@ -978,7 +972,7 @@ mod tests {
         assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", "OutsideMaintenanceWindow"));
         assert!(c.message.contains("opens at 2026-12-05T02:00:00Z and closes at 2026-12-05T06:00:00Z"), "{}", c.message);
         let existing = BTreeSet::new();
-        let plan = decide(&PoolInput::of_spec("p", &spec, &existing), &cleared(&spec, &[node("a")]), now);
+        let plan = decide(&PoolInput::of_spec("p", &spec, &existing), &cleared(&spec, &[node("a")]), now());
         assert_eq!(plan.requeue_after, crate::decision::rollout::IDLE_REQUEUE, "the window is days away: the idle requeue comes first");
         let plan =
             decide(&PoolInput::of_spec("p", &spec, &existing), &cleared(&spec, &[node("a")]), "2026-12-05T01:59:00Z".parse().unwrap());
@@ -988,13 +982,12 @@ mod tests {
         assert_eq!(inside.next_window_end.as_ref().map(|t| t.0.to_string()).as_deref(), Some("2026-12-05T06:00:00Z"));
         assert_eq!(get(&inside, conditions::PROGRESSING).reason, "NodesUpdating");
         // Without windows the status says nothing about them.
-        let none = status_for(&self::spec(""), &[node("a")], None, now);
+        let none = status_for(&self::spec(""), &[node("a")], None, now());
         assert_eq!((none.next_window_start, none.next_window_end), (None, None));
     }
 
     #[test]
     fn conditions_say_what_the_rollout_is_doing() {
-        let now: Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();
         type Want<'a> = &'a [(&'a str, &'a str, &'a str)];
         let cases: &[(&str, usize, Want)] = &[
             ("", 0, &[("Ready", "False", "NoNodes")]),
@@ -1023,7 +1016,7 @@ mod tests {
         for (extra, n, want) in cases {
             let s = spec(extra);
             let nodes: Vec<_> = (0..*n).map(|i| node(&format!("n{i}"))).collect();
-            let st = status_for(&s, &nodes, None, now);
+            let st = status_for(&s, &nodes, None, now());
             for (t, status, reason) in *want {
                 let c = get(&st, t);
                 assert_eq!((c.status.as_str(), c.reason.as_str()), (*status, *reason), "{extra} / {n} nodes / {t}: {}", c.message);
@@ -1035,13 +1028,11 @@ mod tests {
 
     #[test]
     fn a_pool_paused_by_its_annotation_says_so() {
-        let now: Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();
         let s = spec("");
         let existing = BTreeSet::new();
         let nodes = [node("a"), node("b")];
         let input = PoolInput { paused_by_annotation: true, ..PoolInput::of_spec("p", &s, &existing) };
-        let plan = decide(&input, &cleared(&s, &nodes), now);
-        let st = build_status(&s, &plan, &Membership::default(), None, None, Some(3), now);
+        let st = round_status(&input, &cleared(&s, &nodes), now());
         let (progressing, paused) = (get(&st, "Progressing"), get(&st, "Paused"));
         assert_eq!((progressing.status.as_str(), progressing.reason.as_str()), ("False", "Paused"));
         assert_eq!(progressing.message, "paused by the annotation winpool.dev/paused; 2 nodes pending");
@@ -1062,15 +1053,14 @@ mod tests {
 
     #[test]
     fn condition_flips_become_events_once() {
-        let now: Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();
         let s = spec("");
-        let first = status_for(&s, &[node("a")], None, now);
-        let ev: Vec<String> = transition_events(None, &first).into_iter().map(|(r, _)| r.reason().as_str().to_string()).collect();
+        let first = status_for(&s, &[node("a")], None, now());
+        let ev = event_reasons(None, &first);
         assert_eq!(ev, ["RolloutStarted"]);
-        let again = status_for(&s, &[node("a")], Some(&first), now);
+        let again = status_for(&s, &[node("a")], Some(&first), now());
         assert!(transition_events(Some(&first), &again).is_empty(), "no flip, no event");
-        let paused = status_for(&spec("rollout: {paused: true}"), &[node("a")], Some(&again), now);
-        let ev: Vec<String> = transition_events(Some(&again), &paused).into_iter().map(|(r, _)| r.reason().as_str().to_string()).collect();
+        let paused = status_for(&spec("rollout: {paused: true}"), &[node("a")], Some(&again), now());
+        let ev = event_reasons(Some(&again), &paused);
         assert!(ev.contains(&"RolloutPaused".to_string()), "{ev:?}");
     }
 
@@ -1078,13 +1068,10 @@ mod tests {
     /// complete, and announced so, only when every node runs the revision.
     #[test]
     fn a_pool_ready_while_it_waits_for_its_window_is_announced_complete_only_when_done() {
-        let now: Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();
         let saturdays = spec("rollout: {maintenanceWindows: [{days: [Sat], start: '02:00', end: '06:00'}]}");
-        let waiting = status_for(&saturdays, &[node("a")], None, now);
+        let waiting = status_for(&saturdays, &[node("a")], None, now());
         assert_eq!(get(&waiting, "Ready").reason, "WaitingForMaintenanceWindow");
-        let reasons = |prev: Option<&WindowsNodePoolStatus>, next: &WindowsNodePoolStatus| -> Vec<String> {
-            transition_events(prev, next).into_iter().map(|(r, _)| r.reason().as_str().to_string()).collect()
-        };
+        let reasons = event_reasons;
         assert!(!reasons(None, &waiting).contains(&"RolloutComplete".to_string()), "waiting is not complete");
         let mut done = waiting.clone();
         for c in done.conditions.iter_mut().filter(|c| c.type_ == "Ready") {
@@ -1096,9 +1083,8 @@ mod tests {
 
     #[test]
     fn a_rollout_that_waits_for_capacity_and_goes_on_is_started_once() {
-        let now: Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();
         let s = spec("");
-        let started = status_for(&s, &[node("a")], None, now);
+        let started = status_for(&s, &[node("a")], None, now());
         let with_progressing = |st: &WindowsNodePoolStatus, status: &str, reason: &str| {
             let mut st = st.clone();
             for c in st.conditions.iter_mut().filter(|c| c.type_ == "Progressing") {
@@ -1108,38 +1094,34 @@ mod tests {
         };
         // A round with nothing in flight: NotReady nodes use up maxUnavailable.
         let waiting = with_progressing(&started, "False", "NodesNotReady");
-        let goes_on = status_for(&s, &[node("a")], Some(&waiting), now);
+        let goes_on = status_for(&s, &[node("a")], Some(&waiting), now());
         assert_eq!(get(&goes_on, "Progressing").status, "True");
-        let ev: Vec<String> =
-            transition_events(Some(&waiting), &goes_on).into_iter().map(|(r, _)| r.reason().as_str().to_string()).collect();
+        let ev = event_reasons(Some(&waiting), &goes_on);
         assert!(!ev.contains(&"RolloutStarted".to_string()), "the same rollout goes on: {ev:?}");
 
         // The same pool after a finished rollout (nodes joined, a new revision): a new one.
         let done = with_progressing(&goes_on, "False", "RolloutComplete");
-        let ev: Vec<String> = transition_events(Some(&done), &goes_on).into_iter().map(|(r, _)| r.reason().as_str().to_string()).collect();
+        let ev = event_reasons(Some(&done), &goes_on);
         assert_eq!(ev, ["RolloutStarted"]);
     }
 
     #[test]
     fn a_revision_held_from_the_start_is_announced_when_it_first_progresses() {
-        let now: Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();
-        let events = |prev: Option<&WindowsNodePoolStatus>, next: &WindowsNodePoolStatus| -> Vec<String> {
-            transition_events(prev, next).into_iter().map(|(r, _)| r.reason().as_str().to_string()).collect()
-        };
+        let events = event_reasons;
         // The pool's new patch level arrives paused (or outside its window): nothing rolls yet.
-        let held = status_for(&spec("rollout: {paused: true}"), &[node("a"), node("b")], None, now);
+        let held = status_for(&spec("rollout: {paused: true}"), &[node("a"), node("b")], None, now());
         assert_eq!(get(&held, "Progressing").status, "False");
         assert!(!events(None, &held).contains(&"RolloutStarted".to_string()));
-        let still = status_for(&spec("rollout: {paused: true}"), &[node("a"), node("b")], Some(&held), now);
+        let still = status_for(&spec("rollout: {paused: true}"), &[node("a"), node("b")], Some(&held), now());
         // The hold lifts: the rollout of this revision starts now, once.
-        let goes = status_for(&spec(""), &[node("a"), node("b")], Some(&still), now);
+        let goes = status_for(&spec(""), &[node("a"), node("b")], Some(&still), now());
         assert_eq!(get(&goes, "Progressing").status, "True");
         assert!(events(Some(&still), &goes).contains(&"RolloutStarted".to_string()), "{:?}", events(Some(&still), &goes));
         assert_eq!(goes.started_revision, goes.revision);
         // Held again mid-rollout and resumed: the same rollout goes on.
-        let paused = status_for(&spec("rollout: {paused: true}"), &[node("a"), node("b")], Some(&goes), now);
+        let paused = status_for(&spec("rollout: {paused: true}"), &[node("a"), node("b")], Some(&goes), now());
         assert_eq!(paused.started_revision, goes.revision, "a hold does not forget that the rollout started");
-        let resumed = status_for(&spec(""), &[node("a"), node("b")], Some(&paused), now);
+        let resumed = status_for(&spec(""), &[node("a"), node("b")], Some(&paused), now());
         assert!(!events(Some(&paused), &resumed).contains(&"RolloutStarted".to_string()));
     }
 
@@ -1193,8 +1175,7 @@ mod tests {
     #[test]
     fn progress_alone_can_wait_but_what_a_reader_acts_on_cannot() {
         let spec = spec("");
-        let now: Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();
-        let base = status_for(&spec, &[NodeView { name: "a".into(), ready: true, ..Default::default() }], None, now);
+        let base = status_for(&spec, &[NodeView { name: "a".into(), ready: true, ..Default::default() }], None, now());
         let mut counts = base.clone();
         counts.nodes.updated += 1;
         counts.nodes.pending -= 1;
@@ -1227,21 +1208,20 @@ mod tests {
 
     #[test]
     fn a_pool_of_provider_managed_nodes_says_so_in_one_condition() {
-        let now: Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();
         let spec = spec("rollout: {maxUnavailable: 1}");
-        let plan = plan_for(&spec, &[node("a"), node("b")], now);
+        let plan = plan_for(&spec, &[node("a"), node("b")], now());
         let mut membership = Membership { members: vec!["a".into(), "b".into()], ..Default::default() };
         membership.managed.count(&std::collections::BTreeMap::from([(
             "kubernetes.azure.com/node-image-version".to_string(),
             "AKSWindows-2022".to_string(),
         )]));
-        let s = build_status(&spec, &plan, &membership, None, None, Some(3), now);
+        let s = build_status(&spec, &plan, &membership, None, None, Some(3), now());
         let c = get(&s, conditions::PROVIDER_MANAGED);
         assert_eq!((c.status.as_str(), c.reason.as_str()), ("True", "AKSNodeImage"));
         assert!(c.message.starts_with("1 of 2 nodes are AKS nodes"), "{}", c.message);
-        let again = build_status(&spec, &plan, &membership, None, Some(&s), Some(3), now + jiff::SignedDuration::from_mins(5));
+        let again = build_status(&spec, &plan, &membership, None, Some(&s), Some(3), now() + jiff::SignedDuration::from_mins(5));
         assert_eq!(get(&again, conditions::PROVIDER_MANAGED).last_transition_time, c.last_transition_time, "stated once");
-        let none = build_status(&spec, &plan, &Membership::default(), None, None, Some(3), now);
+        let none = build_status(&spec, &plan, &Membership::default(), None, None, Some(3), now());
         assert_eq!(get(&none, conditions::PROVIDER_MANAGED).status, "False");
     }
 
@@ -1254,10 +1234,9 @@ mod tests {
 
     #[test]
     fn nodes_held_by_preflight_say_whether_the_rollout_waits_or_is_blocked() {
-        let now: Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();
         let spec = spec("rollout: {maxUnavailable: 1}");
         let blocked = |name: &str| blocked(&spec, name, "C: has 3.0 GiB free");
-        let s = status_for(&spec, &[blocked("a"), blocked("b")], None, now);
+        let s = status_for(&spec, &[blocked("a"), blocked("b")], None, now());
         let c = get(&s, conditions::PROGRESSING);
         assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", "PreflightBlocked"));
         assert!(c.message.contains("a: C: has 3.0 GiB free") && c.message.contains("also b"), "{}", c.message);
@@ -1266,15 +1245,12 @@ mod tests {
             [("a", "C: has 3.0 GiB free"), ("b", "C: has 3.0 GiB free")]
         );
 
-        let existing = BTreeSet::new();
-        let input = PoolInput::of_spec("p", &spec, &existing);
-        let plan = decide(&input, &[blocked("a"), node("b")], now);
-        let s = build_status(&spec, &plan, &Membership::default(), None, None, Some(3), now);
+        let s = round_status(&PoolInput::of_spec("p", &spec, &BTreeSet::new()), &[blocked("a"), node("b")], now());
         let c = get(&s, conditions::PROGRESSING);
         assert_eq!((c.status.as_str(), c.reason.as_str()), ("True", "AwaitingPreflight"), "b's agent has yet to answer: {}", c.message);
 
         // One held by its label, the other blocked: none starts, and no capacity is awaited.
-        let s = status_for(&spec, &[NodeView { held_by_label: true, ..node("a") }, blocked("b")], None, now);
+        let s = status_for(&spec, &[NodeView { held_by_label: true, ..node("a") }, blocked("b")], None, now());
         let c = get(&s, conditions::PROGRESSING);
         assert_eq!((c.reason.as_str(), get(&s, "Stalled").status.as_str()), ("PreflightBlocked", "True"), "{}", c.message);
         assert!(
@@ -1296,7 +1272,7 @@ mod tests {
     }
 
     fn status_of(spec: &WindowsNodePoolSpec, plan: &Plan, conflicts: Conflicts) -> WindowsNodePoolStatus {
-        build_status(spec, plan, &Membership { conflicts, ..Default::default() }, None, None, Some(3), gitops::now())
+        build_status(spec, plan, &Membership { conflicts, ..Default::default() }, None, None, Some(3), now())
     }
 
     /// Six nodes the pool selects, each selected by another pool too.
@@ -1344,7 +1320,7 @@ mod tests {
             .collect();
         states.extend(
             [
-                ("all nodes another pool's", status_of(&never, &plan_for(&never, &[], gitops::now()), elsewhere())),
+                ("all nodes another pool's", status_of(&never, &plan_for(&never, &[], now()), elsewhere())),
                 ("0 tolerated, failed, none left", status_of(&never, &failed_outcome(&never, gitops::counts(2, 0, 0, 0, 2), None), none())),
                 (
                     "0 tolerated, failed, more to do",
@@ -1365,7 +1341,7 @@ mod tests {
     #[test]
     fn a_pool_without_nodes_of_its_own_says_why_and_is_not_complete() {
         let s = spec("");
-        let plan = plan_for(&s, &[], gitops::now());
+        let plan = plan_for(&s, &[], now());
         let said = |conflicts| {
             let st = status_of(&s, &plan, conflicts);
             let m = get(&st, "Ready").message.clone();

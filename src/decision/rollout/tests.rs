@@ -56,52 +56,19 @@ fn applied(mut n: NodeView, rev: &str) -> NodeView {
 
 fn run(spec: &WindowsNodePoolSpec, nodes: &[NodeView]) -> Plan {
     let existing = BTreeSet::new();
-    decide(
-        &PoolInput {
-            name: POOL,
-            spec,
-            rev: crate::decision::rollout::test_revision(spec),
-            rules: crate::decision::rollout::test_rules(spec),
-            existing_revisions: &existing,
-            target_marked_at: None,
-            gates: &[],
-            average_node_update: None,
-            paused_by_annotation: false,
-            clock_skew: None,
-            bad_update: None,
-            ring: None,
-            cluster: None,
-            hooks_namespace: None,
-            hns_backlog: std::time::Duration::ZERO,
-            evictions_unheard: 0,
-        },
-        &cleared(spec, nodes),
-        now(),
-    )
+    decide(&input(spec, &existing), &cleared(spec, nodes), now())
 }
 
 use super::preflight::{PreflightHeld, cleared};
 
 /// The decision's pool input with no gates, no pace and no target mark yet.
 fn input<'a>(spec: &'a WindowsNodePoolSpec, existing: &'a BTreeSet<String>) -> PoolInput<'a> {
-    PoolInput {
-        name: POOL,
-        spec,
-        rev: crate::decision::rollout::test_revision(spec),
-        rules: crate::decision::rollout::test_rules(spec),
-        existing_revisions: existing,
-        target_marked_at: None,
-        gates: &[],
-        average_node_update: None,
-        paused_by_annotation: false,
-        clock_skew: None,
-        bad_update: None,
-        ring: None,
-        cluster: None,
-        hooks_namespace: None,
-        hns_backlog: std::time::Duration::ZERO,
-        evictions_unheard: 0,
-    }
+    PoolInput::of_spec(POOL, spec, existing)
+}
+
+/// Draining for `rev`, `pods` pods still to evict.
+fn draining(name: &str, rev: &str, pods: usize) -> NodeView {
+    NodeView { pods_to_evict: pods, ..in_state(name, NodeState::Draining, rev) }
 }
 
 fn patch<'a>(plan: &'a Plan, node: &str) -> Option<&'a NodePatch> {
@@ -250,8 +217,7 @@ fn holds_stop_new_nodes_but_not_nodes_in_flight() {
     for (extra, failed, is_hold) in cases {
         let spec = spec_with(extra);
         let rev = revision_of(&spec);
-        let mut draining = in_state("a", NodeState::Draining, &rev);
-        draining.pods_to_evict = 1;
+        let draining = draining("a", &rev, 1);
         let mut nodes = vec![draining, fresh("z")];
         for i in 0..*failed {
             let mut f = in_state(&format!("f{i}"), NodeState::Failed, &rev);
@@ -274,8 +240,7 @@ fn holds_stop_new_nodes_but_not_nodes_in_flight() {
 fn the_pause_annotation_holds_new_nodes_but_not_nodes_in_flight() {
     let spec = spec_with("rollout: {maxUnavailable: 2}");
     let rev = revision_of(&spec);
-    let mut draining = in_state("a", NodeState::Draining, &rev);
-    draining.pods_to_evict = 1;
+    let draining = draining("a", &rev, 1);
     let nodes = vec![draining, fresh("z")];
     let existing = BTreeSet::new();
     let paused = |spec: &WindowsNodePoolSpec, by_annotation: bool| {
@@ -307,8 +272,7 @@ fn a_node_walks_the_state_machine() {
     let rev = revision_of(&spec);
 
     // Draining with pods left: evict, stay.
-    let mut d = in_state("n", NodeState::Draining, &rev);
-    d.pods_to_evict = 3;
+    let mut d = draining("n", &rev, 3);
     let plan = run(&spec, &[d.clone()]);
     assert_eq!(plan.drain, vec![("n".to_string(), DrainMode::Evict)]);
     assert_eq!(transition(&plan, "n"), None);
@@ -399,8 +363,7 @@ fn failures_are_recorded_and_uncordon_the_node() {
     let mut timed_out = in_state("b", NodeState::Applying, &rev);
     timed_out.started_at = ago(31 * 60);
 
-    let mut drain_stuck = in_state("c", NodeState::Draining, &rev);
-    drain_stuck.pods_to_evict = 2;
+    let mut drain_stuck = draining("c", &rev, 2);
     drain_stuck.state_since = ago(11 * 60);
 
     let mut someone_elses_cordon = in_state("d", NodeState::Applying, &rev);
@@ -424,8 +387,7 @@ fn failures_are_recorded_and_uncordon_the_node() {
 fn drain_delete_after_timeout_deletes_instead_of_failing() {
     let spec = spec_with("rollout: {drain: {timeout: 1m, deleteAfterTimeout: true}}");
     let rev = revision_of(&spec);
-    let mut n = in_state("n", NodeState::Draining, &rev);
-    n.pods_to_evict = 1;
+    let mut n = draining("n", &rev, 1);
     n.state_since = ago(120);
     let plan = run(&spec, &[n]);
     assert_eq!(plan.drain, vec![("n".to_string(), DrainMode::Delete)]);
@@ -512,7 +474,7 @@ fn a_restarted_operator_continues_from_the_nodes_without_repeating_a_step() {
     let nodes = vec![
         applied(in_state("a", NodeState::Verifying, &rev), &rev),
         in_state("b", NodeState::Applying, &rev),
-        NodeView { pods_to_evict: 0, ..in_state("c", NodeState::Draining, &rev) },
+        draining("c", &rev, 0),
         // Started in round one; their pods are still leaving in round two.
         NodeView { pods_to_evict: 2, ..fresh("d") },
         NodeView { pods_to_evict: 2, ..fresh("e") },
@@ -1303,8 +1265,7 @@ fn the_state_label_marks_failed_nodes_and_follows_a_hand_retry() {
 }
 
 fn blocked(name: &str, rev: &str, refused_for: i64) -> NodeView {
-    let mut n = in_state(name, NodeState::Draining, rev);
-    n.pods_to_evict = 1;
+    let mut n = draining(name, rev, 1);
     n.drain_block = Some(DrainBlock { budget: "shop/checkout".into(), since: ago(refused_for).unwrap() });
     n
 }
@@ -1333,28 +1294,7 @@ fn a_node_a_budget_blocks_is_put_back_and_its_slot_goes_to_the_next_node() {
 
 fn run_gated(spec: &WindowsNodePoolSpec, nodes: &[NodeView], gates: &[crate::decision::gates::GateResult]) -> Plan {
     let existing = BTreeSet::new();
-    decide(
-        &PoolInput {
-            name: POOL,
-            spec,
-            rev: crate::decision::rollout::test_revision(spec),
-            rules: crate::decision::rollout::test_rules(spec),
-            existing_revisions: &existing,
-            target_marked_at: None,
-            gates,
-            average_node_update: None,
-            paused_by_annotation: false,
-            clock_skew: None,
-            bad_update: None,
-            ring: None,
-            cluster: None,
-            hooks_namespace: None,
-            hns_backlog: std::time::Duration::ZERO,
-            evictions_unheard: 0,
-        },
-        &cleared(spec, nodes),
-        now(),
-    )
+    decide(&PoolInput { gates, ..input(spec, &existing) }, &cleared(spec, nodes), now())
 }
 
 fn gate(name: &str, seen: crate::decision::gates::Seen) -> crate::decision::gates::GateResult {
@@ -1378,8 +1318,7 @@ fn a_closed_health_gate_starts_no_node_and_nodes_in_flight_finish() {
     use crate::decision::gates::{Failure, Seen};
     let spec = spec_with("rollout: {maxUnavailable: 3}");
     let rev = revision_of(&spec);
-    let mut draining = in_state("a", NodeState::Draining, &rev);
-    draining.pods_to_evict = 1;
+    let draining = draining("a", &rev, 1);
     let nodes = [draining, fresh("b"), fresh("c")];
     let alerts = Seen::Alerts { total: 2, names: vec!["KubeNodeNotReady".into()] };
     let down = Seen::Failed(Failure::Timeout(Duration::from_secs(5)));
@@ -1513,24 +1452,7 @@ fn the_estimate_is_the_waves_left_at_the_pools_pace() {
         applied(in_state("e", NodeState::Updated, &rev), &rev),
     ];
     let with = |avg: Option<u64>, spec: &WindowsNodePoolSpec| {
-        let input = PoolInput {
-            name: POOL,
-            spec,
-            rev: crate::decision::rollout::test_revision(spec),
-            rules: crate::decision::rollout::test_rules(spec),
-            existing_revisions: &existing,
-            average_node_update: avg.map(Duration::from_secs),
-            target_marked_at: None,
-            gates: &[],
-            paused_by_annotation: false,
-            clock_skew: None,
-            bad_update: None,
-            ring: None,
-            cluster: None,
-            hooks_namespace: None,
-            hns_backlog: std::time::Duration::ZERO,
-            evictions_unheard: 0,
-        };
+        let input = PoolInput { average_node_update: avg.map(Duration::from_secs), ..input(spec, &existing) };
         decide(&input, &cleared(spec, &nodes), now())
     };
     // 4 nodes left (a in flight, b c d), 2 at a time: 2 waves of 10 minutes.
@@ -1556,8 +1478,7 @@ fn in_flight_nodes_are_listed_with_since_when() {
 fn a_retried_node_counts_as_blocked_until_its_drain_goes_through() {
     let spec = spec_with("rollout: {maxUnavailable: 1, drain: {putBackAfter: 1m}}");
     let rev = revision_of(&spec);
-    let mut retry = in_state("a", NodeState::Draining, &rev);
-    retry.pods_to_evict = 1;
+    let mut retry = draining("a", &rev, 1);
     retry.drain_blocked_by = Some("shop/checkout".into());
     retry.drain_blocked_since = ago(120);
     assert_eq!(run(&spec, std::slice::from_ref(&retry)).blocked["a"], ("shop/checkout".to_string(), None));
@@ -1576,28 +1497,7 @@ fn other_holds_come_before_the_gates_and_gates_are_asked_for_only_when_a_node_co
 
     let existing = BTreeSet::new();
     let could = |spec: &WindowsNodePoolSpec, nodes: &[NodeView]| {
-        crate::decision::rollout::could_start(
-            &PoolInput {
-                name: POOL,
-                spec,
-                rev: crate::decision::rollout::test_revision(spec),
-                rules: crate::decision::rollout::test_rules(spec),
-                existing_revisions: &existing,
-                target_marked_at: None,
-                gates: &closed,
-                average_node_update: None,
-                paused_by_annotation: false,
-                clock_skew: None,
-                bad_update: None,
-                ring: None,
-                cluster: None,
-                hooks_namespace: None,
-                hns_backlog: std::time::Duration::ZERO,
-                evictions_unheard: 0,
-            },
-            &cleared(spec, nodes),
-            now(),
-        )
+        crate::decision::rollout::could_start(&PoolInput { gates: &closed, ..input(spec, &existing) }, &cleared(spec, nodes), now())
     };
     let spec = spec_with("rollout: {maxUnavailable: 1}");
     let rev = revision_of(&spec);
@@ -1844,24 +1744,7 @@ fn an_agent_silent_for_a_whole_node_timeout_after_the_mark_is_reported_as_blocke
         [NodeView { agent_version: Some("0.1.0".into()), ..fresh("old-agent") }, NodeView { agent_version: None, ..fresh("no-agent") }];
     let existing = BTreeSet::new();
     let at = |mins: i64| {
-        let input = PoolInput {
-            name: POOL,
-            spec: &spec,
-            rev: crate::decision::rollout::test_revision(&spec),
-            rules: crate::decision::rollout::test_rules(&spec),
-            existing_revisions: &existing,
-            target_marked_at: Some(now() - jiff::SignedDuration::from_mins(mins)),
-            gates: &[],
-            average_node_update: None,
-            paused_by_annotation: false,
-            clock_skew: None,
-            bad_update: None,
-            ring: None,
-            cluster: None,
-            hooks_namespace: None,
-            hns_backlog: std::time::Duration::ZERO,
-            evictions_unheard: 0,
-        };
+        let input = PoolInput { target_marked_at: Some(now() - jiff::SignedDuration::from_mins(mins)), ..input(&spec, &existing) };
         decide(&input, &nodes, now())
     };
     let soon = at(14);
@@ -1947,11 +1830,9 @@ mod hooks {
         n
     }
 
-    fn draining(pods: usize) -> NodeView {
-        let spec = spec_with(HOOKS);
-        let mut n = in_state("n", NodeState::Draining, &revision_of(&spec));
-        n.pods_to_evict = pods;
-        n
+    /// Node n draining for the hooks' revision, `pods` pods still to evict.
+    fn hooked(pods: usize) -> NodeView {
+        draining("n", &revision_of(&spec_with(HOOKS)), pods)
     }
 
     #[test]
@@ -1959,18 +1840,18 @@ mod hooks {
         let spec = spec_with(HOOKS);
         let ns = Some("hooks");
         // No Job yet: the plan creates one for this start and evicts nothing.
-        let plan = run_with(&spec, &[draining(3)], ns);
+        let plan = run_with(&spec, &[hooked(3)], ns);
         assert_eq!(plan.hooks, vec![HookStart { node: "n".into(), kind: HookKind::PreDrain, started_at: ago(10).unwrap() }]);
         assert!(plan.drain.is_empty(), "nothing evicted before the hook ran");
         // Running, even with no pods to evict: the node waits.
-        let plan = run_with(&spec, &[ran(draining(0), HookKind::PreDrain, 5, HookOutcome::Running)], ns);
+        let plan = run_with(&spec, &[ran(hooked(0), HookKind::PreDrain, 5, HookOutcome::Running)], ns);
         assert!(plan.hooks.is_empty() && plan.drain.is_empty() && transition(&plan, "n").is_none(), "{:?}", plan.waiting);
         // Succeeded: the drain goes on, and drain.timeout counts from the hook's end.
-        let mut long = ran(draining(3), HookKind::PreDrain, 900, HookOutcome::Succeeded(ago(5)));
+        let mut long = ran(hooked(3), HookKind::PreDrain, 900, HookOutcome::Succeeded(ago(5)));
         long.state_since = ago(900); // past drain.timeout (10m) since the start, not since the hook
         let plan = run_with(&spec, &[long], ns);
         assert_eq!(plan.drain, vec![("n".to_string(), DrainMode::Evict)]);
-        let plan = run_with(&spec, &[ran(draining(0), HookKind::PreDrain, 60, HookOutcome::Succeeded(ago(5)))], ns);
+        let plan = run_with(&spec, &[ran(hooked(0), HookKind::PreDrain, 60, HookOutcome::Succeeded(ago(5)))], ns);
         assert_eq!(transition(&plan, "n"), Some((NodeState::Draining, NodeState::Applying)));
     }
 
@@ -1978,7 +1859,7 @@ mod hooks {
     fn a_failed_pre_drain_hook_holds_its_node_uncordoned_or_fails_it_as_the_pool_says() {
         let ns = Some("hooks");
         let failed = HookOutcome::Failed("DeadlineExceeded: Job was active longer than specified deadline".into());
-        let plan = run_with(&spec_with(HOOKS), &[ran(draining(3), HookKind::PreDrain, 400, failed.clone())], ns);
+        let plan = run_with(&spec_with(HOOKS), &[ran(hooked(3), HookKind::PreDrain, 400, failed.clone())], ns);
         let p = patch(&plan, "n").unwrap();
         assert_eq!((p.from, p.to), (NodeState::Draining, NodeState::Pending));
         assert_eq!(p.labels.get(names::LABEL_HOLD), Some(&Some("true".to_string())));
@@ -1986,12 +1867,11 @@ mod hooks {
         assert_eq!(p.unschedulable, Some(false), "uncordoned: it was never drained");
         assert!(plan.drain.is_empty());
         // Running past its timeout (the Job controller did not stop it) is a failure too.
-        let plan = run_with(&spec_with(HOOKS), &[ran(draining(3), HookKind::PreDrain, 400, HookOutcome::Running)], ns);
+        let plan = run_with(&spec_with(HOOKS), &[ran(hooked(3), HookKind::PreDrain, 400, HookOutcome::Running)], ns);
         assert_eq!(transition(&plan, "n"), Some((NodeState::Draining, NodeState::Pending)));
 
         let fail = spec_with("rollout: {hooks: {preDrain: {image: tools:1}}}");
-        let mut n = in_state("n", NodeState::Draining, &revision_of(&fail));
-        n.pods_to_evict = 3;
+        let n = draining("n", &revision_of(&fail), 3);
         let plan = run_with(&fail, &[ran(n.clone(), HookKind::PreDrain, 60, failed)], ns);
         let p = patch(&plan, "n").unwrap();
         assert_eq!((p.to, p.annotations[names::ANN_FAILURE_REASON].as_deref()), (NodeState::Failed, Some("HookFailed")));
@@ -2044,8 +1924,7 @@ fn an_hns_backlog_over_the_budget_holds_starts_and_evictions() {
     let spec = spec_with("rollout: {maxUnavailable: 2, hnsPacing: {budget: 10s}}");
     let rev = revision_of(&spec);
     let existing = BTreeSet::new();
-    let mut draining = in_state("a", NodeState::Draining, &rev);
-    draining.pods_to_evict = 3;
+    let draining = draining("a", &rev, 3);
     let nodes = [draining, fresh("b"), fresh("c")];
     let with = |spec: &WindowsNodePoolSpec, secs: u64| {
         let input = PoolInput { hns_backlog: Duration::from_secs(secs), ..input(spec, &existing) };
@@ -2085,12 +1964,7 @@ fn the_evictions_of_a_round_are_bounded_by_the_hns_room_left() {
     let spec = ltsc2019("rollout: {maxUnavailable: 3, hnsPacing: {budget: 30s}}");
     let rev = revision_of(&spec);
     let existing = BTreeSet::new();
-    let draining = |name: &str| {
-        let mut n = in_state(name, NodeState::Draining, &rev);
-        n.pods_to_evict = 3;
-        n
-    };
-    let nodes = [draining("a"), draining("b"), draining("c")];
+    let nodes = [draining("a", &rev, 3), draining("b", &rev, 3), draining("c", &rev, 3)];
     let with = |secs: f64| {
         let input = PoolInput { hns_backlog: Duration::from_secs_f64(secs), ..input(&spec, &existing) };
         decide(&input, &cleared(&spec, &nodes), now())
@@ -2111,14 +1985,7 @@ fn the_evictions_of_a_round_are_bounded_by_the_hns_room_left() {
     let fast = ltsc2019("rollout: {maxUnavailable: 3, hnsPacing: {budget: 30s, rates: {perLoadBalancer: 300ms}}}");
     assert_eq!(crate::decision::rollout::hns_rates(&fast).per_remote_endpoint, Duration::from_millis(24), "an unset rate is the release's");
     let rev = revision_of(&fast);
-    let fast_nodes: Vec<NodeView> = ["a", "b", "c"]
-        .iter()
-        .map(|name| {
-            let mut n = in_state(name, NodeState::Draining, &rev);
-            n.pods_to_evict = 3;
-            n
-        })
-        .collect();
+    let fast_nodes = [draining("a", &rev, 3), draining("b", &rev, 3), draining("c", &rev, 3)];
     let fast_input = PoolInput { hns_backlog: Duration::from_secs(24), ..input(&fast, &existing) };
     let plan = decide(&fast_input, &cleared(&fast, &fast_nodes), now());
     assert_eq!(plan.eviction_caps, BTreeMap::from([("a".to_string(), 3), ("b".to_string(), 3), ("c".to_string(), 3)]));
@@ -2202,17 +2069,17 @@ fn an_undo_waits_for_a_persons_pause_and_a_trusted_clock_not_for_the_breaker_or_
         let to = patch(&decide(&input, nodes, now()), "n").map(|p| p.to);
         (to == Some(NodeState::Draining), could_undo(&input, nodes, now()))
     };
-    let base = || PoolInput::of_spec(POOL, &spec, &existing);
+    let base = || input(&spec, &existing);
     assert_eq!(undone(base()), (true, true), "nothing holds it");
     let paused = spec_with("rollout: {undo: true, soakTime: 1h, paused: true}");
-    assert_eq!(undone(PoolInput::of_spec(POOL, &paused, &existing)), (false, false), "rollout.paused");
+    assert_eq!(undone(input(&paused, &existing)), (false, false), "rollout.paused");
     assert_eq!(undone(PoolInput { paused_by_annotation: true, ..base() }), (false, false), "kubectl winpool pause");
     assert_eq!(undone(PoolInput { clock_skew: Some(jiff::SignedDuration::from_mins(5)), ..base() }), (false, false), "a skewed clock");
     let trip = crate::decision::breaker::BadUpdate { update: "KB5044281".into(), code: "0x800F0922".into(), nodes: vec![] };
     let by_breaker = PoolInput { paused_by_annotation: true, bad_update: Some(&trip), ..base() };
     assert_eq!(undone(by_breaker), (true, true), "the breaker's pause");
     let windowed = spec_with("rollout: {undo: true, soakTime: 1h, maintenanceWindows: [{days: [Sat], start: '02:00', end: '03:00'}]}");
-    let closed = PoolInput::of_spec(POOL, &windowed, &existing);
+    let closed = input(&windowed, &existing);
     assert!(!decide(&closed, &[fresh("m")], now()).window_open, "the window is closed now");
     assert_eq!(undone(closed), (true, true), "outside the maintenance window");
 }

@@ -872,24 +872,7 @@ mod tests {
         let node = NodeView { name: "a".into(), ready: true, ..Default::default() };
         let problems_with = |seen: Seen| {
             let gates = [GateResult { gate: "alerts".into(), seen }];
-            let input = PoolInput {
-                name: "p",
-                spec: &pool.spec,
-                rev: crate::decision::rollout::test_revision(&pool.spec),
-                rules: crate::decision::rollout::test_rules(&pool.spec),
-                existing_revisions: &existing,
-                target_marked_at: None,
-                gates: &gates,
-                average_node_update: None,
-                paused_by_annotation: false,
-                clock_skew: None,
-                bad_update: None,
-                ring: None,
-                cluster: None,
-                hooks_namespace: None,
-                hns_backlog: Duration::ZERO,
-                evictions_unheard: 0,
-            };
+            let input = PoolInput { gates: &gates, ..PoolInput::of_spec("p", &pool.spec, &existing) };
             problems(&pool, &decide(&input, std::slice::from_ref(&node), Timestamp::UNIX_EPOCH), &Membership::default(), &[])
         };
         let firing = |names: &[&str]| Seen::Alerts { total: names.len(), names: names.iter().map(|s| s.to_string()).collect() };
