@@ -52,7 +52,7 @@ pub struct RolloutSpec {
     /// Start no new node while true; nodes already in flight finish (default false).
     #[serde(default)]
     pub paused: bool,
-    /// Failed nodes tolerated before the rollout pauses itself (default 1).
+    /// The rollout pauses itself once this many nodes failed (default 1); 0: failures never pause it.
     #[serde(default = "default_max_failed_nodes")]
     #[schemars(range(min = 0))]
     pub max_failed_nodes: i32,
