@@ -171,7 +171,7 @@ pub struct DrainBlockedNode {
 pub struct PreflightBlockedNode {
     /// The Node's name.
     pub name: String,
-    /// The agent's reasons, as it wrote them on the Node (`winpool.dev/preflight`).
+    /// The agent's reasons, as its report gives them (`status.preflight`).
     pub reason: String,
 }
 
