@@ -15,7 +15,7 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 use support::{TestSpace, apply_pool, audit, install_crd, pool_manifest, wait_for, wait_nodes_ready};
-use winpool::api::{WindowsNodePool, conditions, names};
+use winpool::api::{NodeCounts, WindowsNodePool, conditions, names};
 use winpool::plugin::output::{PlanReport, PoolRow, StatusReport};
 
 const WAIT: Duration = Duration::from_secs(180);
@@ -234,6 +234,30 @@ async fn the_chart_roles_hold(t: &TestSpace, pool: &str) -> (String, std::path::
     (release, platform_path)
 }
 
+/// The other forms of `list`, `status` and `plan` (every pool, other tests'
+/// too, in `list`; names for scripts), `--as` and `--request-timeout`, on the
+/// paused pool of four Pending nodes.
+fn the_other_forms_agree(t: &TestSpace, pool: &str, counts: &NodeCounts) {
+    let prefix = t.node_prefix();
+    let node = |i: usize| format!("{prefix}{i}");
+    let listed: Vec<PoolRow> = serde_json::from_str(&ok(&["list", "-o", "json"])).expect("list -o json parses");
+    let mine = listed.iter().find(|r| r.name == pool).expect("list shows the pool");
+    assert_eq!((&mine.counts, mine.paused, mine.reason.as_deref()), (counts, true, Some("Paused")));
+    let line = ok(&["list"]).lines().find(|l| l.starts_with(&format!("{pool} "))).map(str::to_string).expect("a table line");
+    assert_eq!(line.split_whitespace().collect::<Vec<_>>(), [pool, "10.0.20348.2762", "4", "0", "0", "true", "Paused"]);
+    assert!(ok(&["list", "-o", "wide"]).lines().any(|l| l.starts_with(&format!("{pool} ")) && l.contains("ltsc2022")));
+    assert!(ok(&["list", "-o", "name"]).lines().any(|l| l == format!("windowsnodepool.winpool.dev/{pool}")));
+    let node_names: Vec<String> = (0..4).map(|i| format!("node/{}", node(i))).collect();
+    assert_eq!(ok(&["status", pool, "-o", "name"]).lines().collect::<Vec<_>>(), node_names);
+    assert_eq!(ok(&["plan", pool, "-o", "name"]).lines().collect::<Vec<_>>(), node_names, "pending nodes in start order");
+    // --as: the admin's kubeconfig acting as a ServiceAccount no role binds.
+    let nobody_sa = format!("system:serviceaccount:{}:nobody-as", t.namespace);
+    let err = refused(&["status", pool, "--as", &nobody_sa]);
+    assert!(err.starts_with("error: permission denied: ") && err.contains(&nobody_sa), "{err}");
+    assert!(refused(&["list", "--request-timeout", "soon"]).contains("\"soon\" is not a duration such as 30s, 1m or 0"));
+    assert!(ok(&["list", "--request-timeout", "30s"]).contains(pool));
+}
+
 #[tokio::test]
 async fn the_plugin_pauses_resumes_plans_the_operators_first_wave_reports_states_and_retries_a_failed_node() {
     let client = support::client().await;
@@ -279,23 +303,7 @@ async fn the_plugin_pauses_resumes_plans_the_operators_first_wave_reports_states
     assert!(s.nodes.iter().all(|n| n.state == "Pending" && n.patch.as_deref() == Some("20348.2700")), "{:?}", s.nodes);
     let table = ok(&["status", &pool]);
     assert!(table.contains("NODE   ") && table.lines().filter(|l| l.starts_with(&t.node_prefix())).count() == 4, "{table}");
-    // The other forms: every pool (other tests' too) in `list`, names for scripts.
-    let listed: Vec<PoolRow> = serde_json::from_str(&ok(&["list", "-o", "json"])).expect("list -o json parses");
-    let mine = listed.iter().find(|r| r.name == pool).expect("list shows the pool");
-    assert_eq!((&mine.counts, mine.paused, mine.reason.as_deref()), (&p.status.as_ref().unwrap().nodes, true, Some("Paused")));
-    let line = ok(&["list"]).lines().find(|l| l.starts_with(&format!("{pool} "))).map(str::to_string).expect("a table line");
-    assert_eq!(line.split_whitespace().collect::<Vec<_>>(), [pool.as_str(), "10.0.20348.2762", "4", "0", "0", "true", "Paused"]);
-    assert!(ok(&["list", "-o", "wide"]).lines().any(|l| l.starts_with(&format!("{pool} ")) && l.contains("ltsc2022")));
-    assert!(ok(&["list", "-o", "name"]).lines().any(|l| l == format!("windowsnodepool.winpool.dev/{pool}")));
-    let node_names: Vec<String> = (0..4).map(|i| format!("node/{}", node(i))).collect();
-    assert_eq!(ok(&["status", &pool, "-o", "name"]).lines().collect::<Vec<_>>(), node_names);
-    assert_eq!(ok(&["plan", &pool, "-o", "name"]).lines().collect::<Vec<_>>(), node_names, "pending nodes in start order");
-    // --as: the admin's kubeconfig acting as a ServiceAccount no role binds.
-    let nobody_sa = format!("system:serviceaccount:{}:nobody-as", t.namespace);
-    let err = refused(&["status", &pool, "--as", &nobody_sa]);
-    assert!(err.starts_with("error: permission denied: ") && err.contains(&nobody_sa), "{err}");
-    assert!(refused(&["list", "--request-timeout", "soon"]).contains("\"soon\" is not a duration such as 30s, 1m or 0"));
-    assert!(ok(&["list", "--request-timeout", "30s"]).contains(&pool));
+    the_other_forms_agree(&t, &pool, &p.status.as_ref().unwrap().nodes);
 
     // The AKS nodes are named once: a condition on the pool, and a line of `status`.
     let managed = p.status.as_ref().unwrap().conditions.iter().find(|c| c.type_ == conditions::PROVIDER_MANAGED).cloned().unwrap();

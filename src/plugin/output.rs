@@ -462,29 +462,33 @@ pub fn plan_report(pool: &WindowsNodePool, m: &Members, now: Timestamp) -> PlanR
             .or(standstill),
         pending,
         window: window_report(pool, now),
-        in_flight: states
-            .iter()
-            .filter(|(_, s)| s.in_flight())
-            .map(|(v, s)| InFlightNode {
-                name: v.name.clone(),
-                state: s.as_str().to_string(),
-                waiting_for: preview.waiting.get(&v.name).cloned(),
-            })
-            .collect(),
+        in_flight: in_flight(&states, &preview.waiting),
         updated: in_state(NodeState::Updated).map(|v| v.name.clone()).collect(),
-        failed: in_state(NodeState::Failed)
-            .map(|v| FailedNodeReport {
-                name: v.name.clone(),
-                reason: v.failure_reason.clone().unwrap_or_default(),
-                message: v.failure_message.clone().unwrap_or_default(),
-            })
-            .collect(),
+        failed: in_state(NodeState::Failed).map(failed_report).collect(),
         waves: waves(&order, &starting, limit),
         order,
         runtime_refused: preview.runtime_refused.iter().map(|(n, why)| (n.clone(), why.clone())).collect(),
         preflight_blocked: blocked.iter().map(|(n, why)| (n.to_string(), why.to_string())).collect(),
         held: preview.held.iter().cloned().collect(),
         hotpatch,
+    }
+}
+
+/// The nodes in flight, with what each waits for this round.
+fn in_flight(states: &[(&NodeView, NodeState)], waiting: &std::collections::BTreeMap<String, String>) -> Vec<InFlightNode> {
+    let node = |(v, s): &(&NodeView, NodeState)| InFlightNode {
+        name: v.name.clone(),
+        state: s.as_str().to_string(),
+        waiting_for: waiting.get(&v.name).cloned(),
+    };
+    states.iter().filter(|(_, s)| s.in_flight()).map(node).collect()
+}
+
+fn failed_report(v: &NodeView) -> FailedNodeReport {
+    FailedNodeReport {
+        name: v.name.clone(),
+        reason: v.failure_reason.clone().unwrap_or_default(),
+        message: v.failure_message.clone().unwrap_or_default(),
     }
 }
 
