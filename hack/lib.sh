@@ -31,7 +31,8 @@ prune_target_dirs() {
 seed_target_dir() {
   [[ -e "$WINPOOL_TARGET_DIR/.checkout" ]] && return 0
   local from
-  from="$(ls -td "$WINPOOL_CACHE"/target/*/ 2>/dev/null | grep -vxF "$WINPOOL_TARGET_DIR/" | head -n1)"
+  # No other folder (a fresh machine) is no error: ls and grep then fail.
+  from="$(ls -td "$WINPOOL_CACHE"/target/*/ 2>/dev/null | grep -vxF "$WINPOOL_TARGET_DIR/" | head -n1 || true)"
   [[ -n "$from" ]] || return 0
   log "new checkout: its build folder starts as a copy of ${from%/}"
   mkdir -p "$WINPOOL_TARGET_DIR"
