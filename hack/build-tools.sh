@@ -94,8 +94,10 @@ case "$want" in
     build_installable actionlint github.com/rhysd/actionlint/cmd/actionlint "$ACTIONLINT_VERSION"
     build_kubernetes
     ;;
-  # The demo needs the control plane only: no Helm, linters or Prometheus.
+  # The demo needs the control plane, and Helm to render the agents'
+  # identity from the chart as an install does; no linters or Prometheus.
   demo)
+    build_installable helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION"
     build_etcd
     build_installable kwok sigs.k8s.io/kwok/cmd/kwok "$KWOK_VERSION"
     build_installable kwokctl sigs.k8s.io/kwok/cmd/kwokctl "$KWOK_VERSION"
