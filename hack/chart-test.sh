@@ -691,8 +691,8 @@ no  patch  windowsnodereports.winpool.dev       $AGENT_NS
 no  patch  windowsnodereports.winpool.dev#status $AGENT_NS
 no  delete windowsnodereports.winpool.dev       $AGENT_NS
 no  list   windowsnodereports.winpool.dev       *
+yes create windowsnodeoperations.winpool.dev    $AGENT_NS
 yes patch  windowsnodeoperations.winpool.dev    $AGENT_NS
-yes watch  windowsnodeoperations.winpool.dev    $AGENT_NS
 no  delete windowsnodeoperations.winpool.dev    $AGENT_NS
 no  patch  windowsnodeoperations.winpool.dev    default
 yes create jobs.batch                           $HOOKS_NS

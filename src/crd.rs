@@ -92,10 +92,12 @@ pub fn report_crd_yaml() -> String {
 
 /// The operations winpool writes, one per start of a node: the spec never
 /// changes once written (a retry is a new operation), so nothing that edits
-/// it can turn one start into another.
+/// it can turn one start into another. No status subresource: the whole
+/// object is winpool's, written in one request (phase with the start).
 pub fn operation_crd() -> CustomResourceDefinition {
     let mut crd = WindowsNodeOperation::crd();
     for v in &mut crd.spec.versions {
+        v.subresources = None;
         let spec = v
             .schema
             .as_mut()
