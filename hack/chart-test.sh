@@ -142,7 +142,7 @@ package_complete() {
   tar -tzf "$tgz" | sed 's|^winpool/||' | sort >"$WORK/package.list"
   # files/crds is a link to crds/ in the repository: the package holds the files.
   for f in Chart.yaml values.yaml values.schema.json README.md templates/crds.yaml templates/NOTES.txt \
-    files/crds/windowsnodepools.winpool.dev.yaml files/crds/windowsnodereports.winpool.dev.yaml files/alerts.yaml files/dashboard.json; do
+    files/crds/windowsnodepools.winpool.dev.yaml files/crds/windowsnodereports.winpool.dev.yaml files/crds/windowsnodeoperations.winpool.dev.yaml files/alerts.yaml files/dashboard.json; do
     grep -qx "$f" "$WORK/package.list" || { echo "the package lacks $f"; rc=1; }
   done
   if grep -E '\.in$|\.py$' "$WORK/package.list"; then echo "the package holds build inputs"; rc=1; fi
@@ -224,7 +224,7 @@ print("\n".join(bad) or f"rendered as in crds/: {', '.join(sorted(rendered))}")
 sys.exit(1 if bad else 0)
 PY
 }
-check "both CRDs render from crds/, with crds.annotations beside crds.keep" crds_render
+check "the CRDs render from crds/, with crds.annotations beside crds.keep" crds_render
 check "ServiceMonitor renders (serviceMonitor.enabled)" \
   renders_kind ServiceMonitor servicemonitor.yaml --set serviceMonitor.enabled=true
 # The scrape options reach the ServiceMonitor and the PodMonitor alike, after
@@ -691,6 +691,10 @@ no  patch  windowsnodereports.winpool.dev       $AGENT_NS
 no  patch  windowsnodereports.winpool.dev#status $AGENT_NS
 no  delete windowsnodereports.winpool.dev       $AGENT_NS
 no  list   windowsnodereports.winpool.dev       *
+yes create windowsnodeoperations.winpool.dev    $AGENT_NS
+yes patch  windowsnodeoperations.winpool.dev    $AGENT_NS
+no  delete windowsnodeoperations.winpool.dev    $AGENT_NS
+no  patch  windowsnodeoperations.winpool.dev    default
 yes create jobs.batch                           $HOOKS_NS
 yes watch  jobs.batch                           $HOOKS_NS
 no  delete jobs.batch                           $HOOKS_NS
@@ -740,6 +744,12 @@ no  update windowsnodereports.winpool.dev       $AGENT_NS
 no  delete windowsnodereports.winpool.dev       $AGENT_NS
 no  create windowsnodereports.winpool.dev       default
 no  patch  windowsnodereports.winpool.dev#status default
+yes get    windowsnodeoperations.winpool.dev    $AGENT_NS
+yes list   windowsnodeoperations.winpool.dev    $AGENT_NS
+yes watch  windowsnodeoperations.winpool.dev    $AGENT_NS
+no  create windowsnodeoperations.winpool.dev    $AGENT_NS
+no  patch  windowsnodeoperations.winpool.dev    $AGENT_NS
+no  delete windowsnodeoperations.winpool.dev    $AGENT_NS
 EOF
 
 # ---- 6. uninstall ------------------------------------------------------------

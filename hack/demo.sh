@@ -67,11 +67,11 @@ KUBECTL="$(tool_path kubectl)"
 k() { "$KUBECTL" "$@"; }
 
 step "4/6: CRD, simulated fleet (16 nodes) and a PDB-protected workload"
-k apply -f crds/windowsnodepools.winpool.dev.yaml -f crds/windowsnodereports.winpool.dev.yaml >/dev/null
+k apply -f crds/ >/dev/null
 # Polled: kubectl wait --for=condition fails at once, rather than waiting, on
 # a CRD read before the API server wrote any condition into it.
 established() { [[ "$(k get "crd/$1" -o jsonpath='{.status.conditions[?(@.type=="Established")].status}' 2>/dev/null)" == True ]]; }
-for crd in windowsnodepools.winpool.dev windowsnodereports.winpool.dev; do
+for crd in windowsnodepools.winpool.dev windowsnodereports.winpool.dev windowsnodeoperations.winpool.dev; do
   for _ in $(seq 300); do established "$crd" && break; sleep 0.2; done
   established "$crd" || die "CRD $crd is not Established after 60s"
 done

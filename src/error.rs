@@ -11,6 +11,8 @@ pub enum Error {
     ListPods { node: String, source: kube::Error },
     #[error("patching node {node}: {source}")]
     PatchNode { node: String, source: kube::Error },
+    #[error("writing WindowsNodeOperation {name}: {source}")]
+    WriteOperation { name: String, source: kube::Error },
     #[error("writing the status of pool {pool}: {source}")]
     WriteStatus { pool: String, source: kube::Error },
     #[error("applying agent DaemonSet {name}: {source}")]
@@ -39,9 +41,10 @@ pub enum Error {
 
 impl Error {
     /// Every value [`Error::metric_label`] can take, so each series exists (at 0) from the start.
-    pub const METRIC_LABELS: [&'static str; 13] = [
+    pub const METRIC_LABELS: [&'static str; 14] = [
         "list_pods",
         "patch_node",
+        "write_operation",
         "write_status",
         "apply_agent",
         "create_configmap",
@@ -60,6 +63,7 @@ impl Error {
         match self {
             Error::ListPods { .. } => "list_pods",
             Error::PatchNode { .. } => "patch_node",
+            Error::WriteOperation { .. } => "write_operation",
             Error::WriteStatus { .. } => "write_status",
             Error::ApplyAgent { .. } => "apply_agent",
             Error::CreateConfigMap { .. } => "create_configmap",
@@ -93,6 +97,7 @@ mod tests {
         let errors = [
             Error::ListPods { node: "n0".into(), source: api(500) },
             Error::PatchNode { node: "n1".into(), source: api(403) },
+            Error::WriteOperation { name: "n1.20261207100000".into(), source: api(500) },
             Error::WriteStatus { pool: "p".into(), source: api(409) },
             Error::ApplyAgent { name: "winpool-p".into(), source: api(422) },
             Error::CreateConfigMap { name: "winpool-p-abc".into(), source: api(500) },
@@ -103,10 +108,11 @@ mod tests {
             Error::ReleaseHeld { node: "n2".into(), status: crate::api::report::ApplyStatus::Applying },
         ];
         let labels: Vec<&str> = errors.iter().map(Error::metric_label).collect();
-        assert_eq!(labels, Error::METRIC_LABELS[..10]);
+        assert_eq!(labels, Error::METRIC_LABELS[..11]);
         for (e, object) in errors.iter().zip([
             "n0",
             "n1",
+            "n1.20261207100000",
             "p",
             "winpool-p",
             "winpool-p-abc",

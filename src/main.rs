@@ -37,8 +37,11 @@ enum Command {
     /// Print the WindowsNodePool CustomResourceDefinition as YAML.
     Crd {
         /// The agents' WindowsNodeReport CRD instead.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "operation")]
         report: bool,
+        /// The WindowsNodeOperation CRD (winpool's starts of nodes) instead.
+        #[arg(long)]
+        operation: bool,
     },
 }
 
@@ -363,8 +366,13 @@ fn main() -> anyhow::Result<()> {
 async fn async_main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
-        Command::Crd { report } => {
-            print!("{}", if report { winpool::crd::report_crd_yaml() } else { winpool::crd::crd_yaml() });
+        Command::Crd { report, operation } => {
+            let yaml = match (report, operation) {
+                (true, _) => winpool::crd::report_crd_yaml(),
+                (_, true) => winpool::crd::operation_crd_yaml(),
+                _ => winpool::crd::crd_yaml(),
+            };
+            print!("{yaml}");
             Ok(())
         }
         Command::Run(a) => {

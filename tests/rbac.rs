@@ -12,6 +12,7 @@ use serde_json::json;
 use support::chart::{install_chart_rbac, service_account_kubeconfig};
 use support::{TEST_LABEL, TestSpace, install_crd, wait_for};
 use winpool::api::WindowsNodePool;
+use winpool::api::operation::WindowsNodeOperation;
 
 const WAIT: Duration = Duration::from_secs(240);
 
@@ -55,6 +56,7 @@ async fn the_operator_rolls_out_with_only_the_charts_permissions() {
     let made = support::audit::requests_by(&audit, &operator);
     assert!(made.iter().any(|r| r.resource == "nodes" && r.verb == "patch"), "the audit log records the operator's node writes");
     assert_eq!(refused(made), Vec::<String>::new(), "no permission was missing");
+    operations_are_the_operators_alone(&t).await;
 
     // Take away the one rule that lets it patch nodes: the next rollout fails loudly.
     let roles: Api<ClusterRole> = Api::all(t.client.clone());
@@ -92,6 +94,31 @@ async fn the_operator_rolls_out_with_only_the_charts_permissions() {
     let _ = roles.delete(&fullname, &Default::default()).await;
     let bindings: Api<k8s_openapi::api::rbac::v1::ClusterRoleBinding> = Api::all(client.clone());
     let _ = bindings.delete(&fullname, &Default::default()).await;
+}
+
+/// The operator wrote one WindowsNodeOperation per node it started; the
+/// chart's policy refuses every other writer, the cluster admin included: a
+/// forged start, an edit of a real one, and its deletion.
+async fn operations_are_the_operators_alone(t: &TestSpace) {
+    let ops: Api<WindowsNodeOperation> = Api::namespaced(t.client.clone(), &t.agent_namespace());
+    let written = ops.list(&Default::default()).await.unwrap().items;
+    let nodes: std::collections::BTreeSet<&str> = written.iter().map(|o| o.spec.node_name.as_str()).collect();
+    assert_eq!(nodes.len(), 3, "an operation for each node started: {written:#?}");
+    let refused = |r: kube::Result<WindowsNodeOperation>, what: &str| match r {
+        Err(kube::Error::Api(s)) => assert!(s.code == 403 && s.message.contains("written by winpool's operator"), "{what}: {s:?}"),
+        other => panic!("{what} was not refused: {other:?}"),
+    };
+    let mut forged = written[0].clone();
+    forged.metadata = kube::api::ObjectMeta { name: Some(format!("{}.forged", forged.spec.node_name)), ..Default::default() };
+    forged.spec.started_at = "2030-01-01T00:00:00Z".into();
+    refused(ops.create(&Default::default(), &forged).await, "a forged start");
+    let edit = json!({"status": {"phase": "Applying"}});
+    let name = written[0].metadata.name.clone().unwrap();
+    refused(ops.patch(&name, &PatchParams::default(), &Patch::Merge(&edit)).await, "an edit of winpool's operation");
+    match ops.delete(&name, &Default::default()).await {
+        Err(kube::Error::Api(s)) => assert_eq!(s.code, 403, "{s:?}"),
+        other => panic!("the deletion of an operation was not refused: {other:?}"),
+    }
 }
 
 /// A health gate's credentials: under the chart's ServiceAccount the operator

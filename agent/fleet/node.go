@@ -21,6 +21,7 @@ import (
 	"winpool.dev/agent/internal/host"
 	"winpool.dev/agent/internal/host/fakewin"
 	"winpool.dev/agent/internal/host/windows"
+	"winpool.dev/agent/internal/operation"
 	"winpool.dev/agent/internal/report"
 )
 
@@ -290,6 +291,7 @@ func (n *simNode) runAgent(ctx context.Context, pod *agentPod) {
 		Namespace:       n.f.s.AgentNamespace,
 		Client:          client,
 		Reports:         report.NewClient(dyn, n.f.s.AgentNamespace),
+		Operations:      operation.NewClient(dyn, n.f.s.AgentNamespace),
 		Host:            n.agentHost,
 		HNSInterval:     n.hnsInterval(),
 		MaxAttempts:     3,

@@ -274,7 +274,7 @@ class Bench:
             time.sleep(0.2)
 
     def install_crd_and_identity(self):
-        for crd in ("windowsnodepools.winpool.dev", "windowsnodereports.winpool.dev"):
+        for crd in ("windowsnodepools.winpool.dev", "windowsnodereports.winpool.dev", "windowsnodeoperations.winpool.dev"):
             self.kubectl("apply", "-f", os.path.join(self.repo, "crds", f"{crd}.yaml"))
             self.wait_established(crd)
         # The operator runs as the chart's ServiceAccount with the chart's RBAC,

@@ -29,6 +29,12 @@ pub fn patch_params() -> kube::api::PatchParams {
     kube::api::PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() }
 }
 
+/// Server-side apply as the one field manager, taking over fields another
+/// manager left: winpool's objects are winpool's alone.
+pub fn apply_params() -> kube::api::PatchParams {
+    kube::api::PatchParams::apply(FIELD_MANAGER).force()
+}
+
 pub fn post_params() -> kube::api::PostParams {
     kube::api::PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() }
 }
@@ -36,6 +42,7 @@ pub fn post_params() -> kube::api::PostParams {
 mod event_reason;
 pub mod names;
 pub mod node_record;
+pub mod operation;
 pub mod report;
 mod rollout;
 mod states;

@@ -24,6 +24,9 @@ type Shared = Arc<str>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct NodeRecord {
     pub name: String,
+    /// A node re-created under the same name is another host: the operations
+    /// winpool writes name the UID they were for.
+    pub uid: String,
     pub resource_version: Option<String>,
     /// Sorted by key.
     labels: Box<[(Shared, Shared)]>,
@@ -76,6 +79,7 @@ impl From<&Node> for NodeRecord {
         let spec = node.spec.as_ref();
         NodeRecord {
             name: meta.name.clone().unwrap_or_default(),
+            uid: meta.uid.clone().unwrap_or_default(),
             resource_version: meta.resource_version.clone(),
             labels: shared_pairs(meta.labels.iter().flatten()),
             annotations: shared_pairs(meta.annotations.iter().flatten().filter(|(k, _)| k.starts_with("winpool.dev/"))),

@@ -199,13 +199,14 @@ async fn execute_into<'r>(
         return Ok(());
     }
     let writes = round::node_writes(&round.plan, &hns.behind);
-    let (landed, written) = write_nodes(ctx, pool, &name, writes.first, &hns.guards).await;
+    let records: BTreeMap<&str, &NodeRecord> = seen.members.iter().map(|(n, _)| (n.name.as_str(), n.as_ref())).collect();
+    let (landed, written) = write_nodes(ctx, pool, &name, writes.first, &hns.guards, &records).await;
     outcome.landed = landed;
     written?;
     if ctx.stopping() {
         return Ok(());
     }
-    let (landed, written) = write_nodes(ctx, pool, &name, writes.then, &hns.guards).await;
+    let (landed, written) = write_nodes(ctx, pool, &name, writes.then, &hns.guards, &records).await;
     outcome.landed.extend(landed);
     // The starts are in the responses the next pool's count reads (ctx.recent).
     drop(starts);

@@ -13,8 +13,11 @@ use tracing::{error, info};
 use crate::controller::metrics::Metrics;
 
 /// The CRDs of group winpool.dev/v1alpha1 the operator watches: (plural, file in `crds/`).
-const NEEDED: [(&str, &str); 2] =
-    [("windowsnodepools", "windowsnodepools.winpool.dev.yaml"), ("windowsnodereports", "windowsnodereports.winpool.dev.yaml")];
+const NEEDED: [(&str, &str); 3] = [
+    ("windowsnodepools", "windowsnodepools.winpool.dev.yaml"),
+    ("windowsnodereports", "windowsnodereports.winpool.dev.yaml"),
+    ("windowsnodeoperations", "windowsnodeoperations.winpool.dev.yaml"),
+];
 
 /// How often discovery is asked again while the caches have not synced.
 const RECHECK: Duration = Duration::from_secs(30);
@@ -28,7 +31,7 @@ pub fn missing(served: &[String]) -> Vec<String> {
         .filter(|(plural, _)| !served.iter().any(|s| s == plural))
         .map(|(plural, file)| {
             format!(
-                "the CRD {plural}.winpool.dev is not installed: install the chart (helm upgrade --install, which installs both CRDs) or kubectl apply -f crds/{file}"
+                "the CRD {plural}.winpool.dev is not installed: install the chart (helm upgrade --install, which installs the CRDs) or kubectl apply -f crds/{file}"
             )
         })
         .collect()
@@ -70,13 +73,13 @@ mod tests {
     #[test]
     fn each_crd_not_served_is_named_with_the_command_that_installs_it() {
         let served = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert!(missing(&served(&["windowsnodepools", "windowsnodepools/status", "windowsnodereports"])).is_empty());
-        let one = missing(&served(&["windowsnodepools", "windowsnodepools/status"]));
+        assert!(missing(&served(&["windowsnodepools", "windowsnodepools/status", "windowsnodereports", "windowsnodeoperations"])).is_empty());
+        let one = missing(&served(&["windowsnodepools", "windowsnodepools/status", "windowsnodeoperations"]));
         assert_eq!(one.len(), 1);
         assert!(
             one[0].contains("windowsnodereports.winpool.dev")
                 && one[0].contains("kubectl apply -f crds/windowsnodereports.winpool.dev.yaml")
         );
-        assert_eq!(missing(&[]).len(), 2, "the group not served at all");
+        assert_eq!(missing(&[]).len(), 3, "the group not served at all");
     }
 }

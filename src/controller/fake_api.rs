@@ -51,6 +51,8 @@ pub(super) struct Cluster {
     pub(super) reports: BTreeMap<String, Value>,
     pub(super) daemonsets: BTreeMap<String, Value>,
     pub(super) configmaps: BTreeMap<String, Value>,
+    /// The WindowsNodeOperations winpool wrote, by name.
+    pub(super) operations: BTreeMap<String, Value>,
     pub(super) pods: BTreeMap<String, Value>,
     /// Pods a PodDisruptionBudget protects, by pod name: the budget's name.
     pub(super) budgets: BTreeMap<String, String>,
@@ -121,6 +123,22 @@ impl Cluster {
                 let mut after = body.clone();
                 self.bump(&mut after);
                 self.daemonsets.insert(name.to_string(), after.clone());
+                (200, after.clone(), before, after)
+            }
+            // An apply writes the whole operation; a merge patch moves an existing one on.
+            ("PATCH", ["apis", "winpool.dev", "v1alpha1", "namespaces", _, "windowsnodeoperations", name]) => {
+                let before = self.operations.get(*name).cloned().unwrap_or(Value::Null);
+                let mut after = if content_type.starts_with("application/apply-patch") {
+                    body.clone()
+                } else if before.is_null() {
+                    return (404, not_found("windowsnodeoperations", name), Value::Null, Value::Null);
+                } else {
+                    let mut merged = before.clone();
+                    json_patch::merge(&mut merged, body);
+                    merged
+                };
+                self.bump(&mut after);
+                self.operations.insert(name.to_string(), after.clone());
                 (200, after.clone(), before, after)
             }
             ("DELETE", ["apis", "apps", "v1", "namespaces", _, "daemonsets", name]) => {

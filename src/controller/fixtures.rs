@@ -614,7 +614,17 @@ async fn a_draining_node_is_listed_then_evicted_and_moves_on_in_one_write_once_e
     let body = &moves[0].body;
     assert_eq!(state(&moves[0].after), Some("Applying"));
     let rev = f.cluster.lock().unwrap().pool.as_ref().unwrap().status.as_ref().unwrap().revision.clone();
-    assert_eq!(body["metadata"]["labels"][names::LABEL_REVISION], json!(rev), "the label move is the request to the agent");
+    assert_eq!(body["metadata"]["labels"][names::LABEL_REVISION], json!(rev), "the label moves for people and selectors");
+    // The request to the agent is the operation, written before the node moves to Applying.
+    let got = calls(&reqs);
+    let op = got.iter().position(|c| c.starts_with("APPLY /apis/winpool.dev/v1alpha1/namespaces/") && c.contains("/windowsnodeoperations/win-a."));
+    let node = got.iter().position(|c| c == &format!("PATCH {}", node_path("win-a")));
+    assert!(op.is_some() && op < node, "the operation lands before the node's patch: {got:#?}");
+    let ops = f.cluster.lock().unwrap().operations.clone();
+    let written = ops.values().next().expect("one operation");
+    assert_eq!((&written["spec"]["nodeName"], &written["spec"]["revision"]), (&json!("win-a"), &json!(rev)));
+    assert_eq!(written["status"]["phase"], json!("Applying"));
+    assert!(written["status"]["drainedAt"].is_string(), "drained by winpool: its agent may reboot it: {written:#}");
 }
 
 #[tokio::test]

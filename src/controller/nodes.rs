@@ -10,6 +10,9 @@ use tracing::{info, warn};
 use super::events::node_event;
 use super::{Context, Error, few_at_a_time};
 use crate::api::WindowsNodePool;
+use crate::api::node_record::NodeRecord;
+use crate::api::operation::WindowsNodeOperation;
+use crate::decision::operation::OperationWrite;
 use crate::decision::rollout::NodePatch;
 use crate::decision::round::release::node_patch_body;
 
@@ -42,17 +45,41 @@ pub(super) async fn patch_node_with(ctx: &Context, pool: &str, p: &NodePatch, bo
     }
 }
 
+/// The operation a node's patch carries, written before the patch: its agent
+/// acts on the operation alone, and never before winpool's own transition.
+async fn write_operation(ctx: &Context, op: &OperationWrite) -> Result<(), Error> {
+    let api: Api<WindowsNodeOperation> = Api::namespaced(ctx.client.clone(), &ctx.settings.agent_namespace);
+    let r = match op {
+        OperationWrite::Apply(o) => api.patch(op.name(), &crate::api::apply_params(), &Patch::Apply(o.as_ref())).await.map(drop),
+        OperationWrite::Phase { name, status } => {
+            match api.patch(name, &crate::api::patch_params(), &Patch::Merge(json!({ "status": status }))).await {
+                // The start never reached Applying: it has no operation to move on.
+                Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+                r => r.map(drop),
+            }
+        }
+    };
+    ctx.metrics.api_request("patch", "windowsnodeoperations", if r.is_ok() { "ok" } else { "error" });
+    r.map_err(|source| Error::WriteOperation { name: op.name().to_string(), source })
+}
+
 /// One patch of [`write_nodes`]: `Ok(false)` when not sent (the replica is stopping) or not landed.
 /// `guard`: the resourceVersion this round's own HNS writes left a guarded node at.
 async fn write_one<'p>(
     ctx: &Context,
     pool: &WindowsNodePool,
     name: &str,
-    p: &'p NodePatch,
+    (p, record): (&'p NodePatch, Option<&NodeRecord>),
     guard: Option<&String>,
 ) -> (&'p NodePatch, Result<bool, Error>) {
     if ctx.stopping() {
         return (p, Ok(false));
+    }
+    let op = record.and_then(|n| crate::decision::operation::for_patch(pool, n, p, &ctx.settings.agent_namespace, ctx.now()));
+    if let Some(op) = &op
+        && let Err(e) = write_operation(ctx, op).await
+    {
+        return (p, Err(e));
     }
     let mut body = node_patch_body(p);
     if let (Some(rv), true) = (guard, p.unless_changed_since.is_some()) {
@@ -74,9 +101,10 @@ pub(super) async fn write_nodes<'p>(
     name: &str,
     patches: Vec<&'p NodePatch>,
     guards: &BTreeMap<String, String>,
+    records: &BTreeMap<&str, &NodeRecord>,
 ) -> (Vec<&'p NodePatch>, Result<(), Error>) {
     let results: Vec<(&NodePatch, Result<bool, Error>)> =
-        few_at_a_time(patches, |p| write_one(ctx, pool, name, p, guards.get(&p.node))).await;
+        few_at_a_time(patches, |p| write_one(ctx, pool, name, (p, records.get(p.node.as_str()).copied()), guards.get(&p.node))).await;
     let mut landed = Vec::with_capacity(results.len());
     let mut first_error = Ok(());
     for (p, r) in results {

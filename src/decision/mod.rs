@@ -10,6 +10,7 @@
 //! - [`breaker`]: one update failing with one code on enough nodes pauses every pool targeting it.
 //! - [`ring`]: a pool that follows another starts only what soaked there.
 //! - [`claim`]: which install of winpool a pool belongs to.
+//! - [`operation`]: the WindowsNodeOperation a node's transition carries to its agent.
 //! - [`node_view`]: a Node and its agent's report read into the view the rollout decides on.
 //! - [`window`]: maintenance windows and not-allowed dates.
 //! - [`round`]: one reconcile of a pool decided whole: what it observed, the plan, the writes and their order, what it remembers.
@@ -23,6 +24,7 @@ pub mod gates;
 pub mod hns;
 pub mod membership;
 pub mod node_view;
+pub mod operation;
 pub mod patch_policy;
 pub mod provider;
 pub mod revision;

@@ -63,6 +63,7 @@ pub fn remove_chart_rbac(release: &str) {
             "delete",
             "validatingadmissionpolicy,validatingadmissionpolicybinding",
             &format!("{fullname}-pool-operator-pause-only"),
+            &format!("{fullname}-operations-operator-only"),
             "--ignore-not-found",
         ])
         .output();

@@ -93,7 +93,7 @@ pub async fn client() -> Client {
 /// types and wait until they are served.
 pub async fn install_crd(client: &Client) {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in [winpool::crd::crd(), winpool::crd::report_crd()] {
+    for crd in winpool::crd::all() {
         let name = crd.metadata.name.clone().unwrap();
         api.patch(&name, &PatchParams::apply("winpool-tests").force(), &Patch::Apply(&crd)).await.expect("CRD applies");
         wait_for("the CRD to be established", Duration::from_secs(30), || {

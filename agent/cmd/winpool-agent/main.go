@@ -23,6 +23,7 @@ import (
 	"winpool.dev/agent/internal/host"
 	winhost "winpool.dev/agent/internal/host/windows"
 	"winpool.dev/agent/internal/logs"
+	"winpool.dev/agent/internal/operation"
 	"winpool.dev/agent/internal/report"
 )
 
@@ -178,6 +179,7 @@ func run(log *slog.Logger, s settings, h host.Host) error {
 		Namespace:       s.namespace,
 		Client:          client,
 		Reports:         report.NewClient(dyn, s.namespace),
+		Operations:      operation.NewClient(dyn, s.namespace),
 		Host:            h,
 		HNSInterval:     s.hnsInterval,
 		MaxAttempts:     s.maxAttempts,

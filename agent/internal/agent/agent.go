@@ -18,7 +18,7 @@ import (
 
 	"winpool.dev/agent/internal/decide"
 	"winpool.dev/agent/internal/host"
-	"winpool.dev/agent/internal/names"
+	"winpool.dev/agent/internal/operation"
 	"winpool.dev/agent/internal/report"
 )
 
@@ -31,7 +31,10 @@ type Options struct {
 	Client    kubernetes.Interface
 	// Reports reads and writes the reports of Namespace.
 	Reports report.Client
-	Host    host.Host
+	// Operations reads winpool's WindowsNodeOperations of Namespace: what
+	// it asks of this node.
+	Operations operation.Client
+	Host       host.Host
 	// HNSInterval: how often HNS counts are re-read (written only on change).
 	HNSInterval time.Duration
 	// MaxAttempts caps update installs per revision.
@@ -48,8 +51,8 @@ type Options struct {
 	// TransientRetryAfter is the wait after a first transient Windows Update
 	// failure (0: decide.TransientRetryAfter).
 	TransientRetryAfter time.Duration
-	// Standalone: no operator starts this node; a revision label alone is
-	// acted on when the node carries no operator state (decide.MayTouch).
+	// Standalone: no operator starts this node; its pool and revision
+	// labels are acted on as a start (decide.MayTouch).
 	// Off in every DaemonSet the operator writes.
 	Standalone bool
 	// Stage: download a pending revision's update once its preflight
@@ -103,6 +106,7 @@ type agent struct {
 	t       tuning
 	log     *slog.Logger
 	watcher *nodeWatcher
+	ops     *opWatcher
 	targets *targetWatcher
 	reports *reportWatcher
 	view    nodeView
@@ -171,6 +175,8 @@ func run(ctx context.Context, o Options, t tuning) error {
 		return errors.New("agent: Host is nil")
 	case o.Reports == nil:
 		return errors.New("agent: Reports is nil")
+	case o.Operations == nil:
+		return errors.New("agent: Operations is nil")
 	}
 	if o.HNSInterval <= 0 {
 		o.HNSInterval = DefaultHNSInterval
@@ -191,6 +197,7 @@ func run(ctx context.Context, o Options, t tuning) error {
 		log:     log,
 		configs: configCache{},
 		watcher: newNodeWatcher(o.Client, o.NodeName),
+		ops:     newOpWatcher(o.Operations, o.NodeName),
 		targets: newTargetWatcher(o.Client, o.Namespace),
 		reports: newReportWatcher(o.Reports, o.NodeName),
 	}
@@ -201,6 +208,7 @@ func (a *agent) loop(ctx context.Context) error {
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	go a.watcher.run(watchCtx)
+	go a.ops.run(watchCtx)
 	go a.targets.run(watchCtx)
 	go a.reports.run(watchCtx)
 
@@ -221,6 +229,7 @@ func (a *agent) loop(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-a.watcher.changed:
+		case <-a.ops.changed:
 		case <-a.targets.changed:
 		case uid := <-a.reports.deleted:
 			a.reportDeleted(uid)
@@ -281,7 +290,7 @@ func (a *agent) decideIfAsked(ctx context.Context, node *corev1.Node, st *passSt
 	if a.requestKey(node) == st.lastRequest && !(st.waitingForHost && tick) {
 		return settled
 	}
-	asked := askedKey(node)
+	asked := askedKey(a.askOf(node))
 	out := a.converge(ctx)
 	// A report refused as stale re-read the Node: decide again from
 	// it, at once (it is not the agent's own write, so it is new).
@@ -302,7 +311,7 @@ func (a *agent) decideIfAsked(ctx context.Context, node *corev1.Node, st *passSt
 	// that moved while it decided (the operator relabelled the node between
 	// the agent's read and its write) does: then decide again.
 	st.lastRequest = ""
-	if n := a.view.current(); n != nil && askedKey(n) == asked {
+	if n := a.view.current(); n != nil && askedKey(a.askOf(n)) == asked {
 		st.lastRequest = a.requestKey(n)
 	}
 	return out
@@ -320,26 +329,25 @@ func (a *agent) waitForTargets(ctx context.Context) {
 
 func (a *agent) refreshView() { a.view.setWatched(a.watcher.latest()) }
 
-// askedKey is what the Node asks of the agent: the pool and revision labels,
-// and the operator's start they belong to (a retry asks again for the same
-// revision).
-func askedKey(n *corev1.Node) string {
-	return n.Labels[names.LabelPool] + "\x00" + n.Labels[names.LabelRevision] + "\x00" + n.Annotations[names.AnnStartedAt]
+// askedKey is what winpool asks of the agent: the pool and revision, and the
+// start they belong to (a retry asks again for the same revision).
+func askedKey(q ask) string {
+	return q.pool + "\x00" + q.revision + "\x00" + q.startedAt
 }
 
 func (a *agent) askedNow() string {
 	if n := a.view.current(); n != nil {
-		return askedKey(n)
+		return askedKey(a.askOf(n))
 	}
 	return ""
 }
 
-// requestKey is what a decision depends on: the Node's request, the agent's
-// report for it, and whether the operator lets the host be touched.
+// requestKey is what a decision depends on: the request, the agent's report
+// for it, and whether the operator lets the host be touched.
 func (a *agent) requestKey(n *corev1.Node) string {
-	r := a.lastReport(n)
-	return askedKey(n) + "\x00" + r.AppliedRevision + "\x00" + string(r.Status) + "\x00" +
-		strconv.FormatBool(decide.MayTouch(n.Annotations[names.AnnState], n.Annotations[names.AnnStartedAt], a.o.Standalone))
+	r, q := a.lastReport(n), a.askOf(n)
+	return askedKey(q) + "\x00" + r.AppliedRevision + "\x00" + string(r.Status) + "\x00" +
+		strconv.FormatBool(decide.MayTouch(q.state, q.startedAt, a.o.Standalone))
 }
 
 // observe refreshes what the agent knows of the host. A failure keeps the

@@ -851,3 +851,32 @@ func TestAHandSetRevisionLabelIsNotAStart(t *testing.T) {
 	h.waitStatus(names.StatusApplying)
 	r.stop(t)
 }
+
+// What a Node carries is no start and no undo: a forged start (the operator's
+// annotations, a revision label and a cordon, written by anyone who may patch
+// Nodes, the node's own kubelet credential included) and a forged undo on it
+// leave the host untouched and report nothing, once the agent has decided on
+// that Node; winpool's operation for the same start is then acted on.
+func TestAForgedStartOrUndoOnTheNodeIsNotActedOn(t *testing.T) {
+	for _, undo := range []string{"", "win-pods"} {
+		machine := newMachine(behindHost())
+		h := newHarness(t, machine, updatedR1(), revisionConfigMap(revisionR1()))
+		r := h.start(h.options())
+		h.waitPasses(1)
+		h.forgeNode(func(n *corev1.Node) {
+			n.Annotations = map[string]string{names.AnnState: names.StateApplying, names.AnnStartedAt: testStart, names.AnnUndo: undo}
+			n.Spec.Unschedulable = true
+		})
+		h.waitPasses(1) // the pass that saw the forged Node
+		if m := machine.Machine(); m.Installs != 0 || m.Reboots != 0 || m.Undos != 0 {
+			t.Errorf("undo %q: the host was worked on for a forged start: %+v", undo, m)
+		}
+		if st := h.value(keyApplyStatus); st != "" {
+			t.Errorf("undo %q: apply status %q reported for a forged start", undo, st)
+		}
+		// The same start, now with winpool's operation.
+		h.operatorEdit(func(*corev1.Node) {})
+		h.waitStatus(names.StatusApplying)
+		r.stop(t)
+	}
+}

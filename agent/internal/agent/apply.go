@@ -43,7 +43,7 @@ func (a *agent) converge(ctx context.Context) outcome {
 		}
 		// Every report of this decision answers the operator's start it was
 		// made for, in the state it was made in.
-		attempt := startOf(node)
+		attempt := startOf(a.askOf(node))
 		step := decide.Next(in)
 		if step.Action == decide.Idle {
 			return settled
@@ -96,14 +96,17 @@ func (a *agent) reported(err error, planned outcome) outcome {
 // input gathers what decide needs. false: there is nothing to decide (no
 // request, or a failure already reported, or ctx ended).
 func (a *agent) input(ctx context.Context, node *corev1.Node) (decide.Input, bool) {
+	q := a.askOf(node)
 	in := decide.Input{
-		Namespace:    a.o.Namespace,
-		Pool:         node.Labels[names.LabelPool],
-		Revision:     node.Labels[names.LabelRevision],
-		StartedAt:    node.Annotations[names.AnnStartedAt],
-		NodeState:    node.Annotations[names.AnnState],
-		Standalone:   a.o.Standalone,
-		InService:    !node.Spec.Unschedulable,
+		Namespace:  a.o.Namespace,
+		Pool:       q.pool,
+		Revision:   q.revision,
+		StartedAt:  q.startedAt,
+		NodeState:  q.state,
+		Standalone: a.o.Standalone,
+		// Rebooted only when winpool drained it for this start and it is
+		// still cordoned: neither a cordon nor an operation alone is enough.
+		InService:    !node.Spec.Unschedulable || !q.drained,
 		Reported:     a.lastReport(node),
 		MaxAttempts:  a.o.MaxAttempts,
 		NetworkGrace: a.o.NetworkGrace,
@@ -112,8 +115,8 @@ func (a *agent) input(ctx context.Context, node *corev1.Node) (decide.Input, boo
 		TaskStartGrace:      a.o.TaskStartGrace,
 		TransientRetryAfter: a.o.TransientRetryAfter,
 		// The pool's install budget, as the operator's start gave it.
-		UpdateTaskTimeout: decide.InstallBudget(node.Annotations[names.AnnInstallBudget]),
-		Undo:              node.Annotations[names.AnnUndo],
+		UpdateTaskTimeout: decide.InstallBudget(q.installBudget),
+		Undo:              q.undo,
 	}
 	// Nothing is read from the host for a request the operator does not let
 	// the agent act on (a failed read would be reported on a node in service).
@@ -132,7 +135,7 @@ func (a *agent) input(ctx context.Context, node *corev1.Node) (decide.Input, boo
 	}
 	st, err := a.o.Host.LoadState()
 	if err != nil {
-		a.hostFailed(ctx, startOf(node), in.Revision, "cannot read the agent's state on the host", err)
+		a.hostFailed(ctx, startOf(q), in.Revision, "cannot read the agent's state on the host", err)
 		return in, false
 	}
 	in.State = st
@@ -211,28 +214,27 @@ func (a *agent) fail(ctx context.Context, attempt opStart, rev, msg string) erro
 	return a.report(ctx, attempt, r)
 }
 
-// attempt is the operator's start the Node names now.
+// attempt is the operator's start asked of the node now.
 func (a *agent) attempt() opStart {
 	if n := a.view.current(); n != nil {
-		return startOf(n)
+		return startOf(a.askOf(n))
 	}
 	return opStart{}
 }
 
-// opStart is what of the operator's a report answers: its start of the node
-// (winpool.dev/started-at; a retry is a new one) and the state the decision
-// saw it in (winpool.dev/state). Zero: no operator start (a node labelled by
-// hand), so no precondition.
-type opStart struct{ startedAt, state string }
+// opStart is what of the operator's a report answers: its operation (a
+// retry is a new one), the start it names and the phase the decision saw it
+// in. Zero: no operator start (an agent run standalone), so no precondition.
+type opStart struct{ name, startedAt, state string }
 
-func startOf(n *corev1.Node) opStart {
-	return opStart{startedAt: n.Annotations[names.AnnStartedAt], state: n.Annotations[names.AnnState]}
+func startOf(q ask) opStart {
+	return opStart{name: q.name, startedAt: q.startedAt, state: q.state}
 }
 
-// requested is the revision the Node asks for now.
+// requested is the revision winpool asks of the node now.
 func (a *agent) requested() string {
 	if n := a.view.current(); n != nil {
-		return n.Labels[names.LabelRevision]
+		return a.askOf(n).revision
 	}
 	return ""
 }

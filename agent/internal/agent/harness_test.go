@@ -7,13 +7,16 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
@@ -24,6 +27,7 @@ import (
 	"winpool.dev/agent/internal/host"
 	"winpool.dev/agent/internal/host/fakewin"
 	"winpool.dev/agent/internal/names"
+	"winpool.dev/agent/internal/operation"
 	"winpool.dev/agent/internal/report"
 )
 
@@ -139,6 +143,11 @@ func newHarness(t *testing.T, h host.Host, objects ...runtime.Object) *harness {
 	}
 	hs := &harness{t: t, client: k8sfake.NewClientset(objects...), dyn: newReportClient(), host: h}
 	hs.rv.Store(100)
+	for _, o := range objects {
+		if n, ok := o.(*corev1.Node); ok {
+			hs.writeOperation(n)
+		}
+	}
 	return hs
 }
 
@@ -148,6 +157,7 @@ func (h *harness) options() Options {
 		Namespace:   testNamespace,
 		Client:      h.client,
 		Reports:     report.NewClient(h.dyn, testNamespace),
+		Operations:  operation.NewClient(h.dyn, testNamespace),
 		Host:        h.host,
 		HNSInterval: time.Hour,
 		MaxAttempts: 3,
@@ -269,10 +279,60 @@ func (h *harness) updateIfUnchanged(n *corev1.Node) bool {
 		return false
 	}
 	n.ResourceVersion = strconv.FormatUint(h.rv.Add(1), 10)
+	// The operation first, as the operator writes it before the Node patch.
+	h.writeOperation(n)
 	if err := h.client.Tracker().Update(nodesResource, n, "", metav1.UpdateOptions{FieldManager: "winpool-operator"}); err != nil {
 		h.t.Fatalf("operator edit: %v", err)
 	}
 	return true
+}
+
+// forgeNode writes n as someone who may patch Nodes but no operation: a
+// person, a label syncer, the node's own kubelet credential.
+func (h *harness) forgeNode(edit func(n *corev1.Node)) {
+	h.t.Helper()
+	h.nodeWrites.Lock()
+	defer h.nodeWrites.Unlock()
+	n := h.node().DeepCopy()
+	edit(n)
+	n.ResourceVersion = strconv.FormatUint(h.rv.Add(1), 10)
+	if err := h.client.Tracker().Update(nodesResource, n, "", metav1.UpdateOptions{FieldManager: "someone"}); err != nil {
+		h.t.Fatalf("forged edit: %v", err)
+	}
+}
+
+// writeOperation plays the operator's WindowsNodeOperation for the start
+// the Node's winpool annotations record (the operator writes both): the
+// tests speak of starts in the Node's terms, the agent reads the operation.
+// A node cordoned for the start counts as drained by winpool.
+func (h *harness) writeOperation(n *corev1.Node) {
+	h.t.Helper()
+	started := n.Annotations[names.AnnStartedAt]
+	if started == "" || n.Labels[names.LabelRevision] == "" {
+		return
+	}
+	status := map[string]any{"phase": n.Annotations[names.AnnState]}
+	if n.Spec.Unschedulable {
+		status["drainedAt"] = started
+	}
+	spec := map[string]any{"nodeName": n.Name, "nodeUid": string(n.UID), "pool": n.Labels[names.LabelPool], "poolGeneration": int64(1),
+		"revision": n.Labels[names.LabelRevision], "action": "Update", "startedAt": started,
+		"installBudget": n.Annotations[names.AnnInstallBudget], "undoGate": n.Annotations[names.AnnUndo]}
+	name := n.Name + "." + strings.Map(func(r rune) rune {
+		if r >= '0' && r <= '9' {
+			return r
+		}
+		return -1
+	}, started)
+	obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "winpool.dev/v1alpha1", "kind": "WindowsNodeOperation",
+		"metadata": map[string]any{"name": name, "namespace": testNamespace}, "spec": spec, "status": status}}
+	err := h.dyn.Tracker().Update(operation.Resource, obj, testNamespace)
+	if apierrors.IsNotFound(err) {
+		err = h.dyn.Tracker().Create(operation.Resource, obj, testNamespace)
+	}
+	if err != nil {
+		h.t.Fatalf("operation: %v", err)
+	}
 }
 
 // assertEvent checks a create the agent made is an Event about its own Node

@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"winpool.dev/agent/internal/decide"
 	"winpool.dev/agent/internal/names"
 	"winpool.dev/agent/internal/report"
 )
@@ -46,7 +45,7 @@ func (a *agent) checkOffer(ctx context.Context, node *corev1.Node) {
 		a.offer = nil
 		return
 	}
-	if decide.MayTouch(node.Annotations[names.AnnState], node.Annotations[names.AnnStartedAt], a.o.Standalone) {
+	if a.working(node) {
 		return
 	}
 	found := a.o.Host.NewestOffer(ctx, a.o.PatchCheckEvery)

@@ -55,7 +55,7 @@ type preflightVerdict struct {
 func (a *agent) preflight(ctx context.Context, node *corev1.Node) {
 	pool := node.Labels[names.LabelPool]
 	t, ok := a.targets.of(pool)
-	working := decide.MayTouch(node.Annotations[names.AnnState], node.Annotations[names.AnnStartedAt], a.o.Standalone)
+	working := a.working(node)
 	if r := a.lastReport(node); !ok || node.Labels[names.LabelRevision] == t.revision && (working || r.AppliedRevision == t.revision && r.Status == names.StatusSucceeded) {
 		// Nothing pending, the agent is applying it, or the host runs it
 		// (the operator needs no preflight of a node already at its target).

@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"winpool.dev/agent/internal/decide"
-	"winpool.dev/agent/internal/names"
+	"winpool.dev/agent/internal/operation"
 	"winpool.dev/agent/internal/report"
 )
 
@@ -71,7 +71,7 @@ func (a *agent) lastReport(node *corev1.Node) decide.NodeReport {
 	if ap == nil {
 		return decide.NodeReport{}
 	}
-	if s := node.Annotations[names.AnnStartedAt]; s != "" && s != ap.StartedAt {
+	if s := a.askOf(node).startedAt; s != "" && s != ap.StartedAt {
 		return decide.NodeReport{}
 	}
 	return decide.NodeReport{AppliedRevision: ap.Revision, Status: ap.Status, Message: ap.Message, Heartbeat: ap.Heartbeat, ResultCode: ap.ResultCode,
@@ -121,7 +121,7 @@ func (a *agent) report(ctx context.Context, attempt opStart, r decide.NodeReport
 	if node == nil {
 		return errNodeGone
 	}
-	if startOf(node) != attempt {
+	if startOf(a.askOf(node)) != attempt {
 		return permanent(errStaleReport)
 	}
 	before := a.lastReport(node)
@@ -191,20 +191,22 @@ func (a *agent) write(ctx context.Context, want report.Status) error {
 	})
 }
 
-// confirmStart reads the Node before the host is worked on: the report that
-// precedes the work may have landed after the operator moved on (failed the
-// node at nodeTimeout and put it back into service, or started it again),
-// which its watch may not have shown yet. A read, not a write: nothing of
-// the Node changes. errStaleReport when it has moved on.
+// confirmStart reads the node's operations before the host is worked on:
+// the report that precedes the work may have landed after the operator moved
+// on (failed the node at nodeTimeout and put it back into service, or started
+// it again), which its watch may not have shown yet. A read, not a write.
+// errStaleReport when the start is no longer the current one as it was.
 func (a *agent) confirmStart(ctx context.Context, attempt opStart) error {
-	return a.retry(ctx, "get node", func(ctx context.Context) error {
-		n, err := a.o.Client.CoreV1().Nodes().Get(ctx, a.o.NodeName, metav1.GetOptions{})
+	node := a.view.current()
+	if attempt.name == "" || node == nil {
+		return nil // standalone: no operator to move on
+	}
+	return a.retry(ctx, "list operations", func(ctx context.Context) error {
+		ops, err := a.o.Operations.List(ctx, a.o.NodeName)
 		switch {
-		case apierrors.IsNotFound(err):
-			return permanent(errNodeGone)
 		case err != nil:
 			return err
-		case startOf(n) != attempt:
+		case startOf(askOf(operation.Current(ops, node.Name, string(node.UID)))) != attempt:
 			return permanent(errStaleReport)
 		}
 		return nil

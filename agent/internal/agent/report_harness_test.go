@@ -15,6 +15,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"winpool.dev/agent/internal/names"
+	"winpool.dev/agent/internal/operation"
 	"winpool.dev/agent/internal/report"
 )
 
@@ -40,7 +41,7 @@ const (
 
 func newReportClient() *dynamicfake.FakeDynamicClient {
 	c := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{report.Resource: "WindowsNodeReportList"})
+		map[schema.GroupVersionResource]string{report.Resource: "WindowsNodeReportList", operation.Resource: "WindowsNodeOperationList"})
 	// As the API server does for a resource with a status subresource: a
 	// create keeps no status (the agent must write it through /status).
 	c.PrependReactor("create", report.Resource.Resource, func(a k8stesting.Action) (bool, runtime.Object, error) {

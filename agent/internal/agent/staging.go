@@ -77,7 +77,7 @@ func (a *agent) stage(ctx context.Context, node *corev1.Node) {
 	if !a.o.Stage || a.pre.revision == "" || !a.pre.result.Ready() || node.Labels[names.LabelRevision] == a.pre.revision {
 		return
 	}
-	if decide.MayTouch(node.Annotations[names.AnnState], node.Annotations[names.AnnStartedAt], a.o.Standalone) {
+	if a.working(node) {
 		return
 	}
 	rev, cur := a.pre.revision, &a.staging

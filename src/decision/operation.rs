@@ -1,0 +1,196 @@
+//! The `WindowsNodeOperation` a node patch carries to the node's agent. Pure.
+//!
+//! An operation is written only alongside a transition winpool itself
+//! decided, never from what a Node carries at rest: a node whose annotations
+//! say Applying (written by anyone who may patch Nodes) gets no operation,
+//! so its agent does nothing. The operation lands before the Node patch it
+//! goes with: an agent never sees a node asked for work that winpool has not
+//! drained, and a patch that fails after it is decided again next round
+//! (the operation's spec is the same start, so writing it again changes
+//! nothing).
+
+use jiff::Timestamp;
+
+use crate::api::node_record::NodeRecord;
+use crate::api::operation::{OperationAction, WindowsNodeOperation, WindowsNodeOperationSpec, WindowsNodeOperationStatus};
+use crate::api::{NodeState, WindowsNodePool, names};
+use crate::decision::rollout::NodePatch;
+
+/// What to write to a node's operation before its patch.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OperationWrite {
+    /// The operation of a start entering Applying: applied whole (created,
+    /// or the same again after a round whose Node patch did not land).
+    Apply(Box<WindowsNodeOperation>),
+    /// The operation of the node's current start moves on: a merge patch of
+    /// its status (absent: there is none, the start never reached Applying).
+    Phase { name: String, status: WindowsNodeOperationStatus },
+}
+
+impl OperationWrite {
+    pub fn name(&self) -> &str {
+        match self {
+            OperationWrite::Apply(op) => op.metadata.name.as_deref().unwrap_or_default(),
+            OperationWrite::Phase { name, .. } => name,
+        }
+    }
+}
+
+/// The operation's name: the node and its start, so a start has one and a
+/// second write of it is the same object.
+pub fn name(node: &str, started_at: &str) -> String {
+    let stamp: String = started_at.chars().filter(char::is_ascii_digit).take(14).collect();
+    let name = format!("{node}.{stamp}");
+    if name.len() <= 253 {
+        return name;
+    }
+    // A node name near the 253-character limit: a digest keeps it unique.
+    let digest = sha256_hex(&name);
+    format!("{}.{}", &node[..200], &digest[..16])
+}
+
+fn sha256_hex(s: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(s.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The write `patch` (decided for `node` of `pool`) carries, if any.
+pub fn for_patch(pool: &WindowsNodePool, node: &NodeRecord, patch: &NodePatch, namespace: &str, now: Timestamp) -> Option<OperationWrite> {
+    // The value of a winpool annotation once the patch landed.
+    let after = |k: &str| match patch.annotations.get(k) {
+        Some(v) => v.clone(),
+        None => node.annotation(k).map(str::to_string),
+    };
+    let now = now.to_string();
+    if patch.to == NodeState::Applying && patch.from != NodeState::Applying {
+        let started_at = after(names::ANN_STARTED_AT)?;
+        let revision = match patch.labels.get(names::LABEL_REVISION) {
+            Some(Some(rev)) => rev.clone(),
+            _ => after(names::ANN_TARGET_REVISION).or_else(|| node.label(names::LABEL_REVISION).map(str::to_string))?,
+        };
+        let undo_gate = after(names::ANN_UNDO);
+        let drained = patch.from == NodeState::Draining || (patch.unschedulable == Some(true) && !pool.spec.rollout.drain.enabled);
+        let mut op = WindowsNodeOperation::new(
+            &name(&node.name, &started_at),
+            WindowsNodeOperationSpec {
+                node_name: node.name.clone(),
+                node_uid: node.uid.clone(),
+                pool: pool.metadata.name.clone().unwrap_or_default(),
+                pool_generation: pool.metadata.generation.unwrap_or_default(),
+                revision,
+                action: if undo_gate.is_some() { OperationAction::Undo } else { OperationAction::Update },
+                started_at,
+                install_budget: after(names::ANN_INSTALL_BUDGET),
+                undo_gate,
+            },
+        );
+        op.metadata.namespace = Some(namespace.to_string());
+        op.metadata.labels = Some([(names::LABEL_POOL.to_string(), op.spec.pool.clone())].into());
+        op.status = Some(WindowsNodeOperationStatus {
+            phase: Some(NodeState::Applying),
+            phase_since: Some(now.clone()),
+            drained_at: drained.then_some(now),
+            ..Default::default()
+        });
+        return Some(OperationWrite::Apply(Box::new(op)));
+    }
+    // Only a start that reached Applying has an operation to move on.
+    if !matches!(patch.from, NodeState::Applying | NodeState::Verifying | NodeState::Draining) || patch.to == patch.from {
+        return None;
+    }
+    let started_at = node.annotation(names::ANN_STARTED_AT)?;
+    let failed = patch.to == NodeState::Failed;
+    Some(OperationWrite::Phase {
+        name: name(&node.name, started_at),
+        status: WindowsNodeOperationStatus {
+            phase: Some(patch.to),
+            phase_since: Some(now),
+            reason: after(names::ANN_FAILURE_REASON).filter(|_| failed),
+            message: after(names::ANN_FAILURE_MESSAGE).filter(|_| failed),
+            ..Default::default()
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_builders;
+    use k8s_openapi::api::core::v1::Node;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn applying(from: NodeState, cordon: Option<bool>) -> NodePatch {
+        let mut p = NodePatch { node: "win-0".into(), from, to: NodeState::Applying, unschedulable: cordon, ..Default::default() };
+        p.labels.insert(names::LABEL_REVISION.into(), Some("r2".into()));
+        p
+    }
+
+    fn record(anns: &[(&str, &str)]) -> NodeRecord {
+        let annotations = anns.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let meta = ObjectMeta { name: Some("win-0".into()), uid: Some("uid-1".into()), annotations: Some(annotations), ..Default::default() };
+        NodeRecord::from(&Node { metadata: meta, ..Default::default() })
+    }
+
+    fn pool() -> WindowsNodePool {
+        test_builders::pool("p").build()
+    }
+
+    #[test]
+    fn a_start_entering_applying_writes_its_whole_operation_and_names_a_drained_node_drained() {
+        let pool = pool();
+        let node = record(&[(names::ANN_STARTED_AT, "2026-12-07T10:00:00Z"), (names::ANN_INSTALL_BUDGET, "3600s")]);
+        let now: Timestamp = "2026-12-07T10:05:00Z".parse().unwrap();
+        let Some(OperationWrite::Apply(op)) = for_patch(&pool, &node, &applying(NodeState::Draining, None), "agents", now) else {
+            panic!("no operation for a drained start");
+        };
+        assert_eq!(op.metadata.name.as_deref(), Some("win-0.20261207100000"));
+        assert_eq!(op.metadata.namespace.as_deref(), Some("agents"));
+        let s = &op.spec;
+        assert_eq!((s.node_name.as_str(), s.node_uid.as_str(), s.pool.as_str(), s.revision.as_str()), ("win-0", "uid-1", "p", "r2"));
+        assert_eq!((s.action, s.started_at.as_str(), s.install_budget.as_deref()), (OperationAction::Update, "2026-12-07T10:00:00Z", Some("3600s")));
+        let st = op.status.as_ref().unwrap();
+        assert_eq!((st.phase, st.drained_at.as_deref()), (Some(NodeState::Applying), Some("2026-12-07T10:05:00Z")));
+    }
+
+    #[test]
+    fn a_start_in_service_is_never_named_drained() {
+        let pool = pool();
+        let mut p = applying(NodeState::Pending, None);
+        p.annotations.insert(names::ANN_STARTED_AT.into(), Some("2026-12-07T10:00:00Z".into()));
+        p.annotations.insert(names::ANN_HOTPATCH.into(), Some("true".into()));
+        let Some(OperationWrite::Apply(op)) = for_patch(&pool, &record(&[]), &p, "agents", Timestamp::UNIX_EPOCH) else {
+            panic!("no operation for a hotpatch start");
+        };
+        assert_eq!(op.status.unwrap().drained_at, None);
+    }
+
+    #[test]
+    fn a_node_at_rest_or_one_whose_start_never_reached_applying_gets_no_new_operation() {
+        let pool = pool();
+        let started = record(&[(names::ANN_STARTED_AT, "2026-12-07T10:00:00Z")]);
+        // A patch without a start to name (a forged Applying state is no patch of winpool's).
+        assert_eq!(for_patch(&pool, &record(&[]), &applying(NodeState::Draining, None), "a", Timestamp::UNIX_EPOCH), None);
+        let put_back = NodePatch { node: "win-0".into(), from: NodeState::Pending, to: NodeState::Draining, ..Default::default() };
+        assert_eq!(for_patch(&pool, &started, &put_back, "a", Timestamp::UNIX_EPOCH), None);
+    }
+
+    #[test]
+    fn the_end_of_a_start_moves_its_operation_with_the_failure_said_once() {
+        let pool = pool();
+        let node = record(&[(names::ANN_STARTED_AT, "2026-12-07T10:00:00Z")]);
+        let mut p = NodePatch { node: "win-0".into(), from: NodeState::Applying, to: NodeState::Failed, ..Default::default() };
+        p.annotations.insert(names::ANN_FAILURE_REASON.into(), Some("NodeTimeout".into()));
+        let Some(OperationWrite::Phase { name, status }) = for_patch(&pool, &node, &p, "a", Timestamp::UNIX_EPOCH) else {
+            panic!("no phase write for a failed start");
+        };
+        assert_eq!(name, "win-0.20261207100000");
+        assert_eq!((status.phase, status.reason.as_deref()), (Some(NodeState::Failed), Some("NodeTimeout")));
+    }
+
+    #[test]
+    fn a_name_at_the_limit_stays_a_valid_object_name() {
+        let long = "n".repeat(253);
+        assert!(name(&long, "2026-12-07T10:00:00Z").len() <= 253);
+        assert_ne!(name(&long, "2026-12-07T10:00:00Z"), name(&long, "2026-12-07T11:00:00Z"));
+    }
+}
