@@ -37,6 +37,7 @@ const (
 	FaultWSUSUnapproved     Fault = "wsus-unapproved"
 	FaultWUBusy             Fault = "wu-busy"
 	FaultWSUS503            Fault = "wsus-503"
+	FaultWUAException       Fault = "wua-exception"
 	FaultDownloadReset      Fault = "download-reset"
 	FaultSlowServicing      Fault = "slow-servicing"
 	FaultLocalized          Fault = "localized"
@@ -77,8 +78,9 @@ var faults = []struct {
 	{FaultTaskNotStarted, "Task Scheduler accepts each run of the agent's tasks and their program never starts (antivirus, App Control)"},
 	{FaultOnBattery, "a UPS reports battery power: Task Scheduler starts no task whose conditions forbid it (the schema's default)"},
 	{FaultWSUSUnapproved, "the source offers no servicing stack or cumulative update (WSUS has not approved the month's for the node's group)"},
-	{FaultWUBusy, "the first install fails with 0x80240009 (WU_E_OPERATIONINPROGRESS: Automatic Updates was installing something)"},
+	{FaultWUBusy, "at the first install Automatic Updates is installing something: IUpdateInstaller.IsBusy says so, an Install throws 0x80240009 (WU_E_OPERATIONINPROGRESS)"},
 	{FaultWSUS503, "the first download fails with 0x80244022 (WSUS answered 503)"},
+	{FaultWUAException, "the install's first search throws 0x8024401C (WSUS timed out), its first install 0x80240016 (WU_E_INSTALL_NOT_ALLOWED), each as COM throws: 0x80020009 with the code in EXCEPINFO"},
 	{FaultDownloadReset, "the first download is reset by a proxy (0x80072EFE)"},
 	{FaultSlowServicing, "the install takes 75 s, longer than the pool's nodeTimeout in the tests (60 s)"},
 	{FaultLocalized, "Windows Update's titles come back in German"},
@@ -200,6 +202,7 @@ func (f Faults) shape(node string, o *fakewin.Options) {
 	}
 	o.Catalogue.Busy = f.On(FaultWUBusy, node)
 	o.Catalogue.Unavailable = f.On(FaultWSUS503, node)
+	o.Catalogue.Throws = f.On(FaultWUAException, node)
 	o.Catalogue.DownloadReset = f.On(FaultDownloadReset, node)
 	o.Catalogue.HotpatchReboots = f.On(FaultHotpatchReboots, node)
 	if f.On(FaultSlowServicing, node) {
