@@ -38,6 +38,7 @@ const (
 	FaultWUBusy             Fault = "wu-busy"
 	FaultWSUS503            Fault = "wsus-503"
 	FaultWUAException       Fault = "wua-exception"
+	FaultAUScheduled        Fault = "au-scheduled"
 	FaultDownloadReset      Fault = "download-reset"
 	FaultSlowServicing      Fault = "slow-servicing"
 	FaultLocalized          Fault = "localized"
@@ -81,6 +82,7 @@ var faults = []struct {
 	{FaultWUBusy, "at the first install Automatic Updates is installing something: IUpdateInstaller.IsBusy says so, an Install throws 0x80240009 (WU_E_OPERATIONINPROGRESS)"},
 	{FaultWSUS503, "the first download fails with 0x80244022 (WSUS answered 503)"},
 	{FaultWUAException, "the install's first search throws 0x8024401C (WSUS timed out), its first install 0x80240016 (WU_E_INSTALL_NOT_ALLOWED), each as COM throws: 0x80020009 with the code in EXCEPINFO"},
+	{FaultAUScheduled, "a WSUS Group Policy's Configure Automatic Updates: 4, download and install every day at 03:00 (AU NoAutoUpdate 0, AUOptions 4, ScheduledInstallDay 0, ScheduledInstallTime 3)"},
 	{FaultDownloadReset, "the first download is reset by a proxy (0x80072EFE)"},
 	{FaultSlowServicing, "the install takes 75 s, longer than the pool's nodeTimeout in the tests (60 s)"},
 	{FaultLocalized, "Windows Update's titles come back in German"},
@@ -172,6 +174,9 @@ func (f Faults) shape(node string, o *fakewin.Options) {
 	if f.On(FaultSourceUnreachable, node) {
 		o.Unreachable = "simulated: source-unreachable"
 	}
+	if f.On(FaultAUScheduled, node) {
+		o.Registry = append(o.Registry, auScheduled...)
+	}
 	if f.On(FaultPayloadBlocked, node) {
 		o.Firewalled = append(o.Firewalled, payloadHost)
 	}
@@ -224,6 +229,18 @@ func (f Faults) shape(node string, o *fakewin.Options) {
 		o.Services = append(o.Services, fakewin.Service{Name: thirdPartyService, Program: `Program Files\LogAgent\log-agent.exe`, DependsOn: []string{"containerd"}})
 	}
 }
+
+// auScheduled is what FaultAUScheduled's policy writes: Configure
+// Automatic Updates enabled, option 4, every day (0) at 03:00, the
+// policy's default schedule.
+var auScheduled = []fakewin.Value{
+	{Key: auPolicyKey, Name: "NoAutoUpdate", DWORD: 0},
+	{Key: auPolicyKey, Name: "AUOptions", DWORD: 4},
+	{Key: auPolicyKey, Name: "ScheduledInstallDay", DWORD: 0},
+	{Key: auPolicyKey, Name: "ScheduledInstallTime", DWORD: 3},
+}
+
+const auPolicyKey = `SOFTWARE\Policies\Microsoft\Windows\WindowsUpdate\AU`
 
 // failsOnce is FaultInstallFailsOnce's install result: the machine calls it
 // under its own lock, once per install.
