@@ -301,3 +301,30 @@ func shapedHost(t *testing.T, profile, faults string, build host.Build, opts win
 	}
 	return m, h
 }
+
+// SOURCES.md has a row per fault and none for a fault that is not, each
+// naming a source or saying it has none yet.
+func TestEverySourceRowIsAFault(t *testing.T) {
+	page, err := os.ReadFile("SOURCES.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[Fault]string{}
+	for _, line := range strings.Split(string(page), "\n") {
+		cells := strings.Split(line, " | ")
+		if len(cells) == 3 && strings.HasPrefix(cells[0], "| `") {
+			rows[Fault(strings.Trim(cells[0], "| `"))] = strings.TrimSuffix(cells[2], " |")
+		}
+	}
+	for _, f := range faults {
+		if source, ok := rows[f.Fault]; !ok {
+			t.Errorf("SOURCES.md has no row for %s", f.Fault)
+		} else if !strings.Contains(source, "no source") && !strings.ContainsAny(source, "/`") {
+			t.Errorf("SOURCES.md's %s row names no source and does not say it has none: %q", f.Fault, source)
+		}
+		delete(rows, f.Fault)
+	}
+	for f := range rows {
+		t.Errorf("SOURCES.md has a row for %s, which is no fault", f)
+	}
+}
