@@ -39,6 +39,7 @@ const (
 	FaultWSUS503            Fault = "wsus-503"
 	FaultWUAException       Fault = "wua-exception"
 	FaultAUScheduled        Fault = "au-scheduled"
+	FaultWUDisabled         Fault = "wu-disabled"
 	FaultDownloadReset      Fault = "download-reset"
 	FaultSlowServicing      Fault = "slow-servicing"
 	FaultLocalized          Fault = "localized"
@@ -83,6 +84,7 @@ var faults = []struct {
 	{FaultWSUS503, "the first download fails with 0x80244022 (WSUS answered 503)"},
 	{FaultWUAException, "the install's first search throws 0x8024401C (WSUS timed out), its first install 0x80240016 (WU_E_INSTALL_NOT_ALLOWED), each as COM throws: 0x80020009 with the code in EXCEPINFO"},
 	{FaultAUScheduled, "a WSUS Group Policy's Configure Automatic Updates: 4, download and install every day at 03:00 (AU NoAutoUpdate 0, AUOptions 4, ScheduledInstallDay 0, ScheduledInstallTime 3)"},
+	{FaultWUDisabled, "the Windows Update service is disabled and its policies off, as GitHub's runner images set them (wuauserv Start 4; AU NoAutoUpdate 1, AUOptions 1; DisableWindowsUpdateAccess 1, DoNotConnectToWindowsUpdateInternetLocations 1)"},
 	{FaultDownloadReset, "the first download is reset by a proxy (0x80072EFE)"},
 	{FaultSlowServicing, "the install takes 75 s, longer than the pool's nodeTimeout in the tests (60 s)"},
 	{FaultLocalized, "Windows Update's titles come back in German"},
@@ -177,6 +179,9 @@ func (f Faults) shape(node string, o *fakewin.Options) {
 	if f.On(FaultAUScheduled, node) {
 		o.Registry = append(o.Registry, auScheduled...)
 	}
+	if f.On(FaultWUDisabled, node) {
+		o.Registry = append(o.Registry, wuDisabled...)
+	}
 	if f.On(FaultPayloadBlocked, node) {
 		o.Firewalled = append(o.Firewalled, payloadHost)
 	}
@@ -240,7 +245,20 @@ var auScheduled = []fakewin.Value{
 	{Key: auPolicyKey, Name: "ScheduledInstallTime", DWORD: 3},
 }
 
-const auPolicyKey = `SOFTWARE\Policies\Microsoft\Windows\WindowsUpdate\AU`
+// wuDisabled is what FaultWUDisabled's image writes
+// (actions/runner-images, images/windows/scripts/build/Configure-System.ps1).
+var wuDisabled = []fakewin.Value{
+	{Key: auPolicyKey, Name: "AUOptions", DWORD: 1},
+	{Key: auPolicyKey, Name: "NoAutoUpdate", DWORD: 1},
+	{Key: wuPolicyKey, Name: "DoNotConnectToWindowsUpdateInternetLocations", DWORD: 1},
+	{Key: wuPolicyKey, Name: "DisableWindowsUpdateAccess", DWORD: 1},
+	{Key: fakewin.WUServiceKey, Name: "Start", DWORD: 4},
+}
+
+const (
+	wuPolicyKey = `SOFTWARE\Policies\Microsoft\Windows\WindowsUpdate`
+	auPolicyKey = wuPolicyKey + `\AU`
+)
 
 // failsOnce is FaultInstallFailsOnce's install result: the machine calls it
 // under its own lock, once per install.

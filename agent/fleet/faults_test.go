@@ -262,18 +262,22 @@ func TestAContainerdSwapStopsAThirdPartyDependentAndStartsItAgain(t *testing.T) 
 }
 
 // A WSUS Group Policy that has Automatic Updates install on its own
-// schedule: preflight blocks the node before its cordon, naming the policy
-// to set; the same node without it is not blocked for it.
-func TestAutomaticUpdatesOnAScheduleBlocksPreflight(t *testing.T) {
-	for _, faults := range []string{"au-scheduled", ""} {
+// schedule, and an image that disables the Windows Update service: preflight
+// blocks the node before its cordon, naming what to set; the same node
+// without them is not blocked for either.
+func TestWindowsUpdatePoliciesThatWouldFailTheInstallBlockPreflight(t *testing.T) {
+	for _, tc := range []struct{ faults, blocked string }{
+		{"au-scheduled", "AUOptions=4"},
+		{"wu-disabled", "sc.exe config wuauserv start= demand"},
+		{"", ""},
+	} {
 		behind := host.Build{Major: 10, Build: 20348, UBR: 2700}
-		_, h := shapedHost(t, "onprem-wsus", faults, behind, windows.Options{})
+		_, h := shapedHost(t, "onprem-wsus", tc.faults, behind, windows.Options{})
 		req := host.UpdateRequest{Revision: "r1", Attempt: 1, Target: host.Build{Major: 10, Build: 20348, UBR: 2762}}
 		f := h.Preflight(context.Background(), req)
 		r := decide.Preflight(decide.PreflightInput{Config: config.Revision{PatchLevel: "10.0.20348.2762"}, Observed: host.Observed{Build: behind}, Findings: &f})
-		blocked := strings.Contains(r.String(), "AUOptions=4") && strings.Contains(r.String(), "Configure Automatic Updates")
-		if blocked != (faults != "") {
-			t.Errorf("faults %q: preflight %s", faults, r)
+		if tc.blocked == "" && !r.Ready() || tc.blocked != "" && !strings.Contains(r.String(), tc.blocked) {
+			t.Errorf("faults %q: preflight %s, want it to say %q", tc.faults, r, tc.blocked)
 		}
 	}
 }

@@ -134,6 +134,11 @@ func updateBlocks(f *host.PreflightFindings) []string {
 			blocks = append(blocks, "nothing the install would take (the search before the drain): "+o.Refusal)
 		}
 	}
+	if f.WUServiceDisabled {
+		blocks = append(blocks, `the Windows Update service (wuauserv) is disabled (Start=4 under HKLM\SYSTEM\CurrentControlSet\Services\wuauserv), `+
+			"so Windows Update can neither search nor install (0x80070422, ERROR_SERVICE_DISABLED): set it to start on demand "+
+			"(sc.exe config wuauserv start= demand), or update the node from packages (os.updates.source: Packages)")
+	}
 	if why := automaticUpdatesInstall(f.AutomaticUpdates); why != "" {
 		blocks = append(blocks, why)
 	}

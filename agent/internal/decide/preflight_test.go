@@ -70,6 +70,9 @@ func TestPreflight(t *testing.T) {
 		{name: "Automatic Updates notifies", cfg: cfg, obs: behind, findings: au(room, false, 2)},
 		{name: "Automatic Updates downloads and notifies", cfg: cfg, obs: behind, findings: au(room, false, 3)},
 		{name: "Automatic Updates off, whatever AUOptions says", cfg: cfg, obs: behind, findings: au(room, true, 4)},
+		{name: "the Windows Update service disabled", cfg: cfg, obs: behind,
+			findings: func() *host.PreflightFindings { g := *room; g.WUServiceDisabled = true; return &g }(),
+			blocked:  []string{"wuauserv) is disabled"}},
 		{name: "unreadable patch level", cfg: func() config.Revision { c := cfg; c.PatchLevel = "2762"; return c }(), obs: behind,
 			blocked: []string{"the revision's patchLevel"}},
 	}

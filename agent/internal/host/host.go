@@ -297,6 +297,9 @@ type PreflightFindings struct {
 	// AutomaticUpdates is the node's Automatic Updates policy, read with
 	// its WSUS policy (not for packages).
 	AutomaticUpdates AutomaticUpdates
+	// WUServiceDisabled: the Windows Update service (wuauserv) is set
+	// Disabled (its Start value 4), read with the policy.
+	WUServiceDisabled bool
 }
 
 // AutomaticUpdates is what Group Policy's "Configure Automatic Updates"

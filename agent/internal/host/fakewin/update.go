@@ -166,6 +166,13 @@ func (x excepInfo) Error() string { return x.why }
 func (x excepInfo) SCODE() uint32 { return x.code }
 func (x excepInfo) WCode() uint16 { return 0 }
 
+// WUServiceKey is the Windows Update service's key; its Start value 4
+// (serviceDisabled) is the SCM's "Disabled".
+const (
+	WUServiceKey    = `SYSTEM\CurrentControlSet\Services\wuauserv`
+	serviceDisabled = 4
+)
+
 // openWindowsUpdate is a Windows Update Agent session.
 func (m *Machine) openWindowsUpdate() (windows.WindowsUpdate, func(), error) {
 	return &wuSession{m: m}, func() {}, nil
@@ -189,6 +196,10 @@ func (s *wuSession) Search(string) ([]decide.WUUpdate, error) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.ints[strings.ToLower(WUServiceKey+`\Start`)] == serviceDisabled {
+		// The search needs the service, which the SCM will not start.
+		return nil, wuError{"IUpdateSearcher.Search", 0x80070422, "ERROR_SERVICE_DISABLED: the Windows Update service (wuauserv) is disabled"}
+	}
 	if m.o.Catalogue.Throws && m.installs > 0 && !m.wu.searchThrown {
 		m.wu.searchThrown = true
 		return nil, wuError{"IUpdateSearcher.Search", 0x8024401C, "WU_E_PT_HTTP_STATUS_REQUEST_TIMEOUT: the WSUS server timed out"}

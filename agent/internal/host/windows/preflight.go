@@ -41,6 +41,9 @@ const (
 	// its WUServer value is used only when the AU subkey's UseWUServer is 1.
 	wuPolicyKey   = `SOFTWARE\Policies\Microsoft\Windows\WindowsUpdate`
 	wuPolicyAUKey = wuPolicyKey + `\AU`
+	// wuServiceKey is the Windows Update service's, whose Start 4 is
+	// Disabled (as GitHub's runner images set it).
+	wuServiceKey = `SYSTEM\CurrentControlSet\Services\wuauserv`
 )
 
 // windowsUpdateHosts are what a Windows Update client reaches before
@@ -68,6 +71,8 @@ type wuPolicy struct {
 	UseWUServer uint64
 	// AU: NoAutoUpdate and AUOptions under wuPolicyAUKey.
 	AU host.AutomaticUpdates
+	// ServiceStart is wuauserv's Start (0 absent; 4 Disabled).
+	ServiceStart uint64
 }
 
 // wsus is the WSUS server the policy makes the node use: WUServer, when
@@ -578,7 +583,8 @@ func (c preflightChecks) run(ctx context.Context, req host.UpdateRequest) host.P
 		proxy, proxyErr = c.proxy()
 	}
 	probes := sourceProbes(req, policy, policyErr, proxy, proxyErr)
-	f := host.PreflightFindings{Sources: make([]host.SourceCheck, len(probes)), SystemDrive: systemDrive(c.getenv), AutomaticUpdates: policy.AU}
+	f := host.PreflightFindings{Sources: make([]host.SourceCheck, len(probes)), SystemDrive: systemDrive(c.getenv),
+		AutomaticUpdates: policy.AU, WUServiceDisabled: policy.ServiceStart == 4}
 	var wg sync.WaitGroup
 	for i, p := range probes {
 		f.Sources[i].Name = p.Name
@@ -657,6 +663,11 @@ func readWUPolicy(sys System) (wuPolicy, error) {
 	}
 	p.UseWUServer, p.AU.AUOptions = dword("UseWUServer"), dword("AUOptions")
 	p.AU.NoAutoUpdate = dword("NoAutoUpdate") == 1
+	if start, e := sys.RegistryInteger(wuServiceKey, "Start"); e == nil {
+		p.ServiceStart = start
+	} else if !errors.Is(e, ErrNotExist) && err == nil {
+		err = fmt.Errorf(`reading HKLM\%s\Start: %w`, wuServiceKey, e)
+	}
 	if err != nil {
 		return wuPolicy{}, err
 	}
