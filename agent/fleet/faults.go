@@ -37,6 +37,9 @@ const (
 	FaultWSUSUnapproved     Fault = "wsus-unapproved"
 	FaultWUBusy             Fault = "wu-busy"
 	FaultWSUS503            Fault = "wsus-503"
+	FaultWUAException       Fault = "wua-exception"
+	FaultAUScheduled        Fault = "au-scheduled"
+	FaultWUDisabled         Fault = "wu-disabled"
 	FaultDownloadReset      Fault = "download-reset"
 	FaultSlowServicing      Fault = "slow-servicing"
 	FaultLocalized          Fault = "localized"
@@ -77,8 +80,11 @@ var faults = []struct {
 	{FaultTaskNotStarted, "Task Scheduler accepts each run of the agent's tasks and their program never starts (antivirus, App Control)"},
 	{FaultOnBattery, "a UPS reports battery power: Task Scheduler starts no task whose conditions forbid it (the schema's default)"},
 	{FaultWSUSUnapproved, "the source offers no servicing stack or cumulative update (WSUS has not approved the month's for the node's group)"},
-	{FaultWUBusy, "the first install fails with 0x80240009 (WU_E_OPERATIONINPROGRESS: Automatic Updates was installing something)"},
+	{FaultWUBusy, "at the first install Automatic Updates is installing something: IUpdateInstaller.IsBusy says so, an Install throws 0x80240009 (WU_E_OPERATIONINPROGRESS)"},
 	{FaultWSUS503, "the first download fails with 0x80244022 (WSUS answered 503)"},
+	{FaultWUAException, "the install's first search throws 0x8024401C (WSUS timed out), its first install 0x80240016 (WU_E_INSTALL_NOT_ALLOWED), each as COM throws: 0x80020009 with the code in EXCEPINFO"},
+	{FaultAUScheduled, "a WSUS Group Policy's Configure Automatic Updates: 4, download and install every day at 03:00 (AU NoAutoUpdate 0, AUOptions 4, ScheduledInstallDay 0, ScheduledInstallTime 3)"},
+	{FaultWUDisabled, "the Windows Update service is disabled and its policies off, as GitHub's runner images set them (wuauserv Start 4; AU NoAutoUpdate 1, AUOptions 1; DisableWindowsUpdateAccess 1, DoNotConnectToWindowsUpdateInternetLocations 1)"},
 	{FaultDownloadReset, "the first download is reset by a proxy (0x80072EFE)"},
 	{FaultSlowServicing, "the install takes 75 s, longer than the pool's nodeTimeout in the tests (60 s)"},
 	{FaultLocalized, "Windows Update's titles come back in German"},
@@ -170,6 +176,12 @@ func (f Faults) shape(node string, o *fakewin.Options) {
 	if f.On(FaultSourceUnreachable, node) {
 		o.Unreachable = "simulated: source-unreachable"
 	}
+	if f.On(FaultAUScheduled, node) {
+		o.Registry = append(o.Registry, auScheduled...)
+	}
+	if f.On(FaultWUDisabled, node) {
+		o.Registry = append(o.Registry, wuDisabled...)
+	}
 	if f.On(FaultPayloadBlocked, node) {
 		o.Firewalled = append(o.Firewalled, payloadHost)
 	}
@@ -200,6 +212,7 @@ func (f Faults) shape(node string, o *fakewin.Options) {
 	}
 	o.Catalogue.Busy = f.On(FaultWUBusy, node)
 	o.Catalogue.Unavailable = f.On(FaultWSUS503, node)
+	o.Catalogue.Throws = f.On(FaultWUAException, node)
 	o.Catalogue.DownloadReset = f.On(FaultDownloadReset, node)
 	o.Catalogue.HotpatchReboots = f.On(FaultHotpatchReboots, node)
 	if f.On(FaultSlowServicing, node) {
@@ -221,6 +234,31 @@ func (f Faults) shape(node string, o *fakewin.Options) {
 		o.Services = append(o.Services, fakewin.Service{Name: thirdPartyService, Program: `Program Files\LogAgent\log-agent.exe`, DependsOn: []string{"containerd"}})
 	}
 }
+
+// auScheduled is what FaultAUScheduled's policy writes: Configure
+// Automatic Updates enabled, option 4, every day (0) at 03:00, the
+// policy's default schedule.
+var auScheduled = []fakewin.Value{
+	{Key: auPolicyKey, Name: "NoAutoUpdate", DWORD: 0},
+	{Key: auPolicyKey, Name: "AUOptions", DWORD: 4},
+	{Key: auPolicyKey, Name: "ScheduledInstallDay", DWORD: 0},
+	{Key: auPolicyKey, Name: "ScheduledInstallTime", DWORD: 3},
+}
+
+// wuDisabled is what FaultWUDisabled's image writes
+// (actions/runner-images, images/windows/scripts/build/Configure-System.ps1).
+var wuDisabled = []fakewin.Value{
+	{Key: auPolicyKey, Name: "AUOptions", DWORD: 1},
+	{Key: auPolicyKey, Name: "NoAutoUpdate", DWORD: 1},
+	{Key: wuPolicyKey, Name: "DoNotConnectToWindowsUpdateInternetLocations", DWORD: 1},
+	{Key: wuPolicyKey, Name: "DisableWindowsUpdateAccess", DWORD: 1},
+	{Key: fakewin.WUServiceKey, Name: "Start", DWORD: 4},
+}
+
+const (
+	wuPolicyKey = `SOFTWARE\Policies\Microsoft\Windows\WindowsUpdate`
+	auPolicyKey = wuPolicyKey + `\AU`
+)
 
 // failsOnce is FaultInstallFailsOnce's install result: the machine calls it
 // under its own lock, once per install.

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"winpool.dev/agent/internal/config"
+	"winpool.dev/agent/internal/decide"
 	"winpool.dev/agent/internal/host"
 	"winpool.dev/agent/internal/host/fakewin"
 	"winpool.dev/agent/internal/host/windows"
@@ -229,22 +231,8 @@ func TestTheAgentDocsTableEveryFault(t *testing.T) {
 // depends on containerd: the SCM refuses to stop containerd while that
 // service runs, so the swap stops it first and starts it again after.
 func TestAContainerdSwapStopsAThirdPartyDependentAndStartsItAgain(t *testing.T) {
-	s, err := ParseSettings([]string{"--host-profile", "onprem", "--host-faults", "service-deps"}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := fakewin.Options{Build: host.Build{Major: 10, Build: 20348, UBR: 2762}, Containerd: "1.7.20"}
-	s.Profile.shape(&o, "overlay")
-	s.Faults.shape("n1", &o)
-	m, err := fakewin.New(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	h, err := windows.NewOn(m.OS(), windows.Options{SwapProof: windows.SwapProof{StartWithin: 2 * time.Second, SettleFor: 200 * time.Millisecond, CheckEvery: 20 * time.Millisecond}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, h := shapedHost(t, "onprem", "service-deps", host.Build{Major: 10, Build: 20348, UBR: 2762},
+		windows.Options{SwapProof: windows.SwapProof{StartWithin: 2 * time.Second, SettleFor: 200 * time.Millisecond, CheckEvery: 20 * time.Millisecond}})
 	ctx := context.Background()
 	if err := h.UpgradeContainerd(ctx, host.RuntimeRequest{Revision: "r1", Attempt: 1, Version: "1.7.22", From: "1.7.20"}); err != nil {
 		t.Fatal(err)
@@ -270,5 +258,77 @@ func TestAContainerdSwapStopsAThirdPartyDependentAndStartsItAgain(t *testing.T) 
 		if !m.Running(svc) {
 			t.Errorf("%s does not run after the swap", svc)
 		}
+	}
+}
+
+// A WSUS Group Policy that has Automatic Updates install on its own
+// schedule, and an image that disables the Windows Update service: preflight
+// blocks the node before its cordon, naming what to set; the same node
+// without them is not blocked for either.
+func TestWindowsUpdatePoliciesThatWouldFailTheInstallBlockPreflight(t *testing.T) {
+	for _, tc := range []struct{ faults, blocked string }{
+		{"au-scheduled", "AUOptions=4"},
+		{"wu-disabled", "sc.exe config wuauserv start= demand"},
+		{"", ""},
+	} {
+		behind := host.Build{Major: 10, Build: 20348, UBR: 2700}
+		_, h := shapedHost(t, "onprem-wsus", tc.faults, behind, windows.Options{})
+		req := host.UpdateRequest{Revision: "r1", Attempt: 1, Target: host.Build{Major: 10, Build: 20348, UBR: 2762}}
+		f := h.Preflight(context.Background(), req)
+		r := decide.Preflight(decide.PreflightInput{Config: config.Revision{PatchLevel: "10.0.20348.2762"}, Observed: host.Observed{Build: behind}, Findings: &f})
+		if tc.blocked == "" && !r.Ready() || tc.blocked != "" && !strings.Contains(r.String(), tc.blocked) {
+			t.Errorf("faults %q: preflight %s, want it to say %q", tc.faults, r, tc.blocked)
+		}
+	}
+}
+
+// shapedHost is node n1 of a fleet of profile with faults, at build with
+// containerd 1.7.20, and the agent's host on it; the machine stops with
+// the test.
+func shapedHost(t *testing.T, profile, faults string, build host.Build, opts windows.Options) (*fakewin.Machine, *windows.Host) {
+	t.Helper()
+	s, err := ParseSettings([]string{"--host-profile", profile, "--host-faults", faults}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := fakewin.Options{Build: build, Containerd: "1.7.20"}
+	s.Profile.shape(&o, "overlay")
+	s.Faults.shape("n1", &o)
+	m, err := fakewin.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	h, err := windows.NewOn(m.OS(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, h
+}
+
+// SOURCES.md has a row per fault and none for a fault that is not, each
+// naming a source or saying it has none yet.
+func TestEverySourceRowIsAFault(t *testing.T) {
+	page, err := os.ReadFile("SOURCES.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[Fault]string{}
+	for _, line := range strings.Split(string(page), "\n") {
+		cells := strings.Split(line, " | ")
+		if len(cells) == 3 && strings.HasPrefix(cells[0], "| `") {
+			rows[Fault(strings.Trim(cells[0], "| `"))] = strings.TrimSuffix(cells[2], " |")
+		}
+	}
+	for _, f := range faults {
+		if source, ok := rows[f.Fault]; !ok {
+			t.Errorf("SOURCES.md has no row for %s", f.Fault)
+		} else if !strings.Contains(source, "no source") && !strings.ContainsAny(source, "/`") {
+			t.Errorf("SOURCES.md's %s row names no source and does not say it has none: %q", f.Fault, source)
+		}
+		delete(rows, f.Fault)
+	}
+	for f := range rows {
+		t.Errorf("SOURCES.md has a row for %s, which is no fault", f)
 	}
 }

@@ -151,6 +151,29 @@ func TestTheServicingTaskStartsOnBatteryPower(t *testing.T) {
 func TestTransientWindowsUpdateFailuresAreWaitedOutWithinTheAttempts(t *testing.T) {
 	o := behindHost()
 	o.Catalogue.Busy, o.Catalogue.Unavailable = true, true
+	waits := twoTransientWaits(t, o)
+	if !strings.Contains(waits[0], "0x80244022") || !strings.Contains(waits[0], "trying again 100ms") ||
+		!strings.Contains(waits[1], "0x80240009") || !strings.Contains(waits[1], "trying again 200ms") {
+		t.Errorf("waits reported %q, want 0x80244022 after 100ms, then 0x80240009 after 200ms", waits)
+	}
+}
+
+// Windows Update's methods throw as COM does (0x80020009, the HRESULT in
+// EXCEPINFO): a WSUS timeout in the install's search, then the installer
+// taken by Automatic Updates, are each waited out like a result code.
+func TestThrownWindowsUpdateFailuresAreJudgedByTheirOwnCode(t *testing.T) {
+	o := behindHost()
+	o.Catalogue.Throws = true
+	if waits := twoTransientWaits(t, o); !strings.Contains(waits[0], "0x8024401C") || !strings.Contains(waits[1], "0x80240016") {
+		t.Errorf("waits reported %q, want 0x8024401C, then 0x80240016", waits)
+	}
+}
+
+// twoTransientWaits installs on a machine of o whose first two attempts
+// fail transiently, and returns the two waits the agent reported (the
+// test fails unless the third attempt installs).
+func twoTransientWaits(t *testing.T, o machineOptions) []string {
+	t.Helper()
 	var h *harness
 	machine := installUntilReboot(t, o, func(opts *Options) {
 		opts.MaxAttempts = 3
@@ -166,10 +189,10 @@ func TestTransientWindowsUpdateFailuresAreWaitedOutWithinTheAttempts(t *testing.
 			waits = append(waits, r)
 		}
 	}
-	if len(waits) != 2 || !strings.Contains(waits[0], "0x80244022") || !strings.Contains(waits[0], "trying again 100ms") ||
-		!strings.Contains(waits[1], "0x80240009") || !strings.Contains(waits[1], "trying again 200ms") {
-		t.Errorf("waits reported %q, want 0x80244022 after 100ms, then 0x80240009 after 200ms", waits)
+	if len(waits) != 2 {
+		t.Fatalf("waits reported %q, want two", waits)
 	}
+	return waits
 }
 
 // installUntilReboot runs the agent on a machine of o, r1 requested, with

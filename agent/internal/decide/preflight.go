@@ -134,6 +134,14 @@ func updateBlocks(f *host.PreflightFindings) []string {
 			blocks = append(blocks, "nothing the install would take (the search before the drain): "+o.Refusal)
 		}
 	}
+	if f.WUServiceDisabled {
+		blocks = append(blocks, `the Windows Update service (wuauserv) is disabled (Start=4 under HKLM\SYSTEM\CurrentControlSet\Services\wuauserv), `+
+			"so Windows Update can neither search nor install (0x80070422, ERROR_SERVICE_DISABLED): set it to start on demand "+
+			"(sc.exe config wuauserv start= demand), or update the node from packages (os.updates.source: Packages)")
+	}
+	if why := automaticUpdatesInstall(f.AutomaticUpdates); why != "" {
+		blocks = append(blocks, why)
+	}
 	if f.FreeBytes >= 0 && f.FreeBytes < MinFreeBytes {
 		drive := f.SystemDrive
 		if drive == "" {
@@ -147,3 +155,22 @@ func updateBlocks(f *host.PreflightFindings) []string {
 }
 
 func gib(b int64) string { return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30)) }
+
+// automaticUpdatesInstall says why the node's Automatic Updates policy
+// would install updates by itself ("" when it does not): off
+// (NoAutoUpdate 1), not set by policy, or only notifying (2, 3: downloads
+// and asks; 7: asks to install and to restart) leave installing to
+// winpool. 4 installs on its own schedule and restarts the node with its
+// pods on it, or holds the installer when winpool's task starts; 5 leaves
+// that to a local administrator.
+func automaticUpdatesInstall(au host.AutomaticUpdates) string {
+	switch {
+	case au.NoAutoUpdate:
+		return ""
+	case au.AUOptions == 4, au.AUOptions == 5:
+		return fmt.Sprintf(`Automatic Updates installs updates by itself (AUOptions=%d under HKLM\SOFTWARE\Policies\Microsoft\Windows\WindowsUpdate\AU) `+
+			"and restarts the node with its pods on it: set the Group Policy Computer Configuration > Administrative Templates > Windows Components > "+
+			"Windows Update > Configure Automatic Updates to Disabled, or to 2 (notify for download) for this node's group", au.AUOptions)
+	}
+	return ""
+}

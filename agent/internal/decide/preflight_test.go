@@ -64,6 +64,15 @@ func TestPreflight(t *testing.T) {
 			blocked:  []string{"the Windows Update search failed: searching: IUpdateSearcher.Search: 0x8024401C"}},
 		{name: "at the patch level, nothing is searched for", cfg: cfg, obs: with(func(o *host.Observed) { o.Build.UBR = 2762 }),
 			findings: offered(room, host.UpdateOffer{Searching: true})},
+		{name: "Automatic Updates installs on a schedule", cfg: cfg, obs: behind, findings: au(room, false, 4),
+			blocked: []string{"Windows Update > Configure Automatic Updates to Disabled, or to 2"}},
+		{name: "Automatic Updates: the local administrator chooses", cfg: cfg, obs: behind, findings: au(room, false, 5), blocked: []string{"AUOptions=5"}},
+		{name: "Automatic Updates notifies", cfg: cfg, obs: behind, findings: au(room, false, 2)},
+		{name: "Automatic Updates downloads and notifies", cfg: cfg, obs: behind, findings: au(room, false, 3)},
+		{name: "Automatic Updates off, whatever AUOptions says", cfg: cfg, obs: behind, findings: au(room, true, 4)},
+		{name: "the Windows Update service disabled", cfg: cfg, obs: behind,
+			findings: func() *host.PreflightFindings { g := *room; g.WUServiceDisabled = true; return &g }(),
+			blocked:  []string{"wuauserv) is disabled"}},
 		{name: "unreadable patch level", cfg: func() config.Revision { c := cfg; c.PatchLevel = "2762"; return c }(), obs: behind,
 			blocked: []string{"the revision's patchLevel"}},
 	}
@@ -93,6 +102,13 @@ func TestPreflight(t *testing.T) {
 			}
 		})
 	}
+}
+
+// au is f with the Automatic Updates policy.
+func au(f *host.PreflightFindings, off bool, options uint64) *host.PreflightFindings {
+	g := *f
+	g.AutomaticUpdates = host.AutomaticUpdates{NoAutoUpdate: off, AUOptions: options}
+	return &g
 }
 
 // offered is f with the offer search's answer.

@@ -294,6 +294,23 @@ type PreflightFindings struct {
 	// offers for the update; nil when none was made (packages, or a source
 	// that did not answer).
 	Offer *UpdateOffer
+	// AutomaticUpdates is the node's Automatic Updates policy, read with
+	// its WSUS policy (not for packages).
+	AutomaticUpdates AutomaticUpdates
+	// WUServiceDisabled: the Windows Update service (wuauserv) is set
+	// Disabled (its Start value 4), read with the policy.
+	WUServiceDisabled bool
+}
+
+// AutomaticUpdates is what Group Policy's "Configure Automatic Updates"
+// writes under HKLM\SOFTWARE\Policies\Microsoft\Windows\WindowsUpdate\AU:
+// NoAutoUpdate 1 turns Automatic Updates off; AUOptions (0: not set) is
+// what it does (2 notify before download, 3 download and notify to
+// install, 4 download and install on a schedule, 5 the local administrator
+// chooses, 7 notify to install and to restart).
+type AutomaticUpdates struct {
+	NoAutoUpdate bool
+	AUOptions    uint64
 }
 
 // UpdateOffer is what the install's own selection would take from what the

@@ -44,9 +44,15 @@ type Catalogue struct {
 	Unapproved bool
 	// SearchTime is how long a search takes to answer.
 	SearchTime time.Duration
-	// Busy: the first install fails with WU_E_OPERATIONINPROGRESS
-	// (0x80240009: Automatic Updates was installing something).
+	// Busy: Automatic Updates is installing something at the first
+	// install: IUpdateInstaller.IsBusy says so once, and an Install called
+	// while it is throws WU_E_OPERATIONINPROGRESS (0x80240009).
 	Busy bool
+	// Throws: the first search made during a servicing task throws
+	// WU_E_PT_HTTP_STATUS_REQUEST_TIMEOUT (0x8024401C: WSUS timed out), the
+	// first install WU_E_INSTALL_NOT_ALLOWED (0x80240016: Automatic Updates
+	// took the installer after IsBusy said it was free).
+	Throws bool
 	// Unavailable: the first download fails with
 	// WU_E_PT_HTTP_STATUS_SERVICE_UNAVAIL (0x80244022: WSUS answered 503).
 	Unavailable bool
@@ -96,6 +102,9 @@ type wuState struct {
 	downloads, installs, background int
 	// downloaded: the updates (by title) whose content is on the machine.
 	downloaded map[string]bool
+	// busyOver: Busy's installer has been seen busy; searchThrown:
+	// Throws' search has thrown.
+	busyOver, searchThrown bool
 	// landed: OS updates installed (the months gone by, for Hotpatch).
 	landed int
 }
@@ -135,16 +144,34 @@ const (
 	hotpatchKB = "5052006"
 )
 
-// wuError is a failed Windows Update Agent call as go-ole returns it: an
-// error carrying the HRESULT (Code), as the real session's errors do.
+// wuError is a Windows Update Agent method that failed, as go-ole hands it
+// over: the method's IDispatch (ITypeInfo::Invoke) returns DISP_E_EXCEPTION
+// with the method's own HRESULT in EXCEPINFO.scode, and go-ole's invoke
+// returns an OleError of that code whose SubError is the EXCEPINFO
+// (idispatch_windows.go, error.go). The method set is go-ole's.
 type wuError struct {
 	call string
 	code uint32
 	why  string
 }
 
-func (e wuError) Error() string { return fmt.Sprintf("%s: 0x%08X (%s)", e.call, e.code, e.why) }
-func (e wuError) Code() uintptr { return uintptr(e.code) }
+func (e wuError) Error() string   { return "Exception occurred. (" + e.call + ": " + e.why + ")" }
+func (e wuError) Code() uintptr   { return 0x80020009 }
+func (e wuError) SubError() error { return excepInfo(e) }
+
+// excepInfo is go-ole's EXCEPINFO: scode filled in, wCode 0.
+type excepInfo wuError
+
+func (x excepInfo) Error() string { return x.why }
+func (x excepInfo) SCODE() uint32 { return x.code }
+func (x excepInfo) WCode() uint16 { return 0 }
+
+// WUServiceKey is the Windows Update service's key; its Start value 4
+// (serviceDisabled) is the SCM's "Disabled".
+const (
+	WUServiceKey    = `SYSTEM\CurrentControlSet\Services\wuauserv`
+	serviceDisabled = 4
+)
 
 // openWindowsUpdate is a Windows Update Agent session.
 func (m *Machine) openWindowsUpdate() (windows.WindowsUpdate, func(), error) {
@@ -169,6 +196,14 @@ func (s *wuSession) Search(string) ([]decide.WUUpdate, error) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.ints[strings.ToLower(WUServiceKey+`\Start`)] == serviceDisabled {
+		// The search needs the service, which the SCM will not start.
+		return nil, wuError{"IUpdateSearcher.Search", 0x80070422, "ERROR_SERVICE_DISABLED: the Windows Update service (wuauserv) is disabled"}
+	}
+	if m.o.Catalogue.Throws && m.installs > 0 && !m.wu.searchThrown {
+		m.wu.searchThrown = true
+		return nil, wuError{"IUpdateSearcher.Search", 0x8024401C, "WU_E_PT_HTTP_STATUS_REQUEST_TIMEOUT: the WSUS server timed out"}
+	}
 	if m.unreach != "" {
 		// WU_E_PT_WINHTTP_NAME_NOT_RESOLVED's kin: the search itself fails.
 		return nil, wuError{"IUpdateSearcher.Search", 0x80072EE2, m.unreach}
@@ -261,6 +296,15 @@ func (s *wuSession) Download(i int, background bool) (int, int32, error) {
 	return decide.WUSucceeded, 0, nil
 }
 
+// InstallerBusy is IUpdateInstaller.IsBusy: Busy's installer, once.
+func (s *wuSession) InstallerBusy() (bool, error) {
+	s.m.mu.Lock()
+	defer s.m.mu.Unlock()
+	busy := s.m.o.Catalogue.Busy && !s.m.wu.busyOver
+	s.m.wu.busyOver = true
+	return busy, nil
+}
+
 // hr is an HRESULT as the Windows Update Agent's HResult property holds it.
 func hr(code uint32) int32 { return int32(code) }
 
@@ -275,10 +319,15 @@ func (s *wuSession) Install(i int) (int, int32, bool, error) {
 	}
 	s.m.mu.Lock()
 	s.m.wu.installs++
-	busy := s.m.o.Catalogue.Busy && s.m.wu.installs == 1
+	c, w := s.m.o.Catalogue, &s.m.wu
+	busy := c.Busy && !w.busyOver
+	w.busyOver = w.busyOver || busy
 	s.m.mu.Unlock()
-	if busy {
-		return decide.WUFailed, hr(0x80240009), false, nil
+	switch {
+	case busy:
+		return 0, 0, false, wuError{"IUpdateInstaller.Install", 0x80240009, "WU_E_OPERATIONINPROGRESS: another installation is in progress"}
+	case c.Throws && w.installs == 1:
+		return 0, 0, false, wuError{"IUpdateInstaller.Install", 0x80240016, "WU_E_INSTALL_NOT_ALLOWED: another installation is in progress or a reboot is pending"}
 	}
 	if s.offered[i].Exclusive {
 		s.m.mu.Lock()

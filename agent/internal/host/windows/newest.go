@@ -67,7 +67,7 @@ func searchNewest(m Machine) host.NewestOffer {
 	defer done()
 	offered, err := wu.Search(wuSearch)
 	if err != nil {
-		return host.NewestOffer{Err: "searching: " + err.Error()}
+		return host.NewestOffer{Err: "searching: " + withThrownCode(err).Error()}
 	}
 	chosen := decide.SelectWindowsUpdates(offered)
 	if len(chosen) == 0 {

@@ -103,7 +103,7 @@ func searchOffer(m Machine, req host.UpdateRequest) host.UpdateOffer {
 	defer done()
 	offered, err := wu.Search(wuSearch)
 	if err != nil {
-		return host.UpdateOffer{Err: "searching: " + err.Error()}
+		return host.UpdateOffer{Err: "searching: " + withThrownCode(err).Error()}
 	}
 	chosen, err := chooseUpdates(offered, req)
 	if err != nil {

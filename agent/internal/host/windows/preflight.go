@@ -41,6 +41,9 @@ const (
 	// its WUServer value is used only when the AU subkey's UseWUServer is 1.
 	wuPolicyKey   = `SOFTWARE\Policies\Microsoft\Windows\WindowsUpdate`
 	wuPolicyAUKey = wuPolicyKey + `\AU`
+	// wuServiceKey is the Windows Update service's, whose Start 4 is
+	// Disabled (as GitHub's runner images set it).
+	wuServiceKey = `SYSTEM\CurrentControlSet\Services\wuauserv`
 )
 
 // windowsUpdateHosts are what a Windows Update client reaches before
@@ -66,6 +69,10 @@ type wuPolicy struct {
 	WUServer string
 	// UseWUServer is the DWORD UseWUServer under wuPolicyAUKey (0 absent).
 	UseWUServer uint64
+	// AU: NoAutoUpdate and AUOptions under wuPolicyAUKey.
+	AU host.AutomaticUpdates
+	// ServiceStart is wuauserv's Start (0 absent; 4 Disabled).
+	ServiceStart uint64
 }
 
 // wsus is the WSUS server the policy makes the node use: WUServer, when
@@ -576,7 +583,8 @@ func (c preflightChecks) run(ctx context.Context, req host.UpdateRequest) host.P
 		proxy, proxyErr = c.proxy()
 	}
 	probes := sourceProbes(req, policy, policyErr, proxy, proxyErr)
-	f := host.PreflightFindings{Sources: make([]host.SourceCheck, len(probes)), SystemDrive: systemDrive(c.getenv)}
+	f := host.PreflightFindings{Sources: make([]host.SourceCheck, len(probes)), SystemDrive: systemDrive(c.getenv),
+		AutomaticUpdates: policy.AU, WUServiceDisabled: policy.ServiceStart == 4}
 	var wg sync.WaitGroup
 	for i, p := range probes {
 		f.Sources[i].Name = p.Name
@@ -635,8 +643,9 @@ func systemDrive(getenv func(string) string) string {
 	return d
 }
 
-// readWUPolicy reads WUServer and UseWUServer; an absent key or value is
-// the zero value (no WSUS).
+// readWUPolicy reads WUServer, and UseWUServer, NoAutoUpdate and
+// AUOptions under AU; an absent key or value is the zero value (no WSUS,
+// Automatic Updates not configured by policy).
 func readWUPolicy(sys System) (wuPolicy, error) {
 	var p wuPolicy
 	var err error
@@ -644,10 +653,23 @@ func readWUPolicy(sys System) (wuPolicy, error) {
 	if err != nil && !errors.Is(err, ErrNotExist) {
 		return wuPolicy{}, fmt.Errorf(`reading HKLM\%s\WUServer: %w`, wuPolicyKey, err)
 	}
-	use, err := sys.RegistryInteger(wuPolicyAUKey, "UseWUServer")
-	if err != nil && !errors.Is(err, ErrNotExist) {
-		return wuPolicy{}, fmt.Errorf(`reading HKLM\%s\UseWUServer: %w`, wuPolicyAUKey, err)
+	err = nil
+	dword := func(name string) uint64 {
+		v, e := sys.RegistryInteger(wuPolicyAUKey, name)
+		if e != nil && !errors.Is(e, ErrNotExist) && err == nil {
+			err = fmt.Errorf(`reading HKLM\%s\%s: %w`, wuPolicyAUKey, name, e)
+		}
+		return v
 	}
-	p.UseWUServer = use
+	p.UseWUServer, p.AU.AUOptions = dword("UseWUServer"), dword("AUOptions")
+	p.AU.NoAutoUpdate = dword("NoAutoUpdate") == 1
+	if start, e := sys.RegistryInteger(wuServiceKey, "Start"); e == nil {
+		p.ServiceStart = start
+	} else if !errors.Is(e, ErrNotExist) && err == nil {
+		err = fmt.Errorf(`reading HKLM\%s\Start: %w`, wuServiceKey, e)
+	}
+	if err != nil {
+		return wuPolicy{}, err
+	}
 	return p, nil
 }

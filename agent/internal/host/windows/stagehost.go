@@ -115,7 +115,7 @@ func (h *Host) stageWindowsUpdate(ctx context.Context, req host.UpdateRequest) (
 	defer done()
 	offered, err := wu.Search(wuSearch)
 	if err != nil {
-		return nil, fmt.Errorf("searching Windows Update: %w", err)
+		return nil, fmt.Errorf("searching Windows Update: %w", withThrownCode(err))
 	}
 	chosen, err := chooseUpdates(offered, req)
 	if err != nil {
@@ -137,7 +137,7 @@ func (h *Host) stageWindowsUpdate(ctx context.Context, req host.UpdateRequest) (
 		}
 		rc, hr, err := wu.Download(i, true)
 		if err != nil {
-			return nil, fmt.Errorf("downloading %s: %w", items[j].Name, err)
+			return nil, fmt.Errorf("downloading %s: %w", items[j].Name, withThrownCode(err))
 		}
 		if rc != decide.WUSucceeded {
 			return nil, fmt.Errorf("downloading %s: result code %d, HRESULT 0x%08X (see %s)", kbOf(offered[i]), rc, uint32(hr), decide.WindowsUpdateLog)

@@ -24,10 +24,16 @@ type WindowsUpdate interface {
 	// else uses: staging, while the node serves); else dpNormal. An update
 	// already downloaded returns at once.
 	Download(i int, background bool) (resultCode int, hresult int32, err error)
+	// InstallerBusy is IUpdateInstaller.IsBusy: another installation is in
+	// progress, and an Install now would throw WU_E_OPERATIONINPROGRESS.
+	InstallerBusy() (bool, error)
 	// Install is IUpdateInstaller.Install of update i alone: the
 	// OperationResultCode, HResult and RebootRequired.
 	Install(i int) (resultCode int, hresult int32, rebootRequired bool, err error)
 }
+
+// A method of the Windows Update Agent that fails throws: its error carries
+// the method's HRESULT (thrownHRESULT), judged as a result's HResult is.
 
 // wuSearch is the Windows Update Agent search: software updates not yet
 // installed and not hidden by an administrator. Against WSUS (when the
@@ -41,7 +47,7 @@ const wuSearch = "IsInstalled=0 and IsHidden=0 and Type='Software'"
 // it in place), and folds their results into one servicing exit code.
 func installFromWindowsUpdate(ctx context.Context, wu WindowsUpdate, req host.UpdateRequest) (host.UpdateResult, error) {
 	offered, err := wu.Search(wuSearch)
-	if code, ok := hresultOf(err); ok {
+	if code, ok := thrownHRESULT(err); ok {
 		// Judged by its code like an install's result: a busy or
 		// unavailable source is tried again within the attempts.
 		return host.UpdateResult{ExitCode: int(code), Detail: "the Windows Update search (" + err.Error() + ")"}, nil
@@ -58,12 +64,13 @@ func installFromWindowsUpdate(ctx context.Context, wu WindowsUpdate, req host.Up
 		if ctx.Err() != nil {
 			return host.UpdateResult{}, ctx.Err()
 		}
-		code, err := installOne(wu, i)
+		exit, err := installOne(wu, i)
 		if err != nil {
 			return host.UpdateResult{}, fmt.Errorf("Windows Update: %s: %w", offered[i].Title, err)
 		}
-		exits = append(exits, decide.StepExit{What: offered[i].Title, ExitCode: code})
-		if !decide.ServicingContinues(code) {
+		exit.What = offered[i].Title + exit.What
+		exits = append(exits, exit)
+		if !decide.ServicingContinues(exit.ExitCode) {
 			break
 		}
 	}
@@ -92,21 +99,35 @@ func chooseUpdates(offered []decide.WUUpdate, req host.UpdateRequest) ([]int, er
 }
 
 // installOne downloads and installs one update, and returns the result as a
-// servicing exit code.
-func installOne(wu WindowsUpdate, i int) (int, error) {
+// servicing exit code; What is how it ended when a call threw (the
+// caller puts the title before it).
+func installOne(wu WindowsUpdate, i int) (decide.StepExit, error) {
 	rc, hr, err := wu.Download(i, false)
-	if err != nil {
-		return 0, fmt.Errorf("downloading: %w", err)
+	if code, ok := thrownHRESULT(err); ok {
+		return decide.StepExit{What: " (the download threw: " + err.Error() + ")", ExitCode: int(code)}, nil
+	} else if err != nil {
+		return decide.StepExit{}, fmt.Errorf("downloading: %w", err)
 	}
 	if rc != decide.WUSucceeded {
-		return decide.WindowsUpdateExit(rc, hr, false), nil
+		return decide.StepExit{ExitCode: decide.WindowsUpdateExit(rc, hr, false)}, nil
+	}
+	// As IsBusy's documentation asks: an install while another runs would
+	// fail at once; it is tried again later (a transient code).
+	// An IsBusy that cannot be read leaves it to Install to say.
+	if busy, err := wu.InstallerBusy(); err == nil && busy {
+		return decide.StepExit{What: " (IUpdateInstaller.IsBusy: another installation is in progress)", ExitCode: wuOperationInProgress}, nil
 	}
 	rc, hr, reboot, err := wu.Install(i)
-	if err != nil {
-		return 0, fmt.Errorf("installing: %w", err)
+	if code, ok := thrownHRESULT(err); ok {
+		return decide.StepExit{What: " (the install threw: " + err.Error() + ")", ExitCode: int(code)}, nil
+	} else if err != nil {
+		return decide.StepExit{}, fmt.Errorf("installing: %w", err)
 	}
-	return decide.WindowsUpdateExit(rc, hr, reboot), nil
+	return decide.StepExit{ExitCode: decide.WindowsUpdateExit(rc, hr, reboot)}, nil
 }
+
+// wuOperationInProgress is WU_E_OPERATIONINPROGRESS.
+const wuOperationInProgress = 0x80240009
 
 func orNone(list []string) string {
 	if len(list) == 0 {
@@ -115,13 +136,51 @@ func orNone(list []string) string {
 	return strings.Join(list, "; ")
 }
 
-// hresultOf is the failure HRESULT a Windows Update Agent call's error
-// carries (go-ole's OleError, which the COM calls wrap), if any.
-func hresultOf(err error) (uint32, bool) {
-	var coded interface{ Code() uintptr }
+// comError and comException are the methods of go-ole's *OleError and of
+// the EXCEPINFO it carries (error.go, ole.go; wua_windows.go checks that
+// they still have them).
+type (
+	comError     interface{ Code() uintptr }
+	comException interface {
+		SCODE() uint32
+		WCode() uint16
+	}
+)
+
+// dispEException is DISP_E_EXCEPTION: the method behind IDispatch.Invoke
+// failed, and its own error is in EXCEPINFO (ITypeInfo::Invoke).
+const dispEException = 0x80020009
+
+// thrownHRESULT is the failure HRESULT a Windows Update Agent call's error
+// carries, if any. go-ole's invoke returns every failed method as an
+// OleError of DISP_E_EXCEPTION whose SubError is the EXCEPINFO
+// (idispatch_windows.go): the method's HRESULT is its scode, or its wCode,
+// which maps to an HRESULT as _com_error::WCodeToHRESULT does (comdef.h).
+func thrownHRESULT(err error) (uint32, bool) {
+	var coded comError
 	if !errors.As(err, &coded) {
 		return 0, false
 	}
 	code := uint32(coded.Code())
+	var exc comException
+	if sub, ok := coded.(interface{ SubError() error }); ok && code == dispEException && errors.As(sub.SubError(), &exc) {
+		switch {
+		case exc.SCODE()&0x80000000 != 0:
+			code = exc.SCODE()
+		case exc.WCode() >= 0xFE00:
+			code = 0x8004FFFF
+		case exc.WCode() != 0:
+			code = 0x80040200 + uint32(exc.WCode())
+		}
+	}
 	return code, code&0x80000000 != 0
+}
+
+// withThrownCode names the HRESULT a failed call threw, which go-ole's
+// message does not ("Exception occurred.").
+func withThrownCode(err error) error {
+	if code, ok := thrownHRESULT(err); ok {
+		return fmt.Errorf("0x%08X: %w (see %s)", code, err, decide.WindowsUpdateLog)
+	}
+	return err
 }

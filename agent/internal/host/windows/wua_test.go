@@ -3,6 +3,7 @@ package windows
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -20,7 +21,21 @@ type fakeWU struct {
 	// a missing one succeeds. reboot: installs that ask for a reboot.
 	download, install map[int][2]int
 	reboot            map[int]bool
-	calls             []string
+	// busy: IsBusy's answers, in turn (then false); throws: what Install
+	// throws instead of a result, by index.
+	busy   []bool
+	throws map[int]error
+	calls  []string
+}
+
+func (f *fakeWU) InstallerBusy() (bool, error) {
+	f.calls = append(f.calls, "is busy")
+	if len(f.busy) == 0 {
+		return false, nil
+	}
+	b := f.busy[0]
+	f.busy = f.busy[1:]
+	return b, nil
 }
 
 func (f *fakeWU) Search(criteria string) ([]decide.WUUpdate, error) {
@@ -42,6 +57,9 @@ func (f *fakeWU) Download(i int, background bool) (int, int32, error) {
 
 func (f *fakeWU) Install(i int) (int, int32, bool, error) {
 	f.calls = append(f.calls, "install "+f.offered[i].KBs[0])
+	if err := f.throws[i]; err != nil {
+		return 0, 0, false, err
+	}
 	if r, ok := f.install[i]; ok {
 		return r[0], int32(uint32(r[1])), false, nil
 	}
@@ -72,7 +90,7 @@ func TestWindowsUpdateInstallsTheServicingStackThenTheCumulativeUpdateAlone(t *t
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"search " + wuSearch, "download 5044414", "install 5044414", "download 5044281", "install 5044281"}
+	want := []string{"search " + wuSearch, "download 5044414", "is busy", "install 5044414", "download 5044281", "is busy", "install 5044281"}
 	if !slices.Equal(wu.calls, want) {
 		t.Errorf("calls %q\nwant %q", wu.calls, want)
 	}
@@ -96,7 +114,7 @@ func TestWindowsUpdateInstallsTheServicingStackThenTheCumulativeUpdateAlone(t *t
 	if _, err := installFromWindowsUpdate(ctx, wu, host.UpdateRequest{KBs: []string{"KB5044281"}}); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(wu.calls[1:], []string{"download 5044281", "install 5044281"}) {
+	if !slices.Equal(wu.calls[1:], []string{"download 5044281", "is busy", "install 5044281"}) {
 		t.Errorf("pinned: calls %q", wu.calls)
 	}
 
@@ -111,5 +129,60 @@ func TestWindowsUpdateInstallsTheServicingStackThenTheCumulativeUpdateAlone(t *t
 	wu = &fakeWU{searchErr: errors.New("0x8024401C")}
 	if _, err := installFromWindowsUpdate(ctx, wu, req); err == nil || !strings.Contains(err.Error(), "does the node reach Windows Update or its WSUS server?") {
 		t.Errorf("a search that fails: %v", err)
+	}
+}
+
+// oleError and oleExcepInfo have the shape of go-ole's *OleError and its
+// EXCEPINFO (wua_windows.go checks the method set against go-ole's).
+type oleError struct {
+	hr  uintptr
+	sub error
+}
+
+func (e oleError) Error() string   { return "Exception occurred." }
+func (e oleError) Code() uintptr   { return e.hr }
+func (e oleError) SubError() error { return e.sub }
+
+type oleExcepInfo struct {
+	wCode uint16
+	scode uint32
+}
+
+func (x oleExcepInfo) Error() string { return "exception" }
+func (x oleExcepInfo) SCODE() uint32 { return x.scode }
+func (x oleExcepInfo) WCode() uint16 { return x.wCode }
+
+func TestAThrownWindowsUpdateErrorIsItsOwnHRESULT(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want uint32
+		ok   bool
+	}{
+		{"DISP_E_EXCEPTION, scode set", fmt.Errorf("Search: %w", oleError{dispEException, oleExcepInfo{scode: 0x8024401C}}), 0x8024401C, true},
+		{"DISP_E_EXCEPTION, wCode set", oleError{dispEException, oleExcepInfo{wCode: 1001}}, 0x800405E9, true},
+		{"DISP_E_EXCEPTION, wCode past the range", oleError{dispEException, oleExcepInfo{wCode: 0xFE01}}, 0x8004FFFF, true},
+		{"DISP_E_EXCEPTION, nothing inside", oleError{dispEException, nil}, dispEException, true},
+		{"another code: its own", oleError{0x80070005, oleExcepInfo{scode: 0x8024401C}}, 0x80070005, true},
+		{"not a COM error", errors.New("0x8024401C"), 0, false},
+	} {
+		if got, ok := thrownHRESULT(tc.err); got != tc.want || ok != tc.ok {
+			t.Errorf("%s: 0x%08X %v, want 0x%08X %v", tc.name, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+// A thrown install, and an installer IsBusy says is taken, are judged by
+// their codes: transient, the cumulative update not tried after them.
+func TestThrownAndBusyInstallsAreTransient(t *testing.T) {
+	req := host.UpdateRequest{Target: host.Build{Major: 10, Build: 20348, UBR: 2762}}
+	for _, wu := range []*fakeWU{
+		{offered: patchTuesdayOffer(), throws: map[int]error{2: oleError{dispEException, oleExcepInfo{scode: 0x80240016}}}},
+		{offered: patchTuesdayOffer(), busy: []bool{true}},
+	} {
+		res, err := installFromWindowsUpdate(context.Background(), wu, req)
+		if err != nil || decide.ClassifyUpdate(res.ExitCode) != decide.Transient || slices.Contains(wu.calls, "install 5044281") {
+			t.Errorf("calls %q: result %+v, %v; want a transient code and no cumulative update", wu.calls, res, err)
+		}
 	}
 }

@@ -106,6 +106,19 @@ func (s *wuaSession) Download(i int, background bool) (int, int32, error) {
 	return rc, int32(hr), w.err
 }
 
+func (s *wuaSession) InstallerBusy() (bool, error) {
+	w := &s.wu
+	busy := w.bool(w.call(s.session, "CreateUpdateInstaller"), "IsBusy")
+	return busy, w.err
+}
+
+// go-ole's errors have the methods thrownHRESULT reads.
+var (
+	_ comError                      = (*ole.OleError)(nil)
+	_ interface{ SubError() error } = (*ole.OleError)(nil)
+	_ comException                  = ole.EXCEPINFO{}
+)
+
 func (s *wuaSession) Install(i int) (int, int32, bool, error) {
 	w := &s.wu
 	installer := w.call(s.session, "CreateUpdateInstaller")
