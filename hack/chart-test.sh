@@ -60,8 +60,9 @@ if [[ -n "$PACKAGE" ]]; then
   [[ -f "$CHART/Chart.yaml" ]] || die "$PACKAGE holds no winpool/Chart.yaml"
   log "testing the packaged chart $PACKAGE"
 else
-  # The schema is a build output (hack/release.sh writes it into the package).
+  # The schema and the dashboard are build outputs (hack/release.sh writes them into the package).
   python3 "$HACK_DIR/chart-docs.py" --schema "$CHART"
+  python3 "$HACK_DIR/dashboard.py" "$CHART/files/dashboard.json"
 fi
 
 helm_() { "$HELM_BIN" "$@"; }

@@ -146,6 +146,7 @@ AGENT_DIGEST="$(sed -n 's/^manifest *\(sha256:[0-9a-f]\{64\}\).*/\1/p' "$WORK/ag
 # -L: the chart's files/crds is a link to crds/, which the package holds as files.
 cp -rL charts/winpool "$WORK/chart-src"
 python3 "$HACK_DIR/chart-docs.py" --schema "$WORK/chart-src"
+python3 "$HACK_DIR/dashboard.py" "$WORK/chart-src/files/dashboard.json"
 python3 "$HACK_DIR/pin_agent_digest.py" "$WORK/chart-src/values.yaml" "$AGENT_DIGEST"
 "$HELM" package "$WORK/chart-src" --version "$VERSION" --app-version "$VERSION" -d "$WORK" >/dev/null
 # helm stamps every file with the time of packaging; the same files in the

@@ -91,10 +91,11 @@ VERSION="$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n1)"
 
 # How Flux (kstatus) and Argo CD (docs/gitops/argocd-health.lua under
 # gopher-lua, set up as Argo CD sets it up) judge a pool in every state the
-# operator writes (tests/gitops/testdata/pools). A Go module of its own, so the
-# agent never builds with the GitOps tools' dependencies; they come through the
-# Go proxy like the agent's.
+# operator writes (tests/gitops/testdata/pools, written by the operator's status
+# code first). A Go module of its own, so the agent never builds with the GitOps
+# tools' dependencies; they come through the Go proxy like the agent's.
 step "gitops: Argo CD health check (gopher-lua) and kstatus"
+cargo test -q --lib status::gitops
 (
   cd tests/gitops
   unformatted="$(gofmt -l .)"

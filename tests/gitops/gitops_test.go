@@ -2,8 +2,9 @@
 // WindowsNodePool: kstatus (Flux's health checks and `wait: true`, cli-utils
 // appliers) and the Argo CD health check in docs/gitops/argocd-health.lua,
 // run under gopher-lua the way Argo CD runs it. The pools are the JSON
-// objects in testdata/pools; the verdicts are the table below. See
-// docs/gitops.md.
+// objects in testdata/pools, written by the operator's own status code
+// (`cargo test --lib status::gitops`, which hack/test.sh runs first); the
+// verdicts are the table below. See docs/gitops.md.
 package gitops
 
 import (
@@ -85,7 +86,7 @@ func loadPools(t *testing.T) map[string]*unstructured.Unstructured {
 		t.Fatal(err)
 	}
 	if len(paths) == 0 {
-		t.Fatalf("no fixtures match %s", poolsGlob)
+		t.Fatalf("no fixtures match %s: `cargo test --lib status::gitops` writes them", poolsGlob)
 	}
 	pools := map[string]*unstructured.Unstructured{}
 	for _, p := range paths {

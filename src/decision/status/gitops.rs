@@ -3,9 +3,9 @@
 //! health check run by gopher-lua). Each fixture is the status
 //! [`build_status`] writes for a round in that state; the Go tests hold the
 //! expected verdicts, so a change to the conditions that moves a verdict
-//! fails there, and a change to what the operator writes fails here.
-//!
-//! `WINPOOL_UPDATE_GOLDEN=1 cargo test --lib status::gitops` rewrites the files.
+//! fails there. The files are written, never kept (git-ignored), so the Go
+//! tests always judge what the operator writes now: `cargo test --lib
+//! status::gitops` writes them, and hack/test.sh runs it before the Go tests.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -134,31 +134,22 @@ fn fixture_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/gitops/testdata/pools")
 }
 
+/// Writes every fixture and removes any other, so a state dropped here is
+/// not judged from a file left over.
 #[test]
-fn the_gitops_fixtures_are_what_the_operator_writes() {
-    let update = std::env::var_os("WINPOOL_UPDATE_GOLDEN").is_some();
-    let all = fixtures();
-    let mut stale = Vec::new();
-    for (name, pool) in &all {
-        let file = fixture_dir().join(format!("{name}.json"));
-        let got = serde_json::to_string_pretty(pool).unwrap() + "\n";
-        if update {
-            std::fs::write(&file, &got).unwrap_or_else(|e| panic!("writing {}: {e}", file.display()));
-        } else if std::fs::read_to_string(&file).ok().as_deref() != Some(got.as_str()) {
-            stale.push(file.display().to_string());
-        }
+fn writes_the_gitops_fixtures() {
+    let dir = fixture_dir();
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
+    for old in std::fs::read_dir(&dir).unwrap().filter_map(|e| Some(e.ok()?.path())).filter(|p| p.extension().is_some_and(|x| x == "json"))
+    {
+        std::fs::remove_file(&old).unwrap_or_else(|e| panic!("removing {}: {e}", old.display()));
     }
-    assert!(
-        stale.is_empty(),
-        "not what the operator writes (WINPOOL_UPDATE_GOLDEN=1 cargo test --lib status::gitops rewrites them): {stale:?}"
-    );
-    let on_disk: BTreeSet<String> = std::fs::read_dir(fixture_dir())
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|n| n.ends_with(".json"))
-        .collect();
-    let written: BTreeSet<String> = all.iter().map(|(n, _)| format!("{n}.json")).collect();
-    assert_eq!(on_disk, written, "every fixture on disk is one this test writes");
+    for (name, pool) in fixtures() {
+        let file = dir.join(format!("{name}.json"));
+        std::fs::write(&file, serde_json::to_string_pretty(&pool).unwrap() + "\n")
+            .unwrap_or_else(|e| panic!("writing {}: {e}", file.display()));
+    }
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), fixtures().len(), "one file per fixture in {}", dir.display());
 }
 
 /// The states the fixtures stand for are the ones their names say: the
