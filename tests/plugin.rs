@@ -15,6 +15,7 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 use support::{TestSpace, apply_pool, audit, install_crd, pool_manifest, wait_for, wait_nodes_ready};
+use winpool::api::operation::WindowsNodeOperation;
 use winpool::api::{NodeCounts, WindowsNodePool, conditions, names};
 use winpool::plugin::output::{PlanReport, PoolRow, StatusReport};
 
@@ -576,5 +577,46 @@ async fn status_watch_prints_the_pool_again_as_its_nodes_move_a_bundle_archives_
     let _ = std::fs::remove_dir_all(&bin);
     let said = String::from_utf8_lossy(&out.stdout);
     assert_eq!(said.lines().collect::<Vec<_>>(), [pool.as_str(), ":4"], "kubectl's completion of the pool name");
+    t.cleanup().await;
+}
+
+/// The record: each start of a node is a WindowsNodeOperation the operator
+/// chains to the node's one before. `history` lists a pool's, oldest first;
+/// `--verify` passes on what the operator wrote and names a record edited or
+/// deleted afterwards (this test's namespace has no admission policy to stop
+/// the admin doing so).
+#[tokio::test]
+async fn history_lists_each_start_of_a_node_and_verify_finds_a_record_edited_or_deleted_since() {
+    let client = support::client().await;
+    install_crd(&client).await;
+    let mut t = TestSpace::new("plugin-history").await;
+    t.start_sim(2, &["--apply-time=0.2s", "--reboot-time=0s"]);
+    wait_nodes_ready(&t, 2).await;
+    let pool = format!("{}-pool", t.id);
+    t.start_operator(&[]);
+    for level in ["10.0.20348.2762", "10.0.20348.2800"] {
+        apply_pool(&t, &pool_manifest(&t, &pool, level, json!({}))).await;
+        support::wait_pool_done(&t, &pool, 2, WAIT).await;
+    }
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&ok(&["history", &pool, "-o", "json"])).expect("history -o json");
+    for n in 0..2 {
+        let node = format!("{}{n}", t.node_prefix());
+        let done: Vec<&serde_json::Value> = rows.iter().filter(|r| r["node"] == json!(node) && r["phase"] == json!("Updated")).collect();
+        assert_eq!(done.len(), 2, "{node}: one Updated start per patch level: {rows:#?}");
+        assert_ne!(done[0]["revision"], done[1]["revision"], "{node}: two revisions, oldest first");
+    }
+    assert!(ok(&["history", &pool, "--verify"]).contains("every chain is whole"));
+
+    let ops: Api<WindowsNodeOperation> = Api::namespaced(t.client.clone(), &t.agent_namespace());
+    let mut of_node0: Vec<WindowsNodeOperation> =
+        ops.list(&Default::default()).await.unwrap().items.into_iter().filter(|o| o.spec.node_name.ends_with('0')).collect();
+    of_node0.sort_by(|a, b| a.spec.started_at.cmp(&b.spec.started_at));
+    let first = of_node0[0].name_any();
+    ops.patch(&first, &PatchParams::default(), &Patch::Merge(json!({"status": {"phase": "Failed"}}))).await.unwrap();
+    assert!(refused(&["history", &pool, "--verify"]).contains(&format!("{first} was changed after")));
+    ops.delete(&first, &Default::default()).await.unwrap();
+    assert!(
+        refused(&["history", &format!("node/{}", of_node0[0].spec.node_name), "--verify"]).contains(&format!("{first}, which is gone"))
+    );
     t.cleanup().await;
 }

@@ -68,6 +68,23 @@ pub struct WindowsNodeOperationSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 253))]
     pub undo_gate: Option<String>,
+    /// The node's operation before this one, as it had ended: each node's
+    /// operations form a chain, so one edited or deleted afterwards is found
+    /// (`kubectl winpool history --verify`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous: Option<PreviousOperation>,
+}
+
+/// A link of a node's chain of operations.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PreviousOperation {
+    /// Its name.
+    #[schemars(length(max = 253))]
+    pub name: String,
+    /// The SHA-256 of its name, spec and status (`decision::operation::digest`), hex.
+    #[schemars(length(min = 64, max = 64))]
+    pub sha256: String,
 }
 
 /// What an operation asks of the node's agent.

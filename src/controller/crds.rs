@@ -73,7 +73,9 @@ mod tests {
     #[test]
     fn each_crd_not_served_is_named_with_the_command_that_installs_it() {
         let served = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert!(missing(&served(&["windowsnodepools", "windowsnodepools/status", "windowsnodereports", "windowsnodeoperations"])).is_empty());
+        assert!(
+            missing(&served(&["windowsnodepools", "windowsnodepools/status", "windowsnodereports", "windowsnodeoperations"])).is_empty()
+        );
         let one = missing(&served(&["windowsnodepools", "windowsnodepools/status", "windowsnodeoperations"]));
         assert_eq!(one.len(), 1);
         assert!(

@@ -125,18 +125,33 @@ impl Cluster {
                 self.daemonsets.insert(name.to_string(), after.clone());
                 (200, after.clone(), before, after)
             }
-            // An apply writes the whole operation; a merge patch moves an existing one on.
+            // A node's operations, listed by its name (a selectable field).
+            ("GET", ["apis", "winpool.dev", "v1alpha1", "namespaces", _, "windowsnodeoperations"]) => {
+                let node = query.split('&').find_map(|q| q.strip_prefix("fieldSelector=spec.nodeName%3D")).expect("listed by node");
+                let items: Vec<Value> = self.operations.values().filter(|o| o["spec"]["nodeName"] == json!(node)).cloned().collect();
+                (
+                    200,
+                    json!({ "apiVersion": "winpool.dev/v1alpha1", "kind": "WindowsNodeOperationList", "metadata": {}, "items": items }),
+                    Value::Null,
+                    Value::Null,
+                )
+            }
+            ("POST", ["apis", "winpool.dev", "v1alpha1", "namespaces", _, "windowsnodeoperations"]) => {
+                let name = body["metadata"]["name"].as_str().expect("a named operation").to_string();
+                if self.operations.contains_key(&name) {
+                    return (409, status_body(409, "AlreadyExists", "operation exists"), Value::Null, Value::Null);
+                }
+                let mut after = body.clone();
+                self.bump(&mut after);
+                self.operations.insert(name, after.clone());
+                (201, after.clone(), Value::Null, after)
+            }
             ("PATCH", ["apis", "winpool.dev", "v1alpha1", "namespaces", _, "windowsnodeoperations", name]) => {
-                let before = self.operations.get(*name).cloned().unwrap_or(Value::Null);
-                let mut after = if content_type.starts_with("application/apply-patch") {
-                    body.clone()
-                } else if before.is_null() {
+                let Some(before) = self.operations.get(*name).cloned() else {
                     return (404, not_found("windowsnodeoperations", name), Value::Null, Value::Null);
-                } else {
-                    let mut merged = before.clone();
-                    json_patch::merge(&mut merged, body);
-                    merged
                 };
+                let mut after = before.clone();
+                json_patch::merge(&mut after, body);
                 self.bump(&mut after);
                 self.operations.insert(name.to_string(), after.clone());
                 (200, after.clone(), before, after)

@@ -617,7 +617,7 @@ async fn a_draining_node_is_listed_then_evicted_and_moves_on_in_one_write_once_e
     assert_eq!(body["metadata"]["labels"][names::LABEL_REVISION], json!(rev), "the label moves for people and selectors");
     // The request to the agent is the operation, written before the node moves to Applying.
     let got = calls(&reqs);
-    let op = got.iter().position(|c| c.starts_with("APPLY /apis/winpool.dev/v1alpha1/namespaces/") && c.contains("/windowsnodeoperations/win-a."));
+    let op = got.iter().position(|c| c.starts_with("POST /apis/winpool.dev/v1alpha1/namespaces/") && c.ends_with("/windowsnodeoperations"));
     let node = got.iter().position(|c| c == &format!("PATCH {}", node_path("win-a")));
     assert!(op.is_some() && op < node, "the operation lands before the node's patch: {got:#?}");
     let ops = f.cluster.lock().unwrap().operations.clone();

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Node;
-use kube::api::{Api, Patch};
+use kube::api::{Api, ListParams, Patch};
 use serde_json::json;
 use tracing::{info, warn};
 
@@ -50,7 +50,7 @@ pub(super) async fn patch_node_with(ctx: &Context, pool: &str, p: &NodePatch, bo
 async fn write_operation(ctx: &Context, op: &OperationWrite) -> Result<(), Error> {
     let api: Api<WindowsNodeOperation> = Api::namespaced(ctx.client.clone(), &ctx.settings.agent_namespace);
     let r = match op {
-        OperationWrite::Apply(o) => api.patch(op.name(), &crate::api::apply_params(), &Patch::Apply(o.as_ref())).await.map(drop),
+        OperationWrite::Apply(o) => create_operation(&api, o).await,
         OperationWrite::Phase { name, status } => {
             match api.patch(name, &crate::api::patch_params(), &Patch::Merge(json!({ "status": status }))).await {
                 // The start never reached Applying: it has no operation to move on.
@@ -61,6 +61,24 @@ async fn write_operation(ctx: &Context, op: &OperationWrite) -> Result<(), Error
     };
     ctx.metrics.api_request("patch", "windowsnodeoperations", if r.is_ok() { "ok" } else { "error" });
     r.map_err(|source| Error::WriteOperation { name: op.name().to_string(), source })
+}
+
+/// A start's operation, created once with the link to the node's operation
+/// before it (read now, when that one has ended); written again (a round
+/// whose Node patch did not land, a hotpatch drained before its reboot), only
+/// its status moves: the chain never changes once made.
+async fn create_operation(api: &Api<WindowsNodeOperation>, o: &WindowsNodeOperation) -> kube::Result<()> {
+    let node = &o.spec.node_name;
+    let name = o.metadata.name.clone().unwrap_or_default();
+    let mut o = o.clone();
+    let of_node = ListParams::default().fields(&format!("spec.nodeName={node}"));
+    o.spec.previous = crate::decision::operation::previous(&api.list(&of_node).await?.items, node, &name);
+    match api.create(&crate::api::post_params(), &o).await {
+        Err(kube::Error::Api(s)) if s.code == 409 => {
+            api.patch(&name, &crate::api::patch_params(), &Patch::Merge(json!({ "status": o.status }))).await.map(drop)
+        }
+        r => r.map(drop),
+    }
 }
 
 /// One patch of [`write_nodes`]: `Ok(false)` when not sent (the replica is stopping) or not landed.

@@ -12,7 +12,9 @@
 use jiff::Timestamp;
 
 use crate::api::node_record::NodeRecord;
-use crate::api::operation::{OperationAction, WindowsNodeOperation, WindowsNodeOperationSpec, WindowsNodeOperationStatus};
+use crate::api::operation::{
+    OperationAction, PreviousOperation, WindowsNodeOperation, WindowsNodeOperationSpec, WindowsNodeOperationStatus,
+};
 use crate::api::{NodeState, WindowsNodePool, names};
 use crate::decision::rollout::NodePatch;
 
@@ -82,6 +84,8 @@ pub fn for_patch(pool: &WindowsNodePool, node: &NodeRecord, patch: &NodePatch, n
                 started_at,
                 install_budget: after(names::ANN_INSTALL_BUDGET),
                 undo_gate,
+                // Linked when it is created (controller/nodes.rs): the chain reads the cluster.
+                previous: None,
             },
         );
         op.metadata.namespace = Some(namespace.to_string());
@@ -112,6 +116,58 @@ pub fn for_patch(pool: &WindowsNodePool, node: &NodeRecord, patch: &NodePatch, n
     })
 }
 
+/// The digest a later operation of the node records of `op`: its name, spec
+/// and status as the typed object serializes them (fields in declaration
+/// order), so a change of any of them after it was chained shows.
+pub fn digest(op: &WindowsNodeOperation) -> String {
+    let body = serde_json::json!({ "name": op.metadata.name, "spec": op.spec, "status": op.status });
+    sha256_hex(&body.to_string())
+}
+
+fn started(op: &WindowsNodeOperation) -> Option<Timestamp> {
+    op.spec.started_at.parse().ok()
+}
+
+/// The link a new operation `name` of `node` records: the node's operation
+/// started last before it, among `ops`.
+pub fn previous(ops: &[WindowsNodeOperation], node: &str, name: &str) -> Option<PreviousOperation> {
+    let last = ops.iter().filter(|o| o.spec.node_name == node && o.metadata.name.as_deref() != Some(name)).max_by_key(|o| started(o))?;
+    Some(PreviousOperation { name: last.metadata.name.clone().unwrap_or_default(), sha256: digest(last) })
+}
+
+/// What `kubectl winpool history --verify` finds wrong in `ops`: for each
+/// node, in the order its operations started, a link to an operation that is
+/// gone or whose digest changed, and an operation that names none although
+/// an earlier one exists.
+pub fn verify(ops: &[WindowsNodeOperation]) -> Vec<String> {
+    let mut by_node: std::collections::BTreeMap<&str, Vec<&WindowsNodeOperation>> = Default::default();
+    for o in ops {
+        by_node.entry(o.spec.node_name.as_str()).or_default().push(o);
+    }
+    let mut problems = Vec::new();
+    for (node, mut chain) in by_node {
+        chain.sort_by_key(|o| started(o));
+        for (i, op) in chain.iter().enumerate() {
+            let name = op.metadata.name.as_deref().unwrap_or_default();
+            match &op.spec.previous {
+                None if i > 0 => problems.push(format!(
+                    "node {node}: {name} names no operation before it, yet {} started earlier",
+                    chain[i - 1].metadata.name.as_deref().unwrap_or_default()
+                )),
+                None => {}
+                Some(link) => match chain.iter().find(|o| o.metadata.name.as_deref() == Some(&link.name)) {
+                    None => problems.push(format!("node {node}: {name} follows {}, which is gone (deleted)", link.name)),
+                    Some(before) if digest(before) != link.sha256 => {
+                        problems.push(format!("node {node}: {} was changed after {name} recorded it", link.name))
+                    }
+                    Some(_) => {}
+                },
+            }
+        }
+    }
+    problems
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -127,7 +183,8 @@ mod tests {
 
     fn record(anns: &[(&str, &str)]) -> NodeRecord {
         let annotations = anns.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        let meta = ObjectMeta { name: Some("win-0".into()), uid: Some("uid-1".into()), annotations: Some(annotations), ..Default::default() };
+        let meta =
+            ObjectMeta { name: Some("win-0".into()), uid: Some("uid-1".into()), annotations: Some(annotations), ..Default::default() };
         NodeRecord::from(&Node { metadata: meta, ..Default::default() })
     }
 
@@ -147,7 +204,10 @@ mod tests {
         assert_eq!(op.metadata.namespace.as_deref(), Some("agents"));
         let s = &op.spec;
         assert_eq!((s.node_name.as_str(), s.node_uid.as_str(), s.pool.as_str(), s.revision.as_str()), ("win-0", "uid-1", "p", "r2"));
-        assert_eq!((s.action, s.started_at.as_str(), s.install_budget.as_deref()), (OperationAction::Update, "2026-12-07T10:00:00Z", Some("3600s")));
+        assert_eq!(
+            (s.action, s.started_at.as_str(), s.install_budget.as_deref()),
+            (OperationAction::Update, "2026-12-07T10:00:00Z", Some("3600s"))
+        );
         let st = op.status.as_ref().unwrap();
         assert_eq!((st.phase, st.drained_at.as_deref()), (Some(NodeState::Applying), Some("2026-12-07T10:05:00Z")));
     }
@@ -185,6 +245,36 @@ mod tests {
         };
         assert_eq!(name, "win-0.20261207100000");
         assert_eq!((status.phase, status.reason.as_deref()), (Some(NodeState::Failed), Some("NodeTimeout")));
+    }
+
+    fn op(name: &str, started_at: &str, previous: Option<&WindowsNodeOperation>) -> WindowsNodeOperation {
+        let mut o = WindowsNodeOperation::new(
+            name,
+            WindowsNodeOperationSpec {
+                node_name: "win-0".into(),
+                started_at: started_at.into(),
+                revision: "r1".into(),
+                ..Default::default()
+            },
+        );
+        o.spec.previous = previous.map(|p| PreviousOperation { name: p.metadata.name.clone().unwrap(), sha256: digest(p) });
+        o.status = Some(WindowsNodeOperationStatus { phase: Some(NodeState::Updated), ..Default::default() });
+        o
+    }
+
+    #[test]
+    fn a_nodes_operations_chain_and_an_edited_or_deleted_one_is_found() {
+        let a = op("win-0.1", "2026-01-01T00:00:00Z", None);
+        let b = op("win-0.2", "2026-02-01T00:00:00Z", Some(&a));
+        let c = op("win-0.3", "2026-03-01T00:00:00Z", Some(&b));
+        assert_eq!(previous(&[b.clone(), a.clone()], "win-0", "win-0.3").map(|p| p.name), Some("win-0.2".into()));
+        assert_eq!(verify(&[c.clone(), a.clone(), b.clone()]), Vec::<String>::new());
+        let mut edited = b.clone();
+        edited.status.as_mut().unwrap().phase = Some(NodeState::Failed);
+        assert_eq!(verify(&[a.clone(), edited, c.clone()]), ["node win-0: win-0.2 was changed after win-0.3 recorded it"]);
+        assert_eq!(verify(&[a.clone(), c.clone()]), ["node win-0: win-0.3 follows win-0.2, which is gone (deleted)"]);
+        let unlinked = op("win-0.4", "2026-04-01T00:00:00Z", None);
+        assert_eq!(verify(&[a, b, c, unlinked]).len(), 1, "a new start that names no earlier one");
     }
 
     #[test]

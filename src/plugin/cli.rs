@@ -106,6 +106,15 @@ pub enum Command {
         #[arg(short, long, value_name = "PATH")]
         file: Option<PathBuf>,
     },
+    /// What winpool did to the nodes of a pool (POOL) or one node (node/NAME), from its operations, oldest first.
+    History {
+        target: Option<String>,
+        /// Check each node's chain of operations: one edited or deleted since is named.
+        #[arg(long)]
+        verify: bool,
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
     /// Print a shell completion script: bash, zsh, fish or powershell (for the `kubectl-winpool` command).
     Completion { shell: clap_complete::Shell },
 }
@@ -173,6 +182,15 @@ pub async fn run(cli: Cli) -> Result<String, PluginError> {
         Command::Version { output } => {
             let r = read_versions(&client).await;
             render(&r, output, || vec![format!("kubectl-winpool/{}", r.client)], |_| super::version::table(&r))
+        }
+        Command::History { target, verify, output } => {
+            let ops = super::history::read(&client).await?;
+            if verify {
+                return super::history::verify(&ops, target.as_deref());
+            }
+            let rows = super::history::rows(&ops, target.as_deref());
+            let names = || rows.iter().map(|r| format!("node/{}", r.node)).collect();
+            render(&rows, output, names, |_| super::history::table(&rows))
         }
         Command::Completion { .. } => unreachable!("answered before connecting"),
     }
