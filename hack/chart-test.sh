@@ -514,9 +514,9 @@ install_previous() {
   git -C "$REPO_ROOT" archive "$PREVIOUS_CHART_REVISION" charts/winpool | tar -x -C "$WORK/previous" \
     || { echo "cannot read chart revision $PREVIOUS_CHART_REVISION (a shallow clone?)"; return 1; }
   # The cluster's CRD as that release left it (the test suite installed a newer one),
-  # and no report CRD: that release had none (the test suite installed one).
+  # and no report or operation CRD: that release had neither (the test suite installed them).
   kubectl_ apply --server-side --force-conflicts -f "$WORK/previous/charts/winpool/crds/" || return 1
-  kubectl_ delete crd windowsnodereports.winpool.dev --ignore-not-found --wait=true || return 1
+  kubectl_ delete crd windowsnodereports.winpool.dev windowsnodeoperations.winpool.dev --ignore-not-found --wait=true || return 1
   helm_ install "$RELEASE" "$WORK/previous/charts/winpool" --namespace "$NS" --set agentNamespace="$AGENT_NS" --timeout 120s
 }
 check "helm install of the previous chart release (0.1.0)" install_previous
