@@ -38,11 +38,12 @@ impl OperationWrite {
     }
 }
 
-/// The operation's name: the node and its start, so a start has one and a
-/// second write of it is the same object.
-pub fn name(node: &str, started_at: &str) -> String {
+/// The operation's name: the node, its start and the revision, so a start
+/// has one per revision (a spec changed mid-rollout retargets the start to
+/// another) and a second write of it is the same object.
+pub fn name(node: &str, started_at: &str, revision: &str) -> String {
     let stamp: String = started_at.chars().filter(char::is_ascii_digit).take(14).collect();
-    let name = format!("{node}.{stamp}");
+    let name = format!("{node}.{stamp}.{revision}");
     if name.len() <= 253 {
         return name;
     }
@@ -64,7 +65,11 @@ pub fn for_patch(pool: &WindowsNodePool, node: &NodeRecord, patch: &NodePatch, n
         None => node.annotation(k).map(str::to_string),
     };
     let now = now.to_string();
-    if patch.to == NodeState::Applying && patch.from != NodeState::Applying {
+    // A start entering Applying, or one retargeted to another revision while
+    // it applies (the same start, a new operation: a spec never changes).
+    let retarget =
+        matches!(patch.labels.get(names::LABEL_REVISION), Some(Some(r)) if Some(r.as_str()) != node.label(names::LABEL_REVISION));
+    if patch.to == NodeState::Applying && (patch.from != NodeState::Applying || retarget) {
         let started_at = after(names::ANN_STARTED_AT)?;
         let revision = match patch.labels.get(names::LABEL_REVISION) {
             Some(Some(rev)) => rev.clone(),
@@ -73,7 +78,7 @@ pub fn for_patch(pool: &WindowsNodePool, node: &NodeRecord, patch: &NodePatch, n
         let undo_gate = after(names::ANN_UNDO);
         let drained = patch.from == NodeState::Draining || (patch.unschedulable == Some(true) && !pool.spec.rollout.drain.enabled);
         let mut op = WindowsNodeOperation::new(
-            &name(&node.name, &started_at),
+            &name(&node.name, &started_at, &revision),
             WindowsNodeOperationSpec {
                 node_name: node.name.clone(),
                 node_uid: node.uid.clone(),
@@ -103,9 +108,10 @@ pub fn for_patch(pool: &WindowsNodePool, node: &NodeRecord, patch: &NodePatch, n
         return None;
     }
     let started_at = node.annotation(names::ANN_STARTED_AT)?;
+    let revision = node.label(names::LABEL_REVISION)?;
     let failed = patch.to == NodeState::Failed;
     Some(OperationWrite::Phase {
-        name: name(&node.name, started_at),
+        name: name(&node.name, started_at, revision),
         status: WindowsNodeOperationStatus {
             phase: Some(patch.to),
             phase_since: Some(now),
@@ -188,6 +194,33 @@ mod tests {
         NodeRecord::from(&Node { metadata: meta, ..Default::default() })
     }
 
+    fn with_revision(n: NodeRecord, rev: &str) -> NodeRecord {
+        let mut node = Node::default();
+        node.metadata.name = Some(n.name.clone());
+        node.metadata.uid = Some(n.uid.clone());
+        node.metadata.labels = Some([(names::LABEL_REVISION.to_string(), rev.to_string())].into());
+        node.metadata.annotations =
+            Some([(names::ANN_STARTED_AT.to_string(), n.annotation(names::ANN_STARTED_AT).unwrap_or_default().to_string())].into());
+        NodeRecord::from(&node)
+    }
+
+    #[test]
+    fn a_start_retargeted_while_it_applies_gets_an_operation_of_its_new_revision() {
+        let node = with_revision(record(&[(names::ANN_STARTED_AT, "2026-12-07T10:00:00Z")]), "r1");
+        let Some(OperationWrite::Apply(op)) = for_patch(&pool(), &node, &applying(NodeState::Applying, None), "a", Timestamp::UNIX_EPOCH)
+        else {
+            panic!("no operation for the retargeted start");
+        };
+        assert_eq!(
+            (op.spec.revision.as_str(), op.spec.started_at.as_str()),
+            ("r2", "2026-12-07T10:00:00Z"),
+            "the same start, the new revision"
+        );
+        let mut same = applying(NodeState::Applying, None);
+        same.labels.insert(names::LABEL_REVISION.into(), Some("r1".into()));
+        assert_eq!(for_patch(&pool(), &node, &same, "a", Timestamp::UNIX_EPOCH), None, "a label written again is no retarget");
+    }
+
     fn pool() -> WindowsNodePool {
         test_builders::pool("p").build()
     }
@@ -200,7 +233,7 @@ mod tests {
         let Some(OperationWrite::Apply(op)) = for_patch(&pool, &node, &applying(NodeState::Draining, None), "agents", now) else {
             panic!("no operation for a drained start");
         };
-        assert_eq!(op.metadata.name.as_deref(), Some("win-0.20261207100000"));
+        assert_eq!(op.metadata.name.as_deref(), Some("win-0.20261207100000.r2"));
         assert_eq!(op.metadata.namespace.as_deref(), Some("agents"));
         let s = &op.spec;
         assert_eq!((s.node_name.as_str(), s.node_uid.as_str(), s.pool.as_str(), s.revision.as_str()), ("win-0", "uid-1", "p", "r2"));
@@ -237,13 +270,14 @@ mod tests {
     #[test]
     fn the_end_of_a_start_moves_its_operation_with_the_failure_said_once() {
         let pool = pool();
-        let node = record(&[(names::ANN_STARTED_AT, "2026-12-07T10:00:00Z")]);
+        let mut node = record(&[(names::ANN_STARTED_AT, "2026-12-07T10:00:00Z")]);
+        node = with_revision(node, "r1");
         let mut p = NodePatch { node: "win-0".into(), from: NodeState::Applying, to: NodeState::Failed, ..Default::default() };
         p.annotations.insert(names::ANN_FAILURE_REASON.into(), Some("NodeTimeout".into()));
         let Some(OperationWrite::Phase { name, status }) = for_patch(&pool, &node, &p, "a", Timestamp::UNIX_EPOCH) else {
             panic!("no phase write for a failed start");
         };
-        assert_eq!(name, "win-0.20261207100000");
+        assert_eq!(name, "win-0.20261207100000.r1");
         assert_eq!((status.phase, status.reason.as_deref()), (Some(NodeState::Failed), Some("NodeTimeout")));
     }
 
@@ -280,7 +314,7 @@ mod tests {
     #[test]
     fn a_name_at_the_limit_stays_a_valid_object_name() {
         let long = "n".repeat(253);
-        assert!(name(&long, "2026-12-07T10:00:00Z").len() <= 253);
-        assert_ne!(name(&long, "2026-12-07T10:00:00Z"), name(&long, "2026-12-07T11:00:00Z"));
+        assert!(name(&long, "2026-12-07T10:00:00Z", "r1").len() <= 253);
+        assert_ne!(name(&long, "2026-12-07T10:00:00Z", "r1"), name(&long, "2026-12-07T11:00:00Z", "r1"));
     }
 }

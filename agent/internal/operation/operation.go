@@ -120,10 +120,12 @@ func FromUnstructured(u *unstructured.Unstructured) (*Operation, error) {
 
 // Current is the operation winpool's latest start of this node asks for:
 // of those naming the node and its UID (a node re-created under the same
-// name is another host), the one started last. nil: none.
+// name is another host), the one started last; of a start retargeted to
+// another revision (one operation per revision), the one winpool wrote last
+// (its phase's time). nil: none.
 func Current(ops []*Operation, node, uid string) *Operation {
 	var cur *Operation
-	var curAt time.Time
+	var curAt, curSince time.Time
 	for _, o := range ops {
 		if o.Spec.NodeName != node || o.Spec.NodeUID != uid {
 			continue
@@ -132,8 +134,9 @@ func Current(ops []*Operation, node, uid string) *Operation {
 		if err != nil {
 			continue
 		}
-		if cur == nil || at.After(curAt) {
-			cur, curAt = o, at
+		since, _ := time.Parse(time.RFC3339Nano, o.Status.PhaseSince)
+		if cur == nil || at.After(curAt) || at.Equal(curAt) && since.After(curSince) {
+			cur, curAt, curSince = o, at, since
 		}
 	}
 	return cur
