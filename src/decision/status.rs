@@ -188,12 +188,15 @@ pub fn build_status(
 }
 
 /// When every node came to run the revision, Updated: the time said before
-/// for the same revision, else now; none while a node does not.
+/// for the same revision, else now, rounded up to the second (a status time
+/// is written to the second: rounded down, a soak from it would be short);
+/// none while a node does not.
 fn rolled_out_at(plan: &Plan, previous: Option<&WindowsNodePoolStatus>, now: Timestamp) -> Option<Time> {
     let c = &plan.counts;
     (c.total > 0 && c.updated == c.total).then(|| {
         let said = previous.filter(|p| p.revision.as_deref() == Some(plan.revision.as_str())).and_then(|p| p.rolled_out_at.clone());
-        said.unwrap_or(Time(now))
+        let up = jiff::TimestampRound::new().smallest(jiff::Unit::Second).mode(jiff::RoundMode::Ceil);
+        said.unwrap_or(Time(now.round(up).unwrap_or(now)))
     })
 }
 
@@ -1285,6 +1288,24 @@ mod tests {
             "{}",
             c.message
         );
+    }
+
+    /// A ring soaks from `rolledOutAt`: when every node first ran the
+    /// revision (rounded up to the second, as a status time is written),
+    /// kept while they do, gone while one does not.
+    #[test]
+    fn rolled_out_at_is_when_every_node_first_ran_the_revision() {
+        let s = spec("");
+        let counts = |updated| crate::api::NodeCounts { total: 2, updated, ..Default::default() };
+        let at = |plan: &Plan, prev: Option<&WindowsNodePoolStatus>, t: Timestamp| {
+            build_status(&s, plan, &Membership::default(), None, prev, Some(3), t).rolled_out_at.map(|t| t.0)
+        };
+        let (done, rolling) = (gitops::outcome(&s, counts(2), 0, None), gitops::outcome(&s, counts(1), 0, None));
+        let t = now() + jiff::SignedDuration::from_millis(300);
+        assert_eq!(at(&done, None, t), Some(now() + jiff::SignedDuration::from_secs(1)), "rounded up");
+        let prev = build_status(&s, &done, &Membership::default(), None, None, Some(3), t);
+        assert_eq!(at(&done, Some(&prev), t + jiff::SignedDuration::from_hours(1)), prev.rolled_out_at.clone().map(|t| t.0), "kept");
+        assert_eq!(at(&rolling, Some(&prev), t), None, "a node behind again");
     }
 
     /// `outcome`, its failures as long as an agent's: hundreds of characters.
