@@ -1049,3 +1049,256 @@ async fn a_node_dropped_from_the_pool_mid_install_is_given_back_only_after_its_r
     operator_log_checked(&t);
     t.cleanup().await;
 }
+
+// ---- Issue 68: what a holder of `nodes get/list/patch` alone can forge ----
+// Such a holder is the chart's own -pool-operator role, a label-syncing
+// controller, a node template, or every node's kubelet credential. None of
+// what it writes on a Node may start, undo, count or skip anything.
+
+/// A client that holds only `nodes get/list/patch`: a ServiceAccount's token,
+/// no admin certificate. Its ClusterRole and binding are named after the test
+/// (`finish` removes them).
+async fn node_patcher(t: &TestSpace) -> kube::Client {
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+    let name = format!("{}-node-patcher", t.id);
+    let sa: ServiceAccount = serde_json::from_value(json!({"metadata": {"name": "node-patcher"}})).unwrap();
+    Api::<ServiceAccount>::namespaced(t.client.clone(), &t.namespace).create(&PostParams::default(), &sa).await.expect("sa");
+    let role: ClusterRole = serde_json::from_value(json!({"metadata": {"name": name},
+        "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch"]}]}))
+    .unwrap();
+    Api::<ClusterRole>::all(t.client.clone()).create(&PostParams::default(), &role).await.expect("role");
+    let binding: ClusterRoleBinding = serde_json::from_value(json!({"metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": "node-patcher", "namespace": t.namespace}]}))
+    .unwrap();
+    Api::<ClusterRoleBinding>::all(t.client.clone()).create(&PostParams::default(), &binding).await.expect("binding");
+    let token = support::chart::service_account_token(t, "node-patcher");
+    let client = support::client_with_token(&support::kubeconfig(), &token).await;
+    // The authorizer's cache takes the binding within moments.
+    let nodes: Api<Node> = Api::all(client.clone());
+    wait_for("the node patcher's role to hold", WAIT, || async { nodes.list(&ListParams::default().limit(1)).await.ok() }).await;
+    client
+}
+
+/// A test space with `nodes` simulated nodes, Ready.
+async fn fleet(name: &str, nodes: usize, sim: &[&str]) -> TestSpace {
+    install_crd(&support::client().await).await;
+    let mut t = TestSpace::new(name).await;
+    t.start_sim(nodes, sim);
+    wait_nodes_ready(&t, nodes).await;
+    t
+}
+
+/// The test's cleanup, with the node patcher's cluster-scoped role and binding.
+async fn finish(t: TestSpace) {
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+    let name = format!("{}-node-patcher", t.id);
+    let _ = Api::<ClusterRoleBinding>::all(t.client.clone()).delete(&name, &DeleteParams::default()).await;
+    let _ = Api::<ClusterRole>::all(t.client.clone()).delete(&name, &DeleteParams::default()).await;
+    t.cleanup().await;
+}
+
+/// `who` merge-patches `node` with `body`; nodes/patch allows all of it.
+async fn forge(who: &kube::Client, node: &str, body: serde_json::Value) {
+    Api::<Node>::all(who.clone())
+        .patch(node, &PatchParams::default(), &Patch::Merge(&body))
+        .await
+        .unwrap_or_else(|e| panic!("forging {node}: {e}"));
+}
+
+/// The pool's status once it describes its current spec.
+async fn observed(t: &TestSpace, pool: &str) -> winpool::api::WindowsNodePoolStatus {
+    let api: Api<WindowsNodePool> = Api::all(t.client.clone());
+    wait_for(&format!("pool {pool} to observe its spec"), WAIT, || async {
+        let p = api.get(pool).await.ok()?;
+        p.status.filter(|s| s.observed_generation == p.metadata.generation && s.revision.is_some())
+    })
+    .await
+}
+
+/// A forged start (state Applying, started-at, the target's revision label, a
+/// cordon, no drain) on one member of a paused pool, and a forged undo
+/// (`winpool.dev/undo` on a forged start) on the other, each with a workload
+/// pod on it: no host moves while its pod is there. Once resumed, winpool
+/// rolls both for real; the first change of each host must find its pod
+/// already evicted by winpool's drain, and the hosts end on the new build.
+#[tokio::test]
+async fn a_nodes_patch_holder_forging_a_start_or_an_undo_moves_no_host_under_a_pod() {
+    let mut t = fleet("forged-start", 2, &["--apply-time=1s", "--reboot-time=1s"]).await;
+    let pool = format!("{}-pool", t.id);
+    let pools: Api<WindowsNodePool> = Api::all(t.client.clone());
+    try_apply_pool(&t, &pool_manifest(&t, &pool, PATCH, json!({}))).await.unwrap();
+    t.start_operator(&[]);
+    let old_rev = wait_converged(&t, &pool, 2).await.status.unwrap().revision.unwrap();
+    const NEXT: &str = "10.0.20348.2800";
+    try_apply_pool(&t, &pool_manifest(&t, &pool, NEXT, json!({"paused": true}))).await.unwrap();
+    let rev = observed(&t, &pool).await.revision.unwrap();
+    assert_ne!(rev, old_rev);
+    let (start, undo) = (format!("{}0", t.node_prefix()), format!("{}1", t.node_prefix()));
+    for node in [&start, &undo] {
+        support::pod_on_node(&t, node, &format!("work-{node}")).await;
+    }
+    let nodes_api: Api<Node> = Api::all(t.client.clone());
+    let mut hosts = BTreeMap::new();
+    for node in [&start, &undo] {
+        hosts.insert(node.clone(), NodeSeen::of(&nodes_api.get(node).await.unwrap()));
+    }
+
+    let patcher = node_patcher(&t).await;
+    let now = jiff::Timestamp::now().to_string();
+    let started = |label: &str| {
+        json!({"metadata": {"labels": {names::LABEL_REVISION: label, names::LABEL_STATE: "Applying"},
+            "annotations": {names::ANN_STATE: "Applying", names::ANN_STATE_SINCE: now, names::ANN_STARTED_AT: now,
+                names::ANN_TARGET_REVISION: label, names::ANN_CORDONED_BY_WINPOOL: "true"}},
+            "spec": {"unschedulable": true}})
+    };
+    forge(&patcher, &start, started(&rev)).await;
+    let mut undone = started(&old_rev);
+    undone["metadata"]["annotations"][names::ANN_UNDO] = json!("forged-gate");
+    forge(&patcher, &undo, undone).await;
+    // A short nodeTimeout: a node the forged state holds back fails soon.
+    let resume = json!({"spec": {"rollout": {"paused": false, "nodeTimeout": "20s"}}});
+    pools.patch(&pool, &PatchParams::default(), &Patch::Merge(resume)).await.unwrap();
+
+    // The operator judges each forged start at its nodeTimeout (it fails the
+    // node: a forged state may hold a node back). By then no host has moved,
+    // no pod was evicted: the agent acts on winpool's operations alone.
+    wait_for("both forged starts judged (Failed at their nodeTimeout)", WAIT, || async {
+        for node in [&start, &undo] {
+            (ann(&nodes_api.get(node).await.ok()?, names::ANN_STATE).as_deref() == Some("Failed")).then_some(())?;
+        }
+        Some(())
+    })
+    .await;
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(t.client.clone(), &t.namespace);
+    for (node, before) in &hosts {
+        let seen = NodeSeen::of(&nodes_api.get(node).await.unwrap());
+        assert!(seen.kernel == before.kernel && seen.boot == before.boot, "a forged start moved {node}'s host: {before:?} → {seen:?}");
+        let pod = pods.get_opt(&format!("work-{node}")).await.unwrap();
+        assert!(pod.is_some_and(|p| p.metadata.deletion_timestamp.is_none()), "{node}'s pod was evicted for a forged start");
+    }
+    operator_log_checked(&t);
+    finish(t).await;
+}
+
+/// Bump the pool's generation with a knob outside its revision and wait until
+/// its status describes it: a round that began after what came before.
+async fn round_after(t: &TestSpace, pool: &str, max_failed: i32) -> winpool::api::WindowsNodePoolStatus {
+    let knob = json!({"spec": {"rollout": {"maxFailedNodes": max_failed}}});
+    Api::<WindowsNodePool>::all(t.client.clone()).patch(pool, &PatchParams::default(), &Patch::Merge(&knob)).await.unwrap();
+    observed(t, pool).await
+}
+
+/// `Failed` with reason `UpdateUndone` forged on three members (the breaker's
+/// threshold): the breaker counts only outcomes the nodes' agents reported,
+/// so the pool is not paused and no BadUpdateStopped Event is published.
+#[tokio::test]
+async fn a_nodes_patch_holder_forging_undone_updates_on_three_nodes_trips_no_breaker() {
+    let mut t = fleet("forged-undone", 3, &["--apply-time=0.5s", "--reboot-time=0s"]).await;
+    let pool = format!("{}-pool", t.id);
+    try_apply_pool(&t, &pool_manifest(&t, &pool, PATCH, json!({}))).await.unwrap();
+    t.start_operator(&[]);
+    let rev = wait_converged(&t, &pool, 3).await.status.unwrap().revision.unwrap();
+
+    let patcher = node_patcher(&t).await;
+    let now = jiff::Timestamp::now().to_string();
+    for i in 0..3 {
+        // As the operator records an undone node (its target kept, so the
+        // revision label stands as winpool's).
+        let failed = json!({"metadata": {"labels": {names::LABEL_STATE: "Failed"}, "annotations": {
+            names::ANN_STATE: "Failed", names::ANN_STATE_SINCE: now, names::ANN_TARGET_REVISION: rev,
+            names::ANN_FAILURE_REASON: "UpdateUndone", names::ANN_FAILURE_MESSAGE: "forged"}}});
+        forge(&patcher, &format!("{}{i}", t.node_prefix()), failed).await;
+    }
+    let status = round_after(&t, &pool, 5).await;
+    let p = Api::<WindowsNodePool>::all(t.client.clone()).get(&pool).await.unwrap();
+    eprintln!("[{}] after the forgery: {:?}, annotations {:?}", t.id, status.nodes, p.annotations());
+    assert!(
+        !p.paused_by_annotation() && !p.annotations().contains_key(names::ANN_BAD_UPDATE),
+        "the breaker tripped: {:?}",
+        p.annotations()
+    );
+    assert!(!is_true(&p, "Paused"), "{:?}", cond(&p, "Paused"));
+    let events = pool_events(&t, &pool).await;
+    assert!(!events.iter().any(|(r, _)| r == "BadUpdateStopped"), "{events:?}");
+    finish(t).await;
+}
+
+/// A Linux node (a control plane, by its kubelet's status) that a nodes/patch
+/// holder labels `kubernetes.io/os=windows` and that the pool's selector
+/// matches is never a member: never labelled into the pool, never cordoned;
+/// NodeConflicts names it.
+#[tokio::test]
+async fn a_nodes_patch_holder_labelling_a_linux_node_windows_makes_it_no_member() {
+    let mut t = fleet("linux-as-windows", 1, &["--apply-time=0.5s", "--reboot-time=0s"]).await;
+    let linux = format!("{}control-plane", t.node_prefix());
+    let mut node = support::windows_node(&t, &linux, "6.8.0-45-generic", "1.7.22");
+    let labels = node.metadata.labels.get_or_insert_default();
+    labels.remove("node.kubernetes.io/windows-build");
+    labels.extend([("kubernetes.io/os".into(), "linux".into()), ("node-role.kubernetes.io/control-plane".into(), String::new())]);
+    let info = node.status.as_mut().and_then(|s| s.node_info.as_mut()).unwrap();
+    (info.operating_system, info.os_image) = ("linux".into(), "Ubuntu 24.04.1 LTS".into());
+    let nodes_api: Api<Node> = Api::all(t.client.clone());
+    nodes_api.create(&PostParams::default(), &node).await.expect("the Linux node");
+    let pool = format!("{}-pool", t.id);
+    try_apply_pool(&t, &pool_manifest(&t, &pool, PATCH, json!({}))).await.unwrap();
+    t.start_operator(&[]);
+    wait_converged(&t, &pool, 1).await;
+
+    let patcher = node_patcher(&t).await;
+    forge(&patcher, &linux, json!({"metadata": {"labels": {"kubernetes.io/os": "windows"}}})).await;
+    let pools: Api<WindowsNodePool> = Api::all(t.client.clone());
+    let said = wait_for("NodeConflicts to name the Linux node", WAIT, || async {
+        let n = nodes_api.get(&linux).await.ok()?;
+        assert!(!n.labels().contains_key(names::LABEL_POOL) && !cordoned(&n), "the Linux node was taken in: {:?}", n.labels());
+        let p = pools.get(&pool).await.ok()?;
+        cond(&p, "NodeConflicts").filter(|c| c.status == "True" && c.message.contains(&linux)).map(|c| c.message.clone())
+    })
+    .await;
+    eprintln!("[{}] NodeConflicts: {said}", t.id);
+    let status = observed(&t, &pool).await;
+    assert_eq!((status.nodes.total, status.nodes.updated), (1, 1), "the Linux node is no member");
+    let n = nodes_api.get(&linux).await.unwrap();
+    assert!(!n.labels().contains_key(names::LABEL_POOL) && !cordoned(&n) && ann(&n, names::ANN_STATE).is_none());
+    finish(t).await;
+}
+
+/// A ring (rollout.follows, soakTime 1h) behind a canary that has just rolled:
+/// the canary's node's `winpool.dev/state-since`, back-dated two days by a
+/// nodes/patch holder, does not end the soak. The soak runs from the canary
+/// pool's own status, so the ring promotes nothing and starts no node.
+#[tokio::test]
+async fn a_nodes_patch_holder_back_dating_a_soak_promotes_no_ring() {
+    let mut t = fleet("forged-soak", 2, &["--apply-time=0.5s", "--reboot-time=0s"]).await;
+    let (canary_node, ring_node) = (format!("{}0", t.node_prefix()), format!("{}1", t.node_prefix()));
+    let nodes_api: Api<Node> = Api::all(t.client.clone());
+    for (node, ring) in [(&canary_node, "canary"), (&ring_node, "prod")] {
+        nodes_api.patch(node, &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"ring": ring}}}))).await.unwrap();
+    }
+    let (canary, prod) = (format!("{}-canary", t.id), format!("{}-prod", t.id));
+    for (pool, ring, rollout) in [(&canary, "canary", json!({})), (&prod, "prod", json!({"follows": {"pool": canary, "soakTime": "1h"}}))] {
+        let mut m = pool_manifest(&t, pool, PATCH, rollout);
+        m["spec"]["nodeSelector"]["matchLabels"]["ring"] = json!(ring);
+        try_apply_pool(&t, &m).await.unwrap();
+    }
+    t.start_operator(&[]);
+    wait_converged(&t, &canary, 1).await;
+    let soaking = |s: &winpool::api::WindowsNodePoolStatus| {
+        s.conditions.iter().any(|c| c.type_ == "Progressing" && c.reason == "AwaitingFollowedPool" && c.message.contains("soaks until"))
+    };
+    wait_for("the ring to soak", WAIT, || async { Some(observed(&t, &prod).await).filter(soaking) }).await;
+
+    let patcher = node_patcher(&t).await;
+    let long_ago = (jiff::Timestamp::now() - jiff::SignedDuration::from_hours(48)).to_string();
+    forge(&patcher, &canary_node, json!({"metadata": {"annotations": {names::ANN_STATE_SINCE: long_ago}}})).await;
+    // Both pools decide again after the back-dating.
+    round_after(&t, &canary, 2).await;
+    let status = round_after(&t, &prod, 2).await;
+    eprintln!("[{}] the ring after the back-dating: {:?}", t.id, status.conditions.iter().find(|c| c.type_ == "Progressing"));
+    assert_eq!(status.promoted_revision, None, "the ring promoted a revision that soaked minutes");
+    assert!(soaking(&status), "{:?}", status.conditions);
+    let n = nodes_api.get(&ring_node).await.unwrap();
+    assert!(ann(&n, names::ANN_STARTED_AT).is_none() && !cordoned(&n), "the ring's node was started");
+    finish(t).await;
+}

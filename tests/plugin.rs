@@ -204,7 +204,12 @@ async fn the_chart_roles_hold(t: &TestSpace, pool: &str) -> (String, std::path::
         }
     })
     .await;
+    // An owner that exists (a node of the test): were it let through, the garbage
+    // collector would keep the pool, and the test could go on.
+    let owner = t.nodes().await.into_iter().next().expect("a node");
+    let owned = json!({"apiVersion": "v1", "kind": "Node", "name": owner.name_any(), "uid": owner.uid()});
     for change in [
+        json!({"metadata": {"ownerReferences": [owned], "annotations": {"winpool.dev/paused": "true"}}}),
         json!({"spec": {"rollout": {"paused": true}}}),
         json!({"spec": {"agent": {"image": "evil.example/agent:1"}}}),
         json!({"metadata": {"annotations": {"winpool.dev/paused": "true", "other": "x"}}}),

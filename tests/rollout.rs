@@ -800,7 +800,7 @@ async fn an_update_that_fails_everywhere_pauses_every_pool_targeting_it() {
     for pool in &pools {
         wait_for(&format!("{pool} to pause itself for the bad update"), WAIT, || async {
             let p = api.get(pool).await.ok()?;
-            let paused = p.annotations().get(names::ANN_PAUSED).map(String::as_str) == Some("true");
+            let paused = p.annotations().get(names::ANN_PAUSED).map(String::as_str) == Some(names::PAUSED_BY_BREAKER);
             let recorded = p.annotations().get(names::ANN_BAD_UPDATE) == Some(&key);
             let st = p.status?;
             let c = st.conditions.iter().find(|c| c.type_ == winpool::api::conditions::PAUSED && c.status == "True")?;
@@ -840,7 +840,7 @@ async fn an_update_that_fails_everywhere_pauses_every_pool_targeting_it() {
     .await;
     assert_eq!(a.annotations().get(names::ANN_PAUSED), None, "the resume stands");
     let b = api.get(&pools[1]).await.unwrap();
-    assert_eq!(b.annotations().get(names::ANN_PAUSED).map(String::as_str), Some("true"), "pool b stays paused");
+    assert_eq!(b.annotations().get(names::ANN_PAUSED).map(String::as_str), Some(names::PAUSED_BY_BREAKER), "pool b stays paused");
     t.cleanup().await;
 }
 

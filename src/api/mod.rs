@@ -229,9 +229,15 @@ pub enum PatchSource {
 }
 
 impl WindowsNodePool {
-    /// The pool carries `winpool.dev/paused: "true"` (`kubectl winpool pause`).
+    /// The pool carries `winpool.dev/paused`: "true" (`kubectl winpool
+    /// pause`) or the bad-update breaker's value.
     pub fn paused_by_annotation(&self) -> bool {
-        self.metadata.annotations.as_ref().and_then(|a| a.get(names::ANN_PAUSED)).map(String::as_str) == Some("true")
+        matches!(self.pause_annotation(), Some("true" | names::PAUSED_BY_BREAKER))
+    }
+
+    /// Its `winpool.dev/paused`, if any.
+    pub fn pause_annotation(&self) -> Option<&str> {
+        self.metadata.annotations.as_ref().and_then(|a| a.get(names::ANN_PAUSED)).map(String::as_str)
     }
 
     /// Paused by its spec or by the annotation.

@@ -44,6 +44,9 @@ pub const ANN_HNS_REPAIR_ASKED_AT: &str = "winpool.dev/hns-repair-asked-at";
 /// On a pool: "true" pauses it like spec.rollout.paused, outside the spec
 /// that GitOps owns (`kubectl winpool pause` writes it).
 pub const ANN_PAUSED: &str = "winpool.dev/paused";
+/// The value of `winpool.dev/paused` the bad-update breaker writes: its pause,
+/// which an undo does not wait for, told apart from a person's ("true").
+pub const PAUSED_BY_BREAKER: &str = "bad-update";
 /// The install of winpool that rolls this pool (`--install-id`, the chart's
 /// `<namespace>/<fullname>`); other installs leave the pool alone.
 pub const ANN_CLAIMED_BY: &str = "winpool.dev/claimed-by";

@@ -36,6 +36,10 @@ pub struct NodeRecord {
     pub taints: Vec<Taint>,
     /// The kubelet's Ready condition is True.
     pub ready: bool,
+    /// Its kubelet reports Windows (`status.nodeInfo.operatingSystem`): what
+    /// makes a node Windows, not its `kubernetes.io/os` label, which anyone
+    /// who may patch Nodes can set on a Linux node, a control plane's too.
+    pub windows: bool,
     /// The WindowsHNSReady condition, whole: winpool compares it with the one it would write.
     pub hns_condition: Option<NodeCondition>,
     pub kernel_version: String,
@@ -86,6 +90,7 @@ impl From<&Node> for NodeRecord {
             unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
             taints: spec.and_then(|s| s.taints.clone()).unwrap_or_default(),
             ready: condition("Ready").is_some_and(|c| c.status == "True"),
+            windows: info.is_some_and(|i| i.operating_system == "windows"),
             hns_condition: condition(names::NODE_CONDITION_HNS_READY).cloned(),
             kernel_version: info.map(|i| i.kernel_version.clone()).unwrap_or_default(),
             runtime_version: info.map(|i| i.container_runtime_version.clone()).unwrap_or_default(),
@@ -235,7 +240,7 @@ mod tests {
         assert_eq!(r.label("absent"), None);
         assert_eq!(r.annotation("winpool.dev/state"), Some("Applying"));
         assert_eq!(r.annotation("node.alpha.kubernetes.io/ttl"), None, "only winpool's annotations are kept");
-        assert!(r.unschedulable && r.ready);
+        assert!(r.unschedulable && r.ready && !r.windows, "the kubelet's nodeInfo names no OS");
         assert_eq!(r.taints.len(), 1);
         assert_eq!(r.hns_condition.as_ref().map(|c| c.status.as_str()), Some("False"));
         assert_eq!(

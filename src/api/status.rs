@@ -25,6 +25,10 @@ pub struct WindowsNodePoolStatus {
     /// promoted rolls on when the pool followed moves to the next one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub promoted_revision: Option<String>,
+    /// When every node last came to run `revision`, Updated; absent while
+    /// one does not. A pool that follows this one soaks from then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rolled_out_at: Option<Time>,
     /// How many of the pool's nodes are in each phase of the rollout.
     #[serde(default)]
     pub nodes: NodeCounts,

@@ -3,10 +3,13 @@
 //! `maxFailedNodes` stops that pool alone, while every other pool targeting
 //! the same update goes on failing nodes. When one update (a patch level)
 //! fails with one result code on `threshold` nodes, counted across pools,
-//! every pool targeting it pauses itself: `winpool.dev/paused`, the pause
-//! `kubectl winpool resume` lifts, and `winpool.dev/bad-update`, which
-//! records the trips that paused it, so that a person's resume is not
-//! undone by the same failures; a new trip pauses it again.
+//! every pool targeting it pauses itself: `winpool.dev/paused:
+//! bad-update`, the pause `kubectl winpool resume` lifts, and
+//! `winpool.dev/bad-update`, which records the trips that paused it, so that
+//! a person's resume is not undone by the same failures; a new trip pauses
+//! it again. The breaker's pause is told from a person's ("true") by its
+//! value: an undo goes on under the breaker's, not under a person's, and
+//! while a person's stands the breaker leaves the pool to them.
 //!
 //! What counts is a node the operator started (Applying, Verifying) or
 //! failed, whose agent reports a Failed result with a code for that same
@@ -24,6 +27,7 @@ use crate::api::node_record::NodeRecord;
 use crate::api::report::{ApplyStatus, WindowsNodeReport};
 use crate::builders::configmap::CONFIG_KEY;
 use crate::decision::rollout::{FailureReason, NodeState};
+use crate::decision::versions::WindowsBuild;
 
 /// The default of `--bad-update-threshold`: nodes failing one update with
 /// one code before every pool targeting it pauses. Three, not one or two: a
@@ -88,14 +92,20 @@ pub fn failed_install(node: &NodeRecord, report: Option<&WindowsNodeReport>, con
     }
     let (pool, revision) = (node.label(names::LABEL_POOL)?, node.label(names::LABEL_REVISION)?);
     let undone = |code: &str| FailedInstall { pool: pool.into(), node: node.name.clone(), update: String::new(), code: code.into() };
-    if state == NodeState::Failed && node.annotation(names::ANN_FAILURE_REASON) == Some(FailureReason::UpdateUndone.as_str()) {
-        return Some(FailedInstall { update: patch_level(configmap?)?, ..undone(UNDONE) });
-    }
     let apply = report?.observations().apply.as_ref()?;
     let same_start = apply.started_at.as_deref() == node.annotation(names::ANN_STARTED_AT);
-    // Counted as soon as its agent says the update is off, as a failure is.
-    if node.annotation(names::ANN_UNDO).is_some() && apply.status == ApplyStatus::Succeeded && apply.revision == revision && same_start {
-        return Some(FailedInstall { update: patch_level(configmap?)?, ..undone(UNDONE) });
+    // An undo counts once its agent says the update is off for that start, as
+    // a failure does; a Failed state and reason on the Node alone are no
+    // outcome: whoever may patch Nodes writes them.
+    let undoing = node.annotation(names::ANN_UNDO).is_some()
+        || (state == NodeState::Failed && node.annotation(names::ANN_FAILURE_REASON) == Some(FailureReason::UpdateUndone.as_str()));
+    if undoing && apply.status == ApplyStatus::Succeeded && apply.revision == revision && same_start {
+        let update = patch_level(configmap?)?;
+        // And its kubelet runs a build below the update: a start copied from
+        // a real install (which succeeded too) is no undo.
+        let below =
+            matches!((node.kernel_version.parse::<WindowsBuild>(), update.parse::<WindowsBuild>()), (Ok(k), Ok(u)) if !k.satisfies(&u));
+        return below.then(|| FailedInstall { update, ..undone(UNDONE) });
     }
     let code = apply.result_code.as_deref()?;
     if apply.status != ApplyStatus::Failed || apply.revision != revision || !same_start || !is_result_code(code) {
@@ -158,9 +168,12 @@ impl Breaker {
 }
 
 /// The breaker for a pool targeting `target`, which records `recorded`
-/// (its `winpool.dev/bad-update`, comma-separated keys) and is or is not
-/// paused by its annotation.
-pub fn for_pool(trips: &[BadUpdate], target: &str, recorded: Option<&str>, paused_by_annotation: bool) -> Breaker {
+/// (its `winpool.dev/bad-update`, comma-separated keys) and carries `pause`
+/// (its `winpool.dev/paused`).
+pub fn for_pool(trips: &[BadUpdate], target: &str, recorded: Option<&str>, pause: Option<&str>) -> Breaker {
+    if pause == Some("true") {
+        return Breaker::Clear;
+    }
     let ours: Vec<&BadUpdate> = trips.iter().filter(|t| t.update == target).collect();
     let recorded: Vec<&str> = recorded.unwrap_or_default().split(',').map(str::trim).collect();
     if let Some(new) = ours.iter().find(|t| !recorded.contains(&t.key().as_str())) {
@@ -168,7 +181,7 @@ pub fn for_pool(trips: &[BadUpdate], target: &str, recorded: Option<&str>, pause
         return Breaker::Pause { trip: (*new).clone(), record };
     }
     match ours.first() {
-        Some(trip) if paused_by_annotation => Breaker::Paused((*trip).clone()),
+        Some(trip) if pause == Some(names::PAUSED_BY_BREAKER) => Breaker::Paused((*trip).clone()),
         _ => Breaker::Clear,
     }
 }
@@ -208,14 +221,18 @@ mod tests {
         let trip = BadUpdate { update: LCU.into(), code: CODE.into(), nodes: vec!["a/a-1".into()] };
         let trips = vec![trip.clone()];
         let key = trip.key();
-        assert_eq!(for_pool(&trips, LCU, None, false), Breaker::Pause { trip: trip.clone(), record: key.clone() });
-        assert_eq!(for_pool(&trips, LCU, Some(&key), true), Breaker::Paused(trip.clone()), "held, saying why");
-        assert_eq!(for_pool(&trips, LCU, Some(&key), false), Breaker::Clear, "resumed by a person: stays resumed");
-        assert_eq!(for_pool(&trips, "10.0.20348.2849", None, false), Breaker::Clear, "another target");
+        let ours = Some(names::PAUSED_BY_BREAKER);
+        assert_eq!(for_pool(&trips, LCU, None, None), Breaker::Pause { trip: trip.clone(), record: key.clone() });
+        assert_eq!(for_pool(&trips, LCU, Some(&key), ours), Breaker::Paused(trip.clone()), "held, saying why");
+        assert_eq!(for_pool(&trips, LCU, Some(&key), None), Breaker::Clear, "resumed by a person: stays resumed");
+        assert_eq!(for_pool(&trips, "10.0.20348.2849", None, None), Breaker::Clear, "another target");
+        // A person's pause is theirs: no undo under it, no breaker writing over it.
+        assert_eq!(for_pool(&trips, LCU, Some(&key), Some("true")), Breaker::Clear, "paused again by a person");
+        assert_eq!(for_pool(&trips, LCU, None, Some("true")), Breaker::Clear, "a trip while a person's pause stands");
         let second = BadUpdate { code: "0x80070070".into(), ..trip.clone() };
         let both = vec![trip.clone(), second.clone()];
         assert_eq!(
-            for_pool(&both, LCU, Some(&key), false),
+            for_pool(&both, LCU, Some(&key), None),
             Breaker::Pause { trip: second, record: format!("{key},{LCU}/0x80070070") },
             "a new code on the same update pauses again"
         );
@@ -271,15 +288,19 @@ mod tests {
 
     /// A node whose update was taken off (rollout.undo) counts for that
     /// update with the code UpdateUndone: once its agent says so for the
-    /// undo's start, and once the operator has failed it.
+    /// undo's start, before and after the operator failed it; never on the
+    /// Node's word alone.
     #[test]
     fn a_node_whose_update_was_taken_off_counts_for_that_update() {
         let cm = revision_configmap();
         let t = "2026-12-04T10:00:00Z";
         let with = |state: &str, key: &str, value: &str| {
+            // Its kubelet runs the build below the update, which is off.
             let n: k8s_openapi::api::core::v1::Node = serde_json::from_value(serde_json::json!({"metadata": {"name": "a-1",
                 "labels": {"winpool.dev/pool": "a", "winpool.dev/revision": "r1"},
-                "annotations": {"winpool.dev/state": state, "winpool.dev/started-at": t, key: value}}}))
+                "annotations": {"winpool.dev/state": state, "winpool.dev/started-at": t, key: value}},
+                "status": {"nodeInfo": {"kernelVersion": "10.0.20348.2700", "architecture": "", "bootID": "", "containerRuntimeVersion": "",
+                    "kubeProxyVersion": "", "kubeletVersion": "", "machineID": "", "operatingSystem": "windows", "osImage": "", "systemUUID": ""}}}))
             .unwrap();
             NodeRecord::from(&n)
         };
@@ -287,7 +308,8 @@ mod tests {
         let said = failed_install(&undoing, Some(&report(ApplyStatus::Succeeded, None, t)), Some(&cm));
         assert_eq!(said, Some(failure("a", "a-1", LCU, UNDONE)));
         let failed = with("Failed", names::ANN_FAILURE_REASON, "UpdateUndone");
-        assert_eq!(failed_install(&failed, None, Some(&cm)), said, "the operator's record, the report gone");
+        assert_eq!(failed_install(&failed, Some(&report(ApplyStatus::Succeeded, None, t)), Some(&cm)), said, "and once failed");
+        assert_eq!(failed_install(&failed, None, Some(&cm)), None, "the Node's annotations alone: anyone with nodes/patch writes them");
         assert_eq!(
             failed_install(&node("Applying", t), Some(&report(ApplyStatus::Succeeded, None, t)), Some(&cm)),
             None,
@@ -295,5 +317,9 @@ mod tests {
         );
         let earlier = failed_install(&undoing, Some(&report(ApplyStatus::Succeeded, None, "2026-12-04T09:00:00Z")), Some(&cm));
         assert_eq!(earlier, None, "the update's own success, before the undo's start");
+        let mut on_it = failed.clone();
+        on_it.kernel_version = LCU.into();
+        let copied = failed_install(&on_it, Some(&report(ApplyStatus::Succeeded, None, t)), Some(&cm));
+        assert_eq!(copied, None, "an install's start and success, the node still on the update: no undo");
     }
 }

@@ -25,6 +25,12 @@ pub use index::{MembershipIndex, PoolEntry};
 /// ([`crate::api::node_record::NodeRecord`]), a watch event carries a Node's map.
 pub trait LabelLookup {
     fn label(&self, key: &str) -> Option<&str>;
+
+    /// Its kubelet reports Windows (`status.nodeInfo.operatingSystem`); a
+    /// bare label map does not say, so it is no member of any pool.
+    fn kubelet_windows(&self) -> bool {
+        false
+    }
 }
 
 impl LabelLookup for BTreeMap<String, String> {
@@ -36,6 +42,10 @@ impl LabelLookup for BTreeMap<String, String> {
 impl LabelLookup for crate::api::node_record::NodeRecord {
     fn label(&self, key: &str) -> Option<&str> {
         crate::api::node_record::NodeRecord::label(self, key)
+    }
+
+    fn kubelet_windows(&self) -> bool {
+        self.windows
     }
 }
 
@@ -109,6 +119,13 @@ fn judge(
     is_pool: impl Fn(&str) -> bool,
     out: &mut Membership,
 ) {
+    // Labelled Windows, but its kubelet says otherwise: a Linux node (a
+    // control plane too) that someone labelled; draining it would take the
+    // operator's rights to a node that is no pool's.
+    if !labels.kubelet_windows() {
+        out.conflicts.not_windows.push(name.to_string());
+        return;
+    }
     if !others.is_empty() {
         out.conflicts.multiple_pools.push((name.to_string(), others));
         return;
@@ -139,9 +156,20 @@ pub fn pools_selecting<'a, L: LabelLookup + ?Sized>(pools: &'a [PoolSelector], l
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::node_record::NodeRecord;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    /// A node as the cache holds it, its kubelet reporting `os`.
+    fn record(name: &str, labels: &BTreeMap<String, String>, os: &str) -> NodeRecord {
+        use k8s_openapi::api::core::v1::{Node, NodeStatus, NodeSystemInfo};
+        let mut n = Node::default();
+        (n.metadata.name, n.metadata.labels) = (Some(name.into()), Some(labels.clone()));
+        let info = NodeSystemInfo { operating_system: os.into(), ..Default::default() };
+        n.status = Some(NodeStatus { node_info: Some(info), ..Default::default() });
+        NodeRecord::from(&n)
     }
 
     fn sel(pairs: &[(&str, &str)]) -> LabelSelector {
@@ -167,7 +195,12 @@ mod tests {
             ("stale-label", labels(&[win22[0], win22[1], ("pool", "a"), (names::LABEL_POOL, "deleted-long-ago")])),
             ("ours", labels(&[win22[0], win22[1], ("pool", "a"), (names::LABEL_POOL, "a")])),
         ];
-        let m = members_of("a", &pools, nodes.iter().map(|(n, l)| (*n, l)));
+        // As the cache holds them: each kubelet reports the OS its label names,
+        // but for one Linux node (a control plane) that someone labelled Windows.
+        let records: Vec<NodeRecord> = nodes.iter().map(|(n, l)| record(n, l, l.get("kubernetes.io/os").unwrap())).collect();
+        let mut records = records;
+        records.push(record("linux-labelled-windows", &labels(&[win22[0], ("pool", "a")]), "linux"));
+        let m = members_of("a", &pools, records.iter().map(|r| (r.name.as_str(), r)));
         assert_eq!(m.members, vec!["no-build-label", "ours", "plain", "stale-label"]);
         assert_eq!(m.conflicts.held_elsewhere, vec![("moving".to_string(), "b".to_string())], "b still holds it");
         assert_eq!(m.conflicts.multiple_pools, vec![("both".to_string(), vec!["b".to_string()])]);
@@ -175,7 +208,9 @@ mod tests {
             m.conflicts.wrong_os,
             vec![("win19".to_string(), "10.0.17763".to_string()), ("garbage-build".to_string(), "banana".to_string())]
         );
-        let b = members_of("b", &pools, nodes.iter().map(|(n, l)| (*n, l)));
+        assert_eq!(m.conflicts.not_windows, vec!["linux-labelled-windows"], "its label is no proof");
+        assert!(members_of("a", &pools, nodes.iter().map(|(n, l)| (*n, l))).members.is_empty(), "labels alone prove no Windows");
+        let b = members_of("b", &pools, records.iter().map(|r| (r.name.as_str(), r)));
         assert!(b.members.is_empty());
         assert_eq!(b.conflicts.multiple_pools.len(), 1);
         let hit: Vec<&str> = pools_selecting(&pools, &nodes[3].1).collect();

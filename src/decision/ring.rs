@@ -8,6 +8,10 @@
 //! with the fields that differ. Once this pool has started a revision (its
 //! `status.promotedRevision`), the pool it follows moving on to the next one
 //! does not stop it half-way; only that pool's failures do.
+//!
+//! The soak runs from the followed pool's own status (`rolledOutAt`, which
+//! only winpool writes), never from its nodes' `winpool.dev/state-since`:
+//! whoever may patch Nodes could back-date that and skip the soak.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -34,19 +38,18 @@ pub struct FollowedMember {
     pub ready: bool,
     /// Its `winpool.dev/revision` label.
     pub revision: Option<String>,
-    /// Since when it is Updated (`winpool.dev/state-since`), if it is.
-    pub updated_since: Option<Timestamp>,
+    /// It is Updated.
+    pub updated: bool,
 }
 
 impl FollowedMember {
     /// A node labelled for the followed pool, as its record says.
     pub fn of(n: &NodeRecord) -> Self {
-        let updated = n.annotation(names::ANN_STATE).and_then(NodeState::parse) == Some(NodeState::Updated);
         FollowedMember {
             name: n.name.clone(),
             ready: n.ready,
             revision: n.label(names::LABEL_REVISION).map(str::to_string),
-            updated_since: n.annotation(names::ANN_STATE_SINCE).and_then(|t| t.parse().ok()).filter(|_| updated),
+            updated: n.annotation(names::ANN_STATE).and_then(NodeState::parse) == Some(NodeState::Updated),
         }
     }
 }
@@ -168,11 +171,11 @@ pub fn hold(
     };
     let total = (status.nodes.total.max(0) as usize).max(seen.members.len());
     let on_revision: Vec<&FollowedMember> =
-        seen.members.iter().filter(|m| m.ready && m.revision.as_deref() == Some(rev) && m.updated_since.is_some()).collect();
-    if total == 0 || on_revision.len() < total || status.nodes.updated < status.nodes.total {
+        seen.members.iter().filter(|m| m.ready && m.revision.as_deref() == Some(rev) && m.updated).collect();
+    let rolled_out_at = status.rolled_out_at.as_ref().map(|t| t.0);
+    let Some(last) = rolled_out_at.filter(|_| total > 0 && on_revision.len() >= total && status.nodes.updated >= status.nodes.total) else {
         return Some(RingHold::Rolling { pool: name, ready_on_revision: on_revision.len(), total });
-    }
-    let last = on_revision.iter().filter_map(|m| m.updated_since).max()?;
+    };
     let soak = jiff::SignedDuration::try_from(soak_time(spec).unwrap_or(DEFAULT_SOAK_TIME)).unwrap_or(jiff::SignedDuration::MAX);
     let until = last.checked_add(soak).unwrap_or(Timestamp::MAX);
     (now < until).then_some(RingHold::Soaking { pool: name, until })

@@ -25,17 +25,19 @@ pub struct Conflicts {
     /// Node -> the pool it is leaving, which still holds it (labelled as
     /// its own) until its agent reports a result and it is given back.
     pub held_elsewhere: Vec<(String, String)>,
+    /// Nodes labelled `kubernetes.io/os=windows` whose kubelet reports another OS.
+    pub not_windows: Vec<String>,
 }
 
 impl Conflicts {
     pub fn is_empty(&self) -> bool {
-        self.multiple_pools.is_empty() && self.wrong_os.is_empty() && self.held_elsewhere.is_empty()
+        self.multiple_pools.is_empty() && self.wrong_os.is_empty() && self.held_elsewhere.is_empty() && self.not_windows.is_empty()
     }
 
     /// Only nodes still held by the pool they leave: they come once it gives
     /// them back, without anyone acting.
     fn clear_on_their_own(&self) -> bool {
-        self.multiple_pools.is_empty() && self.wrong_os.is_empty()
+        self.multiple_pools.is_empty() && self.wrong_os.is_empty() && self.not_windows.is_empty()
     }
 
     /// Why a pool with no node of its own has none, by count: the nodes are
@@ -45,6 +47,7 @@ impl Conflicts {
             (self.multiple_pools.len(), "selected by another pool too"),
             (self.wrong_os.len(), "running another Windows release"),
             (self.held_elsewhere.len(), "still held by the pool they leave"),
+            (self.not_windows.len(), "not Windows by their kubelet"),
         ];
         let why: Vec<String> = counted.iter().filter(|(n, _)| *n > 0).map(|(n, what)| format!("{n} {what}")).collect();
         format!("none of the nodes the pool selects is its own: {} (condition NodeConflicts names them)", why.join(", "))
@@ -60,6 +63,13 @@ impl Conflicts {
             }
             s.join(", ")
         };
+        if !self.not_windows.is_empty() {
+            parts.push(format!(
+                "{} nodes are labelled kubernetes.io/os=windows but their kubelet reports another OS, and are left alone: {}",
+                self.not_windows.len(),
+                list(self.not_windows.clone())
+            ));
+        }
         if !self.multiple_pools.is_empty() {
             parts.push(format!(
                 "{} nodes are selected by more than one pool and are left alone: {}",
@@ -160,6 +170,7 @@ pub fn build_status(
             Some(_) if plan.promoted => Some(plan.revision.clone()),
             Some(_) => previous.and_then(|p| p.promoted_revision.clone()),
         },
+        rolled_out_at: rolled_out_at(plan, previous, now),
         nodes: plan.counts.clone(),
         hns: hns_status,
         conditions: merge_conditions(previous.map(|p| p.conditions.as_slice()).unwrap_or(&[]), next, generation, now),
@@ -174,6 +185,19 @@ pub fn build_status(
         // Written by with_patch from the round's resolution; kept until then.
         resolved_patch: spec.os.patch_policy.as_ref().and(previous.and_then(|p| p.resolved_patch.clone())),
     }
+}
+
+/// When every node came to run the revision, Updated: the time said before
+/// for the same revision, else now, rounded up to the second (a status time
+/// is written to the second: rounded down, a soak from it would be short);
+/// none while a node does not.
+fn rolled_out_at(plan: &Plan, previous: Option<&WindowsNodePoolStatus>, now: Timestamp) -> Option<Time> {
+    let c = &plan.counts;
+    (c.total > 0 && c.updated == c.total).then(|| {
+        let said = previous.filter(|p| p.revision.as_deref() == Some(plan.revision.as_str())).and_then(|p| p.rolled_out_at.clone());
+        let up = jiff::TimestampRound::new().smallest(jiff::Unit::Second).mode(jiff::RoundMode::Ceil);
+        said.unwrap_or(Time(now.round(up).unwrap_or(now)))
+    })
 }
 
 /// `status.resolvedPatch` and the `PatchResolved` condition of the round's
@@ -1131,8 +1155,14 @@ mod tests {
             multiple_pools: (0..12).map(|i| (format!("n{i}"), vec!["other".into()])).collect(),
             wrong_os: vec![("w".into(), "10.0.17763".into())],
             held_elsewhere: vec![("h".into(), "old".into())],
+            not_windows: vec!["control-plane-0".into()],
         };
         let m = c.message("ltsc2022");
+        assert!(
+            m.contains("1 nodes are labelled kubernetes.io/os=windows but their kubelet reports another OS")
+                && m.contains("control-plane-0"),
+            "{m}"
+        );
         assert!(m.contains("1 nodes are still held by the pool they leave") && m.contains("h (by old)"), "{m}");
         assert!(m.contains("12 nodes are selected by more than one pool"), "{m}");
         assert!(m.contains("n0 (also other)") && m.contains("and 2 more"), "{m}");
@@ -1258,6 +1288,24 @@ mod tests {
             "{}",
             c.message
         );
+    }
+
+    /// A ring soaks from `rolledOutAt`: when every node first ran the
+    /// revision (rounded up to the second, as a status time is written),
+    /// kept while they do, gone while one does not.
+    #[test]
+    fn rolled_out_at_is_when_every_node_first_ran_the_revision() {
+        let s = spec("");
+        let counts = |updated| crate::api::NodeCounts { total: 2, updated, ..Default::default() };
+        let at = |plan: &Plan, prev: Option<&WindowsNodePoolStatus>, t: Timestamp| {
+            build_status(&s, plan, &Membership::default(), None, prev, Some(3), t).rolled_out_at.map(|t| t.0)
+        };
+        let (done, rolling) = (gitops::outcome(&s, counts(2), 0, None), gitops::outcome(&s, counts(1), 0, None));
+        let t = now() + jiff::SignedDuration::from_millis(300);
+        assert_eq!(at(&done, None, t), Some(now() + jiff::SignedDuration::from_secs(1)), "rounded up");
+        let prev = build_status(&s, &done, &Membership::default(), None, None, Some(3), t);
+        assert_eq!(at(&done, Some(&prev), t + jiff::SignedDuration::from_hours(1)), prev.rolled_out_at.clone().map(|t| t.0), "kept");
+        assert_eq!(at(&rolling, Some(&prev), t), None, "a node behind again");
     }
 
     /// `outcome`, its failures as long as an agent's: hundreds of characters.

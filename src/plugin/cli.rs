@@ -464,7 +464,9 @@ async fn set_paused(client: &Client, name: &str, paused: bool) -> Result<String,
     let pools: Api<WindowsNodePool> = Api::all(client.clone());
     let pool = pools.get(name).await.map_err(|e| PluginError::from_kube(e, "pool", name))?;
     let by_spec = pool.spec.rollout.paused;
-    if paused && pool.paused() {
+    // Over the bad-update breaker's pause, a person's is written: theirs to
+    // lift, and an undo waits for it.
+    if paused && (by_spec || pool.pause_annotation() == Some("true")) {
         let how = if by_spec { "spec.rollout.paused" } else { names::ANN_PAUSED };
         return Ok(format!("pool {name} is already paused ({how})\n"));
     }

@@ -197,7 +197,8 @@ pub fn members(pool: &WindowsNodePool, pools: &[WindowsNodePool], nodes: &[Node]
         .filter(|p| p.metadata.deletion_timestamp.is_none() || p.name_any() == pool.name_any())
         .map(|p| PoolSelector::new(&p.name_any(), p.spec.os.version, &p.spec.node_selector))
         .collect();
-    let m = members_of(&pool.name_any(), &selectors, nodes.iter().map(|n| (n.metadata.name.as_deref().unwrap_or(""), n.labels())));
+    let records: Vec<NodeRecord> = nodes.iter().map(NodeRecord::from).collect();
+    let m = members_of(&pool.name_any(), &selectors, records.iter().map(|r| (r.name.as_str(), r)));
     let wanted: BTreeSet<&str> = m.members.iter().map(String::as_str).collect();
     let mut picked: Vec<Node> = nodes.iter().filter(|n| wanted.contains(n.name_any().as_str())).cloned().collect();
     picked.sort_by_key(|n| n.name_any());

@@ -16,6 +16,9 @@ fn follower(patch: &str) -> WindowsNodePoolSpec {
     spec(patch, "rollout: {follows: {pool: canary, soakTime: 1h}}")
 }
 
+/// How long ago a complete pool's status says it rolled out.
+const ROLLED_OUT_AGO: jiff::SignedDuration = jiff::SignedDuration::from_mins(30);
+
 fn status(rev: &str, updated: i32, total: i32, degraded: Option<&str>) -> WindowsNodePoolStatus {
     let mut conditions = Vec::new();
     if let Some(m) = degraded {
@@ -33,17 +36,14 @@ fn status(rev: &str, updated: i32, total: i32, degraded: Option<&str>) -> Window
         revision: Some(rev.into()),
         nodes: NodeCounts { total, updated, ..Default::default() },
         conditions,
+        rolled_out_at: (total > 0 && updated == total)
+            .then(|| k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now() - ROLLED_OUT_AGO)),
         ..Default::default()
     }
 }
 
 fn member(name: &str, rev: &str, updated_ago_mins: Option<i64>, ready: bool) -> FollowedMember {
-    FollowedMember {
-        name: name.into(),
-        ready,
-        revision: Some(rev.into()),
-        updated_since: updated_ago_mins.map(|m| now() - jiff::SignedDuration::from_mins(m)),
-    }
+    FollowedMember { name: name.into(), ready, revision: Some(rev.into()), updated: updated_ago_mins.is_some() }
 }
 
 fn seen<'a>(canary: &'a WindowsNodePoolSpec, st: &'a WindowsNodePoolStatus, members: Vec<FollowedMember>) -> RingSeen<'a> {
@@ -66,11 +66,15 @@ fn a_ring_starts_once_every_node_of_the_pool_it_follows_ran_the_revision_for_the
     let rev = revision_of(&prod);
     assert_eq!(rev, revision_of(&canary), "rollout settings are not part of the revision");
     let st = status(&rev, 2, 2, None);
-    // The last node was Updated 30 minutes ago: 30 more to soak.
-    let soaking = seen(&canary, &st, vec![member("c0", &rev, Some(90), true), member("c1", &rev, Some(30), true)]);
+    // The canary's status says it rolled out 30 minutes ago: 30 more to soak,
+    // however long ago its nodes' own state-since claims they were Updated.
+    let soaking = seen(&canary, &st, vec![member("c0", &rev, Some(90), true), member("c1", &rev, Some(3000), true)]);
     let until = now() + jiff::SignedDuration::from_mins(30);
     assert_eq!(hold("prod", &prod, &rev, None, &soaking, now()), Some(RingHold::Soaking { pool: "canary".into(), until }));
     assert_eq!(hold("prod", &prod, &rev, None, &soaking, until), None, "open when the soak ends");
+    let unsaid = WindowsNodePoolStatus { rolled_out_at: None, ..st.clone() };
+    let unsaid = seen(&canary, &unsaid, soaking.members.clone());
+    assert!(matches!(hold("prod", &prod, &rev, None, &unsaid, until), Some(RingHold::Rolling { .. })), "no time said, no soak");
 }
 
 #[test]

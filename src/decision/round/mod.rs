@@ -553,7 +553,7 @@ pub(crate) fn decide_judged(
 /// What the bad-update breaker does to this pool.
 fn breaker_of(pool: &WindowsNodePool, seen: &Observed) -> Breaker {
     let recorded = pool.annotations().get(names::ANN_BAD_UPDATE).map(String::as_str);
-    breaker::for_pool(&seen.bad_updates, &pool.spec.os.patch_level, recorded, pool.paused_by_annotation())
+    breaker::for_pool(&seen.bad_updates, &pool.spec.os.patch_level, recorded, pool.pause_annotation())
 }
 
 /// The breaker's pause of one pool ([`Breaker::Pause`]).
@@ -566,7 +566,7 @@ pub(crate) struct BreakerPause {
 impl BreakerPause {
     /// The merge patch that pauses the pool and records why.
     pub fn patch(&self) -> serde_json::Value {
-        serde_json::json!({ "metadata": { "annotations": { names::ANN_PAUSED: "true", names::ANN_BAD_UPDATE: self.record } } })
+        serde_json::json!({ "metadata": { "annotations": { names::ANN_PAUSED: names::PAUSED_BY_BREAKER, names::ANN_BAD_UPDATE: self.record } } })
     }
 }
 

@@ -10,10 +10,14 @@ use crate::decision::membership::members_of;
 
 const WIN22: [(&str, &str); 2] = [("kubernetes.io/os", "windows"), ("node.kubernetes.io/windows-build", "10.0.20348")];
 
+/// A node whose kubelet reports the OS its label names.
 fn node(name: &str, pairs: &[(&str, &str)]) -> NodeRecord {
-    let labels = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    use k8s_openapi::api::core::v1::{NodeStatus, NodeSystemInfo};
+    let labels: std::collections::BTreeMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let os = labels.get("kubernetes.io/os").cloned().unwrap_or_default();
     NodeRecord::from(&Node {
         metadata: ObjectMeta { name: Some(name.into()), labels: Some(labels), ..Default::default() },
+        status: Some(NodeStatus { node_info: Some(NodeSystemInfo { operating_system: os, ..Default::default() }), ..Default::default() }),
         ..Default::default()
     })
 }
