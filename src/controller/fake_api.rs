@@ -136,6 +136,12 @@ impl Cluster {
                     Value::Null,
                 )
             }
+            ("GET", ["apis", "winpool.dev", "v1alpha1", "namespaces", _, "windowsnodeoperations", name]) => {
+                match self.operations.get(*name) {
+                    Some(o) => (200, o.clone(), Value::Null, Value::Null),
+                    None => (404, not_found("windowsnodeoperations", name), Value::Null, Value::Null),
+                }
+            }
             ("POST", ["apis", "winpool.dev", "v1alpha1", "namespaces", _, "windowsnodeoperations"]) => {
                 let name = body["metadata"]["name"].as_str().expect("a named operation").to_string();
                 if self.operations.contains_key(&name) {

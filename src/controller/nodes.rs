@@ -50,7 +50,7 @@ pub(super) async fn patch_node_with(ctx: &Context, pool: &str, p: &NodePatch, bo
 async fn write_operation(ctx: &Context, op: &OperationWrite) -> Result<(), Error> {
     let api: Api<WindowsNodeOperation> = Api::namespaced(ctx.client.clone(), &ctx.settings.agent_namespace);
     let r = match op {
-        OperationWrite::Apply(o) => create_operation(&api, o).await,
+        OperationWrite::Apply { op: o, retargets } => create_operation(&api, o, retargets.as_deref()).await,
         OperationWrite::Phase { name, status } => {
             match api.patch(name, &crate::api::patch_params(), &Patch::Merge(json!({ "status": status }))).await {
                 // The start never reached Applying: it has no operation to move on.
@@ -67,10 +67,17 @@ async fn write_operation(ctx: &Context, op: &OperationWrite) -> Result<(), Error
 /// before it (read now, when that one has ended); written again (a round
 /// whose Node patch did not land, a hotpatch drained before its reboot), only
 /// its status moves: the chain never changes once made.
-async fn create_operation(api: &Api<WindowsNodeOperation>, o: &WindowsNodeOperation) -> kube::Result<()> {
+async fn create_operation(api: &Api<WindowsNodeOperation>, o: &WindowsNodeOperation, retargets: Option<&str>) -> kube::Result<()> {
     let node = &o.spec.node_name;
     let name = o.metadata.name.clone().unwrap_or_default();
     let mut o = o.clone();
+    if let Some(of_start) = retargets {
+        // The same start goes on to a new revision: drained as that start was,
+        // and only if winpool made it (a forged Applying has no operation).
+        let Some(before) = api.get_opt(of_start).await? else { return Ok(()) };
+        let drained = before.status.and_then(|s| s.drained_at);
+        o.status.get_or_insert_with(Default::default).drained_at = drained;
+    }
     let of_node = ListParams::default().fields(&format!("spec.nodeName={node}"));
     o.spec.previous = crate::decision::operation::previous(&api.list(&of_node).await?.items, node, &name);
     match api.create(&crate::api::post_params(), &o).await {

@@ -21,9 +21,12 @@ use crate::decision::rollout::NodePatch;
 /// What to write to a node's operation before its patch.
 #[derive(Debug, Clone, PartialEq)]
 pub enum OperationWrite {
-    /// The operation of a start entering Applying: applied whole (created,
-    /// or the same again after a round whose Node patch did not land).
-    Apply(Box<WindowsNodeOperation>),
+    /// The operation of a start entering Applying: created whole (or the
+    /// same again after a round whose Node patch did not land). `retargets`:
+    /// the operation of the same start it carries on to a new revision (its
+    /// drain too); written only when that one exists, so a start winpool never
+    /// made (a forged Applying on a Node) gets none.
+    Apply { op: Box<WindowsNodeOperation>, retargets: Option<String> },
     /// The operation of the node's current start moves on: a merge patch of
     /// its status (absent: there is none, the start never reached Applying).
     Phase { name: String, status: WindowsNodeOperationStatus },
@@ -32,7 +35,7 @@ pub enum OperationWrite {
 impl OperationWrite {
     pub fn name(&self) -> &str {
         match self {
-            OperationWrite::Apply(op) => op.metadata.name.as_deref().unwrap_or_default(),
+            OperationWrite::Apply { op, .. } => op.metadata.name.as_deref().unwrap_or_default(),
             OperationWrite::Phase { name, .. } => name,
         }
     }
@@ -42,7 +45,8 @@ impl OperationWrite {
 /// has one per revision (a spec changed mid-rollout retargets the start to
 /// another) and a second write of it is the same object.
 pub fn name(node: &str, started_at: &str, revision: &str) -> String {
-    let stamp: String = started_at.chars().filter(char::is_ascii_digit).take(14).collect();
+    // Every digit of the start: a retry may start the node again within the same second.
+    let stamp: String = started_at.chars().filter(char::is_ascii_digit).collect();
     let name = format!("{node}.{stamp}.{revision}");
     if name.len() <= 253 {
         return name;
@@ -101,7 +105,8 @@ pub fn for_patch(pool: &WindowsNodePool, node: &NodeRecord, patch: &NodePatch, n
             drained_at: drained.then_some(now),
             ..Default::default()
         });
-        return Some(OperationWrite::Apply(Box::new(op)));
+        let retargets = retarget.then(|| node.label(names::LABEL_REVISION).map(|old| name(&node.name, &op.spec.started_at, old))).flatten();
+        return Some(OperationWrite::Apply { op: Box::new(op), retargets });
     }
     // Only a start that reached Applying has an operation to move on.
     if !matches!(patch.from, NodeState::Applying | NodeState::Verifying | NodeState::Draining) || patch.to == patch.from {
@@ -207,7 +212,8 @@ mod tests {
     #[test]
     fn a_start_retargeted_while_it_applies_gets_an_operation_of_its_new_revision() {
         let node = with_revision(record(&[(names::ANN_STARTED_AT, "2026-12-07T10:00:00Z")]), "r1");
-        let Some(OperationWrite::Apply(op)) = for_patch(&pool(), &node, &applying(NodeState::Applying, None), "a", Timestamp::UNIX_EPOCH)
+        let Some(OperationWrite::Apply { op, retargets }) =
+            for_patch(&pool(), &node, &applying(NodeState::Applying, None), "a", Timestamp::UNIX_EPOCH)
         else {
             panic!("no operation for the retargeted start");
         };
@@ -216,6 +222,7 @@ mod tests {
             ("r2", "2026-12-07T10:00:00Z"),
             "the same start, the new revision"
         );
+        assert_eq!(retargets.as_deref(), Some("win-0.20261207100000.r1"), "written only over the start's operation, whose drain it keeps");
         let mut same = applying(NodeState::Applying, None);
         same.labels.insert(names::LABEL_REVISION.into(), Some("r1".into()));
         assert_eq!(for_patch(&pool(), &node, &same, "a", Timestamp::UNIX_EPOCH), None, "a label written again is no retarget");
@@ -230,7 +237,7 @@ mod tests {
         let pool = pool();
         let node = record(&[(names::ANN_STARTED_AT, "2026-12-07T10:00:00Z"), (names::ANN_INSTALL_BUDGET, "3600s")]);
         let now: Timestamp = "2026-12-07T10:05:00Z".parse().unwrap();
-        let Some(OperationWrite::Apply(op)) = for_patch(&pool, &node, &applying(NodeState::Draining, None), "agents", now) else {
+        let Some(OperationWrite::Apply { op, .. }) = for_patch(&pool, &node, &applying(NodeState::Draining, None), "agents", now) else {
             panic!("no operation for a drained start");
         };
         assert_eq!(op.metadata.name.as_deref(), Some("win-0.20261207100000.r2"));
@@ -251,7 +258,7 @@ mod tests {
         let mut p = applying(NodeState::Pending, None);
         p.annotations.insert(names::ANN_STARTED_AT.into(), Some("2026-12-07T10:00:00Z".into()));
         p.annotations.insert(names::ANN_HOTPATCH.into(), Some("true".into()));
-        let Some(OperationWrite::Apply(op)) = for_patch(&pool, &record(&[]), &p, "agents", Timestamp::UNIX_EPOCH) else {
+        let Some(OperationWrite::Apply { op, .. }) = for_patch(&pool, &record(&[]), &p, "agents", Timestamp::UNIX_EPOCH) else {
             panic!("no operation for a hotpatch start");
         };
         assert_eq!(op.status.unwrap().drained_at, None);
@@ -316,5 +323,10 @@ mod tests {
         let long = "n".repeat(253);
         assert!(name(&long, "2026-12-07T10:00:00Z", "r1").len() <= 253);
         assert_ne!(name(&long, "2026-12-07T10:00:00Z", "r1"), name(&long, "2026-12-07T11:00:00Z", "r1"));
+        assert_ne!(
+            name("win-0", "2026-12-07T10:00:00.25Z", "r1"),
+            name("win-0", "2026-12-07T10:00:00.75Z", "r1"),
+            "two starts in one second"
+        );
     }
 }
