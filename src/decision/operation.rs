@@ -71,8 +71,9 @@ pub fn for_patch(pool: &WindowsNodePool, node: &NodeRecord, patch: &NodePatch, n
     let now = now.to_string();
     // A start entering Applying, or one retargeted to another revision while
     // it applies (the same start, a new operation: a spec never changes).
-    let retarget =
-        matches!(patch.labels.get(names::LABEL_REVISION), Some(Some(r)) if Some(r.as_str()) != node.label(names::LABEL_REVISION));
+    let in_flight = matches!(patch.from, NodeState::Applying | NodeState::Verifying);
+    let retarget = in_flight
+        && matches!(patch.labels.get(names::LABEL_REVISION), Some(Some(r)) if Some(r.as_str()) != node.label(names::LABEL_REVISION));
     if patch.to == NodeState::Applying && (patch.from != NodeState::Applying || retarget) {
         let started_at = after(names::ANN_STARTED_AT)?;
         let revision = match patch.labels.get(names::LABEL_REVISION) {
@@ -226,6 +227,13 @@ mod tests {
         let mut same = applying(NodeState::Applying, None);
         same.labels.insert(names::LABEL_REVISION.into(), Some("r1".into()));
         assert_eq!(for_patch(&pool(), &node, &same, "a", Timestamp::UNIX_EPOCH), None, "a label written again is no retarget");
+        // A new start of a node that ran an older revision is a start, not a retarget.
+        let Some(OperationWrite::Apply { retargets, .. }) =
+            for_patch(&pool(), &node, &applying(NodeState::Draining, None), "a", Timestamp::UNIX_EPOCH)
+        else {
+            panic!("no operation for a drained start");
+        };
+        assert_eq!(retargets, None);
     }
 
     fn pool() -> WindowsNodePool {
