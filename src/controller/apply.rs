@@ -169,6 +169,10 @@ async fn execute_into<'r>(
         if ctx.stopping() {
             return Ok(());
         }
+        let record = seen.deselected.iter().chain(&seen.members).find(|(n, _)| n.name == p.node);
+        if let Some(op) = record.and_then(|(n, _)| crate::decision::operation::released(n, ctx.now())) {
+            super::nodes::write_operation(ctx, &op).await?;
+        }
         patch_node_with(ctx, &name, p, body.clone()).await?;
     }
     for (node, status) in &round.held_leaving {

@@ -47,7 +47,7 @@ pub(super) async fn patch_node_with(ctx: &Context, pool: &str, p: &NodePatch, bo
 
 /// The operation a node's patch carries, written before the patch: its agent
 /// acts on the operation alone, and never before winpool's own transition.
-async fn write_operation(ctx: &Context, op: &OperationWrite) -> Result<(), Error> {
+pub(super) async fn write_operation(ctx: &Context, op: &OperationWrite) -> Result<(), Error> {
     let api: Api<WindowsNodeOperation> = Api::namespaced(ctx.client.clone(), &ctx.settings.agent_namespace);
     let r = match op {
         OperationWrite::Apply { op: o, retargets } => create_operation(&api, o, retargets.as_deref()).await,

@@ -128,6 +128,15 @@ pub fn for_patch(pool: &WindowsNodePool, node: &NodeRecord, patch: &NodePatch, n
     })
 }
 
+/// A node given back by its pool (deselected, or its pool deleted) ends the
+/// operation of its start: its agent no longer works for that pool, and
+/// prepares for the next one that selects it.
+pub fn released(node: &NodeRecord, now: Timestamp) -> Option<OperationWrite> {
+    let (started_at, revision) = (node.annotation(names::ANN_STARTED_AT)?, node.label(names::LABEL_REVISION)?);
+    let status = WindowsNodeOperationStatus { phase: Some(NodeState::Pending), phase_since: Some(now.to_string()), ..Default::default() };
+    Some(OperationWrite::Phase { name: name(&node.name, started_at, revision), status })
+}
+
 /// The digest a later operation of the node records of `op`: its name, spec
 /// and status as the typed object serializes them (fields in declaration
 /// order), so a change of any of them after it was chained shows.
@@ -324,6 +333,16 @@ mod tests {
         assert_eq!(verify(&[a.clone(), c.clone()]), ["node win-0: win-0.3 follows win-0.2, which is gone (deleted)"]);
         let unlinked = op("win-0.4", "2026-04-01T00:00:00Z", None);
         assert_eq!(verify(&[a, b, c, unlinked]).len(), 1, "a new start that names no earlier one");
+    }
+
+    #[test]
+    fn a_node_given_back_ends_its_starts_operation() {
+        let node = with_revision(record(&[(names::ANN_STARTED_AT, "2026-12-07T10:00:00Z")]), "r1");
+        let Some(OperationWrite::Phase { name, status }) = released(&node, Timestamp::UNIX_EPOCH) else {
+            panic!("no phase write for a node given back mid-start");
+        };
+        assert_eq!((name.as_str(), status.phase), ("win-0.20261207100000.r1", Some(NodeState::Pending)));
+        assert_eq!(released(&record(&[]), Timestamp::UNIX_EPOCH), None, "a node at rest has no start to end");
     }
 
     #[test]
