@@ -144,6 +144,14 @@ struct RunArgs {
     /// the node that reaches one, saying so.
     #[arg(long)]
     hooks_namespace: Option<String>,
+    /// How long each node's ended WindowsNodeOperations (its record) are
+    /// kept (9600h: 400 days, 13 months of monthly patching and more).
+    #[arg(long, default_value = "9600h", value_parser = parse_positive)]
+    operation_retention: Duration,
+    /// The most ended operations kept per node, whatever their age: the
+    /// record's bound when a node is started far more than monthly.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u16).range(2..))]
+    operations_per_node: u16,
     /// The only namespace whose Secrets winpool reads: health gate credentials
     /// (default: this pod's namespace, else "default").
     #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
@@ -245,6 +253,10 @@ fn controller_settings(args: &RunArgs) -> Settings {
         bad_update_threshold: args.bad_update_threshold,
         max_nodes_in_flight: args.max_nodes_in_flight,
         hooks_namespace: args.hooks_namespace.clone().filter(|ns| !ns.is_empty()),
+        operation_retention: winpool::decision::operation::Retention {
+            max_age: args.operation_retention,
+            per_node: args.operations_per_node.into(),
+        },
     }
 }
 

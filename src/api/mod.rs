@@ -157,6 +157,20 @@ pub struct WindowsNodePoolSpec {
     /// The node agent the operator runs on the pool's nodes.
     #[serde(default)]
     pub agent: AgentSpec,
+    /// How long nodes may take to reach the pool's target: past it, the
+    /// pool's `PatchOverdue` condition turns True and an alert fires.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compliance: Option<ComplianceSpec>,
+}
+
+/// A pool's patch deadline (the escalation DORA's technical standard asks for).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ComplianceSpec {
+    /// How long after its target was set (a patch level, or one resolved by
+    /// `os.patchPolicy`) every node must run it, a Go duration (`336h`: 14 days).
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"), length(max = 32))]
+    pub deadline: String,
 }
 
 /// The OS release and the minimum patch level every node must reach.

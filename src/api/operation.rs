@@ -47,6 +47,11 @@ pub struct WindowsNodeOperationSpec {
     /// name is another host, and its agent does not act on this operation.
     #[schemars(length(max = 64))]
     pub node_uid: String,
+    /// When that Node was created (the host joined): which host a node name
+    /// was at a time, once the Node is gone (`kubectl winpool compliance --as-of`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
+    pub node_created: Option<String>,
     /// The WindowsNodePool that started the node.
     #[schemars(length(min = 1, max = 63))]
     pub pool: String,
@@ -73,6 +78,12 @@ pub struct WindowsNodeOperationSpec {
     /// (`kubectl winpool history --verify`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous: Option<PreviousOperation>,
+    /// Who asked: the field manager of the pool's last change to its spec
+    /// before the start (a person's `kubectl`, a GitOps controller), as the
+    /// API server recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 128))]
+    pub asked_by: Option<String>,
 }
 
 /// A link of a node's chain of operations.
@@ -123,4 +134,29 @@ pub struct WindowsNodeOperationStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 1024))]
     pub message: Option<String>,
+    /// The build the node's kubelet reported when the operation began (`10.0.20348.2700`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
+    pub build_before: Option<String>,
+    /// The build it reported when the operation ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
+    pub build_after: Option<String>,
+    /// What the node's agent reported it installed for this start, with the
+    /// CVE IDs Windows Update lists for each update.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub installed: Vec<crate::api::report::InstalledUpdate>,
+    /// When the node's servicing task ended its install (its last heartbeat).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
+    pub installed_at: Option<String>,
+    /// Boots of the host during the operation, as winpool saw them (its
+    /// kubelet's bootID moved): 0 for a hotpatch, 1 for a reboot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reboots: Option<i32>,
+    /// When winpool put the node back in service (uncordoned it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
+    pub returned_at: Option<String>,
 }

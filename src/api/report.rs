@@ -235,6 +235,27 @@ pub struct ApplyReport {
     #[schemars(regex(pattern = r"^0x[0-9A-F]{8}$"))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result_code: Option<String>,
+    /// What the servicing task installed for this start, in order (Windows Update's updates and the revision's packages).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub installed: Vec<InstalledUpdate>,
+}
+
+/// One update or package a servicing task installed.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InstalledUpdate {
+    /// `KB5050002`, or a package's file name.
+    #[schemars(length(min = 1, max = 256))]
+    pub kb: String,
+    /// Its title, as Windows Update gives it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 512))]
+    pub title: Option<String>,
+    /// The CVE IDs Windows Update lists for it (`IUpdate.CveIDs`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 256))]
+    pub cve_ids: Vec<String>,
 }
 
 /// The agent's last word on an install. Its strings are the names of

@@ -201,4 +201,7 @@ pub mod conditions {
     /// nodes are offered (False: the offers disagree, the newest is too
     /// young, or the nodes updated for it run different builds).
     pub const PATCH_RESOLVED: &str = "PatchResolved";
+    /// With `compliance.deadline`: nodes still run below the patch level
+    /// after the deadline for the pool's target passed.
+    pub const PATCH_OVERDUE: &str = "PatchOverdue";
 }

@@ -150,6 +150,25 @@ async fn execute<'r>(
     (outcome, written)
 }
 
+/// Nodes given back by the pool: each one's operation ends before its Node is released.
+async fn release_nodes(ctx: &Context, pool: &str, round: &Round, seen: &Observed) -> Result<(), Error> {
+    for (p, body) in &round.releases {
+        if ctx.stopping() {
+            return Ok(());
+        }
+        let record = seen.deselected.iter().chain(&seen.members).find(|(n, _)| n.name == p.node);
+        let op = record.and_then(|(n, _)| crate::decision::operation::released(n, ctx.now()));
+        let written = match &op {
+            Some(op) => super::nodes::write_operation(ctx, op).await?,
+            None => None,
+        };
+        if patch_node_with(ctx, pool, p, body.clone()).await? {
+            super::nodes::log_record(written.as_ref());
+        }
+    }
+    Ok(())
+}
+
 async fn execute_into<'r>(
     pool: &WindowsNodePool,
     ctx: &Context,
@@ -165,16 +184,7 @@ async fn execute_into<'r>(
         }
         pause_for_bad_update(pool, ctx, pause).await?;
     }
-    for (p, body) in &round.releases {
-        if ctx.stopping() {
-            return Ok(());
-        }
-        let record = seen.deselected.iter().chain(&seen.members).find(|(n, _)| n.name == p.node);
-        if let Some(op) = record.and_then(|(n, _)| crate::decision::operation::released(n, ctx.now())) {
-            super::nodes::write_operation(ctx, &op).await?;
-        }
-        patch_node_with(ctx, &name, p, body.clone()).await?;
-    }
+    release_nodes(ctx, &name, round, seen).await?;
     for (node, status) in &round.held_leaving {
         info!(pool = %name, node = %node, agent = %status, "node no longer selected while its host may still be installing: released once its agent reports a result");
     }

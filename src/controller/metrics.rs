@@ -53,6 +53,7 @@ struct PoolGauges {
     preflight_awaited: IntGaugeVec,
     health_gate_closed: IntGaugeVec,
     behind_patch_level: IntGaugeVec,
+    patch_overdue: IntGaugeVec,
     held_nodes: IntGaugeVec,
     last_reconcile: IntGaugeVec,
     /// Always 1; its labels say what the pool asks for.
@@ -117,12 +118,7 @@ impl PoolGauges {
         let pool = &["pool"];
         PoolGauges {
             nodes: gauge_vec(r, "winpool_pool_nodes", "Nodes of a pool by rollout state.", &["pool", "state"]),
-            nodes_desired: gauge_vec(
-                r,
-                "winpool_pool_nodes_desired",
-                "Nodes in the pool, all of which should reach the target revision.",
-                pool,
-            ),
+            nodes_desired: gauge_vec(r, "winpool_pool_nodes_desired", "Nodes in the pool; all should reach the target revision.", pool),
             nodes_updated: gauge_vec(r, "winpool_pool_nodes_updated", "Nodes verified at the pool's target revision.", pool),
             rollout_in_progress: gauge_vec(r, "winpool_pool_rollout_in_progress", "1 while nodes are being updated.", pool),
             rollout_paused: gauge_vec(
@@ -167,6 +163,7 @@ impl PoolGauges {
                 "Nodes whose kubelet-reported build is below the pool's patchLevel.",
                 pool,
             ),
+            patch_overdue: gauge_vec(r, "winpool_pool_nodes_patch_overdue", "Nodes below patchLevel past compliance.deadline.", pool),
             held_nodes: gauge_vec(
                 r,
                 "winpool_pool_nodes_held",
@@ -370,6 +367,7 @@ impl Metrics {
         let gate_closed = matches!(plan.hold, Some(Hold::HealthGateClosed { .. }));
         self.pool.health_gate_closed.with_label_values(&[pool]).set(gate_closed as i64);
         self.pool.behind_patch_level.with_label_values(&[pool]).set(plan.behind_patch_level as i64);
+        self.pool.patch_overdue.with_label_values(&[pool]).set(plan.patch_overdue as i64);
         self.pool.held_nodes.with_label_values(&[pool]).set(plan.held.len() as i64);
         self.pool.window_open.with_label_values(&[pool]).set(plan.window_open as i64);
         self.pool.drain_blocked.with_label_values(&[pool]).set(plan.blocked.len() as i64);
@@ -489,6 +487,7 @@ impl Metrics {
             &self.pool.preflight_awaited,
             &self.pool.health_gate_closed,
             &self.pool.behind_patch_level,
+            &self.pool.patch_overdue,
             &self.pool.held_nodes,
             &self.pool.last_reconcile,
         ] {

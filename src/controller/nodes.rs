@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams, Patch};
+use kube::runtime::reflector::ObjectRef;
 use serde_json::json;
 use tracing::{info, warn};
 
@@ -47,15 +48,16 @@ pub(super) async fn patch_node_with(ctx: &Context, pool: &str, p: &NodePatch, bo
 
 /// The operation a node's patch carries, written before the patch: its agent
 /// acts on the operation alone, and never before winpool's own transition.
-pub(super) async fn write_operation(ctx: &Context, op: &OperationWrite) -> Result<(), Error> {
+/// Returns the operation as written (none: there was none to move on).
+pub(super) async fn write_operation(ctx: &Context, op: &OperationWrite) -> Result<Option<WindowsNodeOperation>, Error> {
     let api: Api<WindowsNodeOperation> = Api::namespaced(ctx.client.clone(), &ctx.settings.agent_namespace);
     let r = match op {
-        OperationWrite::Apply { op: o, retargets } => create_operation(&api, o, retargets.as_deref()).await,
+        OperationWrite::Apply { op: o, retargets } => create_operation(ctx, &api, o, retargets.as_deref()).await,
         OperationWrite::Phase { name, status } => {
             match api.patch(name, &crate::api::patch_params(), &Patch::Merge(json!({ "status": status }))).await {
                 // The start never reached Applying: it has no operation to move on.
-                Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-                r => r.map(drop),
+                Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
+                r => r.map(Some),
             }
         }
     };
@@ -67,25 +69,42 @@ pub(super) async fn write_operation(ctx: &Context, op: &OperationWrite) -> Resul
 /// before it (read now, when that one has ended); written again (a round
 /// whose Node patch did not land, a hotpatch drained before its reboot), only
 /// its status moves: the chain never changes once made.
-async fn create_operation(api: &Api<WindowsNodeOperation>, o: &WindowsNodeOperation, retargets: Option<&str>) -> kube::Result<()> {
+async fn create_operation(
+    ctx: &Context,
+    api: &Api<WindowsNodeOperation>,
+    o: &WindowsNodeOperation,
+    retargets: Option<&str>,
+) -> kube::Result<Option<WindowsNodeOperation>> {
     let node = &o.spec.node_name;
     let name = o.metadata.name.clone().unwrap_or_default();
     let mut o = o.clone();
     if let Some(of_start) = retargets {
         // The same start goes on to a new revision: drained as that start was,
         // and only if winpool made it (a forged Applying has no operation).
-        let Some(before) = api.get_opt(of_start).await? else { return Ok(()) };
+        let Some(before) = api.get_opt(of_start).await? else { return Ok(None) };
         let drained = before.status.and_then(|s| s.drained_at);
         o.status.get_or_insert_with(Default::default).drained_at = drained;
     }
-    let of_node = ListParams::default().fields(&format!("spec.nodeName={node}"));
-    o.spec.previous = crate::decision::operation::previous(&api.list(&of_node).await?.items, node, &name);
-    match api.create(&crate::api::post_params(), &o).await {
+    let of_node = api.list(&ListParams::default().fields(&format!("spec.nodeName={node}"))).await?.items;
+    o.spec.previous = crate::decision::operation::previous(&of_node, node, &name);
+    let written = match api.create(&crate::api::post_params(), &o).await {
         Err(kube::Error::Api(s)) if s.code == 409 => {
-            api.patch(&name, &crate::api::patch_params(), &Patch::Merge(json!({ "status": o.status }))).await.map(drop)
+            return api.patch(&name, &crate::api::patch_params(), &Patch::Merge(json!({ "status": o.status }))).await.map(Some);
         }
-        r => r.map(drop),
+        r => r?,
+    };
+    // The node's records past the retention go as a new one is made: the
+    // list is at hand, and a node that is never started again adds none.
+    let keep = &ctx.settings.operation_retention;
+    for old in crate::decision::operation::expired(&of_node, keep, ctx.now()) {
+        match api.delete(&old, &Default::default()).await {
+            Ok(_) => ctx.metrics.api_request("delete", "windowsnodeoperations", "ok"),
+            Err(e) => {
+                warn!(operation = %old, error = %e, "could not delete an expired operation record; tried again at the node's next start")
+            }
+        }
     }
+    Ok(Some(written))
 }
 
 /// One patch of [`write_nodes`]: `Ok(false)` when not sent (the replica is stopping) or not landed.
@@ -100,12 +119,17 @@ async fn write_one<'p>(
     if ctx.stopping() {
         return (p, Ok(false));
     }
-    let op = record.and_then(|n| crate::decision::operation::for_patch(pool, n, p, &ctx.settings.agent_namespace, ctx.now()));
-    if let Some(op) = &op
-        && let Err(e) = write_operation(ctx, op).await
-    {
-        return (p, Err(e));
-    }
+    let report = record.and_then(|n| ctx.reports.get(&ObjectRef::new(&n.name).within(&ctx.settings.agent_namespace)));
+    let apply = report.as_ref().and_then(|r| r.observations().apply.as_ref());
+    let ns = &ctx.settings.agent_namespace;
+    let op = record.and_then(|n| crate::decision::operation::for_patch(pool, n, p, apply, ns, ctx.now()));
+    let written = match &op {
+        Some(op) => match write_operation(ctx, op).await {
+            Ok(written) => written,
+            Err(e) => return (p, Err(e)),
+        },
+        None => None,
+    };
     let mut body = node_patch_body(p);
     if let (Some(rv), true) = (guard, p.unless_changed_since.is_some()) {
         body["metadata"]["resourceVersion"] = json!(rv);
@@ -113,8 +137,18 @@ async fn write_one<'p>(
     let r = patch_node_with(ctx, name, p, body).await;
     if let Ok(true) = r {
         node_event(ctx, pool, p).await;
+        log_record(written.as_ref());
     }
     (p, r)
+}
+
+/// An ended operation's record, once, as one JSON line on the operator's
+/// standard output for a SIEM to keep past the cluster's retention: its
+/// transition landed, and is decided no more.
+pub(super) fn log_record(written: Option<&WindowsNodeOperation>) {
+    if let Some(line) = written.and_then(crate::decision::operation::record_line) {
+        println!("{line}");
+    }
 }
 
 /// Patch these nodes a few at a time: nodes are independent, so a wave of a hundred

@@ -15,6 +15,7 @@ use crate::api::node_record::NodeRecord;
 use crate::api::operation::{
     OperationAction, PreviousOperation, WindowsNodeOperation, WindowsNodeOperationSpec, WindowsNodeOperationStatus,
 };
+use crate::api::report::{ApplyReport, ApplyStatus};
 use crate::api::{NodeState, WindowsNodePool, names};
 use crate::decision::rollout::NodePatch;
 
@@ -29,7 +30,7 @@ pub enum OperationWrite {
     Apply { op: Box<WindowsNodeOperation>, retargets: Option<String> },
     /// The operation of the node's current start moves on: a merge patch of
     /// its status (absent: there is none, the start never reached Applying).
-    Phase { name: String, status: WindowsNodeOperationStatus },
+    Phase { name: String, status: Box<WindowsNodeOperationStatus> },
 }
 
 impl OperationWrite {
@@ -61,8 +62,16 @@ fn sha256_hex(s: &str) -> String {
     sha2::Sha256::digest(s.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The write `patch` (decided for `node` of `pool`) carries, if any.
-pub fn for_patch(pool: &WindowsNodePool, node: &NodeRecord, patch: &NodePatch, namespace: &str, now: Timestamp) -> Option<OperationWrite> {
+/// The write `patch` (decided for `node` of `pool`) carries, if any;
+/// `apply`: what the node's agent last reported of its install.
+pub fn for_patch(
+    pool: &WindowsNodePool,
+    node: &NodeRecord,
+    patch: &NodePatch,
+    apply: Option<&ApplyReport>,
+    namespace: &str,
+    now: Timestamp,
+) -> Option<OperationWrite> {
     // The value of a winpool annotation once the patch landed.
     let after = |k: &str| match patch.annotations.get(k) {
         Some(v) => v.clone(),
@@ -87,6 +96,7 @@ pub fn for_patch(pool: &WindowsNodePool, node: &NodeRecord, patch: &NodePatch, n
             WindowsNodeOperationSpec {
                 node_name: node.name.clone(),
                 node_uid: node.uid.clone(),
+                node_created: node.created.map(|t| t.to_string()),
                 pool: pool.metadata.name.clone().unwrap_or_default(),
                 pool_generation: pool.metadata.generation.unwrap_or_default(),
                 revision,
@@ -96,6 +106,7 @@ pub fn for_patch(pool: &WindowsNodePool, node: &NodeRecord, patch: &NodePatch, n
                 undo_gate,
                 // Linked when it is created (controller/nodes.rs): the chain reads the cluster.
                 previous: None,
+                asked_by: asked_by(pool),
             },
         );
         op.metadata.namespace = Some(namespace.to_string());
@@ -104,6 +115,7 @@ pub fn for_patch(pool: &WindowsNodePool, node: &NodeRecord, patch: &NodePatch, n
             phase: Some(NodeState::Applying),
             phase_since: Some(now.clone()),
             drained_at: drained.then_some(now),
+            build_before: Some(node.kernel_version.clone()).filter(|b| !b.is_empty()),
             ..Default::default()
         });
         let retargets = retarget.then(|| node.label(names::LABEL_REVISION).map(|old| name(&node.name, &op.spec.started_at, old))).flatten();
@@ -116,16 +128,44 @@ pub fn for_patch(pool: &WindowsNodePool, node: &NodeRecord, patch: &NodePatch, n
     let started_at = node.annotation(names::ANN_STARTED_AT)?;
     let revision = node.label(names::LABEL_REVISION)?;
     let failed = patch.to == NodeState::Failed;
-    Some(OperationWrite::Phase {
-        name: name(&node.name, started_at, revision),
-        status: WindowsNodeOperationStatus {
-            phase: Some(patch.to),
-            phase_since: Some(now),
-            reason: after(names::ANN_FAILURE_REASON).filter(|_| failed),
-            message: after(names::ANN_FAILURE_MESSAGE).filter(|_| failed),
-            ..Default::default()
-        },
-    })
+    let mut status = WindowsNodeOperationStatus {
+        phase: Some(patch.to),
+        phase_since: Some(now.clone()),
+        reason: after(names::ANN_FAILURE_REASON).filter(|_| failed),
+        message: after(names::ANN_FAILURE_MESSAGE).filter(|_| failed),
+        ..Default::default()
+    };
+    if matches!(patch.to, NodeState::Updated | NodeState::Failed) {
+        ended(&mut status, node, patch, apply.filter(|a| a.started_at.as_deref() == Some(started_at)), now);
+    }
+    Some(OperationWrite::Phase { name: name(&node.name, started_at, revision), status: Box::new(status) })
+}
+
+/// What an ended operation records of the host: its build, what its agent
+/// installed for this start (a report of an earlier start says nothing of
+/// this one), whether it rebooted, and whether it went back in service.
+fn ended(status: &mut WindowsNodeOperationStatus, node: &NodeRecord, patch: &NodePatch, apply: Option<&ApplyReport>, now: String) {
+    status.build_after = Some(node.kernel_version.clone()).filter(|b| !b.is_empty());
+    if let Some(a) = apply {
+        status.installed = a.installed.clone();
+        // The task's last beat is its end only once it said it installed.
+        let installed = matches!(a.status, ApplyStatus::Succeeded | ApplyStatus::Rebooting | ApplyStatus::RebootRequired);
+        status.installed_at = a.heartbeat.clone().filter(|_| installed);
+    }
+    // The boot a start that expects a reboot began from (none for a hotpatch).
+    status.reboots = node.annotation(names::ANN_BOOT_ID).map(|at_start| i32::from(at_start != node.boot_id));
+    status.returned_at = (patch.unschedulable == Some(false)).then_some(now);
+}
+
+/// The field manager of the pool's latest change to its spec: who asked for
+/// what the start carries out (winpool itself writes only status and the
+/// pause annotation, never the spec).
+pub fn asked_by(pool: &WindowsNodePool) -> Option<String> {
+    let changes = pool.metadata.managed_fields.iter().flatten();
+    let of_spec = changes
+        .filter(|m| m.subresource.as_deref().unwrap_or_default().is_empty())
+        .filter(|m| m.fields_v1.as_ref().is_some_and(|f| f.0.get("f:spec").is_some()));
+    of_spec.max_by_key(|m| m.time.as_ref().map(|t| t.0)).and_then(|m| m.manager.clone())
 }
 
 /// A node given back by its pool (deselected, or its pool deleted) ends the
@@ -134,7 +174,7 @@ pub fn for_patch(pool: &WindowsNodePool, node: &NodeRecord, patch: &NodePatch, n
 pub fn released(node: &NodeRecord, now: Timestamp) -> Option<OperationWrite> {
     let (started_at, revision) = (node.annotation(names::ANN_STARTED_AT)?, node.label(names::LABEL_REVISION)?);
     let status = WindowsNodeOperationStatus { phase: Some(NodeState::Pending), phase_since: Some(now.to_string()), ..Default::default() };
-    Some(OperationWrite::Phase { name: name(&node.name, started_at, revision), status })
+    Some(OperationWrite::Phase { name: name(&node.name, started_at, revision), status: Box::new(status) })
 }
 
 /// The digest a later operation of the node records of `op`: its name, spec
@@ -143,6 +183,56 @@ pub fn released(node: &NodeRecord, now: Timestamp) -> Option<OperationWrite> {
 pub fn digest(op: &WindowsNodeOperation) -> String {
     let body = serde_json::json!({ "name": op.metadata.name, "spec": op.spec, "status": op.status });
     sha256_hex(&body.to_string())
+}
+
+/// How long a node's ended operations are kept, and how many at most: the
+/// record an examiner reads (13 months of monthly patching and more), bounded
+/// per node whatever a fleet's retries do.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Retention {
+    pub max_age: std::time::Duration,
+    pub per_node: usize,
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        Retention { max_age: std::time::Duration::from_secs(400 * 86_400), per_node: 64 }
+    }
+}
+
+/// Which of a node's operations `ops` (all made before the one being made
+/// now) go: ended ones started before the retention, and the oldest beyond
+/// `per_node` with the new one counted. An operation in flight is never one.
+pub fn expired(ops: &[WindowsNodeOperation], keep: &Retention, now: Timestamp) -> Vec<String> {
+    let mut ended: Vec<&WindowsNodeOperation> = ops.iter().filter(|o| !in_flight(o)).collect();
+    ended.sort_by_key(|o| std::cmp::Reverse(started(o)));
+    let cutoff = jiff::SignedDuration::try_from(keep.max_age).ok().and_then(|d| now.checked_sub(d).ok());
+    let room = keep.per_node.saturating_sub(1 + (ops.len() - ended.len()));
+    let old = |o: &&WindowsNodeOperation| matches!((started(o), cutoff), (Some(s), Some(c)) if s < c);
+    ended.iter().enumerate().filter(|(i, o)| *i >= room || old(o)).filter_map(|(_, o)| o.metadata.name.clone()).collect()
+}
+
+fn in_flight(op: &WindowsNodeOperation) -> bool {
+    matches!(op.status.as_ref().and_then(|s| s.phase), Some(NodeState::Applying | NodeState::Verifying))
+}
+
+/// An ended operation as the one JSON line a SIEM keeps: its name, the
+/// digest its node's next operation will chain (`sha256`), and its spec and
+/// status as the CRD's schema gives them. None while it is in flight.
+pub fn record_line(op: &WindowsNodeOperation) -> Option<String> {
+    let phase = op.status.as_ref()?.phase?;
+    if !matches!(phase, NodeState::Updated | NodeState::Failed | NodeState::Pending) {
+        return None;
+    }
+    let line = serde_json::json!({
+        "record": "winpool.dev/v1alpha1/WindowsNodeOperation",
+        "name": op.metadata.name,
+        "namespace": op.metadata.namespace,
+        "sha256": digest(op),
+        "spec": op.spec,
+        "status": op.status,
+    });
+    Some(line.to_string())
 }
 
 fn started(op: &WindowsNodeOperation) -> Option<Timestamp> {
@@ -159,7 +249,9 @@ pub fn previous(ops: &[WindowsNodeOperation], node: &str, name: &str) -> Option<
 /// What `kubectl winpool history --verify` finds wrong in `ops`: for each
 /// node, in the order its operations started, a link to an operation that is
 /// gone or whose digest changed, and an operation that names none although
-/// an earlier one exists.
+/// an earlier one exists. The oldest record kept may name one that is gone:
+/// the retention removed it (a record deleted from the start of a chain
+/// looks the same; the SIEM's copy of each record is what shows that).
 pub fn verify(ops: &[WindowsNodeOperation]) -> Vec<String> {
     let mut by_node: std::collections::BTreeMap<&str, Vec<&WindowsNodeOperation>> = Default::default();
     for o in ops {
@@ -177,6 +269,8 @@ pub fn verify(ops: &[WindowsNodeOperation]) -> Vec<String> {
                 )),
                 None => {}
                 Some(link) => match chain.iter().find(|o| o.metadata.name.as_deref() == Some(&link.name)) {
+                    // The oldest record kept: the one before it went with the retention.
+                    None if i == 0 => {}
                     None => problems.push(format!("node {node}: {name} follows {}, which is gone (deleted)", link.name)),
                     Some(before) if digest(before) != link.sha256 => {
                         problems.push(format!("node {node}: {} was changed after {name} recorded it", link.name))
@@ -223,7 +317,7 @@ mod tests {
     fn a_start_retargeted_while_it_applies_gets_an_operation_of_its_new_revision() {
         let node = with_revision(record(&[(names::ANN_STARTED_AT, "2026-12-07T10:00:00Z")]), "r1");
         let Some(OperationWrite::Apply { op, retargets }) =
-            for_patch(&pool(), &node, &applying(NodeState::Applying, None), "a", Timestamp::UNIX_EPOCH)
+            for_patch(&pool(), &node, &applying(NodeState::Applying, None), None, "a", Timestamp::UNIX_EPOCH)
         else {
             panic!("no operation for the retargeted start");
         };
@@ -235,10 +329,10 @@ mod tests {
         assert_eq!(retargets.as_deref(), Some("win-0.20261207100000.r1"), "written only over the start's operation, whose drain it keeps");
         let mut same = applying(NodeState::Applying, None);
         same.labels.insert(names::LABEL_REVISION.into(), Some("r1".into()));
-        assert_eq!(for_patch(&pool(), &node, &same, "a", Timestamp::UNIX_EPOCH), None, "a label written again is no retarget");
+        assert_eq!(for_patch(&pool(), &node, &same, None, "a", Timestamp::UNIX_EPOCH), None, "a label written again is no retarget");
         // A new start of a node that ran an older revision is a start, not a retarget.
         let Some(OperationWrite::Apply { retargets, .. }) =
-            for_patch(&pool(), &node, &applying(NodeState::Draining, None), "a", Timestamp::UNIX_EPOCH)
+            for_patch(&pool(), &node, &applying(NodeState::Draining, None), None, "a", Timestamp::UNIX_EPOCH)
         else {
             panic!("no operation for a drained start");
         };
@@ -254,7 +348,8 @@ mod tests {
         let pool = pool();
         let node = record(&[(names::ANN_STARTED_AT, "2026-12-07T10:00:00Z"), (names::ANN_INSTALL_BUDGET, "3600s")]);
         let now: Timestamp = "2026-12-07T10:05:00Z".parse().unwrap();
-        let Some(OperationWrite::Apply { op, .. }) = for_patch(&pool, &node, &applying(NodeState::Draining, None), "agents", now) else {
+        let Some(OperationWrite::Apply { op, .. }) = for_patch(&pool, &node, &applying(NodeState::Draining, None), None, "agents", now)
+        else {
             panic!("no operation for a drained start");
         };
         assert_eq!(op.metadata.name.as_deref(), Some("win-0.20261207100000.r2"));
@@ -275,7 +370,7 @@ mod tests {
         let mut p = applying(NodeState::Pending, None);
         p.annotations.insert(names::ANN_STARTED_AT.into(), Some("2026-12-07T10:00:00Z".into()));
         p.annotations.insert(names::ANN_HOTPATCH.into(), Some("true".into()));
-        let Some(OperationWrite::Apply { op, .. }) = for_patch(&pool, &record(&[]), &p, "agents", Timestamp::UNIX_EPOCH) else {
+        let Some(OperationWrite::Apply { op, .. }) = for_patch(&pool, &record(&[]), &p, None, "agents", Timestamp::UNIX_EPOCH) else {
             panic!("no operation for a hotpatch start");
         };
         assert_eq!(op.status.unwrap().drained_at, None);
@@ -286,9 +381,9 @@ mod tests {
         let pool = pool();
         let started = record(&[(names::ANN_STARTED_AT, "2026-12-07T10:00:00Z")]);
         // A patch without a start to name (a forged Applying state is no patch of winpool's).
-        assert_eq!(for_patch(&pool, &record(&[]), &applying(NodeState::Draining, None), "a", Timestamp::UNIX_EPOCH), None);
+        assert_eq!(for_patch(&pool, &record(&[]), &applying(NodeState::Draining, None), None, "a", Timestamp::UNIX_EPOCH), None);
         let put_back = NodePatch { node: "win-0".into(), from: NodeState::Pending, to: NodeState::Draining, ..Default::default() };
-        assert_eq!(for_patch(&pool, &started, &put_back, "a", Timestamp::UNIX_EPOCH), None);
+        assert_eq!(for_patch(&pool, &started, &put_back, None, "a", Timestamp::UNIX_EPOCH), None);
     }
 
     #[test]
@@ -298,7 +393,7 @@ mod tests {
         node = with_revision(node, "r1");
         let mut p = NodePatch { node: "win-0".into(), from: NodeState::Applying, to: NodeState::Failed, ..Default::default() };
         p.annotations.insert(names::ANN_FAILURE_REASON.into(), Some("NodeTimeout".into()));
-        let Some(OperationWrite::Phase { name, status }) = for_patch(&pool, &node, &p, "a", Timestamp::UNIX_EPOCH) else {
+        let Some(OperationWrite::Phase { name, status }) = for_patch(&pool, &node, &p, None, "a", Timestamp::UNIX_EPOCH) else {
             panic!("no phase write for a failed start");
         };
         assert_eq!(name, "win-0.20261207100000.r1");
@@ -343,6 +438,137 @@ mod tests {
         };
         assert_eq!((name.as_str(), status.phase), ("win-0.20261207100000.r1", Some(NodeState::Pending)));
         assert_eq!(released(&record(&[]), Timestamp::UNIX_EPOCH), None, "a node at rest has no start to end");
+    }
+
+    fn report(started: &str, status: ApplyStatus) -> ApplyReport {
+        ApplyReport {
+            revision: "r1".into(),
+            status,
+            message: None,
+            started_at: Some(started.into()),
+            no_reboot: false,
+            heartbeat: Some("2026-12-07T10:40:00Z".into()),
+            result_code: None,
+            installed: vec![crate::api::report::InstalledUpdate {
+                kb: "KB5050002".into(),
+                title: Some("2026-12 Cumulative Update".into()),
+                cve_ids: vec!["CVE-2026-21001".into()],
+            }],
+        }
+    }
+
+    #[test]
+    fn an_ended_start_records_the_build_what_was_installed_the_reboot_and_the_return() {
+        let mut n = Node::default();
+        n.metadata.name = Some("win-0".into());
+        n.metadata.labels = Some([(names::LABEL_REVISION.to_string(), "r1".to_string())].into());
+        n.metadata.annotations = Some(
+            [(names::ANN_STARTED_AT, "2026-12-07T10:00:00Z"), (names::ANN_BOOT_ID, "boot-1")]
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .into(),
+        );
+        let info = k8s_openapi::api::core::v1::NodeSystemInfo {
+            kernel_version: "10.0.20348.2762".into(),
+            boot_id: "boot-2".into(),
+            ..Default::default()
+        };
+        n.status = Some(k8s_openapi::api::core::v1::NodeStatus { node_info: Some(info), ..Default::default() });
+        let node = NodeRecord::from(&n);
+        let mut p = NodePatch {
+            node: "win-0".into(),
+            from: NodeState::Verifying,
+            to: NodeState::Updated,
+            unschedulable: Some(false),
+            ..Default::default()
+        };
+        let now: Timestamp = "2026-12-07T11:00:00Z".parse().unwrap();
+        let this_start = report("2026-12-07T10:00:00Z", ApplyStatus::Succeeded);
+        let Some(OperationWrite::Phase { status, .. }) = for_patch(&pool(), &node, &p, Some(&this_start), "a", now) else {
+            panic!("no phase write for an updated node");
+        };
+        assert_eq!(status.build_after.as_deref(), Some("10.0.20348.2762"));
+        assert_eq!(status.installed, this_start.installed);
+        assert_eq!(status.installed_at.as_deref(), Some("2026-12-07T10:40:00Z"));
+        assert_eq!((status.reboots, status.returned_at.as_deref()), (Some(1), Some("2026-12-07T11:00:00Z")));
+        // A report of an earlier start says nothing of this one; a node left cordoned was not returned.
+        p.unschedulable = None;
+        let earlier = report("2026-11-07T10:00:00Z", ApplyStatus::Succeeded);
+        let Some(OperationWrite::Phase { status, .. }) = for_patch(&pool(), &node, &p, Some(&earlier), "a", now) else {
+            panic!("no phase write");
+        };
+        assert_eq!((status.installed.len(), status.installed_at, status.returned_at), (0, None, None));
+        // A failed install installed nothing.
+        p.to = NodeState::Failed;
+        let failed = report("2026-12-07T10:00:00Z", ApplyStatus::Failed);
+        let Some(OperationWrite::Phase { status, .. }) = for_patch(&pool(), &node, &p, Some(&failed), "a", now) else {
+            panic!("no phase write");
+        };
+        assert_eq!(status.installed_at, None);
+    }
+
+    #[test]
+    fn the_start_names_who_last_changed_the_pools_spec() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry, Time};
+        let entry = |manager: &str, at: &str, fields: serde_json::Value, sub: Option<&str>| ManagedFieldsEntry {
+            manager: Some(manager.into()),
+            time: Some(Time(at.parse().unwrap())),
+            fields_v1: Some(FieldsV1(fields)),
+            subresource: sub.map(Into::into),
+            ..Default::default()
+        };
+        let mut p = pool();
+        p.metadata.managed_fields = Some(vec![
+            entry("kubectl-client-side-apply", "2026-11-01T00:00:00Z", serde_json::json!({"f:spec": {}}), None),
+            entry("argocd-controller", "2026-12-01T00:00:00Z", serde_json::json!({"f:spec": {"f:os": {}}}), None),
+            entry("winpool", "2026-12-02T00:00:00Z", serde_json::json!({"f:status": {}}), Some("status")),
+            entry("kubectl-winpool", "2026-12-03T00:00:00Z", serde_json::json!({"f:metadata": {}}), None),
+        ]);
+        assert_eq!(asked_by(&p).as_deref(), Some("argocd-controller"));
+    }
+
+    fn ended_op(name: &str, started_at: &str, phase: NodeState) -> WindowsNodeOperation {
+        let mut o = op(name, started_at, None);
+        o.status = Some(WindowsNodeOperationStatus { phase: Some(phase), ..Default::default() });
+        o
+    }
+
+    #[test]
+    fn records_past_the_retention_or_the_bound_go_but_never_one_in_flight() {
+        let now: Timestamp = "2026-12-07T00:00:00Z".parse().unwrap();
+        let keep = Retention { max_age: std::time::Duration::from_secs(400 * 86_400), per_node: 3 };
+        let ancient = ended_op("win-0.old", "2025-01-01T00:00:00Z", NodeState::Updated);
+        let stuck = ended_op("win-0.stuck", "2024-01-01T00:00:00Z", NodeState::Applying);
+        let recent: Vec<_> =
+            (1..=3).map(|m| ended_op(&format!("win-0.m{m}"), &format!("2026-0{m}-01T00:00:00Z"), NodeState::Updated)).collect();
+        let mut ops = vec![ancient, stuck];
+        ops.extend(recent);
+        let mut gone = expired(&ops, &keep, now);
+        gone.sort();
+        // Room for 3: the new one and the in-flight one leave one: m3.
+        assert_eq!(gone, ["win-0.m1", "win-0.m2", "win-0.old"]);
+        let roomy = Retention { per_node: 64, ..keep };
+        assert_eq!(expired(&ops, &roomy, now), ["win-0.old"], "only what is older than the retention");
+    }
+
+    #[test]
+    fn an_ended_operation_is_one_json_line_with_the_digest_its_successor_chains() {
+        let o = ended_op("win-0.1", "2026-01-01T00:00:00Z", NodeState::Updated);
+        let line = record_line(&o).expect("an ended operation has a record line");
+        assert!(!line.contains('\n'));
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["sha256"], digest(&o));
+        assert_eq!(v["spec"]["nodeName"], "win-0");
+        assert_eq!(v["status"]["phase"], "Updated");
+        assert_eq!(record_line(&ended_op("win-0.2", "2026-02-01T00:00:00Z", NodeState::Verifying)), None, "none while in flight");
+    }
+
+    #[test]
+    fn the_oldest_record_kept_may_follow_one_the_retention_removed() {
+        let a = op("win-0.1", "2026-01-01T00:00:00Z", None);
+        let b = op("win-0.2", "2026-02-01T00:00:00Z", Some(&a));
+        let c = op("win-0.3", "2026-03-01T00:00:00Z", Some(&b));
+        assert_eq!(verify(&[b.clone(), c.clone()]), Vec::<String>::new());
+        assert_eq!(verify(&[c]).len(), 0);
     }
 
     #[test]

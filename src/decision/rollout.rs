@@ -153,6 +153,8 @@ fn decide_with(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp, despite
     let counts = summary::counts(&by_state, nodes.len());
     let failed = summary::failed(&s, &r, &sorted);
     let behind_patch_level = nodes.iter().filter(|n| !kernel_satisfies(n, s.rules.target_build.as_ref())).count();
+    let deadline = patch_deadline(s.spec, pool.target_marked_at);
+    let patch_overdue = if deadline.is_some_and(|d| d <= now) { behind_patch_level } else { 0 };
     let window_open = s.window_open();
     let in_flight = summary::in_flight(&s, &r, &sorted);
     let unavailable = Unavailable {
@@ -184,6 +186,8 @@ fn decide_with(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp, despite
         estimated_completion,
         waiting: r.waiting,
         behind_patch_level,
+        deadline,
+        patch_overdue,
         requeue_after,
         warnings: r.warnings,
         runtime_refused: r.runtime_refused,
@@ -192,6 +196,13 @@ fn decide_with(pool: &PoolInput<'_>, nodes: &[NodeView], now: Timestamp, despite
         held: r.held,
         promoted: s.spec.rollout.follows.is_some() && s.ring.is_none(),
     }
+}
+
+/// When nodes must run the pool's target (`compliance.deadline` after the
+/// target revision was first marked): none without a deadline.
+fn patch_deadline(spec: &WindowsNodePoolSpec, target_since: Option<Timestamp>) -> Option<Timestamp> {
+    let deadline = parse_duration(&spec.compliance.as_ref()?.deadline)?;
+    target_since?.checked_add(jiff::SignedDuration::try_from(deadline).ok()?).ok()
 }
 
 /// The pool's pace: an exponential moving average of node update times

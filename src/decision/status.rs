@@ -148,6 +148,7 @@ pub fn build_status(
         managed_condition(&membership.managed, membership.members.len()),
         tamper_condition(plan, previous, now),
     ];
+    next.extend(overdue_condition(plan));
     // HNS capacity is judged only when the round could see the cluster's load;
     // otherwise the last judgement stands.
     let (hns_status, hns_condition) = match hns {
@@ -612,6 +613,24 @@ fn tamper_condition(plan: &Plan, previous: Option<&WindowsNodePoolStatus>, now: 
     }
 }
 
+/// With a deadline: whether nodes missed it (none without one, so a pool
+/// that sets none carries no condition it never asked for).
+fn overdue_condition(plan: &Plan) -> Option<Condition> {
+    let deadline = plan.deadline?;
+    Some(if plan.patch_overdue > 0 {
+        let message = format!(
+            "{} of {} nodes run below the patch level of revision {} past its deadline ({deadline}): see kubectl winpool compliance",
+            plan.patch_overdue, plan.counts.total, plan.revision
+        );
+        cond(conditions::PATCH_OVERDUE, true, "DeadlinePassed", message)
+    } else if plan.behind_patch_level > 0 {
+        let message = format!("{} nodes below the patch level have until {deadline}", plan.behind_patch_level);
+        cond(conditions::PATCH_OVERDUE, false, "WithinDeadline", message)
+    } else {
+        cond(conditions::PATCH_OVERDUE, false, "AtPatchLevel", "every node runs the patch level".into())
+    })
+}
+
 fn conflict_condition(spec: &WindowsNodePoolSpec, conflicts: &Conflicts) -> Condition {
     if conflicts.is_empty() {
         cond(conditions::NODES_CONFLICT, false, "NoConflicts", "every selected node belongs to this pool alone".into())
@@ -1008,6 +1027,25 @@ mod tests {
         // Without windows the status says nothing about them.
         let none = status_for(&self::spec(""), &[node("a")], None, now());
         assert_eq!((none.next_window_start, none.next_window_end), (None, None));
+    }
+
+    #[test]
+    fn nodes_below_the_patch_level_past_the_deadline_turn_patch_overdue() {
+        let spec = spec("compliance: {deadline: 336h}");
+        let existing = BTreeSet::new();
+        let overdue_at = |marked_days_ago: i64, spec: &WindowsNodePoolSpec| {
+            let marked = now() - jiff::SignedDuration::from_hours(24 * marked_days_ago);
+            let input = PoolInput { target_marked_at: Some(marked), ..PoolInput::of_spec("p", spec, &existing) };
+            let plan = decide(&input, &cleared(spec, &[node("a"), node("b")]), now());
+            let st = build_status(spec, &plan, &Membership::default(), None, None, Some(3), now());
+            (
+                plan.patch_overdue,
+                st.conditions.iter().find(|c| c.type_ == conditions::PATCH_OVERDUE).map(|c| (c.status.clone(), c.reason.clone())),
+            )
+        };
+        assert_eq!(overdue_at(15, &spec), (2, Some(("True".into(), "DeadlinePassed".into()))));
+        assert_eq!(overdue_at(13, &spec), (0, Some(("False".into(), "WithinDeadline".into()))));
+        assert_eq!(overdue_at(400, &self::spec("")), (0, None), "no deadline, no condition");
     }
 
     #[test]

@@ -112,6 +112,22 @@ pub enum Command {
         /// Check each node's chain of operations: one edited or deleted since is named.
         #[arg(long)]
         verify: bool,
+        /// Only operations started since then: a time (RFC 3339) or an age (90d, 720h).
+        #[arg(long, value_name = "TIME|AGE", value_parser = parse_since)]
+        since: Option<Since>,
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// Per node of a pool (or every node): the build it ran, its last update and when, the days it was
+    /// behind its pool and, with --cve, whether that CVE was fixed on it; now or --as-of a time, from the record.
+    Compliance {
+        pool: Option<String>,
+        /// A CVE ID (CVE-2026-21001): whether each node's build had the update that fixes it.
+        #[arg(long, value_name = "ID")]
+        cve: Option<String>,
+        /// The time to answer for (RFC 3339; default: now).
+        #[arg(long, value_name = "TIME")]
+        as_of: Option<Timestamp>,
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
@@ -128,6 +144,25 @@ pub enum Output {
     Name,
     Json,
     Yaml,
+    /// Comma-separated values with a header line (history and compliance).
+    Csv,
+}
+
+/// `history --since`: a time, or an age back from now.
+#[derive(Clone, Copy, Debug)]
+pub enum Since {
+    At(Timestamp),
+    Ago(std::time::Duration),
+}
+
+fn parse_since(s: &str) -> Result<Since, String> {
+    if let Ok(t) = s.parse::<Timestamp>() {
+        return Ok(Since::At(t));
+    }
+    let days = s.strip_suffix('d').and_then(|d| d.parse::<u64>().ok()).map(|d| std::time::Duration::from_secs(d * 86_400));
+    days.or_else(|| crate::decision::rollout::parse_duration(s))
+        .map(Since::Ago)
+        .ok_or_else(|| format!("{s:?} is neither a time (2026-01-31T00:00:00Z) nor an age (90d, 720h)"))
 }
 
 /// The client of the kubeconfig and context asked for, else kubectl's
@@ -183,14 +218,30 @@ pub async fn run(cli: Cli) -> Result<String, PluginError> {
             let r = read_versions(&client).await;
             render(&r, output, || vec![format!("kubectl-winpool/{}", r.client)], |_| super::version::table(&r))
         }
-        Command::History { target, verify, output } => {
+        Command::History { target, verify, since, output } => {
             let ops = super::history::read(&client).await?;
             if verify {
                 return super::history::verify(&ops, target.as_deref());
             }
-            let rows = super::history::rows(&ops, target.as_deref());
+            let since = since.map(|s| match s {
+                Since::At(t) => t,
+                Since::Ago(d) => {
+                    now.checked_sub(jiff::SignedDuration::try_from(d).unwrap_or(jiff::SignedDuration::MAX)).unwrap_or(Timestamp::MIN)
+                }
+            });
+            let rows = super::history::rows(&ops, target.as_deref(), since);
             let names = || rows.iter().map(|r| format!("node/{}", r.node)).collect();
-            render(&rows, output, names, |_| super::history::table(&rows))
+            render_records(&rows, output, names, || super::history::table(&rows))
+        }
+        Command::Compliance { pool, cve, as_of, output } => {
+            let ops = super::history::read(&client).await?;
+            let nodes: Api<Node> = Api::all(client.clone());
+            let nodes = nodes.list(&ListParams::default()).await.map_err(|e| PluginError::from_kube(e, "nodes", ""))?.items;
+            let hosts: Vec<_> = nodes.iter().filter_map(super::compliance::host).collect();
+            let mut rows = super::compliance::rows(&ops, &hosts, as_of.unwrap_or(now), cve.as_deref());
+            rows.retain(|r| pool.as_deref().is_none_or(|p| r.pool == p));
+            let names = || rows.iter().map(|r| format!("node/{}", r.node)).collect();
+            render_records(&rows, output, names, || super::compliance::table(&rows, cve.as_deref()))
         }
         Command::Completion { .. } => unreachable!("answered before connecting"),
     }
@@ -418,6 +469,24 @@ pub fn completion(shell: clap_complete::Shell) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// The record's answers (history, compliance): a table, JSON, YAML or CSV.
+fn render_records<T: serde::Serialize>(
+    rows: &[T],
+    output: Output,
+    names: impl FnOnce() -> Vec<String>,
+    table: impl FnOnce() -> String,
+) -> Result<String, PluginError> {
+    if output != Output::Csv {
+        return render(&rows, output, names, |_| table());
+    }
+    let mut w = csv::Writer::from_writer(Vec::new());
+    for r in rows {
+        w.serialize(r).map_err(|e| PluginError::Output(e.to_string()))?;
+    }
+    let bytes = w.into_inner().map_err(|e| PluginError::Output(e.to_string()))?;
+    String::from_utf8(bytes).map_err(|e| PluginError::Output(e.to_string()))
+}
+
 fn render<T: serde::Serialize>(
     r: &T,
     output: Output,
@@ -425,6 +494,9 @@ fn render<T: serde::Serialize>(
     table: impl FnOnce(bool) -> String,
 ) -> Result<String, PluginError> {
     match output {
+        Output::Csv => {
+            Err(PluginError::Refused("-o csv is for history and compliance; this command prints table, wide, name, json or yaml".into()))
+        }
         Output::Table => Ok(table(false)),
         Output::Wide => Ok(table(true)),
         Output::Name => Ok(names().iter().map(|n| format!("{n}\n")).collect()),

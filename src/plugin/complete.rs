@@ -112,7 +112,10 @@ mod tests {
 
     #[test]
     fn subcommands_then_pools_or_failed_nodes_then_flags_and_output_formats() {
-        assert_eq!(w(&[""]), these(&["bundle", "completion", "history", "list", "pause", "plan", "resume", "retry", "status", "version"]));
+        assert_eq!(
+            w(&[""]),
+            these(&["bundle", "completion", "compliance", "history", "list", "pause", "plan", "resume", "retry", "status", "version"])
+        );
         assert_eq!(w(&["p"]), these(&["pause", "plan"]));
         assert_eq!(w(&["--context", "prod", "st"]), these(&["status"]), "a global flag and its value are skipped");
         assert_eq!(w(&["status", "win"]), Wanted::Pools("win".into()));

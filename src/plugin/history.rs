@@ -21,6 +21,16 @@ pub struct HistoryRow {
     pub phase: String,
     pub since: String,
     pub reason: String,
+    pub asked_by: String,
+    pub build_before: String,
+    pub build_after: String,
+    /// What the agent installed, `KB5050002 KB5050003`.
+    pub installed: String,
+    /// The CVE IDs Windows Update listed for it, space-separated.
+    pub cve_ids: String,
+    pub drained_at: String,
+    pub installed_at: String,
+    pub returned_at: String,
 }
 
 /// Which operations: a pool's (`POOL`) or a node's (`node/NAME`); all when none.
@@ -34,14 +44,27 @@ pub fn selects(target: Option<&str>, op: &WindowsNodeOperation) -> bool {
     }
 }
 
-/// The rows of `ops` that `target` selects, oldest start first.
-pub fn rows(ops: &[WindowsNodeOperation], target: Option<&str>) -> Vec<HistoryRow> {
+/// The rows of `ops` that `target` selects, started at or after `since`, oldest start first.
+pub fn rows(ops: &[WindowsNodeOperation], target: Option<&str>, since: Option<jiff::Timestamp>) -> Vec<HistoryRow> {
+    let recent = |o: &&WindowsNodeOperation| since.is_none_or(|t| o.spec.started_at.parse::<jiff::Timestamp>().is_ok_and(|s| s >= t));
     let mut rows: Vec<HistoryRow> = ops
         .iter()
         .filter(|o| selects(target, o))
+        .filter(recent)
         .map(|o| {
             let st = o.status.clone().unwrap_or_default();
+            let joined = |f: &dyn Fn(&crate::api::report::InstalledUpdate) -> Vec<String>| {
+                st.installed.iter().flat_map(f).collect::<Vec<_>>().join(" ")
+            };
             HistoryRow {
+                asked_by: o.spec.asked_by.clone().unwrap_or_default(),
+                build_before: st.build_before.clone().unwrap_or_default(),
+                build_after: st.build_after.clone().unwrap_or_default(),
+                installed: joined(&|u| vec![u.kb.clone()]),
+                cve_ids: joined(&|u| u.cve_ids.clone()),
+                drained_at: st.drained_at.clone().unwrap_or_default(),
+                installed_at: st.installed_at.clone().unwrap_or_default(),
+                returned_at: st.returned_at.clone().unwrap_or_default(),
                 node: o.spec.node_name.clone(),
                 pool: o.spec.pool.clone(),
                 action: format!("{:?}", o.spec.action),
@@ -61,12 +84,18 @@ pub fn table(rows: &[HistoryRow]) -> String {
     let cells: Vec<Vec<String>> = rows
         .iter()
         .map(|r| {
-            [&r.node, &r.pool, &r.action, &r.revision, &r.started_at, &r.phase, &r.since, &r.reason]
+            let build = if r.build_after.is_empty() || r.build_after == r.build_before {
+                r.build_before.clone()
+            } else {
+                format!("{} -> {}", r.build_before, r.build_after)
+            };
+            [&r.node, &r.pool, &r.action, &r.revision, &r.started_at, &r.phase, &r.since, &build, &r.installed, &r.reason]
                 .map(|c| if c.is_empty() { "-".to_string() } else { c.to_string() })
                 .to_vec()
         })
         .collect();
-    super::table::columns(&["NODE", "POOL", "ACTION", "REVISION", "STARTED", "PHASE", "SINCE", "REASON"], &cells)
+    let headers = ["NODE", "POOL", "ACTION", "REVISION", "STARTED", "PHASE", "SINCE", "BUILD", "INSTALLED", "REASON"];
+    super::table::columns(&headers, &cells)
 }
 
 /// Every operation in the cluster (they live in each install's agents' namespace).

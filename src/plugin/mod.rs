@@ -14,6 +14,7 @@ pub mod age;
 pub mod bundle;
 pub mod cli;
 pub mod complete;
+pub mod compliance;
 pub mod history;
 pub mod output;
 pub mod retry;

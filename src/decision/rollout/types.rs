@@ -326,6 +326,10 @@ pub struct Plan {
     pub waiting: BTreeMap<String, String>,
     /// Nodes below the target patch level as the kubelet reports it.
     pub behind_patch_level: usize,
+    /// When nodes must run the target (`compliance.deadline`).
+    pub deadline: Option<Timestamp>,
+    /// Nodes below the patch level past that deadline.
+    pub patch_overdue: usize,
     pub requeue_after: Duration,
     /// Problems with individual nodes worth an Event (bogus labels, garbage versions).
     pub warnings: Vec<(String, String)>,

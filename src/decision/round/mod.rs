@@ -749,6 +749,8 @@ pub struct Settings {
     pub max_nodes_in_flight: u32,
     /// Where `rollout.hooks` Jobs run (None: a pool's hooks fail its nodes, saying so).
     pub hooks_namespace: Option<String>,
+    /// How long and how many of each node's ended operations are kept.
+    pub operation_retention: crate::decision::operation::Retention,
 }
 
 #[cfg(test)]
@@ -769,6 +771,7 @@ impl Settings {
             bad_update_threshold: crate::decision::breaker::DEFAULT_THRESHOLD,
             max_nodes_in_flight: 0,
             hooks_namespace: None,
+            operation_retention: Default::default(),
         }
     }
 }
