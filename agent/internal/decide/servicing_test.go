@@ -63,15 +63,15 @@ func TestCombineServicing(t *testing.T) {
 		wantCode  int
 		wantInDet []string
 	}{
-		{"ssu installed, lcu needs a reboot", []StepExit{{"ssu.cab", 0}, {"lcu.msu", 3010}}, 2, ExitRebootRequired, []string{"ssu.cab: Installed", "lcu.msu: RebootRequired (0x00000BC2)"}},
-		{"all installed", []StepExit{{"ssu.cab", 0}, {"lcu.msu", 0}}, 2, ExitSuccess, nil},
-		{"ssu already there, lcu installed", []StepExit{{"ssu.cab", 2359302}, {"lcu.msu", 0}}, 2, ExitSuccess, []string{"ssu.cab: AlreadyInstalled"}},
-		{"everything already installed", []StepExit{{"ssu.cab", 2359302}, {"lcu.msu", 0x240006}}, 2, ExitAlreadyInstalled, nil},
-		{"superseded ssu not applicable, lcu reboots", []StepExit{{"ssu.cab", 0x800F081E}, {"lcu.msu", 3010}}, 2, ExitRebootRequired, nil},
-		{"nothing applies", []StepExit{{"ssu.cab", 0x800F081E}, {"lcu.msu", 0x800F081E}}, 2, ExitNotApplicable, nil},
-		{"lcu fails after the ssu: the failure is the result", []StepExit{{"ssu.cab", 3010}, {"lcu.msu", 0x800F0922}}, 3, 0x800F0922,
+		{"ssu installed, lcu needs a reboot", []StepExit{{What: "ssu.cab", ExitCode: 0}, {What: "lcu.msu", ExitCode: 3010}}, 2, ExitRebootRequired, []string{"ssu.cab: Installed", "lcu.msu: RebootRequired (0x00000BC2)"}},
+		{"all installed", []StepExit{{What: "ssu.cab", ExitCode: 0}, {What: "lcu.msu", ExitCode: 0}}, 2, ExitSuccess, nil},
+		{"ssu already there, lcu installed", []StepExit{{What: "ssu.cab", ExitCode: 2359302}, {What: "lcu.msu", ExitCode: 0}}, 2, ExitSuccess, []string{"ssu.cab: AlreadyInstalled"}},
+		{"everything already installed", []StepExit{{What: "ssu.cab", ExitCode: 2359302}, {What: "lcu.msu", ExitCode: 0x240006}}, 2, ExitAlreadyInstalled, nil},
+		{"superseded ssu not applicable, lcu reboots", []StepExit{{What: "ssu.cab", ExitCode: 0x800F081E}, {What: "lcu.msu", ExitCode: 3010}}, 2, ExitRebootRequired, nil},
+		{"nothing applies", []StepExit{{What: "ssu.cab", ExitCode: 0x800F081E}, {What: "lcu.msu", ExitCode: 0x800F081E}}, 2, ExitNotApplicable, nil},
+		{"lcu fails after the ssu: the failure is the result", []StepExit{{What: "ssu.cab", ExitCode: 3010}, {What: "lcu.msu", ExitCode: 0x800F0922}}, 3, 0x800F0922,
 			[]string{"lcu.msu (step 2 of 3; before it: ssu.cab: RebootRequired"}},
-		{"first call fails", []StepExit{{"ssu.cab", 5}}, 2, 5, []string{"ssu.cab (step 1 of 2; before it: nothing)"}},
+		{"first call fails", []StepExit{{What: "ssu.cab", ExitCode: 5}}, 2, 5, []string{"ssu.cab (step 1 of 2; before it: nothing)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := CombineServicing(tc.exits, tc.planned)

@@ -231,12 +231,13 @@ func (s *wuSession) Search(string) ([]decide.WUUpdate, error) {
 		}
 		kb := ApprovedKB(b)
 		s.offered = append(s.offered, decide.WUUpdate{Title: published.UTC().Format("2006-01") + cu + release + " (KB" + kb + ")", KBs: []string{kb},
-			Type: decide.WUTypeSoftware, CategoryIDs: []string{decide.WUClassSecurityUpdates}, Size: 1200 << 20, Published: published})
+			Type: decide.WUTypeSoftware, CategoryIDs: []string{decide.WUClassSecurityUpdates}, Size: 1200 << 20, Published: published, CveIDs: cveIDs(kb)})
 		return s.offered, nil
 	}
 	if m.hotpatchMonthLocked() {
 		s.offered = append(s.offered, decide.WUUpdate{Title: month + " Security Hotpatch Update for " + release + " (KB" + hotpatchKB + ")", KBs: []string{hotpatchKB},
-			Type: decide.WUTypeSoftware, CategoryIDs: []string{decide.WUClassSecurityUpdates}, Size: 25 << 20, Published: time.Now(), RebootFree: true})
+			Type: decide.WUTypeSoftware, CategoryIDs: []string{decide.WUClassSecurityUpdates}, Size: 25 << 20, Published: time.Now(), RebootFree: true,
+			CveIDs: cveIDs(hotpatchKB)})
 		return s.offered, nil
 	}
 	if m.o.Catalogue.SSUFirst && !m.wu.ssuInstalled {
@@ -244,9 +245,18 @@ func (s *wuSession) Search(string) ([]decide.WUUpdate, error) {
 			Type: decide.WUTypeSoftware, CategoryIDs: []string{decide.WUClassSecurityUpdates}, Exclusive: true, Size: 15 << 20, Published: time.Now()})
 	} else {
 		s.offered = append(s.offered, decide.WUUpdate{Title: month + cu + release + " (KB" + cuKB + ")", KBs: []string{cuKB},
-			Type: decide.WUTypeSoftware, CategoryIDs: []string{decide.WUClassSecurityUpdates}, Size: 1200 << 20, Published: time.Now()})
+			Type: decide.WUTypeSoftware, CategoryIDs: []string{decide.WUClassSecurityUpdates}, Size: 1200 << 20, Published: time.Now(), CveIDs: cveIDs(cuKB)})
 	}
 	return s.offered, nil
+}
+
+// cveIDs are the CVE IDs the update KB<kb> lists (IUpdate2.CveIDs): three,
+// made up in CVE's format from the KB, so that each month's update names
+// its own, as Microsoft's do. The servicing stack update and what every
+// machine is offered list none here.
+func cveIDs(kb string) []string {
+	n := kb[max(len(kb)-4, 0):]
+	return []string{"CVE-2026-" + n + "1", "CVE-2026-" + n + "2", "CVE-2026-" + n + "3"}
 }
 
 func releaseName(build int) string {
