@@ -95,8 +95,13 @@ const (
 // carries it, cut to the CRD's bounds.
 func installedRecord(list []host.InstalledUpdate) []report.InstalledUpdate {
 	var out []report.InstalledUpdate
-	for _, u := range list[:min(len(list), maxInstalled)] {
+	for _, u := range list {
 		r := report.InstalledUpdate{KB: oneLine(u.KB), Title: oneLine(u.Title)}
+		// The CRD requires a name; an update Windows Update gave neither a KB
+		// nor a title is no record.
+		if r.KB == "" || len(out) == maxInstalled {
+			continue
+		}
 		for _, id := range u.CveIDs {
 			if len(id) <= maxCVELength && len(r.CveIDs) < maxCVEs {
 				r.CveIDs = append(r.CveIDs, id)

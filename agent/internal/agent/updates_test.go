@@ -51,3 +51,29 @@ func TestInvalidUpdatesFailTheNode(t *testing.T) {
 		t.Errorf("%d installs for an invalid revision", m.Installs)
 	}
 }
+
+// What each attempt's servicing task installed for the start reaches the
+// Succeeded report, in order, through the agents that run after each reboot:
+// a servicing stack update alone first (its own reboot; the next attempt's
+// task replaces its result file), then the cumulative update with the CVE
+// IDs Windows Update lists for it.
+func TestTheReportRecordsWhatEachAttemptInstalled(t *testing.T) {
+	o := behindHost()
+	o.Catalogue.SSUFirst = true
+	machine := newMachine(o)
+	h := newHarness(t, machine, requestedR1(), revisionConfigMap(revisionR1()))
+	h.addCSIProxyPod("csi-proxy-r1", "ghcr.io/kubernetes-sigs/sig-windows/csi-proxy:v1.1.3", true)
+	for reboot := 1; reboot <= 2; reboot++ {
+		agent := h.start(h.options())
+		h.waitReboots(reboot)
+		agent.stop(t)
+		machine.CompleteReboot()
+	}
+	h.start(h.options())
+	h.waitStatus(names.StatusSucceeded)
+	got := h.storedReport().Status.Apply.Installed
+	if len(got) != 2 || got[0].KB != "KB5050001" || !strings.Contains(got[0].Title, "Servicing Stack Update") || len(got[0].CveIDs) != 0 ||
+		got[1].KB != "KB5050002" || !strings.Contains(got[1].Title, "Cumulative Update") || len(got[1].CveIDs) != 3 {
+		t.Errorf("the report's installed = %+v, want the servicing stack update, then the cumulative update with its CVE IDs", got)
+	}
+}

@@ -87,6 +87,22 @@ func TestCombineServicing(t *testing.T) {
 	}
 }
 
+// The record holds what the calls installed, in their order: not an update
+// that was there already, did not apply, or failed, even before a failure.
+func TestTheRecordIsWhatTheCallsInstalled(t *testing.T) {
+	one := func(kb string) []host.InstalledUpdate { return []host.InstalledUpdate{{KB: kb}} }
+	got := CombineServicing([]StepExit{
+		{What: "ssu.cab", ExitCode: ExitAlreadyInstalled, Installed: one("ssu.cab")},
+		{What: "dotnet.msu", ExitCode: ExitNotApplicable, Installed: one("dotnet.msu")},
+		{What: "lcu.msu", ExitCode: ExitRebootRequired, Installed: one("lcu.msu")},
+		{What: "oob.msu", ExitCode: ExitSuccess, Installed: one("oob.msu")},
+		{What: "bad.msu", ExitCode: 0x800F0922, Installed: one("bad.msu")},
+	}, 5)
+	if want := append(one("lcu.msu"), one("oob.msu")...); !reflect.DeepEqual(got.Installed, want) {
+		t.Errorf("installed = %+v, want %+v", got.Installed, want)
+	}
+}
+
 func TestServicingStopsAtTheFirstFailure(t *testing.T) {
 	for code, want := range map[int]bool{0: true, 3010: true, 2359302: true, 0x800F081E: true, 0x800F0922: false, 0x800F0823: false, 1: false} {
 		if got := ServicingContinues(code); got != want {
