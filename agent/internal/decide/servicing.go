@@ -68,9 +68,11 @@ type StepExit struct {
 func ServicingContinues(exitCode int) bool { return !stopsServicing(ClassifyUpdate(exitCode)) }
 
 // A transient failure stops it too: the servicing stack update it may have
-// been is not in place, and the whole install is tried again later.
+// been is not in place, and the whole install is tried again later. So does
+// a call that needs a reboot first: nothing installs until it, and its code
+// must be the result, or the reboot is never made.
 func stopsServicing(o UpdateOutcome) bool {
-	return o == UpdateFailed || o == ServicingStackRequired || o == Transient
+	return o == UpdateFailed || o == ServicingStackRequired || o == Transient || o == RebootFirst
 }
 
 // CombineServicing folds the calls made (in order, the last one possibly a

@@ -72,6 +72,9 @@ func TestCombineServicing(t *testing.T) {
 		{"lcu fails after the ssu: the failure is the result", []StepExit{{What: "ssu.cab", ExitCode: 3010}, {What: "lcu.msu", ExitCode: 0x800F0922}}, 3, 0x800F0922,
 			[]string{"lcu.msu (step 2 of 3; before it: ssu.cab: RebootRequired"}},
 		{"first call fails", []StepExit{{What: "ssu.cab", ExitCode: 5}}, 2, 5, []string{"ssu.cab (step 1 of 2; before it: nothing)"}},
+		{"a call that needs a reboot first: its code is the result", []StepExit{{What: "ssu.cab", ExitCode: 0}, {What: "lcu.msu", ExitCode: ExitCBSPending}}, 2,
+			ExitCBSPending, []string{"lcu.msu (step 2 of 2; before it: ssu.cab: Installed"}},
+		{"Windows Update's reboot-first code likewise", []StepExit{{What: "KB5050002", ExitCode: ExitWUFailRebootRequired}}, 1, ExitWUFailRebootRequired, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := CombineServicing(tc.exits, tc.planned)
@@ -104,7 +107,8 @@ func TestTheRecordIsWhatTheCallsInstalled(t *testing.T) {
 }
 
 func TestServicingStopsAtTheFirstFailure(t *testing.T) {
-	for code, want := range map[int]bool{0: true, 3010: true, 2359302: true, 0x800F081E: true, 0x800F0922: false, 0x800F0823: false, 1: false} {
+	for code, want := range map[int]bool{0: true, 3010: true, 2359302: true, 0x800F081E: true, 0x800F0922: false, 0x800F0823: false, 1: false,
+		ExitCBSPending: false, ExitFailRebootRequired: false} {
 		if got := ServicingContinues(code); got != want {
 			t.Errorf("ServicingContinues(0x%08X) = %v, want %v", uint32(code), got, want)
 		}

@@ -296,11 +296,12 @@ func TestAServicingTaskThatNeverStartsFailsNamingItsLastResult(t *testing.T) {
 	check(t, Next(at(3*time.Minute, false, false)), waiting)
 }
 
-// CBS_E_PENDING and ERROR_FAIL_REBOOT_REQUIRED are not the update's failure:
+// CBS_E_PENDING and ERROR_FAIL_REBOOT_REQUIRED (as DISM exits with it, and
+// as Windows Update's HRESULT) are not the update's failure:
 // the node reboots (Windows finishes or rolls back what is pending at boot),
 // then the next attempt installs, within the caps.
 func TestServicingThatNeedsARebootFirstRebootsThenInstallsAgain(t *testing.T) {
-	for _, code := range []int{ExitCBSPending, ExitFailRebootRequired} {
+	for _, code := range []int{ExitCBSPending, ExitFailRebootRequired, ExitWUFailRebootRequired} {
 		if got := ClassifyUpdate(code); got != RebootFirst {
 			t.Errorf("0x%08X classified %v, want RebootFirst", code, got)
 		}

@@ -370,6 +370,7 @@ func (m *Machine) hotpatch() (int, int32, bool, error) {
 	asked := m.wu.asked
 	if f := m.o.Catalogue.Fails; f != nil {
 		if hr := f(asked); hr != 0 {
+			m.failedLocked(hr)
 			return decide.WUFailed, int32(hr), false, nil
 		}
 	}
@@ -383,6 +384,15 @@ func (m *Machine) hotpatch() (int, int32, bool, error) {
 	m.setBuild(lands)
 	m.hotpatched++
 	return decide.WUSucceeded, 0, false, nil
+}
+
+// failedLocked is what a failed install leaves: one that failed with
+// ERROR_FAIL_REBOOT_REQUIRED leaves its changes for a reboot to roll back
+// (Component Based Servicing then says a reboot is pending).
+func (m *Machine) failedLocked(hr uint32) {
+	if hr == decide.ExitWUFailRebootRequired {
+		m.keys[strings.ToLower(cbsRebootPending)] = true
+	}
 }
 
 // landsLocked is the build an install of the update asked for stages: what
@@ -424,6 +434,7 @@ func (m *Machine) install(ctx context.Context, waited bool) (int, error) {
 	asked := m.wu.asked
 	if f := m.o.Catalogue.Fails; f != nil {
 		if hr := f(asked); hr != 0 {
+			m.failedLocked(hr)
 			return int(hr), nil
 		}
 	}
