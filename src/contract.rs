@@ -43,7 +43,11 @@ fn full_report() -> Value {
         "status": {
             "agentVersion": "v0.3.0",
             "apply": {"revision": "5d8f2c1a9b", "status": "Rebooting", "message": "rebooting to finish the update to 10.0.20348.2762 (reboot 1 of at most 6)",
-                      "startedAt": "2026-12-02T10:40:00Z", "heartbeat": "2026-12-02T11:05:00Z"},
+                      "startedAt": "2026-12-02T10:40:00Z", "heartbeat": "2026-12-02T11:05:00Z",
+                      "installed": [{"kb": "KB5050001", "title": "2026-12 Servicing Stack Update for Microsoft server operating system version 21H2 for x64-based Systems (KB5050001)"},
+                                    {"kb": "KB5050002", "title": "2026-12 Cumulative Update for Microsoft server operating system version 21H2 for x64-based Systems (KB5050002)",
+                                     "cveIds": ["CVE-2026-21001", "CVE-2026-21002"]},
+                                    {"kb": "windows10.0-kb5043936-x64.msu"}]},
             "observed": {"cniMode": "overlay", "csiProxyVersion": "1.1.3", "runtimeService": "containerd (nssm)", "csiProxyHost": "csi-proxy (nssm)"},
             "hns": {"loadBalancers": 1200, "endpoints": 4800, "bootID": "0b5e7a52-3c2f-4a8f-9d1e-5f6a7b8c9d0e", "observedAt": "2026-12-02T10:02:00Z"},
             "preflight": {"revision": "7a1b2c3d4e", "verdict": "Blocked", "reasons": ["4.2 GiB free on C:, the update needs 10 GiB"],
@@ -76,6 +80,11 @@ fn the_report_the_go_agent_writes_reads_whole() {
     );
     assert!(view.hns_boot_id.is_some() && view.preflight.is_some() && view.answers_start.is_some() && view.cni_mode.is_some());
     assert!(view.heartbeat.is_some(), "the servicing task's heartbeat reaches the operator");
+    let installed = &report.observations().apply.as_ref().unwrap().installed;
+    assert!(
+        installed.first().is_some_and(|u| u.kb.starts_with("KB") && u.title.is_some() && !u.cve_ids.is_empty()),
+        "what the agent installed, with its CVE IDs, reaches the operator: {installed:?}"
+    );
 }
 
 #[test]

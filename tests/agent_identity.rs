@@ -115,7 +115,7 @@ fn report(name: &str, owners: Vec<OwnerReference>, status: ApplyStatus) -> Windo
                 heartbeat: None,
                 result_code: None,
                 no_reboot: false,
-                installed: Vec::new(),
+                installed: vec![],
             }),
             ..Default::default()
         },

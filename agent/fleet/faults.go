@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"winpool.dev/agent/internal/decide"
 	"winpool.dev/agent/internal/host"
 	"winpool.dev/agent/internal/host/fakewin"
 )
@@ -48,6 +49,7 @@ const (
 	FaultServiceDeps        Fault = "service-deps"
 	FaultBadUpdate          Fault = "bad-update"
 	FaultInstallFailsOnce   Fault = "install-fails-once"
+	FaultInstallFailsReboot Fault = "install-fails-reboot"
 	FaultHostEnv            Fault = "host-env"
 	FaultNoDSR              Fault = "no-dsr"
 	FaultPayloadBlocked     Fault = "payload-blocked"
@@ -93,6 +95,7 @@ var faults = []struct {
 	{FaultServiceDeps, "a vendor's service (" + thirdPartyService + ") depends on containerd (DependOnService): the SCM refuses to stop containerd while it runs"},
 	{FaultBadUpdate, "every install of the update asked for fails with 0x800F0922 (CBS_E_INSTALLERS_FAILED: a bad month, on every node it reaches)"},
 	{FaultInstallFailsOnce, "the first install of an update fails with 0x800F0922 and every later one succeeds (a component store repaired, a full disk cleaned)"},
+	{FaultInstallFailsReboot, "the first install of an update fails with 0x80070BC9 (ERROR_FAIL_REBOOT_REQUIRED) and leaves a reboot pending to roll it back; the install after it succeeds"},
 	{FaultHNSCollapse, "--hns-fault-after HNS caught up, its load balancers and remote endpoints drop to 3 until a reboot (kubernetes/kubernetes#110849)"},
 	{FaultHNSRestart, "--hns-fault-after HNS caught up, HNS restarts: everything is deleted and kube-proxy programs it again over a full sync"},
 	{FaultLBDeleted, "--hns-fault-after HNS caught up, a tenth of its load balancers are deleted out of band and never recreated until a reboot (kubernetes/kubernetes#135802)"},
@@ -225,11 +228,7 @@ func (f Faults) shape(node string, o *fakewin.Options) {
 		o.Catalogue.TwoPhase = true
 	}
 	o.NetworkResetAtBoot = f.On(FaultAKSHNSReset, node)
-	if f.On(FaultBadUpdate, node) {
-		o.Catalogue.Fails = func(host.Build) uint32 { return badUpdateCode }
-	} else if f.On(FaultInstallFailsOnce, node) {
-		o.Catalogue.Fails = failsOnce()
-	}
+	o.Catalogue.Fails = f.installFails(node)
 	if f.On(FaultServiceDeps, node) {
 		o.Services = append(o.Services, fakewin.Service{Name: thirdPartyService, Program: `Program Files\LogAgent\log-agent.exe`, DependsOn: []string{"containerd"}})
 	}
@@ -260,16 +259,30 @@ const (
 	auPolicyKey = wuPolicyKey + `\AU`
 )
 
-// failsOnce is FaultInstallFailsOnce's install result: the machine calls it
+// installFails is how node's installs fail (nil: they do not).
+func (f Faults) installFails(node string) func(host.Build) uint32 {
+	switch {
+	case f.On(FaultBadUpdate, node):
+		return func(host.Build) uint32 { return badUpdateCode }
+	case f.On(FaultInstallFailsOnce, node):
+		return failsOnce(badUpdateCode)
+	case f.On(FaultInstallFailsReboot, node):
+		return failsOnce(decide.ExitWUFailRebootRequired)
+	}
+	return nil
+}
+
+// failsOnce is an install result that is code the first time
+// (FaultInstallFailsOnce, FaultInstallFailsReboot): the machine calls it
 // under its own lock, once per install.
-func failsOnce() func(host.Build) uint32 {
+func failsOnce(code uint32) func(host.Build) uint32 {
 	failed := false
 	return func(host.Build) uint32 {
 		if failed {
 			return 0
 		}
 		failed = true
-		return badUpdateCode
+		return code
 	}
 }
 

@@ -78,16 +78,18 @@ func shapedBy(t *testing.T, fault Fault) (faulted, healthy fakewin.Options) {
 }
 
 func TestInstallFailsOnceFailsTheFirstInstallOnly(t *testing.T) {
-	faulted, healthy := shapedBy(t, FaultInstallFailsOnce)
-	if healthy.Catalogue.Fails != nil {
-		t.Fatal("win-2 fails its installs without the fault")
-	}
-	if got := faulted.Catalogue.Fails(host.Build{}); got != badUpdateCode {
-		t.Fatalf("first install: %#x, want %#x", got, badUpdateCode)
-	}
-	for i := range 2 {
-		if got := faulted.Catalogue.Fails(host.Build{}); got != 0 {
-			t.Fatalf("install %d after the first: %#x, want success", i+2, got)
+	for fault, code := range map[Fault]uint32{FaultInstallFailsOnce: badUpdateCode, FaultInstallFailsReboot: 0x80070BC9} {
+		faulted, healthy := shapedBy(t, fault)
+		if healthy.Catalogue.Fails != nil {
+			t.Fatalf("%s: win-2 fails its installs without the fault", fault)
+		}
+		if got := faulted.Catalogue.Fails(host.Build{}); got != code {
+			t.Fatalf("%s: first install: %#x, want %#x", fault, got, code)
+		}
+		for i := range 2 {
+			if got := faulted.Catalogue.Fails(host.Build{}); got != 0 {
+				t.Fatalf("%s: install %d after the first: %#x, want success", fault, i+2, got)
+			}
 		}
 	}
 }

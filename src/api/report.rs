@@ -236,25 +236,25 @@ pub struct ApplyReport {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result_code: Option<String>,
     /// What the servicing task installed for this start, in order (Windows Update's updates and the revision's packages).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 64))]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub installed: Vec<InstalledUpdate>,
 }
 
-/// One update or package a servicing task installed.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+/// One update or package the servicing task installed.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct InstalledUpdate {
-    /// `KB5050002`, or a package's file name.
-    #[schemars(length(min = 1, max = 256))]
+    /// KB5050002, or a package's file name.
+    #[schemars(length(min = 1, max = 2048))]
     pub kb: String,
     /// Its title, as Windows Update gives it.
+    #[schemars(length(max = 2048))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 512))]
     pub title: Option<String>,
-    /// The CVE IDs Windows Update lists for it (`IUpdate.CveIDs`).
+    /// The CVE IDs Windows Update lists for it (`IUpdate2.CveIDs`); none for a package.
+    #[schemars(length(max = 256), inner(length(max = 64)))]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 256))]
     pub cve_ids: Vec<String>,
 }
 
@@ -406,6 +406,16 @@ mod tests {
             assert_eq!(status.as_str().parse::<ApplyStatus>(), Ok(status));
             assert_eq!(serde_json::to_value(status).unwrap(), json!(status.as_str()));
         }
+    }
+
+    /// An agent that installed nothing (or predates the record) writes no
+    /// `installed`, and its report reads and writes back as it was.
+    #[test]
+    fn a_report_without_installed_reads_and_writes_back_as_it_was() {
+        let written = json!({"revision": "r1", "status": "Succeeded", "startedAt": "2026-12-02T10:40:00Z"});
+        let apply: ApplyReport = serde_json::from_value(written.clone()).unwrap();
+        assert!(apply.installed.is_empty());
+        assert_eq!(serde_json::to_value(&apply).unwrap(), written);
     }
 
     #[test]

@@ -255,7 +255,7 @@ mod tests {
             heartbeat: None,
             result_code: code.map(Into::into),
             no_reboot: false,
-            installed: Vec::new(),
+            installed: vec![],
         };
         WindowsNodeReport::reported("a-1", WindowsNodeReportStatus { apply: Some(apply), ..Default::default() })
     }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -21,6 +22,12 @@ import (
 	"winpool.dev/agent/internal/names"
 	"winpool.dev/agent/internal/report"
 )
+
+// counters is the state on the host without the record of what was installed.
+func counters(st host.State) host.State {
+	st.Installed = nil
+	return st
+}
 
 func TestFullApplyAcrossReboot(t *testing.T) {
 	rebooted := make(chan string, 1)
@@ -43,7 +50,11 @@ func TestFullApplyAcrossReboot(t *testing.T) {
 		!strings.Contains(n[keyApplyMessage], want) || reason != decide.ReasonInstallAsked {
 		t.Errorf("at the reboot (reason %q) the report says %s: %q, want Applying: %q…", reason, n[keyApplyStatus], n[keyApplyMessage], want)
 	}
-	if st, _ := machine.LoadState(); st != (host.State{Revision: "r1", StartedAt: testStart, Attempts: 1, Reboots: 1, RebootedAfter: 1}) {
+	st, _ := machine.LoadState()
+	if cu := st.Installed; len(cu) != 1 || cu[0].KB != "KB5050002" {
+		t.Errorf("the state on the host at the reboot records %+v as installed, want the cumulative update", cu)
+	}
+	if !counters(st).Same(host.State{Revision: "r1", StartedAt: testStart, Attempts: 1, Reboots: 1, RebootedAfter: 1}) {
 		t.Errorf("state on the host at the reboot = %+v", st)
 	}
 	if first.returned() {
@@ -73,6 +84,13 @@ func TestFullApplyAcrossReboot(t *testing.T) {
 	}
 	if !maps.Equal(n, want) {
 		t.Errorf("report = %v\nwant %v", n, want)
+	}
+	// What the first agent's task installed reaches the operator through the
+	// agent that runs after the reboot.
+	installed := h.storedReport().Status.Apply.Installed
+	if len(installed) != 1 || installed[0].KB != "KB5050002" || !strings.HasSuffix(installed[0].Title, "(KB5050002)") ||
+		!slices.Equal(installed[0].CveIDs, []string{"CVE-2026-00021", "CVE-2026-00022", "CVE-2026-00023"}) {
+		t.Errorf("the report's installed = %+v, want the cumulative update KB5050002 with its title and CVE IDs", installed)
 	}
 	if m := machine.Machine(); m.Installs != 1 || m.Reboots != 1 || m.Containerd != "1.7.22" {
 		t.Errorf("machine = %+v, want one install, one reboot, containerd 1.7.22", m)
@@ -423,7 +441,7 @@ func TestOperatorRetryStartsOver(t *testing.T) {
 	failInstalls.Store(false)
 	h.operatorEdit(func(n *corev1.Node) { n.Annotations[names.AnnStartedAt] = "2026-12-02T11:00:00Z" })
 	h.waitReboots(1)
-	if st, _ := machine.LoadState(); st != (host.State{Revision: "r1", StartedAt: "2026-12-02T11:00:00Z", Attempts: 1, Reboots: 1, RebootedAfter: 1}) {
+	if st, _ := machine.LoadState(); !counters(st).Same(host.State{Revision: "r1", StartedAt: "2026-12-02T11:00:00Z", Attempts: 1, Reboots: 1, RebootedAfter: 1}) {
 		t.Errorf("state after the retry = %+v, want the counters started over", st)
 	}
 	if got := h.value(keyApplyStartedAt); got != "2026-12-02T11:00:00Z" {
@@ -469,7 +487,7 @@ func TestAReportForAnEarlierAttemptNeverLandsOnARetry(t *testing.T) {
 			t.Errorf("a failure was written as the answer to start %q: %s", a.StartedAt, a.Message)
 		}
 	}
-	if st, _ := machine.LoadState(); st != (host.State{Revision: "r1", StartedAt: retry, Attempts: 1, Reboots: 1, RebootedAfter: 1}) {
+	if st, _ := machine.LoadState(); !counters(st).Same(host.State{Revision: "r1", StartedAt: retry, Attempts: 1, Reboots: 1, RebootedAfter: 1}) {
 		t.Errorf("state after the retry = %+v, want the counters started over", st)
 	}
 	h.assertOnlyAgentWrites()

@@ -163,7 +163,7 @@ func (a *agent) begin(ctx context.Context, attempt opStart, in decide.Input, ste
 // saveState keeps the counters on the host before a long operation, so that
 // the caps hold across a crash or a reboot in the middle of it.
 func (a *agent) saveState(ctx context.Context, attempt opStart, in decide.Input, st host.State) error {
-	if st == in.State {
+	if st.Same(in.State) {
 		return nil
 	}
 	if err := a.o.Host.SaveState(st); err != nil {

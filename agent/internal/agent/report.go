@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"winpool.dev/agent/internal/decide"
+	"winpool.dev/agent/internal/host"
 	"winpool.dev/agent/internal/operation"
 	"winpool.dev/agent/internal/report"
 )
@@ -74,8 +75,41 @@ func (a *agent) lastReport(node *corev1.Node) decide.NodeReport {
 	if s := a.askOf(node).startedAt; s != "" && s != ap.StartedAt {
 		return decide.NodeReport{}
 	}
-	return decide.NodeReport{AppliedRevision: ap.Revision, Status: ap.Status, Message: ap.Message, Heartbeat: ap.Heartbeat, ResultCode: ap.ResultCode,
+	r := decide.NodeReport{AppliedRevision: ap.Revision, Status: ap.Status, Message: ap.Message, Heartbeat: ap.Heartbeat, ResultCode: ap.ResultCode,
 		NoReboot: ap.NoReboot}
+	for _, u := range ap.Installed {
+		r.Installed = append(r.Installed, host.InstalledUpdate{KB: u.KB, Title: u.Title, CveIDs: u.CveIDs})
+	}
+	return r
+}
+
+// The report CRD's bounds on apply.installed (src/api/report.rs): a write
+// past them is refused whole, and the operator would never see the result.
+const (
+	maxInstalled = 64
+	maxCVEs      = 256
+	maxCVELength = 64
+)
+
+// installedRecord is what the servicing tasks installed as the report
+// carries it, cut to the CRD's bounds.
+func installedRecord(list []host.InstalledUpdate) []report.InstalledUpdate {
+	var out []report.InstalledUpdate
+	for _, u := range list {
+		r := report.InstalledUpdate{KB: oneLine(u.KB), Title: oneLine(u.Title)}
+		// The CRD requires a name; an update Windows Update gave neither a KB
+		// nor a title is no record.
+		if r.KB == "" || len(out) == maxInstalled {
+			continue
+		}
+		for _, id := range u.CveIDs {
+			if len(id) <= maxCVELength && len(r.CveIDs) < maxCVEs {
+				r.CveIDs = append(r.CveIDs, id)
+			}
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 // observed is the status with what the agent observes now. A value the
@@ -127,7 +161,7 @@ func (a *agent) report(ctx context.Context, attempt opStart, r decide.NodeReport
 	before := a.lastReport(node)
 	want := a.observed(a.rep.status)
 	want.Apply = &report.Apply{Revision: r.AppliedRevision, Status: r.Status, Message: oneLine(r.Message), StartedAt: attempt.startedAt,
-		Heartbeat: r.Heartbeat, ResultCode: r.ResultCode, NoReboot: r.NoReboot}
+		Heartbeat: r.Heartbeat, ResultCode: r.ResultCode, NoReboot: r.NoReboot, Installed: installedRecord(r.Installed)}
 	if err := a.write(ctx, want); err != nil {
 		return err
 	}

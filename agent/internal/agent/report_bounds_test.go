@@ -1,9 +1,12 @@
 package agent
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"winpool.dev/agent/internal/host"
 )
 
 // What the agent writes into its report fits the report CRD's bounds
@@ -35,5 +38,29 @@ func TestReportLinesFitTheCRDsBounds(t *testing.T) {
 	}
 	if b := bounded([]string{"a", "b"}); len(b) != 2 || b[1] != "b" {
 		t.Errorf("a short list changed: %q", b)
+	}
+}
+
+// What was installed fits the CRD's bounds on apply.installed (at most 64
+// updates, each named, at most 256 CVE IDs of at most 64 characters each).
+func TestTheInstalledRecordFitsTheCRDsBounds(t *testing.T) {
+	cves := make([]string, 300)
+	for i := range cves {
+		cves[i] = fmt.Sprintf("CVE-2026-%05d", i)
+	}
+	cves[0] = strings.Repeat("CVE-", 20)
+	list := []host.InstalledUpdate{{KB: " "}, {KB: "KB5050002", Title: "2026-12 Cumulative Update", CveIDs: cves}}
+	for i := range 100 {
+		list = append(list, host.InstalledUpdate{KB: fmt.Sprintf("package-%d.msu", i)})
+	}
+	got := installedRecord(list)
+	if len(got) != 64 || got[0].KB != "KB5050002" || got[1].KB != "package-0.msu" {
+		t.Fatalf("%d updates recorded, the first %q; want 64, the unnamed one left out, in their order", len(got), got[0].KB)
+	}
+	if ids := got[0].CveIDs; len(ids) != 256 || ids[0] != "CVE-2026-00001" {
+		t.Errorf("%d CVE IDs, the first %q; want 256 with the one longer than 64 characters left out", len(ids), ids[0])
+	}
+	if installedRecord(nil) != nil {
+		t.Error("nothing installed is no list")
 	}
 }

@@ -7,6 +7,7 @@ package decide
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -78,6 +79,10 @@ type NodeReport struct {
 	// NoReboot: Succeeded after installing the update with no reboot, as
 	// Windows asked none (a hotpatch): the operator waits for no new boot.
 	NoReboot bool
+	// Installed: what the servicing tasks installed for this start, in
+	// order, on the reports that come once it is known (Rebooting,
+	// Succeeded): the operator keeps it as the node's record.
+	Installed []host.InstalledUpdate
 }
 
 // HeartbeatReportEvery is how often a running servicing task's heartbeat
@@ -379,6 +384,7 @@ func (d decision) next() Step {
 	if in.ObserveError != "" {
 		return d.unreadable()
 	}
+	d.state.Installed = d.installed()
 	cfg := in.Config.Config
 	target, err := host.ParseBuild(cfg.PatchLevel)
 	if err != nil {
@@ -486,7 +492,29 @@ func (d decision) reboot(target host.Build, reason string) Step {
 	}
 	d.state.Reboots++
 	msg := fmt.Sprintf("rebooting to finish the update to %s (reboot %d of at most %d): %s", target, d.state.Reboots, d.maxReboots(), reason)
-	return Step{Action: Reboot, Report: d.report(names.StatusRebooting, msg), State: d.state, Target: target, RebootReason: reason}
+	r := d.report(names.StatusRebooting, msg)
+	r.Installed = d.state.Installed
+	return Step{Action: Reboot, Report: r, State: d.state, Target: target, RebootReason: reason}
+}
+
+// installed is what this start installed so far: what the earlier
+// attempts' tasks installed (State.Installed) and then what the current
+// attempt's task did, once it is Done. A result of another start or
+// attempt, an undo's, or one a boot cut short is none of it.
+func (d decision) installed() []host.InstalledUpdate {
+	u, st := d.in.Observed.UpdateTask, d.state
+	if u == nil || u.Phase != host.UpdateDone || u.Interrupted || u.Undo || st.Attempts == 0 ||
+		u.Revision != d.in.Revision || u.Attempt != st.Attempts || u.StartedAt != st.StartedAt {
+		return st.Installed
+	}
+	out := st.Installed
+	for _, add := range u.Result.Installed {
+		// Read again at every look (and after the reboot): once is enough.
+		if !slices.ContainsFunc(out, func(have host.InstalledUpdate) bool { return have.KB == add.KB }) {
+			out = append(slices.Clip(out), add)
+		}
+	}
+	return out
 }
 
 func (d decision) runtime(want string) (Step, bool) {
@@ -619,6 +647,7 @@ func (d decision) succeed() Step {
 	}
 	r := d.report(names.StatusSucceeded, msg)
 	r.NoReboot = d.state.Attempts > 0 && d.state.Reboots == 0
+	r.Installed = d.state.Installed
 	return Step{Action: Report, Report: r, State: d.state}
 }
 

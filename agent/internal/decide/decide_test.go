@@ -1,6 +1,7 @@
 package decide
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -89,7 +90,7 @@ func check(t *testing.T, got Step, w want) {
 			t.Errorf("message %q lacks %q", got.Report.Message, m)
 		}
 	}
-	if got.State != w.state {
+	if !got.State.Same(w.state) {
 		t.Errorf("state = %+v, want %+v", got.State, w.state)
 	}
 	if w.target != "" && got.Target.String() != w.target {
@@ -653,7 +654,7 @@ func TestOnlyARecordedStartIsActedOn(t *testing.T) {
 			if acts := got.Action != Idle; acts != c.acts {
 				t.Errorf("action %v (report %+v), want acting=%v", got.Action, got.Report, c.acts)
 			}
-			if !c.acts && (got.Report != NodeReport{}) {
+			if !c.acts && !reflect.DeepEqual(got.Report, NodeReport{}) {
 				t.Errorf("a node the agent may not touch got a report: %+v", got.Report)
 			}
 		})

@@ -56,6 +56,9 @@ type StepExit struct {
 	// What names what was installed (file names), for messages.
 	What     string
 	ExitCode int
+	// Installed is what the call installed, when it exits Installed or
+	// RebootRequired (the rest installed nothing).
+	Installed []host.InstalledUpdate
 }
 
 // ServicingContinues: after a call that exited so, the next one may run.
@@ -65,9 +68,11 @@ type StepExit struct {
 func ServicingContinues(exitCode int) bool { return !stopsServicing(ClassifyUpdate(exitCode)) }
 
 // A transient failure stops it too: the servicing stack update it may have
-// been is not in place, and the whole install is tried again later.
+// been is not in place, and the whole install is tried again later. So does
+// a call that needs a reboot first: nothing installs until it, and its code
+// must be the result, or the reboot is never made.
 func stopsServicing(o UpdateOutcome) bool {
-	return o == UpdateFailed || o == ServicingStackRequired || o == Transient
+	return o == UpdateFailed || o == ServicingStackRequired || o == Transient || o == RebootFirst
 }
 
 // CombineServicing folds the calls made (in order, the last one possibly a
@@ -84,7 +89,7 @@ func CombineServicing(exits []StepExit, planned int) host.UpdateResult {
 	}
 	last := exits[len(exits)-1]
 	if stopsServicing(ClassifyUpdate(last.ExitCode)) {
-		return host.UpdateResult{ExitCode: last.ExitCode,
+		return host.UpdateResult{ExitCode: last.ExitCode, Installed: installedBy(exits),
 			Detail: fmt.Sprintf("%s (step %d of %d; before it: %s)", last.What, len(exits), planned, orNothing(parts[:len(parts)-1]))}
 	}
 	best := UpdateOutcome(-1)
@@ -94,7 +99,19 @@ func CombineServicing(exits []StepExit, planned int) host.UpdateResult {
 			best, code = o, e.ExitCode
 		}
 	}
-	return host.UpdateResult{ExitCode: code, Detail: strings.Join(parts, "; ")}
+	return host.UpdateResult{ExitCode: code, Detail: strings.Join(parts, "; "), Installed: installedBy(exits)}
+}
+
+// installedBy is what the calls installed, in their order: an update that
+// was already there, did not apply or failed is no part of the record.
+func installedBy(exits []StepExit) []host.InstalledUpdate {
+	var out []host.InstalledUpdate
+	for _, e := range exits {
+		if o := ClassifyUpdate(e.ExitCode); o == Installed || o == RebootRequired {
+			out = append(out, e.Installed...)
+		}
+	}
+	return out
 }
 
 func rank(o UpdateOutcome) int {

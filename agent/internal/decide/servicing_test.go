@@ -63,15 +63,18 @@ func TestCombineServicing(t *testing.T) {
 		wantCode  int
 		wantInDet []string
 	}{
-		{"ssu installed, lcu needs a reboot", []StepExit{{"ssu.cab", 0}, {"lcu.msu", 3010}}, 2, ExitRebootRequired, []string{"ssu.cab: Installed", "lcu.msu: RebootRequired (0x00000BC2)"}},
-		{"all installed", []StepExit{{"ssu.cab", 0}, {"lcu.msu", 0}}, 2, ExitSuccess, nil},
-		{"ssu already there, lcu installed", []StepExit{{"ssu.cab", 2359302}, {"lcu.msu", 0}}, 2, ExitSuccess, []string{"ssu.cab: AlreadyInstalled"}},
-		{"everything already installed", []StepExit{{"ssu.cab", 2359302}, {"lcu.msu", 0x240006}}, 2, ExitAlreadyInstalled, nil},
-		{"superseded ssu not applicable, lcu reboots", []StepExit{{"ssu.cab", 0x800F081E}, {"lcu.msu", 3010}}, 2, ExitRebootRequired, nil},
-		{"nothing applies", []StepExit{{"ssu.cab", 0x800F081E}, {"lcu.msu", 0x800F081E}}, 2, ExitNotApplicable, nil},
-		{"lcu fails after the ssu: the failure is the result", []StepExit{{"ssu.cab", 3010}, {"lcu.msu", 0x800F0922}}, 3, 0x800F0922,
+		{"ssu installed, lcu needs a reboot", []StepExit{{What: "ssu.cab", ExitCode: 0}, {What: "lcu.msu", ExitCode: 3010}}, 2, ExitRebootRequired, []string{"ssu.cab: Installed", "lcu.msu: RebootRequired (0x00000BC2)"}},
+		{"all installed", []StepExit{{What: "ssu.cab", ExitCode: 0}, {What: "lcu.msu", ExitCode: 0}}, 2, ExitSuccess, nil},
+		{"ssu already there, lcu installed", []StepExit{{What: "ssu.cab", ExitCode: 2359302}, {What: "lcu.msu", ExitCode: 0}}, 2, ExitSuccess, []string{"ssu.cab: AlreadyInstalled"}},
+		{"everything already installed", []StepExit{{What: "ssu.cab", ExitCode: 2359302}, {What: "lcu.msu", ExitCode: 0x240006}}, 2, ExitAlreadyInstalled, nil},
+		{"superseded ssu not applicable, lcu reboots", []StepExit{{What: "ssu.cab", ExitCode: 0x800F081E}, {What: "lcu.msu", ExitCode: 3010}}, 2, ExitRebootRequired, nil},
+		{"nothing applies", []StepExit{{What: "ssu.cab", ExitCode: 0x800F081E}, {What: "lcu.msu", ExitCode: 0x800F081E}}, 2, ExitNotApplicable, nil},
+		{"lcu fails after the ssu: the failure is the result", []StepExit{{What: "ssu.cab", ExitCode: 3010}, {What: "lcu.msu", ExitCode: 0x800F0922}}, 3, 0x800F0922,
 			[]string{"lcu.msu (step 2 of 3; before it: ssu.cab: RebootRequired"}},
-		{"first call fails", []StepExit{{"ssu.cab", 5}}, 2, 5, []string{"ssu.cab (step 1 of 2; before it: nothing)"}},
+		{"first call fails", []StepExit{{What: "ssu.cab", ExitCode: 5}}, 2, 5, []string{"ssu.cab (step 1 of 2; before it: nothing)"}},
+		{"a call that needs a reboot first: its code is the result", []StepExit{{What: "ssu.cab", ExitCode: 0}, {What: "lcu.msu", ExitCode: ExitCBSPending}}, 2,
+			ExitCBSPending, []string{"lcu.msu (step 2 of 2; before it: ssu.cab: Installed"}},
+		{"Windows Update's reboot-first code likewise", []StepExit{{What: "KB5050002", ExitCode: ExitWUFailRebootRequired}}, 1, ExitWUFailRebootRequired, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := CombineServicing(tc.exits, tc.planned)
@@ -87,8 +90,25 @@ func TestCombineServicing(t *testing.T) {
 	}
 }
 
+// The record holds what the calls installed, in their order: not an update
+// that was there already, did not apply, or failed, even before a failure.
+func TestTheRecordIsWhatTheCallsInstalled(t *testing.T) {
+	one := func(kb string) []host.InstalledUpdate { return []host.InstalledUpdate{{KB: kb}} }
+	got := CombineServicing([]StepExit{
+		{What: "ssu.cab", ExitCode: ExitAlreadyInstalled, Installed: one("ssu.cab")},
+		{What: "dotnet.msu", ExitCode: ExitNotApplicable, Installed: one("dotnet.msu")},
+		{What: "lcu.msu", ExitCode: ExitRebootRequired, Installed: one("lcu.msu")},
+		{What: "oob.msu", ExitCode: ExitSuccess, Installed: one("oob.msu")},
+		{What: "bad.msu", ExitCode: 0x800F0922, Installed: one("bad.msu")},
+	}, 5)
+	if want := append(one("lcu.msu"), one("oob.msu")...); !reflect.DeepEqual(got.Installed, want) {
+		t.Errorf("installed = %+v, want %+v", got.Installed, want)
+	}
+}
+
 func TestServicingStopsAtTheFirstFailure(t *testing.T) {
-	for code, want := range map[int]bool{0: true, 3010: true, 2359302: true, 0x800F081E: true, 0x800F0922: false, 0x800F0823: false, 1: false} {
+	for code, want := range map[int]bool{0: true, 3010: true, 2359302: true, 0x800F081E: true, 0x800F0922: false, 0x800F0823: false, 1: false,
+		ExitCBSPending: false, ExitFailRebootRequired: false} {
 		if got := ServicingContinues(code); got != want {
 			t.Errorf("ServicingContinues(0x%08X) = %v, want %v", uint32(code), got, want)
 		}

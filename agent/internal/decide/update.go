@@ -71,6 +71,9 @@ const (
 	// ExitFailRebootRequired is ERROR_FAIL_REBOOT_REQUIRED: the install
 	// failed and a reboot rolls its changes back.
 	ExitFailRebootRequired = 3017
+	// ExitWUFailRebootRequired is the same as an HRESULT
+	// (HRESULT_FROM_WIN32), the form Windows Update's results carry.
+	ExitWUFailRebootRequired = 0x80070BC9
 )
 
 // transientCodes are the Windows Update Agent results that mean "not now"
@@ -123,7 +126,7 @@ func ClassifyUpdate(exitCode int) UpdateOutcome {
 		return AlreadyInstalled
 	case ExitServicingStackRequired:
 		return ServicingStackRequired
-	case ExitCBSPending, ExitFailRebootRequired:
+	case ExitCBSPending, ExitFailRebootRequired, ExitWUFailRebootRequired:
 		return RebootFirst
 	}
 	if _, ok := transientCodes[uint32(exitCode)]; ok {

@@ -1,6 +1,7 @@
 package decide
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -296,11 +297,12 @@ func TestAServicingTaskThatNeverStartsFailsNamingItsLastResult(t *testing.T) {
 	check(t, Next(at(3*time.Minute, false, false)), waiting)
 }
 
-// CBS_E_PENDING and ERROR_FAIL_REBOOT_REQUIRED are not the update's failure:
+// CBS_E_PENDING and ERROR_FAIL_REBOOT_REQUIRED (as DISM exits with it, and
+// as Windows Update's HRESULT) are not the update's failure:
 // the node reboots (Windows finishes or rolls back what is pending at boot),
 // then the next attempt installs, within the caps.
 func TestServicingThatNeedsARebootFirstRebootsThenInstallsAgain(t *testing.T) {
-	for _, code := range []int{ExitCBSPending, ExitFailRebootRequired} {
+	for _, code := range []int{ExitCBSPending, ExitFailRebootRequired, ExitWUFailRebootRequired} {
 		if got := ClassifyUpdate(code); got != RebootFirst {
 			t.Errorf("0x%08X classified %v, want RebootFirst", code, got)
 		}
@@ -457,6 +459,34 @@ func TestASuccessWithoutARebootSaysSo(t *testing.T) {
 		got := Next(applying(patched(), names.StatusApplying, c.state))
 		if got.Report.Status != names.StatusSucceeded || got.Report.NoReboot != c.want {
 			t.Errorf("state %+v: %s, NoReboot %v; want Succeeded, NoReboot %v", c.state, got.Report.Status, got.Report.NoReboot, c.want)
+		}
+	}
+}
+
+// The record a Succeeded report carries is this start's: the earlier
+// attempts' (kept in the state) and then the current attempt's task's,
+// never a result of another start or one a boot cut short.
+func TestTheRecordIsThisStartsOwn(t *testing.T) {
+	ssu, cu := host.InstalledUpdate{KB: "KB5050001"}, host.InstalledUpdate{KB: "KB5050002", CveIDs: []string{"CVE-2026-00021"}}
+	at := func(startedAt string, interrupted bool) Input {
+		in := applying(patched(), names.StatusApplying, host.State{Revision: "r1", StartedAt: "s2", Attempts: 2, Reboots: 2, RebootedAfter: 2,
+			Installed: []host.InstalledUpdate{ssu}})
+		in.NodeState, in.StartedAt = names.StateApplying, "s2"
+		in.Observed.UpdateTask = &host.UpdateTask{Revision: "r1", Attempt: 2, StartedAt: startedAt, Phase: host.UpdateDone, Interrupted: interrupted,
+			Result: host.UpdateResult{ExitCode: ExitRebootRequired, Installed: []host.InstalledUpdate{cu}}}
+		return in
+	}
+	for name, c := range map[string]struct {
+		in   Input
+		want []host.InstalledUpdate
+	}{
+		"this attempt's task":     {at("s2", false), []host.InstalledUpdate{ssu, cu}},
+		"another start's task":    {at("s1", false), []host.InstalledUpdate{ssu}},
+		"a task a boot cut short": {at("s2", true), []host.InstalledUpdate{ssu}},
+	} {
+		got := Next(c.in)
+		if got.Report.Status != names.StatusSucceeded || !reflect.DeepEqual(got.Report.Installed, c.want) {
+			t.Errorf("%s: %s with %+v installed, want Succeeded with %+v", name, got.Report.Status, got.Report.Installed, c.want)
 		}
 	}
 }

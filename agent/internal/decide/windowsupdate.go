@@ -21,6 +21,9 @@ type WUUpdate struct {
 	CategoryIDs []string
 	// KBs: IUpdate.KBArticleIDs ("5044281"), the same in every language.
 	KBs []string
+	// CveIDs: IUpdate.CveIDs ("CVE-2025-21333"), for the record of what
+	// was installed; nothing is selected by them.
+	CveIDs []string
 	// Type is IUpdate.Type: WUTypeSoftware or WUTypeDriver.
 	Type int
 	// Exclusive: IUpdate.InstallationBehavior.Impact is

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -419,6 +420,21 @@ type HNSCounts struct {
 type UpdateResult struct {
 	ExitCode int    `json:"exitCode"`
 	Detail   string `json:"detail"`
+	// Installed is what this run installed, in order: what an auditor asks
+	// which KB a node ran, kept in the result file so it outlives the
+	// agent's restart across the reboot.
+	Installed []InstalledUpdate `json:"installed,omitempty"`
+}
+
+// InstalledUpdate is one update or package servicing installed.
+type InstalledUpdate struct {
+	// KB is "KB5050002" for Windows Update (IUpdate.KBArticleIDs), a
+	// package's file name.
+	KB    string `json:"kb"`
+	Title string `json:"title,omitempty"`
+	// CveIDs: IUpdate.CveIDs, the vulnerabilities Windows Update says the
+	// update fixes (none for a package: DISM knows no CVE).
+	CveIDs []string `json:"cveIds,omitempty"`
 }
 
 // State is what the agent keeps on the host across reboots and restarts
@@ -441,7 +457,14 @@ type State struct {
 	// UndoOf is the build whose cumulative update an undo (Input.Undo)
 	// takes off: the node is back below it once the removal's reboot is done.
 	UndoOf string `json:"undoOf,omitempty"`
+	// Installed: what the servicing tasks of the attempts before the
+	// current one installed for this start (the next attempt's task
+	// replaces the result file that says so).
+	Installed []InstalledUpdate `json:"installed,omitempty"`
 }
+
+// Same: s and o hold the same values (State holds a list, so == does not do).
+func (s State) Same(o State) bool { return reflect.DeepEqual(s, o) }
 
 // ErrNoKubeProxyService: kube-proxy is neither a Windows service of its own
 // on the host nor a pod's process the kubelet starts again: it runs inside

@@ -137,6 +137,19 @@ type Apply struct {
 	// NoReboot: Succeeded after an install Windows asked no reboot for (a
 	// hotpatch); the operator then waits for no new boot.
 	NoReboot bool `json:"noReboot,omitempty"`
+	// Installed: what the servicing task installed for this start, in
+	// order (Windows Update's updates and the revision's packages), on
+	// Rebooting and Succeeded: the operator keeps it as the node's record.
+	Installed []InstalledUpdate `json:"installed,omitempty"`
+}
+
+// InstalledUpdate is one update or package the servicing task installed.
+type InstalledUpdate struct {
+	// KB: "KB5050002", or a package's file name.
+	KB    string `json:"kb"`
+	Title string `json:"title,omitempty"`
+	// CveIDs: the CVE IDs Windows Update lists for the update (IUpdate2.CveIDs).
+	CveIDs []string `json:"cveIds,omitempty"`
 }
 
 // Observed is what the agent sees on the host.

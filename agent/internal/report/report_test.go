@@ -41,7 +41,7 @@ func TestTheOperatorsReportReadsWhole(t *testing.T) {
 	s := r.Status
 	if s.Apply == nil || s.Apply.Status != names.StatusRebooting || s.Apply.StartedAt == "" || s.Apply.Heartbeat == "" ||
 		s.HNS == nil || s.HNS.BootID == "" || s.HNS.ObservedAt == nil || s.Preflight == nil || s.Preflight.Verdict != VerdictBlocked ||
-		s.Observed == nil || s.Observed.CSIProxyHost == "" || len(r.OwnerReferences) != 1 {
+		s.Observed == nil || s.Observed.CSIProxyHost == "" || len(r.OwnerReferences) != 1 || len(s.Apply.Installed) == 0 {
 		t.Errorf("fields lost: %+v", r)
 	}
 	// A field the operator defines and the agent drops would be lost at its
@@ -66,7 +66,9 @@ func TestTheGoldenIsWhatTheAgentWrites(t *testing.T) {
 			AgentVersion: "v0.3.0",
 			Apply: &Apply{Revision: "5d8f2c1a9b", Status: names.StatusSucceeded,
 				Message:   "revision 5d8f2c1a9b applied: build 10.0.20348.2762, containerd 1.7.22, cni overlay, csi-proxy 1.1.3",
-				StartedAt: "2026-12-02T10:40:00Z", Heartbeat: "2026-12-02T11:05:00Z"},
+				StartedAt: "2026-12-02T10:40:00Z", Heartbeat: "2026-12-02T11:05:00Z",
+				Installed: []InstalledUpdate{{KB: "KB5050002", Title: "2026-12 Cumulative Update for Microsoft server operating system version 21H2 for x64-based Systems (KB5050002)",
+					CveIDs: []string{"CVE-2026-21001", "CVE-2026-21002"}}}},
 			Observed:  &Observed{CNIMode: "overlay", CSIProxyVersion: "1.1.3", RuntimeService: "containerd"},
 			HNS:       &HNS{LoadBalancers: 1200, Endpoints: 4800, BootID: "0b5e7a52-3c2f-4a8f-9d1e-5f6a7b8c9d0e", ObservedAt: &since},
 			Preflight: &Preflight{Revision: "5d8f2c1a9b", Verdict: VerdictReady, Notes: []string{"a reboot is pending (Component Based Servicing)"}, Since: &since},

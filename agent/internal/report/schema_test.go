@@ -50,7 +50,8 @@ func everyField() *Report {
 	r := &Report{Status: Status{
 		AgentVersion: "0.2.0",
 		Apply: &Apply{Revision: "d1fd1f1399", Status: names.StatusFailed, Message: "servicing exited 0x800F0922", StartedAt: at.Format(time.RFC3339),
-			Heartbeat: at.Format(time.RFC3339), ResultCode: "0x800F0922", NoReboot: true},
+			Heartbeat: at.Format(time.RFC3339), ResultCode: "0x800F0922", NoReboot: true,
+			Installed: []InstalledUpdate{{KB: "KB5050002", Title: "2026-12 Cumulative Update", CveIDs: []string{"CVE-2026-21001"}}, {KB: "windows10.0-kb5043936-x64.msu"}}},
 		Observed:  &Observed{CNIMode: "overlay", CSIProxyVersion: "1.1.3", RuntimeService: "containerd (NSSM)", CSIProxyHost: "1.1.3"},
 		HNS:       &HNS{LoadBalancers: 40, Endpoints: 12, BootID: "b-1", ObservedAt: &at},
 		Preflight: &Preflight{Revision: "d1fd1f1399", Verdict: VerdictBlocked, Reasons: []string{"no room"}, Notes: []string{"KB5050002"}, Since: &at},
@@ -90,6 +91,8 @@ func TestTheReportsTheAgentWritesFitTheCRDsSchema(t *testing.T) {
 		"a staging status the operator does not know": func(r *Report) { r.Status.Staging.Status = "Downloading" },
 		"an offer's KB that is not one":               func(r *Report) { r.Status.Offer.KB = "KB?" },
 		"a repair result the operator does not know":  func(r *Report) { r.Status.HNSRepair.Result = "Rebooted" },
+		"an installed update without its KB":          func(r *Report) { r.Status.Apply.Installed[0].KB = "" },
+		"more CVE IDs than an update lists":           func(r *Report) { r.Status.Apply.Installed[0].CveIDs = make([]string, 257) },
 	} {
 		r := everyField()
 		breaks(r)

@@ -113,6 +113,9 @@ func TestAnUpdateRunsThroughTheServicingTaskAndTheReboot(t *testing.T) {
 	if c := decide.ClassifyUpdate(obs.UpdateTask.Result.ExitCode); c != decide.RebootRequired {
 		t.Errorf("3010 classified %v", c)
 	}
+	if got := obs.UpdateTask.Result.Installed; len(got) != 1 || got[0].KB != "KB5050002" || len(got[0].CveIDs) == 0 {
+		t.Errorf("the task's result records %+v as installed, want the cumulative update with its CVE IDs", got)
+	}
 	if err := h.Reboot(context.Background(), "update to "+target.String()); err != nil {
 		t.Fatal(err)
 	}
@@ -122,6 +125,28 @@ func TestAnUpdateRunsThroughTheServicingTaskAndTheReboot(t *testing.T) {
 	}
 	if s := m.Stats(); s.Installs != 1 || s.Reboots != 1 || s.RebootReasons[0] != "update to "+target.String() {
 		t.Errorf("stats %+v, want one install and one reboot with its reason", s)
+	}
+}
+
+// An install that fails with ERROR_FAIL_REBOOT_REQUIRED leaves a reboot
+// pending to roll it back, and the reboot does, landing nothing.
+func TestAnInstallThatFailsForARebootLeavesOnePending(t *testing.T) {
+	_, h := boot(t, aks(fakewin.Catalogue{InstallTime: 20 * time.Millisecond,
+		Fails: func(host.Build) uint32 { return decide.ExitWUFailRebootRequired }}))
+	req := host.UpdateRequest{Revision: "r1", Attempt: 1, StartedAt: "2026-12-03T10:00:00Z", Target: target}
+	if err := h.StartUpdate(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	until(t, h, "the servicing task ends", func(o host.Observed) bool { return o.UpdateTask != nil && o.UpdateTask.Phase == host.UpdateDone })
+	obs := observe(t, h)
+	if uint32(obs.UpdateTask.Result.ExitCode) != decide.ExitWUFailRebootRequired || !obs.Reboot.CBSRebootPending || len(obs.UpdateTask.Result.Installed) != 0 {
+		t.Fatalf("servicing ended %+v, CBS RebootPending %v; want 0x80070BC9, nothing installed and a pending reboot", obs.UpdateTask.Result, obs.Reboot.CBSRebootPending)
+	}
+	if err := h.Reboot(context.Background(), "roll back"); err != nil {
+		t.Fatal(err)
+	}
+	if obs = observe(t, h); obs.Build != start || obs.Reboot.CBSRebootPending {
+		t.Errorf("after the reboot: build %s, RebootPending %v; want %s and none", obs.Build, obs.Reboot.CBSRebootPending, start)
 	}
 }
 

@@ -231,12 +231,13 @@ func (s *wuSession) Search(string) ([]decide.WUUpdate, error) {
 		}
 		kb := ApprovedKB(b)
 		s.offered = append(s.offered, decide.WUUpdate{Title: published.UTC().Format("2006-01") + cu + release + " (KB" + kb + ")", KBs: []string{kb},
-			Type: decide.WUTypeSoftware, CategoryIDs: []string{decide.WUClassSecurityUpdates}, Size: 1200 << 20, Published: published})
+			Type: decide.WUTypeSoftware, CategoryIDs: []string{decide.WUClassSecurityUpdates}, Size: 1200 << 20, Published: published, CveIDs: cveIDs(kb)})
 		return s.offered, nil
 	}
 	if m.hotpatchMonthLocked() {
 		s.offered = append(s.offered, decide.WUUpdate{Title: month + " Security Hotpatch Update for " + release + " (KB" + hotpatchKB + ")", KBs: []string{hotpatchKB},
-			Type: decide.WUTypeSoftware, CategoryIDs: []string{decide.WUClassSecurityUpdates}, Size: 25 << 20, Published: time.Now(), RebootFree: true})
+			Type: decide.WUTypeSoftware, CategoryIDs: []string{decide.WUClassSecurityUpdates}, Size: 25 << 20, Published: time.Now(), RebootFree: true,
+			CveIDs: cveIDs(hotpatchKB)})
 		return s.offered, nil
 	}
 	if m.o.Catalogue.SSUFirst && !m.wu.ssuInstalled {
@@ -244,9 +245,18 @@ func (s *wuSession) Search(string) ([]decide.WUUpdate, error) {
 			Type: decide.WUTypeSoftware, CategoryIDs: []string{decide.WUClassSecurityUpdates}, Exclusive: true, Size: 15 << 20, Published: time.Now()})
 	} else {
 		s.offered = append(s.offered, decide.WUUpdate{Title: month + cu + release + " (KB" + cuKB + ")", KBs: []string{cuKB},
-			Type: decide.WUTypeSoftware, CategoryIDs: []string{decide.WUClassSecurityUpdates}, Size: 1200 << 20, Published: time.Now()})
+			Type: decide.WUTypeSoftware, CategoryIDs: []string{decide.WUClassSecurityUpdates}, Size: 1200 << 20, Published: time.Now(), CveIDs: cveIDs(cuKB)})
 	}
 	return s.offered, nil
+}
+
+// cveIDs are the CVE IDs the update KB<kb> lists (IUpdate2.CveIDs): three,
+// made up in CVE's format from the KB, so that each month's update names
+// its own, as Microsoft's do. The servicing stack update and what every
+// machine is offered list none here.
+func cveIDs(kb string) []string {
+	n := kb[max(len(kb)-4, 0):]
+	return []string{"CVE-2026-" + n + "1", "CVE-2026-" + n + "2", "CVE-2026-" + n + "3"}
 }
 
 func releaseName(build int) string {
@@ -360,6 +370,7 @@ func (m *Machine) hotpatch() (int, int32, bool, error) {
 	asked := m.wu.asked
 	if f := m.o.Catalogue.Fails; f != nil {
 		if hr := f(asked); hr != 0 {
+			m.failedLocked(hr)
 			return decide.WUFailed, int32(hr), false, nil
 		}
 	}
@@ -373,6 +384,15 @@ func (m *Machine) hotpatch() (int, int32, bool, error) {
 	m.setBuild(lands)
 	m.hotpatched++
 	return decide.WUSucceeded, 0, false, nil
+}
+
+// failedLocked is what a failed install leaves: one that failed with
+// ERROR_FAIL_REBOOT_REQUIRED leaves its changes for a reboot to roll back
+// (Component Based Servicing then says a reboot is pending).
+func (m *Machine) failedLocked(hr uint32) {
+	if hr == decide.ExitWUFailRebootRequired {
+		m.keys[strings.ToLower(cbsRebootPending)] = true
+	}
 }
 
 // landsLocked is the build an install of the update asked for stages: what
@@ -414,6 +434,7 @@ func (m *Machine) install(ctx context.Context, waited bool) (int, error) {
 	asked := m.wu.asked
 	if f := m.o.Catalogue.Fails; f != nil {
 		if hr := f(asked); hr != 0 {
+			m.failedLocked(hr)
 			return int(hr), nil
 		}
 	}

@@ -52,7 +52,11 @@ func (s servicing) install(ctx context.Context, req host.UpdateRequest, running 
 		if err != nil {
 			return host.UpdateResult{}, err
 		}
-		exits = append(exits, decide.StepExit{What: strings.Join(names, " + "), ExitCode: code})
+		exit := decide.StepExit{What: strings.Join(names, " + "), ExitCode: code}
+		for _, n := range names {
+			exit.Installed = append(exit.Installed, host.InstalledUpdate{KB: n})
+		}
+		exits = append(exits, exit)
 		if !decide.ServicingContinues(code) {
 			break
 		}

@@ -60,16 +60,20 @@ func TestInstallPackages(t *testing.T) {
 		codes     map[string]int
 		wantPaths []string
 		wantExit  int
+		// wantInstalled: the record, by file name.
+		wantInstalled []host.InstalledUpdate
 	}{
 		{"ltsc2022: each package in order, then a reboot", "10.0.20348.2700",
 			map[string]int{"ssu.cab": 0, "checkpoint.msu": 0, "lcu.msu": 3010},
-			[]string{"r1/01/ssu.cab", "r1/02/checkpoint.msu", "r1/03/lcu.msu"}, 3010},
+			[]string{"r1/01/ssu.cab", "r1/02/checkpoint.msu", "r1/03/lcu.msu"}, 3010,
+			[]host.InstalledUpdate{{KB: "ssu.cab"}, {KB: "checkpoint.msu"}, {KB: "lcu.msu"}}},
 		{"ltsc2025: the checkpoint pair from one folder", "10.0.26100.1742",
 			map[string]int{"ssu.cab": 0, "02": 3010},
-			[]string{"r1/01/ssu.cab", "r1/02"}, 3010},
+			[]string{"r1/01/ssu.cab", "r1/02"}, 3010,
+			[]host.InstalledUpdate{{KB: "ssu.cab"}, {KB: "checkpoint.msu"}, {KB: "lcu.msu"}}},
 		{"the servicing stack fails: nothing after it runs", "10.0.20348.2700",
 			map[string]int{"ssu.cab": 0x800F0922},
-			[]string{"r1/01/ssu.cab"}, 0x800F0922},
+			[]string{"r1/01/ssu.cab"}, 0x800F0922, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -91,6 +95,9 @@ func TestInstallPackages(t *testing.T) {
 			}
 			if uint32(res.ExitCode) != uint32(tc.wantExit) {
 				t.Errorf("exit 0x%08X (%s), want 0x%08X", uint32(res.ExitCode), res.Detail, uint32(tc.wantExit))
+			}
+			if !reflect.DeepEqual(res.Installed, tc.wantInstalled) {
+				t.Errorf("installed %+v, want %+v", res.Installed, tc.wantInstalled)
 			}
 			if _, err := os.Stat(filepath.Join(dir, "r0")); err == nil {
 				t.Error("the earlier revision's packages are still staged")

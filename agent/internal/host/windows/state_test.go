@@ -14,7 +14,7 @@ func TestStateRoundTrip(t *testing.T) {
 	s := stateFile{path: filepath.Join(dir, "state.json")}
 
 	st, err := s.load()
-	if err != nil || st != (host.State{}) {
+	if err != nil || !st.Same(host.State{}) {
 		t.Fatalf("no file yet: %+v, %v; want the zero state", st, err)
 	}
 	want := host.State{Revision: "r1", Attempts: 2, Reboots: 1, RuntimeUpgrades: 1}
@@ -24,7 +24,7 @@ func TestStateRoundTrip(t *testing.T) {
 	if err := s.save(want); err != nil {
 		t.Fatal(err)
 	}
-	if st, err = s.load(); err != nil || st != want {
+	if st, err = s.load(); err != nil || !st.Same(want) {
 		t.Errorf("load = %+v, %v; want %+v", st, err, want)
 	}
 	entries, _ := os.ReadDir(dir)

@@ -69,6 +69,7 @@ func installFromWindowsUpdate(ctx context.Context, wu WindowsUpdate, req host.Up
 			return host.UpdateResult{}, fmt.Errorf("Windows Update: %s: %w", offered[i].Title, err)
 		}
 		exit.What = offered[i].Title + exit.What
+		exit.Installed = []host.InstalledUpdate{installedOf(offered[i])}
 		exits = append(exits, exit)
 		if !decide.ServicingContinues(exit.ExitCode) {
 			break
@@ -77,6 +78,16 @@ func installFromWindowsUpdate(ctx context.Context, wu WindowsUpdate, req host.Up
 	res := decide.CombineServicing(exits, len(chosen))
 	res.Detail = "Windows Update: " + res.Detail
 	return res, nil
+}
+
+// installedOf is how the record names an update: "KB" and its first KB
+// article ID (one per cumulative update), its title when it has none.
+func installedOf(u decide.WUUpdate) host.InstalledUpdate {
+	kb := u.Title
+	if len(u.KBs) > 0 {
+		kb = "KB" + u.KBs[0]
+	}
+	return host.InstalledUpdate{KB: kb, Title: u.Title, CveIDs: u.CveIDs}
 }
 
 // chooseUpdates is what the install takes from what is offered: the KBs

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -85,7 +86,9 @@ func TestWindowsUpdateInstallsTheServicingStackThenTheCumulativeUpdateAlone(t *t
 	ctx := context.Background()
 	req := host.UpdateRequest{Target: host.Build{Major: 10, Build: 20348, UBR: 2762}}
 
-	wu := &fakeWU{offered: patchTuesdayOffer(), reboot: map[int]bool{1: true}}
+	offer := patchTuesdayOffer()
+	offer[1].CveIDs = []string{"CVE-2024-43572", "CVE-2024-43573"}
+	wu := &fakeWU{offered: offer, reboot: map[int]bool{1: true}}
 	res, err := installFromWindowsUpdate(ctx, wu, req)
 	if err != nil {
 		t.Fatal(err)
@@ -96,6 +99,10 @@ func TestWindowsUpdateInstallsTheServicingStackThenTheCumulativeUpdateAlone(t *t
 	}
 	if res.ExitCode != decide.ExitRebootRequired || !strings.HasPrefix(res.Detail, "Windows Update: ") {
 		t.Errorf("result %+v, want 3010 (the cumulative update asked for a reboot)", res)
+	}
+	// The record, in the order installed, by KB with title and CVE IDs.
+	if want := []host.InstalledUpdate{{KB: "KB5044414", Title: offer[2].Title}, {KB: "KB5044281", Title: offer[1].Title, CveIDs: offer[1].CveIDs}}; !reflect.DeepEqual(res.Installed, want) {
+		t.Errorf("installed %+v\nwant %+v", res.Installed, want)
 	}
 
 	// A servicing stack update WSUS answers 503 for: the cumulative update

@@ -155,6 +155,9 @@ func (w *wuCalls) describe(item *ole.IDispatch) decide.WUUpdate {
 	for j := 0; j < w.int(kbs, "Count") && w.err == nil; j++ {
 		u.KBs = append(u.KBs, w.strItem(kbs, j))
 	}
+	// IUpdate2: for the record only, so a Windows Update Agent that cannot
+	// say them costs the search nothing.
+	u.CveIDs = w.optStrings(item, "CveIDs")
 	behavior := w.get(item, "InstallationBehavior")
 	u.Exclusive = w.int(behavior, "Impact") == iiRequiresExclusiveHandling
 	u.RebootFree = w.int(behavior, "RebootBehavior") == irbNeverReboots
@@ -272,6 +275,29 @@ func (w *wuCalls) optBool(d *ole.IDispatch, name string) bool {
 	}
 	b, _ := v.Value().(bool)
 	return b
+}
+
+// optStrings is an IStringCollection property an older interface may
+// lack: none, and no error, when it cannot be read. An update with no such
+// IDs has an empty collection (MS-UAMG, IUpdate2::CveIDs).
+func (w *wuCalls) optStrings(d *ole.IDispatch, name string) []string {
+	if w.err != nil || d == nil {
+		return nil
+	}
+	v, err := oleutil.GetProperty(d, name)
+	if err != nil || v.VT != ole.VT_DISPATCH {
+		return nil
+	}
+	coll := v.ToIDispatch()
+	defer coll.Release()
+	var own wuCalls
+	var out []string
+	for j := 0; j < own.int(coll, "Count") && own.err == nil; j++ {
+		if s := own.strItem(coll, j); own.err == nil {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // time is a DATE property (VT_DATE); the zero time when it is not one.
