@@ -596,12 +596,15 @@ async fn status_watch_prints_the_pool_again_as_its_nodes_move_a_bundle_archives_
 }
 
 /// The record: each start of a node is a WindowsNodeOperation the operator
-/// chains to the node's one before. `history` lists a pool's, oldest first;
+/// chains to the node's one before, with the builds before and after and
+/// what the agent installed. `history` lists a pool's, oldest first;
+/// `compliance` says what each node ran and whether a CVE an installed update
+/// lists was fixed, now and as of a time between two patch levels;
 /// `--verify` passes on what the operator wrote and names a record edited or
 /// deleted afterwards (this test's namespace has no admission policy to stop
 /// the admin doing so).
 #[tokio::test]
-async fn history_lists_each_start_of_a_node_and_verify_finds_a_record_edited_or_deleted_since() {
+async fn history_and_compliance_say_what_each_node_ran_and_verify_finds_a_record_edited_or_deleted_since() {
     let client = support::client().await;
     install_crd(&client).await;
     let mut t = TestSpace::new("plugin-history").await;
@@ -609,7 +612,8 @@ async fn history_lists_each_start_of_a_node_and_verify_finds_a_record_edited_or_
     wait_nodes_ready(&t, 2).await;
     let pool = format!("{}-pool", t.id);
     t.start_operator(&[]);
-    for level in ["10.0.20348.2762", "10.0.20348.2800"] {
+    let levels = ["10.0.20348.2762", "10.0.20348.2800", "10.0.20348.2850"];
+    for level in levels {
         apply_pool(&t, &pool_manifest(&t, &pool, level, json!({}))).await;
         support::wait_pool_done(&t, &pool, 2, WAIT).await;
     }
@@ -617,8 +621,37 @@ async fn history_lists_each_start_of_a_node_and_verify_finds_a_record_edited_or_
     for n in 0..2 {
         let node = format!("{}{n}", t.node_prefix());
         let done: Vec<&serde_json::Value> = rows.iter().filter(|r| r["node"] == json!(node) && r["phase"] == json!("Updated")).collect();
-        assert_eq!(done.len(), 2, "{node}: one Updated start per patch level: {rows:#?}");
-        assert_ne!(done[0]["revision"], done[1]["revision"], "{node}: two revisions, oldest first");
+        assert_eq!(done.len(), 3, "{node}: one Updated start per patch level: {rows:#?}");
+        assert_ne!(done[0]["revision"], done[1]["revision"], "{node}: revisions, oldest first");
+        assert_eq!((&done[1]["buildBefore"], &done[1]["buildAfter"]), (&json!(levels[0]), &json!(levels[1])), "{node}: {rows:#?}");
+        assert!(done[1]["installed"].as_str().is_some_and(|kbs| kbs.starts_with("KB")), "{node}: what was installed: {rows:#?}");
+        assert!(done[1]["cveIds"].as_str().is_some_and(|c| c.starts_with("CVE-")), "{node}: {rows:#?}");
+    }
+    let csv = ok(&["history", &pool, "-o", "csv"]);
+    assert_eq!(csv.lines().count(), 1 + rows.len(), "a header and one line per start: {csv}");
+    // A CVE the second patch level's update lists (the fake's cumulative
+    // update is one KB for every level): fixed now and after the first level,
+    // not before any start.
+    let second = rows.iter().find(|r| r["buildAfter"] == json!(levels[1])).expect("a start to the second level");
+    let cve = second["cveIds"].as_str().unwrap().split(' ').next().unwrap().to_string();
+    let now: Vec<serde_json::Value> = serde_json::from_str(&ok(&["compliance", &pool, "--cve", &cve, "-o", "json"])).unwrap();
+    let as_of = |t: &str| -> Vec<serde_json::Value> {
+        serde_json::from_str(&ok(&["compliance", &pool, "--cve", &cve, "--as-of", t, "-o", "json"])).unwrap()
+    };
+    // Just before the first start, and just before the first start to the second level, by the operator's clock.
+    let just_before = |to: Option<&str>| {
+        let starts = rows.iter().filter(|r| to.is_none_or(|b| r["buildAfter"] == json!(b)));
+        let first = starts.filter_map(|r| r["startedAt"].as_str()?.parse::<jiff::Timestamp>().ok()).min().expect("a start");
+        (first - jiff::SignedDuration::from_nanos(1)).to_string()
+    };
+    let (before, then) = (as_of(&just_before(None)), as_of(&just_before(Some(levels[1]))));
+    assert_eq!(now.len(), 2, "{now:#?}");
+    for ((n, t), b) in now.iter().zip(&then).zip(&before) {
+        assert_eq!((&n["build"], &n["cveFixed"], &n["daysBehind"]), (&json!(levels[2]), &json!(true), &json!(0)), "{now:#?}");
+        assert_eq!((&t["build"], &t["cveFixed"]), (&json!(levels[0]), &json!(true)), "{then:#?}");
+        assert_eq!(b["build"], json!("10.0.20348.2700"), "{before:#?}");
+        // Unknown, or not fixed where another test's records in this cluster already name its fixing build.
+        assert_ne!(b["cveFixed"], json!(true), "{before:#?}");
     }
     assert!(ok(&["history", &pool, "--verify"]).contains("every chain is whole"));
 
@@ -626,12 +659,13 @@ async fn history_lists_each_start_of_a_node_and_verify_finds_a_record_edited_or_
     let mut of_node0: Vec<WindowsNodeOperation> =
         ops.list(&Default::default()).await.unwrap().items.into_iter().filter(|o| o.spec.node_name.ends_with('0')).collect();
     of_node0.sort_by(|a, b| a.spec.started_at.cmp(&b.spec.started_at));
-    let first = of_node0[0].name_any();
+    let (first, middle) = (of_node0[0].name_any(), of_node0[1].name_any());
     ops.patch(&first, &PatchParams::default(), &Patch::Merge(json!({"status": {"phase": "Failed"}}))).await.unwrap();
     assert!(refused(&["history", &pool, "--verify"]).contains(&format!("{first} was changed after")));
-    ops.delete(&first, &Default::default()).await.unwrap();
+    // The oldest record may have gone with the retention; one between two others was deleted.
+    ops.delete(&middle, &Default::default()).await.unwrap();
     assert!(
-        refused(&["history", &format!("node/{}", of_node0[0].spec.node_name), "--verify"]).contains(&format!("{first}, which is gone"))
+        refused(&["history", &format!("node/{}", of_node0[0].spec.node_name), "--verify"]).contains(&format!("{middle}, which is gone"))
     );
     t.cleanup().await;
 }
