@@ -189,6 +189,10 @@ def patches():
               f"clamp_min(1 - {m('winpool_pool_nodes_behind_patch_level')} / ({m('winpool_pool_nodes_desired')} > 0), 0)"),
         graph("Nodes behind patch level", "Nodes whose kubelet-reported build is below the pool's patchLevel.",
               [(m("winpool_pool_nodes_behind_patch_level"), "{{pool}}")], steps=[("orange", 1)]),
+        graph("Nodes past their patch deadline",
+              "Nodes below the pool's patchLevel after its compliance.deadline passed (condition PatchOverdue); "
+              "kubectl winpool compliance <pool> names them and the days each is behind.",
+              [(m("winpool_pool_nodes_patch_overdue"), "{{pool}}")], steps=[("red", 1)]),
     ]
 
 

@@ -1182,6 +1182,60 @@ async fn a_nodes_patch_holder_forging_a_start_or_an_undo_moves_no_host_under_a_p
     finish(t).await;
 }
 
+/// A node's own kubelet credential (`system:node:<name>`, which SYSTEM on a
+/// compromised host can read): the Node authorizer lets it patch its own
+/// Node, and no more. It forges a start on its own Node under a pod: its
+/// host does not move and the pod stays; it may not write an operation.
+#[tokio::test]
+async fn a_compromised_kubelet_forging_a_start_on_its_own_node_moves_no_host_and_writes_no_operation() {
+    use winpool::api::operation::{WindowsNodeOperation, WindowsNodeOperationSpec};
+    let mut t = fleet("forged-kubelet", 1, &["--apply-time=1s", "--reboot-time=1s"]).await;
+    let pool = format!("{}-pool", t.id);
+    try_apply_pool(&t, &pool_manifest(&t, &pool, PATCH, json!({}))).await.unwrap();
+    t.start_operator(&[]);
+    wait_converged(&t, &pool, 1).await;
+    try_apply_pool(&t, &pool_manifest(&t, &pool, "10.0.20348.2800", json!({"paused": true, "nodeTimeout": "20s"}))).await.unwrap();
+    let rev = observed(&t, &pool).await.revision.unwrap();
+    let node = format!("{}0", t.node_prefix());
+    support::pod_on_node(&t, &node, "work").await;
+    let nodes: Api<Node> = Api::all(t.client.clone());
+    let before = NodeSeen::of(&nodes.get(&node).await.unwrap());
+
+    let mut cfg = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::read_from(support::kubeconfig()).unwrap(),
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .unwrap();
+    cfg.auth_info.impersonate = Some(format!("system:node:{node}"));
+    cfg.auth_info.impersonate_groups = Some(vec!["system:nodes".into(), "system:authenticated".into()]);
+    let kubelet = kube::Client::try_from(cfg).unwrap();
+    let now = jiff::Timestamp::now().to_string();
+    forge(&kubelet, &node, json!({"metadata": {"labels": {names::LABEL_REVISION: rev},
+        "annotations": {names::ANN_STATE: "Applying", names::ANN_STATE_SINCE: now, names::ANN_STARTED_AT: now,
+            names::ANN_TARGET_REVISION: rev, names::ANN_CORDONED_BY_WINPOOL: "true"}}, "spec": {"unschedulable": true}}))
+    .await;
+    let spec = WindowsNodeOperationSpec { node_name: node.clone(), pool: pool.clone(), revision: rev.clone(), started_at: now, ..Default::default() };
+    let forged = Api::<WindowsNodeOperation>::namespaced(kubelet.clone(), &t.agent_namespace())
+        .create(&PostParams::default(), &WindowsNodeOperation::new(&format!("{node}.forged"), spec))
+        .await;
+    assert!(matches!(&forged, Err(kube::Error::Api(s)) if s.code == 403), "a kubelet wrote an operation: {forged:?}");
+    Api::<WindowsNodePool>::all(t.client.clone())
+        .patch(&pool, &PatchParams::default(), &Patch::Merge(json!({"spec": {"rollout": {"paused": false}}})))
+        .await
+        .unwrap();
+    wait_for("the forged start judged (Failed at its nodeTimeout)", WAIT, || async {
+        (ann(&nodes.get(&node).await.ok()?, names::ANN_STATE).as_deref() == Some("Failed")).then_some(())
+    })
+    .await;
+    let seen = NodeSeen::of(&nodes.get(&node).await.unwrap());
+    assert!(seen.kernel == before.kernel && seen.boot == before.boot, "the kubelet's forged start moved its host: {before:?} → {seen:?}");
+    let pod = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(t.client.clone(), &t.namespace).get_opt("work").await.unwrap();
+    assert!(pod.is_some_and(|p| p.metadata.deletion_timestamp.is_none()), "the pod was evicted for a forged start");
+    operator_log_checked(&t);
+    finish(t).await;
+}
+
 /// Bump the pool's generation with a knob outside its revision and wait until
 /// its status describes it: a round that began after what came before.
 async fn round_after(t: &TestSpace, pool: &str, max_failed: i32) -> winpool::api::WindowsNodePoolStatus {

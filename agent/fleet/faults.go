@@ -228,7 +228,10 @@ func (f Faults) shape(node string, o *fakewin.Options) {
 		o.Catalogue.TwoPhase = true
 	}
 	o.NetworkResetAtBoot = f.On(FaultAKSHNSReset, node)
-	o.Catalogue.Fails = f.installFails(node)
+	// A fault's failures replace --fail-nodes' and --fail-rate's; without one those stand.
+	if fails := f.installFails(node); fails != nil {
+		o.Catalogue.Fails = fails
+	}
 	if f.On(FaultServiceDeps, node) {
 		o.Services = append(o.Services, fakewin.Service{Name: thirdPartyService, Program: `Program Files\LogAgent\log-agent.exe`, DependsOn: []string{"containerd"}})
 	}

@@ -7,6 +7,8 @@
 //! replaced): an operation names the host's UID, and the Nodes of now say
 //! since when the current host has been there.
 
+use std::collections::{BTreeMap, HashMap};
+
 use jiff::Timestamp;
 use serde::Serialize;
 
@@ -68,9 +70,15 @@ pub fn rows(ops: &[WindowsNodeOperation], hosts: &[Host], t: Timestamp, cve: Opt
     names.sort_unstable();
     names.dedup();
     let fixing = cve.map(|id| first_fixing_build(ops, id, t));
-    let mut rows: Vec<ComplianceRow> = names.into_iter().filter_map(|n| at(ops, hosts, n, t)).collect();
+    let mut by_name: HashMap<&str, Vec<&WindowsNodeOperation>> = HashMap::new();
+    for o in ops {
+        by_name.entry(o.spec.node_name.as_str()).or_default().push(o);
+    }
+    let reached = reached_by(ops, t);
+    let mut rows: Vec<ComplianceRow> =
+        names.into_iter().filter_map(|n| at(by_name.remove(n).unwrap_or_default(), hosts, n, t)).collect();
     for r in &mut rows {
-        r.days_behind = days_behind(ops, &r.pool, &r.build, t);
+        r.days_behind = days_behind(&reached, &r.pool, &r.build, t);
         if let Some(fixing) = fixing {
             r.cve_fixed = fixing.map(|f| build_of(&r.build).is_some_and(|b| b.major == f.major && b.build == f.build && b >= f));
         }
@@ -81,8 +89,7 @@ pub fn rows(ops: &[WindowsNodeOperation], hosts: &[Host], t: Timestamp, cve: Opt
 /// The host that was node `name` at `t` (the last to join by then, of the
 /// Nodes of now and the hosts the record names), and what it ran: None when
 /// the record knows no host of that name then.
-fn at<'a>(ops: &'a [WindowsNodeOperation], hosts: &'a [Host], name: &str, t: Timestamp) -> Option<ComplianceRow> {
-    let mut of_name: Vec<&WindowsNodeOperation> = ops.iter().filter(|o| o.spec.node_name == name).collect();
+fn at<'a>(mut of_name: Vec<&'a WindowsNodeOperation>, hosts: &'a [Host], name: &str, t: Timestamp) -> Option<ComplianceRow> {
     of_name.sort_by_key(|o| started(o));
     let recorded = of_name.iter().map(|o| (o.spec.node_uid.as_str(), o.spec.node_created.as_deref().and_then(|c| c.parse().ok())));
     let current = hosts.iter().filter(|h| h.name == name).map(|h| (h.uid.as_str(), h.created));
@@ -131,16 +138,24 @@ fn first_fixing_build(ops: &[WindowsNodeOperation], cve: &str, t: Timestamp) -> 
     ops.iter().filter(updated).filter(lists).filter_map(|o| build_of(o.status.as_ref()?.build_after.as_deref()?)).min()
 }
 
+/// Per pool, each build an Updated operation brought a node to by `t`, and when first.
+fn reached_by(ops: &[WindowsNodeOperation], t: Timestamp) -> HashMap<&str, BTreeMap<WindowsBuild, Timestamp>> {
+    let mut reached: HashMap<&str, BTreeMap<WindowsBuild, Timestamp>> = HashMap::new();
+    for o in ops {
+        let Some(st) = o.status.as_ref().filter(|s| s.phase == Some(NodeState::Updated)) else { continue };
+        let (Some(b), Some(at)) = (st.build_after.as_deref().and_then(build_of), ended_by(o, t)) else { continue };
+        let first = reached.entry(o.spec.pool.as_str()).or_default().entry(b).or_insert(at);
+        *first = (*first).min(at);
+    }
+    reached
+}
+
 /// Whole days, at `t`, since an operation of `pool` first brought a node to
-/// a build newer than `build` (0: none had, or the build is unknown).
-fn days_behind(ops: &[WindowsNodeOperation], pool: &str, build: &str, t: Timestamp) -> i64 {
-    let Some(mine) = build_of(build) else { return 0 };
-    let newer = ops.iter().filter(|o| o.spec.pool == pool).filter_map(|o| {
-        let st = o.status.as_ref()?;
-        let b = build_of(st.build_after.as_deref()?)?;
-        (st.phase == Some(NodeState::Updated) && b.build == mine.build && b > mine).then(|| ended_by(o, t)).flatten()
-    });
-    newer.min().map_or(0, |since| (t.duration_since(since).as_secs() / 86_400).max(0))
+/// a build newer than `build` of the same release (0: none had, or the build is unknown).
+fn days_behind(reached: &HashMap<&str, BTreeMap<WindowsBuild, Timestamp>>, pool: &str, build: &str, t: Timestamp) -> i64 {
+    let (Some(mine), Some(builds)) = (build_of(build), reached.get(pool)) else { return 0 };
+    let newer = builds.range((std::ops::Bound::Excluded(mine), std::ops::Bound::Unbounded)).filter(|(b, _)| b.build == mine.build);
+    newer.map(|(_, at)| *at).min().map_or(0, |since| (t.duration_since(since).as_secs() / 86_400).max(0))
 }
 
 pub fn table(rows: &[ComplianceRow], cve: Option<&str>) -> String {
