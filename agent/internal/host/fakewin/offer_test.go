@@ -70,3 +70,15 @@ func TestTheNewestOfferIsWhatTheUpdateSourceApprovesForTheHost(t *testing.T) {
 		t.Fatalf("a host at the approved build is offered %+v, want nothing", current)
 	}
 }
+
+// A source that offers only .NET Framework's cumulative update (same
+// classification as the OS's, in English or German) offers no patch
+// level: the pool would roll to it and no node's build would move.
+func TestADotNetFrameworkUpdateOfferedAloneIsNoPatchLevel(t *testing.T) {
+	for _, localized := range []bool{false, true} {
+		_, h := boot(t, aks(fakewin.Catalogue{DotNetOnly: true, Localized: localized}))
+		if o := newestOffer(t, h, time.Hour, time.Time{}); o.KB != "" || o.Err != "" {
+			t.Errorf("localized %v: offer %+v, want nothing (only .NET Framework's update is offered)", localized, o)
+		}
+	}
+}
