@@ -93,6 +93,12 @@ pub struct OfferReport {
     /// When the source published (WSUS: approved) it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub published: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    /// Updates the source offers in the OS's classification that are not
+    /// the OS's cumulative update (.NET Framework's), "KB: title": why a
+    /// search that found them offers no KB.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 8), inner(length(max = 1024)))]
+    pub passed_over: Vec<String>,
     /// When the search this answers ended.
     pub searched_at: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
     /// The last search failed (Windows Update's words); the fields above

@@ -251,7 +251,7 @@ fn learned(previous: Option<&ResolvedPatch>, members: &[MemberPatch<'_>]) -> Pat
         return PatchResolution {
             patch: None,
             reason: PatchReason::Resolved,
-            message: "no node is offered a cumulative update newer than the build it runs".into(),
+            message: format!("no node is offered a cumulative update newer than the build it runs{}", passed_over(members)),
             eligible_in: None,
         };
     };
@@ -296,6 +296,24 @@ fn learned(previous: Option<&ResolvedPatch>, members: &[MemberPatch<'_>]) -> Pat
         Ok(level) => name_unconfirmed(r, &p.kb, &level, members.iter().filter(|m| !m.updated)),
         Err(_) => r,
     }
+}
+
+/// "; not the OS's cumulative update, so never a patch level: KB…: title
+/// (offered to a, b)": what the agents' searches passed over (.NET
+/// Framework's update, filed under the OS's classification), so a pool
+/// offered only that says why it does not move.
+fn passed_over(members: &[MemberPatch<'_>]) -> String {
+    let mut by_update: std::collections::BTreeMap<&str, Vec<&str>> = std::collections::BTreeMap::new();
+    for m in members {
+        for u in m.offer.map(|o| o.passed_over.as_slice()).unwrap_or_default() {
+            by_update.entry(u.as_str()).or_default().push(m.node);
+        }
+    }
+    if by_update.is_empty() {
+        return String::new();
+    }
+    let listed: Vec<String> = by_update.iter().map(|(u, nodes)| format!("{u} (offered to {})", nodes.join(", "))).collect();
+    format!("; not the OS's cumulative update, so never a patch level: {}", listed.join("; "))
 }
 
 /// The spec the round decides by: `os.patchLevel` raised to the resolved

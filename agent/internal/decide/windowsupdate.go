@@ -149,6 +149,19 @@ func isOSUpdate(u WUUpdate) bool {
 	return slices.Contains(osClassifications, classification(u))
 }
 
+// PassedOverAsNotOS is the updates offered in an OS classification that
+// SelectWindowsUpdates never takes because they are .NET Framework's: what
+// a search that finds no cumulative update of the OS says it passed over.
+func PassedOverAsNotOS(offered []WUUpdate) []int {
+	var passed []int
+	for i, u := range offered {
+		if dotNetFramework(u.Title) && isOSUpdate(WUUpdate{Type: u.Type, BrowseOnly: u.BrowseOnly, KBs: u.KBs, CategoryIDs: u.CategoryIDs}) {
+			passed = append(passed, i)
+		}
+	}
+	return passed
+}
+
 // dotNetFramework: the update is .NET Framework's. The Microsoft Update
 // Catalog files .NET Framework's monthly cumulative update under the OS's
 // own product and classification (Security Updates), so no category ID

@@ -168,11 +168,18 @@ type Offer struct {
 	KB        string       `json:"kb,omitempty"`
 	Title     string       `json:"title,omitempty"`
 	Published *metav1.Time `json:"published,omitempty"`
+	// PassedOver: updates offered in the OS's classification that are not
+	// the OS's cumulative update (.NET Framework's), "KB: title", at most
+	// MaxPassedOver: why a search that found them offers no KB.
+	PassedOver []string `json:"passedOver,omitempty"`
 	// SearchedAt is when the search this answers ended.
 	SearchedAt metav1.Time `json:"searchedAt"`
 	// Error: the last search failed; the fields above are the one before.
 	Error string `json:"error,omitempty"`
 }
+
+// MaxPassedOver is how many of Offer.PassedOver the report's schema takes.
+const MaxPassedOver = 8
 
 // Verdict values of Preflight.
 const (

@@ -57,7 +57,8 @@ func everyField() *Report {
 		HNSRepair: &HNSRepair{BootID: "b-1", At: at, Service: "kubeproxy", Result: RepairRestarted, Message: "restarted"},
 		Staging: &Staging{Revision: "d1fd1f1399", Status: StagingStaged, RebootFree: true, Since: &at,
 			Items: []StagedItem{{Name: "KB5050002: 2026-12 Cumulative Update", Bytes: 1 << 30, SHA256: strings.Repeat("a", 64), RebootFree: true}}},
-		Offer: &Offer{KB: "KB5050002", Title: "2026-12 Cumulative Update (KB5050002)", Published: &at, SearchedAt: at, Error: "searching: 0x80244022"},
+		Offer: &Offer{KB: "KB5050002", Title: "2026-12 Cumulative Update (KB5050002)", Published: &at, SearchedAt: at, Error: "searching: 0x80244022",
+			PassedOver: []string{"KB5050003: 2026-12 Cumulative Update for .NET Framework 3.5, 4.8 and 4.8.1 (KB5050003)"}},
 	}}
 	r.APIVersion, r.Kind, r.Name, r.Namespace = Resource.GroupVersion().String(), Kind, "win-0", "winpool-agents"
 	return r

@@ -15,6 +15,7 @@ fn offer(kb: Option<&str>, published: &str) -> OfferReport {
         title: kb
             .map(|kb| format!("2026-12 Cumulative Update for Microsoft server operating system version 21H2 for x64-based Systems ({kb})")),
         published: Some(Time(published.parse().unwrap())),
+        passed_over: vec![],
         searched_at: Time(now()),
         error: None,
     }
@@ -267,4 +268,21 @@ fn the_docs_list_every_patch_resolved_reason_and_no_other() {
     let stray: Vec<_> = listed.difference(&code).collect();
     let lacks: Vec<_> = code.difference(&listed).collect();
     assert!(lacks.is_empty() && stray.is_empty(), "the PatchResolved row lacks {lacks:?} and lists {stray:?}");
+}
+
+/// A source that offers only .NET Framework's cumulative update (fault
+/// dotnet-only): the agents offer no KB and say what they passed over; the
+/// pool does not move and says why, naming the update and its nodes.
+#[test]
+fn a_pool_offered_only_dot_net_frameworks_update_does_not_move_and_says_why() {
+    let mut none = offer(None, TUESDAY);
+    none.passed_over = vec!["KB5050003: 2026-12 Cumulative Update for .NET Framework 3.5, 4.8 and 4.8.1 (KB5050003)".into()];
+    let members = [member("a", Some(&none), "10.0.20348.2700", false), member("b", Some(&none), "10.0.20348.2700", false)];
+    let r = resolve(&policy("0s"), None, &members, now());
+    assert_eq!(r.patch, None);
+    assert!(
+        r.message.contains("KB5050003: 2026-12 Cumulative Update for .NET Framework") && r.message.contains("offered to a, b"),
+        "{}",
+        r.message
+    );
 }
