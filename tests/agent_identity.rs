@@ -115,6 +115,7 @@ fn report(name: &str, owners: Vec<OwnerReference>, status: ApplyStatus) -> Windo
                 heartbeat: None,
                 result_code: None,
                 no_reboot: false,
+                host_build: None,
             }),
             ..Default::default()
         },

@@ -55,6 +55,7 @@ const (
 	FaultDownloadCut        Fault = "download-cut"
 	FaultHotpatchReboots    Fault = "hotpatch-reboots"
 	FaultDotNetOnly         Fault = "dotnet-only"
+	FaultKubeletStaleKernel Fault = "kubelet-stale-kernel"
 )
 
 // faults is every fault --host-faults accepts, with what the host does: the
@@ -103,6 +104,7 @@ var faults = []struct {
 	{FaultProxyAuth, "the machine's WinHTTP proxy (" + fleetProxy + ") asks for authentication (407)"},
 	{FaultDownloadCut, "the first download of each file over HTTP (containerd's release archive) is cut mid-body, as a proxy resetting a long transfer"},
 	{FaultHotpatchReboots, "with --hotpatch enrolled: a hotpatch's install asks for a reboot after all"},
+	{FaultKubeletStaleKernel, "the kubelet reads the build once per boot, as the Windows kubelet's stats client does when it starts: after a reboot-free install its kernelVersion keeps the build before it"},
 	{FaultDotNetOnly, "the source offers only the month's .NET Framework cumulative update (the OS's classification, a title of its own), not the OS's"},
 }
 

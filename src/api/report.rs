@@ -228,6 +228,13 @@ pub struct ApplyReport {
     /// no new boot is waited for.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub no_reboot: bool,
+    /// With noReboot: the build the host runs after the install, from its
+    /// registry (CurrentBuildNumber, UBR). The Windows kubelet reads these
+    /// once, when it starts, so after a reboot-free install its
+    /// kernelVersion keeps the build before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
+    pub host_build: Option<String>,
     /// The servicing task was alive then (RFC 3339: its start, moved at most
     /// every 5 minutes while it installs, its end): the operator does not
     /// time out a node whose task still beats, and times what follows the

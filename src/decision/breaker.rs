@@ -255,6 +255,7 @@ mod tests {
             heartbeat: None,
             result_code: code.map(Into::into),
             no_reboot: false,
+            host_build: None,
         };
         WindowsNodeReport::reported("a-1", WindowsNodeReportStatus { apply: Some(apply), ..Default::default() })
     }

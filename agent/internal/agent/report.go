@@ -75,7 +75,7 @@ func (a *agent) lastReport(node *corev1.Node) decide.NodeReport {
 		return decide.NodeReport{}
 	}
 	return decide.NodeReport{AppliedRevision: ap.Revision, Status: ap.Status, Message: ap.Message, Heartbeat: ap.Heartbeat, ResultCode: ap.ResultCode,
-		NoReboot: ap.NoReboot}
+		NoReboot: ap.NoReboot, HostBuild: ap.HostBuild}
 }
 
 // observed is the status with what the agent observes now. A value the
@@ -127,7 +127,7 @@ func (a *agent) report(ctx context.Context, attempt opStart, r decide.NodeReport
 	before := a.lastReport(node)
 	want := a.observed(a.rep.status)
 	want.Apply = &report.Apply{Revision: r.AppliedRevision, Status: r.Status, Message: oneLine(r.Message), StartedAt: attempt.startedAt,
-		Heartbeat: r.Heartbeat, ResultCode: r.ResultCode, NoReboot: r.NoReboot}
+		Heartbeat: r.Heartbeat, ResultCode: r.ResultCode, NoReboot: r.NoReboot, HostBuild: r.HostBuild}
 	if err := a.write(ctx, want); err != nil {
 		return err
 	}

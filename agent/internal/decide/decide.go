@@ -78,6 +78,12 @@ type NodeReport struct {
 	// NoReboot: Succeeded after installing the update with no reboot, as
 	// Windows asked none (a hotpatch): the operator waits for no new boot.
 	NoReboot bool
+	// HostBuild, with NoReboot: the build the host runs after the install,
+	// as the agent read it from the registry (CurrentBuildNumber, UBR). The
+	// Windows kubelet reads the same values once, when its stats client
+	// starts (winstats), so with no reboot its kernelVersion keeps the build
+	// before the install: the operator verifies a reboot-free start by this.
+	HostBuild string
 }
 
 // HeartbeatReportEvery is how often a running servicing task's heartbeat
@@ -619,6 +625,9 @@ func (d decision) succeed() Step {
 	}
 	r := d.report(names.StatusSucceeded, msg)
 	r.NoReboot = d.state.Attempts > 0 && d.state.Reboots == 0
+	if r.NoReboot {
+		r.HostBuild = obs.Build.String()
+	}
 	return Step{Action: Report, Report: r, State: d.state}
 }
 

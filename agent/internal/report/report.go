@@ -137,6 +137,10 @@ type Apply struct {
 	// NoReboot: Succeeded after an install Windows asked no reboot for (a
 	// hotpatch); the operator then waits for no new boot.
 	NoReboot bool `json:"noReboot,omitempty"`
+	// HostBuild, with NoReboot: the build the host runs after the install,
+	// from the registry (the kubelet's kernelVersion keeps the build it read
+	// at its start until it restarts).
+	HostBuild string `json:"hostBuild,omitempty"`
 }
 
 // Observed is what the agent sees on the host.

@@ -50,7 +50,7 @@ func everyField() *Report {
 	r := &Report{Status: Status{
 		AgentVersion: "0.2.0",
 		Apply: &Apply{Revision: "d1fd1f1399", Status: names.StatusFailed, Message: "servicing exited 0x800F0922", StartedAt: at.Format(time.RFC3339),
-			Heartbeat: at.Format(time.RFC3339), ResultCode: "0x800F0922", NoReboot: true},
+			Heartbeat: at.Format(time.RFC3339), ResultCode: "0x800F0922", NoReboot: true, HostBuild: "10.0.26100.2894"},
 		Observed:  &Observed{CNIMode: "overlay", CSIProxyVersion: "1.1.3", RuntimeService: "containerd (NSSM)", CSIProxyHost: "1.1.3"},
 		HNS:       &HNS{LoadBalancers: 40, Endpoints: 12, BootID: "b-1", ObservedAt: &at},
 		Preflight: &Preflight{Revision: "d1fd1f1399", Verdict: VerdictBlocked, Reasons: []string{"no room"}, Notes: []string{"KB5050002"}, Since: &at},
