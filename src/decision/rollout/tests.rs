@@ -1729,6 +1729,24 @@ fn a_reboot_free_install_is_verified_by_the_build_the_agent_read_not_the_kubelet
     assert!(patch(&plan, "n").is_none_or(|p| p.to != NodeState::Updated), "a reboot start goes by the kubelet: {plan:?}");
 }
 
+/// Last month's reboot-free success, with the build the agent read then,
+/// does not stand in for the build the node reaches with this month's
+/// hotpatch: a node hotpatched before is hotpatched again.
+#[test]
+fn a_node_hotpatched_last_month_is_hotpatched_again() {
+    let spec = spec_with("rollout: {hotpatch: true}");
+    let rev = revision_of(&spec);
+    let n = NodeView {
+        staging: Some(Staging { revision: rev.clone(), state: StagingState::Staged, reboot_free: true }),
+        runtime_version: Some("containerd://1.7.22".into()),
+        kernel_version: Some("10.0.20348.2600".into()),
+        apply_no_reboot: true,
+        apply_host_build: Some("10.0.20348.2700".into()),
+        ..fresh("n")
+    };
+    assert!(crate::decision::rollout::hotpatchable(&spec, &rev, &n));
+}
+
 /// A hotpatch whose install asks for a reboot after all: the agent waits
 /// (RebootRequired), and the node is cordoned and drained from the boot it
 /// is in, its hotpatch mark gone; once cordoned it is left to reboot.
