@@ -45,7 +45,10 @@ fn main() {
                 build_after: Some(format!("10.0.20348.{}", 2710 + 10 * m)),
                 installed: vec![InstalledUpdate {
                     kb: format!("KB50{m:05}"),
-                    title: Some(format!("2026-{:02} Cumulative Update for Microsoft server operating system version 21H2 for x64-based Systems (KB50{m:05})", m % 12 + 1)),
+                    title: Some(format!(
+                        "2026-{:02} Cumulative Update for Microsoft server operating system version 21H2 for x64-based Systems (KB50{m:05})",
+                        m % 12 + 1
+                    )),
                     cve_ids: (0..40).map(|c| format!("CVE-2026-{m:02}{c:03}")).collect(),
                 }],
                 installed_at: Some((start + SignedDuration::from_mins(30)).to_string()),

@@ -116,6 +116,7 @@ fn report(name: &str, owners: Vec<OwnerReference>, status: ApplyStatus) -> Windo
                 result_code: None,
                 no_reboot: false,
                 installed: vec![],
+                host_build: None,
             }),
             ..Default::default()
         },

@@ -1211,11 +1211,21 @@ async fn a_compromised_kubelet_forging_a_start_on_its_own_node_moves_no_host_and
     cfg.auth_info.impersonate_groups = Some(vec!["system:nodes".into(), "system:authenticated".into()]);
     let kubelet = kube::Client::try_from(cfg).unwrap();
     let now = jiff::Timestamp::now().to_string();
-    forge(&kubelet, &node, json!({"metadata": {"labels": {names::LABEL_REVISION: rev},
+    forge(
+        &kubelet,
+        &node,
+        json!({"metadata": {"labels": {names::LABEL_REVISION: rev},
         "annotations": {names::ANN_STATE: "Applying", names::ANN_STATE_SINCE: now, names::ANN_STARTED_AT: now,
-            names::ANN_TARGET_REVISION: rev, names::ANN_CORDONED_BY_WINPOOL: "true"}}, "spec": {"unschedulable": true}}))
+            names::ANN_TARGET_REVISION: rev, names::ANN_CORDONED_BY_WINPOOL: "true"}}, "spec": {"unschedulable": true}}),
+    )
     .await;
-    let spec = WindowsNodeOperationSpec { node_name: node.clone(), pool: pool.clone(), revision: rev.clone(), started_at: now, ..Default::default() };
+    let spec = WindowsNodeOperationSpec {
+        node_name: node.clone(),
+        pool: pool.clone(),
+        revision: rev.clone(),
+        started_at: now,
+        ..Default::default()
+    };
     let forged = Api::<WindowsNodeOperation>::namespaced(kubelet.clone(), &t.agent_namespace())
         .create(&PostParams::default(), &WindowsNodeOperation::new(&format!("{node}.forged"), spec))
         .await;

@@ -167,8 +167,10 @@ async fn a_staged_update_is_downloaded_before_the_drain_and_never_after() {
 /// hotpatches: the first month is a quarterly baseline (every node drained
 /// and rebooted), the second a hotpatch, installed on three nodes without
 /// cordon, drain or reboot; on the fourth it asks for a reboot after all, and
-/// that node alone is cordoned, drained and rebooted. Judged from the audit
-/// log (winpool's cordons) and the machines (reboots, hotpatches).
+/// that node alone is cordoned, drained and rebooted. The kubelets read the
+/// build once per boot, as Windows' does (kubelet-stale-kernel): a hotpatched
+/// node is verified by the build its agent read from the host. Judged from
+/// the audit log (winpool's cordons) and the machines (reboots, hotpatches).
 #[tokio::test]
 async fn a_hotpatch_pool_updates_in_service_and_drains_only_for_a_reboot() {
     let spec = |patch: &str| {
@@ -182,7 +184,7 @@ async fn a_hotpatch_pool_updates_in_service_and_drains_only_for_a_reboot() {
             ["--os=ltsc2025", "--build=10.0.26100.2000", "--hotpatch=enrolled", "--apply-time=0.5s", "--reboot-time=0.5s"]
                 .map(String::from)
                 .into_iter()
-                .chain([format!("--host-faults=hotpatch-reboots@{prefix}3")])
+                .chain([format!("--host-faults=hotpatch-reboots@{prefix}3,kubelet-stale-kernel")])
                 .collect()
         },
         spec("10.0.26100.2100"),

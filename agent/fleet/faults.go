@@ -56,6 +56,8 @@ const (
 	FaultProxyAuth          Fault = "proxy-auth"
 	FaultDownloadCut        Fault = "download-cut"
 	FaultHotpatchReboots    Fault = "hotpatch-reboots"
+	FaultDotNetOnly         Fault = "dotnet-only"
+	FaultKubeletStaleKernel Fault = "kubelet-stale-kernel"
 )
 
 // faults is every fault --host-faults accepts, with what the host does: the
@@ -105,6 +107,8 @@ var faults = []struct {
 	{FaultProxyAuth, "the machine's WinHTTP proxy (" + fleetProxy + ") asks for authentication (407)"},
 	{FaultDownloadCut, "the first download of each file over HTTP (containerd's release archive) is cut mid-body, as a proxy resetting a long transfer"},
 	{FaultHotpatchReboots, "with --hotpatch enrolled: a hotpatch's install asks for a reboot after all"},
+	{FaultKubeletStaleKernel, "the kubelet reads the build once per boot, as the Windows kubelet's stats client does when it starts: after a reboot-free install its kernelVersion keeps the build before it"},
+	{FaultDotNetOnly, "the source offers only the month's .NET Framework cumulative update (the OS's classification, a title of its own), not the OS's"},
 }
 
 // payloadHost is where Windows Update's payloads come from (the agent's
@@ -218,6 +222,7 @@ func (f Faults) shape(node string, o *fakewin.Options) {
 	o.Catalogue.Throws = f.On(FaultWUAException, node)
 	o.Catalogue.DownloadReset = f.On(FaultDownloadReset, node)
 	o.Catalogue.HotpatchReboots = f.On(FaultHotpatchReboots, node)
+	o.Catalogue.DotNetOnly = f.On(FaultDotNetOnly, node)
 	if f.On(FaultSlowServicing, node) {
 		o.Catalogue.InstallTime = slowServicingTime
 	}

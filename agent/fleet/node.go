@@ -537,6 +537,11 @@ func (n *simNode) reportChanges() {
 	}
 	m := n.host.Stats()
 	now := nodeInfo{KernelVersion: m.Build.String(), ContainerRuntimeVersion: runtimeVersion(m.Containerd, n.suffix)}
+	if n.f.s.Faults.On(FaultKubeletStaleKernel, n.name) && n.reported.KernelVersion != "" {
+		// winstats' startMonitoring reads the build once, at the kubelet's
+		// start (bootedUp): nothing short of a restart reads it again.
+		now.KernelVersion = n.reported.KernelVersion
+	}
 	if now.KernelVersion == n.reported.KernelVersion && now.ContainerRuntimeVersion == n.reported.ContainerRuntimeVersion {
 		return
 	}

@@ -322,3 +322,57 @@ func serviceWithTwoEndpoints(m *hnsmodel.Model) {
 		Endpoints:   []discovery.Endpoint{{Addresses: []string{"10.244.1.1"}}, {Addresses: []string{"10.244.1.2"}}},
 	})
 }
+
+// kubelet-stale-kernel: the kubelet reads the build once per boot, as the
+// Windows kubelet's winstats does when it starts. A hotpatch moves the
+// host's build with no reboot; kernelVersion stays until the next boot.
+func TestAStaleKernelKubeletReportsTheBuildOfItsBootUntilTheNext(t *testing.T) {
+	for _, stale := range []bool{false, true} {
+		args := []string{"--hotpatch", "enrolled", "--containerd", "1.7.20"}
+		if stale {
+			args = append(args, "--host-faults", "kubelet-stale-kernel")
+		}
+		f, cs, _ := testFleet(t, args...)
+		n := f.nodes.get("win-0")
+		ctx := context.Background()
+		install := func(ubr int) {
+			t.Helper()
+			req := host.UpdateRequest{Revision: fmt.Sprint("r", ubr), Attempt: 1, Target: host.Build{Major: 10, Build: 20348, UBR: ubr}}
+			if err := n.agentHost.StartUpdate(ctx, req); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, "the servicing task to end", func() bool {
+				obs, _ := n.agentHost.Observe(ctx)
+				return obs.UpdateTask != nil && obs.UpdateTask.Phase == host.UpdateDone && obs.UpdateTask.Revision == req.Revision
+			})
+		}
+		install(2762) // the baseline: a reboot
+		if err := n.agentHost.Reboot(ctx, "test"); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the baseline's build reported after the boot", func() bool {
+			return getNode(t, cs).Status.NodeInfo.KernelVersion == "10.0.20348.2762"
+		})
+		install(2800) // a hotpatch: no reboot
+		if b := n.host.Stats().Build.String(); b != "10.0.20348.2800" {
+			t.Fatalf("stale %v: the hotpatch left the host at %s", stale, b)
+		}
+		// An in-place containerd upgrade makes the kubelet write: the write
+		// that carries the new runtime carries the build it read too.
+		if err := n.agentHost.UpgradeContainerd(ctx, host.RuntimeRequest{Version: "1.7.22"}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the new runtime reported", func() bool {
+			n.reportChanges()
+			return strings.HasPrefix(getNode(t, cs).Status.NodeInfo.ContainerRuntimeVersion, "containerd://1.7.22")
+		})
+		want := map[bool]string{false: "10.0.20348.2800", true: "10.0.20348.2762"}[stale]
+		if got := getNode(t, cs).Status.NodeInfo.KernelVersion; got != want {
+			t.Errorf("stale %v: kernelVersion %s after the hotpatch, want %s", stale, got, want)
+		}
+		eventually(t, "the swap task's end", func() bool {
+			obs, err := n.agentHost.Observe(ctx)
+			return err == nil && obs.RuntimeUpgrade != nil && obs.RuntimeUpgrade.Phase == host.RuntimeSucceeded
+		})
+	}
+}

@@ -93,6 +93,12 @@ pub struct OfferReport {
     /// When the source published (WSUS: approved) it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub published: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    /// Updates the source offers in the OS's classification that are not
+    /// the OS's cumulative update (.NET Framework's), "KB: title": why a
+    /// search that found them offers no KB.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 8), inner(length(max = 1024)))]
+    pub passed_over: Vec<String>,
     /// When the search this answers ended.
     pub searched_at: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
     /// The last search failed (Windows Update's words); the fields above
@@ -222,6 +228,13 @@ pub struct ApplyReport {
     /// no new boot is waited for.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub no_reboot: bool,
+    /// With noReboot: the build the host runs after the install, from its
+    /// registry (CurrentBuildNumber, UBR). The Windows kubelet reads these
+    /// once, when it starts, so after a reboot-free install its
+    /// kernelVersion keeps the build before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
+    pub host_build: Option<String>,
     /// The servicing task was alive then (RFC 3339: its start, moved at most
     /// every 5 minutes while it installs, its end): the operator does not
     /// time out a node whose task still beats, and times what follows the

@@ -55,6 +55,8 @@ pub struct AgentReport {
     pub heartbeat: Option<String>,
     /// Its success followed an install that needed no reboot.
     pub no_reboot: bool,
+    /// Then, the build the agent read from the host's registry.
+    pub host_build: Option<String>,
     pub cni_mode: Option<Reported<CniMode>>,
     pub csi_proxy_version: Option<String>,
     pub runtime_service: Option<String>,
@@ -81,6 +83,7 @@ impl AgentReport {
             answers_start: apply.and_then(|a| a.started_at.clone()),
             heartbeat: apply.and_then(|a| a.heartbeat.clone()),
             no_reboot: apply.is_some_and(|a| a.no_reboot),
+            host_build: apply.filter(|a| a.no_reboot).and_then(|a| a.host_build.clone()),
             cni_mode: observed.cni_mode.as_deref().map(Reported::parse),
             csi_proxy_version: observed.csi_proxy_version,
             runtime_service: observed.runtime_service,

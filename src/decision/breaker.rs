@@ -256,6 +256,7 @@ mod tests {
             result_code: code.map(Into::into),
             no_reboot: false,
             installed: vec![],
+            host_build: None,
         };
         WindowsNodeReport::reported("a-1", WindowsNodeReportStatus { apply: Some(apply), ..Default::default() })
     }

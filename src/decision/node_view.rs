@@ -60,6 +60,7 @@ pub fn node_view(node: &NodeRecord, report: &AgentReport, hns: HnsReadiness) -> 
         apply_message: apply(&report.apply_message),
         apply_heartbeat: apply(&report.heartbeat).and_then(|v| v.parse::<Timestamp>().ok()),
         apply_no_reboot: current_start && report.no_reboot,
+        apply_host_build: apply(&report.host_build),
         csi_proxy_version: report.csi_proxy_version.clone(),
         cni_mode: report.cni_mode.clone(),
         failure_reason: owned(names::ANN_FAILURE_REASON),

@@ -449,6 +449,7 @@ mod tests {
             no_reboot: false,
             heartbeat: Some("2026-12-07T10:40:00Z".into()),
             result_code: None,
+            host_build: None,
             installed: vec![crate::api::report::InstalledUpdate {
                 kb: "KB5050002".into(),
                 title: Some("2026-12 Cumulative Update".into()),

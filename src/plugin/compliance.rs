@@ -75,8 +75,7 @@ pub fn rows(ops: &[WindowsNodeOperation], hosts: &[Host], t: Timestamp, cve: Opt
         by_name.entry(o.spec.node_name.as_str()).or_default().push(o);
     }
     let reached = reached_by(ops, t);
-    let mut rows: Vec<ComplianceRow> =
-        names.into_iter().filter_map(|n| at(by_name.remove(n).unwrap_or_default(), hosts, n, t)).collect();
+    let mut rows: Vec<ComplianceRow> = names.into_iter().filter_map(|n| at(by_name.remove(n).unwrap_or_default(), hosts, n, t)).collect();
     for r in &mut rows {
         r.days_behind = days_behind(&reached, &r.pool, &r.build, t);
         if let Some(fixing) = fixing {

@@ -53,6 +53,9 @@ func (a *agent) checkOffer(ctx context.Context, node *corev1.Node) {
 		return
 	}
 	o := &report.Offer{KB: found.KB, Title: oneLine(found.Title), SearchedAt: metav1.NewTime(found.SearchedAt.UTC().Truncate(1e9)), Error: oneLine(found.Err)}
+	for _, p := range found.PassedOver[:min(len(found.PassedOver), report.MaxPassedOver)] {
+		o.PassedOver = append(o.PassedOver, oneLine(p))
+	}
 	if !found.Published.IsZero() {
 		o.Published = &metav1.Time{Time: found.Published.UTC().Truncate(1e9)}
 	}

@@ -76,7 +76,7 @@ func (a *agent) lastReport(node *corev1.Node) decide.NodeReport {
 		return decide.NodeReport{}
 	}
 	r := decide.NodeReport{AppliedRevision: ap.Revision, Status: ap.Status, Message: ap.Message, Heartbeat: ap.Heartbeat, ResultCode: ap.ResultCode,
-		NoReboot: ap.NoReboot}
+		NoReboot: ap.NoReboot, HostBuild: ap.HostBuild}
 	for _, u := range ap.Installed {
 		r.Installed = append(r.Installed, host.InstalledUpdate{KB: u.KB, Title: u.Title, CveIDs: u.CveIDs})
 	}
@@ -161,7 +161,7 @@ func (a *agent) report(ctx context.Context, attempt opStart, r decide.NodeReport
 	before := a.lastReport(node)
 	want := a.observed(a.rep.status)
 	want.Apply = &report.Apply{Revision: r.AppliedRevision, Status: r.Status, Message: oneLine(r.Message), StartedAt: attempt.startedAt,
-		Heartbeat: r.Heartbeat, ResultCode: r.ResultCode, NoReboot: r.NoReboot, Installed: installedRecord(r.Installed)}
+		Heartbeat: r.Heartbeat, ResultCode: r.ResultCode, NoReboot: r.NoReboot, HostBuild: r.HostBuild, Installed: installedRecord(r.Installed)}
 	if err := a.write(ctx, want); err != nil {
 		return err
 	}

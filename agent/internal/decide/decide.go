@@ -83,6 +83,12 @@ type NodeReport struct {
 	// order, on the reports that come once it is known (Rebooting,
 	// Succeeded): the operator keeps it as the node's record.
 	Installed []host.InstalledUpdate
+	// HostBuild, with NoReboot: the build the host runs after the install,
+	// as the agent read it from the registry (CurrentBuildNumber, UBR). The
+	// Windows kubelet reads the same values once, when its stats client
+	// starts (winstats), so with no reboot its kernelVersion keeps the build
+	// before the install: the operator verifies a reboot-free start by this.
+	HostBuild string
 }
 
 // HeartbeatReportEvery is how often a running servicing task's heartbeat
@@ -648,6 +654,9 @@ func (d decision) succeed() Step {
 	r := d.report(names.StatusSucceeded, msg)
 	r.NoReboot = d.state.Attempts > 0 && d.state.Reboots == 0
 	r.Installed = d.state.Installed
+	if r.NoReboot {
+		r.HostBuild = obs.Build.String()
+	}
 	return Step{Action: Report, Report: r, State: d.state}
 }
 

@@ -460,6 +460,11 @@ func TestASuccessWithoutARebootSaysSo(t *testing.T) {
 		if got.Report.Status != names.StatusSucceeded || got.Report.NoReboot != c.want {
 			t.Errorf("state %+v: %s, NoReboot %v; want Succeeded, NoReboot %v", c.state, got.Report.Status, got.Report.NoReboot, c.want)
 		}
+		// With no reboot the kubelet's kernelVersion is the build before
+		// the install (winstats reads it once): the report carries the host's.
+		if want := map[bool]string{true: patched().Observed.Build.String()}[c.want]; got.Report.HostBuild != want {
+			t.Errorf("state %+v: host build %q, want %q", c.state, got.Report.HostBuild, want)
+		}
 	}
 }
 

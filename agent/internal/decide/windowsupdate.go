@@ -88,9 +88,10 @@ var notOSKBs = []string{"KB890830", "KB2267602", "KB4052623"}
 // whoever manages the node's other updates. It returns the indexes to
 // install in install order.
 //
-// No title decides whether an update counts: it does when its classification
-// (by category ID) is an OS one, it is software, not optional (BrowseOnly)
-// and not one of notOSKBs. Of those, the cumulative update is the largest
+// No title makes an update count: it does when its classification (by
+// category ID) is an OS one, it is software, not optional (BrowseOnly), not
+// one of notOSKBs and not .NET Framework's (dotNetFramework, which only the
+// title tells). Of those, the cumulative update is the largest
 // download (an OS cumulative update is several times the size of a .NET
 // Framework one, which has the same classification and ships the same day;
 // equal sizes: the newest, then the higher KB); the servicing stack updates
@@ -140,7 +141,7 @@ func englishOSCumulative(title string) bool {
 }
 
 func isOSUpdate(u WUUpdate) bool {
-	if u.Type == WUTypeDriver || u.BrowseOnly {
+	if u.Type == WUTypeDriver || u.BrowseOnly || dotNetFramework(u.Title) {
 		return false
 	}
 	for _, kb := range u.KBs {
@@ -149,6 +150,30 @@ func isOSUpdate(u WUUpdate) bool {
 		}
 	}
 	return slices.Contains(osClassifications, classification(u))
+}
+
+// PassedOverAsNotOS is the updates offered in an OS classification that
+// SelectWindowsUpdates never takes because they are .NET Framework's: what
+// a search that finds no cumulative update of the OS says it passed over.
+func PassedOverAsNotOS(offered []WUUpdate) []int {
+	var passed []int
+	for i, u := range offered {
+		if dotNetFramework(u.Title) && isOSUpdate(WUUpdate{Type: u.Type, BrowseOnly: u.BrowseOnly, KBs: u.KBs, CategoryIDs: u.CategoryIDs}) {
+			passed = append(passed, i)
+		}
+	}
+	return passed
+}
+
+// dotNetFramework: the update is .NET Framework's. The Microsoft Update
+// Catalog files .NET Framework's monthly cumulative update under the OS's
+// own product and classification (Security Updates), so no category ID
+// tells it from the OS's; its title does, in every language: the product
+// name is never translated. Offered alone (approved without the OS's), it
+// would otherwise be taken for the OS's cumulative update, and a pool that
+// follows its source would roll to a level its build never reaches.
+func dotNetFramework(title string) bool {
+	return strings.Contains(title, ".NET Framework")
 }
 
 // classification is the update's classification category ID, "" when it

@@ -116,6 +116,15 @@ func TestSelectWindowsUpdates(t *testing.T) {
 			offer("2024-10 Cumulative Update for .NET Framework (KB5045934)", WUClassSecurityUpdates, "5045934", 80*mb,
 				published(patchTuesday.Add(9*24*time.Hour))),
 		}, []int{0}},
+		{"a .NET Framework cumulative update offered alone (same classification as the OS's): nothing", []WUUpdate{
+			offer("2024-10 Cumulative Update for .NET Framework 3.5, 4.8 and 4.8.1 for Microsoft server operating system version 21H2 for x64 (KB5044091)",
+				WUClassSecurityUpdates, "5044091", 80*mb),
+			offer("Windows Malicious Software Removal Tool x64 - v5.129 (KB890830)", WUClassUpdateRollups, "890830", 70*mb),
+		}, nil},
+		{"the same in German: the product name is not translated", []WUUpdate{
+			offer("2024-10 Kumulatives Update für .NET Framework 3.5, 4.8 und 4.8.1 für Microsoft server operating system, Version 21H2 für x64 (KB5044091)",
+				WUClassSecurityUpdates, "5044091", 80*mb),
+		}, nil},
 		{"a servicing stack only", []WUUpdate{
 			offer("servicing stack", WUClassSecurityUpdates, "5044414", 14*mb, exclusive),
 		}, []int{0}},

@@ -337,6 +337,10 @@ type NewestOffer struct {
 	// of the update; KB "": nothing newer than the running build is offered.
 	KB, Title string
 	Published time.Time
+	// PassedOver: updates offered in the OS's classification that the
+	// selection does not take for the OS's cumulative update (.NET
+	// Framework's), "KB: title".
+	PassedOver []string
 	// SearchedAt is when the search that found it ended (zero: none has yet).
 	SearchedAt time.Time
 	// Err: the last search failed (Windows Update's words and HRESULT); the

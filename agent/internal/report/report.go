@@ -137,6 +137,10 @@ type Apply struct {
 	// NoReboot: Succeeded after an install Windows asked no reboot for (a
 	// hotpatch); the operator then waits for no new boot.
 	NoReboot bool `json:"noReboot,omitempty"`
+	// HostBuild, with NoReboot: the build the host runs after the install,
+	// from the registry (the kubelet's kernelVersion keeps the build it read
+	// at its start until it restarts).
+	HostBuild string `json:"hostBuild,omitempty"`
 	// Installed: what the servicing task installed for this start, in
 	// order (Windows Update's updates and the revision's packages), on
 	// Rebooting and Succeeded: the operator keeps it as the node's record.
@@ -181,11 +185,18 @@ type Offer struct {
 	KB        string       `json:"kb,omitempty"`
 	Title     string       `json:"title,omitempty"`
 	Published *metav1.Time `json:"published,omitempty"`
+	// PassedOver: updates offered in the OS's classification that are not
+	// the OS's cumulative update (.NET Framework's), "KB: title", at most
+	// MaxPassedOver: why a search that found them offers no KB.
+	PassedOver []string `json:"passedOver,omitempty"`
 	// SearchedAt is when the search this answers ended.
 	SearchedAt metav1.Time `json:"searchedAt"`
 	// Error: the last search failed; the fields above are the one before.
 	Error string `json:"error,omitempty"`
 }
+
+// MaxPassedOver is how many of Offer.PassedOver the report's schema takes.
+const MaxPassedOver = 8
 
 // Verdict values of Preflight.
 const (

@@ -50,7 +50,7 @@ func everyField() *Report {
 	r := &Report{Status: Status{
 		AgentVersion: "0.2.0",
 		Apply: &Apply{Revision: "d1fd1f1399", Status: names.StatusFailed, Message: "servicing exited 0x800F0922", StartedAt: at.Format(time.RFC3339),
-			Heartbeat: at.Format(time.RFC3339), ResultCode: "0x800F0922", NoReboot: true,
+			Heartbeat: at.Format(time.RFC3339), ResultCode: "0x800F0922", NoReboot: true, HostBuild: "10.0.26100.2894",
 			Installed: []InstalledUpdate{{KB: "KB5050002", Title: "2026-12 Cumulative Update", CveIDs: []string{"CVE-2026-21001"}}, {KB: "windows10.0-kb5043936-x64.msu"}}},
 		Observed:  &Observed{CNIMode: "overlay", CSIProxyVersion: "1.1.3", RuntimeService: "containerd (NSSM)", CSIProxyHost: "1.1.3"},
 		HNS:       &HNS{LoadBalancers: 40, Endpoints: 12, BootID: "b-1", ObservedAt: &at},
@@ -58,7 +58,8 @@ func everyField() *Report {
 		HNSRepair: &HNSRepair{BootID: "b-1", At: at, Service: "kubeproxy", Result: RepairRestarted, Message: "restarted"},
 		Staging: &Staging{Revision: "d1fd1f1399", Status: StagingStaged, RebootFree: true, Since: &at,
 			Items: []StagedItem{{Name: "KB5050002: 2026-12 Cumulative Update", Bytes: 1 << 30, SHA256: strings.Repeat("a", 64), RebootFree: true}}},
-		Offer: &Offer{KB: "KB5050002", Title: "2026-12 Cumulative Update (KB5050002)", Published: &at, SearchedAt: at, Error: "searching: 0x80244022"},
+		Offer: &Offer{KB: "KB5050002", Title: "2026-12 Cumulative Update (KB5050002)", Published: &at, SearchedAt: at, Error: "searching: 0x80244022",
+			PassedOver: []string{"KB5050003: 2026-12 Cumulative Update for .NET Framework 3.5, 4.8 and 4.8.1 (KB5050003)"}},
 	}}
 	r.APIVersion, r.Kind, r.Name, r.Namespace = Resource.GroupVersion().String(), Kind, "win-0", "winpool-agents"
 	return r

@@ -223,7 +223,10 @@ pub fn hotpatchable(spec: &crate::api::WindowsNodePoolSpec, rev: &str, n: &NodeV
         return false;
     }
     let staged = n.staging.as_ref().is_some_and(|st| st.revision == rev && st.state == StagingState::Staged && st.reboot_free);
-    let patched = NodeView { kernel_version: Some(spec.os.patch_level.clone()), ..n.clone() };
+    // As the node would be with the update in: the build an earlier
+    // reboot-free success read is not this update's.
+    let patched =
+        NodeView { kernel_version: Some(spec.os.patch_level.clone()), apply_no_reboot: false, apply_host_build: None, ..n.clone() };
     staged && verify_config(spec, &patched).is_ok()
 }
 

@@ -1700,6 +1700,53 @@ fn an_install_that_needed_no_reboot_is_not_waited_for() {
     assert_eq!(transition(&plan, "n"), Some((NodeState::Verifying, NodeState::Updated)));
 }
 
+/// A hotpatch lands without a reboot, and the Windows kubelet reads the
+/// build once, when its stats client starts (winstats): its kernelVersion
+/// keeps the build before the install, and the node sat Verifying until it
+/// failed. A reboot-free start is verified by the build the agent read from
+/// the host after its install; a start that rebooted, by the kubelet's.
+#[test]
+fn a_reboot_free_install_is_verified_by_the_build_the_agent_read_not_the_kubelets_stale_one() {
+    let spec = spec_with("rollout: {staging: false}");
+    let rev = revision_of(&spec);
+    let stale = NodeView {
+        boot_id: Some("boot-1".into()),
+        boot_id_at_start: Some("boot-1".into()),
+        hns: HnsReadiness::Ready,
+        kernel_version: Some("10.0.20348.2700".into()),
+        apply_no_reboot: true,
+        apply_host_build: Some("10.0.20348.2762".into()),
+        ..applied(in_state("n", NodeState::Verifying, &rev), &rev)
+    };
+    let plan = run(&spec, std::slice::from_ref(&stale));
+    assert_eq!(transition(&plan, "n"), Some((NodeState::Verifying, NodeState::Updated)), "{plan:?}");
+    assert_eq!(plan.behind_patch_level, 0, "counted at the patch level it runs");
+    let short = NodeView { apply_host_build: Some("10.0.20348.2761".into()), ..stale.clone() };
+    let plan = run(&spec, &[short]);
+    assert!(patch(&plan, "n").is_none_or(|p| p.to != NodeState::Updated), "the host below the level: {plan:?}");
+    let rebooted = NodeView { apply_no_reboot: false, boot_id: Some("boot-2".into()), ..stale };
+    let plan = run(&spec, &[rebooted]);
+    assert!(patch(&plan, "n").is_none_or(|p| p.to != NodeState::Updated), "a reboot start goes by the kubelet: {plan:?}");
+}
+
+/// Last month's reboot-free success, with the build the agent read then,
+/// does not stand in for the build the node reaches with this month's
+/// hotpatch: a node hotpatched before is hotpatched again.
+#[test]
+fn a_node_hotpatched_last_month_is_hotpatched_again() {
+    let spec = spec_with("rollout: {hotpatch: true}");
+    let rev = revision_of(&spec);
+    let n = NodeView {
+        staging: Some(Staging { revision: rev.clone(), state: StagingState::Staged, reboot_free: true }),
+        runtime_version: Some("containerd://1.7.22".into()),
+        kernel_version: Some("10.0.20348.2600".into()),
+        apply_no_reboot: true,
+        apply_host_build: Some("10.0.20348.2700".into()),
+        ..fresh("n")
+    };
+    assert!(crate::decision::rollout::hotpatchable(&spec, &rev, &n));
+}
+
 /// A hotpatch whose install asks for a reboot after all: the agent waits
 /// (RebootRequired), and the node is cordoned and drained from the boot it
 /// is in, its hotpatch mark gone; once cordoned it is left to reboot.

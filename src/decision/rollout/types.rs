@@ -106,6 +106,9 @@ pub struct NodeView {
     pub apply_heartbeat: Option<Timestamp>,
     /// This start's success followed an install that needed no reboot.
     pub apply_no_reboot: bool,
+    /// Then, the build the agent read from the host after the install (the
+    /// kubelet's kernelVersion keeps the build it read at its own start).
+    pub apply_host_build: Option<String>,
     pub csi_proxy_version: Option<String>,
     pub cni_mode: Option<Reported<crate::api::CniMode>>,
     pub failure_reason: Option<String>,

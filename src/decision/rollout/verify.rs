@@ -10,13 +10,22 @@ use crate::decision::versions::{RuntimeVersion, Version, WindowsBuild};
 /// Whether the kubelet and the agent report the pool's configuration on the node.
 pub fn verify_config(spec: &WindowsNodePoolSpec, n: &NodeView) -> Result<(), String> {
     let target: WindowsBuild = spec.os.patch_level.parse().map_err(|e| format!("{e}"))?;
-    match n.kernel_version.as_deref().map(str::parse::<WindowsBuild>) {
-        None => return Err("the kubelet reports no kernelVersion".into()),
-        Some(Err(_)) => {
+    // After a reboot-free install (a hotpatch) the kubelet still reports the
+    // build it read when it started (winstats reads it once): the build the
+    // agent read from the host after the install is the one to verify. A
+    // start that rebooted is verified by the kubelet's, read at its boot.
+    let host_build = n.apply_host_build.as_deref().filter(|_| n.apply_no_reboot).and_then(|b| b.parse::<WindowsBuild>().ok());
+    match (host_build, n.kernel_version.as_deref().map(str::parse::<WindowsBuild>)) {
+        (Some(b), _) if !b.satisfies(&target) => {
+            return Err(format!("the agent reports the host at {b} after its reboot-free install, below patch level {target}"));
+        }
+        (Some(_), _) => {}
+        (None, None) => return Err("the kubelet reports no kernelVersion".into()),
+        (None, Some(Err(_))) => {
             return Err(format!("the kubelet's kernelVersion {:?} is not a Windows build", n.kernel_version.as_deref().unwrap_or("")));
         }
-        Some(Ok(b)) if !b.satisfies(&target) => return Err(format!("kernelVersion {b} is below patch level {target}")),
-        Some(Ok(_)) => {}
+        (None, Some(Ok(b))) if !b.satisfies(&target) => return Err(format!("kernelVersion {b} is below patch level {target}")),
+        (None, Some(Ok(_))) => {}
     }
     if let Some(want) = &spec.runtime.version {
         let want: Version = want.parse().map_err(|e| format!("{e}"))?;
@@ -108,8 +117,10 @@ pub fn verify_health(n: &NodeView) -> Result<(), String> {
     Ok(())
 }
 
-/// Whether the kubelet reports a kernel at or past the target (unknown = no).
+/// Whether the node runs a build at or past the target (unknown = no): the
+/// kubelet's, or after a reboot-free install the agent's (as in [`verify_config`]).
 pub(super) fn kernel_satisfies(n: &NodeView, target: Option<&WindowsBuild>) -> bool {
-    let b = n.kernel_version.as_deref().and_then(|k| k.parse::<WindowsBuild>().ok());
+    let host = n.apply_host_build.as_deref().filter(|_| n.apply_no_reboot);
+    let b = host.or(n.kernel_version.as_deref()).and_then(|k| k.parse::<WindowsBuild>().ok());
     matches!((b, target), (Some(b), Some(t)) if b.satisfies(t))
 }

@@ -2,6 +2,8 @@ package fakewin_test
 
 import (
 	"context"
+	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -59,7 +61,7 @@ func TestTheNewestOfferIsWhatTheUpdateSourceApprovesForTheHost(t *testing.T) {
 		t.Fatalf("offer %+v, want KB5002800 published %s", first, tuesday)
 	}
 	w.approve(host.Build{Major: 10, Build: 20348, UBR: 2900}, tuesday.AddDate(0, 1, 0))
-	if again := h.NewestOffer(context.Background(), time.Hour); again != first {
+	if again := h.NewestOffer(context.Background(), time.Hour); !reflect.DeepEqual(again, first) {
 		t.Fatalf("within the interval: %+v, want the last answer", again)
 	}
 	if moved := newestOffer(t, h, 0, first.SearchedAt); moved.KB != "KB5002900" {
@@ -68,5 +70,21 @@ func TestTheNewestOfferIsWhatTheUpdateSourceApprovesForTheHost(t *testing.T) {
 	w.approve(host.Build{Major: 10, Build: 20348, UBR: 2762}, tuesday)
 	if current := newestOffer(t, h, 0, time.Now()); current.KB != "" {
 		t.Fatalf("a host at the approved build is offered %+v, want nothing", current)
+	}
+}
+
+// A source that offers only .NET Framework's cumulative update (same
+// classification as the OS's, in English or German) offers no patch
+// level: the pool would roll to it and no node's build would move.
+func TestADotNetFrameworkUpdateOfferedAloneIsNoPatchLevel(t *testing.T) {
+	for _, localized := range []bool{false, true} {
+		_, h := boot(t, aks(fakewin.Catalogue{DotNetOnly: true, Localized: localized}))
+		o := newestOffer(t, h, time.Hour, time.Time{})
+		if o.KB != "" || o.Err != "" {
+			t.Errorf("localized %v: offer %+v, want nothing (only .NET Framework's update is offered)", localized, o)
+		}
+		if len(o.PassedOver) != 1 || !strings.HasPrefix(o.PassedOver[0], "KB5050003: ") {
+			t.Errorf("localized %v: passed over %q, want .NET Framework's KB5050003 named", localized, o.PassedOver)
+		}
 	}
 }

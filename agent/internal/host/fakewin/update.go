@@ -42,6 +42,12 @@ type Catalogue struct {
 	// (a WSUS whose administrator has not approved this month's for the
 	// node's group, or a deferral policy): only what it offers every month.
 	Unapproved bool
+	// DotNetOnly: the source offers, of the month's updates, only .NET
+	// Framework's cumulative update (a WSUS whose administrator approved
+	// it and not the OS's), which the Microsoft Update Catalog files under
+	// the OS's product and classification (Security Updates): only its
+	// title says it is not the OS's.
+	DotNetOnly bool
 	// SearchTime is how long a search takes to answer.
 	SearchTime time.Duration
 	// Busy: Automatic Updates is installing something at the first
@@ -141,6 +147,7 @@ func (c Catalogue) installTime() time.Duration {
 const (
 	ssuKB      = "5050001"
 	cuKB       = "5050002"
+	dotNetKB   = "5050003"
 	hotpatchKB = "5052006"
 )
 
@@ -225,6 +232,10 @@ func (s *wuSession) Search(string) ([]decide.WUUpdate, error) {
 	if m.o.Catalogue.Unapproved {
 		return s.offered, nil
 	}
+	if m.o.Catalogue.DotNetOnly {
+		s.offered = append(s.offered, dotNetUpdate(month, rel, m.o.Catalogue.Localized))
+		return s.offered, nil
+	}
 	if b, published, ok := m.approvedLocked(); ok {
 		if m.buildLocked().AtLeast(b) {
 			return s.offered, nil
@@ -257,6 +268,18 @@ func (s *wuSession) Search(string) ([]decide.WUUpdate, error) {
 func cveIDs(kb string) []string {
 	n := kb[max(len(kb)-4, 0):]
 	return []string{"CVE-2026-" + n + "1", "CVE-2026-" + n + "2", "CVE-2026-" + n + "3"}
+}
+
+// dotNetUpdate is the month's .NET Framework cumulative update as the
+// catalogue lists it beside the OS's: the same classification (and, in the
+// catalogue, product), a twentieth of its size, a title of its own.
+func dotNetUpdate(month, rel string, localized bool) decide.WUUpdate {
+	title := fmt.Sprintf("%s Cumulative Update for .NET Framework 3.5, 4.8 and 4.8.1 for Microsoft server operating system version %s for x64 (KB%s)", month, rel, dotNetKB)
+	if localized {
+		title = fmt.Sprintf("%s Kumulatives Update für .NET Framework 3.5, 4.8 und 4.8.1 für Microsoft Server-Betriebssystem, Version %s für x64 (KB%s)", month, rel, dotNetKB)
+	}
+	return decide.WUUpdate{Title: title, KBs: []string{dotNetKB}, Type: decide.WUTypeSoftware,
+		CategoryIDs: []string{decide.WUClassSecurityUpdates}, Size: 70 << 20, Published: time.Now()}
 }
 
 func releaseName(build int) string {

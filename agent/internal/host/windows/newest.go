@@ -69,21 +69,25 @@ func searchNewest(m Machine) host.NewestOffer {
 	if err != nil {
 		return host.NewestOffer{Err: "searching: " + withThrownCode(err).Error()}
 	}
+	var passed []string
+	for _, i := range decide.PassedOverAsNotOS(offered) {
+		passed = append(passed, kbOf(offered[i])+": "+offered[i].Title)
+	}
 	chosen := decide.SelectWindowsUpdates(offered)
 	if len(chosen) == 0 {
-		return host.NewestOffer{}
+		return host.NewestOffer{PassedOver: passed}
 	}
 	u := offered[chosen[len(chosen)-1]]
 	if u.Exclusive {
 		// A servicing stack update alone: the cumulative update is offered
 		// once it is in. Not a patch level.
-		return host.NewestOffer{}
+		return host.NewestOffer{PassedOver: passed}
 	}
 	kb := kbOf(u)
 	if !kbID.MatchString(kb) {
 		return host.NewestOffer{Err: fmt.Sprintf("the cumulative update offered (%s) carries no KB ID the pool can name", u.Title)}
 	}
-	return host.NewestOffer{KB: kb, Title: u.Title, Published: u.Published}
+	return host.NewestOffer{KB: kb, Title: u.Title, Published: u.Published, PassedOver: passed}
 }
 
 // kbID is a KB ID as the report's schema takes it.
