@@ -27,6 +27,8 @@
 #              --phases hotpatch: a simulated year on a Windows Server 2025 pool enrolled in hotpatching (issue 47):
 #              12 monthly patch levels, 4 of them baselines, rolled with rollout.hotpatch Disabled, then Enabled:
 #              evictions and reboots per node (--hotpatch-nodes 10, --hotpatch-pods-per-node 5); not in the default phases
+#              --phases compliance: kubectl winpool compliance over a year of synthesised records (issue 68),
+#              seconds to answer and bytes a record (--compliance-nodes 5000); no cluster; not in the default phases
 #              --max-unavailable 10%: the pools' rollout.maxUnavailable
 # Environment: WINPOOL_CP_API_QPS (controller-manager/scheduler client QPS; unset = Kubernetes' defaults),
 #              WINPOOL_BENCH_BIN (measure this binary instead of building one), WINPOOL_BENCH_REV (what it was
@@ -50,7 +52,7 @@ while (($#)); do
     --no-build) build=0 ;;
     --keep | --report-only) pass+=("$1") ;;
     --runs | --phases | --rollout-sizes | --footprint-sizes | --services | --endpoints | --fraction | --whole | --churn-nodes | --churn-seconds \
-      | --staging-nodes | --hotpatch-nodes | --hotpatch-pods-per-node | --hns-nodes | --hns-services | --hns-pods-per-node | --hns-releases | --max-unavailable)
+      | --staging-nodes | --compliance-nodes | --hotpatch-nodes | --hotpatch-pods-per-node | --hns-nodes | --hns-services | --hns-pods-per-node | --hns-releases | --max-unavailable)
       [[ $# -ge 2 ]] || die "$1 needs a value"
       pass+=("$1" "$2"); shift ;;
     -h | --help) sed -n '2,33p' "$0"; exit 0 ;;

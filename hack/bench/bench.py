@@ -995,6 +995,18 @@ class Bench:
             self.cleanup_fleet(fleet, pool)
         self.cluster_down("hotpatch")
 
+    def phase_compliance(self):
+        """kubectl winpool compliance over a fleet's year of records (issue 68): --compliance-nodes nodes with 13 ended
+        operations each, synthesised by examples/compliance_scale.rs (no cluster: what is timed is the answer once the
+        records are read). Measured: seconds to answer, and one record's bytes as JSON, per node and year."""
+        out = subprocess.run(["cargo", "run", "-q", "--release", "--example", "compliance_scale", "--", str(self.a.compliance_nodes)],
+                             cwd=self.repo, check=True, capture_output=True, text=True).stdout
+        rec = {k: float(v) for k, v in (line.split() for line in out.splitlines() if line.strip())}
+        self.results.setdefault("compliance", []).append(rec)
+        self.save()
+        log(f"[compliance] {rec['compliance_nodes']:.0f} nodes, {rec['compliance_records']:.0f} records: {rec['compliance_seconds']}s; "
+            f"{rec['record_bytes']:.0f} bytes a record")
+
     def phase_hns(self):
         """Rollouts paced by HNS (issue 46): per release, --hns-nodes simulated nodes, --hns-services Services with
         --hns-pods-per-node pods per node behind them (Deployments; kwok runs the pods, the EndpointSlice controller
@@ -1227,6 +1239,7 @@ def main():
     ap.add_argument("--mode", choices=["full", "quick", "smoke"], default="full")
     ap.add_argument("--runs", type=int)
     ap.add_argument("--phases", default="rollout,footprint")
+    ap.add_argument("--compliance-nodes", type=int, default=5000)
     ap.add_argument("--rollout-sizes")
     ap.add_argument("--footprint-sizes")
     ap.add_argument("--services", type=int)
