@@ -96,6 +96,7 @@ if [[ " ${pass[*]-} " != *" --report-only "* ]]; then
     BIN="$CARGO_TARGET_DIR/release/winpool"
   fi
   [[ -x "$BIN" ]] || die "no winpool binary at $BIN"
+  write_crds
   # hack/sim.sh builds the fleet when agent/ changed: here, rather than inside a phase.
   out="$("$HACK_DIR/sim.sh" --help 2>&1)" || die "hack/sim.sh --help failed:
 $out"

@@ -34,6 +34,8 @@ cd "$REPO_ROOT"
 CHART=charts/winpool
 PACKAGE="${1:-}"
 [[ -z "$PACKAGE" || -f "$PACKAGE" ]] || die "no chart package $PACKAGE"
+# The chart directory's files/crds links to crds/, written from the types; a package holds its own.
+[[ -n "$PACKAGE" ]] || write_crds
 RELEASE="${WINPOOL_CHART_TEST_RELEASE:-winpool-chart-test}"
 NS="${WINPOOL_CHART_TEST_NAMESPACE:-winpool-system-chart-test}"
 AGENT_NS="${WINPOOL_CHART_TEST_AGENT_NAMESPACE:-winpool-agents-chart-test}"

@@ -56,6 +56,7 @@ step "1/6: tools (cold: ~15 min of Go builds; warm: instant)"
 "$HACK_DIR/build-tools.sh" demo
 step "2/6: winpool, its kubectl plugin and the simulated fleet (cold: a few minutes of cargo and go build)"
 cargo build --bin winpool --bin kubectl-winpool
+write_crds
 # Built now, so the fleets below start at once instead of racing the wait for their nodes.
 "$HACK_DIR/sim.sh" --build-only >/dev/null
 PLUGIN_DIR="$CARGO_TARGET_DIR/debug"

@@ -48,6 +48,21 @@ mkdir -p "$WINPOOL_TARGET_DIR" && printf '%s\n' "$REPO_ROOT" >"$WINPOOL_TARGET_D
 export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
 
 
+# The CRDs in crds/ (the chart's files/crds links there), written from the
+# Rust types: a build output like the chart's schema and dashboard, never tracked.
+write_crds() {
+  local flag out
+  mkdir -p "$REPO_ROOT/crds"
+  for flag in "" --report --operation; do
+    case "$flag" in
+      "") out=windowsnodepools ;; --report) out=windowsnodereports ;; --operation) out=windowsnodeoperations ;;
+    esac
+    (cd "$REPO_ROOT" && CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$WINPOOL_TARGET_DIR}" cargo run -q --bin winpool -- crd $flag \
+      >"crds/$out.winpool.dev.yaml.tmp") || return 1
+    mv "$REPO_ROOT/crds/$out.winpool.dev.yaml.tmp" "$REPO_ROOT/crds/$out.winpool.dev.yaml"
+  done
+}
+
 # tool_path NAME -> the cached binary for NAME at its pinned version.
 tool_path() {
   case "$1" in

@@ -144,6 +144,7 @@ log "agent image: $AGENT_IMAGE (windows/amd64) $(sed -n 's/^manifest *//p' "$WOR
 AGENT_DIGEST="$(sed -n 's/^manifest *\(sha256:[0-9a-f]\{64\}\).*/\1/p' "$WORK/agent-image.txt")"
 [[ -n "$AGENT_DIGEST" ]] || die "no agent image digest in $WORK/agent-image.txt"
 # -L: the chart's files/crds is a link to crds/, which the package holds as files.
+write_crds
 cp -rL charts/winpool "$WORK/chart-src"
 python3 "$HACK_DIR/chart-docs.py" --schema "$WORK/chart-src"
 python3 "$HACK_DIR/dashboard.py" "$WORK/chart-src/files/dashboard.json"

@@ -30,13 +30,8 @@ step "tools"
 step "cargo fmt --check"
 cargo fmt --check
 
-step "CRD drift"
-cargo run -q -- crd | diff -u crds/windowsnodepools.winpool.dev.yaml - \
-  || die "crds/ is stale: run 'cargo run -- crd > crds/windowsnodepools.winpool.dev.yaml'"
-cargo run -q -- crd --report | diff -u crds/windowsnodereports.winpool.dev.yaml - \
-  || die "crds/ is stale: run 'cargo run -- crd --report > crds/windowsnodereports.winpool.dev.yaml'"
-cargo run -q -- crd --operation | diff -u crds/windowsnodeoperations.winpool.dev.yaml - \
-  || die "crds/ is stale: run 'cargo run -- crd --operation > crds/windowsnodeoperations.winpool.dev.yaml'"
+step "CRDs (crds/, written from the types)"
+write_crds
 
 step "cargo clippy"
 cargo clippy --all-targets -- -D warnings

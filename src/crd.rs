@@ -7,10 +7,6 @@ use crate::api::WindowsNodePool;
 use crate::api::operation::WindowsNodeOperation;
 use crate::api::report::WindowsNodeReport;
 
-pub const CRD_FILE: &str = "crds/windowsnodepools.winpool.dev.yaml";
-pub const REPORT_CRD_FILE: &str = "crds/windowsnodereports.winpool.dev.yaml";
-pub const OPERATION_CRD_FILE: &str = "crds/windowsnodeoperations.winpool.dev.yaml";
-
 /// Pool names become the `winpool.dev/pool` label value on nodes, which allows
 /// 63 characters, while object names allow 253: refuse the long ones up front.
 fn with_name_rule(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
@@ -121,7 +117,7 @@ pub fn operation_crd_yaml() -> String {
     )
 }
 
-/// Every CRD winpool needs, as installed from `crds/`.
+/// Every CRD winpool needs (`winpool crd`; `hack/lib.sh` writes them to `crds/` for the chart).
 pub fn all() -> [CustomResourceDefinition; 3] {
     [crd(), report_crd(), operation_crd()]
 }
@@ -129,19 +125,6 @@ pub fn all() -> [CustomResourceDefinition; 3] {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_checked_in_crd_is_what_the_types_generate() {
-        let on_disk = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/crds/windowsnodepools.winpool.dev.yaml"))
-            .expect("crds/windowsnodepools.winpool.dev.yaml exists");
-        assert!(on_disk == crd_yaml(), "crds/ is stale: run `cargo run -- crd > {CRD_FILE}`");
-        let on_disk = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/crds/windowsnodereports.winpool.dev.yaml"))
-            .expect("crds/windowsnodereports.winpool.dev.yaml exists");
-        assert!(on_disk == report_crd_yaml(), "crds/ is stale: run `cargo run -- crd --report > {REPORT_CRD_FILE}`");
-        let on_disk = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/crds/windowsnodeoperations.winpool.dev.yaml"))
-            .expect("crds/windowsnodeoperations.winpool.dev.yaml exists");
-        assert!(on_disk == operation_crd_yaml(), "crds/ is stale: run `cargo run -- crd --operation > {OPERATION_CRD_FILE}`");
-    }
 
     #[test]
     fn the_crd_is_cluster_scoped_with_status_and_columns() {

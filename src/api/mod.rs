@@ -1,6 +1,6 @@
 //! The `WindowsNodePool` API (`winpool.dev/v1alpha1`) and the names winpool
 //! writes on Nodes. This is the only place the CRD's shape is defined: the YAML
-//! in `crds/` is generated from these types by `winpool crd`.
+//! `winpool crd` prints from these types (`hack/` writes them to `crds/`, never tracked).
 //!
 //! Validation that a person should see at `kubectl apply` time lives here too,
 //! as OpenAPI patterns/enums and CEL `x-kubernetes-validations`, so the API
