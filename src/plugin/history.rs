@@ -98,10 +98,21 @@ pub fn table(rows: &[HistoryRow]) -> String {
     super::table::columns(&headers, &cells)
 }
 
-/// Every operation in the cluster (they live in each install's agents' namespace).
+/// Every operation in the cluster (they live in each install's agents' namespace),
+/// a page at a time: a fleet's year of records is tens of thousands of objects,
+/// which the API server would otherwise hold in one answer.
 pub async fn read(client: &Client) -> Result<Vec<WindowsNodeOperation>, PluginError> {
     let api: Api<WindowsNodeOperation> = Api::all(client.clone());
-    Ok(api.list(&ListParams::default()).await.map_err(|e| PluginError::from_kube(e, "windowsnodeoperations", ""))?.items)
+    let mut all = Vec::new();
+    let mut page = ListParams::default().limit(500);
+    loop {
+        let list = api.list(&page).await.map_err(|e| PluginError::from_kube(e, "windowsnodeoperations", ""))?;
+        all.extend(list.items);
+        match list.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(next) => page = page.continue_token(&next),
+            None => return Ok(all),
+        }
+    }
 }
 
 /// `--verify`: the chains of the selected nodes are whole, or what is wrong with them.
