@@ -37,13 +37,17 @@ func (a *agent) converge(ctx context.Context) outcome {
 		if node == nil {
 			return settled
 		}
-		in, ok := a.input(ctx, node)
+		// One read of what the node is asked: the operations' watch may move
+		// on mid-pass, and a decision made for one start must not report,
+		// confirm and save its state as another's.
+		q := a.askOf(node)
+		in, ok := a.input(ctx, node, q)
 		if !ok {
 			return settled
 		}
 		// Every report of this decision answers the operator's start it was
 		// made for, in the state it was made in.
-		attempt := startOf(a.askOf(node))
+		attempt := startOf(q)
 		step := decide.Next(in)
 		if step.Action == decide.Idle {
 			return settled
@@ -95,8 +99,7 @@ func (a *agent) reported(err error, planned outcome) outcome {
 
 // input gathers what decide needs. false: there is nothing to decide (no
 // request, or a failure already reported, or ctx ended).
-func (a *agent) input(ctx context.Context, node *corev1.Node) (decide.Input, bool) {
-	q := a.askOf(node)
+func (a *agent) input(ctx context.Context, node *corev1.Node, q ask) (decide.Input, bool) {
 	in := decide.Input{
 		Namespace:  a.o.Namespace,
 		Pool:       q.pool,
