@@ -11,7 +11,7 @@
 #   3b. with global.image.registry every image is the mirror's, and
 #      docs/air-gapped.md lists every image the chart runs
 #   4. values.schema.json rejects wrong types and unknown keys, naming the key
-#   5. this chart is installed, its CRD aged by hand, and upgraded: the
+#   5. the previous chart release is installed and upgraded to this chart: the
 #      CRD is updated by `helm upgrade`; the operator's and the agent's
 #      ServiceAccounts have exactly the access each needs (kubectl auth can-i;
 #      what the agent's admission policy refuses is tested in
@@ -506,27 +506,34 @@ check "schema rejects disabling an alert that does not exist" schema_rejects NoS
 check "schema types resources (requests.cpu=a lot)" schema_rejects resources --set 'resources.requests.cpu=a lot'
 check "schema types securityContext (runAsNonRoot=maybe)" schema_rejects runAsNonRoot --set securityContext.runAsNonRoot=maybe
 
-# ---- 5. install, then upgrade over a CRD left behind -----------------------------
-# Nothing was released before this chart: install it, take a printer column
-# off the CRD (a CRD as an older chart would have left it), and see the
-# upgrade put the chart's CRD back, since the CRD is a template Helm owns.
+# ---- 5. install the previous release, upgrade to this chart ---------------------
+# The chart as released before the CRD became a template (0.1.0, CRD under
+# crds/, which Helm installs once and never upgrades).
+PREVIOUS_CHART_REVISION=ae035b9bb7db4eeb4e58ac07868d2c112b41c766
 CRD=customresourcedefinition/windowsnodepools.winpool.dev
-install_chart() {
-  # The suite installed the CRDs itself: the release makes them afresh (deleting them deletes their objects).
-  kubectl_ delete crd windowsnodepools.winpool.dev windowsnodereports.winpool.dev windowsnodeoperations.winpool.dev \
-    --ignore-not-found --wait=true || return 1
-  helm_ install "$RELEASE" "$CHART" --namespace "$NS" --set agentNamespace="$AGENT_NS" --timeout 120s
+install_previous() {
+  mkdir -p "$WORK/previous"
+  git -C "$REPO_ROOT" archive "$PREVIOUS_CHART_REVISION" charts/winpool | tar -x -C "$WORK/previous" \
+    || { echo "cannot read chart revision $PREVIOUS_CHART_REVISION (a shallow clone?)"; return 1; }
+  # The cluster's CRD as that release left it (the test suite installed a newer one),
+  # and no report or operation CRD: that release had neither (the test suite installed them).
+  kubectl_ apply --server-side --force-conflicts -f "$WORK/previous/charts/winpool/crds/" || return 1
+  kubectl_ delete crd windowsnodereports.winpool.dev windowsnodeoperations.winpool.dev --ignore-not-found --wait=true || return 1
+  helm_ install "$RELEASE" "$WORK/previous/charts/winpool" --namespace "$NS" --set agentNamespace="$AGENT_NS" --timeout 120s
 }
-check "helm install of this chart" install_chart
+check "helm install of the previous chart release (0.1.0)" install_previous
 printer_columns() { kubectl_ get "$CRD" -o jsonpath='{.spec.versions[0].additionalPrinterColumns[*].name}'; }
-age_crd() {
-  local i
-  i="$(kubectl_ get "$CRD" -o json | python3 -c 'import json,sys; c=json.load(sys.stdin)["spec"]["versions"][0]["additionalPrinterColumns"]; print([x["name"] for x in c].index("Failed"))')" || return 1
-  kubectl_ patch "$CRD" --type=json -p "[{\"op\": \"remove\", \"path\": \"/spec/versions/0/additionalPrinterColumns/$i\"}]" || return 1
+crd_is_previous() {
   echo "printer columns before the upgrade: $(printer_columns)"
   ! printer_columns | grep -qw Failed
 }
-check "the CRD as an older chart left it (no Failed column)" age_crd
+check "the CRD is the previous release's (no Failed column)" crd_is_previous
+# The one-time adoption the chart README documents for upgrades from 0.1.0.
+adopt_crd() {
+  kubectl_ annotate --overwrite "$CRD" meta.helm.sh/release-name="$RELEASE" meta.helm.sh/release-namespace="$NS" &&
+    kubectl_ label --overwrite "$CRD" app.kubernetes.io/managed-by=Helm
+}
+check "adopt the CRD into the release (chart README)" adopt_crd
 check "helm upgrade to this chart" helm_ upgrade "$RELEASE" "$CHART" --namespace "$NS" --set agentNamespace="$AGENT_NS" \
   --set hooks.namespace="$HOOKS_NS" --timeout 120s
 crd_upgraded() {
