@@ -192,8 +192,8 @@ async fn authorization(ctx: &Context, auth: &GateAuth, url: &str) -> Result<Head
 
 /// Whether the Secret lets its credentials go to `url`: anywhere when it
 /// names no URLs (annotation winpool.dev/allowed-urls), else only under one
-/// of them, matched up to a `/` (`https://prom.corp` admits
-/// `https://prom.corp/api/…`, never `https://prom.corp.evil/…`). Whoever
+/// of them, matched as a URL ([`crate::decision::allowed_url`]: `https://prom.corp`
+/// admits `https://prom.corp/api/…`, never `https://prom.corp.evil/…`). Whoever
 /// writes pools may name any Secret labelled for gates; this is how the
 /// Secret's owner keeps its token for the servers it is meant for. Pure.
 pub(super) fn url_allowed_by(secret: &Secret, url: &str) -> Result<(), String> {
@@ -201,8 +201,7 @@ pub(super) fn url_allowed_by(secret: &Secret, url: &str) -> Result<(), String> {
         return Ok(());
     };
     let prefixes: Vec<&str> = allowed.split(',').map(str::trim).filter(|p| !p.is_empty()).collect();
-    let under = |p: &&str| url.strip_prefix(*p).is_some_and(|rest| p.ends_with('/') || rest.is_empty() || rest.starts_with(['/', '?']));
-    if prefixes.iter().any(under) {
+    if crate::decision::allowed_url::under_any(url, &prefixes) {
         return Ok(());
     }
     Err(format!(
@@ -362,6 +361,8 @@ mod tests {
             ("https://prom.corpx/", false),
             ("https://thanos.corp/queryx", false),
             ("https://evil.example/?u=https://prom.corp", false),
+            ("https://prom.corp/../evil", false),
+            ("https://prom.corp@evil.example/", false),
         ] {
             let got = url_allowed_by(&s, url);
             assert_eq!(got.is_ok(), ok, "{url}: {got:?}");

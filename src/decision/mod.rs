@@ -13,10 +13,12 @@
 //! - [`operation`]: the WindowsNodeOperation a node's transition carries to its agent.
 //! - [`node_view`]: a Node and its agent's report read into the view the rollout decides on.
 //! - [`window`]: maintenance windows and not-allowed dates.
+//! - [`allowed_url`]: whether a URL lies under a prefix the cluster admin allowed, as a URL.
 //! - [`round`]: one reconcile of a pool decided whole: what it observed, the plan, the writes and their order, what it remembers.
 //! - [`revision`]: the node-level configuration a spec asks for, and its hash.
 
 pub mod agent_report;
+pub mod allowed_url;
 pub mod breaker;
 pub mod claim;
 pub mod drain;

@@ -35,6 +35,10 @@ func (e *MismatchError) Error() string {
 type Source struct {
 	URL  string
 	Path string
+	// NoRedirect: the URL is one the cluster admin allowed by prefix (a pool's
+	// runtime archive), so the download is taken from it alone. The operator
+	// judged this URL, not wherever its server sends the request next.
+	NoRedirect bool
 }
 
 func (s Source) String() string {
@@ -123,7 +127,7 @@ func copyFrom(ctx context.Context, client *http.Client, src Source, f pacedFile,
 	var written int64
 	var validator string
 	for attempt := 0; ; attempt++ {
-		body, resumed, v, err := open(ctx, client, src.URL, max, written, validator)
+		body, resumed, v, err := open(ctx, client, src, max, written, validator)
 		if err != nil {
 			return err
 		}
@@ -201,7 +205,7 @@ func restart(f *os.File, h hash.Hash) error {
 // would still catch a changed file, but the request, and what it tells an
 // observer, would have left TLS).
 func Get(ctx context.Context, client *http.Client, url string, max int64) (io.ReadCloser, error) {
-	body, _, _, err := open(ctx, client, url, max, 0, "")
+	body, _, _, err := open(ctx, client, Source{URL: url}, max, 0, "")
 	return body, err
 }
 
@@ -209,7 +213,8 @@ func Get(ctx context.Context, client *http.Client, url string, max int64) (io.Re
 // (Range), only if the file is still the one validator names (If-Range),
 // and says whether the answer is that rest (206 from offset) or the whole
 // file (200). It returns the file's validator for a later resume.
-func open(ctx context.Context, client *http.Client, url string, max, offset int64, validator string) (io.ReadCloser, bool, string, error) {
+func open(ctx context.Context, client *http.Client, src Source, max, offset int64, validator string) (io.ReadCloser, bool, string, error) {
+	url := src.URL
 	if !strings.HasPrefix(url, "https://") {
 		return nil, false, "", fmt.Errorf("%s is not an https URL", url)
 	}
@@ -224,6 +229,8 @@ func open(ctx context.Context, client *http.Client, url string, max, offset int6
 	c := *client
 	c.CheckRedirect = func(next *http.Request, via []*http.Request) error {
 		switch {
+		case src.NoRedirect:
+			return fmt.Errorf("redirected to %s: an archive the pool names is downloaded only from the URL the operator allowed; name the URL that serves it", next.URL.Redacted())
 		case next.URL.Scheme != "https":
 			return fmt.Errorf("redirected to %s: downloads stay on https", next.URL.Redacted())
 		case len(via) >= 10:

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -158,6 +159,30 @@ func TestDownloadsStayOnHTTPS(t *testing.T) {
 	}
 	if err := Fetch(context.Background(), srv.Client(), Source{URL: srv.URL + "/to-https"}, filepath.Join(t.TempDir(), "b.msu"), sum([]byte("pkg")), MaxPackage); err != nil {
 		t.Errorf("redirect to https: %v", err)
+	}
+}
+
+// An archive the cluster admin allowed by URL prefix is taken from that URL
+// alone: a redirect, even to https on the same server, is refused before the
+// request follows it.
+func TestAnAllowedArchiveIsNotFollowedElsewhere(t *testing.T) {
+	var followed atomic.Int32
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/containerd/c.tar.gz" {
+			http.Redirect(w, r, "/uploads/c.tar.gz", http.StatusFound)
+			return
+		}
+		followed.Add(1)
+		w.Write([]byte("pkg"))
+	}))
+	t.Cleanup(srv.Close)
+	dest := filepath.Join(t.TempDir(), "c.tar.gz")
+	err := Fetch(context.Background(), srv.Client(), Source{URL: srv.URL + "/containerd/c.tar.gz", NoRedirect: true}, dest, sum([]byte("pkg")), MaxRuntimeArchive)
+	if err == nil || followed.Load() != 0 {
+		t.Errorf("a redirect off the allowed URL: err %v, %d requests to where it pointed; want it refused unfollowed", err, followed.Load())
+	}
+	if _, statErr := os.Stat(dest); !errors.Is(statErr, fs.ErrNotExist) {
+		t.Errorf("nothing may be staged: %v", statErr)
 	}
 }
 

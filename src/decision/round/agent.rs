@@ -31,13 +31,13 @@ pub fn agent_image_allowed(image: &str, allowed: &[String]) -> bool {
 /// Whoever can create a pool names the containerd archive a SYSTEM task
 /// unpacks and runs: the operator takes only archives under a URL prefix
 /// the cluster admin allowed, and none when none is (the official release,
-/// checked against its published sha256sum, is the default). A prefix
-/// matches up to a `/` (its own last character, or the URL's next one):
-/// `https://mirror.corp/containerd` admits `https://mirror.corp/containerd/v1.7.22/…`,
-/// never `https://mirror.corp/containerd-evil/…` nor `https://mirror.corp.evil/…`.
+/// checked against its published sha256sum, is the default). Matched as a
+/// URL ([`crate::decision::allowed_url`]): `https://mirror.corp/containerd`
+/// admits `https://mirror.corp/containerd/v1.7.22/…`, never
+/// `https://mirror.corp/containerd-evil/…`, `https://mirror.corp.evil/…` nor
+/// `https://mirror.corp/containerd/../uploads/…`.
 pub fn runtime_archive_allowed(archive: Option<&crate::api::RuntimeArchive>, allowed: &[String]) -> bool {
-    let Some(archive) = archive else { return true };
-    allowed.iter().any(|p| archive.url.strip_prefix(p.as_str()).is_some_and(|rest| p.ends_with('/') || rest.starts_with('/')))
+    archive.is_none_or(|a| crate::decision::allowed_url::under_any(&a.url, allowed))
 }
 
 /// A package on a share (`\\server\share\…`) makes every node's SYSTEM
@@ -326,6 +326,8 @@ mod tests {
             ("https://cdn.corp/bin/containerd-1.7.22-windows-amd64.tar.gz", true),
             ("https://cdn.corp/binaries/containerd-1.7.22-windows-amd64.tar.gz", false),
             ("https://evil.example/containerd-1.7.22-windows-amd64.tar.gz", false),
+            ("https://mirror.corp/containerd/../uploads/containerd-1.7.22-windows-amd64.tar.gz", false),
+            ("https://cdn.corp/bin/%2e%2e/uploads/containerd-1.7.22-windows-amd64.tar.gz", false),
         ];
         for (url, want) in cases {
             let pool = pool_with_archive(url);

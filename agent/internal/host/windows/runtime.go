@@ -66,7 +66,7 @@ func (u runtimeUpgrader) start(ctx context.Context, req host.RuntimeRequest) err
 		return err
 	}
 	archive := filepath.Join(work, path.Base(archiveURL))
-	if err := stage.Fetch(ctx, u.client, stage.Source{URL: archiveURL}, archive, digest, stage.MaxRuntimeArchive); err != nil {
+	if err := stage.Fetch(ctx, u.client, stage.Source{URL: archiveURL, NoRedirect: req.Archive != nil}, archive, digest, stage.MaxRuntimeArchive); err != nil {
 		return fmt.Errorf("staging containerd %s: %w", req.Version, err)
 	}
 	newDir := filepath.Join(work, "new")
