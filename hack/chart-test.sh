@@ -505,6 +505,10 @@ check "schema rejects a digest that is not sha256:<hex>" schema_rejects digest -
 check "schema rejects disabling an alert that does not exist" schema_rejects NoSuchAlert --set prometheusRule.disabled.NoSuchAlert=true
 check "schema types resources (requests.cpu=a lot)" schema_rejects resources --set 'resources.requests.cpu=a lot'
 check "schema types securityContext (runAsNonRoot=maybe)" schema_rejects runAsNonRoot --set securityContext.runAsNonRoot=maybe
+for ns in "$NS" "$AGENT_NS" kube-system default; do
+  check "the chart refuses hooks.namespace=$ns (hook Jobs would run as its accounts)" \
+    schema_rejects "hooks.namespace \"$ns\"" --set hooks.namespace="$ns" --set agentNamespace="$AGENT_NS"
+done
 
 # ---- 5. install the previous release, upgrade to this chart ---------------------
 # The chart as released before the CRD became a template (0.1.0, CRD under

@@ -197,6 +197,11 @@ const REFUSED: &[(&str, &str, &str)] = &[
         "a health gate's auth sends credentials: the url must be https",
     ),
     (
+        "hook-env-both",
+        "rollout: {hooks: {preDrain: {image: 'registry.example/db-tools:1', env: [{name: DB_PASSWORD, value: x, valueFrom: {secretKeyRef: {name: db, key: password}}}]}}}",
+        "a hook's env variable takes value or valueFrom, not both",
+    ),
+    (
         "gate-tls-http",
         "rollout: {healthGates: [{name: prom, kind: Prometheus, url: 'http://prometheus.monitoring:9090', query: up == 0, tls: {caSecretName: prometheus-ca}}]}",
         "a health gate's tls is for an https url",

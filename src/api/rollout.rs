@@ -266,9 +266,16 @@ pub struct Hook {
     pub on_failure: HookFailure,
 }
 
-/// An environment variable of a hook's container.
+/// An environment variable of a hook's container: a literal, or a key of a
+/// Secret of the hooks namespace (a credential kept out of the pool's spec,
+/// and so out of git and `kubectl winpool support-bundle`).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "!has(self.valueFrom) || !has(self.value) || self.value == ''",
+    "message": "a hook's env variable takes value or valueFrom, not both",
+    "reason": "FieldValueInvalid"
+}]))]
 pub struct HookEnv {
     /// The variable's name.
     #[schemars(length(min = 1, max = 128), regex(pattern = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"))]
@@ -277,6 +284,29 @@ pub struct HookEnv {
     #[serde(default)]
     #[schemars(length(max = 4096))]
     pub value: String,
+    /// Where its value comes from instead: a key of a Secret in the hooks namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value_from: Option<HookEnvSource>,
+}
+
+/// The source of a hook's env variable.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HookEnvSource {
+    /// A key of a Secret of the hooks namespace (the Job's pod does not start while it is missing).
+    pub secret_key_ref: HookSecretKey,
+}
+
+/// A key of a Secret in the hooks namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HookSecretKey {
+    /// The Secret's name.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// The key.
+    #[schemars(length(min = 1, max = 253))]
+    pub key: String,
 }
 
 /// What a failed hook does to its node.

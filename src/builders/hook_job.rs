@@ -12,7 +12,8 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, EnvVar, PodSecurityContext, PodSpec, PodTemplateSpec, SeccompProfile, SecurityContext,
+    Capabilities, Container, EnvVar, EnvVarSource, PodSecurityContext, PodSpec, PodTemplateSpec, SeccompProfile, SecretKeySelector,
+    SecurityContext,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
@@ -45,7 +46,7 @@ pub fn hook_job(pool: &WindowsNodePool, hook: &Hook, start: &HookStart, namespac
     let env = [("WINPOOL_NODE", start.node.as_str()), ("WINPOOL_POOL", name.as_str()), ("WINPOOL_HOOK", start.kind.field())]
         .into_iter()
         .map(|(k, v)| EnvVar { name: k.into(), value: Some(v.into()), value_from: None })
-        .chain(hook.env.iter().map(|e| EnvVar { name: e.name.clone(), value: Some(e.value.clone()), value_from: None }))
+        .chain(hook.env.iter().map(hook_env))
         .collect();
     let timeout = crate::decision::rollout::parse_duration(&hook.timeout).map_or(600, |d| d.as_secs().max(1));
     let node_selector = hook.node_selector.clone().unwrap_or_else(|| BTreeMap::from([(names::LABEL_OS.into(), "linux".into())]));
@@ -70,6 +71,9 @@ pub fn hook_job(pool: &WindowsNodePool, hook: &Hook, start: &HookStart, namespac
                 spec: Some(PodSpec {
                     restart_policy: Some("Never".into()),
                     service_account_name: hook.service_account_name.clone(),
+                    // A token only for a hook that names the account it needs:
+                    // the image is a pool editor's choice.
+                    automount_service_account_token: Some(hook.service_account_name.is_some()),
                     node_selector: Some(node_selector),
                     security_context: Some(PodSecurityContext {
                         run_as_non_root: Some(true),
@@ -97,6 +101,14 @@ pub fn hook_job(pool: &WindowsNodePool, hook: &Hook, start: &HookStart, namespac
         }),
         ..Default::default()
     }
+}
+
+fn hook_env(e: &crate::api::HookEnv) -> EnvVar {
+    let value_from = e.value_from.as_ref().map(|f| EnvVarSource {
+        secret_key_ref: Some(SecretKeySelector { name: f.secret_key_ref.name.clone(), key: f.secret_key_ref.key.clone(), optional: None }),
+        ..Default::default()
+    });
+    EnvVar { name: e.name.clone(), value: value_from.is_none().then(|| e.value.clone()), value_from }
 }
 
 /// What a hook Job says: for which node and start, and how it went. None for
@@ -161,6 +173,25 @@ mod tests {
 
         let (n, at, run) = run_of(&job).expect("a hook Job reads back");
         assert_eq!((n, at, run.kind, run.outcome), (node, start("x").started_at, HookKind::PreDrain, HookOutcome::Running));
+    }
+
+    #[test]
+    fn a_hook_gets_a_token_only_for_an_account_it_names_and_credentials_from_a_secret() {
+        let job = hook_job(&pool(), &hook(), &start("n"), "h");
+        let pod = job.spec.unwrap().template.spec.unwrap();
+        assert_eq!(pod.automount_service_account_token, Some(false), "no account named: no token");
+        let named: Hook = serde_json::from_value(serde_json::json!({"image": "i", "serviceAccountName": "db-stepdown",
+            "env": [{"name": "LEVEL", "value": "2"}, {"name": "DB_PASSWORD", "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}}]}))
+        .unwrap();
+        let pod = hook_job(&pool(), &named, &start("n"), "h").spec.unwrap().template.spec.unwrap();
+        assert_eq!((pod.automount_service_account_token, pod.service_account_name.as_deref()), (Some(true), Some("db-stepdown")));
+        let env = pod.containers[0].env.clone().unwrap();
+        let var = |n: &str| env.iter().find(|e| e.name == n).cloned().unwrap();
+        assert_eq!(var("LEVEL").value.as_deref(), Some("2"));
+        let secret = var("DB_PASSWORD");
+        assert_eq!(secret.value, None, "the credential is not in the Job");
+        let key = secret.value_from.unwrap().secret_key_ref.unwrap();
+        assert_eq!((key.name.as_str(), key.key.as_str()), ("db", "password"));
     }
 
     #[test]
