@@ -19,8 +19,6 @@ pub enum Error {
     ApplyAgent { name: String, source: kube::Error },
     #[error("creating revision ConfigMap {name}: {source}")]
     CreateConfigMap { name: String, source: kube::Error },
-    #[error("creating hook Job {name} for node {node}: {source}")]
-    CreateHookJob { name: String, node: String, source: kube::Error },
     #[error("marking the target revision's ConfigMap {name}: {source}")]
     MarkConfigMap { name: String, source: kube::Error },
     #[error("deleting {resource} {name}: {source}")]
@@ -41,14 +39,13 @@ pub enum Error {
 
 impl Error {
     /// Every value [`Error::metric_label`] can take, so each series exists (at 0) from the start.
-    pub const METRIC_LABELS: [&'static str; 14] = [
+    pub const METRIC_LABELS: [&'static str; 13] = [
         "list_pods",
         "patch_node",
         "write_operation",
         "write_status",
         "apply_agent",
         "create_configmap",
-        "create_hook_job",
         "mark_configmap",
         "delete",
         "agent_namespace",
@@ -67,7 +64,6 @@ impl Error {
             Error::WriteStatus { .. } => "write_status",
             Error::ApplyAgent { .. } => "apply_agent",
             Error::CreateConfigMap { .. } => "create_configmap",
-            Error::CreateHookJob { .. } => "create_hook_job",
             Error::MarkConfigMap { .. } => "mark_configmap",
             Error::Delete { .. } => "delete",
             Error::AgentNamespace { .. } => "agent_namespace",
@@ -101,14 +97,13 @@ mod tests {
             Error::WriteStatus { pool: "p".into(), source: api(409) },
             Error::ApplyAgent { name: "winpool-p".into(), source: api(422) },
             Error::CreateConfigMap { name: "winpool-p-abc".into(), source: api(500) },
-            Error::CreateHookJob { name: "winpool-pre-drain-0a1b".into(), node: "n1".into(), source: api(403) },
             Error::MarkConfigMap { name: "winpool-p-def".into(), source: api(403) },
             Error::Delete { resource: "daemonsets", name: "old".into(), source: api(500) },
             Error::AgentNamespace { name: "winpool-agents".into(), source: api(403) },
             Error::ReleaseHeld { node: "n2".into(), status: crate::api::report::ApplyStatus::Applying },
         ];
         let labels: Vec<&str> = errors.iter().map(Error::metric_label).collect();
-        assert_eq!(labels, Error::METRIC_LABELS[..11]);
+        assert_eq!(labels, Error::METRIC_LABELS[..10]);
         for (e, object) in errors.iter().zip([
             "n0",
             "n1",
@@ -116,7 +111,6 @@ mod tests {
             "p",
             "winpool-p",
             "winpool-p-abc",
-            "winpool-pre-drain-0a1b",
             "winpool-p-def",
             "old",
             "winpool-agents",

@@ -1089,6 +1089,94 @@ async fn a_scale_out_node_is_patched_before_any_pod_lands_on_it() {
     t.cleanup().await;
 }
 
+/// A test space with two simulated Windows nodes, Ready, and a Linux node of
+/// its own (cleaned up with it) where the hooks' pods run (kwok completes
+/// them): `nodeSelector: {winpool-test/hooks: <test id>}`.
+async fn two_nodes_and_a_hook_runner(name: &str) -> TestSpace {
+    install_crd(&support::client().await).await;
+    let mut t = TestSpace::new(name).await;
+    t.start_sim(2, &["--apply-time=1s", "--reboot-time=0.5s"]);
+    wait_nodes_ready(&t, 2).await;
+    let runner = format!("{}hooks", t.node_prefix());
+    let mut node = support::windows_node(&t, &runner, "6.1.0", "1.7.22");
+    let labels = node.metadata.labels.get_or_insert_default();
+    labels.insert("kubernetes.io/os".into(), "linux".into());
+    labels.insert("winpool-test/hooks".into(), t.id.clone());
+    labels.remove("node.kubernetes.io/windows-build");
+    Api::<Node>::all(t.client.clone()).create(&Default::default(), &node).await.unwrap();
+    t
+}
+
+/// A hook Job the API server refuses is its node's trouble, not the pool's:
+/// an admission policy refuses the first node's pre-drain Job, and the second
+/// node still runs its hook, is drained of its pod and updated, while the
+/// first waits (cordoned, undrained) with a `HookJobNotCreated` Event naming
+/// it; once the policy goes, the first node's Job is created and it finishes.
+#[tokio::test]
+async fn a_refused_hook_job_holds_only_its_node_and_the_pools_other_drains_go_on() {
+    use k8s_openapi::api::admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding};
+    use k8s_openapi::api::batch::v1::Job;
+    let mut t = two_nodes_and_a_hook_runner("hook-refused").await;
+    let nodes_api: Api<Node> = Api::all(t.client.clone());
+    let (refused, other) = (format!("{}0", t.node_prefix()), format!("{}1", t.node_prefix()));
+    support::pod_on_node(&t, &other, "work").await;
+
+    // The policy: no Job for the first node in this test's namespace.
+    let policy = format!("{}-no-hook-for-node0", t.id);
+    let vaps: Api<ValidatingAdmissionPolicy> = Api::all(t.client.clone());
+    let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(t.client.clone());
+    let vap: ValidatingAdmissionPolicy = serde_json::from_value(json!({"metadata": {"name": policy}, "spec": {
+        "failurePolicy": "Fail",
+        "matchConstraints": {"resourceRules": [{"apiGroups": ["batch"], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["jobs"]}]},
+        "validations": [{"expression": format!("!has(object.metadata.annotations) || !('{0}' in object.metadata.annotations) || object.metadata.annotations['{0}'] != '{refused}'", names::ANN_HOOK_NODE),
+                         "message": "no hook Job for this node (test policy)"}]}}))
+    .unwrap();
+    vaps.create(&Default::default(), &vap).await.unwrap();
+    let binding: ValidatingAdmissionPolicyBinding = serde_json::from_value(json!({"metadata": {"name": policy}, "spec": {
+        "policyName": policy, "validationActions": ["Deny"],
+        "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": t.namespace}}}}}))
+    .unwrap();
+    bindings.create(&Default::default(), &binding).await.unwrap();
+    // In force before the operator starts: a dry run of such a Job is refused.
+    let jobs: Api<Job> = Api::namespaced(t.client.clone(), &t.namespace);
+    let probe: Job = serde_json::from_value(json!({"metadata": {"name": "probe", "annotations": {names::ANN_HOOK_NODE: refused}},
+        "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}}}}))
+    .unwrap();
+    let dry = kube::api::PostParams { dry_run: true, ..Default::default() };
+    wait_for("the test policy in force", WAIT, || async { jobs.create(&dry, &probe).await.is_err().then_some(()) }).await;
+
+    let hook = json!({"image": "registry.k8s.io/pause:3.10", "timeout": "2m", "nodeSelector": {"winpool-test/hooks": t.id}});
+    let pool = format!("{}-pool", t.id);
+    apply_pool(&t, &pool_manifest(&t, &pool, "10.0.20348.2762", json!({"maxUnavailable": 2, "hooks": {"preDrain": hook}}))).await;
+    let hooks_ns = format!("--hooks-namespace={}", t.namespace);
+    t.start_operator(&[&hooks_ns]);
+
+    let state = |n: &Node| n.annotations().get(names::ANN_STATE).cloned().unwrap_or_default();
+    wait_for("the other node Updated, its pod evicted", WAIT, || async {
+        let n = nodes_api.get(&other).await.ok()?;
+        (state(&n) == "Updated").then_some(())
+    })
+    .await;
+    let pods: Api<Pod> = Api::namespaced(t.client.clone(), &t.namespace);
+    assert!(pods.get_opt("work").await.unwrap().is_none_or(|p| p.metadata.deletion_timestamp.is_some()), "its pod was evicted");
+    let first = nodes_api.get(&refused).await.unwrap();
+    assert_eq!(state(&first), "Draining", "the refused node waits for its hook");
+    assert!(first.annotations().get(names::ANN_DRAINED_REVISION).is_none(), "and is not drained");
+    let named = wait_for("a HookJobNotCreated Event naming the node", WAIT, || async {
+        support::pool_events(&t, &pool).await.into_iter().find(|e| {
+            e.reason.as_deref() == Some("HookJobNotCreated") && e.note.as_deref().is_some_and(|n| n.starts_with(&format!("{refused}:")))
+        })
+    })
+    .await;
+    assert_eq!(named.type_.as_deref(), Some("Warning"));
+
+    // The policy gone, the next round creates the Job and the node goes on.
+    bindings.delete(&policy, &Default::default()).await.unwrap();
+    vaps.delete(&policy, &Default::default()).await.unwrap();
+    support::wait_pool_done(&t, &pool, 2, WAIT).await;
+    t.cleanup().await;
+}
+
 /// `rollout.hooks` on the real API server: the Job controller runs the hook
 /// Jobs, kwok completes their pods on a Linux node. A pre-drain hook whose
 /// Job fails (its pod lands nowhere and the deadline stops it) holds its
@@ -1098,20 +1186,8 @@ async fn a_scale_out_node_is_patched_before_any_pod_lands_on_it() {
 #[tokio::test]
 async fn a_failing_pre_drain_hook_holds_its_node_and_a_passing_one_runs_before_its_drain() {
     use k8s_openapi::api::batch::v1::Job;
-    let client = support::client().await;
-    install_crd(&client).await;
-    let mut t = TestSpace::new("rollout-hooks").await;
-    t.start_sim(2, &["--apply-time=1s", "--reboot-time=0.5s"]);
-    wait_nodes_ready(&t, 2).await;
-    // A Linux node of this test (cleaned up with it) where the hooks' pods run.
+    let mut t = two_nodes_and_a_hook_runner("rollout-hooks").await;
     let nodes_api: Api<Node> = Api::all(t.client.clone());
-    let runner = format!("{}hooks", t.node_prefix());
-    let mut node = support::windows_node(&t, &runner, "6.1.0", "1.7.22");
-    let labels = node.metadata.labels.get_or_insert_default();
-    labels.insert("kubernetes.io/os".into(), "linux".into());
-    labels.insert("winpool-test/hooks".into(), t.id.clone());
-    labels.remove("node.kubernetes.io/windows-build");
-    nodes_api.create(&Default::default(), &node).await.unwrap();
 
     let hook = |runs_on: &str, timeout: &str| {
         json!({"image": "registry.k8s.io/pause:3.10", "timeout": timeout, "onFailure": "Hold",

@@ -20,6 +20,7 @@ pub enum EventReason {
     NodesUpdated,
     NodeFailed,
     DrainBlocked,
+    HookJobNotCreated,
     // What a round found that a person should know.
     #[strum(serialize = "HNSCollapsed")]
     HnsCollapsed,

@@ -228,7 +228,7 @@ async fn execute_into<'r>(
     if ctx.stopping() {
         return Ok(());
     }
-    create_hook_jobs(ctx, pool, round).await?;
+    create_hook_jobs(ctx, pool, round).await;
     if ctx.stopping() {
         return Ok(());
     }
@@ -257,10 +257,12 @@ async fn delete_unused(ctx: &Context, name: &str, round: &Round) -> Result<(), E
 }
 
 /// The round's hook Jobs (`rollout.hooks`). One already there (the cache
-/// had not shown it) is the same Job: its name is the start's.
-async fn create_hook_jobs(ctx: &Context, pool: &WindowsNodePool, round: &Round) -> Result<(), Error> {
+/// had not shown it) is the same Job: its name is the start's. A refused
+/// create is that node's (it waits for its hook within its nodeTimeout, and
+/// is tried again next round), never the pool's: the other nodes' drains go on.
+async fn create_hook_jobs(ctx: &Context, pool: &WindowsNodePool, round: &Round) {
     let Some(ns) = &ctx.settings.hooks_namespace else {
-        return Ok(());
+        return;
     };
     let api: kube::Api<k8s_openapi::api::batch::v1::Job> = kube::Api::namespaced(ctx.client.clone(), ns);
     for start in &round.plan.hooks {
@@ -273,13 +275,18 @@ async fn create_hook_jobs(ctx: &Context, pool: &WindowsNodePool, round: &Round) 
                 info!(pool = %pool.name_any(), node = %start.node, job = %name, hook = start.kind.field(), "created hook Job");
             }
             Err(kube::Error::Api(s)) if s.code == 409 => {}
-            Err(source) => {
+            Err(e) => {
                 ctx.metrics.api_request("create", "jobs", "error");
-                return Err(Error::CreateHookJob { name, node: start.node.clone(), source });
+                warn!(pool = %pool.name_any(), node = %start.node, job = %name, error = %e, "could not create hook Job");
+                let note = format!(
+                    "{}: its {} hook Job {name} was refused in namespace {ns}: {e}; tried again next round, within its nodeTimeout",
+                    start.node,
+                    start.kind.field()
+                );
+                super::events::node_warning(ctx, pool, &start.node, crate::api::EventReason::HookJobNotCreated, "Hook", note).await;
             }
         }
     }
-    Ok(())
 }
 
 /// Read what the round decides on: the pool's members and its agent objects

@@ -86,19 +86,24 @@ pub(super) async fn node_event(ctx: &Context, pool: &WindowsNodePool, p: &NodePa
         (NodeState::Draining, NodeState::Pending) => (EventReason::DrainBlocked, "Drain"),
         _ => return,
     };
+    node_warning(ctx, pool, &p.node, reason, action, format!("{}: {}", p.node, p.reason)).await;
+}
+
+/// A Warning about one node, on the pool and on the Node.
+pub(super) async fn node_warning(ctx: &Context, pool: &WindowsNodePool, node: &str, reason: EventReason, action: &str, note: String) {
     // The node is the Event's related object: the recorder folds Events with the same
     // reason, regarding and related object into one series, so without it every
     // node's Event would be counted under the first node's note.
     let ev = || Event {
         type_: EventType::Warning,
         reason: reason.as_str().into(),
-        note: Some(format!("{}: {}", p.node, p.reason)),
+        note: Some(note.clone()),
         action: action.into(),
-        secondary: Some(node_ref(&p.node)),
+        secondary: Some(node_ref(node)),
     };
     ctx.publish(pool, ev()).await;
-    if let Err(e) = ctx.recorder.publish(&bounded(ev()), &node_ref(&p.node)).await {
-        warn!(node = %p.node, error = %e, "could not publish event");
+    if let Err(e) = ctx.recorder.publish(&bounded(ev()), &node_ref(node)).await {
+        warn!(node, error = %e, "could not publish event");
     }
 }
 
