@@ -1,10 +1,15 @@
 //! The controller's clock: the API server's. Timeouts, windows and soak
 //! times are judged by it, so an operator whose host clock drifts (NTP
 //! broken, a VM resumed after a pause) neither times a node out early nor
-//! opens a window late. Its offset is learnt from the `Date` header of the
-//! API server's answers ([`Clock::learn`]); tests move it on by hand.
+//! opens a window late. The API server's time is learnt from the `Date`
+//! header of its answers ([`Clock::learn`]) and carried on by the monotonic
+//! clock, not the host's wall clock: a wall clock stepped between two learns
+//! (an NTP step, a resume) moves nothing, and shows at once as skew. Tests
+//! move it on by hand.
 
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 
 use jiff::{SignedDuration, Timestamp};
 
@@ -12,34 +17,44 @@ use jiff::{SignedDuration, Timestamp};
 pub(crate) struct Clock {
     /// Milliseconds tests have moved it on.
     ahead_ms: AtomicU64,
-    /// The API server's time minus this host's, in milliseconds.
-    offset_ms: AtomicI64,
+    /// The API server's time at a monotonic instant; None until first learnt.
+    anchor: Mutex<Option<(Instant, Timestamp)>>,
 }
 
 /// Below this the `Date` header (whole seconds) cannot tell an offset from
-/// its own rounding and the request's round trip: taken as none.
+/// its own rounding and the request's round trip: taken as none (the host's
+/// own time, finer than the header's, is the anchor).
 const RESOLUTION: SignedDuration = SignedDuration::from_secs(2);
 
 impl Clock {
     pub fn now(&self) -> Timestamp {
-        Timestamp::now()
-            + SignedDuration::from_millis(self.ahead_ms.load(Ordering::Relaxed) as i64)
-            + SignedDuration::from_millis(self.offset_ms.load(Ordering::Relaxed))
+        self.server_at(Instant::now()) + SignedDuration::from_millis(self.ahead_ms.load(Ordering::Relaxed) as i64)
     }
 
-    /// Learn the offset from one answer: sent at `sent`, answered at
-    /// `answered` (this host's clock), carrying `date` (the API server's
-    /// `Date` header). Returns the offset now in use.
-    pub fn learn(&self, sent: Timestamp, answered: Timestamp, date: &str) -> Result<SignedDuration, String> {
-        let offset = offset_of(sent, answered, date)?;
-        self.offset_ms.store(offset.as_millis() as i64, Ordering::Relaxed);
+    /// The API server's time at `mono`, as learnt (this host's wall clock before any learning).
+    fn server_at(&self, mono: Instant) -> Timestamp {
+        match *self.anchor.lock().unwrap_or_else(|e| e.into_inner()) {
+            Some((at, server)) => server + SignedDuration::try_from(mono.saturating_duration_since(at)).unwrap_or(SignedDuration::MAX),
+            None => Timestamp::now(),
+        }
+    }
+
+    /// Learn the API server's time from one answer: sent at `sent`, answered
+    /// at `answered` (monotonic), when this host's wall clock read `wall`,
+    /// carrying `date` (the API server's `Date` header). Returns its offset
+    /// from this host's wall clock.
+    pub fn learn(&self, sent: Instant, answered: Instant, wall: Timestamp, date: &str) -> Result<SignedDuration, String> {
+        let middle = sent + answered.saturating_duration_since(sent) / 2;
+        let wall_middle = wall - SignedDuration::try_from(answered.saturating_duration_since(middle)).unwrap_or_default();
+        let offset = offset_of(wall_middle, date)?;
+        *self.anchor.lock().unwrap_or_else(|e| e.into_inner()) = Some((middle, wall_middle + offset));
         Ok(offset)
     }
 
-    /// The offset, if it is past `bound` either way.
+    /// The API server's time minus this host's wall clock now, if past
+    /// `bound` either way: read at every call, so a step shows at once.
     pub fn skew_past(&self, bound: SignedDuration) -> Option<SignedDuration> {
-        let offset = SignedDuration::from_millis(self.offset_ms.load(Ordering::Relaxed));
-        (offset.abs() > bound).then_some(offset)
+        skew(self.server_at(Instant::now()), Timestamp::now(), bound)
     }
 
     #[cfg(test)]
@@ -48,13 +63,17 @@ impl Clock {
     }
 }
 
-/// The API server's time minus this host's, from one answer: its `Date`
-/// (RFC 7231, whole seconds, `Fri, 04 Dec 2026 11:45:00 GMT`) against the
-/// middle of the request. Within RESOLUTION it is none.
-fn offset_of(sent: Timestamp, answered: Timestamp, date: &str) -> Result<SignedDuration, String> {
+fn skew(server: Timestamp, wall: Timestamp, bound: SignedDuration) -> Option<SignedDuration> {
+    let offset = server.duration_since(wall);
+    (offset.abs() > bound).then_some(offset)
+}
+
+/// The API server's time minus this host's at `wall_middle` (the middle of
+/// the request), from its `Date` (RFC 7231, whole seconds, `Fri, 04 Dec
+/// 2026 11:45:00 GMT`). Within RESOLUTION it is none.
+fn offset_of(wall_middle: Timestamp, date: &str) -> Result<SignedDuration, String> {
     let server = jiff::fmt::rfc2822::parse(date).map_err(|e| format!("the API server's Date header {date:?}: {e}"))?.timestamp();
-    let middle = sent + answered.duration_since(sent) / 2;
-    let offset = server.duration_since(middle);
+    let offset = server.duration_since(wall_middle);
     Ok(if offset.abs() < RESOLUTION { SignedDuration::ZERO } else { offset })
 }
 
@@ -77,7 +96,7 @@ pub(super) fn spawn_keeper(client: kube::Client, ctx: std::sync::Arc<super::Cont
                 return;
             }
             match ask_date(&client).await {
-                Ok((sent, answered, date)) => match ctx.clock.learn(sent, answered, &date) {
+                Ok((sent, answered, wall, date)) => match ctx.clock.learn(sent, answered, wall, &date) {
                     Ok(offset) => {
                         learnt.send_replace(true);
                         if offset.abs() > crate::decision::rollout::MAX_CLOCK_SKEW {
@@ -114,43 +133,71 @@ pub(super) async fn learnt_unless_stopped(
     }
 }
 
-async fn ask_date(client: &kube::Client) -> Result<(Timestamp, Timestamp, String), String> {
+async fn ask_date(client: &kube::Client) -> Result<(Instant, Instant, Timestamp, String), String> {
     let req = http::Request::get("/version").body(kube::client::Body::empty()).map_err(|e| e.to_string())?;
-    let sent = Timestamp::now();
+    let sent = Instant::now();
     let res = client.send(req).await.map_err(|e| e.to_string())?;
-    let answered = Timestamp::now();
+    let (answered, wall) = (Instant::now(), Timestamp::now());
     let date = res.headers().get("date").and_then(|v| v.to_str().ok()).ok_or("no Date header")?.to_string();
-    Ok((sent, answered, date))
+    Ok((sent, answered, wall, date))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn at(s: &str) -> Timestamp {
         s.parse().unwrap()
     }
 
+    fn header(t: Timestamp) -> String {
+        t.strftime("%a, %d %b %Y %H:%M:%S GMT").to_string()
+    }
+
     #[test]
     fn the_offset_is_the_api_servers_date_against_the_middle_of_the_request() {
-        let (sent, answered) = (at("2026-12-04T11:45:00Z"), at("2026-12-04T11:45:00.400Z"));
-        let offset = |date| offset_of(sent, answered, date).unwrap();
+        let wall = at("2026-12-04T11:45:00.200Z");
+        let offset = |date| offset_of(wall, date).unwrap();
         assert_eq!(offset("Fri, 04 Dec 2026 11:45:01 GMT"), SignedDuration::ZERO, "within the header's resolution: none");
         assert_eq!(offset("Fri, 04 Dec 2026 11:50:00 GMT"), SignedDuration::from_millis(299_800), "the server is ahead");
         assert_eq!(offset("Fri, 04 Dec 2026 11:40:00 GMT"), SignedDuration::from_millis(-300_200), "the server is behind");
-        assert!(offset_of(sent, answered, "yesterday").unwrap_err().contains("Date header"));
+        assert!(offset_of(wall, "yesterday").unwrap_err().contains("Date header"));
+        // The middle of a 400 ms request, by the monotonic clock.
+        let clock = Clock::default();
+        let sent = Instant::now();
+        let answered = sent + Duration::from_millis(400);
+        let learnt = clock.learn(sent, answered, at("2026-12-04T11:45:00.400Z"), "Fri, 04 Dec 2026 11:50:00 GMT").unwrap();
+        assert_eq!(learnt, SignedDuration::from_millis(299_800));
+        assert_eq!(clock.server_at(sent + Duration::from_millis(200)), at("2026-12-04T11:50:00Z"));
     }
 
     #[test]
     fn the_clock_reads_the_api_servers_time_and_says_when_it_is_off_past_a_bound() {
         let clock = Clock::default();
-        let before = Timestamp::now();
-        let server = (before + SignedDuration::from_mins(10)).strftime("%a, %d %b %Y %H:%M:%S GMT").to_string();
-        let learnt = clock.learn(before, before, &server).unwrap();
+        let (i, before) = (Instant::now(), Timestamp::now());
+        let learnt = clock.learn(i, i, before, &header(before + SignedDuration::from_mins(10))).unwrap();
         assert!((learnt - SignedDuration::from_mins(10)).abs() < SignedDuration::from_secs(1), "{learnt:?}");
         let ahead = clock.now().duration_since(Timestamp::now());
         assert!((ahead - SignedDuration::from_mins(10)).abs() < SignedDuration::from_secs(2), "now() is the server's: {ahead:?}");
         assert!(clock.skew_past(SignedDuration::from_mins(2)).is_some());
         assert!(clock.skew_past(SignedDuration::from_mins(11)).is_none());
+    }
+
+    /// The host's wall clock stepped half an hour ahead between two learns
+    /// (an NTP step, a VM resumed): the clock reads on from the API server's
+    /// time by the monotonic clock, and the step is skew from that moment.
+    #[test]
+    fn a_wall_clock_step_between_two_learns_moves_nothing_and_is_skew_at_once() {
+        let clock = Clock::default();
+        let (i, wall) = (Instant::now(), at("2026-12-04T11:45:00Z"));
+        clock.learn(i, i, wall, &header(wall)).unwrap();
+        let later = i + Duration::from_secs(5);
+        assert_eq!(clock.server_at(later), at("2026-12-04T11:45:05Z"));
+        let bound = SignedDuration::from_mins(2);
+        assert_eq!(skew(clock.server_at(later), at("2026-12-04T11:45:05Z"), bound), None, "no step, no skew");
+        let stepped = at("2026-12-04T12:15:05Z");
+        assert_eq!(clock.server_at(later), at("2026-12-04T11:45:05Z"), "the step moves nothing");
+        assert_eq!(skew(clock.server_at(later), stepped, bound), Some(SignedDuration::from_mins(-30)), "and is skew at once");
     }
 }

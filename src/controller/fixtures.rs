@@ -452,7 +452,8 @@ async fn a_round_on_a_clock_far_off_the_api_servers_starts_no_node_and_says_why(
     let mut f = Fixture::new(pool(1), nodes);
     let now = jiff::Timestamp::now();
     let server = (now + jiff::SignedDuration::from_mins(10)).strftime("%a, %d %b %Y %H:%M:%S GMT").to_string();
-    f.ctx.clock.learn(now, now, &server).expect("a Date header");
+    let i = std::time::Instant::now();
+    f.ctx.clock.learn(i, i, now, &server).expect("a Date header");
     let reqs = f.round().await;
     let starts: Vec<&Recorded> =
         reqs.iter().filter(|r| r.path.starts_with("/api/v1/nodes/") && state(&r.after) == Some("Draining")).collect();
