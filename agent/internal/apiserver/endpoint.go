@@ -6,6 +6,7 @@ package apiserver
 import (
 	"errors"
 	"net"
+	"net/url"
 	"strings"
 
 	"k8s.io/client-go/tools/clientcmd"
@@ -67,9 +68,9 @@ func KubeletKubeconfigs(getenv func(string) string) []string {
 	}
 }
 
-// KubeletServer is the https server of the current context of the first of
-// paths that reads as a kubeconfig, and the name its certificate is checked
-// against when the kubeconfig sets one ("" when no file reads). Nothing else
+// KubeletServer is the https server (dialable) of the current context of the
+// first of paths that reads as a kubeconfig, and the name its certificate is
+// checked against when the kubeconfig sets one ("" when no file reads). Nothing else
 // of the file is used: the agent keeps its own identity, and trusts only the
 // cluster CA of its ServiceAccount.
 func KubeletServer(read func(string) ([]byte, error), paths []string) (server, tlsServerName string) {
@@ -86,11 +87,18 @@ func KubeletServer(read func(string) ([]byte, error), paths []string) (server, t
 		if !ok {
 			continue
 		}
-		if c, ok := cfg.Clusters[ctx.Cluster]; ok && strings.HasPrefix(c.Server, "https://") {
+		if c, ok := cfg.Clusters[ctx.Cluster]; ok && dialable(c.Server) {
 			return c.Server, c.TLSServerName
 		}
 	}
 	return "", ""
+}
+
+// dialable: an https URL with a host. A server without one ("https://:6443")
+// would fail every request of the agent's while the Service would answer.
+func dialable(server string) bool {
+	u, err := url.Parse(server)
+	return strings.HasPrefix(server, "https://") && err == nil && u.Hostname() != ""
 }
 
 // URL accepts "host:port" or a URL.

@@ -31,8 +31,10 @@ func ParseBuild(s string) (Build, error) {
 	}
 	var n [4]int
 	for i, p := range parts {
+		// Digits only, as the operator reads a patch level: Atoi alone takes
+		// a sign ("+2762", "-0").
 		v, err := strconv.Atoi(p)
-		if err != nil || v < 0 {
+		if err != nil || strings.Trim(p, "0123456789") != "" {
 			return Build{}, fmt.Errorf("%q is not a Windows build: expected 10.0.<build>.<revision>", s)
 		}
 		n[i] = v
