@@ -1107,6 +1107,43 @@ async fn two_nodes_and_a_hook_runner(name: &str) -> TestSpace {
     t
 }
 
+/// The leader's wall clock steps half an hour ahead mid-install (an NTP
+/// step, a VM resumed), between two of its learns of the API server's time:
+/// the node in flight is not timed out (its nodeTimeout is 15m) and finishes,
+/// the next one is held with ClockSkewed, and once the clock is back the
+/// rollout finishes with no failure.
+#[tokio::test]
+async fn a_wall_clock_step_mid_install_times_nothing_out_and_is_reported_as_skew() {
+    install_crd(&support::client().await).await;
+    let mut t = TestSpace::new("clock-step").await;
+    t.start_sim(2, &["--apply-time=40s", "--reboot-time=0.5s"]);
+    wait_nodes_ready(&t, 2).await;
+    let pool = format!("{}-pool", t.id);
+    apply_pool(&t, &pool_manifest(&t, &pool, "10.0.20348.2762", json!({"maxUnavailable": 1, "nodeTimeout": "15m"}))).await;
+    let skew = t.temp_dir().join("clock-skew-seconds");
+    std::fs::write(&skew, "0").unwrap();
+    t.start_operator_with_env("operator", &[], &support::kubeconfig(), &support::skewed_clock::env_stepped_by(&skew));
+
+    let nodes_api: Api<Node> = Api::all(t.client.clone());
+    let state = |n: &Node| n.annotations().get(names::ANN_STATE).cloned().unwrap_or_default();
+    let node = wait_for("a node installing", WAIT, || async {
+        t.nodes().await.into_iter().find(|n| state(n) == "Applying").map(|n| n.name_any())
+    })
+    .await;
+    std::fs::write(&skew, "1800").unwrap();
+    let pools: Api<WindowsNodePool> = Api::all(t.client.clone());
+    wait_for("the pool to report the skew", WAIT, || async {
+        let st = pools.get(&pool).await.ok()?.status?;
+        st.conditions.iter().any(|c| c.type_ == conditions::PROGRESSING && c.reason == "ClockSkewed").then_some(())
+    })
+    .await;
+    assert_eq!(state(&nodes_api.get(&node).await.unwrap()), "Updated", "the step timed the node out");
+    std::fs::write(&skew, "0").unwrap();
+    let done = support::wait_pool_done(&t, &pool, 2, WAIT).await;
+    assert_eq!(done.status.map(|s| s.failed_nodes.len()), Some(0), "no node failed");
+    t.cleanup().await;
+}
+
 /// A hook Job the API server refuses is its node's trouble, not the pool's:
 /// an admission policy refuses the first node's pre-drain Job, and the second
 /// node still runs its hook, is drained of its pod and updated, while the

@@ -4,11 +4,25 @@
  * renew deadline) run true, as they do on a drifting host. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/time.h>
 #include <time.h>
 
+/* WINPOOL_CLOCK_SKEW_FILE, when set, is read at every call: a test writes
+ * another number of seconds there to step the clock mid-run (an NTP step,
+ * a VM resumed). */
 static long skew(void) {
+    const char *f = getenv("WINPOOL_CLOCK_SKEW_FILE");
+    if (f) {
+        long v = 0;
+        FILE *in = fopen(f, "r");
+        if (in) {
+            if (fscanf(in, "%ld", &v) != 1) v = 0;
+            fclose(in);
+        }
+        return v;
+    }
     const char *s = getenv("WINPOOL_CLOCK_SKEW_SECONDS");
     return s ? atol(s) : 0;
 }

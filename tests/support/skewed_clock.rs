@@ -12,6 +12,12 @@ pub fn env(by_seconds: i64) -> Vec<(String, String)> {
     vec![("LD_PRELOAD".into(), preload().display().to_string()), ("WINPOOL_CLOCK_SKEW_SECONDS".into(), by_seconds.to_string())]
 }
 
+/// The environment that runs a child as many seconds ahead of this host as
+/// `file` says when it reads its clock: write another number to step it.
+pub fn env_stepped_by(file: &Path) -> Vec<(String, String)> {
+    vec![("LD_PRELOAD".into(), preload().display().to_string()), ("WINPOOL_CLOCK_SKEW_FILE".into(), file.display().to_string())]
+}
+
 fn preload() -> &'static Path {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT.get_or_init(|| {
