@@ -269,12 +269,26 @@ async fn a_service_past_a_pools_hns_headroom_is_warned_of_or_refused_at_apply() 
     assert!(said.contains("adds 1 HNS load balancers") && said.contains(&format!("pool {pool} has room for 0 more")), "{said}");
     let (ok, said) = kubectl_apply(&t, &service("headless", true), false);
     assert!(ok && !said.contains("Warning"), "a headless Service adds no load balancer: {said}");
+    // "web" has no pods: on no node yet, but its load balancer is on its way and counted so.
+    wait_for("the pool to count web's load balancer as awaited", WAIT, || async {
+        (pools.get(&pool).await.ok()?.status?.hns?.awaiting_load_balancers >= 1).then_some(())
+    })
+    .await;
 
     apply_hns_admission(&t, &release, "Deny");
     wait_for("the policy to refuse", WAIT, || async { (!kubectl_apply(&t, &service("probe", false), true).0).then_some(()) }).await;
     let (ok, said) = kubectl_apply(&t, &service("api", false), false);
     assert!(!ok && said.contains(&format!("pool {pool} has room for 0 more")) && said.contains("of its 1 in use"), "{said}");
     assert!(Api::<Service>::namespaced(t.client.clone(), &t.namespace).get_opt("api").await.unwrap().is_none(), "not created");
+    // A change is judged on what it adds: an external IP adds one per port; a label adds nothing.
+    let mut grown = service("web", false);
+    grown["spec"]["externalIPs"] = json!(["192.0.2.10"]);
+    let (ok, said) = kubectl_apply(&t, &grown, false);
+    assert!(!ok && said.contains("adds 1 HNS load balancers"), "an update that grows past the room: {said}");
+    let mut labelled = service("web", false);
+    labelled["metadata"]["labels"] = json!({"tier": "web"});
+    let (ok, said) = kubectl_apply(&t, &labelled, false);
+    assert!(ok && !said.contains("Warning"), "an update that adds nothing passes: {said}");
 
     let _ = std::process::Command::new(support::tool("kubectl"))
         .arg("--kubeconfig")

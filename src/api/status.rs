@@ -121,6 +121,11 @@ pub struct HnsStatus {
     pub expected_load_balancers: i64,
     /// The load balancers a node's HNS holds at most (hns.limits).
     pub limit_load_balancers: i64,
+    /// Load balancers of Services whose endpoints have not arrived yet (a
+    /// Service created before its pods): on no node yet, on every node once
+    /// they do. The HNS admission policy counts them as taken.
+    #[serde(default)]
+    pub awaiting_load_balancers: i64,
     /// Remote endpoints a node needs for the cluster's Services.
     pub expected_endpoints: i64,
     /// The remote endpoints a node's HNS holds at most (hns.limits).

@@ -308,14 +308,14 @@ async fn observe(pool: &WindowsNodePool, ctx: &Context, boots: &[jiff::Timestamp
         .map(|n| (n.clone(), ctx.reports.get(&ObjectRef::new(&n.name).within(&ctx.settings.agent_namespace))))
         .collect();
     let limits = Limits::for_pool(&pool.spec.hns, pool.spec.os.version);
-    let (totals, over_limit, hns_backlog) = {
+    let (totals, awaiting, over_limit, hns_backlog) = {
         let mut t = ctx.hns.lock().expect("hns lock");
         let rates = crate::decision::rollout::hns_rates(&pool.spec);
         let backlog = match boots {
             [] => t.backlog_at(pool.spec.os.version, rates, now),
             _ => t.backlog_with_boots(pool.spec.os.version, rates, boots, now),
         };
-        (t.totals(), t.services_over(limits.backends_per_service), backlog)
+        (t.totals(), t.awaiting_load_balancers(), t.services_over(limits.backends_per_service), backlog)
     };
     let rules = DrainRules::of(&pool.spec.rollout.drain);
     let pods_by_node = pods_on_draining(ctx, round::draining(&members), &rules).await?;
@@ -335,6 +335,7 @@ async fn observe(pool: &WindowsNodePool, ctx: &Context, boots: &[jiff::Timestamp
         cms_of_pool,
         existing_revisions,
         hns_totals: totals,
+        hns_awaiting: awaiting,
         hns_over_limit: over_limit,
         hns_backlog,
         hns_limits: limits,

@@ -96,6 +96,7 @@ pub fn capacity(totals: (i64, i64), limits: &Limits, warn_percent: i32, over_lim
     let status = HnsStatus {
         expected_load_balancers: lbs,
         limit_load_balancers: limits.load_balancers,
+        awaiting_load_balancers: 0,
         expected_endpoints: eps,
         limit_endpoints: limits.endpoints,
         state,

@@ -266,6 +266,24 @@ fn slice_updates_change_totals_by_the_difference() {
     }
     t.apply_slice(&slice_ready("ns", "web-1", "web", &eps));
     assert_eq!(t.totals(), (0, 0), "no ready endpoint: no load balancer either");
+    assert_eq!(t.awaiting_load_balancers(), 2, "but two that wait for one");
+}
+
+/// Twelve 3-port Services created before their pods: none on a node yet,
+/// 36 load balancers on their way; each one's endpoints move its share over.
+#[test]
+fn services_without_endpoints_are_demand_on_its_way() {
+    let mut t = HnsTracker::new();
+    for i in 0..12 {
+        let mut svc = service("ns", &format!("s{i}"), &cip());
+        svc.spec.as_mut().unwrap().ports = Some((0..3).map(|p| ServicePort { port: 80 + p, ..Default::default() }).collect());
+        t.apply_service(&svc);
+    }
+    assert_eq!((t.totals().0, t.awaiting_load_balancers()), (0, 36));
+    t.apply_slice(&slice_ready("ns", "s0-1", "s0", &ready(&ips("10.1.", 2))));
+    assert_eq!((t.totals().0, t.awaiting_load_balancers()), (3, 33));
+    t.delete_service("ns", "s1");
+    assert_eq!((t.totals().0, t.awaiting_load_balancers()), (3, 30));
 }
 
 #[test]

@@ -269,6 +269,13 @@ impl ServiceEntry {
         self.svc.is_some_and(|c| c.load_balancers[f] > 0)
     }
 
+    /// Policies of the families with no ready endpoint yet: every node
+    /// programs them once endpoints arrive (a Service created before its pods).
+    fn awaiting(&self) -> i64 {
+        let Some(c) = self.svc else { return 0 };
+        (0..2).filter(|&f| self.backends[f] == 0).map(|f| c.load_balancers[f]).sum()
+    }
+
     /// (policies realized now, backends of the largest programmed family).
     fn derived(&self) -> (i64, i64) {
         let Some(c) = self.svc else { return (0, 0) };
@@ -349,6 +356,8 @@ pub struct HnsTracker {
     /// (backends, service) for programmed Services with at least one backend.
     pub(super) by_backends: BTreeSet<(i64, Arc<str>)>,
     load_balancers: i64,
+    /// The Services' policies that wait for their endpoints ([`ServiceEntry::awaiting`]).
+    awaiting: i64,
     service_epoch: u64,
     slice_epoch: u64,
     /// Each watch finished its first list: until both have, the totals are
@@ -426,6 +435,12 @@ impl HnsTracker {
     /// Expected (load-balancer policies, remote endpoints) on every node. O(1).
     pub fn totals(&self) -> (i64, i64) {
         (self.load_balancers, self.addresses.refs.len() as i64)
+    }
+
+    /// The load-balancer policies of Services whose endpoints have not
+    /// arrived: not on any node yet, but they will be. O(1).
+    pub fn awaiting_load_balancers(&self) -> i64 {
+        self.awaiting
     }
 
     pub fn apply_service(&mut self, svc: &Service) {
@@ -653,13 +668,15 @@ impl HnsTracker {
 
     /// Change one Service entry and carry the effect to the totals and the backend index.
     fn update_service(&mut self, key: &Arc<str>, f: impl FnOnce(&mut ServiceEntry, &HashMap<Arc<str>, SliceEntry>, &mut Addresses)) {
-        let Self { services, slices, addresses, by_backends, load_balancers, work, .. } = self;
+        let Self { services, slices, addresses, by_backends, load_balancers, awaiting, work, .. } = self;
         let entry = services.entry(key.clone()).or_default();
         let (lbs_before, backends_before) = entry.derived();
+        let awaiting_before = entry.awaiting();
         let (moves, endpoints) = (addresses.moves, addresses.endpoints);
         f(entry, slices, addresses);
         let (lbs_after, backends_after) = entry.derived();
         *load_balancers += lbs_after - lbs_before;
+        *awaiting += entry.awaiting() - awaiting_before;
         // winkernel replaces every load balancer of a Service whose endpoints
         // changed, and creates or deletes the remote endpoints that appeared or went.
         if addresses.moves != moves || lbs_before != lbs_after {

@@ -61,6 +61,8 @@ pub(crate) struct Observed {
     pub existing_revisions: BTreeSet<String>,
     /// Cluster-wide expected HNS load balancers and endpoints.
     pub hns_totals: (i64, i64),
+    /// Load balancers of Services whose endpoints have not arrived yet (they will).
+    pub hns_awaiting: i64,
     /// Services with more backends than a node's HNS takes, and how many.
     pub hns_over_limit: (Vec<String>, usize),
     /// How long a node of the pool's release needs to program the Service
@@ -513,7 +515,8 @@ pub(crate) fn decide_judged(
     let mut repairs = hns_repair::repairs(&spec.hns.repair, &seen.members, &hns_nodes, now);
     let mut problems = problems(pool, &plan, &seen.membership, &hns_nodes);
     problems.append(&mut repairs.problems);
-    let capacity = hns::capacity(seen.hns_totals, &seen.hns_limits, spec.hns.warn_percent, seen.hns_over_limit.clone());
+    let mut capacity = hns::capacity(seen.hns_totals, &seen.hns_limits, spec.hns.warn_percent, seen.hns_over_limit.clone());
+    capacity.0.awaiting_load_balancers = seen.hns_awaiting;
     let mut status = build_status(spec, &plan, &seen.membership, Some(capacity), pool.status.as_ref(), pool.metadata.generation, now);
     if let Some(r) = &seen.patch {
         crate::decision::status::with_patch(&mut status, r, pool.status.as_ref(), pool.metadata.generation, now);
@@ -1065,6 +1068,7 @@ mod tests {
             cms_of_pool: Vec::new(),
             existing_revisions: BTreeSet::new(),
             hns_totals,
+            hns_awaiting: 0,
             hns_over_limit: (Vec::new(), 0),
             hns_backlog: Duration::ZERO,
             hns_limits: Limits::for_pool(&pool.spec.hns, pool.spec.os.version),
