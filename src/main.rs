@@ -103,7 +103,7 @@ struct RunArgs {
     /// Image prefixes a pool's spec.agent.image may use (comma-separated); empty allows any.
     #[arg(long, value_delimiter = ',')]
     allowed_agent_images: Vec<String>,
-    /// URL prefixes (https://…, matched up to a `/`) a pool's spec.runtime.archive may use
+    /// URL prefixes (https://…, matched as URLs) a pool's spec.runtime.archive may use
     /// (comma-separated); empty allows none: the official containerd release only.
     #[arg(long, value_delimiter = ',')]
     allowed_runtime_archives: Vec<String>,
@@ -112,6 +112,13 @@ struct RunArgs {
     /// node's SYSTEM account authenticates to the server of such a path.
     #[arg(long, value_delimiter = ',', value_parser = share_prefix)]
     allowed_package_shares: Vec<String>,
+    /// Image prefixes a pool's rollout.hooks may run (comma-separated); empty allows any.
+    #[arg(long, value_delimiter = ',')]
+    allowed_hook_images: Vec<String>,
+    /// ServiceAccounts of the hooks namespace a pool's rollout.hooks may run
+    /// as (comma-separated); empty allows none: hooks run without a token.
+    #[arg(long, value_delimiter = ',')]
+    allowed_hook_service_accounts: Vec<String>,
     /// CSI Proxy's HostProcess image repository (a mirror in an air-gapped
     /// cluster); the tag is the pool's storage.csiProxy.version.
     #[arg(long, default_value = winpool::builders::csi_proxy::DEFAULT_REPOSITORY)]
@@ -246,6 +253,8 @@ fn controller_settings(args: &RunArgs) -> Settings {
         allowed_agent_images: nonempty(&args.allowed_agent_images),
         allowed_runtime_archives: nonempty(&args.allowed_runtime_archives),
         allowed_package_shares: nonempty(&args.allowed_package_shares),
+        allowed_hook_images: nonempty(&args.allowed_hook_images),
+        allowed_hook_service_accounts: nonempty(&args.allowed_hook_service_accounts),
         csi_proxy_repository: args.csi_proxy_repository.clone(),
         pod_network_image: Some(args.pod_network_image.clone()).filter(|s| !s.is_empty()),
         secret_namespace: args.secret_namespace.clone(),

@@ -47,6 +47,7 @@ pub enum EventReason {
     AgentImageNotAllowed,
     RuntimeArchiveNotAllowed,
     PackageShareNotAllowed,
+    HookNotAllowed,
 }
 
 impl EventReason {

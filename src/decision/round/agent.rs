@@ -110,6 +110,39 @@ pub fn system_inputs_refused(pool: &WindowsNodePool, settings: &Settings) -> Opt
             ),
         ));
     }
+    hook_refused(pool, settings)
+}
+
+/// A hook runs a pool editor's image in the hooks namespace, as one of its
+/// ServiceAccounts: only images and accounts the cluster admin allowed.
+fn hook_refused(pool: &WindowsNodePool, settings: &Settings) -> Option<(EventReason, String)> {
+    let hooks = pool.spec.rollout.hooks.as_ref()?;
+    for (field, hook) in [("preDrain", &hooks.pre_drain), ("postUpdate", &hooks.post_update)] {
+        let Some(hook) = hook else { continue };
+        if !agent_image_allowed(&hook.image, &settings.allowed_hook_images) {
+            let allowed = settings.allowed_hook_images.join(", ");
+            return Some((
+                EventReason::HookNotAllowed,
+                format!(
+                    "rollout.hooks.{field}.image {:?} is not in the operator's allowed hook images ({allowed}); nothing is rolled until it is",
+                    hook.image
+                ),
+            ));
+        }
+        if let Some(sa) = hook.service_account_name.as_ref().filter(|sa| !settings.allowed_hook_service_accounts.contains(sa)) {
+            let allowed = allowed_list(
+                &settings.allowed_hook_service_accounts,
+                "--allowed-hook-service-accounts (chart hooks.allowedServiceAccounts)",
+            );
+            return Some((
+                EventReason::HookNotAllowed,
+                format!(
+                    "rollout.hooks.{field}.serviceAccountName {sa:?} is not one the operator allows hooks to run as ({allowed}); \
+                     nothing is rolled until it is"
+                ),
+            ));
+        }
+    }
     None
 }
 
@@ -342,6 +375,28 @@ mod tests {
         let mut settings = Settings::example("");
         settings.allowed_runtime_archives = allowed;
         assert_eq!(system_inputs_refused(&pool, &settings), None);
+    }
+
+    #[test]
+    fn hooks_run_only_allowed_images_and_as_allowed_accounts() {
+        let pool = |hooks: &str| crate::test_builders::pool("p").uid(None).with(&format!("rollout: {{hooks: {hooks}}}")).build();
+        let plain = pool("{preDrain: {image: 'registry.corp/db-tools:1'}}");
+        let named = pool("{postUpdate: {image: 'registry.corp/db-tools:1', serviceAccountName: db-hooks}}");
+        let elsewhere = pool("{preDrain: {image: 'registry.corp.evil/db-tools:1'}}");
+        let mut settings = Settings::example("");
+        assert_eq!(system_inputs_refused(&plain, &settings), None, "no allow-list: any image, without a token");
+        let (reason, msg) = system_inputs_refused(&named, &settings).expect("no account is allowed by default");
+        assert_eq!(reason, EventReason::HookNotAllowed);
+        assert!(
+            msg.contains("rollout.hooks.postUpdate.serviceAccountName \"db-hooks\"") && msg.contains("--allowed-hook-service-accounts"),
+            "{msg}"
+        );
+        settings.allowed_hook_service_accounts = vec!["db-hooks".into()];
+        settings.allowed_hook_images = vec!["registry.corp".into()];
+        assert_eq!(system_inputs_refused(&named, &settings), None);
+        let (reason, msg) = system_inputs_refused(&elsewhere, &settings).expect("an image off the allow-list");
+        assert_eq!(reason, EventReason::HookNotAllowed);
+        assert!(msg.contains("rollout.hooks.preDrain.image \"registry.corp.evil/db-tools:1\""), "{msg}");
     }
 
     fn pool_with_package_path(path: &str) -> WindowsNodePool {

@@ -736,6 +736,10 @@ pub struct Settings {
     /// Share prefixes (`\\server.dns.name\share`) a pool's update packages
     /// may be read from; empty allows none (drive paths are always allowed).
     pub allowed_package_shares: Vec<String>,
+    /// Image prefixes a pool's hooks may run; empty allows any.
+    pub allowed_hook_images: Vec<String>,
+    /// ServiceAccounts a pool's hooks may run as; empty allows none.
+    pub allowed_hook_service_accounts: Vec<String>,
     /// CSI Proxy's HostProcess image repository (tagged with the pool's version).
     pub csi_proxy_repository: String,
     /// The pause image of the pools' pod-network DaemonSets; None: none runs.
@@ -765,6 +769,8 @@ impl Settings {
             agent: AgentSettings { image: agent_image.into(), hns_interval: "15s".into(), max_attempts: 3, pod: Default::default() },
             pool_selector: None,
             allowed_agent_images: Vec::new(),
+            allowed_hook_images: Vec::new(),
+            allowed_hook_service_accounts: Vec::new(),
             allowed_runtime_archives: Vec::new(),
             allowed_package_shares: Vec::new(),
             csi_proxy_repository: crate::builders::csi_proxy::DEFAULT_REPOSITORY.into(),
