@@ -1144,6 +1144,39 @@ async fn a_wall_clock_step_mid_install_times_nothing_out_and_is_reported_as_skew
     t.cleanup().await;
 }
 
+/// A hook Job still running when its node's start ends is deleted, not left
+/// to run to its deadline: here the pool stops selecting the node while its
+/// pre-drain hook's pod waits for a node that never comes.
+#[tokio::test]
+async fn a_hook_job_outliving_its_nodes_start_is_deleted() {
+    use k8s_openapi::api::batch::v1::Job;
+    let mut t = two_nodes_and_a_hook_runner("hook-orphan").await;
+    let hook = json!({"image": "registry.k8s.io/pause:3.10", "timeout": "10m", "nodeSelector": {"winpool-test/hooks": "nowhere"}});
+    let pool = format!("{}-pool", t.id);
+    let mut manifest = pool_manifest(&t, &pool, "10.0.20348.2762", json!({"maxUnavailable": 1, "hooks": {"preDrain": hook}}));
+    apply_pool(&t, &manifest).await;
+    t.start_operator(&[&format!("--hooks-namespace={}", t.namespace)]);
+    let jobs: Api<Job> = Api::namespaced(t.client.clone(), &t.namespace);
+    let job = wait_for("a pre-drain hook Job", WAIT, || async {
+        jobs.list(&ListParams::default()).await.ok()?.items.into_iter().next().map(|j| j.name_any())
+    })
+    .await;
+    let deadline = jobs.get(&job).await.unwrap().spec.and_then(|s| s.active_deadline_seconds).unwrap();
+    assert!(deadline <= 180, "bounded by the node's nodeTimeout 3m, not the hook's 10m: {deadline}s");
+
+    manifest["spec"]["nodeSelector"]["matchLabels"]["winpool-test/none"] = json!("x");
+    apply_pool(&t, &manifest).await;
+    wait_for("the hook Job deleted with its node's start", WAIT, || async {
+        match jobs.get_opt(&job).await {
+            Ok(None) => Some(()),
+            Ok(Some(j)) => j.metadata.deletion_timestamp.map(|_| ()),
+            Err(_) => None,
+        }
+    })
+    .await;
+    t.cleanup().await;
+}
+
 /// A hook Job the API server refuses is its node's trouble, not the pool's:
 /// an admission policy refuses the first node's pre-drain Job, and the second
 /// node still runs its hook, is drained of its pod and updated, while the

@@ -48,7 +48,6 @@ pub fn hook_job(pool: &WindowsNodePool, hook: &Hook, start: &HookStart, namespac
         .map(|(k, v)| EnvVar { name: k.into(), value: Some(v.into()), value_from: None })
         .chain(hook.env.iter().map(hook_env))
         .collect();
-    let timeout = crate::decision::rollout::parse_duration(&hook.timeout).map_or(600, |d| d.as_secs().max(1));
     let node_selector = hook.node_selector.clone().unwrap_or_else(|| BTreeMap::from([(names::LABEL_OS.into(), "linux".into())]));
     Job {
         metadata: ObjectMeta {
@@ -64,7 +63,7 @@ pub fn hook_job(pool: &WindowsNodePool, hook: &Hook, start: &HookStart, namespac
         },
         spec: Some(JobSpec {
             backoff_limit: Some(0),
-            active_deadline_seconds: Some(timeout as i64),
+            active_deadline_seconds: Some(start.timeout_secs as i64),
             ttl_seconds_after_finished: Some(KEEP_FINISHED),
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta { labels: Some(labels), ..Default::default() }),
@@ -148,7 +147,7 @@ mod tests {
     }
 
     fn start(node: &str) -> HookStart {
-        HookStart { node: node.into(), kind: HookKind::PreDrain, started_at: "2026-12-04T10:00:00Z".parse().unwrap() }
+        HookStart { node: node.into(), kind: HookKind::PreDrain, started_at: "2026-12-04T10:00:00Z".parse().unwrap(), timeout_secs: 90 }
     }
 
     #[test]

@@ -265,6 +265,16 @@ async fn create_hook_jobs(ctx: &Context, pool: &WindowsNodePool, round: &Round) 
         return;
     };
     let api: kube::Api<k8s_openapi::api::batch::v1::Job> = kube::Api::namespaced(ctx.client.clone(), ns);
+    // Its pods go with it (background): a hung hook stops with its node's start.
+    for job in &round.orphaned_hook_jobs {
+        match api.delete(job, &kube::api::DeleteParams::background()).await {
+            Ok(_) => info!(pool = %pool.name_any(), job = %job, "deleted a hook Job its node's start no longer waits for"),
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => {
+                warn!(pool = %pool.name_any(), job = %job, error = %e, "could not delete a hook Job no start waits for; tried again next round")
+            }
+        }
+    }
     for start in &round.plan.hooks {
         let Some(hook) = start.kind.of(&pool.spec) else { continue };
         let job = crate::builders::hook_job::hook_job(pool, hook, start, ns);
@@ -324,7 +334,7 @@ async fn observe(pool: &WindowsNodePool, ctx: &Context, boots: &[jiff::Timestamp
     let cms_of_pool: Vec<Arc<ConfigMap>> =
         ctx.configmaps.state().into_iter().filter(|c| c.labels().get(names::LABEL_POOL) == Some(&name)).collect();
     let existing_revisions: BTreeSet<String> = cms_of_pool.iter().filter_map(|c| c.labels().get(names::LABEL_REVISION).cloned()).collect();
-    let hook_runs = hook_runs(ctx, &name, &members);
+    let (hook_runs, other_hook_jobs) = hook_runs(ctx, &name, &members);
     Ok(Observed {
         members,
         deselected,
@@ -345,6 +355,7 @@ async fn observe(pool: &WindowsNodePool, ctx: &Context, boots: &[jiff::Timestamp
         cluster: cluster_in_flight(ctx, &name, &nodes),
         hooks_namespace: ctx.settings.hooks_namespace.clone(),
         hook_runs,
+        other_hook_jobs,
         patch: None,
     })
 }
@@ -355,22 +366,24 @@ fn hook_runs(
     ctx: &Context,
     pool: &str,
     members: &[(Arc<NodeRecord>, Option<Arc<crate::api::report::WindowsNodeReport>>)],
-) -> BTreeMap<String, Vec<crate::decision::rollout::hooks::HookRun>> {
-    let mut runs: BTreeMap<String, Vec<_>> = BTreeMap::new();
+) -> (BTreeMap<String, Vec<crate::decision::rollout::hooks::HookRun>>, Vec<OtherHookJob>) {
+    let (mut runs, mut others): (BTreeMap<String, Vec<_>>, Vec<_>) = Default::default();
     let Some(jobs) = &ctx.hook_jobs else {
-        return runs;
+        return (runs, others);
     };
     let started: BTreeMap<&str, jiff::Timestamp> =
         members.iter().filter_map(|(n, _)| Some((n.name.as_str(), n.annotation(names::ANN_STARTED_AT)?.parse().ok()?))).collect();
     for job in jobs.state().iter().filter(|j| j.labels().get(names::LABEL_POOL).map(String::as_str) == Some(pool)) {
-        if let Some((node, at, run)) = crate::builders::hook_job::run_of(job)
-            && started.get(node.as_str()) == Some(&at)
-        {
-            runs.entry(node).or_default().push(run);
+        match crate::builders::hook_job::run_of(job) {
+            Some((node, at, run)) if started.get(node.as_str()) == Some(&at) => runs.entry(node).or_default().push(run),
+            Some((node, at, run)) => others.push((run.job, node, at, run.outcome)),
+            None => {}
         }
     }
-    runs
+    (runs, others)
 }
+
+type OtherHookJob = (String, String, jiff::Timestamp, crate::decision::rollout::hooks::HookOutcome);
 
 /// With --max-nodes-in-flight: the nodes of this install's other pools in
 /// flight now (our own writes included, taken from their responses).

@@ -71,6 +71,19 @@ pub struct HookStart {
     pub node: String,
     pub kind: HookKind,
     pub started_at: Timestamp,
+    /// How long its Job may run (activeDeadlineSeconds): the hook's timeout,
+    /// never past what is left of the node's nodeTimeout, so a hung hook does
+    /// not outlive its node's start.
+    pub timeout_secs: u64,
+}
+
+/// Whether a hook Job of the pool, for `start` of its node, still running,
+/// is no use to anyone: the node is no member now, or not in flight (it
+/// failed, was held or released), or in flight for another start (a retry
+/// makes its own Job). It is deleted rather than left to run to its deadline.
+pub fn orphaned(start: Timestamp, outcome: &HookOutcome, current: Option<(NodeState, Option<Timestamp>)>) -> bool {
+    let running = matches!(outcome, HookOutcome::Running);
+    running && !current.is_some_and(|(state, at)| state.in_flight() && at == Some(start))
 }
 
 /// How far past a hook's timeout the operator waits for the Job controller
@@ -98,7 +111,10 @@ pub(super) fn gate(s: &RoundSettings<'_>, r: &mut Decided<'_>, p: &mut NodePatch
         }
         (Some(_), None) => match n.started_at {
             Some(started_at) => {
-                r.hooks.push(HookStart { node: n.name.clone(), kind, started_at });
+                let hook_timeout = super::parse_duration(&hook.timeout).unwrap_or(std::time::Duration::from_secs(600));
+                let left = s.rules.node_timeout.saturating_sub(s.since(Some(started_at)));
+                let timeout_secs = hook_timeout.min(left).as_secs().max(1);
+                r.hooks.push(HookStart { node: n.name.clone(), kind, started_at, timeout_secs });
                 r.wait(&n.name, format!("waiting for its {} hook Job", kind.field()));
                 return Gate::Shut(state);
             }
@@ -158,5 +174,23 @@ fn failed(s: &RoundSettings<'_>, p: &mut NodePatch, n: &NodeView, kind: HookKind
             p.state(NodeState::Updated, s.now).ann(names::ANN_CORDONED_BY_WINPOOL, None);
             NodeState::Updated
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_running_hook_job_of_no_start_in_flight_is_orphaned() {
+        let (start, retry) = ("2026-12-04T10:00:00Z".parse().unwrap(), "2026-12-04T10:30:00Z".parse().unwrap());
+        let running = HookOutcome::Running;
+        assert!(!orphaned(start, &running, Some((NodeState::Draining, Some(start)))), "its node's start waits for it");
+        assert!(orphaned(start, &running, Some((NodeState::Draining, Some(retry)))), "a retry makes its own Job");
+        assert!(orphaned(start, &running, Some((NodeState::Failed, Some(start)))), "its node failed");
+        assert!(orphaned(start, &running, Some((NodeState::Pending, None))), "its node was held or put back");
+        assert!(orphaned(start, &running, None), "its node left the pool");
+        let done = HookOutcome::Failed("DeadlineExceeded".into());
+        assert!(!orphaned(start, &done, None), "a finished Job stays for its log");
     }
 }

@@ -1888,8 +1888,14 @@ mod hooks {
         let ns = Some("hooks");
         // No Job yet: the plan creates one for this start and evicts nothing.
         let plan = run_with(&spec, &[hooked(3)], ns);
-        assert_eq!(plan.hooks, vec![HookStart { node: "n".into(), kind: HookKind::PreDrain, started_at: ago(10).unwrap() }]);
+        assert_eq!(
+            plan.hooks,
+            vec![HookStart { node: "n".into(), kind: HookKind::PreDrain, started_at: ago(10).unwrap(), timeout_secs: 300 }]
+        );
         assert!(plan.drain.is_empty(), "nothing evicted before the hook ran");
+        // A hook Job never outlives its node's start: 4m of nodeTimeout, 10s of it gone.
+        let tight = spec_with(&HOOKS.replace("rollout: {", "rollout: {nodeTimeout: 4m, "));
+        assert_eq!(run_with(&tight, &[hooked(3)], ns).hooks[0].timeout_secs, 230);
         // Running, even with no pods to evict: the node waits.
         let plan = run_with(&spec, &[ran(hooked(0), HookKind::PreDrain, 5, HookOutcome::Running)], ns);
         assert!(plan.hooks.is_empty() && plan.drain.is_empty() && transition(&plan, "n").is_none(), "{:?}", plan.waiting);

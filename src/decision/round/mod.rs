@@ -82,6 +82,8 @@ pub(crate) struct Observed {
     pub hooks_namespace: Option<String>,
     /// Members' hook Jobs for their current start, by node.
     pub hook_runs: BTreeMap<String, Vec<crate::decision::rollout::hooks::HookRun>>,
+    /// The pool's other hook Jobs: (Job, node, the start it was for, how it goes).
+    pub other_hook_jobs: Vec<(String, String, jiff::Timestamp, crate::decision::rollout::hooks::HookOutcome)>,
     /// With os.patchPolicy: the patch level resolved from the members'
     /// offers ([`patch_resolution`]); the round decides by the pool it makes.
     pub patch: Option<PatchResolution>,
@@ -206,6 +208,8 @@ pub(crate) struct Round {
     pub hns_utilization: f64,
     /// Revision ConfigMaps no node carries any more: (name, revision).
     pub stale_configmaps: Vec<(String, String)>,
+    /// Hook Jobs still running for no start in flight ([`crate::decision::rollout::hooks::orphaned`]).
+    pub orphaned_hook_jobs: Vec<String>,
     /// The standing problems not announced yet.
     pub announce: Vec<Event>,
     /// Condition flips and the like, announced once the status is written.
@@ -543,6 +547,7 @@ pub(crate) fn decide_judged(
         hns_repairs: repairs,
         hns_utilization: seen.hns_limits.utilization(seen.hns_totals),
         stale_configmaps: stale_configmaps(&seen.cms_of_pool, &plan),
+        orphaned_hook_jobs: orphaned_hook_jobs(&seen.other_hook_jobs, &views),
         announce: memory.standing_news(problems),
         transitions: transition_events(pool.status.as_ref(), &status),
         patch_eligible_in: seen.patch.as_ref().and_then(|r| r.eligible_in),
@@ -628,6 +633,17 @@ fn hns_writes(
             w.unless_changed_since = patch.and_then(|p| p.unless_changed_since.clone());
             Some((w, h.message.clone()))
         })
+        .collect()
+}
+
+fn orphaned_hook_jobs(
+    jobs: &[(String, String, jiff::Timestamp, crate::decision::rollout::hooks::HookOutcome)],
+    views: &[NodeView],
+) -> Vec<String> {
+    let current = |node: &str| views.iter().find(|v| v.name == node).map(|v| (v.state.state().unwrap_or_default(), v.started_at));
+    jobs.iter()
+        .filter(|(_, node, at, outcome)| crate::decision::rollout::hooks::orphaned(*at, outcome, current(node)))
+        .map(|(job, ..)| job.clone())
         .collect()
 }
 
@@ -1084,6 +1100,7 @@ mod tests {
             cluster: None,
             hooks_namespace: None,
             hook_runs: BTreeMap::new(),
+            other_hook_jobs: Vec::new(),
             patch: None,
         }
     }
