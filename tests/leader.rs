@@ -205,3 +205,66 @@ async fn a_leader_partitioned_from_the_api_server_steps_down_before_the_standby_
     );
     t.cleanup().await;
 }
+
+/// The chart's server-side fence (`leaderElection.serverSideFence`): the
+/// operator's ServiceAccount, with a token bound to a pod that does not hold
+/// the Lease, has its Node write refused by the API server; the same write
+/// from the pod that holds it lands.
+#[tokio::test]
+async fn the_api_server_refuses_a_node_write_from_a_replica_that_does_not_hold_the_lease() {
+    use k8s_openapi::api::core::v1::{Node, Pod};
+    let client = support::client().await;
+    install_crd(&client).await;
+    let t = TestSpace::new("lease-fence").await;
+    let release = format!("{}-r", t.id);
+    let lease = format!("{}-lease", t.id);
+    support::chart::install_chart_on(&support::kubeconfig(), &t, &release, &[format!("leaderElection.leaseName={lease}")]);
+    let sa = format!("{release}-winpool");
+    let pods: Api<Pod> = Api::namespaced(t.client.clone(), &t.namespace);
+    for name in ["replica-a", "replica-b"] {
+        let pod: Pod = serde_json::from_value(json!({"metadata": {"name": name}, "spec": {"serviceAccountName": sa,
+            "automountServiceAccountToken": false, "containers": [{"name": "operator", "image": "ghcr.io/winpool/winpool:test"}]}}))
+        .unwrap();
+        pods.create(&Default::default(), &pod).await.unwrap();
+    }
+    let leases: Api<Lease> = Api::namespaced(t.client.clone(), &t.namespace);
+    let held: Lease = serde_json::from_value(json!({"metadata": {"name": lease}, "spec": {"holderIdentity": "replica-a"}})).unwrap();
+    leases.create(&Default::default(), &held).await.unwrap();
+    let node = format!("{}fence", t.node_prefix());
+    Api::<Node>::all(t.client.clone()).create(&Default::default(), &support::windows_node(&t, &node, "6.1.0", "1.7.22")).await.unwrap();
+
+    let as_replica = |pod: &'static str| {
+        let token = support::chart::run(
+            std::process::Command::new(support::tool("kubectl")).arg("--kubeconfig").arg(support::kubeconfig()).args([
+                "create",
+                "token",
+                &sa,
+                "-n",
+                &t.namespace,
+                "--duration=1h",
+                "--bound-object-kind=Pod",
+                &format!("--bound-object-name={pod}"),
+            ]),
+        );
+        async move { Api::<Node>::all(support::client_with_token(&support::kubeconfig(), token.trim()).await) }
+    };
+    let (leader, deposed) = (as_replica("replica-a").await, as_replica("replica-b").await);
+    let label = |v: &str| Patch::Merge(json!({"metadata": {"labels": {"winpool-test/fence": v}}}));
+    let refused = wait_for("the fence in force", WAIT, || async {
+        match deposed.patch(&node, &PatchParams::default(), &label("b")).await {
+            Err(kube::Error::Api(s)) => Some(s),
+            _ => None,
+        }
+    })
+    .await;
+    assert!(
+        refused.code == 403
+            && refused.message.contains("replica-b does not hold the Lease")
+            && refused.message.contains("(replica-a does)"),
+        "{refused:?}"
+    );
+    leader.patch(&node, &PatchParams::default(), &label("a")).await.expect("the Lease holder's write lands");
+
+    support::chart::remove_chart_rbac(&release);
+    t.cleanup().await;
+}

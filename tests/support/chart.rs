@@ -64,6 +64,7 @@ pub fn remove_chart_rbac(release: &str) {
             "validatingadmissionpolicy,validatingadmissionpolicybinding",
             &format!("{fullname}-pool-operator-pause-only"),
             &format!("{fullname}-operations-operator-only"),
+            &format!("{fullname}-lease-fence"),
             "--ignore-not-found",
         ])
         .output();
