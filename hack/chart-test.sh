@@ -122,7 +122,7 @@ wait_for() {
 KUBE_VERSION="$(kubectl_ get --raw /version | sed -n 's/.*"gitVersion": *"\([^"]*\)".*/\1/p')"
 [[ -n "$KUBE_VERSION" ]] || die "could not read the API server's version"
 
-ALL_OPTIONAL=(--set serviceMonitor.enabled=true --set prometheusRule.enabled=true --set grafanaDashboard.enabled=true)
+ALL_OPTIONAL=(--set serviceMonitor.enabled=true --set prometheusRule.enabled=true --set grafanaDashboard.enabled=true --set networkPolicy.enabled=true)
 template() { helm_ template "$RELEASE" "$CHART" --namespace "$NS" --kube-version "$KUBE_VERSION" "$@"; }
 
 log "chart test: release $RELEASE, namespace $NS, agent namespace $AGENT_NS, Kubernetes $KUBE_VERSION"
@@ -180,7 +180,7 @@ check "helm lint --strict (all optional parts on)" helm_ lint --strict "$CHART" 
 # agent namespace is the release namespace (it exists), and its Namespace
 # object is applied as a dry-run change to it.
 dry_run_server() {
-  template --set grafanaDashboard.enabled=true --set createAgentNamespace=true --set agentNamespace="$NS" \
+  template --set grafanaDashboard.enabled=true --set networkPolicy.enabled=true --set createAgentNamespace=true --set agentNamespace="$NS" \
     >"$WORK/rendered.yaml" || return 1
   local kinds
   kinds="$(grep -c '^kind:' "$WORK/rendered.yaml")"
