@@ -700,11 +700,11 @@ no  delete windowsnodereports.winpool.dev       $AGENT_NS
 no  list   windowsnodereports.winpool.dev       *
 yes create windowsnodeoperations.winpool.dev    $AGENT_NS
 yes patch  windowsnodeoperations.winpool.dev    $AGENT_NS
-no  delete windowsnodeoperations.winpool.dev    $AGENT_NS
+yes delete windowsnodeoperations.winpool.dev    $AGENT_NS
 no  patch  windowsnodeoperations.winpool.dev    default
 yes create jobs.batch                           $HOOKS_NS
 yes watch  jobs.batch                           $HOOKS_NS
-no  delete jobs.batch                           $HOOKS_NS
+yes delete jobs.batch                           $HOOKS_NS
 no  create jobs.batch                           $NS
 no  create pods                                 $HOOKS_NS
 EOF

@@ -206,27 +206,13 @@ fn kubectl_apply(t: &TestSpace, manifest: &serde_json::Value, dry_run: bool) -> 
 
 /// The chart's HNS admission policy (hnsAdmission) for this test's namespace, applied.
 fn apply_hns_admission(t: &TestSpace, release: &str, action: &str) {
-    let rendered = support::chart::render_chart(
-        t,
-        release,
-        &[
-            "hnsAdmission.enabled=true".into(),
-            format!("hnsAdmission.action={action}"),
-            format!("hnsAdmission.namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name={}", t.namespace),
-            format!("hnsAdmission.poolSelector.matchLabels.{TEST_LABEL}={}", t.id),
-        ],
-    );
-    // Only this template's objects: the rest of the chart is not this test's.
-    let ours: Vec<&str> = rendered.split("\n---").filter(|d| d.contains("Source: winpool/templates/hns-admission-policy.yaml")).collect();
-    let file = std::env::temp_dir().join(format!("{release}-hns-admission.yaml"));
-    std::fs::write(&file, ours.join("\n---\n")).unwrap();
-    support::chart::run(
-        std::process::Command::new(support::tool("kubectl"))
-            .arg("--kubeconfig")
-            .arg(support::kubeconfig())
-            .args(["apply", "-f"])
-            .arg(&file),
-    );
+    let sets = [
+        "hnsAdmission.enabled=true".into(),
+        format!("hnsAdmission.action={action}"),
+        format!("hnsAdmission.namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name={}", t.namespace),
+        format!("hnsAdmission.poolSelector.matchLabels.{TEST_LABEL}={}", t.id),
+    ];
+    support::chart::apply_chart_templates(t, release, &sets, &["hns-admission-policy"]);
 }
 
 fn service(name: &str, headless: bool) -> serde_json::Value {

@@ -218,11 +218,15 @@ async fn the_api_server_refuses_a_node_write_from_a_replica_that_does_not_hold_t
     let t = TestSpace::new("lease-fence").await;
     let release = format!("{}-r", t.id);
     let lease = format!("{}-lease", t.id);
-    support::chart::install_chart_on(&support::kubeconfig(), &t, &release, &[format!("leaderElection.leaseName={lease}")]);
+    let identity = ["serviceaccount", "clusterrole", "clusterrolebinding", "lease-fence-policy"];
+    support::chart::apply_chart_templates(&t, &release, &[format!("leaderElection.leaseName={lease}")], &identity);
     let sa = format!("{release}-winpool");
     let pods: Api<Pod> = Api::namespaced(t.client.clone(), &t.namespace);
     for name in ["replica-a", "replica-b"] {
+        // Never scheduled (no node matches): a token only needs the pod to exist,
+        // and a pod on another test's node would hold up that node's drain.
         let pod: Pod = serde_json::from_value(json!({"metadata": {"name": name}, "spec": {"serviceAccountName": sa,
+            "nodeSelector": {"winpool-test/nowhere": "true"},
             "automountServiceAccountToken": false, "containers": [{"name": "operator", "image": "ghcr.io/winpool/winpool:test"}]}}))
         .unwrap();
         pods.create(&Default::default(), &pod).await.unwrap();
@@ -250,13 +254,16 @@ async fn the_api_server_refuses_a_node_write_from_a_replica_that_does_not_hold_t
     };
     let (leader, deposed) = (as_replica("replica-a").await, as_replica("replica-b").await);
     let label = |v: &str| Patch::Merge(json!({"metadata": {"labels": {"winpool-test/fence": v}}}));
-    let refused = wait_for("the fence in force", WAIT, || async {
+    // A policy takes effect a moment after it is made: until the deposed
+    // replica's write is refused, the last answer says why not.
+    let deadline = Instant::now() + WAIT;
+    let refused = loop {
         match deposed.patch(&node, &PatchParams::default(), &label("b")).await {
-            Err(kube::Error::Api(s)) => Some(s),
-            _ => None,
+            Err(kube::Error::Api(s)) => break s,
+            other => assert!(Instant::now() < deadline, "the fence never refused the deposed replica; its last write: {other:?}"),
         }
-    })
-    .await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
     assert!(
         refused.code == 403
             && refused.message.contains("replica-b does not hold the Lease")

@@ -30,6 +30,20 @@ pub fn render_chart(t: &TestSpace, release: &str, sets: &[String]) -> String {
     run(&mut cmd)
 }
 
+/// Only these templates of the chart (`templates/<name>.yaml`), rendered
+/// with `sets` and applied with the admin kubeconfig: the rest of the chart
+/// is not the test's (its Deployment's pod would land on other tests' nodes).
+pub fn apply_chart_templates(t: &TestSpace, release: &str, sets: &[String], templates: &[&str]) {
+    let rendered = render_chart(t, release, sets);
+    let ours: Vec<&str> = rendered
+        .split("\n---")
+        .filter(|d| templates.iter().any(|name| d.contains(&format!("Source: winpool/templates/{name}.yaml"))))
+        .collect();
+    let file = std::env::temp_dir().join(format!("{release}-{}.yaml", templates.join("-")));
+    std::fs::write(&file, ours.join("\n---\n")).unwrap();
+    kubectl(&["apply", "-f", file.to_str().unwrap()]);
+}
+
 /// Render the chart for this test's namespaces and apply it with the admin
 /// kubeconfig. Its cluster-scoped objects outlive the test: `remove_chart_rbac`.
 pub fn install_chart_rbac(t: &TestSpace, release: &str) {
