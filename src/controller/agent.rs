@@ -112,8 +112,39 @@ where
     Ok(())
 }
 
-/// The agents' namespace holds only winpool's HostProcess DaemonSets, so only it is privileged.
+/// How long a new leader's first request waits out an API server that is
+/// away (restarted, a load balancer moving): the lease, not this, decides
+/// whether the replica goes on leading.
+const FIRST_REQUEST_PATIENCE: u32 = 60;
+
+/// The agents' namespace holds only winpool's HostProcess DaemonSets, so only
+/// it is privileged. The controller's first request: an API server away for
+/// a moment is waited for (once a second, a minute at most), not taken as the
+/// controller's end; a refusal (403, an invalid namespace) is.
 pub async fn ensure_agent_namespace(client: &Client, ns: &str) -> Result<(), Error> {
+    let mut attempt = 1;
+    loop {
+        match ensure_agent_namespace_once(client, ns).await {
+            Err(Error::AgentNamespace { source, .. }) if attempt < FIRST_REQUEST_PATIENCE && transient(&source) => {
+                warn!(namespace = ns, attempt, error = %source, "the API server is away; asking again in a second");
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                attempt += 1;
+            }
+            r => return r,
+        }
+    }
+}
+
+/// An error that says the API server was not there, not that it refused.
+fn transient(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(s) => s.code == 429 || s.code >= 500,
+        kube::Error::Service(_) | kube::Error::HyperError(_) => true,
+        _ => false,
+    }
+}
+
+async fn ensure_agent_namespace_once(client: &Client, ns: &str) -> Result<(), Error> {
     let api: Api<Namespace> = Api::all(client.clone());
     let failed = |source| Error::AgentNamespace { name: ns.to_string(), source };
     if api.get_opt(ns).await.map_err(failed)?.is_some() {
@@ -139,4 +170,36 @@ pub async fn ensure_agent_namespace(client: &Client, ns: &str) -> Result<(), Err
         Err(source) => return Err(failed(source)),
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// An API server on loopback that drops its first connection (it was
+    /// restarting), then answers every request with `status` and `body`.
+    async fn away_then(status: &'static str, body: &'static str) -> Client {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = l.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            drop(l.accept().await);
+            while let Ok((mut s, _)) = l.accept().await {
+                let mut buf = [0u8; 4096];
+                let _ = s.read(&mut buf).await;
+                let answer = format!("HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}", body.len());
+                let _ = s.write_all(answer.as_bytes()).await;
+            }
+        });
+        Client::try_from(kube::Config::new(format!("http://127.0.0.1:{port}").parse().unwrap())).unwrap()
+    }
+
+    #[tokio::test]
+    async fn the_first_request_waits_out_an_api_server_that_is_away_but_not_a_refusal() {
+        let ns = r#"{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"winpool-agents"}}"#;
+        ensure_agent_namespace(&away_then("200 OK", ns).await, "winpool-agents").await.expect("the API server came back");
+        let forbidden = r#"{"apiVersion":"v1","kind":"Status","status":"Failure","reason":"Forbidden","code":403,"message":"forbidden"}"#;
+        let refused = ensure_agent_namespace(&away_then("403 Forbidden", forbidden).await, "winpool-agents").await;
+        assert!(matches!(refused, Err(Error::AgentNamespace { source: kube::Error::Api(ref s), .. }) if s.code == 403), "{refused:?}");
+    }
 }
