@@ -219,7 +219,8 @@ async fn the_api_server_refuses_a_node_write_from_a_replica_that_does_not_hold_t
     let release = format!("{}-r", t.id);
     let lease = format!("{}-lease", t.id);
     let identity = ["serviceaccount", "clusterrole", "clusterrolebinding", "lease-fence-policy"];
-    support::chart::apply_chart_templates(&t, &release, &[format!("leaderElection.leaseName={lease}")], &identity);
+    let sets = [format!("leaderElection.leaseName={lease}"), "leaderElection.serverSideFence=true".into()];
+    support::chart::apply_chart_templates(&t, &release, &sets, &identity);
     let sa = format!("{release}-winpool");
     let pods: Api<Pod> = Api::namespaced(t.client.clone(), &t.namespace);
     for name in ["replica-a", "replica-b"] {
